@@ -1,0 +1,5 @@
+"""pytest-modelsweep: LLM serving benchmarks as pytest test cases."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

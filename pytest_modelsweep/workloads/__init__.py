@@ -1,0 +1,1 @@
+"""Workloads: what to send to an endpoint, and how its answers become records."""
