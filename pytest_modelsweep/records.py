@@ -51,12 +51,18 @@ class RequestRecord:
 
 @dataclass
 class ItemRecord:
-    """One scored benchmark item (a GSM8K problem, a BFCL record) of one model."""
+    """One scored benchmark item (a GSM8K problem, a BFCL record) of one model.
+
+    ``prompt_hash`` covers exactly what was sent (it differs between a chat and a
+    completion model); ``data_hash`` covers the source record, so that items of
+    two models pair by ``item_id`` and ``data_hash``.
+    """
 
     item_id: str
     prompt_hash: str
     correct: bool
     response: str
+    data_hash: str = ""
     extracted: Any = None
     finish_reason: str | None = None
     prompt_tokens: int | None = None
