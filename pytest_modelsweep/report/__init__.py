@@ -1,1 +1,1 @@
-"""report"""
+"""Reports: terminal summary, Markdown, pytest-html sections."""

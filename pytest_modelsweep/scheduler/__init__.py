@@ -1,1 +1,1 @@
-"""scheduler"""
+"""xdist scheduling: all tests of one model go to one worker, which owns its server."""

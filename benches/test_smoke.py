@@ -1,0 +1,29 @@
+"""Smoke: one real greedy generation per model, timed, with its usage counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_modelsweep.fixtures import RecordMeasurement
+from pytest_modelsweep.serving import Endpoint
+from pytest_modelsweep.workloads.smoke import run_smoke
+
+
+@pytest.mark.smoke
+def test_smoke(endpoint: Endpoint, record_measurement: RecordMeasurement) -> None:
+    result = run_smoke(endpoint)
+    record_measurement(
+        "smoke",
+        result.tokens_per_s,
+        "tokens/s",
+        1,
+        params={"max_tokens": 32, "prompting": endpoint.model.prompting},
+        stats={
+            "latency_s": result.latency_s,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "finish_reason": result.finish_reason,
+            "text": result.text,
+        },
+    )
+    assert result.completion_tokens > 0

@@ -1,0 +1,760 @@
+"""An async OpenAI-compatible client that keeps exactly N requests in flight.
+
+Two paths:
+
+* :func:`stream_requests` (throughput, latency) streams ``stream: true``
+  responses over a small HTTP/1.1 client of its own, built on
+  :class:`asyncio.Protocol`: each connection parses the status line, headers,
+  chunked or ``Content-Length`` bodies and the SSE events inline, as the bytes
+  arrive, with one clock reading per socket read. httpx costs about 40 µs of
+  CPU per SSE event in its per-line HTTP machinery, which caps one core at
+  about 20,000 tokens/s; this path costs a few µs (see
+  ``benches/perf/client_harness.py`` for the side-by-side figures).
+* :func:`post_requests` (accuracy workloads) sends plain JSON POSTs with
+  httpx, where per-event speed does not matter.
+
+Neither raises for a bad answer from the server: an HTTP error status, a cut
+stream, a non-JSON ``data:`` line or a timeout becomes a one-line ``error``
+on that request's record, and the other requests go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .records import RequestRecord
+from .workloads.base import ApiRequest
+
+__all__ = [
+    "PostResult",
+    "StreamOutcome",
+    "post_requests",
+    "run_post_requests",
+    "run_stream_requests",
+    "stream_requests",
+    "stream_requests_detailed",
+]
+
+PostResult = tuple[ApiRequest, dict[str, Any] | None, str | None]
+
+_perf = time.perf_counter
+_loads = json.loads
+_MAX_HEAD = 64 * 1024
+_MAX_ERROR_BODY = 4096
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
+    return " ".join(text.split())[:limit]
+
+
+def _short_bytes(data: bytes, limit: int = 80) -> str:
+    return data[:limit].decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where requests go: scheme, host, port and the path prefix before ``/v1``."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str
+
+    @classmethod
+    def parse(cls, base_url_v1: str) -> _Target:
+        parts = urlsplit(base_url_v1.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url_v1!r}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        path = parts.path
+        prefix = path[: -len("/v1")] if path.endswith("/v1") else path
+        return cls(parts.scheme, parts.hostname, port, prefix)
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    def path_of(self, api_path: str) -> str:
+        return self.prefix + api_path
+
+
+def _body(served_name: str, request: ApiRequest, *, stream: bool) -> bytes:
+    payload: dict[str, Any] = {"model": served_name, **request.payload}
+    if stream:
+        payload["stream"] = True
+        options = dict(payload.get("stream_options") or {})
+        options["include_usage"] = True
+        payload["stream_options"] = options
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class _StreamExchange:
+    """One streamed request: receives the response head and body, parses SSE events."""
+
+    __slots__ = (
+        "path", "future", "status", "is_sse", "error", "done", "end", "chunks",
+        "first", "times", "texts", "finish", "prompt_tokens", "completion_tokens",
+        "cached_tokens", "any_bytes", "_sse", "_err_body",
+    )
+
+    def __init__(self, path: str, future: asyncio.Future[None]) -> None:
+        self.path = path
+        self.future = future
+        self.status = 0
+        self.is_sse = True
+        self.error: str | None = None
+        self.done = False
+        self.end: float | None = None
+        self.chunks = 0
+        self.first: float | None = None
+        self.times: list[float] = []
+        self.texts: list[str] = []
+        self.finish: str | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.cached_tokens: int | None = None
+        self.any_bytes = False
+        self._sse = b""
+        self._err_body = bytearray()
+
+    # -- called by the connection
+
+    def on_head(self, status: int, headers: dict[str, str]) -> None:
+        self.status = status
+        ctype = headers.get("content-type", "")
+        self.is_sse = status == 200 and "text/event-stream" in ctype
+
+    def on_body(self, data: bytes, now: float) -> bool:
+        """Feed body bytes; False asks the connection to abort (the request failed)."""
+        if not self.is_sse:
+            if len(self._err_body) < _MAX_ERROR_BODY:
+                self._err_body += data[: _MAX_ERROR_BODY - len(self._err_body)]
+            return True
+        buf = self._sse + data if self._sse else data
+        if b"\r" in buf:
+            buf = self._normalize(buf)
+        pos = 0
+        find = buf.find
+        while True:
+            j = find(b"\n\n", pos)
+            if j < 0:
+                break
+            event = buf[pos:j]
+            pos = j + 2
+            if event[:6] == b"data: " and b"\n" not in event:
+                payload: bytes | None = event[6:]
+            else:
+                payload = self._data_of(event)
+                if payload is None:
+                    continue
+            if not self._on_data(payload, now):
+                return False
+        self._sse = buf[pos:] if pos else buf
+        return True
+
+    def on_end(self, complete: bool, now: float, reason: str = "") -> None:
+        """The response ended: completely, or cut (connection lost, protocol error)."""
+        if self.future.done():
+            return
+        if self.error is None:
+            if not self.status:
+                self.error = reason or "connection closed before a response"
+            elif not self.is_sse:
+                body = _one_line(self._err_body.decode("utf-8", "replace"))
+                if self.status == 200:
+                    self.error = (
+                        f"expected an SSE stream from {self.path}, got HTTP 200 "
+                        f"without text/event-stream: {body}"
+                    )
+                else:
+                    self.error = f"HTTP {self.status} from {self.path}: {body}"
+            elif not self.done:
+                cut = "" if complete else f" ({reason or 'connection closed'})"
+                self.error = f"stream ended before [DONE] after {self.chunks} chunks{cut}"
+        if self.end is None:
+            self.end = now
+        self.future.set_result(None)
+
+    def fail(self, reason: str, now: float) -> None:
+        if self.error is None:
+            self.error = reason
+        if self.end is None:
+            self.end = now
+        if not self.future.done():
+            self.future.set_result(None)
+
+    # -- SSE
+
+    @staticmethod
+    def _normalize(buf: bytes) -> bytes:
+        """CRLF or CR line ends to LF; a trailing CR waits for its LF."""
+        tail = b""
+        if buf.endswith(b"\r"):
+            buf, tail = buf[:-1], b"\r"
+        return buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+
+    @staticmethod
+    def _data_of(event: bytes) -> bytes | None:
+        """The data of one SSE event (``data:`` lines joined), or None for none."""
+        lines = []
+        for line in event.split(b"\n"):
+            if line.startswith(b"data:"):
+                value = line[5:]
+                lines.append(value[1:] if value[:1] == b" " else value)
+        return b"\n".join(lines) if lines else None
+
+    def _on_data(self, payload: bytes, now: float) -> bool:
+        self.chunks += 1
+        if self.done:
+            return True
+        if payload == b"[DONE]":
+            self.done = True
+            self.end = now
+            return True
+        try:
+            obj = _loads(payload)
+        except ValueError:
+            self.fail(f"non-JSON SSE data line: {_short_bytes(payload)!r}", now)
+            return False
+        if type(obj) is not dict:
+            self.fail(f"SSE data is not a JSON object: {_short_bytes(payload)!r}", now)
+            return False
+        choices = obj.get("choices")
+        if choices:
+            choice = choices[0]
+            if type(choice) is not dict:
+                self.fail(f"malformed choices in SSE data: {_short_bytes(payload)!r}", now)
+                return False
+            text = choice.get("text")
+            if text is None:
+                delta = choice.get("delta")
+                if delta:
+                    text = (
+                        delta.get("content")
+                        or delta.get("reasoning_content")
+                        or delta.get("reasoning")
+                    )
+            if text:
+                if self.first is None:
+                    self.first = now
+                self.times.append(now)
+                self.texts.append(text)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish = reason
+        usage = obj.get("usage")
+        if usage:
+            self.prompt_tokens = usage.get("prompt_tokens")
+            self.completion_tokens = usage.get("completion_tokens")
+            details = usage.get("prompt_tokens_details")
+            if details and details.get("cached_tokens") is not None:
+                self.cached_tokens = details["cached_tokens"]
+        timings = obj.get("timings")
+        if timings and "cache_n" in timings:
+            self.cached_tokens = timings["cache_n"]
+        error = obj.get("error")
+        if error:
+            message = error.get("message", error) if isinstance(error, dict) else error
+            self.fail(
+                f"server error in stream after {self.chunks} chunks: {_one_line(str(message))}",
+                now,
+            )
+            return False
+        return True
+
+
+_HEAD, _BODY_CHUNK_SIZE, _BODY_CHUNK_DATA, _BODY_CHUNK_CRLF, _TRAILERS, _BODY_LENGTH, _BODY_CLOSE = (
+    range(7)
+)
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 keep-alive connection; parses one response at a time as bytes arrive."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.used = 0
+        self._ex: _StreamExchange | None = None
+        self._buf = b""
+        self._state = _HEAD
+        self._left = 0
+        self._keep_alive = True
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        ex, self._ex = self._ex, None
+        if ex is not None:
+            complete = self._state == _BODY_CLOSE
+            reason = "connection closed" if exc is None else f"connection lost: {exc}"
+            ex.on_end(complete, _perf(), reason)
+
+    def eof_received(self) -> bool | None:
+        return False
+
+    def data_received(self, data: bytes) -> None:
+        now = _perf()
+        ex = self._ex
+        if ex is None:
+            self.abort()  # bytes nobody asked for: the connection is out of step
+            return
+        ex.any_bytes = True
+        buf = self._buf + data if self._buf else data
+        pos = 0
+        n = len(buf)
+        state = self._state
+        if state == _HEAD:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if n > _MAX_HEAD:
+                    self._fail(ex, "response head over 64 KiB", now)
+                    return
+                self._buf = buf
+                return
+            error = self._head(ex, buf[:end])
+            if error:
+                self._fail(ex, error, now)
+                return
+            pos = end + 4
+            state = self._state
+            if state == _HEAD:  # an interim 1xx response: read the next head
+                self._buf = b""
+                if pos < n:
+                    self.data_received(buf[pos:])
+                return
+        if state == _BODY_LENGTH:
+            take = min(self._left, n - pos)
+            self._left -= take
+            if take and not ex.on_body(buf[pos : pos + take], now):
+                self.abort()
+                return
+            self._buf = b""
+            if self._left == 0:
+                self._finish(ex, now)
+            return
+        if state == _BODY_CLOSE:
+            self._buf = b""
+            if pos < n and not ex.on_body(buf[pos:], now):
+                self.abort()
+            return
+        # chunked transfer encoding
+        pieces: list[bytes] = []
+        left = self._left
+        find = buf.find
+        while True:
+            if state == _BODY_CHUNK_SIZE:
+                eol = find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                line = buf[pos:eol]
+                semi = line.find(b";")
+                try:
+                    left = int(line if semi < 0 else line[:semi], 16)
+                except ValueError:
+                    self._fail(ex, f"bad chunk size line {_short_bytes(line)!r}", now)
+                    return
+                pos = eol + 2
+                state = _BODY_CHUNK_DATA if left else _TRAILERS
+            elif state == _BODY_CHUNK_DATA:
+                avail = n - pos
+                if avail <= 0:
+                    break
+                if avail >= left:
+                    pieces.append(buf[pos : pos + left])
+                    pos += left
+                    left = 0
+                    state = _BODY_CHUNK_CRLF
+                else:
+                    pieces.append(buf[pos:])
+                    left -= avail
+                    pos = n
+                    break
+            elif state == _BODY_CHUNK_CRLF:
+                if n - pos < 2:
+                    break
+                if buf[pos : pos + 2] != b"\r\n":
+                    self._fail(ex, "chunk data not followed by CRLF", now)
+                    return
+                pos += 2
+                state = _BODY_CHUNK_SIZE
+            else:  # _TRAILERS: lines until an empty one
+                eol = find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                empty = eol == pos
+                pos = eol + 2
+                if empty:
+                    state = _HEAD
+                    break
+        self._state = state
+        self._left = left
+        self._buf = buf[pos:] if pos < n else b""
+        if pieces:
+            body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            if not ex.on_body(body, now):
+                self.abort()
+                return
+        if state == _HEAD:
+            self._finish(ex, now)
+
+    # -- helpers
+
+    def _head(self, ex: _StreamExchange, head: bytes) -> str | None:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            return f"not an HTTP/1.x response: {lines[0][:80]!r}"
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        if 100 <= status < 200:
+            self._state = _HEAD
+            return None
+        connection = headers.get("connection", "").lower()
+        self._keep_alive = (
+            "close" not in connection
+            if parts[0] == "HTTP/1.1"
+            else "keep-alive" in connection
+        )
+        ex.on_head(status, headers)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._state = _BODY_CHUNK_SIZE
+        elif "content-length" in headers:
+            try:
+                self._left = int(headers["content-length"])
+            except ValueError:
+                return f"bad Content-Length {headers['content-length']!r}"
+            self._state = _BODY_LENGTH
+        elif status in (204, 304):
+            self._left = 0
+            self._state = _BODY_LENGTH
+        else:
+            self._state = _BODY_CLOSE
+            self._keep_alive = False
+        return None
+
+    def _finish(self, ex: _StreamExchange, now: float) -> None:
+        self._ex = None
+        self._state = _HEAD
+        if not self._keep_alive or self._buf:
+            self.abort()
+        ex.on_end(True, now)
+
+    def _fail(self, ex: _StreamExchange, reason: str, now: float) -> None:
+        self._ex = None
+        self.abort()
+        ex.fail(f"bad HTTP response from {ex.path}: {reason}", now)
+
+    def send(self, request: bytes, ex: _StreamExchange) -> None:
+        assert self.transport is not None and self._ex is None
+        self._ex = ex
+        self._buf = b""
+        self._state = _HEAD
+        self._keep_alive = True
+        self.used += 1
+        self.transport.write(request)
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+@dataclass
+class StreamOutcome:
+    """One streamed request's record plus what the record has no field for.
+
+    ``cached_tokens`` is the server's count of prompt tokens reused from its
+    cache (llama.cpp ``timings.cache_n``, else ``usage.prompt_tokens_details``);
+    ``chunks`` counts SSE data events, ``[DONE]`` included.
+    """
+
+    request: ApiRequest
+    record: RequestRecord
+    cached_tokens: int | None
+    chunks: int
+
+
+class _StreamRunner:
+    """N workers, each with its own keep-alive connection, pulling from one queue."""
+
+    def __init__(
+        self,
+        base_url_v1: str,
+        served_name: str,
+        requests: Sequence[ApiRequest],
+        timeout_s: float,
+        on_record: Callable[[ApiRequest, RequestRecord], None] | None,
+    ) -> None:
+        self.target = _Target.parse(base_url_v1)
+        self.requests = requests
+        self.timeout_s = timeout_s
+        self.on_record = on_record
+        self.served_name = served_name
+        self.outcomes: list[StreamOutcome | None] = [None] * len(requests)
+        self._next = 0
+        self._ssl = ssl.create_default_context() if self.target.scheme == "https" else None
+
+    def _request_bytes(self, request: ApiRequest) -> tuple[str, bytes]:
+        path = self.target.path_of(request.path)
+        body = _body(self.served_name, request, stream=True)
+        head = (
+            f"POST {path} HTTP/1.1\r\n"
+            f"Host: {self.target.host_header}\r\n"
+            "User-Agent: pytest-modelsweep\r\n"
+            "Accept: text/event-stream\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            "Connection: keep-alive\r\n\r\n"
+        )
+        return request.path, head.encode("latin-1") + body
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        _, protocol = await loop.create_connection(
+            _Connection, self.target.host, self.target.port, ssl=self._ssl
+        )
+        return protocol
+
+    async def worker(self) -> None:
+        conn: _Connection | None = None
+        try:
+            while self._next < len(self.requests):
+                index = self._next
+                self._next += 1
+                request = self.requests[index]
+                outcome, conn = await self._one(request, conn)
+                self.outcomes[index] = outcome
+                if self.on_record is not None:
+                    self.on_record(request, outcome.record)
+        finally:
+            if conn is not None:
+                conn.abort()
+
+    async def _one(
+        self, request: ApiRequest, conn: _Connection | None
+    ) -> tuple[StreamOutcome, _Connection | None]:
+        loop = asyncio.get_running_loop()
+        label, raw = self._request_bytes(request)
+        start = _perf()
+        ex = _StreamExchange(label, loop.create_future())
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                for _attempt in range(2):
+                    fresh = conn is None or conn.closed
+                    if conn is None or conn.closed:
+                        conn = await self._connect()
+                    conn.send(raw, ex)
+                    await ex.future
+                    # A reused keep-alive connection the server had already closed:
+                    # nothing was received, so send once more on a new connection.
+                    if fresh or ex.any_bytes or ex.status or not conn.closed:
+                        break
+                    conn = None
+                    ex = _StreamExchange(label, loop.create_future())
+        except TimeoutError:
+            ex.fail(
+                f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", _perf()
+            )
+        except OSError as exc:
+            ex.fail(
+                f"cannot connect to {self.target.host}:{self.target.port}: {exc}", _perf()
+            )
+        if ex.error is not None and conn is not None:
+            conn.abort()
+        if conn is not None and conn.closed:
+            conn = None
+        end = ex.end if ex.end is not None else _perf()
+        record = RequestRecord(
+            start=start,
+            end=end,
+            first_token=ex.first,
+            token_times=ex.times,
+            prompt_tokens=ex.prompt_tokens,
+            completion_tokens=ex.completion_tokens,
+            finish_reason=ex.finish,
+            error=ex.error,
+            text="".join(ex.texts),
+        )
+        return StreamOutcome(request, record, ex.cached_tokens, ex.chunks), conn
+
+
+async def _run_workers(count: int, make: Callable[[], Any]) -> None:
+    """Run ``count`` workers; the first exception (from a callback) is re-raised as is."""
+    tasks = [asyncio.create_task(make()) for _ in range(count)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def stream_requests_detailed(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+) -> list[StreamOutcome]:
+    """Like :func:`stream_requests`, with the server's cached-token count per request."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record)
+    await _run_workers(min(concurrency, len(requests)), runner.worker)
+    return [outcome for outcome in runner.outcomes if outcome is not None]
+
+
+async def stream_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+) -> list[RequestRecord]:
+    """Stream ``requests`` with exactly ``concurrency`` in flight; records in input order.
+
+    A new request starts as soon as one ends and never more than ``concurrency``
+    are open (each worker owns one keep-alive connection). Every record carries
+    ``time.perf_counter()`` times; ``token_times`` has one entry per SSE chunk
+    that carried text, so a chunk holding several tokens counts once (compare
+    ``len(token_times)`` with ``completion_tokens``). ``timeout_s`` bounds each
+    request from connect to ``[DONE]``.
+    """
+    outcomes = await stream_requests_detailed(
+        base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s, on_record=on_record
+    )
+    return [outcome.record for outcome in outcomes]
+
+
+def run_stream_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+) -> list[RequestRecord]:
+    """Synchronous :func:`stream_requests` (for the sync pytest fixtures)."""
+    return asyncio.run(
+        stream_requests(
+            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s, on_record=on_record
+        )
+    )
+
+
+# --------------------------------------------------------------------------- plain POSTs
+
+
+async def post_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_result: Callable[[ApiRequest, dict[str, Any] | None, str | None], None] | None = None,
+) -> list[PostResult]:
+    """Non-streaming JSON POSTs with ``concurrency`` in flight, results in input order.
+
+    Each result is ``(request, parsed JSON or None, error or None)``; ``on_result``
+    is called as each one completes, so that results can be stored as they arrive.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    root = base_url_v1.rstrip("/")
+    results: list[PostResult | None] = [None] * len(requests)
+    state = {"next": 0}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s)) as client:
+
+        async def one(request: ApiRequest) -> PostResult:
+            url = root + request.path[len("/v1") :] if request.path.startswith("/v1") else (
+                root + request.path
+            )
+            body = _body(served_name, request, stream=False)
+            try:
+                async with asyncio.timeout(timeout_s):
+                    response = await client.post(
+                        url, content=body, headers={"Content-Type": "application/json"}
+                    )
+            except TimeoutError:
+                return request, None, f"timed out after {timeout_s:g} s"
+            except httpx.TimeoutException:
+                return request, None, f"timed out after {timeout_s:g} s"
+            except httpx.HTTPError as exc:
+                return request, None, f"request to {request.path} failed: {type(exc).__name__}: {exc}"
+            if response.status_code >= 400:
+                return request, None, (
+                    f"HTTP {response.status_code} from {request.path}: {_one_line(response.text)}"
+                )
+            try:
+                data = response.json()
+            except ValueError:
+                return request, None, (
+                    f"non-JSON response from {request.path}: {_one_line(response.text, 80)!r}"
+                )
+            if not isinstance(data, dict):
+                return request, None, f"response from {request.path} is not a JSON object"
+            return request, data, None
+
+        async def worker() -> None:
+            while state["next"] < len(requests):
+                index = state["next"]
+                state["next"] += 1
+                result = await one(requests[index])
+                results[index] = result
+                if on_result is not None:
+                    on_result(*result)
+
+        await _run_workers(min(concurrency, len(requests)), worker)
+    return [result for result in results if result is not None]
+
+
+def run_post_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_result: Callable[[ApiRequest, dict[str, Any] | None, str | None], None] | None = None,
+) -> list[PostResult]:
+    """Synchronous :func:`post_requests`."""
+    return asyncio.run(
+        post_requests(
+            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s, on_result=on_result
+        )
+    )

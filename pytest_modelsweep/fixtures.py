@@ -1,0 +1,99 @@
+"""The fixtures benchmark tests use: the run, the sweep, an endpoint, ``record_measurement``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from .errors import ModelsweepError
+from .records import Measurement
+from .serving.endpoint import Endpoint
+from .state import RunState
+from .sweep import ModelSpec, Sweep
+
+RecordMeasurement = Callable[..., Measurement]
+
+
+@pytest.fixture(scope="session")
+def modelsweep_run(request: pytest.FixtureRequest) -> RunState:
+    """The run-wide state: options, sweep, selection, endpoint pool."""
+    from .plugin import run_state_key
+
+    return request.config.stash[run_state_key]
+
+
+@pytest.fixture(scope="session")
+def sweep(modelsweep_run: RunState) -> Sweep:
+    """The parsed sweep file of this run."""
+    try:
+        return modelsweep_run.sweep
+    except ModelsweepError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture
+def model_spec(model_name: str, sweep: Sweep) -> ModelSpec:
+    """The sweep's record of the model this test measures."""
+    return sweep.model(model_name)
+
+
+@pytest.fixture
+def endpoint(model_name: str, modelsweep_run: RunState) -> Endpoint:
+    """The live server of this test's model: attached, or started on first need."""
+    try:
+        return modelsweep_run.pool.get(model_name)
+    except ModelsweepError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture
+def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
+    """Record one result of this test; it reaches the results file even if the test then fails.
+
+    Call it as ``record_measurement(benchmark, value, unit, n, params=..., stats=...,
+    items=[...], requests=[...])``. The model and the endpoint's provenance are
+    added from the test.
+    """
+    from .plugin import measurements_key
+
+    node = request.node
+    callspec = getattr(node, "callspec", None)
+    model = callspec.params.get("model_name") if callspec is not None else None
+
+    def record(
+        benchmark: str,
+        value: float,
+        unit: str,
+        n: int,
+        *,
+        params: dict[str, Any] | None = None,
+        stats: dict[str, Any] | None = None,
+        items: list[dict[str, Any]] | None = None,
+        requests: list[dict[str, Any]] | None = None,
+        model: str | None = model,
+        endpoint: Endpoint | None = None,
+    ) -> Measurement:
+        if endpoint is None:
+            candidate = node.funcargs.get("endpoint") if hasattr(node, "funcargs") else None
+            endpoint = candidate if isinstance(candidate, Endpoint) else None
+        measurement = Measurement(
+            model=model or "",
+            benchmark=benchmark,
+            value=float(value),
+            unit=unit,
+            n=int(n),
+            params=dict(params or {}),
+            stats=dict(stats or {}),
+            items=list(items or []),
+            requests=list(requests or []),
+            provenance=endpoint.provenance.as_dict() if endpoint is not None else {},
+            test_id=node.nodeid,
+            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        node.stash.setdefault(measurements_key, []).append(measurement.to_dict())
+        return measurement
+
+    return record

@@ -1,0 +1,275 @@
+"""pytest-modelsweep's pytest plugin: options, markers, collection, hooks.
+
+Thin on purpose: it reads options into one :class:`RunState` (``config.stash``)
+and hands every decision to pure modules. Nothing heavy is imported and no
+process is started at import time or in ``pytest_addoption``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from .errors import ModelsweepError
+from .state import Options, RunState, stderr_line, worker_id_from_env
+
+run_state_key = pytest.StashKey[RunState]()
+measurements_key = pytest.StashKey[list[dict[str, Any]]]()
+
+MARKERS = {
+    "smoke": "a single real generation per model (the quickest end-to-end check)",
+    "throughput": "output throughput at 1, 4 and 16 concurrent requests, 256 tokens each",
+    "long_prompt": "throughput with 1,024- and 3,072-token prompts that never repeat",
+    "gsm8k": "GSM8K accuracy, scored as lm-evaluation-harness scores it",
+    "bfcl": "BFCL simple tool-calling accuracy, scored by BFCL's AST rules",
+    "verdict": "paired comparison of a candidate with the reference",
+    "screen": "candidate screening from the Hugging Face API (licence, memory)",
+    "vllm": "needs a real vLLM server",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("modelsweep", "LLM serving benchmarks (pytest-modelsweep)")
+    group.addoption("--model", action="append", default=[], metavar="NAME",
+                    help="model of the sweep to run (repeatable; default: every model)")
+    group.addoption("--reference", default=None, metavar="NAME",
+                    help="reference model the candidates are compared with "
+                         "(default: the sweep's reference)")
+    group.addoption("--sweep", default=None, metavar="PATH",
+                    help="sweep file (TOML), or a built-in sweep: embedded (default), tpu-v5e")
+    group.addoption("--endpoint", action="append", default=[], metavar="NAME=URL",
+                    help="attach model NAME to a running OpenAI-compatible server at URL "
+                         "instead of starting one (repeatable)")
+    group.addoption("--results", default=None, metavar="PATH",
+                    help="write the results (JSON) here "
+                         "(default: .modelsweep/runs/<run>/results.json)")
+    group.addoption("--modelsweep-dir", default=None, metavar="DIR",
+                    help="where runs keep logs and results (default: <rootdir>/.modelsweep)")
+    group.addoption("--repeats", type=int, default=3, metavar="N",
+                    help="timed repeats of each throughput setting (default: 3)")
+    group.addoption("--limit", type=int, default=None, metavar="N",
+                    help="run only the first N items of accuracy benchmarks (a subset)")
+    group.addoption("--gsm8k-path", default=None, metavar="PATH",
+                    help="GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)")
+    group.addoption("--bfcl-path", default=None, metavar="DIR",
+                    help="folder with BFCL simple records and possible answers "
+                         "(default: the BFCL dataset from the Hub)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, help_text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {help_text}")
+    option = config.option
+    if option.repeats < 1:
+        raise pytest.UsageError("--repeats: expected a positive integer")
+    if option.limit is not None and option.limit < 1:
+        raise pytest.UsageError("--limit: expected a positive integer")
+    workerinput = getattr(config, "workerinput", None)
+    state = RunState(
+        options=Options(
+            sweep=option.sweep,
+            models=list(option.model),
+            reference=option.reference,
+            endpoints=list(option.endpoint),
+            results=option.results,
+            workdir=option.modelsweep_dir,
+            repeats=option.repeats,
+            limit=option.limit,
+            gsm8k_path=option.gsm8k_path,
+            bfcl_path=option.bfcl_path,
+        ),
+        rootdir=config.rootpath,
+        run_id=workerinput["modelsweep_run_id"] if workerinput else RunState.new_run_id(),
+        is_worker=workerinput is not None,
+        worker_id=workerinput["workerid"] if workerinput else worker_id_from_env(),
+        write_line=stderr_line if workerinput else _terminal_writer(config),
+        args=list(config.invocation_params.args),
+    )
+    config.stash[run_state_key] = state
+    if not state.is_worker:
+        config.pluginmanager.register(_ResultsCollector(state), "modelsweep-results")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(state), "modelsweep-xdist")
+    from . import fixtures
+
+    config.pluginmanager.register(fixtures, "modelsweep-fixtures")
+
+
+def _terminal_writer(config: pytest.Config) -> Any:
+    def write_line(message: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            stderr_line(message)
+            return
+        if capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"modelsweep: {message}")
+        else:
+            reporter.write_line(f"modelsweep: {message}")
+
+    return write_line
+
+
+def _state(config: pytest.Config) -> RunState:
+    return config.stash[run_state_key]
+
+
+def _fail_usage(error: ModelsweepError) -> None:
+    raise pytest.UsageError(str(error))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize every test that asks for ``model_name`` with the run's models."""
+    if "model_name" not in metafunc.fixturenames:
+        return
+    state = _state(metafunc.config)
+    try:
+        names = state.models_to_run
+    except ModelsweepError as error:
+        _fail_usage(error)
+    metafunc.parametrize("model_name", names, ids=names, scope="function")
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Run one model's tests together, reference first, so each server starts once."""
+    state = _state(config)
+    order = {}
+    for item in items:
+        name = _model_of(item)
+        if name is not None and name not in order:
+            order[name] = len(order)
+    if not order:
+        return
+    try:
+        run_order = {name: i for i, name in enumerate(state.models_to_run)}
+    except ModelsweepError as error:
+        _fail_usage(error)
+    position = {id(item): i for i, item in enumerate(items)}
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        name = _model_of(item)
+        if name is None:
+            return (2, 0, position[id(item)])
+        return (1, run_order.get(name, len(run_order)), position[id(item)])
+
+    items.sort(key=key)
+
+
+def _model_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    value = callspec.params.get("model_name")
+    return value if isinstance(value, str) else None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    state = _state(config)
+    if config.option.collectonly or state.is_worker:
+        return
+    models = list(dict.fromkeys(m for m in map(_model_of, session.items) if m))
+    if models:
+        try:
+            state.provision(models)
+        except ModelsweepError as error:
+            _fail_usage(error)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop a model's server as soon as its last test is done (one chip, one model)."""
+    name = _model_of(item)
+    if name is None:
+        return
+    if nextitem is None or _model_of(nextitem) != name:
+        state = _state(item.config)
+        if state._pool is not None:
+            state.pool.release(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        recorded = item.stash.get(measurements_key, [])
+        if recorded:
+            for measurement in recorded:
+                measurement["outcome"] = report.outcome
+            # Plain data on the report: pytest-xdist carries it to the controller.
+            report.modelsweep_measurements = recorded  # type: ignore[attr-defined]
+    return report
+
+
+class _ResultsCollector:
+    """Takes measurements off test reports as they arrive (controller or plain run only)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for measurement in getattr(report, "modelsweep_measurements", None) or []:
+            self.state.add_measurement(measurement)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = _state(session.config)
+    state.close()
+    if not state.is_worker:
+        path = state.finish_results({"exitstatus": int(exitstatus)})
+        if path is not None:
+            state.write_line(f"results: {path}")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = _state(config)
+    if state.is_worker or not state.measurements:
+        return
+    from .report.terminal import measurement_table
+
+    terminalreporter.write_sep("=", "modelsweep measurements")
+    for line in measurement_table(state.measurements):
+        terminalreporter.write_line(line)
+
+
+class _XdistHooks:
+    """Hooks that exist only when pytest-xdist is installed."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["modelsweep_run_id"] = self.state.run_id
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") == "each":
+            return None
+        from .scheduler.by_model import ModelScheduling
+
+        try:
+            parser = self.state.id_parser
+        except ModelsweepError as error:
+            _fail_usage(error)
+        return ModelScheduling(config, log, parser)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.state.provisioned or self.state.is_worker:
+            return
+        try:
+            parser = self.state.id_parser
+            models = list(dict.fromkeys(m for m in map(parser.model_of, ids) if m))
+            if models:
+                self.state.provision(models)
+        except ModelsweepError as error:
+            self.state.write_line(f"ERROR {error}")
+            raise

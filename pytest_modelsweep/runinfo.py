@@ -1,0 +1,79 @@
+"""Run-level provenance: the project commit, the machine, the software, the sweep."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+
+
+def _git(rootdir: Path, *args: str) -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=rootdir, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str, Any]:
+    """Everything about this run that is not about one endpoint."""
+    import pytest
+
+    commit = _git(rootdir, "rev-parse", "HEAD")
+    dirty = _git(rootdir, "status", "--porcelain", "--untracked-files=no")
+    try:
+        sweep_sha = hashlib.sha256(Path(sweep_path).read_bytes()).hexdigest()
+    except OSError:
+        sweep_sha = None
+    return {
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "project": {
+            "rootdir": str(rootdir),
+            "commit": commit,
+            "dirty": bool(dirty) if dirty is not None else None,
+        },
+        "machine": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "cpu": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "memory_gib": _memory_gib(),
+        },
+        "software": {
+            "pytest_modelsweep": __version__,
+            "pytest": pytest.__version__,
+            "python": sys.version.split()[0],
+        },
+        "sweep": {"path": sweep_path, "sha256": sweep_sha},
+        "args": list(args),
+    }

@@ -1,0 +1,210 @@
+"""GSM8K answer extraction and exact match, as lm-evaluation-harness's ``gsm8k`` task scores it.
+
+Reproduced from ``lm_eval/tasks/gsm8k/gsm8k.yaml`` (version 3.0),
+``lm_eval/filters/extraction.py`` (``RegexFilter``) and
+``lm_eval/api/metrics.py`` (``exact_match_hf_evaluate``):
+
+* ``strict-match``: ``#### (\\-?[0-9\\.\\,]+)``, the first match (``group_select: 0``),
+  stripped; no match gives lm-eval's fallback ``[invalid]``.
+* ``flexible-extract``: ``(-?[$0-9.,]{2,})|(-?[0-9]+)`` with ``group_select: -1``:
+  ``re.findall`` gives one tuple per match, the last tuple is taken and, as
+  ``RegexFilter`` does for a tuple, its first non-empty group, stripped.
+* ``exact_match`` with ``ignore_case: true``, ``ignore_punctuation: false`` and
+  ``regexes_to_ignore: [",", "\\$", "(?s).*#### ", "\\.$"]``: each regex is removed
+  (``re.sub``, in that order) from the filtered prediction and from the *whole*
+  reference ``answer`` field, both are lower-cased, and the two strings must be equal.
+  Nothing else is stripped or converted (``"18.00"`` does not match ``"18"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..records import ItemRecord
+from ..workloads.base import ApiRequest
+from ..workloads.gsm8k import Gsm8kProblem
+
+STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
+FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
+REGEXES_TO_IGNORE: tuple[str, ...] = (",", "\\$", "(?s).*#### ", "\\.$")
+INVALID = "[invalid]"
+"""lm-eval's ``RegexFilter`` fallback when nothing matches."""
+
+
+def _regex_filter(pattern: re.Pattern[str], text: str, group_select: int) -> str | None:
+    matches = pattern.findall(text)
+    if not matches:
+        return None
+    match = matches[group_select]
+    if isinstance(match, tuple):
+        match = [group for group in match if group][0]
+    return str(match).strip()
+
+
+def strict_match(text: str) -> str | None:
+    """lm-eval's ``strict-match`` filter: the number after the first ``#### ``, or None."""
+    return _regex_filter(STRICT_PATTERN, text, 0)
+
+
+def flexible_extract(text: str) -> str | None:
+    """lm-eval's ``flexible-extract`` filter: the last number-like token, or None."""
+    return _regex_filter(FLEXIBLE_PATTERN, text, -1)
+
+
+def normalise(text: str) -> str:
+    """lm-eval's ``exact_match`` preprocessing for this task (regexes removed, lower-cased)."""
+    for pattern in REGEXES_TO_IGNORE:
+        text = re.sub(pattern, "", text)
+    return text.lower()
+
+
+def reference_answer(answer_field: str) -> str:
+    """The gold string lm-eval compares against: the ``answer`` field normalised (``"...#### 1,000"`` -> ``"1000"``)."""
+    return normalise(answer_field)
+
+
+@dataclass(frozen=True)
+class Gsm8kScore:
+    """Both filters' verdicts on one generation; an ``*_extracted`` of None means ``[invalid]``."""
+
+    strict_correct: bool
+    flexible_correct: bool
+    strict_extracted: str | None
+    flexible_extracted: str | None
+
+    @property
+    def strict_invalid(self) -> bool:
+        return self.strict_extracted is None
+
+    @property
+    def flexible_invalid(self) -> bool:
+        return self.flexible_extracted is None
+
+
+def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
+    """Score a generation against the raw ``answer`` field (normalised here once, as lm-eval does).
+
+    An invalid extraction is compared as lm-eval's ``[invalid]`` string, which
+    never equals a reference.
+    """
+    gold = normalise(reference)
+    strict = strict_match(text)
+    flexible = flexible_extract(text)
+    return Gsm8kScore(
+        strict_correct=normalise(INVALID if strict is None else strict) == gold,
+        flexible_correct=normalise(INVALID if flexible is None else flexible) == gold,
+        strict_extracted=strict,
+        flexible_extracted=flexible,
+    )
+
+
+def _usage(response: dict[str, Any]) -> tuple[int | None, int | None]:
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+
+    def count(key: str) -> int | None:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return count("prompt_tokens"), count("completion_tokens")
+
+
+def _generated_text(request: ApiRequest, response: Any) -> tuple[str | None, str | None, str | None]:
+    """(text, finish_reason, problem) of an OpenAI non-streaming response; problem is None when readable."""
+    if not isinstance(response, dict):
+        return None, None, f"response is {type(response).__name__}, not a JSON object"
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None, None, "response has no choices"
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return None, None, "choices[0] is not an object"
+    finish = choice.get("finish_reason")
+    finish_reason = finish if isinstance(finish, str) else None
+    if request.path == "/v1/completions":
+        text = choice.get("text")
+        where = "choices[0].text"
+    else:
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else None
+        where = "choices[0].message.content"
+    if not isinstance(text, str):
+        return None, finish_reason, f"{where} is {type(text).__name__}, not a string"
+    return text, finish_reason, None
+
+
+def score_gsm8k_response(
+    problem: Gsm8kProblem,
+    request: ApiRequest,
+    response: dict[str, Any] | None,
+    error: str | None,
+) -> ItemRecord:
+    """One scored item from a parsed OpenAI response (chat ``message.content`` or completion ``text``).
+
+    ``correct`` is the ``flexible-extract`` verdict, the one verdicts and accuracy
+    use; ``scores`` holds both filters. A transport error or a garbage response
+    gives ``correct=False`` with ``error`` set, never an exception.
+    """
+    text, finish_reason, problem_text = _generated_text(request, response)
+    prompt_tokens, completion_tokens = _usage(response) if isinstance(response, dict) else (None, None)
+    failure = error or problem_text
+    if failure is not None or text is None:
+        return ItemRecord(
+            item_id=problem.item_id,
+            prompt_hash=request.prompt_hash,
+            correct=False,
+            response=text or "",
+            data_hash=problem.data_hash,
+            extracted={"strict-match": None, "flexible-extract": None},
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            scores={"strict-match": False, "flexible-extract": False},
+            error=failure or "no text in response",
+        )
+    score = score_gsm8k(text, problem.answer)
+    return ItemRecord(
+        item_id=problem.item_id,
+        prompt_hash=request.prompt_hash,
+        correct=score.flexible_correct,
+        response=text,
+        data_hash=problem.data_hash,
+        extracted={"strict-match": score.strict_extracted, "flexible-extract": score.flexible_extracted},
+        finish_reason=finish_reason,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        scores={"strict-match": score.strict_correct, "flexible-extract": score.flexible_correct},
+        error=None,
+    )
+
+
+def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
+    """Accuracy of both filters, their invalid rates, the truncated rate and the error count.
+
+    Rates are over all ``n`` records; an errored record counts as wrong and invalid.
+    ``accuracy`` is the ``flexible-extract`` accuracy (the one ``correct`` carries).
+    """
+    n = len(records)
+
+    def rate(count: int) -> float:
+        return count / n if n else 0.0
+
+    def extracted(record: ItemRecord, name: str) -> Any:
+        return record.extracted.get(name) if isinstance(record.extracted, dict) else None
+
+    strict = sum(bool(r.scores.get("strict-match")) for r in records)
+    flexible = sum(bool(r.scores.get("flexible-extract")) for r in records)
+    return {
+        "n": n,
+        "accuracy": rate(flexible),
+        "strict_match_accuracy": rate(strict),
+        "flexible_extract_accuracy": rate(flexible),
+        "strict_match_invalid_rate": rate(sum(extracted(r, "strict-match") is None for r in records)),
+        "flexible_extract_invalid_rate": rate(sum(extracted(r, "flexible-extract") is None for r in records)),
+        "truncated_rate": rate(sum(r.finish_reason == "length" for r in records)),
+        "errors": sum(r.error is not None for r in records),
+    }

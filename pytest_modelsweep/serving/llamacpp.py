@@ -1,0 +1,115 @@
+"""The embedded backend: llama.cpp's llama-server on the CPU."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..sweep import ModelSpec, ServingSettings
+from .endpoint import Endpoint, Provenance
+from .probe import probe_server
+from .process import ServerProcess, free_port
+from .provision import (
+    LLAMA_CPP_PYTHON_VERSION,
+    Progress,
+    ensure_embedded_model,
+    ensure_llama_server,
+    file_sha256,
+)
+
+HOST = "127.0.0.1"
+
+
+def llamacpp_argv(
+    binary: Path,
+    model_file: Path,
+    spec: ModelSpec,
+    serving: ServingSettings,
+    port: int,
+    host: str = HOST,
+) -> list[str]:
+    """llama-server's command line for one model; every model gets the same settings.
+
+    ``-c`` is the context over all slots, so ``context_length`` tokens for each of
+    ``max_num_seqs`` slots is ``-c context_length*max_num_seqs -np max_num_seqs``.
+    """
+    argv = [
+        str(binary),
+        "--model", str(model_file),
+        "--alias", spec.served_name,
+        "--host", host,
+        "--port", str(port),
+        "--ctx-size", str(serving.context_length * serving.max_num_seqs),
+        "--parallel", str(serving.max_num_seqs),
+        "--metrics",
+        "--slots",
+        "--no-webui",
+        "--jinja",
+    ]
+    if serving.threads:
+        argv += ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
+    if not serving.prefix_caching:
+        argv.append("--no-cache-prompt")
+    if spec.chat_template:
+        argv += ["--chat-template", spec.chat_template]
+    argv += list(serving.extra_args)
+    return argv
+
+
+def _threads_from_log(lines: list[str]) -> int | None:
+    for line in lines:
+        match = re.search(r"n_threads\s*=\s*(\d+)", line)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def launch_llamacpp(
+    spec: ModelSpec,
+    serving: ServingSettings,
+    log_dir: Path,
+    progress: Progress,
+) -> tuple[Endpoint, ServerProcess]:
+    """Provision, start and probe llama-server for one embedded model."""
+    binary = ensure_llama_server(progress)
+    if spec.source.kind == "embedded":
+        model = ensure_embedded_model(spec.source.id, progress)
+        model_path, model_sha, package = model.path, model.sha256, model.package
+    else:
+        model_path = Path(spec.source.id)
+        model_sha, package = file_sha256(model_path), ""
+    port = free_port(HOST)
+    argv = llamacpp_argv(binary, model_path, spec, serving, port)
+    process = ServerProcess(
+        argv,
+        ready_url=f"http://{HOST}:{port}/health",
+        log_path=log_dir / f"{spec.name}.llama-server.log",
+        timeout_s=serving.startup_timeout_s,
+        name=f"llama-server for {spec.name}",
+    )
+    progress(f"starting llama-server for {spec.name} on port {port}")
+    process.start()
+    base_url = f"http://{HOST}:{port}"
+    facts = probe_server(base_url, spec.served_name)
+    settings = dict(facts.settings)
+    settings["n_threads"] = _threads_from_log(process.log_tail(400))
+    settings["cache_prompt"] = "--no-cache-prompt" not in argv
+    provenance = Provenance(
+        server_name=facts.server_name,
+        server_version=f"{facts.server_version} (llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist)",
+        served_name=spec.served_name,
+        server_settings=settings,
+        model_source=f"{spec.source}" + (f" ({package})" if package else ""),
+        model_sha256=model_sha,
+        launch_argv=tuple(argv),
+        how="llamacpp",
+    )
+    endpoint = Endpoint(
+        model=spec,
+        base_url=base_url,
+        served_name=spec.served_name,
+        context_length=facts.context_length,
+        server_kind=facts.kind,
+        provenance=provenance,
+    )
+    return endpoint, process

@@ -1,0 +1,163 @@
+"""One endpoint per model per run: created on first need, never started twice, stopped at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import EndpointError, ModelsweepError, ServerStartedTwiceError
+from ..sweep import Sweep
+from .endpoint import Endpoint, Provenance
+from .llamacpp import launch_llamacpp
+from .probe import probe_server
+from .process import ServerProcess
+from .provision import Progress
+from .vllm import launch_vllm
+
+
+@dataclass
+class _Entry:
+    endpoint: Endpoint | None = None
+    process: ServerProcess | None = None
+    error: ModelsweepError | None = None
+
+
+def parse_endpoint_option(values: list[str]) -> dict[str, str]:
+    """``["NAME=URL", ...]`` → ``{NAME: URL}``; a malformed value fails with the fix."""
+    endpoints: dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        name, url = name.strip(), url.strip()
+        if not sep or not name or not url:
+            raise EndpointError(
+                f"--endpoint {value!r}: expected NAME=URL, e.g. --endpoint qwen3-4b=http://10.0.0.5:8000"
+            )
+        if not (url.startswith("http://") or url.startswith("https://")):
+            raise EndpointError(
+                f"--endpoint {name}={url}: the URL must start with http:// or https://"
+            )
+        endpoints[name] = url.rstrip("/").removesuffix("/v1")
+    return endpoints
+
+
+class EndpointPool:
+    """Owns every endpoint of one process of the run (the session, or one xdist worker).
+
+    ``get(name)`` attaches or launches on first use. A model whose start failed
+    keeps failing with the same error (it is not started again). Each launch
+    first claims ``<run_dir>/started/<model>``; a second claim anywhere in the
+    run (another xdist worker) fails with :class:`ServerStartedTwiceError`.
+    """
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        *,
+        attach: Mapping[str, str],
+        run_dir: Path,
+        worker_id: str,
+        progress: Progress,
+    ) -> None:
+        self.sweep = sweep
+        self.attach = dict(attach)
+        self.run_dir = run_dir
+        self.worker_id = worker_id
+        self.progress = progress
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self.started: list[str] = []
+
+    def get(self, name: str) -> Endpoint:
+        """The endpoint of model ``name``, attached or started on first call."""
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is None:
+                entry = self._entries[name] = self._open(name)
+            if entry.error is not None:
+                raise entry.error
+            assert entry.endpoint is not None
+            if entry.process is not None and not entry.process.alive():
+                raise EndpointError(
+                    f"the server of {name} exited (code {entry.process.exit_code()}) during the "
+                    f"run; see its log {entry.process.log_path}"
+                )
+            return entry.endpoint
+
+    def _open(self, name: str) -> _Entry:
+        spec = self.sweep.model(name)
+        try:
+            if name in self.attach:
+                facts = probe_server(self.attach[name], spec.served_name)
+                provenance = Provenance(
+                    server_name=facts.server_name,
+                    server_version=facts.server_version,
+                    served_name=spec.served_name,
+                    server_settings=facts.settings,
+                    model_source=str(spec.source),
+                    model_revision=spec.source.revision,
+                    how="attach",
+                )
+                endpoint = Endpoint(
+                    model=spec,
+                    base_url=self.attach[name],
+                    served_name=spec.served_name,
+                    context_length=facts.context_length,
+                    server_kind=facts.kind,
+                    provenance=provenance,
+                )
+                return _Entry(endpoint=endpoint)
+            self._claim(name)
+            backend = self.sweep.backend_of(name)
+            log_dir = self.run_dir / "logs"
+            if backend == "llamacpp":
+                endpoint, process = launch_llamacpp(spec, self.sweep.serving, log_dir, self.progress)
+            else:
+                endpoint, process = launch_vllm(spec, self.sweep.serving, log_dir, self.progress)
+            self.started.append(name)
+            return _Entry(endpoint=endpoint, process=process)
+        except ModelsweepError as error:
+            return _Entry(error=error)
+
+    def _claim(self, name: str) -> None:
+        marker_dir = self.run_dir / "started"
+        marker_dir.mkdir(parents=True, exist_ok=True)
+        marker = marker_dir / name
+        claim = {"worker": self.worker_id, "pid": os.getpid()}
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                earlier = json.loads(marker.read_text())
+            except (OSError, ValueError):
+                earlier = {}
+            raise ServerStartedTwiceError(
+                f"the server of {name} was already started in this run by "
+                f"{earlier.get('worker', '?')} (pid {earlier.get('pid', '?')}); now {self.worker_id} "
+                "asked again: tests of one model must run on one worker (modelsweep schedules "
+                "them so; do not override --dist, or pass --endpoint for shared servers)"
+            ) from None
+        with os.fdopen(fd, "w") as handle:
+            json.dump(claim, handle)
+
+    def release(self, name: str) -> None:
+        """Stop the server of ``name`` (its tests are done); it is not started again."""
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is not None and entry.process is not None:
+                entry.process.stop()
+                if entry.error is None:
+                    entry.error = EndpointError(
+                        f"the server of {name} was stopped after its tests; tests of one model "
+                        "must run together (modelsweep orders them so)"
+                    )
+
+    def close(self) -> None:
+        """Stop every server this pool started."""
+        with self._lock:
+            for entry in self._entries.values():
+                if entry.process is not None:
+                    entry.process.stop()

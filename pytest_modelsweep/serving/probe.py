@@ -1,0 +1,137 @@
+"""Read back from a live server what it is and what it runs with.
+
+Provenance comes from the server, not from the sweep: llama.cpp's ``/props`` and
+``/v1/models``, vLLM's ``/version`` and ``/v1/models`` (``max_model_len``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import EndpointError
+from .endpoint import ServerKind
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What one probe of a live server found."""
+
+    kind: ServerKind
+    server_name: str
+    server_version: str
+    context_length: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    served_names: tuple[str, ...] = ()
+
+
+def _get_json(client: httpx.Client, url: str) -> Any | None:
+    try:
+        response = client.get(url)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0) -> ServerFacts:
+    """Check that ``base_url`` serves ``served_name`` and read its facts.
+
+    Raises :class:`EndpointError` when the URL does not answer, answers with
+    something that is not an OpenAI-compatible model list, or does not list
+    the model.
+    """
+    base = base_url.rstrip("/")
+    with httpx.Client(timeout=timeout_s) as client:
+        try:
+            response = client.get(f"{base}/v1/models")
+        except httpx.HTTPError as exc:
+            raise EndpointError(
+                f"{base}/v1/models did not answer ({type(exc).__name__}: {exc}); "
+                "check that the server is running and the URL (scheme, host, port) is right"
+            ) from None
+        if response.status_code != 200:
+            raise EndpointError(
+                f"{base}/v1/models answered HTTP {response.status_code}; an OpenAI-compatible "
+                "server answers 200 with its model list (is this the server's root URL?)"
+            )
+        try:
+            listing = response.json()
+            entries = listing["data"]
+            served = tuple(str(entry["id"]) for entry in entries)
+        except (ValueError, KeyError, TypeError):
+            raise EndpointError(
+                f"{base}/v1/models did not return an OpenAI model list "
+                f"(got {response.text[:120]!r}); point --endpoint at an OpenAI-compatible server"
+            ) from None
+        if served_name not in served:
+            raise EndpointError(
+                f"{base} does not serve {served_name!r} (it serves: {', '.join(served) or 'nothing'}); "
+                "start it with that served name or fix served_name in the sweep"
+            )
+        entry = next(e for e in entries if e.get("id") == served_name)
+        props = _get_json(client, f"{base}/props")
+        if isinstance(props, dict) and "build_info" in props:
+            return _llamacpp_facts(props, entry, served)
+        version = _get_json(client, f"{base}/version")
+        if isinstance(version, dict) and "version" in version:
+            return _vllm_facts(version, entry, served)
+    context = entry.get("max_model_len") or entry.get("context_length") or 0
+    return ServerFacts(
+        kind="openai",
+        server_name="openai-compatible",
+        server_version="unknown",
+        context_length=int(context),
+        settings={"model_entry": entry},
+        served_names=served,
+    )
+
+
+def _llamacpp_facts(
+    props: dict[str, Any], entry: dict[str, Any], served: tuple[str, ...]
+) -> ServerFacts:
+    generation = props.get("default_generation_settings", {})
+    meta = entry.get("meta") or {}
+    caps = props.get("chat_template_caps") or {}
+    settings = {
+        "total_slots": props.get("total_slots"),
+        "n_ctx_per_slot": generation.get("n_ctx"),
+        "n_ctx_train": meta.get("n_ctx_train"),
+        "model_ftype": props.get("model_ftype") or meta.get("ftype"),
+        "n_params": meta.get("n_params"),
+        "n_vocab": meta.get("n_vocab"),
+        "endpoint_metrics": props.get("endpoint_metrics"),
+        "supports_tool_calls": caps.get("supports_tool_calls"),
+        "chat_format": (generation.get("params") or {}).get("chat_format"),
+    }
+    return ServerFacts(
+        kind="llamacpp",
+        server_name="llama.cpp llama-server",
+        server_version=str(props.get("build_info")),
+        context_length=int(generation.get("n_ctx") or 0),
+        settings=settings,
+        served_names=served,
+    )
+
+
+def _vllm_facts(
+    version: dict[str, Any], entry: dict[str, Any], served: tuple[str, ...]
+) -> ServerFacts:
+    settings = {
+        "max_model_len": entry.get("max_model_len"),
+        "root": entry.get("root"),
+    }
+    return ServerFacts(
+        kind="vllm",
+        server_name="vllm",
+        server_version=str(version["version"]),
+        context_length=int(entry.get("max_model_len") or 0),
+        settings=settings,
+        served_names=served,
+    )

@@ -1,0 +1,152 @@
+"""A server process owned by exactly one object, which also stops it."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+
+from ..errors import ServerStartError
+
+LOG_TAIL_LINES = 40
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to SIGTERM the server if pytest dies, even by SIGKILL."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class ServerProcess:
+    """Starts one server command, waits until it is ready, keeps its log, stops it.
+
+    ``argv`` is an argument list, never a shell string. Readiness is polled on
+    ``ready_url`` (HTTP 200) while the process is watched: if it exits, or is not
+    ready within ``timeout_s``, :class:`ServerStartError` carries the command
+    line and the last 40 lines of its log.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        ready_url: str,
+        log_path: Path,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        name: str = "server",
+    ) -> None:
+        self.argv = tuple(argv)
+        self.ready_url = ready_url
+        self.log_path = log_path
+        self.timeout_s = timeout_s
+        self.env = env
+        self.name = name
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+    def _failure(self, what: str) -> ServerStartError:
+        tail = self.log_tail()
+        shown = "\n".join(f"    {line}" for line in tail) or "    (the log is empty)"
+        return ServerStartError(
+            f"{self.name} {what}; command: {self.command_line}; log: {self.log_path}\n"
+            f"  last {len(tail)} log lines:\n{shown}"
+        )
+
+    def start(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Start the process and block until ``ready_url`` answers 200."""
+        if self._proc is not None:
+            raise RuntimeError(f"{self.name} was already started")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        with open(self.log_path, "ab") as log:
+            try:
+                self._proc = subprocess.Popen(
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            except OSError as exc:
+                raise ServerStartError(
+                    f"{self.name} could not be started: {exc.strerror or exc}; "
+                    f"command: {self.command_line}"
+                ) from None
+        deadline = time.monotonic() + self.timeout_s
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                code = self._proc.poll()
+                if code is not None:
+                    raise self._failure(f"exited with code {code} before it was ready")
+                try:
+                    if client.get(self.ready_url).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise self._failure(
+                        f"was not ready at {self.ready_url} within {self.timeout_s:.0f}s "
+                        "(raise serving.startup_timeout_s in the sweep if it is just slow)"
+                    )
+                if should_stop is not None and should_stop():
+                    self.stop()
+                    raise self._failure("start was interrupted")
+                time.sleep(0.25)
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM the process group, then SIGKILL after ``grace_s``."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=grace_s)

@@ -1,0 +1,194 @@
+"""The one run-state object of a pytest session (kept in ``config.stash``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelsweepError
+from .modelids import ModelIdParser
+from .results import ResultsWriter
+from .serving.pool import EndpointPool, parse_endpoint_option
+from .sweep import Selection, Sweep, load_sweep
+
+
+@dataclass
+class Options:
+    """The plugin's command-line options, read once."""
+
+    sweep: str | None
+    models: list[str]
+    reference: str | None
+    endpoints: list[str]
+    results: str | None
+    workdir: str | None
+    repeats: int
+    limit: int | None
+    gsm8k_path: str | None
+    bfcl_path: str | None
+
+
+@dataclass
+class RunState:
+    """Everything run-wide: the sweep, the selection, endpoints, measurements.
+
+    On the controller (or a plain run) it collects measurements from test
+    reports and writes the results; on an xdist worker it owns that worker's
+    endpoints only.
+    """
+
+    options: Options
+    rootdir: Path
+    run_id: str
+    is_worker: bool
+    worker_id: str
+    write_line: Callable[[str], None]
+    args: list[str] = field(default_factory=list)
+    _sweep: Sweep | None = None
+    _selection: Selection | None = None
+    _only: list[str] = field(default_factory=list)
+    _attach: dict[str, str] | None = None
+    _pool: EndpointPool | None = None
+    _writer: ResultsWriter | None = None
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    provisioned: bool = False
+
+    @staticmethod
+    def new_run_id() -> str:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+    # -- the sweep -------------------------------------------------------------
+    @property
+    def sweep(self) -> Sweep:
+        if self._sweep is None:
+            self._sweep = load_sweep(self.options.sweep)
+        return self._sweep
+
+    @property
+    def selection(self) -> Selection:
+        """The models this run measures (``--model`` narrows it; default: all)."""
+        if self._selection is None:
+            sweep = self.sweep
+            reference = self.options.reference or sweep.reference
+            for name in [reference, *self.options.models, *self.attach]:
+                sweep.model(name)
+            if self.options.models:
+                chosen = list(dict.fromkeys(self.options.models))
+                self._selection = Selection(
+                    reference=reference,
+                    candidates=tuple(m for m in chosen if m != reference),
+                )
+                self._only = chosen
+            else:
+                self._selection = sweep.select([], reference)
+                self._only = list(self._selection.models)
+        return self._selection
+
+    @property
+    def models_to_run(self) -> list[str]:
+        """Model names whose tests are collected, in run order."""
+        self.selection
+        return list(self._only)
+
+    @property
+    def attach(self) -> dict[str, str]:
+        if self._attach is None:
+            self._attach = parse_endpoint_option(self.options.endpoints)
+        return self._attach
+
+    @property
+    def id_parser(self) -> ModelIdParser:
+        return ModelIdParser(self.sweep.models)
+
+    # -- places ----------------------------------------------------------------
+    @property
+    def workdir(self) -> Path:
+        return Path(self.options.workdir) if self.options.workdir else self.rootdir / ".modelsweep"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.workdir / "runs" / self.run_id
+
+    @property
+    def results_path(self) -> Path:
+        return Path(self.options.results) if self.options.results else self.run_dir / "results.json"
+
+    # -- endpoints -------------------------------------------------------------
+    @property
+    def pool(self) -> EndpointPool:
+        if self._pool is None:
+            self._pool = EndpointPool(
+                self.sweep,
+                attach=self.attach,
+                run_dir=self.run_dir,
+                worker_id=self.worker_id,
+                progress=self.write_line,
+            )
+        return self._pool
+
+    def provision(self, models: list[str]) -> None:
+        """Build/fetch what the embedded backend needs before the first test needs it."""
+        if self.provisioned:
+            return
+        self.provisioned = True
+        from .serving.provision import ensure_embedded_model, ensure_llama_server
+
+        wanted = [
+            m for m in models
+            if m not in self.attach and self.sweep.backend_of(m) == "llamacpp"
+        ]
+        if not wanted:
+            return
+        started = time.monotonic()
+        ensure_llama_server(self.write_line)
+        for name in wanted:
+            source = self.sweep.model(name).source
+            if source.kind == "embedded":
+                ensure_embedded_model(source.id, self.write_line)
+        elapsed = time.monotonic() - started
+        if elapsed > 1:
+            self.write_line(f"embedded default ready in {elapsed:.0f}s")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+    # -- results (controller only) ---------------------------------------------
+    def add_measurement(self, measurement: dict[str, Any]) -> None:
+        if self._writer is None:
+            from .runinfo import run_provenance
+
+            run = run_provenance(self.rootdir, self.sweep.path, self.args)
+            run.update(run_id=self.run_id, sweep_name=self.sweep.name,
+                       reference=self.selection.reference,
+                       serving=self.sweep.serving.as_dict())
+            self._writer = ResultsWriter(self.results_path, run)
+        self.measurements.append(measurement)
+        self._writer.add(measurement)
+
+    def finish_results(self, summary: dict[str, Any]) -> Path | None:
+        if self._writer is None:
+            return None
+        self._writer.finish(summary)
+        return self.results_path
+
+
+def stderr_line(message: str) -> None:
+    """Progress output where no terminal reporter is at hand (xdist workers, the CLI)."""
+    print(f"modelsweep: {message}", file=sys.stderr, flush=True)
+
+
+def as_usage_error(error: ModelsweepError) -> str:
+    return f"modelsweep: {error}"
+
+
+def worker_id_from_env() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")

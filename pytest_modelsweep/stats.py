@@ -1,0 +1,658 @@
+"""Paired statistics for comparing a candidate model with a reference model.
+
+Pure numpy and the standard library: no pytest, no scipy.
+
+* :func:`paired_bootstrap` -- interval of the mean per-item difference
+  (candidate minus reference, items matched by id).  When the differences take
+  few distinct values (0/1 scores give only -1, 0, +1) a resample is drawn as
+  multinomial counts of those values, which is exactly the distribution of index
+  resampling at O(resamples) cost; otherwise indices are resampled in chunks so
+  memory stays bounded.
+* Interval methods: ``"percentile"`` (default), ``"basic"`` (reverse percentile)
+  and ``"bca"`` (bias-corrected and accelerated; the jackknife of a mean is
+  closed-form, so it costs O(n) more).  All three use numpy's linear quantiles,
+  as ``scipy.stats.bootstrap`` does.
+* :func:`decide_verdict` -- better / worse / matches / equivalent / inconclusive.
+* :func:`holm_adjust`, :func:`holm_intervals` -- Holm-Bonferroni across candidates.
+* :func:`ratio_interval` -- unpaired ratio of means (throughput over repeats).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
+from statistics import NormalDist
+from typing import Any, Literal, cast, get_args
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "MAX_EXACT_CATEGORIES",
+    "RULE_COVERS_ZERO",
+    "RULE_EQUIVALENCE_MARGIN",
+    "HolmComparison",
+    "IntervalMethod",
+    "PairedInterval",
+    "RatioInterval",
+    "Verdict",
+    "VerdictRecord",
+    "bootstrap_mean_distribution",
+    "decide_verdict",
+    "holm_adjust",
+    "holm_intervals",
+    "normal_p_value",
+    "paired_bootstrap",
+    "paired_p_value",
+    "ratio_interval",
+]
+
+FloatArray = NDArray[np.float64]
+IntervalMethod = Literal["percentile", "basic", "bca"]
+
+#: Differences with at most this many distinct values are resampled exactly as
+#: multinomial counts; more distinct values fall back to chunked index resampling.
+MAX_EXACT_CATEGORIES = 16
+#: Power used for :attr:`PairedInterval.min_detectable_difference`.
+DETECTION_POWER = 0.8
+#: Largest number of array elements one resampling chunk allocates (16 MiB of int64).
+_CHUNK_ELEMENTS = 1 << 21
+_MAX_IDS_IN_MESSAGE = 3
+
+RULE_COVERS_ZERO = "covers-zero"
+RULE_EQUIVALENCE_MARGIN = "equivalence-margin"
+
+_STANDARD_NORMAL = NormalDist()
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class PairedInterval:
+    """Bootstrap interval of mean(candidate - reference) over matched items.
+
+    ``candidate_ahead`` / ``reference_ahead`` count items where that side scored
+    higher (for 0/1 scores: right where the other was wrong); ``discordant`` is
+    their sum.  ``standard_error`` is the closed-form paired SE, sd(d, ddof=1)/sqrt(n)
+    (NaN when n == 1); ``bootstrap_standard_error`` is the SD of the bootstrap
+    distribution.  ``min_detectable_difference`` is (z_{1-alpha/2} + z_{0.8}) * SE:
+    the true difference this n detects with 80% power at two-sided alpha = 1 - confidence.
+    ``p_value`` is the two-sided bootstrap p-value of :func:`paired_p_value`.
+    """
+
+    difference: float
+    low: float
+    high: float
+    confidence: float
+    n: int
+    resamples: int
+    method: str
+    seed: int
+    discordant: int
+    candidate_ahead: int
+    reference_ahead: int
+    candidate_mean: float
+    reference_mean: float
+    standard_error: float
+    bootstrap_standard_error: float
+    min_detectable_difference: float
+    p_value: float
+
+    @property
+    def covers_zero(self) -> bool:
+        """Whether zero lies inside the closed interval [low, high]."""
+        return self.low <= 0.0 <= self.high
+
+    @property
+    def width(self) -> float:
+        """high - low."""
+        return self.high - self.low
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy of the fields."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PairedInterval:
+        """Inverse of :meth:`as_dict`; extra keys are ignored."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+class Verdict(StrEnum):
+    """Outcome of comparing a candidate with the reference on one metric."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    MATCHES = "matches"
+    EQUIVALENT = "equivalent"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """A verdict with the interval it came from; :meth:`as_dict` flattens the interval."""
+
+    candidate: str
+    reference: str
+    metric: str
+    verdict: Verdict
+    interval: PairedInterval
+    margin: float | None
+    rule: str
+
+    @classmethod
+    def decide(
+        cls,
+        candidate: str,
+        reference: str,
+        metric: str,
+        interval: PairedInterval,
+        margin: float | None = None,
+        rule: str | None = None,
+    ) -> VerdictRecord:
+        """Apply :func:`decide_verdict`; ``rule`` defaults to the rule the margin selects."""
+        if rule is None:
+            rule = RULE_COVERS_ZERO if margin is None else RULE_EQUIVALENCE_MARGIN
+        return cls(
+            candidate=candidate,
+            reference=reference,
+            metric=metric,
+            verdict=decide_verdict(interval, margin),
+            interval=interval,
+            margin=margin,
+            rule=rule,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat JSON-friendly dict: names, verdict, every interval field, margin, rule."""
+        return {
+            "candidate": self.candidate,
+            "reference": self.reference,
+            "metric": self.metric,
+            "verdict": self.verdict.value,
+            **self.interval.as_dict(),
+            "margin": self.margin,
+            "rule": self.rule,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VerdictRecord:
+        """Inverse of :meth:`as_dict`."""
+        return cls(
+            candidate=data["candidate"],
+            reference=data["reference"],
+            metric=data["metric"],
+            verdict=Verdict(data["verdict"]),
+            interval=PairedInterval.from_dict(data),
+            margin=data["margin"],
+            rule=data["rule"],
+        )
+
+
+@dataclass(frozen=True)
+class HolmComparison:
+    """One candidate's result within a Holm step-down over several candidates.
+
+    ``rank`` is the 0-based position in ascending p-value order; ``interval`` is
+    recomputed at the step-down confidence level (``interval.confidence``).
+    """
+
+    name: str
+    rank: int
+    adjusted_p_value: float
+    rejected: bool
+    interval: PairedInterval
+
+    @property
+    def p_value(self) -> float:
+        """The unadjusted bootstrap p-value."""
+        return self.interval.p_value
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat JSON-friendly dict: Holm fields then every interval field."""
+        return {
+            "name": self.name,
+            "rank": self.rank,
+            "adjusted_p_value": self.adjusted_p_value,
+            "rejected": self.rejected,
+            **self.interval.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """Percentile bootstrap interval of mean(candidate) / mean(reference), unpaired.
+
+    ``degenerate`` is True when a side has a single repeat: its spread is
+    unknown, so no interval is claimed and low == high == ratio.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    candidate_mean: float
+    reference_mean: float
+    candidate_n: int
+    reference_n: int
+    resamples: int
+    seed: int
+    degenerate: bool
+    method: str = "percentile"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy of the fields."""
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_confidence(confidence: float) -> float:
+    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    return float(confidence)
+
+
+def _check_resamples(resamples: int) -> int:
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 2:
+        raise ValueError(f"resamples must be an integer of at least 2, got {resamples!r}")
+    return int(resamples)
+
+
+def _check_method(method: str) -> IntervalMethod:
+    if method not in get_args(IntervalMethod):
+        known = ", ".join(get_args(IntervalMethod))
+        raise ValueError(f"unknown interval method {method!r}; use one of: {known}")
+    return cast(IntervalMethod, method)
+
+
+def _as_finite_array(values: ArrayLike, what: str) -> FloatArray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{what} is empty")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what} contains a value that is not a finite number")
+    return array
+
+
+def _id_examples(ids: set[str]) -> str:
+    shown = ", ".join(repr(item) for item in sorted(ids)[:_MAX_IDS_IN_MESSAGE])
+    return shown + (", ..." if len(ids) > _MAX_IDS_IN_MESSAGE else "")
+
+
+def _aligned_scores(
+    candidate: Mapping[str, float], reference: Mapping[str, float]
+) -> tuple[FloatArray, FloatArray]:
+    """Candidate and reference scores as arrays in sorted item-id order."""
+    candidate_ids, reference_ids = set(candidate), set(reference)
+    if candidate_ids != reference_ids:
+        parts = []
+        only_candidate = candidate_ids - reference_ids
+        only_reference = reference_ids - candidate_ids
+        if only_candidate:
+            parts.append(f"{len(only_candidate)} only in candidate ({_id_examples(only_candidate)})")
+        if only_reference:
+            parts.append(f"{len(only_reference)} only in reference ({_id_examples(only_reference)})")
+        raise ValueError("candidate and reference were scored on different items: " + "; ".join(parts))
+    if not candidate_ids:
+        raise ValueError("no items to compare: both score sets are empty")
+    ids = sorted(candidate_ids)
+    candidate_scores = np.fromiter((float(candidate[i]) for i in ids), dtype=np.float64, count=len(ids))
+    reference_scores = np.fromiter((float(reference[i]) for i in ids), dtype=np.float64, count=len(ids))
+    for name, scores in (("candidate", candidate_scores), ("reference", reference_scores)):
+        bad = np.flatnonzero(~np.isfinite(scores))
+        if bad.size:
+            raise ValueError(f"{name} score of item {ids[int(bad[0])]!r} is not a finite number")
+    return candidate_scores, reference_scores
+
+
+# --------------------------------------------------------------------------- resampling
+
+
+def _multinomial_means(
+    distinct: FloatArray, counts: NDArray[np.int64], resamples: int, rng: np.random.Generator
+) -> FloatArray:
+    """Bootstrap means when the data take only the values ``distinct`` (with ``counts``)."""
+    n = int(counts.sum())
+    if distinct.size == 1:
+        return np.full(resamples, distinct[0], dtype=np.float64)
+    probabilities = counts / n
+    means = np.empty(resamples, dtype=np.float64)
+    rows = max(1, _CHUNK_ELEMENTS // distinct.size)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        drawn = rng.multinomial(n, probabilities, size=stop - start)
+        means[start:stop] = (drawn @ distinct) / n
+    return means
+
+
+def _index_resampled_means(values: FloatArray, resamples: int, rng: np.random.Generator) -> FloatArray:
+    """Bootstrap means by resampling indices, a bounded chunk of resamples at a time."""
+    n = values.size
+    means = np.empty(resamples, dtype=np.float64)
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        indices = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = values[indices].mean(axis=1)
+    return means
+
+
+def _resampled_means(
+    values: FloatArray, resamples: int, rng: np.random.Generator, exact: bool | None
+) -> FloatArray:
+    distinct, counts = np.unique(values, return_counts=True)
+    if exact is None:
+        exact = distinct.size <= MAX_EXACT_CATEGORIES
+    if exact:
+        return _multinomial_means(distinct, counts.astype(np.int64), resamples, rng)
+    return _index_resampled_means(values, resamples, rng)
+
+
+def bootstrap_mean_distribution(
+    values: ArrayLike, *, resamples: int = 10_000, seed: int = 0, exact: bool | None = None
+) -> FloatArray:
+    """Bootstrap distribution of the mean of ``values`` (``resamples`` draws, seeded).
+
+    ``exact=None`` picks multinomial counts when there are at most
+    :data:`MAX_EXACT_CATEGORIES` distinct values and chunked index resampling
+    otherwise; ``True`` / ``False`` force one.  Both draw from the same distribution.
+    """
+    array = _as_finite_array(values, "values")
+    return _resampled_means(array, _check_resamples(resamples), np.random.default_rng(seed), exact)
+
+
+# --------------------------------------------------------------------------- paired bootstrap
+
+
+@dataclass(frozen=True)
+class _PairedSample:
+    """Everything about one paired comparison that does not depend on the confidence level."""
+
+    differences: FloatArray
+    means: FloatArray
+    difference: float
+    candidate_mean: float
+    reference_mean: float
+    candidate_ahead: int
+    reference_ahead: int
+    standard_error: float
+    bootstrap_standard_error: float
+    p_value: float
+    seed: int
+
+
+def _paired_sample(
+    candidate: Mapping[str, float], reference: Mapping[str, float], resamples: int, seed: int
+) -> _PairedSample:
+    candidate_scores, reference_scores = _aligned_scores(candidate, reference)
+    differences = candidate_scores - reference_scores
+    n = differences.size
+    means = _resampled_means(differences, resamples, np.random.default_rng(seed), exact=None)
+    standard_error = float(np.std(differences, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+    fraction_at_or_below = float(np.count_nonzero(means <= 0.0)) / resamples
+    fraction_at_or_above = float(np.count_nonzero(means >= 0.0)) / resamples
+    p_value = min(1.0, max(1.0 / resamples, 2.0 * min(fraction_at_or_below, fraction_at_or_above)))
+    return _PairedSample(
+        differences=differences,
+        means=means,
+        difference=float(differences.sum()) / n,
+        candidate_mean=float(candidate_scores.mean()),
+        reference_mean=float(reference_scores.mean()),
+        candidate_ahead=int(np.count_nonzero(differences > 0)),
+        reference_ahead=int(np.count_nonzero(differences < 0)),
+        standard_error=standard_error,
+        bootstrap_standard_error=float(np.std(means, ddof=1)),
+        p_value=p_value,
+        seed=seed,
+    )
+
+
+def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
+    """BCa quantile levels for the mean (Efron & Tibshirani 14.3), as scipy computes them.
+
+    z0 uses the mid-rank fraction of bootstrap means below the estimate, clipped to
+    [1/(2B), 1 - 1/(2B)] so it stays finite; the jackknife acceleration of a mean is
+    sum(u^3) / (6 * sum(u^2)^1.5) with u = d - mean(d) (0 when all d are equal).
+    """
+    means = sample.means
+    resamples = means.size
+    below = np.count_nonzero(means < sample.difference) + np.count_nonzero(means <= sample.difference)
+    fraction = min(max(below / (2.0 * resamples), 0.5 / resamples), 1.0 - 0.5 / resamples)
+    z0 = _STANDARD_NORMAL.inv_cdf(fraction)
+    centred = sample.differences - sample.difference
+    second = float(np.sum(centred**2))
+    acceleration = float(np.sum(centred**3)) / (6.0 * second**1.5) if second > 0.0 else 0.0
+    levels = []
+    for z_alpha in (_STANDARD_NORMAL.inv_cdf(alpha / 2), _STANDARD_NORMAL.inv_cdf(1 - alpha / 2)):
+        shifted = z0 + z_alpha
+        levels.append(_STANDARD_NORMAL.cdf(z0 + shifted / (1.0 - acceleration * shifted)))
+    return levels[0], levels[1]
+
+
+def _interval(sample: _PairedSample, confidence: float, method: str) -> PairedInterval:
+    alpha = 1.0 - confidence
+    if method == "bca":
+        level_low, level_high = _bca_levels(sample, alpha)
+    else:
+        level_low, level_high = alpha / 2, 1.0 - alpha / 2
+    quantile_low, quantile_high = (float(q) for q in np.quantile(sample.means, [level_low, level_high]))
+    if method == "basic":
+        low, high = 2.0 * sample.difference - quantile_high, 2.0 * sample.difference - quantile_low
+    else:
+        low, high = quantile_low, quantile_high
+    z_sum = _STANDARD_NORMAL.inv_cdf(1.0 - alpha / 2) + _STANDARD_NORMAL.inv_cdf(DETECTION_POWER)
+    return PairedInterval(
+        difference=sample.difference,
+        low=low,
+        high=high,
+        confidence=confidence,
+        n=sample.differences.size,
+        resamples=sample.means.size,
+        method=method,
+        seed=sample.seed,
+        discordant=sample.candidate_ahead + sample.reference_ahead,
+        candidate_ahead=sample.candidate_ahead,
+        reference_ahead=sample.reference_ahead,
+        candidate_mean=sample.candidate_mean,
+        reference_mean=sample.reference_mean,
+        standard_error=sample.standard_error,
+        bootstrap_standard_error=sample.bootstrap_standard_error,
+        min_detectable_difference=z_sum * sample.standard_error,
+        p_value=sample.p_value,
+    )
+
+
+def paired_bootstrap(
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    *,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: IntervalMethod = "percentile",
+) -> PairedInterval:
+    """Bootstrap interval of the mean per-item difference, candidate minus reference.
+
+    Items are matched by id; differing id sets raise ``ValueError`` naming a few
+    of the ids.  Seeded: the same inputs and seed give the same interval.
+    """
+    return _interval(
+        _paired_sample(candidate, reference, _check_resamples(resamples), seed),
+        _check_confidence(confidence),
+        _check_method(method),
+    )
+
+
+def paired_p_value(
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> float:
+    """Two-sided bootstrap p-value for "no mean difference".
+
+    2 * min(fraction of bootstrap means <= 0, fraction >= 0), clipped to
+    [1/resamples, 1].  It uses the same draws as :func:`paired_bootstrap` with the
+    same seed, so p < 1 - confidence goes with a percentile interval that excludes
+    zero (up to one resample at the boundary).
+    """
+    return _paired_sample(candidate, reference, _check_resamples(resamples), seed).p_value
+
+
+def normal_p_value(interval: PairedInterval) -> float:
+    """Two-sided normal-approximation p-value, 2 * Phi(-|difference| / standard_error)."""
+    if math.isnan(interval.standard_error):
+        return math.nan
+    if interval.standard_error == 0.0:
+        return 1.0 if interval.difference == 0.0 else 0.0
+    return 2.0 * _STANDARD_NORMAL.cdf(-abs(interval.difference) / interval.standard_error)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Verdict:
+    """Verdict from the interval of candidate minus reference.
+
+    Entirely above 0: better; entirely below 0: worse.  Covering 0: ``matches``
+    when ``margin`` is None (the seed's rule); with a margin, ``equivalent`` when
+    the whole interval lies within [-margin, +margin], else ``inconclusive``.
+    (Equivalence is judged on the interval as given; a TOST at level alpha would
+    use the 1 - 2*alpha interval, so this is the stricter reading.)
+    """
+    if margin is not None and not (math.isfinite(margin) and margin >= 0.0):
+        raise ValueError(f"equivalence margin must be a finite number >= 0, got {margin!r}")
+    if interval.low > 0.0:
+        return Verdict.BETTER
+    if interval.high < 0.0:
+        return Verdict.WORSE
+    if margin is None:
+        return Verdict.MATCHES
+    if -margin <= interval.low and interval.high <= margin:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
+
+
+# --------------------------------------------------------------------------- Holm
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values, in the input order.
+
+    The k-th smallest (0-based) of m becomes max over j <= k of (m - j) * p_(j),
+    capped at 1; ties keep their input order.
+    """
+    values = [float(p) for p in p_values]
+    for p in values:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p-values must lie in [0, 1], got {p!r}")
+    m = len(values)
+    adjusted = [0.0] * m
+    running_max = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: values[i])):
+        running_max = max(running_max, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running_max
+    return adjusted
+
+
+def holm_intervals(
+    comparisons: Mapping[str, tuple[Mapping[str, float], Mapping[str, float]]],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+    method: IntervalMethod = "percentile",
+) -> dict[str, HolmComparison]:
+    """Holm step-down over m candidates, each given as ``name: (candidate, reference)``.
+
+    Candidates are ranked by bootstrap p-value (ties in input order).  While no
+    step has failed, the k-th (0-based) gets its interval at confidence
+    1 - alpha/(m - k) and is rejected (a real difference) when that interval
+    excludes 0.  At the first interval that covers 0 the procedure stops: that
+    candidate and all later ones keep that step's confidence and are not rejected.
+    Testing by the interval keeps ``rejected`` and the interval's verdict in step;
+    ``adjusted_p_value`` (:func:`holm_adjust`) is reported beside it.  Each interval
+    equals :func:`paired_bootstrap` at its confidence with the same seed.
+    """
+    alpha = 1.0 - _check_confidence(confidence)
+    resamples = _check_resamples(resamples)
+    method = _check_method(method)
+    names = list(comparisons)
+    samples = {
+        name: _paired_sample(candidate, reference, resamples, seed)
+        for name, (candidate, reference) in comparisons.items()
+    }
+    adjusted = dict(zip(names, holm_adjust([samples[name].p_value for name in names]), strict=True))
+    order = sorted(names, key=lambda name: samples[name].p_value)
+    m = len(names)
+    results: dict[str, HolmComparison] = {}
+    stepping = True
+    level = confidence
+    for rank, name in enumerate(order):
+        if stepping:
+            level = 1.0 - alpha / (m - rank)
+        interval = _interval(samples[name], level, method)
+        rejected = stepping and not interval.covers_zero
+        stepping = rejected
+        results[name] = HolmComparison(
+            name=name, rank=rank, adjusted_p_value=adjusted[name], rejected=rejected, interval=interval
+        )
+    return {name: results[name] for name in names}
+
+
+# --------------------------------------------------------------------------- ratio
+
+
+def ratio_interval(
+    candidate: Sequence[float],
+    reference: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> RatioInterval:
+    """Percentile bootstrap interval of mean(candidate) / mean(reference) over repeats.
+
+    The repeats are independent runs, so each side is resampled on its own
+    (candidate first, from one seeded generator).  Reference values must be > 0.
+    A side with a single repeat gives a degenerate, zero-width interval.
+    """
+    confidence = _check_confidence(confidence)
+    resamples = _check_resamples(resamples)
+    candidate_values = _as_finite_array(candidate, "candidate repeats")
+    reference_values = _as_finite_array(reference, "reference repeats")
+    if np.any(reference_values <= 0.0):
+        raise ValueError("reference repeats must all be > 0 for a ratio of means")
+    candidate_mean = float(candidate_values.mean())
+    reference_mean = float(reference_values.mean())
+    ratio = candidate_mean / reference_mean
+    degenerate = min(candidate_values.size, reference_values.size) == 1
+    if degenerate:
+        low = high = ratio
+    else:
+        rng = np.random.default_rng(seed)
+        candidate_means = _resampled_means(candidate_values, resamples, rng, exact=None)
+        reference_means = _resampled_means(reference_values, resamples, rng, exact=None)
+        alpha = 1.0 - confidence
+        low, high = (float(q) for q in np.quantile(candidate_means / reference_means, [alpha / 2, 1 - alpha / 2]))
+    return RatioInterval(
+        ratio=ratio,
+        low=low,
+        high=high,
+        confidence=confidence,
+        candidate_mean=candidate_mean,
+        reference_mean=reference_mean,
+        candidate_n=candidate_values.size,
+        reference_n=reference_values.size,
+        resamples=resamples,
+        seed=seed,
+        degenerate=degenerate,
+    )
