@@ -7,6 +7,7 @@ process is started at import time or in ``pytest_addoption``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any
 
@@ -84,10 +85,15 @@ def pytest_configure(config: pytest.Config) -> None:
         run_id=workerinput["modelsweep_run_id"] if workerinput else RunState.new_run_id(),
         is_worker=workerinput is not None,
         worker_id=workerinput["workerid"] if workerinput else worker_id_from_env(),
-        write_line=stderr_line if workerinput else _terminal_writer(config),
+        write_line=_progress_writer(config),
         args=list(config.invocation_params.args),
     )
     config.stash[run_state_key] = state
+    try:
+        # A bad --sweep, --model, --reference or --endpoint fails here, as a usage error.
+        state.selection
+    except ModelsweepError as error:
+        _fail_usage(error)
     if not state.is_worker:
         config.pluginmanager.register(_ResultsCollector(state), "modelsweep-results")
     if config.pluginmanager.hasplugin("xdist"):
@@ -97,18 +103,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "modelsweep-fixtures")
 
 
-def _terminal_writer(config: pytest.Config) -> Any:
+def _progress_writer(config: pytest.Config) -> Any:
+    """Progress lines (server build, server start) shown live, past pytest's capture.
+
+    On an xdist worker there is no terminal reporter; its stderr is the
+    terminal's, so the line goes there with capture suspended.
+    """
+
     def write_line(message: str) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         capture = config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:
-            stderr_line(message)
-            return
-        if capture is not None:
-            with capture.global_and_fixture_disabled():
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if reporter is not None and not hasattr(config, "workerinput"):
                 reporter.write_line(f"modelsweep: {message}")
-        else:
-            reporter.write_line(f"modelsweep: {message}")
+            else:
+                stderr_line(message)
 
     return write_line
 
@@ -139,7 +148,7 @@ def pytest_collection_modifyitems(
 ) -> None:
     """Run one model's tests together, reference first, so each server starts once."""
     state = _state(config)
-    order = {}
+    order: dict[str, int] = {}
     for item in items:
         name = _model_of(item)
         if name is not None and name not in order:
@@ -167,19 +176,6 @@ def _model_of(item: pytest.Item) -> str | None:
         return None
     value = callspec.params.get("model_name")
     return value if isinstance(value, str) else None
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    config = session.config
-    state = _state(config)
-    if config.option.collectonly or state.is_worker:
-        return
-    models = list(dict.fromkeys(m for m in map(_model_of, session.items) if m))
-    if models:
-        try:
-            state.provision(models)
-        except ModelsweepError as error:
-            _fail_usage(error)
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -223,9 +219,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     state.close()
     if not state.is_worker:
-        path = state.finish_results({"exitstatus": int(exitstatus)})
-        if path is not None:
-            state.write_line(f"results: {path}")
+        state.finish_results({"exitstatus": int(exitstatus)})
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -237,6 +231,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("=", "modelsweep measurements")
     for line in measurement_table(state.measurements):
         terminalreporter.write_line(line)
+    terminalreporter.write_line(f"results: {state.results_path}")
 
 
 class _XdistHooks:
@@ -260,16 +255,3 @@ class _XdistHooks:
         except ModelsweepError as error:
             _fail_usage(error)
         return ModelScheduling(config, log, parser)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        if self.state.provisioned or self.state.is_worker:
-            return
-        try:
-            parser = self.state.id_parser
-            models = list(dict.fromkeys(m for m in map(parser.model_of, ids) if m))
-            if models:
-                self.state.provision(models)
-        except ModelsweepError as error:
-            self.state.write_line(f"ERROR {error}")
-            raise

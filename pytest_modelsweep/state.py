@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,7 +57,6 @@ class RunState:
     _pool: EndpointPool | None = None
     _writer: ResultsWriter | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
-    provisioned: bool = False
 
     @staticmethod
     def new_run_id() -> str:
@@ -133,29 +131,6 @@ class RunState:
                 progress=self.write_line,
             )
         return self._pool
-
-    def provision(self, models: list[str]) -> None:
-        """Build/fetch what the embedded backend needs before the first test needs it."""
-        if self.provisioned:
-            return
-        self.provisioned = True
-        from .serving.provision import ensure_embedded_model, ensure_llama_server
-
-        wanted = [
-            m for m in models
-            if m not in self.attach and self.sweep.backend_of(m) == "llamacpp"
-        ]
-        if not wanted:
-            return
-        started = time.monotonic()
-        ensure_llama_server(self.write_line)
-        for name in wanted:
-            source = self.sweep.model(name).source
-            if source.kind == "embedded":
-                ensure_embedded_model(source.id, self.write_line)
-        elapsed = time.monotonic() - started
-        if elapsed > 1:
-            self.write_line(f"embedded default ready in {elapsed:.0f}s")
 
     def close(self) -> None:
         if self._pool is not None:

@@ -286,9 +286,7 @@ def _id_examples(ids: set[str]) -> str:
     return shown + (", ..." if len(ids) > _MAX_IDS_IN_MESSAGE else "")
 
 
-def _aligned_scores(
-    candidate: Mapping[str, float], reference: Mapping[str, float]
-) -> tuple[FloatArray, FloatArray]:
+def _aligned_scores(candidate: Mapping[str, float], reference: Mapping[str, float]) -> tuple[FloatArray, FloatArray]:
     """Candidate and reference scores as arrays in sorted item-id order."""
     candidate_ids, reference_ids = set(candidate), set(reference)
     if candidate_ids != reference_ids:
@@ -344,9 +342,7 @@ def _index_resampled_means(values: FloatArray, resamples: int, rng: np.random.Ge
     return means
 
 
-def _resampled_means(
-    values: FloatArray, resamples: int, rng: np.random.Generator, exact: bool | None
-) -> FloatArray:
+def _resampled_means(values: FloatArray, resamples: int, rng: np.random.Generator, exact: bool | None) -> FloatArray:
     distinct, counts = np.unique(values, return_counts=True)
     if exact is None:
         exact = distinct.size <= MAX_EXACT_CATEGORIES

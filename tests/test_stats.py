@@ -67,13 +67,16 @@ def quantile_mc_tolerance(bootstrap_sd: float, q: float, resamples: int, lattice
     approximation of the bootstrap distribution.  Two independent estimates: x sqrt(2).
     Five such SDs, plus one lattice step where the bootstrap means are discrete.
     """
-    density = math.exp(-Z.inv_cdf(q) ** 2 / 2) / math.sqrt(2 * math.pi) / bootstrap_sd
+    density = math.exp(-(Z.inv_cdf(q) ** 2) / 2) / math.sqrt(2 * math.pi) / bootstrap_sd
     single = math.sqrt(q * (1 - q) / resamples) / density
     return 5 * math.sqrt(2) * single + lattice
 
 
-def scipy_paired_interval(candidate: np.ndarray, reference: np.ndarray, method: str, seed: int = 12345):
-    return scipy_stats.bootstrap(
+def scipy_paired_interval(
+    candidate: np.ndarray, reference: np.ndarray, method: str, seed: int = 12345
+) -> tuple[float, float]:
+    """scipy's paired, vectorised bootstrap interval of mean(candidate - reference)."""
+    interval = scipy_stats.bootstrap(
         (candidate, reference),
         lambda c, r, axis: np.mean(c - r, axis=axis),
         paired=True,
@@ -83,6 +86,7 @@ def scipy_paired_interval(candidate: np.ndarray, reference: np.ndarray, method: 
         batch=2_000,
         random_state=seed,
     ).confidence_interval
+    return float(interval.low), float(interval.high)
 
 
 # --------------------------------------------------------------------------- known answers
@@ -175,11 +179,11 @@ def test_binary_interval_agrees_with_scipy(method: str) -> None:
     n = 1319
     candidate, reference = correlated_binary(n, seed=7)
     ours = paired_bootstrap(keyed(candidate), keyed(reference), method=method)  # type: ignore[arg-type]
-    theirs = scipy_paired_interval(candidate, reference, method)
+    theirs_low, theirs_high = scipy_paired_interval(candidate, reference, method)
     tolerance = quantile_mc_tolerance(ours.bootstrap_standard_error, 0.025, RESAMPLES, lattice=1 / n)
     assert tolerance < 0.003  # the honest bound is far tighter than 0.01
-    assert abs(ours.low - theirs.low) < tolerance
-    assert abs(ours.high - theirs.high) < tolerance
+    assert abs(ours.low - theirs_low) < tolerance
+    assert abs(ours.high - theirs_high) < tolerance
 
 
 @pytest.mark.parametrize("method", ["percentile", "bca"])
@@ -188,10 +192,33 @@ def test_continuous_interval_agrees_with_scipy(method: str) -> None:
     reference = rng.beta(2, 5, size=300)
     candidate = np.clip(reference + rng.exponential(0.05, size=300) - 0.04, 0, 1)
     ours = paired_bootstrap(keyed(candidate), keyed(reference), method=method)  # type: ignore[arg-type]
-    theirs = scipy_paired_interval(candidate, reference, method)
+    theirs_low, theirs_high = scipy_paired_interval(candidate, reference, method)
     tolerance = quantile_mc_tolerance(ours.bootstrap_standard_error, 0.025, RESAMPLES, lattice=0.0)
-    assert abs(ours.low - theirs.low) < tolerance
-    assert abs(ours.high - theirs.high) < tolerance
+    assert abs(ours.low - theirs_low) < tolerance
+    assert abs(ours.high - theirs_high) < tolerance
+
+
+def test_bca_levels_follow_efron_with_explicit_jackknife() -> None:
+    # skewed differences, small n: BCa moves the endpoints well away from percentile
+    rng = np.random.default_rng(11)
+    reference = rng.uniform(0, 1, size=30)
+    candidate = reference + rng.lognormal(0, 1.5, size=30) * 0.05
+    differences = candidate - reference  # keyed() ids sort in array order
+    means = bootstrap_mean_distribution(differences, seed=4)
+    theta = differences.mean()
+    z0 = scipy_stats.norm.ppf((np.sum(means < theta) + np.sum(means <= theta)) / (2 * RESAMPLES))
+    leave_one_out = np.array([np.delete(differences, i).mean() for i in range(differences.size)])
+    spread = leave_one_out.mean() - leave_one_out
+    acceleration = np.sum(spread**3) / (6 * np.sum(spread**2) ** 1.5)
+    levels = [
+        scipy_stats.norm.cdf(z0 + (z0 + z) / (1 - acceleration * (z0 + z)))
+        for z in scipy_stats.norm.ppf([0.025, 0.975])
+    ]
+    expected_low, expected_high = np.quantile(means, levels)
+    bca = paired_bootstrap(keyed(candidate), keyed(reference), method="bca", seed=4)
+    percentile = paired_bootstrap(keyed(candidate), keyed(reference), seed=4)
+    assert acceleration > 0.03 and bca.low - percentile.low > 0.002
+    assert (bca.low, bca.high) == pytest.approx((expected_low, expected_high), abs=1e-12)
 
 
 def test_basic_interval_reflects_percentile_interval() -> None:
@@ -396,6 +423,7 @@ def test_ratio_single_repeat_is_degenerate() -> None:
     assert result.degenerate
     assert (result.low, result.high) == (1.5, 1.5)
     assert (result.candidate_n, result.reference_n) == (1, 3)
+    assert ratio_interval([100.0, 101.0, 99.0], [150.0]).degenerate
 
 
 def test_ratio_scales_with_candidate() -> None:

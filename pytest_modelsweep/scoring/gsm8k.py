@@ -40,7 +40,7 @@ def _regex_filter(pattern: re.Pattern[str], text: str, group_select: int) -> str
         return None
     match = matches[group_select]
     if isinstance(match, tuple):
-        match = [group for group in match if group][0]
+        match = next(group for group in match if group)
     return str(match).strip()
 
 

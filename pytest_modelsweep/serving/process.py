@@ -68,7 +68,8 @@ class ServerProcess:
 
     @property
     def command_line(self) -> str:
-        return shlex.join(self.argv)
+        """The command as one shell-quoted line (newlines shown as ``\\n``)."""
+        return shlex.join(self.argv).replace("\n", "\\n")
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         try:

@@ -85,9 +85,7 @@ _TASK = (
     "used, point it out. If the given question lacks the parameters required by the function, also "
     "point it out."
 )
-_OUTPUT_FORMAT = (
-    "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
-)
+_OUTPUT_FORMAT = "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
 _TOOL_CALL_FORMAT = (
     "You should only return the function calls in your response.\n\n"
     f"If you decide to invoke any of the function(s), you MUST put it in the format of {_OUTPUT_FORMAT}. "
@@ -124,7 +122,12 @@ class BfclRecord:
     def data_hash(self) -> str:
         """Hash of the source record and its answers, for pairing items across models."""
         return prompt_hash(
-            {"id": self.id, "question": self.question, "function": self.function, "ground_truth": self.ground_truth}
+            {
+                "id": self.id,
+                "question": self.question,
+                "function": self.function,
+                "ground_truth": self.ground_truth,
+            }
         )
 
     @property
@@ -140,7 +143,9 @@ def _read_lines(path: Path) -> list[tuple[int, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise DataError(f"{path}: cannot read BFCL file ({exc.strerror}); pass the BFCL data folder") from None
+        raise DataError(
+            f"{path}: cannot read BFCL file ({exc.strerror}); pass the BFCL data folder"
+        ) from None
     rows: list[tuple[int, Any]] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -167,7 +172,9 @@ def _check_question(value: Any, where: str) -> list[list[dict[str, str]]]:
                 and isinstance(message.get("role"), str)
                 and isinstance(message.get("content"), str)
             ):
-                raise DataError(f'{where}: field "question" has a message without string "role" and "content"')
+                raise DataError(
+                    f'{where}: field "question" has a message without string "role" and "content"'
+                )
     return value
 
 
@@ -179,7 +186,9 @@ def _check_functions(value: Any, where: str) -> list[dict[str, Any]]:
             raise DataError(f'{where}: field "function" has an entry without a string "name"')
         params = doc.get("parameters")
         if not isinstance(params, dict) or not isinstance(params.get("properties"), dict):
-            raise DataError(f'{where}: function {doc["name"]!r} needs "parameters" with a "properties" object')
+            raise DataError(
+                f'{where}: function {doc["name"]!r} needs "parameters" with a "properties" object'
+            )
         required = params.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise DataError(f'{where}: function {doc["name"]!r} has "required" that is not a list of names')
@@ -192,7 +201,9 @@ def _check_ground_truth(value: Any, where: str) -> list[dict[str, dict[str, list
         raise DataError(f'{where}: field "ground_truth" must be {shape}')
     for call in value:
         if not isinstance(call, dict) or len(call) != 1:
-            raise DataError(f'{where}: field "ground_truth" must be {shape}; an entry has not exactly one name')
+            raise DataError(
+                f'{where}: field "ground_truth" must be {shape}; an entry has not exactly one name'
+            )
         params = next(iter(call.values()))
         if not isinstance(params, dict) or not all(isinstance(v, list) for v in params.values()):
             raise DataError(f'{where}: field "ground_truth" must be {shape}; accepted values must be lists')
@@ -231,7 +242,9 @@ def _join(records_path: Path, answers_path: Path, source: str) -> list[BfclRecor
         question = _check_question(_field(row, "question", where), where)
         functions = _check_functions(_field(row, "function", where), where)
         if ident not in answers:
-            raise DataError(f"{where}: record {ident!r} has no possible answer in {answers_path}; use matching files")
+            raise DataError(
+                f"{where}: record {ident!r} has no possible answer in {answers_path}; use matching files"
+            )
         records.append(BfclRecord(ident, question, functions, answers[ident][1], source))
     for ident, (lineno, _) in answers.items():
         if ident not in seen:
@@ -273,7 +286,7 @@ def _hub_files() -> tuple[Path, Path, str]:
         except EntryNotFoundError:
             tried.append(f"{records_name} + {answers_name}")
             continue
-        except Exception as exc:  # network, auth, cache: one line for the user
+        except Exception as exc:  # noqa: BLE001 - network, auth, cache: one line for the user
             raise DataError(
                 f"hf:{HUB_REPO}: could not download BFCL data ({type(exc).__name__}: {exc}); "
                 "pass a local BFCL data folder instead"
@@ -352,7 +365,9 @@ def _cast_properties(properties: dict[str, Any]) -> dict[str, Any]:
     return properties
 
 
-def to_openai_tools(functions: Sequence[dict[str, Any]], *, underscore_to_dot: bool = True) -> list[dict[str, Any]]:
+def to_openai_tools(
+    functions: Sequence[dict[str, Any]], *, underscore_to_dot: bool = True
+) -> list[dict[str, Any]]:
     """BFCL function docs to OpenAI ``tools`` as BFCL's OpenAI handler converts them.
 
     ``"dict"`` becomes ``"object"``, ``"float"`` ``"number"`` (with ``format: float``
@@ -376,9 +391,11 @@ def to_openai_tools(functions: Sequence[dict[str, Any]], *, underscore_to_dot: b
 
 def bfcl_system_prompt(functions: Sequence[dict[str, Any]]) -> str:
     """BFCL's default prompt-mode system prompt for these function docs (listed as indented JSON)."""
-    available = "Here is a list of functions in json format that you can invoke.\n" + json.dumps(
-        list(functions), indent=4
-    ) + "\n"
+    available = (
+        "Here is a list of functions in json format that you can invoke.\n"
+        + json.dumps(list(functions), indent=4)
+        + "\n"
+    )
     return f"{_PERSONA}{_TASK}\n\n{_TOOL_CALL_FORMAT}\n\n{_MULTITURN}\n\n{available}"
 
 
@@ -408,7 +425,9 @@ def bfcl_skip_reason(model: ModelSpec) -> str | None:
     return None
 
 
-def build_bfcl_request(record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS) -> ApiRequest:
+def build_bfcl_request(
+    record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> ApiRequest:
     """The request for one record, in the model's ``bfcl_mode`` (payload without ``model``)."""
     settings: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
     if model.bfcl_mode == "tools":

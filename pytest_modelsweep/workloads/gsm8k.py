@@ -69,7 +69,9 @@ def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise DataError(f"{path}: cannot read GSM8K file ({exc.strerror}); pass an existing JSONL file") from None
+        raise DataError(
+            f"{path}: cannot read GSM8K file ({exc.strerror}); pass an existing JSONL file"
+        ) from None
     problems: list[Gsm8kProblem] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -88,10 +90,14 @@ def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
 
 def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gsm8kProblem:
     if not isinstance(record, dict):
-        raise DataError(f'{where}: expected a JSON object with "question" and "answer", got {type(record).__name__}')
+        raise DataError(
+            f'{where}: expected a JSON object with "question" and "answer", got {type(record).__name__}'
+        )
     for key in ("question", "answer"):
         if key not in record:
-            raise DataError(f'{where}: missing field "{key}"; each record needs "question" and "answer" strings')
+            raise DataError(
+                f'{where}: missing field "{key}"; each record needs "question" and "answer" strings'
+            )
         if not isinstance(record[key], str):
             raise DataError(
                 f'{where}: field "{key}" must be a string, got {type(record[key]).__name__}; fix the record'
@@ -128,7 +134,7 @@ def _hub_problems(split: str) -> list[Gsm8kProblem]:
         import datasets
 
         rows = datasets.load_dataset(HUB_DATASET, HUB_CONFIG, split=split)
-    except Exception as exc:  # network, missing split, cache problems: one line for the user
+    except Exception as exc:  # noqa: BLE001 - network, missing split, cache problems: one line for the user
         raise DataError(
             f"{source}: could not load GSM8K from the Hugging Face Hub ({type(exc).__name__}: {exc}); "
             "pass a local JSONL path instead"

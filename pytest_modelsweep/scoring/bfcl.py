@@ -1,0 +1,619 @@
+"""BFCL simple-category scoring: decoding the model's calls and BFCL's AST checker.
+
+Reproduced from the gorilla repository's ``berkeley-function-call-leaderboard/bfcl_eval``:
+
+* Tools mode decoding as ``OpenAICompletionsHandler.decode_ast`` (FC): each
+  ``choices[0].message.tool_calls[i]`` becomes ``{function.name: json.loads(function.arguments)}``;
+  no tool calls, or arguments that are not JSON, is ``ast_decoder:decoder_failed``.
+* Prompt mode decoding as ``default_decode_ast_prompting`` / ``ast_parse`` /
+  ``resolve_ast_call`` / ``resolve_ast_by_type`` (``model_handler/utils.py``): strip
+  backticks, newlines and spaces, add a missing ``[`` or ``]``, strip wrapping
+  ``'``, parse with :mod:`ast`; dotted names (``math.factorial``) kept; only keyword
+  arguments count (positional ones are dropped, as BFCL does); bare names become
+  their name as a string; a call without keywords becomes its source text.
+  Where BFCL ``eval``\\ s an expression (``2*3``) this evaluates only arithmetic on
+  literals, without ``eval``; ``+x`` is ``x`` (BFCL negates every unary operand).
+* A decoded output that is not ``[{name: {param: value}}]`` is
+  ``ast_decoder:decoder_wrong_output_format`` (``is_function_calling_format_output``).
+* The checker is ``ast_checker`` for a non-parallel, non-multiple category, i.e.
+  the count check then ``simple_function_checker`` with its ``type_checker``,
+  ``string_checker``, ``list_checker``, ``dict_checker`` and ``list_dict_checker``
+  (``eval_checker/ast_eval/ast_checker.py``), Python rules only, with BFCL's
+  error type names. Error messages are this module's own wording.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from ..records import ItemRecord
+from ..workloads.base import ApiRequest
+from ..workloads.bfcl import BfclRecord
+
+Mode = Literal["tools", "prompt"]
+Calls = list[dict[str, dict[str, Any]]]
+
+PYTHON_TYPE_MAPPING: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "float": float,
+    "boolean": bool,
+    "array": list,
+    "tuple": list,
+    "dict": dict,
+    "any": str,
+}
+"""BFCL's ``PYTHON_TYPE_MAPPING``; a type not listed is checked as ``"any"`` here."""
+NESTED_TYPES = ("array", "tuple")
+
+
+@dataclass(frozen=True)
+class BfclCheck:
+    """A verdict with BFCL's ``error_type`` (empty when valid) and a one-line reason."""
+
+    valid: bool
+    error_type: str = ""
+    error: str = ""
+
+
+VALID = BfclCheck(True)
+
+
+class BfclDecodeError(ValueError):
+    """The model's answer could not be decoded into function calls."""
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_MAX_RESULT = 10**6
+
+
+def _arithmetic(node: ast.expr) -> Any:
+    """Arithmetic on numeric and string literals only (BFCL would ``eval`` the expression)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _arithmetic(node.operand)
+        if not isinstance(value, (int, float)):
+            raise BfclDecodeError(f"unsupported operand in {ast.unparse(node)!r}")
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _arithmetic(node.left), _arithmetic(node.right)
+        if isinstance(node.op, ast.Pow) and (abs(right) > 64 if isinstance(right, (int, float)) else True):
+            raise BfclDecodeError(f"exponent too large in {ast.unparse(node)!r}")
+        if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
+            count = right if isinstance(left, str) else left
+            if not isinstance(count, int) or count > _MAX_RESULT:
+                raise BfclDecodeError(f"unsupported repetition in {ast.unparse(node)!r}")
+        try:
+            result = _BINARY[type(node.op)](left, right)
+        except (TypeError, ZeroDivisionError, OverflowError, ValueError) as exc:
+            raise BfclDecodeError(f"cannot evaluate {ast.unparse(node)!r}: {exc}") from None
+        if isinstance(result, float) and not math.isfinite(result):
+            raise BfclDecodeError(f"cannot evaluate {ast.unparse(node)!r}: not finite")
+        return result
+    raise BfclDecodeError(f"unsupported expression {ast.unparse(node)!r}")
+
+
+def _resolve_value(node: ast.expr | None) -> Any:
+    """BFCL's ``resolve_ast_by_type`` on one argument value."""
+    if isinstance(node, ast.Constant):
+        return "..." if node.value is Ellipsis else node.value
+    if isinstance(node, ast.UnaryOp):
+        if isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant):
+            return _arithmetic(node)
+        raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
+    if isinstance(node, ast.List):
+        return [_resolve_value(v) for v in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_resolve_value(k): _resolve_value(v) for k, v in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, ast.BinOp):
+        return _arithmetic(node)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        return ast.unparse(node) if not node.keywords else _resolve_call(node)
+    if isinstance(node, ast.Tuple):
+        return tuple(_resolve_value(v) for v in node.elts)
+    if isinstance(node, ast.Subscript):
+        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
+    kind = "nothing" if node is None else type(node).__name__
+    raise BfclDecodeError(f"unsupported AST type: {kind}")
+
+
+def _resolve_call(node: ast.Call) -> dict[str, dict[str, Any]]:
+    """BFCL's ``resolve_ast_call``: dotted name and keyword arguments only."""
+    parts: list[str] = []
+    func: ast.expr = node.func
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    args: dict[str, Any] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise BfclDecodeError("unsupported **kwargs in a call")
+        args[keyword.arg] = _resolve_value(keyword.value)
+    return {".".join(reversed(parts)): args}
+
+
+def decode_prompt_output(text: str) -> Calls:
+    """Decode BFCL's ``[func(a=1, b="x")]`` answer as ``default_decode_ast_prompting`` does.
+
+    Raises BfclDecodeError for anything that is not a list of calls.
+    """
+    result = text.strip("`\n ")
+    if not result.startswith("["):
+        result = "[" + result
+    if not result.endswith("]"):
+        result = result + "]"
+    cleaned = result.strip().strip("'")
+    try:
+        parsed = ast.parse(cleaned, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise BfclDecodeError(f"invalid syntax: {exc}") from None
+    body = parsed.body
+    if isinstance(body, ast.Call):
+        elements: list[ast.expr] = [body]
+    elif isinstance(body, (ast.List, ast.Tuple, ast.Set)):
+        elements = list(body.elts)
+    else:
+        raise BfclDecodeError(f"expected a list of calls, got {type(body).__name__}")
+    calls: Calls = []
+    for element in elements:
+        if not isinstance(element, ast.Call):
+            raise BfclDecodeError(f"expected a function call, got {type(element).__name__}")
+        try:
+            calls.append(_resolve_call(element))
+        except (TypeError, ValueError, RecursionError) as exc:
+            if isinstance(exc, BfclDecodeError):
+                raise
+            raise BfclDecodeError(f"cannot resolve {type(exc).__name__}: {exc}") from None
+    return calls
+
+
+def decode_tool_calls(message: Any) -> list[Any]:
+    """Decode ``choices[0].message`` of a tools-mode response into ``[{name: arguments}]``.
+
+    Raises BfclDecodeError when there are no tool calls or ``arguments`` is not a JSON string.
+    """
+    tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(tool_calls, list) or not tool_calls:
+        content = message.get("content") if isinstance(message, dict) else None
+        shown = repr(content)[:120]
+        raise BfclDecodeError(f"no tool calls in the response (content: {shown})")
+    decoded: list[Any] = []
+    for index, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if not isinstance(name, str):
+            raise BfclDecodeError(f"tool call {index} has no function name")
+        if not isinstance(arguments, str):
+            raise BfclDecodeError(f"tool call {index} ({name}) has arguments that are not a JSON string")
+        try:
+            decoded.append({name: json.loads(arguments)})
+        except json.JSONDecodeError as exc:
+            raise BfclDecodeError(
+                f"tool call {index} ({name}) has arguments that are not JSON: {exc.msg}"
+            ) from None
+    return decoded
+
+
+def is_function_calling_format(decoded: Any) -> bool:
+    """BFCL's ``is_function_calling_format_output``: ``[{name: {param: value}}, ...]`` (``[]`` allowed)."""
+    if type(decoded) is not list:
+        return False
+    return all(
+        type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict for item in decoded
+    )
+
+
+# --- checker -------------------------------------------------------------------------------
+
+
+def standardize_string(text: str) -> str:
+    """BFCL's ``standardize_string``: drop spaces and ``,./-_*^``, lower-case, ``'`` -> ``"``."""
+    return re.sub(r"[ \,\.\/\-\_\*\^]", "", text).lower().replace("'", '"')
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _possible_answer_type(possible: Sequence[Any]) -> type | None:
+    for answer in possible:
+        if answer != "":
+            return type(answer)
+    return None
+
+
+@dataclass(frozen=True)
+class _TypeResult:
+    check: BfclCheck
+    is_variable: bool = False
+
+
+def _type_checker(
+    param: str,
+    value: Any,
+    possible: Sequence[Any],
+    expected_description: str,
+    expected: type,
+    nested: type | None,
+) -> _TypeResult:
+    """BFCL's ``type_checker`` (one level of nesting), including its "variable" rule.
+
+    A value whose type differs from the schema's but matches the type of the
+    accepted answers is treated as a variable name (``is_variable``).
+    """
+    answer_type = _possible_answer_type(possible)
+    is_variable = answer_type is not None and answer_type != expected
+    failure: BfclCheck | None = None
+    if type(value) is expected:
+        if nested is None:
+            return _TypeResult(VALID, is_variable)
+        for answer_item in possible:
+            flag = True
+            if type(answer_item) is list:
+                for value_item in cast(list[Any], value):
+                    inner = _type_checker(param, value_item, answer_item, nested.__name__, nested, None)
+                    if not inner.check.valid:
+                        flag = False
+                        break
+            if flag:
+                return _TypeResult(VALID, is_variable)
+        failure = BfclCheck(
+            False,
+            "type_error:nested",
+            f"nested type check failed for {param!r}: expected {expected_description} of "
+            f"{nested.__name__}, got {value!r}",
+        )
+    if answer_type is not None and type(value) is answer_type:
+        return _TypeResult(failure or VALID, True)
+    return _TypeResult(
+        BfclCheck(
+            False,
+            "type_error:simple",
+            f"wrong type for {param!r}: expected {expected_description}, got {_type_name(value)} ({value!r})",
+        ),
+        is_variable,
+    )
+
+
+def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
+    accepted = [standardize_string(a) for a in possible if type(a) is str]
+    if standardize_string(value) not in accepted:
+        return BfclCheck(
+            False,
+            "value_error:string",
+            f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}",
+        )
+    return VALID
+
+
+def _standardize_item(item: Any) -> Any:
+    return standardize_string(item) if type(item) is str else item
+
+
+def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> BfclCheck:
+    standardized = [_standardize_item(item) for item in value]
+    accepted = [
+        [_standardize_item(item) for item in answer] for answer in possible if isinstance(answer, (list, str))
+    ]
+    if standardized not in accepted:
+        return BfclCheck(
+            False,
+            "value_error:list/tuple",
+            f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}",
+        )
+    return VALID
+
+
+def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]) -> BfclCheck:
+    result = BfclCheck(False, "dict_checker:unclear", f"no accepted dictionary for {param!r}")
+    for possible in possibles:
+        if possible == "":
+            continue
+        if not isinstance(possible, dict):
+            continue
+        result = BfclCheck(False, "dict_checker:unclear", f"no accepted dictionary for {param!r}")
+        ok = True
+        for key, item in value.items():
+            if key not in possible:
+                result = BfclCheck(False, "value_error:dict_key", f"unexpected key {key!r} in {param!r}")
+                ok = False
+                break
+            accepted = [_standardize_item(a) for a in possible[key]]
+            if _standardize_item(item) not in accepted:
+                result = BfclCheck(
+                    False,
+                    "value_error:dict_value",
+                    f"wrong value for key {key!r} of {param!r}: {item!r}, expected one of {accepted!r}",
+                )
+                ok = False
+                break
+        for key, accepted_values in possible.items():
+            if key not in value and "" not in accepted_values:
+                result = BfclCheck(False, "value_error:dict_key", f"missing key {key!r} in {param!r}")
+                ok = False
+                break
+        if ok:
+            return VALID
+    return result
+
+
+def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -> BfclCheck:
+    result = BfclCheck(False, "list_dict_checker:unclear", f"no accepted list of dictionaries for {param!r}")
+    for possible in possibles:
+        if possible == "":
+            possible = []  # BFCL takes len("") == 0: only an empty list matches
+        if not isinstance(possible, list) or len(value) != len(possible):
+            result = BfclCheck(
+                False, "value_error:list_dict_count", f"wrong number of dictionaries in {param!r}"
+            )
+            continue
+        ok = True
+        for item, accepted in zip(value, possible, strict=True):
+            if not isinstance(item, dict):
+                result = BfclCheck(False, "type_error:nested", f"{param!r} holds {item!r}, not a dictionary")
+                ok = False
+                break
+            result = _dict_checker(param, item, [accepted])
+            if not result.valid:
+                ok = False
+                break
+        if ok:
+            return VALID
+    return result
+
+
+def simple_function_checker(
+    function: Mapping[str, Any],
+    call: Mapping[str, Any],
+    ground_truth: Mapping[str, Mapping[str, Sequence[Any]]],
+    *,
+    underscore_to_dot: bool = False,
+) -> BfclCheck:
+    """BFCL's ``simple_function_checker`` for Python: one decoded call against its possible answers.
+
+    ``underscore_to_dot`` is BFCL's per-model flag for servers that cannot take
+    dots in names: the expected name's dots are compared as underscores.
+    """
+    possible = next(iter(ground_truth.values()))
+    name = str(function["name"])
+    properties: Mapping[str, Any] = function["parameters"]["properties"]
+    required: Sequence[str] = function["parameters"].get("required", [])
+    if underscore_to_dot and "." in name:
+        name = name.replace(".", "_")
+    if name not in call:
+        got = ", ".join(repr(k) for k in call) or "nothing"
+        return BfclCheck(False, "simple_function_checker:wrong_func_name", f"expected {name!r}, got {got}")
+    params = call[name]
+    for param in required:
+        if param not in params:
+            return BfclCheck(False, "simple_function_checker:missing_required", f"missing required {param!r}")
+
+    for param, value in params.items():
+        if param not in properties or param not in possible:
+            return BfclCheck(
+                False, "simple_function_checker:unexpected_param", f"unexpected parameter {param!r}"
+            )
+        details = properties[param]
+        description = str(details.get("type", "any"))
+        expected = PYTHON_TYPE_MAPPING.get(description, str)
+        nested: type | None = None
+        if description in NESTED_TYPES:
+            items = details.get("items")
+            item_type = items.get("type") if isinstance(items, dict) else None
+            nested = PYTHON_TYPE_MAPPING.get(item_type, str) if isinstance(item_type, str) else None
+        if description == "tuple" and type(value) is tuple:
+            value = list(value)
+        if description == "float" and type(value) is int:
+            value = float(value)
+
+        typed = _type_checker(param, value, possible[param], description, expected, nested)
+        if not typed.check.valid:
+            return typed.check
+        if not typed.is_variable:
+            if expected is dict:
+                check = _dict_checker(param, value, possible[param])
+            elif expected is list and nested is dict:
+                check = _list_dict_checker(param, value, possible[param])
+            elif expected is str:
+                check = _string_checker(param, value, possible[param])
+            elif expected is list:
+                check = _list_checker(param, value, possible[param])
+            else:
+                check = None
+            if check is not None:
+                if not check.valid:
+                    return check
+                continue
+        if value not in possible[param]:
+            return BfclCheck(
+                False,
+                "value_error:others",
+                f"wrong value for {param!r}: {value!r}, expected one of {list(possible[param])!r}",
+            )
+
+    for param, accepted in possible.items():
+        if param not in params and "" not in accepted:
+            return BfclCheck(
+                False,
+                "simple_function_checker:missing_optional",
+                f"optional parameter {param!r} omitted but no answer allows omitting it",
+            )
+    return VALID
+
+
+def check_simple(
+    functions: Sequence[Mapping[str, Any]],
+    decoded: Calls,
+    ground_truth: Sequence[Mapping[str, Mapping[str, Sequence[Any]]]],
+    *,
+    underscore_to_dot: bool = False,
+) -> BfclCheck:
+    """BFCL's ``ast_checker`` for the simple category: exactly one call, then the function checker."""
+    if len(decoded) != 1:
+        return BfclCheck(
+            False, "simple_function_checker:wrong_count", f"expected 1 function call, got {len(decoded)}"
+        )
+    return simple_function_checker(
+        functions[0], decoded[0], ground_truth[0], underscore_to_dot=underscore_to_dot
+    )
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def _usage(response: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+
+    def count(key: str) -> int | None:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return count("prompt_tokens"), count("completion_tokens")
+
+
+def _first_choice(response: Any) -> tuple[dict[str, Any] | None, str | None]:
+    if not isinstance(response, dict):
+        return None, f"response is {type(response).__name__}, not a JSON object"
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None, "response has no choices"
+    if not isinstance(choices[0], dict):
+        return None, "choices[0] is not an object"
+    return choices[0], None
+
+
+def _json_safe(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def score_bfcl_response(
+    record: BfclRecord,
+    request: ApiRequest,
+    response: dict[str, Any] | None,
+    error: str | None,
+    *,
+    mode: Mode,
+) -> ItemRecord:
+    """One scored item: decode the answer for ``mode``, then BFCL's simple checker.
+
+    ``extracted`` holds the decoded calls (None when undecodable), BFCL's
+    ``error_type`` and the reason; ``scores`` is ``{"ast": valid}``. ``error`` is
+    set only when there was no usable response (transport error, no choices, no
+    message): a wrong or unparseable answer is just wrong. Never raises.
+    """
+    choice, problem = _first_choice(response)
+    prompt_tokens, completion_tokens = _usage(response) if isinstance(response, dict) else (None, None)
+    finish = choice.get("finish_reason") if choice else None
+    finish_reason = finish if isinstance(finish, str) else None
+
+    def item(correct: bool, text: str, calls: Any, check: BfclCheck, failure: str | None) -> ItemRecord:
+        return ItemRecord(
+            item_id=record.id,
+            prompt_hash=request.prompt_hash,
+            correct=correct,
+            response=text,
+            data_hash=record.data_hash,
+            extracted={"calls": calls, "error_type": check.error_type, "error": check.error},
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            scores={"ast": correct},
+            error=failure,
+        )
+
+    if error:
+        return item(False, "", None, BfclCheck(False, "request_error", error), error)
+    if choice is None:
+        reason = problem or "no response"
+        return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
+
+    message = choice.get("message")
+    if request.path == "/v1/completions":
+        text = choice.get("text")
+    else:
+        text = message.get("content") if isinstance(message, dict) else None
+
+    try:
+        if mode == "tools":
+            if not isinstance(message, dict):
+                reason = "choices[0].message is not an object"
+                return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
+            tool_calls = message.get("tool_calls")
+            shown = (
+                json.dumps(_json_safe(tool_calls)) if tool_calls else (text if isinstance(text, str) else "")
+            )
+            decoded: Any = decode_tool_calls(message)
+        else:
+            if not isinstance(text, str):
+                where = (
+                    "choices[0].text" if request.path == "/v1/completions" else "choices[0].message.content"
+                )
+                reason = f"{where} is {_type_name(text)}, not a string"
+                return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
+            shown = text
+            decoded = decode_prompt_output(text)
+    except BfclDecodeError as exc:
+        check = BfclCheck(False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}")
+        return item(False, shown, None, check, None)
+
+    calls = _json_safe(decoded)
+    if not is_function_calling_format(decoded):
+        check = BfclCheck(
+            False, "ast_decoder:decoder_wrong_output_format", "decoded output is not [{name: {param: value}}]"
+        )
+        return item(False, shown, calls, check, None)
+    try:
+        check = check_simple(record.function, decoded, record.ground_truth, underscore_to_dot=mode == "tools")
+    except Exception as exc:  # noqa: BLE001 - a checker crash on odd input is a wrong answer, never a crash
+        check = BfclCheck(
+            False, "simple_function_checker:unclear", f"checker failed: {type(exc).__name__}: {exc}"
+        )
+    return item(check.valid, shown, calls, check, None)
+
+
+def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
+    """n, accuracy, counts per BFCL error type, parse failures and errored items."""
+    n = len(records)
+    correct = sum(r.correct for r in records)
+    types: Counter[str] = Counter()
+    for r in records:
+        if not r.correct:
+            kind = r.extracted.get("error_type") if isinstance(r.extracted, dict) else None
+            types[str(kind or "unknown")] += 1
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": correct / n if n else 0.0,
+        "error_types": dict(sorted(types.items())),
+        "parse_failures": sum(count for kind, count in types.items() if kind.startswith("ast_decoder:")),
+        "errors": sum(r.error is not None for r in records),
+    }

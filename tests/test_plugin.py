@@ -1,0 +1,178 @@
+"""The plugin seen from pytest: options, ids, ordering, errors, results, xdist hand-over."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+RECORDING_TEST = """
+import os
+import pytest
+
+@pytest.mark.parametrize("concurrency", [1, 4], ids=lambda c: f"c{c}")
+def test_bench(model_name, concurrency, record_measurement):
+    record_measurement("fake-bench", 10.0 * concurrency, "tokens/s", 3,
+                       params={"concurrency": concurrency,
+                               "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
+
+def test_fails_after_recording(model_name, record_measurement):
+    record_measurement("kept", 1.5, "ratio", 1)
+    assert False, "the check after the measurement failed"
+
+def test_plain():
+    pass
+"""
+
+
+def results_of(pytester: pytest.Pytester, name: str = "results.json") -> dict:
+    return json.loads((pytester.path / name).read_text())
+
+
+def test_help_shows_the_option_group(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*LLM serving benchmarks (pytest-modelsweep)*"])
+    for option in ("--model=NAME", "--reference=NAME", "--sweep=PATH", "--endpoint=NAME=URL",
+                   "--results=PATH"):
+        result.stdout.fnmatch_lines([f"*{option}*"])
+
+
+def test_ids_start_with_the_model_and_models_run_together(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(RECORDING_TEST)
+    result = pytester.runpytest("--collect-only", "-q")
+    lines = [l for l in result.stdout.lines if "::" in l]
+    assert lines == [
+        "test_ids_start_with_the_model_and_models_run_together.py::test_bench[gemma3-270m-c1]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_bench[gemma3-270m-c4]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_fails_after_recording[gemma3-270m]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_bench[smollm2-135m-c1]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_bench[smollm2-135m-c4]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_fails_after_recording[smollm2-135m]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_plain",
+    ]
+
+
+def test_model_option_selects_that_model_only(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(RECORDING_TEST)
+    result = pytester.runpytest("--collect-only", "-q", "--model", "smollm2-135m")
+    ids = [l for l in result.stdout.lines if "::" in l]
+    assert ids and all("gemma3-270m" not in l for l in ids)
+    assert sum("smollm2-135m" in l for l in ids) == 3
+
+
+def test_unknown_model_is_a_usage_error_listing_known_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(RECORDING_TEST)
+    result = pytester.runpytest("--model", "qwen9")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*unknown model 'qwen9' in sweep 'embedded'*known models: gemma3-270m, smollm2-135m"]
+    )
+
+
+def test_malformed_sweep_is_a_usage_error_naming_the_key(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(RECORDING_TEST)
+    sweep = pytester.path / "bad.toml"
+    sweep.write_text('[sweep]\nname="x"\nreference="a"\n[serving]\nbackend="tgi"\n'
+                     '[models.a]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n')
+    result = pytester.runpytest("--sweep", str(sweep))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{sweep}: serving.backend: expected one of 'llamacpp'*got 'tgi'"])
+
+
+def test_measurements_reach_the_results_file_even_from_failed_tests(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(RECORDING_TEST)
+    result = pytester.runpytest("--results", "results.json")
+    result.assert_outcomes(passed=5, failed=2)
+    data = results_of(pytester)
+    assert data["schema"] == "pytest-modelsweep/results/1"
+    assert data["run"]["sweep_name"] == "embedded"
+    assert data["run"]["machine"]["cpu_count"] >= 1
+    by_test = {m["test_id"].split("::")[1]: m for m in data["measurements"]}
+    assert by_test["test_bench[smollm2-135m-c4]"]["value"] == 40.0
+    assert by_test["test_bench[smollm2-135m-c4]"]["model"] == "smollm2-135m"
+    kept = by_test["test_fails_after_recording[gemma3-270m]"]
+    assert kept["outcome"] == "failed" and kept["value"] == 1.5
+    assert not (pytester.path / "results.json.partial.jsonl").exists()
+    result.stdout.fnmatch_lines(["*modelsweep measurements*", "*smollm2-135m*fake-bench*40*"])
+
+
+def test_workers_hand_measurements_to_the_controller(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(RECORDING_TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "--results", "results.json")
+    result.assert_outcomes(passed=5, failed=2)
+    data = results_of(pytester)
+    assert len(data["measurements"]) == 6
+    workers: dict[str, set[str]] = {}
+    for m in data["measurements"]:
+        if m["benchmark"] == "fake-bench":
+            workers.setdefault(m["model"], set()).add(m["params"]["worker"])
+    # every model's tests ran on exactly one worker (the loadgroup regression guard)
+    assert {model: len(ws) for model, ws in workers.items()} == {"gemma3-270m": 1, "smollm2-135m": 1}
+    assert all(w.startswith("gw") for ws in workers.values() for w in ws)
+
+
+def test_many_models_stay_on_one_worker_each(pytester: pytest.Pytester) -> None:
+    models = [f"m{i}" for i in range(6)]
+    sweep = pytester.path / "many.toml"
+    sweep.write_text(
+        '[sweep]\nname="many"\nreference="m0"\n[serving]\nbackend="llamacpp"\n'
+        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
+                  for m in models)
+    )
+    pytester.makepyfile(
+        """
+        import os, pytest
+        @pytest.mark.parametrize("i", range(5))
+        def test_a(model_name, i, record_measurement):
+            record_measurement("w", 0, "", 1, params={"worker": os.environ["PYTEST_XDIST_WORKER"]})
+        def test_b(model_name, record_measurement):
+            record_measurement("w", 0, "", 1, params={"worker": os.environ["PYTEST_XDIST_WORKER"]})
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--sweep", str(sweep),
+                                           "--results", "results.json")
+    result.assert_outcomes(passed=36)
+    workers: dict[str, set[str]] = {}
+    for m in results_of(pytester)["measurements"]:
+        workers.setdefault(m["model"], set()).add(m["params"]["worker"])
+    assert sorted(workers) == models
+    assert all(len(ws) == 1 for ws in workers.values()), workers
+    assert len(set().union(*workers.values())) == 2  # both workers were used
+
+
+def test_unreachable_endpoint_fails_that_test_with_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_uses_server(endpoint):
+            pass
+        def test_other(model_name):
+            pass
+        """
+    )
+    result = pytester.runpytest("--model", "smollm2-135m",
+                                "--endpoint", "smollm2-135m=http://127.0.0.1:9")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "*http://127.0.0.1:9/v1/models did not answer (ConnectError*check that the server is "
+        "running and the URL (scheme, host, port) is right"
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_bad_endpoint_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(model_name): pass")
+    result = pytester.runpytest("--endpoint", "localhost:8000")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--endpoint 'localhost:8000': expected NAME=URL*"])
+
+
+def test_bad_numeric_options(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--repeats", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--repeats: expected a positive integer*"])

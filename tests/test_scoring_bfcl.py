@@ -1,0 +1,445 @@
+"""BFCL decoding and the simple AST checker, rule by rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_modelsweep.scoring.bfcl import (
+    BfclCheck,
+    BfclDecodeError,
+    check_simple,
+    decode_prompt_output,
+    decode_tool_calls,
+    is_function_calling_format,
+    score_bfcl_response,
+    standardize_string,
+    summarise_bfcl,
+)
+from pytest_modelsweep.workloads.base import ApiRequest
+from pytest_modelsweep.workloads.bfcl import BfclRecord, load_bfcl
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"
+
+
+def doc(name: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": "d",
+        "parameters": {"type": "dict", "properties": properties, "required": required},
+    }
+
+
+HYPOT = doc(
+    "math.hypot",
+    {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
+    ["x", "y"],
+)
+HYPOT_GT: list[dict[str, dict[str, list[Any]]]] = [{"math.hypot": {"x": [4], "y": [5], "z": ["", 0]}}]
+
+MIXED = doc(
+    "plan_trip",
+    {
+        "city": {"type": "string"},
+        "rate": {"type": "float"},
+        "days": {"type": "integer"},
+        "coords": {"type": "tuple", "items": {"type": "float"}},
+        "stops": {"type": "array", "items": {"type": "string"}},
+        "flexible": {"type": "boolean"},
+        "unit": {"type": "string"},
+        "note": {"type": "string"},
+    },
+    ["city", "rate"],
+)
+MIXED_GT: list[dict[str, dict[str, list[Any]]]] = [
+    {
+        "plan_trip": {
+            "city": ["New York City", "NYC"],
+            "rate": [0.5],
+            "days": [3, ""],
+            "coords": [[40.7, -74.0]],
+            "stops": [["Times Square", "Central Park"], ""],
+            "flexible": [True, ""],
+            "unit": ["miles"],
+        }
+    }
+]
+
+DB = doc(
+    "db.fetch",
+    {
+        "conditions": {
+            "type": "dict",
+            "properties": {"department": {"type": "string"}, "school": {"type": "string"}},
+        },
+        "filters": {"type": "array", "items": {"type": "dict"}},
+        "limit": {"type": "integer"},
+    },
+    ["conditions"],
+)
+DB_GT: list[dict[str, dict[str, list[Any]]]] = [
+    {
+        "db.fetch": {
+            "conditions": [
+                {"department": ["Science"], "school": ["Bluebird High School", "Bluebird HS", ""]}
+            ],
+            "filters": [[{"field": ["age"], "op": [">"]}, {"field": ["job"], "op": ["="]}], ""],
+            "limit": ["", 0],
+        }
+    }
+]
+
+
+def check(function: dict[str, Any], gt: list[Any], call: dict[str, Any], **kw: bool) -> BfclCheck:
+    return check_simple([function], [call], gt, **kw)
+
+
+def mixed(**params: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"city": "NYC", "rate": 0.5, "coords": [40.7, -74.0], "unit": "miles"}
+    base.update(params)
+    return {"plan_trip": {k: v for k, v in base.items() if v is not None}}
+
+
+def test_a_correct_call_is_valid() -> None:
+    assert check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4, "y": 5}}) == BfclCheck(True, "", "")
+    assert check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4, "y": 5, "z": 0}}).valid
+    assert check(MIXED, MIXED_GT, mixed()).valid
+
+
+def test_wrong_count() -> None:
+    none = check_simple([HYPOT], [], HYPOT_GT)
+    two = check_simple([HYPOT], [{"math.hypot": {"x": 4, "y": 5}}] * 2, HYPOT_GT)
+    assert none.error_type == two.error_type == "simple_function_checker:wrong_count"
+    assert not none.valid and not two.valid
+
+
+def test_function_name_dot_and_underscore() -> None:
+    underscored = {"math_hypot": {"x": 4, "y": 5}}
+    dotted = {"math.hypot": {"x": 4, "y": 5}}
+    assert check(HYPOT, HYPOT_GT, underscored, underscore_to_dot=True).valid  # tools mode
+    assert check(HYPOT, HYPOT_GT, dotted).valid  # prompt mode
+    assert check(HYPOT, HYPOT_GT, underscored).error_type == "simple_function_checker:wrong_func_name"
+    assert check(HYPOT, HYPOT_GT, {"math.hypotenuse": {"x": 4, "y": 5}}).error_type == (
+        "simple_function_checker:wrong_func_name"
+    )
+
+
+def test_missing_required() -> None:
+    result = check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4}})
+    assert (result.valid, result.error_type) == (False, "simple_function_checker:missing_required")
+    assert "'y'" in result.error
+
+
+def test_unexpected_parameter() -> None:
+    outside_schema = check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4, "y": 5, "w": 1}})
+    assert outside_schema.error_type == "simple_function_checker:unexpected_param"
+    # in the schema but with no accepted answer at all
+    no_answer = check(MIXED, MIXED_GT, mixed(note="hi"))
+    assert no_answer.error_type == "simple_function_checker:unexpected_param"
+
+
+def test_omitted_optional_with_and_without_empty_answer() -> None:
+    assert check(MIXED, MIXED_GT, mixed()).valid  # days, stops, flexible allow ""
+    no_unit = check(MIXED, MIXED_GT, mixed(unit=None))  # 'unit' has no "" among its answers
+    assert (no_unit.valid, no_unit.error_type) == (False, "simple_function_checker:missing_optional")
+
+
+def test_int_for_float_accepted_float_for_int_rejected() -> None:
+    assert check(MIXED, [{"plan_trip": {**MIXED_GT[0]["plan_trip"], "rate": [2.0]}}], mixed(rate=2)).valid
+    float_for_int = check(MIXED, MIXED_GT, mixed(days=3.0))
+    assert (float_for_int.valid, float_for_int.error_type) == (False, "type_error:simple")
+    bool_for_int = check(MIXED, MIXED_GT, mixed(days=True))
+    assert bool_for_int.error_type == "type_error:simple"
+    string_for_float = check(MIXED, MIXED_GT, mixed(rate="0.5"))
+    assert string_for_float.error_type == "type_error:simple"
+
+
+def test_tuple_accepted_as_list_and_as_tuple() -> None:
+    assert check(MIXED, MIXED_GT, mixed(coords=(40.7, -74.0))).valid
+    assert check(MIXED, MIXED_GT, mixed(coords=[40.7, -74.0])).valid
+    assert check(MIXED, MIXED_GT, mixed(coords=[-74.0, 40.7])).error_type == "value_error:list/tuple"
+    nested = check(MIXED, MIXED_GT, mixed(coords=["40.7", "-74.0"]))
+    assert nested.error_type == "type_error:nested"
+
+
+def test_string_standardisation() -> None:
+    assert standardize_string("New York-City, U.S.A_*^/") == "newyorkcityusa"
+    assert standardize_string("it's") == 'it"s'
+    assert check(MIXED, MIXED_GT, mixed(city="new york city")).valid
+    assert check(MIXED, MIXED_GT, mixed(city="New-York_City.")).valid
+    assert check(MIXED, MIXED_GT, mixed(city="n.y.c.")).valid
+    wrong = check(MIXED, MIXED_GT, mixed(city="Boston"))
+    assert (wrong.valid, wrong.error_type) == (False, "value_error:string")
+
+
+def test_lists_are_order_sensitive_and_standardised() -> None:
+    assert check(MIXED, MIXED_GT, mixed(stops=["times square", "Central-Park"])).valid
+    swapped = check(MIXED, MIXED_GT, mixed(stops=["Central Park", "Times Square"]))
+    assert (swapped.valid, swapped.error_type) == (False, "value_error:list/tuple")
+    assert check(MIXED, MIXED_GT, mixed(stops=[])).valid  # BFCL reads the "" answer as []
+
+
+def test_other_values_compare_exactly() -> None:
+    assert check(MIXED, MIXED_GT, mixed(flexible=True)).valid
+    assert check(MIXED, MIXED_GT, mixed(flexible=False)).error_type == "value_error:others"
+    assert check(MIXED, MIXED_GT, mixed(rate=0.25)).error_type == "value_error:others"
+    assert check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4, "y": 6}}).error_type == "value_error:others"
+
+
+def test_nested_dict() -> None:
+    good = {"db.fetch": {"conditions": {"department": "science", "school": "Bluebird HS"}}}
+    assert check(DB, DB_GT, good).valid
+    optional_key = {"db.fetch": {"conditions": {"department": "Science"}}}
+    assert check(DB, DB_GT, optional_key).valid
+    wrong_value = {"db.fetch": {"conditions": {"department": "Arts", "school": "Bluebird HS"}}}
+    assert check(DB, DB_GT, wrong_value).error_type == "value_error:dict_value"
+    extra_key = {"db.fetch": {"conditions": {"department": "Science", "year": "2024"}}}
+    assert check(DB, DB_GT, extra_key).error_type == "value_error:dict_key"
+    missing_key = {"db.fetch": {"conditions": {"school": "Bluebird HS"}}}
+    assert check(DB, DB_GT, missing_key).error_type == "value_error:dict_key"
+    not_a_dict = {"db.fetch": {"conditions": "Science"}}
+    assert check(DB, DB_GT, not_a_dict).error_type == "type_error:simple"
+
+
+def test_list_of_dicts() -> None:
+    rows = [{"field": "age", "op": ">"}, {"field": "job", "op": "="}]
+    assert check(DB, DB_GT, {"db.fetch": {"conditions": {"department": "Science"}, "filters": rows}}).valid
+    reversed_rows = {"db.fetch": {"conditions": {"department": "Science"}, "filters": rows[::-1]}}
+    # BFCL reports the last answer tried: here the "" answer, read as an empty list
+    assert check(DB, DB_GT, reversed_rows).error_type == "value_error:list_dict_count"
+    required_filters = [
+        {"db.fetch": {**DB_GT[0]["db.fetch"], "filters": DB_GT[0]["db.fetch"]["filters"][:1]}}
+    ]
+    assert check(DB, required_filters, reversed_rows).error_type == "value_error:dict_value"
+    one_row = {"db.fetch": {"conditions": {"department": "Science"}, "filters": rows[:1]}}
+    assert check(DB, DB_GT, one_row).error_type == "value_error:list_dict_count"
+
+
+# --- prompt-mode decoding -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[math.factorial(number=5)]", [{"math.factorial": {"number": 5}}]),
+        ("math.factorial(number=5)", [{"math.factorial": {"number": 5}}]),  # missing brackets
+        ("```\n[f(a=1)]\n```", [{"f": {"a": 1}}]),
+        (
+            "  [f(a=-1.5, b='x', c=\"y\", d=True, e=None)]\n",
+            [{"f": {"a": -1.5, "b": "x", "c": "y", "d": True, "e": None}}],
+        ),
+        (
+            "[f(a=[1, [2, 3]], b={'k': 'v'}, c=(1, 2))]",
+            [{"f": {"a": [1, [2, 3]], "b": {"k": "v"}, "c": (1, 2)}}],
+        ),
+        ("[f(a=1), g.h.i(b=2)]", [{"f": {"a": 1}}, {"g.h.i": {"b": 2}}]),
+        ("[f(5, a=1)]", [{"f": {"a": 1}}]),  # positional arguments are dropped, as BFCL does
+        (
+            "[f(a=my_data, b=np.array([1]), c=x[0])]",
+            [{"f": {"a": "my_data", "b": "np.array([1])", "c": "x[0]"}}],
+        ),
+        ("[f(a=2*3, b=1/4, c='a'+'b')]", [{"f": {"a": 6, "b": 0.25, "c": "ab"}}]),
+        ("[f(a=g(b=1))]", [{"f": {"a": {"g": {"b": 1}}}}]),
+        ("[f()]", [{"f": {}}]),
+        ("", []),
+    ],
+)
+def test_decode_prompt_output(text: str, expected: Any) -> None:
+    assert decode_prompt_output(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I cannot answer that.",
+        "```python\n[f(a=1)]\n```",  # BFCL only strips backticks, so the 'python' tag breaks it
+        "[f(a=1]",
+        "[1, 2]",
+        "[f(a=1), 'text']",
+        "[f(a=10**100000)]",
+        "[f(a='x'*10**9)]",
+        "[f(a=lambda: 1)]",
+        "[f(**kw)]",
+        "[f(a={[1]: 2})]",
+        "[f(a=not True)]",
+        "[" * 500 + "f(a=1)" + "]" * 500,
+    ],
+)
+def test_decode_prompt_output_rejects(text: str) -> None:
+    with pytest.raises(BfclDecodeError):
+        decode_prompt_output(text)
+
+
+def test_is_function_calling_format() -> None:
+    assert is_function_calling_format([]) and is_function_calling_format([{"f": {"a": 1}}])
+    assert not is_function_calling_format([{"f": [1]}])
+    assert not is_function_calling_format([{"f": {}, "g": {}}])
+    assert not is_function_calling_format({"f": {}})
+
+
+def tool_message(*calls: tuple[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": args}}
+            for i, (name, args) in enumerate(calls)
+        ],
+    }
+
+
+def test_decode_tool_calls() -> None:
+    message = tool_message(("math_hypot", '{"x": 4, "y": 5.0}'))
+    assert decode_tool_calls(message) == [{"math_hypot": {"x": 4, "y": 5.0}}]
+    with pytest.raises(BfclDecodeError, match="not JSON"):
+        decode_tool_calls(tool_message(("f", "{x: 1")))
+    with pytest.raises(BfclDecodeError, match="not a JSON string"):
+        decode_tool_calls(tool_message(("f", {"x": 1})))
+    with pytest.raises(BfclDecodeError, match=r"no tool calls in the response \(content: 'hello'\)"):
+        decode_tool_calls({"role": "assistant", "content": "hello"})
+
+
+# --- scored records -----------------------------------------------------------------------
+
+RECORD = BfclRecord(
+    id="simple_python_2",
+    question=[[{"role": "user", "content": "hypotenuse of 4 and 5?"}]],
+    function=[HYPOT],
+    ground_truth=HYPOT_GT,
+)
+TOOLS_REQ = ApiRequest(RECORD.id, "/v1/chat/completions", {"messages": [], "tools": []})
+CHAT_REQ = ApiRequest(RECORD.id, "/v1/chat/completions", {"messages": []})
+TEXT_REQ = ApiRequest(RECORD.id, "/v1/completions", {"prompt": "p"})
+
+
+def reply(message: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
+    return {
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 300, "completion_tokens": 12},
+    }
+
+
+def test_tools_mode_correct() -> None:
+    item = score_bfcl_response(
+        RECORD, TOOLS_REQ, reply(tool_message(("math_hypot", '{"x": 4, "y": 5}'))), None, mode="tools"
+    )
+    assert item.correct and item.scores == {"ast": True} and item.error is None
+    assert item.extracted == {"calls": [{"math_hypot": {"x": 4, "y": 5}}], "error_type": "", "error": ""}
+    assert item.item_id == "simple_python_2" and item.data_hash == RECORD.data_hash
+    assert item.prompt_hash == TOOLS_REQ.prompt_hash
+    assert (item.prompt_tokens, item.completion_tokens, item.finish_reason) == (300, 12, "tool_calls")
+    assert json.loads(item.response) == [
+        {"id": "c0", "type": "function", "function": {"name": "math_hypot", "arguments": '{"x": 4, "y": 5}'}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "error_type"),
+    [
+        (tool_message(("math_hypot", "{x: 4}")), "ast_decoder:decoder_failed"),
+        ({"role": "assistant", "content": "[math.hypot(x=4, y=5)]"}, "ast_decoder:decoder_failed"),
+        (tool_message(("math_hypot", "[4, 5]")), "ast_decoder:decoder_wrong_output_format"),
+        (
+            tool_message(("math_hypot", '{"x": 4, "y": 5}'), ("math_hypot", '{"x": 4, "y": 5}')),
+            "simple_function_checker:wrong_count",
+        ),
+        (tool_message(("math.hypot", '{"x": 4, "y": 5}')), "simple_function_checker:wrong_func_name"),
+    ],
+)
+def test_tools_mode_wrong(message: dict[str, Any], error_type: str) -> None:
+    item = score_bfcl_response(RECORD, TOOLS_REQ, reply(message), None, mode="tools")
+    assert item.correct is False and item.error is None
+    assert item.extracted["error_type"] == error_type
+
+
+def test_prompt_mode_chat_and_completion() -> None:
+    good = reply({"role": "assistant", "content": "[math.hypot(x=4, y=5)]"}, "stop")
+    item = score_bfcl_response(RECORD, CHAT_REQ, good, None, mode="prompt")
+    assert item.correct and item.response == "[math.hypot(x=4, y=5)]"
+    assert item.extracted["calls"] == [{"math.hypot": {"x": 4, "y": 5}}]
+
+    text = {"choices": [{"text": " math.hypot(x=4, y=5)]", "finish_reason": "stop"}]}
+    assert score_bfcl_response(RECORD, TEXT_REQ, text, None, mode="prompt").correct
+
+    underscored = reply({"role": "assistant", "content": "[math_hypot(x=4, y=5)]"}, "stop")
+    wrong_name = score_bfcl_response(RECORD, CHAT_REQ, underscored, None, mode="prompt")
+    assert wrong_name.extracted["error_type"] == "simple_function_checker:wrong_func_name"
+
+    prose = reply({"role": "assistant", "content": "The hypotenuse is 6.4"}, "stop")
+    unparsed = score_bfcl_response(RECORD, CHAT_REQ, prose, None, mode="prompt")
+    assert (unparsed.correct, unparsed.error) == (False, None)
+    assert unparsed.extracted["error_type"] == "ast_decoder:decoder_failed"
+    assert unparsed.extracted["calls"] is None and unparsed.response == "The hypotenuse is 6.4"
+
+
+@pytest.mark.parametrize(
+    ("request_", "response", "error", "error_type"),
+    [
+        (CHAT_REQ, None, "connection reset", "request_error"),
+        (CHAT_REQ, {"choices": []}, None, "response_error"),
+        (CHAT_REQ, "not json", None, "response_error"),
+        (CHAT_REQ, reply({"role": "assistant", "content": None}), None, "response_error"),
+        (TEXT_REQ, reply({"role": "assistant", "content": "[f()]"}), None, "response_error"),
+    ],
+)
+def test_garbage_is_an_errored_wrong_item(
+    request_: ApiRequest, response: Any, error: str | None, error_type: str
+) -> None:
+    item = score_bfcl_response(RECORD, request_, response, error, mode="prompt")
+    assert item.correct is False and item.error
+    assert item.extracted["error_type"] == error_type
+
+
+def test_tools_mode_without_message_is_an_error() -> None:
+    item = score_bfcl_response(RECORD, TOOLS_REQ, {"choices": [{"text": "x"}]}, None, mode="tools")
+    assert item.error == "choices[0].message is not an object"
+    assert item.extracted["error_type"] == "response_error"
+
+
+def test_summarise() -> None:
+    items = [
+        score_bfcl_response(RECORD, CHAT_REQ, reply({"role": "assistant", "content": c}), None, mode="prompt")
+        for c in ["[math.hypot(x=4, y=5)]", "[math.hypot(x=4, y=5)]", "nope", "[math.hypot(x=4)]", "[]"]
+    ]
+    items.append(score_bfcl_response(RECORD, CHAT_REQ, None, "timeout", mode="prompt"))
+    assert summarise_bfcl(items) == {
+        "n": 6,
+        "correct": 2,
+        "accuracy": 2 / 6,
+        "error_types": {
+            "ast_decoder:decoder_failed": 1,
+            "request_error": 1,
+            "simple_function_checker:missing_required": 1,
+            "simple_function_checker:wrong_count": 1,
+        },
+        "parse_failures": 1,
+        "errors": 1,
+    }
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"shared BFCL data not found at {DATA}")
+def test_ground_truth_passes_on_every_real_record() -> None:
+    def concrete(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: concrete(next(a for a in v if a != ""))
+                for k, v in value.items()
+                if any(a != "" for a in v)
+            }
+        if isinstance(value, list):
+            return [concrete(item) for item in value]
+        return value
+
+    failures = []
+    for record in load_bfcl(DATA):
+        name, answers = next(iter(record.ground_truth[0].items()))
+        params = {
+            k: concrete(next(a for a in v if a != "")) for k, v in answers.items() if any(a != "" for a in v)
+        }
+        result = check_simple(record.function, [{name: params}], record.ground_truth)
+        if not result.valid:
+            failures.append((record.id, result))
+    assert failures == []

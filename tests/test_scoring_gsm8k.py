@@ -1,0 +1,191 @@
+"""GSM8K extraction and exact match, case by case against lm-eval's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.scoring.gsm8k import (
+    flexible_extract,
+    normalise,
+    reference_answer,
+    score_gsm8k,
+    score_gsm8k_response,
+    strict_match,
+    summarise_gsm8k,
+)
+from pytest_modelsweep.workloads.base import ApiRequest
+from pytest_modelsweep.workloads.gsm8k import Gsm8kProblem
+
+ANSWER = "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18"
+BIG_ANSWER = "Total is 600+400 = <<600+400=1000>>1000 dollars.\n#### 1,000"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("so she makes 18 dollars.\n#### 18", "18"),
+        ("#### 1,000", "1,000"),
+        ("#### -5", "-5"),
+        ("#### 3.50.", "3.50."),
+        ("#### 7\nQuestion: ... #### 9", "7"),  # first match
+        ("The answer is 18", None),  # strict needs '#### '
+        ("####18", None),  # ... with its space
+        ("#### $18", None),  # '$' is not in the strict class
+    ],
+)
+def test_strict_match(text: str, expected: str | None) -> None:
+    assert strict_match(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("3 apples and 5 pears make 8", "8"),  # last match, from the single-digit group
+        ("She paid $1,234.50 in total", "$1,234.50"),
+        ("It fell to -7 degrees", "-7"),
+        ("The answer is 42.", "42."),
+        ("18 eggs, minus 3, leaves 15 eggs", "15"),
+        ("The answer is 42. Wait...", "..."),  # lm-eval takes '...' as the last 2+ char token
+        ("no number here", None),
+        ("", None),
+    ],
+)
+def test_flexible_extract(text: str, expected: str | None) -> None:
+    assert flexible_extract(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1,000", "1000"),
+        ("$18.", "18"),
+        ("18..", "18."),  # only the one final period goes
+        ("ABC", "abc"),
+        (ANSWER, "18"),
+        ("step one #### 5 and #### 6", "6"),  # greedy up to the last '#### '
+        (" 18 ", " 18 "),  # nothing is stripped
+    ],
+)
+def test_normalise(text: str, expected: str) -> None:
+    assert normalise(text) == expected
+
+
+def test_reference_answer_normalises_the_whole_answer_field() -> None:
+    assert reference_answer(ANSWER) == "18"
+    assert reference_answer(BIG_ANSWER) == "1000"
+
+
+def test_score_strict_and_flexible() -> None:
+    both = score_gsm8k("9 * 2 = 18\n#### 18", ANSWER)
+    assert (both.strict_correct, both.flexible_correct) == (True, True)
+    assert (both.strict_extracted, both.flexible_extracted) == ("18", "18")
+
+    flexible_only = score_gsm8k("She makes $18.", ANSWER)
+    assert (flexible_only.strict_correct, flexible_only.flexible_correct) == (False, True)
+    assert flexible_only.strict_invalid and not flexible_only.flexible_invalid
+
+    commas = score_gsm8k("#### 1,000", BIG_ANSWER)
+    assert commas.strict_correct and commas.flexible_correct
+
+    decimals = score_gsm8k("#### 18.00", ANSWER)  # no numeric conversion in lm-eval
+    assert not decimals.strict_correct and not decimals.flexible_correct
+
+    last_number_wins = score_gsm8k("#### 18\nQuestion: 5 more", ANSWER)
+    assert last_number_wins.strict_correct and not last_number_wins.flexible_correct
+
+    nothing = score_gsm8k("I don't know", ANSWER)
+    assert nothing.strict_invalid and nothing.flexible_invalid
+    assert not nothing.strict_correct and not nothing.flexible_correct
+
+
+PROBLEM = Gsm8kProblem(item_id="gsm8k-test-0000", index=0, split="test", question="Q?", answer=ANSWER)
+CHAT = ApiRequest("gsm8k-test-0000", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Q"}]})
+COMPLETION = ApiRequest("gsm8k-test-0000", "/v1/completions", {"prompt": "Q"})
+
+
+def chat_response(content: Any, finish: str = "stop") -> dict[str, Any]:
+    return {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 30},
+    }
+
+
+def test_score_chat_response_fills_the_record() -> None:
+    record = score_gsm8k_response(PROBLEM, CHAT, chat_response("2 * 9 = 18\n#### 18"), None)
+    assert record == ItemRecord(
+        item_id="gsm8k-test-0000",
+        prompt_hash=CHAT.prompt_hash,
+        correct=True,
+        response="2 * 9 = 18\n#### 18",
+        data_hash=PROBLEM.data_hash,
+        extracted={"strict-match": "18", "flexible-extract": "18"},
+        finish_reason="stop",
+        prompt_tokens=120,
+        completion_tokens=30,
+        scores={"strict-match": True, "flexible-extract": True},
+        error=None,
+    )
+
+
+def test_correct_follows_flexible_extract() -> None:
+    record = score_gsm8k_response(PROBLEM, CHAT, chat_response("The total is 18", "length"), None)
+    assert record.correct is True
+    assert record.scores == {"strict-match": False, "flexible-extract": True}
+    assert record.extracted == {"strict-match": None, "flexible-extract": "18"}
+    assert record.finish_reason == "length"
+
+
+def test_score_completion_response_reads_text() -> None:
+    response = {"choices": [{"text": " 9 * 2 = 18\n#### 18", "finish_reason": "stop"}]}
+    record = score_gsm8k_response(PROBLEM, COMPLETION, response, None)
+    assert record.correct and record.response == " 9 * 2 = 18\n#### 18"
+    assert (record.prompt_tokens, record.completion_tokens) == (None, None)
+    assert record.prompt_hash == COMPLETION.prompt_hash != CHAT.prompt_hash
+
+
+@pytest.mark.parametrize(
+    ("request_", "response", "error", "reason"),
+    [
+        (CHAT, None, "connection refused", "connection refused"),
+        (CHAT, {"choices": []}, None, "response has no choices"),
+        (CHAT, {"error": {"message": "boom"}}, None, "response has no choices"),
+        (CHAT, chat_response(None), None, "choices[0].message.content is NoneType, not a string"),
+        (CHAT, chat_response(18), None, "choices[0].message.content is int, not a string"),
+        (COMPLETION, chat_response("#### 18"), None, "choices[0].text is NoneType, not a string"),
+        (CHAT, {"choices": ["#### 18"]}, None, "choices[0] is not an object"),
+        (CHAT, chat_response("#### 18"), "HTTP 500", "HTTP 500"),  # an error wins over a body
+    ],
+)
+def test_garbage_gives_an_errored_wrong_record(
+    request_: ApiRequest, response: Any, error: str | None, reason: str
+) -> None:
+    record = score_gsm8k_response(PROBLEM, request_, response, error)
+    assert record.correct is False
+    assert record.error == reason
+    assert record.scores == {"strict-match": False, "flexible-extract": False}
+    assert record.item_id == PROBLEM.item_id and record.data_hash == PROBLEM.data_hash
+
+
+def test_summarise() -> None:
+    records = [
+        score_gsm8k_response(PROBLEM, CHAT, chat_response("#### 18"), None),
+        score_gsm8k_response(PROBLEM, CHAT, chat_response("it is 18", "length"), None),
+        score_gsm8k_response(PROBLEM, CHAT, chat_response("no idea"), None),
+        score_gsm8k_response(PROBLEM, CHAT, None, "timeout"),
+    ]
+    assert summarise_gsm8k(records) == {
+        "n": 4,
+        "accuracy": 0.5,
+        "strict_match_accuracy": 0.25,
+        "flexible_extract_accuracy": 0.5,
+        "strict_match_invalid_rate": 0.75,
+        "flexible_extract_invalid_rate": 0.5,
+        "truncated_rate": 0.25,
+        "errors": 1,
+    }
+    assert summarise_gsm8k([])["n"] == 0

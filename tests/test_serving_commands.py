@@ -1,0 +1,89 @@
+"""Server command lines are argument lists built from the sweep, identical for every model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_modelsweep.errors import EndpointError
+from pytest_modelsweep.serving.llamacpp import llamacpp_argv
+from pytest_modelsweep.serving.pool import parse_endpoint_option
+from pytest_modelsweep.serving.vllm import vllm_argv
+from pytest_modelsweep.sweep import load_sweep
+
+
+def flag_value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_llamacpp_context_is_per_slot_times_slots() -> None:
+    sweep = load_sweep("embedded")
+    spec = sweep.model("smollm2-135m")
+    argv = llamacpp_argv(Path("/bin/llama-server"), Path("/m.gguf"), spec, sweep.serving, 8123)
+    assert argv[0] == "/bin/llama-server"
+    assert flag_value(argv, "--ctx-size") == "65536"
+    assert flag_value(argv, "--parallel") == "16"
+    assert flag_value(argv, "--alias") == "smollm2-135m"
+    assert flag_value(argv, "--port") == "8123"
+    assert flag_value(argv, "--host") == "127.0.0.1"
+    assert "--metrics" in argv and "--jinja" in argv
+    assert "--no-cache-prompt" not in argv  # prefix caching stays on, as in production
+
+
+def test_llamacpp_models_differ_only_in_model_and_name() -> None:
+    sweep = load_sweep("embedded")
+    a = llamacpp_argv(Path("/s"), Path("/a.gguf"), sweep.model("gemma3-270m"), sweep.serving, 1)
+    b = llamacpp_argv(Path("/s"), Path("/b.gguf"), sweep.model("smollm2-135m"), sweep.serving, 1)
+    differing = [(x, y) for x, y in zip(a, b) if x != y]
+    assert len(a) == len(b)
+    assert differing == [("/a.gguf", "/b.gguf"), ("gemma3-270m", "smollm2-135m")]
+
+
+def test_vllm_docker_argv_pins_the_image_and_sets_production_flags() -> None:
+    sweep = load_sweep("tpu-v5e")
+    argv = vllm_argv(sweep.model("qwen3-4b"), sweep.serving, 8000, hf_cache=Path("/hf"))
+    assert argv[:3] == ["docker", "run", "--rm"]
+    image_at = argv.index(sweep.serving.image or "")
+    assert argv[image_at + 1 : image_at + 4] == ["vllm", "serve", "Qwen/Qwen3-4B"]
+    assert "/hf:/root/.cache/huggingface" in argv
+    assert flag_value(argv, "--max-model-len") == "4096"
+    assert flag_value(argv, "--max-num-seqs") == "16"
+    assert "--enable-prefix-caching" in argv
+    assert flag_value(argv, "--tool-call-parser") == "hermes"
+    assert "--enable-auto-tool-choice" in argv
+    assert flag_value(argv, "--served-model-name") == "qwen3-4b"
+    assert all(isinstance(a, str) for a in argv)
+
+
+def test_vllm_without_parser_gets_no_tool_flags() -> None:
+    sweep = load_sweep("tpu-v5e")
+    argv = vllm_argv(sweep.model("smollm2-1.7b"), sweep.serving, 8000)
+    assert "--tool-call-parser" not in argv and "--enable-auto-tool-choice" not in argv
+
+
+def test_vllm_installed_backend_runs_the_api_server_module() -> None:
+    from dataclasses import replace
+
+    sweep = load_sweep("tpu-v5e")
+    serving = replace(sweep.serving, backend="vllm")
+    argv = vllm_argv(sweep.model("qwen3-4b"), serving, 8001, python="/usr/bin/python3")
+    assert argv[:3] == ["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert flag_value(argv, "--model") == "Qwen/Qwen3-4B"
+
+
+def test_vllm_refuses_a_gguf_source() -> None:
+    sweep = load_sweep("embedded")
+    with pytest.raises(EndpointError, match="vLLM serves Hugging Face repos"):
+        vllm_argv(sweep.model("smollm2-135m"), sweep.serving, 8000)
+
+
+def test_endpoint_option_parsing() -> None:
+    assert parse_endpoint_option(["a=http://h:1/v1/", "b=https://x"]) == {
+        "a": "http://h:1",
+        "b": "https://x",
+    }
+    with pytest.raises(EndpointError, match="expected NAME=URL"):
+        parse_endpoint_option(["http://h:1"])
+    with pytest.raises(EndpointError, match="must start with http:// or https://"):
+        parse_endpoint_option(["a=localhost:8000"])

@@ -1,0 +1,137 @@
+"""The sweep file: built-in sweeps parse; every malformed value fails with file, key, expectation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_modelsweep.errors import SweepError, UnknownModelError
+from pytest_modelsweep.sweep import load_sweep, parse_source
+
+VALID = """
+[sweep]
+name = "mini"
+reference = "ref"
+
+[serving]
+backend = "llamacpp"
+
+[models.ref]
+source = "embedded:gemma3-270m-q4_k_m"
+license = "gemma"
+prompting = "completion"
+
+[models.cand]
+source = "hf:Org/Repo@abc123"
+license = "Apache-2.0"
+prompting = "chat"
+tool_call_parser = "hermes"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def test_embedded_sweep_is_the_default_and_serves_identically() -> None:
+    sweep = load_sweep()
+    assert sweep.name == "embedded"
+    assert sweep.reference == "gemma3-270m"
+    assert sweep.candidates == ["smollm2-135m"]
+    assert sweep.serving.context_length == 4096
+    assert sweep.serving.max_num_seqs == 16
+    assert sweep.serving.prefix_caching is True
+    assert sweep.model("gemma3-270m").prompting == "completion"
+    assert sweep.model("smollm2-135m").bfcl_mode == "prompt"
+
+
+def test_tpu_sweep_has_the_seeds_models_pinned_by_digest() -> None:
+    sweep = load_sweep("tpu-v5e")
+    assert sweep.reference == "gemma-4-e2b"
+    assert set(sweep.candidates) == {
+        "qwen3-4b", "phi-4-mini", "smollm3-3b", "granite-3.3-2b",
+        "qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2-1.7b",
+    }
+    assert sweep.serving.image is not None and "@sha256:" in sweep.serving.image
+    assert sweep.model("qwen3-4b").source.id == "Qwen/Qwen3-4B"
+    assert sweep.model("qwen3-4b").tool_call_parser == "hermes"
+    assert sweep.model("smollm2-1.7b").tool_call_parser is None
+
+
+def test_valid_custom_sweep(tmp_path: Path) -> None:
+    sweep = load_sweep(write(tmp_path, VALID))
+    cand = sweep.model("cand")
+    assert cand.license == "apache-2.0"
+    assert cand.source.revision == "abc123"
+    assert cand.served_name == "cand"
+    assert sweep.select([]).models == ("ref", "cand")
+
+
+def test_unknown_model_lists_the_known_ones(tmp_path: Path) -> None:
+    sweep = load_sweep(write(tmp_path, VALID))
+    with pytest.raises(UnknownModelError) as info:
+        sweep.select(["qwen9"])
+    assert "unknown model 'qwen9'" in str(info.value)
+    assert "known models: ref, cand" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda t: t.replace('prompting = "chat"', 'prompting = "poem"'),
+         "models.cand.prompting: expected one of 'chat', 'completion', got 'poem'"),
+        (lambda t: t.replace('reference = "ref"', 'reference = "nope"'),
+         "sweep.reference: 'nope' is not one of the models"),
+        (lambda t: t.replace('backend = "llamacpp"', 'backend = 3'),
+         "serving.backend: expected one of"),
+        (lambda t: t.replace('[serving]\nbackend = "llamacpp"',
+                             '[serving]\nbackend = "llamacpp"\nmax_num_seqs = -4'),
+         "serving.max_num_seqs: expected a positive integer, got -4"),
+        (lambda t: t.replace('license = "gemma"', 'license = "gemma"\ncolour = "red"'),
+         "models.ref: unknown key(s) colour"),
+        (lambda t: t.replace('source = "hf:Org/Repo@abc123"', 'source = "Org/Repo"'),
+         "models.cand.source: expected 'embedded:ID'"),
+        (lambda t: t.replace('[serving]\nbackend = "llamacpp"', '[serving]\nbackend = "vllm-docker"\nimage = "vllm/vllm-tpu:latest"'),
+         "serving.image: expected an image pinned by digest"),
+        (lambda t: t.replace('[sweep]\nname = "mini"\n', '[sweep]\n'),
+         "sweep.name: expected a non-empty string, got nothing"),
+    ],
+)
+def test_malformed_sweep_names_file_key_and_expectation(
+    tmp_path: Path, edit: object, expected: str
+) -> None:
+    path = write(tmp_path, edit(VALID))  # type: ignore[operator]
+    with pytest.raises(SweepError) as info:
+        load_sweep(path)
+    message = str(info.value)
+    assert message.startswith(str(path))
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_not_toml(tmp_path: Path) -> None:
+    path = write(tmp_path, "[sweep\nname=")
+    with pytest.raises(SweepError, match="not valid TOML"):
+        load_sweep(path)
+
+
+def test_missing_file_names_the_builtins(tmp_path: Path) -> None:
+    with pytest.raises(SweepError) as info:
+        load_sweep(tmp_path / "absent.toml")
+    assert "not found" in str(info.value) and "embedded, tpu-v5e" in str(info.value)
+
+
+def test_dotted_model_names_must_be_quoted_in_toml(tmp_path: Path) -> None:
+    text = VALID + '\n[models.qwen2.5-1b]\nsource = "hf:Qwen/X"\nlicense = "mit"\nprompting = "chat"\n'
+    with pytest.raises(SweepError, match="models.qwen2: unknown key"):
+        load_sweep(write(tmp_path, text))
+
+
+def test_parse_source_forms() -> None:
+    assert str(parse_source("hf:Qwen/Qwen3-4B@main")) == "hf:Qwen/Qwen3-4B@main"
+    assert parse_source("embedded:x").kind == "embedded"
+    with pytest.raises(SweepError, match="ORG/REPO"):
+        parse_source("hf:justaname")
