@@ -97,3 +97,52 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
         return measurement
 
     return record
+
+
+@pytest.fixture(scope="session")
+def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
+    """GSM8K test problems: ``--gsm8k-path`` or the Hub; the first ``--limit`` of them."""
+    from .workloads.gsm8k import expect_full_test_set, load_gsm8k
+
+    try:
+        problems = load_gsm8k(modelsweep_run.options.gsm8k_path, split="test")
+        limit = modelsweep_run.options.limit
+        if limit is None:
+            expect_full_test_set(problems)
+            return problems
+        return problems[:limit]
+    except ModelsweepError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def gsm8k_fewshot(modelsweep_run: RunState) -> Any:
+    """lm-evaluation-harness's 5-shot sampler over the GSM8K train split."""
+    from .workloads.gsm8k import Gsm8kFewshot, load_gsm8k_fewshot
+
+    try:
+        return Gsm8kFewshot(load_gsm8k_fewshot(modelsweep_run.options.gsm8k_path))
+    except ModelsweepError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def bfcl_records(modelsweep_run: RunState) -> list[Any]:
+    """BFCL simple records with their possible answers: ``--bfcl-path`` or the Hub."""
+    from .workloads.bfcl import expect_full_bfcl_set, load_bfcl
+
+    try:
+        records = load_bfcl(modelsweep_run.options.bfcl_path)
+        limit = modelsweep_run.options.limit
+        if limit is None:
+            expect_full_bfcl_set(records)
+            return records
+        return records[:limit]
+    except ModelsweepError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture
+def item_store(modelsweep_run: RunState) -> Any:
+    """The run's SQLite store, or None with ``--no-reuse`` (items are then still sent)."""
+    return modelsweep_run.store

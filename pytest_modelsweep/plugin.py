@@ -48,6 +48,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: .modelsweep/runs/<run>/results.json)")
     group.addoption("--modelsweep-dir", default=None, metavar="DIR",
                     help="where runs keep logs and results (default: <rootdir>/.modelsweep)")
+    group.addoption("--store", default=None, metavar="PATH",
+                    help="SQLite store of runs, measurements and items "
+                         "(default: .modelsweep/store.sqlite)")
+    group.addoption("--no-reuse", action="store_true", default=False,
+                    help="send every item again instead of reusing stored answers "
+                         "of the same model, server, settings and prompt")
     group.addoption("--repeats", type=int, default=3, metavar="N",
                     help="timed repeats of each throughput setting (default: 3)")
     group.addoption("--limit", type=int, default=None, metavar="N",
@@ -80,6 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
             limit=option.limit,
             gsm8k_path=option.gsm8k_path,
             bfcl_path=option.bfcl_path,
+            store=option.store,
+            reuse=not option.no_reuse,
         ),
         rootdir=config.rootpath,
         run_id=workerinput["modelsweep_run_id"] if workerinput else RunState.new_run_id(),

@@ -14,6 +14,7 @@ from typing import Any
 from .errors import ModelsweepError
 from .modelids import ModelIdParser
 from .results import ResultsWriter
+from .store import Store
 from .serving.pool import EndpointPool, parse_endpoint_option
 from .sweep import Selection, Sweep, load_sweep
 
@@ -32,6 +33,8 @@ class Options:
     limit: int | None
     gsm8k_path: str | None
     bfcl_path: str | None
+    store: str | None = None
+    reuse: bool = True
 
 
 @dataclass
@@ -56,6 +59,7 @@ class RunState:
     _attach: dict[str, str] | None = None
     _pool: EndpointPool | None = None
     _writer: ResultsWriter | None = None
+    _store: Store | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
 
     @staticmethod
@@ -119,6 +123,17 @@ class RunState:
     def results_path(self) -> Path:
         return Path(self.options.results) if self.options.results else self.run_dir / "results.json"
 
+    @property
+    def store_path(self) -> Path:
+        return Path(self.options.store) if self.options.store else self.workdir / "store.sqlite"
+
+    @property
+    def store(self) -> Store:
+        """The SQLite store every process of the run shares (items, measurements)."""
+        if self._store is None:
+            self._store = Store(self.store_path)
+        return self._store
+
     # -- endpoints -------------------------------------------------------------
     @property
     def pool(self) -> EndpointPool:
@@ -135,6 +150,8 @@ class RunState:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
+        if self._store is not None:
+            self._store.close()
 
     # -- results (controller only) ---------------------------------------------
     def add_measurement(self, measurement: dict[str, Any]) -> None:
@@ -146,8 +163,10 @@ class RunState:
                        reference=self.selection.reference,
                        serving=self.sweep.serving.as_dict())
             self._writer = ResultsWriter(self.results_path, run)
+            self.store.add_run(self.run_id, self.sweep.name, run)
         self.measurements.append(measurement)
         self._writer.add(measurement)
+        self.store.add_measurement(self.run_id, measurement)
 
     def finish_results(self, summary: dict[str, Any]) -> Path | None:
         if self._writer is None:

@@ -37,13 +37,48 @@ class Provenance:
         return data
 
     def pairing_key(self) -> dict[str, Any]:
-        """The fields two runs must share to be paired item by item."""
-        return {
-            "server_name": self.server_name,
-            "server_version": self.server_version,
-            "image_digest": self.image_digest,
-            "server_settings": self.server_settings,
-        }
+        """What two endpoints must share for their items to be paired (any two models)."""
+        return serving_identity(self.as_dict())
+
+    def cache_key(self) -> str:
+        """What a stored item of this model must share to be reused without a request."""
+        return model_serving_key(self.as_dict())
+
+
+# Settings that are serving flags (identical for every model of a sweep); the rest of
+# server_settings describes the model itself (parameters, file type, template).
+SERVING_FLAGS = (
+    "total_slots", "n_ctx_per_slot", "n_threads", "cache_prompt",
+    "max_model_len", "max_num_seqs", "prefix_caching", "dtype",
+)
+
+
+def serving_identity(provenance: dict[str, Any]) -> dict[str, Any]:
+    """The serving side of a provenance record: server, version, image, serving flags."""
+    settings = provenance.get("server_settings") or {}
+    return {
+        "server_name": provenance.get("server_name"),
+        "server_version": provenance.get("server_version"),
+        "image_digest": provenance.get("image_digest"),
+        "serving_flags": {k: settings.get(k) for k in SERVING_FLAGS if k in settings},
+    }
+
+
+def model_serving_key(provenance: dict[str, Any]) -> str:
+    """A short hash of everything a stored answer depends on: serving identity and model."""
+    import hashlib
+    import json
+
+    identity = serving_identity(provenance)
+    identity.update(
+        served_name=provenance.get("served_name"),
+        model_source=provenance.get("model_source"),
+        model_sha256=provenance.get("model_sha256"),
+        model_revision=provenance.get("model_revision"),
+        server_settings=provenance.get("server_settings"),
+    )
+    blob = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

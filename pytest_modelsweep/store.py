@@ -1,0 +1,238 @@
+"""The store: runs, measurements and per-item records in SQLite, written as they complete.
+
+One file (``.modelsweep/store.sqlite`` by default) shared by every process of a
+run: WAL journaling and a busy timeout let xdist workers write their items
+concurrently without losing rows, and each item is committed the moment it is
+scored, so a ``kill -9`` loses nothing that had completed.
+
+Items are keyed by what their answer depends on: the model's serving key
+(server, version, image, serving flags, model file or revision — see
+:func:`~pytest_modelsweep.serving.endpoint.model_serving_key`), the benchmark,
+the item id and the prompt hash. A re-run with the same key reuses a stored
+item without sending its request; a change of any of them misses exactly the
+items it touches. ``run_items`` links each run to the items it used (sent or
+reused), which is what verdicts pair.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError
+from .records import ItemRecord
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    sweep_name TEXT NOT NULL,
+    run_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    test_id TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    outcome TEXT,
+    measurement_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS measurements_run ON measurements (run_id, model, benchmark);
+CREATE TABLE IF NOT EXISTS items (
+    serving_key TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    record_json TEXT NOT NULL,
+    first_run_id TEXT NOT NULL,
+    PRIMARY KEY (serving_key, benchmark, item_id, prompt_hash)
+);
+CREATE TABLE IF NOT EXISTS run_items (
+    run_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    serving_key TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    reused INTEGER NOT NULL,
+    PRIMARY KEY (run_id, model, benchmark, item_id)
+);
+CREATE TABLE IF NOT EXISTS endpoints (
+    run_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    provenance_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, model)
+);
+"""
+
+
+class Store:
+    """A SQLite store; safe to share between threads of a process and between processes."""
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 60.0) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(
+                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+            with self._transaction() as db:
+                for statement in _SCHEMA.strip().split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise DataError(
+                f"{path}: not a usable modelsweep store ({exc}); move it away or pass "
+                "another --store"
+            ) from None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- writing ---------------------------------------------------------------
+    def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO runs (run_id, started_at, sweep_name, run_json) "
+                "VALUES (?, ?, ?, ?)",
+                (run_id, str(run.get("started_at", "")), sweep_name, json.dumps(run)),
+            )
+
+    def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO endpoints (run_id, model, provenance_json) VALUES (?, ?, ?)",
+                (run_id, model, json.dumps(provenance)),
+            )
+
+    def add_measurement(self, run_id: str, measurement: dict[str, Any]) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO measurements (run_id, model, benchmark, test_id, value, unit, n, "
+                "outcome, measurement_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id, measurement["model"], measurement["benchmark"],
+                    measurement.get("test_id", ""), float(measurement["value"]),
+                    measurement["unit"], int(measurement["n"]), measurement.get("outcome"),
+                    json.dumps(measurement),
+                ),
+            )
+
+    def add_item(
+        self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
+        *, reused: bool = False,
+    ) -> None:
+        """Commit one scored item (and its link to this run) immediately."""
+        with self._transaction() as db:
+            if not reused:
+                db.execute(
+                    "INSERT OR REPLACE INTO items (serving_key, benchmark, item_id, prompt_hash, "
+                    "model, record_json, first_run_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (serving_key, benchmark, record.item_id, record.prompt_hash, model,
+                     json.dumps(record.to_dict()), run_id),
+                )
+            db.execute(
+                "INSERT OR REPLACE INTO run_items (run_id, model, benchmark, item_id, "
+                "serving_key, prompt_hash, reused) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, model, benchmark, record.item_id, serving_key, record.prompt_hash,
+                 int(reused)),
+            )
+
+    # -- reading ---------------------------------------------------------------
+    def stored_items(
+        self, serving_key: str, benchmark: str, keys: Iterable[tuple[str, str]]
+    ) -> dict[str, ItemRecord]:
+        """Stored records for ``(item_id, prompt_hash)`` pairs under one serving key."""
+        wanted = dict(keys)
+        found: dict[str, ItemRecord] = {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT item_id, prompt_hash, record_json FROM items "
+                "WHERE serving_key = ? AND benchmark = ?",
+                (serving_key, benchmark),
+            ).fetchall()
+        for item_id, prompt_hash, record_json in rows:
+            if wanted.get(item_id) == prompt_hash:
+                found[item_id] = ItemRecord.from_dict(json.loads(record_json))
+        return found
+
+    def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
+        """The items a run used for one model and benchmark (sent or reused)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT i.record_json FROM run_items r JOIN items i ON "
+                "i.serving_key = r.serving_key AND i.benchmark = r.benchmark AND "
+                "i.item_id = r.item_id AND i.prompt_hash = r.prompt_hash "
+                "WHERE r.run_id = ? AND r.model = ? AND r.benchmark = ? ORDER BY r.item_id",
+                (run_id, model, benchmark),
+            ).fetchall()
+        return [ItemRecord.from_dict(json.loads(row[0])) for row in rows]
+
+    def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT provenance_json FROM endpoints WHERE run_id = ? AND model = ?",
+                (run_id, model),
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def measurements(self, run_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT measurement_json FROM measurements WHERE run_id = ? ORDER BY id", (run_id,)
+            ).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    def runs(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.run_id, r.started_at, r.sweep_name, "
+                "(SELECT COUNT(*) FROM measurements m WHERE m.run_id = r.run_id) "
+                "FROM runs r ORDER BY r.started_at, r.run_id"
+            ).fetchall()
+        return [
+            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3]}
+            for r in rows
+        ]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT run_json FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        if row is None:
+            raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
+        return dict(json.loads(row[0]))

@@ -1,0 +1,120 @@
+"""Run an accuracy workload: reuse stored items, send the rest, store each as it is scored."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ..client import run_post_requests
+from ..records import ItemRecord
+from ..serving.endpoint import Endpoint
+from ..store import Store
+from .base import ApiRequest
+
+ItemT = TypeVar("ItemT")
+Score = Callable[[ItemT, ApiRequest, "dict[str, Any] | None", "str | None"], ItemRecord]
+
+
+@dataclass
+class AccuracyRun(Generic[ItemT]):
+    """The records of one model on one benchmark, in item order, and how they were obtained."""
+
+    records: list[ItemRecord]
+    sent: int
+    reused: int
+    errors: int
+    wall_s: float
+    requests: list[ApiRequest] = field(default_factory=list)
+
+
+class ProgressLine:
+    """Items done / total, rate and ETA, at most every ``every_s`` seconds."""
+
+    def __init__(self, label: str, total: int, write: Callable[[str], None] | None,
+                 every_s: float = 30.0) -> None:
+        self.label, self.total, self.write, self.every_s = label, total, write, every_s
+        self.done = 0
+        self.started = time.monotonic()
+        self.last = self.started
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.write is None or (now - self.last < self.every_s and self.done < self.total):
+            return
+        self.last = now
+        rate = self.done / max(now - self.started, 1e-9)
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        self.write(
+            f"{self.label}: {self.done}/{self.total} items, {rate:.2f} items/s, "
+            f"ETA {eta:.0f}s"
+        )
+
+
+def run_accuracy(
+    endpoint: Endpoint,
+    benchmark: str,
+    items: Sequence[ItemT],
+    build: Callable[[ItemT], ApiRequest],
+    score: Callable[[ItemT, ApiRequest, dict[str, Any] | None, str | None], ItemRecord],
+    *,
+    store: Store | None,
+    run_id: str,
+    concurrency: int = 16,
+    timeout_s: float = 900.0,
+    progress: Callable[[str], None] | None = None,
+) -> AccuracyRun[ItemT]:
+    """Score every item: stored answers under the same serving key are reused, not re-sent.
+
+    Each newly scored item is committed to the store before the next completes,
+    so an interrupted run resumes where it stopped. Items whose request failed
+    (``error`` set) are not reused later: they are sent again.
+    """
+    started = time.monotonic()
+    requests = [build(item) for item in items]
+    serving_key = endpoint.provenance.cache_key()
+    model = endpoint.model.name
+    stored: dict[str, ItemRecord] = {}
+    if store is not None:
+        store.add_endpoint(run_id, model, endpoint.provenance.as_dict())
+        stored = {
+            item_id: record
+            for item_id, record in store.stored_items(
+                serving_key, benchmark, ((r.item_id, r.prompt_hash) for r in requests)
+            ).items()
+            if record.error is None
+        }
+    records: dict[str, ItemRecord] = {}
+    for request in requests:
+        if request.item_id in stored:
+            records[request.item_id] = stored[request.item_id]
+            if store is not None:
+                store.add_item(run_id, model, benchmark, serving_key, stored[request.item_id],
+                               reused=True)
+    by_id = {build_id: item for build_id, item in zip((r.item_id for r in requests), items)}
+    to_send = [r for r in requests if r.item_id not in stored]
+    line = ProgressLine(f"{benchmark} {model}", len(to_send), progress)
+    if progress is not None and stored:
+        progress(f"{benchmark} {model}: reused {len(stored)} stored items, sending {len(to_send)}")
+
+    def on_result(request: ApiRequest, response: dict[str, Any] | None, error: str | None) -> None:
+        record = score(by_id[request.item_id], request, response, error)
+        records[request.item_id] = record
+        if store is not None:
+            store.add_item(run_id, model, benchmark, serving_key, record)
+        line.step()
+
+    if to_send:
+        run_post_requests(endpoint.v1, endpoint.served_name, to_send, concurrency,
+                          timeout_s=timeout_s, on_result=on_result)
+    ordered = [records[r.item_id] for r in requests]
+    return AccuracyRun(
+        records=ordered,
+        sent=len(to_send),
+        reused=len(stored),
+        errors=sum(1 for r in ordered if r.error is not None),
+        wall_s=time.monotonic() - started,
+        requests=requests,
+    )
