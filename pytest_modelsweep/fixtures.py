@@ -146,3 +146,105 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
 def item_store(modelsweep_run: RunState) -> Any:
     """The run's SQLite store, or None with ``--no-reuse`` (items are then still sent)."""
     return modelsweep_run.store
+
+
+def _runs_in_session(session: pytest.Session, model: str, benchmark: str) -> bool:
+    """Whether this session (any worker) runs ``model``'s own ``benchmark`` test."""
+    from .plugin import model_of_item
+
+    return any(
+        model_of_item(item) == model
+        and item.get_closest_marker(benchmark) is not None
+        and item.get_closest_marker("verdict") is None
+        for item in session.items
+    )
+
+
+@pytest.fixture
+def judge_against_reference(
+    request: pytest.FixtureRequest,
+    candidate_name: str,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> Callable[[str], Any]:
+    """Compare this candidate with the reference on an accuracy benchmark, item by item.
+
+    Returns a callable ``judge(benchmark)`` that pairs the two models' stored
+    items, bootstraps the difference, asks the ``pytest_modelsweep_verdict``
+    hook for the verdict, records it, and fails the test when the verdict is
+    one of ``--fail-on`` (default: worse).
+    """
+    from .stats import VerdictRecord
+    from .verdicts import find_items, holm_adjusted_interval, paired_interval
+    from .workloads.bfcl import bfcl_skip_reason
+
+    run = modelsweep_run
+    options = run.options
+    reference = run.selection.reference
+    config = request.config
+
+    def items_of(model: str, benchmark: str) -> Any:
+        return find_items(
+            run.store, run.run_id, model, benchmark,
+            expected_in_run=_runs_in_session(request.session, model, benchmark),
+            wait_s=options.verdict_wait_s,
+        )
+
+    def judge(benchmark: str) -> VerdictRecord:
+        if benchmark == "bfcl":
+            for name in (candidate_name, reference):
+                reason = bfcl_skip_reason(run.sweep.model(name))
+                if reason is not None:
+                    pytest.skip(reason)
+        try:
+            ref_items = items_of(reference, benchmark)
+            cand_items = items_of(candidate_name, benchmark)
+            interval = paired_interval(
+                cand_items, ref_items, resamples=options.resamples, seed=0, confidence=0.95
+            )
+            if options.holm:
+                others = {
+                    name: (cand_items if name == candidate_name else items_of(name, benchmark))
+                    for name in run.selection.candidates
+                }
+                interval = holm_adjusted_interval(
+                    candidate_name, others, ref_items,
+                    resamples=options.resamples, seed=0, confidence=0.95,
+                )
+        except ModelsweepError as error:
+            from .verdicts import MissingResultsError
+
+            if isinstance(error, MissingResultsError) and "in this run or in the store" in str(error):
+                pytest.skip(str(error))
+            pytest.fail(str(error), pytrace=False)
+        verdict = config.hook.pytest_modelsweep_verdict(
+            candidate=candidate_name, reference=reference, metric=benchmark,
+            interval=interval, margin=options.margin, config=config,
+        )
+        record = VerdictRecord(
+            candidate=candidate_name, reference=reference, metric=benchmark,
+            verdict=verdict, interval=interval, margin=options.margin,
+            rule="holm+" + ("covers-zero" if options.margin is None else "equivalence-margin")
+            if options.holm else ("covers-zero" if options.margin is None else "equivalence-margin"),
+        )
+        stats = record.as_dict()
+        stats.update(candidate_run=cand_items.run_id, reference_run=ref_items.run_id)
+        record_measurement(
+            f"verdict:{benchmark}", interval.difference, "accuracy difference", interval.n,
+            params={"reference": reference, "verdict": str(verdict.value), "holm": options.holm,
+                    "margin": options.margin},
+            stats=stats,
+            model=candidate_name,
+        )
+        summary = (
+            f"{candidate_name} vs {reference} on {benchmark}: {verdict.value} "
+            f"(difference {interval.difference:+.3f}, 95% interval [{interval.low:+.3f}, "
+            f"{interval.high:+.3f}], n={interval.n}, discordant={interval.discordant}, "
+            f"detectable ±{interval.min_detectable_difference:.3f})"
+        )
+        if verdict.value in options.fail_on:
+            pytest.fail(summary, pytrace=False)
+        print(summary)
+        return record
+
+    return judge

@@ -54,6 +54,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-reuse", action="store_true", default=False,
                     help="send every item again instead of reusing stored answers "
                          "of the same model, server, settings and prompt")
+    group.addoption("--margin", type=float, default=None, metavar="X",
+                    help="equivalence margin for accuracy differences (e.g. 0.02 = 2 points): "
+                         "verdicts become equivalent/inconclusive instead of matches")
+    group.addoption("--fail-on", default="worse", metavar="VERDICTS",
+                    help="comma-separated verdicts that fail a comparison test "
+                         "(better, worse, matches, equivalent, inconclusive; default: worse)")
+    group.addoption("--holm", action="store_true", default=False,
+                    help="Holm-correct the candidates' intervals for multiple comparisons")
+    group.addoption("--resamples", type=int, default=10_000, metavar="N",
+                    help="bootstrap resamples of paired comparisons (default: 10000)")
+    group.addoption("--verdict-wait", type=float, default=7200.0, metavar="SECONDS",
+                    help="how long a comparison waits for the reference's result when it runs "
+                         "on another xdist worker (default: 7200)")
     group.addoption("--repeats", type=int, default=3, metavar="N",
                     help="timed repeats of each throughput setting (default: 3)")
     group.addoption("--limit", type=int, default=None, metavar="N",
@@ -65,6 +78,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: the BFCL dataset from the Hub)")
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_modelsweep_verdict(
+    candidate: str, reference: str, metric: str, interval: Any, margin: float | None,
+    config: pytest.Config,
+) -> Any:
+    """The default rule: the seed's covers-zero rule, with an optional equivalence margin."""
+    from .stats import decide_verdict
+
+    return decide_verdict(interval, margin)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
@@ -73,6 +103,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--repeats: expected a positive integer")
     if option.limit is not None and option.limit < 1:
         raise pytest.UsageError("--limit: expected a positive integer")
+    if option.margin is not None and not 0 <= option.margin < 1:
+        raise pytest.UsageError("--margin: expected an accuracy difference in [0, 1), e.g. 0.02")
+    if option.resamples < 100:
+        raise pytest.UsageError("--resamples: expected at least 100")
+    from .stats import Verdict
+    from .verdicts import parse_fail_on
+
+    try:
+        fail_on = parse_fail_on(option.fail_on, [v.value for v in Verdict])
+    except ModelsweepError as error:
+        _fail_usage(error)
     workerinput = getattr(config, "workerinput", None)
     state = RunState(
         options=Options(
@@ -88,6 +129,11 @@ def pytest_configure(config: pytest.Config) -> None:
             bfcl_path=option.bfcl_path,
             store=option.store,
             reuse=not option.no_reuse,
+            margin=option.margin,
+            fail_on=fail_on,
+            holm=option.holm,
+            resamples=option.resamples,
+            verdict_wait_s=option.verdict_wait,
         ),
         rootdir=config.rootpath,
         run_id=workerinput["modelsweep_run_id"] if workerinput else RunState.new_run_id(),
@@ -140,15 +186,14 @@ def _fail_usage(error: ModelsweepError) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize every test that asks for ``model_name`` with the run's models."""
-    if "model_name" not in metafunc.fixturenames:
-        return
+    """Parametrize ``model_name`` with the run's models, ``candidate_name`` with its candidates."""
     state = _state(metafunc.config)
-    try:
+    if "model_name" in metafunc.fixturenames:
         names = state.models_to_run
-    except ModelsweepError as error:
-        _fail_usage(error)
-    metafunc.parametrize("model_name", names, ids=names, scope="function")
+        metafunc.parametrize("model_name", names, ids=names, scope="function")
+    elif "candidate_name" in metafunc.fixturenames:
+        names = [m for m in state.models_to_run if m != state.selection.reference]
+        metafunc.parametrize("candidate_name", names, ids=names, scope="function")
 
 
 def pytest_collection_modifyitems(
@@ -158,19 +203,16 @@ def pytest_collection_modifyitems(
     state = _state(config)
     order: dict[str, int] = {}
     for item in items:
-        name = _model_of(item)
+        name = model_of_item(item)
         if name is not None and name not in order:
             order[name] = len(order)
     if not order:
         return
-    try:
-        run_order = {name: i for i, name in enumerate(state.models_to_run)}
-    except ModelsweepError as error:
-        _fail_usage(error)
+    run_order = {name: i for i, name in enumerate(state.models_to_run)}
     position = {id(item): i for i, item in enumerate(items)}
 
     def key(item: pytest.Item) -> tuple[int, int, int]:
-        name = _model_of(item)
+        name = model_of_item(item)
         if name is None:
             return (2, 0, position[id(item)])
         return (1, run_order.get(name, len(run_order)), position[id(item)])
@@ -178,20 +220,21 @@ def pytest_collection_modifyitems(
     items.sort(key=key)
 
 
-def _model_of(item: pytest.Item) -> str | None:
+def model_of_item(item: pytest.Item) -> str | None:
+    """The model a test belongs to (its ``model_name`` or ``candidate_name`` parameter)."""
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
-    value = callspec.params.get("model_name")
+    value = callspec.params.get("model_name", callspec.params.get("candidate_name"))
     return value if isinstance(value, str) else None
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Stop a model's server as soon as its last test is done (one chip, one model)."""
-    name = _model_of(item)
+    name = model_of_item(item)
     if name is None:
         return
-    if nextitem is None or _model_of(nextitem) != name:
+    if nextitem is None or model_of_item(nextitem) != name:
         state = _state(item.config)
         if state._pool is not None:
             state.pool.release(name)

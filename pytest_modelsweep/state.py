@@ -35,6 +35,11 @@ class Options:
     bfcl_path: str | None
     store: str | None = None
     reuse: bool = True
+    margin: float | None = None
+    fail_on: frozenset[str] = frozenset({"worse"})
+    holm: bool = False
+    resamples: int = 10_000
+    verdict_wait_s: float = 7200.0
 
 
 @dataclass

@@ -209,6 +209,26 @@ class Store:
             ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def measurement_of(self, run_id: str, model: str, benchmark: str) -> dict[str, Any] | None:
+        """The latest measurement of a model on a benchmark in a run, if recorded."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT measurement_json FROM measurements WHERE run_id = ? AND model = ? "
+                "AND benchmark = ? ORDER BY id DESC LIMIT 1",
+                (run_id, model, benchmark),
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def latest_run_with(self, model: str, benchmark: str, *, exclude: str = "") -> str | None:
+        """The most recent run (other than ``exclude``) that recorded items of model/benchmark."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT m.run_id FROM measurements m WHERE m.model = ? AND m.benchmark = ? "
+                "AND m.run_id != ? ORDER BY m.id DESC LIMIT 1",
+                (model, benchmark, exclude),
+            ).fetchone()
+        return str(row[0]) if row else None
+
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._db.execute(
