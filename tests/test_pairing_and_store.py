@@ -1,0 +1,115 @@
+"""Pairing guard and the SQLite store: refusals name both values; no row is lost."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from pytest_modelsweep.pairing import PairingError, check_same_items, check_same_serving
+from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.store import Store
+
+
+def prov(**overrides: object) -> dict:
+    base = {
+        "server_name": "vllm", "server_version": "0.30.1", "image_digest": "sha256:aaa",
+        "served_name": "m", "model_source": "hf:o/m",
+        "server_settings": {"max_model_len": 4096, "max_num_seqs": 16, "prefix_caching": True,
+                            "n_params": 1},
+    }
+    base.update(overrides)
+    return base
+
+
+def test_same_serving_pairs_even_when_models_differ() -> None:
+    other = prov(served_name="x", model_source="hf:o/x",
+                 server_settings={"max_model_len": 4096, "max_num_seqs": 16,
+                                  "prefix_caching": True, "n_params": 999})
+    check_same_serving("cand", prov(), "ref", other)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"image_digest": "sha256:bbb"},
+         "image_digest differs (cand: 'sha256:bbb', ref: 'sha256:aaa')"),
+        ({"server_version": "0.31.0"}, "server_version differs (cand: '0.31.0', ref: '0.30.1')"),
+        ({"server_settings": {"max_model_len": 2048, "max_num_seqs": 16, "prefix_caching": True}},
+         "serving setting max_model_len differs (cand: 2048, ref: 4096)"),
+    ],
+)
+def test_unlike_serving_is_refused_naming_both_values(overrides: dict, expected: str) -> None:
+    with pytest.raises(PairingError) as info:
+        check_same_serving("cand", prov(**overrides), "ref", prov())
+    assert expected in str(info.value)
+    assert str(info.value).startswith("refusing to pair cand with ref")
+
+
+def item(item_id: str, correct: bool = True, data_hash: str = "d", prompt_hash: str = "p") -> ItemRecord:
+    return ItemRecord(item_id=item_id, prompt_hash=prompt_hash, correct=correct, response="r",
+                      data_hash=data_hash)
+
+
+def test_item_sets_must_match() -> None:
+    check_same_items("a", [item("1"), item("2")], "b", [item("2"), item("1")])
+    with pytest.raises(PairingError, match=r"1 only in a, e.g. \['3'\]; 0 only in b"):
+        check_same_items("a", [item("1"), item("3")], "b", [item("1")])
+    with pytest.raises(PairingError, match="same id but different source data"):
+        check_same_items("a", [item("1", data_hash="x")], "b", [item("1", data_hash="y")])
+
+
+def test_store_reuses_only_matching_keys(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    store.add_run("r1", "embedded", {"started_at": "t"})
+    store.add_item("r1", "m", "gsm8k", "key1", item("q1", prompt_hash="h1"))
+    store.add_item("r1", "m", "gsm8k", "key1", item("q2", prompt_hash="h2"))
+    found = store.stored_items("key1", "gsm8k", [("q1", "h1"), ("q2", "changed"), ("q3", "h3")])
+    assert sorted(found) == ["q1"]
+    assert store.stored_items("key2", "gsm8k", [("q1", "h1")]) == {}
+    assert store.stored_items("key1", "bfcl", [("q1", "h1")]) == {}
+    store.add_item("r2", "m", "gsm8k", "key1", found["q1"], reused=True)
+    assert [r.item_id for r in store.run_items("r2", "m", "gsm8k")] == ["q1"]
+    assert [r.item_id for r in store.run_items("r1", "m", "gsm8k")] == ["q1", "q2"]
+
+
+def test_store_measurements_and_latest_run(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    for run in ("r1", "r2"):
+        store.add_measurement(run, {"model": "m", "benchmark": "gsm8k", "value": 0.5,
+                                    "unit": "accuracy", "n": 2, "test_id": "t"})
+    assert store.measurement_of("r2", "m", "gsm8k")["value"] == 0.5
+    assert store.measurement_of("r2", "m", "bfcl") is None
+    assert store.latest_run_with("m", "gsm8k", exclude="r2") == "r1"
+    assert store.latest_run_with("other", "gsm8k") is None
+
+
+def _write_items(path: str, worker: int, count: int) -> None:
+    store = Store(Path(path))
+    for i in range(count):
+        store.add_item("run", f"m{worker}", "gsm8k", "k", item(f"{worker}-{i}"))
+    store.close()
+
+
+def test_concurrent_writers_lose_no_rows(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    Store(Path(path)).close()
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_write_items, args=(path, w, 150)) for w in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+        assert w.exitcode == 0
+    store = Store(Path(path))
+    assert [len(store.run_items("run", f"m{w}", "gsm8k")) for w in range(3)] == [150, 150, 150]
+
+
+def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    from pytest_modelsweep.errors import DataError
+
+    with pytest.raises(DataError, match="not a usable modelsweep store"):
+        Store(bad)

@@ -1,0 +1,109 @@
+"""Verdict tests through pytest: the default rule, a user's hook, --fail-on, missing references."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+# Model tests that "measure" by writing scored items straight into the run's store, as the
+# accuracy benches do after scoring real responses: this exercises the verdict plumbing.
+FAKE_BENCH = """
+import pytest
+from pytest_modelsweep.records import ItemRecord
+
+SCORES = {"gemma3-270m": [1, 0, 1, 0, 1, 0, 1, 0] * 25,
+          "smollm2-135m": CANDIDATE}
+PROV = {"server_name": "s", "server_version": "1", "image_digest": None,
+        "server_settings": {"total_slots": 16}}
+
+@pytest.mark.gsm8k
+def test_gsm8k(model_name, modelsweep_run, record_measurement):
+    store = modelsweep_run.store
+    store.add_endpoint(modelsweep_run.run_id, model_name, PROV)
+    for i, ok in enumerate(SCORES[model_name]):
+        store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name,
+                       ItemRecord(item_id=f"q{i:03d}", prompt_hash="p", correct=bool(ok),
+                                  response="", data_hash="d"))
+    record_measurement("gsm8k", sum(SCORES[model_name]) / 200, "accuracy", 200)
+
+@pytest.mark.verdict
+@pytest.mark.gsm8k
+def test_verdict(candidate_name, judge_against_reference):
+    judge_against_reference("gsm8k")
+"""
+
+
+def bench(candidate: str) -> str:
+    return FAKE_BENCH.replace("CANDIDATE", candidate)
+
+
+def test_worse_candidate_fails_the_session(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bench("[0] * 200"))
+    result = pytester.runpytest("--modelsweep-dir", "work")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*smollm2-135m vs gemma3-270m on gsm8k: worse (difference -0.500, 95% interval "
+        "?-0.570, -0.430?, n=200, discordant=100, detectable ±0.099)"
+    ])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_matching_candidate_passes_and_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
+    result = pytester.runpytest("--modelsweep-dir", "work", "--results", "r.json", "-s")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*smollm2-135m vs gemma3-270m on gsm8k: matches (difference +0.000*"])
+    import json
+
+    data = json.loads((pytester.path / "r.json").read_text())
+    verdict = [m for m in data["measurements"] if m["benchmark"] == "verdict:gsm8k"][0]
+    assert verdict["model"] == "smollm2-135m"
+    assert verdict["params"]["verdict"] == "matches"
+    assert verdict["stats"]["discordant"] == 50 and verdict["n"] == 200
+
+
+def test_margin_turns_a_wide_match_into_inconclusive(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
+    result = pytester.runpytest("--modelsweep-dir", "work", "--margin", "0.02",
+                                "--fail-on", "worse,inconclusive")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*on gsm8k: inconclusive (difference +0.000*"])
+
+
+def test_a_users_hook_replaces_the_rule(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from pytest_modelsweep.stats import Verdict
+        def pytest_modelsweep_verdict(candidate, reference, metric, interval, margin, config):
+            return Verdict.WORSE if interval.difference < 0.2 else Verdict.BETTER
+        """
+    )
+    pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
+    result = pytester.runpytest("--modelsweep-dir", "work")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*on gsm8k: worse (difference +0.000*"])
+
+
+def test_missing_reference_is_a_skip_naming_the_fix(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bench("[1] * 200"))
+    result = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*no gsm8k items of gemma3-270m in this run or in the store*"
+                                 "add --model gemma3-270m*"])
+
+
+def test_reference_from_an_earlier_run_in_the_store(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bench("[1] * 200"))
+    first = pytester.runpytest("--modelsweep-dir", "work", "--model", "gemma3-270m")
+    first.assert_outcomes(passed=1, skipped=1)  # no candidate to judge: an empty parameter set
+    second = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-s")
+    second.assert_outcomes(passed=2)
+    second.stdout.fnmatch_lines(["*on gsm8k: better (difference +0.500*"])
+
+
+def test_verdicts_under_two_workers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(bench("[0] * 200"))
+    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*on gsm8k: worse*"])
