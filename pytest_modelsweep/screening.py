@@ -1,0 +1,613 @@
+"""Candidate screening: the seed's licence and memory rule, read from the Hugging Face Hub.
+
+A candidate is **accepted** when
+
+* its licence (``card_data.license``, or its ``license_name`` when the card says
+  ``other``, else a ``license:xxx`` tag; lower-cased) is one of
+  ``ScreeningSettings.licenses``; and
+* its bf16 weights leave room for the KV cache on one chip:
+  ``hbm_gib × gpu_memory_utilization − weights_gib ≥ kv_headroom_gib``
+  (GiB = 2**30 bytes).
+
+bf16 weights are 2 bytes × the parameter count. The count is the Hub's
+safetensors metadata (``safetensors.total``, or the sum of ``parameters`` per
+dtype); without it, the sizes of the repo's top-level ``*.safetensors`` files
+are divided by the bytes per parameter of the checkpoint's dtype (config
+``torch_dtype``/``dtype``; 2 when unknown). A repo with no ``*.safetensors``
+file (only ``.bin``/``.pt``/``.pth``, or no weights at all) is rejected with
+"no safetensors weights": vLLM TPU loads safetensors checkpoints.
+
+The architecture and dtype come from the repo's ``config.json`` (the
+``config`` of the Hub answer when it carries ``architectures`` and a dtype,
+else ``hf_hub_download(repo, "config.json")``). A repo without a readable
+``config.json`` is rejected with that reason: vLLM cannot load it either.
+
+A gated, missing or unreachable repo is a rejected :class:`ScreeningResult`
+whose one-line reason names the fix, never an exception.
+
+``modelsweep screen`` (:func:`screen_main`) prints the table; with
+``--offline-fixtures PATH`` it reads recorded Hub answers
+(:func:`load_offline_fixtures`) instead of the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import ModelInfo
+
+from .errors import DataError, ModelsweepError
+from .sweep import (
+    ModelSource,
+    ModelSpec,
+    ScreeningSettings,
+    Sweep,
+    load_sweep,
+    parse_source,
+)
+
+GIB = 2**30
+BF16_BYTES = 2
+
+# Bytes per parameter of a checkpoint dtype (config.json names and safetensors names).
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4, "f32": 4, "float": 4,
+    "bfloat16": 2, "bf16": 2, "float16": 2, "f16": 2, "half": 2,
+    "float8_e4m3fn": 1, "f8_e4m3": 1, "float8_e5m2": 1, "f8_e5m2": 1, "int8": 1, "i8": 1, "u8": 1,
+}
+_SAFETENSORS_DTYPE_NAMES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+FetchConfig = Callable[[str, "str | None"], Mapping[str, Any]]
+"""``fetch_config(repo, revision)`` → the repo's ``config.json`` as a mapping."""
+
+
+class HubApi(Protocol):
+    """What screening asks of :class:`huggingface_hub.HfApi` (one call)."""
+
+    def model_info(
+        self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
+    ) -> ModelInfo: ...
+
+
+@dataclass(frozen=True)
+class ScreeningResult:
+    """The screening of one candidate repo; ``reasons`` says why it was rejected (empty if not)."""
+
+    model: str
+    repo: str
+    license: str | None
+    architecture: str | None
+    dtype: str | None
+    parameters: int | None
+    weights_gib: float | None
+    budget_gib: float
+    kv_headroom_gib: float | None
+    accepted: bool
+    reasons: tuple[str, ...] = ()
+    weights_source: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "accepted" if self.accepted else "rejected"
+
+    @property
+    def reason(self) -> str:
+        """The reasons as one line ("" when accepted)."""
+        return "; ".join(self.reasons)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-friendly fields (``reasons`` as a list), plus ``verdict``."""
+        data = asdict(self)
+        data["reasons"] = list(self.reasons)
+        data["verdict"] = self.verdict
+        return data
+
+
+class OfflineFixtureMissing(LookupError):
+    """A repo that the offline fixtures file does not record."""
+
+
+# -- the rule ---------------------------------------------------------------------
+
+
+def budget_gib(settings: ScreeningSettings) -> float:
+    """The chip memory vLLM may use: ``hbm_gib × gpu_memory_utilization``."""
+    return settings.hbm_gib * settings.gpu_memory_utilization
+
+
+def bf16_weights_gib(parameters: int) -> float:
+    """GiB of ``parameters`` weights in bf16 (2 bytes each)."""
+    return BF16_BYTES * parameters / GIB
+
+
+def repo_license(info: ModelInfo) -> str | None:
+    """The repo's licence, lower-cased: card ``license`` (its ``license_name`` if ``other``), else a tag."""
+    card = info.card_data
+    license_value: Any = None
+    license_name: Any = None
+    if card is not None:
+        license_value = card.get("license")
+        license_name = card.get("license_name")
+    if isinstance(license_value, list):
+        license_value = license_value[0] if license_value else None
+    if isinstance(license_value, str) and license_value.strip():
+        value = license_value.strip().lower()
+        if value == "other" and isinstance(license_name, str) and license_name.strip():
+            return license_name.strip().lower()
+        return value
+    for tag in info.tags or []:
+        if tag.lower().startswith("license:") and len(tag) > len("license:"):
+            return tag[len("license:"):].strip().lower()
+    return None
+
+
+def _normalise_dtype(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip().removeprefix("torch.")
+
+
+def config_dtype(config: Mapping[str, Any]) -> str | None:
+    """``torch_dtype`` (or transformers 5's ``dtype``), also inside ``text_config``."""
+    for source in (config, config.get("text_config")):
+        if isinstance(source, Mapping):
+            for key in ("torch_dtype", "dtype"):
+                dtype = _normalise_dtype(source.get(key))
+                if dtype:
+                    return dtype
+    return None
+
+
+def config_architecture(config: Mapping[str, Any]) -> str | None:
+    """``architectures[0]`` of a config, or None."""
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        return architectures[0]
+    return None
+
+
+@dataclass(frozen=True)
+class _Weights:
+    parameters: int | None
+    source: str
+    reason: str | None = None
+    file_dtype: str | None = None
+
+
+def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
+    """Parameter count from safetensors metadata, else from file sizes, else a reason."""
+    meta = info.safetensors
+    if meta is not None:
+        per_dtype = {k: int(v) for k, v in (meta.parameters or {}).items()}
+        total = int(meta.total) if meta.total else sum(per_dtype.values())
+        file_dtype = None
+        if len(per_dtype) == 1:
+            (name,) = per_dtype
+            file_dtype = _SAFETENSORS_DTYPE_NAMES.get(name.upper(), name.lower())
+        if total > 0:
+            return _Weights(total, "safetensors metadata", file_dtype=file_dtype)
+    siblings = info.siblings
+    if siblings is None:
+        return _Weights(None, "", "weights unknown: the Hub answer lists no files "
+                                  "(ask model_info with files_metadata=True)")
+    top_level = [s for s in siblings if "/" not in s.rfilename]
+    files = [s for s in top_level if s.rfilename.endswith(".safetensors")]
+    if len(files) > 1:
+        # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
+        files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
+    if not files:
+        others = sorted(
+            s.rfilename for s in top_level if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf"))
+        )
+        what = (f"only {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}"
+                if others else "no weight files at all")
+        return _Weights(None, "", f"no safetensors weights ({what}): vLLM TPU loads safetensors; "
+                                  "pick a repo that publishes them")
+    if any(s.size is None for s in files):
+        return _Weights(None, "", "safetensors file sizes unknown "
+                                  "(ask model_info with files_metadata=True)")
+    size = sum(int(s.size or 0) for s in files)
+    per_param = DTYPE_BYTES.get((dtype or "").lower())
+    if per_param is None:
+        return _Weights(size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)")
+    return _Weights(size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)")
+
+
+# -- talking to the Hub -------------------------------------------------------------
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    """Connection-level errors of whichever HTTP client huggingface_hub uses."""
+    errors: list[type[BaseException]] = [OSError]
+    for module_name in ("httpx2", "httpx"):
+        try:
+            module = __import__(module_name)
+        except ImportError:
+            continue
+        transport = getattr(module, "TransportError", None)
+        if isinstance(transport, type) and issubclass(transport, BaseException):
+            errors.append(transport)
+    return tuple(errors)
+
+
+NETWORK_ERRORS = _network_errors()
+_HUB_ERRORS: tuple[type[BaseException], ...] = (OfflineFixtureMissing, HfHubHTTPError, *NETWORK_ERRORS)
+
+
+def _first_line(error: BaseException, limit: int = 160) -> str:
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def hub_error_reason(error: BaseException, repo: str, source: str) -> str:
+    """The one-line reason (with its fix) for an error of ``model_info``."""
+    if isinstance(error, OfflineFixtureMissing):
+        return str(error)
+    if isinstance(error, GatedRepoError):
+        return (f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
+                "and set HF_TOKEN")
+    if isinstance(error, RevisionNotFoundError):
+        return f"revision not found: check the @revision of source {source} in the sweep"
+    if isinstance(error, RepositoryNotFoundError):
+        return (f"repo not found: check source {source} in the sweep "
+                "(a private repo also needs HF_TOKEN)")
+    if isinstance(error, HfHubHTTPError):
+        return (f"the Hub answered with an error ({_first_line(error)}): retry, "
+                "or use --offline-fixtures")
+    return (f"the Hub could not be reached ({_first_line(error)}): run with network "
+            "or use --offline-fixtures")
+
+
+def hub_config(repo: str, revision: str | None) -> dict[str, Any]:
+    """``config.json`` of a repo, downloaded with :func:`huggingface_hub.hf_hub_download`."""
+    from huggingface_hub import hf_hub_download
+
+    path = hf_hub_download(repo, "config.json", revision=revision)
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"hf_hub_download returned {type(path).__name__}, not a path")
+    return _read_config(Path(path))
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("config.json is not a JSON object")
+    return data
+
+
+def _config_error_reason(error: BaseException, repo: str) -> str:
+    if isinstance(error, GatedRepoError):
+        return (f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
+                "and set HF_TOKEN")
+    if isinstance(error, LocalEntryNotFoundError):
+        return (f"config.json could not be downloaded ({_first_line(error)}): run with network "
+                "or use --offline-fixtures")
+    if isinstance(error, (EntryNotFoundError, LookupError, FileNotFoundError)):
+        return f"no config.json in {repo}: vLLM cannot load the repo without it"
+    return f"config.json could not be read ({_first_line(error)})"
+
+
+_CONFIG_ERRORS: tuple[type[BaseException], ...] = (
+    EntryNotFoundError, LookupError, ValueError, *NETWORK_ERRORS,
+)
+
+
+def _resolve_config(
+    info: ModelInfo, repo: str, revision: str | None, fetch_config: FetchConfig
+) -> tuple[Mapping[str, Any] | None, str | None]:
+    """(config, reason): the Hub answer's config if it names architecture and dtype, else config.json.
+
+    When config.json cannot be had, a Hub answer that names the architecture
+    still serves (its dtype stays unknown); a gated repo is always a reason.
+    """
+    answered = info.config if isinstance(info.config, Mapping) else None
+    if answered is not None and config_architecture(answered) and config_dtype(answered):
+        return answered, None
+    try:
+        fetched = fetch_config(repo, revision)
+    except _CONFIG_ERRORS as error:
+        if (not isinstance(error, GatedRepoError) and answered is not None
+                and config_architecture(answered)):
+            return answered, None
+        return None, _config_error_reason(error, repo)
+    if not isinstance(fetched, Mapping):
+        return None, "config.json could not be read (not a JSON object)"
+    return {**(answered or {}), **fetched}, None
+
+
+def screen_candidate(
+    spec: ModelSpec,
+    settings: ScreeningSettings,
+    *,
+    api: HubApi | None = None,
+    fetch_config: FetchConfig | None = None,
+) -> ScreeningResult:
+    """Screen one sweep model against the licence and memory rule (one ``model_info`` call)."""
+    source = spec.source
+    repo = source.id
+    shown_repo = f"{repo}@{source.revision}" if source.revision else repo
+    budget = budget_gib(settings)
+
+    def rejected(reason: str) -> ScreeningResult:
+        return ScreeningResult(
+            model=spec.name, repo=shown_repo, license=None, architecture=None, dtype=None,
+            parameters=None, weights_gib=None, budget_gib=budget, kv_headroom_gib=None,
+            accepted=False, reasons=(reason,),
+        )
+
+    if source.kind != "hf":
+        return rejected(f"screening applies to Hugging Face repos (source {source})")
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+    try:
+        info = api.model_info(repo, revision=source.revision, files_metadata=True)
+    except _HUB_ERRORS as error:
+        return rejected(hub_error_reason(error, repo, str(source)))
+
+    reasons: list[str] = []
+    license_id = repo_license(info)
+    allowed = tuple(x.lower() for x in settings.licenses)
+    if license_id is None:
+        reasons.append(f"licence unknown (no card licence, no license: tag); "
+                       f"the rule permits {', '.join(allowed)}")
+    elif license_id not in allowed:
+        reasons.append(f"licence {license_id} is not one of {', '.join(allowed)}")
+
+    config, config_reason = _resolve_config(info, repo, source.revision, fetch_config or hub_config)
+    architecture = config_architecture(config) if config is not None else None
+    dtype = config_dtype(config) if config is not None else None
+
+    weights = _safetensors_weights(info, dtype)
+    dtype = dtype or weights.file_dtype
+    weights_gib = headroom = None
+    if weights.parameters is None:
+        reasons.append(weights.reason or "weights unknown")
+    else:
+        weights_gib = bf16_weights_gib(weights.parameters)
+        headroom = budget - weights_gib
+        if headroom < settings.kv_headroom_gib:
+            reasons.append(
+                f"memory: {weights_gib:.2f} GiB of bf16 weights leave {headroom:.2f} GiB of the "
+                f"{budget:.3f} GiB budget ({settings.hbm_gib:g} GiB HBM x "
+                f"{settings.gpu_memory_utilization:g}); the KV cache needs "
+                f"{settings.kv_headroom_gib:.2f} GiB"
+            )
+    if config_reason:
+        reasons.append(config_reason)
+    return ScreeningResult(
+        model=spec.name,
+        repo=shown_repo,
+        license=license_id,
+        architecture=architecture,
+        dtype=dtype,
+        parameters=weights.parameters,
+        weights_gib=weights_gib,
+        budget_gib=budget,
+        kv_headroom_gib=headroom,
+        accepted=not reasons,
+        reasons=tuple(reasons),
+        weights_source=weights.source,
+    )
+
+
+# -- the table ----------------------------------------------------------------------
+
+TABLE_HEADER = ("model", "repo", "licence", "arch", "weights GiB", "KV headroom GiB",
+                "verdict", "reason")
+_RIGHT = {4, 5}
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def screening_table(results: Iterable[ScreeningResult]) -> list[str]:
+    """Aligned text rows: model, repo, licence, arch, weights GiB, KV headroom GiB, verdict, reason."""
+    rows = [
+        (
+            r.model,
+            r.repo,
+            r.license or "-",
+            r.architecture or "-",
+            _gib(r.weights_gib),
+            _gib(r.kv_headroom_gib),
+            r.verdict,
+            r.reason,
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [c.rjust(w) if i in _RIGHT else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(parts).rstrip()
+
+    return [line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows)]
+
+
+# -- offline fixtures ---------------------------------------------------------------
+
+
+def load_offline_fixtures(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Read recorded Hub answers: ``{repo id: model_info(repo, files_metadata=True) JSON + "config"}``.
+
+    Top-level keys that start with ``_`` (``"_note"``) are comments. A malformed
+    file raises :class:`~pytest_modelsweep.errors.DataError` naming the fix.
+    """
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"{file}: cannot read the offline Hub fixtures ({exc.strerror}); "
+                        "pass an existing JSON file") from None
+    except ValueError as exc:
+        raise DataError(f"{file}: not valid JSON ({exc}); the offline Hub fixtures are one "
+                        "JSON object {{repo id: model_info answer}}") from None
+    if not isinstance(data, dict):
+        raise DataError(f"{file}: expected a JSON object {{repo id: model_info answer}}, "
+                        f"got {type(data).__name__}")
+    fixtures: dict[str, dict[str, Any]] = {}
+    for repo, answer in data.items():
+        if repo.startswith("_"):
+            continue
+        if not isinstance(answer, dict):
+            raise DataError(f"{file}: {repo}: expected the model_info JSON object, "
+                            f"got {type(answer).__name__}")
+        if "config" in answer and not isinstance(answer["config"], dict):
+            raise DataError(f"{file}: {repo}.config: expected the config.json object")
+        fixtures[repo] = answer
+    return fixtures
+
+
+class OfflineHub:
+    """A :class:`HubApi` and config fetcher that answer from recorded fixtures, never the network."""
+
+    def __init__(self, fixtures: Mapping[str, Mapping[str, Any]], origin: str = "fixtures") -> None:
+        self.fixtures = dict(fixtures)
+        self.origin = origin
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> OfflineHub:
+        return cls(load_offline_fixtures(path), origin=str(path))
+
+    def _answer(self, repo: str) -> Mapping[str, Any]:
+        try:
+            return self.fixtures[repo]
+        except KeyError:
+            raise OfflineFixtureMissing(
+                f"{repo} is not in the offline fixtures {self.origin}: record its model_info "
+                "there, or run with network"
+            ) from None
+
+    def model_info(
+        self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
+    ) -> ModelInfo:
+        data = {k: v for k, v in self._answer(repo_id).items() if not k.startswith("_")}
+        data.setdefault("id", repo_id)
+        try:
+            return ModelInfo(**data)  # type: ignore[no-untyped-call]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(
+                f"{self.origin}: {repo_id}: not a model_info answer ({type(exc).__name__}: {exc}); "
+                "record the JSON of GET /api/models/REPO?blobs=true"
+            ) from None
+
+    def fetch_config(self, repo: str, revision: str | None) -> Mapping[str, Any]:
+        config = self._answer(repo).get("config")
+        if not isinstance(config, Mapping):
+            raise LookupError(f"{repo}: no config recorded in {self.origin}")
+        return config
+
+
+# -- modelsweep screen ----------------------------------------------------------------
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="modelsweep screen",
+        description="Screen the sweep's Hugging Face models (and any --repo) against the "
+                    "licence and memory rule of its [screening] table.",
+    )
+    parser.add_argument("--sweep", default=None, metavar="NAME|PATH",
+                        help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME",
+                        help="screen only this model of the sweep (repeatable)")
+    parser.add_argument("--repo", action="append", default=[], metavar="ORG/REPO[@REV]",
+                        help="also screen this Hub repo, which need not be in the sweep "
+                             "(repeatable; alone, only the repos are screened)")
+    parser.add_argument("--offline-fixtures", default=None, metavar="PATH",
+                        help="answer from recorded Hub answers (JSON) instead of the network")
+    return parser
+
+
+def _repo_spec(text: str) -> ModelSpec:
+    source: ModelSource = parse_source(text if text.startswith("hf:") else f"hf:{text}",
+                                       f"--repo {text}")
+    name = source.id.split("/", 1)[1]
+    return ModelSpec(name=name, source=source, served_name=name, license="", prompting="chat",
+                     tool_call_parser=None, bfcl_mode="tools")
+
+
+def _specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -> list[ModelSpec]:
+    chosen = [sweep.model(name) for name in dict.fromkeys(models)]
+    extra = [_repo_spec(text) for text in dict.fromkeys(repos)]
+    if not chosen and not extra:
+        chosen = list(sweep.models.values())
+    return [*chosen, *extra]
+
+
+def screen_main(argv: list[str]) -> int:
+    """``modelsweep screen``: print the table; 0 all accepted, 1 any rejected, 2 usage error."""
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as error:
+        print(f"modelsweep screen: error: {error} (see modelsweep screen --help)", file=sys.stderr)
+        return 2
+    except SystemExit as done:  # --help
+        return done.code if isinstance(done.code, int) else 0
+    try:
+        sweep = load_sweep(args.sweep)
+        specs = _specs(sweep, args.model, args.repo)
+        hub = OfflineHub.from_file(args.offline_fixtures) if args.offline_fixtures else None
+    except ModelsweepError as error:
+        print(f"modelsweep screen: {error}", file=sys.stderr)
+        return 2
+    settings = sweep.screening
+    results: list[ScreeningResult] = []
+    skipped: list[ModelSpec] = []
+    try:
+        for spec in specs:
+            if spec.source.kind != "hf":
+                skipped.append(spec)
+            elif hub is not None:
+                results.append(
+                    screen_candidate(spec, settings, api=hub, fetch_config=hub.fetch_config)
+                )
+            else:
+                results.append(screen_candidate(spec, settings))
+    except ModelsweepError as error:
+        print(f"modelsweep screen: {error}", file=sys.stderr)
+        return 2
+    where = f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"
+    print(f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
+          f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
+          f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
+          f"stay for the KV cache; from {where}")
+    if results:
+        for line in screening_table(results):
+            print(line)
+    accepted = sum(r.accepted for r in results)
+    summary = f"{accepted} accepted, {len(results) - accepted} rejected"
+    if skipped:
+        summary += (f", {len(skipped)} not screened (not Hugging Face repos: "
+                    f"{', '.join(f'{s.name} ({s.source})' for s in skipped)})")
+    print(summary)
+    return 0 if accepted == len(results) else 1
