@@ -67,6 +67,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--verdict-wait", type=float, default=7200.0, metavar="SECONDS",
                     help="how long a comparison waits for the reference's result when it runs "
                          "on another xdist worker (default: 7200)")
+    group.addoption("--save-baseline", default=None, metavar="NAME",
+                    help="save this run in the store as baseline NAME")
+    group.addoption("--baseline", default=None, metavar="NAME|PATH",
+                    help="compare every model x metric with a stored baseline (or a results "
+                         "file); the session fails when one regressed")
+    group.addoption("--fail-on-regression", default=None, metavar="RULES",
+                    help="how much worse is a regression (default: accuracy:1pp,throughput:10%%)")
     group.addoption("--repeats", type=int, default=3, metavar="N",
                     help="timed repeats of each throughput setting (default: 3)")
     group.addoption("--limit", type=int, default=None, metavar="N",
@@ -107,8 +114,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--margin: expected an accuracy difference in [0, 1), e.g. 0.02")
     if option.resamples < 100:
         raise pytest.UsageError("--resamples: expected at least 100")
+    from .gate import DEFAULT_THRESHOLDS, parse_thresholds
     from .stats import Verdict
     from .verdicts import parse_fail_on
+
+    try:
+        thresholds = parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS)
+    except ModelsweepError as error:
+        _fail_usage(error)
 
     try:
         fail_on = parse_fail_on(option.fail_on, [v.value for v in Verdict])
@@ -134,6 +147,9 @@ def pytest_configure(config: pytest.Config) -> None:
             holm=option.holm,
             resamples=option.resamples,
             verdict_wait_s=option.verdict_wait,
+            baseline=option.baseline,
+            save_baseline=option.save_baseline,
+            thresholds=thresholds,
         ),
         rootdir=config.rootpath,
         run_id=workerinput["modelsweep_run_id"] if workerinput else RunState.new_run_id(),
@@ -267,15 +283,40 @@ class _ResultsCollector:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write the results, save or compare the baseline; a regression fails the session."""
     state = _state(session.config)
-    state.close()
     if not state.is_worker:
-        state.finish_results({"exitstatus": int(exitstatus)})
+        try:
+            rows = state.gate()
+        except ModelsweepError as error:
+            state.gate_error = str(error)
+            rows = []
+        if state.gate_error or any(row.failed for row in rows):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        state.save_baseline_if_asked()
+        state.finish_results({"exitstatus": int(session.exitstatus),
+                              "gate": [row.__dict__ for row in rows]})
+    state.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = _state(config)
-    if state.is_worker or not state.measurements:
+    if state.is_worker:
+        return
+    if state.gate_rows or state.gate_error:
+        from .gate import gate_table
+
+        failed = sum(row.failed for row in state.gate_rows)
+        terminalreporter.write_sep(
+            "=", f"modelsweep baseline {state.options.baseline}: "
+                 + (f"{failed} regressed or not comparable" if failed else "no regression"),
+            red=bool(failed or state.gate_error), green=not (failed or state.gate_error),
+        )
+        if state.gate_error:
+            terminalreporter.write_line(f"modelsweep: {state.gate_error}", red=True)
+        for line in gate_table(state.gate_rows):
+            terminalreporter.write_line(line)
+    if not state.measurements:
         return
     from .report.terminal import measurement_table
 

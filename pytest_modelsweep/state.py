@@ -40,6 +40,9 @@ class Options:
     holm: bool = False
     resamples: int = 10_000
     verdict_wait_s: float = 7200.0
+    baseline: str | None = None
+    save_baseline: str | None = None
+    thresholds: Any = None
 
 
 @dataclass
@@ -66,6 +69,8 @@ class RunState:
     _writer: ResultsWriter | None = None
     _store: Store | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
+    gate_rows: list[Any] = field(default_factory=list)
+    gate_error: str = ""
 
     @staticmethod
     def new_run_id() -> str:
@@ -172,6 +177,42 @@ class RunState:
         self.measurements.append(measurement)
         self._writer.add(measurement)
         self.store.add_measurement(self.run_id, measurement)
+
+    def baseline_measurements(self) -> list[dict[str, Any]]:
+        """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
+        from .errors import DataError
+        from .results import load_results
+
+        name = self.options.baseline or ""
+        run_id = self.store.baseline_run(name)
+        if run_id is not None:
+            return self.store.measurements(run_id)
+        path = Path(name)
+        if path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
+            return list(load_results(path)["measurements"])
+        known = ", ".join(self.store.baselines()) or "none saved yet"
+        raise DataError(
+            f"--baseline {name!r}: no such baseline in {self.store_path} ({known}) and no "
+            "results file there; save one with --save-baseline NAME"
+        )
+
+    def gate(self) -> list[Any]:
+        """Compare this run with ``--baseline`` (no-op without it)."""
+        if not self.options.baseline or not self.measurements:
+            return []
+        from .gate import compare_with_baseline
+
+        self.gate_rows = compare_with_baseline(
+            self.measurements, self.baseline_measurements(), self.options.thresholds,
+            resamples=self.options.resamples,
+        )
+        return self.gate_rows
+
+    def save_baseline_if_asked(self) -> None:
+        if self.options.save_baseline and self.measurements:
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self.store.save_baseline(self.options.save_baseline, self.run_id, stamp)
+            self.write_line(f"saved this run as baseline {self.options.save_baseline!r}")
 
     def finish_results(self, summary: dict[str, Any]) -> Path | None:
         if self._writer is None:

@@ -70,6 +70,11 @@ CREATE TABLE IF NOT EXISTS run_items (
     reused INTEGER NOT NULL,
     PRIMARY KEY (run_id, model, benchmark, item_id)
 );
+CREATE TABLE IF NOT EXISTS baselines (
+    name TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    saved_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS endpoints (
     run_id TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -171,7 +176,26 @@ class Store:
                  int(reused)),
             )
 
+    def save_baseline(self, name: str, run_id: str, saved_at: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO baselines (name, run_id, saved_at) VALUES (?, ?, ?)",
+                (name, run_id, saved_at),
+            )
+
     # -- reading ---------------------------------------------------------------
+    def baseline_run(self, name: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT run_id FROM baselines WHERE name = ?", (name,)
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def baselines(self) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute("SELECT name, run_id FROM baselines ORDER BY name").fetchall()
+        return {str(name): str(run_id) for name, run_id in rows}
+
     def stored_items(
         self, serving_key: str, benchmark: str, keys: Iterable[tuple[str, str]]
     ) -> dict[str, ItemRecord]:

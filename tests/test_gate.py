@@ -1,0 +1,109 @@
+"""Baseline gating: an unchanged re-run passes, a worse one fails the session with a table."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_modelsweep.errors import ModelsweepError
+from pytest_modelsweep.gate import Thresholds, compare_with_baseline, parse_thresholds
+
+pytest_plugins = ("pytester",)
+
+# Each model "measures" GSM8K items and a throughput figure from environment variables, so
+# that one test file can be re-run with better or worse results against a stored baseline.
+BENCH = """
+import os, pytest
+from pytest_modelsweep.records import ItemRecord
+
+PROV = {"server_name": "s", "server_version": "1", "image_digest": None,
+        "server_settings": {"total_slots": 16}}
+
+@pytest.mark.gsm8k
+def test_gsm8k(model_name, record_measurement):
+    correct = int(os.environ["CORRECT"])
+    items = [ItemRecord(item_id=f"q{i:03d}", prompt_hash="p", correct=i < correct,
+                        response="", data_hash="d").to_dict() for i in range(200)]
+    record_measurement("gsm8k", correct / 200, "accuracy", 200, items=items,
+                       params={"limit": 200})
+
+@pytest.mark.throughput
+def test_throughput(model_name, record_measurement):
+    values = [float(v) for v in os.environ["TOKENS_PER_S"].split(",")]
+    record_measurement("throughput", sum(values) / len(values), "tokens/s", 64,
+                       params={"concurrency": 4}, stats={"repeat_values": values})
+"""
+
+
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, correct: int,
+        tps: str, *args: str) -> pytest.RunResult:
+    monkeypatch.setenv("CORRECT", str(correct))
+    monkeypatch.setenv("TOKENS_PER_S", tps)
+    return pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", *args)
+
+
+def test_unchanged_rerun_passes_and_worse_rerun_fails(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(BENCH)
+    first = run(pytester, monkeypatch, 100, "100,101,99", "--save-baseline", "main")
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines(["*saved this run as baseline 'main'*"])
+
+    same = run(pytester, monkeypatch, 100, "100,102,98", "--baseline", "main")
+    assert same.ret == pytest.ExitCode.OK
+    same.stdout.fnmatch_lines(["*modelsweep baseline main: no regression*"])
+
+    worse = run(pytester, monkeypatch, 70, "80,81,79", "--baseline", "main")
+    worse.assert_outcomes(passed=2)  # every test passed; the gate fails the session
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    worse.stdout.fnmatch_lines([
+        "*modelsweep baseline main: 2 regressed or not comparable*",
+        "*model*benchmark*setting*baseline*now*change*95% interval*status*",
+        "*smollm2-135m*gsm8k*limit=200*50.0%*35.0%*-15.0pp*REGRESSED*n=200, discordant=30*",
+        "*smollm2-135m*throughput*concurrency=4*100.0*80.0*-20.0%*REGRESSED*",
+    ])
+    assert "Traceback" not in worse.stdout.str()
+
+
+def test_small_drop_within_threshold_passes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(BENCH)
+    run(pytester, monkeypatch, 100, "100,101,99", "--save-baseline", "b").assert_outcomes(passed=2)
+    result = run(pytester, monkeypatch, 99, "95,96,94", "--baseline", "b",
+                 "--fail-on-regression", "accuracy:1pp,throughput:10%")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_unknown_baseline_fails_with_the_fix(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(BENCH)
+    result = run(pytester, monkeypatch, 100, "100", "--baseline", "nope")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*--baseline 'nope': no such baseline*save one with --save-baseline NAME*"])
+
+
+def test_bad_threshold_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--fail-on-regression", "accuracy:1%")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*expected e.g. accuracy:1pp,throughput:10%*'accuracy:1%' is not that*"])
+
+
+def test_parse_thresholds() -> None:
+    assert parse_thresholds("accuracy:2.5pp,throughput:5%") == Thresholds(0.025, 0.05)
+    assert parse_thresholds("throughput:20%") == Thresholds(0.01, 0.20)
+    with pytest.raises(ModelsweepError):
+        parse_thresholds("latency:5%")
+
+
+def test_a_changed_server_is_not_comparable() -> None:
+    def m(version: str) -> dict:
+        return {"model": "a", "benchmark": "throughput", "value": 100.0, "params": {},
+                "stats": {"repeat_values": [100.0, 100.0]},
+                "provenance": {"server_name": "vllm", "server_version": version}}
+
+    [row] = compare_with_baseline([m("0.31")], [m("0.30")], Thresholds())
+    assert row.status == "not comparable" and row.failed
+    assert "server_version differs (a now: '0.31', a in the baseline: '0.30')" in row.note
