@@ -20,7 +20,6 @@ from pytest_modelsweep.workloads.accuracy import AccuracyRun, run_accuracy
 from pytest_modelsweep.workloads.bfcl import bfcl_skip_reason, build_bfcl_request
 from pytest_modelsweep.workloads.gsm8k import build_gsm8k_request
 
-GSM8K_MAX_TOKENS = 2048
 CONCURRENCY = 16
 # A run where more than this share of requests failed (HTTP errors, timeouts) measured
 # the server, not the model: the test fails, after recording what it got.
@@ -62,11 +61,12 @@ def test_gsm8k(
     record_measurement: RecordMeasurement,
 ) -> None:
     model = endpoint.model
+    max_tokens = modelsweep_run.options.gsm8k_max_tokens
     run = run_accuracy(
         endpoint,
         "gsm8k",
         gsm8k_problems,
-        lambda p: build_gsm8k_request(p, model, gsm8k_fewshot, max_tokens=GSM8K_MAX_TOKENS),
+        lambda p: build_gsm8k_request(p, model, gsm8k_fewshot, max_tokens=max_tokens),
         score_gsm8k_response,
         store=modelsweep_run.store if modelsweep_run.options.reuse else None,
         run_id=modelsweep_run.run_id,
@@ -76,7 +76,7 @@ def test_gsm8k(
     summary = summarise_gsm8k(run.records)
     params = {
         "metric": "flexible-extract",
-        "max_tokens": GSM8K_MAX_TOKENS,
+        "max_tokens": max_tokens,
         "fewshot": 5,
         "prompting": model.prompting,
         "limit": modelsweep_run.options.limit,

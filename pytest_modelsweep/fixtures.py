@@ -183,11 +183,12 @@ def judge_against_reference(
     reference = run.selection.reference
     config = request.config
 
-    def items_of(model: str, benchmark: str) -> Any:
+    def items_of(model: str, benchmark: str, match: Any = None) -> Any:
         return find_items(
             run.store, run.run_id, model, benchmark,
             expected_in_run=_runs_in_session(request.session, model, benchmark),
             wait_s=options.verdict_wait_s,
+            match_ids=[r.item_id for r in match.items] if match is not None else None,
         )
 
     def judge(benchmark: str) -> VerdictRecord:
@@ -197,8 +198,12 @@ def judge_against_reference(
                 if reason is not None:
                     pytest.skip(reason)
         try:
-            ref_items = items_of(reference, benchmark)
-            cand_items = items_of(candidate_name, benchmark)
+            if _runs_in_session(request.session, candidate_name, benchmark):
+                cand_items = items_of(candidate_name, benchmark)
+                ref_items = items_of(reference, benchmark, match=cand_items)
+            else:
+                ref_items = items_of(reference, benchmark)
+                cand_items = items_of(candidate_name, benchmark, match=ref_items)
             interval = paired_interval(
                 cand_items, ref_items, resamples=options.resamples, seed=0, confidence=0.95
             )

@@ -80,6 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the first N items of accuracy benchmarks (a subset)")
     group.addoption("--gsm8k-path", default=None, metavar="PATH",
                     help="GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)")
+    group.addoption("--gsm8k-max-tokens", type=int, default=2048, metavar="N",
+                    help="GSM8K answer length limit (default: 2048, as in the seed)")
     group.addoption("--bfcl-path", default=None, metavar="DIR",
                     help="folder with BFCL simple records and possible answers "
                          "(default: the BFCL dataset from the Hub)")
@@ -112,6 +114,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--limit: expected a positive integer")
     if option.margin is not None and not 0 <= option.margin < 1:
         raise pytest.UsageError("--margin: expected an accuracy difference in [0, 1), e.g. 0.02")
+    if option.gsm8k_max_tokens < 1:
+        raise pytest.UsageError("--gsm8k-max-tokens: expected a positive integer")
     if option.resamples < 100:
         raise pytest.UsageError("--resamples: expected at least 100")
     from .gate import DEFAULT_THRESHOLDS, parse_thresholds
@@ -140,6 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
             limit=option.limit,
             gsm8k_path=option.gsm8k_path,
             bfcl_path=option.bfcl_path,
+            gsm8k_max_tokens=option.gsm8k_max_tokens,
             store=option.store,
             reuse=not option.no_reuse,
             margin=option.margin,

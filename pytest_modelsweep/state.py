@@ -35,6 +35,7 @@ class Options:
     bfcl_path: str | None
     store: str | None = None
     reuse: bool = True
+    gsm8k_max_tokens: int = 2048
     margin: float | None = None
     fail_on: frozenset[str] = frozenset({"worse"})
     holm: bool = False

@@ -243,15 +243,29 @@ class Store:
             ).fetchone()
         return json.loads(row[0]) if row else None
 
-    def latest_run_with(self, model: str, benchmark: str, *, exclude: str = "") -> str | None:
-        """The most recent run (other than ``exclude``) that recorded items of model/benchmark."""
+    def latest_run_with(
+        self, model: str, benchmark: str, *, exclude: str = "",
+        item_ids: Iterable[str] | None = None,
+    ) -> str | None:
+        """The most recent run (other than ``exclude``) that recorded model/benchmark items,
+        preferring one whose item ids are exactly ``item_ids`` when given."""
         with self._lock:
-            row = self._db.execute(
-                "SELECT m.run_id FROM measurements m WHERE m.model = ? AND m.benchmark = ? "
-                "AND m.run_id != ? ORDER BY m.id DESC LIMIT 1",
+            rows = self._db.execute(
+                "SELECT DISTINCT m.run_id, MAX(m.id) FROM measurements m WHERE m.model = ? "
+                "AND m.benchmark = ? AND m.run_id != ? GROUP BY m.run_id ORDER BY MAX(m.id) DESC",
                 (model, benchmark, exclude),
-            ).fetchone()
-        return str(row[0]) if row else None
+            ).fetchall()
+        runs = [str(row[0]) for row in rows]
+        if item_ids is not None:
+            wanted = set(item_ids)
+            for run_id in runs:
+                with self._lock:
+                    ids = {r[0] for r in self._db.execute(
+                        "SELECT item_id FROM run_items WHERE run_id = ? AND model = ? "
+                        "AND benchmark = ?", (run_id, model, benchmark)).fetchall()}
+                if ids == wanted:
+                    return run_id
+        return runs[0] if runs else None
 
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
         with self._lock:

@@ -46,8 +46,13 @@ def find_items(
     expected_in_run: bool,
     wait_s: float,
     poll_s: float = 2.0,
+    match_ids: Sequence[str] | None = None,
 ) -> ModelItems:
-    """This run's items of ``model`` (waiting for them if its test is still to come), else stored ones."""
+    """This run's items of ``model`` (waiting for them if its test is still to come), else stored ones.
+
+    From the store, the latest earlier run whose item ids are ``match_ids`` is
+    preferred (the other model's items), then simply the latest one.
+    """
     deadline = time.monotonic() + (wait_s if expected_in_run else 0.0)
     while True:
         if store.measurement_of(run_id, model, benchmark) is not None:
@@ -61,7 +66,7 @@ def find_items(
             f"{model} has no {benchmark} result in this run after waiting {wait_s:.0f}s "
             f"(did its {benchmark} test fail before recording?)"
         )
-    earlier = store.latest_run_with(model, benchmark, exclude=run_id)
+    earlier = store.latest_run_with(model, benchmark, exclude=run_id, item_ids=match_ids)
     if earlier is None:
         raise MissingResultsError(
             f"no {benchmark} items of {model} in this run or in the store {store.path}; "

@@ -1,0 +1,92 @@
+"""Kill -9 in the middle of a real GSM8K run, re-run it: nothing completed is sent again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import REAL_CACHE, SHARED_DATA
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
+LIMIT = 8
+
+
+def command(tmp: Path, store: Path, results: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", str(ROOT / "benches" / "test_accuracy.py"),
+        "-m", "gsm8k", "--model", "smollm2-135m", "--limit", str(LIMIT),
+        "--gsm8k-max-tokens", "64", "--gsm8k-path", str(GSM8K),
+        "--store", str(store), "--modelsweep-dir", str(tmp / "work"),
+        "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",
+    ]
+
+
+def stored_items(store: Path) -> dict[str, str]:
+    with sqlite3.connect(store, timeout=30) as db:
+        return {item_id: record for item_id, record in
+                db.execute("SELECT item_id, record_json FROM items").fetchall()}
+
+
+@pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K data not found at {GSM8K}")
+def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
+    env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
+    store = tmp_path / "store.sqlite"
+    first = subprocess.Popen(command(tmp_path, store, tmp_path / "killed.json"), cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    done: dict[str, str] = {}
+    while time.monotonic() < deadline and first.poll() is None:
+        if store.is_file():
+            try:
+                done = stored_items(store)
+            except sqlite3.OperationalError:
+                done = {}
+            if len(done) >= 3:
+                break
+        time.sleep(0.2)
+    assert first.poll() is None, "the run ended before it could be killed"
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(30)
+    done = stored_items(store)  # everything committed up to the kill
+    assert 3 <= len(done) < LIMIT
+
+    # the killed run's server went down with it (it is asked to on its parent's death)
+    log = next((tmp_path / "work" / "runs").glob("*/logs/smollm2-135m.llama-server.log"))
+    port = log.read_text().split("listening on http://127.0.0.1:")[1].split()[0]
+    time.sleep(2)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+
+    second = subprocess.run(command(tmp_path, store, tmp_path / "resumed.json"), cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stdout[-3000:]
+    usable = {i for i, r in done.items() if json.loads(r)["error"] is None}
+    assert f"gsm8k smollm2-135m: reused {len(usable)} stored items, sending {LIMIT - len(usable)}" \
+        in second.stdout
+    resumed = json.loads((tmp_path / "resumed.json").read_text())["measurements"][0]
+    assert resumed["n"] == LIMIT and resumed["stats"]["reused"] == len(usable)
+    assert resumed["stats"]["sent"] == LIMIT - len(usable)
+    by_id = {item["item_id"]: item for item in resumed["items"]}
+    for item_id in usable:  # the completed items are the stored ones, byte for byte
+        assert by_id[item_id] == json.loads(done[item_id])
+
+    # An uninterrupted run in a fresh store sends the same requests for the same items.
+    fresh = subprocess.run(command(tmp_path, tmp_path / "fresh.sqlite", tmp_path / "fresh.json"),
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert fresh.returncode == 0, fresh.stdout[-3000:]
+    uninterrupted = json.loads((tmp_path / "fresh.json").read_text())["measurements"][0]
+    assert uninterrupted["stats"]["reused"] == 0 and uninterrupted["stats"]["sent"] == LIMIT
+    assert [(i["item_id"], i["prompt_hash"]) for i in uninterrupted["items"]] == \
+        [(i["item_id"], i["prompt_hash"]) for i in resumed["items"]]
+    assert uninterrupted["params"] == resumed["params"]
