@@ -74,6 +74,7 @@ class ServingSettings:
     image: str | None = None
     dtype: str | None = None
     extra_args: tuple[str, ...] = ()
+    one_chip_per_worker: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +86,7 @@ class ServingSettings:
             "image": self.image,
             "dtype": self.dtype,
             "extra_args": list(self.extra_args),
+            "one_chip_per_worker": self.one_chip_per_worker,
         }
 
 
@@ -225,7 +227,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
 
 _SERVING_KEYS = {
     "backend", "context_length", "max_num_seqs", "prefix_caching", "threads",
-    "startup_timeout_s", "image", "dtype", "extra_args",
+    "startup_timeout_s", "image", "dtype", "extra_args", "one_chip_per_worker",
 }
 _MODEL_KEYS = {
     "source", "served_name", "license", "prompting", "tool_call_parser", "bfcl_mode",
@@ -261,6 +263,7 @@ def _parse_serving(reader: _Reader, table: Mapping[str, Any]) -> ServingSettings
         image=image,
         dtype=reader.optional_string(table, "serving", "dtype"),
         extra_args=tuple(extra),
+        one_chip_per_worker=reader.boolean(table, "serving", "one_chip_per_worker", default=False),
     )
 
 

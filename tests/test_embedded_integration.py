@@ -118,16 +118,21 @@ def test_a_second_start_of_one_model_is_refused(tmp_path: Path) -> None:
 
 
 BENCH = """
-import os
+import os, time
+import httpx
 import pytest
-from pytest_modelsweep.workloads.smoke import run_smoke
 
 @pytest.mark.parametrize("round", [1, 2, 3])
 def test_generate(endpoint, round, record_measurement):
-    result = run_smoke(endpoint, max_tokens=4)
-    record_measurement("smoke", result.tokens_per_s, "tokens/s", 1,
+    started = time.time()
+    body = {"model": endpoint.served_name, "prompt": "Once upon a time", "max_tokens": 64,
+            "temperature": 0, "ignore_eos": True}
+    usage = httpx.post(endpoint.v1 + "/completions", json=body, timeout=120).json()["usage"]
+    assert usage["completion_tokens"] == 64
+    record_measurement("generate", 64 / (time.time() - started), "tokens/s", 1,
                        params={"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                               "port": endpoint.base_url.rsplit(":", 1)[1]})
+                               "port": endpoint.base_url.rsplit(":", 1)[1]},
+                       stats={"started": started, "ended": time.time()})
 """
 
 
@@ -152,6 +157,13 @@ def test_each_model_is_started_exactly_once_under_two_workers(
     # one worker and one server (port) per model, and the two models ran on different workers
     assert {model: len(s) for model, s in seen.items()} == {"gemma3-270m": 1, "smollm2-135m": 1}
     assert len({w for s in seen.values() for w, _ in s}) == 2
+    # and the two models were measured at the same time, each on its own server
+    spans = {
+        model: (min(m["stats"]["started"] for m in data["measurements"] if m["model"] == model),
+                max(m["stats"]["ended"] for m in data["measurements"] if m["model"] == model))
+        for model in seen
+    }
+    assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values()), spans
     runs = list((pytester.path / "work" / "runs").iterdir())
     assert len(runs) == 1
     assert sorted(p.name for p in (runs[0] / "started").iterdir()) == ["gemma3-270m", "smollm2-135m"]

@@ -87,3 +87,19 @@ def test_endpoint_option_parsing() -> None:
         parse_endpoint_option(["http://h:1"])
     with pytest.raises(EndpointError, match="must start with http:// or https://"):
         parse_endpoint_option(["a=localhost:8000"])
+
+
+def test_one_chip_per_worker_confines_each_worker_to_its_chip() -> None:
+    from dataclasses import replace
+
+    from pytest_modelsweep.serving.vllm import one_chip_env, worker_index
+
+    sweep = load_sweep("tpu-v5e")
+    serving = replace(sweep.serving, one_chip_per_worker=True)
+    env = one_chip_env("gw3")
+    assert worker_index("gw3") == 3 and worker_index("main") == 0
+    assert env == {"TPU_VISIBLE_CHIPS": "3", "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+                   "TPU_PROCESS_BOUNDS": "1,1,1", "TPU_PROCESS_PORT": "8479"}
+    argv = vllm_argv(sweep.model("qwen3-4b"), serving, 8000, env=env)
+    assert "TPU_VISIBLE_CHIPS=3" in argv and argv[argv.index("TPU_VISIBLE_CHIPS=3") - 1] == "-e"
+    assert "TPU_PROCESS_PORT=8479" in argv

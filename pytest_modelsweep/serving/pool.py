@@ -116,7 +116,9 @@ class EndpointPool:
             if backend == "llamacpp":
                 endpoint, process = launch_llamacpp(spec, self.sweep.serving, log_dir, self.progress)
             else:
-                endpoint, process = launch_vllm(spec, self.sweep.serving, log_dir, self.progress)
+                endpoint, process = launch_vllm(
+                    spec, self.sweep.serving, log_dir, self.progress, worker_id=self.worker_id
+                )
             self.started.append(name)
             return _Entry(endpoint=endpoint, process=process)
         except ModelsweepError as error:

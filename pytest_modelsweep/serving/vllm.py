@@ -17,6 +17,24 @@ HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.
 DOCKER_PASSTHROUGH_ENV = ("HF_TOKEN", "TPU_VISIBLE_CHIPS", "TPU_CHIPS_PER_PROCESS_BOUNDS",
                           "TPU_PROCESS_BOUNDS", "TPU_PROCESS_PORT")
+TPU_PROCESS_PORT_BASE = 8476
+
+
+def worker_index(worker_id: str) -> int:
+    """``gw3`` → 3; the controller or a plain run (``main``) → 0."""
+    digits = worker_id.removeprefix("gw")
+    return int(digits) if digits.isdigit() else 0
+
+
+def one_chip_env(worker_id: str) -> dict[str, str]:
+    """Environment that confines one TPU process to chip ``worker_index`` of its host."""
+    index = worker_index(worker_id)
+    return {
+        "TPU_VISIBLE_CHIPS": str(index),
+        "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+        "TPU_PROCESS_BOUNDS": "1,1,1",
+        "TPU_PROCESS_PORT": str(TPU_PROCESS_PORT_BASE + index),
+    }
 
 
 def vllm_server_args(spec: ModelSpec, serving: ServingSettings, port: int, host: str) -> list[str]:
@@ -54,6 +72,7 @@ def vllm_argv(
     *,
     python: str = sys.executable,
     hf_cache: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[str]:
     """The full argument list that starts vLLM for one model (never a shell string).
 
@@ -79,7 +98,9 @@ def vllm_argv(
             "-v", f"{cache}:/root/.cache/huggingface",
         ]
         for var in DOCKER_PASSTHROUGH_ENV:
-            if var in os.environ:
+            if env and var in env:
+                argv += ["-e", f"{var}={env[var]}"]
+            elif var in os.environ:
                 argv += ["-e", var]
         # The image runs `vllm serve MODEL ...`: the model is positional there.
         return [*argv, serving.image, "vllm", "serve", spec.source.id, *args[2:]]
@@ -91,12 +112,19 @@ def launch_vllm(
     serving: ServingSettings,
     log_dir: Path,
     progress: Progress,
+    worker_id: str = "main",
 ) -> tuple[Endpoint, ServerProcess]:
-    """Start vLLM for one model, wait for ``/health`` and read its provenance back."""
+    """Start vLLM for one model, wait for ``/health`` and read its provenance back.
+
+    With ``one_chip_per_worker`` the server sees only chip N of its host, N being
+    the xdist worker's index (``gw0`` → chip 0), so ``-n 4`` drives four chips.
+    """
     port = free_port(HOST)
-    argv = vllm_argv(spec, serving, port)
+    env = one_chip_env(worker_id) if serving.one_chip_per_worker else {}
+    argv = vllm_argv(spec, serving, port, env=env)
     process = ServerProcess(
         argv,
+        env=env,
         ready_url=f"http://{HOST}:{port}/health",
         log_path=log_dir / f"{spec.name}.vllm.log",
         timeout_s=serving.startup_timeout_s,
@@ -112,6 +140,7 @@ def launch_vllm(
         prefix_caching=serving.prefix_caching,
         tool_call_parser=spec.tool_call_parser,
         dtype=serving.dtype,
+        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if env else {}),
     )
     image_digest = None
     if serving.image and "@sha256:" in serving.image and (spec.backend or serving.backend) == "vllm-docker":
