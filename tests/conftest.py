@@ -6,13 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from pytest_modelsweep.serving.provision import cache_root
-
-# Read before pytester moves HOME: tests that start the embedded servers use the
-# machine's real cache (llama-server is built there once, never per test).
-REAL_CACHE = cache_root()
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from paths import REAL_CACHE
 
 
 @pytest.fixture

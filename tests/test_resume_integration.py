@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import REAL_CACHE, SHARED_DATA
+from paths import REAL_CACHE, SHARED_DATA
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

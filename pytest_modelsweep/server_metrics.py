@@ -1,0 +1,140 @@
+"""The server's own counters, read from its Prometheus ``/metrics`` text.
+
+A throughput run reads them before and after its timed window, so that what
+the client counted can be checked against what the server says it did:
+
+=========  ===================================  ==========================================
+counter    llama.cpp (``--metrics``)            vLLM
+=========  ===================================  ==========================================
+generated  ``llamacpp:tokens_predicted_total``  ``vllm:generation_tokens_total``
+prompt     ``llamacpp:prompt_tokens_total``     ``vllm:prompt_tokens_total``
+           (prompt tokens it computed; cached
+           ones are not in it)
+cached     ``llamacpp:prompt_tokens_cached_     ``vllm:prefix_cache_hits_total`` (tokens;
+           total``                              older: ``vllm:gpu_prefix_cache_hits_total``)
+=========  ===================================  ==========================================
+
+Names are matched with and without the ``_total`` suffix that Prometheus
+clients add to counters; samples of one name are summed over their labels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import httpx
+
+from .errors import EndpointError
+
+CounterKind = Literal["generated", "prompt", "cached"]
+
+_NAMES: dict[CounterKind, dict[str, tuple[str, ...]]] = {
+    "generated": {
+        "llamacpp": ("llamacpp:tokens_predicted_total",),
+        "vllm": ("vllm:generation_tokens_total",),
+    },
+    "prompt": {
+        "llamacpp": ("llamacpp:prompt_tokens_total",),
+        "vllm": ("vllm:prompt_tokens_total",),
+    },
+    "cached": {
+        "llamacpp": ("llamacpp:prompt_tokens_cached_total",),
+        "vllm": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    },
+}
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Each metric name's value, summed over its label sets; comments are skipped."""
+    values: dict[str, float] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        if brace >= 0 and (space < 0 or brace < space):
+            close = line.rfind("}")
+            if close < brace:
+                continue
+            name, rest = line[:brace], line[close + 1 :]
+        else:
+            if space < 0:
+                continue
+            name, rest = line[:space], line[space:]
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        values[name] = values.get(name, 0.0) + value
+    return values
+
+
+def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
+    """The metric names that may hold ``which`` on a server of ``endpoint_kind``.
+
+    An ``openai`` endpoint (attached, of unknown make) tries every known name.
+    """
+    table = _NAMES[which]
+    if endpoint_kind in table:
+        return table[endpoint_kind]
+    return tuple(name for names in table.values() for name in names)
+
+
+def find_counter(endpoint_kind: str, which: CounterKind, metrics: dict[str, float]) -> tuple[str, float]:
+    """``(name, value)`` of the counter; EndpointError if the server has none of its names."""
+    for name in counter_names(endpoint_kind, which):
+        for candidate in (name, name.removesuffix("_total")):
+            if candidate in metrics:
+                return candidate, metrics[candidate]
+    wanted = " or ".join(counter_names(endpoint_kind, which))
+    raise EndpointError(
+        f"the {endpoint_kind} server's /metrics has no {which}-tokens counter ({wanted}); "
+        "attach a llama.cpp server started with --metrics or a vLLM server"
+    )
+
+
+def generated_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
+    """Tokens the server has generated since it started."""
+    return find_counter(endpoint_kind, "generated", metrics)[1]
+
+
+def prompt_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
+    """Prompt tokens the server has counted since it started (see the module table)."""
+    return find_counter(endpoint_kind, "prompt", metrics)[1]
+
+
+def cached_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
+    """Prompt tokens the server took from its prefix cache since it started."""
+    return find_counter(endpoint_kind, "cached", metrics)[1]
+
+
+def fetch_metrics(base_url: str, *, timeout_s: float = 10.0) -> dict[str, float]:
+    """GET ``base_url/metrics`` and parse it; EndpointError names the URL and the fix."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        response = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise EndpointError(
+            f"cannot read the server's counters from {url}: {type(exc).__name__}: {exc}; "
+            "is the server still running?"
+        ) from None
+    if response.status_code != 200:
+        raise EndpointError(
+            f"{url} answered HTTP {response.status_code} "
+            f"({' '.join(response.text.split())[:120]}); llama-server needs --metrics to serve "
+            "its counters (vLLM serves /metrics by default)"
+        )
+    metrics = parse_prometheus(response.text)
+    if not metrics:
+        raise EndpointError(
+            f"{url} returned no Prometheus samples; llama-server needs --metrics to serve "
+            "its counters (vLLM serves /metrics by default)"
+        )
+    return metrics
