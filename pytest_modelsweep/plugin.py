@@ -76,6 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="how much worse is a regression (default: accuracy:1pp,throughput:10%%)")
     group.addoption("--repeats", type=int, default=3, metavar="N",
                     help="timed repeats of each throughput setting (default: 3)")
+    group.addoption("--timed-requests", type=int, default=None, metavar="N",
+                    help="timed requests per throughput repeat (default: 2 x concurrency, "
+                         "at least 4)")
     group.addoption("--limit", type=int, default=None, metavar="N",
                     help="run only the first N items of accuracy benchmarks (a subset)")
     group.addoption("--gsm8k-path", default=None, metavar="PATH",
@@ -114,6 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--limit: expected a positive integer")
     if option.margin is not None and not 0 <= option.margin < 1:
         raise pytest.UsageError("--margin: expected an accuracy difference in [0, 1), e.g. 0.02")
+    if option.timed_requests is not None and option.timed_requests < 1:
+        raise pytest.UsageError("--timed-requests: expected a positive integer")
     if option.gsm8k_max_tokens < 1:
         raise pytest.UsageError("--gsm8k-max-tokens: expected a positive integer")
     if option.resamples < 100:
@@ -145,6 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
             gsm8k_path=option.gsm8k_path,
             bfcl_path=option.bfcl_path,
             gsm8k_max_tokens=option.gsm8k_max_tokens,
+            timed_requests=option.timed_requests,
             store=option.store,
             reuse=not option.no_reuse,
             margin=option.margin,

@@ -36,6 +36,7 @@ class Options:
     store: str | None = None
     reuse: bool = True
     gsm8k_max_tokens: int = 2048
+    timed_requests: int | None = None
     margin: float | None = None
     fail_on: frozenset[str] = frozenset({"worse"})
     holm: bool = False

@@ -243,6 +243,16 @@ class Store:
             ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def measurements_of(self, run_id: str, model: str, benchmark: str) -> list[dict[str, Any]]:
+        """Every measurement of a model on a benchmark in a run, in recording order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT measurement_json FROM measurements WHERE run_id = ? AND model = ? "
+                "AND benchmark = ? ORDER BY id",
+                (run_id, model, benchmark),
+            ).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
         item_ids: Iterable[str] | None = None,

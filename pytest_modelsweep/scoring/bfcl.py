@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 from ..records import ItemRecord
 from ..workloads.base import ApiRequest
 from ..workloads.bfcl import BfclRecord
+from . import usage_counts
 
 Mode = Literal["tools", "prompt"]
 Calls = list[dict[str, dict[str, Any]]]
@@ -485,18 +486,6 @@ def check_simple(
 # --- records -------------------------------------------------------------------------------
 
 
-def _usage(response: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    usage = response.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-
-    def count(key: str) -> int | None:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return count("prompt_tokens"), count("completion_tokens")
-
-
 def _first_choice(response: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(response, dict):
         return None, f"response is {type(response).__name__}, not a JSON object"
@@ -531,7 +520,7 @@ def score_bfcl_response(
     message): a wrong or unparseable answer is just wrong. Never raises.
     """
     choice, problem = _first_choice(response)
-    prompt_tokens, completion_tokens = _usage(response) if isinstance(response, dict) else (None, None)
+    prompt_tokens, completion_tokens = usage_counts(response) if isinstance(response, dict) else (None, None)
     finish = choice.get("finish_reason") if choice else None
     finish_reason = finish if isinstance(finish, str) else None
 

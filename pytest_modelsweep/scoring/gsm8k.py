@@ -26,6 +26,7 @@ from typing import Any
 from ..records import ItemRecord
 from ..workloads.base import ApiRequest
 from ..workloads.gsm8k import Gsm8kProblem
+from . import usage_counts
 
 STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
@@ -101,18 +102,6 @@ def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
     )
 
 
-def _usage(response: dict[str, Any]) -> tuple[int | None, int | None]:
-    usage = response.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-
-    def count(key: str) -> int | None:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return count("prompt_tokens"), count("completion_tokens")
-
-
 def _generated_text(request: ApiRequest, response: Any) -> tuple[str | None, str | None, str | None]:
     """(text, finish_reason, problem) of an OpenAI non-streaming response; problem is None when readable."""
     if not isinstance(response, dict):
@@ -150,7 +139,7 @@ def score_gsm8k_response(
     gives ``correct=False`` with ``error`` set, never an exception.
     """
     text, finish_reason, problem_text = _generated_text(request, response)
-    prompt_tokens, completion_tokens = _usage(response) if isinstance(response, dict) else (None, None)
+    prompt_tokens, completion_tokens = usage_counts(response) if isinstance(response, dict) else (None, None)
     failure = error or problem_text
     if failure is not None or text is None:
         return ItemRecord(

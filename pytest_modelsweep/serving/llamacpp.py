@@ -104,12 +104,4 @@ def launch_llamacpp(
         launch_argv=tuple(argv),
         how="llamacpp",
     )
-    endpoint = Endpoint(
-        model=spec,
-        base_url=base_url,
-        served_name=spec.served_name,
-        context_length=facts.context_length,
-        server_kind=facts.kind,
-        provenance=provenance,
-    )
-    return endpoint, process
+    return facts.endpoint(spec, base_url, provenance), process

@@ -101,15 +101,7 @@ class EndpointPool:
                     model_revision=spec.source.revision,
                     how="attach",
                 )
-                endpoint = Endpoint(
-                    model=spec,
-                    base_url=self.attach[name],
-                    served_name=spec.served_name,
-                    context_length=facts.context_length,
-                    server_kind=facts.kind,
-                    provenance=provenance,
-                )
-                return _Entry(endpoint=endpoint)
+                return _Entry(endpoint=facts.endpoint(spec, self.attach[name], provenance))
             self._claim(name)
             backend = self.sweep.backend_of(name)
             log_dir = self.run_dir / "logs"

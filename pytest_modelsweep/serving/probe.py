@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 
 from ..errors import EndpointError
-from .endpoint import ServerKind
+from ..sweep import ModelSpec
+from .endpoint import Endpoint, Provenance, ServerKind
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,17 @@ class ServerFacts:
     context_length: int
     settings: dict[str, Any] = field(default_factory=dict)
     served_names: tuple[str, ...] = ()
+
+    def endpoint(self, spec: ModelSpec, base_url: str, provenance: Provenance) -> Endpoint:
+        """The endpoint these facts describe, for the sweep's model ``spec``."""
+        return Endpoint(
+            model=spec,
+            base_url=base_url,
+            served_name=spec.served_name,
+            context_length=self.context_length,
+            server_kind=self.kind,
+            provenance=provenance,
+        )
 
 
 def _get_json(client: httpx.Client, url: str) -> Any | None:

@@ -156,12 +156,4 @@ def launch_vllm(
         launch_argv=tuple(argv),
         how="vllm-docker" if image_digest else "vllm",
     )
-    endpoint = Endpoint(
-        model=spec,
-        base_url=base_url,
-        served_name=spec.served_name,
-        context_length=facts.context_length,
-        server_kind=facts.kind,
-        provenance=provenance,
-    )
-    return endpoint, process
+    return facts.endpoint(spec, base_url, provenance), process

@@ -1,0 +1,145 @@
+"""Throughput and latency, exactly as the server counted them.
+
+Each setting runs ``--repeats`` timed windows (warm-up first) with exactly N
+requests in flight, 256 generated tokens each (``ignore_eos``), prompts that
+share no prefix with any other request of the run. Every window is checked
+against the server's own counters; a violation fails the test after the
+figures are recorded. The candidate ÷ reference ratio at each setting is a
+measurement of its own, with a bootstrap interval over the repeats.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from typing import Any
+
+import pytest
+
+from pytest_modelsweep.errors import MeasurementError, ModelsweepError
+from pytest_modelsweep.fixtures import RecordMeasurement
+from pytest_modelsweep.pairing import check_same_serving
+from pytest_modelsweep.serving import Endpoint
+from pytest_modelsweep.state import RunState
+from pytest_modelsweep.stats import ratio_interval
+from pytest_modelsweep.workloads.throughput import make_tokenizer, run_throughput
+
+OUTPUT_TOKENS = 256
+SHORT = [pytest.param(c, id=f"c{c}") for c in (1, 4, 16)]
+LONG = [pytest.param(p, 4, id=f"p{p}-c4") for p in (1024, 3072)]
+SETTINGS = [
+    pytest.param("throughput", None, c, marks=pytest.mark.throughput, id=f"c{c}") for c in (1, 4, 16)
+] + [
+    pytest.param("long_prompt", p, 4, marks=pytest.mark.long_prompt, id=f"p{p}-c4")
+    for p in (1024, 3072)
+]
+
+
+def measure(
+    endpoint: Endpoint,
+    run: RunState,
+    record_measurement: RecordMeasurement,
+    benchmark: str,
+    concurrency: int,
+    prompt_tokens: int | None,
+) -> None:
+    timed = run.options.timed_requests or max(4, 2 * concurrency)
+    tokenizer = make_tokenizer(endpoint)
+    results = []
+    for repeat in range(run.options.repeats):
+        seed = zlib.crc32(f"{run.run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
+        results.append(run_throughput(
+            endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
+            output_tokens=OUTPUT_TOKENS, timed_requests=timed, warmup_requests=concurrency,
+            seed=seed, timeout_s=1800.0, tokenizer=tokenizer,
+        ))
+    values = [r.output_tokens_per_s for r in results]
+    requests: list[dict[str, Any]] = []
+    for repeat, result in enumerate(results):
+        requests += [{**record.to_dict(), "repeat": repeat} for record in result.records]
+    record_measurement(
+        benchmark,
+        sum(values) / len(values),
+        "tokens/s",
+        sum(r.completed for r in results),
+        params={"concurrency": concurrency, "prompt_tokens": prompt_tokens,
+                "output_tokens": OUTPUT_TOKENS, "timed_requests": timed,
+                "repeats": len(results)},
+        stats={"repeat_values": values, "repeats": [r.as_stats() for r in results]},
+        requests=requests,
+        endpoint=endpoint,
+    )
+    problems = [f"repeat {i}: {v}" for i, r in enumerate(results) for v in r.violations]
+    if problems:
+        raise MeasurementError("; ".join(problems[:10]))
+
+
+@pytest.mark.throughput
+@pytest.mark.parametrize("concurrency", SHORT)
+def test_throughput(
+    endpoint: Endpoint, concurrency: int, modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> None:
+    measure(endpoint, modelsweep_run, record_measurement, "throughput", concurrency, None)
+
+
+@pytest.mark.long_prompt
+@pytest.mark.parametrize(("prompt_tokens", "concurrency"), LONG)
+def test_long_prompt(
+    endpoint: Endpoint, prompt_tokens: int, concurrency: int, modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> None:
+    measure(endpoint, modelsweep_run, record_measurement, "long_prompt", concurrency,
+            prompt_tokens)
+
+
+def _find(run: RunState, request: pytest.FixtureRequest, model: str, benchmark: str,
+          concurrency: int, prompt_tokens: int | None) -> dict[str, Any]:
+    """The model's measurement at this setting in this run (waiting if it is still to come)."""
+    from pytest_modelsweep.fixtures import _runs_in_session
+
+    expected = _runs_in_session(request.session, model, benchmark)
+    deadline = time.monotonic() + (run.options.verdict_wait_s if expected else 0)
+    while True:
+        for m in run.store.measurements_of(run.run_id, model, benchmark):
+            params = m["params"]
+            if params["concurrency"] == concurrency and params["prompt_tokens"] == prompt_tokens:
+                return m
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(2)
+    raise ModelsweepError(
+        f"no {benchmark} result of {model} at concurrency {concurrency}"
+        + (f", {prompt_tokens}-token prompts" if prompt_tokens else "")
+        + " in this run; run it too (add --model " + model + ")"
+    )
+
+
+@pytest.mark.verdict
+@pytest.mark.parametrize(("benchmark", "prompt_tokens", "concurrency"), SETTINGS)
+def test_throughput_ratio(
+    candidate_name: str, benchmark: str, prompt_tokens: int | None, concurrency: int,
+    modelsweep_run: RunState, request: pytest.FixtureRequest,
+    record_measurement: RecordMeasurement,
+) -> None:
+    run = modelsweep_run
+    reference = run.selection.reference
+    try:
+        ref = _find(run, request, reference, benchmark, concurrency, prompt_tokens)
+        cand = _find(run, request, candidate_name, benchmark, concurrency, prompt_tokens)
+        check_same_serving(candidate_name, cand["provenance"], reference, ref["provenance"])
+    except ModelsweepError as error:
+        pytest.skip(str(error)) if "run it too" in str(error) else pytest.fail(str(error), pytrace=False)
+    ratio = ratio_interval(cand["stats"]["repeat_values"], ref["stats"]["repeat_values"],
+                           resamples=run.options.resamples)
+    record_measurement(
+        "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
+        params={"benchmark": benchmark, "concurrency": concurrency,
+                "prompt_tokens": prompt_tokens, "reference": reference},
+        stats=ratio.as_dict(),
+        model=candidate_name,
+    )
+    print(f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
+          f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x "
+          f"(95% interval {ratio.low:.2f}–{ratio.high:.2f}, repeats {ratio.candidate_n}/"
+          f"{ratio.reference_n})")
