@@ -83,6 +83,94 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_measurements(store_path: str, ref: str) -> tuple[dict, list[dict]]:
+    """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+    from .results import load_results
+    from .store import Store
+
+    path = Path(ref)
+    if path.suffix == ".json" or path.is_file():
+        data = load_results(path)
+        return data.get("run", {}), list(data["measurements"])
+    store_file = Path(store_path)
+    if not store_file.is_file():
+        raise ModelsweepError(f"{store_file}: no store there; pass --store or a results file")
+    store = Store(store_file)
+    run_id = store.baseline_run(ref) or ref
+    return store.run(run_id), store.measurements(run_id)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
+    from .gate import DEFAULT_THRESHOLDS, compare_with_baseline, gate_table, parse_thresholds
+
+    _, before = _run_measurements(args.store, args.run_a)
+    _, after = _run_measurements(args.store, args.run_b)
+    rows = compare_with_baseline(after, before, parse_thresholds(args.fail_on_regression or
+                                                                 DEFAULT_THRESHOLDS))
+    for line in gate_table(rows):
+        print(line)
+    failed = sum(row.failed for row in rows)
+    print(f"{failed} regressed or not comparable of {len(rows)}")
+    return 1 if failed else 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Join runs made on different chips or days into one results file (same image digest only)."""
+    from datetime import datetime, timezone
+
+    from .results import SCHEMA
+
+    runs, measurements, endpoints = [], [], {}
+    digests: dict[str, str] = {}
+    for ref in args.runs:
+        run, ms = _run_measurements(args.store, ref)
+        runs.append(run)
+        for m in ms:
+            digest = (m.get("provenance") or {}).get("image_digest")
+            if m.get("provenance"):
+                digests.setdefault(str(digest), str(run.get("run_id", ref)))
+            model = m.get("model")
+            if model and m.get("provenance"):
+                endpoints.setdefault(model, m["provenance"])
+            measurements.append({**m, "run_id": run.get("run_id", ref)})
+    if len(digests) > 1:
+        shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
+        raise ModelsweepError(
+            f"refusing to merge runs served by different images: {shown}; "
+            "merge only runs made with one pinned image"
+        )
+    document = {
+        "schema": SCHEMA,
+        "run": {"run_id": "merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
+                "merged_from": runs,
+                "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
+        "endpoints": endpoints,
+        "measurements": measurements,
+        "summary": {"merged": len(runs)},
+    }
+    Path(args.output).write_text(json.dumps(document, indent=1) + "\n")
+    print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the HTML and/or Markdown report of a stored run without re-running it."""
+    from .report.html import write_html_report
+    from .report.markdown import markdown_report
+
+    run, measurements = _run_measurements(args.store, args.run)
+    if args.html:
+        print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
+    markdown = markdown_report(measurements, run)
+    if args.md:
+        Path(args.md).write_text(markdown)
+        print(f"Markdown report: {args.md}")
+    if not args.html and not args.md:
+        print(markdown)
+    return 0
+
+
 def _say(message: str) -> None:
     print(f"modelsweep: {message}", file=sys.stderr, flush=True)
 
@@ -103,6 +191,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a results file written by --results")
     p.add_argument("--json", action="store_true", help="print the whole document as JSON")
     p.set_defaults(func=cmd_results)
+    p = sub.add_parser("compare", help=cmd_compare.__doc__)
+    p.add_argument("run_a", help="the earlier run: id, baseline name or results file")
+    p.add_argument("run_b", help="the later run: id, baseline name or results file")
+    p.add_argument("--fail-on-regression", default=None, metavar="RULES",
+                   help="e.g. accuracy:1pp,throughput:10%% (the default)")
+    _add_store(p)
+    p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("merge", help=cmd_merge.__doc__)
+    p.add_argument("runs", nargs="+", help="run ids, baseline names or results files")
+    p.add_argument("-o", "--output", required=True, help="the merged results file (JSON)")
+    _add_store(p)
+    p.set_defaults(func=cmd_merge)
+    p = sub.add_parser("report", help=cmd_report.__doc__)
+    p.add_argument("run", help="run id, baseline name or results file")
+    p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
+    p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
+    _add_store(p)
+    p.set_defaults(func=cmd_report)
     sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
                                   "see modelsweep screen --help", add_help=False)
     return parser

@@ -1,0 +1,73 @@
+"""The modelsweep command: models, results, compare (exit status), merge (refuses unlike images)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_modelsweep.cli import main
+from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.results import SCHEMA
+
+
+def results_file(path: Path, correct: int, digest: str | None = "sha256:aaa") -> Path:
+    items = [ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=i < correct, response="",
+                        data_hash="d").to_dict() for i in range(100)]
+    prov = {"server_name": "vllm", "server_version": "0.30", "image_digest": digest,
+            "server_settings": {"max_model_len": 4096}}
+    doc = {"schema": SCHEMA, "run": {"run_id": path.stem, "sweep_name": "tpu-v5e"},
+           "endpoints": {}, "summary": {},
+           "measurements": [{"model": "qwen3-4b", "benchmark": "gsm8k", "value": correct / 100,
+                             "unit": "accuracy", "n": 100, "params": {"limit": 100},
+                             "stats": {}, "items": items, "requests": [], "provenance": prov,
+                             "test_id": "t", "outcome": "passed"}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_models_lists_the_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "--sweep", "tpu-v5e"]) == 0
+    out = capsys.readouterr().out
+    assert "reference gemma-4-e2b" in out
+    assert "qwen3-4b" in out and "hermes" in out and "hf:Qwen/Qwen3-4B" in out
+
+
+def test_results_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["results", str(results_file(tmp_path / "a.json", 50))]) == 0
+    out = capsys.readouterr().out
+    assert "run a, sweep tpu-v5e" in out
+    assert "qwen3-4b" in out and "gsm8k" in out and "0.5 accuracy" in out
+
+
+def test_compare_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = results_file(tmp_path / "before.json", 60)
+    assert main(["compare", str(before), str(results_file(tmp_path / "same.json", 60))]) == 0
+    assert main(["compare", str(before), str(results_file(tmp_path / "worse.json", 30))]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSED" in out and "-30.0pp" in out
+
+
+def test_merge_refuses_different_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = results_file(tmp_path / "a.json", 50, "sha256:aaa")
+    b = results_file(tmp_path / "b.json", 50, "sha256:bbb")
+    assert main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to merge runs served by different images: sha256:aaa (run a); sha256:bbb (run b)" in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_merge_joins_runs_of_one_image(tmp_path: Path) -> None:
+    a = results_file(tmp_path / "a.json", 50)
+    b = results_file(tmp_path / "b.json", 40)
+    assert main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 0
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert [m["run_id"] for m in merged["measurements"]] == ["a", "b"]
+    assert merged["summary"] == {"merged": 2}
+
+
+def test_missing_results_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["results", str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("modelsweep: error:") and "no results file" in err and "\n" not in err
