@@ -1,0 +1,55 @@
+"""A real paired verdict on the embedded default, and the refusal to pair unlike serving."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from paths import REAL_CACHE, SHARED_DATA
+
+from pytest_modelsweep.sweep import load_sweep
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
+
+
+def sweep_with_threads(tmp: Path, threads: int) -> Path:
+    text = Path(load_sweep("embedded").path).read_text()
+    path = tmp / f"threads{threads}.toml"
+    path.write_text(text.replace("threads = 2", f"threads = {threads}")
+                    .replace("max_num_seqs = 16", "max_num_seqs = 4"))
+    return path
+
+
+def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable, "-m", "pytest",
+        str(ROOT / "benches" / "test_accuracy.py"), str(ROOT / "benches" / "test_verdicts.py"),
+        "-m", "gsm8k", "--model", model, "--limit", "4", "--gsm8k-max-tokens", "48",
+        "--gsm8k-path", str(GSM8K), "--sweep", str(sweep), "--store", str(tmp / "store.sqlite"),
+        "--modelsweep-dir", str(tmp / "work"), "-p", "no:cacheprovider", "-s",
+    ]
+    env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K data not found at {GSM8K}")
+def test_real_verdict_and_refusal_of_unlike_serving(tmp_path: Path) -> None:
+    two_threads, one_thread = sweep_with_threads(tmp_path, 2), sweep_with_threads(tmp_path, 1)
+    reference = run(tmp_path, "gemma3-270m", two_threads)
+    assert reference.returncode == 0, reference.stdout[-3000:]
+
+    unlike = run(tmp_path, "smollm2-135m", one_thread)
+    assert unlike.returncode == 1, unlike.stdout[-3000:]
+    assert ("refusing to pair smollm2-135m with gemma3-270m: serving setting n_threads differs "
+            "(smollm2-135m: 1, gemma3-270m: 2); serve every model with identical settings"
+            in unlike.stdout)
+
+    paired = run(tmp_path, "smollm2-135m", two_threads)
+    assert paired.returncode == 0, paired.stdout[-3000:]
+    line = next(l for l in paired.stdout.splitlines() if "smollm2-135m vs gemma3-270m on gsm8k" in l)
+    assert "95% interval [" in line and "n=4" in line
