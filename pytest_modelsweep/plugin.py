@@ -46,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results", default=None, metavar="PATH",
                     help="write the results (JSON) here "
                          "(default: .modelsweep/runs/<run>/results.json)")
+    group.addoption("--md", default=None, metavar="PATH",
+                    help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
+                         "when that is set)")
     group.addoption("--modelsweep-dir", default=None, metavar="DIR",
                     help="where runs keep logs and results (default: <rootdir>/.modelsweep)")
     group.addoption("--store", default=None, metavar="PATH",
@@ -177,6 +180,12 @@ def pytest_configure(config: pytest.Config) -> None:
         _fail_usage(error)
     if not state.is_worker:
         config.pluginmanager.register(_ResultsCollector(state), "modelsweep-results")
+        if config.pluginmanager.hasplugin("html"):
+            # pytest-html is optional: its hooks are implemented only when it is installed,
+            # on the controller only (workers' extras would appear twice).
+            from .report.html import HtmlReportHooks
+
+            config.pluginmanager.register(HtmlReportHooks.for_state(state, config), "modelsweep-html")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(state), "modelsweep-xdist")
     from . import fixtures
@@ -282,6 +291,23 @@ def pytest_runtest_makereport(
     return report
 
 
+def _write_markdown(config: pytest.Config, state: RunState) -> None:
+    """``--md PATH`` and ``$GITHUB_STEP_SUMMARY``: the run's tables as a PR-ready comment."""
+    import os
+
+    path = config.option.md
+    if not state.measurements or not (path or os.environ.get("GITHUB_STEP_SUMMARY")):
+        return
+    from pathlib import Path
+
+    from .report.markdown import append_step_summary, markdown_report
+
+    text = markdown_report(state.measurements, state.run)
+    if path:
+        Path(path).write_text(text, encoding="utf-8")
+    append_step_summary(text)
+
+
 class _ResultsCollector:
     """Takes measurements off test reports as they arrive (controller or plain run only)."""
 
@@ -307,6 +333,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.save_baseline_if_asked()
         state.finish_results({"exitstatus": int(session.exitstatus),
                               "gate": [row.__dict__ for row in rows]})
+        _write_markdown(session.config, state)
     state.close()
 
 

@@ -70,6 +70,7 @@ class RunState:
     _pool: EndpointPool | None = None
     _writer: ResultsWriter | None = None
     _store: Store | None = None
+    _run: dict[str, Any] | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
@@ -166,16 +167,23 @@ class RunState:
             self._store.close()
 
     # -- results (controller only) ---------------------------------------------
-    def add_measurement(self, measurement: dict[str, Any]) -> None:
-        if self._writer is None:
+    @property
+    def run(self) -> dict[str, Any]:
+        """Run-level provenance (commit, machine, software, sweep), computed once."""
+        if self._run is None:
             from .runinfo import run_provenance
 
             run = run_provenance(self.rootdir, self.sweep.path, self.args)
             run.update(run_id=self.run_id, sweep_name=self.sweep.name,
                        reference=self.selection.reference,
                        serving=self.sweep.serving.as_dict())
-            self._writer = ResultsWriter(self.results_path, run)
-            self.store.add_run(self.run_id, self.sweep.name, run)
+            self._run = run
+        return self._run
+
+    def add_measurement(self, measurement: dict[str, Any]) -> None:
+        if self._writer is None:
+            self._writer = ResultsWriter(self.results_path, self.run)
+            self.store.add_run(self.run_id, self.sweep.name, self.run)
         self.measurements.append(measurement)
         self._writer.add(measurement)
         self.store.add_measurement(self.run_id, measurement)

@@ -107,3 +107,52 @@ def test_verdicts_under_two_workers(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*on gsm8k: worse*"])
+
+
+def test_many_candidates_under_two_workers_never_wait_on_their_own_queue(
+    pytester: pytest.Pytester,
+) -> None:
+    names = ["ref", "c1", "c2", "c3"]
+    sweep = pytester.path / "four.toml"
+    sweep.write_text(
+        '[sweep]\nname="four"\nreference="ref"\n[serving]\nbackend="llamacpp"\n'
+        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
+                  for m in names)
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_modelsweep.records import ItemRecord
+
+        PROV = {"server_name": "s", "server_version": "1", "server_settings": {}}
+
+        @pytest.mark.gsm8k
+        def test_gsm8k(model_name, modelsweep_run, record_measurement):
+            store = modelsweep_run.store
+            store.add_endpoint(modelsweep_run.run_id, model_name, PROV)
+            for i in range(50):
+                store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name,
+                               ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=i % 2 == 0,
+                                          response="", data_hash="d"))
+            record_measurement("gsm8k", 0.5, "accuracy", 50)
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_small(model_name, i):
+            pass
+
+        @pytest.mark.parametrize("i", range(5))
+        def test_plain(i):
+            pass
+
+        @pytest.mark.verdict
+        @pytest.mark.gsm8k
+        @pytest.mark.parametrize("extra", range(4))
+        def test_verdict(candidate_name, extra, judge_against_reference):
+            judge_against_reference("gsm8k")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--sweep", str(sweep), "--modelsweep-dir", "work", "--verdict-wait", "60",
+        timeout=300,
+    )
+    result.assert_outcomes(passed=4 + 24 + 5 + 12)

@@ -28,3 +28,19 @@ class ModelScheduling(LoadScopeScheduling):  # type: ignore[misc]
     def _split_scope(self, nodeid: str) -> str:
         model = self.parser.model_of(nodeid)
         return f"model:{model}" if model is not None else nodeid
+
+    def schedule(self) -> None:
+        """Hand out scopes in collection order: the reference's first, then the candidates'.
+
+        xdist's ``--loadscope-reorder`` (on by default) would sort scopes by size, and a
+        worker could then hold a candidate (whose comparison tests wait for the
+        reference's results) ahead of the reference itself in its own queue. In
+        collection order a worker that gets both always runs the reference first.
+        """
+        option = self.config.option
+        reorder = getattr(option, "loadscopereorder", True)
+        option.loadscopereorder = False
+        try:
+            super().schedule()
+        finally:
+            option.loadscopereorder = reorder

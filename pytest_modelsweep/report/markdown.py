@@ -1,0 +1,102 @@
+"""The run's summary as GitHub Markdown: a pull-request comment or a CI step summary.
+
+Cells are escaped for GitHub, which renders HTML inside Markdown: ``&``, ``<``
+and ``>`` become entities, ``|`` and Markdown's inline markup characters get a
+backslash, and line breaks become ``<br>``. Nothing a model or a file supplied
+reaches the output unescaped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .tables import Cell, Table, provenance_line, run_title, summary_tables
+
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_BACKSLASHED = set("\\|`*_[]~")
+_SEVERITY = ("worse", "inconclusive", "better", "equivalent", "matches")
+_LEFT_ALIGNED = {
+    "model", "candidate", "reference", "metric", "verdict", "subset", "error types",
+    "benchmark", "parameters", "outcome",
+}
+
+
+def escape_markdown(text: object) -> str:
+    """Text made inert in a GitHub Markdown table cell or paragraph."""
+    out: list[str] = []
+    for char in str(text).replace("\r\n", "\n").replace("\r", "\n"):
+        if char in _ENTITIES:
+            out.append(_ENTITIES[char])
+        elif char in _BACKSLASHED:
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append("<br>")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _status(word: Cell) -> str:
+    return f"**{escape_markdown(str(word).upper())}**"
+
+
+def markdown_table(table: Table) -> list[str]:
+    """A table as GitHub Markdown lines (header, alignment row, rows)."""
+    header = "| " + " | ".join(escape_markdown(c) for c in table.columns) + " |"
+    align = "| " + " | ".join(
+        "---" if c in _LEFT_ALIGNED else "---:" for c in table.columns
+    ) + " |"
+    lines = [header, align]
+    for row in table.rows:
+        cells = [
+            _status(cell) if i == table.status_column else escape_markdown(cell)
+            for i, cell in enumerate(row)
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _verdict_line(table: Table) -> str | None:
+    if table.status_column is None or not table.rows:
+        return None
+    counts = Counter(str(row[table.status_column]) for row in table.rows)
+    total = sum(counts.values())
+    ordered = sorted(counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w))
+    parts = ", ".join(f"{counts[word]} {escape_markdown(word)}" for word in ordered)
+    return f"{total} comparison{'s' if total != 1 else ''}: {parts}"
+
+
+def markdown_report(measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> str:
+    """The whole report: heading, provenance line, verdicts first, then the other tables."""
+    reference = run.get("reference")
+    lines = [f"## {escape_markdown(run_title(run))}", "", escape_markdown(provenance_line(measurements, run))]
+    tables = summary_tables(measurements, reference=str(reference) if reference else None)
+    if not tables:
+        lines += ["", "No measurements were recorded."]
+    for table in tables:
+        lines += ["", f"### {escape_markdown(table.title)}", ""]
+        if table.kind == "verdicts":
+            summary = _verdict_line(table)
+            if summary:
+                lines += [summary, ""]
+        lines += markdown_table(table)
+        if table.notes:
+            lines += ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(markdown: str) -> Path | None:
+    """Append to the file ``$GITHUB_STEP_SUMMARY`` names (GitHub Actions); None when unset."""
+    target = os.environ.get(STEP_SUMMARY_ENV)
+    if not target:
+        return None
+    path = Path(target)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    return path

@@ -1,0 +1,273 @@
+"""Plots of a run's measurements as SVG text, to embed in an HTML report (no files).
+
+matplotlib is optional (the ``html`` extra) and imported only inside these
+functions; without it every function returns None and a report shows
+:data:`MATPLOTLIB_HINT` instead. Figures are drawn on a plain
+:class:`matplotlib.figure.Figure` (no pyplot, no GUI backend, no global
+figure state), so plotting is safe inside a pytest process.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import fmean
+from typing import TYPE_CHECKING, Any
+
+from .tables import (
+    ACCURACY_TITLES,
+    VERDICT_PREFIX,
+    accuracy_interval,
+    is_throughput,
+    throughput_groups,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+MATPLOTLIB_HINT = "plots need matplotlib: pip install 'pytest-modelsweep[html]'"
+
+VERDICT_COLOURS = {
+    "better": "#1a7f37",
+    "worse": "#cf222e",
+    "matches": "#57606a",
+    "equivalent": "#0969da",
+    "inconclusive": "#bf8700",
+}
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One plot: a title, a one-line description (alt text) and its SVG document."""
+
+    title: str
+    description: str
+    svg: str
+
+
+def matplotlib_available() -> bool:
+    """Whether matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _label(text: object) -> str:
+    # a "$" would start matplotlib's mathtext; labels are plain text
+    return str(text).replace("$", r"\$")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _svg(figure: Figure) -> str:
+    """The figure as an SVG document (no XML prolog), text kept as text, stable ids."""
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "modelsweep"}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    return text[text.find("<svg"):]
+
+
+def _style(axes: Any) -> None:
+    axes.grid(True, color="#d0d7de", linewidth=0.6)
+    axes.set_axisbelow(True)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+def throughput_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
+    """Output tokens/s against concurrency: a line per model and prompt length.
+
+    Points are the mean over repeats, bars the lowest and highest repeat. None
+    without matplotlib or without throughput measurements.
+    """
+    rows = [m for m in measurements if is_throughput(m)]
+    if not rows or not matplotlib_available():
+        return None
+    lines: dict[tuple[str, Any], list[tuple[int, float, float, float]]] = {}
+    for (_, model, concurrency, prompt), repeats in throughput_groups(rows).items():
+        values = [v for v in (_number(r.get("value")) for r in repeats) if v is not None]
+        if not isinstance(concurrency, int) or not values:
+            continue
+        lines.setdefault((model, prompt), []).append(
+            (concurrency, fmean(values), min(values), max(values)))
+    if not lines:
+        return None
+    figure = _new_figure(7.5, 4.2)
+    axes = figure.subplots()
+    concurrencies: set[int] = set()
+    models = sorted({model for model, _ in lines})
+    prompts = sorted({prompt or 0 for _, prompt in lines})
+    palette = [f"C{i % 10}" for i in range(len(models))]
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "D"]
+    for (model, prompt), points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        points.sort()
+        style = prompts.index(prompt or 0)
+        xs = [p[0] for p in points]
+        ys = [p[1] for p in points]
+        lower = [p[1] - p[2] for p in points]
+        upper = [p[3] - p[1] for p in points]
+        concurrencies.update(xs)
+        prompt_text = "short prompts" if prompt is None else f"{prompt} prompt tokens"
+        axes.errorbar(xs, ys, yerr=[lower, upper], capsize=3, color=palette[models.index(model)],
+                      linestyle=styles[style % len(styles)], marker=markers[style % len(markers)],
+                      label=_label(f"{model}, {prompt_text}"))
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(sorted(concurrencies), [str(c) for c in sorted(concurrencies)])
+    axes.minorticks_off()
+    axes.set_xlabel("concurrent requests")
+    axes.set_ylabel("output tokens/s")
+    axes.set_ylim(bottom=0)
+    axes.set_title("Throughput (mean over repeats; bars: lowest–highest repeat)", fontsize=10)
+    _style(axes)
+    axes.legend(fontsize=8, loc="best")
+    return _svg(figure)
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def accuracy_plot(measurements: Sequence[Mapping[str, Any]], reference: str | None = None) -> str | None:
+    """Each model's accuracy per benchmark with its Wilson 95% interval.
+
+    None without matplotlib or without accuracy measurements.
+    """
+    rows = [m for m in measurements if m.get("unit") == "accuracy"]
+    if not rows or not matplotlib_available():
+        return None
+    benchmarks: dict[str, list[Mapping[str, Any]]] = {}
+    for m in rows:
+        benchmarks.setdefault(str(m.get("benchmark", "")), []).append(m)
+    known = list(ACCURACY_TITLES)
+    names = sorted(benchmarks, key=lambda b: (known.index(b) if b in known else len(known), b))
+    height = 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)
+    figure = _new_figure(7.5, max(2.2, height))
+    grid = figure.subplots(len(names), 1, squeeze=False,
+                           height_ratios=[len(benchmarks[b]) + 1 for b in names])
+    for axes, name in zip(grid[:, 0], names):
+        models = sorted(benchmarks[name], key=lambda m: (m.get("model") != reference, str(m.get("model"))))
+        for y, m in enumerate(models):
+            value = _number(m.get("value"))
+            if value is None:
+                continue
+            interval = accuracy_interval(m)
+            colour = "#57606a" if m.get("model") == reference else "#0969da"
+            if interval is not None:
+                axes.hlines(y, 100 * interval[0], 100 * interval[1], color=colour, linewidth=2)
+            axes.plot([100 * value], [y], "o", color=colour)
+            axes.annotate(f"{100 * value:.1f}%", (100 * value, y), xytext=(0, 6),
+                          textcoords="offset points", ha="center", fontsize=8)
+        axes.set_yticks(range(len(models)), [_label(m.get("model", "")) for m in models])
+        axes.set_ylim(-0.7, len(models) - 0.3)
+        axes.invert_yaxis()
+        axes.set_xlim(0, 100)
+        axes.set_title(_label(ACCURACY_TITLES.get(name, f"{name} accuracy")), fontsize=10, loc="left")
+        _style(axes)
+    grid[-1, 0].set_xlabel("accuracy (%), bars: Wilson 95% interval")
+    return _svg(figure)
+
+
+# --------------------------------------------------------------------------- forest
+
+
+def forest_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
+    """Paired differences (candidate − reference) as a forest plot.
+
+    A row per candidate and metric: the interval as a line, the difference as a
+    point, a vertical line at 0 and the equivalence margin as a band. None
+    without matplotlib or without verdicts.
+    """
+    rows = [m for m in measurements if str(m.get("benchmark", "")).startswith(VERDICT_PREFIX)]
+    if not rows or not matplotlib_available():
+        return None
+
+    def stats(m: Mapping[str, Any]) -> Mapping[str, Any]:
+        value = m.get("stats")
+        return value if isinstance(value, Mapping) else {}
+
+    def metric(m: Mapping[str, Any]) -> str:
+        return str(stats(m).get("metric") or str(m.get("benchmark", ""))[len(VERDICT_PREFIX):])
+
+    def candidate(m: Mapping[str, Any]) -> str:
+        return str(stats(m).get("candidate") or m.get("model", ""))
+
+    rows.sort(key=lambda m: (metric(m), candidate(m)))
+    figure = _new_figure(7.5, 1.0 + 0.45 * len(rows))
+    axes = figure.subplots()
+    margins = {v for v in (_number(stats(m).get("margin")) for m in rows) if v is not None}
+    for margin in margins:
+        axes.axvspan(-100 * margin, 100 * margin, color="#0969da", alpha=0.08, linewidth=0)
+    axes.axvline(0, color="#24292f", linewidth=1)
+    labels = []
+    for y, m in enumerate(rows):
+        s = stats(m)
+        difference = _number(s.get("difference", m.get("value")))
+        low, high = _number(s.get("low")), _number(s.get("high"))
+        verdict = str(s.get("verdict", ""))
+        colour = VERDICT_COLOURS.get(verdict, "#57606a")
+        if low is not None and high is not None:
+            axes.hlines(y, 100 * low, 100 * high, color=colour, linewidth=2.5)
+        if difference is not None:
+            axes.plot([100 * difference], [y], "D", color=colour, markersize=6)
+        labels.append(_label(f"{candidate(m)} · {metric(m)}"))
+        axes.annotate(_label(verdict), (1.0, y), xycoords=("axes fraction", "data"),
+                      xytext=(4, 0), textcoords="offset points", va="center",
+                      fontsize=8, color=colour)
+    axes.set_yticks(range(len(rows)), labels)
+    axes.set_ylim(-0.7, len(rows) - 0.3)
+    axes.invert_yaxis()
+    axes.set_xlabel("candidate − reference accuracy (percentage points), 95% interval"
+                    + (", band: equivalence margin" if margins else ""))
+    _style(axes)
+    return _svg(figure)
+
+
+def summary_plots(measurements: Sequence[Mapping[str, Any]], reference: str | None = None) -> list[Plot] | None:
+    """Every plot the measurements allow, in report order; None without matplotlib."""
+    if not matplotlib_available():
+        return None
+    plots: list[Plot] = []
+    forest = forest_plot(measurements)
+    if forest:
+        plots.append(Plot("Paired differences", "Forest plot of each candidate's paired accuracy "
+                          "difference from the reference with its 95% interval", forest))
+    accuracy = accuracy_plot(measurements, reference)
+    if accuracy:
+        plots.append(Plot("Accuracy", "Each model's accuracy with its Wilson 95% interval", accuracy))
+    throughput = throughput_plot(measurements)
+    if throughput:
+        plots.append(Plot("Throughput", "Output tokens per second against concurrent requests, "
+                          "one line per model and prompt length", throughput))
+    return plots
+
+
+__all__ = [
+    "MATPLOTLIB_HINT",
+    "Plot",
+    "accuracy_plot",
+    "forest_plot",
+    "matplotlib_available",
+    "summary_plots",
+    "throughput_plot",
+]

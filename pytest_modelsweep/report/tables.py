@@ -1,0 +1,614 @@
+"""Plain-data summary tables of a run's measurements, shared by the Markdown and HTML reports.
+
+Every cell is already formatted (a string) or a count (an int), so that two
+renderers of the same measurements show the same numbers. Conventions:
+accuracy in percent with one decimal (``41.2%``), accuracy differences in
+percentage points (``+2.0 pp``), tokens/s with one decimal, latencies in
+milliseconds with one decimal, ratios with two decimals (``0.85×``).
+
+Nothing here escapes anything: cells hold text as it came (model names,
+error types); each renderer escapes for its own format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import fmean
+from typing import Any
+
+Cell = str | int
+"""A table cell: formatted text, or a count."""
+
+NA = "n/a"
+THROUGHPUT_BENCHMARKS = ("throughput", "long_prompt")
+RATIO_BENCHMARK = "throughput_ratio"
+VERDICT_PREFIX = "verdict:"
+ACCURACY_TITLES = {"gsm8k": "GSM8K accuracy", "bfcl": "BFCL accuracy"}
+THROUGHPUT_TITLES = {"throughput": "Throughput", "long_prompt": "Long-prompt throughput"}
+_Z95 = 1.959963984540054
+
+
+@dataclass
+class Table:
+    """One summary table: a title, column names, rows of cells and short notes under it.
+
+    ``kind`` is one of ``verdicts``, ``accuracy``, ``throughput``,
+    ``throughput_ratio``, ``other``; ``status_column`` is the index of the
+    column that holds a verdict word, if any (renderers may style it).
+    """
+
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    kind: str = "other"
+    notes: list[str] = field(default_factory=list)
+    status_column: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy."""
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for None, NaN, infinities and non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _rounded(value: float, digits: int) -> float:
+    # round, then add 0.0 so that a tiny negative prints as 0.0, not -0.0
+    return round(value, digits) + 0.0
+
+
+def format_percent(value: Any) -> str:
+    """A proportion as a percentage with one decimal: 0.4123 -> ``41.2%``."""
+    number = _number(value)
+    return NA if number is None else f"{_rounded(100 * number, 1):.1f}%"
+
+
+def format_points(value: Any) -> str:
+    """A difference of proportions in signed percentage points: 0.02 -> ``+2.0 pp``."""
+    number = _number(value)
+    return NA if number is None else f"{_rounded(100 * number, 1):+.1f} pp"
+
+
+def format_points_interval(low: Any, high: Any) -> str:
+    """An interval of differences in percentage points: ``[-1.0, +5.0] pp``."""
+    lo, hi = _number(low), _number(high)
+    if lo is None or hi is None:
+        return NA
+    return f"[{_rounded(100 * lo, 1):+.1f}, {_rounded(100 * hi, 1):+.1f}] pp"
+
+
+def format_percent_interval(low: Any, high: Any) -> str:
+    """An interval of proportions in percent: ``37.0–45.5%``."""
+    lo, hi = _number(low), _number(high)
+    if lo is None or hi is None:
+        return NA
+    return f"{_rounded(100 * lo, 1):.1f}–{_rounded(100 * hi, 1):.1f}%"
+
+
+def format_rate(value: Any) -> str:
+    """Tokens per second with one decimal and a thousands separator: ``1,234.5``."""
+    number = _number(value)
+    return NA if number is None else f"{_rounded(number, 1):,.1f}"
+
+
+def format_ms(value: Any) -> str:
+    """Milliseconds with one decimal (the value is already in ms)."""
+    number = _number(value)
+    return NA if number is None else f"{_rounded(number, 1):,.1f}"
+
+
+def format_ratio(value: Any) -> str:
+    """A ratio with two decimals: ``0.85×``."""
+    number = _number(value)
+    return NA if number is None else f"{_rounded(number, 2):.2f}×"
+
+
+def format_value(value: Any) -> str:
+    """A value of unknown kind: three significant decimals below 1, one above."""
+    number = _number(value)
+    if number is None:
+        return NA
+    if number != 0 and (abs(number) < 0.001 or abs(number) >= 1e7):
+        return f"{number:.3g}"
+    if abs(number) < 1:
+        return f"{_rounded(number, 3):.3f}"
+    return f"{_rounded(number, 1):,.1f}"
+
+
+def wilson_interval(successes: int, n: int, z: float = _Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (95% by default); (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def accuracy_interval(measurement: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The Wilson 95% interval of an accuracy measurement, or None without a usable n."""
+    accuracy = _number(measurement.get("value"))
+    n = measurement.get("n")
+    if accuracy is None or not isinstance(n, int) or n <= 0:
+        return None
+    return wilson_interval(round(accuracy * n), n)
+
+
+# --------------------------------------------------------------------------- run heading
+
+
+def _short_commit(run: Mapping[str, Any]) -> str | None:
+    project = run.get("project") or {}
+    commit = project.get("commit") if isinstance(project, Mapping) else None
+    if not commit:
+        return None
+    text = str(commit)[:10]
+    return text + " (dirty)" if project.get("dirty") else text
+
+
+def run_title(run: Mapping[str, Any]) -> str:
+    """``modelsweep: sweep embedded, reference gemma3-270m, commit 0123456789``."""
+    parts = []
+    if run.get("sweep_name"):
+        parts.append(f"sweep {run['sweep_name']}")
+    if run.get("reference"):
+        parts.append(f"reference {run['reference']}")
+    commit = _short_commit(run)
+    if commit:
+        parts.append(f"commit {commit}")
+    return "modelsweep: " + ", ".join(parts) if parts else "modelsweep"
+
+
+def servers_of(measurements: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Distinct ``server version (image digest)`` descriptions, in first-seen order."""
+    seen: dict[str, None] = {}
+    for m in measurements:
+        provenance = m.get("provenance") or {}
+        if not isinstance(provenance, Mapping) or not provenance.get("server_name"):
+            continue
+        text = str(provenance["server_name"])
+        version = provenance.get("server_version")
+        if version and version != "unknown":
+            text += f" {version}"
+        digest = provenance.get("image_digest")
+        if digest:
+            text += f", image {_short_digest(str(digest))}"
+        seen.setdefault(text, None)
+    return list(seen)
+
+
+def _short_digest(digest: str) -> str:
+    algorithm, _, value = digest.rpartition(":")
+    return f"{algorithm or 'sha256'}:{value[:12]}" if value else digest
+
+
+def provenance_line(measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> str:
+    """One short line: server and version (image digest if any), run id, measurement count."""
+    parts = servers_of(measurements)
+    if not parts:
+        serving = run.get("serving") or {}
+        backend = serving.get("backend") if isinstance(serving, Mapping) else None
+        if backend:
+            image = serving.get("image")
+            parts.append(str(backend) + (f", image {_short_digest(str(image))}" if image else ""))
+    if run.get("run_id"):
+        parts.append(f"run {run['run_id']}")
+    count = len(measurements)
+    parts.append(f"{count} measurement{'s' if count != 1 else ''}")
+    return " · ".join(parts)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _params(m: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = m.get("params")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _stats(m: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = m.get("stats")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: Any) -> Cell:
+    return value if isinstance(value, int) and not isinstance(value, bool) else NA
+
+
+def _model_order(reference: str | None) -> Any:
+    def key(model: Any) -> tuple[bool, str]:
+        return (str(model) != reference, str(model))
+
+    return key
+
+
+def _outcome_notes(measurements: Iterable[Mapping[str, Any]]) -> list[str]:
+    notes: dict[str, None] = {}
+    for m in measurements:
+        outcome = m.get("outcome")
+        if outcome and outcome != "passed":
+            notes.setdefault(f"{m.get('model', '')}: its test {outcome}; see the test's report", None)
+    return list(notes)
+
+
+def _infer_reference(measurements: Iterable[Mapping[str, Any]]) -> str | None:
+    for m in measurements:
+        benchmark = str(m.get("benchmark", ""))
+        if benchmark.startswith(VERDICT_PREFIX) or benchmark == RATIO_BENCHMARK:
+            reference = _stats(m).get("reference") or _params(m).get("reference")
+            if reference:
+                return str(reference)
+    return None
+
+
+def is_throughput(m: Mapping[str, Any]) -> bool:
+    """Whether a measurement is one throughput repeat (not a ratio, not a smoke run)."""
+    benchmark = m.get("benchmark")
+    if benchmark == RATIO_BENCHMARK:
+        return False
+    return benchmark in THROUGHPUT_BENCHMARKS or (
+        m.get("unit") == "tokens/s" and "concurrency" in _params(m)
+    )
+
+
+def measurement_kind(m: Mapping[str, Any]) -> str:
+    """verdicts, throughput_ratio, throughput, accuracy or other."""
+    benchmark = str(m.get("benchmark", ""))
+    if benchmark.startswith(VERDICT_PREFIX):
+        return "verdicts"
+    if benchmark == RATIO_BENCHMARK:
+        return "throughput_ratio"
+    if is_throughput(m):
+        return "throughput"
+    if m.get("unit") == "accuracy":
+        return "accuracy"
+    return "other"
+
+
+def _prompt_setting(params: Mapping[str, Any]) -> str:
+    prompt = params.get("prompt_tokens")
+    return "short" if prompt is None else f"{prompt:,}" if isinstance(prompt, int) else str(prompt)
+
+
+def _benchmark_rank(name: str) -> int:
+    known = list(ACCURACY_TITLES)
+    return known.index(name) if name in known else len(known)
+
+
+def _setting_key(params: Mapping[str, Any]) -> tuple[int, int]:
+    concurrency = params.get("concurrency")
+    prompt = params.get("prompt_tokens")
+    return (
+        prompt if isinstance(prompt, int) else -1,
+        concurrency if isinstance(concurrency, int) else -1,
+    )
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def verdict_table(measurements: Sequence[Mapping[str, Any]]) -> Table:
+    """Paired verdicts: candidate, reference, metric, difference, interval, n, discordant, verdict."""
+    confidences = {_number(_stats(m).get("confidence")) for m in measurements}
+    plain = confidences <= {0.95, None}
+    columns = [
+        "candidate", "reference", "metric", "difference",
+        "95% interval" if plain else "interval", "n", "discordant", "detectable", "verdict",
+    ]
+    rows: list[tuple[tuple[str, str], list[Cell]]] = []
+    margins: set[float] = set()
+    holm = False
+    for m in measurements:
+        stats, params = _stats(m), _params(m)
+        metric = str(stats.get("metric") or str(m.get("benchmark", ""))[len(VERDICT_PREFIX):])
+        candidate = str(stats.get("candidate") or m.get("model", ""))
+        interval = format_points_interval(stats.get("low"), stats.get("high"))
+        confidence = _number(stats.get("confidence"))
+        if not plain and confidence is not None and interval != NA:
+            interval += f" ({_rounded(100 * confidence, 1):g}%)"
+        detectable = _number(stats.get("min_detectable_difference"))
+        margin = _number(stats.get("margin", params.get("margin")))
+        if margin is not None:
+            margins.add(margin)
+        holm = holm or str(stats.get("rule", "")).startswith("holm") or params.get("holm") is True
+        rows.append(((metric, candidate), [
+            candidate,
+            str(stats.get("reference") or params.get("reference") or ""),
+            metric,
+            format_points(stats.get("difference", m.get("value"))),
+            interval,
+            _count(stats.get("n", m.get("n"))),
+            _count(stats.get("discordant")),
+            NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp",
+            str(stats.get("verdict") or params.get("verdict") or NA),
+        ]))
+    notes = [(
+        "difference: candidate minus reference accuracy, paired item by item (bootstrap interval); "
+        "detectable: the difference this n finds with 80% power"
+    )]
+    for margin in sorted(margins):
+        notes.append(f"equivalence margin ±{_rounded(100 * margin, 1):.1f} pp")
+    if holm:
+        notes.append("intervals Holm-adjusted across the candidates")
+    return Table(
+        title="Verdicts",
+        columns=columns,
+        rows=[row for _, row in sorted(rows, key=lambda r: (_benchmark_rank(r[0][0]), r[0]))],
+        kind="verdicts",
+        notes=notes,
+        status_column=columns.index("verdict"),
+    )
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def _subset(params: Mapping[str, Any]) -> str:
+    if params.get("subset") is True or params.get("limit") is not None:
+        limit = params.get("limit")
+        return f"first {limit}" if limit is not None else "subset"
+    if params.get("subset") is False:
+        return "full"
+    return NA
+
+
+def _error_types(stats: Mapping[str, Any]) -> str:
+    types = stats.get("error_types")
+    if not isinstance(types, Mapping) or not types:
+        return "none" if isinstance(types, Mapping) else NA
+    ordered = sorted(types.items(), key=lambda kv: (-int(kv[1]), str(kv[0])))
+    return ", ".join(f"{kind} {count}" for kind, count in ordered)
+
+
+def accuracy_table(
+    benchmark: str, measurements: Sequence[Mapping[str, Any]], reference: str | None = None
+) -> Table:
+    """One accuracy benchmark: a row per model, GSM8K and BFCL with their own columns."""
+    ordered = sorted(measurements, key=lambda m: _model_order(reference)(m.get("model", "")))
+    rows: list[list[Cell]] = []
+    notes: list[str] = []
+    if benchmark == "gsm8k":
+        columns = ["model", "accuracy", "95% interval", "strict-match", "n", "subset",
+                   "truncated", "errors"]
+        notes.append("accuracy: flexible-extract, as lm-evaluation-harness scores it; "
+                     "interval: Wilson 95%")
+    elif benchmark == "bfcl":
+        columns = ["model", "accuracy", "95% interval", "n", "subset", "parse failures",
+                   "errors", "error types"]
+        notes.append("interval: Wilson 95%; error types count the wrong answers by BFCL's checker")
+    else:
+        columns = ["model", "accuracy", "95% interval", "n", "subset"]
+        notes.append("interval: Wilson 95%")
+    for m in ordered:
+        stats, params = _stats(m), _params(m)
+        interval = accuracy_interval(m)
+        row: list[Cell] = [
+            str(m.get("model", "")),
+            format_percent(m.get("value")),
+            format_percent_interval(*interval) if interval else NA,
+        ]
+        if benchmark == "gsm8k":
+            row += [
+                format_percent(stats.get("strict_match_accuracy")),
+                _count(m.get("n")),
+                _subset(params),
+                format_percent(stats.get("truncated_rate")),
+                _count(stats.get("errors")),
+            ]
+        elif benchmark == "bfcl":
+            row += [
+                _count(m.get("n")),
+                _subset(params),
+                _count(stats.get("parse_failures")),
+                _count(stats.get("errors")),
+                _error_types(stats),
+            ]
+        else:
+            row += [_count(m.get("n")), _subset(params)]
+        rows.append(row)
+    notes.extend(_outcome_notes(ordered))
+    return Table(
+        title=ACCURACY_TITLES.get(benchmark, f"{benchmark} accuracy"),
+        columns=columns, rows=rows, kind="accuracy", notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+def latency_ms(stats: Mapping[str, Any], name: str, quantity: str) -> float | None:
+    """A latency figure in ms from a stats dict.
+
+    Accepts ``stats[name][quantity + "_ms"]`` (ms), ``stats[name][quantity]``
+    (seconds), ``stats[f"{name}_{quantity}_ms"]`` or ``stats[f"{name}_{quantity}"]`` (seconds).
+    """
+    nested = stats.get(name)
+    if isinstance(nested, Mapping):
+        if f"{quantity}_ms" in nested:
+            return _number(nested[f"{quantity}_ms"])
+        seconds = _number(nested.get(quantity))
+        return None if seconds is None else seconds * 1e3
+    if f"{name}_{quantity}_ms" in stats:
+        return _number(stats[f"{name}_{quantity}_ms"])
+    seconds = _number(stats.get(f"{name}_{quantity}"))
+    return None if seconds is None else seconds * 1e3
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
+
+
+def throughput_groups(
+    measurements: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str, Any, Any], list[Mapping[str, Any]]]:
+    """Repeats grouped by (benchmark, model, concurrency, prompt tokens), in recording order."""
+    groups: dict[tuple[str, str, Any, Any], list[Mapping[str, Any]]] = {}
+    for m in measurements:
+        params = _params(m)
+        key = (str(m.get("benchmark", "")), str(m.get("model", "")),
+               params.get("concurrency"), params.get("prompt_tokens"))
+        groups.setdefault(key, []).append(m)
+    return groups
+
+
+def throughput_table(
+    benchmark: str, measurements: Sequence[Mapping[str, Any]], reference: str | None = None
+) -> Table:
+    """One throughput benchmark: a row per model and setting, repeats summarised."""
+    columns = ["model", "concurrency", "prompt tokens", "tokens/s", "range", "repeats",
+               "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)", "fidelity"]
+    order = _model_order(reference)
+    groups = throughput_groups(measurements)
+    keyed: list[tuple[Any, list[Cell]]] = []
+    output_tokens: set[Any] = set()
+    short_prompts: set[Any] = set()
+    for (_, model, concurrency, _prompt), repeats in groups.items():
+        params = _params(repeats[0])
+        output_tokens.add(params.get("output_tokens"))
+        if params.get("prompt_tokens") is None:
+            short_prompts.add(_stats(repeats[0]).get("prompt_tokens"))
+        values = [v for v in (_number(r.get("value")) for r in repeats) if v is not None]
+        spread = (f"{format_rate(min(values))}–{format_rate(max(values))}"
+                  if len(values) > 1 else NA)
+        fidelities = [f for f in (_number(_stats(r).get("fidelity")) for r in repeats) if f is not None]
+        worst = max(fidelities, key=lambda f: abs(f - 1.0)) if fidelities else None
+        keyed.append(((order(model), _setting_key(params)), [
+            model,
+            _count(concurrency),
+            _prompt_setting(params),
+            format_rate(fmean(values)) if values else NA,
+            spread,
+            len(repeats),
+            format_ms(_mean(latency_ms(_stats(r), "ttft", "p50") for r in repeats)),
+            format_ms(_mean(latency_ms(_stats(r), "ttft", "p99") for r in repeats)),
+            format_ms(_mean(latency_ms(_stats(r), "tpot", "p50") for r in repeats)),
+            NA if worst is None else f"{_rounded(worst, 3):.3f}",
+        ]))
+    notes = []
+    outputs = sorted(o for o in output_tokens if isinstance(o, int))
+    if outputs:
+        notes.append(f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request")
+    known_short = sorted(p for p in short_prompts if isinstance(p, int))
+    if known_short:
+        notes.append(f"short: {', '.join(map(str, known_short))}-token prompts")
+    notes.append("tokens/s: mean over repeats (range: lowest–highest repeat); latencies: "
+                 "mean over repeats of each repeat's percentile; fidelity: our token count ÷ "
+                 "the server's (the repeat furthest from 1)")
+    notes.extend(_outcome_notes(measurements))
+    return Table(
+        title=THROUGHPUT_TITLES.get(benchmark, f"{benchmark} throughput"),
+        columns=columns,
+        rows=[row for _, row in sorted(keyed, key=lambda kr: kr[0])],
+        kind="throughput",
+        notes=notes,
+    )
+
+
+def ratio_table(measurements: Sequence[Mapping[str, Any]]) -> Table:
+    """Throughput ratios candidate ÷ reference per setting, with their intervals."""
+    columns = ["candidate", "reference", "concurrency", "prompt tokens", "ratio", "95% interval"]
+    keyed: list[tuple[Any, list[Cell]]] = []
+    for m in measurements:
+        stats, params = _stats(m), _params(m)
+        if stats.get("degenerate") is True:
+            interval = "n/a (single repeat)"
+        else:
+            low, high = _number(stats.get("low")), _number(stats.get("high"))
+            interval = NA if low is None or high is None else (
+                f"[{_rounded(low, 2):.2f}, {_rounded(high, 2):.2f}]")
+        candidate = str(m.get("model", ""))
+        keyed.append(((candidate, _setting_key(params)), [
+            candidate,
+            str(stats.get("reference") or params.get("reference") or ""),
+            _count(params.get("concurrency")),
+            _prompt_setting(params),
+            format_ratio(m.get("value")),
+            interval,
+        ]))
+    notes = [("ratio: candidate's mean output tokens/s ÷ the reference's, same setting; "
+              "interval: bootstrap over repeats")]
+    return Table(
+        title="Throughput relative to the reference",
+        columns=columns,
+        rows=[row for _, row in sorted(keyed, key=lambda kr: kr[0])],
+        kind="throughput_ratio",
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- other
+
+
+def other_table(measurements: Sequence[Mapping[str, Any]]) -> Table:
+    """Measurements no other table knows (smoke, custom benchmarks), in recording order."""
+    rows: list[list[Cell]] = []
+    for m in measurements:
+        params = " ".join(f"{k}={v}" for k, v in _params(m).items())
+        value = format_value(m.get("value"))
+        rows.append([
+            str(m.get("model", "")),
+            str(m.get("benchmark", "")),
+            params,
+            f"{value} {m.get('unit', '')}".strip(),
+            _count(m.get("n")),
+            str(m.get("outcome", "") or ""),
+        ])
+    return Table(
+        title="Other measurements",
+        columns=["model", "benchmark", "parameters", "value", "n", "outcome"],
+        rows=rows,
+        kind="other",
+    )
+
+
+# --------------------------------------------------------------------------- all
+
+
+def summary_tables(
+    measurements: Sequence[Mapping[str, Any]], reference: str | None = None
+) -> list[Table]:
+    """Every table of a run: verdicts, accuracy per benchmark, throughput ratios,
+    throughput per benchmark, then anything else.
+
+    ``reference`` (default: read from verdict or ratio measurements) is listed first.
+    """
+    reference = reference or _infer_reference(measurements)
+    by_kind: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    for m in measurements:
+        kind = measurement_kind(m)
+        benchmark = "" if kind in ("verdicts", "throughput_ratio", "other") else str(
+            m.get("benchmark", ""))
+        by_kind.setdefault(kind, {}).setdefault(benchmark, []).append(m)
+
+    def benchmark_order(known: Sequence[str]) -> Any:
+        def key(name: str) -> tuple[int, str]:
+            return (known.index(name) if name in known else len(known), name)
+
+        return key
+
+    tables: list[Table] = []
+    if "verdicts" in by_kind:
+        tables.append(verdict_table(by_kind["verdicts"][""]))
+    accuracy = by_kind.get("accuracy", {})
+    for name in sorted(accuracy, key=benchmark_order(list(ACCURACY_TITLES))):
+        tables.append(accuracy_table(name, accuracy[name], reference))
+    if "throughput_ratio" in by_kind:
+        tables.append(ratio_table(by_kind["throughput_ratio"][""]))
+    throughput = by_kind.get("throughput", {})
+    for name in sorted(throughput, key=benchmark_order(list(THROUGHPUT_BENCHMARKS))):
+        tables.append(throughput_table(name, throughput[name], reference))
+    if "other" in by_kind:
+        tables.append(other_table(by_kind["other"][""]))
+    return tables
