@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import ModelsweepError
 
@@ -83,7 +84,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_measurements(store_path: str, ref: str) -> tuple[dict, list[dict]]:
+def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
     from .results import load_results
     from .store import Store
@@ -121,7 +122,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     from .results import SCHEMA
 
-    runs, measurements, endpoints = [], [], {}
+    runs: list[dict[str, Any]] = []
+    measurements: list[dict[str, Any]] = []
+    endpoints: dict[str, Any] = {}
     digests: dict[str, str] = {}
     for ref in args.runs:
         run, ms = _run_measurements(args.store, ref)

@@ -23,14 +23,16 @@ from .errors import SweepError, UnknownModelError
 Backend = Literal["llamacpp", "vllm", "vllm-docker"]
 Prompting = Literal["chat", "completion"]
 BfclMode = Literal["tools", "prompt"]
-SourceKind = Literal["embedded", "hf", "path"]
+SourceKind = Literal["embedded", "hf", "path", "embedded-hf"]
 
-BUILTIN_SWEEPS = ("embedded", "tpu-v5e")
+BUILTIN_SWEEPS = ("embedded", "tpu-v5e", "vllm-cpu")
 
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a model's weights come from: ``embedded:ID``, ``hf:REPO[@REV]`` or ``path:FILE``."""
+    """Where a model's weights come from: ``embedded:ID``, ``hf:REPO[@REV]``, ``path:FILE``
+    or ``embedded-hf:ID`` (the embedded GGUF ``ID`` converted into a Hugging Face folder,
+    for vLLM, which does not run GGUF on the CPU; see ``serving/hf_convert.py``)."""
 
     kind: SourceKind
     id: str
@@ -318,11 +320,12 @@ def _parse_model(reader: _Reader, name: str, entry: Mapping[str, Any]) -> ModelS
 
 
 def parse_source(text: str, where: str = "source") -> ModelSource:
-    """Parse ``embedded:ID``, ``hf:ORG/REPO[@REVISION]`` or ``path:FILE``."""
+    """Parse ``embedded:ID``, ``embedded-hf:ID``, ``hf:ORG/REPO[@REVISION]`` or ``path:FILE``."""
     kind, sep, rest = text.partition(":")
     if not sep or not rest or kind not in get_args(SourceKind):
         raise SweepError(
-            f"{where}: expected 'embedded:ID', 'hf:ORG/REPO[@REVISION]' or 'path:FILE', "
+            f"{where}: expected 'embedded:ID', 'embedded-hf:ID', 'hf:ORG/REPO[@REVISION]' "
+            "or 'path:FILE', "
             f"got {text!r}"
         )
     revision = None

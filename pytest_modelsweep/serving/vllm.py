@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import EndpointError
 from ..sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
+from .hf_convert import (
+    cpu_server_env,
+    ensure_hf_folder,
+    read_conversion_record,
+    vllm_python,
+)
 from .probe import probe_server
 from .process import ServerProcess, free_port
-from .provision import Progress
+from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
 
 HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.
@@ -37,15 +44,29 @@ def one_chip_env(worker_id: str) -> dict[str, str]:
     }
 
 
-def vllm_server_args(spec: ModelSpec, serving: ServingSettings, port: int, host: str) -> list[str]:
-    """The vLLM OpenAI server's arguments: identical serving flags for every model."""
-    if spec.source.kind != "hf":
-        raise EndpointError(
-            f"model {spec.name}: vLLM serves Hugging Face repos or folders; "
-            f"source {spec.source} is not one (use source = \"hf:ORG/REPO\")"
-        )
+def vllm_server_args(
+    spec: ModelSpec,
+    serving: ServingSettings,
+    port: int,
+    host: str,
+    *,
+    model: str | None = None,
+) -> list[str]:
+    """The vLLM OpenAI server's arguments: identical serving flags for every model.
+
+    ``model`` is what ``--model`` gets for a source that is not an ``hf:`` repo:
+    the converted folder of an ``embedded-hf:`` source (see :func:`resolve_model`).
+    """
+    if model is None:
+        if spec.source.kind != "hf":
+            raise EndpointError(
+                f"model {spec.name}: vLLM serves Hugging Face repos or folders; "
+                f"source {spec.source} is not one (use source = \"hf:ORG/REPO\", or "
+                f"\"embedded-hf:ID\" for an embedded model converted for vLLM)"
+            )
+        model = spec.source.id
     args = [
-        "--model", spec.source.id,
+        "--model", model,
         "--served-model-name", spec.served_name,
         "--host", host,
         "--port", str(port),
@@ -73,6 +94,7 @@ def vllm_argv(
     python: str = sys.executable,
     hf_cache: Path | None = None,
     env: dict[str, str] | None = None,
+    model: str | None = None,
 ) -> list[str]:
     """The full argument list that starts vLLM for one model (never a shell string).
 
@@ -82,7 +104,12 @@ def vllm_argv(
     the Hugging Face cache mounted.
     """
     backend = spec.backend or serving.backend
-    args = vllm_server_args(spec, serving, port, host)
+    if backend == "vllm-docker" and spec.source.kind != "hf":
+        raise EndpointError(
+            f"model {spec.name}: the vllm-docker backend serves hf: sources only "
+            f"(source {spec.source} becomes a folder on this machine)"
+        )
+    args = vllm_server_args(spec, serving, port, host, model=model)
     if backend == "vllm":
         return [python, "-m", "vllm.entrypoints.openai.api_server", *args]
     if backend == "vllm-docker":
@@ -107,6 +134,21 @@ def vllm_argv(
     raise EndpointError(f"model {spec.name}: backend {backend!r} is not a vLLM backend")
 
 
+def resolve_model(
+    spec: ModelSpec, python: str, progress: Progress
+) -> tuple[str | None, EmbeddedModelFile | None, dict[str, Any] | None]:
+    """``--model`` for a source that is not ``hf:`` (None for ``hf:``), and what it came from.
+
+    ``embedded-hf:ID``: the embedded GGUF, converted once into a Hugging Face folder
+    by ``python`` (vLLM's own environment, where transformers lives).
+    """
+    if spec.source.kind != "embedded-hf":
+        return None, None, None
+    embedded = ensure_embedded_model(spec.source.id, progress)
+    folder = ensure_hf_folder(embedded.path, python=python, progress=progress)
+    return str(folder), embedded, read_conversion_record(folder)
+
+
 def launch_vllm(
     spec: ModelSpec,
     serving: ServingSettings,
@@ -119,9 +161,17 @@ def launch_vllm(
     With ``one_chip_per_worker`` the server sees only chip N of its host, N being
     the xdist worker's index (``gw0`` → chip 0), so ``-n 4`` drives four chips.
     """
+    backend = spec.backend or serving.backend
+    # vLLM's own environment (.ci/install-vllm-cpu, MODELSWEEP_VLLM_PYTHON) if any, else ours.
+    python = (vllm_python() or sys.executable) if backend == "vllm" else sys.executable
+    model, embedded, conversion = resolve_model(spec, python, progress)
     port = free_port(HOST)
     env = one_chip_env(worker_id) if serving.one_chip_per_worker else {}
-    argv = vllm_argv(spec, serving, port, env=env)
+    if backend == "vllm":
+        env.update(cpu_server_env())  # read by vLLM's CPU platform only
+    if model is not None:
+        env["HF_HUB_OFFLINE"] = "1"  # a local folder: no Hub needed
+    argv = vllm_argv(spec, serving, port, python=python, env=env, model=model)
     process = ServerProcess(
         argv,
         env=env,
@@ -140,8 +190,13 @@ def launch_vllm(
         prefix_caching=serving.prefix_caching,
         tool_call_parser=spec.tool_call_parser,
         dtype=serving.dtype,
-        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if env else {}),
+        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}),
     )
+    if conversion is not None:
+        settings["conversion"] = {
+            key: conversion.get(key)
+            for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
+        }
     image_digest = None
     if serving.image and "@sha256:" in serving.image and (spec.backend or serving.backend) == "vllm-docker":
         image_digest = "sha256:" + serving.image.split("@sha256:", 1)[1]
@@ -151,6 +206,7 @@ def launch_vllm(
         served_name=spec.served_name,
         server_settings=settings,
         model_source=str(spec.source),
+        model_sha256=embedded.sha256 if embedded is not None else None,
         model_revision=spec.source.revision,
         image_digest=image_digest,
         launch_argv=tuple(argv),
