@@ -103,3 +103,12 @@ def test_one_chip_per_worker_confines_each_worker_to_its_chip() -> None:
     argv = vllm_argv(sweep.model("qwen3-4b"), serving, 8000, env=env)
     assert "TPU_VISIBLE_CHIPS=3" in argv and argv[argv.index("TPU_VISIBLE_CHIPS=3") - 1] == "-e"
     assert "TPU_PROCESS_PORT=8479" in argv
+
+
+def test_llamacpp_refuses_a_hub_source(tmp_path: Path) -> None:
+    from pytest_modelsweep.serving.llamacpp import launch_llamacpp
+
+    sweep = load_sweep("tpu-v5e")
+    embedded = load_sweep("embedded")
+    with pytest.raises(EndpointError, match="llama-server serves GGUF files, not hf:Qwen/Qwen3-4B"):
+        launch_llamacpp(sweep.model("qwen3-4b"), embedded.serving, tmp_path, print)

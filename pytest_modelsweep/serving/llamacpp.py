@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..errors import EndpointError
 from ..sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
 from .probe import probe_server
@@ -71,13 +72,23 @@ def launch_llamacpp(
     progress: Progress,
 ) -> tuple[Endpoint, ServerProcess]:
     """Provision, start and probe llama-server for one embedded model."""
-    binary = ensure_llama_server(progress)
     if spec.source.kind == "embedded":
         model = ensure_embedded_model(spec.source.id, progress)
         model_path, model_sha, package = model.path, model.sha256, model.package
-    else:
+    elif spec.source.kind == "path":
         model_path = Path(spec.source.id)
+        if not model_path.is_file():
+            raise EndpointError(
+                f"model {spec.name}: {model_path} is not a file; source = \"path:FILE\" names a "
+                "GGUF file for llama-server"
+            )
         model_sha, package = file_sha256(model_path), ""
+    else:
+        raise EndpointError(
+            f"model {spec.name}: llama-server serves GGUF files, not {spec.source}; use "
+            "source = \"embedded:ID\" or \"path:FILE.gguf\", or a vLLM backend"
+        )
+    binary = ensure_llama_server(progress)
     port = free_port(HOST)
     argv = llamacpp_argv(binary, model_path, spec, serving, port)
     process = ServerProcess(
