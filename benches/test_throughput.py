@@ -95,38 +95,47 @@ def test_long_prompt(
 
 def _find(run: RunState, request: pytest.FixtureRequest, model: str, benchmark: str,
           concurrency: int, prompt_tokens: int | None) -> dict[str, Any]:
-    """The model's measurement at this setting in this run (waiting if it is still to come)."""
+    """The model's measurement at this setting: this run's (waiting for it if it is still to
+    come on another worker), else the latest stored one."""
     from pytest_modelsweep.fixtures import _runs_in_session
+
+    def same_setting(m: dict[str, Any]) -> bool:
+        params = m["params"]
+        return bool(params["concurrency"] == concurrency
+                    and params["prompt_tokens"] == prompt_tokens)
 
     expected = _runs_in_session(request.session, model, benchmark)
     deadline = time.monotonic() + (run.options.verdict_wait_s if expected else 0)
     while True:
         for m in run.store.measurements_of(run.run_id, model, benchmark):
-            params = m["params"]
-            if params["concurrency"] == concurrency and params["prompt_tokens"] == prompt_tokens:
+            if same_setting(m):
                 return m
         if time.monotonic() >= deadline:
             break
         time.sleep(2)
+    if not expected:
+        for m in run.store.history(model, benchmark):
+            if same_setting(m):
+                return m
     raise ModelsweepError(
         f"no {benchmark} result of {model} at concurrency {concurrency}"
         + (f", {prompt_tokens}-token prompts" if prompt_tokens else "")
-        + " in this run; run it too (add --model " + model + ")"
+        + " in this run or the store; run it too (add --model " + model + ")"
     )
 
 
 @pytest.mark.verdict
-@pytest.mark.parametrize(("benchmark", "prompt_tokens", "concurrency"), SETTINGS)
+@pytest.mark.parametrize(("kind", "prompt_tokens", "concurrency"), SETTINGS)
 def test_throughput_ratio(
-    candidate_name: str, benchmark: str, prompt_tokens: int | None, concurrency: int,
+    candidate_name: str, kind: str, prompt_tokens: int | None, concurrency: int,
     modelsweep_run: RunState, request: pytest.FixtureRequest,
     record_measurement: RecordMeasurement,
 ) -> None:
     run = modelsweep_run
     reference = run.selection.reference
     try:
-        ref = _find(run, request, reference, benchmark, concurrency, prompt_tokens)
-        cand = _find(run, request, candidate_name, benchmark, concurrency, prompt_tokens)
+        ref = _find(run, request, reference, kind, concurrency, prompt_tokens)
+        cand = _find(run, request, candidate_name, kind, concurrency, prompt_tokens)
         check_same_serving(candidate_name, cand["provenance"], reference, ref["provenance"])
     except ModelsweepError as error:
         pytest.skip(str(error)) if "run it too" in str(error) else pytest.fail(str(error), pytrace=False)
@@ -134,12 +143,13 @@ def test_throughput_ratio(
                            resamples=run.options.resamples)
     record_measurement(
         "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
-        params={"benchmark": benchmark, "concurrency": concurrency,
+        params={"benchmark": kind, "concurrency": concurrency,
                 "prompt_tokens": prompt_tokens, "reference": reference},
-        stats=ratio.as_dict(),
+        stats={**ratio.as_dict(), "candidate_run": cand.get("run_id", run.run_id),
+               "reference_run": ref.get("run_id", run.run_id)},
         model=candidate_name,
     )
-    print(f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
+    print(f"{candidate_name} ÷ {reference}, {kind} c{concurrency}"
           f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x "
           f"(95% interval {ratio.low:.2f}–{ratio.high:.2f}, repeats {ratio.candidate_n}/"
           f"{ratio.reference_n})")

@@ -253,6 +253,16 @@ class Store:
             ).fetchall()
         return [json.loads(row[0]) for row in rows]
 
+    def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
+        """Every measurement of a model on a benchmark across runs, newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id, measurement_json FROM measurements WHERE model = ? AND "
+                "benchmark = ? ORDER BY id DESC",
+                (model, benchmark),
+            ).fetchall()
+        return [{**json.loads(m), "run_id": run_id} for run_id, m in rows]
+
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
         item_ids: Iterable[str] | None = None,
