@@ -72,13 +72,20 @@ class GateRow:
         return self.status in ("regressed", "not comparable")
 
 
-_VOLATILE_PARAMS = ("worker", "port", "repeat")
+_VOLATILE_PARAMS = ("worker", "port", "repeat", "repeats", "timed_requests")
+# An accuracy result is compared with the baseline's on the same items; how it was obtained
+# (answer length, prompting, mode) is exactly what a regression test should judge.
+_ACCURACY_KEY_PARAMS = ("limit", "subset", "category")
 
 
 def setting_of(measurement: dict[str, Any]) -> str:
-    params = {k: v for k, v in (measurement.get("params") or {}).items()
-              if k not in _VOLATILE_PARAMS}
-    return json.dumps(params, sort_keys=True, default=str)
+    """The part of a measurement's parameters that must match its baseline's."""
+    params = measurement.get("params") or {}
+    if measurement.get("benchmark") in ACCURACY_BENCHMARKS:
+        kept = {k: v for k, v in params.items() if k in _ACCURACY_KEY_PARAMS}
+    else:
+        kept = {k: v for k, v in params.items() if k not in _VOLATILE_PARAMS}
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def _key(m: dict[str, Any]) -> tuple[str, str, str]:

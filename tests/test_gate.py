@@ -24,7 +24,7 @@ def test_gsm8k(model_name, record_measurement):
     items = [ItemRecord(item_id=f"q{i:03d}", prompt_hash="p", correct=i < correct,
                         response="", data_hash="d").to_dict() for i in range(200)]
     record_measurement("gsm8k", correct / 200, "accuracy", 200, items=items,
-                       params={"limit": 200})
+                       params={"limit": 200, "max_tokens": int(os.environ.get("MAX_TOKENS", 2048))})
 
 @pytest.mark.throughput
 def test_throughput(model_name, record_measurement):
@@ -53,6 +53,7 @@ def test_unchanged_rerun_passes_and_worse_rerun_fails(
     assert same.ret == pytest.ExitCode.OK
     same.stdout.fnmatch_lines(["*modelsweep baseline main: no regression*"])
 
+    monkeypatch.setenv("MAX_TOKENS", "16")  # the deliberately worse configuration
     worse = run(pytester, monkeypatch, 70, "80,81,79", "--baseline", "main")
     worse.assert_outcomes(passed=2)  # every test passed; the gate fails the session
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
