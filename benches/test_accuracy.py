@@ -68,8 +68,9 @@ def test_gsm8k(
         gsm8k_problems,
         lambda p: build_gsm8k_request(p, model, gsm8k_fewshot, max_tokens=max_tokens),
         score_gsm8k_response,
-        store=modelsweep_run.store if modelsweep_run.options.reuse else None,
+        store=modelsweep_run.store,
         run_id=modelsweep_run.run_id,
+        reuse=modelsweep_run.options.reuse,
         concurrency=CONCURRENCY,
         progress=modelsweep_run.write_line,
     )
@@ -105,8 +106,9 @@ def test_bfcl(
         lambda record, req, response, error: score_bfcl_response(
             record, req, response, error, mode=model_spec.bfcl_mode
         ),
-        store=modelsweep_run.store if modelsweep_run.options.reuse else None,
+        store=modelsweep_run.store,
         run_id=modelsweep_run.run_id,
+        reuse=modelsweep_run.options.reuse,
         concurrency=CONCURRENCY,
         progress=modelsweep_run.write_line,
     )

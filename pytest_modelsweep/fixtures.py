@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -104,15 +104,10 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     """GSM8K test problems: ``--gsm8k-path`` or the Hub; the first ``--limit`` of them."""
     from .workloads.gsm8k import expect_full_test_set, load_gsm8k
 
-    try:
-        problems = load_gsm8k(modelsweep_run.options.gsm8k_path, split="test")
-        limit = modelsweep_run.options.limit
-        if limit is None:
-            expect_full_test_set(problems)
-            return problems
-        return problems[:limit]
-    except ModelsweepError as error:
-        pytest.fail(str(error), pytrace=False)
+    return _limited(
+        lambda: load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
+        expect_full_test_set, modelsweep_run.options.limit,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -131,21 +126,25 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     """BFCL simple records with their possible answers: ``--bfcl-path`` or the Hub."""
     from .workloads.bfcl import expect_full_bfcl_set, load_bfcl
 
+    return _limited(
+        lambda: load_bfcl(modelsweep_run.options.bfcl_path),
+        expect_full_bfcl_set, modelsweep_run.options.limit,
+    )
+
+
+def _limited(
+    load: Callable[[], Sequence[Any]], expect_full: Callable[[Sequence[Any]], None],
+    limit: int | None,
+) -> list[Any]:
+    """A data set, checked to be complete for a full run, or its first ``limit`` records."""
     try:
-        records = load_bfcl(modelsweep_run.options.bfcl_path)
-        limit = modelsweep_run.options.limit
+        records = list(load())
         if limit is None:
-            expect_full_bfcl_set(records)
+            expect_full(records)
             return records
         return records[:limit]
     except ModelsweepError as error:
         pytest.fail(str(error), pytrace=False)
-
-
-@pytest.fixture
-def item_store(modelsweep_run: RunState) -> Any:
-    """The run's SQLite store, or None with ``--no-reuse`` (items are then still sent)."""
-    return modelsweep_run.store
 
 
 def _runs_in_session(session: pytest.Session, model: str, benchmark: str) -> bool:

@@ -62,6 +62,7 @@ def run_accuracy(
     *,
     store: Store | None,
     run_id: str,
+    reuse: bool = True,
     concurrency: int = 16,
     timeout_s: float = 900.0,
     progress: Callable[[str], None] | None = None,
@@ -70,7 +71,8 @@ def run_accuracy(
 
     Each newly scored item is committed to the store before the next completes,
     so an interrupted run resumes where it stopped. Items whose request failed
-    (``error`` set) are not reused later: they are sent again.
+    (``error`` set) are not reused later: they are sent again. ``reuse=False``
+    sends every item (and still stores it, for verdicts and later runs).
     """
     started = time.monotonic()
     requests = [build(item) for item in items]
@@ -79,6 +81,7 @@ def run_accuracy(
     stored: dict[str, ItemRecord] = {}
     if store is not None:
         store.add_endpoint(run_id, model, endpoint.provenance.as_dict())
+    if store is not None and reuse:
         stored = {
             item_id: record
             for item_id, record in store.stored_items(
