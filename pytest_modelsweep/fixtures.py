@@ -183,12 +183,21 @@ def judge_against_reference(
     config = request.config
 
     def items_of(model: str, benchmark: str, match: Any = None) -> Any:
-        return find_items(
-            run.store, run.run_id, model, benchmark,
-            expected_in_run=_runs_in_session(request.session, model, benchmark),
-            wait_s=options.verdict_wait_s,
-            match_ids=[r.item_id for r in match.items] if match is not None else None,
-        )
+        from .verdicts import MissingResultsError
+
+        if (model, benchmark) in run.gave_up_waiting:
+            raise MissingResultsError(run.gave_up_waiting[(model, benchmark)])
+        try:
+            return find_items(
+                run.store, run.run_id, model, benchmark,
+                expected_in_run=_runs_in_session(request.session, model, benchmark),
+                wait_s=options.verdict_wait_s,
+                match_ids=[r.item_id for r in match.items] if match is not None else None,
+            )
+        except MissingResultsError as error:
+            # Wait once per model and benchmark: the next comparison fails at once.
+            run.gave_up_waiting[(model, benchmark)] = str(error)
+            raise
 
     def judge(benchmark: str) -> VerdictRecord:
         if benchmark == "bfcl":

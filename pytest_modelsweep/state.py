@@ -73,6 +73,7 @@ class RunState:
     _run: dict[str, Any] | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
     gate_rows: list[Any] = field(default_factory=list)
+    gave_up_waiting: dict[tuple[str, str], str] = field(default_factory=dict)
     gate_error: str = ""
 
     @staticmethod

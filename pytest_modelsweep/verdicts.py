@@ -64,7 +64,9 @@ def find_items(
     if expected_in_run:
         raise MissingResultsError(
             f"{model} has no {benchmark} result in this run after waiting {wait_s:.0f}s "
-            f"(did its {benchmark} test fail before recording?)"
+            f"(did its {benchmark} test fail before recording, or is it still queued "
+            "behind this comparison on the same xdist worker?); raise --verdict-wait if "
+            "it is just slow"
         )
     earlier = store.latest_run_with(model, benchmark, exclude=run_id, item_ids=match_ids)
     if earlier is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 
 from ..errors import EndpointError
@@ -97,6 +98,8 @@ def launch_llamacpp(
         log_path=log_dir / f"{spec.name}.llama-server.log",
         timeout_s=serving.startup_timeout_s,
         name=f"llama-server for {spec.name}",
+        # nothing to save: if pytest dies (even by SIGKILL), the server goes at once
+        death_signal=signal.SIGKILL,
     )
     progress(f"starting llama-server for {spec.name} on port {port}")
     process.start()

@@ -27,18 +27,24 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to SIGTERM the server if pytest dies, even by SIGKILL."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+def _parent_death_signal(sig: int) -> Callable[[], None]:
+    """A pre-exec hook asking Linux to send ``sig`` to the server if pytest dies, even by SIGKILL."""
+
+    def arm() -> None:  # pragma: no cover - runs in the child before exec
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, sig)
+
+    return arm
 
 
 class ServerProcess:
     """Starts one server command, waits until it is ready, keeps its log, stops it.
 
-    ``argv`` is an argument list, never a shell string. Readiness is polled on
+    ``argv`` is an argument list, never a shell string. If pytest dies, Linux sends
+    the server ``death_signal`` (SIGTERM by default, so that ``docker run`` stops its
+    container; SIGKILL for servers with nothing to clean up). Readiness is polled on
     ``ready_url`` (HTTP 200) while the process is watched: if it exits, or is not
     ready within ``timeout_s``, :class:`ServerStartError` carries the command
     line and the last 40 lines of its log.
@@ -53,6 +59,7 @@ class ServerProcess:
         timeout_s: float,
         env: dict[str, str] | None = None,
         name: str = "server",
+        death_signal: int = signal.SIGTERM,
     ) -> None:
         self.argv = tuple(argv)
         self.ready_url = ready_url
@@ -60,6 +67,7 @@ class ServerProcess:
         self.timeout_s = timeout_s
         self.env = env
         self.name = name
+        self.death_signal = death_signal
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -103,7 +111,7 @@ class ServerProcess:
                     stdin=subprocess.DEVNULL,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=_parent_death_signal(self.death_signal),
                 )
             except OSError as exc:
                 raise ServerStartError(
