@@ -147,16 +147,21 @@ def _limited(
         pytest.fail(str(error), pytrace=False)
 
 
-def _runs_in_session(session: pytest.Session, model: str, benchmark: str) -> bool:
-    """Whether this session (any worker) runs ``model``'s own ``benchmark`` test."""
+def _tests_in_session(session: pytest.Session, model: str, benchmark: str) -> list[str]:
+    """This session's (every worker's) tests that record ``model``'s own ``benchmark`` result."""
     from .plugin import model_of_item
 
-    return any(
-        model_of_item(item) == model
+    return [
+        item.nodeid for item in session.items
+        if model_of_item(item) == model
         and item.get_closest_marker(benchmark) is not None
         and item.get_closest_marker("verdict") is None
-        for item in session.items
-    )
+    ]
+
+
+def _runs_in_session(session: pytest.Session, model: str, benchmark: str) -> bool:
+    """Whether this session runs ``model``'s own ``benchmark`` test."""
+    return bool(_tests_in_session(session, model, benchmark))
 
 
 @pytest.fixture
@@ -190,7 +195,7 @@ def judge_against_reference(
         try:
             return find_items(
                 run.store, run.run_id, model, benchmark,
-                expected_in_run=_runs_in_session(request.session, model, benchmark),
+                expected_tests=_tests_in_session(request.session, model, benchmark),
                 wait_s=options.verdict_wait_s,
                 match_ids=[r.item_id for r in match.items] if match is not None else None,
             )

@@ -317,6 +317,10 @@ class _ResultsCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for measurement in getattr(report, "modelsweep_measurements", None) or []:
             self.state.add_measurement(measurement)
+        finished = report.when == "call" or (report.when == "setup" and not report.passed)
+        if finished and self.state.id_parser.model_of(report.nodeid) is not None:
+            # Comparisons on other workers stop waiting for a test that ended without a result.
+            self.state.store.add_outcome(self.state.run_id, report.nodeid, report.outcome)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,6 +71,12 @@ CREATE TABLE IF NOT EXISTS run_items (
     reused INTEGER NOT NULL,
     PRIMARY KEY (run_id, model, benchmark, item_id)
 );
+CREATE TABLE IF NOT EXISTS test_outcomes (
+    run_id TEXT NOT NULL,
+    test_id TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (run_id, test_id)
+);
 CREATE TABLE IF NOT EXISTS baselines (
     name TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -91,26 +98,46 @@ class Store:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(
-                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-            with self._transaction() as db:
-                for statement in _SCHEMA.strip().split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
-                    (str(SCHEMA_VERSION),),
+        self._db = self._open(path, busy_timeout_s)
+
+    def _open(self, path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+        """Connect, switch to WAL and create the schema; retry while another process does."""
+        deadline = time.monotonic() + busy_timeout_s
+        while True:
+            try:
+                db = sqlite3.connect(
+                    path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
                 )
-        except sqlite3.DatabaseError as exc:
-            raise DataError(
-                f"{path}: not a usable modelsweep store ({exc}); move it away or pass "
-                "another --store"
-            ) from None
+                db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in _SCHEMA.strip().split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+                return db
+            except sqlite3.OperationalError as exc:
+                # A new store opened by the controller and xdist workers at once: switching
+                # to WAL can report "locked" without waiting; the other process finishes soon.
+                if "locked" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise DataError(f"{path}: the store stayed locked ({exc}); is another run "
+                                "holding it?") from None
+            except sqlite3.DatabaseError as exc:
+                raise DataError(
+                    f"{path}: not a usable modelsweep store ({exc}); move it away or pass "
+                    "another --store"
+                ) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -175,6 +202,22 @@ class Store:
                 (run_id, model, benchmark, record.item_id, serving_key, record.prompt_hash,
                  int(reused)),
             )
+
+    def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
+        """A finished test of the run (so that others stop waiting for its results)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO test_outcomes (run_id, test_id, outcome) VALUES (?, ?, ?)",
+                (run_id, test_id, outcome),
+            )
+
+    def outcome_of(self, run_id: str, test_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT outcome FROM test_outcomes WHERE run_id = ? AND test_id = ?",
+                (run_id, test_id),
+            ).fetchone()
+        return str(row[0]) if row else None
 
     def save_baseline(self, name: str, run_id: str, saved_at: str) -> None:
         with self._transaction() as db:

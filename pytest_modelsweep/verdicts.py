@@ -43,30 +43,39 @@ def find_items(
     model: str,
     benchmark: str,
     *,
-    expected_in_run: bool,
+    expected_tests: Sequence[str],
     wait_s: float,
     poll_s: float = 2.0,
     match_ids: Sequence[str] | None = None,
 ) -> ModelItems:
-    """This run's items of ``model`` (waiting for them if its test is still to come), else stored ones.
+    """This run's items of ``model``, else stored ones.
 
-    From the store, the latest earlier run whose item ids are ``match_ids`` is
+    ``expected_tests`` are this run's tests that record them: while one of them
+    has not finished, its result is waited for (it may run on another xdist
+    worker); once they have all finished without a result, waiting stops. From
+    the store, the latest earlier run whose item ids are ``match_ids`` is
     preferred (the other model's items), then simply the latest one.
     """
-    deadline = time.monotonic() + (wait_s if expected_in_run else 0.0)
+    deadline = time.monotonic() + (wait_s if expected_tests else 0.0)
     while True:
         if store.measurement_of(run_id, model, benchmark) is not None:
             items = store.run_items(run_id, model, benchmark)
             return ModelItems(model, run_id, items, store.endpoint(run_id, model) or {})
+        outcomes = {test: store.outcome_of(run_id, test) for test in expected_tests}
+        if expected_tests and all(outcomes.values()):
+            shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
+            raise MissingResultsError(
+                f"{model} recorded no {benchmark} result in this run ({shown}); "
+                "its own test's failure says why"
+            )
         if time.monotonic() >= deadline:
             break
         time.sleep(poll_s)
-    if expected_in_run:
+    if expected_tests:
         raise MissingResultsError(
             f"{model} has no {benchmark} result in this run after waiting {wait_s:.0f}s "
-            f"(did its {benchmark} test fail before recording, or is it still queued "
-            "behind this comparison on the same xdist worker?); raise --verdict-wait if "
-            "it is just slow"
+            f"(is it still queued behind this comparison on the same xdist worker?); "
+            "raise --verdict-wait if it is just slow"
         )
     earlier = store.latest_run_with(model, benchmark, exclude=run_id, item_ids=match_ids)
     if earlier is None:

@@ -156,3 +156,20 @@ def test_many_candidates_under_two_workers_never_wait_on_their_own_queue(
         timeout=300,
     )
     result.assert_outcomes(passed=4 + 24 + 5 + 12)
+
+
+def test_a_candidate_test_that_failed_stops_the_wait_at_once(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        FAKE_BENCH.replace("CANDIDATE", "[1] * 200").replace(
+            "    store = modelsweep_run.store\n",
+            "    store = modelsweep_run.store\n"
+            "    assert model_name != 'smollm2-135m', 'the server answered garbage'\n",
+        )
+    )
+    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", timeout=120)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*smollm2-135m recorded no gsm8k result in this run (*test_gsm8k?smollm2-135m? failed); "
+        "its own test's failure says why*"
+    ])
+    assert float(result.stdout.lines[-1].split(" in ")[1].split("s")[0]) < 60
