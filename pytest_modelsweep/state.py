@@ -9,14 +9,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ModelsweepError
 from .modelids import ModelIdParser
 from .results import ResultsWriter
 from .store import Store
-from .serving.pool import EndpointPool, parse_endpoint_option
 from .sweep import Selection, Sweep, load_sweep
+
+if TYPE_CHECKING:
+    from .serving.pool import EndpointPool
 
 
 @dataclass
@@ -67,7 +69,7 @@ class RunState:
     _selection: Selection | None = None
     _only: list[str] = field(default_factory=list)
     _attach: dict[str, str] | None = None
-    _pool: EndpointPool | None = None
+    _pool: "EndpointPool | None" = None
     _writer: ResultsWriter | None = None
     _store: Store | None = None
     _run: dict[str, Any] | None = None
@@ -117,6 +119,8 @@ class RunState:
     @property
     def attach(self) -> dict[str, str]:
         if self._attach is None:
+            from .serving.pool import parse_endpoint_option
+
             self._attach = parse_endpoint_option(self.options.endpoints)
         return self._attach
 
@@ -151,7 +155,10 @@ class RunState:
     # -- endpoints -------------------------------------------------------------
     @property
     def pool(self) -> EndpointPool:
+        """This process's endpoints (imported on first use: httpx and friends stay unloaded)."""
         if self._pool is None:
+            from .serving.pool import EndpointPool
+
             self._pool = EndpointPool(
                 self.sweep,
                 attach=self.attach,
