@@ -206,6 +206,7 @@ def _progress_writer(config: pytest.Config) -> Any:
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             if reporter is not None and not hasattr(config, "workerinput"):
                 reporter.write_line(f"modelsweep: {message}")
+                reporter.flush()  # also when the output is a file or a CI log
             else:
                 stderr_line(message)
 
