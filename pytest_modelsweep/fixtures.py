@@ -256,7 +256,8 @@ def judge_against_reference(
         )
         summary = (
             f"{candidate_name} vs {reference} on {benchmark}: {verdict.value} "
-            f"(difference {interval.difference:+.3f}, 95% interval [{interval.low:+.3f}, "
+            f"(difference {interval.difference:+.3f}, {100 * interval.confidence:.4g}% interval "
+            f"[{interval.low:+.3f}, "
             f"{interval.high:+.3f}], n={interval.n}, discordant={interval.discordant}, "
             f"detectable ±{interval.min_detectable_difference:.3f})"
         )

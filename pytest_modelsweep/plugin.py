@@ -124,6 +124,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--timed-requests: expected a positive integer")
     if option.gsm8k_max_tokens < 1:
         raise pytest.UsageError("--gsm8k-max-tokens: expected a positive integer")
+    if option.holm and getattr(option, "numprocesses", None):
+        raise pytest.UsageError(
+            "--holm compares every candidate at once, which xdist workers cannot wait for "
+            "each other to do: measure with -n, then run `pytest benches -m verdict --holm` "
+            "without -n (it reads the stored results)"
+        )
     if option.resamples < 100:
         raise pytest.UsageError("--resamples: expected at least 100")
     from .gate import DEFAULT_THRESHOLDS, parse_thresholds
@@ -248,10 +254,15 @@ def pytest_collection_modifyitems(
     run_order = {name: i for i, name in enumerate(state.models_to_run)}
     position = {id(item): i for i, item in enumerate(items)}
 
+    holm = state.options.holm
+
     def key(item: pytest.Item) -> tuple[int, int, int]:
         name = model_of_item(item)
         if name is None:
             return (2, 0, position[id(item)])
+        if holm and item.get_closest_marker("verdict") is not None:
+            # Holm compares all candidates at once: after every model's own tests.
+            return (3, run_order.get(name, len(run_order)), position[id(item)])
         return (1, run_order.get(name, len(run_order)), position[id(item)])
 
     items.sort(key=key)

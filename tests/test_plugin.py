@@ -176,3 +176,10 @@ def test_bad_numeric_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--repeats", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--repeats: expected a positive integer*"])
+
+
+def test_holm_with_xdist_is_a_usage_error_naming_the_two_step_way(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--holm", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--holm compares every candidate at once*run `pytest benches -m verdict --holm` without -n*"])

@@ -173,3 +173,53 @@ def test_a_candidate_test_that_failed_stops_the_wait_at_once(pytester: pytest.Py
         "its own test's failure says why*"
     ])
     assert float(result.stdout.lines[-1].split(" in ")[1].split("s")[0]) < 60
+
+
+def test_holm_widens_each_candidates_interval_to_its_step_down_level(
+    pytester: pytest.Pytester,
+) -> None:
+    names = ["ref", "bad", "close", "same"]
+    sweep = pytester.path / "holm.toml"
+    sweep.write_text(
+        '[sweep]\nname="holm"\nreference="ref"\n[serving]\nbackend="llamacpp"\n'
+        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
+                  for m in names)
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_modelsweep.records import ItemRecord
+
+        RIGHT = {"ref": range(0, 120), "bad": range(0, 60), "close": range(5, 123),
+                 "same": range(0, 120)}
+
+        @pytest.mark.gsm8k
+        def test_gsm8k(model_name, modelsweep_run, record_measurement):
+            store = modelsweep_run.store
+            store.add_endpoint(modelsweep_run.run_id, model_name, {"server_name": "s"})
+            for i in range(200):
+                store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name,
+                               ItemRecord(item_id=f"q{i:03d}", prompt_hash="p",
+                                          correct=i in RIGHT[model_name], response="",
+                                          data_hash="d"))
+            record_measurement("gsm8k", len(RIGHT[model_name]) / 200, "accuracy", 200)
+
+        @pytest.mark.verdict
+        @pytest.mark.gsm8k
+        def test_verdict(candidate_name, judge_against_reference):
+            judge_against_reference("gsm8k")
+        """
+    )
+    result = pytester.runpytest("--sweep", str(sweep), "--modelsweep-dir", "work", "--holm",
+                                "--results", "r.json")
+    result.assert_outcomes(passed=6, failed=1)  # only "bad" is measurably worse
+    import json
+
+    verdicts = {m["model"]: m["stats"] for m in json.loads((pytester.path / "r.json").read_text())
+                ["measurements"] if m["benchmark"] == "verdict:gsm8k"}
+    assert {m: v["verdict"] for m, v in verdicts.items()} == {
+        "bad": "worse", "close": "matches", "same": "matches"}
+    assert all(v["rule"] == "holm+covers-zero" for v in verdicts.values())
+    # the smallest p-value is tested at 1 - 0.05/3, the next (if the first was rejected) at 1 - 0.05/2
+    assert verdicts["bad"]["confidence"] == pytest.approx(1 - 0.05 / 3)
+    assert verdicts["close"]["confidence"] == pytest.approx(1 - 0.05 / 2)
