@@ -10,3 +10,13 @@ from pytest_modelsweep.serving.provision import cache_root
 # built there once, never per test.
 REAL_CACHE = cache_root()
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def write_sweep(path: Path, models: list[str]) -> Path:
+    """A minimal valid sweep file: the first model is the reference; no server is ever started."""
+    path.write_text(
+        f'[sweep]\nname="{path.stem}"\nreference="{models[0]}"\n[serving]\nbackend="llamacpp"\n'
+        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
+                  for m in models)
+    )
+    return path
