@@ -97,14 +97,14 @@ def _find(run: RunState, request: pytest.FixtureRequest, model: str, benchmark: 
           concurrency: int, prompt_tokens: int | None) -> dict[str, Any]:
     """The model's measurement at this setting: this run's (waiting for it if it is still to
     come on another worker), else the latest stored one."""
-    from pytest_modelsweep.fixtures import _tests_in_session
+    from pytest_modelsweep.fixtures import tests_in_session
 
     def same_setting(m: dict[str, Any]) -> bool:
         params = m["params"]
         return bool(params["concurrency"] == concurrency
                     and params["prompt_tokens"] == prompt_tokens)
 
-    expected = [t for t in _tests_in_session(request.session, model, benchmark)
+    expected = [t for t in tests_in_session(request.session, model, benchmark)
                 if f"-c{concurrency}]" in t and (not prompt_tokens or f"-p{prompt_tokens}-" in t)]
     deadline = time.monotonic() + (run.options.verdict_wait_s if expected else 0)
     while True:

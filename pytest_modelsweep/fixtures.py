@@ -147,7 +147,7 @@ def _limited(
         pytest.fail(str(error), pytrace=False)
 
 
-def _tests_in_session(session: pytest.Session, model: str, benchmark: str) -> list[str]:
+def tests_in_session(session: pytest.Session, model: str, benchmark: str) -> list[str]:
     """This session's (every worker's) tests that record ``model``'s own ``benchmark`` result."""
     from .plugin import model_of_item
 
@@ -157,11 +157,6 @@ def _tests_in_session(session: pytest.Session, model: str, benchmark: str) -> li
         and item.get_closest_marker(benchmark) is not None
         and item.get_closest_marker("verdict") is None
     ]
-
-
-def _runs_in_session(session: pytest.Session, model: str, benchmark: str) -> bool:
-    """Whether this session runs ``model``'s own ``benchmark`` test."""
-    return bool(_tests_in_session(session, model, benchmark))
 
 
 @pytest.fixture
@@ -195,7 +190,7 @@ def judge_against_reference(
         try:
             return find_items(
                 run.store, run.run_id, model, benchmark,
-                expected_tests=_tests_in_session(request.session, model, benchmark),
+                expected_tests=tests_in_session(request.session, model, benchmark),
                 wait_s=options.verdict_wait_s,
                 match_ids=[r.item_id for r in match.items] if match is not None else None,
             )
@@ -211,7 +206,7 @@ def judge_against_reference(
                 if reason is not None:
                     pytest.skip(reason)
         try:
-            if _runs_in_session(request.session, candidate_name, benchmark):
+            if tests_in_session(request.session, candidate_name, benchmark):
                 cand_items = items_of(candidate_name, benchmark)
                 ref_items = items_of(reference, benchmark, match=cand_items)
             else:

@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ModelsweepError
 from .modelids import ModelIdParser
 from .results import ResultsWriter
 from .store import Store
@@ -242,10 +241,6 @@ class RunState:
 def stderr_line(message: str) -> None:
     """Progress output where no terminal reporter is at hand (xdist workers, the CLI)."""
     print(f"modelsweep: {message}", file=sys.stderr, flush=True)
-
-
-def as_usage_error(error: ModelsweepError) -> str:
-    return f"modelsweep: {error}"
 
 
 def worker_id_from_env() -> str:

@@ -9,7 +9,7 @@ still to come.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,5 +127,3 @@ def parse_fail_on(text: str, known: Sequence[str]) -> frozenset[str]:
         )
     return chosen
 
-
-Waiter = Callable[[str], bool]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from paths import write_sweep
 
 pytest_plugins = ("pytester",)
 
@@ -118,12 +118,7 @@ def test_workers_hand_measurements_to_the_controller(pytester: pytest.Pytester) 
 
 def test_many_models_stay_on_one_worker_each(pytester: pytest.Pytester) -> None:
     models = [f"m{i}" for i in range(6)]
-    sweep = pytester.path / "many.toml"
-    sweep.write_text(
-        '[sweep]\nname="many"\nreference="m0"\n[serving]\nbackend="llamacpp"\n'
-        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
-                  for m in models)
-    )
+    sweep = write_sweep(pytester.path / "many.toml", models)
     pytester.makepyfile(
         """
         import os, pytest

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from paths import write_sweep
 
 pytest_plugins = ("pytester",)
 
@@ -113,12 +114,7 @@ def test_many_candidates_under_two_workers_never_wait_on_their_own_queue(
     pytester: pytest.Pytester,
 ) -> None:
     names = ["ref", "c1", "c2", "c3"]
-    sweep = pytester.path / "four.toml"
-    sweep.write_text(
-        '[sweep]\nname="four"\nreference="ref"\n[serving]\nbackend="llamacpp"\n'
-        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
-                  for m in names)
-    )
+    sweep = write_sweep(pytester.path / "four.toml", names)
     pytester.makepyfile(
         """
         import pytest
@@ -179,12 +175,7 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
     pytester: pytest.Pytester,
 ) -> None:
     names = ["ref", "bad", "close", "same"]
-    sweep = pytester.path / "holm.toml"
-    sweep.write_text(
-        '[sweep]\nname="holm"\nreference="ref"\n[serving]\nbackend="llamacpp"\n'
-        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
-                  for m in names)
-    )
+    sweep = write_sweep(pytester.path / "holm.toml", names)
     pytester.makepyfile(
         """
         import pytest

@@ -22,7 +22,6 @@ this hook added them. Nothing runs on xdist workers.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
