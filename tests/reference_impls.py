@@ -45,6 +45,10 @@ REFERENCE_REQUIREMENTS: tuple[str, ...] = (
     "multidict==7.2.1",
     "yarl==1.25.1",
     "propcache==0.5.4",
+    "openai==3.57.0",  # BFCL's OpenAI handler, which decodes tool calls
+    "jiter==0.19.0",
+    "distro==1.9.0",
+    "overrides==7.7.0",
 )
 SCRIPTS = Path(__file__).resolve().parent / "reference"
 

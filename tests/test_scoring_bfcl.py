@@ -245,6 +245,10 @@ def test_list_of_dicts() -> None:
         ("[f(a=g(b=1))]", [{"f": {"a": {"g": {"b": 1}}}}]),
         ("[f()]", [{"f": {}}]),
         ("", []),
+        # BFCL's quirks, kept: **x lands under the key None; "not"/"~" negate like "-"
+        ("[f(a=1, **kw)]", [{"f": {"a": 1, None: "kw"}}]),
+        ("[f(a=not True, b=~5)]", [{"f": {"a": -1, "b": -5}}]),
+        ("[f(a=2**100, b=[1]+[2], c=1<<3, d=(1<2)+1)]", [{"f": {"a": 2**100, "b": [1, 2], "c": 8, "d": 2}}]),
     ],
 )
 def test_decode_prompt_output(text: str, expected: Any) -> None:
@@ -261,10 +265,13 @@ def test_decode_prompt_output(text: str, expected: Any) -> None:
         "[f(a=1), 'text']",
         "[f(a=10**100000)]",
         "[f(a='x'*10**9)]",
+        "[f(a='%0999999999d' % 1)]",
+        "[f(a='%*d' % (10**9, 1))]",  # a width taken from the arguments
+        "[f(a=b'%.*f' % (10**9, 1.0))]",
         "[f(a=lambda: 1)]",
-        "[f(**kw)]",
+        "[f(a=abs(-2)+1)]",  # BFCL evals names in expressions; we evaluate literals only
         "[f(a={[1]: 2})]",
-        "[f(a=not True)]",
+        "[f(a=not x)]",
         "[" * 500 + "f(a=1)" + "]" * 500,
     ],
 )
@@ -300,6 +307,9 @@ def test_decode_tool_calls() -> None:
         decode_tool_calls(tool_message(("f", {"x": 1})))
     with pytest.raises(BfclDecodeError, match=r"no tool calls in the response \(content: 'hello'\)"):
         decode_tool_calls({"role": "assistant", "content": "hello"})
+    # as BFCL's OpenAI handler: no calls at all, which the checker counts as the wrong number
+    assert decode_tool_calls(tool_message()) == []
+    assert decode_tool_calls({"role": "assistant", "content": ""}) == []
 
 
 # --- scored records -----------------------------------------------------------------------
@@ -347,6 +357,7 @@ def test_tools_mode_correct() -> None:
             "simple_function_checker:wrong_count",
         ),
         (tool_message(("math.hypot", '{"x": 4, "y": 5}')), "simple_function_checker:wrong_func_name"),
+        (tool_message(), "simple_function_checker:wrong_count"),
     ],
 )
 def test_tools_mode_wrong(message: dict[str, Any], error_type: str) -> None:

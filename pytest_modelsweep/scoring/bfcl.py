@@ -1,25 +1,47 @@
 """BFCL simple-category scoring: decoding the model's calls and BFCL's AST checker.
 
-Reproduced from the gorilla repository's ``berkeley-function-call-leaderboard/bfcl_eval``:
+Reproduced from the gorilla repository's ``berkeley-function-call-leaderboard/bfcl_eval``
+(``tests/test_conformance_bfcl.py`` runs bfcl-eval 2026.3.23's own code on the same
+inputs and requires the same verdicts):
 
-* Tools mode decoding as ``OpenAICompletionsHandler.decode_ast`` (FC): each
-  ``choices[0].message.tool_calls[i]`` becomes ``{function.name: json.loads(function.arguments)}``;
-  no tool calls, or arguments that are not JSON, is ``ast_decoder:decoder_failed``.
+* Tools mode decoding as ``OpenAICompletionsHandler._parse_query_response_FC`` and
+  ``decode_ast`` (FC): each ``choices[0].message.tool_calls[i]`` becomes
+  ``{function.name: json.loads(function.arguments)}``. An empty ``tool_calls`` list, or
+  none and empty content, decodes to no calls (so ``simple_function_checker:wrong_count``);
+  no tool calls and some content, or arguments that are not JSON, is
+  ``ast_decoder:decoder_failed``.
 * Prompt mode decoding as ``default_decode_ast_prompting`` / ``ast_parse`` /
   ``resolve_ast_call`` / ``resolve_ast_by_type`` (``model_handler/utils.py``): strip
   backticks, newlines and spaces, add a missing ``[`` or ``]``, strip wrapping
   ``'``, parse with :mod:`ast`; dotted names (``math.factorial``) kept; only keyword
-  arguments count (positional ones are dropped, as BFCL does); bare names become
-  their name as a string; a call without keywords becomes its source text.
-  Where BFCL ``eval``\\ s an expression (``2*3``) this evaluates only arithmetic on
-  literals, without ``eval``; ``+x`` is ``x`` (BFCL negates every unary operand).
+  arguments count (positional ones are dropped, ``**x`` lands under the key None, as
+  BFCL does); bare names become their name as a string; a call without keywords
+  becomes its source text; ``-``, ``not`` and ``~`` before a literal all negate it
+  (BFCL's ``-operand.value``). Deliberate differences:
+
+  - ``+x`` is ``x`` (BFCL negates it too: ``-x``).
+  - Where BFCL ``eval``\\ s an expression (a binary operation such as ``2*3``), this
+    computes it without ``eval``, with the same result for literals, displays and
+    operators (arithmetic, bitwise, comparison, boolean, conditional, subscripts).
+    Names, calls, attributes, f-strings, comprehensions and the like are refused (a
+    decoding failure), where BFCL's ``eval`` resolves builtins and its own module's
+    globals (``abs(-2)+1`` is 3 there); unresolvable names fail in both.
+  - Results are bounded: integers to about 4,200 digits, sequences repeated with
+    ``*`` to 10**6 items, ``%`` format widths to 6 digits (none taken from ``*``);
+    BFCL builds them (and hangs on ``9**9**9``).
 * A decoded output that is not ``[{name: {param: value}}]`` is
   ``ast_decoder:decoder_wrong_output_format`` (``is_function_calling_format_output``).
 * The checker is ``ast_checker`` for a non-parallel, non-multiple category, i.e.
   the count check then ``simple_function_checker`` with its ``type_checker``,
   ``string_checker``, ``list_checker``, ``dict_checker`` and ``list_dict_checker``
   (``eval_checker/ast_eval/ast_checker.py``), Python rules only, with BFCL's
-  error type names. Error messages are this module's own wording.
+  error type names. Error messages are this module's own wording. Where BFCL's
+  checker raises (a list of dictionaries holding a non-dictionary when an answer
+  allows omitting the list; schemas without ``required``, ``items`` or a known
+  type), this gives a verdict instead.
+* A chat answer whose ``content`` is not a string (None) is an errored item
+  (``response_error``, see :func:`score_bfcl_response`); BFCL's decoder fails on it
+  (``ast_decoder:decoder_failed``). Both count it wrong.
 """
 
 from __future__ import annotations
@@ -82,35 +104,117 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.BitAnd: operator.and_,
+    ast.MatMult: operator.matmul,
 }
-_MAX_RESULT = 10**6
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+    ast.Invert: operator.invert,
+}
+_MAX_INT_BITS = 14_000
+"""Integer results are refused above this (about 4,200 digits: Python will not print more)."""
+_MAX_LENGTH = 10**6
+"""Strings, bytes and containers made by ``*`` are refused above this length."""
+_WIDE_FORMAT = re.compile(r"%(\([^)]*\))?[-+ #0]*(\*|\d{7,}|\d*\.(\*|\d{7,}))")
+"""A ``%`` conversion with a width or precision of 7 digits or more, or taken from the arguments (``*``)."""
 
 
-def _arithmetic(node: ast.expr) -> Any:
-    """Arithmetic on numeric and string literals only (BFCL would ``eval`` the expression)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+def _refuse(node: ast.expr, why: str) -> BfclDecodeError:
+    return BfclDecodeError(f"cannot evaluate {ast.unparse(node)!r}: {why}")
+
+
+def _guard_operands(node: ast.BinOp, left: Any, right: Any) -> None:
+    """Refuse what would take unbounded time or memory before computing it."""
+    ints = type(left) in (int, bool) and type(right) in (int, bool)
+    too_large = ints and right > 0 and (
+        (isinstance(node.op, ast.Pow) and abs(left) > 1
+         and (right > _MAX_INT_BITS or right * math.log2(abs(left)) > _MAX_INT_BITS))
+        or (isinstance(node.op, ast.LShift) and left != 0 and right + abs(left).bit_length() > _MAX_INT_BITS)
+    )
+    if too_large:
+        raise _refuse(node, "result too large")
+    if isinstance(node.op, ast.Mult):
+        for sequence, count in ((left, right), (right, left)):
+            repeated = isinstance(sequence, (str, bytes, list, tuple)) and type(count) in (int, bool)
+            if repeated and len(sequence) * count > _MAX_LENGTH:
+                raise _refuse(node, "result too long")
+    if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)):
+        text = left.decode("latin-1") if isinstance(left, bytes) else left
+        if _WIDE_FORMAT.search(text):
+            raise _refuse(node, "format width too large")
+
+
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _evaluate(node: ast.expr) -> Any:
+    """What Python's ``eval`` gives for an expression of literals and operators, without ``eval``.
+
+    Constants; list, tuple, set and dict displays; unary, binary, comparison and boolean
+    operators; conditional expressions and subscripts. Anything else (names, calls,
+    attributes, f-strings, comprehensions, lambdas, ...) is refused.
+    """
+    if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _arithmetic(node.operand)
-        if not isinstance(value, (int, float)):
-            raise BfclDecodeError(f"unsupported operand in {ast.unparse(node)!r}")
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _arithmetic(node.left), _arithmetic(node.right)
-        if isinstance(node.op, ast.Pow) and (abs(right) > 64 if isinstance(right, (int, float)) else True):
-            raise BfclDecodeError(f"exponent too large in {ast.unparse(node)!r}")
-        if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
-            count = right if isinstance(left, str) else left
-            if not isinstance(count, int) or count > _MAX_RESULT:
-                raise BfclDecodeError(f"unsupported repetition in {ast.unparse(node)!r}")
-        try:
-            result = _BINARY[type(node.op)](left, right)
-        except (TypeError, ZeroDivisionError, OverflowError, ValueError) as exc:
-            raise BfclDecodeError(f"cannot evaluate {ast.unparse(node)!r}: {exc}") from None
-        if isinstance(result, float) and not math.isfinite(result):
-            raise BfclDecodeError(f"cannot evaluate {ast.unparse(node)!r}: not finite")
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_evaluate(item) for item in node.elts]
+        if isinstance(node, ast.List):
+            return items
+        return tuple(items) if isinstance(node, ast.Tuple) else set(items)
+    if isinstance(node, ast.Dict):
+        if any(key is None for key in node.keys):
+            raise _refuse(node, "** in a dictionary")
+        return {_evaluate(cast(ast.expr, k)): _evaluate(v) for k, v in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        _guard_operands(node, left, right)
+        result = _BINARY[type(node.op)](left, right)
+        if isinstance(result, int) and result.bit_length() > _MAX_INT_BITS:
+            raise _refuse(node, "result too large")
         return result
-    raise BfclDecodeError(f"unsupported expression {ast.unparse(node)!r}")
+    if isinstance(node, ast.Compare):
+        left = _evaluate(node.left)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = _evaluate(comparator)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.BoolOp):
+        value: Any = None
+        for operand in node.values:
+            value = _evaluate(operand)
+            if bool(value) == isinstance(node.op, ast.Or):  # and: stop at falsy; or: at truthy
+                return value
+        return value
+    if isinstance(node, ast.IfExp):
+        return _evaluate(node.body) if _evaluate(node.test) else _evaluate(node.orelse)
+    if isinstance(node, ast.Subscript):
+        container = _evaluate(node.value)
+        if isinstance(node.slice, ast.Slice):
+            bounds = (node.slice.lower, node.slice.upper, node.slice.step)
+            return container[slice(*(None if b is None else _evaluate(b) for b in bounds))]
+        return container[_evaluate(node.slice)]
+    raise _refuse(node, f"{type(node).__name__} is not a literal (BFCL would eval it)")
 
 
 def _resolve_value(node: ast.expr | None) -> Any:
@@ -118,15 +222,18 @@ def _resolve_value(node: ast.expr | None) -> Any:
     if isinstance(node, ast.Constant):
         return "..." if node.value is Ellipsis else node.value
     if isinstance(node, ast.UnaryOp):
-        if isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant):
-            return _arithmetic(node)
-        raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
+        # BFCL negates the operand's value whatever the operator; only a literal has one.
+        if not isinstance(node.operand, ast.Constant):
+            raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
+        if isinstance(node.op, ast.UAdd):
+            return _evaluate(node)  # deliberately +x, not BFCL's -x
+        return operator.neg(cast(Any, node.operand.value))
     if isinstance(node, ast.List):
         return [_resolve_value(v) for v in node.elts]
     if isinstance(node, ast.Dict):
         return {_resolve_value(k): _resolve_value(v) for k, v in zip(node.keys, node.values, strict=True)}
     if isinstance(node, ast.BinOp):
-        return _arithmetic(node)
+        return _evaluate(node)
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
@@ -139,8 +246,8 @@ def _resolve_value(node: ast.expr | None) -> Any:
     raise BfclDecodeError(f"unsupported AST type: {kind}")
 
 
-def _resolve_call(node: ast.Call) -> dict[str, dict[str, Any]]:
-    """BFCL's ``resolve_ast_call``: dotted name and keyword arguments only."""
+def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
+    """BFCL's ``resolve_ast_call``: dotted name and keyword arguments only (``**x`` under the key None)."""
     parts: list[str] = []
     func: ast.expr = node.func
     while isinstance(func, ast.Attribute):
@@ -148,10 +255,8 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[str, Any]]:
         func = func.value
     if isinstance(func, ast.Name):
         parts.append(func.id)
-    args: dict[str, Any] = {}
+    args: dict[Any, Any] = {}
     for keyword in node.keywords:
-        if keyword.arg is None:
-            raise BfclDecodeError("unsupported **kwargs in a call")
         args[keyword.arg] = _resolve_value(keyword.value)
     return {".".join(reversed(parts)): args}
 
@@ -159,7 +264,7 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[str, Any]]:
 def decode_prompt_output(text: str) -> Calls:
     """Decode BFCL's ``[func(a=1, b="x")]`` answer as ``default_decode_ast_prompting`` does.
 
-    Raises BfclDecodeError for anything that is not a list of calls.
+    Raises BfclDecodeError where BFCL's decoder raises (anything that is not a list of calls).
     """
     result = text.strip("`\n ")
     if not result.startswith("["):
@@ -184,9 +289,9 @@ def decode_prompt_output(text: str) -> Calls:
             raise BfclDecodeError(f"expected a function call, got {type(element).__name__}")
         try:
             calls.append(_resolve_call(element))
-        except (TypeError, ValueError, RecursionError) as exc:
-            if isinstance(exc, BfclDecodeError):
-                raise
+        except BfclDecodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - BFCL's decoder fails on any exception here too
             raise BfclDecodeError(f"cannot resolve {type(exc).__name__}: {exc}") from None
     return calls
 
@@ -194,11 +299,15 @@ def decode_prompt_output(text: str) -> Calls:
 def decode_tool_calls(message: Any) -> list[Any]:
     """Decode ``choices[0].message`` of a tools-mode response into ``[{name: arguments}]``.
 
-    Raises BfclDecodeError when there are no tool calls or ``arguments`` is not a JSON string.
+    As BFCL's ``OpenAICompletionsHandler``: an empty ``tool_calls`` list, or no tool
+    calls and empty content, decodes to no calls (``[]``). Raises BfclDecodeError when
+    there are no tool calls and some content, or ``arguments`` is not a JSON string.
     """
     tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
-    if not isinstance(tool_calls, list) or not tool_calls:
+    if not isinstance(tool_calls, list):
         content = message.get("content") if isinstance(message, dict) else None
+        if content == "":
+            return []
         shown = repr(content)[:120]
         raise BfclDecodeError(f"no tool calls in the response (content: {shown})")
     decoded: list[Any] = []
