@@ -203,6 +203,15 @@ class Store:
                  int(reused)),
             )
 
+    def update_item(self, serving_key: str, benchmark: str, record: ItemRecord) -> None:
+        """Replace a stored item's record (its answer scored again by a changed scorer)."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE items SET record_json = ? WHERE serving_key = ? AND benchmark = ? "
+                "AND item_id = ? AND prompt_hash = ?",
+                (json.dumps(record.to_dict()), serving_key, benchmark, record.item_id, record.prompt_hash),
+            )
+
     def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
         """A finished test of the run (so that others stop waiting for its results)."""
         with self._transaction() as db:

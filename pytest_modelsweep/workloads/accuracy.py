@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from ..client import run_post_requests
 from ..records import ItemRecord
+from ..scoring import response_from_record
 from ..serving.endpoint import Endpoint
 from ..store import Store
 from .base import ApiRequest
@@ -69,7 +70,9 @@ def run_accuracy(
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused, not re-sent.
 
-    Each newly scored item is committed to the store before the next completes,
+    Reused answers are scored again by ``score`` (from the response rebuilt from the
+    record), so a fixed scorer applies to stored answers too; a changed verdict is
+    written back to the store. Each newly scored item is committed to the store before the next completes,
     so an interrupted run resumes where it stopped. Items whose request failed
     (``error`` set) are not reused later: they are sent again. ``reuse=False``
     sends every item (and still stores it, for verdicts and later runs).
@@ -90,17 +93,24 @@ def run_accuracy(
             if record.error is None
         }
     records: dict[str, ItemRecord] = {}
+    by_id = {build_id: item for build_id, item in zip((r.item_id for r in requests), items)}
+    rescored = 0
     for request in requests:
         if request.item_id in stored:
-            records[request.item_id] = stored[request.item_id]
+            # the stored answer is reused; its verdict is always the current scorer's
+            response = response_from_record(request, stored[request.item_id])
+            record = score(by_id[request.item_id], request, response, None)
+            records[request.item_id] = record
             if store is not None:
-                store.add_item(run_id, model, benchmark, serving_key, stored[request.item_id],
-                               reused=True)
-    by_id = {build_id: item for build_id, item in zip((r.item_id for r in requests), items)}
+                if record != stored[request.item_id]:
+                    rescored += 1
+                    store.update_item(serving_key, benchmark, record)
+                store.add_item(run_id, model, benchmark, serving_key, record, reused=True)
     to_send = [r for r in requests if r.item_id not in stored]
     line = ProgressLine(f"{benchmark} {model}", len(to_send), progress)
     if progress is not None and stored:
-        progress(f"{benchmark} {model}: reused {len(stored)} stored items, sending {len(to_send)}")
+        changed = f" ({rescored} scored differently now)" if rescored else ""
+        progress(f"{benchmark} {model}: reused {len(stored)} stored items{changed}, sending {len(to_send)}")
 
     def on_result(request: ApiRequest, response: dict[str, Any] | None, error: str | None) -> None:
         record = score(by_id[request.item_id], request, response, error)
