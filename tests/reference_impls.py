@@ -49,6 +49,17 @@ REFERENCE_REQUIREMENTS: tuple[str, ...] = (
     "jiter==0.19.0",
     "distro==1.9.0",
     "overrides==7.7.0",
+    # and what a fresh environment with only this project's dependencies lacks:
+    "python-dotenv==1.2.4",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "typing-inspection==0.4.5",
+    "annotated-types==0.8.0",
+    "sniffio==1.3.1",
+    "requests==2.34.2",
+    "urllib3==2.8.0",
+    "charset-normalizer==3.5.3",
+    "attrs==26.1.0",
 )
 SCRIPTS = Path(__file__).resolve().parent / "reference"
 
