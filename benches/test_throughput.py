@@ -97,7 +97,7 @@ def _find(run: RunState, request: pytest.FixtureRequest, model: str, benchmark: 
           concurrency: int, prompt_tokens: int | None) -> dict[str, Any]:
     """The model's measurement at this setting: this run's (waiting for it if it is still to
     come on another worker), else the latest stored one."""
-    from pytest_modelsweep.fixtures import tests_in_session
+    from pytest_modelsweep.context import tests_in_session
 
     def same_setting(m: dict[str, Any]) -> bool:
         params = m["params"]

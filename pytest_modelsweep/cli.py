@@ -103,7 +103,12 @@ def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[d
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
-    from .gate import DEFAULT_THRESHOLDS, compare_with_baseline, gate_table, parse_thresholds
+    from .gate import (
+        DEFAULT_THRESHOLDS,
+        compare_with_baseline,
+        gate_table,
+        parse_thresholds,
+    )
 
     _, before = _run_measurements(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)

@@ -34,8 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .records import RequestRecord
-from .workloads.base import ApiRequest
+from .records import ApiRequest, RequestRecord
 
 __all__ = [
     "PostResult",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from .context import measurements_key, run_state_key, tests_in_session
 from .errors import ModelsweepError
 from .records import Measurement
 from .serving.endpoint import Endpoint
@@ -20,8 +21,6 @@ RecordMeasurement = Callable[..., Measurement]
 @pytest.fixture(scope="session")
 def modelsweep_run(request: pytest.FixtureRequest) -> RunState:
     """The run-wide state: options, sweep, selection, endpoint pool."""
-    from .plugin import run_state_key
-
     return request.config.stash[run_state_key]
 
 
@@ -57,8 +56,6 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     items=[...], requests=[...])``. The model and the endpoint's provenance are
     added from the test.
     """
-    from .plugin import measurements_key
-
     node = request.node
     callspec = getattr(node, "callspec", None)
     model = callspec.params.get("model_name") if callspec is not None else None
@@ -145,18 +142,6 @@ def _limited(
         return records[:limit]
     except ModelsweepError as error:
         pytest.fail(str(error), pytrace=False)
-
-
-def tests_in_session(session: pytest.Session, model: str, benchmark: str) -> list[str]:
-    """This session's (every worker's) tests that record ``model``'s own ``benchmark`` result."""
-    from .plugin import model_of_item
-
-    return [
-        item.nodeid for item in session.items
-        if model_of_item(item) == model
-        and item.get_closest_marker(benchmark) is not None
-        and item.get_closest_marker("verdict") is None
-    ]
 
 
 @pytest.fixture

@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 
+from .context import measurements_key, model_of_item, run_state_key
 from .errors import ModelsweepError
 from .state import Options, RunState, stderr_line, worker_id_from_env
-
-run_state_key = pytest.StashKey[RunState]()
-measurements_key = pytest.StashKey[list[dict[str, Any]]]()
 
 MARKERS = {
     "smoke": "a single real generation per model (the quickest end-to-end check)",
@@ -266,15 +264,6 @@ def pytest_collection_modifyitems(
         return (1, run_order.get(name, len(run_order)), position[id(item)])
 
     items.sort(key=key)
-
-
-def model_of_item(item: pytest.Item) -> str | None:
-    """The model a test belongs to (its ``model_name`` or ``candidate_name`` parameter)."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return None
-    value = callspec.params.get("model_name", callspec.params.get("candidate_name"))
-    return value if isinstance(value, str) else None
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:

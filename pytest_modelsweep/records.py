@@ -10,13 +10,33 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 def prompt_hash(payload: Any) -> str:
     """A stable short hash of what was sent for an item (messages, prompt, tools, settings)."""
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+ApiPath = Literal["/v1/chat/completions", "/v1/completions"]
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """One OpenAI-compatible request for one benchmark item, independent of how it is sent.
+
+    ``payload`` is the JSON body without the ``model`` field; the client adds the
+    endpoint's served name, so that the prompt hash does not depend on it.
+    """
+
+    item_id: str
+    path: ApiPath
+    payload: dict[str, Any] = field(hash=False)
+
+    @property
+    def prompt_hash(self) -> str:
+        return prompt_hash({"path": self.path, **self.payload})
 
 
 @dataclass

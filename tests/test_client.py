@@ -17,8 +17,7 @@ from pytest_modelsweep.client import (
     stream_requests,
     stream_requests_detailed,
 )
-from pytest_modelsweep.records import RequestRecord
-from pytest_modelsweep.workloads.base import ApiRequest
+from pytest_modelsweep.records import ApiRequest, RequestRecord
 
 try:  # tests/ as a package, or as a plain directory on sys.path
     from .sse_server import SseServer

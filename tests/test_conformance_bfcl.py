@@ -21,7 +21,7 @@ import pytest
 from paths import SHARED_DATA
 from reference_impls import run_reference
 
-from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.records import ApiRequest, ItemRecord
 from pytest_modelsweep.scoring.bfcl import (
     BfclDecodeError,
     Mode,
@@ -32,7 +32,6 @@ from pytest_modelsweep.scoring.bfcl import (
     score_bfcl_response,
 )
 from pytest_modelsweep.sweep import BfclMode, ModelSource, ModelSpec, Prompting
-from pytest_modelsweep.workloads.base import ApiRequest
 from pytest_modelsweep.workloads.bfcl import BfclRecord, build_bfcl_request, load_bfcl
 
 DATA = SHARED_DATA / "bfcl"

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_modelsweep.errors import ServerStartError, ServerStartedTwiceError
+from pytest_modelsweep.errors import ServerStartedTwiceError, ServerStartError
 from pytest_modelsweep.serving.endpoint import Endpoint
 from pytest_modelsweep.serving.llamacpp import launch_llamacpp
 from pytest_modelsweep.serving.pool import EndpointPool

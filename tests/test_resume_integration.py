@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from paths import REAL_CACHE, SHARED_DATA
 
 pytestmark = pytest.mark.integration

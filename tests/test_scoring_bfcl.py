@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.records import ApiRequest
 from pytest_modelsweep.scoring.bfcl import (
     BfclCheck,
     BfclDecodeError,
@@ -19,7 +20,6 @@ from pytest_modelsweep.scoring.bfcl import (
     standardize_string,
     summarise_bfcl,
 )
-from pytest_modelsweep.workloads.base import ApiRequest
 from pytest_modelsweep.workloads.bfcl import BfclRecord, load_bfcl
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"

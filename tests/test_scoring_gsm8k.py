@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.records import ApiRequest, ItemRecord
 from pytest_modelsweep.scoring.gsm8k import (
     flexible_extract,
     normalise,
@@ -16,7 +16,6 @@ from pytest_modelsweep.scoring.gsm8k import (
     strict_match,
     summarise_gsm8k,
 )
-from pytest_modelsweep.workloads.base import ApiRequest
 from pytest_modelsweep.workloads.gsm8k import Gsm8kProblem
 
 ANSWER = "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18"

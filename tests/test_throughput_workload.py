@@ -20,11 +20,10 @@ from pytest_modelsweep.client import (
     stream_requests_detailed,
 )
 from pytest_modelsweep.errors import EndpointError, MeasurementError
-from pytest_modelsweep.records import RequestRecord
+from pytest_modelsweep.records import ApiRequest, RequestRecord
 from pytest_modelsweep.server_metrics import cached_tokens_counter, fetch_metrics
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
 from pytest_modelsweep.sweep import ModelSource, ModelSpec
-from pytest_modelsweep.workloads.base import ApiRequest
 from pytest_modelsweep.workloads.throughput import (
     SHORT_PROMPT_TOKENS,
     WORDS,

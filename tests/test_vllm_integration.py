@@ -388,7 +388,7 @@ def _throughput_with_client(
 ) -> tuple[list[Any], float, float]:
     """The same measurement with the plugin's stream client, where run_throughput is absent."""
     from pytest_modelsweep.client import run_stream_requests
-    from pytest_modelsweep.workloads.base import ApiRequest
+    from pytest_modelsweep.records import ApiRequest
 
     words = ("amber", "bridge", "copper", "dolphin", "ember", "falcon", "glacier", "harbor",
              "island", "jungle", "kettle", "lantern")

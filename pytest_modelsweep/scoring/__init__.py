@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..records import ItemRecord
-    from ..workloads.base import ApiRequest
+    from ..records import ApiRequest, ItemRecord
 
 
 def usage_counts(response: Mapping[str, Any]) -> tuple[int | None, int | None]:

@@ -56,8 +56,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from ..records import ItemRecord
-from ..workloads.base import ApiRequest
+from ..records import ApiRequest, ItemRecord
 from ..workloads.bfcl import BfclRecord
 from . import usage_counts
 

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import ItemRecord
-from ..workloads.base import ApiRequest
+from ..records import ApiRequest, ItemRecord
 from ..workloads.gsm8k import Gsm8kProblem
 from . import usage_counts
 

@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..client import run_post_requests
-from ..records import ItemRecord
+from ..records import ApiRequest, ItemRecord
 from ..scoring import response_from_record
 from ..serving.endpoint import Endpoint
 from ..store import Store
-from .base import ApiRequest
 
 ItemT = TypeVar("ItemT")
 Score = Callable[[ItemT, ApiRequest, "dict[str, Any] | None", "str | None"], ItemRecord]

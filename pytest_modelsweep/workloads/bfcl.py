@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..records import prompt_hash
+from ..records import ApiRequest, prompt_hash
 from ..sweep import ModelSpec
-from .base import ApiRequest
 
 HUB_REPO = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
 RECORDS_FILE = "BFCL_v4_simple_python.json"

@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..records import prompt_hash
+from ..records import ApiRequest, prompt_hash
 from ..sweep import ModelSpec
-from .base import ApiRequest
 
 HUB_DATASET = "openai/gsm8k"
 HUB_CONFIG = "main"

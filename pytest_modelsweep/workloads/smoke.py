@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from ..errors import MeasurementError
+from ..records import ApiRequest
 from ..serving.endpoint import Endpoint
-from .base import ApiRequest
 
 SMOKE_QUESTION = "Name the three primary colours."
 

@@ -33,10 +33,9 @@ import numpy as np
 
 from ..client import StreamOutcome, stream_requests_detailed
 from ..errors import EndpointError, MeasurementError
-from ..records import RequestRecord
-from ..serving.endpoint import Endpoint
+from ..records import ApiRequest, RequestRecord
 from ..server_metrics import CounterKind, fetch_metrics, find_counter
-from .base import ApiRequest
+from ..serving.endpoint import Endpoint
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""

@@ -44,7 +44,6 @@ import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 RECORDS_FILE = "BFCL_v4_simple_python.json"
@@ -94,7 +93,9 @@ class Reference:
         from bfcl_eval.constants.enums import Language, ModelStyle, ReturnFormat
         from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
         from bfcl_eval.eval_checker.eval_runner import _evaluate_single_ast_entry
-        from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
+        from bfcl_eval.model_handler.api_inference.openai_completion import (
+            OpenAICompletionsHandler,
+        )
         from bfcl_eval.model_handler.utils import default_decode_ast_prompting
         from bfcl_eval.utils import (
             add_language_specific_hint_to_function_doc,
