@@ -9,6 +9,9 @@ scheduler, test reports), from the id (:class:`~pytest_modelsweep.modelids.Model
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,8 +25,94 @@ run_state_key = pytest.StashKey["RunState"]()
 measurements_key = pytest.StashKey[list[dict[str, Any]]]()
 """``item.stash[measurements_key]``: what a test recorded, carried on its report."""
 
+run_id_key = pytest.StashKey[str]()
+"""``config.stash[run_id_key]``: the run's id (the controller's, handed to xdist workers)."""
+
 MODEL_PARAMS = ("model_name", "candidate_name")
 """The parameters that make a test a modelsweep test (the plugin parametrizes them)."""
+
+
+def run_id(config: pytest.Config) -> str:
+    """This run's id: made once by the controller (or a plain run), given to every worker."""
+    if run_id_key not in config.stash:
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None and "modelsweep_run_id" in workerinput:
+            config.stash[run_id_key] = workerinput["modelsweep_run_id"]
+        else:
+            import uuid
+            from datetime import datetime, timezone
+
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            config.stash[run_id_key] = f"{stamp}-{uuid.uuid4().hex[:6]}"
+    return config.stash[run_id_key]
+
+
+def active_run_state(config: pytest.Config) -> RunState | None:
+    """The run state if this run has made one (None: modelsweep is dormant in this run)."""
+    return config.stash.get(run_state_key, None)
+
+
+def run_state(config: pytest.Config) -> RunState:
+    """The run state, made on first need; a bad option or sweep raises ``pytest.UsageError``.
+
+    It is first needed when a modelsweep option is given (at configure), when a
+    modelsweep test is collected, or when a report of one reaches xdist's controller.
+    """
+    state = active_run_state(config)
+    if state is not None:
+        return state
+    from .errors import ModelsweepError
+    from .state import Options, RunState
+
+    workerinput = getattr(config, "workerinput", None)
+    try:
+        state = RunState(
+            options=Options.from_namespace(config.option),
+            rootdir=config.rootpath,
+            run_id=run_id(config),
+            is_worker=workerinput is not None,
+            worker_id=workerinput["workerid"] if workerinput else worker_id_from_env(),
+            write_line=progress_writer(config),
+            args=list(config.invocation_params.args),
+        )
+        # A bad --sweep, --model, --reference or --endpoint fails here.
+        state.selection
+    except ModelsweepError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[run_state_key] = state
+    return state
+
+
+def progress_writer(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines (server build, server start, items done) shown live, past pytest's capture.
+
+    On an xdist worker there is no terminal reporter; its stderr is the
+    terminal's, so the line goes there with capture suspended.
+    """
+
+    def write_line(message: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if reporter is not None and not hasattr(config, "workerinput"):
+                reporter.write_line(f"modelsweep: {message}")
+                reporter.flush()  # also when the output is a file or a CI log
+            else:
+                stderr_line(message)
+
+    return write_line
+
+
+def stderr_line(message: str) -> None:
+    """Progress output where no terminal reporter is at hand (xdist workers, the CLI)."""
+    print(f"modelsweep: {message}", file=sys.stderr, flush=True)
+
+
+def worker_id_from_env() -> str:
+    """The xdist worker id of this process, ``main`` outside xdist."""
+    import os
+
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def model_of_item(item: pytest.Item) -> str | None:

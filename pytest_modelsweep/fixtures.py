@@ -1,27 +1,32 @@
-"""The fixtures benchmark tests use: the run, the sweep, an endpoint, ``record_measurement``."""
+"""The fixtures benchmark tests use: the run, the sweep, an endpoint, ``record_measurement``.
+
+Registered in every pytest run, so this module imports only what pytest
+itself needs; what a fixture uses is imported when the fixture runs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .context import measurements_key, run_state_key, tests_in_session
+from .context import measurements_key, model_of_item, run_state, tests_in_session
 from .errors import ModelsweepError
-from .records import Measurement
-from .serving.endpoint import Endpoint
-from .state import RunState
-from .sweep import ModelSpec, Sweep
 
-RecordMeasurement = Callable[..., Measurement]
+if TYPE_CHECKING:
+    from .records import Measurement
+    from .serving.endpoint import Endpoint
+    from .state import RunState
+    from .sweep import ModelSpec, Sweep
+
+RecordMeasurement = Callable[..., "Measurement"]
 
 
 @pytest.fixture(scope="session")
 def modelsweep_run(request: pytest.FixtureRequest) -> RunState:
     """The run-wide state: options, sweep, selection, endpoint pool."""
-    return request.config.stash[run_state_key]
+    return run_state(request.config)
 
 
 @pytest.fixture(scope="session")
@@ -56,9 +61,13 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     items=[...], requests=[...])``. The model and the endpoint's provenance are
     added from the test.
     """
+    from datetime import datetime, timezone
+
+    from .records import Measurement
+    from .serving.endpoint import Endpoint
+
     node = request.node
-    callspec = getattr(node, "callspec", None)
-    model = callspec.params.get("model_name") if callspec is not None else None
+    model = model_of_item(node)
 
     def record(
         benchmark: str,

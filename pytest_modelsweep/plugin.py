@@ -1,21 +1,36 @@
 """pytest-modelsweep's pytest plugin: options, markers, collection, hooks.
 
-Thin on purpose: it reads options into one :class:`RunState` (``config.stash``)
-and hands every decision to pure modules. Nothing heavy is imported and no
-process is started at import time or in ``pytest_addoption``.
+Thin on purpose, and dormant until used: every pytest run in an environment
+where the plugin is installed loads it, so nothing heavy is imported and no
+process is started at import, in ``pytest_addoption`` or in
+``pytest_configure``. The one :class:`~pytest_modelsweep.state.RunState`
+(``config.stash``) is made when a modelsweep option is given or a modelsweep
+test is collected (:func:`~pytest_modelsweep.context.run_state`); until then
+every hook here returns at once, and xdist schedules as the user asked.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .context import measurements_key, model_of_item, run_state_key
-from .errors import ModelsweepError
-from .state import Options, RunState, stderr_line, worker_id_from_env
+from .context import (
+    MODEL_PARAMS,
+    active_run_state,
+    measurements_key,
+    model_of_item,
+    run_id,
+    run_state,
+)
+
+if TYPE_CHECKING:
+    from .state import RunState
+
+# Every option of ours and its default, filled in by pytest_addoption: a run that gives
+# none of them and collects no modelsweep test never makes the run state.
+_OPTION_DEFAULTS: dict[str, Any] = {}
 
 MARKERS = {
     "smoke": "a single real generation per model (the quickest end-to-end check)",
@@ -89,6 +104,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bfcl-path", default=None, metavar="DIR",
                     help="folder with BFCL simple records and possible answers "
                          "(default: the BFCL dataset from the Hub)")
+    _OPTION_DEFAULTS.clear()
+    _OPTION_DEFAULTS.update({option.dest: getattr(option, "default", None)
+                             for option in group.options})
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -109,6 +127,7 @@ def pytest_modelsweep_verdict(
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Markers, cheap option checks, fixtures; the run state only when an option of ours is given."""
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
     option = config.option
@@ -130,105 +149,29 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if option.resamples < 100:
         raise pytest.UsageError("--resamples: expected at least 100")
-    from .gate import DEFAULT_THRESHOLDS, parse_thresholds
-    from .stats import Verdict
-    from .verdicts import parse_fail_on
-
-    try:
-        thresholds = parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS)
-    except ModelsweepError as error:
-        _fail_usage(error)
-
-    try:
-        fail_on = parse_fail_on(option.fail_on, [v.value for v in Verdict])
-    except ModelsweepError as error:
-        _fail_usage(error)
-    workerinput = getattr(config, "workerinput", None)
-    state = RunState(
-        options=Options(
-            sweep=option.sweep,
-            models=list(option.model),
-            reference=option.reference,
-            endpoints=list(option.endpoint),
-            results=option.results,
-            workdir=option.modelsweep_dir,
-            repeats=option.repeats,
-            limit=option.limit,
-            gsm8k_path=option.gsm8k_path,
-            bfcl_path=option.bfcl_path,
-            gsm8k_max_tokens=option.gsm8k_max_tokens,
-            timed_requests=option.timed_requests,
-            store=option.store,
-            reuse=not option.no_reuse,
-            margin=option.margin,
-            fail_on=fail_on,
-            holm=option.holm,
-            resamples=option.resamples,
-            verdict_wait_s=option.verdict_wait,
-            baseline=option.baseline,
-            save_baseline=option.save_baseline,
-            thresholds=thresholds,
-        ),
-        rootdir=config.rootpath,
-        run_id=workerinput["modelsweep_run_id"] if workerinput else RunState.new_run_id(),
-        is_worker=workerinput is not None,
-        worker_id=workerinput["workerid"] if workerinput else worker_id_from_env(),
-        write_line=_progress_writer(config),
-        args=list(config.invocation_params.args),
-    )
-    config.stash[run_state_key] = state
-    try:
-        # A bad --sweep, --model, --reference or --endpoint fails here, as a usage error.
-        state.selection
-    except ModelsweepError as error:
-        _fail_usage(error)
-    if not state.is_worker:
-        config.pluginmanager.register(_ResultsCollector(state), "modelsweep-results")
-        if config.pluginmanager.hasplugin("html"):
-            # pytest-html is optional: its hooks are implemented only when it is installed,
-            # on the controller only (workers' extras would appear twice).
-            from .report.html import HtmlReportHooks
-
-            config.pluginmanager.register(HtmlReportHooks.for_state(state, config), "modelsweep-html")
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistHooks(state), "modelsweep-xdist")
     from . import fixtures
 
     config.pluginmanager.register(fixtures, "modelsweep-fixtures")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_ControllerHooks(config), "modelsweep-controller")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "modelsweep-xdist")
+    if modelsweep_options_given(config):
+        run_state(config)  # a bad --sweep, --model, --fail-on... is a usage error now
 
 
-def _progress_writer(config: pytest.Config) -> Any:
-    """Progress lines (server build, server start) shown live, past pytest's capture.
-
-    On an xdist worker there is no terminal reporter; its stderr is the
-    terminal's, so the line goes there with capture suspended.
-    """
-
-    def write_line(message: str) -> None:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            if reporter is not None and not hasattr(config, "workerinput"):
-                reporter.write_line(f"modelsweep: {message}")
-                reporter.flush()  # also when the output is a file or a CI log
-            else:
-                stderr_line(message)
-
-    return write_line
-
-
-def _state(config: pytest.Config) -> RunState:
-    return config.stash[run_state_key]
-
-
-def _fail_usage(error: ModelsweepError) -> None:
-    raise pytest.UsageError(str(error))
+def modelsweep_options_given(config: pytest.Config) -> list[str]:
+    """The modelsweep options this run gives (their values differ from the defaults)."""
+    return [dest for dest, default in _OPTION_DEFAULTS.items()
+            if getattr(config.option, dest, default) != default]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``model_name`` with the run's models, ``candidate_name`` with its candidates."""
-    state = _state(metafunc.config)
+    if not any(param in metafunc.fixturenames for param in MODEL_PARAMS):
+        return
+    state = run_state(metafunc.config)
     if "model_name" in metafunc.fixturenames:
         names = state.models_to_run
         metafunc.parametrize("model_name", names, ids=names, scope="function")
@@ -241,17 +184,11 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     """Run one model's tests together, reference first, so each server starts once."""
-    state = _state(config)
-    order: dict[str, int] = {}
-    for item in items:
-        name = model_of_item(item)
-        if name is not None and name not in order:
-            order[name] = len(order)
-    if not order:
+    if not any(model_of_item(item) is not None for item in items):
         return
+    state = run_state(config)
     run_order = {name: i for i, name in enumerate(state.models_to_run)}
     position = {id(item): i for i, item in enumerate(items)}
-
     holm = state.options.holm
 
     def key(item: pytest.Item) -> tuple[int, int, int]:
@@ -272,24 +209,126 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if name is None:
         return
     if nextitem is None or model_of_item(nextitem) != name:
-        state = _state(item.config)
-        if state._pool is not None:
-            state.pool.release(name)
+        state = active_run_state(item.config)
+        if state is not None:
+            state.release_endpoint(name)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Put the test's model and measurements on its report, as plain data xdist carries."""
     report = yield
+    model = model_of_item(item)
+    if model is not None:
+        report.modelsweep_model = model  # type: ignore[attr-defined]
     if report.when == "call":
         recorded = item.stash.get(measurements_key, [])
         if recorded:
             for measurement in recorded:
                 measurement["outcome"] = report.outcome
-            # Plain data on the report: pytest-xdist carries it to the controller.
             report.modelsweep_measurements = recorded  # type: ignore[attr-defined]
     return report
+
+
+class _ControllerHooks:
+    """The controller's (or a plain run's) side: results, gate, summaries.
+
+    Only the controller writes: measurements arrive on test reports (from xdist
+    workers too), and every hook returns at once in a run without modelsweep tests.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        # pytest-html asks for its table header at session start, before collection: the
+        # Measurement column is there when the run state already was (an option of ours).
+        self.html_column = False
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        recorded = getattr(report, "modelsweep_measurements", None)
+        if getattr(report, "modelsweep_model", None) is None and not recorded:
+            return
+        state = run_state(self.config)
+        for measurement in recorded or []:
+            state.add_measurement(measurement)
+        finished = report.when == "call" or (report.when == "setup" and not report.passed)
+        if finished and getattr(report, "modelsweep_model", None) is not None:
+            # Comparisons on other workers stop waiting for a test that ended without a result.
+            state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+        if self.config.pluginmanager.hasplugin("html"):
+            self._html(state).pytest_runtest_logreport(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
+        state = active_run_state(self.config)
+        if state is not None:
+            self._html(state).pytest_html_results_summary(prefix, summary, postfix, session)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        state = active_run_state(self.config)
+        if state is not None:
+            self._html(state).pytest_html_results_table_header(cells)
+            self.html_column = True
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        state = active_run_state(self.config)
+        if state is not None and self.html_column:
+            self._html(state).pytest_html_results_table_row(report, cells)
+
+    def _html(self, state: RunState) -> Any:
+        from .report.html import HtmlReportHooks
+
+        return HtmlReportHooks.for_state(state, self.config)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the results, save or compare the baseline; a regression fails the session."""
+        state = active_run_state(self.config)
+        if state is None:
+            return
+        from .errors import ModelsweepError
+
+        try:
+            rows = state.gate()
+        except ModelsweepError as error:
+            state.gate_error = str(error)
+            rows = []
+        if state.gate_error or any(row.failed for row in rows):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        state.save_baseline_if_asked()
+        state.finish_results({"exitstatus": int(session.exitstatus),
+                              "gate": [row.__dict__ for row in rows]})
+        _write_markdown(self.config, state)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        state = active_run_state(self.config)
+        if state is None:
+            return
+        if state.gate_rows or state.gate_error:
+            from .gate import gate_table
+
+            failed = sum(row.failed for row in state.gate_rows)
+            terminalreporter.write_sep(
+                "=", f"modelsweep baseline {state.options.baseline}: "
+                     + (f"{failed} regressed or not comparable" if failed else "no regression"),
+                red=bool(failed or state.gate_error), green=not (failed or state.gate_error),
+            )
+            if state.gate_error:
+                terminalreporter.write_line(f"modelsweep: {state.gate_error}", red=True)
+            for line in gate_table(state.gate_rows):
+                terminalreporter.write_line(line)
+        if not state.measurements:
+            return
+        from .report.terminal import measurement_table
+
+        terminalreporter.write_sep("=", "modelsweep measurements")
+        for line in measurement_table(state.measurements):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"results: {state.results_path}")
 
 
 def _write_markdown(config: pytest.Config, state: RunState) -> None:
@@ -309,84 +348,34 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
     append_step_summary(text)
 
 
-class _ResultsCollector:
-    """Takes measurements off test reports as they arrive (controller or plain run only)."""
-
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for measurement in getattr(report, "modelsweep_measurements", None) or []:
-            self.state.add_measurement(measurement)
-        finished = report.when == "call" or (report.when == "setup" and not report.passed)
-        if finished and self.state.id_parser.model_of(report.nodeid) is not None:
-            # Comparisons on other workers stop waiting for a test that ended without a result.
-            self.state.store.add_outcome(self.state.run_id, report.nodeid, report.outcome)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Write the results, save or compare the baseline; a regression fails the session."""
-    state = _state(session.config)
-    if not state.is_worker:
-        try:
-            rows = state.gate()
-        except ModelsweepError as error:
-            state.gate_error = str(error)
-            rows = []
-        if state.gate_error or any(row.failed for row in rows):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        state.save_baseline_if_asked()
-        state.finish_results({"exitstatus": int(session.exitstatus),
-                              "gate": [row.__dict__ for row in rows]})
-        _write_markdown(session.config, state)
-    state.close()
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    state = _state(config)
-    if state.is_worker:
-        return
-    if state.gate_rows or state.gate_error:
-        from .gate import gate_table
-
-        failed = sum(row.failed for row in state.gate_rows)
-        terminalreporter.write_sep(
-            "=", f"modelsweep baseline {state.options.baseline}: "
-                 + (f"{failed} regressed or not comparable" if failed else "no regression"),
-            red=bool(failed or state.gate_error), green=not (failed or state.gate_error),
-        )
-        if state.gate_error:
-            terminalreporter.write_line(f"modelsweep: {state.gate_error}", red=True)
-        for line in gate_table(state.gate_rows):
-            terminalreporter.write_line(line)
-    if not state.measurements:
-        return
-    from .report.terminal import measurement_table
-
-    terminalreporter.write_sep("=", "modelsweep measurements")
-    for line in measurement_table(state.measurements):
-        terminalreporter.write_line(line)
-    terminalreporter.write_line(f"results: {state.results_path}")
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop this process's servers and close the store (workers and controller alike)."""
+    state = active_run_state(config)
+    if state is not None:
+        state.close()
 
 
 class _XdistHooks:
     """Hooks that exist only when pytest-xdist is installed."""
 
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["modelsweep_run_id"] = self.state.run_id
+        node.workerinput["modelsweep_run_id"] = run_id(node.config)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if config.getvalue("dist") == "each":
-            return None
-        from .scheduler.by_model import ModelScheduling
+        """Keep each model's tests on one worker, once modelsweep tests turn out to be collected.
 
-        try:
-            parser = self.state.id_parser
-        except ModelsweepError as error:
-            _fail_usage(error)
-        return ModelScheduling(config, log, parser)
+        Until the workers' collections are in, the scheduler xdist would have made for
+        the user's ``--dist`` runs alone; a collection without modelsweep tests keeps it.
+        """
+        dist = config.getvalue("dist")
+        if dist == "each":
+            return None  # every worker runs every test, its own servers included
+        others = config.pluginmanager.subset_hook_caller(
+            "pytest_xdist_make_scheduler", remove_plugins=[self]
+        )
+        from .scheduler.choice import SchedulingByCollection
+
+        return SchedulingByCollection(config, log, dist, others(config=config, log=log))

@@ -1,4 +1,10 @@
-"""The one run-state object of a pytest session (kept in ``config.stash``)."""
+"""The one run-state object of a pytest session (kept in ``config.stash``).
+
+It is made on first need (see :func:`pytest_modelsweep.context.run_state`): a
+pytest run that collects no modelsweep test and gives no modelsweep option
+never builds it. The endpoint pool (httpx, subprocesses) is imported only when
+a test first asks for an endpoint.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .modelids import ModelIdParser
 from .results import ResultsWriter
 from .store import Store
-from .sweep import Selection, Sweep, load_sweep
+from .sweep import Selection, Sweep, load_sweep, parse_endpoint_option
 
 if TYPE_CHECKING:
     from .serving.pool import EndpointPool
@@ -47,6 +53,42 @@ class Options:
     save_baseline: str | None = None
     thresholds: Any = None
 
+    @classmethod
+    def from_namespace(cls, option: Any) -> Options:
+        """The options of ``config.option``, checked; a bad value raises :class:`ModelsweepError`.
+
+        The numeric options are checked at configure time already (cheaply, for every
+        run); this parses the rules that need the statistics modules.
+        """
+        from .gate import DEFAULT_THRESHOLDS, parse_thresholds
+        from .stats import Verdict
+        from .verdicts import parse_fail_on
+
+        return cls(
+            sweep=option.sweep,
+            models=list(option.model),
+            reference=option.reference,
+            endpoints=list(option.endpoint),
+            results=option.results,
+            workdir=option.modelsweep_dir,
+            repeats=option.repeats,
+            limit=option.limit,
+            gsm8k_path=option.gsm8k_path,
+            bfcl_path=option.bfcl_path,
+            gsm8k_max_tokens=option.gsm8k_max_tokens,
+            timed_requests=option.timed_requests,
+            store=option.store,
+            reuse=not option.no_reuse,
+            margin=option.margin,
+            fail_on=parse_fail_on(option.fail_on, [v.value for v in Verdict]),
+            holm=option.holm,
+            resamples=option.resamples,
+            verdict_wait_s=option.verdict_wait,
+            baseline=option.baseline,
+            save_baseline=option.save_baseline,
+            thresholds=parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS),
+        )
+
 
 @dataclass
 class RunState:
@@ -76,11 +118,6 @@ class RunState:
     gate_rows: list[Any] = field(default_factory=list)
     gave_up_waiting: dict[tuple[str, str], str] = field(default_factory=dict)
     gate_error: str = ""
-
-    @staticmethod
-    def new_run_id() -> str:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        return f"{stamp}-{uuid.uuid4().hex[:6]}"
 
     # -- the sweep -------------------------------------------------------------
     @property
@@ -117,10 +154,9 @@ class RunState:
 
     @property
     def attach(self) -> dict[str, str]:
+        """``--endpoint`` NAME → root URL, checked against the sweep."""
         if self._attach is None:
-            from .serving.pool import parse_endpoint_option
-
-            self._attach = parse_endpoint_option(self.options.endpoints)
+            self._attach = parse_endpoint_option(self.options.endpoints, self.sweep)
         return self._attach
 
     @property
@@ -154,7 +190,7 @@ class RunState:
     # -- endpoints -------------------------------------------------------------
     @property
     def pool(self) -> EndpointPool:
-        """This process's endpoints (imported on first use: httpx and friends stay unloaded)."""
+        """This process's endpoints; the pool module (httpx, subprocesses) is imported here."""
         if self._pool is None:
             from .serving.pool import EndpointPool
 
@@ -166,6 +202,11 @@ class RunState:
                 progress=self.write_line,
             )
         return self._pool
+
+    def release_endpoint(self, model: str) -> None:
+        """Stop ``model``'s server if this process started one (its last test is done)."""
+        if self._pool is not None:
+            self._pool.release(model)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -236,12 +277,3 @@ class RunState:
             return None
         self._writer.finish(summary)
         return self.results_path
-
-
-def stderr_line(message: str) -> None:
-    """Progress output where no terminal reporter is at hand (xdist workers, the CLI)."""
-    print(f"modelsweep: {message}", file=sys.stderr, flush=True)
-
-
-def worker_id_from_env() -> str:
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")

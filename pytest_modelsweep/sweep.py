@@ -157,6 +157,34 @@ class Selection:
         return (self.reference, *self.candidates)
 
 
+def parse_endpoint_option(values: Sequence[str], sweep: Sweep | None = None) -> dict[str, str]:
+    """``["NAME=URL", ...]`` → ``{NAME: URL}`` (root URLs); a malformed value fails with the fix.
+
+    With ``sweep``, every NAME must be one of its models; a model named twice is refused
+    (which URL was meant cannot be guessed).
+    """
+    endpoints: dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        name, url = name.strip(), url.strip()
+        if not sep or not name or not url:
+            raise SweepError(
+                f"--endpoint {value!r}: expected NAME=URL, e.g. --endpoint qwen3-4b=http://10.0.0.5:8000"
+            )
+        if not (url.startswith("http://") or url.startswith("https://")):
+            raise SweepError(
+                f"--endpoint {name}={url}: the URL must start with http:// or https://"
+            )
+        if sweep is not None:
+            sweep.model(name)
+        if name in endpoints:
+            raise SweepError(
+                f"--endpoint {name}= is given twice; give each model one URL"
+            )
+        endpoints[name] = url.rstrip("/").removesuffix("/v1")
+    return endpoints
+
+
 def builtin_sweep_path(name: str) -> Path:
     resource = resources.files("pytest_modelsweep").joinpath("sweeps").joinpath(f"{name}.toml")
     return Path(str(resource))

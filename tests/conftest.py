@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+# pytester's in-process runs put sys.modules back as it was after each run, and a C
+# extension cannot be loaded twice in one process: import the ones a run of the (dormant
+# until used) plugin loads before any pytester run does.
+import numpy  # noqa: F401
 import pytest
 from paths import REAL_CACHE
 

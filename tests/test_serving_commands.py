@@ -8,7 +8,6 @@ import pytest
 
 from pytest_modelsweep.errors import EndpointError
 from pytest_modelsweep.serving.llamacpp import llamacpp_argv
-from pytest_modelsweep.serving.pool import parse_endpoint_option
 from pytest_modelsweep.serving.vllm import vllm_argv
 from pytest_modelsweep.sweep import load_sweep
 
@@ -76,17 +75,6 @@ def test_vllm_refuses_a_gguf_source() -> None:
     sweep = load_sweep("embedded")
     with pytest.raises(EndpointError, match="vLLM serves Hugging Face repos"):
         vllm_argv(sweep.model("smollm2-135m"), sweep.serving, 8000)
-
-
-def test_endpoint_option_parsing() -> None:
-    assert parse_endpoint_option(["a=http://h:1/v1/", "b=https://x"]) == {
-        "a": "http://h:1",
-        "b": "https://x",
-    }
-    with pytest.raises(EndpointError, match="expected NAME=URL"):
-        parse_endpoint_option(["http://h:1"])
-    with pytest.raises(EndpointError, match="must start with http:// or https://"):
-        parse_endpoint_option(["a=localhost:8000"])
 
 
 def test_one_chip_per_worker_confines_each_worker_to_its_chip() -> None:

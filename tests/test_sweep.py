@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_modelsweep.errors import SweepError, UnknownModelError
-from pytest_modelsweep.sweep import load_sweep, parse_source
+from pytest_modelsweep.sweep import load_sweep, parse_endpoint_option, parse_source
 
 VALID = """
 [sweep]
@@ -135,3 +135,23 @@ def test_parse_source_forms() -> None:
     assert parse_source("embedded:x").kind == "embedded"
     with pytest.raises(SweepError, match="ORG/REPO"):
         parse_source("hf:justaname")
+
+
+def test_endpoint_option_parsing() -> None:
+    assert parse_endpoint_option(["a=http://h:1/v1/", "b=https://x"]) == {
+        "a": "http://h:1",
+        "b": "https://x",
+    }
+    with pytest.raises(SweepError, match="expected NAME=URL"):
+        parse_endpoint_option(["http://h:1"])
+    with pytest.raises(SweepError, match="must start with http:// or https://"):
+        parse_endpoint_option(["a=localhost:8000"])
+
+
+def test_endpoint_option_is_checked_against_the_sweep() -> None:
+    sweep = load_sweep("embedded")
+    assert parse_endpoint_option(["smollm2-135m=http://h:1"], sweep) == {"smollm2-135m": "http://h:1"}
+    with pytest.raises(UnknownModelError, match="unknown model 'qwen9'"):
+        parse_endpoint_option(["qwen9=http://h:1"], sweep)
+    with pytest.raises(SweepError, match="--endpoint smollm2-135m= is given twice"):
+        parse_endpoint_option(["smollm2-135m=http://h:1", "smollm2-135m=http://h:2"], sweep)

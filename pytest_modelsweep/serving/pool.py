@@ -26,24 +26,6 @@ class _Entry:
     error: ModelsweepError | None = None
 
 
-def parse_endpoint_option(values: list[str]) -> dict[str, str]:
-    """``["NAME=URL", ...]`` → ``{NAME: URL}``; a malformed value fails with the fix."""
-    endpoints: dict[str, str] = {}
-    for value in values:
-        name, sep, url = value.partition("=")
-        name, url = name.strip(), url.strip()
-        if not sep or not name or not url:
-            raise EndpointError(
-                f"--endpoint {value!r}: expected NAME=URL, e.g. --endpoint qwen3-4b=http://10.0.0.5:8000"
-            )
-        if not (url.startswith("http://") or url.startswith("https://")):
-            raise EndpointError(
-                f"--endpoint {name}={url}: the URL must start with http:// or https://"
-            )
-        endpoints[name] = url.rstrip("/").removesuffix("/v1")
-    return endpoints
-
-
 class EndpointPool:
     """Owns every endpoint of one process of the run (the session, or one xdist worker).
 

@@ -1,0 +1,97 @@
+"""Which xdist scheduler a run gets: the user's, unless it collects modelsweep tests.
+
+xdist asks for its scheduler before any worker has collected, so the plugin
+cannot know yet whether this run measures models. :class:`SchedulingByCollection`
+starts as the scheduler the user's ``--dist`` asked for, keeps a record of the
+workers and their collections, and decides once every collection is in:
+
+- no modelsweep test collected: the user's scheduler goes on alone (a plain
+  project keeps ``--dist loadfile``, ``loadgroup``, ``worksteal``...);
+- modelsweep tests under ``--dist load`` (also what ``-n N`` alone means):
+  :class:`~pytest_modelsweep.scheduler.by_model.ModelScheduling`, fed the same
+  workers and collections, so that each model's tests run on one worker;
+- modelsweep tests under any other mode (``each`` never gets here: every worker
+  runs everything there, servers included): a usage error saying why, since
+  those modes spread one model's tests over several workers, and each model's
+  server must live on exactly one worker (one accelerator chip per model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+OURS = "load"
+"""The ``--dist`` mode under which modelsweep tests are scheduled by model."""
+
+
+def refusal(dist: str) -> str:
+    """The one-line usage error for a ``--dist`` mode that cannot keep a model on one worker."""
+    return (
+        f"--dist {dist} would spread one model's tests over several xdist workers, but each "
+        "model's server must run on exactly one worker (one chip per model): use -n N alone "
+        "(modelsweep then schedules by model), or --dist each to measure every model on every "
+        "worker"
+    )
+
+
+class SchedulingByCollection:
+    """Delegates to the user's scheduler until the collections show modelsweep tests."""
+
+    def __init__(self, config: pytest.Config, log: Any, dist: str, user: Any) -> None:
+        self.config = config
+        self.log = log
+        self.dist = dist
+        self.current = user
+        self.decided = False
+        self._nodes: list[Any] = []
+        self._collections: list[tuple[Any, Sequence[str]]] = []
+
+    # -- what DSession tells every scheduler before the choice ---------------------
+    def add_node(self, node: Any) -> None:
+        self._nodes.append(node)
+        self.current.add_node(node)
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        self._collections.append((node, collection))
+        self.current.add_node_collection(node, collection)
+
+    def remove_node(self, node: Any) -> str | None:
+        if node in self._nodes:
+            self._nodes.remove(node)
+        self._collections = [(n, c) for n, c in self._collections if n is not node]
+        return self.current.remove_node(node)  # type: ignore[no-any-return]
+
+    @property
+    def collection_is_completed(self) -> bool:
+        completed = bool(self.current.collection_is_completed)
+        if completed and not self.decided:
+            self._decide()
+        return completed
+
+    def _decide(self) -> None:
+        self.decided = True
+        from ..modelids import ModelIdParser
+        from ..sweep import load_sweep
+
+        sweep = load_sweep(self.config.option.sweep)
+        parser = ModelIdParser(sweep.models)
+        collected = {test for _, collection in self._collections for test in collection}
+        if not any(parser.model_of(test) is not None for test in collected):
+            return
+        if self.dist != OURS:
+            raise pytest.UsageError(refusal(self.dist))
+        from .by_model import ModelScheduling
+
+        ours = ModelScheduling(self.config, self.log, parser)
+        for node in self._nodes:
+            ours.add_node(node)
+        for node, collection in self._collections:
+            ours.add_node_collection(node, collection)
+        self.current = ours
+
+    # -- everything else goes to the chosen scheduler ------------------------------
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.current, name)
