@@ -123,7 +123,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from .results import SCHEMA
 
@@ -150,7 +150,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         )
     document = {
         "schema": SCHEMA,
-        "run": {"run_id": "merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
+        "run": {"run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                 "merged_from": runs,
                 "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
         "endpoints": endpoints,
