@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelsweepError
+from .metrics import GATED_KINDS, benchmarks_of
 
 
 def _add_sweep(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +124,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from .results import SCHEMA
 
@@ -150,7 +151,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         )
     document = {
         "schema": SCHEMA,
-        "run": {"run_id": "merged-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
+        "run": {"run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                 "merged_from": runs,
                 "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
         "endpoints": endpoints,
@@ -179,6 +180,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def gated_benchmarks_text() -> str:
+    """Which benchmarks ``compare`` judges, by kind, from the metric table."""
+    parts = [f"{kind.value}: {', '.join(benchmarks_of(kind))}" for kind in GATED_KINDS
+             if benchmarks_of(kind)]
+    return "compares " + "; ".join(parts) + " (other measurements are not gated)"
+
+
 def _say(message: str) -> None:
     print(f"modelsweep: {message}", file=sys.stderr, flush=True)
 
@@ -199,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a results file written by --results")
     p.add_argument("--json", action="store_true", help="print the whole document as JSON")
     p.set_defaults(func=cmd_results)
-    p = sub.add_parser("compare", help=cmd_compare.__doc__)
+    p = sub.add_parser("compare", help=cmd_compare.__doc__, epilog=gated_benchmarks_text())
     p.add_argument("run_a", help="the earlier run: id, baseline name or results file")
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
     p.add_argument("--fail-on-regression", default=None, metavar="RULES",

@@ -6,23 +6,28 @@ throughput as a ratio of means over repeats with a bootstrap interval. A row
 excludes no-change, so noise alone never fails a build. Results that cannot
 be paired (other server, image, settings or items) are *not comparable*,
 which fails the gate too: re-save the baseline after a deliberate change.
+
+Which benchmarks are compared, and how, comes from the metric table
+(:mod:`.metrics`): every metric of a gated kind (accuracy, throughput).
+Smoke is not gated: a single short generation has no repeats, so its
+interval would be degenerate and one noisy timing could fail a build.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ModelsweepError
+from .metrics import Kind, metric_for
 from .pairing import PairingError, check_same_items, check_same_serving
 from .records import ItemRecord
 from .stats import paired_bootstrap, ratio_interval
 
-ACCURACY_BENCHMARKS = ("gsm8k", "bfcl")
-THROUGHPUT_BENCHMARKS = ("throughput", "long_prompt", "smoke")
 DEFAULT_THRESHOLDS = "accuracy:1pp,throughput:10%"
 
 
@@ -81,11 +86,17 @@ _ACCURACY_KEY_PARAMS = ("limit", "subset", "category")
 def setting_of(measurement: dict[str, Any]) -> str:
     """The part of a measurement's parameters that must match its baseline's."""
     params = measurement.get("params") or {}
-    if measurement.get("benchmark") in ACCURACY_BENCHMARKS:
+    if _kind(str(measurement.get("benchmark"))) is Kind.ACCURACY:
         kept = {k: v for k, v in params.items() if k in _ACCURACY_KEY_PARAMS}
     else:
         kept = {k: v for k, v in params.items() if k not in _VOLATILE_PARAMS}
     return json.dumps(kept, sort_keys=True, default=str)
+
+
+def _kind(benchmark: str) -> Kind | None:
+    """The gated kind of a benchmark (accuracy or throughput), None when it is not gated."""
+    metric = metric_for(benchmark)
+    return metric.kind if metric is not None and metric.gated else None
 
 
 def _key(m: dict[str, Any]) -> tuple[str, str, str]:
@@ -108,12 +119,13 @@ def compare_with_baseline(
     *,
     resamples: int = 10_000,
 ) -> list[GateRow]:
-    """Rows for every current accuracy/throughput measurement that the baseline also has."""
+    """Rows for every current measurement of a gated metric (accuracy, throughput)."""
     earlier = {_key(m): m for m in baseline}
     rows: list[GateRow] = []
     for m in current:
         benchmark = str(m.get("benchmark"))
-        if benchmark not in ACCURACY_BENCHMARKS + THROUGHPUT_BENCHMARKS:
+        kind = _kind(benchmark)
+        if kind is None:
             continue
         key = _key(m)
         shown_setting = ", ".join(f"{k}={v}" for k, v in json.loads(key[2]).items()
@@ -127,7 +139,7 @@ def compare_with_baseline(
         try:
             check_same_serving(f"{key[0]} now", m.get("provenance") or {},
                                f"{key[0]} in the baseline", old.get("provenance") or {})
-            if benchmark in ACCURACY_BENCHMARKS:
+            if kind is Kind.ACCURACY:
                 rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
             else:
                 rows.append(_throughput_row(m, old, key, shown_setting, thresholds, resamples))
@@ -175,9 +187,9 @@ def _throughput_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str,
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
     """An aligned text table of the gate rows (change in points for accuracy, % for throughput)."""
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
-        if value != value:  # NaN
+        if math.isnan(value):
             return "-"
-        if row.benchmark in ACCURACY_BENCHMARKS:
+        if _kind(row.benchmark) is Kind.ACCURACY:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 
@@ -186,7 +198,7 @@ def gate_table(rows: Sequence[GateRow]) -> list[str]:
     body = [
         (r.model, r.benchmark, r.setting, fmt(r, r.baseline), fmt(r, r.current),
          fmt(r, r.change, True),
-         "-" if r.low != r.low else f"[{fmt(r, r.low, True)}, {fmt(r, r.high, True)}]",
+         "-" if math.isnan(r.low) else f"[{fmt(r, r.low, True)}, {fmt(r, r.high, True)}]",
          r.status.upper() if r.failed else r.status, r.note)
         for r in rows
     ]

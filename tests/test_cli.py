@@ -71,3 +71,12 @@ def test_missing_results_file_is_one_line(tmp_path: Path, capsys: pytest.Capture
     assert main(["results", str(tmp_path / "nope.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("modelsweep: error:") and "no results file" in err and "\n" not in err
+
+
+def test_compare_help_names_the_gated_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "compares accuracy: gsm8k, bfcl; throughput: throughput, long_prompt" in out
+    assert "smoke" not in out

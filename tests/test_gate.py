@@ -108,3 +108,14 @@ def test_a_changed_server_is_not_comparable() -> None:
     [row] = compare_with_baseline([m("0.31")], [m("0.30")], Thresholds())
     assert row.status == "not comparable" and row.failed
     assert "server_version differs (a now: '0.31', a in the baseline: '0.30')" in row.note
+
+
+def test_smoke_is_not_gated_throughput_is() -> None:
+    def m(benchmark: str, value: float) -> dict:
+        return {"model": "a", "benchmark": benchmark, "value": value, "unit": "tokens/s",
+                "params": {"max_tokens": 32}, "stats": {}, "provenance": {}}
+
+    # one smoke generation at half the speed: a single timing, no interval, not a regression
+    rows = compare_with_baseline([m("smoke", 50.0), m("throughput", 50.0)],
+                                 [m("smoke", 100.0), m("throughput", 100.0)], Thresholds())
+    assert [(row.benchmark, row.status) for row in rows] == [("throughput", "regressed")]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
+from ..metrics import VERDICT_PREFIX, label_of, rank
 from .tables import (
-    ACCURACY_TITLES,
-    VERDICT_PREFIX,
     accuracy_interval,
     is_throughput,
+    measurement_kind,
     throughput_groups,
 )
 
@@ -153,14 +153,13 @@ def accuracy_plot(measurements: Sequence[Mapping[str, Any]], reference: str | No
 
     None without matplotlib or without accuracy measurements.
     """
-    rows = [m for m in measurements if m.get("unit") == "accuracy"]
+    rows = [m for m in measurements if measurement_kind(m) == "accuracy"]
     if not rows or not matplotlib_available():
         return None
     benchmarks: dict[str, list[Mapping[str, Any]]] = {}
     for m in rows:
         benchmarks.setdefault(str(m.get("benchmark", "")), []).append(m)
-    known = list(ACCURACY_TITLES)
-    names = sorted(benchmarks, key=lambda b: (known.index(b) if b in known else len(known), b))
+    names = sorted(benchmarks, key=lambda b: (rank(b), b))
     height = 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)
     figure = _new_figure(7.5, max(2.2, height))
     grid = figure.subplots(len(names), 1, squeeze=False,
@@ -182,7 +181,7 @@ def accuracy_plot(measurements: Sequence[Mapping[str, Any]], reference: str | No
         axes.set_ylim(-0.7, len(models) - 0.3)
         axes.invert_yaxis()
         axes.set_xlim(0, 100)
-        axes.set_title(_label(ACCURACY_TITLES.get(name, f"{name} accuracy")), fontsize=10, loc="left")
+        axes.set_title(_label(label_of(name, f"{name} accuracy")), fontsize=10, loc="left")
         _style(axes)
     grid[-1, 0].set_xlabel("accuracy (%), bars: Wilson 95% interval")
     return _svg(figure)
@@ -198,7 +197,7 @@ def forest_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
     point, a vertical line at 0 and the equivalence margin as a band. None
     without matplotlib or without verdicts.
     """
-    rows = [m for m in measurements if str(m.get("benchmark", "")).startswith(VERDICT_PREFIX)]
+    rows = [m for m in measurements if measurement_kind(m) == "verdicts"]
     if not rows or not matplotlib_available():
         return None
 

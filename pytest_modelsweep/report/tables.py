@@ -8,6 +8,10 @@ milliseconds with one decimal, ratios with two decimals (``0.85×``).
 
 Nothing here escapes anything: cells hold text as it came (model names,
 error types); each renderer escapes for its own format.
+
+Which table a measurement lands in, table titles and their order come from
+the metric table (:mod:`..metrics`); a benchmark the table lacks is placed
+by its unit.
 """
 
 from __future__ import annotations
@@ -18,15 +22,12 @@ from dataclasses import asdict, dataclass, field
 from statistics import fmean
 from typing import Any
 
+from ..metrics import VERDICT_PREFIX, Kind, label_of, metric_for, rank
+
 Cell = str | int
 """A table cell: formatted text, or a count."""
 
 NA = "n/a"
-THROUGHPUT_BENCHMARKS = ("throughput", "long_prompt")
-RATIO_BENCHMARK = "throughput_ratio"
-VERDICT_PREFIX = "verdict:"
-ACCURACY_TITLES = {"gsm8k": "GSM8K accuracy", "bfcl": "BFCL accuracy"}
-THROUGHPUT_TITLES = {"throughput": "Throughput", "long_prompt": "Long-prompt throughput"}
 _Z95 = 1.959963984540054
 
 
@@ -244,8 +245,8 @@ def _outcome_notes(measurements: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def _infer_reference(measurements: Iterable[Mapping[str, Any]]) -> str | None:
     for m in measurements:
-        benchmark = str(m.get("benchmark", ""))
-        if benchmark.startswith(VERDICT_PREFIX) or benchmark == RATIO_BENCHMARK:
+        metric = metric_for(str(m.get("benchmark", "")))
+        if metric is not None and metric.kind is Kind.COMPARISON:
             reference = _stats(m).get("reference") or _params(m).get("reference")
             if reference:
                 return str(reference)
@@ -254,22 +255,23 @@ def _infer_reference(measurements: Iterable[Mapping[str, Any]]) -> str | None:
 
 def is_throughput(m: Mapping[str, Any]) -> bool:
     """Whether a measurement is one throughput repeat (not a ratio, not a smoke run)."""
-    benchmark = m.get("benchmark")
-    if benchmark == RATIO_BENCHMARK:
-        return False
-    return benchmark in THROUGHPUT_BENCHMARKS or (
-        m.get("unit") == "tokens/s" and "concurrency" in _params(m)
-    )
+    return measurement_kind(m) == "throughput"
+
+
+_TABLE_OF_KIND = {Kind.ACCURACY: "accuracy", Kind.THROUGHPUT: "throughput",
+                  Kind.SMOKE: "other", Kind.SCREENING: "other"}
+_TABLE_OF_COMPARISON = {Kind.ACCURACY: "verdicts", Kind.THROUGHPUT: "throughput_ratio"}
 
 
 def measurement_kind(m: Mapping[str, Any]) -> str:
-    """verdicts, throughput_ratio, throughput, accuracy or other."""
-    benchmark = str(m.get("benchmark", ""))
-    if benchmark.startswith(VERDICT_PREFIX):
-        return "verdicts"
-    if benchmark == RATIO_BENCHMARK:
-        return "throughput_ratio"
-    if is_throughput(m):
+    """The table a measurement belongs in: verdicts, throughput_ratio, throughput, accuracy
+    or other, by its metric's kind; by its unit for a benchmark the metric table lacks."""
+    metric = metric_for(str(m.get("benchmark", "")))
+    if metric is not None:
+        if metric.kind is Kind.COMPARISON:
+            return _TABLE_OF_COMPARISON.get(metric.compares or metric.kind, "other")
+        return _TABLE_OF_KIND.get(metric.kind, "other")
+    if m.get("unit") == "tokens/s" and "concurrency" in _params(m):
         return "throughput"
     if m.get("unit") == "accuracy":
         return "accuracy"
@@ -279,11 +281,6 @@ def measurement_kind(m: Mapping[str, Any]) -> str:
 def _prompt_setting(params: Mapping[str, Any]) -> str:
     prompt = params.get("prompt_tokens")
     return "short" if prompt is None else f"{prompt:,}" if isinstance(prompt, int) else str(prompt)
-
-
-def _benchmark_rank(name: str) -> int:
-    known = list(ACCURACY_TITLES)
-    return known.index(name) if name in known else len(known)
 
 
 def _setting_key(params: Mapping[str, Any]) -> tuple[int, int]:
@@ -344,7 +341,7 @@ def verdict_table(measurements: Sequence[Mapping[str, Any]]) -> Table:
     return Table(
         title="Verdicts",
         columns=columns,
-        rows=[row for _, row in sorted(rows, key=lambda r: (_benchmark_rank(r[0][0]), r[0]))],
+        rows=[row for _, row in sorted(rows, key=lambda r: (rank(r[0][0]), r[0]))],
         kind="verdicts",
         notes=notes,
         status_column=columns.index("verdict"),
@@ -419,7 +416,7 @@ def accuracy_table(
         rows.append(row)
     notes.extend(_outcome_notes(ordered))
     return Table(
-        title=ACCURACY_TITLES.get(benchmark, f"{benchmark} accuracy"),
+        title=label_of(benchmark, f"{benchmark} accuracy"),
         columns=columns, rows=rows, kind="accuracy", notes=notes,
     )
 
@@ -508,7 +505,7 @@ def throughput_table(
                  "the server's (the repeat furthest from 1)")
     notes.extend(_outcome_notes(measurements))
     return Table(
-        title=THROUGHPUT_TITLES.get(benchmark, f"{benchmark} throughput"),
+        title=label_of(benchmark, f"{benchmark} throughput"),
         columns=columns,
         rows=[row for _, row in sorted(keyed, key=lambda kr: kr[0])],
         kind="throughput",
@@ -592,22 +589,19 @@ def summary_tables(
             m.get("benchmark", ""))
         by_kind.setdefault(kind, {}).setdefault(benchmark, []).append(m)
 
-    def benchmark_order(known: Sequence[str]) -> Any:
-        def key(name: str) -> tuple[int, str]:
-            return (known.index(name) if name in known else len(known), name)
-
-        return key
+    def benchmark_order(name: str) -> tuple[int, str]:
+        return (rank(name), name)
 
     tables: list[Table] = []
     if "verdicts" in by_kind:
         tables.append(verdict_table(by_kind["verdicts"][""]))
     accuracy = by_kind.get("accuracy", {})
-    for name in sorted(accuracy, key=benchmark_order(list(ACCURACY_TITLES))):
+    for name in sorted(accuracy, key=benchmark_order):
         tables.append(accuracy_table(name, accuracy[name], reference))
     if "throughput_ratio" in by_kind:
         tables.append(ratio_table(by_kind["throughput_ratio"][""]))
     throughput = by_kind.get("throughput", {})
-    for name in sorted(throughput, key=benchmark_order(list(THROUGHPUT_BENCHMARKS))):
+    for name in sorted(throughput, key=benchmark_order):
         tables.append(throughput_table(name, throughput[name], reference))
     if "other" in by_kind:
         tables.append(other_table(by_kind["other"][""]))

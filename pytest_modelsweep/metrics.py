@@ -1,0 +1,187 @@
+"""The metric table: every benchmark the benches record, in one place.
+
+Each :class:`Metric` says what a measurement's ``benchmark`` name means: its
+kind, unit, direction, the pytest marker that selects its tests and how
+reports title and order it. The gate, the reports and the CLI ask
+:func:`metric_for` instead of keeping lists of names; adding a metric is one
+entry in :data:`METRICS`.
+
+Kinds:
+
+- ``accuracy``: a proportion of items scored correct (0–1); the gate compares
+  it item by item with the baseline's.
+- ``throughput``: output tokens/s over repeated timed windows; the gate
+  compares the mean over repeats as a ratio.
+- ``smoke``: one short generation that proves a model serves at all. Its
+  tokens/s is a single timing with no repeats, so it is not gated.
+- ``screening``: a figure from screening a candidate before serving it
+  (KV-cache headroom), not a measurement of a served model.
+- ``comparison``: a candidate measured against the reference in the same run:
+  ``verdict:<accuracy metric>`` (paired accuracy difference) and
+  ``throughput_ratio`` (candidate ÷ reference tokens/s). ``compares`` names
+  the kind it compares.
+
+No pytest here: plugin, reports and CLI all import this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """What a metric measures, which decides how it is gated and reported."""
+
+    ACCURACY = "accuracy"
+    THROUGHPUT = "throughput"
+    SMOKE = "smoke"
+    SCREENING = "screening"
+    COMPARISON = "comparison"
+
+
+VERDICT_PREFIX = "verdict:"
+RATIO_BENCHMARK = "throughput_ratio"
+VERDICT_MARKER = "verdict"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One benchmark name as recorded in measurements, and what it means."""
+
+    name: str
+    kind: Kind
+    unit: str
+    higher_is_better: bool
+    label: str
+    marker: str
+    marker_help: str = ""
+    compares: Kind | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Whether ``--baseline`` and ``modelsweep compare`` compare this metric."""
+        return self.kind in GATED_KINDS
+
+
+GATED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT)
+"""Kinds the baseline gate compares. Smoke is left out on purpose: one 32-token
+generation has no repeats, so its interval is degenerate and one noisy timing
+would fail a build; its test already fails when a model does not generate."""
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("gsm8k", Kind.ACCURACY, "accuracy", True, "GSM8K accuracy", "gsm8k",
+           "GSM8K accuracy, scored as lm-evaluation-harness scores it"),
+    Metric("bfcl", Kind.ACCURACY, "accuracy", True, "BFCL accuracy", "bfcl",
+           "BFCL simple tool-calling accuracy, scored by BFCL's AST rules"),
+    Metric("throughput", Kind.THROUGHPUT, "tokens/s", True, "Throughput", "throughput",
+           "output throughput at 1, 4 and 16 concurrent requests, 256 tokens each"),
+    Metric("long_prompt", Kind.THROUGHPUT, "tokens/s", True, "Long-prompt throughput",
+           "long_prompt", "throughput with 1,024- and 3,072-token prompts that never repeat"),
+    Metric(RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
+           "Throughput relative to the reference", VERDICT_MARKER, compares=Kind.THROUGHPUT),
+    Metric("smoke", Kind.SMOKE, "tokens/s", True, "Smoke", "smoke",
+           "a single real generation per model (the quickest end-to-end check)"),
+    Metric("screen", Kind.SCREENING, "GiB", True, "Screening (KV-cache headroom)", "screen",
+           "candidate screening from the Hugging Face API (licence, memory)"),
+)}
+"""Every recorded benchmark, in the order reports show them. ``verdict:<name>``
+entries are not listed: :func:`metric_for` derives one per accuracy metric."""
+
+OTHER_MARKERS = {
+    VERDICT_MARKER: "paired comparison of a candidate with the reference",
+    "vllm": "needs a real vLLM server",
+}
+"""Markers that no single metric owns: ``verdict`` selects every comparison."""
+
+
+def verdict_metric(compared: str) -> Metric:
+    """The ``verdict:<compared>`` metric: a paired accuracy difference, candidate − reference."""
+    base = METRICS.get(compared)
+    label = base.label if base is not None else f"{compared} accuracy"
+    return Metric(f"{VERDICT_PREFIX}{compared}", Kind.COMPARISON, "accuracy difference", True,
+                  f"{label} verdict", VERDICT_MARKER, compares=Kind.ACCURACY)
+
+
+def metric_for(benchmark: str) -> Metric | None:
+    """The metric a measurement's ``benchmark`` names; None for one the table lacks.
+
+    Any ``verdict:<name>`` is a comparison, also for an accuracy metric that
+    is not in the table (a user's own benchmark judged by the verdict fixture).
+    """
+    if benchmark in METRICS:
+        return METRICS[benchmark]
+    if benchmark.startswith(VERDICT_PREFIX):
+        return verdict_metric(benchmark[len(VERDICT_PREFIX):])
+    return None
+
+
+def kind_of(benchmark: str) -> Kind | None:
+    """The kind of a benchmark name, or None for one the table lacks."""
+    metric = metric_for(benchmark)
+    return None if metric is None else metric.kind
+
+
+def benchmarks_of(kind: Kind) -> tuple[str, ...]:
+    """The table's benchmark names of one kind, in report order."""
+    return tuple(name for name, metric in METRICS.items() if metric.kind is kind)
+
+
+def all_metrics() -> list[Metric]:
+    """Every metric in report order, with each accuracy metric's verdict after it."""
+    listed: list[Metric] = []
+    for metric in METRICS.values():
+        listed.append(metric)
+        if metric.kind is Kind.ACCURACY:
+            listed.append(verdict_metric(metric.name))
+    return listed
+
+
+def rank(benchmark: str) -> int:
+    """A benchmark's place in reports: its row in the table, after them all if unknown.
+
+    ``verdict:<name>`` ranks as ``<name>``.
+    """
+    benchmark = benchmark.removeprefix(VERDICT_PREFIX)
+    names = list(METRICS)
+    return names.index(benchmark) if benchmark in names else len(names)
+
+
+def label_of(benchmark: str, fallback: str) -> str:
+    """The report title of a benchmark, or ``fallback`` for one the table lacks."""
+    metric = metric_for(benchmark)
+    return fallback if metric is None else metric.label
+
+
+def markers() -> dict[str, str]:
+    """Every pytest marker the plugin registers → its help text, metrics' markers first."""
+    found: dict[str, str] = {}
+    for metric in METRICS.values():
+        if metric.marker not in found:
+            found[metric.marker] = metric.marker_help or OTHER_MARKERS.get(metric.marker, "")
+    for marker, help_text in OTHER_MARKERS.items():
+        found.setdefault(marker, help_text)
+    return found
+
+
+MARKERS: dict[str, str] = markers()
+"""Marker → help text, for ``config.addinivalue_line("markers", ...)``."""
+
+__all__ = [
+    "GATED_KINDS",
+    "MARKERS",
+    "METRICS",
+    "OTHER_MARKERS",
+    "RATIO_BENCHMARK",
+    "VERDICT_MARKER",
+    "VERDICT_PREFIX",
+    "Kind",
+    "Metric",
+    "all_metrics",
+    "benchmarks_of",
+    "kind_of",
+    "label_of",
+    "markers",
+    "metric_for",
+    "rank",
+]

@@ -1,0 +1,192 @@
+"""The metric table: the benches' markers and benchmarks are in it, and gate and reports obey it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_modelsweep import metrics
+from pytest_modelsweep.gate import Thresholds, compare_with_baseline, gate_table
+from pytest_modelsweep.metrics import (
+    MARKERS,
+    METRICS,
+    Kind,
+    Metric,
+    all_metrics,
+    benchmarks_of,
+    kind_of,
+    markers,
+    metric_for,
+    rank,
+)
+from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.report.tables import measurement_kind, summary_tables
+
+BENCHES = Path(__file__).resolve().parents[1] / "benches"
+PYTEST_OWN_MARKS = {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings"}
+
+
+def bench_trees() -> list[ast.Module]:
+    files = sorted(BENCHES.glob("test_*.py"))
+    assert files, f"no bench files under {BENCHES}"
+    return [ast.parse(path.read_text(), str(path)) for path in files]
+
+
+def markers_used_in_benches() -> set[str]:
+    """Every ``pytest.mark.<name>`` in the bench files, pytest's own marks left out."""
+    used = set()
+    for tree in bench_trees():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "mark" and isinstance(node.value.value, ast.Name)
+                    and node.value.value.id == "pytest"):
+                used.add(node.attr)
+    return used - PYTEST_OWN_MARKS
+
+
+def benchmarks_recorded_in_benches() -> set[str]:
+    """Literal benchmark names passed to ``record_measurement`` or set as a parameter in benches."""
+    names = set()
+    for tree in bench_trees():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            first = node.args[0]
+            callee = node.func
+            called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+            if (called in ("record_measurement", "record_accuracy", "param")
+                    and isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                names.add(first.value)
+            if (called == "record_accuracy" and len(node.args) > 1
+                    and isinstance(node.args[1], ast.Constant)):
+                names.add(str(node.args[1].value))
+    return names
+
+
+def test_every_marker_of_the_benches_is_in_the_table() -> None:
+    used = markers_used_in_benches()
+    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "verdict", "screen"} <= used
+    assert used - set(MARKERS) == set()
+
+
+def test_every_benchmark_the_benches_record_is_in_the_table() -> None:
+    recorded = benchmarks_recorded_in_benches()
+    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "throughput_ratio", "screen"} <= recorded
+    assert {name for name in recorded if metric_for(name) is None} == set()
+
+
+def test_the_plugin_registers_the_tables_markers() -> None:
+    from pytest_modelsweep import plugin
+
+    assert dict(plugin.MARKERS) == MARKERS
+
+
+def test_markers_cover_every_metric_and_the_shared_ones() -> None:
+    assert {metric.marker for metric in all_metrics()} <= set(MARKERS)
+    assert MARKERS["verdict"] == "paired comparison of a candidate with the reference"
+    assert MARKERS["vllm"] == "needs a real vLLM server"
+    assert MARKERS["gsm8k"] == "GSM8K accuracy, scored as lm-evaluation-harness scores it"
+    assert all(MARKERS.values())
+
+
+def test_comparisons_are_looked_up_by_their_recorded_names() -> None:
+    verdict = metric_for("verdict:gsm8k")
+    assert verdict is not None
+    assert (verdict.kind, verdict.compares, verdict.unit, verdict.marker) == (
+        Kind.COMPARISON, Kind.ACCURACY, "accuracy difference", "verdict")
+    assert verdict.label == "GSM8K accuracy verdict"
+    ratio = metric_for("throughput_ratio")
+    assert ratio is not None and (ratio.kind, ratio.compares) == (Kind.COMPARISON, Kind.THROUGHPUT)
+    custom = metric_for("verdict:my_eval")  # a user's own accuracy benchmark, judged
+    assert custom is not None and custom.compares is Kind.ACCURACY
+    assert metric_for("nope") is None and kind_of("nope") is None
+    assert [m.name for m in all_metrics() if m.name.startswith("verdict:")] == [
+        "verdict:gsm8k", "verdict:bfcl"]
+
+
+def test_kinds_units_and_direction() -> None:
+    assert benchmarks_of(Kind.ACCURACY) == ("gsm8k", "bfcl")
+    assert benchmarks_of(Kind.THROUGHPUT) == ("throughput", "long_prompt")
+    assert kind_of("smoke") is Kind.SMOKE and kind_of("screen") is Kind.SCREENING
+    assert {METRICS[name].unit for name in benchmarks_of(Kind.THROUGHPUT)} == {"tokens/s"}
+    assert all(metric.higher_is_better for metric in all_metrics())
+    assert [name for name, metric in METRICS.items() if metric.gated] == [
+        "gsm8k", "bfcl", "throughput", "long_prompt"]
+    assert rank("gsm8k") < rank("verdict:bfcl") == rank("bfcl") < rank("throughput") < rank("zzz")
+
+
+# --------------------------------------------------------------------------- readers obey the table
+
+
+def throughput_measurement(benchmark: str, values: list[float]) -> dict[str, Any]:
+    # no "concurrency" parameter: only the table can say this is throughput
+    return {"model": "a", "benchmark": benchmark, "value": sum(values) / len(values),
+            "unit": "tokens/s", "n": 8, "params": {"output_tokens": 64},
+            "stats": {"repeat_values": values}, "provenance": {}, "outcome": "passed"}
+
+
+def accuracy_measurement(benchmark: str, correct: int) -> dict[str, Any]:
+    items = [ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=i < correct, response="",
+                        data_hash="d").to_dict() for i in range(100)]
+    return {"model": "a", "benchmark": benchmark, "value": correct / 100, "unit": "score",
+            "n": 100, "params": {"limit": 100}, "stats": {}, "items": items,
+            "provenance": {}, "outcome": "passed"}
+
+
+DECODE = Metric("decode_speed", Kind.THROUGHPUT, "tokens/s", True, "Decode speed",
+                "decode_speed", "decode-only throughput")
+RECALL = Metric("recall", Kind.ACCURACY, "score", True, "Recall accuracy", "recall",
+                "needle-in-a-haystack recall")
+
+
+def test_an_unregistered_benchmark_is_neither_gated_nor_a_throughput_table() -> None:
+    now, before = throughput_measurement("decode_speed", [50.0, 51.0]), throughput_measurement(
+        "decode_speed", [100.0, 101.0])
+    assert compare_with_baseline([now], [before], Thresholds(), resamples=200) == []
+    assert measurement_kind(now) == "other"
+
+
+def test_a_registered_throughput_metric_is_throughput_to_gate_and_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(METRICS, DECODE.name, DECODE)
+    now, before = throughput_measurement("decode_speed", [80.0, 81.0, 79.0]), throughput_measurement(
+        "decode_speed", [100.0, 101.0, 99.0])
+
+    [row] = compare_with_baseline([now], [before], Thresholds(), resamples=500)
+    assert row.status == "regressed" and row.benchmark == "decode_speed"
+    assert "-20.0%" in gate_table([row])[2]  # throughput change in percent, not points
+
+    assert measurement_kind(now) == "throughput"
+    [table] = summary_tables([now])
+    assert (table.title, table.kind) == ("Decode speed", "throughput")
+    assert markers()["decode_speed"] == "decode-only throughput"
+
+
+def test_a_registered_accuracy_metric_is_accuracy_to_gate_and_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(METRICS, RECALL.name, RECALL)
+    now, before = accuracy_measurement("recall", 60), accuracy_measurement("recall", 90)
+
+    [row] = compare_with_baseline([now], [before], Thresholds(), resamples=500)
+    assert row.status == "regressed" and row.note.startswith("n=100, discordant=30")
+    assert "-30.0pp" in gate_table([row])[2]
+
+    verdict = {"model": "b", "benchmark": "verdict:recall", "value": 0.0,
+               "unit": "accuracy difference", "n": 100, "params": {}, "stats": {}}
+    tables = summary_tables([throughput_measurement("throughput", [10.0]), now, verdict])
+    assert [(t.title, t.kind) for t in tables] == [
+        ("Verdicts", "verdicts"), ("Recall accuracy", "accuracy"), ("Throughput", "throughput")]
+
+
+def test_reports_order_benchmarks_as_the_table_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    measurements = [throughput_measurement(name, [10.0]) for name in ("long_prompt", "throughput")]
+    assert [t.title for t in summary_tables(measurements)] == ["Throughput", "Long-prompt throughput"]
+    reordered = {name: METRICS[name] for name in ("long_prompt", "throughput")}
+    reordered.update({n: m for n, m in METRICS.items() if n not in reordered})
+    monkeypatch.setattr(metrics, "METRICS", reordered)
+    assert [t.title for t in summary_tables(measurements)] == ["Long-prompt throughput", "Throughput"]
