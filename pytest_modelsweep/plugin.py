@@ -24,6 +24,7 @@ from .context import (
     run_id,
     run_state,
 )
+from .metrics import MARKERS
 
 if TYPE_CHECKING:
     from .state import RunState
@@ -31,18 +32,6 @@ if TYPE_CHECKING:
 # Every option of ours and its default, filled in by pytest_addoption: a run that gives
 # none of them and collects no modelsweep test never makes the run state.
 _OPTION_DEFAULTS: dict[str, Any] = {}
-
-MARKERS = {
-    "smoke": "a single real generation per model (the quickest end-to-end check)",
-    "throughput": "output throughput at 1, 4 and 16 concurrent requests, 256 tokens each",
-    "long_prompt": "throughput with 1,024- and 3,072-token prompts that never repeat",
-    "gsm8k": "GSM8K accuracy, scored as lm-evaluation-harness scores it",
-    "bfcl": "BFCL simple tool-calling accuracy, scored by BFCL's AST rules",
-    "verdict": "paired comparison of a candidate with the reference",
-    "screen": "candidate screening from the Hugging Face API (licence, memory)",
-    "vllm": "needs a real vLLM server",
-}
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("modelsweep", "LLM serving benchmarks (pytest-modelsweep)")

@@ -78,10 +78,13 @@ def test_every_benchmark_the_benches_record_is_in_the_table() -> None:
     assert {name for name in recorded if metric_for(name) is None} == set()
 
 
-def test_the_plugin_registers_the_tables_markers() -> None:
-    from pytest_modelsweep import plugin
-
-    assert dict(plugin.MARKERS) == MARKERS
+def test_the_plugin_registers_the_tables_markers(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    registered = {line.split(":")[0].removeprefix("@pytest.mark.") for line in result.stdout.lines
+                  if line.startswith("@pytest.mark.")}
+    assert set(MARKERS) <= registered
+    for name, help_text in MARKERS.items():
+        result.stdout.fnmatch_lines([f"@pytest.mark.{name}: {help_text}"])
 
 
 def test_markers_cover_every_metric_and_the_shared_ones() -> None:
