@@ -1,7 +1,8 @@
 """The ``modelsweep`` command: provision the embedded default, list runs, print results, screen.
 
-It shares its option builders with the plugin (``--sweep``, ``--store``) and
-reads the same store and results files; nothing here imports pytest.
+It shares its option builders with the plugin (:mod:`pytest_modelsweep.options`:
+``--sweep``, ``--store``, ``--fail-on-regression``) and reads the same store and
+results files; nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ from typing import Any
 
 from .errors import ModelsweepError
 from .metrics import GATED_KINDS, benchmarks_of
-
-
-def _add_sweep(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sweep", default=None, metavar="PATH",
-                        help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e")
-
-
-def _add_store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=".modelsweep/store.sqlite", metavar="PATH",
-                        help="the SQLite store (default: .modelsweep/store.sqlite)")
+from .options import (
+    DEFAULT_STORE,
+    add_regression_option,
+    add_store_option,
+    add_sweep_option,
+)
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -195,13 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modelsweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("provision", help=cmd_provision.__doc__)
-    _add_sweep(p)
+    add_sweep_option(p.add_argument)
     p.set_defaults(func=cmd_provision)
     p = sub.add_parser("models", help=cmd_models.__doc__)
-    _add_sweep(p)
+    add_sweep_option(p.add_argument)
     p.set_defaults(func=cmd_models)
     p = sub.add_parser("runs", help=cmd_runs.__doc__)
-    _add_store(p)
+    add_store_option(p.add_argument, DEFAULT_STORE)
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("results", help=cmd_results.__doc__)
     p.add_argument("path", help="a results file written by --results")
@@ -210,20 +207,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help=cmd_compare.__doc__, epilog=gated_benchmarks_text())
     p.add_argument("run_a", help="the earlier run: id, baseline name or results file")
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
-    p.add_argument("--fail-on-regression", default=None, metavar="RULES",
-                   help="e.g. accuracy:1pp,throughput:10%% (the default)")
-    _add_store(p)
+    add_regression_option(p.add_argument)
+    add_store_option(p.add_argument, DEFAULT_STORE)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("merge", help=cmd_merge.__doc__)
     p.add_argument("runs", nargs="+", help="run ids, baseline names or results files")
     p.add_argument("-o", "--output", required=True, help="the merged results file (JSON)")
-    _add_store(p)
+    add_store_option(p.add_argument, DEFAULT_STORE)
     p.set_defaults(func=cmd_merge)
     p = sub.add_parser("report", help=cmd_report.__doc__)
     p.add_argument("run", help="run id, baseline name or results file")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
-    _add_store(p)
+    add_store_option(p.add_argument, DEFAULT_STORE)
     p.set_defaults(func=cmd_report)
     sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
                                   "see modelsweep screen --help", add_help=False)

@@ -2,8 +2,10 @@
 
 Every failure the plugin can predict (a bad option, a malformed sweep or data
 file, a server that will not start, garbage from a model) is raised as a
-:class:`ModelsweepError`; the plugin turns it into a usage error, a failed test
-or a skipped test with exactly that line, never a traceback.
+:class:`ModelsweepError`. Raised while options are read or by a fixture, the
+plugin turns it into a usage error or a failed or skipped test with exactly
+that line; raised inside a bench's own code, it fails that test with pytest's
+usual report.
 """
 
 from __future__ import annotations

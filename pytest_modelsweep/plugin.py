@@ -25,6 +25,12 @@ from .context import (
     run_state,
 )
 from .metrics import MARKERS
+from .options import (
+    add_regression_option,
+    add_resamples_option,
+    add_store_option,
+    add_sweep_option,
+)
 
 if TYPE_CHECKING:
     from .state import RunState
@@ -40,8 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--reference", default=None, metavar="NAME",
                     help="reference model the candidates are compared with "
                          "(default: the sweep's reference)")
-    group.addoption("--sweep", default=None, metavar="PATH",
-                    help="sweep file (TOML), or a built-in sweep: embedded (default), tpu-v5e")
+    add_sweep_option(group.addoption)
     group.addoption("--endpoint", action="append", default=[], metavar="NAME=URL",
                     help="attach model NAME to a running OpenAI-compatible server at URL "
                          "instead of starting one (repeatable)")
@@ -53,9 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "when that is set)")
     group.addoption("--modelsweep-dir", default=None, metavar="DIR",
                     help="where runs keep logs and results (default: <rootdir>/.modelsweep)")
-    group.addoption("--store", default=None, metavar="PATH",
-                    help="SQLite store of runs, measurements and items "
-                         "(default: .modelsweep/store.sqlite)")
+    add_store_option(group.addoption)
     group.addoption("--no-reuse", action="store_true", default=False,
                     help="send every item again instead of reusing stored answers "
                          "of the same model, server, settings and prompt")
@@ -67,8 +70,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(better, worse, matches, equivalent, inconclusive; default: worse)")
     group.addoption("--holm", action="store_true", default=False,
                     help="Holm-correct the candidates' intervals for multiple comparisons")
-    group.addoption("--resamples", type=int, default=10_000, metavar="N",
-                    help="bootstrap resamples of paired comparisons (default: 10000)")
+    add_resamples_option(group.addoption)
     group.addoption("--verdict-wait", type=float, default=7200.0, metavar="SECONDS",
                     help="how long a comparison waits for the reference's result when it runs "
                          "on another xdist worker (default: 7200)")
@@ -77,8 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--baseline", default=None, metavar="NAME|PATH",
                     help="compare every model x metric with a stored baseline (or a results "
                          "file); the session fails when one regressed")
-    group.addoption("--fail-on-regression", default=None, metavar="RULES",
-                    help="how much worse is a regression (default: accuracy:1pp,throughput:10%%)")
+    add_regression_option(group.addoption)
     group.addoption("--repeats", type=int, default=3, metavar="N",
                     help="timed repeats of each throughput setting (default: 3)")
     group.addoption("--timed-requests", type=int, default=None, metavar="N",
