@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # pytester's in-process runs put sys.modules back as it was after each run, and a C
@@ -18,3 +18,19 @@ def real_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point MODELSWEEP_CACHE at the machine's cache, also for pytester subprocesses."""
     monkeypatch.setenv("MODELSWEEP_CACHE", str(REAL_CACHE))
     yield REAL_CACHE
+
+
+RunPytest = Callable[..., pytest.RunResult]
+
+
+@pytest.fixture(params=["plain", "xdist"])
+def run_both_ways(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> RunPytest:
+    """Run pytest in the pytester project as it is, and again under ``-n 2`` (syrupy's way).
+
+    The plugin's behaviour must not depend on xdist: results come back to the
+    controller, errors read the same, exit statuses agree. The plain run is
+    in-process; xdist needs a subprocess.
+    """
+    if request.param == "plain":
+        return pytester.runpytest
+    return lambda *args: pytester.runpytest_subprocess(*args, "-n", "2")

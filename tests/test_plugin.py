@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+from collections.abc import Callable
+
 import pytest
 from paths import write_sweep
+
+RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 
 pytest_plugins = ("pytester",)
 
@@ -63,30 +67,34 @@ def test_model_option_selects_that_model_only(pytester: pytest.Pytester) -> None
     assert sum("smollm2-135m" in l for l in ids) == 3
 
 
-def test_unknown_model_is_a_usage_error_listing_known_names(pytester: pytest.Pytester) -> None:
+def test_unknown_model_is_a_usage_error_listing_known_names(
+    pytester: pytest.Pytester, run_both_ways: RunPytest
+) -> None:
     pytester.makepyfile(RECORDING_TEST)
-    result = pytester.runpytest("--model", "qwen9")
+    result = run_both_ways("--model", "qwen9")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*unknown model 'qwen9' in sweep 'embedded'*known models: gemma3-270m, smollm2-135m"]
     )
 
 
-def test_malformed_sweep_is_a_usage_error_naming_the_key(pytester: pytest.Pytester) -> None:
+def test_malformed_sweep_is_a_usage_error_naming_the_key(
+    pytester: pytest.Pytester, run_both_ways: RunPytest
+) -> None:
     pytester.makepyfile(RECORDING_TEST)
     sweep = pytester.path / "bad.toml"
     sweep.write_text('[sweep]\nname="x"\nreference="a"\n[serving]\nbackend="tgi"\n'
                      '[models.a]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n')
-    result = pytester.runpytest("--sweep", str(sweep))
+    result = run_both_ways("--sweep", str(sweep))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{sweep}: serving.backend: expected one of 'llamacpp'*got 'tgi'"])
 
 
 def test_measurements_reach_the_results_file_even_from_failed_tests(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, run_both_ways: RunPytest
 ) -> None:
     pytester.makepyfile(RECORDING_TEST)
-    result = pytester.runpytest("--results", "results.json")
+    result = run_both_ways("--results", "results.json")
     result.assert_outcomes(passed=5, failed=2)
     data = results_of(pytester)
     assert data["schema"] == "pytest-modelsweep/results/1"
@@ -140,7 +148,9 @@ def test_many_models_stay_on_one_worker_each(pytester: pytest.Pytester) -> None:
     assert len(set().union(*workers.values())) == 2  # both workers were used
 
 
-def test_unreachable_endpoint_fails_that_test_with_one_line(pytester: pytest.Pytester) -> None:
+def test_unreachable_endpoint_fails_that_test_with_one_line(
+    pytester: pytest.Pytester, run_both_ways: RunPytest
+) -> None:
     pytester.makepyfile(
         """
         def test_uses_server(endpoint):
@@ -149,8 +159,8 @@ def test_unreachable_endpoint_fails_that_test_with_one_line(pytester: pytest.Pyt
             pass
         """
     )
-    result = pytester.runpytest("--model", "smollm2-135m",
-                                "--endpoint", "smollm2-135m=http://127.0.0.1:9")
+    result = run_both_ways("--model", "smollm2-135m",
+                           "--endpoint", "smollm2-135m=http://127.0.0.1:9")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([
         "*http://127.0.0.1:9/v1/models did not answer (ConnectError*check that the server is "
@@ -159,16 +169,18 @@ def test_unreachable_endpoint_fails_that_test_with_one_line(pytester: pytest.Pyt
     assert "Traceback" not in result.stdout.str()
 
 
-def test_bad_endpoint_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+def test_bad_endpoint_option_is_a_usage_error(
+    pytester: pytest.Pytester, run_both_ways: RunPytest
+) -> None:
     pytester.makepyfile("def test_x(model_name): pass")
-    result = pytester.runpytest("--endpoint", "localhost:8000")
+    result = run_both_ways("--endpoint", "localhost:8000")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--endpoint 'localhost:8000': expected NAME=URL*"])
 
 
-def test_bad_numeric_options(pytester: pytest.Pytester) -> None:
+def test_bad_numeric_options(pytester: pytest.Pytester, run_both_ways: RunPytest) -> None:
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest("--repeats", "0")
+    result = run_both_ways("--repeats", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--repeats: expected a positive integer*"])
 
