@@ -2,9 +2,11 @@
 
 This module sits below both :mod:`~pytest_modelsweep.plugin` and
 :mod:`~pytest_modelsweep.fixtures`, so neither imports the other. "Which model
-is this test for" is answered here only: from a collected item's parameters
-(:func:`model_of_item`) or, where only a test id is at hand (xdist's
-scheduler, test reports), from the id (:class:`~pytest_modelsweep.modelids.ModelIdParser`).
+is this test for" is answered here, from a collected item's parameters
+(:func:`model_of_item`); the answer travels on the test's report
+(``report.modelsweep_model``). Only xdist's scheduler, which sees test ids
+before any report exists, reads the model off the id
+(:class:`~pytest_modelsweep.modelids.ModelIdParser`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .modelids import ModelIdParser
 from .results import ResultsWriter
 from .store import Store
 from .sweep import Selection, Sweep, load_sweep, parse_endpoint_option
@@ -158,10 +157,6 @@ class RunState:
         if self._attach is None:
             self._attach = parse_endpoint_option(self.options.endpoints, self.sweep)
         return self._attach
-
-    @property
-    def id_parser(self) -> ModelIdParser:
-        return ModelIdParser(self.sweep.models)
 
     # -- places ----------------------------------------------------------------
     @property
