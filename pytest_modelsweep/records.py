@@ -101,7 +101,9 @@ class Completion:
     and ``""`` only when the server generated nothing. ``tool_calls`` is None when the
     message has no ``tool_calls`` list, ``[]`` when the list is empty. ``error`` is set
     exactly when there is no usable answer (``error_kind`` says which side failed); the
-    other fields then hold what could still be read (usage, finish reason).
+    other fields then hold what could still be read (usage, finish reason). Null chat
+    content is not an error here (a tool-calling answer has none); a scorer that needs
+    text makes such an item an errored one.
     """
 
     text: str | None = None

@@ -18,7 +18,7 @@ from pytest_modelsweep.client import (
     stream_requests,
     stream_requests_detailed,
 )
-from pytest_modelsweep.records import ApiRequest, Completion, RequestRecord
+from pytest_modelsweep.records import ApiPath, ApiRequest, Completion, RequestRecord
 
 try:  # tests/ as a package, or as a plain directory on sys.path
     from .sse_server import SseServer
@@ -311,7 +311,7 @@ def test_post_connection_refused() -> None:
 
 # --------------------------------------------------------------------------- parse_completion
 
-CHAT = "/v1/chat/completions"
+CHAT: ApiPath = "/v1/chat/completions"
 USAGE = {"prompt_tokens": 12, "completion_tokens": 3}
 
 

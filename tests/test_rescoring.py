@@ -211,3 +211,18 @@ def test_a_store_written_by_the_previous_version_is_reused_with_the_same_verdict
         upgraded = store.stored_items(endpoint.provenance.cache_key(), "bfcl", [(record.item_id, record.prompt_hash)])
         assert upgraded[record.item_id] == rescored  # written back with its completion
     assert len(cases) == {"tools": 5, "prompt": 3}[mode]
+
+
+def test_a_stored_item_without_a_completion_is_sent_again(tmp_path: Any) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    endpoint = Endpoint(spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m"))
+    request = build_gsm8k_request(PROBLEM, spec(), EXEMPLARS)
+    right = score_gsm8k_response(PROBLEM, request, answer(request, openai("#### 5", chat=True)))
+    store.add_item("run-1", "m", "gsm8k", endpoint.provenance.cache_key(), ItemRecord.from_dict(
+        {**right.to_dict(), "completion": None}))
+    run = run_accuracy(endpoint, "gsm8k", [PROBLEM], lambda p: build_gsm8k_request(p, spec(), EXEMPLARS),
+                       score_gsm8k_response, store=store, run_id="run-2", timeout_s=5)
+    assert (run.sent, run.reused, run.errors) == (1, 0, 1)  # port 9 refused it
+    (record,) = run.records
+    assert record.completion is not None and record.completion.error_kind == "request"
+    assert (record.error or "").startswith("request to /v1/chat/completions failed: ConnectError")

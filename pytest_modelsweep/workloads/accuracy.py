@@ -79,7 +79,8 @@ def run_accuracy(
     written back to the store (and counted when its verdict changed). Each newly
     scored item is committed to the store before the next completes, so an
     interrupted run resumes where it stopped. Items without a usable answer
-    (``error`` set) are not reused later: they are sent again. ``reuse=False``
+    (``error`` set), or without a completion to score again, are not reused: they
+    are sent again. ``reuse=False``
     sends every item (and still stores it, for verdicts and later runs).
     """
     started = time.monotonic()
