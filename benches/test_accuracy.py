@@ -103,8 +103,8 @@ def test_bfcl(
         "bfcl",
         bfcl_records,
         lambda r: build_bfcl_request(r, model_spec),
-        lambda record, req, response, error: score_bfcl_response(
-            record, req, response, error, mode=model_spec.bfcl_mode
+        lambda record, req, completion: score_bfcl_response(
+            record, req, completion, mode=model_spec.bfcl_mode
         ),
         store=modelsweep_run.store,
         run_id=modelsweep_run.run_id,

@@ -14,7 +14,8 @@ Two paths:
   ``benches/perf/client_harness.py`` has the side-by-side figures. The CPU it
   saves is timing accuracy: a busy client delays its own clock readings.
 * :func:`post_requests` (accuracy workloads) sends plain JSON POSTs with
-  httpx, where per-event speed does not matter.
+  httpx, where per-event speed does not matter; each answer is read once, by
+  :func:`parse_completion`, into a :class:`~.records.Completion`.
 
 Neither raises for a bad answer from the server: an HTTP error status, a cut
 stream, a non-JSON ``data:`` line or a timeout becomes a one-line ``error``
@@ -28,25 +29,30 @@ import json
 import ssl
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from .records import ApiRequest, RequestRecord
+from .records import (
+    ApiPath,
+    ApiRequest,
+    Completion,
+    RequestRecord,
+    ToolCall,
+    text_field,
+)
 
 __all__ = [
-    "PostResult",
     "StreamOutcome",
+    "parse_completion",
     "post_requests",
     "run_post_requests",
     "run_stream_requests",
     "stream_requests",
     "stream_requests_detailed",
 ]
-
-PostResult = tuple[ApiRequest, dict[str, Any] | None, str | None]
 
 _perf = time.perf_counter
 _loads = json.loads
@@ -697,6 +703,64 @@ def run_stream_requests(
 # --------------------------------------------------------------------------- plain POSTs
 
 
+def _usage_count(usage: Any, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _tool_call(call: Any) -> ToolCall:
+    function = call.get("function") if isinstance(call, dict) else None
+    fields = function if isinstance(function, dict) else {}
+    ident = call.get("id") if isinstance(call, dict) else None
+    name, arguments = fields.get("name"), fields.get("arguments")
+    return ToolCall(
+        id=ident if isinstance(ident, str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=arguments if isinstance(arguments, str) else None,
+    )
+
+
+def parse_completion(path: ApiPath, data: Any) -> Completion:
+    """Read a non-streamed OpenAI response body (parsed JSON) for ``path`` into a Completion.
+
+    The one place the wire format is read: ``usage``, ``choices[0].finish_reason`` and
+    ``choices[0].text`` (completions) or ``choices[0].message`` (chat: ``content``,
+    ``tool_calls``). A body that is not an object, has no choices, whose ``choices[0]``
+    or ``message`` is not an object, or whose text is neither a string nor (chat) null,
+    gives a Completion with ``error`` (kind ``response``) and whatever could be read.
+    A tool call that is not an object, or whose name or arguments are not strings,
+    keeps None there (the scorer decides what that means).
+    """
+    if not isinstance(data, dict):
+        return Completion.failed(f"response is {type(data).__name__}, not a JSON object", "response")
+    usage = data.get("usage")
+    read = Completion(prompt_tokens=_usage_count(usage, "prompt_tokens"),
+                      completion_tokens=_usage_count(usage, "completion_tokens"))
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return replace(read, error="response has no choices", error_kind="response")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return replace(read, error="choices[0] is not an object", error_kind="response")
+    finish = choice.get("finish_reason")
+    read = replace(read, finish_reason=finish if isinstance(finish, str) else None)
+    tool_calls: list[ToolCall] | None = None
+    if path == "/v1/completions":
+        text = choice.get("text")
+    else:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            return replace(read, error="choices[0].message is not an object", error_kind="response")
+        text = message.get("content")
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            tool_calls = [_tool_call(call) for call in calls]
+    if not isinstance(text, str) and (text is not None or path == "/v1/completions"):
+        problem = f"{text_field(path)} is {type(text).__name__}, not a string"
+        return replace(read, error=problem, error_kind="response")
+    return replace(read, text=text, tool_calls=tool_calls)
+
+
 async def post_requests(
     base_url_v1: str,
     served_name: str,
@@ -704,23 +768,25 @@ async def post_requests(
     concurrency: int,
     *,
     timeout_s: float,
-    on_result: Callable[[ApiRequest, dict[str, Any] | None, str | None], None] | None = None,
-) -> list[PostResult]:
-    """Non-streaming JSON POSTs with ``concurrency`` in flight, results in input order.
+    on_result: Callable[[ApiRequest, Completion], None] | None = None,
+) -> list[Completion]:
+    """Non-streaming JSON POSTs with ``concurrency`` in flight, completions in input order.
 
-    Each result is ``(request, parsed JSON or None, error or None)``; ``on_result``
-    is called as each one completes, so that results can be stored as they arrive.
+    Each answer is read by :func:`parse_completion`; a failed request (connection,
+    timeout, HTTP error status, non-JSON body) is a Completion with ``error`` of kind
+    ``request``. ``on_result`` is called as each one completes, so that results can be
+    stored as they arrive.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     root = base_url_v1.rstrip("/")
-    results: list[PostResult | None] = [None] * len(requests)
+    results: list[Completion | None] = [None] * len(requests)
     state = {"next": 0}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
 
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s)) as client:
 
-        async def one(request: ApiRequest) -> PostResult:
+        async def one(request: ApiRequest) -> Completion:
             url = root + request.path[len("/v1") :] if request.path.startswith("/v1") else (
                 root + request.path
             )
@@ -731,33 +797,32 @@ async def post_requests(
                         url, content=body, headers={"Content-Type": "application/json"}
                     )
             except TimeoutError:
-                return request, None, f"timed out after {timeout_s:g} s"
+                return Completion.failed(f"timed out after {timeout_s:g} s")
             except httpx.TimeoutException:
-                return request, None, f"timed out after {timeout_s:g} s"
+                return Completion.failed(f"timed out after {timeout_s:g} s")
             except httpx.HTTPError as exc:
-                return request, None, f"request to {request.path} failed: {type(exc).__name__}: {exc}"
+                return Completion.failed(f"request to {request.path} failed: {type(exc).__name__}: {exc}")
             if response.status_code >= 400:
-                return request, None, (
+                return Completion.failed(
                     f"HTTP {response.status_code} from {request.path}: {_one_line(response.text)}"
                 )
             try:
                 data = response.json()
             except ValueError:
-                return request, None, (
+                return Completion.failed(
                     f"non-JSON response from {request.path}: {_one_line(response.text, 80)!r}"
                 )
-            if not isinstance(data, dict):
-                return request, None, f"response from {request.path} is not a JSON object"
-            return request, data, None
+            return parse_completion(request.path, data)
 
         async def worker() -> None:
             while state["next"] < len(requests):
                 index = state["next"]
                 state["next"] += 1
-                result = await one(requests[index])
+                request = requests[index]
+                result = await one(request)
                 results[index] = result
                 if on_result is not None:
-                    on_result(*result)
+                    on_result(request, result)
 
         await _run_workers(min(concurrency, len(requests)), worker)
     return [result for result in results if result is not None]
@@ -770,8 +835,8 @@ def run_post_requests(
     concurrency: int,
     *,
     timeout_s: float,
-    on_result: Callable[[ApiRequest, dict[str, Any] | None, str | None], None] | None = None,
-) -> list[PostResult]:
+    on_result: Callable[[ApiRequest, Completion], None] | None = None,
+) -> list[Completion]:
     """Synchronous :func:`post_requests`."""
     return asyncio.run(
         post_requests(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 
 def prompt_hash(payload: Any) -> str:
@@ -69,13 +69,141 @@ class RequestRecord:
         return cls(**data)
 
 
+def text_field(path: ApiPath) -> str:
+    """Where an OpenAI response for ``path`` carries the generated text (for messages)."""
+    return "choices[0].text" if path == "/v1/completions" else "choices[0].message.content"
+
+
+class ToolCall(TypedDict):
+    """One tool call of a chat answer (``message.tool_calls[i]``), JSON-friendly.
+
+    ``name`` and ``arguments`` are None when the server sent something other than a
+    string there (or nothing); ``arguments`` is the JSON text as sent, not decoded.
+    """
+
+    id: str | None
+    name: str | None
+    arguments: str | None
+
+
+ErrorKind = Literal["request", "response"]
+"""``request``: no response body to read (connection, timeout, HTTP error status, non-JSON body).
+``response``: a JSON body that is not a usable completion (no choices, ``choices[0]`` or its
+``message`` not an object, text of the wrong type)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One non-streamed answer as the scorers read it, parsed once from the OpenAI wire format.
+
+    ``text`` is ``choices[0].text`` (``/v1/completions``) or ``choices[0].message.content``
+    (chat); it is None when a chat message has no content (``null``, as with tool calls),
+    and ``""`` only when the server generated nothing. ``tool_calls`` is None when the
+    message has no ``tool_calls`` list, ``[]`` when the list is empty. ``error`` is set
+    exactly when there is no usable answer (``error_kind`` says which side failed); the
+    other fields then hold what could still be read (usage, finish reason). Null chat
+    content is not an error here (a tool-calling answer has none); a scorer that needs
+    text makes such an item an errored one.
+    """
+
+    text: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+
+    @classmethod
+    def failed(cls, error: str, kind: ErrorKind = "request") -> Completion:
+        """A completion without an answer: the request failed (or the response was unusable)."""
+        return cls(error=error, error_kind=kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Completion:
+        calls = data.get("tool_calls")
+        fields = {**data, "tool_calls": None if calls is None else [
+            ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"]) for call in calls
+        ]}
+        return cls(**fields)
+
+
+def tool_calls_as_openai(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Tool calls in OpenAI's ``{"id", "type", "function": {"name", "arguments"}}`` shape (for display)."""
+    shaped: list[dict[str, Any]] = []
+    for call in calls:
+        one: dict[str, Any] = {} if call["id"] is None else {"id": call["id"]}
+        one["type"] = "function"
+        one["function"] = {"name": call["name"], "arguments": call["arguments"]}
+        shaped.append(one)
+    return shaped
+
+
+def _string_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _tool_calls_of_older_response(response: str) -> list[ToolCall] | None:
+    """The tool calls an older record kept as its ``response``: a JSON list of OpenAI tool calls."""
+    if not response.startswith("["):
+        return None
+    try:
+        calls = json.loads(response)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(calls, list) or not calls or not all(
+        isinstance(call, dict) and isinstance(call.get("function"), dict) for call in calls
+    ):
+        return None
+    return [
+        ToolCall(id=_string_or_none(call.get("id")), name=_string_or_none(call["function"].get("name")),
+                 arguments=_string_or_none(call["function"].get("arguments")))
+        for call in calls
+    ]
+
+
+def completion_of_older_record(data: dict[str, Any]) -> Completion:
+    """The completion an ItemRecord stored before records kept one was scored from.
+
+    Such a record has one ``response`` string: the text, or for a tools-mode answer
+    with tool calls their JSON list of OpenAI tool-call objects. Whether the request
+    offered tools was not recorded, so a ``response`` that is such a list becomes the
+    tool calls *and* stays the text: the tools-mode scorer reads the calls, the others
+    the text, which is how those records were re-scored before. A stored error keeps
+    its kind where BFCL's ``error_type`` recorded it (``response_error``), else ``request``.
+    """
+    response = str(data.get("response") or "")
+    error = data.get("error")
+    extracted = data.get("extracted")
+    error_type = extracted.get("error_type") if isinstance(extracted, dict) else None
+    kind: ErrorKind | None = None
+    if error is not None:
+        kind = "response" if error_type == "response_error" else "request"
+    return Completion(
+        text=response,
+        tool_calls=_tool_calls_of_older_response(response),
+        finish_reason=data.get("finish_reason"),
+        prompt_tokens=data.get("prompt_tokens"),
+        completion_tokens=data.get("completion_tokens"),
+        error=error,
+        error_kind=kind,
+    )
+
+
 @dataclass
 class ItemRecord:
     """One scored benchmark item (a GSM8K problem, a BFCL record) of one model.
 
     ``prompt_hash`` covers exactly what was sent (it differs between a chat and a
     completion model); ``data_hash`` covers the source record, so that items of
-    two models pair by ``item_id`` and ``data_hash``.
+    two models pair by ``item_id`` and ``data_hash``. ``response`` is the answer as
+    shown (the text, or a tools-mode answer's calls as JSON); ``completion`` is the
+    answer as scored, from which a stored item is scored again. Its usage and finish
+    reason are copied to the record's own fields; ``error`` is the item's (set when
+    the completion failed, or had no text where the benchmark needs text).
     """
 
     item_id: str
@@ -89,13 +217,20 @@ class ItemRecord:
     completion_tokens: int | None = None
     scores: dict[str, bool] = field(default_factory=dict)
     error: str | None = None
+    completion: Completion | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
-        return cls(**data)
+        """A record from its dict; one written before records kept their completion gets it rebuilt."""
+        fields = dict(data)
+        if "completion" not in fields:
+            fields["completion"] = completion_of_older_record(fields)
+        elif fields["completion"] is not None:
+            fields["completion"] = Completion.from_dict(fields["completion"])
+        return cls(**fields)
 
 
 @dataclass

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from pytest_modelsweep.client import (
+    parse_completion,
     post_requests,
     run_post_requests,
     run_stream_requests,
     stream_requests,
     stream_requests_detailed,
 )
-from pytest_modelsweep.records import ApiRequest, RequestRecord
+from pytest_modelsweep.records import ApiPath, ApiRequest, Completion, RequestRecord
 
 try:  # tests/ as a package, or as a plain directory on sys.path
     from .sse_server import SseServer
@@ -260,12 +261,13 @@ def test_post_requests_in_input_order_with_callback(server: SseServer) -> None:
     requests = [completion(i, max_tokens=i + 1) for i in range(5)]
     seen: list[str] = []
     results = run_post_requests(
-        server.v1, "m", requests, 2, timeout_s=10, on_result=lambda q, d, e: seen.append(q.item_id)
+        server.v1, "m", requests, 2, timeout_s=10, on_result=lambda q, c: seen.append(q.item_id)
     )
-    assert [q.item_id for q, _, _ in results] == ["0", "1", "2", "3", "4"]
-    for i, (_, data, error) in enumerate(results):
-        assert error is None and data is not None
-        assert data["usage"]["completion_tokens"] == i + 1
+    assert len(results) == 5
+    for i, result in enumerate(results):
+        assert result.error is None and result.text == "".join(f" w{k}" for k in range(i + 1))
+        assert result.completion_tokens == i + 1
+        assert (result.finish_reason, result.tool_calls) == ("length", None)
     assert sorted(seen) == ["0", "1", "2", "3", "4"]
 
 
@@ -283,8 +285,8 @@ POST_FAULTS = [
 def test_post_fault_is_an_error_and_others_go_on(server: SseServer, fault: str, reason: str) -> None:
     requests = [completion(i, fault if i == 1 else "") for i in range(4)]
     results = run_post_requests(server.v1, "m", requests, 2, timeout_s=1.5)
-    assert results[1][1] is None and results[1][2] == reason
-    assert all(error is None and data is not None for i, (_, data, error) in enumerate(results) if i != 1)
+    assert results[1] == Completion(error=reason, error_kind="request")
+    assert all(r.error is None and r.text is not None for i, r in enumerate(results) if i != 1)
 
 
 def test_post_sends_no_stream_flag(server: SseServer) -> None:
@@ -300,7 +302,87 @@ def test_post_sends_no_stream_flag(server: SseServer) -> None:
 
 def test_post_connection_refused() -> None:
     port = free_port()
-    ((_, data, error),) = run_post_requests(
+    (result,) = run_post_requests(
         f"http://127.0.0.1:{port}/v1", "m", [completion(0)], 1, timeout_s=5
     )
-    assert data is None and (error or "").startswith("request to /v1/completions failed: ConnectError")
+    assert result.text is None and result.error_kind == "request"
+    assert (result.error or "").startswith("request to /v1/completions failed: ConnectError")
+
+
+# --------------------------------------------------------------------------- parse_completion
+
+CHAT: ApiPath = "/v1/chat/completions"
+USAGE = {"prompt_tokens": 12, "completion_tokens": 3}
+
+
+def test_parse_a_completions_answer() -> None:
+    body = {"choices": [{"index": 0, "text": " 42", "finish_reason": "stop"}], "usage": USAGE}
+    assert parse_completion("/v1/completions", body) == Completion(
+        text=" 42", finish_reason="stop", prompt_tokens=12, completion_tokens=3
+    )
+
+
+def test_parse_a_chat_answer_with_tool_calls() -> None:
+    calls = [
+        {"id": "c0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
+        {"type": "function", "function": {"name": 7, "arguments": {"a": 1}}},  # kept, with None where odd
+        "not an object",
+    ]
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": calls},
+                         "finish_reason": "tool_calls"}], "usage": USAGE}
+    assert parse_completion(CHAT, body) == Completion(
+        text=None,
+        tool_calls=[{"id": "c0", "name": "f", "arguments": '{"a": 1}'},
+                    {"id": None, "name": None, "arguments": None},
+                    {"id": None, "name": None, "arguments": None}],
+        finish_reason="tool_calls", prompt_tokens=12, completion_tokens=3,
+    )
+
+
+def test_parse_keeps_an_empty_text_and_an_empty_tool_call_list_apart_from_none() -> None:
+    empty = parse_completion(CHAT, {"choices": [{"message": {"content": "", "tool_calls": []}}]})
+    assert (empty.text, empty.tool_calls, empty.error) == ("", [], None)
+    absent = parse_completion(CHAT, {"choices": [{"message": {"tool_calls": {"not": "a list"}}}]})
+    assert (absent.text, absent.tool_calls, absent.error) == (None, None, None)
+
+
+def test_parse_reads_only_integer_usage_counts() -> None:
+    body = {"choices": [{"text": "x"}], "usage": {"prompt_tokens": True, "completion_tokens": "3"}}
+    assert parse_completion("/v1/completions", body) == Completion(text="x")
+    assert parse_completion("/v1/completions", {"choices": [{"text": "x"}], "usage": [1]}) == Completion(text="x")
+
+
+MALFORMED = [
+    ("/v1/completions", ["a list"], "response is list, not a JSON object", None, None),
+    ("/v1/completions", "text", "response is str, not a JSON object", None, None),
+    (CHAT, {"error": {"message": "boom"}, "usage": USAGE}, "response has no choices", None, 3),
+    (CHAT, {"choices": []}, "response has no choices", None, None),
+    (CHAT, {"choices": {"0": {}}}, "response has no choices", None, None),
+    (CHAT, {"choices": ["hi"], "usage": USAGE}, "choices[0] is not an object", None, 3),
+    (CHAT, {"choices": [{"text": "hi", "finish_reason": "stop"}]}, "choices[0].message is not an object", "stop", None),
+    (CHAT, {"choices": [{"message": "hi"}]}, "choices[0].message is not an object", None, None),
+    (CHAT, {"choices": [{"message": {"content": 18}, "finish_reason": "stop"}]},
+     "choices[0].message.content is int, not a string", "stop", None),
+    (CHAT, {"choices": [{"message": {"content": ["a"]}}]}, "choices[0].message.content is list, not a string", None, None),
+    ("/v1/completions", {"choices": [{"message": {"content": "hi"}}]}, "choices[0].text is NoneType, not a string",
+     None, None),
+    ("/v1/completions", {"choices": [{"text": 18}], "usage": USAGE}, "choices[0].text is int, not a string", None, 3),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "error", "finish", "tokens"), MALFORMED,
+                         ids=[error for _, _, error, _, _ in MALFORMED])
+def test_parse_a_malformed_envelope_is_an_error(
+    path: Any, body: Any, error: str, finish: str | None, tokens: int | None
+) -> None:
+    """No usable answer: one line saying what is wrong, and what could still be read."""
+    parsed = parse_completion(path, body)
+    assert parsed == Completion(finish_reason=finish, prompt_tokens=12 if tokens else None,
+                                completion_tokens=tokens, error=error, error_kind="response")
+    assert "\n" not in error
+
+
+def test_parse_a_null_chat_content_is_no_error() -> None:
+    """Null content is a valid chat answer (tool calls, or nothing); the scorer decides what it means."""
+    parsed = parse_completion(CHAT, {"choices": [{"message": {"role": "assistant", "content": None}}]})
+    assert parsed == Completion()

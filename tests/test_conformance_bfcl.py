@@ -21,7 +21,8 @@ import pytest
 from paths import SHARED_DATA
 from reference_impls import run_reference
 
-from pytest_modelsweep.records import ApiRequest, ItemRecord
+from pytest_modelsweep.client import parse_completion
+from pytest_modelsweep.records import ApiRequest, Completion, ItemRecord
 from pytest_modelsweep.scoring.bfcl import (
     BfclDecodeError,
     Mode,
@@ -490,11 +491,16 @@ def assert_no_mismatches(mismatches: list[str], compared: int) -> None:
     assert not mismatches, f"{len(mismatches)} of {compared} cases differ from BFCL:\n{shown}"
 
 
+def chat_answer(message: dict[str, Any]) -> Completion:
+    """A chat response with this ``choices[0].message``, read as the client reads it."""
+    response = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    return parse_completion("/v1/chat/completions", response)
+
+
 def score(record: BfclRecord, message: dict[str, Any], mode: Mode) -> ItemRecord:
     """Our scoring of one chat response with this ``choices[0].message``."""
     request = ApiRequest(record.id, "/v1/chat/completions", {})
-    response = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
-    return score_bfcl_response(record, request, response, None, mode=mode)
+    return score_bfcl_response(record, request, chat_answer(message), mode=mode)
 
 
 def spec(mode: BfclMode, prompting: Prompting = "chat") -> ModelSpec:
@@ -601,7 +607,7 @@ def test_tools_decoding_matches_bfcl(conformance: Conformance) -> None:
     mismatches: list[str] = []
     counts = {"decoded": 0, "failed": 0}
     for case, answer in conformance.results["decode_tools"]:
-        ours = our_decoding(decode_tool_calls, case.given)
+        ours = our_decoding(lambda message: decode_tool_calls(chat_answer(message)), case.given)
         if ours != reference_decoding(answer):
             mismatches.append(f"{case.named()}: ours {ours}, BFCL {answer}")
         counts["failed" if "error" in ours else "decoded"] += 1

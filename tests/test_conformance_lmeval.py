@@ -15,6 +15,7 @@ import pytest
 from paths import SHARED_DATA
 from reference_impls import run_reference
 
+from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.scoring.gsm8k import INVALID, score_gsm8k_response
 from pytest_modelsweep.sweep import ModelSource, ModelSpec, Prompting
 from pytest_modelsweep.workloads.gsm8k import (
@@ -113,7 +114,8 @@ def test_scores_are_lm_evals(lmeval_run: tuple[Prompting, list[Any], dict[str, A
     for problem in problems:
         request = build_gsm8k_request(problem, model_spec(prompting), fewshot, max_tokens=MAX_TOKENS)
         text = response_for(problem.index, problem.answer)
-        record = score_gsm8k_response(problem, request, openai_response(text, prompting == "chat"), None)
+        completion = parse_completion(request.path, openai_response(text, prompting == "chat"))
+        record = score_gsm8k_response(problem, request, completion)
         for name in FILTERS:
             theirs = reference[str(problem.index)]["filters"][name]
             extracted = record.extracted[name]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.records import ApiRequest
+from pytest_modelsweep.client import parse_completion
+from pytest_modelsweep.records import ApiRequest, Completion
 from pytest_modelsweep.scoring.bfcl import (
     BfclCheck,
     BfclDecodeError,
@@ -298,18 +299,27 @@ def tool_message(*calls: tuple[str, Any]) -> dict[str, Any]:
     }
 
 
+def chat_answer(message: Any) -> Completion:
+    """The completion the client reads from a chat response with this message."""
+    return parse_completion("/v1/chat/completions", {"choices": [{"index": 0, "message": message}]})
+
+
 def test_decode_tool_calls() -> None:
     message = tool_message(("math_hypot", '{"x": 4, "y": 5.0}'))
-    assert decode_tool_calls(message) == [{"math_hypot": {"x": 4, "y": 5.0}}]
+    assert decode_tool_calls(chat_answer(message)) == [{"math_hypot": {"x": 4, "y": 5.0}}]
     with pytest.raises(BfclDecodeError, match="not JSON"):
-        decode_tool_calls(tool_message(("f", "{x: 1")))
+        decode_tool_calls(chat_answer(tool_message(("f", "{x: 1"))))
     with pytest.raises(BfclDecodeError, match="not a JSON string"):
-        decode_tool_calls(tool_message(("f", {"x": 1})))
+        decode_tool_calls(chat_answer(tool_message(("f", {"x": 1}))))
+    with pytest.raises(BfclDecodeError, match="has no function name"):
+        decode_tool_calls(chat_answer({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}))
     with pytest.raises(BfclDecodeError, match=r"no tool calls in the response \(content: 'hello'\)"):
-        decode_tool_calls({"role": "assistant", "content": "hello"})
+        decode_tool_calls(chat_answer({"role": "assistant", "content": "hello"}))
+    with pytest.raises(BfclDecodeError, match=r"no tool calls in the response \(content: None\)"):
+        decode_tool_calls(chat_answer({"role": "assistant", "content": None}))
     # as BFCL's OpenAI handler: no calls at all, which the checker counts as the wrong number
-    assert decode_tool_calls(tool_message()) == []
-    assert decode_tool_calls({"role": "assistant", "content": ""}) == []
+    assert decode_tool_calls(chat_answer(tool_message())) == []
+    assert decode_tool_calls(chat_answer({"role": "assistant", "content": ""})) == []
 
 
 # --- scored records -----------------------------------------------------------------------
@@ -332,9 +342,14 @@ def reply(message: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]
     }
 
 
+def answer(request: ApiRequest, response: Any) -> Completion:
+    """The completion the client reads from this response body."""
+    return parse_completion(request.path, response)
+
+
 def test_tools_mode_correct() -> None:
     item = score_bfcl_response(
-        RECORD, TOOLS_REQ, reply(tool_message(("math_hypot", '{"x": 4, "y": 5}'))), None, mode="tools"
+        RECORD, TOOLS_REQ, answer(TOOLS_REQ, reply(tool_message(("math_hypot", '{"x": 4, "y": 5}')))), mode="tools"
     )
     assert item.correct and item.scores == {"ast": True} and item.error is None
     assert item.extracted == {"calls": [{"math_hypot": {"x": 4, "y": 5}}], "error_type": "", "error": ""}
@@ -361,61 +376,60 @@ def test_tools_mode_correct() -> None:
     ],
 )
 def test_tools_mode_wrong(message: dict[str, Any], error_type: str) -> None:
-    item = score_bfcl_response(RECORD, TOOLS_REQ, reply(message), None, mode="tools")
+    item = score_bfcl_response(RECORD, TOOLS_REQ, answer(TOOLS_REQ, reply(message)), mode="tools")
     assert item.correct is False and item.error is None
     assert item.extracted["error_type"] == error_type
 
 
 def test_prompt_mode_chat_and_completion() -> None:
     good = reply({"role": "assistant", "content": "[math.hypot(x=4, y=5)]"}, "stop")
-    item = score_bfcl_response(RECORD, CHAT_REQ, good, None, mode="prompt")
+    item = score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, good), mode="prompt")
     assert item.correct and item.response == "[math.hypot(x=4, y=5)]"
     assert item.extracted["calls"] == [{"math.hypot": {"x": 4, "y": 5}}]
 
     text = {"choices": [{"text": " math.hypot(x=4, y=5)]", "finish_reason": "stop"}]}
-    assert score_bfcl_response(RECORD, TEXT_REQ, text, None, mode="prompt").correct
+    assert score_bfcl_response(RECORD, TEXT_REQ, answer(TEXT_REQ, text), mode="prompt").correct
 
     underscored = reply({"role": "assistant", "content": "[math_hypot(x=4, y=5)]"}, "stop")
-    wrong_name = score_bfcl_response(RECORD, CHAT_REQ, underscored, None, mode="prompt")
+    wrong_name = score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, underscored), mode="prompt")
     assert wrong_name.extracted["error_type"] == "simple_function_checker:wrong_func_name"
 
     prose = reply({"role": "assistant", "content": "The hypotenuse is 6.4"}, "stop")
-    unparsed = score_bfcl_response(RECORD, CHAT_REQ, prose, None, mode="prompt")
+    unparsed = score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, prose), mode="prompt")
     assert (unparsed.correct, unparsed.error) == (False, None)
     assert unparsed.extracted["error_type"] == "ast_decoder:decoder_failed"
     assert unparsed.extracted["calls"] is None and unparsed.response == "The hypotenuse is 6.4"
 
 
 @pytest.mark.parametrize(
-    ("request_", "response", "error", "error_type"),
+    ("request_", "completion", "error_type"),
     [
-        (CHAT_REQ, None, "connection reset", "request_error"),
-        (CHAT_REQ, {"choices": []}, None, "response_error"),
-        (CHAT_REQ, "not json", None, "response_error"),
-        (CHAT_REQ, reply({"role": "assistant", "content": None}), None, "response_error"),
-        (TEXT_REQ, reply({"role": "assistant", "content": "[f()]"}), None, "response_error"),
+        (CHAT_REQ, Completion.failed("connection reset"), "request_error"),
+        (CHAT_REQ, answer(CHAT_REQ, {"choices": []}), "response_error"),
+        (CHAT_REQ, answer(CHAT_REQ, "not json"), "response_error"),
+        (CHAT_REQ, answer(CHAT_REQ, reply({"role": "assistant", "content": None})), "response_error"),
+        (TEXT_REQ, answer(TEXT_REQ, reply({"role": "assistant", "content": "[f()]"})), "response_error"),
     ],
 )
-def test_garbage_is_an_errored_wrong_item(
-    request_: ApiRequest, response: Any, error: str | None, error_type: str
-) -> None:
-    item = score_bfcl_response(RECORD, request_, response, error, mode="prompt")
+def test_garbage_is_an_errored_wrong_item(request_: ApiRequest, completion: Completion, error_type: str) -> None:
+    item = score_bfcl_response(RECORD, request_, completion, mode="prompt")
     assert item.correct is False and item.error
     assert item.extracted["error_type"] == error_type
 
 
 def test_tools_mode_without_message_is_an_error() -> None:
-    item = score_bfcl_response(RECORD, TOOLS_REQ, {"choices": [{"text": "x"}]}, None, mode="tools")
+    item = score_bfcl_response(RECORD, TOOLS_REQ, answer(TOOLS_REQ, {"choices": [{"text": "x"}]}), mode="tools")
     assert item.error == "choices[0].message is not an object"
     assert item.extracted["error_type"] == "response_error"
 
 
 def test_summarise() -> None:
     items = [
-        score_bfcl_response(RECORD, CHAT_REQ, reply({"role": "assistant", "content": c}), None, mode="prompt")
+        score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, reply({"role": "assistant", "content": c})),
+                            mode="prompt")
         for c in ["[math.hypot(x=4, y=5)]", "[math.hypot(x=4, y=5)]", "nope", "[math.hypot(x=4)]", "[]"]
     ]
-    items.append(score_bfcl_response(RECORD, CHAT_REQ, None, "timeout", mode="prompt"))
+    items.append(score_bfcl_response(RECORD, CHAT_REQ, Completion.failed("timeout"), mode="prompt"))
     assert summarise_bfcl(items) == {
         "n": 6,
         "correct": 2,

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.records import ApiRequest, ItemRecord
+from pytest_modelsweep.client import parse_completion
+from pytest_modelsweep.records import ApiRequest, Completion, ItemRecord
 from pytest_modelsweep.scoring.gsm8k import (
     flexible_extract,
     normalise,
@@ -114,8 +115,13 @@ def chat_response(content: Any, finish: str = "stop") -> dict[str, Any]:
     }
 
 
+def answer(request: ApiRequest, response: Any) -> Completion:
+    """The completion the client reads from this response body."""
+    return parse_completion(request.path, response)
+
+
 def test_score_chat_response_fills_the_record() -> None:
-    record = score_gsm8k_response(PROBLEM, CHAT, chat_response("2 * 9 = 18\n#### 18"), None)
+    record = score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("2 * 9 = 18\n#### 18")))
     assert record == ItemRecord(
         item_id="gsm8k-test-0000",
         prompt_hash=CHAT.prompt_hash,
@@ -128,11 +134,13 @@ def test_score_chat_response_fills_the_record() -> None:
         completion_tokens=30,
         scores={"strict-match": True, "flexible-extract": True},
         error=None,
+        completion=Completion(text="2 * 9 = 18\n#### 18", finish_reason="stop", prompt_tokens=120,
+                              completion_tokens=30),
     )
 
 
 def test_correct_follows_flexible_extract() -> None:
-    record = score_gsm8k_response(PROBLEM, CHAT, chat_response("The total is 18", "length"), None)
+    record = score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("The total is 18", "length")))
     assert record.correct is True
     assert record.scores == {"strict-match": False, "flexible-extract": True}
     assert record.extracted == {"strict-match": None, "flexible-extract": "18"}
@@ -141,29 +149,27 @@ def test_correct_follows_flexible_extract() -> None:
 
 def test_score_completion_response_reads_text() -> None:
     response = {"choices": [{"text": " 9 * 2 = 18\n#### 18", "finish_reason": "stop"}]}
-    record = score_gsm8k_response(PROBLEM, COMPLETION, response, None)
+    record = score_gsm8k_response(PROBLEM, COMPLETION, answer(COMPLETION, response))
     assert record.correct and record.response == " 9 * 2 = 18\n#### 18"
     assert (record.prompt_tokens, record.completion_tokens) == (None, None)
     assert record.prompt_hash == COMPLETION.prompt_hash != CHAT.prompt_hash
 
 
 @pytest.mark.parametrize(
-    ("request_", "response", "error", "reason"),
+    ("request_", "completion", "reason"),
     [
-        (CHAT, None, "connection refused", "connection refused"),
-        (CHAT, {"choices": []}, None, "response has no choices"),
-        (CHAT, {"error": {"message": "boom"}}, None, "response has no choices"),
-        (CHAT, chat_response(None), None, "choices[0].message.content is NoneType, not a string"),
-        (CHAT, chat_response(18), None, "choices[0].message.content is int, not a string"),
-        (COMPLETION, chat_response("#### 18"), None, "choices[0].text is NoneType, not a string"),
-        (CHAT, {"choices": ["#### 18"]}, None, "choices[0] is not an object"),
-        (CHAT, chat_response("#### 18"), "HTTP 500", "HTTP 500"),  # an error wins over a body
+        (CHAT, Completion.failed("connection refused"), "connection refused"),
+        (CHAT, answer(CHAT, {"choices": []}), "response has no choices"),
+        (CHAT, answer(CHAT, {"error": {"message": "boom"}}), "response has no choices"),
+        (CHAT, answer(CHAT, chat_response(None)), "choices[0].message.content is NoneType, not a string"),
+        (CHAT, answer(CHAT, chat_response(18)), "choices[0].message.content is int, not a string"),
+        (COMPLETION, answer(COMPLETION, chat_response("#### 18")), "choices[0].text is NoneType, not a string"),
+        (CHAT, answer(CHAT, {"choices": ["#### 18"]}), "choices[0] is not an object"),
+        (CHAT, Completion(text="#### 18", error="HTTP 500"), "HTTP 500"),  # an error wins over a text
     ],
 )
-def test_garbage_gives_an_errored_wrong_record(
-    request_: ApiRequest, response: Any, error: str | None, reason: str
-) -> None:
-    record = score_gsm8k_response(PROBLEM, request_, response, error)
+def test_garbage_gives_an_errored_wrong_record(request_: ApiRequest, completion: Completion, reason: str) -> None:
+    record = score_gsm8k_response(PROBLEM, request_, completion)
     assert record.correct is False
     assert record.error == reason
     assert record.scores == {"strict-match": False, "flexible-extract": False}
@@ -172,10 +178,10 @@ def test_garbage_gives_an_errored_wrong_record(
 
 def test_summarise() -> None:
     records = [
-        score_gsm8k_response(PROBLEM, CHAT, chat_response("#### 18"), None),
-        score_gsm8k_response(PROBLEM, CHAT, chat_response("it is 18", "length"), None),
-        score_gsm8k_response(PROBLEM, CHAT, chat_response("no idea"), None),
-        score_gsm8k_response(PROBLEM, CHAT, None, "timeout"),
+        score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("#### 18"))),
+        score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("it is 18", "length"))),
+        score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("no idea"))),
+        score_gsm8k_response(PROBLEM, CHAT, Completion.failed("timeout")),
     ]
     assert summarise_gsm8k(records) == {
         "n": 4,

@@ -500,6 +500,6 @@ def test_real_client_keep_alive_errors_chat_and_post(llama: Endpoint) -> None:
     assert records[2].prompt_tokens and records[2].prompt_tokens > 3  # the chat template's tokens
 
     results = run_post_requests(llama.v1, llama.served_name, [many[0], bad], 2, timeout_s=60)
-    assert results[0][2] is None and results[0][1] is not None
-    assert results[0][1]["usage"]["completion_tokens"] == 1
-    assert results[1][1] is None and (results[1][2] or "").startswith("HTTP 400 from /v1/completions")
+    assert results[0].error is None and results[0].text is not None
+    assert results[0].completion_tokens == 1
+    assert results[1].text is None and (results[1].error or "").startswith("HTTP 400 from /v1/completions")

@@ -5,10 +5,11 @@ Reproduced from the gorilla repository's ``berkeley-function-call-leaderboard/bf
 inputs and requires the same verdicts):
 
 * Tools mode decoding as ``OpenAICompletionsHandler._parse_query_response_FC`` and
-  ``decode_ast`` (FC): each ``choices[0].message.tool_calls[i]`` becomes
-  ``{function.name: json.loads(function.arguments)}``. An empty ``tool_calls`` list, or
+  ``decode_ast`` (FC): each of the completion's tool calls (the message's ``tool_calls``,
+  as :func:`~..client.parse_completion` read them) becomes
+  ``{name: json.loads(arguments)}``. An empty ``tool_calls`` list, or
   none and empty content, decodes to no calls (so ``simple_function_checker:wrong_count``);
-  no tool calls and some content, or arguments that are not JSON, is
+  no tool calls and some content (or null content), or arguments that are not JSON, is
   ``ast_decoder:decoder_failed``.
 * Prompt mode decoding as ``default_decode_ast_prompting`` / ``ast_parse`` /
   ``resolve_ast_call`` / ``resolve_ast_by_type`` (``model_handler/utils.py``): strip
@@ -39,9 +40,10 @@ inputs and requires the same verdicts):
   checker raises (a list of dictionaries holding a non-dictionary when an answer
   allows omitting the list; schemas without ``required``, ``items`` or a known
   type), this gives a verdict instead.
-* A chat answer whose ``content`` is not a string (None) is an errored item
+* A prompt-mode chat answer without content (null) is an errored item
   (``response_error``, see :func:`score_bfcl_response`); BFCL's decoder fails on it
-  (``ast_decoder:decoder_failed``). Both count it wrong.
+  (``ast_decoder:decoder_failed``). Both count it wrong. Content that is neither a
+  string nor null is a malformed response (the client's parse flags it) in both modes.
 """
 
 from __future__ import annotations
@@ -56,9 +58,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from ..records import ApiRequest, ItemRecord
+from ..records import (
+    ApiRequest,
+    Completion,
+    ItemRecord,
+    text_field,
+    tool_calls_as_openai,
+)
 from ..workloads.bfcl import BfclRecord
-from . import usage_counts
 
 Mode = Literal["tools", "prompt"]
 Calls = list[dict[str, dict[str, Any]]]
@@ -295,28 +302,26 @@ def decode_prompt_output(text: str) -> Calls:
     return calls
 
 
-def decode_tool_calls(message: Any) -> list[Any]:
-    """Decode ``choices[0].message`` of a tools-mode response into ``[{name: arguments}]``.
+def decode_tool_calls(completion: Completion) -> list[Any]:
+    """Decode a tools-mode answer's tool calls into ``[{name: arguments}]``.
 
     As BFCL's ``OpenAICompletionsHandler``: an empty ``tool_calls`` list, or no tool
-    calls and empty content, decodes to no calls (``[]``). Raises BfclDecodeError when
-    there are no tool calls and some content, or ``arguments`` is not a JSON string.
+    calls and empty text, decodes to no calls (``[]``). Raises BfclDecodeError when
+    there are no tool calls and some text (or none), a call has no name, or its
+    ``arguments`` are not a JSON string.
     """
-    tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
-    if not isinstance(tool_calls, list):
-        content = message.get("content") if isinstance(message, dict) else None
-        if content == "":
+    tool_calls = completion.tool_calls
+    if tool_calls is None:
+        if completion.text == "":
             return []
-        shown = repr(content)[:120]
+        shown = repr(completion.text)[:120]
         raise BfclDecodeError(f"no tool calls in the response (content: {shown})")
     decoded: list[Any] = []
     for index, call in enumerate(tool_calls):
-        function = call.get("function") if isinstance(call, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        arguments = function.get("arguments") if isinstance(function, dict) else None
-        if not isinstance(name, str):
+        name, arguments = call["name"], call["arguments"]
+        if name is None:
             raise BfclDecodeError(f"tool call {index} has no function name")
-        if not isinstance(arguments, str):
+        if arguments is None:
             raise BfclDecodeError(f"tool call {index} ({name}) has arguments that are not a JSON string")
         try:
             decoded.append({name: json.loads(arguments)})
@@ -594,17 +599,6 @@ def check_simple(
 # --- records -------------------------------------------------------------------------------
 
 
-def _first_choice(response: Any) -> tuple[dict[str, Any] | None, str | None]:
-    if not isinstance(response, dict):
-        return None, f"response is {type(response).__name__}, not a JSON object"
-    choices = response.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return None, "response has no choices"
-    if not isinstance(choices[0], dict):
-        return None, "choices[0] is not an object"
-    return choices[0], None
-
-
 def _json_safe(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value))
@@ -615,8 +609,7 @@ def _json_safe(value: Any) -> Any:
 def score_bfcl_response(
     record: BfclRecord,
     request: ApiRequest,
-    response: dict[str, Any] | None,
-    error: str | None,
+    completion: Completion,
     *,
     mode: Mode,
 ) -> ItemRecord:
@@ -624,13 +617,10 @@ def score_bfcl_response(
 
     ``extracted`` holds the decoded calls (None when undecodable), BFCL's
     ``error_type`` and the reason; ``scores`` is ``{"ast": valid}``. ``error`` is
-    set only when there was no usable response (transport error, no choices, no
-    message): a wrong or unparseable answer is just wrong. Never raises.
+    set only when there was no usable answer: a failed completion (``request_error``
+    when the request failed, ``response_error`` when the response was unusable) or,
+    in prompt mode, no text; a wrong or undecodable answer is just wrong. Never raises.
     """
-    choice, problem = _first_choice(response)
-    prompt_tokens, completion_tokens = usage_counts(response) if isinstance(response, dict) else (None, None)
-    finish = choice.get("finish_reason") if choice else None
-    finish_reason = finish if isinstance(finish, str) else None
 
     def item(correct: bool, text: str, calls: Any, check: BfclCheck, failure: str | None) -> ItemRecord:
         return ItemRecord(
@@ -640,41 +630,27 @@ def score_bfcl_response(
             response=text,
             data_hash=record.data_hash,
             extracted={"calls": calls, "error_type": check.error_type, "error": check.error},
-            finish_reason=finish_reason,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
             scores={"ast": correct},
             error=failure,
+            completion=completion,
         )
 
-    if error:
-        return item(False, "", None, BfclCheck(False, "request_error", error), error)
-    if choice is None:
-        reason = problem or "no response"
-        return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
+    if completion.error is not None:
+        kind = "request_error" if completion.error_kind == "request" else "response_error"
+        return item(False, "", None, BfclCheck(False, kind, completion.error), completion.error)
 
-    message = choice.get("message")
-    if request.path == "/v1/completions":
-        text = choice.get("text")
-    else:
-        text = message.get("content") if isinstance(message, dict) else None
-
+    text = completion.text
     try:
         if mode == "tools":
-            if not isinstance(message, dict):
-                reason = "choices[0].message is not an object"
-                return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
-            tool_calls = message.get("tool_calls")
-            shown = (
-                json.dumps(_json_safe(tool_calls)) if tool_calls else (text if isinstance(text, str) else "")
-            )
-            decoded: Any = decode_tool_calls(message)
+            tool_calls = completion.tool_calls
+            shown = json.dumps(tool_calls_as_openai(tool_calls)) if tool_calls else (text or "")
+            decoded: Any = decode_tool_calls(completion)
         else:
-            if not isinstance(text, str):
-                where = (
-                    "choices[0].text" if request.path == "/v1/completions" else "choices[0].message.content"
-                )
-                reason = f"{where} is {_type_name(text)}, not a string"
+            if text is None:
+                reason = f"{text_field(request.path)} is NoneType, not a string"
                 return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
             shown = text
             decoded = decode_prompt_output(text)

@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..records import ApiRequest, ItemRecord
+from ..records import ApiRequest, Completion, ItemRecord, text_field
 from ..workloads.gsm8k import Gsm8kProblem
-from . import usage_counts
 
 STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
@@ -101,46 +100,16 @@ def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
     )
 
 
-def _generated_text(request: ApiRequest, response: Any) -> tuple[str | None, str | None, str | None]:
-    """(text, finish_reason, problem) of an OpenAI non-streaming response; problem is None when readable."""
-    if not isinstance(response, dict):
-        return None, None, f"response is {type(response).__name__}, not a JSON object"
-    choices = response.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return None, None, "response has no choices"
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        return None, None, "choices[0] is not an object"
-    finish = choice.get("finish_reason")
-    finish_reason = finish if isinstance(finish, str) else None
-    if request.path == "/v1/completions":
-        text = choice.get("text")
-        where = "choices[0].text"
-    else:
-        message = choice.get("message")
-        text = message.get("content") if isinstance(message, dict) else None
-        where = "choices[0].message.content"
-    if not isinstance(text, str):
-        return None, finish_reason, f"{where} is {type(text).__name__}, not a string"
-    return text, finish_reason, None
-
-
-def score_gsm8k_response(
-    problem: Gsm8kProblem,
-    request: ApiRequest,
-    response: dict[str, Any] | None,
-    error: str | None,
-) -> ItemRecord:
-    """One scored item from a parsed OpenAI response (chat ``message.content`` or completion ``text``).
+def score_gsm8k_response(problem: Gsm8kProblem, request: ApiRequest, completion: Completion) -> ItemRecord:
+    """One scored item from a completion's text (chat ``message.content`` or completion ``text``).
 
     ``correct`` is the ``flexible-extract`` verdict, the one verdicts and accuracy
-    use; ``scores`` holds both filters. A transport error or a garbage response
+    use; ``scores`` holds both filters. A failed completion, or one without text,
     gives ``correct=False`` with ``error`` set, never an exception.
     """
-    text, finish_reason, problem_text = _generated_text(request, response)
-    prompt_tokens, completion_tokens = usage_counts(response) if isinstance(response, dict) else (None, None)
-    failure = error or problem_text
-    if failure is not None or text is None:
+    text = completion.text
+    if completion.error is not None or text is None:
+        failure = completion.error or f"{text_field(request.path)} is NoneType, not a string"
         return ItemRecord(
             item_id=problem.item_id,
             prompt_hash=request.prompt_hash,
@@ -148,11 +117,12 @@ def score_gsm8k_response(
             response=text or "",
             data_hash=problem.data_hash,
             extracted={"strict-match": None, "flexible-extract": None},
-            finish_reason=finish_reason,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
             scores={"strict-match": False, "flexible-extract": False},
-            error=failure or "no text in response",
+            error=failure,
+            completion=completion,
         )
     score = score_gsm8k(text, problem.answer)
     return ItemRecord(
@@ -162,11 +132,12 @@ def score_gsm8k_response(
         response=text,
         data_hash=problem.data_hash,
         extracted={"strict-match": score.strict_extracted, "flexible-extract": score.flexible_extracted},
-        finish_reason=finish_reason,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        finish_reason=completion.finish_reason,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
         scores={"strict-match": score.strict_correct, "flexible-extract": score.flexible_correct},
         error=None,
+        completion=completion,
     )
 
 

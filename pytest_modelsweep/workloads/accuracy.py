@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..client import run_post_requests
-from ..records import ApiRequest, ItemRecord
-from ..scoring import response_from_record
+from ..records import ApiRequest, Completion, ItemRecord
 from ..serving.endpoint import Endpoint
 from ..store import Store
 
 ItemT = TypeVar("ItemT")
-Score = Callable[[ItemT, ApiRequest, "dict[str, Any] | None", "str | None"], ItemRecord]
+Score = Callable[[ItemT, ApiRequest, Completion], ItemRecord]
+"""A scorer: one item, the request sent for it and the completion it got, to a scored record."""
 
 
 @dataclass
@@ -53,12 +53,17 @@ class ProgressLine:
         )
 
 
+def _verdict(record: ItemRecord) -> tuple[Any, ...]:
+    """What a scorer decides about an answer (a record's other fields describe the answer)."""
+    return record.correct, record.scores, record.extracted, record.error
+
+
 def run_accuracy(
     endpoint: Endpoint,
     benchmark: str,
     items: Sequence[ItemT],
     build: Callable[[ItemT], ApiRequest],
-    score: Callable[[ItemT, ApiRequest, dict[str, Any] | None, str | None], ItemRecord],
+    score: Score[ItemT],
     *,
     store: Store | None,
     run_id: str,
@@ -69,27 +74,29 @@ def run_accuracy(
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused, not re-sent.
 
-    Reused answers are scored again by ``score`` (from the response rebuilt from the
-    record), so a fixed scorer applies to stored answers too; a changed verdict is
-    written back to the store. Each newly scored item is committed to the store before the next completes,
-    so an interrupted run resumes where it stopped. Items whose request failed
-    (``error`` set) are not reused later: they are sent again. ``reuse=False``
+    Reused answers are scored again by ``score`` from the completion their record
+    keeps, so a fixed scorer applies to stored answers too; a changed record is
+    written back to the store (and counted when its verdict changed). Each newly
+    scored item is committed to the store before the next completes, so an
+    interrupted run resumes where it stopped. Items without a usable answer
+    (``error`` set), or without a completion to score again, are not reused: they
+    are sent again. ``reuse=False``
     sends every item (and still stores it, for verdicts and later runs).
     """
     started = time.monotonic()
     requests = [build(item) for item in items]
     serving_key = endpoint.provenance.cache_key()
     model = endpoint.model.name
-    stored: dict[str, ItemRecord] = {}
+    stored: dict[str, tuple[ItemRecord, Completion]] = {}
     if store is not None:
         store.add_endpoint(run_id, model, endpoint.provenance.as_dict())
     if store is not None and reuse:
         stored = {
-            item_id: record
+            item_id: (record, record.completion)
             for item_id, record in store.stored_items(
                 serving_key, benchmark, ((r.item_id, r.prompt_hash) for r in requests)
             ).items()
-            if record.error is None
+            if record.error is None and record.completion is not None
         }
     records: dict[str, ItemRecord] = {}
     by_id = {build_id: item for build_id, item in zip((r.item_id for r in requests), items)}
@@ -97,12 +104,12 @@ def run_accuracy(
     for request in requests:
         if request.item_id in stored:
             # the stored answer is reused; its verdict is always the current scorer's
-            response = response_from_record(request, stored[request.item_id])
-            record = score(by_id[request.item_id], request, response, None)
+            previous, completion = stored[request.item_id]
+            record = score(by_id[request.item_id], request, completion)
             records[request.item_id] = record
             if store is not None:
-                if record != stored[request.item_id]:
-                    rescored += 1
+                if record != previous:
+                    rescored += _verdict(record) != _verdict(previous)
                     store.update_item(serving_key, benchmark, record)
                 store.add_item(run_id, model, benchmark, serving_key, record, reused=True)
     to_send = [r for r in requests if r.item_id not in stored]
@@ -111,8 +118,8 @@ def run_accuracy(
         changed = f" ({rescored} scored differently now)" if rescored else ""
         progress(f"{benchmark} {model}: reused {len(stored)} stored items{changed}, sending {len(to_send)}")
 
-    def on_result(request: ApiRequest, response: dict[str, Any] | None, error: str | None) -> None:
-        record = score(by_id[request.item_id], request, response, error)
+    def on_result(request: ApiRequest, completion: Completion) -> None:
+        record = score(by_id[request.item_id], request, completion)
         records[request.item_id] = record
         if store is not None:
             store.add_item(run_id, model, benchmark, serving_key, record)

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from ..client import parse_completion
 from ..errors import MeasurementError
 from ..records import ApiRequest
 from ..serving.endpoint import Endpoint
@@ -54,23 +55,6 @@ class SmokeResult:
         return self.completion_tokens / self.latency_s if self.latency_s > 0 else 0.0
 
 
-def text_of(response: dict[str, Any]) -> str:
-    """The generated text of a chat or completion response; ``MeasurementError`` if absent."""
-    try:
-        choice = response["choices"][0]
-    except (KeyError, IndexError, TypeError):
-        raise MeasurementError(
-            f"the response has no choices: {str(response)[:200]!r}"
-        ) from None
-    if "message" in choice:
-        text = (choice.get("message") or {}).get("content")
-    else:
-        text = choice.get("text")
-    if not isinstance(text, str):
-        raise MeasurementError(f"the response's choice carries no text: {str(choice)[:200]!r}")
-    return text
-
-
 def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0) -> SmokeResult:
     """Send one request and return its text, usage and latency.
 
@@ -94,19 +78,22 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
         data = response.json()
     except ValueError:
         raise MeasurementError(f"{request.path} returned non-JSON: {response.text[:200]!r}") from None
-    text = text_of(data)
-    usage = data.get("usage") or {}
-    prompt_tokens = usage.get("prompt_tokens")
-    completion_tokens = usage.get("completion_tokens")
-    if not isinstance(prompt_tokens, int) or not isinstance(completion_tokens, int):
-        raise MeasurementError(f"{request.path} returned no usage counts: {str(usage)[:200]!r}")
+    completion = parse_completion(request.path, data)
+    if completion.error is not None:
+        raise MeasurementError(f"{request.path} returned no usable answer: {completion.error}")
+    text = completion.text
+    if text is None:
+        raise MeasurementError(f"{request.path} returned no text: {str(data)[:200]!r}")
+    prompt_tokens, completion_tokens = completion.prompt_tokens, completion.completion_tokens
+    if prompt_tokens is None or completion_tokens is None:
+        raise MeasurementError(f"{request.path} returned no usage counts: {str(data.get('usage'))[:200]!r}")
     if completion_tokens <= 0 or not text.strip():
-        raise MeasurementError(f"{request.path} generated nothing (usage {usage})")
+        raise MeasurementError(f"{request.path} generated nothing (usage {data.get('usage')})")
     return SmokeResult(
         text=text,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        finish_reason=data["choices"][0].get("finish_reason"),
+        finish_reason=completion.finish_reason,
         latency_s=latency,
         response=data,
     )
