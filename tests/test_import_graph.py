@@ -113,6 +113,25 @@ def test_no_import_circles() -> None:
     assert cycles(graph) == []
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the package's floors: ``serving.pool`` counts as ``serving``."""
+    def floor(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    floors: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        floors.setdefault(floor(name), set()).update(
+            floor(t) for t in targets if floor(t) != floor(name))
+    return floors
+
+
+def test_no_circles_between_subpackages() -> None:
+    """E.g. ``workloads`` and ``scoring`` must not import each other, whichever modules do it."""
+    floors = package_graph(import_graph())
+    assert f"{PACKAGE}.workloads" in floors and f"{PACKAGE}.scoring" in floors
+    assert cycles(floors) == []
+
+
 def test_the_cycle_finder_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
