@@ -24,6 +24,7 @@ from .context import (
     run_id,
     run_state,
 )
+from .errors import ModelsweepError
 from .metrics import MARKERS
 from .options import (
     add_regression_option,
@@ -213,6 +214,9 @@ def pytest_runtest_makereport(
     model = model_of_item(item)
     if model is not None:
         report.modelsweep_model = model  # type: ignore[attr-defined]
+    if call.excinfo is not None and call.excinfo.errisinstance(ModelsweepError):
+        # A failure we predicted reads as its one line: no traceback, no fixture dump.
+        report.longrepr = str(call.excinfo.value)
     if report.when == "call":
         recorded = item.stash.get(measurements_key, [])
         if recorded:
@@ -220,6 +224,14 @@ def pytest_runtest_makereport(
                 measurement["outcome"] = report.outcome
             report.modelsweep_measurements = recorded  # type: ignore[attr-defined]
     return report
+
+
+def first_line(report: pytest.TestReport) -> str:
+    """What a failed report says, in one line: the error's own line, else the last one."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if crash is not None and lines else (lines[-1] if lines else report.outcome)
 
 
 class _ControllerHooks:
@@ -240,12 +252,16 @@ class _ControllerHooks:
         if getattr(report, "modelsweep_model", None) is None and not recorded:
             return
         state = run_state(self.config)
+        state.tests_reported = True
         for measurement in recorded or []:
             state.add_measurement(measurement)
         finished = report.when == "call" or (report.when == "setup" and not report.passed)
         if finished and getattr(report, "modelsweep_model", None) is not None:
             # Comparisons on other workers stop waiting for a test that ended without a result.
             state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+        if report.failed:
+            state.add_failure(report.nodeid, report.when, "failed" if report.when == "call"
+                              else "error", first_line(report))
         if self.config.pluginmanager.hasplugin("html"):
             self._html(state).pytest_runtest_logreport(report)
 
@@ -290,6 +306,8 @@ class _ControllerHooks:
         if state.gate_error or any(row.failed for row in rows):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         state.save_baseline_if_asked()
+        if not state.tests_reported:
+            return  # an option of ours, but no modelsweep test ran: nothing to write
         state.finish_results({"exitstatus": int(session.exitstatus),
                               "gate": [row.__dict__ for row in rows]})
         _write_markdown(self.config, state)
@@ -326,13 +344,13 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
     import os
 
     path = config.option.md
-    if not state.measurements or not (path or os.environ.get("GITHUB_STEP_SUMMARY")):
+    if not (path or os.environ.get("GITHUB_STEP_SUMMARY")):
         return
     from pathlib import Path
 
     from .report.markdown import append_step_summary, markdown_report
 
-    text = markdown_report(state.measurements, state.run)
+    text = markdown_report(state.measurements, state.run, state.failures)
     if path:
         Path(path).write_text(text, encoding="utf-8")
     append_step_summary(text)

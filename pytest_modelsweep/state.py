@@ -114,6 +114,8 @@ class RunState:
     _store: Store | None = None
     _run: dict[str, Any] | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gave_up_waiting: dict[tuple[str, str], str] = field(default_factory=dict)
     gate_error: str = ""
@@ -223,13 +225,21 @@ class RunState:
             self._run = run
         return self._run
 
-    def add_measurement(self, measurement: dict[str, Any]) -> None:
+    def _results_writer(self) -> ResultsWriter:
         if self._writer is None:
             self._writer = ResultsWriter(self.results_path, self.run)
             self.store.add_run(self.run_id, self.sweep.name, self.run)
+        return self._writer
+
+    def add_measurement(self, measurement: dict[str, Any]) -> None:
         self.measurements.append(measurement)
-        self._writer.add(measurement)
+        self._results_writer().add(measurement)
         self.store.add_measurement(self.run_id, measurement)
+
+    def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
+        """A modelsweep test that failed or errored: listed in the results and the reports."""
+        self.failures.append({"test_id": test_id, "when": when, "outcome": outcome,
+                              "message": message})
 
     def baseline_measurements(self) -> list[dict[str, Any]]:
         """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
@@ -267,8 +277,7 @@ class RunState:
             self.store.save_baseline(self.options.save_baseline, self.run_id, stamp)
             self.write_line(f"saved this run as baseline {self.options.save_baseline!r}")
 
-    def finish_results(self, summary: dict[str, Any]) -> Path | None:
-        if self._writer is None:
-            return None
-        self._writer.finish(summary)
+    def finish_results(self, summary: dict[str, Any]) -> Path:
+        """Write the results file; also when every test failed (it then lists the failures)."""
+        self._results_writer().finish({**summary, "failures": self.failures})
         return self.results_path

@@ -72,10 +72,17 @@ def _verdict_line(table: Table) -> str | None:
     return f"{total} comparison{'s' if total != 1 else ''}: {parts}"
 
 
-def markdown_report(measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any]) -> str:
-    """The whole report: heading, provenance line, verdicts first, then the other tables."""
+def markdown_report(
+    measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
+    failures: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The whole report: heading, provenance line, failed tests, verdicts, the other tables."""
     reference = run.get("reference")
     lines = [f"## {escape_markdown(run_title(run))}", "", escape_markdown(provenance_line(measurements, run))]
+    if failures:
+        lines += ["", f"### Failed tests ({len(failures)})", ""]
+        lines += [f"- `{escape_markdown(str(f.get('test_id')))}` ({escape_markdown(str(f.get('when')))}): "
+                  f"{escape_markdown(str(f.get('message')))}" for f in failures]
     tables = summary_tables(measurements, reference=str(reference) if reference else None)
     if not tables:
         lines += ["", "No measurements were recorded."]
