@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from .store import Store
 from .sweep import Selection, Sweep, load_sweep
 
 if TYPE_CHECKING:
+    from .comparisons import ComparisonFinder
     from .serving.pool import EndpointPool
 
 
@@ -74,7 +76,6 @@ class RunState:
     _run: dict[str, Any] | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
     gate_rows: list[Any] = field(default_factory=list)
-    gave_up_waiting: dict[tuple[str, str], str] = field(default_factory=dict)
     gate_error: str = ""
 
     @staticmethod
@@ -150,6 +151,13 @@ class RunState:
         if self._store is None:
             self._store = Store(self.store_path)
         return self._store
+
+    @cached_property
+    def comparisons(self) -> ComparisonFinder:
+        """The run's one finder of comparison sides (it waits once per model and benchmark)."""
+        from .comparisons import ComparisonFinder
+
+        return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s)
 
     # -- endpoints -------------------------------------------------------------
     @property
