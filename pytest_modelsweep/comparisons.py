@@ -147,7 +147,7 @@ class ComparisonFinder:
                 return None
             return self._items_of(self.run_id, model, benchmark)
 
-        waited = self._wait(model, benchmark, benchmark, expected_tests, in_this_run)
+        waited = self._wait(model, benchmark, f"{benchmark} result", expected_tests, in_this_run)
         if waited is not None:
             return waited
         earlier = self.store.latest_run_with(
@@ -171,7 +171,7 @@ class ComparisonFinder:
         """``model``'s ``benchmark`` measurement taken at ``params``: this run's, else the
         latest stored one (a parameter a measurement lacks counts as None)."""
         setting = setting_text(params)
-        what = f"{benchmark} {setting}".strip()
+        what = f"{benchmark} result {setting}".strip()
 
         def in_this_run() -> ModelMeasurement | None:
             for measurement in self.store.measurements_of(self.run_id, model, benchmark):
@@ -205,7 +205,9 @@ class ComparisonFinder:
         in_this_run: Callable[[], SideT | None],
     ) -> Found[SideT] | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
-        or None when this run has neither the side nor a test that records it."""
+        or None when this run has neither the side nor a test that records it.
+
+        ``what`` names the result in messages, e.g. ``"gsm8k result"``."""
         earlier_failure = self.gave_up.get((model, benchmark))
         wait_s = self.wait_s if expected_tests and earlier_failure is None else 0.0
         deadline = self.clock() + wait_s
@@ -219,7 +221,7 @@ class ComparisonFinder:
             if all(outcomes.values()):
                 shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
                 return Failed(
-                    f"{model} recorded no {what} result in this run ({shown}); "
+                    f"{model} recorded no {what} in this run ({shown}); "
                     "its own test's failure says why"
                 )
             if self.clock() >= deadline:
@@ -228,7 +230,7 @@ class ComparisonFinder:
         if earlier_failure is not None:
             return earlier_failure
         failure = Failed(
-            f"{model} has no {what} result in this run after waiting {self.wait_s:.0f}s "
+            f"{model} has no {what} in this run after waiting {self.wait_s:.0f}s "
             "(is it still queued behind this comparison on the same xdist worker?); "
             "raise --verdict-wait if it is just slow"
         )
