@@ -333,3 +333,25 @@ def test_a_ratio_whose_reference_setting_was_never_measured_is_a_skip(
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([("*no throughput result of gemma3-270m at concurrency 1 in this "
                                   "run or the store*; run it too (add --model gemma3-270m)*")])
+
+
+def test_the_documented_rules_decide_as_their_text_says() -> None:
+    from pytest_modelsweep.stats import Verdict, paired_bootstrap, ratio_interval
+
+    text = (ROOT / "docs" / "verdicts.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    accuracy_rule: dict[str, Any] = {}
+    throughput_rule: dict[str, Any] = {}
+    exec(blocks[0], accuracy_rule)  # noqa: S102 (our own documentation's example)
+    exec(blocks[1], throughput_rule)  # noqa: S102
+    accuracy, throughput = (accuracy_rule["pytest_modelsweep_verdict"],
+                            throughput_rule["pytest_modelsweep_verdict"])
+    slightly_slower = ratio_interval([95.0, 96.0, 94.0], [100.0, 101.0, 99.0])
+    much_slower = ratio_interval([80.0, 81.0, 79.0], [100.0, 101.0, 99.0])
+    assert slightly_slower.high < 1.0 and much_slower.high < 0.9
+    assert throughput(kind="throughput", interval=slightly_slower) == Verdict.MATCHES
+    assert throughput(kind="throughput", interval=much_slower) == Verdict.WORSE
+    same = paired_bootstrap({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0}, resamples=100)
+    assert throughput(kind="accuracy", interval=same) is None
+    assert accuracy(metric="gsm8k", interval=same, kind="accuracy") == Verdict.MATCHES
+    assert accuracy(metric="gsm8k", interval=slightly_slower, kind="throughput") is None
