@@ -335,6 +335,21 @@ def test_a_ratio_whose_reference_setting_was_never_measured_is_a_skip(
                                   "run or the store*; run it too (add --model gemma3-270m)*")])
 
 
+def test_a_ratio_whose_reference_test_ended_without_a_result_fails_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    # the reference's server lists no models: its test fails attaching, before measuring
+    with SseServer() as reference, ListingServer("smollm2-135m") as candidate:
+        result = run_throughput_bench(pytester, [
+            "--endpoint", f"gemma3-270m={reference.base_url}",
+            "--endpoint", f"smollm2-135m={candidate.base_url}"])
+    result.assert_outcomes(passed=1, failed=1, errors=1)  # the ratio fails; it used to skip
+    result.stdout.fnmatch_lines([
+        ("*gemma3-270m recorded no throughput result at concurrency 1 in this run "
+         "(test_throughput.py::test_throughput?gemma3-270m-c1? failed); "
+         "its own test's failure says why*")])
+
+
 def test_the_documented_rules_decide_as_their_text_says() -> None:
     from pytest_modelsweep.stats import Verdict, paired_bootstrap, ratio_interval
 
