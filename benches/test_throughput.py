@@ -10,18 +10,19 @@ measurement of its own, with a bootstrap interval over the repeats.
 
 from __future__ import annotations
 
-import time
 import zlib
 from typing import Any
 
 import pytest
 
+from pytest_modelsweep.comparisons import Failed, Missing, ModelMeasurement
+from pytest_modelsweep.context import tests_in_session
 from pytest_modelsweep.errors import MeasurementError, ModelsweepError
 from pytest_modelsweep.fixtures import RecordMeasurement
-from pytest_modelsweep.pairing import check_same_serving
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.state import RunState
-from pytest_modelsweep.stats import ratio_interval
+from pytest_modelsweep.stats import RatioVerdictRecord
+from pytest_modelsweep.verdicts import throughput_ratio_interval
 from pytest_modelsweep.workloads.throughput import make_tokenizer, run_throughput
 
 OUTPUT_TOKENS = 256
@@ -94,36 +95,20 @@ def test_long_prompt(
 
 
 def _find(run: RunState, request: pytest.FixtureRequest, model: str, benchmark: str,
-          concurrency: int, prompt_tokens: int | None) -> dict[str, Any]:
+          concurrency: int, prompt_tokens: int | None) -> ModelMeasurement:
     """The model's measurement at this setting: this run's (waiting for it if it is still to
-    come on another worker), else the latest stored one."""
-    from pytest_modelsweep.context import tests_in_session
-
-    def same_setting(m: dict[str, Any]) -> bool:
-        params = m["params"]
-        return bool(params["concurrency"] == concurrency
-                    and params["prompt_tokens"] == prompt_tokens)
-
-    expected = [t for t in tests_in_session(request.session, model, benchmark)
-                if f"-c{concurrency}]" in t and (not prompt_tokens or f"-p{prompt_tokens}-" in t)]
-    deadline = time.monotonic() + (run.options.verdict_wait_s if expected else 0)
-    while True:
-        for m in run.store.measurements_of(run.run_id, model, benchmark):
-            if same_setting(m):
-                return m
-        finished = expected and all(run.store.outcome_of(run.run_id, t) for t in expected)
-        if finished or time.monotonic() >= deadline:
-            break
-        time.sleep(2)
-    if not expected:
-        for m in run.store.history(model, benchmark):
-            if same_setting(m):
-                return m
-    raise ModelsweepError(
-        f"no {benchmark} result of {model} at concurrency {concurrency}"
-        + (f", {prompt_tokens}-token prompts" if prompt_tokens else "")
-        + " in this run or the store; run it too (add --model " + model + ")"
+    come on another worker), else the latest stored one; a skip when there is none anywhere,
+    a failure when this run's test of it ended without it."""
+    setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
+    outcome = run.comparisons.measurement(
+        model, benchmark, setting,
+        expected_tests=tests_in_session(request.session, model, benchmark, params=setting),
     )
+    if isinstance(outcome, Missing):
+        pytest.skip(outcome.reason)
+    if isinstance(outcome, Failed):
+        pytest.fail(outcome.reason, pytrace=False)
+    return outcome.side
 
 
 @pytest.mark.verdict
@@ -135,23 +120,30 @@ def test_throughput_ratio(
 ) -> None:
     run = modelsweep_run
     reference = run.selection.reference
+    ref = _find(run, request, reference, kind, concurrency, prompt_tokens)
+    cand = _find(run, request, candidate_name, kind, concurrency, prompt_tokens)
     try:
-        ref = _find(run, request, reference, kind, concurrency, prompt_tokens)
-        cand = _find(run, request, candidate_name, kind, concurrency, prompt_tokens)
-        check_same_serving(candidate_name, cand["provenance"], reference, ref["provenance"])
+        ratio = throughput_ratio_interval(cand, ref, resamples=run.options.resamples)
     except ModelsweepError as error:
-        pytest.skip(str(error)) if "run it too" in str(error) else pytest.fail(str(error), pytrace=False)
-    ratio = ratio_interval(cand["stats"]["repeat_values"], ref["stats"]["repeat_values"],
-                           resamples=run.options.resamples)
+        pytest.fail(str(error), pytrace=False)
+    verdict = request.config.hook.pytest_modelsweep_verdict(
+        candidate=candidate_name, reference=reference, metric=kind, interval=ratio,
+        margin=None, config=request.config, kind="throughput",
+    )
+    record = RatioVerdictRecord(
+        candidate=candidate_name, reference=reference, metric=kind, verdict=verdict,
+        interval=ratio,
+    )
     record_measurement(
         "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
         params={"benchmark": kind, "concurrency": concurrency,
-                "prompt_tokens": prompt_tokens, "reference": reference},
-        stats={**ratio.as_dict(), "candidate_run": cand.get("run_id", run.run_id),
-               "reference_run": ref.get("run_id", run.run_id)},
+                "prompt_tokens": prompt_tokens, "reference": reference,
+                "verdict": str(verdict.value)},
+        stats={**record.as_dict(), "candidate_run": cand.run_id, "reference_run": ref.run_id},
         model=candidate_name,
     )
+    # The verdict is reported, not enforced: a throughput rule with --fail-on comes later.
     print(f"{candidate_name} ÷ {reference}, {kind} c{concurrency}"
-          f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x "
-          f"(95% interval {ratio.low:.2f}–{ratio.high:.2f}, repeats {ratio.candidate_n}/"
-          f"{ratio.reference_n})")
+          f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
+          f"{verdict.value} (95% interval {ratio.low:.2f}–{ratio.high:.2f}, repeats "
+          f"{ratio.candidate_n}/{ratio.reference_n})")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -129,11 +129,24 @@ def model_of_item(item: pytest.Item) -> str | None:
     return None
 
 
-def tests_in_session(session: pytest.Session, model: str, benchmark: str) -> list[str]:
-    """This session's (every worker's) tests that record ``model``'s own ``benchmark`` result."""
+def has_param_values(item: pytest.Item, params: Mapping[str, Any]) -> bool:
+    """Whether a collected test runs with ``params`` (a parameter it lacks counts as None)."""
+    callspec = getattr(item, "callspec", None)
+    values = callspec.params if callspec is not None else {}
+    return all(values.get(name) == value for name, value in params.items())
+
+
+def tests_in_session(
+    session: pytest.Session, model: str, benchmark: str,
+    params: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """This session's (every worker's) tests that record ``model``'s own ``benchmark`` result;
+    with ``params``, only those whose parameters have these values, e.g.
+    ``{"concurrency": 16, "prompt_tokens": None}``."""
     return [
         item.nodeid for item in session.items
         if model_of_item(item) == model
         and item.get_closest_marker(benchmark) is not None
         and item.get_closest_marker("verdict") is None
+        and (params is None or has_param_values(item, params))
     ]

@@ -167,8 +167,9 @@ def judge_against_reference(
     hook for the verdict, records it, and fails the test when the verdict is
     one of ``--fail-on`` (default: worse).
     """
+    from .comparisons import Failed, Missing, ModelItems
     from .stats import VerdictRecord
-    from .verdicts import find_items, holm_adjusted_interval, paired_interval
+    from .verdicts import holm_adjusted_interval, paired_interval
     from .workloads.bfcl import bfcl_skip_reason
 
     run = modelsweep_run
@@ -176,22 +177,17 @@ def judge_against_reference(
     reference = run.selection.reference
     config = request.config
 
-    def items_of(model: str, benchmark: str, match: Any = None) -> Any:
-        from .verdicts import MissingResultsError
-
-        if (model, benchmark) in run.gave_up_waiting:
-            raise MissingResultsError(run.gave_up_waiting[(model, benchmark)])
-        try:
-            return find_items(
-                run.store, run.run_id, model, benchmark,
-                expected_tests=tests_in_session(request.session, model, benchmark),
-                wait_s=options.verdict_wait_s,
-                match_ids=[r.item_id for r in match.items] if match is not None else None,
-            )
-        except MissingResultsError as error:
-            # Wait once per model and benchmark: the next comparison fails at once.
-            run.gave_up_waiting[(model, benchmark)] = str(error)
-            raise
+    def items_of(model: str, benchmark: str, match: ModelItems | None = None) -> ModelItems:
+        outcome = run.comparisons.items(
+            model, benchmark,
+            expected_tests=tests_in_session(request.session, model, benchmark),
+            match_ids=[r.item_id for r in match.items] if match is not None else None,
+        )
+        if isinstance(outcome, Missing):
+            pytest.skip(outcome.reason)
+        if isinstance(outcome, Failed):
+            pytest.fail(outcome.reason, pytrace=False)
+        return outcome.side
 
     def judge(benchmark: str) -> VerdictRecord:
         if benchmark == "bfcl":
@@ -199,13 +195,13 @@ def judge_against_reference(
                 reason = bfcl_skip_reason(run.sweep.model(name))
                 if reason is not None:
                     pytest.skip(reason)
+        if tests_in_session(request.session, candidate_name, benchmark):
+            cand_items = items_of(candidate_name, benchmark)
+            ref_items = items_of(reference, benchmark, match=cand_items)
+        else:
+            ref_items = items_of(reference, benchmark)
+            cand_items = items_of(candidate_name, benchmark, match=ref_items)
         try:
-            if tests_in_session(request.session, candidate_name, benchmark):
-                cand_items = items_of(candidate_name, benchmark)
-                ref_items = items_of(reference, benchmark, match=cand_items)
-            else:
-                ref_items = items_of(reference, benchmark)
-                cand_items = items_of(candidate_name, benchmark, match=ref_items)
             interval = paired_interval(
                 cand_items, ref_items, resamples=options.resamples, seed=0, confidence=0.95
             )
@@ -219,14 +215,10 @@ def judge_against_reference(
                     resamples=options.resamples, seed=0, confidence=0.95,
                 )
         except ModelsweepError as error:
-            from .verdicts import MissingResultsError
-
-            if isinstance(error, MissingResultsError) and "in this run or in the store" in str(error):
-                pytest.skip(str(error))
             pytest.fail(str(error), pytrace=False)
         verdict = config.hook.pytest_modelsweep_verdict(
             candidate=candidate_name, reference=reference, metric=benchmark,
-            interval=interval, margin=options.margin, config=config,
+            interval=interval, margin=options.margin, config=config, kind="accuracy",
         )
         record = VerdictRecord(
             candidate=candidate_name, reference=reference, metric=benchmark,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .stats import PairedInterval, Verdict
+    from .comparisons import ComparisonKind
+    from .stats import PairedInterval, RatioInterval, Verdict
 
 hookspec = pytest.hookspec
 
@@ -17,19 +18,36 @@ def pytest_modelsweep_verdict(
     candidate: str,
     reference: str,
     metric: str,
-    interval: PairedInterval,
+    interval: PairedInterval | RatioInterval,
     margin: float | None,
     config: pytest.Config,
+    kind: ComparisonKind,
 ) -> Verdict | None:
-    """Decide a candidate's verdict on one metric from the paired interval.
+    """Decide a candidate's verdict on one metric from the interval of its comparison.
 
-    ``interval`` is the bootstrap interval of candidate minus reference, item by
-    item (:class:`~pytest_modelsweep.stats.PairedInterval`: difference, low, high,
-    n, discordant pairs, min detectable difference...). Return a
-    :class:`~pytest_modelsweep.stats.Verdict`; the first non-None result wins.
-    The default implementation is the seed's rule: *matches* when the interval
-    covers zero, *better*/*worse* when it lies above/below; with ``--margin``,
-    *equivalent* when it lies inside ±margin and *inconclusive* when it covers
-    zero but is wider.
+    ``kind`` says which interval it is:
+
+    * ``"accuracy"`` (``metric`` is ``gsm8k``, ``bfcl``): ``interval`` is the
+      bootstrap interval of candidate minus reference, item by item
+      (:class:`~pytest_modelsweep.stats.PairedInterval`: difference, low, high,
+      n, discordant pairs, min detectable difference...); ``margin`` is
+      ``--margin``. The default rule is the seed's: *matches* when the interval
+      covers zero, *better*/*worse* when it lies above/below; with ``--margin``,
+      *equivalent* when it lies inside ±margin and *inconclusive* when it covers
+      zero but is wider. A verdict in ``--fail-on`` fails the test.
+    * ``"throughput"`` (``metric`` is ``throughput``, ``long_prompt``):
+      ``interval`` is the bootstrap interval of candidate ÷ reference output
+      tokens/s over the repeats at one setting
+      (:class:`~pytest_modelsweep.stats.RatioInterval`: ratio, low, high,
+      repeats, ``degenerate``); ``margin`` is None. The default rule: *better*
+      when low > 1, *worse* when high < 1, *matches* otherwise, *inconclusive*
+      when a side has a single repeat. The verdict is recorded and printed; it
+      does not fail the test.
+
+    Return a :class:`~pytest_modelsweep.stats.Verdict`, or None to leave the
+    decision to the next implementation (the default rule runs last); the
+    first non-None result wins. An implementation may take any subset of the
+    arguments; one written before ``kind`` existed sees both kinds, so check
+    ``kind`` (or ``metric``) before reading kind-specific interval fields.
     """
     raise NotImplementedError

@@ -107,13 +107,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_modelsweep_verdict(
-    candidate: str, reference: str, metric: str, interval: Any, margin: float | None,
-    config: pytest.Config,
-) -> Any:
-    """The default rule: the seed's covers-zero rule, with an optional equivalence margin."""
-    from .stats import decide_verdict
+def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) -> Any:
+    """The default rules: for accuracy the seed's covers-zero rule, with an optional
+    equivalence margin; for a throughput ratio whether its interval lies above or below 1."""
+    from .stats import decide_ratio_verdict, decide_verdict
 
+    if kind == "throughput":
+        return decide_ratio_verdict(interval)
     return decide_verdict(interval, margin)
 
 

@@ -250,7 +250,8 @@ _HUB_ERRORS: tuple[type[BaseException], ...] = (OfflineFixtureMissing, HfHubHTTP
 
 
 def _first_line(error: BaseException, limit: int = 160) -> str:
-    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    message_lines = str(error).splitlines()
+    text = next((line.strip() for line in message_lines if line.strip()), "")
     text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from .store import Store
 from .sweep import Selection, Sweep, load_sweep, parse_endpoint_option
 
 if TYPE_CHECKING:
+    from .comparisons import ComparisonFinder
     from .serving.pool import EndpointPool
 
 
@@ -117,7 +119,6 @@ class RunState:
     failures: list[dict[str, str]] = field(default_factory=list)
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
-    gave_up_waiting: dict[tuple[str, str], str] = field(default_factory=dict)
     gate_error: str = ""
 
     # -- the sweep -------------------------------------------------------------
@@ -183,6 +184,13 @@ class RunState:
         if self._store is None:
             self._store = Store(self.store_path)
         return self._store
+
+    @cached_property
+    def comparisons(self) -> ComparisonFinder:
+        """The run's one finder of comparison sides (it waits once per model and benchmark)."""
+        from .comparisons import ComparisonFinder
+
+        return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s)
 
     # -- endpoints -------------------------------------------------------------
     @property

@@ -63,6 +63,7 @@ _MAX_IDS_IN_MESSAGE = 3
 
 RULE_COVERS_ZERO = "covers-zero"
 RULE_EQUIVALENCE_MARGIN = "equivalence-margin"
+RULE_RATIO_COVERS_ONE = "ratio-covers-one"
 
 _STANDARD_NORMAL = NormalDist()
 
@@ -246,6 +247,29 @@ class RatioInterval:
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy of the fields."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RatioVerdictRecord:
+    """A throughput verdict with the ratio interval it came from; :meth:`as_dict` flattens it."""
+
+    candidate: str
+    reference: str
+    metric: str
+    verdict: Verdict
+    interval: RatioInterval
+    rule: str = RULE_RATIO_COVERS_ONE
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat JSON-friendly dict: names, verdict, every interval field, rule."""
+        return {
+            "candidate": self.candidate,
+            "reference": self.reference,
+            "metric": self.metric,
+            "verdict": self.verdict.value,
+            **self.interval.as_dict(),
+            "rule": self.rule,
+        }
 
 
 # --------------------------------------------------------------------------- validation
@@ -535,6 +559,22 @@ def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Ver
     if -margin <= interval.low and interval.high <= margin:
         return Verdict.EQUIVALENT
     return Verdict.INCONCLUSIVE
+
+
+def decide_ratio_verdict(interval: RatioInterval) -> Verdict:
+    """Verdict from the interval of candidate ÷ reference throughput.
+
+    Entirely above 1: better; entirely below 1: worse; covering 1: matches.
+    A degenerate interval (a side with one repeat, so no spread is known) is
+    inconclusive whatever the ratio.
+    """
+    if interval.degenerate:
+        return Verdict.INCONCLUSIVE
+    if interval.low > 1.0:
+        return Verdict.BETTER
+    if interval.high < 1.0:
+        return Verdict.WORSE
+    return Verdict.MATCHES
 
 
 # --------------------------------------------------------------------------- Holm

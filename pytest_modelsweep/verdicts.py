@@ -1,90 +1,25 @@
-"""A candidate against the reference on one accuracy benchmark, item by item.
+"""The intervals that comparisons of a candidate with the reference are decided on.
 
-Items come from the store: this run's, or — for a model not measured in this
-run — the latest stored run that measured it. Under ``pytest -n N`` the
-reference runs on another worker; its items are waited for while its test is
-still to come.
+The two sides are found by :mod:`~pytest_modelsweep.comparisons`; this module
+refuses unlike results and computes the interval: on an accuracy benchmark the
+paired difference item by item (optionally at its Holm step-down level), on a
+throughput setting the ratio of means over the repeats.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
+from .comparisons import ModelItems, ModelMeasurement
 from .errors import ModelsweepError
 from .pairing import check_same_items, check_same_serving
-from .records import ItemRecord
-from .stats import PairedInterval, holm_intervals, paired_bootstrap
-from .store import Store
-
-
-class MissingResultsError(ModelsweepError):
-    """A model's items for a benchmark are neither in this run nor in the store."""
-
-
-@dataclass(frozen=True)
-class ModelItems:
-    """One model's scored items on one benchmark, and where they were measured."""
-
-    model: str
-    run_id: str
-    items: list[ItemRecord]
-    provenance: dict[str, Any]
-
-    def scores(self) -> dict[str, float]:
-        return {r.item_id: float(r.correct) for r in self.items}
-
-
-def find_items(
-    store: Store,
-    run_id: str,
-    model: str,
-    benchmark: str,
-    *,
-    expected_tests: Sequence[str],
-    wait_s: float,
-    poll_s: float = 2.0,
-    match_ids: Sequence[str] | None = None,
-) -> ModelItems:
-    """This run's items of ``model``, else stored ones.
-
-    ``expected_tests`` are this run's tests that record them: while one of them
-    has not finished, its result is waited for (it may run on another xdist
-    worker); once they have all finished without a result, waiting stops. From
-    the store, the latest earlier run whose item ids are ``match_ids`` is
-    preferred (the other model's items), then simply the latest one.
-    """
-    deadline = time.monotonic() + (wait_s if expected_tests else 0.0)
-    while True:
-        if store.measurement_of(run_id, model, benchmark) is not None:
-            items = store.run_items(run_id, model, benchmark)
-            return ModelItems(model, run_id, items, store.endpoint(run_id, model) or {})
-        outcomes = {test: store.outcome_of(run_id, test) for test in expected_tests}
-        if expected_tests and all(outcomes.values()):
-            shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
-            raise MissingResultsError(
-                f"{model} recorded no {benchmark} result in this run ({shown}); "
-                "its own test's failure says why"
-            )
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(poll_s)
-    if expected_tests:
-        raise MissingResultsError(
-            f"{model} has no {benchmark} result in this run after waiting {wait_s:.0f}s "
-            f"(is it still queued behind this comparison on the same xdist worker?); "
-            "raise --verdict-wait if it is just slow"
-        )
-    earlier = store.latest_run_with(model, benchmark, exclude=run_id, item_ids=match_ids)
-    if earlier is None:
-        raise MissingResultsError(
-            f"no {benchmark} items of {model} in this run or in the store {store.path}; "
-            f"run its {benchmark} test too (add --model {model})"
-        )
-    items = store.run_items(earlier, model, benchmark)
-    return ModelItems(model, earlier, items, store.endpoint(earlier, model) or {})
+from .stats import (
+    PairedInterval,
+    RatioInterval,
+    holm_intervals,
+    paired_bootstrap,
+    ratio_interval,
+)
 
 
 def paired_interval(
@@ -115,6 +50,16 @@ def holm_adjusted_interval(
     comparisons = {name: (items.scores(), reference.scores()) for name, items in others.items()}
     adjusted = holm_intervals(comparisons, confidence=confidence, resamples=resamples, seed=seed)
     return adjusted[candidate].interval
+
+
+def throughput_ratio_interval(
+    candidate: ModelMeasurement, reference: ModelMeasurement, *, resamples: int
+) -> RatioInterval:
+    """Refuse unlike serving, then bootstrap candidate ÷ reference over the repeats' rates."""
+    check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
+    return ratio_interval(
+        candidate.stats["repeat_values"], reference.stats["repeat_values"], resamples=resamples
+    )
 
 
 def parse_fail_on(text: str, known: Sequence[str]) -> frozenset[str]:

@@ -1,11 +1,27 @@
-"""Verdict tests through pytest: the default rule, a user's hook, --fail-on, missing references."""
+"""Verdict tests through pytest: the default rule, a user's hook, --fail-on, missing references;
+throughput ratios of the real bench against fake servers, and a user's throughput rule."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 from paths import write_sweep
+from sse_server import SseServer
 
 pytest_plugins = ("pytester",)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def this_checkout_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytester's subprocesses (and their xdist workers) import this checkout's package."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
 
 # Model tests that "measure" by writing scored items straight into the run's store, as the
 # accuracy benches do after scoring real responses: this exercises the verdict plumbing.
@@ -44,8 +60,8 @@ def test_worse_candidate_fails_the_session(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--modelsweep-dir", "work")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
-        "*smollm2-135m vs gemma3-270m on gsm8k: worse (difference -0.500, 95% interval "
-        "?-0.570, -0.430?, n=200, discordant=100, detectable ±0.099)"
+        ("*smollm2-135m vs gemma3-270m on gsm8k: worse (difference -0.500, 95% interval "
+         "?-0.570, -0.430?, n=200, discordant=100, detectable ±0.099)")
     ])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
@@ -55,10 +71,8 @@ def test_matching_candidate_passes_and_is_recorded(pytester: pytest.Pytester) ->
     result = pytester.runpytest("--modelsweep-dir", "work", "--results", "r.json", "-s")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*smollm2-135m vs gemma3-270m on gsm8k: matches (difference +0.000*"])
-    import json
-
     data = json.loads((pytester.path / "r.json").read_text())
-    verdict = [m for m in data["measurements"] if m["benchmark"] == "verdict:gsm8k"][0]
+    verdict = next(m for m in data["measurements"] if m["benchmark"] == "verdict:gsm8k")
     assert verdict["model"] == "smollm2-135m"
     assert verdict["params"]["verdict"] == "matches"
     assert verdict["stats"]["discordant"] == 50 and verdict["n"] == 200
@@ -90,8 +104,8 @@ def test_missing_reference_is_a_skip_naming_the_fix(pytester: pytest.Pytester) -
     pytester.makepyfile(bench("[1] * 200"))
     result = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*no gsm8k items of gemma3-270m in this run or in the store*"
-                                 "add --model gemma3-270m*"])
+    result.stdout.fnmatch_lines([("*no gsm8k items of gemma3-270m in this run or in the store*"
+                                  "add --model gemma3-270m*")])
 
 
 def test_reference_from_an_earlier_run_in_the_store(pytester: pytest.Pytester) -> None:
@@ -165,8 +179,8 @@ def test_a_candidate_test_that_failed_stops_the_wait_at_once(pytester: pytest.Py
     result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", timeout=120)
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines([
-        "*smollm2-135m recorded no gsm8k result in this run (*test_gsm8k?smollm2-135m? failed); "
-        "its own test's failure says why*"
+        ("*smollm2-135m recorded no gsm8k result in this run (*test_gsm8k?smollm2-135m? failed); "
+         "its own test's failure says why*")
     ])
     assert float(result.stdout.lines[-1].split(" in ")[1].split("s")[0]) < 60
 
@@ -204,8 +218,6 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
     result = pytester.runpytest("--sweep", str(sweep), "--modelsweep-dir", "work", "--holm",
                                 "--results", "r.json")
     result.assert_outcomes(passed=6, failed=1)  # only "bad" is measurably worse
-    import json
-
     verdicts = {m["model"]: m["stats"] for m in json.loads((pytester.path / "r.json").read_text())
                 ["measurements"] if m["benchmark"] == "verdict:gsm8k"}
     assert {m: v["verdict"] for m, v in verdicts.items()} == {
@@ -214,3 +226,147 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
     # the smallest p-value is tested at 1 - 0.05/3, the next (if the first was rejected) at 1 - 0.05/2
     assert verdicts["bad"]["confidence"] == pytest.approx(1 - 0.05 / 3)
     assert verdicts["close"]["confidence"] == pytest.approx(1 - 0.05 / 2)
+
+
+# --------------------------------------------------------------------------- throughput ratios
+
+
+class ListingServer(SseServer):
+    """The fake streaming server, also listing its model at ``GET /v1/models`` so that
+    ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server)."""
+
+    def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0) -> None:
+        super().__init__(chunk_delay_s=chunk_delay_s)
+        self.served_name = served_name
+
+    async def _dispatch(
+        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
+        if path == "/v1/models" and method == "GET":
+            listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
+            return await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
+        return await super()._dispatch(method, path, body, writer)
+
+
+@pytest.fixture
+def slow_candidate() -> Iterator[list[str]]:
+    """``--endpoint`` options: the reference at full speed, the candidate sleeping 2 ms a token."""
+    with ListingServer("gemma3-270m") as reference, \
+            ListingServer("smollm2-135m", chunk_delay_s=0.002) as candidate:
+        yield ["--endpoint", f"gemma3-270m={reference.base_url}",
+               "--endpoint", f"smollm2-135m={candidate.base_url}"]
+
+
+def run_throughput_bench(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> Any:
+    """The real benches/test_throughput.py at concurrency 1, two repeats of two timed requests."""
+    pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
+    return pytester.runpytest_subprocess(
+        "-k", "c1 and not c16", "--repeats", "2", "--timed-requests", "2",
+        "--modelsweep-dir", "work", "--results", "r.json", "-s", "-p", "no:cacheprovider",
+        *endpoints, *args, timeout=300,
+    )
+
+
+def ratio_of(pytester: pytest.Pytester) -> dict[str, Any]:
+    measurements = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    return next(m for m in measurements if m["benchmark"] == "throughput_ratio")
+
+
+def test_a_throughput_ratio_gets_the_default_verdict_recorded_not_enforced(
+    pytester: pytest.Pytester, slow_candidate: list[str],
+) -> None:
+    result = run_throughput_bench(pytester, slow_candidate)
+    result.assert_outcomes(passed=3)  # the ratio test passes whatever its verdict, for now
+    ratio = ratio_of(pytester)
+    assert ratio["stats"]["high"] < 1.0
+    assert ratio["params"]["verdict"] == ratio["stats"]["verdict"] == "worse"
+    assert ratio["stats"]["rule"] == "ratio-covers-one"
+    assert ratio["stats"]["candidate_run"] == ratio["stats"]["reference_run"]
+    result.stdout.fnmatch_lines([("*smollm2-135m ÷ gemma3-270m, throughput c1: 0.*x, worse "
+                                  "(95% interval 0.*, repeats 2/2)")])
+
+
+def test_a_users_hook_sets_the_throughput_rule(
+    pytester: pytest.Pytester, slow_candidate: list[str],
+) -> None:
+    pytester.makeconftest(
+        """
+        from pytest_modelsweep.stats import Verdict
+
+        SLOWEST = 0.0001  # this project accepts any slowdown short of 10,000x
+        SEEN = []
+
+        def pytest_modelsweep_verdict(metric, interval, kind):
+            SEEN.append((kind, metric, type(interval).__name__))
+            if kind != "throughput":
+                return None
+            return Verdict.WORSE if interval.high < SLOWEST else Verdict.MATCHES
+
+        def pytest_sessionfinish(session):
+            print("hook saw:", "; ".join("/".join(call) for call in SEEN))
+        """
+    )
+    result = run_throughput_bench(pytester, slow_candidate)
+    result.assert_outcomes(passed=3)
+    ratio = ratio_of(pytester)
+    assert ratio["stats"]["high"] < 1.0  # the default rule would have said worse
+    assert ratio["params"]["verdict"] == "matches"
+    result.stdout.fnmatch_lines(["*throughput c1: 0.*x, matches (95% interval*",
+                                 "*hook saw: throughput/throughput/RatioInterval"])
+
+
+def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
+    pytester: pytest.Pytester, slow_candidate: list[str],
+) -> None:
+    result = run_throughput_bench(pytester, slow_candidate, "-n", "2", "--verdict-wait", "120")
+    result.assert_outcomes(passed=3)
+    ratio = ratio_of(pytester)
+    assert ratio["params"] == {"benchmark": "throughput", "concurrency": 1, "prompt_tokens": None,
+                               "reference": "gemma3-270m", "verdict": "worse"}
+    assert ratio["stats"]["reference_n"] == ratio["stats"]["candidate_n"] == 2
+
+
+def test_a_ratio_whose_reference_setting_was_never_measured_is_a_skip(
+    pytester: pytest.Pytester, slow_candidate: list[str],
+) -> None:
+    result = run_throughput_bench(pytester, slow_candidate, "--model", "smollm2-135m", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([("*no throughput result of gemma3-270m at concurrency 1 in this "
+                                  "run or the store*; run it too (add --model gemma3-270m)*")])
+
+
+def test_a_ratio_whose_reference_test_ended_without_a_result_fails_naming_it(
+    pytester: pytest.Pytester,
+) -> None:
+    # the reference's server lists no models: its test fails attaching, before measuring
+    with SseServer() as reference, ListingServer("smollm2-135m") as candidate:
+        result = run_throughput_bench(pytester, [
+            "--endpoint", f"gemma3-270m={reference.base_url}",
+            "--endpoint", f"smollm2-135m={candidate.base_url}"])
+    result.assert_outcomes(passed=1, failed=1, errors=1)  # the ratio fails; it used to skip
+    result.stdout.fnmatch_lines([
+        ("*gemma3-270m recorded no throughput result at concurrency 1 in this run "
+         "(test_throughput.py::test_throughput?gemma3-270m-c1? failed); "
+         "its own test's failure says why*")])
+
+
+def test_the_documented_rules_decide_as_their_text_says() -> None:
+    from pytest_modelsweep.stats import Verdict, paired_bootstrap, ratio_interval
+
+    text = (ROOT / "docs" / "verdicts.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    accuracy_rule: dict[str, Any] = {}
+    throughput_rule: dict[str, Any] = {}
+    exec(blocks[0], accuracy_rule)  # noqa: S102 (our own documentation's example)
+    exec(blocks[1], throughput_rule)  # noqa: S102
+    accuracy, throughput = (accuracy_rule["pytest_modelsweep_verdict"],
+                            throughput_rule["pytest_modelsweep_verdict"])
+    slightly_slower = ratio_interval([95.0, 96.0, 94.0], [100.0, 101.0, 99.0])
+    much_slower = ratio_interval([80.0, 81.0, 79.0], [100.0, 101.0, 99.0])
+    assert slightly_slower.high < 1.0 and much_slower.high < 0.9
+    assert throughput(kind="throughput", interval=slightly_slower) == Verdict.MATCHES
+    assert throughput(kind="throughput", interval=much_slower) == Verdict.WORSE
+    same = paired_bootstrap({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0}, resamples=100)
+    assert throughput(kind="accuracy", interval=same) is None
+    assert accuracy(metric="gsm8k", interval=same, kind="accuracy") == Verdict.MATCHES
+    assert accuracy(metric="gsm8k", interval=slightly_slower, kind="throughput") is None

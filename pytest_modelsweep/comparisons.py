@@ -1,0 +1,238 @@
+"""The two sides of a comparison: found in this run or the store, missing, or failed.
+
+A comparison (an accuracy verdict, a throughput ratio) needs one model's
+result: its scored items on a benchmark, or its measurement at one setting.
+:class:`ComparisonFinder` looks in this run first and, under ``pytest -n N``,
+waits while this run's tests that record the result are still to come on
+another worker; a model that this run does not measure is taken from the
+store's latest earlier run. Every lookup ends in one of three typed outcomes:
+
+* :class:`Found` — the side, with the run it came from;
+* :class:`Missing` — neither this run nor the store has it (the caller skips);
+* :class:`Failed` — this run's test ended without a result, or waiting timed
+  out (the caller fails).
+
+Pure: no pytest import; the pytest glue turns outcomes into skips and failures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from .records import ItemRecord
+from .store import Store
+
+ComparisonKind = Literal["accuracy", "throughput"]
+"""What a comparison compares: item scores (accuracy) or measured rates (throughput)."""
+
+@dataclass(frozen=True)
+class ModelItems:
+    """One model's scored items on one benchmark, and where they were measured."""
+
+    model: str
+    run_id: str
+    items: list[ItemRecord]
+    provenance: dict[str, Any]
+
+    def scores(self) -> dict[str, float]:
+        """Item id → score (1.0 right, 0.0 wrong)."""
+        return {r.item_id: float(r.correct) for r in self.items}
+
+
+@dataclass(frozen=True)
+class ModelMeasurement:
+    """One model's measurement of one benchmark at one setting, and where it was measured."""
+
+    model: str
+    run_id: str
+    measurement: dict[str, Any]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """The endpoint provenance recorded with the measurement."""
+        return dict(self.measurement.get("provenance") or {})
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The measurement's statistics (``repeat_values`` for throughput)."""
+        return dict(self.measurement.get("stats") or {})
+
+
+SideT = TypeVar("SideT", ModelItems, ModelMeasurement)
+
+
+@dataclass(frozen=True)
+class Found(Generic[SideT]):
+    """The side was found; ``side.run_id`` says in which run."""
+
+    side: SideT
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Neither this run nor the store has the side: nothing to compare (a skip)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """This run should have produced the side and did not (a failure)."""
+
+    reason: str
+
+
+Outcome = Found[SideT] | Missing | Failed
+"""What a lookup of one side ends in."""
+
+
+def setting_text(params: Mapping[str, Any]) -> str:
+    """``{"concurrency": 4, "prompt_tokens": 1024}`` → ``"at concurrency 4, 1024-token prompts"``."""
+    parts = []
+    for name, value in params.items():
+        if value is None:
+            continue
+        if name == "prompt_tokens":
+            parts.append(f"{value}-token prompts")
+        else:
+            parts.append(f"{name.replace('_', ' ')} {value}")
+    return "at " + ", ".join(parts) if parts else ""
+
+
+def has_params(measurement: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    """Whether a measurement was taken at ``params`` (a parameter it lacks counts as None)."""
+    recorded = measurement.get("params") or {}
+    return all(recorded.get(name) == value for name, value in params.items())
+
+
+@dataclass
+class ComparisonFinder:
+    """Finds comparison sides for one run; waits at most once per model and benchmark.
+
+    ``expected_tests`` (given per lookup) are this run's tests that record the
+    side. While one of them has no outcome in the store yet, the finder polls
+    every ``poll_s`` seconds for up to ``wait_s``. Once they have all ended
+    without the result, or the wait ran out, the lookup is :class:`Failed`;
+    after a timeout, later lookups of the same model and benchmark look once
+    and fail at once instead of waiting again (:attr:`gave_up`).
+    """
+
+    store: Store
+    run_id: str
+    wait_s: float
+    poll_s: float = 2.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    gave_up: dict[tuple[str, str], Failed] = field(default_factory=dict)
+    """(model, benchmark) → the failure of the wait this finder gave up on."""
+
+    def items(
+        self,
+        model: str,
+        benchmark: str,
+        *,
+        expected_tests: Sequence[str],
+        match_ids: Sequence[str] | None = None,
+    ) -> Outcome[ModelItems]:
+        """``model``'s scored items on ``benchmark``: this run's, else the latest stored run's.
+
+        From the store, the latest earlier run whose item ids are ``match_ids``
+        (the other side's items) is preferred, then simply the latest one.
+        """
+        def in_this_run() -> ModelItems | None:
+            if self.store.measurement_of(self.run_id, model, benchmark) is None:
+                return None
+            return self._items_of(self.run_id, model, benchmark)
+
+        waited = self._wait(model, benchmark, f"{benchmark} result", expected_tests, in_this_run)
+        if waited is not None:
+            return waited
+        earlier = self.store.latest_run_with(
+            model, benchmark, exclude=self.run_id, item_ids=match_ids
+        )
+        if earlier is None:
+            return Missing(
+                f"no {benchmark} items of {model} in this run or in the store {self.store.path}; "
+                f"run its {benchmark} test too (add --model {model})"
+            )
+        return Found(self._items_of(earlier, model, benchmark))
+
+    def measurement(
+        self,
+        model: str,
+        benchmark: str,
+        params: Mapping[str, Any],
+        *,
+        expected_tests: Sequence[str],
+    ) -> Outcome[ModelMeasurement]:
+        """``model``'s ``benchmark`` measurement taken at ``params``: this run's, else the
+        latest stored one (a parameter a measurement lacks counts as None)."""
+        setting = setting_text(params)
+        what = f"{benchmark} result {setting}".strip()
+
+        def in_this_run() -> ModelMeasurement | None:
+            for measurement in self.store.measurements_of(self.run_id, model, benchmark):
+                if has_params(measurement, params):
+                    return ModelMeasurement(model, self.run_id, measurement)
+            return None
+
+        waited = self._wait(model, benchmark, what, expected_tests, in_this_run)
+        if waited is not None:
+            return waited
+        for measurement in self.store.history(model, benchmark):
+            if measurement["run_id"] != self.run_id and has_params(measurement, params):
+                return Found(ModelMeasurement(model, str(measurement["run_id"]), measurement))
+        return Missing(
+            f"no {benchmark} result of {model}{' ' + setting if setting else ''} in this run "
+            f"or the store {self.store.path}; run it too (add --model {model})"
+        )
+
+    def _items_of(self, run_id: str, model: str, benchmark: str) -> ModelItems:
+        return ModelItems(
+            model, run_id, self.store.run_items(run_id, model, benchmark),
+            self.store.endpoint(run_id, model) or {},
+        )
+
+    def _wait(
+        self,
+        model: str,
+        benchmark: str,
+        what: str,
+        expected_tests: Sequence[str],
+        in_this_run: Callable[[], SideT | None],
+    ) -> Found[SideT] | Failed | None:
+        """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
+        or None when this run has neither the side nor a test that records it.
+
+        ``what`` names the result in messages, e.g. ``"gsm8k result"``."""
+        earlier_failure = self.gave_up.get((model, benchmark))
+        wait_s = self.wait_s if expected_tests and earlier_failure is None else 0.0
+        deadline = self.clock() + wait_s
+        while True:
+            side = in_this_run()
+            if side is not None:
+                return Found(side)
+            if not expected_tests:
+                return None
+            outcomes = {test: self.store.outcome_of(self.run_id, test) for test in expected_tests}
+            if all(outcomes.values()):
+                shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
+                return Failed(
+                    f"{model} recorded no {what} in this run ({shown}); "
+                    "its own test's failure says why"
+                )
+            if self.clock() >= deadline:
+                break
+            self.sleep(self.poll_s)
+        if earlier_failure is not None:
+            return earlier_failure
+        failure = Failed(
+            f"{model} has no {what} in this run after waiting {self.wait_s:.0f}s "
+            "(is it still queued behind this comparison on the same xdist worker?); "
+            "raise --verdict-wait if it is just slow"
+        )
+        self.gave_up[(model, benchmark)] = failure
+        return failure
