@@ -6,6 +6,7 @@ settings and prompt reuses stored items instead of sending them again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from pytest_modelsweep.fixtures import RecordMeasurement
 from pytest_modelsweep.scoring.bfcl import score_bfcl_response, summarise_bfcl
 from pytest_modelsweep.scoring.gsm8k import score_gsm8k_response, summarise_gsm8k
 from pytest_modelsweep.serving import Endpoint
-from pytest_modelsweep.state import RunState
+from pytest_modelsweep.state import BenchSettings
+from pytest_modelsweep.store import Store
 from pytest_modelsweep.workloads.accuracy import AccuracyRun, run_accuracy
 from pytest_modelsweep.workloads.bfcl import bfcl_skip_reason, build_bfcl_request
 from pytest_modelsweep.workloads.gsm8k import build_gsm8k_request
@@ -57,22 +59,24 @@ def test_gsm8k(
     endpoint: Endpoint,
     gsm8k_problems: list[Any],
     gsm8k_fewshot: Any,
-    modelsweep_run: RunState,
+    bench_settings: BenchSettings,
+    result_store: Store,
+    progress: Callable[[str], None],
     record_measurement: RecordMeasurement,
 ) -> None:
     model = endpoint.model
-    max_tokens = modelsweep_run.options.gsm8k_max_tokens
+    max_tokens = bench_settings.gsm8k_max_tokens
     run = run_accuracy(
         endpoint,
         "gsm8k",
         gsm8k_problems,
         lambda p: build_gsm8k_request(p, model, gsm8k_fewshot, max_tokens=max_tokens),
         score_gsm8k_response,
-        store=modelsweep_run.store,
-        run_id=modelsweep_run.run_id,
-        reuse=modelsweep_run.options.reuse,
+        store=result_store,
+        run_id=bench_settings.run_id,
+        reuse=bench_settings.reuse,
         concurrency=CONCURRENCY,
-        progress=modelsweep_run.write_line,
+        progress=progress,
     )
     summary = summarise_gsm8k(run.records)
     params = {
@@ -80,8 +84,8 @@ def test_gsm8k(
         "max_tokens": max_tokens,
         "fewshot": 5,
         "prompting": model.prompting,
-        "limit": modelsweep_run.options.limit,
-        "subset": modelsweep_run.options.limit is not None,
+        "limit": bench_settings.limit,
+        "subset": bench_settings.limit is not None,
     }
     record_accuracy(record_measurement, "gsm8k", run, summary, params, endpoint)
 
@@ -90,7 +94,9 @@ def test_gsm8k(
 def test_bfcl(
     model_spec: Any,
     bfcl_records: list[Any],
-    modelsweep_run: RunState,
+    bench_settings: BenchSettings,
+    result_store: Store,
+    progress: Callable[[str], None],
     request: pytest.FixtureRequest,
     record_measurement: RecordMeasurement,
 ) -> None:
@@ -106,17 +112,17 @@ def test_bfcl(
         lambda record, req, completion: score_bfcl_response(
             record, req, completion, mode=model_spec.bfcl_mode
         ),
-        store=modelsweep_run.store,
-        run_id=modelsweep_run.run_id,
-        reuse=modelsweep_run.options.reuse,
+        store=result_store,
+        run_id=bench_settings.run_id,
+        reuse=bench_settings.reuse,
         concurrency=CONCURRENCY,
-        progress=modelsweep_run.write_line,
+        progress=progress,
     )
     summary = summarise_bfcl(run.records)
     params = {
         "category": "simple_python",
         "mode": model_spec.bfcl_mode,
-        "limit": modelsweep_run.options.limit,
-        "subset": modelsweep_run.options.limit is not None,
+        "limit": bench_settings.limit,
+        "subset": bench_settings.limit is not None,
     }
     record_accuracy(record_measurement, "bfcl", run, summary, params, endpoint)

@@ -17,7 +17,8 @@ from .errors import ModelsweepError
 if TYPE_CHECKING:
     from .records import Measurement
     from .serving.endpoint import Endpoint
-    from .state import RunState
+    from .state import BenchSettings, RunState
+    from .store import Store
     from .sweep import ModelSpec, Sweep
 
 RecordMeasurement = Callable[..., "Measurement"]
@@ -27,6 +28,27 @@ RecordMeasurement = Callable[..., "Measurement"]
 def modelsweep_run(request: pytest.FixtureRequest) -> RunState:
     """The run-wide state: options, sweep, selection, endpoint pool."""
     return run_state(request.config)
+
+
+@pytest.fixture(scope="session")
+def bench_settings(modelsweep_run: RunState) -> BenchSettings:
+    """The run's id and measuring options (repeats, limit, reuse...), read-only."""
+    return modelsweep_run.bench_settings
+
+
+@pytest.fixture(scope="session")
+def result_store(modelsweep_run: RunState) -> Store:
+    """The SQLite store where items are reused from and written to as they complete."""
+    try:
+        return modelsweep_run.store
+    except ModelsweepError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def progress(modelsweep_run: RunState) -> Callable[[str], None]:
+    """Write a progress line live, past pytest's output capture."""
+    return modelsweep_run.write_line
 
 
 @pytest.fixture(scope="session")
@@ -167,7 +189,7 @@ def judge_against_reference(
     hook for the verdict, records it, and fails the test when the verdict is
     one of ``--fail-on`` (default: worse).
     """
-    from .comparisons import Failed, Missing, ModelItems
+    from .comparisons import ModelItems
     from .stats import VerdictRecord
     from .verdicts import holm_adjusted_interval, paired_interval
     from .workloads.bfcl import bfcl_skip_reason
@@ -183,11 +205,8 @@ def judge_against_reference(
             expected_tests=tests_in_session(request.session, model, benchmark),
             match_ids=[r.item_id for r in match.items] if match is not None else None,
         )
-        if isinstance(outcome, Missing):
-            pytest.skip(outcome.reason)
-        if isinstance(outcome, Failed):
-            pytest.fail(outcome.reason, pytrace=False)
-        return outcome.side
+        side: ModelItems = _side(outcome)
+        return side
 
     def judge(benchmark: str) -> VerdictRecord:
         if benchmark == "bfcl":
@@ -245,6 +264,78 @@ def judge_against_reference(
         if verdict.value in options.fail_on:
             pytest.fail(summary, pytrace=False)
         print(summary)
+        return record
+
+    return judge
+
+
+def _side(outcome: Any) -> Any:
+    """A comparison's side found; a skip when it is nowhere, a failure when its test failed."""
+    from .comparisons import Failed, Missing
+
+    if isinstance(outcome, Missing):
+        pytest.skip(outcome.reason)
+    if isinstance(outcome, Failed):
+        pytest.fail(outcome.reason, pytrace=False)
+    return outcome.side
+
+
+@pytest.fixture
+def judge_throughput_ratio(
+    request: pytest.FixtureRequest,
+    candidate_name: str,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> Callable[..., Any]:
+    """Compare this candidate's throughput with the reference's at one setting.
+
+    Returns ``judge(benchmark, concurrency=..., prompt_tokens=...)``: it finds both
+    models' measurements at that setting (this run's, waiting for another xdist
+    worker where needed, else the store's latest), computes the ratio interval over
+    the repeats, asks the ``pytest_modelsweep_verdict`` hook (``kind="throughput"``)
+    for the verdict, and records it. The verdict is reported, not enforced.
+    """
+    from .stats import RatioVerdictRecord
+    from .verdicts import throughput_ratio_interval
+
+    run = modelsweep_run
+    reference = run.selection.reference
+    config = request.config
+
+    def measurement_of(model: str, benchmark: str, setting: dict[str, Any]) -> Any:
+        return _side(run.comparisons.measurement(
+            model, benchmark, setting,
+            expected_tests=tests_in_session(request.session, model, benchmark, params=setting),
+        ))
+
+    def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> RatioVerdictRecord:
+        setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
+        ref = measurement_of(reference, benchmark, setting)
+        cand = measurement_of(candidate_name, benchmark, setting)
+        try:
+            ratio = throughput_ratio_interval(cand, ref, resamples=run.options.resamples)
+        except ModelsweepError as error:
+            pytest.fail(str(error), pytrace=False)
+        verdict = config.hook.pytest_modelsweep_verdict(
+            candidate=candidate_name, reference=reference, metric=benchmark, interval=ratio,
+            margin=None, config=config, kind="throughput",
+        )
+        record = RatioVerdictRecord(
+            candidate=candidate_name, reference=reference, metric=benchmark, verdict=verdict,
+            interval=ratio,
+        )
+        record_measurement(
+            "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
+            params={"benchmark": benchmark, **setting, "reference": reference,
+                    "verdict": str(verdict.value)},
+            stats={**record.as_dict(), "candidate_run": cand.run_id, "reference_run": ref.run_id},
+            model=candidate_name,
+        )
+        # The verdict is reported, not enforced: a throughput rule with --fail-on comes later.
+        print(f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
+              f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
+              f"{verdict.value} (95% interval {ratio.low:.2f}–{ratio.high:.2f}, repeats "
+              f"{ratio.candidate_n}/{ratio.reference_n})")
         return record
 
     return judge

@@ -91,6 +91,18 @@ class Options:
         )
 
 
+@dataclass(frozen=True)
+class BenchSettings:
+    """What a benchmark test needs to know of the run: its id and the measuring options."""
+
+    run_id: str
+    repeats: int
+    timed_requests: int | None
+    limit: int | None
+    gsm8k_max_tokens: int
+    reuse: bool
+
+
 @dataclass
 class RunState:
     """Everything run-wide: the sweep, the selection, endpoints, measurements.
@@ -120,6 +132,13 @@ class RunState:
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
+
+    @property
+    def bench_settings(self) -> BenchSettings:
+        """The narrow view of this run that benchmark tests receive."""
+        o = self.options
+        return BenchSettings(run_id=self.run_id, repeats=o.repeats, timed_requests=o.timed_requests,
+                             limit=o.limit, gsm8k_max_tokens=o.gsm8k_max_tokens, reuse=o.reuse)
 
     # -- the sweep -------------------------------------------------------------
     @property

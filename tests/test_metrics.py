@@ -48,9 +48,11 @@ def markers_used_in_benches() -> set[str]:
 
 
 def benchmarks_recorded_in_benches() -> set[str]:
-    """Literal benchmark names passed to ``record_measurement`` or set as a parameter in benches."""
+    """Literal benchmark names passed to ``record_measurement`` or set as a parameter in benches
+    (and in the plugin's comparison fixtures, which record on the benches' behalf)."""
     names = set()
-    for tree in bench_trees():
+    fixtures = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "fixtures.py"
+    for tree in [*bench_trees(), ast.parse(fixtures.read_text())]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
