@@ -38,8 +38,13 @@ class ModelItems:
     provenance: dict[str, Any]
 
     def scores(self) -> dict[str, float]:
-        """Item id → score (1.0 right, 0.0 wrong)."""
+        """Item id → score (1.0 right, 0.0 wrong); failed items must be refused before this."""
         return {r.item_id: float(r.correct) for r in self.items}
+
+    @property
+    def failed(self) -> list[ItemRecord]:
+        """The items that got no usable answer (never scored)."""
+        return [r for r in self.items if r.failed]
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,32 @@ class Failed:
 
 Outcome = Found[SideT] | Missing | Failed
 """What a lookup of one side ends in."""
+
+
+def passed(measurement: Mapping[str, Any]) -> bool:
+    """Whether a measurement's own test passed (older records without an outcome count)."""
+    return bool(measurement.get("outcome", "passed") == "passed")
+
+
+def failed_items_reason(
+    candidate: ModelItems, reference: ModelItems, benchmark: str, *, action: str = "judge",
+) -> str | None:
+    """Why two item sets cannot be compared because items failed; None when none did.
+
+    E.g. ``cannot judge smollm2-135m against gemma3-270m on gsm8k: 3 of 3 reference items
+    failed (HTTP 500: injected failure); re-run to resend them (completed items are reused)``.
+    """
+    parts = []
+    first = ""
+    for role, side in (("candidate", candidate), ("reference", reference)):
+        failed = side.failed
+        if failed:
+            parts.append(f"{len(failed)} of {len(side.items)} {role} items failed")
+            first = first or str(failed[0].error)
+    if not parts:
+        return None
+    return (f"cannot {action} {candidate.model} against {reference.model} on {benchmark}: "
+            f"{', '.join(parts)} ({first}); re-run to resend them (completed items are reused)")
 
 
 def setting_text(params: Mapping[str, Any]) -> str:
@@ -148,17 +179,23 @@ class ComparisonFinder:
             return self._items_of(self.run_id, model, benchmark)
 
         waited = self._wait(model, benchmark, f"{benchmark} result", expected_tests, in_this_run)
-        if waited is not None:
-            return waited
-        earlier = self.store.latest_run_with(
-            model, benchmark, exclude=self.run_id, item_ids=match_ids
-        )
-        if earlier is None:
-            return Missing(
-                f"no {benchmark} items of {model} in this run or in the store {self.store.path}; "
-                f"run its {benchmark} test too (add --model {model})"
+        if waited is None:
+            earlier = self.store.latest_run_with(
+                model, benchmark, exclude=self.run_id, item_ids=match_ids
             )
-        return Found(self._items_of(earlier, model, benchmark))
+            if earlier is None:
+                return Missing(
+                    f"no {benchmark} items of {model} in this run or in the store "
+                    f"{self.store.path}; run its {benchmark} test too (add --model {model})"
+                )
+            waited = Found(self._items_of(earlier, model, benchmark))
+        if isinstance(waited, Found) and not waited.side.failed:
+            # Failed items are refused with both sides' counts by failed_items_reason; a test
+            # that failed for another reason is refused here.
+            measurement = self.store.measurement_of(waited.side.run_id, model, benchmark) or {}
+            if not passed(measurement):
+                return Failed(self._failed_test(model, f"{benchmark} result", measurement))
+        return waited
 
     def measurement(
         self,
@@ -180,15 +217,31 @@ class ComparisonFinder:
             return None
 
         waited = self._wait(model, benchmark, what, expected_tests, in_this_run)
+        if isinstance(waited, Found) and not passed(waited.side.measurement):
+            return Failed(self._failed_test(model, what, waited.side.measurement))
         if waited is not None:
             return waited
+        failed_earlier: dict[str, Any] | None = None
         for measurement in self.store.history(model, benchmark):
             if measurement["run_id"] != self.run_id and has_params(measurement, params):
-                return Found(ModelMeasurement(model, str(measurement["run_id"]), measurement))
+                if passed(measurement):
+                    return Found(ModelMeasurement(model, str(measurement["run_id"]), measurement))
+                failed_earlier = failed_earlier or measurement
+        if failed_earlier is not None:
+            return Failed(self._failed_test(model, what, failed_earlier))
         return Missing(
             f"no {benchmark} result of {model}{' ' + setting if setting else ''} in this run "
             f"or the store {self.store.path}; run it too (add --model {model})"
         )
+
+    @staticmethod
+    def _failed_test(model: str, what: str, measurement: Mapping[str, Any]) -> str:
+        test = measurement.get("test_id") or "its test"
+        run = measurement.get("run_id")
+        where = f"in run {run}" if run else "in this run"
+        return (f"{model}'s {what} {where} comes from a test that "
+                f"{measurement.get('outcome', 'failed')} ({test}): no comparison is drawn from "
+                f"it; fix that test's failure and re-run it")
 
     def _items_of(self, run_id: str, model: str, benchmark: str) -> ModelItems:
         return ModelItems(

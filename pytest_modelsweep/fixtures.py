@@ -189,7 +189,7 @@ def judge_against_reference(
     hook for the verdict, records it, and fails the test when the verdict is
     one of ``--fail-on`` (default: worse).
     """
-    from .comparisons import ModelItems
+    from .comparisons import ModelItems, failed_items_reason
     from .stats import VerdictRecord
     from .verdicts import holm_adjusted_interval, paired_interval
     from .workloads.bfcl import bfcl_skip_reason
@@ -220,6 +220,9 @@ def judge_against_reference(
         else:
             ref_items = items_of(reference, benchmark)
             cand_items = items_of(candidate_name, benchmark, match=ref_items)
+        refused = failed_items_reason(cand_items, ref_items, benchmark)
+        if refused is not None:
+            pytest.fail(refused, pytrace=False)
         try:
             interval = paired_interval(
                 cand_items, ref_items, resamples=options.resamples, seed=0, confidence=0.95
@@ -229,6 +232,10 @@ def judge_against_reference(
                     name: (cand_items if name == candidate_name else items_of(name, benchmark))
                     for name in run.selection.candidates
                 }
+                for other in others.values():
+                    refused = failed_items_reason(other, ref_items, benchmark)
+                    if refused is not None:
+                        pytest.fail(refused, pytrace=False)
                 interval = holm_adjusted_interval(
                     candidate_name, others, ref_items,
                     resamples=options.resamples, seed=0, confidence=0.95,
@@ -293,7 +300,8 @@ def judge_throughput_ratio(
     models' measurements at that setting (this run's, waiting for another xdist
     worker where needed, else the store's latest), computes the ratio interval over
     the repeats, asks the ``pytest_modelsweep_verdict`` hook (``kind="throughput"``)
-    for the verdict, and records it. The verdict is reported, not enforced.
+    for the verdict (``margin`` = ``--ratio-tolerance``), records it, and fails the test
+    when the verdict is one of ``--fail-on`` (default: worse).
     """
     from .stats import RatioVerdictRecord
     from .verdicts import throughput_ratio_interval
@@ -316,13 +324,14 @@ def judge_throughput_ratio(
             ratio = throughput_ratio_interval(cand, ref, resamples=run.options.resamples)
         except ModelsweepError as error:
             pytest.fail(str(error), pytrace=False)
+        tolerance = run.options.ratio_tolerance
         verdict = config.hook.pytest_modelsweep_verdict(
             candidate=candidate_name, reference=reference, metric=benchmark, interval=ratio,
-            margin=None, config=config, kind="throughput",
+            margin=tolerance, config=config, kind="throughput",
         )
         record = RatioVerdictRecord(
             candidate=candidate_name, reference=reference, metric=benchmark, verdict=verdict,
-            interval=ratio,
+            interval=ratio, tolerance=tolerance,
         )
         record_measurement(
             "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
@@ -331,11 +340,13 @@ def judge_throughput_ratio(
             stats={**record.as_dict(), "candidate_run": cand.run_id, "reference_run": ref.run_id},
             model=candidate_name,
         )
-        # The verdict is reported, not enforced: a throughput rule with --fail-on comes later.
-        print(f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
-              f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
-              f"{verdict.value} (95% interval {ratio.low:.2f}–{ratio.high:.2f}, repeats "
-              f"{ratio.candidate_n}/{ratio.reference_n})")
+        summary = (f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
+                   f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
+                   f"{verdict.value} (95% interval {ratio.low:.2f}–{ratio.high:.2f}, tolerance "
+                   f"±{tolerance:.0%}, repeats {ratio.candidate_n}/{ratio.reference_n})")
+        if verdict.value in run.options.fail_on:
+            pytest.fail(summary, pytrace=False)
+        print(summary)
         return record
 
     return judge

@@ -66,6 +66,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--margin", type=float, default=None, metavar="X",
                     help="equivalence margin for accuracy differences (e.g. 0.02 = 2 points): "
                          "verdicts become equivalent/inconclusive instead of matches")
+    group.addoption("--ratio-tolerance", type=float, default=0.10, metavar="X",
+                    help="a candidate whose throughput ratio interval lies wholly below 1 - X "
+                         "is worse (above 1 + X: better; default: 0.10)")
     group.addoption("--fail-on", default="worse", metavar="VERDICTS",
                     help="comma-separated verdicts that fail a comparison test "
                          "(better, worse, matches, equivalent, inconclusive; default: worse)")
@@ -109,11 +112,12 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) -> Any:
     """The default rules: for accuracy the seed's covers-zero rule, with an optional
-    equivalence margin; for a throughput ratio whether its interval lies above or below 1."""
+    equivalence margin; for a throughput ratio whether its interval lies beyond
+    1 ± ``--ratio-tolerance`` (``margin`` carries it)."""
     from .stats import decide_ratio_verdict, decide_verdict
 
     if kind == "throughput":
-        return decide_ratio_verdict(interval)
+        return decide_ratio_verdict(interval, margin or 0.0)
     return decide_verdict(interval, margin)
 
 
@@ -138,6 +142,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "each other to do: measure with -n, then run `pytest benches -m verdict --holm` "
             "without -n (it reads the stored results)"
         )
+    if not 0 <= option.ratio_tolerance < 1:
+        raise pytest.UsageError("--ratio-tolerance: expected a share in [0, 1), e.g. 0.10")
     if option.resamples < 100:
         raise pytest.UsageError("--resamples: expected at least 100")
     from . import fixtures

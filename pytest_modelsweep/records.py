@@ -219,6 +219,18 @@ class ItemRecord:
     error: str | None = None
     completion: Completion | None = None
 
+    @property
+    def failed(self) -> bool:
+        """No usable answer (HTTP error, timeout, cut stream, unparsable envelope): never scored."""
+        return self.error is not None
+
+    @property
+    def outcome(self) -> Literal["correct", "wrong", "failed"]:
+        """``failed`` when no answer came back; else the scorer's ``correct`` or ``wrong``."""
+        if self.failed:
+            return "failed"
+        return "correct" if self.correct else "wrong"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -46,6 +46,7 @@ class Options:
     gsm8k_max_tokens: int = 2048
     timed_requests: int | None = None
     margin: float | None = None
+    ratio_tolerance: float = 0.10
     fail_on: frozenset[str] = frozenset({"worse"})
     holm: bool = False
     resamples: int = 10_000
@@ -81,6 +82,7 @@ class Options:
             store=option.store,
             reuse=not option.no_reuse,
             margin=option.margin,
+            ratio_tolerance=option.ratio_tolerance,
             fail_on=parse_fail_on(option.fail_on, [v.value for v in Verdict]),
             holm=option.holm,
             resamples=option.resamples,

@@ -258,16 +258,18 @@ class RatioVerdictRecord:
     metric: str
     verdict: Verdict
     interval: RatioInterval
+    tolerance: float = 0.0
     rule: str = RULE_RATIO_COVERS_ONE
 
     def as_dict(self) -> dict[str, Any]:
-        """Flat JSON-friendly dict: names, verdict, every interval field, rule."""
+        """Flat JSON-friendly dict: names, verdict, every interval field, tolerance, rule."""
         return {
             "candidate": self.candidate,
             "reference": self.reference,
             "metric": self.metric,
             "verdict": self.verdict.value,
             **self.interval.as_dict(),
+            "tolerance": self.tolerance,
             "rule": self.rule,
         }
 
@@ -561,20 +563,30 @@ def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Ver
     return Verdict.INCONCLUSIVE
 
 
-def decide_ratio_verdict(interval: RatioInterval) -> Verdict:
+def decide_ratio_verdict(interval: RatioInterval, tolerance: float = 0.0) -> Verdict:
     """Verdict from the interval of candidate ÷ reference throughput.
 
-    Entirely above 1: better; entirely below 1: worse; covering 1: matches.
-    A degenerate interval (a side with one repeat, so no spread is known) is
+    Wholly below ``1 - tolerance``: worse (significantly slower than the tolerance
+    allows); wholly above ``1 + tolerance``: better; covering 1: matches; else
+    (significantly different from 1 but not beyond the tolerance) equivalent when the
+    whole interval lies within ``[1 - tolerance, 1 + tolerance]``, inconclusive when
+    it straddles a bound. With ``tolerance`` 0: below 1 worse, above 1 better. A
+    degenerate interval (a side with one repeat, so no spread is known) is
     inconclusive whatever the ratio.
     """
+    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
     if interval.degenerate:
         return Verdict.INCONCLUSIVE
-    if interval.low > 1.0:
-        return Verdict.BETTER
-    if interval.high < 1.0:
+    if interval.high < 1.0 - tolerance:
         return Verdict.WORSE
-    return Verdict.MATCHES
+    if interval.low > 1.0 + tolerance:
+        return Verdict.BETTER
+    if interval.low <= 1.0 <= interval.high:
+        return Verdict.MATCHES
+    if 1.0 - tolerance <= interval.low and interval.high <= 1.0 + tolerance:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
 
 
 # --------------------------------------------------------------------------- Holm

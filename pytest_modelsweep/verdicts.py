@@ -8,6 +8,7 @@ throughput setting the ratio of means over the repeats.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from .comparisons import ModelItems, ModelMeasurement
@@ -55,11 +56,25 @@ def holm_adjusted_interval(
 def throughput_ratio_interval(
     candidate: ModelMeasurement, reference: ModelMeasurement, *, resamples: int
 ) -> RatioInterval:
-    """Refuse unlike serving, then bootstrap candidate ÷ reference over the repeats' rates."""
+    """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats."""
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
-    return ratio_interval(
-        candidate.stats["repeat_values"], reference.stats["repeat_values"], resamples=resamples
-    )
+    sides = []
+    for side in (candidate, reference):
+        values = side.stats.get("repeat_values")
+        if not isinstance(values, list) or not values:
+            raise ModelsweepError(
+                f"cannot compare {candidate.model} with {reference.model}: {side.model}'s "
+                f"measurement (run {side.run_id}) has no repeat values; re-run it"
+            )
+        bad = [v for v in values if not (isinstance(v, int | float) and math.isfinite(v) and v > 0)]
+        if bad:
+            raise ModelsweepError(
+                f"cannot compare {candidate.model} with {reference.model}: {len(bad)} of "
+                f"{len(values)} of {side.model}'s repeats measured no throughput ({bad[0]!r} "
+                f"tokens/s, run {side.run_id}); re-run it"
+            )
+        sides.append([float(v) for v in values])
+    return ratio_interval(sides[0], sides[1], resamples=resamples)
 
 
 def parse_fail_on(text: str, known: Sequence[str]) -> frozenset[str]:

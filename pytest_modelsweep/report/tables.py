@@ -377,12 +377,12 @@ def accuracy_table(
     notes: list[str] = []
     if benchmark == "gsm8k":
         columns = ["model", "accuracy", "95% interval", "strict-match", "n", "subset",
-                   "truncated", "errors"]
+                   "truncated", "failed"]
         notes.append("accuracy: flexible-extract, as lm-evaluation-harness scores it; "
                      "interval: Wilson 95%")
     elif benchmark == "bfcl":
         columns = ["model", "accuracy", "95% interval", "n", "subset", "parse failures",
-                   "errors", "error types"]
+                   "failed", "error types"]
         notes.append("interval: Wilson 95%; error types count the wrong answers by BFCL's checker")
     else:
         columns = ["model", "accuracy", "95% interval", "n", "subset"]
@@ -401,14 +401,14 @@ def accuracy_table(
                 _count(m.get("n")),
                 _subset(params),
                 format_percent(stats.get("truncated_rate")),
-                _count(stats.get("errors")),
+                _count(stats.get("failed", stats.get("errors"))),
             ]
         elif benchmark == "bfcl":
             row += [
                 _count(m.get("n")),
                 _subset(params),
                 _count(stats.get("parse_failures")),
-                _count(stats.get("errors")),
+                _count(stats.get("failed", stats.get("errors"))),
                 _error_types(stats),
             ]
         else:

@@ -674,19 +674,25 @@ def score_bfcl_response(
 
 
 def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """n, accuracy, counts per BFCL error type, parse failures and errored items."""
-    n = len(records)
-    correct = sum(r.correct for r in records)
+    """n, accuracy, counts per BFCL error type, parse failures and the failed count.
+
+    A failed item (no usable answer) is never scored: ``n``, ``correct`` and the error
+    types count the answered items only; ``failed`` says how many of all ``items`` did not.
+    """
+    answered = [r for r in records if not r.failed]
+    n = len(answered)
+    correct = sum(r.correct for r in answered)
     types: Counter[str] = Counter()
-    for r in records:
+    for r in answered:
         if not r.correct:
             kind = r.extracted.get("error_type") if isinstance(r.extracted, dict) else None
             types[str(kind or "unknown")] += 1
     return {
         "n": n,
+        "items": len(records),
+        "failed": len(records) - n,
         "correct": correct,
         "accuracy": correct / n if n else 0.0,
         "error_types": dict(sorted(types.items())),
         "parse_failures": sum(count for kind, count in types.items() if kind.startswith("ast_decoder:")),
-        "errors": sum(r.error is not None for r in records),
     }

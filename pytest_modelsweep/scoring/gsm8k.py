@@ -142,12 +142,14 @@ def score_gsm8k_response(problem: Gsm8kProblem, request: ApiRequest, completion:
 
 
 def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """Accuracy of both filters, their invalid rates, the truncated rate and the error count.
+    """Accuracy of both filters, their invalid rates, the truncated rate, the failed count.
 
-    Rates are over all ``n`` records; an errored record counts as wrong and invalid.
+    A failed item (no usable answer) is never scored: ``n`` and every rate count the
+    answered items only, and ``failed`` says how many of all ``items`` got no answer.
     ``accuracy`` is the ``flexible-extract`` accuracy (the one ``correct`` carries).
     """
-    n = len(records)
+    answered = [r for r in records if not r.failed]
+    n = len(answered)
 
     def rate(count: int) -> float:
         return count / n if n else 0.0
@@ -155,15 +157,16 @@ def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
     def extracted(record: ItemRecord, name: str) -> Any:
         return record.extracted.get(name) if isinstance(record.extracted, dict) else None
 
-    strict = sum(bool(r.scores.get("strict-match")) for r in records)
-    flexible = sum(bool(r.scores.get("flexible-extract")) for r in records)
+    strict = sum(bool(r.scores.get("strict-match")) for r in answered)
+    flexible = sum(bool(r.scores.get("flexible-extract")) for r in answered)
     return {
         "n": n,
+        "items": len(records),
+        "failed": len(records) - n,
         "accuracy": rate(flexible),
         "strict_match_accuracy": rate(strict),
         "flexible_extract_accuracy": rate(flexible),
-        "strict_match_invalid_rate": rate(sum(extracted(r, "strict-match") is None for r in records)),
-        "flexible_extract_invalid_rate": rate(sum(extracted(r, "flexible-extract") is None for r in records)),
-        "truncated_rate": rate(sum(r.finish_reason == "length" for r in records)),
-        "errors": sum(r.error is not None for r in records),
+        "strict_match_invalid_rate": rate(sum(extracted(r, "strict-match") is None for r in answered)),
+        "flexible_extract_invalid_rate": rate(sum(extracted(r, "flexible-extract") is None for r in answered)),
+        "truncated_rate": rate(sum(r.finish_reason == "length" for r in answered)),
     }
