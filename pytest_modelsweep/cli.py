@@ -56,7 +56,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .store import Store
 
     path = Path(args.store)
-    if not path.is_file():
+    if not path.exists():  # anything there is checked by Store: a folder, a foreign file
         raise ModelsweepError(f"{path}: no store there; run pytest benches first or pass --store")
     for run in Store(path).runs():
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
@@ -92,7 +92,7 @@ def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[d
         data = load_results(path)
         return data.get("run", {}), list(data["measurements"])
     store_file = Path(store_path)
-    if not store_file.is_file():
+    if not store_file.exists():
         raise ModelsweepError(f"{store_file}: no store there; pass --store or a results file")
     store = Store(store_file)
     run_id = store.baseline_run(ref) or ref

@@ -81,6 +81,13 @@ def run_state(config: pytest.Config) -> RunState:
         state.selection
     except ModelsweepError as error:
         raise pytest.UsageError(str(error)) from None
+    if not state.is_worker:
+        # The controller (or a plain run) opens and checks the store before any test runs:
+        # a folder, a read-only or foreign file given as --store is a usage error here.
+        try:
+            _ = state.store
+        except ModelsweepError as error:
+            raise pytest.UsageError(str(error)) from None
     config.stash[run_state_key] = state
     return state
 

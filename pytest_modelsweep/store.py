@@ -17,7 +17,9 @@ reused), which is what verdicts pair.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -29,6 +31,13 @@ from .errors import DataError
 from .records import ItemRecord
 
 SCHEMA_VERSION = 1
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+_FIX_NEW_FILE = "pass --store with a new file name, or move it away"
+_FIX_READ_ONLY = "make it writable (chmod u+w) or pass --store with a new file name"
+_FIX_WRITABLE_PLACE = "pass --store with a path in a folder you can write"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -96,15 +105,16 @@ class Store:
 
     def __init__(self, path: Path, *, busy_timeout_s: float = 60.0) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = self._open(path, busy_timeout_s)
 
     def _open(self, path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-        """Connect, switch to WAL and create the schema; retry while another process does."""
+        """Check the file (:func:`check_store_file`), then connect, switch to WAL and create the
+        schema; retry while another process holds a lock."""
         deadline = time.monotonic() + busy_timeout_s
         while True:
             try:
+                check_store_file(path, busy_timeout_s=busy_timeout_s)
                 db = sqlite3.connect(
                     path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
                 )
@@ -125,19 +135,18 @@ class Store:
                     raise
                 db.execute("COMMIT")
                 return db
-            except sqlite3.OperationalError as exc:
+            except sqlite3.Error as exc:
+                if not is_lock_error(exc):
+                    raise DataError(
+                        f"{path}: cannot use it as the store ({exc}); {_FIX_NEW_FILE}"
+                    ) from None
                 # A new store opened by the controller and xdist workers at once: switching
                 # to WAL can report "locked" without waiting; the other process finishes soon.
-                if "locked" in str(exc) and time.monotonic() < deadline:
+                if time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
                 raise DataError(f"{path}: the store stayed locked ({exc}); is another run "
                                 "holding it?") from None
-            except sqlite3.DatabaseError as exc:
-                raise DataError(
-                    f"{path}: not a usable modelsweep store ({exc}); move it away or pass "
-                    "another --store"
-                ) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -366,3 +375,156 @@ class Store:
         if row is None:
             raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
         return dict(json.loads(row[0]))
+
+
+def is_lock_error(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the database for now."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc)
+
+
+def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
+    """Classify ``path`` before anything is written to it: ``"new"`` or ``"store"``.
+
+    ``"new"``: no file yet (it is created here, empty, with its folder), an
+    empty file, or a SQLite database without tables; ``"store"``: a
+    pytest-modelsweep store this version can use. Anything else (a folder, a
+    folder that cannot be made, a read-only or unwritable file, a file that is
+    not SQLite, someone else's database, a newer schema) raises
+    :class:`~pytest_modelsweep.errors.DataError` with the reason and the fix.
+    A lock held by another connection raises the ``sqlite3`` error (retried by
+    the caller).
+    """
+    if path.is_dir():
+        raise DataError(
+            f"{path}: is a folder, not a store file; pass --store with a file name "
+            f"(e.g. {path / 'store.sqlite'})"
+        )
+    if not path.exists() and not path.is_symlink():
+        _create_empty(path)
+        return "new"
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file; {_FIX_NEW_FILE}")
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc.strerror}); {_FIX_NEW_FILE}") from None
+    _check_writable(path)
+    if not header:
+        return "new"
+    if header != SQLITE_HEADER:
+        raise DataError(
+            f"{path}: not a SQLite database ({_sqlite_reason(path, busy_timeout_s)}); "
+            f"{_FIX_NEW_FILE}"
+        )
+    return _classify_database(path, busy_timeout_s)
+
+
+def _create_empty(path: Path) -> None:
+    """Make the folder and an empty file at ``path``; an OS refusal becomes a DataError."""
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in [parent, *parent.parents] if p.exists()), parent)
+        why = f"{blocker} is a file, not a folder" if blocker.is_file() else exc.strerror
+        raise DataError(
+            f"{path}: cannot create its folder {parent} ({why}); {_FIX_WRITABLE_PLACE}"
+        ) from None
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        pass  # another process of this run made it a moment ago
+    except OSError as exc:
+        raise DataError(
+            f"{path}: cannot create the store file ({exc.strerror}); {_FIX_WRITABLE_PLACE}"
+        ) from None
+
+
+def _check_writable(path: Path) -> None:
+    """The file and its folder (SQLite writes its journal beside it) must be writable.
+
+    A file whose mode has no write bit is refused also for root, who could write
+    it anyway: someone marked it read-only.
+    """
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as exc:
+        raise DataError(
+            f"{path}: cannot write it ({exc.strerror}); {_FIX_READ_ONLY}"
+        ) from None
+    mode = path.stat().st_mode
+    if not mode & stat.S_IWUSR:
+        raise DataError(
+            f"{path}: the file is read-only (mode {stat.filemode(mode)}); {_FIX_READ_ONLY}"
+        )
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise DataError(
+            f"{path}: its folder {path.parent} is not writable (permission denied; SQLite "
+            f"writes its journal beside the store); {_FIX_WRITABLE_PLACE}"
+        )
+
+
+def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection that cannot write to ``path`` (SQLite's ``mode=ro``)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)
+
+
+def _sqlite_reason(path: Path, busy_timeout_s: float) -> str:
+    """What SQLite itself says about a file without its header (read-only)."""
+    try:
+        db = _read_only(path, busy_timeout_s)
+        try:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return str(exc)
+    return "file is not a database"
+
+
+def _classify_database(path: Path, busy_timeout_s: float) -> str:
+    """A SQLite file: ``"new"`` (no tables), ``"store"`` (ours), or a DataError."""
+    db = _read_only(path, busy_timeout_s)
+    try:
+        try:
+            tables = sorted(str(row[0]) for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            ).fetchall())
+        except sqlite3.Error as exc:
+            if is_lock_error(exc):
+                raise
+            raise DataError(f"{path}: cannot read it as SQLite ({exc}); {_FIX_NEW_FILE}") from None
+        if not tables:
+            return "new"
+        schema = None
+        if "meta" in tables:
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            except sqlite3.Error as exc:
+                if is_lock_error(exc):
+                    raise
+                row = None
+            schema = None if row is None else str(row[0])
+    finally:
+        db.close()
+    if schema is None:
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        raise DataError(
+            f"{path}: a SQLite database that is not a pytest-modelsweep store (tables: {shown}; "
+            f"no meta table with a schema key); {_FIX_NEW_FILE}"
+        )
+    if not schema.isdigit():
+        raise DataError(
+            f"{path}: a store with an unreadable schema version {schema!r}; {_FIX_NEW_FILE}"
+        )
+    if int(schema) > SCHEMA_VERSION:
+        raise DataError(
+            f"{path}: a store of schema version {schema}, newer than this pytest-modelsweep's "
+            f"({SCHEMA_VERSION}); upgrade pytest-modelsweep or pass --store with a new file name"
+        )
+    return "store"

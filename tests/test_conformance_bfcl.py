@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from paths import SHARED_DATA
 from reference_impls import run_reference
+from requirements import SHARED_DATA_HINT, module_needs
 
 from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.records import ApiRequest, Completion, ItemRecord
@@ -36,7 +37,9 @@ from pytest_modelsweep.sweep import BfclMode, ModelSource, ModelSpec, Prompting
 from pytest_modelsweep.workloads.bfcl import BfclRecord, build_bfcl_request, load_bfcl
 
 DATA = SHARED_DATA / "bfcl"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared BFCL data not found at {DATA}")
+module_requirement = module_needs(
+    DATA.is_dir(), f"shared BFCL data not found at {DATA}; {SHARED_DATA_HINT}"
+)
 SEED = 20260323
 MISSING = object()
 """A parameter left out of the call."""

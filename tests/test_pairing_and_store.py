@@ -111,5 +111,6 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not sqlite" * 100)
     from pytest_modelsweep.errors import DataError
 
-    with pytest.raises(DataError, match="not a usable modelsweep store"):
+    with pytest.raises(DataError, match=r"bad.sqlite: not a SQLite database \(file is not a database\)"):
         Store(bad)
+    assert bad.read_bytes() == b"this is not sqlite" * 100

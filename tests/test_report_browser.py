@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from requirements import module_needs
 
 from pytest_modelsweep.report.html import write_html_report
 from pytest_modelsweep.report.plots import matplotlib_available
@@ -23,10 +24,10 @@ except ImportError:
 pytest_plugins = ("pytester",)
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium is not installed (apt-get install -y chromium): these tests open the "
-           "report in a real headless browser",
+module_requirement = module_needs(
+    CHROMIUM is not None,
+    "chromium is not installed (apt-get install -y chromium): these tests open the "
+    "report in a real headless browser",
 )
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",

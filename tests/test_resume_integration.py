@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from paths import REAL_CACHE, SHARED_DATA
+from requirements import SHARED_DATA_HINT, need
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,8 +38,8 @@ def stored_items(store: Path) -> dict[str, str]:
                 db.execute("SELECT item_id, record_json FROM items").fetchall()}
 
 
-@pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K data not found at {GSM8K}")
 def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
+    need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
     env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
     store = tmp_path / "store.sqlite"
     first = subprocess.Popen(command(tmp_path, store, tmp_path / "killed.json"), cwd=ROOT, env=env,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.records import ApiRequest, Completion
@@ -445,8 +446,8 @@ def test_summarise() -> None:
     }
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason=f"shared BFCL data not found at {DATA}")
 def test_ground_truth_passes_on_every_real_record() -> None:
+    need(DATA.is_dir(), f"shared BFCL data not found at {DATA}; {SHARED_DATA_HINT}")
     def concrete(value: Any) -> Any:
         if isinstance(value, dict):
             return {

