@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +12,19 @@ from pathlib import Path
 import numpy  # noqa: F401
 import pytest
 from paths import REAL_CACHE
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def this_checkout_in_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Subprocesses (pytester's, their xdist workers, the CLI) import this checkout's package.
+
+    pytester puts only its own folder on ``PYTHONPATH``; without this, a subprocess
+    would import whichever pytest-modelsweep is installed, which need not be this one.
+    """
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])]))
 
 
 @pytest.fixture

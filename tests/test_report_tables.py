@@ -137,11 +137,11 @@ def test_verdict_table_notes_margin_and_holm_levels() -> None:
 def test_gsm8k_table_lists_the_reference_first() -> None:
     table = by_title([
         accuracy(CAND, "gsm8k", 0.25, 200, limit=200, strict_match_accuracy=0.2,
-                 truncated_rate=0.015, errors=2, outcome="failed"),
-        accuracy(REF, "gsm8k", 0.40, 1319, strict_match_accuracy=0.375, truncated_rate=0.0, errors=0),
+                 truncated_rate=0.015, failed=2, outcome="failed"),
+        accuracy(REF, "gsm8k", 0.40, 1319, strict_match_accuracy=0.375, truncated_rate=0.0, failed=0),
     ])["GSM8K accuracy"]
     assert table.columns == ["model", "accuracy", "95% interval", "strict-match", "n", "subset",
-                             "truncated", "errors"]
+                             "truncated", "failed"]
     assert table.rows == [
         [REF, "40.0%", "37.4–42.7%", "37.5%", 1319, "full", "0.0%", 0],
         [CAND, "25.0%", "19.5–31.4%", "20.0%", 200, "first 200", "1.5%", 2],
@@ -150,6 +150,7 @@ def test_gsm8k_table_lists_the_reference_first() -> None:
 
 
 def test_bfcl_table_error_types_by_count() -> None:
+    # "errors": the failed count's name in results written before failed items had their own
     table = by_title([accuracy(REF, "bfcl", 0.6, 400, parse_failures=7, errors=1,
                                error_types={"value_error:string": 30, "ast_decoder:decoder_failed": 7,
                                             "type_error:simple": 30})])["BFCL accuracy"]

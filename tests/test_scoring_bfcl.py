@@ -431,19 +431,21 @@ def test_summarise() -> None:
         for c in ["[math.hypot(x=4, y=5)]", "[math.hypot(x=4, y=5)]", "nope", "[math.hypot(x=4)]", "[]"]
     ]
     items.append(score_bfcl_response(RECORD, CHAT_REQ, Completion.failed("timeout"), mode="prompt"))
+    # the timed-out item got no answer: failed, never scored (no request_error type)
     assert summarise_bfcl(items) == {
-        "n": 6,
+        "n": 5,
+        "items": 6,
+        "failed": 1,
         "correct": 2,
-        "accuracy": 2 / 6,
+        "accuracy": 2 / 5,
         "error_types": {
             "ast_decoder:decoder_failed": 1,
-            "request_error": 1,
             "simple_function_checker:missing_required": 1,
             "simple_function_checker:wrong_count": 1,
         },
         "parse_failures": 1,
-        "errors": 1,
     }
+    assert [r.outcome for r in items].count("failed") == 1
 
 
 def test_ground_truth_passes_on_every_real_record() -> None:

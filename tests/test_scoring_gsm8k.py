@@ -183,14 +183,18 @@ def test_summarise() -> None:
         score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("no idea"))),
         score_gsm8k_response(PROBLEM, CHAT, Completion.failed("timeout")),
     ]
+    # the timed-out item got no answer: it is counted as failed and never scored, so the
+    # rates are over the 3 answered items
     assert summarise_gsm8k(records) == {
-        "n": 4,
-        "accuracy": 0.5,
-        "strict_match_accuracy": 0.25,
-        "flexible_extract_accuracy": 0.5,
-        "strict_match_invalid_rate": 0.75,
-        "flexible_extract_invalid_rate": 0.5,
-        "truncated_rate": 0.25,
-        "errors": 1,
+        "n": 3,
+        "items": 4,
+        "failed": 1,
+        "accuracy": 2 / 3,
+        "strict_match_accuracy": 1 / 3,
+        "flexible_extract_accuracy": 2 / 3,
+        "strict_match_invalid_rate": 2 / 3,
+        "flexible_extract_invalid_rate": 1 / 3,
+        "truncated_rate": 1 / 3,
     }
+    assert [r.outcome for r in records] == ["correct", "correct", "wrong", "failed"]
     assert summarise_gsm8k([])["n"] == 0

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import pytest_modelsweep
 from pytest_modelsweep.errors import DataError
 from pytest_modelsweep.store import SCHEMA_VERSION, Store, check_store_file
 
@@ -22,13 +21,6 @@ RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (confte
 pytest_plugins = ("pytester",)
 
 FIX_NEW_FILE = "pass --store with a new file name, or move it away"
-SOURCE_ROOT = Path(pytest_modelsweep.__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def this_checkout_in_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Subprocesses (xdist runs, the CLI) import this checkout's plugin, not another install."""
-    monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))
 
 
 def folder(tmp: Path) -> Path:

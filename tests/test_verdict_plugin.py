@@ -18,11 +18,6 @@ pytest_plugins = ("pytester",)
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def this_checkout_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytester's subprocesses (and their xdist workers) import this checkout's package."""
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-
 # Model tests that "measure" by writing scored items straight into the run's store, as the
 # accuracy benches do after scoring real responses: this exercises the verdict plumbing.
 FAKE_BENCH = """
@@ -272,18 +267,27 @@ def ratio_of(pytester: pytest.Pytester) -> dict[str, Any]:
     return next(m for m in measurements if m["benchmark"] == "throughput_ratio")
 
 
-def test_a_throughput_ratio_gets_the_default_verdict_recorded_not_enforced(
+def test_a_significantly_slower_candidate_fails_its_throughput_ratio(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
     result = run_throughput_bench(pytester, slow_candidate)
-    result.assert_outcomes(passed=3)  # the ratio test passes whatever its verdict, for now
+    result.assert_outcomes(passed=2, failed=1)  # --fail-on worse applies to ratios too
     ratio = ratio_of(pytester)
-    assert ratio["stats"]["high"] < 1.0
+    assert ratio["stats"]["high"] < 1.0 - 0.10
     assert ratio["params"]["verdict"] == ratio["stats"]["verdict"] == "worse"
     assert ratio["stats"]["rule"] == "ratio-covers-one"
+    assert ratio["stats"]["tolerance"] == 0.10
     assert ratio["stats"]["candidate_run"] == ratio["stats"]["reference_run"]
     result.stdout.fnmatch_lines([("*smollm2-135m ÷ gemma3-270m, throughput c1: 0.*x, worse "
-                                  "(95% interval 0.*, repeats 2/2)")])
+                                  "(95% interval 0.*, tolerance ±10%, repeats 2/2)")])
+
+
+def test_fail_on_decides_whether_a_slower_candidate_fails(
+    pytester: pytest.Pytester, slow_candidate: list[str],
+) -> None:
+    result = run_throughput_bench(pytester, slow_candidate, "--fail-on", "better")
+    result.assert_outcomes(passed=3)
+    assert ratio_of(pytester)["params"]["verdict"] == "worse"
 
 
 def test_a_users_hook_sets_the_throughput_rule(
@@ -319,7 +323,7 @@ def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
     result = run_throughput_bench(pytester, slow_candidate, "-n", "2", "--verdict-wait", "120")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=2, failed=1)  # the slower candidate's ratio is worse
     ratio = ratio_of(pytester)
     assert ratio["params"] == {"benchmark": "throughput", "concurrency": 1, "prompt_tokens": None,
                                "reference": "gemma3-270m", "verdict": "worse"}
