@@ -83,7 +83,7 @@ def test_gsm8k(
         "max_tokens": max_tokens,
         "fewshot": 5,
         "prompting": model.prompting,
-        "limit": bench_settings.limit,
+        "limit": bench_settings.limit and len(gsm8k_problems),  # the real count, when limited
         "subset": bench_settings.limit is not None,
     }
     record_accuracy(record_measurement, "gsm8k", run, summary, params, endpoint)
@@ -121,7 +121,7 @@ def test_bfcl(
     params = {
         "category": "simple_python",
         "mode": model_spec.bfcl_mode,
-        "limit": bench_settings.limit,
+        "limit": bench_settings.limit and len(bfcl_records),  # the real count, when limited
         "subset": bench_settings.limit is not None,
     }
     record_accuracy(record_measurement, "bfcl", run, summary, params, endpoint)

@@ -115,7 +115,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for line in gate_table(rows):
         print(line)
     failed = sum(row.failed for row in rows)
-    print(f"{failed} regressed or not comparable of {len(rows)}")
+    print(f"{failed} regressed, not comparable or inconclusive of {len(rows)}")
     return 1 if failed else 0
 
 
@@ -123,6 +123,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
     from datetime import UTC, datetime
 
+    from .gate import unsound_reason
     from .results import SCHEMA
 
     runs: list[dict[str, Any]] = []
@@ -132,6 +133,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for ref in args.runs:
         run, ms = _run_measurements(args.store, ref)
         runs.append(run)
+        unsound = [reason for m in ms if (reason := unsound_reason(m, f"in run {ref}"))]
+        if unsound:
+            raise ModelsweepError(
+                f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
+                f"conclusion (first: {unsound[0]})"
+            )
         for m in ms:
             digest = (m.get("provenance") or {}).get("image_digest")
             if m.get("provenance"):

@@ -27,6 +27,9 @@ run_state_key = pytest.StashKey["RunState"]()
 measurements_key = pytest.StashKey[list[dict[str, Any]]]()
 """``item.stash[measurements_key]``: what a test recorded, carried on its report."""
 
+unjudged_key = pytest.StashKey[str]()
+"""``item.stash[unjudged_key]``: why a comparison test found nothing to compare with."""
+
 run_id_key = pytest.StashKey[str]()
 """``config.stash[run_id_key]``: the run's id (the controller's, handed to xdist workers)."""
 

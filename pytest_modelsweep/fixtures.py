@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .context import measurements_key, model_of_item, run_state, tests_in_session
+from .context import (
+    measurements_key,
+    model_of_item,
+    run_state,
+    tests_in_session,
+    unjudged_key,
+)
 from .errors import ModelsweepError
 
 if TYPE_CHECKING:
@@ -133,8 +139,8 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     from .workloads.gsm8k import expect_full_test_set, load_gsm8k
 
     return _limited(
-        lambda: load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
-        expect_full_test_set, modelsweep_run.options.limit,
+        "GSM8K", lambda: load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
+        expect_full_test_set, modelsweep_run.options.limit, modelsweep_run.write_line,
     )
 
 
@@ -155,21 +161,30 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     from .workloads.bfcl import expect_full_bfcl_set, load_bfcl
 
     return _limited(
-        lambda: load_bfcl(modelsweep_run.options.bfcl_path),
-        expect_full_bfcl_set, modelsweep_run.options.limit,
+        "BFCL", lambda: load_bfcl(modelsweep_run.options.bfcl_path),
+        expect_full_bfcl_set, modelsweep_run.options.limit, modelsweep_run.write_line,
     )
 
 
 def _limited(
-    load: Callable[[], Sequence[Any]], expect_full: Callable[[Sequence[Any]], None],
-    limit: int | None,
+    name: str, load: Callable[[], Sequence[Any]], expect_full: Callable[[Sequence[Any]], None],
+    limit: int | None, warn: Callable[[str], None],
 ) -> list[Any]:
-    """A data set, checked to be complete for a full run, or its first ``limit`` records."""
+    """A data set, checked to be complete for a full run, or its first ``limit`` records.
+
+    An empty data set is an error; one with fewer records than ``--limit`` is measured
+    whole, with a warning (the measurement records how many items it really had).
+    """
     try:
         records = list(load())
+        if not records:
+            raise ModelsweepError(f"the {name} data has no records; pass a data file that has")
         if limit is None:
             expect_full(records)
             return records
+        if len(records) < limit:
+            warn(f"warning: --limit {limit}, but the {name} data has only {len(records)} "
+                 f"records: all {len(records)} are measured")
         return records[:limit]
     except ModelsweepError as error:
         pytest.fail(str(error), pytrace=False)
@@ -205,7 +220,7 @@ def judge_against_reference(
             expected_tests=tests_in_session(request.session, model, benchmark),
             match_ids=[r.item_id for r in match.items] if match is not None else None,
         )
-        side: ModelItems = _side(outcome)
+        side: ModelItems = _side(outcome, request.node)
         return side
 
     def judge(benchmark: str) -> VerdictRecord:
@@ -276,11 +291,13 @@ def judge_against_reference(
     return judge
 
 
-def _side(outcome: Any) -> Any:
-    """A comparison's side found; a skip when it is nowhere, a failure when its test failed."""
+def _side(outcome: Any, node: pytest.Item) -> Any:
+    """A comparison's side found; a skip when it is nowhere (the session then fails unless
+    ``--allow-unjudged``), a failure when its test failed."""
     from .comparisons import Failed, Missing
 
     if isinstance(outcome, Missing):
+        node.stash[unjudged_key] = outcome.reason
         pytest.skip(outcome.reason)
     if isinstance(outcome, Failed):
         pytest.fail(outcome.reason, pytrace=False)
@@ -314,7 +331,7 @@ def judge_throughput_ratio(
         return _side(run.comparisons.measurement(
             model, benchmark, setting,
             expected_tests=tests_in_session(request.session, model, benchmark, params=setting),
-        ))
+        ), request.node)
 
     def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> RatioVerdictRecord:
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}

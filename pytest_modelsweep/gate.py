@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .comparisons import passed
 from .errors import ModelsweepError
 from .metrics import Kind, metric_for
 from .pairing import PairingError, check_same_items, check_same_serving
@@ -69,12 +70,12 @@ class GateRow:
     change: float
     low: float
     high: float
-    status: str  # ok | improved | regressed | not comparable | new
+    status: str  # ok | improved | regressed | not comparable | cannot conclude | new
     note: str = ""
 
     @property
     def failed(self) -> bool:
-        return self.status in ("regressed", "not comparable")
+        return self.status in ("regressed", "not comparable", "cannot conclude")
 
 
 _VOLATILE_PARAMS = ("worker", "port", "repeat", "repeats", "timed_requests")
@@ -136,6 +137,12 @@ def compare_with_baseline(
                                 float("nan"), float("nan"), float("nan"), "new",
                                 "no baseline for this setting"))
             continue
+        unsound = unsound_reason(m, "now") or unsound_reason(old, "in the baseline")
+        if unsound is not None:
+            rows.append(GateRow(key[0], benchmark, shown_setting, float(old["value"]),
+                                float(m["value"]), float("nan"), float("nan"), float("nan"),
+                                "cannot conclude", unsound))
+            continue
         try:
             check_same_serving(f"{key[0]} now", m.get("provenance") or {},
                                f"{key[0]} in the baseline", old.get("provenance") or {})
@@ -148,6 +155,19 @@ def compare_with_baseline(
                                 float(m["value"]), float("nan"), float("nan"), float("nan"),
                                 "not comparable", str(error)))
     return rows
+
+
+def unsound_reason(measurement: Mapping[str, Any], where: str) -> str | None:
+    """Why a measurement can support no conclusion (its test failed, items failed); or None."""
+    name = f"{measurement.get('model')} {measurement.get('benchmark')} {where}"
+    if not passed(measurement):
+        return (f"{name} comes from a test that {measurement.get('outcome')} "
+                f"({measurement.get('test_id') or 'no test id'}); re-run it")
+    failed = [r for r in _items(dict(measurement)) if r.failed]
+    if failed:
+        return (f"{len(failed)} of {len(measurement.get('items') or [])} items of {name} got no "
+                f"answer ({failed[0].error}); re-run to resend them")
+    return None
 
 
 def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, str],

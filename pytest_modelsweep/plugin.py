@@ -23,6 +23,7 @@ from .context import (
     model_of_item,
     run_id,
     run_state,
+    unjudged_key,
 )
 from .errors import ModelsweepError
 from .metrics import MARKERS
@@ -69,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ratio-tolerance", type=float, default=0.10, metavar="X",
                     help="a candidate whose throughput ratio interval lies wholly below 1 - X "
                          "is worse (above 1 + X: better; default: 0.10)")
+    group.addoption("--allow-unjudged", action="store_true", default=False,
+                    help="pass a run whose comparison tests found nothing to compare with "
+                         "(default: such a run fails, since it judged nothing)")
     group.addoption("--fail-on", default="worse", metavar="VERDICTS",
                     help="comma-separated verdicts that fail a comparison test "
                          "(better, worse, matches, equivalent, inconclusive; default: worse)")
@@ -223,6 +227,9 @@ def pytest_runtest_makereport(
     if call.excinfo is not None and call.excinfo.errisinstance(ModelsweepError):
         # A failure we predicted reads as its one line: no traceback, no fixture dump.
         report.longrepr = str(call.excinfo.value)
+    unjudged = item.stash.get(unjudged_key, None)
+    if unjudged is not None and report.skipped:
+        report.modelsweep_unjudged = unjudged  # type: ignore[attr-defined]
     if report.when == "call":
         recorded = item.stash.get(measurements_key, [])
         if recorded:
@@ -265,6 +272,9 @@ class _ControllerHooks:
         if finished and getattr(report, "modelsweep_model", None) is not None:
             # Comparisons on other workers stop waiting for a test that ended without a result.
             state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+        unjudged = getattr(report, "modelsweep_unjudged", None)
+        if unjudged is not None:
+            state.unjudged.append((report.nodeid, unjudged))
         if report.failed:
             state.add_failure(report.nodeid, report.when, "failed" if report.when == "call"
                               else "error", first_line(report))
@@ -311,7 +321,17 @@ class _ControllerHooks:
             rows = []
         if state.gate_error or any(row.failed for row in rows):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        state.save_baseline_if_asked()
+        refusal = state.save_baseline_if_asked()
+        if refusal is not None:
+            state.session_errors.append(refusal)
+        if state.unjudged and not state.options.allow_unjudged:
+            test, why = state.unjudged[0]
+            state.session_errors.append(
+                f"{len(state.unjudged)} comparison test(s) judged nothing, so this run does not "
+                f"pass (first: {test}: {why}); run the reference's benchmarks first, or pass "
+                "--allow-unjudged")
+        if state.session_errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not state.tests_reported:
             return  # an option of ours, but no modelsweep test ran: nothing to write
         state.finish_results({"exitstatus": int(session.exitstatus),
@@ -322,6 +342,8 @@ class _ControllerHooks:
         state = active_run_state(self.config)
         if state is None:
             return
+        for line in state.session_errors:
+            terminalreporter.write_line(f"modelsweep: {line}", red=True)
         if state.gate_rows or state.gate_error:
             from .gate import gate_table
 

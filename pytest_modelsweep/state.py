@@ -47,6 +47,7 @@ class Options:
     timed_requests: int | None = None
     margin: float | None = None
     ratio_tolerance: float = 0.10
+    allow_unjudged: bool = False
     fail_on: frozenset[str] = frozenset({"worse"})
     holm: bool = False
     resamples: int = 10_000
@@ -83,6 +84,7 @@ class Options:
             reuse=not option.no_reuse,
             margin=option.margin,
             ratio_tolerance=option.ratio_tolerance,
+            allow_unjudged=option.allow_unjudged,
             fail_on=parse_fail_on(option.fail_on, [v.value for v in Verdict]),
             holm=option.holm,
             resamples=option.resamples,
@@ -131,6 +133,10 @@ class RunState:
     _run: dict[str, Any] | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
+    unjudged: list[tuple[str, str]] = field(default_factory=list)
+    """(test id, why) of comparison tests that found nothing to compare with."""
+    session_errors: list[str] = field(default_factory=list)
+    """One-line reasons the session fails although its tests may pass (baseline, unjudged)."""
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
@@ -300,11 +306,30 @@ class RunState:
         )
         return self.gate_rows
 
-    def save_baseline_if_asked(self) -> None:
-        if self.options.save_baseline and self.measurements:
-            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self.store.save_baseline(self.options.save_baseline, self.run_id, stamp)
-            self.write_line(f"saved this run as baseline {self.options.save_baseline!r}")
+    def save_baseline_if_asked(self) -> str | None:
+        """Save this run as ``--save-baseline NAME``; a run with a failed test is refused.
+
+        Returns the one-line refusal (the session then fails), or None.
+        """
+        name = self.options.save_baseline
+        if not name:
+            return None
+        from .gate import unsound_reason
+
+        unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
+        failed_tests = {f["test_id"] for f in self.failures}
+        unsound += [reason for m in self.measurements if m.get("test_id") not in failed_tests
+                    and (reason := unsound_reason(m, "now"))]
+        if unsound:
+            return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
+                    f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
+                    "fix them and run again")
+        if not self.measurements:
+            return f"--save-baseline {name}: refused, this run measured nothing"
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.store.save_baseline(name, self.run_id, stamp)
+        self.write_line(f"saved this run as baseline {name!r}")
+        return None
 
     def finish_results(self, summary: dict[str, Any]) -> Path:
         """Write the results file; also when every test failed (it then lists the failures)."""

@@ -358,3 +358,21 @@ class SseServer:
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": produce},
             }
         ).encode()
+
+
+class ListingServer(SseServer):
+    """The fake streaming server, also listing its model at ``GET /v1/models`` so that
+    ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server)."""
+
+    def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0,
+                 default_fault: str = "") -> None:
+        super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault)
+        self.served_name = served_name
+
+    async def _dispatch(
+        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
+        if path == "/v1/models" and method == "GET":
+            listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
+            return await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
+        return await super()._dispatch(method, path, body, writer)

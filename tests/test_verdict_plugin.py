@@ -3,7 +3,6 @@ throughput ratios of the real bench against fake servers, and a user's throughpu
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 from paths import write_sweep
-from sse_server import SseServer
+from sse_server import ListingServer, SseServer
 
 pytest_plugins = ("pytester",)
 
@@ -224,23 +223,6 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
 
 
 # --------------------------------------------------------------------------- throughput ratios
-
-
-class ListingServer(SseServer):
-    """The fake streaming server, also listing its model at ``GET /v1/models`` so that
-    ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server)."""
-
-    def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0) -> None:
-        super().__init__(chunk_delay_s=chunk_delay_s)
-        self.served_name = served_name
-
-    async def _dispatch(
-        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
-    ) -> bool:
-        if path == "/v1/models" and method == "GET":
-            listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
-            return await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
-        return await super()._dispatch(method, path, body, writer)
 
 
 @pytest.fixture
