@@ -100,3 +100,17 @@ def test_llamacpp_refuses_a_hub_source(tmp_path: Path) -> None:
     embedded = load_sweep("embedded")
     with pytest.raises(EndpointError, match="llama-server serves GGUF files, not hf:Qwen/Qwen3-4B"):
         launch_llamacpp(sweep.model("qwen3-4b"), embedded.serving, tmp_path, print)
+
+
+def test_llama_server_is_built_for_this_cpu_without_amx() -> None:
+    from pytest_modelsweep.serving.provision import arch_cmake_flags
+
+    sapphire = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512cd", "avx512vl",
+                "avx512dq", "avx512bw", "avx512_vnni", "amx_tile", "amx_int8", "amx_bf16"}
+    flags = arch_cmake_flags("x86_64", sapphire)
+    assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX512=ON" in flags
+    assert "-DGGML_AVX512_VNNI=ON" in flags and "-DGGML_AVX512_VBMI=OFF" in flags
+    # AMX needs the kernel to grant tile state; where it does not, ldtilecfg faults
+    assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(flags)
+    assert "-DGGML_AVX512=OFF" in arch_cmake_flags("x86_64", {"avx", "avx2", "avx512f"})
+    assert arch_cmake_flags("aarch64", set()) == ["-DGGML_NATIVE=ON"]

