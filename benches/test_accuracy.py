@@ -72,6 +72,8 @@ def test_gsm8k(
         run_id=modelsweep_run.run_id,
         reuse=modelsweep_run.options.reuse,
         concurrency=CONCURRENCY,
+        timeout_s=modelsweep_run.options.request_timeout_s,
+        idle_timeout_s=modelsweep_run.options.idle_timeout_s,
         progress=modelsweep_run.write_line,
     )
     summary = summarise_gsm8k(run.records)
@@ -110,6 +112,8 @@ def test_bfcl(
         run_id=modelsweep_run.run_id,
         reuse=modelsweep_run.options.reuse,
         concurrency=CONCURRENCY,
+        timeout_s=modelsweep_run.options.request_timeout_s,
+        idle_timeout_s=modelsweep_run.options.idle_timeout_s,
         progress=modelsweep_run.write_line,
     )
     summary = summarise_bfcl(run.records)

@@ -53,6 +53,14 @@ class Options:
     baseline: str | None = None
     save_baseline: str | None = None
     thresholds: Any = None
+    idle_timeout_s: float = 300.0
+    request_timeout_s: float = 1800.0
+
+    def __repr__(self) -> str:
+        from .serving.secrets import redact
+
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k != "thresholds")
+        return redact(f"Options({fields})")
 
     @classmethod
     def from_namespace(cls, option: Any) -> Options:
@@ -88,7 +96,17 @@ class Options:
             baseline=option.baseline,
             save_baseline=option.save_baseline,
             thresholds=parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS),
+            idle_timeout_s=_positive(option.idle_timeout, "--idle-timeout"),
+            request_timeout_s=_positive(option.request_timeout, "--request-timeout"),
         )
+
+
+def _positive(value: float, flag: str) -> float:
+    from .errors import ModelsweepError
+
+    if not value > 0:
+        raise ModelsweepError(f"{flag}: expected a positive number of seconds, got {value}")
+    return float(value)
 
 
 @dataclass
@@ -120,6 +138,13 @@ class RunState:
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
+
+    def __repr__(self) -> str:
+        from .serving.secrets import redact
+
+        return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
+                      f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
+                      f"args={self.args!r})")
 
     # -- the sweep -------------------------------------------------------------
     @property
