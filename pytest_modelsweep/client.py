@@ -593,9 +593,12 @@ class Guard:
     breaker: Breaker | None = None
     on_wait: Callable[[int, float], None] | None = None
     stall_check_s: float = STALL_CHECK_S
+    report_every_s: float = 30.0
 
     def watch(self) -> _Watch:
-        return _Watch(self.breaker, min(self.stall_check_s, self.idle_timeout_s), self.on_wait)
+        # the health check has time to decide before the idle timeout would
+        return _Watch(self.breaker, min(self.stall_check_s, self.idle_timeout_s / 4), self.on_wait,
+                      self.report_every_s)
 
 
 def _wants_key(status: int, breaker: Breaker | None, served_name: str) -> str | None:
