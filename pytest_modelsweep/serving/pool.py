@@ -97,7 +97,8 @@ class EndpointPool:
                 endpoint, process = launch_llamacpp(spec, self.sweep.serving, log_dir, self.progress)
             else:
                 endpoint, process = launch_vllm(
-                    spec, self.sweep.serving, log_dir, self.progress, worker_id=self.worker_id
+                    spec, self.sweep.serving, log_dir, self.progress, worker_id=self.worker_id,
+                    credentials=key_from_env(spec.api_key_env),
                 )
             self.started.append(name)
             return _Entry(endpoint=endpoint, process=process)
