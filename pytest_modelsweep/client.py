@@ -88,7 +88,7 @@ class _Target:
             raise ValueError(f"not an http(s) URL: {base_url_v1!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         path = parts.path
-        prefix = path[: -len("/v1")] if path.endswith("/v1") else path
+        prefix = path.removesuffix("/v1")
         return cls(parts.scheme, parts.hostname, port, prefix)
 
     @property
@@ -118,9 +118,25 @@ class _StreamExchange:
     """One streamed request: receives the response head and body, parses SSE events."""
 
     __slots__ = (
-        "path", "future", "status", "is_sse", "error", "done", "end", "chunks",
-        "first", "times", "texts", "finish", "prompt_tokens", "completion_tokens",
-        "cached_tokens", "any_bytes", "last", "_sse", "_err_body",
+        "_err_body",
+        "_sse",
+        "any_bytes",
+        "cached_tokens",
+        "chunks",
+        "completion_tokens",
+        "done",
+        "end",
+        "error",
+        "finish",
+        "first",
+        "future",
+        "is_sse",
+        "last",
+        "path",
+        "prompt_tokens",
+        "status",
+        "texts",
+        "times",
     )
 
     def __init__(self, path: str, future: asyncio.Future[None]) -> None:
