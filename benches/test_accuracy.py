@@ -75,6 +75,8 @@ def test_gsm8k(
         run_id=bench_settings.run_id,
         reuse=bench_settings.reuse,
         concurrency=CONCURRENCY,
+        timeout_s=bench_settings.request_timeout_s,
+        idle_timeout_s=bench_settings.idle_timeout_s,
         progress=progress,
     )
     summary = summarise_gsm8k(run.records)
@@ -115,6 +117,8 @@ def test_bfcl(
         run_id=bench_settings.run_id,
         reuse=bench_settings.reuse,
         concurrency=CONCURRENCY,
+        timeout_s=bench_settings.request_timeout_s,
+        idle_timeout_s=bench_settings.idle_timeout_s,
         progress=progress,
     )
     summary = summarise_bfcl(run.records)

@@ -49,7 +49,8 @@ def measure(
         results.append(run_throughput(
             endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
             output_tokens=OUTPUT_TOKENS, timed_requests=timed, warmup_requests=concurrency,
-            seed=seed, timeout_s=1800.0, tokenizer=tokenizer,
+            seed=seed, timeout_s=settings.request_timeout_s,
+            idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer,
         ))
     values = [r.output_tokens_per_s for r in results]
     requests: list[dict[str, Any]] = []

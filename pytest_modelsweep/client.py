@@ -43,8 +43,11 @@ from .records import (
     ToolCall,
     text_field,
 )
+from .serving.breaker import DEFAULT_IDLE_TIMEOUT_S, STALL_CHECK_S, Breaker
+from .serving.secrets import Credentials, auth_headers, wants_key_message
 
 __all__ = [
+    "Guard",
     "StreamOutcome",
     "parse_completion",
     "post_requests",
@@ -85,7 +88,7 @@ class _Target:
             raise ValueError(f"not an http(s) URL: {base_url_v1!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         path = parts.path
-        prefix = path[: -len("/v1")] if path.endswith("/v1") else path
+        prefix = path.removesuffix("/v1")
         return cls(parts.scheme, parts.hostname, port, prefix)
 
     @property
@@ -115,9 +118,25 @@ class _StreamExchange:
     """One streamed request: receives the response head and body, parses SSE events."""
 
     __slots__ = (
-        "path", "future", "status", "is_sse", "error", "done", "end", "chunks",
-        "first", "times", "texts", "finish", "prompt_tokens", "completion_tokens",
-        "cached_tokens", "any_bytes", "_sse", "_err_body",
+        "_err_body",
+        "_sse",
+        "any_bytes",
+        "cached_tokens",
+        "chunks",
+        "completion_tokens",
+        "done",
+        "end",
+        "error",
+        "finish",
+        "first",
+        "future",
+        "is_sse",
+        "last",
+        "path",
+        "prompt_tokens",
+        "status",
+        "texts",
+        "times",
     )
 
     def __init__(self, path: str, future: asyncio.Future[None]) -> None:
@@ -137,6 +156,7 @@ class _StreamExchange:
         self.completion_tokens: int | None = None
         self.cached_tokens: int | None = None
         self.any_bytes = False
+        self.last = _perf()
         self._sse = b""
         self._err_body = bytearray()
 
@@ -342,6 +362,7 @@ class _Connection(asyncio.BufferedProtocol):
             self.abort()  # bytes nobody asked for: the connection is out of step
             return
         ex.any_bytes = True
+        ex.last = now
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
@@ -507,6 +528,111 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.abort()
 
 
+class _Pending:
+    """A POST in flight: when it was sent (no byte comes before the answer) and its abort."""
+
+    __slots__ = ("aborted", "last")
+
+    def __init__(self, aborted: asyncio.Future[str]) -> None:
+        self.last = _perf()
+        self.aborted = aborted
+
+    def fail(self, reason: str, now: float) -> None:
+        if not self.aborted.done():
+            self.aborted.set_result(reason)
+
+
+class _Watch:
+    """The requests in flight of one call: overdue reports and the breaker's stall check.
+
+    Every half second: when a request has had no byte for ``stall_s``, the breaker checks
+    the server's health (in a thread); a server that does not answer opens the breaker and
+    every request in flight fails at once with its one line. ``on_wait(n, seconds)`` is told
+    every ``report_every_s`` how many requests have waited over ``report_every_s``.
+    """
+
+    def __init__(self, breaker: Breaker | None, stall_s: float,
+                 on_wait: Callable[[int, float], None] | None, report_every_s: float = 30.0) -> None:
+        self.breaker, self.stall_s, self.on_wait = breaker, stall_s, on_wait
+        self.report_every_s = report_every_s
+        self.inflight: dict[int, Any] = {}
+        self._last_report = _perf()
+        self._last_check = 0.0
+
+    def blocked(self) -> str | None:
+        return self.breaker.reason if self.breaker is not None else None
+
+    def settle(self, error: str | None, timed_out: bool, waited_s: float) -> None:
+        """Tell the breaker how a request ended: a timeout or connection failure, or an answer."""
+        if self.breaker is None:
+            return
+        if timed_out:
+            self.breaker.failure(waited_s)
+        elif error is None or error.startswith(("HTTP ", "non-JSON", "response")):
+            self.breaker.success()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(min(0.5, self.stall_s / 4))
+            now = _perf()
+            lasts = [p.last for p in self.inflight.values()]
+            if not lasts:
+                continue
+            silent = now - min(lasts)
+            if self.on_wait is not None and now - self._last_report >= self.report_every_s:
+                self._last_report = now
+                waiting = sum(1 for last in lasts if now - last >= self.report_every_s)
+                if waiting:
+                    self.on_wait(waiting, silent)
+            breaker = self.breaker
+            if breaker is None or silent < self.stall_s or now - self._last_check < self.stall_s:
+                continue
+            self._last_check = now
+            reason = breaker.reason or await asyncio.to_thread(breaker.stalled, silent)
+            if reason is not None:
+                for pending in list(self.inflight.values()):
+                    pending.fail(reason, _perf())
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What protects one call's requests beyond the total timeout.
+
+    ``idle_timeout_s``: no byte for this long fails a request (a non-streamed answer sends
+    none before it is complete, so there it bounds the whole wait for the answer);
+    ``credentials``: sent with every request; ``breaker``: the endpoint's circuit breaker
+    (see :mod:`.serving.breaker`); ``on_wait(n, seconds)``: told when requests are overdue.
+    """
+
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    credentials: Credentials | None = None
+    breaker: Breaker | None = None
+    on_wait: Callable[[int, float], None] | None = None
+    stall_check_s: float = STALL_CHECK_S
+    report_every_s: float = 30.0
+
+    def watch(self) -> _Watch:
+        # the health check has time to decide before the idle timeout would
+        return _Watch(self.breaker, min(self.stall_check_s, self.idle_timeout_s / 4), self.on_wait,
+                      self.report_every_s)
+
+
+def _wants_key(status: int, breaker: Breaker | None, served_name: str) -> str | None:
+    if status in (401, 403):
+        return f"HTTP {status}: " + wants_key_message(breaker.name if breaker else served_name)
+    return None
+
+
+async def _with_watch(watch: _Watch, work: Callable[[], Any]) -> None:
+    """Run ``work`` (the workers) with ``watch`` beside it."""
+    task = asyncio.create_task(watch.run())
+    try:
+        await work()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 @dataclass
 class StreamOutcome:
     """One streamed request's record plus what the record has no field for.
@@ -522,6 +648,10 @@ class StreamOutcome:
     chunks: int
 
 
+class _IdleTimeout(Exception):
+    """No byte for the idle timeout."""
+
+
 class _StreamRunner:
     """N workers, each with its own keep-alive connection, pulling from one queue."""
 
@@ -532,10 +662,17 @@ class _StreamRunner:
         requests: Sequence[ApiRequest],
         timeout_s: float,
         on_record: Callable[[ApiRequest, RequestRecord], None] | None,
+        *,
+        idle_timeout_s: float | None = None,
+        credentials: Credentials | None = None,
+        watch: _Watch | None = None,
     ) -> None:
         self.target = _Target.parse(base_url_v1)
         self.requests = requests
         self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s or timeout_s
+        self.credentials = credentials
+        self.watch = watch or _Watch(None, STALL_CHECK_S, None)
         self.on_record = on_record
         self.served_name = served_name
         self.outcomes: list[StreamOutcome | None] = [None] * len(requests)
@@ -552,9 +689,21 @@ class _StreamRunner:
             "Accept: text/event-stream\r\n"
             "Content-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n"
-            "Connection: keep-alive\r\n\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in auth_headers(self.credentials).items())
+            + "Connection: keep-alive\r\n\r\n"
         )
         return request.path, head.encode("latin-1") + body
+
+    async def _wait_idle(self, ex: _StreamExchange) -> None:
+        """Wait for ``ex`` to end; no byte for the idle timeout raises :class:`_IdleTimeout`."""
+        idle = self.idle_timeout_s
+        while True:
+            left = ex.last + idle - _perf()
+            if left <= 0:
+                raise _IdleTimeout
+            done, _ = await asyncio.wait({ex.future}, timeout=left)
+            if done:
+                return
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -585,32 +734,54 @@ class _StreamRunner:
         label, raw = self._request_bytes(request)
         start = _perf()
         ex = _StreamExchange(label, loop.create_future())
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                for _attempt in range(2):
-                    fresh = conn is None or conn.closed
-                    if conn is None or conn.closed:
-                        conn = await self._connect()
-                    conn.send(raw, ex)
-                    await ex.future
-                    # A reused keep-alive connection the server had already closed:
-                    # nothing was received, so send once more on a new connection.
-                    if fresh or ex.any_bytes or ex.status or not conn.closed:
-                        break
-                    conn = None
-                    ex = _StreamExchange(label, loop.create_future())
-        except TimeoutError:
-            ex.fail(
-                f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", _perf()
-            )
-        except OSError as exc:
-            ex.fail(
-                f"cannot connect to {self.target.host}:{self.target.port}: {exc}", _perf()
-            )
-        except BaseException:  # cancelled (another worker's callback raised): no leaks
-            if conn is not None:
-                conn.abort()
-            raise
+        watch = self.watch
+        timed_out = False
+        blocked = watch.blocked()
+        if blocked is not None:
+            ex.fail(blocked, start)
+        else:
+            token = id(ex)
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    for _attempt in range(2):
+                        watch.inflight[token] = ex
+                        fresh = conn is None or conn.closed
+                        if conn is None or conn.closed:
+                            conn = await self._connect()
+                        conn.send(raw, ex)
+                        await self._wait_idle(ex)
+                        # A reused keep-alive connection the server had already closed:
+                        # nothing was received, so send once more on a new connection.
+                        if fresh or ex.any_bytes or ex.status or not conn.closed:
+                            break
+                        conn = None
+                        watch.inflight.pop(token, None)
+                        ex = _StreamExchange(label, loop.create_future())
+                        token = id(ex)
+            except _IdleTimeout:
+                timed_out = True
+                ex.fail(f"no byte for {self.idle_timeout_s:g} s from {self.target.host}:"
+                        f"{self.target.port} ({ex.chunks} chunks received)", _perf())
+            except TimeoutError:
+                timed_out = True
+                ex.fail(
+                    f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", _perf()
+                )
+            except OSError as exc:
+                timed_out = True
+                ex.fail(
+                    f"cannot connect to {self.target.host}:{self.target.port}: {exc}", _perf()
+                )
+            except BaseException:  # cancelled (another worker's callback raised): no leaks
+                if conn is not None:
+                    conn.abort()
+                raise
+            finally:
+                watch.inflight.pop(token, None)
+            watch.settle(ex.error, timed_out, _perf() - start)
+            wants = _wants_key(ex.status, watch.breaker, self.served_name)
+            if wants is not None:
+                ex.error = wants
         if ex.error is not None and conn is not None:
             conn.abort()
         if conn is not None and conn.closed:
@@ -650,12 +821,17 @@ async def stream_requests_detailed(
     *,
     timeout_s: float,
     on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
 ) -> list[StreamOutcome]:
     """Like :func:`stream_requests`, with the server's cached-token count per request."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record)
-    await _run_workers(min(concurrency, len(requests)), runner.worker)
+    guard = guard or Guard()
+    watch = guard.watch()
+    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record,
+                           idle_timeout_s=guard.idle_timeout_s, credentials=guard.credentials,
+                           watch=watch)
+    await _with_watch(watch, lambda: _run_workers(min(concurrency, len(requests)), runner.worker))
     return [outcome for outcome in runner.outcomes if outcome is not None]
 
 
@@ -667,6 +843,7 @@ async def stream_requests(
     *,
     timeout_s: float,
     on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
 ) -> list[RequestRecord]:
     """Stream ``requests`` with exactly ``concurrency`` in flight; records in input order.
 
@@ -675,10 +852,12 @@ async def stream_requests(
     ``time.perf_counter()`` times; ``token_times`` has one entry per SSE chunk
     that carried text, so a chunk holding several tokens counts once (compare
     ``len(token_times)`` with ``completion_tokens``). ``timeout_s`` bounds each
-    request from connect to ``[DONE]``.
+    request from connect to ``[DONE]``; ``guard`` adds the idle timeout, credentials and
+    the endpoint's breaker.
     """
     outcomes = await stream_requests_detailed(
-        base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s, on_record=on_record
+        base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
+        on_record=on_record, guard=guard,
     )
     return [outcome.record for outcome in outcomes]
 
@@ -691,11 +870,13 @@ def run_stream_requests(
     *,
     timeout_s: float,
     on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
 ) -> list[RequestRecord]:
     """Synchronous :func:`stream_requests` (for the sync pytest fixtures)."""
     return asyncio.run(
         stream_requests(
-            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s, on_record=on_record
+            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
+            on_record=on_record, guard=guard,
         )
     )
 
@@ -769,13 +950,15 @@ async def post_requests(
     *,
     timeout_s: float,
     on_result: Callable[[ApiRequest, Completion], None] | None = None,
+    guard: Guard | None = None,
 ) -> list[Completion]:
     """Non-streaming JSON POSTs with ``concurrency`` in flight, completions in input order.
 
     Each answer is read by :func:`parse_completion`; a failed request (connection,
     timeout, HTTP error status, non-JSON body) is a Completion with ``error`` of kind
     ``request``. ``on_result`` is called as each one completes, so that results can be
-    stored as they arrive.
+    stored as they arrive. ``guard.idle_timeout_s`` is httpx's read timeout (no byte for
+    that long); ``timeout_s`` stays the total bound.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -783,25 +966,69 @@ async def post_requests(
     results: list[Completion | None] = [None] * len(requests)
     state = {"next": 0}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    guard = guard or Guard()
+    watch = guard.watch()
+    idle = min(guard.idle_timeout_s, timeout_s)
+    headers = {"Content-Type": "application/json", **auth_headers(guard.credentials)}
+    loop = asyncio.get_running_loop()
 
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s)) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, read=idle)) as client:
 
-        async def one(request: ApiRequest) -> Completion:
+        async def send(request: ApiRequest) -> Completion:
             url = root + request.path[len("/v1") :] if request.path.startswith("/v1") else (
                 root + request.path
             )
             body = _body(served_name, request, stream=False)
+            pending = _Pending(loop.create_future())
+            watch.inflight[id(pending)] = pending
+            post = asyncio.ensure_future(client.post(url, content=body, headers=headers))
+            waiters: set[asyncio.Future[Any]] = {post, pending.aborted}
             try:
-                async with asyncio.timeout(timeout_s):
-                    response = await client.post(
-                        url, content=body, headers={"Content-Type": "application/json"}
-                    )
+                done, _ = await asyncio.wait(waiters, timeout=timeout_s,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                watch.inflight.pop(id(pending), None)
+                if not post.done():
+                    post.cancel()
+                    await asyncio.gather(post, return_exceptions=True)
+            if pending.aborted in done:
+                return Completion.failed(pending.aborted.result())
+            if post not in done:
+                raise TimeoutError
+            response: httpx.Response = post.result()
+            return _read_response(request, response)
+
+        async def one(request: ApiRequest) -> Completion:
+            blocked = watch.blocked()
+            if blocked is not None:
+                return Completion.failed(blocked)
+            start = _perf()
+            timed_out = False
+            try:
+                result = await send(request)
             except TimeoutError:
-                return Completion.failed(f"timed out after {timeout_s:g} s")
+                timed_out = True
+                result = Completion.failed(f"timed out after {timeout_s:g} s")
+            except httpx.ReadTimeout:
+                timed_out = True
+                result = Completion.failed(f"no answer for {idle:g} s from {request.path}")
             except httpx.TimeoutException:
-                return Completion.failed(f"timed out after {timeout_s:g} s")
+                timed_out = True
+                result = Completion.failed(f"timed out after {timeout_s:g} s")
+            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+                timed_out = True
+                result = Completion.failed(
+                    f"request to {request.path} failed: {type(exc).__name__}: {exc}")
             except httpx.HTTPError as exc:
-                return Completion.failed(f"request to {request.path} failed: {type(exc).__name__}: {exc}")
+                result = Completion.failed(
+                    f"request to {request.path} failed: {type(exc).__name__}: {exc}")
+            watch.settle(result.error, timed_out, _perf() - start)
+            return result
+
+        def _read_response(request: ApiRequest, response: httpx.Response) -> Completion:
+            wants = _wants_key(response.status_code, guard.breaker, served_name)
+            if wants is not None:
+                return Completion.failed(wants)
             if response.status_code >= 400:
                 return Completion.failed(
                     f"HTTP {response.status_code} from {request.path}: {_one_line(response.text)}"
@@ -824,7 +1051,7 @@ async def post_requests(
                 if on_result is not None:
                     on_result(request, result)
 
-        await _run_workers(min(concurrency, len(requests)), worker)
+        await _with_watch(watch, lambda: _run_workers(min(concurrency, len(requests)), worker))
     return [result for result in results if result is not None]
 
 
@@ -836,10 +1063,12 @@ def run_post_requests(
     *,
     timeout_s: float,
     on_result: Callable[[ApiRequest, Completion], None] | None = None,
+    guard: Guard | None = None,
 ) -> list[Completion]:
     """Synchronous :func:`post_requests`."""
     return asyncio.run(
         post_requests(
-            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s, on_result=on_result
+            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
+            on_result=on_result, guard=guard,
         )
     )

@@ -13,6 +13,8 @@ from typing import Any
 AddOption = Callable[..., Any]
 
 DEFAULT_STORE = ".modelsweep/store.sqlite"
+DEFAULT_IDLE_TIMEOUT_S = 300.0  # serving.breaker.DEFAULT_IDLE_TIMEOUT_S says why
+DEFAULT_REQUEST_TIMEOUT_S = 1800.0
 
 
 def add_sweep_option(addoption: AddOption) -> None:
@@ -28,6 +30,16 @@ def add_store_option(addoption: AddOption, default: str | None = None) -> None:
 def add_regression_option(addoption: AddOption) -> None:
     addoption("--fail-on-regression", default=None, metavar="RULES",
               help="how much worse is a regression (default: accuracy:1pp,throughput:10%%)")
+
+
+def add_timeout_options(addoption: AddOption) -> None:
+    addoption("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
+              help="fail a request after this long without a byte from the server; a stalled "
+                   "server is found sooner by a health check "
+                   f"(default: {DEFAULT_IDLE_TIMEOUT_S:g})")
+    addoption("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
+              metavar="SECONDS",
+              help=f"fail a request after this long in all (default: {DEFAULT_REQUEST_TIMEOUT_S:g})")
 
 
 def add_resamples_option(addoption: AddOption) -> None:

@@ -32,6 +32,7 @@ from .options import (
     add_resamples_option,
     add_store_option,
     add_sweep_option,
+    add_timeout_options,
 )
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--holm", action="store_true", default=False,
                     help="Holm-correct the candidates' intervals for multiple comparisons")
     add_resamples_option(group.addoption)
+    add_timeout_options(group.addoption)
     group.addoption("--verdict-wait", type=float, default=7200.0, metavar="SECONDS",
                     help="how long a comparison waits for the reference's result when it runs "
                          "on another xdist worker (default: 7200)")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .serving.secrets import redact
 
 
 def _git(rootdir: Path, *args: str) -> str | None:
@@ -75,5 +76,5 @@ def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str,
             "python": sys.version.split()[0],
         },
         "sweep": {"path": sweep_path, "sha256": sweep_sha},
-        "args": list(args),
+        "args": [redact(arg) for arg in args],
     }

@@ -26,6 +26,7 @@ from typing import Literal
 import httpx
 
 from .errors import EndpointError
+from .serving.secrets import Credentials, auth_headers
 
 CounterKind = Literal["generated", "prompt", "cached"]
 
@@ -115,11 +116,12 @@ def cached_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> floa
     return find_counter(endpoint_kind, "cached", metrics)[1]
 
 
-def fetch_metrics(base_url: str, *, timeout_s: float = 10.0) -> dict[str, float]:
+def fetch_metrics(base_url: str, *, timeout_s: float = 10.0,
+                  credentials: Credentials | None = None) -> dict[str, float]:
     """GET ``base_url/metrics`` and parse it; EndpointError names the URL and the fix."""
     url = base_url.rstrip("/") + "/metrics"
     try:
-        response = httpx.get(url, timeout=timeout_s)
+        response = httpx.get(url, timeout=timeout_s, headers=auth_headers(credentials))
     except httpx.HTTPError as exc:
         raise EndpointError(
             f"cannot read the server's counters from {url}: {type(exc).__name__}: {exc}; "

@@ -55,6 +55,14 @@ class Options:
     baseline: str | None = None
     save_baseline: str | None = None
     thresholds: Any = None
+    idle_timeout_s: float = 300.0
+    request_timeout_s: float = 1800.0
+
+    def __repr__(self) -> str:
+        from .serving.secrets import redact
+
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k != "thresholds")
+        return redact(f"Options({fields})")
 
     @classmethod
     def from_namespace(cls, option: Any) -> Options:
@@ -92,6 +100,8 @@ class Options:
             baseline=option.baseline,
             save_baseline=option.save_baseline,
             thresholds=parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS),
+            idle_timeout_s=_positive(option.idle_timeout, "--idle-timeout"),
+            request_timeout_s=_positive(option.request_timeout, "--request-timeout"),
         )
 
 
@@ -105,6 +115,16 @@ class BenchSettings:
     limit: int | None
     gsm8k_max_tokens: int
     reuse: bool
+    request_timeout_s: float
+    idle_timeout_s: float
+
+
+def _positive(value: float, flag: str) -> float:
+    from .errors import ModelsweepError
+
+    if not value > 0:
+        raise ModelsweepError(f"{flag}: expected a positive number of seconds, got {value}")
+    return float(value)
 
 
 @dataclass
@@ -146,7 +166,16 @@ class RunState:
         """The narrow view of this run that benchmark tests receive."""
         o = self.options
         return BenchSettings(run_id=self.run_id, repeats=o.repeats, timed_requests=o.timed_requests,
-                             limit=o.limit, gsm8k_max_tokens=o.gsm8k_max_tokens, reuse=o.reuse)
+                             limit=o.limit, gsm8k_max_tokens=o.gsm8k_max_tokens, reuse=o.reuse,
+                             request_timeout_s=o.request_timeout_s,
+                             idle_timeout_s=o.idle_timeout_s)
+
+    def __repr__(self) -> str:
+        from .serving.secrets import redact
+
+        return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
+                      f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
+                      f"args={self.args!r})")
 
     # -- the sweep -------------------------------------------------------------
     @property

@@ -57,6 +57,8 @@ class ModelSpec:
     chat_template: str | None = None
     group: str | None = None
     backend: Backend | None = None
+    api_key_env: str | None = None
+    """The environment variable holding this model's API key (else ``OPENAI_API_KEY``)."""
 
     @property
     def has_tool_parser(self) -> bool:
@@ -261,7 +263,7 @@ _SERVING_KEYS = {
 }
 _MODEL_KEYS = {
     "source", "served_name", "license", "prompting", "tool_call_parser", "bfcl_mode",
-    "chat_template", "group", "backend",
+    "chat_template", "group", "backend", "api_key_env",
 }
 
 
@@ -344,6 +346,7 @@ def _parse_model(reader: _Reader, name: str, entry: Mapping[str, Any]) -> ModelS
         chat_template=reader.optional_string(entry, where, "chat_template"),
         group=reader.optional_string(entry, where, "group"),
         backend=backend,
+        api_key_env=reader.optional_string(entry, where, "api_key_env") or None,
     )
 
 

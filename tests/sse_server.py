@@ -22,11 +22,17 @@ JSON), ``hang`` (never answer); and framings: ``crlf`` (CRLF line ends),
 ``length`` (a Content-Length body), ``trickle`` (7-byte writes), ``close``
 (``Connection: close``, then close), ``dropnext`` (answer, keep the connection,
 then close it without a word on the next request it carries).
+
+With ``served_names`` it lists them at ``GET /v1/models`` (so ``--endpoint`` attaches);
+with ``api_key`` every request needs ``Authorization: Bearer KEY`` (or Basic with KEY as
+the password), else HTTP 401; ``freeze`` makes the server stop answering anything, GETs
+included, from the first completion request on (a hung server).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import threading
 import zlib
@@ -55,6 +61,7 @@ class ServerStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     dropped: int = 0
+    authorizations: list[str] = field(default_factory=list)
 
 
 class SseServer:
@@ -69,7 +76,14 @@ class SseServer:
         counter_scale: float = 1.0,
         metrics: bool = True,
         chunk_delay_s: float = 0.0,
+        served_names: tuple[str, ...] = (),
+        api_key: str | None = None,
+        freeze: bool = False,
     ) -> None:
+        self.served_names = served_names
+        self.api_key = api_key
+        self.freeze = freeze
+        self.frozen = False
         self.default_fault = default_fault
         self.bos = bos
         self.cached_tokens_per_request = cached_tokens_per_request
@@ -161,6 +175,21 @@ class SseServer:
                     writer.transport.abort()
                     return
                 drop_next = b'"test_fault":"dropnext"' in body
+                if self.freeze and method == "POST" and "completions" in path:
+                    self.frozen = True
+                if self.frozen:
+                    await asyncio.Event().wait()  # never answers
+                auth = headers.get("authorization", "")
+                stats.authorizations.append(auth)
+                if self.api_key is not None and not self._authorized(auth):
+                    await self._respond(writer, 401, "application/json",
+                                        b'{"error":{"message":"Invalid API key"}}')
+                    continue
+                if path == "/v1/models" and method == "GET" and self.served_names:
+                    listing = {"object": "list",
+                               "data": [{"id": name, "object": "model"} for name in self.served_names]}
+                    await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
+                    continue
                 keep = await self._dispatch(method, path, body, writer)
                 if not keep:
                     return
@@ -171,6 +200,14 @@ class SseServer:
         finally:
             stats.open_connections -= 1
             writer.close()
+
+    def _authorized(self, auth: str) -> bool:
+        scheme, _, value = auth.partition(" ")
+        if scheme == "Bearer":
+            return value == self.api_key
+        if scheme == "Basic":
+            return base64.b64decode(value).decode().partition(":")[2] == self.api_key
+        return False
 
     async def _dispatch(
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter

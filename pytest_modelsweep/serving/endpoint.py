@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..sweep import ModelSpec
+from .breaker import Breaker
+from .secrets import Credentials
 
 ServerKind = Literal["llamacpp", "vllm", "openai"]
 How = Literal["attach", "llamacpp", "vllm", "vllm-docker"]
@@ -83,7 +85,11 @@ def model_serving_key(provenance: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A live OpenAI-compatible server for one model of the sweep."""
+    """A live OpenAI-compatible server for one model of the sweep.
+
+    ``base_url`` never carries credentials (they are in ``credentials``, sent as a header);
+    ``breaker`` is the endpoint's circuit breaker, shared by all its tests in this process.
+    """
 
     model: ModelSpec
     base_url: str
@@ -91,6 +97,13 @@ class Endpoint:
     context_length: int
     server_kind: ServerKind
     provenance: Provenance
+    credentials: Credentials | None = field(default=None, repr=False, compare=False)
+    breaker: Breaker = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.breaker is None:
+            breaker = Breaker(self.model.name, self.base_url, credentials=self.credentials)
+            object.__setattr__(self, "breaker", breaker)
 
     @property
     def v1(self) -> str:

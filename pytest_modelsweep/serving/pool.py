@@ -16,6 +16,7 @@ from .llamacpp import launch_llamacpp
 from .probe import probe_server
 from .process import ServerProcess
 from .provision import Progress
+from .secrets import key_from_env, split_credentials
 from .vllm import launch_vllm
 
 
@@ -62,6 +63,9 @@ class EndpointPool:
             if entry.error is not None:
                 raise entry.error
             assert entry.endpoint is not None
+            down = entry.endpoint.breaker.recheck()
+            if down is not None:
+                raise EndpointError(down)
             if entry.process is not None and not entry.process.alive():
                 raise EndpointError(
                     f"the server of {name} exited (code {entry.process.exit_code()}) during the "
@@ -73,7 +77,9 @@ class EndpointPool:
         spec = self.sweep.model(name)
         try:
             if name in self.attach:
-                facts = probe_server(self.attach[name], spec.served_name)
+                url, credentials = split_credentials(self.attach[name])
+                credentials = credentials or key_from_env(spec.api_key_env)
+                facts = probe_server(url, spec.served_name, credentials=credentials, model=name)
                 provenance = Provenance(
                     server_name=facts.server_name,
                     server_version=facts.server_version,
@@ -83,7 +89,7 @@ class EndpointPool:
                     model_revision=spec.source.revision,
                     how="attach",
                 )
-                return _Entry(endpoint=facts.endpoint(spec, self.attach[name], provenance))
+                return _Entry(endpoint=facts.endpoint(spec, url, provenance, credentials))
             self._claim(name)
             backend = self.sweep.backend_of(name)
             log_dir = self.run_dir / "logs"
@@ -91,7 +97,8 @@ class EndpointPool:
                 endpoint, process = launch_llamacpp(spec, self.sweep.serving, log_dir, self.progress)
             else:
                 endpoint, process = launch_vllm(
-                    spec, self.sweep.serving, log_dir, self.progress, worker_id=self.worker_id
+                    spec, self.sweep.serving, log_dir, self.progress, worker_id=self.worker_id,
+                    credentials=key_from_env(spec.api_key_env),
                 )
             self.started.append(name)
             return _Entry(endpoint=endpoint, process=process)

@@ -14,6 +14,7 @@ import httpx
 from ..errors import EndpointError
 from ..sweep import ModelSpec
 from .endpoint import Endpoint, Provenance, ServerKind
+from .secrets import Credentials, auth_headers, redact, wants_key_message
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,11 @@ class ServerFacts:
     settings: dict[str, Any] = field(default_factory=dict)
     served_names: tuple[str, ...] = ()
 
-    def endpoint(self, spec: ModelSpec, base_url: str, provenance: Provenance) -> Endpoint:
+    def endpoint(self, spec: ModelSpec, base_url: str, provenance: Provenance,
+                 credentials: Credentials | None = None) -> Endpoint:
         """The endpoint these facts describe, for the sweep's model ``spec``."""
         return Endpoint(
+            credentials=credentials,
             model=spec,
             base_url=base_url,
             served_name=spec.served_name,
@@ -52,15 +55,16 @@ def _get_json(client: httpx.Client, url: str) -> Any | None:
         return None
 
 
-def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0) -> ServerFacts:
+def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
+                 credentials: Credentials | None = None, model: str | None = None) -> ServerFacts:
     """Check that ``base_url`` serves ``served_name`` and read its facts.
 
     Raises :class:`EndpointError` when the URL does not answer, answers with
     something that is not an OpenAI-compatible model list, or does not list
     the model.
     """
-    base = base_url.rstrip("/")
-    with httpx.Client(timeout=timeout_s) as client:
+    base = redact(base_url.rstrip("/"))
+    with httpx.Client(timeout=timeout_s, headers=auth_headers(credentials)) as client:
         try:
             response = client.get(f"{base}/v1/models")
         except httpx.HTTPError as exc:
@@ -68,6 +72,11 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0) ->
                 f"{base}/v1/models did not answer ({type(exc).__name__}: {exc}); "
                 "check that the server is running and the URL (scheme, host, port) is right"
             ) from None
+        if response.status_code in (401, 403):
+            raise EndpointError(
+                f"{base}/v1/models answered HTTP {response.status_code}: "
+                + wants_key_message(model or served_name)
+            )
         if response.status_code != 200:
             raise EndpointError(
                 f"{base}/v1/models answered HTTP {response.status_code}; an OpenAI-compatible "

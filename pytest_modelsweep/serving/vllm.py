@@ -19,6 +19,7 @@ from .hf_convert import (
 from .probe import probe_server
 from .process import ServerProcess, free_port
 from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
+from .secrets import Credentials
 
 HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.
@@ -155,8 +156,13 @@ def launch_vllm(
     log_dir: Path,
     progress: Progress,
     worker_id: str = "main",
+    credentials: Credentials | None = None,
 ) -> tuple[Endpoint, ServerProcess]:
     """Start vLLM for one model, wait for ``/health`` and read its provenance back.
+
+    A Bearer key in ``credentials`` (``OPENAI_API_KEY`` or the model's ``api_key_env``) is
+    given to vLLM as ``VLLM_API_KEY`` in its environment, read like ``--api-key``: never in
+    its command line, so never in ``launch_argv``, logs or provenance.
 
     With ``one_chip_per_worker`` the server sees only chip N of its host, N being
     the xdist worker's index (``gw0`` → chip 0), so ``-n 4`` drives four chips.
@@ -172,9 +178,12 @@ def launch_vllm(
     if model is not None:
         env["HF_HUB_OFFLINE"] = "1"  # a local folder: no Hub needed
     argv = vllm_argv(spec, serving, port, python=python, env=env, model=model)
+    secret_env = {"VLLM_API_KEY": credentials.bearer} if credentials and credentials.bearer else {}
+    if secret_env and backend == "vllm-docker":
+        argv = argv[:3] + ["-e", "VLLM_API_KEY"] + argv[3:]  # the value: docker's environment
     process = ServerProcess(
         argv,
-        env=env,
+        env={**env, **secret_env},
         ready_url=f"http://{HOST}:{port}/health",
         log_path=log_dir / f"{spec.name}.vllm.log",
         timeout_s=serving.startup_timeout_s,
@@ -183,7 +192,7 @@ def launch_vllm(
     progress(f"starting vLLM for {spec.name} on port {port} (this can take minutes)")
     process.start()
     base_url = f"http://{HOST}:{port}"
-    facts = probe_server(base_url, spec.served_name)
+    facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
     settings = dict(facts.settings)
     settings.update(
         max_num_seqs=serving.max_num_seqs,
@@ -212,4 +221,4 @@ def launch_vllm(
         launch_argv=tuple(argv),
         how="vllm-docker" if image_digest else "vllm",
     )
-    return facts.endpoint(spec, base_url, provenance), process
+    return facts.endpoint(spec, base_url, provenance, credentials), process

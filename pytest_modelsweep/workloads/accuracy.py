@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..client import run_post_requests
+from ..client import Guard, run_post_requests
 from ..records import ApiRequest, Completion, ItemRecord
+from ..serving.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from ..serving.endpoint import Endpoint
 from ..store import Store
 
@@ -38,6 +39,14 @@ class ProgressLine:
         self.done = 0
         self.started = time.monotonic()
         self.last = self.started
+
+    def overdue(self, waiting: int, seconds: float) -> None:
+        """Say that ``waiting`` requests have had no answer, the oldest for ``seconds``."""
+        if self.write is not None:
+            self.last = time.monotonic()
+            noun = "request" if waiting == 1 else "requests"
+            self.write(f"{self.label}: {self.done}/{self.total} items, {waiting} {noun} "
+                       f"waiting {seconds:.0f} s")
 
     def step(self) -> None:
         self.done += 1
@@ -69,7 +78,8 @@ def run_accuracy(
     run_id: str,
     reuse: bool = True,
     concurrency: int = 16,
-    timeout_s: float = 900.0,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     progress: Callable[[str], None] | None = None,
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused, not re-sent.
@@ -81,7 +91,9 @@ def run_accuracy(
     interrupted run resumes where it stopped. Items without a usable answer
     (``error`` set), or without a completion to score again, are not reused: they
     are sent again. ``reuse=False``
-    sends every item (and still stores it, for verdicts and later runs).
+    sends every item (and still stores it, for verdicts and later runs). A request
+    fails after ``idle_timeout_s`` without an answer or ``timeout_s`` in all; when the
+    endpoint's breaker opens (the server stalled) the rest fail at once.
     """
     started = time.monotonic()
     requests = [build(item) for item in items]
@@ -125,9 +137,11 @@ def run_accuracy(
             store.add_item(run_id, model, benchmark, serving_key, record)
         line.step()
 
+    guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
+                  breaker=endpoint.breaker, on_wait=line.overdue)
     if to_send:
         run_post_requests(endpoint.v1, endpoint.served_name, to_send, concurrency,
-                          timeout_s=timeout_s, on_result=on_result)
+                          timeout_s=timeout_s, on_result=on_result, guard=guard)
     ordered = [records[r.item_id] for r in requests]
     return AccuracyRun(
         records=ordered,

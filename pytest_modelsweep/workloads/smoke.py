@@ -12,6 +12,7 @@ from ..client import parse_completion
 from ..errors import MeasurementError
 from ..records import ApiRequest
 from ..serving.endpoint import Endpoint
+from ..serving.secrets import auth_headers, wants_key_message
 
 SMOKE_QUESTION = "Name the three primary colours."
 
@@ -66,10 +67,14 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
     started = time.perf_counter()
     try:
         response = httpx.post(endpoint.v1 + request.path.removeprefix("/v1"), json=body,
-                              timeout=timeout_s)
+                              timeout=timeout_s, headers=auth_headers(endpoint.credentials))
     except httpx.HTTPError as exc:
         raise MeasurementError(f"{request.path} failed: {type(exc).__name__}: {exc}") from None
     latency = time.perf_counter() - started
+    if response.status_code in (401, 403):
+        raise MeasurementError(
+            f"HTTP {response.status_code} from {request.path}: "
+            + wants_key_message(endpoint.model.name))
     if response.status_code != 200:
         raise MeasurementError(
             f"HTTP {response.status_code} from {request.path}: {response.text[:200]!r}"

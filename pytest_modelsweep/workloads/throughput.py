@@ -31,11 +31,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ..client import StreamOutcome, stream_requests_detailed
+from ..client import Guard, StreamOutcome, stream_requests_detailed
 from ..errors import EndpointError, MeasurementError
 from ..records import ApiRequest, RequestRecord
 from ..server_metrics import CounterKind, fetch_metrics, find_counter
+from ..serving.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..serving.endpoint import Endpoint
+from ..serving.secrets import Credentials, auth_headers
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""
@@ -148,11 +150,12 @@ class ServerTokenizer:
     :attr:`added_special_tokens` measures it as the difference between the two.
     """
 
-    def __init__(self, url: str, server_kind: str, served_name: str, *, timeout_s: float = 30.0):
+    def __init__(self, url: str, server_kind: str, served_name: str, *, timeout_s: float = 30.0,
+                 credentials: Credentials | None = None):
         self.url = url
         self.server_kind = server_kind
         self.served_name = served_name
-        self._client = httpx.Client(timeout=timeout_s)
+        self._client = httpx.Client(timeout=timeout_s, headers=auth_headers(credentials))
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
         self._added: int | None = None
 
@@ -202,7 +205,8 @@ class ServerTokenizer:
 
 def make_tokenizer(endpoint: Endpoint) -> ServerTokenizer:
     """A callable ``text -> token ids`` over the endpoint's ``/tokenize`` (no BOS added)."""
-    return ServerTokenizer(endpoint.tokenize_url, endpoint.server_kind, endpoint.served_name)
+    return ServerTokenizer(endpoint.tokenize_url, endpoint.server_kind, endpoint.served_name,
+                           credentials=endpoint.credentials)
 
 
 # --------------------------------------------------------------------------- prompts
@@ -585,18 +589,19 @@ def _delta(
 
 
 def settled_metrics(
-    base_url: str, server_kind: str, *, settle_s: float = 0.1, max_wait_s: float = 3.0
+    base_url: str, server_kind: str, *, settle_s: float = 0.1, max_wait_s: float = 3.0,
+    credentials: Credentials | None = None,
 ) -> dict[str, float]:
     """The server's counters once its generated-tokens counter stops moving.
 
     Servers may book a finished request's tokens a moment after its last
     chunk; two equal reads ``settle_s`` apart (or ``max_wait_s``) end the wait.
     """
-    metrics = fetch_metrics(base_url)
+    metrics = fetch_metrics(base_url, credentials=credentials)
     deadline = time.monotonic() + max_wait_s
     while time.monotonic() < deadline:
         time.sleep(settle_s)
-        again = fetch_metrics(base_url)
+        again = fetch_metrics(base_url, credentials=credentials)
         if find_counter(server_kind, "generated", again) == find_counter(
             server_kind, "generated", metrics
         ):
@@ -629,14 +634,18 @@ def run_throughput(
     warmup_requests: int,
     seed: int,
     timeout_s: float,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     tokenizer: ServerTokenizer | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ThroughputResult:
     """Warm up, read the counters, run the timed window with N in flight, read them again.
 
     ``prompt_tokens`` None means the short-prompt setting
     (:data:`SHORT_PROMPT_TOKENS`). The warm-up sends at least ``concurrency``
     requests whose prompts share no first token with the timed ones (nor with
-    any earlier run on this server from this process).
+    any earlier run on this server from this process). Each request fails after
+    ``idle_timeout_s`` without a byte or ``timeout_s`` in all; the endpoint's breaker
+    fails the rest at once when the server stalls.
     """
     length = prompt_tokens if prompt_tokens is not None else SHORT_PROMPT_TOKENS
     warmup = max(warmup_requests, concurrency)
@@ -660,15 +669,24 @@ def run_throughput(
         texts[warmup:], output_tokens=output_tokens, id_prefix=f"timed-{label}"
     )
 
+    def overdue(waiting: int, seconds: float) -> None:
+        if progress is not None:
+            progress(f"{endpoint.model.name} {label}: {waiting} request(s) waiting {seconds:.0f} s")
+
+    guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
+                  breaker=endpoint.breaker, on_wait=overdue)
+
     async def stream(reqs: list[ApiRequest]) -> list[StreamOutcome]:
         return await stream_requests_detailed(
-            endpoint.v1, endpoint.served_name, reqs, concurrency, timeout_s=timeout_s
+            endpoint.v1, endpoint.served_name, reqs, concurrency, timeout_s=timeout_s,
+            guard=guard,
         )
 
     warm = asyncio.run(stream(warm_reqs))
-    before = settled_metrics(endpoint.base_url, endpoint.server_kind)
+    creds = endpoint.credentials
+    before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     timed = asyncio.run(stream(timed_reqs))
-    after = settled_metrics(endpoint.base_url, endpoint.server_kind)
+    after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     return summarize(
         timed,
         concurrency=concurrency,

@@ -1,0 +1,112 @@
+"""A per-endpoint circuit breaker: a server that stopped answering fails fast, once.
+
+After ``threshold`` consecutive timeouts or connection failures, or when a request has
+been silent for ``stall_check_s`` and the server does not answer a health check within
+``health_timeout_s``, the breaker opens: every request still waiting or not yet sent fails
+at once with one line naming the endpoint and how long it waited. Before the model's next
+test the pool checks health again (:meth:`Breaker.recheck`); a server that answers closes it.
+
+Why a health check and not a shorter timeout: a non-streamed answer sends no byte until
+it is complete, and a streamed one is silent through prefill, so a long silence alone is
+no proof of a dead server (see :data:`DEFAULT_IDLE_TIMEOUT_S`). A server that answers
+``GET /v1/models`` is alive and busy; one that does not is stalled or gone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .secrets import Credentials, auth_headers
+
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+"""No byte for this long fails a request. It must outlast a legitimate silence: a CPU
+server prefilling 16 prompts of 3,072 tokens at once (about 49,000 tokens at 200-500
+tokens/s for the sweep's small models on a few cores) is silent for 100-250 s before the
+first streamed byte, and a non-streamed 2,048-token GSM8K answer at 16 in flight (10-20
+tokens/s per sequence) arrives after 100-200 s. A TPU answers in seconds. Dead servers are
+found sooner by the breaker's health check, so this is only the last resort."""
+DEFAULT_REQUEST_TIMEOUT_S = 1800.0
+"""The total bound of one request, connect to last byte."""
+STALL_CHECK_S = 20.0
+"""A request silent this long makes the breaker check the server's health."""
+HEALTH_TIMEOUT_S = 5.0
+"""How long a health check (``GET /v1/models``) may take before the server counts as stalled."""
+DEFAULT_THRESHOLD = 3
+
+
+class Breaker:
+    """Consecutive failures of one endpoint; open means requests to it fail at once."""
+
+    def __init__(self, name: str, base_url: str, *, threshold: int = DEFAULT_THRESHOLD,
+                 health_timeout_s: float = HEALTH_TIMEOUT_S,
+                 credentials: Credentials | None = None) -> None:
+        self.name, self.base_url, self.threshold = name, base_url.rstrip("/"), threshold
+        self.health_timeout_s = health_timeout_s
+        self.credentials = credentials
+        self.failures = 0
+        self.reason: str | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Breaker({self.name}, open={self.reason is not None})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.reason is not None
+
+    def success(self) -> None:
+        with self._lock:
+            self.failures = 0
+
+    def failure(self, waited_s: float) -> None:
+        """A timeout or connection failure after ``waited_s``; the threshold-th in a row opens."""
+        with self._lock:
+            self.failures += 1
+            if self.failures >= self.threshold and self.reason is None:
+                self.reason = (
+                    f"{self.name} at {self.base_url}: {self.failures} requests in a row timed out "
+                    f"or could not connect (waited {waited_s:.0f} s); the rest fail at once"
+                )
+
+    def trip(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+
+    def healthy(self, timeout_s: float | None = None) -> bool:
+        """Whether ``GET /v1/models`` answers (any HTTP status) within the health timeout."""
+        import httpx
+
+        try:
+            httpx.get(f"{self.base_url}/v1/models", headers=auth_headers(self.credentials),
+                      timeout=timeout_s or self.health_timeout_s)
+        except httpx.HTTPError:
+            return False
+        return True
+
+    def stalled(self, silent_s: float) -> str | None:
+        """After ``silent_s`` without a byte: the reason to give up (and open), if the
+        server does not answer a health check either, else None."""
+        started = time.monotonic()
+        if self.healthy():
+            return None
+        reason = (
+            f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s and no "
+            f"answer to GET /v1/models in {time.monotonic() - started:.0f} s"
+        )
+        self.trip(reason)
+        return reason
+
+    def recheck(self) -> str | None:
+        """Before a test: None when closed or the server answers again, else the one line."""
+        if self.reason is None:
+            return None
+        if self.healthy():
+            with self._lock:
+                self.reason, self.failures = None, 0
+            return None
+        return (
+            f"{self.reason}; it still does not answer GET /v1/models within "
+            f"{self.health_timeout_s:g} s: is the server still running?"
+        )

@@ -1,0 +1,171 @@
+"""Stalls end quickly: idle and total timeouts, the per-endpoint breaker, overdue progress lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+from sse_server import SseServer
+
+from pytest_modelsweep.client import Guard, post_requests, stream_requests
+from pytest_modelsweep.records import ApiRequest
+from pytest_modelsweep.serving.breaker import Breaker
+
+pytest_plugins = ("pytester",)
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("gemma3-270m", "smollm2-135m")
+
+
+@pytest.fixture(autouse=True)
+def this_checkout_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytester's subprocesses import this checkout's package."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+
+
+def requests(n: int) -> list[ApiRequest]:
+    return [ApiRequest(item_id=f"q{i}", path="/v1/completions",
+                       payload={"prompt": f"p{i}", "max_tokens": 4}) for i in range(n)]
+
+
+def test_a_post_with_no_answer_fails_after_the_idle_timeout_and_the_breaker_fails_the_rest() -> None:
+    with SseServer(default_fault="hang") as server:
+        breaker = Breaker("m1", server.base_url, threshold=3)
+        guard = Guard(idle_timeout_s=0.5, breaker=breaker)
+        started = time.monotonic()
+        results = asyncio.run(post_requests(server.v1, "m", requests(6), 1, timeout_s=60,
+                                            guard=guard))
+        elapsed = time.monotonic() - started
+    assert elapsed < 3.5  # 3 idle timeouts of 0.5 s, then the other 3 at once
+    errors = [r.error or "" for r in results]
+    assert all(e.startswith("no answer for 0.5 s") for e in errors[:3]), errors
+    assert breaker.is_open
+    assert errors[3:] == [breaker.reason] * 3
+    assert "m1 at http://127.0.0.1:" in errors[3] and "waited 1 s" in errors[3]
+    assert len(server.stats.bodies) == 3  # the rest were never sent
+
+
+def test_a_stream_fails_after_the_idle_timeout_but_not_while_bytes_keep_coming() -> None:
+    with SseServer() as server:
+        hung = asyncio.run(stream_requests(
+            server.v1, "m", [ApiRequest("a", "/v1/completions", {"prompt": "x",
+                                                                  "test_fault": "hang"})],
+            1, timeout_s=60, guard=Guard(idle_timeout_s=0.5)))
+        slow = asyncio.run(stream_requests(
+            server.v1, "m", [ApiRequest("b", "/v1/completions", {"prompt": "x", "max_tokens": 6,
+                                                                  "test_fault": "slow:0.2"})],
+            1, timeout_s=60, guard=Guard(idle_timeout_s=0.5)))
+    assert (hung[0].error or "").startswith("no byte for 0.5 s")
+    assert slow[0].error is None and len(slow[0].token_times) == 6  # 1.2 s in all: fine
+
+
+def test_the_total_timeout_still_bounds_a_trickling_stream() -> None:
+    with SseServer() as server:
+        records = asyncio.run(stream_requests(
+            server.v1, "m", [ApiRequest("b", "/v1/completions", {"prompt": "x", "max_tokens": 50,
+                                                                  "test_fault": "slow:0.1"})],
+            1, timeout_s=1.0, guard=Guard(idle_timeout_s=0.5)))
+    assert (records[0].error or "").startswith("timed out after 1 s")
+
+
+def test_a_frozen_server_fails_every_request_in_flight_at_its_health_check() -> None:
+    with SseServer(freeze=True) as server:
+        breaker = Breaker("m1", server.base_url, health_timeout_s=0.5)
+        guard = Guard(idle_timeout_s=600, breaker=breaker, stall_check_s=0.5)
+        started = time.monotonic()
+        results = asyncio.run(post_requests(server.v1, "m", requests(20), 16, timeout_s=600,
+                                            guard=guard))
+        elapsed = time.monotonic() - started
+        line = breaker.recheck()
+    assert elapsed < 4
+    assert {r.error for r in results} == {breaker.reason}
+    assert "m1 at http://127.0.0.1:" in (breaker.reason or "")
+    assert "stalled: no byte for" in (breaker.reason or "")
+    assert line is not None and "is the server still running?" in line
+
+
+def test_a_busy_server_that_answers_its_health_check_is_waited_for() -> None:
+    with SseServer(served_names=("m",)) as server:
+        breaker = Breaker("m1", server.base_url, health_timeout_s=0.5)
+        guard = Guard(idle_timeout_s=5, breaker=breaker, stall_check_s=0.2)
+        slow = [ApiRequest(f"s{i}", "/v1/completions",
+                           {"prompt": "x", "max_tokens": 4, "test_fault": "slow:0.3"})
+                for i in range(2)]
+        results = asyncio.run(post_requests(server.v1, "m", slow, 2, timeout_s=60, guard=guard))
+    assert [r.error for r in results] == [None, None]
+    assert not breaker.is_open
+
+
+def test_an_open_breaker_closes_when_the_server_answers_again() -> None:
+    with SseServer(served_names=("m",)) as server:
+        breaker = Breaker("m1", server.base_url)
+        breaker.trip("m1 at x stalled")
+        assert breaker.recheck() is None and not breaker.is_open
+
+
+def test_overdue_requests_are_reported() -> None:
+    seen: list[tuple[int, float]] = []
+    with SseServer(default_fault="hang") as server:
+        guard = Guard(idle_timeout_s=1.3, on_wait=lambda n, s: seen.append((n, s)),
+                      report_every_s=0.5)
+        asyncio.run(post_requests(server.v1, "m", requests(2), 2, timeout_s=60, guard=guard))
+    assert seen and seen[-1][0] == 2 and seen[-1][1] >= 0.5
+
+
+def write_gsm8k(folder: Path) -> Path:
+    folder.mkdir()
+    line = {"question": "What is 2 + 2?", "answer": "2 + 2 = 4\n#### 4"}
+    for name in ("test.jsonl", "train.jsonl"):
+        (folder / name).write_text("\n".join(json.dumps(line) for _ in range(10)) + "\n")
+    return folder / "test.jsonl"
+
+
+def run_gsm8k(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_accuracy=(ROOT / "benches" / "test_accuracy.py").read_text())
+    data = write_gsm8k(pytester.path / "gsm8k")
+    return pytester.runpytest_subprocess(
+        "-m", "gsm8k", "--limit", "3", "--gsm8k-path", str(data), "--modelsweep-dir", "work",
+        "-p", "no:cacheprovider", "-s",
+        *[f"--endpoint={m}={url}" for m in MODELS], *args, timeout=120,
+    )
+
+
+def test_a_server_that_stops_answering_ends_a_gsm8k_run_in_seconds(
+    pytester: pytest.Pytester,
+) -> None:
+    with SseServer(served_names=MODELS, freeze=True) as server:
+        started = time.monotonic()
+        result = run_gsm8k(pytester, server.base_url, "--idle-timeout", "8")
+        elapsed = time.monotonic() - started
+    assert elapsed < 40, result.stdout.str()
+    # the first test's requests fail at the health check (2 s of silence, then 5 s); the
+    # second model's attach probe finds the server gone (10 s)
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*http://127.0.0.1:*/v1/models did not answer*"])
+    result.stdout.fnmatch_lines([
+        ("*3 of 3 gsm8k requests failed (first: gemma3-270m at http://127.0.0.1:*"
+         "stalled: no byte for 2 s and no answer to GET /v1/models in 5 s)*")])
+
+
+def test_a_server_that_never_answers_a_completion_trips_the_breaker_per_test(
+    pytester: pytest.Pytester,
+) -> None:
+    with SseServer(served_names=MODELS, default_fault="hang") as server:
+        started = time.monotonic()
+        result = run_gsm8k(pytester, server.base_url, "--idle-timeout", "1",
+                           "--request-timeout", "30")
+        elapsed = time.monotonic() - started
+    assert elapsed < 30, result.stdout.str()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*3 of 3 gsm8k requests failed (first: no answer for 1 s*"])
+
+
+def test_bad_timeouts_are_usage_errors(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(modelsweep_run): pass")
+    result = pytester.runpytest("--idle-timeout", "0", "-p", "no:cacheprovider")
+    assert result.ret != 0
+    assert "--idle-timeout: expected a positive number of seconds" in result.stdout.str() + \
+        result.stderr.str()
