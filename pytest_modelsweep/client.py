@@ -546,8 +546,9 @@ class _Watch:
     """The requests in flight of one call: overdue reports and the breaker's stall check.
 
     Every half second: when a request has had no byte for ``stall_s``, the breaker checks
-    the server's health (in a thread); a server that does not answer opens the breaker and
-    every request in flight fails at once with its one line. ``on_wait(n, seconds)`` is told
+    the server's health and work counters (in a thread), every ``stall_s`` while the silence
+    lasts; a server that does not answer, or whose counters stood still between two checks,
+    opens the breaker and every request in flight fails at once with its one line. ``on_wait(n, seconds)`` is told
     every ``report_every_s`` how many requests have waited over ``report_every_s``.
     """
 
@@ -558,6 +559,7 @@ class _Watch:
         self.inflight: dict[int, Any] = {}
         self._last_report = _perf()
         self._last_check = 0.0
+        self._noting: asyncio.Task[None] | None = None
 
     def blocked(self) -> str | None:
         return self.breaker.reason if self.breaker is not None else None
@@ -585,6 +587,13 @@ class _Watch:
                 if waiting:
                     self.on_wait(waiting, silent)
             breaker = self.breaker
+            if breaker is not None and silent < min(1.0, self.stall_s / 2):
+                breaker.answered()  # bytes flow: a later silence reads the counters afresh
+                if self._noting is not None and self._noting.done():
+                    self._noting = None
+            elif breaker is not None and silent < self.stall_s and self._noting is None:
+                # read the counters as the silence begins, without holding up this loop
+                self._noting = asyncio.create_task(asyncio.to_thread(breaker.note_work))
             if breaker is None or silent < self.stall_s or now - self._last_check < self.stall_s:
                 continue
             self._last_check = now

@@ -18,7 +18,7 @@ from .context import (
     tests_in_session,
     unjudged_key,
 )
-from .errors import ModelsweepError
+from .errors import DataError, ModelsweepError
 
 if TYPE_CHECKING:
     from .records import Measurement
@@ -45,10 +45,7 @@ def bench_settings(modelsweep_run: RunState) -> BenchSettings:
 @pytest.fixture(scope="session")
 def result_store(modelsweep_run: RunState) -> Store:
     """The SQLite store where items are reused from and written to as they complete."""
-    try:
-        return modelsweep_run.store
-    except ModelsweepError as error:
-        pytest.fail(str(error), pytrace=False)
+    return modelsweep_run.store
 
 
 @pytest.fixture(scope="session")
@@ -60,10 +57,7 @@ def progress(modelsweep_run: RunState) -> Callable[[str], None]:
 @pytest.fixture(scope="session")
 def sweep(modelsweep_run: RunState) -> Sweep:
     """The parsed sweep file of this run."""
-    try:
-        return modelsweep_run.sweep
-    except ModelsweepError as error:
-        pytest.fail(str(error), pytrace=False)
+    return modelsweep_run.sweep
 
 
 @pytest.fixture
@@ -75,10 +69,7 @@ def model_spec(model_name: str, sweep: Sweep) -> ModelSpec:
 @pytest.fixture
 def endpoint(model_name: str, modelsweep_run: RunState) -> Endpoint:
     """The live server of this test's model: attached, or started on first need."""
-    try:
-        return modelsweep_run.pool.get(model_name)
-    except ModelsweepError as error:
-        pytest.fail(str(error), pytrace=False)
+    return modelsweep_run.pool.get(model_name)
 
 
 @pytest.fixture
@@ -149,10 +140,7 @@ def gsm8k_fewshot(modelsweep_run: RunState) -> Any:
     """lm-evaluation-harness's 5-shot sampler over the GSM8K train split."""
     from .workloads.gsm8k import Gsm8kFewshot, load_gsm8k_fewshot
 
-    try:
-        return Gsm8kFewshot(load_gsm8k_fewshot(modelsweep_run.options.gsm8k_path))
-    except ModelsweepError as error:
-        pytest.fail(str(error), pytrace=False)
+    return Gsm8kFewshot(load_gsm8k_fewshot(modelsweep_run.options.gsm8k_path))
 
 
 @pytest.fixture(scope="session")
@@ -175,19 +163,16 @@ def _limited(
     An empty data set is an error; one with fewer records than ``--limit`` is measured
     whole, with a warning (the measurement records how many items it really had).
     """
-    try:
-        records = list(load())
-        if not records:
-            raise ModelsweepError(f"the {name} data has no records; pass a data file that has")
-        if limit is None:
-            expect_full(records)
-            return records
-        if len(records) < limit:
-            warn(f"warning: --limit {limit}, but the {name} data has only {len(records)} "
-                 f"records: all {len(records)} are measured")
-        return records[:limit]
-    except ModelsweepError as error:
-        pytest.fail(str(error), pytrace=False)
+    records = list(load())
+    if not records:
+        raise DataError(f"the {name} data has no records; pass a data file that has")
+    if limit is None:
+        expect_full(records)
+        return records
+    if len(records) < limit:
+        warn(f"warning: --limit {limit}, but the {name} data has only {len(records)} "
+             f"records: all {len(records)} are measured")
+    return records[:limit]
 
 
 @pytest.fixture

@@ -166,6 +166,9 @@ def test_unreachable_endpoint_fails_that_test_with_one_line(
         "running and the URL (scheme, host, port) is right"
     ])
     assert "Traceback" not in result.stdout.str()
+    # the setup failure is shown once: no chained "During handling..." copy, no fixture dump
+    assert "During handling" not in result.stdout.str()
+    assert result.stdout.str().count("did not answer (ConnectError") == 1
 
 
 def test_bad_endpoint_option_is_a_usage_error(

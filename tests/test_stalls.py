@@ -20,12 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("gemma3-270m", "smollm2-135m")
 
 
-@pytest.fixture(autouse=True)
-def this_checkout_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pytester's subprocesses import this checkout's package."""
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-
-
 def requests(n: int) -> list[ApiRequest]:
     return [ApiRequest(item_id=f"q{i}", path="/v1/completions",
                        payload={"prompt": f"p{i}", "max_tokens": 4}) for i in range(n)]
@@ -96,6 +90,33 @@ def test_a_busy_server_that_answers_its_health_check_is_waited_for() -> None:
                 for i in range(2)]
         results = asyncio.run(post_requests(server.v1, "m", slow, 2, timeout_s=60, guard=guard))
     assert [r.error for r in results] == [None, None]
+    assert not breaker.is_open
+
+
+def test_a_server_that_answers_health_checks_but_computes_nothing_is_stalled() -> None:
+    """It lists its models and serves /metrics, but never answers a completion: its work
+    counters stand still between two checks, so the requests fail long before the idle timeout."""
+    with SseServer(served_names=("m",), default_fault="hang") as server:
+        breaker = Breaker("m1", server.base_url, health_timeout_s=0.5, still_s=1.0)
+        guard = Guard(idle_timeout_s=60, breaker=breaker, stall_check_s=0.3)
+        started = time.monotonic()
+        results = asyncio.run(post_requests(server.v1, "m", requests(3), 3, timeout_s=60,
+                                            guard=guard))
+        elapsed = time.monotonic() - started
+    assert elapsed < 5
+    assert all("work counters (/metrics) have not moved" in (r.error or "") for r in results)
+    assert breaker.is_open
+
+
+def test_a_server_whose_counters_move_is_waited_for() -> None:
+    """A slow non-streamed answer: silent for seconds, but the server computes tokens."""
+    with SseServer(served_names=("m",)) as server:
+        breaker = Breaker("m1", server.base_url, health_timeout_s=0.5, still_s=1.0)
+        guard = Guard(idle_timeout_s=60, breaker=breaker, stall_check_s=0.3)
+        slow = [ApiRequest("s0", "/v1/completions",
+                           {"prompt": "x", "max_tokens": 12, "test_fault": "slow:0.2"})]
+        results = asyncio.run(post_requests(server.v1, "m", slow, 1, timeout_s=60, guard=guard))
+    assert [r.error for r in results] == [None]
     assert not breaker.is_open
 
 

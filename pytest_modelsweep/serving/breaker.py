@@ -8,8 +8,12 @@ test the pool checks health again (:meth:`Breaker.recheck`); a server that answe
 
 Why a health check and not a shorter timeout: a non-streamed answer sends no byte until
 it is complete, and a streamed one is silent through prefill, so a long silence alone is
-no proof of a dead server (see :data:`DEFAULT_IDLE_TIMEOUT_S`). A server that answers
-``GET /v1/models`` is alive and busy; one that does not is stalled or gone.
+no proof of a dead server (see :data:`DEFAULT_IDLE_TIMEOUT_S`). A server that does not
+answer ``GET /v1/models`` is stalled or gone. One that answers it may still compute
+nothing (it accepts requests and never answers them): where the server exposes its work
+counters (llama.cpp's ``--metrics``, vLLM's ``/metrics``: decode steps, tokens computed),
+a silence in which they stand still for a whole check interval is a stall too. A server
+without counters is given the idle timeout.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ DEFAULT_REQUEST_TIMEOUT_S = 1800.0
 """The total bound of one request, connect to last byte."""
 STALL_CHECK_S = 20.0
 """A request silent this long makes the breaker check the server's health."""
+COUNTER_STILL_S = 30.0
+"""Work counters standing still this long while requests wait mean the server computes
+nothing. It must outlast one decode step of a busy CPU server: a prefill batch of 2,048
+tokens at 100-200 tokens/s takes 10-20 s, during which no counter moves."""
 HEALTH_TIMEOUT_S = 5.0
 """How long a health check (``GET /v1/models``) may take before the server counts as stalled."""
 DEFAULT_THRESHOLD = 3
@@ -39,14 +47,16 @@ class Breaker:
     """Consecutive failures of one endpoint; open means requests to it fail at once."""
 
     def __init__(self, name: str, base_url: str, *, threshold: int = DEFAULT_THRESHOLD,
-                 health_timeout_s: float = HEALTH_TIMEOUT_S,
+                 health_timeout_s: float = HEALTH_TIMEOUT_S, still_s: float = COUNTER_STILL_S,
                  credentials: Credentials | None = None) -> None:
         self.name, self.base_url, self.threshold = name, base_url.rstrip("/"), threshold
         self.health_timeout_s = health_timeout_s
+        self.still_s = still_s
         self.credentials = credentials
         self.failures = 0
         self.reason: str | None = None
         self._lock = threading.Lock()
+        self._work: tuple[float, float] | None = None  # (counter sum, when read)
 
     def __repr__(self) -> str:
         return f"Breaker({self.name}, open={self.reason is not None})"
@@ -85,18 +95,60 @@ class Breaker:
             return False
         return True
 
+    def work_done(self) -> float | None:
+        """The server's work counters summed (``/metrics``), or None where it has none."""
+        import httpx
+
+        from .counters import parse_prometheus, work_done
+
+        try:
+            response = httpx.get(f"{self.base_url}/metrics", headers=auth_headers(self.credentials),
+                                 timeout=self.health_timeout_s)
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        return work_done(parse_prometheus(response.text))
+
+    def note_work(self) -> None:
+        """Read the work counters when a silence begins, so that a stall is seen early."""
+        if self._work is None:
+            work = self.work_done()
+            if work is not None:
+                self._work = (work, time.monotonic())
+
     def stalled(self, silent_s: float) -> str | None:
-        """After ``silent_s`` without a byte: the reason to give up (and open), if the
-        server does not answer a health check either, else None."""
+        """After ``silent_s`` without a byte: the reason to give up (and open), if the server
+        does not answer a health check, or its work counters have stood still for
+        ``still_s``; else None."""
         started = time.monotonic()
-        if self.healthy():
+        if not self.healthy():
+            reason = (
+                f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s and no "
+                f"answer to GET /v1/models in {time.monotonic() - started:.0f} s"
+            )
+            self.trip(reason)
+            return reason
+        work, now = self.work_done(), time.monotonic()
+        if work is None:
+            return None  # no counters: the idle timeout decides
+        if self._work is None or work != self._work[0]:
+            self._work = (work, now)
+            return None
+        still = now - self._work[1]
+        if still < self.still_s:
             return None
         reason = (
-            f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s and no "
-            f"answer to GET /v1/models in {time.monotonic() - started:.0f} s"
+            f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and its "
+            f"work counters (/metrics) have not moved in {still:.0f} s although it answers "
+            "GET /v1/models"
         )
         self.trip(reason)
         return reason
+
+    def answered(self) -> None:
+        """Bytes flow again: the next silence reads the work counters afresh."""
+        self._work = None
 
     def recheck(self) -> str | None:
         """Before a test: None when closed or the server answers again, else the one line."""

@@ -34,7 +34,7 @@ import numpy as np
 from ..client import Guard, StreamOutcome, stream_requests_detailed
 from ..errors import EndpointError, MeasurementError
 from ..records import ApiRequest, RequestRecord
-from ..server_metrics import CounterKind, fetch_metrics, find_counter
+from ..serving.counters import CounterKind, fetch_metrics, find_counter
 from ..serving.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..serving.endpoint import Endpoint
 from ..serving.secrets import Credentials, auth_headers

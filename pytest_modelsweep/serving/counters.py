@@ -25,8 +25,8 @@ from typing import Literal
 
 import httpx
 
-from .errors import EndpointError
-from .serving.secrets import Credentials, auth_headers
+from ..errors import EndpointError
+from .secrets import Credentials, auth_headers
 
 CounterKind = Literal["generated", "prompt", "cached"]
 
@@ -140,3 +140,19 @@ def fetch_metrics(base_url: str, *, timeout_s: float = 10.0,
             "its counters (vLLM serves /metrics by default)"
         )
     return metrics
+
+
+# Counters that move while a server works on anything: decode steps (prefill batches
+# included) and tokens computed. Their sum standing still means it computes nothing.
+WORK_COUNTERS = (
+    "llamacpp:n_decode_total", "llamacpp:tokens_predicted_total", "llamacpp:prompt_tokens_total",
+    "vllm:generation_tokens_total", "vllm:prompt_tokens_total",
+)
+
+
+def work_done(metrics: dict[str, float]) -> float | None:
+    """The sum of the work counters the server exposes, or None when it exposes none."""
+    found = [value for name in WORK_COUNTERS
+             for value in [metrics.get(name, metrics.get(name.removesuffix("_total")))]
+             if value is not None]
+    return sum(found) if found else None
