@@ -149,6 +149,7 @@ def test_no_secret_reaches_any_file_or_the_terminal(
         result = pytester.runpytest_subprocess(
             "-k", "gsm8k or boom", "--limit", "2", "--gsm8k-path", str(data / "test.jsonl"),
             "--modelsweep-dir", "work", "--results", "r.json", "--md", "r.md", "-l", "-vv",
+            "--html", "r.html", "--self-contained-html",
             "-p", "no:cacheprovider", "--gsm8k-max-tokens", "4",
             f"--endpoint=gemma3-270m=http://user:{URL_SECRET}@{netloc}",
             f"--endpoint=smollm2-135m={env_server.base_url}", timeout=120,
@@ -161,6 +162,7 @@ def test_no_secret_reaches_any_file_or_the_terminal(
     assert set(env_server.stats.authorizations) == {f"Bearer {ENV_SECRET}"}
     files = [p for p in pytester.path.rglob("*") if p.is_file()]
     assert (pytester.path / "r.json").is_file() and (pytester.path / "r.md").is_file()
+    assert "RunState(" in (pytester.path / "r.html").read_text()  # the reprs reached the HTML
     assert any(p.suffix == ".sqlite" for p in files)
     for secret in (URL_SECRET, ENV_SECRET):
         assert secret not in out

@@ -168,9 +168,16 @@ def test_an_empty_data_file_is_an_error(
     (data / "train.jsonl").write_text((GSM8K.parent / "train.jsonl").read_text())
     result = pytester.runpytest_subprocess(
         "-m", "gsm8k", f"--gsm8k-path={data / 'test.jsonl'}", "--limit", "2",
-        "--store", "s.sqlite", "-k", "gemma3 and not verdict", *healthy)
+        "--store", "s.sqlite", "-k", "gemma3 and not verdict", "--results", "results.json",
+        "--md", "r.md", *healthy)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*the GSM8K data has no records; pass a data file that has*"])
+    assert "During handling" not in result.stdout.str()
+    # every test errored, and still the results and the Markdown list what went wrong
+    failures = results(pytester)["summary"]["failures"]
+    assert [(f["when"], f["outcome"]) for f in failures] == [("setup", "error")]
+    assert failures[0]["message"] == "the GSM8K data has no records; pass a data file that has"
+    assert "the GSM8K data has no records" in (pytester.path / "r.md").read_text()
 
 
 def test_a_repeated_endpoint_is_a_usage_error(pytester: pytest.Pytester) -> None:
