@@ -100,7 +100,7 @@ CSS = """
 _TEXT_COLUMNS = {
     "model", "candidate", "reference", "metric", "verdict", "subset", "error types",
     "benchmark", "parameters", "outcome", "item", "response", "extracted", "finish",
-    "error", "name", "value", "setting",
+    "error", "name", "value", "setting", "flags",
 }
 
 

@@ -23,7 +23,7 @@ _BACKSLASHED = set("\\|`*_[]~")
 _SEVERITY = ("worse", "inconclusive", "better", "equivalent", "matches")
 _LEFT_ALIGNED = {
     "model", "candidate", "reference", "metric", "verdict", "subset", "error types",
-    "benchmark", "parameters", "outcome",
+    "benchmark", "parameters", "outcome", "flags",
 }
 
 

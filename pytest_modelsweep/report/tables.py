@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from statistics import fmean
+from itertools import pairwise
+from statistics import fmean, median, stdev
 from typing import Any
 
 from ..metrics import VERDICT_PREFIX, Kind, label_of, metric_for, rank
@@ -61,6 +62,10 @@ def _number(value: Any) -> float | None:
         return None
     number = float(value)
     return number if math.isfinite(number) else None
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _rounded(value: float, digits: int) -> float:
@@ -254,7 +259,7 @@ def _infer_reference(measurements: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def is_throughput(m: Mapping[str, Any]) -> bool:
-    """Whether a measurement is one throughput repeat (not a ratio, not a smoke run)."""
+    """Whether a measurement is one throughput setting (not a ratio, not a smoke run)."""
     return measurement_kind(m) == "throughput"
 
 
@@ -442,72 +447,345 @@ def latency_ms(stats: Mapping[str, Any], name: str, quantity: str) -> float | No
     return None if seconds is None else seconds * 1e3
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+LATENCY_NAMES = ("ttft", "tpot", "itl", "e2e")
+"""The latencies a throughput window records, in report order."""
+LATENCY_QUANTITIES = ("mean", "p50", "p90", "p99")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0..1) with linear interpolation (numpy's default method)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class LatencyFigures:
+    """One latency of a throughput setting in milliseconds (None: not measured)."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    n: int | None = None
+
+    def get(self, quantity: str) -> float | None:
+        """The figure named ``mean``, ``p50``, ``p90`` or ``p99``."""
+        value = getattr(self, quantity, None)
+        return value if isinstance(value, float) else None
+
+    @property
+    def measured(self) -> bool:
+        return any(self.get(q) is not None for q in LATENCY_QUANTITIES)
+
+    @classmethod
+    def of_ms(cls, values: Sequence[float]) -> LatencyFigures:
+        """Mean and percentiles of values already in ms; all None when there are none."""
+        if not values:
+            return cls(n=0)
+        return cls(fmean(values), percentile(values, 0.5), percentile(values, 0.9),
+                   percentile(values, 0.99), len(values))
+
+
+@dataclass(frozen=True)
+class RepeatFigures:
+    """One timed window (repeat) of a throughput setting, as the bench recorded it."""
+
+    index: int
+    tokens_per_s: float | None
+    duration_s: float | None
+    completed: int | None
+    fidelity: float | None
+    latency: Mapping[str, LatencyFigures]
+    contended: bool
+    contention: Mapping[str, Any]
+
+
+LatencySource = str
+"""``requests``: percentiles over every timed request of the setting (exact);
+``repeats``: the median over repeats of each repeat's own percentile (no request
+records); ``""``: no latency recorded."""
+
+
+@dataclass(frozen=True)
+class ThroughputRow:
+    """Everything a throughput measurement (one setting, all its repeats) says, typed.
+
+    Read by :func:`throughput_row` from what ``benches/test_throughput.py``
+    writes: ``value`` (mean tokens/s over repeats), ``params`` (concurrency,
+    prompt_tokens, output_tokens, timed_requests, repeats), ``stats.repeat_values``,
+    ``stats.repeats`` (one ``ThroughputResult.as_stats()`` per repeat), optional
+    ``stats.cv`` / ``unstable`` / ``contended`` / ``contended_windows``, and
+    ``requests`` (every timed request, with its ``repeat`` index).
+    """
+
+    benchmark: str
+    model: str
+    concurrency: int | None
+    prompt_tokens: int | None
+    """The long-prompt setting; None for the short-prompt settings."""
+    short_prompt_tokens: int | None
+    """The prompt length a short-prompt setting actually used (from its repeats)."""
+    output_tokens: int | None
+    mean: float | None
+    """Mean output tokens/s over the repeats."""
+    repeat_values: tuple[float, ...]
+    cv: float | None
+    """Coefficient of variation of the repeats: as recorded, else standard deviation ÷ mean."""
+    unstable: bool
+    contended: bool
+    contended_windows: int | None
+    latency: Mapping[str, LatencyFigures]
+    latency_source: LatencySource
+    fidelity: float | None
+    """Our token count ÷ the server's, lowest over the repeats."""
+    repeats: tuple[RepeatFigures, ...]
+    outcome: str
+
+    @property
+    def repeat_count(self) -> int:
+        return len(self.repeat_values)
+
+    @property
+    def low(self) -> float | None:
+        return min(self.repeat_values) if self.repeat_values else None
+
+    @property
+    def high(self) -> float | None:
+        return max(self.repeat_values) if self.repeat_values else None
+
+    @property
+    def flags(self) -> list[str]:
+        """``unstable`` and ``contended`` where they apply."""
+        return [word for word, on in (("unstable", self.unstable), ("contended", self.contended))
+                if on]
+
+    def figure(self, name: str, quantity: str) -> float | None:
+        """A latency figure in ms: ``figure("ttft", "p50")``."""
+        figures = self.latency.get(name)
+        return None if figures is None else figures.get(quantity)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _window_latency(stats: Mapping[str, Any]) -> dict[str, LatencyFigures]:
+    figures = {}
+    for name in LATENCY_NAMES:
+        nested = stats.get(name)
+        n = _int(nested.get("n")) if isinstance(nested, Mapping) else None
+        figures[name] = LatencyFigures(
+            latency_ms(stats, name, "mean"), latency_ms(stats, name, "p50"),
+            latency_ms(stats, name, "p90"), latency_ms(stats, name, "p99"), n)
+    return figures
+
+
+def _request_latencies(requests: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """TTFT, TPOT, ITL and E2E in ms of every successful request, as the workload defines them."""
+    out: dict[str, list[float]] = {name: [] for name in LATENCY_NAMES}
+    for r in requests:
+        if r.get("error"):
+            continue
+        start, end, first = _number(r.get("start")), _number(r.get("end")), _number(r.get("first_token"))
+        if start is None or end is None:
+            continue
+        out["e2e"].append(1e3 * (end - start))
+        if first is not None:
+            ttft = first - start
+            out["ttft"].append(1e3 * ttft)
+            tokens = _int(r.get("completion_tokens"))
+            if tokens is not None and tokens >= 2:
+                out["tpot"].append(1e3 * (end - start - ttft) / (tokens - 1))
+        times = [t for t in (_number(v) for v in (r.get("token_times") or [])) if t is not None]
+        out["itl"] += [1e3 * (b - a) for a, b in pairwise(times)]
+    return out
+
+
+def _median(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
-    return fmean(present) if present else None
+    return median(present) if present else None
 
 
-def throughput_groups(
-    measurements: Iterable[Mapping[str, Any]],
-) -> dict[tuple[str, str, Any, Any], list[Mapping[str, Any]]]:
-    """Repeats grouped by (benchmark, model, concurrency, prompt tokens), in recording order."""
-    groups: dict[tuple[str, str, Any, Any], list[Mapping[str, Any]]] = {}
-    for m in measurements:
-        params = _params(m)
-        key = (str(m.get("benchmark", "")), str(m.get("model", "")),
-               params.get("concurrency"), params.get("prompt_tokens"))
-        groups.setdefault(key, []).append(m)
-    return groups
+def _sample_cv(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = fmean(values)
+    return stdev(values) / mean if mean > 0 else None
+
+
+def throughput_row(m: Mapping[str, Any]) -> ThroughputRow:
+    """The one reader of a throughput measurement (see :class:`ThroughputRow`).
+
+    Latency percentiles come from every timed request of the setting when the
+    measurement carries its ``requests`` (exact), else from the median of the
+    repeats' own percentiles; a measurement without ``stats.repeats`` (an
+    older results file) is read as a single window from its top-level stats.
+    """
+    stats, params = _stats(m), _params(m)
+    raw_repeats = stats.get("repeats")
+    windows: list[Mapping[str, Any]] = (
+        [w for w in raw_repeats if isinstance(w, Mapping)] if isinstance(raw_repeats, list)
+        else [stats])
+    repeats = tuple(
+        RepeatFigures(
+            index=i,
+            tokens_per_s=_number(w.get("output_tokens_per_s")),
+            duration_s=_number(w.get("duration_s")),
+            completed=_int(w.get("completed")),
+            fidelity=_number(w.get("fidelity")),
+            latency=_window_latency(w),
+            contended=_contention(w).get("contended") is True,
+            contention=_contention(w),
+        )
+        for i, w in enumerate(windows)
+    )
+    raw_values = stats.get("repeat_values")
+    if isinstance(raw_values, list):
+        values = tuple(v for v in (_number(x) for x in raw_values) if v is not None)
+    else:
+        per_window = [r.tokens_per_s for r in repeats if r.tokens_per_s is not None]
+        single = _number(m.get("value"))
+        values = tuple(per_window) if per_window else (() if single is None else (single,))
+    mean = _number(m.get("value"))
+    if mean is None and values:
+        mean = fmean(values)
+
+    requests = [r for r in (m.get("requests") or []) if isinstance(r, Mapping)]
+    from_requests = _request_latencies(requests)
+    latency: dict[str, LatencyFigures] = {}
+    source = ""
+    if any(from_requests.values()):
+        latency = {name: LatencyFigures.of_ms(v) for name, v in from_requests.items()}
+        source = "requests"
+    else:
+        for name in LATENCY_NAMES:
+            figures = [r.latency[name] for r in repeats]
+            counts = [f.n for f in figures if f.n is not None]
+            mean, p50, p90, p99 = (_median(f.get(q) for f in figures) for q in LATENCY_QUANTITIES)
+            latency[name] = LatencyFigures(mean, p50, p90, p99, sum(counts) if counts else None)
+        if any(f.measured for f in latency.values()):
+            source = "repeats"
+
+    fidelities = [r.fidelity for r in repeats if r.fidelity is not None]
+    cv = _number(stats["cv"]) if "cv" in stats else _sample_cv(values)
+    windows_contended = _int(stats.get("contended_windows"))
+    short = None
+    if params.get("prompt_tokens") is None:
+        short = next((p for p in (_int(w.get("prompt_tokens")) for w in windows) if p is not None),
+                     None)
+    return ThroughputRow(
+        benchmark=str(m.get("benchmark", "")),
+        model=str(m.get("model", "")),
+        concurrency=_int(params.get("concurrency")),
+        prompt_tokens=_int(params.get("prompt_tokens")),
+        short_prompt_tokens=short,
+        output_tokens=_int(params.get("output_tokens")),
+        mean=mean,
+        repeat_values=values,
+        cv=cv,
+        unstable=stats.get("unstable") is True,
+        contended=stats.get("contended") is True or any(r.contended for r in repeats),
+        contended_windows=windows_contended,
+        latency=latency,
+        latency_source=source,
+        fidelity=min(fidelities) if fidelities else None,
+        repeats=repeats,
+        outcome=str(m.get("outcome") or ""),
+    )
+
+
+def _contention(window: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = window.get("contention")
+    return value if isinstance(value, Mapping) else {}
+
+
+def format_cv(value: Any) -> str:
+    """A coefficient of variation in percent with one decimal: 0.052 -> ``5.2%``."""
+    return format_percent(value)
+
+
+def format_flags(row: ThroughputRow) -> str:
+    """``unstable``, ``contended`` (with the contended windows when known), or ``""``."""
+    words = []
+    if row.unstable:
+        words.append("unstable")
+    if row.contended:
+        count = row.contended_windows
+        if count is None:
+            count = sum(1 for r in row.repeats if r.contended) or None
+        words.append(f"contended ({count}/{row.repeat_count})"
+                     if count is not None and row.repeat_count else "contended")
+    return ", ".join(words)
+
+
+def _prompt_of(row: ThroughputRow) -> str:
+    return "short" if row.prompt_tokens is None else f"{row.prompt_tokens:,}"
+
+
+THROUGHPUT_COLUMNS = [
+    "model", "concurrency", "prompt tokens", "tokens/s", "range", "repeats", "CV", "flags",
+    *(f"{name.upper()} {q} (ms)" for name in ("ttft", "tpot", "itl") for q in ("p50", "p90", "p99")),
+    "fidelity",
+]
+"""The columns of a Throughput or Long-prompt table."""
+
+
+def throughput_cells(row: ThroughputRow) -> list[Cell]:
+    """A :class:`ThroughputRow` as the cells of :data:`THROUGHPUT_COLUMNS`."""
+    low, high = row.low, row.high
+    spread = (f"{format_rate(low)}–{format_rate(high)}"
+              if low is not None and high is not None and row.repeat_count > 1 else NA)
+    return [
+        row.model,
+        _count(row.concurrency),
+        _prompt_of(row),
+        format_rate(row.mean),
+        spread,
+        row.repeat_count,
+        format_cv(row.cv),
+        format_flags(row),
+        *(format_ms(row.figure(name, q)) for name in ("ttft", "tpot", "itl")
+          for q in ("p50", "p90", "p99")),
+        NA if row.fidelity is None else f"{_rounded(row.fidelity, 3):.3f}",
+    ]
+
+
+def throughput_rows(measurements: Iterable[Mapping[str, Any]]) -> list[ThroughputRow]:
+    """:func:`throughput_row` of each throughput measurement, in recording order."""
+    return [throughput_row(m) for m in measurements if is_throughput(m)]
 
 
 def throughput_table(
     benchmark: str, measurements: Sequence[Mapping[str, Any]], reference: str | None = None
 ) -> Table:
-    """One throughput benchmark: a row per model and setting, repeats summarised."""
-    columns = ["model", "concurrency", "prompt tokens", "tokens/s", "range", "repeats",
-               "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)", "fidelity"]
+    """One throughput benchmark: a row per model and setting, its repeats summarised."""
     order = _model_order(reference)
-    groups = throughput_groups(measurements)
-    keyed: list[tuple[Any, list[Cell]]] = []
-    output_tokens: set[Any] = set()
-    short_prompts: set[Any] = set()
-    for (_, model, concurrency, _prompt), repeats in groups.items():
-        params = _params(repeats[0])
-        output_tokens.add(params.get("output_tokens"))
-        if params.get("prompt_tokens") is None:
-            short_prompts.add(_stats(repeats[0]).get("prompt_tokens"))
-        values = [v for v in (_number(r.get("value")) for r in repeats) if v is not None]
-        spread = (f"{format_rate(min(values))}–{format_rate(max(values))}"
-                  if len(values) > 1 else NA)
-        fidelities = [f for f in (_number(_stats(r).get("fidelity")) for r in repeats) if f is not None]
-        worst = max(fidelities, key=lambda f: abs(f - 1.0)) if fidelities else None
-        keyed.append(((order(model), _setting_key(params)), [
-            model,
-            _count(concurrency),
-            _prompt_setting(params),
-            format_rate(fmean(values)) if values else NA,
-            spread,
-            len(repeats),
-            format_ms(_mean(latency_ms(_stats(r), "ttft", "p50") for r in repeats)),
-            format_ms(_mean(latency_ms(_stats(r), "ttft", "p99") for r in repeats)),
-            format_ms(_mean(latency_ms(_stats(r), "tpot", "p50") for r in repeats)),
-            NA if worst is None else f"{_rounded(worst, 3):.3f}",
-        ]))
+    rows = [throughput_row(m) for m in measurements]
+    rows.sort(key=lambda r: (order(r.model), (r.prompt_tokens if r.prompt_tokens is not None else -1,
+                                              r.concurrency if r.concurrency is not None else -1)))
     notes = []
-    outputs = sorted(o for o in output_tokens if isinstance(o, int))
+    outputs = sorted({r.output_tokens for r in rows if r.output_tokens is not None})
     if outputs:
         notes.append(f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request")
-    known_short = sorted(p for p in short_prompts if isinstance(p, int))
+    known_short = sorted({r.short_prompt_tokens for r in rows if r.short_prompt_tokens is not None})
     if known_short:
         notes.append(f"short: {', '.join(map(str, known_short))}-token prompts")
-    notes.append("tokens/s: mean over repeats (range: lowest–highest repeat); latencies: "
-                 "mean over repeats of each repeat's percentile; fidelity: our token count ÷ "
-                 "the server's (the repeat furthest from 1)")
+    notes.append("tokens/s: mean over repeats (range: lowest–highest repeat); CV: the repeats' "
+                 "coefficient of variation; fidelity: our token count ÷ the server's (lowest repeat)")
+    sources = {r.latency_source for r in rows}
+    if "requests" in sources:
+        notes.append("latencies: percentiles over every timed request of the setting")
+    if "repeats" in sources:
+        notes.append(("latencies of settings without request records" if "requests" in sources
+                      else "latencies") + ": median over repeats of each repeat's percentile")
     notes.extend(_outcome_notes(measurements))
     return Table(
         title=label_of(benchmark, f"{benchmark} throughput"),
-        columns=columns,
-        rows=[row for _, row in sorted(keyed, key=lambda kr: kr[0])],
+        columns=list(THROUGHPUT_COLUMNS),
+        rows=[throughput_cells(r) for r in rows],
         kind="throughput",
         notes=notes,
     )
@@ -519,12 +797,14 @@ def ratio_table(measurements: Sequence[Mapping[str, Any]]) -> Table:
     keyed: list[tuple[Any, list[Cell]]] = []
     for m in measurements:
         stats, params = _stats(m), _params(m)
+        low, high = _number(stats.get("low")), _number(stats.get("high"))
         if stats.get("degenerate") is True:
             interval = "n/a (single repeat)"
+        elif low is None or high is None:
+            # NaN bounds: too few repeats for an interval (a missing one is just not recorded)
+            interval = "no interval" if _is_nan(stats.get("low")) or _is_nan(stats.get("high")) else NA
         else:
-            low, high = _number(stats.get("low")), _number(stats.get("high"))
-            interval = NA if low is None or high is None else (
-                f"[{_rounded(low, 2):.2f}, {_rounded(high, 2):.2f}]")
+            interval = f"[{_rounded(low, 2):.2f}, {_rounded(high, 2):.2f}]"
         candidate = str(m.get("model", ""))
         keyed.append(((candidate, _setting_key(params)), [
             candidate,
