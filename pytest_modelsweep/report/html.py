@@ -36,17 +36,21 @@ from ..errors import ModelsweepError
 from .plots import MATPLOTLIB_HINT, summary_plots
 from .tables import (
     NA,
+    LatencyFigures,
     Table,
+    format_flags,
+    format_ms,
     format_percent,
     format_points,
     format_rate,
     format_ratio,
     format_value,
-    latency_ms,
     measurement_kind,
+    percentile,
     provenance_line,
     run_title,
     summary_tables,
+    throughput_row,
 )
 
 if TYPE_CHECKING:
@@ -205,23 +209,82 @@ def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], raw_last: bool 
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
-def _latency_table(stats: Mapping[str, Any]) -> str:
+def _latency_grid(latency: Mapping[str, LatencyFigures], caption: str) -> str:
     rows = []
     for name in _LATENCIES:
-        values = [latency_ms(stats, name, q) for q in _QUANTITIES]
-        if any(v is not None for v in values):
-            rows.append([name.upper()] + [NA if v is None else f"{v:,.1f}" for v in values])
+        figures = latency.get(name)
+        if figures is None or not figures.measured:
+            continue
+        rows.append([name.upper()] + [format_ms(figures.get(q)) for q in _QUANTITIES])
     if not rows:
         return ""
-    return "<h4>Latency (ms)</h4>" + _grid(["", *_QUANTITIES], rows)
+    return f"<h4>Latency (ms)</h4>{_notes(caption)}" + _grid(["", *_QUANTITIES], rows)
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def _notes(text: str) -> str:
+    return f'<p class="ms-notes">{_e(text)}</p>' if text else ""
+
+
+def _latency_table(measurement: Mapping[str, Any]) -> str:
+    """The latency table of a measurement, read by :func:`throughput_row`."""
+    row = throughput_row(measurement)
+    if row.latency_source == "requests":
+        count = row.latency["e2e"].n
+        caption = f"over all {count:,} timed requests of the setting" if count else ""
+    elif row.latency_source == "repeats" and row.repeat_count > 1:
+        caption = "median over repeats of each repeat's figure"
+    else:
+        caption = ""
+    return _latency_grid(row.latency, caption)
+
+
+def _stats_of(measurement: Mapping[str, Any]) -> Mapping[str, Any]:
+    stats = measurement.get("stats")
+    return stats if isinstance(stats, Mapping) else {}
+
+
+def _repeats_table(measurement: Mapping[str, Any]) -> str:
+    """One line per timed window of a throughput setting."""
+    row = throughput_row(measurement)
+    if not isinstance(_stats_of(measurement).get("repeats"), list) or not row.repeats:
+        return ""
+    values = row.repeat_values
+    lines = []
+    for r in row.repeats:
+        rate = r.tokens_per_s if r.tokens_per_s is not None else (
+            values[r.index] if r.index < len(values) else None)
+        contention = ", ".join(f"{k} {_compact(v)}" for k, v in r.contention.items())
+        lines.append([
+            str(r.index + 1),
+            format_rate(rate),
+            NA if r.duration_s is None else f"{r.duration_s:,.2f}",
+            NA if r.completed is None else str(r.completed),
+            NA if r.fidelity is None else f"{r.fidelity:.4f}",
+            format_ms(r.latency["ttft"].get("p50")),
+            format_ms(r.latency["tpot"].get("p50")),
+            ("contended" if r.contended else "") + (f" ({contention})" if contention else ""),
+        ])
+    return "<h4>Repeats</h4>" + _grid(
+        ["repeat", "tokens/s", "duration (s)", "completed", "fidelity", "TTFT p50 (ms)",
+         "TPOT p50 (ms)", "contention"], lines)
+
+
+def _throughput_scalars(measurement: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The setting's own figures from the reader, then its other scalar statistics."""
+    row = throughput_row(measurement)
+    pairs = [
+        ("tokens/s (mean)", format_rate(row.mean)),
+        ("range", f"{format_rate(row.low)}–{format_rate(row.high)}" if row.repeat_count > 1 else NA),
+        ("repeats", str(row.repeat_count)),
+        ("CV", format_percent(row.cv)),
+        ("fidelity (lowest)", NA if row.fidelity is None else f"{row.fidelity:.4f}"),
+    ]
+    if row.flags:
+        pairs.append(("flags", format_flags(row)))
+    shown = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows"}
+    pairs += [(str(k), _compact(v)) for k, v in _stats_of(measurement).items()
+              if str(k) not in shown and not (str(k) in _LATENCIES and isinstance(v, Mapping))]
+    return pairs
 
 
 def request_summary(requests: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -238,7 +301,7 @@ def request_summary(requests: Sequence[Mapping[str, Any]]) -> list[tuple[str, st
     for label, values in (("latency", latencies), ("TTFT", ttfts)):
         if values:
             rows.append((f"{label} mean / p50 / p99 (ms)", " / ".join(
-                f"{1e3 * v:,.1f}" for v in (fmean(values), median(values), _percentile(values, 0.99)))))
+                f"{1e3 * v:,.1f}" for v in (fmean(values), median(values), percentile(values, 0.99)))))
     completion = [r["completion_tokens"] for r in requests if isinstance(r.get("completion_tokens"), int)]
     if completion:
         rows.append(("completion tokens", f"{sum(completion):,}"))
@@ -298,11 +361,18 @@ def measurement_html(measurement: Mapping[str, Any], *, max_items: int = MAX_ITE
     parts = [f"<h4>{_e(model)} · {_e(headline(measurement))}</h4>"]
     if params:
         parts.append(_key_value_table([(str(k), _compact(v)) for k, v in params.items()]))
-    scalars = [(str(k), _compact(v)) for k, v in stats.items()
-               if not (str(k) in _LATENCIES and isinstance(v, Mapping))]
+    throughput = measurement_kind(measurement) == "throughput"
+    if throughput:
+        scalars = _throughput_scalars(measurement)
+    else:
+        scalars = [(str(k), _compact(v)) for k, v in stats.items()
+                   if not (str(k) in _LATENCIES and isinstance(v, Mapping))]
     if scalars:
         parts.append("<h4>Statistics</h4>" + _key_value_table(scalars))
-    parts.append(_latency_table(stats))
+    if throughput or any(isinstance(stats.get(name), Mapping) for name in _LATENCIES):
+        parts.append(_latency_table(measurement))
+    if throughput:
+        parts.append(_repeats_table(measurement))
     requests = measurement.get("requests") or []
     if requests:
         parts.append("<h4>Requests</h4>" + _key_value_table(request_summary(requests)))

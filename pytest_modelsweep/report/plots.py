@@ -13,21 +13,24 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from ..metrics import VERDICT_PREFIX, label_of, rank
 from .tables import (
+    ThroughputRow,
     accuracy_interval,
     is_throughput,
     measurement_kind,
-    throughput_groups,
+    throughput_rows,
 )
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MATPLOTLIB_HINT = "plots need matplotlib: pip install 'pytest-modelsweep[html]'"
+
+_STYLES = ["-", "--", ":", "-."]
+_MARKERS = ["o", "s", "^", "D"]
 
 VERDICT_COLOURS = {
     "better": "#1a7f37",
@@ -95,22 +98,46 @@ def _style(axes: Any) -> None:
 # --------------------------------------------------------------------------- throughput
 
 
+def _points(
+    measurements: Sequence[Mapping[str, Any]],
+) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
+    """Throughput rows with a concurrency, by (model, long prompt length), sorted by concurrency."""
+    lines: dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]] = {}
+    for row in throughput_rows(measurements):
+        if row.concurrency is None:
+            continue
+        lines.setdefault((row.model, row.prompt_tokens), []).append((row.concurrency, row))
+    for points in lines.values():
+        points.sort(key=lambda p: p[0])
+    return lines
+
+
+def _line_label(model: str, prompt: int | None) -> str:
+    return _label(f"{model}, {'short prompts' if prompt is None else f'{prompt} prompt tokens'}")
+
+
+def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
+    axes.set_xscale("log", base=2)
+    ticks = sorted(concurrencies)
+    axes.set_xticks(ticks, [str(c) for c in ticks])
+    axes.minorticks_off()
+    axes.set_xlabel("concurrent requests")
+
+
 def throughput_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
     """Output tokens/s against concurrency: a line per model and prompt length.
 
-    Points are the mean over repeats, bars the lowest and highest repeat. None
-    without matplotlib or without throughput measurements.
+    Points are the mean over repeats, bars the lowest and highest repeat (read
+    by :func:`..tables.throughput_row`). None without matplotlib or without
+    throughput measurements.
     """
-    rows = [m for m in measurements if is_throughput(m)]
-    if not rows or not matplotlib_available():
+    if not any(is_throughput(m) for m in measurements) or not matplotlib_available():
         return None
-    lines: dict[tuple[str, Any], list[tuple[int, float, float, float]]] = {}
-    for (_, model, concurrency, prompt), repeats in throughput_groups(rows).items():
-        values = [v for v in (_number(r.get("value")) for r in repeats) if v is not None]
-        if not isinstance(concurrency, int) or not values:
-            continue
-        lines.setdefault((model, prompt), []).append(
-            (concurrency, fmean(values), min(values), max(values)))
+    lines = {
+        key: [(c, row.mean, row.low, row.high) for c, row in points if row.mean is not None]
+        for key, points in _points(measurements).items()
+    }
+    lines = {key: points for key, points in lines.items() if points}
     if not lines:
         return None
     figure = _new_figure(7.5, 4.2)
@@ -119,29 +146,65 @@ def throughput_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
     models = sorted({model for model, _ in lines})
     prompts = sorted({prompt or 0 for _, prompt in lines})
     palette = [f"C{i % 10}" for i in range(len(models))]
-    styles = ["-", "--", ":", "-."]
-    markers = ["o", "s", "^", "D"]
     for (model, prompt), points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-        points.sort()
         style = prompts.index(prompt or 0)
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
-        lower = [p[1] - p[2] for p in points]
-        upper = [p[3] - p[1] for p in points]
+        lower = [p[1] - (p[2] if p[2] is not None else p[1]) for p in points]
+        upper = [(p[3] if p[3] is not None else p[1]) - p[1] for p in points]
         concurrencies.update(xs)
-        prompt_text = "short prompts" if prompt is None else f"{prompt} prompt tokens"
         axes.errorbar(xs, ys, yerr=[lower, upper], capsize=3, color=palette[models.index(model)],
-                      linestyle=styles[style % len(styles)], marker=markers[style % len(markers)],
-                      label=_label(f"{model}, {prompt_text}"))
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(sorted(concurrencies), [str(c) for c in sorted(concurrencies)])
-    axes.minorticks_off()
-    axes.set_xlabel("concurrent requests")
+                      linestyle=_STYLES[style % len(_STYLES)],
+                      marker=_MARKERS[style % len(_MARKERS)], label=_line_label(model, prompt))
+    _concurrency_axis(axes, concurrencies)
     axes.set_ylabel("output tokens/s")
     axes.set_ylim(bottom=0)
     axes.set_title("Throughput (mean over repeats; bars: lowest–highest repeat)", fontsize=10)
     _style(axes)
     axes.legend(fontsize=8, loc="best")
+    return _svg(figure)
+
+
+def latency_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
+    """TTFT and TPOT p50 (solid) and p99 (dashed) against concurrency, a colour per model.
+
+    One panel per latency; a line per model and prompt length. None without
+    matplotlib or without a throughput measurement that recorded latencies.
+    """
+    if not any(is_throughput(m) for m in measurements) or not matplotlib_available():
+        return None
+    lines = {key: points for key, points in _points(measurements).items()
+             if any(row.figure(name, "p50") is not None for _, row in points
+                    for name in ("ttft", "tpot"))}
+    if not lines:
+        return None
+    figure = _new_figure(7.5, 6.4)
+    panels = figure.subplots(2, 1, sharex=True)
+    models = sorted({model for model, _ in lines})
+    prompts = sorted({prompt or 0 for _, prompt in lines})
+    palette = [f"C{i % 10}" for i in range(len(models))]
+    concurrencies: set[int] = set()
+    for axes, name, title in zip(panels, ("ttft", "tpot"),
+                                 ("Time to first token", "Time per output token")):
+        for (model, prompt), points in sorted(lines.items(),
+                                              key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+            marker = _MARKERS[prompts.index(prompt or 0) % len(_MARKERS)]
+            colour = palette[models.index(model)]
+            for quantity, linestyle in (("p50", "-"), ("p99", "--")):
+                xy = [(c, row.figure(name, quantity)) for c, row in points]
+                shown = [(c, v) for c, v in xy if v is not None]
+                if not shown:
+                    continue
+                concurrencies.update(c for c, _ in shown)
+                axes.plot([c for c, _ in shown], [v for _, v in shown], color=colour,
+                          linestyle=linestyle, marker=marker,
+                          label=_line_label(model, prompt) + f" {quantity}")
+        axes.set_ylabel(f"{name.upper()} (ms)")
+        axes.set_ylim(bottom=0)
+        axes.set_title(f"{title}: p50 solid, p99 dashed", fontsize=10, loc="left")
+        _style(axes)
+    _concurrency_axis(panels[1], concurrencies)
+    panels[0].legend(fontsize=7, loc="best")
     return _svg(figure)
 
 
@@ -258,6 +321,10 @@ def summary_plots(measurements: Sequence[Mapping[str, Any]], reference: str | No
     if throughput:
         plots.append(Plot("Throughput", "Output tokens per second against concurrent requests, "
                           "one line per model and prompt length", throughput))
+    latency = latency_plot(measurements)
+    if latency:
+        plots.append(Plot("Latency", "TTFT and TPOT p50 and p99 against concurrent requests, "
+                          "one colour per model", latency))
     return plots
 
 
@@ -266,6 +333,7 @@ __all__ = [
     "Plot",
     "accuracy_plot",
     "forest_plot",
+    "latency_plot",
     "matplotlib_available",
     "summary_plots",
     "throughput_plot",
