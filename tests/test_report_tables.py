@@ -55,19 +55,30 @@ def accuracy(model: str, benchmark: str, value: float, n: int, *, limit: int | N
             "provenance": PROV, "outcome": outcome}
 
 
-def repeat(model: str, concurrency: int, value: float, *, prompt: int | None = None,
-           benchmark: str = "throughput", ttft_p50_ms: float = 100.0, fidelity: float = 1.0,
-           seconds: bool = False) -> dict[str, Any]:
-    if seconds:
-        latency = {"ttft": {"mean": 0.2, "p50": ttft_p50_ms / 1e3, "p90": 0.3, "p99": 0.4},
-                   "tpot": {"mean": 0.02, "p50": 0.021, "p90": 0.03, "p99": 0.04}}
-    else:
-        latency = {"ttft": {"mean_ms": 200.0, "p50_ms": ttft_p50_ms, "p90_ms": 300.0, "p99_ms": 400.0},
-                   "tpot": {"mean_ms": 20.0, "p50_ms": 21.0, "p90_ms": 30.0, "p99_ms": 40.0}}
-    return {"model": model, "benchmark": benchmark, "value": value, "unit": "tokens/s", "n": concurrency,
+def window(value: float, ttft_p50_ms: float, fidelity: float, prompt: int | None) -> dict[str, Any]:
+    """One repeat's stats in the shape ``ThroughputResult.as_stats()`` writes (ms latencies)."""
+    def ms(mean: float, p50: float, p90: float, p99: float) -> dict[str, float]:
+        return {"mean_ms": mean, "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "n": 4}
+
+    return {"prompt_tokens": prompt or 24, "output_tokens": 256, "output_tokens_per_s": value,
+            "fidelity": fidelity, "ttft": ms(200.0, ttft_p50_ms, 300.0, 400.0),
+            "tpot": ms(20.0, 21.0, 30.0, 40.0), "itl": ms(19.0, 18.0, 25.0, 35.0),
+            "e2e": ms(900.0, 880.0, 950.0, 990.0), "violations": []}
+
+
+def setting(model: str, concurrency: int, values: list[float], *, prompt: int | None = None,
+            benchmark: str = "throughput", ttft_p50_ms: list[float] | None = None,
+            fidelity: list[float] | None = None) -> dict[str, Any]:
+    """A throughput setting as benches/test_throughput.py records it, without request records
+    (tests/test_report_real_run.py reads the bench's own output, requests included)."""
+    ttfts = ttft_p50_ms or [100.0] * len(values)
+    fidelities = fidelity or [1.0] * len(values)
+    return {"model": model, "benchmark": benchmark, "value": sum(values) / len(values),
+            "unit": "tokens/s", "n": 4 * len(values),
             "params": {"concurrency": concurrency, "prompt_tokens": prompt, "output_tokens": 256,
-                       "repeat": 0},
-            "stats": {**latency, "fidelity": fidelity, "prompt_tokens": prompt or 24},
+                       "timed_requests": 4, "repeats": len(values)},
+            "stats": {"repeat_values": values,
+                      "repeats": [window(v, t, f, prompt) for v, t, f in zip(values, ttfts, fidelities)]},
             "items": [], "requests": [], "provenance": PROV, "outcome": "passed"}
 
 
@@ -160,27 +171,43 @@ def test_bfcl_table_error_types_by_count() -> None:
 
 def test_throughput_table_summarises_repeats() -> None:
     measurements = [
-        repeat(CAND, 16, 510.0, ttft_p50_ms=120.0), repeat(CAND, 16, 530.0, ttft_p50_ms=140.0,
-                                                           fidelity=0.995),
-        repeat(CAND, 1, 40.04),
-        repeat(REF, 1, 35.0, seconds=True, ttft_p50_ms=90.0),
-        repeat(REF, 4, 100.0, prompt=1024, benchmark="long_prompt"),
+        setting(CAND, 16, [510.0, 530.0], ttft_p50_ms=[120.0, 140.0], fidelity=[1.0, 0.995]),
+        setting(CAND, 1, [40.04]),
+        setting(REF, 1, [35.0], ttft_p50_ms=[90.0]),
+        setting(REF, 4, [100.0], prompt=1024, benchmark="long_prompt"),
     ]
     tables = by_title(measurements)
     throughput = tables["Throughput"]
-    assert throughput.columns == ["model", "concurrency", "prompt tokens", "tokens/s", "range",
-                                  "repeats", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)",
-                                  "fidelity"]
+    assert throughput.columns == [
+        "model", "concurrency", "prompt tokens", "tokens/s", "range", "repeats", "CV", "flags",
+        "TTFT p50 (ms)", "TTFT p90 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)", "TPOT p90 (ms)",
+        "TPOT p99 (ms)", "ITL p50 (ms)", "ITL p90 (ms)", "ITL p99 (ms)", "fidelity"]
+    latencies = ["300.0", "400.0", "21.0", "30.0", "40.0", "18.0", "25.0", "35.0"]
     assert throughput.rows == [
-        [REF, 1, "short", "35.0", "n/a", 1, "90.0", "400.0", "21.0", "1.000"],
-        [CAND, 1, "short", "40.0", "n/a", 1, "100.0", "400.0", "21.0", "1.000"],
-        [CAND, 16, "short", "520.0", "510.0–530.0", 2, "130.0", "400.0", "21.0", "0.995"],
+        [REF, 1, "short", "35.0", "n/a", 1, "n/a", "", "90.0", *latencies, "1.000"],
+        [CAND, 1, "short", "40.0", "n/a", 1, "n/a", "", "100.0", *latencies, "1.000"],
+        # median over the repeats' TTFT p50 (no request records); the lowest fidelity
+        [CAND, 16, "short", "520.0", "510.0–530.0", 2, "2.7%", "", "130.0", *latencies, "0.995"],
     ]
     assert "256 output tokens per request" in throughput.notes
     assert "short: 24-token prompts" in throughput.notes
+    assert "latencies: median over repeats of each repeat's percentile" in throughput.notes
     assert tables["Long-prompt throughput"].rows == [
-        [REF, 4, "1,024", "100.0", "n/a", 1, "100.0", "400.0", "21.0", "1.000"],
+        [REF, 4, "1,024", "100.0", "n/a", 1, "n/a", "", "100.0", *latencies, "1.000"],
     ]
+
+
+def test_throughput_flags_and_a_ratio_without_an_interval() -> None:
+    noisy = setting(CAND, 4, [100.0, 60.0, 140.0])
+    noisy["stats"].update(cv=0.4, unstable=True, contended=False, contended_windows=0)
+    [row] = by_title([noisy])["Throughput"].rows
+    assert row[6:8] == ["40.0%", "unstable"]
+    nan = float("nan")
+    ratio = {"model": CAND, "benchmark": "throughput_ratio", "value": 0.9, "unit": "ratio", "n": 1,
+             "params": {"concurrency": 1, "prompt_tokens": None},
+             "stats": {"low": nan, "high": nan, "reference": REF}}
+    [ratio_row] = by_title([ratio])["Throughput relative to the reference"].rows
+    assert ratio_row[-2:] == ["0.90×", "no interval"]
 
 
 def test_ratio_table() -> None:
@@ -202,7 +229,7 @@ def test_summary_table_order_and_other_measurements() -> None:
     smoke = {"model": REF, "benchmark": "smoke", "value": 12.345, "unit": "tokens/s", "n": 1,
              "params": {"max_tokens": 32}, "stats": {}, "outcome": "passed"}
     tables = summary_tables([
-        smoke, repeat(REF, 1, 10.0), repeat(REF, 1, 10.0, prompt=1024, benchmark="long_prompt"),
+        smoke, setting(REF, 1, [10.0]), setting(REF, 1, [10.0], prompt=1024, benchmark="long_prompt"),
         accuracy(REF, "bfcl", 0.5, 10), accuracy(REF, "gsm8k", 0.5, 10),
         {"model": CAND, "benchmark": "throughput_ratio", "value": 1.0, "unit": "ratio", "n": 3,
          "params": {"concurrency": 1}, "stats": {"low": 0.9, "high": 1.1, "reference": REF}},

@@ -664,8 +664,8 @@ def throughput_row(m: Mapping[str, Any]) -> ThroughputRow:
         for name in LATENCY_NAMES:
             figures = [r.latency[name] for r in repeats]
             counts = [f.n for f in figures if f.n is not None]
-            mean, p50, p90, p99 = (_median(f.get(q) for f in figures) for q in LATENCY_QUANTITIES)
-            latency[name] = LatencyFigures(mean, p50, p90, p99, sum(counts) if counts else None)
+            average, p50, p90, p99 = (_median(f.get(q) for f in figures) for q in LATENCY_QUANTITIES)
+            latency[name] = LatencyFigures(average, p50, p90, p99, sum(counts) if counts else None)
         if any(f.measured for f in latency.values()):
             source = "repeats"
 
