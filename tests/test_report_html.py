@@ -68,17 +68,20 @@ def test_verdict(candidate_name, judge_against_reference):
 @pytest.mark.throughput
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_throughput(model_name, concurrency, record_measurement):
-    for repeat in range(2):
-        record_measurement(
-            "throughput", 40.0 * concurrency + repeat, "tokens/s", 4 * concurrency,
-            params={"concurrency": concurrency, "prompt_tokens": None, "output_tokens": 256,
-                    "repeat": repeat},
-            stats={"ttft": {"mean_ms": 90.0, "p50_ms": 80.0, "p90_ms": 100.0, "p99_ms": 120.0},
-                   "tpot": {"mean_ms": 21.0, "p50_ms": 20.0, "p90_ms": 25.0, "p99_ms": 30.0},
-                   "fidelity": 1.0},
-            requests=[{"start": 0.0, "end": 1.5, "first_token": 0.08, "completion_tokens": 256,
-                       "error": None}],
-        )
+    # one measurement per setting, repeats inside, as benches/test_throughput.py records it
+    values = [40.0 * concurrency, 40.0 * concurrency + 1]
+    window = {"prompt_tokens": 24, "fidelity": 1.0,
+              "ttft": {"mean_ms": 90.0, "p50_ms": 80.0, "p90_ms": 100.0, "p99_ms": 120.0, "n": 1},
+              "tpot": {"mean_ms": 21.0, "p50_ms": 20.0, "p90_ms": 25.0, "p99_ms": 30.0, "n": 1}}
+    record_measurement(
+        "throughput", sum(values) / 2, "tokens/s", 2,
+        params={"concurrency": concurrency, "prompt_tokens": None, "output_tokens": 256,
+                "timed_requests": 1, "repeats": 2},
+        stats={"repeat_values": values,
+               "repeats": [{**window, "output_tokens_per_s": v} for v in values]},
+        requests=[{"start": 0.0, "end": 1.5, "first_token": 0.08, "completion_tokens": 256,
+                   "token_times": [0.08, 0.09], "error": None, "repeat": r} for r in range(2)],
+    )
 """
 
 
@@ -123,7 +126,7 @@ def test_pytest_html_report_has_the_summary_tables_plots_and_escaped_items(
     assert '<td class="ms-text ms-verdict ms-verdict-worse">worse</td>' in section
     assert '<td class="ms-text">gemma3-270m</td><td class="ms-num">75.0%</td>' in section
     if plots.matplotlib_available():
-        assert section.count('<img alt="') == 3  # forest, accuracy, throughput
+        assert section.count('<img alt="') == 4  # forest, accuracy, throughput, latency
         assert "data:image/svg+xml;base64," in section
     else:
         assert plots.MATPLOTLIB_HINT in section
@@ -142,6 +145,7 @@ def test_pytest_html_report_has_the_summary_tables_plots_and_escaped_items(
     throughput = tests["test_bench.py::test_throughput[gemma3-270m-4]"][0]
     extra = next(e["content"] for e in throughput["extras"] if e["format_type"] == "html")
     assert "<h4>Latency (ms)</h4>" in extra and "<h4>Requests</h4>" in extra
+    assert "over all 2 timed requests of the setting" in extra and "<h4>Repeats</h4>" in extra
 
 
 def test_the_standalone_file_has_the_live_runs_summary(pytester: pytest.Pytester) -> None:
@@ -169,9 +173,9 @@ def test_extras_and_summary_under_xdist(pytester: pytest.Pytester) -> None:
     kinds = {node_id: [e["format_type"] for e in tests[node_id][0]["extras"]]
              for node_id in ("test_bench.py::test_gsm8k[smollm2-135m]",
                              "test_bench.py::test_throughput[smollm2-135m-1]")}
-    assert kinds == {  # one html extra per test, one JSON per measurement (two repeats)
+    assert kinds == {  # one html extra per test, one JSON per measurement (repeats inside)
         "test_bench.py::test_gsm8k[smollm2-135m]": ["html", "json"],
-        "test_bench.py::test_throughput[smollm2-135m-1]": ["html", "json", "json"],
+        "test_bench.py::test_throughput[smollm2-135m-1]": ["html", "json"],
     }
 
 
@@ -231,8 +235,10 @@ def _measurements() -> list[dict[str, Any]]:
     }
     throughput = {
         "model": MARKUP_MODEL, "benchmark": "throughput", "value": 10.0, "unit": "tokens/s", "n": 1,
-        "params": {"concurrency": 1, "prompt_tokens": None, "output_tokens": 256, "repeat": 0},
-        "stats": {"ttft": {"p50": 0.05, "p99": 0.08}},  # seconds, as well as *_ms, are understood
+        "params": {"concurrency": 1, "prompt_tokens": None, "output_tokens": 256, "repeats": 1},
+        "stats": {"repeat_values": [10.0], "repeats": [
+            {"ttft": {"p50_ms": 50.0, "p99_ms": 80.0}, "fidelity": 1.0,
+             "contention": {"note": MARKUP_MODEL, "contended": True}}]},
     }
     return [verdict, accuracy, throughput]
 
@@ -249,19 +255,22 @@ def test_everything_from_a_model_or_file_is_escaped_in_the_summary() -> None:
     throughput = measurement_html(_measurements()[2])
     assert ('<td class="ms-text">TTFT</td><td class="ms-text">n/a</td><td class="ms-text">50.0</td>'
             in throughput)
+    assert "<img src=x" not in throughput and "&lt;img src=x onerror=alert(1)&gt;" in throughput
+    assert "contended (1/1)" in section
 
 
 @pytest.mark.skipif(not plots.matplotlib_available(), reason="matplotlib is not installed")
 def test_plots_are_svg_with_escaped_labels() -> None:
     measurements = _measurements()
     for svg in (plots.forest_plot(measurements), plots.accuracy_plot(measurements),
-                plots.throughput_plot(measurements)):
+                plots.throughput_plot(measurements), plots.latency_plot(measurements)):
         assert svg is not None and svg.startswith("<svg")
         assert "<img" not in svg and "&lt;img src=x onerror=alert(1)&gt;" in svg
     forest = plots.forest_plot(measurements)
     assert forest is not None and forest == plots.forest_plot(measurements)  # stable output
     assert plots.forest_plot(measurements[1:]) is None
     assert plots.throughput_plot(measurements[:2]) is None
+    assert plots.latency_plot(measurements[:2]) is None
 
 
 def test_without_matplotlib_the_report_says_how_to_get_plots(
