@@ -134,7 +134,7 @@ def test_pytest_html_report_in_chromium(pytester: pytest.Pytester, tmp_path: Pat
     assert page.summary_tables == 3  # verdicts, GSM8K, throughput
     assert "worse" in page.summary_cells and "75.0%" in page.summary_cells
     if matplotlib_available():
-        assert len(page.plot_images) == 3
+        assert len(page.plot_images) == 4  # forest, accuracy, throughput, latency
         assert all(src.startswith("data:image/svg+xml;base64,") for src in page.plot_images)
     screenshot(report, tmp_path / "profile", pytester.path / "report.png")
 
