@@ -194,6 +194,15 @@ def compare_with_baseline(
     return rows
 
 
+def baseline_history(runs: Iterable[Iterable[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The measurements of a baseline's runs (oldest first) as :func:`compare_with_baseline`
+    takes them: one measurement per run and setting (a run's last one)."""
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        out += list({_key(m): m for m in run}.values())
+    return out
+
+
 def unsound_reason(measurement: Mapping[str, Any], where: str) -> str | None:
     """Why a measurement can support no conclusion (its test failed, items failed); or None."""
     name = f"{measurement.get('model')} {measurement.get('benchmark')} {where}"

@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.gate import Thresholds, compare_with_baseline  # noqa: E402
-from pytest_modelsweep.stats import ratio_interval  # noqa: E402
+from pytest_modelsweep.gate import Thresholds, compare_with_baseline
+from pytest_modelsweep.stats import ratio_interval
 
 SETTINGS = [("throughput", 1, None), ("throughput", 4, None), ("throughput", 16, None),
             ("long_prompt", 4, 1024), ("long_prompt", 4, 3072)]
@@ -95,8 +95,8 @@ def gate_trial(rng: np.random.Generator, cv: float, between: float, history: int
 
 def gate(trials: int, seed: int) -> tuple[list[str], bool]:
     rng = np.random.default_rng(seed)
-    lines = ["(b) false alarms: share of unchanged models with any of 5 rows regressed "
-             f"(3 repeats, threshold 10%, {trials} models each)",
+    lines = [("(b) false alarms: share of unchanged models with any of 5 rows regressed "
+             f"(3 repeats, threshold 10%, {trials} models each)"),
              f"    {'CV':>4} {'between-run CV':>14} {'baseline runs':>13} {'false alarms':>12}  target <= 5%"]
     ok = True
     for cv in (0.05, 0.10):
