@@ -99,6 +99,20 @@ def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[d
     return store.run(run_id), store.measurements(run_id)
 
 
+def _baseline_side(store_path: str, ref: str) -> list[dict[str, Any]]:
+    """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
+    does); a run id or results file, that one run."""
+    from .gate import baseline_history
+    from .store import Store
+
+    path = Path(ref)
+    if not (path.suffix == ".json" or path.is_file()) and Path(store_path).exists():
+        run_ids = Store(Path(store_path)).baseline_runs(ref)
+        if run_ids:
+            return baseline_history(_run_measurements(store_path, run_id)[1] for run_id in run_ids)
+    return _run_measurements(store_path, ref)[1]
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
     from .gate import (
@@ -108,7 +122,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         parse_thresholds,
     )
 
-    _, before = _run_measurements(args.store, args.run_a)
+    before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
     rows = compare_with_baseline(after, before, parse_thresholds(args.fail_on_regression or
                                                                  DEFAULT_THRESHOLDS))

@@ -1,11 +1,24 @@
 """Baseline comparison: each model × metric against its own earlier result → pass or regress.
 
-Accuracy is compared item by item (the same paired bootstrap as verdicts);
-throughput as a ratio of means over repeats with a bootstrap interval. A row
-*regresses* when the change is beyond the threshold **and** its interval
-excludes no-change, so noise alone never fails a build. Results that cannot
-be paired (other server, image, settings or items) are *not comparable*,
-which fails the gate too: re-save the baseline after a deliberate change.
+Accuracy is compared item by item (the same paired bootstrap as verdicts): a row
+*regresses* when the drop is beyond the threshold **and** its interval excludes
+no-change.
+
+Throughput is compared on log tokens/s (a ratio of geometric means): against a
+baseline of one run, a Welch t interval over the two runs' repeats; against a
+baseline of several runs (``--save-baseline NAME`` repeated), the random-effects
+interval of :func:`~pytest_modelsweep.stats.ratio_interval_between_runs`, which
+adds the run-to-run variance that repeats inside one server process cannot see.
+A throughput row *regresses* only when its **whole interval** lies below
+1 - threshold (*improved*: wholly above 1 + threshold), each interval at its
+Holm step-down level across the model's throughput rows in the comparison
+(family-wise error 5% per direction), so an unchanged model fails a build at most
+5% of the time however many settings it has. A row with a single repeat on
+either side has no interval: status ``no interval``, not judged, not a failure.
+docs/throughput.md gives the method and the simulation behind it.
+
+Results that cannot be paired (other server, image, settings or items) are *not
+comparable*, which fails the gate too: re-save the baseline after a deliberate change.
 
 Which benchmarks are compared, and how, comes from the metric table
 (:mod:`.metrics`): every metric of a gated kind (accuracy, throughput).
@@ -19,7 +32,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .comparisons import passed
@@ -27,9 +40,17 @@ from .errors import ModelsweepError
 from .metrics import Kind, metric_for
 from .pairing import PairingError, check_same_items, check_same_serving
 from .records import ItemRecord
-from .stats import paired_bootstrap, ratio_interval
+from .stats import (
+    RatioInterval,
+    paired_bootstrap,
+    ratio_interval_between_runs,
+    student_t_cdf,
+)
 
 DEFAULT_THRESHOLDS = "accuracy:1pp,throughput:10%"
+#: Family-wise error rate, per direction, of the throughput rows of one model: the chance
+#: that an unchanged model has any row flagged regressed (or any flagged improved).
+THROUGHPUT_FAMILY_ERROR = 0.05
 
 
 @dataclass(frozen=True)
@@ -70,8 +91,10 @@ class GateRow:
     change: float
     low: float
     high: float
-    status: str  # ok | improved | regressed | not comparable | cannot conclude | new
+    status: str  # ok | improved | regressed | not comparable | cannot conclude | new | no interval
     note: str = ""
+    #: confidence of [low, high] (throughput: its Holm step-down level); NaN without one
+    confidence: float = math.nan
 
     @property
     def failed(self) -> bool:
@@ -120,9 +143,18 @@ def compare_with_baseline(
     *,
     resamples: int = 10_000,
 ) -> list[GateRow]:
-    """Rows for every current measurement of a gated metric (accuracy, throughput)."""
-    earlier = {_key(m): m for m in baseline}
+    """Rows for every current measurement of a gated metric (accuracy, throughput).
+
+    ``baseline`` may hold several runs' measurements of one setting (a baseline's
+    history, oldest first): accuracy is compared with the newest, throughput with
+    all of them (:func:`ratio_interval_between_runs`).  ``resamples`` is the
+    accuracy bootstrap's; throughput intervals are closed-form.
+    """
+    history: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for m in baseline:
+        history.setdefault(_key(m), []).append(m)
     rows: list[GateRow] = []
+    pending: dict[int, RatioInterval] = {}
     for m in current:
         benchmark = str(m.get("benchmark"))
         kind = _kind(benchmark)
@@ -131,11 +163,18 @@ def compare_with_baseline(
         key = _key(m)
         shown_setting = ", ".join(f"{k}={v}" for k, v in json.loads(key[2]).items()
                                   if v is not None and k not in ("metric",))
-        old = earlier.get(key)
-        if old is None:
+        runs = history.get(key)
+        if not runs:
             rows.append(GateRow(key[0], benchmark, shown_setting, float("nan"), float(m["value"]),
                                 float("nan"), float("nan"), float("nan"), "new",
                                 "no baseline for this setting"))
+            continue
+        old = runs[-1]
+        if kind is Kind.THROUGHPUT:
+            row, interval = _throughput_row(m, runs, key, shown_setting)
+            if interval is not None:
+                pending[len(rows)] = interval
+            rows.append(row)
             continue
         unsound = unsound_reason(m, "now") or unsound_reason(old, "in the baseline")
         if unsound is not None:
@@ -146,15 +185,22 @@ def compare_with_baseline(
         try:
             check_same_serving(f"{key[0]} now", m.get("provenance") or {},
                                f"{key[0]} in the baseline", old.get("provenance") or {})
-            if kind is Kind.ACCURACY:
-                rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
-            else:
-                rows.append(_throughput_row(m, old, key, shown_setting, thresholds, resamples))
+            rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
         except (PairingError, ValueError) as error:
             rows.append(GateRow(key[0], benchmark, shown_setting, float(old["value"]),
                                 float(m["value"]), float("nan"), float("nan"), float("nan"),
                                 "not comparable", str(error)))
+    _judge_throughput(rows, pending, thresholds)
     return rows
+
+
+def baseline_history(runs: Iterable[Iterable[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The measurements of a baseline's runs (oldest first) as :func:`compare_with_baseline`
+    takes them: one measurement per run and setting (a run's last one)."""
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        out += list({_key(m): m for m in run}.values())
+    return out
 
 
 def unsound_reason(measurement: Mapping[str, Any], where: str) -> str | None:
@@ -186,22 +232,108 @@ def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, s
         status = "improved"
     return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
                    interval.difference, interval.low, interval.high, status,
-                   f"n={interval.n}, discordant={interval.discordant}")
+                   f"n={interval.n}, discordant={interval.discordant}", interval.confidence)
 
 
-def _throughput_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, str],
-                    setting: str, thresholds: Thresholds, resamples: int) -> GateRow:
-    ratio = ratio_interval(_repeat_values(m), _repeat_values(old), resamples=resamples)
-    status = "ok"
-    if ratio.ratio <= 1 - thresholds.throughput_fraction and ratio.high < 1:
-        status = "regressed"
-    elif ratio.low > 1 + thresholds.throughput_fraction:
-        status = "improved"
-    note = f"repeats {ratio.candidate_n} vs {ratio.reference_n}"
-    if ratio.degenerate:
-        note += " (one repeat: no interval)"
-    return GateRow(key[0], key[1], setting, ratio.reference_mean, ratio.candidate_mean,
-                   ratio.ratio - 1, ratio.low - 1, ratio.high - 1, status, note)
+def _throughput_row(
+    m: dict[str, Any], runs: Sequence[dict[str, Any]], key: tuple[str, str, str], setting: str,
+) -> tuple[GateRow, RatioInterval | None]:
+    """The row of one throughput setting before judging, and its 95% interval (None when
+    there is none to judge: not comparable, unsound, or a single repeat)."""
+    def unjudged(status: str, note: str, baseline: float = math.nan) -> tuple[GateRow, None]:
+        return GateRow(key[0], key[1], setting, baseline, float(m["value"]), math.nan,
+                       math.nan, math.nan, status, note), None
+
+    newest = runs[-1]
+    unsound = unsound_reason(m, "now")
+    if unsound is not None:
+        return unjudged("cannot conclude", unsound, float(newest["value"]))
+    usable: list[dict[str, Any]] = []
+    refusals: list[tuple[str, str]] = []
+    for old in runs:
+        reason = unsound_reason(old, "in the baseline")
+        if reason is not None:
+            refusals.append(("cannot conclude", reason))
+            continue
+        try:
+            check_same_serving(f"{key[0]} now", m.get("provenance") or {},
+                               f"{key[0]} in the baseline", old.get("provenance") or {})
+        except PairingError as error:
+            refusals.append(("not comparable", str(error)))
+            continue
+        usable.append(old)
+    if not usable:  # the newest baseline run's reason
+        return unjudged(*refusals[-1], float(newest["value"]))
+    try:
+        interval = ratio_interval_between_runs(
+            _repeat_values(m), [_repeat_values(old) for old in usable])
+    except ValueError as error:
+        return unjudged("not comparable", str(error), float(newest["value"]))
+    note = f"repeats {interval.candidate_n} vs {interval.reference_n}"
+    if len(usable) > 1:
+        note += f" over {len(usable)} baseline runs"
+    if refusals:
+        note += f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
+    row = GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
+                  interval.ratio - 1, math.nan, math.nan, "ok", note)
+    if interval.degenerate:
+        side = "now" if interval.candidate_n == 1 else "in the baseline"
+        return replace(row, status="no interval",
+                       note=note + f"; one repeat {side}: its spread is unknown, so no "
+                       "interval and no verdict (run with --repeats 2 or more)"), None
+    return row, interval
+
+
+def _threshold_p_value(interval: RatioInterval, thresholds: Thresholds) -> float:
+    """Two-sided p-value of "the true ratio lies within 1 ± threshold": twice the smaller
+    one-sided t p-value against 1 - threshold (slower) and 1 + threshold (faster)."""
+    fraction = thresholds.throughput_fraction
+    log_ratio = math.log(interval.ratio)
+    lower = math.log(1 - fraction) if fraction < 1 else -math.inf
+    upper = math.log(1 + fraction)
+    se = interval.log_standard_error
+    if se == 0.0:
+        return 0.0 if not lower <= log_ratio <= upper else 1.0
+    slower = student_t_cdf((log_ratio - lower) / se, interval.df)
+    faster = 1.0 - student_t_cdf((log_ratio - upper) / se, interval.df)
+    return min(1.0, 2.0 * min(slower, faster))
+
+
+def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval],
+                      thresholds: Thresholds) -> None:
+    """Holm step-down over each model's throughput rows (in place).
+
+    Rows are taken in ascending order of :func:`_threshold_p_value`; the r-th (0-based) of m
+    gets its two-sided interval at confidence 1 - 2a/(m - r), a = THROUGHPUT_FAMILY_ERROR,
+    and is judged while every earlier one was: regressed when the whole interval lies below
+    1 - threshold, improved when wholly above 1 + threshold. At the first row that is
+    neither, stepping stops; it and the later rows keep that step's interval and are ok.
+    """
+    by_model: dict[str, list[int]] = {}
+    for index in intervals:
+        by_model.setdefault(rows[index].model, []).append(index)
+    fraction = thresholds.throughput_fraction
+    for members in by_model.values():
+        p_values = {i: _threshold_p_value(intervals[i], thresholds) for i in members}
+        order = sorted(members, key=lambda i: p_values[i])
+        m = len(order)
+        stepping = True
+        confidence = 1.0 - 2 * THROUGHPUT_FAMILY_ERROR
+        for rank, index in enumerate(order):
+            if stepping:
+                confidence = 1.0 - 2 * THROUGHPUT_FAMILY_ERROR / (m - rank)
+            interval = intervals[index].at_confidence(confidence)
+            status = "ok"
+            if stepping and interval.high < 1 - fraction:
+                status = "regressed"
+            elif stepping and interval.low > 1 + fraction:
+                status = "improved"
+            stepping = status != "ok"
+            row = rows[index]
+            rows[index] = replace(
+                row, low=interval.low - 1, high=interval.high - 1, status=status,
+                confidence=confidence,
+                note=f"{row.note}; {confidence:.1%} interval, Holm step {rank + 1} of {m}")
 
 
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
@@ -213,7 +345,7 @@ def gate_table(rows: Sequence[GateRow]) -> list[str]:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 
-    header = ("model", "benchmark", "setting", "baseline", "now", "change", "95% interval",
+    header = ("model", "benchmark", "setting", "baseline", "now", "change", "interval",
               "status", "note")
     body = [
         (r.model, r.benchmark, r.setting, fmt(r, r.baseline), fmt(r, r.current),

@@ -308,12 +308,13 @@ class RunState:
     def baseline_measurements(self) -> list[dict[str, Any]]:
         """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
         from .errors import DataError
+        from .gate import baseline_history
         from .results import load_results
 
         name = self.options.baseline or ""
-        run_id = self.store.baseline_run(name)
-        if run_id is not None:
-            return self.store.measurements(run_id)
+        run_ids = self.store.baseline_runs(name)
+        if run_ids:
+            return baseline_history(self.store.measurements(run_id) for run_id in run_ids)
         path = Path(name)
         if path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
             return list(load_results(path)["measurements"])
@@ -356,8 +357,9 @@ class RunState:
         if not self.measurements:
             return f"--save-baseline {name}: refused, this run measured nothing"
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.store.save_baseline(name, self.run_id, stamp)
-        self.write_line(f"saved this run as baseline {name!r}")
+        history = self.store.save_baseline(name, self.run_id, stamp)
+        self.write_line(f"saved this run as baseline {name!r} "
+                        f"({len(history)} run{'s' if len(history) != 1 else ''} in its history)")
         return None
 
     def finish_results(self, summary: dict[str, Any]) -> Path:

@@ -31,6 +31,8 @@ from .errors import DataError
 from .records import ItemRecord
 
 SCHEMA_VERSION = 1
+#: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
+BASELINE_HISTORY = 5
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file."""
@@ -91,6 +93,15 @@ CREATE TABLE IF NOT EXISTS baselines (
     run_id TEXT NOT NULL,
     saved_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS baseline_runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    saved_at TEXT NOT NULL,
+    UNIQUE (name, run_id)
+);
+INSERT OR IGNORE INTO baseline_runs (name, run_id, saved_at)
+    SELECT name, run_id, saved_at FROM baselines ORDER BY saved_at, name;
 CREATE TABLE IF NOT EXISTS endpoints (
     run_id TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -237,12 +248,28 @@ class Store:
             ).fetchone()
         return str(row[0]) if row else None
 
-    def save_baseline(self, name: str, run_id: str, saved_at: str) -> None:
+    def save_baseline(self, name: str, run_id: str, saved_at: str, *,
+                      keep: int = BASELINE_HISTORY) -> list[str]:
+        """Add a run to baseline ``name``'s history (keeping the newest ``keep`` runs).
+
+        ``baselines`` keeps pointing at the newest run (what a store reader of before
+        the history reads); ``baseline_runs`` holds the history. Returns the history,
+        oldest first.
+        """
+        if keep < 1:
+            raise ValueError(f"a baseline keeps at least 1 run, got {keep!r}")
         with self._transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO baselines (name, run_id, saved_at) VALUES (?, ?, ?)",
                 (name, run_id, saved_at),
             )
+            db.execute("DELETE FROM baseline_runs WHERE name = ? AND run_id = ?", (name, run_id))
+            db.execute("INSERT INTO baseline_runs (name, run_id, saved_at) VALUES (?, ?, ?)",
+                       (name, run_id, saved_at))
+            db.execute(
+                "DELETE FROM baseline_runs WHERE name = ? AND seq NOT IN (SELECT seq FROM "
+                "baseline_runs WHERE name = ? ORDER BY seq DESC LIMIT ?)", (name, name, keep))
+        return self.baseline_runs(name)
 
     # -- reading ---------------------------------------------------------------
     def baseline_run(self, name: str) -> str | None:
@@ -251,6 +278,17 @@ class Store:
                 "SELECT run_id FROM baselines WHERE name = ?", (name,)
             ).fetchone()
         return str(row[0]) if row else None
+
+    def baseline_runs(self, name: str) -> list[str]:
+        """The runs of baseline ``name``, oldest first (empty when there is no such baseline).
+
+        A store written before baselines had a history gives its one run (the table is
+        filled from ``baselines`` whenever a store is opened)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id FROM baseline_runs WHERE name = ? ORDER BY seq", (name,)
+            ).fetchall()
+        return [str(row[0]) for row in rows]
 
     def baselines(self) -> dict[str, str]:
         with self._lock:

@@ -3,7 +3,8 @@
 The two sides are found by :mod:`~pytest_modelsweep.comparisons`; this module
 refuses unlike results and computes the interval: on an accuracy benchmark the
 paired difference item by item (optionally at its Holm step-down level), on a
-throughput setting the ratio of means over the repeats.
+throughput setting the ratio of geometric means over the repeats (Welch t on log
+tokens/s).
 """
 
 from __future__ import annotations
@@ -54,9 +55,15 @@ def holm_adjusted_interval(
 
 
 def throughput_ratio_interval(
-    candidate: ModelMeasurement, reference: ModelMeasurement, *, resamples: int
+    candidate: ModelMeasurement, reference: ModelMeasurement, *, resamples: int | None = None
 ) -> RatioInterval:
-    """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats."""
+    """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats.
+
+    The interval is the closed-form Welch t interval on log throughput
+    (:func:`~pytest_modelsweep.stats.ratio_interval`); ``resamples`` is accepted for
+    callers that pass ``--resamples`` to every comparison and is not used.
+    """
+    del resamples
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
     sides = []
     for side in (candidate, reference):
@@ -74,7 +81,7 @@ def throughput_ratio_interval(
                 f"tokens/s, run {side.run_id}); re-run it"
             )
         sides.append([float(v) for v in values])
-    return ratio_interval(sides[0], sides[1], resamples=resamples)
+    return ratio_interval(sides[0], sides[1])
 
 
 def parse_fail_on(text: str, known: Sequence[str]) -> frozenset[str]:

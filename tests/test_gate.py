@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pytest_modelsweep.errors import ModelsweepError
@@ -59,7 +61,7 @@ def test_unchanged_rerun_passes_and_worse_rerun_fails(
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
     worse.stdout.fnmatch_lines([
         "*modelsweep baseline main: 2 regressed or not comparable*",
-        "*model*benchmark*setting*baseline*now*change*95% interval*status*",
+        "*model*benchmark*setting*baseline*now*change*interval*status*",
         "*smollm2-135m*gsm8k*limit=200*50.0%*35.0%*-15.0pp*REGRESSED*n=200, discordant=30*",
         "*smollm2-135m*throughput*concurrency=4*100.0*80.0*-20.0%*REGRESSED*",
     ])
@@ -115,7 +117,59 @@ def test_smoke_is_not_gated_throughput_is() -> None:
         return {"model": "a", "benchmark": benchmark, "value": value, "unit": "tokens/s",
                 "params": {"max_tokens": 32}, "stats": {}, "provenance": {}}
 
-    # one smoke generation at half the speed: a single timing, no interval, not a regression
+    # one smoke generation at half the speed: a single timing, no interval, not a regression;
+    # a throughput figure of one repeat has no interval either: listed, not judged, not failed
     rows = compare_with_baseline([m("smoke", 50.0), m("throughput", 50.0)],
                                  [m("smoke", 100.0), m("throughput", 100.0)], Thresholds())
-    assert [(row.benchmark, row.status) for row in rows] == [("throughput", "regressed")]
+    assert [(row.benchmark, row.status) for row in rows] == [("throughput", "no interval")]
+    assert not rows[0].failed and "one repeat now" in rows[0].note
+
+
+PROV = {"server_name": "llama.cpp", "server_version": "1"}
+
+
+def tm(values: list[float], concurrency: int = 4, benchmark: str = "throughput") -> dict:
+    return {"model": "a", "benchmark": benchmark, "value": sum(values) / len(values),
+            "unit": "tokens/s", "outcome": "passed",
+            "params": {"concurrency": concurrency, "prompt_tokens": None, "output_tokens": 256,
+                       "timed_requests": 8, "repeats": len(values)},
+            "stats": {"repeat_values": values}, "provenance": PROV}
+
+
+def test_throughput_regresses_only_when_the_whole_interval_is_beyond_the_threshold() -> None:
+    base = [100.0, 101.0, 99.0]
+    [slower] = compare_with_baseline([tm([80.0, 81.0, 79.0])], [tm(base)], Thresholds())
+    assert slower.status == "regressed" and slower.high < -0.10 and slower.failed
+    # 12% slower on average, but the interval reaches above -10%: not judged a regression
+    [noisy] = compare_with_baseline([tm([80.0, 95.0, 89.0])], [tm(base)], Thresholds())
+    assert noisy.change < -0.10 and noisy.high > -0.10 and noisy.status == "ok"
+    [faster] = compare_with_baseline([tm([130.0, 131.0, 129.0])], [tm(base)], Thresholds())
+    assert faster.status == "improved" and faster.low > 0.10
+
+
+def test_holm_levels_across_a_models_throughput_rows() -> None:
+    base = [tm([100.0, 101.0, 99.0], c) for c in (1, 4, 16)]
+    now = [tm([80.0, 81.0, 79.0], 1), tm([100.0, 102.0, 98.0], 4), tm([101.0, 99.0, 100.0], 16)]
+    rows = compare_with_baseline(now, base, Thresholds())
+    assert [r.status for r in rows] == ["regressed", "ok", "ok"]
+    # the first step is at 1 - 0.10/3, the next at 1 - 0.10/2 where stepping stops
+    assert math.isclose(rows[0].confidence, 1 - 0.10 / 3)
+    assert all(math.isclose(r.confidence, 1 - 0.10 / 2) for r in rows[1:])
+    assert "Holm step 1 of 3" in rows[0].note
+
+
+def test_a_baseline_of_several_runs_widens_the_interval_by_their_spread() -> None:
+    now = tm([90.0, 91.0, 89.0])
+    [single] = compare_with_baseline([now], [tm([100.0, 101.0, 99.0])], Thresholds())
+    history = [tm([100.0, 101.0, 99.0]), tm([88.0, 89.0, 87.0]), tm([112.0, 111.0, 113.0])]
+    [several] = compare_with_baseline([now], history, Thresholds())
+    assert "over 3 baseline runs" in several.note
+    assert several.high - several.low > 3 * (single.high - single.low)
+    assert several.status == "ok"
+
+
+def test_a_baseline_run_of_another_server_is_left_out_of_the_history() -> None:
+    other = {**tm([50.0, 51.0, 49.0]), "provenance": {"server_name": "llama.cpp", "server_version": "0"}}
+    [row] = compare_with_baseline([tm([100.0, 99.0, 101.0])], [other, tm([100.0, 101.0, 99.0])],
+                                  Thresholds())
+    assert row.status == "ok" and "1 older baseline run(s) left out" in row.note

@@ -114,3 +114,36 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"bad.sqlite: not a SQLite database \(file is not a database\)"):
         Store(bad)
     assert bad.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_saving_a_baseline_again_adds_the_run_to_its_history(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    for i in range(7):
+        history = store.save_baseline("main", f"r{i}", f"2024-01-0{i + 1}", keep=5)
+    assert history == ["r2", "r3", "r4", "r5", "r6"]  # the newest 5, oldest first
+    assert store.baseline_run("main") == "r6" and store.baselines() == {"main": "r6"}
+    assert store.save_baseline("main", "r4", "2024-01-09") == ["r2", "r3", "r5", "r6", "r4"]
+    assert store.baseline_runs("other") == []
+
+
+def test_a_store_of_the_old_schema_opens_with_its_baseline_as_the_first_history_entry(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', '1');
+        CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL,
+                                saved_at TEXT NOT NULL);
+        INSERT INTO baselines VALUES ('main', 'old-run', '2024-01-01T00:00:00+00:00');
+    """)
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.baseline_runs("main") == ["old-run"]
+    assert store.save_baseline("main", "new-run", "2024-02-01") == ["old-run", "new-run"]
+    store.close()
+    assert Store(path).baseline_runs("main") == ["old-run", "new-run"]  # reopening adds nothing

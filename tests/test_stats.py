@@ -17,6 +17,7 @@ from pytest_modelsweep.stats import (
     Verdict,
     VerdictRecord,
     bootstrap_mean_distribution,
+    decide_ratio_verdict,
     decide_verdict,
     holm_adjust,
     holm_intervals,
@@ -24,6 +25,9 @@ from pytest_modelsweep.stats import (
     paired_bootstrap,
     paired_p_value,
     ratio_interval,
+    ratio_interval_between_runs,
+    student_t_cdf,
+    student_t_quantile,
 )
 
 RESAMPLES = 10_000
@@ -413,15 +417,24 @@ def test_ratio_of_constant_repeats_is_exact() -> None:
 
 
 def test_ratio_two_point_known_answer() -> None:
-    # candidate means over resamples are 1, 2, 3 with probabilities 1/4, 1/2, 1/4
-    result = ratio_interval([1.0, 3.0], [5.0, 5.0])
-    assert (result.ratio, result.low, result.high) == (0.4, 0.2, 0.6)
+    # By design the interval is now Welch t on logs (was: percentile bootstrap of means).
+    # Logs of [e, e^3] vs [1, 1]: difference 2, s_c^2 = 2, s_r^2 = 0, SE = 1, df = 1,
+    # so the 95% interval is exp(2 +- t_{0.975,1}) with t_{0.975,1} = tan(0.475 pi) = 12.7062...
+    e = math.e
+    result = ratio_interval([e, e**3], [1.0, 1.0])
+    t = math.tan(0.475 * math.pi)
+    assert result.ratio == pytest.approx(e**2)
+    assert result.df == pytest.approx(1.0)
+    assert (result.low, result.high) == pytest.approx((math.exp(2 - t), math.exp(2 + t)), rel=1e-9)
+    assert result.method == "welch-log-t"
 
 
 def test_ratio_single_repeat_is_degenerate() -> None:
+    # By design a single repeat now claims no interval at all: NaN bounds (were ratio, ratio)
     result = ratio_interval([150.0], [100.0, 101.0, 99.0])
     assert result.degenerate
-    assert (result.low, result.high) == (1.5, 1.5)
+    assert math.isnan(result.low) and math.isnan(result.high) and math.isnan(result.df)
+    assert decide_ratio_verdict(result, 0.1) is Verdict.INCONCLUSIVE
     assert (result.candidate_n, result.reference_n) == (1, 3)
     assert ratio_interval([100.0, 101.0, 99.0], [150.0]).degenerate
 
@@ -434,26 +447,49 @@ def test_ratio_scales_with_candidate() -> None:
     assert base.low < base.ratio < base.high
 
 
-def test_ratio_interval_agrees_with_scipy() -> None:
+def test_ratio_interval_agrees_with_scipy_welch() -> None:
     rng = np.random.default_rng(21)
     candidate, reference = rng.normal(110, 4, size=8), rng.normal(100, 3, size=6)
-    ours = ratio_interval(candidate.tolist(), reference.tolist())
-    theirs = scipy_stats.bootstrap(
-        (candidate, reference),
-        lambda c, r, axis: np.mean(c, axis=axis) / np.mean(r, axis=axis),
-        vectorized=True,
-        method="percentile",
-        n_resamples=RESAMPLES,
-        random_state=3,
-    )
-    tolerance = quantile_mc_tolerance(float(theirs.standard_error), 0.025, RESAMPLES, lattice=0.0)
-    assert ours.ratio == pytest.approx(candidate.mean() / reference.mean())
-    assert abs(ours.low - theirs.confidence_interval.low) < tolerance
-    assert abs(ours.high - theirs.confidence_interval.high) < tolerance
+    ours = ratio_interval(candidate.tolist(), reference.tolist(), confidence=0.9)
+    lc, lr = np.log(candidate), np.log(reference)
+    theirs = scipy_stats.ttest_ind(lc, lr, equal_var=False).confidence_interval(0.9)
+    assert ours.ratio == pytest.approx(math.exp(lc.mean() - lr.mean()))
+    assert (ours.low, ours.high) == pytest.approx((math.exp(theirs.low), math.exp(theirs.high)),
+                                                  rel=1e-9)
+    assert ours.as_dict()["df"] == pytest.approx(float(scipy_stats.ttest_ind(
+        lc, lr, equal_var=False).df))
+
+
+@pytest.mark.parametrize("df", [0.7, 1.0, 2.0, 3.37, 9.0, 250.0])
+def test_student_t_matches_scipy(df: float) -> None:
+    for p in (0.6, 0.9, 0.975, 0.995, 0.9999):
+        assert student_t_quantile(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=1e-9)
+        assert student_t_quantile(1 - p, df) == pytest.approx(scipy_stats.t.ppf(1 - p, df), rel=1e-9)
+    for t in (-4.0, -0.3, 0.0, 0.7, 12.0):
+        assert student_t_cdf(t, df) == pytest.approx(scipy_stats.t.cdf(t, df), abs=1e-12)
+
+
+def test_ratio_interval_between_runs_adds_the_run_to_run_spread() -> None:
+    now = [95.0, 96.0, 94.0]
+    runs = [[100.0, 101.0, 99.0], [110.0, 108.0, 109.0], [95.0, 97.0, 96.0]]
+    wide = ratio_interval_between_runs(now, runs)
+    assert wide.method == "between-runs-log-t" and wide.reference_n == 9
+    means = np.array([np.log(r).mean() for r in runs])
+    within = np.mean([np.var(np.log(r), ddof=1) / 3 for r in runs])
+    tau2 = max(0.0, float(np.var(means, ddof=1)) - float(within))
+    expected = float(np.var(means, ddof=1)) / 3 + tau2 + float(np.var(np.log(now), ddof=1)) / 3
+    assert wide.log_standard_error == pytest.approx(math.sqrt(expected))
+    assert wide.ratio == pytest.approx(math.exp(np.log(now).mean() - means.mean()))
+    pooled = ratio_interval(now, [v for r in runs for v in r])
+    assert wide.high - wide.low > pooled.high - pooled.low
+    # one baseline run: exactly the Welch interval
+    assert ratio_interval_between_runs(now, runs[:1]) == ratio_interval(now, runs[0])
 
 
 def test_ratio_refuses_non_positive_reference() -> None:
     with pytest.raises(ValueError, match="> 0"):
         ratio_interval([1.0, 2.0], [1.0, 0.0])
+    with pytest.raises(ValueError, match="> 0"):
+        ratio_interval([-1.0, 2.0], [1.0, 1.0])
     with pytest.raises(ValueError, match="empty"):
         ratio_interval([], [1.0])
