@@ -323,7 +323,7 @@ def judge_throughput_ratio(
         ref = measurement_of(reference, benchmark, setting)
         cand = measurement_of(candidate_name, benchmark, setting)
         try:
-            ratio = throughput_ratio_interval(cand, ref, resamples=run.options.resamples)
+            ratio = throughput_ratio_interval(cand, ref)
         except ModelsweepError as error:
             pytest.fail(str(error), pytrace=False)
         tolerance = run.options.ratio_tolerance

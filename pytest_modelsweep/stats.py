@@ -262,8 +262,10 @@ class RatioInterval:
     log_standard_error: float = math.nan
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy of the fields."""
-        return asdict(self)
+        """JSON-friendly copy of the fields; a bound that is not a number (no interval) is None,
+        so that strict JSON readers can read the results."""
+        return {key: (None if isinstance(value, float) and math.isnan(value) else value)
+                for key, value in asdict(self).items()}
 
     def at_confidence(self, confidence: float) -> RatioInterval:
         """The same estimate with its interval at another confidence level."""

@@ -54,16 +54,12 @@ def holm_adjusted_interval(
     return adjusted[candidate].interval
 
 
-def throughput_ratio_interval(
-    candidate: ModelMeasurement, reference: ModelMeasurement, *, resamples: int | None = None
-) -> RatioInterval:
+def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasurement) -> RatioInterval:
     """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats.
 
     The interval is the closed-form Welch t interval on log throughput
-    (:func:`~pytest_modelsweep.stats.ratio_interval`); ``resamples`` is accepted for
-    callers that pass ``--resamples`` to every comparison and is not used.
+    (:func:`~pytest_modelsweep.stats.ratio_interval`).
     """
-    del resamples
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
     sides = []
     for side in (candidate, reference):

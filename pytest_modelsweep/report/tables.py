@@ -815,7 +815,7 @@ def ratio_table(measurements: Sequence[Mapping[str, Any]]) -> Table:
             interval,
         ]))
     notes = [("ratio: candidate's mean output tokens/s ÷ the reference's, same setting; "
-              "interval: bootstrap over repeats")]
+              "interval: Welch t on log tokens/s over the repeats (ratio of geometric means)")]
     return Table(
         title="Throughput relative to the reference",
         columns=columns,
