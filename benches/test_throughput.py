@@ -13,8 +13,11 @@ measurement of its own, with an interval over the repeats.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -36,6 +39,8 @@ from pytest_modelsweep.workloads.throughput import (
 )
 
 OUTPUT_TOKENS = 256
+TICK_S = 30.0
+"""Seconds between the progress lines of a long repeat."""
 SHORT = [pytest.param(c, id=f"c{c}") for c in (1, 4, 16)]
 LONG = [pytest.param(p, 4, id=f"p{p}-c4") for p in (1024, 3072)]
 SETTINGS = [
@@ -69,12 +74,14 @@ def measure(
     for repeat in range(planned):
         seed = zlib.crc32(f"{settings.run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
         meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
-        result = run_throughput(
-            endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
-            output_tokens=OUTPUT_TOKENS, timed_requests=timed, warmup_requests=concurrency,
-            seed=seed, timeout_s=settings.request_timeout_s,
-            idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
-        )
+        with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
+                              f"{repeat + 1}", meter):
+            result = run_throughput(
+                endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
+                output_tokens=OUTPUT_TOKENS, timed_requests=timed, warmup_requests=concurrency,
+                seed=seed, timeout_s=settings.request_timeout_s,
+                idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
+            )
         results.append(result)
         windows.append(meter.result)
         values.append(result.output_tokens_per_s)
@@ -112,6 +119,37 @@ def measure(
     problems = [f"repeat {i}: {v}" for i, r in enumerate(results) for v in r.violations]
     if problems:
         raise MeasurementError("; ".join(problems[:10]))
+
+
+@contextlib.contextmanager
+def ticker(
+    progress: Callable[[str], None] | None, what: str, meter: ContentionMeter,
+    every_s: float = TICK_S,
+) -> Iterator[None]:
+    """While a repeat runs, a line every ``every_s`` seconds with others' CPU use so far."""
+    if progress is None:
+        yield
+        return
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            elapsed = f"{what}: running {time.monotonic() - started:.0f} s"
+            if not meter.started:
+                progress(f"{elapsed}, warming up")
+                continue
+            other = meter.read().get("other_cpu_cores")
+            busy = "unknown" if other is None else f"{other:.2f} cores"
+            progress(f"{elapsed}, others' CPU in the timed window so far: {busy}")
+
+    thread = threading.Thread(target=tick, name="throughput-ticker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def repeat_line(

@@ -4,15 +4,19 @@ unstable flag, contention per window, --repeats auto, a progress line per repeat
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sse_server import ListingServer
+
+from pytest_modelsweep.workloads.contention import ContentionMeter
 
 pytest_plugins = ("pytester",)
 
@@ -170,3 +174,25 @@ def test_a_bad_noise_option_is_a_one_line_usage_error(
     result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert [line for line in result.stderr.lines if line.strip()] == [f"ERROR: {message}"]
+
+
+def test_a_long_repeat_prints_a_line_every_tick() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "bench_throughput_module", ROOT / "benches" / "test_throughput.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lines: list[str] = []
+    meter = ContentionMeter(None)
+    with bench.ticker(lines.append, "throughput m c16: repeat 1", meter, every_s=0.1):
+        time.sleep(0.15)  # the warm-up
+        with meter:
+            time.sleep(0.3)
+    assert len(lines) >= 3
+    assert all(line.startswith("throughput m c16: repeat 1: running ") for line in lines)
+    assert lines[0].endswith(" s, warming up")
+    assert " s, others' CPU in the timed window so far: " in lines[-1]
+    assert lines[-1].endswith(" cores")
+    count = len(lines)
+    time.sleep(0.25)
+    assert len(lines) == count  # the ticker stopped with the repeat

@@ -219,6 +219,11 @@ class ContentionMeter:
     ) -> None:
         self.result = self.read()
 
+    @property
+    def started(self) -> bool:
+        """Whether the window has begun (the meter was entered)."""
+        return self._wall > 0
+
     def read(self) -> dict[str, Any]:
         """The record from the window's start until now."""
         start = self._start
