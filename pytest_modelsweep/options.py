@@ -45,3 +45,64 @@ def add_timeout_options(addoption: AddOption) -> None:
 def add_resamples_option(addoption: AddOption) -> None:
     addoption("--resamples", type=int, default=10_000, metavar="N",
               help="bootstrap resamples of paired comparisons (default: 10000)")
+
+
+DEFAULT_REPEATS = 3
+DEFAULT_REPEATS_TARGET = 0.05
+DEFAULT_REPEATS_MAX = 10
+MIN_AUTO_REPEATS = 3
+DEFAULT_UNSTABLE_CV = 0.10
+DEFAULT_CONTENDED_CORES = 0.25  # workloads.contention.DEFAULT_CONTENDED_CORES
+
+
+def parse_repeats(value: object) -> int | None:
+    """``--repeats``: a positive count, or ``auto`` (None: repeat to a target half-width).
+
+    Raises ValueError with a one-line message for anything else.
+    """
+    text = str(value).strip()
+    if text.lower() == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"--repeats: expected a positive integer or 'auto', got {text!r}")
+    return count
+
+
+def add_noise_options(addoption: AddOption) -> None:
+    """``--repeats`` (a count or ``auto``) and the limits that mark noisy or contended settings."""
+    addoption("--repeats", default=str(DEFAULT_REPEATS), metavar="N|auto",
+              help=f"timed repeats of each throughput setting (default: {DEFAULT_REPEATS}); "
+                   "auto: repeat until the 95%% interval of the mean tokens/s is within "
+                   f"--repeats-target, at least {MIN_AUTO_REPEATS} and at most --repeats-max")
+    addoption("--repeats-target", type=float, default=DEFAULT_REPEATS_TARGET, metavar="X",
+              help="--repeats auto: the 95%% interval's half-width to reach, as a share of "
+                   f"the mean (default: {DEFAULT_REPEATS_TARGET:g})")
+    addoption("--repeats-max", type=int, default=DEFAULT_REPEATS_MAX, metavar="N",
+              help=f"--repeats auto: stop after N repeats (default: {DEFAULT_REPEATS_MAX})")
+    addoption("--unstable-cv", type=float, default=DEFAULT_UNSTABLE_CV, metavar="X",
+              help="mark a throughput setting unstable when its repeats' coefficient of "
+                   f"variation exceeds X (default: {DEFAULT_UNSTABLE_CV:g})")
+    addoption("--contended-cores", type=float, default=DEFAULT_CONTENDED_CORES, metavar="X",
+              help="mark a timed window contended when other processes used more than X "
+                   f"CPU cores during it (default: {DEFAULT_CONTENDED_CORES:g})")
+
+
+def check_noise_options(option: Any) -> str | None:
+    """A one-line usage error for a bad value of the options above, else None."""
+    try:
+        parse_repeats(option.repeats)
+    except ValueError as exc:
+        return str(exc)
+    if not 0 < option.repeats_target < 1:
+        return "--repeats-target: expected a share in (0, 1), e.g. 0.05"
+    if option.repeats_max < MIN_AUTO_REPEATS:
+        return f"--repeats-max: expected an integer of at least {MIN_AUTO_REPEATS}"
+    if not option.unstable_cv > 0:
+        return "--unstable-cv: expected a positive share, e.g. 0.10"
+    if not option.contended_cores >= 0:
+        return "--contended-cores: expected a number of CPU cores >= 0, e.g. 0.25"
+    return None

@@ -28,11 +28,13 @@ from .context import (
 from .errors import ModelsweepError
 from .metrics import MARKERS
 from .options import (
+    add_noise_options,
     add_regression_option,
     add_resamples_option,
     add_store_option,
     add_sweep_option,
     add_timeout_options,
+    check_noise_options,
 )
 
 if TYPE_CHECKING:
@@ -90,8 +92,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare every model x metric with a stored baseline (or a results "
                          "file); the session fails when one regressed")
     add_regression_option(group.addoption)
-    group.addoption("--repeats", type=int, default=3, metavar="N",
-                    help="timed repeats of each throughput setting (default: 3)")
+    add_noise_options(group.addoption)
     group.addoption("--timed-requests", type=int, default=None, metavar="N",
                     help="timed requests per throughput repeat (default: 2 x concurrency, "
                          "at least 4)")
@@ -132,8 +133,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
     option = config.option
-    if option.repeats < 1:
-        raise pytest.UsageError("--repeats: expected a positive integer")
+    noise_error = check_noise_options(option)
+    if noise_error:
+        raise pytest.UsageError(noise_error)
     if option.limit is not None and option.limit < 1:
         raise pytest.UsageError("--limit: expected a positive integer")
     if option.margin is not None and not 0 <= option.margin < 1:

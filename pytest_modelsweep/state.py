@@ -37,7 +37,8 @@ class Options:
     endpoints: list[str]
     results: str | None
     workdir: str | None
-    repeats: int
+    repeats: int | None
+    """Timed repeats per throughput setting; None: ``--repeats auto``."""
     limit: int | None
     gsm8k_path: str | None
     bfcl_path: str | None
@@ -57,6 +58,10 @@ class Options:
     thresholds: Any = None
     idle_timeout_s: float = 300.0
     request_timeout_s: float = 1800.0
+    repeats_target: float = 0.05
+    repeats_max: int = 10
+    unstable_cv: float = 0.10
+    contended_cores: float = 0.25
 
     def __repr__(self) -> str:
         from .serving.secrets import redact
@@ -72,6 +77,7 @@ class Options:
         run); this parses the rules that need the statistics modules.
         """
         from .gate import DEFAULT_THRESHOLDS, parse_thresholds
+        from .options import parse_repeats
         from .stats import Verdict
         from .verdicts import parse_fail_on
 
@@ -82,7 +88,11 @@ class Options:
             endpoints=list(option.endpoint),
             results=option.results,
             workdir=option.modelsweep_dir,
-            repeats=option.repeats,
+            repeats=parse_repeats(option.repeats),
+            repeats_target=option.repeats_target,
+            repeats_max=option.repeats_max,
+            unstable_cv=option.unstable_cv,
+            contended_cores=option.contended_cores,
             limit=option.limit,
             gsm8k_path=option.gsm8k_path,
             bfcl_path=option.bfcl_path,
@@ -110,13 +120,22 @@ class BenchSettings:
     """What a benchmark test needs to know of the run: its id and the measuring options."""
 
     run_id: str
-    repeats: int
+    repeats: int | None
+    """Timed repeats per throughput setting; None: ``--repeats auto`` (see the fields below)."""
     timed_requests: int | None
     limit: int | None
     gsm8k_max_tokens: int
     reuse: bool
     request_timeout_s: float
     idle_timeout_s: float
+    repeats_target: float = 0.05
+    """``--repeats auto``: stop when the 95% half-width is within this share of the mean."""
+    repeats_max: int = 10
+    """``--repeats auto``: stop after this many repeats."""
+    unstable_cv: float = 0.10
+    """A setting whose repeats' CV exceeds this is unstable."""
+    contended_cores: float = 0.25
+    """A window in which other processes used more CPU cores than this is contended."""
 
 
 def _positive(value: float, flag: str) -> float:
@@ -168,7 +187,9 @@ class RunState:
         return BenchSettings(run_id=self.run_id, repeats=o.repeats, timed_requests=o.timed_requests,
                              limit=o.limit, gsm8k_max_tokens=o.gsm8k_max_tokens, reuse=o.reuse,
                              request_timeout_s=o.request_timeout_s,
-                             idle_timeout_s=o.idle_timeout_s)
+                             idle_timeout_s=o.idle_timeout_s, repeats_target=o.repeats_target,
+                             repeats_max=o.repeats_max, unstable_cv=o.unstable_cv,
+                             contended_cores=o.contended_cores)
 
     def __repr__(self) -> str:
         from .serving.secrets import redact

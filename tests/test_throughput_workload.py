@@ -503,3 +503,21 @@ def test_real_client_keep_alive_errors_chat_and_post(llama: Endpoint) -> None:
     assert results[0].error is None and results[0].text is not None
     assert results[0].completion_tokens == 1
     assert results[1].text is None and (results[1].error or "").startswith("HTTP 400 from /v1/completions")
+
+
+def test_the_meter_wraps_the_timed_requests_only() -> None:
+    """Entered after the warm-up and left before the counters are read again: the server
+    saw exactly the warm-up when it was entered and every request when it was left."""
+    seen: list[tuple[str, int]] = []
+
+    with SseServer(chunk_delay_s=0.001) as srv:
+        class Meter:
+            def __enter__(self) -> None:
+                seen.append(("enter", len(srv.stats.bodies)))
+
+            def __exit__(self, *exc: object) -> None:
+                seen.append(("exit", len(srv.stats.bodies)))
+
+        result = run_small(srv, meter=Meter())
+    assert result.violations == []  # type: ignore[attr-defined]
+    assert seen == [("enter", 3), ("exit", 3 + 9)]

@@ -115,6 +115,15 @@ class Endpoint:
         """The server's tokenizer endpoint (llama.cpp and vLLM both serve ``/tokenize``)."""
         return self.base_url.rstrip("/") + "/tokenize"
 
+    def server_pids(self) -> list[int]:
+        """The pid of this endpoint's server when this process launched it (its children
+        lie below it); [] for an attached endpoint, whose server is not ours."""
+        if self.provenance.how == "attach":
+            return []
+        from .process import server_pids_at
+
+        return server_pids_at(self.base_url)
+
     @property
     def metrics_url(self) -> str:
         return self.base_url.rstrip("/") + "/metrics"

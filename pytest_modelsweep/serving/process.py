@@ -12,12 +12,33 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
 from ..errors import ServerStartError
 
 LOG_TAIL_LINES = 40
+
+_SERVING: dict[str, ServerProcess] = {}
+# Started, ready servers of this process by the host:port of their ready URL, so that
+# an endpoint at that address can name its server's pid (see :func:`server_pids_at`).
+
+
+def _address(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}"
+
+
+def server_pids_at(base_url: str) -> list[int]:
+    """The pid of the live server this process started at ``base_url``'s host:port, or [].
+
+    Its child processes are not listed: whoever measures CPU use finds them below it.
+    """
+    process = _SERVING.get(_address(base_url))
+    if process is None or process.pid is None or not process.alive():
+        return []
+    return [process.pid]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -126,6 +147,7 @@ class ServerProcess:
                     raise self._failure(f"exited with code {code} before it was ready")
                 try:
                     if client.get(self.ready_url).status_code == 200:
+                        _SERVING[_address(self.ready_url)] = self
                         return
                 except httpx.HTTPError:
                     pass
@@ -149,6 +171,8 @@ class ServerProcess:
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM the process group, then SIGKILL after ``grace_s``."""
         proc = self._proc
+        if _SERVING.get(_address(self.ready_url)) is self:
+            del _SERVING[_address(self.ready_url)]
         if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):

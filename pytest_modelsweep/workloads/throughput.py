@@ -22,9 +22,11 @@ raises :class:`MeasurementError` listing what broke.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence, Set
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -637,6 +639,7 @@ def run_throughput(
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     tokenizer: ServerTokenizer | None = None,
     progress: Callable[[str], None] | None = None,
+    meter: AbstractContextManager[Any] | None = None,
 ) -> ThroughputResult:
     """Warm up, read the counters, run the timed window with N in flight, read them again.
 
@@ -646,6 +649,9 @@ def run_throughput(
     any earlier run on this server from this process). Each request fails after
     ``idle_timeout_s`` without a byte or ``timeout_s`` in all; the endpoint's breaker
     fails the rest at once when the server stalls.
+
+    ``meter`` (e.g. a :class:`~.contention.ContentionMeter`) is entered around the
+    timed requests only: not the prompt drawing, the warm-up or the counter reads.
     """
     length = prompt_tokens if prompt_tokens is not None else SHORT_PROMPT_TOKENS
     warmup = max(warmup_requests, concurrency)
@@ -685,7 +691,8 @@ def run_throughput(
     warm = asyncio.run(stream(warm_reqs))
     creds = endpoint.credentials
     before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
-    timed = asyncio.run(stream(timed_reqs))
+    with meter if meter is not None else contextlib.nullcontext():
+        timed = asyncio.run(stream(timed_reqs))
     after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     return summarize(
         timed,

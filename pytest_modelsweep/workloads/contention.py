@@ -1,0 +1,273 @@
+"""Who else used the machine's CPUs during a timed window (Linux ``/proc``; pure, no pytest).
+
+A :class:`ContentionMeter` wraps one timed window. It reads, at the window's start
+and end, the machine's CPU accounting (``/proc/stat``: busy, idle and steal
+jiffies over all CPUs), the CPU time (``utime + stime`` of ``/proc/<pid>/stat``,
+all threads) of the served model's process and its descendants, and of our own
+process, and the load average. Per wall second of the window:
+
+* ``server_cpu_cores``: the server's processes (None when the server is not
+  ours: an attached endpoint has no local process);
+* ``client_cpu_cores``: our own process (pytest and its threads);
+* ``other_cpu_cores``: every other CPU use of the machine: busy time of all CPUs
+  minus the two above (clamped at 0);
+* ``steal_share``: steal time ÷ all CPU time of the machine (a hypervisor gave
+  our virtual CPUs to someone else);
+* ``load1_end``: the 1-minute load average at the window's end.
+
+A window is ``contended`` when others used more than ``max_other_cores`` cores
+(default :data:`DEFAULT_CONTENDED_CORES`) or steal exceeded
+:data:`STEAL_LIMIT`. Where ``/proc`` cannot be read (not Linux) every figure is
+None and ``contended`` is None (unknown); the meter never raises.
+
+The repeats' noise: :func:`coefficient_of_variation` (sample sd ÷ mean) and
+:func:`log_half_width` (the 95% t half-width of the mean of log tokens/s, which
+``--repeats auto`` drives below its target).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+DEFAULT_CONTENDED_CORES = 0.25
+"""Others' CPU use (cores) above which a window is contended."""
+
+STEAL_LIMIT = 0.05
+"""Share of the machine's CPU time stolen by the hypervisor above which a window is contended."""
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """One reading: machine jiffies (busy, total, steal), CPU jiffies per pid, wall time."""
+
+    wall: float
+    busy: int
+    total: int
+    steal: int
+    server: dict[int, int] | None
+    client: int
+
+
+def _clock_ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):
+        return 100
+
+
+def machine_jiffies(proc: Path = PROC) -> tuple[int, int, int]:
+    """(busy, total, steal) jiffies over all CPUs, from the ``cpu`` line of ``/proc/stat``.
+
+    Total is user + nice + system + idle + iowait + irq + softirq + steal (guest
+    time is already inside user and nice); busy is total − idle − iowait − steal.
+    """
+    with open(proc / "stat") as f:
+        line = f.readline().split()
+    if not line or line[0] != "cpu":
+        raise OSError("no cpu line in /proc/stat")
+    values = [int(v) for v in line[1:9]] + [0] * max(0, 9 - len(line))
+    user, nice, system, idle, iowait, irq, softirq, steal = values[:8]
+    total = user + nice + system + idle + iowait + irq + softirq + steal
+    return total - idle - iowait - steal, total, steal
+
+
+def _stat_fields(pid: int, proc: Path) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
+    try:
+        raw = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    _, _, rest = raw.rpartition(")")
+    fields = rest.split()
+    return fields if len(fields) >= 13 else None
+
+
+def process_jiffies(pid: int, proc: Path = PROC) -> int | None:
+    """utime + stime of ``pid`` (all its threads), or None when it is gone."""
+    fields = _stat_fields(pid, proc)
+    if fields is None:
+        return None
+    return int(fields[11]) + int(fields[12])  # stat fields 14 and 15
+
+
+def descendants(pids: Iterable[int], proc: Path = PROC) -> set[int]:
+    """``pids`` that are alive and every process below them (by parent pid in ``/proc``)."""
+    roots = {pid for pid in pids if (proc / str(pid)).exists()}
+    if not roots:
+        return set()
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [entry.name for entry in proc.iterdir() if entry.name.isdigit()]
+    except OSError:
+        return roots
+    for name in entries:
+        fields = _stat_fields(int(name), proc)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def snapshot(server_pids: Iterable[int] | None, proc: Path = PROC) -> CpuSnapshot:
+    """Read the machine, the server's processes (and descendants) and our own process."""
+    busy, total, steal = machine_jiffies(proc)
+    server: dict[int, int] | None = None
+    if server_pids is not None:
+        server = {}
+        for pid in descendants(server_pids, proc):
+            jiffies = process_jiffies(pid, proc)
+            if jiffies is not None:
+                server[pid] = jiffies
+    client = process_jiffies(os.getpid(), proc)
+    if client is None:
+        raise OSError("cannot read our own /proc/<pid>/stat")
+    return CpuSnapshot(time.monotonic(), busy, total, steal, server, client)
+
+
+def _load1() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def unknown(window_s: float | None = None) -> dict[str, Any]:
+    """The record of a window whose CPU accounting could not be read."""
+    return {"window_s": window_s, "other_cpu_cores": None, "server_cpu_cores": None,
+            "client_cpu_cores": None, "steal_share": None, "load1_end": _load1(),
+            "contended": None}
+
+
+def contention(
+    start: CpuSnapshot, end: CpuSnapshot, *, max_other_cores: float = DEFAULT_CONTENDED_CORES,
+    steal_limit: float = STEAL_LIMIT, hz: int | None = None, load1: float | None = None,
+) -> dict[str, Any]:
+    """The window's record (see the module) from its two snapshots."""
+    ticks = hz or _clock_ticks()
+    window = end.wall - start.wall
+    if window <= 0:
+        return unknown(window)
+    client = max(0, end.client - start.client)
+    server: int | None = None
+    if end.server is not None:
+        before = start.server or {}
+        server = sum(max(0, j - before.get(pid, 0)) for pid, j in end.server.items())
+    busy = end.busy - start.busy
+    total = end.total - start.total
+    other = max(0, busy - client - (server or 0))
+    other_cores = other / ticks / window
+    steal_share = (end.steal - start.steal) / total if total > 0 else 0.0
+    return {
+        "window_s": window,
+        "other_cpu_cores": other_cores,
+        "server_cpu_cores": None if server is None else server / ticks / window,
+        "client_cpu_cores": client / ticks / window,
+        "steal_share": steal_share,
+        "load1_end": load1,
+        "contended": other_cores > max_other_cores or steal_share > steal_limit,
+    }
+
+
+class ContentionMeter:
+    """Context manager around one timed window; :attr:`result` is the window's record.
+
+    ``server_pids`` are the served model's process(es) (their descendants are
+    found at both ends of the window); None or empty means the server is not
+    ours, so ``server_cpu_cores`` is None and its CPU use counts as others'.
+    The meter never raises: an unreadable ``/proc`` gives :func:`unknown`.
+    """
+
+    def __init__(
+        self, server_pids: Iterable[int] | None = None, *,
+        max_other_cores: float = DEFAULT_CONTENDED_CORES, steal_limit: float = STEAL_LIMIT,
+        proc: Path = PROC,
+    ) -> None:
+        pids = list(server_pids or ())
+        self.server_pids: list[int] | None = pids or None
+        self.max_other_cores = max_other_cores
+        self.steal_limit = steal_limit
+        self.proc = proc
+        self._start: CpuSnapshot | None = None
+        self._wall = 0.0
+        self.result: dict[str, Any] = unknown()
+
+    def __enter__(self) -> Self:
+        self._wall = time.monotonic()
+        try:
+            self._start = snapshot(self.server_pids, self.proc)
+        except (OSError, ValueError, IndexError):
+            self._start = None
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.result = self.read()
+
+    @property
+    def started(self) -> bool:
+        """Whether the window has begun (the meter was entered)."""
+        return self._wall > 0
+
+    def read(self) -> dict[str, Any]:
+        """The record from the window's start until now."""
+        start = self._start
+        if start is None:
+            return unknown(time.monotonic() - self._wall)
+        try:
+            pids = None
+            if self.server_pids is not None:
+                pids = set(self.server_pids) | set(start.server or {})
+            end = snapshot(pids, self.proc)
+        except (OSError, ValueError, IndexError):
+            return unknown(time.monotonic() - self._wall)
+        return contention(start, end, max_other_cores=self.max_other_cores,
+                          steal_limit=self.steal_limit, load1=_load1())
+
+
+# --------------------------------------------------------------------------- repeat noise
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """Sample standard deviation ÷ mean of the repeats' values; None with fewer than two
+    values or a mean that is not positive."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    if not mean > 0:
+        return None
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return math.sqrt(variance) / mean
+
+
+def log_half_width(values: Sequence[float], confidence: float = 0.95) -> float:
+    """Half-width of the t interval of the mean of log(values), as a share of the geometric
+    mean: exp(t × sd(log x) / √n) − 1 (the interval's upper side, the wider one).
+
+    inf with fewer than two values or any value that is not positive.
+    """
+    n = len(values)
+    if n < 2 or any(not v > 0 for v in values):
+        return math.inf
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    from scipy.stats import t
+
+    return math.expm1(float(t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n))

@@ -1,0 +1,162 @@
+"""The contention meter against real processes, the repeats' noise figures, server pids."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scipy.stats import t as student_t
+
+from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
+from pytest_modelsweep.workloads.contention import (
+    ContentionMeter,
+    coefficient_of_variation,
+    log_half_width,
+)
+
+linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
+WINDOW_S = 1.2
+FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
+          "steal_share", "load1_end", "contended"}
+
+
+def window(server_pids: list[int] | None = None, work: Any = None) -> dict[str, Any]:
+    with ContentionMeter(server_pids) as meter:
+        if work is None:
+            time.sleep(WINDOW_S)
+        else:
+            work(WINDOW_S)
+    return meter.result
+
+
+def spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.fixture
+def hog() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that burns one core until it is killed."""
+    process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    time.sleep(0.3)
+    yield process
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture
+def hog_parent() -> Iterator[subprocess.Popen[bytes]]:
+    """A sleeping process whose child burns one core (the server's worker process)."""
+    code = ("import subprocess, sys; "
+            "subprocess.run([sys.executable, '-c', 'while True: pass'])")
+    process = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    time.sleep(0.5)
+    yield process
+    import os
+    import signal
+
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+@linux
+def test_a_cpu_hog_is_contention_and_a_quiet_window_is_lower(
+    hog: subprocess.Popen[bytes],
+) -> None:
+    busy = window()
+    hog.kill()
+    hog.wait()
+    quiet = window()
+    assert set(busy) == FIELDS and set(quiet) == FIELDS
+    assert busy["contended"] is True
+    assert busy["other_cpu_cores"] >= 0.5
+    assert quiet["other_cpu_cores"] < busy["other_cpu_cores"]
+    assert busy["server_cpu_cores"] is None  # no server of ours
+    assert busy["window_s"] == pytest.approx(WINDOW_S, abs=0.3)
+    assert 0 <= busy["steal_share"] <= 1
+    assert busy["load1_end"] is not None
+
+
+@linux
+def test_our_own_busy_loop_is_the_client_not_others(hog: subprocess.Popen[bytes]) -> None:
+    hogged = window()
+    hog.kill()
+    hog.wait()
+    def spin_in_a_thread(seconds: float) -> None:
+        thread = threading.Thread(target=spin, args=(seconds,))
+        thread.start()
+        thread.join()
+
+    ours = window(work=spin_in_a_thread)
+    assert ours["client_cpu_cores"] >= 0.5
+    assert hogged["client_cpu_cores"] < ours["client_cpu_cores"]
+    assert ours["other_cpu_cores"] < hogged["other_cpu_cores"]
+
+
+@linux
+def test_the_servers_processes_and_their_children_are_the_server_not_others(
+    hog_parent: subprocess.Popen[bytes],
+) -> None:
+    as_other = window()
+    as_server = window([hog_parent.pid])
+    assert as_other["contended"] is True and as_other["server_cpu_cores"] is None
+    assert as_server["server_cpu_cores"] >= 0.5  # the child's CPU, found below the pid
+    assert as_server["other_cpu_cores"] < as_other["other_cpu_cores"]
+
+
+def test_without_proc_every_figure_is_unknown(tmp_path: Path) -> None:
+    with ContentionMeter([1], proc=tmp_path) as meter:
+        pass
+    assert meter.result["contended"] is None
+    assert {k for k, v in meter.result.items() if v is not None} <= {"window_s", "load1_end"}
+
+
+def test_the_contended_limit_is_others_cores(hog: subprocess.Popen[bytes]) -> None:
+    with ContentionMeter(None, max_other_cores=50.0) as meter:
+        time.sleep(0.5)
+    assert meter.result["contended"] is False or meter.result["steal_share"] > 0.05
+
+
+def test_coefficient_of_variation() -> None:
+    assert coefficient_of_variation([100.0]) is None
+    assert coefficient_of_variation([]) is None
+    assert coefficient_of_variation([0.0, 0.0]) is None
+    assert coefficient_of_variation([1.0, 2.0, 3.0]) == pytest.approx(0.5)
+    assert coefficient_of_variation([200.0, 200.0]) == 0.0
+
+
+def test_log_half_width_is_the_t_interval_of_the_geometric_mean() -> None:
+    values = [100.0, 110.0, 90.0, 105.0]
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
+    want = math.exp(student_t.ppf(0.975, 3) * sd / 2) - 1
+    assert log_half_width(values) == pytest.approx(want)
+    assert log_half_width([100.0, 100.0, 100.0]) == 0.0
+    assert log_half_width([100.0]) == math.inf
+    assert log_half_width([100.0, 0.0, 90.0]) == math.inf
+    assert log_half_width(values * 4) < log_half_width(values)  # more repeats, narrower
+
+
+def test_a_launched_server_names_its_pid_until_it_stops(tmp_path: Path) -> None:
+    port = free_port()
+    process = ServerProcess(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        ready_url=f"http://127.0.0.1:{port}/", log_path=tmp_path / "log", timeout_s=20,
+    )
+    assert server_pids_at(f"http://127.0.0.1:{port}") == []
+    process.start()
+    try:
+        assert server_pids_at(f"http://127.0.0.1:{port}/") == [process.pid]
+        assert server_pids_at(f"http://127.0.0.1:{free_port()}") == []
+    finally:
+        process.stop()
+    assert server_pids_at(f"http://127.0.0.1:{port}") == []

@@ -1,0 +1,198 @@
+"""Noise made visible through the real throughput bench against fake servers: CV and the
+unstable flag, contention per window, --repeats auto, a progress line per repeat."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sse_server import ListingServer
+
+from pytest_modelsweep.workloads.contention import ContentionMeter
+
+pytest_plugins = ("pytester",)
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "smollm2-135m"
+WINDOW_FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
+                 "steal_share", "load1_end", "contended"}
+linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
+
+
+class DriftingServer(ListingServer):
+    """A fake server whose speed changes from one repeat to the next: at concurrency 1
+    with two timed requests a repeat sends three requests (one warm-up), and the
+    token delay cycles through ``delays`` every three requests."""
+
+    def __init__(self, served_name: str, delays: tuple[float, ...]) -> None:
+        super().__init__(served_name)
+        self.delays = delays
+
+    async def _generate(self, path: str, data: dict[str, Any],
+                        writer: asyncio.StreamWriter) -> bool:
+        repeat = (len(self.stats.bodies) - 1) // 3
+        self.chunk_delay_s = self.delays[repeat % len(self.delays)]
+        return await super()._generate(path, data, writer)
+
+
+@pytest.fixture
+def steady() -> Iterator[str]:
+    with ListingServer(MODEL, chunk_delay_s=0.001) as server:
+        yield server.base_url
+
+
+@pytest.fixture
+def drifting() -> Iterator[str]:
+    with DriftingServer(MODEL, (0.0005, 0.004)) as server:
+        yield server.base_url
+
+
+def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
+    """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat."""
+    pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
+    return pytester.runpytest_subprocess(
+        "-k", "test_throughput and c1 and not c16 and not ratio", "--timed-requests", "2",
+        "--model", MODEL, "--endpoint", f"{MODEL}={url}", "--modelsweep-dir", "work",
+        "--results", "r.json", "-s", "-p", "no:cacheprovider", *args, timeout=90,
+    )
+
+
+def stats_of(pytester: pytest.Pytester) -> dict[str, Any]:
+    measurements = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    (throughput,) = [m for m in measurements if m["benchmark"] == "throughput"]
+    stats: dict[str, Any] = throughput["stats"]
+    return stats
+
+
+@linux
+def test_every_measurement_records_its_noise_and_every_window_its_contention(
+    pytester: pytest.Pytester, steady: str,
+) -> None:
+    result = run_bench(pytester, steady, "--repeats", "2")
+    result.assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    values = stats["repeat_values"]
+    assert len(values) == len(stats["repeats"]) == 2
+    mean = sum(values) / 2
+    sd = (sum((v - mean) ** 2 for v in values) / 1) ** 0.5
+    assert stats["cv"] == pytest.approx(sd / mean)
+    assert stats["unstable_cv_limit"] == 0.10
+    assert stats["unstable"] is (stats["cv"] > 0.10)
+    assert stats["repeats_rule"] == "fixed"
+    windows = [r["contention"] for r in stats["repeats"]]
+    for w, r in zip(windows, stats["repeats"]):
+        assert set(w) == WINDOW_FIELDS
+        assert w["server_cpu_cores"] is None  # attached: not our server
+        assert w["client_cpu_cores"] > 0 and w["other_cpu_cores"] >= 0
+        assert w["window_s"] == pytest.approx(r["duration_s"], rel=0.5, abs=0.05)
+        assert isinstance(w["contended"], bool)
+    assert stats["contended_windows"] == sum(w["contended"] for w in windows)
+    assert stats["contended"] is (stats["contended_windows"] > 0)
+    result.stdout.fnmatch_lines([
+        f"*throughput {MODEL} c1: repeat 1/2, *.* tokens/s, CV so far n/a, contended: *",
+        f"*throughput {MODEL} c1: repeat 2/2, *.* tokens/s, CV so far *.*%, contended: *",
+    ])
+
+
+def test_one_repeat_has_no_cv_and_is_not_unstable(pytester: pytest.Pytester, steady: str) -> None:
+    run_bench(pytester, steady, "--repeats", "1").assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    assert stats["cv"] is None and stats["unstable"] is False
+
+
+def test_a_server_whose_speed_varies_is_unstable(pytester: pytest.Pytester,
+                                                 drifting: str) -> None:
+    result = run_bench(pytester, drifting, "--repeats", "2")
+    result.assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    fast, slow = stats["repeat_values"]
+    assert fast > 2 * slow
+    assert stats["cv"] > 0.3 and stats["unstable"] is True
+    # a looser limit, set by the user, keeps the same figures stable
+    run_bench(pytester, drifting, "--repeats", "2", "--unstable-cv", "0.99")
+    assert stats_of(pytester)["unstable"] is False
+
+
+def test_repeats_auto_stops_at_the_maximum_when_the_interval_stays_wide(
+    pytester: pytest.Pytester, drifting: str,
+) -> None:
+    result = run_bench(pytester, drifting, "--repeats", "auto", "--repeats-max", "4")
+    result.assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    assert len(stats["repeat_values"]) == len(stats["repeats"]) == 4
+    assert stats["repeats_rule"] == "auto: half-width ≤ 5% or 4 repeats"
+    result.stdout.fnmatch_lines([f"*{MODEL} c1: repeat 4/≤4 (auto), *"])
+    assert "repeat 5/" not in result.stdout.str()
+
+
+def test_repeats_auto_stops_at_three_once_the_target_is_met(
+    pytester: pytest.Pytester, steady: str,
+) -> None:
+    result = run_bench(pytester, steady, "--repeats", "auto", "--repeats-target", "0.9")
+    result.assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    assert len(stats["repeat_values"]) == 3  # at least 3, and a 90% target is met at once
+    assert stats["repeats_rule"] == "auto: half-width ≤ 90% or 10 repeats"
+
+
+@linux
+def test_a_cpu_hog_beside_the_run_marks_its_windows_contended(
+    pytester: pytest.Pytester, steady: str,
+) -> None:
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        result = run_bench(pytester, steady, "--repeats", "2")
+    finally:
+        hog.kill()
+        hog.wait()
+    result.assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    assert stats["contended"] is True and stats["contended_windows"] >= 1
+    assert max(r["contention"]["other_cpu_cores"] for r in stats["repeats"]) >= 0.5
+    result.stdout.fnmatch_lines(["*repeat */2, *contended: yes (others *.** cores, steal *%)*"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--repeats", "often"], "--repeats: expected a positive integer or 'auto', got 'often'"),
+    (["--repeats", "0"], "--repeats: expected a positive integer or 'auto', got '0'"),
+    (["--repeats-max", "2"], "--repeats-max: expected an integer of at least 3"),
+    (["--repeats-target", "0"], "--repeats-target: expected a share in (0, 1), e.g. 0.05"),
+    (["--unstable-cv", "-1"], "--unstable-cv: expected a positive share, e.g. 0.10"),
+])
+def test_a_bad_noise_option_is_a_one_line_usage_error(
+    pytester: pytest.Pytester, args: list[str], message: str,
+) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line.strip()] == [f"ERROR: {message}"]
+
+
+def test_a_long_repeat_prints_a_line_every_tick() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "bench_throughput_module", ROOT / "benches" / "test_throughput.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lines: list[str] = []
+    meter = ContentionMeter(None)
+    with bench.ticker(lines.append, "throughput m c16: repeat 1", meter, every_s=0.1):
+        time.sleep(0.15)  # the warm-up
+        with meter:
+            time.sleep(0.3)
+    assert len(lines) >= 3
+    assert all(line.startswith("throughput m c16: repeat 1: running ") for line in lines)
+    assert lines[0].endswith(" s, warming up")
+    assert " s, others' CPU in the timed window so far: " in lines[-1]
+    assert lines[-1].endswith(" cores")
+    count = len(lines)
+    time.sleep(0.25)
+    assert len(lines) == count  # the ticker stopped with the repeat
