@@ -18,6 +18,7 @@ from .errors import ModelsweepError
 from .metrics import GATED_KINDS, benchmarks_of
 from .options import (
     DEFAULT_STORE,
+    add_noisy_option,
     add_regression_option,
     add_store_option,
     add_sweep_option,
@@ -125,7 +126,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
     rows = compare_with_baseline(after, before, parse_thresholds(args.fail_on_regression or
-                                                                 DEFAULT_THRESHOLDS))
+                                                                 DEFAULT_THRESHOLDS),
+                                 noisy_fails=args.fail_on_noisy)
     for line in gate_table(rows):
         print(line)
     failed = sum(row.failed for row in rows)
@@ -229,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_a", help="the earlier run: id, baseline name or results file")
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
     add_regression_option(p.add_argument)
+    add_noisy_option(p.add_argument)
     add_store_option(p.add_argument, DEFAULT_STORE)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("merge", help=cmd_merge.__doc__)

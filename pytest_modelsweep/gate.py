@@ -91,14 +91,42 @@ class GateRow:
     change: float
     low: float
     high: float
-    status: str  # ok | improved | regressed | not comparable | cannot conclude | new | no interval
+    # ok | improved | regressed | not comparable | cannot conclude | new | no interval
+    # | unstable | contended
+    status: str
     note: str = ""
     #: confidence of [low, high] (throughput: its Holm step-down level); NaN without one
     confidence: float = math.nan
+    #: an unstable or contended row fails the session too (``--fail-on-noisy``)
+    noisy_fails: bool = False
 
     @property
     def failed(self) -> bool:
+        if self.status in NOISY_STATUSES:
+            return self.noisy_fails
         return self.status in ("regressed", "not comparable", "cannot conclude")
+
+
+NOISY_STATUSES = ("unstable", "contended")
+"""Rows measured on a noisy or busy machine: never called regressed or ok, only re-run."""
+
+
+def noise_reason(measurement: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+    """``("contended", why)`` or ``("unstable", why)`` for a noisy throughput measurement."""
+    stats = measurement.get("stats") or {}
+    name = f"{measurement.get('model')} {measurement.get('benchmark')} {where}"
+    if stats.get("contended"):
+        windows = stats.get("contended_windows")
+        total = len(stats.get("repeats") or []) or "?"
+        return ("contended", f"contended — re-run on a quiet machine: other processes took "
+                f"CPU during {windows} of {total} windows of {name}")
+    if stats.get("unstable"):
+        cv, limit = stats.get("cv"), stats.get("unstable_cv_limit")
+        shown = f"{100 * cv:.1f}%" if isinstance(cv, float) else "?"
+        bound = f"{100 * limit:.0f}%" if isinstance(limit, float) else "the limit"
+        return ("unstable", f"unstable — re-run: the repeats of {name} vary by CV {shown}, "
+                f"above {bound}")
+    return None
 
 
 _VOLATILE_PARAMS = ("worker", "port", "repeat", "repeats", "timed_requests")
@@ -142,6 +170,7 @@ def compare_with_baseline(
     thresholds: Thresholds,
     *,
     resamples: int = 10_000,
+    noisy_fails: bool = False,
 ) -> list[GateRow]:
     """Rows for every current measurement of a gated metric (accuracy, throughput).
 
@@ -172,6 +201,8 @@ def compare_with_baseline(
         old = runs[-1]
         if kind is Kind.THROUGHPUT:
             row, interval = _throughput_row(m, runs, key, shown_setting)
+            if row.status in NOISY_STATUSES:
+                row = replace(row, noisy_fails=noisy_fails)
             if interval is not None:
                 pending[len(rows)] = interval
             rows.append(row)
@@ -264,6 +295,10 @@ def _throughput_row(
         usable.append(old)
     if not usable:  # the newest baseline run's reason
         return unjudged(*refusals[-1], float(newest["value"]))
+    noisy = noise_reason(m, "now") or next(
+        (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None)
+    if noisy is not None:  # never called a regression (nor ok): measured on a noisy machine
+        return unjudged(*noisy, float(newest["value"]))
     try:
         interval = ratio_interval_between_runs(
             _repeat_values(m), [_repeat_values(old) for old in usable])

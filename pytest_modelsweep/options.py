@@ -106,3 +106,9 @@ def check_noise_options(option: Any) -> str | None:
     if not option.contended_cores >= 0:
         return "--contended-cores: expected a number of CPU cores >= 0, e.g. 0.25"
     return None
+
+
+def add_noisy_option(addoption: AddOption) -> None:
+    addoption("--fail-on-noisy", action="store_true", default=False,
+              help="gate rows measured unstable (CV above --unstable-cv) or contended (others "
+                   "used the CPU) fail the session too (default: shown as 're-run', not failing)")

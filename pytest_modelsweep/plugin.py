@@ -28,6 +28,7 @@ from .context import (
 from .errors import ModelsweepError
 from .metrics import MARKERS
 from .options import (
+    add_noisy_option,
     add_noise_options,
     add_regression_option,
     add_resamples_option,
@@ -92,6 +93,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compare every model x metric with a stored baseline (or a results "
                          "file); the session fails when one regressed")
     add_regression_option(group.addoption)
+    add_noisy_option(group.addoption)
     add_noise_options(group.addoption)
     group.addoption("--timed-requests", type=int, default=None, metavar="N",
                     help="timed requests per throughput repeat (default: 2 x concurrency, "

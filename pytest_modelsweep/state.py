@@ -49,6 +49,7 @@ class Options:
     margin: float | None = None
     ratio_tolerance: float = 0.10
     allow_unjudged: bool = False
+    fail_on_noisy: bool = False
     fail_on: frozenset[str] = frozenset({"worse"})
     holm: bool = False
     resamples: int = 10_000
@@ -103,6 +104,7 @@ class Options:
             margin=option.margin,
             ratio_tolerance=option.ratio_tolerance,
             allow_unjudged=option.allow_unjudged,
+            fail_on_noisy=option.fail_on_noisy,
             fail_on=parse_fail_on(option.fail_on, [v.value for v in Verdict]),
             holm=option.holm,
             resamples=option.resamples,
@@ -353,7 +355,7 @@ class RunState:
 
         self.gate_rows = compare_with_baseline(
             self.measurements, self.baseline_measurements(), self.options.thresholds,
-            resamples=self.options.resamples,
+            resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
         return self.gate_rows
 

@@ -196,3 +196,49 @@ def test_a_long_repeat_prints_a_line_every_tick() -> None:
     count = len(lines)
     time.sleep(0.25)
     assert len(lines) == count  # the ticker stopped with the repeat
+
+
+def gate_rows(pytester: pytest.Pytester) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads((pytester.path / "r.json").read_text())["summary"]["gate"]
+    return rows
+
+
+def test_the_gate_calls_an_unstable_setting_unstable_not_regressed(
+    pytester: pytest.Pytester, steady: str, drifting: str,
+) -> None:
+    saved = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
+                      "--save-baseline", "aa")
+    saved.assert_outcomes(passed=1)
+    # the same model on a server whose speed jumps between repeats: far slower on average,
+    # but its repeats disagree, so the gate says re-run instead of regressed (and passes)
+    gated = run_bench(pytester, drifting, "--repeats", "2", "--store", "s.sqlite",
+                      "--baseline", "aa")
+    gated.assert_outcomes(passed=1)
+    assert gated.ret == pytest.ExitCode.OK
+    (row,) = gate_rows(pytester)
+    assert row["status"] == "unstable" and row["note"].startswith("unstable — re-run")
+    gated.stdout.fnmatch_lines(["*throughput*unstable*unstable — re-run: the repeats of*"])
+    # a user who wants noisy rows to fail CI says so
+    strict = run_bench(pytester, drifting, "--repeats", "2", "--store", "s.sqlite",
+                       "--baseline", "aa", "--fail-on-noisy")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    assert gate_rows(pytester)[0]["status"] == "unstable"
+
+
+@linux
+def test_the_gate_calls_a_contended_setting_contended_not_regressed(
+    pytester: pytest.Pytester, steady: str,
+) -> None:
+    run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
+              "--save-baseline", "aa").assert_outcomes(passed=1)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        gated = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
+                          "--baseline", "aa")
+    finally:
+        hog.kill()
+        hog.wait()
+    assert gated.ret == pytest.ExitCode.OK
+    (row,) = gate_rows(pytester)
+    assert row["status"] == "contended"
+    assert row["note"].startswith("contended — re-run on a quiet machine")
