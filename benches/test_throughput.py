@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,12 +32,12 @@ from pytest_modelsweep.workloads.contention import (
     log_half_width,
 )
 from pytest_modelsweep.workloads.throughput import (
+    OUTPUT_TOKENS,
     ThroughputResult,
     make_tokenizer,
-    run_throughput,
+    measure_window,
 )
 
-OUTPUT_TOKENS = 256
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""
 SHORT = [pytest.param(c, id=f"c{c}") for c in (1, 4, 16)]
@@ -72,14 +71,13 @@ def measure(
     windows: list[dict[str, Any]] = []
     values: list[float] = []
     for repeat in range(planned):
-        seed = zlib.crc32(f"{settings.run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
         meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
         with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
                               f"{repeat + 1}", meter):
-            result = run_throughput(
-                endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
-                output_tokens=OUTPUT_TOKENS, timed_requests=timed, warmup_requests=concurrency,
-                seed=seed, timeout_s=settings.request_timeout_s,
+            result = measure_window(
+                endpoint, benchmark=benchmark, concurrency=concurrency,
+                prompt_tokens=prompt_tokens, repeat=repeat, run_id=settings.run_id,
+                timed_requests=timed, timeout_s=settings.request_timeout_s,
                 idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
             )
         results.append(result)

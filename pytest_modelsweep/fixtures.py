@@ -18,7 +18,7 @@ from .context import (
     tests_in_session,
     unjudged_key,
 )
-from .errors import DataError, ModelsweepError
+from .errors import DataError, MeasurementError, ModelsweepError
 
 if TYPE_CHECKING:
     from .records import Measurement
@@ -303,7 +303,9 @@ def judge_throughput_ratio(
     worker where needed, else the store's latest), computes the ratio interval over
     the repeats, asks the ``pytest_modelsweep_verdict`` hook (``kind="throughput"``)
     for the verdict (``margin`` = ``--ratio-tolerance``), records it, and fails the test
-    when the verdict is one of ``--fail-on`` (default: worse).
+    when the verdict is one of ``--fail-on`` (default: worse). With ``--interleave`` it
+    measures both models itself instead, their windows alternating in pairs (A B, B A,
+    ...), and the interval comes from the pairs (drift in machine speed cancels).
     """
     from .stats import RatioVerdictRecord
     from .verdicts import throughput_ratio_interval
@@ -318,14 +320,42 @@ def judge_throughput_ratio(
             expected_tests=tests_in_session(request.session, model, benchmark, params=setting),
         ), request.node)
 
+    def interleaved(benchmark: str, setting: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Both servers, windows in pairs A B, B A, ...: drift in machine speed cancels."""
+        from .stats import paired_ratio_interval
+        from .workloads.throughput import measure_interleaved
+
+        settings = run.bench_settings
+        measured = measure_interleaved(
+            [run.pool.get(reference), run.pool.get(candidate_name)],
+            pairs=settings.repeats or settings.repeats_max, benchmark=benchmark,
+            run_id=settings.run_id, timed_requests=settings.timed_requests,
+            timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
+            contended_cores=settings.contended_cores, progress=run.write_line, **setting,
+        )
+        if measured.violations:
+            raise MeasurementError("interleaved windows broke their rules: "
+                                   + "; ".join(measured.violations[:10]))
+        ratio = paired_ratio_interval(measured.values[candidate_name], measured.values[reference])
+        return ratio, {"design": "interleaved", "windows": measured.windows,
+                       "candidate_values": measured.values[candidate_name],
+                       "reference_values": measured.values[reference],
+                       "contended": measured.contended}
+
     def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> RatioVerdictRecord:
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
-        ref = measurement_of(reference, benchmark, setting)
-        cand = measurement_of(candidate_name, benchmark, setting)
-        try:
-            ratio = throughput_ratio_interval(cand, ref)
-        except ModelsweepError as error:
-            pytest.fail(str(error), pytrace=False)
+        if run.options.interleave:
+            ratio, design = interleaved(benchmark, setting)
+            runs = {"candidate_run": run.run_id, "reference_run": run.run_id}
+        else:
+            ref = measurement_of(reference, benchmark, setting)
+            cand = measurement_of(candidate_name, benchmark, setting)
+            try:
+                ratio = throughput_ratio_interval(cand, ref)
+            except ModelsweepError as error:
+                pytest.fail(str(error), pytrace=False)
+            design = {"design": "back-to-back"}
+            runs = {"candidate_run": cand.run_id, "reference_run": ref.run_id}
         tolerance = run.options.ratio_tolerance
         verdict = config.hook.pytest_modelsweep_verdict(
             candidate=candidate_name, reference=reference, metric=benchmark, interval=ratio,
@@ -338,8 +368,8 @@ def judge_throughput_ratio(
         record_measurement(
             "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
             params={"benchmark": benchmark, **setting, "reference": reference,
-                    "verdict": str(verdict.value)},
-            stats={**record.as_dict(), "candidate_run": cand.run_id, "reference_run": ref.run_id},
+                    "verdict": str(verdict.value), "design": design["design"]},
+            stats={**record.as_dict(), **runs, **design},
             model=candidate_name,
         )
         summary = (f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"

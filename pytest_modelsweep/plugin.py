@@ -74,6 +74,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ratio-tolerance", type=float, default=0.10, metavar="X",
                     help="a candidate whose throughput ratio interval lies wholly below 1 - X "
                          "is worse (above 1 + X: better; default: 0.10)")
+    group.addoption("--interleave", action="store_true", default=False,
+                    help="throughput ratio tests measure both models themselves, their windows "
+                         "alternating A B B A ..., so that drift in machine speed cancels "
+                         "(both servers stay up; not with -n)")
     group.addoption("--allow-unjudged", action="store_true", default=False,
                     help="pass a run whose comparison tests found nothing to compare with "
                          "(default: such a run fails, since it judged nothing)")
@@ -152,6 +156,10 @@ def pytest_configure(config: pytest.Config) -> None:
             "each other to do: measure with -n, then run `pytest benches -m verdict --holm` "
             "without -n (it reads the stored results)"
         )
+    if option.interleave and getattr(option, "numprocesses", None):
+        raise pytest.UsageError(
+            "--interleave measures the candidate and the reference side by side, so both "
+            "servers must live in one process: run it without -n")
     if not 0 <= option.ratio_tolerance < 1:
         raise pytest.UsageError("--ratio-tolerance: expected a share in [0, 1), e.g. 0.10")
     if option.resamples < 100:
@@ -217,7 +225,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     if nextitem is None or model_of_item(nextitem) != name:
         state = active_run_state(item.config)
-        if state is not None:
+        if state is not None and not (state.options.interleave
+                                      and name == state.selection.reference):
+            # (--interleave keeps the reference up: the candidates' ratio tests measure it)
             state.release_endpoint(name)
 
 

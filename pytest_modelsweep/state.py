@@ -50,6 +50,7 @@ class Options:
     ratio_tolerance: float = 0.10
     allow_unjudged: bool = False
     fail_on_noisy: bool = False
+    interleave: bool = False
     fail_on: frozenset[str] = frozenset({"worse"})
     holm: bool = False
     resamples: int = 10_000
@@ -105,6 +106,7 @@ class Options:
             ratio_tolerance=option.ratio_tolerance,
             allow_unjudged=option.allow_unjudged,
             fail_on_noisy=option.fail_on_noisy,
+            interleave=option.interleave,
             fail_on=parse_fail_on(option.fail_on, [v.value for v in Verdict]),
             holm=option.holm,
             resamples=option.resamples,

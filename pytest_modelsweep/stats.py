@@ -840,6 +840,35 @@ def ratio_interval(
                            reference=reference_values, method="welch-log-t")
 
 
+def paired_ratio_interval(
+    candidate: Sequence[float], reference: Sequence[float], *, confidence: float = 0.95
+) -> RatioInterval:
+    """Interval of candidate ÷ reference from windows measured in pairs (interleaved).
+
+    Window i of the candidate and window i of the reference were measured next to
+    each other (A B, then B A, ...), so a drift in machine speed hits both alike and
+    cancels in each pair's log ratio d_i = log c_i - log r_i.  The estimate is
+    exp(mean d), the interval a Student t interval on the d_i with n - 1 degrees of
+    freedom (``method`` ``"paired-log-t"``).  Fewer than two pairs: degenerate.
+    """
+    confidence = _check_confidence(confidence)
+    candidate_values = _as_finite_array(candidate, "candidate windows")
+    reference_values = _as_finite_array(reference, "reference windows")
+    if candidate_values.size != reference_values.size:
+        raise ValueError(f"paired windows: {candidate_values.size} candidate and "
+                         f"{reference_values.size} reference windows")
+    differences = (_positive_logs(candidate, "candidate windows")
+                   - _positive_logs(reference, "reference windows"))
+    n = differences.size
+    if n < 2:
+        variance = df = math.nan
+    else:
+        variance, df = float(np.var(differences, ddof=1)) / n, float(n - 1)
+    return _ratio_from_log(float(differences.mean()), variance, df, confidence,
+                           candidate=candidate_values, reference=reference_values,
+                           method="paired-log-t")
+
+
 def ratio_interval_between_runs(
     candidate: Sequence[float], reference_runs: Sequence[Sequence[float]], *,
     confidence: float = 0.95,

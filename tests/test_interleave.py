@@ -1,0 +1,126 @@
+"""Interleaving: a ratio measured in pairs of windows survives a drift in machine speed.
+
+Two fake servers share one "machine": half way through the run both become 30% slower.
+Measured back to back (the reference's windows, then the candidate's), the candidate looks
+30% slower than it is and the interval excludes the true ratio 1; measured interleaved
+(A B, B A, ...), each pair sees the same speed and the interval covers 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sse_server import ListingServer
+
+from pytest_modelsweep.stats import paired_ratio_interval
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_DELAY_S = 0.002
+SLOWER = 1 / 0.7  # the token delay after the drift: 30% fewer tokens/s
+
+
+class Machine:
+    """The shared speed of both fake servers: slower once ``switch_after`` requests were served."""
+
+    def __init__(self, switch_after: int) -> None:
+        self.switch_after = switch_after
+        self.served = 0
+        self.lock = threading.Lock()
+
+    def delay(self) -> float:
+        with self.lock:
+            self.served += 1
+            return BASE_DELAY_S * (SLOWER if self.served > self.switch_after else 1.0)
+
+
+class DriftingServer(ListingServer):
+    def __init__(self, served_name: str, machine: Machine) -> None:
+        super().__init__(served_name)
+        self.machine = machine
+
+    async def _generate(self, path: str, data: dict[str, Any],
+                        writer: asyncio.StreamWriter) -> bool:
+        self.chunk_delay_s = self.machine.delay()
+        return await super()._generate(path, data, writer)
+
+
+@pytest.fixture
+def drifting_pair() -> Iterator[tuple[list[str], Machine]]:
+    # a window at c1 with two timed requests sends three (one warm-up); 4 windows a side
+    machine = Machine(switch_after=12)
+    with DriftingServer("gemma3-270m", machine) as reference, \
+            DriftingServer("smollm2-135m", machine) as candidate:
+        yield (["--endpoint", f"gemma3-270m={reference.base_url}",
+                "--endpoint", f"smollm2-135m={candidate.base_url}"], machine)
+
+
+def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
+    return pytester.runpytest_subprocess(
+        "--repeats", "4", "--timed-requests", "2", "--results", "r.json",
+        "--store", "s.sqlite", "-p", "no:cacheprovider", "-s", *endpoints, *args, timeout=300)
+
+
+def ratio_of(pytester: pytest.Pytester) -> dict[str, Any]:
+    measurements = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    (ratio,) = [m for m in measurements if m["benchmark"] == "throughput_ratio"]
+    return dict(ratio)
+
+
+def test_back_to_back_windows_blame_the_drift_on_the_candidate(
+    pytester: pytest.Pytester, drifting_pair: tuple[list[str], Machine],
+) -> None:
+    endpoints, machine = drifting_pair
+    result = run(pytester, endpoints, "-k", "c1 and not c16 and not long")
+    result.assert_outcomes(passed=2, failed=1)  # the ratio test: "worse", which it is not
+    assert machine.served == 24
+    ratio = ratio_of(pytester)
+    assert ratio["params"]["design"] == "back-to-back"
+    assert ratio["stats"]["high"] < 1.0  # the true ratio, 1, is outside the interval
+    assert ratio["value"] == pytest.approx(0.7, abs=0.05)
+
+
+def test_interleaved_windows_cancel_the_drift(
+    pytester: pytest.Pytester, drifting_pair: tuple[list[str], Machine],
+) -> None:
+    endpoints, machine = drifting_pair
+    result = run(pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave")
+    result.assert_outcomes(passed=1)
+    assert machine.served == 24  # 4 pairs, 3 requests a window, nothing else was measured
+    ratio = ratio_of(pytester)
+    stats = ratio["stats"]
+    assert ratio["params"]["design"] == "interleaved" and stats["method"] == "paired-log-t"
+    assert stats["low"] <= 1.0 <= stats["high"]
+    assert ratio["params"]["verdict"] == "matches"
+    assert [(w["model"], w["pair"]) for w in stats["windows"]] == [
+        ("gemma3-270m", 0), ("smollm2-135m", 0), ("smollm2-135m", 1), ("gemma3-270m", 1),
+        ("gemma3-270m", 2), ("smollm2-135m", 2), ("smollm2-135m", 3), ("gemma3-270m", 3)]
+    # the drift is real: both sides' later pairs are slower
+    assert stats["reference_values"][3] < 0.8 * stats["reference_values"][0]
+    result.stdout.fnmatch_lines(["*interleaved throughput c1: pair 4/4, smollm2-135m ÷ "
+                                 "gemma3-270m *x"])
+
+
+def test_interleave_refuses_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(model_name): pass")
+    result = pytester.runpytest("--interleave", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--interleave measures the candidate and the reference side "
+                                 "by side*run it without -n"])
+
+
+def test_paired_interval_reads_pairs() -> None:
+    # pairs that agree on ratio 0.5 whatever the level: a narrow interval at 0.5
+    interval = paired_ratio_interval([50.0, 25.0, 100.0], [100.0, 50.0, 200.0])
+    assert interval.ratio == pytest.approx(0.5)
+    assert interval.low == pytest.approx(0.5) and interval.high == pytest.approx(0.5)
+    assert interval.method == "paired-log-t" and interval.df == 2
+    assert paired_ratio_interval([1.0], [2.0]).degenerate
+    with pytest.raises(ValueError, match="paired windows"):
+        paired_ratio_interval([1.0, 2.0], [1.0])
