@@ -43,8 +43,8 @@ from .records import (
     ToolCall,
     text_field,
 )
-from .serving.breaker import DEFAULT_IDLE_TIMEOUT_S, STALL_CHECK_S, Breaker
-from .serving.secrets import Credentials, auth_headers, wants_key_message
+from .breaker import DEFAULT_IDLE_TIMEOUT_S, STALL_CHECK_S, Breaker
+from .secrets import Credentials, auth_headers, wants_key_message
 
 __all__ = [
     "Guard",
@@ -610,7 +610,7 @@ class Guard:
     ``idle_timeout_s``: no byte for this long fails a request (a non-streamed answer sends
     none before it is complete, so there it bounds the whole wait for the answer);
     ``credentials``: sent with every request; ``breaker``: the endpoint's circuit breaker
-    (see :mod:`.serving.breaker`); ``on_wait(n, seconds)``: told when requests are overdue.
+    (see :mod:`.breaker`); ``on_wait(n, seconds)``: told when requests are overdue.
     """
 
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .serving.secrets import redact
+from .secrets import redact
 
 
 def _git(rootdir: Path, *args: str) -> str | None:

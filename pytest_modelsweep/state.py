@@ -66,7 +66,7 @@ class Options:
     contended_cores: float = 0.25
 
     def __repr__(self) -> str:
-        from .serving.secrets import redact
+        from .secrets import redact
 
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k != "thresholds")
         return redact(f"Options({fields})")
@@ -196,7 +196,7 @@ class RunState:
                              contended_cores=o.contended_cores)
 
     def __repr__(self) -> str:
-        from .serving.secrets import redact
+        from .secrets import redact
 
         return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
                       f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "

@@ -154,6 +154,25 @@ def test_pure_modules_import_no_pytest_and_nothing_of_the_plugin_layer() -> None
     assert offenders == []
 
 
+# The ground floor: plain records and the transport. Nothing here may import a floor above
+# (serving/, workloads/, scoring/, report/, the plugin layer).
+GROUND_FLOOR = ("records", "errors", "secrets", "breaker", "counters", "client", "stats",
+                "store", "metrics", "options", "modelids")
+UPPER_FLOORS = ("serving", "workloads", "scoring", "report", "plugin", "fixtures", "context",
+                "state")
+
+
+def test_the_ground_floor_imports_no_floor_above_it() -> None:
+    graph = import_graph()
+    offenders = []
+    for low in GROUND_FLOOR:
+        for target in graph[f"{PACKAGE}.{low}"]:
+            floor = target.removeprefix(f"{PACKAGE}.").split(".")[0]
+            if floor in UPPER_FLOORS:
+                offenders.append(f"{low} imports {target}")
+    assert offenders == []
+
+
 def test_the_plugin_and_fixtures_do_not_import_each_other() -> None:
     graph = import_graph()
     assert f"{PACKAGE}.plugin" not in graph[f"{PACKAGE}.fixtures"]

@@ -16,7 +16,7 @@ from pytest_modelsweep.records import ApiRequest
 from pytest_modelsweep.runinfo import run_provenance
 from pytest_modelsweep.serving.pool import EndpointPool
 from pytest_modelsweep.serving.probe import probe_server
-from pytest_modelsweep.serving.secrets import (
+from pytest_modelsweep.secrets import (
     Credentials,
     key_from_env,
     redact,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_modelsweep.errors import EndpointError
-from pytest_modelsweep.serving.counters import (
+from pytest_modelsweep.counters import (
     cached_tokens_counter,
     counter_names,
     fetch_metrics,

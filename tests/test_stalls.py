@@ -12,7 +12,7 @@ from sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.records import ApiRequest
-from pytest_modelsweep.serving.breaker import Breaker
+from pytest_modelsweep.breaker import Breaker
 
 pytest_plugins = ("pytester",)
 

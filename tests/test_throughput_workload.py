@@ -21,7 +21,7 @@ from pytest_modelsweep.client import (
 )
 from pytest_modelsweep.errors import EndpointError, MeasurementError
 from pytest_modelsweep.records import ApiRequest, RequestRecord
-from pytest_modelsweep.serving.counters import cached_tokens_counter, fetch_metrics
+from pytest_modelsweep.counters import cached_tokens_counter, fetch_metrics
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
 from pytest_modelsweep.sweep import ModelSource, ModelSpec
 from pytest_modelsweep.workloads.throughput import (

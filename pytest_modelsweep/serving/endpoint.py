@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..sweep import ModelSpec
-from .breaker import Breaker
-from .secrets import Credentials
+from ..breaker import Breaker
+from ..secrets import Credentials
 
 ServerKind = Literal["llamacpp", "vllm", "openai"]
 How = Literal["attach", "llamacpp", "vllm", "vllm-docker"]

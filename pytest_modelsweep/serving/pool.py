@@ -16,7 +16,7 @@ from .llamacpp import launch_llamacpp
 from .probe import probe_server
 from .process import ServerProcess
 from .provision import Progress
-from .secrets import key_from_env, split_credentials
+from ..secrets import key_from_env, split_credentials
 from .vllm import launch_vllm
 
 

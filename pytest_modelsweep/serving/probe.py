@@ -14,7 +14,7 @@ import httpx
 from ..errors import EndpointError
 from ..sweep import ModelSpec
 from .endpoint import Endpoint, Provenance, ServerKind
-from .secrets import Credentials, auth_headers, redact, wants_key_message
+from ..secrets import Credentials, auth_headers, redact, wants_key_message
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .hf_convert import (
 from .probe import probe_server
 from .process import ServerProcess, free_port
 from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
-from .secrets import Credentials
+from ..secrets import Credentials
 
 HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.

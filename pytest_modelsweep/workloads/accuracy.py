@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from ..client import Guard, run_post_requests
 from ..records import ApiRequest, Completion, ItemRecord
-from ..serving.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from ..breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from ..serving.endpoint import Endpoint
 from ..store import Store
 

@@ -12,7 +12,7 @@ from ..client import parse_completion
 from ..errors import MeasurementError
 from ..records import ApiRequest
 from ..serving.endpoint import Endpoint
-from ..serving.secrets import auth_headers, wants_key_message
+from ..secrets import auth_headers, wants_key_message
 
 SMOKE_QUESTION = "Name the three primary colours."
 

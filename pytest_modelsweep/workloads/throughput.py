@@ -37,10 +37,10 @@ import numpy as np
 from ..client import Guard, StreamOutcome, stream_requests_detailed
 from ..errors import EndpointError, MeasurementError
 from ..records import ApiRequest, RequestRecord
-from ..serving.breaker import DEFAULT_IDLE_TIMEOUT_S
-from ..serving.counters import CounterKind, fetch_metrics, find_counter
+from ..breaker import DEFAULT_IDLE_TIMEOUT_S
+from ..counters import CounterKind, fetch_metrics, find_counter
 from ..serving.endpoint import Endpoint
-from ..serving.secrets import Credentials, auth_headers
+from ..secrets import Credentials, auth_headers
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""

@@ -25,7 +25,7 @@ from typing import Literal
 
 import httpx
 
-from ..errors import EndpointError
+from .errors import EndpointError
 from .secrets import Credentials, auth_headers
 
 CounterKind = Literal["generated", "prompt", "cached"]
