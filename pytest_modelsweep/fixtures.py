@@ -372,10 +372,12 @@ def judge_throughput_ratio(
             stats={**record.as_dict(), **runs, **design},
             model=candidate_name,
         )
+        shown = ("no interval: a side has one repeat" if ratio.degenerate
+                 else f"95% interval {ratio.low:.2f}–{ratio.high:.2f}")
         summary = (f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
                    f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
-                   f"{verdict.value} (95% interval {ratio.low:.2f}–{ratio.high:.2f}, tolerance "
-                   f"±{tolerance:.0%}, repeats {ratio.candidate_n}/{ratio.reference_n})")
+                   f"{verdict.value} ({shown}, tolerance ±{tolerance:.0%}, repeats "
+                   f"{ratio.candidate_n}/{ratio.reference_n})")
         if verdict.value in run.options.fail_on:
             pytest.fail(summary, pytrace=False)
         print(summary)
