@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,17 +27,23 @@ SLOWER = 1 / 0.7  # the token delay after the drift: 30% fewer tokens/s
 
 
 class Machine:
-    """The shared speed of both fake servers: slower once ``switch_after`` requests were served."""
+    """The shared speed of both fake servers: slower once ``switch_after`` requests were served.
+
+    Each request's speed also varies by up to ±10% (seeded), as real windows do; without
+    it both designs would give near-zero-width intervals that no real measurement has.
+    """
 
     def __init__(self, switch_after: int) -> None:
         self.switch_after = switch_after
         self.served = 0
         self.lock = threading.Lock()
+        self.jitter = random.Random(7)
 
     def delay(self) -> float:
         with self.lock:
             self.served += 1
-            return BASE_DELAY_S * (SLOWER if self.served > self.switch_after else 1.0)
+            drift = SLOWER if self.served > self.switch_after else 1.0
+            return BASE_DELAY_S * drift * self.jitter.uniform(0.9, 1.1)
 
 
 class DriftingServer(ListingServer):

@@ -308,7 +308,8 @@ def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
     result.assert_outcomes(passed=2, failed=1)  # the slower candidate's ratio is worse
     ratio = ratio_of(pytester)
     assert ratio["params"] == {"benchmark": "throughput", "concurrency": 1, "prompt_tokens": None,
-                               "reference": "gemma3-270m", "verdict": "worse"}
+                               "reference": "gemma3-270m", "verdict": "worse",
+                               "design": "back-to-back"}
     assert ratio["stats"]["reference_n"] == ratio["stats"]["candidate_n"] == 2
 
 
