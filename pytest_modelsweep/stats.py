@@ -175,15 +175,7 @@ class VerdictRecord:
 
     def as_dict(self) -> dict[str, Any]:
         """Flat JSON-friendly dict: names, verdict, every interval field, margin, rule."""
-        return {
-            "candidate": self.candidate,
-            "reference": self.reference,
-            "metric": self.metric,
-            "verdict": self.verdict.value,
-            **self.interval.as_dict(),
-            "margin": self.margin,
-            "rule": self.rule,
-        }
+        return _flat_verdict(self, self.interval.as_dict(), margin=self.margin)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> VerdictRecord:
@@ -292,15 +284,15 @@ class RatioVerdictRecord:
 
     def as_dict(self) -> dict[str, Any]:
         """Flat JSON-friendly dict: names, verdict, every interval field, tolerance, rule."""
-        return {
-            "candidate": self.candidate,
-            "reference": self.reference,
-            "metric": self.metric,
-            "verdict": self.verdict.value,
-            **self.interval.as_dict(),
-            "tolerance": self.tolerance,
-            "rule": self.rule,
-        }
+        return _flat_verdict(self, self.interval.as_dict(), tolerance=self.tolerance)
+
+
+def _flat_verdict(record: VerdictRecord | RatioVerdictRecord, interval: dict[str, Any],
+                  **setting: Any) -> dict[str, Any]:
+    """A verdict record as one flat dict: names, verdict, the interval's fields, its setting,
+    the rule (the shape results files and reports read)."""
+    return {"candidate": record.candidate, "reference": record.reference, "metric": record.metric,
+            "verdict": record.verdict.value, **interval, **setting, "rule": record.rule}
 
 
 # --------------------------------------------------------------------------- validation
