@@ -227,8 +227,9 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
 
 @pytest.fixture
 def slow_candidate() -> Iterator[list[str]]:
-    """``--endpoint`` options: the reference at full speed, the candidate sleeping 2 ms a token."""
-    with ListingServer("gemma3-270m") as reference, \
+    """``--endpoint`` options: the reference sleeping 0.4 ms a token, the candidate 2 ms (a
+    paced reference: at full speed its rate is timing noise, and 2 repeats' interval with it)."""
+    with ListingServer("gemma3-270m", chunk_delay_s=0.0004) as reference, \
             ListingServer("smollm2-135m", chunk_delay_s=0.002) as candidate:
         yield ["--endpoint", f"gemma3-270m={reference.base_url}",
                "--endpoint", f"smollm2-135m={candidate.base_url}"]
