@@ -108,6 +108,35 @@ def check_noise_options(option: Any) -> str | None:
     return None
 
 
+def add_slo_cost_options(addoption: AddOption) -> None:
+    """``--slo`` (latency targets per request) and ``--usd-per-hour`` (the machine's price)."""
+    addoption("--slo", default=None, metavar="TARGETS",
+              help="latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
+                   "e2e=): every throughput window records goodput and SLO attainment, and "
+                   "the capacity benchmark searches the highest concurrency meeting them")
+    addoption("--slo-attainment", type=float, default=0.90, metavar="X",
+              help="capacity: the share of requests that must meet --slo (default: 0.90)")
+    addoption("--usd-per-hour", type=float, default=None, metavar="X",
+              help="price of the machine one model is served on, US dollars per hour, for "
+                   "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)")
+
+
+def check_slo_cost_options(option: Any) -> str | None:
+    """A one-line usage error for a bad ``--slo``, ``--slo-attainment`` or ``--usd-per-hour``."""
+    from .slo import SloError, parse_slo
+
+    if option.slo is not None:
+        try:
+            parse_slo(option.slo)
+        except SloError as exc:
+            return str(exc)
+    if not 0 < option.slo_attainment <= 1:
+        return "--slo-attainment: expected a share in (0, 1], e.g. 0.90"
+    if option.usd_per_hour is not None and not option.usd_per_hour > 0:
+        return "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20"
+    return None
+
+
 def add_noisy_option(addoption: AddOption) -> None:
     addoption("--fail-on-noisy", action="store_true", default=False,
               help="gate rows measured unstable (CV above --unstable-cv) or contended (others "

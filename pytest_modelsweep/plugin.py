@@ -32,10 +32,12 @@ from .options import (
     add_noise_options,
     add_regression_option,
     add_resamples_option,
+    add_slo_cost_options,
     add_store_option,
     add_sweep_option,
     add_timeout_options,
     check_noise_options,
+    check_slo_cost_options,
 )
 
 if TYPE_CHECKING:
@@ -99,6 +101,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_regression_option(group.addoption)
     add_noisy_option(group.addoption)
     add_noise_options(group.addoption)
+    add_slo_cost_options(group.addoption)
     group.addoption("--timed-requests", type=int, default=None, metavar="N",
                     help="timed requests per throughput repeat (default: 2 x concurrency, "
                          "at least 4)")
@@ -139,7 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
     option = config.option
-    noise_error = check_noise_options(option)
+    noise_error = check_noise_options(option) or check_slo_cost_options(option)
     if noise_error:
         raise pytest.UsageError(noise_error)
     if option.limit is not None and option.limit < 1:

@@ -23,6 +23,8 @@ from .store import Store
 from .sweep import Selection, Sweep, load_sweep, parse_endpoint_option
 
 if TYPE_CHECKING:
+    from .cost import Pricing
+    from .slo import Slo
     from .comparisons import ComparisonFinder
     from .serving.pool import EndpointPool
 
@@ -64,6 +66,11 @@ class Options:
     repeats_max: int = 10
     unstable_cv: float = 0.10
     contended_cores: float = 0.25
+    slo: Slo | None = None
+    """``--slo``: latency targets of a good request; None: no goodput measured."""
+    slo_attainment: float = 0.90
+    usd_per_hour: float | None = None
+    """``--usd-per-hour``; None: the sweep's ``[pricing]`` decides."""
 
     def __repr__(self) -> str:
         from .secrets import redact
@@ -80,6 +87,7 @@ class Options:
         """
         from .gate import DEFAULT_THRESHOLDS, parse_thresholds
         from .options import parse_repeats
+        from .slo import parse_slo
         from .stats import Verdict
         from .verdicts import parse_fail_on
 
@@ -116,6 +124,9 @@ class Options:
             thresholds=parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS),
             idle_timeout_s=_positive(option.idle_timeout, "--idle-timeout"),
             request_timeout_s=_positive(option.request_timeout, "--request-timeout"),
+            slo=None if getattr(option, "slo", None) is None else parse_slo(option.slo),
+            slo_attainment=getattr(option, "slo_attainment", 0.90),
+            usd_per_hour=getattr(option, "usd_per_hour", None),
         )
 
 
@@ -140,6 +151,12 @@ class BenchSettings:
     """A setting whose repeats' CV exceeds this is unstable."""
     contended_cores: float = 0.25
     """A window in which other processes used more CPU cores than this is contended."""
+    slo: Slo | None = None
+    """``--slo``: latency targets of a good request; None: no goodput is recorded."""
+    slo_attainment: float = 0.90
+    """``--slo-attainment``: capacity needs this share of requests meeting the SLO."""
+    pricing: Pricing | None = None
+    """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
 
 
 def _positive(value: float, flag: str) -> float:
@@ -193,7 +210,8 @@ class RunState:
                              request_timeout_s=o.request_timeout_s,
                              idle_timeout_s=o.idle_timeout_s, repeats_target=o.repeats_target,
                              repeats_max=o.repeats_max, unstable_cv=o.unstable_cv,
-                             contended_cores=o.contended_cores)
+                             contended_cores=o.contended_cores, slo=o.slo,
+                             slo_attainment=o.slo_attainment, pricing=self.pricing)
 
     def __repr__(self) -> str:
         from .secrets import redact
@@ -201,6 +219,15 @@ class RunState:
         return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
                       f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
                       f"args={self.args!r})")
+
+    @property
+    def pricing(self) -> Pricing | None:
+        """``--usd-per-hour`` (as the user's own price), else the sweep's ``[pricing]``."""
+        from .cost import Pricing
+
+        if self.options.usd_per_hour is not None:
+            return Pricing(self.options.usd_per_hour, source="--usd-per-hour")
+        return self.sweep.pricing
 
     # -- the sweep -------------------------------------------------------------
     @property

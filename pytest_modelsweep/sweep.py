@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from .cost import Pricing
 from .errors import SweepError, UnknownModelError
 
 Backend = Literal["llamacpp", "vllm", "vllm-docker"]
@@ -115,6 +116,8 @@ class Sweep:
     serving: ServingSettings
     models: Mapping[str, ModelSpec]
     screening: ScreeningSettings = field(default_factory=ScreeningSettings)
+    pricing: Pricing | None = None
+    """The ``[pricing]`` table: what the machine one model is served on costs per hour."""
 
     @property
     def candidates(self) -> list[str]:
@@ -224,6 +227,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     reference = reader.string(head, "sweep", "reference")
     serving = _parse_serving(reader, reader.table(data, "serving"))
     screening = _parse_screening(reader, data.get("screening", {}))
+    pricing = _parse_pricing(reader, data["pricing"]) if "pricing" in data else None
     models_table = reader.table(data, "models")
     if not models_table:
         raise SweepError(f"{path}: [models] is empty; declare at least the reference model")
@@ -235,11 +239,11 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
                 f"got {type(entry).__name__}"
             )
         models[model_name] = _parse_model(reader, model_name, entry)
-    unknown_top = set(data) - {"sweep", "serving", "models", "screening"}
+    unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing"}
     if unknown_top:
         raise SweepError(
             f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
-            "expected [sweep], [serving], [screening] and [models.*]"
+            "expected [sweep], [serving], [screening], [pricing] and [models.*]"
         )
     if reference not in models:
         raise SweepError(
@@ -254,6 +258,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
         serving=serving,
         models=models,
         screening=screening,
+        pricing=pricing,
     )
 
 
@@ -319,6 +324,22 @@ def _parse_screening(reader: _Reader, table: Any) -> ScreeningSettings:
         hbm_gib=reader.positive_number(table, "screening", "hbm_gib", default=15.75),
         gpu_memory_utilization=util,
         kv_headroom_gib=reader.positive_number(table, "screening", "kv_headroom_gib", default=2.0),
+    )
+
+
+def _parse_pricing(reader: _Reader, table: Any) -> Pricing:
+    """``[pricing]``: ``usd_per_hour`` (required), ``source``, ``as_of``, ``example``."""
+    if not isinstance(table, Mapping):
+        raise SweepError(f"{reader.path}: pricing: expected a table [pricing]")
+    reader.no_unknown(table, "pricing", {"usd_per_hour", "source", "as_of", "example"})
+    if "usd_per_hour" not in table:
+        raise SweepError(f"{reader.path}: pricing.usd_per_hour: missing; give the machine's "
+                         "price per hour in US dollars, e.g. usd_per_hour = 1.20")
+    return Pricing(
+        usd_per_hour=reader.positive_number(table, "pricing", "usd_per_hour"),
+        source=reader.string(table, "pricing", "source", default=""),
+        as_of=reader.string(table, "pricing", "as_of", default=""),
+        example=reader.boolean(table, "pricing", "example", default=False),
     )
 
 

@@ -1,0 +1,61 @@
+"""What generated tokens cost: a machine's price per hour over its output rate.
+
+``usd_per_million_output_tokens = usd_per_hour / (output tokens/s × 3600) × 1e6``.
+The price is the sweep's ``[pricing]`` table (or ``--usd-per-hour``): the machine
+one model is served on (one chip in the TPU sweep). Without a price there is no
+cost, never a made-up default. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A machine's on-demand price, and where it came from."""
+
+    usd_per_hour: float
+    source: str = ""
+    as_of: str = ""
+    example: bool = False
+    """The price only illustrates (the embedded sweep's CPU machine), it is nobody's quote."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"usd_per_hour": self.usd_per_hour, "source": self.source, "as_of": self.as_of,
+                "example": self.example}
+
+    def describe(self) -> str:
+        """E.g. ``$1.20/h (Google Cloud TPU pricing, 2026-11-30)``; ``example`` said so."""
+        where = ", ".join(part for part in (self.source, self.as_of) if part)
+        tail = f" ({where})" if where else ""
+        return f"${self.usd_per_hour:g}/h{tail}{', an example price' if self.example else ''}"
+
+
+def usd_per_million_output_tokens(usd_per_hour: float, output_tokens_per_s: float) -> float | None:
+    """Dollars per million generated tokens at this rate; None for a rate that is not positive."""
+    if not (output_tokens_per_s > 0) or math.isinf(output_tokens_per_s):
+        return None
+    return usd_per_hour / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6
+
+
+def cost_interval(usd_per_hour: float, rate_low: float | None,
+                  rate_high: float | None) -> tuple[float | None, float | None]:
+    """The cost interval from a rate interval: cost falls as the rate rises, so the
+    bounds swap (the fastest rate gives the lowest cost)."""
+    low = None if rate_high is None else usd_per_million_output_tokens(usd_per_hour, rate_high)
+    high = None if rate_low is None else usd_per_million_output_tokens(usd_per_hour, rate_low)
+    return low, high
+
+
+def costs_of(usd_per_hour: float, rates: Sequence[float]) -> list[float | None]:
+    """The cost of each rate (one per repeat)."""
+    return [usd_per_million_output_tokens(usd_per_hour, rate) for rate in rates]
+
+
+__all__ = ["Pricing", "cost_interval", "costs_of", "usd_per_million_output_tokens"]

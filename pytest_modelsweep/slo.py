@@ -1,0 +1,150 @@
+"""Service-level objectives per request, and goodput: how much of the work met them.
+
+A request is *good* when it meets every target given (as ``vllm bench serve
+--goodput`` defines it): time to first token (``ttft``), time per output token
+after the first (``tpot`` = (E2E − TTFT) / (output tokens − 1)) and end-to-end
+latency (``e2e``). A failed request is never good. Per timed window:
+
+- ``slo_attainment`` = good requests ÷ requests sent in the window;
+- ``goodput_rps`` = good requests ÷ the window's duration (first start to last end),
+  the same duration output tokens/s is measured over.
+
+Pure: works on the per-request records a throughput measurement stores
+(``records.RequestRecord.to_dict()``), so that anything computed during a run can
+be recomputed from the results file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ModelsweepError
+
+TARGETS = ("ttft", "tpot", "e2e")
+"""The latencies a ``--slo`` may bound, in the order they are shown."""
+
+_UNITS_MS = {"ms": 1.0, "s": 1000.0}
+_ITEM = re.compile(r"^\s*(ttft|tpot|e2e)\s*=\s*([0-9]*\.?[0-9]+)\s*(ms|s)\s*$", re.IGNORECASE)
+SLO_EXAMPLE = "ttft=500ms,tpot=50ms (also e2e=; units ms or s)"
+
+
+class SloError(ModelsweepError):
+    """A ``--slo`` value that cannot be read."""
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets per request, in milliseconds; None: no target on that latency."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def targets(self) -> dict[str, float]:
+        """The given targets, ``{"ttft": 500.0, ...}`` in milliseconds."""
+        found = {"ttft": self.ttft_ms, "tpot": self.tpot_ms, "e2e": self.e2e_ms}
+        return {name: value for name, value in found.items() if value is not None}
+
+    def __str__(self) -> str:
+        return ",".join(f"{name}={value:g}ms" for name, value in self.targets().items())
+
+    def as_dict(self) -> dict[str, float]:
+        """JSON-friendly: ``{"ttft_ms": 500.0, "tpot_ms": 50.0}``."""
+        return {f"{name}_ms": value for name, value in self.targets().items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Slo:
+        """The inverse of :meth:`as_dict`."""
+        return cls(**{f"{name}_ms": float(data[f"{name}_ms"])
+                      for name in TARGETS if data.get(f"{name}_ms") is not None})
+
+
+def parse_slo(text: str) -> Slo:
+    """``"ttft=500ms,tpot=50ms"`` → :class:`Slo`; a one-line :class:`SloError` otherwise."""
+    found: dict[str, float] = {}
+    parts = [part for part in str(text).split(",") if part.strip()]
+    if not parts:
+        raise SloError(f"--slo: expected targets such as {SLO_EXAMPLE}, got {text!r}")
+    for part in parts:
+        match = _ITEM.match(part)
+        if match is None:
+            raise SloError(f"--slo: cannot read {part.strip()!r}; expected e.g. {SLO_EXAMPLE}")
+        name, number, unit = match.group(1).lower(), float(match.group(2)), match.group(3).lower()
+        if name in found:
+            raise SloError(f"--slo: {name} is given twice in {text!r}; give each target once")
+        if not number > 0:
+            raise SloError(f"--slo: {name} must be a positive time, got {part.strip()!r}")
+        found[name] = number * _UNITS_MS[unit]
+    return Slo(**{f"{name}_ms": value for name, value in found.items()})
+
+
+def request_latencies_ms(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """TTFT, TPOT and E2E of one stored request record, in ms (None where undefined).
+
+    TPOT follows vLLM: (E2E − TTFT) / (output tokens − 1), undefined below 2 tokens.
+    """
+    start, end = float(record["start"]), float(record["end"])
+    first = record.get("first_token")
+    tokens = record.get("completion_tokens")
+    ttft = None if first is None else (float(first) - start) * 1e3
+    e2e = (end - start) * 1e3
+    tpot = None
+    if ttft is not None and tokens is not None and int(tokens) >= 2:
+        tpot = (e2e - ttft) / (int(tokens) - 1)
+    return {"ttft": ttft, "tpot": tpot, "e2e": e2e}
+
+
+def is_good(record: Mapping[str, Any], slo: Slo) -> bool:
+    """Whether one request succeeded and met every target of ``slo``.
+
+    A latency a target bounds but the request lacks (no first token; one output
+    token for TPOT) does not meet it.
+    """
+    if record.get("error"):
+        return False
+    latencies = request_latencies_ms(record)
+    for name, limit in slo.targets().items():
+        value = latencies[name]
+        if value is None or value > limit:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """One window's goodput under an SLO."""
+
+    good: int
+    requests: int
+    duration_s: float
+
+    @property
+    def slo_attainment(self) -> float | None:
+        """Share of the window's requests that met every target; None without requests."""
+        return self.good / self.requests if self.requests else None
+
+    @property
+    def goodput_rps(self) -> float | None:
+        """Good requests per second of the window; None for an empty window."""
+        return self.good / self.duration_s if self.duration_s > 0 else None
+
+    def as_stats(self) -> dict[str, Any]:
+        return {"goodput_rps": self.goodput_rps, "slo_attainment": self.slo_attainment,
+                "slo_good": self.good, "slo_requests": self.requests}
+
+
+def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo,
+                   duration_s: float) -> Goodput:
+    """Goodput of one timed window's request records over its duration."""
+    listed = list(records)
+    return Goodput(good=sum(1 for r in listed if is_good(r, slo)), requests=len(listed),
+                   duration_s=float(duration_s))
+
+
+__all__ = [
+    "SLO_EXAMPLE", "TARGETS", "Goodput", "Slo", "SloError", "is_good", "parse_slo",
+    "request_latencies_ms", "window_goodput",
+]
