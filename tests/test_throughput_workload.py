@@ -521,3 +521,52 @@ def test_the_meter_wraps_the_timed_requests_only() -> None:
         result = run_small(srv, meter=Meter())
     assert result.violations == []  # type: ignore[attr-defined]
     assert seen == [("enter", 3), ("exit", 3 + 9)]
+
+
+# --------------------------------------------------------------------------- user prompts
+
+
+USER_TEXTS = ["summarise the quarterly report in two lines", "translate hello to French",
+              "list three prime numbers"]
+
+
+def test_user_prompts_get_distinct_leads_and_their_own_lengths() -> None:
+    with SseServer(chunk_delay_s=0.001) as srv:
+        result = run_small(srv, user_prompts=USER_TEXTS)
+        bodies = list(srv.stats.bodies)
+    assert result.violations == [], result.violations  # type: ignore[attr-defined]
+    prompts = [b["prompt"] for b in bodies]
+    assert len(prompts) == 3 + 9
+    # every text is sent in turn, each behind a lead word of its own
+    assert [p.split(": ", 1)[1] for p in prompts] == [USER_TEXTS[i % 3] for i in range(12)]
+    firsts = [fake_token_ids(p)[0] for p in prompts]
+    assert len(set(firsts)) == 12
+    # each request is checked against its own text's length, as the server counts it
+    records = result.records  # type: ignore[attr-defined]
+    assert [r.prompt_tokens for r in records] == [len(fake_token_ids(p)) for p in prompts[3:]]
+
+
+def test_user_prompts_are_checked_against_their_own_lengths() -> None:
+    # the server reports 2 more prompt tokens than the text has: each request is named
+    with SseServer(bos=2) as srv:
+        endpoint = endpoint_at(srv.base_url)
+        tokenizer = ServerTokenizer(endpoint.tokenize_url, "llamacpp", "m")
+        tokenizer._added = 0  # as if the server claimed to add no BOS, then added two
+        result = run_throughput(endpoint, concurrency=2, prompt_tokens=None, output_tokens=4,
+                                timed_requests=2, warmup_requests=1, seed=1, timeout_s=10,
+                                tokenizer=tokenizer, user_prompts=USER_TEXTS)
+    timed = [b["prompt"] for b in srv.stats.bodies][2:]  # after the 2 warm-up requests
+    lengths = [len(fake_token_ids(p)) for p in timed]
+    assert result.violations == [
+        f"request {i} sent {n + 2} prompt tokens, expected {n}" for i, n in enumerate(lengths)]
+
+
+def test_shared_prefixes_are_allowed_only_when_asked() -> None:
+    with SseServer(cached_tokens_per_request=3) as srv:
+        unique = run_small(srv, user_prompts=USER_TEXTS)
+        shared = run_small(srv, user_prompts=USER_TEXTS, unique_prefixes=False)
+        bodies = [b["prompt"] for b in srv.stats.bodies]
+    assert any("cached prompt tokens, expected 0" in v
+               for v in unique.violations)  # type: ignore[attr-defined]
+    assert shared.violations == []  # type: ignore[attr-defined]
+    assert bodies[-9:] == [USER_TEXTS[i % 3] for i in range(3, 12)]  # sent as given

@@ -332,6 +332,50 @@ def exact_length_prompts(
     )]
 
 
+def user_prompt_ids(
+    tokenize: Callable[[str], list[int]],
+    texts: Sequence[str],
+    count: int,
+    *,
+    seed: int,
+    unique_prefixes: bool,
+    exclude_first_tokens: Set[int] = frozenset(),
+) -> list[tuple[str, list[int]]]:
+    """``count`` prompts from a user's ``texts`` (in turn, round and round), with their ids.
+
+    With ``unique_prefixes`` each prompt starts with a lead word (drawn as for
+    :func:`exact_length_prompts`) whose first token no other prompt of this call,
+    nor ``exclude_first_tokens``, starts with: no two requests share a prefix, so
+    the prefix cache has nothing to reuse even when ``texts`` repeat. Every final
+    text is tokenized by the server; its count is what each request must send.
+    """
+    if not texts:
+        raise MeasurementError("no prompts to send; give at least one prompt text")
+    rng = random.Random(seed)
+    leads = _leads(rng)
+    used = set(exclude_first_tokens)
+    prompts: list[tuple[str, list[int]]] = []
+    for i in range(count):
+        body = texts[i % len(texts)]
+        if not unique_prefixes:
+            prompts.append((body, tokenize(body)))
+            continue
+        while True:
+            lead = next(leads, None)
+            if lead is None:
+                raise MeasurementError(
+                    f"ran out of lead words after {len(prompts)} of {count} prompts with "
+                    "distinct first tokens; ask for fewer requests per run"
+                )
+            text = f"{lead.strip()}: {body}"
+            ids = tokenize(text)
+            if ids and ids[0] not in used:
+                used.add(ids[0])
+                prompts.append((text, ids))
+                break
+    return prompts
+
+
 def throughput_requests(
     prompts: Sequence[str], *, output_tokens: int = 256, id_prefix: str = "throughput"
 ) -> list[ApiRequest]:
@@ -491,8 +535,15 @@ def summarize(
     counters_after: dict[str, float],
     bos_tokens: int = 0,
     warmup: Sequence[StreamOutcome] = (),
+    prompt_tokens_each: Sequence[int] | None = None,
+    no_cache: bool = True,
 ) -> ThroughputResult:
-    """Statistics and violations of a timed window from its outcomes and counters."""
+    """Statistics and violations of a timed window from its outcomes and counters.
+
+    ``prompt_tokens_each``: each request's own prompt length (user prompts differ);
+    None: every prompt has ``prompt_tokens``. ``no_cache`` False: prompts may share
+    prefixes, so prefix-cache hits are not violations.
+    """
     records = [o.record for o in outcomes]
     ok = [r for r in records if r.error is None]
     duration = (max(r.end for r in records) - min(r.start for r in records)) if records else 0.0
@@ -508,7 +559,6 @@ def summarize(
     for i, o in enumerate(warmup):
         if o.record.error is not None:
             violations.append(f"warm-up request {i} failed: {o.record.error}")
-    want_prompt = prompt_tokens + bos_tokens
     bos_note = f" ({prompt_tokens} + {bos_tokens} BOS the server adds)" if bos_tokens else ""
     for i, record in enumerate(records):
         if record.error is not None:
@@ -523,13 +573,15 @@ def summarize(
                 f"request {i} produced {record.completion_tokens} of {output_tokens} tokens "
                 f"(finish_reason={record.finish_reason})"
             )
+        want_prompt = (prompt_tokens if prompt_tokens_each is None
+                       else prompt_tokens_each[i]) + bos_tokens
         if record.prompt_tokens is not None and record.prompt_tokens != want_prompt:
             violations.append(
                 f"request {i} sent {record.prompt_tokens} prompt tokens, expected "
                 f"{want_prompt}{bos_note}"
             )
         cached = outcomes[i].cached_tokens
-        if cached:
+        if cached and no_cache:
             violations.append(f"request {i} reused {cached} cached prompt tokens, expected 0")
     low, high = FIDELITY_RANGE
     if server_generated <= 0:
@@ -542,7 +594,7 @@ def summarize(
             f"fidelity {fidelity:.4f} outside {low}-{high}: we counted {ours} completion tokens, "
             f"the server's {name} moved by {server_generated:g}"
         )
-    if cached_delta is not None and cached_delta > 0:
+    if no_cache and cached_delta is not None and cached_delta > 0:
         violations.append(
             f"the server's prefix cache reused {cached_delta:g} prompt tokens in the window, "
             "expected 0 (unique prompts, no template)"
@@ -641,8 +693,15 @@ def run_throughput(
     tokenizer: ServerTokenizer | None = None,
     progress: Callable[[str], None] | None = None,
     meter: AbstractContextManager[Any] | None = None,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
 ) -> ThroughputResult:
     """Warm up, read the counters, run the timed window with N in flight, read them again.
+
+    ``user_prompts``: send these texts (in turn) instead of exact-length drawn ones;
+    each request must then send exactly its own text's token count, and with
+    ``unique_prefixes`` (the default) each gets a distinct lead word and no prompt
+    token may come from the prefix cache (without it, cache hits are allowed).
 
     ``prompt_tokens`` None means the short-prompt setting
     (:data:`SHORT_PROMPT_TOKENS`). The warm-up sends at least ``concurrency``
@@ -659,16 +718,24 @@ def run_throughput(
     tok = tokenizer if tokenizer is not None else make_tokenizer(endpoint)
     try:
         sent = first_tokens_sent(endpoint.base_url)
-        prompts = exact_length_prompt_ids(
-            tok, warmup + timed_requests, length, seed=seed, exclude_first_tokens=sent
-        )
-        sent.update(ids[0] for _, ids in prompts)
+        if user_prompts is None:
+            prompts = exact_length_prompt_ids(
+                tok, warmup + timed_requests, length, seed=seed, exclude_first_tokens=sent
+            )
+        else:
+            prompts = user_prompt_ids(tok, user_prompts, warmup + timed_requests, seed=seed,
+                                      unique_prefixes=unique_prefixes, exclude_first_tokens=sent)
+        sent.update(ids[0] for _, ids in prompts if ids)
         bos = tok.added_special_tokens
     finally:
         if tokenizer is None:
             tok.close()
     texts = [text for text, _ in prompts]
-    label = f"c{concurrency}-p{length}-o{output_tokens}"
+    each = [len(ids) for _, ids in prompts[warmup:]] if user_prompts is not None else None
+    if each:
+        length = round(sum(each) / len(each))
+    label = (f"c{concurrency}-p{length}-o{output_tokens}" if user_prompts is None
+             else f"c{concurrency}-user-o{output_tokens}")
     warm_reqs = throughput_requests(
         texts[:warmup], output_tokens=output_tokens, id_prefix=f"warmup-{label}"
     )
@@ -705,6 +772,8 @@ def run_throughput(
         counters_after=after,
         bos_tokens=bos,
         warmup=warm,
+        prompt_tokens_each=each,
+        no_cache=user_prompts is None or unique_prefixes,
     )
 
 
@@ -725,19 +794,24 @@ def measure_window(
     idle_timeout_s: float,
     tokenizer: ServerTokenizer,
     meter: AbstractContextManager[Any] | None = None,
+    output_tokens: int = OUTPUT_TOKENS,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
 ) -> ThroughputResult:
     """One timed window of a throughput setting, as every bench and comparison measures it.
 
     ``timed_requests`` None means 2 × concurrency, at least 4; the warm-up sends
     ``concurrency`` requests; the prompts' seed comes from the run, the setting and
-    ``repeat``, so that no two windows of a run share a prompt.
+    ``repeat``, so that no two windows of a run share a prompt. ``user_prompts``
+    and ``unique_prefixes``: see :func:`run_throughput`.
     """
     seed = zlib.crc32(f"{run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
     return run_throughput(
         endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
-        output_tokens=OUTPUT_TOKENS, timed_requests=timed_requests or max(4, 2 * concurrency),
+        output_tokens=output_tokens, timed_requests=timed_requests or max(4, 2 * concurrency),
         warmup_requests=concurrency, seed=seed, timeout_s=timeout_s,
         idle_timeout_s=idle_timeout_s, tokenizer=tokenizer, meter=meter,
+        user_prompts=user_prompts, unique_prefixes=unique_prefixes,
     )
 
 
