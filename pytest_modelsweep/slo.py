@@ -17,7 +17,7 @@ be recomputed from the results file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +132,7 @@ class Goodput:
         return self.good / self.duration_s if self.duration_s > 0 else None
 
     def as_stats(self) -> dict[str, Any]:
+        """JSON-friendly: ``goodput_rps``, ``slo_attainment``, ``slo_good``, ``slo_requests``."""
         return {"goodput_rps": self.goodput_rps, "slo_attainment": self.slo_attainment,
                 "slo_good": self.good, "slo_requests": self.requests}
 
@@ -144,7 +145,25 @@ def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo,
                    duration_s=float(duration_s))
 
 
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) / len(present) if present else None
+
+
+def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> dict[str, Any]:
+    """A measurement's goodput over its repeats, for its ``stats``.
+
+    ``goodput_rps`` and ``slo_attainment``: the mean over the windows that have one;
+    ``slo_good`` and ``slo_requests``: the windows' totals; ``slo``: the targets.
+    """
+    return {"slo": slo.as_dict(),
+            "goodput_rps": _mean(w.goodput_rps for w in windows),
+            "slo_attainment": _mean(w.slo_attainment for w in windows),
+            "slo_good": sum(w.good for w in windows),
+            "slo_requests": sum(w.requests for w in windows)}
+
+
 __all__ = [
-    "SLO_EXAMPLE", "TARGETS", "Goodput", "Slo", "SloError", "is_good", "parse_slo",
-    "request_latencies_ms", "window_goodput",
+    "SLO_EXAMPLE", "TARGETS", "Goodput", "Slo", "SloError", "goodput_stats", "is_good",
+    "parse_slo", "request_latencies_ms", "window_goodput",
 ]
