@@ -39,6 +39,7 @@ from .tables import (
     LatencyFigures,
     Table,
     format_flags,
+    format_goodput,
     format_ms,
     format_percent,
     format_points,
@@ -259,7 +260,7 @@ def _repeats_table(measurement: Mapping[str, Any]) -> str:
         rate = r.tokens_per_s if r.tokens_per_s is not None else (
             values[r.index] if r.index < len(values) else None)
         contention = ", ".join(f"{k} {_compact(v)}" for k, v in r.contention.items())
-        extra = ([format_value(r.goodput_rps), format_percent(r.slo_attainment)] if goodput
+        extra = ([format_goodput(r.goodput_rps), format_percent(r.slo_attainment)] if goodput
                  else []) + ([format_usd(r.usd_per_million_output_tokens)] if cost else [])
         lines.append([
             str(r.index + 1),
@@ -292,7 +293,7 @@ def _throughput_scalars(measurement: Mapping[str, Any]) -> list[tuple[str, str]]
     if row.flags:
         pairs.append(("flags", format_flags(row)))
     if row.slo is not None:
-        pairs += [("SLO", format_slo(row.slo)), ("goodput (req/s)", format_value(row.goodput_rps)),
+        pairs += [("SLO", format_slo(row.slo)), ("goodput (req/s)", format_goodput(row.goodput_rps)),
                   ("SLO attainment", format_percent(row.slo_attainment))]
     if row.pricing is not None:
         pairs += [("$/1M output tokens", format_usd_interval(row.usd_per_million_output_tokens,

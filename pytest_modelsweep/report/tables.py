@@ -121,6 +121,15 @@ def format_ratio(value: Any) -> str:
     return NA if number is None else f"{_rounded(number, 2):.2f}×"
 
 
+def format_goodput(value: Any) -> str:
+    """Requests per second: two decimals (``1.78``), three significant digits below 1
+    (``0.0781``)."""
+    number = _number(value)
+    if number is None:
+        return NA
+    return f"{_rounded(number, 2):,.2f}" if abs(number) >= 1 else f"{number:#.3g}"
+
+
 def format_usd(value: Any) -> str:
     """Dollars without the sign: ``1,234``, ``1.39``, ``0.278`` (three significant digits
     below 1)."""
@@ -131,7 +140,7 @@ def format_usd(value: Any) -> str:
         return f"{_rounded(number, 0):,.0f}"
     if abs(number) >= 1:
         return f"{_rounded(number, 2):.2f}"
-    return f"{number:.3g}"
+    return f"{number:#.3g}"
 
 
 def format_usd_interval(value: Any, interval: tuple[float, float] | None) -> str:
@@ -813,7 +822,7 @@ def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = Fal
               if low is not None and high is not None and row.repeat_count > 1 else NA)
     extra: list[Cell] = []
     if goodput:
-        extra += [format_value(row.goodput_rps), format_percent(row.slo_attainment)]
+        extra += [format_goodput(row.goodput_rps), format_percent(row.slo_attainment)]
     if cost:
         extra.append(format_usd_interval(row.usd_per_million_output_tokens, row.usd_interval))
     return [
