@@ -3,7 +3,9 @@
 A request is *good* when it meets every target given (as ``vllm bench serve
 --goodput`` defines it): time to first token (``ttft``), time per output token
 after the first (``tpot`` = (E2E − TTFT) / (output tokens − 1)) and end-to-end
-latency (``e2e``). A failed request is never good. Per timed window:
+latency (``e2e``), each met when at most the target. A failed request is never
+good; one with fewer than two output tokens counts TPOT as 0 (as vLLM does). Per
+timed window:
 
 - ``slo_attainment`` = good requests ÷ requests sent in the window;
 - ``goodput_rps`` = good requests ÷ the window's duration (first start to last end),
@@ -100,12 +102,16 @@ def request_latencies_ms(record: Mapping[str, Any]) -> dict[str, float | None]:
 def is_good(record: Mapping[str, Any], slo: Slo) -> bool:
     """Whether one request succeeded and met every target of ``slo``.
 
-    A latency a target bounds but the request lacks (no first token; one output
-    token for TPOT) does not meet it.
+    As ``vllm bench serve --goodput``: a request with fewer than two output tokens
+    has no time between tokens and counts TPOT as 0. A latency a target bounds but
+    the record lacks (no first token; no token count for TPOT) does not meet it.
     """
     if record.get("error"):
         return False
     latencies = request_latencies_ms(record)
+    tokens = record.get("completion_tokens")
+    if latencies["tpot"] is None and tokens is not None and int(tokens) < 2:
+        latencies["tpot"] = 0.0
     for name, limit in slo.targets().items():
         value = latencies[name]
         if value is None or value > limit:

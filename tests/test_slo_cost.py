@@ -141,11 +141,14 @@ def test_a_failed_request_is_never_good() -> None:
                        parse_slo("e2e=10s"))
 
 
-def test_a_one_token_request_has_no_tpot_and_misses_a_tpot_target_only() -> None:
+def test_a_one_token_request_has_no_tpot_and_meets_any_tpot_target_as_in_vllm() -> None:
+    # vllm bench serve: "if output_len <= 1, we regard tpot as 0 for goodput"
     single = record(tokens=1)
     assert request_latencies_ms(single)["tpot"] is None
-    assert not is_good(single, parse_slo("tpot=1000ms"))
-    assert is_good(single, parse_slo("ttft=200ms,e2e=2s"))
+    assert is_good(single, parse_slo("tpot=1ms"))
+    assert is_good(single, parse_slo("ttft=200ms,tpot=1ms,e2e=2s"))
+    assert not is_good(single, parse_slo("tpot=1ms,e2e=1s"))  # its E2E of 1.1 s misses
+    assert not is_good(record(tokens=None), parse_slo("tpot=1000ms"))  # token count unknown
     no_first_token = record(ttft_s=None)
     assert request_latencies_ms(no_first_token)["ttft"] is None
     assert not is_good(no_first_token, parse_slo("ttft=10s"))
