@@ -7,8 +7,10 @@ with any other request of the run. Every window is checked against the server's
 own counters; a violation fails the test after the figures are recorded. Each
 window records who else used the CPUs during it (``contention``); each setting
 its repeats' CV and the ``unstable`` and ``contended`` flags, and a progress
-line per repeat. The candidate ÷ reference ratio at each setting is a
-measurement of its own, with an interval over the repeats.
+line per repeat. With a price (``--usd-per-hour`` or the sweep's ``[pricing]``)
+each setting and repeat records $/1M output tokens; with ``--slo`` each window
+its goodput and SLO attainment. The candidate ÷ reference ratio at each setting
+is a measurement of its own, with an interval over the repeats.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.cost import cost_stats, costs_of
 from pytest_modelsweep.errors import MeasurementError
 from pytest_modelsweep.fixtures import RecordMeasurement
 from pytest_modelsweep.options import MIN_AUTO_REPEATS
 from pytest_modelsweep.serving import Endpoint
+from pytest_modelsweep.slo import goodput_stats
 from pytest_modelsweep.state import BenchSettings
+from pytest_modelsweep.stats import log_mean_interval
 from pytest_modelsweep.workloads.contention import (
     ContentionMeter,
     coefficient_of_variation,
@@ -95,22 +100,35 @@ def measure(
         requests += [{**record.to_dict(), "repeat": repeat} for record in result.records]
     cv = coefficient_of_variation(values)
     contended = sum(1 for w in windows if w["contended"])
+    mean = sum(values) / len(values)
+    rate_interval = log_mean_interval(values)
+    repeats = [{**r.as_stats(), "contention": w} for r, w in zip(results, windows)]
+    stats: dict[str, Any] = {
+        "repeat_values": values, "repeats": repeats, "cv": cv,
+        "unstable": cv is not None and cv > settings.unstable_cv,
+        "unstable_cv_limit": settings.unstable_cv,
+        "contended": contended > 0, "contended_windows": contended, "repeats_rule": rule,
+    }
+    if rate_interval is not None:
+        stats["output_tokens_per_s_interval"] = list(rate_interval)
+    if settings.slo is not None:
+        goodputs = [r.goodput(settings.slo) for r in results]
+        for window, goodput in zip(repeats, goodputs):
+            window.update(goodput.as_stats())
+        stats.update(goodput_stats(settings.slo, goodputs))
+    if settings.pricing is not None:
+        for window, cost in zip(repeats, costs_of(settings.pricing.usd_per_hour, values)):
+            window["usd_per_million_output_tokens"] = cost
+        stats.update(cost_stats(settings.pricing, mean, rate_interval))
     record_measurement(
         benchmark,
-        sum(values) / len(values),
+        mean,
         "tokens/s",
         sum(r.completed for r in results),
         params={"concurrency": concurrency, "prompt_tokens": prompt_tokens,
                 "output_tokens": OUTPUT_TOKENS, "timed_requests": timed,
                 "repeats": len(results)},
-        stats={"repeat_values": values,
-               "repeats": [{**r.as_stats(), "contention": w} for r, w in zip(results, windows)],
-               "cv": cv,
-               "unstable": cv is not None and cv > settings.unstable_cv,
-               "unstable_cv_limit": settings.unstable_cv,
-               "contended": contended > 0,
-               "contended_windows": contended,
-               "repeats_rule": rule},
+        stats=stats,
         requests=requests,
         endpoint=endpoint,
     )

@@ -58,4 +58,24 @@ def costs_of(usd_per_hour: float, rates: Sequence[float]) -> list[float | None]:
     return [usd_per_million_output_tokens(usd_per_hour, rate) for rate in rates]
 
 
-__all__ = ["Pricing", "cost_interval", "costs_of", "usd_per_million_output_tokens"]
+def cost_stats(pricing: Pricing, mean_rate: float,
+               rate_interval: tuple[float, float] | None) -> dict[str, Any]:
+    """A throughput measurement's cost figures for its ``stats``.
+
+    ``usd_per_million_output_tokens`` at the mean output tokens/s (None for a rate that
+    is not positive), ``usd_per_million_output_tokens_interval`` ``[low, high]`` from the
+    rate's interval (absent without one, e.g. one repeat) and ``pricing``.
+    """
+    stats: dict[str, Any] = {
+        "usd_per_million_output_tokens": usd_per_million_output_tokens(pricing.usd_per_hour,
+                                                                       mean_rate),
+    }
+    if rate_interval is not None:
+        low, high = cost_interval(pricing.usd_per_hour, *rate_interval)
+        if low is not None and high is not None:
+            stats["usd_per_million_output_tokens_interval"] = [low, high]
+    stats["pricing"] = pricing.as_dict()
+    return stats
+
+
+__all__ = ["Pricing", "cost_interval", "cost_stats", "costs_of", "usd_per_million_output_tokens"]

@@ -132,7 +132,7 @@ def check_slo_cost_options(option: Any) -> str | None:
             return str(exc)
     if not 0 < option.slo_attainment <= 1:
         return "--slo-attainment: expected a share in (0, 1], e.g. 0.90"
-    if option.usd_per_hour is not None and not option.usd_per_hour > 0:
+    if option.usd_per_hour is not None and not 0 < option.usd_per_hour < float("inf"):
         return "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20"
     return None
 

@@ -3,7 +3,9 @@
 A request is *good* when it meets every target given (as ``vllm bench serve
 --goodput`` defines it): time to first token (``ttft``), time per output token
 after the first (``tpot`` = (E2E − TTFT) / (output tokens − 1)) and end-to-end
-latency (``e2e``). A failed request is never good. Per timed window:
+latency (``e2e``), each met when at most the target. A failed request is never
+good; one with fewer than two output tokens counts TPOT as 0 (as vLLM does). Per
+timed window:
 
 - ``slo_attainment`` = good requests ÷ requests sent in the window;
 - ``goodput_rps`` = good requests ÷ the window's duration (first start to last end),
@@ -17,7 +19,7 @@ be recomputed from the results file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,12 +102,16 @@ def request_latencies_ms(record: Mapping[str, Any]) -> dict[str, float | None]:
 def is_good(record: Mapping[str, Any], slo: Slo) -> bool:
     """Whether one request succeeded and met every target of ``slo``.
 
-    A latency a target bounds but the request lacks (no first token; one output
-    token for TPOT) does not meet it.
+    As ``vllm bench serve --goodput``: a request with fewer than two output tokens
+    has no time between tokens and counts TPOT as 0. A latency a target bounds but
+    the record lacks (no first token; no token count for TPOT) does not meet it.
     """
     if record.get("error"):
         return False
     latencies = request_latencies_ms(record)
+    tokens = record.get("completion_tokens")
+    if latencies["tpot"] is None and tokens is not None and int(tokens) < 2:
+        latencies["tpot"] = 0.0
     for name, limit in slo.targets().items():
         value = latencies[name]
         if value is None or value > limit:
@@ -132,6 +138,7 @@ class Goodput:
         return self.good / self.duration_s if self.duration_s > 0 else None
 
     def as_stats(self) -> dict[str, Any]:
+        """JSON-friendly: ``goodput_rps``, ``slo_attainment``, ``slo_good``, ``slo_requests``."""
         return {"goodput_rps": self.goodput_rps, "slo_attainment": self.slo_attainment,
                 "slo_good": self.good, "slo_requests": self.requests}
 
@@ -144,7 +151,25 @@ def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo,
                    duration_s=float(duration_s))
 
 
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) / len(present) if present else None
+
+
+def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> dict[str, Any]:
+    """A measurement's goodput over its repeats, for its ``stats``.
+
+    ``goodput_rps`` and ``slo_attainment``: the mean over the windows that have one;
+    ``slo_good`` and ``slo_requests``: the windows' totals; ``slo``: the targets.
+    """
+    return {"slo": slo.as_dict(),
+            "goodput_rps": _mean(w.goodput_rps for w in windows),
+            "slo_attainment": _mean(w.slo_attainment for w in windows),
+            "slo_good": sum(w.good for w in windows),
+            "slo_requests": sum(w.requests for w in windows)}
+
+
 __all__ = [
-    "SLO_EXAMPLE", "TARGETS", "Goodput", "Slo", "SloError", "is_good", "parse_slo",
-    "request_latencies_ms", "window_goodput",
+    "SLO_EXAMPLE", "TARGETS", "Goodput", "Slo", "SloError", "goodput_stats", "is_good",
+    "parse_slo", "request_latencies_ms", "window_goodput",
 ]

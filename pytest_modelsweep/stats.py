@@ -17,6 +17,8 @@ Pure numpy and the standard library: no pytest, no scipy.
 * :func:`ratio_interval` -- Welch t interval of a throughput ratio on log scale
   (ratio of geometric means over repeats); :func:`ratio_interval_between_runs`
   widens it by run-to-run variance against a baseline of several runs.
+* :func:`log_mean_interval` -- one setting's throughput interval over its repeats:
+  the t interval of the mean of log tokens/s, exponentiated.
 * :func:`student_t_cdf`, :func:`student_t_quantile` -- Student's t for real df.
 """
 
@@ -46,6 +48,7 @@ __all__ = [
     "decide_verdict",
     "holm_adjust",
     "holm_intervals",
+    "log_mean_interval",
     "normal_p_value",
     "paired_bootstrap",
     "paired_p_value",
@@ -796,6 +799,28 @@ def _ratio_from_log(
         degenerate=degenerate, method=method,
         df=df if not degenerate else math.nan, log_standard_error=standard_error,
     )
+
+
+def log_mean_interval(
+    values: Sequence[float], *, confidence: float = 0.95
+) -> tuple[float, float] | None:
+    """The interval of one setting's throughput over its repeats, as (low, high) tokens/s.
+
+    The same treatment as the ratios and ``--repeats auto``: throughput noise is
+    multiplicative, so the interval is the Student t interval (n − 1 df) of the mean
+    of log values, exponentiated (an interval of the geometric mean):
+    exp(mean log x ± t · sd(log x) / √n). None with fewer than two values or any
+    value that is not positive (no interval is claimed); ValueError for infinite ones.
+    """
+    confidence = _check_confidence(confidence)
+    if len(values) < 2 or not all(value > 0 for value in values):
+        return None
+    array = _as_finite_array(values, "repeats")
+    logs = np.log(array)
+    half = (student_t_quantile(0.5 + confidence / 2, float(array.size - 1))
+            * float(np.std(logs, ddof=1)) / math.sqrt(array.size))
+    centre = float(logs.mean())
+    return math.exp(centre - half), math.exp(centre + half)
 
 
 def ratio_interval(

@@ -11,6 +11,7 @@ expected, so that nothing downstream has to second-guess a record.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -463,6 +464,7 @@ class _Reader:
         self, table: Mapping[str, Any], where: str, key: str, default: Any = _MISSING
     ) -> float:
         value = table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not 0 < value < math.inf):  # TOML's nan and inf are floats too
             raise self._fail(where, key, "a positive number", value)
         return float(value)

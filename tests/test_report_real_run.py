@@ -33,7 +33,9 @@ from pytest_modelsweep.report.tables import (
     Table,
     format_ms,
     format_rate,
+    format_usd,
     summary_tables,
+    throughput_columns,
     throughput_row,
 )
 
@@ -176,7 +178,8 @@ def test_no_measured_latency_or_fidelity_cell_is_missing(real_run: RealRun, kind
     seen = 0
     for m in real_run.throughput:
         row = by_setting(tables[title_of(m)])[key_of(m)]
-        assert list(row) == THROUGHPUT_COLUMNS
+        # the embedded sweep's example price: a cost column; no --slo: no goodput columns
+        assert list(row) == throughput_columns(goodput=False, cost=True)
         windows = m["stats"]["repeats"]
         assert all(w["ttft"]["p50_ms"] is not None and w["fidelity"] == 1.0 for w in windows)
         for column in LATENCY_COLUMNS:
@@ -188,8 +191,15 @@ def test_no_measured_latency_or_fidelity_cell_is_missing(real_run: RealRun, kind
         assert row["tokens/s"] == format_rate(m["value"])
         assert row["CV"].endswith("%") and row["CV"] != NA
         assert row["flags"] == ""  # the fake servers ran on a machine nobody flagged
+        low, high = m["stats"]["usd_per_million_output_tokens_interval"]
+        assert row["$/1M output tokens"] == (
+            f"{format_usd(0.10 / (m['value'] * 3600) * 1e6)} [{format_usd(low)}, {format_usd(high)}]")
         seen += 1
     assert seen == 6
+    text = real_run.markdown.replace("\\", "") if kind == "markdown" else summary_section(real_run.html)
+    # stated once under each of the two throughput tables, as an example
+    assert text.count("$0.1/h (example price for a 2-vCPU CPU machine, not a quote, "
+                      "2026-11-30), an example price") == 2
 
 
 def test_the_markdown_cells_are_the_figures_over_all_requests(real_run: RealRun) -> None:

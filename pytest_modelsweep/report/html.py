@@ -39,11 +39,16 @@ from .tables import (
     LatencyFigures,
     Table,
     format_flags,
+    format_goodput,
     format_ms,
     format_percent,
     format_points,
+    format_pricing,
     format_rate,
     format_ratio,
+    format_slo,
+    format_usd,
+    format_usd_interval,
     format_value,
     measurement_kind,
     percentile,
@@ -249,24 +254,30 @@ def _repeats_table(measurement: Mapping[str, Any]) -> str:
     if not isinstance(_stats_of(measurement).get("repeats"), list) or not row.repeats:
         return ""
     values = row.repeat_values
+    goodput, cost = row.slo is not None, row.pricing is not None
     lines = []
     for r in row.repeats:
         rate = r.tokens_per_s if r.tokens_per_s is not None else (
             values[r.index] if r.index < len(values) else None)
         contention = ", ".join(f"{k} {_compact(v)}" for k, v in r.contention.items())
+        extra = ([format_goodput(r.goodput_rps), format_percent(r.slo_attainment)] if goodput
+                 else []) + ([format_usd(r.usd_per_million_output_tokens)] if cost else [])
         lines.append([
             str(r.index + 1),
             format_rate(rate),
             NA if r.duration_s is None else f"{r.duration_s:,.2f}",
             NA if r.completed is None else str(r.completed),
             NA if r.fidelity is None else f"{r.fidelity:.4f}",
+            *extra,
             format_ms(r.latency["ttft"].get("p50")),
             format_ms(r.latency["tpot"].get("p50")),
             ("contended" if r.contended else "") + (f" ({contention})" if contention else ""),
         ])
     return "<h4>Repeats</h4>" + _grid(
-        ["repeat", "tokens/s", "duration (s)", "completed", "fidelity", "TTFT p50 (ms)",
-         "TPOT p50 (ms)", "contention"], lines)
+        ["repeat", "tokens/s", "duration (s)", "completed", "fidelity",
+         *(["goodput (req/s)", "SLO attainment"] if goodput else []),
+         *(["$/1M output tokens"] if cost else []),
+         "TTFT p50 (ms)", "TPOT p50 (ms)", "contention"], lines)
 
 
 def _throughput_scalars(measurement: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -281,7 +292,16 @@ def _throughput_scalars(measurement: Mapping[str, Any]) -> list[tuple[str, str]]
     ]
     if row.flags:
         pairs.append(("flags", format_flags(row)))
-    shown = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows"}
+    if row.slo is not None:
+        pairs += [("SLO", format_slo(row.slo)), ("goodput (req/s)", format_goodput(row.goodput_rps)),
+                  ("SLO attainment", format_percent(row.slo_attainment))]
+    if row.pricing is not None:
+        pairs += [("$/1M output tokens", format_usd_interval(row.usd_per_million_output_tokens,
+                                                              row.usd_interval)),
+                  ("price", format_pricing(row.pricing))]
+    shown = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows",
+             "slo", "goodput_rps", "slo_attainment", "pricing", "usd_per_million_output_tokens",
+             "usd_per_million_output_tokens_interval"}
     pairs += [(str(k), _compact(v)) for k, v in _stats_of(measurement).items()
               if str(k) not in shown and not (str(k) in _LATENCIES and isinstance(v, Mapping))]
     return pairs

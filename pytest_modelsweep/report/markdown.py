@@ -1,7 +1,8 @@
 """The run's summary as GitHub Markdown: a pull-request comment or a CI step summary.
 
 Cells are escaped for GitHub, which renders HTML inside Markdown: ``&``, ``<``
-and ``>`` become entities, ``|`` and Markdown's inline markup characters get a
+and ``>`` become entities, ``|``, Markdown's inline markup characters and ``$``
+(GitHub's math delimiter: "$/1M ... $0.1/h" must not become a formula) get a
 backslash, and line breaks become ``<br>``. Nothing a model or a file supplied
 reaches the output unescaped.
 """
@@ -19,7 +20,7 @@ from .tables import Cell, Table, provenance_line, run_title, summary_tables
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_BACKSLASHED = set("\\|`*_[]~")
+_BACKSLASHED = set("\\|`*_[]~$")
 _SEVERITY = ("worse", "inconclusive", "better", "equivalent", "matches")
 _LEFT_ALIGNED = {
     "model", "candidate", "reference", "metric", "verdict", "subset", "error types",

@@ -23,7 +23,9 @@ from itertools import pairwise
 from statistics import fmean, median, stdev
 from typing import Any
 
+from ..cost import Pricing
 from ..metrics import VERDICT_PREFIX, Kind, label_of, metric_for, rank
+from ..slo import Slo
 
 Cell = str | int
 """A table cell: formatted text, or a count."""
@@ -117,6 +119,36 @@ def format_ratio(value: Any) -> str:
     """A ratio with two decimals: ``0.85×``."""
     number = _number(value)
     return NA if number is None else f"{_rounded(number, 2):.2f}×"
+
+
+def format_goodput(value: Any) -> str:
+    """Requests per second: two decimals (``1.78``), three significant digits below 1
+    (``0.0781``)."""
+    number = _number(value)
+    if number is None:
+        return NA
+    return f"{_rounded(number, 2):,.2f}" if abs(number) >= 1 else f"{number:#.3g}"
+
+
+def format_usd(value: Any) -> str:
+    """Dollars without the sign: ``1,234``, ``1.39``, ``0.278`` (three significant digits
+    below 1)."""
+    number = _number(value)
+    if number is None:
+        return NA
+    if abs(number) >= 100:
+        return f"{_rounded(number, 0):,.0f}"
+    if abs(number) >= 1:
+        return f"{_rounded(number, 2):.2f}"
+    return f"{number:#.3g}"
+
+
+def format_usd_interval(value: Any, interval: tuple[float, float] | None) -> str:
+    """A cost and its interval: ``0.278 [0.270, 0.290]``; the cost alone without one."""
+    shown = format_usd(value)
+    if shown == NA or interval is None:
+        return shown
+    return f"{shown} [{format_usd(interval[0])}, {format_usd(interval[1])}]"
 
 
 def format_value(value: Any) -> str:
@@ -501,6 +533,9 @@ class RepeatFigures:
     latency: Mapping[str, LatencyFigures]
     contended: bool
     contention: Mapping[str, Any]
+    goodput_rps: float | None = None
+    slo_attainment: float | None = None
+    usd_per_million_output_tokens: float | None = None
 
 
 LatencySource = str
@@ -517,7 +552,9 @@ class ThroughputRow:
     writes: ``value`` (mean tokens/s over repeats), ``params`` (concurrency,
     prompt_tokens, output_tokens, timed_requests, repeats), ``stats.repeat_values``,
     ``stats.repeats`` (one ``ThroughputResult.as_stats()`` per repeat), optional
-    ``stats.cv`` / ``unstable`` / ``contended`` / ``contended_windows``, and
+    ``stats.cv`` / ``unstable`` / ``contended`` / ``contended_windows``, with ``--slo``
+    ``stats.slo`` / ``goodput_rps`` / ``slo_attainment``, with a price ``stats.pricing`` /
+    ``usd_per_million_output_tokens`` / ``usd_per_million_output_tokens_interval``, and
     ``requests`` (every timed request, with its ``repeat`` index).
     """
 
@@ -543,6 +580,17 @@ class ThroughputRow:
     """Our token count ÷ the server's, lowest over the repeats."""
     repeats: tuple[RepeatFigures, ...]
     outcome: str
+    slo: Mapping[str, Any] | None = None
+    """The SLO targets goodput was measured against (``Slo.as_dict()``); None: no ``--slo``."""
+    goodput_rps: float | None = None
+    """Good requests per second, mean over repeats."""
+    slo_attainment: float | None = None
+    """Share of requests meeting every target, mean over repeats."""
+    pricing: Mapping[str, Any] | None = None
+    """The price the cost was computed with (``Pricing.as_dict()``); None: no price."""
+    usd_per_million_output_tokens: float | None = None
+    usd_interval: tuple[float, float] | None = None
+    """``[low, high]`` of the cost; None without an interval (one repeat)."""
 
     @property
     def repeat_count(self) -> int:
@@ -639,6 +687,9 @@ def throughput_row(m: Mapping[str, Any]) -> ThroughputRow:
             latency=_window_latency(w),
             contended=_contention(w).get("contended") is True,
             contention=_contention(w),
+            goodput_rps=_number(w.get("goodput_rps")),
+            slo_attainment=_number(w.get("slo_attainment")),
+            usd_per_million_output_tokens=_number(w.get("usd_per_million_output_tokens")),
         )
         for i, w in enumerate(windows)
     )
@@ -694,7 +745,25 @@ def throughput_row(m: Mapping[str, Any]) -> ThroughputRow:
         fidelity=min(fidelities) if fidelities else None,
         repeats=repeats,
         outcome=str(m.get("outcome") or ""),
+        slo=_mapping_or_none(stats.get("slo")),
+        goodput_rps=_number(stats.get("goodput_rps")),
+        slo_attainment=_number(stats.get("slo_attainment")),
+        pricing=_mapping_or_none(stats.get("pricing")),
+        usd_per_million_output_tokens=_number(stats.get("usd_per_million_output_tokens")),
+        usd_interval=_pair(stats.get("usd_per_million_output_tokens_interval")),
     )
+
+
+def _mapping_or_none(value: Any) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    """``[low, high]`` of two finite numbers, else None."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    low, high = _number(value[0]), _number(value[1])
+    return None if low is None or high is None else (low, high)
 
 
 def _contention(window: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -730,14 +799,32 @@ THROUGHPUT_COLUMNS = [
     *(f"{name.upper()} {q} (ms)" for name in ("ttft", "tpot", "itl") for q in ("p50", "p90", "p99")),
     "fidelity",
 ]
-"""The columns of a Throughput or Long-prompt table."""
+"""The columns every Throughput or Long-prompt table has."""
+
+GOODPUT_COLUMNS = ["goodput (req/s)", "SLO attainment"]
+"""Columns after ``flags`` when a measurement of the table has goodput (``--slo``)."""
+COST_COLUMNS = ["$/1M output tokens"]
+"""The column after those when a measurement of the table has a price."""
 
 
-def throughput_cells(row: ThroughputRow) -> list[Cell]:
-    """A :class:`ThroughputRow` as the cells of :data:`THROUGHPUT_COLUMNS`."""
+def throughput_columns(goodput: bool = False, cost: bool = False) -> list[str]:
+    """:data:`THROUGHPUT_COLUMNS` with the goodput and cost columns the table needs."""
+    at = THROUGHPUT_COLUMNS.index("flags") + 1
+    extra = (GOODPUT_COLUMNS if goodput else []) + (COST_COLUMNS if cost else [])
+    return [*THROUGHPUT_COLUMNS[:at], *extra, *THROUGHPUT_COLUMNS[at:]]
+
+
+def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = False) -> list[Cell]:
+    """A :class:`ThroughputRow` as the cells of :func:`throughput_columns` (``n/a`` where
+    the row lacks a figure its table shows)."""
     low, high = row.low, row.high
     spread = (f"{format_rate(low)}–{format_rate(high)}"
               if low is not None and high is not None and row.repeat_count > 1 else NA)
+    extra: list[Cell] = []
+    if goodput:
+        extra += [format_goodput(row.goodput_rps), format_percent(row.slo_attainment)]
+    if cost:
+        extra.append(format_usd_interval(row.usd_per_million_output_tokens, row.usd_interval))
     return [
         row.model,
         _count(row.concurrency),
@@ -747,10 +834,53 @@ def throughput_cells(row: ThroughputRow) -> list[Cell]:
         row.repeat_count,
         format_cv(row.cv),
         format_flags(row),
+        *extra,
         *(format_ms(row.figure(name, q)) for name in ("ttft", "tpot", "itl")
           for q in ("p50", "p90", "p99")),
         NA if row.fidelity is None else f"{_rounded(row.fidelity, 3):.3f}",
     ]
+
+
+def format_slo(slo: Mapping[str, Any]) -> str:
+    """``ttft=500ms,tpot=50ms``; the stored targets as they are when they cannot be read."""
+    try:
+        return str(Slo.from_dict(slo))
+    except (TypeError, ValueError):
+        return ", ".join(f"{k}={v}" for k, v in slo.items())
+
+
+def format_pricing(pricing: Mapping[str, Any]) -> str:
+    """``$1.2/h (source, as of)``, ``an example price`` said so."""
+    price = _number(pricing.get("usd_per_hour"))
+    return Pricing(usd_per_hour=math.nan if price is None else price,
+                   source=str(pricing.get("source") or ""), as_of=str(pricing.get("as_of") or ""),
+                   example=pricing.get("example") is True).describe()
+
+
+def goodput_cost_notes(rows: Sequence[ThroughputRow]) -> list[str]:
+    """The notes under a throughput table for its goodput and cost columns: the SLO, the
+    price and its source (once per distinct price), how the figures are made, and what
+    ``n/a`` means there."""
+    notes: list[str] = []
+    slos = list(dict.fromkeys(format_slo(r.slo) for r in rows if r.slo is not None))
+    if slos:
+        notes.append(f"goodput: requests per second of the window that met every SLO target "
+                     f"({'; '.join(slos)}), a failed request never; SLO attainment: their share "
+                     "of the window's requests; both the mean over repeats")
+    prices = list(dict.fromkeys(format_pricing(r.pricing) for r in rows if r.pricing is not None))
+    if prices:
+        notes.append(f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
+                     f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
+                     "of the mean log tokens/s over the repeats (none with one repeat)")
+    missing = []
+    if slos and any(r.goodput_rps is None or r.slo_attainment is None for r in rows):
+        missing.append("goodput and SLO attainment where the run had no --slo (or no request "
+                       "was timed)")
+    if prices and any(r.usd_per_million_output_tokens is None for r in rows):
+        missing.append("$/1M where the run had no price (or no tokens/s)")
+    if missing:
+        notes.append(f"{NA}: {'; '.join(missing)}")
+    return notes
 
 
 def throughput_rows(measurements: Iterable[Mapping[str, Any]]) -> list[ThroughputRow]:
@@ -781,11 +911,14 @@ def throughput_table(
     if "repeats" in sources:
         notes.append(("latencies of settings without request records" if "requests" in sources
                       else "latencies") + ": median over repeats of each repeat's percentile")
+    notes.extend(goodput_cost_notes(rows))
     notes.extend(_outcome_notes(measurements))
+    goodput = any(r.slo is not None for r in rows)
+    cost = any(r.pricing is not None for r in rows)
     return Table(
         title=label_of(benchmark, f"{benchmark} throughput"),
-        columns=list(THROUGHPUT_COLUMNS),
-        rows=[throughput_cells(r) for r in rows],
+        columns=throughput_columns(goodput, cost),
+        rows=[throughput_cells(r, goodput, cost) for r in rows],
         kind="throughput",
         notes=notes,
     )

@@ -41,6 +41,7 @@ from ..breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..counters import CounterKind, fetch_metrics, find_counter
 from ..serving.endpoint import Endpoint
 from ..secrets import Credentials, auth_headers
+from ..slo import Goodput, Slo, window_goodput
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""
@@ -495,6 +496,12 @@ class ThroughputResult:
             f"throughput run at concurrency {self.concurrency} broke its rules: "
             + "; ".join(listed + tail)
         )
+
+    def goodput(self, slo: Slo) -> Goodput:
+        """This window's goodput under ``slo``: its own request records (failed ones
+        included, never good) over :attr:`duration_s`, the span output tokens/s uses."""
+        return window_goodput((record.to_dict() for record in self.records), slo,
+                              self.duration_s)
 
     def as_stats(self) -> dict[str, Any]:
         """JSON-friendly figures for a Measurement's ``stats``."""
