@@ -4,7 +4,6 @@ unstable flag, contention per window, --repeats auto, a progress line per repeat
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import subprocess
 import sys
@@ -177,11 +176,8 @@ def test_a_bad_noise_option_is_a_one_line_usage_error(
 
 
 def test_a_long_repeat_prints_a_line_every_tick() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "bench_throughput_module", ROOT / "benches" / "test_throughput.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from pytest_modelsweep.workloads import setting as bench
+
     lines: list[str] = []
     meter = ContentionMeter(None)
     with bench.ticker(lines.append, "throughput m c16: repeat 1", meter, every_s=0.1):

@@ -1,0 +1,188 @@
+"""One throughput setting measured as every bench measures it: repeats, flags, one record.
+
+:func:`measure_setting` runs ``--repeats`` timed windows (``auto``: until the 95%
+interval of the mean is narrow enough), each with the contention meter around
+it and a progress line after it (and every :data:`TICK_S` seconds in a long
+one); then it records one measurement: the mean tokens/s over the repeats, each
+repeat's figures, CV and the ``unstable``/``contended`` flags, the interval of
+the mean, $/1M output tokens with a price and goodput with an SLO. The built-in
+throughput benches and the public ``measure_throughput`` fixture both call it.
+No pytest here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..cost import cost_stats, costs_of
+from ..errors import MeasurementError
+from ..options import MIN_AUTO_REPEATS
+from ..slo import goodput_stats
+from ..stats import log_mean_interval
+from .contention import ContentionMeter, coefficient_of_variation, log_half_width
+from .throughput import OUTPUT_TOKENS, ThroughputResult, make_tokenizer, measure_window
+
+if TYPE_CHECKING:
+    from ..serving.endpoint import Endpoint
+    from ..state import BenchSettings
+
+TICK_S = 30.0
+"""Seconds between the progress lines of a long repeat."""
+
+
+def measure_setting(
+    endpoint: Endpoint,
+    settings: BenchSettings,
+    record_measurement: Callable[..., Any],
+    benchmark: str,
+    concurrency: int,
+    prompt_tokens: int | None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    output_tokens: int = OUTPUT_TOKENS,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
+    params: dict[str, Any] | None = None,
+) -> None:
+    """Measure one throughput setting over its repeats, record it, raise on broken rules.
+
+    ``record_measurement`` is the fixture's callable; the figures are recorded before
+    a :class:`MeasurementError` lists what broke. ``user_prompts`` (with
+    ``unique_prefixes``) sends a user's own texts instead of exact-length drawn
+    prompts (see :func:`~.throughput.run_throughput`); ``params`` adds to the
+    measurement's parameters.
+    """
+    timed = settings.timed_requests or max(4, 2 * concurrency)
+    tokenizer = make_tokenizer(endpoint)
+    auto = settings.repeats is None
+    planned = settings.repeats_max if settings.repeats is None else settings.repeats
+    rule = (f"auto: half-width ≤ {settings.repeats_target:.0%} or {planned} repeats"
+            if auto else "fixed")
+    label = f"c{concurrency}" if prompt_tokens is None else f"p{prompt_tokens}-c{concurrency}"
+    shape: dict[str, Any] = {}
+    if user_prompts is not None:
+        shape = {"user_prompts": len(user_prompts), "unique_prefixes": unique_prefixes}
+    server_pids = endpoint.server_pids()
+    results: list[ThroughputResult] = []
+    windows: list[dict[str, Any]] = []
+    values: list[float] = []
+    try:
+        for repeat in range(planned):
+            meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
+            with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
+                                  f"{repeat + 1}", meter):
+                result = measure_window(
+                    endpoint, benchmark=benchmark, concurrency=concurrency,
+                    prompt_tokens=prompt_tokens, repeat=repeat, run_id=settings.run_id,
+                    timed_requests=timed, timeout_s=settings.request_timeout_s,
+                    idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
+                    output_tokens=output_tokens, user_prompts=user_prompts,
+                    unique_prefixes=unique_prefixes,
+                )
+            results.append(result)
+            windows.append(meter.result)
+            values.append(result.output_tokens_per_s)
+            if progress is not None:
+                progress(repeat_line(benchmark, endpoint.model.name, label, repeat, planned, auto,
+                                     values, meter.result))
+            if auto and (result.violations or (
+                    len(values) >= MIN_AUTO_REPEATS
+                    and log_half_width(values) <= settings.repeats_target)):
+                break
+    finally:
+        tokenizer.close()
+    requests: list[dict[str, Any]] = []
+    for repeat, result in enumerate(results):
+        requests += [{**record.to_dict(), "repeat": repeat} for record in result.records]
+    cv = coefficient_of_variation(values)
+    contended = sum(1 for w in windows if w["contended"])
+    mean = sum(values) / len(values)
+    rate_interval = log_mean_interval(values)
+    repeats = [{**r.as_stats(), "contention": w} for r, w in zip(results, windows)]
+    stats: dict[str, Any] = {
+        "repeat_values": values, "repeats": repeats, "cv": cv,
+        "unstable": cv is not None and cv > settings.unstable_cv,
+        "unstable_cv_limit": settings.unstable_cv,
+        "contended": contended > 0, "contended_windows": contended, "repeats_rule": rule,
+    }
+    if rate_interval is not None:
+        stats["output_tokens_per_s_interval"] = list(rate_interval)
+    if settings.slo is not None:
+        goodputs = [r.goodput(settings.slo) for r in results]
+        for window, goodput in zip(repeats, goodputs):
+            window.update(goodput.as_stats())
+        stats.update(goodput_stats(settings.slo, goodputs))
+    if settings.pricing is not None:
+        for window, cost in zip(repeats, costs_of(settings.pricing.usd_per_hour, values)):
+            window["usd_per_million_output_tokens"] = cost
+        stats.update(cost_stats(settings.pricing, mean, rate_interval))
+    record_measurement(
+        benchmark,
+        mean,
+        "tokens/s",
+        sum(r.completed for r in results),
+        params={"concurrency": concurrency, "prompt_tokens": prompt_tokens,
+                "output_tokens": output_tokens, "timed_requests": timed,
+                "repeats": len(results), **shape, **(params or {})},
+        stats=stats,
+        requests=requests,
+        endpoint=endpoint,
+    )
+    problems = [f"repeat {i}: {v}" for i, r in enumerate(results) for v in r.violations]
+    if problems:
+        raise MeasurementError("; ".join(problems[:10]))
+
+
+@contextlib.contextmanager
+def ticker(
+    progress: Callable[[str], None] | None, what: str, meter: ContentionMeter,
+    every_s: float = TICK_S,
+) -> Iterator[None]:
+    """While a repeat runs, a line every ``every_s`` seconds with others' CPU use so far."""
+    if progress is None:
+        yield
+        return
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            elapsed = f"{what}: running {time.monotonic() - started:.0f} s"
+            if not meter.started:
+                progress(f"{elapsed}, warming up")
+                continue
+            other = meter.read().get("other_cpu_cores")
+            busy = "unknown" if other is None else f"{other:.2f} cores"
+            progress(f"{elapsed}, others' CPU in the timed window so far: {busy}")
+
+    thread = threading.Thread(target=tick, name="throughput-ticker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def repeat_line(
+    benchmark: str, model: str, label: str, repeat: int, planned: int, auto: bool,
+    values: list[float], window: dict[str, Any],
+) -> str:
+    """E.g. ``throughput smollm2-135m c16: repeat 2/3, 231.4 tokens/s, CV so far 4.1%,
+    contended: no``."""
+    cv = coefficient_of_variation(values)
+    of = f"≤{planned} (auto)" if auto else str(planned)
+    other = window.get("other_cpu_cores")
+    if window.get("contended") is None:
+        busy = "unknown"
+    elif window["contended"]:
+        steal = window.get("steal_share") or 0.0
+        busy = f"yes (others {other:.2f} cores, steal {steal:.0%})"
+    else:
+        busy = "no"
+    return (f"{benchmark} {model} {label}: repeat {repeat + 1}/{of}, {values[-1]:.1f} tokens/s, "
+            f"CV so far {'n/a' if cv is None else f'{cv:.1%}'}, contended: {busy}")
