@@ -27,6 +27,7 @@ from pytest_modelsweep.state import BenchSettings
 from pytest_modelsweep.sweep import Sweep
 from pytest_modelsweep.workloads.capacity import (
     NEEDS_SLO,
+    CapacityBracket,
     CapacityResult,
     CapacityStep,
     find_capacity,
@@ -189,7 +190,8 @@ def test_capacity(
         raise MeasurementError(f"{model_name}: {result.error}")
     line = (f"capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "
             f"attainment): {result.capacity} concurrent requests, bracket "
-            f"{list(result.bracket or ())}, {len(result.steps)} steps")
+            f"{CapacityBracket(result.last_pass, result.last_pass, result.first_fail).text()}, "
+            f"{len(result.steps)} steps")
     progress(line if result.reason is None else f"{line}; {result.reason}")
 
 
