@@ -78,9 +78,10 @@ def search(
     server_pids = endpoint.server_pids()
     name = endpoint.model.name
     target = settings.slo_attainment
+    windows: list[MeasuredWindow] = []
 
     def window(concurrency: int) -> tuple[Goodput, MeasuredWindow]:
-        step = len(measured) + 1
+        step = len(windows) + 1
         progress(f"capacity {name}: step {step}, c{concurrency}: measuring")
         meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
         timed = timed_requests(settings, concurrency)
@@ -91,13 +92,12 @@ def search(
             tokenizer=tokenizer, meter=meter,
         )
         goodput = window_goodput([r.to_dict() for r in result.records], slo, result.duration_s)
-        measured_window = MeasuredWindow(result, goodput, timed, meter.result)
-        measured.append((CapacityStep.of(concurrency, goodput, measured_window, target),
-                         measured_window))
-        return goodput, measured_window
+        windows.append(MeasuredWindow(result, goodput, timed, meter.result))
+        return goodput, windows[-1]
 
     def shown(step: CapacityStep) -> None:
-        contended = measured[-1][1].contention.get("contended")
+        measured.append((step, windows[-1]))
+        contended = windows[-1].contention.get("contended")
         busy = "unknown" if contended is None else ("yes" if contended else "no")
         progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}")
 
@@ -108,7 +108,9 @@ def search(
         tokenizer.close()
 
 
-def step_stats(step: CapacityStep, window: MeasuredWindow, settings: BenchSettings) -> dict[str, Any]:
+def step_stats(
+    step: CapacityStep, window: MeasuredWindow, settings: BenchSettings,
+) -> dict[str, Any]:
     """One step as the measurement's ``stats.steps`` lists it."""
     stats = {**step.as_dict(), "timed_requests": window.timed,
              "ttft": window.result.ttft.as_ms(), "tpot": window.result.tpot.as_ms(),
@@ -123,8 +125,8 @@ def step_stats(step: CapacityStep, window: MeasuredWindow, settings: BenchSettin
 def record_capacity(
     record_measurement: RecordMeasurement, endpoint: Endpoint, settings: BenchSettings,
     slo: Slo, max_concurrency: int, source: str,
-    measured: list[tuple[CapacityStep, MeasuredWindow]], result: CapacityResult[MeasuredWindow] | None,
-    error: str | None,
+    measured: list[tuple[CapacityStep, MeasuredWindow]],
+    result: CapacityResult[MeasuredWindow] | None, error: str | None,
 ) -> None:
     """The one capacity measurement: value = the capacity; with ``error`` (the search broke
     off) the highest concurrency that passed before it, and ``stats.capacity`` null."""

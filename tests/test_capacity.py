@@ -185,21 +185,31 @@ def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_rat
         "met it (0/2), 90% needed)"])
 
 
-def test_a_broken_window_fails_the_test_and_records_no_capacity(pytester: pytest.Pytester) -> None:
-    with ListingServer(CANDIDATE, default_fault="short:12") as broken:
-        result = run(pytester, f"--endpoint={CANDIDATE}={broken.base_url}", f"--slo={SLO}",
-                     f"--model={CANDIDATE}", "-m", "capacity and not verdict")
-    result.assert_outcomes(failed=1)
-    (measurement,) = measurements(pytester, "capacity").values()
-    stats = measurement["stats"]
-    assert measurement["outcome"] == "failed" and measurement["value"] == 0
-    assert stats["capacity"] is None and stats["bracket"] is None
-    assert stats["error"].startswith("the window at concurrency 1 broke its rules: request 0 "
-                                     "produced 12 of 256 tokens")
-    assert len(measurement["requests"]) == TIMED
-    result.stdout.fnmatch_lines([f"{CANDIDATE}: the window at concurrency 1 broke its rules: "
-                                 "request 0 produced 12 of 256 tokens (finish_reason=stop); "
-                                 "*; no capacity is concluded from a broken window"])
+def test_a_broken_window_fails_the_test_records_no_capacity_and_no_ratio(
+    pytester: pytest.Pytester,
+) -> None:
+    with ListingServer(REFERENCE, default_fault="short:12") as reference, \
+            ListingServer(CANDIDATE, default_fault="short:12") as candidate:
+        result = run(pytester, f"--endpoint={REFERENCE}={reference.base_url}",
+                     f"--endpoint={CANDIDATE}={candidate.base_url}", f"--slo={SLO}")
+    result.assert_outcomes(failed=3)
+    found = measurements(pytester, "capacity")
+    for model, measurement in found.items():
+        stats = measurement["stats"]
+        assert measurement["outcome"] == "failed" and measurement["value"] == 0
+        assert stats["capacity"] is None and stats["bracket"] is None
+        assert stats["error"].startswith("the window at concurrency 1 broke its rules: request 0 "
+                                         "produced 12 of 256 tokens")
+        assert len(measurement["requests"]) == TIMED and len(stats["steps"]) == 1
+    assert set(found) == {REFERENCE, CANDIDATE}
+    assert measurements(pytester, "capacity_ratio") == {}
+    result.stdout.fnmatch_lines([
+        f"{CANDIDATE}: the window at concurrency 1 broke its rules: request 0 produced 12 of 256 "
+        "tokens (finish_reason=stop); *; no capacity is concluded from a broken window",
+        f"{REFERENCE}'s capacity result at slo *, attainment target 0.9 in this run comes from a "
+        f"test that failed (test_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
+        "drawn from it; fix that test's failure and re-run it",
+    ])
 
 
 def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
