@@ -47,7 +47,7 @@ def pytest_modelsweep_verdict(
     * ``"capacity"`` (``metric`` is ``capacity``): ``interval`` is the search
       bracket of candidate ÷ reference capacity under ``--slo``
       (:class:`~pytest_modelsweep.workloads.capacity.CapacityRatio`: ratio, low,
-      high — None when open above —, ``degenerate``), with no confidence level;
+      high — infinite when open above —, ``degenerate``), with no confidence level;
       ``margin`` is ``--ratio-tolerance``. The default rule is the throughput
       rule on the bracket; *inconclusive* when both searches reached their
       server's maximum.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -183,7 +184,8 @@ def test_the_ratio_bracket_and_its_verdict(
     found = capacity_ratio(candidate, reference)
     assert found.ratio == pytest.approx(ratio)
     assert found.low == pytest.approx(low)
-    assert found.high == (None if high is None else pytest.approx(high))
+    assert found.high == (math.inf if high is None else pytest.approx(high))
+    assert found.as_dict()["bracket_high"] == (None if high is None else pytest.approx(high))
     assert decide_capacity_verdict(found, 0.10) is verdict
 
 
@@ -193,7 +195,7 @@ def test_verdict_rules_follow_the_throughput_ratio_rules() -> None:
     assert decide_capacity_verdict(found, 0.0) is Verdict.BETTER
     # 1.02–1.08: inside ±10% without covering 1, equivalent
     close = capacity_ratio(bracket(51, 52), bracket(48, 50))
-    assert close.low > 1.0 and close.high is not None and close.high < 1.1
+    assert close.low > 1.0 and close.high < 1.1
     assert decide_capacity_verdict(close, 0.10) is Verdict.EQUIVALENT
     with pytest.raises(ValueError, match="ratio tolerance"):
         decide_capacity_verdict(found, 1.0)

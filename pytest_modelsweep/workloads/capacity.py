@@ -289,14 +289,15 @@ class CapacityRatio:
 
     ``low`` = candidate's last pass ÷ reference's first miss (0 when the reference
     passed at its maximum), ``high`` = candidate's first miss ÷ reference's last pass
-    (None, unbounded, when the candidate passed at its maximum). No confidence level:
+    (infinite when the candidate passed at its maximum; None in :meth:`as_dict`, so that
+    strict JSON readers can read it). No confidence level:
     each side is one search. ``degenerate`` when both searches reached their maximum,
     so neither capacity is bounded above and the bracket says nothing.
     """
 
     ratio: float
     low: float
-    high: float | None
+    high: float
     candidate: CapacityBracket
     reference: CapacityBracket
 
@@ -305,8 +306,9 @@ class CapacityRatio:
         return self.candidate.first_fail is None and self.reference.first_fail is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": self.high,
-                "ratio_bracket": [self.low, self.high], "degenerate": self.degenerate,
+        high = None if math.isinf(self.high) else self.high
+        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
+                "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
                 "candidate_capacity": self.candidate.capacity,
                 "reference_capacity": self.reference.capacity,
                 "candidate_bracket": self.candidate.as_list(),
@@ -318,7 +320,8 @@ def capacity_ratio(candidate: CapacityBracket, reference: CapacityBracket) -> Ca
     if reference.capacity <= 0:
         raise ValueError("cannot compare: the reference meets the SLO at no concurrency")
     low = 0.0 if reference.first_fail is None else candidate.last_pass / reference.first_fail
-    high = None if candidate.first_fail is None else candidate.first_fail / reference.last_pass
+    high = math.inf if candidate.first_fail is None \
+        else candidate.first_fail / reference.last_pass
     return CapacityRatio(candidate.capacity / reference.capacity, low, high, candidate, reference)
 
 
@@ -335,21 +338,21 @@ def decide_capacity_verdict(ratio: CapacityRatio, tolerance: float = 0.0) -> Ver
         raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
     if ratio.degenerate:
         return Verdict.INCONCLUSIVE
-    high = math.inf if ratio.high is None else ratio.high
+    low, high = ratio.low, ratio.high
     if high < 1.0 - tolerance:
         return Verdict.WORSE
-    if ratio.low > 1.0 + tolerance:
+    if low > 1.0 + tolerance:
         return Verdict.BETTER
-    if ratio.low <= 1.0 <= high:
+    if low <= 1.0 <= high:
         return Verdict.MATCHES
-    if 1.0 - tolerance <= ratio.low and high <= 1.0 + tolerance:
+    if 1.0 - tolerance <= low and high <= 1.0 + tolerance:
         return Verdict.EQUIVALENT
     return Verdict.INCONCLUSIVE
 
 
 def bracket_text(ratio: CapacityRatio) -> str:
     """E.g. ``search bracket 1.50–4.00`` (``1.50–∞`` when open above)."""
-    high = "∞" if ratio.high is None else f"{ratio.high:.2f}"
+    high = "∞" if math.isinf(ratio.high) else f"{ratio.high:.2f}"
     return f"search bracket {ratio.low:.2f}–{high}"
 
 
