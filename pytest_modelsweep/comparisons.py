@@ -25,8 +25,9 @@ from typing import Any, Generic, Literal, TypeVar
 from .records import ItemRecord
 from .store import Store
 
-ComparisonKind = Literal["accuracy", "throughput"]
-"""What a comparison compares: item scores (accuracy) or measured rates (throughput)."""
+ComparisonKind = Literal["accuracy", "throughput", "capacity"]
+"""What a comparison compares: item scores (accuracy), measured rates (throughput) or
+capacities under an SLO (capacity)."""
 
 @dataclass(frozen=True)
 class ModelItems:

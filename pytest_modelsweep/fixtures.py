@@ -384,3 +384,92 @@ def judge_throughput_ratio(
         return record
 
     return judge
+
+
+@pytest.fixture
+def judge_capacity_ratio(
+    request: pytest.FixtureRequest,
+    candidate_name: str,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> Callable[[], Any]:
+    """Compare this candidate's capacity under ``--slo`` with the reference's.
+
+    Returns ``judge()``: it finds both models' capacity measurements under this run's
+    SLO and attainment target (this run's, waiting for another xdist worker where
+    needed, else the store's latest), computes candidate ÷ reference capacity with the
+    bracket the two searches allow (no confidence level: each side is one search), asks
+    the ``pytest_modelsweep_verdict`` hook (``kind="capacity"``, ``margin`` =
+    ``--ratio-tolerance``) for the verdict, records it as ``capacity_ratio``, and fails
+    the test when the verdict is one of ``--fail-on`` (default: worse). A reference
+    whose capacity is 0 cannot be divided by: the test fails and no ratio is recorded.
+    """
+    from .workloads.capacity import (
+        NEEDS_SLO,
+        RULE_BRACKET,
+        CapacityBracket,
+        bracket_text,
+        capacity_ratio,
+    )
+
+    run = modelsweep_run
+    reference = run.selection.reference
+    config = request.config
+
+    def measurement_of(model: str, setting: dict[str, Any]) -> Any:
+        return _side(run.comparisons.measurement(
+            model, "capacity", setting,
+            expected_tests=tests_in_session(request.session, model, "capacity", params=None),
+        ), request.node)
+
+    def bracket_of(side: Any, role: str) -> CapacityBracket:
+        try:
+            return CapacityBracket.from_stats(side.stats)
+        except ValueError as error:
+            pytest.fail(f"cannot compare capacities: the {role}'s ({side.model}) is {error}",
+                        pytrace=False)
+
+    def judge() -> dict[str, Any]:
+        settings = run.bench_settings
+        if settings.slo is None:
+            pytest.skip(NEEDS_SLO)
+        slo, target = settings.slo, settings.slo_attainment
+        setting = {"slo": slo.as_dict(), "attainment_target": target}
+        ref = measurement_of(reference, setting)
+        cand = measurement_of(candidate_name, setting)
+        ref_bracket = bracket_of(ref, "reference")
+        cand_bracket = bracket_of(cand, "candidate")
+        if ref_bracket.capacity == 0:
+            pytest.fail(f"cannot compare: the reference meets the SLO at no concurrency "
+                        f"({reference} under {slo}: {ref.stats.get('reason')})", pytrace=False)
+        ratio = capacity_ratio(cand_bracket, ref_bracket)
+        tolerance = run.options.ratio_tolerance
+        verdict = config.hook.pytest_modelsweep_verdict(
+            candidate=candidate_name, reference=reference, metric="capacity", interval=ratio,
+            margin=tolerance, config=config, kind="capacity",
+        )
+        stats = {"candidate": candidate_name, "reference": reference, "metric": "capacity",
+                 "verdict": str(verdict.value), **ratio.as_dict(), "tolerance": tolerance,
+                 "rule": RULE_BRACKET, "attainment_target": target,
+                 "candidate_max_concurrency": cand.measurement["params"].get("max_concurrency"),
+                 "reference_max_concurrency": ref.measurement["params"].get("max_concurrency"),
+                 "candidate_run": cand.run_id, "reference_run": ref.run_id}
+        record_measurement(
+            "capacity_ratio", ratio.ratio, "x reference", int(cand.measurement.get("n") or 0),
+            params={"reference": reference, "verdict": str(verdict.value), "slo": slo.as_dict()},
+            stats=stats,
+            model=candidate_name,
+        )
+        shown = ("no bracket: both searches reached their server's maximum concurrency"
+                 if ratio.degenerate else f"{bracket_text(ratio)}, not a confidence interval")
+        summary = (f"{candidate_name} ÷ {reference}, capacity under {slo} "
+                   f"({target:.0%} attainment): {cand_bracket.capacity} ÷ "
+                   f"{ref_bracket.capacity} = {ratio.ratio:.2f}x, {verdict.value} ({shown}; "
+                   f"capacity brackets {cand_bracket.text()} and {ref_bracket.text()}, tolerance "
+                   f"±{tolerance:.0%})")
+        if verdict.value in run.options.fail_on:
+            pytest.fail(summary, pytrace=False)
+        print(summary)
+        return stats
+
+    return judge

@@ -9,6 +9,7 @@ import pytest
 if TYPE_CHECKING:
     from .comparisons import ComparisonKind
     from .stats import PairedInterval, RatioInterval, Verdict
+    from .workloads.capacity import CapacityRatio
 
 hookspec = pytest.hookspec
 
@@ -18,7 +19,7 @@ def pytest_modelsweep_verdict(
     candidate: str,
     reference: str,
     metric: str,
-    interval: PairedInterval | RatioInterval,
+    interval: PairedInterval | RatioInterval | CapacityRatio,
     margin: float | None,
     config: pytest.Config,
     kind: ComparisonKind,
@@ -43,6 +44,13 @@ def pytest_modelsweep_verdict(
       when low > 1, *worse* when high < 1, *matches* otherwise, *inconclusive*
       when a side has a single repeat. The verdict is recorded and printed; it
       does not fail the test.
+    * ``"capacity"`` (``metric`` is ``capacity``): ``interval`` is the search
+      bracket of candidate ÷ reference capacity under ``--slo``
+      (:class:`~pytest_modelsweep.workloads.capacity.CapacityRatio`: ratio, low,
+      high — infinite when open above —, ``degenerate``), with no confidence level;
+      ``margin`` is ``--ratio-tolerance``. The default rule is the throughput
+      rule on the bracket; *inconclusive* when both searches reached their
+      server's maximum.
 
     Return a :class:`~pytest_modelsweep.stats.Verdict`, or None to leave the
     decision to the next implementation (the default rule runs last); the

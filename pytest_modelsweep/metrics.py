@@ -16,10 +16,13 @@ Kinds:
   tokens/s is a single timing with no repeats, so it is not gated.
 - ``screening``: a figure from screening a candidate before serving it
   (KV-cache headroom), not a measurement of a served model.
+- ``capacity``: the most concurrent requests a model serves while enough of them
+  meet the ``--slo`` targets, found by one search (grow, then bisect) with one
+  window per step. Not gated: see :data:`GATED_KINDS`.
 - ``comparison``: a candidate measured against the reference in the same run:
-  ``verdict:<accuracy metric>`` (paired accuracy difference) and
-  ``throughput_ratio`` (candidate ÷ reference tokens/s). ``compares`` names
-  the kind it compares.
+  ``verdict:<accuracy metric>`` (paired accuracy difference),
+  ``throughput_ratio`` (candidate ÷ reference tokens/s) and ``capacity_ratio``
+  (candidate ÷ reference capacity). ``compares`` names the kind it compares.
 
 No pytest here: plugin, reports and CLI all import this module.
 """
@@ -37,11 +40,13 @@ class Kind(StrEnum):
     THROUGHPUT = "throughput"
     SMOKE = "smoke"
     SCREENING = "screening"
+    CAPACITY = "capacity"
     COMPARISON = "comparison"
 
 
 VERDICT_PREFIX = "verdict:"
 RATIO_BENCHMARK = "throughput_ratio"
+CAPACITY_RATIO_BENCHMARK = "capacity_ratio"
 VERDICT_MARKER = "verdict"
 
 
@@ -67,7 +72,11 @@ class Metric:
 GATED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT)
 """Kinds the baseline gate compares. Smoke is left out on purpose: one 32-token
 generation has no repeats, so its interval is degenerate and one noisy timing
-would fail a build; its test already fails when a model does not generate."""
+would fail a build; its test already fails when a model does not generate. Capacity
+is left out for the same reason: it is one search with no repeats, each step a single
+window whose attainment decides pass or miss, so the capacity has a bracket between two
+adjacent concurrencies but no interval over repeats that could tell a regression from a
+window that fell on the other side of the target by chance."""
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("gsm8k", Kind.ACCURACY, "accuracy", True, "GSM8K accuracy", "gsm8k",
@@ -80,6 +89,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "long_prompt", "throughput with 1,024- and 3,072-token prompts that never repeat"),
     Metric(RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
            "Throughput relative to the reference", VERDICT_MARKER, compares=Kind.THROUGHPUT),
+    Metric("capacity", Kind.CAPACITY, "concurrent requests", True, "Capacity under SLO",
+           "capacity", "the most concurrent requests served while --slo-attainment of them "
+           "meet --slo (a search up to the server's max_num_seqs)"),
+    Metric(CAPACITY_RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
+           "Capacity relative to the reference", VERDICT_MARKER, compares=Kind.CAPACITY),
     Metric("smoke", Kind.SMOKE, "tokens/s", True, "Smoke", "smoke",
            "a single real generation per model (the quickest end-to-end check)"),
     Metric("screen", Kind.SCREENING, "GiB", True, "Screening (KV-cache headroom)", "screen",
@@ -168,6 +182,7 @@ MARKERS: dict[str, str] = markers()
 """Marker → help text, for ``config.addinivalue_line("markers", ...)``."""
 
 __all__ = [
+    "CAPACITY_RATIO_BENCHMARK",
     "GATED_KINDS",
     "MARKERS",
     "METRICS",

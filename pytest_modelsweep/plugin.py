@@ -129,11 +129,16 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) -> Any:
     """The default rules: for accuracy the seed's covers-zero rule, with an optional
     equivalence margin; for a throughput ratio whether its interval lies beyond
-    1 ± ``--ratio-tolerance`` (``margin`` carries it)."""
+    1 ± ``--ratio-tolerance`` (``margin`` carries it); for a capacity ratio the same
+    rule on its search bracket."""
     from .stats import decide_ratio_verdict, decide_verdict
 
     if kind == "throughput":
         return decide_ratio_verdict(interval, margin or 0.0)
+    if kind == "capacity":
+        from .workloads.capacity import decide_capacity_verdict
+
+        return decide_capacity_verdict(interval, margin or 0.0)
     return decide_verdict(interval, margin)
 
 

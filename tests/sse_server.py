@@ -27,6 +27,11 @@ With ``served_names`` it lists them at ``GET /v1/models`` (so ``--endpoint`` att
 with ``api_key`` every request needs ``Authorization: Bearer KEY`` (or Basic with KEY as
 the password), else HTTP 401; ``freeze`` makes the server stop answering anything, GETs
 included, from the first completion request on (a hung server).
+
+``per_token_s_per_inflight`` makes latency grow with load, as a batching server's
+does: each token chunk is due ``per_token_s_per_inflight × (requests in flight now)``
+seconds after the previous one (paced by deadlines, so that a late wake-up does not add
+up). With ``c`` requests kept in flight, a request's TPOT is about ``base × c``.
 """
 
 from __future__ import annotations
@@ -79,7 +84,9 @@ class SseServer:
         served_names: tuple[str, ...] = (),
         api_key: str | None = None,
         freeze: bool = False,
+        per_token_s_per_inflight: float = 0.0,
     ) -> None:
+        self.per_token_s_per_inflight = per_token_s_per_inflight
         self.served_names = served_names
         self.api_key = api_key
         self.freeze = freeze
@@ -300,6 +307,8 @@ class SseServer:
         after = int(arg) if fault in ("cut", "nonjson", "error") else -1
         sent = 0
         chunks = 0
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while sent < produce:
             if chunks == after:
                 if fault == "cut":
@@ -314,6 +323,9 @@ class SseServer:
                 after = -1
             if delay:
                 await asyncio.sleep(delay)
+            if self.per_token_s_per_inflight:
+                due += self.per_token_s_per_inflight * self.stats.in_flight
+                await asyncio.sleep(max(0.0, due - loop.time()))
             take = min(per_chunk, produce - sent)
             text = "".join(f" w{sent + i}" for i in range(take))
             self._event(writer, b"data: " + self._chunk(chat, text, None) + b"\n\n")
@@ -402,8 +414,9 @@ class ListingServer(SseServer):
     ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server)."""
 
     def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0,
-                 default_fault: str = "") -> None:
-        super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault)
+                 default_fault: str = "", per_token_s_per_inflight: float = 0.0) -> None:
+        super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault,
+                         per_token_s_per_inflight=per_token_s_per_inflight)
         self.served_name = served_name
 
     async def _dispatch(

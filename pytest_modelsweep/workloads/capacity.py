@@ -1,0 +1,375 @@
+"""Capacity under an SLO: the most requests in flight at which enough of them meet it.
+
+The search measures one timed window per step, with exactly ``c`` requests in
+flight, and calls a step *passed* when the share of its requests that met every
+target of the SLO (its ``slo_attainment``) is at least the target share
+(``--slo-attainment``, default 90%). It grows ``c`` geometrically (1, 2, 4, 8, ...,
+the last step capped at the server's maximum, its ``max_num_seqs``) until a step
+misses or the maximum passes, then bisects between the last passing and the first
+missing step until they are adjacent integers. The capacity is the last passing
+concurrency: 0 when concurrency 1 already misses, the maximum when it passes.
+
+A window that broke the exactness rules of the throughput workload (a failed
+request, a wrong token count, a cache hit...) stops the search: no capacity is
+concluded from a broken window, only the steps measured so far are kept.
+
+A search gives a *bracket*, not an interval with a confidence level: the SLO
+curve crosses the target between the last passing and the first missing
+concurrency (``[last_pass, first_fail]``; ``first_fail`` None when the maximum
+passed, so the bracket is open above). Two searches compare through their brackets:
+candidate ÷ reference capacity lies between ``cand_last_pass / ref_first_fail``
+and ``cand_first_fail / ref_last_pass`` (:func:`capacity_ratio`), and
+:func:`decide_capacity_verdict` applies the rules of
+:func:`~pytest_modelsweep.stats.decide_ratio_verdict` to that bracket.
+
+Pure: no pytest; the bench measures the windows and records the result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..slo import Goodput
+from ..stats import Verdict
+
+SERVER_LIMIT_KEYS = ("max_num_seqs", "total_slots")
+"""Provenance ``server_settings`` keys that say how many sequences a server runs at once
+(vLLM's ``max_num_seqs``, llama.cpp's ``total_slots``)."""
+
+NEEDS_SLO = "capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms"
+"""Why capacity tests skip in a run without ``--slo``."""
+
+RULE_BRACKET = "capacity-bracket-beyond-tolerance"
+"""The rule of :func:`decide_capacity_verdict`, as recorded with the verdict."""
+
+
+class Window(Protocol):
+    """What the search reads of one measured window (a ``ThroughputResult`` has it)."""
+
+    @property
+    def output_tokens_per_s(self) -> float: ...
+
+    @property
+    def violations(self) -> Sequence[str]: ...
+
+
+WindowT = TypeVar("WindowT", bound=Window)
+
+
+def server_max_concurrency(server_settings: Mapping[str, Any], configured: int) -> tuple[int, str]:
+    """The most requests the server runs at once, and where that figure came from.
+
+    What the live server reports (``max_num_seqs``, ``total_slots``) wins over the
+    sweep's ``configured`` ``max_num_seqs``, which an attached server need not follow.
+    """
+    for key in SERVER_LIMIT_KEYS:
+        value = server_settings.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, f"the server's {key}"
+    return configured, "the sweep's max_num_seqs"
+
+
+@dataclass(frozen=True)
+class CapacityStep:
+    """One step of the search: a timed window at one concurrency, and whether it passed."""
+
+    concurrency: int
+    slo_attainment: float | None
+    """Share of the window's requests that met every target; None without requests."""
+    good: int
+    requests: int
+    goodput_rps: float | None
+    output_tokens_per_s: float
+    duration_s: float
+    passed: bool
+    violations: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, concurrency: int, goodput: Goodput, window: Window, target: float) -> CapacityStep:
+        """The step a window measured: passed when its attainment reaches ``target``."""
+        attainment = goodput.slo_attainment
+        return cls(
+            concurrency=concurrency, slo_attainment=attainment, good=goodput.good,
+            requests=goodput.requests, goodput_rps=goodput.goodput_rps,
+            output_tokens_per_s=window.output_tokens_per_s, duration_s=goodput.duration_s,
+            passed=attainment is not None and attainment >= target and not window.violations,
+            violations=tuple(window.violations),
+        )
+
+    @property
+    def broken(self) -> bool:
+        """Whether the window broke its rules (or sent nothing): no conclusion from it."""
+        return bool(self.violations) or self.requests == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "slo_attainment": self.slo_attainment,
+                "good": self.good, "requests": self.requests, "goodput_rps": self.goodput_rps,
+                "output_tokens_per_s": self.output_tokens_per_s, "duration_s": self.duration_s,
+                "passed": self.passed, "violations": list(self.violations)}
+
+
+@dataclass(frozen=True)
+class CapacityResult(Generic[WindowT]):
+    """What a search found: the steps in the order tried, and the bracket they give.
+
+    ``last_pass`` is the highest concurrency that passed (0: none did) and
+    ``first_fail`` the lowest that missed above it (None: the maximum passed).
+    ``error`` says why the search stopped at a broken window; then no capacity
+    is concluded (:attr:`capacity` and :attr:`bracket` are None) and ``last_pass``
+    is only what the clean windows before it showed.
+    """
+
+    target: float
+    max_concurrency: int
+    steps: tuple[CapacityStep, ...]
+    windows: tuple[WindowT, ...]
+    last_pass: int
+    first_fail: int | None
+    error: str | None = None
+
+    @property
+    def capacity(self) -> int | None:
+        """The highest concurrency that met the SLO; None when the search broke off."""
+        return None if self.error is not None else self.last_pass
+
+    @property
+    def bracket(self) -> tuple[int, int | None] | None:
+        """(last passing, first missing or None); None when the search broke off."""
+        return None if self.error is not None else (self.last_pass, self.first_fail)
+
+    @property
+    def capacity_step(self) -> CapacityStep | None:
+        """The passing step at the capacity; None when the capacity is 0 or unknown."""
+        if self.capacity is None or self.capacity == 0:
+            return None
+        return next(s for s in self.steps if s.concurrency == self.capacity and s.passed)
+
+    @property
+    def reason(self) -> str | None:
+        """A line for a result that needs one: capacity 0, the maximum reached, broken off."""
+        if self.error is not None:
+            return self.error
+        if self.last_pass == 0:
+            first = self.steps[0]
+            return (f"misses the SLO even at concurrency 1: "
+                    f"{_share(first.slo_attainment)} of its requests met it "
+                    f"({first.good}/{first.requests}), {_share(self.target)} needed")
+        if self.first_fail is None:
+            return (f"meets the SLO at the server's maximum concurrency {self.max_concurrency}: "
+                    f"the capacity is at least {self.max_concurrency}, and the server runs "
+                    "no more requests at once")
+        return None
+
+
+def find_capacity(
+    measure: Callable[[int], tuple[Goodput, WindowT]],
+    *,
+    max_concurrency: int,
+    target: float,
+    on_step: Callable[[CapacityStep], None] | None = None,
+) -> CapacityResult[WindowT]:
+    """Search the capacity: ``measure(c)`` runs one timed window with ``c`` in flight and
+    returns its goodput and the window; ``on_step`` sees each step as it is measured."""
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) \
+            or max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"the attainment target must be a share in (0, 1], got {target!r}")
+    steps: list[CapacityStep] = []
+    windows: list[WindowT] = []
+
+    def step(concurrency: int) -> CapacityStep:
+        goodput, window = measure(concurrency)
+        measured = CapacityStep.of(concurrency, goodput, window, target)
+        steps.append(measured)
+        windows.append(window)
+        if on_step is not None:
+            on_step(measured)
+        return measured
+
+    def result(last_pass: int, first_fail: int | None, error: str | None = None,
+               ) -> CapacityResult[WindowT]:
+        return CapacityResult(target, max_concurrency, tuple(steps), tuple(windows),
+                              last_pass, first_fail, error)
+
+    last_pass, first_fail = 0, None
+    concurrency = 1
+    while True:  # grow: 1, 2, 4, ... capped at the maximum
+        measured = step(concurrency)
+        if measured.broken:
+            return result(last_pass, None, broken_reason(measured))
+        if not measured.passed:
+            first_fail = concurrency
+            break
+        last_pass = concurrency
+        if concurrency >= max_concurrency:
+            return result(last_pass, None)
+        concurrency = min(2 * concurrency, max_concurrency)
+    while first_fail - last_pass > 1:  # bisect between the last pass and the first miss
+        concurrency = (last_pass + first_fail) // 2
+        measured = step(concurrency)
+        if measured.broken:
+            return result(last_pass, first_fail, broken_reason(measured))
+        if measured.passed:
+            last_pass = concurrency
+        else:
+            first_fail = concurrency
+    return result(last_pass, first_fail)
+
+
+def broken_reason(step: CapacityStep, listed: int = 3) -> str:
+    """Why a broken window stops the search, in one line."""
+    if not step.violations:
+        return (f"the window at concurrency {step.concurrency} sent no requests; "
+                "no capacity is concluded from it")
+    shown = "; ".join(step.violations[:listed])
+    more = f" (and {len(step.violations) - listed} more)" if len(step.violations) > listed else ""
+    return (f"the window at concurrency {step.concurrency} broke its rules: {shown}{more}; "
+            "no capacity is concluded from a broken window")
+
+
+def step_line(model: str, number: int, step: CapacityStep, target: float) -> str:
+    """E.g. ``capacity smollm2-135m: step 3, c4: SLO met by 25.0% (2/8), 90% needed: miss;
+    412.3 tokens/s, goodput 1.20 req/s``."""
+    if step.broken:
+        verdict = f"broken ({len(step.violations)} violation(s))"
+    else:
+        verdict = "pass" if step.passed else "miss"
+    goodput = "n/a" if step.goodput_rps is None else f"{step.goodput_rps:.2f} req/s"
+    return (f"capacity {model}: step {number}, c{step.concurrency}: SLO met by "
+            f"{_share(step.slo_attainment, 1)} ({step.good}/{step.requests}), "
+            f"{_share(target)} needed: {verdict}; {step.output_tokens_per_s:.1f} tokens/s, "
+            f"goodput {goodput}")
+
+
+def _share(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{100 * value:.{digits}f}%"
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+@dataclass(frozen=True)
+class CapacityBracket:
+    """One model's capacity and search bracket, as a comparison reads them back."""
+
+    capacity: int
+    last_pass: int
+    first_fail: int | None
+
+    @classmethod
+    def from_stats(cls, stats: Mapping[str, Any]) -> CapacityBracket:
+        """From a capacity measurement's ``stats``; ValueError for one that holds no bracket."""
+        capacity, bracket = stats.get("capacity"), stats.get("bracket")
+        if not isinstance(capacity, int) or not isinstance(bracket, (list, tuple)) \
+                or len(bracket) != 2:
+            raise ValueError(f"a capacity measurement without a capacity and its bracket "
+                             f"(capacity {capacity!r}, bracket {bracket!r})")
+        last_pass, first_fail = bracket
+        if last_pass != capacity or not isinstance(last_pass, int) or not (
+                first_fail is None or (isinstance(first_fail, int) and first_fail > last_pass)):
+            raise ValueError(f"a capacity measurement whose bracket {list(bracket)} does not "
+                             f"start at its capacity {capacity}")
+        return cls(capacity, last_pass, first_fail)
+
+    def as_list(self) -> list[int | None]:
+        return [self.last_pass, self.first_fail]
+
+    def text(self) -> str:
+        """E.g. ``[3, 4]``; ``[16, open]`` when the maximum passed."""
+        return f"[{self.last_pass}, {'open' if self.first_fail is None else self.first_fail}]"
+
+
+@dataclass(frozen=True)
+class CapacityRatio:
+    """Candidate ÷ reference capacity, and the bracket the two searches allow for it.
+
+    ``low`` = candidate's last pass ÷ reference's first miss (0 when the reference
+    passed at its maximum), ``high`` = candidate's first miss ÷ reference's last pass
+    (infinite when the candidate passed at its maximum; None in :meth:`as_dict`, so that
+    strict JSON readers can read it). No confidence level:
+    each side is one search. ``degenerate`` when both searches reached their maximum,
+    so neither capacity is bounded above and the bracket says nothing.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    candidate: CapacityBracket
+    reference: CapacityBracket
+
+    @property
+    def degenerate(self) -> bool:
+        return self.candidate.first_fail is None and self.reference.first_fail is None
+
+    def as_dict(self) -> dict[str, Any]:
+        high = None if math.isinf(self.high) else self.high
+        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
+                "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
+                "candidate_capacity": self.candidate.capacity,
+                "reference_capacity": self.reference.capacity,
+                "candidate_bracket": self.candidate.as_list(),
+                "reference_bracket": self.reference.as_list()}
+
+
+def capacity_ratio(candidate: CapacityBracket, reference: CapacityBracket) -> CapacityRatio:
+    """The ratio of two capacities with its bracket; the reference's capacity must be > 0."""
+    if reference.capacity <= 0:
+        raise ValueError("cannot compare: the reference meets the SLO at no concurrency")
+    low = 0.0 if reference.first_fail is None else candidate.last_pass / reference.first_fail
+    high = math.inf if candidate.first_fail is None \
+        else candidate.first_fail / reference.last_pass
+    return CapacityRatio(candidate.capacity / reference.capacity, low, high, candidate, reference)
+
+
+def decide_capacity_verdict(ratio: CapacityRatio, tolerance: float = 0.0) -> Verdict:
+    """The verdict on a capacity ratio: :func:`~pytest_modelsweep.stats.decide_ratio_verdict`'s
+    rules applied to the search bracket.
+
+    Bracket wholly below ``1 - tolerance``: worse; wholly above ``1 + tolerance``:
+    better; covering 1: matches; wholly within ``1 ± tolerance`` without covering 1:
+    equivalent; else inconclusive. A degenerate bracket (both searches reached their
+    maximum) is inconclusive.
+    """
+    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
+    if ratio.degenerate:
+        return Verdict.INCONCLUSIVE
+    low, high = ratio.low, ratio.high
+    if high < 1.0 - tolerance:
+        return Verdict.WORSE
+    if low > 1.0 + tolerance:
+        return Verdict.BETTER
+    if low <= 1.0 <= high:
+        return Verdict.MATCHES
+    if 1.0 - tolerance <= low and high <= 1.0 + tolerance:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
+
+
+def bracket_text(ratio: CapacityRatio) -> str:
+    """E.g. ``search bracket 1.50–4.00`` (``1.50–∞`` when open above)."""
+    high = "∞" if math.isinf(ratio.high) else f"{ratio.high:.2f}"
+    return f"search bracket {ratio.low:.2f}–{high}"
+
+
+__all__ = [
+    "NEEDS_SLO",
+    "RULE_BRACKET",
+    "SERVER_LIMIT_KEYS",
+    "CapacityBracket",
+    "CapacityRatio",
+    "CapacityResult",
+    "CapacityStep",
+    "Window",
+    "bracket_text",
+    "broken_reason",
+    "capacity_ratio",
+    "decide_capacity_verdict",
+    "find_capacity",
+    "server_max_concurrency",
+    "step_line",
+]

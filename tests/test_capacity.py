@@ -1,0 +1,245 @@
+"""Capacity under an SLO through the real bench, against fake servers whose latency grows
+with load.
+
+Each fake server paces its tokens by the requests in flight
+(``per_token_s_per_inflight``): with ``c`` kept in flight, a request's TPOT is about
+``base × c``. Under ``--slo=tpot=6ms`` the capacity is the largest ``c`` with
+``base × c ≤ 6 ms``: the reference (base 4 ms) serves 1 (c2 gives 8 ms), the candidate
+(base 6/3.5 ms) serves 3 (5.1 ms; c4 gives 6.9 ms). The targets lie half a step from
+either side's boundary, so scheduling noise cannot move a step across them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sse_server import ListingServer
+
+from pytest_modelsweep.cost import usd_per_million_output_tokens
+from pytest_modelsweep.slo import Slo, is_good, parse_slo
+from pytest_modelsweep.sweep import load_sweep
+
+pytest_plugins = ("pytester",)
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
+REFERENCE_BASE_S, CANDIDATE_BASE_S = 0.004, 0.006 / 3.5
+SLO = "tpot=6ms"
+TIMED = 2  # timed requests per step: max(2, c), so that c are in flight
+
+
+class Servers:
+    """The two paced fake servers and the ``--endpoint`` arguments that attach them."""
+
+    def __init__(self, reference: ListingServer, candidate: ListingServer) -> None:
+        self.reference, self.candidate = reference, candidate
+        self.args = [f"--endpoint={REFERENCE}={reference.base_url}",
+                     f"--endpoint={CANDIDATE}={candidate.base_url}"]
+
+
+@pytest.fixture
+def servers() -> Iterator[Servers]:
+    with ListingServer(REFERENCE, per_token_s_per_inflight=REFERENCE_BASE_S) as reference, \
+            ListingServer(CANDIDATE, per_token_s_per_inflight=CANDIDATE_BASE_S) as candidate:
+        yield Servers(reference, candidate)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The real benches/test_capacity.py in a subprocess, with a store shared across runs."""
+    pytester.makepyfile(test_capacity=(ROOT / "benches" / "test_capacity.py").read_text())
+    return pytester.runpytest_subprocess(
+        f"--timed-requests={TIMED}", "--contended-cores=64", "--results=r.json",
+        "--store=s.sqlite", "--modelsweep-dir=work", "-p", "no:cacheprovider", "-s", *args,
+        timeout=300)
+
+
+def measurements(pytester: pytest.Pytester, benchmark: str) -> dict[str, dict[str, Any]]:
+    """This run's measurements of ``benchmark`` by model."""
+    found = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    return {m["model"]: m for m in found if m["benchmark"] == benchmark}
+
+
+def attainment(requests: list[dict[str, Any]], step: int, slo: Slo) -> float:
+    """A step's share of good requests, recomputed from the stored request records."""
+    records = [r for r in requests if r["step"] == step]
+    return sum(is_good(r, slo) for r in records) / len(records)
+
+
+def check_capacity(measurement: dict[str, Any], capacity: int, tried: list[int]) -> None:
+    """The recorded capacity and steps, checked against the stored per-request records."""
+    slo = parse_slo(SLO)
+    stats, params = measurement["stats"], measurement["params"]
+    assert measurement["value"] == capacity == stats["capacity"]
+    assert measurement["unit"] == "concurrent requests" and measurement["outcome"] == "passed"
+    assert params == {"slo": {"tpot_ms": 6.0}, "attainment_target": 0.9,
+                      "max_concurrency": 16, "output_tokens": 256}
+    assert stats["max_concurrency_source"] == "the sweep's max_num_seqs"
+    steps = stats["steps"]
+    assert [s["concurrency"] for s in steps] == tried
+    requests = measurement["requests"]
+    assert measurement["n"] == len(requests) == sum(max(TIMED, c) for c in tried)
+    for index, step in enumerate(steps):
+        assert {r["concurrency"] for r in requests if r["step"] == index} == {step["concurrency"]}
+        assert step["slo_attainment"] == attainment(requests, index, slo)
+        assert step["passed"] is (step["slo_attainment"] >= 0.9)
+        assert step["violations"] == [] and step["timed_requests"] == max(TIMED, tried[index])
+    last_pass, first_fail = stats["bracket"]
+    assert (last_pass, first_fail) == (capacity, capacity + 1)
+    at = next(i for i, s in enumerate(steps) if s["concurrency"] == last_pass)
+    missed = next(i for i, s in enumerate(steps) if s["concurrency"] == first_fail)
+    assert attainment(requests, at, slo) >= 0.9 > attainment(requests, missed, slo)
+    assert stats["slo_attainment"] == steps[at]["slo_attainment"]
+    assert stats["output_tokens_per_s"] == steps[at]["output_tokens_per_s"]
+    assert stats["goodput_rps"] == steps[at]["goodput_rps"] == pytest.approx(
+        steps[at]["good"] / steps[at]["duration_s"])
+    pricing = load_sweep("embedded").pricing
+    assert pricing is not None and stats["pricing"] == pricing.as_dict()
+    assert stats["usd_per_million_output_tokens"] == pytest.approx(usd_per_million_output_tokens(
+        pricing.usd_per_hour, stats["output_tokens_per_s"]))
+    assert "reason" not in stats
+
+
+def test_capacity_of_two_paced_servers_and_their_ratio(
+    pytester: pytest.Pytester, servers: Servers,
+) -> None:
+    result = run(pytester, *servers.args, f"--slo={SLO}")
+    result.assert_outcomes(passed=3)
+    found = measurements(pytester, "capacity")
+    check_capacity(found[REFERENCE], 1, [1, 2])
+    check_capacity(found[CANDIDATE], 3, [1, 2, 4, 3])
+    (ratio,) = measurements(pytester, "capacity_ratio").values()
+    assert ratio["model"] == CANDIDATE and ratio["value"] == 3.0
+    assert ratio["unit"] == "x reference"
+    assert ratio["params"] == {"reference": REFERENCE, "verdict": "better",
+                               "slo": {"tpot_ms": 6.0}}
+    stats = ratio["stats"]
+    assert (stats["candidate_capacity"], stats["reference_capacity"]) == (3, 1)
+    assert (stats["candidate_bracket"], stats["reference_bracket"]) == ([3, 4], [1, 2])
+    # between 3/2 and 4/1: wholly above 1 + 10%
+    assert (stats["bracket_low"], stats["bracket_high"]) == (1.5, 4.0)
+    assert stats["degenerate"] is False and "confidence" not in stats
+    result.stdout.fnmatch_lines([
+        f"*capacity {CANDIDATE}: step 3, c4: SLO met by 0.0% (0/4), 90% needed: miss; *",
+        f"*capacity {CANDIDATE}: step 4, c3: SLO met by 100.0% (3/3), 90% needed: pass; *",
+        f"*{CANDIDATE} ÷ {REFERENCE}, capacity under tpot=6ms (90% attainment): 3 ÷ 1 = 3.00x, "
+        "better (search bracket 1.50–4.00, not a confidence interval; capacity brackets [[]3, 4] "
+        "and [[]1, 2], tolerance ±10%)",
+    ])
+
+    # The store's results, read back by the ratio alone, with the roles swapped: worse.
+    again = run(pytester, *servers.args, f"--slo={SLO}", f"--reference={CANDIDATE}",
+                f"--model={REFERENCE}", "-m", "verdict")
+    again.assert_outcomes(failed=1)
+    (swapped,) = measurements(pytester, "capacity_ratio").values()
+    assert swapped["model"] == REFERENCE and swapped["value"] == pytest.approx(1 / 3)
+    assert swapped["params"]["verdict"] == "worse"
+    assert swapped["stats"]["candidate_run"] == ratio["stats"]["candidate_run"]
+    assert (swapped["stats"]["bracket_low"], swapped["stats"]["bracket_high"]) == (0.25, 2 / 3)
+
+    # Another SLO finds no stored capacity to compare with.
+    other = run(pytester, *servers.args, "--slo=tpot=7ms", "-m", "verdict", "--allow-unjudged",
+                "-rs")
+    other.assert_outcomes(skipped=1)
+    other.stdout.fnmatch_lines(["*no capacity result of*in this run or the store*"])
+
+
+def test_without_slo_capacity_tests_skip_with_one_line(
+    pytester: pytest.Pytester, servers: Servers,
+) -> None:
+    result = run(pytester, *servers.args, "-rs")
+    result.assert_outcomes(skipped=3)
+    skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED [")]
+    assert skipped and all(line.endswith(": capacity needs --slo, e.g. --slo "
+                                         "ttft=500ms,tpot=50ms") for line in skipped)
+    assert sum(int(line.split("[")[1].split("]")[0]) for line in skipped) == 3
+    assert servers.reference.stats.bodies == servers.candidate.stats.bodies == []
+
+
+def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_ratio(
+    pytester: pytest.Pytester, servers: Servers,
+) -> None:
+    # tpot ≤ 3 ms: the reference (4 ms at c1) meets it nowhere, the candidate (1.7 ms) at c1
+    result = run(pytester, *servers.args, "--slo=tpot=3ms")
+    result.assert_outcomes(passed=2, failed=1)
+    found = measurements(pytester, "capacity")
+    zero = found[REFERENCE]
+    assert zero["value"] == 0 and zero["outcome"] == "passed"
+    stats = zero["stats"]
+    assert (stats["capacity"], stats["bracket"]) == (0, [0, 1])
+    assert [s["concurrency"] for s in stats["steps"]] == [1]
+    assert stats["reason"] == ("misses the SLO even at concurrency 1: 0% of its requests met it "
+                               "(0/2), 90% needed")
+    assert attainment(zero["requests"], 0, parse_slo("tpot=3ms")) == 0.0
+    for absent in ("slo_attainment", "output_tokens_per_s", "goodput_rps",
+                   "usd_per_million_output_tokens"):
+        assert absent not in stats
+    assert found[CANDIDATE]["stats"]["bracket"] == [1, 2]
+    assert measurements(pytester, "capacity_ratio") == {}
+    result.stdout.fnmatch_lines([
+        "cannot compare: the reference meets the SLO at no concurrency "
+        f"({REFERENCE} under tpot=3ms: misses the SLO even at concurrency 1: 0% of its requests "
+        "met it (0/2), 90% needed)"])
+
+
+def test_a_broken_window_fails_the_test_records_no_capacity_and_no_ratio(
+    pytester: pytest.Pytester,
+) -> None:
+    with ListingServer(REFERENCE, default_fault="short:12") as reference, \
+            ListingServer(CANDIDATE, default_fault="short:12") as candidate:
+        result = run(pytester, f"--endpoint={REFERENCE}={reference.base_url}",
+                     f"--endpoint={CANDIDATE}={candidate.base_url}", f"--slo={SLO}")
+    result.assert_outcomes(failed=3)
+    found = measurements(pytester, "capacity")
+    for model, measurement in found.items():
+        stats = measurement["stats"]
+        assert measurement["outcome"] == "failed" and measurement["value"] == 0
+        assert stats["capacity"] is None and stats["bracket"] is None
+        assert stats["error"].startswith("the window at concurrency 1 broke its rules: request 0 "
+                                         "produced 12 of 256 tokens")
+        assert len(measurement["requests"]) == TIMED and len(stats["steps"]) == 1
+    assert set(found) == {REFERENCE, CANDIDATE}
+    assert measurements(pytester, "capacity_ratio") == {}
+    result.stdout.fnmatch_lines([
+        f"{CANDIDATE}: the window at concurrency 1 broke its rules: request 0 produced 12 of 256 "
+        "tokens (finish_reason=stop); *; no capacity is concluded from a broken window",
+        f"{REFERENCE}'s capacity result at slo *, attainment target 0.9 in this run comes from a "
+        f"test that failed (test_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
+        "drawn from it; fix that test's failure and re-run it",
+    ])
+
+
+def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
+    pytester: pytest.Pytester, servers: Servers,
+) -> None:
+    text = Path(load_sweep("embedded").path).read_text()
+    sweep = pytester.path / "two.toml"
+    sweep.write_text(text.replace("max_num_seqs = 16", "max_num_seqs = 2"))
+    result = run(pytester, f"--endpoint={CANDIDATE}={servers.candidate.base_url}",
+                 f"--slo={SLO}", f"--model={CANDIDATE}", f"--sweep={sweep}", "-m",
+                 "capacity and not verdict")
+    result.assert_outcomes(passed=1)
+    (measurement,) = measurements(pytester, "capacity").values()
+    stats = measurement["stats"]
+    assert measurement["params"]["max_concurrency"] == 2
+    assert (stats["capacity"], stats["bracket"]) == (2, [2, None])
+    assert [s["concurrency"] for s in stats["steps"]] == [1, 2]
+    assert stats["reason"].startswith("meets the SLO at the server's maximum concurrency 2")
+
+
+def test_under_xdist_each_model_is_searched_once_on_one_worker(
+    pytester: pytest.Pytester, servers: Servers,
+) -> None:
+    result = run(pytester, *servers.args, f"--slo={SLO}", "-n", "2")
+    result.assert_outcomes(passed=3)
+    found = measurements(pytester, "capacity")
+    assert (found[REFERENCE]["value"], found[CANDIDATE]["value"]) == (1, 3)
+    # every request each server saw belongs to its one search: warm-up c, timed max(2, c)
+    for server, tried in ((servers.reference, [1, 2]), (servers.candidate, [1, 2, 4, 3])):
+        completions = [b for b in server.stats.bodies if "prompt" in b]
+        assert len(completions) == sum(c + max(TIMED, c) for c in tried)
+    (ratio,) = measurements(pytester, "capacity_ratio").values()
+    assert (ratio["value"], ratio["params"]["verdict"]) == (3.0, "better")
