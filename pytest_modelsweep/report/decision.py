@@ -92,6 +92,8 @@ class Column:
     title: str
     verdict: bool = False
     """Holds verdict words (renderers style them)."""
+    text: bool = False
+    """Holds words, not figures (renderers align it left)."""
 
 
 @dataclass
@@ -128,6 +130,9 @@ class Pareto:
 
     x_label: str
     y_label: str
+    x_name: str
+    """The x axis in a few words: ``c16 throughput ratio``, ``relative cost``."""
+    y_name: str
     x_higher_is_better: bool
     points: tuple[ParetoPoint, ...]
     left_out: tuple[str, ...]
@@ -152,6 +157,9 @@ class DecisionPage:
     notes: list[str]
     pareto: Pareto | None
     pareto_why: str = ""
+    unmeasured: list[tuple[str, list[int]]] = field(default_factory=list)
+    """Column groups no model has a figure in, left out of the table: (group, the notes
+    saying why)."""
 
     def row(self, model: str) -> DecisionRow:
         """The row of ``model``."""
@@ -231,10 +239,14 @@ class _Failure:
     """The test's parameters after the model's, e.g. ``gsm8k`` of ``test_verdict[m-gsm8k]``."""
 
     @property
+    def function(self) -> str:
+        """``test_verdict``."""
+        return self.test_id.rsplit("::", 1)[-1].split("[", 1)[0]
+
+    @property
     def name(self) -> str:
         """``test_verdict[gsm8k]``: the test's function and its parameters but the model."""
-        function = self.test_id.rsplit("::", 1)[-1].split("[", 1)[0]
-        return f"{function}[{self.rest}]" if self.rest else function
+        return f"{self.function}[{self.rest}]" if self.rest else self.function
 
 
 def _failures(failures: Iterable[Mapping[str, Any]], models: Sequence[str]) -> list[_Failure]:
@@ -302,9 +314,11 @@ class _Run:
         return found
 
     def failures_of(self, model: str, word: str | None = None) -> list[_Failure]:
-        """Failed tests of ``model``; with ``word``, those whose parameters or message name it."""
+        """Failed tests of ``model``; with ``word``, those whose function, parameters or
+        message name it."""
         return [f for f in self.failures if f.model == model and (
-            word is None or word in f.rest.split("-") or _mentions(f.message, word))]
+            word is None or word in f.rest.split("-") or word in f.function.split("_")
+            or _mentions(f.message, word))]
 
 
 # --------------------------------------------------------------------------- cells
@@ -374,7 +388,7 @@ def _reference_accuracy_cells(run: _Run, metric: str) -> list[Cell]:
     assert m is not None
     interval = accuracy_interval(m)
     shown = f" ({format_percent_interval(*interval)})" if interval else ""
-    return [Cell(REFERENCE), Cell(f"{format_percent(m.get('value'))} accuracy{shown}")]
+    return [Cell(REFERENCE), Cell(f"{format_percent(m.get('value'))}{shown}")]
 
 
 def _throughput_why(run: _Run, model: str, role: str) -> tuple[str, str] | None:
@@ -431,10 +445,7 @@ def _reference_throughput_cells(run: _Run) -> list[Cell]:
         return [_absent(side[0], side[1]), Cell(REFERENCE)]
     m = run.c16(run.reference)
     assert m is not None
-    row = throughput_row(m)
-    spread = (f" (repeats {format_rate(row.low)}–{format_rate(row.high)})"
-              if row.repeat_count > 1 else "")
-    return [Cell(f"{format_rate(row.mean)} tokens/s{spread}"), Cell(REFERENCE)]
+    return [Cell(f"{format_rate(throughput_row(m).mean)} tokens/s"), Cell(REFERENCE)]
 
 
 def _capacity(run: _Run, model: str, role: str) -> tuple[Mapping[str, Any] | None, str, str]:
@@ -558,8 +569,10 @@ def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float
 def _screen_cells(run: _Run, model: str) -> list[Cell]:
     m = run.latest(model, SCREEN)
     if m is None:
-        why = (f"no screening of {model} (pytest benches -m screen; Hugging Face sources "
-               "only)")
+        failed = run.failures_of(model, SCREEN)
+        why = (f"{model}'s {failed[0].name} failed: {_one_line(failed[0].message)}" if failed
+               else f"no screening of {model} (pytest benches -m screen; Hugging Face sources "
+                    "only)")
         return [_absent(NOT_SCREENED, why), _absent(DASH, why)]
     stats = _stats(m)
     licence = str(stats.get("license") or "unknown")
@@ -628,13 +641,17 @@ class _Standing:
     """``worse on GSM8K``, ``cannot conclude on BFCL``, ``inconclusive on arith``."""
 
 
-def _standing(run: _Run, candidate: str, metrics: Sequence[str]) -> _Standing:
+def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> _Standing:
+    """From a candidate's numbered verdict cells: a verdict word, or why there is none."""
     problems = []
     for metric in metrics:
-        m = run.verdict(candidate, metric)
-        verdict = _verdict_of(m) if m is not None else ""
-        if verdict not in HOLDS:
-            problems.append(f"{verdict or 'no verdict'} on {metric_label(metric)}")
+        label = metric_label(metric)
+        index = next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")
+        cell = row.cells[index]
+        if cell.why:
+            problems.append(f"{cell.text} on {label} [{cell.note}]")
+        elif cell.verdict not in HOLDS:
+            problems.append(f"{cell.verdict} on {label}")
     return _Standing(not problems, ", ".join(problems))
 
 
@@ -754,14 +771,16 @@ def _pareto(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
     x_label = (f"throughput at c{CONCURRENCY} ÷ the reference's (95% interval)" if use_ratio
                else "$/1M output tokens ÷ the reference's (lower is cheaper)")
     y_label = f"{metric_label(metric)} accuracy − the reference's (pp, 95% interval)"
-    return Pareto(x_label, y_label, use_ratio, tuple(points), tuple(left_out)), ""
+    x_name = f"c{CONCURRENCY} throughput ratio" if use_ratio else "relative cost"
+    return Pareto(x_label, y_label, x_name, f"{metric_label(metric)} difference", use_ratio,
+                  tuple(points), tuple(left_out)), ""
 
 
 def pareto_line(page: DecisionPage) -> str:
     """One line naming the Pareto front, or why there is no plot (both reports show it)."""
     if page.pareto is None:
         return f"No Pareto plot: {page.pareto_why}."
-    line = f"Pareto front ({page.pareto.y_label} against {page.pareto.x_label}): "
+    line = f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
     line += ", ".join(page.pareto.front)
     if page.pareto.left_out:
         line += "; not plotted: " + "; ".join(page.pareto.left_out)
@@ -823,7 +842,7 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
                 Column(group, "vs reference", "cost vs reference")]
     if screened:
         group = "screening"
-        columns += [Column(group, "licence", "licence"),
+        columns += [Column(group, "licence", "licence", text=True),
                     Column(group, "memory headroom", "memory headroom")]
     return columns
 
@@ -898,7 +917,6 @@ def decision_page(
         cells += _screen_cells(data, reference)
     rows = [DecisionRow(reference, True, cells)]
 
-    standings = {c: _standing(data, c, metrics) for c in candidates}
     capacities: dict[str, int | None] = {}
     costs: dict[str, _Cost] = {}
     relative_costs: dict[str, tuple[float | None, str]] = {}
@@ -930,13 +948,47 @@ def decision_page(
         row.cells = numbered
         row.flags = _flags(data, row.model, row.cells, columns)
 
+    standings = {row.model: _standing(row, columns, metrics) for row in rows[1:]}
     pareto, pareto_why = _pareto(data, candidates, metrics, standings, relative_costs)
+    columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
         reference=reference,
         answer=_answer(data, candidates, metrics, standings, capacities, costs),
         metrics=metrics, columns=columns, rows=rows, reasons=reasons,
         notes=_notes(data, metrics), pareto=pareto, pareto_why=pareto_why,
+        unmeasured=unmeasured,
     )
+
+
+def _without_unmeasured_groups(
+    columns: list[Column], rows: list[DecisionRow],
+) -> tuple[list[Column], list[tuple[str, list[int]]]]:
+    """The columns of groups some model has a figure in (or a cell that cannot conclude);
+    the rest leave the table (their cells taken out of ``rows``), each with its notes."""
+    groups = list(dict.fromkeys(c.group for c in columns))
+    dropped: list[tuple[str, list[int]]] = []
+    keep: list[int] = []
+    for group in groups:
+        indices = [i for i, c in enumerate(columns) if c.group == group]
+        cells = [row.cells[i] for row in rows for i in indices]
+        empty = all(c.why or c.text == REFERENCE for c in cells) and not any(
+            c.text == CANNOT_CONCLUDE for c in cells)
+        if empty:
+            dropped.append((group, sorted({c.note for c in cells if c.note is not None})))
+        else:
+            keep += indices
+    for row in rows:
+        row.cells = [row.cells[i] for i in keep]
+    return [columns[i] for i in keep], dropped
+
+
+def unmeasured_line(page: DecisionPage) -> str:
+    """``Not measured for any model: capacity under the SLO [1]; cost [2].`` ("" if none)."""
+    if not page.unmeasured:
+        return ""
+    return "Not measured for any model: " + "; ".join(
+        f"{group} {' '.join(f'[{n}]' for n in notes)}".strip() for group, notes in page.unmeasured
+    ) + "."
 
 
 __all__ = [
@@ -956,5 +1008,6 @@ __all__ = [
     "metric_label",
     "pareto_front",
     "pareto_line",
+    "unmeasured_line",
     "reference_of",
 ]

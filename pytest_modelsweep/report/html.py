@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import ModelsweepError
-from .decision import DecisionPage, decision_page, pareto_line
+from .decision import DecisionPage, decision_page, pareto_line, unmeasured_line
 from .plots import MATPLOTLIB_HINT, matplotlib_available, pareto_plot, summary_plots
 from .tables import (
     NA,
@@ -105,6 +105,7 @@ CSS = """
 .modelsweep .ms-answer { font-size: 14px; font-weight: 600; margin: 4px 0 8px; padding: 6px 10px;
   background: #ddf4ff; border-left: 4px solid #0969da; max-width: 1100px; }
 .modelsweep table.ms-decision-table th.ms-group { text-align: center; }
+.modelsweep table.ms-decision-table td { white-space: nowrap; }
 .modelsweep table.ms-decision-table tr.ms-reference td { background: #f6f8fa; }
 .modelsweep table.ms-decision-table td.ms-why { color: #57606a; font-style: italic; }
 .modelsweep ul.ms-reasons { list-style: none; padding: 0; margin: 4px 0; color: #57606a;
@@ -172,12 +173,14 @@ def plots_html(measurements: Measurements, reference: str | None = None) -> str:
 def _decision_cell(page: DecisionPage, row_index: int, column_index: int) -> str:
     column = page.columns[column_index]
     cell = page.rows[row_index].cells[column_index]
+    named = f'data-column="{_e(column.title)}"'
     if cell.why:
-        return f'<td class="ms-text ms-why" title="{_e(cell.why)}">{_e(cell.shown)}</td>'
+        return f'<td class="ms-text ms-why" {named} title="{_e(cell.why)}">{_e(cell.shown)}</td>'
     if column.verdict and cell.verdict:
-        return (f'<td class="ms-text ms-verdict ms-verdict-{_e(cell.verdict)}">'
+        return (f'<td class="ms-text ms-verdict ms-verdict-{_e(cell.verdict)}" {named}>'
                 f"{_e(cell.text)}</td>")
-    return f'<td class="{"ms-text" if column.verdict else "ms-num"}">{_e(cell.text)}</td>'
+    aligned = "ms-text" if column.text or column.verdict else "ms-num"
+    return f'<td class="{aligned}" {named}>{_e(cell.text)}</td>'
 
 
 def decision_table_html(page: DecisionPage) -> str:
@@ -191,14 +194,16 @@ def decision_table_html(page: DecisionPage) -> str:
     top = ('<th class="ms-text" rowspan="2">model</th>'
            + "".join(f'<th class="ms-group" colspan="{n}">{_e(g)}</th>' for g, n in groups)
            + '<th class="ms-text" rowspan="2">flags</th>')
-    names = "".join(f'<th class="ms-text">{_e(c.name)}</th>' for c in page.columns)
+    names = "".join(f'<th class="{"ms-text" if c.text or c.verdict else "ms-num"}">'
+                    f"{_e(c.name)}</th>" for c in page.columns)
     body = []
     for i, row in enumerate(page.rows):
         name = f"{row.model} (reference)" if row.is_reference else row.model
         cells = "".join(_decision_cell(page, i, j) for j in range(len(page.columns)))
         body.append(f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
-                    f'data-model="{_e(row.model)}"><td class="ms-text">{_e(name)}</td>{cells}'
-                    f'<td class="ms-text">{_e("; ".join(row.flags))}</td></tr>')
+                    f'data-model="{_e(row.model)}"><td class="ms-text" data-column="model">'
+                    f'{_e(name)}</td>{cells}<td class="ms-text" data-column="flags">'
+                    f'{_e("; ".join(row.flags))}</td></tr>')
     return (f'<table class="ms-table ms-decision-table"><thead><tr>{top}</tr><tr>{names}</tr>'
             f'</thead><tbody>{"".join(body)}</tbody></table>')
 
@@ -214,6 +219,7 @@ def decision_html(measurements: Measurements, run: Mapping[str, Any], failures: 
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{_e(DECISION_TITLE)}</h2>',
         f'<p class="ms-answer">{_e(page.answer)}</p>',
         decision_table_html(page),
+        _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
         _notes("; ".join(page.notes)),
         _notes(pareto_line(page)),

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .decision import DecisionPage, decision_page, pareto_line
+from .decision import DecisionPage, decision_page, pareto_line, unmeasured_line
 from .tables import Cell, Table, provenance_line, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -78,7 +78,7 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     titles = ["model", *(c.title for c in page.columns), "flags"]
     lines = ["### Decision: which model to serve", "", f"**{escape_markdown(page.answer)}**", "",
              "| " + " | ".join(escape_markdown(t) for t in titles) + " |",
-             "| --- | " + " | ".join("---" if c.verdict else "---:" for c in page.columns)
+             "| --- | " + " | ".join("---" if c.verdict or c.text else "---:" for c in page.columns)
              + " | --- |"]
     for row in page.rows:
         cells = [escape_markdown(f"{row.model} (reference)" if row.is_reference else row.model)]
@@ -87,6 +87,8 @@ def decision_markdown(page: DecisionPage) -> list[str]:
             cells.append(_status(cell.text) if concluded_verdict else escape_markdown(cell.shown))
         cells.append(escape_markdown("; ".join(row.flags)))
         lines.append("| " + " | ".join(cells) + " |")
+    if page.unmeasured:
+        lines += ["", escape_markdown(unmeasured_line(page))]
     if page.reasons:
         lines += [""] + [f"{escape_markdown(f'[{i}] {why}')}  " for i, why in
                          enumerate(page.reasons, 1)]
