@@ -47,9 +47,9 @@ HOLDS = ("matches", "equivalent", "better")
 
 # Which items each model answers right (the others get a wrong answer).
 RIGHT = {
-    "gsm8k": {REFERENCE: range(0, 12), SAME: range(1, 14), WORSE: range(0, 3)},
-    "bfcl": {REFERENCE: range(0, 12), SAME: range(0, 12), WORSE: range(0, 10)},
-    "arith": {REFERENCE: range(0, 10), SAME: range(0, 10), WORSE: range(1, 11)},
+    "gsm8k": {REFERENCE: range(12), SAME: range(1, 14), WORSE: range(3)},
+    "bfcl": {REFERENCE: range(12), SAME: range(12), WORSE: range(10)},
+    "arith": {REFERENCE: range(10), SAME: range(10), WORSE: range(1, 11)},
 }
 ARITH = [(f"arith-{i:02d}", f"What is {i} plus {i + 7}?", 2 * i + 7) for i in range(12)]
 
@@ -443,7 +443,7 @@ def test_screening_cells_are_the_screen_measurements(real_run: Run, kind: str) -
     licence = table[WORSE]["licence"]
     assert licence.startswith("not screened [")
     why = reason_of(licence, reasons)
-    assert f"{WORSE}'s test_screen failed: " in why and failure["message"][:60] in why
+    assert f"{WORSE}'s test_screen failed: {failure['message'].removeprefix('Failed: ')[:60]}" in why
     assert table[WORSE]["memory headroom"] == licence.replace("not screened", "—")
     assert "failed tests (test_screen)" in table[WORSE]["flags"]
 

@@ -260,8 +260,8 @@ def _failures(failures: Iterable[Mapping[str, Any]], models: Sequence[str]) -> l
         model = max((m for m in models if params == m or params.startswith(m + "-")),
                     key=len, default=None)
         rest = params[len(model) + 1:] if model is not None else params
-        found.append(_Failure(test_id, str(f.get("message") or f.get("outcome") or "failed"),
-                              model, rest))
+        message = str(f.get("message") or f.get("outcome") or "failed")
+        found.append(_Failure(test_id, message.removeprefix("Failed: "), model, rest))
     return found
 
 
@@ -360,8 +360,9 @@ def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
         if _number(difference) is None or interval == NA:
             why = f"the {metric} verdict of {candidate} records no difference or interval"
             return [Cell(verdict, verdict=verdict), _absent(NA, why)]
-        return [Cell(verdict, verdict=verdict),
-                Cell(f"{format_points(difference)} {interval}{_interval_suffix(stats)}")]
+        # the unit once: "-2.0 pp [-5.0, +1.0]"
+        return [Cell(verdict, verdict=verdict), Cell(
+            f"{format_points(difference)} {interval.removesuffix(' pp')}{_interval_suffix(stats)}")]
     for model, role in ((run.reference, "reference"), (candidate, "candidate")):
         side = _accuracy_side_why(run, model, role, metric)
         if side is not None and side[0] == CANNOT_CONCLUDE:
@@ -1008,6 +1009,6 @@ __all__ = [
     "metric_label",
     "pareto_front",
     "pareto_line",
-    "unmeasured_line",
     "reference_of",
+    "unmeasured_line",
 ]

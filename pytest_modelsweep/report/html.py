@@ -105,7 +105,10 @@ CSS = """
 .modelsweep .ms-answer { font-size: 14px; font-weight: 600; margin: 4px 0 8px; padding: 6px 10px;
   background: #ddf4ff; border-left: 4px solid #0969da; max-width: 1100px; }
 .modelsweep table.ms-decision-table th.ms-group { text-align: center; }
+.modelsweep table.ms-decision-table { font-size: 12px; }
+.modelsweep table.ms-decision-table th, .modelsweep table.ms-decision-table td { padding: 2px 6px; }
 .modelsweep table.ms-decision-table td { white-space: nowrap; }
+.modelsweep table.ms-decision-table td[data-column="flags"] { white-space: normal; min-width: 120px; }
 .modelsweep table.ms-decision-table tr.ms-reference td { background: #f6f8fa; }
 .modelsweep table.ms-decision-table td.ms-why { color: #57606a; font-style: italic; }
 .modelsweep ul.ms-reasons { list-style: none; padding: 0; margin: 4px 0; color: #57606a;
