@@ -524,7 +524,7 @@ def _cost(run: _Run, model: str, role: str) -> _Cost:
                 "usd_per_million_output_tokens_interval")), "")
         if int(_number(capacity.get("value")) or 0) == 0:
             return _Cost(None, "", "", None, f"the {role} {model} misses the SLO even at "
-                         "concurrency 1: no cost at its capacity", CANNOT_CONCLUDE)
+                         "concurrency 1: no cost at its capacity", NA)
     c16 = run.c16(model)
     throughput_why = _throughput_why(run, model, role)
     if c16 is not None and throughput_why is None:
