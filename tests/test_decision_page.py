@@ -218,22 +218,25 @@ class Run:
         return found[-1] if found else None
 
 
-def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str) -> Run:
-    """The real benches (and the user's) in a pytest subprocess, against the servers."""
+def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
+                sweep: str = SWEEP, endpoints: tuple[str, ...] = ()) -> Run:
+    """The real benches (and the user's) in a pytest subprocess, against the servers
+    (and any further ``--endpoint=NAME=URL``)."""
     for name in ("test_accuracy.py", "test_verdicts.py", "test_throughput.py", "test_screen.py"):
         (path / name).write_text((ROOT / "benches" / name).read_text(encoding="utf-8"),
                                  encoding="utf-8")
     (path / "test_arith.py").write_text(USER_BENCH.replace("PROBLEMS_HERE", repr(ARITH)),
                                         encoding="utf-8")
     (path / "conftest.py").write_text(USER_CONFTEST, encoding="utf-8")
-    (path / "decision.toml").write_text(SWEEP, encoding="utf-8")
+    (path / "decision.toml").write_text(sweep, encoding="utf-8")
     env = {**os.environ, "HOME": str(path / "home"), "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("GITHUB_STEP_SUMMARY", None)
-    endpoints = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
+    attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "--rootdir", str(path), "--sweep=decision.toml",
-         f"--gsm8k-path={GSM8K}", f"--bfcl-path={BFCL}", f"--limit={LIMIT}", *endpoints,
+         f"--gsm8k-path={GSM8K}", f"--bfcl-path={BFCL}", f"--limit={LIMIT}", *attached,
+         *endpoints,
          "--modelsweep-dir=work", "--results=r.json", "--md=r.md", "--html=r.html",
          "--self-contained-html", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
         cwd=path, env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -272,9 +275,13 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return run
 
 
+UNREACHABLE = "smollm3-3b"
+
+
 @pytest.fixture(scope="module")
 def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """GSM8K and its verdicts only, the reference's server failing one of the 6 items."""
+    """GSM8K and its verdicts only, the reference's server failing one of the 6 items; a
+    third candidate's server is not there at all (a closed port)."""
     path = tmp_path_factory.mktemp("failed_reference")
     replies = {model: replies_of(model) for model in (REFERENCE, *CANDIDATES)}
     second = doc_to_text(load_gsm8k(GSM8K)[1])
@@ -284,8 +291,11 @@ def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     for server in servers.values():
         server.start()
     try:
+        sweep = SWEEP + (f'[models.{UNREACHABLE}]\nsource = "hf:HuggingFaceTB/SmolLM3-3B"\n'
+                         'license = "apache-2.0"\nprompting = "chat"\nbfcl_mode = "prompt"\n')
         return run_benches(path, servers, "test_accuracy.py", "test_verdicts.py",
-                           "-k", "gsm8k", "--limit=6")
+                           "-k", "gsm8k", "--limit=6", sweep=sweep,
+                           endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",))
     finally:
         for server in servers.values():
             server.stop()
@@ -583,6 +593,12 @@ def test_a_failed_reference_item_stops_the_verdict_cell(failed_reference_run: Ru
         assert "cannot conclude (GSM8K vs reference)" in table[candidate]["flags"]
     assert "failed items (gsm8k 1 of 6)" in table[REFERENCE]["flags"]
     assert table[REFERENCE]["GSM8K difference [95% interval]"].startswith("cannot conclude [")
+    # the candidate whose server was not there recorded nothing: no row, but named
+    assert UNREACHABLE not in table
+    text = run.markdown if kind == "markdown" else html.unescape(run.html)
+    assert re.search(r"Not in the table: 2 failed tests of models that recorded nothing: "
+                     rf"test_accuracy\.py::test_gsm8k\[{UNREACHABLE}\]: ",
+                     text.replace("\\", "")) is not None
     assert answer.startswith(f"No answer: no candidate matches {REFERENCE} on every accuracy "
                              "verdict (GSM8K): ")
     for candidate in CANDIDATES:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +160,8 @@ class DecisionPage:
     unmeasured: list[tuple[str, list[int]]] = field(default_factory=list)
     """Column groups no model has a figure in, left out of the table: (group, the notes
     saying why)."""
+    unplaced: list[str] = field(default_factory=list)
+    """Failed tests of models that recorded nothing, so have no row: ``test id: message``."""
 
     def row(self, model: str) -> DecisionRow:
         """The row of ``model``."""
@@ -848,14 +850,16 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
     return columns
 
 
-def _notes(run: _Run, metrics: Sequence[str]) -> list[str]:
+def _notes(run: _Run, metrics: Sequence[str], groups: Collection[str]) -> list[str]:
+    """What the shown ``groups`` of columns mean, the SLO, the price."""
     notes = []
     if metrics:
         notes.append("difference: candidate − reference accuracy in percentage points, paired "
                      "item by item (bootstrap interval); the reference row shows its own "
                      "accuracy (Wilson 95% interval)")
-    notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
-                 "requests, short prompts (Welch t interval over the repeats)")
+    if f"throughput at c{CONCURRENCY}" in groups:
+        notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
+                     "requests, short prompts (Welch t interval over the repeats)")
     slos = set()
     for m in run.measurements:
         if m.get("benchmark") in (CAPACITY, CAPACITY_RATIO):
@@ -956,8 +960,11 @@ def decision_page(
         reference=reference,
         answer=_answer(data, candidates, metrics, standings, capacities, costs),
         metrics=metrics, columns=columns, rows=rows, reasons=reasons,
-        notes=_notes(data, metrics), pareto=pareto, pareto_why=pareto_why,
+        notes=_notes(data, metrics, {c.group for c in columns}),
+        pareto=pareto, pareto_why=pareto_why,
         unmeasured=unmeasured,
+        unplaced=[f"{f.test_id}: {_one_line(f.message, 100)}" for f in data.failures
+                  if f.model is None],
     )
 
 
@@ -981,6 +988,16 @@ def _without_unmeasured_groups(
     for row in rows:
         row.cells = [row.cells[i] for i in keep]
     return [columns[i] for i in keep], dropped
+
+
+def unplaced_line(page: DecisionPage) -> str:
+    """The failed tests of models without a row, in one line ("" if none)."""
+    if not page.unplaced:
+        return ""
+    count = len(page.unplaced)
+    return (f"Not in the table: {count} failed test{'s' if count != 1 else ''} of models that "
+            f"recorded nothing: " + "; ".join(page.unplaced[:3])
+            + (f"; and {count - 3} more" if count > 3 else "") + ".")
 
 
 def unmeasured_line(page: DecisionPage) -> str:
@@ -1011,4 +1028,5 @@ __all__ = [
     "pareto_line",
     "reference_of",
     "unmeasured_line",
+    "unplaced_line",
 ]

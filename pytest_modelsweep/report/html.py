@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import ModelsweepError
-from .decision import DecisionPage, decision_page, pareto_line, unmeasured_line
+from .decision import (
+    DecisionPage,
+    decision_page,
+    pareto_line,
+    unmeasured_line,
+    unplaced_line,
+)
 from .plots import MATPLOTLIB_HINT, matplotlib_available, pareto_plot, summary_plots
 from .tables import (
     NA,
@@ -222,6 +228,7 @@ def decision_html(measurements: Measurements, run: Mapping[str, Any], failures: 
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{_e(DECISION_TITLE)}</h2>',
         f'<p class="ms-answer">{_e(page.answer)}</p>',
         decision_table_html(page),
+        _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
         _notes("; ".join(page.notes)),

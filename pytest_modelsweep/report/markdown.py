@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .decision import DecisionPage, decision_page, pareto_line, unmeasured_line
+from .decision import (
+    DecisionPage,
+    decision_page,
+    pareto_line,
+    unmeasured_line,
+    unplaced_line,
+)
 from .tables import Cell, Table, provenance_line, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -87,8 +93,9 @@ def decision_markdown(page: DecisionPage) -> list[str]:
             cells.append(_status(cell.text) if concluded_verdict else escape_markdown(cell.shown))
         cells.append(escape_markdown("; ".join(row.flags)))
         lines.append("| " + " | ".join(cells) + " |")
-    if page.unmeasured:
-        lines += ["", escape_markdown(unmeasured_line(page))]
+    for line in (unplaced_line(page), unmeasured_line(page)):
+        if line:
+            lines += ["", escape_markdown(line)]
     if page.reasons:
         lines += [""] + [f"{escape_markdown(f'[{i}] {why}')}  " for i, why in
                          enumerate(page.reasons, 1)]
