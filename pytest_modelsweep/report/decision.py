@@ -13,8 +13,9 @@ failed tests, for the HTML and Markdown reports to render at their top:
 
 A cell shows a figure only when the measurement behind it succeeded; otherwise
 it says ``not measured`` or ``cannot conclude`` and points (``[n]``) to a line
-saying why (:attr:`DecisionPage.reasons`). The answer above the table and the
-Pareto points come from concluded cells only. Pure: no pytest.
+saying why (:attr:`DecisionPage.reasons`); a column group no model has a figure in
+leaves the table and is named once (:attr:`DecisionPage.unmeasured`). The answer
+above the table and the Pareto points come from concluded cells only. Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -162,15 +163,6 @@ class DecisionPage:
     saying why)."""
     unplaced: list[str] = field(default_factory=list)
     """Failed tests of models that recorded nothing, so have no row: ``test id: message``."""
-
-    def row(self, model: str) -> DecisionRow:
-        """The row of ``model``."""
-        return next(r for r in self.rows if r.model == model)
-
-    def cell(self, model: str, title: str) -> Cell:
-        """The cell of ``model`` under the column titled ``title``."""
-        index = next(i for i, c in enumerate(self.columns) if c.title == title)
-        return self.row(model).cells[index]
 
 
 # --------------------------------------------------------------------------- reading
