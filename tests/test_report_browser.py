@@ -57,6 +57,8 @@ class Page(HTMLParser):
         self.responses: list[tuple[str, bool]] = []  # (text, inside an element of class hidden)
         self.summary_tables = 0
         self.summary_cells: list[str] = []
+        self.decision_cells: list[str] = []
+        self.decision_answer = ""
         self.plot_images: list[str] = []
         self.result_rows = 0
         self._stack: list[tuple[str, dict[str, str], list[str]]] = []
@@ -101,6 +103,10 @@ class Page(HTMLParser):
             self.responses.append((text, self._inside(cls="hidden")))
         elif tag == "td" and self._inside(id_="modelsweep-summary"):
             self.summary_cells.append(text)
+        elif tag == "td" and self._inside(id_="modelsweep-decision"):
+            self.decision_cells.append(text)
+        elif tag == "p" and "ms-answer" in classes:
+            self.decision_answer = text
 
     def handle_data(self, data: str) -> None:
         if self._stack:
@@ -112,6 +118,34 @@ def parse(dom: str) -> Page:
     page.feed(dom)
     page.close()
     return page
+
+
+# Appended to a copy of a report: once pytest-html's own script has laid the page out, the
+# title says where the decision page's answer and table are, and how tall the window is.
+MEASURE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const box = (selector) => {
+    const found = document.querySelector(selector);
+    if (!found) return "none";
+    const r = found.getBoundingClientRect();
+    return Math.round(r.top) + "," + Math.round(r.bottom);
+  };
+  document.title = "answer " + box("#modelsweep-decision .ms-answer") + " table "
+    + box("#modelsweep-decision table") + " window " + window.innerHeight;
+}, 100));
+</script>"""
+
+
+def first_screen(report: Path, profile: Path, width: int = 1280, height: int = 900) -> dict[str, list[int]]:
+    """Where the decision page's answer and table lie in a ``width`` × ``height`` window, as
+    rendered (pixels from the top; ``window``: the window's inner height)."""
+    copy = report.with_name("first_screen.html")
+    text = report.read_text(encoding="utf-8")
+    copy.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    title = parse(chromium(copy, profile, f"--window-size={width},{height}", "--dump-dom")).title
+    words = title.split()
+    assert words[0::2] == ["answer", "table", "window"], title
+    return {name: [int(v) for v in value.split(",")] for name, value in zip(words[0::2], words[1::2])}
 
 
 def screenshot(page: Path, profile: Path, png: Path) -> None:
@@ -133,6 +167,18 @@ def test_pytest_html_report_in_chromium(pytester: pytest.Pytester, tmp_path: Pat
     assert (PWNED, False) in page.responses  # shown as text, not hidden
     assert page.summary_tables == 3  # verdicts, GSM8K, throughput
     assert "worse" in page.summary_cells and "75.0%" in page.summary_cells
+    # the decision page: the candidate's GSM8K verdict and difference, the reference's accuracy
+    assert page.decision_answer.startswith(
+        "No answer: no candidate matches gemma3-270m on every accuracy verdict (GSM8K): "
+        "smollm2-135m worse on GSM8K")
+    assert {"gemma3-270m (reference)", "smollm2-135m", "worse"} <= set(page.decision_cells)
+    assert any(cell.startswith("75.0% (") for cell in page.decision_cells)  # with its interval
+    assert any(cell.startswith("-50.0 pp [") for cell in page.decision_cells)
+    # ... in the first screen: the answer whole, the table begun, in a 1280 × 900 window
+    where = first_screen(report, tmp_path / "profile")
+    assert where["window"][0] <= 900
+    assert 0 < where["answer"][0] < where["answer"][1] <= where["window"][0], where
+    assert where["answer"][1] <= where["table"][0] < where["window"][0] - 60, where
     if matplotlib_available():
         assert len(page.plot_images) == 4  # forest, accuracy, throughput, latency
         assert all(src.startswith("data:image/svg+xml;base64,") for src in page.plot_images)

@@ -270,7 +270,9 @@ def test_markdown_report_reads_as_a_pull_request_comment() -> None:
         "",
     ]
     escaped = "evil\\|&lt;script&gt;alert(1)&lt;/script&gt;<br>model"
-    assert lines[4:12] == [
+    assert lines[4] == "### Decision: which model to serve"  # first, then the tables
+    verdicts = lines.index("### Verdicts")
+    assert lines[verdicts:verdicts + 8] == [
         "### Verdicts",
         "",
         "2 comparisons: 1 worse, 1 matches",

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import ModelsweepError
-from .plots import MATPLOTLIB_HINT, summary_plots
+from .decision import (
+    DecisionPage,
+    decision_page,
+    pareto_line,
+    unmeasured_line,
+    unplaced_line,
+)
+from .plots import MATPLOTLIB_HINT, matplotlib_available, pareto_plot, summary_plots
 from .tables import (
     NA,
     LatencyFigures,
@@ -63,8 +70,10 @@ if TYPE_CHECKING:
 
 Measurements = Sequence[Mapping[str, Any]]
 Source = Callable[[], tuple[Measurements, Mapping[str, Any]]]
+Failures = Sequence[Mapping[str, Any]]
 
 SUMMARY_TITLE = "modelsweep summary"
+DECISION_TITLE = "Decision: which model to serve"
 MAX_ITEMS = 5
 MAX_RESPONSE_CHARS = 1500
 _LATENCIES = ("ttft", "tpot", "itl", "e2e")
@@ -104,6 +113,17 @@ CSS = """
 .modelsweep dl.ms-kv dd { margin: 0; word-break: break-word; }
 .modelsweep details { margin: 6px 0; }
 .modelsweep summary { cursor: pointer; }
+.modelsweep .ms-answer { font-size: 14px; font-weight: 600; margin: 4px 0 8px; padding: 6px 10px;
+  background: #ddf4ff; border-left: 4px solid #0969da; max-width: 1100px; }
+.modelsweep table.ms-decision-table th.ms-group { text-align: center; }
+.modelsweep table.ms-decision-table { font-size: 12px; }
+.modelsweep table.ms-decision-table th, .modelsweep table.ms-decision-table td { padding: 2px 6px; }
+.modelsweep table.ms-decision-table td { white-space: nowrap; }
+.modelsweep table.ms-decision-table td[data-column="flags"] { white-space: normal; min-width: 120px; }
+.modelsweep table.ms-decision-table tr.ms-reference td { background: #f6f8fa; }
+.modelsweep table.ms-decision-table td.ms-why { color: #57606a; font-style: italic; }
+.modelsweep ul.ms-reasons { list-style: none; padding: 0; margin: 4px 0; color: #57606a;
+  font-size: 12px; }
 """
 
 _TEXT_COLUMNS = {
@@ -162,6 +182,75 @@ def plots_html(measurements: Measurements, reference: str | None = None) -> str:
         for p in plots
     )
     return f'<h3>Plots</h3><div class="ms-plots">{figures}</div>'
+
+
+def _decision_cell(page: DecisionPage, row_index: int, column_index: int) -> str:
+    column = page.columns[column_index]
+    cell = page.rows[row_index].cells[column_index]
+    named = f'data-column="{_e(column.title)}"'
+    if cell.why:
+        return f'<td class="ms-text ms-why" {named} title="{_e(cell.why)}">{_e(cell.shown)}</td>'
+    if column.verdict and cell.verdict:
+        return (f'<td class="ms-text ms-verdict ms-verdict-{_e(cell.verdict)}" {named}>'
+                f"{_e(cell.text)}</td>")
+    aligned = "ms-text" if column.text or column.verdict else "ms-num"
+    return f'<td class="{aligned}" {named}>{_e(cell.text)}</td>'
+
+
+def decision_table_html(page: DecisionPage) -> str:
+    """The decision table: a column group per comparison, the reference row first."""
+    groups: list[tuple[str, int]] = []
+    for column in page.columns:
+        if groups and groups[-1][0] == column.group:
+            groups[-1] = (column.group, groups[-1][1] + 1)
+        else:
+            groups.append((column.group, 1))
+    top = ('<th class="ms-text" rowspan="2">model</th>'
+           + "".join(f'<th class="ms-group" colspan="{n}">{_e(g)}</th>' for g, n in groups)
+           + '<th class="ms-text" rowspan="2">flags</th>')
+    names = "".join(f'<th class="{"ms-text" if c.text or c.verdict else "ms-num"}">'
+                    f"{_e(c.name)}</th>" for c in page.columns)
+    body = []
+    for i, row in enumerate(page.rows):
+        name = f"{row.model} (reference)" if row.is_reference else row.model
+        cells = "".join(_decision_cell(page, i, j) for j in range(len(page.columns)))
+        body.append(f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
+                    f'data-model="{_e(row.model)}"><td class="ms-text" data-column="model">'
+                    f'{_e(name)}</td>{cells}<td class="ms-text" data-column="flags">'
+                    f'{_e("; ".join(row.flags))}</td></tr>')
+    return (f'<table class="ms-table ms-decision-table"><thead><tr>{top}</tr><tr>{names}</tr>'
+            f'</thead><tbody>{"".join(body)}</tbody></table>')
+
+
+def decision_html(measurements: Measurements, run: Mapping[str, Any], failures: Failures = ()) -> str:
+    """The decision page (answer, table, reasons, Pareto plot); "" when the run has no candidate."""
+    page = decision_page(measurements, run, failures)
+    if page is None:
+        return ""
+    reasons = "".join(f'<li data-note="{i}">[{i}] {_e(why)}</li>'
+                      for i, why in enumerate(page.reasons, 1))
+    parts = [
+        f'<section class="modelsweep" id="modelsweep-decision"><h2>{_e(DECISION_TITLE)}</h2>',
+        f'<p class="ms-answer">{_e(page.answer)}</p>',
+        decision_table_html(page),
+        _notes(unplaced_line(page)),
+        _notes(unmeasured_line(page)),
+        f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
+        _notes("; ".join(page.notes)),
+        _notes(pareto_line(page)),
+    ]
+    if page.pareto is not None:
+        if not matplotlib_available():
+            parts.append(f'<p class="ms-notes ms-no-plots">{_e(MATPLOTLIB_HINT)}</p>')
+        else:
+            svg = pareto_plot(page.pareto)
+            if svg:
+                description = (f"Pareto plot: {page.pareto.y_label} against "
+                               f"{page.pareto.x_label}, one point per candidate")
+                parts.append(f'<figure class="ms-plot ms-pareto">{_svg_image(svg, description)}'
+                             f"<figcaption>{_e(description)}</figcaption></figure>")
+    parts.append("</section>")
+    return "".join(parts)
 
 
 def summary_html(measurements: Measurements, run: Mapping[str, Any]) -> str:
@@ -425,8 +514,8 @@ def measurement_json(measurement: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- standalone file
 
 
-def html_document(measurements: Measurements, run: Mapping[str, Any]) -> str:
-    """A standalone HTML page: the summary section, then each measurement's details."""
+def html_document(measurements: Measurements, run: Mapping[str, Any], failures: Failures = ()) -> str:
+    """A standalone HTML page: the decision page, the summary section, each measurement's details."""
     details = "".join(
         f"<details><summary>{_e(str(m.get('model', '')))} · {_e(headline(m))}</summary>"
         f"{measurement_html(m)}</details>"
@@ -438,6 +527,7 @@ def html_document(measurements: Measurements, run: Mapping[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(run_title(run))}</title></head>"
         '<body style="margin: 16px 24px; background: #fff;">'
+        f"{decision_html(measurements, run, failures)}"
         f"{summary_html(measurements, run)}"
         f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
         f'<p class="ms-notes">generated {_e(generated)} by pytest-modelsweep</p></section>'
@@ -445,11 +535,12 @@ def html_document(measurements: Measurements, run: Mapping[str, Any]) -> str:
     )
 
 
-def write_html_report(path: str | Path, measurements: Measurements, run: Mapping[str, Any]) -> Path:
+def write_html_report(path: str | Path, measurements: Measurements, run: Mapping[str, Any],
+                      failures: Failures = ()) -> Path:
     """Write :func:`html_document` to ``path`` (parents created) and return the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html_document(measurements, run), encoding="utf-8")
+    target.write_text(html_document(measurements, run, failures), encoding="utf-8")
     return target
 
 
@@ -465,29 +556,39 @@ def run_of(state: RunState) -> dict[str, Any]:
 
 
 class HtmlReportHooks:
-    """pytest-html 4 hooks: the summary section, a measurement column, per-test extras.
+    """pytest-html 4 hooks: the decision page and summary section, a measurement column,
+    per-test extras.
 
-    ``source`` returns the measurements recorded so far and the run dict.
-    Register it on the controller only (a plain run or xdist's controller).
+    ``source`` returns the measurements recorded so far and the run dict; ``failures``
+    the failed tests so far. Register it on the controller only (a plain run or
+    xdist's controller).
     """
 
-    def __init__(self, source: Source, *, enabled: bool = True) -> None:
+    def __init__(self, source: Source, *, enabled: bool = True,
+                 failures: Callable[[], Failures] = lambda: ()) -> None:
         self.source = source
         self.enabled = enabled
+        self.failures = failures
 
     @classmethod
     def for_state(cls, state: RunState, config: pytest.Config | None = None) -> HtmlReportHooks:
         """Hooks reading ``state.measurements``; idle unless ``--html`` was given."""
         enabled = True if config is None else bool(config.getoption("htmlpath", None))
-        return cls(lambda: (state.measurements, run_of(state)), enabled=enabled)
+        return cls(lambda: (state.measurements, run_of(state)), enabled=enabled,
+                   failures=lambda: state.failures)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
     ) -> None:
         measurements, run = self.source()
-        if measurements:
-            postfix.append(summary_html(measurements, run))
+        if not measurements:
+            return
+        decision = decision_html(measurements, run, self.failures())
+        if decision:
+            # prefix: right under pytest-html's "Summary" heading, the first screen
+            prefix.append(f"<style>{CSS}</style>{decision}")
+        postfix.append(summary_html(measurements, run))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.enabled or report.when != "call":
@@ -539,8 +640,11 @@ def _escape_test_id(report: pytest.TestReport, cells: list[str]) -> None:
 
 __all__ = [
     "CSS",
+    "DECISION_TITLE",
     "SUMMARY_TITLE",
     "HtmlReportHooks",
+    "decision_html",
+    "decision_table_html",
     "headline",
     "html_document",
     "measurement_html",

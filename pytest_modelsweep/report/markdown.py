@@ -15,6 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .decision import (
+    DecisionPage,
+    decision_page,
+    pareto_line,
+    unmeasured_line,
+    unplaced_line,
+)
 from .tables import Cell, Table, provenance_line, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -73,13 +80,42 @@ def _verdict_line(table: Table) -> str | None:
     return f"{total} comparison{'s' if total != 1 else ''}: {parts}"
 
 
+def decision_markdown(page: DecisionPage) -> list[str]:
+    """The decision page as Markdown lines: heading, answer, table, reasons, notes, Pareto front."""
+    titles = ["model", *(c.title for c in page.columns), "flags"]
+    lines = ["### Decision: which model to serve", "", f"**{escape_markdown(page.answer)}**", "",
+             "| " + " | ".join(escape_markdown(t) for t in titles) + " |",
+             "| --- | " + " | ".join("---" if c.verdict or c.text else "---:" for c in page.columns)
+             + " | --- |"]
+    for row in page.rows:
+        cells = [escape_markdown(f"{row.model} (reference)" if row.is_reference else row.model)]
+        for column, cell in zip(page.columns, row.cells):
+            concluded_verdict = column.verdict and cell.verdict and not cell.why
+            cells.append(_status(cell.text) if concluded_verdict else escape_markdown(cell.shown))
+        cells.append(escape_markdown("; ".join(row.flags)))
+        lines.append("| " + " | ".join(cells) + " |")
+    for line in (unplaced_line(page), unmeasured_line(page)):
+        if line:
+            lines += ["", escape_markdown(line)]
+    if page.reasons:
+        lines += [""] + [f"{escape_markdown(f'[{i}] {why}')}  " for i, why in
+                         enumerate(page.reasons, 1)]
+    lines += ["", "<sub>" + escape_markdown("; ".join(page.notes)) + "</sub>",
+              "", escape_markdown(pareto_line(page))]
+    return lines
+
+
 def markdown_report(
     measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
     failures: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The whole report: heading, provenance line, failed tests, verdicts, the other tables."""
+    """The whole report: heading, provenance line, the decision page, failed tests, verdicts,
+    the other tables."""
     reference = run.get("reference")
     lines = [f"## {escape_markdown(run_title(run))}", "", escape_markdown(provenance_line(measurements, run))]
+    page = decision_page(measurements, run, failures)
+    if page is not None:
+        lines += ["", *decision_markdown(page)]
     if failures:
         lines += ["", f"### Failed tests ({len(failures)})", ""]
         lines += [f"- `{escape_markdown(str(f.get('test_id')))}` ({escape_markdown(str(f.get('when')))}): "

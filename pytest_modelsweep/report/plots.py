@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..metrics import VERDICT_PREFIX, label_of, rank
+from .decision import Pareto
 from .tables import (
     ThroughputRow,
     accuracy_interval,
@@ -305,6 +306,62 @@ def forest_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
     return _svg(figure)
 
 
+# --------------------------------------------------------------------------- Pareto
+
+
+def pareto_plot(pareto: Pareto | None) -> str | None:
+    """Accuracy difference against throughput ratio (or relative cost), the Pareto front drawn.
+
+    One point per candidate with its 95% intervals as bars: filled diamonds match the
+    reference on every accuracy verdict, hollow circles do not (or are not shown to); the
+    reference is the star at (1, 0); the front (the points no other beats on both axes)
+    is a dashed step line. None without matplotlib or without points.
+    """
+    if pareto is None or not pareto.points or not matplotlib_available():
+        return None
+    figure = _new_figure(7.5, 4.4)
+    axes = figure.subplots()
+    axes.axvline(1.0, color="#8c959f", linewidth=0.8)
+    axes.axhline(0.0, color="#8c959f", linewidth=0.8)
+    front = sorted((p for p in pareto.points if p.on_front), key=lambda p: p.x)
+    if len(front) > 1:
+        # maximizing x the front falls as x grows (a step down at each point); minimizing
+        # x (cost) it rises (a step up after each point)
+        axes.plot([p.x for p in front], [100 * p.y for p in front], color="#24292f",
+                  linestyle="--", linewidth=1.2,
+                  drawstyle="steps-pre" if pareto.x_higher_is_better else "steps-post",
+                  label="Pareto front")
+    holds, other = VERDICT_COLOURS["better"], VERDICT_COLOURS["worse"]
+    for point in pareto.points:
+        if point.is_reference:
+            axes.plot([point.x], [100 * point.y], marker="*", markersize=13, color="#24292f",
+                      linestyle="none", label=_label(f"{point.model} (reference)"))
+        else:
+            colour = holds if point.holds else other
+            xerr = ([[point.x - point.x_low], [point.x_high - point.x]]
+                    if point.x_low is not None and point.x_high is not None else None)
+            yerr = ([[100 * (point.y - point.y_low)], [100 * (point.y_high - point.y)]]
+                    if point.y_low is not None and point.y_high is not None else None)
+            axes.errorbar([point.x], [100 * point.y], xerr=xerr, yerr=yerr, capsize=3,
+                          color=colour, marker="D" if point.holds else "o", markersize=7,
+                          markerfacecolor=colour if point.holds else "white", linestyle="none")
+        axes.annotate(_label(point.model + (" (front)" if point.on_front else "")),
+                      (point.x, 100 * point.y), xytext=(6, 6), textcoords="offset points",
+                      fontsize=8)
+    axes.plot([], [], marker="D", color=holds, linestyle="none",
+              label="matches the reference on every accuracy verdict")
+    axes.plot([], [], marker="o", color=other, markerfacecolor="white", linestyle="none",
+              label="does not, or not shown to")
+    axes.set_xlabel(_label(pareto.x_label))
+    axes.set_ylabel(_label(pareto.y_label))
+    better = "right" if pareto.x_higher_is_better else "left"
+    axes.set_title(f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
+                   f"up and to the {better} is better", fontsize=10)
+    _style(axes)
+    axes.legend(fontsize=7, loc="best")
+    return _svg(figure)
+
+
 def summary_plots(measurements: Sequence[Mapping[str, Any]], reference: str | None = None) -> list[Plot] | None:
     """Every plot the measurements allow, in report order; None without matplotlib."""
     if not matplotlib_available():
@@ -335,6 +392,7 @@ __all__ = [
     "forest_plot",
     "latency_plot",
     "matplotlib_available",
+    "pareto_plot",
     "summary_plots",
     "throughput_plot",
 ]
