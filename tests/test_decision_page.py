@@ -2,22 +2,44 @@
 
 The input is what the benches write, not hand-made dicts: ``benches/test_accuracy.py``
 (GSM8K and BFCL on the shared data), ``benches/test_verdicts.py``, the c16 settings of
-``benches/test_throughput.py`` with their ratio tests, ``benches/test_screen.py`` (recorded
-Hub answers) and a user's own evaluation (``arith``, judged by ``judge_against_reference``
-like GSM8K) run in a pytest subprocess for a reference and two candidates, each served by a
-fake server that answers the questions it is given answers to. The tests compare every
-decision-page cell of the Markdown and HTML files with figures read from the results file.
+``benches/test_throughput.py`` with their ratio tests, ``benches/test_capacity.py`` under
+``--slo``, ``benches/test_screen.py`` (recorded Hub answers) and a user's own evaluation
+(``arith``, judged by ``judge_against_reference`` like GSM8K) run in a pytest subprocess for
+a reference and two or three candidates, each served by a fake server that answers the
+questions it is given answers to. The tests compare every decision-page cell of the Markdown
+and HTML files with figures read from the results file.
+
+The runs:
+
+- ``real_run``: accuracy, verdicts, c16 throughput and ratios, screening, the user's own
+  evaluation, priced by the sweep's ``[pricing]``: costs at c16;
+- ``capacity_run``: GSM8K, its verdicts and capacity under ``--slo`` (sweep ``max_num_seqs`` 4,
+  an example price): costs at each capacity, the cost-based Pareto plot;
+- ``capacity_only_run``: c16 throughput and capacity only (no accuracy), priced by
+  ``--usd-per-hour``, with a capacity of 0 and a search that breaks on a faulty server;
+- ``failed_reference_run``: GSM8K with a failed reference item, c16 throughput without a price.
+
+The capacity servers model a batching server's slots: a server with ``slots`` serves that
+many requests at once and queues the rest (as vLLM does beyond ``max_num_seqs``). A request
+streams 256 tokens, two to a chunk, a chunk every ~1.1 ms (asyncio's timer rounds the 0.4 ms
+pause up): ~0.15 s. Under ``--slo=ttft=80ms`` a step within the slots meets the SLO (a first
+token in a few ms) and one above them misses it (a third or more of its requests wait ~0.15 s
+for a slot), so each capacity is the server's slots, half a request's time from the target
+on either side. ``per_token_s_per_inflight`` pacing (tests/test_capacity.py) is not used here:
+it caps a server's rate at one token per ``base`` seconds, which would make the c16
+throughput windows of the same runs take tens of seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +74,22 @@ RIGHT = {
     "arith": {REFERENCE: range(10), SAME: range(10), WORSE: range(1, 11)},
 }
 ARITH = [(f"arith-{i:02d}", f"What is {i} plus {i + 7}?", 2 * i + 7) for i in range(12)]
+
+SLO = "ttft=80ms"
+TPU_PRICE = """
+[pricing]
+usd_per_hour = 1.20
+source = "Google Cloud TPU pricing, v5e on-demand"
+as_of = "2026-11-30"
+"""
+EXAMPLE_PRICE = """
+[pricing]
+usd_per_hour = 0.10
+source = "a price for this test"
+as_of = "2026-11-30"
+example = true
+"""
+USD_PER_HOUR = 2.5
 
 SWEEP = f"""
 [sweep]
@@ -133,20 +171,37 @@ def pytest_configure(config):
 class AnsweringServer(ListingServer):
     """The fake streaming server, answering a request whose last message (or prompt) holds one
     of ``replies``' keys with that reply; ``fail`` keys get HTTP 500. Anything else (the
-    throughput workload's prompts) gets the usual ``max_tokens`` tokens."""
+    throughput workload's prompts) gets the usual ``max_tokens`` tokens (``default_fault``
+    applies to those: ``batch:2``, two tokens a chunk; ``short:12``, a broken server), after
+    ``first_token_delay_s``. With ``slots`` it serves that many requests at once and queues
+    the rest, as a batching server does beyond its ``max_num_seqs``."""
 
     def __init__(self, served_name: str, replies: Mapping[str, str], *, chunk_delay_s: float,
-                 fail: Collection[str] = ()) -> None:
-        super().__init__(served_name, chunk_delay_s=chunk_delay_s)
+                 fail: Collection[str] = (), slots: int | None = None,
+                 first_token_delay_s: float = 0.0, default_fault: str = "") -> None:
+        super().__init__(served_name, chunk_delay_s=chunk_delay_s, default_fault=default_fault)
         self.replies = dict(replies)
         self.fail = set(fail)
+        self.slots = slots
+        self.first_token_delay_s = first_token_delay_s
+        self._slots: asyncio.Semaphore | None = None
 
     async def _generate(self, path: str, data: dict[str, Any], writer: Any) -> bool:
+        if self.slots is None:
+            return await self._answer(path, data, writer)
+        if self._slots is None:  # made in the server's own event loop
+            self._slots = asyncio.Semaphore(self.slots)
+        async with self._slots:
+            return await self._answer(path, data, writer)
+
+    async def _answer(self, path: str, data: dict[str, Any], writer: Any) -> bool:
         chat = path.endswith("chat/completions")
         messages = data.get("messages") or [{}]
         asked = str(messages[-1].get("content", "")) if chat else str(data.get("prompt", ""))
         key = next((k for k in self.replies if k in asked), None)
         if key is None:
+            if self.first_token_delay_s:
+                await asyncio.sleep(self.first_token_delay_s)
             return await super()._generate(path, data, writer)
         if key in self.fail:
             return await self._respond(writer, 500, "application/json", HTTP500_BODY.encode())
@@ -222,7 +277,8 @@ def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
                 sweep: str = SWEEP, endpoints: tuple[str, ...] = ()) -> Run:
     """The real benches (and the user's) in a pytest subprocess, against the servers
     (and any further ``--endpoint=NAME=URL``)."""
-    for name in ("test_accuracy.py", "test_verdicts.py", "test_throughput.py", "test_screen.py"):
+    for name in ("test_accuracy.py", "test_verdicts.py", "test_throughput.py", "test_screen.py",
+                 "test_capacity.py"):
         (path / name).write_text((ROOT / "benches" / name).read_text(encoding="utf-8"),
                                  encoding="utf-8")
     (path / "test_arith.py").write_text(USER_BENCH.replace("PROBLEMS_HERE", repr(ARITH)),
@@ -250,8 +306,8 @@ def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """Accuracy (16 items each), verdicts, c16 throughput (2 repeats of 16 requests) and its
-    ratios, screening: the reference and one candidate stream a token every 0.4 ms, the other
-    candidate every 4 ms."""
+    ratios, screening, priced by the sweep's ``[pricing]``: the reference and one candidate
+    stream a token every 0.4 ms, the other candidate every 4 ms."""
     path = tmp_path_factory.mktemp("decision_run")
     delays = {REFERENCE: 0.0004, SAME: 0.0004, WORSE: 0.004}
     servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
@@ -265,7 +321,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                           "--timed-requests=16",
                           # the fake servers serve from this process, whose CPU counts as
                           # "other": with the default limit a busy machine flags them contended
-                          "--contended-cores=64")
+                          "--contended-cores=64", sweep=SWEEP + TPU_PRICE)
     finally:
         for server in servers.values():
             server.stop()
@@ -277,29 +333,89 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 UNREACHABLE = "smollm3-3b"
+EXTRA_MODEL = (f'[models.{UNREACHABLE}]\nsource = "hf:HuggingFaceTB/SmolLM3-3B"\n'
+               'license = "apache-2.0"\nprompting = "chat"\nbfcl_mode = "prompt"\n')
+CAPACITY_SWEEP = SWEEP.replace("max_num_seqs = 16", "max_num_seqs = 4")
+
+
+def serving(servers: Mapping[str, AnsweringServer], bench: Callable[[], Run]) -> Run:
+    """``bench()`` while the servers run."""
+    for server in servers.values():
+        server.start()
+    try:
+        return bench()
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def slotted(model: str, slots: int | None, *, first_token_delay_s: float = 0.0,
+            fault: str = "batch:2") -> AnsweringServer:
+    """A capacity server (see the module's docstring)."""
+    replies = replies_of(model) if model in CANDIDATES + (REFERENCE,) else {}
+    return AnsweringServer(model, replies, chunk_delay_s=0.0004, slots=slots,
+                           first_token_delay_s=first_token_delay_s, default_fault=fault)
+
+
+def failed_tests(run: Run) -> set[str]:
+    return {f["test_id"] for f in run.results["summary"].get("failures", [])}
+
+
+CAPACITY_SLOTS = {REFERENCE: 2, SAME: 3, WORSE: 4}
+
+
+@pytest.fixture(scope="module")
+def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """GSM8K (16 items), its verdicts and capacity under the SLO, with an example price: the
+    reference serves 2 requests at once, the candidate that holds its accuracy 3 and the
+    one that does not 4 (the sweep's maximum)."""
+    path = tmp_path_factory.mktemp("capacity_run")
+    servers = {model: slotted(model, slots) for model, slots in CAPACITY_SLOTS.items()}
+    run = serving(servers, lambda: run_benches(
+        path, servers, "test_accuracy.py", "test_verdicts.py", "test_capacity.py",
+        "-k", "gsm8k or capacity", f"--slo={SLO}", "--contended-cores=64",
+        sweep=CAPACITY_SWEEP + EXAMPLE_PRICE))
+    assert failed_tests(run) <= {f"test_verdicts.py::test_verdict[{WORSE}-gsm8k]"}, \
+        run.output[-4000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """c16 throughput (2 repeats) and capacity only, priced by --usd-per-hour: the reference
+    serves 3 requests at once, one candidate 4 (the maximum), one sends its first token after
+    0.3 s (capacity 0), and one stops every stream after 12 tokens (a broken search)."""
+    path = tmp_path_factory.mktemp("capacity_only_run")
+    servers = {REFERENCE: slotted(REFERENCE, 3), SAME: slotted(SAME, 4),
+               WORSE: slotted(WORSE, None, first_token_delay_s=0.3),
+               UNREACHABLE: slotted(UNREACHABLE, None, fault="short:12")}
+    run = serving(servers, lambda: run_benches(
+        path, servers, "test_throughput.py", "test_capacity.py", "-k", "c16 or capacity",
+        "--repeats=2", f"--slo={SLO}", f"--usd-per-hour={USD_PER_HOUR}", "--contended-cores=64",
+        sweep=CAPACITY_SWEEP + EXTRA_MODEL))
+    # the broken server's tests, the capacity-0 candidate's ratio (worse), c16 ratios on noise
+    assert all(UNREACHABLE in test or test == f"test_capacity.py::test_capacity_ratio[{WORSE}]"
+               or test.startswith("test_throughput.py::test_throughput_ratio[")
+               for test in failed_tests(run)), run.output[-4000:]
+    return run
 
 
 @pytest.fixture(scope="module")
 def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """GSM8K and its verdicts only, the reference's server failing one of the 6 items; a
-    third candidate's server is not there at all (a closed port)."""
+    """GSM8K and its verdicts, the reference's server failing one of the 6 items, and c16
+    throughput with no price; a third candidate's server is not there at all (a closed
+    port)."""
     path = tmp_path_factory.mktemp("failed_reference")
     replies = {model: replies_of(model) for model in (REFERENCE, *CANDIDATES)}
     second = doc_to_text(load_gsm8k(GSM8K)[1])
     servers = {model: AnsweringServer(model, replies[model], chunk_delay_s=0.0,
                                       fail={second} if model == REFERENCE else set())
                for model in replies}
-    for server in servers.values():
-        server.start()
-    try:
-        sweep = SWEEP + (f'[models.{UNREACHABLE}]\nsource = "hf:HuggingFaceTB/SmolLM3-3B"\n'
-                         'license = "apache-2.0"\nprompting = "chat"\nbfcl_mode = "prompt"\n')
-        return run_benches(path, servers, "test_accuracy.py", "test_verdicts.py",
-                           "-k", "gsm8k", "--limit=6", sweep=sweep,
-                           endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",))
-    finally:
-        for server in servers.values():
-            server.stop()
+    return serving(servers, lambda: run_benches(
+        path, servers, "test_accuracy.py", "test_verdicts.py", "test_throughput.py",
+        "-k", "gsm8k or c16", "--limit=6", "--repeats=2", "--timed-requests=16",
+        "--contended-cores=64", sweep=SWEEP + EXTRA_MODEL,
+        endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",)))
 
 
 # --------------------------------------------------------------------------- reading the pages
@@ -352,6 +468,38 @@ def decision(run: Run, kind: str) -> tuple[str, dict[str, dict[str, str]], list[
     return markdown_decision(run.markdown) if kind == "markdown" else html_decision(run.html)
 
 
+def decision_text(run: Run, kind: str) -> str:
+    """The decision page's text, as a reader sees it (the Markdown's escapes undone)."""
+    if kind == "markdown":
+        block = run.markdown.split("### Decision: which model to serve\n", 1)[1]
+        return _unescape_markdown(block.split("\n### ", 1)[0])
+    start = run.html.index('<section class="modelsweep" id="modelsweep-decision">')
+    return html.unescape(run.html[start:run.html.index("</section>", start)])
+
+
+def notes_line(run: Run, kind: str) -> str:
+    """The notes under the decision table (the line that says what the columns mean)."""
+    text = decision_text(run, kind)
+    found = [line for line in re.split(r"\n|<p class=\"ms-notes\">|</p>|</?sub>", text)
+             if line.startswith(("difference: ", "ratio: ", "SLO: ", "cost: "))]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def html_titles(run: Run, column: str) -> dict[str, str]:
+    """The tooltip of a decision-table column's cell in each model's row of the HTML."""
+    start = run.html.index('<section class="modelsweep" id="modelsweep-decision">')
+    section = run.html[start:run.html.index("</section>", start)]
+    found = {}
+    for model, body in re.findall(r'<tr class="ms-(?:reference|candidate)" data-model="([^"]*)">'
+                                  r"(.*?)</tr>", section, re.DOTALL):
+        match = re.search(rf'<td [^>]*data-column="{re.escape(html.escape(column))}"'
+                          r'[^>]*title="([^"]*)"', body)
+        if match:
+            found[html.unescape(model)] = html.unescape(match.group(1))
+    return found
+
+
 def numbers(text: str) -> list[float]:
     return [float(n.replace(",", "")) for n in re.findall(r"[-+]?\d[\d,]*\.?\d*", text)]
 
@@ -372,6 +520,150 @@ def verdict_word(cell: str) -> str:
 KINDS = ["markdown", "html"]
 
 
+# --------------------------------------------------------------------------- capacity and cost
+#
+# What each capacity, capacity-ratio, $/1M and relative-cost cell must show, read from the
+# results file's measurements by the rules the page states (docs/decision-page.md).
+
+CAPACITY = "capacity"
+CAPACITY_RATIO = "capacity vs reference [search bracket]"
+COST = "$/1M output tokens"
+RELATIVE_COST = "cost vs reference"
+
+
+def passed_c16(run: Run, model: str) -> dict[str, Any] | None:
+    m = run.measurement(model, "throughput", concurrency=16)
+    return m if m is not None and m["outcome"] == "passed" else None
+
+
+def cost_of(run: Run, model: str) -> tuple[str, float | None]:
+    """(``at cN``, $/1M) as the page must show the model's cost: at its capacity when its
+    search concluded above 0 (none at capacity 0), else at c16 from a passed measurement;
+    ("", None) without one."""
+    capacity = run.measurement(model, "capacity")
+    if capacity is not None and capacity["stats"]["capacity"] is not None:
+        value = capacity["stats"]["capacity"]
+        return (f"at c{value}", capacity["stats"]["usd_per_million_output_tokens"]) if value \
+            else ("", None)
+    c16 = passed_c16(run, model)
+    if c16 is not None:
+        return "at c16", c16["stats"].get("usd_per_million_output_tokens")
+    return "", None
+
+
+def basis(at: str) -> str:
+    return "" if not at else "c16" if at == "at c16" else "capacity"
+
+
+def without_note(cell: str) -> str:
+    return re.sub(r" \[\d+\]$", "", cell)
+
+
+def check_capacity_cell(run: Run, model: str, cell: str, reasons: list[str]) -> None:
+    measured = run.measurement(model, "capacity")
+    assert measured is not None, model
+    stats = measured["stats"]
+    capacity = stats["capacity"]
+    if capacity is None:  # the search broke off: no figure, the error says why
+        assert measured["outcome"] == "failed"
+        assert re.fullmatch(r"cannot conclude \[\d+\]", cell), cell
+        assert stats["error"][:80] in reason_of(cell, reasons)
+        return
+    if capacity == 0:
+        assert re.fullmatch(r"0 \(misses the SLO at concurrency 1\) \[\d+\]", cell), cell
+        assert f"{model}'s capacity is 0: {stats['reason']}" in reason_of(cell, reasons)
+        return
+    if stats["bracket"][1] is None:  # passed at the server's maximum
+        match = re.fullmatch(r"≥(\d+) \(the server's maximum; goodput ([\d.,]+) req/s\) \[\d+\]",
+                             cell)
+        assert stats["reason"] in reason_of(cell, reasons)
+    else:
+        match = re.fullmatch(r"(\d+) \(goodput ([\d.,]+) req/s\)", cell)
+    assert match is not None, cell
+    assert int(match.group(1)) == capacity
+    assert float(match.group(2).replace(",", "")) == pytest.approx(stats["goodput_rps"],
+                                                                   rel=0.005, abs=0.0051)
+
+
+def check_capacity_ratio_cells(run: Run, candidate: str, row: dict[str, str],
+                               reasons: list[str]) -> None:
+    cell, verdict = row[CAPACITY_RATIO], row["capacity verdict"]
+    ratio = run.measurement(candidate, "capacity_ratio")
+    if ratio is not None:
+        stats = ratio["stats"]
+        assert verdict_word(verdict) == ratio["params"]["verdict"] == stats["verdict"]
+        assert not stats["degenerate"]
+        expected = [ratio["value"], stats["bracket_low"]]
+        if stats["bracket_high"] is None:  # the candidate passed at its maximum: open above
+            assert cell.endswith(", ∞)"), cell
+        else:
+            expected.append(stats["bracket_high"])
+            assert cell.endswith("]") and "interval" not in cell
+        assert numbers(cell) == pytest.approx(expected, abs=0.0051), cell
+        return
+    capacity = run.measurement(candidate, "capacity")
+    assert capacity is not None and capacity["stats"]["capacity"] is None, candidate
+    # no capacity of the candidate: no ratio, for the same reason
+    assert cell == verdict == row[CAPACITY].replace("cannot conclude", "—")
+
+
+def check_cost_cells(run: Run, model: str, row: dict[str, str], reasons: list[str]) -> None:
+    at, usd = cost_of(run, model)
+    cell = row[COST]
+    if usd is None:
+        capacity = run.measurement(model, "capacity")
+        if capacity is not None and capacity["stats"]["capacity"] == 0:
+            assert re.fullmatch(r"n/a \[\d+\]", cell), cell
+            assert "misses the SLO even at concurrency 1 (capacity 0): no cost at its " \
+                   "capacity" in reason_of(cell, reasons)
+        else:
+            assert re.fullmatch(r"cannot conclude \[\d+\]", cell), cell
+        if model != REFERENCE:
+            assert row[RELATIVE_COST] == cell.replace(without_note(cell), "—")
+        return
+    assert cell.endswith(f" {at}"), cell
+    shown = numbers(cell.removesuffix(f" {at}").replace("$", ""))
+    expected = [usd]
+    if at == "at c16":  # with its interval over the repeats
+        c16 = passed_c16(run, model)
+        assert c16 is not None
+        expected += c16["stats"]["usd_per_million_output_tokens_interval"]
+    assert shown == pytest.approx(expected, rel=0.006), cell
+    if model == REFERENCE:
+        assert row[RELATIVE_COST] == "reference"
+        return
+    reference_at, reference_usd = cost_of(run, REFERENCE)
+    assert reference_usd is not None and basis(at) == basis(reference_at)
+    assert numbers(row[RELATIVE_COST]) == pytest.approx([usd / reference_usd], abs=0.0051)
+
+
+def check_capacity_and_cost(run: Run, kind: str) -> None:
+    _, table, reasons, _ = decision(run, kind)
+    for model, row in table.items():
+        check_capacity_cell(run, model, row[CAPACITY], reasons)
+        if model == REFERENCE:
+            assert row[CAPACITY_RATIO] == row["capacity verdict"] == "reference"
+        else:
+            check_capacity_ratio_cells(run, model, row, reasons)
+        check_cost_cells(run, model, row, reasons)
+
+
+def priced(run: Run, usd_per_hour: float) -> None:
+    """Every measurement that records a cost used this price, and its figures."""
+    found = 0
+    for m in run.results["measurements"]:
+        stats = m["stats"]
+        rate = (stats.get("output_tokens_per_s") if m["benchmark"] == "capacity"
+                else m["value"] if m["benchmark"] == "throughput" else None)
+        if rate is None or "usd_per_million_output_tokens" not in stats:
+            continue
+        assert stats["pricing"]["usd_per_hour"] == usd_per_hour
+        assert stats["usd_per_million_output_tokens"] == pytest.approx(
+            usd_per_hour / (rate * 3600) * 1e6)
+        found += 1
+    assert found
+
+
 # --------------------------------------------------------------------------- the run itself
 
 
@@ -381,7 +673,8 @@ def test_the_run_recorded_what_the_page_reads(real_run: Run) -> None:
             assert real_run.measurement(candidate, f"verdict:{metric}") is not None, metric
         assert real_run.measurement(candidate, "throughput_ratio", concurrency=16) is not None
     for model in (REFERENCE, *CANDIDATES):
-        assert real_run.measurement(model, "throughput", concurrency=16) is not None
+        c16 = real_run.measurement(model, "throughput", concurrency=16)
+        assert c16 is not None and "usd_per_million_output_tokens_interval" in c16["stats"]
         assert (real_run.measurement(model, "screen") is None) is (model == WORSE)
         for metric in METRICS:
             measured = real_run.measurement(model, metric)
@@ -390,6 +683,39 @@ def test_the_run_recorded_what_the_page_reads(real_run: Run) -> None:
     verdicts = {m["model"]: m["stats"]["verdict"] for m in real_run.results["measurements"]
                 if m["benchmark"] == "verdict:gsm8k"}
     assert verdicts == {SAME: "matches", WORSE: "worse"}
+    priced(real_run, 1.20)
+
+
+def test_the_capacity_runs_found_the_capacities_of_their_servers(
+    capacity_run: Run, capacity_only_run: Run,
+) -> None:
+    """The designs hold: each capacity is its server's slots (the search's bracket says so),
+    0 for a first token later than the SLO, none from a broken server."""
+    designs: list[tuple[Run, dict[str, list[int | None] | None]]] = [
+        (capacity_run, {REFERENCE: [2, 3], SAME: [3, 4], WORSE: [4, None]}),
+        (capacity_only_run, {REFERENCE: [3, 4], SAME: [4, None], WORSE: [0, 1],
+                             UNREACHABLE: None})]
+    for run, expected in designs:
+        for model, bracket in expected.items():
+            measured = run.measurement(model, "capacity")
+            assert measured is not None, model
+            assert measured["params"]["slo"] == {"ttft_ms": 80.0}
+            assert measured["params"]["max_concurrency"] == 4
+            assert measured["stats"]["bracket"] == bracket, (model, measured["stats"]["steps"])
+            assert measured["stats"]["capacity"] == (None if bracket is None else bracket[0])
+    ratios = {m["model"]: (m["params"]["verdict"], m["stats"]["ratio_bracket"])
+              for m in capacity_run.results["measurements"] if m["benchmark"] == "capacity_ratio"}
+    assert ratios == {SAME: ("matches", [1.0, 2.0]), WORSE: ("better", [4 / 3, None])}
+    broken = capacity_only_run.measurement(UNREACHABLE, "capacity")
+    assert broken is not None and broken["stats"]["error"].startswith(
+        "the window at concurrency 1 broke its rules: request 0 produced 12 of 256 tokens")
+    assert capacity_only_run.measurement(UNREACHABLE, "capacity_ratio") is None
+    priced(capacity_run, 0.10)
+    priced(capacity_only_run, USD_PER_HOUR)
+    assert not any("pricing" in m["stats"] for m in
+                   capacity_run.results["measurements"]
+                   + capacity_only_run.results["measurements"]
+                   if m["benchmark"] not in ("capacity", "throughput"))
 
 
 # --------------------------------------------------------------------------- every cell
@@ -417,25 +743,94 @@ def test_each_accuracy_group_shows_its_verdict_difference_and_interval(real_run:
         reference = real_run.measurement(REFERENCE, metric)
         assert reference is not None
         assert table[REFERENCE][f"{LABELS[metric]} verdict"] == "reference"
-        shown = table[REFERENCE][f"{LABELS[metric]} difference [95% interval]"]
-        assert shown.startswith(f"{100 * reference['value']:.1f}% (")  # and its Wilson interval
+        accuracy = table[REFERENCE][f"{LABELS[metric]} difference [95% interval]"]
+        assert accuracy.startswith(f"{100 * reference['value']:.1f}% (")  # with its interval
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_c16_throughput_cells_are_the_ratio_measurements(real_run: Run, kind: str) -> None:
-    _, table, _, _ = decision(real_run, kind)
-    for candidate in CANDIDATES:
-        ratio = real_run.measurement(candidate, "throughput_ratio", concurrency=16)
-        assert ratio is not None
+def check_c16_cells(run: Run, kind: str) -> None:
+    _, table, _, _ = decision(run, kind)
+    for candidate in (c for c in table if c != REFERENCE):
+        ratio = run.measurement(candidate, "throughput_ratio", concurrency=16)
+        if ratio is None:  # its throughput failed: checked with the capacity and cost cells
+            assert passed_c16(run, candidate) is None
+            assert table[candidate]["c16 ratio [95% interval]"].startswith("cannot conclude [")
+            continue
         stats = ratio["stats"]
         shown = numbers(table[candidate]["c16 ratio [95% interval]"])
         assert shown[:3] == pytest.approx([ratio["value"], stats["low"], stats["high"]], abs=0.0051)
         assert verdict_word(table[candidate]["c16 verdict"]) == stats["verdict"]
-    reference = real_run.measurement(REFERENCE, "throughput", concurrency=16)
+    reference = run.measurement(REFERENCE, "throughput", concurrency=16)
     assert reference is not None
     shown = numbers(table[REFERENCE]["c16 ratio [95% interval]"])
     assert shown == pytest.approx([reference["value"]], abs=0.051)
     assert table[REFERENCE]["c16 verdict"] == "reference"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_c16_throughput_cells_are_the_ratio_measurements(
+    real_run: Run, capacity_only_run: Run, kind: str,
+) -> None:
+    check_c16_cells(real_run, kind)
+    check_c16_cells(capacity_only_run, kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cost_cells_at_c16_are_the_throughput_measurements(real_run: Run, kind: str) -> None:
+    """No capacity: each model's $/1M at c16 with its interval, relative to the reference's."""
+    _, table, reasons, _ = decision(real_run, kind)
+    for model, row in table.items():
+        assert cost_of(real_run, model)[0] == "at c16"
+        check_cost_cells(real_run, model, row, reasons)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_capacity_and_cost_cells_are_the_capacity_measurements(
+    capacity_run: Run, kind: str,
+) -> None:
+    """Each capacity with its goodput (≥ the maximum, noted, where the search reached it), the
+    capacity ratio with its search bracket and verdict, $/1M at each capacity and relative to
+    the reference's."""
+    check_capacity_and_cost(capacity_run, kind)
+    _, table, _, _ = decision(capacity_run, kind)
+    assert set(table) == {REFERENCE, *CANDIDATES}
+    assert table[WORSE][CAPACITY].startswith("≥4 (the server's maximum; goodput ")
+    assert table[WORSE][CAPACITY_RATIO].endswith(", ∞)")
+    for model in (REFERENCE, *CANDIDATES):
+        assert cost_of(capacity_run, model)[0] == f"at c{CAPACITY_SLOTS[model]}"
+    assert not any(column.startswith("c16") for column in table[SAME])  # none measured
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_without_accuracy_shows_capacity_and_cost_and_says_why_there_is_no_answer(
+    capacity_only_run: Run, kind: str,
+) -> None:
+    """Capacity 0 (noted with why), a broken search (cannot conclude, with its error), the
+    maximum reached; costs at capacity, none at capacity 0, none from a broken server."""
+    run = capacity_only_run
+    check_capacity_and_cost(run, kind)
+    answer, table, reasons, pareto = decision(run, kind)
+    assert set(table) == {REFERENCE, *CANDIDATES, UNREACHABLE}
+    assert not any(column.endswith(" verdict") and "GSM8K" in column for column in table[SAME])
+    assert table[WORSE][CAPACITY].startswith("0 (misses the SLO at concurrency 1) [")
+    broken = table[UNREACHABLE][CAPACITY]
+    assert broken.startswith("cannot conclude [")
+    assert "capacity search did not conclude: the window at concurrency 1 broke its rules" in \
+        reason_of(broken, reasons)
+    assert "cannot conclude (" in table[UNREACHABLE]["flags"]
+    assert "capacity under the SLO" in table[UNREACHABLE]["flags"]
+    same_at, same_usd = cost_of(run, SAME)
+    _, reference_usd = cost_of(run, REFERENCE)
+    assert same_usd is not None and reference_usd is not None
+    expected = (f"No answer: this run has no accuracy verdict against {REFERENCE}, so no "
+                "candidate is shown to match it (run the accuracy benches with "
+                "benches/test_verdicts.py). Not judged on accuracy: highest capacity under the "
+                f"SLO: {SAME} (≥4 concurrent requests); cheapest: {SAME} ($")
+    assert answer.startswith(expected), answer
+    cheapest = answer[len(expected) - 1:]
+    assert cheapest.endswith(f" {same_at}, {same_usd / reference_usd:.2f}× the reference's); "
+                             f"no cost for {WORSE} and {UNREACHABLE}.")
+    assert numbers(cheapest)[0] == pytest.approx(same_usd, rel=0.006)
+    assert pareto == "No Pareto plot: no accuracy verdict to plot against."
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -459,23 +854,10 @@ def test_screening_cells_are_the_screen_measurements(real_run: Run, kind: str) -
     assert "failed tests (test_screen)" in table[WORSE]["flags"]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_group_no_model_was_measured_in_says_why_once(real_run: Run, kind: str) -> None:
-    """No capacity or cost measurement in this run: those groups leave the table, in one line
-    that points to why; every cell left points to a reason, and every reason is pointed to."""
-    _, table, reasons, _ = decision(real_run, kind)
-    assert not any(m["benchmark"] in ("capacity", "capacity_ratio")
-                   or "usd_per_million_output_tokens" in m["stats"]
-                   for m in real_run.results["measurements"])
-    text = real_run.markdown if kind == "markdown" else html.unescape(real_run.html)
-    line = re.search(r"Not measured for any model: capacity under the SLO (\\?\[\d+\\?\]); "
-                     r"cost (\\?\[\d+\\?\])\.", text)
-    assert line is not None
-    capacity, cost = (note.replace("\\", "") for note in line.groups())
-    assert "no capacity measurement in this run" in reason_of(capacity, reasons)
-    assert "no $/1M output tokens in this run" in reason_of(cost, reasons)
-    assert not any(column.startswith(("capacity", "$/1M", "cost")) for column in table[SAME])
-    pointed = {reason_of(capacity, reasons), reason_of(cost, reasons)}
+def check_every_note_is_pointed_to(table: dict[str, dict[str, str]], reasons: list[str],
+                                   pointed: set[str]) -> None:
+    """Every cell with a ``[n]`` points to a line; every other cell is a figure or a word of
+    its own; every line is pointed to."""
     for row in table.values():
         for column, cell in row.items():
             if column in ("model", "flags"):
@@ -485,6 +867,42 @@ def test_a_group_no_model_was_measured_in_says_why_once(real_run: Run, kind: str
             else:
                 assert cell and "—" not in cell and "not " not in cell, (column, cell)
     assert pointed == set(reasons)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_group_no_model_was_measured_in_says_why_once(real_run: Run, kind: str) -> None:
+    """No capacity measurement in this run: that group leaves the table, in one line that
+    points to why; every cell left points to a reason, and every reason is pointed to."""
+    _, table, reasons, _ = decision(real_run, kind)
+    assert not any(m["benchmark"] in ("capacity", "capacity_ratio")
+                   for m in real_run.results["measurements"])
+    text = decision_text(real_run, kind)
+    line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\])\.", text)
+    assert line is not None
+    capacity = line.group(1)
+    assert "no capacity measurement in this run (benches/test_capacity.py; it needs --slo" in \
+        reason_of(capacity, reasons)
+    assert not any(column.startswith("capacity") for column in table[SAME])
+    assert COST in table[SAME] and RELATIVE_COST in table[SAME]
+    check_every_note_is_pointed_to(table, reasons, {reason_of(capacity, reasons)})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_without_a_price_says_so_once(failed_reference_run: Run, kind: str) -> None:
+    """c16 throughput but no price: no cost anywhere, and the one line says how to give one."""
+    run = failed_reference_run
+    assert run.measurement(REFERENCE, "throughput", concurrency=16) is not None
+    assert not any("pricing" in m["stats"] or "usd_per_million_output_tokens" in m["stats"]
+                   for m in run.results["measurements"])
+    _, table, reasons, _ = decision(run, kind)
+    line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\]); "
+                     r"cost (\[\d+\])\.", decision_text(run, kind))
+    assert line is not None
+    assert reason_of(line.group(2), reasons) == (
+        f"{line.group(2)} no price: give --usd-per-hour or a [pricing] table in the sweep (no "
+        "cost is ever assumed)")
+    assert not any(column.startswith(("capacity", "$/1M", "cost")) for column in table[SAME])
+    assert "c16 ratio [95% interval]" in table[SAME]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -499,6 +917,48 @@ def test_flags_come_from_the_throughput_measurements(real_run: Run, kind: str) -
         assert "failed items" not in flags and "cannot conclude" not in flags
 
 
+# --------------------------------------------------------------------------- notes
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_slo_and_the_price_are_stated_once_under_the_table(
+    real_run: Run, capacity_run: Run, capacity_only_run: Run, kind: str,
+) -> None:
+    tpu = ("price $1.2/h (Google Cloud TPU pricing, v5e on-demand, 2026-11-30)")
+    example = "price $0.1/h (a price for this test, 2026-11-30), an example price"
+    given = f"price ${USD_PER_HOUR:g}/h (--usd-per-hour)"
+    slo = ("SLO: ttft=80ms; capacity: the most concurrent requests (up to the server's maximum) "
+           "at which 90% of requests meet it")
+    bracket = "a search bracket, not a confidence interval"
+    for run, price, capacity in ((real_run, tpu, False), (capacity_run, example, True),
+                                 (capacity_only_run, given, True)):
+        text = decision_text(run, kind)
+        notes = notes_line(run, kind)
+        assert notes.endswith(price) and text.count(price) == 1
+        for said in (slo, bracket):
+            assert (said in notes) is capacity and text.count(said) == int(capacity)
+        assert "an example price" not in text.replace(example, "")
+
+
+def test_the_capacity_cell_tells_the_goodput_and_attainment_at_the_capacity(
+    capacity_run: Run,
+) -> None:
+    titles = html_titles(capacity_run, CAPACITY)
+    for model in (REFERENCE, *CANDIDATES):
+        measured = capacity_run.measurement(model, "capacity")
+        assert measured is not None
+        stats = measured["stats"]
+        [step] = [s for s in stats["steps"] if s["concurrency"] == stats["capacity"]
+                  and s["passed"]]
+        tip = titles[model]
+        assert (f"at c{stats['capacity']}: {100 * stats['slo_attainment']:.0f}% of requests met "
+                f"the SLO ({step['good']}/{step['requests']}), goodput ") in tip, tip
+        assert f"search bracket [{stats['bracket'][0]}, " in tip
+        # the one noted, a search that reached the maximum, says so first
+        assert tip.startswith(f"{model}: meets the SLO at the server's maximum") is (
+            stats["bracket"][1] is None)
+
+
 # --------------------------------------------------------------------------- answer and Pareto
 
 
@@ -511,12 +971,45 @@ def test_the_answer_names_the_candidates_that_hold_the_references_accuracy(
         (m := real_run.measurement(c, f"verdict:{metric}")) is not None
         and m["stats"]["verdict"] in HOLDS for metric in METRICS)]
     assert holding == [SAME]
-    assert answer.startswith(f"{SAME} matches {REFERENCE} on every accuracy verdict "
-                             "(GSM8K, BFCL, arith); not phi-4-mini (worse on GSM8K")
-    ratio = real_run.measurement(SAME, "throughput_ratio", concurrency=16)
-    assert ratio is not None
-    assert answer.endswith(f"highest c16 throughput ratio: {SAME} ({ratio['value']:.2f}× the "
-                           f"reference, {ratio['stats']['verdict']}).")
+    prefix = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K, BFCL, arith); "
+              f"not {WORSE} (worse on GSM8K")
+    assert answer.startswith(prefix)
+    # no capacity: the cheapest at c16, and how it compares with the reference's cost
+    at, usd = cost_of(real_run, SAME)
+    _, reference_usd = cost_of(real_run, REFERENCE)
+    assert at == "at c16" and usd is not None and reference_usd is not None
+    cheapest = answer.split(f"; cheapest: {SAME} ($", 1)[1]
+    assert cheapest.endswith(f"/1M output tokens at c16, {usd / reference_usd:.2f}× the "
+                             "reference's).")
+    assert numbers(cheapest)[0] == pytest.approx(usd, rel=0.006)
+    assert "highest capacity" not in answer
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_answer_picks_capacity_and_cost_among_the_candidates_that_hold_accuracy(
+    capacity_run: Run, kind: str,
+) -> None:
+    """The candidate that fails on accuracy has the higher capacity and the lower cost; the
+    answer names the one that holds it."""
+    answer, _, _, _ = decision(capacity_run, kind)
+    verdicts = {c: m["stats"]["verdict"] for c in CANDIDATES
+                if (m := capacity_run.measurement(c, "verdict:gsm8k")) is not None}
+    assert verdicts == {SAME: "matches", WORSE: "worse"}
+    capacities = {m: capacity_run.measurement(m, "capacity") for m in CANDIDATES}
+    assert all(c is not None for c in capacities.values())
+    same, worse = (capacities[m]["stats"]["capacity"] for m in CANDIDATES)  # type: ignore[index]
+    (at, usd), (_, worse_usd), (_, reference_usd) = (
+        cost_of(capacity_run, m) for m in (SAME, WORSE, REFERENCE))
+    assert usd is not None and worse_usd is not None and reference_usd is not None
+    assert worse > same and worse_usd < usd
+    expected = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K); not {WORSE} "
+                f"(worse on GSM8K); highest capacity under the SLO: {SAME} ({same} concurrent "
+                f"requests); cheapest: {SAME} ($")
+    assert answer.startswith(expected), answer
+    cheapest = answer[len(expected) - 1:]
+    assert cheapest.endswith(f"/1M output tokens {at}, {usd / reference_usd:.2f}× the "
+                             "reference's).")
+    assert numbers(cheapest)[0] == pytest.approx(usd, rel=0.006)
 
 
 def independent_front(points: dict[str, tuple[float, float]]) -> set[str]:
@@ -543,23 +1036,56 @@ def test_the_pareto_front_is_the_undominated_models(real_run: Run, kind: str) ->
     assert named == sorted(front, key=lambda model: points[model][0])
 
 
-@pytest.mark.skipif(not matplotlib_available(), reason="matplotlib is not installed")
-def test_the_pareto_plot_marks_the_front_in_the_html(real_run: Run) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_without_c16_ratios_the_pareto_front_is_against_relative_cost(
+    capacity_run: Run, kind: str,
+) -> None:
+    _, _, _, line = decision(capacity_run, kind)
+    _, reference_usd = cost_of(capacity_run, REFERENCE)
+    assert reference_usd is not None
+    cost = {REFERENCE: 1.0}
+    points = {REFERENCE: (-1.0, 0.0)}  # less cost is better: the front of −cost
+    for candidate in CANDIDATES:
+        _, usd = cost_of(capacity_run, candidate)
+        verdict = capacity_run.measurement(candidate, "verdict:gsm8k")
+        assert usd is not None and verdict is not None
+        cost[candidate] = usd / reference_usd
+        points[candidate] = (-cost[candidate], verdict["stats"]["difference"])
+    front = independent_front(points)
+    assert REFERENCE not in front  # the candidate that holds its accuracy costs less
+    assert line.startswith("Pareto front (GSM8K difference against relative cost): ")
+    named = line.split("): ", 1)[1].rstrip(".").split(", ")
+    assert set(named) == front
+    assert named == sorted(front, key=lambda model: cost[model])
+
+
+def pareto_svg(run: Run) -> str:
     import base64
 
-    start = real_run.html.index('<section class="modelsweep" id="modelsweep-decision">')
-    section = real_run.html[start:real_run.html.index("</section>", start)]
+    start = run.html.index('<section class="modelsweep" id="modelsweep-decision">')
+    section = run.html[start:run.html.index("</section>", start)]
     match = re.search(r'<figure class="ms-plot ms-pareto"><img alt="Pareto plot[^"]*" '
                       r'src="data:image/svg\+xml;base64,([^"]+)"', section)
     assert match is not None
-    svg = base64.b64decode(match.group(1)).decode("utf-8")
-    _, _, _, line = html_decision(real_run.html)
+    return base64.b64decode(match.group(1)).decode("utf-8")
+
+
+@pytest.mark.skipif(not matplotlib_available(), reason="matplotlib is not installed")
+@pytest.mark.parametrize("which", ["real_run", "capacity_run"])
+def test_the_pareto_plot_marks_the_front_in_the_html(
+    request: pytest.FixtureRequest, which: str,
+) -> None:
+    run: Run = request.getfixturevalue(which)
+    svg = pareto_svg(run)
+    _, _, _, line = html_decision(run.html)
     front = line.split("): ", 1)[1].rstrip(".").split(", ")
     for model in (REFERENCE, *CANDIDATES):
         assert (f"{model} (front)" in svg or f"{model} (reference) (front)" in svg) is (
             model in front), model
     assert ("Pareto front" in svg) is (len(front) > 1)  # the step line, from point to point
     assert "matches the reference on every accuracy verdict" in svg
+    against = "throughput" if which == "real_run" else "cost"
+    assert f"Accuracy against {against}" in svg
 
 
 def test_the_page_comes_first_in_both_reports(real_run: Run) -> None:
@@ -596,10 +1122,11 @@ def test_a_failed_reference_item_stops_the_verdict_cell(failed_reference_run: Ru
     assert table[REFERENCE]["GSM8K difference [95% interval]"].startswith("cannot conclude [")
     # the candidate whose server was not there recorded nothing: no row, but named
     assert UNREACHABLE not in table
-    text = run.markdown if kind == "markdown" else html.unescape(run.html)
-    assert re.search(r"Not in the table: 2 failed tests of models that recorded nothing: "
-                     rf"test_accuracy\.py::test_gsm8k\[{UNREACHABLE}\]: ",
-                     text.replace("\\", "")) is not None
+    unplaced = [f for f in failed_tests(run) if f"[{UNREACHABLE}" in f]
+    assert unplaced
+    assert re.search(rf"Not in the table: {len(unplaced)} failed tests of models that recorded "
+                     rf"nothing: test_accuracy\.py::test_gsm8k\[{UNREACHABLE}\]: ",
+                     decision_text(run, kind)) is not None
     assert answer.startswith(f"No answer: no candidate matches {REFERENCE} on every accuracy "
                              "verdict (GSM8K): ")
     for candidate in CANDIDATES:

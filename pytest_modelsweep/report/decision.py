@@ -6,14 +6,17 @@ failed tests, for the HTML and Markdown reports to render at their top:
 - per accuracy benchmark with verdicts (GSM8K, BFCL, and any ``verdict:<name>``
   a user's own evaluation records): the verdict, the paired difference and its interval;
 - the throughput ratio at 16 concurrent requests (short prompts) with its interval and verdict;
-- capacity under the SLO, and its ratio to the reference's;
-- $/1M output tokens at that capacity (else at c16) and relative to the reference's;
+- capacity under the SLO (``stats.capacity``; goodput at it), and its ratio to the
+  reference's with the search bracket (not a confidence interval) and verdict;
+- $/1M output tokens at that capacity (else at c16) and relative to the reference's, when
+  both are priced on the same basis at the same price;
 - licence and memory headroom, when the models were screened;
 - flags: unstable or contended throughput, failed items, failed tests, cells that cannot conclude.
 
 A cell shows a figure only when the measurement behind it succeeded; otherwise
-it says ``not measured`` or ``cannot conclude`` and points (``[n]``) to a line
-saying why (:attr:`DecisionPage.reasons`); a column group no model has a figure in
+it says ``not measured``, ``no price`` or ``cannot conclude`` and points (``[n]``) to a line
+saying why (:attr:`DecisionPage.reasons`); a figure that needs a word (capacity 0, a search
+that reached the server's maximum) points to its line the same way; a column group no model has a figure in
 leaves the table and is named once (:attr:`DecisionPage.unmeasured`). The answer
 above the table and the Pareto points come from concluded cells only. Pure: no pytest.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cost import Pricing
@@ -32,6 +35,7 @@ from ..slo import Slo
 from .tables import (
     NA,
     accuracy_interval,
+    format_goodput,
     format_percent,
     format_percent_interval,
     format_points,
@@ -54,6 +58,9 @@ NOT_MEASURED = "not measured"
 CANNOT_CONCLUDE = "cannot conclude"
 NOT_JUDGED = "not judged"
 NOT_SCREENED = "not screened"
+NO_PRICE = "no price"
+NO_PRICE_WHY = ("no price: give --usd-per-hour or a [pricing] table in the sweep (no cost is "
+                "ever assumed)")
 REFERENCE = "reference"
 DASH = "—"
 
@@ -65,18 +72,27 @@ DASH = "—"
 class Cell:
     """One cell: a figure or verdict word, or why there is none.
 
-    ``why`` (one line) is set exactly when the cell does not conclude;
-    ``note`` is then the 1-based number of that line in :attr:`DecisionPage.reasons`.
+    ``why`` (one line) is set exactly when the cell does not conclude; ``detail`` is a
+    line a concluded figure needs (why a capacity is 0); ``note`` is the 1-based number
+    of either line in :attr:`DecisionPage.reasons`. ``tip``: more about a concluded
+    figure, for the HTML's tooltip only.
     """
 
     text: str
     why: str = ""
     note: int | None = None
     verdict: str | None = None
+    detail: str = ""
+    tip: str = ""
 
     @property
     def concluded(self) -> bool:
         return not self.why
+
+    @property
+    def line(self) -> str:
+        """The line under the table this cell points to ("" if none)."""
+        return self.why or self.detail
 
     @property
     def shown(self) -> str:
@@ -155,6 +171,7 @@ class DecisionPage:
     columns: list[Column]
     rows: list[DecisionRow]
     reasons: list[str]
+    """The lines cells point to: why a cell has no figure, or what a figure needs said."""
     notes: list[str]
     pareto: Pareto | None
     pareto_why: str = ""
@@ -273,9 +290,7 @@ class _Run:
         models = {str(m.get("model", "")) for m in self.measurements} | {reference}
         self.failures = _failures(failures, sorted(models))
         self.any_c16 = any(self.c16(model) is not None for model in models)
-        self.any_cost = any(
-            _number(_stats(m).get("usd_per_million_output_tokens")) is not None
-            for m in self.measurements if m.get("benchmark") in (CAPACITY, "throughput"))
+        self.any_capacity = any(m.get("benchmark") == CAPACITY for m in self.measurements)
 
     def latest(self, model: str, benchmark: str, **params: Any) -> Mapping[str, Any] | None:
         found = None
@@ -443,51 +458,138 @@ def _reference_throughput_cells(run: _Run) -> list[Cell]:
     return [Cell(f"{format_rate(throughput_row(m).mean)} tokens/s"), Cell(REFERENCE)]
 
 
-def _capacity(run: _Run, model: str, role: str) -> tuple[Mapping[str, Any] | None, str, str]:
-    """(the capacity measurement that concludes, or None; text; why) of ``model``."""
+@dataclass(frozen=True)
+class _Capacity:
+    """A model's capacity: ``value`` (``stats.capacity``) when its search concluded, else
+    None with the cell's ``text`` and ``why``."""
+
+    measurement: Mapping[str, Any] | None
+    value: int | None
+    text: str = ""
+    why: str = ""
+
+    @property
+    def stats(self) -> Mapping[str, Any]:
+        return _stats(self.measurement) if self.measurement is not None else {}
+
+    @property
+    def at_maximum(self) -> bool:
+        """The search passed at the server's maximum: the capacity is at least that."""
+        bracket = self.stats.get("bracket")
+        return (self.value is not None and self.value > 0 and isinstance(bracket, list)
+                and len(bracket) == 2 and bracket[1] is None)
+
+    @property
+    def step(self) -> Mapping[str, Any]:
+        """The passing step at the capacity ({} if none)."""
+        for step in self.stats.get("steps") or []:
+            if isinstance(step, Mapping) and step.get("concurrency") == self.value \
+                    and step.get("passed"):
+                return step
+        return {}
+
+    def shown(self) -> str:
+        """``3``; ``≥4`` when the search reached the server's maximum."""
+        return f"≥{self.value}" if self.at_maximum else str(self.value)
+
+
+def _capacity(run: _Run, model: str, role: str) -> _Capacity:
+    """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test (null
+    when the search broke off), else why there is none."""
     m = run.latest(model, CAPACITY)
+    failed = [f for f in run.failures_of(model) if f.function == "test_capacity"]
     if m is None:
-        return None, NOT_MEASURED, ("no capacity measurement in this run (the capacity "
-                                    "benchmark: pytest benches -m capacity --slo ...)")
-    value = _number(m.get("value"))
-    if not _passed(m) or value is None:
-        reason = _stats(m).get("reason")
-        failed = run.failures_of(model, CAPACITY)
-        said = (_one_line(reason) if reason else _one_line(failed[0].message) if failed
-                else f"its test {m.get('outcome')}")
-        return None, CANNOT_CONCLUDE, f"the {role} {model}'s capacity search: {said}"
-    return m, "", ""
+        if failed:
+            return _Capacity(None, None, CANNOT_CONCLUDE, f"the {role} {model}'s "
+                             f"{failed[0].name} failed: {_one_line(failed[0].message)}")
+        if not run.any_capacity:
+            return _Capacity(None, None, NOT_MEASURED, (
+                "no capacity measurement in this run (benches/test_capacity.py; it needs "
+                "--slo, e.g. --slo ttft=500ms,tpot=50ms)"))
+        return _Capacity(None, None, NOT_MEASURED,
+                         f"no capacity measurement of the {role} {model} in this run")
+    stats = _stats(m)
+    value = stats.get("capacity")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or not _passed(m):
+        said = (stats.get("error") or (failed[0].message if failed else "")
+                or (f"its test {m.get('outcome')}" if not _passed(m)
+                    else "it records no capacity"))
+        return _Capacity(m, None, CANNOT_CONCLUDE,
+                         f"the {role} {model}'s capacity search did not conclude: "
+                         f"{_one_line(said)}")
+    return _Capacity(m, value)
 
 
-def _capacity_text(m: Mapping[str, Any]) -> str:
-    value = int(_number(m.get("value")) or 0)
-    if value == 0:
-        return "0 (misses the SLO at 1)"
-    return str(value)
+def _capacity_cell(capacity: _Capacity, model: str) -> Cell:
+    """The capacity with the goodput at it; 0 and the server's maximum say so."""
+    if capacity.value is None:
+        return _absent(capacity.text, capacity.why)
+    stats = capacity.stats
+    reason = _one_line(stats.get("reason"))
+    if capacity.value == 0:
+        return Cell("0 (misses the SLO at concurrency 1)",
+                    detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
+    goodput = _number(stats.get("goodput_rps"))
+    said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
+    figures = []
+    attainment = _number(stats.get("slo_attainment"))
+    if attainment is not None:
+        step = capacity.step
+        counted = f" ({step.get('good')}/{step.get('requests')})" if step else ""
+        figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
+    if said:
+        figures.append(said)
+    if _number(stats.get("output_tokens_per_s")) is not None:
+        figures.append(f"{format_rate(stats.get('output_tokens_per_s'))} output tokens/s")
+    tip = (f"at c{capacity.value}: {', '.join(figures)}; " if figures else "") + (
+        f"search bracket {_bracket_text(stats.get('bracket'))}")
+    if capacity.at_maximum:
+        text = f"{capacity.shown()} (the server's maximum{'; ' + said if said else ''})"
+        return Cell(text, detail=f"{model}: {reason}" if reason else "", tip=tip)
+    return Cell(f"{capacity.value} ({said})" if said else str(capacity.value), tip=tip)
 
 
-def _capacity_cells(run: _Run, candidate: str) -> list[Cell]:
-    """[capacity, vs reference, verdict] of a candidate."""
-    m, text, why = _capacity(run, candidate, "candidate")
-    first = Cell(_capacity_text(m)) if m is not None else _absent(text, why)
+def _bracket_text(bracket: Any) -> str:
+    if isinstance(bracket, list) and len(bracket) == 2:
+        return f"[{bracket[0]}, {'open' if bracket[1] is None else bracket[1]}]"
+    return NA
+
+
+def _capacity_ratio_cells(run: _Run, candidate: str, mine: _Capacity,
+                          reference: _Capacity) -> list[Cell]:
+    """[ratio with its search bracket, verdict] of a candidate's capacity against the
+    reference's, from its ``capacity_ratio`` measurement, else why there is none."""
     ratio = run.latest(candidate, CAPACITY_RATIO)
-    if ratio is None:
-        reference, _, ref_why = _capacity(run, run.reference, "reference")
-        if m is None:
-            return [first, _absent(DASH, why), _absent(DASH, why)]
-        if reference is None:
-            return [first, _absent(NOT_MEASURED, ref_why), _absent(DASH, ref_why)]
-        why = f"no capacity_ratio measurement of {candidate} against the reference"
-        return [first, _absent(NOT_JUDGED, why), _absent(DASH, why)]
-    stats = _stats(ratio)
-    verdict = _verdict_of(ratio) or NA
-    low, high = _number(stats.get("low")), _number(stats.get("high"))
-    value = format_ratio(ratio.get("value"))
-    if value == NA:
-        why = f"{candidate}'s capacity ratio records no value ({_one_line(stats.get('reason'))})"
-        return [first, _absent(CANNOT_CONCLUDE, why), Cell(verdict, verdict=verdict)]
-    shown = f"{value} [{low:.2f}, {high:.2f}]" if low is not None and high is not None else value
-    return [first, Cell(shown), Cell(verdict, verdict=verdict)]
+    if ratio is not None:
+        stats = _stats(ratio)
+        verdict = _verdict_of(ratio) or NA
+        value = format_ratio(ratio.get("value"))
+        if value == NA:
+            why = f"{candidate}'s capacity ratio records no value"
+            return [_absent(CANNOT_CONCLUDE, why), Cell(verdict, verdict=verdict)]
+        low, high = _number(stats.get("bracket_low")), stats.get("bracket_high")
+        if stats.get("degenerate"):
+            return [Cell(f"{value} (no bracket)", detail=(
+                f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
+                "server's maximum concurrency, so neither capacity is bounded above")),
+                Cell(verdict, verdict=verdict)]
+        if low is None or (high is not None and _number(high) is None):
+            why = f"{candidate}'s capacity ratio records no search bracket"
+            return [Cell(value, why=why), Cell(verdict, verdict=verdict)]
+        upper = "∞)" if high is None else f"{float(high):.2f}]"
+        return [Cell(f"{value} [{low:.2f}, {upper}"), Cell(verdict, verdict=verdict)]
+    if mine.value is None:
+        return [_absent(DASH, mine.why), _absent(DASH, mine.why)]
+    failed = [f for f in run.failures_of(candidate) if f.function == "test_capacity_ratio"]
+    if failed:
+        why = f"{failed[0].name} failed: {_one_line(failed[0].message)}"
+        return [_absent(CANNOT_CONCLUDE, why), _absent(DASH, why)]
+    if reference.value is None:
+        why = f"no capacity of the reference to compare with: {reference.why}"
+        return [_absent(DASH, why), _absent(DASH, why)]
+    why = (f"no capacity_ratio measurement of {candidate}: its ratio test did not run "
+           "(test_capacity_ratio in benches/test_capacity.py)")
+    return [_absent(NOT_JUDGED, why), _absent(DASH, why)]
 
 
 @dataclass(frozen=True)
@@ -500,39 +602,59 @@ class _Cost:
     interval: tuple[float, float] | None
     why: str
     text: str = NOT_MEASURED
+    usd_per_hour: float | None = None
+    """The price the cost was computed at."""
 
 
-def _cost(run: _Run, model: str, role: str) -> _Cost:
-    """The model's $/1M output tokens at its capacity, else at c16, else why there is none."""
-    if not run.any_cost:
-        return _Cost(None, "", "", None, (
-            "no $/1M output tokens in this run: a capacity or c16 throughput measurement "
-            "records it when the machine has a price (--usd-per-hour or the sweep's [pricing] "
-            "table); no cost is ever assumed"))
-    capacity, _, capacity_why = _capacity(run, model, role)
-    if capacity is not None:
-        usd = _number(_stats(capacity).get("usd_per_million_output_tokens"))
-        at = f"at c{int(_number(capacity.get('value')) or 0)}"
+def _priced(stats: Mapping[str, Any]) -> float | None:
+    """The machine's price a measurement was recorded with (None: no price given)."""
+    return _number(_mapping(stats.get("pricing")).get("usd_per_hour"))
+
+
+def _none(why: str, text: str = NOT_MEASURED) -> _Cost:
+    return _Cost(None, "", "", None, why, text)
+
+
+def _cost(run: _Run, model: str, role: str, capacity: _Capacity) -> _Cost:
+    """The model's $/1M output tokens at its capacity, else at c16, else why there is none.
+
+    A capacity of 0 has no cost at it (no concurrency meets the SLO); a capacity search that
+    did not conclude leaves the c16 cost, when that measurement succeeded.
+    """
+    if capacity.value is not None and capacity.value > 0:
+        stats = capacity.stats
+        usd = _number(stats.get("usd_per_million_output_tokens"))
+        at = f"at c{capacity.value}"
         if usd is not None:
-            return _Cost(usd, "capacity", at, _pair(_stats(capacity).get(
-                "usd_per_million_output_tokens_interval")), "")
-        if int(_number(capacity.get("value")) or 0) == 0:
-            return _Cost(None, "", "", None, f"the {role} {model} misses the SLO even at "
-                         "concurrency 1: no cost at its capacity", NA)
+            return _Cost(usd, "capacity", at, None, "", usd_per_hour=_priced(stats))
+        if _priced(stats) is None:
+            return _none(NO_PRICE_WHY, NO_PRICE)
+        return _none(f"the {role} {model}'s capacity records a price but no $/1M output tokens",
+                     CANNOT_CONCLUDE)
+    if capacity.value == 0:
+        return _none(f"the {role} {model} misses the SLO even at concurrency 1 (capacity 0): "
+                     "no cost at its capacity", NA)
     c16 = run.c16(model)
     throughput_why = _throughput_why(run, model, role)
     if c16 is not None and throughput_why is None:
-        usd = _number(_stats(c16).get("usd_per_million_output_tokens"))
+        stats = _stats(c16)
+        usd = _number(stats.get("usd_per_million_output_tokens"))
         if usd is not None:
-            return _Cost(usd, "c16", f"at c{CONCURRENCY}", _pair(_stats(c16).get(
-                "usd_per_million_output_tokens_interval")), "")
-        return _Cost(None, "", "", None, f"no cost recorded with the c{CONCURRENCY} throughput: "
-                     "it needs the machine's price (--usd-per-hour or the sweep's [pricing] "
-                     "table); no cost is ever assumed")
+            return _Cost(usd, "c16", f"at c{CONCURRENCY}", _pair(stats.get(
+                "usd_per_million_output_tokens_interval")), "", usd_per_hour=_priced(stats))
+        if _priced(stats) is None:
+            return _none(NO_PRICE_WHY, NO_PRICE)
+        return _none(f"the {role} {model}'s c{CONCURRENCY} throughput records a price but no "
+                     "$/1M output tokens", CANNOT_CONCLUDE)
+    if capacity.text == CANNOT_CONCLUDE:
+        return _none(capacity.why, CANNOT_CONCLUDE)
     if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
-        return _Cost(None, "", "", None, throughput_why[1], CANNOT_CONCLUDE)
-    return _Cost(None, "", "", None, f"neither a capacity nor a c{CONCURRENCY} throughput "
-                 f"measurement of the {role} {model} ({capacity_why})")
+        return _none(throughput_why[1], CANNOT_CONCLUDE)
+    if not run.any_capacity and not run.any_c16:
+        return _none(f"no capacity or c{CONCURRENCY} throughput measurement in this run to "
+                     "price")
+    return _none(f"no capacity or c{CONCURRENCY} throughput measurement of the {role} {model} "
+                 "to price")
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -543,14 +665,17 @@ def _pair(value: Any) -> tuple[float, float] | None:
     return None
 
 
-def _cost_text(cost: _Cost) -> str:
+def _cost_cell(cost: _Cost) -> Cell:
+    if cost.usd is None:
+        return _absent(cost.text, cost.why)
     interval = (f" [{format_usd(cost.interval[0])}, {format_usd(cost.interval[1])}]"
                 if cost.interval else "")
-    return f"{format_usd(cost.usd)}{interval} {cost.at}"
+    return Cell(f"{format_usd(cost.usd)}{interval} {cost.at}")
 
 
 def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float | None, str]:
-    """(candidate ÷ reference cost, why not)."""
+    """(candidate ÷ reference cost, why not): only both at their capacity or both at c16,
+    priced at the same rate."""
     if candidate.usd is None:
         return None, candidate.why
     if reference.usd is None:
@@ -558,7 +683,17 @@ def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float
     if candidate.basis != reference.basis:
         return None, (f"{name} is priced {candidate.at} and the reference {reference.at}: "
                       "not the same basis, so no ratio")
+    if candidate.usd_per_hour is None or candidate.usd_per_hour != reference.usd_per_hour:
+        return None, (f"{name} and the reference are priced at different rates "
+                      f"({format_usd(candidate.usd_per_hour)}/h and "
+                      f"{format_usd(reference.usd_per_hour)}/h): no ratio")
     return candidate.usd / reference.usd, ""
+
+
+def _relative_cost_cell(cost: _Cost, relative: tuple[float | None, str]) -> Cell:
+    if relative[0] is not None:
+        return Cell(format_ratio(relative[0]))
+    return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, relative[1])
 
 
 def _screen_cells(run: _Run, model: str) -> list[Cell]:
@@ -600,6 +735,10 @@ def _flags(run: _Run, model: str, cells: Sequence[Cell], columns: Sequence[Colum
                   and measurement_kind(m) == "throughput"]
     for word in ("unstable", "contended"):
         settings = [_setting(m) for m in throughput if getattr(throughput_row(m), word)]
+        if word == "contended":
+            capacity = run.latest(model, CAPACITY)
+            if capacity is not None and _stats(capacity).get("contended"):
+                settings.append("capacity search")
         if settings:
             flags.append(f"{word} ({', '.join(settings)})")
     failed_items = []
@@ -656,43 +795,49 @@ def _names(models: Sequence[str]) -> str:
     return ", ".join(models[:-1]) + " and " + models[-1]
 
 
-def _answer(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
-            standings: Mapping[str, _Standing], capacities: Mapping[str, int | None],
-            costs: Mapping[str, _Cost]) -> str:
-    reference = run.reference
-    if not metrics:
-        return (f"No answer: this run has no accuracy verdict against {reference}, so no "
-                "candidate is shown to match it (run the accuracy benches with "
-                "benches/test_verdicts.py).")
-    labels = ", ".join(metric_label(m) for m in metrics)
-    holding = [c for c in candidates if standings[c].holds]
-    if not holding:
-        said = "; ".join(f"{c} {standings[c].said}" for c in candidates)
-        return f"No answer: no candidate matches {reference} on every accuracy verdict ({labels}): {said}."
-    verb = "matches" if len(holding) == 1 else "match"
-    parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
-    rest = [c for c in candidates if c not in holding]
-    if rest:
-        parts.append("not " + "; not ".join(f"{c} ({standings[c].said})" for c in rest))
+NOTHING_TO_CHOOSE = f"no capacity, cost or c{CONCURRENCY} throughput ratio to choose among them"
+
+
+def _picks(run: _Run, pool: Sequence[str], capacities: Mapping[str, _Capacity],
+           costs: Mapping[str, _Cost], relative_costs: Mapping[str, tuple[float | None, str]],
+           ) -> list[str]:
+    """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
+    without either, the highest c16 throughput ratio."""
     picks = []
-    measured = {c: capacities[c] for c in holding if capacities.get(c) is not None}
+    measured = {c: capacities[c] for c in pool if capacities[c].value is not None}
     if measured:
-        best = max(v for v in measured.values() if v is not None)
-        top = [c for c, v in measured.items() if v == best]
-        picks.append(f"highest capacity under the SLO: {_names(top)} ({best} concurrent requests)")
-    priced = {c: costs[c] for c in holding if costs[c].usd is not None}
-    bases = {cost.basis for cost in priced.values()}
-    if priced and len(bases) == 1:
-        cheapest = min(priced.values(), key=lambda cost: cost.usd or 0.0).usd
-        top = [c for c, cost in priced.items() if cost.usd == cheapest]
+        best = max(cap.value or 0 for cap in measured.values())
+        top = [c for c, cap in measured.items() if cap.value == best]
+        if best == 0:
+            picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1")
+        else:
+            shown = (f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best))
+            picks.append(f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
+                         "requests)")
+    priced = {c: costs[c] for c in pool if costs[c].usd is not None}
+    # each at its own capacity, else each at c16: one basis, one price
+    basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
+    comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
+    if len({cost.usd_per_hour for cost in comparable.values()}) > 1:
+        comparable = {}
+    if comparable:
+        cheapest = min(cost.usd or 0.0 for cost in comparable.values())
+        top = [c for c, cost in comparable.items() if cost.usd == cheapest]
+        relative = relative_costs.get(top[0], (None, ""))[0]
+        versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
         picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest)}/1M output tokens "
-                     f"{priced[top[0]].at})")
-    unpriced = [c for c in holding if c not in priced or len(bases) != 1]
-    if picks and unpriced and priced:
-        picks.append(f"no comparable cost for {_names(unpriced)}")
+                     f"{comparable[top[0]].at}{versus})")
+    if comparable:
+        elsewhere = [c for c in pool if c in priced and c not in comparable]
+        unpriced = [c for c in pool if c not in priced]
+        if elsewhere:
+            picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
+                         f"{priced[elsewhere[0]].at}, not at its capacity)")
+        if unpriced:
+            picks.append(f"no cost for {_names(unpriced)}")
     if not picks:
         ratios = {}
-        for c in holding:
+        for c in pool:
             m = run.c16_ratio(c)
             value = _number(m.get("value")) if m is not None else None
             if value is not None:
@@ -704,9 +849,34 @@ def _answer(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
                          f"ratio: {_names(top)} ({format_ratio(best_ratio)} the reference, "
                          f"{ratios[top[0]][1]})")
         else:
-            picks.append(f"no capacity, cost or c{CONCURRENCY} throughput ratio to choose "
-                         "among them")
-    return "; ".join(parts + picks) + "."
+            picks.append(NOTHING_TO_CHOOSE)
+    return picks
+
+
+def _answer(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
+            standings: Mapping[str, _Standing], capacities: Mapping[str, _Capacity],
+            costs: Mapping[str, _Cost],
+            relative_costs: Mapping[str, tuple[float | None, str]]) -> str:
+    reference = run.reference
+    if not metrics:
+        line = (f"No answer: this run has no accuracy verdict against {reference}, so no "
+                "candidate is shown to match it (run the accuracy benches with "
+                "benches/test_verdicts.py)")
+        picks = _picks(run, candidates, capacities, costs, relative_costs)
+        if picks != [NOTHING_TO_CHOOSE]:
+            line += ". Not judged on accuracy: " + "; ".join(picks)
+        return line + "."
+    labels = ", ".join(metric_label(m) for m in metrics)
+    holding = [c for c in candidates if standings[c].holds]
+    if not holding:
+        said = "; ".join(f"{c} {standings[c].said}" for c in candidates)
+        return f"No answer: no candidate matches {reference} on every accuracy verdict ({labels}): {said}."
+    verb = "matches" if len(holding) == 1 else "match"
+    parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
+    rest = [c for c in candidates if c not in holding]
+    if rest:
+        parts.append("not " + "; not ".join(f"{c} ({standings[c].said})" for c in rest))
+    return "; ".join(parts + _picks(run, holding, capacities, costs, relative_costs)) + "."
 
 
 def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool = True) -> list[bool]:
@@ -724,7 +894,8 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool
 
 def _pareto(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
             standings: Mapping[str, _Standing],
-            relative_costs: Mapping[str, tuple[float | None, str]]) -> tuple[Pareto | None, str]:
+            relative_costs: Mapping[str, tuple[float | None, str]],
+            reference_cost: _Cost) -> tuple[Pareto | None, str]:
     judged = [m for m in metrics if any(run.verdict(c, m) is not None for c in candidates)]
     if not judged:
         return None, "no accuracy verdict to plot against"
@@ -763,8 +934,10 @@ def _pareto(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
     points = [ParetoPoint(run.reference, 1.0, 0.0, None, None, None, None, True, front[0], True)]
     points += [ParetoPoint(c, x, y, x_low, x_high, y_low, y_high, standings[c].holds, on)
                for (c, x, y, x_low, x_high, y_low, y_high), on in zip(raw, front[1:])]
+    at = ("each at its capacity under the SLO" if reference_cost.basis == "capacity"
+          else f"at c{CONCURRENCY}")
     x_label = (f"throughput at c{CONCURRENCY} ÷ the reference's (95% interval)" if use_ratio
-               else "$/1M output tokens ÷ the reference's (lower is cheaper)")
+               else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)")
     y_label = f"{metric_label(metric)} accuracy − the reference's (pp, 95% interval)"
     x_name = f"c{CONCURRENCY} throughput ratio" if use_ratio else "relative cost"
     return Pareto(x_label, y_label, x_name, f"{metric_label(metric)} difference", use_ratio,
@@ -830,7 +1003,8 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
                 Column(group, "verdict", f"c{CONCURRENCY} verdict", verdict=True)]
     group = "capacity under the SLO"
     columns += [Column(group, "concurrency", "capacity"),
-                Column(group, "vs reference [95% interval]", "capacity vs reference"),
+                Column(group, "vs reference [search bracket]",
+                       "capacity vs reference [search bracket]"),
                 Column(group, "verdict", "capacity verdict", verdict=True)]
     group = "cost"
     columns += [Column(group, "$/1M output tokens", "$/1M output tokens"),
@@ -843,7 +1017,7 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
 
 
 def _notes(run: _Run, metrics: Sequence[str], groups: Collection[str]) -> list[str]:
-    """What the shown ``groups`` of columns mean, the SLO, the price."""
+    """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
     notes = []
     if metrics:
         notes.append("difference: candidate − reference accuracy in percentage points, paired "
@@ -852,31 +1026,39 @@ def _notes(run: _Run, metrics: Sequence[str], groups: Collection[str]) -> list[s
     if f"throughput at c{CONCURRENCY}" in groups:
         notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
                      "requests, short prompts (Welch t interval over the repeats)")
-    slos = set()
-    for m in run.measurements:
-        if m.get("benchmark") in (CAPACITY, CAPACITY_RATIO):
-            slo = _params(m).get("slo")
-            if isinstance(slo, Mapping):
-                try:
-                    slos.add(str(Slo.from_dict(slo)))
-                except (TypeError, ValueError, KeyError):
-                    slos.add(str(dict(slo)))
-    targets = {_params(m).get("attainment_target") for m in run.measurements
-               if m.get("benchmark") == CAPACITY}
-    if slos:
-        share = next((t for t in targets if _number(t) is not None), None)
-        notes.append(f"capacity: the most concurrent requests at which "
-                     f"{'' if share is None else f'{100 * float(share):g}% of '}requests meet "
-                     f"the SLO ({'; '.join(sorted(slos))})")
-    prices = set()
-    for m in run.measurements:
-        pricing = _stats(m).get("pricing")
-        if isinstance(pricing, Mapping) and _number(pricing.get("usd_per_hour")) is not None:
-            prices.add(Pricing(float(pricing["usd_per_hour"]), str(pricing.get("source") or ""),
-                               str(pricing.get("as_of") or ""),
-                               bool(pricing.get("example"))).describe())
-    if prices:
-        notes.append("cost at " + "; ".join(sorted(prices)))
+    if "capacity under the SLO" in groups:
+        slos = set()
+        for m in run.measurements:
+            if m.get("benchmark") in (CAPACITY, CAPACITY_RATIO):
+                slo = _params(m).get("slo")
+                if isinstance(slo, Mapping):
+                    try:
+                        slos.add(str(Slo.from_dict(slo)))
+                    except (TypeError, ValueError, KeyError):
+                        slos.add(str(dict(slo)))
+        targets = sorted({float(t) for m in run.measurements if m.get("benchmark") == CAPACITY
+                          if (t := _number(_params(m).get("attainment_target"))) is not None})
+        share = " or ".join(f"{100 * t:g}%" for t in targets) or "enough"
+        notes.append(f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
+                     f"concurrent requests (up to the server's maximum) at which {share} of "
+                     "requests meet it, with the goodput there (requests per second that met "
+                     "it)")
+        if any(m.get("benchmark") == CAPACITY_RATIO for m in run.measurements):
+            notes.append("capacity vs reference: candidate ÷ reference capacity with the "
+                         "bracket the two searches allow (last pass ÷ first miss, and first miss "
+                         "÷ last pass): a search bracket, not a confidence interval")
+    if "cost" in groups:
+        prices = set()
+        for m in run.measurements:
+            pricing = _stats(m).get("pricing")
+            if isinstance(pricing, Mapping) and _number(pricing.get("usd_per_hour")) is not None:
+                prices.add(Pricing(float(pricing["usd_per_hour"]),
+                                   str(pricing.get("source") or ""),
+                                   str(pricing.get("as_of") or ""),
+                                   bool(pricing.get("example"))).describe())
+        notes.append("cost: the machine's price ÷ output tokens/s, at the model's capacity under "
+                     f"the SLO, else at c{CONCURRENCY}; price "
+                     + ("; ".join(sorted(prices)) if prices else "not given"))
     return notes
 
 
@@ -900,21 +1082,19 @@ def decision_page(
     screened = any(m.get("benchmark") == SCREEN for m in measurements)
     columns = _columns(metrics, screened)
 
-    reference_cost = _cost(data, reference, "reference")
+    reference_capacity = _capacity(data, reference, "reference")
+    reference_cost = _cost(data, reference, "reference", reference_capacity)
     cells: list[Cell] = []
     for metric in metrics:
         cells += _reference_accuracy_cells(data, metric)
     cells += _reference_throughput_cells(data)
-    capacity, text, why = _capacity(data, reference, "reference")
-    cells += [Cell(_capacity_text(capacity)) if capacity is not None else _absent(text, why),
-              Cell(REFERENCE), Cell(REFERENCE)]
-    cells += [Cell(_cost_text(reference_cost)) if reference_cost.usd is not None
-              else _absent(reference_cost.text, reference_cost.why), Cell(REFERENCE)]
+    cells += [_capacity_cell(reference_capacity, reference), Cell(REFERENCE), Cell(REFERENCE)]
+    cells += [_cost_cell(reference_cost), Cell(REFERENCE)]
     if screened:
         cells += _screen_cells(data, reference)
     rows = [DecisionRow(reference, True, cells)]
 
-    capacities: dict[str, int | None] = {}
+    capacities: dict[str, _Capacity] = {}
     costs: dict[str, _Cost] = {}
     relative_costs: dict[str, tuple[float | None, str]] = {}
     for candidate in candidates:
@@ -922,14 +1102,12 @@ def decision_page(
         for metric in metrics:
             cells += _verdict_cells(data, candidate, metric)
         cells += _ratio_cells(data, candidate)
-        cells += _capacity_cells(data, candidate)
-        measured, _, _ = _capacity(data, candidate, "candidate")
-        capacities[candidate] = int(_number(measured.get("value")) or 0) if measured else None
-        cost = costs[candidate] = _cost(data, candidate, "candidate")
+        capacity = capacities[candidate] = _capacity(data, candidate, "candidate")
+        cells += [_capacity_cell(capacity, candidate),
+                  *_capacity_ratio_cells(data, candidate, capacity, reference_capacity)]
+        cost = costs[candidate] = _cost(data, candidate, "candidate", capacity)
         relative = relative_costs[candidate] = _relative_cost(cost, reference_cost, candidate)
-        cells += [Cell(_cost_text(cost)) if cost.usd is not None else _absent(cost.text, cost.why),
-                  Cell(f"{format_ratio(relative[0])}") if relative[0] is not None
-                  else _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, relative[1])]
+        cells += [_cost_cell(cost), _relative_cost_cell(cost, relative)]
         if screened:
             cells += _screen_cells(data, candidate)
         rows.append(DecisionRow(candidate, False, cells))
@@ -938,19 +1116,21 @@ def decision_page(
     for row in rows:
         numbered = []
         for cell in row.cells:
-            if cell.why and cell.why not in reasons:
-                reasons.append(cell.why)
-            numbered.append(Cell(cell.text, cell.why, reasons.index(cell.why) + 1, cell.verdict)
-                            if cell.why else cell)
+            if cell.line and cell.line not in reasons:
+                reasons.append(cell.line)
+            numbered.append(replace(cell, note=reasons.index(cell.line) + 1)
+                            if cell.line else cell)
         row.cells = numbered
         row.flags = _flags(data, row.model, row.cells, columns)
 
     standings = {row.model: _standing(row, columns, metrics) for row in rows[1:]}
-    pareto, pareto_why = _pareto(data, candidates, metrics, standings, relative_costs)
+    pareto, pareto_why = _pareto(data, candidates, metrics, standings, relative_costs,
+                                 reference_cost)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
         reference=reference,
-        answer=_answer(data, candidates, metrics, standings, capacities, costs),
+        answer=_answer(data, candidates, metrics, standings, capacities, costs,
+                       relative_costs),
         metrics=metrics, columns=columns, rows=rows, reasons=reasons,
         notes=_notes(data, metrics, {c.group for c in columns}),
         pareto=pareto, pareto_why=pareto_why,

@@ -194,7 +194,9 @@ def _decision_cell(page: DecisionPage, row_index: int, column_index: int) -> str
         return (f'<td class="ms-text ms-verdict ms-verdict-{_e(cell.verdict)}" {named}>'
                 f"{_e(cell.text)}</td>")
     aligned = "ms-text" if column.text or column.verdict else "ms-num"
-    return f'<td class="{aligned}" {named}>{_e(cell.text)}</td>'
+    tip = " — ".join(part for part in (cell.detail, cell.tip) if part)
+    title = f' title="{_e(tip)}"' if tip else ""
+    return f'<td class="{aligned}" {named}{title}>{_e(cell.shown)}</td>'
 
 
 def decision_table_html(page: DecisionPage) -> str:
