@@ -384,10 +384,10 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """c16 throughput (2 repeats) and capacity only, priced by --usd-per-hour: the reference
     serves 3 requests at once, one candidate 4 (the maximum), one sends its first token after
-    0.3 s (capacity 0), and one stops every stream after 12 tokens (a broken search)."""
+    0.2 s (capacity 0), and one stops every stream after 12 tokens (a broken search)."""
     path = tmp_path_factory.mktemp("capacity_only_run")
     servers = {REFERENCE: slotted(REFERENCE, 3), SAME: slotted(SAME, 4),
-               WORSE: slotted(WORSE, None, first_token_delay_s=0.3),
+               WORSE: slotted(WORSE, None, first_token_delay_s=0.2),
                UNREACHABLE: slotted(UNREACHABLE, None, fault="short:12")}
     run = serving(servers, lambda: run_benches(
         path, servers, "test_throughput.py", "test_capacity.py", "-k", "c16 or capacity",

@@ -15,10 +15,11 @@ failed tests, for the HTML and Markdown reports to render at their top:
 
 A cell shows a figure only when the measurement behind it succeeded; otherwise
 it says ``not measured``, ``no price`` or ``cannot conclude`` and points (``[n]``) to a line
-saying why (:attr:`DecisionPage.reasons`); a figure that needs a word (capacity 0, a search
-that reached the server's maximum) points to its line the same way; a column group no model has a figure in
-leaves the table and is named once (:attr:`DecisionPage.unmeasured`). The answer
-above the table and the Pareto points come from concluded cells only. Pure: no pytest.
+saying why (:attr:`DecisionPage.reasons`); a figure that needs a word (capacity 0, a
+search that reached the server's maximum) points to its line the same way. A column group
+no model has a figure in leaves the table and is named once (:attr:`DecisionPage.unmeasured`).
+The answer above the table and the Pareto points come from concluded cells only. Pure: no
+pytest.
 """
 
 from __future__ import annotations
@@ -683,7 +684,9 @@ def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float
     if candidate.basis != reference.basis:
         return None, (f"{name} is priced {candidate.at} and the reference {reference.at}: "
                       "not the same basis, so no ratio")
-    if candidate.usd_per_hour is None or candidate.usd_per_hour != reference.usd_per_hour:
+    if candidate.usd_per_hour is None or reference.usd_per_hour is None:
+        return None, f"{name}'s or the reference's cost records no price per hour: no ratio"
+    if candidate.usd_per_hour != reference.usd_per_hour:
         return None, (f"{name} and the reference are priced at different rates "
                       f"({format_usd(candidate.usd_per_hour)}/h and "
                       f"{format_usd(reference.usd_per_hour)}/h): no ratio")
