@@ -8,25 +8,23 @@ a test first asks for an endpoint.
 
 from __future__ import annotations
 
-import os
-import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .results import ResultsWriter
+from .settings import BenchSettings as BenchSettings
 from .store import Store
 from .sweep import Selection, Sweep, load_sweep, parse_endpoint_option
 
 if TYPE_CHECKING:
-    from .cost import Pricing
-    from .slo import Slo
     from .comparisons import ComparisonFinder
+    from .cost import Pricing
     from .serving.pool import EndpointPool
+    from .slo import Slo
 
 
 @dataclass
@@ -130,35 +128,6 @@ class Options:
         )
 
 
-@dataclass(frozen=True)
-class BenchSettings:
-    """What a benchmark test needs to know of the run: its id and the measuring options."""
-
-    run_id: str
-    repeats: int | None
-    """Timed repeats per throughput setting; None: ``--repeats auto`` (see the fields below)."""
-    timed_requests: int | None
-    limit: int | None
-    gsm8k_max_tokens: int
-    reuse: bool
-    request_timeout_s: float
-    idle_timeout_s: float
-    repeats_target: float = 0.05
-    """``--repeats auto``: stop when the 95% half-width is within this share of the mean."""
-    repeats_max: int = 10
-    """``--repeats auto``: stop after this many repeats."""
-    unstable_cv: float = 0.10
-    """A setting whose repeats' CV exceeds this is unstable."""
-    contended_cores: float = 0.25
-    """A window in which other processes used more CPU cores than this is contended."""
-    slo: Slo | None = None
-    """``--slo``: latency targets of a good request; None: no goodput is recorded."""
-    slo_attainment: float = 0.90
-    """``--slo-attainment``: capacity needs this share of requests meeting the SLO."""
-    pricing: Pricing | None = None
-    """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
-
-
 def _positive(value: float, flag: str) -> float:
     from .errors import ModelsweepError
 
@@ -187,7 +156,7 @@ class RunState:
     _selection: Selection | None = None
     _only: list[str] = field(default_factory=list)
     _attach: dict[str, str] | None = None
-    _pool: "EndpointPool | None" = None
+    _pool: EndpointPool | None = None
     _writer: ResultsWriter | None = None
     _store: Store | None = None
     _run: dict[str, Any] | None = None
@@ -408,7 +377,7 @@ class RunState:
                     "fix them and run again")
         if not self.measurements:
             return f"--save-baseline {name}: refused, this run measured nothing"
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
         history = self.store.save_baseline(name, self.run_id, stamp)
         self.write_line(f"saved this run as baseline {name!r} "
                         f"({len(history)} run{'s' if len(history) != 1 else ''} in its history)")

@@ -28,7 +28,7 @@ from .throughput import OUTPUT_TOKENS, ThroughputResult, make_tokenizer, measure
 
 if TYPE_CHECKING:
     from ..serving.endpoint import Endpoint
-    from ..state import BenchSettings
+    from ..settings import BenchSettings
 
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""
