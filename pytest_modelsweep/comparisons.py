@@ -38,8 +38,9 @@ class ModelItems:
     provenance: dict[str, Any]
 
     def scores(self) -> dict[str, float]:
-        """Item id → score (1.0 right, 0.0 wrong); failed items must be refused before this."""
-        return {r.item_id: float(r.correct) for r in self.items}
+        """Item id → score (1.0 right, 0.0 wrong, or a scorer's partial credit in between);
+        failed items must be refused before this."""
+        return {r.item_id: r.credit for r in self.items}
 
     @property
     def failed(self) -> list[ItemRecord]:
