@@ -27,7 +27,7 @@ def pytest_modelsweep_verdict(
 
     ``kind`` says which interval it is:
 
-    * ``"accuracy"`` (``metric`` is ``gsm8k``, ``bfcl``): ``interval`` is the
+    * ``"accuracy"`` (``metric`` is ``gsm8k``, ``bfcl`` or a declared benchmark): ``interval`` is the
       bootstrap interval of candidate minus reference, item by item
       (:class:`~pytest_modelsweep.stats.PairedInterval`: difference, low, high,
       n, discordant pairs, min detectable difference...); ``margin`` is

@@ -435,3 +435,10 @@ def test_the_example_evaluation_uses_only_the_public_api_in_at_most_30_lines() -
     code = [line for line in text.splitlines()[docstring_end:]
             if line.strip() and not line.lstrip().startswith("#")]
     assert len(code) <= 30
+
+
+def test_the_guide_shows_the_example_as_it_is() -> None:
+    root = Path(__file__).resolve().parents[1]
+    example = (root / "benches" / "examples" / "test_quick_facts.py").read_text()
+    code = example[example.index("import json"):]
+    assert code in (root / "docs" / "writing-benchmarks.md").read_text()
