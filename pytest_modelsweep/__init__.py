@@ -4,16 +4,34 @@ The names below are the public API for writing your own benchmark
 (docs/writing-benchmarks.md): a test declared with
 ``@pytest.mark.modelsweep_benchmark("my_eval")`` calls the ``evaluate`` fixture
 with :class:`EvalItem` items and a :data:`Scorer`. They are stable by name.
-Importing them loads nothing heavy (the plugin imports this package in every run).
+The plugin imports this package in every pytest run, so the names are loaded on
+first use (``from pytest_modelsweep import EvalItem``), not here.
 """
 
 from __future__ import annotations
 
-from .evaluation import EvalItem, Evaluate, EvaluationResult, Score, Scorer, Summarise
-from .metrics import register_accuracy_metric
-from .records import Completion, ItemRecord, ToolCall
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .evaluation import EvalItem, Evaluate, EvaluationResult, Score, Scorer, Summarise
+    from .metrics import register_accuracy_metric
+    from .records import Completion, ItemRecord, ToolCall
 
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "Completion": "records",
+    "EvalItem": "evaluation",
+    "Evaluate": "evaluation",
+    "EvaluationResult": "evaluation",
+    "ItemRecord": "records",
+    "Score": "evaluation",
+    "Scorer": "evaluation",
+    "Summarise": "evaluation",
+    "ToolCall": "records",
+    "register_accuracy_metric": "metrics",
+}
+"""Public name → the module that defines it."""
 
 __all__ = [
     "Completion",
@@ -27,3 +45,19 @@ __all__ = [
     "ToolCall",
     "register_accuracy_metric",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

@@ -18,7 +18,7 @@ PACKAGE = "pytest_modelsweep"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Modules that must never import pytest: libraries the CLI uses too.
-PURE = ("scoring", "stats", "client", "records", "store", "comparisons", "metrics", "sweep",
+PURE = ("scoring", "stats", "client", "records", "store", "comparisons", "metrics", "sweep", "evaluation",
         "results", "gate", "pairing", "workloads", "serving", "modelids")
 
 

@@ -287,6 +287,9 @@ def test_the_public_names_are_exported() -> None:
         "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "Score", "Scorer",
         "Summarise", "ToolCall", "register_accuracy_metric"]
     assert pytest_modelsweep.EvalItem is EvalItem and pytest_modelsweep.Score is Score
+    assert all(getattr(pytest_modelsweep, name) is not None for name in pytest_modelsweep.__all__)
+    with pytest.raises(AttributeError):
+        pytest_modelsweep.Nope  # type: ignore[attr-defined]  # noqa: B018
 
 
 # --------------------------------------------------------------------------- items to requests
