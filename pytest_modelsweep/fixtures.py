@@ -381,11 +381,13 @@ def judge_against_reference(
 
 def _side(outcome: Any, node: pytest.Item) -> Any:
     """A comparison's side found; a skip when it is nowhere (the session then fails unless
-    ``--allow-unjudged``), a failure when its test failed."""
-    from .comparisons import Failed, Missing
+    ``--allow-unjudged``) or its test was skipped, a failure when its test failed."""
+    from .comparisons import Failed, Missing, Skipped
 
     if isinstance(outcome, Missing):
         node.stash[unjudged_key] = outcome.reason
+        pytest.skip(outcome.reason)
+    if isinstance(outcome, Skipped):
         pytest.skip(outcome.reason)
     if isinstance(outcome, Failed):
         pytest.fail(outcome.reason, pytrace=False)

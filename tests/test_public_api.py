@@ -235,6 +235,22 @@ def test_partial_credit_is_the_accuracy_and_the_verdicts_score(
     assert found[("cand", "verdict:my_eval")]["value"] == pytest.approx(-1.0 / 20)  # q01, q07
 
 
+def test_a_benchmark_skipped_for_the_candidate_skips_its_verdict(
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+) -> None:
+    project.makepyfile(test_my_eval=MY_EVAL.replace(
+        "def test_my_eval(evaluate: Evaluate) -> None:",
+        "def test_my_eval(evaluate: Evaluate, model_name: str) -> None:\n"
+        "    if model_name == 'cand':\n        pytest.skip('no arithmetic for this model')"))
+    result = project.runpytest(*options(servers, "-m", "my_eval", "-rs"))
+    result.assert_outcomes(passed=1, skipped=2)
+    assert result.ret == pytest.ExitCode.OK  # a skipped benchmark is not an unjudged comparison
+    result.stdout.fnmatch_lines([
+        "SKIPPED*cand has no my_eval result: its test was skipped in this run "
+        "(test_my_eval.py::test_my_eval[[]cand[]]); nothing to compare"])
+    assert len(servers[1].stats.bodies) == 0  # nor was the candidate's server asked anything
+
+
 def test_evaluate_in_an_undeclared_test_fails_naming_the_declaration(
     pytester: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
 ) -> None:
