@@ -31,8 +31,9 @@ def test_gsm8k(
     max_tokens = bench_settings.gsm8k_max_tokens
     items = [gsm8k_eval_item(p, gsm8k_fewshot.exemplars(p), max_tokens=max_tokens)
              for p in gsm8k_problems]
+    params = {"metric": "flexible-extract", "max_tokens": max_tokens, "fewshot": NUM_FEWSHOT}
     evaluate("gsm8k", items, score_gsm8k_answer, concurrency=CONCURRENCY, summarise=summarise_gsm8k,
-             params={"metric": "flexible-extract", "max_tokens": max_tokens, "fewshot": NUM_FEWSHOT})
+             params=params)
 
 
 @pytest.mark.modelsweep_benchmark("bfcl")

@@ -30,7 +30,13 @@ from typing import Any
 import pytest
 
 from .context import declared_benchmark_key
-from .metrics import ACCURACY_UNIT, BENCHMARK_MARKER, VERDICT_MARKER, benchmark_name_problem, metric_for
+from .metrics import (
+    ACCURACY_UNIT,
+    BENCHMARK_MARKER,
+    VERDICT_MARKER,
+    benchmark_name_problem,
+    metric_for,
+)
 
 VERDICT_TEST = "test_verdict"
 """The name of the verdict tests (``test_verdict[<candidate>-<benchmark>]``)."""
@@ -40,7 +46,8 @@ _SHARED = "__modelsweep_verdict_tests__"
 
 
 def declares_benchmark(obj: object) -> bool:
-    """Whether ``obj`` is a function marked ``modelsweep_benchmark`` (cheap: every collected name)."""
+    """Whether ``obj`` is a function marked ``modelsweep_benchmark`` (cheap: it is asked of
+    every name pytest collects)."""
     marks = obj.__dict__.get("pytestmark") if isinstance(obj, FunctionType) else None
     return isinstance(marks, list) and any(
         getattr(mark, "name", None) == BENCHMARK_MARKER for mark in marks)

@@ -115,7 +115,9 @@ class EvalItem:
                 ) from None
 
 
-def _checked_messages(messages: Sequence[Mapping[str, Any]], where: str) -> tuple[dict[str, Any], ...]:
+def _checked_messages(
+    messages: Sequence[Mapping[str, Any]], where: str
+) -> tuple[dict[str, Any], ...]:
     if isinstance(messages, str | bytes) or not messages:
         raise DataError(f"{where}: messages must be a non-empty list of "
                         '{"role": ..., "content": ...} turns')
@@ -186,7 +188,8 @@ def render_completion_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
-    """The request sent for ``item`` to a model prompted by ``prompting`` (rules: :class:`EvalItem`)."""
+    """The request sent for ``item`` to a model prompted by ``prompting`` (the rules are
+    :class:`EvalItem`'s)."""
     settings: dict[str, Any] = {"max_tokens": item.max_tokens, "temperature": item.temperature}
     if item.stop:
         settings["stop"] = list(item.stop)
@@ -215,7 +218,9 @@ def _scorer_name(scorer: Callable[..., Any]) -> str:
                or repr(scorer))
 
 
-def _checked_value(value: Any, scorer: Callable[..., Any], benchmark: str, item: EvalItem) -> bool | float:
+def _checked_value(
+    value: Any, scorer: Callable[..., Any], benchmark: str, item: EvalItem
+) -> bool | float:
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 1:
@@ -315,7 +320,8 @@ class EvaluationResult:
 
 
 class Evaluate(Protocol):
-    """The ``evaluate`` fixture: run an evaluation on this test's model (docs/writing-benchmarks.md)."""
+    """The ``evaluate`` fixture's type: run an evaluation on this test's model
+    (docs/writing-benchmarks.md)."""
 
     def __call__(
         self,

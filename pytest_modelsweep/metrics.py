@@ -161,7 +161,8 @@ def benchmark_name_problem(name: object) -> str | None:
         return (f"{name!r} is not a benchmark name: use a Python identifier that does not start "
                 "with '_', e.g. 'my_eval'")
     if name in _RESERVED_NAMES or name in OTHER_MARKERS:
-        return f"{name!r} is one of pytest's or modelsweep's own markers: name the benchmark otherwise"
+        return (f"{name!r} is one of pytest's or modelsweep's own markers: name the "
+                "benchmark otherwise")
     taken = METRICS.get(name)
     if taken is not None and taken.kind is not Kind.ACCURACY:
         return (f"{name!r} is modelsweep's {taken.kind.value} benchmark {taken.label!r}: name "

@@ -59,7 +59,8 @@ import pytest
 from pytest_modelsweep import Completion, EvalItem, Evaluate, Score
 
 INSTRUCTION = {"role": "system", "content": "Answer with a number."}
-ITEMS = [EvalItem(f"q{i:02d}", messages=[INSTRUCTION, {"role": "user", "content": f"What is {i} + {2 * i}?"}],
+ITEMS = [EvalItem(f"q{i:02d}",
+                  messages=[INSTRUCTION, {"role": "user", "content": f"What is {i} + {2 * i}?"}],
                   answer=str(3 * i), max_tokens=8, stop=["\\n"]) for i in range(20)]
 
 def first_number(completion: Completion, item: EvalItem) -> Score:
@@ -69,7 +70,7 @@ def first_number(completion: Completion, item: EvalItem) -> Score:
 @pytest.mark.modelsweep_benchmark("my_eval")
 def test_my_eval(evaluate: Evaluate) -> None:
     result = evaluate("my_eval", ITEMS, first_number, concurrency=4)
-    print(f"{result.model}: {result.correct}/{result.n}, sent {result.sent}, reused {result.reused}")
+    print(f"{result.model}: {result.correct}/{result.n}, sent {result.sent}")
 
 def test_plain() -> None:
     pass
@@ -107,7 +108,8 @@ class ArithmeticServer(ListingServer):
 
 @pytest.fixture
 def servers() -> Iterator[tuple[ArithmeticServer, ArithmeticServer]]:
-    """The reference's server (every answer right) and the candidate's (two wrong: 1 + 2, 7 + 14)."""
+    """The reference's server (every answer right) and the candidate's (two wrong: 1 + 2 and
+    7 + 14)."""
     with ArithmeticServer("ref-served") as reference, \
             ArithmeticServer("cand-served", wrong=(1, 7)) as candidate:
         yield reference, candidate
@@ -338,12 +340,12 @@ def test_a_transcript_continues_an_assistants_last_turn() -> None:
 
 @pytest.mark.parametrize(("fields", "message"), [
     ({}, "item 'x': give messages (chat turns) or a prompt, or both"),
-    ({"prompt": "p", "tools": [{}]}, "item 'x': tools are sent with chat messages; give messages too"),
+    ({"prompt": "p", "tools": [{}]}, "item 'x': tools are sent with chat messages; give messages"),
     ({"messages": "hello"}, "item 'x': messages must be a non-empty list"),
     ({"messages": [{"content": "no role"}]}, "item 'x': message 0 must be a dict with a string"),
     ({"prompt": "p", "max_tokens": 0}, "item 'x': max_tokens must be a positive integer, got 0"),
     ({"prompt": "p", "stop": [""]}, "item 'x': stop must be a list of non-empty strings"),
-    ({"prompt": "p", "answer": {1, 2}}, "item 'x': its messages, tools and answer must be JSON data"),
+    ({"prompt": "p", "answer": {1, 2}}, "item 'x': its messages, tools and answer must be JSON"),
 ])
 def test_a_malformed_item_is_refused_in_one_line(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(DataError) as refused:
@@ -366,7 +368,8 @@ REQUEST = request_for(ITEM, "completion")
 
 
 def exact(completion: Completion, item: EvalItem) -> Score:
-    return Score((completion.text or "").strip() == item.answer, answer=(completion.text or "").strip())
+    answer = (completion.text or "").strip()
+    return Score(answer == item.answer, answer=answer)
 
 
 def test_an_answer_is_scored_and_a_missing_one_is_failed_without_the_scorer() -> None:
@@ -380,9 +383,9 @@ def test_an_answer_is_scored_and_a_missing_one_is_failed_without_the_scorer() ->
 
     failed = scored_record("b", never, ITEM, REQUEST, Completion.failed("HTTP 500"))
     assert (failed.outcome, failed.error) == ("failed", "HTTP 500")
-    chat = request_for(EvalItem("q1", messages=[{"role": "user", "content": "hi"}]), "chat")
-    no_text = scored_record("b", never, EvalItem("q1", messages=[{"role": "user", "content": "hi"}]),
-                            chat, Completion(text=None))
+    chat_item = EvalItem("q1", messages=[{"role": "user", "content": "hi"}])
+    no_text = scored_record("b", never, chat_item, request_for(chat_item, "chat"),
+                            Completion(text=None))
     assert no_text.error == "choices[0].message.content is NoneType, not a string"
 
 
