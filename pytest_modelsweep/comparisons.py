@@ -9,6 +9,8 @@ store's latest earlier run. Every lookup ends in one of three typed outcomes:
 
 * :class:`Found` — the side, with the run it came from;
 * :class:`Missing` — neither this run nor the store has it (the caller skips);
+* :class:`Skipped` — this run's tests of it were all skipped (the benchmark does not
+  apply to that model): nothing to compare, and nothing wrong (the caller skips);
 * :class:`Failed` — this run's test ended without a result, or waiting timed
   out (the caller fails).
 
@@ -39,8 +41,9 @@ class ModelItems:
     provenance: dict[str, Any]
 
     def scores(self) -> dict[str, float]:
-        """Item id → score (1.0 right, 0.0 wrong); failed items must be refused before this."""
-        return {r.item_id: float(r.correct) for r in self.items}
+        """Item id → score (1.0 right, 0.0 wrong, or a scorer's partial credit in between);
+        failed items must be refused before this."""
+        return {r.item_id: r.credit for r in self.items}
 
     @property
     def failed(self) -> list[ItemRecord]:
@@ -91,7 +94,14 @@ class Failed:
     reason: str
 
 
-Outcome = Found[SideT] | Missing | Failed
+@dataclass(frozen=True)
+class Skipped:
+    """This run's tests of the side were all skipped: no comparison, and no failure."""
+
+    reason: str
+
+
+Outcome = Found[SideT] | Missing | Skipped | Failed
 """What a lookup of one side ends in."""
 
 
@@ -257,7 +267,7 @@ class ComparisonFinder:
         what: str,
         expected_tests: Sequence[str],
         in_this_run: Callable[[], SideT | None],
-    ) -> Found[SideT] | Failed | None:
+    ) -> Found[SideT] | Skipped | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
         or None when this run has neither the side nor a test that records it.
 
@@ -272,6 +282,9 @@ class ComparisonFinder:
             if not expected_tests:
                 return None
             outcomes = {test: self.store.outcome_of(self.run_id, test) for test in expected_tests}
+            if all(outcome == "skipped" for outcome in outcomes.values()):
+                return Skipped(f"{model} has no {what}: its test was skipped in this run "
+                               f"({', '.join(outcomes)}); nothing to compare")
             if all(outcomes.values()):
                 shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
                 return Failed(

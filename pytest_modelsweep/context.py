@@ -30,6 +30,13 @@ measurements_key = pytest.StashKey[list[dict[str, Any]]]()
 unjudged_key = pytest.StashKey[str]()
 """``item.stash[unjudged_key]``: why a comparison test found nothing to compare with."""
 
+declared_benchmark_key = pytest.StashKey[str]()
+"""``item.stash[declared_benchmark_key]``: the benchmark a test declares
+(``@pytest.mark.modelsweep_benchmark``), set when it is collected."""
+
+evaluated_key = pytest.StashKey[bool]()
+"""``item.stash[evaluated_key]``: the test has called ``evaluate`` (once per test)."""
+
 run_id_key = pytest.StashKey[str]()
 """``config.stash[run_id_key]``: the run's id (the controller's, handed to xdist workers)."""
 

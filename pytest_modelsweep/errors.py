@@ -45,3 +45,11 @@ class ProvisionError(ModelsweepError):
 
 class MeasurementError(ModelsweepError):
     """A measurement broke its own rules (short answer, cut stream, counter mismatch)."""
+
+
+class ScorerError(ModelsweepError):
+    """A benchmark's scorer returned something that is not a score."""
+
+
+class BenchmarkDeclarationError(ModelsweepError):
+    """A test evaluates a benchmark it does not declare (or declares another)."""

@@ -1,4 +1,5 @@
-"""The fixtures benchmark tests use: the run, the sweep, an endpoint, ``record_measurement``.
+"""The fixtures benchmark tests use: the run, the sweep, an endpoint, ``record_measurement``,
+``evaluate`` (your own accuracy benchmark) and the comparison judges.
 
 Registered in every pytest run, so this module imports only what pytest
 itself needs; what a fixture uses is imported when the fixture runs.
@@ -6,12 +7,14 @@ itself needs; what a fixture uses is imported when the fixture runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .context import (
+    declared_benchmark_key,
+    evaluated_key,
     measurements_key,
     model_of_item,
     run_state,
@@ -19,8 +22,10 @@ from .context import (
     unjudged_key,
 )
 from .errors import DataError, MeasurementError, ModelsweepError
+from .metrics import BENCHMARK_MARKER
 
 if TYPE_CHECKING:
+    from .evaluation import Evaluate
     from .records import Measurement
     from .serving.endpoint import Endpoint
     from .state import BenchSettings, RunState
@@ -176,6 +181,104 @@ def _limited(
 
 
 @pytest.fixture
+def evaluate(
+    request: pytest.FixtureRequest,
+    model_name: str,
+    model_spec: ModelSpec,
+    bench_settings: BenchSettings,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> Evaluate:
+    """Run your accuracy benchmark on this test's model: ``evaluate(name, items, scorer)``.
+
+    The test must be declared ``@pytest.mark.modelsweep_benchmark(name)``. Sends the
+    first ``--limit`` items with ``concurrency`` in flight, stores each as it is scored
+    (a re-run sends only what is not stored), records the measurement and returns
+    an :class:`~pytest_modelsweep.EvaluationResult`; fails in one line when items got
+    no answer. The candidates' paired verdicts come from the declaration.
+    docs/writing-benchmarks.md has the whole API.
+    """
+    from .evaluation import EvalItem, EvaluationResult, Scorer, Summarise
+
+    node = request.node
+    declared = node.stash.get(declared_benchmark_key, None)
+
+    def run(
+        benchmark: str,
+        items: Iterable[EvalItem],
+        scorer: Scorer,
+        *,
+        concurrency: int = 16,
+        params: Mapping[str, Any] | None = None,
+        summarise: Summarise | None = None,
+    ) -> EvaluationResult:
+        from .errors import BenchmarkDeclarationError
+        from .evaluation import first_duplicate, request_for, scored_record, summarise_items
+        from .workloads.accuracy import run_accuracy
+
+        if declared != benchmark:
+            marker = f"@pytest.mark.{BENCHMARK_MARKER}({benchmark!r})"
+            raise BenchmarkDeclarationError(
+                f"{node.name} evaluates {benchmark!r} but is declared "
+                + (f"{BENCHMARK_MARKER}({declared!r})" if declared else "as no benchmark")
+                + f": decorate it with {marker} (that adds -m {benchmark} and its verdicts)")
+        if node.stash.get(evaluated_key, False):
+            raise BenchmarkDeclarationError(
+                f"{node.name} called evaluate twice: one benchmark, one evaluate call per test")
+        node.stash[evaluated_key] = True
+        chosen = list(items)
+        if not all(isinstance(item, EvalItem) for item in chosen):
+            wrong = next(item for item in chosen if not isinstance(item, EvalItem))
+            raise DataError(f"{benchmark}: items must be EvalItem, got {type(wrong).__name__}")
+        if not chosen:
+            raise DataError(f"{benchmark}: no items to evaluate")
+        duplicate = first_duplicate(chosen)
+        if duplicate is not None:
+            raise DataError(f"{benchmark}: two items have the id {duplicate!r}; ids must be unique")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise DataError(f"{benchmark}: concurrency must be a positive integer, "
+                            f"got {concurrency!r}")
+        limit = bench_settings.limit
+        chosen = chosen[:limit] if limit is not None else chosen
+        endpoint: Endpoint = request.getfixturevalue("endpoint")
+        accuracy_run = run_accuracy(
+            endpoint, benchmark, chosen,
+            lambda item: request_for(item, model_spec.prompting),
+            lambda item, sent, completion: scored_record(benchmark, scorer, item, sent, completion),
+            store=modelsweep_run.store, run_id=bench_settings.run_id,
+            reuse=bench_settings.reuse, concurrency=concurrency,
+            timeout_s=bench_settings.request_timeout_s,
+            idle_timeout_s=bench_settings.idle_timeout_s, progress=modelsweep_run.write_line,
+        )
+        records = accuracy_run.records
+        core = summarise_items(records)
+        stats = {**(summarise(records) if summarise is not None else {}), **core,
+                 "sent": accuracy_run.sent, "reused": accuracy_run.reused,
+                 "wall_s": accuracy_run.wall_s}
+        recorded_params = {**(params or {}), "prompting": model_spec.prompting,
+                           "limit": limit and len(chosen),  # the real count, when limited
+                           "subset": limit is not None}
+        record_measurement(benchmark, core["accuracy"], "accuracy", core["n"],
+                           params=recorded_params, stats=stats,
+                           items=[r.to_dict() for r in records], endpoint=endpoint)
+        failed = [r for r in records if r.failed]
+        if failed:
+            # Failed items are not scored: the accuracy above is over the answered ones only,
+            # and nothing (verdict, gate, baseline) is concluded from this measurement.
+            raise MeasurementError(
+                f"{len(failed)} of {len(records)} {benchmark} requests got no answer (first: "
+                f"{failed[0].error}); re-run to resend them (completed items are reused)"
+            )
+        return EvaluationResult(
+            benchmark=benchmark, model=model_name, accuracy=core["accuracy"], n=core["n"],
+            correct=core["correct"], failed=core["failed"], sent=accuracy_run.sent,
+            reused=accuracy_run.reused, records=records, stats=stats,
+        )
+
+    return run
+
+
+@pytest.fixture
 def judge_against_reference(
     request: pytest.FixtureRequest,
     candidate_name: str,
@@ -278,11 +381,13 @@ def judge_against_reference(
 
 def _side(outcome: Any, node: pytest.Item) -> Any:
     """A comparison's side found; a skip when it is nowhere (the session then fails unless
-    ``--allow-unjudged``), a failure when its test failed."""
-    from .comparisons import Failed, Missing
+    ``--allow-unjudged``) or its test was skipped, a failure when its test failed."""
+    from .comparisons import Failed, Missing, Skipped
 
     if isinstance(outcome, Missing):
         node.stash[unjudged_key] = outcome.reason
+        pytest.skip(outcome.reason)
+    if isinstance(outcome, Skipped):
         pytest.skip(outcome.reason)
     if isinstance(outcome, Failed):
         pytest.fail(outcome.reason, pytrace=False)

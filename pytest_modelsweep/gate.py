@@ -37,7 +37,7 @@ from typing import Any
 
 from .comparisons import passed
 from .errors import ModelsweepError
-from .metrics import Kind, metric_for
+from .metrics import Kind, kind_of, metric_for
 from .pairing import PairingError, check_same_items, check_same_serving
 from .records import ItemRecord
 from .stats import (
@@ -138,16 +138,17 @@ _ACCURACY_KEY_PARAMS = ("limit", "subset", "category")
 def setting_of(measurement: dict[str, Any]) -> str:
     """The part of a measurement's parameters that must match its baseline's."""
     params = measurement.get("params") or {}
-    if _kind(str(measurement.get("benchmark"))) is Kind.ACCURACY:
+    if _kind(measurement) is Kind.ACCURACY:
         kept = {k: v for k, v in params.items() if k in _ACCURACY_KEY_PARAMS}
     else:
         kept = {k: v for k, v in params.items() if k not in _VOLATILE_PARAMS}
     return json.dumps(kept, sort_keys=True, default=str)
 
 
-def _kind(benchmark: str) -> Kind | None:
-    """The gated kind of a benchmark (accuracy or throughput), None when it is not gated."""
-    metric = metric_for(benchmark)
+def _kind(measurement: Mapping[str, Any]) -> Kind | None:
+    """The gated kind of a measurement's benchmark (accuracy or throughput), None when it is
+    not gated; a user's benchmark is accuracy by its unit (:func:`~.metrics.metric_for`)."""
+    metric = metric_for(str(measurement.get("benchmark")), measurement.get("unit"))
     return metric.kind if metric is not None and metric.gated else None
 
 
@@ -186,7 +187,7 @@ def compare_with_baseline(
     pending: dict[int, RatioInterval] = {}
     for m in current:
         benchmark = str(m.get("benchmark"))
-        kind = _kind(benchmark)
+        kind = _kind(m)
         if kind is None:
             continue
         key = _key(m)
@@ -252,8 +253,8 @@ def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, s
     now_items, old_items = _items(m), _items(old)
     check_same_items(f"{key[0]} now", now_items, f"{key[0]} in the baseline", old_items)
     interval = paired_bootstrap(
-        {r.item_id: float(r.correct) for r in now_items},
-        {r.item_id: float(r.correct) for r in old_items},
+        {r.item_id: r.credit for r in now_items},
+        {r.item_id: r.credit for r in old_items},
         resamples=resamples,
     )
     status = "ok"
@@ -372,11 +373,14 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
 
 
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
-    """An aligned text table of the gate rows (change in points for accuracy, % for throughput)."""
+    """An aligned text table of the gate rows (change in points for accuracy, % for throughput).
+
+    Only accuracy and throughput are gated, and only the table's throughput metrics: a row
+    whose benchmark is not one of those is accuracy (a user's benchmark among them)."""
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
         if math.isnan(value):
             return "-"
-        if _kind(row.benchmark) is Kind.ACCURACY:
+        if kind_of(row.benchmark) is not Kind.THROUGHPUT:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 

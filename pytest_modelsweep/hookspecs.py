@@ -28,8 +28,8 @@ def pytest_modelsweep_verdict(
 
     ``kind`` says which interval it is:
 
-    * ``"accuracy"`` (``metric`` is ``gsm8k``, ``bfcl``): ``interval`` is the
-      bootstrap interval of candidate minus reference, item by item
+    * ``"accuracy"`` (``metric`` is ``gsm8k``, ``bfcl`` or a declared benchmark):
+      ``interval`` is the bootstrap interval of candidate minus reference, item by item
       (:class:`~pytest_modelsweep.stats.PairedInterval`: difference, low, high,
       n, discordant pairs, min detectable difference...); ``margin`` is
       ``--margin``. The default rule is the seed's: *matches* when the interval

@@ -9,7 +9,12 @@ entry in :data:`METRICS`.
 Kinds:
 
 - ``accuracy``: a proportion of items scored correct (0–1); the gate compares
-  it item by item with the baseline's.
+  it item by item with the baseline's. Besides the table's own (GSM8K, BFCL),
+  a user's benchmark (``@pytest.mark.modelsweep_benchmark``) is one: every
+  measurement recorded in the unit ``accuracy`` under a name the table lacks is
+  an accuracy metric (:func:`accuracy_metric`), so that a process that never
+  saw the declaration (xdist's controller, ``modelsweep compare``) reads it the
+  same way; :func:`register_accuracy_metric` gives one a report title.
 - ``throughput``: output tokens/s over repeated timed windows; the gate
   compares the mean over repeats as a ratio.
 - ``smoke``: one short generation that proves a model serves at all. Its
@@ -48,6 +53,10 @@ VERDICT_PREFIX = "verdict:"
 RATIO_BENCHMARK = "throughput_ratio"
 CAPACITY_RATIO_BENCHMARK = "capacity_ratio"
 VERDICT_MARKER = "verdict"
+BENCHMARK_MARKER = "modelsweep_benchmark"
+"""``@pytest.mark.modelsweep_benchmark("name")``: declares a test as an accuracy benchmark."""
+ACCURACY_UNIT = "accuracy"
+"""The unit of every accuracy measurement; a name the table lacks recorded in it is accuracy."""
 
 
 @dataclass(frozen=True)
@@ -99,11 +108,16 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("screen", Kind.SCREENING, "GiB", True, "Screening (KV-cache headroom)", "screen",
            "candidate screening from the Hugging Face API (licence, memory)"),
 )}
-"""Every recorded benchmark, in the order reports show them. ``verdict:<name>``
-entries are not listed: :func:`metric_for` derives one per accuracy metric."""
+"""Every recorded benchmark, in the order reports show them (registered user benchmarks
+last). ``verdict:<name>`` entries are not listed: :func:`metric_for` derives one per
+accuracy metric."""
+
+_BUILT_IN = frozenset(METRICS)
 
 OTHER_MARKERS = {
     VERDICT_MARKER: "paired comparison of a candidate with the reference",
+    BENCHMARK_MARKER: "modelsweep_benchmark(name): this test records the accuracy benchmark "
+                      "`name` (selected by -m name) and gets a paired verdict per candidate",
     "vllm": "needs a real vLLM server",
 }
 """Markers that no single metric owns: ``verdict`` selects every comparison."""
@@ -117,23 +131,76 @@ def verdict_metric(compared: str) -> Metric:
                   f"{label} verdict", VERDICT_MARKER, compares=Kind.ACCURACY)
 
 
-def metric_for(benchmark: str) -> Metric | None:
+def accuracy_metric(name: str, label: str | None = None) -> Metric:
+    """The metric of a user's accuracy benchmark: its marker is its name (``-m name``)."""
+    return Metric(name, Kind.ACCURACY, ACCURACY_UNIT, True, label or f"{name} accuracy", name,
+                  f"the accuracy benchmark {name} (declared with @pytest.mark.{BENCHMARK_MARKER})")
+
+
+def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
     """The metric a measurement's ``benchmark`` names; None for one the table lacks.
 
     Any ``verdict:<name>`` is a comparison, also for an accuracy metric that
     is not in the table (a user's own benchmark judged by the verdict fixture).
+    Given the measurement's ``unit``, a name the table lacks recorded in
+    ``accuracy`` is an accuracy metric (a user's benchmark, see :func:`accuracy_metric`).
     """
     if benchmark in METRICS:
         return METRICS[benchmark]
     if benchmark.startswith(VERDICT_PREFIX):
         return verdict_metric(benchmark[len(VERDICT_PREFIX):])
+    if unit == ACCURACY_UNIT:
+        return accuracy_metric(benchmark)
     return None
 
 
-def kind_of(benchmark: str) -> Kind | None:
-    """The kind of a benchmark name, or None for one the table lacks."""
-    metric = metric_for(benchmark)
+def kind_of(benchmark: str, unit: str | None = None) -> Kind | None:
+    """The kind of a benchmark name (with its unit, see :func:`metric_for`), or None."""
+    metric = metric_for(benchmark, unit)
     return None if metric is None else metric.kind
+
+
+_RESERVED_NAMES = frozenset({"parametrize", "skip", "skipif", "xfail", "usefixtures",
+                             "filterwarnings", "tryfirst", "trylast"})
+"""pytest's own markers: a benchmark named like one would be selected as one."""
+
+
+def benchmark_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a user's accuracy benchmark (and its marker), or None.
+
+    A name is a Python identifier not starting with ``_`` (a pytest marker and a
+    ``-m`` expression take it as is), and no marker or metric of another kind.
+    """
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        return (f"{name!r} is not a benchmark name: use a Python identifier that does not start "
+                "with '_', e.g. 'my_eval'")
+    if name in _RESERVED_NAMES or name in OTHER_MARKERS:
+        return (f"{name!r} is one of pytest's or modelsweep's own markers: name the "
+                "benchmark otherwise")
+    taken = METRICS.get(name)
+    if taken is not None and taken.kind is not Kind.ACCURACY:
+        return (f"{name!r} is modelsweep's {taken.kind.value} benchmark {taken.label!r}: name "
+                "the accuracy benchmark otherwise")
+    return None
+
+
+def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
+    """Give a user's accuracy benchmark its report title (default ``"<name> accuracy"``).
+
+    Optional: an unregistered accuracy benchmark is reported under the default
+    title. Call it in ``conftest.py``, so that every process of the run (xdist's
+    controller included) sees it; registering the same name again replaces the title.
+    Raises ValueError for a name that :func:`benchmark_name_problem` refuses.
+    """
+    problem = benchmark_name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    existing = METRICS.get(name)
+    if existing is not None and existing.name in _BUILT_IN:
+        raise ValueError(f"{name!r} is modelsweep's own benchmark {existing.label!r}")
+    metric = accuracy_metric(name, label)
+    METRICS[name] = metric
+    return metric
 
 
 def benchmarks_of(kind: Kind) -> tuple[str, ...]:
@@ -182,6 +249,8 @@ MARKERS: dict[str, str] = markers()
 """Marker → help text, for ``config.addinivalue_line("markers", ...)``."""
 
 __all__ = [
+    "ACCURACY_UNIT",
+    "BENCHMARK_MARKER",
     "CAPACITY_RATIO_BENCHMARK",
     "GATED_KINDS",
     "MARKERS",
@@ -192,11 +261,14 @@ __all__ = [
     "VERDICT_PREFIX",
     "Kind",
     "Metric",
+    "accuracy_metric",
     "all_metrics",
+    "benchmark_name_problem",
     "benchmarks_of",
     "kind_of",
     "label_of",
     "markers",
     "metric_for",
     "rank",
+    "register_accuracy_metric",
 ]

@@ -25,8 +25,9 @@ from .context import (
     run_state,
     unjudged_key,
 )
+from .benchmark_collection import declares_benchmark
 from .errors import ModelsweepError
-from .metrics import MARKERS
+from .metrics import MARKERS, VERDICT_MARKER
 from .options import (
     add_noisy_option,
     add_noise_options,
@@ -203,10 +204,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("candidate_name", names, ids=names, scope="function")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> Generator[None, Any, Any]:
+    """A test declared ``@pytest.mark.modelsweep_benchmark(NAME)`` gets the marker NAME and,
+    beside it, the candidates' verdict tests (:mod:`.benchmark_collection`)."""
+    collected = yield
+    if not declares_benchmark(obj):
+        return collected
+    from .benchmark_collection import with_verdict_tests
+
+    return with_verdict_tests(collector, name, obj, collected)
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Run one model's tests together, reference first, so each server starts once."""
+    """Run one model's tests together, reference first, so each server starts once; a
+    candidate's comparisons (``verdict`` marker) after its own measurements."""
     if not any(model_of_item(item) is not None for item in items):
         return
     state = run_state(config)
@@ -214,14 +230,15 @@ def pytest_collection_modifyitems(
     position = {id(item): i for i, item in enumerate(items)}
     holm = state.options.holm
 
-    def key(item: pytest.Item) -> tuple[int, int, int]:
+    def key(item: pytest.Item) -> tuple[int, int, int, int]:
         name = model_of_item(item)
         if name is None:
-            return (2, 0, position[id(item)])
-        if holm and item.get_closest_marker("verdict") is not None:
+            return (2, 0, 0, position[id(item)])
+        comparison = item.get_closest_marker(VERDICT_MARKER) is not None
+        if holm and comparison:
             # Holm compares all candidates at once: after every model's own tests.
-            return (3, run_order.get(name, len(run_order)), position[id(item)])
-        return (1, run_order.get(name, len(run_order)), position[id(item)])
+            return (3, run_order.get(name, len(run_order)), 0, position[id(item)])
+        return (1, run_order.get(name, len(run_order)), int(comparison), position[id(item)])
 
     items.sort(key=key)
 

@@ -203,7 +203,9 @@ class ItemRecord:
     shown (the text, or a tools-mode answer's calls as JSON); ``completion`` is the
     answer as scored, from which a stored item is scored again. Its usage and finish
     reason are copied to the record's own fields; ``error`` is the item's (set when
-    the completion failed, or had no text where the benchmark needs text).
+    the completion failed, or had no text where the benchmark needs text). ``score``
+    is a partial credit in [0, 1] from a scorer that gives one (``correct`` is then
+    full credit); None for a right/wrong verdict. :attr:`credit` is what comparisons use.
     """
 
     item_id: str
@@ -218,6 +220,12 @@ class ItemRecord:
     scores: dict[str, bool] = field(default_factory=dict)
     error: str | None = None
     completion: Completion | None = None
+    score: float | None = None
+
+    @property
+    def credit(self) -> float:
+        """The item's score in [0, 1]: ``score`` when the scorer gave one, else 1 or 0."""
+        return float(self.correct) if self.score is None else self.score
 
     @property
     def failed(self) -> bool:
@@ -232,7 +240,11 @@ class ItemRecord:
         return "correct" if self.correct else "wrong"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A JSON-friendly dict; ``score`` only when the scorer gave a partial credit."""
+        data = asdict(self)
+        if data["score"] is None:
+            del data["score"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemRecord:

@@ -33,7 +33,7 @@ MODULES_PROBE = """
 import json, sys
 
 def pytest_unconfigure(config):
-    watched = ["httpx", "numpy", "sqlite3", "pytest_modelsweep.state",
+    watched = ["httpx", "numpy", "sqlite3", "pytest_modelsweep.state", "pytest_modelsweep.evaluation",
                "pytest_modelsweep.serving.pool", "pytest_modelsweep.stats",
                "pytest_modelsweep.store"]
     if not hasattr(config, "workerinput"):

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Modules that must never import pytest: libraries the CLI uses too.
 PURE = ("scoring", "stats", "client", "records", "store", "comparisons", "metrics", "sweep",
-        "results", "gate", "pairing", "workloads", "serving", "modelids", "report.decision")
+        "evaluation", "results", "gate", "pairing", "workloads", "serving", "modelids",
+        "report.decision", "settings", "slo", "cost")
 
 
 def module_name(path: Path) -> str:

@@ -36,7 +36,8 @@ def bench_trees() -> list[ast.Module]:
 
 
 def markers_used_in_benches() -> set[str]:
-    """Every ``pytest.mark.<name>`` in the bench files, pytest's own marks left out."""
+    """Every ``pytest.mark.<name>`` in the bench files, pytest's own marks left out, and every
+    benchmark a bench declares (``pytest.mark.modelsweep_benchmark("name")`` marks it ``name``)."""
     used = set()
     for tree in bench_trees():
         for node in ast.walk(tree):
@@ -44,12 +45,17 @@ def markers_used_in_benches() -> set[str]:
                     and node.value.attr == "mark" and isinstance(node.value.value, ast.Name)
                     and node.value.value.id == "pytest"):
                 used.add(node.attr)
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == metrics.BENCHMARK_MARKER and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                used.add(str(node.args[0].value))
     return used - PYTEST_OWN_MARKS
 
 
 def benchmarks_recorded_in_benches() -> set[str]:
-    """Literal benchmark names passed to ``record_measurement`` or set as a parameter in benches
-    (and in the plugin's comparison fixtures, which record on the benches' behalf)."""
+    """Literal benchmark names passed to ``record_measurement`` or ``evaluate`` or set as a
+    parameter in benches (and in the plugin's comparison fixtures, which record on the benches'
+    behalf)."""
     names = set()
     fixtures = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "fixtures.py"
     for tree in [*bench_trees(), ast.parse(fixtures.read_text())]:
@@ -59,18 +65,16 @@ def benchmarks_recorded_in_benches() -> set[str]:
             first = node.args[0]
             callee = node.func
             called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
-            if (called in ("record_measurement", "record_accuracy", "param")
+            if (called in ("record_measurement", "evaluate", "param")
                     and isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 names.add(first.value)
-            if (called == "record_accuracy" and len(node.args) > 1
-                    and isinstance(node.args[1], ast.Constant)):
-                names.add(str(node.args[1].value))
     return names
 
 
 def test_every_marker_of_the_benches_is_in_the_table() -> None:
     used = markers_used_in_benches()
-    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "verdict", "screen"} <= used
+    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "verdict", "screen",
+            "modelsweep_benchmark"} <= used
     assert used - set(MARKERS) == set()
 
 
@@ -195,3 +199,66 @@ def test_reports_order_benchmarks_as_the_table_does(monkeypatch: pytest.MonkeyPa
     reordered.update({n: m for n, m in METRICS.items() if n not in reordered})
     monkeypatch.setattr(metrics, "METRICS", reordered)
     assert [t.title for t in summary_tables(measurements)] == ["Long-prompt throughput", "Throughput"]
+
+
+# --------------------------------------------------------------------------- a user's benchmark
+
+
+def test_an_unknown_name_recorded_in_accuracy_is_an_accuracy_metric() -> None:
+    metric = metric_for("quick_facts", "accuracy")
+    assert metric is not None
+    assert (metric.kind, metric.unit, metric.marker, metric.label, metric.gated) == (
+        Kind.ACCURACY, "accuracy", "quick_facts", "quick_facts accuracy", True)
+    assert metric_for("quick_facts") is None and metric_for("quick_facts", "tokens/s") is None
+    assert metric_for("gsm8k", "tokens/s") is METRICS["gsm8k"]  # the table wins
+    assert kind_of("quick_facts", "accuracy") is Kind.ACCURACY
+
+
+def test_a_users_accuracy_benchmark_is_gated_in_points() -> None:
+    now, before = accuracy_measurement("quick_facts", 60), accuracy_measurement("quick_facts", 90)
+    now["unit"] = before["unit"] = "accuracy"
+    [row] = compare_with_baseline([now], [before], Thresholds(), resamples=500)
+    assert row.status == "regressed" and row.benchmark == "quick_facts"
+    assert "-30.0pp" in gate_table([row])[2]
+    assert measurement_kind(now) == "accuracy"
+    [table] = summary_tables([now])
+    assert (table.title, table.kind) == ("quick_facts accuracy", "accuracy")
+
+
+def test_partial_credit_is_compared_as_it_is() -> None:
+    def halves(benchmark: str, credit: float) -> dict[str, Any]:
+        measurement = accuracy_measurement(benchmark, 0)
+        measurement["unit"] = "accuracy"
+        measurement["items"] = [ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=False,
+                                           response="", data_hash="d", score=credit).to_dict()
+                                for i in range(100)]
+        return measurement
+
+    [row] = compare_with_baseline([halves("partial", 0.5)], [halves("partial", 0.5)],
+                                  Thresholds(), resamples=200)
+    assert (row.status, row.current, row.baseline) == ("ok", 0.5, 0.5)
+
+
+def test_registering_gives_a_users_benchmark_its_title(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "METRICS", dict(METRICS))
+    metric = metrics.register_accuracy_metric("quick_facts", "Quick facts accuracy")
+    assert metrics.metric_for("quick_facts") == metric and metric.label == "Quick facts accuracy"
+    assert metrics.metric_for("verdict:quick_facts").label == "Quick facts accuracy verdict"  # type: ignore[union-attr]
+    assert metrics.benchmarks_of(Kind.ACCURACY) == ("gsm8k", "bfcl", "quick_facts")
+    with pytest.raises(ValueError, match="modelsweep's own benchmark 'GSM8K accuracy'"):
+        metrics.register_accuracy_metric("gsm8k", "Mine")
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("my_eval", None),
+    ("gsm8k", None),
+    ("throughput", "'throughput' is modelsweep's throughput benchmark 'Throughput'"),
+    ("verdict", "'verdict' is one of pytest's or modelsweep's own markers"),
+    ("skipif", "'skipif' is one of pytest's or modelsweep's own markers"),
+    ("my-eval", "'my-eval' is not a benchmark name: use a Python identifier"),
+    ("_hidden", "'_hidden' is not a benchmark name"),
+    (42, "42 is not a benchmark name"),
+])
+def test_benchmark_names(name: object, problem: str | None) -> None:
+    found = metrics.benchmark_name_problem(name)
+    assert found == problem if problem is None else found is not None and found.startswith(problem)

@@ -25,7 +25,8 @@ LIMIT = 8
 def command(tmp: Path, store: Path, results: Path) -> list[str]:
     return [
         sys.executable, "-m", "pytest", str(ROOT / "benches" / "test_accuracy.py"),
-        "-m", "gsm8k", "--model", "smollm2-135m", "--limit", str(LIMIT),
+        # the candidate alone: its verdict would have no reference to judge against
+        "-m", "gsm8k and not verdict", "--model", "smollm2-135m", "--limit", str(LIMIT),
         "--gsm8k-max-tokens", "64", "--gsm8k-path", str(GSM8K),
         "--store", str(store), "--modelsweep-dir", str(tmp / "work"),
         "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",

@@ -155,7 +155,7 @@ def test_no_secret_reaches_any_file_or_the_terminal(
             f"--endpoint=smollm2-135m={env_server.base_url}", timeout=120,
         )
     out = result.stdout.str() + result.stderr.str()
-    result.assert_outcomes(failed=2, passed=2)
+    result.assert_outcomes(failed=2, passed=3)  # the two gsm8k tests and the candidate's verdict
     assert "RunState(" in out and "Options(" in out  # the fixtures' reprs were shown
     assert url_server.stats.authorizations and env_server.stats.authorizations
     assert all(a.startswith("Basic ") for a in url_server.stats.authorizations)

@@ -1,9 +1,9 @@
 """Conclusions only from sound data: a failed request, test or run never becomes a verdict,
 a ratio, a gate row or a baseline.
 
-Every case runs the real benches (``benches/test_accuracy.py``, ``benches/test_verdicts.py``)
-against fake OpenAI-compatible servers attached with ``--endpoint``, and checks what a user
-sees: the exit status, the one line, what the store and results file hold.
+Every case runs the real accuracy benches (``benches/test_accuracy.py``, with the verdict tests
+their declarations add) against fake OpenAI-compatible servers attached with ``--endpoint``, and
+checks what a user sees: the exit status, the one line, what the store and results file hold.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 
 @pytest.fixture
 def accuracy_benches(pytester: pytest.Pytester) -> None:
-    """The real accuracy and verdict benches in a fresh project."""
+    """The real accuracy benches (and so their verdicts) in a fresh project."""
     need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
-    for name in ("test_accuracy.py", "test_verdicts.py"):
-        pytester.makepyfile(**{name[:-3]: (ROOT / "benches" / name).read_text()})
+    pytester.makepyfile(test_accuracy=(ROOT / "benches" / "test_accuracy.py").read_text())
 
 
 @pytest.fixture

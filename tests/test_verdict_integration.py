@@ -29,7 +29,7 @@ def sweep_with_threads(tmp: Path, threads: int) -> Path:
 def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
     argv = [
         sys.executable, "-m", "pytest",
-        str(ROOT / "benches" / "test_accuracy.py"), str(ROOT / "benches" / "test_verdicts.py"),
+        str(ROOT / "benches" / "test_accuracy.py"),  # its verdict tests too
         "-m", "gsm8k", "--model", model, "--limit", "4", "--gsm8k-max-tokens", "48",
         "--gsm8k-path", str(GSM8K), "--sweep", str(sweep), "--store", str(tmp / "store.sqlite"),
         "--modelsweep-dir", str(tmp / "work"), "-p", "no:cacheprovider", "-s",

@@ -58,6 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from ..evaluation import EvalItem, Score
 from ..records import (
     ApiRequest,
     Completion,
@@ -642,35 +643,48 @@ def score_bfcl_response(
         kind = "request_error" if completion.error_kind == "request" else "response_error"
         return item(False, "", None, BfclCheck(False, kind, completion.error), completion.error)
 
-    text = completion.text
+    if mode == "prompt" and completion.text is None:
+        reason = f"{text_field(request.path)} is NoneType, not a string"
+        return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
+    tool_calls = completion.tool_calls if mode == "tools" else None
+    shown = json.dumps(tool_calls_as_openai(tool_calls)) if tool_calls else (completion.text or "")
+    check, calls = check_bfcl_answer(record, completion, mode)
+    return item(check.valid, shown, calls, check, None)
+
+
+def check_bfcl_answer(record: BfclRecord, completion: Completion, mode: Mode) -> tuple[BfclCheck, Any]:
+    """BFCL's verdict on an answered item (prompt mode: one with text), and the decoded calls
+    (JSON data; None when the answer could not be decoded). Never raises."""
     try:
         if mode == "tools":
-            tool_calls = completion.tool_calls
-            shown = json.dumps(tool_calls_as_openai(tool_calls)) if tool_calls else (text or "")
             decoded: Any = decode_tool_calls(completion)
         else:
-            if text is None:
-                reason = f"{text_field(request.path)} is NoneType, not a string"
-                return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
-            shown = text
-            decoded = decode_prompt_output(text)
+            decoded = decode_prompt_output(completion.text or "")
     except BfclDecodeError as exc:
-        check = BfclCheck(False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}")
-        return item(False, shown, None, check, None)
-
+        return BfclCheck(False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"), None
     calls = _json_safe(decoded)
     if not is_function_calling_format(decoded):
-        check = BfclCheck(
+        return BfclCheck(
             False, "ast_decoder:decoder_wrong_output_format", "decoded output is not [{name: {param: value}}]"
-        )
-        return item(False, shown, calls, check, None)
+        ), calls
     try:
         check = check_simple(record.function, decoded, record.ground_truth, underscore_to_dot=mode == "tools")
     except Exception as exc:  # noqa: BLE001 - a checker crash on odd input is a wrong answer, never a crash
         check = BfclCheck(
             False, "simple_function_checker:unclear", f"checker failed: {type(exc).__name__}: {exc}"
         )
-    return item(check.valid, shown, calls, check, None)
+    return check, calls
+
+
+def score_bfcl_answer(completion: Completion, item: EvalItem) -> Score:
+    """The BFCL scorer of the public API: ``item.data`` is the :class:`BfclRecord`; an item
+    that offers tools is BFCL's tools mode, one without its prompt mode (see
+    :func:`~..workloads.bfcl.bfcl_eval_item`). ``answer`` holds the decoded calls, BFCL's
+    ``error_type`` and the reason; ``scores`` is ``{"ast": valid}``."""
+    record: BfclRecord = item.data
+    check, calls = check_bfcl_answer(record, completion, "tools" if item.tools is not None else "prompt")
+    return Score(check.valid, answer={"calls": calls, "error_type": check.error_type, "error": check.error},
+                 scores={"ast": check.valid})
 
 
 def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:

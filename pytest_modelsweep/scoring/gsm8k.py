@@ -14,6 +14,10 @@ Reproduced from ``lm_eval/tasks/gsm8k/gsm8k.yaml`` (version 3.0),
   (``re.sub``, in that order) from the filtered prediction and from the *whole*
   reference ``answer`` field, both are lower-cased, and the two strings must be equal.
   Nothing else is stripped or converted (``"18.00"`` does not match ``"18"``).
+
+:func:`score_gsm8k_answer` is the scorer the bench hands to the public ``evaluate``
+fixture; :func:`score_gsm8k_response` (what the conformance test runs) scores the
+same way, through the same :func:`gsm8k_score`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..evaluation import EvalItem, Score
 from ..records import ApiRequest, Completion, ItemRecord, text_field
 from ..workloads.gsm8k import Gsm8kProblem
 
@@ -100,6 +105,25 @@ def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
     )
 
 
+def gsm8k_score(text: str, reference: str) -> Score:
+    """One generation's score as items record it: ``value`` is the ``flexible-extract``
+    verdict (the one accuracy and verdicts use); ``answer`` and ``scores`` hold both
+    filters' extractions and verdicts."""
+    score = score_gsm8k(text, reference)
+    return Score(
+        score.flexible_correct,
+        answer={"strict-match": score.strict_extracted, "flexible-extract": score.flexible_extracted},
+        scores={"strict-match": score.strict_correct, "flexible-extract": score.flexible_correct},
+    )
+
+
+def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
+    """The GSM8K scorer of the public API: ``item.answer`` is the raw ``answer`` field
+    (see :func:`~..workloads.gsm8k.gsm8k_eval_item`); the text is there (only answered
+    items are scored)."""
+    return gsm8k_score(completion.text or "", str(item.answer))
+
+
 def score_gsm8k_response(problem: Gsm8kProblem, request: ApiRequest, completion: Completion) -> ItemRecord:
     """One scored item from a completion's text (chat ``message.content`` or completion ``text``).
 
@@ -124,18 +148,18 @@ def score_gsm8k_response(problem: Gsm8kProblem, request: ApiRequest, completion:
             error=failure,
             completion=completion,
         )
-    score = score_gsm8k(text, problem.answer)
+    score = gsm8k_score(text, problem.answer)
     return ItemRecord(
         item_id=problem.item_id,
         prompt_hash=request.prompt_hash,
-        correct=score.flexible_correct,
+        correct=bool(score.value),
         response=text,
         data_hash=problem.data_hash,
-        extracted={"strict-match": score.strict_extracted, "flexible-extract": score.flexible_extracted},
+        extracted=score.answer,
         finish_reason=completion.finish_reason,
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
-        scores={"strict-match": score.strict_correct, "flexible-extract": score.flexible_correct},
+        scores=dict(score.scores),
         error=None,
         completion=completion,
     )

@@ -64,7 +64,7 @@ class ProgressLine:
 
 def _verdict(record: ItemRecord) -> tuple[Any, ...]:
     """What a scorer decides about an answer (a record's other fields describe the answer)."""
-    return record.correct, record.scores, record.extracted, record.error
+    return record.correct, record.score, record.scores, record.extracted, record.error
 
 
 def run_accuracy(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..evaluation import EvalItem, request_for
 from ..records import ApiRequest, prompt_hash
 from ..sweep import ModelSpec
 
@@ -424,20 +425,30 @@ def bfcl_skip_reason(model: ModelSpec) -> str | None:
     return None
 
 
+def bfcl_eval_item(
+    record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> EvalItem:
+    """One record as an item of the public API, in the model's ``bfcl_mode``, greedy.
+
+    Tools mode: the question's messages with the record's functions as ``tools``. Prompt
+    mode: BFCL's system prompt with the question, as a plain prompt (with
+    :data:`COMPLETION_STOP`) for a completion model, as messages for a chat model. The
+    item differs between models, so its ``data_hash`` is the record's; ``data`` is the record.
+    """
+    common: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0, "data": record,
+                              "data_hash": record.data_hash}
+    if model.bfcl_mode == "tools":
+        return EvalItem(record.id, messages=record.messages,
+                        tools=to_openai_tools(bfcl_function_docs(record)), **common)
+    if model.prompting == "completion":
+        return EvalItem(record.id, prompt=prompt_mode_completion(record), stop=COMPLETION_STOP,
+                        **common)
+    return EvalItem(record.id, messages=prompt_mode_messages(record), **common)
+
+
 def build_bfcl_request(
     record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> ApiRequest:
-    """The request for one record, in the model's ``bfcl_mode`` (payload without ``model``)."""
-    settings: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
-    if model.bfcl_mode == "tools":
-        payload: dict[str, Any] = {
-            "messages": record.messages,
-            "tools": to_openai_tools(bfcl_function_docs(record)),
-            **settings,
-        }
-        return ApiRequest(item_id=record.id, path="/v1/chat/completions", payload=payload)
-    if model.prompting == "completion":
-        payload = {"prompt": prompt_mode_completion(record), "stop": list(COMPLETION_STOP), **settings}
-        return ApiRequest(item_id=record.id, path="/v1/completions", payload=payload)
-    payload = {"messages": prompt_mode_messages(record), **settings}
-    return ApiRequest(item_id=record.id, path="/v1/chat/completions", payload=payload)
+    """The request for one record, in the model's ``bfcl_mode`` (payload without ``model``):
+    :func:`bfcl_eval_item` as the public API renders it (what the bench sends)."""
+    return request_for(bfcl_eval_item(record, model, max_tokens=max_tokens), model.prompting)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..evaluation import EvalItem, request_for
 from ..records import ApiRequest, prompt_hash
 from ..sweep import ModelSpec
 
@@ -236,6 +237,29 @@ def chat_messages(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem]) -> l
     return messages
 
 
+def gsm8k_eval_item(
+    problem: Gsm8kProblem,
+    exemplars: Sequence[Gsm8kProblem],
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> EvalItem:
+    """One problem as an item of the public API: lm-eval's plain few-shot prompt for
+    completion models and its multi-turn transcript for chat models, greedy, lm-eval's
+    stop strings and seed; ``answer`` is the raw ``answer`` field, ``data`` the problem."""
+    return EvalItem(
+        problem.item_id,
+        messages=chat_messages(problem, exemplars),
+        prompt=completion_prompt(problem, exemplars),
+        answer=problem.answer,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        stop=STOP,
+        seed=REQUEST_SEED,
+        data=problem,
+        data_hash=problem.data_hash,
+    )
+
+
 def build_gsm8k_request(
     problem: Gsm8kProblem,
     model: ModelSpec,
@@ -245,23 +269,9 @@ def build_gsm8k_request(
 ) -> ApiRequest:
     """The request for one problem: completions for ``prompting == "completion"``, else chat.
 
-    ``fewshot`` is the sampler (exemplars chosen as lm-eval does) or the exemplars themselves.
+    ``fewshot`` is the sampler (exemplars chosen as lm-eval does) or the exemplars
+    themselves. It is the request the bench sends: :func:`gsm8k_eval_item` as the
+    public API renders it for the model (:func:`~..evaluation.request_for`).
     """
     exemplars = fewshot.exemplars(problem) if isinstance(fewshot, Gsm8kFewshot) else tuple(fewshot)
-    settings: dict[str, Any] = {
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-        "stop": list(STOP),
-        "seed": REQUEST_SEED,
-    }
-    if model.prompting == "completion":
-        return ApiRequest(
-            item_id=problem.item_id,
-            path="/v1/completions",
-            payload={"prompt": completion_prompt(problem, exemplars), **settings},
-        )
-    return ApiRequest(
-        item_id=problem.item_id,
-        path="/v1/chat/completions",
-        payload={"messages": chat_messages(problem, exemplars), **settings},
-    )
+    return request_for(gsm8k_eval_item(problem, exemplars, max_tokens=max_tokens), model.prompting)

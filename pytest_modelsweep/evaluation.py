@@ -1,0 +1,364 @@
+"""Your own accuracy benchmark: the item, the score and the scorer the ``evaluate`` fixture takes.
+
+The public, typed API (re-exported by :mod:`pytest_modelsweep`; docs/writing-benchmarks.md):
+
+* :class:`EvalItem`: one item, its id and request (chat ``messages`` and/or a plain
+  ``prompt``, sampling settings, ``tools``) and the ``answer`` a scorer compares with;
+* :data:`Scorer`: a plain function ``(completion, item) -> bool | float | Score``;
+* :class:`Score`: a score in [0, 1] with the answer the scorer extracted;
+* :class:`Evaluate`: the type of the ``evaluate`` fixture, which returns an
+  :class:`EvaluationResult`.
+
+This module turns items into requests for a model's prompting
+(:func:`request_for`), a completion into a scored record (:func:`scored_record`,
+which refuses anything that is not a score) and records into the measurement's
+statistics (:func:`summarise_items`). Pure: no pytest, no HTTP; the plugin imports it
+in every run, so it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .errors import DataError, ScorerError
+from .records import (
+    ApiRequest,
+    Completion,
+    ItemRecord,
+    prompt_hash,
+    text_field,
+    tool_calls_as_openai,
+)
+
+Prompting = Literal["chat", "completion"]
+"""How a model of the sweep is prompted (its ``prompting`` in the sweep file)."""
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One item of an evaluation: its id, what is sent for it, and what a scorer needs.
+
+    Give ``messages`` (chat turns, ``{"role": ..., "content": ...}``), a plain
+    ``prompt``, or both:
+
+    * a chat model (``prompting = "chat"``) gets ``messages`` on ``/v1/chat/completions``;
+    * a completion model (``prompting = "completion"``, a base model without a chat
+      template) gets ``prompt`` on ``/v1/completions``, or, without one, the messages
+      rendered as a plain transcript (:func:`render_completion_prompt`);
+    * an item with only a ``prompt`` is sent as that prompt to every model;
+    * an item with ``tools`` is sent as chat to every model (``messages`` required).
+
+    ``answer`` (any JSON value) and ``data`` (anything) are for the scorer and are
+    not sent. ``max_tokens``, ``temperature`` (default greedy), ``stop``, ``seed`` and
+    ``extra_body`` (any other request field) go into the request. Items of two models
+    are paired by ``id`` and ``data_hash``, which by default covers ``messages``,
+    ``prompt``, ``tools`` and ``answer``; set it when items are built differently per
+    model from one source record, so that their pairing checks the source instead.
+    """
+
+    id: str
+    messages: Sequence[Mapping[str, Any]] | None = None
+    prompt: str | None = None
+    answer: Any = None
+    max_tokens: int = 256
+    temperature: float = 0.0
+    stop: Sequence[str] = ()
+    tools: Sequence[Mapping[str, Any]] | None = None
+    seed: int | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    data: Any = field(default=None, compare=False)
+    data_hash: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"item {self.id!r}"
+        if not isinstance(self.id, str) or not self.id:
+            raise DataError(f"item id {self.id!r}: expected a non-empty string")
+        if self.messages is None and self.prompt is None:
+            raise DataError(f"{where}: give messages (chat turns) or a prompt, or both")
+        if self.prompt is not None and not isinstance(self.prompt, str):
+            raise DataError(f"{where}: prompt must be a string, got {type(self.prompt).__name__}")
+        if self.messages is not None:
+            object.__setattr__(self, "messages", _checked_messages(self.messages, where))
+        if self.tools is not None:
+            if self.messages is None:
+                raise DataError(f"{where}: tools are sent with chat messages; give messages too")
+            object.__setattr__(self, "tools", tuple(dict(tool) for tool in self.tools))
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        stop = tuple(self.stop)
+        if not all(isinstance(s, str) and s for s in stop):
+            raise DataError(f"{where}: stop must be a list of non-empty strings, got {stop!r}")
+        object.__setattr__(self, "stop", stop)
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
+                or self.max_tokens < 1:
+            raise DataError(f"{where}: max_tokens must be a positive integer, "
+                            f"got {self.max_tokens!r}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float) \
+                or not self.temperature >= 0:
+            raise DataError(f"{where}: temperature must be a number >= 0, "
+                            f"got {self.temperature!r}")
+        object.__setattr__(self, "extra_body", dict(self.extra_body))
+        if not self.data_hash:
+            source = {"messages": self.messages and [dict(m) for m in self.messages],
+                      "prompt": self.prompt, "tools": self.tools and list(self.tools),
+                      "answer": self.answer}
+            try:
+                object.__setattr__(self, "data_hash", prompt_hash(source))
+            except (TypeError, ValueError):
+                raise DataError(
+                    f"{where}: its messages, tools and answer must be JSON data (strings, "
+                    "numbers, lists, dicts) to be stored; keep other things in data="
+                ) from None
+
+
+def _checked_messages(
+    messages: Sequence[Mapping[str, Any]], where: str
+) -> tuple[dict[str, Any], ...]:
+    if isinstance(messages, str | bytes) or not messages:
+        raise DataError(f"{where}: messages must be a non-empty list of "
+                        '{"role": ..., "content": ...} turns')
+    checked = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise DataError(f"{where}: message {index} must be a dict with a string \"role\", "
+                            f"got {message!r}")
+        checked.append(dict(message))
+    return tuple(checked)
+
+
+@dataclass(frozen=True)
+class Score:
+    """What a scorer says about one answer: ``value`` and, optionally, what it extracted.
+
+    ``value`` is True/False (right or wrong) or a partial credit in [0, 1] (the item
+    counts as correct only at 1.0). ``answer`` is the extracted answer as shown in
+    reports and stored with the item (JSON data); ``scores`` are other right/wrong
+    verdicts on the same answer by name (e.g. GSM8K's two filters), stored with it.
+    """
+
+    value: bool | float
+    answer: Any = None
+    scores: Mapping[str, bool] = field(default_factory=dict)
+
+
+Scorer = Callable[[Completion, EvalItem], bool | float | Score]
+"""A scorer: the completion a model gave for an item, and the item, to a score.
+
+The completion (:class:`~pytest_modelsweep.records.Completion`) has the answer's
+``text`` (None for a chat answer with only tool calls), ``tool_calls``,
+``finish_reason`` and token counts. A scorer is called only for answered items: an
+item whose request failed, or whose answer has no text although it offered no tools,
+is *failed* (never scored; the test fails and is re-sent on the next run). It is
+called again for stored answers on later runs, so a fixed scorer applies to them too.
+"""
+
+Summarise = Callable[[Sequence[ItemRecord]], Mapping[str, Any]]
+"""Extra statistics of a benchmark from its scored records (e.g. GSM8K's per-filter rates)."""
+
+
+def render_completion_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Chat turns as one plain prompt for a completion model.
+
+    A system message's content comes first as it is; every other turn is
+    ``"<Role>: <content>"``; turns are separated by a blank line, and the prompt ends
+    with ``"Assistant:"`` for the model to continue (unless the last turn is the
+    assistant's own, which it then continues)::
+
+        Answer with one word.
+
+        User: What is the capital of France?
+
+        Assistant:
+    """
+    parts = []
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise DataError(f"message {index} has content {content!r}: a completion model "
+                            "needs text turns (or give the item a prompt)")
+        role = str(message["role"])
+        parts.append(content if role == "system" else f"{role.capitalize()}: {content}")
+    if messages and messages[-1]["role"] == "assistant":
+        return "\n\n".join(parts)
+    return "\n\n".join([*parts, "Assistant:"])
+
+
+def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
+    """The request sent for ``item`` to a model prompted by ``prompting`` (the rules are
+    :class:`EvalItem`'s)."""
+    settings: dict[str, Any] = {"max_tokens": item.max_tokens, "temperature": item.temperature}
+    if item.stop:
+        settings["stop"] = list(item.stop)
+    if item.seed is not None:
+        settings["seed"] = item.seed
+    settings.update(item.extra_body)
+    messages = [dict(m) for m in item.messages] if item.messages is not None else None
+    if item.tools is not None and messages is not None:
+        tools = [dict(tool) for tool in item.tools]
+        return ApiRequest(item.id, "/v1/chat/completions",
+                          {"messages": messages, "tools": tools, **settings})
+    if prompting == "chat" and messages is not None:
+        return ApiRequest(item.id, "/v1/chat/completions", {"messages": messages, **settings})
+    if item.prompt is not None:
+        return ApiRequest(item.id, "/v1/completions", {"prompt": item.prompt, **settings})
+    assert messages is not None  # EvalItem has messages or a prompt
+    try:
+        prompt = render_completion_prompt(messages)
+    except DataError as error:
+        raise DataError(f"item {item.id!r}: {error}") from None
+    return ApiRequest(item.id, "/v1/completions", {"prompt": prompt, **settings})
+
+
+def _scorer_name(scorer: Callable[..., Any]) -> str:
+    return str(getattr(scorer, "__qualname__", None) or getattr(scorer, "__name__", None)
+               or repr(scorer))
+
+
+def _checked_value(
+    value: Any, scorer: Callable[..., Any], benchmark: str, item: EvalItem
+) -> bool | float:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 1:
+        return float(value)
+    raise ScorerError(
+        f"scorer {_scorer_name(scorer)} returned {value!r} for {benchmark} item {item.id!r}: "
+        "expected True/False, a number in [0, 1], or Score(value, answer=...) with one"
+    )
+
+
+def scored_record(
+    benchmark: str, scorer: Scorer, item: EvalItem, request: ApiRequest, completion: Completion,
+) -> ItemRecord:
+    """The item's record: failed when there is no answer, else the scorer's checked score.
+
+    Raises :class:`~pytest_modelsweep.errors.ScorerError` (one line naming the scorer)
+    when the scorer returns anything but a bool, a number in [0, 1] or a
+    :class:`Score` holding one, or an answer that is not JSON data.
+    """
+    text = completion.text
+    shown = text or ""
+    if item.tools is not None and completion.tool_calls:
+        shown = json.dumps(tool_calls_as_openai(completion.tool_calls))
+    failure = completion.error
+    if failure is None and text is None and item.tools is None:
+        failure = f"{text_field(request.path)} is NoneType, not a string"
+
+    def record(correct: bool, error: str | None = None, answer: Any = None,
+               scores: dict[str, bool] | None = None, partial: float | None = None) -> ItemRecord:
+        return ItemRecord(
+            item_id=item.id, prompt_hash=request.prompt_hash, correct=correct, response=shown,
+            data_hash=item.data_hash, extracted=answer, finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+            scores=scores or {}, error=error, completion=completion, score=partial,
+        )
+
+    if failure is not None:
+        return record(False, error=failure)
+    result = scorer(completion, item)
+    score = result if isinstance(result, Score) else Score(result)
+    value = _checked_value(score.value, scorer, benchmark, item)
+    try:
+        json.dumps(score.answer)
+    except (TypeError, ValueError):
+        raise ScorerError(
+            f"scorer {_scorer_name(scorer)} gave the answer {score.answer!r} for {benchmark} "
+            f"item {item.id!r}: an answer must be JSON data (a string, number, list or dict)"
+        ) from None
+    scores = dict(score.scores) if isinstance(score.scores, Mapping) else None
+    if scores is None or not all(isinstance(k, str) and isinstance(v, bool)
+                                 for k, v in scores.items()):
+        raise ScorerError(
+            f"scorer {_scorer_name(scorer)} gave scores {score.scores!r} for {benchmark} item "
+            f"{item.id!r}: expected a dict of names to True/False"
+        )
+    if isinstance(value, bool):
+        return record(value, answer=score.answer, scores=scores)
+    return record(value >= 1.0, answer=score.answer, scores=scores, partial=value)
+
+
+def summarise_items(records: Sequence[ItemRecord]) -> dict[str, Any]:
+    """n (answered items), items, failed, correct, accuracy (the mean score) and truncated_rate.
+
+    A failed item is never scored: ``n``, ``correct``, ``accuracy`` and the truncated
+    rate (answers cut by ``max_tokens``) count the answered items only.
+    """
+    answered = [r for r in records if not r.failed]
+    n = len(answered)
+    return {
+        "n": n,
+        "items": len(records),
+        "failed": len(records) - n,
+        "correct": sum(r.correct for r in answered),
+        "accuracy": sum(r.credit for r in answered) / n if n else 0.0,
+        "truncated_rate": sum(r.finish_reason == "length" for r in answered) / n if n else 0.0,
+    }
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """What ``evaluate`` measured for this test's model (also in the results file)."""
+
+    benchmark: str
+    model: str
+    accuracy: float
+    """The mean score of the answered items (the recorded value)."""
+    n: int
+    """Answered items (failed ones are not scored)."""
+    correct: int
+    failed: int
+    sent: int
+    """Items sent to the server in this run."""
+    reused: int
+    """Items whose stored answers were reused (and scored again)."""
+    records: list[ItemRecord]
+    stats: dict[str, Any]
+
+
+class Evaluate(Protocol):
+    """The ``evaluate`` fixture's type: run an evaluation on this test's model
+    (docs/writing-benchmarks.md)."""
+
+    def __call__(
+        self,
+        benchmark: str,
+        items: Iterable[EvalItem],
+        scorer: Scorer,
+        *,
+        concurrency: int = 16,
+        params: Mapping[str, Any] | None = None,
+        summarise: Summarise | None = None,
+    ) -> EvaluationResult:
+        """Send ``items`` (the first ``--limit`` of them) with ``concurrency`` in flight, store
+        each as it is scored, record the measurement; fail in one line on failed items."""
+        ...
+
+
+def first_duplicate(items: Sequence[EvalItem]) -> str | None:
+    """The first item id given twice, or None."""
+    seen: set[str] = set()
+    for item in items:
+        if item.id in seen:
+            return item.id
+        seen.add(item.id)
+    return None
+
+
+__all__ = [
+    "EvalItem",
+    "Evaluate",
+    "EvaluationResult",
+    "Prompting",
+    "Score",
+    "Scorer",
+    "Summarise",
+    "first_duplicate",
+    "render_completion_prompt",
+    "request_for",
+    "scored_record",
+    "summarise_items",
+]

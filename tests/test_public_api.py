@@ -1,0 +1,466 @@
+"""Your own benchmark with the public API: a fresh project's benchmark file, against fake servers.
+
+The pytester projects below import nothing but ``pytest`` and ``pytest_modelsweep``'s public
+names; their sweep has a completion model (the reference) and a chat model (the candidate),
+each attached with ``--endpoint`` to a fake server that answers arithmetic questions.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sse_server import ListingServer
+
+import pytest_modelsweep
+from pytest_modelsweep.client import parse_completion
+from pytest_modelsweep.errors import DataError, ScorerError
+from pytest_modelsweep.evaluation import (
+    EvalItem,
+    Score,
+    render_completion_prompt,
+    request_for,
+    scored_record,
+    summarise_items,
+)
+from pytest_modelsweep.records import Completion, ItemRecord
+from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer, score_gsm8k_response
+from pytest_modelsweep.workloads.gsm8k import Gsm8kProblem, gsm8k_eval_item
+
+pytest_plugins = ("pytester",)
+
+SWEEP = """
+[sweep]
+name = "mine"
+reference = "ref"
+[serving]
+backend = "llamacpp"
+[models.ref]
+source = "embedded:x"
+license = "mit"
+served_name = "ref-served"
+prompting = "completion"
+[models.cand]
+source = "embedded:x"
+license = "mit"
+served_name = "cand-served"
+prompting = "chat"
+"""
+
+# A benchmark as a user writes it: the public API only.
+MY_EVAL = """
+import pytest
+from pytest_modelsweep import Completion, EvalItem, Evaluate, Score
+
+INSTRUCTION = {"role": "system", "content": "Answer with a number."}
+ITEMS = [EvalItem(f"q{i:02d}",
+                  messages=[INSTRUCTION, {"role": "user", "content": f"What is {i} + {2 * i}?"}],
+                  answer=str(3 * i), max_tokens=8, stop=["\\n"]) for i in range(20)]
+
+def first_number(completion: Completion, item: EvalItem) -> Score:
+    answer = (completion.text or "").strip().split(" ")[0]
+    return Score(answer == item.answer, answer=answer)
+
+@pytest.mark.modelsweep_benchmark("my_eval")
+def test_my_eval(evaluate: Evaluate) -> None:
+    result = evaluate("my_eval", ITEMS, first_number, concurrency=4)
+    print(f"{result.model}: {result.correct}/{result.n}, sent {result.sent}")
+
+def test_plain() -> None:
+    pass
+"""
+
+QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
+
+
+class ArithmeticServer(ListingServer):
+    """The fake server, answering the last ``What is A + B?`` of a request with the sum (or,
+    for the ``wrong`` values of A, the sum plus one), as one non-streamed JSON answer."""
+
+    def __init__(self, served_name: str, wrong: tuple[int, ...] = ()) -> None:
+        super().__init__(served_name)
+        self.wrong = wrong
+
+    async def _dispatch(
+        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
+        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
+            return await super()._dispatch(method, path, body, writer)
+        data = json.loads(body)
+        self.stats.bodies.append(data)
+        prompt = data.get("prompt") or data["messages"][-1]["content"]
+        a, b = (int(n) for n in QUESTION.findall(prompt)[-1])
+        text = f" {a + b + (a in self.wrong)}"
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+        if path == "/v1/completions":
+            choice["text"] = text
+        else:
+            choice["message"] = {"role": "assistant", "content": text}
+        answer = {"choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
+        return await self._respond(writer, 200, "application/json", json.dumps(answer).encode())
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[ArithmeticServer, ArithmeticServer]]:
+    """The reference's server (every answer right) and the candidate's (two wrong: 1 + 2 and
+    7 + 14)."""
+    with ArithmeticServer("ref-served") as reference, \
+            ArithmeticServer("cand-served", wrong=(1, 7)) as candidate:
+        yield reference, candidate
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A fresh project: its own sweep file and the benchmark file."""
+    (pytester.path / "mine.toml").write_text(SWEEP)
+    pytester.makepyfile(test_my_eval=MY_EVAL)
+    return pytester
+
+
+def options(servers: tuple[ArithmeticServer, ArithmeticServer], *args: str) -> list[str]:
+    reference, candidate = servers
+    return ["--sweep=mine.toml", f"--endpoint=ref={reference.base_url}",
+            f"--endpoint=cand={candidate.base_url}", "--store=store.sqlite", "--strict-markers",
+            "-W", "error::pytest.PytestUnknownMarkWarning", "-p", "no:cacheprovider", *args]
+
+
+def run(project: pytest.Pytester, workers: bool, *args: str) -> pytest.RunResult:
+    if workers:
+        return project.runpytest_subprocess(*args, "-n", "2", timeout=120)
+    return project.runpytest(*args)
+
+
+def measurements(project: pytest.Pytester, name: str) -> dict[tuple[str, str], dict[str, Any]]:
+    data = json.loads((project.path / name).read_text())
+    return {(m["model"], m["benchmark"]): m for m in data["measurements"]}
+
+
+@pytest.mark.parametrize("workers", [False, True], ids=["plain", "xdist"])
+def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer], workers: bool,
+) -> None:
+    reference, candidate = servers
+    first = run(project, workers, *options(servers, "--results=first.json"))
+    first.assert_outcomes(passed=4)  # two models' tests, the candidate's verdict, the plain test
+    assert "PytestUnknownMarkWarning" not in first.stdout.str()
+    assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (20, 20)
+    # the completion model got the messages as a plain transcript, the chat model the messages
+    assert reference.stats.bodies[0]["prompt"] == (
+        "Answer with a number.\n\nUser: What is 0 + 0?\n\nAssistant:")
+    assert candidate.stats.bodies[0]["messages"][1] == {"role": "user", "content": "What is 0 + 0?"}
+    assert {b["stop"][0] for b in reference.stats.bodies + candidate.stats.bodies} == {"\n"}
+
+    second = run(project, workers, *options(servers, "--results=second.json"))
+    second.assert_outcomes(passed=4)
+    assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (20, 20)  # nothing re-sent
+
+    for name, sent, reused in (("first.json", 20, 0), ("second.json", 0, 20)):
+        found = measurements(project, name)
+        mine = found[("cand", "my_eval")]
+        assert (mine["value"], mine["n"], mine["unit"]) == (18 / 20, 20, "accuracy")
+        assert (mine["stats"]["sent"], mine["stats"]["reused"]) == (sent, reused)
+        assert (mine["stats"]["correct"], mine["stats"]["failed"]) == (18, 0)
+        assert mine["params"] == {"prompting": "chat", "limit": None, "subset": False}
+        assert mine["provenance"]["served_name"] == "cand-served"
+        assert found[("ref", "my_eval")]["value"] == 1.0
+        verdict = found[("cand", "verdict:my_eval")]
+        assert verdict["params"]["reference"] == "ref"
+        assert verdict["params"]["verdict"] == "matches"  # 2 of 20 worse: not significantly
+        assert (verdict["n"], verdict["stats"]["discordant"]) == (20, 2)
+        assert verdict["value"] == pytest.approx(-0.1)
+        assert verdict["test_id"] == "test_my_eval.py::test_verdict[cand-my_eval]"
+
+
+def test_marker_model_and_limit_select_as_for_the_built_ins(
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+) -> None:
+    selected = project.runpytest(*options(servers, "--collect-only", "-q", "-m", "my_eval"))
+    assert [line for line in selected.stdout.lines if "::" in line] == [
+        "test_my_eval.py::test_my_eval[ref]",
+        "test_my_eval.py::test_my_eval[cand]",
+        "test_my_eval.py::test_verdict[cand-my_eval]",  # after the models' own tests
+    ]
+    verdicts = project.runpytest(*options(servers, "--collect-only", "-q", "-m", "verdict"))
+    assert [line for line in verdicts.stdout.lines if "::" in line] == [
+        "test_my_eval.py::test_verdict[cand-my_eval]"]
+    one = project.runpytest(*options(servers, "--collect-only", "-q", "--model=cand"))
+    assert [line for line in one.stdout.lines if "::" in line] == [
+        "test_my_eval.py::test_my_eval[cand]", "test_my_eval.py::test_verdict[cand-my_eval]",
+        "test_my_eval.py::test_plain"]
+
+    limited = project.runpytest(*options(servers, "-m", "my_eval", "--limit=5",
+                                         "--results=r.json"))
+    limited.assert_outcomes(passed=3)
+    reference, candidate = servers
+    assert [len(reference.stats.bodies), len(candidate.stats.bodies)] == [5, 5]
+    mine = measurements(project, "r.json")[("cand", "my_eval")]
+    assert (mine["n"], mine["params"]["limit"], mine["params"]["subset"]) == (5, 5, True)
+    assert [item["item_id"] for item in mine["items"]] == ["q00", "q01", "q02", "q03", "q04"]
+
+
+@pytest.mark.parametrize("returned", ["2.0", "'yes'"])
+def test_a_scorer_returning_no_score_fails_in_one_line(
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer], returned: str,
+) -> None:
+    project.makepyfile(test_my_eval=MY_EVAL.replace(
+        "return Score(answer == item.answer, answer=answer)", f"return {returned}"))
+    result = project.runpytest(*options(servers, "-m", "my_eval", "--model=ref"))
+    result.assert_outcomes(failed=1, skipped=1)  # the verdict: no candidate in this run
+    result.stdout.fnmatch_lines([
+        "*_ test_my_eval[[]ref[]] _*",
+        f"scorer first_number returned {returned} for my_eval item 'q*': expected True/False, a "
+        "number in [[]0, 1], or Score(value, answer=...) with one",
+    ])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_partial_credit_is_the_accuracy_and_the_verdicts_score(
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+) -> None:
+    # half credit for the right number anywhere in the answer, full credit for an exact answer
+    project.makepyfile(test_my_eval=MY_EVAL.replace(
+        "return Score(answer == item.answer, answer=answer)",
+        "return 1.0 if answer == item.answer and item.id < 'q10' else 0.5"))
+    result = project.runpytest(*options(servers, "-m", "my_eval", "--results=r.json"))
+    result.assert_outcomes(passed=3)
+    found = measurements(project, "r.json")
+    assert found[("ref", "my_eval")]["value"] == pytest.approx(0.75)
+    assert found[("ref", "my_eval")]["stats"]["correct"] == 10
+    scores = [item["score"] for item in found[("cand", "my_eval")]["items"]]
+    assert scores[:3] == [1.0, 0.5, 1.0] and scores[10:] == [0.5] * 10
+    assert found[("cand", "verdict:my_eval")]["value"] == pytest.approx(-1.0 / 20)  # q01, q07
+
+
+def test_a_benchmark_skipped_for_the_candidate_skips_its_verdict(
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+) -> None:
+    project.makepyfile(test_my_eval=MY_EVAL.replace(
+        "def test_my_eval(evaluate: Evaluate) -> None:",
+        "def test_my_eval(evaluate: Evaluate, model_name: str) -> None:\n"
+        "    if model_name == 'cand':\n        pytest.skip('no arithmetic for this model')"))
+    result = project.runpytest(*options(servers, "-m", "my_eval", "-rs"))
+    result.assert_outcomes(passed=1, skipped=2)
+    assert result.ret == pytest.ExitCode.OK  # a skipped benchmark is not an unjudged comparison
+    result.stdout.fnmatch_lines([
+        "SKIPPED*cand has no my_eval result: its test was skipped in this run "
+        "(test_my_eval.py::test_my_eval[[]cand[]]); nothing to compare"])
+    assert len(servers[1].stats.bodies) == 0  # nor was the candidate's server asked anything
+
+
+def test_evaluate_in_an_undeclared_test_fails_naming_the_declaration(
+    pytester: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+) -> None:
+    (pytester.path / "mine.toml").write_text(SWEEP)
+    pytester.makepyfile(test_undeclared=MY_EVAL.replace(
+        '@pytest.mark.modelsweep_benchmark("my_eval")\n', ""))
+    result = pytester.runpytest(*options(servers, "-k", "my_eval", "--model=ref"))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "test_my_eval[[]ref[]] evaluates 'my_eval' but is declared as no benchmark: decorate it "
+        "with @pytest.mark.modelsweep_benchmark('my_eval') (that adds -m my_eval and its verdicts)",
+    ])
+    assert len(servers[0].stats.bodies) == 0
+
+
+@pytest.mark.parametrize(("declaration", "message"), [
+    ('@pytest.mark.modelsweep_benchmark("my-eval")',
+     "@pytest.mark.modelsweep_benchmark on test_my_eval: 'my-eval' is not a benchmark name: use a "
+     "Python identifier that does not start with '_', e.g. 'my_eval'"),
+    ('@pytest.mark.modelsweep_benchmark("throughput")',
+     "@pytest.mark.modelsweep_benchmark on test_my_eval: 'throughput' is modelsweep's throughput "
+     "benchmark 'Throughput': name the accuracy benchmark otherwise"),
+    ("@pytest.mark.modelsweep_benchmark",
+     '@pytest.mark.modelsweep_benchmark on test_my_eval: give it exactly one benchmark name, once, '
+     'e.g. @pytest.mark.modelsweep_benchmark("my_eval")'),
+])
+def test_a_malformed_declaration_is_a_collection_error_in_one_line(
+    pytester: pytest.Pytester, declaration: str, message: str,
+) -> None:
+    pytester.makepyfile(test_bad=MY_EVAL.replace(
+        '@pytest.mark.modelsweep_benchmark("my_eval")', declaration))
+    result = pytester.runpytest("--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ERROR collecting test_bad.py*", message])
+
+
+def test_a_users_own_test_verdict_beside_a_declared_benchmark_is_refused(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_clash=MY_EVAL + "\ndef test_verdict():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "test_clash.py defines test_verdict, the name of the verdict tests modelsweep adds beside "
+        "the declared benchmark 'my_eval': rename yours"])
+
+
+def test_the_public_names_are_exported() -> None:
+    assert sorted(pytest_modelsweep.__all__) == [
+        "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "Score", "Scorer",
+        "Summarise", "ToolCall", "register_accuracy_metric"]
+    assert pytest_modelsweep.EvalItem is EvalItem and pytest_modelsweep.Score is Score
+    assert all(getattr(pytest_modelsweep, name) is not None for name in pytest_modelsweep.__all__)
+    with pytest.raises(AttributeError):
+        pytest_modelsweep.Nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+# --------------------------------------------------------------------------- items to requests
+
+
+def test_an_item_follows_the_models_prompting() -> None:
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2 + 2?"}]
+    both = EvalItem("a", messages=chat, prompt="Q: 2 + 2?\nA:", max_tokens=4, stop="\n", seed=7)
+    assert request_for(both, "chat").path == "/v1/chat/completions"
+    assert request_for(both, "chat").payload == {
+        "messages": chat, "max_tokens": 4, "temperature": 0.0, "stop": ["\n"], "seed": 7}
+    assert request_for(both, "completion").payload == {
+        "prompt": "Q: 2 + 2?\nA:", "max_tokens": 4, "temperature": 0.0, "stop": ["\n"], "seed": 7}
+    rendered = request_for(EvalItem("b", messages=chat), "completion")
+    assert (rendered.path, rendered.payload["prompt"]) == (
+        "/v1/completions", "Be brief.\n\nUser: 2 + 2?\n\nAssistant:")
+    plain = EvalItem("c", prompt="def fib(n):", extra_body={"top_k": 1})
+    assert request_for(plain, "chat").path == "/v1/completions"  # a plain prompt stays one
+    assert request_for(plain, "chat").payload["top_k"] == 1
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    with_tools = EvalItem("d", messages=chat, tools=tools)
+    assert request_for(with_tools, "completion").path == "/v1/chat/completions"
+    assert request_for(with_tools, "completion").payload["tools"] == tools
+
+
+def test_a_transcript_continues_an_assistants_last_turn() -> None:
+    turns = [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi"}]
+    assert render_completion_prompt(turns) == "User: Say hi.\n\nAssistant: Hi"
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({}, "item 'x': give messages (chat turns) or a prompt, or both"),
+    ({"prompt": "p", "tools": [{}]}, "item 'x': tools are sent with chat messages; give messages"),
+    ({"messages": "hello"}, "item 'x': messages must be a non-empty list"),
+    ({"messages": [{"content": "no role"}]}, "item 'x': message 0 must be a dict with a string"),
+    ({"prompt": "p", "max_tokens": 0}, "item 'x': max_tokens must be a positive integer, got 0"),
+    ({"prompt": "p", "stop": [""]}, "item 'x': stop must be a list of non-empty strings"),
+    ({"prompt": "p", "answer": {1, 2}}, "item 'x': its messages, tools and answer must be JSON"),
+])
+def test_a_malformed_item_is_refused_in_one_line(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(DataError) as refused:
+        EvalItem("x", **fields)
+    assert str(refused.value).startswith(message)
+
+
+def test_data_hash_covers_the_source_not_the_settings() -> None:
+    one = EvalItem("x", prompt="2 + 2?", answer="4", max_tokens=8)
+    assert one.data_hash == EvalItem("x", prompt="2 + 2?", answer="4", max_tokens=64).data_hash
+    assert one.data_hash != EvalItem("x", prompt="2 + 2?", answer="5").data_hash
+    assert EvalItem("x", prompt="p", data_hash="given").data_hash == "given"
+
+
+# --------------------------------------------------------------------------- completions to records
+
+
+ITEM = EvalItem("q1", prompt="2 + 2?", answer="4")
+REQUEST = request_for(ITEM, "completion")
+
+
+def exact(completion: Completion, item: EvalItem) -> Score:
+    answer = (completion.text or "").strip()
+    return Score(answer == item.answer, answer=answer)
+
+
+def test_an_answer_is_scored_and_a_missing_one_is_failed_without_the_scorer() -> None:
+    right = scored_record("b", exact, ITEM, REQUEST, Completion(text=" 4", finish_reason="stop"))
+    assert (right.correct, right.extracted, right.score, right.error) == (True, "4", None, None)
+    assert right.data_hash == ITEM.data_hash and right.prompt_hash == REQUEST.prompt_hash
+    assert "score" not in right.to_dict()  # a right/wrong record is stored as before
+
+    def never(completion: Completion, item: EvalItem) -> bool:
+        raise AssertionError("a failed item is never scored")
+
+    failed = scored_record("b", never, ITEM, REQUEST, Completion.failed("HTTP 500"))
+    assert (failed.outcome, failed.error) == ("failed", "HTTP 500")
+    chat_item = EvalItem("q1", messages=[{"role": "user", "content": "hi"}])
+    no_text = scored_record("b", never, chat_item, request_for(chat_item, "chat"),
+                            Completion(text=None))
+    assert no_text.error == "choices[0].message.content is NoneType, not a string"
+
+
+def test_partial_credit_is_kept_and_counted() -> None:
+    def half(completion: Completion, item: EvalItem) -> float:
+        return 0.5
+
+    record = scored_record("b", half, ITEM, REQUEST, Completion(text="4", finish_reason="length"))
+    assert (record.correct, record.score, record.credit) == (False, 0.5, 0.5)
+    assert ItemRecord.from_dict(record.to_dict()) == record
+    full = scored_record("b", lambda c, i: 1.0, ITEM, REQUEST, Completion(text="4"))
+    assert (full.correct, full.credit) == (True, 1.0)
+    assert summarise_items([record, full]) == {
+        "n": 2, "items": 2, "failed": 0, "correct": 1, "accuracy": 0.75, "truncated_rate": 0.5}
+
+
+@pytest.mark.parametrize("returned", [2.0, -0.1, float("nan"), "yes", None, Score(1.5)])
+def test_a_non_score_is_refused_naming_the_scorer(returned: Any) -> None:
+    def bad_scorer(completion: Completion, item: EvalItem) -> Any:
+        return returned
+
+    with pytest.raises(ScorerError) as refused:
+        scored_record("my_eval", bad_scorer, ITEM, REQUEST, Completion(text="4"))
+    shown = returned.value if isinstance(returned, Score) else returned
+    assert str(refused.value) == (
+        f"scorer test_a_non_score_is_refused_naming_the_scorer.<locals>.bad_scorer returned "
+        f"{shown!r} for my_eval item 'q1': expected True/False, a number in [0, 1], or "
+        "Score(value, answer=...) with one")
+
+
+def test_an_answer_that_is_not_json_is_refused() -> None:
+    with pytest.raises(ScorerError, match="an answer must be JSON data"):
+        scored_record("b", lambda c, i: Score(True, answer=object()), ITEM, REQUEST,
+                      Completion(text="4"))
+
+
+# --------------------------------------------------------------------------- the built-ins on it
+
+
+PROBLEM = Gsm8kProblem("gsm8k-test-0000", 0, "test", "Tom has 2 bags of 9 apples. How many?",
+                       "2 * 9 = 18\n#### 18")
+
+
+@pytest.mark.parametrize("text", ["2 * 9 = 18\n#### 18", "The total is 18", "#### 17", None])
+def test_the_gsm8k_scorer_on_the_public_api_scores_as_the_conformance_tested_one(
+    text: str | None,
+) -> None:
+    item = gsm8k_eval_item(PROBLEM, [], max_tokens=64)
+    request = request_for(item, "chat")
+    completion = parse_completion(request.path, {"choices": [
+        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+    ours = scored_record("gsm8k", score_gsm8k_answer, item, request, completion)
+    theirs = score_gsm8k_response(PROBLEM, request, completion)
+    if text is None:  # failed: the same error; the public API extracts nothing from no answer
+        assert (ours.error, ours.correct) == (theirs.error, theirs.correct)
+    else:
+        assert ours == theirs
+
+
+def test_the_example_evaluation_uses_only_the_public_api_in_at_most_30_lines() -> None:
+    example = Path(__file__).resolve().parents[1] / "benches" / "examples" / "test_quick_facts.py"
+    text = example.read_text()
+    imported = {alias.name for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(ast.parse(text))
+                 if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"__future__", "json", "pathlib", "pytest", "pytest_modelsweep"}
+    docstring_end = ast.parse(text).body[0].end_lineno or 0
+    code = [line for line in text.splitlines()[docstring_end:]
+            if line.strip() and not line.lstrip().startswith("#")]
+    assert len(code) <= 30
+
+
+def test_the_guide_shows_the_example_as_it_is() -> None:
+    root = Path(__file__).resolve().parents[1]
+    example = (root / "benches" / "examples" / "test_quick_facts.py").read_text()
+    code = example[example.index("import json"):]
+    assert code in (root / "docs" / "writing-benchmarks.md").read_text()
