@@ -3,7 +3,9 @@
 The names below are the public API for writing your own benchmark
 (docs/writing-benchmarks.md): a test declared with
 ``@pytest.mark.modelsweep_benchmark("my_eval")`` calls the ``evaluate`` fixture
-with :class:`EvalItem` items and a :data:`Scorer`. They are stable by name.
+with :class:`EvalItem` items and a :data:`Scorer`; one declared with
+``kind="throughput"`` calls ``measure_throughput`` with prompts (:func:`load_prompts`).
+They are stable by name.
 The plugin imports this package in every pytest run, so the names are loaded on
 first use (``from pytest_modelsweep import EvalItem``), not here.
 """
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .evaluation import EvalItem, Evaluate, EvaluationResult, Score, Scorer, Summarise
     from .metrics import register_accuracy_metric
+    from .prompts import MeasureThroughput, load_prompts
     from .records import Completion, ItemRecord, ToolCall
 
 __version__ = "0.1.0"
@@ -25,10 +28,12 @@ _PUBLIC = {
     "Evaluate": "evaluation",
     "EvaluationResult": "evaluation",
     "ItemRecord": "records",
+    "MeasureThroughput": "prompts",
     "Score": "evaluation",
     "Scorer": "evaluation",
     "Summarise": "evaluation",
     "ToolCall": "records",
+    "load_prompts": "prompts",
     "register_accuracy_metric": "metrics",
 }
 """Public name → the module that defines it."""
@@ -39,10 +44,12 @@ __all__ = [
     "Evaluate",
     "EvaluationResult",
     "ItemRecord",
+    "MeasureThroughput",
     "Score",
     "Scorer",
     "Summarise",
     "ToolCall",
+    "load_prompts",
     "register_accuracy_metric",
 ]
 

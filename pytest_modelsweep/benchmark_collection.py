@@ -33,13 +33,18 @@ from .context import declared_benchmark_key
 from .metrics import (
     ACCURACY_UNIT,
     BENCHMARK_MARKER,
+    THROUGHPUT_UNIT,
     VERDICT_MARKER,
+    Kind,
     benchmark_name_problem,
     metric_for,
 )
 
 VERDICT_TEST = "test_verdict"
 """The name of the verdict tests (``test_verdict[<candidate>-<benchmark>]``)."""
+RATIO_TEST = "test_throughput_ratio"
+"""The name of a throughput benchmark's ratio tests
+(``test_throughput_ratio[<candidate>-<benchmark>-c<N>]``)."""
 
 _SHARED = "__modelsweep_verdict_tests__"
 """Set on the ``test_verdict`` a module gets from this module (to tell it from a user's)."""
@@ -53,29 +58,36 @@ def declares_benchmark(obj: object) -> bool:
         getattr(mark, "name", None) == BENCHMARK_MARKER for mark in marks)
 
 
-def declared_benchmark(collector: pytest.Collector, name: str, obj: Any) -> str:
-    """The benchmark a test function declares; a one-line collection error when malformed."""
+def declared_benchmark(collector: pytest.Collector, name: str, obj: Any) -> tuple[str, Kind]:
+    """The benchmark a test function declares and its kind; a one-line collection error when
+    malformed."""
     marks = [m for m in obj.pytestmark if getattr(m, "name", None) == BENCHMARK_MARKER]
     where = f"@pytest.mark.{BENCHMARK_MARKER} on {name}"
-    if len(marks) != 1 or len(marks[0].args) != 1 or marks[0].kwargs:
+    kinds = {"accuracy": Kind.ACCURACY, "throughput": Kind.THROUGHPUT}
+    if (len(marks) != 1 or len(marks[0].args) != 1 or set(marks[0].kwargs) - {"kind"}
+            or marks[0].kwargs.get("kind", "accuracy") not in kinds):
         raise collector.CollectError(
-            f"{where}: give it exactly one benchmark name, once, e.g. "
+            f"{where}: give it exactly one benchmark name, once, and optionally "
+            f"kind=\"accuracy\" (the default) or kind=\"throughput\", e.g. "
             f"@pytest.mark.{BENCHMARK_MARKER}(\"my_eval\")")
     benchmark = marks[0].args[0]
-    problem = benchmark_name_problem(benchmark)
+    kind = kinds[marks[0].kwargs.get("kind", "accuracy")]
+    problem = benchmark_name_problem(benchmark, kind)
     if problem is not None:
         raise collector.CollectError(f"{where}: {problem}")
     if not isinstance(collector, pytest.Module):
         raise collector.CollectError(
             f"{where}: declare benchmarks on module-level test functions, not in a class")
-    return str(benchmark)
+    return str(benchmark), kind
 
 
-def register_marker(config: pytest.Config, benchmark: str) -> pytest.MarkDecorator:
+def register_marker(config: pytest.Config, benchmark: str,
+                    kind: Kind = Kind.ACCURACY) -> pytest.MarkDecorator:
     """The benchmark's marker, registered first (``--strict-markers`` refuses unknown ones)."""
     registered = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
     if benchmark not in registered:
-        metric = metric_for(benchmark, ACCURACY_UNIT)
+        unit = ACCURACY_UNIT if kind is Kind.ACCURACY else THROUGHPUT_UNIT
+        metric = metric_for(benchmark, unit)
         assert metric is not None
         config.addinivalue_line("markers", f"{benchmark}: {metric.marker_help}")
     decorator: pytest.MarkDecorator = getattr(pytest.mark, benchmark)
@@ -92,53 +104,86 @@ def _verdict_function() -> Callable[..., None]:
     return test_verdict
 
 
-def _module_verdict_test(module: Any, declared_at: Any) -> Callable[..., None]:
-    """The module's shared ``test_verdict`` (made once), which its verdict items call."""
-    shared = module.__dict__.get(VERDICT_TEST)
+def _ratio_function() -> Callable[..., None]:
+    def test_throughput_ratio(
+        candidate_name: str, metric: str, concurrency: int,
+        judge_throughput_ratio: Callable[..., Any],
+    ) -> None:
+        """The candidate's throughput ÷ the reference's on the benchmark ``metric``."""
+        judge_throughput_ratio(metric, concurrency=concurrency, prompt_tokens=None)
+
+    return test_throughput_ratio
+
+
+def _module_test(module: Any, test_name: str, make: Callable[[], Callable[..., None]],
+                 declared_at: Any) -> Callable[..., None]:
+    """The module's shared comparison test ``test_name`` (made once), which its items call."""
+    shared = module.__dict__.get(test_name)
     if shared is not None and getattr(shared, _SHARED, False):
         return shared  # type: ignore[no-any-return]
-    verdict: Callable[..., None] = getattr(pytest.mark, VERDICT_MARKER)(_verdict_function())
+    verdict: Callable[..., None] = getattr(pytest.mark, VERDICT_MARKER)(make())
     setattr(verdict, _SHARED, True)
     setattr(verdict, "__test__", False)  # pytest's own walk over the module skips it
     setattr(verdict, "place_as", declared_at)  # reports locate it at the declared test
-    setattr(module, VERDICT_TEST, verdict)
+    setattr(module, test_name, verdict)
     return verdict
 
 
 def with_verdict_tests(
     collector: pytest.Collector, name: str, obj: Any, collected: Any
 ) -> list[Any]:
-    """The declared test's items, marked with its benchmark, then its verdict tests' items."""
-    benchmark = declared_benchmark(collector, name, obj)
-    marker = register_marker(collector.config, benchmark)
+    """The declared test's items, marked with its benchmark, then its comparison tests' items:
+    paired verdicts for an accuracy benchmark, ratios (one per ``concurrency``) for a
+    throughput one."""
+    benchmark, kind = declared_benchmark(collector, name, obj)
+    marker = register_marker(collector.config, benchmark, kind)
     items = list(collected) if isinstance(collected, list) else [collected] if collected else []
+    fixture = "evaluate" if kind is Kind.ACCURACY else "measure_throughput"
+    concurrencies: list[int] = []
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
         if "model_name" not in item.fixturenames:
             raise collector.CollectError(
                 f"@pytest.mark.{BENCHMARK_MARKER} on {name}: a benchmark test runs per model; "
-                "take the evaluate fixture (or model_name)")
+                f"take the {fixture} fixture (or model_name)")
         item.stash[declared_benchmark_key] = benchmark
         if item.get_closest_marker(benchmark) is None:
             item.add_marker(marker)
+        if kind is Kind.THROUGHPUT:
+            callspec = getattr(item, "callspec", None)
+            concurrency = callspec.params.get("concurrency") if callspec is not None else None
+            if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+                raise collector.CollectError(
+                    f"@pytest.mark.{BENCHMARK_MARKER}({benchmark!r}, kind=\"throughput\") on "
+                    f"{name}: parametrize it by concurrency, e.g. "
+                    "@pytest.mark.parametrize(\"concurrency\", [1, 4, 16]), and pass it on")
+            if concurrency not in concurrencies:
+                concurrencies.append(concurrency)
     assert isinstance(collector, pytest.Module)  # declared_benchmark refused a class
     module = collector.obj
-    existing = module.__dict__.get(VERDICT_TEST)
+    test_name = VERDICT_TEST if kind is Kind.ACCURACY else RATIO_TEST
+    existing = module.__dict__.get(test_name)
     if existing is not None and not getattr(existing, _SHARED, False):
         raise collector.CollectError(
-            f"{collector.name} defines {VERDICT_TEST}, the name of the verdict tests modelsweep "
+            f"{collector.name} defines {test_name}, the name of the comparison tests modelsweep "
             f"adds beside the declared benchmark {benchmark!r}: rename yours")
-    _module_verdict_test(module, obj)
+    make = _verdict_function if kind is Kind.ACCURACY else _ratio_function
+    _module_test(module, test_name, make, obj)
     # What pytest collects: a function of the same signature whose parametrization adds the
-    # benchmark (and its marker); the items call the module's shared test_verdict.
-    definition = pytest.mark.parametrize(
-        "metric", [pytest.param(benchmark, marks=marker, id=benchmark)])(_verdict_function())
+    # benchmark (and its marker); the items call the module's shared comparison test.
+    if kind is Kind.ACCURACY:
+        definition = pytest.mark.parametrize(
+            "metric", [pytest.param(benchmark, marks=marker, id=benchmark)])(make())
+    else:
+        definition = pytest.mark.parametrize(("metric", "concurrency"), [
+            pytest.param(benchmark, c, marks=marker, id=f"{benchmark}-c{c}")
+            for c in concurrencies])(make())
     setattr(definition, "__test__", True)  # collected whatever python_functions says
     verdicts = collector.ihook.pytest_pycollect_makeitem(
-        collector=collector, name=VERDICT_TEST, obj=definition)
+        collector=collector, name=test_name, obj=definition)
     return [*items, *(verdicts or [])]
 
 
-__all__ = ["VERDICT_TEST", "declared_benchmark", "declares_benchmark",
+__all__ = ["RATIO_TEST", "VERDICT_TEST", "declared_benchmark", "declares_benchmark",
            "register_marker", "with_verdict_tests"]

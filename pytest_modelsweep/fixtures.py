@@ -26,6 +26,7 @@ from .metrics import BENCHMARK_MARKER
 
 if TYPE_CHECKING:
     from .evaluation import Evaluate
+    from .prompts import MeasureThroughput
     from .records import Measurement
     from .serving.endpoint import Endpoint
     from .state import BenchSettings, RunState
@@ -279,6 +280,71 @@ def evaluate(
 
 
 @pytest.fixture
+def measure_throughput(
+    request: pytest.FixtureRequest,
+    model_name: str,
+    bench_settings: BenchSettings,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> MeasureThroughput:
+    """Measure your own prompts' throughput on this test's model at one concurrency:
+    ``measure_throughput(name, prompts, concurrency=c, output_tokens=256)``.
+
+    The test must be declared ``@pytest.mark.modelsweep_benchmark(name, kind="throughput")``
+    and parametrized by ``concurrency``. Each of ``--repeats`` windows sends the prompts in
+    turn with exactly ``concurrency`` in flight, each generating exactly ``output_tokens``
+    tokens, and is checked against the server's counters (every prompt's token count,
+    and, with ``unique_prefixes``, no prefix-cache hit: each prompt gets a distinct lead
+    word); the mean output tokens/s is recorded with the same statistics, flags, cost and
+    goodput as the built-in throughput benches. The candidates' ratio tests come from the
+    declaration. docs/writing-benchmarks.md has the whole API.
+    """
+    from .prompts import MeasureThroughput
+
+    node = request.node
+    declared = node.stash.get(declared_benchmark_key, None)
+
+    def run(
+        benchmark: str,
+        prompts: Sequence[str],
+        *,
+        concurrency: int,
+        output_tokens: int = 256,
+        unique_prefixes: bool = True,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        from .errors import BenchmarkDeclarationError
+        from .prompts import checked_prompts
+        from .workloads.setting import measure_setting
+
+        if declared != benchmark:
+            marker = f"@pytest.mark.{BENCHMARK_MARKER}({benchmark!r}, kind=\"throughput\")"
+            raise BenchmarkDeclarationError(
+                f"{node.name} measures {benchmark!r} but is declared "
+                + (f"{BENCHMARK_MARKER}({declared!r})" if declared else "as no benchmark")
+                + f": decorate it with {marker} (that adds -m {benchmark} and its ratios)")
+        callspec = getattr(node, "callspec", None)
+        declared_concurrency = callspec.params.get("concurrency") if callspec else None
+        if declared_concurrency != concurrency:
+            raise BenchmarkDeclarationError(
+                f"{node.name} measures concurrency {concurrency!r} but is parametrized with "
+                f"{declared_concurrency!r}: pass concurrency=concurrency (the ratio tests "
+                "find the measurement by it)")
+        for value, what in ((concurrency, "concurrency"), (output_tokens, "output_tokens")):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DataError(f"{benchmark}: {what} must be a positive integer, got {value!r}")
+        texts = checked_prompts(benchmark, prompts)
+        endpoint: Endpoint = request.getfixturevalue("endpoint")
+        measure_setting(endpoint, bench_settings, record_measurement, benchmark, concurrency,
+                        None, modelsweep_run.write_line, output_tokens=output_tokens,
+                        user_prompts=texts, unique_prefixes=unique_prefixes,
+                        params=dict(params or {}))
+
+    measure: MeasureThroughput = run
+    return measure
+
+
+@pytest.fixture
 def judge_against_reference(
     request: pytest.FixtureRequest,
     candidate_name: str,
@@ -450,6 +516,12 @@ def judge_throughput_ratio(
     def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> RatioVerdictRecord:
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
         if run.options.interleave:
+            from .metrics import METRICS
+
+            if benchmark not in METRICS:
+                pytest.fail(f"--interleave measures the built-in throughput shapes only, not "
+                            f"your own {benchmark!r}: run its ratio without --interleave",
+                            pytrace=False)
             ratio, design = interleaved(benchmark, setting)
             runs = {"candidate_run": run.run_id, "reference_run": run.run_id}
         else:

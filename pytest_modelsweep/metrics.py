@@ -57,6 +57,9 @@ BENCHMARK_MARKER = "modelsweep_benchmark"
 """``@pytest.mark.modelsweep_benchmark("name")``: declares a test as an accuracy benchmark."""
 ACCURACY_UNIT = "accuracy"
 """The unit of every accuracy measurement; a name the table lacks recorded in it is accuracy."""
+THROUGHPUT_UNIT = "tokens/s"
+"""The unit of throughput measurements; a name the table lacks recorded in it is throughput
+(a user's own prompts, ``@pytest.mark.modelsweep_benchmark(name, kind="throughput")``)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,13 @@ def accuracy_metric(name: str, label: str | None = None) -> Metric:
                   f"the accuracy benchmark {name} (declared with @pytest.mark.{BENCHMARK_MARKER})")
 
 
+def throughput_metric(name: str) -> Metric:
+    """The metric of a user's throughput benchmark (their own prompts): marker = name."""
+    return Metric(name, Kind.THROUGHPUT, THROUGHPUT_UNIT, True, f"{name} throughput", name,
+                  f"the throughput benchmark {name} (declared with "
+                  f"@pytest.mark.{BENCHMARK_MARKER}({name!r}, kind=\"throughput\"))")
+
+
 def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
     """The metric a measurement's ``benchmark`` names; None for one the table lacks.
 
@@ -151,6 +161,8 @@ def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
         return verdict_metric(benchmark[len(VERDICT_PREFIX):])
     if unit == ACCURACY_UNIT:
         return accuracy_metric(benchmark)
+    if unit == THROUGHPUT_UNIT:
+        return throughput_metric(benchmark)
     return None
 
 
@@ -165,7 +177,7 @@ _RESERVED_NAMES = frozenset({"parametrize", "skip", "skipif", "xfail", "usefixtu
 """pytest's own markers: a benchmark named like one would be selected as one."""
 
 
-def benchmark_name_problem(name: object) -> str | None:
+def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY) -> str | None:
     """Why ``name`` cannot name a user's accuracy benchmark (and its marker), or None.
 
     A name is a Python identifier not starting with ``_`` (a pytest marker and a
@@ -178,9 +190,9 @@ def benchmark_name_problem(name: object) -> str | None:
         return (f"{name!r} is one of pytest's or modelsweep's own markers: name the "
                 "benchmark otherwise")
     taken = METRICS.get(name)
-    if taken is not None and taken.kind is not Kind.ACCURACY:
+    if taken is not None and (taken.kind is not kind or kind is not Kind.ACCURACY):
         return (f"{name!r} is modelsweep's {taken.kind.value} benchmark {taken.label!r}: name "
-                "the accuracy benchmark otherwise")
+                f"the {kind.value} benchmark otherwise")
     return None
 
 
@@ -250,6 +262,7 @@ MARKERS: dict[str, str] = markers()
 
 __all__ = [
     "ACCURACY_UNIT",
+    "THROUGHPUT_UNIT",
     "BENCHMARK_MARKER",
     "CAPACITY_RATIO_BENCHMARK",
     "GATED_KINDS",
@@ -271,4 +284,5 @@ __all__ = [
     "metric_for",
     "rank",
     "register_accuracy_metric",
+    "throughput_metric",
 ]

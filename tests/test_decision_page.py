@@ -1,7 +1,7 @@
 """The decision page of a real run: the real benches against fake servers, read back.
 
 The input is what the benches write, not hand-made dicts: ``benches/test_accuracy.py``
-(GSM8K and BFCL on the shared data), ``benches/test_verdicts.py``, the c16 settings of
+(GSM8K and BFCL on the shared data, with their verdicts), the c16 settings of
 ``benches/test_throughput.py`` with their ratio tests, ``benches/test_capacity.py`` under
 ``--slo``, ``benches/test_screen.py`` (recorded Hub answers) and a user's own evaluation
 (``arith``, judged by ``judge_against_reference`` like GSM8K) run in a pytest subprocess for
@@ -129,42 +129,23 @@ bfcl_mode = "prompt"
 # A user's own evaluation: scored items in the store, a measurement, a verdict test.
 USER_BENCH = '''
 import pytest
-from pytest_modelsweep.records import ApiRequest, ItemRecord
-from pytest_modelsweep.workloads.accuracy import run_accuracy
+from pytest_modelsweep import Completion, EvalItem, Evaluate
 
 PROBLEMS = PROBLEMS_HERE
+ITEMS = [EvalItem(item_id, messages=[{"role": "user", "content": question}], answer=str(answer),
+                  max_tokens=8) for item_id, question, answer in PROBLEMS]
 
 
-def build(problem):
-    item_id, question, _ = problem
-    return ApiRequest(item_id=item_id, path="/v1/chat/completions", payload={
-        "messages": [{"role": "user", "content": question}], "max_tokens": 8, "temperature": 0})
+def exact(completion: Completion, item: EvalItem) -> bool:
+    return (completion.text or "").strip() == item.answer
 
 
-def score(problem, request, completion):
-    item_id, _, answer = problem
-    return ItemRecord(item_id=item_id, prompt_hash=request.prompt_hash, data_hash=item_id,
-                      correct=completion.error is None and (completion.text or "").strip() == str(answer),
-                      response=completion.text or "", error=completion.error, completion=completion)
-
-
-@pytest.mark.arith
-def test_arith(endpoint, bench_settings, result_store, record_measurement):
-    run = run_accuracy(endpoint, "arith", PROBLEMS, build, score, store=result_store,
-                       run_id=bench_settings.run_id)
-    answered = [r for r in run.records if not r.failed]
-    record_measurement("arith", sum(r.correct for r in answered) / len(answered), "accuracy",
-                       len(answered), items=[r.to_dict() for r in run.records])
-
-
-@pytest.mark.verdict
-@pytest.mark.arith
-def test_arith_verdict(candidate_name, judge_against_reference):
-    judge_against_reference("arith")
+@pytest.mark.modelsweep_benchmark("arith")
+def test_arith(evaluate: Evaluate) -> None:
+    evaluate("arith", ITEMS, exact, concurrency=4)
 '''
 USER_CONFTEST = '''
-def pytest_configure(config):
-    config.addinivalue_line("markers", "arith: a user's own arithmetic evaluation")
+# Nothing to register: a declared benchmark registers its own marker (arith).
 '''
 
 
@@ -277,7 +258,7 @@ def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
                 sweep: str = SWEEP, endpoints: tuple[str, ...] = ()) -> Run:
     """The real benches (and the user's) in a pytest subprocess, against the servers
     (and any further ``--endpoint=NAME=URL``)."""
-    for name in ("test_accuracy.py", "test_verdicts.py", "test_throughput.py", "test_screen.py",
+    for name in ("test_accuracy.py", "test_throughput.py", "test_screen.py",
                  "test_capacity.py"):
         (path / name).write_text((ROOT / "benches" / name).read_text(encoding="utf-8"),
                                  encoding="utf-8")
@@ -315,7 +296,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     for server in servers.values():
         server.start()
     try:
-        run = run_benches(path, servers, "test_accuracy.py", "test_verdicts.py",
+        run = run_benches(path, servers, "test_accuracy.py",
                           "test_throughput.py", "test_screen.py", "test_arith.py",
                           "-k", "c16 or not test_throughput", "--repeats=2",
                           "--timed-requests=16",
@@ -372,10 +353,10 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     path = tmp_path_factory.mktemp("capacity_run")
     servers = {model: slotted(model, slots) for model, slots in CAPACITY_SLOTS.items()}
     run = serving(servers, lambda: run_benches(
-        path, servers, "test_accuracy.py", "test_verdicts.py", "test_capacity.py",
+        path, servers, "test_accuracy.py", "test_capacity.py",
         "-k", "gsm8k or capacity", f"--slo={SLO}", "--contended-cores=64",
         sweep=CAPACITY_SWEEP + EXAMPLE_PRICE))
-    assert failed_tests(run) <= {f"test_verdicts.py::test_verdict[{WORSE}-gsm8k]"}, \
+    assert failed_tests(run) <= {f"test_accuracy.py::test_verdict[{WORSE}-gsm8k]"}, \
         run.output[-4000:]
     return run
 
@@ -412,7 +393,7 @@ def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                                       fail={second} if model == REFERENCE else set())
                for model in replies}
     return serving(servers, lambda: run_benches(
-        path, servers, "test_accuracy.py", "test_verdicts.py", "test_throughput.py",
+        path, servers, "test_accuracy.py", "test_throughput.py",
         "-k", "gsm8k or c16", "--limit=6", "--repeats=2", "--timed-requests=16",
         "--contended-cores=64", sweep=SWEEP + EXTRA_MODEL,
         endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",)))
@@ -822,8 +803,8 @@ def test_a_run_without_accuracy_shows_capacity_and_cost_and_says_why_there_is_no
     _, reference_usd = cost_of(run, REFERENCE)
     assert same_usd is not None and reference_usd is not None
     expected = (f"No answer: this run has no accuracy verdict against {REFERENCE}, so no "
-                "candidate is shown to match it (run the accuracy benches with "
-                "benches/test_verdicts.py). Not judged on accuracy: highest capacity under the "
+                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+                "or your own). Not judged on accuracy: highest capacity under the "
                 f"SLO: {SAME} (≥4 concurrent requests); cheapest: {SAME} ($")
     assert answer.startswith(expected), answer
     cheapest = answer[len(expected) - 1:]

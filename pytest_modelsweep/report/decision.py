@@ -386,7 +386,7 @@ def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
         if side is not None:
             return [_absent(side[0], side[1]), _absent(DASH, side[1])]
     why = (f"no verdict:{metric} measurement of {candidate}: its verdict test did not run "
-           f"(benches/test_verdicts.py, or the user's own judge_against_reference test)")
+           f"(a declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)")
     return [_absent(NOT_JUDGED, why), _absent(DASH, why)]
 
 
@@ -720,7 +720,7 @@ def _screen_cells(run: _Run, model: str) -> list[Cell]:
 
 
 def _is_comparison(m: Mapping[str, Any]) -> bool:
-    metric = metric_for(str(m.get("benchmark", "")))
+    metric = metric_for(str(m.get("benchmark", "")), m.get("unit"))
     return metric is not None and metric.kind is Kind.COMPARISON or m.get("benchmark") in (
         CAPACITY_RATIO,)
 
@@ -863,8 +863,8 @@ def _answer(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
     reference = run.reference
     if not metrics:
         line = (f"No answer: this run has no accuracy verdict against {reference}, so no "
-                "candidate is shown to match it (run the accuracy benches with "
-                "benches/test_verdicts.py)")
+                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+                "or your own)")
         picks = _picks(run, candidates, capacities, costs, relative_costs)
         if picks != [NOTHING_TO_CHOOSE]:
             line += ". Not judged on accuracy: " + "; ".join(picks)
@@ -967,7 +967,7 @@ def reference_of(measurements: Iterable[Mapping[str, Any]], run: Mapping[str, An
     if run.get("reference"):
         return str(run["reference"])
     for m in measurements:
-        metric = metric_for(str(m.get("benchmark", "")))
+        metric = metric_for(str(m.get("benchmark", "")), m.get("unit"))
         if metric is not None and metric.kind is Kind.COMPARISON:
             named = _stats(m).get("reference") or _params(m).get("reference")
             if named:

@@ -85,8 +85,8 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     titles = ["model", *(c.title for c in page.columns), "flags"]
     lines = ["### Decision: which model to serve", "", f"**{escape_markdown(page.answer)}**", "",
              "| " + " | ".join(escape_markdown(t) for t in titles) + " |",
-             "| --- | " + " | ".join("---" if c.verdict or c.text else "---:" for c in page.columns)
-             + " | --- |"]
+             "| " + " | ".join(["---", *("---" if c.verdict or c.text else "---:"
+                                         for c in page.columns), "---"]) + " |"]
     for row in page.rows:
         cells = [escape_markdown(f"{row.model} (reference)" if row.is_reference else row.model)]
         for column, cell in zip(page.columns, row.cells):
@@ -100,8 +100,9 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     if page.reasons:
         lines += [""] + [f"{escape_markdown(f'[{i}] {why}')}  " for i, why in
                          enumerate(page.reasons, 1)]
-    lines += ["", "<sub>" + escape_markdown("; ".join(page.notes)) + "</sub>",
-              "", escape_markdown(pareto_line(page))]
+    if page.notes:
+        lines += ["", "<sub>" + escape_markdown("; ".join(page.notes)) + "</sub>"]
+    lines += ["", escape_markdown(pareto_line(page))]
     return lines
 
 

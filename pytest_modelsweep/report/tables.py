@@ -282,7 +282,7 @@ def _outcome_notes(measurements: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def _infer_reference(measurements: Iterable[Mapping[str, Any]]) -> str | None:
     for m in measurements:
-        metric = metric_for(str(m.get("benchmark", "")))
+        metric = metric_for(str(m.get("benchmark", "")), m.get("unit"))
         if metric is not None and metric.kind is Kind.COMPARISON:
             reference = _stats(m).get("reference") or _params(m).get("reference")
             if reference:
@@ -303,7 +303,7 @@ _TABLE_OF_COMPARISON = {Kind.ACCURACY: "verdicts", Kind.THROUGHPUT: "throughput_
 def measurement_kind(m: Mapping[str, Any]) -> str:
     """The table a measurement belongs in: verdicts, throughput_ratio, throughput, accuracy
     or other, by its metric's kind; by its unit for a benchmark the metric table lacks."""
-    metric = metric_for(str(m.get("benchmark", "")))
+    metric = metric_for(str(m.get("benchmark", "")), m.get("unit"))
     if metric is not None:
         if metric.kind is Kind.COMPARISON:
             return _TABLE_OF_COMPARISON.get(metric.compares or metric.kind, "other")
@@ -564,7 +564,10 @@ class ThroughputRow:
     prompt_tokens: int | None
     """The long-prompt setting; None for the short-prompt settings."""
     short_prompt_tokens: int | None
-    """The prompt length a short-prompt setting actually used (from its repeats)."""
+    """The prompt length a short-prompt setting actually used (from its repeats); for the
+    benchmark's own prompts, their mean length."""
+    own_prompts: int | None
+    """How many prompt texts of its own the benchmark sent in turn (None: drawn prompts)."""
     output_tokens: int | None
     mean: float | None
     """Mean output tokens/s over the repeats."""
@@ -733,6 +736,7 @@ def throughput_row(m: Mapping[str, Any]) -> ThroughputRow:
         concurrency=_int(params.get("concurrency")),
         prompt_tokens=_int(params.get("prompt_tokens")),
         short_prompt_tokens=short,
+        own_prompts=_int(params.get("user_prompts")),
         output_tokens=_int(params.get("output_tokens")),
         mean=mean,
         repeat_values=values,
@@ -791,6 +795,8 @@ def format_flags(row: ThroughputRow) -> str:
 
 
 def _prompt_of(row: ThroughputRow) -> str:
+    if row.own_prompts is not None:
+        return "own" if row.short_prompt_tokens is None else f"own (≈{row.short_prompt_tokens:,})"
     return "short" if row.prompt_tokens is None else f"{row.prompt_tokens:,}"
 
 
@@ -900,9 +906,14 @@ def throughput_table(
     outputs = sorted({r.output_tokens for r in rows if r.output_tokens is not None})
     if outputs:
         notes.append(f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request")
-    known_short = sorted({r.short_prompt_tokens for r in rows if r.short_prompt_tokens is not None})
+    known_short = sorted({r.short_prompt_tokens for r in rows
+                          if r.short_prompt_tokens is not None and r.own_prompts is None})
     if known_short:
         notes.append(f"short: {', '.join(map(str, known_short))}-token prompts")
+    own = sorted({r.own_prompts for r in rows if r.own_prompts is not None})
+    if own:
+        notes.append(f"own: the benchmark's {', '.join(map(str, own))} prompt texts, sent in "
+                     "turn (≈ their mean length in tokens)")
     notes.append("tokens/s: mean over repeats (range: lowest–highest repeat); CV: the repeats' "
                  "coefficient of variation; fidelity: our token count ÷ the server's (lowest repeat)")
     sources = {r.latency_source for r in rows}
