@@ -217,12 +217,7 @@ def evaluate(
         from .evaluation import first_duplicate, request_for, scored_record, summarise_items
         from .workloads.accuracy import run_accuracy
 
-        if declared != benchmark:
-            marker = f"@pytest.mark.{BENCHMARK_MARKER}({benchmark!r})"
-            raise BenchmarkDeclarationError(
-                f"{node.name} evaluates {benchmark!r} but is declared "
-                + (f"{BENCHMARK_MARKER}({declared!r})" if declared else "as no benchmark")
-                + f": decorate it with {marker} (that adds -m {benchmark} and its verdicts)")
+        _check_declared(node.name, "evaluates", benchmark, declared, "", "verdicts")
         if node.stash.get(evaluated_key, False):
             raise BenchmarkDeclarationError(
                 f"{node.name} called evaluate twice: one benchmark, one evaluate call per test")
@@ -279,6 +274,20 @@ def evaluate(
     return run
 
 
+def _check_declared(test: str, verb: str, benchmark: str, declared: str | None, kind: str,
+                    comparisons: str) -> None:
+    """A one-line error unless the test is declared as the benchmark it records."""
+    from .errors import BenchmarkDeclarationError
+
+    if declared == benchmark:
+        return
+    marker = f"@pytest.mark.{BENCHMARK_MARKER}({benchmark!r}{kind})"
+    raise BenchmarkDeclarationError(
+        f"{test} {verb} {benchmark!r} but is declared "
+        + (f"{BENCHMARK_MARKER}({declared!r})" if declared else "as no benchmark")
+        + f": decorate it with {marker} (that adds -m {benchmark} and its {comparisons})")
+
+
 @pytest.fixture
 def measure_throughput(
     request: pytest.FixtureRequest,
@@ -317,12 +326,8 @@ def measure_throughput(
         from .prompts import checked_prompts
         from .workloads.setting import measure_setting
 
-        if declared != benchmark:
-            marker = f"@pytest.mark.{BENCHMARK_MARKER}({benchmark!r}, kind=\"throughput\")"
-            raise BenchmarkDeclarationError(
-                f"{node.name} measures {benchmark!r} but is declared "
-                + (f"{BENCHMARK_MARKER}({declared!r})" if declared else "as no benchmark")
-                + f": decorate it with {marker} (that adds -m {benchmark} and its ratios)")
+        _check_declared(node.name, "measures", benchmark, declared, ', kind="throughput"',
+                        "ratios")
         callspec = getattr(node, "callspec", None)
         declared_concurrency = callspec.params.get("concurrency") if callspec else None
         if declared_concurrency != concurrency:
