@@ -151,11 +151,21 @@ RECALL = Metric("recall", Kind.ACCURACY, "score", True, "Recall accuracy", "reca
                 "needle-in-a-haystack recall")
 
 
-def test_an_unregistered_benchmark_is_neither_gated_nor_a_throughput_table() -> None:
+def test_an_unknown_name_is_read_by_its_unit() -> None:
+    # tokens/s: a user's own throughput shape (modelsweep_benchmark(..., kind="throughput")),
+    # gated and tabled as throughput under a title made from its name
     now, before = throughput_measurement("decode_speed", [50.0, 51.0]), throughput_measurement(
         "decode_speed", [100.0, 101.0])
-    assert compare_with_baseline([now], [before], Thresholds(), resamples=200) == []
-    assert measurement_kind(now) == "other"
+    [row] = compare_with_baseline([now], [before], Thresholds(), resamples=200)
+    assert row.benchmark == "decode_speed" and row.status == "regressed"
+    assert measurement_kind(now) == "throughput"
+    assert [(t.title, t.kind) for t in summary_tables([now])] == [
+        ("decode_speed throughput", "throughput")]
+    # a unit the table does not know: neither gated nor in a metric's table
+    odd = {**now, "unit": "ms"}
+    assert compare_with_baseline([odd], [{**before, "unit": "ms"}], Thresholds(),
+                                 resamples=200) == []
+    assert measurement_kind(odd) == "other"
 
 
 def test_a_registered_throughput_metric_is_throughput_to_gate_and_report(

@@ -277,7 +277,8 @@ def test_evaluate_in_an_undeclared_test_fails_naming_the_declaration(
      "benchmark 'Throughput': name the accuracy benchmark otherwise"),
     ("@pytest.mark.modelsweep_benchmark",
      '@pytest.mark.modelsweep_benchmark on test_my_eval: give it exactly one benchmark name, once, '
-     'e.g. @pytest.mark.modelsweep_benchmark("my_eval")'),
+     'and optionally kind="accuracy" (the default) or kind="throughput", e.g. '
+     '@pytest.mark.modelsweep_benchmark("my_eval")'),
 ])
 def test_a_malformed_declaration_is_a_collection_error_in_one_line(
     pytester: pytest.Pytester, declaration: str, message: str,
@@ -296,14 +297,15 @@ def test_a_users_own_test_verdict_beside_a_declared_benchmark_is_refused(
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([
-        "test_clash.py defines test_verdict, the name of the verdict tests modelsweep adds beside "
+        "test_clash.py defines test_verdict, the name of the comparison tests modelsweep adds beside "
         "the declared benchmark 'my_eval': rename yours"])
 
 
 def test_the_public_names_are_exported() -> None:
     assert sorted(pytest_modelsweep.__all__) == [
-        "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "Score", "Scorer",
-        "Summarise", "ToolCall", "register_accuracy_metric"]
+        "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord",
+        "MeasureThroughput", "Score", "Scorer", "Summarise", "ToolCall", "load_prompts",
+        "register_accuracy_metric"]
     assert pytest_modelsweep.EvalItem is EvalItem and pytest_modelsweep.Score is Score
     assert all(getattr(pytest_modelsweep, name) is not None for name in pytest_modelsweep.__all__)
     with pytest.raises(AttributeError):
