@@ -203,7 +203,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
     yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your "
-                            "own, docs/writing-benchmarks.md)"}
+                            "own)"}
     parts = [f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
              for kind in GATED_KINDS if benchmarks_of(kind)]
     return "compares " + "; ".join(parts) + " (other measurements are not gated)"
