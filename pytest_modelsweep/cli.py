@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelsweepError
-from .metrics import GATED_KINDS, benchmarks_of
+from .metrics import GATED_KINDS, Kind, benchmarks_of
 from .options import (
     DEFAULT_STORE,
     add_noisy_option,
@@ -202,8 +202,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
-    parts = [f"{kind.value}: {', '.join(benchmarks_of(kind))}" for kind in GATED_KINDS
-             if benchmarks_of(kind)]
+    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your "
+                            "own)"}
+    parts = [f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
+             for kind in GATED_KINDS if benchmarks_of(kind)]
     return "compares " + "; ".join(parts) + " (other measurements are not gated)"
 
 

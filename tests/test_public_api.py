@@ -130,10 +130,11 @@ def options(servers: tuple[ArithmeticServer, ArithmeticServer], *args: str) -> l
             "-W", "error::pytest.PytestUnknownMarkWarning", "-p", "no:cacheprovider", *args]
 
 
-def run(project: pytest.Pytester, workers: bool, *args: str) -> pytest.RunResult:
-    if workers:
-        return project.runpytest_subprocess(*args, "-n", "2", timeout=120)
-    return project.runpytest(*args)
+def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest in a subprocess: a run that sends requests must not load httpx's lazily imported
+    parts inside pytester's in-process run, which forgets them afterwards (and so makes a
+    second copy of their exception classes for the tests that come later)."""
+    return project.runpytest_subprocess(*args, timeout=120)
 
 
 def measurements(project: pytest.Pytester, name: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -141,12 +142,14 @@ def measurements(project: pytest.Pytester, name: str) -> dict[tuple[str, str], d
     return {(m["model"], m["benchmark"]): m for m in data["measurements"]}
 
 
-@pytest.mark.parametrize("workers", [False, True], ids=["plain", "xdist"])
+@pytest.mark.parametrize("under_xdist", [False, True], ids=["plain", "xdist"])
 def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
-    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer], workers: bool,
+    project: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+    under_xdist: bool,
 ) -> None:
     reference, candidate = servers
-    first = run(project, workers, *options(servers, "--results=first.json"))
+    workers = ["-n", "2"] if under_xdist else []
+    first = run(project, *options(servers, "--results=first.json", *workers))
     first.assert_outcomes(passed=4)  # two models' tests, the candidate's verdict, the plain test
     assert "PytestUnknownMarkWarning" not in first.stdout.str()
     assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (20, 20)
@@ -156,7 +159,7 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
     assert candidate.stats.bodies[0]["messages"][1] == {"role": "user", "content": "What is 0 + 0?"}
     assert {b["stop"][0] for b in reference.stats.bodies + candidate.stats.bodies} == {"\n"}
 
-    second = run(project, workers, *options(servers, "--results=second.json"))
+    second = run(project, *options(servers, "--results=second.json", *workers))
     second.assert_outcomes(passed=4)
     assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (20, 20)  # nothing re-sent
 
@@ -194,8 +197,7 @@ def test_marker_model_and_limit_select_as_for_the_built_ins(
         "test_my_eval.py::test_my_eval[cand]", "test_my_eval.py::test_verdict[cand-my_eval]",
         "test_my_eval.py::test_plain"]
 
-    limited = project.runpytest(*options(servers, "-m", "my_eval", "--limit=5",
-                                         "--results=r.json"))
+    limited = run(project, *options(servers, "-m", "my_eval", "--limit=5", "--results=r.json"))
     limited.assert_outcomes(passed=3)
     reference, candidate = servers
     assert [len(reference.stats.bodies), len(candidate.stats.bodies)] == [5, 5]
@@ -210,7 +212,7 @@ def test_a_scorer_returning_no_score_fails_in_one_line(
 ) -> None:
     project.makepyfile(test_my_eval=MY_EVAL.replace(
         "return Score(answer == item.answer, answer=answer)", f"return {returned}"))
-    result = project.runpytest(*options(servers, "-m", "my_eval", "--model=ref"))
+    result = run(project, *options(servers, "-m", "my_eval", "--model=ref"))
     result.assert_outcomes(failed=1, skipped=1)  # the verdict: no candidate in this run
     result.stdout.fnmatch_lines([
         "*_ test_my_eval[[]ref[]] _*",
@@ -227,7 +229,7 @@ def test_partial_credit_is_the_accuracy_and_the_verdicts_score(
     project.makepyfile(test_my_eval=MY_EVAL.replace(
         "return Score(answer == item.answer, answer=answer)",
         "return 1.0 if answer == item.answer and item.id < 'q10' else 0.5"))
-    result = project.runpytest(*options(servers, "-m", "my_eval", "--results=r.json"))
+    result = run(project, *options(servers, "-m", "my_eval", "--results=r.json"))
     result.assert_outcomes(passed=3)
     found = measurements(project, "r.json")
     assert found[("ref", "my_eval")]["value"] == pytest.approx(0.75)
@@ -244,7 +246,7 @@ def test_a_benchmark_skipped_for_the_candidate_skips_its_verdict(
         "def test_my_eval(evaluate: Evaluate) -> None:",
         "def test_my_eval(evaluate: Evaluate, model_name: str) -> None:\n"
         "    if model_name == 'cand':\n        pytest.skip('no arithmetic for this model')"))
-    result = project.runpytest(*options(servers, "-m", "my_eval", "-rs"))
+    result = run(project, *options(servers, "-m", "my_eval", "-rs"))
     result.assert_outcomes(passed=1, skipped=2)
     assert result.ret == pytest.ExitCode.OK  # a skipped benchmark is not an unjudged comparison
     result.stdout.fnmatch_lines([
