@@ -219,7 +219,9 @@ def test_an_unknown_name_recorded_in_accuracy_is_an_accuracy_metric() -> None:
     assert metric is not None
     assert (metric.kind, metric.unit, metric.marker, metric.label, metric.gated) == (
         Kind.ACCURACY, "accuracy", "quick_facts", "quick_facts accuracy", True)
-    assert metric_for("quick_facts") is None and metric_for("quick_facts", "tokens/s") is None
+    assert metric_for("quick_facts") is None
+    throughput = metric_for("quick_facts", "tokens/s")  # the unit decides: a throughput shape
+    assert throughput is not None and throughput.kind is Kind.THROUGHPUT
     assert metric_for("gsm8k", "tokens/s") is METRICS["gsm8k"]  # the table wins
     assert kind_of("quick_facts", "accuracy") is Kind.ACCURACY
 
