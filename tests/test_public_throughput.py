@@ -211,3 +211,29 @@ def test_prompt_files_are_read_or_refused_in_one_line(tmp_path: Path) -> None:
         checked_prompts("b", "one prompt")  # type: ignore[arg-type]
     with pytest.raises(DataError, match="prompt 1 must be a non-empty string"):
         checked_prompts("b", ["ok", ""])
+
+
+def test_a_concurrency_other_than_the_parameter_is_one_line(
+    pytester: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+) -> None:
+    (pytester.path / "mine.toml").write_text(SWEEP)
+    pytester.makepyfile(test_bad="""
+import pytest
+
+@pytest.mark.modelsweep_benchmark("my_shape", kind="throughput")
+@pytest.mark.parametrize("concurrency", [2])
+def test_bad(measure_throughput, concurrency):
+    measure_throughput("my_shape", ["hello there"], concurrency=3)
+""")
+    result = pytester.runpytest_subprocess(*options(servers, "--model=ref"))
+    result.stdout.fnmatch_lines(["*test_bad?ref-2? measures concurrency 3 but is parametrized "
+                                 "with 2: pass concurrency=concurrency*"])
+    assert servers[0].stats.bodies == []  # refused before anything was sent
+
+
+def test_interleave_refuses_a_users_shape_in_one_line(
+    project: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+) -> None:
+    result = project.runpytest_subprocess(*options(servers, "-m", "my_shape", "--interleave"))
+    result.stdout.fnmatch_lines(["*--interleave measures the built-in throughput shapes only, "
+                                 "not your own 'my_shape': run its ratio without --interleave*"])
