@@ -14,29 +14,13 @@ from typing import Any
 
 import pytest
 from sse_server import ListingServer, fake_token_ids
+from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
 
 from pytest_modelsweep.errors import DataError
 from pytest_modelsweep.prompts import checked_prompts, load_prompts
 
 pytest_plugins = ("pytester",)
 
-SWEEP = """
-[sweep]
-name = "mine"
-reference = "ref"
-[serving]
-backend = "llamacpp"
-[models.ref]
-source = "embedded:x"
-license = "mit"
-served_name = "ref-served"
-prompting = "completion"
-[models.cand]
-source = "embedded:x"
-license = "mit"
-served_name = "cand-served"
-prompting = "chat"
-"""
 
 PROMPTS = """\
 # my service's typical requests
@@ -226,8 +210,8 @@ def test_bad(measure_throughput, concurrency):
     measure_throughput("my_shape", ["hello there"], concurrency=3)
 """)
     result = pytester.runpytest_subprocess(*options(servers, "--model=ref"))
-    result.stdout.fnmatch_lines(["*test_bad?ref-2? measures concurrency 3 but is parametrized "
-                                 "with 2: pass concurrency=concurrency*"])
+    result.stdout.fnmatch_lines([("*test_bad?ref-2? measures concurrency 3 but is parametrized "
+                                  "with 2: pass concurrency=concurrency*")])
     assert servers[0].stats.bodies == []  # refused before anything was sent
 
 
@@ -235,5 +219,5 @@ def test_interleave_refuses_a_users_shape_in_one_line(
     project: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
 ) -> None:
     result = project.runpytest_subprocess(*options(servers, "-m", "my_shape", "--interleave"))
-    result.stdout.fnmatch_lines(["*--interleave measures the built-in throughput shapes only, "
-                                 "not your own 'my_shape': run its ratio without --interleave*"])
+    result.stdout.fnmatch_lines([("*--interleave measures the built-in throughput shapes only, "
+                                  "not your own 'my_shape': run its ratio without --interleave*")])

@@ -356,10 +356,13 @@ def user_prompt_ids(
     leads = _leads(rng)
     used = set(exclude_first_tokens)
     prompts: list[tuple[str, list[int]]] = []
+    as_given: dict[str, list[int]] = {}  # each text tokenized once, however often it is sent
     for i in range(count):
         body = texts[i % len(texts)]
         if not unique_prefixes:
-            prompts.append((body, tokenize(body)))
+            if body not in as_given:
+                as_given[body] = tokenize(body)
+            prompts.append((body, as_given[body]))
             continue
         while True:
             lead = next(leads, None)
