@@ -119,16 +119,15 @@ def failed_items_reason(
     failed (HTTP 500: injected failure); re-run to resend them (completed items are reused)``.
     """
     parts = []
-    first = ""
     for role, side in (("candidate", candidate), ("reference", reference)):
         failed = side.failed
-        if failed:
-            parts.append(f"{len(failed)} of {len(side.items)} {role} items failed")
-            first = first or str(failed[0].error)
+        if failed:  # each side with its own first error: the endpoint named is that side's
+            parts.append(f"{len(failed)} of {len(side.items)} {role} items failed "
+                         f"({failed[0].error})")
     if not parts:
         return None
     return (f"cannot {action} {candidate.model} against {reference.model} on {benchmark}: "
-            f"{', '.join(parts)} ({first}); re-run to resend them (completed items are reused)")
+            f"{', '.join(parts)}; re-run to resend them (completed items are reused)")
 
 
 def setting_text(params: Mapping[str, Any]) -> str:

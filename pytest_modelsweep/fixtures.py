@@ -528,7 +528,7 @@ def judge_throughput_ratio(
                             f"your own {benchmark!r}: run its ratio without --interleave",
                             pytrace=False)
             ratio, design = interleaved(benchmark, setting)
-            runs = {"candidate_run": run.run_id, "reference_run": run.run_id}
+            runs: dict[str, Any] = {"candidate_run": run.run_id, "reference_run": run.run_id}
         else:
             ref = measurement_of(reference, benchmark, setting)
             cand = measurement_of(candidate_name, benchmark, setting)
@@ -537,7 +537,9 @@ def judge_throughput_ratio(
             except ModelsweepError as error:
                 pytest.fail(str(error), pytrace=False)
             design = {"design": "back-to-back"}
-            runs = {"candidate_run": cand.run_id, "reference_run": ref.run_id}
+            runs = {"candidate_run": cand.run_id, "reference_run": ref.run_id,
+                    "candidate_flags": side_flags(cand.stats),
+                    "reference_flags": side_flags(ref.stats)}
         tolerance = run.options.ratio_tolerance
         verdict = config.hook.pytest_modelsweep_verdict(
             candidate=candidate_name, reference=reference, metric=benchmark, interval=ratio,
@@ -559,13 +561,36 @@ def judge_throughput_ratio(
         summary = (f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
                    f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
                    f"{verdict.value} ({shown}, tolerance ±{tolerance:.0%}, repeats "
-                   f"{ratio.candidate_n}/{ratio.reference_n})")
+                   f"{ratio.candidate_n}/{ratio.reference_n}"
+                   f"{flags_text({r: runs.get(f'{r}_flags') or [] for r in ROLES})})")
         if verdict.value in run.options.fail_on:
             pytest.fail(summary, pytrace=False)
         print(summary)
         return record
 
     return judge
+
+
+ROLES = ("candidate", "reference")
+"""The two sides of a comparison, in the order lines name them."""
+
+
+def side_flags(stats: Mapping[str, Any]) -> list[str]:
+    """What makes one side of a ratio doubtful: ``unstable (CV 53%)``, ``contended``."""
+    flags = []
+    if stats.get("unstable"):
+        cv = stats.get("cv")
+        flags.append(f"unstable (CV {cv:.0%})" if isinstance(cv, (int, float)) else "unstable")
+    if stats.get("contended"):
+        flags.append("contended")
+    return flags
+
+
+def flags_text(flags_by_role: Mapping[str, Sequence[str]]) -> str:
+    """``; the reference's measurement is flagged unstable (CV 53%), contended`` or ``""``."""
+    parts = [f"the {role}'s measurement is flagged {', '.join(flags)}"
+             for role, flags in flags_by_role.items() if flags]
+    return "; " + "; ".join(parts) if parts else ""
 
 
 @pytest.fixture
@@ -635,7 +660,9 @@ def judge_capacity_ratio(
                  "rule": RULE_BRACKET, "attainment_target": target,
                  "candidate_max_concurrency": cand.measurement["params"].get("max_concurrency"),
                  "reference_max_concurrency": ref.measurement["params"].get("max_concurrency"),
-                 "candidate_run": cand.run_id, "reference_run": ref.run_id}
+                 "candidate_run": cand.run_id, "reference_run": ref.run_id,
+                 "candidate_flags": side_flags(cand.stats),
+                 "reference_flags": side_flags(ref.stats)}
         record_measurement(
             "capacity_ratio", ratio.ratio, "x reference", int(cand.measurement.get("n") or 0),
             params={"reference": reference, "verdict": str(verdict.value), "slo": slo.as_dict()},
@@ -648,7 +675,8 @@ def judge_capacity_ratio(
                    f"({target:.0%} attainment): {cand_bracket.capacity} ÷ "
                    f"{ref_bracket.capacity} = {ratio.ratio:.2f}x, {verdict.value} ({shown}; "
                    f"capacity brackets {cand_bracket.text()} and {ref_bracket.text()}, tolerance "
-                   f"±{tolerance:.0%})")
+                   f"±{tolerance:.0%}"
+                   f"{flags_text({r: stats[f'{r}_flags'] for r in ROLES})})")
         if verdict.value in run.options.fail_on:
             pytest.fail(summary, pytrace=False)
         print(summary)

@@ -90,6 +90,23 @@ def test_a_reference_whose_items_all_failed_is_never_judged(
     assert "### Failed tests (2)" in md and "3 of 3 reference items failed" in md
 
 
+def test_when_both_sides_failed_each_names_its_own_error(
+    pytester: pytest.Pytester, accuracy_benches: None,
+) -> None:
+    with ListingServer("gemma3-270m", default_fault="http500") as reference, \
+            ListingServer("smollm2-135m", default_fault="badjson") as candidate:
+        result = gsm8k(pytester, ["--endpoint", f"gemma3-270m={reference.base_url}",
+                                  "--endpoint", f"smollm2-135m={candidate.base_url}"])
+    result.assert_outcomes(failed=3)
+    (line,) = [line for line in result.stdout.lines if line.startswith("cannot judge")]
+    candidate_part, reference_part = line.split("), ")
+    assert candidate_part.startswith("cannot judge smollm2-135m against gemma3-270m on gsm8k: "
+                                     "3 of 3 candidate items failed (")
+    assert "HTTP 500" not in candidate_part  # the reference's error is not blamed on it
+    assert reference_part.startswith("3 of 3 reference items failed (HTTP 500 from /v1/completions")
+    assert line.endswith("; re-run to resend them (completed items are reused)")
+
+
 def test_a_failed_run_is_refused_as_baseline(
     pytester: pytest.Pytester, accuracy_benches: None, failing_reference: list[str],
 ) -> None:

@@ -314,6 +314,39 @@ def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
     assert ratio["stats"]["reference_n"] == ratio["stats"]["candidate_n"] == 2
 
 
+def test_a_stored_reference_flagged_unstable_is_named_with_the_candidates_ratio(
+    pytester: pytest.Pytester, slow_candidate: list[str],
+) -> None:
+    pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
+
+    def c16(*args: str) -> Any:
+        return pytester.runpytest_subprocess(
+            "-k", "c16 and not long", "--repeats=2", "--timed-requests=16", "--contended-cores=64",
+            "--modelsweep-dir=work", "--results=r.json", "--md=r.md", "-s",
+            "-p", "no:cacheprovider", *slow_candidate, *args, timeout=300)
+
+    # the reference alone, in an earlier run, with a limit no two repeats stay under
+    c16("--model=gemma3-270m", "--unstable-cv=0.000001")
+    (reference,) = [m for m in json.loads((pytester.path / "r.json").read_text())["measurements"]
+                    if m["benchmark"] == "throughput"]
+    assert reference["stats"]["unstable"] is True
+    cv = reference["stats"]["cv"]
+    result = c16("--model=smollm2-135m")
+    ratio = ratio_of(pytester)
+    assert ratio["stats"]["reference_run"] != ratio["stats"]["candidate_run"]
+    assert ratio["stats"]["reference_flags"] == [f"unstable (CV {cv:.0%})"]
+    result.stdout.fnmatch_lines([f"*smollm2-135m ÷ gemma3-270m, throughput c16: *repeats 2/2;*"
+                                 f"the reference's measurement is flagged unstable (CV {cv:.0%}))"])
+    # the candidate's row on the decision page carries the stored reference's flag
+    page = (pytester.path / "r.md").read_text().split("### Decision: which model to serve", 1)[1]
+    page = page.split("\n### ", 1)[0]
+    (row,) = [line for line in page.splitlines() if line.startswith("| smollm2-135m")]
+    assert f"reference unstable (CV {cv:.0%}) (c16)" in row
+    # and the reference's own cell says where its figure is, not that it was never measured
+    assert (f"the reference gemma3-270m's c16 throughput comes from earlier run "
+            f"{ratio['stats']['reference_run']} (the ratios use it)") in page.replace("\\", "")
+
+
 def test_a_ratio_whose_reference_setting_was_never_measured_is_a_skip(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:

@@ -293,6 +293,17 @@ class _Run:
         self.any_c16 = any(self.c16(model) is not None for model in models)
         self.any_capacity = any(m.get("benchmark") == CAPACITY for m in self.measurements)
 
+    def stored_reference_runs(self) -> set[str]:
+        """Earlier runs whose reference c16 throughput this run's c16 ratios used."""
+        runs = set()
+        for m in self.measurements:
+            ratio = self.c16_ratio(str(m.get("model", "")))
+            if ratio is m:
+                stats = _stats(m)
+                if stats.get("reference_run") not in (None, stats.get("candidate_run")):
+                    runs.add(str(stats["reference_run"]))
+        return runs
+
     def latest(self, model: str, benchmark: str, **params: Any) -> Mapping[str, Any] | None:
         found = None
         for m in self.measurements:
@@ -406,6 +417,11 @@ def _throughput_why(run: _Run, model: str, role: str) -> tuple[str, str] | None:
     """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
     m = run.c16(model)
     if m is None:
+        earlier = sorted(run.stored_reference_runs()) if role == "reference" else []
+        if earlier:
+            return NOT_MEASURED, (f"the {role} {model}'s c{CONCURRENCY} throughput comes from "
+                                  f"earlier run {', '.join(earlier)} (the ratios use it); this "
+                                  "report holds this run's measurements only")
         if not run.any_c16:
             return NOT_MEASURED, (f"no throughput measurement at c{CONCURRENCY} in this run "
                                   f"(benches/test_throughput.py -k c{CONCURRENCY})")
@@ -732,6 +748,19 @@ def _setting(m: Mapping[str, Any]) -> str:
     return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
 
 
+def _reference_side_flags(run: _Run, candidate: str) -> list[str]:
+    """The reference's doubts carried into a candidate's comparisons, e.g. ``reference
+    unstable (CV 53%) (c16)``: a stored reference measurement is not in this run's rows."""
+    carried: dict[str, list[str]] = {}
+    for m, where in ((run.c16_ratio(candidate), f"c{CONCURRENCY}"),
+                     (run.latest(candidate, CAPACITY_RATIO), "capacity")):
+        if m is None:
+            continue
+        for flag in _stats(m).get("reference_flags") or []:
+            carried.setdefault(str(flag), []).append(where)
+    return [f"reference {flag} ({', '.join(where)})" for flag, where in carried.items()]
+
+
 def _flags(run: _Run, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
     flags = []
     throughput = [m for m in run.measurements if m.get("model") == model
@@ -744,6 +773,7 @@ def _flags(run: _Run, model: str, cells: Sequence[Cell], columns: Sequence[Colum
                 settings.append("capacity search")
         if settings:
             flags.append(f"{word} ({', '.join(settings)})")
+    flags += _reference_side_flags(run, model)
     failed_items = []
     for m in run.measurements:
         if m.get("model") == model and measurement_kind(m) == "accuracy":
