@@ -110,6 +110,10 @@ class Breaker:
             return None
         return work_done(parse_prometheus(response.text))
 
+    def counts_work(self) -> bool:
+        """Whether the server exposes work counters, so that a stall shows without a byte."""
+        return self.work_done() is not None
+
     def note_work(self) -> None:
         """Read the work counters when a silence begins, so that a stall is seen early."""
         if self._work is None:
@@ -117,10 +121,10 @@ class Breaker:
             if work is not None:
                 self._work = (work, time.monotonic())
 
-    def stalled(self, silent_s: float) -> str | None:
+    def stalled(self, silent_s: float, idle_s: float | None = None) -> str | None:
         """After ``silent_s`` without a byte: the reason to give up (and open), if the server
         does not answer a health check, or its work counters have stood still for
-        ``still_s``; else None."""
+        ``still_s`` (or the caller's idle timeout ``idle_s``, if shorter); else None."""
         started = time.monotonic()
         if not self.healthy():
             reason = (
@@ -136,7 +140,7 @@ class Breaker:
             self._work = (work, now)
             return None
         still = now - self._work[1]
-        if still < self.still_s:
+        if still < (self.still_s if idle_s is None else min(self.still_s, idle_s)):
             return None
         reason = (
             f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and its "

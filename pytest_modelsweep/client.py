@@ -553,8 +553,10 @@ class _Watch:
     """
 
     def __init__(self, breaker: Breaker | None, stall_s: float,
-                 on_wait: Callable[[int, float], None] | None, report_every_s: float = 30.0) -> None:
+                 on_wait: Callable[[int, float], None] | None, report_every_s: float = 30.0,
+                 idle_s: float | None = None) -> None:
         self.breaker, self.stall_s, self.on_wait = breaker, stall_s, on_wait
+        self.idle_s = idle_s
         self.report_every_s = report_every_s
         self.inflight: dict[int, Any] = {}
         self._last_report = _perf()
@@ -597,7 +599,8 @@ class _Watch:
             if breaker is None or silent < self.stall_s or now - self._last_check < self.stall_s:
                 continue
             self._last_check = now
-            reason = breaker.reason or await asyncio.to_thread(breaker.stalled, silent)
+            reason = breaker.reason or await asyncio.to_thread(breaker.stalled, silent,
+                                                               self.idle_s)
             if reason is not None:
                 for pending in list(self.inflight.values()):
                     pending.fail(reason, _perf())
@@ -607,8 +610,9 @@ class _Watch:
 class Guard:
     """What protects one call's requests beyond the total timeout.
 
-    ``idle_timeout_s``: no byte for this long fails a request (a non-streamed answer sends
-    none before it is complete, so there it bounds the whole wait for the answer);
+    ``idle_timeout_s``: no byte for this long fails a request; a non-streamed answer sends
+    none before it is complete, so there, where the breaker reads the server's work
+    counters, it is no byte *and* no counter movement for this long (else the whole wait);
     ``credentials``: sent with every request; ``breaker``: the endpoint's circuit breaker
     (see :mod:`.breaker`); ``on_wait(n, seconds)``: told when requests are overdue.
     """
@@ -623,7 +627,7 @@ class Guard:
     def watch(self) -> _Watch:
         # the health check has time to decide before the idle timeout would
         return _Watch(self.breaker, min(self.stall_check_s, self.idle_timeout_s / 4), self.on_wait,
-                      self.report_every_s)
+                      self.report_every_s, idle_s=self.idle_timeout_s)
 
 
 def _wants_key(status: int, breaker: Breaker | None, served_name: str) -> str | None:
@@ -967,7 +971,10 @@ async def post_requests(
     timeout, HTTP error status, non-JSON body) is a Completion with ``error`` of kind
     ``request``. ``on_result`` is called as each one completes, so that results can be
     stored as they arrive. ``guard.idle_timeout_s`` is httpx's read timeout (no byte for
-    that long); ``timeout_s`` stays the total bound.
+    that long), except where the guard's breaker reads the server's work counters: a
+    non-streamed answer sends no byte until it is complete, so there the breaker's watch
+    (counters standing still, no answer to a health check) decides a stall and a slow
+    answer is waited for while the server computes. ``timeout_s`` stays the total bound.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -978,6 +985,9 @@ async def post_requests(
     guard = guard or Guard()
     watch = guard.watch()
     idle = min(guard.idle_timeout_s, timeout_s)
+    if guard.breaker is not None and idle < timeout_s and requests \
+            and await asyncio.to_thread(guard.breaker.counts_work):
+        idle = timeout_s
     headers = {"Content-Type": "application/json", **auth_headers(guard.credentials)}
     loop = asyncio.get_running_loop()
 

@@ -442,6 +442,8 @@ def judge_against_reference(
             f"{interval.high:+.3f}], n={interval.n}, discordant={interval.discordant}, "
             f"detectable ±{interval.min_detectable_difference:.3f})"
         )
+        if interval.too_few_items:
+            summary += f"; no verdict from it: {interval.too_few_reason()}"
         if verdict.value in options.fail_on:
             pytest.fail(summary, pytrace=False)
         print(summary)

@@ -257,14 +257,19 @@ def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, s
         {r.item_id: r.credit for r in old_items},
         resamples=resamples,
     )
+    note = f"n={interval.n}, discordant={interval.discordant}"
+    if interval.too_few_items:  # no interval with its coverage, so neither ok nor regressed
+        return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
+                       interval.difference, math.nan, math.nan, "no interval",
+                       f"{note}; {interval.too_few_reason()}")
     status = "ok"
     if interval.high < 0 and interval.difference <= -thresholds.accuracy_points:
         status = "regressed"
     elif interval.low > 0:
         status = "improved"
     return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
-                   interval.difference, interval.low, interval.high, status,
-                   f"n={interval.n}, discordant={interval.discordant}", interval.confidence)
+                   interval.difference, interval.low, interval.high, status, note,
+                   interval.confidence)
 
 
 def _throughput_row(

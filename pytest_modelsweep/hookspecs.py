@@ -35,7 +35,10 @@ def pytest_modelsweep_verdict(
       ``--margin``. The default rule is the seed's: *matches* when the interval
       covers zero, *better*/*worse* when it lies above/below; with ``--margin``,
       *equivalent* when it lies inside ±margin and *inconclusive* when it covers
-      zero but is wider. A verdict in ``--fail-on`` fails the test.
+      zero but is wider. Fewer than ``stats.MIN_PAIRED_ITEMS`` (30) items, or fewer
+      than ``stats.MIN_DISCORDANT`` (10) scored differently: *inconclusive* whatever
+      the interval, which then does not hold its coverage
+      (``interval.too_few_items``). A verdict in ``--fail-on`` fails the test.
     * ``"throughput"`` (``metric`` is ``throughput``, ``long_prompt``):
       ``interval`` is the bootstrap interval of candidate ÷ reference output
       tokens/s over the repeats at one setting

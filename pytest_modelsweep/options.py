@@ -34,8 +34,10 @@ def add_regression_option(addoption: AddOption) -> None:
 
 def add_timeout_options(addoption: AddOption) -> None:
     addoption("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
-              help="fail a request after this long without a byte from the server; a stalled "
-                   "server is found sooner by a health check "
+              help="fail a request after this long without a byte from the server (for a "
+                   "non-streamed answer, from a server with work counters: without a byte and "
+                   "without its counters moving); a stalled server is found sooner by a health "
+                   "check "
                    f"(default: {DEFAULT_IDLE_TIMEOUT_S:g})")
     addoption("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
               metavar="SECONDS",

@@ -36,6 +36,8 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "MAX_EXACT_CATEGORIES",
+    "MIN_DISCORDANT",
+    "MIN_PAIRED_ITEMS",
     "RULE_COVERS_ZERO",
     "RULE_EQUIVALENCE_MARGIN",
     "HolmComparison",
@@ -64,6 +66,13 @@ IntervalMethod = Literal["percentile", "basic", "bca"]
 #: Differences with at most this many distinct values are resampled exactly as
 #: multinomial counts; more distinct values fall back to chunked index resampling.
 MAX_EXACT_CATEGORIES = 16
+#: Fewest paired items, and fewest of them scored differently by the two sides (discordant),
+#: for the paired bootstrap's 95% interval to hold its coverage. Below either, simulated
+#: coverage falls to 85-92% (and to 0 with no discordant item: the interval is [0, 0]
+#: whatever the truth), so no verdict or gate decision is drawn from it
+#: (``python benches/perf/coverage_simulation.py --small-samples``).
+MIN_PAIRED_ITEMS = 30
+MIN_DISCORDANT = 10
 #: Power used for :attr:`PairedInterval.min_detectable_difference`.
 DETECTION_POWER = 0.8
 #: Largest number of array elements one resampling chunk allocates (16 MiB of int64).
@@ -110,6 +119,23 @@ class PairedInterval:
     bootstrap_standard_error: float
     min_detectable_difference: float
     p_value: float
+
+    @property
+    def too_few_items(self) -> bool:
+        """Whether fewer than :data:`MIN_PAIRED_ITEMS` items were paired or fewer than
+        :data:`MIN_DISCORDANT` scored differently: the interval does not hold its stated
+        coverage, so it supports no verdict."""
+        return self.n < MIN_PAIRED_ITEMS or self.discordant < MIN_DISCORDANT
+
+    def too_few_reason(self) -> str:
+        """One line: why this interval supports no verdict (empty when it does)."""
+        if not self.too_few_items:
+            return ""
+        found = (f"only {self.n} items paired" if self.n < MIN_PAIRED_ITEMS
+                 else f"only {self.discordant} of {self.n} items scored differently")
+        return (f"{found} (the interval holds its {self.confidence:.0%} coverage from "
+                f"{MIN_PAIRED_ITEMS} items with {MIN_DISCORDANT} scored differently on): score "
+                "more items (raise --limit)")
 
     @property
     def covers_zero(self) -> bool:
@@ -568,7 +594,8 @@ def normal_p_value(interval: PairedInterval) -> float:
 def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Verdict:
     """Verdict from the interval of candidate minus reference.
 
-    Entirely above 0: better; entirely below 0: worse.  Covering 0: ``matches``
+    Fewer than :data:`MIN_PAIRED_ITEMS` items, or fewer than :data:`MIN_DISCORDANT` scored
+    differently: inconclusive (the interval does not hold its coverage).  Entirely above 0: better; entirely below 0: worse.  Covering 0: ``matches``
     when ``margin`` is None (the seed's rule); with a margin, ``equivalent`` when
     the whole interval lies within [-margin, +margin], else ``inconclusive``.
     (Equivalence is judged on the interval as given; a TOST at level alpha would
@@ -576,6 +603,8 @@ def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Ver
     """
     if margin is not None and not (math.isfinite(margin) and margin >= 0.0):
         raise ValueError(f"equivalence margin must be a finite number >= 0, got {margin!r}")
+    if interval.too_few_items:
+        return Verdict.INCONCLUSIVE
     if interval.low > 0.0:
         return Verdict.BETTER
     if interval.high < 0.0:

@@ -293,7 +293,12 @@ class SseServer:
             body = self._final_json(chat, produce, finish, prompt_tokens)
             if fault == "badjson":
                 body = b"<html>oops</html>"
-            self.stats.tokens_predicted += produce
+            if fault == "slow":  # computed a token at a time: silent, but the counters move
+                for _ in range(produce):
+                    await asyncio.sleep(float(arg))
+                    self.stats.tokens_predicted += 1
+            else:
+                self.stats.tokens_predicted += produce
             return await self._respond(writer, 200, "application/json", body)
 
         if fault in ("crlf", "length", "trickle", "close"):

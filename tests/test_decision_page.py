@@ -62,18 +62,22 @@ module_requirement = module_needs(
 
 REFERENCE, SAME, WORSE = "gemma-4-e2b", "qwen3-4b", "phi-4-mini"
 CANDIDATES = (SAME, WORSE)
-LIMIT = 16
+LIMIT = 30  # a verdict needs 30 items paired (stats.MIN_PAIRED_ITEMS)
 METRICS = ("gsm8k", "bfcl", "arith")
 LABELS = {"gsm8k": "GSM8K", "bfcl": "BFCL", "arith": "arith"}
 HOLDS = ("matches", "equivalent", "better")
 
-# Which items each model answers right (the others get a wrong answer).
+# Which items each model answers right (the others get a wrong answer). A verdict needs 10
+# items the two models score differently (stats.MIN_DISCORDANT): SAME and the reference each
+# get 5 the other misses (matches), WORSE misses all 10 of the reference's GSM8K answers and
+# differs from it on 12 BFCL and arith items, 6 each way (matches).
 RIGHT = {
-    "gsm8k": {REFERENCE: range(12), SAME: range(1, 14), WORSE: range(3)},
-    "bfcl": {REFERENCE: range(12), SAME: range(12), WORSE: range(10)},
-    "arith": {REFERENCE: range(10), SAME: range(10), WORSE: range(1, 11)},
+    "gsm8k": {REFERENCE: range(10), SAME: range(5, 15), WORSE: range(0)},
+    "bfcl": {REFERENCE: range(10), SAME: range(5, 15), WORSE: range(6, 16)},
+    "arith": {REFERENCE: range(10), SAME: range(5, 15), WORSE: range(6, 16)},
 }
-ARITH = [(f"arith-{i:02d}", f"What is {i} plus {i + 7}?", 2 * i + 7) for i in range(12)]
+ARITH_ITEMS = 30
+ARITH = [(f"arith-{i:02d}", f"What is {i} plus {i + 7}?", 2 * i + 7) for i in range(ARITH_ITEMS)]
 
 SLO = "ttft=80ms"
 TPU_PRICE = """
@@ -286,7 +290,7 @@ def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Accuracy (16 items each), verdicts, c16 throughput (2 repeats of 16 requests) and its
+    """Accuracy (30 items each), verdicts, c16 throughput (2 repeats of 16 requests) and its
     ratios, screening, priced by the sweep's ``[pricing]``: the reference and one candidate
     stream a token every 0.4 ms, the other candidate every 4 ms."""
     path = tmp_path_factory.mktemp("decision_run")
@@ -347,7 +351,7 @@ CAPACITY_SLOTS = {REFERENCE: 2, SAME: 3, WORSE: 4}
 
 @pytest.fixture(scope="module")
 def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """GSM8K (16 items), its verdicts and capacity under the SLO, with an example price: the
+    """GSM8K (30 items), its verdicts and capacity under the SLO, with an example price: the
     reference serves 2 requests at once, the candidate that holds its accuracy 3 and the
     one that does not 4 (the sweep's maximum)."""
     path = tmp_path_factory.mktemp("capacity_run")
@@ -659,7 +663,7 @@ def test_the_run_recorded_what_the_page_reads(real_run: Run) -> None:
         assert (real_run.measurement(model, "screen") is None) is (model == WORSE)
         for metric in METRICS:
             measured = real_run.measurement(model, metric)
-            assert measured is not None and measured["n"] == (12 if metric == "arith" else LIMIT)
+            assert measured is not None and measured["n"] == (ARITH_ITEMS if metric == "arith" else LIMIT)
             assert measured["value"] == pytest.approx(len(RIGHT[metric][model]) / measured["n"])
     verdicts = {m["model"]: m["stats"]["verdict"] for m in real_run.results["measurements"]
                 if m["benchmark"] == "verdict:gsm8k"}

@@ -68,6 +68,19 @@ def test_unchanged_rerun_passes_and_worse_rerun_fails(
     assert "Traceback" not in worse.stdout.str()
 
 
+def test_an_accuracy_change_on_fewer_than_ten_items_is_neither_ok_nor_regressed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(BENCH)
+    run(pytester, monkeypatch, 100, "100,101,99", "--save-baseline", "main").assert_outcomes(
+        passed=2)
+    fewer = run(pytester, monkeypatch, 95, "100,102,98", "--baseline", "main")
+    assert fewer.ret == pytest.ExitCode.OK  # 5 items worse: no interval holds, no alarm
+    fewer.stdout.fnmatch_lines([
+        "*smollm2-135m*gsm8k*limit=200*50.0%*47.5%*-2.5pp*no interval*n=200, discordant=5; "
+        "only 5 of 200 items scored differently*"])
+
+
 def test_small_drop_within_threshold_passes(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

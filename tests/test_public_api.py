@@ -61,7 +61,7 @@ from pytest_modelsweep import Completion, EvalItem, Evaluate, Score
 INSTRUCTION = {"role": "system", "content": "Answer with a number."}
 ITEMS = [EvalItem(f"q{i:02d}",
                   messages=[INSTRUCTION, {"role": "user", "content": f"What is {i} + {2 * i}?"}],
-                  answer=str(3 * i), max_tokens=8, stop=["\\n"]) for i in range(20)]
+                  answer=str(3 * i), max_tokens=8, stop=["\\n"]) for i in range(30)]
 
 def first_number(completion: Completion, item: EvalItem) -> Score:
     answer = (completion.text or "").strip().split(" ")[0]
@@ -108,10 +108,10 @@ class ArithmeticServer(ListingServer):
 
 @pytest.fixture
 def servers() -> Iterator[tuple[ArithmeticServer, ArithmeticServer]]:
-    """The reference's server (every answer right) and the candidate's (two wrong: 1 + 2 and
-    7 + 14)."""
-    with ArithmeticServer("ref-served") as reference, \
-            ArithmeticServer("cand-served", wrong=(1, 7)) as candidate:
+    """The reference's server (wrong on q10, q12, ..., q18) and the candidate's (wrong on q01,
+    q03, ..., q09): 25 of 30 each, and 10 items scored differently: enough for a verdict."""
+    with ArithmeticServer("ref-served", wrong=(10, 12, 14, 16, 18)) as reference, \
+            ArithmeticServer("cand-served", wrong=(1, 3, 5, 7, 9)) as candidate:
         yield reference, candidate
 
 
@@ -152,7 +152,7 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
     first = run(project, *options(servers, "--results=first.json", *workers))
     first.assert_outcomes(passed=4)  # two models' tests, the candidate's verdict, the plain test
     assert "PytestUnknownMarkWarning" not in first.stdout.str()
-    assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (20, 20)
+    assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (30, 30)
     # the completion model got the messages as a plain transcript, the chat model the messages
     assert reference.stats.bodies[0]["prompt"] == (
         "Answer with a number.\n\nUser: What is 0 + 0?\n\nAssistant:")
@@ -161,22 +161,22 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
 
     second = run(project, *options(servers, "--results=second.json", *workers))
     second.assert_outcomes(passed=4)
-    assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (20, 20)  # nothing re-sent
+    assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (30, 30)  # nothing re-sent
 
-    for name, sent, reused in (("first.json", 20, 0), ("second.json", 0, 20)):
+    for name, sent, reused in (("first.json", 30, 0), ("second.json", 0, 30)):
         found = measurements(project, name)
         mine = found[("cand", "my_eval")]
-        assert (mine["value"], mine["n"], mine["unit"]) == (18 / 20, 20, "accuracy")
+        assert (mine["value"], mine["n"], mine["unit"]) == (25 / 30, 30, "accuracy")
         assert (mine["stats"]["sent"], mine["stats"]["reused"]) == (sent, reused)
-        assert (mine["stats"]["correct"], mine["stats"]["failed"]) == (18, 0)
+        assert (mine["stats"]["correct"], mine["stats"]["failed"]) == (25, 0)
         assert mine["params"] == {"prompting": "chat", "limit": None, "subset": False}
         assert mine["provenance"]["served_name"] == "cand-served"
-        assert found[("ref", "my_eval")]["value"] == 1.0
+        assert found[("ref", "my_eval")]["value"] == 25 / 30
         verdict = found[("cand", "verdict:my_eval")]
         assert verdict["params"]["reference"] == "ref"
-        assert verdict["params"]["verdict"] == "matches"  # 2 of 20 worse: not significantly
-        assert (verdict["n"], verdict["stats"]["discordant"]) == (20, 2)
-        assert verdict["value"] == pytest.approx(-0.1)
+        assert verdict["params"]["verdict"] == "matches"  # 5 items each way
+        assert (verdict["n"], verdict["stats"]["discordant"]) == (30, 10)
+        assert verdict["value"] == pytest.approx(0.0)
         assert verdict["test_id"] == "test_my_eval.py::test_verdict[cand-my_eval]"
 
 
@@ -232,11 +232,12 @@ def test_partial_credit_is_the_accuracy_and_the_verdicts_score(
     result = run(project, *options(servers, "-m", "my_eval", "--results=r.json"))
     result.assert_outcomes(passed=3)
     found = measurements(project, "r.json")
-    assert found[("ref", "my_eval")]["value"] == pytest.approx(0.75)
+    assert found[("ref", "my_eval")]["value"] == pytest.approx(20 / 30)
     assert found[("ref", "my_eval")]["stats"]["correct"] == 10
     scores = [item["score"] for item in found[("cand", "my_eval")]["items"]]
-    assert scores[:3] == [1.0, 0.5, 1.0] and scores[10:] == [0.5] * 10
-    assert found[("cand", "verdict:my_eval")]["value"] == pytest.approx(-1.0 / 20)  # q01, q07
+    assert scores[:3] == [1.0, 0.5, 1.0] and scores[10:] == [0.5] * 20
+    # half credit lost on q01, q03, ..., q09; the reference's misses are all past q10
+    assert found[("cand", "verdict:my_eval")]["value"] == pytest.approx(-2.5 / 30)
 
 
 def test_a_benchmark_skipped_for_the_candidate_skips_its_verdict(

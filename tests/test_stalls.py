@@ -26,7 +26,7 @@ def requests(n: int) -> list[ApiRequest]:
 
 
 def test_a_post_with_no_answer_fails_after_the_idle_timeout_and_the_breaker_fails_the_rest() -> None:
-    with SseServer(default_fault="hang") as server:
+    with SseServer(default_fault="hang", metrics=False) as server:  # no counters to watch
         breaker = Breaker("m1", server.base_url, threshold=3)
         guard = Guard(idle_timeout_s=0.5, breaker=breaker)
         started = time.monotonic()
@@ -120,6 +120,28 @@ def test_a_server_whose_counters_move_is_waited_for() -> None:
     assert not breaker.is_open
 
 
+@pytest.mark.parametrize("metrics", [True, False], ids=["counters", "no-counters"])
+def test_a_slow_non_streamed_answer_outlasts_the_idle_timeout_while_the_counters_move(
+    metrics: bool,
+) -> None:
+    """2.4 s of silence against a 1 s idle timeout: a server whose counters show it computing
+    is waited for; one without counters is given only the idle timeout."""
+    with SseServer(served_names=("m",), metrics=metrics) as server:
+        breaker = Breaker("m1", server.base_url, health_timeout_s=0.5, still_s=1.0)
+        guard = Guard(idle_timeout_s=1.0, breaker=breaker, stall_check_s=0.3)
+        slow = [ApiRequest("s0", "/v1/completions",
+                           {"prompt": "x", "max_tokens": 12, "test_fault": "slow:0.2"})]
+        started = time.monotonic()
+        results = asyncio.run(post_requests(server.v1, "m", slow, 1, timeout_s=60, guard=guard))
+        elapsed = time.monotonic() - started
+    if metrics:
+        assert [r.error for r in results] == [None] and elapsed > 2.4
+    else:
+        assert (results[0].error or "").startswith("no answer for 1 s from /v1/completions")
+        assert elapsed < 2.4
+    assert not breaker.is_open
+
+
 def test_an_open_breaker_closes_when_the_server_answers_again() -> None:
     with SseServer(served_names=("m",)) as server:
         breaker = Breaker("m1", server.base_url)
@@ -182,7 +204,11 @@ def test_a_server_that_never_answers_a_completion_trips_the_breaker_per_test(
         elapsed = time.monotonic() - started
     assert elapsed < 30, result.stdout.str()
     result.assert_outcomes(failed=3)  # both models' tests, and the verdict refusing their items
-    result.stdout.fnmatch_lines(["*3 of 3 gsm8k requests got no answer (first: no answer for 1 s*"])
+    # the answers are not streamed: the idle second is one in which no counter moved either
+    result.stdout.fnmatch_lines([
+        "*3 of 3 gsm8k requests got no answer (first: gemma3-270m at http://127.0.0.1:* stalled: "
+        "no byte for * s, and its work counters (/metrics) have not moved in * s although it "
+        "answers GET /v1/models*"])
 
 
 def test_bad_timeouts_are_usage_errors(pytester: pytest.Pytester) -> None:

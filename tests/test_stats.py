@@ -103,7 +103,31 @@ def test_identical_scores_give_exact_zero_interval() -> None:
     assert interval.discordant == 0
     assert interval.standard_error == 0.0
     assert interval.p_value == 1.0
-    assert decide_verdict(interval, None) is Verdict.MATCHES
+    # [0, 0] holds no coverage: no item tells the two apart, so no verdict
+    assert interval.too_few_items
+    assert decide_verdict(interval, None) is Verdict.INCONCLUSIVE
+    assert interval.too_few_reason() == (
+        "only 0 of 500 items scored differently (the interval holds its 95% coverage from 30 "
+        "items with 10 scored differently on): score more items (raise --limit)")
+
+
+@pytest.mark.parametrize(("n", "candidate_only", "expected"), [
+    (40, 9, Verdict.INCONCLUSIVE), (40, 10, Verdict.BETTER),
+    (29, 12, Verdict.INCONCLUSIVE), (30, 12, Verdict.BETTER)])
+def test_a_verdict_needs_thirty_items_and_ten_scored_differently(
+    n: int, candidate_only: int, expected: Verdict,
+) -> None:
+    # the candidate right wherever they differ: the interval lies above 0 in every case
+    candidate, reference = counted_pair(n, candidate_only=candidate_only, reference_only=0,
+                                        both_right=10)
+    interval = paired_bootstrap(candidate, reference)
+    assert interval.low > 0.0 and interval.discordant == candidate_only
+    assert decide_verdict(interval, None) is expected
+    assert decide_verdict(interval, 0.9) is expected  # and with a margin
+    reason = interval.too_few_reason()
+    assert bool(reason) is (expected is Verdict.INCONCLUSIVE)
+    if n < 30:
+        assert reason.startswith(f"only {n} items paired (")
 
 
 def test_candidate_fixing_every_reference_error_is_better() -> None:

@@ -72,6 +72,22 @@ def test_matching_candidate_passes_and_is_recorded(pytester: pytest.Pytester) ->
     assert verdict["stats"]["discordant"] == 50 and verdict["n"] == 200
 
 
+def test_a_candidate_scored_alike_on_every_item_gets_no_verdict(pytester: pytest.Pytester) -> None:
+    # the reference's own scores: [0, 0] is no 95% interval, so not "matches"
+    pytester.makepyfile(bench("[1, 0, 1, 0, 1, 0, 1, 0] * 25"))
+    result = pytester.runpytest("--modelsweep-dir", "work", "--results", "r.json",
+                                "--fail-on", "worse,inconclusive")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*smollm2-135m vs gemma3-270m on gsm8k: inconclusive (difference +0.000, 95% interval "
+        "?+0.000, +0.000?, n=200, discordant=0, detectable ±0.000); no verdict from it: only 0 "
+        "of 200 items scored differently (the interval holds its 95% coverage from 30 items "
+        "with 10 scored differently on): score more items (raise --limit)"])
+    verdict = next(m for m in json.loads((pytester.path / "r.json").read_text())["measurements"]
+                   if m["benchmark"] == "verdict:gsm8k")
+    assert verdict["params"]["verdict"] == "inconclusive"
+
+
 def test_margin_turns_a_wide_match_into_inconclusive(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
     result = pytester.runpytest("--modelsweep-dir", "work", "--margin", "0.02",
@@ -189,8 +205,9 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
         import pytest
         from pytest_modelsweep.records import ItemRecord
 
-        RIGHT = {"ref": range(0, 120), "bad": range(0, 60), "close": range(5, 123),
-                 "same": range(0, 120)}
+        # each candidate differs from "ref" on 10 or more items (stats.MIN_DISCORDANT)
+        RIGHT = {"ref": range(0, 120), "bad": range(0, 60), "close": range(10, 127),
+                 "same": range(10, 130)}
 
         @pytest.mark.gsm8k
         def test_gsm8k(model_name, modelsweep_run, record_measurement):
@@ -389,5 +406,11 @@ def test_the_documented_rules_decide_as_their_text_says() -> None:
     assert throughput(kind="throughput", interval=much_slower) == Verdict.WORSE
     same = paired_bootstrap({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0}, resamples=100)
     assert throughput(kind="accuracy", interval=same) is None
-    assert accuracy(metric="gsm8k", interval=same, kind="accuracy") == Verdict.MATCHES
+    # no differing item: the example leaves it to the default rule (inconclusive)
+    assert accuracy(metric="gsm8k", interval=same, kind="accuracy") is None
+    ids = [f"q{i}" for i in range(40)]
+    fixed_ten = paired_bootstrap(dict.fromkeys(ids, 1.0),
+                                 {i: float(n < 30) for n, i in enumerate(ids)}, resamples=100)
+    assert fixed_ten.discordant == 10 and fixed_ten.low > -0.01
+    assert accuracy(metric="gsm8k", interval=fixed_ten, kind="accuracy") == Verdict.MATCHES
     assert accuracy(metric="gsm8k", interval=slightly_slower, kind="throughput") is None

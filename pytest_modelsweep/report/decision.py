@@ -33,6 +33,7 @@ from typing import Any
 from ..cost import Pricing
 from ..metrics import METRICS, RATIO_BENCHMARK, VERDICT_PREFIX, Kind, metric_for, rank
 from ..slo import Slo
+from ..stats import MIN_DISCORDANT, MIN_PAIRED_ITEMS
 from .tables import (
     NA,
     accuracy_interval,
@@ -370,6 +371,22 @@ def _one_line(text: Any, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _too_few_line(stats: Mapping[str, Any], which: str) -> str:
+    """Why a paired interval supports no verdict (too few items, or too few differing), or ""."""
+    n, discordant = _number(stats.get("n")), _number(stats.get("discordant"))
+    if n is None or discordant is None:
+        return ""
+    if n < MIN_PAIRED_ITEMS:
+        found = f"only {n:.0f} items paired"
+    elif discordant < MIN_DISCORDANT:
+        found = f"only {discordant:.0f} of {n:.0f} items scored differently"
+    else:
+        return ""
+    return (f"{which}: {found}, too few for the interval to hold its 95% coverage "
+            f"({MIN_PAIRED_ITEMS} items with {MIN_DISCORDANT} scored differently), so it "
+            "supports no verdict: score more items (raise --limit)")
+
+
 def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
     """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
     m = run.verdict(candidate, metric)
@@ -381,9 +398,11 @@ def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
         if _number(difference) is None or interval == NA:
             why = f"the {metric} verdict of {candidate} records no difference or interval"
             return [Cell(verdict, verdict=verdict), _absent(NA, why)]
+        few = _too_few_line(stats, f"{candidate} vs the reference on {metric_label(metric)}")
         # the unit once: "-2.0 pp [-5.0, +1.0]"
         return [Cell(verdict, verdict=verdict), Cell(
-            f"{format_points(difference)} {interval.removesuffix(' pp')}{_interval_suffix(stats)}")]
+            f"{format_points(difference)} {interval.removesuffix(' pp')}{_interval_suffix(stats)}",
+            detail=few)]
     for model, role in ((run.reference, "reference"), (candidate, "candidate")):
         side = _accuracy_side_why(run, model, role, metric)
         if side is not None and side[0] == CANNOT_CONCLUDE:
