@@ -132,8 +132,14 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
 
     # The store's results, read back by the ratio alone, with the roles swapped: worse.
     again = run(pytester, *servers.args, f"--slo={SLO}", f"--reference={CANDIDATE}",
-                f"--model={REFERENCE}", "-m", "verdict")
+                f"--model={REFERENCE}", "-m", "verdict", "--md=again.md")
     again.assert_outcomes(failed=1)
+    # its decision page says where both capacities came from, not that none was measured
+    page = (pytester.path / "again.md").read_text().replace("\\", "")
+    run_id = ratio["stats"]["candidate_run"]
+    for role, model in (("reference", CANDIDATE), ("candidate", REFERENCE)):
+        assert (f"the {role} {model}'s capacity comes from earlier run {run_id} (the capacity "
+                "ratios use it)") in page
     (swapped,) = measurements(pytester, "capacity_ratio").values()
     assert swapped["model"] == REFERENCE and swapped["value"] == pytest.approx(1 / 3)
     assert swapped["params"]["verdict"] == "worse"

@@ -286,24 +286,30 @@ class _Run:
     """The run's measurements, indexed the ways the page asks for them (the last one wins)."""
 
     def __init__(self, measurements: Sequence[Mapping[str, Any]], reference: str,
-                 failures: Sequence[Mapping[str, Any]]) -> None:
+                 failures: Sequence[Mapping[str, Any]], run_id: str | None = None) -> None:
         self.reference = reference
+        self.run_id = run_id
         self.measurements = list(measurements)
         models = {str(m.get("model", "")) for m in self.measurements} | {reference}
         self.failures = _failures(failures, sorted(models))
         self.any_c16 = any(self.c16(model) is not None for model in models)
         self.any_capacity = any(m.get("benchmark") == CAPACITY for m in self.measurements)
 
-    def stored_reference_runs(self) -> set[str]:
-        """Earlier runs whose reference c16 throughput this run's c16 ratios used."""
+    def earlier_runs(self, model: str, ratio_benchmark: str) -> list[str]:
+        """Earlier runs whose measurement of ``model`` this run's comparisons used: a c16
+        throughput ratio (``RATIO_BENCHMARK``) or a capacity ratio read from the store."""
         runs = set()
         for m in self.measurements:
-            ratio = self.c16_ratio(str(m.get("model", "")))
-            if ratio is m:
-                stats = _stats(m)
-                if stats.get("reference_run") not in (None, stats.get("candidate_run")):
-                    runs.add(str(stats["reference_run"]))
-        return runs
+            if m.get("benchmark") != ratio_benchmark or (
+                    ratio_benchmark == RATIO_BENCHMARK
+                    and self.c16_ratio(str(m.get("model", ""))) is not m):
+                continue
+            stats = _stats(m)
+            for side, ran in ((m.get("model"), stats.get("candidate_run")),
+                              (stats.get("reference", self.reference), stats.get("reference_run"))):
+                if side == model and ran is not None and ran != self.run_id:
+                    runs.add(str(ran))
+        return sorted(runs) if self.run_id is not None else []
 
     def latest(self, model: str, benchmark: str, **params: Any) -> Mapping[str, Any] | None:
         found = None
@@ -436,7 +442,7 @@ def _throughput_why(run: _Run, model: str, role: str) -> tuple[str, str] | None:
     """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
     m = run.c16(model)
     if m is None:
-        earlier = sorted(run.stored_reference_runs()) if role == "reference" else []
+        earlier = run.earlier_runs(model, RATIO_BENCHMARK)
         if earlier:
             return NOT_MEASURED, (f"the {role} {model}'s c{CONCURRENCY} throughput comes from "
                                   f"earlier run {', '.join(earlier)} (the ratios use it); this "
@@ -538,6 +544,11 @@ def _capacity(run: _Run, model: str, role: str) -> _Capacity:
         if failed:
             return _Capacity(None, None, CANNOT_CONCLUDE, f"the {role} {model}'s "
                              f"{failed[0].name} failed: {_one_line(failed[0].message)}")
+        earlier = run.earlier_runs(model, CAPACITY_RATIO)
+        if earlier:
+            return _Capacity(None, None, NOT_MEASURED, (
+                f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} (the "
+                "capacity ratios use it); this report holds this run's measurements only"))
         if not run.any_capacity:
             return _Capacity(None, None, NOT_MEASURED, (
                 "no capacity measurement in this run (benches/test_capacity.py; it needs "
@@ -1126,7 +1137,7 @@ def decision_page(
     reference = reference_of(measurements, run)
     if reference is None:
         return None
-    data = _Run(measurements, reference, failures)
+    data = _Run(measurements, reference, failures, run.get("run_id"))
     candidates = sorted({str(m.get("model", "")) for m in measurements} - {reference, ""})
     if not candidates:
         return None
