@@ -238,17 +238,20 @@ def test_a_users_accuracy_benchmark_is_gated_in_points() -> None:
 
 
 def test_partial_credit_is_compared_as_it_is() -> None:
-    def halves(benchmark: str, credit: float) -> dict[str, Any]:
+    def credited(benchmark: str, credits: list[float]) -> dict[str, Any]:
         measurement = accuracy_measurement(benchmark, 0)
         measurement["unit"] = "accuracy"
         measurement["items"] = [ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=False,
                                            response="", data_hash="d", score=credit).to_dict()
-                                for i in range(100)]
+                                for i, credit in enumerate(credits)]
         return measurement
 
-    [row] = compare_with_baseline([halves("partial", 0.5)], [halves("partial", 0.5)],
+    # every item's credit changed (0.5 -> 0.25 or 0.75), none is right: the mean did not move
+    now = credited("partial", [0.25, 0.75] * 50)
+    [row] = compare_with_baseline([now], [credited("partial", [0.5] * 100)],
                                   Thresholds(), resamples=200)
     assert (row.status, row.current, row.baseline) == ("ok", 0.5, 0.5)
+    assert row.note.startswith("n=100, discordant=100")
 
 
 def test_registering_gives_a_users_benchmark_its_title(monkeypatch: pytest.MonkeyPatch) -> None:
