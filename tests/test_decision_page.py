@@ -619,7 +619,18 @@ def check_cost_cells(run: Run, model: str, row: dict[str, str], reasons: list[st
         return
     reference_at, reference_usd = cost_of(run, REFERENCE)
     assert reference_usd is not None and basis(at) == basis(reference_at)
-    assert numbers(row[RELATIVE_COST]) == pytest.approx([usd / reference_usd], abs=0.0051)
+    relative = row[RELATIVE_COST]
+    if basis(at) == "c16":  # one price: the inverse of the c16 ratio, with its interval inverted
+        ratio = run.measurement(model, "throughput_ratio", concurrency=16, prompt_tokens=None)
+        assert ratio is not None
+        low, high = ratio["stats"]["low"], ratio["stats"]["high"]
+        assert numbers(relative) == pytest.approx([usd / reference_usd, 1 / high, 1 / low],
+                                                  abs=0.0051), relative
+    else:  # each cost from one search window: no interval, and the note says so
+        assert re.fullmatch(r"\S+× \(no interval\) \[\d+\]", relative), relative
+        assert numbers(relative.split(" (")[0]) == pytest.approx([usd / reference_usd],
+                                                                 abs=0.0051)
+        assert "comes from one search window" in reason_of(relative, reasons)
 
 
 def check_capacity_and_cost(run: Run, kind: str) -> None:

@@ -739,10 +739,26 @@ def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float
     return candidate.usd / reference.usd, ""
 
 
-def _relative_cost_cell(cost: _Cost, relative: tuple[float | None, str]) -> Cell:
-    if relative[0] is not None:
-        return Cell(format_ratio(relative[0]))
-    return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, relative[1])
+def _relative_cost_cell(run: _Run, candidate: str, cost: _Cost,
+                        relative: tuple[float | None, str]) -> Cell:
+    """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse of
+    the c16 throughput ratio, so its interval is that ratio's, inverted; at the capacities
+    each cost comes from one search window, so there is none, and the cell says so."""
+    value = relative[0]
+    if value is None:
+        return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, relative[1])
+    if cost.basis == "c16":
+        ratio = run.c16_ratio(candidate)
+        stats = _stats(ratio) if ratio is not None else {}
+        low, high = _number(stats.get("low")), _number(stats.get("high"))
+        if low is not None and high is not None and low > 0:
+            return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
+        why = (f"{candidate}'s cost vs the reference has no interval: its c{CONCURRENCY} "
+               "throughput ratio has none (a side has a single repeat: run --repeats 2 or more)")
+    else:
+        why = (f"{candidate}'s cost vs the reference has no interval: each cost at its "
+               "capacity comes from one search window")
+    return Cell(f"{format_ratio(value)} (no interval)", why=why)
 
 
 def _screen_cells(run: _Run, model: str) -> list[Cell]:
@@ -1170,7 +1186,7 @@ def decision_page(
                   *_capacity_ratio_cells(data, candidate, capacity, reference_capacity)]
         cost = costs[candidate] = _cost(data, candidate, "candidate", capacity)
         relative = relative_costs[candidate] = _relative_cost(cost, reference_cost, candidate)
-        cells += [_cost_cell(cost), _relative_cost_cell(cost, relative)]
+        cells += [_cost_cell(cost), _relative_cost_cell(data, candidate, cost, relative)]
         if screened:
             cells += _screen_cells(data, candidate)
         rows.append(DecisionRow(candidate, False, cells))
