@@ -44,6 +44,7 @@ from .stats import (
     RatioInterval,
     paired_bootstrap,
     ratio_interval_between_runs,
+    sign_test_p_value,
     student_t_cdf,
 )
 
@@ -258,10 +259,21 @@ def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, s
         resamples=resamples,
     )
     note = f"n={interval.n}, discordant={interval.discordant}"
-    if interval.too_few_items:  # no interval with its coverage, so neither ok nor regressed
+    if interval.too_few_items:
+        # no interval with its coverage: never "ok", but a change the exact sign test finds
+        # (at the interval's level) is still a regression or an improvement
+        p_value = sign_test_p_value(interval.candidate_ahead, interval.reference_ahead)
+        exact = (f"exact sign test: {interval.reference_ahead} items worse, "
+                 f"{interval.candidate_ahead} better, p={p_value:.3g}")
+        status = "no interval"
+        if p_value < 1 - interval.confidence:
+            if interval.difference <= -thresholds.accuracy_points:
+                status = "regressed"
+            elif interval.difference > 0:
+                status = "improved"
         return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
-                       interval.difference, math.nan, math.nan, "no interval",
-                       f"{note}; {interval.too_few_reason()}")
+                       interval.difference, math.nan, math.nan, status,
+                       f"{note}; {interval.too_few_reason()}; {exact}")
     status = "ok"
     if interval.high < 0 and interval.difference <= -thresholds.accuracy_points:
         status = "regressed"

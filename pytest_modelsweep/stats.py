@@ -58,6 +58,7 @@ __all__ = [
     "ratio_interval_between_runs",
     "student_t_cdf",
     "student_t_quantile",
+    "sign_test_p_value",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -560,6 +561,20 @@ def paired_bootstrap(
         _check_confidence(confidence),
         _check_method(method),
     )
+
+
+def sign_test_p_value(ahead: int, behind: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test for 0/1 scores): the chance, if either
+    side were as likely to be ahead on each differing item, of a split at least as uneven as
+    ``ahead`` : ``behind``. Exact at any count, so its false-alarm rate is at most its level
+    where the bootstrap's interval holds no coverage (:data:`MIN_DISCORDANT`)."""
+    if ahead < 0 or behind < 0:
+        raise ValueError(f"counts must be >= 0, got {ahead} and {behind}")
+    total = ahead + behind
+    if total == 0:
+        return 1.0
+    tail = sum(math.comb(total, i) for i in range(min(ahead, behind) + 1))
+    return min(1.0, 2.0 * tail / 2.0 ** total)
 
 
 def paired_p_value(

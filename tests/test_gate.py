@@ -68,17 +68,25 @@ def test_unchanged_rerun_passes_and_worse_rerun_fails(
     assert "Traceback" not in worse.stdout.str()
 
 
-def test_an_accuracy_change_on_fewer_than_ten_items_is_neither_ok_nor_regressed(
+def test_an_accuracy_change_on_fewer_than_ten_items_is_judged_by_the_exact_sign_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(BENCH)
     run(pytester, monkeypatch, 100, "100,101,99", "--save-baseline", "main").assert_outcomes(
         passed=2)
+    # 5 items worse: no interval holds, and 5 to 0 is p = 2/32 = 0.0625: no alarm, never "ok"
     fewer = run(pytester, monkeypatch, 95, "100,102,98", "--baseline", "main")
-    assert fewer.ret == pytest.ExitCode.OK  # 5 items worse: no interval holds, no alarm
+    assert fewer.ret == pytest.ExitCode.OK
     fewer.stdout.fnmatch_lines([
         "*smollm2-135m*gsm8k*limit=200*50.0%*47.5%*-2.5pp*no interval*n=200, discordant=5; "
-        "only 5 of 200 items scored differently*"])
+        "only 5 of 200 items scored differently*exact sign test: 5 items worse, 0 better, "
+        "p=0.0625*"])
+    # 8 items worse: p = 2/256, a regression the exact test finds where no interval holds
+    worse = run(pytester, monkeypatch, 92, "100,102,98", "--baseline", "main")
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    worse.stdout.fnmatch_lines([
+        "*smollm2-135m*gsm8k*limit=200*50.0%*46.0%*-4.0pp*REGRESSED*discordant=8; only 8 of "
+        "200*exact sign test: 8 items worse, 0 better, p=0.00781*"])
 
 
 def test_small_drop_within_threshold_passes(

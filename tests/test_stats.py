@@ -23,6 +23,7 @@ from pytest_modelsweep.stats import (
     holm_intervals,
     normal_p_value,
     paired_bootstrap,
+    sign_test_p_value,
     paired_p_value,
     ratio_interval,
     ratio_interval_between_runs,
@@ -517,3 +518,19 @@ def test_ratio_refuses_non_positive_reference() -> None:
         ratio_interval([-1.0, 2.0], [1.0, 1.0])
     with pytest.raises(ValueError, match="empty"):
         ratio_interval([], [1.0])
+
+
+def test_sign_test_is_exact() -> None:
+    from scipy.stats import binomtest
+
+    for ahead, behind in [(0, 0), (5, 0), (8, 0), (3, 4), (9, 1), (2, 7), (30, 12)]:
+        expected = binomtest(ahead, ahead + behind, 0.5).pvalue if ahead + behind else 1.0
+        assert sign_test_p_value(ahead, behind) == pytest.approx(expected, rel=1e-12)
+    # its false-alarm rate at 5% is at most 5% at every count of differing items
+    for total in range(1, 40):
+        alarms = sum(math.comb(total, k) for k in range(total + 1)
+                     if sign_test_p_value(k, total - k) < 0.05) / 2 ** total
+        assert alarms <= 0.05, total
+    with pytest.raises(ValueError, match="counts"):
+        sign_test_p_value(-1, 2)
+
