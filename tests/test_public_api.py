@@ -154,9 +154,12 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
     assert "PytestUnknownMarkWarning" not in first.stdout.str()
     assert (len(reference.stats.bodies), len(candidate.stats.bodies)) == (30, 30)
     # the completion model got the messages as a plain transcript, the chat model the messages
-    assert reference.stats.bodies[0]["prompt"] == (
-        "Answer with a number.\n\nUser: What is 0 + 0?\n\nAssistant:")
-    assert candidate.stats.bodies[0]["messages"][1] == {"role": "user", "content": "What is 0 + 0?"}
+    # (4 in flight: the servers see the requests in whatever order they arrive)
+    assert "Answer with a number.\n\nUser: What is 0 + 0?\n\nAssistant:" in [
+        body.get("prompt") for body in reference.stats.bodies]
+    assert [{"role": "system", "content": "Answer with a number."},
+            {"role": "user", "content": "What is 0 + 0?"}] in [
+        body.get("messages") for body in candidate.stats.bodies]
     assert {b["stop"][0] for b in reference.stats.bodies + candidate.stats.bodies} == {"\n"}
 
     second = run(project, *options(servers, "--results=second.json", *workers))
