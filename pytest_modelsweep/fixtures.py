@@ -7,7 +7,7 @@ itself needs; what a fixture uses is imported when the fixture runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -444,9 +444,7 @@ def judge_against_reference(
         )
         if interval.too_few_items:
             summary += f"; no verdict from it: {interval.too_few_reason()}"
-        if verdict.value in options.fail_on:
-            pytest.fail(summary, pytrace=False)
-        print(summary)
+        announce_verdict(summary, verdict, options.fail_on)
         return record
 
     return judge
@@ -564,10 +562,8 @@ def judge_throughput_ratio(
                    f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
                    f"{verdict.value} ({shown}, tolerance ±{tolerance:.0%}, repeats "
                    f"{ratio.candidate_n}/{ratio.reference_n}"
-                   f"{flags_text({r: runs.get(f'{r}_flags') or [] for r in ROLES})})")
-        if verdict.value in run.options.fail_on:
-            pytest.fail(summary, pytrace=False)
-        print(summary)
+                   f"{flags_text(runs)})")
+        announce_verdict(summary, verdict, run.options.fail_on)
         return record
 
     return judge
@@ -588,11 +584,20 @@ def side_flags(stats: Mapping[str, Any]) -> list[str]:
     return flags
 
 
-def flags_text(flags_by_role: Mapping[str, Sequence[str]]) -> str:
-    """``; the reference's measurement is flagged unstable (CV 53%), contended`` or ``""``."""
+def flags_text(stats: Mapping[str, Any]) -> str:
+    """From a comparison's ``candidate_flags`` / ``reference_flags``: ``; the reference's
+    measurement is flagged unstable (CV 53%), contended``, or ``""``."""
     parts = [f"the {role}'s measurement is flagged {', '.join(flags)}"
-             for role, flags in flags_by_role.items() if flags]
+             for role in ROLES if (flags := stats.get(f"{role}_flags"))]
     return "; " + "; ".join(parts) if parts else ""
+
+
+def announce_verdict(summary: str, verdict: Any, fail_on: Collection[str]) -> None:
+    """Fail the comparison's test with its one line when the verdict is in ``--fail-on``,
+    else print the line."""
+    if verdict.value in fail_on:
+        pytest.fail(summary, pytrace=False)
+    print(summary)
 
 
 @pytest.fixture
@@ -678,10 +683,8 @@ def judge_capacity_ratio(
                    f"{ref_bracket.capacity} = {ratio.ratio:.2f}x, {verdict.value} ({shown}; "
                    f"capacity brackets {cand_bracket.text()} and {ref_bracket.text()}, tolerance "
                    f"±{tolerance:.0%}"
-                   f"{flags_text({r: stats[f'{r}_flags'] for r in ROLES})})")
-        if verdict.value in run.options.fail_on:
-            pytest.fail(summary, pytrace=False)
-        print(summary)
+                   f"{flags_text(stats)})")
+        announce_verdict(summary, verdict, run.options.fail_on)
         return stats
 
     return judge

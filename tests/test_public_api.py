@@ -123,7 +123,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def options(servers: tuple[ArithmeticServer, ArithmeticServer], *args: str) -> list[str]:
+def options(servers: tuple[ListingServer, ListingServer], *args: str) -> list[str]:
     reference, candidate = servers
     return ["--sweep=mine.toml", f"--endpoint=ref={reference.base_url}",
             f"--endpoint=cand={candidate.base_url}", "--store=store.sqlite", "--strict-markers",
@@ -200,8 +200,16 @@ def test_marker_model_and_limit_select_as_for_the_built_ins(
         "test_my_eval.py::test_my_eval[cand]", "test_my_eval.py::test_verdict[cand-my_eval]",
         "test_my_eval.py::test_plain"]
 
-    limited = run(project, *options(servers, "-m", "my_eval", "--limit=5", "--results=r.json"))
+    limited = run(project, *options(servers, "-m", "my_eval", "--limit=5", "--results=r.json", "-s",
+                                    "--md=r.md"))
     limited.assert_outcomes(passed=3)
+    # 5 items: the verdict is inconclusive, in the line and on the decision page, saying why
+    limited.stdout.fnmatch_lines(["*cand vs ref on my_eval: inconclusive (*; no verdict from "
+                                  "it: only 5 items paired (*): score more items (raise --limit)"])
+    page = (project.path / "r.md").read_text().replace("\\", "")
+    assert ("cand vs the reference on my_eval: no verdict from its interval: only 5 items "
+            "paired (the interval holds its 95% coverage from 30 items with 10 scored "
+            "differently on): score more items (raise --limit)") in page
     reference, candidate = servers
     assert [len(reference.stats.bodies), len(candidate.stats.bodies)] == [5, 5]
     mine = measurements(project, "r.json")[("cand", "my_eval")]

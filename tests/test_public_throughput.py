@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from sse_server import ListingServer, fake_token_ids
 from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
+from test_public_api import options as api_options
 
 from pytest_modelsweep.errors import DataError
 from pytest_modelsweep.prompts import checked_prompts, load_prompts
@@ -64,11 +65,9 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def options(servers: tuple[ListingServer, ListingServer], *args: str) -> list[str]:
-    reference, candidate = servers
-    return ["--sweep=mine.toml", f"--endpoint=ref={reference.base_url}",
-            f"--endpoint=cand={candidate.base_url}", "--store=store.sqlite", "--strict-markers",
-            "-W", "error::pytest.PytestUnknownMarkWarning", "-p", "no:cacheprovider",
-            "--repeats=3", "--contended-cores=64", "--results=results.json", *args]
+    """The public-API test's options, with three repeats of each throughput window."""
+    return api_options(servers, "--repeats=3", "--contended-cores=64", "--results=results.json",
+                       *args)
 
 
 def recorded(project: pytest.Pytester) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from typing import Any
 from ..cost import Pricing
 from ..metrics import METRICS, RATIO_BENCHMARK, VERDICT_PREFIX, Kind, metric_for, rank
 from ..slo import Slo
-from ..stats import MIN_DISCORDANT, MIN_PAIRED_ITEMS
+from ..stats import PairedInterval
 from .tables import (
     NA,
     accuracy_interval,
@@ -378,19 +378,14 @@ def _one_line(text: Any, limit: int = 160) -> str:
 
 
 def _too_few_line(stats: Mapping[str, Any], which: str) -> str:
-    """Why a paired interval supports no verdict (too few items, or too few differing), or ""."""
-    n, discordant = _number(stats.get("n")), _number(stats.get("discordant"))
-    if n is None or discordant is None:
+    """Why a recorded paired interval supports no verdict (``PairedInterval.too_few_reason``),
+    or "" when it does or the record is too old to say."""
+    try:
+        interval = PairedInterval.from_dict(stats)
+    except (KeyError, TypeError):
         return ""
-    if n < MIN_PAIRED_ITEMS:
-        found = f"only {n:.0f} items paired"
-    elif discordant < MIN_DISCORDANT:
-        found = f"only {discordant:.0f} of {n:.0f} items scored differently"
-    else:
-        return ""
-    return (f"{which}: {found}, too few for the interval to hold its 95% coverage "
-            f"({MIN_PAIRED_ITEMS} items with {MIN_DISCORDANT} scored differently), so it "
-            "supports no verdict: score more items (raise --limit)")
+    reason = interval.too_few_reason()
+    return f"{which}: no verdict from its interval: {reason}" if reason else ""
 
 
 def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
