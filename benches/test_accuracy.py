@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_modelsweep import Evaluate
+from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.scoring.bfcl import score_bfcl_answer, summarise_bfcl
 from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer, summarise_gsm8k
-from pytest_modelsweep.state import BenchSettings
 from pytest_modelsweep.workloads.bfcl import bfcl_eval_item, bfcl_skip_reason
 from pytest_modelsweep.workloads.gsm8k import NUM_FEWSHOT, gsm8k_eval_item
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.cost import usd_per_million_output_tokens
-from pytest_modelsweep.errors import MeasurementError
-from pytest_modelsweep.fixtures import RecordMeasurement
+from pytest_modelsweep.core.cost import usd_per_million_output_tokens
+from pytest_modelsweep.core.errors import MeasurementError
+from pytest_modelsweep.core.slo import Goodput, Slo, window_goodput
+from pytest_modelsweep.core.sweep import Sweep
+from pytest_modelsweep.pytest.fixtures import RecordMeasurement
+from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
-from pytest_modelsweep.slo import Goodput, Slo, window_goodput
-from pytest_modelsweep.state import BenchSettings
-from pytest_modelsweep.sweep import Sweep
 from pytest_modelsweep.workloads.capacity import (
     NEEDS_SLO,
     CapacityBracket,

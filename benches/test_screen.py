@@ -20,10 +20,14 @@ import os
 
 import pytest
 
-from pytest_modelsweep.errors import ModelsweepError
-from pytest_modelsweep.fixtures import RecordMeasurement
-from pytest_modelsweep.screening import OfflineHub, ScreeningResult, screen_candidate
-from pytest_modelsweep.sweep import ModelSpec, Sweep
+from pytest_modelsweep.core.errors import ModelsweepError
+from pytest_modelsweep.core.sweep import ModelSpec, Sweep
+from pytest_modelsweep.pytest.fixtures import RecordMeasurement
+from pytest_modelsweep.serving.screening import (
+    OfflineHub,
+    ScreeningResult,
+    screen_candidate,
+)
 
 FIXTURES_ENV = "MODELSWEEP_HUB_FIXTURES"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_modelsweep.fixtures import RecordMeasurement
+from pytest_modelsweep.pytest.fixtures import RecordMeasurement
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.workloads.smoke import run_smoke
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.fixtures import RecordMeasurement
+from pytest_modelsweep.pytest.fixtures import RecordMeasurement
+from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
-from pytest_modelsweep.state import BenchSettings
 from pytest_modelsweep.workloads.setting import measure_setting
 
 SHORT = [pytest.param(c, id=f"c{c}") for c in (1, 4, 16)]

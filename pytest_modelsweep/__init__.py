@@ -14,29 +14,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .core import __version__ as __version__
+
 if TYPE_CHECKING:
-    from .evaluation import EvalItem, Evaluate, EvaluationResult, Score, Scorer, Summarise
-    from .metrics import register_accuracy_metric
-    from .prompts import MeasureThroughput, load_prompts
-    from .records import Completion, ItemRecord, ToolCall
+    from .api import (
+        Completion,
+        EvalItem,
+        Evaluate,
+        EvaluationResult,
+        ItemRecord,
+        MeasureThroughput,
+        Score,
+        Scorer,
+        Summarise,
+        ToolCall,
+        load_prompts,
+        register_accuracy_metric,
+    )
 
-__version__ = "0.1.0"
-
-_PUBLIC = {
-    "Completion": "records",
-    "EvalItem": "evaluation",
-    "Evaluate": "evaluation",
-    "EvaluationResult": "evaluation",
-    "ItemRecord": "records",
-    "MeasureThroughput": "prompts",
-    "Score": "evaluation",
-    "Scorer": "evaluation",
-    "Summarise": "evaluation",
-    "ToolCall": "records",
-    "load_prompts": "prompts",
-    "register_accuracy_metric": "metrics",
-}
-"""Public name → the module that defines it."""
 
 __all__ = [
     "Completion",
@@ -56,15 +51,14 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use."""
-    module = _PUBLIC.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
+    from . import api
 
-    value = getattr(import_module(f".{module}", __name__), name)
+    value = getattr(api, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_PUBLIC])
+    return sorted([*globals(), *__all__])

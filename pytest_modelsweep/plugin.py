@@ -16,21 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .context import (
-    MODEL_PARAMS,
-    active_run_state,
-    measurements_key,
-    model_of_item,
-    run_id,
-    run_state,
-    unjudged_key,
-)
-from .benchmark_collection import declares_benchmark
-from .errors import ModelsweepError
-from .metrics import MARKERS, VERDICT_MARKER
-from .options import (
-    add_noisy_option,
+from .core.errors import ModelsweepError
+from .core.metrics import MARKERS, VERDICT_MARKER
+from .core.options import (
     add_noise_options,
+    add_noisy_option,
     add_regression_option,
     add_resamples_option,
     add_slo_cost_options,
@@ -40,9 +30,19 @@ from .options import (
     check_noise_options,
     check_slo_cost_options,
 )
+from .pytest.collection import declares_benchmark
+from .pytest.context import (
+    MODEL_PARAMS,
+    active_run_state,
+    measurements_key,
+    model_of_item,
+    run_id,
+    run_state,
+    unjudged_key,
+)
 
 if TYPE_CHECKING:
-    from .state import RunState
+    from .pytest.state import RunState
 
 # Every option of ours and its default, filled in by pytest_addoption: a run that gives
 # none of them and collects no modelsweep test never makes the run state.
@@ -121,7 +121,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hookspecs
+    from .pytest import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -132,7 +132,7 @@ def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) ->
     equivalence margin; for a throughput ratio whether its interval lies beyond
     1 ± ``--ratio-tolerance`` (``margin`` carries it); for a capacity ratio the same
     rule on its search bracket."""
-    from .stats import decide_ratio_verdict, decide_verdict
+    from .core.stats import decide_ratio_verdict, decide_verdict
 
     if kind == "throughput":
         return decide_ratio_verdict(interval, margin or 0.0)
@@ -173,7 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--ratio-tolerance: expected a share in [0, 1), e.g. 0.10")
     if option.resamples < 100:
         raise pytest.UsageError("--resamples: expected at least 100")
-    from . import fixtures
+    from .pytest import fixtures
 
     config.pluginmanager.register(fixtures, "modelsweep-fixtures")
     if not hasattr(config, "workerinput"):
@@ -213,7 +213,7 @@ def pytest_pycollect_makeitem(
     collected = yield
     if not declares_benchmark(obj):
         return collected
-    from .benchmark_collection import with_verdict_tests
+    from .pytest.collection import with_verdict_tests
 
     return with_verdict_tests(collector, name, obj, collected)
 
@@ -344,7 +344,7 @@ class _ControllerHooks:
             self._html(state).pytest_html_results_table_row(report, cells)
 
     def _html(self, state: RunState) -> Any:
-        from .report.html import HtmlReportHooks
+        from .pytest.html_hooks import HtmlReportHooks
 
         return HtmlReportHooks.for_state(state, self.config)
 
@@ -353,7 +353,7 @@ class _ControllerHooks:
         state = active_run_state(self.config)
         if state is None:
             return
-        from .errors import ModelsweepError
+        from .core.errors import ModelsweepError
 
         try:
             rows = state.gate()
@@ -386,7 +386,7 @@ class _ControllerHooks:
         for line in state.session_errors:
             terminalreporter.write_line(f"modelsweep: {line}", red=True)
         if state.gate_rows or state.gate_error:
-            from .gate import gate_table
+            from .judging.gate import gate_table
 
             failed = sum(row.failed for row in state.gate_rows)
             terminalreporter.write_sep(
@@ -453,6 +453,6 @@ class _XdistHooks:
         others = config.pluginmanager.subset_hook_caller(
             "pytest_xdist_make_scheduler", remove_plugins=[self]
         )
-        from .scheduler.choice import SchedulingByCollection
+        from .pytest.scheduler.choice import SchedulingByCollection
 
         return SchedulingByCollection(config, log, dist, others(config=config, log=log))

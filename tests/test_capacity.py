@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from sse_server import ListingServer
 
-from pytest_modelsweep.cost import usd_per_million_output_tokens
-from pytest_modelsweep.slo import Slo, is_good, parse_slo
-from pytest_modelsweep.sweep import load_sweep
+from pytest_modelsweep.core.cost import usd_per_million_output_tokens
+from pytest_modelsweep.core.slo import Slo, is_good, parse_slo
+from pytest_modelsweep.core.sweep import load_sweep
 
 pytest_plugins = ("pytester",)
 

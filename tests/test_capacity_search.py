@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_modelsweep.slo import Goodput
-from pytest_modelsweep.stats import Verdict
+from pytest_modelsweep.core.slo import Goodput
+from pytest_modelsweep.core.stats import Verdict
 from pytest_modelsweep.workloads.capacity import (
     CapacityBracket,
     capacity_ratio,

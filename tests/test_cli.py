@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_modelsweep.cli import main
-from pytest_modelsweep.records import ItemRecord
-from pytest_modelsweep.results import SCHEMA
+from pytest_modelsweep.core.records import ItemRecord
+from pytest_modelsweep.store.results import SCHEMA
 
 
 def results_file(path: Path, correct: int, digest: str | None = "sha256:aaa") -> Path:

@@ -18,7 +18,12 @@ from pytest_modelsweep.client import (
     stream_requests,
     stream_requests_detailed,
 )
-from pytest_modelsweep.records import ApiPath, ApiRequest, Completion, RequestRecord
+from pytest_modelsweep.core.records import (
+    ApiPath,
+    ApiRequest,
+    Completion,
+    RequestRecord,
+)
 
 try:  # tests/ as a package, or as a plain directory on sys.path
     from .sse_server import SseServer

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.comparisons import (
+from pytest_modelsweep.core.records import ItemRecord, Measurement
+from pytest_modelsweep.judging.comparisons import (
     ComparisonFinder,
     Failed,
     Found,
@@ -18,8 +19,7 @@ from pytest_modelsweep.comparisons import (
     ModelMeasurement,
     setting_text,
 )
-from pytest_modelsweep.records import ItemRecord, Measurement
-from pytest_modelsweep.store import Store
+from pytest_modelsweep.store.sqlite import Store
 
 RUN = "run-now"
 PROV = {"server_name": "s", "server_version": "1", "server_settings": {"total_slots": 4}}

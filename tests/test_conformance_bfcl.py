@@ -23,7 +23,9 @@ from reference_impls import run_reference
 from requirements import SHARED_DATA_HINT, module_needs
 
 from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.core.sweep import BfclMode, ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.data.bfcl import BfclRecord, load_bfcl
 from pytest_modelsweep.scoring.bfcl import (
     BfclDecodeError,
     Mode,
@@ -33,8 +35,7 @@ from pytest_modelsweep.scoring.bfcl import (
     is_function_calling_format,
     score_bfcl_response,
 )
-from pytest_modelsweep.sweep import BfclMode, ModelSource, ModelSpec, Prompting
-from pytest_modelsweep.workloads.bfcl import BfclRecord, build_bfcl_request, load_bfcl
+from pytest_modelsweep.workloads.bfcl import build_bfcl_request
 
 DATA = SHARED_DATA / "bfcl"
 module_requirement = module_needs(

@@ -16,13 +16,10 @@ from paths import SHARED_DATA
 from reference_impls import run_reference
 
 from pytest_modelsweep.client import parse_completion
+from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.data.gsm8k import load_gsm8k
 from pytest_modelsweep.scoring.gsm8k import INVALID, score_gsm8k_response
-from pytest_modelsweep.sweep import ModelSource, ModelSpec, Prompting
-from pytest_modelsweep.workloads.gsm8k import (
-    Gsm8kFewshot,
-    build_gsm8k_request,
-    load_gsm8k,
-)
+from pytest_modelsweep.workloads.gsm8k import Gsm8kFewshot, build_gsm8k_request
 
 DATA = SHARED_DATA / "gsm8k"
 MAX_TOKENS = 2048

@@ -49,9 +49,10 @@ from paths import SHARED_DATA
 from requirements import SHARED_DATA_HINT, module_needs
 from sse_server import HTTP500_BODY, ListingServer, fake_token_ids
 
+from pytest_modelsweep.data.bfcl import load_bfcl
+from pytest_modelsweep.data.gsm8k import load_gsm8k
 from pytest_modelsweep.report.plots import matplotlib_available
-from pytest_modelsweep.workloads.bfcl import load_bfcl
-from pytest_modelsweep.workloads.gsm8k import doc_to_text, load_gsm8k
+from pytest_modelsweep.workloads.gsm8k import doc_to_text
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"

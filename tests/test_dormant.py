@@ -33,9 +33,9 @@ MODULES_PROBE = """
 import json, sys
 
 def pytest_unconfigure(config):
-    watched = ["httpx", "numpy", "sqlite3", "pytest_modelsweep.state", "pytest_modelsweep.evaluation",
-               "pytest_modelsweep.serving.pool", "pytest_modelsweep.stats",
-               "pytest_modelsweep.store"]
+    watched = ["httpx", "numpy", "sqlite3", "pytest_modelsweep.pytest.state", "pytest_modelsweep.api.evaluation",
+               "pytest_modelsweep.serving.pool", "pytest_modelsweep.core.stats",
+               "pytest_modelsweep.store.sqlite"]
     if not hasattr(config, "workerinput"):
         with open("imported.json", "w") as out:
             json.dump([name for name in watched if name in sys.modules], out)
@@ -91,7 +91,7 @@ def test_a_modelsweep_option_wakes_the_plugin(pytester: pytest.Pytester) -> None
     result = pytester.runpytest_subprocess("-q", "--repeats", "2")
     result.assert_outcomes(passed=6)
     imported = json.loads((pytester.path / "imported.json").read_text())
-    assert "pytest_modelsweep.state" in imported
+    assert "pytest_modelsweep.pytest.state" in imported
 
 
 def test_a_collected_modelsweep_test_wakes_the_plugin(pytester: pytest.Pytester) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_modelsweep.errors import ServerStartedTwiceError, ServerStartError
+from pytest_modelsweep.core.errors import ServerStartedTwiceError, ServerStartError
+from pytest_modelsweep.core.sweep import load_sweep
 from pytest_modelsweep.serving.endpoint import Endpoint
 from pytest_modelsweep.serving.llamacpp import launch_llamacpp
 from pytest_modelsweep.serving.pool import EndpointPool
 from pytest_modelsweep.serving.process import ServerProcess
-from pytest_modelsweep.sweep import load_sweep
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,12 @@ import math
 
 import pytest
 
-from pytest_modelsweep.errors import ModelsweepError
-from pytest_modelsweep.gate import Thresholds, compare_with_baseline, parse_thresholds
+from pytest_modelsweep.core.errors import ModelsweepError
+from pytest_modelsweep.judging.gate import (
+    Thresholds,
+    compare_with_baseline,
+    parse_thresholds,
+)
 
 pytest_plugins = ("pytester",)
 
@@ -15,7 +19,7 @@ pytest_plugins = ("pytester",)
 # that one test file can be re-run with better or worse results against a stored baseline.
 BENCH = """
 import os, pytest
-from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.core.records import ItemRecord
 
 PROV = {"server_name": "s", "server_version": "1", "image_digest": None,
         "server_settings": {"total_slots": 16}}

@@ -17,10 +17,14 @@ from pathlib import Path
 PACKAGE = "pytest_modelsweep"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-# Modules that must never import pytest: libraries the CLI uses too.
-PURE = ("scoring", "stats", "client", "records", "store", "comparisons", "metrics", "sweep",
-        "evaluation", "results", "gate", "pairing", "workloads", "serving", "modelids",
-        "report.decision", "settings", "slo", "cost")
+# The floors, top first: a module may import its own floor and the floors below it, never one
+# above. The package's top level holds only __init__ (the public names, from api/) and the two
+# entry points, plugin.py (pytest) and cli.py (the modelsweep command).
+FLOORS = ("pytest", "report", "judging", "workloads", "scoring", "data", "serving", "client",
+          "store", "api", "core")
+ENTRY_POINTS = ("plugin", "cli")
+# Only the pytest layer (and the plugin entry point) may import pytest.
+PYTEST_LAYER = ("pytest", "plugin")
 
 
 def module_name(path: Path) -> str:
@@ -138,54 +142,73 @@ def test_the_cycle_finder_finds_a_circle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-def test_pure_modules_import_no_pytest_and_nothing_of_the_plugin_layer() -> None:
-    glue = {f"{PACKAGE}.{name}" for name in ("plugin", "fixtures", "context", "state")}
+def floor_of(name: str) -> str:
+    """``pytest_modelsweep.serving.pool`` -> ``serving``; the package itself -> ``""``."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_the_top_level_holds_only_the_entry_points() -> None:
+    top = sorted(floor_of(name) for name, path in modules().items()
+                 if path.parent == ROOT and path.name != "__init__.py")
+    assert top == sorted(ENTRY_POINTS)
+    assert sorted(p.name for p in ROOT.iterdir()
+                  if p.is_dir() and (p / "__init__.py").exists()) == sorted(FLOORS)
+
+
+def test_no_floor_imports_a_floor_above_it() -> None:
+    rank = {floor: i for i, floor in enumerate(FLOORS)}
     offenders = []
-    for name, path in modules().items():
-        short = name.removeprefix(f"{PACKAGE}.")
-        if not any(short == pure or short.startswith(pure + ".") for pure in PURE):
+    for name, targets in import_graph().items():
+        here = floor_of(name)
+        if here not in rank:
             continue
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                if any(n == "pytest" or n.startswith(("pytest.", "_pytest")) for n in names):
-                    offenders.append(f"{name}:{node.lineno} imports pytest")
-        offenders += [f"{name} imports {target}" for target in import_graph()[name] & glue]
+        for target in targets:
+            there = floor_of(target)
+            if there in ENTRY_POINTS or there == "" and target != name:
+                offenders.append(f"{name} imports {target} (an entry point above every floor)")
+            elif there in rank and rank[there] < rank[here]:
+                offenders.append(f"{name} ({here}) imports {target} ({there}, a floor above)")
     assert offenders == []
 
 
-# The ground floor: plain records and the transport. Nothing here may import a floor above
-# (serving/, workloads/, scoring/, report/, the plugin layer).
-GROUND_FLOOR = ("records", "errors", "secrets", "breaker", "counters", "client", "stats",
-                "store", "metrics", "options", "modelids")
-UPPER_FLOORS = ("serving", "workloads", "scoring", "report", "plugin", "fixtures", "context",
-                "state")
-
-
-def test_the_ground_floor_imports_no_floor_above_it() -> None:
-    graph = import_graph()
+def test_only_the_pytest_layer_imports_pytest() -> None:
     offenders = []
-    for low in GROUND_FLOOR:
-        for target in graph[f"{PACKAGE}.{low}"]:
-            floor = target.removeprefix(f"{PACKAGE}.").split(".")[0]
-            if floor in UPPER_FLOORS:
-                offenders.append(f"{low} imports {target}")
+    for name, path in modules().items():
+        if floor_of(name) in PYTEST_LAYER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""])
+                if any(n == "pytest" or n.startswith(("pytest.", "_pytest", "xdist", "pytest_html"))
+                       for n in names):
+                    offenders.append(f"{name}:{node.lineno} imports {names[0]}")
     assert offenders == []
 
 
 def test_the_plugin_and_fixtures_do_not_import_each_other() -> None:
     graph = import_graph()
-    assert f"{PACKAGE}.plugin" not in graph[f"{PACKAGE}.fixtures"]
-    assert f"{PACKAGE}.fixtures" not in graph[f"{PACKAGE}.context"]
-    assert f"{PACKAGE}.plugin" not in graph[f"{PACKAGE}.context"]
+    assert f"{PACKAGE}.plugin" not in graph[f"{PACKAGE}.pytest.fixtures"]
+    assert f"{PACKAGE}.pytest.fixtures" not in graph[f"{PACKAGE}.pytest.context"]
+    assert f"{PACKAGE}.plugin" not in graph[f"{PACKAGE}.pytest.context"]
+
+
+def module_map() -> list[str]:
+    """The floors, top first, each with its modules and what each imports: what
+    docs/architecture.md shows (a test keeps the two the same)."""
+    graph = import_graph()
+    lines = []
+    for floor in (*ENTRY_POINTS, *FLOORS):
+        names = sorted(n for n in graph if floor_of(n) == floor)
+        for name in names:
+            short = sorted(t.removeprefix(f"{PACKAGE}.") for t in graph[name])
+            lines.append(f"{name.removeprefix(PACKAGE + '.'):28s} -> {', '.join(short) or '-'}")
+    return lines
 
 
 if __name__ == "__main__":
-    graph = import_graph()
-    for name in sorted(graph):
-        short = sorted(t.removeprefix(f"{PACKAGE}.") for t in graph[name])
-        print(f"{name.removeprefix(PACKAGE + '.') or PACKAGE:28s} -> {', '.join(short) or '-'}")
-    found = cycles(graph)
+    print("\n".join(module_map()))
+    found = cycles(import_graph())
     print("circles:", found or "none")
     sys.exit(1 if found else 0)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sse_server import ListingServer
 
-from pytest_modelsweep.stats import paired_ratio_interval
+from pytest_modelsweep.core.stats import paired_ratio_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_DELAY_S = 0.002

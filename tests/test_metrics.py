@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_modelsweep import metrics
-from pytest_modelsweep.gate import Thresholds, compare_with_baseline, gate_table
-from pytest_modelsweep.metrics import (
+from pytest_modelsweep.core.metrics import (
     MARKERS,
     METRICS,
     Kind,
@@ -22,7 +21,8 @@ from pytest_modelsweep.metrics import (
     metric_for,
     rank,
 )
-from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.core.records import ItemRecord
+from pytest_modelsweep.judging.gate import Thresholds, compare_with_baseline, gate_table
 from pytest_modelsweep.report.tables import measurement_kind, summary_tables
 
 BENCHES = Path(__file__).resolve().parents[1] / "benches"

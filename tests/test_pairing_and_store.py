@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.pairing import PairingError, check_same_items, check_same_serving
-from pytest_modelsweep.records import ItemRecord
-from pytest_modelsweep.store import Store
+from pytest_modelsweep.core.records import ItemRecord
+from pytest_modelsweep.judging.pairing import (
+    PairingError,
+    check_same_items,
+    check_same_serving,
+)
+from pytest_modelsweep.store.sqlite import Store
 
 
 def prov(**overrides: object) -> dict:
@@ -109,7 +113,7 @@ def test_concurrent_writers_lose_no_rows(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)
-    from pytest_modelsweep.errors import DataError
+    from pytest_modelsweep.core.errors import DataError
 
     with pytest.raises(DataError, match=r"bad.sqlite: not a SQLite database \(file is not a database\)"):
         Store(bad)

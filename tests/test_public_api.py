@@ -19,9 +19,7 @@ import pytest
 from sse_server import ListingServer
 
 import pytest_modelsweep
-from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.errors import DataError, ScorerError
-from pytest_modelsweep.evaluation import (
+from pytest_modelsweep.api.evaluation import (
     EvalItem,
     Score,
     render_completion_prompt,
@@ -29,9 +27,12 @@ from pytest_modelsweep.evaluation import (
     scored_record,
     summarise_items,
 )
-from pytest_modelsweep.records import Completion, ItemRecord
+from pytest_modelsweep.client import parse_completion
+from pytest_modelsweep.core.errors import DataError, ScorerError
+from pytest_modelsweep.core.records import Completion, ItemRecord
+from pytest_modelsweep.data.gsm8k import Gsm8kProblem
 from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer, score_gsm8k_response
-from pytest_modelsweep.workloads.gsm8k import Gsm8kProblem, gsm8k_eval_item
+from pytest_modelsweep.workloads.gsm8k import gsm8k_eval_item
 
 pytest_plugins = ("pytester",)
 

@@ -17,8 +17,8 @@ from sse_server import ListingServer, fake_token_ids
 from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
 from test_public_api import options as api_options
 
-from pytest_modelsweep.errors import DataError
-from pytest_modelsweep.prompts import checked_prompts, load_prompts
+from pytest_modelsweep.api.prompts import checked_prompts, load_prompts
+from pytest_modelsweep.core.errors import DataError
 
 pytest_plugins = ("pytester",)
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.pytest.html_hooks import HtmlReportHooks
 from pytest_modelsweep.report import plots
 from pytest_modelsweep.report.html import (
-    HtmlReportHooks,
     measurement_html,
     summary_html,
     write_html_report,
 )
-from pytest_modelsweep.results import load_results
+from pytest_modelsweep.store.results import load_results
 
 pytest_plugins = ("pytester",)
 
@@ -39,7 +39,7 @@ PWNED_ESCAPED = html.escape(PWNED)
 # throughput at two concurrencies.
 BENCH = """
 import pytest
-from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.core.records import ItemRecord
 
 PWNED = "<script>document.title='pwned'</script>"
 SCORES = {"gemma3-270m": [1, 0, 1, 1] * 10, "smollm2-135m": [0, 0, 1, 0] * 10}

@@ -10,15 +10,17 @@ import pytest
 from paths import SHARED_DATA
 
 from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.data.bfcl import BfclRecord, load_bfcl
+from pytest_modelsweep.data.gsm8k import Gsm8kProblem
 from pytest_modelsweep.scoring.bfcl import score_bfcl_response
 from pytest_modelsweep.scoring.gsm8k import score_gsm8k_response
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
-from pytest_modelsweep.store import Store
-from pytest_modelsweep.sweep import ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.store.sqlite import Store
 from pytest_modelsweep.workloads.accuracy import run_accuracy
-from pytest_modelsweep.workloads.bfcl import BfclRecord, build_bfcl_request, load_bfcl
-from pytest_modelsweep.workloads.gsm8k import Gsm8kProblem, build_gsm8k_request
+from pytest_modelsweep.workloads.bfcl import build_bfcl_request
+from pytest_modelsweep.workloads.gsm8k import build_gsm8k_request
 
 PROBLEM = Gsm8kProblem("gsm8k-test-0000", 0, "test", "How many?", "2 + 3 = 5\n#### 5")
 EXEMPLARS = (Gsm8kProblem("gsm8k-train-0000", 0, "train", "One?", "#### 1"),)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pytest_modelsweep
-from pytest_modelsweep.results import load_results
+from pytest_modelsweep.store.results import load_results
 
 pytest_plugins = ("pytester",)
 

@@ -10,7 +10,8 @@ import pytest
 from requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.records import ApiRequest, Completion
+from pytest_modelsweep.core.records import ApiRequest, Completion
+from pytest_modelsweep.data.bfcl import BfclRecord, load_bfcl
 from pytest_modelsweep.scoring.bfcl import (
     BfclCheck,
     BfclDecodeError,
@@ -22,7 +23,6 @@ from pytest_modelsweep.scoring.bfcl import (
     standardize_string,
     summarise_bfcl,
 )
-from pytest_modelsweep.workloads.bfcl import BfclRecord, load_bfcl
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.data.gsm8k import Gsm8kProblem
 from pytest_modelsweep.scoring.gsm8k import (
     flexible_extract,
     normalise,
@@ -17,7 +18,6 @@ from pytest_modelsweep.scoring.gsm8k import (
     strict_match,
     summarise_gsm8k,
 )
-from pytest_modelsweep.workloads.gsm8k import Gsm8kProblem
 
 ANSWER = "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18"
 BIG_ANSWER = "Total is 600+400 = <<600+400=1000>>1000 dollars.\n#### 1,000"

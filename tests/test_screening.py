@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 from hub_fixtures import FakeHub, config_json, connect_error, hub_error, model_info
 
-from pytest_modelsweep.errors import DataError
-from pytest_modelsweep.screening import (
+from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.core.sweep import (
+    ModelSource,
+    ModelSpec,
+    ScreeningSettings,
+    load_sweep,
+)
+from pytest_modelsweep.serving.screening import (
     OfflineHub,
     ScreeningResult,
     load_offline_fixtures,
     screen_candidate,
     screen_main,
     screening_table,
-)
-from pytest_modelsweep.sweep import (
-    ModelSource,
-    ModelSpec,
-    ScreeningSettings,
-    load_sweep,
 )
 
 pytest_plugins = ("pytester",)

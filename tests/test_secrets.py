@@ -11,18 +11,18 @@ from paths import write_sweep
 from sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
-from pytest_modelsweep.errors import EndpointError
-from pytest_modelsweep.records import ApiRequest
-from pytest_modelsweep.runinfo import run_provenance
-from pytest_modelsweep.serving.pool import EndpointPool
-from pytest_modelsweep.serving.probe import probe_server
-from pytest_modelsweep.secrets import (
+from pytest_modelsweep.core.errors import EndpointError
+from pytest_modelsweep.core.records import ApiRequest
+from pytest_modelsweep.core.runinfo import run_provenance
+from pytest_modelsweep.core.secrets import (
     Credentials,
     key_from_env,
     redact,
     split_credentials,
 )
-from pytest_modelsweep.sweep import load_sweep
+from pytest_modelsweep.core.sweep import load_sweep
+from pytest_modelsweep.serving.pool import EndpointPool
+from pytest_modelsweep.serving.probe import probe_server
 
 pytest_plugins = ("pytester",)
 

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_modelsweep.errors import EndpointError
-from pytest_modelsweep.counters import (
+from pytest_modelsweep.client.counters import (
     cached_tokens_counter,
     counter_names,
     fetch_metrics,
@@ -17,6 +16,7 @@ from pytest_modelsweep.counters import (
     parse_prometheus,
     prompt_tokens_counter,
 )
+from pytest_modelsweep.core.errors import EndpointError
 
 try:  # tests/ as a package, or as a plain directory on sys.path
     from .sse_server import SseServer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.errors import ServerStartError
+from pytest_modelsweep.core.errors import ServerStartError
 from pytest_modelsweep.serving.process import ServerProcess, free_port
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.errors import EndpointError
+from pytest_modelsweep.core.errors import EndpointError
+from pytest_modelsweep.core.sweep import load_sweep
 from pytest_modelsweep.serving.llamacpp import llamacpp_argv
 from pytest_modelsweep.serving.vllm import vllm_argv
-from pytest_modelsweep.sweep import load_sweep
 
 
 def flag_value(argv: list[str], flag: str) -> str:

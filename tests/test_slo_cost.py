@@ -26,16 +26,28 @@ from scipy.stats import t as student_t
 from sse_server import ListingServer
 from test_report_real_run import html_tables, markdown_tables, summary_section
 
-from pytest_modelsweep.cost import (
+from pytest_modelsweep.core.cost import (
     Pricing,
     cost_interval,
     cost_stats,
     costs_of,
     usd_per_million_output_tokens,
 )
-from pytest_modelsweep.errors import SweepError
-from pytest_modelsweep.options import check_slo_cost_options
-from pytest_modelsweep.records import RequestRecord
+from pytest_modelsweep.core.errors import SweepError
+from pytest_modelsweep.core.options import check_slo_cost_options
+from pytest_modelsweep.core.records import RequestRecord
+from pytest_modelsweep.core.slo import (
+    Goodput,
+    Slo,
+    SloError,
+    goodput_stats,
+    is_good,
+    parse_slo,
+    request_latencies_ms,
+    window_goodput,
+)
+from pytest_modelsweep.core.stats import log_mean_interval
+from pytest_modelsweep.core.sweep import load_sweep
 from pytest_modelsweep.report.html import measurement_html
 from pytest_modelsweep.report.markdown import escape_markdown, markdown_report
 from pytest_modelsweep.report.tables import (
@@ -47,18 +59,6 @@ from pytest_modelsweep.report.tables import (
     summary_tables,
     throughput_columns,
 )
-from pytest_modelsweep.slo import (
-    Goodput,
-    Slo,
-    SloError,
-    goodput_stats,
-    is_good,
-    parse_slo,
-    request_latencies_ms,
-    window_goodput,
-)
-from pytest_modelsweep.stats import log_mean_interval
-from pytest_modelsweep.sweep import load_sweep
 from pytest_modelsweep.workloads.contention import log_half_width
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import pytest
 from sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
-from pytest_modelsweep.records import ApiRequest
-from pytest_modelsweep.breaker import Breaker
+from pytest_modelsweep.client.breaker import Breaker
+from pytest_modelsweep.core.records import ApiRequest
 
 pytest_plugins = ("pytester",)
 

@@ -1,4 +1,4 @@
-"""Tests of pytest_modelsweep.stats: known answers, agreement with scipy, verdicts, Holm, ratios."""
+"""Tests of pytest_modelsweep.core.stats: known answers, agreement with scipy, verdicts, Holm, ratios."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from pytest_modelsweep.stats import (
+from pytest_modelsweep.core.stats import (
     PairedInterval,
     Verdict,
     VerdictRecord,
@@ -23,10 +23,10 @@ from pytest_modelsweep.stats import (
     holm_intervals,
     normal_p_value,
     paired_bootstrap,
-    sign_test_p_value,
     paired_p_value,
     ratio_interval,
     ratio_interval_between_runs,
+    sign_test_p_value,
     student_t_cdf,
     student_t_quantile,
 )

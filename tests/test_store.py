@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.errors import DataError
-from pytest_modelsweep.store import SCHEMA_VERSION, Store, check_store_file
+from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.store.sqlite import SCHEMA_VERSION, Store, check_store_file
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 

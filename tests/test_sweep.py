@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.errors import SweepError, UnknownModelError
-from pytest_modelsweep.sweep import load_sweep, parse_endpoint_option, parse_source
+from pytest_modelsweep.core.errors import SweepError, UnknownModelError
+from pytest_modelsweep.core.sweep import load_sweep, parse_endpoint_option, parse_source
 
 VALID = """
 [sweep]

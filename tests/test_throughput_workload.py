@@ -19,11 +19,11 @@ from pytest_modelsweep.client import (
     run_stream_requests,
     stream_requests_detailed,
 )
-from pytest_modelsweep.errors import EndpointError, MeasurementError
-from pytest_modelsweep.records import ApiRequest, RequestRecord
-from pytest_modelsweep.counters import cached_tokens_counter, fetch_metrics
+from pytest_modelsweep.client.counters import cached_tokens_counter, fetch_metrics
+from pytest_modelsweep.core.errors import EndpointError, MeasurementError
+from pytest_modelsweep.core.records import ApiRequest, RequestRecord
+from pytest_modelsweep.core.sweep import ModelSource, ModelSpec
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
-from pytest_modelsweep.sweep import ModelSource, ModelSpec
 from pytest_modelsweep.workloads.throughput import (
     SHORT_PROMPT_TOKENS,
     WORDS,
@@ -418,8 +418,8 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     """The real embedded SmolLM2 server, started by the plugin's own launcher (4 slots, 1 thread)."""
     from dataclasses import replace
 
+    from pytest_modelsweep.core.sweep import load_sweep
     from pytest_modelsweep.serving.llamacpp import launch_llamacpp
-    from pytest_modelsweep.sweep import load_sweep
 
     sweep = load_sweep("embedded")
     serving = replace(sweep.serving, max_num_seqs=4, threads=1)

@@ -11,7 +11,7 @@ import pytest
 from paths import REAL_CACHE, SHARED_DATA
 from requirements import SHARED_DATA_HINT, need
 
-from pytest_modelsweep.sweep import load_sweep
+from pytest_modelsweep.core.sweep import load_sweep
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # accuracy benches do after scoring real responses: this exercises the verdict plumbing.
 FAKE_BENCH = """
 import pytest
-from pytest_modelsweep.records import ItemRecord
+from pytest_modelsweep.core.records import ItemRecord
 
 SCORES = {"gemma3-270m": [1, 0, 1, 0, 1, 0, 1, 0] * 25,
           "smollm2-135m": CANDIDATE}
@@ -99,7 +99,7 @@ def test_margin_turns_a_wide_match_into_inconclusive(pytester: pytest.Pytester) 
 def test_a_users_hook_replaces_the_rule(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
-        from pytest_modelsweep.stats import Verdict
+        from pytest_modelsweep.core.stats import Verdict
         def pytest_modelsweep_verdict(candidate, reference, metric, interval, margin, config):
             return Verdict.WORSE if interval.difference < 0.2 else Verdict.BETTER
         """
@@ -142,7 +142,7 @@ def test_many_candidates_under_two_workers_never_wait_on_their_own_queue(
     pytester.makepyfile(
         """
         import pytest
-        from pytest_modelsweep.records import ItemRecord
+        from pytest_modelsweep.core.records import ItemRecord
 
         PROV = {"server_name": "s", "server_version": "1", "server_settings": {}}
 
@@ -203,7 +203,7 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
     pytester.makepyfile(
         """
         import pytest
-        from pytest_modelsweep.records import ItemRecord
+        from pytest_modelsweep.core.records import ItemRecord
 
         # each candidate differs from "ref" on 10 or more items (stats.MIN_DISCORDANT)
         RIGHT = {"ref": range(0, 120), "bad": range(0, 60), "close": range(10, 127),
@@ -298,7 +298,7 @@ def test_a_users_hook_sets_the_throughput_rule(
 ) -> None:
     pytester.makeconftest(
         """
-        from pytest_modelsweep.stats import Verdict
+        from pytest_modelsweep.core.stats import Verdict
 
         SLOWEST = 0.0001  # this project accepts any slowdown short of 10,000x
         SEEN = []
@@ -392,7 +392,7 @@ def test_a_ratio_whose_reference_test_ended_without_a_result_fails_naming_it(
 
 
 def test_the_documented_rules_decide_as_their_text_says() -> None:
-    from pytest_modelsweep.stats import Verdict, paired_bootstrap, ratio_interval
+    from pytest_modelsweep.core.stats import Verdict, paired_bootstrap, ratio_interval
 
     text = (ROOT / "docs" / "verdicts.md").read_text()
     blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]

@@ -25,6 +25,13 @@ import httpx
 import pytest
 from requirements import need
 
+from pytest_modelsweep.core.sweep import (
+    ModelSource,
+    ModelSpec,
+    ServingSettings,
+    SourceKind,
+    parse_sweep,
+)
 from pytest_modelsweep.serving.endpoint import Provenance
 from pytest_modelsweep.serving.hf_convert import (
     VLLM_PYTHON_ENV,
@@ -38,13 +45,6 @@ from pytest_modelsweep.serving.probe import probe_server
 from pytest_modelsweep.serving.process import ServerProcess, free_port
 from pytest_modelsweep.serving.provision import ensure_embedded_model, file_sha256
 from pytest_modelsweep.serving.vllm import HOST, vllm_argv
-from pytest_modelsweep.sweep import (
-    ModelSource,
-    ModelSpec,
-    ServingSettings,
-    SourceKind,
-    parse_sweep,
-)
 
 pytestmark = pytest.mark.vllm
 
@@ -204,7 +204,7 @@ def test_sweep_file_declares_production_flags() -> None:
 def test_sweep_file_loads_with_embedded_hf_sources() -> None:
     if "embedded-hf" not in get_args(SourceKind):
         pytest.skip("the sweep parser has no 'embedded-hf' source kind yet")
-    from pytest_modelsweep.sweep import load_sweep
+    from pytest_modelsweep.core.sweep import load_sweep
 
     sweep = load_sweep(SWEEP_FILE)
     source = sweep.model(sweep.reference).source
@@ -387,7 +387,7 @@ def _throughput_with_client(
 ) -> tuple[list[Any], float, float]:
     """The same measurement with the plugin's stream client, where run_throughput is absent."""
     from pytest_modelsweep.client import run_stream_requests
-    from pytest_modelsweep.records import ApiRequest
+    from pytest_modelsweep.core.records import ApiRequest
 
     words = ("amber", "bridge", "copper", "dolphin", "ember", "falcon", "glacier", "harbor",
              "island", "jungle", "kettle", "lantern")

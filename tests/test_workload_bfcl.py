@@ -10,17 +10,15 @@ from typing import Any
 import pytest
 from requirements import SHARED_DATA_HINT, need
 
-from pytest_modelsweep.errors import DataError
-from pytest_modelsweep.sweep import BfclMode, ModelSource, ModelSpec, Prompting
-from pytest_modelsweep.workloads import bfcl
+from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.core.sweep import BfclMode, ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.data import bfcl
+from pytest_modelsweep.data.bfcl import BfclRecord, expect_full_bfcl_set, load_bfcl
 from pytest_modelsweep.workloads.bfcl import (
-    BfclRecord,
     bfcl_function_docs,
     bfcl_skip_reason,
     bfcl_system_prompt,
     build_bfcl_request,
-    expect_full_bfcl_set,
-    load_bfcl,
     to_openai_tools,
 )
 

@@ -12,17 +12,19 @@ from typing import Any
 import pytest
 from requirements import SHARED_DATA_HINT, need
 
-from pytest_modelsweep.errors import DataError
-from pytest_modelsweep.sweep import ModelSource, ModelSpec, Prompting
-from pytest_modelsweep.workloads.gsm8k import (
-    Gsm8kFewshot,
+from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.data.gsm8k import (
     Gsm8kProblem,
-    build_gsm8k_request,
-    chat_messages,
-    completion_prompt,
     expect_full_test_set,
     load_gsm8k,
     load_gsm8k_fewshot,
+)
+from pytest_modelsweep.workloads.gsm8k import (
+    Gsm8kFewshot,
+    build_gsm8k_request,
+    chat_messages,
+    completion_prompt,
 )
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"

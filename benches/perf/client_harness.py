@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import httpx  # noqa: E402
 
 from pytest_modelsweep.client import stream_requests_detailed  # noqa: E402
-from pytest_modelsweep.records import ApiRequest  # noqa: E402
+from pytest_modelsweep.core.records import ApiRequest  # noqa: E402
 
 STREAMS = (1, 16, 64)
 MODEL = "bench-model"

@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.stats import (  # noqa: E402
+from pytest_modelsweep.core.stats import (  # noqa: E402
     MIN_DISCORDANT,
     MIN_PAIRED_ITEMS,
     Verdict,

@@ -1,7 +1,7 @@
 """Coverage of the throughput ratio interval and false alarms / power of the baseline gate.
 
 Simulates lognormal throughput repeats and calls the project's real
-``pytest_modelsweep.stats.ratio_interval`` and ``pytest_modelsweep.gate.compare_with_baseline``
+``pytest_modelsweep.core.stats.ratio_interval`` and ``pytest_modelsweep.judging.gate.compare_with_baseline``
 on measurement dicts shaped as ``benches/test_throughput.py`` writes them.
 
 (a) coverage of the 95% ratio interval, no true difference: repeats 3/5/10 x CV 2/10/30%;
@@ -28,8 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.gate import Thresholds, compare_with_baseline
-from pytest_modelsweep.stats import ratio_interval
+from pytest_modelsweep.core.stats import ratio_interval
+from pytest_modelsweep.judging.gate import Thresholds, compare_with_baseline
 
 SETTINGS = [("throughput", 1, None), ("throughput", 4, None), ("throughput", 16, None),
             ("long_prompt", 4, 1024), ("long_prompt", 4, 3072)]

@@ -30,10 +30,17 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cost import Pricing
-from ..metrics import METRICS, RATIO_BENCHMARK, VERDICT_PREFIX, Kind, metric_for, rank
-from ..slo import Slo
-from ..stats import PairedInterval
+from ..core.cost import Pricing
+from ..core.metrics import (
+    METRICS,
+    RATIO_BENCHMARK,
+    VERDICT_PREFIX,
+    Kind,
+    metric_for,
+    rank,
+)
+from ..core.slo import Slo
+from ..core.stats import PairedInterval
 from .tables import (
     NA,
     accuracy_interval,

@@ -6,17 +6,9 @@ Every piece of text that came from a model, a sweep file or a results file
 SVG documents embedded as ``data:`` images, so the page needs no other file
 and nothing inside a plot can run script in the page.
 
-pytest-html is optional: :class:`HtmlReportHooks` is registered only when it
-is installed, and :func:`write_html_report` (the ``modelsweep report`` CLI)
-needs neither pytest-html nor a pytest session.
-
-How per-test extras reach pytest-html 4, also under pytest-xdist: the
-plugin's ``pytest_runtest_makereport`` wrapper puts the test's measurements on
-the report as ``report.modelsweep_measurements`` (plain data, which xdist
-carries to the controller). On the controller, :meth:`HtmlReportHooks.pytest_runtest_logreport`
-turns them into ``report.extras`` entries; pytest-html's own
-``pytest_runtest_logreport`` is ``trylast``, so it reads the extras after
-this hook added them. Nothing runs on xdist workers.
+Pure: pytest-html's hooks that place these pieces in its report live in the
+pytest layer (``pytest/html_hooks.py``); :func:`write_html_report` (the
+``modelsweep report`` CLI) needs neither pytest-html nor a pytest session.
 """
 
 from __future__ import annotations
@@ -28,11 +20,8 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from statistics import fmean, median
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pytest
-
-from ..errors import ModelsweepError
 from .decision import (
     DecisionPage,
     decision_page,
@@ -64,9 +53,6 @@ from .tables import (
     summary_tables,
     throughput_row,
 )
-
-if TYPE_CHECKING:
-    from ..state import RunState
 
 Measurements = Sequence[Mapping[str, Any]]
 Source = Callable[[], tuple[Measurements, Mapping[str, Any]]]
@@ -133,7 +119,7 @@ _TEXT_COLUMNS = {
 }
 
 
-def _e(value: object) -> str:
+def escape_text(value: object) -> str:
     """Escaped text for an element's content or a quoted attribute."""
     return escape(str(value), quote=True)
 
@@ -145,7 +131,7 @@ def table_html(table: Table) -> str:
     """A :class:`Table` as an HTML table with its title and notes."""
     text = [c in _TEXT_COLUMNS for c in table.columns]
     head = "".join(
-        f'<th class="{"ms-text" if t else "ms-num"}">{_e(c)}</th>' for c, t in zip(table.columns, text)
+        f'<th class="{"ms-text" if t else "ms-num"}">{escape_text(c)}</th>' for c, t in zip(table.columns, text)
     )
     body = []
     for row in table.rows:
@@ -153,12 +139,12 @@ def table_html(table: Table) -> str:
         for i, cell in enumerate(row):
             classes = "ms-text" if i < len(text) and text[i] else "ms-num"
             if i == table.status_column:
-                classes += f" ms-verdict ms-verdict-{_e(cell)}"
-            cells.append(f'<td class="{classes}">{_e(cell)}</td>')
+                classes += f" ms-verdict ms-verdict-{escape_text(cell)}"
+            cells.append(f'<td class="{classes}">{escape_text(cell)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    notes = f'<p class="ms-notes">{_e("; ".join(table.notes))}</p>' if table.notes else ""
+    notes = f'<p class="ms-notes">{escape_text("; ".join(table.notes))}</p>' if table.notes else ""
     return (
-        f'<div class="ms-table-block" data-kind="{_e(table.kind)}"><h3>{_e(table.title)}</h3>'
+        f'<div class="ms-table-block" data-kind="{escape_text(table.kind)}"><h3>{escape_text(table.title)}</h3>'
         f'<table class="ms-table"><thead><tr>{head}</tr></thead>'
         f'<tbody>{"".join(body)}</tbody></table>{notes}</div>'
     )
@@ -166,19 +152,19 @@ def table_html(table: Table) -> str:
 
 def _svg_image(svg: str, alt: str) -> str:
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
+    return f'<img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def plots_html(measurements: Measurements, reference: str | None = None) -> str:
     """The plots as inline images, or the matplotlib hint when it is missing."""
     plots = summary_plots(measurements, reference)
     if plots is None:
-        return f'<p class="ms-notes ms-no-plots">{_e(MATPLOTLIB_HINT)}</p>'
+        return f'<p class="ms-notes ms-no-plots">{escape_text(MATPLOTLIB_HINT)}</p>'
     if not plots:
         return ""
     figures = "".join(
         f'<figure class="ms-plot">{_svg_image(p.svg, p.description)}'
-        f"<figcaption>{_e(p.title)}: {_e(p.description)}</figcaption></figure>"
+        f"<figcaption>{escape_text(p.title)}: {escape_text(p.description)}</figcaption></figure>"
         for p in plots
     )
     return f'<h3>Plots</h3><div class="ms-plots">{figures}</div>'
@@ -187,16 +173,16 @@ def plots_html(measurements: Measurements, reference: str | None = None) -> str:
 def _decision_cell(page: DecisionPage, row_index: int, column_index: int) -> str:
     column = page.columns[column_index]
     cell = page.rows[row_index].cells[column_index]
-    named = f'data-column="{_e(column.title)}"'
+    named = f'data-column="{escape_text(column.title)}"'
     if cell.why:
-        return f'<td class="ms-text ms-why" {named} title="{_e(cell.why)}">{_e(cell.shown)}</td>'
+        return f'<td class="ms-text ms-why" {named} title="{escape_text(cell.why)}">{escape_text(cell.shown)}</td>'
     if column.verdict and cell.verdict:
-        return (f'<td class="ms-text ms-verdict ms-verdict-{_e(cell.verdict)}" {named}>'
-                f"{_e(cell.text)}</td>")
+        return (f'<td class="ms-text ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
+                f"{escape_text(cell.text)}</td>")
     aligned = "ms-text" if column.text or column.verdict else "ms-num"
     tip = " — ".join(part for part in (cell.detail, cell.tip) if part)
-    title = f' title="{_e(tip)}"' if tip else ""
-    return f'<td class="{aligned}" {named}{title}>{_e(cell.shown)}</td>'
+    title = f' title="{escape_text(tip)}"' if tip else ""
+    return f'<td class="{aligned}" {named}{title}>{escape_text(cell.shown)}</td>'
 
 
 def decision_table_html(page: DecisionPage) -> str:
@@ -208,18 +194,18 @@ def decision_table_html(page: DecisionPage) -> str:
         else:
             groups.append((column.group, 1))
     top = ('<th class="ms-text" rowspan="2">model</th>'
-           + "".join(f'<th class="ms-group" colspan="{n}">{_e(g)}</th>' for g, n in groups)
+           + "".join(f'<th class="ms-group" colspan="{n}">{escape_text(g)}</th>' for g, n in groups)
            + '<th class="ms-text" rowspan="2">flags</th>')
     names = "".join(f'<th class="{"ms-text" if c.text or c.verdict else "ms-num"}">'
-                    f"{_e(c.name)}</th>" for c in page.columns)
+                    f"{escape_text(c.name)}</th>" for c in page.columns)
     body = []
     for i, row in enumerate(page.rows):
         name = f"{row.model} (reference)" if row.is_reference else row.model
         cells = "".join(_decision_cell(page, i, j) for j in range(len(page.columns)))
         body.append(f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
-                    f'data-model="{_e(row.model)}"><td class="ms-text" data-column="model">'
-                    f'{_e(name)}</td>{cells}<td class="ms-text" data-column="flags">'
-                    f'{_e("; ".join(row.flags))}</td></tr>')
+                    f'data-model="{escape_text(row.model)}"><td class="ms-text" data-column="model">'
+                    f'{escape_text(name)}</td>{cells}<td class="ms-text" data-column="flags">'
+                    f'{escape_text("; ".join(row.flags))}</td></tr>')
     return (f'<table class="ms-table ms-decision-table"><thead><tr>{top}</tr><tr>{names}</tr>'
             f'</thead><tbody>{"".join(body)}</tbody></table>')
 
@@ -229,11 +215,11 @@ def decision_html(measurements: Measurements, run: Mapping[str, Any], failures: 
     page = decision_page(measurements, run, failures)
     if page is None:
         return ""
-    reasons = "".join(f'<li data-note="{i}">[{i}] {_e(why)}</li>'
+    reasons = "".join(f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
                       for i, why in enumerate(page.reasons, 1))
     parts = [
-        f'<section class="modelsweep" id="modelsweep-decision"><h2>{_e(DECISION_TITLE)}</h2>',
-        f'<p class="ms-answer">{_e(page.answer)}</p>',
+        f'<section class="modelsweep" id="modelsweep-decision"><h2>{escape_text(DECISION_TITLE)}</h2>',
+        f'<p class="ms-answer">{escape_text(page.answer)}</p>',
         decision_table_html(page),
         _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
@@ -243,14 +229,14 @@ def decision_html(measurements: Measurements, run: Mapping[str, Any], failures: 
     ]
     if page.pareto is not None:
         if not matplotlib_available():
-            parts.append(f'<p class="ms-notes ms-no-plots">{_e(MATPLOTLIB_HINT)}</p>')
+            parts.append(f'<p class="ms-notes ms-no-plots">{escape_text(MATPLOTLIB_HINT)}</p>')
         else:
             svg = pareto_plot(page.pareto)
             if svg:
                 description = (f"Pareto plot: {page.pareto.y_label} against "
                                f"{page.pareto.x_label}, one point per candidate")
                 parts.append(f'<figure class="ms-plot ms-pareto">{_svg_image(svg, description)}'
-                             f"<figcaption>{_e(description)}</figcaption></figure>")
+                             f"<figcaption>{escape_text(description)}</figcaption></figure>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -262,9 +248,9 @@ def summary_html(measurements: Measurements, run: Mapping[str, Any]) -> str:
     tables = summary_tables(measurements, reference=ref)
     parts = [
         f"<style>{CSS}</style>",
-        f'<section class="modelsweep" id="modelsweep-summary"><h2>{_e(SUMMARY_TITLE)}</h2>',
-        f'<p class="ms-title">{_e(run_title(run))}</p>',
-        f'<p class="ms-provenance">{_e(provenance_line(measurements, run))}</p>',
+        f'<section class="modelsweep" id="modelsweep-summary"><h2>{escape_text(SUMMARY_TITLE)}</h2>',
+        f'<p class="ms-title">{escape_text(run_title(run))}</p>',
+        f'<p class="ms-provenance">{escape_text(provenance_line(measurements, run))}</p>',
     ]
     if not tables:
         parts.append('<p class="ms-notes">No measurements were recorded.</p>')
@@ -287,18 +273,18 @@ def _compact(value: Any) -> str:
 
 def _key_value_table(rows: Sequence[tuple[str, str]]) -> str:
     """Name-value pairs as a definition list, laid out three pairs to a line."""
-    body = "".join(f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>" for k, v in rows)
+    body = "".join(f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows)
     return f'<dl class="ms-kv">{body}</dl>'
 
 
 def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], raw_last: bool = False) -> str:
-    head = "".join(f'<th class="ms-text">{_e(c)}</th>' for c in columns)
+    head = "".join(f'<th class="ms-text">{escape_text(c)}</th>' for c in columns)
     body = []
     for row in rows:
         cells = []
         for i, cell in enumerate(row):
             # raw_last: the last cell is markup built here from escaped text
-            content = cell if raw_last and i == len(row) - 1 else _e(cell)
+            content = cell if raw_last and i == len(row) - 1 else escape_text(cell)
             cells.append(f'<td class="ms-text">{content}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<table class="ms-table"><thead><tr>{head}</tr></thead>'
@@ -318,7 +304,7 @@ def _latency_grid(latency: Mapping[str, LatencyFigures], caption: str) -> str:
 
 
 def _notes(text: str) -> str:
-    return f'<p class="ms-notes">{_e(text)}</p>' if text else ""
+    return f'<p class="ms-notes">{escape_text(text)}</p>' if text else ""
 
 
 def _latency_table(measurement: Mapping[str, Any]) -> str:
@@ -436,7 +422,7 @@ def _items_table(items: Sequence[Mapping[str, Any]], limit: int) -> str:
             str(item.get("finish_reason") or ""),
             "" if tokens is None else str(tokens),
             str(item.get("error") or ""),
-            f'<pre class="ms-response">{_e(shown)}</pre>',
+            f'<pre class="ms-response">{escape_text(shown)}</pre>',
         ])
     caption = f"<h4>First {len(rows)} of {len(items):,} items (raw responses)</h4>"
     return caption + _grid(
@@ -469,7 +455,7 @@ def measurement_html(measurement: Mapping[str, Any], *, max_items: int = MAX_ITE
     model = str(measurement.get("model", ""))
     params = measurement.get("params") or {}
     stats = measurement.get("stats") or {}
-    parts = [f"<h4>{_e(model)} · {_e(headline(measurement))}</h4>"]
+    parts = [f"<h4>{escape_text(model)} · {escape_text(headline(measurement))}</h4>"]
     if params:
         parts.append(_key_value_table([(str(k), _compact(v)) for k, v in params.items()]))
     throughput = measurement_kind(measurement) == "throughput"
@@ -519,7 +505,7 @@ def measurement_json(measurement: Mapping[str, Any]) -> dict[str, Any]:
 def html_document(measurements: Measurements, run: Mapping[str, Any], failures: Failures = ()) -> str:
     """A standalone HTML page: the decision page, the summary section, each measurement's details."""
     details = "".join(
-        f"<details><summary>{_e(str(m.get('model', '')))} · {_e(headline(m))}</summary>"
+        f"<details><summary>{escape_text(str(m.get('model', '')))} · {escape_text(headline(m))}</summary>"
         f"{measurement_html(m)}</details>"
         for m in measurements
     )
@@ -527,12 +513,12 @@ def html_document(measurements: Measurements, run: Mapping[str, Any], failures: 
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(run_title(run))}</title></head>"
+        f"<title>{escape_text(run_title(run))}</title></head>"
         '<body style="margin: 16px 24px; background: #fff;">'
         f"{decision_html(measurements, run, failures)}"
         f"{summary_html(measurements, run)}"
         f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
-        f'<p class="ms-notes">generated {_e(generated)} by pytest-modelsweep</p></section>'
+        f'<p class="ms-notes">generated {escape_text(generated)} by pytest-modelsweep</p></section>'
         "</body></html>\n"
     )
 
@@ -546,105 +532,10 @@ def write_html_report(path: str | Path, measurements: Measurements, run: Mapping
     return target
 
 
-# --------------------------------------------------------------------------- pytest-html hooks
-
-
-def run_of(state: RunState) -> dict[str, Any]:
-    """The run dict of a session (a report must not fail over a bad sweep)."""
-    try:
-        return state.run
-    except ModelsweepError:
-        return {"run_id": state.run_id}
-
-
-class HtmlReportHooks:
-    """pytest-html 4 hooks: the decision page and summary section, a measurement column,
-    per-test extras.
-
-    ``source`` returns the measurements recorded so far and the run dict; ``failures``
-    the failed tests so far. Register it on the controller only (a plain run or
-    xdist's controller).
-    """
-
-    def __init__(self, source: Source, *, enabled: bool = True,
-                 failures: Callable[[], Failures] = lambda: ()) -> None:
-        self.source = source
-        self.enabled = enabled
-        self.failures = failures
-
-    @classmethod
-    def for_state(cls, state: RunState, config: pytest.Config | None = None) -> HtmlReportHooks:
-        """Hooks reading ``state.measurements``; idle unless ``--html`` was given."""
-        enabled = True if config is None else bool(config.getoption("htmlpath", None))
-        return cls(lambda: (state.measurements, run_of(state)), enabled=enabled,
-                   failures=lambda: state.failures)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_summary(
-        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
-    ) -> None:
-        measurements, run = self.source()
-        if not measurements:
-            return
-        decision = decision_html(measurements, run, self.failures())
-        if decision:
-            # prefix: right under pytest-html's "Summary" heading, the first screen
-            prefix.append(f"<style>{CSS}</style>{decision}")
-        postfix.append(summary_html(measurements, run))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not self.enabled or report.when != "call":
-            return
-        recorded = getattr(report, "modelsweep_measurements", None)
-        if not recorded:
-            return
-        from pytest_html import extras
-
-        added = [extras.html(measurements_extra_html(recorded))]
-        for m in recorded:
-            added.append(extras.json(measurement_json(m), name=f"{m.get('benchmark', 'measurement')} JSON"))
-        report.extras = [*getattr(report, "extras", []), *added]  # type: ignore[attr-defined]
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_table_header(self, cells: list[str]) -> None:
-        cells.insert(_after_test_id(cells, 'data-column-type="testId"'),
-                     '<th class="modelsweep-col">Measurement</th>')
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
-        if not cells:  # another plugin dropped the row
-            return
-        _escape_test_id(report, cells)
-        recorded = getattr(report, "modelsweep_measurements", None) or []
-        text = "<br>".join(_e(f"{m.get('model', '')}: {headline(m)}") for m in recorded)
-        cells.insert(_after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>')
-
-
-def _after_test_id(cells: Sequence[str], marker: str) -> int:
-    for i, cell in enumerate(cells):
-        if marker in cell:
-            return i + 1
-    return len(cells)
-
-
-def _escape_test_id(report: pytest.TestReport, cells: list[str]) -> None:
-    """pytest-html 4.2 puts the test id into its cell unescaped (pytest-html issue #1024).
-
-    Escape it, but only when the cell holds the raw id, so that a fixed
-    pytest-html is not escaped twice.
-    """
-    test_id = report.nodeid if report.when in ("call", None) else f"{report.nodeid}::{report.when}"
-    raw = f'<td class="col-testId">{test_id}</td>'
-    for i, cell in enumerate(cells):
-        if cell == raw:
-            cells[i] = f'<td class="col-testId">{escape(test_id, quote=False)}</td>'
-
-
 __all__ = [
     "CSS",
     "DECISION_TITLE",
     "SUMMARY_TITLE",
-    "HtmlReportHooks",
     "decision_html",
     "decision_table_html",
     "headline",
@@ -654,7 +545,6 @@ __all__ = [
     "measurements_extra_html",
     "plots_html",
     "request_summary",
-    "run_of",
     "summary_html",
     "table_html",
     "write_html_report",

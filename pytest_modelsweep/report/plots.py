@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..metrics import VERDICT_PREFIX, label_of, rank
+from ..core.metrics import VERDICT_PREFIX, label_of, rank
 from .decision import Pareto
 from .tables import (
     ThroughputRow,

@@ -23,9 +23,9 @@ from itertools import pairwise
 from statistics import fmean, median, stdev
 from typing import Any
 
-from ..cost import Pricing
-from ..metrics import VERDICT_PREFIX, Kind, label_of, metric_for, rank
-from ..slo import Slo
+from ..core.cost import Pricing
+from ..core.metrics import VERDICT_PREFIX, Kind, label_of, metric_for, rank
+from ..core.slo import Slo
 
 Cell = str | int
 """A table cell: formatted text, or a count."""

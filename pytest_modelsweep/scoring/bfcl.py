@@ -58,15 +58,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from ..evaluation import EvalItem, Score
-from ..records import (
+from ..api.evaluation import EvalItem, Score
+from ..core.records import (
     ApiRequest,
     Completion,
     ItemRecord,
     text_field,
     tool_calls_as_openai,
 )
-from ..workloads.bfcl import BfclRecord
+from ..data.bfcl import BfclRecord
 
 Mode = Literal["tools", "prompt"]
 Calls = list[dict[str, dict[str, Any]]]

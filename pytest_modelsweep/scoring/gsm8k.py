@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..evaluation import EvalItem, Score
-from ..records import ApiRequest, Completion, ItemRecord, text_field
-from ..workloads.gsm8k import Gsm8kProblem
+from ..api.evaluation import EvalItem, Score
+from ..core.records import ApiRequest, Completion, ItemRecord, text_field
+from ..data.gsm8k import Gsm8kProblem
 
 STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..sweep import ModelSpec
-from ..breaker import Breaker
-from ..secrets import Credentials
+from ..client.breaker import Breaker
+from ..core.secrets import Credentials
+from ..core.sweep import ModelSpec
 
 ServerKind = Literal["llamacpp", "vllm", "openai"]
 How = Literal["attach", "llamacpp", "vllm", "vllm-docker"]

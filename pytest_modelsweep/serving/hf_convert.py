@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProvisionError
+from ..core.errors import ProvisionError
 from .provision import Progress, _locked, cache_root, file_sha256
 
 VLLM_PYTHON_ENV = "MODELSWEEP_VLLM_PYTHON"

@@ -6,8 +6,8 @@ import re
 import signal
 from pathlib import Path
 
-from ..errors import EndpointError
-from ..sweep import ModelSpec, ServingSettings
+from ..core.errors import EndpointError
+from ..core.sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
 from .probe import probe_server
 from .process import ServerProcess, free_port

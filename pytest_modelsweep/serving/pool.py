@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import EndpointError, ModelsweepError, ServerStartedTwiceError
-from ..sweep import Sweep
+from ..core.errors import EndpointError, ModelsweepError, ServerStartedTwiceError
+from ..core.secrets import key_from_env, split_credentials
+from ..core.sweep import Sweep
 from .endpoint import Endpoint, Provenance
 from .llamacpp import launch_llamacpp
 from .probe import probe_server
 from .process import ServerProcess
 from .provision import Progress
-from ..secrets import key_from_env, split_credentials
 from .vllm import launch_vllm
 
 

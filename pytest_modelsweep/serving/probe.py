@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
-from ..errors import EndpointError
-from ..sweep import ModelSpec
+from ..core.errors import EndpointError
+from ..core.secrets import Credentials, auth_headers, redact, wants_key_message
+from ..core.sweep import ModelSpec
 from .endpoint import Endpoint, Provenance, ServerKind
-from ..secrets import Credentials, auth_headers, redact, wants_key_message
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import ServerStartError
+from ..core.errors import ServerStartError
 
 LOG_TAIL_LINES = 40
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ProvisionError
+from ..core.errors import ProvisionError
 
 Progress = Callable[[str], None]
 

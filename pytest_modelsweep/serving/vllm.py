@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import EndpointError
-from ..sweep import ModelSpec, ServingSettings
+from ..core.errors import EndpointError
+from ..core.secrets import Credentials
+from ..core.sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
 from .hf_convert import (
     cpu_server_env,
@@ -19,7 +20,6 @@ from .hf_convert import (
 from .probe import probe_server
 from .process import ServerProcess, free_port
 from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
-from ..secrets import Credentials
 
 HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..client import Guard, run_post_requests
-from ..records import ApiRequest, Completion, ItemRecord
-from ..breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from ..core.records import ApiRequest, Completion, ItemRecord
 from ..serving.endpoint import Endpoint
-from ..store import Store
+from ..store.sqlite import Store
 
 ItemT = TypeVar("ItemT")
 Score = Callable[[ItemT, ApiRequest, Completion], ItemRecord]

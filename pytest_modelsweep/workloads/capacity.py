@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from ..slo import Goodput
-from ..stats import Verdict
+from ..core.slo import Goodput
+from ..core.stats import Verdict
 
 SERVER_LIMIT_KEYS = ("max_num_seqs", "total_slots")
 """Provenance ``server_settings`` keys that say how many sequences a server runs at once

@@ -18,17 +18,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..cost import cost_stats, costs_of
-from ..errors import MeasurementError
-from ..options import MIN_AUTO_REPEATS
-from ..slo import goodput_stats
-from ..stats import log_mean_interval
+from ..core.cost import cost_stats, costs_of
+from ..core.errors import MeasurementError
+from ..core.options import MIN_AUTO_REPEATS
+from ..core.slo import goodput_stats
+from ..core.stats import log_mean_interval
 from .contention import ContentionMeter, coefficient_of_variation, log_half_width
 from .throughput import OUTPUT_TOKENS, ThroughputResult, make_tokenizer, measure_window
 
 if TYPE_CHECKING:
+    from ..core.settings import BenchSettings
     from ..serving.endpoint import Endpoint
-    from ..settings import BenchSettings
 
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""

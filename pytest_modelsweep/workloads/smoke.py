@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 
 from ..client import parse_completion
-from ..errors import MeasurementError
-from ..records import ApiRequest
+from ..core.errors import MeasurementError
+from ..core.records import ApiRequest
+from ..core.secrets import auth_headers, wants_key_message
 from ..serving.endpoint import Endpoint
-from ..secrets import auth_headers, wants_key_message
 
 SMOKE_QUESTION = "Name the three primary colours."
 

@@ -35,13 +35,13 @@ import httpx
 import numpy as np
 
 from ..client import Guard, StreamOutcome, stream_requests_detailed
-from ..errors import EndpointError, MeasurementError
-from ..records import ApiRequest, RequestRecord
-from ..breaker import DEFAULT_IDLE_TIMEOUT_S
-from ..counters import CounterKind, fetch_metrics, find_counter
+from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
+from ..client.counters import CounterKind, fetch_metrics, find_counter
+from ..core.errors import EndpointError, MeasurementError
+from ..core.records import ApiRequest, RequestRecord
+from ..core.secrets import Credentials, auth_headers
+from ..core.slo import Goodput, Slo, window_goodput
 from ..serving.endpoint import Endpoint
-from ..secrets import Credentials, auth_headers
-from ..slo import Goodput, Slo, window_goodput
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .errors import DataError, ScorerError
-from .records import (
+from ..core.errors import DataError, ScorerError
+from ..core.records import (
     ApiRequest,
     Completion,
     ItemRecord,

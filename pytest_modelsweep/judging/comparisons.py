@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from .records import ItemRecord
-from .store import Store
+from ..core.records import ItemRecord
+from ..store.sqlite import Store
 
 ComparisonKind = Literal["accuracy", "throughput", "capacity"]
 """What a comparison compares: item scores (accuracy), measured rates (throughput) or

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .secrets import Credentials, auth_headers
+from ..core.secrets import Credentials, auth_headers
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """No byte for this long fails a request. It must outlast a legitimate silence: a CPU

@@ -15,16 +15,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .results import ResultsWriter
-from .settings import BenchSettings as BenchSettings
-from .store import Store
-from .sweep import Selection, Sweep, load_sweep, parse_endpoint_option
+from ..core.settings import BenchSettings as BenchSettings
+from ..core.sweep import Selection, Sweep, load_sweep, parse_endpoint_option
+from ..store.results import ResultsWriter
+from ..store.sqlite import Store
 
 if TYPE_CHECKING:
-    from .comparisons import ComparisonFinder
-    from .cost import Pricing
-    from .serving.pool import EndpointPool
-    from .slo import Slo
+    from ..core.cost import Pricing
+    from ..core.slo import Slo
+    from ..judging.comparisons import ComparisonFinder
+    from ..serving.pool import EndpointPool
 
 
 @dataclass
@@ -71,7 +71,7 @@ class Options:
     """``--usd-per-hour``; None: the sweep's ``[pricing]`` decides."""
 
     def __repr__(self) -> str:
-        from .secrets import redact
+        from ..core.secrets import redact
 
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k != "thresholds")
         return redact(f"Options({fields})")
@@ -83,11 +83,11 @@ class Options:
         The numeric options are checked at configure time already (cheaply, for every
         run); this parses the rules that need the statistics modules.
         """
-        from .gate import DEFAULT_THRESHOLDS, parse_thresholds
-        from .options import parse_repeats
-        from .slo import parse_slo
-        from .stats import Verdict
-        from .verdicts import parse_fail_on
+        from ..core.options import parse_repeats
+        from ..core.slo import parse_slo
+        from ..core.stats import Verdict
+        from ..judging.gate import DEFAULT_THRESHOLDS, parse_thresholds
+        from ..judging.verdicts import parse_fail_on
 
         return cls(
             sweep=option.sweep,
@@ -129,7 +129,7 @@ class Options:
 
 
 def _positive(value: float, flag: str) -> float:
-    from .errors import ModelsweepError
+    from ..core.errors import ModelsweepError
 
     if not value > 0:
         raise ModelsweepError(f"{flag}: expected a positive number of seconds, got {value}")
@@ -183,7 +183,7 @@ class RunState:
                              slo_attainment=o.slo_attainment, pricing=self.pricing)
 
     def __repr__(self) -> str:
-        from .secrets import redact
+        from ..core.secrets import redact
 
         return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
                       f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
@@ -192,7 +192,7 @@ class RunState:
     @property
     def pricing(self) -> Pricing | None:
         """``--usd-per-hour`` (as the user's own price), else the sweep's ``[pricing]``."""
-        from .cost import Pricing
+        from ..core.cost import Pricing
 
         if self.options.usd_per_hour is not None:
             return Pricing(self.options.usd_per_hour, source="--usd-per-hour")
@@ -265,7 +265,7 @@ class RunState:
     @cached_property
     def comparisons(self) -> ComparisonFinder:
         """The run's one finder of comparison sides (it waits once per model and benchmark)."""
-        from .comparisons import ComparisonFinder
+        from ..judging.comparisons import ComparisonFinder
 
         return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s)
 
@@ -274,7 +274,7 @@ class RunState:
     def pool(self) -> EndpointPool:
         """This process's endpoints; the pool module (httpx, subprocesses) is imported here."""
         if self._pool is None:
-            from .serving.pool import EndpointPool
+            from ..serving.pool import EndpointPool
 
             self._pool = EndpointPool(
                 self.sweep,
@@ -301,7 +301,7 @@ class RunState:
     def run(self) -> dict[str, Any]:
         """Run-level provenance (commit, machine, software, sweep), computed once."""
         if self._run is None:
-            from .runinfo import run_provenance
+            from ..core.runinfo import run_provenance
 
             run = run_provenance(self.rootdir, self.sweep.path, self.args)
             run.update(run_id=self.run_id, sweep_name=self.sweep.name,
@@ -328,9 +328,9 @@ class RunState:
 
     def baseline_measurements(self) -> list[dict[str, Any]]:
         """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
-        from .errors import DataError
-        from .gate import baseline_history
-        from .results import load_results
+        from ..core.errors import DataError
+        from ..judging.gate import baseline_history
+        from ..store.results import load_results
 
         name = self.options.baseline or ""
         run_ids = self.store.baseline_runs(name)
@@ -349,7 +349,7 @@ class RunState:
         """Compare this run with ``--baseline`` (no-op without it)."""
         if not self.options.baseline or not self.measurements:
             return []
-        from .gate import compare_with_baseline
+        from ..judging.gate import compare_with_baseline
 
         self.gate_rows = compare_with_baseline(
             self.measurements, self.baseline_measurements(), self.options.thresholds,
@@ -365,7 +365,7 @@ class RunState:
         name = self.options.save_baseline
         if not name:
             return None
-        from .gate import unsound_reason
+        from ..judging.gate import unsound_reason
 
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}

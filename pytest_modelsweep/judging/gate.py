@@ -35,18 +35,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .comparisons import passed
-from .errors import ModelsweepError
-from .metrics import Kind, kind_of, metric_for
-from .pairing import PairingError, check_same_items, check_same_serving
-from .records import ItemRecord
-from .stats import (
+from ..core.errors import ModelsweepError
+from ..core.metrics import Kind, kind_of, metric_for
+from ..core.records import ItemRecord
+from ..core.stats import (
     RatioInterval,
     paired_bootstrap,
     ratio_interval_between_runs,
     sign_test_p_value,
     student_t_cdf,
 )
+from .comparisons import passed
+from .pairing import PairingError, check_same_items, check_same_serving
 
 DEFAULT_THRESHOLDS = "accuracy:1pp,throughput:10%"
 #: Family-wise error rate, per direction, of the throughput rows of one model: the chance

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
-from .records import ItemRecord
+from ..core.errors import DataError
+from ..core.records import ItemRecord
 
 SCHEMA_VERSION = 1
 #: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.

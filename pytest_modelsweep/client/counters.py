@@ -25,8 +25,8 @@ from typing import Literal
 
 import httpx
 
-from .errors import EndpointError
-from .secrets import Credentials, auth_headers
+from ..core.errors import EndpointError
+from ..core.secrets import Credentials, auth_headers
 
 CounterKind = Literal["generated", "prompt", "cached"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
-from ..modelids import ModelIdParser
+from ...core.modelids import ModelIdParser
 
 
 class ModelScheduling(LoadScopeScheduling):  # type: ignore[misc]

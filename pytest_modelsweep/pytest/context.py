@@ -73,7 +73,7 @@ def run_state(config: pytest.Config) -> RunState:
     state = active_run_state(config)
     if state is not None:
         return state
-    from .errors import ModelsweepError
+    from ..core.errors import ModelsweepError
     from .state import Options, RunState
 
     workerinput = getattr(config, "workerinput", None)

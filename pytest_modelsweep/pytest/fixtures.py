@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..core.errors import DataError, MeasurementError, ModelsweepError
+from ..core.metrics import BENCHMARK_MARKER
 from .context import (
     declared_benchmark_key,
     evaluated_key,
@@ -21,17 +23,15 @@ from .context import (
     tests_in_session,
     unjudged_key,
 )
-from .errors import DataError, MeasurementError, ModelsweepError
-from .metrics import BENCHMARK_MARKER
 
 if TYPE_CHECKING:
-    from .evaluation import Evaluate
-    from .prompts import MeasureThroughput
-    from .records import Measurement
-    from .serving.endpoint import Endpoint
+    from ..api.evaluation import Evaluate
+    from ..api.prompts import MeasureThroughput
+    from ..core.records import Measurement
+    from ..core.sweep import ModelSpec, Sweep
+    from ..serving.endpoint import Endpoint
+    from ..store.sqlite import Store
     from .state import BenchSettings, RunState
-    from .store import Store
-    from .sweep import ModelSpec, Sweep
 
 RecordMeasurement = Callable[..., "Measurement"]
 
@@ -88,8 +88,8 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     """
     from datetime import datetime, timezone
 
-    from .records import Measurement
-    from .serving.endpoint import Endpoint
+    from ..core.records import Measurement
+    from ..serving.endpoint import Endpoint
 
     node = request.node
     model = model_of_item(node)
@@ -133,7 +133,7 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
 @pytest.fixture(scope="session")
 def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     """GSM8K test problems: ``--gsm8k-path`` or the Hub; the first ``--limit`` of them."""
-    from .workloads.gsm8k import expect_full_test_set, load_gsm8k
+    from ..data.gsm8k import expect_full_test_set, load_gsm8k
 
     return _limited(
         "GSM8K", lambda: load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
@@ -144,7 +144,8 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
 @pytest.fixture(scope="session")
 def gsm8k_fewshot(modelsweep_run: RunState) -> Any:
     """lm-evaluation-harness's 5-shot sampler over the GSM8K train split."""
-    from .workloads.gsm8k import Gsm8kFewshot, load_gsm8k_fewshot
+    from ..data.gsm8k import load_gsm8k_fewshot
+    from ..workloads.gsm8k import Gsm8kFewshot
 
     return Gsm8kFewshot(load_gsm8k_fewshot(modelsweep_run.options.gsm8k_path))
 
@@ -152,7 +153,7 @@ def gsm8k_fewshot(modelsweep_run: RunState) -> Any:
 @pytest.fixture(scope="session")
 def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     """BFCL simple records with their possible answers: ``--bfcl-path`` or the Hub."""
-    from .workloads.bfcl import expect_full_bfcl_set, load_bfcl
+    from ..data.bfcl import expect_full_bfcl_set, load_bfcl
 
     return _limited(
         "BFCL", lambda: load_bfcl(modelsweep_run.options.bfcl_path),
@@ -199,7 +200,7 @@ def evaluate(
     no answer. The candidates' paired verdicts come from the declaration.
     docs/writing-benchmarks.md has the whole API.
     """
-    from .evaluation import EvalItem, EvaluationResult, Scorer, Summarise
+    from ..api.evaluation import EvalItem, EvaluationResult, Scorer, Summarise
 
     node = request.node
     declared = node.stash.get(declared_benchmark_key, None)
@@ -213,9 +214,14 @@ def evaluate(
         params: Mapping[str, Any] | None = None,
         summarise: Summarise | None = None,
     ) -> EvaluationResult:
-        from .errors import BenchmarkDeclarationError
-        from .evaluation import first_duplicate, request_for, scored_record, summarise_items
-        from .workloads.accuracy import run_accuracy
+        from ..api.evaluation import (
+            first_duplicate,
+            request_for,
+            scored_record,
+            summarise_items,
+        )
+        from ..core.errors import BenchmarkDeclarationError
+        from ..workloads.accuracy import run_accuracy
 
         _check_declared(node.name, "evaluates", benchmark, declared, "", "verdicts")
         if node.stash.get(evaluated_key, False):
@@ -277,7 +283,7 @@ def evaluate(
 def _check_declared(test: str, verb: str, benchmark: str, declared: str | None, kind: str,
                     comparisons: str) -> None:
     """A one-line error unless the test is declared as the benchmark it records."""
-    from .errors import BenchmarkDeclarationError
+    from ..core.errors import BenchmarkDeclarationError
 
     if declared == benchmark:
         return
@@ -308,7 +314,7 @@ def measure_throughput(
     goodput as the built-in throughput benches. The candidates' ratio tests come from the
     declaration. docs/writing-benchmarks.md has the whole API.
     """
-    from .prompts import MeasureThroughput
+    from ..api.prompts import MeasureThroughput
 
     node = request.node
     declared = node.stash.get(declared_benchmark_key, None)
@@ -322,9 +328,9 @@ def measure_throughput(
         unique_prefixes: bool = True,
         params: Mapping[str, Any] | None = None,
     ) -> None:
-        from .errors import BenchmarkDeclarationError
-        from .prompts import checked_prompts
-        from .workloads.setting import measure_setting
+        from ..api.prompts import checked_prompts
+        from ..core.errors import BenchmarkDeclarationError
+        from ..workloads.setting import measure_setting
 
         _check_declared(node.name, "measures", benchmark, declared, ', kind="throughput"',
                         "ratios")
@@ -363,10 +369,10 @@ def judge_against_reference(
     hook for the verdict, records it, and fails the test when the verdict is
     one of ``--fail-on`` (default: worse).
     """
-    from .comparisons import ModelItems, failed_items_reason
-    from .stats import VerdictRecord
-    from .verdicts import holm_adjusted_interval, paired_interval
-    from .workloads.bfcl import bfcl_skip_reason
+    from ..core.stats import VerdictRecord
+    from ..judging.comparisons import ModelItems, failed_items_reason
+    from ..judging.verdicts import holm_adjusted_interval, paired_interval
+    from ..workloads.bfcl import bfcl_skip_reason
 
     run = modelsweep_run
     options = run.options
@@ -453,7 +459,7 @@ def judge_against_reference(
 def _side(outcome: Any, node: pytest.Item) -> Any:
     """A comparison's side found; a skip when it is nowhere (the session then fails unless
     ``--allow-unjudged``) or its test was skipped, a failure when its test failed."""
-    from .comparisons import Failed, Missing, Skipped
+    from ..judging.comparisons import Failed, Missing, Skipped
 
     if isinstance(outcome, Missing):
         node.stash[unjudged_key] = outcome.reason
@@ -483,8 +489,8 @@ def judge_throughput_ratio(
     measures both models itself instead, their windows alternating in pairs (A B, B A,
     ...), and the interval comes from the pairs (drift in machine speed cancels).
     """
-    from .stats import RatioVerdictRecord
-    from .verdicts import throughput_ratio_interval
+    from ..core.stats import RatioVerdictRecord
+    from ..judging.verdicts import throughput_ratio_interval
 
     run = modelsweep_run
     reference = run.selection.reference
@@ -498,8 +504,8 @@ def judge_throughput_ratio(
 
     def interleaved(benchmark: str, setting: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Both servers, windows in pairs A B, B A, ...: drift in machine speed cancels."""
-        from .stats import paired_ratio_interval
-        from .workloads.throughput import measure_interleaved
+        from ..core.stats import paired_ratio_interval
+        from ..workloads.throughput import measure_interleaved
 
         settings = run.bench_settings
         measured = measure_interleaved(
@@ -521,7 +527,7 @@ def judge_throughput_ratio(
     def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> RatioVerdictRecord:
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
         if run.options.interleave:
-            from .metrics import METRICS
+            from ..core.metrics import METRICS
 
             if benchmark not in METRICS:
                 pytest.fail(f"--interleave measures the built-in throughput shapes only, not "
@@ -618,7 +624,7 @@ def judge_capacity_ratio(
     the test when the verdict is one of ``--fail-on`` (default: worse). A reference
     whose capacity is 0 cannot be divided by: the test fails and no ratio is recorded.
     """
-    from .workloads.capacity import (
+    from ..workloads.capacity import (
         NEEDS_SLO,
         RULE_BRACKET,
         CapacityBracket,

@@ -29,8 +29,7 @@ from typing import Any
 
 import pytest
 
-from .context import declared_benchmark_key
-from .metrics import (
+from ..core.metrics import (
     ACCURACY_UNIT,
     BENCHMARK_MARKER,
     THROUGHPUT_UNIT,
@@ -39,6 +38,7 @@ from .metrics import (
     benchmark_name_problem,
     metric_for,
 )
+from .context import declared_benchmark_key
 
 VERDICT_TEST = "test_verdict"
 """The name of the verdict tests (``test_verdict[<candidate>-<benchmark>]``)."""

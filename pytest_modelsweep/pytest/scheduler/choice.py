@@ -73,8 +73,8 @@ class SchedulingByCollection:
 
     def _decide(self) -> None:
         self.decided = True
-        from ..modelids import ModelIdParser
-        from ..sweep import load_sweep
+        from ...core.modelids import ModelIdParser
+        from ...core.sweep import load_sweep
 
         sweep = load_sweep(self.config.option.sweep)
         parser = ModelIdParser(sweep.models)

@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from .comparisons import ModelItems, ModelMeasurement
-from .errors import ModelsweepError
-from .pairing import check_same_items, check_same_serving
-from .stats import (
+from ..core.errors import ModelsweepError
+from ..core.stats import (
     PairedInterval,
     RatioInterval,
     holm_intervals,
     paired_bootstrap,
     ratio_interval,
 )
+from .comparisons import ModelItems, ModelMeasurement
+from .pairing import check_same_items, check_same_serving
 
 
 def paired_interval(

@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import ModelsweepError
-from .records import ItemRecord
-from .serving.endpoint import serving_identity
+from ..core.errors import ModelsweepError
+from ..core.records import ItemRecord
+from ..serving.endpoint import serving_identity
 
 
 class PairingError(ModelsweepError):

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import DataError
+from ..core.errors import DataError
 
 
 def load_prompts(path: str | Path) -> list[str]:

@@ -48,7 +48,7 @@ def _memory_gib() -> float | None:
 
 def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str, Any]:
     """Everything about this run that is not about one endpoint."""
-    import pytest
+    from importlib.metadata import version
 
     commit = _git(rootdir, "rev-parse", "HEAD")
     dirty = _git(rootdir, "status", "--porcelain", "--untracked-files=no")
@@ -72,7 +72,7 @@ def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str,
         },
         "software": {
             "pytest_modelsweep": __version__,
-            "pytest": pytest.__version__,
+            "pytest": version("pytest"),
             "python": sys.version.split()[0],
         },
         "sweep": {"path": sweep_path, "sha256": sweep_sha},

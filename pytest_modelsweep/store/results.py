@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
+from ..core.errors import DataError
 
 SCHEMA = "pytest-modelsweep/results/1"
 

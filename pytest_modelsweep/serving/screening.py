@@ -51,8 +51,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.hf_api import ModelInfo
 
-from .errors import DataError, ModelsweepError
-from .sweep import (
+from ..core.errors import DataError, ModelsweepError
+from ..core.sweep import (
     ModelSource,
     ModelSpec,
     ScreeningSettings,

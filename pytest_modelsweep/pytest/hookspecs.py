@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .comparisons import ComparisonKind
-    from .stats import PairedInterval, RatioInterval, Verdict
-    from .workloads.capacity import CapacityRatio
+    from ..core.stats import PairedInterval, RatioInterval, Verdict
+    from ..judging.comparisons import ComparisonKind
+    from ..workloads.capacity import CapacityRatio
 
 hookspec = pytest.hookspec
 

@@ -1,0 +1,220 @@
+"""Plain JSON POSTs with httpx (accuracy workloads), N in flight; each answer read once by
+:func:`parse_completion` into a :class:`~pytest_modelsweep.core.records.Completion`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from ..core.records import (
+    ApiPath,
+    ApiRequest,
+    Completion,
+    ToolCall,
+    text_field,
+)
+from ..core.secrets import auth_headers
+from .http import one_line, perf, request_body
+from .stream import run_workers
+from .watch import Guard, Pending, wants_key, with_watch
+
+
+def _usage_count(usage: Any, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _tool_call(call: Any) -> ToolCall:
+    function = call.get("function") if isinstance(call, dict) else None
+    fields = function if isinstance(function, dict) else {}
+    ident = call.get("id") if isinstance(call, dict) else None
+    name, arguments = fields.get("name"), fields.get("arguments")
+    return ToolCall(
+        id=ident if isinstance(ident, str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=arguments if isinstance(arguments, str) else None,
+    )
+
+
+def parse_completion(path: ApiPath, data: Any) -> Completion:
+    """Read a non-streamed OpenAI response body (parsed JSON) for ``path`` into a Completion.
+
+    The one place the wire format is read: ``usage``, ``choices[0].finish_reason`` and
+    ``choices[0].text`` (completions) or ``choices[0].message`` (chat: ``content``,
+    ``tool_calls``). A body that is not an object, has no choices, whose ``choices[0]``
+    or ``message`` is not an object, or whose text is neither a string nor (chat) null,
+    gives a Completion with ``error`` (kind ``response``) and whatever could be read.
+    A tool call that is not an object, or whose name or arguments are not strings,
+    keeps None there (the scorer decides what that means).
+    """
+    if not isinstance(data, dict):
+        return Completion.failed(f"response is {type(data).__name__}, not a JSON object", "response")
+    usage = data.get("usage")
+    read = Completion(prompt_tokens=_usage_count(usage, "prompt_tokens"),
+                      completion_tokens=_usage_count(usage, "completion_tokens"))
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return replace(read, error="response has no choices", error_kind="response")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return replace(read, error="choices[0] is not an object", error_kind="response")
+    finish = choice.get("finish_reason")
+    read = replace(read, finish_reason=finish if isinstance(finish, str) else None)
+    tool_calls: list[ToolCall] | None = None
+    if path == "/v1/completions":
+        text = choice.get("text")
+    else:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            return replace(read, error="choices[0].message is not an object", error_kind="response")
+        text = message.get("content")
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            tool_calls = [_tool_call(call) for call in calls]
+    if not isinstance(text, str) and (text is not None or path == "/v1/completions"):
+        problem = f"{text_field(path)} is {type(text).__name__}, not a string"
+        return replace(read, error=problem, error_kind="response")
+    return replace(read, text=text, tool_calls=tool_calls)
+
+
+async def post_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_result: Callable[[ApiRequest, Completion], None] | None = None,
+    guard: Guard | None = None,
+) -> list[Completion]:
+    """Non-streaming JSON POSTs with ``concurrency`` in flight, completions in input order.
+
+    Each answer is read by :func:`parse_completion`; a failed request (connection,
+    timeout, HTTP error status, non-JSON body) is a Completion with ``error`` of kind
+    ``request``. ``on_result`` is called as each one completes, so that results can be
+    stored as they arrive. ``guard.idle_timeout_s`` is httpx's read timeout (no byte for
+    that long), except where the guard's breaker reads the server's work counters: a
+    non-streamed answer sends no byte until it is complete, so there the breaker's watch
+    (counters standing still, no answer to a health check) decides a stall and a slow
+    answer is waited for while the server computes. ``timeout_s`` stays the total bound.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    root = base_url_v1.rstrip("/")
+    results: list[Completion | None] = [None] * len(requests)
+    state = {"next": 0}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    guard = guard or Guard()
+    watch = guard.watch()
+    idle = min(guard.idle_timeout_s, timeout_s)
+    if guard.breaker is not None and idle < timeout_s and requests \
+            and await asyncio.to_thread(guard.breaker.counts_work):
+        idle = timeout_s
+    headers = {"Content-Type": "application/json", **auth_headers(guard.credentials)}
+    loop = asyncio.get_running_loop()
+
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, read=idle)) as client:
+
+        async def send(request: ApiRequest) -> Completion:
+            url = root + request.path[len("/v1") :] if request.path.startswith("/v1") else (
+                root + request.path
+            )
+            body = request_body(served_name, request, stream=False)
+            pending = Pending(loop.create_future())
+            watch.inflight[id(pending)] = pending
+            post = asyncio.ensure_future(client.post(url, content=body, headers=headers))
+            waiters: set[asyncio.Future[Any]] = {post, pending.aborted}
+            try:
+                done, _ = await asyncio.wait(waiters, timeout=timeout_s,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                watch.inflight.pop(id(pending), None)
+                if not post.done():
+                    post.cancel()
+                    await asyncio.gather(post, return_exceptions=True)
+            if pending.aborted in done:
+                return Completion.failed(pending.aborted.result())
+            if post not in done:
+                raise TimeoutError
+            response: httpx.Response = post.result()
+            return _read_response(request, response)
+
+        async def one(request: ApiRequest) -> Completion:
+            blocked = watch.blocked()
+            if blocked is not None:
+                return Completion.failed(blocked)
+            start = perf()
+            timed_out = False
+            try:
+                result = await send(request)
+            except TimeoutError:
+                timed_out = True
+                result = Completion.failed(f"timed out after {timeout_s:g} s")
+            except httpx.ReadTimeout:
+                timed_out = True
+                result = Completion.failed(f"no answer for {idle:g} s from {request.path}")
+            except httpx.TimeoutException:
+                timed_out = True
+                result = Completion.failed(f"timed out after {timeout_s:g} s")
+            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+                timed_out = True
+                result = Completion.failed(
+                    f"request to {request.path} failed: {type(exc).__name__}: {exc}")
+            except httpx.HTTPError as exc:
+                result = Completion.failed(
+                    f"request to {request.path} failed: {type(exc).__name__}: {exc}")
+            watch.settle(result.error, timed_out, perf() - start)
+            return result
+
+        def _read_response(request: ApiRequest, response: httpx.Response) -> Completion:
+            wants = wants_key(response.status_code, guard.breaker, served_name)
+            if wants is not None:
+                return Completion.failed(wants)
+            if response.status_code >= 400:
+                return Completion.failed(
+                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
+                )
+            try:
+                data = response.json()
+            except ValueError:
+                return Completion.failed(
+                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
+                )
+            return parse_completion(request.path, data)
+
+        async def worker() -> None:
+            while state["next"] < len(requests):
+                index = state["next"]
+                state["next"] += 1
+                request = requests[index]
+                result = await one(request)
+                results[index] = result
+                if on_result is not None:
+                    on_result(request, result)
+
+        await with_watch(watch, lambda: run_workers(min(concurrency, len(requests)), worker))
+    return [result for result in results if result is not None]
+
+
+def run_post_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_result: Callable[[ApiRequest, Completion], None] | None = None,
+    guard: Guard | None = None,
+) -> list[Completion]:
+    """Synchronous :func:`post_requests`."""
+    return asyncio.run(
+        post_requests(
+            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
+            on_result=on_result, guard=guard,
+        )
+    )

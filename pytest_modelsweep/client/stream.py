@@ -1,0 +1,266 @@
+"""N streamed requests in flight, each worker on its own keep-alive connection (throughput, latency)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.records import (
+    ApiRequest,
+    RequestRecord,
+)
+from ..core.secrets import Credentials, auth_headers
+from .breaker import STALL_CHECK_S
+from .http import Connection, StreamExchange, Target, perf, request_body
+from .watch import Guard, Watch, wants_key, with_watch
+
+
+@dataclass
+class StreamOutcome:
+    """One streamed request's record plus what the record has no field for.
+
+    ``cached_tokens`` is the server's count of prompt tokens reused from its
+    cache (llama.cpp ``timings.cache_n``, else ``usage.prompt_tokens_details``);
+    ``chunks`` counts SSE data events, ``[DONE]`` included.
+    """
+
+    request: ApiRequest
+    record: RequestRecord
+    cached_tokens: int | None
+    chunks: int
+
+
+class _IdleTimeout(Exception):
+    """No byte for the idle timeout."""
+
+
+class _StreamRunner:
+    """N workers, each with its own keep-alive connection, pulling from one queue."""
+
+    def __init__(
+        self,
+        base_url_v1: str,
+        served_name: str,
+        requests: Sequence[ApiRequest],
+        timeout_s: float,
+        on_record: Callable[[ApiRequest, RequestRecord], None] | None,
+        *,
+        idle_timeout_s: float | None = None,
+        credentials: Credentials | None = None,
+        watch: Watch | None = None,
+    ) -> None:
+        self.target = Target.parse(base_url_v1)
+        self.requests = requests
+        self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s or timeout_s
+        self.credentials = credentials
+        self.watch = watch or Watch(None, STALL_CHECK_S, None)
+        self.on_record = on_record
+        self.served_name = served_name
+        self.outcomes: list[StreamOutcome | None] = [None] * len(requests)
+        self._next = 0
+        self._ssl = ssl.create_default_context() if self.target.scheme == "https" else None
+
+    def _request_bytes(self, request: ApiRequest) -> tuple[str, bytes]:
+        path = self.target.path_of(request.path)
+        body = request_body(self.served_name, request, stream=True)
+        head = (
+            f"POST {path} HTTP/1.1\r\n"
+            f"Host: {self.target.host_header}\r\n"
+            "User-Agent: pytest-modelsweep\r\n"
+            "Accept: text/event-stream\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in auth_headers(self.credentials).items())
+            + "Connection: keep-alive\r\n\r\n"
+        )
+        return request.path, head.encode("latin-1") + body
+
+    async def _wait_idle(self, ex: StreamExchange) -> None:
+        """Wait for ``ex`` to end; no byte for the idle timeout raises :class:`_IdleTimeout`."""
+        idle = self.idle_timeout_s
+        while True:
+            left = ex.last + idle - perf()
+            if left <= 0:
+                raise _IdleTimeout
+            done, _ = await asyncio.wait({ex.future}, timeout=left)
+            if done:
+                return
+
+    async def _connect(self) -> Connection:
+        loop = asyncio.get_running_loop()
+        _, protocol = await loop.create_connection(
+            Connection, self.target.host, self.target.port, ssl=self._ssl
+        )
+        return protocol
+
+    async def worker(self) -> None:
+        conn: Connection | None = None
+        try:
+            while self._next < len(self.requests):
+                index = self._next
+                self._next += 1
+                request = self.requests[index]
+                outcome, conn = await self._one(request, conn)
+                self.outcomes[index] = outcome
+                if self.on_record is not None:
+                    self.on_record(request, outcome.record)
+        finally:
+            if conn is not None:
+                conn.abort()
+
+    async def _one(
+        self, request: ApiRequest, conn: Connection | None
+    ) -> tuple[StreamOutcome, Connection | None]:
+        loop = asyncio.get_running_loop()
+        label, raw = self._request_bytes(request)
+        start = perf()
+        ex = StreamExchange(label, loop.create_future())
+        watch = self.watch
+        timed_out = False
+        blocked = watch.blocked()
+        if blocked is not None:
+            ex.fail(blocked, start)
+        else:
+            token = id(ex)
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    for _attempt in range(2):
+                        watch.inflight[token] = ex
+                        fresh = conn is None or conn.closed
+                        if conn is None or conn.closed:
+                            conn = await self._connect()
+                        conn.send(raw, ex)
+                        await self._wait_idle(ex)
+                        # A reused keep-alive connection the server had already closed:
+                        # nothing was received, so send once more on a new connection.
+                        if fresh or ex.any_bytes or ex.status or not conn.closed:
+                            break
+                        conn = None
+                        watch.inflight.pop(token, None)
+                        ex = StreamExchange(label, loop.create_future())
+                        token = id(ex)
+            except _IdleTimeout:
+                timed_out = True
+                ex.fail(f"no byte for {self.idle_timeout_s:g} s from {self.target.host}:"
+                        f"{self.target.port} ({ex.chunks} chunks received)", perf())
+            except TimeoutError:
+                timed_out = True
+                ex.fail(
+                    f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", perf()
+                )
+            except OSError as exc:
+                timed_out = True
+                ex.fail(
+                    f"cannot connect to {self.target.host}:{self.target.port}: {exc}", perf()
+                )
+            except BaseException:  # cancelled (another worker's callback raised): no leaks
+                if conn is not None:
+                    conn.abort()
+                raise
+            finally:
+                watch.inflight.pop(token, None)
+            watch.settle(ex.error, timed_out, perf() - start)
+            wants = wants_key(ex.status, watch.breaker, self.served_name)
+            if wants is not None:
+                ex.error = wants
+        if ex.error is not None and conn is not None:
+            conn.abort()
+        if conn is not None and conn.closed:
+            conn = None
+        end = ex.end if ex.end is not None else perf()
+        record = RequestRecord(
+            start=start,
+            end=end,
+            first_token=ex.first,
+            token_times=ex.times,
+            prompt_tokens=ex.prompt_tokens,
+            completion_tokens=ex.completion_tokens,
+            finish_reason=ex.finish,
+            error=ex.error,
+            text="".join(ex.texts),
+        )
+        return StreamOutcome(request, record, ex.cached_tokens, ex.chunks), conn
+
+
+async def run_workers(count: int, make: Callable[[], Any]) -> None:
+    """Run ``count`` workers; the first exception (from a callback) is re-raised as is."""
+    tasks = [asyncio.create_task(make()) for _ in range(count)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def stream_requests_detailed(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
+) -> list[StreamOutcome]:
+    """Like :func:`stream_requests`, with the server's cached-token count per request."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    guard = guard or Guard()
+    watch = guard.watch()
+    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record,
+                           idle_timeout_s=guard.idle_timeout_s, credentials=guard.credentials,
+                           watch=watch)
+    await with_watch(watch, lambda: run_workers(min(concurrency, len(requests)), runner.worker))
+    return [outcome for outcome in runner.outcomes if outcome is not None]
+
+
+async def stream_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
+) -> list[RequestRecord]:
+    """Stream ``requests`` with exactly ``concurrency`` in flight; records in input order.
+
+    A new request starts as soon as one ends and never more than ``concurrency``
+    are open (each worker owns one keep-alive connection). Every record carries
+    ``time.perf_counter()`` times; ``token_times`` has one entry per SSE chunk
+    that carried text, so a chunk holding several tokens counts once (compare
+    ``len(token_times)`` with ``completion_tokens``). ``timeout_s`` bounds each
+    request from connect to ``[DONE]``; ``guard`` adds the idle timeout, credentials and
+    the endpoint's breaker.
+    """
+    outcomes = await stream_requests_detailed(
+        base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
+        on_record=on_record, guard=guard,
+    )
+    return [outcome.record for outcome in outcomes]
+
+
+def run_stream_requests(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
+) -> list[RequestRecord]:
+    """Synchronous :func:`stream_requests` (for the sync pytest fixtures)."""
+    return asyncio.run(
+        stream_requests(
+            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
+            on_record=on_record, guard=guard,
+        )
+    )

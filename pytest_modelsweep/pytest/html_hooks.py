@@ -1,0 +1,126 @@
+"""pytest-html 4 hooks: the decision page and summary section, a measurement column, extras.
+
+pytest-html is optional: :class:`HtmlReportHooks` is registered only when it is
+installed. How per-test extras reach pytest-html 4, also under pytest-xdist: the
+plugin's ``pytest_runtest_makereport`` wrapper puts the test's measurements on
+the report as ``report.modelsweep_measurements`` (plain data, which xdist
+carries to the controller). On the controller, :meth:`HtmlReportHooks.pytest_runtest_logreport`
+turns them into ``report.extras`` entries; pytest-html's own
+``pytest_runtest_logreport`` is ``trylast``, so it reads the extras after
+this hook added them. Nothing runs on xdist workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..core.errors import ModelsweepError
+from ..report.html import (
+    CSS,
+    Failures,
+    Source,
+    decision_html,
+    escape_text,
+    headline,
+    measurement_json,
+    measurements_extra_html,
+    summary_html,
+)
+
+if TYPE_CHECKING:
+    from .state import RunState
+
+
+def run_of(state: RunState) -> dict[str, Any]:
+    """The run dict of a session (a report must not fail over a bad sweep)."""
+    try:
+        return state.run
+    except ModelsweepError:
+        return {"run_id": state.run_id}
+
+
+class HtmlReportHooks:
+    """pytest-html 4 hooks: the decision page and summary section, a measurement column,
+    per-test extras.
+
+    ``source`` returns the measurements recorded so far and the run dict; ``failures``
+    the failed tests so far. Register it on the controller only (a plain run or
+    xdist's controller).
+    """
+
+    def __init__(self, source: Source, *, enabled: bool = True,
+                 failures: Callable[[], Failures] = lambda: ()) -> None:
+        self.source = source
+        self.enabled = enabled
+        self.failures = failures
+
+    @classmethod
+    def for_state(cls, state: RunState, config: pytest.Config | None = None) -> HtmlReportHooks:
+        """Hooks reading ``state.measurements``; idle unless ``--html`` was given."""
+        enabled = True if config is None else bool(config.getoption("htmlpath", None))
+        return cls(lambda: (state.measurements, run_of(state)), enabled=enabled,
+                   failures=lambda: state.failures)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
+        measurements, run = self.source()
+        if not measurements:
+            return
+        decision = decision_html(measurements, run, self.failures())
+        if decision:
+            # prefix: right under pytest-html's "Summary" heading, the first screen
+            prefix.append(f"<style>{CSS}</style>{decision}")
+        postfix.append(summary_html(measurements, run))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.enabled or report.when != "call":
+            return
+        recorded = getattr(report, "modelsweep_measurements", None)
+        if not recorded:
+            return
+        from pytest_html import extras
+
+        added = [extras.html(measurements_extra_html(recorded))]
+        for m in recorded:
+            added.append(extras.json(measurement_json(m), name=f"{m.get('benchmark', 'measurement')} JSON"))
+        report.extras = [*getattr(report, "extras", []), *added]  # type: ignore[attr-defined]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        cells.insert(_after_test_id(cells, 'data-column-type="testId"'),
+                     '<th class="modelsweep-col">Measurement</th>')
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        if not cells:  # another plugin dropped the row
+            return
+        _escape_test_id(report, cells)
+        recorded = getattr(report, "modelsweep_measurements", None) or []
+        text = "<br>".join(escape_text(f"{m.get('model', '')}: {headline(m)}") for m in recorded)
+        cells.insert(_after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>')
+
+
+def _after_test_id(cells: Sequence[str], marker: str) -> int:
+    for i, cell in enumerate(cells):
+        if marker in cell:
+            return i + 1
+    return len(cells)
+
+
+def _escape_test_id(report: pytest.TestReport, cells: list[str]) -> None:
+    """pytest-html 4.2 puts the test id into its cell unescaped (pytest-html issue #1024).
+
+    Escape it, but only when the cell holds the raw id, so that a fixed
+    pytest-html is not escaped twice.
+    """
+    test_id = report.nodeid if report.when in ("call", None) else f"{report.nodeid}::{report.when}"
+    raw = f'<td class="col-testId">{test_id}</td>'
+    for i, cell in enumerate(cells):
+        if cell == raw:
+            cells[i] = f'<td class="col-testId">{escape(test_id, quote=False)}</td>'
