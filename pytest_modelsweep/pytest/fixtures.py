@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ..core.records import Measurement
     from ..core.sweep import ModelSpec, Sweep
     from ..serving.endpoint import Endpoint
-    from ..store.sqlite import Store
     from .state import BenchSettings, RunState
 
 RecordMeasurement = Callable[..., "Measurement"]
@@ -46,12 +45,6 @@ def modelsweep_run(request: pytest.FixtureRequest) -> RunState:
 def bench_settings(modelsweep_run: RunState) -> BenchSettings:
     """The run's id and measuring options (repeats, limit, reuse...), read-only."""
     return modelsweep_run.bench_settings
-
-
-@pytest.fixture(scope="session")
-def result_store(modelsweep_run: RunState) -> Store:
-    """The SQLite store where items are reused from and written to as they complete."""
-    return modelsweep_run.store
 
 
 @pytest.fixture(scope="session")
@@ -314,7 +307,6 @@ def measure_throughput(
     goodput as the built-in throughput benches. The candidates' ratio tests come from the
     declaration. docs/writing-benchmarks.md has the whole API.
     """
-    from ..api.prompts import MeasureThroughput
 
     node = request.node
     declared = node.stash.get(declared_benchmark_key, None)

@@ -91,11 +91,6 @@ def cpu_server_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {key: source.get(key) or value for key, value in wanted.items()}
 
 
-def hf_folder_for(gguf: Path) -> Path:
-    """The converted folder of ``gguf`` (it may not exist yet)."""
-    return cache_root() / "hf" / file_sha256(gguf)[:12]
-
-
 def read_conversion_record(folder: Path) -> dict[str, Any]:
     """What a finished conversion recorded; ProvisionError if the folder is not one."""
     try:
