@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep import metrics
+from pytest_modelsweep.core import metrics
 from pytest_modelsweep.core.metrics import (
     MARKERS,
     METRICS,
