@@ -65,7 +65,7 @@ class MeasuredWindow:
 def timed_requests(settings: BenchSettings, concurrency: int) -> int:
     """``--timed-requests``, else 2 × concurrency, at least 4; never fewer than the
     concurrency, so that the window really has that many requests in flight."""
-    return max(settings.timed_requests or max(4, 2 * concurrency), concurrency)
+    return max(settings.timed_requests_at(concurrency), concurrency)
 
 
 def search(

@@ -1,8 +1,9 @@
 """The ``modelsweep`` command: provision the embedded default, list runs, print results, screen.
 
-It shares its option builders with the plugin (:mod:`pytest_modelsweep.options`:
-``--sweep``, ``--store``, ``--fail-on-regression``) and reads the same store and
-results files; nothing here imports pytest.
+It shares its option builders, parsers and defaults with the plugin
+(:mod:`pytest_modelsweep.core.options`: ``--sweep``, ``--store``,
+``--fail-on-regression``, ``--fail-on-noisy``) and reads the same store and results
+files; nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from .core.errors import ModelsweepError
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of
 from .core.options import (
-    DEFAULT_STORE,
+    DEFAULTS,
     add_noisy_option,
     add_regression_option,
     add_store_option,
@@ -116,17 +117,11 @@ def _baseline_side(store_path: str, ref: str) -> list[dict[str, Any]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
-    from .judging.gate import (
-        DEFAULT_THRESHOLDS,
-        compare_with_baseline,
-        gate_table,
-        parse_thresholds,
-    )
+    from .judging.gate import compare_with_baseline, gate_table
 
     before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
-    rows = compare_with_baseline(after, before, parse_thresholds(args.fail_on_regression or
-                                                                 DEFAULT_THRESHOLDS),
+    rows = compare_with_baseline(after, before, args.fail_on_regression,
                                  noisy_fails=args.fail_on_noisy)
     for line in gate_table(rows):
         print(line)
@@ -223,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_option(p.add_argument)
     p.set_defaults(func=cmd_models)
     p = sub.add_parser("runs", help=cmd_runs.__doc__)
-    add_store_option(p.add_argument, DEFAULT_STORE)
+    add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("results", help=cmd_results.__doc__)
     p.add_argument("path", help="a results file written by --results")
@@ -234,18 +229,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
     add_regression_option(p.add_argument)
     add_noisy_option(p.add_argument)
-    add_store_option(p.add_argument, DEFAULT_STORE)
+    add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("merge", help=cmd_merge.__doc__)
     p.add_argument("runs", nargs="+", help="run ids, baseline names or results files")
     p.add_argument("-o", "--output", required=True, help="the merged results file (JSON)")
-    add_store_option(p.add_argument, DEFAULT_STORE)
+    add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_merge)
     p = sub.add_parser("report", help=cmd_report.__doc__)
     p.add_argument("run", help="run id, baseline name or results file")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
-    add_store_option(p.add_argument, DEFAULT_STORE)
+    add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_report)
     sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
                                   "see modelsweep screen --help", add_help=False)

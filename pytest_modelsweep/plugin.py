@@ -19,6 +19,9 @@ import pytest
 from .core.errors import ModelsweepError
 from .core.metrics import MARKERS, VERDICT_MARKER
 from .core.options import (
+    DEFAULTS,
+    MIN_TIMED_REQUESTS,
+    TIMED_REQUESTS_PER_SLOT,
     add_noise_options,
     add_noisy_option,
     add_regression_option,
@@ -27,8 +30,11 @@ from .core.options import (
     add_store_option,
     add_sweep_option,
     add_timeout_options,
-    check_noise_options,
-    check_slo_cost_options,
+    parse_fail_on,
+    parse_margin,
+    parse_positive_int,
+    parse_ratio_tolerance,
+    parse_wait_seconds,
 )
 from .pytest.collection import declares_benchmark
 from .pytest.context import (
@@ -71,12 +77,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-reuse", action="store_true", default=False,
                     help="send every item again instead of reusing stored answers "
                          "of the same model, server, settings and prompt")
-    group.addoption("--margin", type=float, default=None, metavar="X",
+    group.addoption("--margin", type=parse_margin, default=None, metavar="X",
                     help="equivalence margin for accuracy differences (e.g. 0.02 = 2 points): "
                          "verdicts become equivalent/inconclusive instead of matches")
-    group.addoption("--ratio-tolerance", type=float, default=0.10, metavar="X",
+    group.addoption("--ratio-tolerance", type=parse_ratio_tolerance,
+                    default=DEFAULTS.ratio_tolerance, metavar="X",
                     help="a candidate whose throughput ratio interval lies wholly below 1 - X "
-                         "is worse (above 1 + X: better; default: 0.10)")
+                         f"is worse (above 1 + X: better; default: {DEFAULTS.ratio_tolerance:.2f})")
     group.addoption("--interleave", action="store_true", default=False,
                     help="throughput ratio tests measure both models themselves, their windows "
                          "alternating A B B A ..., so that drift in machine speed cancels "
@@ -84,16 +91,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--allow-unjudged", action="store_true", default=False,
                     help="pass a run whose comparison tests found nothing to compare with "
                          "(default: such a run fails, since it judged nothing)")
-    group.addoption("--fail-on", default="worse", metavar="VERDICTS",
+    group.addoption("--fail-on", type=parse_fail_on, default=DEFAULTS.fail_on, metavar="VERDICTS",
                     help="comma-separated verdicts that fail a comparison test "
-                         "(better, worse, matches, equivalent, inconclusive; default: worse)")
+                         "(better, worse, matches, equivalent, inconclusive; "
+                         f"default: {','.join(sorted(DEFAULTS.fail_on))})")
     group.addoption("--holm", action="store_true", default=False,
                     help="Holm-correct the candidates' intervals for multiple comparisons")
     add_resamples_option(group.addoption)
     add_timeout_options(group.addoption)
-    group.addoption("--verdict-wait", type=float, default=7200.0, metavar="SECONDS",
+    group.addoption("--verdict-wait", type=parse_wait_seconds, default=DEFAULTS.verdict_wait,
+                    metavar="SECONDS",
                     help="how long a comparison waits for the reference's result when it runs "
-                         "on another xdist worker (default: 7200)")
+                         f"on another xdist worker (default: {DEFAULTS.verdict_wait:g})")
     group.addoption("--save-baseline", default=None, metavar="NAME",
                     help="save this run in the store as baseline NAME")
     group.addoption("--baseline", default=None, metavar="NAME|PATH",
@@ -103,15 +112,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_noisy_option(group.addoption)
     add_noise_options(group.addoption)
     add_slo_cost_options(group.addoption)
-    group.addoption("--timed-requests", type=int, default=None, metavar="N",
-                    help="timed requests per throughput repeat (default: 2 x concurrency, "
-                         "at least 4)")
-    group.addoption("--limit", type=int, default=None, metavar="N",
+    group.addoption("--timed-requests", type=parse_positive_int, default=None, metavar="N",
+                    help="timed requests per throughput repeat (default: "
+                         f"{TIMED_REQUESTS_PER_SLOT} x concurrency, at least {MIN_TIMED_REQUESTS})")
+    group.addoption("--limit", type=parse_positive_int, default=None, metavar="N",
                     help="run only the first N items of accuracy benchmarks (a subset)")
     group.addoption("--gsm8k-path", default=None, metavar="PATH",
                     help="GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)")
-    group.addoption("--gsm8k-max-tokens", type=int, default=2048, metavar="N",
-                    help="GSM8K answer length limit (default: 2048, as in the seed)")
+    group.addoption("--gsm8k-max-tokens", type=parse_positive_int,
+                    default=DEFAULTS.gsm8k_max_tokens, metavar="N",
+                    help=f"GSM8K answer length limit (default: {DEFAULTS.gsm8k_max_tokens}, "
+                         "as in the seed)")
     group.addoption("--bfcl-path", default=None, metavar="DIR",
                     help="folder with BFCL simple records and possible answers "
                          "(default: the BFCL dataset from the Hub)")
@@ -144,21 +155,11 @@ def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) ->
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Markers, cheap option checks, fixtures; the run state only when an option of ours is given."""
+    """Markers, the options that exclude each other, fixtures; the run state only when an
+    option of ours is given (each option's own value was checked by its ``type=`` parser)."""
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
     option = config.option
-    noise_error = check_noise_options(option) or check_slo_cost_options(option)
-    if noise_error:
-        raise pytest.UsageError(noise_error)
-    if option.limit is not None and option.limit < 1:
-        raise pytest.UsageError("--limit: expected a positive integer")
-    if option.margin is not None and not 0 <= option.margin < 1:
-        raise pytest.UsageError("--margin: expected an accuracy difference in [0, 1), e.g. 0.02")
-    if option.timed_requests is not None and option.timed_requests < 1:
-        raise pytest.UsageError("--timed-requests: expected a positive integer")
-    if option.gsm8k_max_tokens < 1:
-        raise pytest.UsageError("--gsm8k-max-tokens: expected a positive integer")
     if option.holm and getattr(option, "numprocesses", None):
         raise pytest.UsageError(
             "--holm compares every candidate at once, which xdist workers cannot wait for "
@@ -169,10 +170,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "--interleave measures the candidate and the reference side by side, so both "
             "servers must live in one process: run it without -n")
-    if not 0 <= option.ratio_tolerance < 1:
-        raise pytest.UsageError("--ratio-tolerance: expected a share in [0, 1), e.g. 0.10")
-    if option.resamples < 100:
-        raise pytest.UsageError("--resamples: expected at least 100")
     from .pytest import fixtures
 
     config.pluginmanager.register(fixtures, "modelsweep-fixtures")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import threading
@@ -12,14 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scipy.stats import t as student_t
 
 from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
-from pytest_modelsweep.workloads.contention import (
-    ContentionMeter,
-    coefficient_of_variation,
-    log_half_width,
-)
+from pytest_modelsweep.workloads.contention import ContentionMeter, coefficient_of_variation
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 WINDOW_S = 1.2
@@ -131,19 +125,6 @@ def test_coefficient_of_variation() -> None:
     assert coefficient_of_variation([0.0, 0.0]) is None
     assert coefficient_of_variation([1.0, 2.0, 3.0]) == pytest.approx(0.5)
     assert coefficient_of_variation([200.0, 200.0]) == 0.0
-
-
-def test_log_half_width_is_the_t_interval_of_the_geometric_mean() -> None:
-    values = [100.0, 110.0, 90.0, 105.0]
-    logs = [math.log(v) for v in values]
-    mean = sum(logs) / 4
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
-    want = math.exp(student_t.ppf(0.975, 3) * sd / 2) - 1
-    assert log_half_width(values) == pytest.approx(want)
-    assert log_half_width([100.0, 100.0, 100.0]) == 0.0
-    assert log_half_width([100.0]) == math.inf
-    assert log_half_width([100.0, 0.0, 90.0]) == math.inf
-    assert log_half_width(values * 4) < log_half_width(values)  # more repeats, narrower
 
 
 def test_a_launched_server_names_its_pid_until_it_stops(tmp_path: Path) -> None:

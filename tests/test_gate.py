@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import math
+from argparse import ArgumentTypeError
 
 import pytest
 
-from pytest_modelsweep.core.errors import ModelsweepError
-from pytest_modelsweep.judging.gate import (
-    Thresholds,
-    compare_with_baseline,
-    parse_thresholds,
-)
+from pytest_modelsweep.core.options import Thresholds, parse_thresholds
+from pytest_modelsweep.judging.gate import compare_with_baseline
 
 pytest_plugins = ("pytester",)
 
@@ -122,7 +119,7 @@ def test_bad_threshold_is_a_usage_error(pytester: pytest.Pytester) -> None:
 def test_parse_thresholds() -> None:
     assert parse_thresholds("accuracy:2.5pp,throughput:5%") == Thresholds(0.025, 0.05)
     assert parse_thresholds("throughput:20%") == Thresholds(0.01, 0.20)
-    with pytest.raises(ModelsweepError):
+    with pytest.raises(ArgumentTypeError):
         parse_thresholds("latency:5%")
 
 

@@ -116,6 +116,25 @@ def test_interleaved_windows_cancel_the_drift(
                                  "gemma3-270m *x"])
 
 
+@pytest.mark.parametrize(("target", "pairs"), [("0.9", 4), ("0.001", 5)])
+def test_interleaved_pairs_follow_the_repeats_auto_policy(
+    pytester: pytest.Pytester, drifting_pair: tuple[list[str], Machine], target: str, pairs: int,
+) -> None:
+    """A first stage of 4 pairs; a loose target is met with it, a tight one takes the
+    maximum (--repeats auto used to mean --repeats-max pairs here, whatever the target)."""
+    endpoints, machine = drifting_pair
+    result = run(pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave",
+                 "--repeats", "auto", "--repeats-target", target, "--repeats-max", "5")
+    result.assert_outcomes(passed=1)
+    assert machine.served == 6 * pairs  # 3 requests a window, two windows a pair
+    stats = ratio_of(pytester)["stats"]
+    assert stats["method"] == "paired-log-t-two-stage" and stats["df"] == 3
+    assert len(stats["candidate_values"]) == len(stats["reference_values"]) == pairs
+    result.stdout.fnmatch_lines([
+        "*interleaved throughput c1: pair 3/≤5 (auto), smollm2-135m ÷ gemma3-270m *x",
+        f"*interleaved throughput c1: pair 4/{pairs} (auto), smollm2-135m ÷ gemma3-270m *x"])
+
+
 def test_interleave_refuses_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(model_name): pass")
     result = pytester.runpytest("--interleave", "-n", "2")

@@ -22,7 +22,8 @@ from pytest_modelsweep.core.metrics import (
     rank,
 )
 from pytest_modelsweep.core.records import ItemRecord
-from pytest_modelsweep.judging.gate import Thresholds, compare_with_baseline, gate_table
+from pytest_modelsweep.core.options import Thresholds
+from pytest_modelsweep.judging.gate import compare_with_baseline, gate_table
 from pytest_modelsweep.report.tables import measurement_kind, summary_tables
 
 BENCHES = Path(__file__).resolve().parents[1] / "benches"
@@ -57,7 +58,7 @@ def benchmarks_recorded_in_benches() -> set[str]:
     parameter in benches (and in the plugin's comparison fixtures, which record on the benches'
     behalf)."""
     names = set()
-    fixtures = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "fixtures.py"
+    fixtures = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "pytest" / "fixtures.py"
     for tree in [*bench_trees(), ast.parse(fixtures.read_text())]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:

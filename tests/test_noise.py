@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import statistics
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scipy.stats import t as student_t
 from sse_server import ListingServer
 
 from pytest_modelsweep.workloads.contention import ContentionMeter
@@ -85,7 +88,7 @@ def test_every_measurement_records_its_noise_and_every_window_its_contention(
     assert stats["cv"] == pytest.approx(sd / mean)
     assert stats["unstable_cv_limit"] == 0.10
     assert stats["unstable"] is (stats["cv"] > 0.10)
-    assert stats["repeats_rule"] == "fixed"
+    assert stats["repeats_rule"] == "fixed" and stats["interval_rule"] == "log-t"
     windows = [r["contention"] for r in stats["repeats"]]
     for w, r in zip(windows, stats["repeats"]):
         assert set(w) == WINDOW_FIELDS
@@ -127,19 +130,28 @@ def test_repeats_auto_stops_at_the_maximum_when_the_interval_stays_wide(
     result.assert_outcomes(passed=1)
     stats = stats_of(pytester)
     assert len(stats["repeat_values"]) == len(stats["repeats"]) == 4
-    assert stats["repeats_rule"] == "auto: half-width ≤ 5% or 4 repeats"
-    result.stdout.fnmatch_lines([f"*{MODEL} c1: repeat 4/≤4 (auto), *"])
+    assert stats["repeats_rule"] == "auto: two-stage, 4 first, half-width ≤ 5% or 4 repeats"
+    assert stats["interval_rule"] == "log-t-two-stage"
+    result.stdout.fnmatch_lines([f"*{MODEL} c1: repeat 3/≤4 (auto), *",
+                                 f"*{MODEL} c1: repeat 4/4 (auto), *"])
     assert "repeat 5/" not in result.stdout.str()
 
 
-def test_repeats_auto_stops_at_three_once_the_target_is_met(
+def test_repeats_auto_stops_after_its_first_stage_once_that_meets_the_target(
     pytester: pytest.Pytester, steady: str,
 ) -> None:
     result = run_bench(pytester, steady, "--repeats", "auto", "--repeats-target", "0.9")
     result.assert_outcomes(passed=1)
     stats = stats_of(pytester)
-    assert len(stats["repeat_values"]) == 3  # at least 3, and a 90% target is met at once
-    assert stats["repeats_rule"] == "auto: half-width ≤ 90% or 10 repeats"
+    values = stats["repeat_values"]
+    assert len(values) == 4  # the first stage; a 90% target is met with it
+    assert stats["repeats_rule"] == "auto: two-stage, 4 first, half-width ≤ 90% or 10 repeats"
+    # the recorded interval is the two-stage one: the first stage's spread, 3 df
+    logs = [math.log(v) for v in values]
+    half = student_t.ppf(0.975, 3) * statistics.stdev(logs) / 2
+    low, high = stats["output_tokens_per_s_interval"]
+    assert math.log(high) - math.log(low) == pytest.approx(2 * half, rel=1e-9)
+    result.stdout.fnmatch_lines([f"*{MODEL} c1: repeat 4/4 (auto), *"])
 
 
 @linux
@@ -157,22 +169,6 @@ def test_a_cpu_hog_beside_the_run_marks_its_windows_contended(
     assert stats["contended"] is True and stats["contended_windows"] >= 1
     assert max(r["contention"]["other_cpu_cores"] for r in stats["repeats"]) >= 0.5
     result.stdout.fnmatch_lines(["*repeat */2, *contended: yes (others *.** cores, steal *%)*"])
-
-
-@pytest.mark.parametrize(("args", "message"), [
-    (["--repeats", "often"], "--repeats: expected a positive integer or 'auto', got 'often'"),
-    (["--repeats", "0"], "--repeats: expected a positive integer or 'auto', got '0'"),
-    (["--repeats-max", "2"], "--repeats-max: expected an integer of at least 3"),
-    (["--repeats-target", "0"], "--repeats-target: expected a share in (0, 1), e.g. 0.05"),
-    (["--unstable-cv", "-1"], "--unstable-cv: expected a positive share, e.g. 0.10"),
-])
-def test_a_bad_noise_option_is_a_one_line_usage_error(
-    pytester: pytest.Pytester, args: list[str], message: str,
-) -> None:
-    pytester.makepyfile("def test_nothing(): pass")
-    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert [line for line in result.stderr.lines if line.strip()] == [f"ERROR: {message}"]
 
 
 def test_a_long_repeat_prints_a_line_every_tick() -> None:

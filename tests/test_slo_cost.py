@@ -18,7 +18,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,8 +33,8 @@ from pytest_modelsweep.core.cost import (
     usd_per_million_output_tokens,
 )
 from pytest_modelsweep.core.errors import SweepError
-from pytest_modelsweep.core.options import check_slo_cost_options
 from pytest_modelsweep.core.records import RequestRecord
+from pytest_modelsweep.core.repeats import RepeatPolicy
 from pytest_modelsweep.core.slo import (
     Goodput,
     Slo,
@@ -59,7 +58,6 @@ from pytest_modelsweep.report.tables import (
     summary_tables,
     throughput_columns,
 )
-from pytest_modelsweep.workloads.contention import log_half_width
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m"
@@ -95,19 +93,6 @@ def test_a_bad_slo_is_one_line(text: str, says: str) -> None:
     with pytest.raises(SloError) as error:
         parse_slo(text)
     assert says in str(error.value) and "\n" not in str(error.value)
-
-
-def test_bad_slo_price_and_attainment_options_are_one_line_usage_errors() -> None:
-    def check(**given: Any) -> str | None:
-        option = SimpleNamespace(**{"slo": None, "slo_attainment": 0.9, "usd_per_hour": None,
-                                    **given})
-        return check_slo_cost_options(option)
-
-    assert check() is None and check(slo="ttft=1s", usd_per_hour=0.1) is None
-    assert "--slo: cannot read" in str(check(slo="ttft"))
-    assert check(usd_per_hour=0.0) == check(usd_per_hour=-1.0) == check(
-        usd_per_hour=math.inf) == "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20"
-    assert check(slo_attainment=1.5) == "--slo-attainment: expected a share in (0, 1], e.g. 0.90"
 
 
 # --------------------------------------------------------------------------- good requests
@@ -216,8 +201,8 @@ def test_the_rate_interval_is_the_t_interval_of_the_mean_log_rate() -> None:
     half = student_t.ppf(0.975, 2) * statistics.stdev(logs) / math.sqrt(3)
     assert low == pytest.approx(math.exp(statistics.fmean(logs) - half), rel=1e-9)
     assert high == pytest.approx(math.exp(statistics.fmean(logs) + half), rel=1e-9)
-    # the same interval --repeats auto drives below its target
-    assert high / math.exp(statistics.fmean(logs)) - 1 == pytest.approx(log_half_width(values))
+    # the interval fixed repeats record
+    assert RepeatPolicy(3, 0.05, 10).interval(values) == (low, high)
     assert log_mean_interval([950.0]) is None
     assert log_mean_interval([950.0, 0.0]) is None
     assert log_mean_interval([5.0, 5.0]) == (pytest.approx(5.0), pytest.approx(5.0))

@@ -28,8 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from pytest_modelsweep.core.options import Thresholds, default_timed_requests
 from pytest_modelsweep.core.stats import ratio_interval
-from pytest_modelsweep.judging.gate import Thresholds, compare_with_baseline
+from pytest_modelsweep.judging.gate import compare_with_baseline
 
 SETTINGS = [("throughput", 1, None), ("throughput", 4, None), ("throughput", 16, None),
             ("long_prompt", 4, 1024), ("long_prompt", 4, 3072)]
@@ -45,7 +46,7 @@ def lognormal(rng: np.random.Generator, centre: float, cv: float, size: int) -> 
 
 def measurement(benchmark: str, concurrency: int, prompt_tokens: int | None,
                 values: list[float]) -> dict[str, Any]:
-    timed = max(4, 2 * concurrency)
+    timed = default_timed_requests(concurrency)
     return {
         "model": "smollm2-135m", "benchmark": benchmark, "value": sum(values) / len(values),
         "unit": "tokens/s", "n": timed * len(values), "outcome": "passed",

@@ -21,17 +21,14 @@ from __future__ import annotations
 import threading
 import time
 
+from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, auth_headers
 
-DEFAULT_IDLE_TIMEOUT_S = 300.0
-"""No byte for this long fails a request. It must outlast a legitimate silence: a CPU
-server prefilling 16 prompts of 3,072 tokens at once (about 49,000 tokens at 200-500
-tokens/s for the sweep's small models on a few cores) is silent for 100-250 s before the
-first streamed byte, and a non-streamed 2,048-token GSM8K answer at 16 in flight (10-20
-tokens/s per sequence) arrives after 100-200 s. A TPU answers in seconds. Dead servers are
-found sooner by the breaker's health check, so this is only the last resort."""
-DEFAULT_REQUEST_TIMEOUT_S = 1800.0
-"""The total bound of one request, connect to last byte."""
+DEFAULT_IDLE_TIMEOUT_S = DEFAULTS.idle_timeout
+"""``--idle-timeout``: no byte for this long fails a request (``OptionDefaults.idle_timeout``
+says why it is this long)."""
+DEFAULT_REQUEST_TIMEOUT_S = DEFAULTS.request_timeout
+"""``--request-timeout``: the total bound of one request, connect to last byte."""
 STALL_CHECK_S = 20.0
 """A request silent this long makes the breaker check the server's health."""
 COUNTER_STILL_S = 30.0

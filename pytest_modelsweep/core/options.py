@@ -1,142 +1,259 @@
-"""Option builders shared by the pytest plugin and the ``modelsweep`` command.
+"""Every modelsweep option's default and rule, written once; the option builders.
 
-Each takes an ``addoption`` callable — pytest's ``group.addoption`` or argparse's
-``parser.add_argument`` — so that an option reads the same in ``pytest --help``
-and ``modelsweep … --help``. Pure: nothing here imports pytest.
+:data:`DEFAULTS` is the one table of defaults: the options below, ``--help`` and
+the code that needs a default (the gate's thresholds, the contention meter, the
+timeouts) read it. Each option with a rule has an argparse ``type=`` parser that
+raises :class:`argparse.ArgumentTypeError` with one line, so a bad value is a
+usage error at once, in ``pytest`` and in ``modelsweep`` alike (pytest-benchmark's
+``parse_compare_fail`` is the model). The builders take an ``addoption``
+callable — pytest's ``group.addoption`` or argparse's ``parser.add_argument`` —
+so an option reads the same in ``pytest --help`` and ``modelsweep … --help``.
+
+Pure and cheap: every pytest run loads the plugin, which imports this module;
+nothing here imports pytest, and a parser imports what it needs only when its
+option is given (argparse does not run ``type=`` on a default that is not a string).
 """
 
 from __future__ import annotations
 
+import math
+import re
+from argparse import ArgumentTypeError
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from .slo import Slo
 
 AddOption = Callable[..., Any]
+T = TypeVar("T")
 
-DEFAULT_STORE = ".modelsweep/store.sqlite"
-DEFAULT_IDLE_TIMEOUT_S = 300.0  # serving.breaker.DEFAULT_IDLE_TIMEOUT_S says why
-DEFAULT_REQUEST_TIMEOUT_S = 1800.0
+
+@dataclass(frozen=True)
+class Thresholds:
+    """``--fail-on-regression``: how much worse a metric may get before the gate fails."""
+
+    accuracy_points: float = 0.01
+    throughput_fraction: float = 0.10
+
+    def __str__(self) -> str:
+        return (f"accuracy:{self.accuracy_points * 100:g}pp,"
+                f"throughput:{self.throughput_fraction * 100:g}%")
+
+
+@dataclass(frozen=True)
+class OptionDefaults:
+    """The default of every modelsweep option that has a value (the others default to
+    None, False or nothing: the help says what that means). Field names are the options'
+    argparse ``dest``."""
+
+    sweep: str = "embedded"
+    store: str = ".modelsweep/store.sqlite"
+    """The ``modelsweep`` command's store; pytest's is ``<--modelsweep-dir>/store.sqlite``."""
+    ratio_tolerance: float = 0.10
+    fail_on: frozenset[str] = frozenset({"worse"})
+    resamples: int = 10_000
+    idle_timeout: float = 300.0
+    """No byte for this long fails a request. It must outlast a legitimate silence: a CPU
+    server prefilling 16 prompts of 3,072 tokens at once (about 49,000 tokens at 200-500
+    tokens/s for the sweep's small models on a few cores) is silent for 100-250 s before
+    the first streamed byte, and a non-streamed 2,048-token GSM8K answer at 16 in flight
+    (10-20 tokens/s per sequence) arrives after 100-200 s. A TPU answers in seconds. Dead
+    servers are found sooner by the breaker's health check, so this is the last resort."""
+    request_timeout: float = 1800.0
+    """The total bound of one request, connect to last byte."""
+    verdict_wait: float = 7200.0
+    fail_on_regression: Thresholds = field(default_factory=Thresholds)
+    repeats: int | None = 3
+    """None: ``--repeats auto``."""
+    repeats_target: float = 0.05
+    repeats_max: int = 10
+    unstable_cv: float = 0.10
+    contended_cores: float = 0.25
+    slo_attainment: float = 0.90
+    gsm8k_max_tokens: int = 2048
+
+
+DEFAULTS = OptionDefaults()
+"""The one table of option defaults."""
+
+TIMED_REQUESTS_PER_SLOT = 2
+MIN_TIMED_REQUESTS = 4
+AUTO_FIRST_STAGE = 4
+"""``--repeats auto``: the repeats whose spread fixes the total (see :mod:`.repeats`)."""
+
+
+def default_timed_requests(concurrency: int) -> int:
+    """``--timed-requests`` not given: 2 × concurrency, at least 4."""
+    return max(MIN_TIMED_REQUESTS, TIMED_REQUESTS_PER_SLOT * concurrency)
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def _checked(convert: Callable[[str], T], ok: Callable[[T], bool],
+             expected: str) -> Callable[[str], T]:
+    """A ``type=`` parser: ``convert`` the text, keep it when ``ok``, else one line
+    (``expected``; ``{text}`` in it is the given text)."""
+
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise ArgumentTypeError(expected.format(text=text)) from None
+        if not ok(value):
+            raise ArgumentTypeError(expected.format(text=text))
+        return value
+
+    return parse
+
+
+_parse_count = _checked(int, lambda n: n >= 1,
+                        "expected a positive integer or 'auto', got {text!r}")
+
+
+def parse_repeats(text: str) -> int | None:
+    """``--repeats``: a positive count, or ``auto`` (None: the policy's two-stage rule)."""
+    return None if text.strip().lower() == "auto" else _parse_count(text)
+
+
+parse_repeats_target = _checked(float, lambda x: 0 < x < 1, "expected a share in (0, 1), e.g. 0.05")
+parse_repeats_max = _checked(int, lambda n: n >= AUTO_FIRST_STAGE,
+                             f"expected an integer of at least {AUTO_FIRST_STAGE}")
+parse_unstable_cv = _checked(float, lambda x: x > 0, "expected a positive share, e.g. 0.10")
+parse_contended_cores = _checked(float, lambda x: x >= 0,
+                                 "expected a number of CPU cores >= 0, e.g. 0.25")
+parse_slo_attainment = _checked(float, lambda x: 0 < x <= 1,
+                                "expected a share in (0, 1], e.g. 0.90")
+parse_usd_per_hour = _checked(float, lambda x: 0 < x < math.inf,
+                              "expected a positive price in US dollars, e.g. 1.20")
+parse_seconds = _checked(float, lambda s: s > 0,
+                         "expected a positive number of seconds, got {text}")
+parse_wait_seconds = _checked(float, lambda s: s >= 0,
+                              "expected a number of seconds >= 0, e.g. 7200")
+parse_resamples = _checked(int, lambda n: n >= 100, "expected at least 100")
+parse_positive_int = _checked(int, lambda n: n >= 1, "expected a positive integer")
+parse_margin = _checked(float, lambda x: 0 <= x < 1,
+                        "expected an accuracy difference in [0, 1), e.g. 0.02")
+parse_ratio_tolerance = _checked(float, lambda x: 0 <= x < 1,
+                                 "expected a share in [0, 1), e.g. 0.10")
+
+
+def parse_slo(text: str) -> Slo:
+    """``--slo``: latency targets (:func:`.slo.parse_slo`'s rule and message)."""
+    from .slo import SloError
+    from .slo import parse_slo as parse
+
+    try:
+        return parse(text)
+    except SloError as error:
+        raise ArgumentTypeError(str(error).removeprefix("--slo: ")) from None
+
+
+def parse_fail_on(text: str) -> frozenset[str]:
+    """``--fail-on``: ``"worse,inconclusive"`` → the verdicts that fail a comparison test."""
+    from .stats import Verdict
+
+    known = [verdict.value for verdict in Verdict]
+    chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
+    if not chosen or chosen - set(known):
+        raise ArgumentTypeError(f"{text!r}: expected a comma-separated list of {', '.join(known)}")
+    return chosen
+
+
+def parse_thresholds(text: str) -> Thresholds:
+    """``--fail-on-regression``: ``"accuracy:1pp,throughput:10%"`` → :class:`Thresholds`;
+    a kind not given keeps its default."""
+    accuracy = DEFAULTS.fail_on_regression.accuracy_points
+    throughput = DEFAULTS.fail_on_regression.throughput_fraction
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, _, amount = part.partition(":")
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)(pp|%)", amount.strip())
+        if kind == "accuracy" and match and match.group(2) == "pp":
+            accuracy = float(match.group(1)) / 100
+        elif kind == "throughput" and match and match.group(2) == "%":
+            throughput = float(match.group(1)) / 100
+        else:
+            raise ArgumentTypeError(
+                f"{text!r}: expected e.g. accuracy:1pp,throughput:10% (accuracy in percentage "
+                f"points, throughput in percent); {part!r} is not that")
+    return Thresholds(accuracy, throughput)
+
+
+# --------------------------------------------------------------------------- builders
 
 
 def add_sweep_option(addoption: AddOption) -> None:
-    addoption("--sweep", default=None, metavar="PATH",
-              help="sweep file (TOML), or a built-in sweep: embedded (default), tpu-v5e, vllm-cpu")
+    addoption("--sweep", default=DEFAULTS.sweep, metavar="PATH",
+              help="sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
+                   f"(default: {DEFAULTS.sweep})")
 
 
 def add_store_option(addoption: AddOption, default: str | None = None) -> None:
     addoption("--store", default=default, metavar="PATH",
-              help=f"SQLite store of runs, measurements and items (default: {DEFAULT_STORE})")
+              help=f"SQLite store of runs, measurements and items (default: {DEFAULTS.store})")
 
 
 def add_regression_option(addoption: AddOption) -> None:
-    addoption("--fail-on-regression", default=None, metavar="RULES",
-              help="how much worse is a regression (default: accuracy:1pp,throughput:10%%)")
+    addoption("--fail-on-regression", type=parse_thresholds, default=DEFAULTS.fail_on_regression,
+              metavar="RULES",
+              help="how much worse is a regression "
+                   f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})")
 
 
 def add_timeout_options(addoption: AddOption) -> None:
-    addoption("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
+    addoption("--idle-timeout", type=parse_seconds, default=DEFAULTS.idle_timeout,
+              metavar="SECONDS",
               help="fail a request after this long without a byte from the server (for a "
                    "non-streamed answer, from a server with work counters: without a byte and "
                    "without its counters moving); a stalled server is found sooner by a health "
-                   "check "
-                   f"(default: {DEFAULT_IDLE_TIMEOUT_S:g})")
-    addoption("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
+                   f"check (default: {DEFAULTS.idle_timeout:g})")
+    addoption("--request-timeout", type=parse_seconds, default=DEFAULTS.request_timeout,
               metavar="SECONDS",
-              help=f"fail a request after this long in all (default: {DEFAULT_REQUEST_TIMEOUT_S:g})")
+              help=f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})")
 
 
 def add_resamples_option(addoption: AddOption) -> None:
-    addoption("--resamples", type=int, default=10_000, metavar="N",
-              help="bootstrap resamples of paired comparisons (default: 10000)")
-
-
-DEFAULT_REPEATS = 3
-DEFAULT_REPEATS_TARGET = 0.05
-DEFAULT_REPEATS_MAX = 10
-MIN_AUTO_REPEATS = 3
-DEFAULT_UNSTABLE_CV = 0.10
-DEFAULT_CONTENDED_CORES = 0.25  # workloads.contention.DEFAULT_CONTENDED_CORES
-
-
-def parse_repeats(value: object) -> int | None:
-    """``--repeats``: a positive count, or ``auto`` (None: repeat to a target half-width).
-
-    Raises ValueError with a one-line message for anything else.
-    """
-    text = str(value).strip()
-    if text.lower() == "auto":
-        return None
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f"--repeats: expected a positive integer or 'auto', got {text!r}")
-    return count
+    addoption("--resamples", type=parse_resamples, default=DEFAULTS.resamples, metavar="N",
+              help=f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})")
 
 
 def add_noise_options(addoption: AddOption) -> None:
     """``--repeats`` (a count or ``auto``) and the limits that mark noisy or contended settings."""
-    addoption("--repeats", default=str(DEFAULT_REPEATS), metavar="N|auto",
-              help=f"timed repeats of each throughput setting (default: {DEFAULT_REPEATS}); "
-                   "auto: repeat until the 95%% interval of the mean tokens/s is within "
-                   f"--repeats-target, at least {MIN_AUTO_REPEATS} and at most --repeats-max")
-    addoption("--repeats-target", type=float, default=DEFAULT_REPEATS_TARGET, metavar="X",
+    addoption("--repeats", type=parse_repeats, default=DEFAULTS.repeats, metavar="N|auto",
+              help=f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
+                   f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
+                   "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
+                   "within --repeats-target, at most --repeats-max")
+    addoption("--repeats-target", type=parse_repeats_target, default=DEFAULTS.repeats_target,
+              metavar="X",
               help="--repeats auto: the 95%% interval's half-width to reach, as a share of "
-                   f"the mean (default: {DEFAULT_REPEATS_TARGET:g})")
-    addoption("--repeats-max", type=int, default=DEFAULT_REPEATS_MAX, metavar="N",
-              help=f"--repeats auto: stop after N repeats (default: {DEFAULT_REPEATS_MAX})")
-    addoption("--unstable-cv", type=float, default=DEFAULT_UNSTABLE_CV, metavar="X",
+                   f"the mean (default: {DEFAULTS.repeats_target:.2f})")
+    addoption("--repeats-max", type=parse_repeats_max, default=DEFAULTS.repeats_max, metavar="N",
+              help=f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})")
+    addoption("--unstable-cv", type=parse_unstable_cv, default=DEFAULTS.unstable_cv, metavar="X",
               help="mark a throughput setting unstable when its repeats' coefficient of "
-                   f"variation exceeds X (default: {DEFAULT_UNSTABLE_CV:g})")
-    addoption("--contended-cores", type=float, default=DEFAULT_CONTENDED_CORES, metavar="X",
+                   f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})")
+    addoption("--contended-cores", type=parse_contended_cores, default=DEFAULTS.contended_cores,
+              metavar="X",
               help="mark a timed window contended when other processes used more than X "
-                   f"CPU cores during it (default: {DEFAULT_CONTENDED_CORES:g})")
-
-
-def check_noise_options(option: Any) -> str | None:
-    """A one-line usage error for a bad value of the options above, else None."""
-    try:
-        parse_repeats(option.repeats)
-    except ValueError as exc:
-        return str(exc)
-    if not 0 < option.repeats_target < 1:
-        return "--repeats-target: expected a share in (0, 1), e.g. 0.05"
-    if option.repeats_max < MIN_AUTO_REPEATS:
-        return f"--repeats-max: expected an integer of at least {MIN_AUTO_REPEATS}"
-    if not option.unstable_cv > 0:
-        return "--unstable-cv: expected a positive share, e.g. 0.10"
-    if not option.contended_cores >= 0:
-        return "--contended-cores: expected a number of CPU cores >= 0, e.g. 0.25"
-    return None
+                   f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})")
 
 
 def add_slo_cost_options(addoption: AddOption) -> None:
     """``--slo`` (latency targets per request) and ``--usd-per-hour`` (the machine's price)."""
-    addoption("--slo", default=None, metavar="TARGETS",
+    addoption("--slo", type=parse_slo, default=None, metavar="TARGETS",
               help="latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
                    "e2e=): every throughput window records goodput and SLO attainment, and "
                    "the capacity benchmark searches the highest concurrency meeting them")
-    addoption("--slo-attainment", type=float, default=0.90, metavar="X",
-              help="capacity: the share of requests that must meet --slo (default: 0.90)")
-    addoption("--usd-per-hour", type=float, default=None, metavar="X",
+    addoption("--slo-attainment", type=parse_slo_attainment, default=DEFAULTS.slo_attainment,
+              metavar="X",
+              help="capacity: the share of requests that must meet --slo "
+                   f"(default: {DEFAULTS.slo_attainment:.2f})")
+    addoption("--usd-per-hour", type=parse_usd_per_hour, default=None, metavar="X",
               help="price of the machine one model is served on, US dollars per hour, for "
                    "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)")
-
-
-def check_slo_cost_options(option: Any) -> str | None:
-    """A one-line usage error for a bad ``--slo``, ``--slo-attainment`` or ``--usd-per-hour``."""
-    from .slo import SloError, parse_slo
-
-    if option.slo is not None:
-        try:
-            parse_slo(option.slo)
-        except SloError as exc:
-            return str(exc)
-    if not 0 < option.slo_attainment <= 1:
-        return "--slo-attainment: expected a share in (0, 1], e.g. 0.90"
-    if option.usd_per_hour is not None and not 0 < option.usd_per_hour < float("inf"):
-        return "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20"
-    return None
 
 
 def add_noisy_option(addoption: AddOption) -> None:

@@ -1,13 +1,18 @@
 """What a benchmark test needs to know of the run: :class:`BenchSettings`. Pure.
 
-The plugin's run state (``state.RunState.bench_settings``) builds it from the
-options; benches, the public fixtures and the workloads read it.
+A view of the parsed options, made once per run (``state.RunState.bench_settings``):
+each value was checked by its option's ``type=`` parser (:mod:`.options`, where the
+defaults are), so nothing here parses or defaults. Benches, the public fixtures and
+the workloads read it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from .options import default_timed_requests
+from .repeats import RepeatPolicy
 
 if TYPE_CHECKING:
     from .cost import Pricing
@@ -19,26 +24,40 @@ class BenchSettings:
     """What a benchmark test needs to know of the run: its id and the measuring options."""
 
     run_id: str
-    repeats: int | None
-    """Timed repeats per throughput setting; None: ``--repeats auto`` (see the fields below)."""
+    repeats: RepeatPolicy
+    """``--repeats`` with ``--repeats-target`` and ``--repeats-max``: how many, which interval."""
     timed_requests: int | None
+    """``--timed-requests``; None: :meth:`timed_requests_at` a concurrency's default."""
     limit: int | None
     gsm8k_max_tokens: int
     reuse: bool
     request_timeout_s: float
     idle_timeout_s: float
-    repeats_target: float = 0.05
-    """``--repeats auto``: stop when the 95% half-width is within this share of the mean."""
-    repeats_max: int = 10
-    """``--repeats auto``: stop after this many repeats."""
-    unstable_cv: float = 0.10
+    unstable_cv: float
     """A setting whose repeats' CV exceeds this is unstable."""
-    contended_cores: float = 0.25
+    contended_cores: float
     """A window in which other processes used more CPU cores than this is contended."""
-    slo: Slo | None = None
+    slo: Slo | None
     """``--slo``: latency targets of a good request; None: no goodput is recorded."""
-    slo_attainment: float = 0.90
+    slo_attainment: float
     """``--slo-attainment``: capacity needs this share of requests meeting the SLO."""
-    pricing: Pricing | None = None
+    pricing: Pricing | None
     """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
 
+    @classmethod
+    def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None) -> BenchSettings:
+        """The view of ``option`` (pytest's ``config.option``: parsed, checked, defaulted)."""
+        return cls(
+            run_id=run_id,
+            repeats=RepeatPolicy(option.repeats, option.repeats_target, option.repeats_max),
+            timed_requests=option.timed_requests, limit=option.limit,
+            gsm8k_max_tokens=option.gsm8k_max_tokens, reuse=not option.no_reuse,
+            request_timeout_s=option.request_timeout, idle_timeout_s=option.idle_timeout,
+            unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
+            slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,
+        )
+
+    def timed_requests_at(self, concurrency: int) -> int:
+        """Timed requests per window at ``concurrency``: ``--timed-requests``, else 2 ×
+        concurrency, at least 4."""
+        return self.timed_requests or default_timed_requests(concurrency)

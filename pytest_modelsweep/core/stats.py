@@ -18,8 +18,11 @@ Pure numpy and the standard library: no pytest, no scipy.
   (ratio of geometric means over repeats); :func:`ratio_interval_between_runs`
   widens it by run-to-run variance against a baseline of several runs.
 * :func:`log_mean_interval` -- one setting's throughput interval over its repeats:
-  the t interval of the mean of log tokens/s, exponentiated.
-* :func:`student_t_cdf`, :func:`student_t_quantile` -- Student's t for real df.
+  the t interval of the mean of log tokens/s, exponentiated (with ``first_stage``,
+  Stein's two-stage interval that ``--repeats auto`` makes: see ``core.repeats``).
+* :func:`t_half_width` -- the one Student t half-width every interval here and the
+  ``--repeats auto`` rule use; :func:`student_t_cdf`, :func:`student_t_quantile` --
+  Student's t for real df.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ __all__ = [
     "student_t_cdf",
     "student_t_quantile",
     "sign_test_p_value",
+    "t_half_width",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -294,7 +298,7 @@ class RatioInterval:
         confidence = _check_confidence(confidence)
         if self.degenerate:
             return replace(self, confidence=confidence)
-        half = student_t_quantile(0.5 + confidence / 2, self.df) * self.log_standard_error
+        half = t_half_width(self.log_standard_error, self.df, confidence)
         centre = math.log(self.ratio)
         return replace(self, confidence=confidence, low=math.exp(centre - half),
                        high=math.exp(centre + half))
@@ -834,7 +838,7 @@ def _ratio_from_log(
     ratio = math.exp(log_ratio)
     low = high = math.nan
     if not degenerate:
-        half = student_t_quantile(0.5 + confidence / 2, df) * standard_error
+        half = t_half_width(standard_error, df, confidence)
         low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
     return RatioInterval(
         ratio=ratio, low=low, high=high, confidence=confidence,
@@ -845,24 +849,33 @@ def _ratio_from_log(
     )
 
 
+def t_half_width(standard_error: float, df: float, confidence: float = 0.95) -> float:
+    """Half-width of a two-sided Student t interval: t(df, (1 + confidence) / 2) × its
+    standard error."""
+    return student_t_quantile(0.5 + _check_confidence(confidence) / 2, df) * standard_error
+
+
 def log_mean_interval(
-    values: Sequence[float], *, confidence: float = 0.95
+    values: Sequence[float], *, first_stage: int | None = None, confidence: float = 0.95
 ) -> tuple[float, float] | None:
     """The interval of one setting's throughput over its repeats, as (low, high) tokens/s.
 
-    The same treatment as the ratios and ``--repeats auto``: throughput noise is
-    multiplicative, so the interval is the Student t interval (n − 1 df) of the mean
-    of log values, exponentiated (an interval of the geometric mean):
-    exp(mean log x ± t · sd(log x) / √n). None with fewer than two values or any
-    value that is not positive (no interval is claimed); ValueError for infinite ones.
+    The same treatment as the ratios: throughput noise is multiplicative, so the
+    interval is a Student t interval of the mean of log values, exponentiated (an
+    interval of the geometric mean): exp(mean log x ± t · s / √n). Without
+    ``first_stage`` s is the sd of all n logs, with n − 1 df; with it (Stein's
+    two-stage rule, where the first ``first_stage`` repeats chose n) s is the sd of
+    those first repeats, with ``first_stage`` − 1 df, which is exact whatever n they
+    chose. None with fewer than two values (or first-stage values) or any value that
+    is not positive (no interval is claimed); ValueError for infinite ones.
     """
     confidence = _check_confidence(confidence)
-    if len(values) < 2 or not all(value > 0 for value in values):
+    spread = len(values) if first_stage is None else min(first_stage, len(values))
+    if spread < 2 or not all(value > 0 for value in values):
         return None
-    array = _as_finite_array(values, "repeats")
-    logs = np.log(array)
-    half = (student_t_quantile(0.5 + confidence / 2, float(array.size - 1))
-            * float(np.std(logs, ddof=1)) / math.sqrt(array.size))
+    logs = np.log(_as_finite_array(values, "repeats"))
+    sd = float(np.std(logs[:spread], ddof=1))
+    half = t_half_width(sd / math.sqrt(logs.size), float(spread - 1), confidence)
     centre = float(logs.mean())
     return math.exp(centre - half), math.exp(centre + half)
 
@@ -902,7 +915,8 @@ def ratio_interval(
 
 
 def paired_ratio_interval(
-    candidate: Sequence[float], reference: Sequence[float], *, confidence: float = 0.95
+    candidate: Sequence[float], reference: Sequence[float], *, first_stage: int | None = None,
+    confidence: float = 0.95,
 ) -> RatioInterval:
     """Interval of candidate ÷ reference from windows measured in pairs (interleaved).
 
@@ -910,7 +924,9 @@ def paired_ratio_interval(
     each other (A B, then B A, ...), so a drift in machine speed hits both alike and
     cancels in each pair's log ratio d_i = log c_i - log r_i.  The estimate is
     exp(mean d), the interval a Student t interval on the d_i with n - 1 degrees of
-    freedom (``method`` ``"paired-log-t"``).  Fewer than two pairs: degenerate.
+    freedom (``method`` ``"paired-log-t"``); with ``first_stage`` (``--repeats auto``:
+    those first pairs chose n) the spread is theirs, with ``first_stage`` - 1 df
+    (``"paired-log-t-two-stage"``, Stein's interval).  Fewer than two pairs: degenerate.
     """
     confidence = _check_confidence(confidence)
     candidate_values = _as_finite_array(candidate, "candidate windows")
@@ -921,13 +937,15 @@ def paired_ratio_interval(
     differences = (_positive_logs(candidate, "candidate windows")
                    - _positive_logs(reference, "reference windows"))
     n = differences.size
-    if n < 2:
+    spread = n if first_stage is None else min(first_stage, n)
+    if spread < 2:
         variance = df = math.nan
     else:
-        variance, df = float(np.var(differences, ddof=1)) / n, float(n - 1)
+        variance, df = float(np.var(differences[:spread], ddof=1)) / n, float(spread - 1)
     return _ratio_from_log(float(differences.mean()), variance, df, confidence,
                            candidate=candidate_values, reference=reference_values,
-                           method="paired-log-t")
+                           method="paired-log-t" if first_stage is None
+                           else "paired-log-t-two-stage")
 
 
 def ratio_interval_between_runs(

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from .cost import Pricing
 from .errors import SweepError, UnknownModelError
+from .options import DEFAULTS
 
 Backend = Literal["llamacpp", "vllm", "vllm-docker"]
 Prompting = Literal["chat", "completion"]
@@ -197,9 +198,9 @@ def builtin_sweep_path(name: str) -> Path:
 
 
 def load_sweep(spec: str | Path | None = None) -> Sweep:
-    """Load a sweep by built-in name (``embedded``, ``tpu-v5e``) or by path; default ``embedded``."""
+    """Load a sweep by built-in name (``embedded``, ``tpu-v5e``) or by path; default ``--sweep``'s."""
     if spec is None:
-        spec = "embedded"
+        spec = DEFAULTS.sweep
     text_spec = str(spec)
     if text_spec in BUILTIN_SWEEPS:
         path = builtin_sweep_path(text_spec)

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.errors import ModelsweepError
 from ..core.metrics import Kind, kind_of, metric_for
+from ..core.options import DEFAULTS, Thresholds
 from ..core.records import ItemRecord
 from ..core.stats import (
     RatioInterval,
@@ -48,36 +47,9 @@ from ..core.stats import (
 from .comparisons import passed
 from .pairing import PairingError, check_same_items, check_same_serving
 
-DEFAULT_THRESHOLDS = "accuracy:1pp,throughput:10%"
 #: Family-wise error rate, per direction, of the throughput rows of one model: the chance
 #: that an unchanged model has any row flagged regressed (or any flagged improved).
 THROUGHPUT_FAMILY_ERROR = 0.05
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """How much worse a metric may get before the gate fails."""
-
-    accuracy_points: float = 0.01
-    throughput_fraction: float = 0.10
-
-
-def parse_thresholds(text: str) -> Thresholds:
-    """``"accuracy:1pp,throughput:10%"`` → :class:`Thresholds` (one-line error otherwise)."""
-    accuracy, throughput = Thresholds().accuracy_points, Thresholds().throughput_fraction
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        kind, _, amount = part.partition(":")
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)(pp|%)", amount.strip())
-        if kind == "accuracy" and match and match.group(2) == "pp":
-            accuracy = float(match.group(1)) / 100
-        elif kind == "throughput" and match and match.group(2) == "%":
-            throughput = float(match.group(1)) / 100
-        else:
-            raise ModelsweepError(
-                f"--fail-on-regression {text!r}: expected e.g. accuracy:1pp,throughput:10% "
-                f"(accuracy in percentage points, throughput in percent); {part!r} is not that"
-            )
-    return Thresholds(accuracy, throughput)
 
 
 @dataclass(frozen=True)
@@ -171,7 +143,7 @@ def compare_with_baseline(
     baseline: Iterable[dict[str, Any]],
     thresholds: Thresholds,
     *,
-    resamples: int = 10_000,
+    resamples: int = DEFAULTS.resamples,
     noisy_fails: bool = False,
 ) -> list[GateRow]:
     """Rows for every current measurement of a gated metric (accuracy, throughput).

@@ -10,7 +10,7 @@ tokens/s).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from ..core.errors import ModelsweepError
 from ..core.stats import (
@@ -78,15 +78,3 @@ def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasu
             )
         sides.append([float(v) for v in values])
     return ratio_interval(sides[0], sides[1])
-
-
-def parse_fail_on(text: str, known: Sequence[str]) -> frozenset[str]:
-    """``"worse,inconclusive"`` → the verdicts that fail a comparison test."""
-    chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
-    unknown = sorted(chosen - set(known))
-    if unknown or not chosen:
-        raise ModelsweepError(
-            f"--fail-on {text!r}: expected a comma-separated list of {', '.join(known)}"
-        )
-    return chosen
-

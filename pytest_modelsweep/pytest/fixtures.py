@@ -130,7 +130,7 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
 
     return _limited(
         "GSM8K", lambda: load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
-        expect_full_test_set, modelsweep_run.options.limit, modelsweep_run.write_line,
+        expect_full_test_set, modelsweep_run.bench_settings.limit, modelsweep_run.write_line,
     )
 
 
@@ -150,7 +150,7 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
 
     return _limited(
         "BFCL", lambda: load_bfcl(modelsweep_run.options.bfcl_path),
-        expect_full_bfcl_set, modelsweep_run.options.limit, modelsweep_run.write_line,
+        expect_full_bfcl_set, modelsweep_run.bench_settings.limit, modelsweep_run.write_line,
     )
 
 
@@ -496,13 +496,12 @@ def judge_throughput_ratio(
 
     def interleaved(benchmark: str, setting: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Both servers, windows in pairs A B, B A, ...: drift in machine speed cancels."""
-        from ..core.stats import paired_ratio_interval
         from ..workloads.throughput import measure_interleaved
 
         settings = run.bench_settings
         measured = measure_interleaved(
             [run.pool.get(reference), run.pool.get(candidate_name)],
-            pairs=settings.repeats or settings.repeats_max, benchmark=benchmark,
+            repeats=settings.repeats, benchmark=benchmark,
             run_id=settings.run_id, timed_requests=settings.timed_requests,
             timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
             contended_cores=settings.contended_cores, progress=run.write_line, **setting,
@@ -510,7 +509,8 @@ def judge_throughput_ratio(
         if measured.violations:
             raise MeasurementError("interleaved windows broke their rules: "
                                    + "; ".join(measured.violations[:10]))
-        ratio = paired_ratio_interval(measured.values[candidate_name], measured.values[reference])
+        ratio = settings.repeats.paired_ratio(measured.values[candidate_name],
+                                              measured.values[reference])
         return ratio, {"design": "interleaved", "windows": measured.windows,
                        "candidate_values": measured.values[candidate_name],
                        "reference_values": measured.values[reference],

@@ -22,118 +22,68 @@ from ..store.sqlite import Store
 
 if TYPE_CHECKING:
     from ..core.cost import Pricing
-    from ..core.slo import Slo
+    from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder
     from ..serving.pool import EndpointPool
 
 
 @dataclass
 class Options:
-    """The plugin's command-line options, read once."""
+    """The run-wide options the plugin itself reads, picked once from ``config.option``.
 
-    sweep: str | None
+    Every value was parsed and checked by its option's ``type=`` parser and defaulted
+    from ``core.options.DEFAULTS``, so nothing here parses or defaults; the measuring
+    options are :class:`BenchSettings`, a view of ``parsed``.
+    """
+
+    sweep: str
     models: list[str]
     reference: str | None
     endpoints: list[str]
     results: str | None
     workdir: str | None
-    repeats: int | None
-    """Timed repeats per throughput setting; None: ``--repeats auto``."""
-    limit: int | None
+    store: str | None
     gsm8k_path: str | None
     bfcl_path: str | None
-    store: str | None = None
-    reuse: bool = True
-    gsm8k_max_tokens: int = 2048
-    timed_requests: int | None = None
-    margin: float | None = None
-    ratio_tolerance: float = 0.10
-    allow_unjudged: bool = False
-    fail_on_noisy: bool = False
-    interleave: bool = False
-    fail_on: frozenset[str] = frozenset({"worse"})
-    holm: bool = False
-    resamples: int = 10_000
-    verdict_wait_s: float = 7200.0
-    baseline: str | None = None
-    save_baseline: str | None = None
-    thresholds: Any = None
-    idle_timeout_s: float = 300.0
-    request_timeout_s: float = 1800.0
-    repeats_target: float = 0.05
-    repeats_max: int = 10
-    unstable_cv: float = 0.10
-    contended_cores: float = 0.25
-    slo: Slo | None = None
-    """``--slo``: latency targets of a good request; None: no goodput measured."""
-    slo_attainment: float = 0.90
-    usd_per_hour: float | None = None
+    margin: float | None
+    ratio_tolerance: float
+    allow_unjudged: bool
+    fail_on_noisy: bool
+    interleave: bool
+    fail_on: frozenset[str]
+    holm: bool
+    resamples: int
+    verdict_wait_s: float
+    baseline: str | None
+    save_baseline: str | None
+    thresholds: Thresholds
+    usd_per_hour: float | None
     """``--usd-per-hour``; None: the sweep's ``[pricing]`` decides."""
+    parsed: Any = field(default=None, repr=False, compare=False)
+    """``config.option`` itself."""
 
     def __repr__(self) -> str:
         from ..core.secrets import redact
 
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k != "thresholds")
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
+                           if k not in ("thresholds", "parsed"))
         return redact(f"Options({fields})")
 
     @classmethod
     def from_namespace(cls, option: Any) -> Options:
-        """The options of ``config.option``, checked; a bad value raises :class:`ModelsweepError`.
-
-        The numeric options are checked at configure time already (cheaply, for every
-        run); this parses the rules that need the statistics modules.
-        """
-        from ..core.options import parse_repeats
-        from ..core.slo import parse_slo
-        from ..core.stats import Verdict
-        from ..judging.gate import DEFAULT_THRESHOLDS, parse_thresholds
-        from ..judging.verdicts import parse_fail_on
-
+        """The options of ``config.option`` (already parsed and checked)."""
         return cls(
-            sweep=option.sweep,
-            models=list(option.model),
-            reference=option.reference,
-            endpoints=list(option.endpoint),
-            results=option.results,
-            workdir=option.modelsweep_dir,
-            repeats=parse_repeats(option.repeats),
-            repeats_target=option.repeats_target,
-            repeats_max=option.repeats_max,
-            unstable_cv=option.unstable_cv,
-            contended_cores=option.contended_cores,
-            limit=option.limit,
-            gsm8k_path=option.gsm8k_path,
-            bfcl_path=option.bfcl_path,
-            gsm8k_max_tokens=option.gsm8k_max_tokens,
-            timed_requests=option.timed_requests,
-            store=option.store,
-            reuse=not option.no_reuse,
-            margin=option.margin,
-            ratio_tolerance=option.ratio_tolerance,
-            allow_unjudged=option.allow_unjudged,
-            fail_on_noisy=option.fail_on_noisy,
-            interleave=option.interleave,
-            fail_on=parse_fail_on(option.fail_on, [v.value for v in Verdict]),
-            holm=option.holm,
-            resamples=option.resamples,
-            verdict_wait_s=option.verdict_wait,
-            baseline=option.baseline,
-            save_baseline=option.save_baseline,
-            thresholds=parse_thresholds(option.fail_on_regression or DEFAULT_THRESHOLDS),
-            idle_timeout_s=_positive(option.idle_timeout, "--idle-timeout"),
-            request_timeout_s=_positive(option.request_timeout, "--request-timeout"),
-            slo=None if getattr(option, "slo", None) is None else parse_slo(option.slo),
-            slo_attainment=getattr(option, "slo_attainment", 0.90),
-            usd_per_hour=getattr(option, "usd_per_hour", None),
+            sweep=option.sweep, models=list(option.model), reference=option.reference,
+            endpoints=list(option.endpoint), results=option.results,
+            workdir=option.modelsweep_dir, store=option.store, gsm8k_path=option.gsm8k_path,
+            bfcl_path=option.bfcl_path, margin=option.margin,
+            ratio_tolerance=option.ratio_tolerance, allow_unjudged=option.allow_unjudged,
+            fail_on_noisy=option.fail_on_noisy, interleave=option.interleave,
+            fail_on=option.fail_on, holm=option.holm, resamples=option.resamples,
+            verdict_wait_s=option.verdict_wait, baseline=option.baseline,
+            save_baseline=option.save_baseline, thresholds=option.fail_on_regression,
+            usd_per_hour=option.usd_per_hour, parsed=option,
         )
-
-
-def _positive(value: float, flag: str) -> float:
-    from ..core.errors import ModelsweepError
-
-    if not value > 0:
-        raise ModelsweepError(f"{flag}: expected a positive number of seconds, got {value}")
-    return float(value)
 
 
 @dataclass
@@ -170,17 +120,11 @@ class RunState:
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
 
-    @property
+    @cached_property
     def bench_settings(self) -> BenchSettings:
-        """The narrow view of this run that benchmark tests receive."""
-        o = self.options
-        return BenchSettings(run_id=self.run_id, repeats=o.repeats, timed_requests=o.timed_requests,
-                             limit=o.limit, gsm8k_max_tokens=o.gsm8k_max_tokens, reuse=o.reuse,
-                             request_timeout_s=o.request_timeout_s,
-                             idle_timeout_s=o.idle_timeout_s, repeats_target=o.repeats_target,
-                             repeats_max=o.repeats_max, unstable_cv=o.unstable_cv,
-                             contended_cores=o.contended_cores, slo=o.slo,
-                             slo_attainment=o.slo_attainment, pricing=self.pricing)
+        """The narrow view of this run that benchmark tests receive (made once)."""
+        return BenchSettings.from_options(self.options.parsed, run_id=self.run_id,
+                                          pricing=self.pricing)
 
     def __repr__(self) -> str:
         from ..core.secrets import redact

@@ -20,9 +20,8 @@ A window is ``contended`` when others used more than ``max_other_cores`` cores
 :data:`STEAL_LIMIT`. Where ``/proc`` cannot be read (not Linux) every figure is
 None and ``contended`` is None (unknown); the meter never raises.
 
-The repeats' noise: :func:`coefficient_of_variation` (sample sd ÷ mean) and
-:func:`log_half_width` (the 95% t half-width of the mean of log tokens/s, which
-``--repeats auto`` drives below its target).
+The repeats' noise: :func:`coefficient_of_variation` (sample sd ÷ mean; the
+interval of their mean is ``core.repeats.RepeatPolicy.interval``).
 """
 
 from __future__ import annotations
@@ -36,8 +35,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-DEFAULT_CONTENDED_CORES = 0.25
-"""Others' CPU use (cores) above which a window is contended."""
+from ..core.options import DEFAULTS
+
+DEFAULT_CONTENDED_CORES = DEFAULTS.contended_cores
+"""Others' CPU use (cores) above which a window is contended (``--contended-cores``)."""
 
 STEAL_LIMIT = 0.05
 """Share of the machine's CPU time stolen by the hypervisor above which a window is contended."""
@@ -254,20 +255,3 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
         return None
     variance = sum((v - mean) ** 2 for v in values) / (n - 1)
     return math.sqrt(variance) / mean
-
-
-def log_half_width(values: Sequence[float], confidence: float = 0.95) -> float:
-    """Half-width of the t interval of the mean of log(values), as a share of the geometric
-    mean: exp(t × sd(log x) / √n) − 1 (the interval's upper side, the wider one).
-
-    inf with fewer than two values or any value that is not positive.
-    """
-    n = len(values)
-    if n < 2 or any(not v > 0 for v in values):
-        return math.inf
-    logs = [math.log(v) for v in values]
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    from scipy.stats import t
-
-    return math.expm1(float(t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n))

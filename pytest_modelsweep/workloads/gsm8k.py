@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from ..api.evaluation import EvalItem, request_for
 from ..core.errors import DataError
+from ..core.options import DEFAULTS
 from ..core.records import ApiRequest
 from ..core.sweep import ModelSpec
 from ..data.gsm8k import Gsm8kProblem
@@ -40,7 +41,8 @@ TARGET_DELIMITER = " "
 FEWSHOT_DELIMITER = "\n\n"
 REQUEST_SEED = 1234
 """The ``seed`` lm-eval's API models put in every request."""
-DEFAULT_MAX_TOKENS = 2048
+DEFAULT_MAX_TOKENS = DEFAULTS.gsm8k_max_tokens
+"""``--gsm8k-max-tokens``'s default (the seed's)."""
 
 
 @dataclass

@@ -1,11 +1,12 @@
 """One throughput setting measured as every bench measures it: repeats, flags, one record.
 
-:func:`measure_setting` runs ``--repeats`` timed windows (``auto``: until the 95%
-interval of the mean is narrow enough), each with the contention meter around
-it and a progress line after it (and every :data:`TICK_S` seconds in a long
-one); then it records one measurement: the mean tokens/s over the repeats, each
-repeat's figures, CV and the ``unstable``/``contended`` flags, the interval of
-the mean, $/1M output tokens with a price and goodput with an SLO. The built-in
+:func:`measure_setting` runs the timed windows the ``--repeats`` policy takes
+(:class:`~pytest_modelsweep.core.repeats.RepeatPolicy`), each with the contention
+meter around it and a progress line after it (and every :data:`TICK_S` seconds in
+a long one); then it records one measurement: the mean tokens/s over the repeats,
+each repeat's figures, CV and the ``unstable``/``contended`` flags, the interval of
+the mean and the rule that made it, $/1M output tokens with a price and goodput
+with an SLO. The built-in
 throughput benches and the public ``measure_throughput`` fixture both call it.
 No pytest here.
 """
@@ -20,10 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import MeasurementError
-from ..core.options import MIN_AUTO_REPEATS
 from ..core.slo import goodput_stats
-from ..core.stats import log_mean_interval
-from .contention import ContentionMeter, coefficient_of_variation, log_half_width
+from .contention import ContentionMeter, coefficient_of_variation
 from .throughput import OUTPUT_TOKENS, ThroughputResult, make_tokenizer, measure_window
 
 if TYPE_CHECKING:
@@ -56,12 +55,9 @@ def measure_setting(
     prompts (see :func:`~.throughput.run_throughput`); ``params`` adds to the
     measurement's parameters.
     """
-    timed = settings.timed_requests or max(4, 2 * concurrency)
+    timed = settings.timed_requests_at(concurrency)
     tokenizer = make_tokenizer(endpoint)
-    auto = settings.repeats is None
-    planned = settings.repeats_max if settings.repeats is None else settings.repeats
-    rule = (f"auto: half-width ≤ {settings.repeats_target:.0%} or {planned} repeats"
-            if auto else "fixed")
+    policy = settings.repeats
     label = f"c{concurrency}" if prompt_tokens is None else f"p{prompt_tokens}-c{concurrency}"
     shape: dict[str, Any] = {}
     if user_prompts is not None:
@@ -71,7 +67,7 @@ def measure_setting(
     windows: list[dict[str, Any]] = []
     values: list[float] = []
     try:
-        for repeat in range(planned):
+        for repeat in range(policy.at_most):
             meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
             with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
                                   f"{repeat + 1}", meter):
@@ -87,11 +83,9 @@ def measure_setting(
             windows.append(meter.result)
             values.append(result.output_tokens_per_s)
             if progress is not None:
-                progress(repeat_line(benchmark, endpoint.model.name, label, repeat, planned, auto,
-                                     values, meter.result))
-            if auto and (result.violations or (
-                    len(values) >= MIN_AUTO_REPEATS
-                    and log_half_width(values) <= settings.repeats_target)):
+                progress(repeat_line(benchmark, endpoint.model.name, label,
+                                     policy.progress(values), values, meter.result))
+            if policy.done(values) or (policy.auto and result.violations):
                 break
     finally:
         tokenizer.close()
@@ -101,13 +95,14 @@ def measure_setting(
     cv = coefficient_of_variation(values)
     contended = sum(1 for w in windows if w["contended"])
     mean = sum(values) / len(values)
-    rate_interval = log_mean_interval(values)
+    rate_interval = policy.interval(values)
     repeats = [{**r.as_stats(), "contention": w} for r, w in zip(results, windows)]
     stats: dict[str, Any] = {
         "repeat_values": values, "repeats": repeats, "cv": cv,
         "unstable": cv is not None and cv > settings.unstable_cv,
         "unstable_cv_limit": settings.unstable_cv,
-        "contended": contended > 0, "contended_windows": contended, "repeats_rule": rule,
+        "contended": contended > 0, "contended_windows": contended,
+        "repeats_rule": policy.rule, "interval_rule": policy.interval_rule,
     }
     if rate_interval is not None:
         stats["output_tokens_per_s_interval"] = list(rate_interval)
@@ -169,13 +164,12 @@ def ticker(
 
 
 def repeat_line(
-    benchmark: str, model: str, label: str, repeat: int, planned: int, auto: bool,
-    values: list[float], window: dict[str, Any],
+    benchmark: str, model: str, label: str, of: str, values: list[float],
+    window: dict[str, Any],
 ) -> str:
     """E.g. ``throughput smollm2-135m c16: repeat 2/3, 231.4 tokens/s, CV so far 4.1%,
-    contended: no``."""
+    contended: no`` (``of``: the repeat policy's ``2/3``, ``2/≤10 (auto)``, ``5/7 (auto)``)."""
     cv = coefficient_of_variation(values)
-    of = f"≤{planned} (auto)" if auto else str(planned)
     other = window.get("other_cpu_cores")
     if window.get("contended") is None:
         busy = "unknown"
@@ -184,5 +178,5 @@ def repeat_line(
         busy = f"yes (others {other:.2f} cores, steal {steal:.0%})"
     else:
         busy = "no"
-    return (f"{benchmark} {model} {label}: repeat {repeat + 1}/{of}, {values[-1]:.1f} tokens/s, "
+    return (f"{benchmark} {model} {label}: repeat {of}, {values[-1]:.1f} tokens/s, "
             f"CV so far {'n/a' if cv is None else f'{cv:.1%}'}, contended: {busy}")

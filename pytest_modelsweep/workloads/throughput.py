@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence, Set
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
@@ -38,10 +38,14 @@ from ..client import Guard, StreamOutcome, stream_requests_detailed
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import CounterKind, fetch_metrics, find_counter
 from ..core.errors import EndpointError, MeasurementError
+from ..core.options import default_timed_requests
 from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials, auth_headers
 from ..core.slo import Goodput, Slo, window_goodput
 from ..serving.endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from ..core.repeats import RepeatPolicy
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""
@@ -818,7 +822,7 @@ def measure_window(
     seed = zlib.crc32(f"{run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
     return run_throughput(
         endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens, timed_requests=timed_requests or max(4, 2 * concurrency),
+        output_tokens=output_tokens, timed_requests=timed_requests or default_timed_requests(concurrency),
         warmup_requests=concurrency, seed=seed, timeout_s=timeout_s,
         idle_timeout_s=idle_timeout_s, tokenizer=tokenizer, meter=meter,
         user_prompts=user_prompts, unique_prefixes=unique_prefixes,
@@ -841,7 +845,7 @@ class InterleavedWindows:
 def measure_interleaved(
     endpoints: Sequence[Endpoint],
     *,
-    pairs: int,
+    repeats: RepeatPolicy,
     benchmark: str,
     concurrency: int,
     prompt_tokens: int | None,
@@ -852,11 +856,12 @@ def measure_interleaved(
     contended_cores: float,
     progress: Callable[[str], None] | None = None,
 ) -> InterleavedWindows:
-    """``pairs`` pairs of windows of two endpoints, alternating A B, B A, A B, ...
+    """Pairs of windows of two endpoints, alternating A B, B A, A B, ..., as many as the
+    ``repeats`` policy takes (auto: of the pairs' second ÷ first ratios).
 
     Each pair's two windows run next to each other and the order flips every pair, so a
     drift in the machine's speed (or a warm-up effect of going second) hits both sides
-    alike; :func:`~pytest_modelsweep.stats.paired_ratio_interval` reads the pairs.
+    alike; :meth:`~pytest_modelsweep.core.repeats.RepeatPolicy.paired_ratio` reads the pairs.
     """
     from .contention import ContentionMeter
 
@@ -865,7 +870,7 @@ def measure_interleaved(
     tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
     measured = InterleavedWindows({name: [] for name in names}, [], [])
     try:
-        for pair in range(pairs):
+        for pair in range(repeats.at_most):
             for endpoint in (first, second) if pair % 2 == 0 else (second, first):
                 name = endpoint.model.name
                 meter = ContentionMeter(endpoint.server_pids(), max_other_cores=contended_cores)
@@ -880,10 +885,13 @@ def measure_interleaved(
                                          "output_tokens_per_s": result.output_tokens_per_s,
                                          "contention": meter.result})
                 measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
+            a, b = (measured.values[name] for name in names)
+            ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
             if progress is not None:
-                a, b = (measured.values[name][-1] for name in names)
-                progress(f"interleaved {benchmark} c{concurrency}: pair {pair + 1}/{pairs}, "
-                         f"{names[1]} ÷ {names[0]} {b / a:.2f}x")
+                progress(f"interleaved {benchmark} c{concurrency}: pair "
+                         f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x")
+            if repeats.done(ratios) or (repeats.auto and measured.violations):
+                break
     finally:
         for tokenizer in tokenizers.values():
             tokenizer.close()
