@@ -102,7 +102,8 @@ class SequenceInterval:
     differences (NaN before the first item). ``population`` is the data set's size N for the
     without-replacement form (the target is the data set's mean difference), None for the
     i.i.d. form (the target is the population mean difference, as for the paired bootstrap).
-    ``method`` is ``"betting-wor"`` or ``"betting-iid"``.
+    ``method`` is ``"betting-wor"`` or ``"betting-iid"``. ``low`` > ``high`` means the set is
+    empty (every mean ruled out: a miss, which happens in at most α of runs).
     """
 
     low: float
