@@ -103,7 +103,7 @@ class SseServer:
         self.per_token_s_per_inflight = per_token_s_per_inflight
         self.slots = slots
         self.metrics_style = metrics_style
-        self._slots = asyncio.Semaphore(slots) if slots else None
+        self._slot_queue = asyncio.Semaphore(slots) if slots else None
         self.served_names = served_names
         self.api_key = api_key
         self.freeze = freeze
@@ -258,11 +258,11 @@ class SseServer:
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             try:
-                if self._slots is not None:
+                if self._slot_queue is not None:
                     stats.deferred += 1
                     stats.max_deferred = max(stats.max_deferred, stats.deferred)
                     try:
-                        await self._slots.acquire()
+                        await self._slot_queue.acquire()
                     finally:
                         stats.deferred -= 1
                 stats.processing += 1
@@ -270,8 +270,8 @@ class SseServer:
                     return await self._generate(path, data, writer)
                 finally:
                     stats.processing -= 1
-                    if self._slots is not None:
-                        self._slots.release()
+                    if self._slot_queue is not None:
+                        self._slot_queue.release()
             finally:
                 stats.in_flight -= 1
         return await self._respond(writer, 404, "text/plain", b"not found")

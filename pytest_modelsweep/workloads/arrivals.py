@@ -85,7 +85,8 @@ class ArrivalProcess:
         """E.g. ``Poisson 2 req/s``, ``gamma (burstiness 0.5) 2 req/s``, ``all at once``."""
         if self.ramp_up is not None:
             ramp = self.ramp_up
-            shape = "Poisson" if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})"
+            shape = ("evenly spaced" if math.isinf(self.burstiness) else "Poisson"
+                     if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})")
             return (f"{shape}, {ramp.strategy} ramp-up {ramp.start_rps:g} → "
                     f"{ramp.end_rps:g} req/s")
         if math.isinf(self.rate):

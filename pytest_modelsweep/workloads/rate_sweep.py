@@ -321,9 +321,11 @@ def find_rate_capacity(
             return result(last_pass, None, f"stopped after {max_steps} steps without a miss")
         rate = min(rate * growth, max_rps)
     stopped = fail_line(measured, target)
-    if steps_inconclusive := [s for s in steps if s.outcome is StepOutcome.INCONCLUSIVE]:
+    inside = [s for s in steps if s.outcome is StepOutcome.INCONCLUSIVE
+              and last_pass < s.rate < first_fail]
+    if inside:
         return result(last_pass, first_fail,
-                      f"{stopped}; not refined: {len(steps_inconclusive)} inconclusive step(s) "
+                      f"{stopped}; not refined: {len(inside)} inconclusive step(s) "
                       "lie in the bracket (more requests per step would decide them)")
     while last_pass > 0 and first_fail / last_pass > 1.0 + resolution:
         if len(steps) >= max_steps:
