@@ -66,8 +66,9 @@ def test_requests_are_sent_on_schedule_whatever_is_in_flight() -> None:
     for outcome, due, offset in zip(run.outcomes, run.scheduled, offsets):
         assert due == pytest.approx(run.started + offset)
         assert outcome.record.start == due  # latencies run from the scheduled time
-        assert outcome.sent_at is not None and 0 <= outcome.sent_at - due < 0.05
-    assert max(run.send_lags) < 0.05
+        # sent on time (a busy machine may be late, but never by a request's 0.25 s)
+        assert outcome.sent_at is not None and 0 <= outcome.sent_at - due < 0.15
+    assert max(run.send_lags) < 0.15
 
 
 def test_the_cap_is_saturation_and_the_wait_counts_in_latency() -> None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..client import run_stream_requests
+from ..client import Guard, run_stream_requests
 from ..core.records import ApiRequest
 from ..core.stats import log_mean_interval
 from ..core.sweep import Sweep
@@ -279,7 +279,9 @@ def measure_cold_starts(
                                             progress, worker_id=worker_id)
         try:
             records = run_stream_requests(endpoint.v1, endpoint.served_name, [first_request()],
-                                          1, timeout_s=timeout_s)
+                                          1, timeout_s=timeout_s,
+                                          guard=Guard(idle_timeout_s=timeout_s,
+                                                      credentials=endpoint.credentials))
         finally:
             process.stop()
         assert process.launched_at is not None and process.ready_at is not None
