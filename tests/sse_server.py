@@ -29,9 +29,17 @@ the password), else HTTP 401; ``freeze`` makes the server stop answering anythin
 included, from the first completion request on (a hung server).
 
 ``per_token_s_per_inflight`` makes latency grow with load, as a batching server's
-does: each token chunk is due ``per_token_s_per_inflight × (requests in flight now)``
+does: each token chunk is due ``per_token_s_per_inflight × (requests generating now)``
 seconds after the previous one (paced by deadlines, so that a late wake-up does not add
-up). With ``c`` requests kept in flight, a request's TPOT is about ``base × c``.
+up). With ``c`` requests kept in flight, a request's TPOT is about ``base × c``; the
+server completes ``1 / (base × max_tokens)`` requests per second however many share it.
+``slots`` (0: no limit) lets at most that many generate at once, as llama-server's
+``--parallel`` does: the others wait in a queue, first come first served, so a request's
+time grows with the queue ahead of it. ``/metrics`` reports the requests generating and
+waiting (``llamacpp:requests_processing``/``requests_deferred``), or with
+``metrics_style="vllm"`` vLLM's names (``vllm:num_requests_running``/``waiting``,
+``vllm:kv_cache_usage_perc`` = generating ÷ slots, ``vllm:num_preemptions_total`` from
+``stats.preemptions``, ``vllm:prefix_cache_hits_total``/``queries_total``).
 """
 
 from __future__ import annotations
@@ -65,6 +73,10 @@ class ServerStats:
     tokens_predicted: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    processing: int = 0
+    deferred: int = 0
+    max_deferred: int = 0
+    preemptions: int = 0
     dropped: int = 0
     authorizations: list[str] = field(default_factory=list)
 
@@ -85,8 +97,13 @@ class SseServer:
         api_key: str | None = None,
         freeze: bool = False,
         per_token_s_per_inflight: float = 0.0,
+        slots: int = 0,
+        metrics_style: str = "llamacpp",
     ) -> None:
         self.per_token_s_per_inflight = per_token_s_per_inflight
+        self.slots = slots
+        self.metrics_style = metrics_style
+        self._slot_queue = asyncio.Semaphore(slots) if slots else None
         self.served_names = served_names
         self.api_key = api_key
         self.freeze = freeze
@@ -236,13 +253,27 @@ class SseServer:
                 writer, 200, "application/json", json.dumps({"tokens": ids}).encode()
             )
         if path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
-            self.stats.bodies.append(data)
-            self.stats.in_flight += 1
-            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+            stats = self.stats
+            stats.bodies.append(data)
+            stats.in_flight += 1
+            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
             try:
-                return await self._generate(path, data, writer)
+                if self._slot_queue is not None:
+                    stats.deferred += 1
+                    stats.max_deferred = max(stats.max_deferred, stats.deferred)
+                    try:
+                        await self._slot_queue.acquire()
+                    finally:
+                        stats.deferred -= 1
+                stats.processing += 1
+                try:
+                    return await self._generate(path, data, writer)
+                finally:
+                    stats.processing -= 1
+                    if self._slot_queue is not None:
+                        self._slot_queue.release()
             finally:
-                self.stats.in_flight -= 1
+                stats.in_flight -= 1
         return await self._respond(writer, 404, "text/plain", b"not found")
 
     # -- responses
@@ -262,6 +293,23 @@ class SseServer:
     def _metrics(self) -> bytes:
         s = self.stats
         predicted = int(s.tokens_predicted * self.counter_scale)
+        if self.metrics_style == "vllm":
+            labels = '{engine="0",model_name="fake"}'
+            usage = s.processing / self.slots if self.slots else 0.0
+            return (
+                "# TYPE vllm:num_requests_running gauge\n"
+                f"vllm:num_requests_running{labels} {float(s.processing)}\n"
+                f"vllm:num_requests_waiting{labels} {float(s.deferred)}\n"
+                f"vllm:kv_cache_usage_perc{labels} {usage}\n"
+                "# TYPE vllm:num_preemptions counter\n"
+                f"vllm:num_preemptions_total{labels} {float(s.preemptions)}\n"
+                f"vllm:num_preemptions_created{labels} 1.7e9\n"
+                f"vllm:prefix_cache_queries_total{labels} {float(s.prompt_tokens + s.cached_tokens)}\n"
+                f"vllm:prefix_cache_hits_total{labels} {float(s.cached_tokens)}\n"
+                f"vllm:prompt_tokens_total{labels} {float(s.prompt_tokens + s.cached_tokens)}\n"
+                f"vllm:generation_tokens_total{labels} {float(predicted)}\n"
+                f'vllm:e2e_request_latency_seconds_bucket{{le="0.3",model_name="fake"}} 3.0\n'
+            ).encode()
         return (
             "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
             "# TYPE llamacpp:prompt_tokens_total counter\n"
@@ -269,7 +317,8 @@ class SseServer:
             f"llamacpp:prompt_tokens_cached_total {s.cached_tokens}\n"
             "# TYPE llamacpp:tokens_predicted_total counter\n"
             f"llamacpp:tokens_predicted_total {predicted}\n"
-            "llamacpp:requests_processing 0\n"
+            f"llamacpp:requests_processing {s.processing}\n"
+            f"llamacpp:requests_deferred {s.deferred}\n"
         ).encode()
 
     async def _generate(self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
@@ -329,7 +378,7 @@ class SseServer:
             if delay:
                 await asyncio.sleep(delay)
             if self.per_token_s_per_inflight:
-                due += self.per_token_s_per_inflight * self.stats.in_flight
+                due += self.per_token_s_per_inflight * self.stats.processing
                 await asyncio.sleep(max(0.0, due - loop.time()))
             take = min(per_chunk, produce - sent)
             text = "".join(f" w{sent + i}" for i in range(take))

@@ -1,8 +1,9 @@
-"""An async OpenAI-compatible client that keeps exactly N requests in flight.
+"""An async OpenAI-compatible client: N requests in flight, or requests sent on a schedule.
 
 Two paths:
 
-* :func:`stream_requests` (throughput, latency) streams ``stream: true``
+* :func:`stream_requests` (throughput, latency) and :func:`stream_open_loop` (requests
+  sent at scheduled times, whatever is in flight) stream ``stream: true``
   responses over a small HTTP/1.1 client of its own, built on
   :class:`asyncio.Protocol`: each connection parses the status line, headers,
   chunked or ``Content-Length`` bodies and the SSE events inline, as the bytes
@@ -24,8 +25,11 @@ on that request's record, and the other requests go on.
 
 from .post import parse_completion, post_requests, run_post_requests
 from .stream import (
+    InFlight,
+    OpenLoopRun,
     StreamOutcome,
     run_stream_requests,
+    stream_open_loop,
     stream_requests,
     stream_requests_detailed,
 )
@@ -33,11 +37,14 @@ from .watch import Guard
 
 __all__ = [
     "Guard",
+    "InFlight",
+    "OpenLoopRun",
     "StreamOutcome",
     "parse_completion",
     "post_requests",
     "run_post_requests",
     "run_stream_requests",
+    "stream_open_loop",
     "stream_requests",
     "stream_requests_detailed",
 ]

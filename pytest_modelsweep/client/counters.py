@@ -46,12 +46,18 @@ _NAMES: dict[CounterKind, dict[str, tuple[str, ...]]] = {
 }
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Each metric name's value, summed over its label sets; comments are skipped."""
+def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Each metric name's value, summed over its label sets; comments are skipped.
+
+    ``only``: read just the samples whose line starts with one of these names (a sampler
+    that scrapes a few gauges skips the histograms' bucket lines unparsed).
+    """
     values: dict[str, float] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
+            continue
+        if only is not None and not line.startswith(only):
             continue
         brace = line.find("{")
         space = line.find(" ")
@@ -88,12 +94,21 @@ def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
     return tuple(name for names in table.values() for name in names)
 
 
-def find_counter(endpoint_kind: str, which: CounterKind, metrics: dict[str, float]) -> tuple[str, float]:
-    """``(name, value)`` of the counter; EndpointError if the server has none of its names."""
-    for name in counter_names(endpoint_kind, which):
+def lookup(names: tuple[str, ...], metrics: dict[str, float]) -> tuple[str, float] | None:
+    """``(name, value)`` of the first of ``names`` the metrics hold, each also tried without
+    the ``_total`` suffix; None when none is there."""
+    for name in names:
         for candidate in (name, name.removesuffix("_total")):
             if candidate in metrics:
                 return candidate, metrics[candidate]
+    return None
+
+
+def find_counter(endpoint_kind: str, which: CounterKind, metrics: dict[str, float]) -> tuple[str, float]:
+    """``(name, value)`` of the counter; EndpointError if the server has none of its names."""
+    found = lookup(counter_names(endpoint_kind, which), metrics)
+    if found is not None:
+        return found
     wanted = " or ".join(counter_names(endpoint_kind, which))
     raise EndpointError(
         f"the {endpoint_kind} server's /metrics has no {which}-tokens counter ({wanted}); "

@@ -1,4 +1,5 @@
-"""N streamed requests in flight, each worker on its own keep-alive connection (throughput, latency)."""
+"""Streamed requests: N in flight, each worker on its own keep-alive connection (closed loop),
+or each sent at its scheduled time whatever is in flight (open loop, :func:`stream_open_loop`)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,17 @@ class StreamOutcome:
 
     ``cached_tokens`` is the server's count of prompt tokens reused from its
     cache (llama.cpp ``timings.cache_n``, else ``usage.prompt_tokens_details``);
-    ``chunks`` counts SSE data events, ``[DONE]`` included.
+    ``chunks`` counts SSE data events, ``[DONE]`` included. ``sent_at`` is when the
+    client began the request (connecting first when it had no open connection); in a
+    closed loop it is ``record.start``, in an open loop ``record.start`` is the time the
+    request was *scheduled*, so that its latencies count any wait before it was sent.
     """
 
     request: ApiRequest
     record: RequestRecord
     cached_tokens: int | None
     chunks: int
+    sent_at: float | None = None
 
 
 class _IdleTimeout(Exception):
@@ -113,17 +118,19 @@ class _StreamRunner:
                 conn.abort()
 
     async def _one(
-        self, request: ApiRequest, conn: Connection | None
+        self, request: ApiRequest, conn: Connection | None, scheduled: float | None = None
     ) -> tuple[StreamOutcome, Connection | None]:
+        """Stream one request; its record's ``start`` is ``scheduled`` when given (open loop)."""
         loop = asyncio.get_running_loop()
         label, raw = self._request_bytes(request)
-        start = perf()
+        sent_at = perf()
+        start = sent_at if scheduled is None else scheduled
         ex = StreamExchange(label, loop.create_future())
         watch = self.watch
         timed_out = False
         blocked = watch.blocked()
         if blocked is not None:
-            ex.fail(blocked, start)
+            ex.fail(blocked, sent_at)
         else:
             token = id(ex)
             try:
@@ -163,7 +170,7 @@ class _StreamRunner:
                 raise
             finally:
                 watch.inflight.pop(token, None)
-            watch.settle(ex.error, timed_out, perf() - start)
+            watch.settle(ex.error, timed_out, perf() - sent_at)
             wants = wants_key(ex.status, watch.breaker, self.served_name)
             if wants is not None:
                 ex.error = wants
@@ -183,7 +190,7 @@ class _StreamRunner:
             error=ex.error,
             text="".join(ex.texts),
         )
-        return StreamOutcome(request, record, ex.cached_tokens, ex.chunks), conn
+        return StreamOutcome(request, record, ex.cached_tokens, ex.chunks, sent_at), conn
 
 
 async def run_workers(count: int, make: Callable[[], Any]) -> None:
@@ -264,3 +271,157 @@ def run_stream_requests(
             on_record=on_record, guard=guard,
         )
     )
+
+
+# --------------------------------------------------------------------------- open loop
+
+
+class InFlight:
+    """How many requests of an open-loop run are in flight now, and the most so far.
+
+    Read from other threads (the server-metrics sampler) without a lock: an int read is
+    atomic, and a sample a moment stale is what a sampler sees anyway.
+    """
+
+    __slots__ = ("now", "peak")
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+
+
+@dataclass
+class OpenLoopRun:
+    """What an open-loop run did: each request's outcome, when it was due, the cap's hits.
+
+    ``scheduled[i]`` is request i's due time (perf clock) and its record's ``start``;
+    ``capped`` counts the requests that found ``max_in_flight`` requests in flight at their
+    time and had to wait for one to end: a saturated client, never silently delayed, since
+    their latencies still run from ``scheduled``.
+    """
+
+    outcomes: list[StreamOutcome]
+    scheduled: list[float]
+    started: float
+    max_in_flight: int
+    capped: int
+    peak_in_flight: int
+
+    @property
+    def send_lags(self) -> list[float]:
+        """Seconds each request was begun after its scheduled time (the client's own lag,
+        and the wait for a free slot when the cap was hit)."""
+        return [o.sent_at - due for o, due in zip(self.outcomes, self.scheduled)
+                if o.sent_at is not None]
+
+
+class _OpenLoopRunner(_StreamRunner):
+    """Sends request i at ``started + offsets[i]``, however many are in flight (up to the cap).
+
+    Idle keep-alive connections are reused, newest first; a request that finds none opens
+    one (its connect time counts in its latency, as for a new user).
+    """
+
+    def __init__(self, base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
+                 offsets: Sequence[float], *, max_in_flight: int, preopen: int,
+                 timeout_s: float, on_record: Callable[[ApiRequest, RequestRecord], None] | None,
+                 idle_timeout_s: float | None, credentials: Credentials | None, watch: Watch,
+                 in_flight: InFlight) -> None:
+        super().__init__(base_url_v1, served_name, requests, timeout_s, on_record,
+                         idle_timeout_s=idle_timeout_s, credentials=credentials, watch=watch)
+        self.offsets = offsets
+        self.max_in_flight = max_in_flight
+        self.preopen = preopen
+        self.in_flight = in_flight
+        self.idle: list[Connection] = []
+        self.scheduled = [0.0] * len(requests)
+        self.started = 0.0
+        self.capped = 0
+
+    async def run(self) -> None:
+        slots = asyncio.Semaphore(self.max_in_flight)
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            for _ in range(min(self.preopen, self.max_in_flight, len(self.requests))):
+                try:
+                    self.idle.append(await self._connect())
+                except OSError:
+                    break  # the first request reports why, on its own record
+            self.started = perf()
+            for index, offset in enumerate(self.offsets):
+                due = self.started + offset
+                wait = due - perf()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if slots.locked():
+                    self.capped += 1
+                await slots.acquire()
+                self.scheduled[index] = due
+                tasks.append(asyncio.create_task(self._send(index, due, slots)))
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            for conn in self.idle:
+                conn.abort()
+            self.idle.clear()
+
+    async def _send(self, index: int, due: float, slots: asyncio.Semaphore) -> None:
+        gauge = self.in_flight
+        gauge.now += 1
+        gauge.peak = max(gauge.peak, gauge.now)
+        conn = self.idle.pop() if self.idle else None
+        try:
+            outcome, conn = await self._one(self.requests[index], conn, scheduled=due)
+        finally:
+            gauge.now -= 1
+            slots.release()
+        if conn is not None and not conn.closed:
+            self.idle.append(conn)
+        self.outcomes[index] = outcome
+        if self.on_record is not None:
+            self.on_record(outcome.request, outcome.record)
+
+
+async def stream_open_loop(
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    offsets_s: Sequence[float],
+    *,
+    max_in_flight: int,
+    timeout_s: float,
+    preopen: int = 0,
+    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
+    guard: Guard | None = None,
+    in_flight: InFlight | None = None,
+) -> OpenLoopRun:
+    """Stream ``requests[i]`` at ``offsets_s[i]`` seconds after the run starts (open loop).
+
+    Each is sent at its time whether or not earlier ones have ended, so a slow server
+    meets the load users would bring, and every latency runs from the *scheduled* time
+    (no coordinated omission). At most ``max_in_flight`` are open at once; a request
+    that finds the cap reached waits for a slot and is counted in
+    :attr:`OpenLoopRun.capped`. ``preopen`` keep-alive connections are opened before the
+    clock starts. ``in_flight`` (optional) is kept current for readers in other threads.
+    """
+    if max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+    if len(offsets_s) != len(requests):
+        raise ValueError(f"{len(requests)} requests but {len(offsets_s)} send times")
+    if any(b < a for a, b in zip(offsets_s, offsets_s[1:])) or (offsets_s and offsets_s[0] < 0):
+        raise ValueError("send times must be ascending offsets from 0 s")
+    guard = guard or Guard()
+    watch = guard.watch()
+    gauge = in_flight if in_flight is not None else InFlight()
+    runner = _OpenLoopRunner(base_url_v1, served_name, requests, offsets_s,
+                             max_in_flight=max_in_flight, preopen=preopen, timeout_s=timeout_s,
+                             on_record=on_record, idle_timeout_s=guard.idle_timeout_s,
+                             credentials=guard.credentials, watch=watch, in_flight=gauge)
+    await with_watch(watch, runner.run)
+    outcomes = [outcome for outcome in runner.outcomes if outcome is not None]
+    return OpenLoopRun(outcomes, runner.scheduled, runner.started, max_in_flight,
+                       runner.capped, gauge.peak)

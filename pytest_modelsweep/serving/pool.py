@@ -20,6 +20,17 @@ from .provision import Progress
 from .vllm import launch_vllm
 
 
+def launch_endpoint(sweep: Sweep, name: str, log_dir: Path, progress: Progress, *,
+                    worker_id: str = "main") -> tuple[Endpoint, ServerProcess]:
+    """Start model ``name``'s server with its sweep's backend; the caller owns (and stops)
+    the process. The pool's one launch path, also the cold-start measurement's."""
+    spec = sweep.model(name)
+    if sweep.backend_of(name) == "llamacpp":
+        return launch_llamacpp(spec, sweep.serving, log_dir, progress)
+    return launch_vllm(spec, sweep.serving, log_dir, progress, worker_id=worker_id,
+                       credentials=key_from_env(spec.api_key_env))
+
+
 @dataclass
 class _Entry:
     endpoint: Endpoint | None = None
@@ -91,15 +102,8 @@ class EndpointPool:
                 )
                 return _Entry(endpoint=facts.endpoint(spec, url, provenance, credentials))
             self._claim(name)
-            backend = self.sweep.backend_of(name)
-            log_dir = self.run_dir / "logs"
-            if backend == "llamacpp":
-                endpoint, process = launch_llamacpp(spec, self.sweep.serving, log_dir, self.progress)
-            else:
-                endpoint, process = launch_vllm(
-                    spec, self.sweep.serving, log_dir, self.progress, worker_id=self.worker_id,
-                    credentials=key_from_env(spec.api_key_env),
-                )
+            endpoint, process = launch_endpoint(self.sweep, name, self.run_dir / "logs",
+                                                self.progress, worker_id=self.worker_id)
             self.started.append(name)
             return _Entry(endpoint=endpoint, process=process)
         except ModelsweepError as error:

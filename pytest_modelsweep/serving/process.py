@@ -19,6 +19,9 @@ import httpx
 from ..core.errors import ServerStartError
 
 LOG_TAIL_LINES = 40
+POLL_S = 0.25
+FAST_POLL_S = 0.05
+FAST_POLL_FOR_S = 10.0
 
 _SERVING: dict[str, ServerProcess] = {}
 # Started, ready servers of this process by the host:port of their ready URL, so that
@@ -68,7 +71,11 @@ class ServerProcess:
     container; SIGKILL for servers with nothing to clean up). Readiness is polled on
     ``ready_url`` (HTTP 200) while the process is watched: if it exits, or is not
     ready within ``timeout_s``, :class:`ServerStartError` carries the command
-    line and the last 40 lines of its log.
+    line and the last 40 lines of its log. ``launched_at`` and ``ready_at`` (perf clock)
+    say when it was started and first answered 200; the poll runs every
+    :data:`FAST_POLL_S` for the first :data:`FAST_POLL_FOR_S` seconds, then every
+    :data:`POLL_S`, and ``ready_within_s`` is the gap since the poll before (how late
+    ``ready_at`` may be).
     """
 
     def __init__(
@@ -90,6 +97,9 @@ class ServerProcess:
         self.name = name
         self.death_signal = death_signal
         self._proc: subprocess.Popen[bytes] | None = None
+        self.launched_at: float | None = None
+        self.ready_at: float | None = None
+        self.ready_within_s: float | None = None
 
     @property
     def pid(self) -> int | None:
@@ -124,6 +134,7 @@ class ServerProcess:
         if self.env:
             env.update(self.env)
         with open(self.log_path, "ab") as log:
+            launched = self.launched_at = time.perf_counter()
             try:
                 self._proc = subprocess.Popen(
                     self.argv,
@@ -140,17 +151,22 @@ class ServerProcess:
                     f"command: {self.command_line}"
                 ) from None
         deadline = time.monotonic() + self.timeout_s
+        previous = launched
         with httpx.Client(timeout=5.0) as client:
             while True:
                 code = self._proc.poll()
                 if code is not None:
                     raise self._failure(f"exited with code {code} before it was ready")
+                polled = time.perf_counter()
                 try:
                     if client.get(self.ready_url).status_code == 200:
+                        self.ready_at = time.perf_counter()
+                        self.ready_within_s = self.ready_at - previous
                         _SERVING[_address(self.ready_url)] = self
                         return
                 except httpx.HTTPError:
                     pass
+                previous = polled
                 if time.monotonic() > deadline:
                     self.stop()
                     raise self._failure(
@@ -160,7 +176,8 @@ class ServerProcess:
                 if should_stop is not None and should_stop():
                     self.stop()
                     raise self._failure("start was interrupted")
-                time.sleep(0.25)
+                fast = time.perf_counter() - launched < FAST_POLL_FOR_S
+                time.sleep(FAST_POLL_S if fast else POLL_S)
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -693,6 +693,60 @@ def first_tokens_sent(base_url: str) -> set[int]:
     return _FIRST_TOKENS_SENT.setdefault(base_url.rstrip("/"), set())
 
 
+@dataclass(frozen=True)
+class WindowPrompts:
+    """The prompts of one window: warm-up and timed texts, and what the checks need.
+
+    ``length``: every timed prompt's token count (the mean for user prompts, whose
+    own counts are in ``each``); ``bos``: the special tokens the server adds;
+    ``no_cache``: whether a prefix-cache hit breaks the window's rules.
+    """
+
+    warmup: list[str]
+    timed: list[str]
+    length: int
+    each: list[int] | None
+    bos: int
+    no_cache: bool
+
+
+def draw_window_prompts(
+    endpoint: Endpoint,
+    *,
+    warmup: int,
+    timed: int,
+    prompt_tokens: int | None,
+    seed: int,
+    tokenizer: ServerTokenizer | None = None,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
+) -> WindowPrompts:
+    """Draw a window's prompts (see :func:`run_throughput`): none shares a first token with
+    another, nor with any earlier run on this server from this process."""
+    length = prompt_tokens if prompt_tokens is not None else SHORT_PROMPT_TOKENS
+    tok = tokenizer if tokenizer is not None else make_tokenizer(endpoint)
+    try:
+        sent = first_tokens_sent(endpoint.base_url)
+        if user_prompts is None:
+            prompts = exact_length_prompt_ids(
+                tok, warmup + timed, length, seed=seed, exclude_first_tokens=sent
+            )
+        else:
+            prompts = user_prompt_ids(tok, user_prompts, warmup + timed, seed=seed,
+                                      unique_prefixes=unique_prefixes, exclude_first_tokens=sent)
+        sent.update(ids[0] for _, ids in prompts if ids)
+        bos = tok.added_special_tokens
+    finally:
+        if tokenizer is None:
+            tok.close()
+    texts = [text for text, _ in prompts]
+    each = [len(ids) for _, ids in prompts[warmup:]] if user_prompts is not None else None
+    if each:
+        length = round(sum(each) / len(each))
+    return WindowPrompts(texts[:warmup], texts[warmup:], length, each, bos,
+                         user_prompts is None or unique_prefixes)
+
+
 def run_throughput(
     endpoint: Endpoint,
     *,
@@ -727,34 +781,19 @@ def run_throughput(
     ``meter`` (e.g. a :class:`~.contention.ContentionMeter`) is entered around the
     timed requests only: not the prompt drawing, the warm-up or the counter reads.
     """
-    length = prompt_tokens if prompt_tokens is not None else SHORT_PROMPT_TOKENS
     warmup = max(warmup_requests, concurrency)
-    tok = tokenizer if tokenizer is not None else make_tokenizer(endpoint)
-    try:
-        sent = first_tokens_sent(endpoint.base_url)
-        if user_prompts is None:
-            prompts = exact_length_prompt_ids(
-                tok, warmup + timed_requests, length, seed=seed, exclude_first_tokens=sent
-            )
-        else:
-            prompts = user_prompt_ids(tok, user_prompts, warmup + timed_requests, seed=seed,
-                                      unique_prefixes=unique_prefixes, exclude_first_tokens=sent)
-        sent.update(ids[0] for _, ids in prompts if ids)
-        bos = tok.added_special_tokens
-    finally:
-        if tokenizer is None:
-            tok.close()
-    texts = [text for text, _ in prompts]
-    each = [len(ids) for _, ids in prompts[warmup:]] if user_prompts is not None else None
-    if each:
-        length = round(sum(each) / len(each))
+    prompts = draw_window_prompts(
+        endpoint, warmup=warmup, timed=timed_requests, prompt_tokens=prompt_tokens, seed=seed,
+        tokenizer=tokenizer, user_prompts=user_prompts, unique_prefixes=unique_prefixes,
+    )
+    length, each, bos = prompts.length, prompts.each, prompts.bos
     label = (f"c{concurrency}-p{length}-o{output_tokens}" if user_prompts is None
              else f"c{concurrency}-user-o{output_tokens}")
     warm_reqs = throughput_requests(
-        texts[:warmup], output_tokens=output_tokens, id_prefix=f"warmup-{label}"
+        prompts.warmup, output_tokens=output_tokens, id_prefix=f"warmup-{label}"
     )
     timed_reqs = throughput_requests(
-        texts[warmup:], output_tokens=output_tokens, id_prefix=f"timed-{label}"
+        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
     )
 
     def overdue(waiting: int, seconds: float) -> None:
@@ -787,7 +826,7 @@ def run_throughput(
         bos_tokens=bos,
         warmup=warm,
         prompt_tokens_each=each,
-        no_cache=user_prompts is None or unique_prefixes,
+        no_cache=prompts.no_cache,
     )
 
 

@@ -1,0 +1,316 @@
+"""Cold start: how long a model takes from launch to ready, and to its first served token.
+
+Each launch starts a fresh server process through the pool's own launch path
+(:func:`~.pool.launch_endpoint`; this function owns the process and stops it), and
+times from the moment the process is spawned (:attr:`~.process.ServerProcess.launched_at`):
+
+- ``ready_s``: until its readiness URL (``/health``) first answers 200; the poll runs
+  every 50 ms for the first 10 s, so ``ready_s`` may be late by ``ready_within_s``;
+- ``first_token_s``: until the first token of the first request, a streamed completion
+  sent as soon as the launch returns (after the provenance probe, a few local requests).
+
+What was already warm is said with every launch, since a warm cache is not a cold start:
+
+- llama-server maps the GGUF file: the share of its pages in the page cache just before
+  the launch (``mincore``) says whether it is read from disk (``cold``) or memory
+  (``warm``: an earlier launch, or any reader, read it since the last eviction). With
+  ``evict_page_cache`` each launch first asks the kernel to drop the file's pages
+  (``posix_fadvise(DONTNEED)``: no root needed; pages another process maps stay, and the
+  residency measured afterwards says so);
+- vLLM compiles at start: whether its torch.compile cache (``$VLLM_CACHE_ROOT/
+  torch_compile_cache``) and XLA cache (``$VLLM_XLA_CACHE_PATH``) hold entries before the
+  launch (``warm``) or not (``cold``); a ``vllm-docker`` container keeps neither between
+  launches.
+
+An attached endpoint (``--endpoint``) was not started by this run: there is no launch to
+time (:func:`cold_start_refusal`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..client import Guard, run_stream_requests
+from ..core.records import ApiRequest
+from ..core.stats import log_mean_interval
+from ..core.sweep import Sweep
+from .pool import launch_endpoint
+from .provision import Progress, ensure_embedded_model
+
+FIRST_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
+FIRST_MAX_TOKENS = 8
+WARM_SHARE = 0.5
+"""A model file with at least this share of its pages resident is read from memory."""
+
+
+def cold_start_refusal(name: str, attach: dict[str, str] | None) -> str | None:
+    """One line when model ``name`` cannot be cold-started (it is attached); else None."""
+    if attach and name in attach:
+        return (f"cold start needs a server this run launches: {name} is attached "
+                "(--endpoint), so its start is not ours to time")
+    return None
+
+
+# --------------------------------------------------------------------------- cache state
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """What was warm before one launch: ``warm`` None when it cannot be told."""
+
+    kind: Literal["page-cache", "compile-cache"]
+    warm: bool | None
+    detail: str
+    resident_share: float | None = None
+    evicted: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "warm": self.warm, "detail": self.detail,
+                "resident_share": self.resident_share, "evicted": self.evicted}
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def resident_share(path: Path) -> float | None:
+    """The share of ``path``'s pages in the page cache (``mincore`` on a mapping that
+    touches no page); None where it cannot be read (not Linux, no libc, an empty file)."""
+    libc = _libc()
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if libc is None or size == 0:
+        return None
+    page = mmap.PAGESIZE
+    pages = (size + page - 1) // page
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            return None
+        try:
+            vector = (ctypes.c_ubyte * pages)()
+            if libc.mincore(addr, size, vector) != 0:
+                return None
+            resident = sum(1 for byte in bytes(vector) if byte & 1)
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return resident / pages
+
+
+def evict_page_cache(path: Path) -> None:
+    """Ask the kernel to drop ``path``'s clean pages from the page cache (no root needed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
+    """The model file's page-cache state just before a launch (after eviction if asked)."""
+    evicted = False
+    if evict and hasattr(os, "posix_fadvise"):
+        evict_page_cache(path)
+        evicted = True
+    share = resident_share(path)
+    size = f"{path.stat().st_size / 2**20:.0f} MiB"
+    done = "after eviction, " if evicted else ""
+    if share is None:
+        return CacheState("page-cache", None, f"page cache of {path.name} ({size}): unknown "
+                          "(mincore unavailable)", None, evicted)
+    warm = share >= WARM_SHARE
+    why = ("warm: read from memory" if warm else "cold: read from disk")
+    if warm and evicted:
+        why += " (still mapped by another process?)"
+    return CacheState("page-cache", warm, f"page cache of {path.name} ({size}): {done}"
+                      f"{share:.0%} resident before launch, {why}", share, evicted)
+
+
+def vllm_cache_dirs(environ: dict[str, str] | None = None) -> dict[str, Path]:
+    """Where vLLM keeps its compile caches, as vLLM's ``envs`` finds them."""
+    env = os.environ if environ is None else environ
+    base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = Path(os.path.expanduser(env.get("VLLM_CACHE_ROOT") or str(base / "vllm")))
+    xla = Path(os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" /
+                                                                        "xla_cache")))
+    return {"torch.compile": root / "torch_compile_cache", "XLA": xla}
+
+
+def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> CacheState:
+    """vLLM's compile caches before a launch: warm when any holds an entry."""
+    if backend == "vllm-docker":
+        return CacheState("compile-cache", False, "compile caches live inside the container, "
+                          "which keeps none between launches: cold")
+    parts, warm = [], False
+    for label, folder in vllm_cache_dirs(environ).items():
+        entries = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
+        warm = warm or entries > 0
+        parts.append(f"{label} cache {folder}: {entries} entries" if entries
+                     else f"{label} cache {folder}: absent or empty")
+    return CacheState("compile-cache", warm,
+                      "; ".join(parts) + (" (warm)" if warm else " (cold)"))
+
+
+def model_file(sweep: Sweep, name: str, progress: Progress) -> Path | None:
+    """The GGUF file llama-server maps for ``name``; None for other sources."""
+    spec = sweep.model(name)
+    if spec.source.kind == "embedded":
+        return ensure_embedded_model(spec.source.id, progress).path
+    if spec.source.kind == "path":
+        return Path(spec.source.id)
+    return None
+
+
+def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> CacheState:
+    """The state that decides how cold the next launch of ``name`` is."""
+    backend = sweep.backend_of(name)
+    if backend == "llamacpp":
+        path = model_file(sweep, name, progress)
+        if path is not None and path.is_file():
+            return page_cache_state(path, evict=evict)
+        return CacheState("page-cache", None, f"no model file to inspect for {name}")
+    return compile_cache_state(backend)
+
+
+# --------------------------------------------------------------------------- launches
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """One fresh launch: seconds from spawn to ready and to the first token; ``error`` says
+    why the first request failed (then ``first_token_s`` is None)."""
+
+    launch: int
+    ready_s: float
+    ready_within_s: float
+    first_token_s: float | None
+    first_request_ttft_s: float | None
+    cache: CacheState
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"launch": self.launch, "ready_s": self.ready_s,
+                "ready_within_s": self.ready_within_s, "first_token_s": self.first_token_s,
+                "first_request_ttft_s": self.first_request_ttft_s,
+                "cache": self.cache.as_dict(), "error": self.error}
+
+
+@dataclass(frozen=True)
+class ColdStarts:
+    """A model's cold starts over fresh launches, with 95% intervals of the geometric means
+    (:func:`~pytest_modelsweep.core.stats.log_mean_interval`; None below two launches)."""
+
+    model: str
+    backend: str
+    launches: tuple[ColdStart, ...] = field(default_factory=tuple)
+
+    @property
+    def ready_values(self) -> list[float]:
+        return [c.ready_s for c in self.launches]
+
+    @property
+    def first_token_values(self) -> list[float]:
+        return [c.first_token_s for c in self.launches if c.first_token_s is not None]
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"launch {c.launch}: {c.error}" for c in self.launches if c.error]
+
+    def as_dict(self) -> dict[str, Any]:
+        first = self.first_token_values
+        ready_interval = log_mean_interval(self.ready_values)
+        first_interval = (log_mean_interval(first) if len(first) == len(self.launches)
+                          else None)
+        return {"model": self.model, "backend": self.backend,
+                "launches": [c.as_dict() for c in self.launches],
+                "ready_s_interval": None if ready_interval is None else list(ready_interval),
+                "first_token_s_interval": None if first_interval is None
+                else list(first_interval),
+                "errors": self.errors}
+
+
+def first_request() -> ApiRequest:
+    """The first request of a fresh server: a short streamed completion."""
+    return ApiRequest(item_id="cold-start", path="/v1/completions",
+                      payload={"prompt": FIRST_PROMPT, "max_tokens": FIRST_MAX_TOKENS,
+                               "temperature": 0, "ignore_eos": True})
+
+
+def measure_cold_starts(
+    sweep: Sweep,
+    name: str,
+    *,
+    launches: int,
+    log_dir: Path,
+    progress: Progress,
+    worker_id: str = "main",
+    evict_page_cache: bool = False,
+    timeout_s: float = 300.0,
+) -> ColdStarts:
+    """Launch ``name``'s server ``launches`` times, each a fresh process stopped before the
+    next, and time each one's start (see the module's note)."""
+    if launches < 1:
+        raise ValueError(f"launches must be at least 1, got {launches}")
+    measured: list[ColdStart] = []
+    for launch in range(1, launches + 1):
+        cache = cache_state(sweep, name, progress, evict=evict_page_cache)
+        endpoint, process = launch_endpoint(sweep, name, log_dir / f"cold-start-{launch}",
+                                            progress, worker_id=worker_id)
+        try:
+            records = run_stream_requests(endpoint.v1, endpoint.served_name, [first_request()],
+                                          1, timeout_s=timeout_s,
+                                          guard=Guard(idle_timeout_s=timeout_s,
+                                                      credentials=endpoint.credentials))
+        finally:
+            process.stop()
+        assert process.launched_at is not None and process.ready_at is not None
+        assert process.ready_within_s is not None
+        record = records[0]
+        error = record.error
+        if error is None and record.first_token is None:
+            error = "the first request produced no token"
+        first = None if error else (record.first_token or 0.0) - process.launched_at
+        measured.append(ColdStart(
+            launch=launch, ready_s=process.ready_at - process.launched_at,
+            ready_within_s=process.ready_within_s, first_token_s=first,
+            first_request_ttft_s=None if error else record.ttft, cache=cache, error=error))
+        progress(launch_line(name, measured[-1], launches))
+        time.sleep(0.2)  # let the port and the process table settle
+    return ColdStarts(name, sweep.backend_of(name), tuple(measured))
+
+
+def launch_line(name: str, start: ColdStart, launches: int) -> str:
+    """E.g. ``cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s;
+    page cache of X.gguf (86 MiB): 100% resident before launch, warm: read from memory``."""
+    first = "failed" if start.first_token_s is None else f"{start.first_token_s:.2f} s"
+    return (f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
+            f"first token {first}; {start.cache.detail}")
+
+
+__all__ = [
+    "CacheState", "ColdStart", "ColdStarts", "cache_state", "cold_start_refusal",
+    "compile_cache_state", "evict_page_cache", "first_request", "launch_line",
+    "measure_cold_starts", "model_file", "page_cache_state", "resident_share",
+    "vllm_cache_dirs",
+]

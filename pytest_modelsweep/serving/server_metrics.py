@@ -1,0 +1,444 @@
+"""What the server saw during a timed window: its Prometheus metrics, sampled, and a summary.
+
+A :class:`MetricsSampler` scrapes ``/metrics`` once as the window starts, every
+``interval_s`` in a background thread and once as it ends, on one keep-alive
+connection of the standard library's ``http.client`` (an httpx client costs ~100 ms of
+CPU to create and ~0.8 ms per GET, ``http.client`` ~0.25 ms), parsing only the mapped
+names (the histograms' bucket lines are skipped unparsed); it times its own CPU (``time.thread_time`` of its thread plus the two scrapes
+in the caller's). The quantities, as each server names them:
+
+==================  =====================================  ========================================
+quantity            vLLM                                   llama-server (``--metrics``)
+==================  =====================================  ========================================
+running             ``vllm:num_requests_running``          ``llamacpp:requests_processing``
+waiting             ``vllm:num_requests_waiting``          ``llamacpp:requests_deferred``
+kv_cache_usage      ``vllm:kv_cache_usage_perc`` (older:   ``llamacpp:kv_cache_usage_ratio`` (older
+                    ``vllm:gpu_cache_usage_perc``), 0-1    builds; the llama-server of
+                                                           llama-cpp-python 0.3.36 has none)
+preemptions         ``vllm:num_preemptions_total``         none: llama-server defers, never preempts
+prefix cache hits   ``vllm:prefix_cache_hits_total``       ``llamacpp:prompt_tokens_cached_total``
+prefix cache        ``vllm:prefix_cache_queries_total``    cached + ``llamacpp:prompt_tokens_total``
+  queries           (older: ``vllm:gpu_prefix_cache_*``)   (which counts the computed ones only)
+generated tokens    ``vllm:generation_tokens_total``       ``llamacpp:tokens_predicted_total``
+==================  =====================================  ========================================
+
+A quantity the server does not expose is *absent* (listed in
+:attr:`ServerMetricsSummary.absent` with the names looked for), never zero. Label sets
+are summed (as :func:`~pytest_modelsweep.client.counters.parse_prometheus` does): right
+for request counts, and for KV usage with the one engine per model this project runs.
+
+**Interval.** 333 ms, as NVIDIA AIPerf samples: the gauges move when a request
+starts or ends, and a throughput request lasts seconds (256 tokens at 5-100 ms each),
+so three samples a second see every queue that lasts a third of a second, and even a
+5 s window has 15 of them. vLLM updates its gauges every engine step and llama-server
+computes them when asked, so a faster scrape would see no staler values, only cost
+more: the sampler's CPU is measured per window (:attr:`SamplerCost.cpu_cores`) and
+``benches/perf/metrics_sampler_cost.py`` measures it against a vLLM-sized page.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from ..client.counters import counter_names, lookup, parse_prometheus
+from ..core.secrets import Credentials, auth_headers
+
+DEFAULT_INTERVAL_S = 0.333
+"""Seconds between two scrapes during a window (see the module's note)."""
+
+Quantity = Literal["running", "waiting", "kv_cache_usage", "preemptions",
+                   "prefix_cache_hits", "prefix_cache_queries", "generated_tokens"]
+
+_NAMES: dict[Quantity, dict[str, tuple[str, ...]]] = {
+    "running": {"vllm": ("vllm:num_requests_running",),
+                "llamacpp": ("llamacpp:requests_processing",)},
+    "waiting": {"vllm": ("vllm:num_requests_waiting",),
+                "llamacpp": ("llamacpp:requests_deferred",)},
+    "kv_cache_usage": {"vllm": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+                       "llamacpp": ("llamacpp:kv_cache_usage_ratio",)},
+    "preemptions": {"vllm": ("vllm:num_preemptions_total",), "llamacpp": ()},
+    "prefix_cache_hits": {"vllm": counter_names("vllm", "cached"),
+                          "llamacpp": counter_names("llamacpp", "cached")},
+    "prefix_cache_queries": {"vllm": ("vllm:prefix_cache_queries_total",
+                                      "vllm:gpu_prefix_cache_queries_total"),
+                             "llamacpp": counter_names("llamacpp", "prompt")},
+    "generated_tokens": {"vllm": counter_names("vllm", "generated"),
+                         "llamacpp": counter_names("llamacpp", "generated")},
+}
+GAUGES: tuple[Quantity, ...] = ("running", "waiting", "kv_cache_usage")
+
+
+def quantity_names(server_kind: str, quantity: Quantity) -> tuple[str, ...]:
+    """The metric names that may hold ``quantity`` on a server of ``server_kind``; an
+    ``openai`` endpoint (attached, of unknown make) tries every known name."""
+    table = _NAMES[quantity]
+    if server_kind in table:
+        return table[server_kind]
+    return tuple(name for names in table.values() for name in names)
+
+
+def sampled_names(server_kind: str) -> tuple[str, ...]:
+    """Every name the sampler reads (``_total`` dropped, so that both spellings match)."""
+    names = {name.removesuffix("_total") for quantity in _NAMES
+             for name in quantity_names(server_kind, quantity)}
+    return tuple(sorted(names))
+
+
+@dataclass(frozen=True)
+class MetricsSample:
+    """One scrape: when its answer came (perf clock), the mapped metrics it held, and how
+    many requests the client had in flight then (None when nobody told the sampler)."""
+
+    t: float
+    values: dict[str, float]
+    client_in_flight: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"t": self.t, "values": dict(self.values),
+                "client_in_flight": self.client_in_flight}
+
+
+@dataclass(frozen=True)
+class SamplerCost:
+    """What sampling cost the client: CPU seconds (all scrapes and parses), over the wall
+    time it ran; ``cpu_cores`` = their ratio."""
+
+    cpu_s: float
+    wall_s: float
+    scrapes: int
+    failed_scrapes: int
+
+    @property
+    def cpu_cores(self) -> float | None:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cpu_s": self.cpu_s, "wall_s": self.wall_s, "cpu_cores": self.cpu_cores,
+                "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes}
+
+
+@dataclass(frozen=True)
+class GaugeSummary:
+    """Mean (of the samples, taken on a regular grid: a time average) and maximum."""
+
+    mean: float
+    max: float
+    samples: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "max": self.max, "samples": self.samples}
+
+
+@dataclass(frozen=True)
+class ServerMetricsSummary:
+    """One window's server metrics, summarised; None where the server exposes no such
+    quantity (then :attr:`absent` says which names were looked for)."""
+
+    samples: int
+    running: GaugeSummary | None
+    waiting: GaugeSummary | None
+    kv_cache_usage: GaugeSummary | None
+    preemptions: float | None
+    """Counter delta over the window."""
+    prefix_cache_hits: float | None
+    prefix_cache_queries: float | None
+    absent: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    peak_client_in_flight: int | None = None
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Prompt tokens found in the prefix cache ÷ prompt tokens looked up, in the window;
+        None when absent or nothing was looked up."""
+        if self.prefix_cache_hits is None or not self.prefix_cache_queries:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queries
+
+    @property
+    def queued(self) -> bool:
+        """Whether the server had a request waiting at any sample."""
+        return self.waiting is not None and self.waiting.max > 0
+
+    @property
+    def preempted(self) -> bool:
+        return bool(self.preemptions)
+
+    @property
+    def flagged(self) -> bool:
+        """The server queued or preempted: it did not run all the client had in flight."""
+        return self.queued or self.preempted
+
+    def flag_line(self) -> str | None:
+        """E.g. ``the server queued up to 3 requests (running at most 2) while the client
+        had up to 5 in flight``; None for an unflagged window."""
+        if not self.flagged:
+            return None
+        parts = []
+        if self.queued and self.waiting is not None:
+            running = ("" if self.running is None
+                       else f" (running at most {self.running.max:g})")
+            parts.append(f"queued up to {self.waiting.max:g} requests{running}")
+        if self.preempted:
+            parts.append(f"preempted {self.preemptions:g} times")
+        client = ("" if self.peak_client_in_flight is None
+                  else f" while the client had up to {self.peak_client_in_flight} in flight")
+        return f"the server {' and '.join(parts)}{client}"
+
+    def as_dict(self) -> dict[str, Any]:
+        def gauge(value: GaugeSummary | None) -> dict[str, Any] | None:
+            return None if value is None else value.as_dict()
+
+        return {"samples": self.samples, "running": gauge(self.running),
+                "waiting": gauge(self.waiting), "kv_cache_usage": gauge(self.kv_cache_usage),
+                "preemptions": self.preemptions, "prefix_cache_hits": self.prefix_cache_hits,
+                "prefix_cache_queries": self.prefix_cache_queries,
+                "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+                "queued": self.queued, "preempted": self.preempted,
+                "flag": self.flag_line(), "absent": dict(self.absent),
+                "sources": dict(self.sources),
+                "peak_client_in_flight": self.peak_client_in_flight}
+
+
+def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
+           ) -> tuple[str, float] | None:
+    """``(name, value)`` of a quantity in one sample; llama.cpp's lookups are derived
+    (cached + computed prompt tokens)."""
+    metrics = dict(values)
+    if quantity != "prefix_cache_queries":
+        return lookup(quantity_names(server_kind, quantity), metrics)
+    table = _NAMES["prefix_cache_queries"]
+    if server_kind != "llamacpp":
+        direct = lookup(table["vllm"], metrics)
+        if direct is not None or server_kind == "vllm":
+            return direct
+    hits = lookup(_NAMES["prefix_cache_hits"]["llamacpp"], metrics)
+    computed = lookup(table["llamacpp"], metrics)
+    if hits is None or computed is None:
+        return None
+    return f"{hits[0]} + {computed[0]}", hits[1] + computed[1]
+
+
+def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
+                      ) -> ServerMetricsSummary:
+    """The window's summary: gauges' mean and max, counters' deltas (last − first sample)."""
+    gauges: dict[Quantity, GaugeSummary | None] = {}
+    deltas: dict[Quantity, float | None] = {}
+    absent: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for quantity in _NAMES:
+        found = [(s, v) for s in samples for v in [_value(server_kind, quantity, s.values)]
+                 if v is not None]
+        if not found:
+            names = quantity_names(server_kind, quantity)
+            absent[quantity] = (" or ".join(names) + " not exposed" if names
+                                else f"a {server_kind} server has no such metric")
+            if quantity in GAUGES:
+                gauges[quantity] = None
+            else:
+                deltas[quantity] = None
+            continue
+        sources[quantity] = found[0][1][0]
+        values = [value for _, (_, value) in found]
+        if quantity in GAUGES:
+            gauges[quantity] = GaugeSummary(sum(values) / len(values), max(values), len(values))
+        else:
+            deltas[quantity] = values[-1] - values[0]
+    in_flight = [s.client_in_flight for s in samples if s.client_in_flight is not None]
+    return ServerMetricsSummary(
+        samples=len(samples), running=gauges["running"], waiting=gauges["waiting"],
+        kv_cache_usage=gauges["kv_cache_usage"], preemptions=deltas["preemptions"],
+        prefix_cache_hits=deltas["prefix_cache_hits"],
+        prefix_cache_queries=deltas["prefix_cache_queries"], absent=absent, sources=sources,
+        peak_client_in_flight=max(in_flight) if in_flight else None,
+    )
+
+
+@dataclass(frozen=True)
+class ServerMetricsWindow:
+    """The series of one window, its summary, the sampler's cost; ``unavailable`` says why
+    there is nothing (no ``/metrics``), ``errors`` the first failed scrapes' lines."""
+
+    server_kind: str
+    interval_s: float
+    samples: tuple[MetricsSample, ...]
+    summary: ServerMetricsSummary
+    cost: SamplerCost
+    unavailable: str | None = None
+    errors: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"server_kind": self.server_kind, "interval_s": self.interval_s,
+                "series": [s.as_dict() for s in self.samples],
+                "summary": self.summary.as_dict(), "cost": self.cost.as_dict(),
+                "unavailable": self.unavailable, "errors": list(self.errors)}
+
+
+class _MetricsConnection:
+    """GET ``/metrics`` on one keep-alive connection; a one-line error names the URL."""
+
+    def __init__(self, base_url: str, credentials: Credentials | None, timeout_s: float) -> None:
+        parts = urlsplit(base_url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.url = base_url.rstrip("/") + "/metrics"
+        self.path = (parts.path or "") + "/metrics"
+        self.host, self.port, self.https = parts.hostname, parts.port, parts.scheme == "https"
+        self.headers = {"User-Agent": "pytest-modelsweep", **auth_headers(credentials)}
+        self.timeout_s = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self.https:
+                self._conn = http.client.HTTPSConnection(
+                    self.host, self.port, timeout=self.timeout_s,
+                    context=ssl.create_default_context())
+            else:
+                self._conn = http.client.HTTPConnection(self.host, self.port,
+                                                        timeout=self.timeout_s)
+        return self._conn
+
+    def get(self) -> tuple[int, str]:
+        """``(status, body)``; one retry on a fresh connection when a kept one was closed."""
+        for attempt in range(2):
+            conn = self._connection()
+            try:
+                conn.request("GET", self.path, headers=self.headers)
+                response = conn.getresponse()
+                body = response.read().decode("utf-8", "replace")
+                if response.will_close:
+                    self.close()
+                return response.status, body
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                if attempt == 1 or not isinstance(
+                        exc, (http.client.RemoteDisconnected, ConnectionResetError,
+                              BrokenPipeError)):
+                    raise MetricsUnavailable(
+                        f"cannot read the server's metrics from {self.url}: "
+                        f"{type(exc).__name__}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class MetricsUnavailable(Exception):
+    """One scrape failed; ``str()`` is the line kept with the window."""
+
+
+class MetricsSampler:
+    """Scrapes the server's ``/metrics`` around and during a window (a context manager).
+
+    ``in_flight`` (optional) tells how many requests the client has in flight; each sample
+    records it. A server without ``/metrics`` leaves the window :attr:`~ServerMetricsWindow.
+    unavailable` (one line) rather than failing the measurement.
+    """
+
+    MAX_ERRORS_KEPT = 3
+
+    def __init__(self, base_url: str, server_kind: str, *,
+                 interval_s: float = DEFAULT_INTERVAL_S, credentials: Credentials | None = None,
+                 in_flight: Callable[[], int] | None = None, timeout_s: float = 2.0) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"the sampling interval must be > 0 s, got {interval_s!r}")
+        self.base_url = base_url
+        self.server_kind = server_kind
+        self.interval_s = interval_s
+        self.credentials = credentials
+        self.in_flight = in_flight
+        self.timeout_s = timeout_s
+        self._only = sampled_names(server_kind)
+        self._samples: list[MetricsSample] = []
+        self._errors: list[str] = []
+        self._failed = 0
+        self._cpu_s = 0.0
+        self._began = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn = _MetricsConnection(base_url, credentials, timeout_s)
+        self._unavailable: str | None = None
+        self.window: ServerMetricsWindow | None = None
+
+    def _scrape(self) -> None:
+        try:
+            status, body = self._conn.get()
+            if status != 200:
+                raise MetricsUnavailable(
+                    f"{self._conn.url} answered HTTP {status} ({' '.join(body.split())[:120]}); "
+                    "llama-server needs --metrics to serve them (vLLM serves /metrics by "
+                    "default)")
+        except MetricsUnavailable as error:
+            self._failed += 1
+            if len(self._errors) < self.MAX_ERRORS_KEPT:
+                self._errors.append(str(error))
+            return
+        values = parse_prometheus(body, self._only)
+        in_flight = self.in_flight() if self.in_flight is not None else None
+        self._samples.append(MetricsSample(time.perf_counter(), values, in_flight))
+
+    def _run(self) -> None:
+        cpu = time.thread_time()
+        due = time.perf_counter() + self.interval_s
+        while not self._stop.wait(max(0.0, due - time.perf_counter())):
+            self._scrape()
+            due += self.interval_s
+            now = time.perf_counter()
+            if due < now:  # a slow scrape: skip the missed slots, keep the grid
+                due += self.interval_s * (1 + int((now - due) / self.interval_s))
+        self._cpu_s += time.thread_time() - cpu
+
+    def start(self) -> MetricsSampler:
+        self._began = time.perf_counter()
+        cpu = time.thread_time()
+        self._scrape()
+        self._cpu_s += time.thread_time() - cpu
+        if not self._samples:
+            self._unavailable = (f"no server metrics: {self._errors[0]}" if self._errors
+                                 else "no server metrics")
+            return self
+        self._thread = threading.Thread(target=self._run, name="server-metrics", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> ServerMetricsWindow:
+        if self.window is not None:
+            return self.window
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            cpu = time.thread_time()
+            self._scrape()
+            self._cpu_s += time.thread_time() - cpu
+        self._conn.close()
+        wall = time.perf_counter() - self._began
+        samples = tuple(self._samples)
+        self.window = ServerMetricsWindow(
+            server_kind=self.server_kind, interval_s=self.interval_s, samples=samples,
+            summary=summarize_samples(self.server_kind, samples),
+            cost=SamplerCost(self._cpu_s, wall, len(samples) + self._failed, self._failed),
+            unavailable=self._unavailable, errors=tuple(self._errors),
+        )
+        return self.window
+
+    def __enter__(self) -> MetricsSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = [
+    "DEFAULT_INTERVAL_S", "GAUGES", "GaugeSummary", "MetricsSample", "MetricsSampler",
+    "Quantity", "SamplerCost", "ServerMetricsSummary", "ServerMetricsWindow",
+    "quantity_names", "sampled_names", "summarize_samples",
+]

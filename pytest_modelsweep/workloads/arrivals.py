@@ -1,0 +1,129 @@
+"""When an open-loop window sends its requests: Poisson or gamma arrivals at a rate, seeded.
+
+The process is ``vllm bench serve``'s (``--request-rate``, ``--burstiness``,
+``--ramp-up-strategy``): the gap before each request is drawn from a gamma
+distribution with shape = burstiness and scale = 1 / (rate × burstiness), so
+its mean is 1 / rate and its coefficient of variation 1 / √burstiness.
+Burstiness 1 is a Poisson process (exponential gaps); below 1 arrivals come in
+bursts, above 1 more evenly; infinite burstiness sends every 1 / rate seconds.
+An infinite rate sends everything at once. As vLLM does, the first request
+waits one gap too, and without a ramp-up the send times are scaled so that the
+last one falls at exactly ``count / rate`` (the sum of random gaps misses it by a
+few percent, which would make the offered rate depend on the seed).
+
+A ramp-up changes the rate with the request's index ``i`` of ``count``:
+``linear`` from ``start_rps`` to ``end_rps`` (``start + (end − start) × i / (count − 1)``),
+``exponential`` as ``start × (end / start) ** (i / (count − 1))``; its times are not
+rescaled. Draws come from numpy's ``default_rng(seed)``: the same seed gives the same
+times here, not the same times as vLLM's global ``np.random.seed``.
+
+Pure: no I/O, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+RampStrategy = Literal["linear", "exponential"]
+
+
+@dataclass(frozen=True)
+class RampUp:
+    """A rate that moves from ``start_rps`` to ``end_rps`` over the window's requests."""
+
+    strategy: RampStrategy
+    start_rps: float
+    end_rps: float
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("linear", "exponential"):
+            raise ValueError(f"ramp-up strategy must be 'linear' or 'exponential', "
+                             f"got {self.strategy!r}")
+        for name, value in (("start", self.start_rps), ("end", self.end_rps)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"ramp-up {name} rate must be a positive number of "
+                                 f"requests/s, got {value!r}")
+
+    def rate_at(self, index: int, count: int) -> float:
+        """The rate that request ``index`` of ``count`` is sent at."""
+        progress = index / max(count - 1, 1)
+        if self.strategy == "linear":
+            return self.start_rps + (self.end_rps - self.start_rps) * progress
+        return float(self.start_rps * (self.end_rps / self.start_rps) ** progress)
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    """Requests per second, burstiness (1: Poisson) and an optional ramp-up.
+
+    ``rate`` may be ``math.inf`` (all at once); with a ramp-up the ramp's rates rule
+    and ``rate`` is only what the window is labelled with.
+    """
+
+    rate: float
+    burstiness: float = 1.0
+    ramp_up: RampUp | None = None
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.rate) or not self.rate > 0:
+            raise ValueError(f"request rate must be a positive number of requests/s (or inf), "
+                             f"got {self.rate!r}")
+        if math.isnan(self.burstiness) or not self.burstiness > 0:
+            raise ValueError(f"burstiness must be > 0 (1 = Poisson, below 1 burstier, above 1 "
+                             f"more even), got {self.burstiness!r}")
+
+    @property
+    def gap_cv(self) -> float:
+        """The coefficient of variation of the gaps: 1 / √burstiness (0 when infinite)."""
+        return 0.0 if math.isinf(self.burstiness) else 1.0 / math.sqrt(self.burstiness)
+
+    def describe(self) -> str:
+        """E.g. ``Poisson 2 req/s``, ``gamma (burstiness 0.5) 2 req/s``, ``all at once``."""
+        if self.ramp_up is not None:
+            ramp = self.ramp_up
+            shape = ("evenly spaced" if math.isinf(self.burstiness) else "Poisson"
+                     if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})")
+            return (f"{shape}, {ramp.strategy} ramp-up {ramp.start_rps:g} → "
+                    f"{ramp.end_rps:g} req/s")
+        if math.isinf(self.rate):
+            return "all at once"
+        if math.isinf(self.burstiness):
+            return f"evenly spaced {self.rate:g} req/s"
+        if self.burstiness == 1:
+            return f"Poisson {self.rate:g} req/s"
+        return f"gamma (burstiness {self.burstiness:g}) {self.rate:g} req/s"
+
+    def offsets(self, count: int, seed: int) -> list[float]:
+        """Send times of ``count`` requests in seconds after the window starts (ascending)."""
+        if count < 1:
+            raise ValueError(f"an open-loop window sends at least one request, got {count}")
+        rng = np.random.default_rng(seed)
+        gaps: list[float] = []
+        for index in range(count):
+            rate = self.rate if self.ramp_up is None else self.ramp_up.rate_at(index, count)
+            if math.isinf(rate):
+                gaps.append(0.0)
+            elif math.isinf(self.burstiness):
+                gaps.append(1.0 / rate)
+            else:
+                gaps.append(float(rng.gamma(shape=self.burstiness,
+                                            scale=1.0 / (rate * self.burstiness))))
+        times = np.cumsum(gaps)
+        if self.ramp_up is None and not math.isinf(self.rate) and times[-1] > 0:
+            times *= (count / self.rate) / times[-1]
+        return [float(t) for t in times]
+
+
+def offered_rate(offsets: list[float]) -> float | None:
+    """Requests per second the schedule offers between its first and last send, as
+    (n − 1) / span; None for fewer than two requests or an all-at-once schedule."""
+    if len(offsets) < 2 or offsets[-1] <= offsets[0]:
+        return None
+    return (len(offsets) - 1) / (offsets[-1] - offsets[0])
+
+
+__all__ = ["ArrivalProcess", "RampStrategy", "RampUp", "offered_rate"]

@@ -1,0 +1,276 @@
+"""One open-loop window: requests arrive at a rate, whatever the server's pace.
+
+A closed loop keeps exactly N requests in flight, so when the server slows down the
+client slows down with it and latency under load looks better than users see it
+(coordinated omission). Here request i is sent at its scheduled time from an
+:class:`~.arrivals.ArrivalProcess` however many are in flight, and its TTFT, TPOT and
+E2E run from that *scheduled* time: a request that had to wait (for the client's
+cap, or because the client was late) carries the wait in its latencies.
+
+The window is the throughput workload's otherwise: exact-length unique prompts
+(:func:`~.throughput.draw_window_prompts`), a closed-loop warm-up, the server's
+counters read before and after, and the same checks (:func:`~.throughput.summarize`:
+exact output and prompt token counts, the counter fidelity, no prefix-cache hit).
+
+**Saturation.** ``offered_rps`` is the schedule's rate, (n − 1) / (last send − first
+send); ``achieved_rps`` is the completions' rate, (completed − 1) / (last end − first
+end). A server that keeps up completes requests as fast as they arrive (shifted by
+their latency); one that cannot falls behind, and its completions spread out. The
+window is *saturated* when the achieved rate is more than ``tolerance`` (default 10%)
+below the offered one, as GuideLLM's ``--stop-over-saturated`` stops a sweep, or when
+a request found the client's ``max_in_flight`` cap reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from ..client import (
+    Guard,
+    InFlight,
+    OpenLoopRun,
+    StreamOutcome,
+    stream_open_loop,
+    stream_requests_detailed,
+)
+from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
+from ..core.slo import Goodput, Slo
+from ..serving.endpoint import Endpoint
+from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler, ServerMetricsWindow
+from .arrivals import ArrivalProcess, offered_rate
+from .throughput import (
+    OUTPUT_TOKENS,
+    LatencyStats,
+    ServerTokenizer,
+    ThroughputResult,
+    draw_window_prompts,
+    settled_metrics,
+    summarize,
+    throughput_requests,
+)
+
+DEFAULT_SATURATION_TOLERANCE = 0.10
+"""How far the achieved rate may fall below the offered one before a window is saturated."""
+
+DEFAULT_MAX_IN_FLIGHT = 256
+"""The client's cap on open requests; a request that finds it reached marks saturation."""
+
+PREOPEN_CONNECTIONS = 16
+"""Keep-alive connections opened before a window's clock starts (more are opened on need)."""
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """Whether the server kept up with the offered rate (see the module's note)."""
+
+    offered_rps: float | None
+    achieved_rps: float | None
+    tolerance: float
+    capped: int
+    max_in_flight: int
+
+    @property
+    def shortfall(self) -> float | None:
+        """1 − achieved ÷ offered (negative when completions ran ahead); None without both."""
+        if self.offered_rps is None or self.achieved_rps is None:
+            return None
+        return 1.0 - self.achieved_rps / self.offered_rps
+
+    @property
+    def saturated(self) -> bool:
+        behind = self.shortfall
+        return self.capped > 0 or (behind is not None and behind > self.tolerance)
+
+    def reason(self) -> str | None:
+        """One line for a saturated window; None otherwise."""
+        if not self.saturated:
+            return None
+        parts = []
+        behind = self.shortfall
+        if behind is not None and behind > self.tolerance:
+            parts.append(f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
+                         f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})")
+        if self.capped:
+            parts.append(f"{self.capped} request(s) found the client's cap of "
+                         f"{self.max_in_flight} in flight reached and waited for a slot")
+        return "saturated: " + "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"offered_rps": self.offered_rps, "achieved_rps": self.achieved_rps,
+                "shortfall": self.shortfall, "tolerance": self.tolerance,
+                "capped": self.capped, "max_in_flight": self.max_in_flight,
+                "saturated": self.saturated, "reason": self.reason()}
+
+
+def completion_rate(result: ThroughputResult) -> float | None:
+    """(completed − 1) / (last end − first end) over the successful requests."""
+    ends = sorted(r.end for r in result.records if r.error is None)
+    if len(ends) < 2 or ends[-1] <= ends[0]:
+        return None
+    return (len(ends) - 1) / (ends[-1] - ends[0])
+
+
+@dataclass(frozen=True)
+class OpenLoopWindow:
+    """One open-loop window: the arrivals, the throughput figures and checks, saturation,
+    the client's send lag and what the server's metrics saw.
+
+    ``result`` is the throughput workload's own summary of the window (its ``concurrency``
+    is the most requests the client had in flight); every record's ``start`` is its
+    scheduled send time.
+    """
+
+    arrivals: ArrivalProcess
+    seed: int
+    offsets_s: tuple[float, ...]
+    result: ThroughputResult
+    saturation: Saturation
+    peak_in_flight: int
+    send_lag: LatencyStats
+    server: ServerMetricsWindow | None
+
+    @property
+    def violations(self) -> list[str]:
+        return self.result.violations
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.result.output_tokens_per_s
+
+    @property
+    def offered_rps(self) -> float | None:
+        return self.saturation.offered_rps
+
+    @property
+    def achieved_rps(self) -> float | None:
+        return self.saturation.achieved_rps
+
+    @property
+    def capped(self) -> int:
+        return self.saturation.capped
+
+    @property
+    def saturated(self) -> bool:
+        return self.saturation.saturated
+
+    @property
+    def saturation_reason(self) -> str | None:
+        return self.saturation.reason()
+
+    def goodput(self, slo: Slo) -> Goodput:
+        """Goodput under ``slo``, latencies from the scheduled times (see the module)."""
+        return self.result.goodput(slo)
+
+    def as_stats(self) -> dict[str, Any]:
+        ramp = self.arrivals.ramp_up
+        return {
+            **self.result.as_stats(),
+            "arrivals": {"rate": self.arrivals.rate, "burstiness": self.arrivals.burstiness,
+                         "ramp_up": None if ramp is None else {
+                             "strategy": ramp.strategy, "start_rps": ramp.start_rps,
+                             "end_rps": ramp.end_rps},
+                         "describe": self.arrivals.describe(), "seed": self.seed},
+            "saturation": self.saturation.as_dict(),
+            "peak_in_flight": self.peak_in_flight,
+            "send_lag": self.send_lag.as_ms(),
+            "server_metrics": None if self.server is None else self.server.as_dict(),
+        }
+
+
+def run_open_loop(
+    endpoint: Endpoint,
+    *,
+    arrivals: ArrivalProcess,
+    timed_requests: int,
+    warmup_requests: int,
+    seed: int,
+    timeout_s: float,
+    prompt_tokens: int | None = None,
+    output_tokens: int = OUTPUT_TOKENS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    saturation_tolerance: float = DEFAULT_SATURATION_TOLERANCE,
+    tokenizer: ServerTokenizer | None = None,
+    meter: AbstractContextManager[Any] | None = None,
+    server_metrics: bool = True,
+    metrics_interval_s: float = DEFAULT_INTERVAL_S,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
+) -> OpenLoopWindow:
+    """Warm up (closed loop), read the counters, send the timed requests on their schedule
+    with the server's metrics sampled, read the counters again, check and summarise.
+
+    ``meter`` (e.g. a contention meter) is entered around the timed requests only, as
+    the sampler is; ``server_metrics`` False samples nothing (``server`` is None).
+    """
+    if not 0.0 <= saturation_tolerance < 1.0:
+        raise ValueError(f"the saturation tolerance must be a share in [0, 1), "
+                         f"got {saturation_tolerance!r}")
+    prompts = draw_window_prompts(
+        endpoint, warmup=warmup_requests, timed=timed_requests, prompt_tokens=prompt_tokens,
+        seed=seed, tokenizer=tokenizer, user_prompts=user_prompts,
+        unique_prefixes=unique_prefixes,
+    )
+    label = f"open-{arrivals.rate:g}rps-p{prompts.length}-o{output_tokens}"
+    warm_reqs = throughput_requests(prompts.warmup, output_tokens=output_tokens,
+                                    id_prefix=f"warmup-{label}")
+    timed_reqs = throughput_requests(prompts.timed, output_tokens=output_tokens,
+                                     id_prefix=f"timed-{label}")
+    offsets = arrivals.offsets(timed_requests, seed)
+    guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
+                  breaker=endpoint.breaker)
+    warm: list[StreamOutcome] = []
+    if warm_reqs:
+        warm = asyncio.run(stream_requests_detailed(
+            endpoint.v1, endpoint.served_name, warm_reqs, min(len(warm_reqs), max_in_flight),
+            timeout_s=timeout_s, guard=guard))
+    creds = endpoint.credentials
+    before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
+    gauge = InFlight()
+    sampler = (MetricsSampler(endpoint.base_url, endpoint.server_kind,
+                              interval_s=metrics_interval_s, credentials=creds,
+                              in_flight=lambda: gauge.now)
+               if server_metrics else None)
+    with meter if meter is not None else contextlib.nullcontext():
+        with sampler if sampler is not None else contextlib.nullcontext():
+            run: OpenLoopRun = asyncio.run(stream_open_loop(
+                endpoint.v1, endpoint.served_name, timed_reqs, offsets,
+                max_in_flight=max_in_flight, timeout_s=timeout_s,
+                preopen=min(PREOPEN_CONNECTIONS, max_in_flight), guard=guard,
+                in_flight=gauge))
+    after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
+    result = summarize(
+        run.outcomes, concurrency=run.peak_in_flight, prompt_tokens=prompts.length,
+        output_tokens=output_tokens, server_kind=endpoint.server_kind,
+        counters_before=before, counters_after=after, bos_tokens=prompts.bos, warmup=warm,
+        prompt_tokens_each=prompts.each, no_cache=prompts.no_cache,
+    )
+    saturation = Saturation(offered_rate(offsets), completion_rate(result),
+                            saturation_tolerance, run.capped, max_in_flight)
+    return OpenLoopWindow(
+        arrivals=arrivals, seed=seed, offsets_s=tuple(offsets), result=result,
+        saturation=saturation, peak_in_flight=run.peak_in_flight,
+        send_lag=LatencyStats.of(run.send_lags),
+        server=sampler.window if sampler is not None else None,
+    )
+
+
+def window_seed(run_id: str, benchmark: str, arrivals: ArrivalProcess, prompt_tokens: int | None,
+                repeat: int | str) -> int:
+    """The seed of one window's prompts and send times: from the run, the setting and the
+    repeat, so that no two windows of a run share a prompt or a schedule."""
+    key = (f"{run_id}/{benchmark}/open/{arrivals.rate:g}/{arrivals.burstiness:g}/"
+           f"{prompt_tokens}/{repeat}")
+    return zlib.crc32(key.encode())
+
+
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_SATURATION_TOLERANCE", "OpenLoopWindow", "Saturation",
+    "completion_rate", "run_open_loop", "window_seed",
+]

@@ -1,0 +1,189 @@
+"""Open-loop windows and the rate sweep, against the loopback server (no coordinated omission).
+
+The fake server here has a capacity: ``slots`` requests generate at once and each token
+of each is paced ``per_token_s_per_inflight × (requests generating)`` seconds, so it
+completes ``1 / (base × tokens)`` requests per second however many it runs, and
+whatever arrives faster waits in its queue: service time grows with the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from pytest_modelsweep.client import InFlight, stream_open_loop
+from pytest_modelsweep.core.slo import Slo
+from pytest_modelsweep.workloads.arrivals import ArrivalProcess
+from pytest_modelsweep.workloads.openloop import (
+    OpenLoopWindow,
+    Saturation,
+    run_open_loop,
+)
+from pytest_modelsweep.workloads.rate_sweep import StepOutcome, find_rate_capacity
+from pytest_modelsweep.workloads.throughput import run_throughput, throughput_requests
+
+try:  # tests/ as a package, or as a plain directory on sys.path
+    from .sse_server import SseServer
+    from .test_throughput_workload import endpoint_at
+except ImportError:
+    from sse_server import SseServer  # type: ignore[no-redef]
+    from test_throughput_workload import endpoint_at  # type: ignore[no-redef]
+
+TOKENS = 16
+BASE_S = 0.002
+SLOTS = 4
+CAPACITY_RPS = 1 / (BASE_S * TOKENS)  # 31.25 requests/s
+
+
+def queueing_server() -> SseServer:
+    return SseServer(per_token_s_per_inflight=BASE_S, slots=SLOTS)
+
+
+def open_window(srv: SseServer, rate: float, requests: int, **kw: object) -> OpenLoopWindow:
+    args: dict[str, object] = dict(arrivals=ArrivalProcess(rate), timed_requests=requests,
+                                   warmup_requests=2, seed=11, timeout_s=30,
+                                   output_tokens=TOKENS)
+    args.update(kw)
+    return run_open_loop(endpoint_at(srv.base_url), **args)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+def test_requests_are_sent_on_schedule_whatever_is_in_flight() -> None:
+    offsets = [0.05 * i for i in range(8)]
+    with SseServer(chunk_delay_s=0.03) as srv:  # each request takes ~0.25 s
+        requests = throughput_requests([f"prompt {i}" for i in range(8)], output_tokens=8)
+        gauge = InFlight()
+        run = asyncio.run(stream_open_loop(srv.v1, "m", requests, offsets, max_in_flight=64,
+                                           timeout_s=10, in_flight=gauge))
+        served_at_once = srv.stats.max_in_flight
+    assert all(o.record.error is None for o in run.outcomes)
+    assert served_at_once >= 5 and run.peak_in_flight >= 5 and gauge.now == 0
+    assert run.capped == 0
+    for outcome, due, offset in zip(run.outcomes, run.scheduled, offsets):
+        assert due == pytest.approx(run.started + offset)
+        assert outcome.record.start == due  # latencies run from the scheduled time
+        # sent on time (a busy machine may be late, but never by a request's 0.25 s)
+        assert outcome.sent_at is not None and 0 <= outcome.sent_at - due < 0.15
+    assert max(run.send_lags) < 0.15
+
+
+def test_the_cap_is_saturation_and_the_wait_counts_in_latency() -> None:
+    with SseServer(chunk_delay_s=0.02) as srv:  # ~0.1 s per request, one at a time
+        requests = throughput_requests([f"prompt {i}" for i in range(4)], output_tokens=5)
+        run = asyncio.run(stream_open_loop(srv.v1, "m", requests, [0.0] * 4, max_in_flight=1,
+                                           timeout_s=10))
+        assert srv.stats.max_in_flight == 1
+    assert run.capped == 3
+    e2e = sorted(o.record.latency for o in run.outcomes)
+    assert all(o.record.start == run.started for o in run.outcomes)
+    # the 4th waited for three requests before it: its latency holds the wait
+    assert e2e[3] > 3 * e2e[0] * 0.8
+    lags = sorted(run.send_lags)
+    assert lags[0] < 0.05 and lags[3] > 0.25
+    saturation = Saturation(4.0, 4.0, 0.1, run.capped, 1)
+    assert saturation.saturated
+    assert saturation.reason() == ("saturated: 3 request(s) found the client's cap of 1 in "
+                                   "flight reached and waited for a slot")
+
+
+def test_runner_refuses_bad_schedules() -> None:
+    requests = throughput_requests(["a b c"], output_tokens=2)
+    with pytest.raises(ValueError, match="1 requests but 2 send times"):
+        asyncio.run(stream_open_loop("http://127.0.0.1:1/v1", "m", requests, [0, 1],
+                                     max_in_flight=1, timeout_s=1))
+    with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
+        asyncio.run(stream_open_loop("http://127.0.0.1:1/v1", "m", requests, [0],
+                                     max_in_flight=0, timeout_s=1))
+
+
+# --------------------------------------------------------------------------- a window
+
+
+def test_window_below_capacity_is_clean_and_keeps_up() -> None:
+    with queueing_server() as srv:
+        window = open_window(srv, CAPACITY_RPS / 4, 24)
+    assert window.violations == []
+    result = window.result
+    assert result.completed == 24 and result.total_completion_tokens == 24 * TOKENS
+    assert result.fidelity == 1.0
+    assert window.offered_rps == pytest.approx(CAPACITY_RPS / 4, rel=0.35)
+    assert not window.saturated and window.saturation_reason is None
+    assert window.capped == 0
+    records = result.records
+    assert [r.start for r in records] == pytest.approx([window.result.records[0].start
+                                                        + o - window.offsets_s[0]
+                                                        for o in window.offsets_s])
+    server = window.server
+    assert server is not None and server.unavailable is None
+    assert server.summary.running is not None and server.summary.running.max <= SLOTS
+    assert server.summary.prefix_cache_hit_rate == 0.0
+    stats = window.as_stats()
+    assert stats["arrivals"]["describe"] == f"Poisson {CAPACITY_RPS / 4:g} req/s"
+    assert stats["saturation"]["saturated"] is False
+    assert len(stats["server_metrics"]["series"]) == server.summary.samples >= 2
+
+
+def test_window_checks_are_the_throughput_workloads() -> None:
+    with SseServer(default_fault="short:3", cached_tokens_per_request=2) as srv:
+        window = open_window(srv, 50.0, 6)
+    assert "request 0 produced 3 of 16 tokens (finish_reason=stop)" in window.violations
+    assert "request 0 reused 2 cached prompt tokens, expected 0" in window.violations
+    assert any("the server's prefix cache reused" in v for v in window.violations)
+
+
+def test_done_when_open_loop_p99_far_above_closed_loop_at_the_same_throughput() -> None:
+    """Above capacity, the open loop shows the queue a closed loop never builds."""
+    with queueing_server() as srv:
+        closed = run_throughput(endpoint_at(srv.base_url), concurrency=SLOTS, prompt_tokens=None,
+                                output_tokens=TOKENS, timed_requests=64, warmup_requests=2,
+                                seed=3, timeout_s=30)
+        window = open_window(srv, 2 * CAPACITY_RPS, 64)
+    assert closed.violations == [] and window.violations == []
+    # the same mean throughput: the server's capacity, both ways
+    assert closed.requests_per_s == pytest.approx(CAPACITY_RPS, rel=0.25)
+    assert window.result.requests_per_s == pytest.approx(closed.requests_per_s, rel=0.25)
+    # ... and a p99 latency far above the closed loop's
+    assert window.result.e2e.p99 > 3 * closed.e2e.p99, (window.result.e2e, closed.e2e)
+    assert window.result.ttft.p99 > 10 * closed.ttft.p99
+    assert window.saturated
+    reason = window.saturation_reason
+    assert reason is not None and reason.startswith("saturated: achieved ")
+    # the server's own metrics saw the queue the client built
+    server = window.server
+    assert server is not None
+    summary = server.summary
+    assert summary.waiting is not None and summary.waiting.max > 0 and summary.queued
+    assert summary.running is not None and summary.running.max == SLOTS
+    line = summary.flag_line()
+    assert line is not None and line.startswith("the server queued up to ")
+    assert f"(running at most {SLOTS})" in line and "while the client had up to " in line
+
+
+def test_done_when_the_rate_sweep_stops_at_saturation() -> None:
+    slo = Slo(e2e_ms=500)
+    windows: list[OpenLoopWindow] = []
+    with queueing_server() as srv:
+        def measure(rate: float) -> tuple[object, OpenLoopWindow]:
+            window = open_window(srv, rate, 16, seed=int(rate * 100),
+                                 saturation_tolerance=0.25)
+            windows.append(window)
+            return window.goodput(slo), window
+
+        result = find_rate_capacity(measure, start_rps=CAPACITY_RPS / 8, max_rps=1000,  # type: ignore[arg-type]
+                                    target=0.75, growth=16, resolution=20)
+    outcomes = [s.outcome for s in result.steps]
+    assert outcomes == [StepOutcome.PASS, StepOutcome.SATURATED], result.as_dict()
+    assert result.error is None
+    assert result.capacity_rps == pytest.approx(CAPACITY_RPS / 8)
+    assert result.bracket == (pytest.approx(CAPACITY_RPS / 8), pytest.approx(2 * CAPACITY_RPS))
+    assert result.saturated_at == pytest.approx(2 * CAPACITY_RPS)
+    assert result.stopped.startswith(f"saturated at {2 * CAPACITY_RPS:.3g} req/s (saturated: ")
+    first = result.steps[0]
+    assert first.interval is not None and first.interval.good == 16
+    assert first.achieved_rps is not None and not math.isnan(first.achieved_rps)
+    assert windows[1].achieved_rps is not None and windows[1].offered_rps is not None
+    assert windows[1].achieved_rps < 0.75 * windows[1].offered_rps

@@ -1,0 +1,202 @@
+"""The rate sweep's step decisions (Clopper-Pearson) and search, on deterministic steps (pure).
+
+The end-to-end sweep against a queueing fake server is in ``test_open_loop.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pytest
+from scipy.stats import binom
+
+from pytest_modelsweep.core.slo import Goodput
+from pytest_modelsweep.workloads.rate_sweep import (
+    StepOutcome,
+    attainment_interval,
+    find_rate_capacity,
+    min_requests_to_pass,
+    requests_per_step_problem,
+    step_line,
+)
+
+REQUESTS = 40
+
+
+@pytest.mark.parametrize(("good", "n"), [(1, 10), (28, 30), (36, 40), (5, 7), (100, 240)])
+@pytest.mark.parametrize("confidence", [0.90, 0.95])
+def test_clopper_pearson_bounds_are_the_exact_binomial_tails(good: int, n: int,
+                                                             confidence: float) -> None:
+    interval = attainment_interval(good, n, confidence)
+    tail = (1 - confidence) / 2
+    assert binom.sf(good - 1, n, interval.low) == pytest.approx(tail, rel=1e-6)
+    assert binom.cdf(good, n, interval.high) == pytest.approx(tail, rel=1e-6)
+    assert interval.low < good / n < interval.high
+
+
+def test_clopper_pearson_ends() -> None:
+    none = attainment_interval(0, 20)
+    assert none.low == 0.0 and none.high == pytest.approx(1 - 0.05 ** (1 / 20))
+    every = attainment_interval(20, 20)
+    assert every.high == 1.0 and every.low == pytest.approx(0.05 ** (1 / 20))
+    with pytest.raises(ValueError, match="need 0 <= good <= requests"):
+        attainment_interval(3, 2)
+    with pytest.raises(ValueError, match="confidence must be strictly between 0 and 1"):
+        attainment_interval(1, 2, 1.0)
+
+
+def test_decisions_from_the_interval() -> None:
+    assert attainment_interval(40, 40).decide(0.9) is StepOutcome.PASS  # low 0.928
+    assert attainment_interval(37, 40).decide(0.9) is StepOutcome.INCONCLUSIVE
+    assert attainment_interval(30, 40).decide(0.9) is StepOutcome.MISS  # high 0.856
+    assert attainment_interval(28, 30).text() == "93.3% (28/30), 90% CI [80.5%, 98.8%]"
+
+
+def test_fewest_requests_that_can_pass() -> None:
+    assert min_requests_to_pass(0.9) == 29  # ln 0.05 / ln 0.9 = 28.4
+    assert attainment_interval(29, 29).decide(0.9) is StepOutcome.PASS
+    assert attainment_interval(28, 28).decide(0.9) is StepOutcome.INCONCLUSIVE
+    assert min_requests_to_pass(0.5, 0.95) == 6
+    assert requests_per_step_problem(29, 0.9) is None
+    assert requests_per_step_problem(20, 0.9) == (
+        "20 requests per step can never show 90% SLO attainment at 90% confidence (even all "
+        "good gives a lower bound below it); use at least 29 timed requests per step")
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        min_requests_to_pass(1.0)
+
+
+@dataclass
+class FixedWindow:
+    """A window whose figures the step function sets."""
+
+    output_tokens_per_s: float
+    offered_rps: float | None
+    achieved_rps: float | None
+    saturated: bool = False
+    saturation_reason: str | None = None
+    violations: list[str] = field(default_factory=list)
+
+
+class Server:
+    """Good requests out of :data:`REQUESTS` by rate; saturated above ``saturates_above``."""
+
+    def __init__(self, good: dict[float, int] | None = None, *, meets_up_to: float = math.inf,
+                 saturates_above: float = math.inf, broken_at: float | None = None) -> None:
+        self.good = good or {}
+        self.meets_up_to = meets_up_to
+        self.saturates_above = saturates_above
+        self.broken_at = broken_at
+        self.tried: list[float] = []
+
+    def __call__(self, rate: float) -> tuple[Goodput, FixedWindow]:
+        self.tried.append(rate)
+        good = self.good.get(rate, REQUESTS if rate <= self.meets_up_to else 0)
+        saturated = rate > self.saturates_above
+        achieved = min(rate, self.saturates_above) if saturated else rate
+        window = FixedWindow(
+            10.0 * rate, rate, achieved, saturated,
+            f"saturated: achieved {achieved:.3g} req/s of {rate:.3g} offered" if saturated
+            else None,
+            ["request 2 failed: HTTP 500"] if rate == self.broken_at else [])
+        return Goodput(good, REQUESTS, REQUESTS / rate), window
+
+
+def test_grows_then_bisects_to_the_resolution() -> None:
+    server = Server(meets_up_to=5.0)
+    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9, resolution=0.1)
+    assert server.tried[:4] == [1, 2, 4, 8]
+    assert [s.outcome for s in result.steps[:4]] == [StepOutcome.PASS] * 3 + [StepOutcome.MISS]
+    low, high = result.bracket  # type: ignore[misc]
+    assert low <= 5.0 < high and high / low <= 1.1
+    assert result.capacity_rps == low and result.error is None
+    assert result.saturated_at is None
+    assert result.stopped.startswith(f"SLO attainment below 90% at {high:.3g} req/s: 0.0% (0/40)")
+    # geometric bisection: each probe is the geometric mean of the bracket it splits
+    assert server.tried[4] == pytest.approx(math.sqrt(4 * 8))
+
+
+def test_stops_at_saturation_even_when_the_slo_holds() -> None:
+    server = Server(saturates_above=6.0)
+    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9, resolution=1.5)
+    assert server.tried == [1, 2, 4, 8]
+    step = result.steps[-1]
+    assert step.outcome is StepOutcome.SATURATED and step.interval is not None
+    assert step.interval.decide(0.9) is StepOutcome.PASS  # its requests did meet the SLO
+    assert result.bracket == (4, 8) and result.saturated_at == 8
+    assert result.stopped == "saturated at 8 req/s (saturated: achieved 6 req/s of 8 offered)"
+
+
+def test_max_rate_that_passes_leaves_the_bracket_open() -> None:
+    result = find_rate_capacity(Server(), start_rps=2, max_rps=10, target=0.9)
+    assert [s.rate for s in result.steps] == [2, 4, 8, 10]
+    assert result.bracket == (10, None)
+    assert result.stopped == "the SLO was met at max_rps 10 req/s: the capacity is at least that"
+
+
+def test_a_miss_at_the_start_rate_is_capacity_zero() -> None:
+    result = find_rate_capacity(Server(meets_up_to=0.5), start_rps=1, max_rps=10, target=0.9)
+    assert [s.rate for s in result.steps] == [1]
+    assert result.capacity_rps == 0.0 and result.bracket == (0.0, 1)
+
+
+def test_inconclusive_steps_are_not_passes_and_leave_the_bracket_unrefined() -> None:
+    server = Server({4.0: 37}, meets_up_to=4.0)  # 37/40 straddles 90%
+    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9)
+    assert [s.outcome for s in result.steps] == [
+        StepOutcome.PASS, StepOutcome.PASS, StepOutcome.INCONCLUSIVE, StepOutcome.MISS]
+    assert result.bracket == (2, 8) and result.inconclusive_rates == [4]
+    assert result.stopped.endswith("not refined: 1 inconclusive step(s) lie in the bracket "
+                                   "(more requests per step would decide them)")
+
+
+def test_an_inconclusive_step_below_a_later_pass_does_not_stop_the_refinement() -> None:
+    server = Server({2.0: 37}, meets_up_to=5.0)  # noise: inconclusive at 2, passes at 4
+    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9, resolution=0.5)
+    assert [s.outcome for s in result.steps][:4] == [
+        StepOutcome.PASS, StepOutcome.INCONCLUSIVE, StepOutcome.PASS, StepOutcome.MISS]
+    assert len(result.steps) > 4 and result.bracket is not None
+    assert result.bracket == (4, pytest.approx(math.sqrt(32)))
+
+
+def test_an_inconclusive_bisection_step_ends_the_refinement() -> None:
+    server = Server({math.sqrt(32): 37}, meets_up_to=5.0)
+    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9)
+    assert result.bracket == (4, 8)
+    assert result.stopped.endswith("bisection ended at 5.66 req/s, inconclusive: 92.5% (37/40), "
+                                   "90% CI [81.7%, 97.9%] straddles 90%")
+
+
+def test_a_broken_window_concludes_nothing() -> None:
+    result = find_rate_capacity(Server(broken_at=4), start_rps=1, max_rps=100, target=0.9)
+    assert result.capacity_rps is None and result.bracket is None
+    assert result.error == ("the window at 4 req/s broke its rules: request 2 failed: HTTP 500; "
+                            "no capacity is concluded from a broken window")
+    assert result.steps[-1].outcome is StepOutcome.BROKEN
+
+
+def test_max_steps_and_bad_arguments() -> None:
+    result = find_rate_capacity(Server(), start_rps=1, max_rps=1e6, target=0.9, max_steps=3)
+    assert len(result.steps) == 3 and result.stopped == "stopped after 3 steps without a miss"
+    for kwargs, message in [
+        ({"start_rps": 0.0}, "start_rps must be a number above 0"),
+        ({"max_rps": 0.5}, "max_rps 0.5 is below start_rps 1"),
+        ({"growth": 1.0}, "growth must be a number above 1"),
+        ({"target": 1.5}, r"the attainment target must be a share in \(0, 1\]"),
+    ]:
+        args = {"start_rps": 1.0, "max_rps": 10.0, "target": 0.9, **kwargs}
+        with pytest.raises(ValueError, match=message):
+            find_rate_capacity(Server(), **args)  # type: ignore[arg-type]
+
+
+def test_step_line_and_record() -> None:
+    result = find_rate_capacity(Server(saturates_above=3.0), start_rps=2, max_rps=100, target=0.9,
+                                resolution=5)
+    line = step_line("smollm2-135m", 2, result.steps[1], 0.9)
+    assert line == ("rate sweep smollm2-135m: step 2, 4 req/s: SLO met by 100.0% (40/40), 90% CI "
+                    "[92.8%, 100.0%], 90% needed: saturated; achieved 3 of 4 req/s, "
+                    "40.0 tokens/s")
+    record = result.as_dict()
+    assert record["capacity_rps"] == 2 and record["bracket"] == [2, 4]
+    assert record["steps"][1]["outcome"] == "saturated"
+    assert record["steps"][0]["attainment"]["method"] == "clopper-pearson"
