@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_modelsweep.core.errors import DataError
-from pytest_modelsweep.store.sqlite import SCHEMA_VERSION, Store, check_store_file
+from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
+from pytest_modelsweep.store.sqlite import check_store_file
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 

@@ -7,8 +7,11 @@ and ``modelsweep … --help``. Pure: nothing here imports pytest.
 
 from __future__ import annotations
 
+from argparse import ArgumentTypeError
 from collections.abc import Callable
 from typing import Any
+
+from .store_location import StoreLocation, StoreLocationError, parse_store_location
 
 AddOption = Callable[..., Any]
 
@@ -22,9 +25,18 @@ def add_sweep_option(addoption: AddOption) -> None:
               help="sweep file (TOML), or a built-in sweep: embedded (default), tpu-v5e, vllm-cpu")
 
 
+def store_location_type(value: str) -> StoreLocation:
+    """``--store``'s ``type=``: a SQLite path, ``sqlite:///PATH`` or ``postgresql://…``."""
+    try:
+        return parse_store_location(value)
+    except StoreLocationError as error:  # argparse shows this message alone (no value echoed)
+        raise ArgumentTypeError(str(error)) from None
+
+
 def add_store_option(addoption: AddOption, default: str | None = None) -> None:
-    addoption("--store", default=default, metavar="PATH",
-              help=f"SQLite store of runs, measurements and items (default: {DEFAULT_STORE})")
+    addoption("--store", default=default, metavar="PATH|URL", type=store_location_type,
+              help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
+                   f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULT_STORE})")
 
 
 def add_regression_option(addoption: AddOption) -> None:
