@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .errors import ModelsweepError
 from .secrets import remember_secret
@@ -72,7 +72,7 @@ def parse_store_location(value: str | Path | StoreLocation) -> StoreLocation:
         return StoreLocation.file(value)
     text = value.strip()
     if not text:
-        raise StoreLocationError(f"--store: empty; give {FORMS}")
+        raise StoreLocationError(f"an empty store location; give {FORMS}")
     match = _SCHEME.match(text)
     if match is None:
         return StoreLocation.file(os.path.expanduser(text))
@@ -83,7 +83,7 @@ def parse_store_location(value: str | Path | StoreLocation) -> StoreLocation:
     if scheme in POSTGRES_SCHEMES:
         return _postgres_location(rest)
     raise StoreLocationError(
-        f"--store: {scheme}:// is not a store this version can use; give {FORMS}")
+        f"{scheme}:// is not a store this version can use; give {FORMS}")
 
 
 def _sqlite_location(rest: str) -> StoreLocation:
@@ -91,7 +91,7 @@ def _sqlite_location(rest: str) -> StoreLocation:
     path = rest[1:] if rest.startswith("/") else ""
     if not path or path == ":memory:" or "?" in path:
         raise StoreLocationError(
-            "--store: sqlite:// needs a file, written sqlite:///relative/path or "
+            "sqlite:// needs a file, written sqlite:///relative/path or "
             "sqlite:////absolute/path (an in-memory database keeps nothing across the "
             "run's processes; URL parameters are not taken)")
     return StoreLocation.file(os.path.expanduser(path))
@@ -109,11 +109,11 @@ def _postgres_location(rest: str) -> StoreLocation:
         parts.port
     except ValueError:
         raise StoreLocationError(
-            f"--store: {_without_password(url)}: the port is not a number; write "
+            f"{_without_password(url)}: the port is not a number; write "
             "postgresql://USER@HOST:PORT/DATABASE") from None
     if parts.path.count("/") > 1:
         raise StoreLocationError(
-            f"--store: {_without_password(url)}: a database name has no '/'; write "
+            f"{_without_password(url)}: a database name has no '/'; write "
             "postgresql://USER@HOST:PORT/DATABASE")
     return StoreLocation("postgresql", url=url)
 
@@ -125,4 +125,5 @@ def _without_password(url: str) -> str:
     netloc = f"{user}{at}{hostport}" if at else hostport
     query = urlencode([(k, "***" if k == "password" else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # by hand: urlunsplit drops the "//" of an empty host (postgresql:///db, host from PGHOST)
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")

@@ -143,7 +143,7 @@ class Store:
         """A database error while the schema was read or made, in one line."""
         from ..core.secrets import redact
 
-        reason = redact(" ".join(str(error.orig).split()))
+        reason = redact(str(error.orig).strip().splitlines()[0])  # not the statement after it
         if getattr(error.orig, "sqlstate", None) == "42501":  # insufficient_privilege
             return DataError(f"{self.location}: the user may not make the store's tables "
                              f"({reason}); grant it CREATE on the schema (GRANT CREATE ON "
