@@ -209,9 +209,10 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 
     counts = copy_store(Store(args.source, create=False), Store(args.target),
                         existing=args.existing)
-    print(f"copied {counts['runs']} runs ({counts['measurements']} measurements, "
-          f"{counts['items']} items, {counts['test_outcomes']} test outcomes, "
-          f"{counts['baselines']} baselines) from {args.source} into {args.target}")
+    what = [f"{counts[table]} {noun}{'' if counts[table] == 1 else 's'}" for table, noun in
+            (("runs", "run"), ("measurements", "measurement"), ("items", "item"),
+             ("test_outcomes", "test outcome"), ("baselines", "baseline"))]
+    print(f"copied {what[0]} ({', '.join(what[1:])}) from {args.source} into {args.target}")
     return 0
 
 
