@@ -80,7 +80,7 @@ class PostgresServer:
 
     def _run(self, *command: str) -> None:
         result = subprocess.run([*self._as_user, *command], capture_output=True, text=True,
-                                timeout=120, check=False)
+                                timeout=120, check=False, cwd=self.root)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed: {result.stdout}{result.stderr}")
 

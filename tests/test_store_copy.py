@@ -80,7 +80,7 @@ def test_a_history_moves_into_postgresql_and_back(
     # everything the commands read comes out of the database as out of the file
     run_id = str(before["runs"][-1][0])
     for command in (["runs"], ["report", run_id], ["compare", "main", run_id],
-                    ["report", "main"]):
+                    ["report", "main"], ["merge", run_id, "-o", "merged.json"]):
         from_file = modelsweep(*command, "--store", source, cwd=tmp_path)
         from_database = modelsweep(*command, "--store", postgres_url, cwd=tmp_path)
         assert from_file.returncode == from_database.returncode, from_database.stderr
