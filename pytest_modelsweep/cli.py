@@ -1,4 +1,4 @@
-"""The ``modelsweep`` command: provision the embedded default, list runs, print results, screen.
+"""The ``modelsweep`` command: provision, list models and runs, print results, screen, copy stores.
 
 It shares its option builders with the plugin (:mod:`pytest_modelsweep.options`:
 ``--sweep``, ``--store``, ``--fail-on-regression``) and reads the same store and
