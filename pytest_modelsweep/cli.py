@@ -1,4 +1,4 @@
-"""The ``modelsweep`` command: provision the embedded default, list runs, print results, screen.
+"""The ``modelsweep`` command: provision, list models and runs, print results, screen, copy stores.
 
 It shares its option builders, parsers and defaults with the plugin
 (:mod:`pytest_modelsweep.core.options`: ``--sweep``, ``--store``,
@@ -23,7 +23,9 @@ from .core.options import (
     add_regression_option,
     add_store_option,
     add_sweep_option,
+    store_location_type,
 )
+from .core.store_location import StoreLocation
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -55,12 +57,10 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List the runs in the store."""
-    from .store.sqlite import Store
+    from .store.database import Store
 
-    path = Path(args.store)
-    if not path.exists():  # anything there is checked by Store: a folder, a foreign file
-        raise ModelsweepError(f"{path}: no store there; run pytest benches first or pass --store")
-    for run in Store(path).runs():
+    # anything there is checked by Store: a folder, a foreign file, a server that is down
+    for run in Store(args.store, create=False).runs():
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
               f"{run['measurements']} measurements")
     return 0
@@ -84,35 +84,37 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _run_measurements(
+    store: StoreLocation, ref: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+    from .store.database import Store
     from .store.results import load_results
-    from .store.sqlite import Store
 
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
         data = load_results(path)
         return data.get("run", {}), list(data["measurements"])
-    store_file = Path(store_path)
-    if not store_file.exists():
-        raise ModelsweepError(f"{store_file}: no store there; pass --store or a results file")
-    store = Store(store_file)
-    run_id = store.baseline_run(ref) or ref
-    return store.run(run_id), store.measurements(run_id)
+    if store.path is not None and not store.path.exists():
+        raise ModelsweepError(f"{store}: no store there; pass --store or a results file")
+    opened = Store(store, create=False)
+    run_id = opened.baseline_run(ref) or ref
+    return opened.run(run_id), opened.measurements(run_id)
 
 
-def _baseline_side(store_path: str, ref: str) -> list[dict[str, Any]]:
+def _baseline_side(store: StoreLocation, ref: str) -> list[dict[str, Any]]:
     """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
     does); a run id or results file, that one run."""
     from .judging.gate import baseline_history
-    from .store.sqlite import Store
+    from .store.database import Store
 
     path = Path(ref)
-    if not (path.suffix == ".json" or path.is_file()) and Path(store_path).exists():
-        run_ids = Store(Path(store_path)).baseline_runs(ref)
+    if not (path.suffix == ".json" or path.is_file()) and (store.path is None
+                                                            or store.path.exists()):
+        run_ids = Store(store, create=False).baseline_runs(ref)
         if run_ids:
-            return baseline_history(_run_measurements(store_path, run_id)[1] for run_id in run_ids)
-    return _run_measurements(store_path, ref)[1]
+            return baseline_history(_run_measurements(store, run_id)[1] for run_id in run_ids)
+    return _run_measurements(store, ref)[1]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -195,6 +197,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_store_copy(args: argparse.Namespace) -> int:
+    """Copy a store's runs, items and baselines into another (SQLite to PostgreSQL and back)."""
+    from .store.copy import copy_store
+    from .store.database import Store
+
+    counts = copy_store(Store(args.source, create=False), Store(args.target),
+                        existing=args.existing)
+    what = [f"{counts[table]} {noun}{'' if counts[table] == 1 else 's'}" for table, noun in
+            (("runs", "run"), ("measurements", "measurement"), ("items", "item"),
+             ("test_outcomes", "test outcome"), ("baselines", "baseline"))]
+    print(f"copied {what[0]} ({', '.join(what[1:])}) from {args.source} into {args.target}")
+    return 0
+
+
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
     yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your "
@@ -242,6 +258,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
     add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("store", help="work on stores: store copy SRC DST")
+    store_sub = p.add_subparsers(dest="store_command", required=True)
+    p = store_sub.add_parser("copy", help=cmd_store_copy.__doc__,
+                             description=cmd_store_copy.__doc__)
+    forms = "a SQLite file, sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
+    p.add_argument("source", type=store_location_type, metavar="SRC",
+                   help=f"the store to copy from: {forms}")
+    p.add_argument("target", type=store_location_type, metavar="DST",
+                   help=f"the store to copy into (made when new): {forms}")
+    p.add_argument("--existing", choices=("refuse", "skip", "replace"), default="refuse",
+                   help="a run DST already holds: refuse the copy (default), skip it (keep "
+                        "DST's), or replace it with SRC's")
+    p.set_defaults(func=cmd_store_copy)
     sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
                                   "see modelsweep screen --help", add_help=False)
     return parser

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,7 +12,13 @@ from pathlib import Path
 # until used) plugin loads before any pytester run does.
 import numpy  # noqa: F401
 import pytest
+import sqlalchemy  # noqa: F401
 from paths import REAL_CACHE
+from postgres_server import PostgresServer, missing_reason
+from requirements import need
+
+with contextlib.suppress(ImportError):
+    import psycopg  # noqa: F401
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -48,3 +55,32 @@ def run_both_ways(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> 
     if request.param == "plain":
         return pytester.runpytest
     return lambda *args: pytester.runpytest_subprocess(*args, "-n", "2")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A private PostgreSQL server for the session (tests/postgres_server.py); without the
+    server programs or psycopg, a skip locally and a failure under CI=true."""
+    reason = missing_reason()
+    need(reason is None, reason or "")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        need(False, "psycopg is not installed: pip install -e '.[postgres]'")
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """``postgresql://…`` of a new empty database on the session's server."""
+    return postgres_server.url(postgres_server.create_database())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store's ``--store`` value, once per backend: a SQLite file, a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.sqlite")
+    return str(request.getfixturevalue("postgres_url"))

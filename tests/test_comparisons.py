@@ -19,7 +19,7 @@ from pytest_modelsweep.judging.comparisons import (
     ModelMeasurement,
     setting_text,
 )
-from pytest_modelsweep.store.sqlite import Store
+from pytest_modelsweep.store.database import Store
 
 RUN = "run-now"
 PROV = {"server_name": "s", "server_version": "1", "server_settings": {"total_slots": 4}}

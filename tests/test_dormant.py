@@ -35,7 +35,8 @@ import json, sys
 def pytest_unconfigure(config):
     watched = ["httpx", "numpy", "sqlite3", "pytest_modelsweep.pytest.state", "pytest_modelsweep.api.evaluation",
                "pytest_modelsweep.serving.pool", "pytest_modelsweep.core.stats",
-               "pytest_modelsweep.store.sqlite"]
+               "pytest_modelsweep.store.sqlite", "pytest_modelsweep.store.database",
+               "sqlalchemy", "psycopg"]
     if not hasattr(config, "workerinput"):
         with open("imported.json", "w") as out:
             json.dump([name for name in watched if name in sys.modules], out)

@@ -1,4 +1,4 @@
-"""Pairing guard and the SQLite store: refusals name both values; no row is lost."""
+"""Pairing guard and the store (SQLite and PostgreSQL): refusals name both values; no row is lost."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
+from stores import raw_sql
 
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.judging.pairing import (
@@ -13,7 +14,7 @@ from pytest_modelsweep.judging.pairing import (
     check_same_items,
     check_same_serving,
 )
-from pytest_modelsweep.store.sqlite import Store
+from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
 
 
 def prov(**overrides: object) -> dict:
@@ -64,8 +65,8 @@ def test_item_sets_must_match() -> None:
         check_same_items("a", [item("1", data_hash="x")], "b", [item("1", data_hash="y")])
 
 
-def test_store_reuses_only_matching_keys(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.sqlite")
+def test_store_reuses_only_matching_keys(store_at: str) -> None:
+    store = Store(store_at)
     store.add_run("r1", "embedded", {"started_at": "t"})
     store.add_item("r1", "m", "gsm8k", "key1", item("q1", prompt_hash="h1"))
     store.add_item("r1", "m", "gsm8k", "key1", item("q2", prompt_hash="h2"))
@@ -78,8 +79,8 @@ def test_store_reuses_only_matching_keys(tmp_path: Path) -> None:
     assert [r.item_id for r in store.run_items("r1", "m", "gsm8k")] == ["q1", "q2"]
 
 
-def test_store_measurements_and_latest_run(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.sqlite")
+def test_store_measurements_and_latest_run(store_at: str) -> None:
+    store = Store(store_at)
     for run in ("r1", "r2"):
         store.add_measurement(run, {"model": "m", "benchmark": "gsm8k", "value": 0.5,
                                     "unit": "accuracy", "n": 2, "test_id": "t"})
@@ -89,25 +90,31 @@ def test_store_measurements_and_latest_run(tmp_path: Path) -> None:
     assert store.latest_run_with("other", "gsm8k") is None
 
 
-def _write_items(path: str, worker: int, count: int) -> None:
-    store = Store(Path(path))
+def _write_items(store_at: str, worker: int, count: int) -> None:
+    store = Store(store_at)
     for i in range(count):
+        store.add_item("run", f"m{worker}", "gsm8k", "k", item(f"{worker}-{i}"))
+        # sent again (a retried write, a re-run): still one row
         store.add_item("run", f"m{worker}", "gsm8k", "k", item(f"{worker}-{i}"))
     store.close()
 
 
-def test_concurrent_writers_lose_no_rows(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared.sqlite")
-    Store(Path(path)).close()
+@pytest.mark.parametrize("made_first", [True, False], ids=["existing", "new"])
+def test_concurrent_writers_lose_no_rows(store_at: str, made_first: bool) -> None:
+    """Three processes write into one store, made before or by all of them at once."""
+    if made_first:
+        Store(store_at).close()
     ctx = multiprocessing.get_context("spawn")
-    workers = [ctx.Process(target=_write_items, args=(path, w, 150)) for w in range(3)]
+    workers = [ctx.Process(target=_write_items, args=(store_at, w, 150)) for w in range(3)]
     for w in workers:
         w.start()
     for w in workers:
-        w.join(60)
+        w.join(120)
         assert w.exitcode == 0
-    store = Store(Path(path))
+    store = Store(store_at)
     assert [len(store.run_items("run", f"m{w}", "gsm8k")) for w in range(3)] == [150, 150, 150]
+    assert raw_sql(store_at, "SELECT COUNT(*) FROM items", "SELECT COUNT(*) FROM run_items") == \
+        [[(450,)], [(450,)]]
 
 
 def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
@@ -120,8 +127,8 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     assert bad.read_bytes() == b"this is not sqlite" * 100
 
 
-def test_saving_a_baseline_again_adds_the_run_to_its_history(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
+def test_saving_a_baseline_again_adds_the_run_to_its_history(store_at: str) -> None:
+    store = Store(store_at)
     for i in range(7):
         history = store.save_baseline("main", f"r{i}", f"2024-01-0{i + 1}", keep=5)
     assert history == ["r2", "r3", "r4", "r5", "r6"]  # the newest 5, oldest first
@@ -131,23 +138,18 @@ def test_saving_a_baseline_again_adds_the_run_to_its_history(tmp_path: Path) -> 
 
 
 def test_a_store_of_the_old_schema_opens_with_its_baseline_as_the_first_history_entry(
-    tmp_path: Path,
+    store_at: str,
 ) -> None:
-    import sqlite3
-
-    path = tmp_path / "old.db"
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        INSERT INTO meta VALUES ('schema', '1');
-        CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL,
-                                saved_at TEXT NOT NULL);
-        INSERT INTO baselines VALUES ('main', 'old-run', '2024-01-01T00:00:00+00:00');
-    """)
-    db.commit()
-    db.close()
-    store = Store(path)
+    raw_sql(store_at,
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "INSERT INTO meta VALUES ('schema', '1')",
+            "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+            "saved_at TEXT NOT NULL)",
+            "INSERT INTO baselines VALUES ('main', 'old-run', '2024-01-01T00:00:00+00:00')")
+    store = Store(store_at)
+    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == \
+        [[(str(SCHEMA_VERSION),)]]  # upgraded on opening
     assert store.baseline_runs("main") == ["old-run"]
     assert store.save_baseline("main", "new-run", "2024-02-01") == ["old-run", "new-run"]
     store.close()
-    assert Store(path).baseline_runs("main") == ["old-run", "new-run"]  # reopening adds nothing
+    assert Store(store_at).baseline_runs("main") == ["old-run", "new-run"]  # reopening adds nothing

@@ -17,7 +17,7 @@ from pytest_modelsweep.data.gsm8k import Gsm8kProblem
 from pytest_modelsweep.scoring.bfcl import score_bfcl_response
 from pytest_modelsweep.scoring.gsm8k import score_gsm8k_response
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
-from pytest_modelsweep.store.sqlite import Store
+from pytest_modelsweep.store.database import Store
 from pytest_modelsweep.workloads.accuracy import run_accuracy
 from pytest_modelsweep.workloads.bfcl import build_bfcl_request
 from pytest_modelsweep.workloads.gsm8k import build_gsm8k_request

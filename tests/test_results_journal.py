@@ -1,4 +1,5 @@
-"""A run killed with SIGKILL keeps what it measured: the journal is read back by load_results and the CLI."""
+"""A run killed with SIGKILL keeps what it measured: the journal is read back by load_results and
+the CLI, and the store (a SQLite file or a PostgreSQL database) holds every measurement."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pytest_modelsweep
+from pytest_modelsweep.store.database import Store
 from pytest_modelsweep.store.results import load_results
 
 pytest_plugins = ("pytester",)
@@ -45,12 +47,12 @@ def test_never_reached():
 
 
 def test_journal_of_a_killed_run_is_read_back(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    store_at: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))  # this checkout's plugin in the subprocess
     pytester.makepyfile(KILLED_RUN)
     result = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly",
-                                           timeout=120)
+                                           "--store", store_at, timeout=120)
     assert result.ret == -signal.SIGKILL, result.outlines[-20:]
     results = pytester.path / "results.json"
     assert not results.exists()
@@ -78,3 +80,11 @@ def test_journal_of_a_killed_run_is_read_back(
     assert len(rows) == 2
     assert any("gemma3-270m" in row and "12.5" in row for row in rows), table.stdout
     assert any("smollm2-135m" in row and "30.2" in row for row in rows), table.stdout
+
+    stored = Store(store_at, create=False)
+    assert [(m["model"], m["value"]) for m in stored.measurements(data["run"]["run_id"])] == \
+        [(m["model"], m["value"]) for m in data["measurements"]]
+    runs = subprocess.run([sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store",
+                           store_at], capture_output=True, text=True, env=env, check=False)
+    assert runs.returncode == 0, runs.stderr
+    assert runs.stdout.startswith(data["run"]["run_id"]) and "2 measurements" in runs.stdout

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -13,8 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy
 from paths import REAL_CACHE, SHARED_DATA
 from requirements import SHARED_DATA_HINT, need
+from stores import raw_sql
+
+from pytest_modelsweep.core.store_location import parse_store_location
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,39 +25,40 @@ GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 LIMIT = 8
 
 
-def command(tmp: Path, store: Path, results: Path) -> list[str]:
+def command(tmp: Path, store: str, results: Path) -> list[str]:
     return [
         sys.executable, "-m", "pytest", str(ROOT / "benches" / "test_accuracy.py"),
         # the candidate alone: its verdict would have no reference to judge against
         "-m", "gsm8k and not verdict", "--model", "smollm2-135m", "--limit", str(LIMIT),
         "--gsm8k-max-tokens", "64", "--gsm8k-path", str(GSM8K),
-        "--store", str(store), "--modelsweep-dir", str(tmp / "work"),
+        "--store", store, "--modelsweep-dir", str(tmp / "work"),
         "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",
     ]
 
 
-def stored_items(store: Path) -> dict[str, str]:
-    with sqlite3.connect(store, timeout=30) as db:
-        return {item_id: record for item_id, record in
-                db.execute("SELECT item_id, record_json FROM items").fetchall()}
+def stored_items(store: str) -> dict[str, str]:
+    path = parse_store_location(store).path
+    if path is not None and not path.is_file():
+        return {}  # not made yet (and not to be made here)
+    return {str(item_id): str(record) for item_id, record in
+            raw_sql(store, "SELECT item_id, record_json FROM items")[0]}
 
 
-def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
+def test_sigkill_midway_then_resume(store_at: str, tmp_path: Path) -> None:
     need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
     env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
-    store = tmp_path / "store.sqlite"
+    store = store_at
     first = subprocess.Popen(command(tmp_path, store, tmp_path / "killed.json"), cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600
     done: dict[str, str] = {}
     while time.monotonic() < deadline and first.poll() is None:
-        if store.is_file():
-            try:
-                done = stored_items(store)
-            except sqlite3.OperationalError:
-                done = {}
-            if len(done) >= 3:
-                break
+        try:
+            done = stored_items(store)
+        except sqlalchemy.exc.DBAPIError:  # no tables yet
+            done = {}
+        if len(done) >= 3:
+            break
         time.sleep(0.2)
     assert first.poll() is None, "the run ended before it could be killed"
     os.kill(first.pid, signal.SIGKILL)
@@ -88,7 +92,8 @@ def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
         assert by_id[item_id] == json.loads(done[item_id])
 
     # An uninterrupted run in a fresh store sends the same requests for the same items.
-    fresh = subprocess.run(command(tmp_path, tmp_path / "fresh.sqlite", tmp_path / "fresh.json"),
+    fresh = subprocess.run(command(tmp_path, str(tmp_path / "fresh.sqlite"),
+                                   tmp_path / "fresh.json"),
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert fresh.returncode == 0, fresh.stdout[-3000:]
     uninterrupted = json.loads((tmp_path / "fresh.json").read_text())["measurements"][0]

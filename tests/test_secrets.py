@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from pathlib import Path
 
 import pytest
 from paths import write_sweep
+from postgres_server import ADMIN_PASSWORD
 from sse_server import SseServer
+from stores import all_text
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.core.errors import EndpointError
@@ -133,10 +136,20 @@ def test_boom(endpoint, modelsweep_run, model_name):
 """
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_no_secret_reaches_any_file_or_the_terminal(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    store: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """Keys and the store's database password: in no file, folder name, junit or traceback
+    (``-l`` shows the fixtures' reprs), nor in the run's args or the store itself."""
     monkeypatch.setenv("OPENAI_API_KEY", ENV_SECRET)
+    store_args: list[str] = []
+    secrets = [URL_SECRET, ENV_SECRET]
+    if store == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+        store_args = ["--store", url]
+        secrets.append(ADMIN_PASSWORD)
     pytester.makepyfile(test_accuracy=(ROOT / "benches" / "test_accuracy.py").read_text(),
                         test_failing=FAILING)
     data = pytester.path / "gsm8k"
@@ -152,7 +165,8 @@ def test_no_secret_reaches_any_file_or_the_terminal(
             "--html", "r.html", "--self-contained-html",
             "-p", "no:cacheprovider", "--gsm8k-max-tokens", "4",
             f"--endpoint=gemma3-270m=http://user:{URL_SECRET}@{netloc}",
-            f"--endpoint=smollm2-135m={env_server.base_url}", timeout=120,
+            f"--endpoint=smollm2-135m={env_server.base_url}", "--junitxml", "junit.xml",
+            *store_args, timeout=120,
         )
     out = result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=2, passed=3)  # the two gsm8k tests and the candidate's verdict
@@ -163,9 +177,18 @@ def test_no_secret_reaches_any_file_or_the_terminal(
     files = [p for p in pytester.path.rglob("*") if p.is_file()]
     assert (pytester.path / "r.json").is_file() and (pytester.path / "r.md").is_file()
     assert "RunState(" in (pytester.path / "r.html").read_text()  # the reprs reached the HTML
-    assert any(p.suffix == ".sqlite" for p in files)
-    for secret in (URL_SECRET, ENV_SECRET):
+    assert (pytester.path / "junit.xml").is_file()
+    assert any(p.suffix == ".sqlite" for p in files) == (store == "sqlite")
+    stored = all_text(store_args[1] if store_args else str(pytester.path / "work/store.sqlite"))
+    assert "gsm8k" in stored  # the store holds the run
+    for secret in secrets:
         assert secret not in out
         leaks = [str(p) for p in files if secret.encode() in p.read_bytes()]
         assert leaks == []
+        assert not [p for p in pytester.path.rglob("*") if secret in str(p)]
+        assert secret not in stored
     assert "http://***@" in (pytester.path / "r.json").read_text()
+    if store == "postgresql":
+        args = json.loads((pytester.path / "r.json").read_text())["run"]["args"]
+        assert "postgresql://***@127.0.0.1" in " ".join(args)
+        assert not [p for p in pytester.path.rglob("*") if "postgresql" in p.name]

@@ -1,4 +1,5 @@
-"""The store is checked before it is opened: a bad ``--store`` is one line, and foreign files stay as they were."""
+"""The store is checked before it is opened: a bad ``--store`` (a file, a database, a URL) is one
+line naming the fix, and foreign files stay as they were."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from postgres_server import ADMIN, ADMIN_PASSWORD, PostgresServer, free_port
+from stores import raw_sql
 
 from pytest_modelsweep.core.errors import DataError
-from pytest_modelsweep.store.sqlite import SCHEMA_VERSION, Store, check_store_file
+from pytest_modelsweep.core.secrets import redact
+from pytest_modelsweep.core.store_location import parse_store_location
+from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
+from pytest_modelsweep.store.sqlite import check_store_file
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 
@@ -151,13 +158,14 @@ def test_new_files_become_stores(kind: str, tmp_path: Path) -> None:
     assert check_store_file(path) == "store"
 
 
-def test_own_store_reopens_and_keeps_its_runs(tmp_path: Path) -> None:
-    path = tmp_path / "store.sqlite"
-    store = Store(path)
+def test_own_store_reopens_and_keeps_its_runs(store_at: str) -> None:
+    store = Store(store_at)
     store.add_run("r1", "embedded", {"started_at": "2025-01-01"})
+    store.add_run("r1", "embedded", {"started_at": "sent again"})  # a run is recorded once
     store.close()
-    again = Store(path)
-    assert [r["run_id"] for r in again.runs()] == ["r1"]
+    again = Store(store_at, create=False)
+    assert again.runs() == [{"run_id": "r1", "started_at": "2025-01-01", "sweep_name": "embedded",
+                             "measurements": 0}]
     again.close()
 
 
@@ -228,3 +236,196 @@ def test_read_only_mode_is_refused_by_its_bits(tmp_path: Path) -> None:
     path.chmod(0o644)
     with pytest.raises(DataError, match="not a pytest-modelsweep store"):
         check_store_file(path)
+
+
+# -- a PostgreSQL database as the store ------------------------------------------------------
+# Each bad --store postgresql://…: how to make it (from the session's server), and its line.
+BAD_DATABASES: dict[str, tuple[Callable[[PostgresServer], str], str]] = {
+    "server-down": (
+        lambda server: server.url("x").replace(f":{server.port}/", f":{free_port()}/"),
+        "{shown}: no PostgreSQL server answers at 127.0.0.1:{port} (connection refused); start "
+        "it, or fix the host and port in --store (or PGHOST, PGPORT)",
+    ),
+    "wrong-password": (
+        lambda server: server.url(server.create_database(), password="not-the-password"),
+        "{shown}: the server 127.0.0.1:{port} refused the password of user "
+        f"'{ADMIN}'; fix the password in --store, PGPASSWORD or PGPASSFILE",
+    ),
+    "no-password": (
+        lambda server: server.url(server.create_database(), password=None),
+        "{shown}: the server 127.0.0.1:{port} wants a password; put it in PGPASSWORD, "
+        "PGPASSFILE or the URL (postgresql://USER:PASSWORD@HOST/DB)",
+    ),
+    "missing-database": (
+        lambda server: server.url("no_such_db"),
+        "{shown}: the server 127.0.0.1:{port} has no database 'no_such_db'; create it "
+        "(createdb no_such_db) or fix the database in --store",
+    ),
+    "newer-schema": (
+        lambda server: newer_database(server),
+        "{shown}: a store of schema version " + str(SCHEMA_VERSION + 1) + ", newer than this "
+        "pytest-modelsweep's (" + str(SCHEMA_VERSION) + "); upgrade pytest-modelsweep or pass "
+        "--store with another database",
+    ),
+    "foreign-tables": (
+        lambda server: foreign_tables(server),
+        "{shown}: the database has tables named like the store's (items, runs) but no meta "
+        "table with a schema key; pass --store with another database, or give the store a "
+        "schema of its own (?options=-csearch_path%3Dmodelsweep)",
+    ),
+    "may-not-create-tables": (
+        lambda server: unprivileged_user(server),
+        "{shown}: the user may not make the store's tables (permission denied for schema "
+        "public); grant it CREATE on the schema (GRANT CREATE ON "
+        "SCHEMA public TO USER) or use a database it owns",
+    ),
+}
+
+
+def newer_database(server: PostgresServer) -> str:
+    url = server.url(server.create_database())
+    raw_sql(url, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            f"INSERT INTO meta VALUES ('schema', '{SCHEMA_VERSION + 1}')")
+    return url
+
+
+def foreign_tables(server: PostgresServer) -> str:
+    url = server.url(server.create_database())
+    raw_sql(url, "CREATE TABLE runs (what TEXT)", "CREATE TABLE items (what TEXT)",
+            "CREATE TABLE people (name TEXT)")
+    return url
+
+
+def unprivileged_user(server: PostgresServer) -> str:
+    """A user that may connect but not create tables (PostgreSQL 15's default on public)."""
+    database = server.create_database()
+    user = f"reader_{database}"
+    server.admin_sql(f"CREATE ROLE {user} LOGIN PASSWORD 'reader-pw-5521'")
+    return server.url(database, user=user, password="reader-pw-5521")
+
+
+def bad_database(kind: str, server: PostgresServer) -> tuple[str, str]:
+    """The --store URL of a bad kind and the one line it must give."""
+    url = BAD_DATABASES[kind][0](server)
+    location = parse_store_location(url)
+    port = urlsplit(url).port
+    return url, BAD_DATABASES[kind][1].format(shown=location.shown, port=port)
+
+
+@pytest.fixture
+def no_pg_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No password from the environment: only the URL's counts."""
+    for name in ("PGPASSWORD", "PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGSERVICE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-passfile"))
+
+
+@pytest.mark.parametrize("kind", list(BAD_DATABASES))
+def test_bad_database_is_refused_with_the_reason_and_the_fix(
+    kind: str, postgres_server: PostgresServer, no_pg_environment: None,
+) -> None:
+    url, line = bad_database(kind, postgres_server)
+    with pytest.raises(DataError) as info:
+        Store(url)
+    assert str(info.value) == line
+    assert ADMIN_PASSWORD not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["server-down", "wrong-password", "missing-database",
+                                  "newer-schema"])
+def test_bad_database_is_one_usage_error_line_before_any_test(
+    kind: str, postgres_server: PostgresServer, no_pg_environment: None,
+    pytester: pytest.Pytester, run_both_ways: RunPytest,
+) -> None:
+    pytester.makepyfile(
+        "def test_x(model_name):\n    raise AssertionError('no test may run')\n"
+    )
+    url, line = bad_database(kind, postgres_server)
+    result = run_both_ways("--store", url)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {line}" in result.stderr.lines
+    output = "\n".join(result.outlines + result.errlines)
+    assert "Traceback" not in output and "no test may run" not in output
+    assert ADMIN_PASSWORD not in output and "not-the-password" not in output
+    assert not [p for p in pytester.path.rglob("*") if "postgresql" in p.name]
+
+
+@pytest.mark.parametrize("kind", ["server-down", "wrong-password", "missing-database"])
+def test_cli_prints_the_same_line_for_a_database(
+    kind: str, postgres_server: PostgresServer, no_pg_environment: None, tmp_path: Path,
+) -> None:
+    url, line = bad_database(kind, postgres_server)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store", url],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"modelsweep: error: {line}"]
+
+
+def test_reading_commands_do_not_make_a_store_in_an_empty_database(postgres_url: str) -> None:
+    with pytest.raises(DataError) as info:
+        Store(postgres_url, create=False)
+    shown = parse_store_location(postgres_url).shown
+    assert str(info.value) == (f"{shown}: no store in that database yet; run pytest benches "
+                               f"with --store {shown} first")
+    assert raw_sql(postgres_url, "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'") \
+        == [[(0,)]]
+
+
+def test_credentials_from_the_pg_environment(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """A URL without them: user, password, host and port from PG* variables, or PGPASSFILE."""
+    database = postgres_server.create_database()
+    for name in ("PGPASSWORD", "PGPASSFILE", "PGDATABASE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PGHOST", "127.0.0.1")
+    monkeypatch.setenv("PGPORT", str(postgres_server.port))
+    monkeypatch.setenv("PGUSER", ADMIN)
+    monkeypatch.setenv("PGPASSWORD", ADMIN_PASSWORD)
+    store = Store(f"postgresql:///{database}")
+    store.add_run("r1", "embedded", {"started_at": "t"})
+    store.close()
+    monkeypatch.delenv("PGPASSWORD")
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"127.0.0.1:{postgres_server.port}:*:{ADMIN}:{ADMIN_PASSWORD}\n")
+    passfile.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    assert [r["run_id"] for r in Store(f"postgresql:///{database}").runs()] == ["r1"]
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    ("mysql://u:pw@h/db", "mysql:// is not a store this version can use; give a file path "
+                          "(SQLite), sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"),
+    ("sqlite://", "sqlite:// needs a file, written sqlite:///relative/path or "
+                  "sqlite:////absolute/path (an in-memory database keeps nothing across the "
+                  "run's processes; URL parameters are not taken)"),
+    ("postgresql://u:pw-77@h:port/db", "postgresql://u@h:port/db: the port is not a number; "
+                                       "write postgresql://USER@HOST:PORT/DATABASE"),
+])
+def test_a_store_value_of_no_known_form_is_a_usage_error(
+    value: str, line: str, pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_x(model_name):\n    raise AssertionError('no test may run')\n")
+    result = pytester.runpytest("--store", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(err.endswith(f": error: argument --store: {line}") for err in result.stderr.lines)
+    assert "pw-77" not in "\n".join(result.outlines + result.errlines)
+
+
+@pytest.mark.parametrize(("value", "kind", "shown"), [
+    ("runs/store.sqlite", "sqlite", "runs/store.sqlite"),
+    ("sqlite:///runs/store.sqlite", "sqlite", "runs/store.sqlite"),
+    ("sqlite:////tmp/store.sqlite", "sqlite", "/tmp/store.sqlite"),
+    ("postgresql://bench:pw-3391@127.0.0.1:5432/sweep", "postgresql",
+     "postgresql://bench@127.0.0.1:5432/sweep"),
+    ("postgres://bench@db/sweep?password=pw-3391&sslmode=require", "postgresql",
+     "postgresql://bench@db/sweep?password=***&sslmode=require"),
+    ("postgresql+psycopg:///sweep", "postgresql", "postgresql:///sweep"),
+])
+def test_the_store_value_is_told_by_its_form(value: str, kind: str, shown: str) -> None:
+    location = parse_store_location(value)
+    assert (location.kind, location.shown) == (kind, shown)
+    assert "pw-3391" not in repr(location) + str(location)
+    assert "pw-3391" not in redact(f"--store={value}")

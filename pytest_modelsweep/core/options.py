@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from .slo import Slo
 
+from .store_location import StoreLocation, StoreLocationError, parse_store_location
+
 AddOption = Callable[..., Any]
 T = TypeVar("T")
 
@@ -190,9 +192,18 @@ def add_sweep_option(addoption: AddOption) -> None:
                    f"(default: {DEFAULTS.sweep})")
 
 
+def store_location_type(value: str) -> StoreLocation:
+    """``--store``'s ``type=``: a SQLite path, ``sqlite:///PATH`` or ``postgresql://…``."""
+    try:
+        return parse_store_location(value)
+    except StoreLocationError as error:  # argparse shows this message alone (no value echoed)
+        raise ArgumentTypeError(str(error)) from None
+
+
 def add_store_option(addoption: AddOption, default: str | None = None) -> None:
-    addoption("--store", default=default, metavar="PATH",
-              help=f"SQLite store of runs, measurements and items (default: {DEFAULTS.store})")
+    addoption("--store", default=default, metavar="PATH|URL", type=store_location_type,
+              help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
+                   f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULTS.store})")
 
 
 def add_regression_option(addoption: AddOption) -> None:

@@ -17,6 +17,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 __all__ = ["Credentials", "auth_headers", "redact", "split_credentials", "wants_key_message"]
 
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]*)@")
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#\s]*")
+"""A ``password=`` URL parameter (libpq takes one in a ``postgresql://`` URL)."""
 _MARK = "***"
 
 # Secrets seen in this process (keys from the environment, URL passwords): also
@@ -31,8 +33,10 @@ def remember_secret(secret: str | None) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` with URL credentials (``user:pass@``) and every known key replaced by ``***``."""
+    """``text`` with URL credentials (``user:pass@``, ``?password=``) and every known key
+    replaced by ``***``."""
     out = _USERINFO.sub(lambda m: f"{m.group('scheme')}{_MARK}@", text)
+    out = _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}{_MARK}", out)
     for secret in sorted(_KNOWN, key=len, reverse=True):
         out = out.replace(secret, _MARK)
     return out

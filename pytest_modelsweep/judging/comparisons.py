@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from ..core.records import ItemRecord
-from ..store.sqlite import Store
+from ..store.database import Store
 
 ComparisonKind = Literal["accuracy", "throughput", "capacity"]
 """What a comparison compares: item scores (accuracy), measured rates (throughput) or

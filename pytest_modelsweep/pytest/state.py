@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.settings import BenchSettings as BenchSettings
+from ..core.store_location import StoreLocation
 from ..core.sweep import Selection, Sweep, load_sweep, parse_endpoint_option
+from ..store.database import Store
 from ..store.results import ResultsWriter
-from ..store.sqlite import Store
 
 if TYPE_CHECKING:
     from ..core.cost import Pricing
@@ -42,7 +43,8 @@ class Options:
     endpoints: list[str]
     results: str | None
     workdir: str | None
-    store: str | None
+    store: StoreLocation | None
+    """``--store``; None: ``store.sqlite`` in the work folder."""
     gsm8k_path: str | None
     bfcl_path: str | None
     margin: float | None
@@ -196,14 +198,15 @@ class RunState:
         return Path(self.options.results) if self.options.results else self.run_dir / "results.json"
 
     @property
-    def store_path(self) -> Path:
-        return Path(self.options.store) if self.options.store else self.workdir / "store.sqlite"
+    def store_location(self) -> StoreLocation:
+        return self.options.store or StoreLocation.file(self.workdir / "store.sqlite")
 
     @property
     def store(self) -> Store:
-        """The SQLite store every process of the run shares (items, measurements)."""
+        """The store every process of the run shares (items, measurements): a SQLite file
+        or a PostgreSQL database."""
         if self._store is None:
-            self._store = Store(self.store_path)
+            self._store = Store(self.store_location)
         return self._store
 
     @cached_property
@@ -285,7 +288,7 @@ class RunState:
             return list(load_results(path)["measurements"])
         known = ", ".join(self.store.baselines()) or "none saved yet"
         raise DataError(
-            f"--baseline {name!r}: no such baseline in {self.store_path} ({known}) and no "
+            f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and no "
             "results file there; save one with --save-baseline NAME"
         )
 

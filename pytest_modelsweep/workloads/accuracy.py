@@ -11,7 +11,7 @@ from ..client import Guard, run_post_requests
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from ..core.records import ApiRequest, Completion, ItemRecord
 from ..serving.endpoint import Endpoint
-from ..store.sqlite import Store
+from ..store.database import Store
 
 ItemT = TypeVar("ItemT")
 Score = Callable[[ItemT, ApiRequest, Completion], ItemRecord]

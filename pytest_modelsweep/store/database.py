@@ -1,0 +1,431 @@
+"""The store: runs, measurements and per-item records in a database, written as they complete.
+
+A SQLite file (``.modelsweep/store.sqlite`` by default) or a PostgreSQL database
+(``--store postgresql://…``), chosen by the :class:`~pytest_modelsweep.core.store_location.StoreLocation`;
+the same tables (:mod:`~pytest_modelsweep.store.schema`) and the same statements
+(SQLAlchemy Core) serve both. Every process of a run — xdist workers, runs on
+other hosts against one PostgreSQL database — writes into it: each item is
+committed the moment it is scored, so a ``kill -9`` loses nothing that had
+completed, and writes are idempotent (an item sent again replaces its row, a run
+or an endpoint recorded again stays one row).
+
+Items are keyed by what their answer depends on: the model's serving key
+(server, version, image, serving flags, model file or revision — see
+:func:`~pytest_modelsweep.serving.endpoint.model_serving_key`), the benchmark,
+the item id and the prompt hash. A re-run with the same key reuses a stored
+item without sending its request; a change of any of them misses exactly the
+items it touches. ``run_items`` links each run to the items it used (sent or
+reused), which is what verdicts pair.
+
+Everything here is a :class:`~pytest_modelsweep.core.errors.DataError` with the
+fix when the store cannot be used: a bad file (:mod:`~pytest_modelsweep.store.sqlite`),
+a server that is down, a refused password, a missing database
+(:mod:`~pytest_modelsweep.store.postgres`), a store of a newer schema.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from ..core.errors import DataError
+from ..core.records import ItemRecord
+from ..core.store_location import StoreLocation, parse_store_location
+from .schema import (
+    BASELINE_HISTORY,
+    BASELINE_RUNS,
+    BASELINES,
+    ENDPOINTS,
+    ITEMS,
+    MEASUREMENTS,
+    META,
+    RUN_ITEMS,
+    RUNS,
+    SCHEMA_VERSION,
+    TEST_OUTCOMES,
+    UPGRADES,
+    insert_ignore,
+    metadata,
+    newer_schema_message,
+    upsert,
+)
+from .sqlite import FIX_NEW_FILE, WRITE_OPTION, check_store_file, is_lock_error, sqlite_engine
+
+__all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
+
+_SCHEMA_LOCK = 0x6D6F64656C737765  # "modelswe": PostgreSQL's advisory lock while a schema is made
+_FIX_OTHER_DATABASE = ("pass --store with another database, or give the store a schema of its "
+                       "own (?options=-csearch_path%3Dmodelsweep)")
+
+
+class Store:
+    """A store; safe to share between threads of a process and between processes (and hosts).
+
+    ``location``: a path (SQLite) or a :class:`StoreLocation` / ``--store`` value.
+    ``create=False`` (the ``modelsweep`` commands that read): a store that is not
+    there yet is a DataError instead of a new empty store.
+    """
+
+    def __init__(self, location: StoreLocation | Path | str, *, busy_timeout_s: float = 60.0,
+                 create: bool = True) -> None:
+        self.location = parse_store_location(location)
+        self.path: Path | str = self.location.path or self.location.shown
+        """Where the store is, as messages name it (a PostgreSQL URL without its password)."""
+        self._lock = threading.Lock()
+        if self.location.path is not None:
+            self._engine = self._open_sqlite(self.location.path, busy_timeout_s, create)
+        else:
+            self._engine = self._open_postgres(create)
+        self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._engine.dialect.name
+
+    # -- opening ---------------------------------------------------------------
+    def _open_sqlite(self, path: Path, busy_timeout_s: float, create: bool) -> Engine:
+        """Check the file (:func:`check_store_file`), then connect and make or upgrade the
+        schema; retry while another process holds a lock."""
+        if not create and not path.exists() and not path.is_symlink():
+            raise DataError(f"{path}: no store there; run pytest benches first or pass --store")
+        deadline = time.monotonic() + busy_timeout_s
+        while True:
+            engine: Engine | None = None
+            try:
+                check_store_file(path, busy_timeout_s=busy_timeout_s)
+                engine = sqlite_engine(path, busy_timeout_s)
+                self._ensure_schema(engine, create=True)
+                return engine
+            except BaseException as error:
+                if engine is not None:
+                    engine.dispose()
+                if not isinstance(error, (sqlite3.Error, OperationalError)):
+                    raise
+                exc = error.orig if isinstance(error, OperationalError) else error
+                if not isinstance(exc, sqlite3.Error) or not is_lock_error(exc):
+                    raise DataError(
+                        f"{path}: cannot use it as the store ({exc}); {FIX_NEW_FILE}") from None
+                # A new store opened by the controller and xdist workers at once: switching
+                # to WAL can report "locked" without waiting; the other process finishes soon.
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise DataError(f"{path}: the store stayed locked ({exc}); is another run "
+                                "holding it?") from None
+
+    def _open_postgres(self, create: bool) -> Engine:
+        from .postgres import connect_error, postgres_engine
+
+        engine = postgres_engine(self.location)
+        try:
+            self._ensure_schema(engine, create=create)
+        except DBAPIError as error:
+            engine.dispose()
+            if getattr(error.orig, "sqlstate", None) is None:  # libpq's, before any query ran
+                raise connect_error(self.location, str(error.orig)) from None
+            raise self._refusal(error) from None
+        except BaseException:
+            engine.dispose()
+            raise
+        return engine
+
+    def _refusal(self, error: DBAPIError) -> DataError:
+        """A database error while the schema was read or made, in one line."""
+        from ..core.secrets import redact
+
+        reason = redact(str(error.orig).strip().splitlines()[0])  # not the statement after it
+        if getattr(error.orig, "sqlstate", None) == "42501":  # insufficient_privilege
+            return DataError(f"{self.location}: the user may not make the store's tables "
+                             f"({reason}); grant it CREATE on the schema (GRANT CREATE ON "
+                             "SCHEMA public TO USER) or use a database it owns")
+        return DataError(f"{self.location}: cannot use it as the store ({reason})")
+
+    def _ensure_schema(self, engine: Engine, *, create: bool) -> None:
+        """Make the tables of a new store, upgrade an older one, refuse a newer or foreign one.
+
+        The common case (the current version) only reads; the rest happens in one
+        write transaction that other processes opening the store wait for.
+        """
+        with engine.connect() as conn:
+            version = _schema_version(conn, self.location)
+        if version == SCHEMA_VERSION:
+            return
+        if version is None and not create:
+            raise DataError(f"{self.location}: no store in that database yet; run pytest "
+                            f"benches with --store {self.location} first")
+        with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
+            dialect = conn.dialect.name
+            if dialect == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
+            version = _schema_version(conn, self.location)
+            if version is not None and version > SCHEMA_VERSION:
+                fix = ("pass --store with a new file name" if dialect == "sqlite"
+                       else "pass --store with another database")
+                raise DataError(newer_schema_message(self.location, version, fix))
+            if version is None:
+                ours = sorted(set(inspect(conn).get_table_names()) & set(metadata.tables))
+                if ours:
+                    raise DataError(
+                        f"{self.location}: the database has tables named like the store's "
+                        f"({', '.join(ours)}) but no meta table with a schema key; "
+                        f"{_FIX_OTHER_DATABASE}")
+            metadata.create_all(conn)
+            for step in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
+                UPGRADES[step](conn, dialect)
+            conn.execute(upsert(dialect, META, ("key",), ("value",)).values(
+                key="schema", value=str(SCHEMA_VERSION)))
+
+    # -- transactions ----------------------------------------------------------
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """One write transaction (committed on leaving, rolled back on an exception)."""
+        with self._lock, self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        with self._lock, self._engine.connect() as conn:
+            yield conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._engine.dispose()
+
+    # -- writing ---------------------------------------------------------------
+    def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any]) -> None:
+        with self.writing() as db:
+            db.execute(insert_ignore(self.dialect, RUNS).values(
+                run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
+                run_json=json.dumps(run)))
+
+    def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
+        with self.writing() as db:
+            db.execute(upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",))
+                       .values(run_id=run_id, model=model, provenance_json=json.dumps(provenance)))
+
+    def add_measurement(self, run_id: str, measurement: dict[str, Any]) -> None:
+        with self.writing() as db:
+            db.execute(MEASUREMENTS.insert().values(
+                run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
+                test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
+                unit=measurement["unit"], n=int(measurement["n"]),
+                outcome=measurement.get("outcome"), measurement_json=json.dumps(measurement)))
+
+    def add_item(
+        self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
+        *, reused: bool = False,
+    ) -> None:
+        """Commit one scored item (and its link to this run) immediately; sent again, it
+        replaces its row."""
+        with self.writing() as db:
+            if not reused:
+                db.execute(upsert(self.dialect, ITEMS,
+                                  ("serving_key", "benchmark", "item_id", "prompt_hash"),
+                                  ("model", "record_json", "first_run_id")).values(
+                    serving_key=serving_key, benchmark=benchmark, item_id=record.item_id,
+                    prompt_hash=record.prompt_hash, model=model,
+                    record_json=json.dumps(record.to_dict()), first_run_id=run_id))
+            db.execute(upsert(self.dialect, RUN_ITEMS, ("run_id", "model", "benchmark", "item_id"),
+                              ("serving_key", "prompt_hash", "reused")).values(
+                run_id=run_id, model=model, benchmark=benchmark, item_id=record.item_id,
+                serving_key=serving_key, prompt_hash=record.prompt_hash, reused=int(reused)))
+
+    def update_item(self, serving_key: str, benchmark: str, record: ItemRecord) -> None:
+        """Replace a stored item's record (its answer scored again by a changed scorer)."""
+        with self.writing() as db:
+            db.execute(update(ITEMS).where(
+                ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark,
+                ITEMS.c.item_id == record.item_id, ITEMS.c.prompt_hash == record.prompt_hash,
+            ).values(record_json=json.dumps(record.to_dict())))
+
+    def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
+        """A finished test of the run (so that others stop waiting for its results)."""
+        with self.writing() as db:
+            db.execute(upsert(self.dialect, TEST_OUTCOMES, ("run_id", "test_id"), ("outcome",))
+                       .values(run_id=run_id, test_id=test_id, outcome=outcome))
+
+    def outcome_of(self, run_id: str, test_id: str) -> str | None:
+        with self.reading() as db:
+            value = db.execute(select(TEST_OUTCOMES.c.outcome).where(
+                TEST_OUTCOMES.c.run_id == run_id, TEST_OUTCOMES.c.test_id == test_id)).scalar()
+        return None if value is None else str(value)
+
+    def save_baseline(self, name: str, run_id: str, saved_at: str, *,
+                      keep: int = BASELINE_HISTORY) -> list[str]:
+        """Add a run to baseline ``name``'s history (keeping the newest ``keep`` runs).
+
+        ``baselines`` keeps pointing at the newest run (what a store reader of before
+        the history reads); ``baseline_runs`` holds the history. Returns the history,
+        oldest first.
+        """
+        if keep < 1:
+            raise ValueError(f"a baseline keeps at least 1 run, got {keep!r}")
+        with self.writing() as db:
+            db.execute(upsert(self.dialect, BASELINES, ("name",), ("run_id", "saved_at"))
+                       .values(name=name, run_id=run_id, saved_at=saved_at))
+            db.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name,
+                                                   BASELINE_RUNS.c.run_id == run_id))
+            db.execute(insert_ignore(self.dialect, BASELINE_RUNS).values(
+                name=name, run_id=run_id, saved_at=saved_at))
+            newest = (select(BASELINE_RUNS.c.seq).where(BASELINE_RUNS.c.name == name)
+                      .order_by(BASELINE_RUNS.c.seq.desc()).limit(keep))
+            db.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name,
+                                                   BASELINE_RUNS.c.seq.not_in(newest)))
+        return self.baseline_runs(name)
+
+    # -- reading ---------------------------------------------------------------
+    def baseline_run(self, name: str) -> str | None:
+        with self.reading() as db:
+            value = db.execute(select(BASELINES.c.run_id).where(BASELINES.c.name == name)).scalar()
+        return None if value is None else str(value)
+
+    def baseline_runs(self, name: str) -> list[str]:
+        """The runs of baseline ``name``, oldest first (empty when there is no such baseline).
+
+        A store written before baselines had a history gives its one run (schema
+        version 1 is upgraded so when it is opened)."""
+        with self.reading() as db:
+            rows = db.execute(select(BASELINE_RUNS.c.run_id).where(BASELINE_RUNS.c.name == name)
+                              .order_by(BASELINE_RUNS.c.seq)).scalars().all()
+        return [str(run_id) for run_id in rows]
+
+    def baselines(self) -> dict[str, str]:
+        with self.reading() as db:
+            rows = db.execute(select(BASELINES.c.name, BASELINES.c.run_id)
+                              .order_by(BASELINES.c.name)).all()
+        return {str(name): str(run_id) for name, run_id in rows}
+
+    def stored_items(
+        self, serving_key: str, benchmark: str, keys: Iterable[tuple[str, str]]
+    ) -> dict[str, ItemRecord]:
+        """Stored records for ``(item_id, prompt_hash)`` pairs under one serving key."""
+        wanted = dict(keys)
+        found: dict[str, ItemRecord] = {}
+        with self.reading() as db:
+            rows = db.execute(select(ITEMS.c.item_id, ITEMS.c.prompt_hash, ITEMS.c.record_json)
+                              .where(ITEMS.c.serving_key == serving_key,
+                                     ITEMS.c.benchmark == benchmark)).all()
+        for item_id, prompt_hash, record_json in rows:
+            if wanted.get(item_id) == prompt_hash:
+                found[item_id] = ItemRecord.from_dict(json.loads(record_json))
+        return found
+
+    def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
+        """The items a run used for one model and benchmark (sent or reused)."""
+        r, i = RUN_ITEMS, ITEMS
+        with self.reading() as db:
+            rows = db.execute(
+                select(i.c.record_json).select_from(r.join(i, (i.c.serving_key == r.c.serving_key)
+                                                           & (i.c.benchmark == r.c.benchmark)
+                                                           & (i.c.item_id == r.c.item_id)
+                                                           & (i.c.prompt_hash == r.c.prompt_hash)))
+                .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)
+                .order_by(r.c.item_id)).scalars().all()
+        return [ItemRecord.from_dict(json.loads(row)) for row in rows]
+
+    def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
+        with self.reading() as db:
+            value = db.execute(select(ENDPOINTS.c.provenance_json).where(
+                ENDPOINTS.c.run_id == run_id, ENDPOINTS.c.model == model)).scalar()
+        return None if value is None else dict(json.loads(value))
+
+    def measurement_of(self, run_id: str, model: str, benchmark: str) -> dict[str, Any] | None:
+        """The latest measurement of a model on a benchmark in a run, if recorded."""
+        found = self._measurement_rows(run_id, model, benchmark, newest_first=True, limit=1)
+        return found[0] if found else None
+
+    def measurements_of(self, run_id: str, model: str, benchmark: str) -> list[dict[str, Any]]:
+        """Every measurement of a model on a benchmark in a run, in recording order."""
+        return self._measurement_rows(run_id, model, benchmark, newest_first=False, limit=None)
+
+    def _measurement_rows(self, run_id: str, model: str, benchmark: str, *,
+                          newest_first: bool, limit: int | None) -> list[dict[str, Any]]:
+        m = MEASUREMENTS
+        query = (select(m.c.measurement_json)
+                 .where(m.c.run_id == run_id, m.c.model == model, m.c.benchmark == benchmark)
+                 .order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit))
+        with self.reading() as db:
+            rows = db.execute(query).scalars().all()
+        return [dict(json.loads(row)) for row in rows]
+
+    def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
+        """Every measurement of a model on a benchmark across runs, newest first."""
+        m = MEASUREMENTS
+        with self.reading() as db:
+            rows = db.execute(select(m.c.run_id, m.c.measurement_json)
+                              .where(m.c.model == model, m.c.benchmark == benchmark)
+                              .order_by(m.c.id.desc())).all()
+        return [{**json.loads(measurement), "run_id": run_id} for run_id, measurement in rows]
+
+    def latest_run_with(
+        self, model: str, benchmark: str, *, exclude: str = "",
+        item_ids: Iterable[str] | None = None,
+    ) -> str | None:
+        """The most recent run (other than ``exclude``) that recorded model/benchmark items,
+        preferring one whose item ids are exactly ``item_ids`` when given."""
+        m, r = MEASUREMENTS, RUN_ITEMS
+        last = func.max(m.c.id)
+        with self.reading() as db:
+            runs = [str(run_id) for run_id in db.execute(
+                select(m.c.run_id).where(m.c.model == model, m.c.benchmark == benchmark,
+                                         m.c.run_id != exclude)
+                .group_by(m.c.run_id).order_by(last.desc())).scalars().all()]
+            if item_ids is not None:
+                wanted = set(item_ids)
+                for run_id in runs:
+                    ids = set(db.execute(select(r.c.item_id).where(
+                        r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark,
+                    )).scalars().all())
+                    if ids == wanted:
+                        return run_id
+        return runs[0] if runs else None
+
+    def measurements(self, run_id: str) -> list[dict[str, Any]]:
+        m = MEASUREMENTS
+        with self.reading() as db:
+            rows = db.execute(select(m.c.measurement_json).where(m.c.run_id == run_id)
+                              .order_by(m.c.id)).scalars().all()
+        return [dict(json.loads(row)) for row in rows]
+
+    def runs(self) -> list[dict[str, Any]]:
+        m = MEASUREMENTS
+        count = (select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id)
+                 .scalar_subquery())
+        with self.reading() as db:
+            rows = db.execute(select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count)
+                              .order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
+        return [
+            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3]}
+            for r in rows
+        ]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self.reading() as db:
+            value = db.execute(select(RUNS.c.run_json).where(RUNS.c.run_id == run_id)).scalar()
+        if value is None:
+            raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
+        return dict(json.loads(value))
+
+
+def _schema_version(conn: Connection, where: StoreLocation) -> int | None:
+    """The store's schema version; None when it has no ``meta`` table (a new store)."""
+    if not inspect(conn).has_table("meta"):
+        return None
+    value = conn.execute(select(META.c.value).where(META.c.key == "schema")).scalar()
+    if value is None:
+        raise DataError(f"{where}: a database with a meta table that is not a pytest-modelsweep "
+                        f"store's (no schema key); {_FIX_OTHER_DATABASE}")
+    if not str(value).isdigit():
+        raise DataError(f"{where}: a store with an unreadable schema version {value!r}; "
+                        f"{_FIX_OTHER_DATABASE}")
+    return int(value)

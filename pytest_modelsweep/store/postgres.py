@@ -1,0 +1,86 @@
+"""The PostgreSQL database of a store: connected with psycopg 3, refusals in one line each.
+
+The URL's parts go to libpq as given; what it leaves out (host, port, user,
+password, database) libpq takes from the ``PG*`` environment variables and
+``PGPASSFILE``, as ``psql`` does. No password is ever shown: messages name the
+store by its URL without one, and the URL's and ``PGPASSWORD``'s passwords are
+known to :func:`~pytest_modelsweep.core.secrets.redact`.
+
+Connection failures are told apart by libpq's own words (it gives them no
+SQLSTATE): a server that does not answer, a refused password, a missing
+password, an unknown role, a missing database; anything else comes back as
+libpq says it, with the fix to check the URL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import parse_qsl, urlsplit
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import make_url
+
+from ..core.errors import DataError
+from ..core.secrets import redact, remember_secret
+from ..core.store_location import StoreLocation
+
+CONNECT_TIMEOUT_S = 10
+"""libpq's ``connect_timeout`` unless the URL sets one: a silent host fails in this long."""
+
+INSTALL_FIX = "pip install 'pytest-modelsweep[postgres]' (psycopg 3)"
+
+
+def postgres_engine(location: StoreLocation) -> Engine:
+    """An engine for ``location`` (nothing is connected yet); no driver is a DataError."""
+    remember_secret(os.environ.get("PGPASSWORD"))
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise DataError(f"{location}: the PostgreSQL driver is not installed; {INSTALL_FIX}") \
+            from None
+    url = make_url(location.url).set(drivername="postgresql+psycopg")
+    query = dict(parse_qsl(urlsplit(location.url).query))
+    connect_args: dict[str, object] = {"application_name": "pytest-modelsweep"}
+    if "connect_timeout" not in query:
+        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    # pre-ping: a connection the server closed meanwhile (a restart) is replaced, not used
+    return create_engine(url, connect_args=connect_args, pool_pre_ping=True, pool_size=2,
+                         max_overflow=2, hide_parameters=True)
+
+
+def connect_error(location: StoreLocation, message: str) -> DataError:
+    """libpq's message on a failed connection → one line naming the fix."""
+    text = redact(" ".join(message.split()))
+    server = _server(text)
+    if m := re.search(r'password authentication failed for user "([^"]*)"', text):
+        return DataError(f"{location}: the server {server} refused the password of user "
+                         f"{m.group(1)!r}; fix the password in --store, PGPASSWORD or PGPASSFILE")
+    if "no password supplied" in text:
+        return DataError(f"{location}: the server {server} wants a password; put it in "
+                         "PGPASSWORD, PGPASSFILE or the URL (postgresql://USER:PASSWORD@HOST/DB)")
+    if m := re.search(r'role "([^"]*)" does not exist', text):
+        return DataError(f"{location}: the server {server} has no user {m.group(1)!r}; fix the "
+                         "user in --store (or PGUSER), or create it (createuser)")
+    if m := re.search(r'database "([^"]*)" does not exist', text):
+        return DataError(f"{location}: the server {server} has no database {m.group(1)!r}; "
+                         f"create it (createdb {m.group(1)}) or fix the database in --store")
+    if "Connection refused" in text or "No such file or directory" in text:
+        return DataError(f"{location}: no PostgreSQL server answers at {server} (connection "
+                         "refused); start it, or fix the host and port in --store (or "
+                         "PGHOST, PGPORT)")
+    if "timeout expired" in text:
+        return DataError(f"{location}: no answer from {server} within the connect timeout; "
+                         "check that the server is up and reachable, or the host in --store")
+    detail = text.removeprefix("connection failed: ")
+    return DataError(f"{location}: cannot connect ({detail}); check the server and the URL "
+                     "in --store")
+
+
+def _server(text: str) -> str:
+    """``HOST:PORT`` (or the socket) of libpq's message, else 'the server'."""
+    if m := re.search(r'connection to server at "([^"]*)"(?: \([^)]*\))?, port (\d+)', text):
+        return f"{m.group(1)}:{m.group(2)}"
+    if m := re.search(r'connection to server on socket "([^"]*)"', text):
+        return m.group(1)
+    return "(PGHOST or the default socket)"

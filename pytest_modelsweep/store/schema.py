@@ -1,0 +1,155 @@
+"""The store's tables, once for every database: one SQLAlchemy ``MetaData``, its version, its upgrades.
+
+SQLite and PostgreSQL get the same tables from these definitions (SQLAlchemy
+writes each dialect's DDL). Records are kept as JSON text, as the first SQLite
+stores did, so a store moves between the two databases row for row
+(``modelsweep store copy``).
+
+``meta`` holds the schema version. Opening a store of an older version upgrades
+it in place (:data:`UPGRADES`, one step per version, inside the opening
+transaction); a newer version is refused, naming the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import Insert
+
+SCHEMA_VERSION = 2
+"""1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``)."""
+
+#: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
+BASELINE_HISTORY = 5
+
+metadata = MetaData()
+
+META = Table(
+    "meta", metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+RUNS = Table(
+    "runs", metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("started_at", Text, nullable=False),
+    Column("sweep_name", Text, nullable=False),
+    Column("run_json", Text, nullable=False),
+)
+MEASUREMENTS = Table(
+    "measurements", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("test_id", Text, nullable=False),
+    Column("value", Float, nullable=False),
+    Column("unit", Text, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("outcome", Text),
+    Column("measurement_json", Text, nullable=False),
+    sqlite_autoincrement=True,
+)
+Index("measurements_run", MEASUREMENTS.c.run_id, MEASUREMENTS.c.model, MEASUREMENTS.c.benchmark)
+ITEMS = Table(
+    "items", metadata,
+    Column("serving_key", Text, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("item_id", Text, nullable=False),
+    Column("prompt_hash", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("record_json", Text, nullable=False),
+    Column("first_run_id", Text, nullable=False),
+    PrimaryKeyConstraint("serving_key", "benchmark", "item_id", "prompt_hash"),
+)
+RUN_ITEMS = Table(
+    "run_items", metadata,
+    Column("run_id", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("item_id", Text, nullable=False),
+    Column("serving_key", Text, nullable=False),
+    Column("prompt_hash", Text, nullable=False),
+    Column("reused", Integer, nullable=False),
+    PrimaryKeyConstraint("run_id", "model", "benchmark", "item_id"),
+)
+TEST_OUTCOMES = Table(
+    "test_outcomes", metadata,
+    Column("run_id", Text, nullable=False),
+    Column("test_id", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    PrimaryKeyConstraint("run_id", "test_id"),
+)
+BASELINES = Table(
+    "baselines", metadata,
+    Column("name", Text, primary_key=True),
+    Column("run_id", Text, nullable=False),
+    Column("saved_at", Text, nullable=False),
+)
+BASELINE_RUNS = Table(
+    "baseline_runs", metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("name", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("saved_at", Text, nullable=False),
+    UniqueConstraint("name", "run_id"),
+    sqlite_autoincrement=True,
+)
+ENDPOINTS = Table(
+    "endpoints", metadata,
+    Column("run_id", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("provenance_json", Text, nullable=False),
+    PrimaryKeyConstraint("run_id", "model"),
+)
+
+RUN_TABLES = (RUNS, MEASUREMENTS, RUN_ITEMS, TEST_OUTCOMES, ENDPOINTS)
+"""The tables whose rows belong to one run (by ``run_id``)."""
+
+
+def dialect_insert(dialect: str, table: Table) -> sqlite.Insert | postgresql.Insert:
+    """``INSERT`` with ``ON CONFLICT`` clauses, in the store's dialect."""
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+def insert_ignore(dialect: str, table: Table) -> Insert:
+    """An insert that leaves an existing row (same key) as it is."""
+    return dialect_insert(dialect, table).on_conflict_do_nothing()
+
+
+def upsert(dialect: str, table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) -> Insert:
+    """An insert that replaces ``columns`` of an existing row with the same ``keys``."""
+    statement = dialect_insert(dialect, table)
+    return statement.on_conflict_do_update(
+        index_elements=list(keys), set_={name: statement.excluded[name] for name in columns})
+
+
+def _keep_baseline_history(conn: Connection, dialect: str) -> None:
+    """1 → 2: each baseline's one run becomes the first entry of its history."""
+    source = select(BASELINES.c.name, BASELINES.c.run_id, BASELINES.c.saved_at).order_by(
+        BASELINES.c.saved_at, BASELINES.c.name)
+    conn.execute(insert_ignore(dialect, BASELINE_RUNS).from_select(
+        ["name", "run_id", "saved_at"], source))
+
+
+UPGRADES: dict[int, Callable[[Connection, str], None]] = {1: _keep_baseline_history}
+"""Version N → N + 1, run in order after the missing tables are created."""
+
+
+def newer_schema_message(where: object, version: int, fix: str) -> str:
+    return (f"{where}: a store of schema version {version}, newer than this pytest-modelsweep's "
+            f"({SCHEMA_VERSION}); upgrade pytest-modelsweep or {fix}")
