@@ -21,6 +21,7 @@ from pytest_modelsweep.core.options import (
     parse_repeats,
     parse_slo,
     parse_thresholds,
+    store_location_type,
 )
 from pytest_modelsweep.core.slo import Slo
 from pytest_modelsweep.core.stats import Verdict
@@ -30,7 +31,7 @@ pytest_plugins = ("pytester",)
 # How a default shown in --help reads back: the option's own parser where it has words.
 READ_BACK: dict[str, Callable[[str], Any]] = {
     "fail_on": parse_fail_on, "fail_on_regression": parse_thresholds, "repeats": parse_repeats,
-    "sweep": str, "store": str,
+    "sweep": str, "store": store_location_type,
 }
 
 

@@ -51,7 +51,8 @@ class OptionDefaults:
     argparse ``dest``."""
 
     sweep: str = "embedded"
-    store: str = ".modelsweep/store.sqlite"
+    store: StoreLocation = field(
+        default_factory=lambda: StoreLocation.file(".modelsweep/store.sqlite"))
     """The ``modelsweep`` command's store; pytest's is ``<--modelsweep-dir>/store.sqlite``."""
     ratio_tolerance: float = 0.10
     fail_on: frozenset[str] = frozenset({"worse"})
@@ -200,7 +201,7 @@ def store_location_type(value: str) -> StoreLocation:
         raise ArgumentTypeError(str(error)) from None
 
 
-def add_store_option(addoption: AddOption, default: str | None = None) -> None:
+def add_store_option(addoption: AddOption, default: StoreLocation | None = None) -> None:
     addoption("--store", default=default, metavar="PATH|URL", type=store_location_type,
               help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
                    f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULTS.store})")
