@@ -112,7 +112,7 @@ def step_stats(
     step: CapacityStep, window: MeasuredWindow, settings: BenchSettings,
 ) -> dict[str, Any]:
     """One step as the measurement's ``stats.steps`` lists it."""
-    stats = {**step.as_dict(), "timed_requests": window.timed,
+    stats = {**step.to_dict(), "timed_requests": window.timed,
              "ttft": window.result.ttft.as_ms(), "tpot": window.result.tpot.as_ms(),
              "e2e": window.result.e2e.as_ms(), "fidelity": window.result.fidelity,
              "contention": window.contention}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.core.records import ItemRecord, Measurement
+from pytest_modelsweep.core.measurements import Measurement, ThroughputStats
+from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.judging.comparisons import (
     ComparisonFinder,
     Failed,
@@ -45,7 +46,7 @@ def record_rate(store: Store, run_id: str, model: str, concurrency: int, values:
         n=4 * len(values),
         params={"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": 256,
                 "timed_requests": 4, "repeats": len(values)},
-        stats={"repeat_values": values}, provenance=PROV,
+        stats=ThroughputStats(repeat_values=tuple(values)), provenance=PROV,
         test_id=f"test_throughput.py::test_throughput[{model}-c{concurrency}]").to_dict())
 
 

@@ -27,7 +27,7 @@ from .context import (
 if TYPE_CHECKING:
     from ..api.evaluation import Evaluate
     from ..api.prompts import MeasureThroughput
-    from ..core.records import Measurement
+    from ..core.measurements import Measurement, Stats
     from ..core.sweep import ModelSpec, Sweep
     from ..serving.endpoint import Endpoint
     from .state import BenchSettings, RunState
@@ -76,12 +76,13 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     """Record one result of this test; it reaches the results file even if the test then fails.
 
     Call it as ``record_measurement(benchmark, value, unit, n, params=..., stats=...,
-    items=[...], requests=[...])``. The model and the endpoint's provenance are
-    added from the test.
+    items=[...], requests=[...])``. ``stats`` is the benchmark kind's record
+    (:mod:`~pytest_modelsweep.core.measurements`) or a dict of figures, read as that
+    record. The model and the endpoint's provenance are added from the test.
     """
     from datetime import datetime, timezone
 
-    from ..core.records import Measurement
+    from ..core.measurements import Measurement, stats_type
     from ..serving.endpoint import Endpoint
 
     node = request.node
@@ -94,7 +95,7 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
         n: int,
         *,
         params: dict[str, Any] | None = None,
-        stats: dict[str, Any] | None = None,
+        stats: Stats | Mapping[str, Any] | None = None,
         items: list[dict[str, Any]] | None = None,
         requests: list[dict[str, Any]] | None = None,
         model: str | None = model,
@@ -110,7 +111,8 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
             unit=unit,
             n=int(n),
             params=dict(params or {}),
-            stats=dict(stats or {}),
+            stats=(stats_type(benchmark, unit).from_dict(stats or {})
+                   if stats is None or isinstance(stats, Mapping) else stats),
             items=list(items or []),
             requests=list(requests or []),
             provenance=endpoint.provenance.as_dict() if endpoint is not None else {},
@@ -616,6 +618,7 @@ def judge_capacity_ratio(
     the test when the verdict is one of ``--fail-on`` (default: worse). A reference
     whose capacity is 0 cannot be divided by: the test fails and no ratio is recorded.
     """
+    from ..core.measurements import CapacityStats
     from ..workloads.capacity import (
         NEEDS_SLO,
         RULE_BRACKET,
@@ -636,7 +639,7 @@ def judge_capacity_ratio(
 
     def bracket_of(side: Any, role: str) -> CapacityBracket:
         try:
-            return CapacityBracket.from_stats(side.stats)
+            return CapacityStats.from_dict(side.stats).measured_bracket()
         except ValueError as error:
             pytest.fail(f"cannot compare capacities: the {role}'s ({side.model}) is {error}",
                         pytrace=False)

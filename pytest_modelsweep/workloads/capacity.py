@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
+from ..core.measurements import CapacityBracket, CapacityRatio, CapacityStep, Window
 from ..core.slo import Goodput
 from ..core.stats import Verdict
 
@@ -44,16 +45,6 @@ NEEDS_SLO = "capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms"
 
 RULE_BRACKET = "capacity-bracket-beyond-tolerance"
 """The rule of :func:`decide_capacity_verdict`, as recorded with the verdict."""
-
-
-class Window(Protocol):
-    """What the search reads of one measured window (a ``ThroughputResult`` has it)."""
-
-    @property
-    def output_tokens_per_s(self) -> float: ...
-
-    @property
-    def violations(self) -> Sequence[str]: ...
 
 
 WindowT = TypeVar("WindowT", bound=Window)
@@ -70,45 +61,6 @@ def server_max_concurrency(server_settings: Mapping[str, Any], configured: int) 
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value, f"the server's {key}"
     return configured, "the sweep's max_num_seqs"
-
-
-@dataclass(frozen=True)
-class CapacityStep:
-    """One step of the search: a timed window at one concurrency, and whether it passed."""
-
-    concurrency: int
-    slo_attainment: float | None
-    """Share of the window's requests that met every target; None without requests."""
-    good: int
-    requests: int
-    goodput_rps: float | None
-    output_tokens_per_s: float
-    duration_s: float
-    passed: bool
-    violations: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, concurrency: int, goodput: Goodput, window: Window, target: float) -> CapacityStep:
-        """The step a window measured: passed when its attainment reaches ``target``."""
-        attainment = goodput.slo_attainment
-        return cls(
-            concurrency=concurrency, slo_attainment=attainment, good=goodput.good,
-            requests=goodput.requests, goodput_rps=goodput.goodput_rps,
-            output_tokens_per_s=window.output_tokens_per_s, duration_s=goodput.duration_s,
-            passed=attainment is not None and attainment >= target and not window.violations,
-            violations=tuple(window.violations),
-        )
-
-    @property
-    def broken(self) -> bool:
-        """Whether the window broke its rules (or sent nothing): no conclusion from it."""
-        return bool(self.violations) or self.requests == 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "slo_attainment": self.slo_attainment,
-                "good": self.good, "requests": self.requests, "goodput_rps": self.goodput_rps,
-                "output_tokens_per_s": self.output_tokens_per_s, "duration_s": self.duration_s,
-                "passed": self.passed, "violations": list(self.violations)}
 
 
 @dataclass(frozen=True)
@@ -250,69 +202,6 @@ def _share(value: float | None, digits: int = 0) -> str:
 
 
 # --------------------------------------------------------------------------- comparing
-
-
-@dataclass(frozen=True)
-class CapacityBracket:
-    """One model's capacity and search bracket, as a comparison reads them back."""
-
-    capacity: int
-    last_pass: int
-    first_fail: int | None
-
-    @classmethod
-    def from_stats(cls, stats: Mapping[str, Any]) -> CapacityBracket:
-        """From a capacity measurement's ``stats``; ValueError for one that holds no bracket."""
-        capacity, bracket = stats.get("capacity"), stats.get("bracket")
-        if not isinstance(capacity, int) or not isinstance(bracket, (list, tuple)) \
-                or len(bracket) != 2:
-            raise ValueError(f"a capacity measurement without a capacity and its bracket "
-                             f"(capacity {capacity!r}, bracket {bracket!r})")
-        last_pass, first_fail = bracket
-        if last_pass != capacity or not isinstance(last_pass, int) or not (
-                first_fail is None or (isinstance(first_fail, int) and first_fail > last_pass)):
-            raise ValueError(f"a capacity measurement whose bracket {list(bracket)} does not "
-                             f"start at its capacity {capacity}")
-        return cls(capacity, last_pass, first_fail)
-
-    def as_list(self) -> list[int | None]:
-        return [self.last_pass, self.first_fail]
-
-    def text(self) -> str:
-        """E.g. ``[3, 4]``; ``[16, open]`` when the maximum passed."""
-        return f"[{self.last_pass}, {'open' if self.first_fail is None else self.first_fail}]"
-
-
-@dataclass(frozen=True)
-class CapacityRatio:
-    """Candidate ÷ reference capacity, and the bracket the two searches allow for it.
-
-    ``low`` = candidate's last pass ÷ reference's first miss (0 when the reference
-    passed at its maximum), ``high`` = candidate's first miss ÷ reference's last pass
-    (infinite when the candidate passed at its maximum; None in :meth:`as_dict`, so that
-    strict JSON readers can read it). No confidence level:
-    each side is one search. ``degenerate`` when both searches reached their maximum,
-    so neither capacity is bounded above and the bracket says nothing.
-    """
-
-    ratio: float
-    low: float
-    high: float
-    candidate: CapacityBracket
-    reference: CapacityBracket
-
-    @property
-    def degenerate(self) -> bool:
-        return self.candidate.first_fail is None and self.reference.first_fail is None
-
-    def as_dict(self) -> dict[str, Any]:
-        high = None if math.isinf(self.high) else self.high
-        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
-                "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
-                "candidate_capacity": self.candidate.capacity,
-                "reference_capacity": self.reference.capacity,
-                "candidate_bracket": self.candidate.as_list(),
-                "reference_bracket": self.reference.as_list()}
 
 
 def capacity_ratio(candidate: CapacityBracket, reference: CapacityBracket) -> CapacityRatio:

@@ -115,11 +115,11 @@ def measure_setting(
         goodputs = [r.goodput(settings.slo) for r in results]
         for window, goodput in zip(repeats, goodputs):
             window.update(goodput.as_stats())
-        stats.update(goodput_stats(settings.slo, goodputs))
+        stats.update(goodput_stats(settings.slo, goodputs).as_stats())
     if settings.pricing is not None:
         for window, cost in zip(repeats, costs_of(settings.pricing.usd_per_hour, values)):
             window["usd_per_million_output_tokens"] = cost
-        stats.update(cost_stats(settings.pricing, mean, rate_interval))
+        stats.update(cost_stats(settings.pricing, mean, rate_interval).as_stats())
     record_measurement(
         benchmark,
         mean,
