@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..core.errors import DataError, ScorerError
+from ..core.measurements import AccuracyStats
 from ..core.records import (
     ApiRequest,
     Completion,
@@ -316,7 +317,8 @@ class EvaluationResult:
     reused: int
     """Items whose stored answers were reused (and scored again)."""
     records: list[ItemRecord]
-    stats: dict[str, Any]
+    stats: AccuracyStats
+    """The measurement's statistics (also the benchmark's own ``summarise`` figures)."""
 
 
 class Evaluate(Protocol):
