@@ -12,10 +12,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.errors import ModelsweepError
-from .core.measurements import Measurement, measurements_of
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of
 from .core.options import (
     DEFAULT_STORE,
@@ -24,6 +23,9 @@ from .core.options import (
     add_store_option,
     add_sweep_option,
 )
+
+if TYPE_CHECKING:
+    from .core.measurements import Measurement
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -68,6 +70,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the measurement table of a results file (or an interrupted run's journal)."""
+    from .core.measurements import measurements_of
     from .report.terminal import measurement_table
     from .store.results import load_results
 
@@ -88,6 +91,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[Measurement]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+    from .core.measurements import measurements_of
     from .store.results import load_results
     from .store.sqlite import Store
 

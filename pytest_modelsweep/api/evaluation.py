@@ -22,10 +22,9 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.errors import DataError, ScorerError
-from ..core.measurements import AccuracyStats
 from ..core.records import (
     ApiRequest,
     Completion,
@@ -34,6 +33,9 @@ from ..core.records import (
     text_field,
     tool_calls_as_openai,
 )
+
+if TYPE_CHECKING:
+    from ..core.measurements import AccuracyStats
 
 Prompting = Literal["chat", "completion"]
 """How a model of the sweep is prompted (its ``prompting`` in the sweep file)."""
