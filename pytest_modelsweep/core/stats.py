@@ -293,6 +293,24 @@ class RatioInterval:
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
                 for key, value in asdict(self).items()}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RatioInterval:
+        """Inverse of :meth:`as_dict` (None back to NaN); extra keys are ignored."""
+        def number(name: str) -> float:
+            value = data[name]
+            return math.nan if value is None else float(value)
+
+        return cls(
+            ratio=float(data["ratio"]), low=number("low"), high=number("high"),
+            confidence=float(data["confidence"]), candidate_mean=float(data["candidate_mean"]),
+            reference_mean=float(data["reference_mean"]), candidate_n=int(data["candidate_n"]),
+            reference_n=int(data["reference_n"]), degenerate=bool(data["degenerate"]),
+            method=str(data.get("method", "welch-log-t")),
+            df=number("df") if "df" in data else math.nan,
+            log_standard_error=(number("log_standard_error") if "log_standard_error" in data
+                                else math.nan),
+        )
+
     def at_confidence(self, confidence: float) -> RatioInterval:
         """The same estimate with its interval at another confidence level."""
         confidence = _check_confidence(confidence)
