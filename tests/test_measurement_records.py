@@ -57,7 +57,7 @@ from pytest_modelsweep.core.measurements import (
     ThroughputRatioStats,
     ThroughputStats,
 )
-from pytest_modelsweep.store.sqlite import Store
+from pytest_modelsweep.store.database import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 TODAYS_FILE = ROOT / "tests" / "data" / "results_v1_every_kind.json"
