@@ -11,28 +11,29 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .decision import (
-    DecisionPage,
-    decision_page,
-    pareto_line,
-    unmeasured_line,
-    unplaced_line,
+from ..core.measurements import Measurement
+from .decision import DecisionPage, decision_page, pareto_line, unmeasured_line, unplaced_line
+from .tables import (
+    TEXT_COLUMNS,
+    Cell,
+    FailedTest,
+    RunInfo,
+    Table,
+    provenance_line,
+    records,
+    run_title,
+    summary_tables,
 )
-from .tables import Cell, Table, provenance_line, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BACKSLASHED = set("\\|`*_[]~$")
 _SEVERITY = ("worse", "inconclusive", "better", "equivalent", "matches")
-_LEFT_ALIGNED = {
-    "model", "candidate", "reference", "metric", "verdict", "subset", "error types",
-    "benchmark", "parameters", "outcome", "flags",
-}
 
 
 def escape_markdown(text: object) -> str:
@@ -58,7 +59,7 @@ def markdown_table(table: Table) -> list[str]:
     """A table as GitHub Markdown lines (header, alignment row, rows)."""
     header = "| " + " | ".join(escape_markdown(c) for c in table.columns) + " |"
     align = "| " + " | ".join(
-        "---" if c in _LEFT_ALIGNED else "---:" for c in table.columns
+        "---" if c in TEXT_COLUMNS else "---:" for c in table.columns
     ) + " |"
     lines = [header, align]
     for row in table.rows:
@@ -106,22 +107,21 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     return lines
 
 
-def markdown_report(
-    measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
-    failures: Sequence[Mapping[str, Any]] = (),
-) -> str:
+def markdown_report(measurements: Iterable[Measurement | Mapping[str, Any]],
+                    run: Mapping[str, Any], failures: Sequence[Mapping[str, Any]] = ()) -> str:
     """The whole report: heading, provenance line, the decision page, failed tests, verdicts,
-    the other tables."""
-    reference = run.get("reference")
-    lines = [f"## {escape_markdown(run_title(run))}", "", escape_markdown(provenance_line(measurements, run))]
-    page = decision_page(measurements, run, failures)
+    the other tables (from a results file's measurements, run and failed tests)."""
+    found, info, failed = records(measurements), RunInfo.of(run), [FailedTest.of(f) for f in failures]
+    lines = [f"## {escape_markdown(run_title(info))}", "",
+             escape_markdown(provenance_line(found, info))]
+    page = decision_page(found, info, failed)
     if page is not None:
         lines += ["", *decision_markdown(page)]
-    if failures:
-        lines += ["", f"### Failed tests ({len(failures)})", ""]
-        lines += [f"- `{escape_markdown(str(f.get('test_id')))}` ({escape_markdown(str(f.get('when')))}): "
-                  f"{escape_markdown(str(f.get('message')))}" for f in failures]
-    tables = summary_tables(measurements, reference=str(reference) if reference else None)
+    if failed:
+        lines += ["", f"### Failed tests ({len(failed)})", ""]
+        lines += [f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+                  f"{escape_markdown(f.message)}" for f in failed]
+    tables = summary_tables(found, reference=info.reference)
     if not tables:
         lines += ["", "No measurements were recorded."]
     for table in tables:
