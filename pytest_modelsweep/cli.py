@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.errors import ModelsweepError
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of
@@ -23,6 +23,9 @@ from .core.options import (
     add_store_option,
     add_sweep_option,
 )
+
+if TYPE_CHECKING:
+    from .core.measurements import Measurement
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -67,40 +70,44 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the measurement table of a results file (or an interrupted run's journal)."""
+    from .core.measurements import measurements_of
     from .report.terminal import measurement_table
     from .store.results import load_results
 
     data = load_results(Path(args.path))
+    measurements = measurements_of(data["measurements"])
     if args.json:
-        json.dump(data, sys.stdout, indent=1)
+        json.dump({**data, "measurements": [m.to_dict() for m in measurements]}, sys.stdout,
+                  indent=1)
         print()
         return 0
     run = data.get("run", {})
     print(f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
           f"commit {str((run.get('project') or {}).get('commit'))[:12]}")
-    for line in measurement_table(data["measurements"]):
+    for line in measurement_table([m.to_dict() for m in measurements]):
         print(line)
     return 0
 
 
-def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _run_measurements(store_path: str, ref: str) -> tuple[dict[str, Any], list[Measurement]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+    from .core.measurements import measurements_of
     from .store.results import load_results
     from .store.sqlite import Store
 
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
         data = load_results(path)
-        return data.get("run", {}), list(data["measurements"])
+        return data.get("run", {}), measurements_of(data["measurements"])
     store_file = Path(store_path)
     if not store_file.exists():
         raise ModelsweepError(f"{store_file}: no store there; pass --store or a results file")
     store = Store(store_file)
     run_id = store.baseline_run(ref) or ref
-    return store.run(run_id), store.measurements(run_id)
+    return store.run(run_id), measurements_of(store.measurements(run_id))
 
 
-def _baseline_side(store_path: str, ref: str) -> list[dict[str, Any]]:
+def _baseline_side(store_path: str, ref: str) -> list[Measurement]:
     """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
     does); a run id or results file, that one run."""
     from .judging.gate import baseline_history
@@ -137,6 +144,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
+    from dataclasses import replace
     from datetime import UTC, datetime
 
     from .judging.gate import unsound_reason
@@ -156,13 +164,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"conclusion (first: {unsound[0]})"
             )
         for m in ms:
-            digest = (m.get("provenance") or {}).get("image_digest")
-            if m.get("provenance"):
-                digests.setdefault(str(digest), str(run.get("run_id", ref)))
-            model = m.get("model")
-            if model and m.get("provenance"):
-                endpoints.setdefault(model, m["provenance"])
-            measurements.append({**m, "run_id": run.get("run_id", ref)})
+            if m.provenance:
+                digests.setdefault(str(m.provenance.get("image_digest")),
+                                   str(run.get("run_id", ref)))
+                if m.model:
+                    endpoints.setdefault(m.model, m.provenance)
+            measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
     if len(digests) > 1:
         shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
         raise ModelsweepError(
@@ -188,7 +195,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.html import write_html_report
     from .report.markdown import markdown_report
 
-    run, measurements = _run_measurements(args.store, args.run)
+    run, found = _run_measurements(args.store, args.run)
+    measurements = [m.to_dict() for m in found]  # the reports read the results file's dicts
     if args.html:
         print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
     markdown = markdown_report(measurements, run)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep import metrics
+from pytest_modelsweep.core import metrics
+from pytest_modelsweep.core.measurements import measurements_of
 from pytest_modelsweep.core.metrics import (
     MARKERS,
     METRICS,
@@ -22,7 +23,8 @@ from pytest_modelsweep.core.metrics import (
     rank,
 )
 from pytest_modelsweep.core.records import ItemRecord
-from pytest_modelsweep.judging.gate import Thresholds, compare_with_baseline, gate_table
+from pytest_modelsweep.judging.gate import GateRow, Thresholds, gate_table
+from pytest_modelsweep.judging.gate import compare_with_baseline as compare_records
 from pytest_modelsweep.report.tables import measurement_kind, records, summary_tables
 
 BENCHES = Path(__file__).resolve().parents[1] / "benches"
@@ -53,21 +55,28 @@ def markers_used_in_benches() -> set[str]:
 
 
 def benchmarks_recorded_in_benches() -> set[str]:
-    """Literal benchmark names passed to ``record_measurement`` or ``evaluate`` or set as a
-    parameter in benches (and in the plugin's comparison fixtures, which record on the benches'
-    behalf)."""
+    """Benchmark names passed to ``record_measurement`` or ``evaluate`` or set as a parameter
+    in benches, and recorded by the package on the benches' behalf (the workloads'
+    ``record_measurement`` calls, the comparisons' ``Judged`` records): a literal, or a
+    constant of the metric table."""
     names = set()
-    fixtures = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "fixtures.py"
-    for tree in [*bench_trees(), ast.parse(fixtures.read_text())]:
+    package = Path(__file__).resolve().parents[1] / "pytest_modelsweep"
+    recording = [package / "workloads" / "capacity.py", package / "workloads" / "setting.py",
+                 package / "judging" / "kinds.py"]
+    for tree in [*bench_trees(), *(ast.parse(path.read_text()) for path in recording)]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
-            first = node.args[0]
             callee = node.func
             called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
-            if (called in ("record_measurement", "evaluate", "param")
-                    and isinstance(first, ast.Constant) and isinstance(first.value, str)):
-                names.add(first.value)
+            position = {"record_measurement": 0, "evaluate": 0, "param": 0, "Judged": 1}
+            if called not in position or len(node.args) <= position[called]:
+                continue
+            named = node.args[position[called]]
+            if isinstance(named, ast.Constant) and isinstance(named.value, str):
+                names.add(named.value)
+            elif isinstance(named, ast.Name) and isinstance(getattr(metrics, named.id, None), str):
+                names.add(getattr(metrics, named.id))
     return names
 
 
@@ -80,7 +89,8 @@ def test_every_marker_of_the_benches_is_in_the_table() -> None:
 
 def test_every_benchmark_the_benches_record_is_in_the_table() -> None:
     recorded = benchmarks_recorded_in_benches()
-    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "throughput_ratio", "screen"} <= recorded
+    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "throughput_ratio", "screen",
+            "capacity", "capacity_ratio"} <= recorded
     assert {name for name in recorded if metric_for(name) is None} == set()
 
 
@@ -149,6 +159,13 @@ DECODE = Metric("decode_speed", Kind.THROUGHPUT, "tokens/s", True, "Decode speed
                 "decode_speed", "decode-only throughput")
 RECALL = Metric("recall", Kind.ACCURACY, "score", True, "Recall accuracy", "recall",
                 "needle-in-a-haystack recall")
+
+
+def compare_with_baseline(current: list[dict[str, Any]], baseline: list[dict[str, Any]],
+                          thresholds: Thresholds, *, resamples: int) -> list[GateRow]:
+    """The gate on measurement dicts as the results file holds them."""
+    return compare_records(measurements_of(current), measurements_of(baseline), thresholds,
+                           resamples=resamples)
 
 
 def test_an_unknown_name_is_read_by_its_unit() -> None:

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
-from .slo import Goodput, GoodputFigures, Slo
+from .slo import Goodput, GoodputFigures
 from .stats import PairedInterval, RatioInterval, Verdict, VerdictRecord
 
 # --------------------------------------------------------------------------- the base
@@ -51,23 +51,37 @@ def _same(a: Any, b: Any) -> bool:
 
 @dataclass(frozen=True)
 class Shape:
-    """How a record writes itself: ``keys`` None for the writer's own keys; a record read from
-    a dict has that dict's keys (in its order), and ``kept`` holds each value no field wrote
-    back the same (so that :meth:`Record.to_dict` gives the dict it was read from)."""
+    """How a record writes itself: ``keys`` None for the writer's own keys. A record read from
+    a dict writes that dict's keys in its order: ``kept`` holds each value no field wrote back
+    the same (a key no field holds, a value of another type), ``read`` what the fields wrote
+    when read. A field changed since (``dataclasses.replace``) writes its new value, also
+    under a key the dict lacked."""
 
     keys: tuple[str, ...] | None = None
     kept: Mapping[str, Any] = field(default_factory=dict)
+    read: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, data: Mapping[str, Any], written: Mapping[str, Any]) -> Shape:
         """The shape of ``data`` as read into a record that writes ``written``."""
         kept = {k: v for k, v in data.items() if k not in written or not _same(written[k], v)}
-        return cls(tuple(data), kept)
+        return cls(tuple(data), kept, written)
 
     def apply(self, written: dict[str, Any]) -> dict[str, Any]:
         if self.keys is None:
             return written
-        return {k: self.kept[k] if k in self.kept else written[k] for k in self.keys}
+        changed = {k for k, v in written.items() if k not in self.read
+                   or not _same(v, self.read[k])}
+        out: dict[str, Any] = {}
+        for k in self.keys:
+            if k in changed:
+                out[k] = written[k]
+            elif k in self.kept:
+                out[k] = self.kept[k]
+            elif k in written:
+                out[k] = written[k]
+        out.update((k, v) for k, v in written.items() if k in changed and k not in out)
+        return out
 
 
 RecordT = TypeVar("RecordT", bound="Record")

@@ -22,6 +22,7 @@ from ..store.sqlite import Store
 
 if TYPE_CHECKING:
     from ..core.cost import Pricing
+    from ..core.measurements import Measurement
     from ..core.slo import Slo
     from ..judging.comparisons import ComparisonFinder
     from ..serving.pool import EndpointPool
@@ -326,19 +327,21 @@ class RunState:
         self.failures.append({"test_id": test_id, "when": when, "outcome": outcome,
                               "message": message})
 
-    def baseline_measurements(self) -> list[dict[str, Any]]:
+    def baseline_measurements(self) -> list[Measurement]:
         """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
         from ..core.errors import DataError
+        from ..core.measurements import measurements_of
         from ..judging.gate import baseline_history
         from ..store.results import load_results
 
         name = self.options.baseline or ""
         run_ids = self.store.baseline_runs(name)
         if run_ids:
-            return baseline_history(self.store.measurements(run_id) for run_id in run_ids)
+            return baseline_history(measurements_of(self.store.measurements(run_id))
+                                    for run_id in run_ids)
         path = Path(name)
         if path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
-            return list(load_results(path)["measurements"])
+            return measurements_of(load_results(path)["measurements"])
         known = ", ".join(self.store.baselines()) or "none saved yet"
         raise DataError(
             f"--baseline {name!r}: no such baseline in {self.store_path} ({known}) and no "
@@ -349,10 +352,12 @@ class RunState:
         """Compare this run with ``--baseline`` (no-op without it)."""
         if not self.options.baseline or not self.measurements:
             return []
+        from ..core.measurements import measurements_of
         from ..judging.gate import compare_with_baseline
 
         self.gate_rows = compare_with_baseline(
-            self.measurements, self.baseline_measurements(), self.options.thresholds,
+            measurements_of(self.measurements), self.baseline_measurements(),
+            self.options.thresholds,
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
         return self.gate_rows
@@ -365,12 +370,13 @@ class RunState:
         name = self.options.save_baseline
         if not name:
             return None
+        from ..core.measurements import measurements_of
         from ..judging.gate import unsound_reason
 
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
-        unsound += [reason for m in self.measurements if m.get("test_id") not in failed_tests
-                    and (reason := unsound_reason(m, "now"))]
+        unsound += [reason for m in measurements_of(self.measurements)
+                    if m.test_id not in failed_tests and (reason := unsound_reason(m, "now"))]
         if unsound:
             return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
                     f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "

@@ -78,8 +78,6 @@ _COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats)
 
 
 # --------------------------------------------------------------------------- the page
-
-
 @dataclass(frozen=True)
 class Cell:
     """One cell: a figure or verdict word, or why there is none.
@@ -187,8 +185,6 @@ class DecisionPage:
 
 
 # --------------------------------------------------------------------------- reading
-
-
 def metric_label(metric: str) -> str:
     """``GSM8K``, ``BFCL``; a user's benchmark by its own name."""
     known = METRICS.get(metric)
@@ -264,16 +260,127 @@ def _is_c16(m: Measurement) -> bool:
     return setting.concurrency == CONCURRENCY and setting.prompt_tokens is None
 
 
-class _Run:
-    """The run's measurements, found the ways the page asks for them (the last one wins)."""
+@dataclass(frozen=True)
+class _Capacity:
+    """A model's capacity: ``value`` when its search concluded, else None with the cell's
+    ``text`` and ``why``."""
 
-    def __init__(self, measurements: Measurements, reference: str,
+    stats: CapacityStats
+    value: int | None
+    text: str = ""
+    why: str = ""
+
+    @property
+    def at_maximum(self) -> bool:
+        """The search passed at the server's maximum: the capacity is at least that."""
+        bracket = self.stats.bracket
+        return bool(self.value) and bracket is not None and bracket[1] is None
+
+    def cell(self, model: str) -> Cell:
+        """The capacity with the goodput at it; 0 and the server's maximum say so."""
+        if self.value is None:
+            return _absent(self.text, self.why)
+        stats, at = self.stats, self.stats.at_capacity
+        reason = _one_line(stats.reason)
+        if self.value == 0:
+            return Cell("0 (misses the SLO at concurrency 1)",
+                        detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
+        goodput = None if at is None else finite(at.goodput_rps)
+        said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
+        figures = []
+        if at is not None and (attainment := finite(at.slo_attainment)) is not None:
+            step = next((s for s in stats.steps if s.concurrency == self.value and s.passed), None)
+            counted = f" ({step.good}/{step.requests})" if step else ""
+            figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
+        figures += [said] if said else []
+        if at is not None and finite(at.output_tokens_per_s) is not None:
+            figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
+        low, high = stats.bracket or (None, None)
+        bracket = NA if low is None else f"[{low}, {'open' if high is None else high}]"
+        tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + (
+            f"search bracket {bracket}")
+        if self.at_maximum:
+            return Cell(f"≥{self.value} (the server's maximum{'; ' + said if said else ''})",
+                        detail=f"{model}: {reason}" if reason else "", tip=tip)
+        return Cell(f"{self.value} ({said})" if said else str(self.value), tip=tip)
+
+
+@dataclass(frozen=True)
+class _Cost:
+    """$/1M output tokens ``at`` the capacity (``at c12``) or ``at c16`` (``basis``
+    ``capacity`` or ``c16``), priced at ``usd_per_hour``; without it, the cell's text and why."""
+
+    usd: float | None
+    basis: str = ""
+    at: str = ""
+    interval: tuple[float, float] | None = None
+    why: str = ""
+    text: str = NOT_MEASURED
+    usd_per_hour: float | None = None
+
+    @classmethod
+    def priced(cls, usd: object, usd_per_hour: object, basis: str, at: str,
+               interval: tuple[float, float] | None, whose: str) -> _Cost:
+        """The cost of a priced measurement; ``no price`` without a price, ``cannot
+        conclude`` when priced without a cost."""
+        if (usd := finite(usd)) is not None:
+            return cls(usd, basis, at, interval, usd_per_hour=finite(usd_per_hour))
+        if finite(usd_per_hour) is None:
+            return cls(None, why=NO_PRICE_WHY, text=NO_PRICE)
+        return cls(None, why=f"{whose} records a price but no $/1M output tokens",
+                   text=CANNOT_CONCLUDE)
+
+    def cell(self) -> Cell:
+        if self.usd is None:
+            return _absent(self.text, self.why)
+        interval = (f" [{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
+                    if self.interval else "")
+        return Cell(f"{format_usd(self.usd, '$')}{interval} {self.at}")
+
+    def relative(self, reference: _Cost, name: str) -> tuple[float | None, str]:
+        """(this ÷ the reference's cost, why not): only both at their capacity or both at
+        c16, priced at the same rate."""
+        if self.usd is None:
+            return None, self.why
+        if reference.usd is None:
+            return None, f"the reference has no cost: {reference.why}"
+        if self.basis != reference.basis:
+            return None, (f"{name} is priced {self.at} and the reference {reference.at}: "
+                          "not the same basis, so no ratio")
+        if self.usd_per_hour is None or reference.usd_per_hour is None:
+            return None, f"{name}'s or the reference's cost records no price per hour: no ratio"
+        if self.usd_per_hour != reference.usd_per_hour:
+            return None, (f"{name} and the reference are priced at different rates "
+                          f"({format_usd(self.usd_per_hour, '$')}/h and "
+                          f"{format_usd(reference.usd_per_hour, '$')}/h): no ratio")
+        return self.usd / reference.usd, ""
+
+
+def _names(models: Sequence[str]) -> str:
+    return ", ".join(models[:-1]) + " and " + models[-1] if len(models) > 1 else "".join(models)
+
+
+NOTHING_TO_CHOOSE = f"no capacity, cost or {C16} throughput ratio to choose among them"
+
+
+# --------------------------------------------------------------------------- the cells
+class _Page:
+    """The run's measurements, found the ways the page asks for them (the last one wins),
+    and each model's cells, capacity and cost from them."""
+
+    def __init__(self, measurements: Measurements, reference: str, candidates: Sequence[str],
                  failures: Sequence[FailedTest], run_id: str | None) -> None:
-        self.reference, self.run_id, self.measurements = reference, run_id, measurements
-        models = sorted({m.model for m in measurements} | {reference})
+        self.measurements, self.reference, self.candidates = measurements, reference, candidates
+        self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
         self.failures = [_Failure.of(f, models) for f in failures]
         self.any_c16 = any(self.c16(model) is not None for model in models)
         self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
+        self.capacities = {model: self.capacity(model) for model in (reference, *candidates)}
+        self.costs = {model: self.cost(model) for model in (reference, *candidates)}
+        self.relative = {c: self.costs[c].relative(self.costs[reference], c) for c in candidates}
+
+    def role(self, model: str) -> str:
+        return "reference" if model == self.reference else "candidate"
 
     def last(self, found: Callable[[Measurement], bool]) -> Measurement | None:
         return next((m for m in reversed(self.measurements) if found(m)), None)
@@ -318,385 +425,412 @@ class _Run:
         """Failed tests of ``model``; with ``word``, those that name it."""
         return [f for f in self.failures if f.model == model and (word is None or f.names(word))]
 
+    # accuracy
+    def accuracy_why(self, model: str, metric: str) -> tuple[str, str] | None:
+        """(cell text, why) when one side's own accuracy result stops the verdict; None if sound."""
+        m, role = self.latest(model, metric), self.role(model)
+        if m is None:
+            return NOT_MEASURED, f"no {metric} result of the {role} {model} in this run"
+        failed = [item for item in m.item_records() if item.failed]
+        if failed:
+            return CANNOT_CONCLUDE, (
+                f"{len(failed)} of {len(m.items)} {metric} items of the {role} {model} failed "
+                f"(first: {_one_line(failed[0].error)}); no verdict is drawn from a partial item set")
+        return None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
 
-# --------------------------------------------------------------------------- accuracy, c16
+    def verdict_cells(self, candidate: str, metric: str) -> list[Cell]:
+        """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
+        m = self.verdict(candidate, metric)
+        if m is not None:
+            stats = stats_of(m, AccuracyVerdictStats)
+            iv = stats.interval
+            shown = NA if iv is None else format_points_interval(iv.low, iv.high)
+            if iv is None or finite(iv.difference) is None or shown == NA:
+                why = f"the {metric} verdict of {candidate} records no difference or interval"
+                return [_verdict(stats.verdict), _absent(NA, why)]
+            few = iv.too_few_reason()
+            few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict "
+                           f"from its interval: {few}")
+            # the unit once: "-2.0 pp [-5.0, +1.0]"
+            return [_verdict(stats.verdict), Cell(f"{format_points(iv.difference)} "
+                    f"{shown.removesuffix(' pp')}{_confidence(iv.confidence)}", detail=few)]
+        sides = [self.accuracy_why(model, metric) for model in (self.reference, candidate)]
+        stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
+        failed = self.failures_of(candidate, metric)
+        side = stopped or ((CANNOT_CONCLUDE, failed[0].said) if failed
+                           else next((side for side in sides if side), None))
+        return _both(*side) if side else _both(NOT_JUDGED, (
+            f"no verdict:{metric} measurement of {candidate}: its verdict test did not run (a "
+            "declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)"))
 
+    def reference_accuracy_cells(self, metric: str) -> list[Cell]:
+        """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
+        side, m = self.accuracy_why(self.reference, metric), self.latest(self.reference, metric)
+        if side is not None or m is None:  # m is None only with a side's why
+            return [Cell(REFERENCE), _absent(*side or (NA, ""))]
+        interval = accuracy_interval(m)
+        shown = f" ({format_percent_interval(*interval)})" if interval else ""
+        return [Cell(REFERENCE), Cell(f"{format_percent(m.value)}{shown}")]
 
-def _accuracy_side_why(run: _Run, model: str, role: str, metric: str) -> tuple[str, str] | None:
-    """(cell text, why) when one side's own accuracy result stops the verdict; None if sound."""
-    m = run.latest(model, metric)
-    if m is None:
-        return NOT_MEASURED, f"no {metric} result of the {role} {model} in this run"
-    failed = [item for item in m.item_records() if item.failed]
-    if failed:
-        return CANNOT_CONCLUDE, (
-            f"{len(failed)} of {len(m.items)} {metric} items of the {role} {model} failed (first: "
-            f"{_one_line(failed[0].error)}); no verdict is drawn from a partial item set")
-    return None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
+    # throughput at c16
+    def throughput_why(self, model: str) -> tuple[str, str] | None:
+        """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
+        m, role = self.c16(model), self.role(model)
+        if m is None:
+            earlier = self.earlier_runs(model, RATIO_BENCHMARK)
+            if earlier:
+                return NOT_MEASURED, (f"the {role} {model}'s {C16} throughput comes from earlier "
+                                      f"run {', '.join(earlier)} (the ratios use it); this report "
+                                      "holds this run's measurements only")
+            whose, where = (f"of the {role} {model} ", "") if self.any_c16 else ("", "in this run ")
+            return NOT_MEASURED, (f"no throughput measurement {whose}at {C16} {where}"
+                                  f"(benches/test_throughput.py -k {C16})")
+        if m.passed:
+            return None
+        failed = self.failures_of(model, C16)
+        said = f": {_one_line(failed[0].message)}" if failed else ""
+        return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
 
+    def ratio_cells(self, candidate: str) -> list[Cell]:
+        """[ratio with interval, verdict] of a candidate's c16 throughput against the reference's."""
+        m = self.c16_ratio(candidate)
+        if m is not None:
+            stats = stats_of(m, ThroughputRatioStats)
+            verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
+            low, high = self.c16_interval(candidate)
+            if ratio == NA:
+                return [_absent(NA, f"the {C16} ratio of {candidate} records no value"), verdict]
+            if low is None or high is None or stats.interval is None:
+                return [Cell(f"{ratio} (no interval)", why=(
+                    f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
+                    "--repeats 2 or more)")), verdict]
+            return [Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
+                         f"{_confidence(stats.interval.confidence)}"), verdict]
+        side = self.throughput_why(self.reference) or self.throughput_why(candidate)
+        failed = [f for f in self.failures_of(candidate, C16)
+                  if f.name.startswith("test_throughput_ratio")]
+        return _both(*side) if side else _both(CANNOT_CONCLUDE, failed[0].said) if failed else \
+            _both(NOT_JUDGED, f"no {C16} throughput ratio of {candidate}: its ratio test did not "
+                              "run (test_throughput_ratio in benches/test_throughput.py)")
 
-def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
-    """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
-    m = run.verdict(candidate, metric)
-    if m is not None:
-        stats = stats_of(m, AccuracyVerdictStats)
-        iv = stats.interval
-        shown = NA if iv is None else format_points_interval(iv.low, iv.high)
-        if iv is None or finite(iv.difference) is None or shown == NA:
-            why = f"the {metric} verdict of {candidate} records no difference or interval"
-            return [_verdict(stats.verdict), _absent(NA, why)]
-        few = iv.too_few_reason()
-        few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict from "
-                       f"its interval: {few}")
-        # the unit once: "-2.0 pp [-5.0, +1.0]"
-        return [_verdict(stats.verdict), Cell(f"{format_points(iv.difference)} "
-                f"{shown.removesuffix(' pp')}{_confidence(iv.confidence)}", detail=few)]
-    sides = [_accuracy_side_why(run, model, role, metric)
-             for model, role in ((run.reference, "reference"), (candidate, "candidate"))]
-    stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
-    if stopped:
-        return _both(*stopped)
-    failed = run.failures_of(candidate, metric)
-    if failed:
-        return _both(CANNOT_CONCLUDE, failed[0].said)
-    side = next((side for side in sides if side), None)
-    return _both(*side) if side else _both(NOT_JUDGED, (
-        f"no verdict:{metric} measurement of {candidate}: its verdict test did not run (a "
-        "declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)"))
+    def reference_throughput_cells(self) -> list[Cell]:
+        side, m = self.throughput_why(self.reference), self.c16(self.reference)
+        if side is not None or m is None:  # m is None only with a side's why
+            return [_absent(*side or (NA, "")), Cell(REFERENCE)]
+        return [Cell(f"{format_rate(m.value)} tokens/s"), Cell(REFERENCE)]
 
+    # capacity and cost
+    def capacity(self, model: str) -> _Capacity:
+        """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test
+        (null when the search broke off), else why there is none."""
+        m, role = self.latest(model, CAPACITY), self.role(model)
+        failed = [f for f in self.failures_of(model) if f.function == "test_capacity"]
+        if m is None:
+            earlier = self.earlier_runs(model, CAPACITY_RATIO)
+            return _Capacity(CapacityStats(), None, *(
+                (CANNOT_CONCLUDE, f"the {role} {model}'s {failed[0].said}") if failed else (
+                    NOT_MEASURED,
+                    f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
+                    "(the capacity ratios use it); this report holds this run's measurements only"
+                    if earlier else f"no capacity measurement of the {role} {model} in this run"
+                    if self.any_capacity else "no capacity measurement in this run "
+                    "(benches/test_capacity.py; it needs --slo, e.g. --slo ttft=500ms,tpot=50ms)")))
+        stats = stats_of(m, CapacityStats)
+        if stats.capacity is None or stats.capacity < 0 or not m.passed:
+            said = (stats.error or (failed[0].message if failed else "")
+                    or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
+            return _Capacity(stats, None, CANNOT_CONCLUDE, f"the {role} {model}'s capacity "
+                                                           f"search did not conclude: {_one_line(said)}")
+        return _Capacity(stats, stats.capacity)
 
-def _reference_accuracy_cells(run: _Run, metric: str) -> list[Cell]:
-    """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
-    side = _accuracy_side_why(run, run.reference, "reference", metric)
-    m = run.latest(run.reference, metric)
-    if side is not None or m is None:  # m is None only with a side's why
-        return [Cell(REFERENCE), _absent(*side or (NA, ""))]
-    interval = accuracy_interval(m)
-    shown = f" ({format_percent_interval(*interval)})" if interval else ""
-    return [Cell(REFERENCE), Cell(f"{format_percent(m.value)}{shown}")]
+    def capacity_ratio_cells(self, candidate: str) -> list[Cell]:
+        """[ratio with its search bracket, verdict] of a candidate's capacity against the
+        reference's, from its ``capacity_ratio`` measurement, else why there is none."""
+        m = self.latest(candidate, CAPACITY_RATIO)
+        if m is not None:
+            stats = stats_of(m, CapacityRatioStats)
+            verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
+            if value == NA:
+                return [_absent(CANNOT_CONCLUDE, f"{candidate}'s capacity ratio records no value"),
+                        verdict]
+            if ratio is not None and ratio.degenerate:
+                return [Cell(f"{value} (no bracket)", detail=(
+                    f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
+                    "server's maximum concurrency, so neither capacity is bounded above")), verdict]
+            if ratio is None:
+                return [Cell(value, why=f"{candidate}'s capacity ratio records no search bracket"),
+                        verdict]
+            upper = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
+            return [Cell(f"{value} [{ratio.low:.2f}, {upper}"), verdict]
+        mine, reference = self.capacities[candidate], self.capacities[self.reference]
+        failed = [f for f in self.failures_of(candidate) if f.function == "test_capacity_ratio"]
+        if mine.value is None or (reference.value is None and not failed):
+            why = mine.why if mine.value is None else \
+                f"no capacity of the reference to compare with: {reference.why}"
+            return [_absent(DASH, why), _absent(DASH, why)]
+        return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
+            f"no capacity_ratio measurement of {candidate}: its ratio test did not run "
+            "(test_capacity_ratio in benches/test_capacity.py)"))
 
+    def cost(self, model: str) -> _Cost:
+        """The model's $/1M output tokens at its capacity, else at c16, else why there is none.
 
-def _throughput_why(run: _Run, model: str, role: str) -> tuple[str, str] | None:
-    """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
-    m = run.c16(model)
-    if m is None:
-        earlier = run.earlier_runs(model, RATIO_BENCHMARK)
-        if earlier:
-            return NOT_MEASURED, (f"the {role} {model}'s {C16} throughput comes from earlier "
-                                  f"run {', '.join(earlier)} (the ratios use it); this report "
-                                  "holds this run's measurements only")
-        whose, where = (f"of the {role} {model} ", "") if run.any_c16 else ("", "in this run ")
-        return NOT_MEASURED, (f"no throughput measurement {whose}at {C16} {where}"
-                              f"(benches/test_throughput.py -k {C16})")
-    if m.passed:
-        return None
-    failed = run.failures_of(model, C16)
-    said = f": {_one_line(failed[0].message)}" if failed else ""
-    return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
+        A capacity of 0 has no cost at it (no concurrency meets the SLO); a capacity search that
+        did not conclude leaves the c16 cost, when that measurement succeeded.
+        """
+        capacity, role = self.capacities[model], self.role(model)
+        if capacity.value:
+            at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
+            return _Cost.priced(at and at.usd_per_million_output_tokens,
+                                pricing and pricing.usd_per_hour, "capacity",
+                                f"at c{capacity.value}", None, f"the {role} {model}'s capacity")
+        if capacity.value == 0:
+            return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
+                                   "(capacity 0): no cost at its capacity", text=NA)
+        c16, throughput_why = self.c16(model), self.throughput_why(model)
+        if c16 is not None and throughput_why is None:
+            cost = stats_of(c16, ThroughputStats).cost
+            return _Cost.priced(cost and cost.usd_per_million_output_tokens,
+                                cost and cost.pricing.usd_per_hour, "c16", f"at {C16}",
+                                cost.interval if cost else None,
+                                f"the {role} {model}'s {C16} throughput")
+        if capacity.text == CANNOT_CONCLUDE:
+            return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
+        if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
+            return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
+        whose = "in this run" if not self.any_capacity and not self.any_c16 else \
+            f"of the {role} {model}"
+        return _Cost(None, why=f"no capacity or {C16} throughput measurement {whose} to price")
 
+    def relative_cost_cell(self, candidate: str) -> Cell:
+        """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse
+        of the c16 throughput ratio, so its interval is that ratio's, inverted; at the
+        capacities each cost comes from one search window, so there is none, and it says so."""
+        (value, why), cost = self.relative[candidate], self.costs[candidate]
+        if value is None:
+            return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, why)
+        low, high = self.c16_interval(candidate)
+        if cost.basis == "c16" and low is not None and high is not None and low > 0:
+            return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
+        why = (f"its {C16} throughput ratio has none (a side has a single repeat: run --repeats "
+               "2 or more)" if cost.basis == "c16"
+               else "each cost at its capacity comes from one search window")
+        return Cell(f"{format_ratio(value)} (no interval)",
+                    why=f"{candidate}'s cost vs the reference has no interval: {why}")
 
-def _ratio_cells(run: _Run, candidate: str) -> list[Cell]:
-    """[ratio with interval, verdict] of a candidate's c16 throughput against the reference's."""
-    m = run.c16_ratio(candidate)
-    if m is not None:
-        stats = stats_of(m, ThroughputRatioStats)
-        verdict, ratio, (low, high) = _verdict(stats.verdict), format_ratio(m.value), \
-            run.c16_interval(candidate)
-        if ratio == NA:
-            return [_absent(NA, f"the {C16} ratio of {candidate} records no value"), verdict]
-        if low is None or high is None or stats.interval is None:
-            return [Cell(f"{ratio} (no interval)", why=(
-                f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
-                "--repeats 2 or more)")), verdict]
-        return [Cell(f"{ratio} [{low:.2f}, {high:.2f}]{_confidence(stats.interval.confidence)}"),
-                verdict]
-    for model, role in ((run.reference, "reference"), (candidate, "candidate")):
-        side = _throughput_why(run, model, role)
-        if side is not None:
-            return _both(*side)
-    failed = [f for f in run.failures_of(candidate, C16) if f.name.startswith("test_throughput_ratio")]
-    return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
-        f"no {C16} throughput ratio of {candidate}: its ratio test did not run "
-        "(test_throughput_ratio in benches/test_throughput.py)"))
+    def screen_cells(self, model: str) -> list[Cell]:
+        m = self.latest(model, SCREEN)
+        if m is None:
+            failed = self.failures_of(model, SCREEN)
+            return _both(NOT_SCREENED, f"{model}'s {failed[0].said}" if failed else
+                         f"no screening of {model} (pytest benches -m screen; Hugging Face "
+                         "sources only)")
+        stats = stats_of(m, ScreeningResult)
+        licence = stats.license or "unknown"
+        if finite(stats.kv_headroom_gib) is None:
+            return [Cell(licence), _absent(NA, f"the screening of {model} found no weight size")]
+        return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
+                                    f"{'' if stats.accepted else ' (rejected)'}")]
 
+    def row(self, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
+        """The reference's own figures, or a candidate's compared with them."""
+        if model == self.reference:
+            return DecisionRow(model, True, [
+                *(cell for metric in metrics for cell in self.reference_accuracy_cells(metric)),
+                *self.reference_throughput_cells(), self.capacities[model].cell(model),
+                Cell(REFERENCE), Cell(REFERENCE), self.costs[model].cell(), Cell(REFERENCE),
+                *(self.screen_cells(model) if screened else [])])
+        return DecisionRow(model, False, [
+            *(cell for metric in metrics for cell in self.verdict_cells(model, metric)),
+            *self.ratio_cells(model), self.capacities[model].cell(model),
+            *self.capacity_ratio_cells(model), self.costs[model].cell(),
+            self.relative_cost_cell(model), *(self.screen_cells(model) if screened else [])])
 
-def _reference_throughput_cells(run: _Run) -> list[Cell]:
-    side = _throughput_why(run, run.reference, "reference")
-    m = run.c16(run.reference)
-    if side is not None or m is None:  # m is None only with a side's why
-        return [_absent(*side or (NA, "")), Cell(REFERENCE)]
-    return [Cell(f"{format_rate(m.value)} tokens/s"), Cell(REFERENCE)]
+    def flags(self, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
+        """Unstable or contended settings, the reference's flags carried into the comparisons
+        (a stored reference measurement is not in this run's rows), failed items, failed
+        tests, column groups that cannot conclude."""
+        def setting(m: Measurement) -> str:
+            prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
+            return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
 
+        rows = [(m, throughput_row(m)) for m in self.measurements
+                if m.model == model and measurement_kind(m) == "throughput"]
+        capacity = self.latest(model, CAPACITY)
+        contended = [setting(m) for m, row in rows if row.contended] + (
+            ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
+        flags = [f"{word} ({', '.join(settings)})" for word, settings in (
+            ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
+            ("contended", contended)) if settings]
+        carried: dict[str, list[str]] = {}
+        ratio, capacity_ratio = self.c16_ratio(model), self.latest(model, CAPACITY_RATIO)
+        for found, where in (
+                (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
+                (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
+                 "capacity")):
+            for flag in found or ():
+                carried.setdefault(flag, []).append(where)
+        flags += [f"reference {flag} ({', '.join(where)})" for flag, where in carried.items()]
+        failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in self.measurements
+                        if m.model == model and measurement_kind(m) == "accuracy"
+                        if (failed := sum(item.failed for item in m.item_records()))]
+        # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
+        judged = {m.test_id for m in self.measurements
+                  if m.model == model and isinstance(m.stats, _COMPARISONS)}
+        failed_tests = sorted({f.name for f in self.failures_of(model) if f.test_id not in judged})
+        stopped = sorted({c.group for c, cell in zip(columns, cells)
+                          if cell.why and cell.text == CANNOT_CONCLUDE})
+        return flags + [f"{word} ({', '.join(found)})" for word, found in (
+            ("failed items", failed_items), ("failed tests", failed_tests),
+            ("cannot conclude", stopped)) if found]
 
-# --------------------------------------------------------------------------- capacity
+    # answer and Pareto
+    def picks(self, pool: Sequence[str]) -> list[str]:
+        """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
+        without either, the highest c16 throughput ratio."""
+        picks = []
+        measured = {c: self.capacities[c] for c in pool if self.capacities[c].value is not None}
+        if measured:
+            best = max(cap.value or 0 for cap in measured.values())
+            top = [c for c, cap in measured.items() if cap.value == best]
+            shown = f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best)
+            picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1" if best == 0
+                         else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
+                              "requests)")
+        priced = {c: self.costs[c] for c in pool if self.costs[c].usd is not None}
+        # each at its own capacity, else each at c16: one basis, one price
+        basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
+        comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
+        if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
+            cheapest = min(cost.usd or 0.0 for cost in comparable.values())
+            top = [c for c, cost in comparable.items() if cost.usd == cheapest]
+            relative = self.relative.get(top[0], (None, ""))[0]
+            versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
+            picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
+                         f"{comparable[top[0]].at}{versus})")
+            elsewhere = [c for c in pool if c in priced and c not in comparable]
+            if elsewhere:
+                picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
+                             f"{priced[elsewhere[0]].at}, not at its capacity)")
+            if unpriced := [c for c in pool if c not in priced]:
+                picks.append(f"no cost for {_names(unpriced)}")
+        if picks:
+            return picks
+        ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
+                  if (m := self.c16_ratio(c)) is not None and (value := finite(m.value)) is not None}
+        if not ratios:
+            return [NOTHING_TO_CHOOSE]
+        best_ratio = max(v for v, _ in ratios.values())
+        top = [c for c, (v, _) in ratios.items() if v == best_ratio]
+        return [f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
+                f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})"]
 
+    def answer(self, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
+        """Who holds the reference's accuracy on every verdict, and among them the picks."""
+        reference, candidates = self.reference, self.candidates
+        if not metrics:
+            found = self.picks(candidates)
+            return (f"No answer: this run has no accuracy verdict against {reference}, so no "
+                    "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+                    "or your own)" + ("" if found == [NOTHING_TO_CHOOSE]
+                                      else ". Not judged on accuracy: " + "; ".join(found)) + ".")
+        labels = ", ".join(map(metric_label, metrics))
+        holding = [c for c in candidates if not standings[c]]
+        if not holding:
+            said = "; ".join(f"{c} {standings[c]}" for c in candidates)
+            return (f"No answer: no candidate matches {reference} on every accuracy verdict "
+                    f"({labels}): {said}.")
+        verb = "matches" if len(holding) == 1 else "match"
+        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
+        if rest := [c for c in candidates if c not in holding]:
+            parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
+        return "; ".join(parts + self.picks(holding)) + "."
 
-@dataclass(frozen=True)
-class _Capacity:
-    """A model's capacity: ``value`` when its search concluded, else None with the cell's
-    ``text`` and ``why``."""
+    def pareto(self, metrics: Sequence[str], standings: Mapping[str, str]) -> Pareto | str:
+        """The Pareto plot's data against the c16 ratio, else the relative cost; else why not."""
+        candidates = self.candidates
+        judged = [m for m in metrics if any(self.verdict(c, m) is not None for c in candidates)]
+        if not judged:
+            return "no accuracy verdict to plot against"
+        label = metric_label(judged[0])
+        use_ratio = any((m := self.c16_ratio(c)) is not None and finite(m.value) is not None
+                        for c in candidates)
+        if not use_ratio and not any(v is not None for v, _ in self.relative.values()):
+            return f"neither a {C16} throughput ratio nor a relative cost to plot against"
+        points = [ParetoPoint(self.reference, 1.0, 0.0, None, None, None, None, True,
+                              is_reference=True)]
+        left_out = []
+        for c in candidates:
+            verdict = self.verdict(c, judged[0])
+            iv = None if verdict is None else stats_of(verdict, AccuracyVerdictStats).interval
+            y = None if iv is None else finite(iv.difference)
+            ratio = self.c16_ratio(c)
+            x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")
+                      if use_ratio else self.relative[c])
+            if y is None or iv is None or x is None:
+                left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
+                continue
+            x_low, x_high = self.c16_interval(c) if use_ratio else (None, None)
+            points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
+                                      not standings[c]))
+        front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
+        at = ("each at its capacity under the SLO" if self.costs[self.reference].basis == "capacity"
+              else f"at {C16}")
+        return Pareto(
+            f"throughput at {C16} ÷ the reference's (95% interval)" if use_ratio
+            else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
+            f"{label} accuracy − the reference's (pp, 95% interval)",
+            f"{C16} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
+            use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
+            tuple(left_out))
 
-    stats: CapacityStats
-    value: int | None
-    text: str = ""
-    why: str = ""
+    # what the page shows
+    def accuracy_metrics(self) -> list[str]:
+        """Benchmarks with a verdict, and accuracy benchmarks both the reference and a
+        candidate measured (their verdict cells then say why there is none), in report order."""
+        found = {stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX):]
+                 for m in self.measurements if m.benchmark.startswith(VERDICT_PREFIX)}
+        measured: dict[str, set[str]] = {}
+        for m in self.measurements:
+            if measurement_kind(m) == "accuracy":
+                measured.setdefault(m.benchmark, set()).add(m.model)
+        found |= {benchmark for benchmark, models in measured.items()
+                  if self.reference in models and models & set(self.candidates)}
+        return sorted(found, key=lambda name: (rank(name), name))
 
-    @property
-    def at_maximum(self) -> bool:
-        """The search passed at the server's maximum: the capacity is at least that."""
-        bracket = self.stats.bracket
-        return bool(self.value) and bracket is not None and bracket[1] is None
-
-    def shown(self) -> str:
-        """``3``; ``≥4`` when the search reached the server's maximum."""
-        return f"≥{self.value}" if self.at_maximum else str(self.value)
-
-
-def _capacity(run: _Run, model: str, role: str) -> _Capacity:
-    """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test (null
-    when the search broke off), else why there is none."""
-    m = run.latest(model, CAPACITY)
-    failed = [f for f in run.failures_of(model) if f.function == "test_capacity"]
-    if m is None:
-        earlier = run.earlier_runs(model, CAPACITY_RATIO)
-        text, why = (CANNOT_CONCLUDE, f"the {role} {model}'s {failed[0].said}") if failed else (
-            NOT_MEASURED,
-            f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} (the "
-            "capacity ratios use it); this report holds this run's measurements only" if earlier
-            else f"no capacity measurement of the {role} {model} in this run" if run.any_capacity
-            else "no capacity measurement in this run (benches/test_capacity.py; it needs --slo, "
-                 "e.g. --slo ttft=500ms,tpot=50ms)")
-        return _Capacity(CapacityStats(), None, text, why)
-    stats = stats_of(m, CapacityStats)
-    if stats.capacity is None or stats.capacity < 0 or not m.passed:
-        said = (stats.error or (failed[0].message if failed else "")
-                or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
-        return _Capacity(stats, None, CANNOT_CONCLUDE,
-                         f"the {role} {model}'s capacity search did not conclude: {_one_line(said)}")
-    return _Capacity(stats, stats.capacity)
-
-
-def _capacity_cell(capacity: _Capacity, model: str) -> Cell:
-    """The capacity with the goodput at it; 0 and the server's maximum say so."""
-    if capacity.value is None:
-        return _absent(capacity.text, capacity.why)
-    stats, at = capacity.stats, capacity.stats.at_capacity
-    reason = _one_line(stats.reason)
-    if capacity.value == 0:
-        return Cell("0 (misses the SLO at concurrency 1)",
-                    detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
-    goodput = None if at is None else finite(at.goodput_rps)
-    said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
-    figures = []
-    if at is not None and (attainment := finite(at.slo_attainment)) is not None:
-        step = next((s for s in stats.steps if s.concurrency == capacity.value and s.passed), None)
-        counted = f" ({step.good}/{step.requests})" if step else ""
-        figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
-    figures += [said] if said else []
-    if at is not None and finite(at.output_tokens_per_s) is not None:
-        figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
-    bracket = stats.bracket
-    shown = NA if bracket is None else f"[{bracket[0]}, {'open' if bracket[1] is None else bracket[1]}]"
-    tip = (f"at c{capacity.value}: {', '.join(figures)}; " if figures else "") + (
-        f"search bracket {shown}")
-    if capacity.at_maximum:
-        return Cell(f"{capacity.shown()} (the server's maximum{'; ' + said if said else ''})",
-                    detail=f"{model}: {reason}" if reason else "", tip=tip)
-    return Cell(f"{capacity.value} ({said})" if said else str(capacity.value), tip=tip)
-
-
-def _capacity_ratio_cells(run: _Run, candidate: str, mine: _Capacity,
-                          reference: _Capacity) -> list[Cell]:
-    """[ratio with its search bracket, verdict] of a candidate's capacity against the
-    reference's, from its ``capacity_ratio`` measurement, else why there is none."""
-    m = run.latest(candidate, CAPACITY_RATIO)
-    if m is not None:
-        stats = stats_of(m, CapacityRatioStats)
-        verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
-        if value == NA:
-            return [_absent(CANNOT_CONCLUDE, f"{candidate}'s capacity ratio records no value"),
-                    verdict]
-        if ratio is not None and ratio.degenerate:
-            return [Cell(f"{value} (no bracket)", detail=(
-                f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
-                "server's maximum concurrency, so neither capacity is bounded above")), verdict]
-        if ratio is None:
-            return [Cell(value, why=f"{candidate}'s capacity ratio records no search bracket"),
-                    verdict]
-        upper = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
-        return [Cell(f"{value} [{ratio.low:.2f}, {upper}"), verdict]
-    failed = [f for f in run.failures_of(candidate) if f.function == "test_capacity_ratio"]
-    if mine.value is None:
-        return [_absent(DASH, mine.why), _absent(DASH, mine.why)]
-    if failed:
-        return _both(CANNOT_CONCLUDE, failed[0].said)
-    if reference.value is None:
-        why = f"no capacity of the reference to compare with: {reference.why}"
-        return [_absent(DASH, why), _absent(DASH, why)]
-    return _both(NOT_JUDGED, f"no capacity_ratio measurement of {candidate}: its ratio test did "
-                             "not run (test_capacity_ratio in benches/test_capacity.py)")
-
-
-# --------------------------------------------------------------------------- cost, screening
-
-
-@dataclass(frozen=True)
-class _Cost:
-    """$/1M output tokens ``at`` the capacity (``at c12``) or ``at c16`` (``basis``
-    ``capacity`` or ``c16``), priced at ``usd_per_hour``; without it, the cell's text and why."""
-
-    usd: float | None
-    basis: str = ""
-    at: str = ""
-    interval: tuple[float, float] | None = None
-    why: str = ""
-    text: str = NOT_MEASURED
-    usd_per_hour: float | None = None
-
-
-def _priced(usd: object, usd_per_hour: object, basis: str, at: str,
-            interval: tuple[float, float] | None, whose: str) -> _Cost:
-    """The cost of a priced measurement; ``no price`` without a price, ``cannot conclude``
-    when priced without a cost."""
-    if (usd := finite(usd)) is not None:
-        return _Cost(usd, basis, at, interval, usd_per_hour=finite(usd_per_hour))
-    if finite(usd_per_hour) is None:
-        return _Cost(None, why=NO_PRICE_WHY, text=NO_PRICE)
-    return _Cost(None, why=f"{whose} records a price but no $/1M output tokens",
-                 text=CANNOT_CONCLUDE)
-
-
-def _cost(run: _Run, model: str, role: str, capacity: _Capacity) -> _Cost:
-    """The model's $/1M output tokens at its capacity, else at c16, else why there is none.
-
-    A capacity of 0 has no cost at it (no concurrency meets the SLO); a capacity search that
-    did not conclude leaves the c16 cost, when that measurement succeeded.
-    """
-    if capacity.value:
-        at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
-        return _priced(at and at.usd_per_million_output_tokens, pricing and pricing.usd_per_hour,
-                       "capacity", f"at c{capacity.value}", None, f"the {role} {model}'s capacity")
-    if capacity.value == 0:
-        return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
-                               "(capacity 0): no cost at its capacity", text=NA)
-    c16, throughput_why = run.c16(model), _throughput_why(run, model, role)
-    if c16 is not None and throughput_why is None:
-        cost = stats_of(c16, ThroughputStats).cost
-        return _priced(cost and cost.usd_per_million_output_tokens,
-                       cost and cost.pricing.usd_per_hour, "c16", f"at {C16}",
-                       cost.interval if cost else None, f"the {role} {model}'s {C16} throughput")
-    if capacity.text == CANNOT_CONCLUDE:
-        return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
-    if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
-        return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
-    whose = "in this run" if not run.any_capacity and not run.any_c16 else \
-        f"of the {role} {model}"
-    return _Cost(None, why=f"no capacity or {C16} throughput measurement {whose} to price")
-
-
-def _cost_cell(cost: _Cost) -> Cell:
-    if cost.usd is None:
-        return _absent(cost.text, cost.why)
-    interval = (f" [{format_usd(cost.interval[0], '$')}, {format_usd(cost.interval[1], '$')}]"
-                if cost.interval else "")
-    return Cell(f"{format_usd(cost.usd, '$')}{interval} {cost.at}")
-
-
-def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float | None, str]:
-    """(candidate ÷ reference cost, why not): only both at their capacity or both at c16,
-    priced at the same rate."""
-    if candidate.usd is None:
-        return None, candidate.why
-    if reference.usd is None:
-        return None, f"the reference has no cost: {reference.why}"
-    if candidate.basis != reference.basis:
-        return None, (f"{name} is priced {candidate.at} and the reference {reference.at}: "
-                      "not the same basis, so no ratio")
-    if candidate.usd_per_hour is None or reference.usd_per_hour is None:
-        return None, f"{name}'s or the reference's cost records no price per hour: no ratio"
-    if candidate.usd_per_hour != reference.usd_per_hour:
-        return None, (f"{name} and the reference are priced at different rates "
-                      f"({format_usd(candidate.usd_per_hour, '$')}/h and "
-                      f"{format_usd(reference.usd_per_hour, '$')}/h): no ratio")
-    return candidate.usd / reference.usd, ""
-
-
-def _relative_cost_cell(run: _Run, candidate: str, cost: _Cost,
-                        relative: tuple[float | None, str]) -> Cell:
-    """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse of
-    the c16 throughput ratio, so its interval is that ratio's, inverted; at the capacities
-    each cost comes from one search window, so there is none, and the cell says so."""
-    value = relative[0]
-    if value is None:
-        return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, relative[1])
-    low, high = run.c16_interval(candidate)
-    if cost.basis == "c16" and low is not None and high is not None and low > 0:
-        return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
-    why = (f"its {C16} throughput ratio has none (a side has a single repeat: run --repeats 2 "
-           "or more)" if cost.basis == "c16"
-           else "each cost at its capacity comes from one search window")
-    return Cell(f"{format_ratio(value)} (no interval)",
-                why=f"{candidate}'s cost vs the reference has no interval: {why}")
-
-
-def _screen_cells(run: _Run, model: str) -> list[Cell]:
-    m = run.latest(model, SCREEN)
-    if m is None:
-        failed = run.failures_of(model, SCREEN)
-        return _both(NOT_SCREENED, f"{model}'s {failed[0].said}" if failed else
-                     f"no screening of {model} (pytest benches -m screen; Hugging Face sources "
-                     "only)")
-    stats = stats_of(m, ScreeningResult)
-    licence = stats.license or "unknown"
-    if finite(stats.kv_headroom_gib) is None:
-        return [Cell(licence), _absent(NA, f"the screening of {model} found no weight size")]
-    return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
-                                f"{'' if stats.accepted else ' (rejected)'}")]
-
-
-# --------------------------------------------------------------------------- flags
-
-
-def _flags(run: _Run, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
-    """Unstable or contended settings, the reference's flags carried into the comparisons
-    (a stored reference measurement is not in this run's rows), failed items, failed tests,
-    column groups that cannot conclude."""
-    def setting(m: Measurement) -> str:
-        prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
-        return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
-
-    rows = [(m, throughput_row(m)) for m in run.measurements
-            if m.model == model and measurement_kind(m) == "throughput"]
-    capacity = run.latest(model, CAPACITY)
-    contended = [setting(m) for m, row in rows if row.contended] + (
-        ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
-    flags = [f"{word} ({', '.join(settings)})" for word, settings in (
-        ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
-        ("contended", contended)) if settings]
-    carried: dict[str, list[str]] = {}
-    ratio, capacity_ratio = run.c16_ratio(model), run.latest(model, CAPACITY_RATIO)
-    for flags_of, where in (
-            (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
-            (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
-             "capacity")):
-        for flag in flags_of or ():
-            carried.setdefault(flag, []).append(where)
-    flags += [f"reference {flag} ({', '.join(where)})" for flag, where in carried.items()]
-    failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in run.measurements
-                    if m.model == model and measurement_kind(m) == "accuracy"
-                    if (failed := sum(item.failed for item in m.item_records()))]
-    # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
-    judged = {m.test_id for m in run.measurements
-              if m.model == model and isinstance(m.stats, _COMPARISONS)}
-    failed_tests = sorted({f.name for f in run.failures_of(model) if f.test_id not in judged})
-    stopped = sorted({c.group for c, cell in zip(columns, cells)
-                      if cell.why and cell.text == CANNOT_CONCLUDE})
-    return flags + [f"{word} ({', '.join(found)})" for word, found in (
-        ("failed items", failed_items), ("failed tests", failed_tests),
-        ("cannot conclude", stopped)) if found]
-
-
-# --------------------------------------------------------------------------- answer and Pareto
+    def notes(self, metrics: Sequence[str], groups: set[str]) -> list[str]:
+        """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
+        notes = []
+        if metrics:
+            notes.append("difference: candidate − reference accuracy in percentage points, paired "
+                         "item by item (bootstrap interval); the reference row shows its own "
+                         "accuracy (Wilson 95% interval)")
+        if f"throughput at {C16}" in groups:
+            notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} "
+                         "concurrent requests, short prompts (Welch t interval over the repeats)")
+        if "capacity under the SLO" in groups:
+            searched = [(m, Setting.of(m)) for m in self.measurements
+                        if m.benchmark in (CAPACITY, CAPACITY_RATIO)]
+            slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+            targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
+                              and s.attainment_target is not None})
+            share = " or ".join(f"{100 * t:g}%" for t in targets) or "enough"
+            notes.append(f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
+                         f"concurrent requests (up to the server's maximum) at which {share} of "
+                         "requests meet it, with the goodput there (requests per second that met "
+                         "it)")
+            if any(m.benchmark == CAPACITY_RATIO for m in self.measurements):
+                notes.append("capacity vs reference: candidate ÷ reference capacity with the "
+                             "bracket the two searches allow (last pass ÷ first miss, and first "
+                             "miss ÷ last pass): a search bracket, not a confidence interval")
+        if "cost" in groups:
+            prices = {p.describe() for m in self.measurements if (p := stats_of(
+                m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
+                and finite(p.usd_per_hour) is not None}
+            notes.append("cost: the machine's price ÷ output tokens/s, at the model's capacity "
+                         f"under the SLO, else at {C16}; price "
+                         + ("; ".join(sorted(prices)) if prices else "not given"))
+        return notes
 
 
 def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
@@ -713,78 +847,6 @@ def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str
     return ", ".join(problems)
 
 
-def _names(models: Sequence[str]) -> str:
-    return ", ".join(models[:-1]) + " and " + models[-1] if len(models) > 1 else "".join(models)
-
-
-NOTHING_TO_CHOOSE = f"no capacity, cost or {C16} throughput ratio to choose among them"
-
-
-def _picks(run: _Run, pool: Sequence[str], capacities: Mapping[str, _Capacity],
-           costs: Mapping[str, _Cost], relative_costs: Mapping[str, tuple[float | None, str]],
-           ) -> list[str]:
-    """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
-    without either, the highest c16 throughput ratio."""
-    picks = []
-    measured = {c: capacities[c] for c in pool if capacities[c].value is not None}
-    if measured:
-        best = max(cap.value or 0 for cap in measured.values())
-        top = [c for c, cap in measured.items() if cap.value == best]
-        shown = f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best)
-        picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1" if best == 0 else
-                     f"highest capacity under the SLO: {_names(top)} ({shown} concurrent requests)")
-    priced = {c: costs[c] for c in pool if costs[c].usd is not None}
-    # each at its own capacity, else each at c16: one basis, one price
-    basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
-    comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
-    if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
-        cheapest = min(cost.usd or 0.0 for cost in comparable.values())
-        top = [c for c, cost in comparable.items() if cost.usd == cheapest]
-        relative = relative_costs.get(top[0], (None, ""))[0]
-        versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
-        picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
-                     f"{comparable[top[0]].at}{versus})")
-        elsewhere = [c for c in pool if c in priced and c not in comparable]
-        unpriced = [c for c in pool if c not in priced]
-        if elsewhere:
-            picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
-                         f"{priced[elsewhere[0]].at}, not at its capacity)")
-        if unpriced:
-            picks.append(f"no cost for {_names(unpriced)}")
-    if picks:
-        return picks
-    ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
-              if (m := run.c16_ratio(c)) is not None and (value := finite(m.value)) is not None}
-    if not ratios:
-        return [NOTHING_TO_CHOOSE]
-    best_ratio = max(v for v, _ in ratios.values())
-    top = [c for c, (v, _) in ratios.items() if v == best_ratio]
-    return [f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
-            f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})"]
-
-
-def _answer(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
-            standings: Mapping[str, str], picks: Callable[[Sequence[str]], list[str]]) -> str:
-    reference = run.reference
-    if not metrics:
-        found = picks(candidates)
-        return (f"No answer: this run has no accuracy verdict against {reference}, so no "
-                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
-                "or your own)" + ("" if found == [NOTHING_TO_CHOOSE]
-                                  else ". Not judged on accuracy: " + "; ".join(found)) + ".")
-    labels = ", ".join(map(metric_label, metrics))
-    holding = [c for c in candidates if not standings[c]]
-    if not holding:
-        said = "; ".join(f"{c} {standings[c]}" for c in candidates)
-        return f"No answer: no candidate matches {reference} on every accuracy verdict ({labels}): {said}."
-    verb = "matches" if len(holding) == 1 else "match"
-    parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
-    rest = [c for c in candidates if c not in holding]
-    if rest:
-        parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
-    return "; ".join(parts + picks(holding)) + "."
-
-
 def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool = True) -> list[bool]:
     """Whether each point is on the Pareto front: no other point is at least as good on both
     axes and better on one (y: higher is better; x as ``x_higher_is_better`` says)."""
@@ -798,72 +860,17 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool
             for point in points]
 
 
-def _pareto(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
-            standings: Mapping[str, str], relative_costs: Mapping[str, tuple[float | None, str]],
-            reference_cost: _Cost) -> tuple[Pareto | None, str]:
-    judged = [m for m in metrics if any(run.verdict(c, m) is not None for c in candidates)]
-    if not judged:
-        return None, "no accuracy verdict to plot against"
-    label = metric_label(judged[0])
-    use_ratio = any((m := run.c16_ratio(c)) is not None and finite(m.value) is not None
-                    for c in candidates)
-    if not use_ratio and not any(v is not None for v, _ in relative_costs.values()):
-        return None, f"neither a {C16} throughput ratio nor a relative cost to plot against"
-    points = [ParetoPoint(run.reference, 1.0, 0.0, None, None, None, None, True, is_reference=True)]
-    left_out = []
-    for c in candidates:
-        verdict = run.verdict(c, judged[0])
-        iv = None if verdict is None else stats_of(verdict, AccuracyVerdictStats).interval
-        y = None if iv is None else finite(iv.difference)
-        ratio = run.c16_ratio(c)
-        x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")
-                  if use_ratio else relative_costs[c])
-        if y is None or iv is None or x is None:
-            left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
-            continue
-        x_low, x_high = run.c16_interval(c) if use_ratio else (None, None)
-        points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
-                                  not standings[c]))
-    front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
-    at = "each at its capacity under the SLO" if reference_cost.basis == "capacity" else f"at {C16}"
-    return Pareto(
-        f"throughput at {C16} ÷ the reference's (95% interval)" if use_ratio
-        else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
-        f"{label} accuracy − the reference's (pp, 95% interval)",
-        f"{C16} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
-        use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
-        tuple(left_out)), ""
-
-
-def pareto_line(page: DecisionPage) -> str:
-    """One line naming the Pareto front, or why there is no plot (both reports show it)."""
-    if page.pareto is None:
-        return f"No Pareto plot: {page.pareto_why}."
-    left_out = "; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else ""
-    return (f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
-            f"{', '.join(page.pareto.front)}{left_out}.")
+def _slo_text(slo: Mapping[str, object]) -> str:
+    try:
+        return str(Slo.from_dict(slo))
+    except (TypeError, ValueError, KeyError):
+        return str(dict(slo))
 
 
 # --------------------------------------------------------------------------- building
-
-
 def reference_of(measurements: Measurements, run: RunInfo) -> str | None:
     """The run's reference: as the run says, else as its comparisons say."""
     return run.reference or compared_reference(measurements)
-
-
-def _accuracy_metrics(run: _Run, candidates: Sequence[str]) -> list[str]:
-    """Benchmarks with a verdict, and accuracy benchmarks both the reference and a candidate
-    measured (their verdict cells then say why there is none), in report order."""
-    found = {stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX):]
-             for m in run.measurements if m.benchmark.startswith(VERDICT_PREFIX)}
-    measured: dict[str, set[str]] = {}
-    for m in run.measurements:
-        if measurement_kind(m) == "accuracy":
-            measured.setdefault(m.benchmark, set()).add(m.model)
-    found |= {benchmark for benchmark, models in measured.items()
-              if run.reference in models and models & set(candidates)}
-    return sorted(found, key=lambda name: (rank(name), name))
 
 
 def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
@@ -885,47 +892,6 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
                        Column("screening", "memory headroom", "memory headroom")] if screened else [])
 
 
-def _slo_text(slo: Mapping[str, object]) -> str:
-    try:
-        return str(Slo.from_dict(slo))
-    except (TypeError, ValueError, KeyError):
-        return str(dict(slo))
-
-
-def _notes(run: _Run, metrics: Sequence[str], groups: set[str]) -> list[str]:
-    """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
-    notes = []
-    if metrics:
-        notes.append("difference: candidate − reference accuracy in percentage points, paired "
-                     "item by item (bootstrap interval); the reference row shows its own "
-                     "accuracy (Wilson 95% interval)")
-    if f"throughput at {C16}" in groups:
-        notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
-                     "requests, short prompts (Welch t interval over the repeats)")
-    if "capacity under the SLO" in groups:
-        searched = [(m, Setting.of(m)) for m in run.measurements
-                    if m.benchmark in (CAPACITY, CAPACITY_RATIO)]
-        slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
-        targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
-                          and s.attainment_target is not None})
-        share = " or ".join(f"{100 * t:g}%" for t in targets) or "enough"
-        notes.append(f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
-                     f"concurrent requests (up to the server's maximum) at which {share} of "
-                     "requests meet it, with the goodput there (requests per second that met it)")
-        if any(m.benchmark == CAPACITY_RATIO for m in run.measurements):
-            notes.append("capacity vs reference: candidate ÷ reference capacity with the "
-                         "bracket the two searches allow (last pass ÷ first miss, and first miss "
-                         "÷ last pass): a search bracket, not a confidence interval")
-    if "cost" in groups:
-        prices = {p.describe() for m in run.measurements
-                  if (p := stats_of(m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
-                  and finite(p.usd_per_hour) is not None}
-        notes.append("cost: the machine's price ÷ output tokens/s, at the model's capacity under "
-                     f"the SLO, else at {C16}; price "
-                     + ("; ".join(sorted(prices)) if prices else "not given"))
-    return notes
-
-
 def decision_page(measurements: Measurements, run: RunInfo,
                   failures: Sequence[FailedTest] = ()) -> DecisionPage | None:
     """The decision page of a run; None without a reference or without a candidate measured.
@@ -936,46 +902,26 @@ def decision_page(measurements: Measurements, run: RunInfo,
     candidates = sorted({m.model for m in measurements} - {reference or "", ""})
     if reference is None or not candidates:
         return None
-    data = _Run(measurements, reference, failures, run.run_id)
-    metrics = _accuracy_metrics(data, candidates)
+    page = _Page(measurements, reference, candidates, failures, run.run_id)
+    metrics = page.accuracy_metrics()
     screened = any(m.benchmark == SCREEN for m in measurements)
     columns = _columns(metrics, screened)
-
-    capacities = {model: _capacity(data, model, "candidate" if model != reference else "reference")
-                  for model in [reference, *candidates]}
-    costs = {model: _cost(data, model, "candidate" if model != reference else "reference",
-                          capacities[model]) for model in [reference, *candidates]}
-    relative_costs = {c: _relative_cost(costs[c], costs[reference], c) for c in candidates}
-    rows = [DecisionRow(reference, True, [
-        *(cell for metric in metrics for cell in _reference_accuracy_cells(data, metric)),
-        *_reference_throughput_cells(data), _capacity_cell(capacities[reference], reference),
-        Cell(REFERENCE), Cell(REFERENCE), _cost_cell(costs[reference]), Cell(REFERENCE),
-        *(_screen_cells(data, reference) if screened else [])])]
-    rows += [DecisionRow(c, False, [
-        *(cell for metric in metrics for cell in _verdict_cells(data, c, metric)),
-        *_ratio_cells(data, c), _capacity_cell(capacities[c], c),
-        *_capacity_ratio_cells(data, c, capacities[c], capacities[reference]),
-        _cost_cell(costs[c]), _relative_cost_cell(data, c, costs[c], relative_costs[c]),
-        *(_screen_cells(data, c) if screened else [])]) for c in candidates]
-
+    rows = [page.row(model, metrics, screened) for model in (reference, *candidates)]
     reasons: list[str] = []
     for row in rows:
         reasons += [line for line in dict.fromkeys(c.line for c in row.cells)
                     if line and line not in reasons]
         row.cells = [replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
                      for cell in row.cells]
-        row.flags = _flags(data, row.model, row.cells, columns)
-
+        row.flags = page.flags(row.model, row.cells, columns)
     standings = {row.model: _standing(row, columns, metrics) for row in rows[1:]}
-    pareto, pareto_why = _pareto(data, candidates, metrics, standings, relative_costs,
-                                 costs[reference])
+    pareto = page.pareto(metrics, standings)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
-        reference, _answer(data, candidates, metrics, standings, lambda pool: _picks(
-            data, pool, capacities, costs, relative_costs)),
-        metrics, columns, rows, reasons, _notes(data, metrics, {c.group for c in columns}),
-        pareto, pareto_why, unmeasured,
-        [f"{f.test_id}: {_one_line(f.message, 100)}" for f in data.failures if f.model is None])
+        reference, page.answer(metrics, standings), metrics, columns, rows, reasons,
+        page.notes(metrics, {c.group for c in columns}), None if isinstance(pareto, str) else pareto,
+        pareto if isinstance(pareto, str) else "", unmeasured,
+        [f"{f.test_id}: {_one_line(f.message, 100)}" for f in page.failures if f.model is None])
 
 
 def _without_unmeasured_groups(columns: list[Column], rows: list[DecisionRow],
@@ -995,6 +941,15 @@ def _without_unmeasured_groups(columns: list[Column], rows: list[DecisionRow],
     for row in rows:
         row.cells = [row.cells[i] for i in keep]
     return [columns[i] for i in keep], dropped
+
+
+def pareto_line(page: DecisionPage) -> str:
+    """One line naming the Pareto front, or why there is no plot (both reports show it)."""
+    if page.pareto is None:
+        return f"No Pareto plot: {page.pareto_why}."
+    left_out = "; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else ""
+    return (f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
+            f"{', '.join(page.pareto.front)}{left_out}.")
 
 
 def unplaced_line(page: DecisionPage) -> str:

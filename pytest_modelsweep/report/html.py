@@ -123,8 +123,6 @@ def escape_text(value: object) -> str:
 
 
 # --------------------------------------------------------------------------- tables and plots
-
-
 def table_html(table: Table) -> str:
     """A :class:`Table` as an HTML table with its title and notes."""
     classes = ["ms-text" if c in _TEXT_COLUMNS else "ms-num" for c in table.columns]
@@ -236,8 +234,6 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
 
 
 # --------------------------------------------------------------------------- one measurement
-
-
 def _compact(value: Any) -> str:
     if isinstance(value, float):
         return format_value(value)
@@ -425,8 +421,6 @@ def measurement_json(m: Measurement) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- standalone file
-
-
 def html_document(measurements: Iterable[Measurement | Mapping[str, Any]],
                   run: Mapping[str, Any], failures: Iterable[Mapping[str, Any]] = ()) -> str:
     """A standalone HTML page: the decision page, the summary section, each measurement's

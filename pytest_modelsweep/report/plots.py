@@ -82,8 +82,6 @@ def _style(axes: Any, legend: int | None = None) -> None:
 
 
 # --------------------------------------------------------------------------- throughput
-
-
 def _points(measurements: Measurements) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
     """Throughput rows with a concurrency, by (model, long prompt length), sorted by concurrency."""
     lines: dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]] = {}
@@ -187,8 +185,6 @@ def latency_plot(measurements: Measurements) -> str | None:
 
 
 # --------------------------------------------------------------------------- accuracy
-
-
 def accuracy_plot(measurements: Measurements, reference: str | None = None) -> str | None:
     """Each model's accuracy per benchmark with its Wilson 95% interval.
 
@@ -229,8 +225,6 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
 
 
 # --------------------------------------------------------------------------- forest
-
-
 def forest_plot(measurements: Measurements) -> str | None:
     """Paired differences (candidate − reference) as a forest plot.
 
@@ -274,8 +268,6 @@ def forest_plot(measurements: Measurements) -> str | None:
 
 
 # --------------------------------------------------------------------------- Pareto
-
-
 def pareto_plot(pareto: Pareto | None) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost), the Pareto front drawn.
 

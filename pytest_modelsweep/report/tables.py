@@ -75,8 +75,6 @@ class Table:
 
 
 # --------------------------------------------------------------------------- formatting
-
-
 def finite(value: Any) -> float | None:
     """A finite float, or None for None, NaN, infinities and non-numbers."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -170,8 +168,6 @@ def accuracy_interval(m: Measurement) -> tuple[float, float] | None:
 
 
 # --------------------------------------------------------------------------- the run
-
-
 def _text(value: Any) -> str | None:
     return str(value) if value else None
 
@@ -246,8 +242,6 @@ def provenance_line(measurements: Measurements, run: RunInfo) -> str:
 
 
 # --------------------------------------------------------------------------- parameters
-
-
 @dataclass(frozen=True)
 class Setting:
     """The parameters of a measurement the reports read (its ``params`` may hold more):
@@ -318,8 +312,6 @@ def measurement_kind(m: Measurement) -> str:
 
 
 # --------------------------------------------------------------------------- verdicts
-
-
 def verdict_table(measurements: Measurements) -> Table:
     """Paired verdicts: candidate, reference, metric, difference, interval, n, discordant, verdict."""
     verdicts = [(m, stats_of(m, AccuracyVerdictStats)) for m in measurements]
@@ -349,8 +341,6 @@ def verdict_table(measurements: Measurements) -> Table:
 
 
 # --------------------------------------------------------------------------- accuracy
-
-
 def accuracy_table(benchmark: str, measurements: Measurements, reference: str | None = None,
                    ) -> Table:
     """One accuracy benchmark: a row per model, GSM8K and BFCL with their own columns."""
@@ -383,8 +373,6 @@ def accuracy_table(benchmark: str, measurements: Measurements, reference: str | 
 
 
 # --------------------------------------------------------------------------- throughput
-
-
 LATENCY_NAMES = ("ttft", "tpot", "itl", "e2e")
 """The latencies a throughput window records, in report order."""
 LATENCY_QUANTITIES = ("mean", "p50", "p90", "p99")
@@ -616,8 +604,6 @@ def other_table(measurements: Measurements) -> Table:
 
 
 # --------------------------------------------------------------------------- all
-
-
 def summary_tables(measurements: Measurements, reference: str | None = None) -> list[Table]:
     """Every table of a run: verdicts, accuracy per benchmark, throughput ratios,
     throughput per benchmark, then anything else; ``reference`` (default: as the
