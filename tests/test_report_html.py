@@ -19,8 +19,8 @@ from pytest_modelsweep.report.html import (
     summary_html,
     write_html_report,
 )
-from pytest_modelsweep.report.tables import RunInfo, records
-from pytest_modelsweep.store.results import load_results
+from pytest_modelsweep.report.tables import records
+from pytest_modelsweep.store.results import RunInfo, load_results
 
 pytest_plugins = ("pytester",)
 

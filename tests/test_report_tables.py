@@ -10,27 +10,27 @@ Markdown's and the HTML's, cell for cell, and each cell the figure of the record
 from __future__ import annotations
 
 import html
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_decision_page import (  # noqa: F401  (fixtures)
+from test_decision_page import (
     LIMIT,
     REFERENCE,
     SWEEP,
     TPU_PRICE,
     AnsweringServer,
     Run,
-    capacity_only_run,
-    failed_reference_run,
-    real_run,
     replies_of,
     run_benches,
+    run_capacity_only,
+    run_failed_reference,
+    run_real,
     serving,
 )
 
+from pytest_modelsweep.core.stats import wilson_interval
 from pytest_modelsweep.report.markdown import (
     append_step_summary,
     escape_markdown,
@@ -38,7 +38,6 @@ from pytest_modelsweep.report.markdown import (
 )
 from pytest_modelsweep.report.tables import (
     NA,
-    RunInfo,
     Table,
     format_percent,
     format_percent_interval,
@@ -51,10 +50,25 @@ from pytest_modelsweep.report.tables import (
     records,
     run_title,
     summary_tables,
-    wilson_interval,
 )
+from pytest_modelsweep.store.results import RunInfo
 
 HOLM_CANDIDATES = ("qwen3-4b", "phi-4-mini")
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_real(tmp_path_factory.mktemp("decision_run"))
+
+
+@pytest.fixture(scope="module")
+def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_capacity_only(tmp_path_factory.mktemp("capacity_only_run"))
+
+
+@pytest.fixture(scope="module")
+def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_failed_reference(tmp_path_factory.mktemp("failed_reference"))
 
 
 @pytest.fixture(scope="module")
@@ -284,14 +298,6 @@ def test_number_formats() -> None:
     assert [format_usd(v) for v in (1234.5, 1.385, 0.1, 0.02784)] == ["1,234", "1.39", "0.100",
                                                                       "0.0278"]
     assert format_usd(1.385, "$") == "$1.39" and format_usd(None, "$") == NA
-
-
-def test_wilson_interval() -> None:
-    low, high = wilson_interval(0, 10)
-    assert low == 0.0 and math.isclose(high, 0.27753, abs_tol=1e-5)
-    low, high = wilson_interval(5, 10)
-    assert math.isclose(low, 0.23659, abs_tol=1e-5) and math.isclose(high, 0.76341, abs_tol=1e-5)
-    assert wilson_interval(0, 0) == (0.0, 1.0)
 
 
 def test_markdown_escapes_cells() -> None:

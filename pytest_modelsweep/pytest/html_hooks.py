@@ -28,7 +28,8 @@ from ..report.html import (
     measurements_extra_html,
     summary_html,
 )
-from ..report.tables import FailedTest, RunInfo, records
+from ..report.tables import records
+from ..store.results import FailedTest, RunInfo
 
 Source = Callable[[], tuple[Sequence[Mapping[str, Any]], Mapping[str, Any]]]
 """The measurements recorded so far and the run dict."""

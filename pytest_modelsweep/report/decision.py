@@ -1,20 +1,15 @@
 """The decision page: one row per candidate with the figures that decide which model to serve.
 
-Built from a run's measurement records and failed tests, for the HTML and Markdown reports
-to render at their top: per accuracy benchmark with verdicts (GSM8K, BFCL, a user's own
-``verdict:<name>``) the verdict and the paired difference with its interval; the c16
-throughput ratio with its interval and verdict; capacity under the SLO (goodput at it) and
-its ratio to the reference's with the search bracket (not a confidence interval); $/1M
-output tokens at that capacity (else at c16) and relative to the reference's, when both are
-priced on the same basis at the same price; licence and memory headroom when screened;
-flags (unstable or contended throughput, failed items, failed tests, cells that cannot
-conclude).
-
-A cell shows a figure only when the measurement behind it succeeded; otherwise it says
-``not measured``, ``no price`` or ``cannot conclude`` and points (``[n]``) to a line saying
-why (:attr:`DecisionPage.reasons`), as does a figure that needs a word (capacity 0, a search
-that reached the server's maximum). A column group no model has a figure in leaves the table
-and is named once. The answer and the Pareto points come from concluded cells only. Pure.
+Built from a run's measurement records and failed tests: per accuracy benchmark with
+verdicts the verdict and the paired difference with its interval; the c16 throughput ratio;
+capacity under the SLO and its ratio to the reference's with the search bracket (not a
+confidence interval); $/1M output tokens at that capacity (else at c16) and relative to the
+reference's when both are priced on the same basis at the same price; licence and memory
+headroom when screened; flags. A cell shows a figure only when the measurement behind it
+succeeded; otherwise it says ``not measured``, ``no price`` or ``cannot conclude`` and points
+(``[n]``) to a line saying why, as does a figure that needs a word (capacity 0, a search that
+reached the server's maximum). A column group no model has a figure in leaves the table and
+is named once. The answer and the Pareto points come from concluded cells only. Pure.
 """
 
 from __future__ import annotations
@@ -36,11 +31,10 @@ from ..core.measurements import (
 from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
 from ..core.metrics import METRICS, RATIO_BENCHMARK, VERDICT_PREFIX, rank
 from ..core.slo import Slo
+from ..store.results import FailedTest, RunInfo
 from .tables import (
     NA,
-    FailedTest,
     Measurements,
-    RunInfo,
     Setting,
     accuracy_interval,
     compared_reference,
@@ -80,12 +74,9 @@ _COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats)
 # --------------------------------------------------------------------------- the page
 @dataclass(frozen=True)
 class Cell:
-    """One cell: a figure or verdict word, or why there is none.
-
-    ``why`` (one line) is set exactly when the cell does not conclude; ``detail`` is a line
-    a concluded figure needs (why a capacity is 0); ``note`` is the 1-based number of either
-    line in :attr:`DecisionPage.reasons`; ``tip``: more about a figure, for the HTML's tooltip.
-    """
+    """One cell: a figure or verdict word; ``why`` (one line) exactly when it does not
+    conclude, ``detail`` a line a concluded figure needs (why a capacity is 0), ``note`` the
+    number of either line under the table, ``tip`` more for the HTML's tooltip."""
 
     text: str
     why: str = ""
@@ -166,10 +157,9 @@ class Pareto:
 
 @dataclass
 class DecisionPage:
-    """The whole page: the answer line, the table, the lines its cells point to
-    (``reasons``), its notes, the Pareto data; ``unmeasured``: column groups no model has a
-    figure in, left out of the table, with the notes saying why; ``unplaced``: failed tests
-    of models that recorded nothing (``test id: message``)."""
+    """The whole page: the answer, the table, the lines its cells point to, its notes, the
+    Pareto data, the groups left out (with their notes), the failed tests of models with no
+    row (``test id: message``)."""
 
     reference: str
     answer: str
@@ -573,11 +563,8 @@ class _Page:
             "(test_capacity_ratio in benches/test_capacity.py)"))
 
     def cost(self, model: str) -> _Cost:
-        """The model's $/1M output tokens at its capacity, else at c16, else why there is none.
-
-        A capacity of 0 has no cost at it (no concurrency meets the SLO); a capacity search that
-        did not conclude leaves the c16 cost, when that measurement succeeded.
-        """
+        """$/1M output tokens at the model's capacity (none at capacity 0), else at c16 (also
+        when the search did not conclude), else why there is none."""
         capacity, role = self.capacities[model], self.role(model)
         if capacity.value:
             at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
@@ -722,8 +709,8 @@ class _Page:
             return [NOTHING_TO_CHOOSE]
         best_ratio = max(v for v, _ in ratios.values())
         top = [c for c, (v, _) in ratios.items() if v == best_ratio]
-        return [f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
-                f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})"]
+        return [(f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
+                 f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})")]
 
     def answer(self, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
         """Who holds the reference's accuracy on every verdict, and among them the picks."""
@@ -894,10 +881,8 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
 
 def decision_page(measurements: Measurements, run: RunInfo,
                   failures: Sequence[FailedTest] = ()) -> DecisionPage | None:
-    """The decision page of a run; None without a reference or without a candidate measured.
-
-    ``failures`` are the run's failed tests: a cell whose test failed says so.
-    """
+    """The decision page of a run and its failed tests; None without a reference or a
+    candidate."""
     reference = reference_of(measurements, run)
     candidates = sorted({m.model for m in measurements} - {reference or "", ""})
     if reference is None or not candidates:

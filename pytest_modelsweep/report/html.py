@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.measurements import AccuracyVerdictStats, Measurement, ThroughputStats
 from ..core.records import RequestRecord
+from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
 from .decision import (
     Cell,
@@ -36,10 +37,8 @@ from .tables import (
     LATENCY_NAMES,
     LATENCY_QUANTITIES,
     NA,
-    FailedTest,
-    Measurements,
     TEXT_COLUMNS,
-    RunInfo,
+    Measurements,
     Setting,
     Table,
     ThroughputRow,

@@ -16,12 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from ..core.measurements import Measurement
-from .decision import DecisionPage, decision_page, pareto_line, unmeasured_line, unplaced_line
+from ..store.results import FailedTest, RunInfo
+from .decision import (
+    DecisionPage,
+    decision_page,
+    pareto_line,
+    unmeasured_line,
+    unplaced_line,
+)
 from .tables import (
     TEXT_COLUMNS,
     Cell,
-    FailedTest,
-    RunInfo,
     Table,
     provenance_line,
     records,

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 from ..core.measurements import AccuracyStats, AccuracyVerdictStats, Measurement
 from ..core.metrics import label_of, rank
 from .decision import Pareto
-from .tables import Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows
+from .tables import (
+    Measurements,
+    ThroughputRow,
+    accuracy_interval,
+    finite,
+    throughput_rows,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -113,12 +119,8 @@ def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
 
 
 def throughput_plot(measurements: Measurements) -> str | None:
-    """Output tokens/s against concurrency: a line per model and prompt length.
-
-    Points are the mean over repeats, bars the lowest and highest repeat (read
-    by :func:`..tables.throughput_row`). None without matplotlib or without
-    throughput measurements.
-    """
+    """Output tokens/s against concurrency, a line per model and prompt length: the mean
+    over repeats, bars from the lowest to the highest repeat (None without a setting)."""
     if not matplotlib_available():
         return None
     lines = {key: found for key, points in _points(measurements).items() if (found := [
@@ -147,11 +149,8 @@ def throughput_plot(measurements: Measurements) -> str | None:
 
 
 def latency_plot(measurements: Measurements) -> str | None:
-    """TTFT and TPOT p50 (solid) and p99 (dashed) against concurrency, a colour per model.
-
-    One panel per latency; a line per model and prompt length. None without
-    matplotlib or without a throughput measurement that recorded latencies.
-    """
+    """TTFT and TPOT p50 (solid) and p99 (dashed) against concurrency, a panel each, a colour
+    per model, a line per prompt length (None without a setting that recorded latencies)."""
     if not matplotlib_available():
         return None
     lines = {key: points for key, points in _points(measurements).items()
@@ -186,10 +185,7 @@ def latency_plot(measurements: Measurements) -> str | None:
 
 # --------------------------------------------------------------------------- accuracy
 def accuracy_plot(measurements: Measurements, reference: str | None = None) -> str | None:
-    """Each model's accuracy per benchmark with its Wilson 95% interval.
-
-    None without matplotlib or without accuracy measurements.
-    """
+    """Each model's accuracy per benchmark with its Wilson 95% interval (None without one)."""
     benchmarks: dict[str, list[Measurement]] = {}
     for m in measurements:
         if isinstance(m.stats, AccuracyStats):
@@ -226,12 +222,8 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
 
 # --------------------------------------------------------------------------- forest
 def forest_plot(measurements: Measurements) -> str | None:
-    """Paired differences (candidate − reference) as a forest plot.
-
-    A row per candidate and metric: the interval as a line, the difference as a
-    point, a vertical line at 0 and the equivalence margin as a band. None
-    without matplotlib or without verdicts.
-    """
+    """Paired differences (candidate − reference) as a forest plot: a row per candidate and
+    metric, the interval a line, 0 a vertical line, the margin a band (None without verdicts)."""
     rows = sorted(((s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, m, s)
                    for m in measurements if isinstance(s := m.stats, AccuracyVerdictStats)),
                   key=lambda row: row[:2])
@@ -269,13 +261,9 @@ def forest_plot(measurements: Measurements) -> str | None:
 
 # --------------------------------------------------------------------------- Pareto
 def pareto_plot(pareto: Pareto | None) -> str | None:
-    """Accuracy difference against throughput ratio (or relative cost), the Pareto front drawn.
-
-    One point per candidate with its 95% intervals as bars: filled diamonds match the
-    reference on every accuracy verdict, hollow circles do not (or are not shown to); the
-    reference is the star at (1, 0); the front (the points no other beats on both axes)
-    is a dashed step line. None without matplotlib or without points.
-    """
+    """Accuracy difference against throughput ratio (or relative cost): a point per candidate
+    with its intervals as bars, filled diamonds where it matches the reference on every
+    verdict, the reference a star at (1, 0), the front a dashed step line."""
     if pareto is None or not pareto.points or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 4.4)
@@ -325,14 +313,15 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
     if not matplotlib_available():
         return None
     drawn = [
-        ("Paired differences", "Forest plot of each candidate's paired accuracy difference from "
-         "the reference with its 95% interval", forest_plot(measurements)),
+        ("Paired differences", ("Forest plot of each candidate's paired accuracy difference "
+                                "from the reference with its 95% interval"),
+         forest_plot(measurements)),
         ("Accuracy", "Each model's accuracy with its Wilson 95% interval",
          accuracy_plot(measurements, reference)),
-        ("Throughput", "Output tokens per second against concurrent requests, one line per "
-         "model and prompt length", throughput_plot(measurements)),
-        ("Latency", "TTFT and TPOT p50 and p99 against concurrent requests, one colour per "
-         "model", latency_plot(measurements))]
+        ("Throughput", ("Output tokens per second against concurrent requests, one line per "
+                        "model and prompt length"), throughput_plot(measurements)),
+        ("Latency", ("TTFT and TPOT p50 and p99 against concurrent requests, one colour per "
+                     "model"), latency_plot(measurements))]
     return [Plot(title, description, svg) for title, description, svg in drawn if svg]
 
 

@@ -33,6 +33,8 @@ from ..core.measurements import (
 )
 from ..core.metrics import label_of, rank
 from ..core.records import RequestRecord
+from ..core.stats import wilson_interval
+from ..store.results import RunInfo
 from ..workloads.throughput import LatencyStats, itls, tpot
 
 Cell = str | int
@@ -42,7 +44,6 @@ TEXT_COLUMNS = frozenset({"model", "candidate", "reference", "metric", "verdict"
 """Columns of words, not figures (aligned left)."""
 
 NA = "n/a"
-_Z95 = 1.959963984540054
 Measurements = Sequence[Measurement]
 
 
@@ -59,12 +60,8 @@ def stats_of(m: Measurement, kind: type[StatsT]) -> StatsT:
 
 @dataclass
 class Table:
-    """One summary table: a title, column names, rows of cells and short notes under it.
-
-    ``kind`` is one of ``verdicts``, ``accuracy``, ``throughput``, ``throughput_ratio``,
-    ``other``; ``status_column`` is the index of the column that holds a verdict word, if
-    any (renderers may style it).
-    """
+    """One summary table: a title, column names, rows of cells, notes under it; ``kind``:
+    the :func:`measurement_kind` of its rows, ``status_column``: the verdict words' column."""
 
     title: str
     columns: list[str]
@@ -150,17 +147,6 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def wilson_interval(successes: int, n: int, z: float = _Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion (95% by default); (0, 1) when n is 0."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def accuracy_interval(m: Measurement) -> tuple[float, float] | None:
     """The Wilson 95% interval of an accuracy measurement, or None without a usable n."""
     accuracy = finite(m.value)
@@ -168,48 +154,6 @@ def accuracy_interval(m: Measurement) -> tuple[float, float] | None:
 
 
 # --------------------------------------------------------------------------- the run
-def _text(value: Any) -> str | None:
-    return str(value) if value else None
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What the reports read of a run dict (the results file's ``run``)."""
-
-    run_id: str | None = None
-    sweep_name: str | None = None
-    reference: str | None = None
-    commit: str | None = None
-    dirty: bool = False
-    backend: str | None = None
-    image: str | None = None
-
-    @classmethod
-    def of(cls, run: Mapping[str, Any]) -> RunInfo:
-        project, serving = run.get("project"), run.get("serving")
-        project = project if isinstance(project, Mapping) else {}
-        serving = serving if isinstance(serving, Mapping) else {}
-        return cls(_text(run.get("run_id")), _text(run.get("sweep_name")),
-                   _text(run.get("reference")), _text(project.get("commit")),
-                   bool(project.get("dirty")), _text(serving.get("backend")),
-                   _text(serving.get("image")))
-
-
-@dataclass(frozen=True)
-class FailedTest:
-    """A failed test as the results file's ``summary.failures`` lists it."""
-
-    test_id: str
-    when: str
-    outcome: str
-    message: str
-
-    @classmethod
-    def of(cls, failure: Mapping[str, Any]) -> FailedTest:
-        return cls(*(str(failure.get(key) or "") for key in ("test_id", "when", "outcome",
-                                                              "message")))
-
-
 def run_title(run: RunInfo) -> str:
     """``modelsweep: sweep embedded, reference gemma3-270m, commit 0123456789``."""
     commit = run.commit and run.commit[:10] + (" (dirty)" if run.dirty else "")
@@ -348,8 +292,8 @@ def accuracy_table(benchmark: str, measurements: Measurements, reference: str | 
     head = ["model", "accuracy", "95% interval"]
     columns, notes = {
         "gsm8k": ([*head, "strict-match", "n", "subset", "truncated", "failed"],
-                  "accuracy: flexible-extract, as lm-evaluation-harness scores it; "
-                  "interval: Wilson 95%"),
+                  ("accuracy: flexible-extract, as lm-evaluation-harness scores it; "
+                   "interval: Wilson 95%")),
         "bfcl": ([*head, "n", "subset", "parse failures", "failed", "error types"],
                  "interval: Wilson 95%; error types count the wrong answers by BFCL's checker"),
     }.get(benchmark, ([*head, "n", "subset"], "interval: Wilson 95%"))
@@ -383,12 +327,6 @@ def figure(latency: Latency, quantity: str) -> float | None:
     return finite(getattr(latency, f"{quantity}_ms"))
 
 
-def _latency_ms(values: Sequence[float]) -> Latency:
-    """Mean and percentiles of values in seconds, in ms (as the workload computes a window's)."""
-    s = LatencyStats.of(values)
-    return Latency(s.mean * 1e3, s.p50 * 1e3, s.p90 * 1e3, s.p99 * 1e3, s.n)
-
-
 def request_latencies(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
     """TTFT, TPOT, ITL and E2E in seconds of every successful request, as the workload
     defines them."""
@@ -401,14 +339,9 @@ def request_latencies(requests: Sequence[RequestRecord]) -> dict[str, list[float
 @dataclass(frozen=True)
 class ThroughputRow:
     """A throughput measurement (one setting, all its repeats) as the tables, plots and
-    details read it: its record and parameters, its figures, each formatted once.
-
-    ``latency_source``: ``requests`` when percentiles come from every timed request of the
-    setting (exact); ``repeats`` when from the median over repeats of each repeat's own
-    percentile (a measurement without request records); ``""`` without latencies.
-    ``short_prompt_tokens``: the prompt length a short-prompt setting used (for the
-    benchmark's own prompts, their mean length); ``fidelity``: the lowest repeat's.
-    """
+    details read it: its record, parameters and figures, each formatted once. Latencies come
+    from every timed request (``latency_source`` ``requests``), else the median over repeats
+    of each repeat's percentile (``repeats``); ``fidelity`` is the lowest repeat's."""
 
     m: Measurement
     stats: ThroughputStats
@@ -449,12 +382,10 @@ def _median_latency(latencies: Sequence[Latency]) -> Latency:
 
 
 def throughput_row(m: Measurement) -> ThroughputRow:
-    """The one reader of a throughput measurement (see :class:`ThroughputRow`): latency
-    percentiles from every timed request of the setting when the measurement carries its
-    ``requests``, else the median of the repeats' own percentiles."""
+    """The one reader of a throughput measurement (see :class:`ThroughputRow`)."""
     stats, setting = stats_of(m, ThroughputStats), Setting.of(m)
     from_requests = request_latencies(m.request_records())
-    latency = ({name: _latency_ms(values) for name, values in from_requests.items()}
+    latency = ({name: LatencyStats.of(values).in_ms() for name, values in from_requests.items()}
                if any(from_requests.values()) else
                {name: _median_latency([getattr(w, name) for w in stats.repeats]) for name in LATENCY_NAMES})
     source = "requests" if any(from_requests.values()) else "repeats" if any(
@@ -516,9 +447,8 @@ def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = Fal
 
 
 def goodput_cost_notes(rows: Sequence[ThroughputRow]) -> list[str]:
-    """The notes under a throughput table for its goodput and cost columns: the SLO, the
-    price and its source (once per distinct price), how the figures are made, and what
-    ``n/a`` means there."""
+    """The notes of the goodput and cost columns: the SLO, each price once, how the figures
+    are made, what ``n/a`` means there."""
     notes: list[str] = []
     slos = list(dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows
                               if r.has_goodput))
@@ -605,9 +535,8 @@ def other_table(measurements: Measurements) -> Table:
 
 # --------------------------------------------------------------------------- all
 def summary_tables(measurements: Measurements, reference: str | None = None) -> list[Table]:
-    """Every table of a run: verdicts, accuracy per benchmark, throughput ratios,
-    throughput per benchmark, then anything else; ``reference`` (default: as the
-    comparisons name it) is listed first."""
+    """Every table of a run: verdicts, accuracy, throughput ratios, throughput, the rest;
+    ``reference`` (default: as the comparisons name it) is listed first."""
     reference = reference or compared_reference(measurements)
     by_kind: dict[str, dict[str, list[Measurement]]] = {}
     for m in measurements:
