@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from ..core.measurements import (
     AccuracyVerdictStats,
+    CapacityBracket,
     CapacityRatioStats,
     CapacityStats,
     Measurement,
@@ -158,12 +159,10 @@ class Pareto:
 @dataclass
 class DecisionPage:
     """The whole page: the answer, the table, the lines its cells point to, its notes, the
-    Pareto data, the groups left out (with their notes), the failed tests of models with no
-    row (``test id: message``)."""
+    Pareto data (else why none), the groups left out (with their notes), the failed tests of
+    models with no row (``test id: message``)."""
 
-    reference: str
     answer: str
-    metrics: list[str]
     columns: list[Column]
     rows: list[DecisionRow]
     reasons: list[str]
@@ -191,13 +190,9 @@ def _verdict(verdict: object) -> Cell:
     return Cell(word, verdict=word)
 
 
-def _absent(text: str, why: str) -> Cell:
-    return Cell(text, why=why)
-
-
 def _both(text: str, why: str) -> list[Cell]:
     """A comparison's two cells when it has no figure: the word, then a dash."""
-    return [_absent(text, why), _absent(DASH, why)]
+    return [Cell(text, why=why), Cell(DASH, why=why)]
 
 
 def _confidence(confidence: float) -> str:
@@ -206,13 +201,15 @@ def _confidence(confidence: float) -> str:
 
 @dataclass(frozen=True)
 class _Failure:
-    """A failed test of ``model`` (None: of no model in the run); ``rest``: its parameters
-    after the model's, e.g. ``gsm8k`` of ``test_verdict[m-gsm8k]``."""
+    """A failed test of ``model`` (None: of no model in the run): its ``function``
+    (``test_verdict``) and parameters after the model's (``rest``: ``gsm8k`` of
+    ``test_verdict[m-gsm8k]``)."""
 
     test_id: str
     message: str
     model: str | None
     rest: str
+    function: str
 
     @classmethod
     def of(cls, failed: FailedTest, models: Sequence[str]) -> _Failure:
@@ -223,12 +220,8 @@ class _Failure:
         model = max((m for m in models if params == m or params.startswith(m + "-")), key=len,
                     default=None)
         message = (failed.message or failed.outcome or "failed").removeprefix("Failed: ")
-        return cls(failed.test_id, message, model, params[len(model) + 1:] if model else params)
-
-    @property
-    def function(self) -> str:
-        """``test_verdict``."""
-        return self.test_id.rsplit("::", 1)[-1].split("[", 1)[0]
+        return cls(failed.test_id, message, model, params[len(model) + 1:] if model else params,
+                   failed.test_id.rsplit("::", 1)[-1].split("[", 1)[0])
 
     @property
     def name(self) -> str:
@@ -269,7 +262,7 @@ class _Capacity:
     def cell(self, model: str) -> Cell:
         """The capacity with the goodput at it; 0 and the server's maximum say so."""
         if self.value is None:
-            return _absent(self.text, self.why)
+            return Cell(self.text, why=self.why)
         stats, at = self.stats, self.stats.at_capacity
         reason = _one_line(stats.reason)
         if self.value == 0:
@@ -285,8 +278,7 @@ class _Capacity:
         figures += [said] if said else []
         if at is not None and finite(at.output_tokens_per_s) is not None:
             figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
-        low, high = stats.bracket or (None, None)
-        bracket = NA if low is None else f"[{low}, {'open' if high is None else high}]"
+        bracket = CapacityBracket(self.value, *stats.bracket).text() if stats.bracket else NA
         tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + (
             f"search bracket {bracket}")
         if self.at_maximum:
@@ -322,7 +314,7 @@ class _Cost:
 
     def cell(self) -> Cell:
         if self.usd is None:
-            return _absent(self.text, self.why)
+            return Cell(self.text, why=self.why)
         interval = (f" [{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
                     if self.interval else "")
         return Cell(f"{format_usd(self.usd, '$')}{interval} {self.at}")
@@ -437,7 +429,7 @@ class _Page:
             shown = NA if iv is None else format_points_interval(iv.low, iv.high)
             if iv is None or finite(iv.difference) is None or shown == NA:
                 why = f"the {metric} verdict of {candidate} records no difference or interval"
-                return [_verdict(stats.verdict), _absent(NA, why)]
+                return [_verdict(stats.verdict), Cell(NA, why=why)]
             few = iv.too_few_reason()
             few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict "
                            f"from its interval: {few}")
@@ -457,7 +449,8 @@ class _Page:
         """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
         side, m = self.accuracy_why(self.reference, metric), self.latest(self.reference, metric)
         if side is not None or m is None:  # m is None only with a side's why
-            return [Cell(REFERENCE), _absent(*side or (NA, ""))]
+            text, why = side or (NA, "")
+            return [Cell(REFERENCE), Cell(text, why=why)]
         interval = accuracy_interval(m)
         shown = f" ({format_percent_interval(*interval)})" if interval else ""
         return [Cell(REFERENCE), Cell(f"{format_percent(m.value)}{shown}")]
@@ -489,7 +482,7 @@ class _Page:
             verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
             low, high = self.c16_interval(candidate)
             if ratio == NA:
-                return [_absent(NA, f"the {C16} ratio of {candidate} records no value"), verdict]
+                return [Cell(NA, why=f"the {C16} ratio of {candidate} records no value"), verdict]
             if low is None or high is None or stats.interval is None:
                 return [Cell(f"{ratio} (no interval)", why=(
                     f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
@@ -506,7 +499,8 @@ class _Page:
     def reference_throughput_cells(self) -> list[Cell]:
         side, m = self.throughput_why(self.reference), self.c16(self.reference)
         if side is not None or m is None:  # m is None only with a side's why
-            return [_absent(*side or (NA, "")), Cell(REFERENCE)]
+            text, why = side or (NA, "")
+            return [Cell(text, why=why), Cell(REFERENCE)]
         return [Cell(f"{format_rate(m.value)} tokens/s"), Cell(REFERENCE)]
 
     # capacity and cost
@@ -541,7 +535,7 @@ class _Page:
             stats = stats_of(m, CapacityRatioStats)
             verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
             if value == NA:
-                return [_absent(CANNOT_CONCLUDE, f"{candidate}'s capacity ratio records no value"),
+                return [Cell(CANNOT_CONCLUDE, why=f"{candidate}'s capacity ratio records no value"),
                         verdict]
             if ratio is not None and ratio.degenerate:
                 return [Cell(f"{value} (no bracket)", detail=(
@@ -557,7 +551,7 @@ class _Page:
         if mine.value is None or (reference.value is None and not failed):
             why = mine.why if mine.value is None else \
                 f"no capacity of the reference to compare with: {reference.why}"
-            return [_absent(DASH, why), _absent(DASH, why)]
+            return [Cell(DASH, why=why), Cell(DASH, why=why)]
         return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
             f"no capacity_ratio measurement of {candidate}: its ratio test did not run "
             "(test_capacity_ratio in benches/test_capacity.py)"))
@@ -595,7 +589,7 @@ class _Page:
         capacities each cost comes from one search window, so there is none, and it says so."""
         (value, why), cost = self.relative[candidate], self.costs[candidate]
         if value is None:
-            return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, why)
+            return Cell(DASH if cost.usd is None else CANNOT_CONCLUDE, why=why)
         low, high = self.c16_interval(candidate)
         if cost.basis == "c16" and low is not None and high is not None and low > 0:
             return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
@@ -615,7 +609,7 @@ class _Page:
         stats = stats_of(m, ScreeningResult)
         licence = stats.license or "unknown"
         if finite(stats.kv_headroom_gib) is None:
-            return [Cell(licence), _absent(NA, f"the screening of {model} found no weight size")]
+            return [Cell(licence), Cell(NA, why=f"the screening of {model} found no weight size")]
         return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
                                     f"{'' if stats.accepted else ' (rejected)'}")]
 
@@ -646,9 +640,6 @@ class _Page:
         capacity = self.latest(model, CAPACITY)
         contended = [setting(m) for m, row in rows if row.contended] + (
             ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
-        flags = [f"{word} ({', '.join(settings)})" for word, settings in (
-            ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
-            ("contended", contended)) if settings]
         carried: dict[str, list[str]] = {}
         ratio, capacity_ratio = self.c16_ratio(model), self.latest(model, CAPACITY_RATIO)
         for found, where in (
@@ -656,8 +647,7 @@ class _Page:
                 (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
                  "capacity")):
             for flag in found or ():
-                carried.setdefault(flag, []).append(where)
-        flags += [f"reference {flag} ({', '.join(where)})" for flag, where in carried.items()]
+                carried.setdefault(f"reference {flag}", []).append(where)
         failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in self.measurements
                         if m.model == model and measurement_kind(m) == "accuracy"
                         if (failed := sum(item.failed for item in m.item_records()))]
@@ -667,9 +657,10 @@ class _Page:
         failed_tests = sorted({f.name for f in self.failures_of(model) if f.test_id not in judged})
         stopped = sorted({c.group for c, cell in zip(columns, cells)
                           if cell.why and cell.text == CANNOT_CONCLUDE})
-        return flags + [f"{word} ({', '.join(found)})" for word, found in (
-            ("failed items", failed_items), ("failed tests", failed_tests),
-            ("cannot conclude", stopped)) if found]
+        return [f"{word} ({', '.join(found)})" for word, found in (
+            ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
+            ("contended", contended), *carried.items(), ("failed items", failed_items),
+            ("failed tests", failed_tests), ("cannot conclude", stopped)) if found]
 
     # answer and Pareto
     def picks(self, pool: Sequence[str]) -> list[str]:
@@ -695,8 +686,7 @@ class _Page:
             versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
             picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
                          f"{comparable[top[0]].at}{versus})")
-            elsewhere = [c for c in pool if c in priced and c not in comparable]
-            if elsewhere:
+            if elsewhere := [c for c in pool if c in priced and c not in comparable]:
                 picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
                              f"{priced[elsewhere[0]].at}, not at its capacity)")
             if unpriced := [c for c in pool if c not in priced]:
@@ -787,37 +777,34 @@ class _Page:
 
     def notes(self, metrics: Sequence[str], groups: set[str]) -> list[str]:
         """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
-        notes = []
-        if metrics:
-            notes.append("difference: candidate − reference accuracy in percentage points, paired "
-                         "item by item (bootstrap interval); the reference row shows its own "
-                         "accuracy (Wilson 95% interval)")
-        if f"throughput at {C16}" in groups:
-            notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} "
-                         "concurrent requests, short prompts (Welch t interval over the repeats)")
-        if "capacity under the SLO" in groups:
-            searched = [(m, Setting.of(m)) for m in self.measurements
-                        if m.benchmark in (CAPACITY, CAPACITY_RATIO)]
-            slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
-            targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
-                              and s.attainment_target is not None})
-            share = " or ".join(f"{100 * t:g}%" for t in targets) or "enough"
-            notes.append(f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
-                         f"concurrent requests (up to the server's maximum) at which {share} of "
-                         "requests meet it, with the goodput there (requests per second that met "
-                         "it)")
-            if any(m.benchmark == CAPACITY_RATIO for m in self.measurements):
-                notes.append("capacity vs reference: candidate ÷ reference capacity with the "
-                             "bracket the two searches allow (last pass ÷ first miss, and first "
-                             "miss ÷ last pass): a search bracket, not a confidence interval")
-        if "cost" in groups:
-            prices = {p.describe() for m in self.measurements if (p := stats_of(
-                m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
-                and finite(p.usd_per_hour) is not None}
-            notes.append("cost: the machine's price ÷ output tokens/s, at the model's capacity "
-                         f"under the SLO, else at {C16}; price "
-                         + ("; ".join(sorted(prices)) if prices else "not given"))
-        return notes
+        searched = [(m, Setting.of(m)) for m in self.measurements
+                     if m.benchmark in (CAPACITY, CAPACITY_RATIO)]
+        slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+        targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
+                          and s.attainment_target is not None})
+        prices = {p.describe() for m in self.measurements if (p := stats_of(
+            m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
+            and finite(p.usd_per_hour) is not None}
+        capacity = "capacity under the SLO" in groups
+        return [note for shown, note in (
+            (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
+                       "item by item (bootstrap interval); the reference row shows its own "
+                       "accuracy (Wilson 95% interval)")),
+            (f"throughput at {C16}" in groups,
+             (f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
+              "requests, short prompts (Welch t interval over the repeats)")),
+            (capacity, (f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
+                        "concurrent requests (up to the server's maximum) at which "
+                        f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
+                        "requests meet it, with the goodput there (requests per second that met "
+                        "it)")),
+            (capacity and any(m.benchmark == CAPACITY_RATIO for m in self.measurements),
+             ("capacity vs reference: candidate ÷ reference capacity with the bracket the two "
+              "searches allow (last pass ÷ first miss, and first miss ÷ last pass): a search "
+              "bracket, not a confidence interval")),
+            ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
+                               f"capacity under the SLO, else at {C16}; price "
+                               + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
 
 
 def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
@@ -855,11 +842,6 @@ def _slo_text(slo: Mapping[str, object]) -> str:
 
 
 # --------------------------------------------------------------------------- building
-def reference_of(measurements: Measurements, run: RunInfo) -> str | None:
-    """The run's reference: as the run says, else as its comparisons say."""
-    return run.reference or compared_reference(measurements)
-
-
 def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
     columns = []
     for label in map(metric_label, metrics):
@@ -881,9 +863,9 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
 
 def decision_page(measurements: Measurements, run: RunInfo,
                   failures: Sequence[FailedTest] = ()) -> DecisionPage | None:
-    """The decision page of a run and its failed tests; None without a reference or a
-    candidate."""
-    reference = reference_of(measurements, run)
+    """The decision page of a run and its failed tests; None without a reference (as the run
+    says, else as its comparisons say) or a candidate."""
+    reference = run.reference or compared_reference(measurements)
     candidates = sorted({m.model for m in measurements} - {reference or "", ""})
     if reference is None or not candidates:
         return None
@@ -903,7 +885,7 @@ def decision_page(measurements: Measurements, run: RunInfo,
     pareto = page.pareto(metrics, standings)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
-        reference, page.answer(metrics, standings), metrics, columns, rows, reasons,
+        page.answer(metrics, standings), columns, rows, reasons,
         page.notes(metrics, {c.group for c in columns}), None if isinstance(pareto, str) else pareto,
         pareto if isinstance(pareto, str) else "", unmeasured,
         [f"{f.test_id}: {_one_line(f.message, 100)}" for f in page.failures if f.model is None])
@@ -955,6 +937,6 @@ def unmeasured_line(page: DecisionPage) -> str:
 __all__ = [
     "CANNOT_CONCLUDE", "CONCURRENCY", "NOT_JUDGED", "NOT_MEASURED", "NOT_SCREENED", "Cell",
     "Column", "DecisionPage", "DecisionRow", "Pareto", "ParetoPoint", "decision_page",
-    "metric_label", "pareto_front", "pareto_line", "reference_of", "unmeasured_line",
+    "metric_label", "pareto_front", "pareto_line", "unmeasured_line",
     "unplaced_line",
 ]

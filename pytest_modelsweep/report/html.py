@@ -42,7 +42,6 @@ from .tables import (
     Setting,
     Table,
     ThroughputRow,
-    figure,
     finite,
     format_goodput,
     format_ms,
@@ -55,6 +54,7 @@ from .tables import (
     measurement_kind,
     provenance_line,
     records,
+    request_latencies,
     run_title,
     stats_of,
     summary_tables,
@@ -135,24 +135,23 @@ def table_html(table: Table) -> str:
             f'</thead><tbody>{body}</tbody></table>{_notes("; ".join(table.notes))}</div>')
 
 
-def _svg_image(svg: str, alt: str) -> str:
+_NO_PLOTS = f'<p class="ms-notes ms-no-plots">{escape(MATPLOTLIB_HINT, quote=True)}</p>'
+
+
+def _figure(svg: str, alt: str, caption: str, kind: str = "ms-plot") -> str:
+    """An SVG plot as an inline image (alt text ``alt``) with its caption."""
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f'<img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,{data}">'
+    return (f'<figure class="{kind}"><img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,'
+            f'{data}"><figcaption>{escape_text(caption)}</figcaption></figure>')
 
 
 def plots_html(measurements: Measurements, reference: str | None = None) -> str:
     """The plots as inline images, or the matplotlib hint when it is missing."""
     plots = summary_plots(measurements, reference)
     if plots is None:
-        return f'<p class="ms-notes ms-no-plots">{escape_text(MATPLOTLIB_HINT)}</p>'
-    if not plots:
-        return ""
-    figures = "".join(
-        f'<figure class="ms-plot">{_svg_image(p.svg, p.description)}'
-        f"<figcaption>{escape_text(p.title)}: {escape_text(p.description)}</figcaption></figure>"
-        for p in plots
-    )
-    return f'<h3>Plots</h3><div class="ms-plots">{figures}</div>'
+        return _NO_PLOTS
+    figures = "".join(_figure(p.svg, p.description, f"{p.title}: {p.description}") for p in plots)
+    return f'<h3>Plots</h3><div class="ms-plots">{figures}</div>' if plots else ""
 
 
 def _decision_cell(column: Column, cell: Cell) -> str:
@@ -207,12 +206,11 @@ def decision_html(measurements: Measurements, run: RunInfo,
     ]
     if page.pareto is not None:
         if not matplotlib_available():
-            parts.append(f'<p class="ms-notes ms-no-plots">{escape_text(MATPLOTLIB_HINT)}</p>')
+            parts.append(_NO_PLOTS)
         elif svg := pareto_plot(page.pareto):
             description = (f"Pareto plot: {page.pareto.y_label} against "
                            f"{page.pareto.x_label}, one point per candidate")
-            parts.append(f'<figure class="ms-plot ms-pareto">{_svg_image(svg, description)}'
-                         f"<figcaption>{escape_text(description)}</figcaption></figure>")
+            parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
     return "".join(parts) + "</section>"
 
 
@@ -268,12 +266,11 @@ def _latency_table(row: ThroughputRow) -> str:
         caption = f"over all {row.latency['e2e'].n:,} timed requests of the setting"
     elif row.latency_source == "repeats" and row.repeat_count > 1:
         caption = "median over repeats of each repeat's figure"
-    rows = [[name.upper()] + [format_ms(figure(row.latency[name], q)) for q in LATENCY_QUANTITIES]
-            for name in LATENCY_NAMES
-            if any(figure(row.latency[name], q) is not None for q in LATENCY_QUANTITIES)]
-    if not rows:
-        return ""
-    return f"<h4>Latency (ms)</h4>{_notes(caption)}" + _grid(["", *LATENCY_QUANTITIES], rows)
+    found = {name: [row.figure(name, q) for q in LATENCY_QUANTITIES] for name in LATENCY_NAMES}
+    rows = [[name.upper(), *map(format_ms, figures)] for name, figures in found.items()
+            if any(v is not None for v in figures)]
+    return f"<h4>Latency (ms)</h4>{_notes(caption)}" + _grid(["", *LATENCY_QUANTITIES], rows) \
+        if rows else ""
 
 
 def _repeats_table(row: ThroughputRow) -> str:
@@ -292,13 +289,11 @@ def _repeats_table(row: ThroughputRow) -> str:
             format_ms(w.ttft.p50_ms), format_ms(w.tpot.p50_ms),
             ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
         ])
-    if not lines:
-        return ""
     return "<h4>Repeats</h4>" + _grid(
         ["repeat", "tokens/s", "duration (s)", "completed", "fidelity",
          *(["goodput (req/s)", "SLO attainment"] if goodput else []),
          *(["$/1M output tokens"] if cost else []),
-         "TTFT p50 (ms)", "TPOT p50 (ms)", "contention"], lines)
+         "TTFT p50 (ms)", "TPOT p50 (ms)", "contention"], lines) if lines else ""
 
 
 _SHOWN = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows", "slo",
@@ -329,16 +324,11 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
     """Counts and latencies of a measurement's request records."""
     if not requests:
         return []
-    errors = [r for r in requests if r.error]
-    ok = [r for r in requests if not r.error]
+    errors, latencies = [r for r in requests if r.error], request_latencies(requests)
     rows = [("requests", str(len(requests))), ("failed", str(len(errors)))]
-    latencies = [r.latency for r in ok]
-    ttfts = [t for r in ok if (t := r.ttft) is not None]
-    for label, values in (("latency", latencies), ("TTFT", ttfts)):
-        if values:
-            s = LatencyStats.of(values)
-            rows.append((f"{label} mean / p50 / p99 (ms)",
-                         " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99))))
+    rows += [(f"{label} mean / p50 / p99 (ms)", " / ".join(f"{1e3 * v:,.1f}" for v in (
+        s.mean, s.p50, s.p99))) for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
+        if (s := LatencyStats.of(latencies[name])).n]
     completion = [r.completion_tokens for r in requests if r.completion_tokens is not None]
     if completion:
         rows.append(("completion tokens", f"{sum(completion):,}"))
@@ -364,19 +354,14 @@ def _items_table(m: Measurement, limit: int) -> str:
 
 def headline(m: Measurement) -> str:
     """One line for a measurement: ``gsm8k 41.2% (n=50)``, ``throughput 1,234.5 tokens/s (c=16)``."""
-    kind, setting = measurement_kind(m), Setting.of(m)
-    if kind == "accuracy":
-        return f"{m.benchmark} {format_percent(m.value)} (n={m.n})"
-    if kind == "verdicts":
-        verdict = str(stats_of(m, AccuracyVerdictStats).verdict or NA).upper()
-        return f"{m.benchmark} {verdict} {format_points(m.value)} (n={m.n})"
-    if kind == "throughput":
-        prompt = setting.prompt_tokens
-        shown = f"c={setting.concurrency}" + (f", {prompt} prompt" if prompt is not None else "")
-        return f"{m.benchmark} {format_rate(m.value)} tokens/s ({shown})"
-    if kind == "throughput_ratio":
-        return f"{m.benchmark} {format_ratio(m.value)} (c={setting.concurrency})"
-    return f"{m.benchmark} {format_value(m.value)} {m.unit}".strip()
+    setting, verdict = Setting.of(m), stats_of(m, AccuracyVerdictStats).verdict
+    prompt = "" if setting.prompt_tokens is None else f", {setting.prompt_tokens} prompt"
+    return {
+        "accuracy": f"{m.benchmark} {format_percent(m.value)} (n={m.n})",
+        "verdicts": f"{m.benchmark} {str(verdict or NA).upper()} {format_points(m.value)} (n={m.n})",
+        "throughput": f"{m.benchmark} {format_rate(m.value)} tokens/s (c={setting.concurrency}{prompt})",
+        "throughput_ratio": f"{m.benchmark} {format_ratio(m.value)} (c={setting.concurrency})",
+    }.get(measurement_kind(m), f"{m.benchmark} {format_value(m.value)} {m.unit}".strip())
 
 
 _ENDPOINT = ("server_name", "server_version", "served_name", "model_source", "model_sha256",

@@ -1,10 +1,8 @@
 """Plots of a run's measurements as SVG text, to embed in an HTML report (no files).
 
-matplotlib is optional (the ``html`` extra) and imported only inside these
-functions; without it every function returns None and a report shows
-:data:`MATPLOTLIB_HINT` instead. Figures are drawn on a plain
-:class:`matplotlib.figure.Figure` (no pyplot, no GUI backend, no global
-figure state), so plotting is safe inside a pytest process.
+matplotlib is optional (the ``html`` extra) and imported only inside these functions; without
+it every function returns None and a report shows :data:`MATPLOTLIB_HINT`. Figures are plain
+:class:`matplotlib.figure.Figure` objects (no pyplot, no global state): safe inside pytest.
 """
 
 from __future__ import annotations
@@ -87,18 +85,18 @@ def _style(axes: Any, legend: int | None = None) -> None:
         axes.legend(fontsize=legend, loc="best")
 
 
-# --------------------------------------------------------------------------- throughput
+# --------------------------------------------------------------------------- the plots
 def _points(measurements: Measurements) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
-    """Throughput rows with a concurrency, by (model, long prompt length), sorted by concurrency."""
+    """Throughput rows with a concurrency, by (model, long prompt length), in that order, each
+    line sorted by concurrency."""
     lines: dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]] = {}
     for row in throughput_rows(measurements):
         concurrency, prompt = row.setting.concurrency, row.setting.prompt_tokens
         if isinstance(concurrency, int):
             lines.setdefault((row.m.model, prompt if isinstance(prompt, int) else None), []).append(
                 (concurrency, row))
-    for points in lines.values():
-        points.sort(key=lambda p: p[0])
-    return lines
+    return {key: sorted(points, key=lambda p: p[0])
+            for key, points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))}
 
 
 def _models_and_prompts(lines: Mapping[tuple[str, int | None], Any]) -> tuple[list[str], list[int]]:
@@ -131,7 +129,7 @@ def throughput_plot(measurements: Measurements) -> str | None:
     axes = figure.subplots()
     concurrencies: set[int] = set()
     models, prompts = _models_and_prompts(lines)
-    for (model, prompt), points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+    for (model, prompt), points in lines.items():
         style = prompts.index(prompt or 0)
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         lower = [p[1] - (p[2] if p[2] is not None else p[1]) for p in points]
@@ -164,8 +162,7 @@ def latency_plot(measurements: Measurements) -> str | None:
     concurrencies: set[int] = set()
     for axes, name, title in zip(panels, ("ttft", "tpot"),
                                  ("Time to first token", "Time per output token")):
-        for (model, prompt), points in sorted(lines.items(),
-                                              key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for (model, prompt), points in lines.items():
             marker = _MARKERS[prompts.index(prompt or 0) % len(_MARKERS)]
             for quantity, linestyle in (("p50", "-"), ("p99", "--")):
                 shown = [(c, v) for c, row in points if (v := row.figure(name, quantity)) is not None]
@@ -183,7 +180,6 @@ def latency_plot(measurements: Measurements) -> str | None:
     return _svg(figure)
 
 
-# --------------------------------------------------------------------------- accuracy
 def accuracy_plot(measurements: Measurements, reference: str | None = None) -> str | None:
     """Each model's accuracy per benchmark with its Wilson 95% interval (None without one)."""
     benchmarks: dict[str, list[Measurement]] = {}
@@ -220,7 +216,6 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
     return _svg(figure)
 
 
-# --------------------------------------------------------------------------- forest
 def forest_plot(measurements: Measurements) -> str | None:
     """Paired differences (candidate − reference) as a forest plot: a row per candidate and
     metric, the interval a line, 0 a vertical line, the margin a band (None without verdicts)."""
@@ -259,7 +254,6 @@ def forest_plot(measurements: Measurements) -> str | None:
     return _svg(figure)
 
 
-# --------------------------------------------------------------------------- Pareto
 def pareto_plot(pareto: Pareto | None) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost): a point per candidate
     with its intervals as bars, filled diamonds where it matches the reference on every

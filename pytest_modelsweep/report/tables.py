@@ -1,16 +1,11 @@
 """Plain-data summary tables of a run's measurements, shared by the Markdown and HTML reports.
 
-Every cell is already formatted (a string) or a count (an int), so that two renderers of
-the same measurements show the same numbers: accuracy in percent with one decimal
-(``41.2%``), differences in percentage points (``+2.0 pp``), tokens/s and milliseconds
-with one decimal, ratios with two (``0.85×``). Nothing here escapes anything; each
-renderer escapes for its own format.
-
-Every figure comes from a measurement's typed record (:class:`Measurement`, its ``stats``
-the record of its kind), read once where a report starts (:func:`records`); the run dict,
-the failed tests and the parameters the reports read are read once each too
-(:class:`RunInfo`, :class:`FailedTest`, :class:`Setting`). The table a measurement lands
-in follows its record; titles and order come from the metric table.
+Every cell is formatted here (a string) or a count, so that two renderers show the same
+numbers, each formatted by the one formatter of its figure; nothing here escapes anything.
+Every figure comes from a measurement's typed record (its ``stats`` the record of its kind),
+read once where a report starts (:func:`records`); the parameters the reports read are read
+once too (:class:`Setting`). The table a measurement lands in follows its record; titles and
+order come from the metric table.
 """
 
 from __future__ import annotations
@@ -221,12 +216,6 @@ class Setting:
         prompt, concurrency = _int(self.prompt_tokens), _int(self.concurrency)
         return (-1 if prompt is None else prompt, -1 if concurrency is None else concurrency)
 
-    @property
-    def subset_text(self) -> str:
-        if self.subset is True or self.limit is not None:
-            return f"first {self.limit}" if self.limit is not None else "subset"
-        return "full" if self.subset is False else NA
-
 
 def _reference_first(reference: str | None) -> Callable[[str], tuple[bool, str]]:
     return lambda model: (model != reference, model)
@@ -299,7 +288,10 @@ def accuracy_table(benchmark: str, measurements: Measurements, reference: str | 
     }.get(benchmark, ([*head, "n", "subset"], "interval: Wilson 95%"))
     rows: list[list[Cell]] = []
     for m in ordered:
-        stats, interval, subset = stats_of(m, AccuracyStats), accuracy_interval(m), Setting.of(m).subset_text
+        stats, interval, setting = stats_of(m, AccuracyStats), accuracy_interval(m), Setting.of(m)
+        subset = (("subset" if setting.limit is None else f"first {setting.limit}")
+                  if setting.subset is True or setting.limit is not None
+                  else "full" if setting.subset is False else NA)
         row: list[Cell] = [m.model, format_percent(m.value),
                            format_percent_interval(*interval) if interval else NA]
         if benchmark == "gsm8k":
@@ -449,25 +441,22 @@ def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = Fal
 def goodput_cost_notes(rows: Sequence[ThroughputRow]) -> list[str]:
     """The notes of the goodput and cost columns: the SLO, each price once, how the figures
     are made, what ``n/a`` means there."""
-    notes: list[str] = []
     slos = list(dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows
                               if r.has_goodput))
-    if slos:
-        notes.append(f"goodput: requests per second of the window that met every SLO target "
-                     f"({'; '.join(slos)}), a failed request never; SLO attainment: their share "
-                     "of the window's requests; both the mean over repeats")
     prices = list(dict.fromkeys(r.stats.cost.pricing.describe() for r in rows if r.stats.cost))
-    if prices:
-        notes.append(f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
-                     f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
-                     "of the mean log tokens/s over the repeats (none with one repeat)")
-    missing = []
-    if slos and any(NA in r.goodput_cells for r in rows):
-        missing.append("goodput and SLO attainment where the run had no --slo (or no request "
-                       "was timed)")
-    if prices and any(r.cost_cell == NA for r in rows):
-        missing.append("$/1M where the run had no price (or no tokens/s)")
-    return notes + ([f"{NA}: {'; '.join(missing)}"] if missing else [])
+    missing = [said for shown, said in (
+        (slos and any(NA in r.goodput_cells for r in rows),
+         "goodput and SLO attainment where the run had no --slo (or no request was timed)"),
+        (prices and any(r.cost_cell == NA for r in rows),
+         "$/1M where the run had no price (or no tokens/s)")) if shown]
+    return [note for shown, note in (
+        (slos, (f"goodput: requests per second of the window that met every SLO target "
+                f"({'; '.join(slos)}), a failed request never; SLO attainment: their share of "
+                "the window's requests; both the mean over repeats")),
+        (prices, (f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
+                  f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
+                  "of the mean log tokens/s over the repeats (none with one repeat)")),
+        (missing, f"{NA}: {'; '.join(missing)}")) if shown]
 
 
 def throughput_rows(measurements: Measurements) -> list[ThroughputRow]:
@@ -480,26 +469,23 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
     """One throughput benchmark: a row per model and setting, its repeats summarised."""
     order = _reference_first(reference)
     rows = sorted(throughput_rows(measurements), key=lambda r: (order(r.m.model), r.setting.key))
-    notes = []
     outputs = sorted({o for r in rows if (o := r.setting.output_tokens) is not None})
-    if outputs:
-        notes.append(f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request")
     short = sorted({p for r in rows if (p := r.short_prompt_tokens) is not None
                     and r.setting.user_prompts is None})
-    if short:
-        notes.append(f"short: {', '.join(map(str, short))}-token prompts")
     own = sorted({p for r in rows if (p := r.setting.user_prompts) is not None})
-    if own:
-        notes.append(f"own: the benchmark's {', '.join(map(str, own))} prompt texts, sent in "
-                     "turn (≈ their mean length in tokens)")
-    notes.append("tokens/s: mean over repeats (range: lowest–highest repeat); CV: the repeats' "
-                 "coefficient of variation; fidelity: our token count ÷ the server's (lowest repeat)")
     sources = {r.latency_source for r in rows}
-    if "requests" in sources:
-        notes.append("latencies: percentiles over every timed request of the setting")
-    if "repeats" in sources:
-        notes.append(("latencies of settings without request records" if "requests" in sources
-                      else "latencies") + ": median over repeats of each repeat's percentile")
+    notes = [note for shown, note in (
+        (outputs, f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request"),
+        (short, f"short: {', '.join(map(str, short))}-token prompts"),
+        (own, (f"own: the benchmark's {', '.join(map(str, own))} prompt texts, sent in turn "
+               "(≈ their mean length in tokens)")),
+        (True, ("tokens/s: mean over repeats (range: lowest–highest repeat); CV: the repeats' "
+                "coefficient of variation; fidelity: our token count ÷ the server's (lowest "
+                "repeat)")),
+        ("requests" in sources, "latencies: percentiles over every timed request of the setting"),
+        ("repeats" in sources, ("latencies of settings without request records" if "requests"
+                                in sources else "latencies")
+         + ": median over repeats of each repeat's percentile")) if shown]
     goodput, cost = any(r.has_goodput for r in rows), any(r.stats.cost is not None for r in rows)
     return Table(label_of(benchmark, f"{benchmark} throughput"), throughput_columns(goodput, cost),
                  [throughput_cells(r, goodput, cost) for r in rows], "throughput",
