@@ -85,7 +85,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     run = data.get("run", {})
     print(f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
           f"commit {str((run.get('project') or {}).get('commit'))[:12]}")
-    for line in measurement_table([m.to_dict() for m in measurements]):
+    for line in measurement_table(measurements):
         print(line)
     return 0
 
@@ -192,8 +192,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.html import write_html_report
     from .report.markdown import markdown_report
 
-    run, found = _run_measurements(args.store, args.run)
-    measurements = [m.to_dict() for m in found]  # the reports read the results file's dicts
+    run, measurements = _run_measurements(args.store, args.run)
     if args.html:
         print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
     markdown = markdown_report(measurements, run)

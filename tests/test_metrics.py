@@ -26,7 +26,7 @@ from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.core.options import Thresholds
 from pytest_modelsweep.judging.gate import GateRow, gate_table
 from pytest_modelsweep.judging.gate import compare_with_baseline as compare_records
-from pytest_modelsweep.report.tables import measurement_kind, summary_tables
+from pytest_modelsweep.report.tables import measurement_kind, records, summary_tables
 
 BENCHES = Path(__file__).resolve().parents[1] / "benches"
 PYTEST_OWN_MARKS = {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings"}
@@ -176,14 +176,14 @@ def test_an_unknown_name_is_read_by_its_unit() -> None:
         "decode_speed", [100.0, 101.0])
     [row] = compare_with_baseline([now], [before], Thresholds(), resamples=200)
     assert row.benchmark == "decode_speed" and row.status == "regressed"
-    assert measurement_kind(now) == "throughput"
-    assert [(t.title, t.kind) for t in summary_tables([now])] == [
+    assert measurement_kind(*records([now])) == "throughput"
+    assert [(t.title, t.kind) for t in summary_tables(records([now]))] == [
         ("decode_speed throughput", "throughput")]
     # a unit the table does not know: neither gated nor in a metric's table
     odd = {**now, "unit": "ms"}
     assert compare_with_baseline([odd], [{**before, "unit": "ms"}], Thresholds(),
                                  resamples=200) == []
-    assert measurement_kind(odd) == "other"
+    assert measurement_kind(*records([odd])) == "other"
 
 
 def test_a_registered_throughput_metric_is_throughput_to_gate_and_report(
@@ -197,8 +197,8 @@ def test_a_registered_throughput_metric_is_throughput_to_gate_and_report(
     assert row.status == "regressed" and row.benchmark == "decode_speed"
     assert "-20.0%" in gate_table([row])[2]  # throughput change in percent, not points
 
-    assert measurement_kind(now) == "throughput"
-    [table] = summary_tables([now])
+    assert measurement_kind(*records([now])) == "throughput"
+    [table] = summary_tables(records([now]))
     assert (table.title, table.kind) == ("Decode speed", "throughput")
     assert markers()["decode_speed"] == "decode-only throughput"
 
@@ -215,18 +215,18 @@ def test_a_registered_accuracy_metric_is_accuracy_to_gate_and_report(
 
     verdict = {"model": "b", "benchmark": "verdict:recall", "value": 0.0,
                "unit": "accuracy difference", "n": 100, "params": {}, "stats": {}}
-    tables = summary_tables([throughput_measurement("throughput", [10.0]), now, verdict])
+    tables = summary_tables(records([throughput_measurement("throughput", [10.0]), now, verdict]))
     assert [(t.title, t.kind) for t in tables] == [
         ("Verdicts", "verdicts"), ("Recall accuracy", "accuracy"), ("Throughput", "throughput")]
 
 
 def test_reports_order_benchmarks_as_the_table_does(monkeypatch: pytest.MonkeyPatch) -> None:
     measurements = [throughput_measurement(name, [10.0]) for name in ("long_prompt", "throughput")]
-    assert [t.title for t in summary_tables(measurements)] == ["Throughput", "Long-prompt throughput"]
+    assert [t.title for t in summary_tables(records(measurements))] == ["Throughput", "Long-prompt throughput"]
     reordered = {name: METRICS[name] for name in ("long_prompt", "throughput")}
     reordered.update({n: m for n, m in METRICS.items() if n not in reordered})
     monkeypatch.setattr(metrics, "METRICS", reordered)
-    assert [t.title for t in summary_tables(measurements)] == ["Long-prompt throughput", "Throughput"]
+    assert [t.title for t in summary_tables(records(measurements))] == ["Long-prompt throughput", "Throughput"]
 
 
 # --------------------------------------------------------------------------- a user's benchmark
@@ -250,8 +250,8 @@ def test_a_users_accuracy_benchmark_is_gated_in_points() -> None:
     [row] = compare_with_baseline([now], [before], Thresholds(), resamples=500)
     assert row.status == "regressed" and row.benchmark == "quick_facts"
     assert "-30.0pp" in gate_table([row])[2]
-    assert measurement_kind(now) == "accuracy"
-    [table] = summary_tables([now])
+    assert measurement_kind(*records([now])) == "accuracy"
+    [table] = summary_tables(records([now]))
     assert (table.title, table.kind) == ("quick_facts accuracy", "accuracy")
 
 

@@ -55,6 +55,7 @@ from pytest_modelsweep.report.tables import (
     format_goodput,
     format_percent,
     format_usd,
+    records,
     summary_tables,
     throughput_columns,
 )
@@ -270,7 +271,7 @@ def throughput_measurement(values: list[float], **extra: Any) -> dict[str, Any]:
 
 def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     plain = throughput_measurement([100.0, 110.0])
-    [table] = summary_tables([plain])
+    [table] = summary_tables(records([plain]))
     assert table.columns == THROUGHPUT_COLUMNS
     assert not any("goodput" in note or "$/1M" in note for note in table.notes)
 
@@ -280,7 +281,7 @@ def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     measured = throughput_measurement(
         [100.0, 110.0], **goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)]).as_stats(),
         **cost_stats(pricing, 105.0, (90.0, 120.0)).as_stats())
-    [table] = summary_tables([plain, priced, measured])
+    [table] = summary_tables(records([plain, priced, measured]))
     assert table.columns == throughput_columns(goodput=True, cost=True)
     assert table.columns[8:11] == ["goodput (req/s)", "SLO attainment", "$/1M output tokens"]
     rows = [row[8:11] for row in table.rows]
@@ -467,7 +468,7 @@ def test_the_reports_show_the_recorded_goodput_and_cost(priced_run: BenchRun, ki
 
 def test_the_per_test_extra_lists_each_repeats_goodput_and_cost(priced_run: BenchRun) -> None:
     m = priced_run.throughput
-    extra = measurement_html(m)
+    extra = measurement_html(*records([m]))
     repeats = extra[extra.index("<h4>Repeats</h4>"):]
     header = re.findall(r"<th[^>]*>(.*?)</th>", repeats.split("</thead>")[0])
     assert header[5:8] == ["goodput (req/s)", "SLO attainment", "$/1M output tokens"]

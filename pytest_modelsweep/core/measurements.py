@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, TypeVar
 
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
-from .records import ItemRecord
+from .records import ItemRecord, RequestRecord
 from .slo import Goodput, GoodputFigures
 from .stats import PairedInterval, RatioInterval, Verdict, VerdictRecord
 
@@ -1140,6 +1140,12 @@ class Measurement(Record):
     def item_records(self) -> list[ItemRecord]:
         """The scored items."""
         return [ItemRecord.from_dict(item) for item in self.items]
+
+    def request_records(self) -> list[RequestRecord]:
+        """The timed requests (without the keys a workload adds to each: ``repeat``, ``step``,
+        ``concurrency``)."""
+        names = {f.name for f in fields(RequestRecord)}
+        return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
 def measurements_of(data: Sequence[Mapping[str, Any]]) -> list[Measurement]:
