@@ -110,8 +110,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the first N items of accuracy benchmarks (a subset)")
     group.addoption("--gsm8k-path", default=None, metavar="PATH",
                     help="GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)")
-    group.addoption("--gsm8k-max-tokens", type=int, default=2048, metavar="N",
-                    help="GSM8K answer length limit (default: 2048, as in the seed)")
+    group.addoption("--gsm8k-max-tokens", type=int, default=None, metavar="N",
+                    help="GSM8K answer length limit (default: the sweep's [benchmarks.gsm8k] "
+                         "max_tokens; 256 in the embedded sweep, 2048 where a sweep sets none)")
     group.addoption("--bfcl-path", default=None, metavar="DIR",
                     help="folder with BFCL simple records and possible answers "
                          "(default: the BFCL dataset from the Hub)")
@@ -157,7 +158,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--margin: expected an accuracy difference in [0, 1), e.g. 0.02")
     if option.timed_requests is not None and option.timed_requests < 1:
         raise pytest.UsageError("--timed-requests: expected a positive integer")
-    if option.gsm8k_max_tokens < 1:
+    if option.gsm8k_max_tokens is not None and option.gsm8k_max_tokens < 1:
         raise pytest.UsageError("--gsm8k-max-tokens: expected a positive integer")
     if option.holm and getattr(option, "numprocesses", None):
         raise pytest.UsageError(

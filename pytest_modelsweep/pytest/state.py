@@ -44,7 +44,8 @@ class Options:
     bfcl_path: str | None
     store: str | None = None
     reuse: bool = True
-    gsm8k_max_tokens: int = 2048
+    gsm8k_max_tokens: int | None = None
+    """``--gsm8k-max-tokens``; None: the sweep's ``[benchmarks.gsm8k] max_tokens``."""
     timed_requests: int | None = None
     margin: float | None = None
     ratio_tolerance: float = 0.10
@@ -175,7 +176,7 @@ class RunState:
         """The narrow view of this run that benchmark tests receive."""
         o = self.options
         return BenchSettings(run_id=self.run_id, repeats=o.repeats, timed_requests=o.timed_requests,
-                             limit=o.limit, gsm8k_max_tokens=o.gsm8k_max_tokens, reuse=o.reuse,
+                             limit=o.limit, gsm8k_max_tokens=self.gsm8k_max_tokens, reuse=o.reuse,
                              request_timeout_s=o.request_timeout_s,
                              idle_timeout_s=o.idle_timeout_s, repeats_target=o.repeats_target,
                              repeats_max=o.repeats_max, unstable_cv=o.unstable_cv,
@@ -188,6 +189,13 @@ class RunState:
         return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
                       f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
                       f"args={self.args!r})")
+
+    @property
+    def gsm8k_max_tokens(self) -> int:
+        """``--gsm8k-max-tokens``, else the sweep's ``[benchmarks.gsm8k] max_tokens``."""
+        if self.options.gsm8k_max_tokens is not None:
+            return self.options.gsm8k_max_tokens
+        return self.sweep.benchmarks.gsm8k_max_tokens
 
     @property
     def pricing(self) -> Pricing | None:
