@@ -290,6 +290,7 @@ class RunState:
                 run_dir=self.run_dir,
                 worker_id=self.worker_id,
                 progress=self.write_line,
+                models=self.models_to_run,
             )
         return self._pool
 
