@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import PAIR
 
 import pytest_modelsweep
 from pytest_modelsweep.store.results import load_results
@@ -49,7 +50,7 @@ def test_journal_of_a_killed_run_is_read_back(
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))  # this checkout's plugin in the subprocess
     pytester.makepyfile(KILLED_RUN)
-    result = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly",
+    result = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly", *PAIR,
                                            timeout=120)
     assert result.ret == -signal.SIGKILL, result.outlines[-20:]
     results = pytester.path / "results.json"

@@ -7,7 +7,7 @@ import base64
 from pathlib import Path
 
 import pytest
-from paths import write_sweep
+from paths import PAIR, write_sweep
 from sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
@@ -150,7 +150,7 @@ def test_no_secret_reaches_any_file_or_the_terminal(
             "-k", "gsm8k or boom", "--limit", "2", "--gsm8k-path", str(data / "test.jsonl"),
             "--modelsweep-dir", "work", "--results", "r.json", "--md", "r.md", "-l", "-vv",
             "--html", "r.html", "--self-contained-html",
-            "-p", "no:cacheprovider", "--gsm8k-max-tokens", "4",
+            "-p", "no:cacheprovider", "--gsm8k-max-tokens", "4", *PAIR,
             f"--endpoint=gemma3-270m=http://user:{URL_SECRET}@{netloc}",
             f"--endpoint=smollm2-135m={env_server.base_url}", timeout=120,
         )

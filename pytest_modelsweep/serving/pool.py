@@ -34,10 +34,10 @@ class EndpointPool:
     keeps failing with the same error (it is not started again). Each launch
     first claims ``<run_dir>/started/<model>``; a second claim anywhere in the
     run (another xdist worker) fails with :class:`ServerStartedTwiceError`.
-    Before the first server starts, the model files of every model in ``models``
-    that llama-server would serve are fetched and checked against their pins: a
-    changed file is refused (that model's tests fail with the line) before any
-    server of the run is started, and the other models go on.
+    On the first ``get``, before any server starts, the model files of every model in
+    ``models`` that llama-server would serve are fetched and checked against their
+    pins: a changed file is refused (that model's tests fail with the line) and the
+    other models go on.
     """
 
     def __init__(
@@ -83,6 +83,9 @@ class EndpointPool:
     def _open(self, name: str) -> _Entry:
         spec = self.sweep.model(name)
         try:
+            self._check_model_files()
+            if self._entries.get(name) is not None:  # its file was refused
+                return self._entries[name]
             if name in self.attach:
                 url, credentials = split_credentials(self.attach[name])
                 credentials = credentials or key_from_env(spec.api_key_env)
@@ -97,9 +100,6 @@ class EndpointPool:
                     how="attach",
                 )
                 return _Entry(endpoint=facts.endpoint(spec, url, provenance, credentials))
-            self._check_model_files()
-            if self._entries.get(name) is not None:  # its file was refused
-                return self._entries[name]
             self._claim(name)
             backend = self.sweep.backend_of(name)
             log_dir = self.run_dir / "logs"
@@ -129,6 +129,7 @@ class EndpointPool:
                 ensure_embedded_model(spec.source.id, self.progress)
             except ModelsweepError as error:
                 self._entries[name] = _Entry(error=error)
+                self.progress(f"{name} will not be served: {error}")
 
     def _claim(self, name: str) -> None:
         marker_dir = self.run_dir / "started"
