@@ -119,10 +119,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the first N items of accuracy benchmarks (a subset)")
     group.addoption("--gsm8k-path", default=None, metavar="PATH",
                     help="GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)")
-    group.addoption("--gsm8k-max-tokens", type=parse_positive_int,
-                    default=DEFAULTS.gsm8k_max_tokens, metavar="N",
-                    help=f"GSM8K answer length limit (default: {DEFAULTS.gsm8k_max_tokens}, "
-                         "as in the seed)")
+    group.addoption("--gsm8k-max-tokens", type=parse_positive_int, default=None, metavar="N",
+                    help="GSM8K answer length limit (default: the sweep's [benchmarks.gsm8k] "
+                         "max_tokens; 256 in the embedded sweep, 2048 where a sweep sets none)")
     group.addoption("--bfcl-path", default=None, metavar="DIR",
                     help="folder with BFCL simple records and possible answers "
                          "(default: the BFCL dataset from the Hub)")

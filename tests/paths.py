@@ -20,3 +20,7 @@ def write_sweep(path: Path, models: list[str]) -> Path:
                   for m in models)
     )
     return path
+
+# The embedded sweep's reference and its weak candidate: the two models that the plugin's
+# tests fake with local servers (the sweep's third model, Qwen2.5-Coder, is left out).
+PAIR = ("--model", "gemma3-270m", "--model", "smollm2-135m")

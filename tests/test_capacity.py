@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import PAIR
 from sse_server import ListingServer
 
 from pytest_modelsweep.core.cost import usd_per_million_output_tokens
@@ -106,7 +107,7 @@ def check_capacity(measurement: dict[str, Any], capacity: int, tried: list[int])
 def test_capacity_of_two_paced_servers_and_their_ratio(
     pytester: pytest.Pytester, servers: Servers,
 ) -> None:
-    result = run(pytester, *servers.args, f"--slo={SLO}")
+    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}")
     result.assert_outcomes(passed=3)
     found = measurements(pytester, "capacity")
     check_capacity(found[REFERENCE], 1, [1, 2])
@@ -147,8 +148,8 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     assert (swapped["stats"]["bracket_low"], swapped["stats"]["bracket_high"]) == (0.25, 2 / 3)
 
     # Another SLO finds no stored capacity to compare with.
-    other = run(pytester, *servers.args, "--slo=tpot=7ms", "-m", "verdict", "--allow-unjudged",
-                "-rs")
+    other = run(pytester, *servers.args, *PAIR, "--slo=tpot=7ms", "-m", "verdict",
+                "--allow-unjudged", "-rs")
     other.assert_outcomes(skipped=1)
     other.stdout.fnmatch_lines(["*no capacity result of*in this run or the store*"])
 
@@ -156,7 +157,7 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
 def test_without_slo_capacity_tests_skip_with_one_line(
     pytester: pytest.Pytester, servers: Servers,
 ) -> None:
-    result = run(pytester, *servers.args, "-rs")
+    result = run(pytester, *servers.args, *PAIR, "-rs")
     result.assert_outcomes(skipped=3)
     skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED [")]
     assert skipped and all(line.endswith(": capacity needs --slo, e.g. --slo "
@@ -169,7 +170,7 @@ def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_rat
     pytester: pytest.Pytester, servers: Servers,
 ) -> None:
     # tpot ≤ 3 ms: the reference (4 ms at c1) meets it nowhere, the candidate (1.7 ms) at c1
-    result = run(pytester, *servers.args, "--slo=tpot=3ms")
+    result = run(pytester, *servers.args, *PAIR, "--slo=tpot=3ms")
     result.assert_outcomes(passed=2, failed=1)
     found = measurements(pytester, "capacity")
     zero = found[REFERENCE]
@@ -196,7 +197,7 @@ def test_a_broken_window_fails_the_test_records_no_capacity_and_no_ratio(
 ) -> None:
     with ListingServer(REFERENCE, default_fault="short:12") as reference, \
             ListingServer(CANDIDATE, default_fault="short:12") as candidate:
-        result = run(pytester, f"--endpoint={REFERENCE}={reference.base_url}",
+        result = run(pytester, *PAIR, f"--endpoint={REFERENCE}={reference.base_url}",
                      f"--endpoint={CANDIDATE}={candidate.base_url}", f"--slo={SLO}")
     result.assert_outcomes(failed=3)
     found = measurements(pytester, "capacity")
@@ -239,7 +240,7 @@ def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
 def test_under_xdist_each_model_is_searched_once_on_one_worker(
     pytester: pytest.Pytester, servers: Servers,
 ) -> None:
-    result = run(pytester, *servers.args, f"--slo={SLO}", "-n", "2")
+    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", "-n", "2")
     result.assert_outcomes(passed=3)
     found = measurements(pytester, "capacity")
     assert (found[REFERENCE]["value"], found[CANDIDATE]["value"]) == (1, 3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from paths import PAIR
 
 pytest_plugins = ("pytester",)
 
@@ -104,7 +105,7 @@ def test_a_collected_modelsweep_test_wakes_the_plugin(pytester: pytest.Pytester)
     )
     result = pytester.runpytest_subprocess("-q", "--model", "smollm2-135m", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
-    result = pytester.runpytest_subprocess("-q")
+    result = pytester.runpytest_subprocess("-q", *PAIR)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*modelsweep measurements*"])
 
@@ -141,7 +142,7 @@ def test_modelsweep_tests_under_dist_each_run_on_every_worker(pytester: pytest.P
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "each")
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "each", *PAIR)
     result.assert_outcomes(passed=4)  # 2 models x 2 workers
 
 
@@ -158,7 +159,7 @@ def test_modelsweep_tests_under_plain_n_are_scheduled_by_model(pytester: pytest.
         """,
         **PLAIN_FILES,
     )
-    result = pytester.runpytest_subprocess("-n", "2")
+    result = pytester.runpytest_subprocess("-n", "2", *PAIR)
     result.assert_outcomes(passed=14)
     ran = workers_by_file(pytester)
     assert len(ran["gemma3-270m"]) == 1 and len(ran["smollm2-135m"]) == 1, ran

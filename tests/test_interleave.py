@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import PAIR
 from sse_server import ListingServer
 
 from pytest_modelsweep.core.stats import paired_ratio_interval
@@ -63,7 +64,7 @@ def drifting_pair() -> Iterator[tuple[list[str], Machine]]:
     machine = Machine(switch_after=12)
     with DriftingServer("gemma3-270m", machine) as reference, \
             DriftingServer("smollm2-135m", machine) as candidate:
-        yield (["--endpoint", f"gemma3-270m={reference.base_url}",
+        yield ([*PAIR, "--endpoint", f"gemma3-270m={reference.base_url}",
                 "--endpoint", f"smollm2-135m={candidate.base_url}"], machine)
 
 

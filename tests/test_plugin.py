@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from paths import write_sweep
+from paths import PAIR, write_sweep
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 
@@ -54,6 +54,9 @@ def test_ids_start_with_the_model_and_models_run_together(pytester: pytest.Pytes
         "test_ids_start_with_the_model_and_models_run_together.py::test_bench[smollm2-135m-c1]",
         "test_ids_start_with_the_model_and_models_run_together.py::test_bench[smollm2-135m-c4]",
         "test_ids_start_with_the_model_and_models_run_together.py::test_fails_after_recording[smollm2-135m]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_bench[qwen2.5-coder-0.5b-c1]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_bench[qwen2.5-coder-0.5b-c4]",
+        "test_ids_start_with_the_model_and_models_run_together.py::test_fails_after_recording[qwen2.5-coder-0.5b]",
         "test_ids_start_with_the_model_and_models_run_together.py::test_plain",
     ]
 
@@ -73,7 +76,8 @@ def test_unknown_model_is_a_usage_error_listing_known_names(
     result = run_both_ways("--model", "qwen9")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*unknown model 'qwen9' in sweep 'embedded'*known models: gemma3-270m, smollm2-135m"]
+        ["*unknown model 'qwen9' in sweep 'embedded'*known models: gemma3-270m, smollm2-135m, "
+         "qwen2.5-coder-0.5b"]
     )
 
 
@@ -93,7 +97,7 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
     pytester: pytest.Pytester, run_both_ways: RunPytest
 ) -> None:
     pytester.makepyfile(RECORDING_TEST)
-    result = run_both_ways("--results", "results.json")
+    result = run_both_ways("--results", "results.json", *PAIR)
     result.assert_outcomes(passed=5, failed=2)
     data = results_of(pytester)
     assert data["schema"] == "pytest-modelsweep/results/1"
@@ -110,7 +114,7 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
 
 def test_workers_hand_measurements_to_the_controller(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(RECORDING_TEST)
-    result = pytester.runpytest_subprocess("-n", "2", "--results", "results.json")
+    result = pytester.runpytest_subprocess("-n", "2", "--results", "results.json", *PAIR)
     result.assert_outcomes(passed=5, failed=2)
     data = results_of(pytester)
     assert len(data["measurements"]) == 6

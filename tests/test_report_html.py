@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import PAIR
 
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.pytest.html_hooks import HtmlReportHooks
@@ -92,7 +93,7 @@ def make_report(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult
     pytester.makepyfile(test_bench=BENCH)
     result = pytester.runpytest(
         "--modelsweep-dir", "work", "--results", "results.json", "--resamples", "1000",
-        "--html", "report.html", "--self-contained-html", "-p", "no:cacheprovider", *args,
+        "--html", "report.html", "--self-contained-html", "-p", "no:cacheprovider", *PAIR, *args,
     )
     return result, (pytester.path / "report.html").read_text(encoding="utf-8")
 

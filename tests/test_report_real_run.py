@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from paths import PAIR
 from sse_server import ListingServer
 
 from pytest_modelsweep.report import plots
@@ -82,7 +83,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
              # and two repeats of 2 ms tokens on a busy machine can differ by more than the
              # default 10% CV: these tests read the tables, not the machine's noise
              "--unstable-cv", "1000",
-             "--endpoint", f"{MODELS[0]}={first.base_url}",
+             *PAIR, "--endpoint", f"{MODELS[0]}={first.base_url}",
              "--endpoint", f"{MODELS[1]}={second.base_url}",
              "--modelsweep-dir", "work", "--results", "r.json", "--md", "r.md",
              "--html", "r.html", "--self-contained-html", "-p", "no:cacheprovider"],

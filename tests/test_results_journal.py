@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import PAIR
 
 import pytest_modelsweep
 from pytest_modelsweep.store.database import Store
@@ -52,7 +53,7 @@ def test_journal_of_a_killed_run_is_read_back(
     monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))  # this checkout's plugin in the subprocess
     pytester.makepyfile(KILLED_RUN)
     result = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly",
-                                           "--store", store_at, timeout=120)
+                                           "--store", store_at, *PAIR, timeout=120)
     assert result.ret == -signal.SIGKILL, result.outlines[-20:]
     results = pytester.path / "results.json"
     assert not results.exists()

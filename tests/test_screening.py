@@ -376,8 +376,9 @@ def test_screen_main_prints_the_licence_and_memory_rejections(
 def test_screen_main_embedded_sweep_screens_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert screen_main([]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "0 accepted, 0 rejected, 2 not screened (not Hugging Face repos: gemma3-270m "
-        "(embedded:gemma3-270m-q4_k_m), smollm2-135m (embedded:smollm2-135m-instruct-q4_1))"
+        "0 accepted, 0 rejected, 3 not screened (not Hugging Face repos: gemma3-270m "
+        "(embedded:gemma3-270m-q4_k_m), smollm2-135m (embedded:smollm2-135m-instruct-q4_1), "
+        "qwen2.5-coder-0.5b (embedded:qwen2.5-coder-0.5b-instruct-q4_k_m))"
     )
 
 
@@ -457,7 +458,7 @@ def test_bench_fails_a_rejected_model_with_its_reason(
 def test_bench_skips_models_that_are_not_hub_repos(pytester: pytest.Pytester) -> None:
     shutil.copy(BENCH, pytester.path / "test_screen.py")
     result = pytester.runpytest("-m", "screen", "-rs", "-p", "no:cacheprovider")
-    result.assert_outcomes(skipped=2)
+    result.assert_outcomes(skipped=3)  # the embedded sweep's three models
     result.stdout.fnmatch_lines([
         "SKIPPED*screening applies to Hugging Face repos (source embedded:gemma3-270m-q4_k_m)",
     ])

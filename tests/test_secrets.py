@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from paths import write_sweep
+from paths import PAIR, write_sweep
 from postgres_server import ADMIN_PASSWORD
 from sse_server import SseServer
 from stores import all_text
@@ -163,7 +163,7 @@ def test_no_secret_reaches_any_file_or_the_terminal(
             "-k", "gsm8k or boom", "--limit", "2", "--gsm8k-path", str(data / "test.jsonl"),
             "--modelsweep-dir", "work", "--results", "r.json", "--md", "r.md", "-l", "-vv",
             "--html", "r.html", "--self-contained-html",
-            "-p", "no:cacheprovider", "--gsm8k-max-tokens", "4",
+            "-p", "no:cacheprovider", "--gsm8k-max-tokens", "4", *PAIR,
             f"--endpoint=gemma3-270m=http://user:{URL_SECRET}@{netloc}",
             f"--endpoint=smollm2-135m={env_server.base_url}", "--junitxml", "junit.xml",
             *store_args, timeout=120,

@@ -30,13 +30,15 @@ def test_llamacpp_context_is_per_slot_times_slots() -> None:
     assert "--no-cache-prompt" not in argv  # prefix caching stays on, as in production
 
 
-def test_llamacpp_models_differ_only_in_model_and_name() -> None:
+@pytest.mark.parametrize("candidate", ["smollm2-135m", "qwen2.5-coder-0.5b"])
+def test_llamacpp_models_differ_only_in_model_and_name(candidate: str) -> None:
     sweep = load_sweep("embedded")
     a = llamacpp_argv(Path("/s"), Path("/a.gguf"), sweep.model("gemma3-270m"), sweep.serving, 1)
-    b = llamacpp_argv(Path("/s"), Path("/b.gguf"), sweep.model("smollm2-135m"), sweep.serving, 1)
+    b = llamacpp_argv(Path("/s"), Path("/b.gguf"), sweep.model(candidate), sweep.serving, 1)
     differing = [(x, y) for x, y in zip(a, b) if x != y]
     assert len(a) == len(b)
-    assert differing == [("/a.gguf", "/b.gguf"), ("gemma3-270m", "smollm2-135m")]
+    assert differing == [("/a.gguf", "/b.gguf"), ("gemma3-270m", candidate)]
+    assert "--jinja" in b  # llama-server renders the model's own chat template
 
 
 def test_vllm_docker_argv_pins_the_image_and_sets_production_flags() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA
+from paths import PAIR, SHARED_DATA
 from requirements import SHARED_DATA_HINT, need
 from sse_server import ListingServer
 
@@ -35,14 +35,14 @@ def failing_reference() -> Iterator[list[str]]:
     """``--endpoint`` options: the reference answers HTTP 500 to everything, the candidate is fine."""
     with ListingServer("gemma3-270m", default_fault="http500") as reference, \
             ListingServer("smollm2-135m") as candidate:
-        yield ["--endpoint", f"gemma3-270m={reference.base_url}",
+        yield [*PAIR, "--endpoint", f"gemma3-270m={reference.base_url}",
                "--endpoint", f"smollm2-135m={candidate.base_url}"]
 
 
 @pytest.fixture
 def healthy() -> Iterator[list[str]]:
     with ListingServer("gemma3-270m") as reference, ListingServer("smollm2-135m") as candidate:
-        yield ["--endpoint", f"gemma3-270m={reference.base_url}",
+        yield [*PAIR, "--endpoint", f"gemma3-270m={reference.base_url}",
                "--endpoint", f"smollm2-135m={candidate.base_url}"]
 
 
@@ -95,7 +95,7 @@ def test_when_both_sides_failed_each_names_its_own_error(
 ) -> None:
     with ListingServer("gemma3-270m", default_fault="http500") as reference, \
             ListingServer("smollm2-135m", default_fault="badjson") as candidate:
-        result = gsm8k(pytester, ["--endpoint", f"gemma3-270m={reference.base_url}",
+        result = gsm8k(pytester, [*PAIR, "--endpoint", f"gemma3-270m={reference.base_url}",
                                   "--endpoint", f"smollm2-135m={candidate.base_url}"])
     result.assert_outcomes(failed=3)
     (line,) = [line for line in result.stdout.lines if line.startswith("cannot judge")]
@@ -144,7 +144,7 @@ def test_a_healthy_run_is_saved_as_baseline_and_a_failed_one_is_not_compared_wit
 
 def test_nothing_judged_is_not_a_pass(pytester: pytest.Pytester, accuracy_benches: None) -> None:
     result = pytester.runpytest_subprocess(
-        "-m", "verdict", "--store", "empty.sqlite", f"--gsm8k-path={GSM8K}", "-rs")
+        "-m", "verdict", "--store", "empty.sqlite", f"--gsm8k-path={GSM8K}", "-rs", *PAIR)
     result.assert_outcomes(skipped=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -153,7 +153,8 @@ def test_nothing_judged_is_not_a_pass(pytester: pytest.Pytester, accuracy_benche
         "the store*); run the reference's benchmarks first, or pass --allow-unjudged",
     ])
     allowed = pytester.runpytest_subprocess(
-        "-m", "verdict", "--store", "empty.sqlite", f"--gsm8k-path={GSM8K}", "--allow-unjudged")
+        "-m", "verdict", "--store", "empty.sqlite", f"--gsm8k-path={GSM8K}", "--allow-unjudged",
+        *PAIR)
     allowed.assert_outcomes(skipped=2)
     assert allowed.ret == pytest.ExitCode.OK
 
@@ -213,7 +214,7 @@ def test_a_ratio_is_never_drawn_from_a_throughput_test_that_failed(
             ListingServer("smollm2-135m") as candidate:
         result = pytester.runpytest_subprocess(
             "-k", "c1 and not c16", "--repeats", "2", "--timed-requests", "2",
-            "--store", "s.sqlite", "--results", "r.json",
+            "--store", "s.sqlite", "--results", "r.json", *PAIR,
             "--endpoint", f"gemma3-270m={reference.base_url}",
             "--endpoint", f"smollm2-135m={candidate.base_url}", timeout=300)
     result.assert_outcomes(passed=1, failed=2)

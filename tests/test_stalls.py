@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import PAIR
 from sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
@@ -172,7 +173,7 @@ def run_gsm8k(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResu
     return pytester.runpytest_subprocess(
         "-m", "gsm8k", "--limit", "3", "--gsm8k-path", str(data), "--modelsweep-dir", "work",
         "-p", "no:cacheprovider", "-s",
-        *[f"--endpoint={m}={url}" for m in MODELS], *args, timeout=120,
+        *PAIR, *[f"--endpoint={m}={url}" for m in MODELS], *args, timeout=120,
     )
 
 

@@ -40,12 +40,42 @@ def test_embedded_sweep_is_the_default_and_serves_identically() -> None:
     sweep = load_sweep()
     assert sweep.name == "embedded"
     assert sweep.reference == "gemma3-270m"
-    assert sweep.candidates == ["smollm2-135m"]
+    assert sweep.candidates == ["smollm2-135m", "qwen2.5-coder-0.5b"]
     assert sweep.serving.context_length == 4096
     assert sweep.serving.max_num_seqs == 16
     assert sweep.serving.prefix_caching is True
     assert sweep.model("gemma3-270m").prompting == "completion"
     assert sweep.model("smollm2-135m").bfcl_mode == "prompt"
+    qwen = sweep.model("qwen2.5-coder-0.5b")  # a quoted TOML key: the dots are in the name
+    assert (qwen.prompting, qwen.bfcl_mode, qwen.tool_call_parser) == ("chat", "prompt", None)
+    assert qwen.source.id == "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    # lm-evaluation-harness's own answer length limit for API models
+    assert sweep.benchmarks.gsm8k_max_tokens == 256
+
+
+def test_gsm8k_answer_length_is_a_sweep_setting(tmp_path: Path) -> None:
+    assert load_sweep(write(tmp_path, VALID)).benchmarks.gsm8k_max_tokens == 2048  # none set
+    sweep = load_sweep(write(tmp_path, VALID + "\n[benchmarks.gsm8k]\nmax_tokens = 96\n"))
+    assert sweep.benchmarks.gsm8k_max_tokens == 96
+    assert load_sweep("tpu-v5e").benchmarks.gsm8k_max_tokens == 2048  # the seed's
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ("[benchmarks.gsm8k]\nmax_tokens = 0\n",
+     "benchmarks.gsm8k.max_tokens: expected a positive integer, got 0"),
+    ("[benchmarks.gsm8k]\nmax_tokens = 25.6\n",
+     "benchmarks.gsm8k.max_tokens: expected a positive integer, got 25.6"),
+    ("[benchmarks.gsm8k]\nmax_token = 256\n",
+     "benchmarks.gsm8k: unknown key(s) max_token; expected some of max_tokens"),
+    ("[benchmarks.mmlu]\nmax_tokens = 256\n",
+     "benchmarks: unknown key(s) mmlu; expected some of gsm8k"),
+    ("benchmarks = 3\n", "benchmarks: expected tables [benchmarks.NAME]"),
+])
+def test_a_bad_benchmarks_table_names_the_key(tmp_path: Path, table: str, message: str) -> None:
+    text = table + VALID if not table.startswith("[") else VALID + "\n" + table
+    with pytest.raises(SweepError) as info:
+        load_sweep(write(tmp_path, text))
+    assert str(info.value) == f"{tmp_path / 'sweep.toml'}: {message}"
 
 
 def test_tpu_sweep_has_the_seeds_models_pinned_by_digest() -> None:

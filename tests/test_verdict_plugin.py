@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import write_sweep
+from paths import PAIR, write_sweep
 from sse_server import ListingServer, SseServer
 
 pytest_plugins = ("pytester",)
@@ -51,7 +51,7 @@ def bench(candidate: str) -> str:
 
 def test_worse_candidate_fails_the_session(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[0] * 200"))
-    result = pytester.runpytest("--modelsweep-dir", "work")
+    result = pytester.runpytest("--modelsweep-dir", "work", *PAIR)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         ("*smollm2-135m vs gemma3-270m on gsm8k: worse (difference -0.500, 95% interval "
@@ -62,7 +62,7 @@ def test_worse_candidate_fails_the_session(pytester: pytest.Pytester) -> None:
 
 def test_matching_candidate_passes_and_is_recorded(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
-    result = pytester.runpytest("--modelsweep-dir", "work", "--results", "r.json", "-s")
+    result = pytester.runpytest("--modelsweep-dir", "work", "--results", "r.json", "-s", *PAIR)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*smollm2-135m vs gemma3-270m on gsm8k: matches (difference +0.000*"])
     data = json.loads((pytester.path / "r.json").read_text())
@@ -76,7 +76,7 @@ def test_a_candidate_scored_alike_on_every_item_gets_no_verdict(pytester: pytest
     # the reference's own scores: [0, 0] is no 95% interval, so not "matches"
     pytester.makepyfile(bench("[1, 0, 1, 0, 1, 0, 1, 0] * 25"))
     result = pytester.runpytest("--modelsweep-dir", "work", "--results", "r.json",
-                                "--fail-on", "worse,inconclusive")
+                                "--fail-on", "worse,inconclusive", *PAIR)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*smollm2-135m vs gemma3-270m on gsm8k: inconclusive (difference +0.000, 95% interval "
@@ -91,7 +91,7 @@ def test_a_candidate_scored_alike_on_every_item_gets_no_verdict(pytester: pytest
 def test_margin_turns_a_wide_match_into_inconclusive(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
     result = pytester.runpytest("--modelsweep-dir", "work", "--margin", "0.02",
-                                "--fail-on", "worse,inconclusive")
+                                "--fail-on", "worse,inconclusive", *PAIR)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*on gsm8k: inconclusive (difference +0.000*"])
 
@@ -105,7 +105,7 @@ def test_a_users_hook_replaces_the_rule(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.makepyfile(bench("[0, 1, 1, 0, 1, 0, 1, 0] * 25"))
-    result = pytester.runpytest("--modelsweep-dir", "work")
+    result = pytester.runpytest("--modelsweep-dir", "work", *PAIR)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*on gsm8k: worse (difference +0.000*"])
 
@@ -129,7 +129,7 @@ def test_reference_from_an_earlier_run_in_the_store(pytester: pytest.Pytester) -
 
 def test_verdicts_under_two_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[0] * 200"))
-    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2")
+    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", *PAIR)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*on gsm8k: worse*"])
 
@@ -186,7 +186,8 @@ def test_a_candidate_test_that_failed_stops_the_wait_at_once(pytester: pytest.Py
             "    assert model_name != 'smollm2-135m', 'the server answered garbage'\n",
         )
     )
-    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", timeout=120)
+    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", *PAIR,
+                                           timeout=120)
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines([
         ("*smollm2-135m recorded no gsm8k result in this run (*test_gsm8k?smollm2-135m? failed); "
@@ -273,7 +274,7 @@ def ratio_of(pytester: pytest.Pytester) -> dict[str, Any]:
 def test_a_significantly_slower_candidate_fails_its_throughput_ratio(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
-    result = run_throughput_bench(pytester, slow_candidate)
+    result = run_throughput_bench(pytester, [*PAIR, *slow_candidate])
     result.assert_outcomes(passed=2, failed=1)  # --fail-on worse applies to ratios too
     ratio = ratio_of(pytester)
     assert ratio["stats"]["high"] < 1.0 - 0.10
@@ -288,7 +289,7 @@ def test_a_significantly_slower_candidate_fails_its_throughput_ratio(
 def test_fail_on_decides_whether_a_slower_candidate_fails(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
-    result = run_throughput_bench(pytester, slow_candidate, "--fail-on", "better")
+    result = run_throughput_bench(pytester, [*PAIR, *slow_candidate], "--fail-on", "better")
     result.assert_outcomes(passed=3)
     assert ratio_of(pytester)["params"]["verdict"] == "worse"
 
@@ -313,7 +314,7 @@ def test_a_users_hook_sets_the_throughput_rule(
             print("hook saw:", "; ".join("/".join(call) for call in SEEN))
         """
     )
-    result = run_throughput_bench(pytester, slow_candidate)
+    result = run_throughput_bench(pytester, [*PAIR, *slow_candidate])
     result.assert_outcomes(passed=3)
     ratio = ratio_of(pytester)
     assert ratio["stats"]["high"] < 1.0  # the default rule would have said worse
@@ -325,7 +326,8 @@ def test_a_users_hook_sets_the_throughput_rule(
 def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
-    result = run_throughput_bench(pytester, slow_candidate, "-n", "2", "--verdict-wait", "120")
+    result = run_throughput_bench(pytester, [*PAIR, *slow_candidate], "-n", "2",
+                                  "--verdict-wait", "120")
     result.assert_outcomes(passed=2, failed=1)  # the slower candidate's ratio is worse
     ratio = ratio_of(pytester)
     assert ratio["params"] == {"benchmark": "throughput", "concurrency": 1, "prompt_tokens": None,
@@ -382,7 +384,7 @@ def test_a_ratio_whose_reference_test_ended_without_a_result_fails_naming_it(
     # the reference's server lists no models: its test fails attaching, before measuring
     with SseServer() as reference, ListingServer("smollm2-135m") as candidate:
         result = run_throughput_bench(pytester, [
-            "--endpoint", f"gemma3-270m={reference.base_url}",
+            *PAIR, "--endpoint", f"gemma3-270m={reference.base_url}",
             "--endpoint", f"smollm2-135m={candidate.base_url}"])
     result.assert_outcomes(passed=1, failed=1, errors=1)  # the ratio fails; it used to skip
     result.stdout.fnmatch_lines([

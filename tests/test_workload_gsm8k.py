@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from requirements import SHARED_DATA_HINT, need
+from sse_server import ListingServer
 
 from pytest_modelsweep.core.errors import DataError
-from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting
+from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting, load_sweep
 from pytest_modelsweep.data.gsm8k import (
     Gsm8kProblem,
     expect_full_test_set,
@@ -224,3 +225,37 @@ def test_build_request_with_the_sampler() -> None:
     assert request.payload["prompt"] == completion_prompt(TARGET, expected)
     assert request.payload["prompt"].count("Question:") == 6
     assert json.loads(json.dumps(request.payload)) == request.payload
+
+
+def test_the_answer_length_is_the_sweeps_unless_the_option_overrides_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """The real GSM8K bench sends the sweep's ``[benchmarks.gsm8k] max_tokens``, records it
+    in the measurement, and ``--gsm8k-max-tokens`` overrides it; an answer stored under one
+    limit is not reused under another (the limit is part of the request, so of its hash)."""
+    need_data()
+    root = Path(__file__).resolve().parents[1]
+    pytester.makepyfile(test_accuracy=(root / "benches" / "test_accuracy.py").read_text())
+    embedded = Path(load_sweep("embedded").path).read_text()
+    assert "\nmax_tokens = 256\n" in embedded
+    sweep = pytester.path / "capped.toml"
+    sweep.write_text(embedded.replace("\nmax_tokens = 256\n", "\nmax_tokens = 5\n"))
+
+    with ListingServer("gemma3-270m") as server:
+        def run(*args: str) -> tuple[list[int], dict[str, Any]]:
+            sent = len(server.stats.bodies)
+            result = pytester.runpytest_subprocess(
+                "-m", "gsm8k", f"--gsm8k-path={DATA / 'test.jsonl'}", "--limit", "2",
+                "--sweep", str(sweep), "--model", "gemma3-270m",
+                "--endpoint", f"gemma3-270m={server.base_url}",
+                "--store", "store.sqlite", "--results", "results.json", *args)
+            assert result.ret == 0 and result.parseoutcomes()["passed"] == 1
+            [measurement] = json.loads((pytester.path / "results.json").read_text())["measurements"]
+            return [body["max_tokens"] for body in server.stats.bodies[sent:]], measurement["params"]
+
+        sent, params = run()
+        assert sent == [5, 5] and params["max_tokens"] == 5
+        sent, params = run("--gsm8k-max-tokens", "9")  # stored answers were cut at 5: sent again
+        assert sent == [9, 9] and params["max_tokens"] == 9
+        sent, params = run("--gsm8k-max-tokens", "9")  # the same limit: reused, nothing sent
+        assert sent == [] and params["max_tokens"] == 9

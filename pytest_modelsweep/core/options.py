@@ -75,7 +75,6 @@ class OptionDefaults:
     unstable_cv: float = 0.10
     contended_cores: float = 0.25
     slo_attainment: float = 0.90
-    gsm8k_max_tokens: int = 2048
 
 
 DEFAULTS = OptionDefaults()

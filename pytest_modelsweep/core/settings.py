@@ -45,13 +45,14 @@ class BenchSettings:
     """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
 
     @classmethod
-    def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None) -> BenchSettings:
+    def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None,
+                     gsm8k_max_tokens: int) -> BenchSettings:
         """The view of ``option`` (pytest's ``config.option``: parsed, checked, defaulted)."""
         return cls(
             run_id=run_id,
             repeats=RepeatPolicy(option.repeats, option.repeats_target, option.repeats_max),
             timed_requests=option.timed_requests, limit=option.limit,
-            gsm8k_max_tokens=option.gsm8k_max_tokens, reuse=not option.no_reuse,
+            gsm8k_max_tokens=gsm8k_max_tokens, reuse=not option.no_reuse,
             request_timeout_s=option.request_timeout, idle_timeout_s=option.idle_timeout,
             unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
             slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,

@@ -2,8 +2,10 @@
 
 A sweep is a TOML file (read with :mod:`tomllib`) with three tables:
 ``[sweep]`` (name, reference), ``[serving]`` (settings every model gets
-identically) and ``[models.NAME]`` (one per model). Two ship with the package,
-``embedded`` (the default) and ``tpu-v5e``; ``--sweep PATH`` reads any other.
+identically) and ``[models.NAME]`` (one per model), and optional ones:
+``[benchmarks.NAME]`` (per-benchmark settings, identical for every model),
+``[screening]`` and ``[pricing]``. Three ship with the package, ``embedded``
+(the default), ``tpu-v5e`` and ``vllm-cpu``; ``--sweep PATH`` reads any other.
 
 Every malformed value fails here, naming the file, the key and what was
 expected, so that nothing downstream has to second-guess a record.
@@ -29,6 +31,8 @@ BfclMode = Literal["tools", "prompt"]
 SourceKind = Literal["embedded", "hf", "path", "embedded-hf"]
 
 BUILTIN_SWEEPS = ("embedded", "tpu-v5e", "vllm-cpu")
+DEFAULT_GSM8K_MAX_TOKENS = 2048
+"""GSM8K's answer length limit where a sweep sets none (the seed's; lm-eval's API default is 256)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,15 @@ class ServingSettings:
 
 
 @dataclass(frozen=True)
+class BenchmarkSettings:
+    """Per-benchmark settings (``[benchmarks.NAME]``) that every model of the sweep gets identically."""
+
+    gsm8k_max_tokens: int = DEFAULT_GSM8K_MAX_TOKENS
+    """``[benchmarks.gsm8k] max_tokens``: GSM8K's answer length limit (``--gsm8k-max-tokens``
+    overrides it for one run)."""
+
+
+@dataclass(frozen=True)
 class ScreeningSettings:
     """The candidate-screening rule: permitted licences and the chip's memory budget."""
 
@@ -120,6 +133,7 @@ class Sweep:
     screening: ScreeningSettings = field(default_factory=ScreeningSettings)
     pricing: Pricing | None = None
     """The ``[pricing]`` table: what the machine one model is served on costs per hour."""
+    benchmarks: BenchmarkSettings = field(default_factory=BenchmarkSettings)
 
     @property
     def candidates(self) -> list[str]:
@@ -230,6 +244,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     serving = _parse_serving(reader, reader.table(data, "serving"))
     screening = _parse_screening(reader, data.get("screening", {}))
     pricing = _parse_pricing(reader, data["pricing"]) if "pricing" in data else None
+    benchmarks = _parse_benchmarks(reader, data.get("benchmarks", {}))
     models_table = reader.table(data, "models")
     if not models_table:
         raise SweepError(f"{path}: [models] is empty; declare at least the reference model")
@@ -241,11 +256,11 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
                 f"got {type(entry).__name__}"
             )
         models[model_name] = _parse_model(reader, model_name, entry)
-    unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing"}
+    unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing", "benchmarks"}
     if unknown_top:
         raise SweepError(
             f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
-            "expected [sweep], [serving], [screening], [pricing] and [models.*]"
+            "expected [sweep], [serving], [benchmarks.*], [screening], [pricing] and [models.*]"
         )
     if reference not in models:
         raise SweepError(
@@ -261,6 +276,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
         models=models,
         screening=screening,
         pricing=pricing,
+        benchmarks=benchmarks,
     )
 
 
@@ -303,6 +319,22 @@ def _parse_serving(reader: _Reader, table: Mapping[str, Any]) -> ServingSettings
         dtype=reader.optional_string(table, "serving", "dtype"),
         extra_args=tuple(extra),
         one_chip_per_worker=reader.boolean(table, "serving", "one_chip_per_worker", default=False),
+    )
+
+
+def _parse_benchmarks(reader: _Reader, table: Any) -> BenchmarkSettings:
+    """``[benchmarks.gsm8k]``: ``max_tokens`` (GSM8K's answer length limit)."""
+    if not isinstance(table, Mapping):
+        raise SweepError(f"{reader.path}: benchmarks: expected tables [benchmarks.NAME]")
+    reader.no_unknown(table, "benchmarks", {"gsm8k"})
+    gsm8k = table.get("gsm8k", {})
+    if not isinstance(gsm8k, Mapping):
+        raise SweepError(f"{reader.path}: benchmarks.gsm8k: expected a table [benchmarks.gsm8k]")
+    reader.no_unknown(gsm8k, "benchmarks.gsm8k", {"max_tokens"})
+    return BenchmarkSettings(
+        gsm8k_max_tokens=reader.positive_int(
+            gsm8k, "benchmarks.gsm8k", "max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS
+        ),
     )
 
 

@@ -127,7 +127,8 @@ class RunState:
     def bench_settings(self) -> BenchSettings:
         """The narrow view of this run that benchmark tests receive (made once)."""
         return BenchSettings.from_options(self.options.parsed, run_id=self.run_id,
-                                          pricing=self.pricing)
+                                          pricing=self.pricing,
+                                          gsm8k_max_tokens=self.gsm8k_max_tokens)
 
     def __repr__(self) -> str:
         from ..core.secrets import redact
@@ -135,6 +136,12 @@ class RunState:
         return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
                       f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
                       f"args={self.args!r})")
+
+    @property
+    def gsm8k_max_tokens(self) -> int:
+        """``--gsm8k-max-tokens``, else the sweep's ``[benchmarks.gsm8k] max_tokens``."""
+        given: int | None = self.options.parsed.gsm8k_max_tokens
+        return self.sweep.benchmarks.gsm8k_max_tokens if given is None else given
 
     @property
     def pricing(self) -> Pricing | None:
@@ -230,6 +237,7 @@ class RunState:
                 run_dir=self.run_dir,
                 worker_id=self.worker_id,
                 progress=self.write_line,
+                models=self.models_to_run,
             )
         return self._pool
 

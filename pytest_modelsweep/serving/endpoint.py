@@ -29,6 +29,8 @@ class Provenance:
     model_source: str = ""
     model_sha256: str | None = None
     model_revision: str | None = None
+    model_header: dict[str, Any] | None = None
+    """What the model file's GGUF header says (architecture, name, file type), when it is one."""
     image_digest: str | None = None
     launch_argv: tuple[str, ...] = ()
     how: How = "attach"

