@@ -23,6 +23,7 @@ from .core.options import (
     add_regression_option,
     add_store_option,
     add_sweep_option,
+    add_sweep_run_option,
     store_location_type,
 )
 from .core.store_location import StoreLocation
@@ -60,9 +61,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .store.database import Store
 
     # anything there is checked by Store: a folder, a foreign file, a server that is down
-    for run in Store(args.store, create=False).runs():
+    for run in Store(args.store, create=False).runs(args.sweep_run):
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
-              f"{run['measurements']} measurements")
+              f"{run['measurements']} measurements"
+              + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else ""))
     return 0
 
 
@@ -111,9 +113,13 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[dict[str, Any]]:
     path = Path(ref)
     if not (path.suffix == ".json" or path.is_file()) and (store.path is None
                                                             or store.path.exists()):
-        run_ids = Store(store, create=False).baseline_runs(ref)
-        if run_ids:
-            return baseline_history(_run_measurements(store, run_id)[1] for run_id in run_ids)
+        from .store.sweep_run import latest_per_setting
+
+        entries = Store(store, create=False).baseline_entries(ref)
+        if entries:
+            return baseline_history(
+                latest_per_setting(_run_measurements(store, run_id)[1] for run_id in runs)
+                for runs in entries)
     return _run_measurements(store, ref)[1]
 
 
@@ -181,11 +187,21 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the HTML and/or Markdown report of a stored run without re-running it."""
+    """Write the HTML and/or Markdown report of a stored run (or of every run of a sweep run)
+    without re-running it."""
     from .report.html import write_html_report
     from .report.markdown import markdown_report
 
-    run, measurements = _run_measurements(args.store, args.run)
+    if (args.run is None) == (args.sweep_run is None):
+        raise ModelsweepError("report: give a run (id, baseline name or results file) or "
+                              "--sweep-run NAME, one of the two")
+    if args.sweep_run is not None:
+        from .store.database import Store
+        from .store.sweep_run import sweep_run_report
+
+        run, measurements = sweep_run_report(Store(args.store, create=False), args.sweep_run)
+    else:
+        run, measurements = _run_measurements(args.store, args.run)
     if args.html:
         print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
     markdown = markdown_report(measurements, run)
@@ -235,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_models)
     p = sub.add_parser("runs", help=cmd_runs.__doc__)
     add_store_option(p.add_argument, DEFAULTS.store)
+    add_sweep_run_option(p.add_argument, help="list only the runs of sweep run NAME")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("results", help=cmd_results.__doc__)
     p.add_argument("path", help="a results file written by --results")
@@ -253,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_merge)
     p = sub.add_parser("report", help=cmd_report.__doc__)
-    p.add_argument("run", help="run id, baseline name or results file")
+    p.add_argument("run", nargs="?", help="run id, baseline name or results file")
+    add_sweep_run_option(p.add_argument, help="report every run of sweep run NAME as one "
+                                              "(instead of RUN)")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
     add_store_option(p.add_argument, DEFAULTS.store)
