@@ -90,8 +90,8 @@ def test_a_measurement_at_a_setting_comes_from_the_sweep_run(tmp_path: Path) -> 
                                       expected_tests=[])
     assert absent == Missing(
         "ref has no throughput result at concurrency 4 in sweep run sr-1: run host-a on "
-        "host-of-host-a measured it and ended without one (its own test says why); measure it "
-        "again with --sweep-run sr-1 --model ref")
+        "host-of-host-a measured ref and recorded none (its throughput test failed, was skipped "
+        "or was not selected there); measure it with --sweep-run sr-1 --model ref")
 
 
 def test_waits_for_a_host_that_is_still_measuring_the_model(store_at: str) -> None:

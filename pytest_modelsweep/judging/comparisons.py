@@ -291,8 +291,9 @@ class ComparisonFinder:
         ran = [m for m in members if m.run_id != self.run_id and model in (m.models or ())]
         if ran:
             return Missing(f"{model} has no {what} in sweep run {self.sweep_run}: {ran[-1]} "
-                           f"measured it and ended without one (its own test says why); "
-                           f"measure it again with --sweep-run {self.sweep_run} --model {model}")
+                           f"measured {model} and recorded none (its {benchmark} test failed, "
+                           f"was skipped or was not selected there); measure it with "
+                           f"--sweep-run {self.sweep_run} --model {model}")
         return Missing(f"no {what} of {model} in sweep run {self.sweep_run} ({len(members)} "
                        f"run{'s' if len(members) != 1 else ''} in the store {self.store.path}); "
                        f"measure it on a host with --sweep-run {self.sweep_run} --model {model}")

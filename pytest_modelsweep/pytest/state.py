@@ -358,12 +358,13 @@ class RunState:
     def gate(self) -> list[Any]:
         """Compare this run (with ``--sweep-run``, every run of it) with ``--baseline``
         (no-op without it)."""
-        if not self.options.baseline or not self.measurements:
+        measurements = self.judged_measurements() if self.options.baseline else []
+        if not measurements:
             return []
         from ..judging.gate import compare_with_baseline
 
         self.gate_rows = compare_with_baseline(
-            self.judged_measurements(), self.baseline_measurements(), self.options.thresholds,
+            measurements, self.baseline_measurements(), self.options.thresholds,
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
         return self.gate_rows
