@@ -278,7 +278,7 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
     owning one model (the model-per-worker scheduler), writing items into one PostgreSQL
     database; then a third process that serves nothing draws the verdict and the page."""
     workers = [sshd.tx(host, python=sys.executable, chdir=project,
-                       env={"TPU_VISIBLE_CHIPS": "0"}) for host in ("host-a", "host-b")]
+                       env={"MODELSWEEP_CHIP": "0"}) for host in ("host-a", "host-b")]
     measured = bench(project, postgres_url, "-m", "gsm8k and not verdict", "--sweep-run=ssh-1",
                      f"--model={REFERENCE}", f"--model={SAME}",
                      "--dist=load", *(f"--tx={tx}" for tx in workers), "-v",
@@ -311,3 +311,14 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
     for model in (REFERENCE, SAME):
         accuracy = measured.measurement(model, "gsm8k")["value"]
         assert f"{100 * accuracy:.1f}%" in markdown
+
+
+def test_a_remote_worker_owns_the_chip_its_tx_gives_it() -> None:
+    """Workers on several hosts do not count chips together: ``--tx …//env:MODELSWEEP_CHIP=N``
+    gives a worker chip N of its own host (a local ``-n`` worker gets its index)."""
+    from pytest_modelsweep.serving.vllm import one_chip_env
+
+    assert one_chip_env("gw1", {"MODELSWEEP_CHIP": "0"}) == {
+        "TPU_VISIBLE_CHIPS": "0", "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+        "TPU_PROCESS_BOUNDS": "1,1,1", "TPU_PROCESS_PORT": "8476"}
+    assert one_chip_env("gw3", {"TPU_VISIBLE_CHIPS": "0"})["TPU_VISIBLE_CHIPS"] == "3"
