@@ -197,9 +197,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                               "--sweep-run NAME, one of the two")
     if args.sweep_run is not None:
         from .store.database import Store
-        from .store.sweep_run import sweep_run_report
 
-        run, measurements = sweep_run_report(Store(args.store, create=False), args.sweep_run)
+        run, measurements = Store(args.store, create=False).sweep_run_report(args.sweep_run)
     else:
         run, measurements = _run_measurements(args.store, args.run)
     if args.html:
@@ -224,6 +223,32 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
             (("runs", "run"), ("measurements", "measurement"), ("items", "item"),
              ("test_outcomes", "test outcome"), ("baselines", "baseline"))]
     print(f"copied {what[0]} ({', '.join(what[1:])}) from {args.source} into {args.target}")
+    return 0
+
+
+def cmd_k8s(args: argparse.Namespace) -> int:
+    """Write a sweep run's Kubernetes Jobs for GKE TPU nodes: an Indexed Job that measures (one
+    model and one chip per index) and a Job that judges (docs/kubernetes.md)."""
+    from .core.sweep import load_sweep
+    from .serving.kubernetes import JobSettings, apply_commands, write_manifests
+
+    missing = [flag for flag, value in (("--sweep-run", args.sweep_run), ("--store", args.store))
+               if value is None]
+    if missing:
+        raise ModelsweepError(f"k8s: give {' and '.join(missing)} (the Jobs' pods join one "
+                              "sweep run in one PostgreSQL store)")
+    sweep = load_sweep(args.sweep)
+    settings = JobSettings(
+        sweep_arg=args.sweep, sweep_run=args.sweep_run, store=args.store,
+        bench_image=args.bench_image, models=tuple(dict.fromkeys(args.model)),
+        store_secret=args.store_secret, hf_secret=args.hf_secret, namespace=args.namespace,
+        pytest_args=tuple(args.pytest_arg))
+    paths = write_manifests(sweep, settings, Path(args.output))
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    print("run them (docs/kubernetes.md):")
+    for line in apply_commands(sweep, settings, paths):
+        print(f"  {line}")
     return 0
 
 
@@ -290,6 +315,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run DST already holds: refuse the copy (default), skip it (keep "
                         "DST's), or replace it with SRC's")
     p.set_defaults(func=cmd_store_copy)
+    p = sub.add_parser("k8s", help=cmd_k8s.__doc__, description=cmd_k8s.__doc__)
+    add_sweep_option(p.add_argument)
+    add_sweep_run_option(p.add_argument, help="the sweep run every pod joins (required)")
+    add_store_option(p.add_argument)
+    p.add_argument("--bench-image", required=True, metavar="IMAGE",
+                   help="the image the bench and judge containers run: pytest-modelsweep"
+                        "[postgres,html] and your benches/ in its working folder")
+    p.add_argument("--model", action="append", default=[], metavar="NAME",
+                   help="a model to measure (repeatable; default: every model of the sweep)")
+    p.add_argument("-o", "--output", default=".", metavar="DIR",
+                   help="where to write the two manifests (default: .)")
+    p.add_argument("--namespace", default=None, help="the Jobs' namespace (default: kubectl's)")
+    p.add_argument("--store-secret", default="modelsweep-store", metavar="NAME",
+                   help="the Secret whose key 'password' holds the store's password "
+                        "(default: modelsweep-store)")
+    p.add_argument("--hf-secret", default="hf-token", metavar="NAME",
+                   help="the Secret whose key 'token' is HF_TOKEN for gated models; optional "
+                        "(default: hf-token)")
+    p.add_argument("--pytest-arg", action="append", default=[], metavar="ARG",
+                   help="an argument added to every pod's pytest command, e.g. --limit=100 "
+                        "(repeatable)")
+    p.set_defaults(func=cmd_k8s)
     sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
                                   "see modelsweep screen --help", add_help=False)
     return parser

@@ -287,9 +287,7 @@ class RunState:
         ``--sweep-run`` every run's of it (the latest run's per setting, this run last)."""
         if self.options.sweep_run is None:
             return self.measurements
-        from ..store.sweep_run import sweep_run_measurements
-
-        return sweep_run_measurements(self.store, self.options.sweep_run, last=self.run_id)
+        return self.store.sweep_run_measurements(self.options.sweep_run, last=self.run_id)
 
     def report_run(self) -> dict[str, Any]:
         """The run dict the reports show: this run's, or named after its sweep run."""

@@ -59,7 +59,7 @@ from .schema import (
     upsert,
 )
 from .sqlite import FIX_NEW_FILE, WRITE_OPTION, check_store_file, is_lock_error, sqlite_engine
-from .sweep_run import SweepRunMember
+from .sweep_run import SweepRunMember, latest_per_setting, sweep_run_heading
 
 __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
 
@@ -446,6 +446,26 @@ class Store:
                     if ids == wanted:
                         return run_id
         return runs[0] if runs else None
+
+    def sweep_run_measurements(self, name: str, *,
+                               last: str | None = None) -> list[dict[str, Any]]:
+        """Every run's measurements of sweep run ``name`` as one run's
+        (:func:`~pytest_modelsweep.store.sweep_run.latest_per_setting`); run ``last`` (the
+        judging run) counts as the latest."""
+        order = [m.run_id for m in self.sweep_run_members(name) if m.run_id != last]
+        if last is not None:
+            order.append(last)
+        return latest_per_setting(self.measurements(run_id) for run_id in order)
+
+    def sweep_run_report(self, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """(run dict, measurements) of a report of sweep run ``name``: every run's
+        measurements (the latest run's per setting), the newest run's provenance."""
+        members = self.sweep_run_members(name)
+        if not members:
+            raise DataError(f"{self.location}: no runs of sweep run {name!r}; `modelsweep runs` "
+                            "lists the runs with their sweep runs")
+        return (sweep_run_heading(name, members, members[-1].run),
+                self.sweep_run_measurements(name))
 
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
         m = MEASUREMENTS

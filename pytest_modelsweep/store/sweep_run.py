@@ -9,9 +9,10 @@ reads a sweep run:
   sweep run, and waits while the run that is to measure it (:func:`awaited`) is still
   going;
 * the gate, the reports and ``modelsweep report --sweep-run NAME`` read the
-  measurements of every run of it (:func:`sweep_run_measurements`).
+  measurements of every run of it as one run's (:func:`latest_per_setting`).
 
-Pure data and rules over the store; the queries are :class:`~pytest_modelsweep.store.database.Store`'s.
+Pure data and rules; the queries are :class:`~pytest_modelsweep.store.database.Store`'s
+(``sweep_run_members``, ``sweep_run_measurements``, ``sweep_run_report``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .database import Store
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -94,16 +92,6 @@ def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict
     return [m for group in chosen.values() for m in group]
 
 
-def sweep_run_measurements(store: Store, name: str, *,
-                           last: str | None = None) -> list[dict[str, Any]]:
-    """Every run's measurements of sweep run ``name`` as one run's (:func:`latest_per_setting`);
-    run ``last`` (the judging run) counts as the latest."""
-    order = [m.run_id for m in store.sweep_run_members(name) if m.run_id != last]
-    if last is not None:
-        order.append(last)
-    return latest_per_setting(store.measurements(run_id) for run_id in order)
-
-
 def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
                       base: Mapping[str, Any]) -> dict[str, Any]:
     """The run dict a report of the whole sweep run shows: ``base`` (a run's provenance)
@@ -115,15 +103,3 @@ def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
                       "models": list(m.models or ()), "finished_at": m.finished_at}
                      for m in members]}
 
-
-def sweep_run_report(store: Store, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(run dict, measurements) of a report of sweep run ``name``: every run's
-    measurements (the latest run's per setting), the newest run's provenance."""
-    from ..core.errors import DataError
-
-    members = store.sweep_run_members(name)
-    if not members:
-        raise DataError(f"{store.location}: no runs of sweep run {name!r}; `modelsweep runs` "
-                        "lists the runs with their sweep runs")
-    return (sweep_run_heading(name, members, members[-1].run),
-            sweep_run_measurements(store, name))
