@@ -250,9 +250,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if state is None or state.options.sweep_run is None \
             or session.config.pluginmanager.has_plugin("dsession"):
         return
-    state.plan_models(sorted({model for item in session.items
-                              if (model := model_of_item(item)) is not None
-                              and item.get_closest_marker(VERDICT_MARKER) is None}))
+    try:
+        state.plan_models(sorted({model for item in session.items
+                                  if (model := model_of_item(item)) is not None
+                                  and item.get_closest_marker(VERDICT_MARKER) is None}))
+    except ModelsweepError as error:
+        # A remote worker that cannot reach the store (no password on that host, say): its
+        # tests fail with this same line, which xdist shows better than a crashed worker.
+        state.write_line(f"cannot record this run's models in the store: {error}")
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -424,7 +429,8 @@ class _ControllerHooks:
         if state.options.sweep_run is not None:
             members = state.sweep_run_members()
             terminalreporter.write_line(
-                f"sweep run {state.options.sweep_run}: {len(members)} runs ("
+                f"sweep run {state.options.sweep_run}: {len(members)} "
+                f"run{'s' if len(members) != 1 else ''} ("
                 + ", ".join(str(m) for m in members) + ")")
         for line in measurement_table(state.judged_measurements()):
             terminalreporter.write_line(line)

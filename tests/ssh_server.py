@@ -3,7 +3,8 @@
 Debian's ``openssh-server`` (``.ci/run`` installs it) gives ``sshd``. The server runs in
 the foreground on a free 127.0.0.1 port with a host key, an authorized key and a
 configuration made for the test in a temporary folder; it takes public keys only and
-accepts ``PYTHONPATH`` from the client, so a remote worker imports the same checkout.
+accepts ``PYTHONPATH`` and ``PGPASSWORD`` from the client, so a remote worker imports the
+same checkout and reaches the store as the controller does.
 The client side is an ``ssh_config`` file naming each "host" as an alias of that port,
 with the test's key and ``StrictHostKeyChecking no`` against a throwaway known-hosts
 file, which execnet passes to ``ssh -F``. sshd checks its privilege separation folder
@@ -80,14 +81,14 @@ class SshServer:
             f"PidFile {self.root / 'sshd.pid'}",
             "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-            "StrictModes no", "UsePAM no", "PrintMotd no", "AcceptEnv PYTHONPATH",
+            "StrictModes no", "UsePAM no", "PrintMotd no", "AcceptEnv PYTHONPATH PGPASSWORD",
         ]) + "\n")
         self.client_config.write_text("\n".join([
             f"Host {' '.join(self.hosts)}",
             "  HostName 127.0.0.1", f"  Port {self.port}", "  User root",
             f"  IdentityFile {self.root / 'client_key'}", "  IdentitiesOnly yes",
             "  StrictHostKeyChecking no", f"  UserKnownHostsFile {self.root / 'known_hosts'}",
-            "  BatchMode yes", "  LogLevel ERROR", "  SendEnv PYTHONPATH",
+            "  BatchMode yes", "  LogLevel ERROR", "  SendEnv PYTHONPATH PGPASSWORD",
         ]) + "\n")
         return server
 

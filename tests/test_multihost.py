@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from paths import SHARED_DATA
+from postgres_server import ADMIN_PASSWORD
 from requirements import SHARED_DATA_HINT, module_needs, need
 from ssh_server import SshServer
 from ssh_server import missing_reason as ssh_missing_reason
@@ -88,12 +89,15 @@ def servers() -> Iterator[dict[str, AnsweringServer]]:
 
 
 def bench(project: Path, store: str, *args: str, results: str, serves_nothing: bool = False,
-          timeout: int = 600) -> Session:
+          password: str | None = None, timeout: int = 600) -> Session:
     """``pytest test_accuracy.py`` in ``project`` with ``--store``; ``serves_nothing``: no
-    program on ``PATH`` (no docker, no git), so starting any server fails."""
+    program on ``PATH`` (no docker, no git), so starting any server fails; ``password``:
+    the store's, in ``PGPASSWORD``."""
     env = {**os.environ, "HOME": str(project / "home"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("GITHUB_STEP_SUMMARY", None)
+    if password is not None:
+        env["PGPASSWORD"] = password
     if serves_nothing:
         env["PATH"] = str(project / "no-programs")
     # The bench as testpaths, not a path argument: xdist rewrites path arguments of remote
@@ -114,10 +118,12 @@ def attached(servers: dict[str, AnsweringServer], *models: str) -> list[str]:
     return [f"--endpoint={model}={servers[model].base_url}" for model in models]
 
 
-def judge(project: Path, store: str, *args: str, results: str) -> Session:
+def judge(project: Path, store: str, *args: str, results: str,
+          password: str | None = None) -> Session:
     """The judging step: the GSM8K verdict test of the candidate, serving nothing."""
-    return bench(project, store, "-m", "verdict and gsm8k", f"--model={REFERENCE}", f"--model={SAME}",
-                 "-rs", *args, results=results, serves_nothing=True)
+    return bench(project, store, "-m", "verdict and gsm8k", f"--model={REFERENCE}",
+                 f"--model={SAME}", "-rs", *args, results=results, serves_nothing=True,
+                 password=password)
 
 
 def started_no_server(project: Path, session: Session) -> None:
@@ -276,13 +282,17 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
 ) -> None:
     """``--tx ssh=host-a… --tx ssh=host-b…``: one run, its two workers on two "hosts", each
     owning one model (the model-per-worker scheduler), writing items into one PostgreSQL
-    database; then a third process that serves nothing draws the verdict and the page."""
+    database; then a third process that serves nothing draws the verdict and the page. The
+    store's password is in no argument: each process, remote workers included (ssh's
+    ``SendEnv``), finds it in ``PGPASSWORD``."""
+    store = postgres_url.replace(f":{ADMIN_PASSWORD}@", "@")
     workers = [sshd.tx(host, python=sys.executable, chdir=project,
                        env={"MODELSWEEP_CHIP": "0"}) for host in ("host-a", "host-b")]
-    measured = bench(project, postgres_url, "-m", "gsm8k and not verdict", "--sweep-run=ssh-1",
+    measured = bench(project, store, "-m", "gsm8k and not verdict", "--sweep-run=ssh-1",
                      f"--model={REFERENCE}", f"--model={SAME}",
                      "--dist=load", *(f"--tx={tx}" for tx in workers), "-v",
-                     *attached(servers, REFERENCE, SAME), results="measured.json")
+                     *attached(servers, REFERENCE, SAME), results="measured.json",
+                     password=ADMIN_PASSWORD)
     assert measured.ret == 0, measured.output[-4000:] + sshd.log_text()[-2000:]
     assert sshd.logins() == 2  # each worker came in over ssh
     # each model's tests ran whole on one worker, and the two models on different workers
@@ -296,8 +306,9 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
                                   f"'{measured.run_id}' GROUP BY model ORDER BY model")[0]
     assert dict(items) == {REFERENCE: LIMIT, SAME: LIMIT}
 
-    judged = judge(project, postgres_url, "--sweep-run=ssh-1", "--md=judged.md",
-                   "--html=judged.html", "--self-contained-html", results="judged.json")
+    judged = judge(project, store, "--sweep-run=ssh-1", "--md=judged.md",
+                   "--html=judged.html", "--self-contained-html", results="judged.json",
+                   password=ADMIN_PASSWORD)
     assert judged.ret == 0, judged.output[-4000:]
     started_no_server(project, judged)
     verdict = judged.measurement(SAME, "verdict:gsm8k")
@@ -311,6 +322,8 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
     for model in (REFERENCE, SAME):
         accuracy = measured.measurement(model, "gsm8k")["value"]
         assert f"{100 * accuracy:.1f}%" in markdown
+    written = [path for path in project.rglob("*") if path.is_file()]
+    assert not [path for path in written if ADMIN_PASSWORD.encode() in path.read_bytes()]
 
 
 def test_a_remote_worker_owns_the_chip_its_tx_gives_it() -> None:
