@@ -301,6 +301,10 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
                   for model in (REFERENCE, SAME)}
     assert all(len(found) == 1 for found in workers_of.values()), workers_of
     assert workers_of[REFERENCE] != workers_of[SAME]
+    # the workers recorded the models this run measures (xdist's controller collects nothing)
+    ((planned,),) = raw_sql(postgres_url, "SELECT models_json FROM runs WHERE run_id = "
+                                          f"'{measured.run_id}'")[0]
+    assert json.loads(planned) == sorted([REFERENCE, SAME])
     # the workers wrote the scored items into the one database, the controller the rest
     items = raw_sql(postgres_url, "SELECT model, count(*) FROM run_items WHERE run_id = "
                                   f"'{measured.run_id}' GROUP BY model ORDER BY model")[0]

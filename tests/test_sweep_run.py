@@ -21,6 +21,7 @@ from test_comparisons import record_items, record_rate
 from pytest_modelsweep.core.options import parse_sweep_run
 from pytest_modelsweep.judging.comparisons import ComparisonFinder, Failed, Found, Missing
 from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
+from pytest_modelsweep.store.sweep_run import unsettled_failures
 
 JUDGE = "judge-run"
 SWEEP_RUN = "sr-1"
@@ -202,3 +203,22 @@ def test_a_sweep_run_name_of_other_characters_is_refused(text: str) -> None:
         parse_sweep_run(text)
     assert parse_sweep_run(" 123456789 ") == "123456789"
     assert parse_sweep_run("2026-11-30.a_b:c") == "2026-11-30.a_b:c"
+
+
+def test_a_test_that_failed_on_a_host_and_passed_when_run_again_is_settled(
+    tmp_path: Path,
+) -> None:
+    """What --save-baseline of a sweep run refuses on: the tests whose latest outcome, over
+    the runs of the sweep run, is a failure."""
+    store = Store(tmp_path / "store.sqlite")
+    for run_id, started in (("first", "2026-01-02T00:00:00"), ("again", "2026-01-02T01:00:00"),
+                            ("other", "2026-01-02T00:30:00")):
+        join(store, run_id, started, models=["m"])
+    store.add_outcome("first", "test_gsm8k[a]", "failed")
+    store.add_outcome("again", "test_gsm8k[a]", "passed")
+    store.add_outcome("other", "test_gsm8k[b]", "failed")
+    store.add_outcome("first", "test_bfcl[a]", "passed")
+    order = [m.run_id for m in store.sweep_run_members(SWEEP_RUN)]
+    assert order == ["first", "other", "again"]
+    assert unsettled_failures(store.test_outcomes(order), order) == [
+        ("other", "test_gsm8k[b]", "failed")]

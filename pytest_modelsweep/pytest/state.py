@@ -380,9 +380,11 @@ class RunState:
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
         if self.options.sweep_run is not None:
+            from ..store.sweep_run import unsettled_failures
+
             others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.run_id]
-            unsound += [f"{test} {outcome} in run {run}"
-                        for run, test, outcome in self.store.failed_outcomes(others)]
+            unsound += [f"{test} {outcome} in run {run}" for run, test, outcome in
+                        unsettled_failures(self.store.test_outcomes(others), others)]
         unsound += [reason for m in self.judged_measurements()
                     if m.get("test_id") not in failed_tests
                     and (reason := unsound_reason(m, "now"))]

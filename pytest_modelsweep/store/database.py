@@ -344,12 +344,12 @@ class Store:
                 expanded.append(runs)
         return expanded
 
-    def failed_outcomes(self, run_ids: Iterable[str]) -> list[tuple[str, str, str]]:
-        """(run, test, outcome) of the tests of ``run_ids`` that failed or errored."""
+    def test_outcomes(self, run_ids: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(run, test, outcome) of every finished test of ``run_ids``."""
         t = TEST_OUTCOMES
         with self.reading() as db:
             rows = db.execute(select(t.c.run_id, t.c.test_id, t.c.outcome)
-                              .where(t.c.run_id.in_(list(run_ids)), t.c.outcome == "failed")
+                              .where(t.c.run_id.in_(list(run_ids)))
                               .order_by(t.c.run_id, t.c.test_id)).all()
         return [(str(run), str(test), str(outcome)) for run, test, outcome in rows]
 

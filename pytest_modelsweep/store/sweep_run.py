@@ -75,8 +75,11 @@ def awaited(members: Sequence[SweepRunMember], model: str, *,
 
 
 def _key(measurement: Mapping[str, Any]) -> tuple[str, str, str]:
-    params = json.dumps(measurement.get("params") or {}, sort_keys=True, default=str)
-    return (str(measurement.get("model")), str(measurement.get("benchmark")), params)
+    """Model, benchmark and setting: the parameters but a comparison's ``verdict`` (its
+    outcome, which a judging run again may change)."""
+    params = {k: v for k, v in (measurement.get("params") or {}).items() if k != "verdict"}
+    return (str(measurement.get("model")), str(measurement.get("benchmark")),
+            json.dumps(params, sort_keys=True, default=str))
 
 
 def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -103,3 +106,15 @@ def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
                       "models": list(m.models or ()), "finished_at": m.finished_at}
                      for m in members]}
 
+
+
+def unsettled_failures(outcomes: Iterable[tuple[str, str, str]],
+                       order: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(run, test, outcome) of the tests whose latest outcome in the runs ``order`` (oldest
+    first) is a failure: a test that failed on a host and passed when it was run again there
+    is settled."""
+    rank = {run: i for i, run in enumerate(order)}
+    latest: dict[str, tuple[str, str, str]] = {}
+    for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1)):
+        latest[test] = (run, test, outcome)
+    return [entry for entry in latest.values() if entry[2] in ("failed", "error")]
