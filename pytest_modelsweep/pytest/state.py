@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder
     from ..serving.pool import EndpointPool
+    from ..store.sweep_run import SweepRunMember
 
 
 @dataclass
@@ -277,7 +278,7 @@ class RunState:
         if self.options.sweep_run is not None:
             self.store.finish_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"))
 
-    def sweep_run_members(self) -> list[Any]:
+    def sweep_run_members(self) -> list[SweepRunMember]:
         """The runs of ``--sweep-run`` in the store (empty without one)."""
         name = self.options.sweep_run
         return [] if name is None else list(self.store.sweep_run_members(name))
