@@ -23,6 +23,7 @@ from .core.options import (
     add_regression_option,
     add_store_option,
     add_sweep_option,
+    add_sweep_run_option,
     store_location_type,
 )
 from .core.store_location import StoreLocation
@@ -63,9 +64,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .store.database import Store
 
     # anything there is checked by Store: a folder, a foreign file, a server that is down
-    for run in Store(args.store, create=False).runs():
+    for run in Store(args.store, create=False).runs(args.sweep_run):
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
-              f"{run['measurements']} measurements")
+              f"{run['measurements']} measurements"
+              + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else ""))
     return 0
 
 
@@ -112,15 +114,21 @@ def _run_measurements(
 def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
     """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
     does); a run id or results file, that one run."""
+    from .core.measurements import measurements_of
     from .judging.gate import baseline_history
     from .store.database import Store
 
     path = Path(ref)
     if not (path.suffix == ".json" or path.is_file()) and (store.path is None
                                                             or store.path.exists()):
-        run_ids = Store(store, create=False).baseline_runs(ref)
-        if run_ids:
-            return baseline_history(_run_measurements(store, run_id)[1] for run_id in run_ids)
+        from .store.sweep_run import latest_per_setting
+
+        entries = Store(store, create=False).baseline_entries(ref)
+        if entries:
+            return baseline_history(
+                measurements_of(latest_per_setting(
+                    [m.to_dict() for m in _run_measurements(store, run_id)[1]] for run_id in runs))
+                for runs in entries)
     return _run_measurements(store, ref)[1]
 
 
@@ -188,11 +196,22 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the HTML and/or Markdown report of a stored run without re-running it."""
+    """Write the HTML and/or Markdown report of a stored run (or of every run of a sweep run)
+    without re-running it."""
     from .report.html import write_html_report
     from .report.markdown import markdown_report
 
-    run, measurements = _run_measurements(args.store, args.run)
+    if (args.run is None) == (args.sweep_run is None):
+        raise ModelsweepError("report: give a run (id, baseline name or results file) or "
+                              "--sweep-run NAME, one of the two")
+    if args.sweep_run is not None:
+        from .core.measurements import measurements_of
+        from .store.database import Store
+
+        run, stored = Store(args.store, create=False).sweep_run_report(args.sweep_run)
+        measurements = measurements_of(stored)
+    else:
+        run, measurements = _run_measurements(args.store, args.run)
     if args.html:
         print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
     markdown = markdown_report(measurements, run)
@@ -215,6 +234,32 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
             (("runs", "run"), ("measurements", "measurement"), ("items", "item"),
              ("test_outcomes", "test outcome"), ("baselines", "baseline"))]
     print(f"copied {what[0]} ({', '.join(what[1:])}) from {args.source} into {args.target}")
+    return 0
+
+
+def cmd_k8s(args: argparse.Namespace) -> int:
+    """Write a sweep run's Kubernetes Jobs for GKE TPU nodes: an Indexed Job that measures (one
+    model and one chip per index) and a Job that judges (docs/kubernetes.md)."""
+    from .core.sweep import load_sweep
+    from .serving.kubernetes import JobSettings, apply_commands, write_manifests
+
+    missing = [flag for flag, value in (("--sweep-run", args.sweep_run), ("--store", args.store))
+               if value is None]
+    if missing:
+        raise ModelsweepError(f"k8s: give {' and '.join(missing)} (the Jobs' pods join one "
+                              "sweep run in one PostgreSQL store)")
+    sweep = load_sweep(args.sweep)
+    settings = JobSettings(
+        sweep_arg=args.sweep, sweep_run=args.sweep_run, store=args.store,
+        bench_image=args.bench_image, models=tuple(dict.fromkeys(args.model)),
+        store_secret=args.store_secret, hf_secret=args.hf_secret, namespace=args.namespace,
+        pytest_args=tuple(args.pytest_arg))
+    paths = write_manifests(sweep, settings, Path(args.output))
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    print("run them (docs/kubernetes.md):")
+    for line in apply_commands(sweep, settings, paths):
+        print(f"  {line}")
     return 0
 
 
@@ -242,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_models)
     p = sub.add_parser("runs", help=cmd_runs.__doc__)
     add_store_option(p.add_argument, DEFAULTS.store)
+    add_sweep_run_option(p.add_argument, help="list only the runs of sweep run NAME")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("results", help=cmd_results.__doc__)
     p.add_argument("path", help="a results file written by --results")
@@ -260,7 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_merge)
     p = sub.add_parser("report", help=cmd_report.__doc__)
-    p.add_argument("run", help="run id, baseline name or results file")
+    p.add_argument("run", nargs="?", help="run id, baseline name or results file")
+    add_sweep_run_option(p.add_argument, help="report every run of sweep run NAME as one "
+                                              "(instead of RUN)")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
     add_store_option(p.add_argument, DEFAULTS.store)
@@ -278,6 +326,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run DST already holds: refuse the copy (default), skip it (keep "
                         "DST's), or replace it with SRC's")
     p.set_defaults(func=cmd_store_copy)
+    p = sub.add_parser("k8s", help=cmd_k8s.__doc__, description=cmd_k8s.__doc__)
+    add_sweep_option(p.add_argument)
+    add_sweep_run_option(p.add_argument, help="the sweep run every pod joins (required)")
+    add_store_option(p.add_argument)
+    p.add_argument("--bench-image", required=True, metavar="IMAGE",
+                   help="the image the bench and judge containers run: pytest-modelsweep"
+                        "[postgres,html] and your benches/ in its working folder")
+    p.add_argument("--model", action="append", default=[], metavar="NAME",
+                   help="a model to measure (repeatable; default: every model of the sweep)")
+    p.add_argument("-o", "--output", default=".", metavar="DIR",
+                   help="where to write the two manifests (default: .)")
+    p.add_argument("--namespace", default=None, help="the Jobs' namespace (default: kubectl's)")
+    p.add_argument("--store-secret", default="modelsweep-store", metavar="NAME",
+                   help="the Secret whose key 'password' holds the store's password "
+                        "(default: modelsweep-store)")
+    p.add_argument("--hf-secret", default="hf-token", metavar="NAME",
+                   help="the Secret whose key 'token' is HF_TOKEN for gated models; optional "
+                        "(default: hf-token)")
+    p.add_argument("--pytest-arg", action="append", default=[], metavar="ARG",
+                   help="an argument added to every pod's pytest command, e.g. --limit=100 "
+                        "(repeatable)")
+    p.set_defaults(func=cmd_k8s)
     sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
                                   "see modelsweep screen --help", add_help=False)
     return parser

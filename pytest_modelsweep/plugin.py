@@ -29,6 +29,7 @@ from .core.options import (
     add_slo_cost_options,
     add_store_option,
     add_sweep_option,
+    add_sweep_run_option,
     add_timeout_options,
     parse_fail_on,
     parse_margin,
@@ -74,6 +75,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--modelsweep-dir", default=None, metavar="DIR",
                     help="where runs keep logs and results (default: <rootdir>/.modelsweep)")
     add_store_option(group.addoption)
+    add_sweep_run_option(group.addoption)
     group.addoption("--no-reuse", action="store_true", default=False,
                     help="send every item again instead of reusing stored answers "
                          "of the same model, server, settings and prompt")
@@ -239,6 +241,24 @@ def pytest_collection_modifyitems(
     items.sort(key=key)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With ``--sweep-run``: record which models this run measures (their own tests, not
+    comparisons), so that other hosts wait for those and no others. A plain run and
+    each xdist worker know; xdist's controller collects nothing."""
+    state = active_run_state(session.config)
+    if state is None or state.options.sweep_run is None \
+            or session.config.pluginmanager.has_plugin("dsession"):
+        return
+    try:
+        state.plan_models(sorted({model for item in session.items
+                                  if (model := model_of_item(item)) is not None
+                                  and item.get_closest_marker(VERDICT_MARKER) is None}))
+    except ModelsweepError as error:
+        # A remote worker that cannot reach the store (no password on that host, say): its
+        # tests fail with this same line, which xdist shows better than a crashed worker.
+        state.write_line(f"cannot record this run's models in the store: {error}")
+
+
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Stop a model's server as soon as its last test is done (one chip, one model)."""
     name = model_of_item(item)
@@ -349,6 +369,12 @@ class _ControllerHooks:
         state = active_run_state(self.config)
         if state is None:
             return
+        try:
+            self._finish(session, state)
+        finally:
+            state.leave_sweep_run()
+
+    def _finish(self, session: pytest.Session, state: RunState) -> None:
         from .core.errors import ModelsweepError
 
         try:
@@ -399,7 +425,13 @@ class _ControllerHooks:
         from .report.terminal import measurement_table
 
         terminalreporter.write_sep("=", "modelsweep measurements")
-        for line in measurement_table(state.measurements):
+        if state.options.sweep_run is not None:
+            members = state.sweep_run_members()
+            terminalreporter.write_line(
+                f"sweep run {state.options.sweep_run}: {len(members)} "
+                f"run{'s' if len(members) != 1 else ''} ("
+                + ", ".join(str(m) for m in members) + ")")
+        for line in measurement_table(state.judged_measurements()):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"results: {state.results_path}")
 
@@ -415,7 +447,7 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
 
     from .report.markdown import append_step_summary, markdown_report
 
-    text = markdown_report(state.measurements, state.run, state.failures)
+    text = markdown_report(state.judged_measurements(), state.report_run(), state.failures)
     if path:
         Path(path).write_text(text, encoding="utf-8")
     append_step_summary(text)

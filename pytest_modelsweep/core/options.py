@@ -142,6 +142,20 @@ parse_ratio_tolerance = _checked(float, lambda x: 0 <= x < 1,
                                  "expected a share in [0, 1), e.g. 0.10")
 
 
+SWEEP_RUN_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+"""A sweep run's name: what CI ids, Job names and dates are made of (no spaces, no ``/``)."""
+
+
+def parse_sweep_run(text: str) -> str:
+    """``--sweep-run``: the name runs on different hosts share (e.g. a CI run id)."""
+    name = text.strip()
+    if not SWEEP_RUN_PATTERN.fullmatch(name):
+        raise ArgumentTypeError(
+            f"{text!r}: expected a name of letters, digits, '.', '_', ':' or '-' (at most "
+            "128, starting with a letter or digit), e.g. a CI run id or 2026-11-30-a")
+    return name
+
+
 def parse_slo(text: str) -> Slo:
     """``--slo``: latency targets (:func:`.slo.parse_slo`'s rule and message)."""
     from .slo import SloError
@@ -204,6 +218,15 @@ def add_store_option(addoption: AddOption, default: StoreLocation | None = None)
     addoption("--store", default=default, metavar="PATH|URL", type=store_location_type,
               help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
                    f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULTS.store})")
+
+
+def add_sweep_run_option(addoption: AddOption, help: str | None = None) -> None:
+    addoption("--sweep-run", type=parse_sweep_run, default=None, metavar="NAME",
+              help=help or "join the runs of other hosts under one logical sweep NAME (e.g. "
+                           "the CI run id): comparisons find a model measured by any run of "
+                           "NAME in the store, waiting for one still running (--verdict-wait), "
+                           "and the gate and reports cover every run of NAME "
+                           "(docs/multihost.md)")
 
 
 def add_regression_option(addoption: AddOption) -> None:

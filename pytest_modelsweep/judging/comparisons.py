@@ -4,8 +4,10 @@ A comparison (an accuracy verdict, a throughput ratio) needs one model's
 result: its scored items on a benchmark, or its measurement at one setting.
 :class:`ComparisonFinder` looks in this run first and, under ``pytest -n N``,
 waits while this run's tests that record the result are still to come on
-another worker; a model that this run does not measure is taken from the
-store's latest earlier run. Every lookup ends in one of three typed outcomes:
+another worker. A model that this run does not measure is taken, with
+``--sweep-run NAME``, from the runs of that sweep run (other hosts), waiting
+while the run that measures it is still going; without one, from the store's
+latest earlier run. Every lookup ends in one of these typed outcomes:
 
 * :class:`Found` — the side, with the run it came from;
 * :class:`Missing` — neither this run nor the store has it (the caller skips);
@@ -27,6 +29,7 @@ from typing import Any, Generic, Literal, TypeVar
 from ..core.measurements import Measurement, Stats
 from ..core.records import ItemRecord
 from ..store.database import Store
+from ..store.sweep_run import awaited
 
 ComparisonKind = Literal["accuracy", "throughput", "capacity"]
 """What a comparison compares: item scores (accuracy), measured rates (throughput) or
@@ -159,6 +162,8 @@ class ComparisonFinder:
     store: Store
     run_id: str
     wait_s: float
+    sweep_run: str | None = None
+    """``--sweep-run``: the runs (hosts) a side not in this run is looked for in."""
     poll_s: float = 2.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -173,27 +178,29 @@ class ComparisonFinder:
         expected_tests: Sequence[str],
         match_ids: Sequence[str] | None = None,
     ) -> Outcome[ModelItems]:
-        """``model``'s scored items on ``benchmark``: this run's, else the latest stored run's.
+        """``model``'s scored items on ``benchmark``: this run's, else another run's
+        (:meth:`_elsewhere`: the sweep run's, or the latest stored run's).
 
-        From the store, the latest earlier run whose item ids are ``match_ids``
-        (the other side's items) is preferred, then simply the latest one.
+        Of the other runs, the latest whose item ids are ``match_ids`` (the other
+        side's items) is preferred, then simply the latest one.
         """
         def in_this_run() -> ModelItems | None:
             if self.store.measurement_of(self.run_id, model, benchmark) is None:
                 return None
             return self._items_of(self.run_id, model, benchmark)
 
-        waited = self._wait(model, benchmark, f"{benchmark} result", expected_tests, in_this_run)
-        if waited is None:
+        def latest(among: list[str] | None) -> ModelItems | None:
             earlier = self.store.latest_run_with(
-                model, benchmark, exclude=self.run_id, item_ids=match_ids
-            )
-            if earlier is None:
-                return Missing(
-                    f"no {benchmark} items of {model} in this run or in the store "
-                    f"{self.store.path}; run its {benchmark} test too (add --model {model})"
-                )
-            waited = Found(self._items_of(earlier, model, benchmark))
+                model, benchmark, exclude=self.run_id, item_ids=match_ids, among=among)
+            return None if earlier is None else self._items_of(earlier, model, benchmark)
+
+        waited: Outcome[ModelItems] | None = self._wait(
+            model, benchmark, f"{benchmark} result", expected_tests, in_this_run)
+        if waited is None:
+            waited = self._elsewhere(
+                model, benchmark, f"{benchmark} items", latest,
+                missing=(f"no {benchmark} items of {model} in this run or in the store "
+                         f"{self.store.path}; run its {benchmark} test too (add --model {model})"))
         if isinstance(waited, Found) and not waited.side.failed:
             # Failed items are refused with both sides' counts by failed_items_reason; a test
             # that failed for another reason is refused here.
@@ -212,7 +219,8 @@ class ComparisonFinder:
         expected_tests: Sequence[str],
     ) -> Outcome[ModelMeasurement]:
         """``model``'s ``benchmark`` measurement taken at ``params``: this run's, else the
-        latest stored one (a parameter a measurement lacks counts as None)."""
+        latest of another run's (:meth:`_elsewhere`; a parameter a measurement lacks
+        counts as None)."""
         setting = setting_text(params)
         what = f"{benchmark} result {setting}".strip()
 
@@ -223,24 +231,70 @@ class ComparisonFinder:
                     return ModelMeasurement(model, self.run_id, measurement)
             return None
 
+        def latest(among: list[str] | None) -> ModelMeasurement | Failed | None:
+            failed_earlier: Measurement | None = None
+            for found in self.store.history(model, benchmark):
+                measurement = Measurement.from_dict(found)
+                run = measurement.run_id
+                if run != self.run_id and (among is None or run in among) \
+                        and has_params(measurement, params):
+                    if measurement.passed:
+                        return ModelMeasurement(model, str(run), measurement)
+                    failed_earlier = failed_earlier or measurement
+            if failed_earlier is not None:
+                return Failed(self._failed_test(model, what, failed_earlier))
+            return None
+
         waited = self._wait(model, benchmark, what, expected_tests, in_this_run)
         if isinstance(waited, Found) and not waited.side.measurement.passed:
             return Failed(self._failed_test(model, what, waited.side.measurement))
         if waited is not None:
             return waited
-        failed_earlier: Measurement | None = None
-        for found in self.store.history(model, benchmark):
-            measurement = Measurement.from_dict(found)
-            if measurement.run_id != self.run_id and has_params(measurement, params):
-                if measurement.passed:
-                    return Found(ModelMeasurement(model, str(measurement.run_id), measurement))
-                failed_earlier = failed_earlier or measurement
-        if failed_earlier is not None:
-            return Failed(self._failed_test(model, what, failed_earlier))
-        return Missing(
-            f"no {benchmark} result of {model}{' ' + setting if setting else ''} in this run "
-            f"or the store {self.store.path}; run it too (add --model {model})"
-        )
+        return self._elsewhere(
+            model, benchmark, what, latest,
+            missing=(f"no {benchmark} result of {model}{' ' + setting if setting else ''} in "
+                     f"this run or the store {self.store.path}; run it too (add --model {model})"))
+
+    def _elsewhere(
+        self, model: str, benchmark: str, what: str,
+        latest: Callable[[list[str] | None], SideT | Failed | None], *, missing: str,
+    ) -> Found[SideT] | Missing | Failed:
+        """The side from other runs: ``latest(runs)`` among the runs of ``--sweep-run``,
+        waited for while the run that measures the model is still going
+        (:func:`~pytest_modelsweep.store.sweep_run.awaited`), at most ``wait_s``;
+        without a sweep run, ``latest(None)`` of the whole store (``missing`` says why
+        there is none)."""
+        if self.sweep_run is None:
+            side = latest(None)
+            return Missing(missing) if side is None else \
+                side if isinstance(side, Failed) else Found(side)
+        earlier_failure = self.gave_up.get((model, benchmark))
+        deadline = self.clock() + (0.0 if earlier_failure else self.wait_s)
+        while True:
+            members = self.store.sweep_run_members(self.sweep_run)
+            side = latest([m.run_id for m in members])
+            if side is not None:
+                return side if isinstance(side, Failed) else Found(side)
+            running = awaited(members, model, exclude=self.run_id)
+            if running is None:
+                break
+            if self.clock() >= deadline:
+                failure = earlier_failure or Failed(
+                    f"{model} has no {what} in sweep run {self.sweep_run} after waiting "
+                    f"{self.wait_s:.0f}s for {running}, which has not finished; raise "
+                    "--verdict-wait if it is just slow")
+                self.gave_up[(model, benchmark)] = failure
+                return failure
+            self.sleep(self.poll_s)
+        ran = [m for m in members if m.run_id != self.run_id and model in (m.models or ())]
+        if ran:
+            return Missing(f"{model} has no {what} in sweep run {self.sweep_run}: {ran[-1]} "
+                           f"measured {model} and recorded none (its {benchmark} test failed, "
+                           f"was skipped or was not selected there); measure it with "
+                           f"--sweep-run {self.sweep_run} --model {model}")
+        return Missing(f"no {what} of {model} in sweep run {self.sweep_run} ({len(members)} "
+                       f"run{'s' if len(members) != 1 else ''} in the store {self.store.path}); "
+                       f"measure it on a host with --sweep-run {self.sweep_run} --model {model}")
 
     @staticmethod
     def _failed_test(model: str, what: str, measurement: Measurement) -> str:

@@ -34,8 +34,8 @@ from ..core.measurements import (
     ThroughputStats,
 )
 from ..core.metrics import CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK, VERDICT_PREFIX
-from ..core.slo import Slo
 from ..core.repeats import RepeatPolicy
+from ..core.slo import Slo
 from ..core.stats import (
     RULE_COVERS_ZERO,
     RULE_EQUIVALENCE_MARGIN,

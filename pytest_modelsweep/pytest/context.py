@@ -96,6 +96,7 @@ def run_state(config: pytest.Config) -> RunState:
         # a folder, a read-only or foreign file given as --store is a usage error here.
         try:
             _ = state.store
+            state.join_sweep_run()  # --sweep-run: recorded before any test, for other hosts
         except ModelsweepError as error:
             raise pytest.UsageError(str(error)) from None
     config.stash[run_state_key] = state

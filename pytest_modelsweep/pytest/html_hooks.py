@@ -40,9 +40,10 @@ if TYPE_CHECKING:
 
 
 def run_of(state: RunState) -> dict[str, Any]:
-    """The run dict of a session (a report must not fail over a bad sweep)."""
+    """The run dict of a session, or of its sweep run (a report must not fail over a bad
+    sweep)."""
     try:
-        return state.run
+        return state.report_run()
     except ModelsweepError:
         return {"run_id": state.run_id}
 
@@ -64,9 +65,10 @@ class HtmlReportHooks:
 
     @classmethod
     def for_state(cls, state: RunState, config: pytest.Config | None = None) -> HtmlReportHooks:
-        """Hooks reading ``state.measurements``; idle unless ``--html`` was given."""
+        """Hooks reading the run's measurements (with ``--sweep-run``, every run's of it);
+        idle unless ``--html`` was given."""
         enabled = True if config is None else bool(config.getoption("htmlpath", None))
-        return cls(lambda: (state.measurements, run_of(state)), enabled=enabled,
+        return cls(lambda: (state.judged_measurements(), run_of(state)), enabled=enabled,
                    failures=lambda: state.failures)
 
     @pytest.hookimpl(optionalhook=True)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder
     from ..serving.pool import EndpointPool
+    from ..store.sweep_run import SweepRunMember
 
 
 @dataclass
@@ -62,6 +63,8 @@ class Options:
     thresholds: Thresholds
     usd_per_hour: float | None
     """``--usd-per-hour``; None: the sweep's ``[pricing]`` decides."""
+    sweep_run: str | None = None
+    """``--sweep-run``: the logical sweep whose runs on other hosts this run joins."""
     parsed: Any = field(default=None, repr=False, compare=False)
     """``config.option`` itself."""
 
@@ -85,7 +88,7 @@ class Options:
             fail_on=option.fail_on, holm=option.holm, resamples=option.resamples,
             verdict_wait_s=option.verdict_wait, baseline=option.baseline,
             save_baseline=option.save_baseline, thresholds=option.fail_on_regression,
-            usd_per_hour=option.usd_per_hour, parsed=option,
+            usd_per_hour=option.usd_per_hour, sweep_run=option.sweep_run, parsed=option,
         )
 
 
@@ -222,7 +225,8 @@ class RunState:
         """The run's one finder of comparison sides (it waits once per model and benchmark)."""
         from ..judging.comparisons import ComparisonFinder
 
-        return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s)
+        return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s,
+                                sweep_run=self.options.sweep_run)
 
     # -- endpoints -------------------------------------------------------------
     @property
@@ -252,6 +256,57 @@ class RunState:
         if self._store is not None:
             self._store.close()
 
+    # -- the sweep run (--sweep-run) -------------------------------------------
+    def join_sweep_run(self) -> None:
+        """Record this run in the store as one of ``--sweep-run``'s (the controller, before
+        any test): other hosts' comparisons then wait for the models it measures.
+
+        A sweep run holds runs of one sweep: joining one of another sweep is a
+        :class:`~pytest_modelsweep.core.errors.DataError` naming both."""
+        from ..core.errors import DataError
+
+        name = self.options.sweep_run
+        if name is None:
+            return
+        others = {m.sweep_name for m in self.store.sweep_run_members(name)} - {self.sweep.name}
+        if others:
+            raise DataError(
+                f"--sweep-run {name}: its runs in {self.store_location} measured sweep "
+                f"{sorted(others)[0]}, this run measures sweep {self.sweep.name}; one sweep "
+                "run holds one sweep: pass the same --sweep, or another --sweep-run name")
+        self.store.add_run(self.run_id, self.sweep.name, self.run, sweep_run=name)
+
+    def plan_models(self, models: list[str]) -> None:
+        """The models whose own tests this run has (after collection): other hosts wait for
+        these and no others."""
+        if self.options.sweep_run is not None:
+            self.store.plan_run(self.run_id, models)
+
+    def leave_sweep_run(self) -> None:
+        """The session has ended: other hosts stop waiting for this run."""
+        if self.options.sweep_run is not None:
+            self.store.finish_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def sweep_run_members(self) -> list[SweepRunMember]:
+        """The runs of ``--sweep-run`` in the store (empty without one)."""
+        name = self.options.sweep_run
+        return [] if name is None else list(self.store.sweep_run_members(name))
+
+    def judged_measurements(self) -> list[dict[str, Any]]:
+        """What the gate and the reports read: this run's measurements, or with
+        ``--sweep-run`` every run's of it (the latest run's per setting, this run last)."""
+        if self.options.sweep_run is None:
+            return self.measurements
+        return self.store.sweep_run_measurements(self.options.sweep_run, last=self.run_id)
+
+    def report_run(self) -> dict[str, Any]:
+        """The run dict the reports show: this run's, or named after its sweep run."""
+        if self.options.sweep_run is None:
+            return self.run
+        from ..store.sweep_run import sweep_run_heading
+
+        return sweep_run_heading(self.options.sweep_run, self.sweep_run_members(), self.run)
+
     # -- results (controller only) ---------------------------------------------
     @property
     def run(self) -> dict[str, Any]:
@@ -263,13 +318,16 @@ class RunState:
             run.update(run_id=self.run_id, sweep_name=self.sweep.name,
                        reference=self.selection.reference,
                        serving=self.sweep.serving.as_dict())
+            if self.options.sweep_run is not None:
+                run["sweep_run"] = self.options.sweep_run
             self._run = run
         return self._run
 
     def _results_writer(self) -> ResultsWriter:
         if self._writer is None:
             self._writer = ResultsWriter(self.results_path, self.run)
-            self.store.add_run(self.run_id, self.sweep.name, self.run)
+            self.store.add_run(self.run_id, self.sweep.name, self.run,
+                               sweep_run=self.options.sweep_run)
         return self._writer
 
     def add_measurement(self, measurement: dict[str, Any]) -> None:
@@ -288,12 +346,15 @@ class RunState:
         from ..core.measurements import measurements_of
         from ..judging.gate import baseline_history
         from ..store.results import load_results
+        from ..store.sweep_run import latest_per_setting
 
         name = self.options.baseline or ""
-        run_ids = self.store.baseline_runs(name)
-        if run_ids:
-            return baseline_history(measurements_of(self.store.measurements(run_id))
-                                    for run_id in run_ids)
+        entries = self.store.baseline_entries(name)
+        if entries:
+            return baseline_history(
+                measurements_of(latest_per_setting(self.store.measurements(run_id)
+                                                   for run_id in runs))
+                for runs in entries)
         path = Path(name)
         if path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
             return measurements_of(load_results(path)["measurements"])
@@ -304,14 +365,16 @@ class RunState:
         )
 
     def gate(self) -> list[Any]:
-        """Compare this run with ``--baseline`` (no-op without it)."""
-        if not self.options.baseline or not self.measurements:
+        """Compare this run (with ``--sweep-run``, every run of it) with ``--baseline``
+        (no-op without it)."""
+        measurements = self.judged_measurements() if self.options.baseline else []
+        if not measurements:
             return []
         from ..core.measurements import measurements_of
         from ..judging.gate import compare_with_baseline
 
         self.gate_rows = compare_with_baseline(
-            measurements_of(self.measurements), self.baseline_measurements(),
+            measurements_of(measurements), self.baseline_measurements(),
             self.options.thresholds,
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
@@ -330,7 +393,13 @@ class RunState:
 
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
-        unsound += [reason for m in measurements_of(self.measurements)
+        if self.options.sweep_run is not None:
+            from ..store.sweep_run import unsettled_failures
+
+            others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.run_id]
+            unsound += [f"{test} {outcome} in run {run}" for run, test, outcome in
+                        unsettled_failures(self.store.test_outcomes(others), others)]
+        unsound += [reason for m in measurements_of(self.judged_measurements())
                     if m.test_id not in failed_tests and (reason := unsound_reason(m, "now"))]
         if unsound:
             return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
@@ -339,8 +408,11 @@ class RunState:
         if not self.measurements:
             return f"--save-baseline {name}: refused, this run measured nothing"
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        history = self.store.save_baseline(name, self.run_id, stamp)
-        self.write_line(f"saved this run as baseline {name!r} "
+        history = self.store.save_baseline(name, self.run_id, stamp,
+                                           sweep_run=self.options.sweep_run)
+        what = "this run" if self.options.sweep_run is None else \
+            f"sweep run {self.options.sweep_run} ({len(self.sweep_run_members())} runs)"
+        self.write_line(f"saved {what} as baseline {name!r} "
                         f"({len(history)} run{'s' if len(history) != 1 else ''} in its history)")
         return None
 

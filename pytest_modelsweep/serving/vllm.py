@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,16 @@ def worker_index(worker_id: str) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def one_chip_env(worker_id: str) -> dict[str, str]:
-    """Environment that confines one TPU process to chip ``worker_index`` of its host."""
-    index = worker_index(worker_id)
+CHIP_ENV = "MODELSWEEP_CHIP"
+"""The chip of its host an xdist worker owns, given to it: ``--tx ssh=HOST//…//env:MODELSWEEP_CHIP=1``."""
+
+
+def one_chip_env(worker_id: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Environment that confines one TPU process to one chip of its host: the chip the worker
+    was given (:data:`CHIP_ENV`: workers on several hosts do not count chips together),
+    else chip ``worker_index`` (``-n N`` on one host)."""
+    given = environ.get(CHIP_ENV, "").strip()
+    index = int(given) if given.isdigit() else worker_index(worker_id)
     return {
         "TPU_VISIBLE_CHIPS": str(index),
         "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",

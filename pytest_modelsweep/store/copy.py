@@ -108,8 +108,8 @@ def _merge_baselines(conn: Connection, dialect: str, entries: list[dict[str, Any
         kept = merged[-BASELINE_HISTORY:]
         conn.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name))
         _insert(conn, BASELINE_RUNS.insert(),
-                [{"name": name, "run_id": row["run_id"], "saved_at": row["saved_at"]}
-                 for row in kept])
+                [{"name": name, "run_id": row["run_id"], "saved_at": row["saved_at"],
+                  "sweep_run": row.get("sweep_run")} for row in kept])
         newest = kept[-1]
         conn.execute(upsert(dialect, BASELINES, ("name",), ("run_id", "saved_at")).values(
             name=name, run_id=newest["run_id"], saved_at=newest["saved_at"]))

@@ -58,7 +58,14 @@ from .schema import (
     newer_schema_message,
     upsert,
 )
-from .sqlite import FIX_NEW_FILE, WRITE_OPTION, check_store_file, is_lock_error, sqlite_engine
+from .sqlite import (
+    FIX_NEW_FILE,
+    WRITE_OPTION,
+    check_store_file,
+    is_lock_error,
+    sqlite_engine,
+)
+from .sweep_run import SweepRunMember, latest_per_setting, sweep_run_heading
 
 __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
 
@@ -202,11 +209,35 @@ class Store:
             self._engine.dispose()
 
     # -- writing ---------------------------------------------------------------
-    def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any]) -> None:
+    def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any], *,
+                sweep_run: str | None = None) -> None:
+        """Record a run (once: recorded again, it stays as it was), as part of ``sweep_run``."""
         with self.writing() as db:
             db.execute(insert_ignore(self.dialect, RUNS).values(
                 run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
-                run_json=json.dumps(run)))
+                run_json=json.dumps(run), sweep_run=sweep_run))
+
+    def plan_run(self, run_id: str, models: Iterable[str]) -> None:
+        """The models whose own tests the run has (known once it has collected)."""
+        with self.writing() as db:
+            db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
+                models_json=json.dumps(sorted(set(models)))))
+
+    def finish_run(self, run_id: str, finished_at: str) -> None:
+        """The run's session has ended: runs of its sweep run stop waiting for it."""
+        with self.writing() as db:
+            db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
+                finished_at=finished_at))
+
+    def sweep_run_members(self, sweep_run: str) -> list[SweepRunMember]:
+        """The runs of ``sweep_run``, in the order they started."""
+        with self.reading() as db:
+            rows = db.execute(
+                select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, RUNS.c.models_json,
+                       RUNS.c.finished_at, RUNS.c.run_json)
+                .where(RUNS.c.sweep_run == sweep_run)
+                .order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
+        return [SweepRunMember.from_row(sweep_run, *row) for row in rows]
 
     def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
         with self.writing() as db:
@@ -261,12 +292,13 @@ class Store:
         return None if value is None else str(value)
 
     def save_baseline(self, name: str, run_id: str, saved_at: str, *,
-                      keep: int = BASELINE_HISTORY) -> list[str]:
+                      keep: int = BASELINE_HISTORY, sweep_run: str | None = None) -> list[str]:
         """Add a run to baseline ``name``'s history (keeping the newest ``keep`` runs).
 
         ``baselines`` keeps pointing at the newest run (what a store reader of before
         the history reads); ``baseline_runs`` holds the history. Returns the history,
-        oldest first.
+        oldest first. With ``sweep_run`` the entry stands for every run of that sweep
+        run that had started by ``saved_at`` (:meth:`baseline_entries`).
         """
         if keep < 1:
             raise ValueError(f"a baseline keeps at least 1 run, got {keep!r}")
@@ -276,7 +308,7 @@ class Store:
             db.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name,
                                                    BASELINE_RUNS.c.run_id == run_id))
             db.execute(insert_ignore(self.dialect, BASELINE_RUNS).values(
-                name=name, run_id=run_id, saved_at=saved_at))
+                name=name, run_id=run_id, saved_at=saved_at, sweep_run=sweep_run))
             newest = (select(BASELINE_RUNS.c.seq).where(BASELINE_RUNS.c.name == name)
                       .order_by(BASELINE_RUNS.c.seq.desc()).limit(keep))
             db.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name,
@@ -298,6 +330,34 @@ class Store:
             rows = db.execute(select(BASELINE_RUNS.c.run_id).where(BASELINE_RUNS.c.name == name)
                               .order_by(BASELINE_RUNS.c.seq)).scalars().all()
         return [str(run_id) for run_id in rows]
+
+    def baseline_entries(self, name: str) -> list[list[str]]:
+        """Baseline ``name``'s history, oldest first, each entry as the runs it stands for:
+        the run saved, or (saved from a sweep run) every run of that sweep run that had
+        started by then, in the order they started."""
+        b, r = BASELINE_RUNS, RUNS
+        with self.reading() as db:
+            entries = db.execute(select(b.c.run_id, b.c.sweep_run, b.c.saved_at)
+                                 .where(b.c.name == name).order_by(b.c.seq)).all()
+            expanded = []
+            for run_id, sweep_run, saved_at in entries:
+                runs = [] if sweep_run is None else [str(member) for member in db.execute(
+                    select(r.c.run_id).where(r.c.sweep_run == sweep_run,
+                                             r.c.started_at <= saved_at)
+                    .order_by(r.c.started_at, r.c.run_id)).scalars().all()]
+                if str(run_id) not in runs:
+                    runs.append(str(run_id))
+                expanded.append(runs)
+        return expanded
+
+    def test_outcomes(self, run_ids: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(run, test, outcome) of every finished test of ``run_ids``."""
+        t = TEST_OUTCOMES
+        with self.reading() as db:
+            rows = db.execute(select(t.c.run_id, t.c.test_id, t.c.outcome)
+                              .where(t.c.run_id.in_(list(run_ids)))
+                              .order_by(t.c.run_id, t.c.test_id)).all()
+        return [(str(run), str(test), str(outcome)) for run, test, outcome in rows]
 
     def baselines(self) -> dict[str, str]:
         with self.reading() as db:
@@ -369,17 +429,20 @@ class Store:
 
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
-        item_ids: Iterable[str] | None = None,
+        item_ids: Iterable[str] | None = None, among: Iterable[str] | None = None,
     ) -> str | None:
-        """The most recent run (other than ``exclude``) that recorded model/benchmark items,
-        preferring one whose item ids are exactly ``item_ids`` when given."""
+        """The most recent run (other than ``exclude``; one of ``among`` when given) that
+        recorded model/benchmark items, preferring one whose item ids are exactly
+        ``item_ids`` when given."""
         m, r = MEASUREMENTS, RUN_ITEMS
         last = func.max(m.c.id)
+        query = select(m.c.run_id).where(m.c.model == model, m.c.benchmark == benchmark,
+                                         m.c.run_id != exclude)
+        if among is not None:
+            query = query.where(m.c.run_id.in_(list(among)))
         with self.reading() as db:
             runs = [str(run_id) for run_id in db.execute(
-                select(m.c.run_id).where(m.c.model == model, m.c.benchmark == benchmark,
-                                         m.c.run_id != exclude)
-                .group_by(m.c.run_id).order_by(last.desc())).scalars().all()]
+                query.group_by(m.c.run_id).order_by(last.desc())).scalars().all()]
             if item_ids is not None:
                 wanted = set(item_ids)
                 for run_id in runs:
@@ -390,6 +453,26 @@ class Store:
                         return run_id
         return runs[0] if runs else None
 
+    def sweep_run_measurements(self, name: str, *,
+                               last: str | None = None) -> list[dict[str, Any]]:
+        """Every run's measurements of sweep run ``name`` as one run's
+        (:func:`~pytest_modelsweep.store.sweep_run.latest_per_setting`); run ``last`` (the
+        judging run) counts as the latest."""
+        order = [m.run_id for m in self.sweep_run_members(name) if m.run_id != last]
+        if last is not None:
+            order.append(last)
+        return latest_per_setting(self.measurements(run_id) for run_id in order)
+
+    def sweep_run_report(self, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """(run dict, measurements) of a report of sweep run ``name``: every run's
+        measurements (the latest run's per setting), the newest run's provenance."""
+        members = self.sweep_run_members(name)
+        if not members:
+            raise DataError(f"{self.location}: no runs of sweep run {name!r}; `modelsweep runs` "
+                            "lists the runs with their sweep runs")
+        return (sweep_run_heading(name, members, members[-1].run),
+                self.sweep_run_measurements(name))
+
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
         m = MEASUREMENTS
         with self.reading() as db:
@@ -397,15 +480,20 @@ class Store:
                               .order_by(m.c.id)).scalars().all()
         return [dict(json.loads(row)) for row in rows]
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
+        """Every run (or those of ``sweep_run``), in the order they started."""
         m = MEASUREMENTS
         count = (select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id)
                  .scalar_subquery())
+        query = select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count,
+                       RUNS.c.sweep_run)
+        if sweep_run is not None:
+            query = query.where(RUNS.c.sweep_run == sweep_run)
         with self.reading() as db:
-            rows = db.execute(select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count)
-                              .order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
+            rows = db.execute(query.order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
         return [
-            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3]}
+            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3],
+             "sweep_run": r[4]}
             for r in rows
         ]
 

@@ -25,13 +25,16 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    inspect,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-SCHEMA_VERSION = 2
-"""1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``)."""
+SCHEMA_VERSION = 3
+"""1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``); 3: runs
+join a sweep run (``runs.sweep_run``, with the models each plans and when it finished), and a
+baseline entry can stand for a whole sweep run (``baseline_runs.sweep_run``)."""
 
 #: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
 BASELINE_HISTORY = 5
@@ -49,7 +52,14 @@ RUNS = Table(
     Column("started_at", Text, nullable=False),
     Column("sweep_name", Text, nullable=False),
     Column("run_json", Text, nullable=False),
+    # the logical sweep (--sweep-run) this run is one host's part of; NULL: none
+    Column("sweep_run", Text),
+    # the models whose own tests the run has (a JSON list); NULL: not collected yet
+    Column("models_json", Text),
+    # when the run's session ended; NULL: still running, or killed
+    Column("finished_at", Text),
 )
+Index("runs_sweep_run", RUNS.c.sweep_run)
 MEASUREMENTS = Table(
     "measurements", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -106,6 +116,8 @@ BASELINE_RUNS = Table(
     Column("name", Text, nullable=False),
     Column("run_id", Text, nullable=False),
     Column("saved_at", Text, nullable=False),
+    # set: the entry stands for every run of this sweep run that started by saved_at
+    Column("sweep_run", Text),
     UniqueConstraint("name", "run_id"),
     sqlite_autoincrement=True,
 )
@@ -146,7 +158,26 @@ def _keep_baseline_history(conn: Connection, dialect: str) -> None:
         ["name", "run_id", "saved_at"], source))
 
 
-UPGRADES: dict[int, Callable[[Connection, str], None]] = {1: _keep_baseline_history}
+def _add_column(conn: Connection, table: Table, name: str) -> None:
+    """``ALTER TABLE … ADD COLUMN`` unless the column is there (a table made new by this
+    opening already has it)."""
+    if name not in {column["name"] for column in inspect(conn).get_columns(table.name)}:
+        column = table.c[name]
+        kind = column.type.compile(dialect=conn.dialect)
+        conn.exec_driver_sql(f'ALTER TABLE "{table.name}" ADD COLUMN "{name}" {kind}')
+
+
+def _join_sweep_runs(conn: Connection, dialect: str) -> None:
+    """2 → 3: the runs table learns sweep runs; a baseline entry may stand for one."""
+    for name in ("sweep_run", "models_json", "finished_at"):
+        _add_column(conn, RUNS, name)
+    _add_column(conn, BASELINE_RUNS, "sweep_run")
+    for index in RUNS.indexes:
+        index.create(conn, checkfirst=True)
+
+
+UPGRADES: dict[int, Callable[[Connection, str], None]] = {
+    1: _keep_baseline_history, 2: _join_sweep_runs}
 """Version N → N + 1, run in order after the missing tables are created."""
 
 

@@ -36,7 +36,6 @@ from types import TracebackType
 from typing import Self
 
 from ..core.measurements import Contention
-
 from ..core.options import DEFAULTS
 
 DEFAULT_CONTENDED_CORES = DEFAULTS.contended_cores

@@ -42,7 +42,11 @@ from ..client import (
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..core.slo import Goodput, Slo
 from ..serving.endpoint import Endpoint
-from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler, ServerMetricsWindow
+from ..serving.server_metrics import (
+    DEFAULT_INTERVAL_S,
+    MetricsSampler,
+    ServerMetricsWindow,
+)
 from .arrivals import ArrivalProcess, offered_rate
 from .throughput import (
     OUTPUT_TOKENS,

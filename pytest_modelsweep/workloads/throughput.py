@@ -38,8 +38,8 @@ from ..client import Guard, StreamOutcome, stream_requests_detailed
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import CounterKind, fetch_metrics, find_counter
 from ..core.errors import EndpointError, MeasurementError
-from ..core.options import default_timed_requests
 from ..core.measurements import Contention, InterleavedWindow, Latency, ThroughputWindow
+from ..core.options import default_timed_requests
 from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials, auth_headers
 from ..core.slo import Goodput, Slo, window_goodput

@@ -1,0 +1,341 @@
+"""Kubernetes manifests of a sweep for GKE TPU node pools: one Indexed Job measures, one Job judges.
+
+``modelsweep k8s`` writes two files (docs/kubernetes.md shows how to run them):
+
+* **the measuring Job**: an Indexed Job with one completion index per model, all at once
+  (``parallelism`` = models). Each pod has one TPU v5e chip (``google.com/tpu: 1`` on a
+  ``tpu-v5-lite-podslice`` node of topology ``1x1``) and two containers:
+
+  - ``server``: the sweep's pinned vLLM TPU image (by digest) running ``vllm serve`` with
+    the sweep's serving flags, as a native sidecar (an init container with
+    ``restartPolicy: Always``) whose startup probe holds the bench back until the model
+    has compiled; the model's ``group`` goes in as ``MODEL_IMPL_TYPE`` (``jax`` →
+    ``flax_nnx``, ``torchax`` → ``vllm``), so that a newer image cannot move the model
+    between tpu-inference's JAX and torchax paths on its own;
+  - ``bench``: your image with pytest-modelsweep and ``benches/``, running ``pytest -m
+    "not verdict"`` for the pod's model attached to the sidecar, ``--sweep-run`` and
+    ``--store`` given; when it ends the pod ends, and the sidecar with it.
+
+  Which model a pod serves is ``JOB_COMPLETION_INDEX``: the ConfigMap beside the Job maps
+  each index to its model, its server's command and environment and its bench's command,
+  and one generic launcher (:data:`LAUNCHER`) in both containers reads its entry.
+* **the judging Job**: one pod that serves nothing, no TPU: ``pytest -m verdict
+  --sweep-run NAME`` for the same models finds every side in the store, writes the
+  Markdown and HTML reports, and prints the Markdown to its log.
+
+The store's password never enters a manifest: both Jobs read ``PGPASSWORD`` from a Secret
+(``secretKeyRef``), and a ``--store`` URL with a password in it is refused. Pure: builds
+plain dicts (:func:`sweep_manifests`); :func:`write_manifests` dumps them as YAML.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from ..core.errors import DataError
+from ..core.store_location import StoreLocation
+from ..core.sweep import ModelSpec, Sweep
+from .vllm import vllm_server_args
+
+TPU_RESOURCE = "google.com/tpu"
+TPU_ACCELERATOR = "tpu-v5-lite-podslice"
+"""GKE's node label value of TPU v5e (``cloud.google.com/gke-tpu-accelerator``)."""
+TPU_TOPOLOGY = "1x1"
+"""One chip a node: the sweep's unit, one model per chip."""
+MODEL_IMPL_TYPES = {"jax": "flax_nnx", "torchax": "vllm"}
+"""The sweep's ``group`` → tpu-inference's ``MODEL_IMPL_TYPE`` (its native Flax NNX models,
+or vLLM's PyTorch model through torchax)."""
+SERVER_PORT = 8000
+TABLE_DIR = "/etc/modelsweep"
+TABLE_FILE = "models.json"
+REPORTS_DIR = "/reports"
+TABLE_ENV = "MODELSWEEP_TABLE"
+LAUNCHER = (
+    "import json, os, sys; "
+    f"table = json.load(open(os.environ.get('{TABLE_ENV}', '{TABLE_DIR}/{TABLE_FILE}'))); "
+    "entry = table[os.environ['JOB_COMPLETION_INDEX']][sys.argv[1]]; "
+    "os.environ.update(entry['env']); os.execvp(entry['argv'][0], entry['argv'])"
+)
+"""Both containers of a measuring pod: run the command and environment that the index's
+entry of the model table gives this container (``serve`` or ``bench``)."""
+STORE_PASSWORD_KEY = "password"
+HF_TOKEN_KEY = "token"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What ``modelsweep k8s`` is told besides the sweep."""
+
+    sweep_arg: str
+    """``--sweep`` as the bench image sees it: a built-in sweep's name or a path in the image."""
+    sweep_run: str
+    store: StoreLocation
+    bench_image: str
+    models: tuple[str, ...] = ()
+    """The models to measure (default: every model of the sweep)."""
+    store_secret: str = "modelsweep-store"
+    hf_secret: str = "hf-token"
+    namespace: str | None = None
+    pytest_args: tuple[str, ...] = ()
+
+
+def _dns_label(text: str, limit: int) -> str:
+    """``text`` as a DNS-1123 label of at most ``limit`` characters (Kubernetes names)."""
+    label = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return label[:limit].rstrip("-") or "x"
+
+
+def job_names(sweep: Sweep, sweep_run: str) -> tuple[str, str]:
+    """The measuring and judging Jobs' names (an Indexed Job's pods are named NAME-INDEX-…,
+    so the names stay well under 63 characters)."""
+    base = _dns_label(f"modelsweep-{sweep.name}-{sweep_run}", 44)
+    return f"{base}-measure", f"{base}-judge"
+
+
+def _check_store(store: StoreLocation) -> str:
+    """The store URL the pods are given; a file, or a password in the URL, is refused."""
+    if store.kind != "postgresql":
+        raise DataError(f"--store {store}: pods on different nodes cannot share a SQLite file; "
+                        "give --store postgresql://USER@HOST:PORT/DATABASE (docs/store.md)")
+    parts = urlsplit(store.url)
+    if parts.password is not None or any(key == "password" for key, _ in
+                                         parse_qsl(parts.query, keep_blank_values=True)):
+        raise DataError(f"--store {store}: a password in the URL would be written into the "
+                        "manifest; give the URL without it and put the password in the Secret "
+                        "the Jobs read (kubectl create secret generic modelsweep-store "
+                        "--from-literal=password=…; --store-secret NAME)")
+    return store.shown
+
+
+def _impl_type(spec: ModelSpec) -> str:
+    if spec.group not in MODEL_IMPL_TYPES:
+        raise DataError(
+            f"model {spec.name}: group {spec.group!r} does not say which tpu-inference path "
+            f"serves it; set group = \"jax\" or \"torchax\" in the sweep (docs/tpu-v5e.md, "
+            "section 5), so that the Job pins MODEL_IMPL_TYPE")
+    return MODEL_IMPL_TYPES[spec.group]
+
+
+def _image(sweep: Sweep) -> str:
+    image = sweep.serving.image
+    if sweep.serving.backend != "vllm-docker" or not image or "@sha256:" not in image:
+        raise DataError(f"sweep {sweep.name}: the Job serves the sweep's pinned vLLM image; give "
+                        "[serving] backend = \"vllm-docker\" and image = \"NAME@sha256:…\"")
+    return image
+
+
+def _secret_env(name: str, secret: str, key: str, *, optional: bool = False) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]]:
+    """Completion index → the model, its server's and its bench's command and environment."""
+    store = _check_store(settings.store)
+    table = {}
+    for index, name in enumerate(settings.models or tuple(sweep.models)):
+        spec = sweep.model(name)
+        if spec.source.kind != "hf":
+            raise DataError(f"model {name}: source {spec.source} is not a Hub repo; the Job's "
+                            "vLLM server serves hf: sources only")
+        flags = vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:]
+        bench = ["python", "-m", "pytest", "-o", "testpaths=benches", "-m", "not verdict",
+                 "--sweep", settings.sweep_arg, "--model", name,
+                 "--endpoint", f"{name}=http://127.0.0.1:{SERVER_PORT}",
+                 "--sweep-run", settings.sweep_run, "--store", store,
+                 *settings.pytest_args]
+        table[str(index)] = {
+            "model": name,
+            "group": spec.group,
+            "serve": {"argv": ["vllm", "serve", spec.source.id, *flags],
+                      "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
+            "bench": {"argv": bench, "env": {}},
+        }
+    return table
+
+
+def table_json(table: Mapping[str, Mapping[str, Any]]) -> str:
+    """The model table as JSON a person reads: an entry's fields one a line."""
+    entries = []
+    for index, entry in table.items():
+        fields = ",\n".join(f"  {json.dumps(key)}: {json.dumps(value)}"
+                            for key, value in entry.items())
+        entries.append(f" {json.dumps(index)}: {{\n{fields}\n }}")
+    return "{\n" + ",\n".join(entries) + "\n}\n"
+
+
+def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {"app.kubernetes.io/name": "modelsweep",
+                   "modelsweep/sweep": _dns_label(sweep.name, 63),
+                   "modelsweep/sweep-run": _dns_label(settings.sweep_run, 63)},
+        "annotations": {"modelsweep/sweep-run": settings.sweep_run},
+    }
+    if settings.namespace:
+        metadata["namespace"] = settings.namespace
+    return metadata
+
+
+def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
+    """The ConfigMap of the model table and the Indexed Job that measures every model."""
+    name, _ = job_names(sweep, settings.sweep_run)
+    table = model_table(sweep, settings)
+    image = _image(sweep)
+    probe_period = 10
+    server = {
+        "name": "server",
+        "image": image,
+        "restartPolicy": "Always",  # a native sidecar: it ends with the bench
+        "command": ["python3", "-c", LAUNCHER, "serve"],
+        "ports": [{"name": "http", "containerPort": SERVER_PORT}],
+        "env": [_secret_env("HF_TOKEN", settings.hf_secret, HF_TOKEN_KEY, optional=True)],
+        "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
+        "startupProbe": {
+            "httpGet": {"path": "/health", "port": SERVER_PORT},
+            "periodSeconds": probe_period,
+            "failureThreshold": max(1, -(-int(sweep.serving.startup_timeout_s) // probe_period)),
+        },
+        "volumeMounts": [{"name": "models", "mountPath": TABLE_DIR, "readOnly": True},
+                         {"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
+    }
+    bench = {
+        "name": "bench",
+        "image": settings.bench_image,
+        "command": ["python3", "-c", LAUNCHER, "bench"],
+        "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
+        "volumeMounts": [{"name": "models", "mountPath": TABLE_DIR, "readOnly": True}],
+    }
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(name, settings, sweep),
+        "data": {TABLE_FILE: table_json(table)},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, settings, sweep),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": len(table),
+            "parallelism": len(table),
+            "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
+            "ttlSecondsAfterFinished": 7 * 24 * 3600,
+            "template": {
+                "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
+                                     "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY},
+                    "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "initContainers": [server],
+                    "containers": [bench],
+                    "volumes": [
+                        {"name": "models", "configMap": {"name": name}},
+                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                        {"name": "hf-cache", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+    return [config_map, job]
+
+
+def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
+    """The Job that draws the verdicts of the sweep run and writes the reports; no chip."""
+    _, name = job_names(sweep, settings.sweep_run)
+    store = _check_store(settings.store)
+    models = settings.models or tuple(sweep.models)
+    pytest_argv = ["python", "-m", "pytest", "-o", "testpaths=benches", "-m", "verdict",
+                   "--sweep", settings.sweep_arg, *(a for m in models for a in ("--model", m)),
+                   "--sweep-run", settings.sweep_run, "--store", store,
+                   "--md", f"{REPORTS_DIR}/report.md", "--html", f"{REPORTS_DIR}/report.html",
+                   "--self-contained-html", "--results", f"{REPORTS_DIR}/results.json",
+                   *settings.pytest_args]
+    script = (f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; "
+              "exit $status")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, settings, sweep),
+        "spec": {
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 7 * 24 * 3600,
+            "template": {
+                "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "judge",
+                        "image": settings.bench_image,
+                        "command": ["sh", "-c", script],
+                        "env": [_secret_env("PGPASSWORD", settings.store_secret,
+                                            STORE_PASSWORD_KEY)],
+                        "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
+                    }],
+                    "volumes": [{"name": "reports", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+def sweep_manifests(sweep: Sweep, settings: JobSettings) -> dict[str, list[dict[str, Any]]]:
+    """``{"measure": [ConfigMap, Job], "judge": [Job]}``."""
+    return {"measure": measuring_job(sweep, settings), "judge": [judging_job(sweep, settings)]}
+
+
+def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[str, Path]:
+    """Write ``NAME-measure.yaml`` and ``NAME-judge.yaml`` into ``folder``; their paths."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):  # type: ignore[misc]  # (no stubs: SafeDumper is Any)
+        """Text of several lines (the model table) as a literal block, as written."""
+
+    def text(dumper: Any, value: str) -> Any:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    manifests = sweep_manifests(sweep, settings)  # refusals come before anything is written
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    names = dict(zip(("measure", "judge"), job_names(sweep, settings.sweep_run), strict=True))
+    for kind, documents in manifests.items():
+        path = folder / f"{names[kind]}.yaml"
+        header = (f"# modelsweep k8s: sweep {sweep.name}, sweep run {settings.sweep_run} "
+                  f"({kind}); docs/kubernetes.md\n")
+        path.write_text(header + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False,
+                                               width=100), encoding="utf-8")
+        written[kind] = path
+    return written
+
+
+def apply_commands(sweep: Sweep, settings: JobSettings,
+                   paths: Mapping[str, Path]) -> Sequence[str]:
+    """The commands that run the two Jobs, in order (printed by ``modelsweep k8s``): the
+    judging Job goes after the measuring Job has ended, completed or failed."""
+    ns = f" -n {settings.namespace}" if settings.namespace else ""
+    measure, judge = job_names(sweep, settings.sweep_run)
+    wait = f"kubectl{ns} wait --timeout=24h job/{measure}"
+    return [
+        f"kubectl{ns} create secret generic {settings.store_secret} --from-literal="
+        f"{STORE_PASSWORD_KEY}=\"$PGPASSWORD\"   # once",
+        f"kubectl{ns} apply -f {paths['measure']}",
+        f"{wait} --for=condition=complete & {wait} --for=condition=failed & wait -n; kill %1 %2",
+        f"kubectl{ns} apply -f {paths['judge']}",
+        f"kubectl{ns} logs -f job/{judge}",
+    ]

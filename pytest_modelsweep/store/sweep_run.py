@@ -1,0 +1,120 @@
+"""A sweep run: one logical sweep whose models were measured by runs on several hosts.
+
+Runs given the same ``--sweep-run NAME`` join it. Each is a run of its own (its own id,
+results file, provenance), recorded in the store's ``runs`` table with NAME, the models
+whose own tests it has (known once it has collected) and when its session ended. What
+reads a sweep run:
+
+* the comparison finder looks for a side in this run, then in the other runs of the
+  sweep run, and waits while the run that is to measure it (:func:`awaited`) is still
+  going;
+* the gate, the reports and ``modelsweep report --sweep-run NAME`` read the
+  measurements of every run of it as one run's (:func:`latest_per_setting`).
+
+Pure data and rules; the queries are :class:`~pytest_modelsweep.store.database.Store`'s
+(``sweep_run_members``, ``sweep_run_measurements``, ``sweep_run_report``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SweepRunMember:
+    """One run of a sweep run, as the store recorded it."""
+
+    sweep_run: str
+    run_id: str
+    started_at: str
+    sweep_name: str
+    models: tuple[str, ...] | None
+    """The models whose own tests the run has; None while it has not collected yet."""
+    finished_at: str | None
+    """When its session ended; None while it runs (or when it was killed)."""
+    host: str | None
+    run: dict[str, Any]
+    """The run's provenance (``run_json``)."""
+
+    @classmethod
+    def from_row(cls, sweep_run: str, run_id: str, started_at: str, sweep_name: str,
+                 models_json: str | None, finished_at: str | None,
+                 run_json: str) -> SweepRunMember:
+        run = dict(json.loads(run_json))
+        machine = run.get("machine")
+        host = machine.get("hostname") if isinstance(machine, Mapping) else None
+        models = None if models_json is None else tuple(json.loads(models_json))
+        return cls(sweep_run, str(run_id), str(started_at), str(sweep_name), models,
+                   None if finished_at is None else str(finished_at),
+                   None if host is None else str(host), run)
+
+    def plans(self, model: str) -> bool:
+        """Whether the run measures ``model`` (a run that has not collected yet may)."""
+        return self.models is None or model in self.models
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}" + (f" on {self.host}" if self.host else "")
+
+
+def awaited(members: Sequence[SweepRunMember], model: str, *,
+            exclude: str) -> SweepRunMember | None:
+    """The run of the sweep run still to measure ``model``, or None when none is.
+
+    The newest run (other than ``exclude``) that measures the model, or has not
+    collected yet, speaks for it: while it has not finished, the model may still come.
+    A newer run supersedes an older one, so a host run again after it was killed
+    (which never finishes) is waited for, not the killed run.
+    """
+    planning = [m for m in members if m.run_id != exclude and m.plans(model)]
+    if not planning or planning[-1].finished_at is not None:
+        return None
+    return planning[-1]
+
+
+def _key(measurement: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Model, benchmark and setting: the parameters but a comparison's ``verdict`` (its
+    outcome, which a judging run again may change)."""
+    params = {k: v for k, v in (measurement.get("params") or {}).items() if k != "verdict"}
+    return (str(measurement.get("model")), str(measurement.get("benchmark")),
+            json.dumps(params, sort_keys=True, default=str))
+
+
+def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The measurements of several runs (oldest first) as one run's: for each model,
+    benchmark and parameters, those of the latest run that has them (a host run again,
+    or a judging run's verdicts, replace the earlier ones)."""
+    chosen: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for measurements in runs:
+        grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for measurement in measurements:
+            grouped.setdefault(_key(measurement), []).append(dict(measurement))
+        chosen.update(grouped)
+    return [m for group in chosen.values() for m in group]
+
+
+def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
+                      base: Mapping[str, Any]) -> dict[str, Any]:
+    """The run dict a report of the whole sweep run shows: ``base`` (a run's provenance)
+    named after the sweep run, with its runs listed."""
+    return {**base, "run_id": f"{name} (sweep run of {len(members)} "
+                              f"run{'s' if len(members) != 1 else ''})",
+            "sweep_run": name,
+            "runs": [{"run_id": m.run_id, "host": m.host, "started_at": m.started_at,
+                      "models": list(m.models or ()), "finished_at": m.finished_at}
+                     for m in members]}
+
+
+
+def unsettled_failures(outcomes: Iterable[tuple[str, str, str]],
+                       order: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(run, test, outcome) of the tests whose latest outcome in the runs ``order`` (oldest
+    first) is a failure: a test that failed on a host and passed when it was run again there
+    is settled."""
+    rank = {run: i for i, run in enumerate(order)}
+    latest: dict[str, tuple[str, str, str]] = {}
+    for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1)):
+        latest[test] = (run, test, outcome)
+    return [entry for entry in latest.values() if entry[2] in ("failed", "error")]
