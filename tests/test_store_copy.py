@@ -54,7 +54,8 @@ def measured_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  "--gsm8k-path", str(data), "--gsm8k-max-tokens", "4", "--store", str(store),
                  "--modelsweep-dir", "work", "--save-baseline", "main", "-p", "no:cacheprovider",
                  "-p", "no:randomly",
-                 *[f"--endpoint={m}={server.base_url}" for m in MODELS]],
+                 *[f"--endpoint={m}={server.base_url}" for m in MODELS],
+                 *[arg for m in MODELS for arg in ("--model", m)]],
                 cwd=work, capture_output=True, text=True, timeout=300, check=False)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return store
