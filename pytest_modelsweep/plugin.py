@@ -3,9 +3,9 @@
 Thin on purpose, and dormant until used: every pytest run in an environment
 where the plugin is installed loads it, so nothing heavy is imported and no
 process is started at import, in ``pytest_addoption`` or in
-``pytest_configure``. The one :class:`~pytest_modelsweep.state.RunState`
+``pytest_configure``. The one :class:`~pytest_modelsweep.pytest.state.RunState`
 (``config.stash``) is made when a modelsweep option is given or a modelsweep
-test is collected (:func:`~pytest_modelsweep.context.run_state`); until then
+test is collected (:func:`~pytest_modelsweep.pytest.context.run_state`); until then
 every hook here returns at once, and xdist schedules as the user asked.
 """
 
@@ -207,7 +207,7 @@ def pytest_pycollect_makeitem(
     collector: pytest.Module | pytest.Class, name: str, obj: object
 ) -> Generator[None, Any, Any]:
     """A test declared ``@pytest.mark.modelsweep_benchmark(NAME)`` gets the marker NAME and,
-    beside it, the candidates' verdict tests (:mod:`.benchmark_collection`)."""
+    beside it, the candidates' verdict tests (:mod:`.pytest.collection`)."""
     collected = yield
     if not declares_benchmark(obj):
         return collected

@@ -11,6 +11,7 @@ answer is wrong (error messages are ours by design).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from paths import SHARED_DATA
 from reference_impls import run_reference
 from requirements import SHARED_DATA_HINT, module_needs
 
+from pytest_modelsweep.api.evaluation import EvalItem, scored_record
 from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
 from pytest_modelsweep.core.sweep import BfclMode, ModelSource, ModelSpec, Prompting
@@ -33,9 +35,9 @@ from pytest_modelsweep.scoring.bfcl import (
     decode_prompt_output,
     decode_tool_calls,
     is_function_calling_format,
-    score_bfcl_response,
+    score_bfcl_answer,
 )
-from pytest_modelsweep.workloads.bfcl import build_bfcl_request
+from pytest_modelsweep.workloads.bfcl import bfcl_eval_item, build_bfcl_request
 
 DATA = SHARED_DATA / "bfcl"
 module_requirement = module_needs(
@@ -501,16 +503,29 @@ def chat_answer(message: dict[str, Any]) -> Completion:
     return parse_completion("/v1/chat/completions", response)
 
 
-def score(record: BfclRecord, message: dict[str, Any], mode: Mode) -> ItemRecord:
-    """Our scoring of one chat response with this ``choices[0].message``."""
-    request = ApiRequest(record.id, "/v1/chat/completions", {})
-    return score_bfcl_response(record, request, chat_answer(message), mode=mode)
-
-
 def spec(mode: BfclMode, prompting: Prompting = "chat") -> ModelSpec:
     return ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m", license="mit",
                      prompting=prompting, tool_call_parser="hermes" if mode == "tools" else None,
                      bfcl_mode=mode)
+
+
+@functools.cache
+def asked(record: BfclRecord, mode: Mode) -> tuple[EvalItem, ApiRequest]:
+    """The record as the bfcl bench asks a chat model in ``mode``: its item and request."""
+    model = spec(mode)
+    return bfcl_eval_item(record, model), build_bfcl_request(record, model)
+
+
+def score(record: BfclRecord, message: dict[str, Any], mode: Mode) -> ItemRecord:
+    """Our scoring of one chat response with this ``choices[0].message``, as the bfcl bench
+    scores it: ``evaluate``'s ``scored_record`` with ``score_bfcl_answer``."""
+    item, request = asked(record, mode)
+    return scored_record("bfcl", score_bfcl_answer, item, request, chat_answer(message))
+
+
+def error_type_of(item: ItemRecord) -> str | None:
+    """BFCL's error type of a scored item (None for a failed one, which was never scored)."""
+    return item.extracted["error_type"] if item.extracted is not None else None
 
 
 # --- the checker ----------------------------------------------------------------------------
@@ -565,7 +580,7 @@ def test_prompt_scoring_matches_bfcl(conformance: Conformance) -> None:
     for case, answer in conformance.results["score_prompt"]:
         message = {"role": "assistant", "content": case.given}
         item = score(conformance.records[case.record_id], message, "prompt")
-        ours = verdict(item.correct, item.extracted["error_type"])
+        ours = verdict(item.correct, error_type_of(item))
         if item.error is not None or ours != reference_verdict(answer):
             mismatches.append(f"{case.named()}: ours {ours} (error {item.error}), BFCL {answer}")
         counts[item.correct] += 1
@@ -624,7 +639,7 @@ def test_tools_scoring_matches_bfcl(conformance: Conformance) -> None:
     counts = {True: 0, False: 0}
     for case, answer in conformance.results["score_tools"]:
         item = score(conformance.records[case.record_id], case.given, "tools")
-        ours = verdict(item.correct, item.extracted["error_type"])
+        ours = verdict(item.correct, error_type_of(item))
         if item.error is not None or ours != reference_verdict(answer):
             mismatches.append(f"{case.named()}: ours {ours} (error {item.error}), BFCL {answer}")
         counts[item.correct] += 1
@@ -681,7 +696,7 @@ def test_no_content_is_an_errored_item_where_bfcl_fails_to_decode(
     """A chat answer without content: BFCL's decoder fails on None; ours flags the item as errored."""
     assert documented["no content"] == {"valid": False, "error_type": "ast_decoder:decoder_failed"}
     item = score(conformance.records["simple_python_0"], {"role": "assistant", "content": None}, "prompt")
-    assert (item.correct, item.extracted["error_type"]) == (False, "response_error")
+    assert (item.correct, item.outcome) == (False, "failed")
     assert item.error == "choices[0].message.content is NoneType, not a string"
 
 

@@ -3,7 +3,9 @@
 ``tests/reference/lmeval_gsm8k.py`` runs lm-eval 0.4.13's unmodified ``gsm8k`` task
 (``local-completions`` / ``local-chat-completions``, default seeds) against a server that
 records each request and answers problem ``i`` with ``responses[i]``. Here the same
-problems go through our request builder and our scorer, and every request body, every
+problems go through the gsm8k bench's path (``gsm8k_eval_item`` rendered by ``request_for``,
+answers read by the client's ``parse_completion`` and scored by ``scored_record`` with
+``score_gsm8k_answer``, as the ``evaluate`` fixture does), and every request body, every
 filtered answer and every ``exact_match`` must be identical.
 """
 
@@ -15,11 +17,12 @@ import pytest
 from paths import SHARED_DATA
 from reference_impls import run_reference
 
+from pytest_modelsweep.api.evaluation import request_for, scored_record
 from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting
 from pytest_modelsweep.data.gsm8k import load_gsm8k
-from pytest_modelsweep.scoring.gsm8k import INVALID, score_gsm8k_response
-from pytest_modelsweep.workloads.gsm8k import Gsm8kFewshot, build_gsm8k_request
+from pytest_modelsweep.scoring.gsm8k import INVALID, score_gsm8k_answer
+from pytest_modelsweep.workloads.gsm8k import Gsm8kFewshot, build_gsm8k_request, gsm8k_eval_item
 
 DATA = SHARED_DATA / "gsm8k"
 MAX_TOKENS = 2048
@@ -109,10 +112,12 @@ def test_scores_are_lm_evals(lmeval_run: tuple[Prompting, list[Any], dict[str, A
     outcomes: dict[str, set[bool]] = {name: set() for name in FILTERS}
     invalid: dict[str, int] = dict.fromkeys(FILTERS, 0)
     for problem in problems:
-        request = build_gsm8k_request(problem, model_spec(prompting), fewshot, max_tokens=MAX_TOKENS)
+        item = gsm8k_eval_item(problem, fewshot.exemplars(problem), max_tokens=MAX_TOKENS)
+        request = request_for(item, prompting)
         text = response_for(problem.index, problem.answer)
         completion = parse_completion(request.path, openai_response(text, prompting == "chat"))
-        record = score_gsm8k_response(problem, request, completion)
+        record = scored_record("gsm8k", score_gsm8k_answer, item, request, completion)
+        assert record.error is None, f"{problem.item_id}: {record.error}"
         for name in FILTERS:
             theirs = reference[str(problem.index)]["filters"][name]
             extracted = record.extracted[name]

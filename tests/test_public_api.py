@@ -31,7 +31,7 @@ from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.core.errors import DataError, ScorerError
 from pytest_modelsweep.core.records import Completion, ItemRecord
 from pytest_modelsweep.data.gsm8k import Gsm8kProblem
-from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer, score_gsm8k_response
+from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer
 from pytest_modelsweep.workloads.gsm8k import gsm8k_eval_item
 
 pytest_plugins = ("pytester",)
@@ -446,20 +446,32 @@ PROBLEM = Gsm8kProblem("gsm8k-test-0000", 0, "test", "Tom has 2 bags of 9 apples
                        "2 * 9 = 18\n#### 18")
 
 
-@pytest.mark.parametrize("text", ["2 * 9 = 18\n#### 18", "The total is 18", "#### 17", None])
-def test_the_gsm8k_scorer_on_the_public_api_scores_as_the_conformance_tested_one(
-    text: str | None,
+@pytest.mark.parametrize(("text", "strict", "flexible"), [
+    ("2 * 9 = 18\n#### 18", "18", "18"),
+    ("The total is 18", None, "18"),
+    ("#### 17", "17", "17"),
+    (None, None, None),
+])
+def test_the_gsm8k_scorer_on_the_public_api_records_both_filters(
+    text: str | None, strict: str | None, flexible: str | None,
 ) -> None:
+    """The gsm8k bench's record (the conformance tests compare it with lm-eval's verdicts)."""
     item = gsm8k_eval_item(PROBLEM, [], max_tokens=64)
     request = request_for(item, "chat")
     completion = parse_completion(request.path, {"choices": [
         {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
     ours = scored_record("gsm8k", score_gsm8k_answer, item, request, completion)
-    theirs = score_gsm8k_response(PROBLEM, request, completion)
-    if text is None:  # failed: the same error; the public API extracts nothing from no answer
-        assert (ours.error, ours.correct) == (theirs.error, theirs.correct)
+    assert (ours.item_id, ours.data_hash, ours.prompt_hash) == (
+        PROBLEM.item_id, PROBLEM.data_hash, request.prompt_hash)
+    assert (ours.response, ours.completion) == (text or "", completion)
+    if text is None:  # failed: never scored, so nothing extracted
+        assert (ours.error, ours.correct, ours.extracted, ours.scores) == (
+            "choices[0].message.content is NoneType, not a string", False, None, {})
     else:
-        assert ours == theirs
+        assert ours.error is None
+        assert ours.extracted == {"strict-match": strict, "flexible-extract": flexible}
+        assert ours.scores == {"strict-match": strict == "18", "flexible-extract": flexible == "18"}
+        assert ours.correct is (flexible == "18")
 
 
 def test_the_example_evaluation_uses_only_the_public_api_in_at_most_30_lines() -> None:

@@ -9,21 +9,23 @@ from typing import Any
 import pytest
 from paths import SHARED_DATA
 
+from pytest_modelsweep.api.evaluation import EvalItem, request_for, scored_record
 from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting
 from pytest_modelsweep.data.bfcl import BfclRecord, load_bfcl
 from pytest_modelsweep.data.gsm8k import Gsm8kProblem
-from pytest_modelsweep.scoring.bfcl import score_bfcl_response
-from pytest_modelsweep.scoring.gsm8k import score_gsm8k_response
+from pytest_modelsweep.scoring.bfcl import score_bfcl_answer
+from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
 from pytest_modelsweep.store.database import Store
 from pytest_modelsweep.workloads.accuracy import run_accuracy
-from pytest_modelsweep.workloads.bfcl import build_bfcl_request
-from pytest_modelsweep.workloads.gsm8k import build_gsm8k_request
+from pytest_modelsweep.workloads.bfcl import bfcl_eval_item, build_bfcl_request
+from pytest_modelsweep.workloads.gsm8k import build_gsm8k_request, gsm8k_eval_item
 
 PROBLEM = Gsm8kProblem("gsm8k-test-0000", 0, "test", "How many?", "2 + 3 = 5\n#### 5")
 EXEMPLARS = (Gsm8kProblem("gsm8k-train-0000", 0, "train", "One?", "#### 1"),)
+ITEM = gsm8k_eval_item(PROBLEM, EXEMPLARS)
 
 
 def spec(prompting: Prompting = "chat", bfcl_mode: str = "prompt", parser: str | None = None) -> ModelSpec:
@@ -59,6 +61,16 @@ def stored_by_the_previous_version(record: ItemRecord) -> ItemRecord:
     return ItemRecord.from_dict(json.loads(json.dumps(older)))
 
 
+def score_gsm8k(item: EvalItem, request: ApiRequest, completion: Completion) -> ItemRecord:
+    """The gsm8k bench's scoring, as ``evaluate`` hands it to run_accuracy."""
+    return scored_record("gsm8k", score_gsm8k_answer, item, request, completion)
+
+
+def score_bfcl(item: EvalItem, request: ApiRequest, completion: Completion) -> ItemRecord:
+    """The bfcl bench's scoring, as ``evaluate`` hands it to run_accuracy."""
+    return scored_record("bfcl", score_bfcl_answer, item, request, completion)
+
+
 def verdict(record: ItemRecord) -> tuple[Any, ...]:
     return record.correct, record.scores, record.extracted, record.error
 
@@ -74,14 +86,14 @@ def bfcl_record() -> BfclRecord:
 ])
 def test_gsm8k_records_rescore_to_themselves(prompting: Prompting, text: str, finish: str) -> None:
     request = build_gsm8k_request(PROBLEM, spec(prompting), EXEMPLARS)
-    record = score_gsm8k_response(PROBLEM, request, answer(request, openai(text, chat=prompting == "chat",
-                                                                            finish=finish)))
+    record = score_gsm8k(ITEM, request, answer(request, openai(text, chat=prompting == "chat",
+                                                               finish=finish)))
     again = stored(record)
     assert again.completion is not None
-    assert score_gsm8k_response(PROBLEM, request, again.completion) == record
+    assert score_gsm8k(ITEM, request, again.completion) == record
     older = stored_by_the_previous_version(record)
     assert older.completion is not None
-    rescored = score_gsm8k_response(PROBLEM, request, older.completion)
+    rescored = score_gsm8k(ITEM, request, older.completion)
     assert verdict(rescored) == verdict(record) and rescored.response == record.response
 
 
@@ -110,16 +122,15 @@ def test_bfcl_records_rescore_to_themselves(bfcl_record: BfclRecord) -> None:
     verdicts = set()
     for mode, response in bfcl_cases(bfcl_record):
         model = spec(bfcl_mode=mode, parser="hermes" if mode == "tools" else None)
-        request = build_bfcl_request(bfcl_record, model)
-        record = score_bfcl_response(bfcl_record, request, answer(request, response),
-                                     mode=mode)  # type: ignore[arg-type]
+        item, request = bfcl_eval_item(bfcl_record, model), build_bfcl_request(bfcl_record, model)
+        record = score_bfcl(item, request, answer(request, response))
         completion = stored(record).completion
         assert completion is not None
-        again = score_bfcl_response(bfcl_record, request, completion, mode=mode)  # type: ignore[arg-type]
+        again = score_bfcl(item, request, completion)
         assert again == record, (mode, response)
         older = stored_by_the_previous_version(record).completion
         assert older is not None
-        rescored = score_bfcl_response(bfcl_record, request, older, mode=mode)  # type: ignore[arg-type]
+        rescored = score_bfcl(item, request, older)
         assert verdict(rescored) == verdict(record) and rescored.response == record.response, (mode, response)
         verdicts.add((mode, record.correct))
     assert verdicts == {("prompt", True), ("prompt", False), ("tools", True), ("tools", False)}
@@ -130,14 +141,14 @@ def test_a_reused_answer_gets_the_current_verdict_and_the_store_is_updated(tmp_p
     endpoint = Endpoint(spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m"))
     request = build_gsm8k_request(PROBLEM, spec(), EXEMPLARS)
     key = endpoint.provenance.cache_key()
-    right = score_gsm8k_response(PROBLEM, request, answer(request, openai("#### 5", chat=True)))
+    right = score_gsm8k(ITEM, request, answer(request, openai("#### 5", chat=True)))
     # as an older scorer might have stored it: the same answer, the opposite verdict
     stale = ItemRecord.from_dict({**right.to_dict(), "correct": False,
                                   "scores": {"strict-match": False, "flexible-extract": False}})
     store.add_item("run-1", "m", "gsm8k", key, stale)
     lines: list[str] = []
-    run = run_accuracy(endpoint, "gsm8k", [PROBLEM], lambda p: build_gsm8k_request(p, spec(), EXEMPLARS),
-                       score_gsm8k_response, store=store, run_id="run-2", progress=lines.append)
+    run = run_accuracy(endpoint, "gsm8k", [ITEM], lambda item: request_for(item, "chat"),
+                       score_gsm8k, store=store, run_id="run-2", progress=lines.append)
     assert (run.sent, run.reused) == (0, 1)  # nothing was sent: port 9 would have refused it
     assert run.records == [right]
     assert store.stored_items(key, "gsm8k", [(PROBLEM.item_id, request.prompt_hash)])[PROBLEM.item_id] == right
@@ -147,13 +158,14 @@ def test_a_reused_answer_gets_the_current_verdict_and_the_store_is_updated(tmp_p
 
 def test_bfcl_rescoring_keeps_an_answer_without_content_or_calls(bfcl_record: BfclRecord) -> None:
     """A tools-mode answer with null content and no calls (BFCL: decoder_failed) scores the same again."""
-    request = build_bfcl_request(bfcl_record, spec(bfcl_mode="tools", parser="hermes"))
-    record = score_bfcl_response(bfcl_record, request, answer(request, openai(None, chat=True)), mode="tools")
+    model = spec(bfcl_mode="tools", parser="hermes")
+    item, request = bfcl_eval_item(bfcl_record, model), build_bfcl_request(bfcl_record, model)
+    record = score_bfcl(item, request, answer(request, openai(None, chat=True)))
     assert (record.correct, record.error) == (False, None)
     assert record.extracted["error_type"] == "ast_decoder:decoder_failed"
     completion = stored(record).completion
     assert completion is not None and completion.text is None
-    assert score_bfcl_response(bfcl_record, request, completion, mode="tools") == record
+    assert score_bfcl(item, request, completion) == record
 
 
 PREVIOUS_TOOLS_ITEM: dict[str, Any] = {
@@ -189,13 +201,13 @@ def test_a_store_written_by_the_previous_version_is_reused_with_the_same_verdict
     tmp_path: Any, bfcl_record: BfclRecord, mode: str
 ) -> None:
     model = spec(bfcl_mode=mode, parser="hermes" if mode == "tools" else None)
-    request = build_bfcl_request(bfcl_record, model)
+    item, request = bfcl_eval_item(bfcl_record, model), build_bfcl_request(bfcl_record, model)
     store = Store(tmp_path / "s.sqlite")
     cases = [response for case_mode, response in bfcl_cases(bfcl_record) if case_mode == mode]
     for index, response in enumerate(cases):
         # each case under a server version of its own: one stored item per serving key
         endpoint = Endpoint(model, "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", str(index), "m"))
-        record = score_bfcl_response(bfcl_record, request, answer(request, response), mode=mode)  # type: ignore[arg-type]
+        record = score_bfcl(item, request, answer(request, response))
         store.add_item("run-1", "m", "bfcl", endpoint.provenance.cache_key(), record)
         older = record.to_dict()
         del older["completion"]
@@ -203,9 +215,8 @@ def test_a_store_written_by_the_previous_version_is_reused_with_the_same_verdict
             db.execute("UPDATE items SET record_json = ? WHERE serving_key = ?",
                        (json.dumps(older), endpoint.provenance.cache_key()))
         lines: list[str] = []
-        run = run_accuracy(endpoint, "bfcl", [bfcl_record], lambda r: build_bfcl_request(r, model),
-                           lambda r, q, c: score_bfcl_response(r, q, c, mode=mode),  # type: ignore[arg-type]
-                           store=store, run_id=f"run-{index + 2}", progress=lines.append)
+        run = run_accuracy(endpoint, "bfcl", [item], lambda each: request_for(each, model.prompting),
+                           score_bfcl, store=store, run_id=f"run-{index + 2}", progress=lines.append)
         assert (run.sent, run.reused) == (0, 1)  # nothing was sent: port 9 would have refused it
         (rescored,) = run.records
         assert verdict(rescored) == verdict(record) and rescored.response == record.response, response
@@ -219,11 +230,11 @@ def test_a_stored_item_without_a_completion_is_sent_again(tmp_path: Any) -> None
     store = Store(tmp_path / "s.sqlite")
     endpoint = Endpoint(spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m"))
     request = build_gsm8k_request(PROBLEM, spec(), EXEMPLARS)
-    right = score_gsm8k_response(PROBLEM, request, answer(request, openai("#### 5", chat=True)))
+    right = score_gsm8k(ITEM, request, answer(request, openai("#### 5", chat=True)))
     store.add_item("run-1", "m", "gsm8k", endpoint.provenance.cache_key(), ItemRecord.from_dict(
         {**right.to_dict(), "completion": None}))
-    run = run_accuracy(endpoint, "gsm8k", [PROBLEM], lambda p: build_gsm8k_request(p, spec(), EXEMPLARS),
-                       score_gsm8k_response, store=store, run_id="run-2", timeout_s=5)
+    run = run_accuracy(endpoint, "gsm8k", [ITEM], lambda item: request_for(item, "chat"),
+                       score_gsm8k, store=store, run_id="run-2", timeout_s=5)
     assert (run.sent, run.reused, run.errors) == (1, 0, 1)  # port 9 refused it
     (record,) = run.records
     assert record.completion is not None and record.completion.error_kind == "request"

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from requirements import SHARED_DATA_HINT, need
 
+from pytest_modelsweep.api.evaluation import EvalItem, scored_record
 from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.core.records import ApiRequest, Completion
+from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
+from pytest_modelsweep.core.sweep import BfclMode, ModelSource, ModelSpec, Prompting
 from pytest_modelsweep.data.bfcl import BfclRecord, load_bfcl
 from pytest_modelsweep.scoring.bfcl import (
     BfclCheck,
@@ -19,10 +21,11 @@ from pytest_modelsweep.scoring.bfcl import (
     decode_prompt_output,
     decode_tool_calls,
     is_function_calling_format,
-    score_bfcl_response,
+    score_bfcl_answer,
     standardize_string,
     summarise_bfcl,
 )
+from pytest_modelsweep.workloads.bfcl import bfcl_eval_item, build_bfcl_request
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"
 
@@ -331,9 +334,33 @@ RECORD = BfclRecord(
     function=[HYPOT],
     ground_truth=HYPOT_GT,
 )
-TOOLS_REQ = ApiRequest(RECORD.id, "/v1/chat/completions", {"messages": [], "tools": []})
-CHAT_REQ = ApiRequest(RECORD.id, "/v1/chat/completions", {"messages": []})
-TEXT_REQ = ApiRequest(RECORD.id, "/v1/completions", {"prompt": "p"})
+
+
+class Asked(NamedTuple):
+    """RECORD as the bfcl bench asks one kind of model: its item and the request sent for it."""
+
+    item: EvalItem
+    request: ApiRequest
+
+    def answer(self, response: Any) -> Completion:
+        """The completion the client reads from this response body."""
+        return parse_completion(self.request.path, response)
+
+    def scored(self, completion: Completion) -> ItemRecord:
+        """The item's record as ``evaluate`` makes it with the BFCL scorer."""
+        return scored_record("bfcl", score_bfcl_answer, self.item, self.request, completion)
+
+
+def asked(mode: BfclMode, prompting: Prompting = "chat") -> Asked:
+    model = ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m", license="mit",
+                      prompting=prompting, tool_call_parser="hermes" if mode == "tools" else None,
+                      bfcl_mode=mode)
+    return Asked(bfcl_eval_item(RECORD, model), build_bfcl_request(RECORD, model))
+
+
+TOOLS = asked("tools")
+CHAT = asked("prompt")
+TEXT = asked("prompt", "completion")
 
 
 def reply(message: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
@@ -343,19 +370,18 @@ def reply(message: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]
     }
 
 
-def answer(request: ApiRequest, response: Any) -> Completion:
-    """The completion the client reads from this response body."""
-    return parse_completion(request.path, response)
+def test_the_three_ways_of_asking_are_bfcls_modes() -> None:
+    assert (TOOLS.request.path, "tools" in TOOLS.request.payload) == ("/v1/chat/completions", True)
+    assert (CHAT.request.path, "tools" in CHAT.request.payload) == ("/v1/chat/completions", False)
+    assert TEXT.request.path == "/v1/completions"
 
 
 def test_tools_mode_correct() -> None:
-    item = score_bfcl_response(
-        RECORD, TOOLS_REQ, answer(TOOLS_REQ, reply(tool_message(("math_hypot", '{"x": 4, "y": 5}')))), mode="tools"
-    )
+    item = TOOLS.scored(TOOLS.answer(reply(tool_message(("math_hypot", '{"x": 4, "y": 5}')))))
     assert item.correct and item.scores == {"ast": True} and item.error is None
     assert item.extracted == {"calls": [{"math_hypot": {"x": 4, "y": 5}}], "error_type": "", "error": ""}
     assert item.item_id == "simple_python_2" and item.data_hash == RECORD.data_hash
-    assert item.prompt_hash == TOOLS_REQ.prompt_hash
+    assert item.prompt_hash == TOOLS.request.prompt_hash
     assert (item.prompt_tokens, item.completion_tokens, item.finish_reason) == (300, 12, "tool_calls")
     assert json.loads(item.response) == [
         {"id": "c0", "type": "function", "function": {"name": "math_hypot", "arguments": '{"x": 4, "y": 5}'}}
@@ -377,60 +403,63 @@ def test_tools_mode_correct() -> None:
     ],
 )
 def test_tools_mode_wrong(message: dict[str, Any], error_type: str) -> None:
-    item = score_bfcl_response(RECORD, TOOLS_REQ, answer(TOOLS_REQ, reply(message)), mode="tools")
+    item = TOOLS.scored(TOOLS.answer(reply(message)))
     assert item.correct is False and item.error is None
     assert item.extracted["error_type"] == error_type
 
 
 def test_prompt_mode_chat_and_completion() -> None:
     good = reply({"role": "assistant", "content": "[math.hypot(x=4, y=5)]"}, "stop")
-    item = score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, good), mode="prompt")
+    item = CHAT.scored(CHAT.answer(good))
     assert item.correct and item.response == "[math.hypot(x=4, y=5)]"
     assert item.extracted["calls"] == [{"math.hypot": {"x": 4, "y": 5}}]
 
     text = {"choices": [{"text": " math.hypot(x=4, y=5)]", "finish_reason": "stop"}]}
-    assert score_bfcl_response(RECORD, TEXT_REQ, answer(TEXT_REQ, text), mode="prompt").correct
+    assert TEXT.scored(TEXT.answer(text)).correct
 
     underscored = reply({"role": "assistant", "content": "[math_hypot(x=4, y=5)]"}, "stop")
-    wrong_name = score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, underscored), mode="prompt")
+    wrong_name = CHAT.scored(CHAT.answer(underscored))
     assert wrong_name.extracted["error_type"] == "simple_function_checker:wrong_func_name"
 
     prose = reply({"role": "assistant", "content": "The hypotenuse is 6.4"}, "stop")
-    unparsed = score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, prose), mode="prompt")
+    unparsed = CHAT.scored(CHAT.answer(prose))
     assert (unparsed.correct, unparsed.error) == (False, None)
     assert unparsed.extracted["error_type"] == "ast_decoder:decoder_failed"
     assert unparsed.extracted["calls"] is None and unparsed.response == "The hypotenuse is 6.4"
 
 
 @pytest.mark.parametrize(
-    ("request_", "completion", "error_type"),
+    ("asked_", "completion", "error_kind"),
     [
-        (CHAT_REQ, Completion.failed("connection reset"), "request_error"),
-        (CHAT_REQ, answer(CHAT_REQ, {"choices": []}), "response_error"),
-        (CHAT_REQ, answer(CHAT_REQ, "not json"), "response_error"),
-        (CHAT_REQ, answer(CHAT_REQ, reply({"role": "assistant", "content": None})), "response_error"),
-        (TEXT_REQ, answer(TEXT_REQ, reply({"role": "assistant", "content": "[f()]"})), "response_error"),
+        (CHAT, Completion.failed("connection reset"), "request"),
+        (CHAT, CHAT.answer({"choices": []}), "response"),
+        (CHAT, CHAT.answer("not json"), "response"),
+        # an answer without the text prompt mode needs: the client read it, the item has no answer
+        (CHAT, CHAT.answer(reply({"role": "assistant", "content": None})), None),
+        (TEXT, TEXT.answer(reply({"role": "assistant", "content": "[f()]"})), "response"),
     ],
 )
-def test_garbage_is_an_errored_wrong_item(request_: ApiRequest, completion: Completion, error_type: str) -> None:
-    item = score_bfcl_response(RECORD, request_, completion, mode="prompt")
-    assert item.correct is False and item.error
-    assert item.extracted["error_type"] == error_type
+def test_garbage_is_an_errored_wrong_item(asked_: Asked, completion: Completion, error_kind: str | None) -> None:
+    item = asked_.scored(completion)
+    assert item.correct is False and item.error and item.outcome == "failed"
+    # a failed item is never scored; why it failed is its completion's (BFCL's request_error /
+    # response_error), kept so that it is sent again
+    assert (item.extracted, item.scores) == (None, {})
+    assert item.completion is not None and item.completion.error_kind == error_kind
 
 
 def test_tools_mode_without_message_is_an_error() -> None:
-    item = score_bfcl_response(RECORD, TOOLS_REQ, answer(TOOLS_REQ, {"choices": [{"text": "x"}]}), mode="tools")
+    item = TOOLS.scored(TOOLS.answer({"choices": [{"text": "x"}]}))
     assert item.error == "choices[0].message is not an object"
-    assert item.extracted["error_type"] == "response_error"
+    assert item.completion is not None and item.completion.error_kind == "response"
 
 
 def test_summarise() -> None:
     items = [
-        score_bfcl_response(RECORD, CHAT_REQ, answer(CHAT_REQ, reply({"role": "assistant", "content": c})),
-                            mode="prompt")
+        CHAT.scored(CHAT.answer(reply({"role": "assistant", "content": c})))
         for c in ["[math.hypot(x=4, y=5)]", "[math.hypot(x=4, y=5)]", "nope", "[math.hypot(x=4)]", "[]"]
     ]
-    items.append(score_bfcl_response(RECORD, CHAT_REQ, Completion.failed("timeout"), mode="prompt"))
+    items.append(CHAT.scored(Completion.failed("timeout")))
     # the timed-out item got no answer: failed, never scored (no request_error type)
     assert summarise_bfcl(items) == {
         "n": 5,

@@ -6,18 +6,19 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.api.evaluation import request_for, scored_record
 from pytest_modelsweep.client import parse_completion
 from pytest_modelsweep.core.records import ApiRequest, Completion, ItemRecord
 from pytest_modelsweep.data.gsm8k import Gsm8kProblem
 from pytest_modelsweep.scoring.gsm8k import (
     flexible_extract,
     normalise,
-    reference_answer,
     score_gsm8k,
-    score_gsm8k_response,
+    score_gsm8k_answer,
     strict_match,
     summarise_gsm8k,
 )
+from pytest_modelsweep.workloads.gsm8k import gsm8k_eval_item
 
 ANSWER = "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18"
 BIG_ANSWER = "Total is 600+400 = <<600+400=1000>>1000 dollars.\n#### 1,000"
@@ -73,9 +74,10 @@ def test_normalise(text: str, expected: str) -> None:
     assert normalise(text) == expected
 
 
-def test_reference_answer_normalises_the_whole_answer_field() -> None:
-    assert reference_answer(ANSWER) == "18"
-    assert reference_answer(BIG_ANSWER) == "1000"
+def test_the_reference_is_the_whole_answer_field_normalised() -> None:
+    assert normalise(ANSWER) == "18"
+    assert normalise(BIG_ANSWER) == "1000"
+    assert score_gsm8k("#### 1000", BIG_ANSWER).strict_correct
 
 
 def test_score_strict_and_flexible() -> None:
@@ -85,7 +87,7 @@ def test_score_strict_and_flexible() -> None:
 
     flexible_only = score_gsm8k("She makes $18.", ANSWER)
     assert (flexible_only.strict_correct, flexible_only.flexible_correct) == (False, True)
-    assert flexible_only.strict_invalid and not flexible_only.flexible_invalid
+    assert flexible_only.strict_extracted is None and flexible_only.flexible_extracted is not None
 
     commas = score_gsm8k("#### 1,000", BIG_ANSWER)
     assert commas.strict_correct and commas.flexible_correct
@@ -97,13 +99,14 @@ def test_score_strict_and_flexible() -> None:
     assert last_number_wins.strict_correct and not last_number_wins.flexible_correct
 
     nothing = score_gsm8k("I don't know", ANSWER)
-    assert nothing.strict_invalid and nothing.flexible_invalid
+    assert nothing.strict_extracted is None and nothing.flexible_extracted is None  # [invalid]
     assert not nothing.strict_correct and not nothing.flexible_correct
 
 
 PROBLEM = Gsm8kProblem(item_id="gsm8k-test-0000", index=0, split="test", question="Q?", answer=ANSWER)
-CHAT = ApiRequest("gsm8k-test-0000", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Q"}]})
-COMPLETION = ApiRequest("gsm8k-test-0000", "/v1/completions", {"prompt": "Q"})
+ITEM = gsm8k_eval_item(PROBLEM, ())
+CHAT = request_for(ITEM, "chat")
+COMPLETION = request_for(ITEM, "completion")
 
 
 def chat_response(content: Any, finish: str = "stop") -> dict[str, Any]:
@@ -120,8 +123,14 @@ def answer(request: ApiRequest, response: Any) -> Completion:
     return parse_completion(request.path, response)
 
 
+def scored(request: ApiRequest, completion: Completion) -> ItemRecord:
+    """The item's record as the gsm8k bench makes it: ``evaluate``'s scored_record with
+    the GSM8K scorer."""
+    return scored_record("gsm8k", score_gsm8k_answer, ITEM, request, completion)
+
+
 def test_score_chat_response_fills_the_record() -> None:
-    record = score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("2 * 9 = 18\n#### 18")))
+    record = scored(CHAT, answer(CHAT, chat_response("2 * 9 = 18\n#### 18")))
     assert record == ItemRecord(
         item_id="gsm8k-test-0000",
         prompt_hash=CHAT.prompt_hash,
@@ -140,7 +149,7 @@ def test_score_chat_response_fills_the_record() -> None:
 
 
 def test_correct_follows_flexible_extract() -> None:
-    record = score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("The total is 18", "length")))
+    record = scored(CHAT, answer(CHAT, chat_response("The total is 18", "length")))
     assert record.correct is True
     assert record.scores == {"strict-match": False, "flexible-extract": True}
     assert record.extracted == {"strict-match": None, "flexible-extract": "18"}
@@ -149,7 +158,7 @@ def test_correct_follows_flexible_extract() -> None:
 
 def test_score_completion_response_reads_text() -> None:
     response = {"choices": [{"text": " 9 * 2 = 18\n#### 18", "finish_reason": "stop"}]}
-    record = score_gsm8k_response(PROBLEM, COMPLETION, answer(COMPLETION, response))
+    record = scored(COMPLETION, answer(COMPLETION, response))
     assert record.correct and record.response == " 9 * 2 = 18\n#### 18"
     assert (record.prompt_tokens, record.completion_tokens) == (None, None)
     assert record.prompt_hash == COMPLETION.prompt_hash != CHAT.prompt_hash
@@ -169,19 +178,19 @@ def test_score_completion_response_reads_text() -> None:
     ],
 )
 def test_garbage_gives_an_errored_wrong_record(request_: ApiRequest, completion: Completion, reason: str) -> None:
-    record = score_gsm8k_response(PROBLEM, request_, completion)
-    assert record.correct is False
+    record = scored(request_, completion)
+    assert record.correct is False and record.outcome == "failed"
     assert record.error == reason
-    assert record.scores == {"strict-match": False, "flexible-extract": False}
+    assert (record.scores, record.extracted) == ({}, None)  # never scored: no verdict of either filter
     assert record.item_id == PROBLEM.item_id and record.data_hash == PROBLEM.data_hash
 
 
 def test_summarise() -> None:
     records = [
-        score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("#### 18"))),
-        score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("it is 18", "length"))),
-        score_gsm8k_response(PROBLEM, CHAT, answer(CHAT, chat_response("no idea"))),
-        score_gsm8k_response(PROBLEM, CHAT, Completion.failed("timeout")),
+        scored(CHAT, answer(CHAT, chat_response("#### 18"))),
+        scored(CHAT, answer(CHAT, chat_response("it is 18", "length"))),
+        scored(CHAT, answer(CHAT, chat_response("no idea"))),
+        scored(CHAT, Completion.failed("timeout")),
     ]
     # the timed-out item got no answer: it is counted as failed and never scored, so the
     # rates are over the 3 answered items

@@ -12,7 +12,7 @@ error, how often the interval lies wholly below / above the truth, mean width, a
 ``--small-samples`` asks where that coverage ends: paired 0/1 runs of 10 to 1,319 items
 with 1-60% of items discordant and the candidate ahead on 50%, 30% or 15% of them, with
 coverage grouped by how many items the run saw scored differently, and by its size. It is
-the evidence for ``stats.MIN_DISCORDANT`` and ``stats.MIN_PAIRED_ITEMS``: below either, no
+the evidence for ``core.stats.MIN_DISCORDANT`` and ``core.stats.MIN_PAIRED_ITEMS``: below either, no
 verdict and no gate decision is drawn.
 
     python benches/perf/coverage_simulation.py --small-samples [--runs 300]

@@ -151,7 +151,7 @@ class Score:
 Scorer = Callable[[Completion, EvalItem], bool | float | Score]
 """A scorer: the completion a model gave for an item, and the item, to a score.
 
-The completion (:class:`~pytest_modelsweep.records.Completion`) has the answer's
+The completion (:class:`~pytest_modelsweep.core.records.Completion`) has the answer's
 ``text`` (None for a chat answer with only tool calls), ``tool_calls``,
 ``finish_reason`` and token counts. A scorer is called only for answered items: an
 item whose request failed, or whose answer has no text although it offered no tools,
@@ -239,7 +239,7 @@ def scored_record(
 ) -> ItemRecord:
     """The item's record: failed when there is no answer, else the scorer's checked score.
 
-    Raises :class:`~pytest_modelsweep.errors.ScorerError` (one line naming the scorer)
+    Raises :class:`~pytest_modelsweep.core.errors.ScorerError` (one line naming the scorer)
     when the scorer returns anything but a bool, a number in [0, 1] or a
     :class:`Score` holding one, or an answer that is not JSON data.
     """

@@ -16,7 +16,7 @@ Two paths:
   saves is timing accuracy: a busy client delays its own clock readings.
 * :func:`post_requests` (accuracy workloads) sends plain JSON POSTs with
   httpx, where per-event speed does not matter; each answer is read once, by
-  :func:`parse_completion`, into a :class:`~.records.Completion`.
+  :func:`parse_completion`, into a :class:`~..core.records.Completion`.
 
 Neither raises for a bad answer from the server: an HTTP error status, a cut
 stream, a non-JSON ``data:`` line or a timeout becomes a one-line ``error``

@@ -308,18 +308,6 @@ class AccuracyStats(Record):
         return _float(self.figures.get("strict_match_accuracy"))
 
     @property
-    def flexible_extract_accuracy(self) -> float | None:
-        return _float(self.figures.get("flexible_extract_accuracy"))
-
-    @property
-    def strict_match_invalid_rate(self) -> float | None:
-        return _float(self.figures.get("strict_match_invalid_rate"))
-
-    @property
-    def flexible_extract_invalid_rate(self) -> float | None:
-        return _float(self.figures.get("flexible_extract_invalid_rate"))
-
-    @property
     def error_types(self) -> dict[str, int]:
         """BFCL: wrong answers per error type (empty for other benchmarks)."""
         types = _mapping(self.figures.get("error_types"))
@@ -1132,10 +1120,6 @@ class Measurement(Record):
     def passed(self) -> bool:
         """Whether the measurement's own test passed (a record without an outcome counts)."""
         return self.outcome in (None, "passed")
-
-    def stats_as(self, kind: type[StatsT]) -> StatsT | None:
-        """``stats`` when it is a ``kind`` record, else None."""
-        return self.stats if isinstance(self.stats, kind) else None
 
     def item_records(self) -> list[ItemRecord]:
         """The scored items."""

@@ -1,6 +1,6 @@
 """What a benchmark test needs to know of the run: :class:`BenchSettings`. Pure.
 
-A view of the parsed options, made once per run (``state.RunState.bench_settings``):
+A view of the parsed options, made once per run (``pytest.state.RunState.bench_settings``):
 each value was checked by its option's ``type=`` parser (:mod:`.options`, where the
 defaults are), so nothing here parses or defaults. Benches, the public fixtures and
 the workloads read it.

@@ -67,10 +67,6 @@ class ModelSpec:
     api_key_env: str | None = None
     """The environment variable holding this model's API key (else ``OPENAI_API_KEY``)."""
 
-    @property
-    def has_tool_parser(self) -> bool:
-        return bool(self.tool_call_parser)
-
 
 @dataclass(frozen=True)
 class ServingSettings:

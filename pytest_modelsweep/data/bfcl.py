@@ -18,8 +18,6 @@ from ..core.records import prompt_hash
 
 HUB_REPO = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
 RECORDS_FILE = "BFCL_v4_simple_python.json"
-ANSWERS_FILE = "possible_answer_BFCL_v4_simple_python.json"
-"""The shared data folder's flat name for the possible answers."""
 HUB_CANDIDATES: tuple[tuple[str, str], ...] = (
     ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"),
     ("BFCL_v3_simple.json", "possible_answer/BFCL_v3_simple.json"),

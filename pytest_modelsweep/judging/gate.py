@@ -7,7 +7,7 @@ no-change.
 Throughput is compared on log tokens/s (a ratio of geometric means): against a
 baseline of one run, a Welch t interval over the two runs' repeats; against a
 baseline of several runs (``--save-baseline NAME`` repeated), the random-effects
-interval of :func:`~pytest_modelsweep.stats.ratio_interval_between_runs`, which
+interval of :func:`~pytest_modelsweep.core.stats.ratio_interval_between_runs`, which
 adds the run-to-run variance that repeats inside one server process cannot see.
 A throughput row *regresses* only when its **whole interval** lies below
 1 - threshold (*improved*: wholly above 1 + threshold), each interval at its
@@ -21,7 +21,7 @@ Results that cannot be paired (other server, image, settings or items) are *not
 comparable*, which fails the gate too: re-save the baseline after a deliberate change.
 
 Which benchmarks are compared, and how, comes from the metric table
-(:mod:`.metrics`): every metric of a gated kind (accuracy, throughput).
+(:mod:`..core.metrics`): every metric of a gated kind (accuracy, throughput).
 Smoke is not gated: a single short generation has no repeats, so its
 interval would be degenerate and one noisy timing could fail a build.
 """
@@ -120,7 +120,7 @@ def setting_of(measurement: Measurement) -> str:
 
 def _kind(measurement: Measurement) -> Kind | None:
     """The gated kind of a measurement's benchmark (accuracy or throughput), None when it is
-    not gated; a user's benchmark is accuracy by its unit (:func:`~.metrics.metric_for`)."""
+    not gated; a user's benchmark is accuracy by its unit (:func:`~..core.metrics.metric_for`)."""
     metric = metric_for(measurement.benchmark, measurement.unit)
     return metric.kind if metric is not None and metric.gated else None
 

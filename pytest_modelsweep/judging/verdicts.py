@@ -1,6 +1,6 @@
 """The intervals that comparisons of a candidate with the reference are decided on.
 
-The two sides are found by :mod:`~pytest_modelsweep.comparisons`; this module
+The two sides are found by :mod:`~.comparisons`; this module
 refuses unlike results and computes the interval: on an accuracy benchmark the
 paired difference item by item (optionally at its Holm step-down level), on a
 throughput setting the ratio of geometric means over the repeats (Welch t on log
@@ -59,7 +59,7 @@ def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasu
     """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats.
 
     The interval is the closed-form Welch t interval on log throughput
-    (:func:`~pytest_modelsweep.stats.ratio_interval`).
+    (:func:`~pytest_modelsweep.core.stats.ratio_interval`).
     """
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
     sides = []

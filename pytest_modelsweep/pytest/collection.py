@@ -7,7 +7,7 @@ makes the test's items (``pytest_pycollect_makeitem``, wrapped by the plugin),
 
 1. registers the marker ``my_eval`` (so ``--strict-markers`` knows it) and puts it on
    the test's items, so that ``-m my_eval`` selects them and
-   :func:`~pytest_modelsweep.context.tests_in_session` finds each model's test;
+   :func:`~pytest_modelsweep.pytest.context.tests_in_session` finds each model's test;
 2. makes the paired verdict tests, ``test_verdict[<candidate>-my_eval]``, through
    pytest's own collection of a function (so ``pytest_generate_tests`` parametrizes
    ``candidate_name`` as for any modelsweep test, and ``-m``, ``-k`` and

@@ -1,12 +1,12 @@
 """What the pytest objects of a run tell modelsweep: its state, a test's model, a test's records.
 
 This module sits below both :mod:`~pytest_modelsweep.plugin` and
-:mod:`~pytest_modelsweep.fixtures`, so neither imports the other. "Which model
+:mod:`~pytest_modelsweep.pytest.fixtures`, so neither imports the other. "Which model
 is this test for" is answered here, from a collected item's parameters
 (:func:`model_of_item`); the answer travels on the test's report
 (``report.modelsweep_model``). Only xdist's scheduler, which sees test ids
 before any report exists, reads the model off the id
-(:class:`~pytest_modelsweep.modelids.ModelIdParser`).
+(:class:`~pytest_modelsweep.core.modelids.ModelIdParser`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .state import RunState
 
 run_state_key = pytest.StashKey["RunState"]()
-"""``config.stash[run_state_key]``: the run's one :class:`~pytest_modelsweep.state.RunState`."""
+"""``config.stash[run_state_key]``: the run's one :class:`~.state.RunState`."""
 
 measurements_key = pytest.StashKey[list[dict[str, Any]]]()
 """``item.stash[measurements_key]``: what a test recorded, carried on its report."""

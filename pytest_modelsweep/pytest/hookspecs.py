@@ -30,23 +30,25 @@ def pytest_modelsweep_verdict(
 
     * ``"accuracy"`` (``metric`` is ``gsm8k``, ``bfcl`` or a declared benchmark):
       ``interval`` is the bootstrap interval of candidate minus reference, item by item
-      (:class:`~pytest_modelsweep.stats.PairedInterval`: difference, low, high,
+      (:class:`~pytest_modelsweep.core.stats.PairedInterval`: difference, low, high,
       n, discordant pairs, min detectable difference...); ``margin`` is
       ``--margin``. The default rule is the seed's: *matches* when the interval
       covers zero, *better*/*worse* when it lies above/below; with ``--margin``,
       *equivalent* when it lies inside ±margin and *inconclusive* when it covers
-      zero but is wider. Fewer than ``stats.MIN_PAIRED_ITEMS`` (30) items, or fewer
-      than ``stats.MIN_DISCORDANT`` (10) scored differently: *inconclusive* whatever
+      zero but is wider. Fewer than ``core.stats.MIN_PAIRED_ITEMS`` (30) items, or fewer
+      than ``core.stats.MIN_DISCORDANT`` (10) scored differently: *inconclusive* whatever
       the interval, which then does not hold its coverage
       (``interval.too_few_items``). A verdict in ``--fail-on`` fails the test.
-    * ``"throughput"`` (``metric`` is ``throughput``, ``long_prompt``):
-      ``interval`` is the bootstrap interval of candidate ÷ reference output
-      tokens/s over the repeats at one setting
-      (:class:`~pytest_modelsweep.stats.RatioInterval`: ratio, low, high,
-      repeats, ``degenerate``); ``margin`` is None. The default rule: *better*
-      when low > 1, *worse* when high < 1, *matches* otherwise, *inconclusive*
-      when a side has a single repeat. The verdict is recorded and printed; it
-      does not fail the test.
+    * ``"throughput"`` (``metric`` is ``throughput``, ``long_prompt`` or a declared
+      throughput benchmark): ``interval`` is the interval of candidate ÷ reference
+      output tokens/s at one setting, Welch t on log tokens/s over the repeats (or over
+      interleaved pairs with ``--interleave``)
+      (:class:`~pytest_modelsweep.core.stats.RatioInterval`: ratio, low, high,
+      repeats, ``degenerate``); ``margin`` is ``--ratio-tolerance``. The default rule
+      (:func:`~pytest_modelsweep.core.stats.decide_ratio_verdict`): *worse* when high <
+      1 - margin, *better* when low > 1 + margin, *matches* when it covers 1,
+      *equivalent* inside 1 ± margin, else *inconclusive*; *inconclusive* when a side
+      has a single repeat. A verdict in ``--fail-on`` fails the test.
     * ``"capacity"`` (``metric`` is ``capacity``): ``interval`` is the search
       bracket of candidate ÷ reference capacity under ``--slo``
       (:class:`~pytest_modelsweep.core.measurements.CapacityRatio`: ratio, low,
@@ -55,7 +57,7 @@ def pytest_modelsweep_verdict(
       rule on the bracket; *inconclusive* when both searches reached their
       server's maximum.
 
-    Return a :class:`~pytest_modelsweep.stats.Verdict`, or None to leave the
+    Return a :class:`~pytest_modelsweep.core.stats.Verdict`, or None to leave the
     decision to the next implementation (the default rule runs last); the
     first non-None result wins. An implementation may take any subset of the
     arguments; one written before ``kind`` existed sees both kinds, so check

@@ -1,6 +1,6 @@
 """The one run-state object of a pytest session (kept in ``config.stash``).
 
-It is made on first need (see :func:`pytest_modelsweep.context.run_state`): a
+It is made on first need (see :func:`pytest_modelsweep.pytest.context.run_state`): a
 pytest run that collects no modelsweep test and gives no modelsweep option
 never builds it. The endpoint pool (httpx, subprocesses) is imported only when
 a test first asks for an endpoint.

@@ -40,9 +40,10 @@ inputs and requires the same verdicts):
   checker raises (a list of dictionaries holding a non-dictionary when an answer
   allows omitting the list; schemas without ``required``, ``items`` or a known
   type), this gives a verdict instead.
-* A prompt-mode chat answer without content (null) is an errored item
-  (``response_error``, see :func:`score_bfcl_response`); BFCL's decoder fails on it
-  (``ast_decoder:decoder_failed``). Both count it wrong. Content that is neither a
+* A prompt-mode chat answer without content (null) is a failed item here (no text where
+  the benchmark needs text: :func:`~..api.evaluation.scored_record` never scores it, the
+  test fails and a re-run sends it again); BFCL's decoder fails on it
+  (``ast_decoder:decoder_failed``) and counts it wrong. Content that is neither a
   string nor null is a malformed response (the client's parse flags it) in both modes.
 """
 
@@ -59,13 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from ..api.evaluation import EvalItem, Score
-from ..core.records import (
-    ApiRequest,
-    Completion,
-    ItemRecord,
-    text_field,
-    tool_calls_as_openai,
-)
+from ..core.records import Completion, ItemRecord
 from ..data.bfcl import BfclRecord
 
 Mode = Literal["tools", "prompt"]
@@ -597,7 +592,7 @@ def check_simple(
     )
 
 
-# --- records -------------------------------------------------------------------------------
+# --- the scorer ----------------------------------------------------------------------------
 
 
 def _json_safe(value: Any) -> Any:
@@ -605,51 +600,6 @@ def _json_safe(value: Any) -> Any:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError):
         return repr(value)
-
-
-def score_bfcl_response(
-    record: BfclRecord,
-    request: ApiRequest,
-    completion: Completion,
-    *,
-    mode: Mode,
-) -> ItemRecord:
-    """One scored item: decode the answer for ``mode``, then BFCL's simple checker.
-
-    ``extracted`` holds the decoded calls (None when undecodable), BFCL's
-    ``error_type`` and the reason; ``scores`` is ``{"ast": valid}``. ``error`` is
-    set only when there was no usable answer: a failed completion (``request_error``
-    when the request failed, ``response_error`` when the response was unusable) or,
-    in prompt mode, no text; a wrong or undecodable answer is just wrong. Never raises.
-    """
-
-    def item(correct: bool, text: str, calls: Any, check: BfclCheck, failure: str | None) -> ItemRecord:
-        return ItemRecord(
-            item_id=record.id,
-            prompt_hash=request.prompt_hash,
-            correct=correct,
-            response=text,
-            data_hash=record.data_hash,
-            extracted={"calls": calls, "error_type": check.error_type, "error": check.error},
-            finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            scores={"ast": correct},
-            error=failure,
-            completion=completion,
-        )
-
-    if completion.error is not None:
-        kind = "request_error" if completion.error_kind == "request" else "response_error"
-        return item(False, "", None, BfclCheck(False, kind, completion.error), completion.error)
-
-    if mode == "prompt" and completion.text is None:
-        reason = f"{text_field(request.path)} is NoneType, not a string"
-        return item(False, "", None, BfclCheck(False, "response_error", reason), reason)
-    tool_calls = completion.tool_calls if mode == "tools" else None
-    shown = json.dumps(tool_calls_as_openai(tool_calls)) if tool_calls else (completion.text or "")
-    check, calls = check_bfcl_answer(record, completion, mode)
-    return item(check.valid, shown, calls, check, None)
 
 
 def check_bfcl_answer(record: BfclRecord, completion: Completion, mode: Mode) -> tuple[BfclCheck, Any]:

@@ -16,8 +16,8 @@ Reproduced from ``lm_eval/tasks/gsm8k/gsm8k.yaml`` (version 3.0),
   Nothing else is stripped or converted (``"18.00"`` does not match ``"18"``).
 
 :func:`score_gsm8k_answer` is the scorer the bench hands to the public ``evaluate``
-fixture; :func:`score_gsm8k_response` (what the conformance test runs) scores the
-same way, through the same :func:`gsm8k_score`.
+fixture (whose :func:`~..api.evaluation.scored_record` makes the item's record); the
+conformance test runs it that way against lm-eval's own code.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.evaluation import EvalItem, Score
-from ..core.records import ApiRequest, Completion, ItemRecord, text_field
-from ..data.gsm8k import Gsm8kProblem
+from ..core.records import Completion, ItemRecord
 
 STRICT_PATTERN = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_PATTERN = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
@@ -65,11 +64,6 @@ def normalise(text: str) -> str:
     return text.lower()
 
 
-def reference_answer(answer_field: str) -> str:
-    """The gold string lm-eval compares against: the ``answer`` field normalised (``"...#### 1,000"`` -> ``"1000"``)."""
-    return normalise(answer_field)
-
-
 @dataclass(frozen=True)
 class Gsm8kScore:
     """Both filters' verdicts on one generation; an ``*_extracted`` of None means ``[invalid]``."""
@@ -78,14 +72,6 @@ class Gsm8kScore:
     flexible_correct: bool
     strict_extracted: str | None
     flexible_extracted: str | None
-
-    @property
-    def strict_invalid(self) -> bool:
-        return self.strict_extracted is None
-
-    @property
-    def flexible_invalid(self) -> bool:
-        return self.flexible_extracted is None
 
 
 def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
@@ -122,47 +108,6 @@ def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
     (see :func:`~..workloads.gsm8k.gsm8k_eval_item`); the text is there (only answered
     items are scored)."""
     return gsm8k_score(completion.text or "", str(item.answer))
-
-
-def score_gsm8k_response(problem: Gsm8kProblem, request: ApiRequest, completion: Completion) -> ItemRecord:
-    """One scored item from a completion's text (chat ``message.content`` or completion ``text``).
-
-    ``correct`` is the ``flexible-extract`` verdict, the one verdicts and accuracy
-    use; ``scores`` holds both filters. A failed completion, or one without text,
-    gives ``correct=False`` with ``error`` set, never an exception.
-    """
-    text = completion.text
-    if completion.error is not None or text is None:
-        failure = completion.error or f"{text_field(request.path)} is NoneType, not a string"
-        return ItemRecord(
-            item_id=problem.item_id,
-            prompt_hash=request.prompt_hash,
-            correct=False,
-            response=text or "",
-            data_hash=problem.data_hash,
-            extracted={"strict-match": None, "flexible-extract": None},
-            finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            scores={"strict-match": False, "flexible-extract": False},
-            error=failure,
-            completion=completion,
-        )
-    score = gsm8k_score(text, problem.answer)
-    return ItemRecord(
-        item_id=problem.item_id,
-        prompt_hash=request.prompt_hash,
-        correct=bool(score.value),
-        response=text,
-        data_hash=problem.data_hash,
-        extracted=score.answer,
-        finish_reason=completion.finish_reason,
-        prompt_tokens=completion.prompt_tokens,
-        completion_tokens=completion.completion_tokens,
-        scores=dict(score.scores),
-        error=None,
-        completion=completion,
-    )
 
 
 def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:

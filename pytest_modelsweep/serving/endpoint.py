@@ -40,10 +40,6 @@ class Provenance:
         data["launch_argv"] = list(self.launch_argv)
         return data
 
-    def pairing_key(self) -> dict[str, Any]:
-        """What two endpoints must share for their items to be paired (any two models)."""
-        return serving_identity(self.as_dict())
-
     def cache_key(self) -> str:
         """What a stored item of this model must share to be reused without a request."""
         return model_serving_key(self.as_dict())
@@ -125,7 +121,3 @@ class Endpoint:
         from .process import server_pids_at
 
         return server_pids_at(self.base_url)
-
-    @property
-    def metrics_url(self) -> str:
-        return self.base_url.rstrip("/") + "/metrics"

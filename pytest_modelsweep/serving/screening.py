@@ -419,7 +419,7 @@ def load_offline_fixtures(path: str | Path) -> dict[str, dict[str, Any]]:
     """Read recorded Hub answers: ``{repo id: model_info(repo, files_metadata=True) JSON + "config"}``.
 
     Top-level keys that start with ``_`` (``"_note"``) are comments. A malformed
-    file raises :class:`~pytest_modelsweep.errors.DataError` naming the fix.
+    file raises :class:`~pytest_modelsweep.core.errors.DataError` naming the fix.
     """
     file = Path(path)
     try:

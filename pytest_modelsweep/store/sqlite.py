@@ -74,7 +74,7 @@ def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
     pytest-modelsweep store this version can use. Anything else (a folder, a
     folder that cannot be made, a read-only or unwritable file, a file that is
     not SQLite, someone else's database, a newer schema) raises
-    :class:`~pytest_modelsweep.errors.DataError` with the reason and the fix.
+    :class:`~pytest_modelsweep.core.errors.DataError` with the reason and the fix.
     A lock held by another connection raises the ``sqlite3`` error (retried by
     the caller).
     """

@@ -20,7 +20,7 @@ passed, so the bracket is open above). Two searches compare through their bracke
 candidate ÷ reference capacity lies between ``cand_last_pass / ref_first_fail``
 and ``cand_first_fail / ref_last_pass`` (:func:`capacity_ratio`), and
 :func:`decide_capacity_verdict` applies the rules of
-:func:`~pytest_modelsweep.stats.decide_ratio_verdict` to that bracket.
+:func:`~pytest_modelsweep.core.stats.decide_ratio_verdict` to that bracket.
 
 :func:`measure_capacity` runs the search on one endpoint, each step one timed window
 of the throughput workload (short unique prompts, 256 tokens each, checked against the
@@ -379,7 +379,7 @@ def capacity_ratio(candidate: CapacityBracket, reference: CapacityBracket) -> Ca
 
 
 def decide_capacity_verdict(ratio: CapacityRatio, tolerance: float = 0.0) -> Verdict:
-    """The verdict on a capacity ratio: :func:`~pytest_modelsweep.stats.decide_ratio_verdict`'s
+    """The verdict on a capacity ratio: :func:`~pytest_modelsweep.core.stats.decide_ratio_verdict`'s
     rules applied to the search bracket.
 
     Bracket wholly below ``1 - tolerance``: worse; wholly above ``1 + tolerance``:

@@ -148,7 +148,7 @@ def build_gsm8k_request(
 
     ``fewshot`` is the sampler (exemplars chosen as lm-eval does) or the exemplars
     themselves. It is the request the bench sends: :func:`gsm8k_eval_item` as the
-    public API renders it for the model (:func:`~..evaluation.request_for`).
+    public API renders it for the model (:func:`~..api.evaluation.request_for`).
     """
     exemplars = fewshot.exemplars(problem) if isinstance(fewshot, Gsm8kFewshot) else tuple(fewshot)
     return request_for(gsm8k_eval_item(problem, exemplars, max_tokens=max_tokens), model.prompting)

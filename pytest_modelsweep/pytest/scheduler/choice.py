@@ -8,7 +8,7 @@ workers and their collections, and decides once every collection is in:
 - no modelsweep test collected: the user's scheduler goes on alone (a plain
   project keeps ``--dist loadfile``, ``loadgroup``, ``worksteal``...);
 - modelsweep tests under ``--dist load`` (also what ``-n N`` alone means):
-  :class:`~pytest_modelsweep.scheduler.by_model.ModelScheduling`, fed the same
+  :class:`~pytest_modelsweep.pytest.scheduler.by_model.ModelScheduling`, fed the same
   workers and collections, so that each model's tests run on one worker;
 - modelsweep tests under any other mode (``each`` never gets here: every worker
   runs everything there, servers included): a usage error saying why, since
