@@ -257,7 +257,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Put the test's model and measurements on its report, as plain data xdist carries."""
+    """Put the test's model and measurements on its report, as plain data xdist carries; in a
+    modelsweep run, no secret in it (:mod:`.pytest.redaction`)."""
     report = yield
     model = model_of_item(item)
     if model is not None:
@@ -265,6 +266,10 @@ def pytest_runtest_makereport(
     if call.excinfo is not None and call.excinfo.errisinstance(ModelsweepError):
         # A failure we predicted reads as its one line: no traceback, no fixture dump.
         report.longrepr = str(call.excinfo.value)
+    if active_run_state(item.config) is not None:
+        from .pytest.redaction import redact_report
+
+        redact_report(report)
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:
         report.modelsweep_unjudged = unjudged  # type: ignore[attr-defined]
@@ -380,8 +385,10 @@ class _ControllerHooks:
         state = active_run_state(self.config)
         if state is None:
             return
+        from .core.secrets import redact
+
         for line in state.session_errors:
-            terminalreporter.write_line(f"modelsweep: {line}", red=True)
+            terminalreporter.write_line(redact(f"modelsweep: {line}"), red=True)
         if state.gate_rows or state.gate_error:
             from .judging.gate import gate_table
 
@@ -392,7 +399,7 @@ class _ControllerHooks:
                 red=bool(failed or state.gate_error), green=not (failed or state.gate_error),
             )
             if state.gate_error:
-                terminalreporter.write_line(f"modelsweep: {state.gate_error}", red=True)
+                terminalreporter.write_line(redact(f"modelsweep: {state.gate_error}"), red=True)
             for line in gate_table(state.gate_rows):
                 terminalreporter.write_line(line)
         if not state.measurements:
@@ -416,7 +423,9 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
 
     from .report.markdown import append_step_summary, markdown_report
 
-    text = markdown_report(state.measurements, state.run, state.failures)
+    from .core.secrets import redact
+
+    text = redact(markdown_report(state.measurements, state.run, state.failures))
     if path:
         Path(path).write_text(text, encoding="utf-8")
     append_step_summary(text)

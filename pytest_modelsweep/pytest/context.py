@@ -110,6 +110,9 @@ def progress_writer(config: pytest.Config) -> Callable[[str], None]:
     """
 
     def write_line(message: str) -> None:
+        from ..core.secrets import redact
+
+        message = redact(message)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         capture = config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():

@@ -148,7 +148,11 @@ class RunState:
     @property
     def sweep(self) -> Sweep:
         if self._sweep is None:
+            from ..core.secrets import remember_env_keys
+
             self._sweep = load_sweep(self.options.sweep)
+            # every process redacts the keys (xdist's controller never sends with them)
+            remember_env_keys(spec.api_key_env for spec in self._sweep.models.values())
         return self._sweep
 
     @property
@@ -264,14 +268,19 @@ class RunState:
         return self._writer
 
     def add_measurement(self, measurement: dict[str, Any]) -> None:
+        from ..core.secrets import redacted
+
+        measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
         self._results_writer().add(measurement)
         self.store.add_measurement(self.run_id, measurement)
 
     def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
         """A modelsweep test that failed or errored: listed in the results and the reports."""
+        from ..core.secrets import redact
+
         self.failures.append({"test_id": test_id, "when": when, "outcome": outcome,
-                              "message": message})
+                              "message": redact(message)})
 
     def baseline_measurements(self) -> list[dict[str, Any]]:
         """The measurements of ``--baseline``: a stored baseline's name, or a results file."""

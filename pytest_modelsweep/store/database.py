@@ -39,6 +39,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..core.errors import DataError
 from ..core.records import ItemRecord
+from ..core.secrets import redacted
 from ..core.store_location import StoreLocation, parse_store_location
 from .schema import (
     BASELINE_HISTORY,
@@ -206,12 +207,12 @@ class Store:
         with self.writing() as db:
             db.execute(insert_ignore(self.dialect, RUNS).values(
                 run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
-                run_json=json.dumps(run)))
+                run_json=_json(run)))
 
     def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
         with self.writing() as db:
             db.execute(upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",))
-                       .values(run_id=run_id, model=model, provenance_json=json.dumps(provenance)))
+                       .values(run_id=run_id, model=model, provenance_json=_json(provenance)))
 
     def add_measurement(self, run_id: str, measurement: dict[str, Any]) -> None:
         with self.writing() as db:
@@ -219,7 +220,7 @@ class Store:
                 run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
                 test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
                 unit=measurement["unit"], n=int(measurement["n"]),
-                outcome=measurement.get("outcome"), measurement_json=json.dumps(measurement)))
+                outcome=measurement.get("outcome"), measurement_json=_json(measurement)))
 
     def add_item(
         self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
@@ -234,7 +235,7 @@ class Store:
                                   ("model", "record_json", "first_run_id")).values(
                     serving_key=serving_key, benchmark=benchmark, item_id=record.item_id,
                     prompt_hash=record.prompt_hash, model=model,
-                    record_json=json.dumps(record.to_dict()), first_run_id=run_id))
+                    record_json=_json(record.to_dict()), first_run_id=run_id))
             db.execute(upsert(self.dialect, RUN_ITEMS, ("run_id", "model", "benchmark", "item_id"),
                               ("serving_key", "prompt_hash", "reused")).values(
                 run_id=run_id, model=model, benchmark=benchmark, item_id=record.item_id,
@@ -246,7 +247,7 @@ class Store:
             db.execute(update(ITEMS).where(
                 ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark,
                 ITEMS.c.item_id == record.item_id, ITEMS.c.prompt_hash == record.prompt_hash,
-            ).values(record_json=json.dumps(record.to_dict())))
+            ).values(record_json=_json(record.to_dict())))
 
     def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
         """A finished test of the run (so that others stop waiting for its results)."""
@@ -415,6 +416,12 @@ class Store:
         if value is None:
             raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
         return dict(json.loads(value))
+
+
+def _json(value: Any) -> str:
+    """What a row keeps of a record: its JSON, with no secret in it (a server's echo of the
+    key, URL credentials)."""
+    return json.dumps(redacted(value))
 
 
 def _schema_version(conn: Connection, where: StoreLocation) -> int | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError
+from ..core.secrets import redacted
 
 SCHEMA = "pytest-modelsweep/results/1"
 
@@ -25,14 +26,15 @@ class ResultsWriter:
     def __init__(self, path: Path, run: dict[str, Any]) -> None:
         self.path = path
         self.journal = path.with_name(path.name + ".partial.jsonl")
-        self.run = run
+        self.run = redacted(run)
         self.measurements: list[dict[str, Any]] = []
         self.endpoints: dict[str, dict[str, Any]] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.journal, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"schema": SCHEMA, "run": run}) + "\n")
+            handle.write(json.dumps({"schema": SCHEMA, "run": self.run}) + "\n")
 
     def add(self, measurement: dict[str, Any]) -> None:
+        measurement = redacted(measurement)
         self.measurements.append(measurement)
         model = measurement.get("model")
         if model and measurement.get("provenance"):
@@ -48,7 +50,7 @@ class ResultsWriter:
             "run": self.run,
             "endpoints": self.endpoints,
             "measurements": self.measurements,
-            "summary": summary or {},
+            "summary": redacted(summary or {}),
         }
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
