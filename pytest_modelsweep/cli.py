@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from .core.errors import ModelsweepError
-from .core.metrics import GATED_KINDS, Kind, benchmarks_of
+from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
 from .core.options import (
     DEFAULTS,
     add_noisy_option,
     add_regression_option,
     add_store_option,
     add_sweep_option,
+    add_ungated_option,
     store_location_type,
 )
+from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
 
@@ -61,8 +63,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     # anything there is checked by Store: a folder, a foreign file, a server that is down
     for run in Store(args.store, create=False).runs():
+        status = "  interrupted (killed, or still running)" if run["status"] == "interrupted" \
+            else ""
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
-              f"{run['measurements']} measurements")
+              f"{run['measurements']} measurements{status}")
     return 0
 
 
@@ -119,7 +123,7 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[dict[str, Any]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
-    from .judging.gate import compare_with_baseline, gate_table
+    from .judging.gate import compare_with_baseline, gate_table, ungated_reason
 
     before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
@@ -129,6 +133,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(line)
     failed = sum(row.failed for row in rows)
     print(f"{failed} regressed, not comparable or inconclusive of {len(rows)}")
+    ungated = ungated_reason(rows, after)
+    if ungated is not None:
+        print(f"{args.run_b} against {args.run_a}: {ungated}"
+              + ("" if args.allow_ungated else "; pass --allow-ungated to accept that"))
+        return 0 if args.allow_ungated and not failed else 1
     return 1 if failed else 0
 
 
@@ -136,15 +145,44 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
     from datetime import UTC, datetime
 
-    from .judging.gate import unsound_reason
+    from .core.outputs import check_output_file
+    from .judging.gate import setting_of, unsound_reason
     from .store.results import SCHEMA
 
+    check_output_file(args.output, "-o")
     runs: list[dict[str, Any]] = []
     measurements: list[dict[str, Any]] = []
     endpoints: dict[str, Any] = {}
     digests: dict[str, str] = {}
+    given: dict[str, str] = {}
+    measured: dict[tuple[str, str], tuple[str, str]] = {}
     for ref in args.runs:
         run, ms = _run_measurements(args.store, ref)
+        run_id = str(run.get("run_id") or ref)
+        if run_id in given:
+            raise ModelsweepError(
+                f"refusing to merge run {run_id} twice (given as {given[run_id]} and {ref}); "
+                "give each run once")
+        given[run_id] = ref
+        for m in ms:
+            # one merged file holds each model's accuracy benchmark once (whatever its
+            # settings) and each other measurement once per setting, so that a comparison of
+            # it finds one measurement, never two that disagree
+            what = (str(m.get("model")), str(m.get("benchmark")))
+            setting = setting_of(m)
+            metric = metric_for(what[1], m.get("unit"))
+            identity = what if metric is not None and metric.kind is Kind.ACCURACY \
+                else (what[0], f"{what[1]} {setting}")
+            if identity in measured:
+                earlier, earlier_setting = measured[identity]
+                conflict = ("under different settings: " + _shown_setting(earlier_setting)
+                            + f" in run {earlier}, " + _shown_setting(setting)
+                            + f" in run {run_id}") if earlier_setting != setting else \
+                    f"in run {earlier} and in run {run_id}"
+                raise ModelsweepError(
+                    f"refusing to merge: {what[0]} {what[1]} was measured {conflict}; a merged "
+                    "file holds each model's benchmark once: leave one of the runs out")
+            measured[identity] = (run_id, setting)
         runs.append(run)
         unsound = [reason for m in ms if (reason := unsound_reason(m, f"in run {ref}"))]
         if unsound:
@@ -175,22 +213,30 @@ def cmd_merge(args: argparse.Namespace) -> int:
         "measurements": measurements,
         "summary": {"merged": len(runs)},
     }
-    Path(args.output).write_text(json.dumps(document, indent=1) + "\n")
+    _write(args.output, "-o", json.dumps(redacted(document), indent=1) + "\n")
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML and/or Markdown report of a stored run without re-running it."""
+    from .core.outputs import check_output_file, write_failure
     from .report.html import write_html_report
     from .report.markdown import markdown_report
 
+    for option, path in (("--html", args.html), ("--md", args.md)):
+        if path is not None:
+            check_output_file(path, option)
     run, measurements = _run_measurements(args.store, args.run)
+    run, measurements = redacted(run), redacted(measurements)
     if args.html:
-        print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
+        try:
+            print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
+        except OSError as error:
+            raise write_failure("--html", args.html, error) from None
     markdown = markdown_report(measurements, run)
     if args.md:
-        Path(args.md).write_text(markdown)
+        _write(args.md, "--md", markdown)
         print(f"Markdown report: {args.md}")
     if not args.html and not args.md:
         print(markdown)
@@ -209,6 +255,22 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
              ("test_outcomes", "test outcome"), ("baselines", "baseline"))]
     print(f"copied {what[0]} ({', '.join(what[1:])}) from {args.source} into {args.target}")
     return 0
+
+
+def _shown_setting(setting: str) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in json.loads(setting).items())
+    return shown or "no setting"
+
+
+def _write(path: str, option: str, text: str) -> None:
+    """Write a file the command makes (its folder too); a failure is one line."""
+    from .core.outputs import write_failure
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise write_failure(option, path, error) from None
 
 
 def gated_benchmarks_text() -> str:
@@ -245,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
     add_regression_option(p.add_argument)
     add_noisy_option(p.add_argument)
+    add_ungated_option(p.add_argument)
     add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("merge", help=cmd_merge.__doc__)

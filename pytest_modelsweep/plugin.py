@@ -11,7 +11,8 @@ every hook here returns at once, and xdist schedules as the user asked.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,6 +31,8 @@ from .core.options import (
     add_store_option,
     add_sweep_option,
     add_timeout_options,
+    add_ungated_option,
+    parse_baseline_name,
     parse_fail_on,
     parse_margin,
     parse_positive_int,
@@ -103,12 +106,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="SECONDS",
                     help="how long a comparison waits for the reference's result when it runs "
                          f"on another xdist worker (default: {DEFAULTS.verdict_wait:g})")
-    group.addoption("--save-baseline", default=None, metavar="NAME",
-                    help="save this run in the store as baseline NAME")
-    group.addoption("--baseline", default=None, metavar="NAME|PATH",
+    group.addoption("--save-baseline", type=parse_baseline_name, default=None, metavar="NAME",
+                    help="save this run in the store as baseline NAME (refused unless every "
+                         "modelsweep test passed and it measured accuracy or throughput)")
+    group.addoption("--baseline", type=parse_baseline_name, default=None, metavar="NAME|PATH",
                     help="compare every model x metric with a stored baseline (or a results "
-                         "file); the session fails when one regressed")
+                         "file), checked before any test runs; the session fails when one "
+                         "regressed, or when nothing could be compared (see --allow-ungated)")
     add_regression_option(group.addoption)
+    add_ungated_option(group.addoption)
     add_noisy_option(group.addoption)
     add_noise_options(group.addoption)
     add_slo_cost_options(group.addoption)
@@ -282,6 +288,20 @@ def pytest_runtest_makereport(
     return report
 
 
+def _fail_report(report: pytest.TestReport, state: RunState, line: str) -> None:
+    """A test whose results could not be written fails in ``line``, before any reporter
+    reads its report (the controller's hooks run first); a setup that passed goes on (its
+    test still runs and may write), the line then fails the session at its end."""
+    if report.when == "setup" and report.passed:
+        state.session_errors.append(line)
+        return
+    if report.passed:
+        report.outcome = "failed"
+        report.longrepr = line
+    else:
+        report.sections.append(("modelsweep: results not written", line))
+
+
 def first_line(report: pytest.TestReport) -> str:
     """What a failed report says, in one line: the error's own line, else the last one."""
     crash = getattr(report.longrepr, "reprcrash", None)
@@ -303,18 +323,29 @@ class _ControllerHooks:
         # Measurement column is there when the run state already was (an option of ours).
         self.html_column = False
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         recorded = getattr(report, "modelsweep_measurements", None)
         if getattr(report, "modelsweep_model", None) is None and not recorded:
             return
+        from .core.outputs import OutputError
+
         state = run_state(self.config)
-        state.tests_reported = True
-        for measurement in recorded or []:
-            state.add_measurement(measurement)
+        problems: list[str] = []
+        writes: list[Callable[[], None]] = [] if state.tests_reported else [state.start_run]
+        writes += [partial(state.add_measurement, m) for m in recorded or []]
         finished = report.when == "call" or (report.when == "setup" and not report.passed)
         if finished and getattr(report, "modelsweep_model", None) is not None:
             # Comparisons on other workers stop waiting for a test that ended without a result.
-            state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+            writes.append(lambda: state.store.add_outcome(state.run_id, report.nodeid,
+                                                          report.outcome))
+        for write in writes:
+            try:
+                write()
+            except OutputError as error:  # a full disk: this test fails, the others run
+                problems.append(str(error))
+        if problems:
+            _fail_report(report, state, "; ".join(dict.fromkeys(problems)))
         unjudged = getattr(report, "modelsweep_unjudged", None)
         if unjudged is not None:
             state.unjudged.append((report.nodeid, unjudged))
@@ -377,9 +408,16 @@ class _ControllerHooks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not state.tests_reported:
             return  # an option of ours, but no modelsweep test ran: nothing to write
-        state.finish_results({"exitstatus": int(session.exitstatus),
-                              "gate": [row.__dict__ for row in rows]})
-        _write_markdown(self.config, state)
+        for write in (lambda: state.finish_results({"exitstatus": int(session.exitstatus),
+                                                    "gate": [row.__dict__ for row in rows]}),
+                      lambda: _write_markdown(self.config, state),
+                      lambda: state.end_run(int(session.exitstatus))):
+            try:
+                write()
+            except ModelsweepError as error:  # a full disk at the end: one line, no traceback
+                state.session_errors.append(str(error))
+        if state.session_errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         state = active_run_state(self.config)
@@ -425,10 +463,20 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
 
     from .core.secrets import redact
 
+    from .core.outputs import write_failure
+
     text = redact(markdown_report(state.measurements, state.run, state.failures))
     if path:
-        Path(path).write_text(text, encoding="utf-8")
-    append_step_summary(text)
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise write_failure("--md", path, error) from None
+    try:
+        append_step_summary(text)
+    except OSError as error:
+        raise write_failure("$GITHUB_STEP_SUMMARY", os.environ["GITHUB_STEP_SUMMARY"],
+                            error) from None
 
 
 @pytest.hookimpl(trylast=True)

@@ -12,14 +12,15 @@ from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.store.results import SCHEMA
 
 
-def results_file(path: Path, correct: int, digest: str | None = "sha256:aaa") -> Path:
+def results_file(path: Path, correct: int, digest: str | None = "sha256:aaa",
+                 model: str = "qwen3-4b") -> Path:
     items = [ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=i < correct, response="",
                         data_hash="d").to_dict() for i in range(100)]
     prov = {"server_name": "vllm", "server_version": "0.30", "image_digest": digest,
             "server_settings": {"max_model_len": 4096}}
     doc = {"schema": SCHEMA, "run": {"run_id": path.stem, "sweep_name": "tpu-v5e"},
            "endpoints": {}, "summary": {},
-           "measurements": [{"model": "qwen3-4b", "benchmark": "gsm8k", "value": correct / 100,
+           "measurements": [{"model": model, "benchmark": "gsm8k", "value": correct / 100,
                              "unit": "accuracy", "n": 100, "params": {"limit": 100},
                              "stats": {}, "items": items, "requests": [], "provenance": prov,
                              "test_id": "t", "outcome": "passed"}]}
@@ -51,7 +52,7 @@ def test_compare_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_merge_refuses_different_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = results_file(tmp_path / "a.json", 50, "sha256:aaa")
-    b = results_file(tmp_path / "b.json", 50, "sha256:bbb")
+    b = results_file(tmp_path / "b.json", 50, "sha256:bbb", model="gemma-4-e2b")
     assert main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err
     assert "refusing to merge runs served by different images: sha256:aaa (run a); sha256:bbb (run b)" in err
@@ -60,7 +61,7 @@ def test_merge_refuses_different_images(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_merge_joins_runs_of_one_image(tmp_path: Path) -> None:
     a = results_file(tmp_path / "a.json", 50)
-    b = results_file(tmp_path / "b.json", 40)
+    b = results_file(tmp_path / "b.json", 40, model="gemma-4-e2b")
     assert main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 0
     merged = json.loads((tmp_path / "m.json").read_text())
     assert [m["run_id"] for m in merged["measurements"]] == ["a", "b"]

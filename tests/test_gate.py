@@ -103,10 +103,14 @@ def test_small_drop_within_threshold_passes(
 def test_unknown_baseline_fails_with_the_fix(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A usage error before any test runs (not a gate line after them all)."""
     pytester.makepyfile(BENCH)
     result = run(pytester, monkeypatch, 100, "100", "--baseline", "nope")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*--baseline 'nope': no such baseline*save one with --save-baseline NAME*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --baseline 'nope': no such baseline in work/store.sqlite "
+                                 "(none saved yet) and no results file there; save one with "
+                                 "--save-baseline NAME"])
+    assert "passed" not in result.stdout.str() and "no regression" not in result.stdout.str()
 
 
 def test_bad_threshold_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -308,8 +308,8 @@ def test_a_server_that_echoes_the_key_in_its_error_bodies_gets_it_written_nowher
     out = result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=3)  # both models' items failed, so the verdict cannot judge
     echoed = "upstream refused: header was 'Bearer ***'"
-    result.stdout.fnmatch_lines([f"*6 of 6 my_eval requests got no answer (first: HTTP 500 from "
-                                 f"/v1/completions: *{echoed}*"])
+    result.stdout.fnmatch_lines([(f"*6 of 6 my_eval requests got no answer (first: HTTP 500 "
+                                  f"from /v1/completions: *{echoed}*")])
     items = json.loads((pytester.path / "r.json").read_text())["measurements"][0]["items"]
     assert all(echoed in item["error"] for item in items)
     stored = all_text(str(pytester.path / "work/store.sqlite"))

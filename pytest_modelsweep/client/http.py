@@ -110,8 +110,8 @@ class StreamExchange:
     __slots__ = (
         "_err_body",
         "_sse",
-        "asked_model",
         "any_bytes",
+        "asked_model",
         "cached_tokens",
         "chunks",
         "completion_tokens",

@@ -68,6 +68,9 @@ class OptionDefaults:
     """The total bound of one request, connect to last byte."""
     verdict_wait: float = 7200.0
     fail_on_regression: Thresholds = field(default_factory=Thresholds)
+    allow_ungated: bool = False
+    """A ``--baseline`` run (or ``modelsweep compare``) that compared nothing with the
+    baseline fails, since it gated nothing; ``--allow-ungated`` passes it."""
     repeats: int | None = 3
     """None: ``--repeats auto``."""
     repeats_target: float = 0.05
@@ -141,6 +144,14 @@ parse_margin = _checked(float, lambda x: 0 <= x < 1,
                         "expected an accuracy difference in [0, 1), e.g. 0.02")
 parse_ratio_tolerance = _checked(float, lambda x: 0 <= x < 1,
                                  "expected a share in [0, 1), e.g. 0.10")
+
+
+def parse_baseline_name(text: str) -> str:
+    """``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
+    if not text.strip():
+        raise ArgumentTypeError("expected a baseline name (or, for --baseline, a results "
+                                "file), got an empty one")
+    return text
 
 
 def parse_slo(text: str) -> Slo:
@@ -266,6 +277,13 @@ def add_slo_cost_options(addoption: AddOption) -> None:
     addoption("--usd-per-hour", type=parse_usd_per_hour, default=None, metavar="X",
               help="price of the machine one model is served on, US dollars per hour, for "
                    "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)")
+
+
+def add_ungated_option(addoption: AddOption) -> None:
+    addoption("--allow-ungated", action="store_true", default=DEFAULTS.allow_ungated,
+              help="pass when nothing could be compared with the baseline (every row new: "
+                   "other models, benchmarks or settings); default: that fails, since "
+                   "nothing was gated")
 
 
 def add_noisy_option(addoption: AddOption) -> None:

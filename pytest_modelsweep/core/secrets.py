@@ -26,8 +26,8 @@ __all__ = [
     "SecretBytes",
     "SecretHeaders",
     "auth_headers",
-    "redact",
     "endpoint_url_problem",
+    "redact",
     "redacted",
     "remember_env_keys",
     "split_credentials",
@@ -146,7 +146,7 @@ def endpoint_url_problem(url: str) -> str | None:
                 "host: percent-encode them in the key (/ as %2F, ? as %3F, # as %23), or give "
                 "the key in OPENAI_API_KEY or the model's api_key_env variable instead")
     try:
-        parts.port
+        _ = parts.port
     except ValueError:
         return "its port is not a number from 0 to 65535, e.g. http://10.0.0.5:8000"
     if not parts.hostname:

@@ -256,6 +256,10 @@ def evaluate(
         record_measurement(benchmark, core["accuracy"], "accuracy", core["n"],
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
+        if accuracy_run.store_error is not None:  # measured and recorded, but not stored
+            from ..core.outputs import OutputError
+
+            raise OutputError(f"{accuracy_run.store_error} (the measurement is in the results)")
         failed = [r for r in records if r.failed]
         if failed:
             # Failed items are not scored: the accuracy above is over the answered ones only,

@@ -50,6 +50,7 @@ class Options:
     margin: float | None
     ratio_tolerance: float
     allow_unjudged: bool
+    allow_ungated: bool
     fail_on_noisy: bool
     interleave: bool
     fail_on: frozenset[str]
@@ -80,6 +81,7 @@ class Options:
             workdir=option.modelsweep_dir, store=option.store, gsm8k_path=option.gsm8k_path,
             bfcl_path=option.bfcl_path, margin=option.margin,
             ratio_tolerance=option.ratio_tolerance, allow_unjudged=option.allow_unjudged,
+            allow_ungated=option.allow_ungated,
             fail_on_noisy=option.fail_on_noisy, interleave=option.interleave,
             fail_on=option.fail_on, holm=option.holm, resamples=option.resamples,
             verdict_wait_s=option.verdict_wait, baseline=option.baseline,
@@ -121,6 +123,7 @@ class RunState:
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
+    _baseline: list[dict[str, Any]] | None = None
 
     @cached_property
     def bench_settings(self) -> BenchSettings:
@@ -261,19 +264,54 @@ class RunState:
             self._run = run
         return self._run
 
+    def check_outputs(self, others: dict[str, str | None]) -> None:
+        """Every place this run writes, checked before any test runs: the work folder, the
+        results file and ``others`` (option → path: ``--md``, ``--html``...); an OutputError
+        names the first that cannot be written and the fix."""
+        from ..core.outputs import check_output_file, check_output_folder
+
+        check_output_folder(self.workdir, "--modelsweep-dir")
+        if self.options.results:
+            check_output_file(self.options.results, "--results")
+        for option, path in others.items():
+            if path is not None:
+                check_output_file(path, option)
+
     def _results_writer(self) -> ResultsWriter:
         if self._writer is None:
             self._writer = ResultsWriter(self.results_path, self.run)
-            self.store.add_run(self.run_id, self.sweep.name, self.run)
         return self._writer
 
+    def start_run(self) -> None:
+        """Record the run (its row in the store, the journal's head) as its first modelsweep
+        test reports, so that a killed run is listed; raises OutputError in one line, each
+        write tried."""
+        self.tests_reported = True
+        self._each(lambda: self._results_writer().start(),
+                   lambda: self.store.add_run(self.run_id, self.sweep.name, self.run))
+
     def add_measurement(self, measurement: dict[str, Any]) -> None:
+        """Keep a measurement, journal it and store it. A write that fails raises OutputError
+        in one line once both were tried; the measurement is kept and written at the end."""
         from ..core.secrets import redacted
 
         measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
-        self._results_writer().add(measurement)
-        self.store.add_measurement(self.run_id, measurement)
+        self._each(lambda: self._results_writer().add(measurement),
+                   lambda: self.store.add_measurement(self.run_id, measurement))
+
+    @staticmethod
+    def _each(*writes: Callable[[], None]) -> None:
+        from ..core.outputs import OutputError
+
+        problems: list[str] = []
+        for write in writes:
+            try:
+                write()
+            except OutputError as error:
+                problems.append(str(error))
+        if problems:
+            raise OutputError("; ".join(problems))
 
     def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
         """A modelsweep test that failed or errored: listed in the results and the reports."""
@@ -283,34 +321,52 @@ class RunState:
                               "message": redact(message)})
 
     def baseline_measurements(self) -> list[dict[str, Any]]:
-        """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
+        """The measurements of ``--baseline`` (a stored baseline's name, or a results file),
+        read once; one that holds nothing the gate compares is refused (DataError)."""
+        if self._baseline is not None:
+            return self._baseline
         from ..core.errors import DataError
-        from ..judging.gate import baseline_history
+        from ..judging.gate import baseline_history, gateable
         from ..store.results import load_results
 
         name = self.options.baseline or ""
         run_ids = self.store.baseline_runs(name)
-        if run_ids:
-            return baseline_history(self.store.measurements(run_id) for run_id in run_ids)
         path = Path(name)
-        if path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
-            return list(load_results(path)["measurements"])
-        known = ", ".join(self.store.baselines()) or "none saved yet"
-        raise DataError(
-            f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and no "
-            "results file there; save one with --save-baseline NAME"
-        )
+        if run_ids:
+            found = baseline_history(self.store.measurements(run_id) for run_id in run_ids)
+            where = f"baseline {name!r} in {self.store_location}"
+        elif path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
+            found = list(load_results(path)["measurements"])
+            where = f"results file {path}"
+        else:
+            known = ", ".join(self.store.baselines()) or "none saved yet"
+            raise DataError(
+                f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and "
+                "no results file there; save one with --save-baseline NAME")
+        if not gateable(found):
+            raise DataError(
+                f"--baseline {name!r}: the {where} holds no measurement the gate compares "
+                f"({len(found)} measurements, none of accuracy or throughput: an interrupted "
+                "or comparison-only run); give a baseline saved from a run of the benchmarks")
+        self._baseline = found
+        return found
 
     def gate(self) -> list[Any]:
-        """Compare this run with ``--baseline`` (no-op without it)."""
-        if not self.options.baseline or not self.measurements:
+        """Compare this run with ``--baseline`` (no-op without it). A gate that compared
+        nothing (every row new) is a session error unless ``--allow-ungated``."""
+        if not self.options.baseline:
             return []
-        from ..judging.gate import compare_with_baseline
+        from ..judging.gate import compare_with_baseline, ungated_reason
 
         self.gate_rows = compare_with_baseline(
             self.measurements, self.baseline_measurements(), self.options.thresholds,
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
+        reason = ungated_reason(self.gate_rows, self.measurements)
+        if reason is not None and not self.options.allow_ungated:
+            self.session_errors.append(
+                f"--baseline {self.options.baseline}: {reason}; run the baseline's benchmarks "
+                "(same models and settings), or pass --allow-ungated")
         return self.gate_rows
 
     def save_baseline_if_asked(self) -> str | None:
@@ -331,13 +387,28 @@ class RunState:
             return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
                     f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
                     "fix them and run again")
-        if not self.measurements:
-            return f"--save-baseline {name}: refused, this run measured nothing"
+        from ..core.outputs import OutputError
+        from ..judging.gate import gateable
+
+        if not gateable(self.measurements):
+            measured = sorted({str(m.get("benchmark")) for m in self.measurements})
+            return (f"--save-baseline {name}: refused, this run holds no measurement the gate "
+                    "compares (accuracy or throughput; it measured "
+                    f"{', '.join(measured) or 'nothing'}); save a run of the benchmarks "
+                    "themselves")
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        history = self.store.save_baseline(name, self.run_id, stamp)
+        try:
+            history = self.store.save_baseline(name, self.run_id, stamp)
+        except OutputError as error:
+            return f"--save-baseline {name}: not saved: {error}"
         self.write_line(f"saved this run as baseline {name!r} "
                         f"({len(history)} run{'s' if len(history) != 1 else ''} in its history)")
         return None
+
+    def end_run(self, exitstatus: int) -> None:
+        """Mark the run ended in the store (a run never marked was killed)."""
+        self.store.end_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"),
+                           exitstatus)
 
     def finish_results(self, summary: dict[str, Any]) -> Path:
         """Write the results file; also when every test failed (it then lists the failures)."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from statistics import fmean, median
 from typing import Any
 
+from ..core.records import Completion, shown_answer
 from .decision import (
     DecisionPage,
     decision_page,
@@ -407,10 +408,18 @@ def request_summary(requests: Sequence[Mapping[str, Any]]) -> list[tuple[str, st
     return rows
 
 
+def _response_of(item: Mapping[str, Any]) -> str:
+    """An item's answer as shown: its ``response``, or (a record keeps its answer once) what
+    its completion shows."""
+    if "response" in item or not isinstance(item.get("completion"), Mapping):
+        return str(item.get("response") or "")
+    return shown_answer(Completion.from_dict(dict(item["completion"])))
+
+
 def _items_table(items: Sequence[Mapping[str, Any]], limit: int) -> str:
     rows = []
     for item in items[:limit]:
-        response = str(item.get("response") or "")
+        response = _response_of(item)
         shown = response[:MAX_RESPONSE_CHARS]
         if len(response) > len(shown):
             shown += f"\n… ({len(response) - len(shown):,} more characters)"

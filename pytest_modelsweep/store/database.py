@@ -25,6 +25,7 @@ a server that is down, a refused password, a missing database
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -38,6 +39,7 @@ from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..core.errors import DataError
+from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..core.secrets import redacted
 from ..core.store_location import StoreLocation, parse_store_location
@@ -59,7 +61,13 @@ from .schema import (
     newer_schema_message,
     upsert,
 )
-from .sqlite import FIX_NEW_FILE, WRITE_OPTION, check_store_file, is_lock_error, sqlite_engine
+from .sqlite import (
+    FIX_NEW_FILE,
+    WRITE_OPTION,
+    check_store_file,
+    is_lock_error,
+    sqlite_engine,
+)
 
 __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
 
@@ -189,9 +197,27 @@ class Store:
     # -- transactions ----------------------------------------------------------
     @contextmanager
     def writing(self) -> Iterator[Connection]:
-        """One write transaction (committed on leaving, rolled back on an exception)."""
-        with self._lock, self._writer.begin() as conn:
-            yield conn
+        """One write transaction (committed on leaving, rolled back on an exception).
+
+        A database that refuses the write (a full disk: ``database or disk is full``, an
+        I/O error, a server gone) raises :class:`~pytest_modelsweep.core.outputs.OutputError`
+        in one line; what was being written is not in the store then.
+        """
+        try:
+            with self._lock, self._writer.begin() as conn:
+                yield conn
+        except DBAPIError as error:
+            raise self._write_failure(error) from None
+
+    def _write_failure(self, error: DBAPIError) -> OutputError:
+        from ..core.secrets import redact
+
+        lines = str(error.orig).strip().splitlines() or [type(error.orig).__name__]
+        reason = redact(lines[0])  # not the statement after it
+        full = "full" in reason or "space" in reason
+        fix = ("free space on its disk or pass --store elsewhere" if full
+               else "check the store's disk or server, or pass --store elsewhere")
+        return OutputError(f"the store {self.path}: cannot write ({reason}); {fix}")
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -204,10 +230,21 @@ class Store:
 
     # -- writing ---------------------------------------------------------------
     def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any]) -> None:
+        """Record a run as it starts (``ended_at`` None until :meth:`end_run`: a run killed
+        before its end stays so, and is listed as interrupted)."""
         with self.writing() as db:
             db.execute(insert_ignore(self.dialect, RUNS).values(
                 run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
-                run_json=_json(run)))
+                run_json=_json({**run, "ended_at": None})))
+
+    def end_run(self, run_id: str, ended_at: str, exitstatus: int) -> None:
+        """Mark a run ended (its session finished, whatever its outcome)."""
+        with self.writing() as db:
+            value = db.execute(select(RUNS.c.run_json).where(RUNS.c.run_id == run_id)).scalar()
+            if value is None:
+                return
+            run = {**json.loads(value), "ended_at": ended_at, "exitstatus": exitstatus}
+            db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(run_json=_json(run)))
 
     def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
         with self.writing() as db:
@@ -220,7 +257,8 @@ class Store:
                 run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
                 test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
                 unit=measurement["unit"], n=int(measurement["n"]),
-                outcome=measurement.get("outcome"), measurement_json=_json(measurement)))
+                outcome=measurement.get("outcome"),
+                measurement_json=json.dumps(_answers_apart(redacted(measurement)))))
 
     def add_item(
         self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
@@ -352,12 +390,11 @@ class Store:
     def _measurement_rows(self, run_id: str, model: str, benchmark: str, *,
                           newest_first: bool, limit: int | None) -> list[dict[str, Any]]:
         m = MEASUREMENTS
-        query = (select(m.c.measurement_json)
+        query = (select(m.c.run_id, m.c.measurement_json)
                  .where(m.c.run_id == run_id, m.c.model == model, m.c.benchmark == benchmark)
                  .order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit))
         with self.reading() as db:
-            rows = db.execute(query).scalars().all()
-        return [dict(json.loads(row)) for row in rows]
+            return [_with_answers(db, str(r), json.loads(j)) for r, j in db.execute(query).all()]
 
     def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
         """Every measurement of a model on a benchmark across runs, newest first."""
@@ -366,7 +403,8 @@ class Store:
             rows = db.execute(select(m.c.run_id, m.c.measurement_json)
                               .where(m.c.model == model, m.c.benchmark == benchmark)
                               .order_by(m.c.id.desc())).all()
-        return [{**json.loads(measurement), "run_id": run_id} for run_id, measurement in rows]
+            return [{**_with_answers(db, str(run_id), json.loads(measurement)), "run_id": run_id}
+                    for run_id, measurement in rows]
 
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
@@ -396,17 +434,22 @@ class Store:
         with self.reading() as db:
             rows = db.execute(select(m.c.measurement_json).where(m.c.run_id == run_id)
                               .order_by(m.c.id)).scalars().all()
-        return [dict(json.loads(row)) for row in rows]
+            return [_with_answers(db, run_id, json.loads(row)) for row in rows]
 
     def runs(self) -> list[dict[str, Any]]:
+        """Every run, oldest first, with its count of measurements and its ``status``:
+        ``ended`` (exit status N), ``interrupted`` (started, never ended: killed, or still
+        running), or ``""`` for a run recorded before runs were marked as ended."""
         m = MEASUREMENTS
         count = (select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id)
                  .scalar_subquery())
         with self.reading() as db:
-            rows = db.execute(select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count)
+            rows = db.execute(select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count,
+                                     RUNS.c.run_json)
                               .order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
         return [
-            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3]}
+            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3],
+             "status": _run_status(json.loads(r[4]))}
             for r in rows
         ]
 
@@ -416,6 +459,64 @@ class Store:
         if value is None:
             raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
         return dict(json.loads(value))
+
+
+def _answer_key(completion: Any) -> str:
+    """What identifies an answer (a completion's JSON) without holding it."""
+    blob = json.dumps(completion, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _answers_apart(measurement: dict[str, Any]) -> dict[str, Any]:
+    """A measurement as its row keeps it: each item's answer (its completion) is in the
+    ``items`` table already, so the item keeps only its key (``answer``) and every answer
+    is stored once; :func:`_with_answers` puts them back."""
+    items = measurement.get("items")
+    if not items:
+        return measurement
+    kept: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("completion"), dict):
+            answer = _answer_key(item["completion"])
+            item = {k: v for k, v in item.items() if k != "completion"}
+            item["answer"] = answer
+        kept.append(item)
+    return {**measurement, "items": kept}
+
+
+def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> dict[str, Any]:
+    """A stored measurement with its items' answers back from the ``items`` table (an answer
+    sent again since, under the same key, is not this item's: its completion stays None)."""
+    items = measurement.get("items")
+    if not items or not any(isinstance(i, dict) and "answer" in i for i in items):
+        return measurement
+    r, i = RUN_ITEMS, ITEMS
+    rows = db.execute(
+        select(r.c.item_id, i.c.record_json).select_from(r.join(
+            i, (i.c.serving_key == r.c.serving_key) & (i.c.benchmark == r.c.benchmark)
+            & (i.c.item_id == r.c.item_id) & (i.c.prompt_hash == r.c.prompt_hash)))
+        .where(r.c.run_id == run_id, r.c.model == measurement.get("model"),
+               r.c.benchmark == measurement.get("benchmark"))).all()
+    answers: dict[str, Any] = {}
+    for item_id, record_json in rows:
+        completion = json.loads(record_json).get("completion")
+        answers[_answer_key(completion)] = completion
+    back: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and "answer" in item:
+            answer = answers.get(str(item["answer"]))
+            item = {k: v for k, v in item.items() if k != "answer"}
+            item["completion"] = answer
+        back.append(item)
+    return {**measurement, "items": back}
+
+
+def _run_status(run: dict[str, Any]) -> str:
+    if "ended_at" not in run:
+        return ""
+    if run["ended_at"] is None:
+        return "interrupted"
+    return f"ended (exit status {run.get('exitstatus')})"
 
 
 def _json(value: Any) -> str:

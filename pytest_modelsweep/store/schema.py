@@ -30,8 +30,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-SCHEMA_VERSION = 2
-"""1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``)."""
+SCHEMA_VERSION = 3
+"""1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``); 3: a
+measurement's items keep their answers in ``items`` (each answer stored once; the rows of
+before are read as they are)."""
 
 #: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
 BASELINE_HISTORY = 5
@@ -146,7 +148,13 @@ def _keep_baseline_history(conn: Connection, dialect: str) -> None:
         ["name", "run_id", "saved_at"], source))
 
 
-UPGRADES: dict[int, Callable[[Connection, str], None]] = {1: _keep_baseline_history}
+def _answers_once(conn: Connection, dialect: str) -> None:
+    """2 → 3: nothing to move: measurements written before keep their answers in their own
+    row, and are read so; new rows keep them once (older releases must not read those)."""
+
+
+UPGRADES: dict[int, Callable[[Connection, str], None]] = {1: _keep_baseline_history,
+                                                        2: _answers_once}
 """Version N → N + 1, run in order after the missing tables are created."""
 
 
