@@ -43,6 +43,8 @@ from .pytest.collection import declares_benchmark
 from .pytest.context import (
     MODEL_PARAMS,
     active_run_state,
+    declared_benchmark_key,
+    evaluated_key,
     measurements_key,
     model_of_item,
     run_id,
@@ -260,6 +262,23 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A test declared ``modelsweep_benchmark(NAME)`` that returns without having measured
+    NAME fails in one line (else it would pass, and its comparisons blame it)."""
+    result = yield
+    declared = item.stash.get(declared_benchmark_key, None)
+    if declared is not None and not item.stash.get(evaluated_key, False):
+        from .core.errors import BenchmarkDeclarationError
+
+        raise BenchmarkDeclarationError(
+            f"{item.name} is declared @pytest.mark.modelsweep_benchmark({declared!r}) but "
+            f"measured nothing: call evaluate({declared!r}, items, scorer) (or, for a throughput "
+            f"benchmark, measure_throughput({declared!r}, ...)) in it, or remove the "
+            "declaration")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -447,7 +466,8 @@ class _ControllerHooks:
         terminalreporter.write_sep("=", "modelsweep measurements")
         for line in measurement_table(state.measurements):
             terminalreporter.write_line(line)
-        terminalreporter.write_line(f"results: {state.results_path}")
+        if state.results_path.is_file():  # (else a line above said why it is not)
+            terminalreporter.write_line(f"results: {state.results_path}")
 
 
 def _write_markdown(config: pytest.Config, state: RunState) -> None:
@@ -463,20 +483,23 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
 
     from .core.secrets import redact
 
-    from .core.outputs import write_failure
+    from .core.outputs import OutputError, write_failure
 
     text = redact(markdown_report(state.measurements, state.run, state.failures))
+    problems: list[str] = []
     if path:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text, encoding="utf-8")
         except OSError as error:
-            raise write_failure("--md", path, error) from None
+            problems.append(str(write_failure("--md", path, error)))
     try:
         append_step_summary(text)
     except OSError as error:
-        raise write_failure("$GITHUB_STEP_SUMMARY", os.environ["GITHUB_STEP_SUMMARY"],
-                            error) from None
+        problems.append(str(write_failure("$GITHUB_STEP_SUMMARY",
+                                          os.environ["GITHUB_STEP_SUMMARY"], error)))
+    if problems:
+        raise OutputError("; ".join(problems))
 
 
 @pytest.hookimpl(trylast=True)

@@ -68,9 +68,6 @@ class OptionDefaults:
     """The total bound of one request, connect to last byte."""
     verdict_wait: float = 7200.0
     fail_on_regression: Thresholds = field(default_factory=Thresholds)
-    allow_ungated: bool = False
-    """A ``--baseline`` run (or ``modelsweep compare``) that compared nothing with the
-    baseline fails, since it gated nothing; ``--allow-ungated`` passes it."""
     repeats: int | None = 3
     """None: ``--repeats auto``."""
     repeats_target: float = 0.05
@@ -280,7 +277,10 @@ def add_slo_cost_options(addoption: AddOption) -> None:
 
 
 def add_ungated_option(addoption: AddOption) -> None:
-    addoption("--allow-ungated", action="store_true", default=DEFAULTS.allow_ungated,
+    """``--allow-ungated`` (a flag: off unless given, as ``--allow-unjudged``): a
+    ``--baseline`` run or ``modelsweep compare`` that compared nothing with the baseline
+    fails, since it gated nothing, unless it is given."""
+    addoption("--allow-ungated", action="store_true", default=False,
               help="pass when nothing could be compared with the baseline (every row new: "
                    "other models, benchmarks or settings); default: that fails, since "
                    "nothing was gated")

@@ -341,6 +341,7 @@ def measure_throughput(
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DataError(f"{benchmark}: {what} must be a positive integer, got {value!r}")
         texts = checked_prompts(benchmark, prompts)
+        node.stash[evaluated_key] = True
         endpoint: Endpoint = request.getfixturevalue("endpoint")
         measure_setting(endpoint, bench_settings, record_measurement, benchmark, concurrency,
                         None, modelsweep_run.write_line, output_tokens=output_tokens,
