@@ -446,14 +446,17 @@ class _ControllerHooks:
 
         for line in state.session_errors:
             terminalreporter.write_line(redact(f"modelsweep: {line}"), red=True)
-        if state.gate_rows or state.gate_error:
+        if state.gate_rows or state.gate_error or state.gate_ungated:
             from .judging.gate import gate_table
 
             failed = sum(row.failed for row in state.gate_rows)
+            ungated = bool(state.gate_ungated) and not state.options.allow_ungated
+            bad = bool(failed or state.gate_error or ungated)
             terminalreporter.write_sep(
                 "=", f"modelsweep baseline {state.options.baseline}: "
-                     + (f"{failed} regressed or not comparable" if failed else "no regression"),
-                red=bool(failed or state.gate_error), green=not (failed or state.gate_error),
+                     + (f"{failed} regressed or not comparable" if failed
+                        else "compared nothing" if state.gate_ungated else "no regression"),
+                red=bad, green=not bad,
             )
             if state.gate_error:
                 terminalreporter.write_line(redact(f"modelsweep: {state.gate_error}"), red=True)

@@ -83,3 +83,50 @@ def test_compare_help_names_the_gated_benchmarks(capsys: pytest.CaptureFixture[s
             "accuracy (your own); throughput: throughput, "
             "long_prompt (other measurements are not gated)") in out
     assert "smoke" not in out
+
+
+# --------------------------------------------------------------------------- merge refuses what compares ambiguously
+
+def _user_runs(pytester: pytest.Pytester, *limits: int) -> list[Path]:
+    """Real runs of a user's benchmark (10 items) on the reference, one per ``--limit``."""
+    from sse_server import SseServer
+    from user_projects import MODELS, eval_bench, options, project
+
+    project(pytester, test_mine=eval_bench(items=10))
+    paths = []
+    with SseServer(served_names=MODELS) as server:
+        for k, limit in enumerate(limits):
+            path = pytester.path / f"run{k}.json"
+            pytester.runpytest_subprocess(*options(
+                server.base_url, "--model=ref", "-k", "not verdict", "--modelsweep-dir=work",
+                f"--limit={limit}", f"--results={path}"), timeout=60).assert_outcomes(passed=1)
+            paths.append(path)
+    return paths
+
+
+def test_merge_refuses_a_run_given_twice(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+) -> None:
+    (run,) = _user_runs(pytester, 4)
+    run_id = json.loads(run.read_text())["run"]["run_id"]
+    out = pytester.path / "merged.json"
+    assert main(["merge", str(run), str(run), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"modelsweep: error: refusing to merge run {run_id} twice "
+                                       f"(given as {run} and {run}); give each run once\n")
+    assert not out.exists()
+
+
+def test_merge_refuses_one_benchmark_measured_under_two_settings(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 4-item and a 5-item run of one model's benchmark: the merged file would hold two
+    measurements of it, and a comparison of it would pick one of them."""
+    first, second = _user_runs(pytester, 4, 5)
+    ids = [json.loads(p.read_text())["run"]["run_id"] for p in (first, second)]
+    out = pytester.path / "merged.json"
+    assert main(["merge", str(first), str(second), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"modelsweep: error: refusing to merge: ref my_eval was measured under different "
+        f"settings: limit=4, subset=True in run {ids[0]}, limit=5, subset=True in run {ids[1]}; "
+        "a merged file holds each model's benchmark once: leave one of the runs out\n")
+    assert not out.exists()

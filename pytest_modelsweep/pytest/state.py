@@ -123,6 +123,8 @@ class RunState:
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
+    gate_ungated: str = ""
+    """Why the gate compared nothing (every row new), or ``""``."""
     _baseline: list[dict[str, Any]] | None = None
 
     @cached_property
@@ -363,6 +365,7 @@ class RunState:
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
         reason = ungated_reason(self.gate_rows, self.measurements)
+        self.gate_ungated = reason or ""
         if reason is not None and not self.options.allow_ungated:
             self.session_errors.append(
                 f"--baseline {self.options.baseline}: {reason}; run the baseline's benchmarks "
