@@ -165,7 +165,9 @@ def test_own_store_reopens_and_keeps_its_runs(store_at: str) -> None:
     store.close()
     again = Store(store_at, create=False)
     assert again.runs() == [{"run_id": "r1", "started_at": "2025-01-01", "sweep_name": "embedded",
-                             "measurements": 0}]
+                             "measurements": 0, "status": "interrupted"}]  # (not ended yet)
+    again.end_run("r1", "2025-01-01T01:00:00+00:00", 0)
+    assert again.runs()[0]["status"] == "ended (exit status 0)"
     again.close()
 
 
