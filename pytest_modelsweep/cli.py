@@ -164,6 +164,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"refusing to merge run {run_id} twice (given as {given[run_id]} and {ref}); "
                 "give each run once")
         given[run_id] = ref
+        runs.append(run)
+        unsound = [reason for m in ms if (reason := unsound_reason(m, f"in run {ref}"))]
+        if unsound:
+            raise ModelsweepError(
+                f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
+                f"conclusion (first: {unsound[0]})"
+            )
         for m in ms:
             # one merged file holds each model's accuracy benchmark once (whatever its
             # settings) and each other measurement once per setting, so that a comparison of
@@ -183,13 +190,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
                     f"refusing to merge: {what[0]} {what[1]} was measured {conflict}; a merged "
                     "file holds each model's benchmark once: leave one of the runs out")
             measured[identity] = (run_id, setting)
-        runs.append(run)
-        unsound = [reason for m in ms if (reason := unsound_reason(m, f"in run {ref}"))]
-        if unsound:
-            raise ModelsweepError(
-                f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
-                f"conclusion (first: {unsound[0]})"
-            )
         for m in ms:
             digest = (m.get("provenance") or {}).get("image_digest")
             if m.get("provenance"):

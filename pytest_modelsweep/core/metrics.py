@@ -215,9 +215,6 @@ def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
     problem = benchmark_name_problem(name)
     if problem is not None:
         raise ValueError(problem)
-    existing = METRICS.get(name)
-    if existing is not None and existing.name in _BUILT_IN:
-        raise ValueError(f"{name!r} is modelsweep's own benchmark {existing.label!r}")
     metric = accuracy_metric(name, label)
     METRICS[name] = metric
     return metric
