@@ -63,7 +63,7 @@ def test_screen(
                 "gpu_memory_utilization": sweep.screening.gpu_memory_utilization,
                 "kv_headroom_gib": sweep.screening.kv_headroom_gib,
             },
-            stats=result.as_dict(),
+            stats=result,
         )
     if not result.accepted:
         # The CLI's --offline-fixtures is this environment variable here.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_modelsweep.core.measurements import SmokeStats
 from pytest_modelsweep.pytest.fixtures import RecordMeasurement
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.workloads.smoke import run_smoke
@@ -18,12 +19,7 @@ def test_smoke(endpoint: Endpoint, record_measurement: RecordMeasurement) -> Non
         "tokens/s",
         1,
         params={"max_tokens": 32, "prompting": endpoint.model.prompting},
-        stats={
-            "latency_s": result.latency_s,
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "finish_reason": result.finish_reason,
-            "text": result.text,
-        },
+        stats=SmokeStats(result.latency_s, result.prompt_tokens, result.completion_tokens,
+                         result.finish_reason, result.text),
     )
     assert result.completion_tokens > 0

@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.errors import ModelsweepError
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
@@ -28,6 +28,9 @@ from .core.options import (
 )
 from .core.secrets import redacted
 from .core.store_location import StoreLocation
+
+if TYPE_CHECKING:
+    from .core.measurements import Measurement
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -72,41 +75,45 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the measurement table of a results file (or an interrupted run's journal)."""
+    from .core.measurements import measurements_of
     from .report.terminal import measurement_table
     from .store.results import load_results
 
     data = load_results(Path(args.path))
+    measurements = measurements_of(data["measurements"])
     if args.json:
-        json.dump(data, sys.stdout, indent=1)
+        json.dump({**data, "measurements": [m.to_dict() for m in measurements]}, sys.stdout,
+                  indent=1)
         print()
         return 0
     run = data.get("run", {})
     print(f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
           f"commit {str((run.get('project') or {}).get('commit'))[:12]}")
-    for line in measurement_table(data["measurements"]):
+    for line in measurement_table(measurements):
         print(line)
     return 0
 
 
 def _run_measurements(
     store: StoreLocation, ref: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[Measurement]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+    from .core.measurements import measurements_of
     from .store.database import Store
     from .store.results import load_results
 
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
         data = load_results(path)
-        return data.get("run", {}), list(data["measurements"])
+        return data.get("run", {}), measurements_of(data["measurements"])
     if store.path is not None and not store.path.exists():
         raise ModelsweepError(f"{store}: no store there; pass --store or a results file")
     opened = Store(store, create=False)
     run_id = opened.baseline_run(ref) or ref
-    return opened.run(run_id), opened.measurements(run_id)
+    return opened.run(run_id), measurements_of(opened.measurements(run_id))
 
 
-def _baseline_side(store: StoreLocation, ref: str) -> list[dict[str, Any]]:
+def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
     """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
     does); a run id or results file, that one run."""
     from .judging.gate import baseline_history
@@ -143,6 +150,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Join runs made on different chips or days into one results file (same image digest only)."""
+    from dataclasses import replace
     from datetime import UTC, datetime
 
     from .core.outputs import check_output_file
@@ -175,11 +183,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
             # one merged file holds each model's accuracy benchmark once (whatever its
             # settings) and each other measurement once per setting, so that a comparison of
             # it finds one measurement, never two that disagree
-            what = (str(m.get("model")), str(m.get("benchmark")))
+            what = (m.model, m.benchmark)
             setting = setting_of(m)
-            metric = metric_for(what[1], m.get("unit"))
+            metric = metric_for(m.benchmark, m.unit)
             identity = what if metric is not None and metric.kind is Kind.ACCURACY \
-                else (what[0], f"{what[1]} {setting}")
+                else (m.model, f"{m.benchmark} {setting}")
             if identity in measured:
                 earlier, earlier_setting = measured[identity]
                 conflict = ("under different settings: " + _shown_setting(earlier_setting)
@@ -187,17 +195,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
                             + f" in run {run_id}") if earlier_setting != setting else \
                     f"in run {earlier} and in run {run_id}"
                 raise ModelsweepError(
-                    f"refusing to merge: {what[0]} {what[1]} was measured {conflict}; a merged "
-                    "file holds each model's benchmark once: leave one of the runs out")
+                    f"refusing to merge: {m.model} {m.benchmark} was measured {conflict}; a "
+                    "merged file holds each model's benchmark once: leave one of the runs out")
             measured[identity] = (run_id, setting)
-        for m in ms:
-            digest = (m.get("provenance") or {}).get("image_digest")
-            if m.get("provenance"):
-                digests.setdefault(str(digest), str(run.get("run_id", ref)))
-            model = m.get("model")
-            if model and m.get("provenance"):
-                endpoints.setdefault(model, m["provenance"])
-            measurements.append({**m, "run_id": run.get("run_id", ref)})
+            if m.provenance:
+                digests.setdefault(str(m.provenance.get("image_digest")),
+                                   str(run.get("run_id", ref)))
+                if m.model:
+                    endpoints.setdefault(m.model, m.provenance)
+            measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
     if len(digests) > 1:
         shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
         raise ModelsweepError(
@@ -220,6 +226,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML and/or Markdown report of a stored run without re-running it."""
+    from .core.measurements import measurements_of
     from .core.outputs import check_output_file, write_failure
     from .report.html import write_html_report
     from .report.markdown import markdown_report
@@ -228,7 +235,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if path is not None:
             check_output_file(path, option)
     run, measurements = _run_measurements(args.store, args.run)
-    run, measurements = redacted(run), redacted(measurements)
+    # (written by a version that did not redact everything, a store may hold a secret)
+    run = redacted(run)
+    measurements = measurements_of([redacted(m.to_dict()) for m in measurements])
     if args.html:
         try:
             print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")

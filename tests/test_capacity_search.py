@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from pytest_modelsweep.core.measurements import CapacityStats
 from pytest_modelsweep.core.slo import Goodput
 from pytest_modelsweep.core.stats import Verdict
 from pytest_modelsweep.workloads.capacity import (
@@ -100,7 +102,7 @@ def test_the_target_is_inclusive_and_steps_keep_their_figures() -> None:
     assert [(s.concurrency, s.slo_attainment, s.passed) for s in result.steps] == [
         (1, 1.0, True), (2, 0.9, True), (4, 0.8, False), (3, 0.9, True)]
     assert result.bracket == (3, 4)
-    assert result.steps[2].as_dict() == {
+    assert result.steps[2].to_dict() == {
         "concurrency": 4, "slo_attainment": 0.8, "good": 8, "requests": 10, "goodput_rps": 2.0,
         "output_tokens_per_s": 400.0, "duration_s": 4.0, "passed": False, "violations": []}
 
@@ -206,11 +208,15 @@ def test_a_reference_with_capacity_zero_cannot_be_divided_by() -> None:
         capacity_ratio(bracket(3, 4), bracket(0, 1))
 
 
+def measured_bracket(stats: dict[str, Any]) -> CapacityBracket:
+    return CapacityStats.from_dict(stats).measured_bracket()
+
+
 def test_brackets_read_back_from_stats() -> None:
-    assert CapacityBracket.from_stats({"capacity": 3, "bracket": [3, 4]}) == bracket(3, 4)
-    assert CapacityBracket.from_stats({"capacity": 16, "bracket": [16, None]}) == bracket(16, None)
+    assert measured_bracket({"capacity": 3, "bracket": [3, 4]}) == bracket(3, 4)
+    assert measured_bracket({"capacity": 16, "bracket": [16, None]}) == bracket(16, None)
     assert bracket(16, None).text() == "[16, open]" and bracket(3, 4).text() == "[3, 4]"
     for stats in ({"capacity": None, "bracket": None}, {"capacity": 3, "bracket": [2, 4]},
                   {"capacity": 3, "bracket": [3, 3]}, {"capacity": 3}):
         with pytest.raises(ValueError):
-            CapacityBracket.from_stats(stats)
+            measured_bracket(stats)

@@ -7,23 +7,28 @@ from pathlib import Path
 
 import pytest
 
+from pytest_modelsweep.api.evaluation import summarise_items
 from pytest_modelsweep.cli import main
+from pytest_modelsweep.core.measurements import AccuracyStats, Measurement
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.store.results import SCHEMA
 
 
 def results_file(path: Path, correct: int, digest: str | None = "sha256:aaa",
                  model: str = "qwen3-4b") -> Path:
+    """A run's results file with one GSM8K measurement of 100 items, ``correct`` of them right,
+    recorded as ``evaluate`` records one."""
     items = [ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=i < correct, response="",
-                        data_hash="d").to_dict() for i in range(100)]
+                        data_hash="d") for i in range(100)]
     prov = {"server_name": "vllm", "server_version": "0.30", "image_digest": digest,
             "server_settings": {"max_model_len": 4096}}
+    stats = AccuracyStats.of(summarise_items(items), {}, sent=100, reused=0, wall_s=1.0)
+    measurement = Measurement(model, "gsm8k", stats.accuracy, "accuracy", stats.n,
+                              params={"limit": 100}, stats=stats,
+                              items=[item.to_dict() for item in items], provenance=prov,
+                              test_id="t", outcome="passed")
     doc = {"schema": SCHEMA, "run": {"run_id": path.stem, "sweep_name": "tpu-v5e"},
-           "endpoints": {}, "summary": {},
-           "measurements": [{"model": model, "benchmark": "gsm8k", "value": correct / 100,
-                             "unit": "accuracy", "n": 100, "params": {"limit": 100},
-                             "stats": {}, "items": items, "requests": [], "provenance": prov,
-                             "test_id": "t", "outcome": "passed"}]}
+           "endpoints": {}, "summary": {}, "measurements": [measurement.to_dict()]}
     path.write_text(json.dumps(doc))
     return path
 

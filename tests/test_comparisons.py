@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.core.records import ItemRecord, Measurement
+from pytest_modelsweep.core.measurements import Measurement, ThroughputStats
+from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.judging.comparisons import (
     ComparisonFinder,
     Failed,
@@ -45,8 +46,13 @@ def record_rate(store: Store, run_id: str, model: str, concurrency: int, values:
         n=4 * len(values),
         params={"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": 256,
                 "timed_requests": 4, "repeats": len(values)},
-        stats={"repeat_values": values}, provenance=PROV,
+        stats=ThroughputStats(repeat_values=tuple(values)), provenance=PROV,
         test_id=f"test_throughput.py::test_throughput[{model}-c{concurrency}]").to_dict())
+
+
+def repeat_values(side: ModelMeasurement) -> tuple[float, ...]:
+    assert isinstance(side.stats, ThroughputStats)
+    return side.stats.repeat_values
 
 
 @pytest.fixture
@@ -174,11 +180,11 @@ def test_the_measurement_of_this_runs_setting_is_found_by_its_parameters(store: 
         "m", "throughput", {"concurrency": 16, "prompt_tokens": None}, expected_tests=["t"])
     assert isinstance(short, Found)
     assert isinstance(short.side, ModelMeasurement)
-    assert short.side.stats["repeat_values"] == [90.0, 95.0] and short.side.run_id == RUN
+    assert repeat_values(short.side) == (90.0, 95.0) and short.side.run_id == RUN
     assert short.side.provenance == PROV
     long = finder(store).measurement(
         "m", "throughput", {"concurrency": 16, "prompt_tokens": 1024}, expected_tests=["t"])
-    assert isinstance(long, Found) and long.side.stats["repeat_values"] == [50.0, 52.0]
+    assert isinstance(long, Found) and repeat_values(long.side) == (50.0, 52.0)
 
 
 def test_a_measurement_from_the_latest_earlier_run_at_the_same_setting(store: Store) -> None:
@@ -188,7 +194,7 @@ def test_a_measurement_from_the_latest_earlier_run_at_the_same_setting(store: St
     outcome = finder(store).measurement(
         "ref", "throughput", {"concurrency": 4, "prompt_tokens": None}, expected_tests=[])
     assert isinstance(outcome, Found)
-    assert outcome.side.run_id == "newer" and outcome.side.stats["repeat_values"] == [30.0, 31.0]
+    assert outcome.side.run_id == "newer" and repeat_values(outcome.side) == (30.0, 31.0)
 
 
 def test_a_setting_nowhere_is_missing(store: Store) -> None:
@@ -227,7 +233,7 @@ def test_waits_for_a_measurement_another_writer_is_still_recording(store: Store)
         "ref", "throughput", {"concurrency": 4, "prompt_tokens": None},
         expected_tests=["test_throughput[ref-c4]"])
     writer.join()
-    assert isinstance(outcome, Found) and outcome.side.stats["repeat_values"] == [20.0, 22.0]
+    assert isinstance(outcome, Found) and repeat_values(outcome.side) == (20.0, 22.0)
 
 
 def test_setting_text() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.core.measurements import Contention
 from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
 from pytest_modelsweep.workloads.contention import ContentionMeter, coefficient_of_variation
 
@@ -21,7 +22,7 @@ FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
           "steal_share", "load1_end", "contended"}
 
 
-def window(server_pids: list[int] | None = None, work: Any = None) -> dict[str, Any]:
+def window(server_pids: list[int] | None = None, work: Any = None) -> Contention:
     with ContentionMeter(server_pids) as meter:
         if work is None:
             time.sleep(WINDOW_S)
@@ -69,14 +70,14 @@ def test_a_cpu_hog_is_contention_and_a_quiet_window_is_lower(
     hog.kill()
     hog.wait()
     quiet = window()
-    assert set(busy) == FIELDS and set(quiet) == FIELDS
-    assert busy["contended"] is True
-    assert busy["other_cpu_cores"] >= 0.5
-    assert quiet["other_cpu_cores"] < busy["other_cpu_cores"]
-    assert busy["server_cpu_cores"] is None  # no server of ours
-    assert busy["window_s"] == pytest.approx(WINDOW_S, abs=0.3)
-    assert 0 <= busy["steal_share"] <= 1
-    assert busy["load1_end"] is not None
+    assert set(busy.to_dict()) == FIELDS and set(quiet.to_dict()) == FIELDS
+    assert busy.contended is True
+    assert busy.other_cpu_cores is not None and busy.other_cpu_cores >= 0.5
+    assert quiet.other_cpu_cores is not None and quiet.other_cpu_cores < busy.other_cpu_cores
+    assert busy.server_cpu_cores is None  # no server of ours
+    assert busy.window_s == pytest.approx(WINDOW_S, abs=0.3)
+    assert busy.steal_share is not None and 0 <= busy.steal_share <= 1
+    assert busy.load1_end is not None
 
 
 @linux
@@ -90,9 +91,10 @@ def test_our_own_busy_loop_is_the_client_not_others(hog: subprocess.Popen[bytes]
         thread.join()
 
     ours = window(work=spin_in_a_thread)
-    assert ours["client_cpu_cores"] >= 0.5
-    assert hogged["client_cpu_cores"] < ours["client_cpu_cores"]
-    assert ours["other_cpu_cores"] < hogged["other_cpu_cores"]
+    assert ours.client_cpu_cores is not None and ours.client_cpu_cores >= 0.5
+    assert hogged.client_cpu_cores is not None and hogged.client_cpu_cores < ours.client_cpu_cores
+    assert ours.other_cpu_cores is not None and hogged.other_cpu_cores is not None
+    assert ours.other_cpu_cores < hogged.other_cpu_cores
 
 
 @linux
@@ -101,22 +103,26 @@ def test_the_servers_processes_and_their_children_are_the_server_not_others(
 ) -> None:
     as_other = window()
     as_server = window([hog_parent.pid])
-    assert as_other["contended"] is True and as_other["server_cpu_cores"] is None
-    assert as_server["server_cpu_cores"] >= 0.5  # the child's CPU, found below the pid
-    assert as_server["other_cpu_cores"] < as_other["other_cpu_cores"]
+    assert as_other.contended is True and as_other.server_cpu_cores is None
+    # the child's CPU, found below the pid
+    assert as_server.server_cpu_cores is not None and as_server.server_cpu_cores >= 0.5
+    assert as_server.other_cpu_cores is not None and as_other.other_cpu_cores is not None
+    assert as_server.other_cpu_cores < as_other.other_cpu_cores
 
 
 def test_without_proc_every_figure_is_unknown(tmp_path: Path) -> None:
     with ContentionMeter([1], proc=tmp_path) as meter:
         pass
-    assert meter.result["contended"] is None
-    assert {k for k, v in meter.result.items() if v is not None} <= {"window_s", "load1_end"}
+    assert meter.result.contended is None
+    assert {k for k, v in meter.result.to_dict().items() if v is not None} <= {"window_s",
+                                                                              "load1_end"}
 
 
 def test_the_contended_limit_is_others_cores(hog: subprocess.Popen[bytes]) -> None:
     with ContentionMeter(None, max_other_cores=50.0) as meter:
         time.sleep(0.5)
-    assert meter.result["contended"] is False or meter.result["steal_share"] > 0.05
+    steal = meter.result.steal_share
+    assert meter.result.contended is False or (steal is not None and steal > 0.05)
 
 
 def test_coefficient_of_variation() -> None:

@@ -291,10 +291,13 @@ def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_real(tmp_path_factory.mktemp("decision_run"))
+
+
+def run_real(path: Path) -> Run:
     """Accuracy (30 items each), verdicts, c16 throughput (2 repeats of 16 requests) and its
     ratios, screening, priced by the sweep's ``[pricing]``: the reference and one candidate
     stream a token every 0.4 ms, the other candidate every 4 ms."""
-    path = tmp_path_factory.mktemp("decision_run")
     delays = {REFERENCE: 0.0004, SAME: 0.0004, WORSE: 0.004}
     servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
                for model, delay in delays.items()}
@@ -368,10 +371,13 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.fixture(scope="module")
 def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_capacity_only(tmp_path_factory.mktemp("capacity_only_run"))
+
+
+def run_capacity_only(path: Path) -> Run:
     """c16 throughput (2 repeats) and capacity only, priced by --usd-per-hour: the reference
     serves 3 requests at once, one candidate 4 (the maximum), one sends its first token after
     0.2 s (capacity 0), and one stops every stream after 12 tokens (a broken search)."""
-    path = tmp_path_factory.mktemp("capacity_only_run")
     servers = {REFERENCE: slotted(REFERENCE, 3), SAME: slotted(SAME, 4),
                WORSE: slotted(WORSE, None, first_token_delay_s=0.2),
                UNREACHABLE: slotted(UNREACHABLE, None, fault="short:12")}
@@ -388,10 +394,13 @@ def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.fixture(scope="module")
 def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_failed_reference(tmp_path_factory.mktemp("failed_reference"))
+
+
+def run_failed_reference(path: Path) -> Run:
     """GSM8K and its verdicts, the reference's server failing one of the 6 items, and c16
     throughput with no price; a third candidate's server is not there at all (a closed
     port)."""
-    path = tmp_path_factory.mktemp("failed_reference")
     replies = {model: replies_of(model) for model in (REFERENCE, *CANDIDATES)}
     second = doc_to_text(load_gsm8k(GSM8K)[1])
     servers = {model: AnsweringServer(model, replies[model], chunk_delay_s=0.0,

@@ -6,9 +6,11 @@ import json
 import math
 import re
 from argparse import ArgumentTypeError
+from typing import Any
 
 import pytest
 
+from pytest_modelsweep.core.measurements import Measurement, ThroughputStats
 from pytest_modelsweep.core.options import Thresholds, parse_thresholds
 from pytest_modelsweep.judging.gate import compare_with_baseline
 
@@ -130,10 +132,10 @@ def test_parse_thresholds() -> None:
 
 
 def test_a_changed_server_is_not_comparable() -> None:
-    def m(version: str) -> dict:
-        return {"model": "a", "benchmark": "throughput", "value": 100.0, "params": {},
-                "stats": {"repeat_values": [100.0, 100.0]},
-                "provenance": {"server_name": "vllm", "server_version": version}}
+    def m(version: str) -> Measurement:
+        return Measurement("a", "throughput", 100.0, "tokens/s", 8,
+                           stats=ThroughputStats(repeat_values=(100.0, 100.0)),
+                           provenance={"server_name": "vllm", "server_version": version})
 
     [row] = compare_with_baseline([m("0.31")], [m("0.30")], Thresholds())
     assert row.status == "not comparable" and row.failed
@@ -141,9 +143,8 @@ def test_a_changed_server_is_not_comparable() -> None:
 
 
 def test_smoke_is_not_gated_throughput_is() -> None:
-    def m(benchmark: str, value: float) -> dict:
-        return {"model": "a", "benchmark": benchmark, "value": value, "unit": "tokens/s",
-                "params": {"max_tokens": 32}, "stats": {}, "provenance": {}}
+    def m(benchmark: str, value: float) -> Measurement:
+        return Measurement("a", benchmark, value, "tokens/s", 1, params={"max_tokens": 32})
 
     # one smoke generation at half the speed: a single timing, no interval, not a regression;
     # a throughput figure of one repeat has no interval either: listed, not judged, not failed
@@ -156,12 +157,15 @@ def test_smoke_is_not_gated_throughput_is() -> None:
 PROV = {"server_name": "llama.cpp", "server_version": "1"}
 
 
-def tm(values: list[float], concurrency: int = 4, benchmark: str = "throughput") -> dict:
-    return {"model": "a", "benchmark": benchmark, "value": sum(values) / len(values),
-            "unit": "tokens/s", "outcome": "passed",
-            "params": {"concurrency": concurrency, "prompt_tokens": None, "output_tokens": 256,
-                       "timed_requests": 8, "repeats": len(values)},
-            "stats": {"repeat_values": values}, "provenance": PROV}
+def tm(values: list[float], concurrency: int = 4, benchmark: str = "throughput",
+       provenance: dict[str, Any] = PROV) -> Measurement:
+    """A throughput setting's measurement with these repeats (the gate reads nothing else)."""
+    return Measurement(
+        "a", benchmark, sum(values) / len(values), "tokens/s", 8 * len(values),
+        params={"concurrency": concurrency, "prompt_tokens": None, "output_tokens": 256,
+                "timed_requests": 8, "repeats": len(values)},
+        stats=ThroughputStats(repeat_values=tuple(values)), provenance=provenance,
+        outcome="passed")
 
 
 def test_throughput_regresses_only_when_the_whole_interval_is_beyond_the_threshold() -> None:
@@ -197,7 +201,7 @@ def test_a_baseline_of_several_runs_widens_the_interval_by_their_spread() -> Non
 
 
 def test_a_baseline_run_of_another_server_is_left_out_of_the_history() -> None:
-    other = {**tm([50.0, 51.0, 49.0]), "provenance": {"server_name": "llama.cpp", "server_version": "0"}}
+    other = tm([50.0, 51.0, 49.0], provenance={"server_name": "llama.cpp", "server_version": "0"})
     [row] = compare_with_baseline([tm([100.0, 99.0, 101.0])], [other, tm([100.0, 101.0, 99.0])],
                                   Thresholds())
     assert row.status == "ok" and "1 older baseline run(s) left out" in row.note

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_modelsweep.core import metrics
+from pytest_modelsweep.core.measurements import measurements_of
 from pytest_modelsweep.core.metrics import (
     MARKERS,
     METRICS,
@@ -23,8 +24,9 @@ from pytest_modelsweep.core.metrics import (
 )
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.core.options import Thresholds
-from pytest_modelsweep.judging.gate import compare_with_baseline, gate_table
-from pytest_modelsweep.report.tables import measurement_kind, summary_tables
+from pytest_modelsweep.judging.gate import GateRow, gate_table
+from pytest_modelsweep.judging.gate import compare_with_baseline as compare_records
+from pytest_modelsweep.report.tables import measurement_kind, records, summary_tables
 
 BENCHES = Path(__file__).resolve().parents[1] / "benches"
 PYTEST_OWN_MARKS = {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings"}
@@ -54,21 +56,28 @@ def markers_used_in_benches() -> set[str]:
 
 
 def benchmarks_recorded_in_benches() -> set[str]:
-    """Literal benchmark names passed to ``record_measurement`` or ``evaluate`` or set as a
-    parameter in benches (and in the plugin's comparison fixtures, which record on the benches'
-    behalf)."""
+    """Benchmark names passed to ``record_measurement`` or ``evaluate`` or set as a parameter
+    in benches, and recorded by the package on the benches' behalf (the workloads'
+    ``record_measurement`` calls, the comparisons' ``Judged`` records): a literal, or a
+    constant of the metric table."""
     names = set()
-    fixtures = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "pytest" / "fixtures.py"
-    for tree in [*bench_trees(), ast.parse(fixtures.read_text())]:
+    package = Path(__file__).resolve().parents[1] / "pytest_modelsweep"
+    recording = [package / "workloads" / "capacity.py", package / "workloads" / "setting.py",
+                 package / "judging" / "kinds.py"]
+    for tree in [*bench_trees(), *(ast.parse(path.read_text()) for path in recording)]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
-            first = node.args[0]
             callee = node.func
             called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
-            if (called in ("record_measurement", "evaluate", "param")
-                    and isinstance(first, ast.Constant) and isinstance(first.value, str)):
-                names.add(first.value)
+            position = {"record_measurement": 0, "evaluate": 0, "param": 0, "Judged": 1}
+            if called not in position or len(node.args) <= position[called]:
+                continue
+            named = node.args[position[called]]
+            if isinstance(named, ast.Constant) and isinstance(named.value, str):
+                names.add(named.value)
+            elif isinstance(named, ast.Name) and isinstance(getattr(metrics, named.id, None), str):
+                names.add(getattr(metrics, named.id))
     return names
 
 
@@ -81,7 +90,8 @@ def test_every_marker_of_the_benches_is_in_the_table() -> None:
 
 def test_every_benchmark_the_benches_record_is_in_the_table() -> None:
     recorded = benchmarks_recorded_in_benches()
-    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "throughput_ratio", "screen"} <= recorded
+    assert {"smoke", "throughput", "long_prompt", "gsm8k", "bfcl", "throughput_ratio", "screen",
+            "capacity", "capacity_ratio"} <= recorded
     assert {name for name in recorded if metric_for(name) is None} == set()
 
 
@@ -152,6 +162,13 @@ RECALL = Metric("recall", Kind.ACCURACY, "score", True, "Recall accuracy", "reca
                 "needle-in-a-haystack recall")
 
 
+def compare_with_baseline(current: list[dict[str, Any]], baseline: list[dict[str, Any]],
+                          thresholds: Thresholds, *, resamples: int) -> list[GateRow]:
+    """The gate on measurement dicts as the results file holds them."""
+    return compare_records(measurements_of(current), measurements_of(baseline), thresholds,
+                           resamples=resamples)
+
+
 def test_an_unknown_name_is_read_by_its_unit() -> None:
     # tokens/s: a user's own throughput shape (modelsweep_benchmark(..., kind="throughput")),
     # gated and tabled as throughput under a title made from its name
@@ -159,14 +176,14 @@ def test_an_unknown_name_is_read_by_its_unit() -> None:
         "decode_speed", [100.0, 101.0])
     [row] = compare_with_baseline([now], [before], Thresholds(), resamples=200)
     assert row.benchmark == "decode_speed" and row.status == "regressed"
-    assert measurement_kind(now) == "throughput"
-    assert [(t.title, t.kind) for t in summary_tables([now])] == [
+    assert measurement_kind(*records([now])) == "throughput"
+    assert [(t.title, t.kind) for t in summary_tables(records([now]))] == [
         ("decode_speed throughput", "throughput")]
     # a unit the table does not know: neither gated nor in a metric's table
     odd = {**now, "unit": "ms"}
     assert compare_with_baseline([odd], [{**before, "unit": "ms"}], Thresholds(),
                                  resamples=200) == []
-    assert measurement_kind(odd) == "other"
+    assert measurement_kind(*records([odd])) == "other"
 
 
 def test_a_registered_throughput_metric_is_throughput_to_gate_and_report(
@@ -180,8 +197,8 @@ def test_a_registered_throughput_metric_is_throughput_to_gate_and_report(
     assert row.status == "regressed" and row.benchmark == "decode_speed"
     assert "-20.0%" in gate_table([row])[2]  # throughput change in percent, not points
 
-    assert measurement_kind(now) == "throughput"
-    [table] = summary_tables([now])
+    assert measurement_kind(*records([now])) == "throughput"
+    [table] = summary_tables(records([now]))
     assert (table.title, table.kind) == ("Decode speed", "throughput")
     assert markers()["decode_speed"] == "decode-only throughput"
 
@@ -198,18 +215,18 @@ def test_a_registered_accuracy_metric_is_accuracy_to_gate_and_report(
 
     verdict = {"model": "b", "benchmark": "verdict:recall", "value": 0.0,
                "unit": "accuracy difference", "n": 100, "params": {}, "stats": {}}
-    tables = summary_tables([throughput_measurement("throughput", [10.0]), now, verdict])
+    tables = summary_tables(records([throughput_measurement("throughput", [10.0]), now, verdict]))
     assert [(t.title, t.kind) for t in tables] == [
         ("Verdicts", "verdicts"), ("Recall accuracy", "accuracy"), ("Throughput", "throughput")]
 
 
 def test_reports_order_benchmarks_as_the_table_does(monkeypatch: pytest.MonkeyPatch) -> None:
     measurements = [throughput_measurement(name, [10.0]) for name in ("long_prompt", "throughput")]
-    assert [t.title for t in summary_tables(measurements)] == ["Throughput", "Long-prompt throughput"]
+    assert [t.title for t in summary_tables(records(measurements))] == ["Throughput", "Long-prompt throughput"]
     reordered = {name: METRICS[name] for name in ("long_prompt", "throughput")}
     reordered.update({n: m for n, m in METRICS.items() if n not in reordered})
     monkeypatch.setattr(metrics, "METRICS", reordered)
-    assert [t.title for t in summary_tables(measurements)] == ["Long-prompt throughput", "Throughput"]
+    assert [t.title for t in summary_tables(records(measurements))] == ["Long-prompt throughput", "Throughput"]
 
 
 # --------------------------------------------------------------------------- a user's benchmark
@@ -233,8 +250,8 @@ def test_a_users_accuracy_benchmark_is_gated_in_points() -> None:
     [row] = compare_with_baseline([now], [before], Thresholds(), resamples=500)
     assert row.status == "regressed" and row.benchmark == "quick_facts"
     assert "-30.0pp" in gate_table([row])[2]
-    assert measurement_kind(now) == "accuracy"
-    [table] = summary_tables([now])
+    assert measurement_kind(*records([now])) == "accuracy"
+    [table] = summary_tables(records([now]))
     assert (table.title, table.kind) == ("quick_facts accuracy", "accuracy")
 
 

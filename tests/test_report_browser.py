@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from requirements import module_needs
 
+from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.report.html import write_html_report
 from pytest_modelsweep.report.plots import matplotlib_available
 
@@ -190,8 +191,8 @@ def test_standalone_report_in_chromium(tmp_path: Path) -> None:
     measurements = [{
         "model": model, "benchmark": "gsm8k", "value": 0.5, "unit": "accuracy", "n": 2,
         "params": {"limit": 2, "subset": True}, "stats": {"errors": 0},
-        "items": [{"item_id": "q0", "correct": False, "response": PWNED},
-                  {"item_id": "q1", "correct": True, "response": "42"}],
+        "items": [ItemRecord(item_id="q0", prompt_hash="p", correct=False, response=PWNED).to_dict(),
+                  ItemRecord(item_id="q1", prompt_hash="p", correct=True, response="42").to_dict()],
     }]
     path = write_html_report(tmp_path / "report.html", measurements, {"sweep_name": "embedded"})
     page = parse(chromium(path, tmp_path / "profile", "--dump-dom"))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.pytest.html_hooks import HtmlReportHooks
 from pytest_modelsweep.report import plots
 from pytest_modelsweep.report.html import (
@@ -18,7 +19,8 @@ from pytest_modelsweep.report.html import (
     summary_html,
     write_html_report,
 )
-from pytest_modelsweep.store.results import load_results
+from pytest_modelsweep.report.tables import records
+from pytest_modelsweep.store.results import RunInfo, load_results
 
 pytest_plugins = ("pytester",)
 
@@ -231,7 +233,8 @@ def _measurements() -> list[dict[str, Any]]:
     accuracy = {
         "model": MARKUP_MODEL, "benchmark": "gsm8k", "value": 0.25, "unit": "accuracy", "n": 8,
         "params": {"note": "<i>param</i>"}, "stats": {"errors": 1},
-        "items": [{"item_id": "<q1>", "correct": False, "response": PWNED, "error": "<b>boom</b>"}],
+        "items": [ItemRecord(item_id="<q1>", prompt_hash="p", correct=False, response=PWNED,
+                             error="<b>boom</b>").to_dict()],
     }
     throughput = {
         "model": MARKUP_MODEL, "benchmark": "throughput", "value": 10.0, "unit": "tokens/s", "n": 1,
@@ -244,15 +247,15 @@ def _measurements() -> list[dict[str, Any]]:
 
 
 def test_everything_from_a_model_or_file_is_escaped_in_the_summary() -> None:
-    section = summary_html(_measurements(), {"sweep_name": "<s>", "reference": "ref"})
+    section = summary_html(records(_measurements()), RunInfo(sweep_name="<s>", reference="ref"))
     assert "<img src=x" not in section and "&lt;img src=x onerror=alert(1)&gt;|$x$" in section
     assert "sweep &lt;s&gt;" in section
-    details = measurement_html(_measurements()[1])
+    details = measurement_html(records(_measurements())[1])
     assert PWNED not in details and PWNED_ESCAPED in details
     assert "&lt;q1&gt;" in details and "&lt;b&gt;boom&lt;/b&gt;" in details
     assert "&lt;i&gt;param&lt;/i&gt;" in details
     assert "<b>" not in details and "<i>" not in details
-    throughput = measurement_html(_measurements()[2])
+    throughput = measurement_html(records(_measurements())[2])
     assert ('<td class="ms-text">TTFT</td><td class="ms-text">n/a</td><td class="ms-text">50.0</td>'
             in throughput)
     assert "<img src=x" not in throughput and "&lt;img src=x onerror=alert(1)&gt;" in throughput
@@ -261,7 +264,7 @@ def test_everything_from_a_model_or_file_is_escaped_in_the_summary() -> None:
 
 @pytest.mark.skipif(not plots.matplotlib_available(), reason="matplotlib is not installed")
 def test_plots_are_svg_with_escaped_labels() -> None:
-    measurements = _measurements()
+    measurements = records(_measurements())
     for svg in (plots.forest_plot(measurements), plots.accuracy_plot(measurements),
                 plots.throughput_plot(measurements), plots.latency_plot(measurements)):
         assert svg is not None and svg.startswith("<svg")
@@ -280,8 +283,8 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     assert plots.matplotlib_available() is False
-    assert plots.summary_plots(_measurements()) is None
-    assert plots.forest_plot(_measurements()) is None
+    assert plots.summary_plots(records(_measurements())) is None
+    assert plots.forest_plot(records(_measurements())) is None
     path = write_html_report(tmp_path / "r.html", _measurements(), {})
     text = path.read_text(encoding="utf-8")
     assert "plots need matplotlib: pip install &#x27;pytest-modelsweep[html]&#x27;" in text

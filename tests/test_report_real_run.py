@@ -34,6 +34,7 @@ from pytest_modelsweep.report.tables import (
     format_ms,
     format_rate,
     format_usd,
+    records,
     summary_tables,
     throughput_columns,
     throughput_row,
@@ -218,7 +219,7 @@ def test_the_markdown_cells_are_the_figures_over_all_requests(real_run: RealRun)
 
 def test_tables_built_from_the_results_file_match_the_requests(real_run: RealRun) -> None:
     measurements = real_run.results["measurements"]
-    tables: dict[str, Table] = {t.title: t for t in summary_tables(measurements)}
+    tables: dict[str, Table] = {t.title: t for t in summary_tables(records(measurements))}
     for m in real_run.throughput:
         table = tables[title_of(m)]
         rows = {(str(r[0]), str(r[1]), str(r[2])): dict(zip(table.columns, r)) for r in table.rows}
@@ -229,7 +230,7 @@ def test_tables_built_from_the_results_file_match_the_requests(real_run: RealRun
         for column, value in expected_latencies(m).items():
             assert row[column] == format_ms(value), column
 
-        reader = throughput_row(m)
+        reader = throughput_row(*records([m]))
         assert reader.latency_source == "requests"
         assert reader.latency["ttft"].n == REPEATS * 2
         expected = expected_latencies(m)
@@ -237,19 +238,19 @@ def test_tables_built_from_the_results_file_match_the_requests(real_run: RealRun
         assert reader.figure("tpot", "p99") == pytest.approx(expected["TPOT p99 (ms)"])
         assert reader.fidelity == min(w["fidelity"] for w in m["stats"]["repeats"])
         assert (reader.low, reader.high) == (min(values), max(values))
-        assert reader.flags == [] and reader.cv is not None
+        assert reader.flags == "" and reader.stats.cv is not None
 
 
 def test_without_request_records_latency_is_the_median_of_the_repeats(real_run: RealRun) -> None:
     m = next(m for m in real_run.throughput if m["params"]["concurrency"] == 4
              and m["benchmark"] == "throughput")
     bare = {**m, "requests": []}
-    reader = throughput_row(bare)
+    reader = throughput_row(*records([bare]))
     assert reader.latency_source == "repeats"
     windows = m["stats"]["repeats"]
     assert reader.figure("ttft", "p99") == pytest.approx(
         statistics.median(w["ttft"]["p99_ms"] for w in windows))
-    [table] = [t for t in summary_tables([bare]) if t.title == "Throughput"]
+    [table] = [t for t in summary_tables(records([bare])) if t.title == "Throughput"]
     assert any("median over repeats" in note for note in table.notes)
     assert NA not in [table.rows[0][table.columns.index(c)] for c in LATENCY_COLUMNS]
 
@@ -261,21 +262,21 @@ def test_noise_and_contention_fields_show_as_words(real_run: RealRun) -> None:
     windows[1]["contention"] = {"other_cpu_cores": 1.4, "steal_share": 0.0, "contended": True}
     flagged = {**m, "stats": {**m["stats"], "repeats": windows, "cv": 0.123, "unstable": True,
                               "contended": True, "contended_windows": 1}}
-    [table] = [t for t in summary_tables([flagged]) if t.title == "Throughput"]
+    [table] = [t for t in summary_tables(records([flagged])) if t.title == "Throughput"]
     row = dict(zip(table.columns, table.rows[0]))
     assert row["CV"] == "12.3%"
     assert row["flags"] == "unstable, contended (1/2)"
     markdown = markdown_tables(markdown_report([flagged], {}))["Throughput"][0]
     assert markdown["flags"] == "unstable, contended (1/2)"
-    extra = measurement_html(flagged)
+    extra = measurement_html(*records([flagged]))
     assert "unstable, contended (1/2)" in extra and "other_cpu_cores 1.4" in extra
-    plain = throughput_row({**m, "stats": {**m["stats"], "cv": None}})
-    assert plain.cv is None and plain.flags == []
+    plain = throughput_row(*records([{**m, "stats": {**m["stats"], "cv": None}}]))
+    assert plain.stats.cv is None and plain.flags == ""
 
 
 def test_the_per_test_extra_shows_latency_over_all_requests(real_run: RealRun) -> None:
     m = real_run.throughput[0]
-    extra = measurement_html(m)
+    extra = measurement_html(*records([m]))
     assert "<h4>Latency (ms)</h4>" in extra
     assert f"over all {REPEATS * 2} timed requests of the setting" in extra
     expected = expected_latencies(m)
@@ -292,12 +293,12 @@ def test_the_per_test_extra_shows_latency_over_all_requests(real_run: RealRun) -
 @pytest.mark.skipif(not plots.matplotlib_available(), reason="matplotlib is not installed")
 def test_the_plots_draw_repeat_ranges_and_latencies(real_run: RealRun) -> None:
     measurements = real_run.results["measurements"]
-    latency = plots.latency_plot(measurements)
+    latency = plots.latency_plot(records(measurements))
     assert latency is not None and latency.startswith("<svg")
     for model in MODELS:
         assert f"{model}, short prompts p50" in latency and f"{model}, short prompts p99" in latency
     assert "TTFT (ms)" in latency and "TPOT (ms)" in latency
-    assert plots.latency_plot([m for m in measurements if m["benchmark"] == "gsm8k"]) is None
+    assert plots.latency_plot(records(m for m in measurements if m["benchmark"] == "gsm8k")) is None
     assert 'alt="TTFT and TPOT p50 and p99' in summary_section(real_run.html)
     assert summary_section(real_run.html).count('<img alt="') == 2  # throughput, latency
 
@@ -316,7 +317,7 @@ def test_throughput_range_bars_come_from_the_repeats(
         return original(self, x, y, yerr=yerr, **kwargs)
 
     monkeypatch.setattr(Axes, "errorbar", spy)
-    assert plots.throughput_plot(real_run.results["measurements"]) is not None
+    assert plots.throughput_plot(records(real_run.results["measurements"])) is not None
     assert len(drawn) == 4  # two models, short and long prompts
     bars = [(lower, upper) for _, (lowers, uppers) in drawn for lower, upper in zip(lowers, uppers)]
     assert len(bars) == 6 and all(lower > 0 and upper > 0 for lower, upper in bars)

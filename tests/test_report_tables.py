@@ -1,92 +1,290 @@
-"""Summary tables and the Markdown report, from hand-made measurement dicts."""
+"""Summary tables and the Markdown report, read from real runs.
+
+The input is what the benches write (the runs of ``tests/test_decision_page.py``: the real
+benches and a user's own evaluation against fake servers, and one more here with ``--holm
+--margin``, a single repeat and the smoke test), never hand-made measurement dicts. The
+tables built from a results file's records (:func:`summary_tables`) must be exactly the
+Markdown's and the HTML's, cell for cell, and each cell the figure of the record behind it.
+"""
 
 from __future__ import annotations
 
-import math
+import html
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_decision_page import (
+    LIMIT,
+    REFERENCE,
+    SWEEP,
+    TPU_PRICE,
+    AnsweringServer,
+    Run,
+    replies_of,
+    run_benches,
+    run_capacity_only,
+    run_failed_reference,
+    run_real,
+    serving,
+)
 
+from pytest_modelsweep.core.stats import wilson_interval
 from pytest_modelsweep.report.markdown import (
     append_step_summary,
     escape_markdown,
     markdown_report,
 )
 from pytest_modelsweep.report.tables import (
+    NA,
+    Table,
     format_percent,
+    format_percent_interval,
     format_points,
     format_points_interval,
     format_rate,
+    format_usd,
+    format_value,
     provenance_line,
+    records,
     run_title,
     summary_tables,
-    wilson_interval,
 )
+from pytest_modelsweep.store.results import RunInfo
 
-REF = "gemma3-270m"
-CAND = "smollm2-135m"
-PROV = {"server_name": "vllm", "server_version": "0.11.0",
-        "image_digest": "sha256:ea98ed065a86d3e69ec7142b9f4766aa3cd7e475d752e680f4ef7612745aca61"}
-RUN = {"run_id": "20250101T000000Z-abc123", "sweep_name": "tpu-v5e", "reference": REF,
-       "project": {"commit": "0123456789abcdef0123", "dirty": False}}
+HOLM_CANDIDATES = ("qwen3-4b", "phi-4-mini")
 
 
-def verdict(metric: str, difference: float, low: float, high: float, word: str, *,
-            candidate: str = CAND, margin: float | None = None, confidence: float = 0.95,
-            rule: str = "covers-zero") -> dict[str, Any]:
-    stats = {"candidate": candidate, "reference": REF, "metric": metric, "verdict": word,
-             "difference": difference, "low": low, "high": high, "confidence": confidence,
-             "n": 1319, "resamples": 10_000, "method": "percentile", "seed": 0, "discordant": 212,
-             "candidate_ahead": 80, "reference_ahead": 132, "candidate_mean": 0.3,
-             "reference_mean": 0.34, "standard_error": 0.01, "bootstrap_standard_error": 0.01,
-             "min_detectable_difference": 0.0312, "p_value": 0.001, "margin": margin, "rule": rule}
-    return {"model": candidate, "benchmark": f"verdict:{metric}", "value": difference,
-            "unit": "accuracy difference", "n": 1319,
-            "params": {"reference": REF, "verdict": word, "holm": False, "margin": margin},
-            "stats": stats, "items": [], "requests": [], "provenance": {}, "outcome": "passed"}
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_real(tmp_path_factory.mktemp("decision_run"))
 
 
-def accuracy(model: str, benchmark: str, value: float, n: int, *, limit: int | None = None,
-             outcome: str = "passed", **stats: Any) -> dict[str, Any]:
-    return {"model": model, "benchmark": benchmark, "value": value, "unit": "accuracy", "n": n,
-            "params": {"limit": limit, "subset": limit is not None},
-            "stats": {"n": n, "accuracy": value, **stats}, "items": [], "requests": [],
-            "provenance": PROV, "outcome": outcome}
+@pytest.fixture(scope="module")
+def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_capacity_only(tmp_path_factory.mktemp("capacity_only_run"))
 
 
-def window(value: float, ttft_p50_ms: float, fidelity: float, prompt: int | None) -> dict[str, Any]:
-    """One repeat's stats in the shape ``ThroughputResult.as_stats()`` writes (ms latencies)."""
-    def ms(mean: float, p50: float, p90: float, p99: float) -> dict[str, float]:
-        return {"mean_ms": mean, "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "n": 4}
-
-    return {"prompt_tokens": prompt or 24, "output_tokens": 256, "output_tokens_per_s": value,
-            "fidelity": fidelity, "ttft": ms(200.0, ttft_p50_ms, 300.0, 400.0),
-            "tpot": ms(20.0, 21.0, 30.0, 40.0), "itl": ms(19.0, 18.0, 25.0, 35.0),
-            "e2e": ms(900.0, 880.0, 950.0, 990.0), "violations": []}
+@pytest.fixture(scope="module")
+def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_failed_reference(tmp_path_factory.mktemp("failed_reference"))
 
 
-def setting(model: str, concurrency: int, values: list[float], *, prompt: int | None = None,
-            benchmark: str = "throughput", ttft_p50_ms: list[float] | None = None,
-            fidelity: list[float] | None = None) -> dict[str, Any]:
-    """A throughput setting as benches/test_throughput.py records it, without request records
-    (tests/test_report_real_run.py reads the bench's own output, requests included)."""
-    ttfts = ttft_p50_ms or [100.0] * len(values)
-    fidelities = fidelity or [1.0] * len(values)
-    return {"model": model, "benchmark": benchmark, "value": sum(values) / len(values),
-            "unit": "tokens/s", "n": 4 * len(values),
-            "params": {"concurrency": concurrency, "prompt_tokens": prompt, "output_tokens": 256,
-                       "timed_requests": 4, "repeats": len(values)},
-            "stats": {"repeat_values": values,
-                      "repeats": [window(v, t, f, prompt) for v, t, f in zip(values, ttfts, fidelities)]},
-            "items": [], "requests": [], "provenance": PROV, "outcome": "passed"}
+@pytest.fixture(scope="module")
+def holm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The user's arith evaluation judged with ``--holm --margin 0.05``, c1 throughput with
+    one repeat (its ratio has no interval) and the smoke test, for the reference and two
+    candidates."""
+    path = tmp_path_factory.mktemp("holm_run")
+    servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=0.0004)
+               for model in (REFERENCE, *HOLM_CANDIDATES)}
+    (path / "test_smoke.py").write_text(
+        (Path(__file__).resolve().parents[1] / "benches" / "test_smoke.py").read_text())
+    return serving(servers, lambda: run_benches(
+        path, servers, "test_arith.py", "test_throughput.py", "test_smoke.py",
+        "-k", "arith or smoke or (c1 and not c16 and not long)", "--holm", "--margin=0.05",
+        "--repeats=1", "--timed-requests=4", "--contended-cores=64", sweep=SWEEP + TPU_PRICE))
 
 
-def by_title(measurements: list[dict[str, Any]]) -> dict[str, Any]:
-    return {t.title: t for t in summary_tables(measurements)}
+RUNS = ["real_run", "capacity_only_run", "failed_reference_run", "holm_run"]
 
 
-# --------------------------------------------------------------------------- formatting
+def run_of(request: pytest.FixtureRequest, name: str) -> Run:
+    run: Run = request.getfixturevalue(name)
+    return run
+
+
+def tables_of(run: Run) -> dict[str, Table]:
+    """The tables built from the results file's records, by title."""
+    tables = summary_tables(records(run.results["measurements"]),
+                            reference=run.results["run"].get("reference"))
+    return {t.title: t for t in tables}
+
+
+def measurements(run: Run, benchmark: str) -> list[dict[str, Any]]:
+    return [m for m in run.results["measurements"] if m["benchmark"] == benchmark]
+
+
+# --------------------------------------------------------------------------- reading the reports
+
+
+def _unescape_markdown(cell: str) -> str:
+    return html.unescape(re.sub(r"\\(.)", r"\1", cell.strip()).replace("<br>", "\n"))
+
+
+def markdown_tables(text: str) -> dict[str, tuple[list[str], list[list[str]], str]]:
+    """Each ``### title`` summary table of a Markdown report: (columns, rows, notes)."""
+    found = {}
+    for block in text.split("\n### ")[1:]:
+        title, _, body = block.partition("\n")
+        lines = [line for line in body.splitlines() if line.startswith("| ")]
+        if title.startswith(("Decision", "Failed tests")) or len(lines) < 2:
+            continue
+
+        def cells(line: str) -> list[str]:
+            found = [_unescape_markdown(c) for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            # a verdict word is shown in bold capitals: **WORSE**
+            return [c[2:-2].lower() if re.fullmatch(r"\*\*[A-Z]+\*\*", c) else c for c in found]
+
+        notes = re.search(r"<sub>(.*)</sub>", body)
+        found[_unescape_markdown(title)] = (cells(lines[0]), [cells(line) for line in lines[2:]],
+                                            _unescape_markdown(notes.group(1)) if notes else "")
+    return found
+
+
+def html_tables(text: str) -> dict[str, tuple[list[str], list[list[str]], str]]:
+    """Each summary table of an HTML report: (columns, rows, notes)."""
+    found = {}
+    for title, head, body, notes in re.findall(
+            r'<div class="ms-table-block" data-kind="[^"]*"><h3>(.*?)</h3><table class="ms-table">'
+            r"<thead>(.*?)</thead><tbody>(.*?)</tbody></table>"
+            r'(?:<p class="ms-notes">(.*?)</p>)?</div>', text, re.DOTALL):
+        rows = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+                for row in re.findall(r"<tr>(.*?)</tr>", body)]
+        found[html.unescape(title)] = ([html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head)],
+                                       rows, html.unescape(notes))
+    return found
+
+
+# --------------------------------------------------------------------------- Markdown = HTML = tables
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_reports_show_the_tables_of_the_records_cell_for_cell(
+    request: pytest.FixtureRequest, name: str,
+) -> None:
+    run = run_of(request, name)
+    expected = {title: (t.columns, [[str(c) for c in row] for row in t.rows], "; ".join(t.notes))
+                for title, t in tables_of(run).items()}
+    assert expected
+    assert markdown_tables(run.markdown) == expected
+    assert html_tables(run.html) == expected
+    # the standalone report of the results file (`modelsweep report`) says the same
+    again = markdown_report(run.results["measurements"], run.results["run"],
+                            run.results["summary"].get("failures", []))
+    assert markdown_tables(again) == expected
+
+
+# --------------------------------------------------------------------------- each cell
+
+
+def test_verdict_rows_are_the_paired_intervals_of_the_verdict_records(real_run: Run) -> None:
+    table = tables_of(real_run)["Verdicts"]
+    assert table.columns == ["candidate", "reference", "metric", "difference", "95% interval",
+                             "n", "discordant", "detectable", "verdict"]
+    verdicts = [m for m in real_run.results["measurements"] if m["benchmark"].startswith("verdict:")]
+    expected = sorted(([
+        s["candidate"], s["reference"], s["metric"], format_points(s["difference"]),
+        format_points_interval(s["low"], s["high"]), s["n"], s["discordant"],
+        format_points(s["min_detectable_difference"]).replace("+", "±"), s["verdict"]]
+        for s in (m["stats"] for m in verdicts)),
+        key=lambda row: (["gsm8k", "bfcl", "arith"].index(row[2]), row[0]))
+    assert table.rows == expected and len(expected) == 6
+    assert table.status_column == 8
+    assert not any("Holm" in note or "margin" in note for note in table.notes)
+
+
+def test_holm_and_a_margin_are_stated_with_the_level_of_each_interval(holm_run: Run) -> None:
+    table = tables_of(holm_run)["Verdicts"]
+    assert table.columns[4] == "interval"  # the levels differ from 95%: each cell says its own
+    for row, m in zip(table.rows, sorted(measurements(holm_run, "verdict:arith"),
+                                         key=lambda m: m["stats"]["candidate"])):
+        stats = m["stats"]
+        assert stats["rule"].startswith("holm+") and stats["confidence"] > 0.95
+        assert row[4] == (f"{format_points_interval(stats['low'], stats['high'])} "
+                          f"({round(100 * stats['confidence'], 1):g}%)")
+    assert "equivalence margin ±5.0 pp" in table.notes
+    assert "intervals Holm-adjusted across the candidates" in table.notes
+
+
+def test_accuracy_rows_list_the_reference_first_with_wilson_intervals(real_run: Run) -> None:
+    tables = tables_of(real_run)
+    for benchmark, title in (("gsm8k", "GSM8K accuracy"), ("bfcl", "BFCL accuracy"),
+                             ("arith", "arith accuracy")):
+        rows = tables[title].rows
+        assert rows[0][0] == REFERENCE and [r[0] for r in rows[1:]] == sorted(r[0] for r in rows[1:])
+        for row in rows:
+            [m] = [m for m in measurements(real_run, benchmark) if m["model"] == row[0]]
+            low, high = wilson_interval(round(m["value"] * m["n"]), m["n"])
+            assert row[1:3] == [format_percent(m["value"]), format_percent_interval(low, high)]
+            stats = m["stats"]
+            if benchmark == "gsm8k":
+                assert row[3:] == [format_percent(stats["strict_match_accuracy"]), m["n"],
+                                   f"first {LIMIT}", format_percent(stats["truncated_rate"]),
+                                   stats["failed"]]
+            elif benchmark == "bfcl":
+                errors = sorted(stats["error_types"].items(), key=lambda kv: (-kv[1], kv[0]))
+                assert row[3:] == [m["n"], f"first {LIMIT}", stats["parse_failures"],
+                                   stats["failed"], ", ".join(f"{k} {v}" for k, v in errors)]
+            else:
+                assert row[3:] == [m["n"], f"first {LIMIT}"]
+
+
+def test_ratio_rows_and_a_ratio_from_single_repeats(real_run: Run, holm_run: Run) -> None:
+    [m] = [m for m in measurements(real_run, "throughput_ratio") if m["model"] == "qwen3-4b"]
+    rows = tables_of(real_run)["Throughput relative to the reference"].rows
+    stats = m["stats"]
+    assert ["qwen3-4b", REFERENCE, 16, "short", f"{m['value']:.2f}×",
+            f"[{stats['low']:.2f}, {stats['high']:.2f}]"] in rows
+    single = tables_of(holm_run)["Throughput relative to the reference"].rows
+    assert single and all(row[2:4] == [1, "short"] and row[5] == "n/a (single repeat)"
+                          for row in single)
+    assert all(m["stats"]["degenerate"] for m in measurements(holm_run, "throughput_ratio"))
+
+
+def test_throughput_rows_of_one_repeat_and_their_cost(holm_run: Run) -> None:
+    rows = tables_of(holm_run)["Throughput"]
+    assert [row[0] for row in rows.rows] == [REFERENCE, *sorted(HOLM_CANDIDATES)]
+    for row in rows.rows:
+        [m] = [m for m in measurements(holm_run, "throughput") if m["model"] == row[0]]
+        cells = dict(zip(rows.columns, row))
+        assert cells["tokens/s"] == format_rate(m["value"])
+        assert (cells["range"], cells["repeats"], cells["CV"]) == (NA, 1, NA)
+        # the sweep's price; one repeat: no interval
+        assert cells["$/1M output tokens"] == format_usd(m["stats"]["usd_per_million_output_tokens"])
+
+
+def test_other_measurements_are_listed_as_recorded(holm_run: Run, capacity_only_run: Run) -> None:
+    smoke = tables_of(holm_run)["Other measurements"]
+    assert smoke.columns == ["model", "benchmark", "parameters", "value", "n", "outcome"]
+    for row, m in zip(smoke.rows, measurements(holm_run, "smoke")):
+        assert row[:2] == [m["model"], "smoke"] and row[3].endswith(" tokens/s")
+        assert row[2] == " ".join(f"{k}={v}" for k, v in m["params"].items())
+        assert (row[4], row[5]) == (m["n"], m["outcome"])
+    capacity = [row for row in tables_of(capacity_only_run)["Other measurements"].rows
+                if row[1] == "capacity"]
+    assert {row[0]: row[3] for row in capacity if row[5] == "passed"} == {
+        m["model"]: f"{format_value(m['value'])} concurrent requests"
+        for m in measurements(capacity_only_run, "capacity") if m["outcome"] == "passed"}
+
+
+def test_order_of_the_tables(real_run: Run, holm_run: Run) -> None:
+    assert list(tables_of(real_run)) == [
+        "Verdicts", "GSM8K accuracy", "BFCL accuracy", "arith accuracy",
+        "Throughput relative to the reference", "Throughput", "Other measurements"]
+    assert list(tables_of(holm_run)) == [
+        "Verdicts", "arith accuracy", "Throughput relative to the reference", "Throughput",
+        "Other measurements"]
+
+
+# --------------------------------------------------------------------------- heading, formats
+
+
+def test_run_title_and_provenance_line(real_run: Run) -> None:
+    run = {"run_id": "20250101T000000Z-abc123", "sweep_name": "tpu-v5e",
+           "reference": "gemma3-270m", "project": {"commit": "0123456789abcdef0123", "dirty": False}}
+    assert run_title(RunInfo.of(run)) == ("modelsweep: sweep tpu-v5e, reference gemma3-270m, "
+                                          "commit 0123456789")
+    assert run_title(RunInfo.of({**run, "project": {"commit": "abc", "dirty": True}})).endswith(
+        "commit abc (dirty)")
+    assert run_title(RunInfo()) == "modelsweep"
+    results = real_run.results
+    line = provenance_line(records(results["measurements"]), RunInfo.of(results["run"]))
+    assert line == (f"openai-compatible · run {results['run']['run_id']} · "
+                    f"{len(results['measurements'])} measurements")
+    assert real_run.markdown.splitlines()[2] == escape_markdown(line)
+    assert provenance_line([], RunInfo(backend="llamacpp")) == "llamacpp · 0 measurements"
 
 
 def test_number_formats() -> None:
@@ -97,153 +295,9 @@ def test_number_formats() -> None:
     assert format_points(-0.0001) == "+0.0 pp"  # never "-0.0"
     assert format_points_interval(-0.0904, 0.01) == "[-9.0, +1.0] pp"
     assert format_rate(1234.56) == "1,234.6"
-
-
-def test_wilson_interval() -> None:
-    low, high = wilson_interval(0, 10)
-    assert low == 0.0 and math.isclose(high, 0.27753, abs_tol=1e-5)
-    low, high = wilson_interval(5, 10)
-    assert math.isclose(low, 0.23659, abs_tol=1e-5) and math.isclose(high, 0.76341, abs_tol=1e-5)
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-
-
-def test_run_title_and_provenance_line() -> None:
-    assert run_title(RUN) == "modelsweep: sweep tpu-v5e, reference gemma3-270m, commit 0123456789"
-    assert run_title({**RUN, "project": {"commit": "abc", "dirty": True}}).endswith("commit abc (dirty)")
-    assert run_title({}) == "modelsweep"
-    line = provenance_line([accuracy(REF, "gsm8k", 0.5, 10)], RUN)
-    assert line == "vllm 0.11.0, image sha256:ea98ed065a86 · run 20250101T000000Z-abc123 · 1 measurement"
-    assert provenance_line([], {"serving": {"backend": "llamacpp"}}) == "llamacpp · 0 measurements"
-
-
-# --------------------------------------------------------------------------- tables
-
-
-def test_verdict_table_cells_and_order() -> None:
-    tables = by_title([
-        verdict("bfcl", 0.01, -0.03, 0.05, "matches"),
-        verdict("gsm8k", -0.0409, -0.0612, -0.0204, "worse"),
-        verdict("gsm8k", 0.0, -0.01, 0.012, "matches", candidate="a-model"),
-    ])
-    table = tables["Verdicts"]
-    assert table.columns == ["candidate", "reference", "metric", "difference", "95% interval",
-                             "n", "discordant", "detectable", "verdict"]
-    assert table.rows == [  # GSM8K before BFCL, candidates in name order
-        ["a-model", REF, "gsm8k", "+0.0 pp", "[-1.0, +1.2] pp", 1319, 212, "±3.1 pp", "matches"],
-        [CAND, REF, "gsm8k", "-4.1 pp", "[-6.1, -2.0] pp", 1319, 212, "±3.1 pp", "worse"],
-        [CAND, REF, "bfcl", "+1.0 pp", "[-3.0, +5.0] pp", 1319, 212, "±3.1 pp", "matches"],
-    ]
-    assert table.status_column == 8
-
-
-def test_verdict_table_notes_margin_and_holm_levels() -> None:
-    table = by_title([verdict("gsm8k", 0.005, -0.011, 0.019, "equivalent", margin=0.02,
-                              confidence=0.975, rule="holm+equivalence-margin")])["Verdicts"]
-    assert table.columns[4] == "interval"
-    assert table.rows[0][4] == "[-1.1, +1.9] pp (97.5%)"
-    assert "equivalence margin ±2.0 pp" in table.notes
-    assert "intervals Holm-adjusted across the candidates" in table.notes
-
-
-def test_gsm8k_table_lists_the_reference_first() -> None:
-    table = by_title([
-        accuracy(CAND, "gsm8k", 0.25, 200, limit=200, strict_match_accuracy=0.2,
-                 truncated_rate=0.015, failed=2, outcome="failed"),
-        accuracy(REF, "gsm8k", 0.40, 1319, strict_match_accuracy=0.375, truncated_rate=0.0, failed=0),
-    ])["GSM8K accuracy"]
-    assert table.columns == ["model", "accuracy", "95% interval", "strict-match", "n", "subset",
-                             "truncated", "failed"]
-    assert table.rows == [
-        [REF, "40.0%", "37.4–42.7%", "37.5%", 1319, "full", "0.0%", 0],
-        [CAND, "25.0%", "19.5–31.4%", "20.0%", 200, "first 200", "1.5%", 2],
-    ]
-    assert f"{CAND}: its test failed; see the test's report" in table.notes
-
-
-def test_bfcl_table_error_types_by_count() -> None:
-    # "errors": the failed count's name in results written before failed items had their own
-    table = by_title([accuracy(REF, "bfcl", 0.6, 400, parse_failures=7, errors=1,
-                               error_types={"value_error:string": 30, "ast_decoder:decoder_failed": 7,
-                                            "type_error:simple": 30})])["BFCL accuracy"]
-    assert table.rows == [[REF, "60.0%", "55.1–64.7%", 400, "full", 7, 1,
-                           "type_error:simple 30, value_error:string 30, ast_decoder:decoder_failed 7"]]
-
-
-def test_throughput_table_summarises_repeats() -> None:
-    measurements = [
-        setting(CAND, 16, [510.0, 530.0], ttft_p50_ms=[120.0, 140.0], fidelity=[1.0, 0.995]),
-        setting(CAND, 1, [40.04]),
-        setting(REF, 1, [35.0], ttft_p50_ms=[90.0]),
-        setting(REF, 4, [100.0], prompt=1024, benchmark="long_prompt"),
-    ]
-    tables = by_title(measurements)
-    throughput = tables["Throughput"]
-    assert throughput.columns == [
-        "model", "concurrency", "prompt tokens", "tokens/s", "range", "repeats", "CV", "flags",
-        "TTFT p50 (ms)", "TTFT p90 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)", "TPOT p90 (ms)",
-        "TPOT p99 (ms)", "ITL p50 (ms)", "ITL p90 (ms)", "ITL p99 (ms)", "fidelity"]
-    latencies = ["300.0", "400.0", "21.0", "30.0", "40.0", "18.0", "25.0", "35.0"]
-    assert throughput.rows == [
-        [REF, 1, "short", "35.0", "n/a", 1, "n/a", "", "90.0", *latencies, "1.000"],
-        [CAND, 1, "short", "40.0", "n/a", 1, "n/a", "", "100.0", *latencies, "1.000"],
-        # median over the repeats' TTFT p50 (no request records); the lowest fidelity
-        [CAND, 16, "short", "520.0", "510.0–530.0", 2, "2.7%", "", "130.0", *latencies, "0.995"],
-    ]
-    assert "256 output tokens per request" in throughput.notes
-    assert "short: 24-token prompts" in throughput.notes
-    assert "latencies: median over repeats of each repeat's percentile" in throughput.notes
-    assert tables["Long-prompt throughput"].rows == [
-        [REF, 4, "1,024", "100.0", "n/a", 1, "n/a", "", "100.0", *latencies, "1.000"],
-    ]
-
-
-def test_throughput_flags_and_a_ratio_without_an_interval() -> None:
-    noisy = setting(CAND, 4, [100.0, 60.0, 140.0])
-    noisy["stats"].update(cv=0.4, unstable=True, contended=False, contended_windows=0)
-    [row] = by_title([noisy])["Throughput"].rows
-    assert row[6:8] == ["40.0%", "unstable"]
-    nan = float("nan")
-    ratio = {"model": CAND, "benchmark": "throughput_ratio", "value": 0.9, "unit": "ratio", "n": 1,
-             "params": {"concurrency": 1, "prompt_tokens": None},
-             "stats": {"low": nan, "high": nan, "reference": REF}}
-    [ratio_row] = by_title([ratio])["Throughput relative to the reference"].rows
-    assert ratio_row[-2:] == ["0.90×", "no interval"]
-
-
-def test_ratio_table() -> None:
-    ratio = {"model": CAND, "benchmark": "throughput_ratio", "value": 1.4567, "unit": "ratio", "n": 3,
-             "params": {"concurrency": 16, "prompt_tokens": 3072},
-             "stats": {"low": 1.40, "high": 1.516, "reference": REF}}
-    single = {**ratio, "params": {"concurrency": 1, "prompt_tokens": None},
-              "stats": {"low": 0.9, "high": 0.9, "reference": REF, "degenerate": True}, "value": 0.9}
-    table = by_title([ratio, single])["Throughput relative to the reference"]
-    assert table.columns == ["candidate", "reference", "concurrency", "prompt tokens", "ratio",
-                             "95% interval"]
-    assert table.rows == [
-        [CAND, REF, 1, "short", "0.90×", "n/a (single repeat)"],
-        [CAND, REF, 16, "3,072", "1.46×", "[1.40, 1.52]"],
-    ]
-
-
-def test_summary_table_order_and_other_measurements() -> None:
-    smoke = {"model": REF, "benchmark": "smoke", "value": 12.345, "unit": "tokens/s", "n": 1,
-             "params": {"max_tokens": 32}, "stats": {}, "outcome": "passed"}
-    tables = summary_tables([
-        smoke, setting(REF, 1, [10.0]), setting(REF, 1, [10.0], prompt=1024, benchmark="long_prompt"),
-        accuracy(REF, "bfcl", 0.5, 10), accuracy(REF, "gsm8k", 0.5, 10),
-        {"model": CAND, "benchmark": "throughput_ratio", "value": 1.0, "unit": "ratio", "n": 3,
-         "params": {"concurrency": 1}, "stats": {"low": 0.9, "high": 1.1, "reference": REF}},
-        verdict("gsm8k", 0.0, -0.1, 0.1, "matches"),
-    ])
-    assert [t.title for t in tables] == [
-        "Verdicts", "GSM8K accuracy", "BFCL accuracy", "Throughput relative to the reference",
-        "Throughput", "Long-prompt throughput", "Other measurements",
-    ]
-    assert tables[-1].rows == [[REF, "smoke", "max_tokens=32", "12.3 tokens/s", 1, "passed"]]
-    assert summary_tables([]) == []
-
-
-# --------------------------------------------------------------------------- Markdown
+    assert [format_usd(v) for v in (1234.5, 1.385, 0.1, 0.02784)] == ["1,234", "1.39", "0.100",
+                                                                      "0.0278"]
+    assert format_usd(1.385, "$") == "$1.39" and format_usd(None, "$") == NA
 
 
 def test_markdown_escapes_cells() -> None:
@@ -252,40 +306,6 @@ def test_markdown_escapes_cells() -> None:
     assert escape_markdown("one\ntwo\r\nthree") == "one<br>two<br>three"
     assert escape_markdown("R&D *bold* _it_ `code` [link](x)") == (
         "R&amp;D \\*bold\\* \\_it\\_ \\`code\\` \\[link\\](x)")
-
-
-def test_markdown_report_reads_as_a_pull_request_comment() -> None:
-    nasty = "evil|<script>alert(1)</script>\nmodel"
-    text = markdown_report([
-        accuracy(REF, "gsm8k", 0.4, 1319, strict_match_accuracy=0.375, truncated_rate=0.0, errors=0),
-        accuracy(nasty, "gsm8k", 0.3, 1319, strict_match_accuracy=0.25, truncated_rate=0.0, errors=0),
-        verdict("gsm8k", -0.1, -0.13, -0.07, "worse", candidate=nasty),
-        verdict("gsm8k", 0.0, -0.02, 0.02, "matches"),
-    ], RUN)
-    lines = text.splitlines()
-    assert lines[:4] == [
-        "## modelsweep: sweep tpu-v5e, reference gemma3-270m, commit 0123456789",
-        "",
-        "vllm 0.11.0, image sha256:ea98ed065a86 · run 20250101T000000Z-abc123 · 4 measurements",
-        "",
-    ]
-    escaped = "evil\\|&lt;script&gt;alert(1)&lt;/script&gt;<br>model"
-    assert lines[4] == "### Decision: which model to serve"  # first, then the tables
-    verdicts = lines.index("### Verdicts")
-    assert lines[verdicts:verdicts + 8] == [
-        "### Verdicts",
-        "",
-        "2 comparisons: 1 worse, 1 matches",
-        "",
-        "| candidate | reference | metric | difference | 95% interval | n | discordant | detectable | verdict |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
-        f"| {escaped} | gemma3-270m | gsm8k | -10.0 pp | \\[-13.0, -7.0\\] pp | 1319 | 212 | ±3.1 pp | **WORSE** |",
-        "| smollm2-135m | gemma3-270m | gsm8k | +0.0 pp | \\[-2.0, +2.0\\] pp | 1319 | 212 | ±3.1 pp | **MATCHES** |",
-    ]
-    assert "### GSM8K accuracy" in lines
-    assert text.index("### Verdicts") < text.index("### GSM8K accuracy")
-    assert f"| {escaped} | 30.0% | 27.6–32.6% | 25.0% | 1319 | full | 0.0% | 0 |" in lines
-    assert "<script>" not in text and "\nmodel" not in text
 
 
 def test_markdown_without_measurements() -> None:

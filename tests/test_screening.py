@@ -284,7 +284,8 @@ def test_table_rows_are_aligned_with_figures_and_reasons() -> None:
 
 def test_result_dict_is_json_friendly() -> None:
     result = screen(qwen("Qwen/Qwen3-8B", QWEN3_8B), "Qwen/Qwen3-8B")
-    data = json.loads(json.dumps(result.as_dict()))
+    data = json.loads(json.dumps(result.to_dict()))
+    assert ScreeningResult.from_dict(data) == result
     assert data["verdict"] == "rejected"
     assert data["reasons"] == list(result.reasons)
     assert data["parameters"] == QWEN3_8B

@@ -55,6 +55,7 @@ from pytest_modelsweep.report.tables import (
     format_goodput,
     format_percent,
     format_usd,
+    records,
     summary_tables,
     throughput_columns,
 )
@@ -150,7 +151,7 @@ def test_window_goodput_counts_good_requests_over_the_duration() -> None:
     empty = window_goodput([], slo, duration_s=0.0)
     assert empty.goodput_rps is None and empty.slo_attainment is None
     stats = goodput_stats(slo, [goodput, Goodput(good=2, requests=2, duration_s=4.0), empty])
-    assert stats == {"slo": {"ttft_ms": 150.0}, "goodput_rps": 0.5,
+    assert stats.as_stats() == {"slo": {"ttft_ms": 150.0}, "goodput_rps": 0.5,
                      "slo_attainment": pytest.approx((1 / 3 + 1) / 2),
                      "slo_good": 3, "slo_requests": 5}
 
@@ -183,15 +184,15 @@ def test_the_cost_interval_swaps_the_rate_bounds() -> None:
 
 def test_cost_stats_give_an_interval_only_where_the_rate_has_one() -> None:
     pricing = Pricing(1.2, source="list price", as_of="2026-11-30")
-    with_interval = cost_stats(pricing, 900.0, (800.0, 1000.0))
+    with_interval = cost_stats(pricing, 900.0, (800.0, 1000.0)).as_stats()
     assert with_interval == {
         "usd_per_million_output_tokens": pytest.approx(1.2 / (900 * 3600) * 1e6),
         "usd_per_million_output_tokens_interval": [pytest.approx(1.2 / 3.6),
                                                    pytest.approx(1.2 / 2.88)],
         "pricing": {"usd_per_hour": 1.2, "source": "list price", "as_of": "2026-11-30",
                     "example": False}}
-    assert "usd_per_million_output_tokens_interval" not in cost_stats(pricing, 900.0, None)
-    assert cost_stats(pricing, 0.0, None)["usd_per_million_output_tokens"] is None
+    assert cost_stats(pricing, 900.0, None).interval is None
+    assert cost_stats(pricing, 0.0, None).usd_per_million_output_tokens is None
 
 
 def test_the_rate_interval_is_the_t_interval_of_the_mean_log_rate() -> None:
@@ -270,17 +271,17 @@ def throughput_measurement(values: list[float], **extra: Any) -> dict[str, Any]:
 
 def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     plain = throughput_measurement([100.0, 110.0])
-    [table] = summary_tables([plain])
+    [table] = summary_tables(records([plain]))
     assert table.columns == THROUGHPUT_COLUMNS
     assert not any("goodput" in note or "$/1M" in note for note in table.notes)
 
     pricing = Pricing(0.1, source="example machine", as_of="2026-11-30", example=True)
-    priced = throughput_measurement([100.0], **cost_stats(pricing, 100.0, None))
+    priced = throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())
     slo = parse_slo("ttft=2s,tpot=100ms")
     measured = throughput_measurement(
-        [100.0, 110.0], **goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)]),
-        **cost_stats(pricing, 105.0, (90.0, 120.0)))
-    [table] = summary_tables([plain, priced, measured])
+        [100.0, 110.0], **goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)]).as_stats(),
+        **cost_stats(pricing, 105.0, (90.0, 120.0)).as_stats())
+    [table] = summary_tables(records([plain, priced, measured]))
     assert table.columns == throughput_columns(goodput=True, cost=True)
     assert table.columns[8:11] == ["goodput (req/s)", "SLO attainment", "$/1M output tokens"]
     rows = [row[8:11] for row in table.rows]
@@ -303,7 +304,7 @@ def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
 def test_markdown_escapes_dollars_so_github_draws_no_formula() -> None:
     assert escape_markdown("$0.1/h and $/1M") == "\\$0.1/h and \\$/1M"
     pricing = Pricing(0.1, source="example", example=True)
-    text = markdown_report([throughput_measurement([100.0], **cost_stats(pricing, 100.0, None))],
+    text = markdown_report([throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())],
                            {})
     assert "| \\$/1M output tokens |" in text and "\\$0.1/h (example), an example price" in text
     assert "$" not in text.replace("\\$", "")
@@ -467,7 +468,7 @@ def test_the_reports_show_the_recorded_goodput_and_cost(priced_run: BenchRun, ki
 
 def test_the_per_test_extra_lists_each_repeats_goodput_and_cost(priced_run: BenchRun) -> None:
     m = priced_run.throughput
-    extra = measurement_html(m)
+    extra = measurement_html(*records([m]))
     repeats = extra[extra.index("<h4>Repeats</h4>"):]
     header = re.findall(r"<th[^>]*>(.*?)</th>", repeats.split("</thead>")[0])
     assert header[5:8] == ["goodput (req/s)", "SLO attainment", "$/1M output tokens"]

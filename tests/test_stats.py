@@ -29,6 +29,7 @@ from pytest_modelsweep.core.stats import (
     sign_test_p_value,
     student_t_cdf,
     student_t_quantile,
+    wilson_interval,
 )
 
 RESAMPLES = 10_000
@@ -534,3 +535,10 @@ def test_sign_test_is_exact() -> None:
     with pytest.raises(ValueError, match="counts"):
         sign_test_p_value(-1, 2)
 
+
+def test_wilson_interval() -> None:
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and math.isclose(high, 0.27753, abs_tol=1e-5)
+    low, high = wilson_interval(5, 10)
+    assert math.isclose(low, 0.23659, abs_tol=1e-5) and math.isclose(high, 0.76341, abs_tol=1e-5)
+    assert wilson_interval(0, 0) == (0.0, 1.0)

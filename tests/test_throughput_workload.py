@@ -256,7 +256,7 @@ def test_summary_of_a_clean_window() -> None:
     assert result.itl.p50 == pytest.approx(0.1) and result.itl.n == 4 * 7
     assert result.e2e.mean == pytest.approx(1.2)
     assert result.server_prompt_tokens == 96 and result.total_prompt_tokens == 96
-    assert result.as_stats()["ttft"]["mean_ms"] == pytest.approx(500)
+    assert result.window().ttft.mean_ms == pytest.approx(500)
 
 
 def violations_of(records: list[RequestRecord], **kw: object) -> list[str]:

@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.errors import DataError, ScorerError
 from ..core.records import (
@@ -33,6 +33,9 @@ from ..core.records import (
     text_field,
     tool_calls_as_openai,
 )
+
+if TYPE_CHECKING:
+    from ..core.measurements import AccuracyStats
 
 Prompting = Literal["chat", "completion"]
 """How a model of the sweep is prompted (its ``prompting`` in the sweep file)."""
@@ -316,7 +319,8 @@ class EvaluationResult:
     reused: int
     """Items whose stored answers were reused (and scored again)."""
     records: list[ItemRecord]
-    stats: dict[str, Any]
+    stats: AccuracyStats
+    """The measurement's statistics (also the benchmark's own ``summarise`` figures)."""
 
 
 class Evaluate(Protocol):

@@ -9,7 +9,7 @@ cost, never a made-up default. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,17 @@ class Pricing:
     def as_dict(self) -> dict[str, Any]:
         return {"usd_per_hour": self.usd_per_hour, "source": self.source, "as_of": self.as_of,
                 "example": self.example}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Pricing:
+        """The inverse of :meth:`as_dict`; ``example`` only when recorded as ``true``.
+
+        ValueError (or KeyError) for a dict without a numeric ``usd_per_hour``."""
+        price = data["usd_per_hour"]
+        if isinstance(price, bool) or not isinstance(price, int | float):
+            raise ValueError(f"a price must be a number of dollars per hour, got {price!r}")
+        return cls(float(price), source=str(data.get("source") or ""),
+                   as_of=str(data.get("as_of") or ""), example=data.get("example") is True)
 
     def describe(self) -> str:
         """E.g. ``$1.20/h (Google Cloud TPU pricing, 2026-11-30)``; ``example`` said so."""
@@ -58,24 +69,55 @@ def costs_of(usd_per_hour: float, rates: Sequence[float]) -> list[float | None]:
     return [usd_per_million_output_tokens(usd_per_hour, rate) for rate in rates]
 
 
-def cost_stats(pricing: Pricing, mean_rate: float,
-               rate_interval: tuple[float, float] | None) -> dict[str, Any]:
-    """A throughput measurement's cost figures for its ``stats``.
+@dataclass(frozen=True)
+class CostFigures:
+    """A throughput measurement's cost: $/1M output tokens at its mean rate (None for a rate
+    that is not positive), the interval from the rate's interval (None without one, e.g.
+    one repeat) and the price it came from."""
 
-    ``usd_per_million_output_tokens`` at the mean output tokens/s (None for a rate that
-    is not positive), ``usd_per_million_output_tokens_interval`` ``[low, high]`` from the
-    rate's interval (absent without one, e.g. one repeat) and ``pricing``.
-    """
-    stats: dict[str, Any] = {
-        "usd_per_million_output_tokens": usd_per_million_output_tokens(pricing.usd_per_hour,
-                                                                       mean_rate),
-    }
+    usd_per_million_output_tokens: float | None
+    interval: tuple[float, float] | None
+    pricing: Pricing
+
+    def as_stats(self) -> dict[str, Any]:
+        """The measurement's ``stats`` keys: ``usd_per_million_output_tokens``,
+        ``usd_per_million_output_tokens_interval`` (``[low, high]``, absent without one),
+        ``pricing``."""
+        stats: dict[str, Any] = {"usd_per_million_output_tokens": self.usd_per_million_output_tokens}
+        if self.interval is not None:
+            stats["usd_per_million_output_tokens_interval"] = list(self.interval)
+        stats["pricing"] = self.pricing.as_dict()
+        return stats
+
+    @classmethod
+    def from_stats(cls, stats: Mapping[str, Any]) -> CostFigures | None:
+        """The figures :meth:`as_stats` wrote; None when ``stats`` holds no readable price."""
+        try:
+            pricing = Pricing.from_dict(stats["pricing"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        usd = stats.get("usd_per_million_output_tokens")
+        interval = stats.get("usd_per_million_output_tokens_interval")
+        pair = None
+        if isinstance(interval, list) and len(interval) == 2 and all(
+                isinstance(v, int | float) and not isinstance(v, bool) for v in interval):
+            pair = (float(interval[0]), float(interval[1]))
+        return cls(float(usd) if isinstance(usd, int | float) and not isinstance(usd, bool)
+                   else None, pair, pricing)
+
+
+def cost_stats(pricing: Pricing, mean_rate: float,
+               rate_interval: tuple[float, float] | None) -> CostFigures:
+    """A throughput measurement's cost figures: $/1M output tokens at the mean output
+    tokens/s and, from the rate's interval, the cost's interval."""
+    interval = None
     if rate_interval is not None:
         low, high = cost_interval(pricing.usd_per_hour, *rate_interval)
         if low is not None and high is not None:
-            stats["usd_per_million_output_tokens_interval"] = [low, high]
-    stats["pricing"] = pricing.as_dict()
-    return stats
+            interval = (low, high)
+    return CostFigures(usd_per_million_output_tokens(pricing.usd_per_hour, mean_rate), interval,
+                       pricing)
 
 
-__all__ = ["Pricing", "cost_interval", "cost_stats", "costs_of", "usd_per_million_output_tokens"]
+__all__ = ["CostFigures", "Pricing", "cost_interval", "cost_stats", "costs_of",
+           "usd_per_million_output_tokens"]

@@ -272,28 +272,3 @@ class ItemRecord:
             completion = fields["completion"]
             fields["response"] = shown_answer(completion) if completion is not None else ""
         return cls(**fields)
-
-
-@dataclass
-class Measurement:
-    """One recorded result of one test: a value with its unit, sample size and records."""
-
-    model: str
-    benchmark: str
-    value: float
-    unit: str
-    n: int
-    params: dict[str, Any] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
-    items: list[dict[str, Any]] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    provenance: dict[str, Any] = field(default_factory=dict)
-    test_id: str = ""
-    recorded_at: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Measurement:
-        return cls(**data)

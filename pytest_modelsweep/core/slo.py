@@ -137,10 +137,13 @@ class Goodput:
         """Good requests per second of the window; None for an empty window."""
         return self.good / self.duration_s if self.duration_s > 0 else None
 
+    def figures(self) -> GoodputFigures:
+        """The window's goodput as a measurement records it."""
+        return GoodputFigures(self.goodput_rps, self.slo_attainment, self.good, self.requests)
+
     def as_stats(self) -> dict[str, Any]:
         """JSON-friendly: ``goodput_rps``, ``slo_attainment``, ``slo_good``, ``slo_requests``."""
-        return {"goodput_rps": self.goodput_rps, "slo_attainment": self.slo_attainment,
-                "slo_good": self.good, "slo_requests": self.requests}
+        return self.figures().as_stats()
 
 
 def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo,
@@ -156,20 +159,62 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> dict[str, Any]:
-    """A measurement's goodput over its repeats, for its ``stats``.
+@dataclass(frozen=True)
+class GoodputFigures:
+    """Goodput as a measurement records it: of one window (``slo`` None: the setting's
+    holds it), or of a setting over its repeats (``slo`` its targets)."""
+
+    goodput_rps: float | None
+    slo_attainment: float | None
+    good: int
+    requests: int
+    slo: Slo | None = None
+
+    def as_stats(self) -> dict[str, Any]:
+        """The ``stats`` keys: ``slo`` (when given), ``goodput_rps``, ``slo_attainment``,
+        ``slo_good``, ``slo_requests``."""
+        stats: dict[str, Any] = {} if self.slo is None else {"slo": self.slo.as_dict()}
+        stats.update(goodput_rps=self.goodput_rps, slo_attainment=self.slo_attainment,
+                     slo_good=self.good, slo_requests=self.requests)
+        return stats
+
+    @classmethod
+    def from_stats(cls, stats: Mapping[str, Any]) -> GoodputFigures | None:
+        """The figures :meth:`as_stats` wrote; None when ``stats`` holds none."""
+        if "slo_good" not in stats and "goodput_rps" not in stats:
+            return None
+        slo = None
+        if isinstance(stats.get("slo"), Mapping):
+            try:
+                slo = Slo.from_dict(stats["slo"])
+            except (TypeError, ValueError):
+                slo = None
+
+        def number(name: str) -> float | None:
+            value = stats.get(name)
+            return float(value) if isinstance(value, int | float) \
+                and not isinstance(value, bool) else None
+
+        def count(name: str) -> int:
+            value = stats.get(name)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        return cls(number("goodput_rps"), number("slo_attainment"), count("slo_good"),
+                   count("slo_requests"), slo)
+
+
+def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> GoodputFigures:
+    """A measurement's goodput over its repeats.
 
     ``goodput_rps`` and ``slo_attainment``: the mean over the windows that have one;
-    ``slo_good`` and ``slo_requests``: the windows' totals; ``slo``: the targets.
+    ``good`` and ``requests``: the windows' totals; ``slo``: the targets.
     """
-    return {"slo": slo.as_dict(),
-            "goodput_rps": _mean(w.goodput_rps for w in windows),
-            "slo_attainment": _mean(w.slo_attainment for w in windows),
-            "slo_good": sum(w.good for w in windows),
-            "slo_requests": sum(w.requests for w in windows)}
+    return GoodputFigures(_mean(w.goodput_rps for w in windows),
+                          _mean(w.slo_attainment for w in windows),
+                          sum(w.good for w in windows), sum(w.requests for w in windows), slo)
 
 
 __all__ = [
-    "SLO_EXAMPLE", "TARGETS", "Goodput", "Slo", "SloError", "goodput_stats", "is_good",
-    "parse_slo", "request_latencies_ms", "window_goodput",
+    "SLO_EXAMPLE", "TARGETS", "Goodput", "GoodputFigures", "Slo", "SloError", "goodput_stats",
+    "is_good", "parse_slo", "request_latencies_ms", "window_goodput",
 ]

@@ -23,6 +23,7 @@ Pure numpy and the standard library: no pytest, no scipy.
 * :func:`t_half_width` -- the one Student t half-width every interval here and the
   ``--repeats auto`` rule use; :func:`student_t_cdf`, :func:`student_t_quantile` --
   Student's t for real df.
+* :func:`wilson_interval` -- one model's accuracy: the Wilson score interval of a proportion.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "student_t_quantile",
     "sign_test_p_value",
     "t_half_width",
+    "wilson_interval",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -292,6 +294,24 @@ class RatioInterval:
         so that strict JSON readers can read the results."""
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
                 for key, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RatioInterval:
+        """Inverse of :meth:`as_dict` (None back to NaN); extra keys are ignored."""
+        def number(name: str) -> float:
+            value = data[name]
+            return math.nan if value is None else float(value)
+
+        return cls(
+            ratio=float(data["ratio"]), low=number("low"), high=number("high"),
+            confidence=float(data["confidence"]), candidate_mean=float(data["candidate_mean"]),
+            reference_mean=float(data["reference_mean"]), candidate_n=int(data["candidate_n"]),
+            reference_n=int(data["reference_n"]), degenerate=bool(data["degenerate"]),
+            method=str(data.get("method", "welch-log-t")),
+            df=number("df") if "df" in data else math.nan,
+            log_standard_error=(number("log_standard_error") if "log_standard_error" in data
+                                else math.nan),
+        )
 
     def at_confidence(self, confidence: float) -> RatioInterval:
         """The same estimate with its interval at another confidence level."""
@@ -1000,3 +1020,15 @@ def ratio_interval_between_runs(
     result = _ratio_from_log(log_ratio, variance, df, confidence, candidate=candidate_values,
                              reference=reference_values, method="between-runs-log-t")
     return result
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a proportion (95% by default: ``z`` the normal's 97.5%
+    quantile); (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from ..core.measurements import Measurement, Stats
 from ..core.records import ItemRecord
 from ..store.database import Store
 
@@ -57,20 +58,20 @@ class ModelMeasurement:
 
     model: str
     run_id: str
-    measurement: dict[str, Any]
+    measurement: Measurement
 
     @property
     def provenance(self) -> dict[str, Any]:
         """The endpoint provenance recorded with the measurement."""
-        return dict(self.measurement.get("provenance") or {})
+        return self.measurement.provenance
 
     @property
-    def stats(self) -> dict[str, Any]:
-        """The measurement's statistics (``repeat_values`` for throughput)."""
-        return dict(self.measurement.get("stats") or {})
+    def stats(self) -> Stats:
+        """The measurement's typed statistics."""
+        return self.measurement.stats
 
 
-SideT = TypeVar("SideT", ModelItems, ModelMeasurement)
+SideT = TypeVar("SideT")
 
 
 @dataclass(frozen=True)
@@ -103,11 +104,6 @@ class Skipped:
 
 Outcome = Found[SideT] | Missing | Skipped | Failed
 """What a lookup of one side ends in."""
-
-
-def passed(measurement: Mapping[str, Any]) -> bool:
-    """Whether a measurement's own test passed (older records without an outcome count)."""
-    return bool(measurement.get("outcome", "passed") == "passed")
 
 
 def failed_items_reason(
@@ -143,10 +139,9 @@ def setting_text(params: Mapping[str, Any]) -> str:
     return "at " + ", ".join(parts) if parts else ""
 
 
-def has_params(measurement: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+def has_params(measurement: Measurement, params: Mapping[str, Any]) -> bool:
     """Whether a measurement was taken at ``params`` (a parameter it lacks counts as None)."""
-    recorded = measurement.get("params") or {}
-    return all(recorded.get(name) == value for name, value in params.items())
+    return all(measurement.params.get(name) == value for name, value in params.items())
 
 
 @dataclass
@@ -202,8 +197,9 @@ class ComparisonFinder:
         if isinstance(waited, Found) and not waited.side.failed:
             # Failed items are refused with both sides' counts by failed_items_reason; a test
             # that failed for another reason is refused here.
-            measurement = self.store.measurement_of(waited.side.run_id, model, benchmark) or {}
-            if not passed(measurement):
+            measurement = Measurement.from_dict(
+                self.store.measurement_of(waited.side.run_id, model, benchmark) or {})
+            if not measurement.passed:
                 return Failed(self._failed_test(model, f"{benchmark} result", measurement))
         return waited
 
@@ -221,21 +217,23 @@ class ComparisonFinder:
         what = f"{benchmark} result {setting}".strip()
 
         def in_this_run() -> ModelMeasurement | None:
-            for measurement in self.store.measurements_of(self.run_id, model, benchmark):
+            for found in self.store.measurements_of(self.run_id, model, benchmark):
+                measurement = Measurement.from_dict(found)
                 if has_params(measurement, params):
                     return ModelMeasurement(model, self.run_id, measurement)
             return None
 
         waited = self._wait(model, benchmark, what, expected_tests, in_this_run)
-        if isinstance(waited, Found) and not passed(waited.side.measurement):
+        if isinstance(waited, Found) and not waited.side.measurement.passed:
             return Failed(self._failed_test(model, what, waited.side.measurement))
         if waited is not None:
             return waited
-        failed_earlier: dict[str, Any] | None = None
-        for measurement in self.store.history(model, benchmark):
-            if measurement["run_id"] != self.run_id and has_params(measurement, params):
-                if passed(measurement):
-                    return Found(ModelMeasurement(model, str(measurement["run_id"]), measurement))
+        failed_earlier: Measurement | None = None
+        for found in self.store.history(model, benchmark):
+            measurement = Measurement.from_dict(found)
+            if measurement.run_id != self.run_id and has_params(measurement, params):
+                if measurement.passed:
+                    return Found(ModelMeasurement(model, str(measurement.run_id), measurement))
                 failed_earlier = failed_earlier or measurement
         if failed_earlier is not None:
             return Failed(self._failed_test(model, what, failed_earlier))
@@ -245,12 +243,12 @@ class ComparisonFinder:
         )
 
     @staticmethod
-    def _failed_test(model: str, what: str, measurement: Mapping[str, Any]) -> str:
-        test = measurement.get("test_id") or "its test"
-        run = measurement.get("run_id")
+    def _failed_test(model: str, what: str, measurement: Measurement) -> str:
+        test = measurement.test_id or "its test"
+        run = measurement.run_id
         where = f"in run {run}" if run else "in this run"
         return (f"{model}'s {what} {where} comes from a test that "
-                f"{measurement.get('outcome', 'failed')} ({test}): no comparison is drawn from "
+                f"{measurement.outcome or 'failed'} ({test}): no comparison is drawn from "
                 f"it; fix that test's failure and re-run it")
 
     def _items_of(self, run_id: str, model: str, benchmark: str) -> ModelItems:

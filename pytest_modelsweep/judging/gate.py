@@ -32,11 +32,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from ..core.measurements import Measurement, ThroughputStats
 from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
-from ..core.records import ItemRecord
 from ..core.stats import (
     RatioInterval,
     paired_bootstrap,
@@ -44,7 +43,6 @@ from ..core.stats import (
     sign_test_p_value,
     student_t_cdf,
 )
-from .comparisons import passed
 from .pairing import PairingError, check_same_items, check_same_serving
 
 #: Family-wise error rate, per direction, of the throughput rows of one model: the chance
@@ -86,19 +84,21 @@ NOISY_STATUSES = ("unstable", "contended")
 """Rows measured on a noisy or busy machine: never called regressed or ok, only re-run."""
 
 
-def noise_reason(measurement: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+def noise_reason(measurement: Measurement, where: str) -> tuple[str, str] | None:
     """``("contended", why)`` or ``("unstable", why)`` for a noisy throughput measurement."""
-    stats = measurement.get("stats") or {}
-    name = f"{measurement.get('model')} {measurement.get('benchmark')} {where}"
-    if stats.get("contended"):
-        windows = stats.get("contended_windows")
-        total = len(stats.get("repeats") or []) or "?"
+    stats = measurement.stats
+    if not isinstance(stats, ThroughputStats):
+        return None
+    name = f"{measurement.model} {measurement.benchmark} {where}"
+    if stats.contended:
+        windows = stats.contended_windows
+        total = len(stats.repeats) or "?"
         return ("contended", f"contended — re-run on a quiet machine: other processes took "
                 f"CPU during {windows} of {total} windows of {name}")
-    if stats.get("unstable"):
-        cv, limit = stats.get("cv"), stats.get("unstable_cv_limit")
-        shown = f"{100 * cv:.1f}%" if isinstance(cv, float) else "?"
-        bound = f"{100 * limit:.0f}%" if isinstance(limit, float) else "the limit"
+    if stats.unstable:
+        cv, limit = stats.cv, stats.unstable_cv_limit
+        shown = "?" if cv is None else f"{100 * cv:.1f}%"
+        bound = "the limit" if limit is None else f"{100 * limit:.0f}%"
         return ("unstable", f"unstable — re-run: the repeats of {name} vary by CV {shown}, "
                 f"above {bound}")
     return None
@@ -110,9 +110,9 @@ _VOLATILE_PARAMS = ("worker", "port", "repeat", "repeats", "timed_requests")
 _ACCURACY_KEY_PARAMS = ("limit", "subset", "category")
 
 
-def setting_of(measurement: dict[str, Any]) -> str:
+def setting_of(measurement: Measurement) -> str:
     """The part of a measurement's parameters that must match its baseline's."""
-    params = measurement.get("params") or {}
+    params = measurement.params
     if _kind(measurement) is Kind.ACCURACY:
         kept = {k: v for k, v in params.items() if k in _ACCURACY_KEY_PARAMS}
     else:
@@ -120,25 +120,25 @@ def setting_of(measurement: dict[str, Any]) -> str:
     return json.dumps(kept, sort_keys=True, default=str)
 
 
-def _kind(measurement: Mapping[str, Any]) -> Kind | None:
+def _kind(measurement: Measurement) -> Kind | None:
     """The gated kind of a measurement's benchmark (accuracy or throughput), None when it is
     not gated; a user's benchmark is accuracy by its unit (:func:`~.metrics.metric_for`)."""
-    metric = metric_for(str(measurement.get("benchmark")), measurement.get("unit"))
+    metric = metric_for(measurement.benchmark, measurement.unit)
     return metric.kind if metric is not None and metric.gated else None
 
 
-def gateable(measurements: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def gateable(measurements: Iterable[Measurement]) -> list[Measurement]:
     """The measurements the gate compares: those of a gated kind (accuracy, throughput)."""
     return [m for m in measurements if _kind(m) is not None]
 
 
-def ungated_reason(rows: Sequence[GateRow], current: Sequence[Mapping[str, Any]]) -> str | None:
+def ungated_reason(rows: Sequence[GateRow], current: Sequence[Measurement]) -> str | None:
     """Why a gate compared nothing (every row new, or nothing of a gated kind now); None
     when at least one row was compared with the baseline."""
     if any(row.status != "new" for row in rows):
         return None
     if not rows:
-        measured = sorted({str(m.get("benchmark")) for m in current})
+        measured = sorted({m.benchmark for m in current})
         return ("compared nothing: this run holds no measurement the gate compares "
                 f"(accuracy or throughput; it measured {', '.join(measured) or 'nothing'})")
     first = rows[0]
@@ -147,22 +147,18 @@ def ungated_reason(rows: Sequence[GateRow], current: Sequence[Mapping[str, Any]]
             f"{first.benchmark} {first.setting or '(no setting)'})")
 
 
-def _key(m: dict[str, Any]) -> tuple[str, str, str]:
-    return (str(m.get("model")), str(m.get("benchmark")), setting_of(m))
+def _key(m: Measurement) -> tuple[str, str, str]:
+    return (m.model, m.benchmark, setting_of(m))
 
 
-def _items(m: dict[str, Any]) -> list[ItemRecord]:
-    return [ItemRecord.from_dict(d) for d in m.get("items") or []]
-
-
-def _repeat_values(m: dict[str, Any]) -> list[float]:
-    values = (m.get("stats") or {}).get("repeat_values")
-    return [float(v) for v in values] if values else [float(m["value"])]
+def _repeat_values(m: Measurement) -> list[float]:
+    values = m.stats.repeat_values if isinstance(m.stats, ThroughputStats) else ()
+    return list(values) if values else [m.value]
 
 
 def compare_with_baseline(
-    current: Iterable[dict[str, Any]],
-    baseline: Iterable[dict[str, Any]],
+    current: Iterable[Measurement],
+    baseline: Iterable[Measurement],
     thresholds: Thresholds,
     *,
     resamples: int = DEFAULTS.resamples,
@@ -175,24 +171,24 @@ def compare_with_baseline(
     all of them (:func:`ratio_interval_between_runs`).  ``resamples`` is the
     accuracy bootstrap's; throughput intervals are closed-form.
     """
-    history: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    history: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in baseline:
         history.setdefault(_key(m), []).append(m)
     rows: list[GateRow] = []
     pending: dict[int, RatioInterval] = {}
     kinds: dict[tuple[str, str], str] = {}
     for m in current:
-        benchmark = str(m.get("benchmark"))
+        benchmark = m.benchmark
         kind = _kind(m)
         if kind is None:
             continue
-        kinds[(str(m.get("model")), benchmark)] = kind.value
+        kinds[(m.model, benchmark)] = kind.value
         key = _key(m)
         shown_setting = ", ".join(f"{k}={v}" for k, v in json.loads(key[2]).items()
                                   if v is not None and k not in ("metric",))
         runs = history.get(key)
         if not runs:
-            rows.append(GateRow(key[0], benchmark, shown_setting, float("nan"), float(m["value"]),
+            rows.append(GateRow(key[0], benchmark, shown_setting, float("nan"), m.value,
                                 float("nan"), float("nan"), float("nan"), "new",
                                 "no baseline for this setting"))
             continue
@@ -207,47 +203,47 @@ def compare_with_baseline(
             continue
         unsound = unsound_reason(m, "now") or unsound_reason(old, "in the baseline")
         if unsound is not None:
-            rows.append(GateRow(key[0], benchmark, shown_setting, float(old["value"]),
-                                float(m["value"]), float("nan"), float("nan"), float("nan"),
-                                "cannot conclude", unsound))
+            rows.append(GateRow(key[0], benchmark, shown_setting, old.value, m.value,
+                                float("nan"), float("nan"), float("nan"), "cannot conclude",
+                                unsound))
             continue
         try:
-            check_same_serving(f"{key[0]} now", m.get("provenance") or {},
-                               f"{key[0]} in the baseline", old.get("provenance") or {})
+            check_same_serving(f"{key[0]} now", m.provenance,
+                               f"{key[0]} in the baseline", old.provenance)
             rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
         except (PairingError, ValueError) as error:
-            rows.append(GateRow(key[0], benchmark, shown_setting, float(old["value"]),
-                                float(m["value"]), float("nan"), float("nan"), float("nan"),
-                                "not comparable", str(error)))
+            rows.append(GateRow(key[0], benchmark, shown_setting, old.value, m.value,
+                                float("nan"), float("nan"), float("nan"), "not comparable",
+                                str(error)))
     _judge_throughput(rows, pending, thresholds)
     return [replace(row, kind=kinds[(row.model, row.benchmark)]) for row in rows]
 
 
-def baseline_history(runs: Iterable[Iterable[dict[str, Any]]]) -> list[dict[str, Any]]:
+def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]:
     """The measurements of a baseline's runs (oldest first) as :func:`compare_with_baseline`
     takes them: one measurement per run and setting (a run's last one)."""
-    out: list[dict[str, Any]] = []
+    out: list[Measurement] = []
     for run in runs:
         out += list({_key(m): m for m in run}.values())
     return out
 
 
-def unsound_reason(measurement: Mapping[str, Any], where: str) -> str | None:
+def unsound_reason(measurement: Measurement, where: str) -> str | None:
     """Why a measurement can support no conclusion (its test failed, items failed); or None."""
-    name = f"{measurement.get('model')} {measurement.get('benchmark')} {where}"
-    if not passed(measurement):
-        return (f"{name} comes from a test that {measurement.get('outcome')} "
-                f"({measurement.get('test_id') or 'no test id'}); re-run it")
-    failed = [r for r in _items(dict(measurement)) if r.failed]
+    name = f"{measurement.model} {measurement.benchmark} {where}"
+    if not measurement.passed:
+        return (f"{name} comes from a test that {measurement.outcome} "
+                f"({measurement.test_id or 'no test id'}); re-run it")
+    failed = [r for r in measurement.item_records() if r.failed]
     if failed:
-        return (f"{len(failed)} of {len(measurement.get('items') or [])} items of {name} got no "
+        return (f"{len(failed)} of {len(measurement.items)} items of {name} got no "
                 f"answer ({failed[0].error}); re-run to resend them")
     return None
 
 
-def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, str],
+def _accuracy_row(m: Measurement, old: Measurement, key: tuple[str, str, str],
                   setting: str, thresholds: Thresholds, resamples: int) -> GateRow:
-    now_items, old_items = _items(m), _items(old)
+    now_items, old_items = m.item_records(), old.item_records()
     check_same_items(f"{key[0]} now", now_items, f"{key[0]} in the baseline", old_items)
     interval = paired_bootstrap(
         {r.item_id: r.credit for r in now_items},
@@ -281,19 +277,19 @@ def _accuracy_row(m: dict[str, Any], old: dict[str, Any], key: tuple[str, str, s
 
 
 def _throughput_row(
-    m: dict[str, Any], runs: Sequence[dict[str, Any]], key: tuple[str, str, str], setting: str,
+    m: Measurement, runs: Sequence[Measurement], key: tuple[str, str, str], setting: str,
 ) -> tuple[GateRow, RatioInterval | None]:
     """The row of one throughput setting before judging, and its 95% interval (None when
     there is none to judge: not comparable, unsound, or a single repeat)."""
     def unjudged(status: str, note: str, baseline: float = math.nan) -> tuple[GateRow, None]:
-        return GateRow(key[0], key[1], setting, baseline, float(m["value"]), math.nan,
+        return GateRow(key[0], key[1], setting, baseline, m.value, math.nan,
                        math.nan, math.nan, status, note), None
 
     newest = runs[-1]
     unsound = unsound_reason(m, "now")
     if unsound is not None:
-        return unjudged("cannot conclude", unsound, float(newest["value"]))
-    usable: list[dict[str, Any]] = []
+        return unjudged("cannot conclude", unsound, newest.value)
+    usable: list[Measurement] = []
     refusals: list[tuple[str, str]] = []
     for old in runs:
         reason = unsound_reason(old, "in the baseline")
@@ -301,23 +297,23 @@ def _throughput_row(
             refusals.append(("cannot conclude", reason))
             continue
         try:
-            check_same_serving(f"{key[0]} now", m.get("provenance") or {},
-                               f"{key[0]} in the baseline", old.get("provenance") or {})
+            check_same_serving(f"{key[0]} now", m.provenance,
+                               f"{key[0]} in the baseline", old.provenance)
         except PairingError as error:
             refusals.append(("not comparable", str(error)))
             continue
         usable.append(old)
     if not usable:  # the newest baseline run's reason
-        return unjudged(*refusals[-1], float(newest["value"]))
+        return unjudged(*refusals[-1], newest.value)
     noisy = noise_reason(m, "now") or next(
         (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None)
     if noisy is not None:  # never called a regression (nor ok): measured on a noisy machine
-        return unjudged(*noisy, float(newest["value"]))
+        return unjudged(*noisy, newest.value)
     try:
         interval = ratio_interval_between_runs(
             _repeat_values(m), [_repeat_values(old) for old in usable])
     except ValueError as error:
-        return unjudged("not comparable", str(error), float(newest["value"]))
+        return unjudged("not comparable", str(error), newest.value)
     note = f"repeats {interval.candidate_n} vs {interval.reference_n}"
     if len(usable) > 1:
         note += f" over {len(usable)} baseline runs"

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 
 from ..core.errors import ModelsweepError
+from ..core.measurements import ThroughputStats
 from ..core.stats import (
     PairedInterval,
     RatioInterval,
@@ -63,18 +64,18 @@ def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasu
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
     sides = []
     for side in (candidate, reference):
-        values = side.stats.get("repeat_values")
-        if not isinstance(values, list) or not values:
+        values = side.stats.repeat_values if isinstance(side.stats, ThroughputStats) else ()
+        if not values:
             raise ModelsweepError(
                 f"cannot compare {candidate.model} with {reference.model}: {side.model}'s "
                 f"measurement (run {side.run_id}) has no repeat values; re-run it"
             )
-        bad = [v for v in values if not (isinstance(v, int | float) and math.isfinite(v) and v > 0)]
+        bad = [v for v in values if not (math.isfinite(v) and v > 0)]
         if bad:
             raise ModelsweepError(
                 f"cannot compare {candidate.model} with {reference.model}: {len(bad)} of "
                 f"{len(values)} of {side.model}'s repeats measured no throughput ({bad[0]!r} "
                 f"tokens/s, run {side.run_id}); re-run it"
             )
-        sides.append([float(v) for v in values])
+        sides.append(list(values))
     return ratio_interval(sides[0], sides[1])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core.errors import DataError, MeasurementError, ModelsweepError
+from ..core.errors import DataError, MeasurementError
 from ..core.metrics import BENCHMARK_MARKER
 from .context import (
     declared_benchmark_key,
@@ -27,8 +27,9 @@ from .context import (
 if TYPE_CHECKING:
     from ..api.evaluation import Evaluate
     from ..api.prompts import MeasureThroughput
-    from ..core.records import Measurement
+    from ..core.measurements import Measurement, Stats
     from ..core.sweep import ModelSpec, Sweep
+    from ..judging.judge import Comparison
     from ..serving.endpoint import Endpoint
     from .state import BenchSettings, RunState
 
@@ -76,12 +77,13 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     """Record one result of this test; it reaches the results file even if the test then fails.
 
     Call it as ``record_measurement(benchmark, value, unit, n, params=..., stats=...,
-    items=[...], requests=[...])``. The model and the endpoint's provenance are
-    added from the test.
+    items=[...], requests=[...])``. ``stats`` is the benchmark kind's record
+    (:mod:`~pytest_modelsweep.core.measurements`) or a dict of figures, read as that
+    record. The model and the endpoint's provenance are added from the test.
     """
     from datetime import datetime, timezone
 
-    from ..core.records import Measurement
+    from ..core.measurements import Measurement, stats_type
     from ..serving.endpoint import Endpoint
 
     node = request.node
@@ -94,7 +96,7 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
         n: int,
         *,
         params: dict[str, Any] | None = None,
-        stats: dict[str, Any] | None = None,
+        stats: Stats | Mapping[str, Any] | None = None,
         items: list[dict[str, Any]] | None = None,
         requests: list[dict[str, Any]] | None = None,
         model: str | None = model,
@@ -110,7 +112,8 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
             unit=unit,
             n=int(n),
             params=dict(params or {}),
-            stats=dict(stats or {}),
+            stats=(stats_type(benchmark, unit).from_dict(stats or {})
+                   if stats is None or isinstance(stats, Mapping) else stats),
             items=list(items or []),
             requests=list(requests or []),
             provenance=endpoint.provenance.as_dict() if endpoint is not None else {},
@@ -214,6 +217,7 @@ def evaluate(
             summarise_items,
         )
         from ..core.errors import BenchmarkDeclarationError
+        from ..core.measurements import AccuracyStats
         from ..workloads.accuracy import run_accuracy
 
         _check_declared(node.name, "evaluates", benchmark, declared, "", "verdicts")
@@ -247,13 +251,13 @@ def evaluate(
         )
         records = accuracy_run.records
         core = summarise_items(records)
-        stats = {**(summarise(records) if summarise is not None else {}), **core,
-                 "sent": accuracy_run.sent, "reused": accuracy_run.reused,
-                 "wall_s": accuracy_run.wall_s}
+        stats = AccuracyStats.of(core, summarise(records) if summarise is not None else {},
+                                 sent=accuracy_run.sent, reused=accuracy_run.reused,
+                                 wall_s=accuracy_run.wall_s)
         recorded_params = {**(params or {}), "prompting": model_spec.prompting,
                            "limit": limit and len(chosen),  # the real count, when limited
                            "subset": limit is not None}
-        record_measurement(benchmark, core["accuracy"], "accuracy", core["n"],
+        record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
         if accuracy_run.store_error is not None:  # measured and recorded, but not stored
@@ -269,9 +273,9 @@ def evaluate(
                 f"{failed[0].error}); re-run to resend them (completed items are reused)"
             )
         return EvaluationResult(
-            benchmark=benchmark, model=model_name, accuracy=core["accuracy"], n=core["n"],
-            correct=core["correct"], failed=core["failed"], sent=accuracy_run.sent,
-            reused=accuracy_run.reused, records=records, stats=stats,
+            benchmark=benchmark, model=model_name, accuracy=stats.accuracy, n=stats.n,
+            correct=stats.correct, failed=stats.failed, sent=stats.sent, reused=stats.reused,
+            records=records, stats=stats,
         )
 
     return run
@@ -366,106 +370,26 @@ def judge_against_reference(
     hook for the verdict, records it, and fails the test when the verdict is
     one of ``--fail-on`` (default: worse).
     """
-    from ..core.stats import VerdictRecord
-    from ..judging.comparisons import ModelItems, failed_items_reason
-    from ..judging.verdicts import holm_adjusted_interval, paired_interval
+    from ..judging.kinds import AccuracyComparison
     from ..workloads.bfcl import bfcl_skip_reason
 
     run = modelsweep_run
-    options = run.options
     reference = run.selection.reference
-    config = request.config
 
-    def items_of(model: str, benchmark: str, match: ModelItems | None = None) -> ModelItems:
-        outcome = run.comparisons.items(
-            model, benchmark,
-            expected_tests=tests_in_session(request.session, model, benchmark),
-            match_ids=[r.item_id for r in match.items] if match is not None else None,
-        )
-        side: ModelItems = _side(outcome, request.node)
-        return side
-
-    def judge(benchmark: str) -> VerdictRecord:
+    def judge(benchmark: str) -> Any:
+        skip = None
         if benchmark == "bfcl":
-            for name in (candidate_name, reference):
-                reason = bfcl_skip_reason(run.sweep.model(name))
-                if reason is not None:
-                    pytest.skip(reason)
-        if tests_in_session(request.session, candidate_name, benchmark):
-            cand_items = items_of(candidate_name, benchmark)
-            ref_items = items_of(reference, benchmark, match=cand_items)
-        else:
-            ref_items = items_of(reference, benchmark)
-            cand_items = items_of(candidate_name, benchmark, match=ref_items)
-        refused = failed_items_reason(cand_items, ref_items, benchmark)
-        if refused is not None:
-            pytest.fail(refused, pytrace=False)
-        try:
-            interval = paired_interval(
-                cand_items, ref_items, resamples=options.resamples, seed=0, confidence=0.95
-            )
-            if options.holm:
-                others = {
-                    name: (cand_items if name == candidate_name else items_of(name, benchmark))
-                    for name in run.selection.candidates
-                }
-                for other in others.values():
-                    refused = failed_items_reason(other, ref_items, benchmark)
-                    if refused is not None:
-                        pytest.fail(refused, pytrace=False)
-                interval = holm_adjusted_interval(
-                    candidate_name, others, ref_items,
-                    resamples=options.resamples, seed=0, confidence=0.95,
-                )
-        except ModelsweepError as error:
-            pytest.fail(str(error), pytrace=False)
-        verdict = config.hook.pytest_modelsweep_verdict(
-            candidate=candidate_name, reference=reference, metric=benchmark,
-            interval=interval, margin=options.margin, config=config, kind="accuracy",
-        )
-        record = VerdictRecord(
-            candidate=candidate_name, reference=reference, metric=benchmark,
-            verdict=verdict, interval=interval, margin=options.margin,
-            rule="holm+" + ("covers-zero" if options.margin is None else "equivalence-margin")
-            if options.holm else ("covers-zero" if options.margin is None else "equivalence-margin"),
-        )
-        stats = record.as_dict()
-        stats.update(candidate_run=cand_items.run_id, reference_run=ref_items.run_id)
-        record_measurement(
-            f"verdict:{benchmark}", interval.difference, "accuracy difference", interval.n,
-            params={"reference": reference, "verdict": str(verdict.value), "holm": options.holm,
-                    "margin": options.margin},
-            stats=stats,
-            model=candidate_name,
-        )
-        summary = (
-            f"{candidate_name} vs {reference} on {benchmark}: {verdict.value} "
-            f"(difference {interval.difference:+.3f}, {100 * interval.confidence:.4g}% interval "
-            f"[{interval.low:+.3f}, "
-            f"{interval.high:+.3f}], n={interval.n}, discordant={interval.discordant}, "
-            f"detectable ±{interval.min_detectable_difference:.3f})"
-        )
-        if interval.too_few_items:
-            summary += f"; no verdict from it: {interval.too_few_reason()}"
-        announce_verdict(summary, verdict, options.fail_on)
-        return record
+            skip = next(filter(None, (bfcl_skip_reason(run.sweep.model(name))
+                                      for name in (candidate_name, reference))), None)
+        return _judge(request, record_measurement, AccuracyComparison(
+            run.comparisons, _expected_tests(request), candidate_name, reference, benchmark,
+            margin=run.options.margin, resamples=run.options.resamples,
+            candidate_first=bool(tests_in_session(request.session, candidate_name, benchmark)),
+            holm_candidates=list(run.selection.candidates) if run.options.holm else None,
+            skip_reason=skip,
+        ))
 
     return judge
-
-
-def _side(outcome: Any, node: pytest.Item) -> Any:
-    """A comparison's side found; a skip when it is nowhere (the session then fails unless
-    ``--allow-unjudged``) or its test was skipped, a failure when its test failed."""
-    from ..judging.comparisons import Failed, Missing, Skipped
-
-    if isinstance(outcome, Missing):
-        node.stash[unjudged_key] = outcome.reason
-        pytest.skip(outcome.reason)
-    if isinstance(outcome, Skipped):
-        pytest.skip(outcome.reason)
-    if isinstance(outcome, Failed):
-        pytest.fail(outcome.reason, pytrace=False)
-    return outcome.side
 
 
 @pytest.fixture
@@ -482,125 +406,39 @@ def judge_throughput_ratio(
     worker where needed, else the store's latest), computes the ratio interval over
     the repeats, asks the ``pytest_modelsweep_verdict`` hook (``kind="throughput"``)
     for the verdict (``margin`` = ``--ratio-tolerance``), records it, and fails the test
-    when the verdict is one of ``--fail-on`` (default: worse). With ``--interleave`` it
-    measures both models itself instead, their windows alternating in pairs (A B, B A,
+    when the verdict is one of ``--fail-on`` (default: worse). With ``--interleave`` both
+    models are measured here instead, their windows alternating in pairs (A B, B A,
     ...), and the interval comes from the pairs (drift in machine speed cancels).
     """
-    from ..core.stats import RatioVerdictRecord
-    from ..judging.verdicts import throughput_ratio_interval
+    from ..judging.kinds import InterleavedSides, ThroughputComparison
 
     run = modelsweep_run
     reference = run.selection.reference
-    config = request.config
 
-    def measurement_of(model: str, benchmark: str, setting: dict[str, Any]) -> Any:
-        return _side(run.comparisons.measurement(
-            model, benchmark, setting,
-            expected_tests=tests_in_session(request.session, model, benchmark, params=setting),
-        ), request.node)
-
-    def interleaved(benchmark: str, setting: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """Both servers, windows in pairs A B, B A, ...: drift in machine speed cancels."""
-        from ..workloads.throughput import measure_interleaved
-
-        settings = run.bench_settings
-        measured = measure_interleaved(
-            [run.pool.get(reference), run.pool.get(candidate_name)],
-            repeats=settings.repeats, benchmark=benchmark,
-            run_id=settings.run_id, timed_requests=settings.timed_requests,
-            timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-            contended_cores=settings.contended_cores, progress=run.write_line, **setting,
-        )
-        if measured.violations:
-            raise MeasurementError("interleaved windows broke their rules: "
-                                   + "; ".join(measured.violations[:10]))
-        ratio = settings.repeats.paired_ratio(measured.values[candidate_name],
-                                              measured.values[reference])
-        return ratio, {"design": "interleaved", "windows": measured.windows,
-                       "candidate_values": measured.values[candidate_name],
-                       "reference_values": measured.values[reference],
-                       "contended": measured.contended}
-
-    def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> RatioVerdictRecord:
+    def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> Any:
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
+        interleaved = None
         if run.options.interleave:
+            from ..core.measurements import Interleaved
             from ..core.metrics import METRICS
+            from ..workloads.setting import measure_interleaved_setting
 
             if benchmark not in METRICS:
                 pytest.fail(f"--interleave measures the built-in throughput shapes only, not "
                             f"your own {benchmark!r}: run its ratio without --interleave",
                             pytrace=False)
-            ratio, design = interleaved(benchmark, setting)
-            runs: dict[str, Any] = {"candidate_run": run.run_id, "reference_run": run.run_id}
-        else:
-            ref = measurement_of(reference, benchmark, setting)
-            cand = measurement_of(candidate_name, benchmark, setting)
-            try:
-                ratio = throughput_ratio_interval(cand, ref)
-            except ModelsweepError as error:
-                pytest.fail(str(error), pytrace=False)
-            design = {"design": "back-to-back"}
-            runs = {"candidate_run": cand.run_id, "reference_run": ref.run_id,
-                    "candidate_flags": side_flags(cand.stats),
-                    "reference_flags": side_flags(ref.stats)}
-        tolerance = run.options.ratio_tolerance
-        verdict = config.hook.pytest_modelsweep_verdict(
-            candidate=candidate_name, reference=reference, metric=benchmark, interval=ratio,
-            margin=tolerance, config=config, kind="throughput",
-        )
-        record = RatioVerdictRecord(
-            candidate=candidate_name, reference=reference, metric=benchmark, verdict=verdict,
-            interval=ratio, tolerance=tolerance,
-        )
-        record_measurement(
-            "throughput_ratio", ratio.ratio, "x reference", ratio.candidate_n,
-            params={"benchmark": benchmark, **setting, "reference": reference,
-                    "verdict": str(verdict.value), "design": design["design"]},
-            stats={**record.as_dict(), **runs, **design},
-            model=candidate_name,
-        )
-        shown = ("no interval: a side has one repeat" if ratio.degenerate
-                 else f"95% interval {ratio.low:.2f}–{ratio.high:.2f}")
-        summary = (f"{candidate_name} ÷ {reference}, {benchmark} c{concurrency}"
-                   f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {ratio.ratio:.2f}x, "
-                   f"{verdict.value} ({shown}, tolerance ±{tolerance:.0%}, repeats "
-                   f"{ratio.candidate_n}/{ratio.reference_n}"
-                   f"{flags_text(runs)})")
-        announce_verdict(summary, verdict, run.options.fail_on)
-        return record
+            measured = measure_interleaved_setting(
+                [run.pool.get(reference), run.pool.get(candidate_name)], run.bench_settings,
+                benchmark, setting, run.write_line)
+            interleaved = InterleavedSides(run.run_id, Interleaved(
+                tuple(measured.windows), tuple(measured.values[candidate_name]),
+                tuple(measured.values[reference])), run.bench_settings.repeats)
+        return _judge(request, record_measurement, ThroughputComparison(
+            run.comparisons, _expected_tests(request), candidate_name, reference, benchmark,
+            setting, margin=run.options.ratio_tolerance, interleaved=interleaved,
+        ))
 
     return judge
-
-
-ROLES = ("candidate", "reference")
-"""The two sides of a comparison, in the order lines name them."""
-
-
-def side_flags(stats: Mapping[str, Any]) -> list[str]:
-    """What makes one side of a ratio doubtful: ``unstable (CV 53%)``, ``contended``."""
-    flags = []
-    if stats.get("unstable"):
-        cv = stats.get("cv")
-        flags.append(f"unstable (CV {cv:.0%})" if isinstance(cv, (int, float)) else "unstable")
-    if stats.get("contended"):
-        flags.append("contended")
-    return flags
-
-
-def flags_text(stats: Mapping[str, Any]) -> str:
-    """From a comparison's ``candidate_flags`` / ``reference_flags``: ``; the reference's
-    measurement is flagged unstable (CV 53%), contended``, or ``""``."""
-    parts = [f"the {role}'s measurement is flagged {', '.join(flags)}"
-             for role in ROLES if (flags := stats.get(f"{role}_flags"))]
-    return "; " + "; ".join(parts) if parts else ""
-
-
-def announce_verdict(summary: str, verdict: Any, fail_on: Collection[str]) -> None:
-    """Fail the comparison's test with its one line when the verdict is in ``--fail-on``,
-    else print the line."""
-    if verdict.value in fail_on:
-        pytest.fail(summary, pytrace=False)
-    print(summary)
 
 
 @pytest.fixture
@@ -621,73 +459,62 @@ def judge_capacity_ratio(
     the test when the verdict is one of ``--fail-on`` (default: worse). A reference
     whose capacity is 0 cannot be divided by: the test fails and no ratio is recorded.
     """
-    from ..workloads.capacity import (
-        NEEDS_SLO,
-        RULE_BRACKET,
-        CapacityBracket,
-        bracket_text,
-        capacity_ratio,
-    )
+    from ..judging.kinds import CapacityComparison
 
     run = modelsweep_run
-    reference = run.selection.reference
-    config = request.config
 
-    def measurement_of(model: str, setting: dict[str, Any]) -> Any:
-        return _side(run.comparisons.measurement(
-            model, "capacity", setting,
-            expected_tests=tests_in_session(request.session, model, "capacity", params=None),
-        ), request.node)
-
-    def bracket_of(side: Any, role: str) -> CapacityBracket:
-        try:
-            return CapacityBracket.from_stats(side.stats)
-        except ValueError as error:
-            pytest.fail(f"cannot compare capacities: the {role}'s ({side.model}) is {error}",
-                        pytrace=False)
-
-    def judge() -> dict[str, Any]:
+    def judge() -> Any:
         settings = run.bench_settings
-        if settings.slo is None:
-            pytest.skip(NEEDS_SLO)
-        slo, target = settings.slo, settings.slo_attainment
-        setting = {"slo": slo.as_dict(), "attainment_target": target}
-        ref = measurement_of(reference, setting)
-        cand = measurement_of(candidate_name, setting)
-        ref_bracket = bracket_of(ref, "reference")
-        cand_bracket = bracket_of(cand, "candidate")
-        if ref_bracket.capacity == 0:
-            pytest.fail(f"cannot compare: the reference meets the SLO at no concurrency "
-                        f"({reference} under {slo}: {ref.stats.get('reason')})", pytrace=False)
-        ratio = capacity_ratio(cand_bracket, ref_bracket)
-        tolerance = run.options.ratio_tolerance
-        verdict = config.hook.pytest_modelsweep_verdict(
-            candidate=candidate_name, reference=reference, metric="capacity", interval=ratio,
-            margin=tolerance, config=config, kind="capacity",
-        )
-        stats = {"candidate": candidate_name, "reference": reference, "metric": "capacity",
-                 "verdict": str(verdict.value), **ratio.as_dict(), "tolerance": tolerance,
-                 "rule": RULE_BRACKET, "attainment_target": target,
-                 "candidate_max_concurrency": cand.measurement["params"].get("max_concurrency"),
-                 "reference_max_concurrency": ref.measurement["params"].get("max_concurrency"),
-                 "candidate_run": cand.run_id, "reference_run": ref.run_id,
-                 "candidate_flags": side_flags(cand.stats),
-                 "reference_flags": side_flags(ref.stats)}
-        record_measurement(
-            "capacity_ratio", ratio.ratio, "x reference", int(cand.measurement.get("n") or 0),
-            params={"reference": reference, "verdict": str(verdict.value), "slo": slo.as_dict()},
-            stats=stats,
-            model=candidate_name,
-        )
-        shown = ("no bracket: both searches reached their server's maximum concurrency"
-                 if ratio.degenerate else f"{bracket_text(ratio)}, not a confidence interval")
-        summary = (f"{candidate_name} ÷ {reference}, capacity under {slo} "
-                   f"({target:.0%} attainment): {cand_bracket.capacity} ÷ "
-                   f"{ref_bracket.capacity} = {ratio.ratio:.2f}x, {verdict.value} ({shown}; "
-                   f"capacity brackets {cand_bracket.text()} and {ref_bracket.text()}, tolerance "
-                   f"±{tolerance:.0%}"
-                   f"{flags_text(stats)})")
-        announce_verdict(summary, verdict, run.options.fail_on)
-        return stats
+        return _judge(request, record_measurement, CapacityComparison(
+            run.comparisons, _expected_tests(request), candidate_name, run.selection.reference,
+            settings.slo, settings.slo_attainment, margin=run.options.ratio_tolerance,
+        ))
 
     return judge
+
+
+def _expected_tests(request: pytest.FixtureRequest,
+                    ) -> Callable[[str, str, Mapping[str, Any] | None], list[str]]:
+    """This session's tests that record a model's benchmark (at a setting)."""
+    return lambda model, benchmark, params: tests_in_session(request.session, model, benchmark,
+                                                             params=params)
+
+
+def _judge(request: pytest.FixtureRequest, record_measurement: RecordMeasurement,
+           comparison: Comparison[Any, Any]) -> Any:
+    """Judge one comparison (:func:`~..judging.judge.judge`) with the verdict hook; record the
+    judged measurement on the candidate and announce its line (the test fails when the
+    verdict is one of ``--fail-on``). A side nowhere skips (the session then fails unless
+    ``--allow-unjudged``), a side whose test was skipped skips, a refusal fails. Returns the
+    recorded stats."""
+    from ..judging.comparisons import Failed, Missing, Skipped
+    from ..judging.judge import judge
+
+    config = request.config
+
+    def decide(interval: Any) -> Any:
+        return config.hook.pytest_modelsweep_verdict(
+            candidate=comparison.candidate, reference=comparison.reference,
+            metric=comparison.metric, interval=interval, margin=comparison.margin,
+            config=config, kind=comparison.kind)
+
+    judged = judge(comparison, decide)
+    if isinstance(judged, Missing):
+        request.node.stash[unjudged_key] = judged.reason
+        pytest.skip(judged.reason)
+    if isinstance(judged, Skipped):
+        pytest.skip(judged.reason)
+    if isinstance(judged, Failed):
+        pytest.fail(judged.reason, pytrace=False)
+    record_measurement(judged.benchmark, judged.value, judged.unit, judged.n,
+                       params=judged.params, stats=judged.stats, model=comparison.candidate)
+    announce_verdict(judged.summary, judged.verdict, run_state(request.config).options.fail_on)
+    return judged.stats
+
+
+def announce_verdict(summary: str, verdict: Any, fail_on: Collection[str]) -> None:
+    """Fail the comparison's test with its one line when the verdict is in ``--fail-on``,
+    else print the line."""
+    if verdict.value in fail_on:
+        pytest.fail(summary, pytrace=False)
+    print(summary)

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from ..core.measurements import CapacityRatio
     from ..core.stats import PairedInterval, RatioInterval, Verdict
     from ..judging.comparisons import ComparisonKind
-    from ..workloads.capacity import CapacityRatio
 
 hookspec = pytest.hookspec
 
@@ -49,7 +49,7 @@ def pytest_modelsweep_verdict(
       does not fail the test.
     * ``"capacity"`` (``metric`` is ``capacity``): ``interval`` is the search
       bracket of candidate ÷ reference capacity under ``--slo``
-      (:class:`~pytest_modelsweep.workloads.capacity.CapacityRatio`: ratio, low,
+      (:class:`~pytest_modelsweep.core.measurements.CapacityRatio`: ratio, low,
       high — infinite when open above —, ``degenerate``), with no confidence level;
       ``margin`` is ``--ratio-tolerance``. The default rule is the throughput
       rule on the bracket; *inconclusive* when both searches reached their

@@ -12,7 +12,7 @@ this hook added them. Nothing runs on xdist workers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +21,6 @@ import pytest
 from ..core.errors import ModelsweepError
 from ..report.html import (
     CSS,
-    Failures,
-    Source,
     decision_html,
     escape_text,
     headline,
@@ -30,6 +28,12 @@ from ..report.html import (
     measurements_extra_html,
     summary_html,
 )
+from ..report.tables import records
+from ..store.results import FailedTest, RunInfo
+
+Source = Callable[[], tuple[Sequence[Mapping[str, Any]], Mapping[str, Any]]]
+"""The measurements recorded so far and the run dict."""
+Failures = Sequence[Mapping[str, Any]]
 
 if TYPE_CHECKING:
     from .state import RunState
@@ -69,26 +73,27 @@ class HtmlReportHooks:
     def pytest_html_results_summary(
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
     ) -> None:
-        measurements, run = self.source()
-        if not measurements:
+        recorded, run = self.source()
+        if not recorded:
             return
-        decision = decision_html(measurements, run, self.failures())
+        measurements, info = records(recorded), RunInfo.of(run)
+        decision = decision_html(measurements, info, [FailedTest.of(f) for f in self.failures()])
         if decision:
             # prefix: right under pytest-html's "Summary" heading, the first screen
             prefix.append(f"<style>{CSS}</style>{decision}")
-        postfix.append(summary_html(measurements, run))
+        postfix.append(summary_html(measurements, info))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.enabled or report.when != "call":
             return
-        recorded = getattr(report, "modelsweep_measurements", None)
+        recorded = records(getattr(report, "modelsweep_measurements", None) or [])
         if not recorded:
             return
         from pytest_html import extras
 
         added = [extras.html(measurements_extra_html(recorded))]
         for m in recorded:
-            added.append(extras.json(measurement_json(m), name=f"{m.get('benchmark', 'measurement')} JSON"))
+            added.append(extras.json(measurement_json(m), name=f"{m.benchmark or 'measurement'} JSON"))
         report.extras = [*getattr(report, "extras", []), *added]  # type: ignore[attr-defined]
 
     @pytest.hookimpl(optionalhook=True)
@@ -101,8 +106,8 @@ class HtmlReportHooks:
         if not cells:  # another plugin dropped the row
             return
         _escape_test_id(report, cells)
-        recorded = getattr(report, "modelsweep_measurements", None) or []
-        text = "<br>".join(escape_text(f"{m.get('model', '')}: {headline(m)}") for m in recorded)
+        recorded = records(getattr(report, "modelsweep_measurements", None) or [])
+        text = "<br>".join(escape_text(f"{m.model}: {headline(m)}") for m in recorded)
         cells.insert(_after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>')
 
 

@@ -23,6 +23,7 @@ from ..store.results import ResultsWriter
 
 if TYPE_CHECKING:
     from ..core.cost import Pricing
+    from ..core.measurements import Measurement
     from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder
     from ..serving.pool import EndpointPool
@@ -125,7 +126,7 @@ class RunState:
     gate_error: str = ""
     gate_ungated: str = ""
     """Why the gate compared nothing (every row new), or ``""``."""
-    _baseline: list[dict[str, Any]] | None = None
+    _baseline: list[Measurement] | None = None
 
     @cached_property
     def bench_settings(self) -> BenchSettings:
@@ -322,12 +323,13 @@ class RunState:
         self.failures.append({"test_id": test_id, "when": when, "outcome": outcome,
                               "message": redact(message)})
 
-    def baseline_measurements(self) -> list[dict[str, Any]]:
+    def baseline_measurements(self) -> list[Measurement]:
         """The measurements of ``--baseline`` (a stored baseline's name, or a results file),
         read once; one that holds nothing the gate compares is refused (DataError)."""
         if self._baseline is not None:
             return self._baseline
         from ..core.errors import DataError
+        from ..core.measurements import measurements_of
         from ..judging.gate import baseline_history, gateable
         from ..store.results import load_results
 
@@ -335,10 +337,11 @@ class RunState:
         run_ids = self.store.baseline_runs(name)
         path = Path(name)
         if run_ids:
-            found = baseline_history(self.store.measurements(run_id) for run_id in run_ids)
+            found = baseline_history(measurements_of(self.store.measurements(run_id))
+                                     for run_id in run_ids)
             where = f"baseline {name!r} in {self.store_location}"
         elif path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
-            found = list(load_results(path)["measurements"])
+            found = measurements_of(load_results(path)["measurements"])
             where = f"results file {path}"
         else:
             known = ", ".join(self.store.baselines()) or "none saved yet"
@@ -358,13 +361,15 @@ class RunState:
         nothing (every row new) is a session error unless ``--allow-ungated``."""
         if not self.options.baseline:
             return []
+        from ..core.measurements import measurements_of
         from ..judging.gate import compare_with_baseline, ungated_reason
 
         self.gate_rows = compare_with_baseline(
-            self.measurements, self.baseline_measurements(), self.options.thresholds,
+            measurements_of(self.measurements), self.baseline_measurements(),
+            self.options.thresholds,
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
-        reason = ungated_reason(self.gate_rows, self.measurements)
+        reason = ungated_reason(self.gate_rows, measurements_of(self.measurements))
         self.gate_ungated = reason or ""
         if reason is not None and not self.options.allow_ungated:
             self.session_errors.append(
@@ -380,12 +385,13 @@ class RunState:
         name = self.options.save_baseline
         if not name:
             return None
+        from ..core.measurements import measurements_of
         from ..judging.gate import unsound_reason
 
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
-        unsound += [reason for m in self.measurements if m.get("test_id") not in failed_tests
-                    and (reason := unsound_reason(m, "now"))]
+        unsound += [reason for m in measurements_of(self.measurements)
+                    if m.test_id not in failed_tests and (reason := unsound_reason(m, "now"))]
         if unsound:
             return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
                     f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
@@ -393,8 +399,8 @@ class RunState:
         from ..core.outputs import OutputError
         from ..judging.gate import gateable
 
-        if not gateable(self.measurements):
-            measured = sorted({str(m.get("benchmark")) for m in self.measurements})
+        if not gateable(measurements_of(self.measurements)):
+            measured = sorted({m.benchmark for m in measurements_of(self.measurements)})
             return (f"--save-baseline {name}: refused, this run holds no measurement the gate "
                     "compares (accuracy or throughput; it measured "
                     f"{', '.join(measured) or 'nothing'}); save a run of the benchmarks "

@@ -1,49 +1,45 @@
 """The decision page: one row per candidate with the figures that decide which model to serve.
 
-Built from a run's measurements (the live run's or a results file's) and its
-failed tests, for the HTML and Markdown reports to render at their top:
-
-- per accuracy benchmark with verdicts (GSM8K, BFCL, and any ``verdict:<name>``
-  a user's own evaluation records): the verdict, the paired difference and its interval;
-- the throughput ratio at 16 concurrent requests (short prompts) with its interval and verdict;
-- capacity under the SLO (``stats.capacity``; goodput at it), and its ratio to the
-  reference's with the search bracket (not a confidence interval) and verdict;
-- $/1M output tokens at that capacity (else at c16) and relative to the reference's, when
-  both are priced on the same basis at the same price;
-- licence and memory headroom, when the models were screened;
-- flags: unstable or contended throughput, failed items, failed tests, cells that cannot conclude.
-
-A cell shows a figure only when the measurement behind it succeeded; otherwise
-it says ``not measured``, ``no price`` or ``cannot conclude`` and points (``[n]``) to a line
-saying why (:attr:`DecisionPage.reasons`); a figure that needs a word (capacity 0, a
-search that reached the server's maximum) points to its line the same way. A column group
-no model has a figure in leaves the table and is named once (:attr:`DecisionPage.unmeasured`).
-The answer above the table and the Pareto points come from concluded cells only. Pure: no
-pytest.
+Built from a run's measurement records and failed tests: per accuracy benchmark with
+verdicts the verdict and the paired difference with its interval; the c16 throughput ratio;
+capacity under the SLO and its ratio to the reference's with the search bracket (not a
+confidence interval); $/1M output tokens at that capacity (else at c16) and relative to the
+reference's when both are priced on the same basis at the same price; licence and memory
+headroom when screened; flags. A cell shows a figure only when the measurement behind it
+succeeded; otherwise it says ``not measured``, ``no price`` or ``cannot conclude`` and points
+(``[n]``) to a line saying why, as does a figure that needs a word (capacity 0, a search that
+reached the server's maximum). A column group no model has a figure in leaves the table and
+is named once. The answer and the Pareto points come from concluded cells only. Pure.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from ..core.cost import Pricing
-from ..core.metrics import (
-    METRICS,
-    RATIO_BENCHMARK,
-    VERDICT_PREFIX,
-    Kind,
-    metric_for,
-    rank,
+from ..core.measurements import (
+    AccuracyVerdictStats,
+    CapacityBracket,
+    CapacityRatioStats,
+    CapacityStats,
+    Measurement,
+    ScreeningResult,
+    ThroughputRatioStats,
+    ThroughputStats,
 )
+from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
+from ..core.metrics import METRICS, RATIO_BENCHMARK, VERDICT_PREFIX, rank
 from ..core.slo import Slo
-from ..core.stats import PairedInterval
+from ..store.results import FailedTest, RunInfo
 from .tables import (
     NA,
+    Measurements,
+    Setting,
     accuracy_interval,
+    compared_reference,
+    finite,
     format_goodput,
     format_percent,
     format_percent_interval,
@@ -51,18 +47,19 @@ from .tables import (
     format_points_interval,
     format_rate,
     format_ratio,
+    format_usd,
     measurement_kind,
+    stats_of,
     throughput_row,
 )
 
 CONCURRENCY = 16
 """The throughput setting the page compares: 16 concurrent requests, short prompts."""
+C16 = f"c{CONCURRENCY}"
 CAPACITY = "capacity"
-CAPACITY_RATIO = "capacity_ratio"
 SCREEN = "screen"
 HOLDS = ("matches", "equivalent", "better")
 """Verdicts under which a candidate holds the reference's accuracy."""
-
 NOT_MEASURED = "not measured"
 CANNOT_CONCLUDE = "cannot conclude"
 NOT_JUDGED = "not judged"
@@ -72,20 +69,15 @@ NO_PRICE_WHY = ("no price: give --usd-per-hour or a [pricing] table in the sweep
                 "ever assumed)")
 REFERENCE = "reference"
 DASH = "—"
+_COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats)
 
 
 # --------------------------------------------------------------------------- the page
-
-
 @dataclass(frozen=True)
 class Cell:
-    """One cell: a figure or verdict word, or why there is none.
-
-    ``why`` (one line) is set exactly when the cell does not conclude; ``detail`` is a
-    line a concluded figure needs (why a capacity is 0); ``note`` is the 1-based number
-    of either line in :attr:`DecisionPage.reasons`. ``tip``: more about a concluded
-    figure, for the HTML's tooltip only.
-    """
+    """One cell: a figure or verdict word; ``why`` (one line) exactly when it does not
+    conclude, ``detail`` a line a concluded figure needs (why a capacity is 0), ``note`` the
+    number of either line under the table, ``tip`` more for the HTML's tooltip."""
 
     text: str
     why: str = ""
@@ -93,10 +85,6 @@ class Cell:
     verdict: str | None = None
     detail: str = ""
     tip: str = ""
-
-    @property
-    def concluded(self) -> bool:
-        return not self.why
 
     @property
     def line(self) -> str:
@@ -111,15 +99,14 @@ class Cell:
 
 @dataclass(frozen=True)
 class Column:
-    """A column: its group (``GSM8K vs reference``), its name in the group, a flat title."""
+    """A column: its group (``GSM8K vs reference``), its name in the group, a flat title;
+    ``verdict``: holds verdict words (styled), ``text``: words, not figures (aligned left)."""
 
     group: str
     name: str
     title: str
     verdict: bool = False
-    """Holds verdict words (renderers style them)."""
     text: bool = False
-    """Holds words, not figures (renderers align it left)."""
 
 
 @dataclass
@@ -134,8 +121,8 @@ class DecisionRow:
 
 @dataclass(frozen=True)
 class ParetoPoint:
-    """A model on the Pareto plot; ``x_low``/``x_high``/``y_low``/``y_high`` are None without
-    an interval."""
+    """A model on the Pareto plot; the bounds are None without an interval; ``holds``: it
+    matches the reference on every accuracy verdict."""
 
     model: str
     x: float
@@ -145,24 +132,23 @@ class ParetoPoint:
     y_low: float | None
     y_high: float | None
     holds: bool
-    """Matches the reference on every accuracy verdict."""
-    on_front: bool
+    on_front: bool = False
     is_reference: bool = False
 
 
 @dataclass(frozen=True)
 class Pareto:
-    """The Pareto plot's data: accuracy difference (y) against throughput ratio or relative cost."""
+    """The Pareto plot's data: accuracy difference (y) against throughput ratio or relative
+    cost; ``x_name``/``y_name`` say the axes in a few words; ``left_out``: ``model: why`` of
+    each candidate without a point."""
 
     x_label: str
     y_label: str
     x_name: str
-    """The x axis in a few words: ``c16 throughput ratio``, ``relative cost``."""
     y_name: str
     x_higher_is_better: bool
     points: tuple[ParetoPoint, ...]
     left_out: tuple[str, ...]
-    """``model: why`` of each candidate without a point."""
 
     @property
     def front(self) -> list[str]:
@@ -172,792 +158,667 @@ class Pareto:
 
 @dataclass
 class DecisionPage:
-    """The whole page: the answer line, the table, its reasons and notes, the Pareto data."""
+    """The whole page: the answer, the table, the lines its cells point to, its notes, the
+    Pareto data (else why none), the groups left out (with their notes), the failed tests of
+    models with no row (``test id: message``)."""
 
-    reference: str
     answer: str
-    metrics: list[str]
     columns: list[Column]
     rows: list[DecisionRow]
     reasons: list[str]
-    """The lines cells point to: why a cell has no figure, or what a figure needs said."""
     notes: list[str]
     pareto: Pareto | None
     pareto_why: str = ""
     unmeasured: list[tuple[str, list[int]]] = field(default_factory=list)
-    """Column groups no model has a figure in, left out of the table: (group, the notes
-    saying why)."""
     unplaced: list[str] = field(default_factory=list)
-    """Failed tests of models that recorded nothing, so have no row: ``test id: message``."""
 
 
 # --------------------------------------------------------------------------- reading
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _stats(m: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(m.get("stats"))
-
-
-def _params(m: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(m.get("params"))
-
-
-def _passed(m: Mapping[str, Any]) -> bool:
-    return bool(m.get("outcome", "passed") == "passed")
-
-
-def _failed_items(m: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [i for i in (m.get("items") or []) if isinstance(i, Mapping) and i.get("error")]
-
-
 def metric_label(metric: str) -> str:
     """``GSM8K``, ``BFCL``; a user's benchmark by its own name."""
     known = METRICS.get(metric)
     return known.label.removesuffix(" accuracy") if known is not None else metric
 
 
-def format_usd(value: Any) -> str:
-    """Dollars: ``$1,234``, ``$12.35``, ``$0.0123``."""
-    number = _number(value)
-    if number is None:
-        return NA
-    if abs(number) >= 100:
-        return f"${number:,.0f}"
-    if abs(number) >= 1:
-        return f"${number:.2f}"
-    return f"${number:.3g}"
+def _one_line(text: object, limit: int = 160) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _verdict_of(m: Mapping[str, Any]) -> str:
-    return str(_stats(m).get("verdict") or _params(m).get("verdict") or "")
+def _verdict(verdict: object) -> Cell:
+    word = str(verdict or NA)
+    return Cell(word, verdict=word)
 
 
-def _interval_suffix(stats: Mapping[str, Any]) -> str:
-    confidence = _number(stats.get("confidence"))
-    if confidence is None or abs(confidence - 0.95) < 1e-9:
-        return ""
-    return f" ({100 * confidence:.4g}%)"
+def _both(text: str, why: str) -> list[Cell]:
+    """A comparison's two cells when it has no figure: the word, then a dash."""
+    return [Cell(text, why=why), Cell(DASH, why=why)]
+
+
+def _confidence(confidence: float) -> str:
+    return "" if abs(confidence - 0.95) < 1e-9 else f" ({100 * confidence:.4g}%)"
 
 
 @dataclass(frozen=True)
 class _Failure:
+    """A failed test of ``model`` (None: of no model in the run): its ``function``
+    (``test_verdict``) and parameters after the model's (``rest``: ``gsm8k`` of
+    ``test_verdict[m-gsm8k]``)."""
+
     test_id: str
     message: str
     model: str | None
     rest: str
-    """The test's parameters after the model's, e.g. ``gsm8k`` of ``test_verdict[m-gsm8k]``."""
+    function: str
 
-    @property
-    def function(self) -> str:
-        """``test_verdict``."""
-        return self.test_id.rsplit("::", 1)[-1].split("[", 1)[0]
+    @classmethod
+    def of(cls, failed: FailedTest, models: Sequence[str]) -> _Failure:
+        """The model is the longest name the id's parameters start with (the plugin
+        parametrizes the model first)."""
+        match = re.search(r"\[(.*)\]$", failed.test_id)
+        params = match.group(1) if match else ""
+        model = max((m for m in models if params == m or params.startswith(m + "-")), key=len,
+                    default=None)
+        message = (failed.message or failed.outcome or "failed").removeprefix("Failed: ")
+        return cls(failed.test_id, message, model, params[len(model) + 1:] if model else params,
+                   failed.test_id.rsplit("::", 1)[-1].split("[", 1)[0])
 
     @property
     def name(self) -> str:
         """``test_verdict[gsm8k]``: the test's function and its parameters but the model."""
         return f"{self.function}[{self.rest}]" if self.rest else self.function
 
+    @property
+    def said(self) -> str:
+        return f"{self.name} failed: {_one_line(self.message)}"
 
-def _failures(failures: Iterable[Mapping[str, Any]], models: Sequence[str]) -> list[_Failure]:
-    """Failed tests with the model each measured: its id's parameters start with the model's
-    name (the plugin parametrizes the model first); the longest name that fits wins."""
-    found = []
-    for f in failures:
-        test_id = str(f.get("test_id") or "")
-        match = re.search(r"\[(.*)\]$", test_id)
-        params = match.group(1) if match else ""
-        model = max((m for m in models if params == m or params.startswith(m + "-")),
-                    key=len, default=None)
-        rest = params[len(model) + 1:] if model is not None else params
-        message = str(f.get("message") or f.get("outcome") or "failed")
-        found.append(_Failure(test_id, message.removeprefix("Failed: "), model, rest))
-    return found
+    def names(self, word: str) -> bool:
+        """Whether its function, parameters or message name ``word``."""
+        return word in self.rest.split("-") or word in self.function.split("_") or re.search(
+            rf"(?<![\w:.-]){re.escape(word)}(?![\w.-])", self.message) is not None
 
 
-def _mentions(text: str, word: str) -> bool:
-    return re.search(rf"(?<![\w:.-]){re.escape(word)}(?![\w.-])", text) is not None
-
-
-class _Run:
-    """The run's measurements, indexed the ways the page asks for them (the last one wins)."""
-
-    def __init__(self, measurements: Sequence[Mapping[str, Any]], reference: str,
-                 failures: Sequence[Mapping[str, Any]], run_id: str | None = None) -> None:
-        self.reference = reference
-        self.run_id = run_id
-        self.measurements = list(measurements)
-        models = {str(m.get("model", "")) for m in self.measurements} | {reference}
-        self.failures = _failures(failures, sorted(models))
-        self.any_c16 = any(self.c16(model) is not None for model in models)
-        self.any_capacity = any(m.get("benchmark") == CAPACITY for m in self.measurements)
-
-    def earlier_runs(self, model: str, ratio_benchmark: str) -> list[str]:
-        """Earlier runs whose measurement of ``model`` this run's comparisons used: a c16
-        throughput ratio (``RATIO_BENCHMARK``) or a capacity ratio read from the store."""
-        runs = set()
-        for m in self.measurements:
-            if m.get("benchmark") != ratio_benchmark or (
-                    ratio_benchmark == RATIO_BENCHMARK
-                    and self.c16_ratio(str(m.get("model", ""))) is not m):
-                continue
-            stats = _stats(m)
-            for side, ran in ((m.get("model"), stats.get("candidate_run")),
-                              (stats.get("reference", self.reference), stats.get("reference_run"))):
-                if side == model and ran is not None and ran != self.run_id:
-                    runs.add(str(ran))
-        return sorted(runs) if self.run_id is not None else []
-
-    def latest(self, model: str, benchmark: str, **params: Any) -> Mapping[str, Any] | None:
-        found = None
-        for m in self.measurements:
-            if m.get("model") == model and m.get("benchmark") == benchmark and all(
-                    _params(m).get(k) == v for k, v in params.items()):
-                found = m
-        return found
-
-    def verdict(self, candidate: str, metric: str) -> Mapping[str, Any] | None:
-        found = None
-        for m in self.measurements:
-            if (m.get("benchmark") == VERDICT_PREFIX + metric
-                    and str(_stats(m).get("candidate") or m.get("model", "")) == candidate):
-                found = m
-        return found
-
-    def c16(self, model: str) -> Mapping[str, Any] | None:
-        return self.latest(model, "throughput", concurrency=CONCURRENCY, prompt_tokens=None)
-
-    def c16_ratio(self, candidate: str) -> Mapping[str, Any] | None:
-        found = None
-        for m in self.measurements:
-            params = _params(m)
-            if (m.get("benchmark") == RATIO_BENCHMARK and m.get("model") == candidate
-                    and params.get("benchmark", "throughput") == "throughput"
-                    and params.get("concurrency") == CONCURRENCY
-                    and params.get("prompt_tokens") is None):
-                found = m
-        return found
-
-    def failures_of(self, model: str, word: str | None = None) -> list[_Failure]:
-        """Failed tests of ``model``; with ``word``, those whose function, parameters or
-        message name it."""
-        return [f for f in self.failures if f.model == model and (
-            word is None or word in f.rest.split("-") or word in f.function.split("_")
-            or _mentions(f.message, word))]
-
-
-# --------------------------------------------------------------------------- cells
-
-
-def _absent(text: str, why: str) -> Cell:
-    return Cell(text, why=why)
-
-
-def _accuracy_side_why(run: _Run, model: str, role: str, metric: str) -> tuple[str, str] | None:
-    """(cell text, why) when one side's own accuracy result stops the verdict; None if sound."""
-    m = run.latest(model, metric)
-    if m is None:
-        return NOT_MEASURED, f"no {metric} result of the {role} {model} in this run"
-    failed = _failed_items(m)
-    if failed:
-        total = len(m.get("items") or [])
-        return CANNOT_CONCLUDE, (
-            f"{len(failed)} of {total} {metric} items of the {role} {model} failed (first: "
-            f"{_one_line(failed[0].get('error'))}); no verdict is drawn from a partial item set")
-    if not _passed(m):
-        return CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.get('outcome')}"
-    return None
-
-
-def _one_line(text: Any, limit: int = 160) -> str:
-    line = " ".join(str(text or "").split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _too_few_line(stats: Mapping[str, Any], which: str) -> str:
-    """Why a recorded paired interval supports no verdict (``PairedInterval.too_few_reason``),
-    or "" when it does or the record is too old to say."""
-    try:
-        interval = PairedInterval.from_dict(stats)
-    except (KeyError, TypeError):
-        return ""
-    reason = interval.too_few_reason()
-    return f"{which}: no verdict from its interval: {reason}" if reason else ""
-
-
-def _verdict_cells(run: _Run, candidate: str, metric: str) -> list[Cell]:
-    """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
-    m = run.verdict(candidate, metric)
-    if m is not None:
-        stats = _stats(m)
-        verdict = _verdict_of(m) or NA
-        difference = stats.get("difference", m.get("value"))
-        interval = format_points_interval(stats.get("low"), stats.get("high"))
-        if _number(difference) is None or interval == NA:
-            why = f"the {metric} verdict of {candidate} records no difference or interval"
-            return [Cell(verdict, verdict=verdict), _absent(NA, why)]
-        few = _too_few_line(stats, f"{candidate} vs the reference on {metric_label(metric)}")
-        # the unit once: "-2.0 pp [-5.0, +1.0]"
-        return [Cell(verdict, verdict=verdict), Cell(
-            f"{format_points(difference)} {interval.removesuffix(' pp')}{_interval_suffix(stats)}",
-            detail=few)]
-    for model, role in ((run.reference, "reference"), (candidate, "candidate")):
-        side = _accuracy_side_why(run, model, role, metric)
-        if side is not None and side[0] == CANNOT_CONCLUDE:
-            return [_absent(CANNOT_CONCLUDE, side[1]), _absent(DASH, side[1])]
-    failed = run.failures_of(candidate, metric)
-    if failed:
-        why = f"{failed[0].name} failed: {_one_line(failed[0].message)}"
-        return [_absent(CANNOT_CONCLUDE, why), _absent(DASH, why)]
-    for model, role in ((run.reference, "reference"), (candidate, "candidate")):
-        side = _accuracy_side_why(run, model, role, metric)
-        if side is not None:
-            return [_absent(side[0], side[1]), _absent(DASH, side[1])]
-    why = (f"no verdict:{metric} measurement of {candidate}: its verdict test did not run "
-           f"(a declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)")
-    return [_absent(NOT_JUDGED, why), _absent(DASH, why)]
-
-
-def _reference_accuracy_cells(run: _Run, metric: str) -> list[Cell]:
-    """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
-    side = _accuracy_side_why(run, run.reference, "reference", metric)
-    if side is not None:
-        return [Cell(REFERENCE), _absent(side[0], side[1])]
-    m = run.latest(run.reference, metric)
-    assert m is not None
-    interval = accuracy_interval(m)
-    shown = f" ({format_percent_interval(*interval)})" if interval else ""
-    return [Cell(REFERENCE), Cell(f"{format_percent(m.get('value'))}{shown}")]
-
-
-def _throughput_why(run: _Run, model: str, role: str) -> tuple[str, str] | None:
-    """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
-    m = run.c16(model)
-    if m is None:
-        earlier = run.earlier_runs(model, RATIO_BENCHMARK)
-        if earlier:
-            return NOT_MEASURED, (f"the {role} {model}'s c{CONCURRENCY} throughput comes from "
-                                  f"earlier run {', '.join(earlier)} (the ratios use it); this "
-                                  "report holds this run's measurements only")
-        if not run.any_c16:
-            return NOT_MEASURED, (f"no throughput measurement at c{CONCURRENCY} in this run "
-                                  f"(benches/test_throughput.py -k c{CONCURRENCY})")
-        return NOT_MEASURED, (f"no throughput measurement of the {role} {model} at c{CONCURRENCY} "
-                              f"(benches/test_throughput.py -k c{CONCURRENCY})")
-    if not _passed(m):
-        failed = run.failures_of(model, f"c{CONCURRENCY}")
-        said = f": {_one_line(failed[0].message)}" if failed else ""
-        return CANNOT_CONCLUDE, (f"the {role} {model}'s c{CONCURRENCY} throughput test "
-                                 f"{m.get('outcome')}{said}")
-    return None
-
-
-def _ratio_cells(run: _Run, candidate: str) -> list[Cell]:
-    """[ratio with interval, verdict] of a candidate's c16 throughput against the reference's."""
-    m = run.c16_ratio(candidate)
-    if m is not None:
-        stats = _stats(m)
-        verdict = _verdict_of(m) or NA
-        low, high = _number(stats.get("low")), _number(stats.get("high"))
-        ratio = format_ratio(m.get("value"))
-        if ratio == NA:
-            why = f"the c{CONCURRENCY} ratio of {candidate} records no value"
-            return [_absent(NA, why), Cell(verdict, verdict=verdict)]
-        if low is None or high is None:
-            why = (f"{candidate}'s c{CONCURRENCY} ratio has no interval: a side has a single "
-                   "repeat (run --repeats 2 or more)")
-            return [Cell(f"{ratio} (no interval)", why=why), Cell(verdict, verdict=verdict)]
-        return [Cell(f"{ratio} [{low:.2f}, {high:.2f}]{_interval_suffix(stats)}"),
-                Cell(verdict, verdict=verdict)]
-    for model, role in ((run.reference, "reference"), (candidate, "candidate")):
-        side = _throughput_why(run, model, role)
-        if side is not None:
-            return [_absent(side[0], side[1]), _absent(DASH, side[1])]
-    failed = [f for f in run.failures_of(candidate, f"c{CONCURRENCY}")
-              if f.name.startswith("test_throughput_ratio")]
-    if failed:
-        why = f"{failed[0].name} failed: {_one_line(failed[0].message)}"
-        return [_absent(CANNOT_CONCLUDE, why), _absent(DASH, why)]
-    why = (f"no c{CONCURRENCY} throughput ratio of {candidate}: its ratio test did not run "
-           f"(test_throughput_ratio in benches/test_throughput.py)")
-    return [_absent(NOT_JUDGED, why), _absent(DASH, why)]
-
-
-def _reference_throughput_cells(run: _Run) -> list[Cell]:
-    side = _throughput_why(run, run.reference, "reference")
-    if side is not None:
-        return [_absent(side[0], side[1]), Cell(REFERENCE)]
-    m = run.c16(run.reference)
-    assert m is not None
-    return [Cell(f"{format_rate(throughput_row(m).mean)} tokens/s"), Cell(REFERENCE)]
+def _is_c16(m: Measurement) -> bool:
+    setting = Setting.of(m)
+    return setting.concurrency == CONCURRENCY and setting.prompt_tokens is None
 
 
 @dataclass(frozen=True)
 class _Capacity:
-    """A model's capacity: ``value`` (``stats.capacity``) when its search concluded, else
-    None with the cell's ``text`` and ``why``."""
+    """A model's capacity: ``value`` when its search concluded, else None with the cell's
+    ``text`` and ``why``."""
 
-    measurement: Mapping[str, Any] | None
+    stats: CapacityStats
     value: int | None
     text: str = ""
     why: str = ""
 
     @property
-    def stats(self) -> Mapping[str, Any]:
-        return _stats(self.measurement) if self.measurement is not None else {}
-
-    @property
     def at_maximum(self) -> bool:
         """The search passed at the server's maximum: the capacity is at least that."""
-        bracket = self.stats.get("bracket")
-        return (self.value is not None and self.value > 0 and isinstance(bracket, list)
-                and len(bracket) == 2 and bracket[1] is None)
+        bracket = self.stats.bracket
+        return bool(self.value) and bracket is not None and bracket[1] is None
 
-    @property
-    def step(self) -> Mapping[str, Any]:
-        """The passing step at the capacity ({} if none)."""
-        for step in self.stats.get("steps") or []:
-            if isinstance(step, Mapping) and step.get("concurrency") == self.value \
-                    and step.get("passed"):
-                return step
-        return {}
-
-    def shown(self) -> str:
-        """``3``; ``≥4`` when the search reached the server's maximum."""
-        return f"≥{self.value}" if self.at_maximum else str(self.value)
-
-
-def _capacity(run: _Run, model: str, role: str) -> _Capacity:
-    """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test (null
-    when the search broke off), else why there is none."""
-    m = run.latest(model, CAPACITY)
-    failed = [f for f in run.failures_of(model) if f.function == "test_capacity"]
-    if m is None:
-        if failed:
-            return _Capacity(None, None, CANNOT_CONCLUDE, f"the {role} {model}'s "
-                             f"{failed[0].name} failed: {_one_line(failed[0].message)}")
-        earlier = run.earlier_runs(model, CAPACITY_RATIO)
-        if earlier:
-            return _Capacity(None, None, NOT_MEASURED, (
-                f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} (the "
-                "capacity ratios use it); this report holds this run's measurements only"))
-        if not run.any_capacity:
-            return _Capacity(None, None, NOT_MEASURED, (
-                "no capacity measurement in this run (benches/test_capacity.py; it needs "
-                "--slo, e.g. --slo ttft=500ms,tpot=50ms)"))
-        return _Capacity(None, None, NOT_MEASURED,
-                         f"no capacity measurement of the {role} {model} in this run")
-    stats = _stats(m)
-    value = stats.get("capacity")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or not _passed(m):
-        said = (stats.get("error") or (failed[0].message if failed else "")
-                or (f"its test {m.get('outcome')}" if not _passed(m)
-                    else "it records no capacity"))
-        return _Capacity(m, None, CANNOT_CONCLUDE,
-                         f"the {role} {model}'s capacity search did not conclude: "
-                         f"{_one_line(said)}")
-    return _Capacity(m, value)
-
-
-def _capacity_cell(capacity: _Capacity, model: str) -> Cell:
-    """The capacity with the goodput at it; 0 and the server's maximum say so."""
-    if capacity.value is None:
-        return _absent(capacity.text, capacity.why)
-    stats = capacity.stats
-    reason = _one_line(stats.get("reason"))
-    if capacity.value == 0:
-        return Cell("0 (misses the SLO at concurrency 1)",
-                    detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
-    goodput = _number(stats.get("goodput_rps"))
-    said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
-    figures = []
-    attainment = _number(stats.get("slo_attainment"))
-    if attainment is not None:
-        step = capacity.step
-        counted = f" ({step.get('good')}/{step.get('requests')})" if step else ""
-        figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
-    if said:
-        figures.append(said)
-    if _number(stats.get("output_tokens_per_s")) is not None:
-        figures.append(f"{format_rate(stats.get('output_tokens_per_s'))} output tokens/s")
-    tip = (f"at c{capacity.value}: {', '.join(figures)}; " if figures else "") + (
-        f"search bracket {_bracket_text(stats.get('bracket'))}")
-    if capacity.at_maximum:
-        text = f"{capacity.shown()} (the server's maximum{'; ' + said if said else ''})"
-        return Cell(text, detail=f"{model}: {reason}" if reason else "", tip=tip)
-    return Cell(f"{capacity.value} ({said})" if said else str(capacity.value), tip=tip)
-
-
-def _bracket_text(bracket: Any) -> str:
-    if isinstance(bracket, list) and len(bracket) == 2:
-        return f"[{bracket[0]}, {'open' if bracket[1] is None else bracket[1]}]"
-    return NA
-
-
-def _capacity_ratio_cells(run: _Run, candidate: str, mine: _Capacity,
-                          reference: _Capacity) -> list[Cell]:
-    """[ratio with its search bracket, verdict] of a candidate's capacity against the
-    reference's, from its ``capacity_ratio`` measurement, else why there is none."""
-    ratio = run.latest(candidate, CAPACITY_RATIO)
-    if ratio is not None:
-        stats = _stats(ratio)
-        verdict = _verdict_of(ratio) or NA
-        value = format_ratio(ratio.get("value"))
-        if value == NA:
-            why = f"{candidate}'s capacity ratio records no value"
-            return [_absent(CANNOT_CONCLUDE, why), Cell(verdict, verdict=verdict)]
-        low, high = _number(stats.get("bracket_low")), stats.get("bracket_high")
-        if stats.get("degenerate"):
-            return [Cell(f"{value} (no bracket)", detail=(
-                f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
-                "server's maximum concurrency, so neither capacity is bounded above")),
-                Cell(verdict, verdict=verdict)]
-        if low is None or (high is not None and _number(high) is None):
-            why = f"{candidate}'s capacity ratio records no search bracket"
-            return [Cell(value, why=why), Cell(verdict, verdict=verdict)]
-        upper = "∞)" if high is None else f"{float(high):.2f}]"
-        return [Cell(f"{value} [{low:.2f}, {upper}"), Cell(verdict, verdict=verdict)]
-    if mine.value is None:
-        return [_absent(DASH, mine.why), _absent(DASH, mine.why)]
-    failed = [f for f in run.failures_of(candidate) if f.function == "test_capacity_ratio"]
-    if failed:
-        why = f"{failed[0].name} failed: {_one_line(failed[0].message)}"
-        return [_absent(CANNOT_CONCLUDE, why), _absent(DASH, why)]
-    if reference.value is None:
-        why = f"no capacity of the reference to compare with: {reference.why}"
-        return [_absent(DASH, why), _absent(DASH, why)]
-    why = (f"no capacity_ratio measurement of {candidate}: its ratio test did not run "
-           "(test_capacity_ratio in benches/test_capacity.py)")
-    return [_absent(NOT_JUDGED, why), _absent(DASH, why)]
+    def cell(self, model: str) -> Cell:
+        """The capacity with the goodput at it; 0 and the server's maximum say so."""
+        if self.value is None:
+            return Cell(self.text, why=self.why)
+        stats, at = self.stats, self.stats.at_capacity
+        reason = _one_line(stats.reason)
+        if self.value == 0:
+            return Cell("0 (misses the SLO at concurrency 1)",
+                        detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
+        goodput = None if at is None else finite(at.goodput_rps)
+        said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
+        figures = []
+        if at is not None and (attainment := finite(at.slo_attainment)) is not None:
+            step = next((s for s in stats.steps if s.concurrency == self.value and s.passed), None)
+            counted = f" ({step.good}/{step.requests})" if step else ""
+            figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
+        figures += [said] if said else []
+        if at is not None and finite(at.output_tokens_per_s) is not None:
+            figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
+        bracket = CapacityBracket(self.value, *stats.bracket).text() if stats.bracket else NA
+        tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + (
+            f"search bracket {bracket}")
+        if self.at_maximum:
+            return Cell(f"≥{self.value} (the server's maximum{'; ' + said if said else ''})",
+                        detail=f"{model}: {reason}" if reason else "", tip=tip)
+        return Cell(f"{self.value} ({said})" if said else str(self.value), tip=tip)
 
 
 @dataclass(frozen=True)
 class _Cost:
+    """$/1M output tokens ``at`` the capacity (``at c12``) or ``at c16`` (``basis``
+    ``capacity`` or ``c16``), priced at ``usd_per_hour``; without it, the cell's text and why."""
+
     usd: float | None
-    basis: str
-    """``capacity`` or ``c16``; "" without a cost."""
-    at: str
-    """``at c12``, ``at c16``."""
-    interval: tuple[float, float] | None
-    why: str
+    basis: str = ""
+    at: str = ""
+    interval: tuple[float, float] | None = None
+    why: str = ""
     text: str = NOT_MEASURED
     usd_per_hour: float | None = None
-    """The price the cost was computed at."""
+
+    @classmethod
+    def priced(cls, usd: object, usd_per_hour: object, basis: str, at: str,
+               interval: tuple[float, float] | None, whose: str) -> _Cost:
+        """The cost of a priced measurement; ``no price`` without a price, ``cannot
+        conclude`` when priced without a cost."""
+        if (usd := finite(usd)) is not None:
+            return cls(usd, basis, at, interval, usd_per_hour=finite(usd_per_hour))
+        if finite(usd_per_hour) is None:
+            return cls(None, why=NO_PRICE_WHY, text=NO_PRICE)
+        return cls(None, why=f"{whose} records a price but no $/1M output tokens",
+                   text=CANNOT_CONCLUDE)
+
+    def cell(self) -> Cell:
+        if self.usd is None:
+            return Cell(self.text, why=self.why)
+        interval = (f" [{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
+                    if self.interval else "")
+        return Cell(f"{format_usd(self.usd, '$')}{interval} {self.at}")
+
+    def relative(self, reference: _Cost, name: str) -> tuple[float | None, str]:
+        """(this ÷ the reference's cost, why not): only both at their capacity or both at
+        c16, priced at the same rate."""
+        if self.usd is None:
+            return None, self.why
+        if reference.usd is None:
+            return None, f"the reference has no cost: {reference.why}"
+        if self.basis != reference.basis:
+            return None, (f"{name} is priced {self.at} and the reference {reference.at}: "
+                          "not the same basis, so no ratio")
+        if self.usd_per_hour is None or reference.usd_per_hour is None:
+            return None, f"{name}'s or the reference's cost records no price per hour: no ratio"
+        if self.usd_per_hour != reference.usd_per_hour:
+            return None, (f"{name} and the reference are priced at different rates "
+                          f"({format_usd(self.usd_per_hour, '$')}/h and "
+                          f"{format_usd(reference.usd_per_hour, '$')}/h): no ratio")
+        return self.usd / reference.usd, ""
 
 
-def _priced(stats: Mapping[str, Any]) -> float | None:
-    """The machine's price a measurement was recorded with (None: no price given)."""
-    return _number(_mapping(stats.get("pricing")).get("usd_per_hour"))
+def _names(models: Sequence[str]) -> str:
+    return ", ".join(models[:-1]) + " and " + models[-1] if len(models) > 1 else "".join(models)
 
 
-def _none(why: str, text: str = NOT_MEASURED) -> _Cost:
-    return _Cost(None, "", "", None, why, text)
+NOTHING_TO_CHOOSE = f"no capacity, cost or {C16} throughput ratio to choose among them"
 
 
-def _cost(run: _Run, model: str, role: str, capacity: _Capacity) -> _Cost:
-    """The model's $/1M output tokens at its capacity, else at c16, else why there is none.
+# --------------------------------------------------------------------------- the cells
+class _Page:
+    """The run's measurements, found the ways the page asks for them (the last one wins),
+    and each model's cells, capacity and cost from them."""
 
-    A capacity of 0 has no cost at it (no concurrency meets the SLO); a capacity search that
-    did not conclude leaves the c16 cost, when that measurement succeeded.
-    """
-    if capacity.value is not None and capacity.value > 0:
-        stats = capacity.stats
-        usd = _number(stats.get("usd_per_million_output_tokens"))
-        at = f"at c{capacity.value}"
-        if usd is not None:
-            return _Cost(usd, "capacity", at, None, "", usd_per_hour=_priced(stats))
-        if _priced(stats) is None:
-            return _none(NO_PRICE_WHY, NO_PRICE)
-        return _none(f"the {role} {model}'s capacity records a price but no $/1M output tokens",
-                     CANNOT_CONCLUDE)
-    if capacity.value == 0:
-        return _none(f"the {role} {model} misses the SLO even at concurrency 1 (capacity 0): "
-                     "no cost at its capacity", NA)
-    c16 = run.c16(model)
-    throughput_why = _throughput_why(run, model, role)
-    if c16 is not None and throughput_why is None:
-        stats = _stats(c16)
-        usd = _number(stats.get("usd_per_million_output_tokens"))
-        if usd is not None:
-            return _Cost(usd, "c16", f"at c{CONCURRENCY}", _pair(stats.get(
-                "usd_per_million_output_tokens_interval")), "", usd_per_hour=_priced(stats))
-        if _priced(stats) is None:
-            return _none(NO_PRICE_WHY, NO_PRICE)
-        return _none(f"the {role} {model}'s c{CONCURRENCY} throughput records a price but no "
-                     "$/1M output tokens", CANNOT_CONCLUDE)
-    if capacity.text == CANNOT_CONCLUDE:
-        return _none(capacity.why, CANNOT_CONCLUDE)
-    if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
-        return _none(throughput_why[1], CANNOT_CONCLUDE)
-    if not run.any_capacity and not run.any_c16:
-        return _none(f"no capacity or c{CONCURRENCY} throughput measurement in this run to "
-                     "price")
-    return _none(f"no capacity or c{CONCURRENCY} throughput measurement of the {role} {model} "
-                 "to price")
+    def __init__(self, measurements: Measurements, reference: str, candidates: Sequence[str],
+                 failures: Sequence[FailedTest], run_id: str | None) -> None:
+        self.measurements, self.reference, self.candidates = measurements, reference, candidates
+        self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
+        self.failures = [_Failure.of(f, models) for f in failures]
+        self.any_c16 = any(self.c16(model) is not None for model in models)
+        self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
+        self.capacities = {model: self.capacity(model) for model in (reference, *candidates)}
+        self.costs = {model: self.cost(model) for model in (reference, *candidates)}
+        self.relative = {c: self.costs[c].relative(self.costs[reference], c) for c in candidates}
 
+    def role(self, model: str) -> str:
+        return "reference" if model == self.reference else "candidate"
 
-def _pair(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        low, high = _number(value[0]), _number(value[1])
-        if low is not None and high is not None:
-            return low, high
-    return None
+    def last(self, found: Callable[[Measurement], bool]) -> Measurement | None:
+        return next((m for m in reversed(self.measurements) if found(m)), None)
 
+    def latest(self, model: str, benchmark: str) -> Measurement | None:
+        return self.last(lambda m: m.model == model and m.benchmark == benchmark)
 
-def _cost_cell(cost: _Cost) -> Cell:
-    if cost.usd is None:
-        return _absent(cost.text, cost.why)
-    interval = (f" [{format_usd(cost.interval[0])}, {format_usd(cost.interval[1])}]"
-                if cost.interval else "")
-    return Cell(f"{format_usd(cost.usd)}{interval} {cost.at}")
+    def verdict(self, candidate: str, metric: str) -> Measurement | None:
+        return self.last(lambda m: m.benchmark == VERDICT_PREFIX + metric and (
+            stats_of(m, AccuracyVerdictStats).candidate or m.model) == candidate)
 
+    def c16(self, model: str) -> Measurement | None:
+        return self.last(lambda m: m.model == model and m.benchmark == "throughput" and _is_c16(m))
 
-def _relative_cost(candidate: _Cost, reference: _Cost, name: str) -> tuple[float | None, str]:
-    """(candidate ÷ reference cost, why not): only both at their capacity or both at c16,
-    priced at the same rate."""
-    if candidate.usd is None:
-        return None, candidate.why
-    if reference.usd is None:
-        return None, f"the reference has no cost: {reference.why}"
-    if candidate.basis != reference.basis:
-        return None, (f"{name} is priced {candidate.at} and the reference {reference.at}: "
-                      "not the same basis, so no ratio")
-    if candidate.usd_per_hour is None or reference.usd_per_hour is None:
-        return None, f"{name}'s or the reference's cost records no price per hour: no ratio"
-    if candidate.usd_per_hour != reference.usd_per_hour:
-        return None, (f"{name} and the reference are priced at different rates "
-                      f"({format_usd(candidate.usd_per_hour)}/h and "
-                      f"{format_usd(reference.usd_per_hour)}/h): no ratio")
-    return candidate.usd / reference.usd, ""
+    def c16_ratio(self, candidate: str) -> Measurement | None:
+        return self.last(lambda m: m.benchmark == RATIO_BENCHMARK and m.model == candidate
+                         and Setting.of(m).benchmark == "throughput" and _is_c16(m))
 
+    def c16_interval(self, candidate: str) -> tuple[float | None, float | None]:
+        """The c16 throughput ratio's interval ((None, None) without one)."""
+        m = self.c16_ratio(candidate)
+        interval = None if m is None else stats_of(m, ThroughputRatioStats).interval
+        return (None, None) if interval is None else (finite(interval.low), finite(interval.high))
 
-def _relative_cost_cell(run: _Run, candidate: str, cost: _Cost,
-                        relative: tuple[float | None, str]) -> Cell:
-    """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse of
-    the c16 throughput ratio, so its interval is that ratio's, inverted; at the capacities
-    each cost comes from one search window, so there is none, and the cell says so."""
-    value = relative[0]
-    if value is None:
-        return _absent(DASH if cost.usd is None else CANNOT_CONCLUDE, relative[1])
-    if cost.basis == "c16":
-        ratio = run.c16_ratio(candidate)
-        stats = _stats(ratio) if ratio is not None else {}
-        low, high = _number(stats.get("low")), _number(stats.get("high"))
-        if low is not None and high is not None and low > 0:
-            return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
-        why = (f"{candidate}'s cost vs the reference has no interval: its c{CONCURRENCY} "
-               "throughput ratio has none (a side has a single repeat: run --repeats 2 or more)")
-    else:
-        why = (f"{candidate}'s cost vs the reference has no interval: each cost at its "
-               "capacity comes from one search window")
-    return Cell(f"{format_ratio(value)} (no interval)", why=why)
+    def earlier_runs(self, model: str, benchmark: str) -> list[str]:
+        """Earlier runs whose measurement of ``model`` this run's comparisons used: a c16
+        throughput ratio (``RATIO_BENCHMARK``) or a capacity ratio read from the store."""
+        runs = set()
+        for m in self.measurements:
+            if m.benchmark != benchmark or (
+                    benchmark == RATIO_BENCHMARK and self.c16_ratio(m.model) is not m):
+                continue
+            stats = (stats_of(m, ThroughputRatioStats) if benchmark == RATIO_BENCHMARK
+                     else stats_of(m, CapacityRatioStats))
+            for side, ran in ((m.model, stats.candidate_run),
+                              (stats.reference or self.reference, stats.reference_run)):
+                if side == model and ran is not None and ran != self.run_id:
+                    runs.add(ran)
+        return sorted(runs) if self.run_id is not None else []
 
+    def failures_of(self, model: str, word: str | None = None) -> list[_Failure]:
+        """Failed tests of ``model``; with ``word``, those that name it."""
+        return [f for f in self.failures if f.model == model and (word is None or f.names(word))]
 
-def _screen_cells(run: _Run, model: str) -> list[Cell]:
-    m = run.latest(model, SCREEN)
-    if m is None:
-        failed = run.failures_of(model, SCREEN)
-        why = (f"{model}'s {failed[0].name} failed: {_one_line(failed[0].message)}" if failed
-               else f"no screening of {model} (pytest benches -m screen; Hugging Face sources "
-                    "only)")
-        return [_absent(NOT_SCREENED, why), _absent(DASH, why)]
-    stats = _stats(m)
-    licence = str(stats.get("license") or "unknown")
-    headroom = _number(stats.get("kv_headroom_gib", m.get("value")))
-    if headroom is None:
-        return [Cell(licence), _absent(NA, f"the screening of {model} found no weight size")]
-    verdict = "" if stats.get("accepted", True) else " (rejected)"
-    return [Cell(licence), Cell(f"{headroom:.1f} GiB KV{verdict}")]
-
-
-# --------------------------------------------------------------------------- flags
-
-
-def _is_comparison(m: Mapping[str, Any]) -> bool:
-    metric = metric_for(str(m.get("benchmark", "")), m.get("unit"))
-    return metric is not None and metric.kind is Kind.COMPARISON or m.get("benchmark") in (
-        CAPACITY_RATIO,)
-
-
-def _setting(m: Mapping[str, Any]) -> str:
-    params = _params(m)
-    prompt = params.get("prompt_tokens")
-    concurrency = params.get("concurrency")
-    return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
-
-
-def _reference_side_flags(run: _Run, candidate: str) -> list[str]:
-    """The reference's doubts carried into a candidate's comparisons, e.g. ``reference
-    unstable (CV 53%) (c16)``: a stored reference measurement is not in this run's rows."""
-    carried: dict[str, list[str]] = {}
-    for m, where in ((run.c16_ratio(candidate), f"c{CONCURRENCY}"),
-                     (run.latest(candidate, CAPACITY_RATIO), "capacity")):
+    # accuracy
+    def accuracy_why(self, model: str, metric: str) -> tuple[str, str] | None:
+        """(cell text, why) when one side's own accuracy result stops the verdict; None if sound."""
+        m, role = self.latest(model, metric), self.role(model)
         if m is None:
-            continue
-        for flag in _stats(m).get("reference_flags") or []:
-            carried.setdefault(str(flag), []).append(where)
-    return [f"reference {flag} ({', '.join(where)})" for flag, where in carried.items()]
+            return NOT_MEASURED, f"no {metric} result of the {role} {model} in this run"
+        failed = [item for item in m.item_records() if item.failed]
+        if failed:
+            return CANNOT_CONCLUDE, (
+                f"{len(failed)} of {len(m.items)} {metric} items of the {role} {model} failed "
+                f"(first: {_one_line(failed[0].error)}); no verdict is drawn from a partial item set")
+        return None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
+
+    def verdict_cells(self, candidate: str, metric: str) -> list[Cell]:
+        """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
+        m = self.verdict(candidate, metric)
+        if m is not None:
+            stats = stats_of(m, AccuracyVerdictStats)
+            iv = stats.interval
+            shown = NA if iv is None else format_points_interval(iv.low, iv.high)
+            if iv is None or finite(iv.difference) is None or shown == NA:
+                why = f"the {metric} verdict of {candidate} records no difference or interval"
+                return [_verdict(stats.verdict), Cell(NA, why=why)]
+            few = iv.too_few_reason()
+            few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict "
+                           f"from its interval: {few}")
+            # the unit once: "-2.0 pp [-5.0, +1.0]"
+            return [_verdict(stats.verdict), Cell(f"{format_points(iv.difference)} "
+                    f"{shown.removesuffix(' pp')}{_confidence(iv.confidence)}", detail=few)]
+        sides = [self.accuracy_why(model, metric) for model in (self.reference, candidate)]
+        stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
+        failed = self.failures_of(candidate, metric)
+        side = stopped or ((CANNOT_CONCLUDE, failed[0].said) if failed
+                           else next((side for side in sides if side), None))
+        return _both(*side) if side else _both(NOT_JUDGED, (
+            f"no verdict:{metric} measurement of {candidate}: its verdict test did not run (a "
+            "declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)"))
+
+    def reference_accuracy_cells(self, metric: str) -> list[Cell]:
+        """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
+        side, m = self.accuracy_why(self.reference, metric), self.latest(self.reference, metric)
+        if side is not None or m is None:  # m is None only with a side's why
+            text, why = side or (NA, "")
+            return [Cell(REFERENCE), Cell(text, why=why)]
+        interval = accuracy_interval(m)
+        shown = f" ({format_percent_interval(*interval)})" if interval else ""
+        return [Cell(REFERENCE), Cell(f"{format_percent(m.value)}{shown}")]
+
+    # throughput at c16
+    def throughput_why(self, model: str) -> tuple[str, str] | None:
+        """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
+        m, role = self.c16(model), self.role(model)
+        if m is None:
+            earlier = self.earlier_runs(model, RATIO_BENCHMARK)
+            if earlier:
+                return NOT_MEASURED, (f"the {role} {model}'s {C16} throughput comes from earlier "
+                                      f"run {', '.join(earlier)} (the ratios use it); this report "
+                                      "holds this run's measurements only")
+            whose, where = (f"of the {role} {model} ", "") if self.any_c16 else ("", "in this run ")
+            return NOT_MEASURED, (f"no throughput measurement {whose}at {C16} {where}"
+                                  f"(benches/test_throughput.py -k {C16})")
+        if m.passed:
+            return None
+        failed = self.failures_of(model, C16)
+        said = f": {_one_line(failed[0].message)}" if failed else ""
+        return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
+
+    def ratio_cells(self, candidate: str) -> list[Cell]:
+        """[ratio with interval, verdict] of a candidate's c16 throughput against the reference's."""
+        m = self.c16_ratio(candidate)
+        if m is not None:
+            stats = stats_of(m, ThroughputRatioStats)
+            verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
+            low, high = self.c16_interval(candidate)
+            if ratio == NA:
+                return [Cell(NA, why=f"the {C16} ratio of {candidate} records no value"), verdict]
+            if low is None or high is None or stats.interval is None:
+                return [Cell(f"{ratio} (no interval)", why=(
+                    f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
+                    "--repeats 2 or more)")), verdict]
+            return [Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
+                         f"{_confidence(stats.interval.confidence)}"), verdict]
+        side = self.throughput_why(self.reference) or self.throughput_why(candidate)
+        failed = [f for f in self.failures_of(candidate, C16)
+                  if f.name.startswith("test_throughput_ratio")]
+        return _both(*side) if side else _both(CANNOT_CONCLUDE, failed[0].said) if failed else \
+            _both(NOT_JUDGED, f"no {C16} throughput ratio of {candidate}: its ratio test did not "
+                              "run (test_throughput_ratio in benches/test_throughput.py)")
+
+    def reference_throughput_cells(self) -> list[Cell]:
+        side, m = self.throughput_why(self.reference), self.c16(self.reference)
+        if side is not None or m is None:  # m is None only with a side's why
+            text, why = side or (NA, "")
+            return [Cell(text, why=why), Cell(REFERENCE)]
+        return [Cell(f"{format_rate(m.value)} tokens/s"), Cell(REFERENCE)]
+
+    # capacity and cost
+    def capacity(self, model: str) -> _Capacity:
+        """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test
+        (null when the search broke off), else why there is none."""
+        m, role = self.latest(model, CAPACITY), self.role(model)
+        failed = [f for f in self.failures_of(model) if f.function == "test_capacity"]
+        if m is None:
+            earlier = self.earlier_runs(model, CAPACITY_RATIO)
+            return _Capacity(CapacityStats(), None, *(
+                (CANNOT_CONCLUDE, f"the {role} {model}'s {failed[0].said}") if failed else (
+                    NOT_MEASURED,
+                    f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
+                    "(the capacity ratios use it); this report holds this run's measurements only"
+                    if earlier else f"no capacity measurement of the {role} {model} in this run"
+                    if self.any_capacity else "no capacity measurement in this run "
+                    "(benches/test_capacity.py; it needs --slo, e.g. --slo ttft=500ms,tpot=50ms)")))
+        stats = stats_of(m, CapacityStats)
+        if stats.capacity is None or stats.capacity < 0 or not m.passed:
+            said = (stats.error or (failed[0].message if failed else "")
+                    or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
+            return _Capacity(stats, None, CANNOT_CONCLUDE, f"the {role} {model}'s capacity "
+                                                           f"search did not conclude: {_one_line(said)}")
+        return _Capacity(stats, stats.capacity)
+
+    def capacity_ratio_cells(self, candidate: str) -> list[Cell]:
+        """[ratio with its search bracket, verdict] of a candidate's capacity against the
+        reference's, from its ``capacity_ratio`` measurement, else why there is none."""
+        m = self.latest(candidate, CAPACITY_RATIO)
+        if m is not None:
+            stats = stats_of(m, CapacityRatioStats)
+            verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
+            if value == NA:
+                return [Cell(CANNOT_CONCLUDE, why=f"{candidate}'s capacity ratio records no value"),
+                        verdict]
+            if ratio is not None and ratio.degenerate:
+                return [Cell(f"{value} (no bracket)", detail=(
+                    f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
+                    "server's maximum concurrency, so neither capacity is bounded above")), verdict]
+            if ratio is None:
+                return [Cell(value, why=f"{candidate}'s capacity ratio records no search bracket"),
+                        verdict]
+            upper = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
+            return [Cell(f"{value} [{ratio.low:.2f}, {upper}"), verdict]
+        mine, reference = self.capacities[candidate], self.capacities[self.reference]
+        failed = [f for f in self.failures_of(candidate) if f.function == "test_capacity_ratio"]
+        if mine.value is None or (reference.value is None and not failed):
+            why = mine.why if mine.value is None else \
+                f"no capacity of the reference to compare with: {reference.why}"
+            return [Cell(DASH, why=why), Cell(DASH, why=why)]
+        return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
+            f"no capacity_ratio measurement of {candidate}: its ratio test did not run "
+            "(test_capacity_ratio in benches/test_capacity.py)"))
+
+    def cost(self, model: str) -> _Cost:
+        """$/1M output tokens at the model's capacity (none at capacity 0), else at c16 (also
+        when the search did not conclude), else why there is none."""
+        capacity, role = self.capacities[model], self.role(model)
+        if capacity.value:
+            at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
+            return _Cost.priced(at and at.usd_per_million_output_tokens,
+                                pricing and pricing.usd_per_hour, "capacity",
+                                f"at c{capacity.value}", None, f"the {role} {model}'s capacity")
+        if capacity.value == 0:
+            return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
+                                   "(capacity 0): no cost at its capacity", text=NA)
+        c16, throughput_why = self.c16(model), self.throughput_why(model)
+        if c16 is not None and throughput_why is None:
+            cost = stats_of(c16, ThroughputStats).cost
+            return _Cost.priced(cost and cost.usd_per_million_output_tokens,
+                                cost and cost.pricing.usd_per_hour, "c16", f"at {C16}",
+                                cost.interval if cost else None,
+                                f"the {role} {model}'s {C16} throughput")
+        if capacity.text == CANNOT_CONCLUDE:
+            return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
+        if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
+            return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
+        whose = "in this run" if not self.any_capacity and not self.any_c16 else \
+            f"of the {role} {model}"
+        return _Cost(None, why=f"no capacity or {C16} throughput measurement {whose} to price")
+
+    def relative_cost_cell(self, candidate: str) -> Cell:
+        """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse
+        of the c16 throughput ratio, so its interval is that ratio's, inverted; at the
+        capacities each cost comes from one search window, so there is none, and it says so."""
+        (value, why), cost = self.relative[candidate], self.costs[candidate]
+        if value is None:
+            return Cell(DASH if cost.usd is None else CANNOT_CONCLUDE, why=why)
+        low, high = self.c16_interval(candidate)
+        if cost.basis == "c16" and low is not None and high is not None and low > 0:
+            return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
+        why = (f"its {C16} throughput ratio has none (a side has a single repeat: run --repeats "
+               "2 or more)" if cost.basis == "c16"
+               else "each cost at its capacity comes from one search window")
+        return Cell(f"{format_ratio(value)} (no interval)",
+                    why=f"{candidate}'s cost vs the reference has no interval: {why}")
+
+    def screen_cells(self, model: str) -> list[Cell]:
+        m = self.latest(model, SCREEN)
+        if m is None:
+            failed = self.failures_of(model, SCREEN)
+            return _both(NOT_SCREENED, f"{model}'s {failed[0].said}" if failed else
+                         f"no screening of {model} (pytest benches -m screen; Hugging Face "
+                         "sources only)")
+        stats = stats_of(m, ScreeningResult)
+        licence = stats.license or "unknown"
+        if finite(stats.kv_headroom_gib) is None:
+            return [Cell(licence), Cell(NA, why=f"the screening of {model} found no weight size")]
+        return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
+                                    f"{'' if stats.accepted else ' (rejected)'}")]
+
+    def row(self, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
+        """The reference's own figures, or a candidate's compared with them."""
+        if model == self.reference:
+            return DecisionRow(model, True, [
+                *(cell for metric in metrics for cell in self.reference_accuracy_cells(metric)),
+                *self.reference_throughput_cells(), self.capacities[model].cell(model),
+                Cell(REFERENCE), Cell(REFERENCE), self.costs[model].cell(), Cell(REFERENCE),
+                *(self.screen_cells(model) if screened else [])])
+        return DecisionRow(model, False, [
+            *(cell for metric in metrics for cell in self.verdict_cells(model, metric)),
+            *self.ratio_cells(model), self.capacities[model].cell(model),
+            *self.capacity_ratio_cells(model), self.costs[model].cell(),
+            self.relative_cost_cell(model), *(self.screen_cells(model) if screened else [])])
+
+    def flags(self, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
+        """Unstable or contended settings, the reference's flags carried into the comparisons
+        (a stored reference measurement is not in this run's rows), failed items, failed
+        tests, column groups that cannot conclude."""
+        def setting(m: Measurement) -> str:
+            prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
+            return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
+
+        rows = [(m, throughput_row(m)) for m in self.measurements
+                if m.model == model and measurement_kind(m) == "throughput"]
+        capacity = self.latest(model, CAPACITY)
+        contended = [setting(m) for m, row in rows if row.contended] + (
+            ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
+        carried: dict[str, list[str]] = {}
+        ratio, capacity_ratio = self.c16_ratio(model), self.latest(model, CAPACITY_RATIO)
+        for found, where in (
+                (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
+                (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
+                 "capacity")):
+            for flag in found or ():
+                carried.setdefault(f"reference {flag}", []).append(where)
+        failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in self.measurements
+                        if m.model == model and measurement_kind(m) == "accuracy"
+                        if (failed := sum(item.failed for item in m.item_records()))]
+        # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
+        judged = {m.test_id for m in self.measurements
+                  if m.model == model and isinstance(m.stats, _COMPARISONS)}
+        failed_tests = sorted({f.name for f in self.failures_of(model) if f.test_id not in judged})
+        stopped = sorted({c.group for c, cell in zip(columns, cells)
+                          if cell.why and cell.text == CANNOT_CONCLUDE})
+        return [f"{word} ({', '.join(found)})" for word, found in (
+            ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
+            ("contended", contended), *carried.items(), ("failed items", failed_items),
+            ("failed tests", failed_tests), ("cannot conclude", stopped)) if found]
+
+    # answer and Pareto
+    def picks(self, pool: Sequence[str]) -> list[str]:
+        """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
+        without either, the highest c16 throughput ratio."""
+        picks = []
+        measured = {c: self.capacities[c] for c in pool if self.capacities[c].value is not None}
+        if measured:
+            best = max(cap.value or 0 for cap in measured.values())
+            top = [c for c, cap in measured.items() if cap.value == best]
+            shown = f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best)
+            picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1" if best == 0
+                         else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
+                              "requests)")
+        priced = {c: self.costs[c] for c in pool if self.costs[c].usd is not None}
+        # each at its own capacity, else each at c16: one basis, one price
+        basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
+        comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
+        if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
+            cheapest = min(cost.usd or 0.0 for cost in comparable.values())
+            top = [c for c, cost in comparable.items() if cost.usd == cheapest]
+            relative = self.relative.get(top[0], (None, ""))[0]
+            versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
+            picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
+                         f"{comparable[top[0]].at}{versus})")
+            if elsewhere := [c for c in pool if c in priced and c not in comparable]:
+                picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
+                             f"{priced[elsewhere[0]].at}, not at its capacity)")
+            if unpriced := [c for c in pool if c not in priced]:
+                picks.append(f"no cost for {_names(unpriced)}")
+        if picks:
+            return picks
+        ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
+                  if (m := self.c16_ratio(c)) is not None and (value := finite(m.value)) is not None}
+        if not ratios:
+            return [NOTHING_TO_CHOOSE]
+        best_ratio = max(v for v, _ in ratios.values())
+        top = [c for c, (v, _) in ratios.items() if v == best_ratio]
+        return [(f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
+                 f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})")]
+
+    def answer(self, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
+        """Who holds the reference's accuracy on every verdict, and among them the picks."""
+        reference, candidates = self.reference, self.candidates
+        if not metrics:
+            found = self.picks(candidates)
+            return (f"No answer: this run has no accuracy verdict against {reference}, so no "
+                    "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+                    "or your own)" + ("" if found == [NOTHING_TO_CHOOSE]
+                                      else ". Not judged on accuracy: " + "; ".join(found)) + ".")
+        labels = ", ".join(map(metric_label, metrics))
+        holding = [c for c in candidates if not standings[c]]
+        if not holding:
+            said = "; ".join(f"{c} {standings[c]}" for c in candidates)
+            return (f"No answer: no candidate matches {reference} on every accuracy verdict "
+                    f"({labels}): {said}.")
+        verb = "matches" if len(holding) == 1 else "match"
+        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
+        if rest := [c for c in candidates if c not in holding]:
+            parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
+        return "; ".join(parts + self.picks(holding)) + "."
+
+    def pareto(self, metrics: Sequence[str], standings: Mapping[str, str]) -> Pareto | str:
+        """The Pareto plot's data against the c16 ratio, else the relative cost; else why not."""
+        candidates = self.candidates
+        judged = [m for m in metrics if any(self.verdict(c, m) is not None for c in candidates)]
+        if not judged:
+            return "no accuracy verdict to plot against"
+        label = metric_label(judged[0])
+        use_ratio = any((m := self.c16_ratio(c)) is not None and finite(m.value) is not None
+                        for c in candidates)
+        if not use_ratio and not any(v is not None for v, _ in self.relative.values()):
+            return f"neither a {C16} throughput ratio nor a relative cost to plot against"
+        points = [ParetoPoint(self.reference, 1.0, 0.0, None, None, None, None, True,
+                              is_reference=True)]
+        left_out = []
+        for c in candidates:
+            verdict = self.verdict(c, judged[0])
+            iv = None if verdict is None else stats_of(verdict, AccuracyVerdictStats).interval
+            y = None if iv is None else finite(iv.difference)
+            ratio = self.c16_ratio(c)
+            x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")
+                      if use_ratio else self.relative[c])
+            if y is None or iv is None or x is None:
+                left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
+                continue
+            x_low, x_high = self.c16_interval(c) if use_ratio else (None, None)
+            points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
+                                      not standings[c]))
+        front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
+        at = ("each at its capacity under the SLO" if self.costs[self.reference].basis == "capacity"
+              else f"at {C16}")
+        return Pareto(
+            f"throughput at {C16} ÷ the reference's (95% interval)" if use_ratio
+            else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
+            f"{label} accuracy − the reference's (pp, 95% interval)",
+            f"{C16} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
+            use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
+            tuple(left_out))
+
+    # what the page shows
+    def accuracy_metrics(self) -> list[str]:
+        """Benchmarks with a verdict, and accuracy benchmarks both the reference and a
+        candidate measured (their verdict cells then say why there is none), in report order."""
+        found = {stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX):]
+                 for m in self.measurements if m.benchmark.startswith(VERDICT_PREFIX)}
+        measured: dict[str, set[str]] = {}
+        for m in self.measurements:
+            if measurement_kind(m) == "accuracy":
+                measured.setdefault(m.benchmark, set()).add(m.model)
+        found |= {benchmark for benchmark, models in measured.items()
+                  if self.reference in models and models & set(self.candidates)}
+        return sorted(found, key=lambda name: (rank(name), name))
+
+    def notes(self, metrics: Sequence[str], groups: set[str]) -> list[str]:
+        """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
+        searched = [(m, Setting.of(m)) for m in self.measurements
+                     if m.benchmark in (CAPACITY, CAPACITY_RATIO)]
+        slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+        targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
+                          and s.attainment_target is not None})
+        prices = {p.describe() for m in self.measurements if (p := stats_of(
+            m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
+            and finite(p.usd_per_hour) is not None}
+        capacity = "capacity under the SLO" in groups
+        return [note for shown, note in (
+            (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
+                       "item by item (bootstrap interval); the reference row shows its own "
+                       "accuracy (Wilson 95% interval)")),
+            (f"throughput at {C16}" in groups,
+             (f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
+              "requests, short prompts (Welch t interval over the repeats)")),
+            (capacity, (f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
+                        "concurrent requests (up to the server's maximum) at which "
+                        f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
+                        "requests meet it, with the goodput there (requests per second that met "
+                        "it)")),
+            (capacity and any(m.benchmark == CAPACITY_RATIO for m in self.measurements),
+             ("capacity vs reference: candidate ÷ reference capacity with the bracket the two "
+              "searches allow (last pass ÷ first miss, and first miss ÷ last pass): a search "
+              "bracket, not a confidence interval")),
+            ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
+                               f"capacity under the SLO, else at {C16}; price "
+                               + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
 
 
-def _flags(run: _Run, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
-    flags = []
-    throughput = [m for m in run.measurements if m.get("model") == model
-                  and measurement_kind(m) == "throughput"]
-    for word in ("unstable", "contended"):
-        settings = [_setting(m) for m in throughput if getattr(throughput_row(m), word)]
-        if word == "contended":
-            capacity = run.latest(model, CAPACITY)
-            if capacity is not None and _stats(capacity).get("contended"):
-                settings.append("capacity search")
-        if settings:
-            flags.append(f"{word} ({', '.join(settings)})")
-    flags += _reference_side_flags(run, model)
-    failed_items = []
-    for m in run.measurements:
-        if m.get("model") == model and measurement_kind(m) == "accuracy":
-            failed = _failed_items(m)
-            if failed:
-                failed_items.append(f"{m.get('benchmark')} {len(failed)} of "
-                                    f"{len(m.get('items') or [])}")
-    if failed_items:
-        flags.append(f"failed items ({', '.join(failed_items)})")
-    # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
-    judged = {str(m.get("test_id")) for m in run.measurements
-              if m.get("model") == model and _is_comparison(m)}
-    failed_tests = sorted({f.name for f in run.failures_of(model) if f.test_id not in judged})
-    if failed_tests:
-        flags.append(f"failed tests ({', '.join(failed_tests)})")
-    stopped = sorted({c.group for c, cell in zip(columns, cells)
-                      if cell.why and cell.text == CANNOT_CONCLUDE})
-    if stopped:
-        flags.append(f"cannot conclude ({', '.join(stopped)})")
-    return flags
-
-
-# --------------------------------------------------------------------------- answer and Pareto
-
-
-@dataclass(frozen=True)
-class _Standing:
-    """A candidate's accuracy verdicts in short: holds all, worse somewhere, or undecided."""
-
-    holds: bool
-    said: str
-    """``worse on GSM8K``, ``cannot conclude on BFCL``, ``inconclusive on arith``."""
-
-
-def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> _Standing:
-    """From a candidate's numbered verdict cells: a verdict word, or why there is none."""
+def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
+    """A candidate's accuracy verdicts in short, from its numbered verdict cells: "" when it
+    holds the reference's accuracy on all, else ``worse on GSM8K``, ``cannot conclude on
+    BFCL [2]``, ``inconclusive on arith``."""
     problems = []
-    for metric in metrics:
-        label = metric_label(metric)
-        index = next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")
-        cell = row.cells[index]
+    for label in map(metric_label, metrics):
+        cell = row.cells[next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")]
         if cell.why:
             problems.append(f"{cell.text} on {label} [{cell.note}]")
         elif cell.verdict not in HOLDS:
             problems.append(f"{cell.verdict} on {label}")
-    return _Standing(not problems, ", ".join(problems))
-
-
-def _names(models: Sequence[str]) -> str:
-    if len(models) <= 1:
-        return "".join(models)
-    return ", ".join(models[:-1]) + " and " + models[-1]
-
-
-NOTHING_TO_CHOOSE = f"no capacity, cost or c{CONCURRENCY} throughput ratio to choose among them"
-
-
-def _picks(run: _Run, pool: Sequence[str], capacities: Mapping[str, _Capacity],
-           costs: Mapping[str, _Cost], relative_costs: Mapping[str, tuple[float | None, str]],
-           ) -> list[str]:
-    """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
-    without either, the highest c16 throughput ratio."""
-    picks = []
-    measured = {c: capacities[c] for c in pool if capacities[c].value is not None}
-    if measured:
-        best = max(cap.value or 0 for cap in measured.values())
-        top = [c for c, cap in measured.items() if cap.value == best]
-        if best == 0:
-            picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1")
-        else:
-            shown = (f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best))
-            picks.append(f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
-                         "requests)")
-    priced = {c: costs[c] for c in pool if costs[c].usd is not None}
-    # each at its own capacity, else each at c16: one basis, one price
-    basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
-    comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
-    if len({cost.usd_per_hour for cost in comparable.values()}) > 1:
-        comparable = {}
-    if comparable:
-        cheapest = min(cost.usd or 0.0 for cost in comparable.values())
-        top = [c for c, cost in comparable.items() if cost.usd == cheapest]
-        relative = relative_costs.get(top[0], (None, ""))[0]
-        versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
-        picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest)}/1M output tokens "
-                     f"{comparable[top[0]].at}{versus})")
-    if comparable:
-        elsewhere = [c for c in pool if c in priced and c not in comparable]
-        unpriced = [c for c in pool if c not in priced]
-        if elsewhere:
-            picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
-                         f"{priced[elsewhere[0]].at}, not at its capacity)")
-        if unpriced:
-            picks.append(f"no cost for {_names(unpriced)}")
-    if not picks:
-        ratios = {}
-        for c in pool:
-            m = run.c16_ratio(c)
-            value = _number(m.get("value")) if m is not None else None
-            if value is not None:
-                ratios[c] = (value, _verdict_of(m) if m is not None else "")
-        if ratios:
-            best_ratio = max(v for v, _ in ratios.values())
-            top = [c for c, (v, _) in ratios.items() if v == best_ratio]
-            picks.append(f"no capacity or cost measured; highest c{CONCURRENCY} throughput "
-                         f"ratio: {_names(top)} ({format_ratio(best_ratio)} the reference, "
-                         f"{ratios[top[0]][1]})")
-        else:
-            picks.append(NOTHING_TO_CHOOSE)
-    return picks
-
-
-def _answer(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
-            standings: Mapping[str, _Standing], capacities: Mapping[str, _Capacity],
-            costs: Mapping[str, _Cost],
-            relative_costs: Mapping[str, tuple[float | None, str]]) -> str:
-    reference = run.reference
-    if not metrics:
-        line = (f"No answer: this run has no accuracy verdict against {reference}, so no "
-                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
-                "or your own)")
-        picks = _picks(run, candidates, capacities, costs, relative_costs)
-        if picks != [NOTHING_TO_CHOOSE]:
-            line += ". Not judged on accuracy: " + "; ".join(picks)
-        return line + "."
-    labels = ", ".join(metric_label(m) for m in metrics)
-    holding = [c for c in candidates if standings[c].holds]
-    if not holding:
-        said = "; ".join(f"{c} {standings[c].said}" for c in candidates)
-        return f"No answer: no candidate matches {reference} on every accuracy verdict ({labels}): {said}."
-    verb = "matches" if len(holding) == 1 else "match"
-    parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
-    rest = [c for c in candidates if c not in holding]
-    if rest:
-        parts.append("not " + "; not ".join(f"{c} ({standings[c].said})" for c in rest))
-    return "; ".join(parts + _picks(run, holding, capacities, costs, relative_costs)) + "."
+    return ", ".join(problems)
 
 
 def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool = True) -> list[bool]:
@@ -973,268 +834,74 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool
             for point in points]
 
 
-def _pareto(run: _Run, candidates: Sequence[str], metrics: Sequence[str],
-            standings: Mapping[str, _Standing],
-            relative_costs: Mapping[str, tuple[float | None, str]],
-            reference_cost: _Cost) -> tuple[Pareto | None, str]:
-    judged = [m for m in metrics if any(run.verdict(c, m) is not None for c in candidates)]
-    if not judged:
-        return None, "no accuracy verdict to plot against"
-    metric = judged[0]
-    ratios = {c: run.c16_ratio(c) for c in candidates}
-    use_ratio = any(m is not None and _number(m.get("value")) is not None for m in ratios.values())
-    if not use_ratio and not any(v is not None for v, _ in relative_costs.values()):
-        return None, (f"neither a c{CONCURRENCY} throughput ratio nor a relative cost to plot "
-                      "against")
-    raw: list[tuple[str, float, float, float | None, float | None, float | None, float | None]] = []
-    left_out = []
-    for c in candidates:
-        verdict = run.verdict(c, metric)
-        y = _number(_stats(verdict).get("difference", verdict.get("value"))) if verdict else None
-        if y is None:
-            left_out.append(f"{c}: no {metric_label(metric)} verdict")
-            continue
-        y_low, y_high = (_number(_stats(verdict).get("low")), _number(_stats(verdict).get("high"))
-                         ) if verdict else (None, None)
-        if use_ratio:
-            m = ratios[c]
-            x = _number(m.get("value")) if m is not None else None
-            if x is None or m is None:
-                left_out.append(f"{c}: no c{CONCURRENCY} throughput ratio")
-                continue
-            x_low, x_high = _number(_stats(m).get("low")), _number(_stats(m).get("high"))
-        else:
-            x, why = relative_costs[c]
-            if x is None:
-                left_out.append(f"{c}: {why}")
-                continue
-            x_low = x_high = None
-        raw.append((c, x, y, x_low, x_high, y_low, y_high))
-    coordinates = [(1.0, 0.0)] + [(x, y) for _, x, y, *_ in raw]
-    front = pareto_front(coordinates, x_higher_is_better=use_ratio)
-    points = [ParetoPoint(run.reference, 1.0, 0.0, None, None, None, None, True, front[0], True)]
-    points += [ParetoPoint(c, x, y, x_low, x_high, y_low, y_high, standings[c].holds, on)
-               for (c, x, y, x_low, x_high, y_low, y_high), on in zip(raw, front[1:])]
-    at = ("each at its capacity under the SLO" if reference_cost.basis == "capacity"
-          else f"at c{CONCURRENCY}")
-    x_label = (f"throughput at c{CONCURRENCY} ÷ the reference's (95% interval)" if use_ratio
-               else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)")
-    y_label = f"{metric_label(metric)} accuracy − the reference's (pp, 95% interval)"
-    x_name = f"c{CONCURRENCY} throughput ratio" if use_ratio else "relative cost"
-    return Pareto(x_label, y_label, x_name, f"{metric_label(metric)} difference", use_ratio,
-                  tuple(points), tuple(left_out)), ""
-
-
-def pareto_line(page: DecisionPage) -> str:
-    """One line naming the Pareto front, or why there is no plot (both reports show it)."""
-    if page.pareto is None:
-        return f"No Pareto plot: {page.pareto_why}."
-    line = f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
-    line += ", ".join(page.pareto.front)
-    if page.pareto.left_out:
-        line += "; not plotted: " + "; ".join(page.pareto.left_out)
-    return line + "."
-
+def _slo_text(slo: Mapping[str, object]) -> str:
+    try:
+        return str(Slo.from_dict(slo))
+    except (TypeError, ValueError, KeyError):
+        return str(dict(slo))
 
 
 # --------------------------------------------------------------------------- building
-
-
-def reference_of(measurements: Iterable[Mapping[str, Any]], run: Mapping[str, Any]) -> str | None:
-    """The run's reference: as the run says, else as its comparisons say."""
-    if run.get("reference"):
-        return str(run["reference"])
-    for m in measurements:
-        metric = metric_for(str(m.get("benchmark", "")), m.get("unit"))
-        if metric is not None and metric.kind is Kind.COMPARISON:
-            named = _stats(m).get("reference") or _params(m).get("reference")
-            if named:
-                return str(named)
-    return None
-
-
-def _accuracy_metrics(run: _Run, candidates: Sequence[str]) -> list[str]:
-    """Benchmarks with a verdict, and accuracy benchmarks both the reference and a candidate
-    measured (their verdict cells then say why there is none), in report order."""
-    found = set()
-    for m in run.measurements:
-        benchmark = str(m.get("benchmark", ""))
-        if benchmark.startswith(VERDICT_PREFIX):
-            found.add(str(_stats(m).get("metric") or benchmark[len(VERDICT_PREFIX):]))
-    measured: dict[str, set[str]] = {}
-    for m in run.measurements:
-        if measurement_kind(m) == "accuracy":
-            measured.setdefault(str(m.get("benchmark", "")), set()).add(str(m.get("model", "")))
-    for benchmark, models in measured.items():
-        if run.reference in models and models & set(candidates):
-            found.add(benchmark)
-    return sorted(found, key=lambda name: (rank(name), name))
-
-
 def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
     columns = []
-    for metric in metrics:
-        group = f"{metric_label(metric)} vs reference"
-        label = metric_label(metric)
+    for label in map(metric_label, metrics):
+        group = f"{label} vs reference"
         columns += [Column(group, "verdict", f"{label} verdict", verdict=True),
-                    Column(group, "difference [95% interval]",
-                           f"{label} difference [95% interval]")]
-    group = f"throughput at c{CONCURRENCY}"
-    columns += [Column(group, "ratio [95% interval]", f"c{CONCURRENCY} ratio [95% interval]"),
-                Column(group, "verdict", f"c{CONCURRENCY} verdict", verdict=True)]
-    group = "capacity under the SLO"
-    columns += [Column(group, "concurrency", "capacity"),
-                Column(group, "vs reference [search bracket]",
+                    Column(group, "difference [95% interval]", f"{label} difference [95% interval]")]
+    c16, capacity = f"throughput at {C16}", "capacity under the SLO"
+    columns += [Column(c16, "ratio [95% interval]", f"{C16} ratio [95% interval]"),
+                Column(c16, "verdict", f"{C16} verdict", verdict=True),
+                Column(capacity, "concurrency", "capacity"),
+                Column(capacity, "vs reference [search bracket]",
                        "capacity vs reference [search bracket]"),
-                Column(group, "verdict", "capacity verdict", verdict=True)]
-    group = "cost"
-    columns += [Column(group, "$/1M output tokens", "$/1M output tokens"),
-                Column(group, "vs reference", "cost vs reference")]
-    if screened:
-        group = "screening"
-        columns += [Column(group, "licence", "licence", text=True),
-                    Column(group, "memory headroom", "memory headroom")]
-    return columns
+                Column(capacity, "verdict", "capacity verdict", verdict=True),
+                Column("cost", "$/1M output tokens", "$/1M output tokens"),
+                Column("cost", "vs reference", "cost vs reference")]
+    return columns + ([Column("screening", "licence", "licence", text=True),
+                       Column("screening", "memory headroom", "memory headroom")] if screened else [])
 
 
-def _notes(run: _Run, metrics: Sequence[str], groups: Collection[str]) -> list[str]:
-    """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
-    notes = []
-    if metrics:
-        notes.append("difference: candidate − reference accuracy in percentage points, paired "
-                     "item by item (bootstrap interval); the reference row shows its own "
-                     "accuracy (Wilson 95% interval)")
-    if f"throughput at c{CONCURRENCY}" in groups:
-        notes.append(f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
-                     "requests, short prompts (Welch t interval over the repeats)")
-    if "capacity under the SLO" in groups:
-        slos = set()
-        for m in run.measurements:
-            if m.get("benchmark") in (CAPACITY, CAPACITY_RATIO):
-                slo = _params(m).get("slo")
-                if isinstance(slo, Mapping):
-                    try:
-                        slos.add(str(Slo.from_dict(slo)))
-                    except (TypeError, ValueError, KeyError):
-                        slos.add(str(dict(slo)))
-        targets = sorted({float(t) for m in run.measurements if m.get("benchmark") == CAPACITY
-                          if (t := _number(_params(m).get("attainment_target"))) is not None})
-        share = " or ".join(f"{100 * t:g}%" for t in targets) or "enough"
-        notes.append(f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
-                     f"concurrent requests (up to the server's maximum) at which {share} of "
-                     "requests meet it, with the goodput there (requests per second that met "
-                     "it)")
-        if any(m.get("benchmark") == CAPACITY_RATIO for m in run.measurements):
-            notes.append("capacity vs reference: candidate ÷ reference capacity with the "
-                         "bracket the two searches allow (last pass ÷ first miss, and first miss "
-                         "÷ last pass): a search bracket, not a confidence interval")
-    if "cost" in groups:
-        prices = set()
-        for m in run.measurements:
-            pricing = _stats(m).get("pricing")
-            if isinstance(pricing, Mapping) and _number(pricing.get("usd_per_hour")) is not None:
-                prices.add(Pricing(float(pricing["usd_per_hour"]),
-                                   str(pricing.get("source") or ""),
-                                   str(pricing.get("as_of") or ""),
-                                   bool(pricing.get("example"))).describe())
-        notes.append("cost: the machine's price ÷ output tokens/s, at the model's capacity under "
-                     f"the SLO, else at c{CONCURRENCY}; price "
-                     + ("; ".join(sorted(prices)) if prices else "not given"))
-    return notes
-
-
-def decision_page(
-    measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
-    failures: Sequence[Mapping[str, Any]] = (),
-) -> DecisionPage | None:
-    """The decision page of a run; None without a reference or without a candidate measured.
-
-    ``failures`` are the run's failed tests (``{"test_id", "message", ...}``, as the
-    results file's ``summary.failures`` lists them): a cell whose test failed says so.
-    """
-    reference = reference_of(measurements, run)
-    if reference is None:
+def decision_page(measurements: Measurements, run: RunInfo,
+                  failures: Sequence[FailedTest] = ()) -> DecisionPage | None:
+    """The decision page of a run and its failed tests; None without a reference (as the run
+    says, else as its comparisons say) or a candidate."""
+    reference = run.reference or compared_reference(measurements)
+    candidates = sorted({m.model for m in measurements} - {reference or "", ""})
+    if reference is None or not candidates:
         return None
-    data = _Run(measurements, reference, failures, run.get("run_id"))
-    candidates = sorted({str(m.get("model", "")) for m in measurements} - {reference, ""})
-    if not candidates:
-        return None
-    metrics = _accuracy_metrics(data, candidates)
-    screened = any(m.get("benchmark") == SCREEN for m in measurements)
+    page = _Page(measurements, reference, candidates, failures, run.run_id)
+    metrics = page.accuracy_metrics()
+    screened = any(m.benchmark == SCREEN for m in measurements)
     columns = _columns(metrics, screened)
-
-    reference_capacity = _capacity(data, reference, "reference")
-    reference_cost = _cost(data, reference, "reference", reference_capacity)
-    cells: list[Cell] = []
-    for metric in metrics:
-        cells += _reference_accuracy_cells(data, metric)
-    cells += _reference_throughput_cells(data)
-    cells += [_capacity_cell(reference_capacity, reference), Cell(REFERENCE), Cell(REFERENCE)]
-    cells += [_cost_cell(reference_cost), Cell(REFERENCE)]
-    if screened:
-        cells += _screen_cells(data, reference)
-    rows = [DecisionRow(reference, True, cells)]
-
-    capacities: dict[str, _Capacity] = {}
-    costs: dict[str, _Cost] = {}
-    relative_costs: dict[str, tuple[float | None, str]] = {}
-    for candidate in candidates:
-        cells = []
-        for metric in metrics:
-            cells += _verdict_cells(data, candidate, metric)
-        cells += _ratio_cells(data, candidate)
-        capacity = capacities[candidate] = _capacity(data, candidate, "candidate")
-        cells += [_capacity_cell(capacity, candidate),
-                  *_capacity_ratio_cells(data, candidate, capacity, reference_capacity)]
-        cost = costs[candidate] = _cost(data, candidate, "candidate", capacity)
-        relative = relative_costs[candidate] = _relative_cost(cost, reference_cost, candidate)
-        cells += [_cost_cell(cost), _relative_cost_cell(data, candidate, cost, relative)]
-        if screened:
-            cells += _screen_cells(data, candidate)
-        rows.append(DecisionRow(candidate, False, cells))
-
+    rows = [page.row(model, metrics, screened) for model in (reference, *candidates)]
     reasons: list[str] = []
     for row in rows:
-        numbered = []
-        for cell in row.cells:
-            if cell.line and cell.line not in reasons:
-                reasons.append(cell.line)
-            numbered.append(replace(cell, note=reasons.index(cell.line) + 1)
-                            if cell.line else cell)
-        row.cells = numbered
-        row.flags = _flags(data, row.model, row.cells, columns)
-
+        reasons += [line for line in dict.fromkeys(c.line for c in row.cells)
+                    if line and line not in reasons]
+        row.cells = [replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
+                     for cell in row.cells]
+        row.flags = page.flags(row.model, row.cells, columns)
     standings = {row.model: _standing(row, columns, metrics) for row in rows[1:]}
-    pareto, pareto_why = _pareto(data, candidates, metrics, standings, relative_costs,
-                                 reference_cost)
+    pareto = page.pareto(metrics, standings)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
-        reference=reference,
-        answer=_answer(data, candidates, metrics, standings, capacities, costs,
-                       relative_costs),
-        metrics=metrics, columns=columns, rows=rows, reasons=reasons,
-        notes=_notes(data, metrics, {c.group for c in columns}),
-        pareto=pareto, pareto_why=pareto_why,
-        unmeasured=unmeasured,
-        unplaced=[f"{f.test_id}: {_one_line(f.message, 100)}" for f in data.failures
-                  if f.model is None],
-    )
+        page.answer(metrics, standings), columns, rows, reasons,
+        page.notes(metrics, {c.group for c in columns}), None if isinstance(pareto, str) else pareto,
+        pareto if isinstance(pareto, str) else "", unmeasured,
+        [f"{f.test_id}: {_one_line(f.message, 100)}" for f in page.failures if f.model is None])
 
 
-def _without_unmeasured_groups(
-    columns: list[Column], rows: list[DecisionRow],
-) -> tuple[list[Column], list[tuple[str, list[int]]]]:
+def _without_unmeasured_groups(columns: list[Column], rows: list[DecisionRow],
+                               ) -> tuple[list[Column], list[tuple[str, list[int]]]]:
     """The columns of groups some model has a figure in (or a cell that cannot conclude);
     the rest leave the table (their cells taken out of ``rows``), each with its notes."""
-    groups = list(dict.fromkeys(c.group for c in columns))
     dropped: list[tuple[str, list[int]]] = []
     keep: list[int] = []
-    for group in groups:
+    for group in dict.fromkeys(c.group for c in columns):
         indices = [i for i, c in enumerate(columns) if c.group == group]
         cells = [row.cells[i] for row in rows for i in indices]
-        empty = all(c.why or c.text == REFERENCE for c in cells) and not any(
-            c.text == CANNOT_CONCLUDE for c in cells)
-        if empty:
+        if all(c.why or c.text == REFERENCE for c in cells) and not any(
+                c.text == CANNOT_CONCLUDE for c in cells):
             dropped.append((group, sorted({c.note for c in cells if c.note is not None})))
         else:
             keep += indices
@@ -1243,43 +910,33 @@ def _without_unmeasured_groups(
     return [columns[i] for i in keep], dropped
 
 
+def pareto_line(page: DecisionPage) -> str:
+    """One line naming the Pareto front, or why there is no plot (both reports show it)."""
+    if page.pareto is None:
+        return f"No Pareto plot: {page.pareto_why}."
+    left_out = "; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else ""
+    return (f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
+            f"{', '.join(page.pareto.front)}{left_out}.")
+
+
 def unplaced_line(page: DecisionPage) -> str:
     """The failed tests of models without a row, in one line ("" if none)."""
-    if not page.unplaced:
-        return ""
     count = len(page.unplaced)
     return (f"Not in the table: {count} failed test{'s' if count != 1 else ''} of models that "
-            f"recorded nothing: " + "; ".join(page.unplaced[:3])
-            + (f"; and {count - 3} more" if count > 3 else "") + ".")
+            "recorded nothing: " + "; ".join(page.unplaced[:3])
+            + (f"; and {count - 3} more" if count > 3 else "") + ".") if count else ""
 
 
 def unmeasured_line(page: DecisionPage) -> str:
     """``Not measured for any model: capacity under the SLO [1]; cost [2].`` ("" if none)."""
-    if not page.unmeasured:
-        return ""
     return "Not measured for any model: " + "; ".join(
         f"{group} {' '.join(f'[{n}]' for n in notes)}".strip() for group, notes in page.unmeasured
-    ) + "."
+    ) + "." if page.unmeasured else ""
 
 
 __all__ = [
-    "CANNOT_CONCLUDE",
-    "CONCURRENCY",
-    "NOT_JUDGED",
-    "NOT_MEASURED",
-    "NOT_SCREENED",
-    "Cell",
-    "Column",
-    "DecisionPage",
-    "DecisionRow",
-    "Pareto",
-    "ParetoPoint",
-    "decision_page",
-    "format_usd",
-    "metric_label",
-    "pareto_front",
-    "pareto_line",
-    "reference_of",
-    "unmeasured_line",
+    "CANNOT_CONCLUDE", "CONCURRENCY", "NOT_JUDGED", "NOT_MEASURED", "NOT_SCREENED", "Cell",
+    "Column", "DecisionPage", "DecisionRow", "Pareto", "ParetoPoint", "decision_page",
+    "metric_label", "pareto_front", "pareto_line", "unmeasured_line",
     "unplaced_line",
 ]

@@ -1,20 +1,20 @@
 """The run's summary as GitHub Markdown: a pull-request comment or a CI step summary.
 
-Cells are escaped for GitHub, which renders HTML inside Markdown: ``&``, ``<``
-and ``>`` become entities, ``|``, Markdown's inline markup characters and ``$``
-(GitHub's math delimiter: "$/1M ... $0.1/h" must not become a formula) get a
-backslash, and line breaks become ``<br>``. Nothing a model or a file supplied
-reaches the output unescaped.
+Cells are escaped for GitHub, which renders HTML inside Markdown: ``&``, ``<`` and ``>``
+become entities, ``|``, Markdown's inline markup and ``$`` (GitHub's math delimiter: "$/1M
+... $0.1/h" must not become a formula) get a backslash, line breaks become ``<br>``.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.measurements import Measurement
+from ..store.results import FailedTest, RunInfo
 from .decision import (
     DecisionPage,
     decision_page,
@@ -22,52 +22,45 @@ from .decision import (
     unmeasured_line,
     unplaced_line,
 )
-from .tables import Cell, Table, provenance_line, run_title, summary_tables
+from .tables import (
+    TEXT_COLUMNS,
+    Cell,
+    Table,
+    provenance_line,
+    records,
+    run_title,
+    summary_tables,
+)
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BACKSLASHED = set("\\|`*_[]~$")
 _SEVERITY = ("worse", "inconclusive", "better", "equivalent", "matches")
-_LEFT_ALIGNED = {
-    "model", "candidate", "reference", "metric", "verdict", "subset", "error types",
-    "benchmark", "parameters", "outcome", "flags",
-}
 
 
 def escape_markdown(text: object) -> str:
     """Text made inert in a GitHub Markdown table cell or paragraph."""
-    out: list[str] = []
-    for char in str(text).replace("\r\n", "\n").replace("\r", "\n"):
-        if char in _ENTITIES:
-            out.append(_ENTITIES[char])
-        elif char in _BACKSLASHED:
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("<br>")
-        else:
-            out.append(char)
-    return "".join(out)
+    return "".join(
+        _ENTITIES.get(char) or ("\\" + char if char in _BACKSLASHED else "<br>" if char == "\n"
+                                else char)
+        for char in str(text).replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def _status(word: Cell) -> str:
     return f"**{escape_markdown(str(word).upper())}**"
 
 
+def _line(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown_table(table: Table) -> list[str]:
     """A table as GitHub Markdown lines (header, alignment row, rows)."""
-    header = "| " + " | ".join(escape_markdown(c) for c in table.columns) + " |"
-    align = "| " + " | ".join(
-        "---" if c in _LEFT_ALIGNED else "---:" for c in table.columns
-    ) + " |"
-    lines = [header, align]
-    for row in table.rows:
-        cells = [
-            _status(cell) if i == table.status_column else escape_markdown(cell)
-            for i, cell in enumerate(row)
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return [_line(map(escape_markdown, table.columns)),
+            _line("---" if c in TEXT_COLUMNS else "---:" for c in table.columns),
+            *(_line(_status(cell) if i == table.status_column else escape_markdown(cell)
+                    for i, cell in enumerate(row)) for row in table.rows)]
 
 
 def _verdict_line(table: Table) -> str | None:
@@ -84,16 +77,14 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     """The decision page as Markdown lines: heading, answer, table, reasons, notes, Pareto front."""
     titles = ["model", *(c.title for c in page.columns), "flags"]
     lines = ["### Decision: which model to serve", "", f"**{escape_markdown(page.answer)}**", "",
-             "| " + " | ".join(escape_markdown(t) for t in titles) + " |",
-             "| " + " | ".join(["---", *("---" if c.verdict or c.text else "---:"
-                                         for c in page.columns), "---"]) + " |"]
+             _line(map(escape_markdown, titles)),
+             _line(["---", *("---" if c.verdict or c.text else "---:" for c in page.columns), "---"])]
     for row in page.rows:
-        cells = [escape_markdown(f"{row.model} (reference)" if row.is_reference else row.model)]
-        for column, cell in zip(page.columns, row.cells):
-            concluded_verdict = column.verdict and cell.verdict and not cell.why
-            cells.append(_status(cell.text) if concluded_verdict else escape_markdown(cell.shown))
-        cells.append(escape_markdown("; ".join(row.flags)))
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_line([
+            escape_markdown(f"{row.model} (reference)" if row.is_reference else row.model),
+            *(_status(cell.text) if column.verdict and cell.verdict and not cell.why
+              else escape_markdown(cell.shown) for column, cell in zip(page.columns, row.cells)),
+            escape_markdown("; ".join(row.flags))]))
     for line in (unplaced_line(page), unmeasured_line(page)):
         if line:
             lines += ["", escape_markdown(line)]
@@ -106,22 +97,21 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     return lines
 
 
-def markdown_report(
-    measurements: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
-    failures: Sequence[Mapping[str, Any]] = (),
-) -> str:
+def markdown_report(measurements: Iterable[Measurement | Mapping[str, Any]],
+                    run: Mapping[str, Any], failures: Sequence[Mapping[str, Any]] = ()) -> str:
     """The whole report: heading, provenance line, the decision page, failed tests, verdicts,
-    the other tables."""
-    reference = run.get("reference")
-    lines = [f"## {escape_markdown(run_title(run))}", "", escape_markdown(provenance_line(measurements, run))]
-    page = decision_page(measurements, run, failures)
+    the other tables (from a results file's measurements, run and failed tests)."""
+    found, info, failed = records(measurements), RunInfo.of(run), [FailedTest.of(f) for f in failures]
+    lines = [f"## {escape_markdown(run_title(info))}", "",
+             escape_markdown(provenance_line(found, info))]
+    page = decision_page(found, info, failed)
     if page is not None:
         lines += ["", *decision_markdown(page)]
-    if failures:
-        lines += ["", f"### Failed tests ({len(failures)})", ""]
-        lines += [f"- `{escape_markdown(str(f.get('test_id')))}` ({escape_markdown(str(f.get('when')))}): "
-                  f"{escape_markdown(str(f.get('message')))}" for f in failures]
-    tables = summary_tables(measurements, reference=str(reference) if reference else None)
+    if failed:
+        lines += ["", f"### Failed tests ({len(failed)})", ""]
+        lines += [f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+                  f"{escape_markdown(f.message)}" for f in failed]
+    tables = summary_tables(found, reference=info.reference)
     if not tables:
         lines += ["", "No measurements were recorded."]
     for table in tables:

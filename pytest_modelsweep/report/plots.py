@@ -1,27 +1,25 @@
 """Plots of a run's measurements as SVG text, to embed in an HTML report (no files).
 
-matplotlib is optional (the ``html`` extra) and imported only inside these
-functions; without it every function returns None and a report shows
-:data:`MATPLOTLIB_HINT` instead. Figures are drawn on a plain
-:class:`matplotlib.figure.Figure` (no pyplot, no GUI backend, no global
-figure state), so plotting is safe inside a pytest process.
+matplotlib is optional (the ``html`` extra) and imported only inside these functions; without
+it every function returns None and a report shows :data:`MATPLOTLIB_HINT`. Figures are plain
+:class:`matplotlib.figure.Figure` objects (no pyplot, no global state): safe inside pytest.
 """
 
 from __future__ import annotations
 
 import io
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.metrics import VERDICT_PREFIX, label_of, rank
+from ..core.measurements import AccuracyStats, AccuracyVerdictStats, Measurement
+from ..core.metrics import label_of, rank
 from .decision import Pareto
 from .tables import (
+    Measurements,
     ThroughputRow,
     accuracy_interval,
-    is_throughput,
-    measurement_kind,
+    finite,
     throughput_rows,
 )
 
@@ -33,13 +31,8 @@ MATPLOTLIB_HINT = "plots need matplotlib: pip install 'pytest-modelsweep[html]'"
 _STYLES = ["-", "--", ":", "-."]
 _MARKERS = ["o", "s", "^", "D"]
 
-VERDICT_COLOURS = {
-    "better": "#1a7f37",
-    "worse": "#cf222e",
-    "matches": "#57606a",
-    "equivalent": "#0969da",
-    "inconclusive": "#bf8700",
-}
+VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "matches": "#57606a",
+                   "equivalent": "#0969da", "inconclusive": "#bf8700"}
 
 
 @dataclass(frozen=True)
@@ -65,13 +58,6 @@ def _label(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
 def _new_figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
@@ -89,28 +75,33 @@ def _svg(figure: Figure) -> str:
     return text[text.find("<svg"):]
 
 
-def _style(axes: Any) -> None:
+def _style(axes: Any, legend: int | None = None) -> None:
+    """Light grid behind, no top or right spine; a legend in ``legend`` points."""
     axes.grid(True, color="#d0d7de", linewidth=0.6)
     axes.set_axisbelow(True)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
+    if legend:
+        axes.legend(fontsize=legend, loc="best")
 
 
-# --------------------------------------------------------------------------- throughput
-
-
-def _points(
-    measurements: Sequence[Mapping[str, Any]],
-) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
-    """Throughput rows with a concurrency, by (model, long prompt length), sorted by concurrency."""
+# --------------------------------------------------------------------------- the plots
+def _points(measurements: Measurements) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
+    """Throughput rows with a concurrency, by (model, long prompt length), in that order, each
+    line sorted by concurrency."""
     lines: dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]] = {}
     for row in throughput_rows(measurements):
-        if row.concurrency is None:
-            continue
-        lines.setdefault((row.model, row.prompt_tokens), []).append((row.concurrency, row))
-    for points in lines.values():
-        points.sort(key=lambda p: p[0])
-    return lines
+        concurrency, prompt = row.setting.concurrency, row.setting.prompt_tokens
+        if isinstance(concurrency, int):
+            lines.setdefault((row.m.model, prompt if isinstance(prompt, int) else None), []).append(
+                (concurrency, row))
+    return {key: sorted(points, key=lambda p: p[0])
+            for key, points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))}
+
+
+def _models_and_prompts(lines: Mapping[tuple[str, int | None], Any]) -> tuple[list[str], list[int]]:
+    """The models (a colour each) and prompt lengths (a line style each; 0: short) of lines."""
+    return sorted({model for model, _ in lines}), sorted({prompt or 0 for _, prompt in lines})
 
 
 def _line_label(model: str, prompt: int | None) -> str:
@@ -125,54 +116,40 @@ def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
     axes.set_xlabel("concurrent requests")
 
 
-def throughput_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
-    """Output tokens/s against concurrency: a line per model and prompt length.
-
-    Points are the mean over repeats, bars the lowest and highest repeat (read
-    by :func:`..tables.throughput_row`). None without matplotlib or without
-    throughput measurements.
-    """
-    if not any(is_throughput(m) for m in measurements) or not matplotlib_available():
+def throughput_plot(measurements: Measurements) -> str | None:
+    """Output tokens/s against concurrency, a line per model and prompt length: the mean
+    over repeats, bars from the lowest to the highest repeat (None without a setting)."""
+    if not matplotlib_available():
         return None
-    lines = {
-        key: [(c, row.mean, row.low, row.high) for c, row in points if row.mean is not None]
-        for key, points in _points(measurements).items()
-    }
-    lines = {key: points for key, points in lines.items() if points}
+    lines = {key: found for key, points in _points(measurements).items() if (found := [
+        (c, mean, row.low, row.high) for c, row in points if (mean := row.mean) is not None])}
     if not lines:
         return None
     figure = _new_figure(7.5, 4.2)
     axes = figure.subplots()
     concurrencies: set[int] = set()
-    models = sorted({model for model, _ in lines})
-    prompts = sorted({prompt or 0 for _, prompt in lines})
-    palette = [f"C{i % 10}" for i in range(len(models))]
-    for (model, prompt), points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+    models, prompts = _models_and_prompts(lines)
+    for (model, prompt), points in lines.items():
         style = prompts.index(prompt or 0)
-        xs = [p[0] for p in points]
-        ys = [p[1] for p in points]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
         lower = [p[1] - (p[2] if p[2] is not None else p[1]) for p in points]
         upper = [(p[3] if p[3] is not None else p[1]) - p[1] for p in points]
         concurrencies.update(xs)
-        axes.errorbar(xs, ys, yerr=[lower, upper], capsize=3, color=palette[models.index(model)],
+        axes.errorbar(xs, ys, yerr=[lower, upper], capsize=3, color=f"C{models.index(model) % 10}",
                       linestyle=_STYLES[style % len(_STYLES)],
                       marker=_MARKERS[style % len(_MARKERS)], label=_line_label(model, prompt))
     _concurrency_axis(axes, concurrencies)
     axes.set_ylabel("output tokens/s")
     axes.set_ylim(bottom=0)
     axes.set_title("Throughput (mean over repeats; bars: lowest–highest repeat)", fontsize=10)
-    _style(axes)
-    axes.legend(fontsize=8, loc="best")
+    _style(axes, legend=8)
     return _svg(figure)
 
 
-def latency_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
-    """TTFT and TPOT p50 (solid) and p99 (dashed) against concurrency, a colour per model.
-
-    One panel per latency; a line per model and prompt length. None without
-    matplotlib or without a throughput measurement that recorded latencies.
-    """
-    if not any(is_throughput(m) for m in measurements) or not matplotlib_available():
+def latency_plot(measurements: Measurements) -> str | None:
+    """TTFT and TPOT p50 (solid) and p99 (dashed) against concurrency, a panel each, a colour
+    per model, a line per prompt length (None without a setting that recorded latencies)."""
+    if not matplotlib_available():
         return None
     lines = {key: points for key, points in _points(measurements).items()
              if any(row.figure(name, "p50") is not None for _, row in points
@@ -181,25 +158,19 @@ def latency_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
         return None
     figure = _new_figure(7.5, 6.4)
     panels = figure.subplots(2, 1, sharex=True)
-    models = sorted({model for model, _ in lines})
-    prompts = sorted({prompt or 0 for _, prompt in lines})
-    palette = [f"C{i % 10}" for i in range(len(models))]
+    models, prompts = _models_and_prompts(lines)
     concurrencies: set[int] = set()
     for axes, name, title in zip(panels, ("ttft", "tpot"),
                                  ("Time to first token", "Time per output token")):
-        for (model, prompt), points in sorted(lines.items(),
-                                              key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for (model, prompt), points in lines.items():
             marker = _MARKERS[prompts.index(prompt or 0) % len(_MARKERS)]
-            colour = palette[models.index(model)]
             for quantity, linestyle in (("p50", "-"), ("p99", "--")):
-                xy = [(c, row.figure(name, quantity)) for c, row in points]
-                shown = [(c, v) for c, v in xy if v is not None]
-                if not shown:
-                    continue
-                concurrencies.update(c for c, _ in shown)
-                axes.plot([c for c, _ in shown], [v for _, v in shown], color=colour,
-                          linestyle=linestyle, marker=marker,
-                          label=_line_label(model, prompt) + f" {quantity}")
+                shown = [(c, v) for c, row in points if (v := row.figure(name, quantity)) is not None]
+                if shown:
+                    concurrencies.update(c for c, _ in shown)
+                    axes.plot([c for c, _ in shown], [v for _, v in shown],
+                              color=f"C{models.index(model) % 10}", linestyle=linestyle,
+                              marker=marker, label=_line_label(model, prompt) + f" {quantity}")
         axes.set_ylabel(f"{name.upper()} (ms)")
         axes.set_ylim(bottom=0)
         axes.set_title(f"{title}: p50 solid, p99 dashed", fontsize=10, loc="left")
@@ -209,39 +180,33 @@ def latency_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
     return _svg(figure)
 
 
-# --------------------------------------------------------------------------- accuracy
-
-
-def accuracy_plot(measurements: Sequence[Mapping[str, Any]], reference: str | None = None) -> str | None:
-    """Each model's accuracy per benchmark with its Wilson 95% interval.
-
-    None without matplotlib or without accuracy measurements.
-    """
-    rows = [m for m in measurements if measurement_kind(m) == "accuracy"]
-    if not rows or not matplotlib_available():
+def accuracy_plot(measurements: Measurements, reference: str | None = None) -> str | None:
+    """Each model's accuracy per benchmark with its Wilson 95% interval (None without one)."""
+    benchmarks: dict[str, list[Measurement]] = {}
+    for m in measurements:
+        if isinstance(m.stats, AccuracyStats):
+            benchmarks.setdefault(m.benchmark, []).append(m)
+    if not benchmarks or not matplotlib_available():
         return None
-    benchmarks: dict[str, list[Mapping[str, Any]]] = {}
-    for m in rows:
-        benchmarks.setdefault(str(m.get("benchmark", "")), []).append(m)
     names = sorted(benchmarks, key=lambda b: (rank(b), b))
     height = 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)
     figure = _new_figure(7.5, max(2.2, height))
     grid = figure.subplots(len(names), 1, squeeze=False,
                            height_ratios=[len(benchmarks[b]) + 1 for b in names])
     for axes, name in zip(grid[:, 0], names):
-        models = sorted(benchmarks[name], key=lambda m: (m.get("model") != reference, str(m.get("model"))))
+        models = sorted(benchmarks[name], key=lambda m: (m.model != reference, m.model))
         for y, m in enumerate(models):
-            value = _number(m.get("value"))
+            value = finite(m.value)
             if value is None:
                 continue
             interval = accuracy_interval(m)
-            colour = "#57606a" if m.get("model") == reference else "#0969da"
+            colour = "#57606a" if m.model == reference else "#0969da"
             if interval is not None:
                 axes.hlines(y, 100 * interval[0], 100 * interval[1], color=colour, linewidth=2)
             axes.plot([100 * value], [y], "o", color=colour)
             axes.annotate(f"{100 * value:.1f}%", (100 * value, y), xytext=(0, 6),
                           textcoords="offset points", ha="center", fontsize=8)
-        axes.set_yticks(range(len(models)), [_label(m.get("model", "")) for m in models])
+        axes.set_yticks(range(len(models)), [_label(m.model) for m in models])
         axes.set_ylim(-0.7, len(models) - 0.3)
         axes.invert_yaxis()
         axes.set_xlim(0, 100)
@@ -251,49 +216,32 @@ def accuracy_plot(measurements: Sequence[Mapping[str, Any]], reference: str | No
     return _svg(figure)
 
 
-# --------------------------------------------------------------------------- forest
-
-
-def forest_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
-    """Paired differences (candidate − reference) as a forest plot.
-
-    A row per candidate and metric: the interval as a line, the difference as a
-    point, a vertical line at 0 and the equivalence margin as a band. None
-    without matplotlib or without verdicts.
-    """
-    rows = [m for m in measurements if measurement_kind(m) == "verdicts"]
+def forest_plot(measurements: Measurements) -> str | None:
+    """Paired differences (candidate − reference) as a forest plot: a row per candidate and
+    metric, the interval a line, 0 a vertical line, the margin a band (None without verdicts)."""
+    rows = sorted(((s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, m, s)
+                   for m in measurements if isinstance(s := m.stats, AccuracyVerdictStats)),
+                  key=lambda row: row[:2])
     if not rows or not matplotlib_available():
         return None
-
-    def stats(m: Mapping[str, Any]) -> Mapping[str, Any]:
-        value = m.get("stats")
-        return value if isinstance(value, Mapping) else {}
-
-    def metric(m: Mapping[str, Any]) -> str:
-        return str(stats(m).get("metric") or str(m.get("benchmark", ""))[len(VERDICT_PREFIX):])
-
-    def candidate(m: Mapping[str, Any]) -> str:
-        return str(stats(m).get("candidate") or m.get("model", ""))
-
-    rows.sort(key=lambda m: (metric(m), candidate(m)))
     figure = _new_figure(7.5, 1.0 + 0.45 * len(rows))
     axes = figure.subplots()
-    margins = {v for v in (_number(stats(m).get("margin")) for m in rows) if v is not None}
+    margins = {v for *_, s in rows if (v := finite(s.margin)) is not None}
     for margin in margins:
         axes.axvspan(-100 * margin, 100 * margin, color="#0969da", alpha=0.08, linewidth=0)
     axes.axvline(0, color="#24292f", linewidth=1)
     labels = []
-    for y, m in enumerate(rows):
-        s = stats(m)
-        difference = _number(s.get("difference", m.get("value")))
-        low, high = _number(s.get("low")), _number(s.get("high"))
-        verdict = str(s.get("verdict", ""))
+    for y, (metric, candidate, m, s) in enumerate(rows):
+        iv = s.interval
+        difference = finite(m.value if iv is None else iv.difference)
+        low, high = (None, None) if iv is None else (finite(iv.low), finite(iv.high))
+        verdict = "" if s.verdict is None else s.verdict.value
         colour = VERDICT_COLOURS.get(verdict, "#57606a")
         if low is not None and high is not None:
             axes.hlines(y, 100 * low, 100 * high, color=colour, linewidth=2.5)
         if difference is not None:
             axes.plot([100 * difference], [y], "D", color=colour, markersize=6)
-        labels.append(_label(f"{candidate(m)} · {metric(m)}"))
+        labels.append(_label(f"{candidate} · {metric}"))
         axes.annotate(_label(verdict), (1.0, y), xycoords=("axes fraction", "data"),
                       xytext=(4, 0), textcoords="offset points", va="center",
                       fontsize=8, color=colour)
@@ -306,17 +254,10 @@ def forest_plot(measurements: Sequence[Mapping[str, Any]]) -> str | None:
     return _svg(figure)
 
 
-# --------------------------------------------------------------------------- Pareto
-
-
 def pareto_plot(pareto: Pareto | None) -> str | None:
-    """Accuracy difference against throughput ratio (or relative cost), the Pareto front drawn.
-
-    One point per candidate with its 95% intervals as bars: filled diamonds match the
-    reference on every accuracy verdict, hollow circles do not (or are not shown to); the
-    reference is the star at (1, 0); the front (the points no other beats on both axes)
-    is a dashed step line. None without matplotlib or without points.
-    """
+    """Accuracy difference against throughput ratio (or relative cost): a point per candidate
+    with its intervals as bars, filled diamonds where it matches the reference on every
+    verdict, the reference a star at (1, 0), the front a dashed step line."""
     if pareto is None or not pareto.points or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 4.4)
@@ -338,10 +279,10 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
                       linestyle="none", label=_label(f"{point.model} (reference)"))
         else:
             colour = holds if point.holds else other
-            xerr = ([[point.x - point.x_low], [point.x_high - point.x]]
-                    if point.x_low is not None and point.x_high is not None else None)
-            yerr = ([[100 * (point.y - point.y_low)], [100 * (point.y_high - point.y)]]
-                    if point.y_low is not None and point.y_high is not None else None)
+            xerr = (None if point.x_low is None or point.x_high is None
+                    else [[point.x - point.x_low], [point.x_high - point.x]])
+            yerr = (None if point.y_low is None or point.y_high is None
+                    else [[100 * (point.y - point.y_low)], [100 * (point.y_high - point.y)]])
             axes.errorbar([point.x], [100 * point.y], xerr=xerr, yerr=yerr, capsize=3,
                           color=colour, marker="D" if point.holds else "o", markersize=7,
                           markerfacecolor=colour if point.holds else "white", linestyle="none")
@@ -357,42 +298,26 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
     better = "right" if pareto.x_higher_is_better else "left"
     axes.set_title(f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
                    f"up and to the {better} is better", fontsize=10)
-    _style(axes)
-    axes.legend(fontsize=7, loc="best")
+    _style(axes, legend=7)
     return _svg(figure)
 
 
-def summary_plots(measurements: Sequence[Mapping[str, Any]], reference: str | None = None) -> list[Plot] | None:
+def summary_plots(measurements: Measurements, reference: str | None = None) -> list[Plot] | None:
     """Every plot the measurements allow, in report order; None without matplotlib."""
     if not matplotlib_available():
         return None
-    plots: list[Plot] = []
-    forest = forest_plot(measurements)
-    if forest:
-        plots.append(Plot("Paired differences", "Forest plot of each candidate's paired accuracy "
-                          "difference from the reference with its 95% interval", forest))
-    accuracy = accuracy_plot(measurements, reference)
-    if accuracy:
-        plots.append(Plot("Accuracy", "Each model's accuracy with its Wilson 95% interval", accuracy))
-    throughput = throughput_plot(measurements)
-    if throughput:
-        plots.append(Plot("Throughput", "Output tokens per second against concurrent requests, "
-                          "one line per model and prompt length", throughput))
-    latency = latency_plot(measurements)
-    if latency:
-        plots.append(Plot("Latency", "TTFT and TPOT p50 and p99 against concurrent requests, "
-                          "one colour per model", latency))
-    return plots
+    drawn = [
+        ("Paired differences", ("Forest plot of each candidate's paired accuracy difference "
+                                "from the reference with its 95% interval"),
+         forest_plot(measurements)),
+        ("Accuracy", "Each model's accuracy with its Wilson 95% interval",
+         accuracy_plot(measurements, reference)),
+        ("Throughput", ("Output tokens per second against concurrent requests, one line per "
+                        "model and prompt length"), throughput_plot(measurements)),
+        ("Latency", ("TTFT and TPOT p50 and p99 against concurrent requests, one colour per "
+                     "model"), latency_plot(measurements))]
+    return [Plot(title, description, svg) for title, description, svg in drawn if svg]
 
 
-__all__ = [
-    "MATPLOTLIB_HINT",
-    "Plot",
-    "accuracy_plot",
-    "forest_plot",
-    "latency_plot",
-    "matplotlib_available",
-    "pareto_plot",
-    "summary_plots",
-    "throughput_plot",
-]
+__all__ = ["MATPLOTLIB_HINT", "Plot", "accuracy_plot", "forest_plot", "latency_plot",
+           "matplotlib_available", "pareto_plot", "summary_plots", "throughput_plot"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ..core.measurements import Measurement
+from .tables import records
 
 
 def _format_value(value: float) -> str:
@@ -12,24 +15,12 @@ def _format_value(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _format_params(params: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items())
-
-
-def measurement_table(measurements: Sequence[dict[str, Any]]) -> list[str]:
+def measurement_table(measurements: Iterable[Measurement | Mapping[str, Any]]) -> list[str]:
     """Rows of model, benchmark, parameters, value with unit and n, in recording order."""
     header = ("model", "benchmark", "parameters", "value", "n", "outcome")
-    rows = [
-        (
-            str(m.get("model", "")),
-            str(m.get("benchmark", "")),
-            _format_params(m.get("params", {})),
-            f"{_format_value(float(m.get('value', 0.0)))} {m.get('unit', '')}".strip(),
-            str(m.get("n", "")),
-            str(m.get("outcome", "")),
-        )
-        for m in measurements
-    ]
+    rows = [(m.model, m.benchmark, " ".join(f"{k}={v}" for k, v in m.params.items()),
+             f"{_format_value(m.value)} {m.unit}".strip(), str(m.n), m.outcome or "")
+            for m in records(measurements)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:

@@ -37,7 +37,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
@@ -52,6 +52,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 
 from ..core.errors import DataError, ModelsweepError
+from ..core.measurements import ScreeningResult
 from ..core.sweep import (
     ModelSource,
     ModelSpec,
@@ -82,40 +83,6 @@ class HubApi(Protocol):
     def model_info(
         self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
     ) -> ModelInfo: ...
-
-
-@dataclass(frozen=True)
-class ScreeningResult:
-    """The screening of one candidate repo; ``reasons`` says why it was rejected (empty if not)."""
-
-    model: str
-    repo: str
-    license: str | None
-    architecture: str | None
-    dtype: str | None
-    parameters: int | None
-    weights_gib: float | None
-    budget_gib: float
-    kv_headroom_gib: float | None
-    accepted: bool
-    reasons: tuple[str, ...] = ()
-    weights_source: str = ""
-
-    @property
-    def verdict(self) -> str:
-        return "accepted" if self.accepted else "rejected"
-
-    @property
-    def reason(self) -> str:
-        """The reasons as one line ("" when accepted)."""
-        return "; ".join(self.reasons)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-friendly fields (``reasons`` as a list), plus ``verdict``."""
-        data = asdict(self)
-        data["reasons"] = list(self.reasons)
-        data["verdict"] = self.verdict
-        return data
 
 
 class OfflineFixtureMissing(LookupError):

@@ -1,5 +1,8 @@
 """The results file: run provenance, endpoint provenance and every measurement.
 
+What the reports read of its run (:class:`RunInfo`) and of its failed tests
+(:class:`FailedTest`) are typed here, as the measurements are in ``core.measurements``.
+
 Only the controller writes it. Each measurement is appended to a journal
 (``<results>.partial.jsonl``, flushed and fsynced) the moment its test report
 arrives, so that a crash or ``kill -9`` loses nothing that was measured; the
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,48 @@ SCHEMA = "pytest-modelsweep/results/2"
 something else); 1: every item also had ``response``. Both are read (an item of 1 as it
 was, one of 2 gets its ``response`` back from :meth:`ItemRecord.from_dict`)."""
 READABLE_SCHEMAS = ("pytest-modelsweep/results/1", SCHEMA)
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the reports read of a run dict (the results file's ``run``)."""
+
+    run_id: str | None = None
+    sweep_name: str | None = None
+    reference: str | None = None
+    commit: str | None = None
+    dirty: bool = False
+    backend: str | None = None
+    image: str | None = None
+
+    @classmethod
+    def of(cls, run: Mapping[str, Any]) -> RunInfo:
+        project, serving = run.get("project"), run.get("serving")
+        project = project if isinstance(project, Mapping) else {}
+        serving = serving if isinstance(serving, Mapping) else {}
+        return cls(_text(run.get("run_id")), _text(run.get("sweep_name")),
+                   _text(run.get("reference")), _text(project.get("commit")),
+                   bool(project.get("dirty")), _text(serving.get("backend")),
+                   _text(serving.get("image")))
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    """A failed test as the results file's ``summary.failures`` lists it."""
+
+    test_id: str
+    when: str
+    outcome: str
+    message: str
+
+    @classmethod
+    def of(cls, failure: Mapping[str, Any]) -> FailedTest:
+        return cls(*(str(failure.get(key) or "") for key in ("test_id", "when", "outcome",
+                                                              "message")))
 
 
 class ResultsWriter:

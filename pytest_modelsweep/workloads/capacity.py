@@ -22,18 +22,40 @@ and ``cand_first_fail / ref_last_pass`` (:func:`capacity_ratio`), and
 :func:`decide_capacity_verdict` applies the rules of
 :func:`~pytest_modelsweep.stats.decide_ratio_verdict` to that bracket.
 
-Pure: no pytest; the bench measures the windows and records the result.
+:func:`measure_capacity` runs the search on one endpoint, each step one timed window
+of the throughput workload (short unique prompts, 256 tokens each, checked against the
+server's counters) with its contention and a progress line, and records one
+:class:`~..core.measurements.CapacityStats` (:func:`capacity_stats`): the capacity, the
+figures at it (output tokens/s, goodput, $/1M output tokens when priced) and every step.
+No pytest here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..core.slo import Goodput
+from ..core.cost import usd_per_million_output_tokens
+from ..core.errors import MeasurementError
+from ..core.measurements import (
+    AtCapacity,
+    CapacityBracket,
+    CapacityRatio,
+    CapacityStats,
+    CapacityStep,
+    Contention,
+    StepWindow,
+    Window,
+)
+from ..core.slo import Goodput, Slo, window_goodput
 from ..core.stats import Verdict
+
+if TYPE_CHECKING:
+    from ..core.settings import BenchSettings
+    from ..serving.endpoint import Endpoint
+    from .throughput import ThroughputResult
 
 SERVER_LIMIT_KEYS = ("max_num_seqs", "total_slots")
 """Provenance ``server_settings`` keys that say how many sequences a server runs at once
@@ -44,16 +66,6 @@ NEEDS_SLO = "capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms"
 
 RULE_BRACKET = "capacity-bracket-beyond-tolerance"
 """The rule of :func:`decide_capacity_verdict`, as recorded with the verdict."""
-
-
-class Window(Protocol):
-    """What the search reads of one measured window (a ``ThroughputResult`` has it)."""
-
-    @property
-    def output_tokens_per_s(self) -> float: ...
-
-    @property
-    def violations(self) -> Sequence[str]: ...
 
 
 WindowT = TypeVar("WindowT", bound=Window)
@@ -70,45 +82,6 @@ def server_max_concurrency(server_settings: Mapping[str, Any], configured: int) 
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value, f"the server's {key}"
     return configured, "the sweep's max_num_seqs"
-
-
-@dataclass(frozen=True)
-class CapacityStep:
-    """One step of the search: a timed window at one concurrency, and whether it passed."""
-
-    concurrency: int
-    slo_attainment: float | None
-    """Share of the window's requests that met every target; None without requests."""
-    good: int
-    requests: int
-    goodput_rps: float | None
-    output_tokens_per_s: float
-    duration_s: float
-    passed: bool
-    violations: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, concurrency: int, goodput: Goodput, window: Window, target: float) -> CapacityStep:
-        """The step a window measured: passed when its attainment reaches ``target``."""
-        attainment = goodput.slo_attainment
-        return cls(
-            concurrency=concurrency, slo_attainment=attainment, good=goodput.good,
-            requests=goodput.requests, goodput_rps=goodput.goodput_rps,
-            output_tokens_per_s=window.output_tokens_per_s, duration_s=goodput.duration_s,
-            passed=attainment is not None and attainment >= target and not window.violations,
-            violations=tuple(window.violations),
-        )
-
-    @property
-    def broken(self) -> bool:
-        """Whether the window broke its rules (or sent nothing): no conclusion from it."""
-        return bool(self.violations) or self.requests == 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "slo_attainment": self.slo_attainment,
-                "good": self.good, "requests": self.requests, "goodput_rps": self.goodput_rps,
-                "output_tokens_per_s": self.output_tokens_per_s, "duration_s": self.duration_s,
-                "passed": self.passed, "violations": list(self.violations)}
 
 
 @dataclass(frozen=True)
@@ -249,70 +222,150 @@ def _share(value: float | None, digits: int = 0) -> str:
     return "n/a" if value is None else f"{100 * value:.{digits}f}%"
 
 
-# --------------------------------------------------------------------------- comparing
+# --------------------------------------------------------------------------- measuring
 
 
 @dataclass(frozen=True)
-class CapacityBracket:
-    """One model's capacity and search bracket, as a comparison reads them back."""
+class MeasuredWindow:
+    """One measured step: the throughput window, its goodput, timed requests and contention."""
 
-    capacity: int
-    last_pass: int
-    first_fail: int | None
-
-    @classmethod
-    def from_stats(cls, stats: Mapping[str, Any]) -> CapacityBracket:
-        """From a capacity measurement's ``stats``; ValueError for one that holds no bracket."""
-        capacity, bracket = stats.get("capacity"), stats.get("bracket")
-        if not isinstance(capacity, int) or not isinstance(bracket, (list, tuple)) \
-                or len(bracket) != 2:
-            raise ValueError(f"a capacity measurement without a capacity and its bracket "
-                             f"(capacity {capacity!r}, bracket {bracket!r})")
-        last_pass, first_fail = bracket
-        if last_pass != capacity or not isinstance(last_pass, int) or not (
-                first_fail is None or (isinstance(first_fail, int) and first_fail > last_pass)):
-            raise ValueError(f"a capacity measurement whose bracket {list(bracket)} does not "
-                             f"start at its capacity {capacity}")
-        return cls(capacity, last_pass, first_fail)
-
-    def as_list(self) -> list[int | None]:
-        return [self.last_pass, self.first_fail]
-
-    def text(self) -> str:
-        """E.g. ``[3, 4]``; ``[16, open]`` when the maximum passed."""
-        return f"[{self.last_pass}, {'open' if self.first_fail is None else self.first_fail}]"
-
-
-@dataclass(frozen=True)
-class CapacityRatio:
-    """Candidate ÷ reference capacity, and the bracket the two searches allow for it.
-
-    ``low`` = candidate's last pass ÷ reference's first miss (0 when the reference
-    passed at its maximum), ``high`` = candidate's first miss ÷ reference's last pass
-    (infinite when the candidate passed at its maximum; None in :meth:`as_dict`, so that
-    strict JSON readers can read it). No confidence level:
-    each side is one search. ``degenerate`` when both searches reached their maximum,
-    so neither capacity is bounded above and the bracket says nothing.
-    """
-
-    ratio: float
-    low: float
-    high: float
-    candidate: CapacityBracket
-    reference: CapacityBracket
+    result: ThroughputResult
+    goodput: Goodput
+    timed: int
+    contention: Contention
 
     @property
-    def degenerate(self) -> bool:
-        return self.candidate.first_fail is None and self.reference.first_fail is None
+    def output_tokens_per_s(self) -> float:
+        return self.result.output_tokens_per_s
 
-    def as_dict(self) -> dict[str, Any]:
-        high = None if math.isinf(self.high) else self.high
-        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
-                "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
-                "candidate_capacity": self.candidate.capacity,
-                "reference_capacity": self.reference.capacity,
-                "candidate_bracket": self.candidate.as_list(),
-                "reference_bracket": self.reference.as_list()}
+    @property
+    def violations(self) -> list[str]:
+        return self.result.violations
+
+
+def timed_requests(settings: BenchSettings, concurrency: int) -> int:
+    """``--timed-requests``, else 2 × concurrency, at least 4; never fewer than the
+    concurrency, so that the window really has that many requests in flight."""
+    return max(settings.timed_requests_at(concurrency), concurrency)
+
+
+def search(
+    endpoint: Endpoint, settings: BenchSettings, slo: Slo, max_concurrency: int,
+    progress: Callable[[str], None], measured: list[tuple[CapacityStep, MeasuredWindow]],
+) -> CapacityResult[MeasuredWindow]:
+    """The capacity search on one endpoint; every step also lands in ``measured`` as it
+    is taken (so that a window that raises still leaves the earlier ones)."""
+    from .contention import ContentionMeter
+    from .throughput import make_tokenizer, measure_window
+
+    tokenizer = make_tokenizer(endpoint)
+    server_pids = endpoint.server_pids()
+    name = endpoint.model.name
+    target = settings.slo_attainment
+    windows: list[MeasuredWindow] = []
+
+    def window(concurrency: int) -> tuple[Goodput, MeasuredWindow]:
+        step = len(windows) + 1
+        progress(f"capacity {name}: step {step}, c{concurrency}: measuring")
+        meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
+        timed = timed_requests(settings, concurrency)
+        result = measure_window(
+            endpoint, benchmark="capacity", concurrency=concurrency, prompt_tokens=None,
+            repeat=f"step{step}", run_id=settings.run_id, timed_requests=timed,
+            timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
+            tokenizer=tokenizer, meter=meter,
+        )
+        goodput = window_goodput([r.to_dict() for r in result.records], slo, result.duration_s)
+        windows.append(MeasuredWindow(result, goodput, timed, meter.result))
+        return goodput, windows[-1]
+
+    def shown(step: CapacityStep) -> None:
+        measured.append((step, windows[-1]))
+        contended = windows[-1].contention.contended
+        busy = "unknown" if contended is None else ("yes" if contended else "no")
+        progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}")
+
+    try:
+        return find_capacity(window, max_concurrency=max_concurrency, target=target,
+                             on_step=shown)
+    finally:
+        tokenizer.close()
+
+
+def recorded_step(step: CapacityStep, window: MeasuredWindow, settings: BenchSettings,
+                  ) -> CapacityStep:
+    """One step as the measurement lists it, with its window's figures."""
+    usd = None if settings.pricing is None else usd_per_million_output_tokens(
+        settings.pricing.usd_per_hour, step.output_tokens_per_s)
+    return replace(step, recorded=StepWindow(
+        window.timed, window.result.ttft.in_ms(), window.result.tpot.in_ms(),
+        window.result.e2e.in_ms(), window.result.fidelity, window.contention,
+        priced=settings.pricing is not None, usd_per_million_output_tokens=usd))
+
+
+def capacity_stats(
+    settings: BenchSettings, source: str, measured: Sequence[tuple[CapacityStep, MeasuredWindow]],
+    result: CapacityResult[MeasuredWindow] | None, error: str | None,
+) -> CapacityStats:
+    """The record of a search: ``result`` None (with ``error``) when it broke off."""
+    at = None if result is None else result.capacity_step
+    at_capacity = None
+    if at is not None:
+        usd = None if settings.pricing is None else usd_per_million_output_tokens(
+            settings.pricing.usd_per_hour, at.output_tokens_per_s)
+        at_capacity = AtCapacity(at.output_tokens_per_s, at.goodput_rps, at.slo_attainment, usd)
+    contended = sum(1 for _, window in measured if window.contention.contended)
+    return CapacityStats(
+        capacity=None if result is None else result.capacity,
+        steps=tuple(recorded_step(step, window, settings) for step, window in measured),
+        bracket=None if result is None else result.bracket, max_concurrency_source=source,
+        contended=contended > 0, contended_windows=contended, at_capacity=at_capacity,
+        pricing=settings.pricing,
+        reason=error if error is not None else None if result is None else result.reason,
+        error=error,
+    )
+
+
+def measure_capacity(
+    endpoint: Endpoint, settings: BenchSettings, slo: Slo, max_concurrency: int, source: str,
+    record_measurement: Callable[..., Any], progress: Callable[[str], None],
+) -> CapacityResult[MeasuredWindow]:
+    """Search one endpoint's capacity under ``slo``, record it (also a search that broke off:
+    the value is then the highest concurrency that passed before it, ``stats.capacity``
+    null), and raise :class:`MeasurementError` for a search that stopped at a broken window.
+    """
+    from .throughput import OUTPUT_TOKENS
+
+    measured: list[tuple[CapacityStep, MeasuredWindow]] = []
+
+    def record(result: CapacityResult[MeasuredWindow] | None, error: str | None) -> None:
+        requests: list[dict[str, Any]] = []
+        for index, (step, window) in enumerate(measured):
+            requests += [{**r.to_dict(), "step": index, "concurrency": step.concurrency}
+                         for r in window.result.records]
+        passed = [step.concurrency for step, _ in measured if step.passed]
+        record_measurement(
+            "capacity", result.last_pass if result is not None else max(passed, default=0),
+            "concurrent requests", len(requests),
+            params={"slo": slo.as_dict(), "attainment_target": settings.slo_attainment,
+                    "max_concurrency": max_concurrency, "output_tokens": OUTPUT_TOKENS},
+            stats=capacity_stats(settings, source, measured, result, error),
+            requests=requests, endpoint=endpoint,
+        )
+
+    try:
+        result = search(endpoint, settings, slo, max_concurrency, progress, measured)
+    except Exception as error:
+        if measured:  # what the clean windows before it showed, marked broken off
+            record(None, f"the search broke off: {error}")
+        raise
+    record(result, result.error)
+    if result.error is not None:
+        raise MeasurementError(f"{endpoint.model.name}: {result.error}")
+    return result
+
+
+# --------------------------------------------------------------------------- comparing
 
 
 def capacity_ratio(candidate: CapacityBracket, reference: CapacityBracket) -> CapacityRatio:
@@ -364,12 +417,15 @@ __all__ = [
     "CapacityRatio",
     "CapacityResult",
     "CapacityStep",
+    "MeasuredWindow",
     "Window",
     "bracket_text",
     "broken_reason",
     "capacity_ratio",
+    "capacity_stats",
     "decide_capacity_verdict",
     "find_capacity",
+    "measure_capacity",
     "server_max_concurrency",
     "step_line",
 ]

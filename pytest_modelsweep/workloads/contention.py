@@ -33,7 +33,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
+
+from ..core.measurements import Contention
 
 from ..core.options import DEFAULTS
 
@@ -146,17 +148,15 @@ def _load1() -> float | None:
         return None
 
 
-def unknown(window_s: float | None = None) -> dict[str, Any]:
+def unknown(window_s: float | None = None) -> Contention:
     """The record of a window whose CPU accounting could not be read."""
-    return {"window_s": window_s, "other_cpu_cores": None, "server_cpu_cores": None,
-            "client_cpu_cores": None, "steal_share": None, "load1_end": _load1(),
-            "contended": None}
+    return Contention(window_s=window_s, load1_end=_load1())
 
 
 def contention(
     start: CpuSnapshot, end: CpuSnapshot, *, max_other_cores: float = DEFAULT_CONTENDED_CORES,
     steal_limit: float = STEAL_LIMIT, hz: int | None = None, load1: float | None = None,
-) -> dict[str, Any]:
+) -> Contention:
     """The window's record (see the module) from its two snapshots."""
     ticks = hz or _clock_ticks()
     window = end.wall - start.wall
@@ -172,15 +172,15 @@ def contention(
     other = max(0, busy - client - (server or 0))
     other_cores = other / ticks / window
     steal_share = (end.steal - start.steal) / total if total > 0 else 0.0
-    return {
-        "window_s": window,
-        "other_cpu_cores": other_cores,
-        "server_cpu_cores": None if server is None else server / ticks / window,
-        "client_cpu_cores": client / ticks / window,
-        "steal_share": steal_share,
-        "load1_end": load1,
-        "contended": other_cores > max_other_cores or steal_share > steal_limit,
-    }
+    return Contention(
+        window_s=window,
+        other_cpu_cores=other_cores,
+        server_cpu_cores=None if server is None else server / ticks / window,
+        client_cpu_cores=client / ticks / window,
+        steal_share=steal_share,
+        load1_end=load1,
+        contended=other_cores > max_other_cores or steal_share > steal_limit,
+    )
 
 
 class ContentionMeter:
@@ -204,7 +204,7 @@ class ContentionMeter:
         self.proc = proc
         self._start: CpuSnapshot | None = None
         self._wall = 0.0
-        self.result: dict[str, Any] = unknown()
+        self.result: Contention = unknown()
 
     def __enter__(self) -> Self:
         self._wall = time.monotonic()
@@ -225,7 +225,7 @@ class ContentionMeter:
         """Whether the window has begun (the meter was entered)."""
         return self._wall > 0
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> Contention:
         """The record from the window's start until now."""
         start = self._start
         if start is None:

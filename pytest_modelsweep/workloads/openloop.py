@@ -170,7 +170,7 @@ class OpenLoopWindow:
     def as_stats(self) -> dict[str, Any]:
         ramp = self.arrivals.ramp_up
         return {
-            **self.result.as_stats(),
+            **self.result.window().to_dict(),
             "arrivals": {"rate": self.arrivals.rate, "burstiness": self.arrivals.burstiness,
                          "ramp_up": None if ramp is None else {
                              "strategy": ramp.strategy, "start_rps": ramp.start_rps,
@@ -178,7 +178,7 @@ class OpenLoopWindow:
                          "describe": self.arrivals.describe(), "seed": self.seed},
             "saturation": self.saturation.as_dict(),
             "peak_in_flight": self.peak_in_flight,
-            "send_lag": self.send_lag.as_ms(),
+            "send_lag": self.send_lag.in_ms().to_dict(),
             "server_metrics": None if self.server is None else self.server.as_dict(),
         }
 

@@ -3,12 +3,14 @@
 :func:`measure_setting` runs the timed windows the ``--repeats`` policy takes
 (:class:`~pytest_modelsweep.core.repeats.RepeatPolicy`), each with the contention
 meter around it and a progress line after it (and every :data:`TICK_S` seconds in
-a long one); then it records one measurement: the mean tokens/s over the repeats,
-each repeat's figures, CV and the ``unstable``/``contended`` flags, the interval of
-the mean and the rule that made it, $/1M output tokens with a price and goodput
-with an SLO. The built-in
-throughput benches and the public ``measure_throughput`` fixture both call it.
-No pytest here.
+a long one); then it records one measurement, a
+:class:`~pytest_modelsweep.core.measurements.ThroughputStats` (:func:`setting_stats`):
+the mean tokens/s over the repeats, each repeat's figures, CV and the
+``unstable``/``contended`` flags, the interval of the mean and the rule that made it,
+$/1M output tokens with a price and goodput with an SLO. The built-in throughput
+benches and the public ``measure_throughput`` fixture both call it.
+:func:`measure_interleaved_setting` measures one setting of two models in pairs of
+windows (``--interleave``), for the ratio judge. No pytest here.
 """
 
 from __future__ import annotations
@@ -16,14 +18,23 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import MeasurementError
+from ..core.measurements import Contention, ThroughputStats
 from ..core.slo import goodput_stats
 from .contention import ContentionMeter, coefficient_of_variation
-from .throughput import OUTPUT_TOKENS, ThroughputResult, make_tokenizer, measure_window
+from .throughput import (
+    OUTPUT_TOKENS,
+    InterleavedWindows,
+    ThroughputResult,
+    make_tokenizer,
+    measure_interleaved,
+    measure_window,
+)
 
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
@@ -64,7 +75,7 @@ def measure_setting(
         shape = {"user_prompts": len(user_prompts), "unique_prefixes": unique_prefixes}
     server_pids = endpoint.server_pids()
     results: list[ThroughputResult] = []
-    windows: list[dict[str, Any]] = []
+    windows: list[Contention] = []
     values: list[float] = []
     try:
         for repeat in range(policy.at_most):
@@ -92,29 +103,8 @@ def measure_setting(
     requests: list[dict[str, Any]] = []
     for repeat, result in enumerate(results):
         requests += [{**record.to_dict(), "repeat": repeat} for record in result.records]
-    cv = coefficient_of_variation(values)
-    contended = sum(1 for w in windows if w["contended"])
+    stats = setting_stats(results, windows, settings)
     mean = sum(values) / len(values)
-    rate_interval = policy.interval(values)
-    repeats = [{**r.as_stats(), "contention": w} for r, w in zip(results, windows)]
-    stats: dict[str, Any] = {
-        "repeat_values": values, "repeats": repeats, "cv": cv,
-        "unstable": cv is not None and cv > settings.unstable_cv,
-        "unstable_cv_limit": settings.unstable_cv,
-        "contended": contended > 0, "contended_windows": contended,
-        "repeats_rule": policy.rule, "interval_rule": policy.interval_rule,
-    }
-    if rate_interval is not None:
-        stats["output_tokens_per_s_interval"] = list(rate_interval)
-    if settings.slo is not None:
-        goodputs = [r.goodput(settings.slo) for r in results]
-        for window, goodput in zip(repeats, goodputs):
-            window.update(goodput.as_stats())
-        stats.update(goodput_stats(settings.slo, goodputs))
-    if settings.pricing is not None:
-        for window, cost in zip(repeats, costs_of(settings.pricing.usd_per_hour, values)):
-            window["usd_per_million_output_tokens"] = cost
-        stats.update(cost_stats(settings.pricing, mean, rate_interval))
     record_measurement(
         benchmark,
         mean,
@@ -130,6 +120,57 @@ def measure_setting(
     problems = [f"repeat {i}: {v}" for i, r in enumerate(results) for v in r.violations]
     if problems:
         raise MeasurementError("; ".join(problems[:10]))
+
+
+def setting_stats(
+    results: Sequence[ThroughputResult], contention: Sequence[Contention],
+    settings: BenchSettings,
+) -> ThroughputStats:
+    """The record of one setting from its repeats' windows and their contention."""
+    values = [result.output_tokens_per_s for result in results]
+    cv = coefficient_of_variation(values)
+    contended = sum(1 for window in contention if window.contended)
+    policy = settings.repeats
+    rate_interval = policy.interval(values)
+    repeats = [result.window(window) for result, window in zip(results, contention)]
+    goodput = None
+    if settings.slo is not None:
+        goodputs = [result.goodput(settings.slo) for result in results]
+        repeats = [replace(window, goodput=g.figures()) for window, g in zip(repeats, goodputs)]
+        goodput = goodput_stats(settings.slo, goodputs)
+    cost = None
+    if settings.pricing is not None:
+        repeats = [replace(window, priced=True, usd_per_million_output_tokens=usd) for window, usd
+                   in zip(repeats, costs_of(settings.pricing.usd_per_hour, values))]
+        cost = cost_stats(settings.pricing, sum(values) / len(values), rate_interval)
+    return ThroughputStats(
+        repeat_values=tuple(values), repeats=tuple(repeats), cv=cv,
+        unstable=cv is not None and cv > settings.unstable_cv,
+        unstable_cv_limit=settings.unstable_cv, contended=contended > 0,
+        contended_windows=contended, repeats_rule=policy.rule,
+        interval_rule=policy.interval_rule, interval=rate_interval,
+        goodput=goodput, cost=cost,
+    )
+
+
+def measure_interleaved_setting(
+    endpoints: Sequence[Endpoint], settings: BenchSettings, benchmark: str,
+    setting: Mapping[str, Any], progress: Callable[[str], None] | None = None,
+) -> InterleavedWindows:
+    """Both servers at one setting, their windows in pairs A B, B A, ... (``--interleave``):
+    drift in machine speed hits both alike. Raises :class:`MeasurementError` when a window
+    broke its rules."""
+    measured = measure_interleaved(
+        endpoints, repeats=settings.repeats, benchmark=benchmark,
+        concurrency=setting["concurrency"], prompt_tokens=setting["prompt_tokens"],
+        run_id=settings.run_id, timed_requests=settings.timed_requests,
+        timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
+        contended_cores=settings.contended_cores, progress=progress,
+    )
+    if measured.violations:
+        raise MeasurementError("interleaved windows broke their rules: "
+                               + "; ".join(measured.violations[:10]))
+    return measured
 
 
 @contextlib.contextmanager
@@ -150,7 +191,7 @@ def ticker(
             if not meter.started:
                 progress(f"{elapsed}, warming up")
                 continue
-            other = meter.read().get("other_cpu_cores")
+            other = meter.read().other_cpu_cores
             busy = "unknown" if other is None else f"{other:.2f} cores"
             progress(f"{elapsed}, others' CPU in the timed window so far: {busy}")
 
@@ -164,17 +205,15 @@ def ticker(
 
 
 def repeat_line(
-    benchmark: str, model: str, label: str, of: str, values: list[float],
-    window: dict[str, Any],
+    benchmark: str, model: str, label: str, of: str, values: list[float], window: Contention,
 ) -> str:
     """E.g. ``throughput smollm2-135m c16: repeat 2/3, 231.4 tokens/s, CV so far 4.1%,
     contended: no`` (``of``: the repeat policy's ``2/3``, ``2/≤10 (auto)``, ``5/7 (auto)``)."""
     cv = coefficient_of_variation(values)
-    other = window.get("other_cpu_cores")
-    if window.get("contended") is None:
+    if window.contended is None:
         busy = "unknown"
-    elif window["contended"]:
-        steal = window.get("steal_share") or 0.0
+    elif window.contended:
+        other, steal = window.other_cpu_cores or 0.0, window.steal_share or 0.0
         busy = f"yes (others {other:.2f} cores, steal {steal:.0%})"
     else:
         busy = "no"

@@ -39,6 +39,7 @@ from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import CounterKind, fetch_metrics, find_counter
 from ..core.errors import EndpointError, MeasurementError
 from ..core.options import default_timed_requests
+from ..core.measurements import Contention, InterleavedWindow, Latency, ThroughputWindow
 from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials, auth_headers
 from ..core.slo import Goodput, Slo, window_goodput
@@ -426,14 +427,9 @@ class LatencyStats:
         p50, p90, p99 = (float(v) for v in np.percentile(arr, [50, 90, 99]))
         return cls(float(arr.mean()), p50, p90, p99, len(values))
 
-    def as_ms(self) -> dict[str, float]:
-        return {
-            "mean_ms": self.mean * 1e3,
-            "p50_ms": self.p50 * 1e3,
-            "p90_ms": self.p90 * 1e3,
-            "p99_ms": self.p99 * 1e3,
-            "n": self.n,
-        }
+    def in_ms(self) -> Latency:
+        """The record of this latency, in milliseconds."""
+        return Latency(self.mean * 1e3, self.p50 * 1e3, self.p90 * 1e3, self.p99 * 1e3, self.n)
 
 
 def tpot(record: RequestRecord) -> float | None:
@@ -510,32 +506,25 @@ class ThroughputResult:
         return window_goodput((record.to_dict() for record in self.records), slo,
                               self.duration_s)
 
-    def as_stats(self) -> dict[str, Any]:
-        """JSON-friendly figures for a Measurement's ``stats``."""
-        return {
-            "concurrency": self.concurrency,
-            "prompt_tokens": self.prompt_tokens,
-            "output_tokens": self.output_tokens,
-            "duration_s": self.duration_s,
-            "completed": self.completed,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "requests_per_s": self.requests_per_s,
-            "ttft": self.ttft.as_ms(),
-            "tpot": self.tpot.as_ms(),
-            "itl": self.itl.as_ms(),
-            "e2e": self.e2e.as_ms(),
-            "total_prompt_tokens": self.total_prompt_tokens,
-            "total_completion_tokens": self.total_completion_tokens,
-            "server_generated_tokens": self.server_generated_tokens,
-            "generated_counter": self.generated_counter,
-            "fidelity": self.fidelity,
-            "server_cached_tokens": self.server_cached_tokens,
-            "reported_cached_tokens": self.reported_cached_tokens,
-            "server_prompt_tokens": self.server_prompt_tokens,
-            "bos_tokens": self.bos_tokens,
-            "tokens_in_shared_chunks": self.tokens_in_shared_chunks,
-            "violations": list(self.violations),
-        }
+    def window(self, contention: Contention | None = None) -> ThroughputWindow:
+        """The window as a throughput measurement records it (one repeat), with ``contention``
+        (unknown when not given)."""
+        return ThroughputWindow(
+            concurrency=self.concurrency, prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens, duration_s=self.duration_s,
+            completed=self.completed, output_tokens_per_s=self.output_tokens_per_s,
+            requests_per_s=self.requests_per_s, ttft=self.ttft.in_ms(), tpot=self.tpot.in_ms(),
+            itl=self.itl.in_ms(), e2e=self.e2e.in_ms(),
+            total_prompt_tokens=self.total_prompt_tokens,
+            total_completion_tokens=self.total_completion_tokens,
+            server_generated_tokens=self.server_generated_tokens,
+            generated_counter=self.generated_counter, fidelity=self.fidelity,
+            server_cached_tokens=self.server_cached_tokens,
+            reported_cached_tokens=self.reported_cached_tokens,
+            server_prompt_tokens=self.server_prompt_tokens, bos_tokens=self.bos_tokens,
+            tokens_in_shared_chunks=self.tokens_in_shared_chunks,
+            violations=tuple(self.violations), contention=contention or Contention(),
+        )
 
 
 def summarize(
@@ -873,12 +862,8 @@ class InterleavedWindows:
     """Windows of two servers measured in pairs: per model its tokens/s, in pair order."""
 
     values: dict[str, list[float]]
-    windows: list[dict[str, Any]]
+    windows: list[InterleavedWindow]
     violations: list[str]
-
-    @property
-    def contended(self) -> bool:
-        return any(bool(w["contention"].get("contended")) for w in self.windows)
 
 
 def measure_interleaved(
@@ -920,9 +905,8 @@ def measure_interleaved(
                     idle_timeout_s=idle_timeout_s, tokenizer=tokenizers[name], meter=meter,
                 )
                 measured.values[name].append(result.output_tokens_per_s)
-                measured.windows.append({"model": name, "pair": pair,
-                                         "output_tokens_per_s": result.output_tokens_per_s,
-                                         "contention": meter.result})
+                measured.windows.append(InterleavedWindow(name, pair, result.output_tokens_per_s,
+                                                          meter.result))
                 measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
             a, b = (measured.values[name] for name in names)
             ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]

@@ -1,0 +1,1163 @@
+"""One typed record per kind of measurement, and the :class:`Measurement` that carries one.
+
+A measurement's ``stats`` is one of these records, chosen by the metric table
+(:func:`stats_type`: the benchmark's kind, and for a comparison the kind it compares):
+
+* :class:`AccuracyStats` — an accuracy run (GSM8K, BFCL, a user's ``evaluate``);
+* :class:`ThroughputStats` — one throughput setting over its repeats (:class:`ThroughputWindow`
+  each), with CV, the ``unstable``/``contended`` flags, the interval, goodput and cost;
+* :class:`CapacityStats` — a capacity search under an SLO (:class:`CapacityStep` each);
+* :class:`AccuracyVerdictStats`, :class:`ThroughputRatioStats`, :class:`CapacityRatioStats` —
+  a candidate judged against the reference;
+* :class:`SmokeStats`, :class:`ScreeningResult` — one generation; a screened repo;
+* :class:`OtherStats` — a benchmark the table does not know (a user's ``record_measurement``).
+
+Every record writes the keys the results file and the store hold (``to_dict``) and reads
+them back (``from_dict``), as pytest-benchmark's one ``Stats`` class serves its table and its
+compare step alike. A record read from a dict writes that dict back key for key, in its
+order: a key that no field holds (a user's own figure, a value of an unexpected type, a key
+an older writer left out) is kept as read (:class:`Shape`), so that files of every version
+round-trip unchanged while readers use only the typed fields. Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Protocol, TypeVar
+
+from .cost import CostFigures, Pricing
+from .metrics import Kind, metric_for
+from .records import ItemRecord, RequestRecord
+from .slo import Goodput, GoodputFigures
+from .stats import PairedInterval, RatioInterval, Verdict, VerdictRecord
+
+# --------------------------------------------------------------------------- the base
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two JSON values write the same text: same types, same key order, NaN = NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a record writes itself: ``keys`` None for the writer's own keys. A record read from
+    a dict writes that dict's keys in its order: ``kept`` holds each value no field wrote back
+    the same (a key no field holds, a value of another type), ``read`` what the fields wrote
+    when read. A field changed since (``dataclasses.replace``) writes its new value, also
+    under a key the dict lacked."""
+
+    keys: tuple[str, ...] | None = None
+    kept: Mapping[str, Any] = field(default_factory=dict)
+    read: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any], written: Mapping[str, Any]) -> Shape:
+        """The shape of ``data`` as read into a record that writes ``written``."""
+        kept = {k: v for k, v in data.items() if k not in written or not _same(written[k], v)}
+        return cls(tuple(data), kept, written)
+
+    def apply(self, written: dict[str, Any]) -> dict[str, Any]:
+        if self.keys is None:
+            return written
+        changed = {k for k, v in written.items() if k not in self.read
+                   or not _same(v, self.read[k])}
+        out: dict[str, Any] = {}
+        for k in self.keys:
+            if k in changed:
+                out[k] = written[k]
+            elif k in self.kept:
+                out[k] = self.kept[k]
+            elif k in written:
+                out[k] = written[k]
+        out.update((k, v) for k, v in written.items() if k in changed and k not in out)
+        return out
+
+
+RecordT = TypeVar("RecordT", bound="Record")
+
+
+@dataclass(frozen=True)
+class Record:
+    """A typed record with ``to_dict``/``from_dict``; subclasses say what they write
+    (:meth:`written`) and how they read it (:meth:`read`, lenient: a missing or mistyped key
+    gives the field's empty value, and :class:`Shape` keeps what was read)."""
+
+    shape: Shape = field(default_factory=Shape, compare=False, repr=False, kw_only=True)
+
+    def written(self) -> dict[str, Any]:
+        """The record's keys as its writer writes them (JSON values)."""
+        raise NotImplementedError
+
+    @classmethod
+    def read(cls: type[RecordT], data: Mapping[str, Any]) -> RecordT:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-friendly dict of the results file and the store."""
+        return self.shape.apply(self.written())
+
+    @classmethod
+    def from_dict(cls: type[RecordT], data: Any) -> RecordT:
+        """The record of a dict written by :meth:`to_dict` (of any earlier version)."""
+        mapping: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+        record = cls.read(mapping)
+        return replace(record, shape=Shape.of(mapping, record.written()))
+
+
+# --------------------------------------------------------------------------- reading values
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _float_or_nan(value: Any) -> float:
+    number = _float(value)
+    return math.nan if number is None else number
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _floats(value: Any) -> tuple[float, ...]:
+    if not isinstance(value, list):
+        return ()
+    numbers = [_float(v) for v in value]
+    return tuple(n for n in numbers if n is not None) if None not in numbers else ()
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    numbers = _floats(value)
+    return (numbers[0], numbers[1]) if len(numbers) == 2 and len(value) == 2 else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _records(cls: type[RecordT], value: Any) -> tuple[RecordT, ...]:
+    return tuple(cls.from_dict(v) for v in value) if isinstance(value, list) else ()
+
+
+def _verdict(value: Any) -> Verdict | None:
+    try:
+        return Verdict(value)
+    except ValueError:
+        return None
+
+
+def _pricing(value: Any) -> Pricing | None:
+    try:
+        return Pricing.from_dict(value)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _usd(stats: Mapping[str, Any]) -> float | None:
+    return _float(stats.get("usd_per_million_output_tokens"))
+
+
+# --------------------------------------------------------------------------- shared parts
+
+
+def side_flags(*, unstable: bool, cv: float | None, contended: bool) -> tuple[str, ...]:
+    """What makes one side of a comparison doubtful: ``unstable (CV 53%)``, ``contended``."""
+    flags = []
+    if unstable:
+        flags.append("unstable" if cv is None else f"unstable (CV {cv:.0%})")
+    if contended:
+        flags.append("contended")
+    return tuple(flags)
+
+
+def flags_text(candidate: Sequence[str] | None, reference: Sequence[str] | None) -> str:
+    """``; the reference's measurement is flagged unstable (CV 53%), contended``, or ``""``."""
+    parts = [f"the {role}'s measurement is flagged {', '.join(flags)}"
+             for role, flags in (("candidate", candidate), ("reference", reference)) if flags]
+    return "; " + "; ".join(parts) if parts else ""
+
+
+@dataclass(frozen=True)
+class Latency(Record):
+    """One latency over a window's requests, in milliseconds (NaN without any request)."""
+
+    mean_ms: float = math.nan
+    p50_ms: float = math.nan
+    p90_ms: float = math.nan
+    p99_ms: float = math.nan
+    n: int = 0
+
+    def written(self) -> dict[str, Any]:
+        return {"mean_ms": self.mean_ms, "p50_ms": self.p50_ms, "p90_ms": self.p90_ms,
+                "p99_ms": self.p99_ms, "n": self.n}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> Latency:
+        return cls(_float_or_nan(data.get("mean_ms")), _float_or_nan(data.get("p50_ms")),
+                   _float_or_nan(data.get("p90_ms")), _float_or_nan(data.get("p99_ms")),
+                   _int(data.get("n")) or 0)
+
+
+@dataclass(frozen=True)
+class Contention(Record):
+    """Who else used the CPUs during one timed window (``contended`` None: unknown)."""
+
+    window_s: float | None = None
+    other_cpu_cores: float | None = None
+    server_cpu_cores: float | None = None
+    client_cpu_cores: float | None = None
+    steal_share: float | None = None
+    load1_end: float | None = None
+    contended: bool | None = None
+
+    def written(self) -> dict[str, Any]:
+        return {"window_s": self.window_s, "other_cpu_cores": self.other_cpu_cores,
+                "server_cpu_cores": self.server_cpu_cores,
+                "client_cpu_cores": self.client_cpu_cores, "steal_share": self.steal_share,
+                "load1_end": self.load1_end, "contended": self.contended}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> Contention:
+        return cls(_float(data.get("window_s")), _float(data.get("other_cpu_cores")),
+                   _float(data.get("server_cpu_cores")), _float(data.get("client_cpu_cores")),
+                   _float(data.get("steal_share")), _float(data.get("load1_end")),
+                   _bool(data.get("contended")))
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+_ACCURACY_CORE = ("n", "items", "failed", "correct", "accuracy", "truncated_rate")
+_ACCURACY_RUN = ("sent", "reused", "wall_s")
+
+
+@dataclass(frozen=True)
+class AccuracyStats(Record):
+    """An accuracy run: ``n`` answered of ``items`` (``failed`` got no answer), ``correct``,
+    ``accuracy`` (the mean score of the answered), the share cut by ``max_tokens``, how many
+    were ``sent`` and ``reused``, and ``figures``: the benchmark's own summary beyond these
+    (its ``summarise``: GSM8K's per-filter rates, BFCL's error types)."""
+
+    n: int = 0
+    items: int = 0
+    failed: int = 0
+    correct: int = 0
+    accuracy: float = 0.0
+    truncated_rate: float = 0.0
+    sent: int = 0
+    reused: int = 0
+    wall_s: float = 0.0
+    figures: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, core: Mapping[str, Any], summary: Mapping[str, Any], *, sent: int, reused: int,
+           wall_s: float) -> AccuracyStats:
+        """From :func:`~pytest_modelsweep.api.evaluation.summarise_items`' ``core`` and the
+        benchmark's ``summary``; the core figures win over the summary's of the same name,
+        keys in the order ``{**summary, **core, sent, reused, wall_s}``."""
+        written = {**summary, **core, "sent": sent, "reused": reused, "wall_s": wall_s}
+        record = cls.read(written)
+        return replace(record, shape=Shape.of(written, record.written()))
+
+    def written(self) -> dict[str, Any]:
+        return {**self.figures, "n": self.n, "items": self.items, "failed": self.failed,
+                "correct": self.correct, "accuracy": self.accuracy,
+                "truncated_rate": self.truncated_rate, "sent": self.sent, "reused": self.reused,
+                "wall_s": self.wall_s}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> AccuracyStats:
+        known = set(_ACCURACY_CORE + _ACCURACY_RUN)
+        return cls(
+            n=_int(data.get("n")) or 0, items=_int(data.get("items")) or 0,
+            failed=_int(data.get("failed")) or 0, correct=_int(data.get("correct")) or 0,
+            accuracy=_float(data.get("accuracy")) or 0.0,
+            truncated_rate=_float(data.get("truncated_rate")) or 0.0,
+            sent=_int(data.get("sent")) or 0, reused=_int(data.get("reused")) or 0,
+            wall_s=_float(data.get("wall_s")) or 0.0,
+            figures={k: v for k, v in data.items() if k not in known},
+        )
+
+    # GSM8K's and BFCL's own figures (their summarise functions), None for other benchmarks
+    @property
+    def strict_match_accuracy(self) -> float | None:
+        return _float(self.figures.get("strict_match_accuracy"))
+
+    @property
+    def flexible_extract_accuracy(self) -> float | None:
+        return _float(self.figures.get("flexible_extract_accuracy"))
+
+    @property
+    def strict_match_invalid_rate(self) -> float | None:
+        return _float(self.figures.get("strict_match_invalid_rate"))
+
+    @property
+    def flexible_extract_invalid_rate(self) -> float | None:
+        return _float(self.figures.get("flexible_extract_invalid_rate"))
+
+    @property
+    def error_types(self) -> dict[str, int]:
+        """BFCL: wrong answers per error type (empty for other benchmarks)."""
+        types = _mapping(self.figures.get("error_types"))
+        return {str(k): v for k, v in types.items() if _int(v) is not None}
+
+    @property
+    def parse_failures(self) -> int | None:
+        return _int(self.figures.get("parse_failures"))
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+@dataclass(frozen=True)
+class ThroughputWindow(Record):
+    """One timed window of a throughput setting (one repeat): its rate, latencies, the
+    server's counters it was checked against, its rule violations and contention; with an
+    SLO its goodput, with a price its cost."""
+
+    concurrency: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    duration_s: float = 0.0
+    completed: int = 0
+    output_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    ttft: Latency = field(default_factory=Latency)
+    tpot: Latency = field(default_factory=Latency)
+    itl: Latency = field(default_factory=Latency)
+    e2e: Latency = field(default_factory=Latency)
+    total_prompt_tokens: int = 0
+    total_completion_tokens: int = 0
+    server_generated_tokens: float = 0.0
+    generated_counter: str = ""
+    fidelity: float = math.nan
+    server_cached_tokens: float = 0.0
+    reported_cached_tokens: int = 0
+    server_prompt_tokens: float = 0.0
+    bos_tokens: int = 0
+    tokens_in_shared_chunks: int = 0
+    violations: tuple[str, ...] = ()
+    contention: Contention = field(default_factory=Contention)
+    goodput: GoodputFigures | None = None
+    priced: bool = False
+    usd_per_million_output_tokens: float | None = None
+    """Written when ``priced`` (None for a rate that is not positive)."""
+
+    def written(self) -> dict[str, Any]:
+        data = {
+            "concurrency": self.concurrency, "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens, "duration_s": self.duration_s,
+            "completed": self.completed, "output_tokens_per_s": self.output_tokens_per_s,
+            "requests_per_s": self.requests_per_s, "ttft": self.ttft.to_dict(),
+            "tpot": self.tpot.to_dict(), "itl": self.itl.to_dict(), "e2e": self.e2e.to_dict(),
+            "total_prompt_tokens": self.total_prompt_tokens,
+            "total_completion_tokens": self.total_completion_tokens,
+            "server_generated_tokens": self.server_generated_tokens,
+            "generated_counter": self.generated_counter, "fidelity": self.fidelity,
+            "server_cached_tokens": self.server_cached_tokens,
+            "reported_cached_tokens": self.reported_cached_tokens,
+            "server_prompt_tokens": self.server_prompt_tokens, "bos_tokens": self.bos_tokens,
+            "tokens_in_shared_chunks": self.tokens_in_shared_chunks,
+            "violations": list(self.violations), "contention": self.contention.to_dict(),
+        }
+        if self.goodput is not None:
+            data.update(self.goodput.as_stats())
+        if self.priced:
+            data["usd_per_million_output_tokens"] = self.usd_per_million_output_tokens
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ThroughputWindow:
+        return cls(
+            concurrency=_int(data.get("concurrency")) or 0,
+            prompt_tokens=_int(data.get("prompt_tokens")) or 0,
+            output_tokens=_int(data.get("output_tokens")) or 0,
+            duration_s=_float(data.get("duration_s")) or 0.0,
+            completed=_int(data.get("completed")) or 0,
+            output_tokens_per_s=_float(data.get("output_tokens_per_s")) or 0.0,
+            requests_per_s=_float(data.get("requests_per_s")) or 0.0,
+            ttft=Latency.from_dict(data.get("ttft")), tpot=Latency.from_dict(data.get("tpot")),
+            itl=Latency.from_dict(data.get("itl")), e2e=Latency.from_dict(data.get("e2e")),
+            total_prompt_tokens=_int(data.get("total_prompt_tokens")) or 0,
+            total_completion_tokens=_int(data.get("total_completion_tokens")) or 0,
+            server_generated_tokens=_float(data.get("server_generated_tokens")) or 0.0,
+            generated_counter=_str(data.get("generated_counter")) or "",
+            fidelity=_float_or_nan(data.get("fidelity")),
+            server_cached_tokens=_float(data.get("server_cached_tokens")) or 0.0,
+            reported_cached_tokens=_int(data.get("reported_cached_tokens")) or 0,
+            server_prompt_tokens=_float(data.get("server_prompt_tokens")) or 0.0,
+            bos_tokens=_int(data.get("bos_tokens")) or 0,
+            tokens_in_shared_chunks=_int(data.get("tokens_in_shared_chunks")) or 0,
+            violations=_strs(data.get("violations")),
+            contention=Contention.from_dict(data.get("contention")),
+            goodput=GoodputFigures.from_stats(data),
+            priced="usd_per_million_output_tokens" in data, usd_per_million_output_tokens=_usd(data),
+        )
+
+    @property
+    def contended(self) -> bool:
+        return self.contention.contended is True
+
+
+@dataclass(frozen=True)
+class ThroughputStats(Record):
+    """One throughput setting over its repeats: each repeat's tokens/s and window, their CV,
+    ``unstable`` (CV above ``unstable_cv_limit``) and ``contended`` (others used the CPUs in
+    ``contended_windows`` windows), the rule that chose the number of repeats, the 95%
+    interval of the mean rate; with an SLO the goodput, with a price the cost."""
+
+    repeat_values: tuple[float, ...] = ()
+    repeats: tuple[ThroughputWindow, ...] = ()
+    cv: float | None = None
+    unstable: bool = False
+    unstable_cv_limit: float | None = None
+    contended: bool = False
+    contended_windows: int = 0
+    repeats_rule: str = ""
+    interval_rule: str | None = None
+    """What made ``interval``: ``log-t`` (fixed repeats) or ``log-t-two-stage`` (auto)."""
+    interval: tuple[float, float] | None = None
+    """The 95% interval of the mean output tokens/s (None with one repeat)."""
+    goodput: GoodputFigures | None = None
+    cost: CostFigures | None = None
+
+    def written(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "repeat_values": list(self.repeat_values),
+            "repeats": [window.to_dict() for window in self.repeats], "cv": self.cv,
+            "unstable": self.unstable, "unstable_cv_limit": self.unstable_cv_limit,
+            "contended": self.contended, "contended_windows": self.contended_windows,
+            "repeats_rule": self.repeats_rule,
+        }
+        if self.interval_rule is not None:
+            data["interval_rule"] = self.interval_rule
+        if self.interval is not None:
+            data["output_tokens_per_s_interval"] = list(self.interval)
+        if self.goodput is not None:
+            data.update(self.goodput.as_stats())
+        if self.cost is not None:
+            data.update(self.cost.as_stats())
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ThroughputStats:
+        return cls(
+            repeat_values=_floats(data.get("repeat_values")),
+            repeats=_records(ThroughputWindow, data.get("repeats")),
+            cv=_float(data.get("cv")), unstable=_bool(data.get("unstable")) or False,
+            unstable_cv_limit=_float(data.get("unstable_cv_limit")),
+            contended=_bool(data.get("contended")) or False,
+            contended_windows=_int(data.get("contended_windows")) or 0,
+            repeats_rule=_str(data.get("repeats_rule")) or "",
+            interval_rule=_str(data.get("interval_rule")),
+            interval=_pair(data.get("output_tokens_per_s_interval")),
+            goodput=GoodputFigures.from_stats(data), cost=CostFigures.from_stats(data),
+        )
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """``unstable (CV 53%)``, ``contended``: what makes this setting doubtful."""
+        return side_flags(unstable=self.unstable, cv=self.cv, contended=self.contended)
+
+    @property
+    def pricing(self) -> Pricing | None:
+        return None if self.cost is None else self.cost.pricing
+
+
+# --------------------------------------------------------------------------- capacity
+
+
+class Window(Protocol):
+    """What a capacity step reads of one measured window (a ``ThroughputResult`` has it)."""
+
+    @property
+    def output_tokens_per_s(self) -> float: ...
+
+    @property
+    def violations(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """What a recorded capacity step adds to the search's step: its window's timed requests,
+    latencies, fidelity to the server's counters, contention and (priced) cost."""
+
+    timed_requests: int
+    ttft: Latency
+    tpot: Latency
+    e2e: Latency
+    fidelity: float
+    contention: Contention
+    priced: bool = False
+    usd_per_million_output_tokens: float | None = None
+
+    def written(self) -> dict[str, Any]:
+        data = {"timed_requests": self.timed_requests, "ttft": self.ttft.to_dict(),
+                "tpot": self.tpot.to_dict(), "e2e": self.e2e.to_dict(),
+                "fidelity": self.fidelity, "contention": self.contention.to_dict()}
+        if self.priced:
+            data["usd_per_million_output_tokens"] = self.usd_per_million_output_tokens
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> StepWindow | None:
+        if "timed_requests" not in data and "contention" not in data:
+            return None
+        return cls(_int(data.get("timed_requests")) or 0, Latency.from_dict(data.get("ttft")),
+                   Latency.from_dict(data.get("tpot")), Latency.from_dict(data.get("e2e")),
+                   _float_or_nan(data.get("fidelity")), Contention.from_dict(data.get("contention")),
+                   "usd_per_million_output_tokens" in data, _usd(data))
+
+
+@dataclass(frozen=True)
+class CapacityStep(Record):
+    """One step of the search: a timed window at one concurrency, and whether it passed
+    (``recorded``: the window's figures, once the step is recorded)."""
+
+    concurrency: int
+    slo_attainment: float | None
+    """Share of the window's requests that met every target; None without requests."""
+    good: int
+    requests: int
+    goodput_rps: float | None
+    output_tokens_per_s: float
+    duration_s: float
+    passed: bool
+    violations: tuple[str, ...] = ()
+    recorded: StepWindow | None = None
+
+    @classmethod
+    def of(cls, concurrency: int, goodput: Goodput, window: Window, target: float) -> CapacityStep:
+        """The step a window measured: passed when its attainment reaches ``target``."""
+        attainment = goodput.slo_attainment
+        return cls(
+            concurrency=concurrency, slo_attainment=attainment, good=goodput.good,
+            requests=goodput.requests, goodput_rps=goodput.goodput_rps,
+            output_tokens_per_s=window.output_tokens_per_s, duration_s=goodput.duration_s,
+            passed=attainment is not None and attainment >= target and not window.violations,
+            violations=tuple(window.violations),
+        )
+
+    @property
+    def broken(self) -> bool:
+        """Whether the window broke its rules (or sent nothing): no conclusion from it."""
+        return bool(self.violations) or self.requests == 0
+
+    def written(self) -> dict[str, Any]:
+        data = {"concurrency": self.concurrency, "slo_attainment": self.slo_attainment,
+                "good": self.good, "requests": self.requests, "goodput_rps": self.goodput_rps,
+                "output_tokens_per_s": self.output_tokens_per_s, "duration_s": self.duration_s,
+                "passed": self.passed, "violations": list(self.violations)}
+        if self.recorded is not None:
+            data.update(self.recorded.written())
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> CapacityStep:
+        return cls(
+            concurrency=_int(data.get("concurrency")) or 0,
+            slo_attainment=_float(data.get("slo_attainment")), good=_int(data.get("good")) or 0,
+            requests=_int(data.get("requests")) or 0, goodput_rps=_float(data.get("goodput_rps")),
+            output_tokens_per_s=_float(data.get("output_tokens_per_s")) or 0.0,
+            duration_s=_float(data.get("duration_s")) or 0.0,
+            passed=_bool(data.get("passed")) or False, violations=_strs(data.get("violations")),
+            recorded=StepWindow.read(data),
+        )
+
+
+@dataclass(frozen=True)
+class CapacityBracket:
+    """One model's capacity and search bracket, as a comparison reads them back."""
+
+    capacity: int
+    last_pass: int
+    first_fail: int | None
+
+    def as_list(self) -> list[int | None]:
+        return [self.last_pass, self.first_fail]
+
+    def text(self) -> str:
+        """E.g. ``[3, 4]``; ``[16, open]`` when the maximum passed."""
+        return f"[{self.last_pass}, {'open' if self.first_fail is None else self.first_fail}]"
+
+
+@dataclass(frozen=True)
+class CapacityRatio:
+    """Candidate ÷ reference capacity, and the bracket the two searches allow for it.
+
+    ``low`` = candidate's last pass ÷ reference's first miss (0 when the reference
+    passed at its maximum), ``high`` = candidate's first miss ÷ reference's last pass
+    (infinite when the candidate passed at its maximum; None in :meth:`as_dict`, so that
+    strict JSON readers can read it). No confidence level:
+    each side is one search. ``degenerate`` when both searches reached their maximum,
+    so neither capacity is bounded above and the bracket says nothing.
+    """
+
+    ratio: float
+    low: float
+    high: float
+    candidate: CapacityBracket
+    reference: CapacityBracket
+
+    @property
+    def degenerate(self) -> bool:
+        return self.candidate.first_fail is None and self.reference.first_fail is None
+
+    def as_dict(self) -> dict[str, Any]:
+        high = None if math.isinf(self.high) else self.high
+        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
+                "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
+                "candidate_capacity": self.candidate.capacity,
+                "reference_capacity": self.reference.capacity,
+                "candidate_bracket": self.candidate.as_list(),
+                "reference_bracket": self.reference.as_list()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CapacityRatio | None:
+        """Inverse of :meth:`as_dict`; None when ``data`` holds no readable ratio."""
+        ratio, low = _float(data.get("ratio")), _float(data.get("bracket_low"))
+        high = _float(data.get("bracket_high"))
+        sides = []
+        for role in ("candidate", "reference"):
+            capacity, bracket = _int(data.get(f"{role}_capacity")), data.get(f"{role}_bracket")
+            if capacity is None or not isinstance(bracket, list) or len(bracket) != 2 \
+                    or _int(bracket[0]) is None or not (bracket[1] is None or _int(bracket[1])):
+                return None
+            sides.append(CapacityBracket(capacity, bracket[0], bracket[1]))
+        if ratio is None or low is None:
+            return None
+        return cls(ratio, low, math.inf if high is None else high, sides[0], sides[1])
+
+
+@dataclass(frozen=True)
+class AtCapacity:
+    """The figures of the passing step at the capacity (its window)."""
+
+    output_tokens_per_s: float
+    goodput_rps: float | None
+    slo_attainment: float | None
+    usd_per_million_output_tokens: float | None = None
+    """Written when the measurement is priced."""
+
+
+@dataclass(frozen=True)
+class CapacityStats(Record):
+    """A capacity search under an SLO: the ``capacity`` (None when the search broke off,
+    ``error`` says why), every step, the ``bracket`` [last pass, first miss or None], where
+    the maximum concurrency came from, contention, the figures at the capacity, the price,
+    and a ``reason`` for a result that needs one (capacity 0, the maximum reached)."""
+
+    capacity: int | None = None
+    steps: tuple[CapacityStep, ...] = ()
+    bracket: tuple[int, int | None] | None = None
+    max_concurrency_source: str = ""
+    contended: bool = False
+    contended_windows: int = 0
+    at_capacity: AtCapacity | None = None
+    pricing: Pricing | None = None
+    reason: str | None = None
+    error: str | None = None
+
+    def written(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "capacity": self.capacity, "steps": [step.to_dict() for step in self.steps],
+            "bracket": None if self.bracket is None else list(self.bracket),
+            "max_concurrency_source": self.max_concurrency_source,
+            "contended": self.contended, "contended_windows": self.contended_windows,
+        }
+        at = self.at_capacity
+        if at is not None:
+            data.update(output_tokens_per_s=at.output_tokens_per_s, goodput_rps=at.goodput_rps,
+                        slo_attainment=at.slo_attainment)
+            if self.pricing is not None:
+                data["usd_per_million_output_tokens"] = at.usd_per_million_output_tokens
+        if self.pricing is not None:
+            data["pricing"] = self.pricing.as_dict()
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> CapacityStats:
+        bracket = data.get("bracket")
+        pair: tuple[int, int | None] | None = None
+        if isinstance(bracket, list) and len(bracket) == 2 and _int(bracket[0]) is not None \
+                and (bracket[1] is None or _int(bracket[1]) is not None):
+            pair = (bracket[0], bracket[1])
+        rate = _float(data.get("output_tokens_per_s"))
+        at = None if rate is None else AtCapacity(
+            rate, _float(data.get("goodput_rps")), _float(data.get("slo_attainment")), _usd(data))
+        return cls(
+            capacity=_int(data.get("capacity")), steps=_records(CapacityStep, data.get("steps")),
+            bracket=pair, max_concurrency_source=_str(data.get("max_concurrency_source")) or "",
+            contended=_bool(data.get("contended")) or False,
+            contended_windows=_int(data.get("contended_windows")) or 0, at_capacity=at,
+            pricing=_pricing(data.get("pricing")), reason=_str(data.get("reason")),
+            error=_str(data.get("error")),
+        )
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """``contended``: what makes this search doubtful (a search has no CV)."""
+        return side_flags(unstable=False, cv=None, contended=self.contended)
+
+    def measured_bracket(self) -> CapacityBracket:
+        """The capacity and its bracket; ValueError for a search that concluded none."""
+        capacity, bracket = self.capacity, self.bracket
+        if capacity is None or bracket is None:
+            raise ValueError(f"a capacity measurement without a capacity and its bracket "
+                             f"(capacity {capacity!r}, bracket "
+                             f"{None if bracket is None else list(bracket)!r})")
+        last_pass, first_fail = bracket
+        if last_pass != capacity or not (first_fail is None or first_fail > last_pass):
+            raise ValueError(f"a capacity measurement whose bracket {list(bracket)} does not "
+                             f"start at its capacity {capacity}")
+        return CapacityBracket(capacity, last_pass, first_fail)
+
+
+# --------------------------------------------------------------------------- smoke, screening
+
+
+@dataclass(frozen=True)
+class SmokeStats(Record):
+    """One greedy generation: its latency, usage, finish reason and text."""
+
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    text: str = ""
+
+    def written(self) -> dict[str, Any]:
+        return {"latency_s": self.latency_s, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "finish_reason": self.finish_reason,
+                "text": self.text}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> SmokeStats:
+        return cls(_float(data.get("latency_s")) or 0.0, _int(data.get("prompt_tokens")) or 0,
+                   _int(data.get("completion_tokens")) or 0, _str(data.get("finish_reason")),
+                   _str(data.get("text")) or "")
+
+
+@dataclass(frozen=True)
+class ScreeningResult(Record):
+    """The screening of one candidate repo; ``reasons`` says why it was rejected (empty if not)."""
+
+    model: str = ""
+    repo: str = ""
+    license: str | None = None
+    architecture: str | None = None
+    dtype: str | None = None
+    parameters: int | None = None
+    weights_gib: float | None = None
+    budget_gib: float = 0.0
+    kv_headroom_gib: float | None = None
+    accepted: bool = False
+    reasons: tuple[str, ...] = ()
+    weights_source: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "accepted" if self.accepted else "rejected"
+
+    @property
+    def reason(self) -> str:
+        """The reasons as one line ("" when accepted)."""
+        return "; ".join(self.reasons)
+
+    def written(self) -> dict[str, Any]:
+        """Plain JSON-friendly fields (``reasons`` as a list), plus ``verdict``."""
+        return {"model": self.model, "repo": self.repo, "license": self.license,
+                "architecture": self.architecture, "dtype": self.dtype,
+                "parameters": self.parameters, "weights_gib": self.weights_gib,
+                "budget_gib": self.budget_gib, "kv_headroom_gib": self.kv_headroom_gib,
+                "accepted": self.accepted, "reasons": list(self.reasons),
+                "weights_source": self.weights_source, "verdict": self.verdict}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ScreeningResult:
+        return cls(
+            model=_str(data.get("model")) or "", repo=_str(data.get("repo")) or "",
+            license=_str(data.get("license")), architecture=_str(data.get("architecture")),
+            dtype=_str(data.get("dtype")), parameters=_int(data.get("parameters")),
+            weights_gib=_float(data.get("weights_gib")),
+            budget_gib=_float(data.get("budget_gib")) or 0.0,
+            kv_headroom_gib=_float(data.get("kv_headroom_gib")),
+            accepted=_bool(data.get("accepted")) or False, reasons=_strs(data.get("reasons")),
+            weights_source=_str(data.get("weights_source")) or "",
+        )
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+@dataclass(frozen=True)
+class AccuracyVerdictStats(Record):
+    """A candidate's paired verdict on an accuracy benchmark: the interval of candidate −
+    reference item by item, the margin and rule it was decided by, and the runs of each side
+    (``interval`` None only for a record that holds none)."""
+
+    candidate: str = ""
+    reference: str = ""
+    metric: str = ""
+    verdict: Verdict | None = None
+    interval: PairedInterval | None = None
+    margin: float | None = None
+    rule: str = ""
+    candidate_run: str | None = None
+    reference_run: str | None = None
+
+    @classmethod
+    def of(cls, record: VerdictRecord, *, candidate_run: str, reference_run: str,
+           ) -> AccuracyVerdictStats:
+        return cls(record.candidate, record.reference, record.metric, record.verdict,
+                   record.interval, record.margin, record.rule, candidate_run, reference_run)
+
+    def written(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "reference": self.reference, "metric": self.metric,
+                "verdict": None if self.verdict is None else self.verdict.value,
+                **({} if self.interval is None else self.interval.as_dict()),
+                "margin": self.margin, "rule": self.rule, "candidate_run": self.candidate_run,
+                "reference_run": self.reference_run}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> AccuracyVerdictStats:
+        try:
+            interval: PairedInterval | None = PairedInterval.from_dict(data)
+        except (KeyError, TypeError):
+            interval = None
+        return cls(_str(data.get("candidate")) or "", _str(data.get("reference")) or "",
+                   _str(data.get("metric")) or "", _verdict(data.get("verdict")), interval,
+                   _float(data.get("margin")), _str(data.get("rule")) or "",
+                   _str(data.get("candidate_run")), _str(data.get("reference_run")))
+
+
+@dataclass(frozen=True)
+class InterleavedWindow(Record):
+    """One window of an interleaved pair: whose, which pair, its rate and contention."""
+
+    model: str = ""
+    pair: int = 0
+    output_tokens_per_s: float = 0.0
+    contention: Contention = field(default_factory=Contention)
+
+    def written(self) -> dict[str, Any]:
+        return {"model": self.model, "pair": self.pair,
+                "output_tokens_per_s": self.output_tokens_per_s,
+                "contention": self.contention.to_dict()}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> InterleavedWindow:
+        return cls(_str(data.get("model")) or "", _int(data.get("pair")) or 0,
+                   _float(data.get("output_tokens_per_s")) or 0.0,
+                   Contention.from_dict(data.get("contention")))
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """Both models measured in pairs of windows (A B, B A, ...): the windows in the order
+    measured, each side's tokens/s in pair order, and whether any window was contended."""
+
+    windows: tuple[InterleavedWindow, ...]
+    candidate_values: tuple[float, ...]
+    reference_values: tuple[float, ...]
+
+    @property
+    def contended(self) -> bool:
+        return any(window.contention.contended for window in self.windows)
+
+
+DESIGN_BACK_TO_BACK = "back-to-back"
+DESIGN_INTERLEAVED = "interleaved"
+
+
+@dataclass(frozen=True)
+class ThroughputRatioStats(Record):
+    """A candidate's throughput ÷ the reference's at one setting: the ratio interval, the
+    tolerance and rule of the verdict, the runs of each side and how they were measured
+    (``design``: back-to-back measurements with each side's flags, or ``interleaved``)."""
+
+    candidate: str = ""
+    reference: str = ""
+    metric: str = ""
+    verdict: Verdict | None = None
+    interval: RatioInterval | None = None
+    tolerance: float = 0.0
+    rule: str = ""
+    candidate_run: str | None = None
+    reference_run: str | None = None
+    candidate_flags: tuple[str, ...] | None = None
+    reference_flags: tuple[str, ...] | None = None
+    design: str = DESIGN_BACK_TO_BACK
+    interleaved: Interleaved | None = None
+
+    def written(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "candidate": self.candidate, "reference": self.reference, "metric": self.metric,
+            "verdict": None if self.verdict is None else self.verdict.value,
+            **({} if self.interval is None else self.interval.as_dict()),
+            "tolerance": self.tolerance, "rule": self.rule, "candidate_run": self.candidate_run,
+            "reference_run": self.reference_run,
+        }
+        if self.candidate_flags is not None or self.reference_flags is not None:
+            data["candidate_flags"] = list(self.candidate_flags or ())
+            data["reference_flags"] = list(self.reference_flags or ())
+        data["design"] = self.design
+        if self.interleaved is not None:
+            data.update(windows=[w.to_dict() for w in self.interleaved.windows],
+                        candidate_values=list(self.interleaved.candidate_values),
+                        reference_values=list(self.interleaved.reference_values),
+                        contended=self.interleaved.contended)
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ThroughputRatioStats:
+        try:
+            interval: RatioInterval | None = RatioInterval.from_dict(data)
+        except (KeyError, TypeError, ValueError):
+            interval = None
+        interleaved = None
+        if "windows" in data:
+            interleaved = Interleaved(_records(InterleavedWindow, data.get("windows")),
+                                      _floats(data.get("candidate_values")),
+                                      _floats(data.get("reference_values")))
+        return cls(
+            _str(data.get("candidate")) or "", _str(data.get("reference")) or "",
+            _str(data.get("metric")) or "", _verdict(data.get("verdict")), interval,
+            _float(data.get("tolerance")) or 0.0, _str(data.get("rule")) or "",
+            _str(data.get("candidate_run")), _str(data.get("reference_run")),
+            _strs(data["candidate_flags"]) if "candidate_flags" in data else None,
+            _strs(data["reference_flags"]) if "reference_flags" in data else None,
+            _str(data.get("design")) or DESIGN_BACK_TO_BACK, interleaved,
+        )
+
+    def flags_text(self) -> str:
+        """``; the reference's measurement is flagged unstable (CV 53%)``, or ``""``."""
+        return flags_text(self.candidate_flags, self.reference_flags)
+
+
+@dataclass(frozen=True)
+class CapacityRatioStats(Record):
+    """A candidate's capacity ÷ the reference's under one SLO: the bracket the two searches
+    allow, the tolerance, rule and attainment target, each side's maximum concurrency, run
+    and flags (``ratio`` None only for a record that holds none)."""
+
+    candidate: str = ""
+    reference: str = ""
+    metric: str = "capacity"
+    verdict: Verdict | None = None
+    ratio: CapacityRatio | None = None
+    tolerance: float = 0.0
+    rule: str = ""
+    attainment_target: float | None = None
+    candidate_max_concurrency: int | None = None
+    reference_max_concurrency: int | None = None
+    candidate_run: str | None = None
+    reference_run: str | None = None
+    candidate_flags: tuple[str, ...] = ()
+    reference_flags: tuple[str, ...] = ()
+
+    def written(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "reference": self.reference, "metric": self.metric,
+                "verdict": None if self.verdict is None else self.verdict.value,
+                **({} if self.ratio is None else self.ratio.as_dict()),
+                "tolerance": self.tolerance, "rule": self.rule,
+                "attainment_target": self.attainment_target,
+                "candidate_max_concurrency": self.candidate_max_concurrency,
+                "reference_max_concurrency": self.reference_max_concurrency,
+                "candidate_run": self.candidate_run, "reference_run": self.reference_run,
+                "candidate_flags": list(self.candidate_flags),
+                "reference_flags": list(self.reference_flags)}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> CapacityRatioStats:
+        return cls(
+            _str(data.get("candidate")) or "", _str(data.get("reference")) or "",
+            _str(data.get("metric")) or "capacity", _verdict(data.get("verdict")),
+            CapacityRatio.from_dict(data), _float(data.get("tolerance")) or 0.0,
+            _str(data.get("rule")) or "", _float(data.get("attainment_target")),
+            _int(data.get("candidate_max_concurrency")),
+            _int(data.get("reference_max_concurrency")),
+            _str(data.get("candidate_run")), _str(data.get("reference_run")),
+            _strs(data.get("candidate_flags")), _strs(data.get("reference_flags")),
+        )
+
+    def flags_text(self) -> str:
+        return flags_text(self.candidate_flags, self.reference_flags)
+
+
+@dataclass(frozen=True)
+class OtherStats(Record):
+    """The stats of a benchmark the metric table does not know, kept as recorded."""
+
+    def written(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> OtherStats:
+        return cls()
+
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """The recorded figures, by name."""
+        return self.shape.kept
+
+
+Stats = (AccuracyStats | ThroughputStats | CapacityStats | SmokeStats | ScreeningResult
+         | AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | OtherStats)
+"""The ``stats`` of a measurement: one record per kind."""
+
+StatsT = TypeVar("StatsT", AccuracyStats, ThroughputStats, CapacityStats, SmokeStats,
+                 ScreeningResult, AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
+                 OtherStats)
+
+_BY_KIND: dict[Kind, type[Stats]] = {
+    Kind.ACCURACY: AccuracyStats, Kind.THROUGHPUT: ThroughputStats,
+    Kind.CAPACITY: CapacityStats, Kind.SMOKE: SmokeStats, Kind.SCREENING: ScreeningResult,
+}
+_BY_COMPARED: dict[Kind, type[Stats]] = {
+    Kind.ACCURACY: AccuracyVerdictStats, Kind.THROUGHPUT: ThroughputRatioStats,
+    Kind.CAPACITY: CapacityRatioStats,
+}
+
+
+def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
+    """The record of a measurement's ``stats``, by its benchmark's kind (:func:`metric_for`)."""
+    metric = metric_for(benchmark, unit)
+    if metric is None:
+        return OtherStats
+    if metric.kind is Kind.COMPARISON:
+        return _BY_COMPARED.get(metric.compares, OtherStats) if metric.compares else OtherStats
+    return _BY_KIND.get(metric.kind, OtherStats)
+
+
+# --------------------------------------------------------------------------- the measurement
+
+
+@dataclass(frozen=True)
+class Measurement(Record):
+    """One recorded result of one test: a value with its unit, sample size and typed ``stats``.
+
+    ``items`` are the scored items' dicts (:meth:`item_records` reads them), ``requests`` the
+    timed requests', ``provenance`` the endpoint's. ``outcome`` (the test's, added when its
+    report arrives) and ``run_id`` (added where measurements of several runs are listed) are
+    written only when set. ``stats`` given as another kind's record, or as
+    :class:`OtherStats`, is read as the benchmark's own kind.
+    """
+
+    model: str = ""
+    benchmark: str = ""
+    value: float = 0.0
+    unit: str = ""
+    n: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    stats: Stats = field(default_factory=OtherStats)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    test_id: str = ""
+    recorded_at: str = ""
+    outcome: str | None = None
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        expected = stats_type(self.benchmark, self.unit)
+        if type(self.stats) is not expected:
+            if not isinstance(self.stats, OtherStats):
+                raise TypeError(f"a {self.benchmark!r} measurement in {self.unit!r} records "
+                                f"{expected.__name__}, not {type(self.stats).__name__}")
+            object.__setattr__(self, "stats", expected.from_dict(self.stats.to_dict()))
+
+    def written(self) -> dict[str, Any]:
+        data = {"model": self.model, "benchmark": self.benchmark, "value": self.value,
+                "unit": self.unit, "n": self.n, "params": self.params,
+                "stats": self.stats.to_dict(), "items": self.items, "requests": self.requests,
+                "provenance": self.provenance, "test_id": self.test_id,
+                "recorded_at": self.recorded_at}
+        if self.outcome is not None:
+            data["outcome"] = self.outcome
+        if self.run_id is not None:
+            data["run_id"] = self.run_id
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> Measurement:
+        benchmark, unit = str(data.get("benchmark", "")), _str(data.get("unit")) or ""
+        value = _float(data.get("value"))
+
+        def listed(name: str) -> list[dict[str, Any]]:
+            found = data.get(name)
+            return [dict(v) for v in found if isinstance(v, Mapping)] \
+                if isinstance(found, list) else []
+
+        return cls(
+            model=_str(data.get("model")) or "", benchmark=benchmark,
+            value=math.nan if value is None else value, unit=unit, n=_int(data.get("n")) or 0,
+            params=dict(_mapping(data.get("params"))),
+            stats=stats_type(benchmark, unit).from_dict(data.get("stats")),
+            items=listed("items"), requests=listed("requests"),
+            provenance=dict(_mapping(data.get("provenance"))),
+            test_id=_str(data.get("test_id")) or "", recorded_at=_str(data.get("recorded_at")) or "",
+            outcome=_str(data.get("outcome")), run_id=_str(data.get("run_id")),
+        )
+
+    @property
+    def passed(self) -> bool:
+        """Whether the measurement's own test passed (a record without an outcome counts)."""
+        return self.outcome in (None, "passed")
+
+    def stats_as(self, kind: type[StatsT]) -> StatsT | None:
+        """``stats`` when it is a ``kind`` record, else None."""
+        return self.stats if isinstance(self.stats, kind) else None
+
+    def item_records(self) -> list[ItemRecord]:
+        """The scored items."""
+        return [ItemRecord.from_dict(item) for item in self.items]
+
+    def request_records(self) -> list[RequestRecord]:
+        """The timed requests (without the keys a workload adds to each: ``repeat``, ``step``,
+        ``concurrency``)."""
+        names = {f.name for f in fields(RequestRecord)}
+        return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
+
+
+def measurements_of(data: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+    """The records of a results file's (or the store's) measurement dicts."""
+    return [Measurement.from_dict(m) for m in data]
+
+
+__all__ = [
+    "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "AccuracyStats", "AccuracyVerdictStats",
+    "AtCapacity", "CapacityBracket", "CapacityRatio", "CapacityRatioStats", "CapacityStats",
+    "CapacityStep", "Contention", "Interleaved", "InterleavedWindow", "Latency", "Measurement",
+    "OtherStats", "Record", "ScreeningResult", "Shape", "SmokeStats", "Stats", "StepWindow",
+    "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow", "Window", "flags_text",
+    "measurements_of", "side_flags", "stats_type",
+]

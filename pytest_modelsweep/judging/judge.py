@@ -1,0 +1,102 @@
+"""One comparison's way, written once: find the sides → refuse → interval → verdict → record.
+
+Every comparison of a candidate with the reference (an accuracy verdict item by item, a
+throughput ratio, a capacity ratio) is a :class:`Comparison`: it finds both sides (this
+run's, the store's, or measured in pairs), says why they cannot be compared (one line, or
+None), computes the interval, and turns the verdict into the measurement it records and the
+line it announces (:class:`Judged`). :func:`judge` runs those steps in that order; the
+verdict itself comes from ``decide`` (the pytest layer asks the ``pytest_modelsweep_verdict``
+hook), and the pytest layer turns a side not found into a skip or a failure, records the
+judged measurement and announces its line. Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from ..core.errors import ModelsweepError
+from ..core.measurements import (
+    AccuracyVerdictStats,
+    CapacityRatio,
+    CapacityRatioStats,
+    ThroughputRatioStats,
+)
+from ..core.stats import PairedInterval, RatioInterval, Verdict
+from .comparisons import ComparisonKind, Failed, Found, Missing, Skipped
+
+SidesT = TypeVar("SidesT")
+IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a comparison concluded: its verdict, the measurement it records (the candidate's)
+    and the one line that announces it."""
+
+    verdict: Verdict
+    benchmark: str
+    value: float
+    unit: str
+    n: int
+    stats: AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats
+    summary: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class Comparison(Protocol[SidesT, IntervalT]):
+    """One candidate against the reference on one metric (``kind`` says which interval)."""
+
+    @property
+    def kind(self) -> ComparisonKind: ...
+
+    @property
+    def candidate(self) -> str: ...
+
+    @property
+    def reference(self) -> str: ...
+
+    @property
+    def metric(self) -> str: ...
+
+    @property
+    def margin(self) -> float | None: ...
+
+    def find(self) -> Found[SidesT] | Missing | Skipped | Failed:
+        """Both sides (``Found(sides)``), or why there is nothing to compare."""
+        ...
+
+    def refuse(self, sides: SidesT) -> str | None:
+        """Why these sides cannot be compared (one line naming the fix), or None."""
+        ...
+
+    def interval(self, sides: SidesT) -> IntervalT:
+        """The interval the verdict is decided on; ModelsweepError (or ValueError) refuses."""
+        ...
+
+    def judged(self, sides: SidesT, interval: IntervalT, verdict: Verdict) -> Judged:
+        """The measurement to record and the line to announce."""
+        ...
+
+
+def judge(comparison: Comparison[SidesT, IntervalT], decide: Callable[[IntervalT], Verdict],
+          ) -> Judged | Missing | Skipped | Failed:
+    """Find both sides, refuse unlike ones, compute the interval, decide and judge it.
+
+    A side not found is returned as it was found (:class:`Missing`, :class:`Skipped`,
+    :class:`Failed`); a refusal, or an interval that cannot be computed, is a
+    :class:`Failed` with its one line.
+    """
+    found = comparison.find()
+    if not isinstance(found, Found):
+        return found
+    sides = found.side
+    refused = comparison.refuse(sides)
+    if refused is not None:
+        return Failed(refused)
+    try:
+        interval = comparison.interval(sides)
+    except (ModelsweepError, ValueError) as error:
+        return Failed(str(error))
+    return comparison.judged(sides, interval, decide(interval))

@@ -1,0 +1,367 @@
+"""The three kinds of comparison, each a :class:`~.judge.Comparison`.
+
+* :class:`AccuracyComparison` — the candidate's and the reference's scored items on one
+  accuracy benchmark, paired item by item: the bootstrap interval of the difference
+  (at its Holm step-down level across the candidates with ``--holm``), recorded as
+  ``verdict:<benchmark>``;
+* :class:`ThroughputComparison` — both models' throughput at one setting: the ratio
+  interval over the repeats (measured back to back, found in this run or the store) or
+  over pairs of windows (measured interleaved), recorded as ``throughput_ratio``;
+* :class:`CapacityComparison` — both models' capacity under this run's SLO: the ratio with
+  the bracket the two searches allow, recorded as ``capacity_ratio``.
+
+Each finds its sides through a :class:`~.comparisons.ComparisonFinder`, given the tests of
+this run that record a side (``expected_tests``). Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import MeasurementError
+from ..core.measurements import (
+    DESIGN_BACK_TO_BACK,
+    DESIGN_INTERLEAVED,
+    AccuracyVerdictStats,
+    CapacityBracket,
+    CapacityRatio,
+    CapacityRatioStats,
+    CapacityStats,
+    Interleaved,
+    ThroughputRatioStats,
+    ThroughputStats,
+)
+from ..core.metrics import CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK, VERDICT_PREFIX
+from ..core.slo import Slo
+from ..core.repeats import RepeatPolicy
+from ..core.stats import (
+    RULE_COVERS_ZERO,
+    RULE_EQUIVALENCE_MARGIN,
+    RULE_RATIO_COVERS_ONE,
+    PairedInterval,
+    RatioInterval,
+    Verdict,
+    VerdictRecord,
+)
+from ..workloads.capacity import NEEDS_SLO, RULE_BRACKET, bracket_text, capacity_ratio
+from .comparisons import (
+    ComparisonFinder,
+    ComparisonKind,
+    Failed,
+    Found,
+    Missing,
+    ModelItems,
+    ModelMeasurement,
+    Skipped,
+    failed_items_reason,
+)
+from .judge import Judged
+from .verdicts import holm_adjusted_interval, paired_interval, throughput_ratio_interval
+
+ExpectedTests = Callable[[str, str, "Mapping[str, Any] | None"], list[str]]
+"""``expected(model, benchmark, params)``: this run's tests that record that side (params
+None: any of the benchmark's tests)."""
+
+CONFIDENCE = 0.95
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+@dataclass(frozen=True)
+class AccuracySides:
+    """Both sides' items, and with ``--holm`` every candidate's (``others``, by name)."""
+
+    candidate: ModelItems
+    reference: ModelItems
+    others: Mapping[str, ModelItems] | None = None
+
+
+@dataclass
+class AccuracyComparison:
+    """A candidate against the reference on one accuracy benchmark, item by item.
+
+    The side whose test runs in this session is found first, and the other side's stored
+    items are preferred where their ids match (``candidate_first``).
+    """
+
+    finder: ComparisonFinder
+    expected_tests: ExpectedTests
+    candidate: str
+    reference: str
+    metric: str
+    margin: float | None
+    resamples: int
+    candidate_first: bool
+    holm_candidates: Sequence[str] | None = None
+    """Every candidate of the run with ``--holm``; None without."""
+    skip_reason: str | None = None
+    """Why the benchmark does not apply to one of the models (e.g. BFCL's tools mode)."""
+    kind: ComparisonKind = "accuracy"
+
+    def _items(self, model: str, match: ModelItems | None = None,
+               ) -> Found[ModelItems] | Missing | Skipped | Failed:
+        return self.finder.items(
+            model, self.metric, expected_tests=self.expected_tests(model, self.metric, None),
+            match_ids=[r.item_id for r in match.items] if match is not None else None)
+
+    def find(self) -> Found[AccuracySides] | Missing | Skipped | Failed:
+        if self.skip_reason is not None:
+            return Skipped(self.skip_reason)
+        first, second = ((self.candidate, self.reference) if self.candidate_first
+                         else (self.reference, self.candidate))
+        found = self._items(first)
+        if not isinstance(found, Found):
+            return found
+        other = self._items(second, match=found.side)
+        if not isinstance(other, Found):
+            return other
+        sides = {first: found.side, second: other.side}
+        candidate, reference = sides[self.candidate], sides[self.reference]
+        others: dict[str, ModelItems] | None = None
+        if self.holm_candidates is not None:
+            others = {}
+            for name in self.holm_candidates:
+                if name == self.candidate:
+                    others[name] = candidate
+                    continue
+                more = self._items(name)
+                if not isinstance(more, Found):
+                    return more
+                others[name] = more.side
+        return Found(AccuracySides(candidate, reference, others))
+
+    def refuse(self, sides: AccuracySides) -> str | None:
+        for items in [sides.candidate, *(sides.others or {}).values()]:
+            refused = failed_items_reason(items, sides.reference, self.metric)
+            if refused is not None:
+                return refused
+        return None
+
+    def interval(self, sides: AccuracySides) -> PairedInterval:
+        interval = paired_interval(sides.candidate, sides.reference, resamples=self.resamples,
+                                   seed=0, confidence=CONFIDENCE)
+        if sides.others is None:
+            return interval
+        return holm_adjusted_interval(self.candidate, sides.others, sides.reference,
+                                      resamples=self.resamples, seed=0, confidence=CONFIDENCE)
+
+    def judged(self, sides: AccuracySides, interval: PairedInterval, verdict: Verdict) -> Judged:
+        rule = RULE_COVERS_ZERO if self.margin is None else RULE_EQUIVALENCE_MARGIN
+        holm = sides.others is not None
+        record = VerdictRecord(candidate=self.candidate, reference=self.reference,
+                               metric=self.metric, verdict=verdict, interval=interval,
+                               margin=self.margin, rule=f"holm+{rule}" if holm else rule)
+        summary = (
+            f"{self.candidate} vs {self.reference} on {self.metric}: {verdict.value} "
+            f"(difference {interval.difference:+.3f}, {100 * interval.confidence:.4g}% interval "
+            f"[{interval.low:+.3f}, {interval.high:+.3f}], n={interval.n}, "
+            f"discordant={interval.discordant}, "
+            f"detectable ±{interval.min_detectable_difference:.3f})"
+        )
+        if interval.too_few_items:
+            summary += f"; no verdict from it: {interval.too_few_reason()}"
+        return Judged(
+            verdict, f"{VERDICT_PREFIX}{self.metric}", interval.difference,
+            "accuracy difference", interval.n,
+            AccuracyVerdictStats.of(record, candidate_run=sides.candidate.run_id,
+                                    reference_run=sides.reference.run_id),
+            summary,
+            params={"reference": self.reference, "verdict": str(verdict.value), "holm": holm,
+                    "margin": self.margin},
+        )
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+@dataclass(frozen=True)
+class InterleavedSides:
+    """Both models measured in pairs of windows in this run (``--interleave``)."""
+
+    run_id: str
+    measured: Interleaved
+    policy: RepeatPolicy
+    """The ``--repeats`` policy the pairs were measured under (it makes their interval)."""
+
+
+ThroughputSides = tuple[ModelMeasurement, ModelMeasurement] | InterleavedSides
+"""(candidate, reference) measurements, or both measured interleaved."""
+
+
+@dataclass
+class ThroughputComparison:
+    """A candidate's throughput ÷ the reference's at one setting. With ``interleaved`` the
+    windows were measured in pairs (drift in machine speed cancels); else both
+    measurements are found (the reference's first)."""
+
+    finder: ComparisonFinder
+    expected_tests: ExpectedTests
+    candidate: str
+    reference: str
+    metric: str
+    setting: Mapping[str, Any]
+    margin: float
+    """``--ratio-tolerance``."""
+    interleaved: InterleavedSides | None = None
+    kind: ComparisonKind = "throughput"
+
+    def find(self) -> Found[ThroughputSides] | Missing | Skipped | Failed:
+        if self.interleaved is not None:
+            return Found(self.interleaved)
+        found = []
+        for model in (self.reference, self.candidate):
+            side = self.finder.measurement(
+                model, self.metric, self.setting,
+                expected_tests=self.expected_tests(model, self.metric, self.setting))
+            if not isinstance(side, Found):
+                return side
+            found.append(side.side)
+        reference, candidate = found
+        return Found((candidate, reference))
+
+    def refuse(self, sides: ThroughputSides) -> str | None:
+        return None  # throughput_ratio_interval refuses unlike serving and unusable rates
+
+    def interval(self, sides: ThroughputSides) -> RatioInterval:
+        if isinstance(sides, InterleavedSides):
+            return sides.policy.paired_ratio(sides.measured.candidate_values,
+                                             sides.measured.reference_values)
+        return throughput_ratio_interval(*sides)
+
+    def judged(self, sides: ThroughputSides, interval: RatioInterval, verdict: Verdict) -> Judged:
+        tolerance = self.margin
+        if isinstance(sides, InterleavedSides):
+            stats = ThroughputRatioStats(
+                self.candidate, self.reference, self.metric, verdict, interval, tolerance,
+                RULE_RATIO_COVERS_ONE, candidate_run=sides.run_id, reference_run=sides.run_id,
+                design=DESIGN_INTERLEAVED, interleaved=sides.measured)
+        else:
+            candidate, reference = sides
+            stats = ThroughputRatioStats(
+                self.candidate, self.reference, self.metric, verdict, interval, tolerance,
+                RULE_RATIO_COVERS_ONE, candidate_run=candidate.run_id,
+                reference_run=reference.run_id, candidate_flags=_flags(candidate),
+                reference_flags=_flags(reference), design=DESIGN_BACK_TO_BACK)
+        concurrency, prompt_tokens = self.setting["concurrency"], self.setting["prompt_tokens"]
+        shown = ("no interval: a side has one repeat" if interval.degenerate
+                 else f"95% interval {interval.low:.2f}–{interval.high:.2f}")
+        summary = (f"{self.candidate} ÷ {self.reference}, {self.metric} c{concurrency}"
+                   f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {interval.ratio:.2f}x, "
+                   f"{verdict.value} ({shown}, tolerance ±{tolerance:.0%}, repeats "
+                   f"{interval.candidate_n}/{interval.reference_n}{stats.flags_text()})")
+        return Judged(
+            verdict, RATIO_BENCHMARK, interval.ratio, "x reference", interval.candidate_n, stats,
+            summary, params={"benchmark": self.metric, **self.setting,
+                             "reference": self.reference, "verdict": str(verdict.value),
+                             "design": stats.design},
+        )
+
+
+def _flags(side: ModelMeasurement) -> tuple[str, ...]:
+    """What makes a side doubtful (``unstable (CV 53%)``, ``contended``)."""
+    stats = side.stats
+    return stats.flags if isinstance(stats, ThroughputStats | CapacityStats) else ()
+
+
+# --------------------------------------------------------------------------- capacity
+
+
+@dataclass
+class CapacityComparison:
+    """A candidate's capacity ÷ the reference's under this run's SLO and attainment target
+    (``slo`` None: the run has no SLO, nothing to compare)."""
+
+    finder: ComparisonFinder
+    expected_tests: ExpectedTests
+    candidate: str
+    reference: str
+    slo: Slo | None
+    attainment_target: float
+    margin: float
+    """``--ratio-tolerance``."""
+    metric: str = "capacity"
+    kind: ComparisonKind = "capacity"
+
+    @property
+    def setting(self) -> dict[str, Any]:
+        return {"slo": None if self.slo is None else self.slo.as_dict(),
+                "attainment_target": self.attainment_target}
+
+    def find(self) -> Found[tuple[ModelMeasurement, ModelMeasurement]] | Missing | Skipped | Failed:
+        if self.slo is None:
+            return Skipped(NEEDS_SLO)
+        found = []
+        for model in (self.reference, self.candidate):
+            side = self.finder.measurement(model, self.metric, self.setting,
+                                           expected_tests=self.expected_tests(model, self.metric,
+                                                                              None))
+            if not isinstance(side, Found):
+                return side
+            found.append(side.side)
+        reference, candidate = found
+        return Found((candidate, reference))
+
+    def brackets(self, sides: tuple[ModelMeasurement, ModelMeasurement],
+                 ) -> tuple[CapacityBracket, CapacityBracket] | str:
+        """Both sides' brackets (candidate, reference), or why one cannot be read."""
+        brackets = []
+        for side, role in zip(sides, ("candidate", "reference")):
+            stats = side.stats
+            try:
+                if not isinstance(stats, CapacityStats):
+                    raise ValueError(f"not a capacity measurement ({side.measurement.benchmark})")
+                brackets.append(stats.measured_bracket())
+            except ValueError as error:
+                return f"cannot compare capacities: the {role}'s ({side.model}) is {error}"
+        return brackets[0], brackets[1]
+
+    def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+        brackets = self.brackets(sides)
+        if isinstance(brackets, str):
+            return brackets
+        if brackets[1].capacity == 0:
+            stats = sides[1].stats
+            reason = stats.reason if isinstance(stats, CapacityStats) else None
+            return (f"cannot compare: the reference meets the SLO at no concurrency "
+                    f"({self.reference} under {self.slo}: {reason})")
+        return None
+
+    def interval(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> CapacityRatio:
+        brackets = self.brackets(sides)
+        if isinstance(brackets, str):
+            raise MeasurementError(brackets)
+        return capacity_ratio(*brackets)
+
+    def judged(self, sides: tuple[ModelMeasurement, ModelMeasurement], interval: CapacityRatio,
+               verdict: Verdict) -> Judged:
+        candidate, reference = sides
+        tolerance = self.margin
+        stats = CapacityRatioStats(
+            self.candidate, self.reference, self.metric, verdict, interval, tolerance,
+            RULE_BRACKET, self.attainment_target,
+            candidate.measurement.params.get("max_concurrency"),
+            reference.measurement.params.get("max_concurrency"),
+            candidate.run_id, reference.run_id, _flags(candidate), _flags(reference))
+        shown = ("no bracket: both searches reached their server's maximum concurrency"
+                 if interval.degenerate else f"{bracket_text(interval)}, not a confidence interval")
+        summary = (f"{self.candidate} ÷ {self.reference}, capacity under {self.slo} "
+                   f"({self.attainment_target:.0%} attainment): {interval.candidate.capacity} ÷ "
+                   f"{interval.reference.capacity} = {interval.ratio:.2f}x, {verdict.value} "
+                   f"({shown}; capacity brackets {interval.candidate.text()} and "
+                   f"{interval.reference.text()}, tolerance ±{tolerance:.0%}"
+                   f"{stats.flags_text()})")
+        return Judged(
+            verdict, CAPACITY_RATIO_BENCHMARK, interval.ratio, "x reference",
+            candidate.measurement.n, stats, summary,
+            params={"reference": self.reference, "verdict": str(verdict.value),
+                    "slo": self.setting["slo"]},
+        )
+
+
+__all__ = [
+    "AccuracyComparison", "AccuracySides", "CapacityComparison", "InterleavedSides",
+    "ThroughputComparison", "ThroughputSides",
+]

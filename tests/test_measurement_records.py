@@ -1,0 +1,236 @@
+"""Every kind of measurement the real benches record reads back into its typed record and
+writes back the same JSON, text for text.
+
+The input is what the benches write, not hand-made dicts: ``benches/test_smoke.py``,
+``test_throughput.py`` (c1 and its ratio, back to back and again with ``--interleave``),
+``test_accuracy.py`` (GSM8K on the shared data, with its verdict), ``test_capacity.py`` under
+``--slo`` (and its ratio), ``test_screen.py`` (recorded Hub answers) and a user's own
+``evaluate``, ``measure_throughput`` and ``record_measurement``, in pytest subprocesses for a
+reference and a candidate served by the decision page's fake servers (priced, so that every
+optional figure is there). Each measurement of the results file and of the SQLite store goes
+through ``Measurement.from_dict`` → ``to_dict``; every figure of a known kind is held by a
+typed field (nothing is kept aside as read).
+
+``tests/data/results_v1_every_kind.json`` is a results file of schema
+``pytest-modelsweep/results/1`` written by the code before the typed records (commit
+432fbe3) by this module's run, one measurement of each kind and design, each with its first
+two request and item records only (to keep the file small; the lists are not part of any
+record's figures): it must read back the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+from requirements import SHARED_DATA_HINT, module_needs
+from test_decision_page import (
+    BFCL,
+    EXAMPLE_PRICE,
+    GSM8K,
+    HUB_FIXTURES,
+    REFERENCE,
+    SAME,
+    SWEEP,
+    WORSE,
+    AnsweringServer,
+    replies_of,
+)
+
+from pytest_modelsweep.core.measurements import (
+    AccuracyStats,
+    AccuracyVerdictStats,
+    CapacityRatioStats,
+    CapacityStats,
+    Measurement,
+    OtherStats,
+    Record,
+    ScreeningResult,
+    SmokeStats,
+    ThroughputRatioStats,
+    ThroughputStats,
+)
+from pytest_modelsweep.store.database import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+TODAYS_FILE = ROOT / "tests" / "data" / "results_v1_every_kind.json"
+module_requirement = module_needs(
+    GSM8K.is_file() and (BFCL / "BFCL_v4_simple_python.json").is_file(), SHARED_DATA_HINT)
+
+# the decision page's sweep without its third model, at most 4 requests at once, priced
+RECORDS_SWEEP = (SWEEP[:SWEEP.index(f"[models.{WORSE}]")].replace("max_num_seqs = 16",
+                                                                  "max_num_seqs = 4")
+                 + EXAMPLE_PRICE)
+SLOTS = {REFERENCE: 2, SAME: 3}
+USER_BENCH = '''
+import pytest
+from pytest_modelsweep import Completion, EvalItem, Evaluate, MeasureThroughput
+
+ITEMS = [EvalItem(f"sum-{i}", messages=[{"role": "user", "content": f"What is {i} plus 1?"}],
+                  answer=str(i + 1), max_tokens=4) for i in range(4)]
+
+
+def exact(completion: Completion, item: EvalItem) -> bool:
+    return (completion.text or "").strip() == item.answer
+
+
+@pytest.mark.modelsweep_benchmark("sums")
+def test_sums(evaluate: Evaluate) -> None:
+    evaluate("sums", ITEMS, exact, concurrency=2)
+
+
+@pytest.mark.modelsweep_benchmark("my_shape", kind="throughput")
+@pytest.mark.parametrize("concurrency", [2], ids=lambda c: f"c{c}")
+def test_my_shape(measure_throughput: MeasureThroughput, concurrency: int) -> None:
+    measure_throughput("my_shape", ["summarise the report", "draft a reply"],
+                       concurrency=concurrency, output_tokens=6)
+
+
+def test_notes(model_name, record_measurement) -> None:
+    record_measurement("notes", 1.5, "ratio", 1, stats={"seen": [1, 2], "why": "a user's own"})
+'''
+BENCHES = ("test_smoke.py", "test_throughput.py", "test_accuracy.py", "test_capacity.py",
+           "test_screen.py")
+
+
+@dataclass
+class RecordsRun:
+    path: Path
+    results: list[dict[str, Any]]
+    """Both results files' measurements (back to back, then the interleaved ratio)."""
+    stored: list[dict[str, Any]]
+    """The store's measurements of both runs."""
+
+
+def pytest_run(path: Path, *args: str) -> str:
+    env = {**os.environ, "HOME": str(path / "home"), "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--rootdir", str(path), "--sweep=records.toml",
+         f"--gsm8k-path={GSM8K}", f"--bfcl-path={BFCL}", "--limit=30", "--repeats=2",
+         "--timed-requests=4", "--slo=ttft=80ms", "--contended-cores=64",
+         "--modelsweep-dir=work", "--store=s.sqlite", "-p", "no:cacheprovider",
+         "-p", "no:randomly", *args],
+        cwd=path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return completed.stdout + completed.stderr
+
+
+def run_every_kind(path: Path) -> RecordsRun:
+    """The benches and the user's tests, then the c1 ratio again with ``--interleave``."""
+    for name in BENCHES:
+        (path / name).write_text((ROOT / "benches" / name).read_text(encoding="utf-8"),
+                                 encoding="utf-8")
+    (path / "test_user.py").write_text(USER_BENCH, encoding="utf-8")
+    (path / "records.toml").write_text(RECORDS_SWEEP, encoding="utf-8")
+    servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=0.0004,
+                                      slots=slots, default_fault="batch:2")
+               for model, slots in SLOTS.items()}
+    for server in servers.values():
+        server.start()
+    try:
+        attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
+        first = pytest_run(path, *BENCHES, "test_user.py", *attached, "--results=r.json", "-k",
+                           "not c4 and not c16 and not p1024 and not p3072 and not bfcl")
+        assert (path / "r.json").is_file(), first[-4000:]
+        second = pytest_run(path, "test_throughput.py", *attached, "--results=r2.json",
+                            "--interleave", "-k", "test_throughput_ratio and c1")
+        assert (path / "r2.json").is_file(), second[-4000:]
+    finally:
+        for server in servers.values():
+            server.stop()
+    results = [m for name in ("r.json", "r2.json")
+               for m in json.loads((path / name).read_text(encoding="utf-8"))["measurements"]]
+    store = Store(path / "s.sqlite")
+    stored = [m for run in store.runs() for m in store.measurements(run["run_id"])]
+    store.close()
+    return RecordsRun(path, results, stored)
+
+
+@pytest.fixture(scope="module")
+def records_run(tmp_path_factory: pytest.TempPathFactory) -> RecordsRun:
+    return run_every_kind(tmp_path_factory.mktemp("records_run"))
+
+
+def kept_aside(record: Record, where: str = "stats") -> Iterator[str]:
+    """Where a record (or one inside it) holds a key as read instead of in a typed field."""
+    if record.shape.kept:
+        yield f"{where}: {sorted(record.shape.kept)}"
+    for spec in fields(record):
+        value = getattr(record, spec.name)
+        inner = value if isinstance(value, tuple) else (value,)
+        for index, item in enumerate(inner):
+            if isinstance(item, Record):
+                yield from kept_aside(item, f"{where}.{spec.name}[{index}]")
+
+
+EVERY_KIND = {AccuracyStats, ThroughputStats, CapacityStats, SmokeStats, ScreeningResult,
+              AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats, OtherStats}
+
+
+def check_every_kind_reads_back(measurements: list[dict[str, Any]]) -> None:
+    kinds = set()
+    designs = set()
+    for data in measurements:
+        record = Measurement.from_dict(data)
+        kinds.add(type(record.stats))
+        assert json.dumps(record.to_dict()) == json.dumps(data), (data["benchmark"],
+                                                                  data["model"])
+        assert json.dumps(Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
+                          .to_dict()) == json.dumps(data)
+        if not isinstance(record.stats, OtherStats):
+            assert list(kept_aside(record.stats)) == [], (data["benchmark"], data["model"])
+        if isinstance(record.stats, ThroughputRatioStats):
+            designs.add(record.stats.design)
+    assert kinds == EVERY_KIND
+    assert designs == {"back-to-back", "interleaved"}
+
+
+def test_every_kind_the_benches_record_reads_back_as_written(records_run: RecordsRun) -> None:
+    check_every_kind_reads_back(records_run.results)
+
+
+def test_the_stores_measurements_read_back_as_stored(records_run: RecordsRun) -> None:
+    assert len(records_run.stored) == len(records_run.results)
+    check_every_kind_reads_back(records_run.stored)
+
+
+def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> None:
+    """A few figures of each kind, typed, against the results file's own keys."""
+    for data in records_run.results:
+        record, raw = Measurement.from_dict(data), data["stats"]
+        stats = record.stats
+        if isinstance(stats, ThroughputStats):
+            assert list(stats.repeat_values) == raw["repeat_values"] and len(stats.repeats) == 2
+            assert stats.cost is not None and stats.cost.pricing.example is True
+            assert stats.goodput is not None and stats.goodput.requests == raw["slo_requests"]
+        elif isinstance(stats, CapacityStats):
+            assert stats.capacity == raw["capacity"] == SLOTS[record.model]
+            assert [step.concurrency for step in stats.steps] == [s["concurrency"]
+                                                                 for s in raw["steps"]]
+        elif isinstance(stats, AccuracyStats) and record.benchmark == "gsm8k":
+            assert (stats.n, stats.accuracy) == (raw["n"], raw["accuracy"]) == (30, record.value)
+            assert stats.strict_match_accuracy == raw["strict_match_accuracy"]
+        elif isinstance(stats, AccuracyVerdictStats) and record.benchmark == "verdict:gsm8k":
+            assert stats.interval is not None and stats.interval.n == raw["n"] == 30
+            assert stats.verdict is not None and stats.verdict.value == record.params["verdict"]
+        elif isinstance(stats, CapacityRatioStats):
+            assert stats.ratio is not None
+            assert stats.ratio.candidate.capacity / stats.ratio.reference.capacity == 1.5
+        elif isinstance(stats, SmokeStats):
+            assert stats.completion_tokens == raw["completion_tokens"] > 0
+        elif isinstance(stats, OtherStats):
+            assert dict(stats.values) == {"seen": [1, 2], "why": "a user's own"}
+
+
+def test_a_results_file_of_todays_schema_reads_back_as_written() -> None:
+    data = json.loads(TODAYS_FILE.read_text(encoding="utf-8"))
+    assert data["schema"] == "pytest-modelsweep/results/1"
+    check_every_kind_reads_back(data["measurements"])
