@@ -482,11 +482,9 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
         return
     from pathlib import Path
 
-    from .report.markdown import append_step_summary, markdown_report
-
-    from .core.secrets import redact
-
     from .core.outputs import OutputError, write_failure
+    from .core.secrets import redact
+    from .report.markdown import append_step_summary, markdown_report
 
     text = redact(markdown_report(state.measurements, state.run, state.failures))
     problems: list[str] = []

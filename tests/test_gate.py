@@ -217,7 +217,6 @@ from user_projects import (  # noqa: E402
     assert_no_traceback,
     eval_bench,
     options,
-    output,
     project,
 )
 

@@ -591,11 +591,9 @@ def test_each_answer_is_stored_once(pytester: pytest.Pytester) -> None:
     """A long answer is in the store once (its item's row) and in the results once (the
     measurement's item), not four times; both read back whole."""
     from sse_server import SseServer
-    from user_projects import MODELS, eval_bench
-    from user_projects import options as user_options
-    from user_projects import project
-
     from stores import all_text
+    from user_projects import MODELS, eval_bench, project
+    from user_projects import options as user_options
 
     from pytest_modelsweep.store.database import Store
     from pytest_modelsweep.store.results import load_results
