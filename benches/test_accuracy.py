@@ -23,7 +23,7 @@ from pytest_modelsweep.workloads.gsm8k import NUM_FEWSHOT, gsm8k_eval_item
 CONCURRENCY = 16
 
 
-@pytest.mark.modelsweep_benchmark("gsm8k")
+@pytest.mark.modelsweep_benchmark("gsm8k", builtin=True)
 def test_gsm8k(
     evaluate: Evaluate, gsm8k_problems: list[Any], gsm8k_fewshot: Any,
     bench_settings: BenchSettings,
@@ -36,7 +36,7 @@ def test_gsm8k(
              params=params)
 
 
-@pytest.mark.modelsweep_benchmark("bfcl")
+@pytest.mark.modelsweep_benchmark("bfcl", builtin=True)
 def test_bfcl(evaluate: Evaluate, model_spec: Any, bfcl_records: list[Any]) -> None:
     reason = bfcl_skip_reason(model_spec)
     if reason is not None:

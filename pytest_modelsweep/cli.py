@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import ModelsweepError
-from .core.metrics import GATED_KINDS, Kind, benchmarks_of
+from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
 from .core.options import (
     DEFAULTS,
     add_noisy_option,
@@ -24,8 +24,10 @@ from .core.options import (
     add_store_option,
     add_sweep_option,
     add_sweep_run_option,
+    add_ungated_option,
     store_location_type,
 )
+from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
 if TYPE_CHECKING:
@@ -67,7 +69,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for run in Store(args.store, create=False).runs(args.sweep_run):
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
               f"{run['measurements']} measurements"
-              + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else ""))
+              + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else "")
+              + ("  interrupted (killed, or still running)" if run["status"] == "interrupted"
+                 else ""))
     return 0
 
 
@@ -134,7 +138,7 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
-    from .judging.gate import compare_with_baseline, gate_table
+    from .judging.gate import compare_with_baseline, gate_table, ungated_reason
 
     before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
@@ -144,6 +148,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(line)
     failed = sum(row.failed for row in rows)
     print(f"{failed} regressed, not comparable or inconclusive of {len(rows)}")
+    ungated = ungated_reason(rows, after)
+    if ungated is not None:
+        print(f"{args.run_b} against {args.run_a}: {ungated}"
+              + ("" if args.allow_ungated else "; pass --allow-ungated to accept that"))
+        return 0 if args.allow_ungated and not failed else 1
     return 1 if failed else 0
 
 
@@ -152,15 +161,25 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from datetime import UTC, datetime
 
-    from .judging.gate import unsound_reason
+    from .core.outputs import check_output_file
+    from .judging.gate import setting_of, unsound_reason
     from .store.results import SCHEMA
 
+    check_output_file(args.output, "-o")
     runs: list[dict[str, Any]] = []
     measurements: list[dict[str, Any]] = []
     endpoints: dict[str, Any] = {}
     digests: dict[str, str] = {}
+    given: dict[str, str] = {}
+    measured: dict[tuple[str, str], tuple[str, str]] = {}
     for ref in args.runs:
         run, ms = _run_measurements(args.store, ref)
+        run_id = str(run.get("run_id") or ref)
+        if run_id in given:
+            raise ModelsweepError(
+                f"refusing to merge run {run_id} twice (given as {given[run_id]} and {ref}); "
+                "give each run once")
+        given[run_id] = ref
         runs.append(run)
         unsound = [reason for m in ms if (reason := unsound_reason(m, f"in run {ref}"))]
         if unsound:
@@ -169,6 +188,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"conclusion (first: {unsound[0]})"
             )
         for m in ms:
+            # one merged file holds each model's accuracy benchmark once (whatever its
+            # settings) and each other measurement once per setting, so that a comparison of
+            # it finds one measurement, never two that disagree
+            what = (m.model, m.benchmark)
+            setting = setting_of(m)
+            metric = metric_for(m.benchmark, m.unit)
+            identity = what if metric is not None and metric.kind is Kind.ACCURACY \
+                else (m.model, f"{m.benchmark} {setting}")
+            if identity in measured:
+                earlier, earlier_setting = measured[identity]
+                conflict = ("under different settings: " + _shown_setting(earlier_setting)
+                            + f" in run {earlier}, " + _shown_setting(setting)
+                            + f" in run {run_id}") if earlier_setting != setting else \
+                    f"in run {earlier} and in run {run_id}"
+                raise ModelsweepError(
+                    f"refusing to merge: {m.model} {m.benchmark} was measured {conflict}; a "
+                    "merged file holds each model's benchmark once: leave one of the runs out")
+            measured[identity] = (run_id, setting)
             if m.provenance:
                 digests.setdefault(str(m.provenance.get("image_digest")),
                                    str(run.get("run_id", ref)))
@@ -190,7 +227,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         "measurements": measurements,
         "summary": {"merged": len(runs)},
     }
-    Path(args.output).write_text(json.dumps(document, indent=1) + "\n")
+    _write(args.output, "-o", json.dumps(redacted(document), indent=1) + "\n")
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
 
@@ -198,25 +235,35 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML and/or Markdown report of a stored run (or of every run of a sweep run)
     without re-running it."""
+    from .core.measurements import measurements_of
+    from .core.outputs import check_output_file, write_failure
     from .report.html import write_html_report
     from .report.markdown import markdown_report
 
     if (args.run is None) == (args.sweep_run is None):
         raise ModelsweepError("report: give a run (id, baseline name or results file) or "
                               "--sweep-run NAME, one of the two")
+    for option, path in (("--html", args.html), ("--md", args.md)):
+        if path is not None:
+            check_output_file(path, option)
     if args.sweep_run is not None:
-        from .core.measurements import measurements_of
         from .store.database import Store
 
         run, stored = Store(args.store, create=False).sweep_run_report(args.sweep_run)
         measurements = measurements_of(stored)
     else:
         run, measurements = _run_measurements(args.store, args.run)
+    # (written by a version that did not redact everything, a store may hold a secret)
+    run = redacted(run)
+    measurements = measurements_of([redacted(m.to_dict()) for m in measurements])
     if args.html:
-        print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
+        try:
+            print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
+        except OSError as error:
+            raise write_failure("--html", args.html, error) from None
     markdown = markdown_report(measurements, run)
     if args.md:
-        Path(args.md).write_text(markdown)
+        _write(args.md, "--md", markdown)
         print(f"Markdown report: {args.md}")
     if not args.html and not args.md:
         print(markdown)
@@ -240,6 +287,7 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 def cmd_k8s(args: argparse.Namespace) -> int:
     """Write a sweep run's Kubernetes Jobs for GKE TPU nodes: an Indexed Job that measures (one
     model and one chip per index) and a Job that judges (docs/kubernetes.md)."""
+    from .core.outputs import check_output_folder, write_failure
     from .core.sweep import load_sweep
     from .serving.kubernetes import JobSettings, apply_commands, write_manifests
 
@@ -248,19 +296,39 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     if missing:
         raise ModelsweepError(f"k8s: give {' and '.join(missing)} (the Jobs' pods join one "
                               "sweep run in one PostgreSQL store)")
+    check_output_folder(args.output, "-o")
     sweep = load_sweep(args.sweep)
     settings = JobSettings(
         sweep_arg=args.sweep, sweep_run=args.sweep_run, store=args.store,
         bench_image=args.bench_image, models=tuple(dict.fromkeys(args.model)),
         store_secret=args.store_secret, hf_secret=args.hf_secret, namespace=args.namespace,
         pytest_args=tuple(args.pytest_arg))
-    paths = write_manifests(sweep, settings, Path(args.output))
+    try:
+        paths = write_manifests(sweep, settings, Path(args.output))
+    except OSError as error:
+        raise write_failure("-o", args.output, error) from None
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     print("run them (docs/kubernetes.md):")
     for line in apply_commands(sweep, settings, paths):
         print(f"  {line}")
     return 0
+
+
+def _shown_setting(setting: str) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in json.loads(setting).items())
+    return shown or "no setting"
+
+
+def _write(path: str, option: str, text: str) -> None:
+    """Write a file the command makes (its folder too); a failure is one line."""
+    from .core.outputs import write_failure
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise write_failure(option, path, error) from None
 
 
 def gated_benchmarks_text() -> str:
@@ -298,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
     add_regression_option(p.add_argument)
     add_noisy_option(p.add_argument)
+    add_ungated_option(p.add_argument)
     add_store_option(p.add_argument, DEFAULTS.store)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("merge", help=cmd_merge.__doc__)

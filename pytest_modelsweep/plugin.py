@@ -11,7 +11,8 @@ every hook here returns at once, and xdist schedules as the user asked.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,6 +32,8 @@ from .core.options import (
     add_sweep_option,
     add_sweep_run_option,
     add_timeout_options,
+    add_ungated_option,
+    parse_baseline_name,
     parse_fail_on,
     parse_margin,
     parse_positive_int,
@@ -41,6 +44,8 @@ from .pytest.collection import declares_benchmark
 from .pytest.context import (
     MODEL_PARAMS,
     active_run_state,
+    declared_benchmark_key,
+    evaluated_key,
     measurements_key,
     model_of_item,
     run_id,
@@ -105,12 +110,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="SECONDS",
                     help="how long a comparison waits for the reference's result when it runs "
                          f"on another xdist worker (default: {DEFAULTS.verdict_wait:g})")
-    group.addoption("--save-baseline", default=None, metavar="NAME",
-                    help="save this run in the store as baseline NAME")
-    group.addoption("--baseline", default=None, metavar="NAME|PATH",
+    group.addoption("--save-baseline", type=parse_baseline_name, default=None, metavar="NAME",
+                    help="save this run in the store as baseline NAME (refused unless every "
+                         "modelsweep test passed and it measured accuracy or throughput)")
+    group.addoption("--baseline", type=parse_baseline_name, default=None, metavar="NAME|PATH",
                     help="compare every model x metric with a stored baseline (or a results "
-                         "file); the session fails when one regressed")
+                         "file), checked before any test runs; the session fails when one "
+                         "regressed, or when nothing could be compared (see --allow-ungated)")
     add_regression_option(group.addoption)
+    add_ungated_option(group.addoption)
     add_noisy_option(group.addoption)
     add_noise_options(group.addoption)
     add_slo_cost_options(group.addoption)
@@ -273,10 +281,28 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A test declared ``modelsweep_benchmark(NAME)`` that returns without having measured
+    NAME fails in one line (else it would pass, and its comparisons blame it)."""
+    result = yield
+    declared = item.stash.get(declared_benchmark_key, None)
+    if declared is not None and not item.stash.get(evaluated_key, False):
+        from .core.errors import BenchmarkDeclarationError
+
+        raise BenchmarkDeclarationError(
+            f"{item.name} is declared @pytest.mark.modelsweep_benchmark({declared!r}) but "
+            f"measured nothing: call evaluate({declared!r}, items, scorer) (or, for a throughput "
+            f"benchmark, measure_throughput({declared!r}, ...)) in it, or remove the "
+            "declaration")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Put the test's model and measurements on its report, as plain data xdist carries."""
+    """Put the test's model and measurements on its report, as plain data xdist carries; in a
+    modelsweep run, no secret in it (:mod:`.pytest.redaction`)."""
     report = yield
     model = model_of_item(item)
     if model is not None:
@@ -284,6 +310,10 @@ def pytest_runtest_makereport(
     if call.excinfo is not None and call.excinfo.errisinstance(ModelsweepError):
         # A failure we predicted reads as its one line: no traceback, no fixture dump.
         report.longrepr = str(call.excinfo.value)
+    if active_run_state(item.config) is not None:
+        from .pytest.redaction import redact_report
+
+        redact_report(report)
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:
         report.modelsweep_unjudged = unjudged  # type: ignore[attr-defined]
@@ -294,6 +324,20 @@ def pytest_runtest_makereport(
                 measurement["outcome"] = report.outcome
             report.modelsweep_measurements = recorded  # type: ignore[attr-defined]
     return report
+
+
+def _fail_report(report: pytest.TestReport, state: RunState, line: str) -> None:
+    """A test whose results could not be written fails in ``line``, before any reporter
+    reads its report (the controller's hooks run first); a setup that passed goes on (its
+    test still runs and may write), the line then fails the session at its end."""
+    if report.when == "setup" and report.passed:
+        state.session_errors.append(line)
+        return
+    if report.passed:
+        report.outcome = "failed"
+        report.longrepr = line
+    else:
+        report.sections.append(("modelsweep: results not written", line))
 
 
 def first_line(report: pytest.TestReport) -> str:
@@ -317,18 +361,29 @@ class _ControllerHooks:
         # Measurement column is there when the run state already was (an option of ours).
         self.html_column = False
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         recorded = getattr(report, "modelsweep_measurements", None)
         if getattr(report, "modelsweep_model", None) is None and not recorded:
             return
+        from .core.outputs import OutputError
+
         state = run_state(self.config)
-        state.tests_reported = True
-        for measurement in recorded or []:
-            state.add_measurement(measurement)
+        problems: list[str] = []
+        writes: list[Callable[[], None]] = [] if state.tests_reported else [state.start_run]
+        writes += [partial(state.add_measurement, m) for m in recorded or []]
         finished = report.when == "call" or (report.when == "setup" and not report.passed)
         if finished and getattr(report, "modelsweep_model", None) is not None:
             # Comparisons on other workers stop waiting for a test that ended without a result.
-            state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+            writes.append(lambda: state.store.add_outcome(state.run_id, report.nodeid,
+                                                          report.outcome))
+        for write in writes:
+            try:
+                write()
+            except OutputError as error:  # a full disk: this test fails, the others run
+                problems.append(str(error))
+        if problems:
+            _fail_report(report, state, "; ".join(dict.fromkeys(problems)))
         unjudged = getattr(report, "modelsweep_unjudged", None)
         if unjudged is not None:
             state.unjudged.append((report.nodeid, unjudged))
@@ -372,7 +427,14 @@ class _ControllerHooks:
         try:
             self._finish(session, state)
         finally:
-            state.leave_sweep_run()
+            # whatever happened above: a run recorded in the store is marked ended (runs of
+            # its sweep run stop waiting for it); one never marked was killed
+            try:
+                state.finish_run(int(session.exitstatus))
+            except ModelsweepError as error:  # a full disk at the end: one line
+                state.session_errors.append(str(error))
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _finish(self, session: pytest.Session, state: RunState) -> None:
         from .core.errors import ModelsweepError
@@ -397,27 +459,38 @@ class _ControllerHooks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if not state.tests_reported:
             return  # an option of ours, but no modelsweep test ran: nothing to write
-        state.finish_results({"exitstatus": int(session.exitstatus),
-                              "gate": [row.__dict__ for row in rows]})
-        _write_markdown(self.config, state)
+        for write in (lambda: state.finish_results({"exitstatus": int(session.exitstatus),
+                                                    "gate": [row.__dict__ for row in rows]}),
+                      lambda: _write_markdown(self.config, state)):
+            try:
+                write()
+            except ModelsweepError as error:  # a full disk at the end: one line, no traceback
+                state.session_errors.append(str(error))
+        if state.session_errors and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
         state = active_run_state(self.config)
         if state is None:
             return
+        from .core.secrets import redact
+
         for line in state.session_errors:
-            terminalreporter.write_line(f"modelsweep: {line}", red=True)
-        if state.gate_rows or state.gate_error:
+            terminalreporter.write_line(redact(f"modelsweep: {line}"), red=True)
+        if state.gate_rows or state.gate_error or state.gate_ungated:
             from .judging.gate import gate_table
 
             failed = sum(row.failed for row in state.gate_rows)
+            ungated = bool(state.gate_ungated) and not state.options.allow_ungated
+            bad = bool(failed or state.gate_error or ungated)
             terminalreporter.write_sep(
                 "=", f"modelsweep baseline {state.options.baseline}: "
-                     + (f"{failed} regressed or not comparable" if failed else "no regression"),
-                red=bool(failed or state.gate_error), green=not (failed or state.gate_error),
+                     + (f"{failed} regressed or not comparable" if failed
+                        else "compared nothing" if state.gate_ungated else "no regression"),
+                red=bad, green=not bad,
             )
             if state.gate_error:
-                terminalreporter.write_line(f"modelsweep: {state.gate_error}", red=True)
+                terminalreporter.write_line(redact(f"modelsweep: {state.gate_error}"), red=True)
             for line in gate_table(state.gate_rows):
                 terminalreporter.write_line(line)
         if not state.measurements:
@@ -433,7 +506,8 @@ class _ControllerHooks:
                 + ", ".join(str(m) for m in members) + ")")
         for line in measurement_table(state.judged_measurements()):
             terminalreporter.write_line(line)
-        terminalreporter.write_line(f"results: {state.results_path}")
+        if state.results_path.is_file():  # (else a line above said why it is not)
+            terminalreporter.write_line(f"results: {state.results_path}")
 
 
 def _write_markdown(config: pytest.Config, state: RunState) -> None:
@@ -445,12 +519,26 @@ def _write_markdown(config: pytest.Config, state: RunState) -> None:
         return
     from pathlib import Path
 
+    from .core.outputs import OutputError, write_failure
+    from .core.secrets import redact
     from .report.markdown import append_step_summary, markdown_report
 
-    text = markdown_report(state.judged_measurements(), state.report_run(), state.failures)
+    text = redact(markdown_report(state.judged_measurements(), state.report_run(),
+                                  state.failures))
+    problems: list[str] = []
     if path:
-        Path(path).write_text(text, encoding="utf-8")
-    append_step_summary(text)
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as error:
+            problems.append(str(write_failure("--md", path, error)))
+    try:
+        append_step_summary(text)
+    except OSError as error:
+        problems.append(str(write_failure("$GITHUB_STEP_SUMMARY",
+                                          os.environ["GITHUB_STEP_SUMMARY"], error)))
+    if problems:
+        raise OutputError("; ".join(problems))
 
 
 @pytest.hookimpl(trylast=True)

@@ -21,7 +21,10 @@ body properly without ``[DONE]``), ``badjson`` (a non-streaming 200 that is not
 JSON), ``hang`` (never answer); and framings: ``crlf`` (CRLF line ends),
 ``length`` (a Content-Length body), ``trickle`` (7-byte writes), ``close``
 (``Connection: close``, then close), ``dropnext`` (answer, keep the connection,
-then close it without a word on the next request it carries).
+then close it without a word on the next request it carries); ``echokey`` (HTTP 500
+whose body echoes the request's ``Authorization`` header, as some proxies do);
+``othermodel`` (an answer whose ``model`` field names another model than the one asked
+for: a proxy routing to the wrong model). Every other answer names the model asked for.
 
 With ``served_names`` it lists them at ``GET /v1/models`` (so ``--endpoint`` attaches);
 with ``api_key`` every request needs ``Authorization: Bearer KEY`` (or Basic with KEY as
@@ -209,6 +212,11 @@ class SseServer:
                     await self._respond(writer, 401, "application/json",
                                         b'{"error":{"message":"Invalid API key"}}')
                     continue
+                if (b'"test_fault":"echokey"' in body or self.default_fault == "echokey") \
+                        and "completions" in path:
+                    echo = {"error": {"message": f"upstream refused: header was {auth!r}"}}
+                    await self._respond(writer, 500, "application/json", json.dumps(echo).encode())
+                    continue
                 if path == "/v1/models" and method == "GET" and self.served_names:
                     listing = {"object": "list",
                                "data": [{"id": name, "object": "model"} for name in self.served_names]}
@@ -334,12 +342,13 @@ class SseServer:
         if fault == "http500":
             await self._respond(writer, 500, "application/json", HTTP500_BODY.encode())
             return True
+        model = "another-model" if fault == "othermodel" else str(data.get("model", ""))
         produce = int(arg) if fault == "short" else max_tokens
         finish = "stop" if fault == "short" else "length"
         self.stats.prompt_tokens += prompt_tokens - self.cached_tokens_per_request
         self.stats.cached_tokens += self.cached_tokens_per_request
         if not data.get("stream"):
-            body = self._final_json(chat, produce, finish, prompt_tokens)
+            body = self._final_json(chat, produce, finish, prompt_tokens, model)
             if fault == "badjson":
                 body = b"<html>oops</html>"
             if fault == "slow":  # computed a token at a time: silent, but the counters move
@@ -382,12 +391,12 @@ class SseServer:
                 await asyncio.sleep(max(0.0, due - loop.time()))
             take = min(per_chunk, produce - sent)
             text = "".join(f" w{sent + i}" for i in range(take))
-            self._event(writer, b"data: " + self._chunk(chat, text, None) + b"\n\n")
+            self._event(writer, b"data: " + self._chunk(chat, text, None, model=model) + b"\n\n")
             sent += take
             chunks += 1
             self.stats.tokens_predicted += take
             await writer.drain()
-        final = self._chunk(chat, "", finish, usage=(prompt_tokens, produce))
+        final = self._chunk(chat, "", finish, usage=(prompt_tokens, produce), model=model)
         self._event(writer, b"data: " + final + b"\n\n")
         if fault != "nodone":
             self._event(writer, b"data: [DONE]\n\n")
@@ -431,14 +440,16 @@ class SseServer:
         writer.write(b"%x\r\n%s\r\n" % (len(event), event))
 
     def _chunk(
-        self, chat: bool, text: str, finish: str | None, usage: tuple[int, int] | None = None
+        self, chat: bool, text: str, finish: str | None, usage: tuple[int, int] | None = None,
+        model: str = "",
     ) -> bytes:
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
         if chat:
             choice["delta"] = {"content": text} if text else {}
         else:
             choice["text"] = text
-        obj: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "choices": [choice]}
+        obj: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "model": model,
+                               "choices": [choice]}
         if usage is not None:
             obj["usage"] = {
                 "prompt_tokens": usage[0],
@@ -448,7 +459,8 @@ class SseServer:
             obj["timings"] = {"cache_n": self.cached_tokens_per_request, "predicted_n": usage[1]}
         return json.dumps(obj).encode()
 
-    def _final_json(self, chat: bool, produce: int, finish: str, prompt_tokens: int) -> bytes:
+    def _final_json(self, chat: bool, produce: int, finish: str, prompt_tokens: int,
+                    model: str = "") -> bytes:
         text = "".join(f" w{i}" for i in range(produce))
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
         if chat:
@@ -457,6 +469,7 @@ class SseServer:
             choice["text"] = text
         return json.dumps(
             {
+                "model": model,
                 "choices": [choice],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": produce},
             }

@@ -35,7 +35,8 @@ def all_text(store: str) -> str:
     try:
         with engine.connect() as conn:
             tables = sqlalchemy.inspect(conn).get_table_names()
-            return "\n".join(repr(row) for table in tables
+            # each value whole (a row's repr cuts long values short, and could hide a secret)
+            return "\n".join(" | ".join(map(str, row)) for table in tables
                              for row in conn.exec_driver_sql(f'SELECT * FROM "{table}"'))
     finally:
         engine.dispose()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from argparse import ArgumentTypeError
 from typing import Any
 
@@ -105,10 +107,14 @@ def test_small_drop_within_threshold_passes(
 def test_unknown_baseline_fails_with_the_fix(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A usage error before any test runs (not a gate line after them all)."""
     pytester.makepyfile(BENCH)
     result = run(pytester, monkeypatch, 100, "100", "--baseline", "nope")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*--baseline 'nope': no such baseline*save one with --save-baseline NAME*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --baseline 'nope': no such baseline in work/store.sqlite "
+                                 "(none saved yet) and no results file there; save one with "
+                                 "--save-baseline NAME"])
+    assert "passed" not in result.stdout.str() and "no regression" not in result.stdout.str()
 
 
 def test_bad_threshold_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -199,3 +205,114 @@ def test_a_baseline_run_of_another_server_is_left_out_of_the_history() -> None:
     [row] = compare_with_baseline([tm([100.0, 99.0, 101.0])], [other, tm([100.0, 101.0, 99.0])],
                                   Thresholds())
     assert row.status == "ok" and "1 older baseline run(s) left out" in row.note
+
+
+# --------------------------------------------------------------------------- the gate says what it gated
+# A new user's project (tests/user_projects.py): their own benchmark, run against the fake server.
+
+from sse_server import SseServer  # noqa: E402
+from user_projects import (  # noqa: E402
+    MODELS,
+    SHAPE,
+    assert_no_traceback,
+    eval_bench,
+    options,
+    project,
+)
+
+
+def user_run(pytester: pytest.Pytester, server: SseServer, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*options(server.base_url, "--modelsweep-dir=work",
+                                                  *args), timeout=120)
+
+
+def test_save_baseline_from_a_verdict_only_run_is_refused(pytester: pytest.Pytester) -> None:
+    """Verdicts are not gated: a baseline of them would gate nothing, and later runs would
+    show every row new, "no regression", rc 0."""
+    project(pytester, test_mine=eval_bench())
+    with SseServer(served_names=MODELS) as server:
+        user_run(pytester, server, "-k", "not verdict").assert_outcomes(passed=3)
+        result = user_run(pytester, server, "-m", "verdict", "--save-baseline=main")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "modelsweep: --save-baseline main: refused, this run holds no measurement the gate "
+        "compares (accuracy or throughput; it measured verdict:my_eval); save a run of the "
+        "benchmarks themselves"])
+    assert "saved this run" not in result.stdout.str()
+    assert_no_traceback(result)
+
+
+KILLED_FIRST = """
+import os, signal
+
+def test_killed(model_name):
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_interrupted_runs_results_without_measurements_is_no_baseline(
+    pytester: pytest.Pytester,
+) -> None:
+    """A run killed before its first measurement leaves a journal of 0 measurements: given to
+    --baseline it is a usage error before any test runs, not a gate of nothing."""
+    project(pytester, test_killed=KILLED_FIRST)
+    with SseServer(served_names=MODELS) as server:
+        killed = user_run(pytester, server, "--results=killed.json")
+        assert killed.ret < 0  # SIGKILL
+        assert (pytester.path / "killed.json.partial.jsonl").is_file()
+        (pytester.path / "test_killed.py").unlink()
+        pytester.makepyfile(test_mine=eval_bench())
+        result = user_run(pytester, server, "--baseline=killed.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == (
+        "ERROR: --baseline 'killed.json': the results file killed.json holds no measurement the "
+        "gate compares (0 measurements, none of accuracy or throughput: an interrupted or "
+        "comparison-only run); give a baseline saved from a run of the benchmarks")
+    assert server.stats.bodies == []
+
+
+@pytest.mark.parametrize("allow", [False, True], ids=["fails", "allowed"])
+def test_a_gate_that_compared_nothing_says_so(pytester: pytest.Pytester, allow: bool) -> None:
+    """The baseline measured the reference only, this run the candidate only: every row is
+    new, so nothing was gated; that fails unless --allow-ungated."""
+    project(pytester, test_mine=eval_bench())
+    with SseServer(served_names=MODELS) as server:
+        user_run(pytester, server, "--model=ref", "-k", "not verdict",
+                 "--save-baseline=main").assert_outcomes(passed=1)
+        result = user_run(pytester, server, "--model=cand", "-k", "not verdict",
+                          "--baseline=main", *(["--allow-ungated"] if allow else []))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*= modelsweep baseline main: compared nothing =*",
+                                 "*cand*my_eval*new*no baseline for this setting*"])
+    line = ("modelsweep: --baseline main: compared nothing: none of this run's 1 gated "
+            "measurements has one of the same model, benchmark and setting in the baseline "
+            "(first: cand my_eval subset=False); run the baseline's benchmarks (same models and "
+            "settings), or pass --allow-ungated")
+    if allow:
+        assert result.ret == pytest.ExitCode.OK and line not in result.stdout.lines
+    else:
+        assert result.ret == pytest.ExitCode.TESTS_FAILED and line in result.stdout.lines
+        assert "no regression" not in result.stdout.str()
+
+
+def test_gate_rows_of_a_users_throughput_benchmark_are_in_tokens_per_s(
+    pytester: pytest.Pytester,
+) -> None:
+    """Each unit in its own unit: tokens/s as tokens/s (once 781630.6%), the change in %."""
+    project(pytester, test_shape=SHAPE)
+    args = ("--model=ref", "-k", "not ratio", "--repeats=2", "--contended-cores=64",
+            "--unstable-cv=10")
+    with SseServer(served_names=MODELS) as server:
+        user_run(pytester, server, *args, "--save-baseline=main",
+                 "--results=first.json").assert_outcomes(passed=1)
+        result = user_run(pytester, server, *args, "--baseline=main", "--results=second.json")
+    first, second = (json.loads((pytester.path / name).read_text())["measurements"][0]
+                     for name in ("first.json", "second.json"))
+    row = next(line for line in result.stdout.lines if line.startswith("ref ") and "my_shape"
+               in line)
+    # baseline and now in tokens/s, the change (a ratio of geometric means) and its interval in %
+    shown = re.escape(f"{first['value']:.1f}") + r"\s+" + re.escape(f"{second['value']:.1f}")
+    assert re.search(shown + r"\s+[+-]\d+\.\d%\s+\[[+-]\d+\.\d%, [+-]\d+\.\d%\]", row), row
+    assert f"{100 * first['value']:.1f}%" not in row
+    assert_no_traceback(result)

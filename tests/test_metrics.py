@@ -278,13 +278,15 @@ def test_registering_gives_a_users_benchmark_its_title(monkeypatch: pytest.Monke
     assert metrics.metric_for("quick_facts") == metric and metric.label == "Quick facts accuracy"
     assert metrics.metric_for("verdict:quick_facts").label == "Quick facts accuracy verdict"  # type: ignore[union-attr]
     assert metrics.benchmarks_of(Kind.ACCURACY) == ("gsm8k", "bfcl", "quick_facts")
-    with pytest.raises(ValueError, match="modelsweep's own benchmark 'GSM8K accuracy'"):
+    with pytest.raises(ValueError, match="'gsm8k' is modelsweep's built-in benchmark 'GSM8K "
+                                         "accuracy'"):
         metrics.register_accuracy_metric("gsm8k", "Mine")
 
 
 @pytest.mark.parametrize(("name", "problem"), [
     ("my_eval", None),
-    ("gsm8k", None),
+    ("gsm8k", "'gsm8k' is modelsweep's built-in benchmark 'GSM8K accuracy' "
+              "(benches/test_accuracy.py): yours would be pooled with its items"),
     ("throughput", "'throughput' is modelsweep's throughput benchmark 'Throughput'"),
     ("verdict", "'verdict' is one of pytest's or modelsweep's own markers"),
     ("skipif", "'skipif' is one of pytest's or modelsweep's own markers"),

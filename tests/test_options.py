@@ -159,6 +159,10 @@ BAD = [
     (["--request-timeout", "soon"],
      "--request-timeout: expected a positive number of seconds, got soon"),
     (["--verdict-wait", "-1"], "--verdict-wait: expected a number of seconds >= 0, e.g. 7200"),
+    (["--baseline="], "--baseline: expected a baseline name (or, for --baseline, a results "
+                      "file), got an empty one"),
+    (["--save-baseline", " "], "--save-baseline: expected a baseline name (or, for --baseline, "
+                               "a results file), got an empty one"),
     (["--resamples", "10"], "--resamples: expected at least 100"),
     (["--limit", "0"], "--limit: expected a positive integer"),
     (["--timed-requests", "two"], "--timed-requests: expected a positive integer"),

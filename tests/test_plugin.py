@@ -100,7 +100,7 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
     result = run_both_ways("--results", "results.json", *PAIR)
     result.assert_outcomes(passed=5, failed=2)
     data = results_of(pytester)
-    assert data["schema"] == "pytest-modelsweep/results/1"
+    assert data["schema"] == "pytest-modelsweep/results/2"
     assert data["run"]["sweep_name"] == "embedded"
     assert data["run"]["machine"]["cpu_count"] >= 1
     by_test = {m["test_id"].split("::")[1]: m for m in data["measurements"]}

@@ -294,6 +294,15 @@ def test_evaluate_in_an_undeclared_test_fails_naming_the_declaration(
      '@pytest.mark.modelsweep_benchmark on test_my_eval: give it exactly one benchmark name, once, '
      'and optionally kind="accuracy" (the default) or kind="throughput", e.g. '
      '@pytest.mark.modelsweep_benchmark("my_eval")'),
+    # a built-in's name: its items, verdicts and baselines would be pooled with yours
+    ('@pytest.mark.modelsweep_benchmark("gsm8k")',
+     "@pytest.mark.modelsweep_benchmark on test_my_eval: 'gsm8k' is modelsweep's built-in "
+     "benchmark 'GSM8K accuracy' (benches/test_accuracy.py): yours would be pooled with its "
+     "items, verdicts and baselines; name yours otherwise, e.g. 'my_gsm8k'"),
+    ('@pytest.mark.modelsweep_benchmark("bfcl")',
+     "@pytest.mark.modelsweep_benchmark on test_my_eval: 'bfcl' is modelsweep's built-in "
+     "benchmark 'BFCL accuracy' (benches/test_accuracy.py): yours would be pooled with its "
+     "items, verdicts and baselines; name yours otherwise, e.g. 'my_bfcl'"),
 ])
 def test_a_malformed_declaration_is_a_collection_error_in_one_line(
     pytester: pytest.Pytester, declaration: str, message: str,
@@ -493,3 +502,130 @@ def test_the_guide_shows_the_example_as_it_is() -> None:
     example = (root / "benches" / "examples" / "test_quick_facts.py").read_text()
     code = example[example.index("import json"):]
     assert code in (root / "docs" / "writing-benchmarks.md").read_text()
+
+
+# --------------------------------------------------------------------------- declarations a hostile user gets wrong
+
+def test_two_tests_declaring_one_benchmark_are_one_collection_error(
+    pytester: pytest.Pytester,
+) -> None:
+    """Their items would pool into one benchmark's verdicts (n=6 from 3 + 3)."""
+    pytester.makepyfile(test_a=MY_EVAL, test_b=MY_EVAL.replace("def test_my_eval",
+                                                                "def test_my_eval_again"))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([
+        "@pytest.mark.modelsweep_benchmark on test_my_eval_again: 'my_eval' is declared already, "
+        "by test_a.py::test_my_eval; one test per benchmark (two would pool their items in one "
+        "measurement's verdicts): name one of them otherwise"])
+
+
+def test_a_declared_benchmark_that_never_evaluates_fails_in_one_line(
+    pytester: pytest.Pytester, servers: tuple[ArithmeticServer, ArithmeticServer],
+) -> None:
+    """Once it passed, and its verdict blamed "its own test's failure" about a test that
+    passed: now each model's test fails naming the fix, and the verdict names that test."""
+    (pytester.path / "mine.toml").write_text(SWEEP)
+    pytester.makepyfile(test_lazy=MY_EVAL.replace(
+        '    result = evaluate("my_eval", ITEMS, first_number, concurrency=4)\n'
+        '    print(f"{result.model}: {result.correct}/{result.n}, sent {result.sent}")\n',
+        "    pass  # forgot to call evaluate\n"))
+    result = run(pytester, *options(servers, "-m", "my_eval"))
+    result.assert_outcomes(failed=3)
+    for model in ("ref", "cand"):
+        result.stdout.fnmatch_lines([
+            f"*_ test_my_eval[[]{model}[]] _*",
+            f"test_my_eval[{model}] is declared @pytest.mark.modelsweep_benchmark('my_eval') but "
+            "measured nothing: call evaluate('my_eval', items, scorer) (or, for a throughput "
+            "benchmark, measure_throughput('my_eval', ...)) in it, or remove the declaration"])
+    result.stdout.fnmatch_lines([  # now true: its own test failed
+        "cand recorded no my_eval result in this run (test_lazy.py::test_my_eval[[]cand[]] "
+        "failed); its own test's failure says why"])
+    assert "Traceback" not in result.stdout.str()
+    assert [len(s.stats.bodies) for s in servers] == [0, 0]
+
+
+class OtherModelServer(ArithmeticServer):
+    """The arithmetic server behind a proxy that routes item q03 to another model: its answer's
+    ``model`` field names that model."""
+
+    async def _respond(self, writer: asyncio.StreamWriter, status: int, ctype: str,
+                       body: bytes) -> bool:
+        if status == 200 and b'"choices"' in body:
+            data = json.loads(body)
+            asked = self.stats.bodies[-1]
+            data["model"] = ("llama-70b-fallback" if "What is 3 +" in json.dumps(asked)
+                             else asked["model"])
+            body = json.dumps(data).encode()
+        return await super()._respond(writer, status, ctype, body)
+
+
+def test_an_answer_from_another_model_fails_that_item_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """A proxy that routes a request to another model is exactly the lie a benchmark must
+    catch: that item is failed (never scored as this model's), the test fails naming it."""
+    with OtherModelServer("ref-served") as reference, OtherModelServer("cand-served") as cand:
+        (pytester.path / "mine.toml").write_text(SWEEP)
+        pytester.makepyfile(test_my_eval=MY_EVAL)
+        result = run(pytester, *options((reference, cand), "--model=ref", "-k", "not verdict",
+                                         "--results=r.json"))
+    result.assert_outcomes(failed=1, passed=1)  # (and test_plain)
+    result.stdout.fnmatch_lines([
+        "1 of 30 my_eval requests got no answer (first: answered by model "
+        "'llama-70b-fallback', not 'ref-served' that was asked for: the server (or a proxy "
+        "before it) routes to another model; point --endpoint at the server of this model, or "
+        "fix its served_name in the sweep); re-run to resend them (completed items are reused)"])
+    items = json.loads((pytester.path / "r.json").read_text())["measurements"][0]["items"]
+    assert [i["item_id"] for i in items if i["error"]] == ["q03"]
+
+
+def test_a_streamed_answer_from_another_model_fails_that_request() -> None:
+    """The streaming client reads the first event's model too (throughput windows)."""
+    from sse_server import SseServer
+
+    from pytest_modelsweep.client import stream_requests
+    from pytest_modelsweep.core.records import ApiRequest
+
+    requests = [ApiRequest(f"r{i}", "/v1/completions",
+                           {"prompt": "x", "max_tokens": 3,
+                            **({"test_fault": "othermodel"} if i == 1 else {})})
+                for i in range(3)]
+    with SseServer(served_names=("m",)) as server:
+        records = asyncio.run(stream_requests(server.v1, "m", requests, 2, timeout_s=10))
+    assert [r.error for r in records] == [
+        None, "answered by model 'another-model', not 'm' that was asked for: the server (or a "
+        "proxy before it) routes to another model; point --endpoint at the server of this "
+        "model, or fix its served_name in the sweep", None]
+
+
+def test_each_answer_is_stored_once(pytester: pytest.Pytester) -> None:
+    """A long answer is in the store once (its item's row) and in the results once (the
+    measurement's item), not four times; both read back whole."""
+    from sse_server import SseServer
+    from stores import all_text
+    from user_projects import MODELS, eval_bench, project
+    from user_projects import options as user_options
+
+    from pytest_modelsweep.store.database import Store
+    from pytest_modelsweep.store.results import load_results
+
+    words = 2000
+    answer = "".join(f" w{i}" for i in range(words))
+    project(pytester, test_mine=eval_bench(items=3, words=words))
+    with SseServer(served_names=MODELS) as server:
+        run(pytester, *user_options(server.base_url, "--model=ref", "-k", "not verdict",
+                                     "--store=store.sqlite", "--results=r.json")
+            ).assert_outcomes(passed=1)
+    stored_text = all_text(str(pytester.path / "store.sqlite"))  # every value of every table
+    assert stored_text.count(answer) == 3  # 3 items, each answer once (was 4 times each)
+    assert (pytester.path / "r.json").read_text().count(answer) == 3  # (was twice each)
+    # read back: the store's measurement and the results' items carry every answer whole
+    results = load_results(pytester.path / "r.json")["measurements"][0]
+    store = Store(pytester.path / "store.sqlite", create=False)
+    stored = store.measurements(store.runs()[0]["run_id"])[0]
+    store.close()
+    for measurement in (results, stored):
+        records = [ItemRecord.from_dict(i) for i in measurement["items"]]
+        assert [r.response for r in records] == [answer] * 3
+        assert all(r.completion is not None and r.completion.text == answer for r in records)

@@ -55,8 +55,9 @@ def stored(record: ItemRecord) -> ItemRecord:
 
 
 def stored_by_the_previous_version(record: ItemRecord) -> ItemRecord:
-    """The record as a store written before records kept their completion gives it back."""
-    older = record.to_dict()
+    """The record as a store written before records kept their completion gives it back (such a
+    record had its answer in ``response`` only)."""
+    older = {**record.to_dict(), "response": record.response}
     del older["completion"]
     return ItemRecord.from_dict(json.loads(json.dumps(older)))
 
@@ -209,7 +210,7 @@ def test_a_store_written_by_the_previous_version_is_reused_with_the_same_verdict
         endpoint = Endpoint(model, "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", str(index), "m"))
         record = score_bfcl(item, request, answer(request, response))
         store.add_item("run-1", "m", "bfcl", endpoint.provenance.cache_key(), record)
-        older = record.to_dict()
+        older = {**record.to_dict(), "response": record.response}  # as that version wrote it
         del older["completion"]
         with sqlite3.connect(tmp_path / "s.sqlite") as db:
             db.execute("UPDATE items SET record_json = ? WHERE serving_key = ?",

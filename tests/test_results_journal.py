@@ -89,3 +89,29 @@ def test_journal_of_a_killed_run_is_read_back(
                            store_at], capture_output=True, text=True, env=env, check=False)
     assert runs.returncode == 0, runs.stderr
     assert runs.stdout.startswith(data["run"]["run_id"]) and "2 measurements" in runs.stdout
+
+
+def test_a_killed_run_is_listed_as_interrupted(
+    store_at: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``modelsweep runs`` lists a run killed with SIGKILL (once missing) as interrupted, and a
+    run that ended as it is."""
+    monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))
+    pytester.makepyfile(test_killed=KILLED_RUN)
+    killed = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly",
+                                           "--store", store_at, *PAIR, timeout=120)
+    assert killed.ret == -signal.SIGKILL
+    killed_id = load_results(pytester.path / "results.json")["run"]["run_id"]
+    pytester.makepyfile(test_zz="def test_fine(model_name):\n    pass\n")
+    (pytester.path / "test_killed.py").unlink()
+    ended = pytester.runpytest_subprocess("--results", "ended.json", "--store", store_at,
+                                          *PAIR, timeout=120)
+    ended.assert_outcomes(passed=2)
+    ended_id = json.loads((pytester.path / "ended.json").read_text())["run"]["run_id"]
+    listing = subprocess.run([sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store",
+                              store_at], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)})
+    assert listing.returncode == 0, listing.stderr
+    lines = {line.split()[0]: line for line in listing.stdout.splitlines()}
+    assert lines[killed_id].endswith("2 measurements  interrupted (killed, or still running)")
+    assert lines[ended_id].endswith("0 measurements")

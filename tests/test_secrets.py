@@ -192,3 +192,178 @@ def test_no_secret_reaches_any_file_or_the_terminal(
         args = json.loads((pytester.path / "r.json").read_text())["run"]["args"]
         assert "postgresql://***@127.0.0.1" in " ".join(args)
         assert not [p for p in pytester.path.rglob("*") if "postgresql" in p.name]
+
+
+# --------------------------------------------------------------------------- a hostile user's cases
+
+USER_SWEEP = """
+[sweep]
+name = "mine"
+reference = "ref"
+[serving]
+backend = "llamacpp"
+[models.ref]
+source = "embedded:x"
+license = "mit"
+prompting = "completion"
+[models.cand]
+source = "embedded:x"
+license = "mit"
+prompting = "completion"
+"""
+
+# A user's benchmark whose scorer has a bug on one item: the exception rises through the
+# request path (post_requests' on_result), so -l shows the locals of its every frame.
+USER_BENCH = """
+import pytest
+from pytest_modelsweep import EvalItem
+
+ITEMS = [EvalItem(f"q{i:02d}", prompt=f"say w0 {i}", answer="w0", max_tokens=4,
+                  extra_body=FAULT) for i in range(6)]
+
+def says_w0(completion, item):
+    if BUGGY and item.id == "q03":
+        raise KeyError("a bug in the scorer")
+    return (completion.text or "").strip().startswith("w0")
+
+@pytest.mark.modelsweep_benchmark("my_eval")
+def test_my_eval(evaluate):
+    evaluate("my_eval", ITEMS, says_w0, concurrency=2)
+"""
+
+
+def user_project(pytester: pytest.Pytester, *, buggy: bool, fault: str = "") -> None:
+    (pytester.path / "mine.toml").write_text(USER_SWEEP)
+    extra = {"test_fault": fault} if fault else {}
+    pytester.makepyfile(test_mine=f"BUGGY = {buggy}\nFAULT = {extra!r}\n" + USER_BENCH)
+
+
+def leaks(root: Path, out: str, secret: str, store: Path) -> list[str]:
+    """Where ``secret`` is: the output, any file or folder name under ``root``, the store."""
+    found = [f"output: {out[max(0, out.find(secret) - 80):out.find(secret) + 40]!r}"] \
+        if secret in out else []
+    found += [str(p) for p in root.rglob("*") if secret in str(p.relative_to(root))]
+    found += [str(p) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    if store.is_file() and secret in all_text(str(store)):
+        found.append("store rows")
+    return found
+
+
+def test_pytest_l_with_an_exception_in_the_request_path_shows_no_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``-l`` prints the locals of every frame from the test down to the scorer that raised,
+    post_requests' (its request headers) among them: the key is in none of the outputs."""
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_SECRET)
+    user_project(pytester, buggy=True)
+    with SseServer(served_names=("ref", "cand"), api_key=ENV_SECRET) as server:
+        result = pytester.runpytest_subprocess(
+            "--sweep=mine.toml", f"--endpoint=ref={server.base_url}", "--model=ref",
+            "-k", "not verdict", "--modelsweep-dir=work", "-l", "--tb=long", "--junitxml=junit.xml",
+            "--html=r.html", "--self-contained-html", "--results=r.json", "--md=r.md",
+            "-p", "no:cacheprovider", timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(failed=1)
+    assert "KeyError: 'a bug in the scorer'" in out
+    # the frame that sends (and holds the headers) was shown, its key hidden
+    assert "headers    = {'Content-Type': 'application/json', 'Authorization': '***'}" in out
+    assert "Credentials(Bearer, ***)" in out
+    assert set(server.stats.authorizations) == {f"Bearer {ENV_SECRET}"}
+    assert "'Authorization': '***'" in (pytester.path / "junit.xml").read_text()
+    assert "Authorization" in (pytester.path / "r.html").read_text()
+    assert leaks(pytester.path, out, ENV_SECRET, pytester.path / "work/store.sqlite") == []
+
+
+def test_the_streamed_request_on_the_wire_never_shows_its_key() -> None:
+    """The streaming client holds its request bytes (head with the key) as SecretBytes."""
+    from pytest_modelsweep.client.stream import _StreamRunner
+    from pytest_modelsweep.core.secrets import SecretBytes, auth_headers
+
+    runner = _StreamRunner("http://127.0.0.1:9/v1", "m", [], 10.0, None,
+                           credentials=Credentials("Bearer", ENV_SECRET))
+    _, raw = runner._request_bytes(ApiRequest("a", "/v1/completions", {"prompt": "x"}))
+    assert isinstance(raw, SecretBytes) and f"Bearer {ENV_SECRET}".encode() in raw
+    assert ENV_SECRET not in repr(raw) and ENV_SECRET not in repr([raw])
+    headers = auth_headers(Credentials("Bearer", ENV_SECRET), {"Accept": "x"})
+    assert headers["Authorization"] == f"Bearer {ENV_SECRET}"
+    assert ENV_SECRET not in repr(headers) and ENV_SECRET not in str({"h": headers})
+
+
+def test_a_server_that_echoes_the_key_in_its_error_bodies_gets_it_written_nowhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Some proxies echo the request's Authorization header in a 500 body: the items' errors,
+    the failure lines, the results, store, Markdown, step summary, HTML and junit keep the
+    error with the key redacted."""
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_SECRET)
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    user_project(pytester, buggy=False, fault="echokey")
+    with SseServer(served_names=("ref", "cand"), api_key=ENV_SECRET) as server:
+        result = pytester.runpytest_subprocess(
+            "--sweep=mine.toml", f"--endpoint=ref={server.base_url}",
+            f"--endpoint=cand={server.base_url}", "--modelsweep-dir=work", "-l", "-rA",
+            "--junitxml=junit.xml", "--html=r.html", "--self-contained-html",
+            "--results=r.json", "--md=r.md", "-p", "no:cacheprovider", timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(failed=3)  # both models' items failed, so the verdict cannot judge
+    echoed = "upstream refused: header was 'Bearer ***'"
+    result.stdout.fnmatch_lines([(f"*6 of 6 my_eval requests got no answer (first: HTTP 500 "
+                                  f"from /v1/completions: *{echoed}*")])
+    items = json.loads((pytester.path / "r.json").read_text())["measurements"][0]["items"]
+    assert all(echoed in item["error"] for item in items)
+    stored = all_text(str(pytester.path / "work/store.sqlite"))
+    assert "upstream refused: header was" in stored and "Bearer ***" in stored
+    for written in ("r.md", "step-summary.md", "junit.xml", "r.html"):
+        assert (pytester.path / written).is_file(), written
+    assert leaks(pytester.path, out, ENV_SECRET, pytester.path / "work/store.sqlite") == []
+
+
+def test_a_key_with_a_slash_in_an_endpoint_url_is_refused_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """``http://:sk-ab/cd@host`` reads as host ``""`` and path ``/cd@host``: refused before
+    anything is sent or written, naming the fix, the key shown nowhere."""
+    user_project(pytester, buggy=False)
+    key = "sk-ab/cd-4821-sekrit"
+    with SseServer(served_names=("ref", "cand"), api_key=key) as server:
+        netloc = server.base_url.removeprefix("http://")
+        result = pytester.runpytest_subprocess(
+            "--sweep=mine.toml", f"--endpoint=ref=http://:{key}@{netloc}",
+            "--modelsweep-dir=work", "--results=r.json", "-p", "no:cacheprovider", timeout=60)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: --endpoint ref=http://***@{netloc}: its credentials hold a '/', '?' or '#', " \
+           "which a URL reads as the end of the host: percent-encode them in the key (/ as %2F, " \
+           "? as %3F, # as %23), or give the key in OPENAI_API_KEY or the model's api_key_env " \
+           "variable instead" in out
+    assert "Traceback" not in out and server.stats.authorizations == []
+    assert not (pytester.path / "r.json").exists() and not (pytester.path / "work").exists()
+    for part in (key, "sk-ab", "cd-4821-sekrit"):
+        assert part not in out
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://:sk-ab/cd@127.0.0.1:8000", "its credentials hold a '/', '?' or '#'"),
+    ("http://:sk?ab@127.0.0.1:8000", "its credentials hold a '/', '?' or '#'"),
+    ("http://:sk#ab@127.0.0.1:8000", "its credentials hold a '/', '?' or '#'"),
+    ("http://127.0.0.1:80x0", "its port is not a number"),
+    ("http://:key@:8000", "it names no host"),
+    ("http://127.0.0.1 :8000", "the URL holds a space"),
+    ("ftp://127.0.0.1:8000", "the URL must start with http:// or https://"),
+])
+def test_every_url_form_is_refused_or_handled_before_use(url: str, problem: str) -> None:
+    from pytest_modelsweep.core.errors import SweepError
+    from pytest_modelsweep.core.sweep import parse_endpoint_option
+
+    with pytest.raises(SweepError) as error:
+        parse_endpoint_option([f"m={url}"])
+    assert problem in str(error.value) and "\n" not in str(error.value)
+    for secret in ("sk-ab", "sk?ab", "sk#ab", "key@"):
+        assert secret not in str(error.value)
+    # the forms that are fine: encoded keys, Basic, IPv6, a path prefix
+    assert parse_endpoint_option(["m=http://:sk-ab%2Fcd@127.0.0.1:8000/v1"]) == \
+        {"m": "http://:sk-ab%2Fcd@127.0.0.1:8000"}
+    assert split_credentials("http://:sk-ab%2Fcd@h:1")[1].header() == "Bearer sk-ab/cd"  # type: ignore[union-attr]
+    assert parse_endpoint_option(["m=http://[::1]:8000/proxy"]) == {"m": "http://[::1]:8000/proxy"}
+    assert redact("m=http://:sk-ab/cd@127.0.0.1:8000 next") == "m=http://***@127.0.0.1:8000 next"

@@ -4,6 +4,7 @@ line naming the fix, and foreign files stay as they were."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import stat
@@ -14,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import sqlalchemy
 from postgres_server import ADMIN, ADMIN_PASSWORD, PostgresServer, free_port
 from stores import raw_sql
 
@@ -165,7 +167,145 @@ def test_own_store_reopens_and_keeps_its_runs(store_at: str) -> None:
     store.close()
     again = Store(store_at, create=False)
     assert again.runs() == [{"run_id": "r1", "started_at": "2025-01-01", "sweep_name": "embedded",
-                             "measurements": 0, "sweep_run": None}]
+                             "measurements": 0, "sweep_run": None,
+                             "status": "interrupted"}]  # (not ended yet)
+    again.finish_run("r1", "2025-01-01T01:00:00+00:00", exit_status=0)
+    assert again.runs()[0]["status"] == "ended (exit status 0)"
+    again.close()
+
+
+# The tables as each older version made them (version 1: the released SQLite store; 2: a
+# baseline's history; 3: runs join sweep runs). ID is the backend's autoincrement key.
+OLD_TABLES = {
+    1: ["CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, "
+        "sweep_name TEXT NOT NULL, run_json TEXT NOT NULL)",
+        "CREATE TABLE measurements (id ID, run_id TEXT NOT NULL, model TEXT NOT NULL, "
+        "benchmark TEXT NOT NULL, test_id TEXT NOT NULL, value REAL NOT NULL, "
+        "unit TEXT NOT NULL, n INTEGER NOT NULL, outcome TEXT, measurement_json TEXT NOT NULL)",
+        "CREATE TABLE items (serving_key TEXT NOT NULL, benchmark TEXT NOT NULL, "
+        "item_id TEXT NOT NULL, prompt_hash TEXT NOT NULL, model TEXT NOT NULL, "
+        "record_json TEXT NOT NULL, first_run_id TEXT NOT NULL, "
+        "PRIMARY KEY (serving_key, benchmark, item_id, prompt_hash))",
+        "CREATE TABLE run_items (run_id TEXT NOT NULL, model TEXT NOT NULL, "
+        "benchmark TEXT NOT NULL, item_id TEXT NOT NULL, serving_key TEXT NOT NULL, "
+        "prompt_hash TEXT NOT NULL, reused INTEGER NOT NULL, "
+        "PRIMARY KEY (run_id, model, benchmark, item_id))",
+        "CREATE TABLE test_outcomes (run_id TEXT NOT NULL, test_id TEXT NOT NULL, "
+        "outcome TEXT NOT NULL, PRIMARY KEY (run_id, test_id))",
+        "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+        "saved_at TEXT NOT NULL)",
+        "CREATE TABLE endpoints (run_id TEXT NOT NULL, model TEXT NOT NULL, "
+        "provenance_json TEXT NOT NULL, PRIMARY KEY (run_id, model))"],
+    2: ["CREATE TABLE baseline_runs (seq ID, name TEXT NOT NULL, run_id TEXT NOT NULL, "
+        "saved_at TEXT NOT NULL, UNIQUE (name, run_id))"],
+    3: ["ALTER TABLE runs ADD COLUMN sweep_run TEXT",
+        "ALTER TABLE runs ADD COLUMN models_json TEXT",
+        "ALTER TABLE runs ADD COLUMN finished_at TEXT",
+        "ALTER TABLE baseline_runs ADD COLUMN sweep_run TEXT"],
+}
+
+
+def old_store(store_at: str, version: int) -> None:
+    """A store of ``version`` as that version's code left it: a run of no sweep run with a
+    GSM8K measurement whose items hold their answers (as every version before 4 wrote them),
+    saved as baseline main; from version 3 also two runs of sweep run sr-1, one that ended
+    and one killed (never marked)."""
+    from stores import engine_of
+
+    from pytest_modelsweep.core.measurements import Measurement
+    from pytest_modelsweep.core.records import Completion, ItemRecord
+
+    postgres = not parse_store_location(store_at).path
+    key = "SERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY AUTOINCREMENT"
+    statements = [sql.replace(" ID,", f" {key},")
+                  for step in range(1, version + 1) for sql in OLD_TABLES[step]]
+    items = [ItemRecord(item_id=f"q{n}", prompt_hash="p", correct=n == 0, response=f"answer {n}",
+                        data_hash="d", completion=Completion(text=f"answer {n}"))
+             for n in range(2)]
+    measurement = Measurement(model="m", benchmark="gsm8k", value=0.5, unit="accuracy", n=2,
+                              items=[i.to_dict() for i in items], test_id="t::test_gsm8k[m]")
+    rows: list[tuple[str, dict[str, object]]] = [
+        ("INSERT INTO meta VALUES ('schema', :v)", {"v": str(version)}),
+        ("INSERT INTO runs (run_id, started_at, sweep_name, run_json) VALUES "
+         "('old', '2025-01-01T00:00:00', 's', '{}')", {}),
+        ("INSERT INTO measurements (run_id, model, benchmark, test_id, value, unit, n, "
+         "measurement_json) VALUES ('old', 'm', 'gsm8k', 't::test_gsm8k[m]', 0.5, 'accuracy', "
+         "2, :j)", {"j": json.dumps(measurement.to_dict())}),
+        ("INSERT INTO baselines VALUES ('main', 'old', '2025-01-01T01:00:00')", {}),
+    ]
+    for item in items:
+        rows += [("INSERT INTO items VALUES ('k', 'gsm8k', :i, 'p', 'm', :j, 'old')",
+                  {"i": item.item_id, "j": json.dumps(item.to_dict())}),
+                 ("INSERT INTO run_items VALUES ('old', 'm', 'gsm8k', :i, 'k', 'p', 0)",
+                  {"i": item.item_id})]
+    if version >= 2:
+        rows.append(("INSERT INTO baseline_runs (name, run_id, saved_at) VALUES "
+                     "('main', 'old', '2025-01-01T01:00:00')", {}))
+    if version >= 3:
+        rows += [("INSERT INTO runs VALUES (:r, :t, 's', '{}', 'sr-1', '[\"m\"]', :f)",
+                  {"r": run, "t": started, "f": finished})
+                 for run, started, finished in (
+                     ("host-done", "2025-02-01T00:00:00", "2025-02-01T01:00:00"),
+                     ("host-killed", "2025-02-02T00:00:00", None))]
+    engine = engine_of(store_at)
+    try:
+        with engine.begin() as conn:
+            for sql in statements:
+                conn.exec_driver_sql(sql)
+            for sql, params in rows:
+                conn.execute(sqlalchemy.text(sql), params)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_a_store_of_each_older_version_is_upgraded_with_its_runs_answers_and_baselines(
+    store_at: str, version: int,
+) -> None:
+    """Every older version opens as the current one: a run recorded before runs were marked
+    ended has no status (not known), a sweep run's run never marked stays interrupted (and
+    waited for), the old rows' answers read as they were, and new rows keep each answer
+    once; reopening changes nothing."""
+    old_store(store_at, version)
+    store = Store(store_at)
+    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == \
+        [[(str(SCHEMA_VERSION),)]]
+    expected = {"old": ""} if version < 3 else \
+        {"old": "", "host-done": "ended", "host-killed": "interrupted"}
+    assert {r["run_id"]: r["status"] for r in store.runs()} == expected
+    if version >= 3:
+        from pytest_modelsweep.store.sweep_run import awaited
+
+        members = store.sweep_run_members("sr-1")
+        assert [m.run_id for m in members] == ["host-done", "host-killed"]
+        assert awaited(members, "m", exclude="judge") == members[1]  # killed: not finished
+    assert store.baseline_entries("main") == [["old"]]
+    [old] = store.measurements("old")
+    assert [i["completion"]["text"] for i in old["items"]] == ["answer 0", "answer 1"]
+
+    # a run of today: recorded, its answers once, ended with its exit status
+    from pytest_modelsweep.core.measurements import Measurement
+    from pytest_modelsweep.core.records import Completion, ItemRecord
+
+    item = ItemRecord(item_id="q9", prompt_hash="p9", correct=True, response="long answer",
+                      data_hash="d", completion=Completion(text="long answer"))
+    store.add_run("new", "s", {"started_at": "2026-01-01T00:00:00"})
+    store.add_item("new", "m", "gsm8k", "k", item)
+    store.add_measurement("new", Measurement(
+        model="m", benchmark="gsm8k", value=1.0, unit="accuracy", n=1,
+        items=[item.to_dict()], test_id="t::test_gsm8k[m]").to_dict())
+    assert store.runs()[-1]["status"] == "interrupted"
+    store.finish_run("new", "2026-01-01T01:00:00", exit_status=1)
+    assert store.runs()[-1]["status"] == "ended (exit status 1)"
+    stored = raw_sql(store_at, "SELECT measurement_json FROM measurements WHERE run_id = 'new'")
+    assert "long answer" not in stored[0][0][0]  # kept once, in the item's row
+    [new] = store.measurements("new")
+    assert new["items"][0]["completion"]["text"] == "long answer"
+    store.close()
+    again = Store(store_at)  # reopening upgrades nothing again
+    assert {r["run_id"]: r["status"] for r in again.runs()} == \
+        {**expected, "new": "ended (exit status 1)"}
     again.close()
 
 

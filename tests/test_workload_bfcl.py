@@ -369,3 +369,15 @@ def test_skip_reason() -> None:
     )
     assert bfcl_skip_reason(spec(parser="hermes", mode="tools")) is None
     assert bfcl_skip_reason(spec(parser=None, mode="prompt")) is None
+
+
+@pytest.mark.parametrize("which", ["records", "answers"])
+def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path: Path, which: str) -> None:
+    records_path, answers_path = write_pair(tmp_path, [rec("simple_python_0")],
+                                            [ans("simple_python_0")])
+    bad = records_path if which == "records" else answers_path
+    bad.write_bytes(bad.read_bytes() + b'{"id": "x\x96"}\n')  # cp1252's en dash
+    with pytest.raises(DataError) as info:
+        load_bfcl(tmp_path)
+    assert str(info.value) == (f"{bad}:2: not UTF-8 text (byte 0x96 at column 10); BFCL files "
+                               "are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)")

@@ -259,3 +259,37 @@ def test_the_answer_length_is_the_sweeps_unless_the_option_overrides_it(
         assert sent == [9, 9] and params["max_tokens"] == 9
         sent, params = run("--gsm8k-max-tokens", "9")  # the same limit: reused, nothing sent
         assert sent == [] and params["max_tokens"] == 9
+
+
+def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
+    """Saved as Latin-1 (``é`` as the byte 0xe9 on line 3): one line naming where, and the fix."""
+    path = tmp_path / "test.jsonl"
+    path.write_bytes('{"question": "q", "answer": "#### 1"}\n'.encode() * 2
+                     + '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1"))
+    with pytest.raises(DataError) as info:
+        load_gsm8k(path)
+    assert str(info.value) == (f"{path}:3: not UTF-8 text (byte 0xe9 at column 18); GSM8K files "
+                               "are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)")
+
+
+def test_a_run_on_a_file_that_is_not_utf8_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    """The built-in bench on such a file: each model's GSM8K test fails with that one line."""
+    from sse_server import SseServer
+
+    models = tuple(load_sweep("embedded").models)
+    pytester.makepyfile(test_accuracy=(Path(__file__).parents[1] / "benches" /
+                                       "test_accuracy.py").read_text())
+    data = pytester.path / "gsm8k"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
+    (data / "test.jsonl").write_bytes(b'{"question": "\xff", "answer": "#### 1"}\n')
+    with SseServer(served_names=models) as server:
+        result = pytester.runpytest_subprocess(
+            "-k", "gsm8k and not verdict", f"--gsm8k-path={data / 'test.jsonl'}",
+            *(f"--endpoint={m}={server.base_url}" for m in models), "-p", "no:cacheprovider",
+            timeout=60)
+    result.assert_outcomes(errors=len(models))
+    line = (f"{data / 'test.jsonl'}:1: not UTF-8 text (byte 0xff at column 15); GSM8K files are "
+            "UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)")
+    assert result.stdout.lines.count(line) == len(models)
+    assert "Traceback" not in result.stdout.str() and server.stats.bodies == []

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.errors import DataError
+from ..core.text_files import read_utf8_text
 
 
 def load_prompts(path: str | Path) -> list[str]:
@@ -25,14 +26,10 @@ def load_prompts(path: str | Path) -> list[str]:
     Raises :class:`DataError` with one line naming the file and what to fix.
     """
     where = Path(path)
-    try:
-        text = where.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not where.exists():
         raise DataError(f"prompt file {where} not found; pass the path of a .txt or .jsonl "
-                        "file of prompts") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read prompt file {where}: {exc}; it must be UTF-8 text") \
-            from None
+                        "file of prompts")
+    text = read_utf8_text(where, "prompt", "pass the path of a .txt or .jsonl file of prompts")
     prompts: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or (where.suffix != ".jsonl" and line.lstrip().startswith("#")):

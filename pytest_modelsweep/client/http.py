@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from ..core.records import (
     ApiRequest,
 )
+from ..core.secrets import redact
 
 perf = time.perf_counter
 
@@ -31,12 +32,37 @@ MAX_ERROR_BODY = 4096
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters."""
-    return " ".join(text.split())[:limit]
+    """A server's ``text`` (an error body, a bad answer) as a record's error: on one line
+    (whitespace runs collapsed), credentials redacted (a proxy may echo the key), cut to
+    ``limit`` characters."""
+    return redact(" ".join(text.split()))[:limit]
 
 
 def short_bytes(data: bytes, limit: int = 80) -> str:
-    return data[:limit].decode("utf-8", "replace")
+    """The start of a server's bad bytes, credentials redacted."""
+    return redact(data[: limit * 4].decode("utf-8", "replace"))[:limit]
+
+
+def other_model(asked: str, answered: Any) -> str | None:
+    """The error of an answer whose ``model`` field names another model than ``asked``
+    (the served name sent), else None.
+
+    A server (or a proxy before it) that routes a request to another model would have
+    that model's answers measured and scored as this one's: such an answer fails. No
+    ``model`` field, or an empty one, says nothing and passes; so do the names a server
+    gives the asked model itself: the same name in any case, a versioned name
+    (``gpt-4o`` answered as ``gpt-4o-2024-08-06``, ``m:latest``, ``m@v2``) and a name
+    with an organisation or folder before it (``org/m``).
+    """
+    if not isinstance(answered, str) or not answered or not asked:
+        return None
+    a, b = asked.lower(), answered.lower()
+    if b == a or b.rpartition("/")[2] == a.rpartition("/")[2] \
+            or b.startswith((a + "-", a + ":", a + "@")):
+        return None
+    return (f"answered by model {redact(answered)[:80]!r}, not {asked!r} that was asked for: "
+            "the server (or a proxy before it) routes to another model; point --endpoint at "
+            "the server of this model, or fix its served_name in the sweep")
 
 
 @dataclass(frozen=True)
@@ -85,6 +111,7 @@ class StreamExchange:
         "_err_body",
         "_sse",
         "any_bytes",
+        "asked_model",
         "cached_tokens",
         "chunks",
         "completion_tokens",
@@ -103,9 +130,11 @@ class StreamExchange:
         "times",
     )
 
-    def __init__(self, path: str, future: asyncio.Future[None]) -> None:
+    def __init__(self, path: str, future: asyncio.Future[None], asked_model: str = "") -> None:
         self.path = path
         self.future = future
+        self.asked_model = asked_model
+        """The served name sent: an event naming another model fails the request."""
         self.status = 0
         self.is_sse = True
         self.error: str | None = None
@@ -227,6 +256,12 @@ class StreamExchange:
         if type(obj) is not dict:
             self.fail(f"SSE data is not a JSON object: {short_bytes(payload)!r}", now)
             return False
+        if self.asked_model:
+            wrong = other_model(self.asked_model, obj.get("model"))
+            if wrong is not None:
+                self.fail(wrong, now)
+                return False
+            self.asked_model = ""  # the first event that says decides; the rest pay nothing
         choices = obj.get("choices")
         if choices:
             choice = choices[0]

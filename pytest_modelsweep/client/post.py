@@ -19,7 +19,7 @@ from ..core.records import (
     text_field,
 )
 from ..core.secrets import auth_headers
-from .http import one_line, perf, request_body
+from .http import one_line, other_model, perf, request_body
 from .stream import run_workers
 from .watch import Guard, Pending, wants_key, with_watch
 
@@ -115,7 +115,7 @@ async def post_requests(
     if guard.breaker is not None and idle < timeout_s and requests \
             and await asyncio.to_thread(guard.breaker.counts_work):
         idle = timeout_s
-    headers = {"Content-Type": "application/json", **auth_headers(guard.credentials)}
+    headers = auth_headers(guard.credentials, {"Content-Type": "application/json"})
     loop = asyncio.get_running_loop()
 
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, read=idle)) as client:
@@ -185,7 +185,11 @@ async def post_requests(
                 return Completion.failed(
                     f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
                 )
-            return parse_completion(request.path, data)
+            completion = parse_completion(request.path, data)
+            wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
+            if wrong is not None and completion.error is None:
+                return replace(completion, error=wrong, error_kind="response")
+            return completion
 
         async def worker() -> None:
             while state["next"] < len(requests):

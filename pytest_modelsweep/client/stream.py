@@ -13,7 +13,7 @@ from ..core.records import (
     ApiRequest,
     RequestRecord,
 )
-from ..core.secrets import Credentials, auth_headers
+from ..core.secrets import Credentials, SecretBytes, auth_headers
 from .breaker import STALL_CHECK_S
 from .http import Connection, StreamExchange, Target, perf, request_body
 from .watch import Guard, Watch, wants_key, with_watch
@@ -69,7 +69,10 @@ class _StreamRunner:
         self._next = 0
         self._ssl = ssl.create_default_context() if self.target.scheme == "https" else None
 
-    def _request_bytes(self, request: ApiRequest) -> tuple[str, bytes]:
+    def _request_bytes(self, request: ApiRequest) -> tuple[str, SecretBytes]:
+        """The request on the wire; its head carries the key, so it is held as
+        :class:`SecretBytes` (never shown, also not by ``pytest -l``)."""
+        __tracebackhide__ = True
         path = self.target.path_of(request.path)
         body = request_body(self.served_name, request, stream=True)
         head = (
@@ -82,7 +85,7 @@ class _StreamRunner:
             + "".join(f"{k}: {v}\r\n" for k, v in auth_headers(self.credentials).items())
             + "Connection: keep-alive\r\n\r\n"
         )
-        return request.path, head.encode("latin-1") + body
+        return request.path, SecretBytes(head.encode("latin-1") + body)
 
     async def _wait_idle(self, ex: StreamExchange) -> None:
         """Wait for ``ex`` to end; no byte for the idle timeout raises :class:`_IdleTimeout`."""
@@ -125,7 +128,7 @@ class _StreamRunner:
         label, raw = self._request_bytes(request)
         sent_at = perf()
         start = sent_at if scheduled is None else scheduled
-        ex = StreamExchange(label, loop.create_future())
+        ex = StreamExchange(label, loop.create_future(), self.served_name)
         watch = self.watch
         timed_out = False
         blocked = watch.blocked()
@@ -148,7 +151,7 @@ class _StreamRunner:
                             break
                         conn = None
                         watch.inflight.pop(token, None)
-                        ex = StreamExchange(label, loop.create_future())
+                        ex = StreamExchange(label, loop.create_future(), self.served_name)
                         token = id(ex)
             except _IdleTimeout:
                 timed_out = True

@@ -177,11 +177,15 @@ _RESERVED_NAMES = frozenset({"parametrize", "skip", "skipif", "xfail", "usefixtu
 """pytest's own markers: a benchmark named like one would be selected as one."""
 
 
-def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY) -> str | None:
+def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY, *,
+                           builtin: bool = False) -> str | None:
     """Why ``name`` cannot name a user's accuracy benchmark (and its marker), or None.
 
     A name is a Python identifier not starting with ``_`` (a pytest marker and a
-    ``-m`` expression take it as is), and no marker or metric of another kind.
+    ``-m`` expression take it as is), no marker or metric of another kind, and no
+    built-in benchmark's (``gsm8k``, ``bfcl``: items, verdicts and baselines are kept
+    by benchmark name, so a test of yours by that name would be pooled with the
+    built-in's); only the built-in benches declare those (``builtin=True``).
     """
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         return (f"{name!r} is not a benchmark name: use a Python identifier that does not start "
@@ -193,6 +197,10 @@ def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY) -> str | No
     if taken is not None and (taken.kind is not kind or kind is not Kind.ACCURACY):
         return (f"{name!r} is modelsweep's {taken.kind.value} benchmark {taken.label!r}: name "
                 f"the {kind.value} benchmark otherwise")
+    if taken is not None and name in _BUILT_IN and not builtin:
+        return (f"{name!r} is modelsweep's built-in benchmark {taken.label!r} "
+                "(benches/test_accuracy.py): yours would be pooled with its items, verdicts "
+                f"and baselines; name yours otherwise, e.g. 'my_{name}'")
     return None
 
 
@@ -207,9 +215,6 @@ def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
     problem = benchmark_name_problem(name)
     if problem is not None:
         raise ValueError(problem)
-    existing = METRICS.get(name)
-    if existing is not None and existing.name in _BUILT_IN:
-        raise ValueError(f"{name!r} is modelsweep's own benchmark {existing.label!r}")
     metric = accuracy_metric(name, label)
     METRICS[name] = metric
     return metric

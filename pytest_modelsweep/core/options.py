@@ -156,6 +156,14 @@ def parse_sweep_run(text: str) -> str:
     return name
 
 
+def parse_baseline_name(text: str) -> str:
+    """``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
+    if not text.strip():
+        raise ArgumentTypeError("expected a baseline name (or, for --baseline, a results "
+                                "file), got an empty one")
+    return text
+
+
 def parse_slo(text: str) -> Slo:
     """``--slo``: latency targets (:func:`.slo.parse_slo`'s rule and message)."""
     from .slo import SloError
@@ -288,6 +296,16 @@ def add_slo_cost_options(addoption: AddOption) -> None:
     addoption("--usd-per-hour", type=parse_usd_per_hour, default=None, metavar="X",
               help="price of the machine one model is served on, US dollars per hour, for "
                    "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)")
+
+
+def add_ungated_option(addoption: AddOption) -> None:
+    """``--allow-ungated`` (a flag: off unless given, as ``--allow-unjudged``): a
+    ``--baseline`` run or ``modelsweep compare`` that compared nothing with the baseline
+    fails, since it gated nothing, unless it is given."""
+    addoption("--allow-ungated", action="store_true", default=False,
+              help="pass when nothing could be compared with the baseline (every row new: "
+                   "other models, benchmarks or settings); default: that fails, since "
+                   "nothing was gated")
 
 
 def add_noisy_option(addoption: AddOption) -> None:

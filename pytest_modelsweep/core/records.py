@@ -193,6 +193,15 @@ def completion_of_older_record(data: dict[str, Any]) -> Completion:
     )
 
 
+def shown_answer(completion: Completion) -> str:
+    """How an answer is shown: its tool calls as OpenAI's JSON list when it has any, else its
+    text (``""`` for none). An :class:`ItemRecord` whose ``response`` is this keeps the
+    answer once, in its completion."""
+    if completion.tool_calls:
+        return json.dumps(tool_calls_as_openai(completion.tool_calls))
+    return completion.text or ""
+
+
 @dataclass
 class ItemRecord:
     """One scored benchmark item (a GSM8K problem, a BFCL record) of one model.
@@ -240,18 +249,26 @@ class ItemRecord:
         return "correct" if self.correct else "wrong"
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-friendly dict; ``score`` only when the scorer gave a partial credit."""
+        """A JSON-friendly dict that holds the answer once: ``response`` is left out when it
+        is what the completion shows (:func:`shown_answer`), ``score`` when the scorer gave
+        no partial credit."""
         data = asdict(self)
         if data["score"] is None:
             del data["score"]
+        if self.completion is not None and self.response == shown_answer(self.completion):
+            del data["response"]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
-        """A record from its dict; one written before records kept their completion gets it rebuilt."""
+        """A record from its dict: ``response`` shown from the completion when left out; one
+        written before records kept their completion gets it rebuilt."""
         fields = dict(data)
         if "completion" not in fields:
             fields["completion"] = completion_of_older_record(fields)
         elif fields["completion"] is not None:
             fields["completion"] = Completion.from_dict(fields["completion"])
+        if "response" not in fields:
+            completion = fields["completion"]
+            fields["response"] = shown_answer(completion) if completion is not None else ""
         return cls(**fields)

@@ -3,8 +3,13 @@
 A key for an endpoint comes from, in order: the credentials in its ``--endpoint`` URL
 (``http://user:KEY@host`` is sent as HTTP Basic auth; ``http://:KEY@host``, with an empty
 user, as ``Authorization: Bearer KEY``), the model's ``api_key_env`` variable in the sweep,
-then ``OPENAI_API_KEY``. Every URL or command line we write anywhere goes through
-:func:`redact` first.
+then ``OPENAI_API_KEY``. Every text that leaves the process (results, store, reports,
+terminal and junit lines, error bodies from servers, exception messages) goes through
+:func:`redact` (:func:`redacted` for a JSON-like structure) at the boundary where it leaves.
+
+The key itself is held only where it is sent: in :class:`Credentials` and in the
+request headers (:class:`SecretHeaders`, :class:`SecretBytes`), whose reprs never show
+it, so that ``pytest -l`` (locals of every frame of a traceback) cannot print it.
 """
 
 from __future__ import annotations
@@ -12,11 +17,27 @@ from __future__ import annotations
 import base64
 import os
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["Credentials", "auth_headers", "redact", "split_credentials", "wants_key_message"]
+__all__ = [
+    "Credentials",
+    "SecretBytes",
+    "SecretHeaders",
+    "auth_headers",
+    "endpoint_url_problem",
+    "redact",
+    "redacted",
+    "remember_env_keys",
+    "split_credentials",
+    "wants_key_message",
+]
 
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]*)@")
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^@\s'\"<>]*)@")
+"""``scheme://…@``: everything up to the last ``@`` before a space or quote is taken for
+credentials, also a key with an unencoded ``/`` (``http://:sk-ab/cd@host``), which a URL
+parser reads as a path; a path that holds an ``@`` is redacted too (more, never less)."""
 _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#\s]*")
 """A ``password=`` URL parameter (libpq takes one in a ``postgresql://`` URL)."""
 _MARK = "***"
@@ -32,14 +53,52 @@ def remember_secret(secret: str | None) -> None:
         _KNOWN.add(secret)
 
 
+def remember_env_keys(names: Iterable[str | None]) -> None:
+    """Remember the keys of ``OPENAI_API_KEY`` and of the variables ``names`` (the sweep's
+    ``api_key_env``): a process that never sends with them (xdist's controller) still
+    redacts them from what it writes."""
+    for name in ("OPENAI_API_KEY", *names):
+        if name:
+            remember_secret(os.environ.get(name))
+
+
 def redact(text: str) -> str:
     """``text`` with URL credentials (``user:pass@``, ``?password=``) and every known key
     replaced by ``***``."""
-    out = _USERINFO.sub(lambda m: f"{m.group('scheme')}{_MARK}@", text)
-    out = _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}{_MARK}", out)
+    if "@" in text:
+        text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{_MARK}@", text)
+    if "password=" in text:
+        text = _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}{_MARK}", text)
     for secret in sorted(_KNOWN, key=len, reverse=True):
-        out = out.replace(secret, _MARK)
-    return out
+        if secret in text:
+            text = text.replace(secret, _MARK)
+    return text
+
+
+def redacted(value: Any) -> Any:
+    """A JSON-like value (dicts, lists, strings, numbers) with :func:`redact` applied to every
+    string in it, keys included; the structure is kept (a key never breaks the JSON)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redacted(k): redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v) for v in value]
+    return value
+
+
+class SecretHeaders(dict[str, str]):
+    """Request headers that carry a key: sent as they are, shown (repr) without it."""
+
+    def __repr__(self) -> str:
+        return repr({k: (_MARK if k.lower() == "authorization" else v) for k, v in self.items()})
+
+
+class SecretBytes(bytes):
+    """A request on the wire that carries a key in its head: sent as it is, never shown."""
+
+    def __repr__(self) -> str:
+        return f"<request, {len(self)} bytes, credentials not shown>"
 
 
 class Credentials:
@@ -48,8 +107,11 @@ class Credentials:
     __slots__ = ("scheme", "value")
 
     def __init__(self, scheme: str, value: str) -> None:
+        __tracebackhide__ = True
         self.scheme, self.value = scheme, value
         remember_secret(value)
+        if scheme == "Basic":  # a server that echoes the header echoes this form
+            remember_secret(self.header().partition(" ")[2])
 
     @property
     def bearer(self) -> str | None:
@@ -57,6 +119,7 @@ class Credentials:
         return self.value if self.scheme == "Bearer" else None
 
     def header(self) -> str:
+        __tracebackhide__ = True
         if self.scheme == "Basic":
             return "Basic " + base64.b64encode(self.value.encode()).decode("ascii")
         return f"Bearer {self.value}"
@@ -65,8 +128,35 @@ class Credentials:
         return f"Credentials({self.scheme}, ***)"
 
 
+def endpoint_url_problem(url: str) -> str | None:
+    """Why ``url`` (a server's root URL, credentials and all) cannot be used as it is, in
+    words that never show a key; None when it can.
+
+    Credentials holding a ``/``, ``?`` or ``#`` end the URL's host part early (a URL
+    parser reads the rest, key and host, as a path), so such a URL is refused with the
+    fix instead of sent to a host made of half a key.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not url.startswith(f"{parts.scheme}://"):
+        return "the URL must start with http:// or https://"
+    if any(char.isspace() for char in url):
+        return "the URL holds a space; percent-encode it (%20)"
+    if "@" in url[len(parts.scheme) + 3:] and "@" not in parts.netloc:
+        return ("its credentials hold a '/', '?' or '#', which a URL reads as the end of the "
+                "host: percent-encode them in the key (/ as %2F, ? as %3F, # as %23), or give "
+                "the key in OPENAI_API_KEY or the model's api_key_env variable instead")
+    try:
+        _ = parts.port
+    except ValueError:
+        return "its port is not a number from 0 to 65535, e.g. http://10.0.0.5:8000"
+    if not parts.hostname:
+        return "it names no host, e.g. http://10.0.0.5:8000"
+    return None
+
+
 def split_credentials(url: str) -> tuple[str, Credentials | None]:
     """``url`` without its ``user:password@`` part, and the credentials it carried."""
+    __tracebackhide__ = True
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url, None
@@ -85,13 +175,21 @@ def split_credentials(url: str) -> tuple[str, Credentials | None]:
 
 def key_from_env(api_key_env: str | None) -> Credentials | None:
     """The Bearer key of ``api_key_env`` (when set in the sweep) else ``OPENAI_API_KEY``."""
+    __tracebackhide__ = True
     value = os.environ.get(api_key_env) if api_key_env else None
     value = value or os.environ.get("OPENAI_API_KEY")
     return Credentials("Bearer", value) if value else None
 
 
-def auth_headers(credentials: Credentials | None) -> dict[str, str]:
-    return {"Authorization": credentials.header()} if credentials is not None else {}
+def auth_headers(credentials: Credentials | None,
+                 others: Mapping[str, str] | None = None) -> SecretHeaders:
+    """``others`` and the ``Authorization`` header of ``credentials`` (none without), in a
+    mapping whose repr hides the key."""
+    __tracebackhide__ = True
+    headers = SecretHeaders(others or {})
+    if credentials is not None:
+        headers["Authorization"] = credentials.header()
+    return headers
 
 
 def wants_key_message(model: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 from .cost import Pricing
 from .errors import SweepError, UnknownModelError
 from .options import DEFAULTS
+from .secrets import endpoint_url_problem, redact
 
 Backend = Literal["llamacpp", "vllm", "vllm-docker"]
 Prompting = Literal["chat", "completion"]
@@ -186,12 +187,11 @@ def parse_endpoint_option(values: Sequence[str], sweep: Sweep | None = None) -> 
         name, url = name.strip(), url.strip()
         if not sep or not name or not url:
             raise SweepError(
-                f"--endpoint {value!r}: expected NAME=URL, e.g. --endpoint qwen3-4b=http://10.0.0.5:8000"
+                f"--endpoint {redact(value)!r}: expected NAME=URL, e.g. --endpoint qwen3-4b=http://10.0.0.5:8000"
             )
-        if not (url.startswith("http://") or url.startswith("https://")):
-            raise SweepError(
-                f"--endpoint {name}={url}: the URL must start with http:// or https://"
-            )
+        problem = endpoint_url_problem(url)
+        if problem is not None:
+            raise SweepError(f"--endpoint {name}={redact(url)}: {problem}")
         if sweep is not None:
             sweep.model(name)
         if name in endpoints:

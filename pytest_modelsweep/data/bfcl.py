@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.errors import DataError
 from ..core.records import prompt_hash
+from ..core.text_files import read_utf8_text
 
 HUB_REPO = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
 RECORDS_FILE = "BFCL_v4_simple_python.json"
@@ -65,12 +66,7 @@ class BfclRecord:
 
 
 def _read_lines(path: Path) -> list[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(
-            f"{path}: cannot read BFCL file ({exc.strerror}); pass the BFCL data folder"
-        ) from None
+    text = read_utf8_text(path, "BFCL", "pass the BFCL data folder")
     rows: list[tuple[int, Any]] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.errors import DataError
 from ..core.records import prompt_hash
+from ..core.text_files import read_utf8_text
 
 HUB_DATASET = "openai/gsm8k"
 HUB_CONFIG = "main"
@@ -38,12 +39,7 @@ class Gsm8kProblem:
 
 
 def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(
-            f"{path}: cannot read GSM8K file ({exc.strerror}); pass an existing JSONL file"
-        ) from None
+    text = read_utf8_text(path, "GSM8K", "pass an existing JSONL file")
     problems: list[Gsm8kProblem] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.measurements import Measurement, ThroughputStats
-from ..core.metrics import Kind, kind_of, metric_for
+from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
 from ..core.stats import (
     RatioInterval,
@@ -70,6 +70,8 @@ class GateRow:
     confidence: float = math.nan
     #: an unstable or contended row fails the session too (``--fail-on-noisy``)
     noisy_fails: bool = False
+    #: the gated kind (``accuracy``, ``throughput``): how its values are shown
+    kind: str = Kind.ACCURACY.value
 
     @property
     def failed(self) -> bool:
@@ -125,6 +127,26 @@ def _kind(measurement: Measurement) -> Kind | None:
     return metric.kind if metric is not None and metric.gated else None
 
 
+def gateable(measurements: Iterable[Measurement]) -> list[Measurement]:
+    """The measurements the gate compares: those of a gated kind (accuracy, throughput)."""
+    return [m for m in measurements if _kind(m) is not None]
+
+
+def ungated_reason(rows: Sequence[GateRow], current: Sequence[Measurement]) -> str | None:
+    """Why a gate compared nothing (every row new, or nothing of a gated kind now); None
+    when at least one row was compared with the baseline."""
+    if any(row.status != "new" for row in rows):
+        return None
+    if not rows:
+        measured = sorted({m.benchmark for m in current})
+        return ("compared nothing: this run holds no measurement the gate compares "
+                f"(accuracy or throughput; it measured {', '.join(measured) or 'nothing'})")
+    first = rows[0]
+    return (f"compared nothing: none of this run's {len(rows)} gated measurements has one of "
+            f"the same model, benchmark and setting in the baseline (first: {first.model} "
+            f"{first.benchmark} {first.setting or '(no setting)'})")
+
+
 def _key(m: Measurement) -> tuple[str, str, str]:
     return (m.model, m.benchmark, setting_of(m))
 
@@ -154,11 +176,13 @@ def compare_with_baseline(
         history.setdefault(_key(m), []).append(m)
     rows: list[GateRow] = []
     pending: dict[int, RatioInterval] = {}
+    kinds: dict[tuple[str, str], str] = {}
     for m in current:
         benchmark = m.benchmark
         kind = _kind(m)
         if kind is None:
             continue
+        kinds[(m.model, benchmark)] = kind.value
         key = _key(m)
         shown_setting = ", ".join(f"{k}={v}" for k, v in json.loads(key[2]).items()
                                   if v is not None and k not in ("metric",))
@@ -192,7 +216,7 @@ def compare_with_baseline(
                                 float("nan"), float("nan"), float("nan"), "not comparable",
                                 str(error)))
     _judge_throughput(rows, pending, thresholds)
-    return rows
+    return [replace(row, kind=kinds[(row.model, row.benchmark)]) for row in rows]
 
 
 def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]:
@@ -358,14 +382,13 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
 
 
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
-    """An aligned text table of the gate rows (change in points for accuracy, % for throughput).
-
-    Only accuracy and throughput are gated, and only the table's throughput metrics: a row
-    whose benchmark is not one of those is accuracy (a user's benchmark among them)."""
+    """An aligned text table of the gate rows, each value in its own unit: accuracy in % and
+    its change in points, throughput in tokens/s and its change in % (a user's throughput
+    benchmark too: the row carries its kind)."""
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
         if math.isnan(value):
             return "-"
-        if kind_of(row.benchmark) is not Kind.THROUGHPUT:
+        if row.kind != Kind.THROUGHPUT.value:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 

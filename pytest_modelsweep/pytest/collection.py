@@ -46,6 +46,9 @@ RATIO_TEST = "test_throughput_ratio"
 """The name of a throughput benchmark's ratio tests
 (``test_throughput_ratio[<candidate>-<benchmark>-c<N>]``)."""
 
+_declarations_key = pytest.StashKey[dict[str, str]]()
+"""``config.stash``: benchmark → the test (``path::name``) that declares it."""
+
 _SHARED = "__modelsweep_verdict_tests__"
 """Set on the ``test_verdict`` a module gets from this module (to tell it from a user's)."""
 
@@ -64,7 +67,7 @@ def declared_benchmark(collector: pytest.Collector, name: str, obj: Any) -> tupl
     marks = [m for m in obj.pytestmark if getattr(m, "name", None) == BENCHMARK_MARKER]
     where = f"@pytest.mark.{BENCHMARK_MARKER} on {name}"
     kinds = {"accuracy": Kind.ACCURACY, "throughput": Kind.THROUGHPUT}
-    if (len(marks) != 1 or len(marks[0].args) != 1 or set(marks[0].kwargs) - {"kind"}
+    if (len(marks) != 1 or len(marks[0].args) != 1 or set(marks[0].kwargs) - {"kind", "builtin"}
             or marks[0].kwargs.get("kind", "accuracy") not in kinds):
         raise collector.CollectError(
             f"{where}: give it exactly one benchmark name, once, and optionally "
@@ -72,9 +75,17 @@ def declared_benchmark(collector: pytest.Collector, name: str, obj: Any) -> tupl
             f"@pytest.mark.{BENCHMARK_MARKER}(\"my_eval\")")
     benchmark = marks[0].args[0]
     kind = kinds[marks[0].kwargs.get("kind", "accuracy")]
-    problem = benchmark_name_problem(benchmark, kind)
+    problem = benchmark_name_problem(benchmark, kind,
+                                     builtin=marks[0].kwargs.get("builtin") is True)
     if problem is not None:
         raise collector.CollectError(f"{where}: {problem}")
+    declared = collector.config.stash.setdefault(_declarations_key, {})
+    here = f"{collector.nodeid}::{name}"
+    if declared.setdefault(str(benchmark), here) != here:
+        raise collector.CollectError(
+            f"{where}: {benchmark!r} is declared already, by {declared[str(benchmark)]}; one "
+            "test per benchmark (two would pool their items in one measurement's verdicts): "
+            "name one of them otherwise")
     if not isinstance(collector, pytest.Module):
         raise collector.CollectError(
             f"{where}: declare benchmarks on module-level test functions, not in a class")

@@ -92,15 +92,34 @@ def run_state(config: pytest.Config) -> RunState:
     except ModelsweepError as error:
         raise pytest.UsageError(str(error)) from None
     if not state.is_worker:
-        # The controller (or a plain run) opens and checks the store before any test runs:
-        # a folder, a read-only or foreign file given as --store is a usage error here.
+        # The controller (or a plain run) checks every place it will write, opens and checks
+        # the store, reads --baseline and joins --sweep-run before any test runs: an
+        # unwritable --results, --md, --html, a folder, a read-only or foreign file given as
+        # --store, an unknown baseline or one without gateable measurements, a sweep run of
+        # another sweep is a usage error here.
         try:
+            state.check_outputs(output_options(config))
             _ = state.store
-            state.join_sweep_run()  # --sweep-run: recorded before any test, for other hosts
+            if state.options.baseline:
+                state.baseline_measurements()
+            # --sweep-run: recorded before any test, for other hosts (last: a usage error
+            # above leaves no run behind that others would wait for)
+            state.join_sweep_run()
         except ModelsweepError as error:
             raise pytest.UsageError(str(error)) from None
     config.stash[run_state_key] = state
     return state
+
+
+def output_options(config: pytest.Config) -> dict[str, str | None]:
+    """The files a modelsweep run writes besides its own results, by the option that names
+    each: ``--md``, ``$GITHUB_STEP_SUMMARY``, pytest-html's ``--html``, ``--junitxml``."""
+    import os
+
+    return {"--md": config.option.md,
+            "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
+            "--html": getattr(config.option, "htmlpath", None),
+            "--junitxml": getattr(config.option, "xmlpath", None)}
 
 
 def progress_writer(config: pytest.Config) -> Callable[[str], None]:
@@ -111,6 +130,9 @@ def progress_writer(config: pytest.Config) -> Callable[[str], None]:
     """
 
     def write_line(message: str) -> None:
+        from ..core.secrets import redact
+
+        message = redact(message)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         capture = config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():

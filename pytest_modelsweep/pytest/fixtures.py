@@ -260,6 +260,10 @@ def evaluate(
         record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
+        if accuracy_run.store_error is not None:  # measured and recorded, but not stored
+            from ..core.outputs import OutputError
+
+            raise OutputError(f"{accuracy_run.store_error} (the measurement is in the results)")
         failed = [r for r in records if r.failed]
         if failed:
             # Failed items are not scored: the accuracy above is over the answered ones only,
@@ -341,6 +345,7 @@ def measure_throughput(
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DataError(f"{benchmark}: {what} must be a positive integer, got {value!r}")
         texts = checked_prompts(benchmark, prompts)
+        node.stash[evaluated_key] = True
         endpoint: Endpoint = request.getfixturevalue("endpoint")
         measure_setting(endpoint, bench_settings, record_measurement, benchmark, concurrency,
                         None, modelsweep_run.write_line, output_tokens=output_tokens,

@@ -52,6 +52,7 @@ class Options:
     margin: float | None
     ratio_tolerance: float
     allow_unjudged: bool
+    allow_ungated: bool
     fail_on_noisy: bool
     interleave: bool
     fail_on: frozenset[str]
@@ -84,6 +85,7 @@ class Options:
             workdir=option.modelsweep_dir, store=option.store, gsm8k_path=option.gsm8k_path,
             bfcl_path=option.bfcl_path, margin=option.margin,
             ratio_tolerance=option.ratio_tolerance, allow_unjudged=option.allow_unjudged,
+            allow_ungated=option.allow_ungated,
             fail_on_noisy=option.fail_on_noisy, interleave=option.interleave,
             fail_on=option.fail_on, holm=option.holm, resamples=option.resamples,
             verdict_wait_s=option.verdict_wait, baseline=option.baseline,
@@ -125,6 +127,11 @@ class RunState:
     tests_reported: bool = False
     gate_rows: list[Any] = field(default_factory=list)
     gate_error: str = ""
+    gate_ungated: str = ""
+    """Why the gate compared nothing (every row new), or ``""``."""
+    _baseline: list[Measurement] | None = None
+    _run_recorded: bool = False
+    """Whether the run's row is in the store (:meth:`_record_run`), to be marked ended."""
 
     @cached_property
     def bench_settings(self) -> BenchSettings:
@@ -159,7 +166,11 @@ class RunState:
     @property
     def sweep(self) -> Sweep:
         if self._sweep is None:
+            from ..core.secrets import remember_env_keys
+
             self._sweep = load_sweep(self.options.sweep)
+            # every process redacts the keys (xdist's controller never sends with them)
+            remember_env_keys(spec.api_key_env for spec in self._sweep.models.values())
         return self._sweep
 
     @property
@@ -274,18 +285,13 @@ class RunState:
                 f"--sweep-run {name}: its runs in {self.store_location} measured sweep "
                 f"{sorted(others)[0]}, this run measures sweep {self.sweep.name}; one sweep "
                 "run holds one sweep: pass the same --sweep, or another --sweep-run name")
-        self.store.add_run(self.run_id, self.sweep.name, self.run, sweep_run=name)
+        self._record_run()
 
     def plan_models(self, models: list[str]) -> None:
         """The models whose own tests this run has (after collection): other hosts wait for
         these and no others."""
         if self.options.sweep_run is not None:
             self.store.plan_run(self.run_id, models)
-
-    def leave_sweep_run(self) -> None:
-        """The session has ended: other hosts stop waiting for this run."""
-        if self.options.sweep_run is not None:
-            self.store.finish_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"))
 
     def sweep_run_members(self) -> list[SweepRunMember]:
         """The runs of ``--sweep-run`` in the store (empty without one)."""
@@ -323,61 +329,132 @@ class RunState:
             self._run = run
         return self._run
 
+    def check_outputs(self, others: dict[str, str | None]) -> None:
+        """Every place this run writes, checked before any test runs: the work folder, the
+        results file and ``others`` (option → path: ``--md``, ``--html``...); an OutputError
+        names the first that cannot be written and the fix."""
+        from ..core.outputs import check_output_file, check_output_folder
+
+        check_output_folder(self.workdir, "--modelsweep-dir")
+        if self.options.results:
+            check_output_file(self.options.results, "--results")
+        for option, path in others.items():
+            if path is not None:
+                check_output_file(path, option)
+
     def _results_writer(self) -> ResultsWriter:
         if self._writer is None:
             self._writer = ResultsWriter(self.results_path, self.run)
-            self.store.add_run(self.run_id, self.sweep.name, self.run,
-                               sweep_run=self.options.sweep_run)
         return self._writer
 
+    def start_run(self) -> None:
+        """Record the run (its row in the store, the journal's head) as its first modelsweep
+        test reports, so that a killed run is listed; raises OutputError in one line, each
+        write tried."""
+        self.tests_reported = True
+        self._each(lambda: self._results_writer().start(), self._record_run)
+
+    def _record_run(self) -> None:
+        """The run's row in the store (once; with ``--sweep-run``, as one of its runs): from
+        here on it is listed, as interrupted until :meth:`finish_run` marks it ended."""
+        self.store.add_run(self.run_id, self.sweep.name, self.run,
+                           sweep_run=self.options.sweep_run)
+        self._run_recorded = True
+
+    def finish_run(self, exitstatus: int) -> None:
+        """Mark the run ended in the store with its exit status, whatever its outcome (runs of
+        its sweep run stop waiting for it); a run never marked was killed. Nothing for a run
+        not recorded (no modelsweep test reported, no ``--sweep-run``)."""
+        if self._run_recorded:
+            self.store.finish_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"),
+                                  exit_status=exitstatus)
+
     def add_measurement(self, measurement: dict[str, Any]) -> None:
+        """Keep a measurement, journal it and store it. A write that fails raises OutputError
+        in one line once both were tried; the measurement is kept and written at the end."""
+        from ..core.secrets import redacted
+
+        measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
-        self._results_writer().add(measurement)
-        self.store.add_measurement(self.run_id, measurement)
+        self._each(lambda: self._results_writer().add(measurement),
+                   lambda: self.store.add_measurement(self.run_id, measurement))
+
+    @staticmethod
+    def _each(*writes: Callable[[], None]) -> None:
+        from ..core.outputs import OutputError
+
+        problems: list[str] = []
+        for write in writes:
+            try:
+                write()
+            except OutputError as error:
+                problems.append(str(error))
+        if problems:
+            raise OutputError("; ".join(problems))
 
     def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
         """A modelsweep test that failed or errored: listed in the results and the reports."""
+        from ..core.secrets import redact
+
         self.failures.append({"test_id": test_id, "when": when, "outcome": outcome,
-                              "message": message})
+                              "message": redact(message)})
 
     def baseline_measurements(self) -> list[Measurement]:
-        """The measurements of ``--baseline``: a stored baseline's name, or a results file."""
+        """The measurements of ``--baseline`` (a stored baseline's name, or a results file),
+        read once; one that holds nothing the gate compares is refused (DataError)."""
+        if self._baseline is not None:
+            return self._baseline
         from ..core.errors import DataError
         from ..core.measurements import measurements_of
-        from ..judging.gate import baseline_history
+        from ..judging.gate import baseline_history, gateable
         from ..store.results import load_results
         from ..store.sweep_run import latest_per_setting
 
         name = self.options.baseline or ""
         entries = self.store.baseline_entries(name)
+        path = Path(name)
         if entries:
-            return baseline_history(
+            found = baseline_history(
                 measurements_of(latest_per_setting(self.store.measurements(run_id)
                                                    for run_id in runs))
                 for runs in entries)
-        path = Path(name)
-        if path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
-            return measurements_of(load_results(path)["measurements"])
-        known = ", ".join(self.store.baselines()) or "none saved yet"
-        raise DataError(
-            f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and no "
-            "results file there; save one with --save-baseline NAME"
-        )
+            where = f"baseline {name!r} in {self.store_location}"
+        elif path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
+            found = measurements_of(load_results(path)["measurements"])
+            where = f"results file {path}"
+        else:
+            known = ", ".join(self.store.baselines()) or "none saved yet"
+            raise DataError(
+                f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and "
+                "no results file there; save one with --save-baseline NAME")
+        if not gateable(found):
+            raise DataError(
+                f"--baseline {name!r}: the {where} holds no measurement the gate compares "
+                f"({len(found)} measurements, none of accuracy or throughput: an interrupted "
+                "or comparison-only run); give a baseline saved from a run of the benchmarks")
+        self._baseline = found
+        return found
 
     def gate(self) -> list[Any]:
         """Compare this run (with ``--sweep-run``, every run of it) with ``--baseline``
-        (no-op without it)."""
-        measurements = self.judged_measurements() if self.options.baseline else []
-        if not measurements:
+        (no-op without it). A gate that compared nothing (every row new) is a session error
+        unless ``--allow-ungated``."""
+        if not self.options.baseline:
             return []
         from ..core.measurements import measurements_of
-        from ..judging.gate import compare_with_baseline
+        from ..judging.gate import compare_with_baseline, ungated_reason
 
+        measurements = measurements_of(self.judged_measurements())
         self.gate_rows = compare_with_baseline(
-            measurements_of(measurements), self.baseline_measurements(),
-            self.options.thresholds,
+            measurements, self.baseline_measurements(), self.options.thresholds,
             resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
         )
+        reason = ungated_reason(self.gate_rows, measurements)
+        self.gate_ungated = reason or ""
+        if reason is not None and not self.options.allow_ungated:
+            self.session_errors.append(
+                f"--baseline {self.options.baseline}: {reason}; run the baseline's benchmarks "
+                "(same models and settings), or pass --allow-ungated")
         return self.gate_rows
 
     def save_baseline_if_asked(self) -> str | None:
@@ -405,11 +482,22 @@ class RunState:
             return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
                     f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
                     "fix them and run again")
-        if not self.measurements:
-            return f"--save-baseline {name}: refused, this run measured nothing"
+        from ..core.outputs import OutputError
+        from ..judging.gate import gateable
+
+        judged = measurements_of(self.judged_measurements())
+        if not gateable(judged):
+            measured = sorted({m.benchmark for m in judged})
+            return (f"--save-baseline {name}: refused, this run holds no measurement the gate "
+                    "compares (accuracy or throughput; it measured "
+                    f"{', '.join(measured) or 'nothing'}); save a run of the benchmarks "
+                    "themselves")
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        history = self.store.save_baseline(name, self.run_id, stamp,
-                                           sweep_run=self.options.sweep_run)
+        try:
+            history = self.store.save_baseline(name, self.run_id, stamp,
+                                               sweep_run=self.options.sweep_run)
+        except OutputError as error:
+            return f"--save-baseline {name}: not saved: {error}"
         what = "this run" if self.options.sweep_run is None else \
             f"sweep run {self.options.sweep_run} ({len(self.sweep_run_members())} runs)"
         self.write_line(f"saved {what} as baseline {name!r} "

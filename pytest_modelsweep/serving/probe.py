@@ -69,7 +69,7 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
             response = client.get(f"{base}/v1/models")
         except httpx.HTTPError as exc:
             raise EndpointError(
-                f"{base}/v1/models did not answer ({type(exc).__name__}: {exc}); "
+                f"{base}/v1/models did not answer ({type(exc).__name__}: {redact(str(exc))}); "
                 "check that the server is running and the URL (scheme, host, port) is right"
             ) from None
         if response.status_code in (401, 403):
@@ -89,7 +89,7 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
         except (ValueError, KeyError, TypeError):
             raise EndpointError(
                 f"{base}/v1/models did not return an OpenAI model list "
-                f"(got {response.text[:120]!r}); point --endpoint at an OpenAI-compatible server"
+                f"(got {redact(response.text[:480])[:120]!r}); point --endpoint at an OpenAI-compatible server"
             ) from None
         if served_name not in served:
             raise EndpointError(

@@ -290,7 +290,7 @@ class _MetricsConnection:
         self.url = base_url.rstrip("/") + "/metrics"
         self.path = (parts.path or "") + "/metrics"
         self.host, self.port, self.https = parts.hostname, parts.port, parts.scheme == "https"
-        self.headers = {"User-Agent": "pytest-modelsweep", **auth_headers(credentials)}
+        self.headers = auth_headers(credentials, {"User-Agent": "pytest-modelsweep"})
         self.timeout_s = timeout_s
         self._conn: http.client.HTTPConnection | None = None
 

@@ -25,6 +25,7 @@ a server that is down, a refused password, a missing database
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -38,7 +39,9 @@ from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..core.errors import DataError
+from ..core.outputs import OutputError
 from ..core.records import ItemRecord
+from ..core.secrets import redacted
 from ..core.store_location import StoreLocation, parse_store_location
 from .schema import (
     BASELINE_HISTORY,
@@ -195,9 +198,27 @@ class Store:
     # -- transactions ----------------------------------------------------------
     @contextmanager
     def writing(self) -> Iterator[Connection]:
-        """One write transaction (committed on leaving, rolled back on an exception)."""
-        with self._lock, self._writer.begin() as conn:
-            yield conn
+        """One write transaction (committed on leaving, rolled back on an exception).
+
+        A database that refuses the write (a full disk: ``database or disk is full``, an
+        I/O error, a server gone) raises :class:`~pytest_modelsweep.core.outputs.OutputError`
+        in one line; what was being written is not in the store then.
+        """
+        try:
+            with self._lock, self._writer.begin() as conn:
+                yield conn
+        except DBAPIError as error:
+            raise self._write_failure(error) from None
+
+    def _write_failure(self, error: DBAPIError) -> OutputError:
+        from ..core.secrets import redact
+
+        lines = str(error.orig).strip().splitlines() or [type(error.orig).__name__]
+        reason = redact(lines[0])  # not the statement after it
+        full = "full" in reason or "space" in reason
+        fix = ("free space on its disk or pass --store elsewhere" if full
+               else "check the store's disk or server, or pass --store elsewhere")
+        return OutputError(f"the store {self.path}: cannot write ({reason}); {fix}")
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -211,11 +232,13 @@ class Store:
     # -- writing ---------------------------------------------------------------
     def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any], *,
                 sweep_run: str | None = None) -> None:
-        """Record a run (once: recorded again, it stays as it was), as part of ``sweep_run``."""
+        """Record a run as it starts (once: recorded again, it stays as it was), as part of
+        ``sweep_run``. It is not finished (``finished_at`` NULL) until :meth:`finish_run`: a
+        run killed before its end stays so, and is listed as interrupted."""
         with self.writing() as db:
             db.execute(insert_ignore(self.dialect, RUNS).values(
                 run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
-                run_json=json.dumps(run), sweep_run=sweep_run))
+                run_json=_json(run), sweep_run=sweep_run))
 
     def plan_run(self, run_id: str, models: Iterable[str]) -> None:
         """The models whose own tests the run has (known once it has collected)."""
@@ -223,11 +246,13 @@ class Store:
             db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
                 models_json=json.dumps(sorted(set(models)))))
 
-    def finish_run(self, run_id: str, finished_at: str) -> None:
-        """The run's session has ended: runs of its sweep run stop waiting for it."""
+    def finish_run(self, run_id: str, finished_at: str, *,
+                   exit_status: int | None = None) -> None:
+        """The run's session has ended, whatever its outcome (``exit_status``): runs of its
+        sweep run stop waiting for it, and ``modelsweep runs`` lists it as ended."""
         with self.writing() as db:
             db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
-                finished_at=finished_at))
+                finished_at=finished_at, exit_status=exit_status))
 
     def sweep_run_members(self, sweep_run: str) -> list[SweepRunMember]:
         """The runs of ``sweep_run``, in the order they started."""
@@ -242,7 +267,7 @@ class Store:
     def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
         with self.writing() as db:
             db.execute(upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",))
-                       .values(run_id=run_id, model=model, provenance_json=json.dumps(provenance)))
+                       .values(run_id=run_id, model=model, provenance_json=_json(provenance)))
 
     def add_measurement(self, run_id: str, measurement: dict[str, Any]) -> None:
         with self.writing() as db:
@@ -250,7 +275,8 @@ class Store:
                 run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
                 test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
                 unit=measurement["unit"], n=int(measurement["n"]),
-                outcome=measurement.get("outcome"), measurement_json=json.dumps(measurement)))
+                outcome=measurement.get("outcome"),
+                measurement_json=json.dumps(_answers_apart(redacted(measurement)))))
 
     def add_item(
         self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
@@ -265,7 +291,7 @@ class Store:
                                   ("model", "record_json", "first_run_id")).values(
                     serving_key=serving_key, benchmark=benchmark, item_id=record.item_id,
                     prompt_hash=record.prompt_hash, model=model,
-                    record_json=json.dumps(record.to_dict()), first_run_id=run_id))
+                    record_json=_json(record.to_dict()), first_run_id=run_id))
             db.execute(upsert(self.dialect, RUN_ITEMS, ("run_id", "model", "benchmark", "item_id"),
                               ("serving_key", "prompt_hash", "reused")).values(
                 run_id=run_id, model=model, benchmark=benchmark, item_id=record.item_id,
@@ -277,7 +303,7 @@ class Store:
             db.execute(update(ITEMS).where(
                 ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark,
                 ITEMS.c.item_id == record.item_id, ITEMS.c.prompt_hash == record.prompt_hash,
-            ).values(record_json=json.dumps(record.to_dict())))
+            ).values(record_json=_json(record.to_dict())))
 
     def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
         """A finished test of the run (so that others stop waiting for its results)."""
@@ -411,12 +437,11 @@ class Store:
     def _measurement_rows(self, run_id: str, model: str, benchmark: str, *,
                           newest_first: bool, limit: int | None) -> list[dict[str, Any]]:
         m = MEASUREMENTS
-        query = (select(m.c.measurement_json)
+        query = (select(m.c.run_id, m.c.measurement_json)
                  .where(m.c.run_id == run_id, m.c.model == model, m.c.benchmark == benchmark)
                  .order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit))
         with self.reading() as db:
-            rows = db.execute(query).scalars().all()
-        return [dict(json.loads(row)) for row in rows]
+            return [_with_answers(db, str(r), json.loads(j)) for r, j in db.execute(query).all()]
 
     def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
         """Every measurement of a model on a benchmark across runs, newest first."""
@@ -425,7 +450,8 @@ class Store:
             rows = db.execute(select(m.c.run_id, m.c.measurement_json)
                               .where(m.c.model == model, m.c.benchmark == benchmark)
                               .order_by(m.c.id.desc())).all()
-        return [{**json.loads(measurement), "run_id": run_id} for run_id, measurement in rows]
+            return [{**_with_answers(db, str(run_id), json.loads(measurement)), "run_id": run_id}
+                    for run_id, measurement in rows]
 
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
@@ -478,22 +504,23 @@ class Store:
         with self.reading() as db:
             rows = db.execute(select(m.c.measurement_json).where(m.c.run_id == run_id)
                               .order_by(m.c.id)).scalars().all()
-        return [dict(json.loads(row)) for row in rows]
+            return [_with_answers(db, run_id, json.loads(row)) for row in rows]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
-        """Every run (or those of ``sweep_run``), in the order they started."""
+        """Every run (or those of ``sweep_run``), in the order they started, with its count
+        of measurements, its sweep run and its ``status`` (:func:`_run_status`)."""
         m = MEASUREMENTS
         count = (select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id)
                  .scalar_subquery())
         query = select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count,
-                       RUNS.c.sweep_run)
+                       RUNS.c.sweep_run, RUNS.c.finished_at, RUNS.c.exit_status)
         if sweep_run is not None:
             query = query.where(RUNS.c.sweep_run == sweep_run)
         with self.reading() as db:
             rows = db.execute(query.order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
         return [
             {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3],
-             "sweep_run": r[4]}
+             "sweep_run": r[4], "status": _run_status(r[5], r[6])}
             for r in rows
         ]
 
@@ -503,6 +530,73 @@ class Store:
         if value is None:
             raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
         return dict(json.loads(value))
+
+
+def _answer_key(completion: Any) -> str:
+    """What identifies an answer (a completion's JSON) without holding it."""
+    blob = json.dumps(completion, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _answers_apart(measurement: dict[str, Any]) -> dict[str, Any]:
+    """A measurement as its row keeps it: each item's answer (its completion) is in the
+    ``items`` table already, so the item keeps only its key (``answer``) and every answer
+    is stored once; :func:`_with_answers` puts them back."""
+    items = measurement.get("items")
+    if not items:
+        return measurement
+    kept: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("completion"), dict):
+            answer = _answer_key(item["completion"])
+            item = {k: v for k, v in item.items() if k != "completion"}
+            item["answer"] = answer
+        kept.append(item)
+    return {**measurement, "items": kept}
+
+
+def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> dict[str, Any]:
+    """A stored measurement with its items' answers back from the ``items`` table (an answer
+    sent again since, under the same key, is not this item's: its completion stays None)."""
+    items = measurement.get("items")
+    if not items or not any(isinstance(i, dict) and "answer" in i for i in items):
+        return measurement
+    r, i = RUN_ITEMS, ITEMS
+    rows = db.execute(
+        select(r.c.item_id, i.c.record_json).select_from(r.join(
+            i, (i.c.serving_key == r.c.serving_key) & (i.c.benchmark == r.c.benchmark)
+            & (i.c.item_id == r.c.item_id) & (i.c.prompt_hash == r.c.prompt_hash)))
+        .where(r.c.run_id == run_id, r.c.model == measurement.get("model"),
+               r.c.benchmark == measurement.get("benchmark"))).all()
+    answers: dict[str, Any] = {}
+    for item_id, record_json in rows:
+        completion = json.loads(record_json).get("completion")
+        answers[_answer_key(completion)] = completion
+    back: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and "answer" in item:
+            answer = answers.get(str(item["answer"]))
+            item = {k: v for k, v in item.items() if k != "answer"}
+            item["completion"] = answer
+        back.append(item)
+    return {**measurement, "items": back}
+
+
+def _run_status(finished_at: str | None, exit_status: int | None) -> str:
+    """``interrupted`` (never marked ended: killed, or still running), ``ended (exit status
+    N)``, ``ended`` (a run of a sweep run ended before exit statuses were kept), or ``""``
+    (recorded before every run was marked when it ended: not known)."""
+    if finished_at is None:
+        return "interrupted"
+    if finished_at == "":
+        return ""
+    return "ended" if exit_status is None else f"ended (exit status {exit_status})"
+
+
+def _json(value: Any) -> str:
+    """What a row keeps of a record: its JSON, with no secret in it (a server's echo of the
+    key, URL credentials)."""
+    return json.dumps(redacted(value))
 
 
 def _schema_version(conn: Connection, where: StoreLocation) -> int | None:

@@ -8,6 +8,10 @@ Only the controller writes it. Each measurement is appended to a journal
 arrives, so that a crash or ``kill -9`` loses nothing that was measured; the
 JSON file is written atomically at the end of the session and the journal
 removed. ``load_results`` reads either form. Schema: docs/results-schema.md.
+
+Every measurement is also kept in memory: a journal that cannot be written (a full
+disk) raises :class:`~pytest_modelsweep.core.outputs.OutputError` once, in one line,
+and is not written again; the file at the end holds every measurement all the same.
 """
 
 from __future__ import annotations
@@ -20,8 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError
+from ..core.outputs import write_failure
+from ..core.secrets import redacted
 
-SCHEMA = "pytest-modelsweep/results/1"
+SCHEMA = "pytest-modelsweep/results/2"
+"""2: an item keeps its answer once, in its completion (``response`` only when it shows
+something else); 1: every item also had ``response``. Both are read (an item of 1 as it
+was, one of 2 gets its ``response`` back from :meth:`ItemRecord.from_dict`)."""
+READABLE_SCHEMAS = ("pytest-modelsweep/results/1", SCHEMA)
 
 
 def _text(value: Any) -> str | None:
@@ -72,22 +82,47 @@ class ResultsWriter:
     def __init__(self, path: Path, run: dict[str, Any]) -> None:
         self.path = path
         self.journal = path.with_name(path.name + ".partial.jsonl")
-        self.run = run
+        self.run = redacted(run)
         self.measurements: list[dict[str, Any]] = []
         self.endpoints: dict[str, dict[str, Any]] = {}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.journal, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"schema": SCHEMA, "run": run}) + "\n")
+        self.journal_error: str | None = None
+        """Why the journal stopped (one line); None while it is written."""
+        self._journal_started = False
+
+    def start(self) -> None:
+        """Begin the journal with the run's provenance (raises OutputError in one line)."""
+        self._append({})
 
     def add(self, measurement: dict[str, Any]) -> None:
+        """Keep ``measurement`` and journal it; raises OutputError when the journal cannot be
+        written (the measurement is kept all the same)."""
+        measurement = redacted(measurement)
         self.measurements.append(measurement)
         model = measurement.get("model")
         if model and measurement.get("provenance"):
             self.endpoints.setdefault(model, measurement["provenance"])
-        with open(self.journal, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"measurement": measurement}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        self._append({"measurement": measurement})
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        if self.journal_error is not None:
+            return
+        try:
+            if not self._journal_started:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.journal, "w", encoding="utf-8") as handle:
+                    handle.write(json.dumps({"schema": SCHEMA, "run": self.run}) + "\n")
+                self._journal_started = True
+            if "measurement" in entry:
+                with open(self.journal, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(entry) + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except OSError as error:
+            failure = write_failure("the results journal", self.journal, error,
+                                    "free space on its disk or pass --results elsewhere; the "
+                                    "measurements are kept and written at the end")
+            self.journal_error = str(failure)
+            raise failure from None
 
     def document(self, summary: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
@@ -95,17 +130,28 @@ class ResultsWriter:
             "run": self.run,
             "endpoints": self.endpoints,
             "measurements": self.measurements,
-            "summary": summary or {},
+            "summary": redacted(summary or {}),
         }
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
+        """Write the results file atomically and remove the journal; raises OutputError in one
+        line when it cannot be written (the journal, if whole, then stays)."""
         staged = self.path.with_name(self.path.name + ".tmp")
-        with open(staged, "w", encoding="utf-8") as handle:
-            json.dump(self.document(summary), handle, indent=1)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        staged.replace(self.path)
+        if self.journal_error is not None:
+            # an incomplete journal: it would only take space the whole file needs
+            self.journal.unlink(missing_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(staged, "w", encoding="utf-8") as handle:
+                json.dump(self.document(summary), handle, indent=1)
+                handle.write("\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            staged.replace(self.path)
+        except OSError as error:
+            staged.unlink(missing_ok=True)
+            raise write_failure("the results file", self.path, error,
+                                "free space on its disk or pass --results elsewhere") from None
         self.journal.unlink(missing_ok=True)
 
 
@@ -117,7 +163,7 @@ def load_results(path: Path) -> dict[str, Any]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise DataError(f"{path}: not a JSON results file ({exc})") from None
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             raise DataError(f"{path}: not a pytest-modelsweep results file (schema {SCHEMA})")
         return data
     if journal.is_file():

@@ -27,14 +27,18 @@ from sqlalchemy import (
     UniqueConstraint,
     inspect,
     select,
+    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``); 3: runs
 join a sweep run (``runs.sweep_run``, with the models each plans and when it finished), and a
-baseline entry can stand for a whole sweep run (``baseline_runs.sweep_run``)."""
+baseline entry can stand for a whole sweep run (``baseline_runs.sweep_run``); 4: every run is
+marked when it ends (``runs.finished_at`` with its ``exit_status``: one never marked was
+killed), and a measurement's items keep their answers in ``items`` (each answer stored once;
+the rows of before are read as they are)."""
 
 #: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
 BASELINE_HISTORY = 5
@@ -56,8 +60,11 @@ RUNS = Table(
     Column("sweep_run", Text),
     # the models whose own tests the run has (a JSON list); NULL: not collected yet
     Column("models_json", Text),
-    # when the run's session ended; NULL: still running, or killed
+    # when the run's session ended; NULL: still running, or killed (interrupted); "": recorded
+    # before every run was marked when it ended (schema < 4), so whether it did is not known
     Column("finished_at", Text),
+    # the session's exit status, set with finished_at; NULL: not ended, or not known
+    Column("exit_status", Integer),
 )
 Index("runs_sweep_run", RUNS.c.sweep_run)
 MEASUREMENTS = Table(
@@ -176,8 +183,19 @@ def _join_sweep_runs(conn: Connection, dialect: str) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _mark_ends_keep_answers_once(conn: Connection, dialect: str) -> None:
+    """3 → 4: every run is marked when it ends, with its exit status. Before, only a run of a
+    sweep run was: the others' end is not known (``finished_at`` ``""``), while a sweep run's
+    run not marked is still running or was killed, as before. Answers need no moving:
+    measurements written before keep theirs in their own row and are read so; new rows keep
+    them once in ``items`` (so older releases must not read those)."""
+    _add_column(conn, RUNS, "exit_status")
+    conn.execute(update(RUNS).where(RUNS.c.finished_at.is_(None), RUNS.c.sweep_run.is_(None))
+                 .values(finished_at=""))
+
+
 UPGRADES: dict[int, Callable[[Connection, str], None]] = {
-    1: _keep_baseline_history, 2: _join_sweep_runs}
+    1: _keep_baseline_history, 2: _join_sweep_runs, 3: _mark_ends_keep_answers_once}
 """Version N → N + 1, run in order after the missing tables are created."""
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from ..client import Guard, run_post_requests
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from ..core.outputs import OutputError
 from ..core.records import ApiRequest, Completion, ItemRecord
 from ..serving.endpoint import Endpoint
 from ..store.database import Store
@@ -28,6 +30,9 @@ class AccuracyRun(Generic[ItemT]):
     errors: int
     wall_s: float
     requests: list[ApiRequest] = field(default_factory=list)
+    store_error: str | None = None
+    """Why the store stopped taking items (a full disk...), in one line: every item was still
+    sent and scored, the rest were not stored; the caller fails the test with this line."""
 
 
 class ProgressLine:
@@ -67,6 +72,15 @@ def _verdict(record: ItemRecord) -> tuple[Any, ...]:
     return record.correct, record.score, record.scores, record.extracted, record.error
 
 
+def _add_item(store: Store, *, run_id: str, model: str, benchmark: str, serving_key: str,
+              record: ItemRecord, reused: bool) -> None:
+    store.add_item(run_id, model, benchmark, serving_key, record, reused=reused)
+
+
+def _update_item(store: Store, *, serving_key: str, benchmark: str, record: ItemRecord) -> None:
+    store.update_item(serving_key, benchmark, record)
+
+
 def run_accuracy(
     endpoint: Endpoint,
     benchmark: str,
@@ -91,7 +105,9 @@ def run_accuracy(
     interrupted run resumes where it stopped. Items without a usable answer
     (``error`` set), or without a completion to score again, are not reused: they
     are sent again. ``reuse=False``
-    sends every item (and still stores it, for verdicts and later runs). A request
+    sends every item (and still stores it, for verdicts and later runs). A store that
+    refuses a write (:class:`~pytest_modelsweep.core.outputs.OutputError`) is not written
+    again in this run; the items are still measured and the run's ``store_error`` says why. A request
     fails after ``idle_timeout_s`` without an answer or ``timeout_s`` in all; when the
     endpoint's breaker opens (the server stalled) the rest fail at once.
     """
@@ -100,8 +116,17 @@ def run_accuracy(
     serving_key = endpoint.provenance.cache_key()
     model = endpoint.model.name
     stored: dict[str, tuple[ItemRecord, Completion]] = {}
-    if store is not None:
-        store.add_endpoint(run_id, model, endpoint.provenance.as_dict())
+    store_error: list[str] = []
+
+    def keep(write: Callable[[Store], None]) -> None:
+        """Write to the store until it first refuses (its one line is kept)."""
+        if store is not None and not store_error:
+            try:
+                write(store)
+            except OutputError as error:
+                store_error.append(str(error))
+
+    keep(lambda s: s.add_endpoint(run_id, model, endpoint.provenance.as_dict()))
     if store is not None and reuse:
         stored = {
             item_id: (record, record.completion)
@@ -119,11 +144,12 @@ def run_accuracy(
             previous, completion = stored[request.item_id]
             record = score(by_id[request.item_id], request, completion)
             records[request.item_id] = record
-            if store is not None:
-                if record != previous:
-                    rescored += _verdict(record) != _verdict(previous)
-                    store.update_item(serving_key, benchmark, record)
-                store.add_item(run_id, model, benchmark, serving_key, record, reused=True)
+            if record != previous:
+                rescored += _verdict(record) != _verdict(previous)
+                keep(partial(_update_item, serving_key=serving_key, benchmark=benchmark,
+                             record=record))
+            keep(partial(_add_item, run_id=run_id, model=model, benchmark=benchmark,
+                         serving_key=serving_key, record=record, reused=True))
     to_send = [r for r in requests if r.item_id not in stored]
     line = ProgressLine(f"{benchmark} {model}", len(to_send), progress)
     if progress is not None and stored:
@@ -133,8 +159,8 @@ def run_accuracy(
     def on_result(request: ApiRequest, completion: Completion) -> None:
         record = score(by_id[request.item_id], request, completion)
         records[request.item_id] = record
-        if store is not None:
-            store.add_item(run_id, model, benchmark, serving_key, record)
+        keep(partial(_add_item, run_id=run_id, model=model, benchmark=benchmark,
+                     serving_key=serving_key, record=record, reused=False))
         line.step()
 
     guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
@@ -150,4 +176,5 @@ def run_accuracy(
         errors=sum(1 for r in ordered if r.error is not None),
         wall_s=time.monotonic() - started,
         requests=requests,
+        store_error=store_error[0] if store_error else None,
     )

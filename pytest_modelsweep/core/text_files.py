@@ -1,0 +1,30 @@
+"""Reading a data file as UTF-8 text: a file that is not says so in one line, naming its line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import DataError
+
+__all__ = ["read_utf8_text"]
+
+
+def read_utf8_text(path: Path, kind: str, fix: str) -> str:
+    """The text of ``path``, a ``kind`` file (``GSM8K``, ``BFCL``...).
+
+    A file that cannot be read raises :class:`DataError` with the OS's reason and ``fix``;
+    one that is not UTF-8 names the line and column of its first bad byte (a file saved
+    as Latin-1 or UTF-16 is refused there, not sent half decoded).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read {kind} file ({exc.strerror}); {fix}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DataError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); "
+            f"{kind} files are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)") from None

@@ -1,0 +1,46 @@
+"""pytest's own outputs of a modelsweep run (terminal, junit, pytest-html) carry no secret.
+
+Every one of them is written from the test reports: the failure's representation
+(traceback entries, ``-l``'s locals, the crash line, chained exceptions) and the captured
+output sections. :func:`redact_report` applies :func:`~pytest_modelsweep.core.secrets.redact`
+to each text of a report before any reporter reads it (in ``pytest_runtest_makereport``,
+so on an xdist worker before the report travels), and leaves its structure as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from ..core.secrets import redact
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every text redacted: strings, and the strings inside lists, tuples and
+    pytest's representation dataclasses (changed in place)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        value[:] = [_redacted(v) for v in value]
+        return value
+    if isinstance(value, tuple):
+        return tuple(_redacted(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            old = getattr(value, field.name)
+            new = _redacted(old)
+            if new is not old:
+                object.__setattr__(value, field.name, new)
+        return value
+    if hasattr(value, "longrepr") and isinstance(value.longrepr, str):  # CollectErrorRepr
+        value.longrepr = redact(value.longrepr)
+    return value
+
+
+def redact_report(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Redact the report's failure representation and captured sections in place."""
+    if report.longrepr is not None:
+        report.longrepr = _redacted(report.longrepr)
+    report.sections = [(title, redact(content)) for title, content in report.sections]
