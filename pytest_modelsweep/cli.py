@@ -145,6 +145,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from .judging.gate import unsound_reason
+    from .judging.pairing import check_alike, measured_in_runs
     from .store.results import SCHEMA
 
     runs: list[dict[str, Any]] = []
@@ -167,6 +168,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 if m.model:
                     endpoints.setdefault(m.model, m.provenance)
             measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
+    check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
         shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
         raise ModelsweepError(

@@ -213,6 +213,7 @@ def evaluate(
         from ..api.evaluation import (
             first_duplicate,
             request_for,
+            sampling_params,
             scored_record,
             summarise_items,
         )
@@ -256,7 +257,8 @@ def evaluate(
                                  wall_s=accuracy_run.wall_s)
         recorded_params = {**(params or {}), "prompting": model_spec.prompting,
                            "limit": limit and len(chosen),  # the real count, when limited
-                           "subset": limit is not None}
+                           "subset": limit is not None,
+                           **sampling_params(chosen, model_spec.prompting)}
         record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
