@@ -158,6 +158,7 @@ class RequestSettings:
 
 
 def _value(value: Any) -> str:
+    """A setting as a refusal shows it: text as it is, anything else as JSON."""
     return value if isinstance(value, str) else _show(value)
 
 
@@ -169,10 +170,11 @@ def request_difference(candidate: str, a: RequestSettings, reference: str, b: Re
     names = a.ordered() + [k for k in b.ordered() if k not in a.settings]
     for name in names:
         x, y = a.settings.get(name, NOT_RECORDED), b.settings.get(name, NOT_RECORDED)
-        if _value(x) != _value(y):
+        if _show(x) != _show(y):
             return f"{name} differs ({candidate}: {_value(x)}, {reference}: {_value(y)})"
     shared = [i for i in a.prompts if i in b.prompts]
-    if (a.sampling is None) != (b.sampling is None) and shared:
+    if (a.sampling is None) != (b.sampling is None) and shared and a.model != b.model:
+        # (one model measured twice: its prompt hashes, compared below, cover the sampling)
         side = candidate if a.sampling is None else reference
         return (f"the sampling settings of {side}'s requests (max_tokens, temperature, ...) are "
                 f"{NOT_RECORDED} (measured by an older modelsweep)")
@@ -181,7 +183,7 @@ def request_difference(candidate: str, a: RequestSettings, reference: str, b: Re
             x_item, y_item = a.sampling.get(item_id, {}), b.sampling.get(item_id, {})
             for name in list(x_item) + [k for k in y_item if k not in x_item]:
                 x, y = x_item.get(name, NOT_RECORDED), y_item.get(name, NOT_RECORDED)
-                if _value(x) != _value(y):
+                if _show(x) != _show(y):
                     return (f"item {item_id}'s {name} differs ({candidate}: {_value(x)}, "
                             f"{reference}: {_value(y)})")
     if a.model == b.model:
