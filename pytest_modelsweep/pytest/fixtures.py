@@ -449,8 +449,9 @@ def judge_capacity_ratio(
 
     Returns ``judge()``: it finds both models' capacity measurements under this run's
     SLO and attainment target (this run's, waiting for another xdist worker where
-    needed, else the store's latest), computes candidate ÷ reference capacity with the
-    bracket the two searches allow (no confidence level: each side is one search), asks
+    needed, else the store's latest; one under another SLO, target or step design is
+    refused by name), computes candidate ÷ reference capacity with its 90% interval from
+    both searches' 95% capacity intervals, asks
     the ``pytest_modelsweep_verdict`` hook (``kind="capacity"``, ``margin`` =
     ``--ratio-tolerance``) for the verdict, records it as ``capacity_ratio``, and fails
     the test when the verdict is one of ``--fail-on`` (default: worse). A reference
