@@ -2,13 +2,17 @@
 
 ``test_capacity`` searches the concurrency, up to the server's ``max_num_seqs``, at
 which at least ``--slo-attainment`` (default 90%) of requests meet every ``--slo``
-target: 1, 2, 4, ... until a step misses, then bisection down to adjacent
-concurrencies. Each step is one timed window of the throughput workload (short
-unique prompts, 256 tokens each, checked against the server's counters), with its
-contention recorded and a progress line. One measurement: the capacity, the
+target. It navigates with one timed window a concurrency (1, 2, 4, ... until a window
+falls below the target, then bisection to adjacent concurrencies), then decides the
+boundary: each concurrency there takes more windows until the exact interval of its
+pooled attainment (corrected for how alike a window's requests are) lies above or below
+the target. The capacity is the highest concurrency that surely passed, with its 95%
+interval up to the lowest that surely missed. Each window is one of the throughput
+workload (short unique prompts, 256 tokens each, checked against the server's counters),
+with its contention recorded and a progress line. One measurement: the capacity, the
 figures at it (output tokens/s, goodput, $/1M output tokens when priced) and every
-step. ``test_capacity_ratio`` compares a candidate's capacity with the reference's
-through the two searches' brackets. Without ``--slo`` both skip.
+window. ``test_capacity_ratio`` compares a candidate's capacity with the reference's
+through both intervals. Without ``--slo`` both skip.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ def test_capacity(
     result = measure_capacity(endpoint, bench_settings, slo, max_concurrency, source,
                               record_measurement, progress)
     line = (f"capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "
-            f"attainment): {result.capacity} concurrent requests, bracket "
-            f"{CapacityBracket(result.last_pass, result.last_pass, result.first_fail).text()}, "
-            f"{len(result.steps)} steps")
+            f"attainment): {result.capacity} concurrent requests "
+            f"({result.policy.interval_confidence:.0%} interval {result.interval_text()}, "
+            f"bracket {CapacityBracket(result.last_pass, result.last_pass, result.first_fail).text()}"
+            f"), {len(result.steps)} windows")
     progress(line if result.reason is None else f"{line}; {result.reason}")
 
 

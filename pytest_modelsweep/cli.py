@@ -163,6 +163,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     from .core.outputs import check_output_file
     from .judging.gate import setting_of, unsound_reason
+    from .judging.pairing import check_alike, measured_in_runs
     from .store.results import SCHEMA
 
     check_output_file(args.output, "-o")
@@ -212,6 +213,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 if m.model:
                     endpoints.setdefault(m.model, m.provenance)
             measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
+    check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
         shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
         raise ModelsweepError(

@@ -151,7 +151,7 @@ def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) ->
     """The default rules: for accuracy the seed's covers-zero rule, with an optional
     equivalence margin; for a throughput ratio whether its interval lies beyond
     1 ± ``--ratio-tolerance`` (``margin`` carries it); for a capacity ratio the same
-    rule on its search bracket."""
+    rule on its interval."""
     from .core.stats import decide_ratio_verdict, decide_verdict
 
     if kind == "throughput":

@@ -521,7 +521,7 @@ KINDS = ["markdown", "html"]
 # results file's measurements by the rules the page states (docs/decision-page.md).
 
 CAPACITY = "capacity"
-CAPACITY_RATIO = "capacity vs reference [search bracket]"
+CAPACITY_RATIO = "capacity vs reference [interval]"
 COST = "$/1M output tokens"
 RELATIVE_COST = "cost vs reference"
 
@@ -935,7 +935,7 @@ def test_the_slo_and_the_price_are_stated_once_under_the_table(
     given = f"price ${USD_PER_HOUR:g}/h (--usd-per-hour)"
     slo = ("SLO: ttft=80ms; capacity: the most concurrent requests (up to the server's maximum) "
            "at which 90% of requests meet it")
-    bracket = "a search bracket, not a confidence interval"
+    bracket = "with its 90% interval"
     for run, price, capacity in ((real_run, tpu, False), (capacity_run, example, True),
                                  (capacity_only_run, given, True)):
         text = decision_text(run, kind)
@@ -959,7 +959,8 @@ def test_the_capacity_cell_tells_the_goodput_and_attainment_at_the_capacity(
         tip = titles[model]
         assert (f"at c{stats['capacity']}: {100 * stats['slo_attainment']:.0f}% of requests met "
                 f"the SLO ({step['good']}/{step['requests']}), goodput ") in tip, tip
-        assert f"search bracket [{stats['bracket'][0]}, " in tip
+        shown = stats["bracket"][0] if stats["bracket"][1] else f"≥ {stats['bracket'][0]}"
+        assert f"; 95% interval {shown}" in tip and f"(bracket [{stats['bracket'][0]}, " in tip
         # the one noted, a search that reached the maximum, says so first
         assert tip.startswith(f"{model}: meets the SLO at the server's maximum") is (
             stats["bracket"][1] is None)

@@ -60,7 +60,8 @@ def test_unchanged_rerun_passes_and_worse_rerun_fails(
     assert same.ret == pytest.ExitCode.OK
     same.stdout.fnmatch_lines(["*modelsweep baseline main: no regression*"])
 
-    monkeypatch.setenv("MAX_TOKENS", "16")  # the deliberately worse configuration
+    # worse answers to the same requests (another MAX_TOKENS would be another setting, not
+    # comparable: test_like_with_like.py)
     worse = run(pytester, monkeypatch, 70, "80,81,79", "--baseline", "main")
     worse.assert_outcomes(passed=2)  # every test passed; the gate fails the session
     assert worse.ret == pytest.ExitCode.TESTS_FAILED

@@ -173,7 +173,9 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
         assert (mine["value"], mine["n"], mine["unit"]) == (25 / 30, 30, "accuracy")
         assert (mine["stats"]["sent"], mine["stats"]["reused"]) == (sent, reused)
         assert (mine["stats"]["correct"], mine["stats"]["failed"]) == (25, 0)
-        assert mine["params"] == {"prompting": "chat", "limit": None, "subset": False}
+        # what every item was sampled with (stop sequences are the prompt format's, not here)
+        assert mine["params"] == {"prompting": "chat", "limit": None, "subset": False,
+                                  "sampling": {"max_tokens": 8, "temperature": 0.0}}
         assert mine["provenance"]["served_name"] == "cand-served"
         assert found[("ref", "my_eval")]["value"] == 25 / 30
         verdict = found[("cand", "verdict:my_eval")]

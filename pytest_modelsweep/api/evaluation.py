@@ -216,6 +216,37 @@ def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
     return ApiRequest(item.id, "/v1/completions", {"prompt": prompt, **settings})
 
 
+PROMPT_FIELDS = ("messages", "prompt", "tools", "stop")
+"""What a request's prompt is made of, in the model's own prompt format (a completion
+model's transcript ends at stop sequences a chat model does not need): the rest of the
+request is what it is sampled with, the same for every model."""
+
+
+def sampling_params(items: Sequence[EvalItem], prompting: Prompting) -> dict[str, Any]:
+    """The measurement parameters that record what each item's request was sampled with
+    (max_tokens, temperature, seed, any other field but the prompt's): ``sampling``, the
+    settings every item shares, and ``sampling_by_item`` (only when some differ), each
+    item's others. A comparison checks them item by item (judging's ``RequestSettings``)."""
+    requests = {}
+    for item in items:
+        payload = request_for(item, prompting).payload
+        requests[item.id] = {k: v for k, v in payload.items() if k not in PROMPT_FIELDS}
+
+    def same(a: Any, b: Any) -> bool:
+        return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True,
+                                                                        default=str)
+
+    listed = list(requests.values())
+    shared = {k: v for k, v in listed[0].items()
+              if all(k in r and same(r[k], v) for r in listed)} if listed else {}
+    params: dict[str, Any] = {"sampling": shared}
+    rest = {item_id: {k: v for k, v in r.items() if k not in shared}
+            for item_id, r in requests.items()}
+    if any(rest.values()):
+        params["sampling_by_item"] = rest
+    return params
+
+
 def _scorer_name(scorer: Callable[..., Any]) -> str:
     return str(getattr(scorer, "__qualname__", None) or getattr(scorer, "__name__", None)
                or repr(scorer))

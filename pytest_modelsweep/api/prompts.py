@@ -10,6 +10,7 @@ counters, contention, cost and goodput). Pure: no pytest, no HTTP.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,17 @@ def checked_prompts(benchmark: str, prompts: Sequence[str]) -> list[str]:
             raise DataError(f"{benchmark}: prompt {index} must be a non-empty string, "
                             f"got {prompt!r}"[:200])
     return listed
+
+
+def prompts_digest(prompts: Sequence[str]) -> str:
+    """A stable short hash of a list of prompts (sha256 of each prompt's UTF-8 bytes with its
+    length, in order, 16 hex digits as an item's ``prompt_hash``): which prompts a throughput
+    measurement sent, recorded as its ``prompts_hash``."""
+    digest = hashlib.sha256()
+    for prompt in prompts:
+        encoded = prompt.encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "big") + encoded)
+    return digest.hexdigest()[:16]
 
 
 class MeasureThroughput(Protocol):

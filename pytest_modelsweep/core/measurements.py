@@ -146,6 +146,12 @@ def _floats(value: Any) -> tuple[float, ...]:
     return tuple(n for n in numbers if n is not None) if None not in numbers else ()
 
 
+def _ints(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(n for n in (_int(v) for v in value) if n is not None)
+
+
 def _strs(value: Any) -> tuple[str, ...]:
     return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
@@ -522,9 +528,44 @@ class StepWindow:
 
 
 @dataclass(frozen=True)
+class StepDecision:
+    """What a capacity step's windows so far decide: the pooled attainment of its
+    ``windows`` (``good`` of ``requests``) with its exact interval at ``confidence`` (of the
+    effective counts, by the ``design_effect`` the windows show) and the ``outcome``:
+    ``pass``, ``miss``, ``inconclusive``, or ``undecided`` (too few windows yet)."""
+
+    windows: int
+    good: int
+    requests: int
+    low: float
+    high: float
+    confidence: float
+    design_effect: float
+    outcome: str
+
+    def written(self) -> dict[str, Any]:
+        return {"window": self.windows, "outcome": self.outcome, "step_good": self.good,
+                "step_requests": self.requests, "attainment_interval": [self.low, self.high],
+                "interval_confidence": self.confidence, "design_effect": self.design_effect}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> StepDecision | None:
+        interval = _pair(data.get("attainment_interval"))
+        outcome = _str(data.get("outcome"))
+        if interval is None or outcome is None:
+            return None
+        return cls(_int(data.get("window")) or 1, _int(data.get("step_good")) or 0,
+                   _int(data.get("step_requests")) or 0, interval[0], interval[1],
+                   _float(data.get("interval_confidence")) or 0.0,
+                   _float(data.get("design_effect")) or 1.0, outcome)
+
+
+@dataclass(frozen=True)
 class CapacityStep(Record):
-    """One step of the search: a timed window at one concurrency, and whether it passed
-    (``recorded``: the window's figures, once the step is recorded)."""
+    """One timed window of the search at one concurrency, and what its step's windows so far
+    decided (``decision``; ``passed``: the step surely passes). ``recorded``: the window's
+    figures, once the step is recorded. A record of an older search (one window a step,
+    no decision) has ``decision`` None and ``passed`` from that window alone."""
 
     concurrency: int
     slo_attainment: float | None
@@ -537,6 +578,7 @@ class CapacityStep(Record):
     passed: bool
     violations: tuple[str, ...] = ()
     recorded: StepWindow | None = None
+    decision: StepDecision | None = None
 
     @classmethod
     def of(cls, concurrency: int, goodput: Goodput, window: Window, target: float) -> CapacityStep:
@@ -560,6 +602,8 @@ class CapacityStep(Record):
                 "good": self.good, "requests": self.requests, "goodput_rps": self.goodput_rps,
                 "output_tokens_per_s": self.output_tokens_per_s, "duration_s": self.duration_s,
                 "passed": self.passed, "violations": list(self.violations)}
+        if self.decision is not None:
+            data.update(self.decision.written())
         if self.recorded is not None:
             data.update(self.recorded.written())
         return data
@@ -573,17 +617,22 @@ class CapacityStep(Record):
             output_tokens_per_s=_float(data.get("output_tokens_per_s")) or 0.0,
             duration_s=_float(data.get("duration_s")) or 0.0,
             passed=_bool(data.get("passed")) or False, violations=_strs(data.get("violations")),
-            recorded=StepWindow.read(data),
+            recorded=StepWindow.read(data), decision=StepDecision.read(data),
         )
 
 
 @dataclass(frozen=True)
 class CapacityBracket:
-    """One model's capacity and search bracket, as a comparison reads them back."""
+    """One model's capacity and search bracket, as a comparison reads them back: the highest
+    concurrency that surely passed and the lowest that surely missed above it (None: none
+    did). The capacity lies in ``[last_pass, first_fail - 1]`` (where the SLO curve crosses
+    the target: in ``[last_pass, first_fail)``) at ``confidence`` (None: a record of an older
+    search, one window a step, whose bracket has no confidence level)."""
 
     capacity: int
     last_pass: int
     first_fail: int | None
+    confidence: float | None = None
 
     def as_list(self) -> list[int | None]:
         return [self.last_pass, self.first_fail]
@@ -591,6 +640,13 @@ class CapacityBracket:
     def text(self) -> str:
         """E.g. ``[3, 4]``; ``[16, open]`` when the maximum passed."""
         return f"[{self.last_pass}, {'open' if self.first_fail is None else self.first_fail}]"
+
+    def interval_text(self) -> str:
+        """The capacity interval: ``5``, ``4–7`` or ``≥ 16``."""
+        if self.first_fail is None:
+            return f"≥ {self.last_pass}"
+        high = self.first_fail - 1
+        return str(high) if high == self.last_pass else f"{self.last_pass}–{high}"
 
 
 @dataclass(frozen=True)
@@ -610,6 +666,9 @@ class CapacityRatio:
     high: float
     candidate: CapacityBracket
     reference: CapacityBracket
+    confidence: float | None = None
+    """The interval's level (both sides' capacity intervals, Bonferroni); None for a bracket
+    of older one-window searches."""
 
     @property
     def degenerate(self) -> bool:
@@ -617,12 +676,15 @@ class CapacityRatio:
 
     def as_dict(self) -> dict[str, Any]:
         high = None if math.isinf(self.high) else self.high
-        return {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
+        data = {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
                 "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
                 "candidate_capacity": self.candidate.capacity,
                 "reference_capacity": self.reference.capacity,
                 "candidate_bracket": self.candidate.as_list(),
                 "reference_bracket": self.reference.as_list()}
+        if self.confidence is not None:
+            data["confidence"] = self.confidence
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CapacityRatio | None:
@@ -638,7 +700,8 @@ class CapacityRatio:
             sides.append(CapacityBracket(capacity, bracket[0], bracket[1]))
         if ratio is None or low is None:
             return None
-        return cls(ratio, low, math.inf if high is None else high, sides[0], sides[1])
+        return cls(ratio, low, math.inf if high is None else high, sides[0], sides[1],
+                   _float(data.get("confidence")))
 
 
 @dataclass(frozen=True)
@@ -669,6 +732,11 @@ class CapacityStats(Record):
     pricing: Pricing | None = None
     reason: str | None = None
     error: str | None = None
+    confidence: float | None = None
+    """The level of the capacity interval: the capacity lies in ``[bracket[0], bracket[1] -
+    1]`` at it. None: an older search, one window a step, with no level."""
+    inconclusive: tuple[int, ...] = ()
+    """Concurrencies whose step stayed inconclusive after its most windows."""
 
     def written(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -677,6 +745,8 @@ class CapacityStats(Record):
             "max_concurrency_source": self.max_concurrency_source,
             "contended": self.contended, "contended_windows": self.contended_windows,
         }
+        if self.confidence is not None:
+            data.update(confidence=self.confidence, inconclusive=list(self.inconclusive))
         at = self.at_capacity
         if at is not None:
             data.update(output_tokens_per_s=at.output_tokens_per_s, goodput_rps=at.goodput_rps,
@@ -707,7 +777,8 @@ class CapacityStats(Record):
             contended=_bool(data.get("contended")) or False,
             contended_windows=_int(data.get("contended_windows")) or 0, at_capacity=at,
             pricing=_pricing(data.get("pricing")), reason=_str(data.get("reason")),
-            error=_str(data.get("error")),
+            error=_str(data.get("error")), confidence=_float(data.get("confidence")),
+            inconclusive=_ints(data.get("inconclusive")),
         )
 
     @property
@@ -726,7 +797,7 @@ class CapacityStats(Record):
         if last_pass != capacity or not (first_fail is None or first_fail > last_pass):
             raise ValueError(f"a capacity measurement whose bracket {list(bracket)} does not "
                              f"start at its capacity {capacity}")
-        return CapacityBracket(capacity, last_pass, first_fail)
+        return CapacityBracket(capacity, last_pass, first_fail, self.confidence)
 
 
 # --------------------------------------------------------------------------- smoke, screening
@@ -1141,7 +1212,8 @@ __all__ = [
     "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "AccuracyStats", "AccuracyVerdictStats",
     "AtCapacity", "CapacityBracket", "CapacityRatio", "CapacityRatioStats", "CapacityStats",
     "CapacityStep", "Contention", "Interleaved", "InterleavedWindow", "Latency", "Measurement",
-    "OtherStats", "Record", "ScreeningResult", "Shape", "SmokeStats", "Stats", "StepWindow",
+    "OtherStats", "Record", "ScreeningResult", "Shape", "SmokeStats", "Stats", "StepDecision",
+    "StepWindow",
     "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow", "Window", "flags_text",
     "measurements_of", "side_flags", "stats_type",
 ]

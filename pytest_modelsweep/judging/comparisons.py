@@ -30,6 +30,7 @@ from ..core.measurements import Measurement, Stats
 from ..core.records import ItemRecord
 from ..store.database import Store
 from ..store.sweep_run import awaited
+from .pairing import RequestSettings
 
 ComparisonKind = Literal["accuracy", "throughput", "capacity"]
 """What a comparison compares: item scores (accuracy), measured rates (throughput) or
@@ -43,6 +44,14 @@ class ModelItems:
     run_id: str
     items: list[ItemRecord]
     provenance: dict[str, Any]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The parameters of the measurement the items belong to."""
+    benchmark: str = ""
+
+    @property
+    def requests(self) -> RequestSettings:
+        """What the items' requests were sent with."""
+        return RequestSettings.of(self.model, self.benchmark, self.params, self.items)
 
     def scores(self) -> dict[str, float]:
         """Item id → score (1.0 right, 0.0 wrong, or a scorer's partial credit in between);
@@ -72,6 +81,11 @@ class ModelMeasurement:
     def stats(self) -> Stats:
         """The measurement's typed statistics."""
         return self.measurement.stats
+
+    @property
+    def requests(self) -> RequestSettings:
+        """What the measurement's requests were sent with."""
+        return RequestSettings.of_measurement(self.measurement)
 
 
 SideT = TypeVar("SideT")
@@ -306,9 +320,11 @@ class ComparisonFinder:
                 f"it; fix that test's failure and re-run it")
 
     def _items_of(self, run_id: str, model: str, benchmark: str) -> ModelItems:
+        measured = self.store.measurement_of(run_id, model, benchmark) or {}
         return ModelItems(
             model, run_id, self.store.run_items(run_id, model, benchmark),
             self.store.endpoint(run_id, model) or {},
+            Measurement.from_dict(measured).params, benchmark,
         )
 
     def _wait(

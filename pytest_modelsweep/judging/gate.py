@@ -43,7 +43,14 @@ from ..core.stats import (
     sign_test_p_value,
     student_t_cdf,
 )
-from .pairing import PairingError, check_same_items, check_same_serving
+from .pairing import (
+    PairingError,
+    RequestSettings,
+    check_same_items,
+    check_same_requests,
+    check_same_serving,
+    setting_identity,
+)
 
 #: Family-wise error rate, per direction, of the throughput rows of one model: the chance
 #: that an unchanged model has any row flagged regressed (or any flagged improved).
@@ -104,20 +111,25 @@ def noise_reason(measurement: Measurement, where: str) -> tuple[str, str] | None
     return None
 
 
-_VOLATILE_PARAMS = ("worker", "port", "repeat", "repeats", "timed_requests")
-# An accuracy result is compared with the baseline's on the same items; how it was obtained
-# (answer length, prompting, mode) is exactly what a regression test should judge.
-_ACCURACY_KEY_PARAMS = ("limit", "subset", "category")
-
-
 def setting_of(measurement: Measurement) -> str:
-    """The part of a measurement's parameters that must match its baseline's."""
-    params = measurement.params
+    """Which setting a measurement is (:func:`~.pairing.setting_identity`): the key its
+    baseline is found by. Request settings are not part of it: a measurement whose requests
+    were sent otherwise than its baseline's is *not comparable*, never a new setting."""
+    return json.dumps(setting_identity(measurement), sort_keys=True, default=str)
+
+
+_SHOWN_ACCURACY_PARAMS = ("limit", "subset")
+"""Shown in an accuracy row's setting beside its identity: how many items it holds."""
+
+
+def shown_setting_of(measurement: Measurement) -> str:
+    """A row's setting as the table shows it, e.g. ``concurrency=4`` or ``limit=200``."""
+    shown = setting_identity(measurement)
     if _kind(measurement) is Kind.ACCURACY:
-        kept = {k: v for k, v in params.items() if k in _ACCURACY_KEY_PARAMS}
-    else:
-        kept = {k: v for k, v in params.items() if k not in _VOLATILE_PARAMS}
-    return json.dumps(kept, sort_keys=True, default=str)
+        shown = {**{k: v for k, v in measurement.params.items() if k in _SHOWN_ACCURACY_PARAMS},
+                 **shown}
+    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())
+                     if v is not None and k not in ("metric",))
 
 
 def _kind(measurement: Measurement) -> Kind | None:
@@ -184,8 +196,7 @@ def compare_with_baseline(
             continue
         kinds[(m.model, benchmark)] = kind.value
         key = _key(m)
-        shown_setting = ", ".join(f"{k}={v}" for k, v in json.loads(key[2]).items()
-                                  if v is not None and k not in ("metric",))
+        shown_setting = shown_setting_of(m)
         runs = history.get(key)
         if not runs:
             rows.append(GateRow(key[0], benchmark, shown_setting, float("nan"), m.value,
@@ -210,6 +221,8 @@ def compare_with_baseline(
         try:
             check_same_serving(f"{key[0]} now", m.provenance,
                                f"{key[0]} in the baseline", old.provenance)
+            check_same_requests(f"{key[0]} now", RequestSettings.of_measurement(m),
+                                f"{key[0]} in the baseline", RequestSettings.of_measurement(old))
             rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
         except (PairingError, ValueError) as error:
             rows.append(GateRow(key[0], benchmark, shown_setting, old.value, m.value,
@@ -299,6 +312,8 @@ def _throughput_row(
         try:
             check_same_serving(f"{key[0]} now", m.provenance,
                                f"{key[0]} in the baseline", old.provenance)
+            check_same_requests(f"{key[0]} now", RequestSettings.of_measurement(m),
+                                f"{key[0]} in the baseline", RequestSettings.of_measurement(old))
         except PairingError as error:
             refusals.append(("not comparable", str(error)))
             continue

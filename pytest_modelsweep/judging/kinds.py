@@ -8,7 +8,7 @@
   interval over the repeats (measured back to back, found in this run or the store) or
   over pairs of windows (measured interleaved), recorded as ``throughput_ratio``;
 * :class:`CapacityComparison` — both models' capacity under this run's SLO: the ratio with
-  the bracket the two searches allow, recorded as ``capacity_ratio``.
+  the interval both searches' capacity intervals give, recorded as ``capacity_ratio``.
 
 Each finds its sides through a :class:`~.comparisons.ComparisonFinder`, given the tests of
 this run that record a side (``expected_tests``). Pure: no pytest.
@@ -45,7 +45,7 @@ from ..core.stats import (
     Verdict,
     VerdictRecord,
 )
-from ..workloads.capacity import NEEDS_SLO, RULE_BRACKET, bracket_text, capacity_ratio
+from ..workloads.capacity import NEEDS_SLO, RULE_INTERVAL, capacity_ratio, interval_text
 from .comparisons import (
     ComparisonFinder,
     ComparisonKind,
@@ -58,6 +58,7 @@ from .comparisons import (
     failed_items_reason,
 )
 from .judge import Judged
+from .pairing import RequestSettings, unlike_requests
 from .verdicts import holm_adjusted_interval, paired_interval, throughput_ratio_interval
 
 ExpectedTests = Callable[[str, str, "Mapping[str, Any] | None"], list[str]]
@@ -135,7 +136,9 @@ class AccuracyComparison:
 
     def refuse(self, sides: AccuracySides) -> str | None:
         for items in [sides.candidate, *(sides.others or {}).values()]:
-            refused = failed_items_reason(items, sides.reference, self.metric)
+            refused = (failed_items_reason(items, sides.reference, self.metric)
+                       or unlike_requests(items.model, items.requests, self.reference,
+                                          sides.reference.requests))
             if refused is not None:
                 return refused
         return None
@@ -223,7 +226,12 @@ class ThroughputComparison:
         return Found((candidate, reference))
 
     def refuse(self, sides: ThroughputSides) -> str | None:
-        return None  # throughput_ratio_interval refuses unlike serving and unusable rates
+        # throughput_ratio_interval refuses unlike serving and unusable rates
+        if isinstance(sides, InterleavedSides):
+            return None  # both measured here, in pairs, with this run's settings
+        candidate, reference = sides
+        return unlike_requests(self.candidate, candidate.requests, self.reference,
+                               reference.requests)
 
     def interval(self, sides: ThroughputSides) -> RatioInterval:
         if isinstance(sides, InterleavedSides):
@@ -298,6 +306,9 @@ class CapacityComparison:
             side = self.finder.measurement(model, self.metric, self.setting,
                                            expected_tests=self.expected_tests(model, self.metric,
                                                                               None))
+            if isinstance(side, Missing):  # one under another SLO or target: refused by name
+                other = self.finder.measurement(model, self.metric, {}, expected_tests=[])
+                side = other if isinstance(other, Found) else side
             if not isinstance(side, Found):
                 return side
             found.append(side.side)
@@ -319,6 +330,19 @@ class CapacityComparison:
         return brackets[0], brackets[1]
 
     def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+        unlike = unlike_requests(self.candidate, sides[0].requests, self.reference,
+                                 sides[1].requests)
+        if unlike is not None:
+            return unlike
+        for side in sides:  # both alike, but found under another SLO than this run's
+            asked = RequestSettings.of("this run", self.metric, self.setting)
+            found = RequestSettings.of(side.model, self.metric, {
+                k: v for k, v in side.measurement.params.items() if k in self.setting})
+            other = unlike_requests(side.model, found, "this run", asked)
+            if other is not None:
+                return (f"{other.removesuffix('measure both with the same request settings')}"
+                        f"re-run {side.model}'s capacity test (run {side.run_id}) under this "
+                        "run's --slo and --slo-attainment")
         brackets = self.brackets(sides)
         if isinstance(brackets, str):
             return brackets
@@ -341,18 +365,22 @@ class CapacityComparison:
         tolerance = self.margin
         stats = CapacityRatioStats(
             self.candidate, self.reference, self.metric, verdict, interval, tolerance,
-            RULE_BRACKET, self.attainment_target,
+            RULE_INTERVAL, self.attainment_target,
             candidate.measurement.params.get("max_concurrency"),
             reference.measurement.params.get("max_concurrency"),
             candidate.run_id, reference.run_id, _flags(candidate), _flags(reference))
-        shown = ("no bracket: both searches reached their server's maximum concurrency"
-                 if interval.degenerate else f"{bracket_text(interval)}, not a confidence interval")
+        shown = ("no interval: both searches reached their server's maximum concurrency"
+                 if interval.degenerate else interval_text(interval))
+        both = (f"capacity intervals {interval.candidate.interval_text()} and "
+                f"{interval.reference.interval_text()} at "
+                f"{100 * (interval.candidate.confidence or 0):.4g}% each"
+                if interval.confidence is not None else
+                f"capacity brackets {interval.candidate.text()} and "
+                f"{interval.reference.text()} of one-window steps")
         summary = (f"{self.candidate} ÷ {self.reference}, capacity under {self.slo} "
                    f"({self.attainment_target:.0%} attainment): {interval.candidate.capacity} ÷ "
                    f"{interval.reference.capacity} = {interval.ratio:.2f}x, {verdict.value} "
-                   f"({shown}; capacity brackets {interval.candidate.text()} and "
-                   f"{interval.reference.text()}, tolerance ±{tolerance:.0%}"
-                   f"{stats.flags_text()})")
+                   f"({shown}; {both}, tolerance ±{tolerance:.0%}{stats.flags_text()})")
         return Judged(
             verdict, CAPACITY_RATIO_BENCHMARK, interval.ratio, "x reference",
             candidate.measurement.n, stats, summary,

@@ -213,6 +213,7 @@ def evaluate(
         from ..api.evaluation import (
             first_duplicate,
             request_for,
+            sampling_params,
             scored_record,
             summarise_items,
         )
@@ -256,7 +257,8 @@ def evaluate(
                                  wall_s=accuracy_run.wall_s)
         recorded_params = {**(params or {}), "prompting": model_spec.prompting,
                            "limit": limit and len(chosen),  # the real count, when limited
-                           "subset": limit is not None}
+                           "subset": limit is not None,
+                           **sampling_params(chosen, model_spec.prompting)}
         record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
@@ -452,8 +454,9 @@ def judge_capacity_ratio(
 
     Returns ``judge()``: it finds both models' capacity measurements under this run's
     SLO and attainment target (this run's, waiting for another xdist worker where
-    needed, else the store's latest), computes candidate ÷ reference capacity with the
-    bracket the two searches allow (no confidence level: each side is one search), asks
+    needed, else the store's latest; one under another SLO, target or step design is
+    refused by name), computes candidate ÷ reference capacity with its 90% interval from
+    both searches' 95% capacity intervals, asks
     the ``pytest_modelsweep_verdict`` hook (``kind="capacity"``, ``margin`` =
     ``--ratio-tolerance``) for the verdict, records it as ``capacity_ratio``, and fails
     the test when the verdict is one of ``--fail-on`` (default: worse). A reference

@@ -49,13 +49,15 @@ def pytest_modelsweep_verdict(
       1 - margin, *better* when low > 1 + margin, *matches* when it covers 1,
       *equivalent* inside 1 ± margin, else *inconclusive*; *inconclusive* when a side
       has a single repeat. A verdict in ``--fail-on`` fails the test.
-    * ``"capacity"`` (``metric`` is ``capacity``): ``interval`` is the search
-      bracket of candidate ÷ reference capacity under ``--slo``
+    * ``"capacity"`` (``metric`` is ``capacity``): ``interval`` is the 90% interval
+      of candidate ÷ reference capacity under ``--slo`` from both searches' 95%
+      capacity intervals
       (:class:`~pytest_modelsweep.core.measurements.CapacityRatio`: ratio, low,
-      high — infinite when open above —, ``degenerate``), with no confidence level;
+      high — infinite when open above —, ``confidence``, ``degenerate``);
       ``margin`` is ``--ratio-tolerance``. The default rule is the throughput
-      rule on the bracket; *inconclusive* when both searches reached their
-      server's maximum.
+      rule on the interval; *inconclusive* when both searches reached their
+      server's maximum, or for a bracket of older one-window searches
+      (``confidence`` None).
 
     Return a :class:`~pytest_modelsweep.core.stats.Verdict`, or None to leave the
     decision to the next implementation (the default rule runs last); the

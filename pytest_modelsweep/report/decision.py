@@ -2,8 +2,8 @@
 
 Built from a run's measurement records and failed tests: per accuracy benchmark with
 verdicts the verdict and the paired difference with its interval; the c16 throughput ratio;
-capacity under the SLO and its ratio to the reference's with the search bracket (not a
-confidence interval); $/1M output tokens at that capacity (else at c16) and relative to the
+capacity under the SLO and its ratio to the reference's with its 90% interval; $/1M output
+tokens at that capacity (else at c16) and relative to the
 reference's when both are priced on the same basis at the same price; licence and memory
 headroom when screened; flags. A cell shows a figure only when the measurement behind it
 succeeded; otherwise it says ``not measured``, ``no price`` or ``cannot conclude`` and points
@@ -278,9 +278,13 @@ class _Capacity:
         figures += [said] if said else []
         if at is not None and finite(at.output_tokens_per_s) is not None:
             figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
-        bracket = CapacityBracket(self.value, *stats.bracket).text() if stats.bracket else NA
-        tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + (
-            f"search bracket {bracket}")
+        searched = CapacityBracket(self.value, *stats.bracket, stats.confidence) \
+            if stats.bracket else None
+        bracket = NA if searched is None else (
+            f"search bracket {searched.text()}" if searched.confidence is None else
+            f"{100 * searched.confidence:.4g}% interval {searched.interval_text()} (bracket "
+            f"{searched.text()})")
+        tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + bracket
         if self.at_maximum:
             return Cell(f"≥{self.value} (the server's maximum{'; ' + said if said else ''})",
                         detail=f"{model}: {reason}" if reason else "", tip=tip)
@@ -799,9 +803,9 @@ class _Page:
                         "requests meet it, with the goodput there (requests per second that met "
                         "it)")),
             (capacity and any(m.benchmark == CAPACITY_RATIO for m in self.measurements),
-             ("capacity vs reference: candidate ÷ reference capacity with the bracket the two "
-              "searches allow (last pass ÷ first miss, and first miss ÷ last pass): a search "
-              "bracket, not a confidence interval")),
+             ("capacity vs reference: candidate ÷ reference capacity with its 90% interval "
+              "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
+              "capacity intervals); older one-window searches give a bracket with no level")),
             ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
                                f"capacity under the SLO, else at {C16}; price "
                                + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
@@ -852,8 +856,8 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
     columns += [Column(c16, "ratio [95% interval]", f"{C16} ratio [95% interval]"),
                 Column(c16, "verdict", f"{C16} verdict", verdict=True),
                 Column(capacity, "concurrency", "capacity"),
-                Column(capacity, "vs reference [search bracket]",
-                       "capacity vs reference [search bracket]"),
+                Column(capacity, "vs reference [interval]",
+                       "capacity vs reference [interval]"),
                 Column(capacity, "verdict", "capacity verdict", verdict=True),
                 Column("cost", "$/1M output tokens", "$/1M output tokens"),
                 Column("cost", "vs reference", "cost vs reference")]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..core.cost import usd_per_million_output_tokens
@@ -46,11 +46,13 @@ from ..core.measurements import (
     CapacityStats,
     CapacityStep,
     Contention,
+    StepDecision,
     StepWindow,
     Window,
 )
 from ..core.slo import Goodput, Slo, window_goodput
 from ..core.stats import Verdict
+from .attainment import StepOutcome, min_requests_to_pass, windows_attainment
 
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
@@ -64,8 +66,26 @@ SERVER_LIMIT_KEYS = ("max_num_seqs", "total_slots")
 NEEDS_SLO = "capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms"
 """Why capacity tests skip in a run without ``--slo``."""
 
-RULE_BRACKET = "capacity-bracket-beyond-tolerance"
+RULE_INTERVAL = "capacity-interval-beyond-tolerance"
 """The rule of :func:`decide_capacity_verdict`, as recorded with the verdict."""
+
+STEP_CONFIDENCE = 0.975
+"""Two-sided level of each step's attainment interval: one look at a step wrongly passes (or
+wrongly misses) at most 1.25% of the time."""
+
+INTERVAL_CONFIDENCE = 2 * STEP_CONFIDENCE - 1
+"""The level of a capacity interval [last pass, first miss): each end rests on one step's
+decision, taken over up to its most windows (several looks), allowed 1 - STEP_CONFIDENCE
+each: 95%. A ratio of two capacities is at 90% (Bonferroni).
+benches/perf/capacity_aa_simulation.py measures both and the A/A verdicts."""
+
+MIN_WINDOWS = 2
+"""Windows a step takes before it is decided: the spread between them measures how alike
+a window's requests are (the design effect)."""
+
+MAX_WINDOWS = 4
+"""Windows after which an undecided step is inconclusive (more where windows are too small
+to pass in fewer)."""
 
 
 WindowT = TypeVar("WindowT", bound=Window)
@@ -85,14 +105,49 @@ def server_max_concurrency(server_settings: Mapping[str, Any], configured: int) 
 
 
 @dataclass(frozen=True)
-class CapacityResult(Generic[WindowT]):
-    """What a search found: the steps in the order tried, and the bracket they give.
+class StepPolicy:
+    """How a step of the search is decided: from its windows' pooled attainment, with the
+    exact interval at ``confidence`` (two-sided; :func:`~.attainment.windows_attainment`),
+    once it has ``min_windows`` windows; an undecided step gets another window until it
+    has ``max_windows`` (or, where windows are small, as many as a pass needs plus one),
+    then stays inconclusive."""
 
-    ``last_pass`` is the highest concurrency that passed (0: none did) and
-    ``first_fail`` the lowest that missed above it (None: the maximum passed).
-    ``error`` says why the search stopped at a broken window; then no capacity
-    is concluded (:attr:`capacity` and :attr:`bracket` are None) and ``last_pass``
-    is only what the clean windows before it showed.
+    confidence: float = STEP_CONFIDENCE
+    min_windows: int = MIN_WINDOWS
+    max_windows: int = MAX_WINDOWS
+
+    def windows_at(self, requests_per_window: int, target: float) -> int:
+        """The most windows a step of ``requests_per_window`` requests takes."""
+        if target >= 1.0:
+            return self.max_windows
+        needed = min_requests_to_pass(target, self.confidence)
+        return max(self.max_windows, self.min_windows,
+                   math.ceil(needed / max(requests_per_window, 1)) + 1)
+
+    @property
+    def interval_confidence(self) -> float:
+        """The level of the capacity interval its decisions give (:data:`INTERVAL_CONFIDENCE`
+        for the default)."""
+        return 2 * self.confidence - 1
+
+    def as_params(self) -> dict[str, Any]:
+        """As the measurement's parameters record it (a comparison checks them alike)."""
+        return {"step_confidence": self.confidence, "min_windows": self.min_windows,
+                "max_windows": self.max_windows}
+
+
+@dataclass(frozen=True)
+class CapacityResult(Generic[WindowT]):
+    """What a search found: every window in the order measured, and the interval the
+    decided steps give.
+
+    ``last_pass`` is the highest concurrency whose step surely passed (0: none did) and
+    ``first_fail`` the lowest surely missing above it (None: none did): the capacity lies
+    in ``[last_pass, first_fail - 1]`` at the steps' confidence (open above with None).
+    ``inconclusive`` lists the concurrencies whose step stayed undecided. ``error`` says
+    why the search stopped at a broken window; then no capacity is concluded
+    (:attr:`capacity` and :attr:`bracket` are None) and ``last_pass`` is only what the
+    clean windows before it showed.
     """
 
     target: float
@@ -102,39 +157,67 @@ class CapacityResult(Generic[WindowT]):
     last_pass: int
     first_fail: int | None
     error: str | None = None
+    policy: StepPolicy = field(default_factory=StepPolicy)
+    inconclusive: tuple[int, ...] = ()
 
     @property
     def capacity(self) -> int | None:
-        """The highest concurrency that met the SLO; None when the search broke off."""
+        """The highest concurrency that surely met the SLO; None when the search broke off."""
         return None if self.error is not None else self.last_pass
 
     @property
     def bracket(self) -> tuple[int, int | None] | None:
-        """(last passing, first missing or None); None when the search broke off."""
+        """(surely passing, surely missing or None); None when the search broke off."""
         return None if self.error is not None else (self.last_pass, self.first_fail)
 
     @property
     def capacity_step(self) -> CapacityStep | None:
-        """The passing step at the capacity; None when the capacity is 0 or unknown."""
+        """The window that decided the passing step at the capacity; None when the capacity
+        is 0 or unknown."""
         if self.capacity is None or self.capacity == 0:
             return None
-        return next(s for s in self.steps if s.concurrency == self.capacity and s.passed)
+        return next(s for s in reversed(self.steps)
+                    if s.concurrency == self.capacity and s.passed)
 
     @property
     def reason(self) -> str | None:
-        """A line for a result that needs one: capacity 0, the maximum reached, broken off."""
+        """A line for a result that needs one: capacity 0, the maximum reached, an open or
+        wide interval, broken off."""
         if self.error is not None:
             return self.error
+        undecided = ""
+        if self.inconclusive:
+            undecided = (f"; inconclusive at {', '.join(f'c{c}' for c in self.inconclusive)} "
+                         "after their most windows")
         if self.last_pass == 0:
-            first = self.steps[0]
-            return (f"misses the SLO even at concurrency 1: "
-                    f"{_share(first.slo_attainment)} of its requests met it "
-                    f"({first.good}/{first.requests}), {_share(self.target)} needed")
-        if self.first_fail is None:
+            first = self._last_at(self.first_fail or min(s.concurrency for s in self.steps))
+            met = "n/a" if first.decision is None else (
+                f"{_share(first.decision.good / first.decision.requests)} of its requests met "
+                f"it ({first.decision.good}/{first.decision.requests})")
+            sure = "surely misses" if self.first_fail == 1 else "is not shown to meet"
+            return (f"{sure} the SLO even at concurrency 1: {met}, {_share(self.target)} "
+                    f"needed{undecided}")
+        if self.first_fail is None and self.last_pass >= self.max_concurrency:
             return (f"meets the SLO at the server's maximum concurrency {self.max_concurrency}: "
                     f"the capacity is at least {self.max_concurrency}, and the server runs "
                     "no more requests at once")
+        if self.first_fail is None:
+            return (f"no concurrency up to the maximum {self.max_concurrency} surely missed the "
+                    f"SLO: the capacity is at least {self.last_pass}{undecided}")
+        if undecided:
+            return f"the capacity lies in {self.interval_text()}{undecided}"
         return None
+
+    def interval_text(self) -> str:
+        """E.g. ``5``, ``4–7`` or ``≥ 16``."""
+        return CapacityBracket(self.last_pass, self.last_pass, self.first_fail).interval_text()
+
+    def _last_at(self, concurrency: int) -> CapacityStep:
+        return next(s for s in reversed(self.steps) if s.concurrency == concurrency)
+
+
+UNDECIDED = "undecided"
+"""A step's outcome while it has fewer windows than the policy's ``min_windows``."""
 
 
 def find_capacity(
@@ -142,55 +225,140 @@ def find_capacity(
     *,
     max_concurrency: int,
     target: float,
+    policy: StepPolicy = StepPolicy(),
     on_step: Callable[[CapacityStep], None] | None = None,
 ) -> CapacityResult[WindowT]:
     """Search the capacity: ``measure(c)`` runs one timed window with ``c`` in flight and
-    returns its goodput and the window; ``on_step`` sees each step as it is measured."""
+    returns its goodput and the window; ``on_step`` sees each window as it is measured.
+
+    First it *navigates* with one window a concurrency, read by its share alone (1, 2, 4,
+    ... capped at the maximum until a window falls below the target, then bisection to
+    adjacent concurrencies), then it *decides* the boundary: the concurrencies that looked
+    passing, highest first, each taking windows until its step surely passes (the capacity's
+    low end) or surely misses; then those that looked missing, lowest first, until one
+    surely misses (its high end). Every decision pools all windows measured at that
+    concurrency (:class:`StepPolicy`); a step still undecided after its most windows is
+    inconclusive and the walk goes on to the next one.
+    """
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) \
             or max_concurrency < 1:
         raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
     if not 0.0 < target <= 1.0:
         raise ValueError(f"the attainment target must be a share in (0, 1], got {target!r}")
+    if policy.min_windows < 1 or policy.max_windows < policy.min_windows:
+        raise ValueError(f"a step policy needs 1 <= min_windows <= max_windows, got {policy}")
     steps: list[CapacityStep] = []
     windows: list[WindowT] = []
+    pooled: dict[int, list[tuple[int, int]]] = {}
 
-    def step(concurrency: int) -> CapacityStep:
-        goodput, window = measure(concurrency)
-        measured = CapacityStep.of(concurrency, goodput, window, target)
+    def window(concurrency: int) -> CapacityStep:
+        goodput, measured_window = measure(concurrency)
+        measured = CapacityStep.of(concurrency, goodput, measured_window, target)
+        if not measured.broken:
+            at = pooled.setdefault(concurrency, [])
+            at.append((goodput.good, goodput.requests))
+            interval = windows_attainment(at, policy.confidence)
+            outcome = (str(interval.decide(target)) if len(at) >= policy.min_windows
+                       else UNDECIDED)
+            measured = replace(measured, passed=outcome == StepOutcome.PASS, decision=StepDecision(
+                len(at), interval.good, interval.requests, interval.low, interval.high,
+                interval.confidence, interval.design_effect, outcome))
+        else:
+            measured = replace(measured, passed=False)
         steps.append(measured)
-        windows.append(window)
+        windows.append(measured_window)
         if on_step is not None:
             on_step(measured)
         return measured
 
-    def result(last_pass: int, first_fail: int | None, error: str | None = None,
-               ) -> CapacityResult[WindowT]:
-        return CapacityResult(target, max_concurrency, tuple(steps), tuple(windows),
-                              last_pass, first_fail, error)
+    def decide(concurrency: int) -> CapacityStep:
+        """Windows at ``concurrency`` until its step is decided or has its most windows."""
+        step = next((s for s in reversed(steps) if s.concurrency == concurrency), None)
+        most = None
+        while True:
+            if step is None:
+                step = window(concurrency)
+            if step.broken or step.decision is None:
+                return step
+            most = most or policy.windows_at(pooled[concurrency][0][1], target)
+            if step.decision.outcome in (StepOutcome.PASS, StepOutcome.MISS) \
+                    or step.decision.windows >= most:
+                return step
+            step = None
 
-    last_pass, first_fail = 0, None
+    def result(last_pass: int, first_fail: int | None, error: str | None = None,
+               inconclusive: Sequence[int] = ()) -> CapacityResult[WindowT]:
+        return CapacityResult(target, max_concurrency, tuple(steps), tuple(windows),
+                              last_pass, first_fail, error, policy, tuple(inconclusive))
+
+    # navigate: one window a concurrency, read by its share
+    looked: dict[int, bool] = {}
+    good_at, bad_at = 0, None
     concurrency = 1
     while True:  # grow: 1, 2, 4, ... capped at the maximum
-        measured = step(concurrency)
+        measured = window(concurrency)
         if measured.broken:
-            return result(last_pass, None, broken_reason(measured))
-        if not measured.passed:
+            return result(good_at, None, broken_reason(measured))
+        looked[concurrency] = _looks_passing(measured, target)
+        if not looked[concurrency]:
+            bad_at = concurrency
+            break
+        good_at = concurrency
+        if concurrency >= max_concurrency:
+            break
+        concurrency = min(2 * concurrency, max_concurrency)
+    while bad_at is not None and bad_at - good_at > 1:  # bisect to adjacent concurrencies
+        concurrency = (good_at + bad_at) // 2
+        measured = window(concurrency)
+        if measured.broken:
+            return result(good_at, bad_at, broken_reason(measured))
+        looked[concurrency] = _looks_passing(measured, target)
+        if looked[concurrency]:
+            good_at = concurrency
+        else:
+            bad_at = concurrency
+
+    # decide the boundary, from the navigated concurrencies outward: first the ones that
+    # looked missing, lowest first (their windows differ the most, and so show best how
+    # alike a window's requests are), then the ones that looked passing, highest first
+    last_pass, first_fail = 0, None
+    inconclusive: list[int] = []
+    for concurrency in sorted(c for c, ok in looked.items() if not ok):
+        decided = decide(concurrency)
+        if decided.broken:
+            return result(good_at, None, broken_reason(decided))
+        outcome = decided.decision.outcome if decided.decision is not None else None
+        if outcome == StepOutcome.MISS:
             first_fail = concurrency
             break
-        last_pass = concurrency
-        if concurrency >= max_concurrency:
-            return result(last_pass, None)
-        concurrency = min(2 * concurrency, max_concurrency)
-    while first_fail - last_pass > 1:  # bisect between the last pass and the first miss
-        concurrency = (last_pass + first_fail) // 2
-        measured = step(concurrency)
-        if measured.broken:
-            return result(last_pass, first_fail, broken_reason(measured))
-        if measured.passed:
+        if outcome == StepOutcome.PASS:
             last_pass = concurrency
         else:
+            inconclusive.append(concurrency)
+    for concurrency in sorted((c for c, ok in looked.items() if ok), reverse=True):
+        if concurrency <= last_pass:
+            break
+        if first_fail is not None and concurrency >= first_fail:
+            continue  # above a step that surely missed: misses too
+        decided = decide(concurrency)
+        if decided.broken:
+            return result(last_pass, first_fail, broken_reason(decided))
+        outcome = decided.decision.outcome if decided.decision is not None else None
+        if outcome == StepOutcome.PASS:
+            last_pass = concurrency
+            break
+        if outcome == StepOutcome.MISS:
             first_fail = concurrency
-    return result(last_pass, first_fail)
+        else:
+            inconclusive.append(concurrency)
+    return result(last_pass, first_fail,
+                  inconclusive=sorted(c for c in set(inconclusive)
+                                      if last_pass < c and (first_fail is None or c < first_fail)))
+
+
+def _looks_passing(step: CapacityStep, target: float) -> bool:
+    """Whether one window's share alone reaches the target (how the search navigates)."""
+    return step.slo_attainment is not None and step.slo_attainment >= target
 
 
 def broken_reason(step: CapacityStep, listed: int = 3) -> str:
@@ -205,17 +373,37 @@ def broken_reason(step: CapacityStep, listed: int = 3) -> str:
 
 
 def step_line(model: str, number: int, step: CapacityStep, target: float) -> str:
-    """E.g. ``capacity smollm2-135m: step 3, c4: SLO met by 25.0% (2/8), 90% needed: miss;
-    412.3 tokens/s, goodput 1.20 req/s``."""
+    """E.g. ``capacity smollm2-135m: window 5, c4 (its 2nd): SLO met by 25.0% (2/8); step
+    c4 3/16 = 18.8%, 97.5% CI [3.1%, 49.0%] (design effect 1.00), 90% needed: miss; 412.3
+    tokens/s, goodput 1.20 req/s``; a navigating window says ``navigating``."""
+    met = f"SLO met by {_share(step.slo_attainment, 1)} ({step.good}/{step.requests})"
+    decision = step.decision
     if step.broken:
         verdict = f"broken ({len(step.violations)} violation(s))"
+        nth = ""
+    elif decision is None:
+        verdict = f"{_share(target)} needed: {'pass' if step.passed else 'miss'}"
+        nth = ""
     else:
-        verdict = "pass" if step.passed else "miss"
+        nth = f" (its {_ordinal(decision.windows)})"
+        if decision.outcome == UNDECIDED:
+            looks = "above" if (step.slo_attainment or 0.0) >= target else "below"
+            verdict = f"navigating: {looks} the {_share(target)} needed"
+        else:
+            share = decision.good / decision.requests
+            verdict = (f"step c{step.concurrency} {decision.good}/{decision.requests} = "
+                       f"{_share(share, 1)}, {100 * decision.confidence:.4g}% CI "
+                       f"[{_share(decision.low, 1)}, {_share(decision.high, 1)}] (design effect "
+                       f"{decision.design_effect:.2f}), {_share(target)} needed: "
+                       f"{decision.outcome}")
     goodput = "n/a" if step.goodput_rps is None else f"{step.goodput_rps:.2f} req/s"
-    return (f"capacity {model}: step {number}, c{step.concurrency}: SLO met by "
-            f"{_share(step.slo_attainment, 1)} ({step.good}/{step.requests}), "
-            f"{_share(target)} needed: {verdict}; {step.output_tokens_per_s:.1f} tokens/s, "
-            f"goodput {goodput}")
+    return (f"capacity {model}: window {number}, c{step.concurrency}{nth}: {met}; {verdict}; "
+            f"{step.output_tokens_per_s:.1f} tokens/s, goodput {goodput}")
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _share(value: float | None, digits: int = 0) -> str:
@@ -252,6 +440,7 @@ def timed_requests(settings: BenchSettings, concurrency: int) -> int:
 def search(
     endpoint: Endpoint, settings: BenchSettings, slo: Slo, max_concurrency: int,
     progress: Callable[[str], None], measured: list[tuple[CapacityStep, MeasuredWindow]],
+    policy: StepPolicy = StepPolicy(),
 ) -> CapacityResult[MeasuredWindow]:
     """The capacity search on one endpoint; every step also lands in ``measured`` as it
     is taken (so that a window that raises still leaves the earlier ones)."""
@@ -266,7 +455,7 @@ def search(
 
     def window(concurrency: int) -> tuple[Goodput, MeasuredWindow]:
         step = len(windows) + 1
-        progress(f"capacity {name}: step {step}, c{concurrency}: measuring")
+        progress(f"capacity {name}: window {step}, c{concurrency}: measuring")
         meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
         timed = timed_requests(settings, concurrency)
         result = measure_window(
@@ -287,7 +476,7 @@ def search(
 
     try:
         return find_capacity(window, max_concurrency=max_concurrency, target=target,
-                             on_step=shown)
+                             policy=policy, on_step=shown)
     finally:
         tokenizer.close()
 
@@ -306,6 +495,7 @@ def recorded_step(step: CapacityStep, window: MeasuredWindow, settings: BenchSet
 def capacity_stats(
     settings: BenchSettings, source: str, measured: Sequence[tuple[CapacityStep, MeasuredWindow]],
     result: CapacityResult[MeasuredWindow] | None, error: str | None,
+    policy: StepPolicy = StepPolicy(),
 ) -> CapacityStats:
     """The record of a search: ``result`` None (with ``error``) when it broke off."""
     at = None if result is None else result.capacity_step
@@ -322,7 +512,8 @@ def capacity_stats(
         contended=contended > 0, contended_windows=contended, at_capacity=at_capacity,
         pricing=settings.pricing,
         reason=error if error is not None else None if result is None else result.reason,
-        error=error,
+        error=error, confidence=policy.interval_confidence,
+        inconclusive=() if result is None else result.inconclusive,
     )
 
 
@@ -336,6 +527,7 @@ def measure_capacity(
     """
     from .throughput import OUTPUT_TOKENS
 
+    policy = StepPolicy()
     measured: list[tuple[CapacityStep, MeasuredWindow]] = []
 
     def record(result: CapacityResult[MeasuredWindow] | None, error: str | None) -> None:
@@ -348,13 +540,14 @@ def measure_capacity(
             "capacity", result.last_pass if result is not None else max(passed, default=0),
             "concurrent requests", len(requests),
             params={"slo": slo.as_dict(), "attainment_target": settings.slo_attainment,
-                    "max_concurrency": max_concurrency, "output_tokens": OUTPUT_TOKENS},
-            stats=capacity_stats(settings, source, measured, result, error),
+                    "max_concurrency": max_concurrency, "output_tokens": OUTPUT_TOKENS,
+                    "timed_requests": settings.timed_requests, **policy.as_params()},
+            stats=capacity_stats(settings, source, measured, result, error, policy),
             requests=requests, endpoint=endpoint,
         )
 
     try:
-        result = search(endpoint, settings, slo, max_concurrency, progress, measured)
+        result = search(endpoint, settings, slo, max_concurrency, progress, measured, policy)
     except Exception as error:
         if measured:  # what the clean windows before it showed, marked broken off
             record(None, f"the search broke off: {error}")
@@ -369,27 +562,39 @@ def measure_capacity(
 
 
 def capacity_ratio(candidate: CapacityBracket, reference: CapacityBracket) -> CapacityRatio:
-    """The ratio of two capacities with its bracket; the reference's capacity must be > 0."""
+    """Candidate ÷ reference capacity with its interval; the reference's capacity must be > 0.
+
+    A search's SLO curve crosses the target between its last passing and first missing
+    concurrency, ``[last_pass, first_fail)`` (open above when nothing missed), at the
+    interval's confidence γ; so the ratio of the two crossings lies between
+    ``cand_last_pass / ref_first_fail`` and ``cand_first_fail / ref_last_pass`` (0 and
+    unbounded for the open ends), at 1 - (1 - γ_cand) - (1 - γ_ref) (Bonferroni). Brackets of
+    older one-window searches (no confidence) give the same bounds with no level."""
     if reference.capacity <= 0:
         raise ValueError("cannot compare: the reference meets the SLO at no concurrency")
     low = 0.0 if reference.first_fail is None else candidate.last_pass / reference.first_fail
     high = math.inf if candidate.first_fail is None \
         else candidate.first_fail / reference.last_pass
-    return CapacityRatio(candidate.capacity / reference.capacity, low, high, candidate, reference)
+    levels = (candidate.confidence, reference.confidence)
+    confidence = None if levels[0] is None or levels[1] is None \
+        else 1.0 - (1.0 - levels[0]) - (1.0 - levels[1])
+    return CapacityRatio(candidate.capacity / reference.capacity, low, high, candidate,
+                         reference, confidence)
 
 
 def decide_capacity_verdict(ratio: CapacityRatio, tolerance: float = 0.0) -> Verdict:
     """The verdict on a capacity ratio: :func:`~pytest_modelsweep.core.stats.decide_ratio_verdict`'s
-    rules applied to the search bracket.
+    rules applied to its interval.
 
-    Bracket wholly below ``1 - tolerance``: worse; wholly above ``1 + tolerance``:
+    Interval wholly below ``1 - tolerance``: worse; wholly above ``1 + tolerance``:
     better; covering 1: matches; wholly within ``1 ± tolerance`` without covering 1:
-    equivalent; else inconclusive. A degenerate bracket (both searches reached their
-    maximum) is inconclusive.
+    equivalent; else inconclusive. A degenerate interval (both searches reached their
+    maximum) is inconclusive, and so is a bracket of older one-window searches (no
+    confidence level): no verdict is drawn from it.
     """
     if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
         raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
-    if ratio.degenerate:
+    if ratio.degenerate or ratio.confidence is None:
         return Verdict.INCONCLUSIVE
     low, high = ratio.low, ratio.high
     if high < 1.0 - tolerance:
@@ -403,23 +608,32 @@ def decide_capacity_verdict(ratio: CapacityRatio, tolerance: float = 0.0) -> Ver
     return Verdict.INCONCLUSIVE
 
 
-def bracket_text(ratio: CapacityRatio) -> str:
-    """E.g. ``search bracket 1.50–4.00`` (``1.50–∞`` when open above)."""
+def interval_text(ratio: CapacityRatio) -> str:
+    """E.g. ``95% interval 1.50–4.00`` (``1.50–∞`` when open above); an older bracket says
+    ``search bracket 1.50–4.00, no confidence level``."""
     high = "∞" if math.isinf(ratio.high) else f"{ratio.high:.2f}"
-    return f"search bracket {ratio.low:.2f}–{high}"
+    if ratio.confidence is None:
+        return f"search bracket {ratio.low:.2f}–{high}, no confidence level"
+    return f"{100 * ratio.confidence:.4g}% interval {ratio.low:.2f}–{high}"
 
 
 __all__ = [
+    "INTERVAL_CONFIDENCE",
+    "MAX_WINDOWS",
+    "MIN_WINDOWS",
     "NEEDS_SLO",
-    "RULE_BRACKET",
+    "RULE_INTERVAL",
     "SERVER_LIMIT_KEYS",
+    "STEP_CONFIDENCE",
+    "UNDECIDED",
     "CapacityBracket",
     "CapacityRatio",
     "CapacityResult",
     "CapacityStep",
     "MeasuredWindow",
+    "StepPolicy",
     "Window",
-    "bracket_text",
+    "interval_text",
     "broken_reason",
     "capacity_ratio",
     "capacity_stats",

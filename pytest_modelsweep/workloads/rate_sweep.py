@@ -2,7 +2,8 @@
 
 Each step measures one open-loop window at a rate and decides it from the share of
 its requests that met every SLO target, *with its interval*: the two-sided
-Clopper-Pearson interval of that share at ``confidence`` (default 90%). A step
+Clopper-Pearson interval of that share at ``confidence`` (default 90%; the step decision
+is :mod:`.attainment`'s, which the capacity search shares). A step
 
 - *passes* when the interval's low end reaches the target (``--slo-attainment``),
 - *misses* when its high end lies below the target,
@@ -38,102 +39,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..core.slo import Goodput
-
-DEFAULT_CONFIDENCE = 0.90
-"""Two-sided level of a step's attainment interval: each one-sided error at most 5%."""
+from .attainment import (
+    DEFAULT_CONFIDENCE,
+    AttainmentInterval,
+    StepOutcome,
+    check_confidence,
+    attainment_interval,
+    min_requests_to_pass,
+    requests_per_step_problem,
+    windows_attainment,
+)
 
 DEFAULT_GROWTH = 2.0
 DEFAULT_RESOLUTION = 0.10
 """The bisection stops once first fail ÷ last pass ≤ 1 + this."""
 
 DEFAULT_MAX_STEPS = 12
-
-
-class StepOutcome(StrEnum):
-    PASS = "pass"
-    MISS = "miss"
-    INCONCLUSIVE = "inconclusive"
-    SATURATED = "saturated"
-    BROKEN = "broken"
-
-
-@dataclass(frozen=True)
-class AttainmentInterval:
-    """The share of good requests in a window, with its Clopper-Pearson interval."""
-
-    good: int
-    requests: int
-    confidence: float
-    low: float
-    high: float
-    method: str = "clopper-pearson"
-
-    @property
-    def share(self) -> float:
-        return self.good / self.requests
-
-    def decide(self, target: float) -> StepOutcome:
-        """Pass when the whole interval reaches ``target``, miss when it lies below it."""
-        if self.low >= target:
-            return StepOutcome.PASS
-        if self.high < target:
-            return StepOutcome.MISS
-        return StepOutcome.INCONCLUSIVE
-
-    def text(self) -> str:
-        """E.g. ``93.3% (28/30), 90% CI [80.9%, 98.8%]``."""
-        return (f"{self.share:.1%} ({self.good}/{self.requests}), {self.confidence:.0%} CI "
-                f"[{self.low:.1%}, {self.high:.1%}]")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"good": self.good, "requests": self.requests, "share": self.share,
-                "confidence": self.confidence, "low": self.low, "high": self.high,
-                "method": self.method}
-
-
-def _check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
-
-
-def attainment_interval(good: int, requests: int,
-                        confidence: float = DEFAULT_CONFIDENCE) -> AttainmentInterval:
-    """The exact (Clopper-Pearson) two-sided interval of a binomial share ``good/requests``."""
-    from scipy.stats import beta
-
-    _check_confidence(confidence)
-    if requests < 1 or not 0 <= good <= requests:
-        raise ValueError(f"need 0 <= good <= requests and requests >= 1, got {good}/{requests}")
-    tail = (1.0 - confidence) / 2.0
-    low = 0.0 if good == 0 else float(beta.ppf(tail, good, requests - good + 1))
-    high = 1.0 if good == requests else float(beta.ppf(1.0 - tail, good + 1, requests - good))
-    return AttainmentInterval(good, requests, confidence, low, high)
-
-
-def min_requests_to_pass(target: float, confidence: float = DEFAULT_CONFIDENCE) -> int:
-    """The fewest requests a step needs for its interval to be able to reach ``target``:
-    with all n good the low end is ((1 − confidence) / 2) ** (1 / n)."""
-    _check_confidence(confidence)
-    if not 0.0 < target < 1.0:
-        raise ValueError(f"a window can show an attainment target strictly between 0 and 1 "
-                         f"(a finite sample never proves 100%), got {target!r}")
-    tail = (1.0 - confidence) / 2.0
-    return math.ceil(math.log(tail) / math.log(target) - 1e-12)
-
-
-def requests_per_step_problem(requests: int, target: float,
-                              confidence: float = DEFAULT_CONFIDENCE) -> str | None:
-    """One line when ``requests`` per step are too few for any step to pass; else None."""
-    needed = min_requests_to_pass(target, confidence)
-    if requests >= needed:
-        return None
-    return (f"{requests} requests per step can never show {target:.0%} SLO attainment at "
-            f"{confidence:.0%} confidence (even all good gives a lower bound below it); "
-            f"use at least {needed} timed requests per step")
 
 
 class RateWindow(Protocol):
@@ -178,7 +102,7 @@ class RateStep:
     @classmethod
     def of(cls, rate: float, goodput: Goodput, window: RateWindow, target: float,
            confidence: float) -> RateStep:
-        interval = (attainment_interval(goodput.good, goodput.requests, confidence)
+        interval = (windows_attainment([(goodput.good, goodput.requests)], confidence)
                     if goodput.requests else None)
         if window.violations or interval is None:
             outcome = StepOutcome.BROKEN
@@ -280,7 +204,7 @@ def find_rate_capacity(
     _check("resolution", resolution, above=0.0)
     if not 0.0 < target <= 1.0:
         raise ValueError(f"the attainment target must be a share in (0, 1], got {target!r}")
-    _check_confidence(confidence)
+    check_confidence(confidence)
     if max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     steps: list[RateStep] = []

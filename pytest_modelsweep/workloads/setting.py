@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..api.prompts import prompts_digest
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import MeasurementError
 from ..core.measurements import Contention, ThroughputStats
@@ -72,7 +73,8 @@ def measure_setting(
     label = f"c{concurrency}" if prompt_tokens is None else f"p{prompt_tokens}-c{concurrency}"
     shape: dict[str, Any] = {}
     if user_prompts is not None:
-        shape = {"user_prompts": len(user_prompts), "unique_prefixes": unique_prefixes}
+        shape = {"user_prompts": len(user_prompts), "prompts_hash": prompts_digest(user_prompts),
+                 "unique_prefixes": unique_prefixes}
     server_pids = endpoint.server_pids()
     results: list[ThroughputResult] = []
     windows: list[Contention] = []

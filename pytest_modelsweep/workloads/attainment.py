@@ -1,0 +1,179 @@
+"""One step decision for both SLO searches: a step's attainment with its exact interval.
+
+A step of a search under an SLO (the capacity search over concurrency, the open-loop
+sweep over request rates) measures one or more timed windows and decides from the share
+of their requests that met every SLO target, *with its interval*: the two-sided
+Clopper-Pearson interval of that share at ``confidence``. The step
+
+- *passes* when the interval's low end reaches the target (``--slo-attainment``),
+- *misses* when its high end lies below the target,
+- is *inconclusive* when the interval straddles the target.
+
+Clopper-Pearson intervals hold their coverage for every n and true share when the
+requests meet the SLO independently of one another. Requests of one window do not: they
+queue together, so a slow stretch of the machine makes them alike. Several windows of a
+step measure that: :func:`windows_attainment` pools them with the *design effect* of
+cluster sampling (Kish) — the variance of the pooled share estimated from the spread
+between windows (the ratio estimator's, with ``K/(K-1)``), divided by the binomial
+variance; the interval is the exact one of the *effective* counts ``n / deff`` and
+``share × n / deff`` (never more than the requests themselves: ``deff ≥ 1``). With one
+window the spread is unknown and the interval is the plain binomial one.
+``benches/perf/attainment_interval_simulation.py`` shows the plain interval's coverage,
+``benches/perf/capacity_aa_simulation.py`` the pooled one's inside the capacity search.
+
+:func:`min_requests_to_pass` says how many requests a step needs before it *can* pass.
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+DEFAULT_CONFIDENCE = 0.90
+"""Two-sided level of a step's attainment interval: each one-sided error at most 5%."""
+
+
+class StepOutcome(StrEnum):
+    PASS = "pass"
+    MISS = "miss"
+    INCONCLUSIVE = "inconclusive"
+    SATURATED = "saturated"
+    BROKEN = "broken"
+
+
+@dataclass(frozen=True)
+class AttainmentInterval:
+    """The share of good requests of a step, with its Clopper-Pearson interval (of the
+    effective counts when ``windows`` > 1 showed a ``design_effect`` above 1)."""
+
+    good: int
+    requests: int
+    confidence: float
+    low: float
+    high: float
+    method: str = "clopper-pearson"
+    windows: int = 1
+    design_effect: float = 1.0
+
+    @property
+    def share(self) -> float:
+        return self.good / self.requests
+
+    def decide(self, target: float) -> StepOutcome:
+        """Pass when the whole interval reaches ``target``, miss when it lies below it."""
+        if self.low >= target:
+            return StepOutcome.PASS
+        if self.high < target:
+            return StepOutcome.MISS
+        return StepOutcome.INCONCLUSIVE
+
+    def text(self) -> str:
+        """E.g. ``93.3% (28/30), 90% CI [80.9%, 98.8%]``; over several windows
+        ``93.3% (28/30 in 3 windows, design effect 1.40), 95% CI [...]``."""
+        counts = f"{self.good}/{self.requests}"
+        if self.windows > 1:
+            counts += f" in {self.windows} windows, design effect {self.design_effect:.2f}"
+        return (f"{self.share:.1%} ({counts}), {100 * self.confidence:.4g}% CI "
+                f"[{self.low:.1%}, {self.high:.1%}]")
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {"good": self.good, "requests": self.requests, "share": self.share,
+                "confidence": self.confidence, "low": self.low, "high": self.high,
+                "method": self.method}
+        if self.windows > 1:
+            data.update(windows=self.windows, design_effect=self.design_effect)
+        return data
+
+
+def check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+
+
+def _clopper_pearson(good: float, requests: float, confidence: float) -> tuple[float, float]:
+    """The exact two-sided interval of ``good`` of ``requests`` (real counts allowed)."""
+    from scipy.stats import beta
+
+    tail = (1.0 - confidence) / 2.0
+    low = 0.0 if good <= 0 else float(beta.ppf(tail, good, requests - good + 1))
+    high = 1.0 if good >= requests else float(beta.ppf(1.0 - tail, good + 1, requests - good))
+    return low, high
+
+
+def attainment_interval(good: int, requests: int,
+                        confidence: float = DEFAULT_CONFIDENCE) -> AttainmentInterval:
+    """The exact (Clopper-Pearson) two-sided interval of a binomial share ``good/requests``."""
+    check_confidence(confidence)
+    if requests < 1 or not 0 <= good <= requests:
+        raise ValueError(f"need 0 <= good <= requests and requests >= 1, got {good}/{requests}")
+    low, high = _clopper_pearson(good, requests, confidence)
+    return AttainmentInterval(good, requests, confidence, low, high)
+
+
+def design_effect(windows: Sequence[tuple[int, int]]) -> float:
+    """How much more the pooled share of several windows ``(good, requests)`` varies than a
+    binomial share of as many independent requests (≥ 1; 1 for one window, or when every
+    request was good, or every one bad)."""
+    total = sum(n for _, n in windows)
+    good = sum(g for g, _ in windows)
+    if len(windows) < 2 or total == 0 or good in (0, total):
+        return 1.0
+    share = good / total
+    k = len(windows)
+    clustered = k / (k - 1) * sum((g - share * n) ** 2 for g, n in windows) / total ** 2
+    binomial = share * (1.0 - share) / total
+    return max(1.0, clustered / binomial)
+
+
+def windows_attainment(windows: Sequence[tuple[int, int]],
+                       confidence: float = DEFAULT_CONFIDENCE) -> AttainmentInterval:
+    """A step's pooled attainment over its windows ``(good, requests)``, with the exact
+    interval of the effective counts (:func:`design_effect`); one window: its plain
+    :func:`attainment_interval`."""
+    check_confidence(confidence)
+    if not windows or any(n < 1 or not 0 <= g <= n for g, n in windows):
+        raise ValueError(f"need windows of 0 <= good <= requests and requests >= 1, "
+                         f"got {list(windows)}")
+    good, total = sum(g for g, _ in windows), sum(n for _, n in windows)
+    deff = design_effect(windows)
+    if deff == 1.0:
+        interval = attainment_interval(good, total, confidence)
+        return replace(interval, windows=len(windows)) if len(windows) > 1 else interval
+    effective = total / deff
+    low, high = _clopper_pearson(good / total * effective, effective, confidence)
+    return AttainmentInterval(good, total, confidence, low, high, windows=len(windows),
+                              design_effect=deff)
+
+
+def min_requests_to_pass(target: float, confidence: float = DEFAULT_CONFIDENCE) -> int:
+    """The fewest requests a step needs for its interval to be able to reach ``target``:
+    with all n good the low end is ((1 − confidence) / 2) ** (1 / n)."""
+    check_confidence(confidence)
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"a window can show an attainment target strictly between 0 and 1 "
+                         f"(a finite sample never proves 100%), got {target!r}")
+    tail = (1.0 - confidence) / 2.0
+    return math.ceil(math.log(tail) / math.log(target) - 1e-12)
+
+
+def requests_per_step_problem(requests: int, target: float,
+                              confidence: float = DEFAULT_CONFIDENCE) -> str | None:
+    """One line when ``requests`` per step are too few for any step to pass; else None."""
+    needed = min_requests_to_pass(target, confidence)
+    if requests >= needed:
+        return None
+    return (f"{requests} requests per step can never show {target:.0%} SLO attainment at "
+            f"{confidence:.0%} confidence (even all good gives a lower bound below it); "
+            f"use at least {needed} timed requests per step")
+
+
+__all__ = [
+    "DEFAULT_CONFIDENCE", "AttainmentInterval", "StepOutcome", "attainment_interval",
+    "check_confidence",
+    "design_effect", "min_requests_to_pass", "requests_per_step_problem",
+    "windows_attainment",
+]
