@@ -75,6 +75,9 @@ class OptionDefaults:
     unstable_cv: float = 0.10
     contended_cores: float = 0.25
     slo_attainment: float = 0.90
+    round_size: int = 50
+    """``--until-decided``: items each model scores between two looks at its verdicts (the
+    sweep's ``[verdicts] round_size`` where ``--round-size`` is not given)."""
 
 
 DEFAULTS = OptionDefaults()
@@ -265,6 +268,19 @@ def add_slo_cost_options(addoption: AddOption) -> None:
     addoption("--usd-per-hour", type=parse_usd_per_hour, default=None, metavar="X",
               help="price of the machine one model is served on, US dollars per hour, for "
                    "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)")
+
+
+def add_sequential_options(addoption: AddOption) -> None:
+    """``--until-decided`` (accuracy benchmarks stop once their comparisons are decided) and
+    ``--round-size`` (items between two looks)."""
+    addoption("--until-decided", action="store_true", default=False,
+              help="accuracy benchmarks send items in one seeded random order, in rounds, and "
+                   "stop for a model once every comparison it takes part in (verdicts, and "
+                   "with --baseline its gate row) is decided by an anytime-valid confidence "
+                   "sequence (default: the sweep's [verdicts] until_decided, else off)")
+    addoption("--round-size", type=parse_positive_int, default=None, metavar="N",
+              help="--until-decided: items each model scores between two looks (default: the "
+                   f"sweep's [verdicts] round_size, else {DEFAULTS.round_size})")
 
 
 def add_noisy_option(addoption: AddOption) -> None:
