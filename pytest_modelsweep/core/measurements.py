@@ -905,9 +905,13 @@ class SequentialVerdict(Record):
                    _str(data.get("stop")) or "", _int(data.get("order_seed")) or 0)
 
     def text(self) -> str:
-        """``decided after 120 of 300 items`` (or ``no more items after ...``)."""
-        when = "decided" if self.stop == STOP_DECIDED else "no more items"
-        return f"{when} after {self.n} of {self.population} items"
+        """``decided after 120 of 300 items``; ``undecided after all 300 items``; ``undecided
+        when the items stopped, after 120 of 300`` (a side stopped short)."""
+        if self.stop == STOP_DECIDED:
+            return f"decided after {self.n} of {self.population} items"
+        if self.n >= self.population:
+            return f"undecided after all {self.population} items"
+        return f"undecided when the items stopped, after {self.n} of {self.population}"
 
 
 @dataclass(frozen=True)
