@@ -255,7 +255,7 @@ def test_models_on_two_workers_stop_together(tmp_path: Path) -> None:
     """-n 2, the reference and the worse candidate (the sweep's ``[verdicts]`` on instead of
     the option): the reference stops as soon as its one candidate is decided."""
     servers = {model: server(model) for model in (REFERENCE, WORSE)}
-    sweep = SWEEP + "\n[verdicts]\nuntil_decided = true\nround_size = 10\n"
+    sweep = SWEEP + "\n[verdicts]\nuntil_decided = true\n"
     result = serving(servers, lambda: run(tmp_path, servers, "test_accuracy.py", "-k", "gsm8k",
                                           "--model", REFERENCE, "--model", WORSE, "-n", "2",
                                           sweep=sweep))
@@ -398,8 +398,8 @@ def test_bad_settings_are_refused_in_one_line(pytester: pytest.Pytester) -> None
     result = pytester.runpytest("--until-decided", "--holm")
     result.stderr.fnmatch_lines(["*--holm adjusts fixed-n bootstrap intervals*drop one*"])
     sweep = pytester.path / "bad.toml"
-    sweep.write_text(SWEEP + "\n[verdicts]\nround_size = 0\n")
-    with pytest.raises(SweepError, match=r"verdicts.round_size: expected a positive integer"):
+    sweep.write_text(SWEEP + "\n[verdicts]\nuntil_decided = 1\n")
+    with pytest.raises(SweepError, match=r"verdicts.until_decided: expected true or false"):
         load_sweep(sweep)
     sweep.write_text(SWEEP + "\n[verdicts]\nuntil_decide = true\n")
     with pytest.raises(SweepError, match=r"verdicts: unknown key\(s\) until_decide"):

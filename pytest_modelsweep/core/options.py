@@ -76,8 +76,7 @@ class OptionDefaults:
     contended_cores: float = 0.25
     slo_attainment: float = 0.90
     round_size: int = 50
-    """``--until-decided``: items each model scores between two looks at its verdicts (the
-    sweep's ``[verdicts] round_size`` where ``--round-size`` is not given)."""
+    """``--until-decided``: items each model scores between two looks at its comparisons."""
 
 
 DEFAULTS = OptionDefaults()
@@ -278,9 +277,9 @@ def add_sequential_options(addoption: AddOption) -> None:
                    "stop for a model once every comparison it takes part in (verdicts, and "
                    "with --baseline its gate row) is decided by an anytime-valid confidence "
                    "sequence (default: the sweep's [verdicts] until_decided, else off)")
-    addoption("--round-size", type=parse_positive_int, default=None, metavar="N",
-              help="--until-decided: items each model scores between two looks (default: the "
-                   f"sweep's [verdicts] round_size, else {DEFAULTS.round_size})")
+    addoption("--round-size", type=parse_positive_int, default=DEFAULTS.round_size, metavar="N",
+              help="--until-decided: items each model scores between two looks at its "
+                   f"comparisons (default: {DEFAULTS.round_size})")
 
 
 def add_noisy_option(addoption: AddOption) -> None:

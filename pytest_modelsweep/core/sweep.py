@@ -113,11 +113,10 @@ class BenchmarkSettings:
 @dataclass(frozen=True)
 class VerdictSettings:
     """``[verdicts]``: how accuracy verdicts are reached. ``until_decided``: items go out in
-    rounds of ``round_size`` and each model stops once its comparisons are decided
-    (``--until-decided``, ``--round-size`` for one run)."""
+    rounds (``--round-size``) and each model stops once its comparisons are decided, as with
+    ``--until-decided``."""
 
     until_decided: bool = False
-    round_size: int = DEFAULTS.round_size
 
 
 @dataclass(frozen=True)
@@ -354,15 +353,12 @@ def _parse_benchmarks(reader: _Reader, table: Any) -> BenchmarkSettings:
 
 
 def _parse_verdicts(reader: _Reader, table: Any) -> VerdictSettings:
-    """``[verdicts]``: ``until_decided`` (bool) and ``round_size`` (items between looks)."""
+    """``[verdicts]``: ``until_decided`` (true: accuracy benchmarks stop once decided)."""
     if not isinstance(table, Mapping):
         raise SweepError(f"{reader.path}: verdicts: expected a table [verdicts]")
-    reader.no_unknown(table, "verdicts", {"until_decided", "round_size"})
+    reader.no_unknown(table, "verdicts", {"until_decided"})
     return VerdictSettings(
-        until_decided=reader.boolean(table, "verdicts", "until_decided", default=False),
-        round_size=reader.positive_int(table, "verdicts", "round_size",
-                                       default=DEFAULTS.round_size),
-    )
+        until_decided=reader.boolean(table, "verdicts", "until_decided", default=False))
 
 
 def _parse_screening(reader: _Reader, table: Any) -> ScreeningSettings:

@@ -146,14 +146,12 @@ class RunState:
 
     @property
     def round_size(self) -> int | None:
-        """Items per round of a sequential accuracy benchmark: ``--round-size``, else the
-        sweep's ``[verdicts] round_size``; None unless ``--until-decided`` (or the sweep's
-        ``[verdicts] until_decided``) is on."""
-        verdicts = self.sweep.verdicts
-        if not (self.options.parsed.until_decided or verdicts.until_decided):
+        """Items per round of a sequential accuracy benchmark (``--round-size``); None unless
+        ``--until-decided`` (or the sweep's ``[verdicts] until_decided``) is on."""
+        if not (self.options.parsed.until_decided or self.sweep.verdicts.until_decided):
             return None
-        given: int | None = self.options.parsed.round_size
-        return verdicts.round_size if given is None else given
+        size: int = self.options.parsed.round_size
+        return size
 
     @property
     def pricing(self) -> Pricing | None:
