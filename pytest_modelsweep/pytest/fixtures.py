@@ -193,7 +193,9 @@ def evaluate(
     first ``--limit`` items with ``concurrency`` in flight, stores each as it is scored
     (a re-run sends only what is not stored), records the measurement and returns
     an :class:`~pytest_modelsweep.EvaluationResult`; fails in one line when items got
-    no answer. The candidates' paired verdicts come from the declaration.
+    no answer. The candidates' paired verdicts come from the declaration. With
+    ``--until-decided`` the items go out in rounds of one seeded order until every
+    comparison the model takes part in is decided (:mod:`~..judging.sequential`).
     docs/writing-benchmarks.md has the whole API.
     """
     from ..api.evaluation import EvalItem, EvaluationResult, Scorer, Summarise
