@@ -1265,10 +1265,11 @@ def measurements_of(data: Sequence[Mapping[str, Any]]) -> list[Measurement]:
 
 __all__ = [
     "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "STOP_DECIDED", "STOP_FAILED", "STOP_FINAL",
-    "AccuracySequence", "AccuracyStats", "AccuracyVerdictStats", "SequentialVerdict",
+    "AccuracySequence", "AccuracyStats", "AccuracyVerdictStats",
     "AtCapacity", "CapacityBracket", "CapacityRatio", "CapacityRatioStats", "CapacityStats",
     "CapacityStep", "Contention", "Interleaved", "InterleavedWindow", "Latency", "Measurement",
-    "OtherStats", "Record", "ScreeningResult", "Shape", "SmokeStats", "Stats", "StepWindow",
+    "OtherStats", "Record", "ScreeningResult", "SequentialVerdict", "Shape", "SmokeStats",
+    "Stats", "StepWindow",
     "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow", "Window", "flags_text",
     "measurements_of", "side_flags", "stats_type",
 ]

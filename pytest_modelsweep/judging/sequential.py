@@ -48,7 +48,6 @@ from ..core.measurements import (
     SequentialVerdict,
 )
 from ..core.records import ApiRequest, ItemRecord
-from ..core.stats import Verdict
 from ..core.sequences import (
     PairedConfidenceSequence,
     SequentialDecision,
@@ -56,6 +55,7 @@ from ..core.sequences import (
     paired_sequence,
     seeded_order,
 )
+from ..core.stats import Verdict
 from ..store.database import Store
 from ..workloads.accuracy import AccuracyRun
 from .pairing import PairingError, check_same_items
@@ -64,8 +64,9 @@ ORDER_SEED = 0
 """The seed of the order items go out in (the same for every model and run, so that a
 re-run, a baseline and every model share one order)."""
 CONFIDENCE = 0.95
-METHOD_POPULATION: None = None
-"""Every comparison uses the sequence's i.i.d. form (docs/verdicts.md, "Which target")."""
+IID: None = None
+"""The ``population`` of every sequence here: the i.i.d. form, whose target is the paired
+bootstrap's (docs/verdicts.md, "Which target")."""
 MARK_PREFIX = "modelsweep-sequence::"
 RUNNING, STOPPED = "running", "stopped"
 POLL_S = 1.0
@@ -190,7 +191,7 @@ class Partner:
         if not view.started:
             return Look(False, True, f"{self.other} has not started (its test may come later)")
         if self.kind == "gate":
-            sequence = paired_sequence(mine, view.scores, order, population=METHOD_POPULATION,
+            sequence = paired_sequence(mine, view.scores, order, population=IID,
                                        confidence=CONFIDENCE)
             status = sequential_gate_status(sequence, self.threshold, final=False)
             decided = status is not None
@@ -214,7 +215,7 @@ def verdict_decision(
 ) -> tuple[PairedConfidenceSequence, SequentialDecision]:
     """The verdict over the longest common prefix of ``order`` (of the data set's
     ``population`` items): decided, or (``final``, or the prefix is all of them) the end's."""
-    sequence = paired_sequence(candidate, reference, order, population=METHOD_POPULATION,
+    sequence = paired_sequence(candidate, reference, order, population=IID,
                                confidence=CONFIDENCE)
     return sequence, sequence.decide(margin, final=final or sequence.n == population)
 
@@ -477,8 +478,25 @@ def sequential_verdict(sides: SequentialSides, decision: SequentialDecision,
 
 
 __all__ = [
-    "CONFIDENCE", "ORDER_SEED", "FixedSide", "partners_for", "LiveSide", "Look", "Partner", "SequentialRun",
-    "SequentialJudgement", "SequentialSides", "SideView", "UntilDecided", "items_digest", "pair_sequentially",
-    "prefix_length", "scores_of", "sequence_mark", "sequence_order", "sequential_population",
-    "sequential_verdict", "verdict_decision",
+    "CONFIDENCE",
+    "ORDER_SEED",
+    "FixedSide",
+    "LiveSide",
+    "Look",
+    "Partner",
+    "SequentialJudgement",
+    "SequentialRun",
+    "SequentialSides",
+    "SideView",
+    "UntilDecided",
+    "items_digest",
+    "pair_sequentially",
+    "partners_for",
+    "prefix_length",
+    "scores_of",
+    "sequence_mark",
+    "sequence_order",
+    "sequential_population",
+    "sequential_verdict",
+    "verdict_decision",
 ]
