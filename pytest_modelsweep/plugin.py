@@ -27,6 +27,7 @@ from .core.options import (
     add_noisy_option,
     add_regression_option,
     add_resamples_option,
+    add_sequential_options,
     add_slo_cost_options,
     add_store_option,
     add_sweep_option,
@@ -104,6 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"default: {','.join(sorted(DEFAULTS.fail_on))})")
     group.addoption("--holm", action="store_true", default=False,
                     help="Holm-correct the candidates' intervals for multiple comparisons")
+    add_sequential_options(group.addoption)
     add_resamples_option(group.addoption)
     add_timeout_options(group.addoption)
     group.addoption("--verdict-wait", type=parse_wait_seconds, default=DEFAULTS.verdict_wait,
@@ -175,6 +177,10 @@ def pytest_configure(config: pytest.Config) -> None:
             "each other to do: measure with -n, then run `pytest benches -m verdict --holm` "
             "without -n (it reads the stored results)"
         )
+    if option.holm and option.until_decided:
+        raise pytest.UsageError(
+            "--holm adjusts fixed-n bootstrap intervals, and --until-decided's confidence "
+            "sequences have no Holm adjustment: drop one of the two")
     if option.interleave and getattr(option, "numprocesses", None):
         raise pytest.UsageError(
             "--interleave measures the candidate and the reference side by side, so both "

@@ -258,7 +258,45 @@ class Contention(Record):
 
 
 _ACCURACY_CORE = ("n", "items", "failed", "correct", "accuracy", "truncated_rate")
-_ACCURACY_RUN = ("sent", "reused", "wall_s")
+_ACCURACY_RUN = ("sent", "reused", "wall_s", "sequence")
+STOP_DECIDED, STOP_FINAL, STOP_FAILED = "decided", "final", "failed"
+"""Why a sequential accuracy run stopped: every comparison decided; no more items (the data
+set's end or ``--limit``); items got no answer."""
+
+
+@dataclass(frozen=True)
+class AccuracySequence(Record):
+    """How a sequential accuracy run (``--until-decided``) went: the items went out in the
+    seeded order ``order_seed`` of the data set's ``population`` items (after ``--limit``), in
+    rounds of ``round_size``; ``used`` had been scored when it stopped, for ``stop``
+    (:data:`STOP_DECIDED`, :data:`STOP_FINAL` or :data:`STOP_FAILED`); ``comparisons``: each
+    comparison the model took part in as it stood then, one line each; ``items_digest``: a
+    digest of the population's ids (two runs paired item by item must have drawn from the
+    same items)."""
+
+    population: int = 0
+    used: int = 0
+    round_size: int = 0
+    order_seed: int = 0
+    stop: str = ""
+    comparisons: tuple[str, ...] = ()
+    items_digest: str = ""
+
+    def written(self) -> dict[str, Any]:
+        return {"population": self.population, "used": self.used, "round_size": self.round_size,
+                "order_seed": self.order_seed, "stop": self.stop,
+                "comparisons": list(self.comparisons), "items_digest": self.items_digest}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> AccuracySequence:
+        return cls(_int(data.get("population")) or 0, _int(data.get("used")) or 0,
+                   _int(data.get("round_size")) or 0, _int(data.get("order_seed")) or 0,
+                   _str(data.get("stop")) or "", _strs(data.get("comparisons")),
+                   _str(data.get("items_digest")) or "")
+
+    def text(self) -> str:
+        """``sequential: 120 of 300 items, decided`` (the accuracy's subset, in words)."""
+        return f"sequential: {self.used} of {self.population} items, {self.stop}"
 
 
 @dataclass(frozen=True)
@@ -266,7 +304,9 @@ class AccuracyStats(Record):
     """An accuracy run: ``n`` answered of ``items`` (``failed`` got no answer), ``correct``,
     ``accuracy`` (the mean score of the answered), the share cut by ``max_tokens``, how many
     were ``sent`` and ``reused``, and ``figures``: the benchmark's own summary beyond these
-    (its ``summarise``: GSM8K's per-filter rates, BFCL's error types)."""
+    (its ``summarise``: GSM8K's per-filter rates, BFCL's error types). ``sequence``: how a
+    sequential run (``--until-decided``) chose its items (None for a run of every item): the
+    accuracy is then over that subset."""
 
     n: int = 0
     items: int = 0
@@ -278,14 +318,17 @@ class AccuracyStats(Record):
     reused: int = 0
     wall_s: float = 0.0
     figures: Mapping[str, Any] = field(default_factory=dict)
+    sequence: AccuracySequence | None = None
 
     @classmethod
     def of(cls, core: Mapping[str, Any], summary: Mapping[str, Any], *, sent: int, reused: int,
-           wall_s: float) -> AccuracyStats:
+           wall_s: float, sequence: AccuracySequence | None = None) -> AccuracyStats:
         """From :func:`~pytest_modelsweep.api.evaluation.summarise_items`' ``core`` and the
         benchmark's ``summary``; the core figures win over the summary's of the same name,
-        keys in the order ``{**summary, **core, sent, reused, wall_s}``."""
+        keys in the order ``{**summary, **core, sent, reused, wall_s[, sequence]}``."""
         written = {**summary, **core, "sent": sent, "reused": reused, "wall_s": wall_s}
+        if sequence is not None:
+            written["sequence"] = sequence.to_dict()
         record = cls.read(written)
         return replace(record, shape=Shape.of(written, record.written()))
 
@@ -293,11 +336,13 @@ class AccuracyStats(Record):
         return {**self.figures, "n": self.n, "items": self.items, "failed": self.failed,
                 "correct": self.correct, "accuracy": self.accuracy,
                 "truncated_rate": self.truncated_rate, "sent": self.sent, "reused": self.reused,
-                "wall_s": self.wall_s}
+                "wall_s": self.wall_s,
+                **({} if self.sequence is None else {"sequence": self.sequence.to_dict()})}
 
     @classmethod
     def read(cls, data: Mapping[str, Any]) -> AccuracyStats:
         known = set(_ACCURACY_CORE + _ACCURACY_RUN)
+        sequence = data.get("sequence")
         return cls(
             n=_int(data.get("n")) or 0, items=_int(data.get("items")) or 0,
             failed=_int(data.get("failed")) or 0, correct=_int(data.get("correct")) or 0,
@@ -306,6 +351,8 @@ class AccuracyStats(Record):
             sent=_int(data.get("sent")) or 0, reused=_int(data.get("reused")) or 0,
             wall_s=_float(data.get("wall_s")) or 0.0,
             figures={k: v for k, v in data.items() if k not in known},
+            sequence=(AccuracySequence.from_dict(sequence) if isinstance(sequence, Mapping)
+                      else None),
         )
 
     # GSM8K's and BFCL's own figures (their summarise functions), None for other benchmarks
@@ -878,10 +925,61 @@ class ScreeningResult(Record):
 
 
 @dataclass(frozen=True)
+class SequentialVerdict(Record):
+    """A verdict drawn from the anytime-valid confidence sequence of candidate − reference
+    (``--until-decided``, :mod:`~pytest_modelsweep.core.sequences`): the sequence's
+    [``low``, ``high``] at ``confidence`` and the mean ``difference`` after ``n`` paired items
+    (``discordant`` scored differently; each side's mean over them) of the data set's
+    ``population`` items, taken in the seeded order ``order_seed``; ``stop``: ``decided`` (the
+    sequence decided the verdict) or ``final`` (no more items came: the data set's end, the
+    limit, or a side that stopped); ``method``: the sequence's (``betting-iid``)."""
+
+    difference: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    confidence: float = math.nan
+    n: int = 0
+    population: int = 0
+    discordant: int = 0
+    candidate_mean: float = math.nan
+    reference_mean: float = math.nan
+    method: str = ""
+    stop: str = ""
+    order_seed: int = 0
+
+    def written(self) -> dict[str, Any]:
+        return {"difference": self.difference, "low": self.low, "high": self.high,
+                "confidence": self.confidence, "n": self.n, "population": self.population,
+                "discordant": self.discordant, "candidate_mean": self.candidate_mean,
+                "reference_mean": self.reference_mean, "method": self.method, "stop": self.stop,
+                "order_seed": self.order_seed}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> SequentialVerdict:
+        return cls(_float_or_nan(data.get("difference")), _float_or_nan(data.get("low")),
+                   _float_or_nan(data.get("high")), _float_or_nan(data.get("confidence")),
+                   _int(data.get("n")) or 0, _int(data.get("population")) or 0,
+                   _int(data.get("discordant")) or 0, _float_or_nan(data.get("candidate_mean")),
+                   _float_or_nan(data.get("reference_mean")), _str(data.get("method")) or "",
+                   _str(data.get("stop")) or "", _int(data.get("order_seed")) or 0)
+
+    def text(self) -> str:
+        """``decided after 120 of 300 items``; ``undecided after all 300 items``; ``undecided
+        when the items stopped, after 120 of 300`` (a side stopped short)."""
+        if self.stop == STOP_DECIDED:
+            return f"decided after {self.n} of {self.population} items"
+        if self.n >= self.population:
+            return f"undecided after all {self.population} items"
+        return f"undecided when the items stopped, after {self.n} of {self.population}"
+
+
+@dataclass(frozen=True)
 class AccuracyVerdictStats(Record):
     """A candidate's paired verdict on an accuracy benchmark: the interval of candidate −
     reference item by item, the margin and rule it was decided by, and the runs of each side
-    (``interval`` None only for a record that holds none)."""
+    (``interval`` None only for a record that holds none). A sequential verdict
+    (``--until-decided``) holds its confidence sequence in ``sequence`` instead of a bootstrap
+    ``interval`` (a fixed-n interval on a sequentially chosen sample lacks its coverage)."""
 
     candidate: str = ""
     reference: str = ""
@@ -892,6 +990,7 @@ class AccuracyVerdictStats(Record):
     rule: str = ""
     candidate_run: str | None = None
     reference_run: str | None = None
+    sequence: SequentialVerdict | None = None
 
     @classmethod
     def of(cls, record: VerdictRecord, *, candidate_run: str, reference_run: str,
@@ -899,12 +998,20 @@ class AccuracyVerdictStats(Record):
         return cls(record.candidate, record.reference, record.metric, record.verdict,
                    record.interval, record.margin, record.rule, candidate_run, reference_run)
 
+    @property
+    def difference(self) -> float | None:
+        """candidate − reference: the sequence's or the interval's mean difference."""
+        if self.sequence is not None:
+            return self.sequence.difference
+        return None if self.interval is None else self.interval.difference
+
     def written(self) -> dict[str, Any]:
         return {"candidate": self.candidate, "reference": self.reference, "metric": self.metric,
                 "verdict": None if self.verdict is None else self.verdict.value,
                 **({} if self.interval is None else self.interval.as_dict()),
                 "margin": self.margin, "rule": self.rule, "candidate_run": self.candidate_run,
-                "reference_run": self.reference_run}
+                "reference_run": self.reference_run,
+                **({} if self.sequence is None else {"sequence": self.sequence.to_dict()})}
 
     @classmethod
     def read(cls, data: Mapping[str, Any]) -> AccuracyVerdictStats:
@@ -912,10 +1019,13 @@ class AccuracyVerdictStats(Record):
             interval: PairedInterval | None = PairedInterval.from_dict(data)
         except (KeyError, TypeError):
             interval = None
+        sequence = data.get("sequence")
         return cls(_str(data.get("candidate")) or "", _str(data.get("reference")) or "",
                    _str(data.get("metric")) or "", _verdict(data.get("verdict")), interval,
                    _float(data.get("margin")), _str(data.get("rule")) or "",
-                   _str(data.get("candidate_run")), _str(data.get("reference_run")))
+                   _str(data.get("candidate_run")), _str(data.get("reference_run")),
+                   SequentialVerdict.from_dict(sequence) if isinstance(sequence, Mapping)
+                   else None)
 
 
 @dataclass(frozen=True)
@@ -1209,11 +1319,12 @@ def measurements_of(data: Sequence[Mapping[str, Any]]) -> list[Measurement]:
 
 
 __all__ = [
-    "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "AccuracyStats", "AccuracyVerdictStats",
+    "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "STOP_DECIDED", "STOP_FAILED", "STOP_FINAL",
+    "AccuracySequence", "AccuracyStats", "AccuracyVerdictStats",
     "AtCapacity", "CapacityBracket", "CapacityRatio", "CapacityRatioStats", "CapacityStats",
     "CapacityStep", "Contention", "Interleaved", "InterleavedWindow", "Latency", "Measurement",
-    "OtherStats", "Record", "ScreeningResult", "Shape", "SmokeStats", "Stats", "StepDecision",
-    "StepWindow",
+    "OtherStats", "Record", "ScreeningResult", "SequentialVerdict", "Shape", "SmokeStats",
+    "Stats", "StepDecision", "StepWindow",
     "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow", "Window", "flags_text",
     "measurements_of", "side_flags", "stats_type",
 ]

@@ -75,6 +75,8 @@ class OptionDefaults:
     unstable_cv: float = 0.10
     contended_cores: float = 0.25
     slo_attainment: float = 0.90
+    round_size: int = 50
+    """``--until-decided``: items each model scores between two looks at its comparisons."""
 
 
 DEFAULTS = OptionDefaults()
@@ -306,6 +308,19 @@ def add_ungated_option(addoption: AddOption) -> None:
               help="pass when nothing could be compared with the baseline (every row new: "
                    "other models, benchmarks or settings); default: that fails, since "
                    "nothing was gated")
+
+
+def add_sequential_options(addoption: AddOption) -> None:
+    """``--until-decided`` (accuracy benchmarks stop once their comparisons are decided) and
+    ``--round-size`` (items between two looks)."""
+    addoption("--until-decided", action="store_true", default=False,
+              help="accuracy benchmarks send items in one seeded random order, in rounds, and "
+                   "stop for a model once every comparison it takes part in (verdicts, and "
+                   "with --baseline its gate row) is decided by an anytime-valid confidence "
+                   "sequence (default: the sweep's [verdicts] until_decided, else off)")
+    addoption("--round-size", type=parse_positive_int, default=DEFAULTS.round_size, metavar="N",
+              help="--until-decided: items each model scores between two looks at its "
+                   f"comparisons (default: {DEFAULTS.round_size})")
 
 
 def add_noisy_option(addoption: AddOption) -> None:

@@ -343,6 +343,12 @@ class PairedConfidenceSequence:
                                       confidence=self.confidence)
         return below <= self.n, above <= self.n
 
+    def rules_out(self, value: float) -> tuple[bool, bool]:
+        """(every mean difference at or below ``value`` is outside the sequence, every one at
+        or above it is): at 0, (better, worse) as :meth:`decide` reads them."""
+        below, above = self._rules_out(np.array([float(value)]))
+        return bool(below[0]), bool(above[0])
+
     def _end(self, side: int) -> float:
         """The lower (side 0) or upper (side 1) end: search for the edge of the ruled-out ray."""
         low, high = -1.0, 1.0  # side 0: low is ruled out from below or is -1; high is not

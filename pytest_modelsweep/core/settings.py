@@ -43,10 +43,13 @@ class BenchSettings:
     """``--slo-attainment``: capacity needs this share of requests meeting the SLO."""
     pricing: Pricing | None
     """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
+    round_size: int | None = None
+    """``--until-decided`` (or the sweep's ``[verdicts] until_decided``): accuracy items go out
+    in rounds of this many and stop once decided; None: every item is sent at once."""
 
     @classmethod
     def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None,
-                     gsm8k_max_tokens: int) -> BenchSettings:
+                     gsm8k_max_tokens: int, round_size: int | None = None) -> BenchSettings:
         """The view of ``option`` (pytest's ``config.option``: parsed, checked, defaulted)."""
         return cls(
             run_id=run_id,
@@ -56,6 +59,7 @@ class BenchSettings:
             request_timeout_s=option.request_timeout, idle_timeout_s=option.idle_timeout,
             unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
             slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,
+            round_size=round_size,
         )
 
     def timed_requests_at(self, concurrency: int) -> int:

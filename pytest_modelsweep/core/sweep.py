@@ -108,6 +108,15 @@ class BenchmarkSettings:
 
 
 @dataclass(frozen=True)
+class VerdictSettings:
+    """``[verdicts]``: how accuracy verdicts are reached. ``until_decided``: items go out in
+    rounds (``--round-size``) and each model stops once its comparisons are decided, as with
+    ``--until-decided``."""
+
+    until_decided: bool = False
+
+
+@dataclass(frozen=True)
 class ScreeningSettings:
     """The candidate-screening rule: permitted licences and the chip's memory budget."""
 
@@ -131,6 +140,7 @@ class Sweep:
     pricing: Pricing | None = None
     """The ``[pricing]`` table: what the machine one model is served on costs per hour."""
     benchmarks: BenchmarkSettings = field(default_factory=BenchmarkSettings)
+    verdicts: VerdictSettings = field(default_factory=VerdictSettings)
 
     @property
     def candidates(self) -> list[str]:
@@ -241,6 +251,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     screening = _parse_screening(reader, data.get("screening", {}))
     pricing = _parse_pricing(reader, data["pricing"]) if "pricing" in data else None
     benchmarks = _parse_benchmarks(reader, data.get("benchmarks", {}))
+    verdicts = _parse_verdicts(reader, data.get("verdicts", {}))
     models_table = reader.table(data, "models")
     if not models_table:
         raise SweepError(f"{path}: [models] is empty; declare at least the reference model")
@@ -252,11 +263,13 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
                 f"got {type(entry).__name__}"
             )
         models[model_name] = _parse_model(reader, model_name, entry)
-    unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing", "benchmarks"}
+    unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing", "benchmarks",
+                               "verdicts"}
     if unknown_top:
         raise SweepError(
             f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
-            "expected [sweep], [serving], [benchmarks.*], [screening], [pricing] and [models.*]"
+            "expected [sweep], [serving], [benchmarks.*], [verdicts], [screening], [pricing] "
+            "and [models.*]"
         )
     if reference not in models:
         raise SweepError(
@@ -273,6 +286,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
         screening=screening,
         pricing=pricing,
         benchmarks=benchmarks,
+        verdicts=verdicts,
     )
 
 
@@ -332,6 +346,15 @@ def _parse_benchmarks(reader: _Reader, table: Any) -> BenchmarkSettings:
             gsm8k, "benchmarks.gsm8k", "max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS
         ),
     )
+
+
+def _parse_verdicts(reader: _Reader, table: Any) -> VerdictSettings:
+    """``[verdicts]``: ``until_decided`` (true: accuracy benchmarks stop once decided)."""
+    if not isinstance(table, Mapping):
+        raise SweepError(f"{reader.path}: verdicts: expected a table [verdicts]")
+    reader.no_unknown(table, "verdicts", {"until_decided"})
+    return VerdictSettings(
+        until_decided=reader.boolean(table, "verdicts", "until_decided", default=False))
 
 
 def _parse_screening(reader: _Reader, table: Any) -> ScreeningSettings:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from ..core.measurements import Measurement, ThroughputStats
 from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
+from ..core.sequences import paired_sequence
 from ..core.stats import (
     RatioInterval,
     paired_bootstrap,
@@ -50,6 +51,12 @@ from .pairing import (
     check_same_requests,
     check_same_serving,
     setting_identity,
+)
+from .sequential import (
+    gate_look_text,
+    pair_sequentially,
+    sequential_gate_status,
+    sequential_population,
 )
 
 #: Family-wise error rate, per direction, of the throughput rows of one model: the chance
@@ -223,7 +230,10 @@ def compare_with_baseline(
                                f"{key[0]} in the baseline", old.provenance)
             check_same_requests(f"{key[0]} now", RequestSettings.of_measurement(m),
                                 f"{key[0]} in the baseline", RequestSettings.of_measurement(old))
-            rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
+            if sequential_population(m) or sequential_population(old):
+                rows.append(_sequential_accuracy_row(m, old, key, shown_setting, thresholds))
+            else:
+                rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
         except (PairingError, ValueError) as error:
             rows.append(GateRow(key[0], benchmark, shown_setting, old.value, m.value,
                                 float("nan"), float("nan"), float("nan"), "not comparable",
@@ -239,6 +249,15 @@ def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]
     for run in runs:
         out += list({_key(m): m for m in run}.values())
     return out
+
+
+def baseline_of(measurement: Measurement, baseline: Iterable[Measurement]) -> Measurement | None:
+    """The baseline measurement ``measurement`` is gated against (the newest of its model,
+    benchmark and setting), when it is sound; None otherwise."""
+    found = [old for old in baseline if _key(old) == _key(measurement)]
+    if not found or unsound_reason(found[-1], "in the baseline") is not None:
+        return None
+    return found[-1]
 
 
 def unsound_reason(measurement: Measurement, where: str) -> str | None:
@@ -287,6 +306,33 @@ def _accuracy_row(m: Measurement, old: Measurement, key: tuple[str, str, str],
     return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
                    interval.difference, interval.low, interval.high, status, note,
                    interval.confidence)
+
+
+def _sequential_accuracy_row(m: Measurement, old: Measurement, key: tuple[str, str, str],
+                             setting: str, thresholds: Thresholds) -> GateRow:
+    """An accuracy row where a side's items were chosen sequentially (``--until-decided``):
+    the confidence sequence of now − baseline over the common prefix of the seeded order,
+    judged by :func:`~.sequential.sequential_gate_status` (the rule the run stopped by)."""
+    sides = pair_sequentially(
+        (f"{key[0]} now", m.item_records(), sequential_population(m)),
+        (f"{key[0]} in the baseline", old.item_records(), sequential_population(old)))
+    sequence = paired_sequence(sides.first, sides.second, sides.order, population=None)
+    threshold = thresholds.accuracy_points
+    status = sequential_gate_status(sequence, threshold, final=True)
+    decided = sequential_gate_status(sequence, threshold, final=False) is not None
+    interval = sequence.interval()
+    used = sides.order[:sequence.n]
+    now = sum(sides.first[i] for i in used) / len(used) if used else math.nan
+    before = sum(sides.second[i] for i in used) / len(used) if used else math.nan
+    if decided:
+        note = (f"sequential, decided after {sequence.n} of {sides.population} items: "
+                f"{gate_look_text(sequence, status, threshold)}")
+    else:
+        note = (f"sequential, undecided when the items ran out after {sequence.n} of "
+                f"{sides.population}: the fixed-n rule reads the last sequence "
+                f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}")
+    return GateRow(key[0], key[1], setting, before, now, interval.difference, interval.low,
+                   interval.high, status or "ok", note, interval.confidence)
 
 
 def _throughput_row(

@@ -25,9 +25,11 @@ from ..core.measurements import (
 )
 from ..core.stats import PairedInterval, RatioInterval, Verdict
 from .comparisons import ComparisonKind, Failed, Found, Missing, Skipped
+from .sequential import SequentialJudgement
 
 SidesT = TypeVar("SidesT")
-IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio)
+IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio,
+                    SequentialJudgement)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 * :class:`AccuracyComparison` — the candidate's and the reference's scored items on one
   accuracy benchmark, paired item by item: the bootstrap interval of the difference
   (at its Holm step-down level across the candidates with ``--holm``), recorded as
-  ``verdict:<benchmark>``;
+  ``verdict:<benchmark>``; where a side's items were chosen sequentially
+  (``--until-decided``), the confidence sequence those items stopped by
+  (:mod:`.sequential`) instead;
 * :class:`ThroughputComparison` — both models' throughput at one setting: the ratio
   interval over the repeats (measured back to back, found in this run or the store) or
   over pairs of windows (measured interleaved), recorded as ``throughput_ratio``;
@@ -24,12 +26,14 @@ from ..core.errors import MeasurementError
 from ..core.measurements import (
     DESIGN_BACK_TO_BACK,
     DESIGN_INTERLEAVED,
+    AccuracySequence,
     AccuracyVerdictStats,
     CapacityBracket,
     CapacityRatio,
     CapacityRatioStats,
     CapacityStats,
     Interleaved,
+    Measurement,
     ThroughputRatioStats,
     ThroughputStats,
 )
@@ -59,6 +63,14 @@ from .comparisons import (
 )
 from .judge import Judged
 from .pairing import RequestSettings, unlike_requests
+from .pairing import check_same_serving
+from .sequential import (
+    SequentialJudgement,
+    pair_sequentially,
+    sequential_population,
+    sequential_verdict,
+    verdict_decision,
+)
 from .verdicts import holm_adjusted_interval, paired_interval, throughput_ratio_interval
 
 ExpectedTests = Callable[[str, str, "Mapping[str, Any] | None"], list[str]]
@@ -134,6 +146,11 @@ class AccuracyComparison:
                 others[name] = more.side
         return Found(AccuracySides(candidate, reference, others))
 
+    def _sequence(self, side: ModelItems) -> AccuracySequence | None:
+        """The sequence a side's items were chosen by (None: it scored every item)."""
+        found = self.finder.store.measurement_of(side.run_id, side.model, self.metric)
+        return sequential_population(None if found is None else Measurement.from_dict(found))
+
     def refuse(self, sides: AccuracySides) -> str | None:
         for items in [sides.candidate, *(sides.others or {}).values()]:
             refused = (failed_items_reason(items, sides.reference, self.metric)
@@ -143,7 +160,27 @@ class AccuracyComparison:
                 return refused
         return None
 
-    def interval(self, sides: AccuracySides) -> PairedInterval:
+    def interval(self, sides: AccuracySides) -> PairedInterval | SequentialJudgement:
+        """The bootstrap interval; where a side's items were chosen sequentially, the
+        decision of the confidence sequence they stopped by (over the common prefix of the
+        seeded order, final: no more items come)."""
+        candidate_sequence = self._sequence(sides.candidate)
+        reference_sequence = self._sequence(sides.reference)
+        if candidate_sequence is not None or reference_sequence is not None:
+            if sides.others is not None:
+                raise ValueError(
+                    f"cannot judge {self.candidate} with --holm: its items were chosen "
+                    "sequentially (--until-decided), and confidence sequences have no Holm "
+                    "adjustment; re-run without --holm")
+            check_same_serving(self.candidate, sides.candidate.provenance, self.reference,
+                               sides.reference.provenance)
+            paired = pair_sequentially(
+                (self.candidate, sides.candidate.items, candidate_sequence),
+                (self.reference, sides.reference.items, reference_sequence))
+            decision = verdict_decision(paired.first, paired.second, paired.order,
+                                        margin=self.margin, population=paired.population,
+                                        final=True)[1]
+            return SequentialJudgement(decision, paired)
         interval = paired_interval(sides.candidate, sides.reference, resamples=self.resamples,
                                    seed=0, confidence=CONFIDENCE)
         if sides.others is None:
@@ -151,8 +188,11 @@ class AccuracyComparison:
         return holm_adjusted_interval(self.candidate, sides.others, sides.reference,
                                       resamples=self.resamples, seed=0, confidence=CONFIDENCE)
 
-    def judged(self, sides: AccuracySides, interval: PairedInterval, verdict: Verdict) -> Judged:
+    def judged(self, sides: AccuracySides, interval: PairedInterval | SequentialJudgement,
+               verdict: Verdict) -> Judged:
         rule = RULE_COVERS_ZERO if self.margin is None else RULE_EQUIVALENCE_MARGIN
+        if isinstance(interval, SequentialJudgement):
+            return self._judged_sequentially(sides, interval, verdict, f"sequence+{rule}")
         holm = sides.others is not None
         record = VerdictRecord(candidate=self.candidate, reference=self.reference,
                                metric=self.metric, verdict=verdict, interval=interval,
@@ -174,6 +214,27 @@ class AccuracyComparison:
             summary,
             params={"reference": self.reference, "verdict": str(verdict.value), "holm": holm,
                     "margin": self.margin},
+        )
+
+
+    def _judged_sequentially(self, sides: AccuracySides, judgement: SequentialJudgement,
+                             verdict: Verdict, rule: str) -> Judged:
+        sequence = sequential_verdict(judgement.sides, judgement.decision,
+                                      sides.candidate.items, sides.reference.items)
+        stats = AccuracyVerdictStats(
+            self.candidate, self.reference, self.metric, verdict, None, self.margin, rule,
+            sides.candidate.run_id, sides.reference.run_id, sequence=sequence)
+        summary = (
+            f"{self.candidate} vs {self.reference} on {self.metric}: {verdict.value}, "
+            f"{sequence.text()} (difference {sequence.difference:+.3f}, "
+            f"{100 * sequence.confidence:.4g}% confidence sequence [{sequence.low:+.3f}, "
+            f"{sequence.high:+.3f}], discordant={sequence.discordant})"
+        )
+        return Judged(
+            verdict, f"{VERDICT_PREFIX}{self.metric}", sequence.difference,
+            "accuracy difference", sequence.n, stats, summary,
+            params={"reference": self.reference, "verdict": str(verdict.value), "holm": False,
+                    "margin": self.margin, "sequential": True},
         )
 
 

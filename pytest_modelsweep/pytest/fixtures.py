@@ -193,7 +193,9 @@ def evaluate(
     first ``--limit`` items with ``concurrency`` in flight, stores each as it is scored
     (a re-run sends only what is not stored), records the measurement and returns
     an :class:`~pytest_modelsweep.EvaluationResult`; fails in one line when items got
-    no answer. The candidates' paired verdicts come from the declaration.
+    no answer. The candidates' paired verdicts come from the declaration. With
+    ``--until-decided`` the items go out in rounds of one seeded order until every
+    comparison the model takes part in is decided (:mod:`~..judging.sequential`).
     docs/writing-benchmarks.md has the whole API.
     """
     from ..api.evaluation import EvalItem, EvaluationResult, Scorer, Summarise
@@ -241,24 +243,34 @@ def evaluate(
         limit = bench_settings.limit
         chosen = chosen[:limit] if limit is not None else chosen
         endpoint: Endpoint = request.getfixturevalue("endpoint")
-        accuracy_run = run_accuracy(
-            endpoint, benchmark, chosen,
-            lambda item: request_for(item, model_spec.prompting),
-            lambda item, sent, completion: scored_record(benchmark, scorer, item, sent, completion),
-            store=modelsweep_run.store, run_id=bench_settings.run_id,
-            reuse=bench_settings.reuse, concurrency=concurrency,
-            timeout_s=bench_settings.request_timeout_s,
-            idle_timeout_s=bench_settings.idle_timeout_s, progress=modelsweep_run.write_line,
-        )
-        records = accuracy_run.records
-        core = summarise_items(records)
-        stats = AccuracyStats.of(core, summarise(records) if summarise is not None else {},
-                                 sent=accuracy_run.sent, reused=accuracy_run.reused,
-                                 wall_s=accuracy_run.wall_s)
         recorded_params = {**(params or {}), "prompting": model_spec.prompting,
                            "limit": limit and len(chosen),  # the real count, when limited
                            "subset": limit is not None,
                            **sampling_params(chosen, model_spec.prompting)}
+
+        def send(some: list[EvalItem]) -> Any:
+            return run_accuracy(
+                endpoint, benchmark, some,
+                lambda item: request_for(item, model_spec.prompting),
+                lambda item, sent, completion: scored_record(benchmark, scorer, item, sent,
+                                                             completion),
+                store=modelsweep_run.store, run_id=bench_settings.run_id,
+                reuse=bench_settings.reuse, concurrency=concurrency,
+                timeout_s=bench_settings.request_timeout_s,
+                idle_timeout_s=bench_settings.idle_timeout_s, progress=modelsweep_run.write_line,
+            )
+
+        sequence = None
+        if bench_settings.round_size is None:
+            accuracy_run = send(chosen)
+        else:  # --until-decided: rounds in the seeded order until every comparison is decided
+            accuracy_run, sequence = _until_decided(request, modelsweep_run, model_name,
+                                                    benchmark, chosen, send, recorded_params)
+        records = accuracy_run.records
+        core = summarise_items(records)
+        stats = AccuracyStats.of(core, summarise(records) if summarise is not None else {},
+                                 sent=accuracy_run.sent, reused=accuracy_run.reused,
+                                 wall_s=accuracy_run.wall_s, sequence=sequence)
         record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
@@ -281,6 +293,41 @@ def evaluate(
         )
 
     return run
+
+
+def _until_decided(request: pytest.FixtureRequest, run: RunState, model: str, benchmark: str,
+                   items: list[Any], send: Callable[[list[Any]], Any],
+                   params: Mapping[str, Any]) -> tuple[Any, Any]:
+    """``--until-decided``: ``items`` in rounds of the seeded order until every comparison
+    ``model`` takes part in on ``benchmark`` is decided (:mod:`~..judging.sequential`).
+    Returns the run's scored items (an ``AccuracyRun``) and its ``AccuracySequence``."""
+    from ..core.errors import ModelsweepError
+    from ..core.measurements import Measurement
+    from ..judging.gate import baseline_of
+    from ..judging.sequential import UntilDecided, partners_for, sequence_order
+
+    baseline = None
+    if run.options.baseline:
+        try:
+            baseline = baseline_of(Measurement(model, benchmark, 0.0, "accuracy", 0,
+                                               params=dict(params)),
+                                   run.baseline_measurements())
+        except ModelsweepError as error:  # the gate says so at the session's end
+            run.write_line(f"{benchmark} {model}: no baseline to stop by ({error})")
+    partners = partners_for(
+        run.store, run.run_id, model, benchmark, reference=run.selection.reference,
+        candidates=run.selection.candidates,
+        tests_of=lambda name: tests_in_session(request.session, name, benchmark),
+        margin=run.options.margin, baseline=baseline,
+        threshold=run.options.thresholds.accuracy_points)
+    by_id = {item.id: item for item in items}
+    round_size = run.bench_settings.round_size
+    assert round_size is not None
+    loop = UntilDecided(run.store, run.run_id, model, benchmark, sequence_order(by_id),
+                        round_size, partners, wait_s=run.options.verdict_wait_s,
+                        progress=run.write_line)
+    done = loop.run(lambda ids: send([by_id[item] for item in ids]))
+    return done.run, done.sequence
 
 
 def _check_declared(test: str, verb: str, benchmark: str, declared: str | None, kind: str,
@@ -496,6 +543,10 @@ def _judge(request: pytest.FixtureRequest, record_measurement: RecordMeasurement
     config = request.config
 
     def decide(interval: Any) -> Any:
+        from ..judging.sequential import SequentialJudgement
+
+        if isinstance(interval, SequentialJudgement):
+            return interval.verdict  # the items stopped by this very rule: no hook re-decides
         return config.hook.pytest_modelsweep_verdict(
             candidate=comparison.candidate, reference=comparison.reference,
             metric=comparison.metric, interval=interval, margin=comparison.margin,

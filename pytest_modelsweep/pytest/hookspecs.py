@@ -38,7 +38,9 @@ def pytest_modelsweep_verdict(
       zero but is wider. Fewer than ``core.stats.MIN_PAIRED_ITEMS`` (30) items, or fewer
       than ``core.stats.MIN_DISCORDANT`` (10) scored differently: *inconclusive* whatever
       the interval, which then does not hold its coverage
-      (``interval.too_few_items``). A verdict in ``--fail-on`` fails the test.
+      (``interval.too_few_items``). A verdict in ``--fail-on`` fails the test. Where a
+      side's items were chosen sequentially (``--until-decided``) the verdict is the
+      confidence sequence's, and this hook is not asked: the items stopped by that rule.
     * ``"throughput"`` (``metric`` is ``throughput``, ``long_prompt`` or a declared
       throughput benchmark): ``interval`` is the interval of candidate ÷ reference
       output tokens/s at one setting, Welch t on log tokens/s over the repeats (or over

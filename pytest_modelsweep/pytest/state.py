@@ -138,7 +138,8 @@ class RunState:
         """The narrow view of this run that benchmark tests receive (made once)."""
         return BenchSettings.from_options(self.options.parsed, run_id=self.run_id,
                                           pricing=self.pricing,
-                                          gsm8k_max_tokens=self.gsm8k_max_tokens)
+                                          gsm8k_max_tokens=self.gsm8k_max_tokens,
+                                          round_size=self.round_size)
 
     def __repr__(self) -> str:
         from ..core.secrets import redact
@@ -152,6 +153,15 @@ class RunState:
         """``--gsm8k-max-tokens``, else the sweep's ``[benchmarks.gsm8k] max_tokens``."""
         given: int | None = self.options.parsed.gsm8k_max_tokens
         return self.sweep.benchmarks.gsm8k_max_tokens if given is None else given
+
+    @property
+    def round_size(self) -> int | None:
+        """Items per round of a sequential accuracy benchmark (``--round-size``); None unless
+        ``--until-decided`` (or the sweep's ``[verdicts] until_decided``) is on."""
+        if not (self.options.parsed.until_decided or self.sweep.verdicts.until_decided):
+            return None
+        size: int = self.options.parsed.round_size
+        return size
 
     @property
     def pricing(self) -> Pricing | None:

@@ -429,6 +429,19 @@ class _Page:
         m = self.verdict(candidate, metric)
         if m is not None:
             stats = stats_of(m, AccuracyVerdictStats)
+            if stats.sequence is not None:  # --until-decided: the confidence sequence's
+                seq = stats.sequence
+                shown = format_points_interval(seq.low, seq.high)
+                if finite(seq.difference) is None or shown == NA:
+                    why = f"the {metric} verdict of {candidate} records no difference or sequence"
+                    return [_verdict(stats.verdict), Cell(NA, why=why)]
+                detail = (f"{candidate} vs the reference on {metric_label(metric)}: "
+                          f"{seq.text()} (--until-decided); the interval is the "
+                          f"{100 * seq.confidence:.4g}% confidence sequence, valid where the "
+                          "items stopped")
+                return [_verdict(stats.verdict), Cell(
+                    f"{format_points(seq.difference)} {shown.removesuffix(' pp')}, "
+                    f"{seq.n} of {seq.population} items", detail=detail)]
             iv = stats.interval
             shown = NA if iv is None else format_points_interval(iv.low, iv.high)
             if iv is None or finite(iv.difference) is None or shown == NA:
@@ -743,7 +756,8 @@ class _Page:
         left_out = []
         for c in candidates:
             verdict = self.verdict(c, judged[0])
-            iv = None if verdict is None else stats_of(verdict, AccuracyVerdictStats).interval
+            stats = None if verdict is None else stats_of(verdict, AccuracyVerdictStats)
+            iv = None if stats is None else (stats.sequence or stats.interval)
             y = None if iv is None else finite(iv.difference)
             ratio = self.c16_ratio(c)
             x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")

@@ -252,8 +252,17 @@ def verdict_table(measurements: Measurements) -> Table:
     columns = ["candidate", "reference", "metric", "difference",
                "95% interval" if plain else "interval", "n", "discordant", "detectable", "verdict"]
     rows: list[tuple[tuple[str, str], list[Cell]]] = []
+    sequential = []
     for m, s in verdicts:
         metric, candidate, iv = s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, s.interval
+        if s.sequence is not None:  # --until-decided: the confidence sequence, no bootstrap
+            seq = s.sequence
+            sequential.append(f"{candidate} on {metric}: {seq.text()}")
+            rows.append(((metric, candidate), [
+                candidate, s.reference, metric, format_points(seq.difference),
+                format_points_interval(seq.low, seq.high), seq.n, seq.discordant, NA,
+                NA if s.verdict is None else s.verdict.value]))
+            continue
         interval = NA if iv is None else format_points_interval(iv.low, iv.high)
         if not plain and iv is not None and interval != NA:
             interval += f" ({_rounded(100 * iv.confidence, 1):g}%)"
@@ -265,6 +274,10 @@ def verdict_table(measurements: Measurements) -> Table:
             NA if s.verdict is None else s.verdict.value]))
     notes = [("difference: candidate minus reference accuracy, paired item by item (bootstrap "
               "interval); detectable: the difference this n finds with 80% power")]
+    if sequential:
+        notes.append("sequential verdicts (--until-decided): the interval is the 95% confidence "
+                     "sequence, valid where the items stopped (no detectable difference): "
+                     + "; ".join(sequential))
     margins = sorted({margin for _, s in verdicts if (margin := finite(s.margin)) is not None})
     notes += [f"equivalence margin ±{_rounded(100 * margin, 1):.1f} pp" for margin in margins]
     if any(s.rule.startswith("holm") for _, s in verdicts):
@@ -292,6 +305,8 @@ def accuracy_table(benchmark: str, measurements: Measurements, reference: str | 
         subset = (("subset" if setting.limit is None else f"first {setting.limit}")
                   if setting.subset is True or setting.limit is not None
                   else "full" if setting.subset is False else NA)
+        if stats.sequence is not None:
+            subset = stats.sequence.text()  # --until-decided: the items it stopped after
         row: list[Cell] = [m.model, format_percent(m.value),
                            format_percent_interval(*interval) if interval else NA]
         if benchmark == "gsm8k":

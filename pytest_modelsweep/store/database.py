@@ -419,6 +419,16 @@ class Store:
                 .order_by(r.c.item_id)).scalars().all()
         return [ItemRecord.from_dict(json.loads(row)) for row in rows]
 
+    def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
+        """The ids of the items a run has used so far for one model and benchmark (cheap: no
+        records are read)."""
+        r = RUN_ITEMS
+        with self.reading() as db:
+            rows = db.execute(select(r.c.item_id).where(
+                r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark,
+            )).scalars().all()
+        return [str(item_id) for item_id in rows]
+
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
         with self.reading() as db:
             value = db.execute(select(ENDPOINTS.c.provenance_json).where(
