@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .options import default_timed_requests
+from .options import DEFAULTS, OPEN_LOOP_TIMED_REQUESTS, RateSweep, default_timed_requests
 from .repeats import RepeatPolicy
 
 if TYPE_CHECKING:
@@ -43,6 +43,14 @@ class BenchSettings:
     """``--slo-attainment``: capacity needs this share of requests meeting the SLO."""
     pricing: Pricing | None
     """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
+    request_rate: float | None = None
+    """``--request-rate``: the open-loop benches' mean rate (req/s); None: they skip."""
+    burstiness: float = DEFAULTS.burstiness
+    """``--burstiness``: the shape of the gamma gaps between open-loop requests (1: Poisson)."""
+    rate_sweep: RateSweep = DEFAULTS.rate_sweep
+    """``--rate-sweep``: the rates the capacity-in-req/s sweep may try."""
+    startup_launches: int = DEFAULTS.startup_launches
+    """``--startup-launches``: fresh launches per model of the cold-start bench."""
 
     @classmethod
     def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None,
@@ -56,9 +64,17 @@ class BenchSettings:
             request_timeout_s=option.request_timeout, idle_timeout_s=option.idle_timeout,
             unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
             slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,
+            request_rate=option.request_rate, burstiness=option.burstiness,
+            rate_sweep=option.rate_sweep, startup_launches=option.startup_launches,
         )
 
     def timed_requests_at(self, concurrency: int) -> int:
         """Timed requests per window at ``concurrency``: ``--timed-requests``, else 2 ×
         concurrency, at least 4."""
         return self.timed_requests or default_timed_requests(concurrency)
+
+    @property
+    def open_loop_timed_requests(self) -> int:
+        """Timed requests per open-loop window at ``--request-rate``: ``--timed-requests``,
+        else :data:`~.options.OPEN_LOOP_TIMED_REQUESTS`."""
+        return self.timed_requests or OPEN_LOOP_TIMED_REQUESTS

@@ -28,9 +28,10 @@ from ..core.measurements import Measurement, Stats
 from ..core.records import ItemRecord
 from ..store.database import Store
 
-ComparisonKind = Literal["accuracy", "throughput", "capacity"]
-"""What a comparison compares: item scores (accuracy), measured rates (throughput) or
-capacities under an SLO (capacity)."""
+ComparisonKind = Literal["accuracy", "throughput", "capacity", "rate_capacity"]
+"""What a comparison compares: item scores (accuracy), measured rates (throughput),
+capacities under an SLO (capacity) or capacities in requests/s under an SLO
+(rate_capacity)."""
 
 @dataclass(frozen=True)
 class ModelItems:

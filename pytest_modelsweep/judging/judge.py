@@ -1,7 +1,8 @@
 """One comparison's way, written once: find the sides → refuse → interval → verdict → record.
 
 Every comparison of a candidate with the reference (an accuracy verdict item by item, a
-throughput ratio, a capacity ratio) is a :class:`Comparison`: it finds both sides (this
+throughput ratio, a capacity ratio, in concurrent requests or in requests/s) is a
+:class:`Comparison`: it finds both sides (this
 run's, the store's, or measured in pairs), says why they cannot be compared (one line, or
 None), computes the interval, and turns the verdict into the measurement it records and the
 line it announces (:class:`Judged`). :func:`judge` runs those steps in that order; the
@@ -21,13 +22,16 @@ from ..core.measurements import (
     AccuracyVerdictStats,
     CapacityRatio,
     CapacityRatioStats,
+    RateCapacityRatio,
+    RateCapacityRatioStats,
     ThroughputRatioStats,
 )
 from ..core.stats import PairedInterval, RatioInterval, Verdict
 from .comparisons import ComparisonKind, Failed, Found, Missing, Skipped
 
 SidesT = TypeVar("SidesT")
-IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio)
+IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio,
+                   RateCapacityRatio)
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Judged:
     value: float
     unit: str
     n: int
-    stats: AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats
+    stats: AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | RateCapacityRatioStats
     summary: str
     params: dict[str, Any] = field(default_factory=dict)
 
