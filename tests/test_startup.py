@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from pytest_modelsweep.core.measurements import Measurement, StartupStats
+from pytest_modelsweep.report.decision import decision_page
+from pytest_modelsweep.store.results import RunInfo
 
 pytest_plugins = ("pytester",)
 
@@ -97,6 +99,15 @@ def test_a_start_is_timed_over_fresh_launches_and_a_server_twice_as_slow_fails_t
         assert m.provenance["how"] == "llamacpp" and "--alias" in m.provenance["launch_argv"]
         assert m.params == {"launches": 3, "backend": "llamacpp", "cache": stats.cache}
     assert len(list((pytester.path / "work" / "runs").glob("*/logs/startup/cold-start-*/*.log"))) == 6
+    # the decision page's cold-start column: each model's start and how cold it was
+    page = decision_page(found, RunInfo.of(json.loads((pytester.path / "r.json").read_text())["run"]))
+    assert page is not None
+    column = [c.title for c in page.columns].index("cold start")
+    for row in page.rows:
+        stats = next(m.stats for m in found if m.model == row.model)
+        assert isinstance(stats, StartupStats) and stats.first_token_s is not None
+        assert row.cells[column].text == f"{stats.first_token_s:.2f} s ({stats.cache})"
+        assert row.cells[column].tip.startswith("3 launches; 95% interval ")
     result.stdout.fnmatch_lines([f"*cold start {REFERENCE}: launch 1/3, ready * s, first token * s;"
                                  " page cache of fake.gguf *"])
 

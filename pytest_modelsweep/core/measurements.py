@@ -736,9 +736,13 @@ class ThroughputWindow(Record):
 
     @property
     def server_flag(self) -> str | None:
-        """The server queued or preempted during the window while the client had N in
-        flight (:meth:`ServerMetricsSummary.flag_line`); None otherwise or unsampled."""
-        return None if self.server_metrics is None else self.server_metrics.summary.flag_line()
+        """A closed loop's server queued or preempted while the client had N in flight
+        (:meth:`ServerMetricsSummary.flag_line`): it ran fewer than the window claims. None
+        otherwise, unsampled, or in an open loop, where requests queue by design and each
+        one's latency holds its wait (its summary still says how long the queue grew)."""
+        if self.server_metrics is None or self.open_loop is not None:
+            return None
+        return self.server_metrics.summary.flag_line()
 
     @property
     def saturated(self) -> bool:
@@ -1631,11 +1635,9 @@ class RateCapacityStats(Record):
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """``contended``; ``server queued`` when the step at the capacity queued."""
-        step = self.capacity_step
-        queued = step is not None and step.recorded is not None and step.recorded.server_flag
-        return side_flags(unstable=False, cv=None, contended=self.contended,
-                          server_queued=bool(queued))
+        """``contended``: what makes this sweep doubtful (its windows are open loops, whose
+        requests queue by design, and a saturated step is a decision, not a doubt)."""
+        return side_flags(unstable=False, cv=None, contended=self.contended)
 
     def written(self) -> dict[str, Any]:
         data: dict[str, Any] = {

@@ -722,8 +722,7 @@ class _Page:
         contended = [setting(m) for m, row in rows if row.contended] + (
             ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended
             else []) + (["rate sweep"] if swept.contended else [])
-        queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows] + (
-            ["rate sweep at its capacity"] if "server queued" in swept.flags else [])
+        queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
         carried: dict[str, list[str]] = {}
         ratio, capacity_ratio = self.c16_ratio(model), self.latest(model, CAPACITY_RATIO)
         rate_ratio = self.latest(model, RATE_CAPACITY_RATIO_BENCHMARK)

@@ -261,7 +261,8 @@ def ticker(
 
 def window_line(window: ThroughputWindow) -> str:
     """What a progress line adds for a window: an open loop's achieved rate (and
-    ``saturated``), the server's queue when it queued (``""`` for neither)."""
+    ``saturated``), the server's queue when it queued (``""`` for neither; in an open loop
+    a queue is expected, and said all the same)."""
     parts = []
     loop = window.open_loop
     if loop is not None:
@@ -271,8 +272,10 @@ def window_line(window: ThroughputWindow) -> str:
         offered = "n/a" if saturation.offered_rps is None else f"{saturation.offered_rps:.3g}"
         parts.append(f"achieved {achieved} of {offered} req/s"
                      + (", saturated" if loop.saturated else ""))
-    if window.server_flag is not None:
-        parts.append(window.server_flag)
+    server = window.server_metrics
+    flag = None if server is None else server.summary.flag_line()
+    if flag is not None:
+        parts.append(flag)
     return "".join(f"; {part}" for part in parts)
 
 
