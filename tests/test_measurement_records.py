@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 from requirements import SHARED_DATA_HINT, module_needs
-from test_startup import FAKE, gguf
 from test_decision_page import (
     BFCL,
     EXAMPLE_PRICE,
@@ -46,6 +45,7 @@ from test_decision_page import (
     AnsweringServer,
     replies_of,
 )
+from test_startup import FAKE, gguf
 
 from pytest_modelsweep.core.measurements import (
     AccuracyStats,

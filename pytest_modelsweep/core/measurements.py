@@ -5,10 +5,15 @@ A measurement's ``stats`` is one of these records, chosen by the metric table
 
 * :class:`AccuracyStats` — an accuracy run (GSM8K, BFCL, a user's ``evaluate``);
 * :class:`ThroughputStats` — one throughput setting over its repeats (:class:`ThroughputWindow`
-  each), with CV, the ``unstable``/``contended`` flags, the interval, goodput and cost;
+  each: in an open loop with its :class:`OpenLoop` figures, and with what the server's
+  ``/metrics`` showed, :class:`ServerMetricsWindow`), with CV, the ``unstable``/``contended``/
+  ``server queued``/``saturated`` flags, the interval, goodput and cost;
 * :class:`CapacityStats` — a capacity search under an SLO (:class:`CapacityStep` each);
-* :class:`AccuracyVerdictStats`, :class:`ThroughputRatioStats`, :class:`CapacityRatioStats` —
-  a candidate judged against the reference;
+* :class:`RateCapacityStats` — a sweep of open-loop request rates under an SLO
+  (:class:`RateStep` each, its window recorded);
+* :class:`StartupStats` — a model's cold starts over fresh launches (:class:`ColdStart` each);
+* :class:`AccuracyVerdictStats`, :class:`ThroughputRatioStats`, :class:`CapacityRatioStats`,
+  :class:`RateCapacityRatioStats` — a candidate judged against the reference;
 * :class:`SmokeStats`, :class:`ScreeningResult` — one generation; a screened repo;
 * :class:`OtherStats` — a benchmark the table does not know (a user's ``record_measurement``).
 
@@ -32,7 +37,13 @@ from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
 from .slo import Goodput, GoodputFigures
-from .stats import PairedInterval, RatioInterval, Verdict, VerdictRecord, log_mean_interval
+from .stats import (
+    PairedInterval,
+    RatioInterval,
+    Verdict,
+    VerdictRecord,
+    log_mean_interval,
+)
 
 # --------------------------------------------------------------------------- the base
 

@@ -33,6 +33,7 @@ from ..core.measurements import (
     CapacityRatioStats,
     CapacityStats,
     Interleaved,
+    RateBracket,
     RateCapacityRatio,
     RateCapacityRatioStats,
     RateCapacityStats,
@@ -45,8 +46,8 @@ from ..core.metrics import (
     RATIO_BENCHMARK,
     VERDICT_PREFIX,
 )
-from ..core.slo import Slo
 from ..core.repeats import RepeatPolicy
+from ..core.slo import Slo
 from ..core.stats import (
     RULE_COVERS_ZERO,
     RULE_EQUIVALENCE_MARGIN,
@@ -56,7 +57,6 @@ from ..core.stats import (
     Verdict,
     VerdictRecord,
 )
-from ..core.measurements import RateBracket
 from ..workloads.capacity import NEEDS_SLO, RULE_BRACKET, bracket_text, capacity_ratio
 from ..workloads.rate_sweep import NEEDS_SLO as RATE_NEEDS_SLO
 from ..workloads.rate_sweep import RULE_INTERVAL, rate_capacity_ratio
