@@ -18,17 +18,19 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .core.errors import ModelsweepError
-from .core.metrics import MARKERS, VERDICT_MARKER
+from .core.metrics import MARKERS, STARTUP_MARKER, VERDICT_MARKER
 from .core.options import (
     DEFAULTS,
     MIN_TIMED_REQUESTS,
     TIMED_REQUESTS_PER_SLOT,
     add_noise_options,
     add_noisy_option,
+    add_open_loop_options,
     add_regression_option,
     add_resamples_option,
     add_sequential_options,
     add_slo_cost_options,
+    add_startup_option,
     add_store_option,
     add_sweep_option,
     add_sweep_run_option,
@@ -124,6 +126,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_noisy_option(group.addoption)
     add_noise_options(group.addoption)
     add_slo_cost_options(group.addoption)
+    add_open_loop_options(group.addoption)
+    add_startup_option(group.addoption)
     group.addoption("--timed-requests", type=parse_positive_int, default=None, metavar="N",
                     help="timed requests per throughput repeat (default: "
                          f"{TIMED_REQUESTS_PER_SLOT} x concurrency, at least {MIN_TIMED_REQUESTS})")
@@ -153,7 +157,7 @@ def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) ->
     """The default rules: for accuracy the seed's covers-zero rule, with an optional
     equivalence margin; for a throughput ratio whether its interval lies beyond
     1 ± ``--ratio-tolerance`` (``margin`` carries it); for a capacity ratio the same
-    rule on its interval."""
+    rule on its interval, for a capacity in req/s on its sweeps' interval."""
     from .core.stats import decide_ratio_verdict, decide_verdict
 
     if kind == "throughput":
@@ -162,6 +166,10 @@ def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) ->
         from .workloads.capacity import decide_capacity_verdict
 
         return decide_capacity_verdict(interval, margin or 0.0)
+    if kind == "rate_capacity":
+        from .workloads.rate_sweep import decide_rate_capacity_verdict
+
+        return decide_rate_capacity_verdict(interval, margin or 0.0)
     return decide_verdict(interval, margin)
 
 
@@ -233,7 +241,8 @@ def pytest_pycollect_makeitem(
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Run one model's tests together, reference first, so each server starts once; a
+    """Run one model's tests together, reference first, so each server starts once; its
+    cold starts (``startup`` marker) first, before the run's own server of it is up; a
     candidate's comparisons (``verdict`` marker) after its own measurements."""
     if not any(model_of_item(item) is not None for item in items):
         return
@@ -250,7 +259,9 @@ def pytest_collection_modifyitems(
         if holm and comparison:
             # Holm compares all candidates at once: after every model's own tests.
             return (3, run_order.get(name, len(run_order)), 0, position[id(item)])
-        return (1, run_order.get(name, len(run_order)), int(comparison), position[id(item)])
+        startup = item.get_closest_marker(STARTUP_MARKER) is not None
+        return (1, run_order.get(name, len(run_order)), -1 if startup else int(comparison),
+                position[id(item)])
 
     items.sort(key=key)
 

@@ -1,6 +1,6 @@
 """A small real loopback server that streams OpenAI-style SSE chunks, with faults.
 
-It speaks HTTP/1.1 with keep-alive on 127.0.0.1 (port 0), in a thread with its
+It speaks HTTP/1.1 with keep-alive on 127.0.0.1 (port 0, or ``port``), in a thread with its
 own event loop, and serves what the client and the throughput workload use:
 
 * ``POST /v1/completions`` and ``/v1/chat/completions``: ``max_tokens`` tokens
@@ -102,6 +102,7 @@ class SseServer:
         per_token_s_per_inflight: float = 0.0,
         slots: int = 0,
         metrics_style: str = "llamacpp",
+        port: int = 0,
     ) -> None:
         self.per_token_s_per_inflight = per_token_s_per_inflight
         self.slots = slots
@@ -118,7 +119,7 @@ class SseServer:
         self.metrics = metrics
         self.chunk_delay_s = chunk_delay_s
         self.stats = ServerStats()
-        self.port = 0
+        self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -162,7 +163,7 @@ class SseServer:
         asyncio.set_event_loop(loop)
         self._loop = loop
         self._server = loop.run_until_complete(
-            asyncio.start_server(self._connection, "127.0.0.1", 0)
+            asyncio.start_server(self._connection, "127.0.0.1", self.port)
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -481,9 +482,11 @@ class ListingServer(SseServer):
     ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server)."""
 
     def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0,
-                 default_fault: str = "", per_token_s_per_inflight: float = 0.0) -> None:
+                 default_fault: str = "", per_token_s_per_inflight: float = 0.0,
+                 slots: int = 0, port: int = 0) -> None:
         super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault,
-                         per_token_s_per_inflight=per_token_s_per_inflight)
+                         per_token_s_per_inflight=per_token_s_per_inflight, slots=slots,
+                         port=port)
         self.served_name = served_name
 
     async def _dispatch(

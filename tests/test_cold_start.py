@@ -47,9 +47,9 @@ def test_cold_start_of_the_embedded_server(tmp_path: Path, real_cache: Path) -> 
     sweep = replace(sweep, serving=replace(sweep.serving, max_num_seqs=1, threads=1))
     lines: list[str] = []
     evicted = measure_cold_starts(sweep, "smollm2-135m", launches=1, log_dir=tmp_path / "a",
-                                  progress=lines.append, evict_page_cache=True)
+                                  progress=lines.append, evict_page_cache=True).stats
     warm = measure_cold_starts(sweep, "smollm2-135m", launches=1, log_dir=tmp_path / "b",
-                               progress=lines.append)
+                               progress=lines.append).stats
     for series in (evicted, warm):
         assert series.backend == "llamacpp" and series.errors == []
         start = series.launches[0]
@@ -64,7 +64,7 @@ def test_cold_start_of_the_embedded_server(tmp_path: Path, real_cache: Path) -> 
     second = warm.launches[0].cache
     assert not second.evicted and second.warm, second.detail
     assert any(line.startswith("cold start smollm2-135m: launch 1/1, ready ") for line in lines)
-    record = warm.as_dict()
+    record = warm.to_dict()
     assert record["launches"][0]["cache"]["warm"] is True
     assert record["ready_s_interval"] is None  # one launch: no interval claimed
     assert len(list((tmp_path / "a").glob("cold-start-1/*.log"))) == 1

@@ -877,20 +877,29 @@ def check_every_note_is_pointed_to(table: dict[str, dict[str, str]], reasons: li
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_group_no_model_was_measured_in_says_why_once(real_run: Run, kind: str) -> None:
-    """No capacity measurement in this run: that group leaves the table, in one line that
-    points to why; every cell left points to a reason, and every reason is pointed to."""
+    """No capacity, capacity in req/s or cold start in this run: those groups leave the
+    table, in one line that points to why; every cell left points to a reason, and every
+    reason is pointed to."""
     _, table, reasons, _ = decision(real_run, kind)
-    assert not any(m["benchmark"] in ("capacity", "capacity_ratio")
+    assert not any(m["benchmark"] in ("capacity", "capacity_ratio", "rate_capacity", "startup")
                    for m in real_run.results["measurements"])
     text = decision_text(real_run, kind)
-    line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\])\.", text)
+    line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\]); req/s "
+                     r"under the SLO (\[\d+\]); cold start (\[\d+\])\.", text)
     assert line is not None
-    capacity = line.group(1)
+    capacity, rate, start = line.groups()
     assert "no capacity measurement in this run (benches/test_capacity.py; it needs --slo" in \
         reason_of(capacity, reasons)
+    assert reason_of(rate, reasons) == (f"{rate} no capacity in req/s in this run "
+                                        "(benches/test_open_loop.py -m rate_capacity; it needs "
+                                        "--slo)")
+    assert reason_of(start, reasons) == (f"{start} no cold start in this run (benches/"
+                                         "test_startup.py -m startup; not for attached endpoints)")
     assert not any(column.startswith("capacity") for column in table[SAME])
+    assert "cold start" not in table[SAME]
     assert COST in table[SAME] and RELATIVE_COST in table[SAME]
-    check_every_note_is_pointed_to(table, reasons, {reason_of(capacity, reasons)})
+    check_every_note_is_pointed_to(table, reasons, {reason_of(n, reasons)
+                                                    for n in (capacity, rate, start)})
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -902,7 +911,8 @@ def test_a_run_without_a_price_says_so_once(failed_reference_run: Run, kind: str
                    for m in run.results["measurements"])
     _, table, reasons, _ = decision(run, kind)
     line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\]); "
-                     r"cost (\[\d+\])\.", decision_text(run, kind))
+                     r"req/s under the SLO \[\d+\]; cost (\[\d+\]); cold start \[\d+\]\.",
+                     decision_text(run, kind))
     assert line is not None
     assert reason_of(line.group(2), reasons) == (
         f"{line.group(2)} no price: give --usd-per-hour or a [pricing] table in the sweep (no "

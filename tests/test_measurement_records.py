@@ -7,7 +7,9 @@ The input is what the benches write, not hand-made dicts: ``benches/test_smoke.p
 ``--slo`` (and its ratio), ``test_screen.py`` (recorded Hub answers) and a user's own
 ``evaluate``, ``measure_throughput`` and ``record_measurement``, in pytest subprocesses for a
 reference and a candidate served by the decision page's fake servers (priced, so that every
-optional figure is there). Each measurement of the results file and of the SQLite store goes
+optional figure is there); then ``test_open_loop.py`` (an open loop at a rate, the rate sweep
+under ``--slo`` and its ratio) against the same servers, and ``test_startup.py`` against the
+fake launcher of ``tests/test_startup.py``. Every window holds the server's metrics. Each measurement of the results file and of the SQLite store goes
 through ``Measurement.from_dict`` → ``to_dict``; every figure of a known kind is held by a
 typed field (nothing is kept aside as read).
 
@@ -43,6 +45,7 @@ from test_decision_page import (
     AnsweringServer,
     replies_of,
 )
+from test_startup import FAKE, gguf
 
 from pytest_modelsweep.core.measurements import (
     AccuracyStats,
@@ -51,9 +54,12 @@ from pytest_modelsweep.core.measurements import (
     CapacityStats,
     Measurement,
     OtherStats,
+    RateCapacityRatioStats,
+    RateCapacityStats,
     Record,
     ScreeningResult,
     SmokeStats,
+    StartupStats,
     ThroughputRatioStats,
     ThroughputStats,
 )
@@ -97,7 +103,7 @@ def test_notes(model_name, record_measurement) -> None:
     record_measurement("notes", 1.5, "ratio", 1, stats={"seen": [1, 2], "why": "a user's own"})
 '''
 BENCHES = ("test_smoke.py", "test_throughput.py", "test_accuracy.py", "test_capacity.py",
-           "test_screen.py")
+           "test_screen.py", "test_open_loop.py")
 
 
 @dataclass
@@ -109,9 +115,10 @@ class RecordsRun:
     """The store's measurements of both runs."""
 
 
-def pytest_run(path: Path, *args: str) -> str:
+def pytest_run(path: Path, *args: str, env_more: dict[str, str] | None = None) -> str:
     env = {**os.environ, "HOME": str(path / "home"), "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           **(env_more or {})}
     env.pop("GITHUB_STEP_SUMMARY", None)
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "--rootdir", str(path), "--sweep=records.toml",
@@ -137,16 +144,36 @@ def run_every_kind(path: Path) -> RecordsRun:
         server.start()
     try:
         attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
-        first = pytest_run(path, *BENCHES, "test_user.py", *attached, "--results=r.json", "-k",
+        closed = [name for name in BENCHES if name != "test_open_loop.py"]
+        first = pytest_run(path, *closed, "test_user.py", *attached, "--results=r.json", "-k",
                            "not c4 and not c16 and not p1024 and not p3072 and not bfcl")
         assert (path / "r.json").is_file(), first[-4000:]
         second = pytest_run(path, "test_throughput.py", *attached, "--results=r2.json",
                             "--interleave", "-k", "test_throughput_ratio and c1")
         assert (path / "r2.json").is_file(), second[-4000:]
+        # the open loop at 8 req/s, and the rate sweep from 2 req/s, 29 requests a step
+        third = pytest_run(path, "test_open_loop.py", *attached, "--results=r3.json",
+                           "--request-rate=8", "--rate-sweep=2:64", "--timed-requests=29",
+                           "--slo=e2e=1000ms")
+        assert (path / "r3.json").is_file(), third[-4000:]
     finally:
         for server in servers.values():
             server.stop()
-    results = [m for name in ("r.json", "r2.json")
+    (path / "test_startup.py").write_text((ROOT / "benches" / "test_startup.py").read_text(
+        encoding="utf-8"), encoding="utf-8")
+    launcher = path / "llama-server"
+    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+    launcher.chmod(0o755)
+    (path / "startup.toml").write_text(
+        f'[sweep]\nname = "startup"\nreference = "{REFERENCE}"\n[serving]\nbackend = "llamacpp"\n'
+        + "".join(f'[models.{name}]\nsource = "path:{gguf(path / "fake.gguf")}"\n'
+                  'license = "mit"\nprompting = "completion"\n' for name in SLOTS))
+    fourth = pytest_run(path, "test_startup.py", "--sweep=startup.toml", "--results=r4.json",
+                        "--startup-launches=2", env_more={
+                            "MODELSWEEP_LLAMA_SERVER": str(launcher),
+                            "MODELSWEEP_CACHE": str(path / "cache"), "FAKE_START_DELAY_S": "0"})
+    assert (path / "r4.json").is_file(), fourth[-4000:]
+    results = [m for name in ("r.json", "r2.json", "r3.json", "r4.json")
                for m in json.loads((path / name).read_text(encoding="utf-8"))["measurements"]]
     store = Store(path / "s.sqlite")
     stored = [m for run in store.runs() for m in store.measurements(run["run_id"])]
@@ -171,11 +198,15 @@ def kept_aside(record: Record, where: str = "stats") -> Iterator[str]:
                 yield from kept_aside(item, f"{where}.{spec.name}[{index}]")
 
 
-EVERY_KIND = {AccuracyStats, ThroughputStats, CapacityStats, SmokeStats, ScreeningResult,
-              AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats, OtherStats}
+KINDS_BEFORE_OPEN_LOOP = {AccuracyStats, ThroughputStats, CapacityStats, SmokeStats,
+                          ScreeningResult, AccuracyVerdictStats, ThroughputRatioStats,
+                          CapacityRatioStats, OtherStats}
+"""The kinds a results file written before the open loop and the cold start holds."""
+EVERY_KIND = KINDS_BEFORE_OPEN_LOOP | {RateCapacityStats, RateCapacityRatioStats, StartupStats}
 
 
-def check_every_kind_reads_back(measurements: list[dict[str, Any]]) -> None:
+def check_every_kind_reads_back(measurements: list[dict[str, Any]],
+                                kinds_expected: set[type[Record]] = EVERY_KIND) -> None:
     kinds = set()
     designs = set()
     for data in measurements:
@@ -189,7 +220,7 @@ def check_every_kind_reads_back(measurements: list[dict[str, Any]]) -> None:
             assert list(kept_aside(record.stats)) == [], (data["benchmark"], data["model"])
         if isinstance(record.stats, ThroughputRatioStats):
             designs.add(record.stats.design)
-    assert kinds == EVERY_KIND
+    assert kinds == kinds_expected
     assert designs == {"back-to-back", "interleaved"}
 
 
@@ -228,9 +259,27 @@ def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> N
             assert stats.completion_tokens == raw["completion_tokens"] > 0
         elif isinstance(stats, OtherStats):
             assert dict(stats.values) == {"seen": [1, 2], "why": "a user's own"}
+        elif isinstance(stats, RateCapacityStats):
+            assert stats.capacity_rps == raw["capacity_rps"] == record.value
+            assert [step.rate for step in stats.steps] == [s["rate"] for s in raw["steps"]]
+            window = stats.steps[0].recorded
+            assert window is not None and window.open_loop is not None
+            assert window.open_loop.seed == raw["steps"][0]["window"]["open_loop"]["arrivals"]["seed"]
+        elif isinstance(stats, StartupStats):
+            assert [c.ready_s for c in stats.launches] == [c["ready_s"] for c in raw["launches"]]
+            assert stats.first_token_s == raw["first_token_s"] == record.value
+        if isinstance(stats, ThroughputStats) and record.provenance.get("how") == "attach":
+            # every window of every setting sampled the server's metrics, as the server names them
+            for window in stats.repeats:
+                server = window.server_metrics
+                assert server is not None and server.samples, (record.benchmark, record.model)
+                assert [s.to_dict() for s in server.samples] == (
+                    raw["repeats"][stats.repeats.index(window)]["server_metrics"]["series"])
+            assert (record.benchmark == "open_loop") == all(
+                w.open_loop is not None for w in stats.repeats)
 
 
 def test_a_results_file_of_todays_schema_reads_back_as_written() -> None:
     data = json.loads(TODAYS_FILE.read_text(encoding="utf-8"))
     assert data["schema"] == "pytest-modelsweep/results/1"
-    check_every_kind_reads_back(data["measurements"])
+    check_every_kind_reads_back(data["measurements"], KINDS_BEFORE_OPEN_LOOP)

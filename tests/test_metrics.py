@@ -129,12 +129,14 @@ def test_comparisons_are_looked_up_by_their_recorded_names() -> None:
 
 def test_kinds_units_and_direction() -> None:
     assert benchmarks_of(Kind.ACCURACY) == ("gsm8k", "bfcl")
-    assert benchmarks_of(Kind.THROUGHPUT) == ("throughput", "long_prompt")
+    assert benchmarks_of(Kind.THROUGHPUT) == ("throughput", "long_prompt", "open_loop")
     assert kind_of("smoke") is Kind.SMOKE and kind_of("screen") is Kind.SCREENING
+    assert kind_of("rate_capacity") is Kind.RATE_CAPACITY and kind_of("startup") is Kind.STARTUP
     assert {METRICS[name].unit for name in benchmarks_of(Kind.THROUGHPUT)} == {"tokens/s"}
-    assert all(metric.higher_is_better for metric in all_metrics())
+    # only a start is better lower (seconds from launch to first token)
+    assert [m.name for m in all_metrics() if not m.higher_is_better] == ["startup"]
     assert [name for name, metric in METRICS.items() if metric.gated] == [
-        "gsm8k", "bfcl", "throughput", "long_prompt"]
+        "gsm8k", "bfcl", "throughput", "long_prompt", "open_loop", "startup"]
     assert rank("gsm8k") < rank("verdict:bfcl") == rank("bfcl") < rank("throughput") < rank("zzz")
 
 

@@ -121,9 +121,9 @@ def test_window_below_capacity_is_clean_and_keeps_up() -> None:
     assert server is not None and server.unavailable is None
     assert server.summary.running is not None and server.summary.running.max <= SLOTS
     assert server.summary.prefix_cache_hit_rate == 0.0
-    stats = window.as_stats()
-    assert stats["arrivals"]["describe"] == f"Poisson {CAPACITY_RPS / 4:g} req/s"
-    assert stats["saturation"]["saturated"] is False
+    stats = window.window().to_dict()
+    assert stats["open_loop"]["arrivals"]["describe"] == f"Poisson {CAPACITY_RPS / 4:g} req/s"
+    assert stats["open_loop"]["saturation"]["saturated"] is False
     assert len(stats["server_metrics"]["series"]) == server.summary.samples >= 2
 
 

@@ -18,6 +18,7 @@ from pytest_modelsweep.core.options import (
     TIMED_REQUESTS_PER_SLOT,
     Thresholds,
     parse_fail_on,
+    parse_rate_sweep,
     parse_repeats,
     parse_slo,
     parse_thresholds,
@@ -31,7 +32,7 @@ pytest_plugins = ("pytester",)
 # How a default shown in --help reads back: the option's own parser where it has words.
 READ_BACK: dict[str, Callable[[str], Any]] = {
     "fail_on": parse_fail_on, "fail_on_regression": parse_thresholds, "repeats": parse_repeats,
-    "sweep": str, "store": store_location_type,
+    "sweep": str, "store": store_location_type, "rate_sweep": parse_rate_sweep,
 }
 
 
@@ -137,6 +138,8 @@ def test_parsers_read_good_values() -> None:
     assert parse_thresholds("throughput:20%") == Thresholds(DEFAULTS.fail_on_regression
                                                             .accuracy_points, 0.20)
     assert parse_thresholds(str(DEFAULTS.fail_on_regression)) == DEFAULTS.fail_on_regression
+    assert parse_thresholds("startup:100%") == Thresholds(0.01, 0.10, 1.0)
+    assert parse_rate_sweep("0.5:8") == DEFAULTS.rate_sweep.__class__(0.5, 8.0)
     assert parse_slo("ttft=1s") == Slo(ttft_ms=1000.0)
 
 
@@ -173,7 +176,18 @@ BAD = [
                              "worse, matches, equivalent, inconclusive"),
     (["--fail-on-regression", "accuracy:1%"],
      "--fail-on-regression: 'accuracy:1%': expected e.g. accuracy:1pp,throughput:10% "
-     "(accuracy in percentage points, throughput in percent); 'accuracy:1%' is not that"),
+     "(accuracy in percentage points, throughput and startup in percent); 'accuracy:1%' is "
+     "not that"),
+    (["--request-rate", "0"],
+     "--request-rate: expected a positive number of requests per second, e.g. 2.5"),
+    (["--burstiness", "-1"],
+     "--burstiness: expected a positive number (1: Poisson; below 1 burstier, above 1 more "
+     "even; inf: evenly spaced), e.g. 1.0"),
+    (["--rate-sweep", "4:1"],
+     "--rate-sweep: '4:1': expected START:MAX in requests per second with 0 < START <= MAX, "
+     "e.g. 0.25:64"),
+    (["--startup-launches", "1"],
+     "--startup-launches: expected at least 2 launches (an interval needs two)"),
 ]
 
 

@@ -301,7 +301,10 @@ def test_the_plots_draw_repeat_ranges_and_latencies(real_run: RealRun) -> None:
     assert "TTFT (ms)" in latency and "TPOT (ms)" in latency
     assert plots.latency_plot(records(m for m in measurements if m["benchmark"] == "gsm8k")) is None
     assert 'alt="TTFT and TPOT p50 and p99' in summary_section(real_run.html)
-    assert summary_section(real_run.html).count('<img alt="') == 2  # throughput, latency
+    # throughput, latency, and what the servers' /metrics showed in each window
+    assert summary_section(real_run.html).count('<img alt="') == 3
+    assert 'alt="What the server&#x27;s /metrics showed during each timed window' in \
+        summary_section(real_run.html)
 
 
 def test_throughput_range_bars_come_from_the_repeats(

@@ -90,10 +90,15 @@ class MeasureThroughput(Protocol):
         output_tokens: int = 256,
         unique_prefixes: bool = True,
         params: Mapping[str, Any] | None = None,
+        rate: float | None = None,
+        burstiness: float = 1.0,
     ) -> None:
         """Send ``prompts`` (in turn) with exactly ``concurrency`` in flight, each generating
         exactly ``output_tokens`` tokens, over ``--repeats`` timed windows; record the mean
-        output tokens/s; fail in one line when a window broke its rules."""
+        output tokens/s; fail in one line when a window broke its rules. With ``rate``
+        (requests/s) the windows are open loops instead, as ``vllm bench serve
+        --request-rate RATE --burstiness B --max-concurrency N`` sends them: each request at
+        its scheduled time, at most ``concurrency`` in flight, latency from that time."""
         ...
 
 

@@ -66,6 +66,8 @@ class _StreamRunner:
         self.on_record = on_record
         self.served_name = served_name
         self.outcomes: list[StreamOutcome | None] = [None] * len(requests)
+        self.counted: InFlight | None = None
+        """Kept current with the requests in flight, for readers in other threads."""
         self._next = 0
         self._ssl = ssl.create_default_context() if self.target.scheme == "https" else None
 
@@ -112,7 +114,15 @@ class _StreamRunner:
                 index = self._next
                 self._next += 1
                 request = self.requests[index]
-                outcome, conn = await self._one(request, conn)
+                counted = self.counted
+                if counted is not None:
+                    counted.now += 1
+                    counted.peak = max(counted.peak, counted.now)
+                try:
+                    outcome, conn = await self._one(request, conn)
+                finally:
+                    if counted is not None:
+                        counted.now -= 1
                 self.outcomes[index] = outcome
                 if self.on_record is not None:
                     self.on_record(request, outcome.record)
@@ -217,8 +227,10 @@ async def stream_requests_detailed(
     timeout_s: float,
     on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
     guard: Guard | None = None,
+    in_flight: InFlight | None = None,
 ) -> list[StreamOutcome]:
-    """Like :func:`stream_requests`, with the server's cached-token count per request."""
+    """Like :func:`stream_requests`, with the server's cached-token count per request;
+    ``in_flight`` (optional) is kept current for readers in other threads."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     guard = guard or Guard()
@@ -226,6 +238,7 @@ async def stream_requests_detailed(
     runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record,
                            idle_timeout_s=guard.idle_timeout_s, credentials=guard.credentials,
                            watch=watch)
+    runner.counted = in_flight
     await with_watch(watch, lambda: run_workers(min(concurrency, len(requests)), runner.worker))
     return [outcome for outcome in runner.outcomes if outcome is not None]
 
@@ -280,7 +293,7 @@ def run_stream_requests(
 
 
 class InFlight:
-    """How many requests of an open-loop run are in flight now, and the most so far.
+    """How many requests of a run are in flight now, and the most so far.
 
     Read from other threads (the server-metrics sampler) without a lock: an int read is
     atomic, and a sample a moment stale is what a sampler sees anyway.

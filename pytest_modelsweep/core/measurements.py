@@ -5,10 +5,15 @@ A measurement's ``stats`` is one of these records, chosen by the metric table
 
 * :class:`AccuracyStats` — an accuracy run (GSM8K, BFCL, a user's ``evaluate``);
 * :class:`ThroughputStats` — one throughput setting over its repeats (:class:`ThroughputWindow`
-  each), with CV, the ``unstable``/``contended`` flags, the interval, goodput and cost;
+  each: in an open loop with its :class:`OpenLoop` figures, and with what the server's
+  ``/metrics`` showed, :class:`ServerMetricsWindow`), with CV, the ``unstable``/``contended``/
+  ``server queued``/``saturated`` flags, the interval, goodput and cost;
 * :class:`CapacityStats` — a capacity search under an SLO (:class:`CapacityStep` each);
-* :class:`AccuracyVerdictStats`, :class:`ThroughputRatioStats`, :class:`CapacityRatioStats` —
-  a candidate judged against the reference;
+* :class:`RateCapacityStats` — a sweep of open-loop request rates under an SLO
+  (:class:`RateStep` each, its window recorded);
+* :class:`StartupStats` — a model's cold starts over fresh launches (:class:`ColdStart` each);
+* :class:`AccuracyVerdictStats`, :class:`ThroughputRatioStats`, :class:`CapacityRatioStats`,
+  :class:`RateCapacityRatioStats` — a candidate judged against the reference;
 * :class:`SmokeStats`, :class:`ScreeningResult` — one generation; a screened repo;
 * :class:`OtherStats` — a benchmark the table does not know (a user's ``record_measurement``).
 
@@ -25,13 +30,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
 from .slo import Goodput, GoodputFigures
-from .stats import PairedInterval, RatioInterval, Verdict, VerdictRecord
+from .stats import (
+    PairedInterval,
+    RatioInterval,
+    Verdict,
+    VerdictRecord,
+    log_mean_interval,
+)
 
 # --------------------------------------------------------------------------- the base
 
@@ -190,13 +202,25 @@ def _usd(stats: Mapping[str, Any]) -> float | None:
 # --------------------------------------------------------------------------- shared parts
 
 
-def side_flags(*, unstable: bool, cv: float | None, contended: bool) -> tuple[str, ...]:
-    """What makes one side of a comparison doubtful: ``unstable (CV 53%)``, ``contended``."""
+SERVER_QUEUED = "server queued"
+"""The flag of a window whose server queued or preempted while the client had N in flight."""
+SATURATED = "saturated"
+"""The flag of an open-loop window whose server fell behind the offered rate."""
+
+
+def side_flags(*, unstable: bool, cv: float | None, contended: bool, server_queued: bool = False,
+               saturated: bool = False) -> tuple[str, ...]:
+    """What makes one side of a comparison doubtful: ``unstable (CV 53%)``, ``contended``,
+    ``server queued`` (it did not run all the client had in flight), ``saturated``."""
     flags = []
     if unstable:
         flags.append("unstable" if cv is None else f"unstable (CV {cv:.0%})")
     if contended:
         flags.append("contended")
+    if server_queued:
+        flags.append(SERVER_QUEUED)
+    if saturated:
+        flags.append(SATURATED)
     return tuple(flags)
 
 
@@ -371,6 +395,293 @@ class AccuracyStats(Record):
         return _int(self.figures.get("parse_failures"))
 
 
+# --------------------------------------------------------------------------- a window's server
+
+
+def _numbers(value: Any) -> dict[str, float]:
+    return {str(k): float(v) for k, v in _mapping(value).items() if _float(v) is not None}
+
+
+def _texts(value: Any) -> dict[str, str]:
+    return {str(k): v for k, v in _mapping(value).items() if isinstance(v, str)}
+
+
+@dataclass(frozen=True)
+class MetricsSample(Record):
+    """One scrape of the server's ``/metrics``: when its answer came (perf clock, seconds),
+    the mapped metrics it held, and how many requests the client had in flight then (None
+    when nobody told the sampler)."""
+
+    t: float = 0.0
+    values: Mapping[str, float] = field(default_factory=dict)
+    client_in_flight: int | None = None
+
+    def written(self) -> dict[str, Any]:
+        return {"t": self.t, "values": dict(self.values), "client_in_flight": self.client_in_flight}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> MetricsSample:
+        return cls(_float(data.get("t")) or 0.0, _numbers(data.get("values")),
+                   _int(data.get("client_in_flight")))
+
+
+@dataclass(frozen=True)
+class SamplerCost(Record):
+    """What sampling cost the client: CPU seconds (all scrapes and parses) over the wall
+    time it ran; ``cpu_cores`` = their ratio."""
+
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    scrapes: int = 0
+    failed_scrapes: int = 0
+
+    @property
+    def cpu_cores(self) -> float | None:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else None
+
+    def written(self) -> dict[str, Any]:
+        return {"cpu_s": self.cpu_s, "wall_s": self.wall_s, "cpu_cores": self.cpu_cores,
+                "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> SamplerCost:
+        return cls(_float(data.get("cpu_s")) or 0.0, _float(data.get("wall_s")) or 0.0,
+                   _int(data.get("scrapes")) or 0, _int(data.get("failed_scrapes")) or 0)
+
+
+@dataclass(frozen=True)
+class GaugeSummary(Record):
+    """A gauge over a window: mean of the samples (taken on a regular grid: a time average)
+    and maximum."""
+
+    mean: float = 0.0
+    max: float = 0.0
+    samples: int = 0
+
+    def written(self) -> dict[str, Any]:
+        return {"mean": self.mean, "max": self.max, "samples": self.samples}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> GaugeSummary:
+        return cls(_float(data.get("mean")) or 0.0, _float(data.get("max")) or 0.0,
+                   _int(data.get("samples")) or 0)
+
+
+def _gauge(value: Any) -> GaugeSummary | None:
+    return GaugeSummary.from_dict(value) if isinstance(value, Mapping) else None
+
+
+@dataclass(frozen=True)
+class ServerMetricsSummary(Record):
+    """One window's server metrics, summarised; None where the server exposes no such
+    quantity (then :attr:`absent` says which names were looked for)."""
+
+    samples: int = 0
+    running: GaugeSummary | None = None
+    waiting: GaugeSummary | None = None
+    kv_cache_usage: GaugeSummary | None = None
+    preemptions: float | None = None
+    """Counter delta over the window."""
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
+    absent: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    peak_client_in_flight: int | None = None
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Prompt tokens found in the prefix cache ÷ prompt tokens looked up, in the window;
+        None when absent or nothing was looked up."""
+        if self.prefix_cache_hits is None or not self.prefix_cache_queries:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queries
+
+    @property
+    def queued(self) -> bool:
+        """Whether the server had a request waiting at any sample."""
+        return self.waiting is not None and self.waiting.max > 0
+
+    @property
+    def preempted(self) -> bool:
+        return bool(self.preemptions)
+
+    @property
+    def flagged(self) -> bool:
+        """The server queued or preempted: it did not run all the client had in flight."""
+        return self.queued or self.preempted
+
+    def flag_line(self) -> str | None:
+        """E.g. ``the server queued up to 3 requests (running at most 2) while the client
+        had up to 5 in flight``; None for an unflagged window."""
+        if not self.flagged:
+            return None
+        parts = []
+        if self.queued and self.waiting is not None:
+            running = ("" if self.running is None
+                       else f" (running at most {self.running.max:g})")
+            parts.append(f"queued up to {self.waiting.max:g} requests{running}")
+        if self.preempted:
+            parts.append(f"preempted {self.preemptions:g} times")
+        client = ("" if self.peak_client_in_flight is None
+                  else f" while the client had up to {self.peak_client_in_flight} in flight")
+        return f"the server {' and '.join(parts)}{client}"
+
+    def written(self) -> dict[str, Any]:
+        def gauge(value: GaugeSummary | None) -> dict[str, Any] | None:
+            return None if value is None else value.to_dict()
+
+        return {"samples": self.samples, "running": gauge(self.running),
+                "waiting": gauge(self.waiting), "kv_cache_usage": gauge(self.kv_cache_usage),
+                "preemptions": self.preemptions, "prefix_cache_hits": self.prefix_cache_hits,
+                "prefix_cache_queries": self.prefix_cache_queries,
+                "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+                "queued": self.queued, "preempted": self.preempted,
+                "flag": self.flag_line(), "absent": dict(self.absent),
+                "sources": dict(self.sources),
+                "peak_client_in_flight": self.peak_client_in_flight}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ServerMetricsSummary:
+        return cls(
+            samples=_int(data.get("samples")) or 0, running=_gauge(data.get("running")),
+            waiting=_gauge(data.get("waiting")), kv_cache_usage=_gauge(data.get("kv_cache_usage")),
+            preemptions=_float(data.get("preemptions")),
+            prefix_cache_hits=_float(data.get("prefix_cache_hits")),
+            prefix_cache_queries=_float(data.get("prefix_cache_queries")),
+            absent=_texts(data.get("absent")), sources=_texts(data.get("sources")),
+            peak_client_in_flight=_int(data.get("peak_client_in_flight")),
+        )
+
+
+@dataclass(frozen=True)
+class ServerMetricsWindow(Record):
+    """What the server's ``/metrics`` showed during one timed window: the series (a sample
+    per scrape), its summary and the sampler's cost; ``unavailable`` says why there is
+    nothing (no ``/metrics``), ``errors`` the first failed scrapes' lines."""
+
+    server_kind: str = ""
+    interval_s: float = 0.0
+    samples: tuple[MetricsSample, ...] = ()
+    summary: ServerMetricsSummary = field(default_factory=ServerMetricsSummary)
+    cost: SamplerCost = field(default_factory=SamplerCost)
+    unavailable: str | None = None
+    errors: tuple[str, ...] = ()
+
+    def written(self) -> dict[str, Any]:
+        return {"server_kind": self.server_kind, "interval_s": self.interval_s,
+                "series": [s.to_dict() for s in self.samples],
+                "summary": self.summary.to_dict(), "cost": self.cost.to_dict(),
+                "unavailable": self.unavailable, "errors": list(self.errors)}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ServerMetricsWindow:
+        return cls(_str(data.get("server_kind")) or "", _float(data.get("interval_s")) or 0.0,
+                   _records(MetricsSample, data.get("series")),
+                   ServerMetricsSummary.from_dict(data.get("summary")),
+                   SamplerCost.from_dict(data.get("cost")), _str(data.get("unavailable")),
+                   _strs(data.get("errors")))
+
+    def series(self, name: str) -> list[tuple[float, float]]:
+        """``(seconds since the first sample, value)`` of one mapped metric's samples."""
+        if not self.samples:
+            return []
+        start = self.samples[0].t
+        return [(s.t - start, s.values[name]) for s in self.samples if name in s.values]
+
+
+# --------------------------------------------------------------------------- a window's arrivals
+
+
+@dataclass(frozen=True)
+class Saturation(Record):
+    """Whether the server kept up with an open-loop window's offered rate: ``offered_rps``
+    is the schedule's rate, ``achieved_rps`` the completions' (see ``workloads/openloop``);
+    saturated when achieved falls more than ``tolerance`` behind, or a request found the
+    client's ``max_in_flight`` cap reached (``capped``)."""
+
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    tolerance: float = 0.0
+    capped: int = 0
+    max_in_flight: int = 0
+
+    @property
+    def shortfall(self) -> float | None:
+        """1 − achieved ÷ offered (negative when completions ran ahead); None without both."""
+        if self.offered_rps is None or self.achieved_rps is None or not self.offered_rps:
+            return None
+        return 1.0 - self.achieved_rps / self.offered_rps
+
+    @property
+    def saturated(self) -> bool:
+        behind = self.shortfall
+        return self.capped > 0 or (behind is not None and behind > self.tolerance)
+
+    def reason(self) -> str | None:
+        """One line for a saturated window; None otherwise."""
+        if not self.saturated:
+            return None
+        parts = []
+        behind = self.shortfall
+        if behind is not None and behind > self.tolerance:
+            parts.append(f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
+                         f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})")
+        if self.capped:
+            parts.append(f"{self.capped} request(s) found the client's cap of "
+                         f"{self.max_in_flight} in flight reached and waited for a slot")
+        return "saturated: " + "; ".join(parts)
+
+    def written(self) -> dict[str, Any]:
+        return {"offered_rps": self.offered_rps, "achieved_rps": self.achieved_rps,
+                "shortfall": self.shortfall, "tolerance": self.tolerance,
+                "capped": self.capped, "max_in_flight": self.max_in_flight,
+                "saturated": self.saturated, "reason": self.reason()}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> Saturation:
+        return cls(_float(data.get("offered_rps")), _float(data.get("achieved_rps")),
+                   _float(data.get("tolerance")) or 0.0, _int(data.get("capped")) or 0,
+                   _int(data.get("max_in_flight")) or 0)
+
+
+@dataclass(frozen=True)
+class OpenLoop(Record):
+    """What an open-loop window adds to its throughput figures: its arrivals (rate,
+    burstiness, ramp-up, seed), whether the server kept up (:class:`Saturation`), the most
+    requests the client had in flight and how late the client sent (``send_lag``, ms).
+    Its latencies run from each request's scheduled send time."""
+
+    rate: float = 0.0
+    burstiness: float = 1.0
+    ramp_up: Mapping[str, Any] | None = None
+    describe: str = ""
+    seed: int = 0
+    saturation: Saturation = field(default_factory=Saturation)
+    peak_in_flight: int = 0
+    send_lag: Latency = field(default_factory=Latency)
+
+    @property
+    def saturated(self) -> bool:
+        return self.saturation.saturated
+
+    def written(self) -> dict[str, Any]:
+        return {"arrivals": {"rate": self.rate, "burstiness": self.burstiness,
+                             "ramp_up": None if self.ramp_up is None else dict(self.ramp_up),
+                             "describe": self.describe, "seed": self.seed},
+                "saturation": self.saturation.to_dict(), "peak_in_flight": self.peak_in_flight,
+                "send_lag": self.send_lag.to_dict()}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> OpenLoop:
+        arrivals = _mapping(data.get("arrivals"))
+        ramp = arrivals.get("ramp_up")
+        return cls(_float(arrivals.get("rate")) or 0.0, _float(arrivals.get("burstiness")) or 1.0,
+                   dict(ramp) if isinstance(ramp, Mapping) else None,
+                   _str(arrivals.get("describe")) or "", _int(arrivals.get("seed")) or 0,
+                   Saturation.from_dict(data.get("saturation")),
+                   _int(data.get("peak_in_flight")) or 0, Latency.from_dict(data.get("send_lag")))
+
+
 # --------------------------------------------------------------------------- throughput
 
 
@@ -407,6 +718,10 @@ class ThroughputWindow(Record):
     priced: bool = False
     usd_per_million_output_tokens: float | None = None
     """Written when ``priced`` (None for a rate that is not positive)."""
+    open_loop: OpenLoop | None = None
+    """An open-loop window's arrivals and saturation (None: a closed loop, N in flight)."""
+    server_metrics: ServerMetricsWindow | None = None
+    """What the server's ``/metrics`` showed during the window (None: not sampled)."""
 
     def written(self) -> dict[str, Any]:
         data = {
@@ -429,6 +744,10 @@ class ThroughputWindow(Record):
             data.update(self.goodput.as_stats())
         if self.priced:
             data["usd_per_million_output_tokens"] = self.usd_per_million_output_tokens
+        if self.open_loop is not None:
+            data["open_loop"] = self.open_loop.to_dict()
+        if self.server_metrics is not None:
+            data["server_metrics"] = self.server_metrics.to_dict()
         return data
 
     @classmethod
@@ -457,11 +776,30 @@ class ThroughputWindow(Record):
             contention=Contention.from_dict(data.get("contention")),
             goodput=GoodputFigures.from_stats(data),
             priced="usd_per_million_output_tokens" in data, usd_per_million_output_tokens=_usd(data),
+            open_loop=(OpenLoop.from_dict(data["open_loop"])
+                       if isinstance(data.get("open_loop"), Mapping) else None),
+            server_metrics=(ServerMetricsWindow.from_dict(data["server_metrics"])
+                            if isinstance(data.get("server_metrics"), Mapping) else None),
         )
 
     @property
     def contended(self) -> bool:
         return self.contention.contended is True
+
+    @property
+    def server_flag(self) -> str | None:
+        """A closed loop's server queued or preempted while the client had N in flight
+        (:meth:`ServerMetricsSummary.flag_line`): it ran fewer than the window claims. None
+        otherwise, unsampled, or in an open loop, where requests queue by design and each
+        one's latency holds its wait (its summary still says how long the queue grew)."""
+        if self.server_metrics is None or self.open_loop is not None:
+            return None
+        return self.server_metrics.summary.flag_line()
+
+    @property
+    def saturated(self) -> bool:
+        """An open-loop window whose server fell behind the offered rate."""
+        return self.open_loop is not None and self.open_loop.saturated
 
 
 @dataclass(frozen=True)
@@ -520,9 +858,22 @@ class ThroughputStats(Record):
         )
 
     @property
+    def server_flagged_windows(self) -> int:
+        """Windows whose server queued or preempted while the client had N in flight."""
+        return sum(window.server_flag is not None for window in self.repeats)
+
+    @property
+    def saturated_windows(self) -> int:
+        """Open-loop windows whose server fell behind the offered rate."""
+        return sum(window.saturated for window in self.repeats)
+
+    @property
     def flags(self) -> tuple[str, ...]:
-        """``unstable (CV 53%)``, ``contended``: what makes this setting doubtful."""
-        return side_flags(unstable=self.unstable, cv=self.cv, contended=self.contended)
+        """``unstable (CV 53%)``, ``contended``, ``server queued``, ``saturated``: what makes
+        this setting doubtful."""
+        return side_flags(unstable=self.unstable, cv=self.cv, contended=self.contended,
+                          server_queued=self.server_flagged_windows > 0,
+                          saturated=self.saturated_windows > 0)
 
     @property
     def pricing(self) -> Pricing | None:
@@ -555,6 +906,8 @@ class StepWindow:
     contention: Contention
     priced: bool = False
     usd_per_million_output_tokens: float | None = None
+    server_metrics: ServerMetricsWindow | None = None
+    """What the server's ``/metrics`` showed during the step (None: not sampled)."""
 
     def written(self) -> dict[str, Any]:
         data = {"timed_requests": self.timed_requests, "ttft": self.ttft.to_dict(),
@@ -562,16 +915,20 @@ class StepWindow:
                 "fidelity": self.fidelity, "contention": self.contention.to_dict()}
         if self.priced:
             data["usd_per_million_output_tokens"] = self.usd_per_million_output_tokens
+        if self.server_metrics is not None:
+            data["server_metrics"] = self.server_metrics.to_dict()
         return data
 
     @classmethod
     def read(cls, data: Mapping[str, Any]) -> StepWindow | None:
         if "timed_requests" not in data and "contention" not in data:
             return None
+        metrics = data.get("server_metrics")
         return cls(_int(data.get("timed_requests")) or 0, Latency.from_dict(data.get("ttft")),
                    Latency.from_dict(data.get("tpot")), Latency.from_dict(data.get("e2e")),
                    _float_or_nan(data.get("fidelity")), Contention.from_dict(data.get("contention")),
-                   "usd_per_million_output_tokens" in data, _usd(data))
+                   "usd_per_million_output_tokens" in data, _usd(data),
+                   ServerMetricsWindow.from_dict(metrics) if isinstance(metrics, Mapping) else None)
 
 
 @dataclass(frozen=True)
@@ -1199,21 +1556,528 @@ class OtherStats(Record):
         return self.shape.kept
 
 
+# --------------------------------------------------------------------------- capacity in req/s
+
+
+class StepOutcome(StrEnum):
+    """What one step of a rate sweep decided (see ``workloads/rate_sweep``)."""
+
+    PASS = "pass"
+    MISS = "miss"
+    INCONCLUSIVE = "inconclusive"
+    SATURATED = "saturated"
+    BROKEN = "broken"
+
+
+def _outcome(value: Any) -> StepOutcome:
+    try:
+        return StepOutcome(value)
+    except ValueError:
+        return StepOutcome.BROKEN
+
+
+@dataclass(frozen=True)
+class AttainmentInterval(Record):
+    """The share of good requests of a step, with its Clopper-Pearson interval (of the
+    effective counts when ``windows`` > 1 showed a ``design_effect`` above 1; see
+    ``workloads/attainment``)."""
+
+    good: int = 0
+    requests: int = 0
+    confidence: float = 0.0
+    low: float = 0.0
+    high: float = 1.0
+    method: str = "clopper-pearson"
+    windows: int = 1
+    design_effect: float = 1.0
+
+    @property
+    def share(self) -> float:
+        return self.good / self.requests if self.requests else math.nan
+
+    def decide(self, target: float) -> StepOutcome:
+        """Pass when the whole interval reaches ``target``, miss when it lies below it."""
+        if self.low >= target:
+            return StepOutcome.PASS
+        if self.high < target:
+            return StepOutcome.MISS
+        return StepOutcome.INCONCLUSIVE
+
+    def text(self) -> str:
+        """E.g. ``93.3% (28/30), 90% CI [80.9%, 98.8%]``; over several windows
+        ``93.3% (28/30 in 3 windows, design effect 1.40), 95% CI [...]``."""
+        counts = f"{self.good}/{self.requests}"
+        if self.windows > 1:
+            counts += f" in {self.windows} windows, design effect {self.design_effect:.2f}"
+        return (f"{self.share:.1%} ({counts}), {100 * self.confidence:.4g}% CI "
+                f"[{self.low:.1%}, {self.high:.1%}]")
+
+    def written(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "good": self.good, "requests": self.requests, "share": self.share,
+            "confidence": self.confidence, "low": self.low, "high": self.high,
+            "method": self.method}
+        if self.windows > 1:
+            data.update(windows=self.windows, design_effect=self.design_effect)
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> AttainmentInterval:
+        return cls(_int(data.get("good")) or 0, _int(data.get("requests")) or 0,
+                   _float(data.get("confidence")) or 0.0, _float(data.get("low")) or 0.0,
+                   _float_or_nan(data.get("high")), _str(data.get("method")) or "clopper-pearson",
+                   _int(data.get("windows")) or 1, _float(data.get("design_effect")) or 1.0)
+
+
+class RateWindow(Protocol):
+    """What a rate step reads of one measured open-loop window."""
+
+    @property
+    def output_tokens_per_s(self) -> float: ...
+
+    @property
+    def violations(self) -> Sequence[str]: ...
+
+    @property
+    def offered_rps(self) -> float | None: ...
+
+    @property
+    def achieved_rps(self) -> float | None: ...
+
+    @property
+    def saturated(self) -> bool: ...
+
+    @property
+    def saturation_reason(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class RateStep(Record):
+    """One step of a rate sweep: a window at one rate and what it decided (``recorded``: the
+    window's figures, once the step is recorded)."""
+
+    rate: float = 0.0
+    outcome: StepOutcome = StepOutcome.BROKEN
+    interval: AttainmentInterval | None = None
+    goodput_rps: float | None = None
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    output_tokens_per_s: float = 0.0
+    saturation: str | None = None
+    violations: tuple[str, ...] = ()
+    recorded: ThroughputWindow | None = None
+
+    @classmethod
+    def decided(cls, rate: float, interval: AttainmentInterval | None,
+                goodput_rps: float | None, window: RateWindow, target: float) -> RateStep:
+        """The step a window measured: broken (rules broken, or no request), saturated, else
+        what its attainment interval says against ``target``."""
+        if window.violations or interval is None:
+            outcome = StepOutcome.BROKEN
+        elif window.saturated:
+            outcome = StepOutcome.SATURATED
+        else:
+            outcome = interval.decide(target)
+        return cls(rate=rate, outcome=outcome, interval=interval, goodput_rps=goodput_rps,
+                   offered_rps=window.offered_rps, achieved_rps=window.achieved_rps,
+                   output_tokens_per_s=window.output_tokens_per_s,
+                   saturation=window.saturation_reason, violations=tuple(window.violations))
+
+    @property
+    def failed(self) -> bool:
+        """A miss or a saturated step: the capacity lies below this rate."""
+        return self.outcome in (StepOutcome.MISS, StepOutcome.SATURATED)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is StepOutcome.PASS
+
+    def written(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "rate": self.rate, "outcome": str(self.outcome),
+            "attainment": None if self.interval is None else self.interval.to_dict(),
+            "goodput_rps": self.goodput_rps, "offered_rps": self.offered_rps,
+            "achieved_rps": self.achieved_rps, "output_tokens_per_s": self.output_tokens_per_s,
+            "saturation": self.saturation, "violations": list(self.violations)}
+        if self.recorded is not None:
+            data["window"] = self.recorded.to_dict()
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> RateStep:
+        attainment, window = data.get("attainment"), data.get("window")
+        return cls(
+            rate=_float(data.get("rate")) or 0.0, outcome=_outcome(data.get("outcome")),
+            interval=(AttainmentInterval.from_dict(attainment)
+                      if isinstance(attainment, Mapping) else None),
+            goodput_rps=_float(data.get("goodput_rps")), offered_rps=_float(data.get("offered_rps")),
+            achieved_rps=_float(data.get("achieved_rps")),
+            output_tokens_per_s=_float(data.get("output_tokens_per_s")) or 0.0,
+            saturation=_str(data.get("saturation")), violations=_strs(data.get("violations")),
+            recorded=ThroughputWindow.from_dict(window) if isinstance(window, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True)
+class RateBracket:
+    """One model's capacity in requests/s and its sweep's bracket, as a comparison reads it."""
+
+    capacity: float
+    last_pass: float
+    first_fail: float | None
+
+    def as_list(self) -> list[float | None]:
+        return [self.last_pass, self.first_fail]
+
+    def text(self) -> str:
+        """E.g. ``[1.41, 2]``; ``[64, open]`` when the sweep's maximum passed."""
+        return (f"[{self.last_pass:.3g}, "
+                f"{'open' if self.first_fail is None else f'{self.first_fail:.3g}'}]")
+
+
+@dataclass(frozen=True)
+class RateCapacityRatio:
+    """Candidate ÷ reference capacity in requests/s, and the interval the two sweeps' brackets
+    give it: ``low`` = candidate's last pass ÷ reference's first fail, ``high`` = candidate's
+    first fail ÷ reference's last pass (infinite when the candidate passed at its sweep's
+    maximum; 0 low when the reference did). Each bracket end is a step decided from its
+    attainment interval, so both brackets hold their model's crossing rate, and the ratio
+    interval the ratio of the crossings, unless a step was decided wrongly (the A/A error
+    rate ``benches/perf/rate_capacity_simulation.py`` measures). ``degenerate``: both sweeps
+    passed at their maximum, so the interval says nothing."""
+
+    ratio: float
+    low: float
+    high: float
+    candidate: RateBracket
+    reference: RateBracket
+
+    @property
+    def degenerate(self) -> bool:
+        return self.candidate.first_fail is None and self.reference.first_fail is None
+
+    def text(self) -> str:
+        """E.g. ``sweep interval 0.71–1.41`` (``0.71–∞`` when open above)."""
+        high = "∞" if math.isinf(self.high) else f"{self.high:.2f}"
+        return f"sweep interval {self.low:.2f}–{high}"
+
+    def as_dict(self) -> dict[str, Any]:
+        high = None if math.isinf(self.high) else self.high
+        return {"ratio": self.ratio, "low": self.low, "high": high,
+                "degenerate": self.degenerate,
+                "candidate_capacity_rps": self.candidate.capacity,
+                "reference_capacity_rps": self.reference.capacity,
+                "candidate_bracket": self.candidate.as_list(),
+                "reference_bracket": self.reference.as_list()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RateCapacityRatio | None:
+        """Inverse of :meth:`as_dict`; None when ``data`` holds no readable ratio."""
+        ratio, low, high = _float(data.get("ratio")), _float(data.get("low")), _float(data.get("high"))
+        sides = []
+        for role in ("candidate", "reference"):
+            capacity, bracket = _float(data.get(f"{role}_capacity_rps")), data.get(f"{role}_bracket")
+            if capacity is None or not isinstance(bracket, list) or len(bracket) != 2 \
+                    or _float(bracket[0]) is None or not (bracket[1] is None or _float(bracket[1])):
+                return None
+            sides.append(RateBracket(capacity, float(bracket[0]),
+                                     None if bracket[1] is None else float(bracket[1])))
+        if ratio is None or low is None:
+            return None
+        return cls(ratio, low, math.inf if high is None else high, sides[0], sides[1])
+
+
+@dataclass(frozen=True)
+class RateCapacityStats(Record):
+    """A sweep of open-loop rates under an SLO: ``capacity_rps`` (None when the sweep broke
+    off: ``error`` says why), the ``bracket`` [last pass, first fail or None], the attainment
+    ``target`` and each step's ``confidence``, the rates swept, why it ``stopped``, every step
+    (its window recorded), contention, the figures at the capacity and the price."""
+
+    capacity_rps: float | None = None
+    bracket: tuple[float, float | None] | None = None
+    target: float = 0.0
+    confidence: float = 0.0
+    start_rps: float = 0.0
+    max_rps: float = 0.0
+    burstiness: float = 1.0
+    stopped: str = ""
+    error: str | None = None
+    steps: tuple[RateStep, ...] = ()
+    contended: bool = False
+    contended_windows: int = 0
+    at_capacity: AtCapacity | None = None
+    pricing: Pricing | None = None
+
+    @property
+    def saturated_at(self) -> float | None:
+        """The lowest rate at which the server fell behind (None: it never did)."""
+        rates = [s.rate for s in self.steps if s.outcome is StepOutcome.SATURATED]
+        return min(rates) if rates else None
+
+    @property
+    def inconclusive_rates(self) -> list[float]:
+        return [s.rate for s in self.steps if s.outcome is StepOutcome.INCONCLUSIVE]
+
+    @property
+    def capacity_step(self) -> RateStep | None:
+        """The passing step at the capacity (None: none passed, or no capacity)."""
+        if not self.capacity_rps:
+            return None
+        return next((s for s in self.steps if s.rate == self.capacity_rps and s.passed), None)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """``contended``: what makes this sweep doubtful (its windows are open loops, whose
+        requests queue by design, and a saturated step is a decision, not a doubt)."""
+        return side_flags(unstable=False, cv=None, contended=self.contended)
+
+    def written(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "capacity_rps": self.capacity_rps,
+            "bracket": None if self.bracket is None else list(self.bracket),
+            "target": self.target, "confidence": self.confidence, "start_rps": self.start_rps,
+            "max_rps": self.max_rps, "burstiness": self.burstiness,
+            "saturated_at": self.saturated_at, "inconclusive_rates": self.inconclusive_rates,
+            "stopped": self.stopped, "error": self.error, "contended": self.contended,
+            "contended_windows": self.contended_windows,
+        }
+        at = self.at_capacity
+        if at is not None:
+            data.update(output_tokens_per_s=at.output_tokens_per_s, goodput_rps=at.goodput_rps,
+                        slo_attainment=at.slo_attainment)
+            if self.pricing is not None:
+                data["usd_per_million_output_tokens"] = at.usd_per_million_output_tokens
+        if self.pricing is not None:
+            data["pricing"] = self.pricing.as_dict()
+        data["steps"] = [step.to_dict() for step in self.steps]
+        return data
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> RateCapacityStats:
+        bracket = data.get("bracket")
+        pair: tuple[float, float | None] | None = None
+        if isinstance(bracket, list) and len(bracket) == 2 and _float(bracket[0]) is not None \
+                and (bracket[1] is None or _float(bracket[1]) is not None):
+            pair = (float(bracket[0]), None if bracket[1] is None else float(bracket[1]))
+        rate = _float(data.get("output_tokens_per_s"))
+        at = None if rate is None else AtCapacity(
+            rate, _float(data.get("goodput_rps")), _float(data.get("slo_attainment")), _usd(data))
+        return cls(
+            capacity_rps=_float(data.get("capacity_rps")), bracket=pair,
+            target=_float(data.get("target")) or 0.0,
+            confidence=_float(data.get("confidence")) or 0.0,
+            start_rps=_float(data.get("start_rps")) or 0.0,
+            max_rps=_float(data.get("max_rps")) or 0.0,
+            burstiness=_float(data.get("burstiness")) or 1.0,
+            stopped=_str(data.get("stopped")) or "", error=_str(data.get("error")),
+            steps=_records(RateStep, data.get("steps")),
+            contended=_bool(data.get("contended")) or False,
+            contended_windows=_int(data.get("contended_windows")) or 0, at_capacity=at,
+            pricing=_pricing(data.get("pricing")),
+        )
+
+    def measured_bracket(self) -> RateBracket:
+        """The capacity and its bracket; ValueError for a sweep that concluded none."""
+        capacity, bracket = self.capacity_rps, self.bracket
+        if capacity is None or bracket is None:
+            raise ValueError(f"a rate sweep without a capacity and its bracket (capacity "
+                             f"{capacity!r}{f': {self.error}' if self.error else ''})")
+        last_pass, first_fail = bracket
+        if last_pass != capacity or not (first_fail is None or first_fail > last_pass):
+            raise ValueError(f"a rate sweep whose bracket {list(bracket)} does not start at its "
+                             f"capacity {capacity:g} req/s")
+        return RateBracket(capacity, last_pass, first_fail)
+
+
+@dataclass(frozen=True)
+class RateCapacityRatioStats(Record):
+    """A candidate's capacity in requests/s ÷ the reference's under one SLO: the interval the
+    two sweeps give (:class:`RateCapacityRatio`), the tolerance and rule of the verdict, the
+    attainment target and step confidence, each side's run and flags."""
+
+    candidate: str = ""
+    reference: str = ""
+    metric: str = "rate_capacity"
+    verdict: Verdict | None = None
+    ratio: RateCapacityRatio | None = None
+    tolerance: float = 0.0
+    rule: str = ""
+    attainment_target: float | None = None
+    confidence: float | None = None
+    candidate_run: str | None = None
+    reference_run: str | None = None
+    candidate_flags: tuple[str, ...] = ()
+    reference_flags: tuple[str, ...] = ()
+
+    def written(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "reference": self.reference, "metric": self.metric,
+                "verdict": None if self.verdict is None else self.verdict.value,
+                **({} if self.ratio is None else self.ratio.as_dict()),
+                "tolerance": self.tolerance, "rule": self.rule,
+                "attainment_target": self.attainment_target, "confidence": self.confidence,
+                "candidate_run": self.candidate_run, "reference_run": self.reference_run,
+                "candidate_flags": list(self.candidate_flags),
+                "reference_flags": list(self.reference_flags)}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> RateCapacityRatioStats:
+        return cls(
+            _str(data.get("candidate")) or "", _str(data.get("reference")) or "",
+            _str(data.get("metric")) or "rate_capacity", _verdict(data.get("verdict")),
+            RateCapacityRatio.from_dict(data), _float(data.get("tolerance")) or 0.0,
+            _str(data.get("rule")) or "", _float(data.get("attainment_target")),
+            _float(data.get("confidence")),
+            _str(data.get("candidate_run")), _str(data.get("reference_run")),
+            _strs(data.get("candidate_flags")), _strs(data.get("reference_flags")),
+        )
+
+    def flags_text(self) -> str:
+        return flags_text(self.candidate_flags, self.reference_flags)
+
+
+# --------------------------------------------------------------------------- startup
+
+
+@dataclass(frozen=True)
+class CacheState(Record):
+    """What was warm before one launch (``warm`` None: cannot be told): llama-server's model
+    file in the page cache, or vLLM's compile caches."""
+
+    kind: str = ""
+    """``page-cache`` or ``compile-cache``."""
+    warm: bool | None = None
+    detail: str = ""
+    resident_share: float | None = None
+    evicted: bool = False
+
+    def written(self) -> dict[str, Any]:
+        return {"kind": self.kind, "warm": self.warm, "detail": self.detail,
+                "resident_share": self.resident_share, "evicted": self.evicted}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> CacheState:
+        return cls(_str(data.get("kind")) or "", _bool(data.get("warm")),
+                   _str(data.get("detail")) or "", _float(data.get("resident_share")),
+                   _bool(data.get("evicted")) or False)
+
+
+@dataclass(frozen=True)
+class ColdStart(Record):
+    """One fresh launch: seconds from spawn to ready and to the first token of the first
+    request (``ready_within_s``: how late the readiness poll may have seen it); ``error``
+    says why the first request failed (then ``first_token_s`` is None)."""
+
+    launch: int = 0
+    ready_s: float = 0.0
+    ready_within_s: float = 0.0
+    first_token_s: float | None = None
+    first_request_ttft_s: float | None = None
+    cache: CacheState = field(default_factory=CacheState)
+    error: str | None = None
+
+    def written(self) -> dict[str, Any]:
+        return {"launch": self.launch, "ready_s": self.ready_s,
+                "ready_within_s": self.ready_within_s, "first_token_s": self.first_token_s,
+                "first_request_ttft_s": self.first_request_ttft_s,
+                "cache": self.cache.to_dict(), "error": self.error}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> ColdStart:
+        return cls(_int(data.get("launch")) or 0, _float(data.get("ready_s")) or 0.0,
+                   _float(data.get("ready_within_s")) or 0.0, _float(data.get("first_token_s")),
+                   _float(data.get("first_request_ttft_s")), CacheState.from_dict(data.get("cache")),
+                   _str(data.get("error")))
+
+
+def _geometric_mean(values: Sequence[float]) -> float | None:
+    if not values or not all(v > 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+@dataclass(frozen=True)
+class StartupStats(Record):
+    """A model's start over fresh launches: each launch's figures and cache state, the
+    geometric means of launch → ready and launch → first token with their 95% intervals
+    (:func:`~.stats.log_mean_interval`: none below two launches, or with a failed first
+    request), and the launches' ``cache`` state in one word: ``cold`` (every launch read its
+    files cold), ``warm``, ``mixed`` or ``unknown``."""
+
+    backend: str = ""
+    launches: tuple[ColdStart, ...] = ()
+
+    @property
+    def ready_values(self) -> list[float]:
+        return [c.ready_s for c in self.launches]
+
+    @property
+    def first_token_values(self) -> list[float]:
+        """Launch → first token of each launch whose first request got one."""
+        return [c.first_token_s for c in self.launches if c.first_token_s is not None]
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"launch {c.launch}: {c.error}" for c in self.launches if c.error]
+
+    @property
+    def first_token_s(self) -> float | None:
+        return _geometric_mean(self.first_token_values) if not self.errors else None
+
+    @property
+    def ready_s(self) -> float | None:
+        return _geometric_mean(self.ready_values)
+
+    @property
+    def first_token_s_interval(self) -> tuple[float, float] | None:
+        if self.errors:
+            return None
+        return log_mean_interval(self.first_token_values)
+
+    @property
+    def ready_s_interval(self) -> tuple[float, float] | None:
+        return log_mean_interval(self.ready_values)
+
+    @property
+    def cache(self) -> str:
+        """``cold``, ``warm``, ``mixed`` or ``unknown``: how cold the launches really were."""
+        states = {c.cache.warm for c in self.launches}
+        if not states or None in states:
+            return "unknown"
+        if states == {False}:
+            return "cold"
+        return "warm" if states == {True} else "mixed"
+
+    def written(self) -> dict[str, Any]:
+        first, ready = self.first_token_s_interval, self.ready_s_interval
+        return {"backend": self.backend, "first_token_s": self.first_token_s,
+                "first_token_s_interval": None if first is None else list(first),
+                "ready_s": self.ready_s, "ready_s_interval": None if ready is None else list(ready),
+                "cache": self.cache, "errors": self.errors,
+                "launches": [c.to_dict() for c in self.launches]}
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> StartupStats:
+        return cls(_str(data.get("backend")) or "", _records(ColdStart, data.get("launches")))
+
+
 Stats = (AccuracyStats | ThroughputStats | CapacityStats | SmokeStats | ScreeningResult
-         | AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | OtherStats)
+         | AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | OtherStats
+         | RateCapacityStats | RateCapacityRatioStats | StartupStats)
 """The ``stats`` of a measurement: one record per kind."""
 
 StatsT = TypeVar("StatsT", AccuracyStats, ThroughputStats, CapacityStats, SmokeStats,
                  ScreeningResult, AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
-                 OtherStats)
+                 OtherStats, RateCapacityStats, RateCapacityRatioStats, StartupStats)
 
 _BY_KIND: dict[Kind, type[Stats]] = {
     Kind.ACCURACY: AccuracyStats, Kind.THROUGHPUT: ThroughputStats,
     Kind.CAPACITY: CapacityStats, Kind.SMOKE: SmokeStats, Kind.SCREENING: ScreeningResult,
+    Kind.RATE_CAPACITY: RateCapacityStats, Kind.STARTUP: StartupStats,
 }
 _BY_COMPARED: dict[Kind, type[Stats]] = {
     Kind.ACCURACY: AccuracyVerdictStats, Kind.THROUGHPUT: ThroughputRatioStats,
-    Kind.CAPACITY: CapacityRatioStats,
+    Kind.CAPACITY: CapacityRatioStats, Kind.RATE_CAPACITY: RateCapacityRatioStats,
 }
 
 
@@ -1319,12 +2183,15 @@ def measurements_of(data: Sequence[Mapping[str, Any]]) -> list[Measurement]:
 
 
 __all__ = [
-    "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "STOP_DECIDED", "STOP_FAILED", "STOP_FINAL",
-    "AccuracySequence", "AccuracyStats", "AccuracyVerdictStats",
-    "AtCapacity", "CapacityBracket", "CapacityRatio", "CapacityRatioStats", "CapacityStats",
-    "CapacityStep", "Contention", "Interleaved", "InterleavedWindow", "Latency", "Measurement",
-    "OtherStats", "Record", "ScreeningResult", "SequentialVerdict", "Shape", "SmokeStats",
-    "Stats", "StepDecision", "StepWindow",
-    "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow", "Window", "flags_text",
-    "measurements_of", "side_flags", "stats_type",
+    "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "SATURATED", "SERVER_QUEUED", "STOP_DECIDED",
+    "STOP_FAILED", "STOP_FINAL", "AccuracySequence", "AccuracyStats", "AccuracyVerdictStats",
+    "AtCapacity", "AttainmentInterval", "CacheState", "CapacityBracket", "CapacityRatio",
+    "CapacityRatioStats", "CapacityStats", "CapacityStep", "ColdStart", "Contention",
+    "GaugeSummary", "Interleaved", "InterleavedWindow", "Latency", "Measurement",
+    "MetricsSample", "OpenLoop", "OtherStats", "RateBracket", "RateCapacityRatio",
+    "RateCapacityRatioStats", "RateCapacityStats", "RateStep", "RateWindow", "Record",
+    "SamplerCost", "Saturation", "ScreeningResult", "SequentialVerdict", "ServerMetricsSummary",
+    "ServerMetricsWindow", "Shape", "SmokeStats", "StartupStats", "Stats", "StepDecision",
+    "StepOutcome", "StepWindow", "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow",
+    "Window", "flags_text", "measurements_of", "side_flags", "stats_type",
 ]

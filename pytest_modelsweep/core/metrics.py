@@ -24,10 +24,21 @@ Kinds:
 - ``capacity``: the most concurrent requests a model serves while enough of them
   meet the ``--slo`` targets, found by one search (grow, then bisect) with one
   window per step. Not gated: see :data:`GATED_KINDS`.
+- ``rate_capacity``: the highest request rate (req/s) at which enough requests meet
+  the ``--slo`` targets, found by one sweep of open-loop rates (grow, then bisect; each
+  step decided from its attainment interval, a saturated server stops it). Not gated,
+  like capacity: see :data:`GATED_KINDS`.
+- ``startup``: seconds from launching a model's server to the first token of its first
+  request, over fresh launches, the cache state said; gated (a ratio of geometric means).
 - ``comparison``: a candidate measured against the reference in the same run:
   ``verdict:<accuracy metric>`` (paired accuracy difference),
-  ``throughput_ratio`` (candidate ÷ reference tokens/s) and ``capacity_ratio``
-  (candidate ÷ reference capacity). ``compares`` names the kind it compares.
+  ``throughput_ratio`` (candidate ÷ reference tokens/s), ``capacity_ratio``
+  (candidate ÷ reference capacity) and ``rate_capacity_ratio`` (the same in req/s).
+  ``compares`` names the kind it compares.
+
+``open_loop`` is a throughput metric: tokens/s of windows whose requests arrive at
+``--request-rate`` (Poisson, or gamma with ``--burstiness``), latency from each request's
+scheduled send time, each window marked ``saturated`` when the server fell behind.
 
 No pytest here: plugin, reports and CLI all import this module.
 """
@@ -46,13 +57,18 @@ class Kind(StrEnum):
     SMOKE = "smoke"
     SCREENING = "screening"
     CAPACITY = "capacity"
+    RATE_CAPACITY = "rate_capacity"
+    STARTUP = "startup"
     COMPARISON = "comparison"
 
 
 VERDICT_PREFIX = "verdict:"
 RATIO_BENCHMARK = "throughput_ratio"
 CAPACITY_RATIO_BENCHMARK = "capacity_ratio"
+RATE_CAPACITY_RATIO_BENCHMARK = "rate_capacity_ratio"
 VERDICT_MARKER = "verdict"
+STARTUP_MARKER = "startup"
+"""Cold starts: run first among a model's tests, before the run's own server of it starts."""
 BENCHMARK_MARKER = "modelsweep_benchmark"
 """``@pytest.mark.modelsweep_benchmark("name")``: declares a test as an accuracy benchmark."""
 ACCURACY_UNIT = "accuracy"
@@ -81,14 +97,19 @@ class Metric:
         return self.kind in GATED_KINDS
 
 
-GATED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT)
+GATED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT, Kind.STARTUP)
 """Kinds the baseline gate compares. Smoke is left out on purpose: one 32-token
 generation has no repeats, so its interval is degenerate and one noisy timing
 would fail a build; its test already fails when a model does not generate. Capacity
 is left out for the same reason: it is one search with no repeats, each step a single
 window whose attainment decides pass or miss, so the capacity has a bracket between two
 adjacent concurrencies but no interval over repeats that could tell a regression from a
-window that fell on the other side of the target by chance."""
+window that fell on the other side of the target by chance. Capacity in req/s is left out
+for that reason too: its sweep's bracket is as wide as its last bisection step (10% by
+default), so against a baseline it could only say "moved by more than a step", which the
+gate's interval rule for throughput (an interval over repeats, Holm across settings)
+cannot be matched to. Startup is gated: its launches are repeats, so the ratio of geometric
+means has a t interval like throughput's."""
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("gsm8k", Kind.ACCURACY, "accuracy", True, "GSM8K accuracy", "gsm8k",
@@ -106,6 +127,19 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "meet --slo (a search up to the server's max_num_seqs)"),
     Metric(CAPACITY_RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
            "Capacity relative to the reference", VERDICT_MARKER, compares=Kind.CAPACITY),
+    Metric("open_loop", Kind.THROUGHPUT, "tokens/s", True, "Open-loop throughput", "open_loop",
+           "requests sent at --request-rate (Poisson, or gamma with --burstiness), latency "
+           "from each request's scheduled send time"),
+    Metric("rate_capacity", Kind.RATE_CAPACITY, "req/s", True, "Capacity in requests/s under SLO",
+           "rate_capacity", "the highest request rate at which --slo-attainment of requests "
+           "meet --slo (a sweep of open-loop rates over --rate-sweep, stopped at saturation)"),
+    Metric(RATE_CAPACITY_RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
+           "Capacity in requests/s relative to the reference", VERDICT_MARKER,
+           compares=Kind.RATE_CAPACITY),
+    Metric("startup", Kind.STARTUP, "s", False, "Cold start (launch to first token)",
+           STARTUP_MARKER,
+           "seconds from launching a model's server to the first token of its first request, "
+           "over --startup-launches fresh launches (not with --endpoint)"),
     Metric("smoke", Kind.SMOKE, "tokens/s", True, "Smoke", "smoke",
            "a single real generation per model (the quickest end-to-end check)"),
     Metric("screen", Kind.SCREENING, "GiB", True, "Screening (KV-cache headroom)", "screen",
@@ -270,11 +304,13 @@ __all__ = [
     "THROUGHPUT_UNIT",
     "BENCHMARK_MARKER",
     "CAPACITY_RATIO_BENCHMARK",
+    "RATE_CAPACITY_RATIO_BENCHMARK",
     "GATED_KINDS",
     "MARKERS",
     "METRICS",
     "OTHER_MARKERS",
     "RATIO_BENCHMARK",
+    "STARTUP_MARKER",
     "VERDICT_MARKER",
     "VERDICT_PREFIX",
     "Kind",

@@ -38,10 +38,25 @@ class Thresholds:
 
     accuracy_points: float = 0.01
     throughput_fraction: float = 0.10
+    startup_fraction: float = 0.25
+    """A start slower by more than this (launch to first token) is a regression: wider than
+    throughput's, since a launch's time moves with the page cache and the machine's load."""
 
     def __str__(self) -> str:
         return (f"accuracy:{self.accuracy_points * 100:g}pp,"
-                f"throughput:{self.throughput_fraction * 100:g}%")
+                f"throughput:{self.throughput_fraction * 100:g}%,"
+                f"startup:{self.startup_fraction * 100:g}%")
+
+
+@dataclass(frozen=True)
+class RateSweep:
+    """``--rate-sweep START:MAX``: the request rates (req/s) the capacity sweep may try."""
+
+    start_rps: float
+    max_rps: float
+
+    def __str__(self) -> str:
+        return f"{self.start_rps:g}:{self.max_rps:g}"
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,10 @@ class OptionDefaults:
     slo_attainment: float = 0.90
     round_size: int = 50
     """``--until-decided``: items each model scores between two looks at its comparisons."""
+    burstiness: float = 1.0
+    """``--burstiness``: 1 is Poisson arrivals (vllm bench serve's default)."""
+    rate_sweep: RateSweep = field(default_factory=lambda: RateSweep(0.25, 64.0))
+    startup_launches: int = 3
 
 
 DEFAULTS = OptionDefaults()
@@ -86,6 +105,10 @@ TIMED_REQUESTS_PER_SLOT = 2
 MIN_TIMED_REQUESTS = 4
 AUTO_FIRST_STAGE = 4
 """``--repeats auto``: the repeats whose spread fixes the total (see :mod:`.repeats`)."""
+
+
+OPEN_LOOP_TIMED_REQUESTS = 32
+"""``--timed-requests`` not given: requests per open-loop window at ``--request-rate``."""
 
 
 def default_timed_requests(concurrency: int) -> int:
@@ -142,6 +165,26 @@ parse_margin = _checked(float, lambda x: 0 <= x < 1,
                         "expected an accuracy difference in [0, 1), e.g. 0.02")
 parse_ratio_tolerance = _checked(float, lambda x: 0 <= x < 1,
                                  "expected a share in [0, 1), e.g. 0.10")
+parse_request_rate = _checked(float, lambda x: 0 < x < math.inf,
+                              "expected a positive number of requests per second, e.g. 2.5")
+parse_burstiness = _checked(float, lambda x: x > 0,
+                            "expected a positive number (1: Poisson; below 1 burstier, above 1 "
+                            "more even; inf: evenly spaced), e.g. 1.0")
+parse_startup_launches = _checked(int, lambda n: n >= 2,
+                                  "expected at least 2 launches (an interval needs two)")
+
+
+def parse_rate_sweep(text: str) -> RateSweep:
+    """``--rate-sweep``: ``START:MAX`` in requests per second, 0 < START <= MAX."""
+    start, _, end = text.partition(":")
+    try:
+        sweep = RateSweep(float(start), float(end))
+    except ValueError:
+        sweep = None
+    if sweep is None or not (0 < sweep.start_rps <= sweep.max_rps < math.inf):
+        raise ArgumentTypeError(f"{text!r}: expected START:MAX in requests per second with "
+                                "0 < START <= MAX, e.g. 0.25:64")
+    return sweep
 
 
 SWEEP_RUN_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -193,6 +236,7 @@ def parse_thresholds(text: str) -> Thresholds:
     a kind not given keeps its default."""
     accuracy = DEFAULTS.fail_on_regression.accuracy_points
     throughput = DEFAULTS.fail_on_regression.throughput_fraction
+    startup = DEFAULTS.fail_on_regression.startup_fraction
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, _, amount = part.partition(":")
         match = re.fullmatch(r"(\d+(?:\.\d+)?)(pp|%)", amount.strip())
@@ -200,11 +244,13 @@ def parse_thresholds(text: str) -> Thresholds:
             accuracy = float(match.group(1)) / 100
         elif kind == "throughput" and match and match.group(2) == "%":
             throughput = float(match.group(1)) / 100
+        elif kind == "startup" and match and match.group(2) == "%":
+            startup = float(match.group(1)) / 100
         else:
             raise ArgumentTypeError(
                 f"{text!r}: expected e.g. accuracy:1pp,throughput:10% (accuracy in percentage "
-                f"points, throughput in percent); {part!r} is not that")
-    return Thresholds(accuracy, throughput)
+                f"points, throughput and startup in percent); {part!r} is not that")
+    return Thresholds(accuracy, throughput, startup)
 
 
 # --------------------------------------------------------------------------- builders
@@ -321,6 +367,30 @@ def add_sequential_options(addoption: AddOption) -> None:
     addoption("--round-size", type=parse_positive_int, default=DEFAULTS.round_size, metavar="N",
               help="--until-decided: items each model scores between two looks at its "
                    f"comparisons (default: {DEFAULTS.round_size})")
+
+
+def add_open_loop_options(addoption: AddOption) -> None:
+    """``--request-rate``, ``--burstiness`` (open-loop arrivals) and ``--rate-sweep``."""
+    addoption("--request-rate", type=parse_request_rate, default=None, metavar="RPS",
+              help="open loop: send requests at this mean rate whatever is in flight, latency "
+                   "from each request's scheduled time (-m open_loop needs it; "
+                   f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)")
+    addoption("--burstiness", type=parse_burstiness, default=DEFAULTS.burstiness, metavar="B",
+              help="open loop: gaps between requests are gamma-distributed with shape B, as "
+                   "vllm bench serve draws them (1: Poisson; default: "
+                   f"{DEFAULTS.burstiness:g})")
+    addoption("--rate-sweep", type=parse_rate_sweep, default=DEFAULTS.rate_sweep,
+              metavar="START:MAX",
+              help="capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
+                   "try, doubling from START, then bisecting; it stops at a miss or when the "
+                   f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})")
+
+
+def add_startup_option(addoption: AddOption) -> None:
+    addoption("--startup-launches", type=parse_startup_launches,
+              default=DEFAULTS.startup_launches, metavar="N",
+              help="cold start (-m startup): fresh launches of each model's server "
+                   f"(default: {DEFAULTS.startup_launches})")
 
 
 def add_noisy_option(addoption: AddOption) -> None:

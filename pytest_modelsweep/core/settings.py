@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .options import default_timed_requests
+from .options import (
+    DEFAULTS,
+    OPEN_LOOP_TIMED_REQUESTS,
+    RateSweep,
+    default_timed_requests,
+)
 from .repeats import RepeatPolicy
 
 if TYPE_CHECKING:
@@ -46,6 +51,14 @@ class BenchSettings:
     round_size: int | None = None
     """``--until-decided`` (or the sweep's ``[verdicts] until_decided``): accuracy items go out
     in rounds of this many and stop once decided; None: every item is sent at once."""
+    request_rate: float | None = None
+    """``--request-rate``: the open-loop benches' mean rate (req/s); None: they skip."""
+    burstiness: float = DEFAULTS.burstiness
+    """``--burstiness``: the shape of the gamma gaps between open-loop requests (1: Poisson)."""
+    rate_sweep: RateSweep = DEFAULTS.rate_sweep
+    """``--rate-sweep``: the rates the capacity-in-req/s sweep may try."""
+    startup_launches: int = DEFAULTS.startup_launches
+    """``--startup-launches``: fresh launches per model of the cold-start bench."""
 
     @classmethod
     def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None,
@@ -60,9 +73,17 @@ class BenchSettings:
             unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
             slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,
             round_size=round_size,
+            request_rate=option.request_rate, burstiness=option.burstiness,
+            rate_sweep=option.rate_sweep, startup_launches=option.startup_launches,
         )
 
     def timed_requests_at(self, concurrency: int) -> int:
         """Timed requests per window at ``concurrency``: ``--timed-requests``, else 2 ×
         concurrency, at least 4."""
         return self.timed_requests or default_timed_requests(concurrency)
+
+    @property
+    def open_loop_timed_requests(self) -> int:
+        """Timed requests per open-loop window at ``--request-rate``: ``--timed-requests``,
+        else :data:`~.options.OPEN_LOOP_TIMED_REQUESTS`."""
+        return self.timed_requests or OPEN_LOOP_TIMED_REQUESTS

@@ -32,9 +32,10 @@ from ..store.database import Store
 from ..store.sweep_run import awaited
 from .pairing import RequestSettings
 
-ComparisonKind = Literal["accuracy", "throughput", "capacity"]
-"""What a comparison compares: item scores (accuracy), measured rates (throughput) or
-capacities under an SLO (capacity)."""
+ComparisonKind = Literal["accuracy", "throughput", "capacity", "rate_capacity"]
+"""What a comparison compares: item scores (accuracy), measured rates (throughput),
+capacities under an SLO (capacity) or capacities in requests/s under an SLO
+(rate_capacity)."""
 
 @dataclass(frozen=True)
 class ModelItems:

@@ -17,6 +17,14 @@ Holm step-down level across the model's throughput rows in the comparison
 either side has no interval: status ``no interval``, not judged, not a failure.
 docs/throughput.md gives the method and the simulation behind it.
 
+Startup (launch → first token over fresh launches) is compared like throughput, as a
+ratio of geometric means over the launches with its t interval (against several baseline
+runs, the random-effects one), lower being better: it *regresses* when the whole 90%
+interval (5% per direction, one row per model) lies above 1 + the startup threshold (25%
+by default: ``--fail-on-regression startup:X%``), so a server that starts 2× slower fails
+the gate. A start measured with another cache state than the baseline's (a warm page
+cache against a cold one) is *not comparable*.
+
 Results that cannot be paired (other server, image, settings or items) are *not
 comparable*, which fails the gate too: re-save the baseline after a deliberate change.
 
@@ -33,8 +41,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ..core.measurements import Measurement, ThroughputStats
-from ..core.metrics import Kind, metric_for
+from ..core.measurements import Measurement, StartupStats, ThroughputStats
+from ..core.metrics import Kind, kind_of, metric_for
 from ..core.options import DEFAULTS, Thresholds
 from ..core.sequences import paired_sequence
 from ..core.stats import (
@@ -211,6 +219,9 @@ def compare_with_baseline(
                                 "no baseline for this setting"))
             continue
         old = runs[-1]
+        if kind is Kind.STARTUP:
+            rows.append(_startup_row(m, runs, key, shown_setting, thresholds))
+            continue
         if kind is Kind.THROUGHPUT:
             row, interval = _throughput_row(m, runs, key, shown_setting)
             if row.status in NOISY_STATUSES:
@@ -390,6 +401,84 @@ def _throughput_row(
     return row, interval
 
 
+STARTUP_CONFIDENCE = 1 - 2 * THROUGHPUT_FAMILY_ERROR
+"""A startup row's two-sided level: 5% per direction (one startup row per model)."""
+
+
+def _startup_values(m: Measurement) -> list[float]:
+    stats = m.stats
+    return list(stats.first_token_values) if isinstance(stats, StartupStats) else []
+
+
+def _startup_row(m: Measurement, runs: Sequence[Measurement], key: tuple[str, str, str],
+                 setting: str, thresholds: Thresholds) -> GateRow:
+    """A model's start now against its baseline's: the ratio of geometric means of launch →
+    first token (now ÷ baseline: above 1 is slower) with its 90% interval; regressed when
+    the whole interval lies above 1 + the startup threshold, improved when below 1 − it."""
+    def unjudged(status: str, note: str, baseline: float = math.nan) -> GateRow:
+        return GateRow(key[0], key[1], setting, baseline, m.value, math.nan, math.nan,
+                       math.nan, status, note)
+
+    newest = runs[-1]
+    stats = m.stats
+    unsound = unsound_reason(m, "now") or (
+        f"{m.model} startup now: {'; '.join(stats.errors)}"
+        if isinstance(stats, StartupStats) and stats.errors else None)
+    if unsound is not None:
+        return unjudged("cannot conclude", unsound, newest.value)
+    usable: list[Measurement] = []
+    refusals: list[tuple[str, str]] = []
+    cache = stats.cache if isinstance(stats, StartupStats) else "unknown"
+    for old in runs:
+        old_stats = old.stats
+        reason = unsound_reason(old, "in the baseline")
+        if reason is None and isinstance(old_stats, StartupStats) and old_stats.errors:
+            reason = f"{old.model} startup in the baseline: {'; '.join(old_stats.errors)}"
+        if reason is not None:
+            refusals.append(("cannot conclude", reason))
+            continue
+        old_cache = old_stats.cache if isinstance(old_stats, StartupStats) else "unknown"
+        if old_cache != cache:
+            refusals.append(("not comparable", (
+                f"{m.model} started {cache} now and {old_cache} in the baseline: a start is "
+                "compared only with one from the same cache state")))
+            continue
+        try:
+            check_same_serving(f"{key[0]} now", m.provenance,
+                               f"{key[0]} in the baseline", old.provenance)
+        except PairingError as error:
+            refusals.append(("not comparable", str(error)))
+            continue
+        usable.append(old)
+    if not usable:
+        return unjudged(*refusals[-1], newest.value)
+    try:
+        interval = ratio_interval_between_runs(
+            _startup_values(m), [_startup_values(old) for old in usable],
+            confidence=STARTUP_CONFIDENCE)
+    except ValueError as error:
+        return unjudged("not comparable", str(error), newest.value)
+    note = (f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
+            f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster")
+    if len(usable) > 1:
+        note += f", over {len(usable)} baseline runs"
+    if refusals:
+        note += f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
+    row = GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
+                  interval.ratio - 1, interval.low - 1, interval.high - 1, "ok", note,
+                  STARTUP_CONFIDENCE)
+    fraction = thresholds.startup_fraction
+    if interval.degenerate:
+        return replace(row, status="no interval", note=note + "; a side has one launch: no "
+                       "interval and no verdict (--startup-launches 2 or more)")
+    if interval.low > 1 + fraction:
+        return replace(row, status="regressed", note=(
+            f"{note}; starts {interval.ratio:.2f}× as long, beyond +{fraction:.0%}"))
+    if interval.high < 1 - fraction:
+        return replace(row, status="improved")
+    return row
+
+
 def _threshold_p_value(interval: RatioInterval, thresholds: Thresholds) -> float:
     """Two-sided p-value of "the true ratio lies within 1 ± threshold": twice the smaller
     one-sided t p-value against 1 - threshold (slower) and 1 + threshold (faster)."""
@@ -444,12 +533,17 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
 
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
     """An aligned text table of the gate rows, each value in its own unit: accuracy in % and
-    its change in points, throughput in tokens/s and its change in % (a user's throughput
-    benchmark too: the row carries its kind)."""
+    its change in points, throughput in tokens/s and startup in s with their change in %
+    (a user's throughput benchmark too: the row carries its kind).
+
+    Only accuracy and throughput are gated, and only the table's throughput metrics: a row
+    whose benchmark is not one of those is accuracy (a user's benchmark among them)."""
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
         if math.isnan(value):
             return "-"
-        if row.kind != Kind.THROUGHPUT.value:
+        if kind_of(row.benchmark) is Kind.STARTUP:
+            return f"{100 * value:+.1f}%" if signed else f"{value:.2f} s"
+        if kind_of(row.benchmark) is not Kind.THROUGHPUT:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 

@@ -1,7 +1,8 @@
 """One comparison's way, written once: find the sides → refuse → interval → verdict → record.
 
 Every comparison of a candidate with the reference (an accuracy verdict item by item, a
-throughput ratio, a capacity ratio) is a :class:`Comparison`: it finds both sides (this
+throughput ratio, a capacity ratio, in concurrent requests or in requests/s) is a
+:class:`Comparison`: it finds both sides (this
 run's, the store's, or measured in pairs), says why they cannot be compared (one line, or
 None), computes the interval, and turns the verdict into the measurement it records and the
 line it announces (:class:`Judged`). :func:`judge` runs those steps in that order; the
@@ -21,6 +22,8 @@ from ..core.measurements import (
     AccuracyVerdictStats,
     CapacityRatio,
     CapacityRatioStats,
+    RateCapacityRatio,
+    RateCapacityRatioStats,
     ThroughputRatioStats,
 )
 from ..core.stats import PairedInterval, RatioInterval, Verdict
@@ -29,7 +32,7 @@ from .sequential import SequentialJudgement
 
 SidesT = TypeVar("SidesT")
 IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio,
-                    SequentialJudgement)
+                    RateCapacityRatio, SequentialJudgement)
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Judged:
     value: float
     unit: str
     n: int
-    stats: AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats
+    stats: AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | RateCapacityRatioStats
     summary: str
     params: dict[str, Any] = field(default_factory=dict)
 

@@ -1,4 +1,4 @@
-"""The three kinds of comparison, each a :class:`~.judge.Comparison`.
+"""The kinds of comparison, each a :class:`~.judge.Comparison`.
 
 * :class:`AccuracyComparison` — the candidate's and the reference's scored items on one
   accuracy benchmark, paired item by item: the bootstrap interval of the difference
@@ -10,7 +10,10 @@
   interval over the repeats (measured back to back, found in this run or the store) or
   over pairs of windows (measured interleaved), recorded as ``throughput_ratio``;
 * :class:`CapacityComparison` — both models' capacity under this run's SLO: the ratio with
-  the interval both searches' capacity intervals give, recorded as ``capacity_ratio``.
+  the interval both searches' capacity intervals give, recorded as ``capacity_ratio``;
+* :class:`RateCapacityComparison` — both models' capacity in requests/s under this run's
+  SLO: the ratio with the interval the two sweeps' brackets give, recorded as
+  ``rate_capacity_ratio``.
 
 Each finds its sides through a :class:`~.comparisons.ComparisonFinder`, given the tests of
 this run that record a side (``expected_tests``). Pure: no pytest.
@@ -34,10 +37,19 @@ from ..core.measurements import (
     CapacityStats,
     Interleaved,
     Measurement,
+    RateBracket,
+    RateCapacityRatio,
+    RateCapacityRatioStats,
+    RateCapacityStats,
     ThroughputRatioStats,
     ThroughputStats,
 )
-from ..core.metrics import CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK, VERDICT_PREFIX
+from ..core.metrics import (
+    CAPACITY_RATIO_BENCHMARK,
+    RATE_CAPACITY_RATIO_BENCHMARK,
+    RATIO_BENCHMARK,
+    VERDICT_PREFIX,
+)
 from ..core.repeats import RepeatPolicy
 from ..core.slo import Slo
 from ..core.stats import (
@@ -50,6 +62,9 @@ from ..core.stats import (
     VerdictRecord,
 )
 from ..workloads.capacity import NEEDS_SLO, RULE_INTERVAL, capacity_ratio, interval_text
+from ..workloads.rate_sweep import NEEDS_SLO as RATE_NEEDS_SLO
+from ..workloads.rate_sweep import RULE_INTERVAL as RATE_RULE_INTERVAL
+from ..workloads.rate_sweep import rate_capacity_ratio
 from .comparisons import (
     ComparisonFinder,
     ComparisonKind,
@@ -332,7 +347,8 @@ class ThroughputComparison:
 def _flags(side: ModelMeasurement) -> tuple[str, ...]:
     """What makes a side doubtful (``unstable (CV 53%)``, ``contended``)."""
     stats = side.stats
-    return stats.flags if isinstance(stats, ThroughputStats | CapacityStats) else ()
+    return stats.flags if isinstance(stats, ThroughputStats | CapacityStats
+                                     | RateCapacityStats) else ()
 
 
 # --------------------------------------------------------------------------- capacity
@@ -450,7 +466,114 @@ class CapacityComparison:
         )
 
 
+# --------------------------------------------------------------------------- capacity in req/s
+
+
+@dataclass
+class RateCapacityComparison:
+    """A candidate's capacity in requests/s ÷ the reference's under this run's SLO and
+    attainment target (``slo`` None: the run has no SLO, nothing to compare). The verdict
+    comes from the interval the two sweeps' brackets give, never from the ratio alone."""
+
+    finder: ComparisonFinder
+    expected_tests: ExpectedTests
+    candidate: str
+    reference: str
+    slo: Slo | None
+    attainment_target: float
+    margin: float
+    """``--ratio-tolerance``."""
+    metric: str = "rate_capacity"
+    kind: ComparisonKind = "rate_capacity"
+
+    @property
+    def setting(self) -> dict[str, Any]:
+        return {"slo": None if self.slo is None else self.slo.as_dict(),
+                "attainment_target": self.attainment_target}
+
+    def find(self) -> Found[tuple[ModelMeasurement, ModelMeasurement]] | Missing | Skipped | Failed:
+        if self.slo is None:
+            return Skipped(RATE_NEEDS_SLO)
+        found = []
+        for model in (self.reference, self.candidate):
+            side = self.finder.measurement(model, self.metric, self.setting,
+                                           expected_tests=self.expected_tests(model, self.metric,
+                                                                              None))
+            if not isinstance(side, Found):
+                return side
+            found.append(side.side)
+        reference, candidate = found
+        return Found((candidate, reference))
+
+    def brackets(self, sides: tuple[ModelMeasurement, ModelMeasurement],
+                 ) -> tuple[RateBracket, RateBracket] | str:
+        """Both sides' brackets (candidate, reference), or why one cannot be read."""
+        brackets = []
+        for side, role in zip(sides, ("candidate", "reference")):
+            stats = side.stats
+            try:
+                if not isinstance(stats, RateCapacityStats):
+                    raise ValueError(f"not a rate sweep ({side.measurement.benchmark})")
+                brackets.append(stats.measured_bracket())
+            except ValueError as error:
+                return f"cannot compare capacities in req/s: the {role}'s ({side.model}) is {error}"
+        return brackets[0], brackets[1]
+
+    def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+        brackets = self.brackets(sides)
+        if isinstance(brackets, str):
+            return brackets
+        candidate, reference = (side.stats for side in sides)
+        if isinstance(candidate, RateCapacityStats) and isinstance(reference, RateCapacityStats) \
+                and candidate.burstiness != reference.burstiness:
+            return (f"cannot compare capacities in req/s swept at different burstiness "
+                    f"({self.candidate} {candidate.burstiness:g}, {self.reference} "
+                    f"{reference.burstiness:g}): sweep both with the same --burstiness")
+        candidate_requests, reference_requests = (RequestSettings.of_measurement(side.measurement)
+                                                  for side in sides)
+        unlike = unlike_requests(self.candidate, candidate_requests, self.reference,
+                                 reference_requests)
+        if unlike is not None:
+            return unlike
+        if brackets[1].capacity == 0:
+            stats = sides[1].stats
+            stopped = stats.stopped if isinstance(stats, RateCapacityStats) else ""
+            return (f"cannot compare: the reference meets the SLO at no rate of its sweep "
+                    f"({self.reference} under {self.slo}: {stopped})")
+        return None
+
+    def interval(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> RateCapacityRatio:
+        brackets = self.brackets(sides)
+        if isinstance(brackets, str):
+            raise MeasurementError(brackets)
+        return rate_capacity_ratio(*brackets)
+
+    def judged(self, sides: tuple[ModelMeasurement, ModelMeasurement],
+               interval: RateCapacityRatio, verdict: Verdict) -> Judged:
+        candidate, reference = sides
+        tolerance = self.margin
+        stats = RateCapacityRatioStats(
+            self.candidate, self.reference, self.metric, verdict, interval, tolerance,
+            RATE_RULE_INTERVAL, self.attainment_target,
+            candidate.stats.confidence if isinstance(candidate.stats, RateCapacityStats) else None,
+            candidate.run_id, reference.run_id, _flags(candidate), _flags(reference))
+        shown = ("no interval: both sweeps passed at their maximum rate"
+                 if interval.degenerate else interval.text())
+        summary = (f"{self.candidate} ÷ {self.reference}, capacity in req/s under {self.slo} "
+                   f"({self.attainment_target:.0%} attainment): "
+                   f"{interval.candidate.capacity:.3g} ÷ {interval.reference.capacity:.3g} = "
+                   f"{interval.ratio:.2f}x, {verdict.value} ({shown}; brackets "
+                   f"{interval.candidate.text()} and {interval.reference.text()} req/s, "
+                   f"tolerance ±{tolerance:.0%}{stats.flags_text()})")
+        return Judged(
+            verdict, RATE_CAPACITY_RATIO_BENCHMARK, interval.ratio, "x reference",
+            candidate.measurement.n, stats, summary,
+            params={"reference": self.reference, "verdict": str(verdict.value),
+                    "slo": self.setting["slo"]},
+        )
+
+
 __all__ = [
     "AccuracyComparison", "AccuracySides", "CapacityComparison", "InterleavedSides",
-    "ThroughputComparison", "ThroughputSides",
+    "RateCapacityComparison", "ThroughputComparison", "ThroughputSides",
 ]

@@ -81,6 +81,7 @@ NOT_REQUEST_PARAMS = frozenset({
     "worker", "port", "repeat", "repeats",  # where and how often: not how requests were sent
     "prompting", "mode",  # how each model is prompted: its own (the prompt hashes cover it)
     "max_concurrency",  # the server's limit: compared by check_same_serving
+    "launches", "cache",  # a cold start's count and cache state: its gate row compares them
     "sampling", "sampling_by_item",  # compared item by item
     "prompts_hash", "user_prompts",  # compared as the prompt source
     # a comparison's own record
@@ -91,12 +92,13 @@ NOT_REQUEST_PARAMS = frozenset({
 KNOWN_REQUEST_PARAMS = frozenset({
     "output_tokens", "timed_requests", "unique_prefixes", "max_tokens", "fewshot", "limit",
     "subset", "slo", "attainment_target", "step_confidence", "min_windows", "max_windows",
+    "burstiness", "rate_sweep",
 })
 """The request settings modelsweep's own benches record: never part of a setting's identity
 (:func:`setting_identity`), so that two measurements that differ only in them are refused
 as unlike instead of passing as two settings."""
 
-COMPARED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT, Kind.CAPACITY)
+COMPARED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT, Kind.CAPACITY, Kind.RATE_CAPACITY)
 
 REQUEST_SETTING_ORDER = (
     "concurrency", "prompt_tokens", "output_tokens", "prompt source", "unique_prefixes",

@@ -353,7 +353,9 @@ def measure_throughput(
     record_measurement: RecordMeasurement,
 ) -> MeasureThroughput:
     """Measure your own prompts' throughput on this test's model at one concurrency:
-    ``measure_throughput(name, prompts, concurrency=c, output_tokens=256)``.
+    ``measure_throughput(name, prompts, concurrency=c, output_tokens=256)``; with
+    ``rate=R`` (and ``burstiness=B``) in an open loop: requests sent at R per second
+    (Poisson, or gamma), at most ``c`` in flight, latency from each scheduled time.
 
     The test must be declared ``@pytest.mark.modelsweep_benchmark(name, kind="throughput")``
     and parametrized by ``concurrency``. Each of ``--repeats`` windows sends the prompts in
@@ -376,9 +378,12 @@ def measure_throughput(
         output_tokens: int = 256,
         unique_prefixes: bool = True,
         params: Mapping[str, Any] | None = None,
+        rate: float | None = None,
+        burstiness: float = 1.0,
     ) -> None:
         from ..api.prompts import checked_prompts
         from ..core.errors import BenchmarkDeclarationError
+        from ..workloads.arrivals import ArrivalProcess
         from ..workloads.setting import measure_setting
 
         _check_declared(node.name, "measures", benchmark, declared, ', kind="throughput"',
@@ -393,13 +398,23 @@ def measure_throughput(
         for value, what in ((concurrency, "concurrency"), (output_tokens, "output_tokens")):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DataError(f"{benchmark}: {what} must be a positive integer, got {value!r}")
+        arrivals = None
+        if rate is not None:
+            for number, what in ((rate, "rate (requests per second)"),
+                                 (burstiness, "burstiness")):
+                finite = what == "burstiness" or number != float("inf")
+                if isinstance(number, bool) or not isinstance(number, int | float) \
+                        or not number > 0 or not finite:
+                    raise DataError(f"{benchmark}: {what} must be a positive number, "
+                                    f"got {number!r}")
+            arrivals = ArrivalProcess(float(rate), float(burstiness))
         texts = checked_prompts(benchmark, prompts)
         node.stash[evaluated_key] = True
         endpoint: Endpoint = request.getfixturevalue("endpoint")
         measure_setting(endpoint, bench_settings, record_measurement, benchmark, concurrency,
                         None, modelsweep_run.write_line, output_tokens=output_tokens,
                         user_prompts=texts, unique_prefixes=unique_prefixes,
-                        params=dict(params or {}))
+                        params=dict(params or {}), arrivals=arrivals)
 
     measure: MeasureThroughput = run
     return measure
@@ -521,6 +536,64 @@ def judge_capacity_ratio(
         ))
 
     return judge
+
+
+@pytest.fixture
+def judge_rate_capacity_ratio(
+    request: pytest.FixtureRequest,
+    candidate_name: str,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
+) -> Callable[[], Any]:
+    """Compare this candidate's capacity in requests/s under ``--slo`` with the reference's.
+
+    Returns ``judge()``: it finds both models' ``rate_capacity`` measurements under this
+    run's SLO and attainment target (this run's, waiting for another xdist worker where
+    needed, else the store's latest), computes candidate ÷ reference with the interval the
+    two sweeps' brackets give, asks the ``pytest_modelsweep_verdict`` hook
+    (``kind="rate_capacity"``, ``margin`` = ``--ratio-tolerance``) for the verdict, records
+    it as ``rate_capacity_ratio`` and fails the test when the verdict is one of
+    ``--fail-on``. A reference that meets the SLO at no rate cannot be divided by.
+    """
+    from ..judging.kinds import RateCapacityComparison
+
+    run = modelsweep_run
+
+    def judge() -> Any:
+        settings = run.bench_settings
+        return _judge(request, record_measurement, RateCapacityComparison(
+            run.comparisons, _expected_tests(request), candidate_name, run.selection.reference,
+            settings.slo, settings.slo_attainment, margin=run.options.ratio_tolerance,
+        ))
+
+    return judge
+
+
+@pytest.fixture
+def measure_startup(
+    model_name: str, modelsweep_run: RunState, record_measurement: RecordMeasurement,
+) -> Callable[[], Any]:
+    """Cold-start this test's model: ``measure_startup()`` launches its server
+    ``--startup-launches`` times, each a fresh process through the pool's own launch path
+    (stopped before the next), times launch → ready and launch → first token of a first
+    request, says each launch's cache state, records one ``startup`` measurement and
+    returns its :class:`~pytest_modelsweep.core.measurements.StartupStats`. A model
+    attached with ``--endpoint`` skips: its start is not this run's to time."""
+    from ..serving.cold_start import cold_start_refusal
+
+    run = modelsweep_run
+
+    def measure() -> Any:
+        from ..serving.cold_start import measure_startup as measured
+
+        refusal = cold_start_refusal(model_name, run.attach)
+        if refusal is not None:
+            pytest.skip(refusal)
+        return measured(run.sweep, model_name, launches=run.bench_settings.startup_launches,
+                        log_dir=run.run_dir / "logs" / "startup", progress=run.write_line,
+                        record_measurement=record_measurement, worker_id=run.worker_id)
+
+    return measure
 
 
 def _expected_tests(request: pytest.FixtureRequest,

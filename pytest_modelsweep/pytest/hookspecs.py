@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from ..core.measurements import CapacityRatio
+    from ..core.measurements import CapacityRatio, RateCapacityRatio
     from ..core.stats import PairedInterval, RatioInterval, Verdict
     from ..judging.comparisons import ComparisonKind
 
@@ -19,7 +19,7 @@ def pytest_modelsweep_verdict(
     candidate: str,
     reference: str,
     metric: str,
-    interval: PairedInterval | RatioInterval | CapacityRatio,
+    interval: PairedInterval | RatioInterval | CapacityRatio | RateCapacityRatio,
     margin: float | None,
     config: pytest.Config,
     kind: ComparisonKind,
@@ -60,6 +60,13 @@ def pytest_modelsweep_verdict(
       rule on the interval; *inconclusive* when both searches reached their
       server's maximum, or for a bracket of older one-window searches
       (``confidence`` None).
+    * ``"rate_capacity"`` (``metric`` is ``rate_capacity``): ``interval`` is the
+      interval of candidate ÷ reference capacity in requests/s the two rate sweeps'
+      brackets give (:class:`~pytest_modelsweep.core.measurements.RateCapacityRatio`:
+      ratio, low, high — infinite when open above —, ``degenerate``); each bracket end
+      is a step decided from its Clopper-Pearson attainment interval. ``margin`` is
+      ``--ratio-tolerance``. The default rule is the throughput rule on that interval;
+      *inconclusive* when both sweeps passed at their maximum rate.
 
     Return a :class:`~pytest_modelsweep.core.stats.Verdict`, or None to leave the
     decision to the next implementation (the default rule runs last); the

@@ -2,10 +2,11 @@
 
 Built from a run's measurement records and failed tests: per accuracy benchmark with
 verdicts the verdict and the paired difference with its interval; the c16 throughput ratio;
-capacity under the SLO and its ratio to the reference's with its 90% interval; $/1M output
-tokens at that capacity (else at c16) and relative to the
-reference's when both are priced on the same basis at the same price; licence and memory
-headroom when screened; flags. A cell shows a figure only when the measurement behind it
+capacity under the SLO and its ratio to the reference's with its 90% interval; beside it
+the capacity in requests/s (an open-loop rate sweep) with its ratio and verdict; $/1M output tokens at that capacity (else at c16) and relative to the
+reference's when both are priced on the same basis at the same price; the cold start
+(launch to first token) with its cache state; licence and memory headroom when screened;
+flags. A cell shows a figure only when the measurement behind it
 succeeded; otherwise it says ``not measured``, ``no price`` or ``cannot conclude`` and points
 (``[n]``) to a line saying why, as does a figure that needs a word (capacity 0, a search that
 reached the server's maximum). A column group no model has a figure in leaves the table and
@@ -25,12 +26,21 @@ from ..core.measurements import (
     CapacityRatioStats,
     CapacityStats,
     Measurement,
+    RateCapacityRatioStats,
+    RateCapacityStats,
     ScreeningResult,
+    StartupStats,
     ThroughputRatioStats,
     ThroughputStats,
 )
 from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
-from ..core.metrics import METRICS, RATIO_BENCHMARK, VERDICT_PREFIX, rank
+from ..core.metrics import (
+    METRICS,
+    RATE_CAPACITY_RATIO_BENCHMARK,
+    RATIO_BENCHMARK,
+    VERDICT_PREFIX,
+    rank,
+)
 from ..core.slo import Slo
 from ..store.results import FailedTest, RunInfo
 from .tables import (
@@ -47,8 +57,10 @@ from .tables import (
     format_points_interval,
     format_rate,
     format_ratio,
+    format_rps,
     format_usd,
     measurement_kind,
+    rate_bracket_text,
     stats_of,
     throughput_row,
 )
@@ -57,6 +69,8 @@ CONCURRENCY = 16
 """The throughput setting the page compares: 16 concurrent requests, short prompts."""
 C16 = f"c{CONCURRENCY}"
 CAPACITY = "capacity"
+RATE_CAPACITY = "rate_capacity"
+STARTUP = "startup"
 SCREEN = "screen"
 HOLDS = ("matches", "equivalent", "better")
 """Verdicts under which a candidate holds the reference's accuracy."""
@@ -69,7 +83,8 @@ NO_PRICE_WHY = ("no price: give --usd-per-hour or a [pricing] table in the sweep
                 "ever assumed)")
 REFERENCE = "reference"
 DASH = "—"
-_COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats)
+_COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
+                RateCapacityRatioStats)
 
 
 # --------------------------------------------------------------------------- the page
@@ -616,6 +631,65 @@ class _Page:
         return Cell(f"{format_ratio(value)} (no interval)",
                     why=f"{candidate}'s cost vs the reference has no interval: {why}")
 
+    # capacity in req/s and cold start: one compact column each
+    def rate_capacity_cell(self, model: str) -> Cell:
+        """The model's capacity in req/s; a candidate's with its ratio to the reference's and
+        the verdict from the ratio's interval (the brackets in the tooltip)."""
+        m, role = self.latest(model, RATE_CAPACITY), self.role(model)
+        failed = [f for f in self.failures_of(model) if f.function == "test_rate_capacity"]
+        if m is None:
+            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}") if failed \
+                else Cell(NOT_MEASURED, why=(
+                    f"no capacity in req/s of the {role} {model} in this run"
+                    if any(x.benchmark == RATE_CAPACITY for x in self.measurements) else
+                    "no capacity in req/s in this run (benches/test_open_loop.py "
+                    "-m rate_capacity; it needs --slo)"))
+        stats = stats_of(m, RateCapacityStats)
+        if stats.capacity_rps is None or not m.passed:
+            said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
+            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s rate sweep did not conclude: "
+                                             f"{_one_line(said)}")
+        shown = format_rps(stats.capacity_rps)
+        tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
+        if stats.capacity_rps == 0:
+            return Cell("0", detail=f"{model} meets the SLO at no rate of its sweep: "
+                                    f"{_one_line(stats.stopped)}", tip=tip)
+        ratio = self.last(lambda x: x.benchmark == RATE_CAPACITY_RATIO_BENCHMARK
+                          and x.model == model)
+        if model == self.reference or ratio is None:
+            return Cell(shown, tip=tip)
+        judged = stats_of(ratio, RateCapacityRatioStats)
+        iv, verdict = judged.ratio, judged.verdict
+        if iv is not None:
+            tip += "; vs reference " + ("no interval (both sweeps open above)" if iv.degenerate
+                                        else iv.text())
+        return Cell(f"{shown} ({format_ratio(ratio.value)}, "
+                    f"{NA if verdict is None else verdict.value})", tip=tip)
+
+    def startup_cell(self, model: str) -> Cell:
+        """Launch → first token, the geometric mean over fresh launches, and the cache state."""
+        m, role = self.latest(model, STARTUP), self.role(model)
+        failed = [f for f in self.failures_of(model) if f.function == "test_startup"]
+        if m is None:
+            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}") if failed \
+                else Cell(NOT_MEASURED, why=(
+                    f"no cold start of the {role} {model} in this run"
+                    if any(x.benchmark == STARTUP for x in self.measurements) else
+                    "no cold start in this run (benches/test_startup.py -m startup; not for "
+                    "attached endpoints)"))
+        stats = stats_of(m, StartupStats)
+        first = finite(stats.first_token_s)
+        if first is None or not m.passed:
+            said = "; ".join(stats.errors) or f"its test {m.outcome}"
+            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s cold start did not "
+                                             f"conclude: {_one_line(said)}")
+        interval = stats.first_token_s_interval
+        ready = finite(stats.ready_s)
+        tip = (f"{len(stats.launches)} launches; 95% interval "
+               + ("none" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f} s")
+               + ("" if ready is None else f"; ready after {ready:.2f} s"))
+        return Cell(f"{first:.2f} s ({stats.cache})", tip=tip)
+
     def screen_cells(self, model: str) -> list[Cell]:
         m = self.latest(model, SCREEN)
         if m is None:
@@ -636,13 +710,15 @@ class _Page:
             return DecisionRow(model, True, [
                 *(cell for metric in metrics for cell in self.reference_accuracy_cells(metric)),
                 *self.reference_throughput_cells(), self.capacities[model].cell(model),
-                Cell(REFERENCE), Cell(REFERENCE), self.costs[model].cell(), Cell(REFERENCE),
+                Cell(REFERENCE), Cell(REFERENCE), self.rate_capacity_cell(model),
+                self.costs[model].cell(), Cell(REFERENCE), self.startup_cell(model),
                 *(self.screen_cells(model) if screened else [])])
         return DecisionRow(model, False, [
             *(cell for metric in metrics for cell in self.verdict_cells(model, metric)),
             *self.ratio_cells(model), self.capacities[model].cell(model),
-            *self.capacity_ratio_cells(model), self.costs[model].cell(),
-            self.relative_cost_cell(model), *(self.screen_cells(model) if screened else [])])
+            *self.capacity_ratio_cells(model), self.rate_capacity_cell(model),
+            self.costs[model].cell(), self.relative_cost_cell(model), self.startup_cell(model),
+            *(self.screen_cells(model) if screened else [])])
 
     def flags(self, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
         """Unstable or contended settings, the reference's flags carried into the comparisons
@@ -650,19 +726,28 @@ class _Page:
         tests, column groups that cannot conclude."""
         def setting(m: Measurement) -> str:
             prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
+            rate = finite(m.params.get("request_rate"))
+            if rate is not None:
+                return f"{m.benchmark} {rate:g} req/s"
             return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
 
         rows = [(m, throughput_row(m)) for m in self.measurements
                 if m.model == model and measurement_kind(m) == "throughput"]
-        capacity = self.latest(model, CAPACITY)
+        capacity, sweep = self.latest(model, CAPACITY), self.latest(model, RATE_CAPACITY)
+        swept = stats_of(sweep, RateCapacityStats) if sweep else RateCapacityStats()
         contended = [setting(m) for m, row in rows if row.contended] + (
-            ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
+            ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended
+            else []) + (["rate sweep"] if swept.contended else [])
+        queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
         carried: dict[str, list[str]] = {}
         ratio, capacity_ratio = self.c16_ratio(model), self.latest(model, CAPACITY_RATIO)
+        rate_ratio = self.latest(model, RATE_CAPACITY_RATIO_BENCHMARK)
         for found, where in (
                 (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
                 (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
-                 "capacity")):
+                 "capacity"),
+                (rate_ratio and stats_of(rate_ratio, RateCapacityRatioStats).reference_flags,
+                 "req/s")):
             for flag in found or ():
                 carried.setdefault(f"reference {flag}", []).append(where)
         failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in self.measurements
@@ -676,7 +761,9 @@ class _Page:
                           if cell.why and cell.text == CANNOT_CONCLUDE})
         return [f"{word} ({', '.join(found)})" for word, found in (
             ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
-            ("contended", contended), *carried.items(), ("failed items", failed_items),
+            ("contended", contended), ("server queued", queued),
+            ("saturated", [setting(m) for m, row in rows if row.stats.saturated_windows]),
+            *carried.items(), ("failed items", failed_items),
             ("failed tests", failed_tests), ("cannot conclude", stopped)) if found]
 
     # answer and Pareto
@@ -796,8 +883,10 @@ class _Page:
     def notes(self, metrics: Sequence[str], groups: set[str]) -> list[str]:
         """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
         searched = [(m, Setting.of(m)) for m in self.measurements
-                     if m.benchmark in (CAPACITY, CAPACITY_RATIO)]
+                     if m.benchmark in (CAPACITY, CAPACITY_RATIO, RATE_CAPACITY)]
         slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+        rate_targets = sorted({s.attainment_target for m, s in searched
+                               if m.benchmark == RATE_CAPACITY and s.attainment_target is not None})
         targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
                           and s.attainment_target is not None})
         prices = {p.describe() for m in self.measurements if (p := stats_of(
@@ -811,7 +900,9 @@ class _Page:
             (f"throughput at {C16}" in groups,
              (f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
               "requests, short prompts (Welch t interval over the repeats)")),
-            (capacity, (f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}; capacity: the most "
+            (capacity or "req/s under the SLO" in groups,
+             f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}"),
+            (capacity, ("capacity: the most "
                         "concurrent requests (up to the server's maximum) at which "
                         f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
                         "requests meet it, with the goodput there (requests per second that met "
@@ -820,6 +911,15 @@ class _Page:
              ("capacity vs reference: candidate ÷ reference capacity with its 90% interval "
               "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
               "capacity intervals); older one-window searches give a bracket with no level")),
+            ("req/s under the SLO" in groups,
+             ("capacity in req/s: the highest request rate (open-loop arrivals) at which "
+              f"{' or '.join(f'{100 * t:g}%' for t in rate_targets) or 'enough'} of requests "
+              "meet the SLO, each step decided from its 90% Clopper-Pearson interval; a "
+              "candidate's ratio to the reference's and the verdict from the interval the two "
+              "sweeps' brackets give")),
+            ("cold start" in groups,
+             ("cold start: seconds from launching the server to its first token, geometric "
+              "mean over fresh launches; cold: its files read from disk, warm: from a cache")),
             ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
                                f"capacity under the SLO, else at {C16}; price "
                                + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
@@ -873,8 +973,10 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
                 Column(capacity, "vs reference [interval]",
                        "capacity vs reference [interval]"),
                 Column(capacity, "verdict", "capacity verdict", verdict=True),
+                Column("req/s under the SLO", "capacity (vs reference)", "capacity in req/s"),
                 Column("cost", "$/1M output tokens", "$/1M output tokens"),
-                Column("cost", "vs reference", "cost vs reference")]
+                Column("cost", "vs reference", "cost vs reference"),
+                Column("cold start", "first token", "cold start")]
     return columns + ([Column("screening", "licence", "licence", text=True),
                        Column("screening", "memory headroom", "memory headroom")] if screened else [])
 

@@ -19,7 +19,15 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from ..core.measurements import AccuracyVerdictStats, Measurement, ThroughputStats
+from ..core.measurements import (
+    AccuracyVerdictStats,
+    CapacityStats,
+    Measurement,
+    RateCapacityStats,
+    ServerMetricsWindow,
+    StartupStats,
+    ThroughputStats,
+)
 from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
@@ -273,27 +281,88 @@ def _latency_table(row: ThroughputRow) -> str:
         if rows else ""
 
 
+def server_text(window: ServerMetricsWindow | None) -> str:
+    """A window's server metrics in a few words: ``running ≤ 4 (mean 3.2), waiting ≤ 26;
+    queued`` (its flag line when flagged), ``unavailable: ...``, or ``not sampled``."""
+    if window is None:
+        return "not sampled"
+    if window.unavailable:
+        return window.unavailable
+    summary = window.summary
+    parts = [f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})" for name, gauge in (
+        ("running", summary.running), ("waiting", summary.waiting)) if gauge is not None]
+    if summary.kv_cache_usage is not None:
+        parts.append(f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%")
+    if summary.absent:
+        parts.append("absent: " + ", ".join(sorted(summary.absent)))
+    flag = summary.flag_line()
+    return "; ".join(parts) + (f"; {flag}" if flag else "") + f" ({summary.samples} samples)"
+
+
 def _repeats_table(row: ThroughputRow) -> str:
     """One line per timed window of a throughput setting."""
     goodput, cost = row.has_goodput, row.stats.cost is not None
+    looped = row.open_loop
     lines = []
     for i, w in enumerate(row.stats.repeats):
         contention = ", ".join(f"{k} {_compact(v)}" for k, v in w.contention.to_dict().items())
         fidelity = finite(w.fidelity)
+        saturation = w.open_loop.saturation if w.open_loop is not None else None
         lines.append([
             str(i + 1), format_rate(w.output_tokens_per_s), f"{w.duration_s:,.2f}",
             str(w.completed), NA if fidelity is None else f"{fidelity:.4f}",
+            *([f"{format_goodput(saturation and saturation.offered_rps)} / "
+               f"{format_goodput(saturation and saturation.achieved_rps)}"
+               + (" saturated" if saturation is not None and saturation.saturated else "")]
+              if looped else []),
             *([format_goodput(w.goodput and w.goodput.goodput_rps),
                format_percent(w.goodput and w.goodput.slo_attainment)] if goodput else []),
             *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
             format_ms(w.ttft.p50_ms), format_ms(w.tpot.p50_ms),
             ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
+            server_text(w.server_metrics),
         ])
     return "<h4>Repeats</h4>" + _grid(
         ["repeat", "tokens/s", "duration (s)", "completed", "fidelity",
+         *(["offered / achieved (req/s)"] if looped else []),
          *(["goodput (req/s)", "SLO attainment"] if goodput else []),
          *(["$/1M output tokens"] if cost else []),
-         "TTFT p50 (ms)", "TPOT p50 (ms)", "contention"], lines) if lines else ""
+         "TTFT p50 (ms)", "TPOT p50 (ms)", "contention", "server"], lines) if lines else ""
+
+
+def _steps_table(m: Measurement) -> str:
+    """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
+    stats = m.stats
+    if isinstance(stats, RateCapacityStats):
+        lines = [[f"{step.rate:.3g}", str(step.outcome),
+                  NA if step.interval is None else step.interval.text(),
+                  f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
+                  format_rate(step.output_tokens_per_s),
+                  NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
+                  server_text(step.recorded.server_metrics if step.recorded else None)]
+                 for step in stats.steps]
+        return "<h4>Steps</h4>" + _grid(
+            ["rate (req/s)", "outcome", "SLO attainment", "offered / achieved (req/s)",
+             "tokens/s", "TTFT p99 (ms)", "server"], lines) if lines else ""
+    if isinstance(stats, CapacityStats):
+        lines = [[f"c{step.concurrency}", "pass" if step.passed else "miss",
+                  format_percent(step.slo_attainment), format_rate(step.output_tokens_per_s),
+                  server_text(step.recorded.server_metrics if step.recorded else None)]
+                 for step in stats.steps]
+        return "<h4>Steps</h4>" + _grid(
+            ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"], lines) \
+            if lines else ""
+    if isinstance(stats, StartupStats):
+        lines = [[str(c.launch), f"{c.ready_s:.2f}",
+                  NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
+                  c.cache.detail, c.error or ""] for c in stats.launches]
+        return "<h4>Launches</h4>" + _grid(
+            ["launch", "ready (s)", "first token (s)", "cache", "error"], lines) if lines else ""
+    return ""
+
+
+_LISTED = ("steps", "launches")
+"""Statistics shown as a table of their own (:func:`_steps_table`), not as one value."""
 
 
 _SHOWN = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows", "slo",
@@ -376,11 +445,13 @@ def measurement_html(m: Measurement, *, max_items: int = MAX_ITEMS) -> str:
     row = throughput_row(m) if isinstance(m.stats, ThroughputStats) else None
     scalars = _throughput_scalars(row) if row else [
         (k, _compact(v)) for k, v in m.stats.to_dict().items()
-        if not (k in LATENCY_NAMES and isinstance(v, dict))]
+        if not (k in LATENCY_NAMES and isinstance(v, dict)) and k not in _LISTED]
     if scalars:
         parts.append("<h4>Statistics</h4>" + _key_value_table(scalars))
     if row:
         parts += [_latency_table(row), _repeats_table(row)]
+    else:
+        parts.append(_steps_table(m))
     if m.requests:
         parts.append("<h4>Requests</h4>" + _key_value_table(request_summary(m.request_records())))
     if m.items and max_items > 0:

@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.measurements import AccuracyStats, AccuracyVerdictStats, Measurement
+from ..core.measurements import (
+    AccuracyStats,
+    AccuracyVerdictStats,
+    CapacityStats,
+    Measurement,
+    RateCapacityStats,
+    ServerMetricsWindow,
+    ThroughputStats,
+)
 from ..core.metrics import label_of, rank
 from .decision import Pareto
 from .tables import (
@@ -254,6 +262,102 @@ def forest_plot(measurements: Measurements) -> str | None:
     return _svg(figure)
 
 
+MAX_SERVER_PANELS = 12
+"""Measurements whose server metrics :func:`server_metrics_plot` draws (a panel each)."""
+
+
+def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
+    """A measurement's windows that hold the server's metric series, each with its label:
+    ``repeat 2`` of a throughput setting, ``c4`` of a capacity search, ``1.41 req/s`` of a
+    rate sweep."""
+    stats = m.stats
+    found: list[tuple[str, ServerMetricsWindow | None]] = []
+    if isinstance(stats, ThroughputStats):
+        found = [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
+    elif isinstance(stats, CapacityStats):
+        found = [(f"c{step.concurrency}", step.recorded.server_metrics if step.recorded
+                  else None) for step in stats.steps]
+    elif isinstance(stats, RateCapacityStats):
+        found = [(f"{step.rate:.3g} req/s", step.recorded.server_metrics if step.recorded
+                  else None) for step in stats.steps]
+    return [(label, w) for label, w in found if w is not None and w.samples]
+
+
+def _measurement_label(m: Measurement) -> str:
+    params = m.params
+    if isinstance(rate := params.get("request_rate"), int | float):
+        where = f"{rate:g} req/s"
+    elif isinstance(concurrency := params.get("concurrency"), int):
+        prompt = params.get("prompt_tokens")
+        where = f"c{concurrency}" + (f", {prompt} prompt tokens" if prompt else "")
+    else:
+        where = "sweep" if isinstance(m.stats, RateCapacityStats) else "search"
+    return f"{m.model} · {m.benchmark} {where}"
+
+
+def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | None:
+    """What the server's ``/metrics`` showed over time, a panel per measurement (at most
+    :data:`MAX_SERVER_PANELS`): requests running (solid) and waiting (dashed) and the client's
+    requests in flight (dotted) against seconds, its windows laid end to end (a thin line
+    between two), KV-cache usage on the right axis where the server exposes it. Returns the
+    SVG, the panels drawn and the measurements with series (None without any)."""
+    found = [(m, windows) for m in measurements if (windows := server_windows(m))]
+    if not found or not matplotlib_available():
+        return None
+    shown = found[:MAX_SERVER_PANELS]
+    figure = _new_figure(7.5, 0.6 + 1.75 * len(shown))
+    panels = figure.subplots(len(shown), 1, squeeze=False)[:, 0]
+    for axes, (m, windows) in zip(panels, shown):
+        offset, ticks, kv_axes = 0.0, [], None
+        span = max((w.samples[-1].t - w.samples[0].t for _, w in windows), default=1.0)
+        gap = 0.04 * span + 0.05
+        for index, (label, window) in enumerate(windows):
+            names = window.summary.sources
+            first = index == 0
+            for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3")):
+                points = window.series(names[quantity]) if quantity in names else []
+                if points:
+                    axes.step([offset + t for t, _ in points], [v for _, v in points],
+                              where="post", linestyle=style, color=colour, linewidth=1.2,
+                              label=f"requests {quantity}" if first else None)
+            start = window.samples[0].t
+            client = [(s.t - start, s.client_in_flight) for s in window.samples
+                      if s.client_in_flight is not None]
+            if client:
+                axes.step([offset + t for t, _ in client], [v for _, v in client], where="post",
+                          linestyle=":", color="#57606a", linewidth=1.2,
+                          label="client in flight" if first else None)
+            if "kv_cache_usage" in names:
+                kv = window.series(names["kv_cache_usage"])
+                if kv_axes is None:
+                    kv_axes = axes.twinx()
+                    kv_axes.set_ylim(0, 100)
+                    kv_axes.set_ylabel("KV cache (%)", fontsize=7)
+                    kv_axes.tick_params(labelsize=7)
+                kv_axes.plot([offset + t for t, _ in kv], [100 * v for _, v in kv], color="C2",
+                             linewidth=1.0, alpha=0.8, label="KV-cache usage" if first else None)
+            length = window.samples[-1].t - start
+            ticks.append((offset + length / 2, label))
+            offset += length + gap
+            if index < len(windows) - 1:
+                axes.axvline(offset - gap / 2, color="#d0d7de", linewidth=0.8)
+        axes.set_ylim(bottom=0)
+        axes.set_ylabel("requests", fontsize=8)
+        axes.set_title(_label(_measurement_label(m)), fontsize=9, loc="left")
+        if len(windows) > 1:
+            top = axes.secondary_xaxis("top")
+            top.set_xticks([t for t, _ in ticks], [_label(text) for _, text in ticks], fontsize=6)
+        axes.tick_params(labelsize=7)
+        _style(axes)
+        handles, labels = axes.get_legend_handles_labels()
+        if kv_axes is not None:
+            more = kv_axes.get_legend_handles_labels()
+            handles, labels = handles + more[0], labels + more[1]
+        axes.legend(handles, labels, fontsize=6, loc="upper right")
+    panels[-1].set_xlabel("seconds into the timed windows (laid end to end)")
+    return _svg(figure), len(shown), len(found)
+
+
 def pareto_plot(pareto: Pareto | None) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost): a point per candidate
     with its intervals as bars, filled diamonds where it matches the reference on every
@@ -316,8 +420,17 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
                         "model and prompt length"), throughput_plot(measurements)),
         ("Latency", ("TTFT and TPOT p50 and p99 against concurrent requests, one colour per "
                      "model"), latency_plot(measurements))]
+    server = server_metrics_plot(measurements)
+    if server is not None:
+        svg, panels, total = server
+        left = f" (the first {panels} of {total} measurements with them)" if panels < total else ""
+        drawn.append(("Server metrics", (
+            "What the server's /metrics showed during each timed window: requests running and "
+            "waiting, the client's requests in flight, KV-cache usage where exposed" + left),
+            svg))
     return [Plot(title, description, svg) for title, description, svg in drawn if svg]
 
 
 __all__ = ["MATPLOTLIB_HINT", "Plot", "accuracy_plot", "forest_plot", "latency_plot",
-           "matplotlib_available", "pareto_plot", "summary_plots", "throughput_plot"]
+           "matplotlib_available", "pareto_plot", "server_metrics_plot", "server_windows",
+           "summary_plots", "throughput_plot"]

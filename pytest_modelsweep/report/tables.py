@@ -17,11 +17,16 @@ from statistics import median
 from typing import Any
 
 from ..core.measurements import (
+    SATURATED,
+    SERVER_QUEUED,
     AccuracyStats,
     AccuracyVerdictStats,
     CapacityRatioStats,
     Latency,
     Measurement,
+    RateCapacityRatioStats,
+    RateCapacityStats,
+    StartupStats,
     StatsT,
     ThroughputRatioStats,
     ThroughputStats,
@@ -35,7 +40,8 @@ from ..workloads.throughput import LatencyStats, itls, tpot
 Cell = str | int
 """A table cell: formatted text, or a count."""
 TEXT_COLUMNS = frozenset({"model", "candidate", "reference", "metric", "verdict", "subset",
-                          "error types", "benchmark", "parameters", "outcome", "flags"})
+                          "error types", "benchmark", "parameters", "outcome", "flags",
+                          "stopped", "cache", "backend", "errors"})
 """Columns of words, not figures (aligned left)."""
 
 NA = "n/a"
@@ -230,17 +236,21 @@ def outcome_notes(measurements: Iterable[Measurement]) -> list[str]:
 def compared_reference(measurements: Iterable[Measurement]) -> str | None:
     """The reference the run's comparisons name (the first that names one)."""
     return next((m.stats.reference for m in measurements if isinstance(
-        m.stats, (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats))
+        m.stats, (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
+                  RateCapacityRatioStats))
                  and m.stats.reference), None)
 
 
 _TABLE_OF = {AccuracyVerdictStats: "verdicts", AccuracyStats: "accuracy",
-             ThroughputRatioStats: "throughput_ratio", ThroughputStats: "throughput"}
+             ThroughputRatioStats: "throughput_ratio", ThroughputStats: "throughput",
+             RateCapacityStats: "rate_capacity", RateCapacityRatioStats: "rate_capacity",
+             StartupStats: "startup"}
 
 
 def measurement_kind(m: Measurement) -> str:
-    """The table a measurement belongs in: verdicts, throughput_ratio, throughput, accuracy
-    or other, by the record of its stats (the metric table's kind)."""
+    """The table a measurement belongs in: verdicts, throughput_ratio, throughput, accuracy,
+    rate_capacity (sweeps and their ratios), startup or other, by the record of its stats
+    (the metric table's kind)."""
     return _TABLE_OF.get(type(m.stats), "other")
 
 
@@ -373,6 +383,13 @@ class ThroughputRow:
     """Goodput (req/s) and SLO attainment, the mean over the repeats."""
     cost_cell: str
     """$/1M output tokens with its interval."""
+    offered_rps: float | None = None
+    """An open loop's offered rate, the mean over repeats (None: a closed loop)."""
+    achieved_rps: float | None = None
+
+    @property
+    def open_loop(self) -> bool:
+        return self.offered_rps is not None
 
     def figure(self, name: str, quantity: str) -> float | None:
         """A latency figure in ms: ``figure("ttft", "p50")``."""
@@ -406,6 +423,13 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         windows_contended = stats.contended_windows or sum(w.contended for w in windows)
         flags.append(f"contended ({windows_contended}/{count})" if windows_contended and count
                      else "contended")
+    for flag, flagged in ((SERVER_QUEUED, stats.server_flagged_windows),
+                          (SATURATED, stats.saturated_windows)):
+        if flagged:
+            flags.append(f"{flag} ({flagged}/{len(windows)})")
+    loops = [w.open_loop.saturation for w in windows if w.open_loop is not None]
+    offered = [r for s in loops if (r := finite(s.offered_rps)) is not None]
+    achieved = [r for s in loops if (r := finite(s.achieved_rps)) is not None]
     goodput, cost = stats.goodput, stats.cost
     return ThroughputRow(
         m, stats, setting, latency, source, finite(m.value), low, high, count,
@@ -419,7 +443,9 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         [format_goodput(goodput and goodput.goodput_rps),
          format_percent(goodput and goodput.slo_attainment)],
         NA if cost is None else format_usd_interval(cost.usd_per_million_output_tokens,
-                                                    cost.interval))
+                                                    cost.interval),
+        sum(offered) / len(offered) if offered else None,
+        sum(achieved) / len(achieved) if achieved else None)
 
 
 THROUGHPUT_COLUMNS = [
@@ -431,20 +457,33 @@ THROUGHPUT_COLUMNS = [
 price, :func:`throughput_columns` adds theirs after ``flags``."""
 
 
-def throughput_columns(goodput: bool = False, cost: bool = False) -> list[str]:
-    """:data:`THROUGHPUT_COLUMNS` with the goodput and cost columns the table needs."""
+OPEN_LOOP_COLUMNS = ["offered (req/s)", "achieved (req/s)"]
+"""An open-loop table's rates, after ``concurrency`` (there the client's cap in flight)."""
+
+
+def throughput_columns(goodput: bool = False, cost: bool = False,
+                       open_loop: bool = False) -> list[str]:
+    """:data:`THROUGHPUT_COLUMNS` with the goodput, cost and open-loop columns the table
+    needs."""
     at = THROUGHPUT_COLUMNS.index("flags") + 1
     extra = (["goodput (req/s)", "SLO attainment"] if goodput else []) + (
         ["$/1M output tokens"] if cost else [])
-    return [*THROUGHPUT_COLUMNS[:at], *extra, *THROUGHPUT_COLUMNS[at:]]
+    rates = OPEN_LOOP_COLUMNS if open_loop else []
+    columns = [*THROUGHPUT_COLUMNS[:at], *extra, *THROUGHPUT_COLUMNS[at:]]
+    after = columns.index("concurrency") + 1
+    return [*columns[:after], *rates, *columns[after:]]
 
 
-def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = False) -> list[Cell]:
+def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = False,
+                     open_loop: bool = False) -> list[Cell]:
     """A :class:`ThroughputRow` as the cells of :func:`throughput_columns` (``n/a`` where
     the row lacks a figure its table shows)."""
     fidelity = row.fidelity
     return [
-        row.m.model, _count(_int(row.setting.concurrency)), row.prompt, format_rate(row.mean),
+        row.m.model, _count(_int(row.setting.concurrency)),
+        *([format_goodput(row.offered_rps), format_goodput(row.achieved_rps)] if open_loop
+          else []),
+        row.prompt, format_rate(row.mean),
         row.spread, row.repeat_count, format_percent(row.stats.cv), row.flags,
         *(row.goodput_cells if goodput else []), *([row.cost_cell] if cost else []),
         *(format_ms(row.figure(name, q)) for name in ("ttft", "tpot", "itl")
@@ -502,8 +541,19 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
                                 in sources else "latencies")
          + ": median over repeats of each repeat's percentile")) if shown]
     goodput, cost = any(r.has_goodput for r in rows), any(r.stats.cost is not None for r in rows)
-    return Table(label_of(benchmark, f"{benchmark} throughput"), throughput_columns(goodput, cost),
-                 [throughput_cells(r, goodput, cost) for r in rows], "throughput",
+    looped = any(r.open_loop for r in rows)
+    notes += [note for shown, note in (
+        (looped, ("open loop: requests sent at the offered rate whatever was in flight "
+                  "(concurrency: the client's cap), latencies from each request's scheduled "
+                  "send time; achieved: the completions' rate, the mean over repeats; "
+                  f"{SATURATED}: completions fell more than 10% behind")),
+        (any(r.stats.server_flagged_windows for r in rows),
+         (f"{SERVER_QUEUED}: the server's /metrics showed requests waiting (or preempted) "
+          "while the client had them in flight: it ran fewer at once than the client sent"))
+    ) if shown]
+    return Table(label_of(benchmark, f"{benchmark} throughput"),
+                 throughput_columns(goodput, cost, looped),
+                 [throughput_cells(r, goodput, cost, looped) for r in rows], "throughput",
                  notes + goodput_cost_notes(rows) + outcome_notes(measurements))
 
 
@@ -523,6 +573,87 @@ def ratio_table(measurements: Measurements) -> Table:
     return Table("Throughput relative to the reference",
                  ["candidate", "reference", "concurrency", "prompt tokens", "ratio", "95% interval"],
                  [row for _, row in sorted(keyed, key=lambda kr: kr[0])], "throughput_ratio", notes)
+
+
+def format_rps(value: Any) -> str:
+    """A request rate: ``1.41``, three significant digits below 10: ``0.707``."""
+    x = finite(value)
+    return NA if x is None else f"{x:.3g}" if abs(x) < 10 else f"{_rounded(x, 1):,.1f}"
+
+
+def rate_bracket_text(bracket: tuple[float, float | None] | None) -> str:
+    """``[1.41, 2]`` req/s; ``[64, open]`` when the sweep's maximum passed."""
+    if bracket is None:
+        return NA
+    return f"[{format_rps(bracket[0])}, {'open' if bracket[1] is None else format_rps(bracket[1])}]"
+
+
+def rate_capacity_table(measurements: Measurements, reference: str | None = None) -> Table:
+    """Capacity in requests/s: a row per model's sweep, then each candidate's ratio."""
+    order = _reference_first(reference)
+    rows: list[list[Cell]] = []
+    slos = set()
+    for m in sorted((m for m in measurements if isinstance(m.stats, RateCapacityStats)),
+                    key=lambda m: order(m.model)):
+        stats, setting = stats_of(m, RateCapacityStats), Setting.of(m)
+        slos.add(str(setting.slo))
+        at = stats.at_capacity
+        rows.append([m.model, format_rps(stats.capacity_rps), rate_bracket_text(stats.bracket),
+                     len(stats.steps), format_goodput(at and at.goodput_rps),
+                     format_percent(at and at.slo_attainment),
+                     format_rate(at and at.output_tokens_per_s), ", ".join(stats.flags),
+                     stats.error or stats.stopped])
+    for m in sorted((m for m in measurements if isinstance(m.stats, RateCapacityRatioStats)),
+                    key=lambda m: m.model):
+        ratio = stats_of(m, RateCapacityRatioStats)
+        iv = ratio.ratio
+        interval = NA if iv is None else (
+            "n/a (both open above)" if iv.degenerate else
+            f"[{_rounded(iv.low, 2):.2f}, {'∞' if math.isinf(iv.high) else f'{iv.high:.2f}'}]")
+        rows.append([m.model, f"{format_ratio(m.value)} {ratio.reference}", interval, "", "",
+                     "", "", ", ".join(ratio.candidate_flags),
+                     NA if ratio.verdict is None else ratio.verdict.value])
+    notes = [(f"capacity: the highest request rate at which the SLO ({'; '.join(sorted(slos))}) "
+              "was met, each step's attainment decided from its 90% Clopper-Pearson interval "
+              "(pass: its low end reaches the target); bracket: [last pass, first miss or "
+              "saturation] req/s; goodput, attainment and tokens/s of the passing step at the "
+              "capacity; stopped: why the sweep ended")]
+    if any(isinstance(m.stats, RateCapacityRatioStats) for m in measurements):
+        notes.append("a candidate's row under the sweeps: its capacity ÷ the reference's, the "
+                     "interval the two brackets give, and the verdict from that interval")
+    return Table(label_of("rate_capacity", "Capacity in requests/s"),
+                 ["model", "capacity (req/s)", "bracket", "steps", "goodput (req/s)",
+                  "SLO attainment", "tokens/s", "flags", "stopped"],
+                 rows, "rate_capacity", notes + outcome_notes(measurements))
+
+
+def format_seconds_interval(value: float | None, interval: tuple[float, float] | None) -> str:
+    """``4.21 [3.90, 4.55]`` seconds; the value alone without an interval."""
+    x = finite(value)
+    if x is None:
+        return NA
+    return f"{x:.2f}" + ("" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]")
+
+
+def startup_table(measurements: Measurements, reference: str | None = None) -> Table:
+    """Cold starts: a row per model, launch → first token and → ready over its launches."""
+    order = _reference_first(reference)
+    rows: list[list[Cell]] = []
+    for m in sorted(measurements, key=lambda m: order(m.model)):
+        stats = stats_of(m, StartupStats)
+        rows.append([m.model, format_seconds_interval(stats.first_token_s,
+                                                      stats.first_token_s_interval),
+                     format_seconds_interval(stats.ready_s, stats.ready_s_interval),
+                     len(stats.launches), stats.cache, stats.backend,
+                     "; ".join(stats.errors) or ""])
+    return Table(label_of("startup", "Cold start"),
+                 ["model", "first token (s)", "ready (s)", "launches", "cache", "backend",
+                  "errors"], rows, "startup",
+                 [("first token: seconds from spawning the server to the first token of its "
+                   "first request; ready: to its /health answering; geometric mean over fresh "
+                   "launches [95% interval]; cache: whether each launch read its files cold "
+                   "(llama-server's model file dropped from the page cache first; vLLM's compile "
+                   "caches empty) or warm"), *outcome_notes(measurements)])
 
 
 def other_table(measurements: Measurements) -> Table:
@@ -553,4 +684,6 @@ def summary_tables(measurements: Measurements, reference: str | None = None) -> 
             *tables("accuracy", lambda name, ms: accuracy_table(name, ms, reference)),
             *tables("throughput_ratio", lambda _, ms: ratio_table(ms)),
             *tables("throughput", lambda name, ms: throughput_table(name, ms, reference)),
+            *tables("rate_capacity", lambda _, ms: rate_capacity_table(ms, reference)),
+            *tables("startup", lambda _, ms: startup_table(ms, reference)),
             *tables("other", lambda _, ms: other_table(ms))]

@@ -33,14 +33,17 @@ import ctypes.util
 import mmap
 import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..client import Guard, run_stream_requests
+from ..core.errors import MeasurementError
+from ..core.measurements import CacheState, ColdStart, StartupStats
 from ..core.records import ApiRequest
-from ..core.stats import log_mean_interval
 from ..core.sweep import Sweep
+from .endpoint import Endpoint
 from .pool import launch_endpoint
 from .provision import Progress, ensure_embedded_model
 
@@ -59,21 +62,6 @@ def cold_start_refusal(name: str, attach: dict[str, str] | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- cache state
-
-
-@dataclass(frozen=True)
-class CacheState:
-    """What was warm before one launch: ``warm`` None when it cannot be told."""
-
-    kind: Literal["page-cache", "compile-cache"]
-    warm: bool | None
-    detail: str
-    resident_share: float | None = None
-    evicted: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "warm": self.warm, "detail": self.detail,
-                "resident_share": self.resident_share, "evicted": self.evicted}
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -197,57 +185,12 @@ def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> 
 
 
 @dataclass(frozen=True)
-class ColdStart:
-    """One fresh launch: seconds from spawn to ready and to the first token; ``error`` says
-    why the first request failed (then ``first_token_s`` is None)."""
-
-    launch: int
-    ready_s: float
-    ready_within_s: float
-    first_token_s: float | None
-    first_request_ttft_s: float | None
-    cache: CacheState
-    error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"launch": self.launch, "ready_s": self.ready_s,
-                "ready_within_s": self.ready_within_s, "first_token_s": self.first_token_s,
-                "first_request_ttft_s": self.first_request_ttft_s,
-                "cache": self.cache.as_dict(), "error": self.error}
-
-
-@dataclass(frozen=True)
 class ColdStarts:
-    """A model's cold starts over fresh launches, with 95% intervals of the geometric means
-    (:func:`~pytest_modelsweep.core.stats.log_mean_interval`; None below two launches)."""
+    """A model's launches (:class:`~..core.measurements.StartupStats`) and the endpoint its
+    first launch served (for the provenance a measurement records; None without launches)."""
 
-    model: str
-    backend: str
-    launches: tuple[ColdStart, ...] = field(default_factory=tuple)
-
-    @property
-    def ready_values(self) -> list[float]:
-        return [c.ready_s for c in self.launches]
-
-    @property
-    def first_token_values(self) -> list[float]:
-        return [c.first_token_s for c in self.launches if c.first_token_s is not None]
-
-    @property
-    def errors(self) -> list[str]:
-        return [f"launch {c.launch}: {c.error}" for c in self.launches if c.error]
-
-    def as_dict(self) -> dict[str, Any]:
-        first = self.first_token_values
-        ready_interval = log_mean_interval(self.ready_values)
-        first_interval = (log_mean_interval(first) if len(first) == len(self.launches)
-                          else None)
-        return {"model": self.model, "backend": self.backend,
-                "launches": [c.as_dict() for c in self.launches],
-                "ready_s_interval": None if ready_interval is None else list(ready_interval),
-                "first_token_s_interval": None if first_interval is None
-                else list(first_interval),
-                "errors": self.errors}
+    stats: StartupStats
+    endpoint: Endpoint | None
 
 
 def first_request() -> ApiRequest:
@@ -273,10 +216,12 @@ def measure_cold_starts(
     if launches < 1:
         raise ValueError(f"launches must be at least 1, got {launches}")
     measured: list[ColdStart] = []
+    first_endpoint: Endpoint | None = None
     for launch in range(1, launches + 1):
         cache = cache_state(sweep, name, progress, evict=evict_page_cache)
         endpoint, process = launch_endpoint(sweep, name, log_dir / f"cold-start-{launch}",
                                             progress, worker_id=worker_id)
+        first_endpoint = first_endpoint or endpoint
         try:
             records = run_stream_requests(endpoint.v1, endpoint.served_name, [first_request()],
                                           1, timeout_s=timeout_s,
@@ -297,7 +242,28 @@ def measure_cold_starts(
             first_request_ttft_s=None if error else record.ttft, cache=cache, error=error))
         progress(launch_line(name, measured[-1], launches))
         time.sleep(0.2)  # let the port and the process table settle
-    return ColdStarts(name, sweep.backend_of(name), tuple(measured))
+    return ColdStarts(StartupStats(sweep.backend_of(name), tuple(measured)), first_endpoint)
+
+
+def measure_startup(
+    sweep: Sweep, name: str, *, launches: int, log_dir: Path, progress: Progress,
+    record_measurement: Callable[..., Any], worker_id: str = "main",
+) -> StartupStats:
+    """Cold-start ``name`` ``launches`` times (its model file's pages dropped before each
+    launch, so each reads it cold where the kernel lets us), record one ``startup``
+    measurement (value: the geometric mean of launch → first token, seconds) and raise
+    :class:`MeasurementError` when a first request failed (the figures are recorded first)."""
+    measured = measure_cold_starts(sweep, name, launches=launches, log_dir=log_dir,
+                                   progress=progress, worker_id=worker_id, evict_page_cache=True)
+    stats = measured.stats
+    first = stats.first_token_s
+    record_measurement(
+        "startup", float("nan") if first is None else first, "s", len(stats.launches),
+        params={"launches": launches, "backend": stats.backend, "cache": stats.cache},
+        stats=stats, endpoint=measured.endpoint)
+    if stats.errors:
+        raise MeasurementError(f"cold start of {name}: " + "; ".join(stats.errors[:3]))
+    return stats
 
 
 def launch_line(name: str, start: ColdStart, launches: int) -> str:
@@ -311,6 +277,6 @@ def launch_line(name: str, start: ColdStart, launches: int) -> str:
 __all__ = [
     "CacheState", "ColdStart", "ColdStarts", "cache_state", "cold_start_refusal",
     "compile_cache_state", "evict_page_cache", "first_request", "launch_line",
-    "measure_cold_starts", "model_file", "page_cache_state", "resident_share",
-    "vllm_cache_dirs",
+    "measure_cold_starts", "measure_startup", "model_file", "page_cache_state",
+    "resident_share", "vllm_cache_dirs",
 ]

@@ -23,7 +23,9 @@ generated tokens    ``vllm:generation_tokens_total``       ``llamacpp:tokens_pre
 ==================  =====================================  ========================================
 
 A quantity the server does not expose is *absent* (listed in
-:attr:`ServerMetricsSummary.absent` with the names looked for), never zero. Label sets
+:attr:`~..core.measurements.ServerMetricsSummary.absent` with the names looked for), never
+zero. The window's record (series, summary, cost) is core's
+:class:`~..core.measurements.ServerMetricsWindow`, kept with the window it was sampled in. Label sets
 are summed (as :func:`~pytest_modelsweep.client.counters.parse_prometheus` does): right
 for request counts, and for KV usage with the one engine per model this project runs.
 
@@ -32,7 +34,7 @@ starts or ends, and a throughput request lasts seconds (256 tokens at 5-100 ms e
 so three samples a second see every queue that lasts a third of a second, and even a
 5 s window has 15 of them. vLLM updates its gauges every engine step and llama-server
 computes them when asked, so a faster scrape would see no staler values, only cost
-more: the sampler's CPU is measured per window (:attr:`SamplerCost.cpu_cores`) and
+more: the sampler's CPU is measured per window (``SamplerCost.cpu_cores``) and
 ``benches/perf/metrics_sampler_cost.py`` measures it against a vLLM-sized page.
 """
 
@@ -43,11 +45,17 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from ..client.counters import counter_names, lookup, parse_prometheus
+from ..core.measurements import (
+    GaugeSummary,
+    MetricsSample,
+    SamplerCost,
+    ServerMetricsSummary,
+    ServerMetricsWindow,
+)
 from ..core.secrets import Credentials, auth_headers
 
 DEFAULT_INTERVAL_S = 0.333
@@ -89,121 +97,6 @@ def sampled_names(server_kind: str) -> tuple[str, ...]:
     names = {name.removesuffix("_total") for quantity in _NAMES
              for name in quantity_names(server_kind, quantity)}
     return tuple(sorted(names))
-
-
-@dataclass(frozen=True)
-class MetricsSample:
-    """One scrape: when its answer came (perf clock), the mapped metrics it held, and how
-    many requests the client had in flight then (None when nobody told the sampler)."""
-
-    t: float
-    values: dict[str, float]
-    client_in_flight: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"t": self.t, "values": dict(self.values),
-                "client_in_flight": self.client_in_flight}
-
-
-@dataclass(frozen=True)
-class SamplerCost:
-    """What sampling cost the client: CPU seconds (all scrapes and parses), over the wall
-    time it ran; ``cpu_cores`` = their ratio."""
-
-    cpu_s: float
-    wall_s: float
-    scrapes: int
-    failed_scrapes: int
-
-    @property
-    def cpu_cores(self) -> float | None:
-        return self.cpu_s / self.wall_s if self.wall_s > 0 else None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"cpu_s": self.cpu_s, "wall_s": self.wall_s, "cpu_cores": self.cpu_cores,
-                "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes}
-
-
-@dataclass(frozen=True)
-class GaugeSummary:
-    """Mean (of the samples, taken on a regular grid: a time average) and maximum."""
-
-    mean: float
-    max: float
-    samples: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean, "max": self.max, "samples": self.samples}
-
-
-@dataclass(frozen=True)
-class ServerMetricsSummary:
-    """One window's server metrics, summarised; None where the server exposes no such
-    quantity (then :attr:`absent` says which names were looked for)."""
-
-    samples: int
-    running: GaugeSummary | None
-    waiting: GaugeSummary | None
-    kv_cache_usage: GaugeSummary | None
-    preemptions: float | None
-    """Counter delta over the window."""
-    prefix_cache_hits: float | None
-    prefix_cache_queries: float | None
-    absent: dict[str, str] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    peak_client_in_flight: int | None = None
-
-    @property
-    def prefix_cache_hit_rate(self) -> float | None:
-        """Prompt tokens found in the prefix cache ÷ prompt tokens looked up, in the window;
-        None when absent or nothing was looked up."""
-        if self.prefix_cache_hits is None or not self.prefix_cache_queries:
-            return None
-        return self.prefix_cache_hits / self.prefix_cache_queries
-
-    @property
-    def queued(self) -> bool:
-        """Whether the server had a request waiting at any sample."""
-        return self.waiting is not None and self.waiting.max > 0
-
-    @property
-    def preempted(self) -> bool:
-        return bool(self.preemptions)
-
-    @property
-    def flagged(self) -> bool:
-        """The server queued or preempted: it did not run all the client had in flight."""
-        return self.queued or self.preempted
-
-    def flag_line(self) -> str | None:
-        """E.g. ``the server queued up to 3 requests (running at most 2) while the client
-        had up to 5 in flight``; None for an unflagged window."""
-        if not self.flagged:
-            return None
-        parts = []
-        if self.queued and self.waiting is not None:
-            running = ("" if self.running is None
-                       else f" (running at most {self.running.max:g})")
-            parts.append(f"queued up to {self.waiting.max:g} requests{running}")
-        if self.preempted:
-            parts.append(f"preempted {self.preemptions:g} times")
-        client = ("" if self.peak_client_in_flight is None
-                  else f" while the client had up to {self.peak_client_in_flight} in flight")
-        return f"the server {' and '.join(parts)}{client}"
-
-    def as_dict(self) -> dict[str, Any]:
-        def gauge(value: GaugeSummary | None) -> dict[str, Any] | None:
-            return None if value is None else value.as_dict()
-
-        return {"samples": self.samples, "running": gauge(self.running),
-                "waiting": gauge(self.waiting), "kv_cache_usage": gauge(self.kv_cache_usage),
-                "preemptions": self.preemptions, "prefix_cache_hits": self.prefix_cache_hits,
-                "prefix_cache_queries": self.prefix_cache_queries,
-                "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
-                "queued": self.queued, "preempted": self.preempted,
-                "flag": self.flag_line(), "absent": dict(self.absent),
-                "sources": dict(self.sources),
-                "peak_client_in_flight": self.peak_client_in_flight}
 
 
 def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
@@ -258,26 +151,6 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
         prefix_cache_queries=deltas["prefix_cache_queries"], absent=absent, sources=sources,
         peak_client_in_flight=max(in_flight) if in_flight else None,
     )
-
-
-@dataclass(frozen=True)
-class ServerMetricsWindow:
-    """The series of one window, its summary, the sampler's cost; ``unavailable`` says why
-    there is nothing (no ``/metrics``), ``errors`` the first failed scrapes' lines."""
-
-    server_kind: str
-    interval_s: float
-    samples: tuple[MetricsSample, ...]
-    summary: ServerMetricsSummary
-    cost: SamplerCost
-    unavailable: str | None = None
-    errors: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"server_kind": self.server_kind, "interval_s": self.interval_s,
-                "series": [s.as_dict() for s in self.samples],
-                "summary": self.summary.as_dict(), "cost": self.cost.as_dict(),
-                "unavailable": self.unavailable, "errors": list(self.errors)}
 
 
 class _MetricsConnection:

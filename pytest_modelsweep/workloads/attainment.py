@@ -29,64 +29,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import Any
+from dataclasses import replace
+
+from ..core.measurements import AttainmentInterval, StepOutcome
 
 DEFAULT_CONFIDENCE = 0.90
 """Two-sided level of a step's attainment interval: each one-sided error at most 5%."""
-
-
-class StepOutcome(StrEnum):
-    PASS = "pass"
-    MISS = "miss"
-    INCONCLUSIVE = "inconclusive"
-    SATURATED = "saturated"
-    BROKEN = "broken"
-
-
-@dataclass(frozen=True)
-class AttainmentInterval:
-    """The share of good requests of a step, with its Clopper-Pearson interval (of the
-    effective counts when ``windows`` > 1 showed a ``design_effect`` above 1)."""
-
-    good: int
-    requests: int
-    confidence: float
-    low: float
-    high: float
-    method: str = "clopper-pearson"
-    windows: int = 1
-    design_effect: float = 1.0
-
-    @property
-    def share(self) -> float:
-        return self.good / self.requests
-
-    def decide(self, target: float) -> StepOutcome:
-        """Pass when the whole interval reaches ``target``, miss when it lies below it."""
-        if self.low >= target:
-            return StepOutcome.PASS
-        if self.high < target:
-            return StepOutcome.MISS
-        return StepOutcome.INCONCLUSIVE
-
-    def text(self) -> str:
-        """E.g. ``93.3% (28/30), 90% CI [80.9%, 98.8%]``; over several windows
-        ``93.3% (28/30 in 3 windows, design effect 1.40), 95% CI [...]``."""
-        counts = f"{self.good}/{self.requests}"
-        if self.windows > 1:
-            counts += f" in {self.windows} windows, design effect {self.design_effect:.2f}"
-        return (f"{self.share:.1%} ({counts}), {100 * self.confidence:.4g}% CI "
-                f"[{self.low:.1%}, {self.high:.1%}]")
-
-    def as_dict(self) -> dict[str, Any]:
-        data = {"good": self.good, "requests": self.requests, "share": self.share,
-                "confidence": self.confidence, "low": self.low, "high": self.high,
-                "method": self.method}
-        if self.windows > 1:
-            data.update(windows=self.windows, design_effect=self.design_effect)
-        return data
 
 
 def check_confidence(confidence: float) -> None:

@@ -489,7 +489,8 @@ def recorded_step(step: CapacityStep, window: MeasuredWindow, settings: BenchSet
     return replace(step, recorded=StepWindow(
         window.timed, window.result.ttft.in_ms(), window.result.tpot.in_ms(),
         window.result.e2e.in_ms(), window.result.fidelity, window.contention,
-        priced=settings.pricing is not None, usd_per_million_output_tokens=usd))
+        priced=settings.pricing is not None, usd_per_million_output_tokens=usd,
+        server_metrics=window.result.server))
 
 
 def capacity_stats(

@@ -24,11 +24,10 @@ a request found the client's ``max_in_flight`` cap reached.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import zlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..client import (
@@ -40,6 +39,8 @@ from ..client import (
     stream_requests_detailed,
 )
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
+from ..core.measurements import Contention, OpenLoop, Saturation, ThroughputWindow
+from ..core.records import RequestRecord
 from ..core.slo import Goodput, Slo
 from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import (
@@ -54,6 +55,7 @@ from .throughput import (
     ServerTokenizer,
     ThroughputResult,
     draw_window_prompts,
+    sampled_window,
     settled_metrics,
     summarize,
     throughput_requests,
@@ -67,49 +69,6 @@ DEFAULT_MAX_IN_FLIGHT = 256
 
 PREOPEN_CONNECTIONS = 16
 """Keep-alive connections opened before a window's clock starts (more are opened on need)."""
-
-
-@dataclass(frozen=True)
-class Saturation:
-    """Whether the server kept up with the offered rate (see the module's note)."""
-
-    offered_rps: float | None
-    achieved_rps: float | None
-    tolerance: float
-    capped: int
-    max_in_flight: int
-
-    @property
-    def shortfall(self) -> float | None:
-        """1 − achieved ÷ offered (negative when completions ran ahead); None without both."""
-        if self.offered_rps is None or self.achieved_rps is None:
-            return None
-        return 1.0 - self.achieved_rps / self.offered_rps
-
-    @property
-    def saturated(self) -> bool:
-        behind = self.shortfall
-        return self.capped > 0 or (behind is not None and behind > self.tolerance)
-
-    def reason(self) -> str | None:
-        """One line for a saturated window; None otherwise."""
-        if not self.saturated:
-            return None
-        parts = []
-        behind = self.shortfall
-        if behind is not None and behind > self.tolerance:
-            parts.append(f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
-                         f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})")
-        if self.capped:
-            parts.append(f"{self.capped} request(s) found the client's cap of "
-                         f"{self.max_in_flight} in flight reached and waited for a slot")
-        return "saturated: " + "; ".join(parts)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"offered_rps": self.offered_rps, "achieved_rps": self.achieved_rps,
-                "shortfall": self.shortfall, "tolerance": self.tolerance,
-                "capped": self.capped, "max_in_flight": self.max_in_flight,
-                "saturated": self.saturated, "reason": self.reason()}
 
 
 def completion_rate(result: ThroughputResult) -> float | None:
@@ -137,7 +96,11 @@ class OpenLoopWindow:
     saturation: Saturation
     peak_in_flight: int
     send_lag: LatencyStats
-    server: ServerMetricsWindow | None
+
+    @property
+    def server(self) -> ServerMetricsWindow | None:
+        """What the server's metrics showed during the timed requests (None: not sampled)."""
+        return self.result.server
 
     @property
     def violations(self) -> list[str]:
@@ -171,20 +134,29 @@ class OpenLoopWindow:
         """Goodput under ``slo``, latencies from the scheduled times (see the module)."""
         return self.result.goodput(slo)
 
-    def as_stats(self) -> dict[str, Any]:
+    @property
+    def completed(self) -> int:
+        return self.result.completed
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return self.result.records
+
+    def figures(self) -> OpenLoop:
+        """What the window adds to its throughput figures: arrivals, saturation, send lag."""
         ramp = self.arrivals.ramp_up
-        return {
-            **self.result.window().to_dict(),
-            "arrivals": {"rate": self.arrivals.rate, "burstiness": self.arrivals.burstiness,
-                         "ramp_up": None if ramp is None else {
-                             "strategy": ramp.strategy, "start_rps": ramp.start_rps,
-                             "end_rps": ramp.end_rps},
-                         "describe": self.arrivals.describe(), "seed": self.seed},
-            "saturation": self.saturation.as_dict(),
-            "peak_in_flight": self.peak_in_flight,
-            "send_lag": self.send_lag.in_ms().to_dict(),
-            "server_metrics": None if self.server is None else self.server.as_dict(),
-        }
+        return OpenLoop(
+            rate=self.arrivals.rate, burstiness=self.arrivals.burstiness,
+            ramp_up=None if ramp is None else {"strategy": ramp.strategy,
+                                               "start_rps": ramp.start_rps,
+                                               "end_rps": ramp.end_rps},
+            describe=self.arrivals.describe(), seed=self.seed, saturation=self.saturation,
+            peak_in_flight=self.peak_in_flight, send_lag=self.send_lag.in_ms())
+
+    def window(self, contention: Contention | None = None) -> ThroughputWindow:
+        """The window as a measurement records it: the throughput figures (its server's
+        metrics among them) with the open-loop ones."""
+        return replace(self.result.window(contention), open_loop=self.figures())
 
 
 def run_open_loop(
@@ -237,23 +209,19 @@ def run_open_loop(
     creds = endpoint.credentials
     before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     gauge = InFlight()
-    sampler = (MetricsSampler(endpoint.base_url, endpoint.server_kind,
-                              interval_s=metrics_interval_s, credentials=creds,
-                              in_flight=lambda: gauge.now)
-               if server_metrics else None)
-    with meter if meter is not None else contextlib.nullcontext():
-        with sampler if sampler is not None else contextlib.nullcontext():
-            run: OpenLoopRun = asyncio.run(stream_open_loop(
-                endpoint.v1, endpoint.served_name, timed_reqs, offsets,
-                max_in_flight=max_in_flight, timeout_s=timeout_s,
-                preopen=min(PREOPEN_CONNECTIONS, max_in_flight), guard=guard,
-                in_flight=gauge))
+    with sampled_window(endpoint, gauge, meter, sample=server_metrics,
+                        interval_s=metrics_interval_s) as sampled:
+        run: OpenLoopRun = asyncio.run(stream_open_loop(
+            endpoint.v1, endpoint.served_name, timed_reqs, offsets,
+            max_in_flight=max_in_flight, timeout_s=timeout_s,
+            preopen=min(PREOPEN_CONNECTIONS, max_in_flight), guard=guard,
+            in_flight=gauge))
     after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     result = summarize(
         run.outcomes, concurrency=run.peak_in_flight, prompt_tokens=prompts.length,
         output_tokens=output_tokens, server_kind=endpoint.server_kind,
         counters_before=before, counters_after=after, bos_tokens=prompts.bos, warmup=warm,
-        prompt_tokens_each=prompts.each, no_cache=prompts.no_cache,
+        prompt_tokens_each=prompts.each, no_cache=prompts.no_cache, server=sampled.window,
     )
     saturation = Saturation(offered_rate(offsets), completion_rate(result),
                             saturation_tolerance, run.capped, max_in_flight)
@@ -261,7 +229,6 @@ def run_open_loop(
         arrivals=arrivals, seed=seed, offsets_s=tuple(offsets), result=result,
         saturation=saturation, peak_in_flight=run.peak_in_flight,
         send_lag=LatencyStats.of(run.send_lags),
-        server=sampler.window if sampler is not None else None,
     )
 
 

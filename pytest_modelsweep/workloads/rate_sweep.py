@@ -31,27 +31,59 @@ says where the crossing lies (open above when ``max_rps`` passed). An inconclusi
 leaves the bracket as it was; in the bisection it ends the refinement (a one-line note
 says so), since only more requests per step can decide there.
 
-Pure: no pytest, no I/O; the bench measures the windows.
+The search (:func:`find_rate_capacity`) is pure, like :func:`~.capacity.find_capacity`;
+:func:`measure_rate_capacity` runs it on one endpoint, each step one open-loop window of
+the throughput workload (:func:`~.openloop.run_open_loop`: short unique prompts, 256 tokens
+each, checked against the server's counters, the server's metrics sampled) with its
+contention and a progress line, and records one
+:class:`~..core.measurements.RateCapacityStats`. Two models' sweeps compare through their
+brackets (:func:`rate_capacity_ratio`, :func:`decide_rate_capacity_verdict`). No pytest.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..core.slo import Goodput
+from ..core.cost import usd_per_million_output_tokens
+from ..core.errors import MeasurementError
+from ..core.measurements import (
+    AtCapacity,
+    AttainmentInterval,
+    Contention,
+    RateBracket,
+    RateCapacityRatio,
+    RateCapacityStats,
+    RateStep,
+    RateWindow,
+    StepOutcome,
+)
+from ..core.slo import Goodput, Slo
+from ..core.stats import Verdict
 from .attainment import (
     DEFAULT_CONFIDENCE,
-    AttainmentInterval,
-    StepOutcome,
-    check_confidence,
     attainment_interval,
+    check_confidence,
     min_requests_to_pass,
     requests_per_step_problem,
-    windows_attainment,
 )
+
+if TYPE_CHECKING:
+    from ..core.settings import BenchSettings
+    from ..serving.endpoint import Endpoint
+    from .openloop import OpenLoopWindow
+
+NEEDS_SLO = "capacity in req/s needs --slo, e.g. --slo ttft=2000ms,tpot=100ms"
+"""Why rate-capacity tests skip in a run without ``--slo``."""
+
+RULE_INTERVAL = "rate-capacity-interval-beyond-tolerance"
+"""The rule of :func:`decide_rate_capacity_verdict`, as recorded with the verdict."""
+
+WARMUP_REQUESTS = 2
+"""Closed-loop warm-up requests before the sweep's first window (none before the others:
+the server is warm by then, and each warm-up costs a CPU server seconds)."""
 
 DEFAULT_GROWTH = 2.0
 DEFAULT_RESOLUTION = 0.10
@@ -59,75 +91,15 @@ DEFAULT_RESOLUTION = 0.10
 
 DEFAULT_MAX_STEPS = 12
 
-
-class RateWindow(Protocol):
-    """What the sweep reads of one measured window (an ``OpenLoopWindow`` has it)."""
-
-    @property
-    def output_tokens_per_s(self) -> float: ...
-
-    @property
-    def violations(self) -> Sequence[str]: ...
-
-    @property
-    def offered_rps(self) -> float | None: ...
-
-    @property
-    def achieved_rps(self) -> float | None: ...
-
-    @property
-    def saturated(self) -> bool: ...
-
-    @property
-    def saturation_reason(self) -> str | None: ...
-
-
 WindowT = TypeVar("WindowT", bound=RateWindow)
 
 
-@dataclass(frozen=True)
-class RateStep:
-    """One step of the sweep: a window at one rate and what it decided."""
-
-    rate: float
-    outcome: StepOutcome
-    interval: AttainmentInterval | None
-    goodput_rps: float | None
-    offered_rps: float | None
-    achieved_rps: float | None
-    output_tokens_per_s: float
-    saturation: str | None = None
-    violations: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, rate: float, goodput: Goodput, window: RateWindow, target: float,
-           confidence: float) -> RateStep:
-        interval = (windows_attainment([(goodput.good, goodput.requests)], confidence)
-                    if goodput.requests else None)
-        if window.violations or interval is None:
-            outcome = StepOutcome.BROKEN
-        elif window.saturated:
-            outcome = StepOutcome.SATURATED
-        else:
-            outcome = interval.decide(target)
-        return cls(rate=rate, outcome=outcome, interval=interval,
-                   goodput_rps=goodput.goodput_rps, offered_rps=window.offered_rps,
-                   achieved_rps=window.achieved_rps,
-                   output_tokens_per_s=window.output_tokens_per_s,
-                   saturation=window.saturation_reason, violations=tuple(window.violations))
-
-    @property
-    def failed(self) -> bool:
-        """A miss or a saturated step: the capacity lies below this rate."""
-        return self.outcome in (StepOutcome.MISS, StepOutcome.SATURATED)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"rate": self.rate, "outcome": str(self.outcome),
-                "attainment": None if self.interval is None else self.interval.as_dict(),
-                "goodput_rps": self.goodput_rps, "offered_rps": self.offered_rps,
-                "achieved_rps": self.achieved_rps,
-                "output_tokens_per_s": self.output_tokens_per_s,
-                "saturation": self.saturation, "violations": list(self.violations)}
+def rate_step(rate: float, goodput: Goodput, window: RateWindow, target: float,
+              confidence: float) -> RateStep:
+    """The step one window at ``rate`` measured, decided from its attainment interval."""
+    interval = (attainment_interval(goodput.good, goodput.requests, confidence)
+                if goodput.requests else None)
+    return RateStep.decided(rate, interval, goodput.goodput_rps, window, target)
 
 
 @dataclass(frozen=True)
@@ -174,7 +146,7 @@ class RateSweepResult(Generic[WindowT]):
                 "target": self.target, "confidence": self.confidence, "max_rps": self.max_rps,
                 "saturated_at": self.saturated_at, "inconclusive_rates": self.inconclusive_rates,
                 "stopped": self.stopped, "error": self.error,
-                "steps": [s.as_dict() for s in self.steps]}
+                "steps": [s.to_dict() for s in self.steps]}
 
 
 def _check(name: str, value: float, *, above: float, finite: bool = True) -> None:
@@ -212,7 +184,7 @@ def find_rate_capacity(
 
     def step(rate: float) -> RateStep:
         goodput, window = measure(rate)
-        decided = RateStep.of(rate, goodput, window, target, confidence)
+        decided = rate_step(rate, goodput, window, target, confidence)
         steps.append(decided)
         windows.append(window)
         if on_step is not None:
@@ -303,9 +275,194 @@ def step_line(model: str, number: int, step: RateStep, target: float) -> str:
             f"{step.output_tokens_per_s:.1f} tokens/s")
 
 
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass(frozen=True)
+class MeasuredRateWindow:
+    """One measured step: the open-loop window, its goodput and its contention."""
+
+    window: OpenLoopWindow
+    goodput: Goodput
+    contention: Contention
+
+
+def requests_per_step(settings: BenchSettings, confidence: float = DEFAULT_CONFIDENCE) -> int:
+    """Timed requests per step: ``--timed-requests``, else the fewest that can show
+    ``--slo-attainment`` (:func:`min_requests_to_pass`: 29 for 90%). MeasurementError in
+    one line when ``--timed-requests`` is too few for any step to pass, or the target is
+    100% (which no finite window shows)."""
+    target = settings.slo_attainment
+    if not target < 1.0:
+        raise MeasurementError("capacity in req/s needs --slo-attainment below 1: a window of "
+                               "finitely many requests never shows 100% at a confidence")
+    requests = settings.timed_requests or min_requests_to_pass(target, confidence)
+    problem = requests_per_step_problem(requests, target, confidence)
+    if problem is not None:
+        raise MeasurementError(f"--timed-requests {requests}: {problem}")
+    return requests
+
+
+def rate_step_stats(step: RateStep, measured: MeasuredRateWindow, settings: BenchSettings,
+                    ) -> RateStep:
+    """A step as the measurement lists it, with its window's figures: throughput, latency
+    from the scheduled times, arrivals and saturation, goodput, contention, server metrics,
+    the cost when priced."""
+    window = replace(measured.window.window(measured.contention),
+                     goodput=measured.goodput.figures())
+    if settings.pricing is not None:
+        window = replace(window, priced=True, usd_per_million_output_tokens=(
+            usd_per_million_output_tokens(settings.pricing.usd_per_hour,
+                                          window.output_tokens_per_s)))
+    return replace(step, recorded=window)
+
+
+def rate_capacity_stats(
+    settings: BenchSettings, measured: Sequence[tuple[RateStep, MeasuredRateWindow]],
+    result: RateSweepResult[OpenLoopWindow] | None, error: str | None,
+) -> RateCapacityStats:
+    """The record of a sweep: ``result`` None (with ``error``) when it broke off."""
+    steps = tuple(rate_step_stats(step, window, settings) for step, window in measured)
+    contended = sum(1 for _, window in measured if window.contention.contended)
+    stats = RateCapacityStats(
+        capacity_rps=None if result is None else result.capacity_rps,
+        bracket=None if result is None else result.bracket, target=settings.slo_attainment,
+        confidence=DEFAULT_CONFIDENCE if result is None else result.confidence,
+        start_rps=settings.rate_sweep.start_rps, max_rps=settings.rate_sweep.max_rps,
+        burstiness=settings.burstiness,
+        stopped=(error or "") if result is None else result.stopped,
+        error=error if result is None else result.error, steps=steps,
+        contended=contended > 0, contended_windows=contended, pricing=settings.pricing,
+    )
+    at = stats.capacity_step
+    if at is None or at.recorded is None:
+        return stats
+    window = at.recorded
+    goodput = window.goodput
+    return replace(stats, at_capacity=AtCapacity(
+        window.output_tokens_per_s, at.goodput_rps,
+        None if goodput is None else goodput.slo_attainment,
+        window.usd_per_million_output_tokens))
+
+
+def measure_rate_capacity(
+    endpoint: Endpoint, settings: BenchSettings, slo: Slo,
+    record_measurement: Callable[..., Any], progress: Callable[[str], None],
+) -> RateSweepResult[OpenLoopWindow]:
+    """Sweep one endpoint's request rate under ``slo`` (``--rate-sweep``, ``--burstiness``,
+    ``--slo-attainment``), record it (also a sweep that broke off: the value is then the
+    highest rate that passed before it, ``stats.capacity_rps`` null), and raise
+    :class:`MeasurementError` for a sweep that stopped at a broken window."""
+    from .arrivals import ArrivalProcess
+    from .contention import ContentionMeter
+    from .openloop import run_open_loop, window_seed
+    from .throughput import OUTPUT_TOKENS, make_tokenizer
+
+    requests = requests_per_step(settings)
+    target, name = settings.slo_attainment, endpoint.model.name
+    measured: list[tuple[RateStep, MeasuredRateWindow]] = []
+    windows: list[MeasuredRateWindow] = []
+    server_pids = endpoint.server_pids()
+    tokenizer = make_tokenizer(endpoint)
+
+    def measure(rate: float) -> tuple[Goodput, OpenLoopWindow]:
+        number = len(windows) + 1
+        progress(f"rate sweep {name}: step {number}, {rate:.3g} req/s: measuring "
+                 f"{requests} requests")
+        arrivals = ArrivalProcess(rate, settings.burstiness)
+        meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
+        window = run_open_loop(
+            endpoint, arrivals=arrivals, timed_requests=requests,
+            warmup_requests=WARMUP_REQUESTS if number == 1 else 0,
+            seed=window_seed(settings.run_id, "rate_capacity", arrivals, None, f"step{number}"),
+            timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
+            tokenizer=tokenizer, meter=meter)
+        goodput = window.goodput(slo)
+        windows.append(MeasuredRateWindow(window, goodput, meter.result))
+        return goodput, window
+
+    def shown(step: RateStep) -> None:
+        measured.append((step, windows[-1]))
+        contended = windows[-1].contention.contended
+        busy = "unknown" if contended is None else ("yes" if contended else "no")
+        flag = windows[-1].window.server
+        queued = "" if flag is None or flag.summary.flag_line() is None \
+            else f"; {flag.summary.flag_line()}"
+        progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}{queued}")
+
+    def record(result: RateSweepResult[OpenLoopWindow] | None, error: str | None) -> None:
+        sent: list[dict[str, Any]] = []
+        for index, (step, window) in enumerate(measured):
+            sent += [{**r.to_dict(), "step": index, "rate": step.rate}
+                     for r in window.window.records]
+        passed = [step.rate for step, _ in measured if step.passed]
+        record_measurement(
+            "rate_capacity", result.last_pass if result is not None else max(passed, default=0.0),
+            "req/s", len(sent),
+            params={"slo": slo.as_dict(), "attainment_target": target,
+                    "rate_sweep": str(settings.rate_sweep), "burstiness": settings.burstiness,
+                    "timed_requests": requests, "output_tokens": OUTPUT_TOKENS},
+            stats=rate_capacity_stats(settings, measured, result, error),
+            requests=sent, endpoint=endpoint,
+        )
+
+    try:
+        try:
+            result = find_rate_capacity(measure, start_rps=settings.rate_sweep.start_rps,
+                                        max_rps=settings.rate_sweep.max_rps, target=target,
+                                        on_step=shown)
+        finally:
+            tokenizer.close()
+    except Exception as error:
+        if measured:  # what the clean windows before it showed, marked broken off
+            record(None, f"the sweep broke off: {error}")
+        raise
+    record(result, result.error)
+    if result.error is not None:
+        raise MeasurementError(f"{name}: {result.error}")
+    return result
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def rate_capacity_ratio(candidate: RateBracket, reference: RateBracket) -> RateCapacityRatio:
+    """Candidate ÷ reference capacity with the interval the two brackets give (see
+    :class:`~..core.measurements.RateCapacityRatio`); the reference's capacity must be > 0."""
+    if reference.capacity <= 0:
+        raise ValueError("cannot compare: the reference meets the SLO at no rate of its sweep")
+    low = 0.0 if reference.first_fail is None else candidate.last_pass / reference.first_fail
+    high = math.inf if candidate.first_fail is None \
+        else candidate.first_fail / reference.last_pass
+    return RateCapacityRatio(candidate.capacity / reference.capacity, low, high, candidate,
+                             reference)
+
+
+def decide_rate_capacity_verdict(ratio: RateCapacityRatio, tolerance: float = 0.0) -> Verdict:
+    """The verdict on a capacity-in-req/s ratio, from its interval only: wholly below
+    ``1 - tolerance`` worse, wholly above ``1 + tolerance`` better, covering 1 matches,
+    wholly within ``1 ± tolerance`` equivalent, else inconclusive; an interval open on both
+    sides (both sweeps passed at their maximum) is inconclusive."""
+    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
+    if ratio.degenerate:
+        return Verdict.INCONCLUSIVE
+    if ratio.high < 1.0 - tolerance:
+        return Verdict.WORSE
+    if ratio.low > 1.0 + tolerance:
+        return Verdict.BETTER
+    if ratio.low <= 1.0 <= ratio.high:
+        return Verdict.MATCHES
+    if 1.0 - tolerance <= ratio.low and ratio.high <= 1.0 + tolerance:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
+
+
 __all__ = [
     "DEFAULT_CONFIDENCE", "DEFAULT_GROWTH", "DEFAULT_MAX_STEPS", "DEFAULT_RESOLUTION",
-    "AttainmentInterval", "RateSweepResult", "RateStep", "RateWindow", "StepOutcome",
-    "attainment_interval", "broken_line", "fail_line", "find_rate_capacity",
-    "min_requests_to_pass", "requests_per_step_problem", "step_line",
+    "NEEDS_SLO", "RULE_INTERVAL", "AttainmentInterval", "MeasuredRateWindow", "RateSweepResult",
+    "RateStep", "RateWindow", "StepOutcome", "attainment_interval", "broken_line",
+    "decide_rate_capacity_verdict", "fail_line", "find_rate_capacity", "measure_rate_capacity",
+    "min_requests_to_pass", "rate_capacity_ratio", "rate_capacity_stats", "rate_step",
+    "requests_per_step", "requests_per_step_problem", "step_line",
 ]

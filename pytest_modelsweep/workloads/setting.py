@@ -1,6 +1,7 @@
 """One throughput setting measured as every bench measures it: repeats, flags, one record.
 
-:func:`measure_setting` runs the timed windows the ``--repeats`` policy takes
+:func:`measure_setting` runs the timed windows the ``--repeats`` policy takes (N in flight;
+or, given ``arrivals``, open-loop windows whose requests arrive at a rate, :mod:`.openloop`)
 (:class:`~pytest_modelsweep.core.repeats.RepeatPolicy`), each with the contention
 meter around it and a progress line after it (and every :data:`TICK_S` seconds in
 a long one); then it records one measurement, a
@@ -20,18 +21,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..api.prompts import prompts_digest
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import MeasurementError
-from ..core.measurements import Contention, ThroughputStats
-from ..core.slo import goodput_stats
+from ..core.measurements import Contention, ThroughputStats, ThroughputWindow
+from ..core.records import RequestRecord
+from ..core.slo import Goodput, Slo, goodput_stats
 from .contention import ContentionMeter, coefficient_of_variation
 from .throughput import (
     OUTPUT_TOKENS,
     InterleavedWindows,
-    ThroughputResult,
     make_tokenizer,
     measure_interleaved,
     measure_window,
@@ -40,6 +41,31 @@ from .throughput import (
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
     from ..serving.endpoint import Endpoint
+    from .arrivals import ArrivalProcess
+
+OPEN_LOOP_WARMUP = 2
+"""Closed-loop warm-up requests before each open-loop window."""
+
+
+class SettingWindow(Protocol):
+    """One timed window of a setting as :func:`setting_stats` reads it: a closed loop's
+    ``ThroughputResult`` or an open loop's ``OpenLoopWindow``."""
+
+    @property
+    def output_tokens_per_s(self) -> float: ...
+
+    @property
+    def completed(self) -> int: ...
+
+    @property
+    def records(self) -> list[RequestRecord]: ...
+
+    @property
+    def violations(self) -> list[str]: ...
+
+    def goodput(self, slo: Slo) -> Goodput: ...
+
+    def window(self, contention: Contention | None = None) -> ThroughputWindow: ...
 
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""
@@ -50,7 +76,7 @@ def measure_setting(
     settings: BenchSettings,
     record_measurement: Callable[..., Any],
     benchmark: str,
-    concurrency: int,
+    concurrency: int | None,
     prompt_tokens: int | None,
     progress: Callable[[str], None] | None = None,
     *,
@@ -58,6 +84,7 @@ def measure_setting(
     user_prompts: Sequence[str] | None = None,
     unique_prefixes: bool = True,
     params: dict[str, Any] | None = None,
+    arrivals: ArrivalProcess | None = None,
 ) -> None:
     """Measure one throughput setting over its repeats, record it, raise on broken rules.
 
@@ -65,39 +92,67 @@ def measure_setting(
     a :class:`MeasurementError` lists what broke. ``user_prompts`` (with
     ``unique_prefixes``) sends a user's own texts instead of exact-length drawn
     prompts (see :func:`~.throughput.run_throughput`); ``params`` adds to the
-    measurement's parameters.
+    measurement's parameters. With ``arrivals`` each window is an open loop
+    (:func:`~.openloop.run_open_loop`): requests sent at the arrivals' rate, at most
+    ``concurrency`` in flight (None: :data:`~.openloop.DEFAULT_MAX_IN_FLIGHT`), latency
+    from each request's scheduled time, ``--timed-requests`` of them (default
+    :data:`~..core.options.OPEN_LOOP_TIMED_REQUESTS`).
     """
-    timed = settings.timed_requests_at(concurrency)
+    from .openloop import DEFAULT_MAX_IN_FLIGHT, run_open_loop, window_seed
+
+    if arrivals is None and concurrency is None:
+        raise ValueError("a closed-loop setting needs a concurrency")
+    cap = concurrency or DEFAULT_MAX_IN_FLIGHT
+    timed = (settings.open_loop_timed_requests if arrivals is not None
+             else settings.timed_requests_at(cap))
     tokenizer = make_tokenizer(endpoint)
     policy = settings.repeats
-    label = f"c{concurrency}" if prompt_tokens is None else f"p{prompt_tokens}-c{concurrency}"
+    label = (f"c{cap}" if arrivals is None else f"{arrivals.rate:g}rps") + (
+        "" if prompt_tokens is None else f"-p{prompt_tokens}")
     shape: dict[str, Any] = {}
     if user_prompts is not None:
         shape = {"user_prompts": len(user_prompts), "prompts_hash": prompts_digest(user_prompts),
                  "unique_prefixes": unique_prefixes}
+    if arrivals is not None:
+        shape.update(request_rate=arrivals.rate, burstiness=arrivals.burstiness,
+                     max_in_flight=cap)
     server_pids = endpoint.server_pids()
-    results: list[ThroughputResult] = []
+    results: list[SettingWindow] = []
     windows: list[Contention] = []
     values: list[float] = []
     try:
         for repeat in range(policy.at_most):
             meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
+            result: SettingWindow
             with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
                                   f"{repeat + 1}", meter):
-                result = measure_window(
-                    endpoint, benchmark=benchmark, concurrency=concurrency,
-                    prompt_tokens=prompt_tokens, repeat=repeat, run_id=settings.run_id,
-                    timed_requests=timed, timeout_s=settings.request_timeout_s,
-                    idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
-                    output_tokens=output_tokens, user_prompts=user_prompts,
-                    unique_prefixes=unique_prefixes,
-                )
+                if arrivals is None:
+                    result = measure_window(
+                        endpoint, benchmark=benchmark, concurrency=cap,
+                        prompt_tokens=prompt_tokens, repeat=repeat, run_id=settings.run_id,
+                        timed_requests=timed, timeout_s=settings.request_timeout_s,
+                        idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
+                        output_tokens=output_tokens, user_prompts=user_prompts,
+                        unique_prefixes=unique_prefixes,
+                    )
+                else:
+                    result = run_open_loop(
+                        endpoint, arrivals=arrivals, timed_requests=timed,
+                        warmup_requests=OPEN_LOOP_WARMUP,
+                        seed=window_seed(settings.run_id, benchmark, arrivals, prompt_tokens,
+                                         repeat),
+                        timeout_s=settings.request_timeout_s, prompt_tokens=prompt_tokens,
+                        output_tokens=output_tokens, idle_timeout_s=settings.idle_timeout_s,
+                        max_in_flight=cap, tokenizer=tokenizer, meter=meter,
+                        user_prompts=user_prompts, unique_prefixes=unique_prefixes,
+                    )
             results.append(result)
             windows.append(meter.result)
             values.append(result.output_tokens_per_s)
             if progress is not None:
                 progress(repeat_line(benchmark, endpoint.model.name, label,
-                                     policy.progress(values), values, meter.result))
+                                     policy.progress(values), values, meter.result)
+                         + window_line(result.window()))
             if policy.done(values) or (policy.auto and result.violations):
                 break
     finally:
@@ -125,7 +180,7 @@ def measure_setting(
 
 
 def setting_stats(
-    results: Sequence[ThroughputResult], contention: Sequence[Contention],
+    results: Sequence[SettingWindow], contention: Sequence[Contention],
     settings: BenchSettings,
 ) -> ThroughputStats:
     """The record of one setting from its repeats' windows and their contention."""
@@ -204,6 +259,26 @@ def ticker(
     finally:
         done.set()
         thread.join()
+
+
+def window_line(window: ThroughputWindow) -> str:
+    """What a progress line adds for a window: an open loop's achieved rate (and
+    ``saturated``), the server's queue when it queued (``""`` for neither; in an open loop
+    a queue is expected, and said all the same)."""
+    parts = []
+    loop = window.open_loop
+    if loop is not None:
+        saturation = loop.saturation
+        achieved = ("n/a" if saturation.achieved_rps is None
+                    else f"{saturation.achieved_rps:.3g}")
+        offered = "n/a" if saturation.offered_rps is None else f"{saturation.offered_rps:.3g}"
+        parts.append(f"achieved {achieved} of {offered} req/s"
+                     + (", saturated" if loop.saturated else ""))
+    server = window.server_metrics
+    flag = None if server is None else server.summary.flag_line()
+    if flag is not None:
+        parts.append(flag)
+    return "".join(f"; {part}" for part in parts)
 
 
 def repeat_line(

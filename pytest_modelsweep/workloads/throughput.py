@@ -34,16 +34,23 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
-from ..client import Guard, StreamOutcome, stream_requests_detailed
+from ..client import Guard, InFlight, StreamOutcome, stream_requests_detailed
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import CounterKind, fetch_metrics, find_counter
 from ..core.errors import EndpointError, MeasurementError
-from ..core.measurements import Contention, InterleavedWindow, Latency, ThroughputWindow
+from ..core.measurements import (
+    Contention,
+    InterleavedWindow,
+    Latency,
+    ServerMetricsWindow,
+    ThroughputWindow,
+)
 from ..core.options import default_timed_requests
 from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials, auth_headers
 from ..core.slo import Goodput, Slo, window_goodput
 from ..serving.endpoint import Endpoint
+from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler
 
 if TYPE_CHECKING:
     from ..core.repeats import RepeatPolicy
@@ -487,6 +494,8 @@ class ThroughputResult:
     tokens_in_shared_chunks: int
     records: list[RequestRecord] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    server: ServerMetricsWindow | None = None
+    """What the server's ``/metrics`` showed during the timed requests (None: not sampled)."""
 
     def check(self) -> None:
         """Raise MeasurementError listing every violation ("; " between them)."""
@@ -524,6 +533,7 @@ class ThroughputResult:
             server_prompt_tokens=self.server_prompt_tokens, bos_tokens=self.bos_tokens,
             tokens_in_shared_chunks=self.tokens_in_shared_chunks,
             violations=tuple(self.violations), contention=contention or Contention(),
+            server_metrics=self.server,
         )
 
 
@@ -540,8 +550,10 @@ def summarize(
     warmup: Sequence[StreamOutcome] = (),
     prompt_tokens_each: Sequence[int] | None = None,
     no_cache: bool = True,
+    server: ServerMetricsWindow | None = None,
 ) -> ThroughputResult:
-    """Statistics and violations of a timed window from its outcomes and counters.
+    """Statistics and violations of a timed window from its outcomes and counters
+    (``server``: what its ``/metrics`` showed, kept with it).
 
     ``prompt_tokens_each``: each request's own prompt length (user prompts differ);
     None: every prompt has ``prompt_tokens``. ``no_cache`` False: prompts may share
@@ -634,6 +646,7 @@ def summarize(
         tokens_in_shared_chunks=shared,
         records=records,
         violations=violations,
+        server=server,
     )
 
 
@@ -666,6 +679,33 @@ def settled_metrics(
             return again
         metrics = again
     return metrics
+
+
+class SampledWindow:
+    """What :func:`sampled_window` saw: the server's metrics (None until the window ends, or
+    when not sampled)."""
+
+    window: ServerMetricsWindow | None = None
+
+
+@contextlib.contextmanager
+def sampled_window(
+    endpoint: Endpoint, in_flight: InFlight, meter: AbstractContextManager[Any] | None = None,
+    *, sample: bool = True, interval_s: float = DEFAULT_INTERVAL_S,
+) -> Iterator[SampledWindow]:
+    """Around a window's timed requests: ``meter`` (e.g. the contention meter) and the
+    server's ``/metrics`` sampled every ``interval_s`` (:class:`~..serving.server_metrics.
+    MetricsSampler`), each sample with the client's ``in_flight`` count. A server without
+    ``/metrics`` (an attached one of another make) leaves the window ``unavailable`` with
+    its line, not failed; ``sample`` False samples nothing."""
+    sampled = SampledWindow()
+    sampler = (MetricsSampler(endpoint.base_url, endpoint.server_kind, interval_s=interval_s,
+                              credentials=endpoint.credentials, in_flight=lambda: in_flight.now)
+               if sample else None)
+    with meter if meter is not None else contextlib.nullcontext():
+        with sampler if sampler is not None else contextlib.nullcontext():
+            yield sampled
+    sampled.window = sampler.window if sampler is not None else None
 
 
 # First tokens already sent to each server (by base URL) in this process, so that
@@ -752,8 +792,10 @@ def run_throughput(
     meter: AbstractContextManager[Any] | None = None,
     user_prompts: Sequence[str] | None = None,
     unique_prefixes: bool = True,
+    server_metrics: bool = True,
 ) -> ThroughputResult:
-    """Warm up, read the counters, run the timed window with N in flight, read them again.
+    """Warm up, read the counters, run the timed window with N in flight (the server's
+    ``/metrics`` sampled: :func:`sampled_window`), read them again.
 
     ``user_prompts``: send these texts (in turn) instead of exact-length drawn ones;
     each request must then send exactly its own text's token count, and with
@@ -792,17 +834,19 @@ def run_throughput(
     guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
                   breaker=endpoint.breaker, on_wait=overdue)
 
-    async def stream(reqs: list[ApiRequest]) -> list[StreamOutcome]:
+    async def stream(reqs: list[ApiRequest], gauge: InFlight | None = None,
+                     ) -> list[StreamOutcome]:
         return await stream_requests_detailed(
             endpoint.v1, endpoint.served_name, reqs, concurrency, timeout_s=timeout_s,
-            guard=guard,
+            guard=guard, in_flight=gauge,
         )
 
     warm = asyncio.run(stream(warm_reqs))
     creds = endpoint.credentials
     before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
-    with meter if meter is not None else contextlib.nullcontext():
-        timed = asyncio.run(stream(timed_reqs))
+    gauge = InFlight()
+    with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampled:
+        timed = asyncio.run(stream(timed_reqs, gauge))
     after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     return summarize(
         timed,
@@ -816,6 +860,7 @@ def run_throughput(
         warmup=warm,
         prompt_tokens_each=each,
         no_cache=prompts.no_cache,
+        server=sampled.window,
     )
 
 
