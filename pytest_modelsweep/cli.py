@@ -162,7 +162,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from .core.outputs import check_output_file
-    from .judging.gate import setting_of, unsound_reason
+    from .judging.gate import setting_of, shown_setting_of, unsound_reason
     from .judging.pairing import check_alike, measured_in_runs
     from .store.results import SCHEMA
 
@@ -193,15 +193,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
             # settings) and each other measurement once per setting, so that a comparison of
             # it finds one measurement, never two that disagree
             what = (m.model, m.benchmark)
-            setting = setting_of(m)
+            setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
             identity = what if metric is not None and metric.kind is Kind.ACCURACY \
-                else (m.model, f"{m.benchmark} {setting}")
+                else (m.model, f"{m.benchmark} {setting_of(m)}")
             if identity in measured:
                 earlier, earlier_setting = measured[identity]
-                conflict = ("under different settings: " + _shown_setting(earlier_setting)
-                            + f" in run {earlier}, " + _shown_setting(setting)
-                            + f" in run {run_id}") if earlier_setting != setting else \
+                conflict = (f"under different settings: {earlier_setting} in run {earlier}, "
+                            f"{setting} in run {run_id}") if earlier_setting != setting else \
                     f"in run {earlier} and in run {run_id}"
                 raise ModelsweepError(
                     f"refusing to merge: {m.model} {m.benchmark} was measured {conflict}; a "
@@ -315,11 +314,6 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     for line in apply_commands(sweep, settings, paths):
         print(f"  {line}")
     return 0
-
-
-def _shown_setting(setting: str) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in json.loads(setting).items())
-    return shown or "no setting"
 
 
 def _write(path: str, option: str, text: str) -> None:

@@ -85,8 +85,8 @@ def test_compare_help_names_the_gated_benchmarks(capsys: pytest.CaptureFixture[s
     assert exit_info.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     assert ("compares accuracy: gsm8k, bfcl and every other benchmark recorded in the unit "
-            "accuracy (your own); throughput: throughput, "
-            "long_prompt (other measurements are not gated)") in out
+            "accuracy (your own); throughput: throughput, long_prompt, open_loop; startup: "
+            "startup (other measurements are not gated)") in out
     assert "smoke" not in out
 
 

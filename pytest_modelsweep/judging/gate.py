@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.measurements import Measurement, StartupStats, ThroughputStats
-from ..core.metrics import Kind, kind_of, metric_for
+from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
 from ..core.sequences import paired_sequence
 from ..core.stats import (
@@ -534,16 +534,13 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
     """An aligned text table of the gate rows, each value in its own unit: accuracy in % and
     its change in points, throughput in tokens/s and startup in s with their change in %
-    (a user's throughput benchmark too: the row carries its kind).
-
-    Only accuracy and throughput are gated, and only the table's throughput metrics: a row
-    whose benchmark is not one of those is accuracy (a user's benchmark among them)."""
+    (a user's throughput benchmark too: the row carries its kind)."""
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
         if math.isnan(value):
             return "-"
-        if kind_of(row.benchmark) is Kind.STARTUP:
+        if row.kind == Kind.STARTUP.value:
             return f"{100 * value:+.1f}%" if signed else f"{value:.2f} s"
-        if kind_of(row.benchmark) is not Kind.THROUGHPUT:
+        if row.kind != Kind.THROUGHPUT.value:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 
