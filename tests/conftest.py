@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -84,3 +86,38 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "store.sqlite")
     return str(request.getfixturevalue("postgres_url"))
+
+
+# --------------------------------------------------------------------------- tests that time the CPU
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules that time real work (contention, drift, paced or real servers) run alone."""
+    for item in items:
+        if getattr(item.module, "__name__", "") in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
+
+SERIAL_MODULES = frozenset({
+    "test_capacity", "test_cold_start", "test_contention", "test_embedded_integration",
+    "test_public_throughput", "test_verdict_plugin",
+    "test_interleave", "test_noise", "test_open_loop_bench", "test_resume_integration",
+    "test_startup", "test_stalls", "test_verdict_integration", "test_vllm_integration",
+})
+"""The test modules whose assertions read a timing that another test beside them on the same
+two cores would move (a hog found, a drift cancelled, a server's pace, a stall's seconds)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Under xdist, a ``serial`` test runs while no other test runs (an exclusive lock on a
+    file of the test run), and the others beside one another (shared locks)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return (yield)
+    path = Path(tempfile.gettempdir()) / f"modelsweep-tests-{run}.lock"
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
