@@ -69,6 +69,7 @@ from pytest_modelsweep.core.measurements import (
     ThroughputRatioStats,
     ThroughputStats,
 )
+from pytest_modelsweep.serving.provision import LLAMA_CPP_BUILD_NUMBER, LLAMA_CPP_COMMIT
 from pytest_modelsweep.store.database import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +84,8 @@ RECORDS_SWEEP = (SWEEP[:SWEEP.index(f"[models.{WORSE}]")].replace("max_num_seqs 
 SLOTS = {REFERENCE: 2, SAME: 3}
 SWEEP_RUN = "every-kind"
 """The four runs' sweep run (its last run's reports show them all)."""
+BUILD_INFO = f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]}"
+"""What the fake launcher's servers answer at /props, as the embedded llama-server does."""
 USER_BENCH = '''
 import pytest
 from pytest_modelsweep import Completion, EvalItem, Evaluate, MeasureThroughput
@@ -158,7 +161,7 @@ def run_every_kind(path: Path) -> RecordsRun:
                            "not c4 and not p1024 and not p3072 and not bfcl")
         assert (path / "r.json").is_file(), first[-4000:]
         second = pytest_run(path, "test_throughput.py", *attached, "--results=r2.json",
-                            "--interleave", "-k", "test_throughput_ratio and c1")
+                            "--interleave", "-k", "test_throughput_ratio and c1 and not c16")
         assert (path / "r2.json").is_file(), second[-4000:]
         # the open loop at 8 req/s, and the rate sweep from 2 req/s, 29 requests a step
         third = pytest_run(path, "test_open_loop.py", *attached, "--results=r3.json",
@@ -182,7 +185,8 @@ def run_every_kind(path: Path) -> RecordsRun:
                         "--startup-launches=2", "--html=r4.html", "--self-contained-html",
                         "--md=r4.md", env_more={
                             "MODELSWEEP_LLAMA_SERVER": str(launcher),
-                            "MODELSWEEP_CACHE": str(path / "cache"), "FAKE_START_DELAY_S": "0"})
+                            "MODELSWEEP_CACHE": str(path / "cache"), "FAKE_START_DELAY_S": "0",
+                            "FAKE_BUILD_INFO": BUILD_INFO})
     assert (path / "r4.json").is_file(), fourth[-4000:]
     results = [m for name in ("r.json", "r2.json", "r3.json", "r4.json")
                for m in json.loads((path / name).read_text(encoding="utf-8"))["measurements"]]
@@ -317,6 +321,52 @@ def test_with_every_group_the_decision_table_fits_a_1400_px_screen(
     widths = decision_table_width(records_run.path / "r4.html", tmp_path / "profile", 1400)
     assert widths["window"] == 1400, widths
     assert widths["table"] <= 1400, widths
+
+
+def test_the_ratio_table_names_each_ratios_benchmark_and_design(records_run: RecordsRun) -> None:
+    """The user's ``my_shape`` ratio at c2 beside the built-in ``throughput`` ratios at c1 and
+    c16, back to back and (c1) interleaved: each row names its benchmark (a user's prompts:
+    ``own``) and design, in both reports, from the ratio records' own parameters."""
+    ratios = [m for m in records_run.results if m["benchmark"] == "throughput_ratio"]
+    expected = sorted(
+        [m["model"], m["params"]["reference"], m["params"]["benchmark"],
+         str(m["params"]["concurrency"]),
+         "short" if m["params"]["benchmark"] == "throughput" else "own",
+         m["params"]["design"], f"{m['value']:.2f}×"] for m in ratios)
+    assert {(row[2], row[3], row[5]) for row in expected} == {
+        ("my_shape", "2", "back-to-back"), ("throughput", "1", "back-to-back"),
+        ("throughput", "1", "interleaved"), ("throughput", "16", "back-to-back")}
+    markdown = (records_run.path / "r4.md").read_text(encoding="utf-8")
+    block = markdown.split("### Throughput relative to the reference\n", 1)[1].split("\n### ")[0]
+    shown = [[html.unescape(re.sub(r"\\(.)", r"\1", c.strip()))
+              for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+             for line in block.splitlines() if line.startswith("| ")]
+    assert shown[0][:6] == ["candidate", "reference", "benchmark", "concurrency",
+                            "prompt tokens", "design"]
+    assert sorted(row[:7] for row in shown[2:]) == expected
+    report = (records_run.path / "r4.html").read_text(encoding="utf-8")
+    table = report[report.index("<h3>Throughput relative to the reference</h3>"):]
+    table = table[:table.index("</table>")]
+    cells = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+             for row in re.findall(r"<tr>(.*?)</tr>", table)]
+    assert sorted(row[:7] for row in cells if row) == expected
+
+
+def test_the_reports_name_the_build_llama_server_reports(records_run: RecordsRun) -> None:
+    """The cold start's servers, launched through llama-server's launch path (the fake
+    launcher, answering /props with llama-server's build as the embedded one does), record
+    that build and where the binary came from; both reports' provenance line says it."""
+    version = f"{BUILD_INFO} (MODELSWEEP_LLAMA_SERVER)"  # a binary not built from the sdist
+    started = [m["provenance"] for m in records_run.results if m["benchmark"] == "startup"]
+    assert len(started) == len(SLOTS)
+    assert all((p["server_name"], p["server_version"], p["how"])
+               == ("llama.cpp llama-server", version, "llamacpp") for p in started)
+    said = f"llama.cpp llama-server {version}"
+    markdown = (records_run.path / "r4.md").read_text(encoding="utf-8").splitlines()
+    assert said in html.unescape(re.sub(r"\\(.)", r"\1", markdown[2])), markdown[2]
+    report = (records_run.path / "r4.html").read_text(encoding="utf-8")
+    line = re.search(r'<p class="ms-provenance">(.*?)</p>', report)
+    assert line is not None and said in html.unescape(line.group(1)), line
 
 
 def test_a_results_file_of_todays_schema_reads_back_as_written() -> None:

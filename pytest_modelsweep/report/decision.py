@@ -18,6 +18,7 @@ with the interval under it (:func:`cell_lines`), every accuracy benchmark in one
 line each; what a cell's tooltip adds is listed under the table too (:func:`figure_lines`).
 Pure.
 """
+
 from __future__ import annotations
 
 import math
