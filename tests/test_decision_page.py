@@ -493,8 +493,10 @@ def markdown_decision(text: str, html_text: str,
         for cell, cell_lines in zip(found[1:-1], html_row["blocks"].values()):
             md_lines = cell.split("\n") if cell else []
             for label, parts in cell_lines:
-                if label:
-                    said = md_lines.pop(0)
+                if label:  # one line, and any further lines of its parts' figures
+                    count = 1 + sum(shown_text.count("\n") for _, shown_text in parts)
+                    said = "\n".join(md_lines[:count])
+                    del md_lines[:count]
                     assert said.startswith(label + " "), (said, label)
                     rest = said[len(label) + 1:]
                     values = [rest] if len(parts) == 1 else rest.split(" ", 1)

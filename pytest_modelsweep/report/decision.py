@@ -127,15 +127,14 @@ class Cell:
 @dataclass(frozen=True)
 class Column:
     """A part of a column group: its group (``GSM8K vs reference``), its name in the group,
-    a flat title; ``verdict``: holds verdict words (styled), ``text``: words, not figures.
-    The table shows a group as one column, its parts' cells stacked, or several groups in
-    one column (``block``), a line each (:func:`cell_lines`)."""
+    a flat title; ``verdict``: holds verdict words (styled). The table shows a group as one
+    column, its parts' cells stacked, or several groups in one column (``block``), a line
+    each (:func:`cell_lines`)."""
 
     group: str
     name: str
     title: str
     verdict: bool = False
-    text: bool = False
     block: str = ""
     """The table column it is shown in, when not a column of its own group."""
 
@@ -1021,7 +1020,7 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
                 Column("cost", "$/1M output tokens", "$/1M output tokens"),
                 Column("cost", "vs reference", "cost vs reference"),
                 Column("cold start", "first token", "cold start")]
-    return columns + ([Column("screening", "licence", "licence", text=True),
+    return columns + ([Column("screening", "licence", "licence"),
                        Column("screening", "memory headroom", "memory headroom")] if screened else [])
 
 
