@@ -4,7 +4,8 @@ Run as llama-server is (``MODELSWEEP_LLAMA_SERVER`` names a script that execs th
 it reads ``--port`` and ``--alias`` from llama-server's command line, sleeps
 ``$FAKE_START_DELAY_S`` seconds (its start), then serves the loopback fake server
 (``sse_server.ListingServer``: ``/health``, ``/v1/models`` listing the alias, streamed
-completions, ``/metrics``) on that port until SIGTERM or SIGKILL.
+completions, ``/metrics``; with ``$FAKE_BUILD_INFO``, ``/props`` naming that build as
+llama-server's does) on that port until SIGTERM or SIGKILL.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def main(argv: list[str]) -> None:
     time.sleep(float(os.environ.get("FAKE_START_DELAY_S", "0")))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server = ListingServer(alias, port=port).start()
+    server = ListingServer(alias, port=port,
+                           build_info=os.environ.get("FAKE_BUILD_INFO") or None).start()
     print(f"fake llama-server for {alias} listening on 127.0.0.1:{port}", flush=True)
     stop.wait()
     server.stop()

@@ -479,15 +479,18 @@ class SseServer:
 
 class ListingServer(SseServer):
     """The fake streaming server, also listing its model at ``GET /v1/models`` so that
-    ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server)."""
+    ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server);
+    with ``build_info`` it answers ``GET /props`` as llama-server does (its build, its
+    slots), so that the probe takes it for llama-server."""
 
     def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0,
                  default_fault: str = "", per_token_s_per_inflight: float = 0.0,
-                 slots: int = 0, port: int = 0) -> None:
+                 slots: int = 0, port: int = 0, build_info: str | None = None) -> None:
         super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault,
                          per_token_s_per_inflight=per_token_s_per_inflight, slots=slots,
                          port=port)
         self.served_name = served_name
+        self.build_info = build_info
 
     async def _dispatch(
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
@@ -495,4 +498,8 @@ class ListingServer(SseServer):
         if path == "/v1/models" and method == "GET":
             listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
             return await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
+        if path == "/props" and method == "GET" and self.build_info is not None:
+            props = {"build_info": self.build_info, "total_slots": self.slots or 1,
+                     "default_generation_settings": {"n_ctx": 4096, "params": {}}}
+            return await self._respond(writer, 200, "application/json", json.dumps(props).encode())
         return await super()._dispatch(method, path, body, writer)

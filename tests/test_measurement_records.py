@@ -13,6 +13,9 @@ fake launcher of ``tests/test_startup.py``. Every window holds the server's metr
 through ``Measurement.from_dict`` → ``to_dict``; every figure of a known kind is held by a
 typed field (nothing is kept aside as read).
 
+The four runs join one sweep run, so the last one's reports show them all: a decision page
+with every column group, whose table must fit a 1,400-pixel-wide screen in Chromium.
+
 ``tests/data/results_v1_every_kind.json`` is a results file of schema
 ``pytest-modelsweep/results/1`` written by the code before the typed records (commit
 432fbe3) by this module's run, one measurement of each kind and design, each with its first
@@ -22,8 +25,10 @@ record's figures): it must read back the same way.
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requirements import SHARED_DATA_HINT, module_needs
+from requirements import SHARED_DATA_HINT, module_needs, need
 from test_decision_page import (
     BFCL,
     EXAMPLE_PRICE,
@@ -45,6 +50,7 @@ from test_decision_page import (
     AnsweringServer,
     replies_of,
 )
+from test_report_browser import CHROMIUM, decision_table_width
 from test_startup import FAKE, gguf
 
 from pytest_modelsweep.core.measurements import (
@@ -63,6 +69,7 @@ from pytest_modelsweep.core.measurements import (
     ThroughputRatioStats,
     ThroughputStats,
 )
+from pytest_modelsweep.serving.provision import LLAMA_CPP_BUILD_NUMBER, LLAMA_CPP_COMMIT
 from pytest_modelsweep.store.database import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +82,10 @@ RECORDS_SWEEP = (SWEEP[:SWEEP.index(f"[models.{WORSE}]")].replace("max_num_seqs 
                                                                   "max_num_seqs = 4")
                  + EXAMPLE_PRICE)
 SLOTS = {REFERENCE: 2, SAME: 3}
+SWEEP_RUN = "every-kind"
+"""The four runs' sweep run (its last run's reports show them all)."""
+BUILD_INFO = f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]}"
+"""What the fake launcher's servers answer at /props, as the embedded llama-server does."""
 USER_BENCH = '''
 import pytest
 from pytest_modelsweep import Completion, EvalItem, Evaluate, MeasureThroughput
@@ -124,7 +135,8 @@ def pytest_run(path: Path, *args: str, env_more: dict[str, str] | None = None) -
         [sys.executable, "-m", "pytest", "--rootdir", str(path), "--sweep=records.toml",
          f"--gsm8k-path={GSM8K}", f"--bfcl-path={BFCL}", "--limit=30", "--repeats=2",
          "--timed-requests=4", "--slo=ttft=80ms", "--contended-cores=64",
-         "--modelsweep-dir=work", "--store=s.sqlite", "-p", "no:cacheprovider",
+         "--modelsweep-dir=work", "--store=s.sqlite", f"--sweep-run={SWEEP_RUN}",
+         "-p", "no:cacheprovider",
          "-p", "no:randomly", *args],
         cwd=path, env=env, capture_output=True, text=True, timeout=600, check=False)
     return completed.stdout + completed.stderr
@@ -146,10 +158,10 @@ def run_every_kind(path: Path) -> RecordsRun:
         attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
         closed = [name for name in BENCHES if name != "test_open_loop.py"]
         first = pytest_run(path, *closed, "test_user.py", *attached, "--results=r.json", "-k",
-                           "not c4 and not c16 and not p1024 and not p3072 and not bfcl")
+                           "not c4 and not p1024 and not p3072 and not bfcl")
         assert (path / "r.json").is_file(), first[-4000:]
         second = pytest_run(path, "test_throughput.py", *attached, "--results=r2.json",
-                            "--interleave", "-k", "test_throughput_ratio and c1")
+                            "--interleave", "-k", "test_throughput_ratio and c1 and not c16")
         assert (path / "r2.json").is_file(), second[-4000:]
         # the open loop at 8 req/s, and the rate sweep from 2 req/s, 29 requests a step
         third = pytest_run(path, "test_open_loop.py", *attached, "--results=r3.json",
@@ -165,13 +177,16 @@ def run_every_kind(path: Path) -> RecordsRun:
     launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
     launcher.chmod(0o755)
     (path / "startup.toml").write_text(
-        f'[sweep]\nname = "startup"\nreference = "{REFERENCE}"\n[serving]\nbackend = "llamacpp"\n'
+        f'[sweep]\nname = "decision"\nreference = "{REFERENCE}"\n[serving]\nbackend = "llamacpp"\n'
         + "".join(f'[models.{name}]\nsource = "path:{gguf(path / "fake.gguf")}"\n'
                   'license = "mit"\nprompting = "completion"\n' for name in SLOTS))
+    # the last run of the sweep run: its reports are the whole sweep run's
     fourth = pytest_run(path, "test_startup.py", "--sweep=startup.toml", "--results=r4.json",
-                        "--startup-launches=2", env_more={
+                        "--startup-launches=2", "--html=r4.html", "--self-contained-html",
+                        "--md=r4.md", env_more={
                             "MODELSWEEP_LLAMA_SERVER": str(launcher),
-                            "MODELSWEEP_CACHE": str(path / "cache"), "FAKE_START_DELAY_S": "0"})
+                            "MODELSWEEP_CACHE": str(path / "cache"), "FAKE_START_DELAY_S": "0",
+                            "FAKE_BUILD_INFO": BUILD_INFO})
     assert (path / "r4.json").is_file(), fourth[-4000:]
     results = [m for name in ("r.json", "r2.json", "r3.json", "r4.json")
                for m in json.loads((path / name).read_text(encoding="utf-8"))["measurements"]]
@@ -277,6 +292,81 @@ def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> N
                     raw["repeats"][stats.repeats.index(window)]["server_metrics"]["series"])
             assert (record.benchmark == "open_loop") == all(
                 w.open_loop is not None for w in stats.repeats)
+
+
+DECISION_GROUPS = ("accuracy vs reference", "throughput at c16", "capacity under the SLO",
+                   "req/s under the SLO", "cost", "cold start", "screening")
+
+
+def test_with_every_group_the_decision_table_fits_a_1400_px_screen(
+    records_run: RecordsRun, tmp_path: Path,
+) -> None:
+    """The sweep run's HTML report (pytest-html's, the page ``--html`` writes), with every
+    column group of the decision page, laid out by Chromium in a 1,400-pixel-wide window: the
+    table and the page's margin fit in it (a column per part, the layout before, needed 1,805
+    pixels here). The Markdown's table is as narrow: a column per group."""
+    report = (records_run.path / "r4.html").read_text(encoding="utf-8")
+    start = report.index('<section class="modelsweep" id="modelsweep-decision">')
+    section = report[start:report.index("</section>", start)]
+    head = html.unescape(re.sub(r"<[^>]+>", " ", section[section.index("<thead>"):
+                                                         section.index("</thead>")]))
+    assert all(group in head for group in DECISION_GROUPS), head
+    assert "Not measured for any model" not in section
+    markdown = (records_run.path / "r4.md").read_text(encoding="utf-8")
+    header = next(line for line in markdown.split("### Decision: which model to serve")[1]
+                  .splitlines() if line.startswith("| model |"))
+    assert len(re.split(r"(?<!\\)\|", header)) - 2 == 2 + len(DECISION_GROUPS), header
+    need(CHROMIUM is not None, "chromium is not installed (apt-get install -y chromium): this "
+                               "test lays the report out in a real headless browser")
+    widths = decision_table_width(records_run.path / "r4.html", tmp_path / "profile", 1400)
+    assert widths["window"] == 1400, widths
+    assert widths["table"] <= 1400, widths
+
+
+def test_the_ratio_table_names_each_ratios_benchmark_and_design(records_run: RecordsRun) -> None:
+    """The user's ``my_shape`` ratio at c2 beside the built-in ``throughput`` ratios at c1 and
+    c16, back to back and (c1) interleaved: each row names its benchmark (a user's prompts:
+    ``own``) and design, in both reports, from the ratio records' own parameters."""
+    ratios = [m for m in records_run.results if m["benchmark"] == "throughput_ratio"]
+    expected = sorted(
+        [m["model"], m["params"]["reference"], m["params"]["benchmark"],
+         str(m["params"]["concurrency"]),
+         "short" if m["params"]["benchmark"] == "throughput" else "own",
+         m["params"]["design"], f"{m['value']:.2f}×"] for m in ratios)
+    assert {(row[2], row[3], row[5]) for row in expected} == {
+        ("my_shape", "2", "back-to-back"), ("throughput", "1", "back-to-back"),
+        ("throughput", "1", "interleaved"), ("throughput", "16", "back-to-back")}
+    markdown = (records_run.path / "r4.md").read_text(encoding="utf-8")
+    block = markdown.split("### Throughput relative to the reference\n", 1)[1].split("\n### ")[0]
+    shown = [[html.unescape(re.sub(r"\\(.)", r"\1", c.strip()))
+              for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+             for line in block.splitlines() if line.startswith("| ")]
+    assert shown[0][:6] == ["candidate", "reference", "benchmark", "concurrency",
+                            "prompt tokens", "design"]
+    assert sorted(row[:7] for row in shown[2:]) == expected
+    report = (records_run.path / "r4.html").read_text(encoding="utf-8")
+    table = report[report.index("<h3>Throughput relative to the reference</h3>"):]
+    table = table[:table.index("</table>")]
+    cells = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+             for row in re.findall(r"<tr>(.*?)</tr>", table)]
+    assert sorted(row[:7] for row in cells if row) == expected
+
+
+def test_the_reports_name_the_build_llama_server_reports(records_run: RecordsRun) -> None:
+    """The cold start's servers, launched through llama-server's launch path (the fake
+    launcher, answering /props with llama-server's build as the embedded one does), record
+    that build and where the binary came from; both reports' provenance line says it."""
+    version = f"{BUILD_INFO} (MODELSWEEP_LLAMA_SERVER)"  # a binary not built from the sdist
+    started = [m["provenance"] for m in records_run.results if m["benchmark"] == "startup"]
+    assert len(started) == len(SLOTS)
+    assert all((p["server_name"], p["server_version"], p["how"])
+               == ("llama.cpp llama-server", version, "llamacpp") for p in started)
+    said = f"llama.cpp llama-server {version}"
+    markdown = (records_run.path / "r4.md").read_text(encoding="utf-8").splitlines()
+    assert said in html.unescape(re.sub(r"\\(.)", r"\1", markdown[2])), markdown[2]
+    report = (records_run.path / "r4.html").read_text(encoding="utf-8")
+    line = re.search(r'<p class="ms-provenance">(.*?)</p>', report)
+    assert line is not None and said in html.unescape(line.group(1)), line
 
 
 def test_a_results_file_of_todays_schema_reads_back_as_written() -> None:

@@ -35,7 +35,12 @@ from pytest_modelsweep.core.measurements import (
 from pytest_modelsweep.core.slo import is_good, parse_slo
 from pytest_modelsweep.report.decision import decision_page
 from pytest_modelsweep.report.plots import matplotlib_available
-from pytest_modelsweep.report.tables import format_rps, summary_tables, throughput_row
+from pytest_modelsweep.report.tables import (
+    format_rps,
+    rate_bracket_text,
+    summary_tables,
+    throughput_row,
+)
 from pytest_modelsweep.store.results import RunInfo
 from pytest_modelsweep.workloads.rate_sweep import (
     decide_rate_capacity_verdict,
@@ -264,16 +269,20 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
     table = next(t for t in summary_tables(found) if t.kind == "rate_capacity")
     assert [row[0] for row in table.rows] == [REFERENCE, CANDIDATE, CANDIDATE]
     assert table.rows[-1][-1] == (judged.verdict.value if judged.verdict else "")
-    # the decision page: one compact column, each model's capacity, the candidate's ratio and
-    # verdict beside it; the concurrency capacity's group (not measured here) left out
+    # the decision page: each model's capacity, the candidate's verdict and ratio with the
+    # interval the brackets give; the concurrency capacity's group (not measured here) left out
     page = decision_page(found, RunInfo.of(json.loads((pytester.path / "r.json").read_text())["run"]))
     assert page is not None
-    column = [c.title for c in page.columns].index("capacity in req/s")
-    cells = {row.model: row.cells[column] for row in page.rows}
-    assert cells[REFERENCE].text == format_rps(reference.capacity_rps)
-    assert cells[CANDIDATE].text == (f"{format_rps(candidate.capacity_rps)} "
-                                     f"({ratio.value:.2f}×, {judged.verdict.value if judged.verdict else ''})")
-    assert interval.text() in cells[CANDIDATE].tip
+    titles = [c.title for c in page.columns]
+    cells = {row.model: {t: row.cells[titles.index(t)] for t in (
+        "capacity in req/s", "req/s vs reference [interval]", "req/s verdict")} for row in page.rows}
+    assert cells[REFERENCE]["capacity in req/s"].text == f"{format_rps(reference.capacity_rps)} req/s"
+    assert cells[CANDIDATE]["capacity in req/s"].text == f"{format_rps(candidate.capacity_rps)} req/s"
+    assert cells[CANDIDATE]["req/s verdict"].verdict == (judged.verdict.value if judged.verdict else None)
+    high = "∞)" if math.isinf(interval.high) else f"{interval.high:.2f}]"
+    assert cells[CANDIDATE]["req/s vs reference [interval]"].text == (
+        f"{ratio.value:.2f}× [{interval.low:.2f}, {high}")
+    assert rate_bracket_text(candidate.bracket) in cells[CANDIDATE]["capacity in req/s"].tip
     assert "capacity under the SLO" in [group for group, _ in page.unmeasured]
 
 

@@ -58,7 +58,8 @@ class Page(HTMLParser):
         self.responses: list[tuple[str, bool]] = []  # (text, inside an element of class hidden)
         self.summary_tables = 0
         self.summary_cells: list[str] = []
-        self.decision_cells: list[str] = []
+        self.decision_cells: list[str] = []  # each line of a cell, and each model and flags cell
+        self.decision_rows: list[tuple[str, str]] = []  # (model, ms-reference or ms-candidate)
         self.decision_answer = ""
         self.plot_images: list[str] = []
         self.result_rows = 0
@@ -82,6 +83,8 @@ class Page(HTMLParser):
             self.plot_images.append(attributes.get("src", ""))
         if tag == "tbody" and "results-table-row" in classes and not self._inside("template"):
             self.result_rows += 1
+        if tag == "tr" and "data-model" in attributes and self._inside(id_="modelsweep-decision"):
+            self.decision_rows.append((attributes["data-model"], attributes.get("class", "")))
         if tag not in VOID:
             self._stack.append((tag, attributes, []))
 
@@ -104,7 +107,9 @@ class Page(HTMLParser):
             self.responses.append((text, self._inside(cls="hidden")))
         elif tag == "td" and self._inside(id_="modelsweep-summary"):
             self.summary_cells.append(text)
-        elif tag == "td" and self._inside(id_="modelsweep-decision"):
+        elif self._inside(id_="modelsweep-decision") and (
+                (tag == "td" and attributes.get("data-column") in ("model", "flags"))
+                or (tag == "div" and "ms-part" in classes)):
             self.decision_cells.append(text)
         elif tag == "p" and "ms-answer" in classes:
             self.decision_answer = text
@@ -149,6 +154,33 @@ def first_screen(report: Path, profile: Path, width: int = 1280, height: int = 9
     return {name: [int(v) for v in value.split(",")] for name, value in zip(words[0::2], words[1::2])}
 
 
+# Appended to a copy of a report: once laid out, the title says how much width the decision
+# table needs (its right edge and the page's right margin), how wide the page scrolls and
+# how wide the window is.
+MEASURE_WIDTH = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const table = document.querySelector("#modelsweep-decision table");
+  const margin = parseFloat(getComputedStyle(document.body).marginRight) || 0;
+  document.title = "table " + Math.ceil(table.getBoundingClientRect().right + margin)
+    + " page " + document.documentElement.scrollWidth + " window " + window.innerWidth;
+}, 100));
+</script>"""
+
+
+def decision_table_width(report: Path, profile: Path, width: int = 1400) -> dict[str, int]:
+    """The pixels the decision table needs (``table``: its right edge and the page's right
+    margin), the page's scroll width and the window's, as Chromium lays the report out in a
+    ``width``-pixel-wide window."""
+    copy = report.with_name("table_width.html")
+    copy.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE_WIDTH + "</body>"),
+                    encoding="utf-8")
+    title = parse(chromium(copy, profile, "--hide-scrollbars", f"--window-size={width},1800",
+                           "--dump-dom")).title
+    words = title.split()
+    assert words[0::2] == ["table", "page", "window"], title
+    return dict(zip(words[0::2], map(int, words[1::2])))
+
+
 def screenshot(page: Path, profile: Path, png: Path) -> None:
     chromium(page, profile, "--hide-scrollbars", "--window-size=1280,3200", f"--screenshot={png}")
     data = png.read_bytes()
@@ -172,7 +204,8 @@ def test_pytest_html_report_in_chromium(pytester: pytest.Pytester, tmp_path: Pat
     assert page.decision_answer.startswith(
         "No answer: no candidate matches gemma3-270m on every accuracy verdict (GSM8K): "
         "smollm2-135m worse on GSM8K")
-    assert {"gemma3-270m (reference)", "smollm2-135m", "worse"} <= set(page.decision_cells)
+    assert page.decision_rows == [("gemma3-270m", "ms-reference"), ("smollm2-135m", "ms-candidate")]
+    assert {"smollm2-135m", "worse"} <= set(page.decision_cells)
     assert any(cell.startswith("75.0% (") for cell in page.decision_cells)  # with its interval
     assert any(cell.startswith("-50.0 pp [") for cell in page.decision_cells)
     # ... in the first screen: the answer whole, the table begun, in a 1280 × 900 window

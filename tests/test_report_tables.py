@@ -225,11 +225,11 @@ def test_ratio_rows_and_a_ratio_from_single_repeats(real_run: Run, holm_run: Run
     [m] = [m for m in measurements(real_run, "throughput_ratio") if m["model"] == "qwen3-4b"]
     rows = tables_of(real_run)["Throughput relative to the reference"].rows
     stats = m["stats"]
-    assert ["qwen3-4b", REFERENCE, 16, "short", f"{m['value']:.2f}×",
+    assert ["qwen3-4b", REFERENCE, "throughput", 16, "short", f"{m['value']:.2f}×",
             f"[{stats['low']:.2f}, {stats['high']:.2f}]"] in rows
     single = tables_of(holm_run)["Throughput relative to the reference"].rows
-    assert single and all(row[2:4] == [1, "short"] and row[5] == "n/a (single repeat)"
-                          for row in single)
+    assert single and all(row[2:5] == ["throughput", 1, "short"]
+                          and row[6] == "n/a (single repeat)" for row in single)
     assert all(m["stats"]["degenerate"] for m in measurements(holm_run, "throughput_ratio"))
 
 

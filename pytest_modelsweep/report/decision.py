@@ -1,16 +1,22 @@
 """The decision page: one row per candidate with the figures that decide which model to serve.
 
-Built from a run's measurement records and failed tests: per accuracy benchmark with
-verdicts the verdict and the paired difference with its interval; the c16 throughput ratio;
-capacity under the SLO and its ratio to the reference's with its 90% interval; beside it
-the capacity in requests/s (an open-loop rate sweep) with its ratio and verdict; $/1M output tokens at that capacity (else at c16) and relative to the
-reference's when both are priced on the same basis at the same price; the cold start
-(launch to first token) with its cache state; licence and memory headroom when screened;
-flags. A cell shows a figure only when the measurement behind it
-succeeded; otherwise it says ``not measured``, ``no price`` or ``cannot conclude`` and points
-(``[n]``) to a line saying why, as does a figure that needs a word (capacity 0, a search that
-reached the server's maximum). A column group no model has a figure in leaves the table and
-is named once. The answer and the Pareto points come from concluded cells only. Pure.
+Built from a run's measurements and failed tests: per accuracy benchmark with verdicts the
+verdict and the paired difference with its interval; the c16 throughput ratio and verdict;
+capacity under the SLO, its ratio to the reference's with its 90% interval and verdict;
+the capacity in requests/s (an open-loop rate sweep) with its ratio, interval and verdict;
+$/1M output tokens at that capacity (else at c16) and relative to the reference's when both
+are priced on the same basis at the same price; the cold start (launch to first token) with
+its cache state; licence and memory headroom when screened; flags. A cell shows a figure only
+when the measurement behind it succeeded; otherwise it says ``not measured``, ``no price`` or
+``cannot conclude`` and points (``[n]``) to a line saying why, as does a figure that needs a
+word (capacity 0, a search that reached the server's maximum). A column group no model has a
+figure in leaves the table and is named once. The answer and the Pareto points come from
+concluded cells only.
+
+The table fits a 1,400-pixel screen: a column per group, its verdict first and its figure
+with the interval under it (:func:`cell_lines`), every accuracy benchmark in one column, a
+line each; what a cell's tooltip adds is listed under the table too (:func:`figure_lines`).
+Pure.
 """
 
 from __future__ import annotations
@@ -83,6 +89,11 @@ NO_PRICE_WHY = ("no price: give --usd-per-hour or a [pricing] table in the sweep
                 "ever assumed)")
 REFERENCE = "reference"
 DASH = "—"
+ACCURACY_BLOCK = "accuracy vs reference"
+"""The one table column that holds every accuracy benchmark's group, a line each: the table
+is as wide with ten benchmarks as with one."""
+FIGURES_TITLE = "Figures behind the cells"
+"""The heading of :func:`figure_lines` under the table (folded: a click opens it)."""
 _COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
                 RateCapacityRatioStats)
 
@@ -90,9 +101,10 @@ _COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
 # --------------------------------------------------------------------------- the page
 @dataclass(frozen=True)
 class Cell:
-    """One cell: a figure or verdict word; ``why`` (one line) exactly when it does not
-    conclude, ``detail`` a line a concluded figure needs (why a capacity is 0), ``note`` the
-    number of either line under the table, ``tip`` more for the HTML's tooltip."""
+    """One cell: a figure or verdict word (``\n`` breaks its lines); ``why`` (one line)
+    exactly when it does not conclude, ``detail`` a line a concluded figure needs (why a
+    capacity is 0), ``note`` the number of either line under the table, ``tip`` the figures
+    behind it (the HTML's tooltip, and a line under the table in both reports)."""
 
     text: str
     why: str = ""
@@ -114,14 +126,17 @@ class Cell:
 
 @dataclass(frozen=True)
 class Column:
-    """A column: its group (``GSM8K vs reference``), its name in the group, a flat title;
-    ``verdict``: holds verdict words (styled), ``text``: words, not figures (aligned left)."""
+    """A part of a column group: its group (``GSM8K vs reference``), its name in the group,
+    a flat title; ``verdict``: holds verdict words (styled). The table shows a group as one
+    column, its parts' cells stacked, or several groups in one column (``block``), a line
+    each (:func:`cell_lines`)."""
 
     group: str
     name: str
     title: str
     verdict: bool = False
-    text: bool = False
+    block: str = ""
+    """The table column it is shown in, when not a column of its own group."""
 
 
 @dataclass
@@ -281,7 +296,7 @@ class _Capacity:
         stats, at = self.stats, self.stats.at_capacity
         reason = _one_line(stats.reason)
         if self.value == 0:
-            return Cell("0 (misses the SLO at concurrency 1)",
+            return Cell("0 (misses the SLO at c1)",
                         detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
         goodput = None if at is None else finite(at.goodput_rps)
         said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
@@ -300,10 +315,11 @@ class _Capacity:
             f"{100 * searched.confidence:.4g}% interval {searched.interval_text()} (bracket "
             f"{searched.text()})")
         tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + bracket
+        below = f"\n{said}" if said else ""
         if self.at_maximum:
-            return Cell(f"≥{self.value} (the server's maximum{'; ' + said if said else ''})",
+            return Cell(f"≥{self.value} (server's maximum){below}",
                         detail=f"{model}: {reason}" if reason else "", tip=tip)
-        return Cell(f"{self.value} ({said})" if said else str(self.value), tip=tip)
+        return Cell(f"{self.value} concurrent{below}", tip=tip)
 
 
 @dataclass(frozen=True)
@@ -334,9 +350,9 @@ class _Cost:
     def cell(self) -> Cell:
         if self.usd is None:
             return Cell(self.text, why=self.why)
-        interval = (f" [{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
+        interval = (f"\n[{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
                     if self.interval else "")
-        return Cell(f"{format_usd(self.usd, '$')}{interval} {self.at}")
+        return Cell(f"{format_usd(self.usd, '$')} {self.at}{interval}")
 
     def relative(self, reference: _Cost, name: str) -> tuple[float | None, str]:
         """(this ÷ the reference's cost, why not): only both at their capacity or both at
@@ -455,7 +471,7 @@ class _Page:
                           f"{100 * seq.confidence:.4g}% confidence sequence, valid where the "
                           "items stopped")
                 return [_verdict(stats.verdict), Cell(
-                    f"{format_points(seq.difference)} {shown.removesuffix(' pp')}, "
+                    f"{format_points(seq.difference)} {shown.removesuffix(' pp')}\n"
                     f"{seq.n} of {seq.population} items", detail=detail)]
             iv = stats.interval
             shown = NA if iv is None else format_points_interval(iv.low, iv.high)
@@ -507,20 +523,20 @@ class _Page:
         return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
 
     def ratio_cells(self, candidate: str) -> list[Cell]:
-        """[ratio with interval, verdict] of a candidate's c16 throughput against the reference's."""
+        """[verdict, ratio with interval] of a candidate's c16 throughput against the reference's."""
         m = self.c16_ratio(candidate)
         if m is not None:
             stats = stats_of(m, ThroughputRatioStats)
             verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
             low, high = self.c16_interval(candidate)
             if ratio == NA:
-                return [Cell(NA, why=f"the {C16} ratio of {candidate} records no value"), verdict]
+                return [verdict, Cell(NA, why=f"the {C16} ratio of {candidate} records no value")]
             if low is None or high is None or stats.interval is None:
-                return [Cell(f"{ratio} (no interval)", why=(
+                return [verdict, Cell(f"{ratio} (no interval)", why=(
                     f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
-                    "--repeats 2 or more)")), verdict]
-            return [Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
-                         f"{_confidence(stats.interval.confidence)}"), verdict]
+                    "--repeats 2 or more)"))]
+            return [verdict, Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
+                                  f"{_confidence(stats.interval.confidence)}")]
         side = self.throughput_why(self.reference) or self.throughput_why(candidate)
         failed = [f for f in self.failures_of(candidate, C16)
                   if f.name.startswith("test_throughput_ratio")]
@@ -532,8 +548,8 @@ class _Page:
         side, m = self.throughput_why(self.reference), self.c16(self.reference)
         if side is not None or m is None:  # m is None only with a side's why
             text, why = side or (NA, "")
-            return [Cell(text, why=why), Cell(REFERENCE)]
-        return [Cell(f"{format_rate(m.value)} tokens/s"), Cell(REFERENCE)]
+            return [Cell(REFERENCE), Cell(text, why=why)]
+        return [Cell(REFERENCE), Cell(f"{format_rate(m.value)} tokens/s")]
 
     # capacity and cost
     def capacity(self, model: str) -> _Capacity:
@@ -560,24 +576,24 @@ class _Page:
         return _Capacity(stats, stats.capacity)
 
     def capacity_ratio_cells(self, candidate: str) -> list[Cell]:
-        """[ratio with its search bracket, verdict] of a candidate's capacity against the
+        """[verdict, ratio with its interval] of a candidate's capacity against the
         reference's, from its ``capacity_ratio`` measurement, else why there is none."""
         m = self.latest(candidate, CAPACITY_RATIO)
         if m is not None:
             stats = stats_of(m, CapacityRatioStats)
             verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
             if value == NA:
-                return [Cell(CANNOT_CONCLUDE, why=f"{candidate}'s capacity ratio records no value"),
-                        verdict]
+                return [verdict, Cell(CANNOT_CONCLUDE,
+                                      why=f"{candidate}'s capacity ratio records no value")]
             if ratio is not None and ratio.degenerate:
-                return [Cell(f"{value} (no bracket)", detail=(
+                return [verdict, Cell(f"{value} (no bracket)", detail=(
                     f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
-                    "server's maximum concurrency, so neither capacity is bounded above")), verdict]
+                    "server's maximum concurrency, so neither capacity is bounded above"))]
             if ratio is None:
-                return [Cell(value, why=f"{candidate}'s capacity ratio records no search bracket"),
-                        verdict]
+                return [verdict, Cell(value, why=f"{candidate}'s capacity ratio records no "
+                                                 "search bracket")]
             upper = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
-            return [Cell(f"{value} [{ratio.low:.2f}, {upper}"), verdict]
+            return [verdict, Cell(f"{value} [{ratio.low:.2f}, {upper}")]
         mine, reference = self.capacities[candidate], self.capacities[self.reference]
         failed = [f for f in self.failures_of(candidate) if f.function == "test_capacity_ratio"]
         if mine.value is None or (reference.value is None and not failed):
@@ -631,10 +647,10 @@ class _Page:
         return Cell(f"{format_ratio(value)} (no interval)",
                     why=f"{candidate}'s cost vs the reference has no interval: {why}")
 
-    # capacity in req/s and cold start: one compact column each
-    def rate_capacity_cell(self, model: str) -> Cell:
-        """The model's capacity in req/s; a candidate's with its ratio to the reference's and
-        the verdict from the ratio's interval (the brackets in the tooltip)."""
+    # capacity in req/s
+    def rate_capacity_figure(self, model: str) -> Cell:
+        """The model's capacity in req/s (its bracket and why the sweep stopped in the
+        tooltip), else why there is none."""
         m, role = self.latest(model, RATE_CAPACITY), self.role(model)
         failed = [f for f in self.failures_of(model) if f.function == "test_rate_capacity"]
         if m is None:
@@ -649,23 +665,44 @@ class _Page:
             said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
             return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s rate sweep did not conclude: "
                                              f"{_one_line(said)}")
-        shown = format_rps(stats.capacity_rps)
         tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
         if stats.capacity_rps == 0:
-            return Cell("0", detail=f"{model} meets the SLO at no rate of its sweep: "
-                                    f"{_one_line(stats.stopped)}", tip=tip)
-        ratio = self.last(lambda x: x.benchmark == RATE_CAPACITY_RATIO_BENCHMARK
-                          and x.model == model)
-        if model == self.reference or ratio is None:
-            return Cell(shown, tip=tip)
-        judged = stats_of(ratio, RateCapacityRatioStats)
-        iv, verdict = judged.ratio, judged.verdict
-        if iv is not None:
-            tip += "; vs reference " + ("no interval (both sweeps open above)" if iv.degenerate
-                                        else iv.text())
-        return Cell(f"{shown} ({format_ratio(ratio.value)}, "
-                    f"{NA if verdict is None else verdict.value})", tip=tip)
+            return Cell("0 req/s", detail=f"{model} meets the SLO at no rate of its sweep: "
+                                          f"{_one_line(stats.stopped)}", tip=tip)
+        return Cell(f"{format_rps(stats.capacity_rps)} req/s", tip=tip)
 
+    def rate_capacity_cells(self, model: str) -> list[Cell]:
+        """[verdict, ratio with the interval the two sweeps' brackets give, capacity in
+        req/s]; the reference's own capacity only."""
+        figure = self.rate_capacity_figure(model)
+        if model == self.reference:
+            return [Cell(REFERENCE), Cell(REFERENCE), figure]
+        m = self.last(lambda x: x.benchmark == RATE_CAPACITY_RATIO_BENCHMARK and x.model == model)
+        if m is not None:
+            judged = stats_of(m, RateCapacityRatioStats)
+            verdict = _verdict(None if judged.verdict is None else judged.verdict.value)
+            value, iv = format_ratio(m.value), judged.ratio
+            if value == NA or iv is None:
+                return [verdict, Cell(value, why=f"{model}'s capacity ratio in req/s records no "
+                                                 "value or interval"), figure]
+            if iv.degenerate:
+                return [verdict, Cell(f"{value} (no interval)", detail=(
+                    f"{model}'s capacity ratio in req/s has no interval: both sweeps passed at "
+                    "their maximum rate, so neither capacity is bounded above")), figure]
+            upper = "∞)" if math.isinf(iv.high) else f"{iv.high:.2f}]"
+            return [verdict, Cell(f"{value} [{iv.low:.2f}, {upper}"), figure]
+        reference = self.rate_capacity_figure(self.reference)
+        failed = [f for f in self.failures_of(model)
+                  if f.function == "test_rate_capacity_ratio"]
+        if figure.why or (reference.why and not failed):
+            why = figure.why or f"no capacity in req/s of the reference to compare with: " \
+                                f"{reference.why}"
+            return [Cell(DASH, why=why), Cell(DASH, why=why), figure]
+        return [*(_both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
+            f"no rate_capacity_ratio measurement of {model}: its ratio test did not run "
+            "(test_rate_capacity_ratio in benches/test_open_loop.py)"))), figure]
+
+    # cold start
     def startup_cell(self, model: str) -> Cell:
         """Launch → first token, the geometric mean over fresh launches, and the cache state."""
         m, role = self.latest(model, STARTUP), self.role(model)
@@ -705,18 +742,19 @@ class _Page:
                                     f"{'' if stats.accepted else ' (rejected)'}")]
 
     def row(self, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
-        """The reference's own figures, or a candidate's compared with them."""
+        """The reference's own figures, or a candidate's compared with them (in the order
+        of :func:`_columns`)."""
         if model == self.reference:
             return DecisionRow(model, True, [
                 *(cell for metric in metrics for cell in self.reference_accuracy_cells(metric)),
-                *self.reference_throughput_cells(), self.capacities[model].cell(model),
-                Cell(REFERENCE), Cell(REFERENCE), self.rate_capacity_cell(model),
+                *self.reference_throughput_cells(), Cell(REFERENCE), Cell(REFERENCE),
+                self.capacities[model].cell(model), *self.rate_capacity_cells(model),
                 self.costs[model].cell(), Cell(REFERENCE), self.startup_cell(model),
                 *(self.screen_cells(model) if screened else [])])
         return DecisionRow(model, False, [
             *(cell for metric in metrics for cell in self.verdict_cells(model, metric)),
-            *self.ratio_cells(model), self.capacities[model].cell(model),
-            *self.capacity_ratio_cells(model), self.rate_capacity_cell(model),
+            *self.ratio_cells(model), *self.capacity_ratio_cells(model),
+            self.capacities[model].cell(model), *self.rate_capacity_cells(model),
             self.costs[model].cell(), self.relative_cost_cell(model), self.startup_cell(model),
             *(self.screen_cells(model) if screened else [])])
 
@@ -961,23 +999,28 @@ def _slo_text(slo: Mapping[str, object]) -> str:
 
 # --------------------------------------------------------------------------- building
 def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
+    """The columns, grouped: each group's verdict first, then its figure and interval."""
     columns = []
     for label in map(metric_label, metrics):
         group = f"{label} vs reference"
-        columns += [Column(group, "verdict", f"{label} verdict", verdict=True),
-                    Column(group, "difference [95% interval]", f"{label} difference [95% interval]")]
-    c16, capacity = f"throughput at {C16}", "capacity under the SLO"
-    columns += [Column(c16, "ratio [95% interval]", f"{C16} ratio [95% interval]"),
-                Column(c16, "verdict", f"{C16} verdict", verdict=True),
-                Column(capacity, "concurrency", "capacity"),
+        columns += [Column(group, "verdict", f"{label} verdict", verdict=True,
+                           block=ACCURACY_BLOCK),
+                    Column(group, "difference [95% interval]", f"{label} difference [95% interval]",
+                           block=ACCURACY_BLOCK)]
+    c16, capacity, rate = f"throughput at {C16}", "capacity under the SLO", "req/s under the SLO"
+    columns += [Column(c16, "verdict", f"{C16} verdict", verdict=True),
+                Column(c16, "ratio [95% interval]", f"{C16} ratio [95% interval]"),
+                Column(capacity, "verdict", "capacity verdict", verdict=True),
                 Column(capacity, "vs reference [interval]",
                        "capacity vs reference [interval]"),
-                Column(capacity, "verdict", "capacity verdict", verdict=True),
-                Column("req/s under the SLO", "capacity (vs reference)", "capacity in req/s"),
+                Column(capacity, "concurrency", "capacity"),
+                Column(rate, "verdict", "req/s verdict", verdict=True),
+                Column(rate, "vs reference [interval]", "req/s vs reference [interval]"),
+                Column(rate, "requests/s", "capacity in req/s"),
                 Column("cost", "$/1M output tokens", "$/1M output tokens"),
                 Column("cost", "vs reference", "cost vs reference"),
                 Column("cold start", "first token", "cold start")]
-    return columns + ([Column("screening", "licence", "licence", text=True),
+    return columns + ([Column("screening", "licence", "licence"),
                        Column("screening", "memory headroom", "memory headroom")] if screened else [])
 
 
@@ -1054,9 +1097,110 @@ def unmeasured_line(page: DecisionPage) -> str:
     ) + "." if page.unmeasured else ""
 
 
+
+# --------------------------------------------------------------------------- the table's layout
+@dataclass(frozen=True)
+class Line:
+    """A line of a table cell: ``label`` (the benchmark, where a column holds several
+    groups; else "") and the parts on it."""
+
+    label: str
+    parts: tuple[tuple[Column, Cell], ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A column of the table: one group, or several (every accuracy benchmark's), each
+    group's parts shown as :func:`cell_lines` says."""
+
+    title: str
+    groups: tuple[tuple[str, tuple[int, ...]], ...]
+    columns: tuple[Column, ...]
+
+    @property
+    def parts(self) -> str:
+        """What its lines hold, in a few words: ``verdict · ratio [95% interval]``;
+        ``benchmark · verdict · difference [95% interval]``."""
+        names = [c.name for c in self.columns if c.group == self.groups[0][0]]
+        return " · ".join((["benchmark"] if self.several else []) + names)
+
+    @property
+    def several(self) -> bool:
+        return len(self.groups) > 1 or self.title == ACCURACY_BLOCK
+
+
+def table_columns(page: DecisionPage) -> list[Block]:
+    """The table's columns, in order: every accuracy group in one, each other group in one."""
+    found: dict[str, dict[str, list[int]]] = {}
+    for i, column in enumerate(page.columns):
+        found.setdefault(column.block or column.group, {}).setdefault(column.group, []).append(i)
+    return [Block(title, tuple((g, tuple(ix)) for g, ix in groups.items()),
+                  tuple(page.columns[i] for ix in groups.values() for i in ix))
+            for title, groups in found.items()]
+
+
+def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Column, Cell], ...]:
+    """A group's parts as the table shows them: the reference row's ``reference``
+    placeholders left out, and a dash that points to the same line as another part (the part
+    that says why) shown once, by that part."""
+    cells = [(c, cell) for c, cell in parts if not (reference and cell.text == REFERENCE)]
+    kept: list[tuple[Column, Cell]] = []
+    for column, cell in cells:
+        repeated = cell.text == DASH and cell.note is not None and (
+            any(other.note == cell.note and other.text != DASH for _, other in cells)
+            or any(other.note == cell.note for _, other in kept))
+        if not repeated:
+            kept.append((column, cell))
+    return tuple(kept)
+
+
+def cell_lines(block: Block, row: DecisionRow) -> list[Line]:
+    """``row``'s cell in ``block``: a column of several groups shows a line per group, its
+    label then its parts (``GSM8K``, the verdict, the difference); a column of one group a
+    line per part (the verdict, then the figure and its interval)."""
+    lines = []
+    for group, indices in block.groups:
+        parts = _shown([(c, row.cells[i]) for c, i in zip(
+            (col for col in block.columns if col.group == group), indices)], row.is_reference)
+        if block.several:
+            lines.append(Line(group.removesuffix(" vs reference"), parts))
+        else:
+            lines += [Line("", (part,)) for part in parts]
+    return lines
+
+
+def figure_lines(page: DecisionPage) -> list[str]:
+    """The figures behind the cells that a cell shows in its tooltip only (a capacity's SLO
+    attainment and interval, a rate sweep's bracket, a cold start's launches), one line per
+    cell: ``qwen3-4b, capacity: at c3: ...``."""
+    return [f"{row.model}, {column.title}: {cell.tip}" for row in page.rows
+            for block in table_columns(page) for line in cell_lines(block, row)
+            for column, cell in line.parts if cell.tip]
+
+
 __all__ = [
-    "CANNOT_CONCLUDE", "CONCURRENCY", "NOT_JUDGED", "NOT_MEASURED", "NOT_SCREENED", "Cell",
-    "Column", "DecisionPage", "DecisionRow", "Pareto", "ParetoPoint", "decision_page",
-    "metric_label", "pareto_front", "pareto_line", "unmeasured_line",
+    "ACCURACY_BLOCK",
+    "CANNOT_CONCLUDE",
+    "CONCURRENCY",
+    "FIGURES_TITLE",
+    "NOT_JUDGED",
+    "NOT_MEASURED",
+    "NOT_SCREENED",
+    "Block",
+    "Cell",
+    "Column",
+    "DecisionPage",
+    "DecisionRow",
+    "Line",
+    "Pareto",
+    "ParetoPoint",
+    "cell_lines",
+    "decision_page",
+    "figure_lines",
+    "metric_label",
+    "pareto_front",
+    "pareto_line",
+    "table_columns",
+    "unmeasured_line",
     "unplaced_line",
 ]

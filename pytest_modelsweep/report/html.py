@@ -15,7 +15,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
-from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,17 @@ from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
 from .decision import (
+    FIGURES_TITLE,
+    Block,
     Cell,
     Column,
     DecisionPage,
+    DecisionRow,
+    cell_lines,
     decision_page,
+    figure_lines,
     pareto_line,
+    table_columns,
     unmeasured_line,
     unplaced_line,
 )
@@ -110,13 +115,25 @@ CSS = """
 .modelsweep summary { cursor: pointer; }
 .modelsweep .ms-answer { font-size: 14px; font-weight: 600; margin: 4px 0 8px; padding: 6px 10px;
   background: #ddf4ff; border-left: 4px solid #0969da; max-width: 1100px; }
-.modelsweep table.ms-decision-table th.ms-group { text-align: center; }
-.modelsweep table.ms-decision-table { font-size: 12px; }
-.modelsweep table.ms-decision-table th, .modelsweep table.ms-decision-table td { padding: 2px 6px; }
-.modelsweep table.ms-decision-table td { white-space: nowrap; }
-.modelsweep table.ms-decision-table td[data-column="flags"] { white-space: normal; min-width: 120px; }
+.modelsweep table.ms-decision-table { font-size: 12px; font-variant-numeric: tabular-nums; }
+.modelsweep table.ms-decision-table th { vertical-align: bottom; padding: 4px 6px; }
+.modelsweep table.ms-decision-table th .ms-parts { display: block; font-weight: 400;
+  font-size: 11px; color: #57606a; }
+.modelsweep table.ms-decision-table td { padding: 4px 6px; }
+.modelsweep table.ms-decision-table .ms-part { white-space: pre; }
+.modelsweep table.ms-decision-table .ms-lines { display: grid; column-gap: 8px;
+  grid-template-columns: max-content max-content max-content; }
+.modelsweep table.ms-decision-table .ms-lines .ms-wide { grid-column: span 2; }
+.modelsweep table.ms-decision-table .ms-label { color: #57606a; }
+.modelsweep table.ms-decision-table .ms-part.ms-why { color: #57606a; font-style: italic; }
+.modelsweep table.ms-decision-table td.ms-model { font-weight: 600; white-space: nowrap; }
+.modelsweep table.ms-decision-table .ms-role { display: block; font-weight: 400; font-size: 11px;
+  color: #57606a; }
+.modelsweep table.ms-decision-table td.ms-flags { min-width: 100px; max-width: 220px;
+  color: #57606a; font-size: 11px; }
 .modelsweep table.ms-decision-table tr.ms-reference td { background: #f6f8fa; }
-.modelsweep table.ms-decision-table td.ms-why { color: #57606a; font-style: italic; }
+.modelsweep ul.ms-column-notes { margin-top: 8px; }
+.modelsweep details.ms-figures { color: #57606a; font-size: 12px; }
 .modelsweep ul.ms-reasons { list-style: none; padding: 0; margin: 4px 0; color: #57606a;
   font-size: 12px; }
 """
@@ -162,36 +179,57 @@ def plots_html(measurements: Measurements, reference: str | None = None) -> str:
     return f'<h3>Plots</h3><div class="ms-plots">{figures}</div>' if plots else ""
 
 
-def _decision_cell(column: Column, cell: Cell) -> str:
+def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
+    """One part of a cell: a verdict word (styled), a figure, or why there is none; ``wide``:
+    it stands for two parts on its line (a reference's accuracy, a word that says why)."""
     named = f'data-column="{escape_text(column.title)}"'
+    kind = "ms-part ms-wide" if wide else "ms-part"
     if cell.why:
-        return f'<td class="ms-text ms-why" {named} title="{escape_text(cell.why)}">{escape_text(cell.shown)}</td>'
+        return (f'<div class="{kind} ms-why" {named} title="{escape_text(cell.why)}">'
+                f"{escape_text(cell.shown)}</div>")
     if column.verdict and cell.verdict:
-        return (f'<td class="ms-text ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
-                f"{escape_text(cell.text)}</td>")
-    aligned = "ms-text" if column.text or column.verdict else "ms-num"
+        return (f'<div class="{kind} ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
+                f"{escape_text(cell.text)}</div>")
     tip = " — ".join(part for part in (cell.detail, cell.tip) if part)
     title = f' title="{escape_text(tip)}"' if tip else ""
-    return f'<td class="{aligned}" {named}{title}>{escape_text(cell.shown)}</td>'
+    return f'<div class="{kind}" {named}{title}>{escape_text(cell.shown)}</div>'
+
+
+def _decision_cell(block: Block, row: DecisionRow) -> str:
+    """A row's cell in a table column: a line per part, or (several groups) a grid of lines,
+    each its benchmark's label, verdict and difference."""
+    lines = cell_lines(block, row)
+    if not block.several:
+        inner = "".join(_decision_part(*line.parts[0]) for line in lines)
+    else:
+        inner = '<div class="ms-lines">' + "".join(
+            f'<span class="ms-label">{escape_text(line.label)}</span>'
+            + "".join(_decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts)
+            for line in lines) + "</div>"
+    return f'<td class="ms-text" data-group="{escape_text(block.title)}">{inner}</td>'
+
+
+def _decision_row(blocks: Sequence[Block], row: DecisionRow) -> str:
+    role = '<span class="ms-role">reference</span>' if row.is_reference else ""
+    cells = "".join(_decision_cell(block, row) for block in blocks)
+    flags = "".join(f"<div>{escape_text(flag)}</div>" for flag in row.flags)
+    return (f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
+            f'data-model="{escape_text(row.model)}"><td class="ms-text ms-model" '
+            f'data-column="model">{escape_text(row.model)}{role}</td>{cells}'
+            f'<td class="ms-text ms-flags" data-column="flags">{flags}</td></tr>')
 
 
 def decision_table_html(page: DecisionPage) -> str:
-    """The decision table: a column group per comparison, the reference row first."""
-    top = ('<th class="ms-text" rowspan="2">model</th>' + "".join(
-        f'<th class="ms-group" colspan="{len(list(columns))}">{escape_text(group)}</th>'
-        for group, columns in groupby(page.columns, key=lambda c: c.group))
-        + '<th class="ms-text" rowspan="2">flags</th>')
-    names = "".join(f'<th class="{"ms-text" if c.text or c.verdict else "ms-num"}">'
-                    f"{escape_text(c.name)}</th>" for c in page.columns)
-    body = "".join(
-        f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
-        f'data-model="{escape_text(row.model)}"><td class="ms-text" data-column="model">'
-        f'{escape_text(f"{row.model} (reference)" if row.is_reference else row.model)}</td>'
-        f'{"".join(map(_decision_cell, page.columns, row.cells))}'
-        f'<td class="ms-text" data-column="flags">{escape_text("; ".join(row.flags))}</td></tr>'
-        for row in page.rows)
-    return (f'<table class="ms-table ms-decision-table"><thead><tr>{top}</tr><tr>{names}</tr>'
-            f'</thead><tbody>{body}</tbody></table>')
+    """The decision table: a column per group (its verdict, then its figure and interval,
+    stacked), every accuracy benchmark in one column (a line each), the reference row first."""
+    blocks = table_columns(page)
+    head = ('<th class="ms-text">model</th>' + "".join(
+        f'<th class="ms-text" data-group="{escape_text(b.title)}">{escape_text(b.title)}'
+        f'<span class="ms-parts">{escape_text(b.parts)}</span></th>' for b in blocks)
+        + '<th class="ms-text">flags</th>')
+    body = "".join(_decision_row(blocks, row) for row in page.rows)
+    return (f'<table class="ms-table ms-decision-table"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{body}</tbody></table>')
 
 
 def decision_html(measurements: Measurements, run: RunInfo,
@@ -202,6 +240,7 @@ def decision_html(measurements: Measurements, run: RunInfo,
         return ""
     reasons = "".join(f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
                       for i, why in enumerate(page.reasons, 1))
+    notes = "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
     parts = [
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{escape_text(DECISION_TITLE)}</h2>',
         f'<p class="ms-answer">{escape_text(page.answer)}</p>',
@@ -209,7 +248,8 @@ def decision_html(measurements: Measurements, run: RunInfo,
         _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
-        _notes("; ".join(page.notes)),
+        f'<ul class="ms-reasons ms-column-notes">{notes}</ul>' if page.notes else "",
+        _figures(figure_lines(page)),
         _notes(pareto_line(page)),
     ]
     if page.pareto is not None:
@@ -220,6 +260,15 @@ def decision_html(measurements: Measurements, run: RunInfo,
                            f"{page.pareto.x_label}, one point per candidate")
             parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
     return "".join(parts) + "</section>"
+
+
+def _figures(lines: Sequence[str]) -> str:
+    """The figures behind the cells (their tooltips), folded under the table."""
+    if not lines:
+        return ""
+    items = "".join(f"<li>{escape_text(line)}</li>" for line in lines)
+    return (f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
+            f'<ul class="ms-reasons">{items}</ul></details>')
 
 
 def summary_html(measurements: Measurements, run: RunInfo) -> str:

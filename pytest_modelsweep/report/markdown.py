@@ -16,9 +16,15 @@ from typing import Any
 from ..core.measurements import Measurement
 from ..store.results import FailedTest, RunInfo
 from .decision import (
+    FIGURES_TITLE,
+    Block,
     DecisionPage,
+    DecisionRow,
+    cell_lines,
     decision_page,
+    figure_lines,
     pareto_line,
+    table_columns,
     unmeasured_line,
     unplaced_line,
 )
@@ -73,18 +79,29 @@ def _verdict_line(table: Table) -> str | None:
     return f"{total} comparison{'s' if total != 1 else ''}: {parts}"
 
 
+def _decision_cell(block: Block, row: DecisionRow) -> str:
+    """A row's cell in a table column: its lines (``<br>`` between them), each a benchmark's
+    label and parts where the column holds several, verdict words in bold."""
+    return "<br>".join(" ".join(
+        ([escape_markdown(line.label)] if line.label else [])
+        + [_status(cell.text) if column.verdict and cell.verdict and not cell.why
+           else escape_markdown(cell.shown) for column, cell in line.parts])
+        for line in cell_lines(block, row))
+
+
 def decision_markdown(page: DecisionPage) -> list[str]:
-    """The decision page as Markdown lines: heading, answer, table, reasons, notes, Pareto front."""
-    titles = ["model", *(c.title for c in page.columns), "flags"]
+    """The decision page as Markdown lines: heading, answer, table (one column per group, as
+    narrow as the HTML's), reasons, notes, the figures behind the cells, Pareto front."""
+    blocks = table_columns(page)
+    titles = ["model", *(f"{escape_markdown(b.title)}<br><sub>{escape_markdown(b.parts)}</sub>"
+                         for b in blocks), "flags"]
     lines = ["### Decision: which model to serve", "", f"**{escape_markdown(page.answer)}**", "",
-             _line(map(escape_markdown, titles)),
-             _line(["---", *("---" if c.verdict or c.text else "---:" for c in page.columns), "---"])]
+             _line(titles), _line("---" for _ in titles)]
     for row in page.rows:
         lines.append(_line([
-            escape_markdown(f"{row.model} (reference)" if row.is_reference else row.model),
-            *(_status(cell.text) if column.verdict and cell.verdict and not cell.why
-              else escape_markdown(cell.shown) for column, cell in zip(page.columns, row.cells)),
-            escape_markdown("; ".join(row.flags))]))
+            escape_markdown(row.model) + ("<br>(reference)" if row.is_reference else ""),
+            *(_decision_cell(block, row) for block in blocks),
+            "<br>".join(map(escape_markdown, row.flags))]))
     for line in (unplaced_line(page), unmeasured_line(page)):
         if line:
             lines += ["", escape_markdown(line)]
@@ -92,7 +109,10 @@ def decision_markdown(page: DecisionPage) -> list[str]:
         lines += [""] + [f"{escape_markdown(f'[{i}] {why}')}  " for i, why in
                          enumerate(page.reasons, 1)]
     if page.notes:
-        lines += ["", "<sub>" + escape_markdown("; ".join(page.notes)) + "</sub>"]
+        lines += ["", "<sub>" + "<br>".join(map(escape_markdown, page.notes)) + "</sub>"]
+    if figures := figure_lines(page):
+        lines += ["", f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>", "",
+                  *(f"{escape_markdown(line)}  " for line in figures), "", "</details>"]
     lines += ["", escape_markdown(pareto_line(page))]
     return lines
 

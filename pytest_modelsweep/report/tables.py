@@ -31,7 +31,7 @@ from ..core.measurements import (
     ThroughputRatioStats,
     ThroughputStats,
 )
-from ..core.metrics import label_of, rank
+from ..core.metrics import METRICS, label_of, rank
 from ..core.records import RequestRecord
 from ..core.stats import wilson_interval
 from ..store.results import RunInfo
@@ -41,7 +41,7 @@ Cell = str | int
 """A table cell: formatted text, or a count."""
 TEXT_COLUMNS = frozenset({"model", "candidate", "reference", "metric", "verdict", "subset",
                           "error types", "benchmark", "parameters", "outcome", "flags",
-                          "stopped", "cache", "backend", "errors"})
+                          "stopped", "cache", "backend", "errors", "design"})
 """Columns of words, not figures (aligned left)."""
 
 NA = "n/a"
@@ -558,20 +558,32 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
 
 
 def ratio_table(measurements: Measurements) -> Table:
-    """Throughput ratios candidate ÷ reference per setting, with their intervals."""
+    """Throughput ratios candidate ÷ reference per benchmark and setting, with their
+    intervals: a user's own throughput benchmark by its name (its prompts: ``own``), beside
+    the built-in ``throughput`` and ``long_prompt``; the design (back-to-back or interleaved)
+    when the table holds both."""
+    designs = {stats_of(m, ThroughputRatioStats).design for m in measurements}
     keyed: list[tuple[Any, list[Cell]]] = []
     for m in measurements:
         stats, setting = stats_of(m, ThroughputRatioStats), Setting.of(m)
+        benchmark = str(setting.benchmark)
         iv = stats.interval
         interval = "n/a (single repeat)" if iv is not None and iv.degenerate else (
             NA if iv is None else format_ratio_interval(iv.low, iv.high))
-        keyed.append(((m.model, setting.key), [
-            m.model, stats.reference, _count(_int(setting.concurrency)), setting.prompt,
-            format_ratio(m.value), interval]))
-    notes = [("ratio: candidate's mean output tokens/s ÷ the reference's, same setting; "
-              "interval: Welch t on log tokens/s over the repeats (ratio of geometric means)")]
+        keyed.append(((m.model, rank(benchmark), benchmark, setting.key, stats.design), [
+            m.model, stats.reference, benchmark, _count(_int(setting.concurrency)),
+            setting.prompt if benchmark in METRICS else "own",
+            *([stats.design] if len(designs) > 1 else []), format_ratio(m.value), interval]))
+    notes = [("ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
+              "setting; interval: Welch t on log tokens/s over the repeats (ratio of geometric "
+              "means)"
+              + ("; interleaved (--interleave): the two models' windows measured in pairs, a "
+                 "paired t interval on the pairs' log ratios" if len(designs) > 1 else ""))]
+    if any(row[2] not in METRICS for _, row in keyed):
+        notes.append("own: the benchmark's own prompt texts")
     return Table("Throughput relative to the reference",
-                 ["candidate", "reference", "concurrency", "prompt tokens", "ratio", "95% interval"],
+                 ["candidate", "reference", "benchmark", "concurrency", "prompt tokens",
+                  *(["design"] if len(designs) > 1 else []), "ratio", "95% interval"],
                  [row for _, row in sorted(keyed, key=lambda kr: kr[0])], "throughput_ratio", notes)
 
 

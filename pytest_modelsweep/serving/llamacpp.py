@@ -13,11 +13,11 @@ from .gguf import read_gguf_header
 from .probe import probe_server
 from .process import ServerProcess, free_port
 from .provision import (
-    LLAMA_CPP_PYTHON_VERSION,
     Progress,
     ensure_embedded_model,
     ensure_llama_server,
     file_sha256,
+    llama_server_origin,
 )
 
 HOST = "127.0.0.1"
@@ -116,7 +116,8 @@ def launch_llamacpp(
     settings["cache_prompt"] = "--no-cache-prompt" not in argv
     provenance = Provenance(
         server_name=facts.server_name,
-        server_version=f"{facts.server_version} (llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist)",
+        # the build llama-server reports (/props build_info), and where the binary came from
+        server_version=f"{facts.server_version} ({llama_server_origin()})",
         served_name=spec.served_name,
         server_settings=settings,
         model_source=f"{spec.source}" + (f" ({package})" if package else ""),

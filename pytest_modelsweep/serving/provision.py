@@ -136,6 +136,16 @@ def llama_server_path() -> Path:
     return llama_server_dir() / "llama-server"
 
 
+def llama_server_origin() -> str:
+    """Where the llama-server binary comes from, as provenance says it after the build
+    llama-server reports: ``llama-cpp-python 0.3.36 sdist`` (built here from the pinned
+    sdist), or ``MODELSWEEP_LLAMA_SERVER`` (a binary built elsewhere: its build is only what
+    it reports)."""
+    if os.environ.get("MODELSWEEP_LLAMA_SERVER"):
+        return "MODELSWEEP_LLAMA_SERVER"
+    return f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist"
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
