@@ -24,6 +24,13 @@ with contextlib.suppress(ImportError):
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
+TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+"""Under xdist, the id of this test run (None: one process runs every test)."""
+# ... and the pytest runs the tests start (in process or not) must not take this worker's
+# xdist variables for their own: each decides alone whether it is a worker
+for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    os.environ.pop(_name, None)
+
 
 @pytest.fixture(autouse=True)
 def this_checkout_in_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,9 +106,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 SERIAL_MODULES = frozenset({
     "test_capacity", "test_cold_start", "test_contention", "test_embedded_integration",
-    "test_public_throughput", "test_verdict_plugin",
-    "test_interleave", "test_noise", "test_open_loop_bench", "test_resume_integration",
-    "test_startup", "test_stalls", "test_verdict_integration", "test_vllm_integration",
+    "test_interleave", "test_noise", "test_open_loop_bench", "test_public_throughput",
+    "test_resume_integration", "test_startup", "test_stalls", "test_verdict_integration",
+    "test_verdict_plugin", "test_vllm_integration",
 })
 """The test modules whose assertions read a timing that another test beside them on the same
 two cores would move (a hog found, a drift cancelled, a server's pace, a stall's seconds)."""
@@ -111,10 +118,9 @@ two cores would move (a hog found, a drift cancelled, a server's pace, a stall's
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Under xdist, a ``serial`` test runs while no other test runs (an exclusive lock on a
     file of the test run), and the others beside one another (shared locks)."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None:
+    if TEST_RUN is None:
         return (yield)
-    path = Path(tempfile.gettempdir()) / f"modelsweep-tests-{run}.lock"
+    path = Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.lock"
     with path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
         try:
