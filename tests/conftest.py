@@ -8,6 +8,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 # pytester's in-process runs put sys.modules back as it was after each run, and a C
 # extension cannot be loaded twice in one process: import the ones a run of the (dormant
@@ -127,3 +128,14 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
             return (yield)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n``, a file's tests go to one worker (its module fixtures are made once).
+
+    The project's own tests measure no model (their pytester runs do), though their ids may
+    name one: modelsweep's scheduling by model is not theirs."""
+    from xdist.scheduler import LoadFileScheduling
+
+    return LoadFileScheduling(config, log)
