@@ -103,7 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: such a run fails, since it judged nothing)")
     group.addoption("--fail-on", type=parse_fail_on, default=DEFAULTS.fail_on, metavar="VERDICTS",
                     help="comma-separated verdicts that fail a comparison test "
-                         "(better, worse, matches, equivalent, inconclusive; "
+                         "(better, worse, matches, equivalent, inconclusive; none: every "
+                         "verdict is recorded, none fails; "
                          f"default: {','.join(sorted(DEFAULTS.fail_on))})")
     group.addoption("--holm", action="store_true", default=False,
                     help="Holm-correct the candidates' intervals for multiple comparisons")

@@ -130,6 +130,7 @@ def test_the_verdicts_fail_on_reads_are_the_verdicts() -> None:
     every = ",".join(v.value for v in Verdict)
     assert parse_fail_on(every) == frozenset(v.value for v in Verdict)
     assert parse_fail_on(" worse , inconclusive") == frozenset({"worse", "inconclusive"})
+    assert parse_fail_on("none") == frozenset()  # verdicts recorded, none fails its test
 
 
 def test_parsers_read_good_values() -> None:
@@ -173,7 +174,7 @@ BAD = [
     (["--margin", "1"], "--margin: expected an accuracy difference in [0, 1), e.g. 0.02"),
     (["--ratio-tolerance", "-0.1"], "--ratio-tolerance: expected a share in [0, 1), e.g. 0.10"),
     (["--fail-on", "worst"], "--fail-on: 'worst': expected a comma-separated list of better, "
-                             "worse, matches, equivalent, inconclusive"),
+                             "worse, matches, equivalent, inconclusive, or none"),
     (["--fail-on-regression", "accuracy:1%"],
      "--fail-on-regression: 'accuracy:1%': expected e.g. accuracy:1pp,throughput:10% "
      "(accuracy in percentage points, throughput and startup in percent); 'accuracy:1%' is "

@@ -221,13 +221,17 @@ def parse_slo(text: str) -> Slo:
 
 
 def parse_fail_on(text: str) -> frozenset[str]:
-    """``--fail-on``: ``"worse,inconclusive"`` → the verdicts that fail a comparison test."""
+    """``--fail-on``: ``"worse,inconclusive"`` → the verdicts that fail a comparison test;
+    ``"none"``: every verdict is recorded and printed, none fails its test."""
     from .stats import Verdict
 
     known = [verdict.value for verdict in Verdict]
+    if text.strip() == "none":
+        return frozenset()
     chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
     if not chosen or chosen - set(known):
-        raise ArgumentTypeError(f"{text!r}: expected a comma-separated list of {', '.join(known)}")
+        raise ArgumentTypeError(f"{text!r}: expected a comma-separated list of {', '.join(known)}, "
+                                "or none")
     return chosen
 
 

@@ -859,8 +859,17 @@ class _Page:
             said = "; ".join(f"{c} {standings[c]}" for c in candidates)
             return (f"No answer: no candidate matches {reference} on every accuracy verdict "
                     f"({labels}): {said}.")
-        verb = "matches" if len(holding) == 1 else "match"
-        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
+        better = {c: [metric_label(m) for m in metrics if (v := self.verdict(c, m)) is not None
+                      and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"]
+                  for c in holding}
+        if any(better.values()):  # "matches" would undersell a candidate found better
+            verb = "matches or beats" if len(holding) == 1 else "match or beat"
+            beats = "; ".join(f"{c} better on {', '.join(on)}" for c, on in better.items() if on)
+            parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels}: "
+                     f"{beats})"]
+        else:
+            verb = "matches" if len(holding) == 1 else "match"
+            parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
         if rest := [c for c in candidates if c not in holding]:
             parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
         return "; ".join(parts + self.picks(holding)) + "."
