@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from statistics import NormalDist
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, Protocol, cast, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -47,6 +47,7 @@ __all__ = [
     "HolmComparison",
     "IntervalMethod",
     "PairedInterval",
+    "RatioBounds",
     "RatioInterval",
     "Verdict",
     "VerdictRecord",
@@ -655,8 +656,22 @@ def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Ver
     return Verdict.INCONCLUSIVE
 
 
-def decide_ratio_verdict(interval: RatioInterval, tolerance: float = 0.0) -> Verdict:
-    """Verdict from the interval of candidate ÷ reference throughput.
+class RatioBounds(Protocol):
+    """An interval of candidate ÷ reference (throughput, capacity, capacity in req/s);
+    ``degenerate``: it has no spread to judge by."""
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def degenerate(self) -> bool: ...
+
+
+def decide_ratio_verdict(interval: RatioBounds, tolerance: float = 0.0) -> Verdict:
+    """Verdict from an interval of candidate ÷ reference (every ratio comparison's rule).
 
     Wholly below ``1 - tolerance``: worse (significantly slower than the tolerance
     allows); wholly above ``1 + tolerance``: better; covering 1: matches; else

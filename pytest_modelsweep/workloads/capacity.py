@@ -51,7 +51,7 @@ from ..core.measurements import (
     Window,
 )
 from ..core.slo import Goodput, Slo, window_goodput
-from ..core.stats import Verdict
+from ..core.stats import Verdict, decide_ratio_verdict
 from .attainment import StepOutcome, min_requests_to_pass, windows_attainment
 
 if TYPE_CHECKING:
@@ -593,20 +593,8 @@ def decide_capacity_verdict(ratio: CapacityRatio, tolerance: float = 0.0) -> Ver
     maximum) is inconclusive, and so is a bracket of older one-window searches (no
     confidence level): no verdict is drawn from it.
     """
-    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
-        raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
-    if ratio.degenerate or ratio.confidence is None:
-        return Verdict.INCONCLUSIVE
-    low, high = ratio.low, ratio.high
-    if high < 1.0 - tolerance:
-        return Verdict.WORSE
-    if low > 1.0 + tolerance:
-        return Verdict.BETTER
-    if low <= 1.0 <= high:
-        return Verdict.MATCHES
-    if 1.0 - tolerance <= low and high <= 1.0 + tolerance:
-        return Verdict.EQUIVALENT
-    return Verdict.INCONCLUSIVE
+    verdict = decide_ratio_verdict(ratio, tolerance)
+    return Verdict.INCONCLUSIVE if ratio.confidence is None else verdict
 
 
 def interval_text(ratio: CapacityRatio) -> str:

@@ -61,7 +61,7 @@ from ..core.measurements import (
     StepOutcome,
 )
 from ..core.slo import Goodput, Slo
-from ..core.stats import Verdict
+from ..core.stats import Verdict, decide_ratio_verdict
 from .attainment import (
     DEFAULT_CONFIDENCE,
     attainment_interval,
@@ -443,19 +443,7 @@ def decide_rate_capacity_verdict(ratio: RateCapacityRatio, tolerance: float = 0.
     ``1 - tolerance`` worse, wholly above ``1 + tolerance`` better, covering 1 matches,
     wholly within ``1 ± tolerance`` equivalent, else inconclusive; an interval open on both
     sides (both sweeps passed at their maximum) is inconclusive."""
-    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
-        raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
-    if ratio.degenerate:
-        return Verdict.INCONCLUSIVE
-    if ratio.high < 1.0 - tolerance:
-        return Verdict.WORSE
-    if ratio.low > 1.0 + tolerance:
-        return Verdict.BETTER
-    if ratio.low <= 1.0 <= ratio.high:
-        return Verdict.MATCHES
-    if 1.0 - tolerance <= ratio.low and ratio.high <= 1.0 + tolerance:
-        return Verdict.EQUIVALENT
-    return Verdict.INCONCLUSIVE
+    return decide_ratio_verdict(ratio, tolerance)
 
 
 __all__ = [
