@@ -174,9 +174,12 @@ def pytest_modelsweep_verdict(interval: Any, margin: float | None, kind: str) ->
     return decide_verdict(interval, margin)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Markers, the options that exclude each other, fixtures; the run state only when an
-    option of ours is given (each option's own value was checked by its ``type=`` parser)."""
+    option of ours is given (each option's own value was checked by its ``type=`` parser).
+    First of all plugins': a bad output path is a usage error before pytest-html, whose own
+    configure creates its report's folder, meets it as an INTERNALERROR."""
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
     option = config.option
