@@ -47,6 +47,7 @@ from typing import Any
 import pytest
 from paths import SHARED_DATA
 from requirements import SHARED_DATA_HINT, module_needs
+from shared_runs import once_per_session
 from sse_server import HTTP500_BODY, ListingServer, fake_token_ids
 
 from pytest_modelsweep.data.bfcl import load_bfcl
@@ -291,7 +292,7 @@ def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_real(tmp_path_factory.mktemp("decision_run"))
+    return once_per_session(tmp_path_factory, "decision_run", run_real)
 
 
 def run_real(path: Path) -> Run:
@@ -371,7 +372,7 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.fixture(scope="module")
 def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_capacity_only(tmp_path_factory.mktemp("capacity_only_run"))
+    return once_per_session(tmp_path_factory, "capacity_only_run", run_capacity_only)
 
 
 def run_capacity_only(path: Path) -> Run:
@@ -394,7 +395,7 @@ def run_capacity_only(path: Path) -> Run:
 
 @pytest.fixture(scope="module")
 def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_failed_reference(tmp_path_factory.mktemp("failed_reference"))
+    return once_per_session(tmp_path_factory, "failed_reference", run_failed_reference)
 
 
 def run_failed_reference(path: Path) -> Run:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_runs import once_per_session
 from test_decision_page import (
     LIMIT,
     REFERENCE,
@@ -58,17 +59,17 @@ HOLM_CANDIDATES = ("qwen3-4b", "phi-4-mini")
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_real(tmp_path_factory.mktemp("decision_run"))
+    return once_per_session(tmp_path_factory, "decision_run", run_real)
 
 
 @pytest.fixture(scope="module")
 def capacity_only_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_capacity_only(tmp_path_factory.mktemp("capacity_only_run"))
+    return once_per_session(tmp_path_factory, "capacity_only_run", run_capacity_only)
 
 
 @pytest.fixture(scope="module")
 def failed_reference_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_failed_reference(tmp_path_factory.mktemp("failed_reference"))
+    return once_per_session(tmp_path_factory, "failed_reference", run_failed_reference)
 
 
 @pytest.fixture(scope="module")

@@ -44,10 +44,12 @@ def stored_items(store: str) -> dict[str, str]:
             raw_sql(store, "SELECT item_id, record_json FROM items")[0]}
 
 
-def test_sigkill_midway_then_resume(store_at: str, tmp_path: Path) -> None:
+def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
+    """On a SQLite store; the same kill and resume on PostgreSQL, with several writers at
+    once, is tests/test_store_kill.py's (the store interface is one)."""
     need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
     env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
-    store = store_at
+    store = str(tmp_path / "store.sqlite")
     first = subprocess.Popen(command(tmp_path, store, tmp_path / "killed.json"), cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600
