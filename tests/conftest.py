@@ -115,6 +115,29 @@ two cores would move (a hog found, a drift cancelled, a server's pace, a stall's
 The real servers' tests (embedded, vLLM, resume, the real verdict) assert no timing: they run
 beside the others, slower, rather than leave the second worker idle."""
 
+SERVERS_KEPT_BETWEEN_TESTS = frozenset({"test_embedded_integration", "test_vllm_integration"})
+"""Modules whose real servers live from their first test to their last (module fixtures):
+an idle vLLM still polls the CPU, so no serial test may run until the module is done."""
+
+
+def run_lock() -> Path:
+    return Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.lock"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_serial_test_while_the_modules_servers_live(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A shared lock held over a whole module of :data:`SERVERS_KEPT_BETWEEN_TESTS` (each
+    test's own lock is released between its tests)."""
+    if TEST_RUN is None or request.module.__name__ not in SERVERS_KEPT_BETWEEN_TESTS:
+        yield
+        return
+    with run_lock().open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
@@ -122,8 +145,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     file of the test run), and the others beside one another (shared locks)."""
     if TEST_RUN is None:
         return (yield)
-    path = Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.lock"
-    with path.open("a") as lock:
+    with run_lock().open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
         try:
             return (yield)
