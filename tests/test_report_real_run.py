@@ -280,7 +280,7 @@ def test_noise_and_contention_fields_show_as_words(real_run: RealRun) -> None:
     extra = measurement_html(*records([flagged]))
     assert "unstable, contended (1/2)" in extra and "other_cpu_cores 1.4" in extra
     plain = throughput_row(*records([{**m, "stats": {**m["stats"], "cv": None}}]))
-    assert plain.stats.cv is None and plain.flags == ""
+    assert plain.stats.cv is None and plain.flags == contention_flags(m)
 
 
 def test_the_per_test_extra_shows_latency_over_all_requests(real_run: RealRun) -> None:
