@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import pickle
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -43,7 +44,8 @@ def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str,
                 value: T = pickle.loads(made.read_bytes())
                 return value
             where = folder / name
-            where.mkdir(exist_ok=True)
+            shutil.rmtree(where, ignore_errors=True)  # a failed attempt's files are not this run's
+            where.mkdir()
             value = make(where)
             made.write_bytes(pickle.dumps(value))
             return value
