@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import math
 
+import numpy as np
+
 import pytest
 
 from pytest_modelsweep.client import InFlight, stream_open_loop
@@ -19,6 +21,7 @@ from pytest_modelsweep.workloads.arrivals import ArrivalProcess
 from pytest_modelsweep.workloads.openloop import (
     OpenLoopWindow,
     Saturation,
+    kept_up_rate,
     run_open_loop,
 )
 from pytest_modelsweep.workloads.rate_sweep import StepOutcome, find_rate_capacity
@@ -98,6 +101,51 @@ def test_runner_refuses_bad_schedules() -> None:
     with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
         asyncio.run(stream_open_loop("http://127.0.0.1:1/v1", "m", requests, [0],
                                      max_in_flight=0, timeout_s=1))
+
+
+# --------------------------------------------------------------------------- saturation
+
+
+def poisson_sends(rate: float, n: int, seed: int) -> list[float]:
+    return ArrivalProcess(rate).offsets(n, seed)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_server_that_keeps_up_is_not_saturated_though_its_first_request_ran_alone(
+        seed: int) -> None:
+    """As the embedded Gemma at 0.29 req/s: the window's first request meets an empty server
+    (5 s), every later one shares it (about 19 s, ±4 s). The first and last ends alone put
+    the completions 10% behind; the slopes see a server that kept up."""
+    rng = np.random.default_rng(seed)
+    sends = poisson_sends(0.29, 29, seed)
+    latencies = [5.0] + list(19.0 + rng.uniform(-4.0, 4.0, size=28))
+    ends = [s + lat for s, lat in zip(sends, latencies)]
+    offered = (len(sends) - 1) / (sends[-1] - sends[0])
+    achieved = kept_up_rate(sends, ends)
+    assert achieved is not None
+    assert achieved == pytest.approx(offered, rel=0.08)  # 1,000 seeds: at most 7.4% behind
+    assert not Saturation(offered, achieved, 0.1, 0, 256).saturated
+    by_the_ends = (len(ends) - 1) / (max(ends) - min(ends))
+    assert by_the_ends < achieved  # the head start the slopes are robust to
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_queue_that_grows_is_saturation(seed: int) -> None:
+    """Each request waits 0.5 s per request before it, sent one a second: the server
+    completes one every 1.5 s, two thirds of the offered rate."""
+    sends = poisson_sends(1.0, 40, seed)
+    ends = [s + 5.0 + 0.5 * (s - sends[0]) for s in sends]
+    offered = (len(sends) - 1) / (sends[-1] - sends[0])
+    achieved = kept_up_rate(sends, ends)
+    assert achieved == pytest.approx(offered / 1.5, rel=0.02)
+    assert Saturation(offered, achieved, 0.1, 0, 256).saturated
+
+
+def test_kept_up_rate_needs_three_matching_requests() -> None:
+    assert kept_up_rate([0.0, 1.0], [2.0, 3.0]) is None
+    assert kept_up_rate([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]) is None  # sent all at once
+    with pytest.raises(ValueError, match="3 send times but 2 end times"):
+        kept_up_rate([0.0, 1.0, 2.0], [1.0, 2.0])
 
 
 # --------------------------------------------------------------------------- a window

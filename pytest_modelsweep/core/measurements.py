@@ -595,7 +595,8 @@ class ServerMetricsWindow(Record):
 @dataclass(frozen=True)
 class Saturation(Record):
     """Whether the server kept up with an open-loop window's offered rate: ``offered_rps``
-    is the schedule's rate, ``achieved_rps`` the completions' (see ``workloads/openloop``);
+    is the schedule's rate, ``achieved_rps`` the completions' against it, from least-squares
+    slopes over the whole window (``workloads/openloop.kept_up_rate``);
     saturated when achieved falls more than ``tolerance`` behind, or a request found the
     client's ``max_in_flight`` cap reached (``capped``)."""
 

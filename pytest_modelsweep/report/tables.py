@@ -545,7 +545,8 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
     notes += [note for shown, note in (
         (looped, ("open loop: requests sent at the offered rate whatever was in flight "
                   "(concurrency: the client's cap), latencies from each request's scheduled "
-                  "send time; achieved: the completions' rate, the mean over repeats; "
+                  "send time; achieved: the completions' rate against the schedule (least-squares "
+                  "slopes over the window), the mean over repeats; "
                   f"{SATURATED}: completions fell more than 10% behind")),
         (any(r.stats.server_flagged_windows for r in rows),
          (f"{SERVER_QUEUED}: the server's /metrics showed requests waiting (or preempted) "
