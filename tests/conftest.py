@@ -99,21 +99,50 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # --------------------------------------------------------------------------- tests that time the CPU
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that time real work (contention, drift, paced or real servers) run alone."""
+    """Modules that time real work (contention, drift, paced or real servers) run alone, and
+    first: then :data:`LONGEST_FIRST`, then the rest (see :func:`module_rank`)."""
     for item in items:
-        if getattr(item.module, "__name__", "") in SERIAL_MODULES:
+        if module_name(item) in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+    items.sort(key=lambda item: module_rank(module_name(item)))  # stable: a module stays whole
 
 
-SERIAL_MODULES = frozenset({
-    "test_capacity", "test_cold_start", "test_contention", "test_interleave", "test_noise",
-    "test_open_loop_bench", "test_public_throughput", "test_startup", "test_stalls",
-    "test_verdict_plugin",
-})
+def module_name(item: pytest.Item) -> str:
+    return str(getattr(item.module, "__name__", ""))
+
+
+SERIAL_MODULES = (
+    "test_capacity", "test_open_loop_bench", "test_interleave", "test_verdict_plugin",
+    "test_noise", "test_startup", "test_stalls", "test_public_throughput", "test_contention",
+    "test_cold_start",
+)
 """The test modules whose assertions read a timing that another test beside them on the same
-two cores would move (a hog found, a drift cancelled, a server's pace, a stall's seconds).
-The real servers' tests (embedded, vLLM, resume, the real verdict) assert no timing: they run
-beside the others, slower, rather than leave the second worker idle."""
+two cores would move (a hog found, a drift cancelled, a server's pace, a stall's seconds),
+longest first. The real servers' tests (embedded, vLLM, resume, the real verdict) assert no
+timing: they run beside the others, slower, rather than leave the second worker idle."""
+
+LONGEST_FIRST = (
+    "test_like_with_like", "test_resume_integration", "test_measurement_records",
+    "test_decision_page", "test_verdict_integration", "test_vllm_integration",
+    "test_multihost", "test_report_tables", "test_conformance_lmeval", "test_public_api",
+)
+"""The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
+run), so that no long module is the last one left on a worker. The first is the one of them
+whose longest test is shortest (one minute): a worker done with the serial modules starts it
+while the other may still have a serial test waiting for it."""
+
+
+def module_rank(name: str) -> tuple[int, int]:
+    """Where a module's tests go in the order xdist hands modules out (``-n``): the serial
+    modules first, so that while one of them runs the other worker waits for a test of
+    theirs rather than for a long test of another module (the exclusive lock waits for every
+    test in progress); then the longest others; then the rest as collected. The modules whose
+    servers live across their tests (a shared lock held the whole module) come after every
+    serial module."""
+    for group, names in enumerate((SERIAL_MODULES, LONGEST_FIRST)):
+        if name in names:
+            return group, names.index(name)
+    return 2, 0
 
 SERVERS_KEPT_BETWEEN_TESTS = frozenset({"test_embedded_integration", "test_vllm_integration"})
 """Modules whose real servers live from their first test to their last (module fixtures):
@@ -155,10 +184,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``-n``, a file's tests go to one worker (its module fixtures are made once).
+    """Under ``-n``, a file's tests go to one worker (its module fixtures are made once), the
+    files in the order :func:`pytest_collection_modifyitems` left them.
 
     The project's own tests measure no model (their pytester runs do), though their ids may
     name one: modelsweep's scheduling by model is not theirs."""
     from xdist.scheduler import LoadFileScheduling
 
+    config.option.loadscopereorder = False  # hand modules out in the order collected
     return LoadFileScheduling(config, log)

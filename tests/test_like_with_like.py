@@ -164,10 +164,12 @@ def test_a_throughput_ratio_refuses_another_prompt_file_of_the_same_length(
 def test_a_capacity_ratio_refuses_searches_under_another_slo_or_target(
     pytester: pytest.Pytester,
 ) -> None:
-    # both paced alike (capacity 1 under tpot=6ms: each search decides c1 and c2 only); the
-    # refusal is drawn before any figure is read
-    with ListingServer(REFERENCE, per_token_s_per_inflight=0.004) as reference, \
-            ListingServer(CANDIDATE, per_token_s_per_inflight=0.004) as candidate:
+    # both paced alike, each a llama-server of one slot (its /props say so), so that each
+    # search decides c1 alone; the refusal is drawn before any figure is read
+    with ListingServer(REFERENCE, per_token_s_per_inflight=0.004, slots=1,
+                       build_info="b1-fake") as reference, \
+            ListingServer(CANDIDATE, per_token_s_per_inflight=0.004, slots=1,
+                          build_info="b1-fake") as candidate:
         servers = Servers(reference, candidate)
         run_capacity(pytester, *servers.args, "--slo=tpot=6ms", "--slo-attainment=0.5",
                      f"--model={REFERENCE}", "-m", "capacity and not verdict",

@@ -442,8 +442,8 @@ def seeded_order(item_ids: Iterable[str], seed: int) -> list[str]:
 
     Each id's place comes from a hash of the seed and the id alone (BLAKE2b), so the order is
     a fixed pseudo-random shuffle that does not depend on the order ids are listed in, on the
-    platform, or on which other ids are present (``--limit`` takes a prefix of the same
-    order). Duplicate ids raise ``ValueError``.
+    platform, or on which other ids are present (the items ``--limit`` keeps go out in the
+    same relative order as in a longer run). Duplicate ids raise ``ValueError``.
     """
     ids = list(item_ids)
     twice = sorted(item for item, count in Counter(ids).items() if count > 1)
