@@ -12,7 +12,13 @@ from typing import Any
 
 # pytester's in-process runs put sys.modules back as it was after each run, and a C
 # extension cannot be loaded twice in one process: import the ones a run of the (dormant
-# until used) plugin loads before any pytester run does.
+# until used) plugin loads before any pytester run does. httpx imports httpcore on its first
+# request and keeps a map of httpcore's exceptions made then: had an in-process run made it,
+# a later test's httpcore would be a new import whose errors the map does not know
+# (`httpcore.ConnectError` raised where `httpx.ConnectError` is caught).
+import anyio._backends._asyncio  # noqa: F401
+import httpcore  # noqa: F401
+import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 import sqlalchemy  # noqa: F401
