@@ -150,6 +150,7 @@ def module_rank(name: str) -> tuple[int, int]:
             return group, names.index(name)
     return 2, 0
 
+
 SERVERS_KEPT_BETWEEN_TESTS = frozenset({"test_embedded_integration", "test_vllm_integration"})
 """Modules whose real servers live from their first test to their last (module fixtures):
 an idle vLLM still polls the CPU, so no serial test may run until the module is done."""
