@@ -17,7 +17,7 @@ from typing import Any
 # a later test's httpcore would be a new import whose errors the map does not know
 # (`httpcore.ConnectError` raised where `httpx.ConnectError` is caught).
 import anyio._backends._asyncio  # noqa: F401
-import httpcore  # noqa: F401
+import httpcore
 import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
 import pytest
