@@ -14,12 +14,36 @@ import pytest
 
 from pytest_modelsweep.core.measurements import Contention
 from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
-from pytest_modelsweep.workloads.contention import ContentionMeter, coefficient_of_variation
+from pytest_modelsweep.workloads.contention import (
+    ContentionMeter,
+    CpuSnapshot,
+    coefficient_of_variation,
+    contention,
+)
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 WINDOW_S = 1.2
 FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
           "steal_share", "load1_end", "contended"}
+
+
+def test_steal_within_the_counters_resolution_does_not_flag_a_window() -> None:
+    """Each CPU's steal counter moves in whole jiffies, so two readings may differ by one per
+    CPU more than was stolen: a short window's few jiffies are no proof; beyond them, steal
+    above 5% of the window's CPU time flags it, and the recorded share is the one read."""
+    def at(wall: float, total: int, steal: int) -> CpuSnapshot:
+        return CpuSnapshot(wall=wall, busy=0, total=total, steal=steal, server=None, client=0)
+
+    start = at(0.0, 1_000, 10)
+    # 0.2 s on two CPUs at 100 Hz: 40 jiffies
+    coarse = contention(start, at(0.2, 1_040, 13), hz=100)
+    assert coarse.steal_share == pytest.approx(3 / 40) and coarse.contended is False
+    stolen = contention(start, at(0.2, 1_040, 15), hz=100)
+    assert stolen.steal_share == pytest.approx(5 / 40) and stolen.contended is True
+    # 10 s on two CPUs: 2,000 jiffies, 6% stolen
+    long = contention(start, at(10.0, 3_000, 130), hz=100)
+    assert long.steal_share == pytest.approx(0.06) and long.contended is True
+    assert contention(start, at(10.0, 3_000, 100), hz=100).contended is False
 
 
 def window(server_pids: list[int] | None = None, work: Any = None) -> Contention:

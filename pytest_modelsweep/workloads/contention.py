@@ -16,9 +16,10 @@ process, and the load average. Per wall second of the window:
 * ``load1_end``: the 1-minute load average at the window's end.
 
 A window is ``contended`` when others used more than ``max_other_cores`` cores
-(default :data:`DEFAULT_CONTENDED_CORES`) or steal exceeded
-:data:`STEAL_LIMIT`. Where ``/proc`` cannot be read (not Linux) every figure is
-None and ``contended`` is None (unknown); the meter never raises.
+(default :data:`DEFAULT_CONTENDED_CORES`) or steal exceeded :data:`STEAL_LIMIT` beyond the
+counters' resolution (one jiffy per CPU: of a 0.2 s window on two CPUs, 40 jiffies, 2 stolen
+prove nothing). Where ``/proc`` cannot be read (not Linux) every figure is None and
+``contended`` is None (unknown); the meter never raises.
 
 The repeats' noise: :func:`coefficient_of_variation` (sample sd ÷ mean; the
 interval of their mean is ``core.repeats.RepeatPolicy.interval``).
@@ -170,7 +171,12 @@ def contention(
     total = end.total - start.total
     other = max(0, busy - client - (server or 0))
     other_cores = other / ticks / window
-    steal_share = (end.steal - start.steal) / total if total > 0 else 0.0
+    stolen = end.steal - start.steal
+    steal_share = stolen / total if total > 0 else 0.0
+    # each CPU's counter moves in whole jiffies, so a difference of two readings may be up to
+    # one jiffy per CPU more than was stolen: a short window's few jiffies prove no steal
+    cpus = max(1, round(total / ticks / window))
+    stolen_for_certain = max(0, stolen - cpus) / total if total > 0 else 0.0
     return Contention(
         window_s=window,
         other_cpu_cores=other_cores,
@@ -178,7 +184,7 @@ def contention(
         client_cpu_cores=client / ticks / window,
         steal_share=steal_share,
         load1_end=load1,
-        contended=other_cores > max_other_cores or steal_share > steal_limit,
+        contended=other_cores > max_other_cores or stolen_for_certain > steal_limit,
     )
 
 
