@@ -18,11 +18,24 @@ from requirements import SHARED_DATA_HINT, need
 from stores import raw_sql
 
 from pytest_modelsweep.core.store_location import parse_store_location
+from pytest_modelsweep.core.sweep import load_sweep
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
-LIMIT = 8
+LIMIT = 4
+KILL_AFTER = 2
+"""Items stored before the kill: the server has one slot, so they are answered one after
+another (about 3 s each) and the kill lands between two of them, not after a batch that ends
+at once."""
+
+
+def one_slot_sweep(tmp: Path) -> Path:
+    """The embedded sweep with one parallel slot."""
+    text = Path(load_sweep("embedded").path).read_text()
+    path = tmp / "one-slot.toml"
+    path.write_text(text.replace("max_num_seqs = 16", "max_num_seqs = 1"))
+    return path
 
 
 def command(tmp: Path, store: str, results: Path) -> list[str]:
@@ -31,6 +44,7 @@ def command(tmp: Path, store: str, results: Path) -> list[str]:
         # the candidate alone: its verdict would have no reference to judge against
         "-m", "gsm8k and not verdict", "--model", "smollm2-135m", "--limit", str(LIMIT),
         "--gsm8k-max-tokens", "64", "--gsm8k-path", str(GSM8K),
+        "--sweep", str(one_slot_sweep(tmp)),
         "--store", store, "--modelsweep-dir", str(tmp / "work"),
         "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",
     ]
@@ -59,14 +73,14 @@ def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
             done = stored_items(store)
         except sqlalchemy.exc.DBAPIError:  # no tables yet
             done = {}
-        if len(done) >= 3:
+        if len(done) >= KILL_AFTER:
             break
         time.sleep(0.2)
     assert first.poll() is None, "the run ended before it could be killed"
     os.kill(first.pid, signal.SIGKILL)
     first.wait(30)
     done = stored_items(store)  # everything committed up to the kill
-    assert 3 <= len(done) < LIMIT
+    assert KILL_AFTER <= len(done) < LIMIT
 
     # the killed run's server went down with it (it is asked to on its parent's death)
     log = next((tmp_path / "work" / "runs").glob("*/logs/smollm2-135m.llama-server.log"))

@@ -30,7 +30,7 @@ def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
     argv = [
         sys.executable, "-m", "pytest",
         str(ROOT / "benches" / "test_accuracy.py"),  # its verdict tests too
-        "-m", "gsm8k", "--model", model, "--limit", "4", "--gsm8k-max-tokens", "48",
+        "-m", "gsm8k", "--model", model, "--limit", "2", "--gsm8k-max-tokens", "16",
         "--gsm8k-path", str(GSM8K), "--sweep", str(sweep), "--store", str(tmp / "store.sqlite"),
         "--modelsweep-dir", str(tmp / "work"), "-p", "no:cacheprovider", "-s",
     ]
@@ -53,4 +53,4 @@ def test_real_verdict_and_refusal_of_unlike_serving(tmp_path: Path) -> None:
     paired = run(tmp_path, "smollm2-135m", two_threads)
     assert paired.returncode == 0, paired.stdout[-3000:]
     line = next(l for l in paired.stdout.splitlines() if "smollm2-135m vs gemma3-270m on gsm8k" in l)
-    assert "95% interval [" in line and "n=4" in line
+    assert "95% interval [" in line and "n=2" in line

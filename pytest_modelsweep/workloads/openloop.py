@@ -67,6 +67,7 @@ from .throughput import (
     settled_metrics,
     summarize,
     throughput_requests,
+    warmup_requests_of,
 )
 
 DEFAULT_SATURATION_TOLERANCE = 0.10
@@ -221,8 +222,7 @@ def run_open_loop(
         unique_prefixes=unique_prefixes,
     )
     label = f"open-{arrivals.rate:g}rps-p{prompts.length}-o{output_tokens}"
-    warm_reqs = throughput_requests(prompts.warmup, output_tokens=output_tokens,
-                                    id_prefix=f"warmup-{label}")
+    warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
     timed_reqs = throughput_requests(prompts.timed, output_tokens=output_tokens,
                                      id_prefix=f"timed-{label}")
     offsets = arrivals.offsets(timed_requests, seed)

@@ -412,6 +412,20 @@ def throughput_requests(
     ]
 
 
+WARMUP_OUTPUT_TOKENS = 16
+"""Tokens a warm-up request generates: its prompt's whole prefill and 16 decode steps at the
+window's concurrency take the first-request costs (connections, first batches, lazy
+allocations) out of the timed window; a full-length warm-up measured nothing and doubled a
+capacity step's time (``vllm bench serve`` and AIPerf send none by default)."""
+
+
+def warmup_requests_of(prompts: Sequence[str], *, output_tokens: int, label: str) -> list[ApiRequest]:
+    """The warm-up requests of a window: :data:`WARMUP_OUTPUT_TOKENS` tokens each (fewer when
+    the window's own requests are shorter)."""
+    return throughput_requests(prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS),
+                               id_prefix=f"warmup-{label}")
+
+
 # --------------------------------------------------------------------------- statistics
 
 
@@ -820,9 +834,7 @@ def run_throughput(
     length, each, bos = prompts.length, prompts.each, prompts.bos
     label = (f"c{concurrency}-p{length}-o{output_tokens}" if user_prompts is None
              else f"c{concurrency}-user-o{output_tokens}")
-    warm_reqs = throughput_requests(
-        prompts.warmup, output_tokens=output_tokens, id_prefix=f"warmup-{label}"
-    )
+    warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
     timed_reqs = throughput_requests(
         prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
     )
