@@ -411,8 +411,8 @@ class _ControllerHooks:
         if report.failed:
             state.add_failure(report.nodeid, report.when, "failed" if report.when == "call"
                               else "error", first_line(report))
-        if self.config.pluginmanager.hasplugin("html"):
-            self._html(state).pytest_runtest_logreport(report)
+        if self.config.pluginmanager.hasplugin("html") and self.config.getoption("htmlpath", None):
+            self._html(state).pytest_runtest_logreport(report)  # (the report code loads only then)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(

@@ -165,10 +165,11 @@ def test_a_capacity_ratio_refuses_searches_under_another_slo_or_target(
     pytester: pytest.Pytester,
 ) -> None:
     # both paced alike, each a llama-server of one slot (its /props say so), so that each
-    # search decides c1 alone; the refusal is drawn before any figure is read
-    with ListingServer(REFERENCE, per_token_s_per_inflight=0.004, slots=1,
+    # search decides c1 alone; the refusal is drawn before any figure is read, so a token
+    # every millisecond or so (asyncio's timer), well within either SLO, keeps the searches short
+    with ListingServer(REFERENCE, per_token_s_per_inflight=0.001, slots=1,
                        build_info="b1-fake") as reference, \
-            ListingServer(CANDIDATE, per_token_s_per_inflight=0.004, slots=1,
+            ListingServer(CANDIDATE, per_token_s_per_inflight=0.001, slots=1,
                           build_info="b1-fake") as candidate:
         servers = Servers(reference, candidate)
         run_capacity(pytester, *servers.args, "--slo=tpot=6ms", "--slo-attainment=0.5",

@@ -23,6 +23,7 @@ import time
 
 from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, auth_headers
+from .tls import tls_context
 
 DEFAULT_IDLE_TIMEOUT_S = DEFAULTS.idle_timeout
 """``--idle-timeout``: no byte for this long fails a request (``OptionDefaults.idle_timeout``
@@ -87,7 +88,7 @@ class Breaker:
 
         try:
             httpx.get(f"{self.base_url}/v1/models", headers=auth_headers(self.credentials),
-                      timeout=timeout_s or self.health_timeout_s)
+                      timeout=timeout_s or self.health_timeout_s, verify=tls_context())
         except httpx.HTTPError:
             return False
         return True
@@ -100,7 +101,7 @@ class Breaker:
 
         try:
             response = httpx.get(f"{self.base_url}/metrics", headers=auth_headers(self.credentials),
-                                 timeout=self.health_timeout_s)
+                                 timeout=self.health_timeout_s, verify=tls_context())
         except httpx.HTTPError:
             return None
         if response.status_code != 200:

@@ -27,6 +27,7 @@ import httpx
 
 from ..core.errors import EndpointError
 from ..core.secrets import Credentials, auth_headers
+from .tls import tls_context
 
 CounterKind = Literal["generated", "prompt", "cached"]
 
@@ -136,7 +137,8 @@ def fetch_metrics(base_url: str, *, timeout_s: float = 10.0,
     """GET ``base_url/metrics`` and parse it; EndpointError names the URL and the fix."""
     url = base_url.rstrip("/") + "/metrics"
     try:
-        response = httpx.get(url, timeout=timeout_s, headers=auth_headers(credentials))
+        response = httpx.get(url, timeout=timeout_s, headers=auth_headers(credentials),
+                             verify=tls_context())
     except httpx.HTTPError as exc:
         raise EndpointError(
             f"cannot read the server's counters from {url}: {type(exc).__name__}: {exc}; "

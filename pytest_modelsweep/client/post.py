@@ -20,6 +20,7 @@ from ..core.records import (
 )
 from ..core.secrets import auth_headers
 from .http import one_line, other_model, perf, request_body
+from .tls import tls_context
 from .stream import run_workers
 from .watch import Guard, Pending, wants_key, with_watch
 
@@ -118,7 +119,8 @@ async def post_requests(
     headers = auth_headers(guard.credentials, {"Content-Type": "application/json"})
     loop = asyncio.get_running_loop()
 
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, read=idle)) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, read=idle),
+                                 verify=tls_context()) as client:
 
         async def send(request: ApiRequest) -> Completion:
             url = root + request.path[len("/v1") :] if request.path.startswith("/v1") else (

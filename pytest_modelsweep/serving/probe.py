@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from ..client.tls import tls_context
 from ..core.errors import EndpointError
 from ..core.secrets import Credentials, auth_headers, redact, wants_key_message
 from ..core.sweep import ModelSpec
@@ -64,7 +65,8 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
     the model.
     """
     base = redact(base_url.rstrip("/"))
-    with httpx.Client(timeout=timeout_s, headers=auth_headers(credentials)) as client:
+    with httpx.Client(timeout=timeout_s, headers=auth_headers(credentials),
+                      verify=tls_context()) as client:
         try:
             response = client.get(f"{base}/v1/models")
         except httpx.HTTPError as exc:

@@ -13,6 +13,7 @@ transaction); a newer version is refused, naming the fix.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     Column,
@@ -29,8 +30,11 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql
 
 SCHEMA_VERSION = 4
 """1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``); 3: runs
@@ -141,8 +145,13 @@ RUN_TABLES = (RUNS, MEASUREMENTS, RUN_ITEMS, TEST_OUTCOMES, ENDPOINTS)
 
 
 def dialect_insert(dialect: str, table: Table) -> sqlite.Insert | postgresql.Insert:
-    """``INSERT`` with ``ON CONFLICT`` clauses, in the store's dialect."""
-    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    """``INSERT`` with ``ON CONFLICT`` clauses, in the store's dialect (PostgreSQL's is
+    imported only by a store that uses it: a tenth of a second of every run's start)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
 def insert_ignore(dialect: str, table: Table) -> Insert:

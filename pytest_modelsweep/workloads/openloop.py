@@ -53,7 +53,6 @@ from ..core.slo import Goodput, Slo
 from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import (
     DEFAULT_INTERVAL_S,
-    MetricsSampler,
     ServerMetricsWindow,
 )
 from .arrivals import ArrivalProcess, offered_rate

@@ -37,6 +37,7 @@ import numpy as np
 from ..client import Guard, InFlight, StreamOutcome, stream_requests_detailed
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import CounterKind, fetch_metrics, find_counter
+from ..client.tls import tls_context
 from ..core.errors import EndpointError, MeasurementError
 from ..core.measurements import (
     Contention,
@@ -171,7 +172,8 @@ class ServerTokenizer:
         self.url = url
         self.server_kind = server_kind
         self.served_name = served_name
-        self._client = httpx.Client(timeout=timeout_s, headers=auth_headers(credentials))
+        self._client = httpx.Client(timeout=timeout_s, headers=auth_headers(credentials),
+                                    verify=tls_context())
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
         self._added: int | None = None
 
@@ -419,7 +421,8 @@ allocations) out of the timed window; a full-length warm-up measured nothing and
 capacity step's time (``vllm bench serve`` and AIPerf send none by default)."""
 
 
-def warmup_requests_of(prompts: Sequence[str], *, output_tokens: int, label: str) -> list[ApiRequest]:
+def warmup_requests_of(prompts: Sequence[str], *, output_tokens: int, label: str,
+                       ) -> list[ApiRequest]:
     """The warm-up requests of a window: :data:`WARMUP_OUTPUT_TOKENS` tokens each (fewer when
     the window's own requests are shorter)."""
     return throughput_requests(prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS),
