@@ -55,7 +55,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """The real benches/test_capacity.py in a subprocess, with a store shared across runs."""
     pytester.makepyfile(test_capacity=(ROOT / "benches" / "test_capacity.py").read_text())
     return pytester.runpytest_subprocess(
-        f"--timed-requests={TIMED}", "--slo-attainment=0.5", "--contended-cores=64",
+        f"--timed-requests={TIMED}", "--slo-attainment=0.5", "--contended-cores=64", "--contended-steal=1",
         "--results=r.json",
         "--store=s.sqlite", "--modelsweep-dir=work", "-p", "no:cacheprovider", "-s", *args,
         timeout=300)

@@ -311,7 +311,7 @@ def run_real(path: Path) -> Run:
                           "--timed-requests=16",
                           # the fake servers serve from this process, whose CPU counts as
                           # "other": with the default limit a busy machine flags them contended
-                          "--contended-cores=64", sweep=SWEEP + TPU_PRICE)
+                          "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + TPU_PRICE)
     finally:
         for server in servers.values():
             server.stop()
@@ -363,7 +363,7 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     servers = {model: slotted(model, slots) for model, slots in CAPACITY_SLOTS.items()}
     run = serving(servers, lambda: run_benches(
         path, servers, "test_accuracy.py", "test_capacity.py",
-        "-k", "gsm8k or capacity", f"--slo={SLO}", "--contended-cores=64",
+        "-k", "gsm8k or capacity", f"--slo={SLO}", "--contended-cores=64", "--contended-steal=1",
         sweep=CAPACITY_SWEEP + EXAMPLE_PRICE))
     assert failed_tests(run) <= {f"test_accuracy.py::test_verdict[{WORSE}-gsm8k]"}, \
         run.output[-4000:]
@@ -384,7 +384,7 @@ def run_capacity_only(path: Path) -> Run:
                UNREACHABLE: slotted(UNREACHABLE, None, fault="short:12")}
     run = serving(servers, lambda: run_benches(
         path, servers, "test_throughput.py", "test_capacity.py", "-k", "c16 or capacity",
-        "--repeats=2", f"--slo={SLO}", f"--usd-per-hour={USD_PER_HOUR}", "--contended-cores=64",
+        "--repeats=2", f"--slo={SLO}", f"--usd-per-hour={USD_PER_HOUR}", "--contended-cores=64", "--contended-steal=1",
         sweep=CAPACITY_SWEEP + EXTRA_MODEL))
     # the broken server's tests, the capacity-0 candidate's ratio (worse), c16 ratios on noise
     assert all(UNREACHABLE in test or test == f"test_capacity.py::test_capacity_ratio[{WORSE}]"
@@ -410,7 +410,7 @@ def run_failed_reference(path: Path) -> Run:
     return serving(servers, lambda: run_benches(
         path, servers, "test_accuracy.py", "test_throughput.py",
         "-k", "gsm8k or c16", "--limit=6", "--repeats=2", "--timed-requests=16",
-        "--contended-cores=64", sweep=SWEEP + EXTRA_MODEL,
+        "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + EXTRA_MODEL,
         endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",)))
 
 

@@ -302,7 +302,7 @@ def test_gate_rows_of_a_users_throughput_benchmark_are_in_tokens_per_s(
 ) -> None:
     """Each unit in its own unit: tokens/s as tokens/s (once 781630.6%), the change in %."""
     project(pytester, test_shape=SHAPE)
-    args = ("--model=ref", "-k", "not ratio", "--repeats=2", "--contended-cores=64",
+    args = ("--model=ref", "-k", "not ratio", "--repeats=2", "--contended-cores=64", "--contended-steal=1",
             "--unstable-cv=10")
     with SseServer(served_names=MODELS) as server:
         user_run(pytester, server, *args, "--save-baseline=main",

@@ -93,7 +93,7 @@ def run(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return project.runpytest_subprocess(
-        *api_options(servers, "--contended-cores=64", *args), timeout=180)
+        *api_options(servers, "--contended-cores=64", "--contended-steal=1", *args), timeout=180)
 
 
 def recorded(project: pytest.Pytester, results: str) -> list[dict[str, Any]]:

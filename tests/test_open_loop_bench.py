@@ -73,7 +73,7 @@ def run(pytester: pytest.Pytester, servers: dict[str, ListingServer], *args: str
         pytester.makepyfile(**{name[:-3]: (ROOT / "benches" / name).read_text()})
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
     result = pytester.runpytest_subprocess(
-        *attached, "--contended-cores=64", "--results=r.json", "--store=s.sqlite",
+        *attached, "--contended-cores=64", "--contended-steal=1", "--results=r.json", "--store=s.sqlite",
         "--modelsweep-dir=work", "-p", "no:cacheprovider", "-s", *args, timeout=600)
     found = json.loads((pytester.path / "r.json").read_text())["measurements"]
     return result, [Measurement.from_dict(m) for m in found]
@@ -336,7 +336,7 @@ def test_a_users_prompts_in_an_open_loop(
     users_open_loop(pytester)
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
     result = pytester.runpytest_subprocess(
-        *attached, f"--model={CANDIDATE}", "--contended-cores=64", "--results=r.json",
+        *attached, f"--model={CANDIDATE}", "--contended-cores=64", "--contended-steal=1", "--results=r.json",
         "--store=s.sqlite", "--modelsweep-dir=work", "-p", "no:cacheprovider",
         "--timed-requests=12", "--repeats=2", "-k", "test_support", timeout=300)
     result.assert_outcomes(passed=1)

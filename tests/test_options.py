@@ -153,6 +153,8 @@ BAD = [
     (["--unstable-cv", "-1"], "--unstable-cv: expected a positive share, e.g. 0.10"),
     (["--contended-cores", "-0.5"],
      "--contended-cores: expected a number of CPU cores >= 0, e.g. 0.25"),
+    (["--contended-steal", "5"],
+     "--contended-steal: expected a share of the CPU time in [0, 1], e.g. 0.05"),
     (["--slo", "ttft"], "--slo: cannot read 'ttft'; expected e.g. ttft=500ms,tpot=50ms "
                         "(also e2e=; units ms or s)"),
     (["--slo-attainment", "1.5"], "--slo-attainment: expected a share in (0, 1], e.g. 0.90"),

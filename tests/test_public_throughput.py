@@ -66,7 +66,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def options(servers: tuple[ListingServer, ListingServer], *args: str) -> list[str]:
     """The public-API test's options, with three repeats of each throughput window."""
-    return api_options(servers, "--repeats=3", "--contended-cores=64", "--results=results.json",
+    return api_options(servers, "--repeats=3", "--contended-cores=64", "--contended-steal=1", "--results=results.json",
                        *args)
 
 

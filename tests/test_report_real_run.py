@@ -79,7 +79,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
              "--repeats", str(REPEATS), "--timed-requests", "2",
              # the fake servers serve from this process, whose CPU counts as "other": with
              # the default limit a busy CI machine would flag the windows contended
-             "--contended-cores", "64",
+             "--contended-cores", "64", "--contended-steal", "1",
              # and two repeats of 2 ms tokens on a busy machine can differ by more than the
              # default 10% CV: these tests read the tables, not the machine's noise
              "--unstable-cv", "1000",

@@ -85,7 +85,7 @@ def holm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return serving(servers, lambda: run_benches(
         path, servers, "test_arith.py", "test_throughput.py", "test_smoke.py",
         "-k", "arith or smoke or (c1 and not c16 and not long)", "--holm", "--margin=0.05",
-        "--repeats=1", "--timed-requests=4", "--contended-cores=64", sweep=SWEEP + TPU_PRICE))
+        "--repeats=1", "--timed-requests=4", "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + TPU_PRICE))
 
 
 RUNS = ["real_run", "capacity_only_run", "failed_reference_run", "holm_run"]

@@ -348,7 +348,7 @@ def run_bench(path: Path, url: str, *args: str) -> subprocess.CompletedProcess[s
          "-m", "throughput", "-k", "c4 and not ratio", f"--model={MODEL}",
          f"--endpoint={MODEL}={url}",
          # the fake server serves from this process, whose CPU counts as "other"
-         "--contended-cores=64", "--modelsweep-dir=work", "--results=r.json", "--md=r.md",
+         "--contended-cores=64", "--contended-steal=1", "--modelsweep-dir=work", "--results=r.json", "--md=r.md",
          "-p", "no:cacheprovider", *args],
         cwd=path, env=env, capture_output=True, text=True, timeout=300, check=False)
 

@@ -89,6 +89,7 @@ class OptionDefaults:
     repeats_max: int = 10
     unstable_cv: float = 0.10
     contended_cores: float = 0.25
+    contended_steal: float = 0.05
     slo_attainment: float = 0.90
     round_size: int = 50
     """``--until-decided``: items each model scores between two looks at its comparisons."""
@@ -151,6 +152,8 @@ parse_repeats_max = _checked(int, lambda n: n >= AUTO_FIRST_STAGE,
 parse_unstable_cv = _checked(float, lambda x: x > 0, "expected a positive share, e.g. 0.10")
 parse_contended_cores = _checked(float, lambda x: x >= 0,
                                  "expected a number of CPU cores >= 0, e.g. 0.25")
+parse_contended_steal = _checked(float, lambda x: 0 <= x <= 1,
+                                 "expected a share of the CPU time in [0, 1], e.g. 0.05")
 parse_slo_attainment = _checked(float, lambda x: 0 < x <= 1,
                                 "expected a share in (0, 1], e.g. 0.90")
 parse_usd_per_hour = _checked(float, lambda x: 0 < x < math.inf,
@@ -333,6 +336,10 @@ def add_noise_options(addoption: AddOption) -> None:
               metavar="X",
               help="mark a timed window contended when other processes used more than X "
                    f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})")
+    addoption("--contended-steal", type=parse_contended_steal, default=DEFAULTS.contended_steal,
+              metavar="X",
+              help="mark a timed window contended when the hypervisor stole more than this "
+                   f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})")
 
 
 def add_slo_cost_options(addoption: AddOption) -> None:

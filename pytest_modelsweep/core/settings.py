@@ -42,6 +42,8 @@ class BenchSettings:
     """A setting whose repeats' CV exceeds this is unstable."""
     contended_cores: float
     """A window in which other processes used more CPU cores than this is contended."""
+    contended_steal: float
+    """A window in which the hypervisor stole more than this share of the CPU is contended."""
     slo: Slo | None
     """``--slo``: latency targets of a good request; None: no goodput is recorded."""
     slo_attainment: float
@@ -71,6 +73,7 @@ class BenchSettings:
             gsm8k_max_tokens=gsm8k_max_tokens, reuse=not option.no_reuse,
             request_timeout_s=option.request_timeout, idle_timeout_s=option.idle_timeout,
             unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
+            contended_steal=option.contended_steal,
             slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,
             round_size=round_size,
             request_rate=option.request_rate, burstiness=option.burstiness,

@@ -42,8 +42,9 @@ from ..core.options import DEFAULTS
 DEFAULT_CONTENDED_CORES = DEFAULTS.contended_cores
 """Others' CPU use (cores) above which a window is contended (``--contended-cores``)."""
 
-STEAL_LIMIT = 0.05
-"""Share of the machine's CPU time stolen by the hypervisor above which a window is contended."""
+STEAL_LIMIT = DEFAULTS.contended_steal
+"""Share of the machine's CPU time stolen by the hypervisor above which a window is contended
+(``--contended-steal``)."""
 
 PROC = Path("/proc")
 

@@ -122,7 +122,8 @@ def measure_setting(
     values: list[float] = []
     try:
         for repeat in range(policy.at_most):
-            meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores)
+            meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores,
+                                steal_limit=settings.contended_steal)
             result: SettingWindow
             with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
                                   f"{repeat + 1}", meter):
@@ -222,7 +223,8 @@ def measure_interleaved_setting(
         concurrency=setting["concurrency"], prompt_tokens=setting["prompt_tokens"],
         run_id=settings.run_id, timed_requests=settings.timed_requests,
         timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-        contended_cores=settings.contended_cores, progress=progress,
+        contended_cores=settings.contended_cores, contended_steal=settings.contended_steal,
+        progress=progress,
     )
     if measured.violations:
         raise MeasurementError("interleaved windows broke their rules: "

@@ -938,6 +938,7 @@ def measure_interleaved(
     timeout_s: float,
     idle_timeout_s: float,
     contended_cores: float,
+    contended_steal: float,
     progress: Callable[[str], None] | None = None,
 ) -> InterleavedWindows:
     """Pairs of windows of two endpoints, alternating A B, B A, A B, ..., as many as the
@@ -957,7 +958,8 @@ def measure_interleaved(
         for pair in range(repeats.at_most):
             for endpoint in (first, second) if pair % 2 == 0 else (second, first):
                 name = endpoint.model.name
-                meter = ContentionMeter(endpoint.server_pids(), max_other_cores=contended_cores)
+                meter = ContentionMeter(endpoint.server_pids(), max_other_cores=contended_cores,
+                                        steal_limit=contended_steal)
                 result = measure_window(
                     endpoint, benchmark=benchmark, concurrency=concurrency,
                     prompt_tokens=prompt_tokens, repeat=f"interleaved-{name}-{pair}",
