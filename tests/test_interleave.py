@@ -31,17 +31,14 @@ class Machine:
     """The shared speed of both fake servers: slower once ``switch_after`` requests were served.
 
     Each request's speed also varies by up to ±10% (seeded), as real windows do; without
-    it both designs would give near-zero-width intervals that no real measurement has. The
-    seed is one whose jitter alone puts the interleaved ratio's interval around 1 (about
-    [0.92, 1.08]): seed 7's ended at 1.002, so a sleep's overshoot could move its edge past
-    the true ratio, a failure of the seed, not of the design.
+    it both designs would give near-zero-width intervals that no real measurement has.
     """
 
     def __init__(self, switch_after: int) -> None:
         self.switch_after = switch_after
         self.served = 0
         self.lock = threading.Lock()
-        self.jitter = random.Random(10)
+        self.jitter = random.Random(7)
 
     def delay(self) -> float:
         with self.lock:
