@@ -20,8 +20,8 @@ from ..core.records import (
 )
 from ..core.secrets import auth_headers
 from .http import one_line, other_model, perf, request_body
-from .tls import tls_context
 from .stream import run_workers
+from .tls import tls_context
 from .watch import Guard, Pending, wants_key, with_watch
 
 

@@ -456,8 +456,7 @@ def search(
     def window(concurrency: int) -> tuple[Goodput, MeasuredWindow]:
         step = len(windows) + 1
         progress(f"capacity {name}: window {step}, c{concurrency}: measuring")
-        meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores,
-                                steal_limit=settings.contended_steal)
+        meter = ContentionMeter.of(server_pids, settings)
         timed = timed_requests(settings, concurrency)
         result = measure_window(
             endpoint, benchmark="capacity", concurrency=concurrency, prompt_tokens=None,

@@ -38,6 +38,7 @@ from typing import Self
 
 from ..core.measurements import Contention
 from ..core.options import DEFAULTS
+from ..core.settings import BenchSettings
 
 DEFAULT_CONTENDED_CORES = DEFAULTS.contended_cores
 """Others' CPU use (cores) above which a window is contended (``--contended-cores``)."""
@@ -211,6 +212,12 @@ class ContentionMeter:
         self._start: CpuSnapshot | None = None
         self._wall = 0.0
         self.result: Contention = unknown()
+
+    @classmethod
+    def of(cls, server_pids: Iterable[int] | None, settings: BenchSettings) -> Self:
+        """A meter with the run's limits (``--contended-cores``, ``--contended-steal``)."""
+        return cls(server_pids, max_other_cores=settings.contended_cores,
+                   steal_limit=settings.contended_steal)
 
     def __enter__(self) -> Self:
         self._wall = time.monotonic()

@@ -370,8 +370,7 @@ def measure_rate_capacity(
         progress(f"rate sweep {name}: step {number}, {rate:.3g} req/s: measuring "
                  f"{requests} requests")
         arrivals = ArrivalProcess(rate, settings.burstiness)
-        meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores,
-                                steal_limit=settings.contended_steal)
+        meter = ContentionMeter.of(server_pids, settings)
         window = run_open_loop(
             endpoint, arrivals=arrivals, timed_requests=requests,
             warmup_requests=WARMUP_REQUESTS if number == 1 else 0,

@@ -122,8 +122,7 @@ def measure_setting(
     values: list[float] = []
     try:
         for repeat in range(policy.at_most):
-            meter = ContentionMeter(server_pids, max_other_cores=settings.contended_cores,
-                                steal_limit=settings.contended_steal)
+            meter = ContentionMeter.of(server_pids, settings)
             result: SettingWindow
             with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
                                   f"{repeat + 1}", meter):
@@ -219,12 +218,8 @@ def measure_interleaved_setting(
     drift in machine speed hits both alike. Raises :class:`MeasurementError` when a window
     broke its rules."""
     measured = measure_interleaved(
-        endpoints, repeats=settings.repeats, benchmark=benchmark,
-        concurrency=setting["concurrency"], prompt_tokens=setting["prompt_tokens"],
-        run_id=settings.run_id, timed_requests=settings.timed_requests,
-        timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-        contended_cores=settings.contended_cores, contended_steal=settings.contended_steal,
-        progress=progress,
+        endpoints, settings, benchmark=benchmark, concurrency=setting["concurrency"],
+        prompt_tokens=setting["prompt_tokens"], progress=progress,
     )
     if measured.violations:
         raise MeasurementError("interleaved windows broke their rules: "

@@ -54,7 +54,7 @@ from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler
 
 if TYPE_CHECKING:
-    from ..core.repeats import RepeatPolicy
+    from ..core.settings import BenchSettings
 
 SHORT_PROMPT_TOKENS = 24
 """Prompt length of the short-prompt settings (no long prompt asked for)."""
@@ -928,21 +928,15 @@ class InterleavedWindows:
 
 def measure_interleaved(
     endpoints: Sequence[Endpoint],
+    settings: BenchSettings,
     *,
-    repeats: RepeatPolicy,
     benchmark: str,
     concurrency: int,
     prompt_tokens: int | None,
-    run_id: str,
-    timed_requests: int | None,
-    timeout_s: float,
-    idle_timeout_s: float,
-    contended_cores: float,
-    contended_steal: float,
     progress: Callable[[str], None] | None = None,
 ) -> InterleavedWindows:
     """Pairs of windows of two endpoints, alternating A B, B A, A B, ..., as many as the
-    ``repeats`` policy takes (auto: of the pairs' second ÷ first ratios).
+    run's ``repeats`` policy takes (auto: of the pairs' second ÷ first ratios).
 
     Each pair's two windows run next to each other and the order flips every pair, so a
     drift in the machine's speed (or a warm-up effect of going second) hits both sides
@@ -954,17 +948,18 @@ def measure_interleaved(
     names = [first.model.name, second.model.name]
     tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
     measured = InterleavedWindows({name: [] for name in names}, [], [])
+    repeats = settings.repeats
     try:
         for pair in range(repeats.at_most):
             for endpoint in (first, second) if pair % 2 == 0 else (second, first):
                 name = endpoint.model.name
-                meter = ContentionMeter(endpoint.server_pids(), max_other_cores=contended_cores,
-                                        steal_limit=contended_steal)
+                meter = ContentionMeter.of(endpoint.server_pids(), settings)
                 result = measure_window(
                     endpoint, benchmark=benchmark, concurrency=concurrency,
                     prompt_tokens=prompt_tokens, repeat=f"interleaved-{name}-{pair}",
-                    run_id=run_id, timed_requests=timed_requests, timeout_s=timeout_s,
-                    idle_timeout_s=idle_timeout_s, tokenizer=tokenizers[name], meter=meter,
+                    run_id=settings.run_id, timed_requests=settings.timed_requests,
+                    timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
+                    tokenizer=tokenizers[name], meter=meter,
                 )
                 measured.values[name].append(result.output_tokens_per_s)
                 measured.windows.append(InterleavedWindow(name, pair, result.output_tokens_per_s,
