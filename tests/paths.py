@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from pytest_modelsweep.core.sweep import load_sweep
 from pytest_modelsweep.serving.provision import cache_root
 
 # Tests that start the embedded servers use the machine's real cache: llama-server is
@@ -20,6 +22,17 @@ def write_sweep(path: Path, models: list[str]) -> Path:
                   for m in models)
     )
     return path
+
+def embedded_sweep_with(path: Path, **serving: int) -> Path:
+    """The embedded sweep with some of its ``[serving]`` numbers changed (e.g.
+    ``max_num_seqs=1``), written to ``path``; a key the sweep does not set is an error."""
+    text = Path(load_sweep("embedded").path).read_text()
+    for key, value in serving.items():
+        text, found = re.subn(rf"^{key} = \d+", f"{key} = {value}", text, flags=re.MULTILINE)
+        assert found == 1, f"the embedded sweep sets no {key}"
+    path.write_text(text)
+    return path
+
 
 # The embedded sweep's reference and its weak candidate: the two models that the plugin's
 # tests fake with local servers (the sweep's third model, Qwen2.5-Coder, is left out).

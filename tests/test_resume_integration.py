@@ -13,12 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy
-from paths import REAL_CACHE, SHARED_DATA
+from paths import REAL_CACHE, SHARED_DATA, embedded_sweep_with
 from requirements import SHARED_DATA_HINT, need
 from stores import raw_sql
 
 from pytest_modelsweep.core.store_location import parse_store_location
-from pytest_modelsweep.core.sweep import load_sweep
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,21 +29,13 @@ another (about 3 s each) and the kill lands between two of them, not after a bat
 at once."""
 
 
-def one_slot_sweep(tmp: Path) -> Path:
-    """The embedded sweep with one parallel slot."""
-    text = Path(load_sweep("embedded").path).read_text()
-    path = tmp / "one-slot.toml"
-    path.write_text(text.replace("max_num_seqs = 16", "max_num_seqs = 1"))
-    return path
-
-
 def command(tmp: Path, store: str, results: Path) -> list[str]:
     return [
         sys.executable, "-m", "pytest", str(ROOT / "benches" / "test_accuracy.py"),
         # the candidate alone: its verdict would have no reference to judge against
         "-m", "gsm8k and not verdict", "--model", "smollm2-135m", "--limit", str(LIMIT),
         "--gsm8k-max-tokens", "64", "--gsm8k-path", str(GSM8K),
-        "--sweep", str(one_slot_sweep(tmp)),
+        "--sweep", str(embedded_sweep_with(tmp / "one-slot.toml", max_num_seqs=1)),
         "--store", store, "--modelsweep-dir", str(tmp / "work"),
         "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",
     ]

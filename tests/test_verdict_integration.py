@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from paths import REAL_CACHE, SHARED_DATA
+from paths import REAL_CACHE, SHARED_DATA, embedded_sweep_with
 from requirements import SHARED_DATA_HINT, need
-
-from pytest_modelsweep.core.sweep import load_sweep
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,11 +17,7 @@ GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 
 
 def sweep_with_threads(tmp: Path, threads: int) -> Path:
-    text = Path(load_sweep("embedded").path).read_text()
-    path = tmp / f"threads{threads}.toml"
-    path.write_text(text.replace("threads = 2", f"threads = {threads}")
-                    .replace("max_num_seqs = 16", "max_num_seqs = 4"))
-    return path
+    return embedded_sweep_with(tmp / f"threads{threads}.toml", threads=threads, max_num_seqs=4)
 
 
 def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:

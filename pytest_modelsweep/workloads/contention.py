@@ -34,11 +34,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from ..core.measurements import Contention
 from ..core.options import DEFAULTS
-from ..core.settings import BenchSettings
+
+if TYPE_CHECKING:
+    from ..core.settings import BenchSettings
 
 DEFAULT_CONTENDED_CORES = DEFAULTS.contended_cores
 """Others' CPU use (cores) above which a window is contended (``--contended-cores``)."""
