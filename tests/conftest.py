@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,15 +21,23 @@ import httpcore
 import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-import sqlalchemy  # noqa: F401
+import sqlalchemy.dialects.postgresql  # noqa: F401  (the store imports it on first use)
 from paths import REAL_CACHE
 from postgres_server import PostgresServer, missing_reason
 from requirements import need
+from room import ALONE, Room
 
 with contextlib.suppress(ImportError):
     import psycopg  # noqa: F401
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+
+# The tests start hundreds of Python processes (pytester's, the CLI's) that import this
+# checkout; under PYTHONDONTWRITEBYTECODE (set in many CI images) each of them would compile
+# the package again and pytest rewrite its modules again (0.3 s a process here). Its bytecode
+# goes to the checkout's __pycache__ folders, which git ignores.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
 """Under xdist, the id of this test run (None: one process runs every test)."""
@@ -105,11 +113,15 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # --------------------------------------------------------------------------- tests that time the CPU
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that time real work (contention, drift, paced or real servers) run alone, and
-    first: then :data:`LONGEST_FIRST`, then the rest (see :func:`module_rank`)."""
+    """Modules that time real work (contention, drift, paced or real servers) run first and
+    away from the others (``serial``, see :func:`room_kind`): then :data:`LONGEST_FIRST`,
+    then the rest (see :func:`module_rank`)."""
     for item in items:
-        if module_name(item) in SERIAL_MODULES:
-            item.add_marker(pytest.mark.serial)
+        name = module_name(item)
+        if name in ALONE_MODULES:
+            item.add_marker(pytest.mark.serial(ALONE))
+        elif name in TIMING_MODULES:
+            item.add_marker(pytest.mark.serial(TIMING))
     items.sort(key=lambda item: module_rank(module_name(item)))  # stable: a module stays whole
 
 
@@ -117,15 +129,22 @@ def module_name(item: pytest.Item) -> str:
     return str(getattr(item.module, "__name__", ""))
 
 
-SERIAL_MODULES = (
+TIMING, OTHERS = "timing", "others"
+
+TIMING_MODULES = (
     "test_capacity", "test_open_loop_bench", "test_interleave", "test_verdict_plugin",
-    "test_noise", "test_startup", "test_stalls", "test_public_throughput", "test_contention",
-    "test_cold_start",
+    "test_stalls", "test_public_throughput",
 )
-"""The test modules whose assertions read a timing that another test beside them on the same
-two cores would move (a hog found, a drift cancelled, a server's pace, a stall's seconds),
-longest first. The real servers' tests (embedded, vLLM, resume, the real verdict) assert no
-timing: they run beside the others, slower, rather than leave the second worker idle."""
+"""The test modules whose assertions read a timing that a CPU-bound test beside them on the
+same two cores would move (a server's pace, a drift cancelled, a stall's seconds), longest
+first. They run beside one another (mostly waiting on paced servers, together they use
+about half of the two cores), never beside another test. The real servers' tests (embedded,
+vLLM, resume, the real verdict) assert no timing: they run beside the others, slower,
+rather than leave the second worker idle."""
+
+ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
+"""The test modules that read the whole machine (a CPU hog found, a quiet window, the
+seconds of fresh launches): each of their tests runs while no other test runs."""
 
 LONGEST_FIRST = (
     "test_like_with_like", "test_resume_integration", "test_measurement_records",
@@ -134,59 +153,56 @@ LONGEST_FIRST = (
 )
 """The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
 run), so that no long module is the last one left on a worker. The first is the one of them
-whose longest test is shortest (one minute): a worker done with the serial modules starts it
-while the other may still have a serial test waiting for it."""
+whose longest test is shortest (one minute): a worker done with the timing modules starts it
+while the other may still have a timing test waiting for it."""
 
 
 def module_rank(name: str) -> tuple[int, int]:
-    """Where a module's tests go in the order xdist hands modules out (``-n``): the serial
-    modules first, so that while one of them runs the other worker waits for a test of
-    theirs rather than for a long test of another module (the exclusive lock waits for every
-    test in progress); then the longest others; then the rest as collected. The modules whose
-    servers live across their tests (a shared lock held the whole module) come after every
-    serial module."""
-    for group, names in enumerate((SERIAL_MODULES, LONGEST_FIRST)):
+    """Where a module's tests go in the order xdist hands modules out (``-n``): the timing
+    and then the lone modules first, so that while one of them runs the other worker waits
+    for a test of theirs rather than for a long test of another module; then the longest
+    others; then the rest as collected. The modules whose servers live across their tests
+    (held in the room the whole module) come after every timing module."""
+    for group, names in enumerate((TIMING_MODULES, ALONE_MODULES, LONGEST_FIRST)):
         if name in names:
             return group, names.index(name)
-    return 2, 0
+    return 3, 0
 
 
 SERVERS_KEPT_BETWEEN_TESTS = frozenset({"test_embedded_integration", "test_vllm_integration"})
 """Modules whose real servers live from their first test to their last (module fixtures):
-an idle vLLM still polls the CPU, so no serial test may run until the module is done."""
+an idle vLLM still polls the CPU, so no timing test may run until the module is done."""
 
 
-def run_lock() -> Path:
-    return Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.lock"
+def run_room() -> Room:
+    return Room(Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.room")
+
+
+def room_kind(item: pytest.Item) -> str:
+    """``timing``, ``alone`` (the ``serial`` marker's argument) or ``others``."""
+    marker = item.get_closest_marker("serial")
+    return str(marker.args[0]) if marker else OTHERS
 
 
 @pytest.fixture(autouse=True, scope="module")
-def no_serial_test_while_the_modules_servers_live(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A shared lock held over a whole module of :data:`SERVERS_KEPT_BETWEEN_TESTS` (each
-    test's own lock is released between its tests)."""
+def no_timing_test_while_the_modules_servers_live(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The room held for ``others`` over a whole module of :data:`SERVERS_KEPT_BETWEEN_TESTS`
+    (each test's own hold ends with the test)."""
     if TEST_RUN is None or request.module.__name__ not in SERVERS_KEPT_BETWEEN_TESTS:
         yield
         return
-    with run_lock().open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with run_room().held(OTHERS):
+        yield
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """Under xdist, a ``serial`` test runs while no other test runs (an exclusive lock on a
-    file of the test run), and the others beside one another (shared locks)."""
+    """Under xdist, each test runs in the room of its kind (``tests/room.py``): timing tests
+    beside timing tests, the others beside the others, a lone test beside none."""
     if TEST_RUN is None:
         return (yield)
-    with run_lock().open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
-        try:
-            return (yield)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with run_room().held(room_kind(item)):
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,0 +1,92 @@
+"""Which kind of test runs now, across the xdist workers of one test run.
+
+Tests of one kind run beside one another, never beside a test of another kind, and a test
+of the kind :data:`ALONE` beside no other test. Waiting is first come, first served: a
+test that waits for the room keeps every later test of another kind out, so a stream of
+one kind cannot starve the other. The state lives in a JSON file guarded by ``flock``;
+an entry whose process has died is dropped, so a crashed worker blocks nobody.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ALONE = "alone"
+POLL_S = 0.02
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Room:
+    """The room of one test run, kept in ``path`` (a JSON file) and ``path.lock``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock_path = path.with_name(path.name + ".lock")
+
+    @contextlib.contextmanager
+    def _state(self) -> Iterator[dict[str, Any]]:
+        with self.lock_path.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                try:
+                    state: dict[str, Any] = json.loads(self.path.read_text())
+                except (FileNotFoundError, ValueError):
+                    state = {}
+                state["inside"] = [e for e in state.get("inside", []) if alive(e[0])]
+                state["queue"] = [e for e in state.get("queue", []) if alive(e[0])]
+                yield state
+                self.path.write_text(json.dumps(state))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _try_enter(self, kind: str) -> bool:
+        pid = os.getpid()
+        with self._state() as state:
+            inside: list[list[Any]] = state["inside"]
+            queue: list[list[Any]] = state["queue"]
+            mine = [pid, kind]
+            if mine in inside:  # this process is inside already (a module's hold, then a test)
+                inside.append(mine)
+                return True
+            if mine not in queue:
+                queue.append(mine)
+            ahead = queue[:queue.index(mine)]
+            fits = all(k == kind != ALONE for _, k in inside)
+            if fits and all(k == kind != ALONE for _, k in ahead):
+                queue.remove(mine)
+                inside.append(mine)
+                return True
+            return False
+
+    def enter(self, kind: str) -> None:
+        """Wait until a test of ``kind`` may run, and count this process in."""
+        while not self._try_enter(kind):
+            time.sleep(POLL_S)
+
+    def leave(self, kind: str) -> None:
+        with self._state() as state, contextlib.suppress(ValueError):
+            state["inside"].remove([os.getpid(), kind])
+
+    @contextlib.contextmanager
+    def held(self, kind: str) -> Iterator[None]:
+        self.enter(kind)
+        try:
+            yield
+        finally:
+            self.leave(kind)
