@@ -132,13 +132,14 @@ def module_name(item: pytest.Item) -> str:
 TIMING, OTHERS = "timing", "others"
 
 TIMING_MODULES = (
-    "test_capacity", "test_open_loop_bench", "test_interleave", "test_verdict_plugin",
-    "test_stalls", "test_public_throughput",
+    "test_capacity", "test_open_loop_bench", "test_decision_page", "test_interleave",
+    "test_verdict_plugin", "test_stalls", "test_public_throughput",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
-same two cores would move (a server's pace, a drift cancelled, a stall's seconds), longest
-first. They run beside one another (mostly waiting on paced servers, together they use
-about half of the two cores), never beside another test. The real servers' tests (embedded,
+same two cores would move (a server's pace, a drift cancelled, a stall's seconds), a first
+token against 80 ms in the decision page's capacity runs), longest first. They run beside
+one another (mostly waiting on paced servers, together they use about half of the two
+cores), never beside another test. The real servers' tests (embedded,
 vLLM, resume, the real verdict) assert no timing: they run beside the others, slower,
 rather than leave the second worker idle."""
 
@@ -148,7 +149,7 @@ seconds of fresh launches): each of their tests runs while no other test runs.""
 
 LONGEST_FIRST = (
     "test_like_with_like", "test_resume_integration", "test_measurement_records",
-    "test_decision_page", "test_verdict_integration", "test_vllm_integration",
+    "test_verdict_integration", "test_vllm_integration",
     "test_multihost", "test_report_tables", "test_conformance_lmeval", "test_public_api",
 )
 """The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
