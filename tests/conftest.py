@@ -133,15 +133,16 @@ TIMING, OTHERS = "timing", "others"
 
 TIMING_MODULES = (
     "test_capacity", "test_open_loop_bench", "test_decision_page", "test_interleave",
-    "test_verdict_plugin", "test_stalls", "test_public_throughput",
+    "test_verdict_plugin", "test_stalls", "test_sequential", "test_public_throughput",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
-same two cores would move (a server's pace, a drift cancelled, a stall's seconds), a first
-token against 80 ms in the decision page's capacity runs), longest first. They run beside
+same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
+token within 80 ms in the decision page's capacity runs, a reference that waits only for a
+candidate whose test has started on the other worker), longest first. They run beside
 one another (mostly waiting on paced servers, together they use about half of the two
-cores), never beside another test. The real servers' tests (embedded,
-vLLM, resume, the real verdict) assert no timing: they run beside the others, slower,
-rather than leave the second worker idle."""
+cores), never beside another test. The real servers' tests (embedded, vLLM, resume, the
+real verdict) assert no timing: they run beside the others, slower, rather than leave the
+second worker idle."""
 
 ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
 """The test modules that read the whole machine (a CPU hog found, a quiet window, the
