@@ -67,8 +67,7 @@ class Room:
             if mine not in queue:
                 queue.append(mine)
             ahead = queue[:queue.index(mine)]
-            fits = all(k == kind != ALONE for _, k in inside)
-            if fits and all(k == kind != ALONE for _, k in ahead):
+            if all(k == kind != ALONE for _, k in inside + ahead):  # one kind, never alone
                 queue.remove(mine)
                 inside.append(mine)
                 return True
