@@ -26,6 +26,7 @@ from paths import REAL_CACHE
 from postgres_server import PostgresServer, missing_reason
 from requirements import need
 from room import ALONE, Room
+from scheduling import Scheduling
 
 with contextlib.suppress(ImportError):
     import psycopg  # noqa: F401
@@ -113,9 +114,9 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # --------------------------------------------------------------------------- tests that time the CPU
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that time real work (contention, drift, paced or real servers) run first and
-    away from the others (``serial``, see :func:`room_kind`): then :data:`LONGEST_FIRST`,
-    then the rest (see :func:`module_rank`)."""
+    """Modules that time real work (contention, drift, paced servers) run first and away
+    from the others (``serial``, see :func:`room_kind`): then :data:`LONGEST_FIRST`, then the
+    rest (see :func:`module_rank`)."""
     for item in items:
         name = module_name(item)
         if name in ALONE_MODULES:
@@ -132,40 +133,40 @@ def module_name(item: pytest.Item) -> str:
 TIMING, OTHERS = "timing", "others"
 
 TIMING_MODULES = (
-    "test_capacity", "test_open_loop_bench", "test_decision_page", "test_interleave",
-    "test_verdict_plugin", "test_stalls", "test_sequential", "test_public_throughput",
+    "test_capacity", "test_measurement_records", "test_open_loop_bench", "test_decision_page",
+    "test_interleave", "test_verdict_plugin", "test_stalls", "test_sequential",
+    "test_public_throughput",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
-token within 80 ms in the decision page's capacity runs, a reference that waits only for a
-candidate whose test has started on the other worker), longest first. They run beside
-one another (mostly waiting on paced servers, together they use about half of the two
-cores), never beside another test. The real servers' tests (embedded, vLLM, resume, the
-real verdict) assert no timing: they run beside the others, slower, rather than leave the
-second worker idle."""
+token within 80 ms in the decision page's capacity runs, a rate sweep that both servers of
+the records run keep up with at its first step, a reference that waits only for a candidate
+whose test has started on the other worker), longest first. They run beside
+one another (mostly waiting on paced servers, together they use about a quarter of the two
+cores), never beside another test: beside the lowest-priority tests of a third worker, at
+nice 19, the interleaved windows' drift and a first token within 80 ms still missed. The
+real servers' tests (embedded, vLLM, resume, the real verdict) assert no timing: they run
+with the others, slower, rather than leave a worker idle."""
 
 ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
 """The test modules that read the whole machine (a CPU hog found, a quiet window, the
 seconds of fresh launches): each of their tests runs while no other test runs."""
 
 LONGEST_FIRST = (
-    "test_like_with_like", "test_resume_integration", "test_measurement_records",
-    "test_verdict_integration", "test_vllm_integration",
-    "test_multihost", "test_report_tables", "test_conformance_lmeval", "test_public_api",
+    "test_like_with_like", "test_resume_integration", "test_verdict_integration",
+    "test_vllm_integration", "test_multihost", "test_report_tables", "test_conformance_lmeval", "test_public_api",
 )
 """The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
-run), so that no long module is the last one left on a worker. The first is the one of them
-whose longest test is shortest (one minute): a worker done with the timing modules starts it
-while the other may still have a timing test waiting for it."""
+run), so that no long module is the last one left on a worker."""
 
 
 def module_rank(name: str) -> tuple[int, int]:
-    """Where a module's tests go in the order xdist hands modules out (``-n``): the timing
-    and then the lone modules first, so that while one of them runs the other worker waits
-    for a test of theirs rather than for a long test of another module; then the longest
-    others; then the rest as collected. The modules whose servers live across their tests
-    (held in the room the whole module) come after every timing module."""
-    for group, names in enumerate((TIMING_MODULES, ALONE_MODULES, LONGEST_FIRST)):
+    """Where a module's tests go in the order xdist hands modules out (``-n``): the lone
+    modules first (each waits only for the tests that started before it), then the timing
+    modules, so that while one of them runs the other worker waits for a test of theirs
+    rather than for a long test of another module; then the longest others; then the rest as
+    collected."""
+    for group, names in enumerate((ALONE_MODULES, TIMING_MODULES, LONGEST_FIRST)):
         if name in names:
             return group, names.index(name)
     return 3, 0
@@ -177,7 +178,10 @@ an idle vLLM still polls the CPU, so no timing test may run until the module is 
 
 
 def run_room() -> Room:
-    return Room(Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.room")
+    """The room of this test run: timing tests go before the others waiting for it, so that
+    no test of another module waits between two of a timing module's tests."""
+    return Room(Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.room",
+                first=(TIMING,))
 
 
 def room_kind(item: pytest.Item) -> str:
@@ -186,14 +190,24 @@ def room_kind(item: pytest.Item) -> str:
     return str(marker.args[0]) if marker else OTHERS
 
 
+def module_hold(name: str) -> str | None:
+    """The kind a module holds the room for from its first test to its last (each test's own
+    hold ends with the test): ``others`` while a module's servers live
+    (:data:`SERVERS_KEPT_BETWEEN_TESTS`); ``alone`` for a lone module, so that the other
+    workers' tests wait once for the module, not once for each of its tests."""
+    if name in SERVERS_KEPT_BETWEEN_TESTS:
+        return OTHERS
+    return ALONE if name in ALONE_MODULES else None
+
+
 @pytest.fixture(autouse=True, scope="module")
-def no_timing_test_while_the_modules_servers_live(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The room held for ``others`` over a whole module of :data:`SERVERS_KEPT_BETWEEN_TESTS`
-    (each test's own hold ends with the test)."""
-    if TEST_RUN is None or request.module.__name__ not in SERVERS_KEPT_BETWEEN_TESTS:
+def room_held_over_the_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The room held for the module's whole run where :func:`module_hold` says so."""
+    kind = module_hold(request.module.__name__)
+    if TEST_RUN is None or kind is None:
         yield
         return
-    with run_room().held(OTHERS):
+    with run_room().held(kind):
         yield
 
 
@@ -210,11 +224,11 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``-n``, a file's tests go to one worker (its module fixtures are made once), the
-    files in the order :func:`pytest_collection_modifyitems` left them.
+    files in the order :func:`pytest_collection_modifyitems` left them; a third worker gets
+    no file until every timing and lone file has been handed out (``tests/scheduling.py``).
 
     The project's own tests measure no model (their pytester runs do), though their ids may
     name one: modelsweep's scheduling by model is not theirs."""
-    from xdist.scheduler import LoadFileScheduling
-
     config.option.loadscopereorder = False  # hand modules out in the order collected
-    return LoadFileScheduling(config, log)
+    return Scheduling(config, log, foreground_only=lambda scope: Path(scope).stem in (
+        *TIMING_MODULES, *ALONE_MODULES))

@@ -3,7 +3,9 @@
 Tests of one kind run beside one another, never beside a test of another kind, and a test
 of the kind :data:`ALONE` beside no other test. Waiting is first come, first served: a
 test that waits for the room keeps every later test of another kind out, so a stream of
-one kind cannot starve the other. The state lives in a JSON file guarded by ``flock``;
+one kind cannot starve the other; except that the kinds a room puts ``first`` go before the
+waiting tests of other kinds (never before a lone test), so that those wait until no test
+of theirs is left. The state lives in a JSON file guarded by ``flock``;
 an entry whose process has died is dropped, so a crashed worker blocks nobody.
 """
 
@@ -14,7 +16,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +35,17 @@ def alive(pid: int) -> bool:
 
 
 class Room:
-    """The room of one test run, kept in ``path`` (a JSON file) and ``path.lock``."""
+    """The room of one test run, kept in ``path`` (a JSON file) and ``path.lock``; the kinds
+    in ``first`` go before waiting tests of other kinds."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, first: Collection[str] = ()) -> None:
         self.path = path
         self.lock_path = path.with_name(path.name + ".lock")
+        self.first = frozenset(first)
+
+    def waits_behind(self, kind: str, waiting: str) -> bool:
+        """Whether a test of ``kind`` waits for an earlier waiting test of kind ``waiting``."""
+        return waiting == ALONE or kind not in self.first or waiting in self.first
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[dict[str, Any]]:
@@ -66,7 +74,7 @@ class Room:
                 return True
             if mine not in queue:
                 queue.append(mine)
-            ahead = queue[:queue.index(mine)]
+            ahead = [e for e in queue[:queue.index(mine)] if self.waits_behind(kind, e[1])]
             if all(k == kind != ALONE for _, k in inside + ahead):  # one kind, never alone
                 queue.remove(mine)
                 inside.append(mine)

@@ -184,7 +184,7 @@ def test_the_pool_refuses_a_changed_file_at_its_first_use_before_any_server_star
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     sweep = load_sweep("embedded")
-    serving = replace(sweep.serving, max_num_seqs=2)
+    serving = replace(sweep.serving, max_num_seqs=2, threads=1)
     endpoint, process = launch_llamacpp(
         sweep.model("qwen2.5-coder-0.5b"), serving, tmp_path_factory.mktemp("logs"), progress
     )

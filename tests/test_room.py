@@ -13,9 +13,10 @@ from room import ALONE, Room
 CONTEXT = multiprocessing.get_context("fork")
 
 
-def visit(path: str, kind: str, stay_s: float, log: str) -> None:
-    """Enter the room as ``kind``, note when, stay ``stay_s``, note when leaving."""
-    room = Room(Path(path))
+def visit(path: str, kind: str, stay_s: float, log: str, first: tuple[str, ...] = ()) -> None:
+    """Enter the room (its ``first`` kinds) as ``kind``, note when, stay ``stay_s``, note when
+    leaving."""
+    room = Room(Path(path), first=first)
     with room.held(kind):
         with open(log, "a") as out:
             out.write(f"in {kind} {os.getpid()} {time.monotonic()}\n")
@@ -35,8 +36,9 @@ def spans(log: Path) -> dict[int, tuple[str, float, float]]:
     return {pid: (kinds[pid], times[0], times[1]) for pid, times in seen.items()}
 
 
-def start(path: Path, kind: str, stay_s: float, log: Path) -> multiprocessing.process.BaseProcess:
-    process = CONTEXT.Process(target=visit, args=(str(path), kind, stay_s, str(log)))
+def start(path: Path, kind: str, stay_s: float, log: Path,
+          first: tuple[str, ...] = ()) -> multiprocessing.process.BaseProcess:
+    process = CONTEXT.Process(target=visit, args=(str(path), kind, stay_s, str(log), first))
     process.start()
     return process
 
@@ -83,3 +85,35 @@ def test_a_holder_that_died_blocks_nobody(tmp_path: Path) -> None:
     visitor = start(room, "others", 0.0, log)
     visitor.join(10)
     assert visitor.exitcode == 0 and time.monotonic() - started < 5
+
+
+FIRST = ("timing",)
+
+
+def test_a_kind_that_goes_first_passes_the_waiting_others_but_not_a_lone_test(
+        tmp_path: Path) -> None:
+    room, log = tmp_path / "room", tmp_path / "log"
+    first = start(room, "timing", 0.6, log, FIRST)
+    time.sleep(0.2)
+    others = start(room, "others", 0.1, log, FIRST)  # waits for the timing test ...
+    time.sleep(0.2)
+    second = start(room, "timing", 0.6, log, FIRST)  # ... which lets a later one in beside it
+    for process in (first, others, second):
+        process.join(10)
+        assert process.exitcode == 0
+    visits = spans(log)
+    assert visits[second.pid][1] < visits[first.pid][2]
+    assert visits[others.pid][1] >= visits[second.pid][2]
+
+    lone_log = tmp_path / "lone-log"
+    timing = start(room, "timing", 0.5, lone_log, FIRST)
+    time.sleep(0.1)
+    alone = start(room, ALONE, 0.1, lone_log, FIRST)  # waits for the timing test ...
+    time.sleep(0.1)
+    later = start(room, "timing", 0.1, lone_log, FIRST)  # ... and a later one waits behind it
+    for process in (timing, alone, later):
+        process.join(10)
+        assert process.exitcode == 0
+    visits = spans(lone_log)
+    assert visits[alone.pid][1] >= visits[timing.pid][2]
+    assert visits[later.pid][1] >= visits[alone.pid][2]
