@@ -141,20 +141,22 @@ TIMING_MODULES = (
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
 token within 80 ms in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
-whose test has started on the other worker), longest first. They run beside
-one another (mostly waiting on paced servers, together they use about a quarter of the two
-cores), never beside another test: beside the lowest-priority tests of a third worker, at
-nice 19, the interleaved windows' drift and a first token within 80 ms still missed. The
-real servers' tests (embedded, vLLM, resume, the real verdict) assert no timing: they run
-with the others, slower, rather than leave a worker idle."""
+whose test has started on the other worker), longest first. They run beside one another on
+the first two workers (mostly waiting on paced servers, together they use about a quarter
+of the two cores), never beside another test: beside the lowest-priority tests of a third
+worker, at nice 19, the interleaved windows' drift and a first token within 80 ms still
+missed. The real servers' tests (embedded, vLLM, resume, the real verdict) assert no
+timing: they run with the others, slower, rather than leave a worker idle."""
 
 ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
 """The test modules that read the whole machine (a CPU hog found, a quiet window, the
-seconds of fresh launches): each of their tests runs while no other test runs."""
+seconds of fresh launches): each runs, from its first test to its last, while no other test
+runs."""
 
 LONGEST_FIRST = (
     "test_like_with_like", "test_resume_integration", "test_verdict_integration",
-    "test_vllm_integration", "test_multihost", "test_report_tables", "test_conformance_lmeval", "test_public_api",
+    "test_vllm_integration", "test_multihost", "test_report_tables", "test_conformance_lmeval",
+    "test_public_api",
 )
 """The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
 run), so that no long module is the last one left on a worker."""

@@ -5,8 +5,8 @@ of the kind :data:`ALONE` beside no other test. Waiting is first come, first ser
 test that waits for the room keeps every later test of another kind out, so a stream of
 one kind cannot starve the other; except that the kinds a room puts ``first`` go before the
 waiting tests of other kinds (never before a lone test), so that those wait until no test
-of theirs is left. The state lives in a JSON file guarded by ``flock``;
-an entry whose process has died is dropped, so a crashed worker blocks nobody.
+of theirs is left. The state lives in a JSON file guarded by ``flock``; an entry whose
+process has died is dropped, so a crashed worker blocks nobody.
 """
 
 from __future__ import annotations
