@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,10 +23,11 @@ import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 import sqlalchemy.dialects.postgresql  # noqa: F401  (the store imports it on first use)
+from cpu_share import Share
 from paths import REAL_CACHE
 from postgres_server import PostgresServer, missing_reason
 from requirements import need
-from room import ALONE, Room
+from room import ALONE, CONFINED, Room
 from scheduling import Scheduling
 
 with contextlib.suppress(ImportError):
@@ -143,10 +145,19 @@ token within 80 ms in the decision page's capacity runs, a rate sweep that both 
 the records run keep up with at its first step, a reference that waits only for a candidate
 whose test has started on the other worker), longest first. They run beside one another on
 the first two workers (mostly waiting on paced servers, together they use about a quarter
-of the two cores), never beside another test: beside the lowest-priority tests of a third
-worker, at nice 19, the interleaved windows' drift and a first token within 80 ms still
-missed. The real servers' tests (embedded, vLLM, resume, the real verdict) assert no
-timing: they run with the others, slower, rather than leave a worker idle."""
+of the two cores), and beside no test but a confined one (``tests/cpu_share.py``): a third
+worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too. (On
+both CPUs at nice 19, the interleaved windows' drift and a first token within 80 ms missed;
+on one CPU, but with the scheduling groups of the sessions they started left at nice 0, the
+first token within 80 ms missed once.)"""
+
+NEEDS_WHOLE_CPUS = (
+    "test_vllm_integration", "test_embedded_integration", "test_open_loop", "test_cpu_share",
+)
+"""The modules that run with the others once the timing and lone tests are done, never
+confined to one CPU beside them: vLLM (it compiles the model on every CPU), the embedded
+servers of two threads each, an open loop's latency far above a closed loop's, which a
+client at the lowest priority does not see, and the test of confining itself."""
 
 ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
 """The test modules that read the whole machine (a CPU hog found, a quiet window, the
@@ -154,8 +165,8 @@ seconds of fresh launches): each runs, from its first test to its last, while no
 runs."""
 
 LONGEST_FIRST = (
-    "test_like_with_like", "test_resume_integration", "test_verdict_integration",
-    "test_vllm_integration", "test_multihost", "test_report_tables", "test_conformance_lmeval",
+    "test_vllm_integration", "test_resume_integration", "test_verdict_integration",
+    "test_like_with_like", "test_multihost", "test_report_tables", "test_conformance_lmeval",
     "test_public_api",
 )
 """The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
@@ -180,16 +191,57 @@ an idle vLLM still polls the CPU, so no timing test may run until the module is 
 
 
 def run_room() -> Room:
-    """The room of this test run: timing tests go before the others waiting for it, so that
-    no test of another module waits between two of a timing module's tests."""
+    """The room of this test run: timing and lone tests go before the others waiting for it,
+    so that no test of another module waits between two of a timing or lone module's tests."""
     return Room(Path(tempfile.gettempdir()) / f"modelsweep-tests-{TEST_RUN}.room",
-                first=(TIMING,))
+                first=(TIMING, ALONE))
+
+
+SHARE = Share()
+"""This worker's share of the machine (``tests/cpu_share.py``)."""
 
 
 def room_kind(item: pytest.Item) -> str:
-    """``timing``, ``alone`` (the ``serial`` marker's argument) or ``others``."""
+    """``timing``, ``alone`` (the ``serial`` marker's argument), else ``confined`` while timing
+    or lone tests are left (:func:`foreground_done`) in a module that needs no whole CPU,
+    else ``others``."""
     marker = item.get_closest_marker("serial")
-    return str(marker.args[0]) if marker else OTHERS
+    if marker:
+        return str(marker.args[0])
+    if (SHARE.can_confine and module_name(item) not in NEEDS_WHOLE_CPUS
+            and not foreground_done(item.config)):
+        return CONFINED
+    return OTHERS
+
+
+def foreground_done(config: pytest.Config) -> bool:
+    """Whether every timing and lone test of this run has completed (the scheduler's file)."""
+    marker = getattr(config, "workerinput", {}).get(FOREGROUND_DONE)
+    return marker is None or Path(marker).exists()
+
+
+FOREGROUND_DONE = "modelsweep_tests_foreground_done"
+"""The ``workerinput`` key of the file that the scheduler writes when the timing and lone tests
+have completed."""
+_foreground_done_file = pytest.StashKey[Path]()
+
+
+def foreground_done_file(config: pytest.Config) -> Path:
+    """The controller's file for :data:`FOREGROUND_DONE`, made on first use."""
+    if _foreground_done_file not in config.stash:
+        folder = Path(tempfile.mkdtemp(prefix="modelsweep-tests-"))
+        config.stash[_foreground_done_file] = folder / "foreground-done"
+    return config.stash[_foreground_done_file]
+
+
+def pytest_configure_node(node: Any) -> None:
+    """xdist's hook, on the controller: each worker learns where the scheduler's file is."""
+    node.workerinput[FOREGROUND_DONE] = str(foreground_done_file(node.config))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _foreground_done_file in config.stash:
+        shutil.rmtree(config.stash[_foreground_done_file].parent, ignore_errors=True)
 
 
 def module_hold(name: str) -> str | None:
@@ -219,18 +271,27 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     beside timing tests, the others beside the others, a lone test beside none."""
     if TEST_RUN is None:
         return (yield)
-    with run_room().held(room_kind(item)):
+    kind = room_kind(item)
+    if kind == CONFINED:
+        SHARE.confine()
+    else:
+        SHARE.release()
+    with run_room().held(kind):
         return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``-n``, a file's tests go to one worker (its module fixtures are made once), the
-    files in the order :func:`pytest_collection_modifyitems` left them; a third worker gets
-    no file until every timing and lone file has been handed out (``tests/scheduling.py``).
+    files in the order :func:`pytest_collection_modifyitems` left them; the timing and lone
+    files on the first two workers, and a file of :data:`NEEDS_WHOLE_CPUS` on a third worker
+    only once the timing and lone tests are done (``tests/scheduling.py``).
 
     The project's own tests measure no model (their pytester runs do), though their ids may
     name one: modelsweep's scheduling by model is not theirs."""
     config.option.loadscopereorder = False  # hand modules out in the order collected
-    return Scheduling(config, log, foreground_only=lambda scope: Path(scope).stem in (
-        *TIMING_MODULES, *ALONE_MODULES))
+    return Scheduling(
+        config, log,
+        foreground_only=lambda scope: Path(scope).stem in (*TIMING_MODULES, *ALONE_MODULES),
+        needs_whole_cpus=lambda scope: Path(scope).stem in NEEDS_WHOLE_CPUS,
+        foreground_done=foreground_done_file(config))

@@ -1,7 +1,9 @@
 """Which kind of test runs now, across the xdist workers of one test run.
 
 Tests of one kind run beside one another, never beside a test of another kind, and a test
-of the kind :data:`ALONE` beside no other test. Waiting is first come, first served: a
+of the kind :data:`ALONE` beside no other test; except that a test of the kind
+:data:`CONFINED` (kept to one CPU at the lowest priority, ``tests/cpu_share.py``) runs beside
+any kind but :data:`ALONE`. Waiting is first come, first served: a
 test that waits for the room keeps every later test of another kind out, so a stream of
 one kind cannot starve the other; except that the kinds a room puts ``first`` go before the
 waiting tests of other kinds (never before a lone test), so that those wait until no test
@@ -21,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 ALONE = "alone"
+CONFINED = "confined"
 POLL_S = 0.02
+
+
+def compatible(kind: str, other: str) -> bool:
+    """Whether tests of ``kind`` and ``other`` may run at the same time."""
+    if ALONE in (kind, other):
+        return False
+    return kind == other or CONFINED in (kind, other)
 
 
 def alive(pid: int) -> bool:
@@ -75,7 +85,7 @@ class Room:
             if mine not in queue:
                 queue.append(mine)
             ahead = [e for e in queue[:queue.index(mine)] if self.waits_behind(kind, e[1])]
-            if all(k == kind != ALONE for _, k in inside + ahead):  # one kind, never alone
+            if all(compatible(kind, k) for _, k in inside + ahead):
                 queue.remove(mine)
                 inside.append(mine)
                 return True

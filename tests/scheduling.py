@@ -2,14 +2,15 @@
 
 A file's tests go to one worker (its module fixtures are made once), in the order the files
 were collected. The timing and lone files (``foreground_only``) come first and go to the
-first two workers only; a third worker gets its first file once they have all been handed
-out, and adds a worker to the rest of the run, whose tests often wait on a server or a
-subprocess. (The room, ``tests/room.py``, lets the timing tests go before the others that
-wait for it, so that the last timing files run at their pace.)
+first two workers only. Until every one of their tests has completed, a third worker takes
+only the files that do not start real servers (``needs_whole_cpus``), and runs them confined
+to one CPU at the lowest priority (``tests/cpu_share.py``, the room's ``confined`` kind);
+when they have, the scheduler writes ``foreground_done`` and every worker takes any file.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,23 +20,37 @@ from xdist.workermanage import WorkerController
 FOREGROUND_WORKERS = 2
 """The workers that run the timing and lone files (``gw0``, ``gw1``)."""
 
+MORE_WORK_BELOW = 2
+"""A worker is handed its next file once this many of its tests or fewer are left (xdist's)."""
+
 
 class Scheduling(LoadFileScheduling):  # type: ignore[misc]
     """LoadFile scheduling in which the files ``foreground_only(scope)`` names go to the first
-    two workers and run before any other file."""
+    two workers and run first, and the files ``needs_whole_cpus(scope)`` names wait for them."""
 
-    def __init__(self, config: pytest.Config, log: Any,
-                 foreground_only: Callable[[str], bool]) -> None:
+    def __init__(self, config: pytest.Config, log: Any, foreground_only: Callable[[str], bool],
+                 needs_whole_cpus: Callable[[str], bool], foreground_done: Path) -> None:
         super().__init__(config, log)
         self.foreground_only = foreground_only
+        self.needs_whole_cpus = needs_whole_cpus
+        self.foreground_done = foreground_done
 
     def may_take(self, node: WorkerController, scope: str) -> bool:
-        """A timing or lone file: a foreground worker. Any other file: a foreground worker,
-        or any once every timing and lone file has been handed out."""
+        """A timing or lone file: a foreground worker. A file that starts real servers: a
+        foreground worker, or any once the foreground tests are done. Any other file: any."""
         if int(node.gateway.id.removeprefix("gw")) < FOREGROUND_WORKERS:
             return True
-        return not self.foreground_only(scope) and not any(
-            self.foreground_only(s) for s in self.workqueue)
+        if self.foreground_only(scope):
+            return False
+        return self.foreground_done.exists() or not self.needs_whole_cpus(scope)
+
+    def foreground_finished(self) -> bool:
+        """Whether every test of a timing or lone file has completed."""
+        if any(self.foreground_only(scope) for scope in self.workqueue):
+            return False
+        return all(done for work in self.assigned_work.values()
+                   for scope, tests in work.items() if self.foreground_only(scope)
+                   for done in tests.values())
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         """The first file this worker may take (xdist hands out the queue's first)."""
@@ -46,14 +61,14 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
         super()._assign_work_unit(node)
 
     def _reschedule(self, node: WorkerController) -> None:
-        super()._reschedule(node)
-        # a worker left waiting gets its first file once it may take one, and stops once
-        # nothing is left to hand out
-        for other in self.nodes:
-            if other is node or other.shutting_down or self._pending_of(
-                    self.assigned_work.get(other, {})):
+        """xdist's rule for every worker, not only the one that reported: a worker left
+        without a file it may take gets one once it may, and stops once none is left."""
+        if not self.foreground_done.exists() and self.foreground_finished():
+            self.foreground_done.touch()
+        for each in (node, *(other for other in self.nodes if other is not node)):
+            if each.shutting_down:
                 continue
-            if self.workqueue:
-                self._assign_work_unit(other)
-            else:
-                other.shutdown()
+            if not self.workqueue:
+                each.shutdown()
+            elif self._pending_of(self.assigned_work.get(each, {})) <= MORE_WORK_BELOW:
+                self._assign_work_unit(each)

@@ -111,8 +111,9 @@ def test_interleaved_windows_cancel_the_drift(
     assert [(w["model"], w["pair"]) for w in stats["windows"]] == [
         ("gemma3-270m", 0), ("smollm2-135m", 0), ("smollm2-135m", 1), ("gemma3-270m", 1),
         ("gemma3-270m", 2), ("smollm2-135m", 2), ("smollm2-135m", 3), ("gemma3-270m", 3)]
-    # the drift is real: both sides' later pairs are slower
-    assert stats["reference_values"][3] < 0.8 * stats["reference_values"][0]
+    # the drift is real: both sides' later pairs are slower (0.70 of the first pair's pace
+    # alone; how far a 2-ms sleep overshoots moves it up, as in the back-to-back test)
+    assert stats["reference_values"][3] < 0.85 * stats["reference_values"][0]
     result.stdout.fnmatch_lines(["*interleaved throughput c1: pair 4/4, smollm2-135m ÷ "
                                  "gemma3-270m *x"])
 

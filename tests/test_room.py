@@ -1,14 +1,17 @@
 """The room that keeps timing tests away from the others under xdist (tests/room.py), with
-real processes: one kind at a time, first come first served, a dead holder blocks nobody."""
+real processes: one kind at a time, first come first served, a dead holder blocks nobody.
+Each visitor starts once the one before it is inside or waiting, so that the order holds on
+a loaded machine."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
 from pathlib import Path
 
-from room import ALONE, Room
+from room import ALONE, CONFINED, Room, compatible
 
 CONTEXT = multiprocessing.get_context("fork")
 
@@ -38,21 +41,37 @@ def spans(log: Path) -> dict[int, tuple[str, float, float]]:
 
 def start(path: Path, kind: str, stay_s: float, log: Path,
           first: tuple[str, ...] = ()) -> multiprocessing.process.BaseProcess:
+    """A visitor, returned once the room shows it inside or waiting."""
     process = CONTEXT.Process(target=visit, args=(str(path), kind, stay_s, str(log), first))
     process.start()
+    deadline = time.monotonic() + 10
+    while not any(entry[0] == process.pid for entry in entries(path)):
+        assert process.exitcode is None and time.monotonic() < deadline, "never reached the room"
+        time.sleep(0.005)
     return process
+
+
+def entries(path: Path) -> list[list[object]]:
+    """Who is in the room and who waits for it."""
+    try:
+        state = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    return [*state.get("inside", []), *state.get("queue", [])]
+
+
+def joined(*processes: multiprocessing.process.BaseProcess) -> None:
+    for process in processes:
+        process.join(20)
+        assert process.exitcode == 0
 
 
 def test_kinds_never_overlap_and_a_waiting_kind_is_not_starved(tmp_path: Path) -> None:
     room, log = tmp_path / "room", tmp_path / "log"
     timing = start(room, "timing", 0.6, log)
-    time.sleep(0.2)
     others = start(room, "others", 0.3, log)  # waits for the timing test ...
-    time.sleep(0.2)
     second_timing = start(room, "timing", 0.3, log)  # ... and keeps this later one out
-    for process in (timing, others, second_timing):
-        process.join(10)
-        assert process.exitcode == 0
+    joined(timing, others, second_timing)
     visits = spans(log)
     first_out = visits[timing.pid][2]
     other_in, other_out = visits[others.pid][1:]
@@ -63,14 +82,10 @@ def test_kinds_never_overlap_and_a_waiting_kind_is_not_starved(tmp_path: Path) -
 
 def test_one_kind_shares_and_alone_waits_for_everyone(tmp_path: Path) -> None:
     room, log = tmp_path / "room", tmp_path / "log"
-    first = start(room, "others", 0.5, log)
-    time.sleep(0.1)
+    first = start(room, "others", 2.0, log)
     second = start(room, "others", 0.5, log)
-    time.sleep(0.1)
     alone = start(room, ALONE, 0.1, log)
-    for process in (first, second, alone):
-        process.join(10)
-        assert process.exitcode == 0
+    joined(first, second, alone)
     visits = spans(log)
     assert visits[second.pid][1] < visits[first.pid][2]  # side by side
     assert visits[alone.pid][1] >= max(visits[first.pid][2], visits[second.pid][2])
@@ -82,9 +97,10 @@ def test_a_holder_that_died_blocks_nobody(tmp_path: Path) -> None:
     crashed.start()
     crashed.join(10)
     started = time.monotonic()
-    visitor = start(room, "others", 0.0, log)
-    visitor.join(10)
-    assert visitor.exitcode == 0 and time.monotonic() - started < 5
+    visitor = CONTEXT.Process(target=visit, args=(str(room), "others", 0.0, str(log)))
+    visitor.start()
+    joined(visitor)
+    assert time.monotonic() - started < 5
 
 
 FIRST = ("timing",)
@@ -93,27 +109,36 @@ FIRST = ("timing",)
 def test_a_kind_that_goes_first_passes_the_waiting_others_but_not_a_lone_test(
         tmp_path: Path) -> None:
     room, log = tmp_path / "room", tmp_path / "log"
-    first = start(room, "timing", 0.6, log, FIRST)
-    time.sleep(0.2)
+    first = start(room, "timing", 2.0, log, FIRST)
     others = start(room, "others", 0.1, log, FIRST)  # waits for the timing test ...
-    time.sleep(0.2)
     second = start(room, "timing", 0.6, log, FIRST)  # ... which lets a later one in beside it
-    for process in (first, others, second):
-        process.join(10)
-        assert process.exitcode == 0
+    joined(first, others, second)
     visits = spans(log)
     assert visits[second.pid][1] < visits[first.pid][2]
     assert visits[others.pid][1] >= visits[second.pid][2]
 
     lone_log = tmp_path / "lone-log"
     timing = start(room, "timing", 0.5, lone_log, FIRST)
-    time.sleep(0.1)
     alone = start(room, ALONE, 0.1, lone_log, FIRST)  # waits for the timing test ...
-    time.sleep(0.1)
     later = start(room, "timing", 0.1, lone_log, FIRST)  # ... and a later one waits behind it
-    for process in (timing, alone, later):
-        process.join(10)
-        assert process.exitcode == 0
+    joined(timing, alone, later)
     visits = spans(lone_log)
+    assert visits[alone.pid][1] >= visits[timing.pid][2]
+    assert visits[later.pid][1] >= visits[alone.pid][2]
+
+
+def test_a_confined_test_runs_beside_any_kind_but_a_lone_one(tmp_path: Path) -> None:
+    assert [compatible(CONFINED, kind) for kind in ("timing", "others", CONFINED, ALONE)] == [
+        True, True, True, False]
+    assert not compatible("timing", "others") and not compatible(ALONE, ALONE)
+    room, log = tmp_path / "room", tmp_path / "log"
+    timing = start(room, "timing", 2.0, log, FIRST)
+    confined = start(room, CONFINED, 0.1, log, FIRST)  # beside the timing test
+    joined(confined)
+    alone = start(room, ALONE, 0.5, log, FIRST)  # waits for the timing test ...
+    later = start(room, CONFINED, 0.1, log, FIRST)  # ... and a later confined one behind it
+    joined(timing, alone, later)
+    visits = spans(log)
+    assert visits[confined.pid][2] < visits[timing.pid][2]
     assert visits[alone.pid][1] >= visits[timing.pid][2]
     assert visits[later.pid][1] >= visits[alone.pid][2]

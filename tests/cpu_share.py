@@ -1,0 +1,102 @@
+"""Keeping a test worker, with every thread and process it started, to one CPU at the lowest
+priority, and letting it go again.
+
+While the timing tests run on the first two workers, a third worker's tests run confined to
+the machine's last CPU at nice 19 (the room's ``confined`` kind, ``tests/room.py``): the
+timing tests always find the other CPU free and, on the last one, go before the confined
+work. Affinity and niceness are per thread on Linux and inherited by what a thread starts,
+so both are set on every thread of the worker and of its descendants. A descendant that
+starts a session (the plugin starts its servers so) is in a scheduling group of its own
+where the kernel groups by session (``sched_autogroup_enabled``), and that group's weight is
+a nice-0 process's whatever its threads' niceness: the group's niceness is set too. What
+the confined tests start later is caught by a thread that applies all this again every
+:data:`REAPPLY_S` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+
+LOWEST_PRIORITY = 19
+REAPPLY_S = 0.2
+
+
+def autogroup(pid: int) -> str:
+    """``pid``'s scheduling group by session (``/autogroup-N``), or "" where there is none."""
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+    return ""
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (``/proc/PID/task/TID/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    todo += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def set_share(pid: int, cpus: set[int], niceness: int) -> None:
+    """Put every thread of ``pid`` and of its descendants on ``cpus`` at ``niceness``; a thread
+    that has ended is skipped, and a niceness this user may not lower is kept; a descendant
+    in another session's group gets ``niceness`` for that group."""
+    own_group = autogroup(pid)
+    for process in descendants(pid):
+        group = autogroup(process)
+        if group and group != own_group:
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{process}/autogroup").write_text(str(niceness))
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{process}/task").iterdir():
+                tid = int(task.name)
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(tid, cpus)
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, tid, niceness)
+
+
+class Share:
+    """This process's share of the machine: all of it, or confined to its last CPU."""
+
+    def __init__(self) -> None:
+        self.all_cpus = set(os.sched_getaffinity(0))
+        self.niceness = os.getpriority(os.PRIO_PROCESS, 0)
+        self.confined = False
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    @property
+    def can_confine(self) -> bool:
+        """Confining leaves the timing tests a CPU only where there are two or more."""
+        return len(self.all_cpus) >= 2
+
+    def confine(self) -> None:
+        if self.confined:
+            return
+        self.confined = True
+        set_share(os.getpid(), {max(self.all_cpus)}, LOWEST_PRIORITY)
+        self._stop.clear()
+        self._keeper = threading.Thread(target=self._keep_confined, daemon=True,
+                                        name="cpu-share")
+        self._keeper.start()
+
+    def _keep_confined(self) -> None:
+        while not self._stop.wait(REAPPLY_S):
+            set_share(os.getpid(), {max(self.all_cpus)}, LOWEST_PRIORITY)
+
+    def release(self) -> None:
+        if not self.confined:
+            return
+        self._stop.set()
+        if self._keeper is not None:
+            self._keeper.join()
+        set_share(os.getpid(), self.all_cpus, self.niceness)
+        self.confined = False

@@ -1,0 +1,57 @@
+"""A confined worker (tests/cpu_share.py), in a forked process: it, what it starts later, and
+the scheduling group of a session it starts go to the last CPU at nice 19, and back."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cpu_share import LOWEST_PRIORITY, REAPPLY_S, Share, autogroup
+
+CONTEXT = multiprocessing.get_context("fork")
+
+
+def share_of(pid: int) -> tuple[set[int], int, str]:
+    """Its CPUs, niceness and scheduling group's line (``/autogroup-N nice K``, or "")."""
+    group = Path(f"/proc/{pid}/autogroup")
+    line = group.read_text().strip() if group.exists() else ""
+    return set(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid), line
+
+
+def confine_and_release(out: multiprocessing.Queue[object]) -> None:
+    share = Share()
+    share.confine()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             start_new_session=True)  # started after confine(), in a session
+    time.sleep(REAPPLY_S * 4)
+    confined = share_of(os.getpid()), share_of(child.pid)
+    share.release()
+    released = share_of(os.getpid()), share_of(child.pid)
+    child.kill()
+    child.wait()
+    out.put((sorted(share.all_cpus), share.niceness, confined, released,
+             autogroup(os.getpid()) != autogroup(child.pid)))
+
+
+def test_a_confined_worker_and_the_session_it_starts_share_one_cpu_and_go_back() -> None:
+    if len(os.sched_getaffinity(0)) < 2 or os.getpriority(os.PRIO_PROCESS, 0) != 0:
+        pytest.skip("needs two CPUs and a niceness of 0 to lower back to")
+    out: multiprocessing.Queue[object] = CONTEXT.Queue()
+    process = CONTEXT.Process(target=confine_and_release, args=(out,))
+    process.start()
+    cpus, niceness, confined, released, own_group = out.get(timeout=30)  # type: ignore[misc]
+    process.join(10)
+    last = {max(cpus)}
+    worker, child = confined
+    assert worker[:2] == (last, LOWEST_PRIORITY) and child[:2] == (last, LOWEST_PRIORITY)
+    if own_group:  # the kernel groups by session: the child's group is at nice 19 as well
+        assert child[2].endswith(f"nice {LOWEST_PRIORITY}")
+    worker, child = released
+    assert worker[:2] == (set(cpus), niceness) and child[:2] == (set(cpus), niceness)
+    if own_group:
+        assert child[2].endswith(f"nice {niceness}")
