@@ -167,10 +167,11 @@ runs."""
 LONGEST_FIRST = (
     "test_vllm_integration", "test_resume_integration", "test_verdict_integration",
     "test_like_with_like", "test_multihost", "test_report_tables", "test_conformance_lmeval",
-    "test_public_api",
+    "test_public_api", "test_sound_data", "test_store_kill", "test_slo_cost", "test_store",
+    "test_plugin", "test_store_copy", "test_dormant", "test_throughput_workload",
 )
-"""The other modules that take longest (real servers, shared runs; ``--durations`` of a whole
-run), so that no long module is the last one left on a worker."""
+"""The other modules that take longest (real servers, shared runs, subprocesses; a module
+profile of whole runs), so that no long module is the last one left on a worker."""
 
 
 def module_rank(name: str) -> tuple[int, int]:

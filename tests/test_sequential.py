@@ -254,7 +254,9 @@ def test_the_records_read_back_and_the_reports_say_after_how_many_items(
 def test_models_on_two_workers_stop_together(tmp_path: Path) -> None:
     """-n 2, the reference and the worse candidate (the sweep's ``[verdicts]`` on instead of
     the option): the reference stops as soon as its one candidate is decided."""
-    servers = {model: server(model) for model in (REFERENCE, WORSE)}
+    # the reference waits only for a candidate whose test has started: answering at once, it
+    # could score all its items before the other worker's test starts on a loaded machine
+    servers = {REFERENCE: server(REFERENCE, delay_s=0.2), WORSE: server(WORSE)}
     sweep = SWEEP + "\n[verdicts]\nuntil_decided = true\n"
     result = serving(servers, lambda: run(tmp_path, servers, "test_accuracy.py", "-k", "gsm8k",
                                           "--model", REFERENCE, "--model", WORSE, "-n", "2",
