@@ -137,13 +137,14 @@ TIMING, OTHERS = "timing", "others"
 TIMING_MODULES = (
     "test_capacity", "test_measurement_records", "test_open_loop_bench", "test_decision_page",
     "test_interleave", "test_verdict_plugin", "test_stalls", "test_sequential",
-    "test_public_throughput",
+    "test_public_throughput", "test_open_loop",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
 token within 80 ms in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
-whose test has started on the other worker), longest first. They run beside one another on
+whose test has started on the other worker, an open loop's requests sent on schedule),
+longest first. They run beside one another on
 the first two workers (mostly waiting on paced servers, together they use about a quarter
 of the two cores), and beside no test but a confined one (``tests/cpu_share.py``): a third
 worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too. (On
@@ -151,13 +152,10 @@ both CPUs at nice 19, the interleaved windows' drift and a first token within 80
 on one CPU, but with the scheduling groups of the sessions they started left at nice 0, the
 first token within 80 ms missed once.)"""
 
-NEEDS_WHOLE_CPUS = (
-    "test_vllm_integration", "test_embedded_integration", "test_open_loop", "test_cpu_share",
-)
+NEEDS_WHOLE_CPUS = ("test_vllm_integration", "test_embedded_integration", "test_cpu_share")
 """The modules that run with the others once the timing and lone tests are done, never
 confined to one CPU beside them: vLLM (it compiles the model on every CPU), the embedded
-servers of two threads each, an open loop's latency far above a closed loop's, which a
-client at the lowest priority does not see, and the test of confining itself."""
+servers of two threads each, and the test of confining itself."""
 
 ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
 """The test modules that read the whole machine (a CPU hog found, a quiet window, the
