@@ -144,13 +144,13 @@ same two cores would move (a server's pace, a drift cancelled, a stall's seconds
 token within 80 ms in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
 whose test has started on the other worker, an open loop's requests sent on schedule),
-longest first. They run beside one another on
-the first two workers (mostly waiting on paced servers, together they use about a quarter
-of the two cores), and beside no test but a confined one (``tests/cpu_share.py``): a third
-worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too. (On
-both CPUs at nice 19, the interleaved windows' drift and a first token within 80 ms missed;
-on one CPU, but with the scheduling groups of the sessions they started left at nice 0, the
-first token within 80 ms missed once.)"""
+longest first. They run beside one another on the first two workers (mostly waiting on
+paced servers, together they use about a quarter of the two cores), and beside no test but
+a confined one (``tests/cpu_share.py``): a third worker's tests kept to the last CPU at
+nice 19, their sessions' scheduling groups too. (On both CPUs at nice 19, the interleaved
+windows' drift and a first token within 80 ms missed; on one CPU, but with the scheduling
+groups of the sessions they started left at nice 0, the first token within 80 ms missed
+once.)"""
 
 NEEDS_WHOLE_CPUS = ("test_vllm_integration", "test_embedded_integration", "test_cpu_share")
 """The modules that run with the others once the timing and lone tests are done, never
@@ -267,7 +267,8 @@ def room_held_over_the_module(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Under xdist, each test runs in the room of its kind (``tests/room.py``): timing tests
-    beside timing tests, the others beside the others, a lone test beside none."""
+    beside timing tests, the others beside the others, a lone test beside none, a confined
+    test beside any but a lone one, this worker confined to its share while it runs."""
     if TEST_RUN is None:
         return (yield)
     kind = room_kind(item)

@@ -3,9 +3,10 @@
 A file's tests go to one worker (its module fixtures are made once), in the order the files
 were collected. The timing and lone files (``foreground_only``) come first and go to the
 first two workers only. Until every one of their tests has completed, a third worker takes
-only the files that do not start real servers (``needs_whole_cpus``), and runs them confined
-to one CPU at the lowest priority (``tests/cpu_share.py``, the room's ``confined`` kind);
-when they have, the scheduler writes ``foreground_done`` and every worker takes any file.
+only the files that need no whole CPU (not ``needs_whole_cpus``: vLLM's, the embedded
+servers'), and runs them confined to one CPU at the lowest priority (``tests/cpu_share.py``,
+the room's ``confined`` kind); when they have, the scheduler writes ``foreground_done`` and
+every worker takes any file.
 """
 from __future__ import annotations
 
