@@ -162,6 +162,9 @@ ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_sta
 seconds of fresh launches): each runs, from its first test to its last, while no other test
 runs."""
 
+FOREGROUND_MODULES = frozenset((*TIMING_MODULES, *ALONE_MODULES))
+"""The modules that go to the first two workers only (``tests/scheduling.py``)."""
+
 LONGEST_FIRST = (
     "test_vllm_integration", "test_resume_integration", "test_verdict_integration",
     "test_like_with_like", "test_multihost", "test_report_tables", "test_conformance_lmeval",
@@ -292,6 +295,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     config.option.loadscopereorder = False  # hand modules out in the order collected
     return Scheduling(
         config, log,
-        foreground_only=lambda scope: Path(scope).stem in (*TIMING_MODULES, *ALONE_MODULES),
+        foreground_only=lambda scope: Path(scope).stem in FOREGROUND_MODULES,
         needs_whole_cpus=lambda scope: Path(scope).stem in NEEDS_WHOLE_CPUS,
         foreground_done=foreground_done_file(config))

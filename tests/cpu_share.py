@@ -74,6 +74,10 @@ class Share:
         self._keeper: threading.Thread | None = None
 
     @property
+    def last_cpu(self) -> set[int]:
+        return {max(self.all_cpus)}
+
+    @property
     def can_confine(self) -> bool:
         """Confining leaves the timing tests a CPU only where there are two or more."""
         return len(self.all_cpus) >= 2
@@ -82,7 +86,7 @@ class Share:
         if self.confined:
             return
         self.confined = True
-        set_share(os.getpid(), {max(self.all_cpus)}, LOWEST_PRIORITY)
+        set_share(os.getpid(), self.last_cpu, LOWEST_PRIORITY)
         self._stop.clear()
         self._keeper = threading.Thread(target=self._keep_confined, daemon=True,
                                         name="cpu-share")
@@ -90,7 +94,7 @@ class Share:
 
     def _keep_confined(self) -> None:
         while not self._stop.wait(REAPPLY_S):
-            set_share(os.getpid(), {max(self.all_cpus)}, LOWEST_PRIORITY)
+            set_share(os.getpid(), self.last_cpu, LOWEST_PRIORITY)
 
     def release(self) -> None:
         if not self.confined:

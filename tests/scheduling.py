@@ -35,15 +35,16 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
         self.foreground_only = foreground_only
         self.needs_whole_cpus = needs_whole_cpus
         self.foreground_done = foreground_done
+        self.foreground_over = False  # foreground_done written
 
     def may_take(self, node: WorkerController, scope: str) -> bool:
-        """A timing or lone file: a foreground worker. A file that starts real servers: a
+        """A timing or lone file: a foreground worker. A file that needs whole CPUs: a
         foreground worker, or any once the foreground tests are done. Any other file: any."""
         if int(node.gateway.id.removeprefix("gw")) < FOREGROUND_WORKERS:
             return True
         if self.foreground_only(scope):
             return False
-        return self.foreground_done.exists() or not self.needs_whole_cpus(scope)
+        return self.foreground_over or not self.needs_whole_cpus(scope)
 
     def foreground_finished(self) -> bool:
         """Whether every test of a timing or lone file has completed."""
@@ -64,8 +65,9 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
     def _reschedule(self, node: WorkerController) -> None:
         """xdist's rule for every worker, not only the one that reported: a worker left
         without a file it may take gets one once it may, and stops once none is left."""
-        if not self.foreground_done.exists() and self.foreground_finished():
+        if not self.foreground_over and self.foreground_finished():
             self.foreground_done.touch()
+            self.foreground_over = True
         for each in (node, *(other for other in self.nodes if other is not node)):
             if each.shutting_down:
                 continue
