@@ -23,7 +23,7 @@ import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 import sqlalchemy.dialects.postgresql  # noqa: F401  (the store imports it on first use)
-from cpu_share import Share
+from cpu_share import SHARE
 from paths import REAL_CACHE
 from postgres_server import PostgresServer, missing_reason
 from requirements import need
@@ -137,14 +137,16 @@ TIMING, OTHERS = "timing", "others"
 TIMING_MODULES = (
     "test_capacity", "test_measurement_records", "test_open_loop_bench", "test_decision_page",
     "test_interleave", "test_verdict_plugin", "test_stalls", "test_sequential",
-    "test_public_throughput", "test_open_loop",
+    "test_public_throughput", "test_open_loop", "test_report_tables",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
 token within 80 ms in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
-whose test has started on the other worker, an open loop's requests sent on schedule),
-longest first. They run beside one another on the first two workers (mostly waiting on
+whose test has started on the other worker, an open loop's requests sent on schedule, and
+the report tables read from the decision page's runs, which the first module to ask for
+one makes), longest first but for the report tables, last so that those runs are made by
+then. They run beside one another on the first two workers (mostly waiting on
 paced servers, together they use about a quarter of the two cores), and beside no test but
 a confined one (``tests/cpu_share.py``): a third worker's tests kept to the last CPU at
 nice 19, their sessions' scheduling groups too. (On both CPUs at nice 19, the interleaved
@@ -167,7 +169,7 @@ FOREGROUND_MODULES = frozenset((*TIMING_MODULES, *ALONE_MODULES))
 
 LONGEST_FIRST = (
     "test_vllm_integration", "test_resume_integration", "test_verdict_integration",
-    "test_like_with_like", "test_multihost", "test_report_tables", "test_conformance_lmeval",
+    "test_like_with_like", "test_multihost", "test_conformance_lmeval",
     "test_public_api", "test_sound_data", "test_store_kill", "test_slo_cost", "test_store",
     "test_plugin", "test_store_copy", "test_dormant", "test_throughput_workload",
 )
@@ -199,8 +201,6 @@ def run_room() -> Room:
                 first=(TIMING, ALONE))
 
 
-SHARE = Share()
-"""This worker's share of the machine (``tests/cpu_share.py``)."""
 
 
 def room_kind(item: pytest.Item) -> str:

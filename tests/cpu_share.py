@@ -104,3 +104,7 @@ class Share:
             self._keeper.join()
         set_share(os.getpid(), self.all_cpus, self.niceness)
         self.confined = False
+
+
+SHARE = Share()
+"""This process's share of the machine (one per test worker)."""

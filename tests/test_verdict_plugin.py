@@ -245,10 +245,14 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
 
 @pytest.fixture
 def slow_candidate() -> Iterator[list[str]]:
-    """``--endpoint`` options: the reference sleeping 0.4 ms a token, the candidate 2 ms (a
-    paced reference: at full speed its rate is timing noise, and 2 repeats' interval with it)."""
+    """``--endpoint`` options: the reference sleeping 0.4 ms a token, the candidate 5 ms (a
+    paced reference: at full speed its rate is timing noise, and 2 repeats' interval with it).
+    asyncio's timer makes the reference's pause about 1.1 ms, so the ratio is about 0.2: its
+    interval from 2 repeats each (one degree of freedom where the reference's spread leads)
+    stays below 1 while the reference's repeats differ by less than about 16% (11% seen in
+    CI; with a 2-ms candidate, a ratio of 0.5, that was enough to make it inconclusive)."""
     with ListingServer("gemma3-270m", chunk_delay_s=0.0004) as reference, \
-            ListingServer("smollm2-135m", chunk_delay_s=0.002) as candidate:
+            ListingServer("smollm2-135m", chunk_delay_s=0.005) as candidate:
         yield ["--endpoint", f"gemma3-270m={reference.base_url}",
                "--endpoint", f"smollm2-135m={candidate.base_url}"]
 
