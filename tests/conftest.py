@@ -141,7 +141,7 @@ TIMING_MODULES = (
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
-token within 80 ms in the decision page's capacity runs, a rate sweep that both servers of
+token within the SLO in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
 whose test has started on the other worker, an open loop's requests sent on schedule, and
 the report tables read from the decision page's runs, which the first module to ask for
@@ -150,9 +150,9 @@ then. They run beside one another on the first two workers (mostly waiting on
 paced servers, together they use about a quarter of the two cores), and beside no test but
 a confined one (``tests/cpu_share.py``): a third worker's tests kept to the last CPU at
 nice 19, their sessions' scheduling groups too. (On both CPUs at nice 19, the interleaved
-windows' drift and a first token within 80 ms missed; on one CPU, but with the scheduling
-groups of the sessions they started left at nice 0, the first token within 80 ms missed
-once.)"""
+windows' drift and the decision page's first tokens missed.) CI's shared hosts stall a
+process 80 to 130 ms now and then: the margins that were thinner are wider (the capacity
+servers' slot time, the slow candidates, the drift check)."""
 
 NEEDS_WHOLE_CPUS = ("test_vllm_integration", "test_embedded_integration", "test_cpu_share")
 """The modules that run with the others once the timing and lone tests are done, never
