@@ -201,8 +201,6 @@ def run_room() -> Room:
                 first=(TIMING, ALONE))
 
 
-
-
 def room_kind(item: pytest.Item) -> str:
     """``timing``, ``alone`` (the ``serial`` marker's argument), else ``confined`` while timing
     or lone tests are left (:func:`foreground_done`) in a module that needs no whole CPU,

@@ -4,7 +4,7 @@ A module-scoped fixture is made once per module; the decision page's runs are re
 modules (``test_decision_page``, ``test_report_tables``), which xdist may give to two
 workers. :func:`once_per_session` makes a run once under the session's base folder (the
 controller's, shared by its workers), behind a file lock, and hands every later caller the
-pickled value. The runs read timings (a first token within 80 ms, a ratio's interval): only
+pickled value. The runs read timings (a first token within the SLO, a ratio's interval): only
 a timing module may make one, never a worker confined to one CPU at the lowest priority
 (``tests/cpu_share.py``), which the timing tests would starve.
 """

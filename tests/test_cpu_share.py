@@ -1,5 +1,6 @@
 """A confined worker (tests/cpu_share.py), in a forked process: it, what it starts later, and
-the scheduling group of a session it starts go to the last CPU at nice 19, and back."""
+the scheduling group of a session it starts go to the last CPU at nice 19, and back; and,
+confined, it refuses to make a run the timing modules share (tests/shared_runs.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cpu_share import LOWEST_PRIORITY, REAPPLY_S, Share, autogroup
+from cpu_share import LOWEST_PRIORITY, REAPPLY_S, SHARE, Share, autogroup
+from shared_runs import once_per_session
 
 CONTEXT = multiprocessing.get_context("fork")
 
@@ -55,3 +57,30 @@ def test_a_confined_worker_and_the_session_it_starts_share_one_cpu_and_go_back()
     assert worker[:2] == (set(cpus), niceness) and child[:2] == (set(cpus), niceness)
     if own_group:
         assert child[2].endswith(f"nice {niceness}")
+
+
+def make_a_shared_run_confined(tmp_path_factory: pytest.TempPathFactory,
+                               out: multiprocessing.Queue[object]) -> None:
+    SHARE.confine()
+    try:
+        once_per_session(tmp_path_factory, "made_while_confined", lambda _: "made")
+        out.put("made")
+    except RuntimeError as refused:
+        out.put(str(refused))
+    finally:
+        SHARE.release()
+
+
+def test_a_confined_worker_refuses_to_make_a_shared_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs to confine a worker to one")
+    out: multiprocessing.Queue[object] = CONTEXT.Queue()
+    process = CONTEXT.Process(target=make_a_shared_run_confined, args=(tmp_path_factory, out))
+    process.start()
+    said = out.get(timeout=30)
+    process.join(10)
+    assert said == ("the shared run made_while_confined would be made on a confined worker, "
+                    "starved by the timing tests: add the module that asks for it to "
+                    "TIMING_MODULES (tests/conftest.py)")
