@@ -136,20 +136,20 @@ TIMING, OTHERS = "timing", "others"
 
 TIMING_MODULES = (
     "test_capacity", "test_measurement_records", "test_open_loop_bench", "test_decision_page",
-    "test_interleave", "test_verdict_plugin", "test_stalls", "test_sequential",
+    "test_interleave", "test_verdict_plugin", "test_noise", "test_stalls", "test_sequential",
     "test_public_throughput", "test_open_loop", "test_report_tables",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
 token within the SLO in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
-whose test has started on the other worker, an open loop's requests sent on schedule, and
-the report tables read from the decision page's runs, which the first module to ask for
-one makes), longest first but for the report tables, last so that those runs are made by
-then. They run beside one another on the first two workers (mostly waiting on
-paced servers, together they use about a quarter of the two cores), and beside no test but
-a confined one (``tests/cpu_share.py``): a third worker's tests kept to the last CPU at
-nice 19, their sessions' scheduling groups too. (On both CPUs at nice 19, the interleaved
+whose test has started on the other worker, an open loop's requests sent on schedule, a
+steady server's repeats within a loose target, and the report tables read from the
+decision page's runs, which the first module to ask for one makes), longest first but for
+the report tables, last so that those runs are made by then. They run beside one another
+on every worker but the last (three under README's ``-n 4``; mostly waiting on paced
+servers), and beside no test but a confined one (``tests/cpu_share.py``): the last
+worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too. (On both CPUs at nice 19, the interleaved
 windows' drift and the decision page's first tokens missed.) CI's shared hosts stall a
 process 80 to 130 ms now and then: the margins that were thinner are wider (the capacity
 servers' slot time, the slow candidates, the drift check)."""
@@ -159,13 +159,13 @@ NEEDS_WHOLE_CPUS = ("test_vllm_integration", "test_embedded_integration", "test_
 confined to one CPU beside them: vLLM (it compiles the model on every CPU), the embedded
 servers of two threads each, and the test of confining itself."""
 
-ALONE_MODULES = ("test_noise", "test_startup", "test_contention", "test_cold_start")
+ALONE_MODULES = ("test_startup", "test_contention", "test_cold_start")
 """The test modules that read the whole machine (a CPU hog found, a quiet window, the
 seconds of fresh launches): each runs, from its first test to its last, while no other test
-runs."""
+runs. The last worker starts no test until they are done (``tests/scheduling.py``)."""
 
 FOREGROUND_MODULES = frozenset((*TIMING_MODULES, *ALONE_MODULES))
-"""The modules that go to the first two workers only (``tests/scheduling.py``)."""
+"""The modules that go to every worker but the last (``tests/scheduling.py``)."""
 
 LONGEST_FIRST = (
     "test_vllm_integration", "test_resume_integration", "test_verdict_integration",
@@ -285,7 +285,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``-n``, a file's tests go to one worker (its module fixtures are made once), the
     files in the order :func:`pytest_collection_modifyitems` left them; the timing and lone
-    files on the first two workers, and a file of :data:`NEEDS_WHOLE_CPUS` on a third worker
+    files on every worker but the last, and a file of :data:`NEEDS_WHOLE_CPUS` on the last
     only once the timing and lone tests are done (``tests/scheduling.py``).
 
     The project's own tests measure no model (their pytester runs do), though their ids may
@@ -294,5 +294,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Scheduling(
         config, log,
         foreground_only=lambda scope: Path(scope).stem in FOREGROUND_MODULES,
+        lone=lambda scope: Path(scope).stem in ALONE_MODULES,
         needs_whole_cpus=lambda scope: Path(scope).stem in NEEDS_WHOLE_CPUS,
         foreground_done=foreground_done_file(config))

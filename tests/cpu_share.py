@@ -1,10 +1,10 @@
 """Keeping a test worker, with every thread and process it started, to one CPU at the lowest
 priority, and letting it go again.
 
-While the timing tests run on the first two workers, a third worker's tests run confined to
-the machine's last CPU at nice 19 (the room's ``confined`` kind, ``tests/room.py``): the
-timing tests always find the other CPU free and, on the last one, go before the confined
-work. Affinity and niceness are per thread on Linux and inherited by what a thread starts,
+While the timing tests run on every worker but the last, the last worker's tests run
+confined to the machine's last CPU at nice 19 (the room's ``confined`` kind,
+``tests/room.py``): the timing tests have the other CPUs to themselves and, on the last one,
+go before the confined work. Affinity and niceness are per thread on Linux and inherited by what a thread starts,
 so both are set on every thread of the worker and of its descendants. A descendant that
 starts a session (the plugin starts its servers so) is in a scheduling group of its own
 where the kernel groups by session (``sched_autogroup_enabled``), and that group's weight is

@@ -6,9 +6,9 @@ of the kind :data:`ALONE` beside no other test; except that a test of the kind
 any kind but :data:`ALONE`. Waiting is first come, first served: a
 test that waits for the room keeps every later test of another kind out, so a stream of
 one kind cannot starve the other; except that the kinds a room puts ``first`` go before the
-waiting tests of other kinds (never before a lone test), so that those wait until no test
-of theirs is left. The state lives in a JSON file guarded by ``flock``; an entry whose
-process has died is dropped, so a crashed worker blocks nobody.
+waiting tests of other kinds, whichever came first (never before a lone test), so that
+those wait until no test of theirs is left. The state lives in a JSON file guarded by
+``flock``; an entry whose process has died is dropped, so a crashed worker blocks nobody.
 """
 
 from __future__ import annotations
@@ -53,9 +53,13 @@ class Room:
         self.lock_path = path.with_name(path.name + ".lock")
         self.first = frozenset(first)
 
-    def waits_behind(self, kind: str, waiting: str) -> bool:
-        """Whether a test of ``kind`` waits for an earlier waiting test of kind ``waiting``."""
-        return waiting == ALONE or kind not in self.first or waiting in self.first
+    def waits_behind(self, kind: str, waiting: str, earlier: bool) -> bool:
+        """Whether a test of ``kind`` waits for a test of kind ``waiting`` queued ``earlier``
+        than it or later: for an earlier one unless only ``kind`` goes first (a lone test
+        always goes before), for a later one when only that one's kind goes first."""
+        if earlier:
+            return waiting == ALONE or kind not in self.first or waiting in self.first
+        return kind != ALONE and kind not in self.first and waiting in self.first
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[dict[str, Any]]:
@@ -84,7 +88,9 @@ class Room:
                 return True
             if mine not in queue:
                 queue.append(mine)
-            ahead = [e for e in queue[:queue.index(mine)] if self.waits_behind(kind, e[1])]
+            place = queue.index(mine)
+            ahead = [e for at, e in enumerate(queue)
+                     if at != place and self.waits_behind(kind, e[1], earlier=at < place)]
             if all(compatible(kind, k) for _, k in inside + ahead):
                 queue.remove(mine)
                 inside.append(mine)

@@ -1,12 +1,14 @@
 """How xdist hands the project's test files to its workers (``-n``).
 
 A file's tests go to one worker (its module fixtures are made once), in the order the files
-were collected. The timing and lone files (``foreground_only``) come first and go to the
-first two workers only. Until every one of their tests has completed, a third worker takes
-only the files that need no whole CPU (not ``needs_whole_cpus``: vLLM's, the embedded
-servers'), and runs them confined to one CPU at the lowest priority (``tests/cpu_share.py``,
-the room's ``confined`` kind); when they have, the scheduler writes ``foreground_done`` and
-every worker takes any file.
+were collected. The timing and lone files (``foreground_only``) come first and go to every
+worker but the last (the foreground workers). The last worker takes no file until the lone
+files (``lone``, which run beside no other test) have completed: a test it started would
+hold them off. Then, until every timing and lone test has completed, it takes only the files
+that need no whole CPU (not ``needs_whole_cpus``: vLLM's, the embedded servers'), and runs
+them confined to one CPU at the lowest priority (``tests/cpu_share.py``, the room's
+``confined`` kind); when they have, the scheduler writes ``foreground_done`` and every
+worker takes any file.
 """
 from __future__ import annotations
 
@@ -18,40 +20,41 @@ import pytest
 from xdist.scheduler import LoadFileScheduling
 from xdist.workermanage import WorkerController
 
-FOREGROUND_WORKERS = 2
-"""The workers that run the timing and lone files (``gw0``, ``gw1``)."""
-
 MORE_WORK_BELOW = 2
 """A worker is handed its next file once this many of its tests or fewer are left (xdist's)."""
 
 
 class Scheduling(LoadFileScheduling):  # type: ignore[misc]
-    """LoadFile scheduling in which the files ``foreground_only(scope)`` names go to the first
-    two workers and run first, and the files ``needs_whole_cpus(scope)`` names wait for them."""
+    """LoadFile scheduling in which the files ``foreground_only(scope)`` names go to every
+    worker but the last and run first, and the files ``needs_whole_cpus(scope)`` names wait
+    for them."""
 
     def __init__(self, config: pytest.Config, log: Any, foreground_only: Callable[[str], bool],
-                 needs_whole_cpus: Callable[[str], bool], foreground_done: Path) -> None:
+                 lone: Callable[[str], bool], needs_whole_cpus: Callable[[str], bool],
+                 foreground_done: Path) -> None:
         super().__init__(config, log)
         self.foreground_only = foreground_only
+        self.lone = lone
         self.needs_whole_cpus = needs_whole_cpus
         self.foreground_done = foreground_done
         self.foreground_over = False  # foreground_done written
 
     def may_take(self, node: WorkerController, scope: str) -> bool:
-        """A timing or lone file: a foreground worker. A file that needs whole CPUs: a
-        foreground worker, or any once the foreground tests are done. Any other file: any."""
-        if int(node.gateway.id.removeprefix("gw")) < FOREGROUND_WORKERS:
+        """A timing or lone file: a foreground worker (all but the last, or the only one). A
+        file that needs whole CPUs: a foreground worker, or any once the foreground tests are
+        done. Any other file: a foreground worker, or any once the lone tests are done."""
+        if int(node.gateway.id.removeprefix("gw")) < max(1, self.numnodes - 1):
             return True
-        if self.foreground_only(scope):
+        if self.foreground_only(scope) or not self.completed(self.lone):
             return False
         return self.foreground_over or not self.needs_whole_cpus(scope)
 
-    def foreground_finished(self) -> bool:
-        """Whether every test of a timing or lone file has completed."""
-        if any(self.foreground_only(scope) for scope in self.workqueue):
+    def completed(self, files: Callable[[str], bool]) -> bool:
+        """Whether every test of the files ``files(scope)`` names has completed."""
+        if any(files(scope) for scope in self.workqueue):
             return False
         return all(done for work in self.assigned_work.values()
-                   for scope, tests in work.items() if self.foreground_only(scope)
+                   for scope, tests in work.items() if files(scope)
                    for done in tests.values())
 
     def _assign_work_unit(self, node: WorkerController) -> None:
@@ -65,7 +68,7 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
     def _reschedule(self, node: WorkerController) -> None:
         """xdist's rule for every worker, not only the one that reported: a worker left
         without a file it may take gets one once it may, and stops once none is left."""
-        if not self.foreground_over and self.foreground_finished():
+        if not self.foreground_over and self.completed(self.foreground_only):
             self.foreground_done.touch()
             self.foreground_over = True
         for each in (node, *(other for other in self.nodes if other is not node)):

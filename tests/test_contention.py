@@ -1,4 +1,5 @@
-"""The contention meter against real processes, the repeats' noise figures, server pids."""
+"""The contention meter against real processes, the repeats' noise figures, server pids; a CPU
+hog beside the real throughput bench (tests/test_noise.py's) and the gate it calls contended."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_noise
+from test_noise import gate_rows, run_bench, stats_of
 
 from pytest_modelsweep.core.measurements import Contention
 from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
@@ -20,6 +23,9 @@ from pytest_modelsweep.workloads.contention import (
     coefficient_of_variation,
     contention,
 )
+
+pytest_plugins = ("pytester",)
+steady = test_noise.steady  # the steady fake server, a fixture
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 WINDOW_S = 1.2
@@ -171,3 +177,39 @@ def test_a_launched_server_names_its_pid_until_it_stops(tmp_path: Path) -> None:
     finally:
         process.stop()
     assert server_pids_at(f"http://127.0.0.1:{port}") == []
+
+
+@linux
+def test_a_cpu_hog_beside_the_run_marks_its_windows_contended(
+    pytester: pytest.Pytester, steady: str,
+) -> None:
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        result = run_bench(pytester, steady, "--repeats", "2")
+    finally:
+        hog.kill()
+        hog.wait()
+    result.assert_outcomes(passed=1)
+    stats = stats_of(pytester)
+    assert stats["contended"] is True and stats["contended_windows"] >= 1
+    assert max(r["contention"]["other_cpu_cores"] for r in stats["repeats"]) >= 0.5
+    result.stdout.fnmatch_lines(["*repeat */2, *contended: yes (others *.** cores, steal *%)*"])
+
+
+@linux
+def test_the_gate_calls_a_contended_setting_contended_not_regressed(
+    pytester: pytest.Pytester, steady: str,
+) -> None:
+    run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
+              "--save-baseline", "aa").assert_outcomes(passed=1)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        gated = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
+                          "--baseline", "aa")
+    finally:
+        hog.kill()
+        hog.wait()
+    assert gated.ret == pytest.ExitCode.OK
+    (row,) = gate_rows(pytester)
+    assert row["status"] == "contended"
+    assert row["note"].startswith("contended — re-run on a quiet machine")

@@ -1,8 +1,8 @@
 """Interleaving: a ratio measured in pairs of windows survives a drift in machine speed.
 
-Two fake servers share one "machine": half way through the run both become 30% slower.
+Two fake servers share one "machine": half way through the run both become 40% slower.
 Measured back to back (the reference's windows, then the candidate's), the candidate looks
-30% slower than it is and the interval excludes the true ratio 1; measured interleaved
+40% slower than it is and the interval excludes the true ratio 1; measured interleaved
 (A B, B A, ...), each pair sees the same speed and the interval covers 1.
 """
 
@@ -24,7 +24,8 @@ from pytest_modelsweep.core.stats import paired_ratio_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_DELAY_S = 0.002
-SLOWER = 1 / 0.7  # the token delay after the drift: 30% fewer tokens/s
+SLOWER = 1 / 0.6  # the token delay after the drift: 40% fewer tokens/s (0.7 left a ratio's
+# interval of 0.54-0.93 inside the 10% tolerance, the reference's four windows 16% apart)
 
 
 class Machine:
@@ -91,9 +92,9 @@ def test_back_to_back_windows_blame_the_drift_on_the_candidate(
     ratio = ratio_of(pytester)
     assert ratio["params"]["design"] == "back-to-back"
     assert ratio["stats"]["high"] < 1.0  # the true ratio, 1, is outside the interval
-    # the drift alone makes it 0.70; how far a sleep overshoots on the test machine moves it
-    # (CI measured 0.65, with the candidate's four windows steady), never near 1
-    assert 0.5 < ratio["value"] < 0.85
+    # the drift alone makes it 0.60; how far a sleep overshoots on the test machine moves it
+    # (CI measured 0.65 for a drift to 0.70, with the candidate's four windows steady)
+    assert 0.4 < ratio["value"] < 0.78
 
 
 def test_interleaved_windows_cancel_the_drift(
@@ -111,7 +112,7 @@ def test_interleaved_windows_cancel_the_drift(
     assert [(w["model"], w["pair"]) for w in stats["windows"]] == [
         ("gemma3-270m", 0), ("smollm2-135m", 0), ("smollm2-135m", 1), ("gemma3-270m", 1),
         ("gemma3-270m", 2), ("smollm2-135m", 2), ("smollm2-135m", 3), ("gemma3-270m", 3)]
-    # the drift is real: both sides' later pairs are slower (0.70 of the first pairs' pace
+    # the drift is real: both sides' later pairs are slower (0.60 of the first pairs' pace
     # alone; how far a 2-ms sleep overshoots moves it up, as in the back-to-back test). Four
     # windows a half, so that one window a stall of the machine slowed (0.86 seen with one
     # window a half) does not hide it

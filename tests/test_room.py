@@ -142,3 +142,16 @@ def test_a_confined_test_runs_beside_any_kind_but_a_lone_one(tmp_path: Path) -> 
     assert visits[confined.pid][2] < visits[timing.pid][2]
     assert visits[alone.pid][1] >= visits[timing.pid][2]
     assert visits[later.pid][1] >= visits[alone.pid][2]
+
+
+def test_a_lone_test_that_goes_first_passes_a_confined_one_that_waited_longer(
+        tmp_path: Path) -> None:
+    room, log = tmp_path / "room", tmp_path / "log"
+    run_first = ("timing", ALONE)  # as in the test run's room (tests/conftest.py)
+    holder = start(room, ALONE, 1.0, log, run_first)
+    confined = start(room, CONFINED, 0.1, log, run_first)  # waits for the lone test ...
+    alone = start(room, ALONE, 0.5, log, run_first)  # ... and for this later one too
+    joined(holder, confined, alone)
+    visits = spans(log)
+    assert visits[alone.pid][1] >= visits[holder.pid][2]
+    assert visits[confined.pid][1] >= visits[alone.pid][2]

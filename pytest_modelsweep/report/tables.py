@@ -122,14 +122,17 @@ format_value = _format(_value, "A value of unknown kind: three significant decim
 
 
 def format_usd(value: Any, sign: str = "") -> str:
-    """Dollars: ``1,234``, ``1.39``, ``0.278`` (three significant digits below 1); ``sign``
-    ``"$"`` where the text around it does not say dollars: ``$1.39``."""
+    """Dollars: ``1,234``, ``1.39``, ``0.278``, ``0.0000831`` (three significant digits below
+    1, never with an exponent); ``sign`` ``"$"`` where the text around it does not say
+    dollars: ``$1.39``."""
     x = finite(value)
     if x is None:
         return NA
     if abs(x) >= 100:
         return f"{sign}{_rounded(x, 0):,.0f}"
-    return f"{sign}{_rounded(x, 2):.2f}" if abs(x) >= 1 else f"{sign}{x:#.3g}"
+    if abs(x) >= 1 or x == 0:
+        return f"{sign}{_rounded(x, 2):.2f}"
+    return f"{sign}{x:.{2 - math.floor(math.log10(abs(x)))}f}"
 
 
 def format_usd_interval(value: Any, interval: tuple[float, float] | None, sign: str = "") -> str:
