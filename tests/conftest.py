@@ -149,8 +149,9 @@ decision page's runs, which the first module to ask for one makes), longest firs
 the report tables, last so that those runs are made by then. They run beside one another
 on every worker but the last (three under README's ``-n 4``; mostly waiting on paced
 servers), and beside no test but a confined one (``tests/cpu_share.py``): the last
-worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too. (On both CPUs at nice 19, the interleaved
-windows' drift and the decision page's first tokens missed.) CI's shared hosts stall a
+worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too, until
+the timing tests are done. (On both CPUs at nice 19, the interleaved windows' drift and the
+decision page's first tokens missed.) CI's shared hosts stall a
 process 80 to 130 ms now and then: the margins that were thinner are wider (the capacity
 servers' slot time, the slow candidates, the drift check)."""
 
@@ -274,7 +275,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         return (yield)
     kind = room_kind(item)
     if kind == CONFINED:
-        SHARE.confine()
+        SHARE.confine(until=lambda: foreground_done(item.config))
     else:
         SHARE.release()
     with run_room().held(kind):

@@ -4,13 +4,15 @@ priority, and letting it go again.
 While the timing tests run on every worker but the last, the last worker's tests run
 confined to the machine's last CPU at nice 19 (the room's ``confined`` kind,
 ``tests/room.py``): the timing tests have the other CPUs to themselves and, on the last one,
-go before the confined work. Affinity and niceness are per thread on Linux and inherited by what a thread starts,
-so both are set on every thread of the worker and of its descendants. A descendant that
-starts a session (the plugin starts its servers so) is in a scheduling group of its own
-where the kernel groups by session (``sched_autogroup_enabled``), and that group's weight is
-a nice-0 process's whatever its threads' niceness: the group's niceness is set too. What
-the confined tests start later is caught by a thread that applies all this again every
-:data:`REAPPLY_S` seconds.
+go before the confined work. Affinity and niceness are per thread on Linux and inherited by
+what a thread starts, so both are set on every thread of the worker and of its descendants.
+A descendant that starts a session (the plugin starts its servers so) is in a scheduling
+group of its own where the kernel groups by session (``sched_autogroup_enabled``), and that
+group's weight is a nice-0 process's whatever its threads' niceness: the group's niceness is
+set too. What the confined tests start later is caught by a thread that applies all this
+again every :data:`REAPPLY_S` seconds; that thread also lets a confined test still running
+when the timing tests are done go (``until``), so that it does not crawl at nice 19 beside
+the work that follows them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 LOWEST_PRIORITY = 19
@@ -82,18 +85,24 @@ class Share:
         """Confining leaves the timing tests a CPU only where there are two or more."""
         return len(self.all_cpus) >= 2
 
-    def confine(self) -> None:
+    def confine(self, until: Callable[[], bool] = lambda: False) -> None:
+        """Confine this process to its last CPU at nice 19 until :meth:`release`, or until
+        ``until()`` is true (asked every :data:`REAPPLY_S` seconds)."""
         if self.confined:
             return
         self.confined = True
         set_share(os.getpid(), self.last_cpu, LOWEST_PRIORITY)
         self._stop.clear()
-        self._keeper = threading.Thread(target=self._keep_confined, daemon=True,
+        self._keeper = threading.Thread(target=self._keep_confined, args=(until,), daemon=True,
                                         name="cpu-share")
         self._keeper.start()
 
-    def _keep_confined(self) -> None:
+    def _keep_confined(self, until: Callable[[], bool]) -> None:
         while not self._stop.wait(REAPPLY_S):
+            if until():
+                set_share(os.getpid(), self.all_cpus, self.niceness)
+                self.confined = False
+                return
             set_share(os.getpid(), self.last_cpu, LOWEST_PRIORITY)
 
     def release(self) -> None:

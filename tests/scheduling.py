@@ -76,5 +76,15 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
                 continue
             if not self.workqueue:
                 each.shutdown()
-            elif self._pending_of(self.assigned_work.get(each, {})) <= MORE_WORK_BELOW:
-                self._assign_work_unit(each)
+            else:
+                self._top_up(each)
+
+    def _top_up(self, node: WorkerController) -> None:
+        """Files for ``node`` until more than :data:`MORE_WORK_BELOW` of its tests are left or
+        it may take none: a worker runs its last test only once it has a next one (or is told
+        to stop), so a worker handed a one-test file would sit idle until another report."""
+        while self._pending_of(self.assigned_work.get(node, {})) <= MORE_WORK_BELOW:
+            left = len(self.workqueue)
+            self._assign_work_unit(node)
+            if len(self.workqueue) == left:
+                return

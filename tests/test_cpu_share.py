@@ -1,6 +1,7 @@
 """A confined worker (tests/cpu_share.py), in a forked process: it, what it starts later, and
-the scheduling group of a session it starts go to the last CPU at nice 19, and back; and,
-confined, it refuses to make a run the timing modules share (tests/shared_runs.py)."""
+the scheduling group of a session it starts go to the last CPU at nice 19, and back (when
+released, or by itself once its condition holds); and, confined, it refuses to make a run
+the timing modules share (tests/shared_runs.py)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,29 @@ def test_a_confined_worker_and_the_session_it_starts_share_one_cpu_and_go_back()
     assert worker[:2] == (set(cpus), niceness) and child[:2] == (set(cpus), niceness)
     if own_group:
         assert child[2].endswith(f"nice {niceness}")
+
+
+def confine_until_a_flag(flag: Path, out: multiprocessing.Queue[object]) -> None:
+    share = Share()
+    share.confine(until=flag.exists)
+    time.sleep(REAPPLY_S * 4)
+    before = share_of(os.getpid()), share.confined
+    flag.touch()
+    time.sleep(REAPPLY_S * 4)
+    out.put((sorted(share.all_cpus), share.niceness, before,
+             (share_of(os.getpid()), share.confined)))
+
+
+def test_a_confinement_ends_by_itself_once_its_condition_holds(tmp_path: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2 or os.getpriority(os.PRIO_PROCESS, 0) != 0:
+        pytest.skip("needs two CPUs and a niceness of 0 to lower back to")
+    out: multiprocessing.Queue[object] = CONTEXT.Queue()
+    process = CONTEXT.Process(target=confine_until_a_flag, args=(tmp_path / "done", out))
+    process.start()
+    cpus, niceness, before, after = out.get(timeout=30)  # type: ignore[misc]
+    process.join(10)
+    assert before[0][:2] == ({max(cpus)}, LOWEST_PRIORITY) and before[1] is True
+    assert after[0][:2] == (set(cpus), niceness) and after[1] is False
 
 
 def make_a_shared_run_confined(tmp_path_factory: pytest.TempPathFactory,
