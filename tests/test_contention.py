@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_noise
-from test_noise import gate_rows, run_bench, stats_of
+from throughput_bench_run import gate_rows, run_bench, stats_of
 
 from pytest_modelsweep.core.measurements import Contention
 from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
@@ -24,8 +23,7 @@ from pytest_modelsweep.workloads.contention import (
     contention,
 )
 
-pytest_plugins = ("pytester",)
-steady = test_noise.steady  # the steady fake server, a fixture
+pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 WINDOW_S = 1.2

@@ -5,7 +5,6 @@ beside the bench, which no other test may run beside, is tests/test_contention.p
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import statistics
 import time
@@ -16,13 +15,12 @@ from typing import Any
 import pytest
 from scipy.stats import t as student_t
 from sse_server import ListingServer
+from throughput_bench_run import MODEL, gate_rows, run_bench, stats_of
 
 from pytest_modelsweep.workloads.contention import ContentionMeter
 
-pytest_plugins = ("pytester",)
+pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
 
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = "smollm2-135m"
 WINDOW_FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
                  "steal_share", "load1_end", "contended"}
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
@@ -45,32 +43,9 @@ class DriftingServer(ListingServer):
 
 
 @pytest.fixture
-def steady() -> Iterator[str]:
-    with ListingServer(MODEL, chunk_delay_s=0.001) as server:
-        yield server.base_url
-
-
-@pytest.fixture
 def drifting() -> Iterator[str]:
     with DriftingServer(MODEL, (0.0005, 0.004)) as server:
         yield server.base_url
-
-
-def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
-    """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat."""
-    pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest_subprocess(
-        "-k", "test_throughput and c1 and not c16 and not ratio", "--timed-requests", "2",
-        "--model", MODEL, "--endpoint", f"{MODEL}={url}", "--modelsweep-dir", "work",
-        "--results", "r.json", "-s", "-p", "no:cacheprovider", *args, timeout=90,
-    )
-
-
-def stats_of(pytester: pytest.Pytester) -> dict[str, Any]:
-    measurements = json.loads((pytester.path / "r.json").read_text())["measurements"]
-    (throughput,) = [m for m in measurements if m["benchmark"] == "throughput"]
-    stats: dict[str, Any] = throughput["stats"]
-    return stats
 
 
 @linux
@@ -170,11 +145,6 @@ def test_a_long_repeat_prints_a_line_every_tick() -> None:
     count = len(lines)
     time.sleep(0.25)
     assert len(lines) == count  # the ticker stopped with the repeat
-
-
-def gate_rows(pytester: pytest.Pytester) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = json.loads((pytester.path / "r.json").read_text())["summary"]["gate"]
-    return rows
 
 
 def test_the_gate_calls_an_unstable_setting_unstable_not_regressed(
