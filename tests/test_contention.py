@@ -1,5 +1,6 @@
 """The contention meter against real processes, the repeats' noise figures, server pids; a CPU
-hog beside the real throughput bench (tests/test_noise.py's) and the gate it calls contended."""
+hog beside the real throughput bench (tests/throughput_bench_run.py) and the gate it calls
+contended."""
 
 from __future__ import annotations
 
