@@ -296,8 +296,8 @@ def test_number_formats() -> None:
     assert format_points(-0.0001) == "+0.0 pp"  # never "-0.0"
     assert format_points_interval(-0.0904, 0.01) == "[-9.0, +1.0] pp"
     assert format_rate(1234.56) == "1,234.6"
-    assert [format_usd(v) for v in (1234.5, 1.385, 0.1, 0.02784, 8.312e-5, 0)] == [
-        "1,234", "1.39", "0.100", "0.0278", "0.0000831", "0.00"]
+    assert [format_usd(v) for v in (1234.5, 1.385, 0.1, 0.02784, 8.312e-5, 0.0009996, 0)] == [
+        "1,234", "1.39", "0.100", "0.0278", "0.0000831", "0.00100", "0.00"]
     assert format_usd(1.385, "$") == "$1.39" and format_usd(None, "$") == NA
 
 

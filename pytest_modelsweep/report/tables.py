@@ -132,7 +132,8 @@ def format_usd(value: Any, sign: str = "") -> str:
         return f"{sign}{_rounded(x, 0):,.0f}"
     if abs(x) >= 1 or x == 0:
         return f"{sign}{_rounded(x, 2):.2f}"
-    return f"{sign}{x:.{2 - math.floor(math.log10(abs(x)))}f}"
+    three = float(f"{x:.3g}")  # rounded first: 0.0009996 is 0.00100, not 0.001000
+    return f"{sign}{three:.{2 - math.floor(math.log10(abs(three)))}f}"
 
 
 def format_usd_interval(value: Any, interval: tuple[float, float] | None, sign: str = "") -> str:
