@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from paths import REAL_CACHE
 from postgres_server import PostgresServer, missing_reason
 from requirements import need
 from room import ALONE, CONFINED, Room
-from scheduling import Scheduling
+from scheduling import FOREGROUND, LONE, Scheduling
 
 with contextlib.suppress(ImportError):
     import psycopg  # noqa: F401
@@ -136,37 +137,39 @@ TIMING, OTHERS = "timing", "others"
 
 TIMING_MODULES = (
     "test_capacity", "test_measurement_records", "test_open_loop_bench", "test_decision_page",
-    "test_interleave", "test_verdict_plugin", "test_noise", "test_stalls", "test_sequential",
-    "test_public_throughput", "test_open_loop", "test_report_tables",
+    "test_interleave", "test_verdict_plugin", "test_noise", "test_startup", "test_stalls",
+    "test_sequential", "test_public_throughput", "test_open_loop", "test_report_tables",
 )
 """The test modules whose assertions read a timing that a CPU-bound test beside them on the
 same two cores would move (a server's pace, a drift cancelled, a stall's seconds, a first
 token within the SLO in the decision page's capacity runs, a rate sweep that both servers of
 the records run keep up with at its first step, a reference that waits only for a candidate
 whose test has started on the other worker, an open loop's requests sent on schedule, a
-steady server's repeats within a loose target, and the report tables read from the
+steady server's repeats within a loose target, fresh launches that each sleep a second
+before they serve, and the report tables read from the
 decision page's runs, which the first module to ask for one makes), longest first but for
 the report tables, last so that those runs are made by then. They run beside one another
-on every worker but the last (three under README's ``-n 4``; mostly waiting on paced
-servers), and beside no test but a confined one (``tests/cpu_share.py``): the last
-worker's tests kept to the last CPU at nice 19, their sessions' scheduling groups too, until
-the timing tests are done. (On both CPUs at nice 19, the interleaved windows' drift and the
-decision page's first tokens missed.) CI's shared hosts stall a
+on the foreground workers (three under README's ``-n 5``; mostly waiting on paced
+servers), and beside no test but a confined one (``tests/cpu_share.py``): the other
+workers' tests run under ``SCHED_IDLE`` at nice 19, their sessions' scheduling groups at
+nice 19 too, until the timing tests are done. (At nice 19 alone, on both CPUs, the
+interleaved windows' drift and the decision page's first tokens missed; kept to the last
+CPU at nice 19, the confined work left the first a third idle.) CI's shared hosts stall a
 process 80 to 130 ms now and then: the margins that were thinner are wider (the capacity
 servers' slot time, the slow candidates, the drift check)."""
 
 NEEDS_WHOLE_CPUS = ("test_vllm_integration", "test_embedded_integration", "test_cpu_share")
 """The modules that run with the others once the timing and lone tests are done, never
-confined to one CPU beside them: vLLM (it compiles the model on every CPU), the embedded
+confined beside them: vLLM (it compiles the model on every CPU), the embedded
 servers of two threads each, and the test of confining itself."""
 
-ALONE_MODULES = ("test_startup", "test_contention", "test_cold_start")
-"""The test modules that read the whole machine (a CPU hog found, a quiet window, the
-seconds of fresh launches): each runs, from its first test to its last, while no other test
-runs. The last worker starts no test until they are done (``tests/scheduling.py``)."""
+ALONE_MODULES = ("test_contention", "test_cold_start")
+"""The test modules that read the whole machine (a CPU hog found, a quiet window, a page
+cache evicted): each runs, from its first test to its last, while no other test
+runs. No other test starts until they are done (``tests/scheduling.py``)."""
 
 FOREGROUND_MODULES = frozenset((*TIMING_MODULES, *ALONE_MODULES))
-"""The modules that go to every worker but the last (``tests/scheduling.py``)."""
+"""The modules that go to the foreground workers only (``tests/scheduling.py``)."""
 
 LONGEST_FIRST = (
     "test_vllm_integration", "test_resume_integration", "test_verdict_integration",
@@ -215,34 +218,44 @@ def room_kind(item: pytest.Item) -> str:
     return OTHERS
 
 
+def phase_done(config: pytest.Config, phase: str) -> bool:
+    """Whether the scheduler has marked ``phase`` done (always, without xdist)."""
+    folder = getattr(config, "workerinput", {}).get(PHASES)
+    return folder is None or (Path(folder) / phase).exists()
+
+
 def foreground_done(config: pytest.Config) -> bool:
-    """Whether every timing and lone test of this run has completed (the scheduler's file)."""
-    marker = getattr(config, "workerinput", {}).get(FOREGROUND_DONE)
-    return marker is None or Path(marker).exists()
+    """Whether every timing and lone test of this run has completed."""
+    return phase_done(config, FOREGROUND)
 
 
-FOREGROUND_DONE = "modelsweep_tests_foreground_done"
-"""The ``workerinput`` key of the file that the scheduler writes when the timing and lone tests
-have completed."""
-_foreground_done_file = pytest.StashKey[Path]()
+def wait_for(config: pytest.Config, phase: str) -> None:
+    """Until the scheduler marks ``phase`` done."""
+    while not phase_done(config, phase):
+        time.sleep(PHASE_POLL_S)
 
 
-def foreground_done_file(config: pytest.Config) -> Path:
-    """The controller's file for :data:`FOREGROUND_DONE`, made on first use."""
-    if _foreground_done_file not in config.stash:
-        folder = Path(tempfile.mkdtemp(prefix="modelsweep-tests-"))
-        config.stash[_foreground_done_file] = folder / "foreground-done"
-    return config.stash[_foreground_done_file]
+PHASES = "modelsweep_tests_phases"
+"""The ``workerinput`` key of the folder in which the scheduler marks the phases done."""
+PHASE_POLL_S = 0.1
+_phases_folder = pytest.StashKey[Path]()
+
+
+def phases_folder(config: pytest.Config) -> Path:
+    """The controller's folder for :data:`PHASES`, made on first use."""
+    if _phases_folder not in config.stash:
+        config.stash[_phases_folder] = Path(tempfile.mkdtemp(prefix="modelsweep-tests-"))
+    return config.stash[_phases_folder]
 
 
 def pytest_configure_node(node: Any) -> None:
-    """xdist's hook, on the controller: each worker learns where the scheduler's file is."""
-    node.workerinput[FOREGROUND_DONE] = str(foreground_done_file(node.config))
+    """xdist's hook, on the controller: each worker learns where the scheduler marks phases."""
+    node.workerinput[PHASES] = str(phases_folder(node.config))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _foreground_done_file in config.stash:
-        shutil.rmtree(config.stash[_foreground_done_file].parent, ignore_errors=True)
+    if _phases_folder in config.stash:
+        shutil.rmtree(config.stash[_phases_folder], ignore_errors=True)
 
 
 def module_hold(name: str) -> str | None:
@@ -262,6 +275,8 @@ def room_held_over_the_module(request: pytest.FixtureRequest) -> Iterator[None]:
     if TEST_RUN is None or kind is None:
         yield
         return
+    if kind == OTHERS:  # a timing module between two of its tests is in no queue of the room
+        wait_for(request.config, FOREGROUND)
     with run_room().held(kind):
         yield
 
@@ -274,6 +289,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     if TEST_RUN is None:
         return (yield)
     kind = room_kind(item)
+    if kind != ALONE:  # else a test that started first would keep a lone module waiting
+        wait_for(item.config, LONE)
     if kind == CONFINED:
         SHARE.confine(until=lambda: foreground_done(item.config))
     else:
@@ -286,7 +303,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``-n``, a file's tests go to one worker (its module fixtures are made once), the
     files in the order :func:`pytest_collection_modifyitems` left them; the timing and lone
-    files on every worker but the last, and a file of :data:`NEEDS_WHOLE_CPUS` on the last
+    files on the foreground workers, and a file of :data:`NEEDS_WHOLE_CPUS` on the others
     only once the timing and lone tests are done (``tests/scheduling.py``).
 
     The project's own tests measure no model (their pytester runs do), though their ids may
@@ -297,4 +314,4 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         foreground_only=lambda scope: Path(scope).stem in FOREGROUND_MODULES,
         lone=lambda scope: Path(scope).stem in ALONE_MODULES,
         needs_whole_cpus=lambda scope: Path(scope).stem in NEEDS_WHOLE_CPUS,
-        foreground_done=foreground_done_file(config))
+        phases=phases_folder(config))

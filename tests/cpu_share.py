@@ -1,18 +1,20 @@
-"""Keeping a test worker, with every thread and process it started, to one CPU at the lowest
-priority, and letting it go again.
+"""Running a test worker, with every thread and process it started, at the lowest priority,
+and letting it go again.
 
-While the timing tests run on every worker but the last, the last worker's tests run
-confined to the machine's last CPU at nice 19 (the room's ``confined`` kind,
-``tests/room.py``): the timing tests have the other CPUs to themselves and, on the last one,
-go before the confined work. Affinity and niceness are per thread on Linux and inherited by
-what a thread starts, so both are set on every thread of the worker and of its descendants.
-A descendant that starts a session (the plugin starts its servers so) is in a scheduling
-group of its own where the kernel groups by session (``sched_autogroup_enabled``), and that
-group's weight is a nice-0 process's whatever its threads' niceness: the group's niceness is
-set too. What the confined tests start later is caught by a thread that applies all this
-again every :data:`REAPPLY_S` seconds; that thread also lets a confined test still running
-when the timing tests are done go (``until``), so that it does not crawl at nice 19 beside
-the work that follows them.
+While the timing tests run on the foreground workers, the others' tests run *confined* (the
+room's ``confined`` kind, ``tests/room.py``): every thread under ``SCHED_IDLE``, which runs
+only on a CPU that no other thread wants and gives it up as soon as one wakes (the kernel
+counts a CPU that runs only such threads as idle when it places a waking thread), and at
+nice 19. The timing tests then go first on every CPU, and the confined work takes only the
+time they leave (they mostly wait on paced servers). The policy and niceness are per thread
+on Linux and inherited by what a thread starts, so both are set on every thread of the
+worker and of its descendants. A descendant that starts a session (the plugin starts its
+servers so) is in a scheduling group of its own where the kernel groups by session
+(``sched_autogroup_enabled``), and that group's weight is a nice-0 process's whatever its
+threads' niceness: the group's niceness is set too. What the confined tests start later is
+caught by a thread that applies all this again every :data:`REAPPLY_S` seconds; that thread
+also lets a confined test still running when the timing tests are done go (``until``), so
+that it does not crawl beside the work that follows them.
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def set_share(pid: int, cpus: set[int], niceness: int) -> None:
-    """Put every thread of ``pid`` and of its descendants on ``cpus`` at ``niceness``; a thread
-    that has ended is skipped, and a niceness this user may not lower is kept; a descendant
-    in another session's group gets ``niceness`` for that group."""
+def set_share(pid: int, policy: int, niceness: int) -> None:
+    """Put every thread of ``pid`` and of its descendants under the scheduling ``policy`` at
+    ``niceness``; a thread that has ended is skipped, and a niceness or policy this user may
+    not go back to is kept; a descendant in another session's group gets ``niceness`` for
+    that group."""
     own_group = autogroup(pid)
     for process in descendants(pid):
         group = autogroup(process)
@@ -61,37 +64,36 @@ def set_share(pid: int, cpus: set[int], niceness: int) -> None:
             for task in Path(f"/proc/{process}/task").iterdir():
                 tid = int(task.name)
                 with contextlib.suppress(OSError):
-                    os.sched_setaffinity(tid, cpus)
+                    if os.sched_getscheduler(tid) != policy:
+                        os.sched_setscheduler(tid, policy, os.sched_param(0))
                 with contextlib.suppress(OSError):
                     os.setpriority(os.PRIO_PROCESS, tid, niceness)
 
 
 class Share:
-    """This process's share of the machine: all of it, or confined to its last CPU."""
+    """This process's share of the machine: as started, or confined to the time that no other
+    thread wants."""
 
     def __init__(self) -> None:
-        self.all_cpus = set(os.sched_getaffinity(0))
+        self.policy = os.sched_getscheduler(0)
         self.niceness = os.getpriority(os.PRIO_PROCESS, 0)
         self.confined = False
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
 
     @property
-    def last_cpu(self) -> set[int]:
-        return {max(self.all_cpus)}
-
-    @property
     def can_confine(self) -> bool:
-        """Confining leaves the timing tests a CPU only where there are two or more."""
-        return len(self.all_cpus) >= 2
+        """Only on two CPUs or more: on one, every timing test's wakeup would meet confined
+        work on its CPU."""
+        return len(os.sched_getaffinity(0)) >= 2
 
     def confine(self, until: Callable[[], bool] = lambda: False) -> None:
-        """Confine this process to its last CPU at nice 19 until :meth:`release`, or until
+        """Confine this process to ``SCHED_IDLE`` at nice 19 until :meth:`release`, or until
         ``until()`` is true (asked every :data:`REAPPLY_S` seconds)."""
         if self.confined:
             return
         self.confined = True
-        set_share(os.getpid(), self.last_cpu, LOWEST_PRIORITY)
+        set_share(os.getpid(), os.SCHED_IDLE, LOWEST_PRIORITY)
         self._stop.clear()
         self._keeper = threading.Thread(target=self._keep_confined, args=(until,), daemon=True,
                                         name="cpu-share")
@@ -100,10 +102,10 @@ class Share:
     def _keep_confined(self, until: Callable[[], bool]) -> None:
         while not self._stop.wait(REAPPLY_S):
             if until():
-                set_share(os.getpid(), self.all_cpus, self.niceness)
+                set_share(os.getpid(), self.policy, self.niceness)
                 self.confined = False
                 return
-            set_share(os.getpid(), self.last_cpu, LOWEST_PRIORITY)
+            set_share(os.getpid(), os.SCHED_IDLE, LOWEST_PRIORITY)
 
     def release(self) -> None:
         if not self.confined:
@@ -111,7 +113,7 @@ class Share:
         self._stop.set()
         if self._keeper is not None:
             self._keeper.join()
-        set_share(os.getpid(), self.all_cpus, self.niceness)
+        set_share(os.getpid(), self.policy, self.niceness)
         self.confined = False
 
 

@@ -2,7 +2,7 @@
 
 Tests of one kind run beside one another, never beside a test of another kind, and a test
 of the kind :data:`ALONE` beside no other test; except that a test of the kind
-:data:`CONFINED` (kept to one CPU at the lowest priority, ``tests/cpu_share.py``) runs beside
+:data:`CONFINED` (run at the lowest priority, ``tests/cpu_share.py``) runs beside
 any kind but :data:`ALONE`. Waiting is first come, first served: a
 test that waits for the room keeps every later test of another kind out, so a stream of
 one kind cannot starve the other; except that the kinds a room puts ``first`` go before the

@@ -1,14 +1,20 @@
 """How xdist hands the project's test files to its workers (``-n``).
 
 A file's tests go to one worker (its module fixtures are made once), in the order the files
-were collected. The timing and lone files (``foreground_only``) come first and go to every
-worker but the last (the foreground workers). The last worker takes no file until the lone
-files (``lone``, which run beside no other test) have completed: a test it started would
-hold them off. Then, until every timing and lone test has completed, it takes only the files
-that need no whole CPU (not ``needs_whole_cpus``: vLLM's, the embedded servers'), and runs
-them confined to one CPU at the lowest priority (``tests/cpu_share.py``, the room's
-``confined`` kind); when they have, the scheduler writes ``foreground_done`` and every
-worker takes any file.
+were collected. The timing and lone files (``foreground_only``) come first and go to the
+foreground workers: the first :data:`FOREGROUND_WORKERS`, and never all of them where there
+are two or more. The others, the confined workers, take no file until the lone files
+(``lone``, which run beside no other test) have completed: a test they started would hold
+them off. Then, until every timing and lone test has completed, they take only the files
+that need no whole CPU (not ``needs_whole_cpus``: vLLM's, the embedded servers'), and run
+them confined to the CPU time that the timing tests leave (``tests/cpu_share.py``, the
+room's ``confined`` kind); when they have, every worker takes any file. A foreground worker
+takes a file that needs whole CPUs before then only if no other file is left.
+
+The scheduler marks each phase done with a file in the folder ``phases``: :data:`LONE` once
+the lone tests have completed (no other test starts before, ``tests/conftest.py``: one that
+had started first would keep them waiting), :data:`FOREGROUND` once the timing and lone
+tests have.
 """
 from __future__ import annotations
 
@@ -20,30 +26,38 @@ import pytest
 from xdist.scheduler import LoadFileScheduling
 from xdist.workermanage import WorkerController
 
+LONE, FOREGROUND = "lone", "foreground"
+"""The phases' names: every lone test has completed; every timing and lone test has."""
+
+FOREGROUND_WORKERS = 3
+"""The timing tests run on three workers at most: mostly waiting on paced servers, three
+leave two CPUs a sixth idle (which the confined workers take); four would crowd them."""
+
 MORE_WORK_BELOW = 2
 """A worker is handed its next file once this many of its tests or fewer are left (xdist's)."""
 
 
 class Scheduling(LoadFileScheduling):  # type: ignore[misc]
-    """LoadFile scheduling in which the files ``foreground_only(scope)`` names go to every
-    worker but the last and run first, and the files ``needs_whole_cpus(scope)`` names wait
+    """LoadFile scheduling in which the files ``foreground_only(scope)`` names go to the
+    foreground workers and run first, and the files ``needs_whole_cpus(scope)`` names wait
     for them."""
 
     def __init__(self, config: pytest.Config, log: Any, foreground_only: Callable[[str], bool],
                  lone: Callable[[str], bool], needs_whole_cpus: Callable[[str], bool],
-                 foreground_done: Path) -> None:
+                 phases: Path) -> None:
         super().__init__(config, log)
         self.foreground_only = foreground_only
         self.lone = lone
         self.needs_whole_cpus = needs_whole_cpus
-        self.foreground_done = foreground_done
-        self.foreground_over = False  # foreground_done written
+        self.phases = phases
+        self.foreground_over = False  # marked done
 
     def may_take(self, node: WorkerController, scope: str) -> bool:
-        """A timing or lone file: a foreground worker (all but the last, or the only one). A
-        file that needs whole CPUs: a foreground worker, or any once the foreground tests are
-        done. Any other file: a foreground worker, or any once the lone tests are done."""
-        if int(node.gateway.id.removeprefix("gw")) < max(1, self.numnodes - 1):
+        """A timing or lone file: a foreground worker. A file that needs whole CPUs: a
+        foreground worker, or any once the foreground tests are done. Any other file: a
+        foreground worker, or any once the lone tests are done."""
+        foreground = min(FOREGROUND_WORKERS, max(1, self.numnodes - 1))
+        if int(node.gateway.id.removeprefix("gw")) < foreground:
             return True
         if self.foreground_only(scope) or not self.completed(self.lone):
             return False
@@ -58,18 +72,24 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
                    for done in tests.values())
 
     def _assign_work_unit(self, node: WorkerController) -> None:
-        """The first file this worker may take (xdist hands out the queue's first)."""
-        scope = next((s for s in self.workqueue if self.may_take(node, s)), None)
-        if scope is None:  # nothing this worker may take yet: see _reschedule
+        """The first file this worker may take (xdist hands out the queue's first); while
+        timing or lone tests are left, a file that needs whole CPUs only if no other is left
+        (its servers would keep those tests out of the room until the file is done)."""
+        allowed = [s for s in self.workqueue if self.may_take(node, s)]
+        if not allowed:  # nothing this worker may take yet: see _reschedule
             return
+        scope = next((s for s in allowed if self.foreground_over or not self.needs_whole_cpus(s)),
+                     allowed[0])
         self.workqueue.move_to_end(scope, last=False)
         super()._assign_work_unit(node)
 
     def _reschedule(self, node: WorkerController) -> None:
         """xdist's rule for every worker, not only the one that reported: a worker left
         without a file it may take gets one once it may, and stops once none is left."""
+        if not (self.phases / LONE).exists() and self.completed(self.lone):
+            (self.phases / LONE).touch()
         if not self.foreground_over and self.completed(self.foreground_only):
-            self.foreground_done.touch()
+            (self.phases / FOREGROUND).touch()
             self.foreground_over = True
         for each in (node, *(other for other in self.nodes if other is not node)):
             if each.shutting_down:

@@ -5,8 +5,8 @@ modules (``test_decision_page``, ``test_report_tables``), which xdist may give t
 workers. :func:`once_per_session` makes a run once under the session's base folder (the
 controller's, shared by its workers), behind a file lock, and hands every later caller the
 pickled value. The runs read timings (a first token within the SLO, a ratio's interval): only
-a timing module may make one, never a worker confined to one CPU at the lowest priority
-(``tests/cpu_share.py``), which the timing tests would starve.
+a timing module may make one, never a confined worker, which runs at the lowest priority
+(``tests/cpu_share.py``) and which the timing tests would starve.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A confined worker (tests/cpu_share.py), in a forked process: it, what it starts later, and
-the scheduling group of a session it starts go to the last CPU at nice 19, and back (when
+the scheduling group of a session it starts go to SCHED_IDLE at nice 19, and back (when
 released, or by itself once its condition holds); and, confined, it refuses to make a run
 the timing modules share (tests/shared_runs.py)."""
 
@@ -19,11 +19,12 @@ from shared_runs import once_per_session
 CONTEXT = multiprocessing.get_context("fork")
 
 
-def share_of(pid: int) -> tuple[set[int], int, str]:
-    """Its CPUs, niceness and scheduling group's line (``/autogroup-N nice K``, or "")."""
+def share_of(pid: int) -> tuple[int, int, str]:
+    """Its scheduling policy, niceness and scheduling group's line (``/autogroup-N nice K``,
+    or "")."""
     group = Path(f"/proc/{pid}/autogroup")
     line = group.read_text().strip() if group.exists() else ""
-    return set(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid), line
+    return os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid), line
 
 
 def confine_and_release(out: multiprocessing.Queue[object]) -> None:
@@ -37,25 +38,25 @@ def confine_and_release(out: multiprocessing.Queue[object]) -> None:
     released = share_of(os.getpid()), share_of(child.pid)
     child.kill()
     child.wait()
-    out.put((sorted(share.all_cpus), share.niceness, confined, released,
+    out.put((share.policy, share.niceness, confined, released,
              autogroup(os.getpid()) != autogroup(child.pid)))
 
 
-def test_a_confined_worker_and_the_session_it_starts_share_one_cpu_and_go_back() -> None:
-    if len(os.sched_getaffinity(0)) < 2 or os.getpriority(os.PRIO_PROCESS, 0) != 0:
-        pytest.skip("needs two CPUs and a niceness of 0 to lower back to")
+def test_a_confined_worker_and_the_session_it_starts_go_idle_and_back() -> None:
+    if os.sched_getscheduler(0) != os.SCHED_OTHER or os.getpriority(os.PRIO_PROCESS, 0) != 0:
+        pytest.skip("needs the default policy and a niceness of 0 to go back to")
     out: multiprocessing.Queue[object] = CONTEXT.Queue()
     process = CONTEXT.Process(target=confine_and_release, args=(out,))
     process.start()
-    cpus, niceness, confined, released, own_group = out.get(timeout=30)  # type: ignore[misc]
+    policy, niceness, confined, released, own_group = out.get(timeout=30)  # type: ignore[misc]
     process.join(10)
-    last = {max(cpus)}
+    idle = (os.SCHED_IDLE, LOWEST_PRIORITY)
     worker, child = confined
-    assert worker[:2] == (last, LOWEST_PRIORITY) and child[:2] == (last, LOWEST_PRIORITY)
+    assert worker[:2] == idle and child[:2] == idle
     if own_group:  # the kernel groups by session: the child's group is at nice 19 as well
         assert child[2].endswith(f"nice {LOWEST_PRIORITY}")
     worker, child = released
-    assert worker[:2] == (set(cpus), niceness) and child[:2] == (set(cpus), niceness)
+    assert worker[:2] == (policy, niceness) == (os.SCHED_OTHER, 0) and child[:2] == (policy, 0)
     if own_group:
         assert child[2].endswith(f"nice {niceness}")
 
@@ -67,20 +68,20 @@ def confine_until_a_flag(flag: Path, out: multiprocessing.Queue[object]) -> None
     before = share_of(os.getpid()), share.confined
     flag.touch()
     time.sleep(REAPPLY_S * 4)
-    out.put((sorted(share.all_cpus), share.niceness, before,
+    out.put((share.policy, share.niceness, before,
              (share_of(os.getpid()), share.confined)))
 
 
 def test_a_confinement_ends_by_itself_once_its_condition_holds(tmp_path: Path) -> None:
-    if len(os.sched_getaffinity(0)) < 2 or os.getpriority(os.PRIO_PROCESS, 0) != 0:
-        pytest.skip("needs two CPUs and a niceness of 0 to lower back to")
+    if os.sched_getscheduler(0) != os.SCHED_OTHER or os.getpriority(os.PRIO_PROCESS, 0) != 0:
+        pytest.skip("needs the default policy and a niceness of 0 to go back to")
     out: multiprocessing.Queue[object] = CONTEXT.Queue()
     process = CONTEXT.Process(target=confine_until_a_flag, args=(tmp_path / "done", out))
     process.start()
-    cpus, niceness, before, after = out.get(timeout=30)  # type: ignore[misc]
+    policy, niceness, before, after = out.get(timeout=30)  # type: ignore[misc]
     process.join(10)
-    assert before[0][:2] == ({max(cpus)}, LOWEST_PRIORITY) and before[1] is True
-    assert after[0][:2] == (set(cpus), niceness) and after[1] is False
+    assert before[0][:2] == (os.SCHED_IDLE, LOWEST_PRIORITY) and before[1] is True
+    assert after[0][:2] == (policy, niceness) == (os.SCHED_OTHER, 0) and after[1] is False
 
 
 def make_a_shared_run_confined(tmp_path_factory: pytest.TempPathFactory,
