@@ -50,7 +50,7 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
         self.lone = lone
         self.needs_whole_cpus = needs_whole_cpus
         self.phases = phases
-        self.foreground_over = False  # marked done
+        self.done: set[str] = set()  # the phases marked done
 
     def may_take(self, node: WorkerController, scope: str) -> bool:
         """A timing or lone file: a foreground worker. A file that needs whole CPUs: a
@@ -59,9 +59,9 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
         foreground = min(FOREGROUND_WORKERS, max(1, self.numnodes - 1))
         if int(node.gateway.id.removeprefix("gw")) < foreground:
             return True
-        if self.foreground_only(scope) or not self.completed(self.lone):
+        if self.foreground_only(scope) or LONE not in self.done:
             return False
-        return self.foreground_over or not self.needs_whole_cpus(scope)
+        return FOREGROUND in self.done or not self.needs_whole_cpus(scope)
 
     def completed(self, files: Callable[[str], bool]) -> bool:
         """Whether every test of the files ``files(scope)`` names has completed."""
@@ -78,19 +78,16 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
         allowed = [s for s in self.workqueue if self.may_take(node, s)]
         if not allowed:  # nothing this worker may take yet: see _reschedule
             return
-        scope = next((s for s in allowed if self.foreground_over or not self.needs_whole_cpus(s)),
-                     allowed[0])
+        scope = next((s for s in allowed
+                      if FOREGROUND in self.done or not self.needs_whole_cpus(s)), allowed[0])
         self.workqueue.move_to_end(scope, last=False)
         super()._assign_work_unit(node)
 
     def _reschedule(self, node: WorkerController) -> None:
         """xdist's rule for every worker, not only the one that reported: a worker left
         without a file it may take gets one once it may, and stops once none is left."""
-        if not (self.phases / LONE).exists() and self.completed(self.lone):
-            (self.phases / LONE).touch()
-        if not self.foreground_over and self.completed(self.foreground_only):
-            (self.phases / FOREGROUND).touch()
-            self.foreground_over = True
+        self._mark_done(LONE, self.lone)
+        self._mark_done(FOREGROUND, self.foreground_only)
         for each in (node, *(other for other in self.nodes if other is not node)):
             if each.shutting_down:
                 continue
@@ -98,6 +95,12 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
                 each.shutdown()
             else:
                 self._top_up(each)
+
+    def _mark_done(self, phase: str, files: Callable[[str], bool]) -> None:
+        """Mark ``phase`` done once every test of the files ``files(scope)`` names has."""
+        if phase not in self.done and self.completed(files):
+            (self.phases / phase).touch()
+            self.done.add(phase)
 
     def _top_up(self, node: WorkerController) -> None:
         """Files for ``node`` until more than :data:`MORE_WORK_BELOW` of its tests are left or
