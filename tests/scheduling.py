@@ -61,7 +61,11 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
             return True
         if self.foreground_only(scope) or LONE not in self.done:
             return False
-        return FOREGROUND in self.done or not self.needs_whole_cpus(scope)
+        return not self.held_back(scope)
+
+    def held_back(self, scope: str) -> bool:
+        """Whether ``scope`` needs whole CPUs while timing or lone tests are left."""
+        return FOREGROUND not in self.done and self.needs_whole_cpus(scope)
 
     def completed(self, files: Callable[[str], bool]) -> bool:
         """Whether every test of the files ``files(scope)`` names has completed."""
@@ -78,8 +82,7 @@ class Scheduling(LoadFileScheduling):  # type: ignore[misc]
         allowed = [s for s in self.workqueue if self.may_take(node, s)]
         if not allowed:  # nothing this worker may take yet: see _reschedule
             return
-        scope = next((s for s in allowed
-                      if FOREGROUND in self.done or not self.needs_whole_cpus(s)), allowed[0])
+        scope = next((s for s in allowed if not self.held_back(s)), allowed[0])
         self.workqueue.move_to_end(scope, last=False)
         super()._assign_work_unit(node)
 
