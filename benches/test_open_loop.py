@@ -11,9 +11,10 @@ fall more than 10% behind the offered rate is flagged ``saturated``. The server'
 
 ``test_rate_capacity`` sweeps the rate over ``--rate-sweep`` (doubling, then bisecting to
 10%) under ``--slo``: each step one open-loop window whose SLO attainment is decided from
-its Clopper-Pearson interval (pass, miss or inconclusive); a saturated server stops the
-sweep, as GuideLLM's ``--stop-over-saturated`` does. The capacity is the highest rate that
-passed, with its bracket. ``test_rate_capacity_ratio`` compares a candidate's with the
+its Clopper-Pearson interval (pass, miss or inconclusive: a step at the boundary takes
+more windows until decided); a saturated server fails the step, as GuideLLM's
+``--stop-over-saturated`` does. The capacity is the highest rate that passed, with its
+bracket. ``test_rate_capacity_ratio`` compares a candidate's with the
 reference's through the two brackets. Without ``--slo`` both skip.
 """
 
@@ -28,7 +29,8 @@ from pytest_modelsweep.pytest.fixtures import RecordMeasurement
 from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.workloads.arrivals import ArrivalProcess
-from pytest_modelsweep.workloads.rate_sweep import NEEDS_SLO, measure_rate_capacity
+from pytest_modelsweep.core.measurements import RATE
+from pytest_modelsweep.workloads.slo_search import NEEDS_SLO, measure_rate_capacity
 from pytest_modelsweep.workloads.setting import measure_setting
 
 NEEDS_RATE = "the open loop needs --request-rate, e.g. --request-rate 2"
@@ -54,7 +56,7 @@ def test_rate_capacity(
 ) -> None:
     slo = bench_settings.slo
     if slo is None:
-        pytest.skip(NEEDS_SLO)
+        pytest.skip(NEEDS_SLO[RATE])
     endpoint: Endpoint = request.getfixturevalue("endpoint")
     result = measure_rate_capacity(endpoint, bench_settings, slo, record_measurement, progress)
     first_fail = "open" if result.first_fail is None else f"{result.first_fail:.3g}"

@@ -1,9 +1,7 @@
 """The ``modelsweep`` command: provision, list models and runs, print results, screen, copy stores.
 
-It shares its option builders, parsers and defaults with the plugin
-(:mod:`pytest_modelsweep.core.options`: ``--sweep``, ``--store``,
-``--fail-on-regression``, ``--fail-on-noisy``) and reads the same store and results
-files; nothing here imports pytest.
+It shares its options and defaults with the plugin (:mod:`.core.options`) and reads the same
+store and results files; nothing here imports pytest.
 """
 
 from __future__ import annotations
@@ -11,27 +9,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .core.errors import ModelsweepError
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
-from .core.options import (
-    DEFAULTS,
-    add_noisy_option,
-    add_regression_option,
-    add_store_option,
-    add_sweep_option,
-    add_sweep_run_option,
-    add_ungated_option,
-    store_location_type,
-)
+from .core.options import (DEFAULTS, add_noisy_option, add_regression_option, add_store_option,
+                           add_sweep_option, add_sweep_run_option, add_ungated_option,
+                           store_location_type)
 from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
 if TYPE_CHECKING:
-    from .core.measurements import Measurement
+    from .core.measurements import Measurement, ScreeningResult
+    from .core.sweep import ModelSpec, Sweep
+
+SCREEN = "modelsweep screen"
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -96,9 +90,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_measurements(
-    store: StoreLocation, ref: str
-) -> tuple[dict[str, Any], list[Measurement]]:
+def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], list[Measurement]]:
     """A stored run (by id or baseline name) or a results file → (run, measurements)."""
     from .core.measurements import measurements_of
     from .store.database import Store
@@ -138,7 +130,8 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare run B with run A (ids, baseline names or results files), as the CI gate does."""
-    from .judging.gate import compare_with_baseline, gate_table, ungated_reason
+    from .judging.gate import compare_with_baseline, ungated_reason
+    from .report.terminal import gate_table
 
     before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
@@ -186,12 +179,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         if unsound:
             raise ModelsweepError(
                 f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
-                f"conclusion (first: {unsound[0]})"
-            )
+                f"conclusion (first: {unsound[0]})")
         for m in ms:
-            # one merged file holds each model's accuracy benchmark once (whatever its
-            # settings) and each other measurement once per setting, so that a comparison of
-            # it finds one measurement, never two that disagree
+            # each model's accuracy benchmark once (whatever its settings), each other
+            # measurement once per setting: a comparison never finds two that disagree
             what = (m.model, m.benchmark)
             setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
@@ -215,19 +206,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
     check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
         shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
-        raise ModelsweepError(
-            f"refusing to merge runs served by different images: {shown}; "
-            "merge only runs made with one pinned image"
-        )
+        raise ModelsweepError(f"refusing to merge runs served by different images: {shown}; "
+                              "merge only runs made with one pinned image")
     document = {
         "schema": SCHEMA,
         "run": {"run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                 "merged_from": runs,
                 "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
-        "endpoints": endpoints,
-        "measurements": measurements,
-        "summary": {"merged": len(runs)},
-    }
+        "endpoints": endpoints, "measurements": measurements, "summary": {"merged": len(runs)}}
     _write(args.output, "-o", json.dumps(redacted(document), indent=1) + "\n")
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
@@ -316,6 +302,52 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_screen(args: argparse.Namespace) -> int:
+    """Screen the sweep's Hugging Face models (and any --repo) against the licence and memory
+    rule of its [screening] table."""  # exit 0: all accepted, 1: any rejected, 2: usage
+    from .core.sweep import load_sweep
+    from .serving.screening import OfflineHub, budget_gib, screen_candidate, screening_table
+
+    try:
+        sweep = load_sweep(args.sweep)
+        specs = _screened_specs(sweep, args.model, args.repo)
+        hub = OfflineHub.from_file(args.offline_fixtures) if args.offline_fixtures else None
+        results: list[ScreeningResult] = [
+            screen_candidate(spec, sweep.screening, api=hub,
+                             fetch_config=hub.fetch_config if hub else None)
+            for spec in specs if spec.source.kind == "hf"]
+    except ModelsweepError as error:
+        print(f"{SCREEN}: {error}", file=sys.stderr)
+        return 2
+    settings = sweep.screening
+    where = f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"
+    print(f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
+          f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
+          f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
+          f"stay for the KV cache; from {where}")
+    for line in screening_table(results) if results else ():
+        print(line)
+    accepted = sum(r.accepted for r in results)
+    skipped = [f"{s.name} ({s.source})" for s in specs if s.source.kind != "hf"]
+    print(f"{accepted} accepted, {len(results) - accepted} rejected" + (
+        f", {len(skipped)} not screened (not Hugging Face repos: {', '.join(skipped)})"
+        if skipped else ""))
+    return 0 if accepted == len(results) else 1
+
+
+def _screened_specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -> list[ModelSpec]:
+    """``--model``s of the sweep and ``--repo``s (a spec each); neither: every model."""
+    from .core.sweep import ModelSpec, parse_source
+
+    chosen = [sweep.model(name) for name in dict.fromkeys(models)]
+    for text in dict.fromkeys(repos):
+        source = parse_source(text if text.startswith("hf:") else f"hf:{text}", f"--repo {text}")
+        name = source.id.split("/", 1)[1]
+        chosen.append(ModelSpec(name=name, source=source, served_name=name, license="",
+                                prompting="chat", tool_call_parser=None, bfcl_mode="tools"))
+    return chosen or list(sweep.models.values())
+
+
 def _write(path: str, option: str, text: str) -> None:
     """Write a file the command makes (its folder too); a failure is one line."""
     from .core.outputs import write_failure
@@ -329,8 +361,8 @@ def _write(path: str, option: str, text: str) -> None:
 
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
-    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your "
-                            "own)"}
+    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy "
+                            "(your own)"}
     parts = [f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
              for kind in GATED_KINDS if benchmarks_of(kind)]
     return "compares " + "; ".join(parts) + " (other measurements are not gated)"
@@ -340,44 +372,52 @@ def _say(message: str) -> None:
     print(f"modelsweep: {message}", file=sys.stderr, flush=True)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that ``modelsweep screen`` says a usage error in one line."""
+
+    def error(self, message: str) -> NoReturn:
+        if self.prog == SCREEN:
+            self.exit(2, f"{SCREEN}: error: {message} (see {SCREEN} --help)\n")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="modelsweep", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="modelsweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("provision", help=cmd_provision.__doc__)
-    add_sweep_option(p.add_argument)
-    p.set_defaults(func=cmd_provision)
-    p = sub.add_parser("models", help=cmd_models.__doc__)
-    add_sweep_option(p.add_argument)
-    p.set_defaults(func=cmd_models)
-    p = sub.add_parser("runs", help=cmd_runs.__doc__)
+
+    def command(name: str, func: Callable[[argparse.Namespace], int],
+                **kwargs: Any) -> argparse.ArgumentParser:
+        """The sub-command ``name`` run by ``func``, its help ``func``'s docstring."""
+        p = sub.add_parser(name, help=func.__doc__, **kwargs)
+        p.set_defaults(func=func)
+        return p
+
+    add_sweep_option(command("provision", cmd_provision).add_argument)
+    add_sweep_option(command("models", cmd_models).add_argument)
+    p = command("runs", cmd_runs)
     add_store_option(p.add_argument, DEFAULTS.store)
     add_sweep_run_option(p.add_argument, help="list only the runs of sweep run NAME")
-    p.set_defaults(func=cmd_runs)
-    p = sub.add_parser("results", help=cmd_results.__doc__)
+    p = command("results", cmd_results)
     p.add_argument("path", help="a results file written by --results")
     p.add_argument("--json", action="store_true", help="print the whole document as JSON")
-    p.set_defaults(func=cmd_results)
-    p = sub.add_parser("compare", help=cmd_compare.__doc__, epilog=gated_benchmarks_text())
+    p = command("compare", cmd_compare, epilog=gated_benchmarks_text())
     p.add_argument("run_a", help="the earlier run: id, baseline name or results file")
     p.add_argument("run_b", help="the later run: id, baseline name or results file")
     add_regression_option(p.add_argument)
     add_noisy_option(p.add_argument)
     add_ungated_option(p.add_argument)
     add_store_option(p.add_argument, DEFAULTS.store)
-    p.set_defaults(func=cmd_compare)
-    p = sub.add_parser("merge", help=cmd_merge.__doc__)
+    p = command("merge", cmd_merge)
     p.add_argument("runs", nargs="+", help="run ids, baseline names or results files")
     p.add_argument("-o", "--output", required=True, help="the merged results file (JSON)")
     add_store_option(p.add_argument, DEFAULTS.store)
-    p.set_defaults(func=cmd_merge)
-    p = sub.add_parser("report", help=cmd_report.__doc__)
+    p = command("report", cmd_report)
     p.add_argument("run", nargs="?", help="run id, baseline name or results file")
     add_sweep_run_option(p.add_argument, help="report every run of sweep run NAME as one "
                                               "(instead of RUN)")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
     add_store_option(p.add_argument, DEFAULTS.store)
-    p.set_defaults(func=cmd_report)
     p = sub.add_parser("store", help="work on stores: store copy SRC DST")
     store_sub = p.add_subparsers(dest="store_command", required=True)
     p = store_sub.add_parser("copy", help=cmd_store_copy.__doc__,
@@ -391,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run DST already holds: refuse the copy (default), skip it (keep "
                         "DST's), or replace it with SRC's")
     p.set_defaults(func=cmd_store_copy)
-    p = sub.add_parser("k8s", help=cmd_k8s.__doc__, description=cmd_k8s.__doc__)
+    p = command("k8s", cmd_k8s, description=cmd_k8s.__doc__)
     add_sweep_option(p.add_argument)
     add_sweep_run_option(p.add_argument, help="the sweep run every pod joins (required)")
     add_store_option(p.add_argument)
@@ -412,20 +452,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pytest-arg", action="append", default=[], metavar="ARG",
                    help="an argument added to every pod's pytest command, e.g. --limit=100 "
                         "(repeatable)")
-    p.set_defaults(func=cmd_k8s)
-    sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); "
-                                  "see modelsweep screen --help", add_help=False)
+    p = sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); see "
+                                      f"{SCREEN} --help", description=cmd_screen.__doc__)
+    p.add_argument("--sweep", default=None, metavar="NAME|PATH",
+                   help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e")
+    p.add_argument("--model", action="append", default=[], metavar="NAME",
+                   help="screen only this model of the sweep (repeatable)")
+    p.add_argument("--repo", action="append", default=[], metavar="ORG/REPO[@REV]",
+                   help="also screen this Hub repo, which need not be in the sweep "
+                        "(repeatable; alone, only the repos are screened)")
+    p.add_argument("--offline-fixtures", default=None, metavar="PATH",
+                   help="answer from recorded Hub answers (JSON) instead of the network")
+    p.set_defaults(func=cmd_screen, usage=p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["screen"]:
-        from .serving.screening import screen_main
-
-        return screen_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by screen's own parser, which says it in one line
+        getattr(args, "usage", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except ModelsweepError as error:

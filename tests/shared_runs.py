@@ -4,9 +4,7 @@ A module-scoped fixture is made once per module; the decision page's runs are re
 modules (``test_decision_page``, ``test_report_tables``), which xdist may give to two
 workers. :func:`once_per_session` makes a run once under the session's base folder (the
 controller's, shared by its workers), behind a file lock, and hands every later caller the
-pickled value. The runs read timings (a first token within the SLO, a ratio's interval): only
-a timing module may make one, never a confined worker, which runs at the lowest priority
-(``tests/cpu_share.py``) and which the timing tests would starve.
+pickled value.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from cpu_share import SHARE
 
 T = TypeVar("T")
 
@@ -37,8 +34,7 @@ def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str,
                      make: Callable[[Path], T]) -> T:
     """``make(folder)`` the first time ``name`` is asked for in this session, its value
-    read back after; a ``make`` that raises leaves the next caller to try again. A confined
-    worker may not make one (the module that asks belongs in ``TIMING_MODULES``)."""
+    read back after; a ``make`` that raises leaves the next caller to try again."""
     folder = session_folder(tmp_path_factory)
     made = folder / f"{name}.pickle"
     with (folder / f"{name}.lock").open("a") as lock:
@@ -47,11 +43,6 @@ def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str,
             if made.is_file():
                 value: T = pickle.loads(made.read_bytes())
                 return value
-            if SHARE.confined:
-                raise RuntimeError(
-                    f"the shared run {name} would be made on a confined worker, starved by the "
-                    "timing tests: add the module that asks for it to TIMING_MODULES "
-                    "(tests/conftest.py)")
             where = folder / name
             shutil.rmtree(where, ignore_errors=True)  # a failed attempt's files are not this run's
             where.mkdir()

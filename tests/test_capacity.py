@@ -126,6 +126,7 @@ REFERENCE_WINDOWS = ([1, 2], [2, 2, 2, 1, 1, 1])
 CANDIDATE_WINDOWS = ([1, 2, 4, 3], [4, 3, 3])
 
 
+@pytest.mark.timing
 def test_capacity_of_two_paced_servers_and_their_ratio(
     pytester: pytest.Pytester, servers: Servers,
 ) -> None:
@@ -274,12 +275,11 @@ def test_under_xdist_each_model_is_searched_once_on_one_worker(
     result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", "-n", "2")
     result.assert_outcomes(passed=3)
     found = measurements(pytester, "capacity")
-    assert (found[REFERENCE]["value"], found[CANDIDATE]["value"]) == (1, 3)
     # every request each server saw belongs to its one search: warm-up c, timed max(2, c)
-    for server, (navigated, decided) in ((servers.reference, REFERENCE_WINDOWS),
-                                         (servers.candidate, CANDIDATE_WINDOWS)):
-        tried = navigated + decided
+    # (which steps pass is the paced servers' in real time: the test above, alone)
+    for model, server in ((REFERENCE, servers.reference), (CANDIDATE, servers.candidate)):
+        tried = [step["concurrency"] for step in found[model]["stats"]["steps"]]
         completions = [b for b in server.stats.bodies if "prompt" in b]
-        assert len(completions) == sum(c + max(TIMED, c) for c in tried)
+        assert len(completions) == sum(c + max(TIMED, c) for c in tried), model
     (ratio,) = measurements(pytester, "capacity_ratio").values()
-    assert (ratio["value"], ratio["params"]["verdict"]) == (3.0, "better")
+    assert ratio["value"] == found[CANDIDATE]["value"] / found[REFERENCE]["value"]

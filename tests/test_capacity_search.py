@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.core.measurements import CapacityStats
+from pytest_modelsweep.core.measurements import CapacityStats, SearchBracket
 from pytest_modelsweep.core.slo import Goodput
 from pytest_modelsweep.core.stats import Verdict
-from pytest_modelsweep.workloads.attainment import (
+from pytest_modelsweep.core.stats.attainment import (
     StepOutcome,
     attainment_interval,
     windows_attainment,
 )
-from pytest_modelsweep.workloads.capacity import (
+from pytest_modelsweep.workloads.slo_search import (
     INTERVAL_CONFIDENCE,
-    CapacityBracket,
+    Knob,
     StepPolicy,
     capacity_ratio,
     decide_capacity_verdict,
@@ -36,6 +36,9 @@ class FixedWindow:
 
     output_tokens_per_s: float
     violations: list[str] = field(default_factory=list)
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    saturation_reason: str | None = None
 
 
 class Curve:
@@ -80,7 +83,7 @@ def test_navigates_by_single_windows_then_decides_the_boundary_with_more(
     capacity: int, maximum: int, navigated: list[int], bracket: tuple[int, int | None],
 ) -> None:
     curve = Curve(capacity=capacity)
-    result = find_capacity(curve, max_concurrency=maximum, target=0.9)
+    result = find_capacity(curve, knob=Knob.concurrency(maximum), target=0.9)
     last_pass, first_fail = bracket
     decided = ([] if first_fail is None else [first_fail] * (MISS_WINDOWS - 1)) \
         + [last_pass] * (PASS_WINDOWS - 1)
@@ -88,7 +91,7 @@ def test_navigates_by_single_windows_then_decides_the_boundary_with_more(
     assert [s.concurrency for s in result.steps] == curve.tried
     assert result.capacity == last_pass and result.bracket == bracket and result.error is None
     # a window passes when its step, over its windows so far, surely passes: only the last
-    outcomes = [(s.concurrency, s.decision.outcome) for s in result.steps if s.decision]
+    outcomes = [(s.concurrency, s.outcome) for s in result.steps if s.interval]
     assert outcomes[:len(navigated)] == [(c, "undecided") for c in navigated]
     assert outcomes[-1] == (last_pass, "pass")
     assert [s.passed for s in result.steps] == [False] * (len(curve.tried) - 1) + [True]
@@ -96,8 +99,8 @@ def test_navigates_by_single_windows_then_decides_the_boundary_with_more(
         assert (first_fail, "miss") in outcomes
     step = result.capacity_step
     assert step is not None and step.concurrency == last_pass and step.passed
-    assert step.decision is not None and step.decision.windows == PASS_WINDOWS
-    assert (step.decision.good, step.decision.requests) == (50, 50)
+    assert step.interval is not None and step.interval.windows == PASS_WINDOWS
+    assert (step.interval.good, step.interval.requests) == (50, 50)
     assert step.slo_attainment == 1.0 and step.goodput_rps == REQUESTS / last_pass
     if first_fail is None:
         assert result.reason is not None
@@ -109,7 +112,7 @@ def test_navigates_by_single_windows_then_decides_the_boundary_with_more(
 
 def test_surely_missing_at_concurrency_one_is_capacity_zero_with_a_reason() -> None:
     curve = Curve({1: 5})
-    result = find_capacity(curve, max_concurrency=16, target=0.9)
+    result = find_capacity(curve, knob=Knob.concurrency(16), target=0.9)
     assert curve.tried == [1, 1]
     assert (result.capacity, result.bracket, result.capacity_step) == (0, (0, 1), None)
     assert result.reason == ("surely misses the SLO even at concurrency 1: 50% of its requests "
@@ -119,7 +122,7 @@ def test_surely_missing_at_concurrency_one_is_capacity_zero_with_a_reason() -> N
 def test_a_step_at_the_target_stays_inconclusive_and_widens_the_interval() -> None:
     # 9 of 10 at c2 and c3 is exactly the target: no number of windows shows it is reached
     curve = Curve({1: 10, 2: 9, 4: 0, 3: 9})
-    result = find_capacity(curve, max_concurrency=8, target=0.9)
+    result = find_capacity(curve, knob=Knob.concurrency(8), target=0.9)
     windows = 6  # a step's most windows where 10 requests a window need 5 to pass: 5 + 1
     assert curve.tried == [1, 2, 4, 3, 4] + [3] * (windows - 1) + [2] * (windows - 1) \
         + [1] * (PASS_WINDOWS - 1)
@@ -128,8 +131,8 @@ def test_a_step_at_the_target_stays_inconclusive_and_widens_the_interval() -> No
     assert result.reason == ("the capacity lies in 1–3; inconclusive at c2, c3 after their most "
                              "windows")
     last = result.steps[-1 - (PASS_WINDOWS - 1)]
-    assert last.decision is not None and last.decision.outcome == "inconclusive"
-    assert last.to_dict()["attainment_interval"] == [last.decision.low, last.decision.high]
+    assert last.interval is not None and last.outcome == "inconclusive"
+    assert last.to_dict()["attainment_interval"] == [last.interval.low, last.interval.high]
 
 
 def test_windows_that_disagree_count_as_fewer_requests() -> None:
@@ -149,7 +152,7 @@ def test_windows_that_disagree_count_as_fewer_requests() -> None:
 def test_a_curve_that_is_not_monotonic_gives_the_crossing_the_bisection_meets() -> None:
     # passes at 1, 2, misses at 4, passes again at 8: growth stops at the first miss
     curve = Curve({1: 10, 2: 10, 4: 0, 3: 10, 8: 10})
-    result = find_capacity(curve, max_concurrency=16, target=0.9)
+    result = find_capacity(curve, knob=Knob.concurrency(16), target=0.9)
     assert curve.tried[:4] == [1, 2, 4, 3] and result.bracket == (3, 4)
 
 
@@ -159,7 +162,7 @@ def test_a_broken_window_stops_the_search_without_a_capacity(
     broken_at: int, tried: list[int], last_pass: int,
 ) -> None:
     curve = Curve(capacity=5, broken_at=broken_at)
-    result = find_capacity(curve, max_concurrency=16, target=0.9)
+    result = find_capacity(curve, knob=Knob.concurrency(16), target=0.9)
     assert curve.tried == tried
     assert result.capacity is None and result.bracket is None and result.capacity_step is None
     assert result.last_pass == last_pass
@@ -173,7 +176,7 @@ def test_a_broken_window_stops_the_search_without_a_capacity(
 def test_each_window_is_reported_as_it_is_measured() -> None:
     seen: list[tuple[int, int]] = []
     curve = Curve(capacity=2)
-    find_capacity(curve, max_concurrency=4, target=0.9,
+    find_capacity(curve, knob=Knob.concurrency(4), target=0.9,
                   on_step=lambda step: seen.append((step.concurrency, len(curve.tried))))
     assert seen == [(c, i + 1) for i, c in enumerate(curve.tried)]
     assert curve.tried[:4] == [1, 2, 4, 3]
@@ -181,24 +184,24 @@ def test_each_window_is_reported_as_it_is_measured() -> None:
 
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="max_concurrency must be a positive integer"):
-        find_capacity(Curve(capacity=1), max_concurrency=0, target=0.9)
+        find_capacity(Curve(capacity=1), knob=Knob.concurrency(0), target=0.9)
     with pytest.raises(ValueError, match=r"attainment target must be a share in \(0, 1\]"):
-        find_capacity(Curve(capacity=1), max_concurrency=4, target=1.5)
+        find_capacity(Curve(capacity=1), knob=Knob.concurrency(4), target=1.5)
     with pytest.raises(ValueError, match="min_windows <= max_windows"):
-        find_capacity(Curve(capacity=1), max_concurrency=4, target=0.9,
+        find_capacity(Curve(capacity=1), knob=Knob.concurrency(4), target=0.9,
                       policy=StepPolicy(min_windows=3, max_windows=2))
 
 
 def test_step_line() -> None:
-    result = find_capacity(Curve({1: 10, 2: 0}), max_concurrency=4, target=0.9)
+    result = find_capacity(Curve({1: 10, 2: 0}), knob=Knob.concurrency(4), target=0.9)
     assert step_line("m", 2, result.steps[1], 0.9) == (
         "capacity m: window 2, c2 (its 1st): SLO met by 0.0% (0/10); navigating: below the 90% "
         "needed; 200.0 tokens/s, goodput 0.00 req/s")
     decided = result.steps[2]
-    assert decided.decision is not None
+    assert decided.interval is not None
     assert step_line("m", 3, decided, 0.9) == (
         "capacity m: window 3, c2 (its 2nd): SLO met by 0.0% (0/10); step c2 0/20 = 0.0%, "
-        f"97.5% CI [0.0%, {decided.decision.high:.1%}] (design effect 1.00), 90% needed: miss; "
+        f"97.5% CI [0.0%, {decided.interval.high:.1%}] (design effect 1.00), 90% needed: miss; "
         "200.0 tokens/s, goodput 0.00 req/s")
 
 
@@ -214,8 +217,8 @@ def test_the_server_s_own_limit_wins_over_the_sweep() -> None:
 
 
 def bracket(last_pass: int, first_fail: int | None,
-            confidence: float | None = INTERVAL_CONFIDENCE) -> CapacityBracket:
-    return CapacityBracket(last_pass, last_pass, first_fail, confidence)
+            confidence: float | None = INTERVAL_CONFIDENCE) -> SearchBracket:
+    return SearchBracket(last_pass, last_pass, first_fail, confidence)
 
 
 @pytest.mark.parametrize(("candidate", "reference", "ratio", "low", "high", "verdict"), [
@@ -230,7 +233,7 @@ def bracket(last_pass: int, first_fail: int | None,
     (bracket(17, 18), bracket(14, 16), 17 / 14, 17 / 16, 18 / 14, Verdict.INCONCLUSIVE),
 ])
 def test_the_ratio_bracket_and_its_verdict(
-    candidate: CapacityBracket, reference: CapacityBracket, ratio: float, low: float,
+    candidate: SearchBracket, reference: SearchBracket, ratio: float, low: float,
     high: float | None, verdict: Verdict,
 ) -> None:
     found = capacity_ratio(candidate, reference)
@@ -269,7 +272,7 @@ def test_a_reference_with_capacity_zero_cannot_be_divided_by() -> None:
         capacity_ratio(bracket(3, 4), bracket(0, 1))
 
 
-def measured_bracket(stats: dict[str, Any]) -> CapacityBracket:
+def measured_bracket(stats: dict[str, Any]) -> SearchBracket:
     return CapacityStats.from_dict(stats).measured_bracket()
 
 

@@ -40,9 +40,11 @@ def test_vllm_compile_caches_are_found_as_vllm_finds_them(tmp_path: Path) -> Non
 
 
 @pytest.mark.integration
+@pytest.mark.timing
 def test_cold_start_of_the_embedded_server(tmp_path: Path, real_cache: Path) -> None:
     """Two fresh launches: the first after dropping the model file's pages, the second warm
-    (the first one read the file)."""
+    (the first one read the file). Alone (``timing``): a test beside it that serves the same
+    model keeps the file's pages resident, and its readiness is polled in real time."""
     sweep = load_sweep("embedded")
     sweep = replace(sweep, serving=replace(sweep.serving, max_num_seqs=1, threads=1))
     lines: list[str] = []

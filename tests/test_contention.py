@@ -1,16 +1,14 @@
-"""The contention meter against real processes, the repeats' noise figures, server pids; a CPU
-hog beside the real throughput bench (tests/throughput_bench_run.py) and the gate it calls
-contended."""
+"""The contention meter on a ``/proc`` the tests write, the repeats' noise figures, server
+pids; a real CPU hog beside the real throughput bench (tests/throughput_bench_run.py) and the
+gate it calls contended (``timing``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from throughput_bench_run import gate_rows, run_bench, stats_of
@@ -22,12 +20,12 @@ from pytest_modelsweep.workloads.contention import (
     CpuSnapshot,
     coefficient_of_variation,
     contention,
+    snapshot,
 )
 
 pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
-WINDOW_S = 1.2
 FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
           "steal_share", "load1_end", "contended"}
 
@@ -51,92 +49,102 @@ def test_steal_within_the_counters_resolution_does_not_flag_a_window() -> None:
     assert contention(start, at(10.0, 3_000, 100), hz=100).contended is False
 
 
-def window(server_pids: list[int] | None = None, work: Any = None) -> Contention:
-    with ContentionMeter(server_pids) as meter:
-        if work is None:
-            time.sleep(WINDOW_S)
-        else:
-            work(WINDOW_S)
-    return meter.result
+class FakeProc:
+    """A ``/proc`` the meter reads (``proc=``): the machine's jiffies, and each process's
+    parent and CPU jiffies, as the test sets them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def machine(self, busy: int, total: int, steal: int = 0) -> None:
+        idle = total - busy - steal
+        (self.root / "stat").write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 {steal} 0 0\n")
+
+    def process(self, pid: int, parent: int, jiffies: int) -> None:
+        (self.root / str(pid)).mkdir(exist_ok=True)
+        (self.root / str(pid) / "stat").write_text(
+            f"{pid} (p) S {parent} {'0 ' * 9}{jiffies} 0 0 0 20 0\n")
 
 
-def spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        pass
+SERVER, WORKER, STRANGER = 4_000_001, 4_000_002, 4_000_003
+"""A server, its worker process (a child) and a process of someone else's."""
 
 
-@pytest.fixture
-def hog() -> Iterator[subprocess.Popen[bytes]]:
-    """A process that burns one core until it is killed."""
-    process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    time.sleep(0.3)
-    yield process
-    process.kill()
-    process.wait()
+def one_second(tmp_path: Path, server_pids: list[int] | None, *, worker: int, stranger: int,
+               client: int, **limits: float) -> Contention:
+    """The record of a window of one second at 100 Hz on two CPUs, in which the server's
+    worker, a stranger and our own process used ``worker``, ``stranger`` and ``client``
+    jiffies (the server's own process none); the machine's busy time is theirs."""
+    proc = FakeProc(tmp_path)
+
+    def read(used: dict[int, int], busy: int, total: int) -> CpuSnapshot:
+        proc.machine(busy=busy, total=total)
+        for pid, parent in ((SERVER, 1), (WORKER, SERVER), (STRANGER, 1), (os.getpid(), 1)):
+            proc.process(pid, parent, used.get(pid, 0))
+        return snapshot(server_pids, proc.root)
+
+    start = read({}, 1_000, 10_000)
+    end = read({WORKER: worker, STRANGER: stranger, os.getpid(): client},
+               1_000 + worker + stranger + client, 10_200)
+    return contention(replace(start, wall=0.0), replace(end, wall=1.0), hz=100, **limits)
 
 
-@pytest.fixture
-def hog_parent() -> Iterator[subprocess.Popen[bytes]]:
-    """A sleeping process whose child burns one core (the server's worker process)."""
-    code = ("import subprocess, sys; "
-            "subprocess.run([sys.executable, '-c', 'while True: pass'])")
-    process = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    time.sleep(0.5)
-    yield process
-    import os
-    import signal
-
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-@linux
-def test_a_cpu_hog_is_contention_and_a_quiet_window_is_lower(
-    hog: subprocess.Popen[bytes],
-) -> None:
-    busy = window()
-    hog.kill()
-    hog.wait()
-    quiet = window()
+def test_a_cpu_hog_is_contention_and_a_quiet_window_is_lower(tmp_path: Path) -> None:
+    busy = one_second(tmp_path, None, worker=0, stranger=100, client=0)
+    quiet = one_second(tmp_path, None, worker=0, stranger=10, client=0)
     assert set(busy.to_dict()) == FIELDS and set(quiet.to_dict()) == FIELDS
-    assert busy.contended is True
-    assert busy.other_cpu_cores is not None and busy.other_cpu_cores >= 0.5
-    assert quiet.other_cpu_cores is not None and quiet.other_cpu_cores < busy.other_cpu_cores
+    assert busy.contended is True and busy.other_cpu_cores == pytest.approx(1.0)
+    assert quiet.contended is False and quiet.other_cpu_cores == pytest.approx(0.1)
     assert busy.server_cpu_cores is None  # no server of ours
-    assert busy.window_s == pytest.approx(WINDOW_S, abs=0.3)
-    assert busy.steal_share is not None and 0 <= busy.steal_share <= 1
-    assert busy.load1_end is not None
+    assert busy.window_s == 1.0 and busy.steal_share == 0.0
 
 
-@linux
-def test_our_own_busy_loop_is_the_client_not_others(hog: subprocess.Popen[bytes]) -> None:
-    hogged = window()
-    hog.kill()
-    hog.wait()
-    def spin_in_a_thread(seconds: float) -> None:
-        thread = threading.Thread(target=spin, args=(seconds,))
-        thread.start()
-        thread.join()
-
-    ours = window(work=spin_in_a_thread)
-    assert ours.client_cpu_cores is not None and ours.client_cpu_cores >= 0.5
-    assert hogged.client_cpu_cores is not None and hogged.client_cpu_cores < ours.client_cpu_cores
-    assert ours.other_cpu_cores is not None and hogged.other_cpu_cores is not None
-    assert ours.other_cpu_cores < hogged.other_cpu_cores
+def test_our_own_busy_loop_is_the_client_not_others(tmp_path: Path) -> None:
+    ours = one_second(tmp_path, None, worker=0, stranger=0, client=100)
+    assert ours.client_cpu_cores == pytest.approx(1.0)
+    assert ours.other_cpu_cores == 0.0 and ours.contended is False
 
 
-@linux
 def test_the_servers_processes_and_their_children_are_the_server_not_others(
-    hog_parent: subprocess.Popen[bytes],
+    tmp_path: Path,
 ) -> None:
-    as_other = window()
-    as_server = window([hog_parent.pid])
+    as_other = one_second(tmp_path, None, worker=100, stranger=0, client=0)
+    as_server = one_second(tmp_path, [SERVER], worker=100, stranger=0, client=0)
     assert as_other.contended is True and as_other.server_cpu_cores is None
+    assert as_other.other_cpu_cores == pytest.approx(1.0)
     # the child's CPU, found below the pid
-    assert as_server.server_cpu_cores is not None and as_server.server_cpu_cores >= 0.5
-    assert as_server.other_cpu_cores is not None and as_other.other_cpu_cores is not None
-    assert as_server.other_cpu_cores < as_other.other_cpu_cores
+    assert as_server.server_cpu_cores == pytest.approx(1.0)
+    assert as_server.other_cpu_cores == 0.0 and as_server.contended is False
+
+
+def test_the_contended_limit_is_others_cores(tmp_path: Path) -> None:
+    hogged = {"worker": 0, "stranger": 100, "client": 0}
+    assert one_second(tmp_path, None, **hogged).contended is True  # default limit 0.25 cores
+    assert one_second(tmp_path, None, **hogged, max_other_cores=1.5).contended is False
+    assert one_second(tmp_path, None, **hogged, max_other_cores=0.99).contended is True
+
+
+def test_the_meter_reads_its_window_from_proc(tmp_path: Path) -> None:
+    """Entered and left, the meter reads ``/proc`` at both ends: the server's tree is the
+    server's, our own process the client's, the rest others'."""
+    proc = FakeProc(tmp_path)
+    me = os.getpid()
+
+    def used(worker: int, stranger: int, client: int) -> None:
+        proc.machine(busy=1_000 + worker + stranger + client, total=100_000)
+        for pid, parent, jiffies in ((SERVER, 1, 0), (WORKER, SERVER, worker),
+                                     (STRANGER, 1, stranger), (me, 1, client)):
+            proc.process(pid, parent, jiffies)
+
+    used(0, 0, 0)
+    with ContentionMeter([SERVER], proc=proc.root) as meter:
+        used(2_000, 1_000, 500)
+    result = meter.result
+    assert set(result.to_dict()) == FIELDS and result.contended is True
+    assert result.server_cpu_cores and result.client_cpu_cores and result.other_cpu_cores
+    # per wall second of the same window: in the ratio of their jiffies
+    assert result.server_cpu_cores / result.client_cpu_cores == pytest.approx(4.0)
+    assert result.other_cpu_cores / result.client_cpu_cores == pytest.approx(2.0)
 
 
 def test_without_proc_every_figure_is_unknown(tmp_path: Path) -> None:
@@ -145,13 +153,6 @@ def test_without_proc_every_figure_is_unknown(tmp_path: Path) -> None:
     assert meter.result.contended is None
     assert {k for k, v in meter.result.to_dict().items() if v is not None} <= {"window_s",
                                                                               "load1_end"}
-
-
-def test_the_contended_limit_is_others_cores(hog: subprocess.Popen[bytes]) -> None:
-    with ContentionMeter(None, max_other_cores=50.0) as meter:
-        time.sleep(0.5)
-    steal = meter.result.steal_share
-    assert meter.result.contended is False or (steal is not None and steal > 0.05)
 
 
 def test_coefficient_of_variation() -> None:
@@ -179,36 +180,28 @@ def test_a_launched_server_names_its_pid_until_it_stops(tmp_path: Path) -> None:
 
 
 @linux
-def test_a_cpu_hog_beside_the_run_marks_its_windows_contended(
+@pytest.mark.timing
+def test_a_cpu_hog_beside_the_bench_marks_its_windows_and_the_gate_row_contended(
     pytester: pytest.Pytester, steady: str,
 ) -> None:
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        result = run_bench(pytester, steady, "--repeats", "2")
-    finally:
-        hog.kill()
-        hog.wait()
-    result.assert_outcomes(passed=1)
-    stats = stats_of(pytester)
-    assert stats["contended"] is True and stats["contended_windows"] >= 1
-    assert max(r["contention"]["other_cpu_cores"] for r in stats["repeats"]) >= 0.5
-    result.stdout.fnmatch_lines(["*repeat */2, *contended: yes (others *.** cores, steal *%)*"])
-
-
-@linux
-def test_the_gate_calls_a_contended_setting_contended_not_regressed(
-    pytester: pytest.Pytester, steady: str,
-) -> None:
+    """The real bench's meter finds a real process burning a core beside its windows, and the
+    gate calls the setting contended rather than regressed against a baseline taken
+    without it."""
     run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
               "--save-baseline", "aa").assert_outcomes(passed=1)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        gated = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
-                          "--baseline", "aa")
+        result = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
+                           "--baseline", "aa")
     finally:
         hog.kill()
         hog.wait()
-    assert gated.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    stats = stats_of(pytester)
+    assert stats["contended"] is True and stats["contended_windows"] >= 1
+    assert max(r["contention"]["other_cpu_cores"] for r in stats["repeats"]) >= 0.5
+    result.stdout.fnmatch_lines(["*repeat */2, *contended: yes (others *.** cores, steal *%)*"])
     (row,) = gate_rows(pytester)
     assert row["status"] == "contended"
     assert row["note"].startswith("contended — re-run on a quiet machine")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import math
 import os
 import re
 import subprocess
@@ -770,26 +771,56 @@ def test_the_run_recorded_what_the_page_reads(real_run: Run) -> None:
     priced(real_run, 1.20)
 
 
-def test_the_capacity_runs_found_the_capacities_of_their_servers(
+def ratio_verdict(low: float, high: float | None, tolerance: float = 0.10) -> str:
+    """The verdict docs/verdicts.md states for a ratio interval (open above: ``high`` None)."""
+    top = math.inf if high is None else high
+    if top < 1 - tolerance:
+        return "worse"
+    if low > 1 + tolerance:
+        return "better"
+    if low <= 1 <= top:
+        return "matches"
+    return "equivalent" if 1 - tolerance <= low and top <= 1 + tolerance else "inconclusive"
+
+
+def test_the_capacity_runs_searched_their_servers_within_their_slots(
     capacity_run: Run, capacity_only_run: Run,
 ) -> None:
-    """The designs hold: each capacity is its server's slots (the search's bracket says so),
-    0 for a first token later than the SLO, none from a broken server."""
-    designs: list[tuple[Run, dict[str, list[int | None] | None]]] = [
-        (capacity_run, {REFERENCE: [2, 3], SAME: [3, 4], WORSE: [4, None]}),
-        (capacity_only_run, {REFERENCE: [3, 4], SAME: [4, None], WORSE: [0, 1],
-                             UNREACHABLE: None})]
-    for run, expected in designs:
-        for model, bracket in expected.items():
+    """The designs hold whatever else the machine runs: no capacity above a server's slots
+    (a queued request waits a whole request, beyond the SLO), 0 for a first token later
+    than the SLO, none from a broken server; each bracket is the search's last pass and
+    first miss, each ratio's interval the two brackets'. (Which steps within the slots pass
+    is the paced servers' in real time: tests/test_capacity.py.)"""
+    designs: list[tuple[Run, dict[str, int | None]]] = [
+        (capacity_run, dict(CAPACITY_SLOTS)),
+        (capacity_only_run, {REFERENCE: 3, SAME: 4, WORSE: 0, UNREACHABLE: None})]
+    brackets: dict[tuple[int, str], tuple[int, int | None]] = {}
+    for index, (run, slots) in enumerate(designs):
+        for model, most in slots.items():
             measured = run.measurement(model, "capacity")
             assert measured is not None, model
             assert measured["params"]["slo"] == {"ttft_ms": 160.0}
             assert measured["params"]["max_concurrency"] == 4
-            assert measured["stats"]["bracket"] == bracket, (model, measured["stats"]["steps"])
-            assert measured["stats"]["capacity"] == (None if bracket is None else bracket[0])
-    ratios = {m["model"]: (m["params"]["verdict"], m["stats"]["ratio_bracket"])
-              for m in capacity_run.results["measurements"] if m["benchmark"] == "capacity_ratio"}
-    assert ratios == {SAME: ("matches", [1.0, 2.0]), WORSE: ("better", [4 / 3, None])}
+            stats = measured["stats"]
+            if most is None:
+                assert stats["bracket"] is None and stats["capacity"] is None
+                continue
+            low: int = stats["bracket"][0]
+            high: int | None = stats["bracket"][1]
+            assert stats["capacity"] == low <= most, (model, stats["steps"])
+            assert high == (None if low == 4 else low + 1), (model, stats["steps"])
+            if most == 0:
+                assert (low, high) == (0, 1)
+            brackets[index, model] = (low, high)
+    reference_low, reference_high = brackets[0, REFERENCE]
+    assert reference_low > 0 and reference_high is not None
+    for candidate in CANDIDATES:
+        ratio = capacity_run.measurement(candidate, "capacity_ratio")
+        assert ratio is not None, candidate
+        low, high = brackets[0, candidate]
+        expected = [low / reference_high, None if high is None else high / reference_low]
+        assert ratio["stats"]["ratio_bracket"] == pytest.approx(expected)
+        assert ratio["params"]["verdict"] == ratio_verdict(*ratio["stats"]["ratio_bracket"])
     broken = capacity_only_run.measurement(UNREACHABLE, "capacity")
     assert broken is not None and broken["stats"]["error"].startswith(
         "the window at concurrency 1 broke its rules: request 0 produced 12 of 256 tokens")
@@ -879,10 +910,10 @@ def test_capacity_and_cost_cells_are_the_capacity_measurements(
     check_capacity_and_cost(capacity_run, kind)
     _, table, _, _ = decision(capacity_run, kind)
     assert set(table) == {REFERENCE, *CANDIDATES}
-    assert table[WORSE][CAPACITY].startswith("≥4 (server's maximum)\ngoodput ")
-    assert table[WORSE][CAPACITY_RATIO].endswith(", ∞)")
     for model in (REFERENCE, *CANDIDATES):
-        assert cost_of(capacity_run, model)[0] == f"at c{CAPACITY_SLOTS[model]}"
+        measured = capacity_run.measurement(model, "capacity")
+        assert measured is not None and measured["stats"]["capacity"]
+        assert cost_of(capacity_run, model)[0] == f"at c{measured['stats']['capacity']}"
     assert not any(column.startswith("c16") for column in table[SAME])  # none measured
 
 
@@ -1087,19 +1118,18 @@ def test_the_answer_names_the_candidates_that_hold_the_references_accuracy(
 def test_the_answer_picks_capacity_and_cost_among_the_candidates_that_hold_accuracy(
     capacity_run: Run, kind: str,
 ) -> None:
-    """The candidate that fails on accuracy has the higher capacity and the lower cost; the
-    answer names the one that holds it."""
+    """The candidate that fails on accuracy has more slots (a capacity and a cost at least
+    as good, the CPU allowing); the answer names the one that holds it."""
     answer, _, _, _ = decision(capacity_run, kind)
     verdicts = {c: m["stats"]["verdict"] for c in CANDIDATES
                 if (m := capacity_run.measurement(c, "verdict:gsm8k")) is not None}
     assert verdicts == {SAME: "matches", WORSE: "worse"}
     capacities = {m: capacity_run.measurement(m, "capacity") for m in CANDIDATES}
     assert all(c is not None for c in capacities.values())
-    same, worse = (capacities[m]["stats"]["capacity"] for m in CANDIDATES)  # type: ignore[index]
+    same = capacities[SAME]["stats"]["capacity"]  # type: ignore[index]
     (at, usd), (_, worse_usd), (_, reference_usd) = (
         cost_of(capacity_run, m) for m in (SAME, WORSE, REFERENCE))
     assert usd is not None and worse_usd is not None and reference_usd is not None
-    assert worse > same and worse_usd < usd
     expected = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K); not {WORSE} "
                 f"(worse on GSM8K); highest capacity under the SLO: {SAME} ({same} concurrent "
                 f"requests); cheapest: {SAME} ($")

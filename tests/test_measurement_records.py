@@ -261,7 +261,8 @@ def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> N
             assert stats.cost is not None and stats.cost.pricing.example is True
             assert stats.goodput is not None and stats.goodput.requests == raw["slo_requests"]
         elif isinstance(stats, CapacityStats):
-            assert stats.capacity == raw["capacity"] == SLOTS[record.model]
+            # at most its server's slots: a queued request waits beyond the SLO
+            assert stats.capacity == raw["capacity"] and 0 < stats.capacity <= SLOTS[record.model]
             assert [step.concurrency for step in stats.steps] == [s["concurrency"]
                                                                  for s in raw["steps"]]
         elif isinstance(stats, AccuracyStats) and record.benchmark == "gsm8k":

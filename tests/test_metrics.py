@@ -24,7 +24,8 @@ from pytest_modelsweep.core.metrics import (
 )
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.core.options import Thresholds
-from pytest_modelsweep.judging.gate import GateRow, gate_table
+from pytest_modelsweep.judging.gate import GateRow
+from pytest_modelsweep.report.terminal import gate_table
 from pytest_modelsweep.judging.gate import compare_with_baseline as compare_records
 from pytest_modelsweep.report.tables import measurement_kind, records, summary_tables
 
@@ -62,7 +63,7 @@ def benchmarks_recorded_in_benches() -> set[str]:
     constant of the metric table."""
     names = set()
     package = Path(__file__).resolve().parents[1] / "pytest_modelsweep"
-    recording = [package / "workloads" / "capacity.py", package / "workloads" / "setting.py",
+    recording = [package / "workloads" / "slo_search.py", package / "workloads" / "setting.py",
                  package / "judging" / "kinds.py"]
     for tree in [*bench_trees(), *(ast.parse(path.read_text()) for path in recording)]:
         for node in ast.walk(tree):
@@ -73,11 +74,14 @@ def benchmarks_recorded_in_benches() -> set[str]:
             position = {"record_measurement": 0, "evaluate": 0, "param": 0, "Judged": 1}
             if called not in position or len(node.args) <= position[called]:
                 continue
-            named = node.args[position[called]]
-            if isinstance(named, ast.Constant) and isinstance(named.value, str):
-                names.add(named.value)
-            elif isinstance(named, ast.Name) and isinstance(getattr(metrics, named.id, None), str):
-                names.add(getattr(metrics, named.id))
+            argument = node.args[position[called]]
+            for named in ((argument.body, argument.orelse) if isinstance(argument, ast.IfExp)
+                          else (argument,)):  # one of two, by the knob
+                if isinstance(named, ast.Constant) and isinstance(named.value, str):
+                    names.add(named.value)
+                elif isinstance(named, ast.Name) and isinstance(getattr(metrics, named.id, None),
+                                                                str):
+                    names.add(getattr(metrics, named.id))
     return names
 
 

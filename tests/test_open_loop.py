@@ -24,7 +24,8 @@ from pytest_modelsweep.workloads.openloop import (
     kept_up_rate,
     run_open_loop,
 )
-from pytest_modelsweep.workloads.rate_sweep import StepOutcome, find_rate_capacity
+from pytest_modelsweep.core.measurements import StepOutcome
+from pytest_modelsweep.workloads.slo_search import RATE_POLICY, Knob, find_capacity
 from pytest_modelsweep.workloads.throughput import run_throughput, throughput_requests
 
 try:  # tests/ as a package, or as a plain directory on sys.path
@@ -57,7 +58,7 @@ def open_window(srv: SseServer, rate: float, requests: int, **kw: object) -> Ope
 
 def test_requests_are_sent_on_schedule_whatever_is_in_flight() -> None:
     offsets = [0.05 * i for i in range(8)]
-    with SseServer(chunk_delay_s=0.03) as srv:  # each request takes ~0.25 s
+    with SseServer(chunk_delay_s=0.1) as srv:  # each request takes ~0.8 s
         requests = throughput_requests([f"prompt {i}" for i in range(8)], output_tokens=8)
         gauge = InFlight()
         run = asyncio.run(stream_open_loop(srv.v1, "m", requests, offsets, max_in_flight=64,
@@ -69,13 +70,13 @@ def test_requests_are_sent_on_schedule_whatever_is_in_flight() -> None:
     for outcome, due, offset in zip(run.outcomes, run.scheduled, offsets):
         assert due == pytest.approx(run.started + offset)
         assert outcome.record.start == due  # latencies run from the scheduled time
-        # sent on time (a busy machine may be late, but never by a request's 0.25 s)
-        assert outcome.sent_at is not None and 0 <= outcome.sent_at - due < 0.15
-    assert max(run.send_lags) < 0.15
+        # sent on time (a busy machine may be late, but not by half a request's 0.8 s)
+        assert outcome.sent_at is not None and 0 <= outcome.sent_at - due < 0.4
+    assert max(run.send_lags) < 0.4
 
 
 def test_the_cap_is_saturation_and_the_wait_counts_in_latency() -> None:
-    with SseServer(chunk_delay_s=0.02) as srv:  # ~0.1 s per request, one at a time
+    with SseServer(chunk_delay_s=0.05) as srv:  # ~0.25 s per request, one at a time
         requests = throughput_requests([f"prompt {i}" for i in range(4)], output_tokens=5)
         run = asyncio.run(stream_open_loop(srv.v1, "m", requests, [0.0] * 4, max_in_flight=1,
                                            timeout_s=10))
@@ -85,8 +86,8 @@ def test_the_cap_is_saturation_and_the_wait_counts_in_latency() -> None:
     assert all(o.record.start == run.started for o in run.outcomes)
     # the 4th waited for three requests before it: its latency holds the wait
     assert e2e[3] > 3 * e2e[0] * 0.8
-    lags = sorted(run.send_lags)
-    assert lags[0] < 0.05 and lags[3] > 0.25
+    lags = sorted(run.send_lags)  # the first sent at once, the 4th after three requests
+    assert lags[0] < 0.2 and lags[3] > 0.6
     saturation = Saturation(4.0, 4.0, 0.1, run.capped, 1)
     assert saturation.saturated
     assert saturation.reason() == ("saturated: 3 request(s) found the client's cap of 1 in "
@@ -183,8 +184,10 @@ def test_window_checks_are_the_throughput_workloads() -> None:
     assert any("the server's prefix cache reused" in v for v in window.violations)
 
 
+@pytest.mark.timing
 def test_done_when_open_loop_p99_far_above_closed_loop_at_the_same_throughput() -> None:
-    """Above capacity, the open loop shows the queue a closed loop never builds."""
+    """Above capacity, the open loop shows the queue a closed loop never builds. Alone
+    (``timing``): both loops' throughput is the paced server's capacity in real time."""
     with queueing_server() as srv:
         closed = run_throughput(endpoint_at(srv.base_url), concurrency=SLOTS, prompt_tokens=None,
                                 output_tokens=TOKENS, timed_requests=64, warmup_requests=2,
@@ -221,12 +224,13 @@ def test_done_when_the_rate_sweep_stops_at_saturation() -> None:
             windows.append(window)
             return window.goodput(slo), window
 
-        result = find_rate_capacity(measure, start_rps=CAPACITY_RPS / 8, max_rps=1000,  # type: ignore[arg-type]
-                                    target=0.75, growth=16, resolution=20)
+        result = find_capacity(measure, knob=Knob.rate(CAPACITY_RPS / 8, 1000, growth=16,  # type: ignore[arg-type]
+                                                       resolution=20),
+                               target=0.75, policy=RATE_POLICY)
     outcomes = [s.outcome for s in result.steps]
-    assert outcomes == [StepOutcome.PASS, StepOutcome.SATURATED], result.as_dict()
+    assert outcomes == [StepOutcome.PASS, StepOutcome.SATURATED], result.steps
     assert result.error is None
-    assert result.capacity_rps == pytest.approx(CAPACITY_RPS / 8)
+    assert result.capacity == pytest.approx(CAPACITY_RPS / 8)
     assert result.bracket == (pytest.approx(CAPACITY_RPS / 8), pytest.approx(2 * CAPACITY_RPS))
     assert result.saturated_at == pytest.approx(2 * CAPACITY_RPS)
     assert result.stopped.startswith(f"saturated at {2 * CAPACITY_RPS:.3g} req/s (saturated: ")

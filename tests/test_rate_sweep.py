@@ -1,4 +1,5 @@
-"""The rate sweep's step decisions (Clopper-Pearson) and search, on deterministic steps (pure).
+"""The SLO search over the request rate: its step decisions (Clopper-Pearson) and the search,
+on deterministic steps (pure).
 
 The end-to-end sweep against a queueing fake server is in ``test_open_loop.py``.
 """
@@ -7,17 +8,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from scipy.stats import binom
 
-from pytest_modelsweep.core.slo import Goodput
-from pytest_modelsweep.workloads.rate_sweep import (
+from pytest_modelsweep.core.measurements import (
+    CapacityStats,
+    RateCapacityStats,
+    SearchStep,
     StepOutcome,
+)
+from pytest_modelsweep.core.slo import Goodput
+from pytest_modelsweep.core.stats.attainment import (
     attainment_interval,
-    find_rate_capacity,
     min_requests_to_pass,
     requests_per_step_problem,
+)
+from pytest_modelsweep.workloads.slo_search import (
+    RATE_POLICY,
+    Knob,
+    SearchResult,
+    find_capacity,
     step_line,
 )
 
@@ -102,23 +114,32 @@ class Server:
         return Goodput(good, REQUESTS, REQUESTS / rate), window
 
 
+def sweep(server: Server, start: float = 1, maximum: float = 100, *, growth: float = 2.0,
+          resolution: float = 0.10) -> SearchResult[FixedWindow]:
+    return find_capacity(server, knob=Knob.rate(start, maximum, growth, resolution), target=0.9,
+                         policy=RATE_POLICY)
+
+
 def test_grows_then_bisects_to_the_resolution() -> None:
     server = Server(meets_up_to=5.0)
-    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9, resolution=0.1)
+    result = sweep(server, resolution=0.1)
     assert server.tried[:4] == [1, 2, 4, 8]
     assert [s.outcome for s in result.steps[:4]] == [StepOutcome.PASS] * 3 + [StepOutcome.MISS]
-    low, high = result.bracket  # type: ignore[misc]
-    assert low <= 5.0 < high and high / low <= 1.1
-    assert result.capacity_rps == low and result.error is None
-    assert result.saturated_at is None
+    assert result.bracket is not None
+    low, high = result.bracket
+    assert high is not None and low <= 5.0 < high and high / low <= 1.1
+    assert result.capacity == low and result.error is None
+    assert result.saturated_at is None and result.inconclusive == ()
     assert result.stopped.startswith(f"SLO attainment below 90% at {high:.3g} req/s: 0.0% (0/40)")
     # geometric bisection: each probe is the geometric mean of the bracket it splits
     assert server.tried[4] == pytest.approx(math.sqrt(4 * 8))
+    # every step decided at its first window: no window taken twice
+    assert len(set(server.tried)) == len(server.tried)
 
 
-def test_stops_at_saturation_even_when_the_slo_holds() -> None:
+def test_a_saturated_step_fails_even_when_the_slo_holds() -> None:
     server = Server(saturates_above=6.0)
-    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9, resolution=1.5)
+    result = sweep(server, resolution=1.5)
     assert server.tried == [1, 2, 4, 8]
     step = result.steps[-1]
     assert step.outcome is StepOutcome.SATURATED and step.interval is not None
@@ -128,75 +149,116 @@ def test_stops_at_saturation_even_when_the_slo_holds() -> None:
 
 
 def test_max_rate_that_passes_leaves_the_bracket_open() -> None:
-    result = find_rate_capacity(Server(), start_rps=2, max_rps=10, target=0.9)
+    result = sweep(Server(), 2, 10)
     assert [s.rate for s in result.steps] == [2, 4, 8, 10]
     assert result.bracket == (10, None)
     assert result.stopped == "the SLO was met at max_rps 10 req/s: the capacity is at least that"
 
 
 def test_a_miss_at_the_start_rate_is_capacity_zero() -> None:
-    result = find_rate_capacity(Server(meets_up_to=0.5), start_rps=1, max_rps=10, target=0.9)
+    result = sweep(Server(meets_up_to=0.5), 1, 10)
     assert [s.rate for s in result.steps] == [1]
-    assert result.capacity_rps == 0.0 and result.bracket == (0.0, 1)
+    assert result.capacity == 0.0 and result.bracket == (0.0, 1)
+    assert isinstance(result.capacity, float)
 
 
-def test_inconclusive_steps_are_not_passes_and_leave_the_bracket_unrefined() -> None:
-    server = Server({4.0: 37}, meets_up_to=4.0)  # 37/40 straddles 90%
-    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9)
-    assert [s.outcome for s in result.steps] == [
+def test_an_inconclusive_boundary_step_takes_more_windows_then_stays_inconclusive() -> None:
+    server = Server({4.0: 37}, meets_up_to=4.0)  # 37/40 straddles 90%, window after window
+    result = sweep(server)
+    assert [s.outcome for s in result.steps[:4]] == [
         StepOutcome.PASS, StepOutcome.PASS, StepOutcome.INCONCLUSIVE, StepOutcome.MISS]
-    assert result.bracket == (2, 8) and result.inconclusive_rates == [4]
-    assert result.stopped.endswith("not refined: 1 inconclusive step(s) lie in the bracket "
-                                   "(more requests per step would decide them)")
+    assert server.tried.count(4.0) == 4  # its most windows, pooled
+    pooled = [s for s in result.steps if s.rate == 4.0][-1].interval
+    assert pooled is not None and (pooled.good, pooled.requests, pooled.windows) == (148, 160, 4)
+    assert result.bracket is not None and result.bracket[0] == 2
+    assert result.inconclusive == (4.0,)
+    assert result.stopped.endswith("; inconclusive at 4 req/s after their most windows")
 
 
 def test_an_inconclusive_step_below_a_later_pass_does_not_stop_the_refinement() -> None:
     server = Server({2.0: 37}, meets_up_to=5.0)  # noise: inconclusive at 2, passes at 4
-    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9, resolution=0.5)
+    result = sweep(server, resolution=0.5)
     assert [s.outcome for s in result.steps][:4] == [
         StepOutcome.PASS, StepOutcome.INCONCLUSIVE, StepOutcome.PASS, StepOutcome.MISS]
     assert len(result.steps) > 4 and result.bracket is not None
-    assert result.bracket == (4, pytest.approx(math.sqrt(32)))
+    assert result.bracket[0] == 4 and result.bracket[1] == pytest.approx(math.sqrt(32))
+    assert server.tried.count(2.0) == 1  # below the capacity's step: never decided
 
 
-def test_an_inconclusive_bisection_step_ends_the_refinement() -> None:
-    server = Server({math.sqrt(32): 37}, meets_up_to=5.0)
-    result = find_rate_capacity(server, start_rps=1, max_rps=100, target=0.9)
-    assert result.bracket == (4, 8)
-    assert result.stopped.endswith("bisection ended at 5.66 req/s, inconclusive: 92.5% (37/40), "
-                                   "90% CI [81.7%, 97.9%] straddles 90%")
+def test_a_boundary_step_decided_by_its_second_window() -> None:
+    good = iter([39, 40])  # 39/40 straddles 90%; with 40/40 more, 79/80 passes
+    server = Server(meets_up_to=4.0)
+    server.good = {4.0: 0}
+    measure = server.__call__
+
+    def noisy(rate: float) -> tuple[Goodput, FixedWindow]:
+        if rate == 4.0:
+            server.good[4.0] = next(good)
+        return measure(rate)
+
+    result = find_capacity(noisy, knob=Knob.rate(1, 100), target=0.9, policy=RATE_POLICY)
+    assert server.tried.count(4.0) == 2
+    assert result.capacity == 4.0 and result.inconclusive == ()
+    decided = result.capacity_step
+    assert decided is not None and decided.interval is not None
+    assert decided.interval.windows == 2 and decided.outcome is StepOutcome.PASS
 
 
 def test_a_broken_window_concludes_nothing() -> None:
-    result = find_rate_capacity(Server(broken_at=4), start_rps=1, max_rps=100, target=0.9)
-    assert result.capacity_rps is None and result.bracket is None
+    result = sweep(Server(broken_at=4))
+    assert result.capacity is None and result.bracket is None
     assert result.error == ("the window at 4 req/s broke its rules: request 2 failed: HTTP 500; "
                             "no capacity is concluded from a broken window")
+    assert result.stopped == result.error
     assert result.steps[-1].outcome is StepOutcome.BROKEN
 
 
-def test_max_steps_and_bad_arguments() -> None:
-    result = find_rate_capacity(Server(), start_rps=1, max_rps=1e6, target=0.9, max_steps=3)
-    assert len(result.steps) == 3 and result.stopped == "stopped after 3 steps without a miss"
+def test_bad_arguments() -> None:
     for kwargs, message in [
         ({"start_rps": 0.0}, "start_rps must be a number above 0"),
         ({"max_rps": 0.5}, "max_rps 0.5 is below start_rps 1"),
         ({"growth": 1.0}, "growth must be a number above 1"),
-        ({"target": 1.5}, r"the attainment target must be a share in \(0, 1\]"),
+        ({"resolution": math.nan}, "resolution must be a number above 0"),
     ]:
-        args = {"start_rps": 1.0, "max_rps": 10.0, "target": 0.9, **kwargs}
+        args: dict[str, Any] = {"start_rps": 1.0, "max_rps": 10.0, **kwargs}
         with pytest.raises(ValueError, match=message):
-            find_rate_capacity(Server(), **args)  # type: ignore[arg-type]
+            Knob.rate(**args)
+    with pytest.raises(ValueError, match=r"the attainment target must be a share in \(0, 1\]"):
+        find_capacity(Server(), knob=Knob.rate(1, 10), target=1.5, policy=RATE_POLICY)
 
 
 def test_step_line_and_record() -> None:
-    result = find_rate_capacity(Server(saturates_above=3.0), start_rps=2, max_rps=100, target=0.9,
-                                resolution=5)
+    result = sweep(Server(saturates_above=3.0), 2, resolution=5)
     line = step_line("smollm2-135m", 2, result.steps[1], 0.9)
     assert line == ("rate sweep smollm2-135m: step 2, 4 req/s: SLO met by 100.0% (40/40), 90% CI "
                     "[92.8%, 100.0%], 90% needed: saturated; achieved 3 of 4 req/s, "
                     "40.0 tokens/s")
-    record = result.as_dict()
-    assert record["capacity_rps"] == 2 and record["bracket"] == [2, 4]
-    assert record["steps"][1]["outcome"] == "saturated"
-    assert record["steps"][0]["attainment"]["method"] == "clopper-pearson"
+    assert result.capacity == 2 and result.bracket == (2, 4)
+    steps = [step.to_dict() for step in result.steps]
+    assert [list(step) for step in steps] == [[
+        "rate", "outcome", "attainment", "goodput_rps", "offered_rps", "achieved_rps",
+        "output_tokens_per_s", "saturation", "violations"]] * 2
+    assert steps[1]["outcome"] == "saturated"
+    assert steps[0]["attainment"]["method"] == "clopper-pearson"
+    assert [SearchStep.of_dict(step, "rate").to_dict() for step in steps] == steps
+
+
+def test_each_knob_writes_the_keys_it_always_wrote() -> None:
+    """One record family, two layouts: a results file or a store of an earlier version
+    reads back, key for key, and a new one is written as before."""
+    rate = RateCapacityStats(capacity=2.0, bracket=(2.0, 4.0), confidence=0.9, target=0.9,
+                             start=1.0, maximum=8.0, reason="saturated at 4 req/s (x)",
+                             steps=sweep(Server(saturates_above=3.0), 2, resolution=5).steps)
+    written = rate.to_dict()
+    assert list(written) == [
+        "capacity_rps", "bracket", "target", "confidence", "start_rps", "max_rps", "burstiness",
+        "saturated_at", "inconclusive_rates", "stopped", "error", "contended",
+        "contended_windows", "steps"]
+    assert written["saturated_at"] == 4.0 and written["stopped"] == "saturated at 4 req/s (x)"
+    assert RateCapacityStats.from_dict(written).to_dict() == written
+    assert RateCapacityStats.from_dict(written).measured_bracket().text() == "[2, 4]"
+    concurrency = CapacityStats(capacity=3, bracket=(3, 4), confidence=0.95, inconclusive=(),
+                                source="the server's total_slots")
+    assert list(concurrency.to_dict()) == [
+        "capacity", "steps", "bracket", "max_concurrency_source", "contended",
+        "contended_windows", "confidence", "inconclusive"]

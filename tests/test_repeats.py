@@ -1,5 +1,5 @@
 """The repeat policy: fixed repeats and Stein's two-stage ``--repeats auto``, checked against
-scipy's Student t (the package itself computes t without scipy)."""
+Stein's rule computed by hand."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import statistics
 import pytest
 from scipy.stats import t as student_t
 
-from pytest_modelsweep.core.repeats import RepeatPolicy
-from pytest_modelsweep.core.stats import log_mean_interval, paired_ratio_interval
+from pytest_modelsweep.core.stats.intervals import log_mean_interval, paired_ratio_interval
+from pytest_modelsweep.core.stats.repeats import RepeatPolicy
 
 AUTO = RepeatPolicy(None, 0.05, 10)
 
@@ -20,7 +20,7 @@ def scipy_total(first: list[float], target: float, most: int) -> int:
     is within the target, at least n0 and at most ``most``."""
     n0 = len(first)
     s0 = statistics.stdev(math.log(v) for v in first)
-    needed = (student_t.ppf(0.975, n0 - 1) * s0 / math.log1p(target)) ** 2
+    needed = (float(student_t.ppf(0.975, n0 - 1)) * s0 / math.log1p(target)) ** 2
     return min(most, max(n0, math.ceil(needed - 1e-9)))
 
 
@@ -33,8 +33,8 @@ def test_fixed_repeats_are_that_many_with_the_t_interval_of_all() -> None:
     values = [900.0, 1000.0, 950.0]
     logs = [math.log(v) for v in values]
     half = student_t.ppf(0.975, 2) * statistics.stdev(logs) / math.sqrt(3)
-    assert policy.interval(values) == (pytest.approx(math.exp(statistics.fmean(logs) - half)),
-                                       pytest.approx(math.exp(statistics.fmean(logs) + half)))
+    centre = statistics.fmean(logs)
+    assert policy.interval(values) == pytest.approx((math.exp(centre - half), math.exp(centre + half)))
 
 
 @pytest.mark.parametrize("first", [

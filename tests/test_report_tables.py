@@ -31,7 +31,7 @@ from test_decision_page import (
     serving,
 )
 
-from pytest_modelsweep.core.stats import wilson_interval
+from pytest_modelsweep.core.stats.intervals import wilson_interval
 from pytest_modelsweep.report.markdown import (
     append_step_summary,
     escape_markdown,

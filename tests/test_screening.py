@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hub_fixtures import FakeHub, config_json, connect_error, hub_error, model_info
 
+from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.sweep import (
     ModelSource,
@@ -21,7 +22,6 @@ from pytest_modelsweep.serving.screening import (
     ScreeningResult,
     load_offline_fixtures,
     screen_candidate,
-    screen_main,
     screening_table,
 )
 
@@ -341,6 +341,14 @@ def test_malformed_fixtures_fail_with_the_file_named(tmp_path: Path) -> None:
 # -- modelsweep screen ----------------------------------------------------------------------
 
 
+def screen_main(argv: list[str]) -> int:
+    """``modelsweep screen ARGV``'s exit status."""
+    try:
+        return main(["screen", *argv])
+    except SystemExit as done:  # a usage error or --help
+        return done.code if isinstance(done.code, int) else 0
+
+
 def test_screen_main_on_the_tpu_sweep_accepts_all_eight(capsys: pytest.CaptureFixture[str]) -> None:
     code = screen_main(["--sweep", "tpu-v5e", "--offline-fixtures", str(SHIPPED)])
     out = capsys.readouterr().out.splitlines()
@@ -387,6 +395,8 @@ def test_screen_main_embedded_sweep_screens_nothing(capsys: pytest.CaptureFixtur
     [
         (["--bogus"], ("modelsweep screen: error: unrecognized arguments: --bogus "
                       "(see modelsweep screen --help)")),
+        (["--sweep"], ("modelsweep screen: error: argument --sweep: expected one argument "
+                       "(see modelsweep screen --help)")),
         (["--sweep", "tpu-v5e", "--model", "qwen9"], "modelsweep screen: unknown model 'qwen9' in sweep"),
         (["--repo", "no-slash"], "modelsweep screen: --repo no-slash: expected a Hugging Face repo id"),
         (["--sweep", "tpu-v5e", "--offline-fixtures", "/nonexistent/hub.json"],

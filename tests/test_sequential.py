@@ -40,7 +40,7 @@ from pytest_modelsweep.core.measurements import (
     AccuracyVerdictStats,
     Measurement,
 )
-from pytest_modelsweep.core.sequences import paired_sequence, seeded_order
+from pytest_modelsweep.core.stats.sequences import paired_sequence, seeded_order
 from pytest_modelsweep.core.sweep import SweepError, load_sweep
 from pytest_modelsweep.data.gsm8k import load_gsm8k
 from pytest_modelsweep.judging.sequential import ORDER_SEED, sequential_gate_status
@@ -77,16 +77,26 @@ def test_adding(evaluate: Evaluate) -> None:
 
 class SlowServer(AnsweringServer):
     """The answering server, each answer after ``delay_s`` (so that a run can be killed
-    between rounds)."""
+    between rounds), and none before the server ``after`` (if given) has been asked a
+    question (at most :data:`AFTER_S` seconds)."""
 
-    def __init__(self, *args: Any, delay_s: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, delay_s: float = 0.0, after: SlowServer | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.delay_s = delay_s
+        self.after = after
 
     async def _answer(self, path: str, data: dict[str, Any], writer: Any) -> bool:
+        waited = 0.0
+        while self.after is not None and not self.after.stats.bodies and waited < AFTER_S:
+            await asyncio.sleep(0.01)
+            waited += 0.01
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         return await super()._answer(path, data, writer)
+
+
+AFTER_S = 120.0
 
 
 def replies(right: Callable[[int], bool], problems: int = LIMIT) -> dict[str, str]:
@@ -102,9 +112,9 @@ def replies(right: Callable[[int], bool], problems: int = LIMIT) -> dict[str, st
 
 
 def server(model: str, *, delay_s: float = 0.0, right: Callable[[int], bool] | None = None,
-           problems: int = LIMIT) -> SlowServer:
+           problems: int = LIMIT, after: SlowServer | None = None) -> SlowServer:
     return SlowServer(model, replies(right or RIGHT[model], problems), chunk_delay_s=0.0,
-                      delay_s=delay_s)
+                      delay_s=delay_s, after=after)
 
 
 @dataclass
@@ -254,9 +264,11 @@ def test_the_records_read_back_and_the_reports_say_after_how_many_items(
 def test_models_on_two_workers_stop_together(tmp_path: Path) -> None:
     """-n 2, the reference and the worse candidate (the sweep's ``[verdicts]`` on instead of
     the option): the reference stops as soon as its one candidate is decided."""
-    # the reference waits only for a candidate whose test has started: answering at once, it
-    # could score all its items before the other worker's test starts on a loaded machine
-    servers = {REFERENCE: server(REFERENCE, delay_s=0.2), WORSE: server(WORSE)}
+    # the reference waits only for a candidate whose test has started: its server answers
+    # once the candidate's has been asked (else, on a loaded machine, it could score all its
+    # items before the other worker's test starts), then slowly
+    worse = server(WORSE)
+    servers = {REFERENCE: server(REFERENCE, delay_s=0.2, after=worse), WORSE: worse}
     sweep = SWEEP + "\n[verdicts]\nuntil_decided = true\n"
     result = serving(servers, lambda: run(tmp_path, servers, "test_accuracy.py", "-k", "gsm8k",
                                           "--model", REFERENCE, "--model", WORSE, "-n", "2",

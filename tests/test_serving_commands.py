@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import sys
 from pathlib import Path
 
 import pytest
 
-from pytest_modelsweep.core.errors import EndpointError
+from pytest_modelsweep.core.errors import EndpointError, ProvisionError
 from pytest_modelsweep.core.sweep import load_sweep
+from pytest_modelsweep.serving.hf_convert import CONVERT_SCRIPT, ensure_hf_folder
 from pytest_modelsweep.serving.llamacpp import llamacpp_argv
 from pytest_modelsweep.serving.vllm import vllm_argv
 
@@ -116,3 +119,29 @@ def test_llama_server_is_built_for_this_cpu_without_amx() -> None:
     assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(flags)
     assert "-DGGML_AVX512=OFF" in arch_cmake_flags("x86_64", {"avx", "avx2", "avx512f"})
     assert arch_cmake_flags("aarch64", set()) == ["-DGGML_NATIVE=ON"]
+
+
+def test_gguf_conversion_runs_the_script_by_path_and_says_why_it_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversion runs serving/gguf_to_hf.py in isolated mode (its folder's gguf.py off
+    sys.path); here, without torch or with a file that is no GGUF, it fails in one line."""
+    monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"not a gguf")
+    with pytest.raises(ProvisionError) as failed:
+        ensure_hf_folder(gguf, python=sys.executable)
+    message = str(failed.value)
+    assert f"command: {sys.executable} -I {CONVERT_SCRIPT} {gguf} " in message
+    assert "failed (exit 1)" in message and "serving/gguf.py" not in message
+    assert not [p for p in (tmp_path / "cache" / "hf").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_the_conversion_script_imports_nothing_of_the_package() -> None:
+    """vLLM's environment, where it runs, has neither this package nor its dependencies."""
+    tree = ast.parse(CONVERT_SCRIPT.read_text())
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                if node.level or (node.module or "").startswith("pytest_modelsweep")]
+    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names if alias.name.startswith("pytest_modelsweep")]
+    assert imported == []

@@ -34,7 +34,7 @@ from pytest_modelsweep.core.cost import (
 )
 from pytest_modelsweep.core.errors import SweepError
 from pytest_modelsweep.core.records import RequestRecord
-from pytest_modelsweep.core.repeats import RepeatPolicy
+from pytest_modelsweep.core.stats.repeats import RepeatPolicy
 from pytest_modelsweep.core.slo import (
     Goodput,
     Slo,
@@ -45,7 +45,7 @@ from pytest_modelsweep.core.slo import (
     request_latencies_ms,
     window_goodput,
 )
-from pytest_modelsweep.core.stats import log_mean_interval
+from pytest_modelsweep.core.stats.intervals import log_mean_interval
 from pytest_modelsweep.core.sweep import load_sweep
 from pytest_modelsweep.report.html import measurement_html
 from pytest_modelsweep.report.markdown import escape_markdown, markdown_report

@@ -24,16 +24,17 @@ from pytest_modelsweep.core.errors import EndpointError, MeasurementError
 from pytest_modelsweep.core.records import ApiRequest, RequestRecord
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec
 from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
-from pytest_modelsweep.workloads.throughput import (
+from pytest_modelsweep.workloads.prompts import (
     SHORT_PROMPT_TOKENS,
     WORDS,
-    LatencyStats,
     ServerTokenizer,
     exact_length_prompt_ids,
-    exact_length_prompts,
     first_tokens_sent,
-    itls,
     make_tokenizer,
+)
+from pytest_modelsweep.workloads.throughput import (
+    LatencyStats,
+    itls,
     run_throughput,
     summarize,
     throughput_requests,
@@ -76,9 +77,9 @@ def test_exact_length_and_distinct_first_tokens() -> None:
 
 
 def test_prompts_are_seeded() -> None:
-    a = exact_length_prompts(fake_token_ids, 5, 30, seed=1)
-    assert a == exact_length_prompts(fake_token_ids, 5, 30, seed=1)
-    assert a != exact_length_prompts(fake_token_ids, 5, 30, seed=2)
+    a = exact_length_prompt_ids(fake_token_ids, 5, 30, seed=1)
+    assert a == exact_length_prompt_ids(fake_token_ids, 5, 30, seed=1)
+    assert a != exact_length_prompt_ids(fake_token_ids, 5, 30, seed=2)
 
 
 def test_excluded_first_tokens_are_never_used() -> None:
@@ -116,12 +117,12 @@ def test_impossible_length_runs_out_of_leads() -> None:
         return [i for w in text.split() for i in (len(w), zlib.crc32(w.encode()))]
 
     with pytest.raises(MeasurementError, match=r"ran out of lead words after 0 of 1 prompts"):
-        exact_length_prompts(two_per_word, 1, 7, seed=0)
+        exact_length_prompt_ids(two_per_word, 1, 7, seed=0)
 
 
 def test_too_short_a_length_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 4 tokens"):
-        exact_length_prompts(fake_token_ids, 1, 3, seed=0)
+        exact_length_prompt_ids(fake_token_ids, 1, 3, seed=0)
 
 
 def test_word_pool_is_plain_lowercase_words() -> None:

@@ -401,7 +401,9 @@ def test_a_ratio_whose_reference_test_ended_without_a_result_fails_naming_it(
 
 
 def test_the_documented_rules_decide_as_their_text_says() -> None:
-    from pytest_modelsweep.core.stats import Verdict, paired_bootstrap, ratio_interval
+    from pytest_modelsweep.core.stats import Verdict
+    from pytest_modelsweep.core.stats.bootstrap import paired_bootstrap
+    from pytest_modelsweep.core.stats.intervals import ratio_interval
 
     text = (ROOT / "docs" / "verdicts.md").read_text()
     blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]

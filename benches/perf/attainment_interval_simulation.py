@@ -3,7 +3,7 @@
 Run: ``python benches/perf/attainment_interval_simulation.py [--trials T] [--seed S]``
 
 A step passes when the low end of its 90% interval reaches the target and misses when the
-high end lies below it (``pytest_modelsweep.workloads.rate_sweep``). This calls the real
+high end lies below it (``pytest_modelsweep.core.stats.attainment``). This calls the real
 ``attainment_interval`` for every possible count of good requests, then draws windows:
 
 (a) independent requests (each good with probability p): the interval's coverage
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from pytest_modelsweep.workloads.rate_sweep import StepOutcome, attainment_interval
+from pytest_modelsweep.core.stats.attainment import StepOutcome, attainment_interval
 
 TARGET = 0.90
 SIZES = (30, 60, 120)

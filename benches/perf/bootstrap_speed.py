@@ -21,7 +21,10 @@ from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.stats import bootstrap_mean_distribution, paired_bootstrap  # noqa: E402
+from pytest_modelsweep.core.stats.bootstrap import (  # noqa: E402
+    bootstrap_mean_distribution,
+    paired_bootstrap,
+)
 
 ITEMS = 1_319
 RESAMPLES = 10_000

@@ -3,7 +3,7 @@
 Run: ``python benches/perf/capacity_aa_simulation.py [--trials T] [--seed S]``
 
 Each trial searches one simulated server twice, as two runs would, with the real
-``find_capacity`` (``pytest_modelsweep.workloads.capacity``), and compares the two
+``find_capacity`` (``pytest_modelsweep.workloads.slo_search``), and compares the two
 capacities with the real ``capacity_ratio`` and ``decide_capacity_verdict``
 (``--ratio-tolerance`` 10%, attainment target 90%). The server is slower the more requests
 it has in flight, as a batching server is: a request's time per output token is
@@ -39,12 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from pytest_modelsweep.core.measurements import SearchBracket
 from pytest_modelsweep.core.slo import Goodput
 from pytest_modelsweep.core.stats import Verdict
-from pytest_modelsweep.workloads.capacity import (
+from pytest_modelsweep.workloads.slo_search import (
     INTERVAL_CONFIDENCE,
-    CapacityBracket,
-    CapacityResult,
+    Knob,
+    SearchResult,
     capacity_ratio,
     decide_capacity_verdict,
     find_capacity,
@@ -61,6 +62,9 @@ A_MS, B_MS = 20.0, 5.0
 class Window:
     output_tokens_per_s: float
     violations: tuple[str, ...] = ()
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    saturation_reason: str | None = None
 
 
 def tpot_ms(concurrency: int) -> float:
@@ -121,14 +125,14 @@ class Server:
         return Goodput(good, n, duration), Window(256 * n / duration)
 
 
-def covered(result: CapacityResult[Window], truth: int | None) -> bool:
+def covered(result: SearchResult[Window], truth: int | None) -> bool:
     if truth is None:
         return result.first_fail is None
     return result.last_pass <= truth and (result.first_fail is None
                                            or truth <= result.first_fail - 1)
 
 
-def width(result: CapacityResult[Window]) -> float:
+def width(result: SearchResult[Window]) -> float:
     high = MAX_CONCURRENCY if result.first_fail is None else result.first_fail - 1
     return high - result.last_pass
 
@@ -136,10 +140,10 @@ def width(result: CapacityResult[Window]) -> float:
 def trial(config: Config, rng: np.random.Generator, speedup: float = 1.0) -> dict[str, Any]:
     """One candidate search (``speedup`` × as fast) and one reference search, compared."""
     servers = [Server(config, rng, speedup), Server(config, rng)]
-    results = [find_capacity(s, max_concurrency=MAX_CONCURRENCY, target=TARGET)
+    results = [find_capacity(s, knob=Knob.concurrency(MAX_CONCURRENCY), target=TARGET)
                for s in servers]
-    brackets = [CapacityBracket(r.last_pass, r.last_pass, r.first_fail,
-                                r.policy.interval_confidence) for r in results]
+    brackets = [SearchBracket(r.last_pass, r.last_pass, r.first_fail,
+                              r.policy.interval_confidence) for r in results]
     verdict = None
     if brackets[1].capacity > 0:
         verdict = decide_capacity_verdict(capacity_ratio(brackets[0], brackets[1]), TOLERANCE)

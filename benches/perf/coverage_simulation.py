@@ -12,8 +12,8 @@ error, how often the interval lies wholly below / above the truth, mean width, a
 ``--small-samples`` asks where that coverage ends: paired 0/1 runs of 10 to 1,319 items
 with 1-60% of items discordant and the candidate ahead on 50%, 30% or 15% of them, with
 coverage grouped by how many items the run saw scored differently, and by its size. It is
-the evidence for ``core.stats.MIN_DISCORDANT`` and ``core.stats.MIN_PAIRED_ITEMS``: below either, no
-verdict and no gate decision is drawn.
+the evidence for ``core.stats.bootstrap.MIN_DISCORDANT`` and ``MIN_PAIRED_ITEMS``: below
+either, no verdict and no gate decision is drawn.
 
     python benches/perf/coverage_simulation.py --small-samples [--runs 300]
 """
@@ -30,11 +30,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.stats import (  # noqa: E402
+from pytest_modelsweep.core.stats import Verdict, decide_verdict  # noqa: E402
+from pytest_modelsweep.core.stats.bootstrap import (  # noqa: E402
     MIN_DISCORDANT,
     MIN_PAIRED_ITEMS,
-    Verdict,
-    decide_verdict,
     paired_bootstrap,
 )
 

@@ -6,14 +6,16 @@ Each simulated server has an SLO attainment curve that falls with the rate,
 p(r) = target ** ((r / r*) ** steepness): at its crossing r* exactly the target, above it
 less, and it falls behind the offered rate (a *saturated* window) above ``saturation`` × r*.
 A step's window draws its good requests as independent Bernoulli(p(r)) and the real
-``find_rate_capacity`` decides it (Clopper-Pearson, 90% two-sided), growing from
-``--rate-sweep``'s start by doubling to its maximum, then bisecting to 10%. The crossing r*
-is drawn log-uniformly over a factor of 8 so that it does not sit on the sweep's grid.
+``find_capacity`` over the rate knob decides it (``RATE_POLICY``: Clopper-Pearson, 90%
+two-sided, from its first window; a boundary step still undecided takes more windows,
+pooled, up to 4), growing from ``--rate-sweep``'s start by doubling to its maximum, then
+bisecting to 10%. The crossing r* is drawn log-uniformly over a factor of 8 so that it does
+not sit on the sweep's grid.
 
 (a) coverage: the share of sweeps whose bracket [last pass, first fail] holds r*
-    (target ≥ 90%: both ends are steps decided at 95% one-sided confidence);
+    (target ≥ 90%: both ends are steps decided at 95% one-sided confidence a look);
 (b) A/A: two sweeps of the same server, compared as ``test_rate_capacity_ratio`` compares
-    them (:func:`rate_capacity_ratio`, :func:`decide_rate_capacity_verdict` at ±10%): the
+    them (:func:`capacity_ratio`, :func:`decide_capacity_verdict` at ±10%): the
     share of *worse* or *better* verdicts (target ≤ 10%: the ratio's interval holds the true
     ratio 1 whenever both brackets hold r*, so at most the two sweeps' misses);
 (c) power, shown: the share of *better* verdicts for a candidate whose crossing is 1.5× and
@@ -34,10 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_modelsweep.core.measurements import RateBracket
+from pytest_modelsweep.core.measurements import RATE, SearchBracket
 from pytest_modelsweep.core.slo import Goodput
-from pytest_modelsweep.core.stats import Verdict
-from pytest_modelsweep.workloads import rate_sweep
+from pytest_modelsweep.core.stats import Verdict, attainment
+from pytest_modelsweep.workloads import slo_search
 
 TARGET = 0.90
 START_RPS, MAX_RPS = 0.25, 64.0
@@ -67,30 +69,32 @@ class Window:
 
 
 def sweep(rng: np.random.Generator, crossing: float, n: int, steepness: float,
-          saturation: float) -> RateBracket | None:
+          saturation: float) -> SearchBracket | None:
     """One simulated sweep's capacity and bracket (None: no capacity concluded)."""
     def measure(rate: float) -> tuple[Goodput, Window]:
         p = TARGET ** ((rate / crossing) ** steepness)
         good = int(rng.binomial(n, p))
         return Goodput(good, n, n / rate), Window(256 * rate, rate > saturation * crossing)
 
-    result = rate_sweep.find_rate_capacity(measure, start_rps=START_RPS, max_rps=MAX_RPS,
-                                           target=TARGET)
-    if result.capacity_rps is None or result.bracket is None:
+    result = slo_search.find_capacity(measure, knob=slo_search.Knob.rate(START_RPS, MAX_RPS),
+                                      target=TARGET, policy=slo_search.RATE_POLICY)
+    if result.capacity is None or result.bracket is None:
         return None
-    return RateBracket(result.capacity_rps, *result.bracket)
+    return SearchBracket(result.capacity, *result.bracket,
+                         result.policy.interval_confidence, RATE)
 
 
-def covers(bracket: RateBracket | None, crossing: float) -> bool:
+def covers(bracket: SearchBracket | None, crossing: float) -> bool:
     return bracket is not None and bracket.last_pass <= crossing and (
         bracket.first_fail is None or crossing < bracket.first_fail)
 
 
-def verdict(candidate: RateBracket | None, reference: RateBracket | None) -> Verdict | None:
+def verdict(candidate: SearchBracket | None, reference: SearchBracket | None,
+            ) -> Verdict | None:
     if candidate is None or reference is None or reference.capacity <= 0:
         return None
-    return rate_sweep.decide_rate_capacity_verdict(
-        rate_sweep.rate_capacity_ratio(candidate, reference), 0.10)
+    return slo_search.decide_capacity_verdict(
+        slo_search.capacity_ratio(candidate, reference), 0.10)
 
 
 def main() -> int:
@@ -98,9 +102,10 @@ def main() -> int:
     parser.add_argument("--sweeps", type=int, default=2000, help="simulated pairs per row")
     parser.add_argument("--seed", type=int, default=20261201)
     args = parser.parse_args()
-    # each step's interval depends only on (good, n): computed once per pair
-    rate_sweep.attainment_interval = functools.lru_cache(maxsize=None)(  # type: ignore[assignment]
-        rate_sweep.attainment_interval)
+    # a one-window step's interval depends only on (good, n): computed once per pair
+    cached = functools.lru_cache(maxsize=None)(attainment.attainment_interval)
+    attainment.attainment_interval = cached
+    slo_search.attainment_interval = cached  # type: ignore[attr-defined]
     rng = np.random.default_rng(args.seed)
     began = time.perf_counter()
     failed = False

@@ -10,7 +10,7 @@ with at most ``--max`` repeats (default: ``--repeats-max``'s):
 * **sequential** (the rule before this change): repeat until the t interval of all
   repeats so far (n − 1 df) has a half-width within the target, at least 3; record
   that interval. It stops when the spread happens to look small, so it under-covers.
-* **two-stage** (Stein; :class:`pytest_modelsweep.core.repeats.RepeatPolicy`, what
+* **two-stage** (Stein; :class:`pytest_modelsweep.core.stats.repeats.RepeatPolicy`, what
   ``--repeats auto`` does now): the spread s0 of a first stage of 4 repeats fixes the
   total N; the interval is mean ± t(3) · s0 / √N. Exact for log-normal windows.
   ``--first-stage 3`` shows the cost of a smaller first stage.
@@ -38,8 +38,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_modelsweep.core.options import AUTO_FIRST_STAGE, DEFAULTS
-from pytest_modelsweep.core.repeats import RepeatPolicy
-from pytest_modelsweep.core.stats import student_t_quantile
+from pytest_modelsweep.core.stats.intervals import t_half_width
+from pytest_modelsweep.core.stats.repeats import RepeatPolicy
 
 CVS = (0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20, 0.25, 0.30)
 SEQUENTIAL_MIN = 3
@@ -49,7 +49,7 @@ SCALE = 1000.0
 
 
 def t975(df: int) -> float:
-    return student_t_quantile(0.975, df)
+    return t_half_width(1.0, df)
 
 
 def windows(rng: np.random.Generator, cv: float, drift: float, runs: int, most: int

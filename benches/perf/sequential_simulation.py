@@ -8,14 +8,14 @@ both feel, with latent correlation 0.9), and each run draws its own data set of 
 
 For each cell (``--runs`` runs, default 2,000) it reports:
 
-* ``pytest_modelsweep.core.sequences`` with replacement (i.i.d.; target: the population
+* ``pytest_modelsweep.core.stats.sequences`` with replacement (i.i.d.; target: the population
   difference, as for the bootstrap) and without replacement (WoR; target: the run's own data
   set's mean difference), stopping at the first look where the sequence excludes 0:
   how often it says better/worse, how often that is false (better when the target is <= 0,
   worse when it is >= 0) under monitoring after every item, coverage of the target at the
   stopping time (every-item looks) and over all n at once, and the mean items used with a look
   every ``--look`` items (a run that never decides uses the whole data set);
-* the fixed-n paired bootstrap at the full data set (``core.stats.paired_bootstrap`` and
+* the fixed-n paired bootstrap at the full data set (``core.stats.bootstrap.paired_bootstrap`` and
   ``decide_verdict``; ``--bootstrap-runs`` runs per cell, ``--resamples`` resamples);
 * the items a fixed-n test needs for 80% power at the cell's difference,
   (z_0.975 + z_0.8)² · var(d) / difference², as a share of the data set;
@@ -47,14 +47,13 @@ from scipy.special import ndtr, ndtri
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.sequences import crossing_times  # noqa: E402
-from pytest_modelsweep.core.stats import (  # noqa: E402
+from pytest_modelsweep.core.stats import Verdict, decide_verdict  # noqa: E402
+from pytest_modelsweep.core.stats.bootstrap import (  # noqa: E402
     MIN_DISCORDANT,
     MIN_PAIRED_ITEMS,
-    Verdict,
-    decide_verdict,
     paired_bootstrap,
 )
+from pytest_modelsweep.core.stats.sequences import crossing_times  # noqa: E402
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -1,8 +1,9 @@
 """Coverage of the throughput ratio interval and false alarms / power of the baseline gate.
 
 Simulates lognormal throughput repeats and calls the project's real
-``pytest_modelsweep.core.stats.ratio_interval`` and ``pytest_modelsweep.judging.gate.compare_with_baseline``
-on measurement dicts shaped as ``benches/test_throughput.py`` writes them.
+``pytest_modelsweep.core.stats.intervals.ratio_interval`` and
+``pytest_modelsweep.judging.gate.compare_with_baseline`` on measurement dicts shaped as
+``benches/test_throughput.py`` writes them.
 
 (a) coverage of the 95% ratio interval, no true difference: repeats 3/5/10 x CV 2/10/30%;
     target 93-97%.
@@ -22,14 +23,14 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from pytest_modelsweep.core.measurements import Measurement
 from pytest_modelsweep.core.options import Thresholds, default_timed_requests
-from pytest_modelsweep.core.stats import ratio_interval
+from pytest_modelsweep.core.stats.intervals import ratio_interval
 from pytest_modelsweep.judging.gate import compare_with_baseline
 
 SETTINGS = [("throughput", 1, None), ("throughput", 4, None), ("throughput", 16, None),
@@ -45,19 +46,19 @@ def lognormal(rng: np.random.Generator, centre: float, cv: float, size: int) -> 
 
 
 def measurement(benchmark: str, concurrency: int, prompt_tokens: int | None,
-                values: list[float]) -> dict[str, Any]:
+                values: list[float]) -> Measurement:
     timed = default_timed_requests(concurrency)
-    return {
+    return Measurement.from_dict({
         "model": "smollm2-135m", "benchmark": benchmark, "value": sum(values) / len(values),
         "unit": "tokens/s", "n": timed * len(values), "outcome": "passed",
         "params": {"concurrency": concurrency, "prompt_tokens": prompt_tokens,
                    "output_tokens": 256, "timed_requests": timed, "repeats": len(values)},
         "stats": {"repeat_values": values}, "provenance": dict(PROVENANCE),
-    }
+    })
 
 
 def run_of(rng: np.random.Generator, cv: float, between: float, repeats: int,
-           factor: float = 1.0) -> list[dict[str, Any]]:
+           factor: float = 1.0) -> list[Measurement]:
     """One run (one server process) of the model's five throughput settings."""
     out = []
     for i, (benchmark, concurrency, prompt_tokens) in enumerate(SETTINGS):

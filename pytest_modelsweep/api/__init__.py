@@ -1,7 +1,6 @@
 """What users import (``from pytest_modelsweep import EvalItem, ...``): the public API.
 
-The package root loads these names from here on first use, so that the plugin,
-imported by every pytest run, pays nothing for them.
+The package root loads them from here on first use: the plugin pays nothing for them.
 """
 
 from ..core.metrics import register_accuracy_metric
@@ -10,16 +9,6 @@ from .evaluation import EvalItem, Evaluate, EvaluationResult, Score, Scorer, Sum
 from .prompts import MeasureThroughput, load_prompts
 
 __all__ = [
-    "Completion",
-    "EvalItem",
-    "Evaluate",
-    "EvaluationResult",
-    "ItemRecord",
-    "MeasureThroughput",
-    "Score",
-    "Scorer",
-    "Summarise",
-    "ToolCall",
-    "load_prompts",
-    "register_accuracy_metric",
+    "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "MeasureThroughput",
+    "Score", "Scorer", "Summarise", "ToolCall", "load_prompts", "register_accuracy_metric",
 ]

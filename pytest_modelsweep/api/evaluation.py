@@ -1,19 +1,9 @@
 """Your own accuracy benchmark: the item, the score and the scorer the ``evaluate`` fixture takes.
 
-The public, typed API (re-exported by :mod:`pytest_modelsweep`; docs/writing-benchmarks.md):
-
-* :class:`EvalItem`: one item, its id and request (chat ``messages`` and/or a plain
-  ``prompt``, sampling settings, ``tools``) and the ``answer`` a scorer compares with;
-* :data:`Scorer`: a plain function ``(completion, item) -> bool | float | Score``;
-* :class:`Score`: a score in [0, 1] with the answer the scorer extracted;
-* :class:`Evaluate`: the type of the ``evaluate`` fixture, which returns an
-  :class:`EvaluationResult`.
-
-This module turns items into requests for a model's prompting
-(:func:`request_for`), a completion into a scored record (:func:`scored_record`,
-which refuses anything that is not a score) and records into the measurement's
-statistics (:func:`summarise_items`). Pure: no pytest, no HTTP; the plugin imports it
-in every run, so it imports nothing heavy.
+The public API (docs/writing-benchmarks.md): :class:`EvalItem`, :data:`Scorer`,
+:class:`Score`, :class:`Evaluate` → :class:`EvaluationResult`. Items become requests
+(:func:`request_for`), completions scored records (:func:`scored_record`), records
+statistics (:func:`summarise_items`). Imported in every run: nothing heavy.
 """
 
 from __future__ import annotations
@@ -45,22 +35,11 @@ Prompting = Literal["chat", "completion"]
 class EvalItem:
     """One item of an evaluation: its id, what is sent for it, and what a scorer needs.
 
-    Give ``messages`` (chat turns, ``{"role": ..., "content": ...}``), a plain
-    ``prompt``, or both:
-
-    * a chat model (``prompting = "chat"``) gets ``messages`` on ``/v1/chat/completions``;
-    * a completion model (``prompting = "completion"``, a base model without a chat
-      template) gets ``prompt`` on ``/v1/completions``, or, without one, the messages
-      rendered as a plain transcript (:func:`render_completion_prompt`);
-    * an item with only a ``prompt`` is sent as that prompt to every model;
-    * an item with ``tools`` is sent as chat to every model (``messages`` required).
-
-    ``answer`` (any JSON value) and ``data`` (anything) are for the scorer and are
-    not sent. ``max_tokens``, ``temperature`` (default greedy), ``stop``, ``seed`` and
-    ``extra_body`` (any other request field) go into the request. Items of two models
-    are paired by ``id`` and ``data_hash``, which by default covers ``messages``,
-    ``prompt``, ``tools`` and ``answer``; set it when items are built differently per
-    model from one source record, so that their pairing checks the source instead.
+    A chat model gets ``messages``; a completion model gets ``prompt``, or the messages as
+    a transcript (:func:`render_completion_prompt`); an item with ``tools`` is sent as chat
+    to every model. ``answer`` and ``data`` are for the scorer, not sent; ``extra_body``
+    is any other request field. Items of two models pair by ``id`` and ``data_hash``
+    (default: a hash of messages, prompt, tools and answer).
     """
 
     id: str
@@ -135,13 +114,9 @@ def _checked_messages(
 
 @dataclass(frozen=True)
 class Score:
-    """What a scorer says about one answer: ``value`` and, optionally, what it extracted.
-
-    ``value`` is True/False (right or wrong) or a partial credit in [0, 1] (the item
-    counts as correct only at 1.0). ``answer`` is the extracted answer as shown in
-    reports and stored with the item (JSON data); ``scores`` are other right/wrong
-    verdicts on the same answer by name (e.g. GSM8K's two filters), stored with it.
-    """
+    """What a scorer says about one answer: ``value`` True/False or a credit in [0, 1]
+    (correct only at 1.0), the extracted ``answer`` (JSON data), and other named
+    right/wrong ``scores`` of it."""
 
     value: bool | float
     answer: Any = None
@@ -149,34 +124,17 @@ class Score:
 
 
 Scorer = Callable[[Completion, EvalItem], bool | float | Score]
-"""A scorer: the completion a model gave for an item, and the item, to a score.
-
-The completion (:class:`~pytest_modelsweep.core.records.Completion`) has the answer's
-``text`` (None for a chat answer with only tool calls), ``tool_calls``,
-``finish_reason`` and token counts. A scorer is called only for answered items: an
-item whose request failed, or whose answer has no text although it offered no tools,
-is *failed* (never scored; the test fails and is re-sent on the next run). It is
-called again for stored answers on later runs, so a fixed scorer applies to them too.
-"""
+"""A scorer: (completion, item) to a score; called only for answered items, and again
+for stored answers on later runs."""
 
 Summarise = Callable[[Sequence[ItemRecord]], Mapping[str, Any]]
 """Extra statistics of a benchmark from its scored records (e.g. GSM8K's per-filter rates)."""
 
 
 def render_completion_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
-    """Chat turns as one plain prompt for a completion model.
-
-    A system message's content comes first as it is; every other turn is
-    ``"<Role>: <content>"``; turns are separated by a blank line, and the prompt ends
-    with ``"Assistant:"`` for the model to continue (unless the last turn is the
-    assistant's own, which it then continues)::
-
-        Answer with one word.
-
-        User: What is the capital of France?
-
-        Assistant:
-    """
+    """Chat turns as one plain prompt: the system content, then ``"<Role>: <content>"``
+    turns, blank lines between, ending ``"Assistant:"`` unless the last turn is the
+    assistant's."""
     parts = []
     for index, message in enumerate(messages):
         content = message.get("content")
@@ -191,8 +149,7 @@ def render_completion_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
-    """The request sent for ``item`` to a model prompted by ``prompting`` (the rules are
-    :class:`EvalItem`'s)."""
+    """The request sent for ``item`` to a model prompted by ``prompting``."""
     settings: dict[str, Any] = {"max_tokens": item.max_tokens, "temperature": item.temperature}
     if item.stop:
         settings["stop"] = list(item.stop)
@@ -217,16 +174,12 @@ def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
 
 
 PROMPT_FIELDS = ("messages", "prompt", "tools", "stop")
-"""What a request's prompt is made of, in the model's own prompt format (a completion
-model's transcript ends at stop sequences a chat model does not need): the rest of the
-request is what it is sampled with, the same for every model."""
+"""What a request's prompt is made of (per model format); the rest is its sampling."""
 
 
 def sampling_params(items: Sequence[EvalItem], prompting: Prompting) -> dict[str, Any]:
-    """The measurement parameters that record what each item's request was sampled with
-    (max_tokens, temperature, seed, any other field but the prompt's): ``sampling``, the
-    settings every item shares, and ``sampling_by_item`` (only when some differ), each
-    item's others. A comparison checks them item by item (judging's ``RequestSettings``)."""
+    """What each item was sampled with: ``sampling`` (shared by every item) and, when some
+    differ, ``sampling_by_item`` (each item's others)."""
     requests = {}
     for item in items:
         payload = request_for(item, prompting).payload
@@ -268,12 +221,8 @@ def _checked_value(
 def scored_record(
     benchmark: str, scorer: Scorer, item: EvalItem, request: ApiRequest, completion: Completion,
 ) -> ItemRecord:
-    """The item's record: failed when there is no answer, else the scorer's checked score.
-
-    Raises :class:`~pytest_modelsweep.core.errors.ScorerError` (one line naming the scorer)
-    when the scorer returns anything but a bool, a number in [0, 1] or a
-    :class:`Score` holding one, or an answer that is not JSON data.
-    """
+    """The item's record: failed when there is no answer, else the scorer's checked score
+    (a ScorerError for anything but a bool, a number in [0, 1] or a Score with JSON data)."""
     text = completion.text
     shown = text or ""
     if item.tools is not None and completion.tool_calls:
@@ -316,11 +265,8 @@ def scored_record(
 
 
 def summarise_items(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """n (answered items), items, failed, correct, accuracy (the mean score) and truncated_rate.
-
-    A failed item is never scored: ``n``, ``correct``, ``accuracy`` and the truncated
-    rate (answers cut by ``max_tokens``) count the answered items only.
-    """
+    """n, items, failed, correct, accuracy (the mean score) and truncated_rate; all but
+    items and failed count the answered items only."""
     answered = [r for r in records if not r.failed]
     n = len(answered)
     return {
@@ -384,16 +330,7 @@ def first_duplicate(items: Sequence[EvalItem]) -> str | None:
 
 
 __all__ = [
-    "EvalItem",
-    "Evaluate",
-    "EvaluationResult",
-    "Prompting",
-    "Score",
-    "Scorer",
-    "Summarise",
-    "first_duplicate",
-    "render_completion_prompt",
-    "request_for",
-    "scored_record",
+    "EvalItem", "Evaluate", "EvaluationResult", "Prompting", "Score", "Scorer", "Summarise",
+    "first_duplicate", "render_completion_prompt", "request_for", "scored_record",
     "summarise_items",
 ]

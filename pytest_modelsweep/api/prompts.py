@@ -1,11 +1,8 @@
 """Your own throughput shape: prompts from a file, and the ``measure_throughput`` fixture's type.
 
-The public, typed API for a throughput benchmark over your prompts
-(docs/writing-benchmarks.md, "Throughput benchmarks"): :func:`load_prompts` reads
-a prompt file, and :class:`MeasureThroughput` is the type of the
-``measure_throughput`` fixture, which measures one concurrency of them as the
-built-in throughput benches do (repeats, exactness checks against the server's
-counters, contention, cost and goodput). Pure: no pytest, no HTTP.
+Public API (docs/writing-benchmarks.md): :func:`load_prompts` reads a prompt file;
+:class:`MeasureThroughput` is the type of the ``measure_throughput`` fixture, which measures
+them as the built-in throughput benches do.
 """
 
 from __future__ import annotations
@@ -21,11 +18,8 @@ from ..core.text_files import read_utf8_text
 
 
 def load_prompts(path: str | Path) -> list[str]:
-    """The prompts of a file: ``.jsonl`` (one object a line with a ``"prompt"`` string) or
-    plain text (one prompt a line; blank lines and lines starting with ``#`` are skipped).
-
-    Raises :class:`DataError` with one line naming the file and what to fix.
-    """
+    """The prompts of a file: ``.jsonl`` (one ``{"prompt": ...}`` a line) or plain text (one
+    a line; blank and ``#`` lines skipped); a one-line :class:`DataError` otherwise."""
     where = Path(path)
     if not where.exists():
         raise DataError(f"prompt file {where} not found; pass the path of a .txt or .jsonl "
@@ -68,9 +62,8 @@ def checked_prompts(benchmark: str, prompts: Sequence[str]) -> list[str]:
 
 
 def prompts_digest(prompts: Sequence[str]) -> str:
-    """A stable short hash of a list of prompts (sha256 of each prompt's UTF-8 bytes with its
-    length, in order, 16 hex digits as an item's ``prompt_hash``): which prompts a throughput
-    measurement sent, recorded as its ``prompts_hash``."""
+    """A stable short hash of a list of prompts (sha256 over each one's length and UTF-8
+    bytes, 16 hex digits): a throughput measurement's ``prompts_hash``."""
     digest = hashlib.sha256()
     for prompt in prompts:
         encoded = prompt.encode("utf-8")
@@ -81,24 +74,13 @@ def prompts_digest(prompts: Sequence[str]) -> str:
 class MeasureThroughput(Protocol):
     """The ``measure_throughput`` fixture's type: measure your prompts on this test's model."""
 
-    def __call__(
-        self,
-        benchmark: str,
-        prompts: Sequence[str],
-        *,
-        concurrency: int,
-        output_tokens: int = 256,
-        unique_prefixes: bool = True,
-        params: Mapping[str, Any] | None = None,
-        rate: float | None = None,
-        burstiness: float = 1.0,
-    ) -> None:
-        """Send ``prompts`` (in turn) with exactly ``concurrency`` in flight, each generating
-        exactly ``output_tokens`` tokens, over ``--repeats`` timed windows; record the mean
-        output tokens/s; fail in one line when a window broke its rules. With ``rate``
-        (requests/s) the windows are open loops instead, as ``vllm bench serve
-        --request-rate RATE --burstiness B --max-concurrency N`` sends them: each request at
-        its scheduled time, at most ``concurrency`` in flight, latency from that time."""
+    def __call__(self, benchmark: str, prompts: Sequence[str], *, concurrency: int,
+                 output_tokens: int = 256, unique_prefixes: bool = True,
+                 params: Mapping[str, Any] | None = None, rate: float | None = None,
+                 burstiness: float = 1.0) -> None:
+        """Send ``prompts`` with exactly ``concurrency`` in flight, ``output_tokens`` each, over
+        ``--repeats`` windows; record the mean output tokens/s. With ``rate`` (requests/s) the
+        windows are open loops (at most ``concurrency`` in flight)."""
         ...
 
 

@@ -1,41 +1,33 @@
 """A per-endpoint circuit breaker: a server that stopped answering fails fast, once.
 
-After ``threshold`` consecutive timeouts or connection failures, or when a request has
-been silent for ``stall_check_s`` and the server does not answer a health check within
-``health_timeout_s``, the breaker opens: every request still waiting or not yet sent fails
-at once with one line naming the endpoint and how long it waited. Before the model's next
-test the pool checks health again (:meth:`Breaker.recheck`); a server that answers closes it.
+After ``threshold`` consecutive timeouts or connection failures, or a silent request and
+no answer to a health check, the breaker opens: every request waiting or not yet sent fails
+at once with one line. Before the model's next test :meth:`Breaker.recheck` may close it.
 
-Why a health check and not a shorter timeout: a non-streamed answer sends no byte until
-it is complete, and a streamed one is silent through prefill, so a long silence alone is
-no proof of a dead server (see :data:`DEFAULT_IDLE_TIMEOUT_S`). A server that does not
-answer ``GET /v1/models`` is stalled or gone. One that answers it may still compute
-nothing (it accepts requests and never answers them): where the server exposes its work
-counters (llama.cpp's ``--metrics``, vLLM's ``/metrics``: decode steps, tokens computed),
-a silence in which they stand still for a whole check interval is a stall too. A server
-without counters is given the idle timeout.
+A long silence alone proves nothing (prefill is silent; a non-streamed answer sends no byte
+until complete), so a server that answers ``GET /v1/models`` stalls only when its work
+counters stand still for a whole check interval; one without counters gets the idle timeout.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, auth_headers
 from .tls import tls_context
 
 DEFAULT_IDLE_TIMEOUT_S = DEFAULTS.idle_timeout
-"""``--idle-timeout``: no byte for this long fails a request (``OptionDefaults.idle_timeout``
-says why it is this long)."""
+"""``--idle-timeout``: no byte for this long fails a request (see ``OptionDefaults``)."""
 DEFAULT_REQUEST_TIMEOUT_S = DEFAULTS.request_timeout
 """``--request-timeout``: the total bound of one request, connect to last byte."""
 STALL_CHECK_S = 20.0
 """A request silent this long makes the breaker check the server's health."""
 COUNTER_STILL_S = 30.0
 """Work counters standing still this long while requests wait mean the server computes
-nothing. It must outlast one decode step of a busy CPU server: a prefill batch of 2,048
-tokens at 100-200 tokens/s takes 10-20 s, during which no counter moves."""
+nothing; it outlasts one prefill batch of a busy CPU server (10-20 s)."""
 HEALTH_TIMEOUT_S = 5.0
 """How long a health check (``GET /v1/models``) may take before the server counts as stalled."""
 DEFAULT_THRESHOLD = 3
@@ -46,8 +38,10 @@ class Breaker:
 
     def __init__(self, name: str, base_url: str, *, threshold: int = DEFAULT_THRESHOLD,
                  health_timeout_s: float = HEALTH_TIMEOUT_S, still_s: float = COUNTER_STILL_S,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.name, self.base_url, self.threshold = name, base_url.rstrip("/"), threshold
+        self.clock = clock  # how long the counters stood still is read on it
         self.health_timeout_s = health_timeout_s
         self.still_s = still_s
         self.credentials = credentials
@@ -72,10 +66,9 @@ class Breaker:
         with self._lock:
             self.failures += 1
             if self.failures >= self.threshold and self.reason is None:
-                self.reason = (
-                    f"{self.name} at {self.base_url}: {self.failures} requests in a row timed out "
-                    f"or could not connect (waited {waited_s:.0f} s); the rest fail at once"
-                )
+                self.reason = (f"{self.name} at {self.base_url}: {self.failures} requests in a "
+                               f"row timed out or could not connect (waited {waited_s:.0f} s); "
+                               "the rest fail at once")
 
     def trip(self, reason: str) -> None:
         with self._lock:
@@ -117,21 +110,19 @@ class Breaker:
         if self._work is None:
             work = self.work_done()
             if work is not None:
-                self._work = (work, time.monotonic())
+                self._work = (work, self.clock())
 
     def stalled(self, silent_s: float, idle_s: float | None = None) -> str | None:
-        """After ``silent_s`` without a byte: the reason to give up (and open), if the server
-        does not answer a health check, or its work counters have stood still for
-        ``still_s`` (or the caller's idle timeout ``idle_s``, if shorter); else None."""
+        """After ``silent_s`` without a byte: the reason to give up (and open) when the server
+        fails a health check or its work counters stood still for ``still_s`` (or ``idle_s``,
+        if shorter); else None."""
         started = time.monotonic()
         if not self.healthy():
-            reason = (
-                f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s and no "
-                f"answer to GET /v1/models in {time.monotonic() - started:.0f} s"
-            )
+            reason = (f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s "
+                      f"and no answer to GET /v1/models in {time.monotonic() - started:.0f} s")
             self.trip(reason)
             return reason
-        work, now = self.work_done(), time.monotonic()
+        work, now = self.work_done(), self.clock()
         if work is None:
             return None  # no counters: the idle timeout decides
         if self._work is None or work != self._work[0]:
@@ -140,11 +131,9 @@ class Breaker:
         still = now - self._work[1]
         if still < (self.still_s if idle_s is None else min(self.still_s, idle_s)):
             return None
-        reason = (
-            f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and its "
-            f"work counters (/metrics) have not moved in {still:.0f} s although it answers "
-            "GET /v1/models"
-        )
+        reason = (f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and "
+                  f"its work counters (/metrics) have not moved in {still:.0f} s although it "
+                  "answers GET /v1/models")
         self.trip(reason)
         return reason
 
@@ -160,7 +149,5 @@ class Breaker:
             with self._lock:
                 self.reason, self.failures = None, 0
             return None
-        return (
-            f"{self.reason}; it still does not answer GET /v1/models within "
-            f"{self.health_timeout_s:g} s: is the server still running?"
-        )
+        return (f"{self.reason}; it still does not answer GET /v1/models within "
+                f"{self.health_timeout_s:g} s: is the server still running?")

@@ -1,26 +1,15 @@
 """The server's own counters, read from its Prometheus ``/metrics`` text.
 
-A throughput run reads them before and after its timed window, so that what
-the client counted can be checked against what the server says it did:
-
-=========  ===================================  ==========================================
-counter    llama.cpp (``--metrics``)            vLLM
-=========  ===================================  ==========================================
-generated  ``llamacpp:tokens_predicted_total``  ``vllm:generation_tokens_total``
-prompt     ``llamacpp:prompt_tokens_total``     ``vllm:prompt_tokens_total``
-           (prompt tokens it computed; cached
-           ones are not in it)
-cached     ``llamacpp:prompt_tokens_cached_     ``vllm:prefix_cache_hits_total`` (tokens;
-           total``                              older: ``vllm:gpu_prefix_cache_hits_total``)
-=========  ===================================  ==========================================
-
-Names are matched with and without the ``_total`` suffix that Prometheus
-clients add to counters; samples of one name are summed over their labels.
+A throughput run reads them before and after its timed window, to check the client's count;
+the names per server are in :data:`_NAMES` (llama.cpp's ``prompt`` counts only the prompt
+tokens it computed, not cached ones). Names match with and without ``_total``; samples of
+one name are summed over their labels.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Literal
 
 import httpx
@@ -32,27 +21,18 @@ from .tls import tls_context
 CounterKind = Literal["generated", "prompt", "cached"]
 
 _NAMES: dict[CounterKind, dict[str, tuple[str, ...]]] = {
-    "generated": {
-        "llamacpp": ("llamacpp:tokens_predicted_total",),
-        "vllm": ("vllm:generation_tokens_total",),
-    },
-    "prompt": {
-        "llamacpp": ("llamacpp:prompt_tokens_total",),
-        "vllm": ("vllm:prompt_tokens_total",),
-    },
-    "cached": {
-        "llamacpp": ("llamacpp:prompt_tokens_cached_total",),
-        "vllm": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-    },
+    "generated": {"llamacpp": ("llamacpp:tokens_predicted_total",),
+                  "vllm": ("vllm:generation_tokens_total",)},
+    "prompt": {"llamacpp": ("llamacpp:prompt_tokens_total",),
+               "vllm": ("vllm:prompt_tokens_total",)},
+    "cached": {"llamacpp": ("llamacpp:prompt_tokens_cached_total",),
+               "vllm": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")},
 }
 
 
 def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str, float]:
-    """Each metric name's value, summed over its label sets; comments are skipped.
-
-    ``only``: read just the samples whose line starts with one of these names (a sampler
-    that scrapes a few gauges skips the histograms' bucket lines unparsed).
-    """
+    """Each metric name's value, summed over its label sets; ``only``: just the lines that
+    start with one of these names (the rest skipped unparsed)."""
     values: dict[str, float] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -84,15 +64,17 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
     return values
 
 
-def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
-    """The metric names that may hold ``which`` on a server of ``endpoint_kind``.
-
-    An ``openai`` endpoint (attached, of unknown make) tries every known name.
-    """
-    table = _NAMES[which]
-    if endpoint_kind in table:
-        return table[endpoint_kind]
+def names_for(table: Mapping[str, tuple[str, ...]], server_kind: str) -> tuple[str, ...]:
+    """The names a server of ``server_kind`` uses in ``table`` (server kind → names); an
+    ``openai`` endpoint (attached, of unknown make) tries every known name."""
+    if server_kind in table:
+        return table[server_kind]
     return tuple(name for names in table.values() for name in names)
+
+
+def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
+    """The metric names that may hold ``which`` on a server of ``endpoint_kind``."""
+    return names_for(_NAMES[which], endpoint_kind)
 
 
 def lookup(names: tuple[str, ...], metrics: dict[str, float]) -> tuple[str, float] | None:
@@ -111,10 +93,9 @@ def find_counter(endpoint_kind: str, which: CounterKind, metrics: dict[str, floa
     if found is not None:
         return found
     wanted = " or ".join(counter_names(endpoint_kind, which))
-    raise EndpointError(
-        f"the {endpoint_kind} server's /metrics has no {which}-tokens counter ({wanted}); "
-        "attach a llama.cpp server started with --metrics or a vLLM server"
-    )
+    raise EndpointError(f"the {endpoint_kind} server's /metrics has no {which}-tokens counter "
+                        f"({wanted}); attach a llama.cpp server started with --metrics or a "
+                        "vLLM server")
 
 
 def generated_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
@@ -140,22 +121,15 @@ def fetch_metrics(base_url: str, *, timeout_s: float = 10.0,
         response = httpx.get(url, timeout=timeout_s, headers=auth_headers(credentials),
                              verify=tls_context())
     except httpx.HTTPError as exc:
-        raise EndpointError(
-            f"cannot read the server's counters from {url}: {type(exc).__name__}: {exc}; "
-            "is the server still running?"
-        ) from None
+        raise EndpointError(f"cannot read the server's counters from {url}: "
+                            f"{type(exc).__name__}: {exc}; is the server still running?") from None
+    fix = "llama-server needs --metrics to serve its counters (vLLM serves /metrics by default)"
     if response.status_code != 200:
-        raise EndpointError(
-            f"{url} answered HTTP {response.status_code} "
-            f"({' '.join(response.text.split())[:120]}); llama-server needs --metrics to serve "
-            "its counters (vLLM serves /metrics by default)"
-        )
+        raise EndpointError(f"{url} answered HTTP {response.status_code} "
+                            f"({' '.join(response.text.split())[:120]}); {fix}")
     metrics = parse_prometheus(response.text)
     if not metrics:
-        raise EndpointError(
-            f"{url} returned no Prometheus samples; llama-server needs --metrics to serve "
-            "its counters (vLLM serves /metrics by default)"
-        )
+        raise EndpointError(f"{url} returned no Prometheus samples; {fix}")
     return metrics
 
 

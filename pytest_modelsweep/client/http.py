@@ -14,26 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core.records import (
-    ApiRequest,
-)
+from ..core.records import ApiRequest
 from ..core.secrets import redact
 
 perf = time.perf_counter
-
-
 _loads = json.loads
-
-
 _MAX_HEAD = 64 * 1024
-
-
 MAX_ERROR_BODY = 4096
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """A server's ``text`` (an error body, a bad answer) as a record's error: on one line
-    (whitespace runs collapsed), credentials redacted (a proxy may echo the key), cut to
+    """A server's ``text`` as a record's error: on one line, credentials redacted, cut to
     ``limit`` characters."""
     return redact(" ".join(text.split()))[:limit]
 
@@ -44,16 +35,9 @@ def short_bytes(data: bytes, limit: int = 80) -> str:
 
 
 def other_model(asked: str, answered: Any) -> str | None:
-    """The error of an answer whose ``model`` field names another model than ``asked``
-    (the served name sent), else None.
-
-    A server (or a proxy before it) that routes a request to another model would have
-    that model's answers measured and scored as this one's: such an answer fails. No
-    ``model`` field, or an empty one, says nothing and passes; so do the names a server
-    gives the asked model itself: the same name in any case, a versioned name
-    (``gpt-4o`` answered as ``gpt-4o-2024-08-06``, ``m:latest``, ``m@v2``) and a name
-    with an organisation or folder before it (``org/m``).
-    """
+    """The error of an answer whose ``model`` field names another model than ``asked``,
+    else None. No ``model`` field passes, and so do the asked name in any case, versioned
+    (``m-2024-08-06``, ``m:latest``, ``m@v2``) or with a folder before it (``org/m``)."""
     if not isinstance(answered, str) or not answered or not asked:
         return None
     a, b = asked.lower(), answered.lower()
@@ -80,9 +64,7 @@ class Target:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url_v1!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        path = parts.path
-        prefix = path.removesuffix("/v1")
-        return cls(parts.scheme, parts.hostname, port, prefix)
+        return cls(parts.scheme, parts.hostname, port, parts.path.removesuffix("/v1"))
 
     @property
     def host_header(self) -> str:
@@ -108,26 +90,9 @@ class StreamExchange:
     """One streamed request: receives the response head and body, parses SSE events."""
 
     __slots__ = (
-        "_err_body",
-        "_sse",
-        "any_bytes",
-        "asked_model",
-        "cached_tokens",
-        "chunks",
-        "completion_tokens",
-        "done",
-        "end",
-        "error",
-        "finish",
-        "first",
-        "future",
-        "is_sse",
-        "last",
-        "path",
-        "prompt_tokens",
-        "status",
-        "texts",
-        "times",
+        "_err_body", "_sse", "any_bytes", "asked_model", "cached_tokens", "chunks",
+        "completion_tokens", "done", "end", "error", "finish", "first", "future", "is_sse",
+        "last", "path", "prompt_tokens", "status", "texts", "times",
     )
 
     def __init__(self, path: str, future: asyncio.Future[None], asked_model: str = "") -> None:
@@ -199,10 +164,8 @@ class StreamExchange:
             elif not self.is_sse:
                 body = one_line(self._err_body.decode("utf-8", "replace"))
                 if self.status == 200:
-                    self.error = (
-                        f"expected an SSE stream from {self.path}, got HTTP 200 "
-                        f"without text/event-stream: {body}"
-                    )
+                    self.error = (f"expected an SSE stream from {self.path}, got HTTP 200 "
+                                  f"without text/event-stream: {body}")
                 else:
                     self.error = f"HTTP {self.status} from {self.path}: {body}"
             elif not self.done:
@@ -272,11 +235,8 @@ class StreamExchange:
             if text is None:
                 delta = choice.get("delta")
                 if delta:
-                    text = (
-                        delta.get("content")
-                        or delta.get("reasoning_content")
-                        or delta.get("reasoning")
-                    )
+                    text = (delta.get("content") or delta.get("reasoning_content")
+                            or delta.get("reasoning"))
             if text:
                 if self.first is None:
                     self.first = now
@@ -298,32 +258,25 @@ class StreamExchange:
         error = obj.get("error")
         if error:
             message = error.get("message", error) if isinstance(error, dict) else error
-            self.fail(
-                f"server error in stream after {self.chunks} chunks: {one_line(str(message))}",
-                now,
-            )
+            self.fail(f"server error in stream after {self.chunks} chunks: "
+                      f"{one_line(str(message))}", now)
             return False
         return True
 
 
-_HEAD, _BODY_CHUNK_SIZE, _BODY_CHUNK_DATA, _BODY_CHUNK_CRLF, _TRAILERS, _BODY_LENGTH, _BODY_CLOSE = (
-    range(7)
-)
+(_HEAD, _BODY_CHUNK_SIZE, _BODY_CHUNK_DATA, _BODY_CHUNK_CRLF, _TRAILERS, _BODY_LENGTH,
+ _BODY_CLOSE) = range(7)
 
 
 class Connection(asyncio.BufferedProtocol):
-    """One HTTP/1.1 keep-alive connection; parses one response at a time as bytes arrive.
-
-    A buffered protocol: the socket reads into one preallocated buffer, rather
-    than into a fresh 256 KiB bytes object per read.
-    """
+    """One HTTP/1.1 keep-alive connection; parses one response at a time as bytes arrive
+    (the socket reads into one preallocated buffer, not a fresh bytes object per read)."""
 
     def __init__(self) -> None:
         self._read_buffer = bytearray(256 * 1024)
         self._read_view = memoryview(self._read_buffer)
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.used = 0
         self._ex: StreamExchange | None = None
         self._buf = b""
         self._state = _HEAD
@@ -343,9 +296,6 @@ class Connection(asyncio.BufferedProtocol):
             complete = self._state == _BODY_CLOSE
             reason = "connection closed" if exc is None else f"connection lost: {exc}"
             ex.on_end(complete, perf(), reason)
-
-    def eof_received(self) -> bool | None:
-        return False
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._read_view
@@ -478,11 +428,8 @@ class Connection(asyncio.BufferedProtocol):
             self._state = _HEAD
             return None
         connection = headers.get("connection", "").lower()
-        self._keep_alive = (
-            "close" not in connection
-            if parts[0] == "HTTP/1.1"
-            else "keep-alive" in connection
-        )
+        self._keep_alive = ("close" not in connection if parts[0] == "HTTP/1.1"
+                            else "keep-alive" in connection)
         ex.on_head(status, headers)
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = _BODY_CHUNK_SIZE
@@ -518,7 +465,6 @@ class Connection(asyncio.BufferedProtocol):
         self._buf = b""
         self._state = _HEAD
         self._keep_alive = True
-        self.used += 1
         self.transport.write(request)
 
     def abort(self) -> None:

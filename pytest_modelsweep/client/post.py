@@ -11,16 +11,10 @@ from typing import Any
 
 import httpx
 
-from ..core.records import (
-    ApiPath,
-    ApiRequest,
-    Completion,
-    ToolCall,
-    text_field,
-)
+from ..core.records import ApiPath, ApiRequest, Completion, ToolCall, text_field
 from ..core.secrets import auth_headers
 from .http import one_line, other_model, perf, request_body
-from .stream import run_workers
+from .stream import run_workers, synchronous
 from .tls import tls_context
 from .watch import Guard, Pending, wants_key, with_watch
 
@@ -35,24 +29,15 @@ def _tool_call(call: Any) -> ToolCall:
     fields = function if isinstance(function, dict) else {}
     ident = call.get("id") if isinstance(call, dict) else None
     name, arguments = fields.get("name"), fields.get("arguments")
-    return ToolCall(
-        id=ident if isinstance(ident, str) else None,
-        name=name if isinstance(name, str) else None,
-        arguments=arguments if isinstance(arguments, str) else None,
-    )
+    return ToolCall(id=ident if isinstance(ident, str) else None,
+                    name=name if isinstance(name, str) else None,
+                    arguments=arguments if isinstance(arguments, str) else None)
 
 
 def parse_completion(path: ApiPath, data: Any) -> Completion:
-    """Read a non-streamed OpenAI response body (parsed JSON) for ``path`` into a Completion.
-
-    The one place the wire format is read: ``usage``, ``choices[0].finish_reason`` and
-    ``choices[0].text`` (completions) or ``choices[0].message`` (chat: ``content``,
-    ``tool_calls``). A body that is not an object, has no choices, whose ``choices[0]``
-    or ``message`` is not an object, or whose text is neither a string nor (chat) null,
-    gives a Completion with ``error`` (kind ``response``) and whatever could be read.
-    A tool call that is not an object, or whose name or arguments are not strings,
-    keeps None there (the scorer decides what that means).
-    """
+    """Read a non-streamed OpenAI response body (parsed JSON) for ``path`` into a Completion:
+    the one place the wire format is read. A malformed body gives ``error`` (kind
+    ``response``) with whatever could be read; a tool call's odd fields are None."""
     if not isinstance(data, dict):
         return Completion.failed(f"response is {type(data).__name__}, not a JSON object", "response")
     usage = data.get("usage")
@@ -95,14 +80,9 @@ async def post_requests(
 ) -> list[Completion]:
     """Non-streaming JSON POSTs with ``concurrency`` in flight, completions in input order.
 
-    Each answer is read by :func:`parse_completion`; a failed request (connection,
-    timeout, HTTP error status, non-JSON body) is a Completion with ``error`` of kind
-    ``request``. ``on_result`` is called as each one completes, so that results can be
-    stored as they arrive. ``guard.idle_timeout_s`` is httpx's read timeout (no byte for
-    that long), except where the guard's breaker reads the server's work counters: a
-    non-streamed answer sends no byte until it is complete, so there the breaker's watch
-    (counters standing still, no answer to a health check) decides a stall and a slow
-    answer is waited for while the server computes. ``timeout_s`` stays the total bound.
+    A failed request is a Completion with ``error`` of kind ``request``; ``on_result`` is
+    called as each completes. ``guard.idle_timeout_s`` is httpx's read timeout, except where
+    the breaker reads work counters (then its watch decides a stall); ``timeout_s`` bounds all.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -123,9 +103,7 @@ async def post_requests(
                                  verify=tls_context()) as client:
 
         async def send(request: ApiRequest) -> Completion:
-            url = root + request.path[len("/v1") :] if request.path.startswith("/v1") else (
-                root + request.path
-            )
+            url = root + request.path.removeprefix("/v1")
             body = request_body(served_name, request, stream=False)
             pending = Pending(loop.create_future())
             watch.inflight[id(pending)] = pending
@@ -178,15 +156,13 @@ async def post_requests(
             if wants is not None:
                 return Completion.failed(wants)
             if response.status_code >= 400:
-                return Completion.failed(
-                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
-                )
+                return Completion.failed(f"HTTP {response.status_code} from {request.path}: "
+                                         f"{one_line(response.text)}")
             try:
                 data = response.json()
             except ValueError:
-                return Completion.failed(
-                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
-                )
+                return Completion.failed(f"non-JSON response from {request.path}: "
+                                         f"{one_line(response.text, 80)!r}")
             completion = parse_completion(request.path, data)
             wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
             if wrong is not None and completion.error is None:
@@ -207,20 +183,5 @@ async def post_requests(
     return [result for result in results if result is not None]
 
 
-def run_post_requests(
-    base_url_v1: str,
-    served_name: str,
-    requests: Sequence[ApiRequest],
-    concurrency: int,
-    *,
-    timeout_s: float,
-    on_result: Callable[[ApiRequest, Completion], None] | None = None,
-    guard: Guard | None = None,
-) -> list[Completion]:
-    """Synchronous :func:`post_requests`."""
-    return asyncio.run(
-        post_requests(
-            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
-            on_result=on_result, guard=guard,
-        )
-    )
+run_post_requests = synchronous(post_requests)
+"""Synchronous :func:`post_requests`."""

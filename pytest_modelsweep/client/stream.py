@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from ..core.records import (
-    ApiRequest,
-    RequestRecord,
-)
+from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials, SecretBytes, auth_headers
 from .breaker import STALL_CHECK_S
 from .http import Connection, StreamExchange, Target, perf, request_body
@@ -23,12 +20,9 @@ from .watch import Guard, Watch, wants_key, with_watch
 class StreamOutcome:
     """One streamed request's record plus what the record has no field for.
 
-    ``cached_tokens`` is the server's count of prompt tokens reused from its
-    cache (llama.cpp ``timings.cache_n``, else ``usage.prompt_tokens_details``);
-    ``chunks`` counts SSE data events, ``[DONE]`` included. ``sent_at`` is when the
-    client began the request (connecting first when it had no open connection); in a
-    closed loop it is ``record.start``, in an open loop ``record.start`` is the time the
-    request was *scheduled*, so that its latencies count any wait before it was sent.
+    ``cached_tokens``: prompt tokens the server reused from its cache; ``chunks``: SSE
+    data events, ``[DONE]`` included; ``sent_at``: when the client began the request (in
+    an open loop ``record.start`` is the *scheduled* time, so latencies count any wait).
     """
 
     request: ApiRequest
@@ -193,17 +187,23 @@ class _StreamRunner:
             conn = None
         end = ex.end if ex.end is not None else perf()
         record = RequestRecord(
-            start=start,
-            end=end,
-            first_token=ex.first,
-            token_times=ex.times,
-            prompt_tokens=ex.prompt_tokens,
-            completion_tokens=ex.completion_tokens,
-            finish_reason=ex.finish,
-            error=ex.error,
-            text="".join(ex.texts),
-        )
+            start=start, end=end, first_token=ex.first, token_times=ex.times,
+            prompt_tokens=ex.prompt_tokens, completion_tokens=ex.completion_tokens,
+            finish_reason=ex.finish, error=ex.error, text="".join(ex.texts))
         return StreamOutcome(request, record, ex.cached_tokens, ex.chunks, sent_at), conn
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def synchronous(coroutine: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """``coroutine``'s function as a plain one that runs it in a new event loop."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return asyncio.run(coroutine(*args, **kwargs))
+
+    return run
 
 
 async def run_workers(count: int, make: Callable[[], Any]) -> None:
@@ -255,13 +255,9 @@ async def stream_requests(
 ) -> list[RequestRecord]:
     """Stream ``requests`` with exactly ``concurrency`` in flight; records in input order.
 
-    A new request starts as soon as one ends and never more than ``concurrency``
-    are open (each worker owns one keep-alive connection). Every record carries
-    ``time.perf_counter()`` times; ``token_times`` has one entry per SSE chunk
-    that carried text, so a chunk holding several tokens counts once (compare
-    ``len(token_times)`` with ``completion_tokens``). ``timeout_s`` bounds each
-    request from connect to ``[DONE]``; ``guard`` adds the idle timeout, credentials and
-    the endpoint's breaker.
+    Times are ``time.perf_counter()``; ``token_times`` has one entry per SSE chunk that
+    carried text. ``timeout_s`` bounds each request from connect to ``[DONE]``; ``guard``
+    adds the idle timeout, credentials and the endpoint's breaker.
     """
     outcomes = await stream_requests_detailed(
         base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
@@ -270,34 +266,16 @@ async def stream_requests(
     return [outcome.record for outcome in outcomes]
 
 
-def run_stream_requests(
-    base_url_v1: str,
-    served_name: str,
-    requests: Sequence[ApiRequest],
-    concurrency: int,
-    *,
-    timeout_s: float,
-    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
-    guard: Guard | None = None,
-) -> list[RequestRecord]:
-    """Synchronous :func:`stream_requests` (for the sync pytest fixtures)."""
-    return asyncio.run(
-        stream_requests(
-            base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
-            on_record=on_record, guard=guard,
-        )
-    )
+run_stream_requests = synchronous(stream_requests)
+"""Synchronous :func:`stream_requests` (for the sync pytest fixtures)."""
 
 
 # --------------------------------------------------------------------------- open loop
 
 
 class InFlight:
-    """How many requests of a run are in flight now, and the most so far.
-
-    Read from other threads (the server-metrics sampler) without a lock: an int read is
-    atomic, and a sample a moment stale is what a sampler sees anyway.
-    """
+    """How many requests of a run are in flight now, and the most so far (read from other
+    threads without a lock: an int read is atomic)."""
 
     __slots__ = ("now", "peak")
 
@@ -310,10 +288,8 @@ class InFlight:
 class OpenLoopRun:
     """What an open-loop run did: each request's outcome, when it was due, the cap's hits.
 
-    ``scheduled[i]`` is request i's due time (perf clock) and its record's ``start``;
-    ``capped`` counts the requests that found ``max_in_flight`` requests in flight at their
-    time and had to wait for one to end: a saturated client, never silently delayed, since
-    their latencies still run from ``scheduled``.
+    ``scheduled[i]``: request i's due time (perf clock), its record's ``start``;
+    ``capped``: requests that found ``max_in_flight`` in flight and waited for a slot.
     """
 
     outcomes: list[StreamOutcome]
@@ -325,18 +301,14 @@ class OpenLoopRun:
 
     @property
     def send_lags(self) -> list[float]:
-        """Seconds each request was begun after its scheduled time (the client's own lag,
-        and the wait for a free slot when the cap was hit)."""
+        """Seconds each request was begun after its scheduled time."""
         return [o.sent_at - due for o, due in zip(self.outcomes, self.scheduled)
                 if o.sent_at is not None]
 
 
 class _OpenLoopRunner(_StreamRunner):
-    """Sends request i at ``started + offsets[i]``, however many are in flight (up to the cap).
-
-    Idle keep-alive connections are reused, newest first; a request that finds none opens
-    one (its connect time counts in its latency, as for a new user).
-    """
+    """Sends request i at ``started + offsets[i]``, however many are in flight (up to the cap);
+    idle connections are reused newest first, else one is opened (in its latency)."""
 
     def __init__(self, base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
                  offsets: Sequence[float], *, max_in_flight: int, preopen: int,
@@ -417,12 +389,10 @@ async def stream_open_loop(
 ) -> OpenLoopRun:
     """Stream ``requests[i]`` at ``offsets_s[i]`` seconds after the run starts (open loop).
 
-    Each is sent at its time whether or not earlier ones have ended, so a slow server
-    meets the load users would bring, and every latency runs from the *scheduled* time
-    (no coordinated omission). At most ``max_in_flight`` are open at once; a request
-    that finds the cap reached waits for a slot and is counted in
-    :attr:`OpenLoopRun.capped`. ``preopen`` keep-alive connections are opened before the
-    clock starts. ``in_flight`` (optional) is kept current for readers in other threads.
+    Each is sent at its time whatever is in flight, and every latency runs from the
+    scheduled time (no coordinated omission). At most ``max_in_flight`` are open; one that
+    waits for a slot counts in :attr:`OpenLoopRun.capped`. ``preopen`` connections are
+    opened before the clock starts.
     """
     if max_in_flight < 1:
         raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")

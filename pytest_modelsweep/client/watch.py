@@ -31,11 +31,9 @@ class Pending:
 class Watch:
     """The requests in flight of one call: overdue reports and the breaker's stall check.
 
-    Every half second: when a request has had no byte for ``stall_s``, the breaker checks
-    the server's health and work counters (in a thread), every ``stall_s`` while the silence
-    lasts; a server that does not answer, or whose counters stood still between two checks,
-    opens the breaker and every request in flight fails at once with its one line. ``on_wait(n, seconds)`` is told
-    every ``report_every_s`` how many requests have waited over ``report_every_s``.
+    A request silent for ``stall_s`` makes the breaker check the server (in a thread, every
+    ``stall_s``); a stall opens it and every request in flight fails at once.
+    ``on_wait(n, seconds)`` is told every ``report_every_s`` how many have waited that long.
     """
 
     def __init__(self, breaker: Breaker | None, stall_s: float,
@@ -94,14 +92,9 @@ class Watch:
 
 @dataclass(frozen=True)
 class Guard:
-    """What protects one call's requests beyond the total timeout.
-
-    ``idle_timeout_s``: no byte for this long fails a request; a non-streamed answer sends
-    none before it is complete, so there, where the breaker reads the server's work
-    counters, it is no byte *and* no counter movement for this long (else the whole wait);
-    ``credentials``: sent with every request; ``breaker``: the endpoint's circuit breaker
-    (see :mod:`.breaker`); ``on_wait(n, seconds)``: told when requests are overdue.
-    """
+    """What protects one call's requests beyond the total timeout: the idle timeout (for a
+    non-streamed answer with work counters: no byte *and* no counter movement), credentials,
+    the endpoint's breaker, and ``on_wait(n, seconds)`` told when requests are overdue."""
 
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     credentials: Credentials | None = None

@@ -1,9 +1,7 @@
 """What generated tokens cost: a machine's price per hour over its output rate.
 
-``usd_per_million_output_tokens = usd_per_hour / (output tokens/s × 3600) × 1e6``.
-The price is the sweep's ``[pricing]`` table (or ``--usd-per-hour``): the machine
-one model is served on (one chip in the TPU sweep). Without a price there is no
-cost, never a made-up default. Pure.
+``usd_per_million_output_tokens = usd_per_hour / (output tokens/s × 3600) × 1e6``, the
+price from the sweep's ``[pricing]`` or ``--usd-per-hour``; without one there is no cost.
 """
 
 from __future__ import annotations
@@ -32,9 +30,7 @@ class Pricing:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pricing:
-        """The inverse of :meth:`as_dict`; ``example`` only when recorded as ``true``.
-
-        ValueError (or KeyError) for a dict without a numeric ``usd_per_hour``."""
+        """The inverse of :meth:`as_dict`; ValueError or KeyError without a numeric price."""
         price = data["usd_per_hour"]
         if isinstance(price, bool) or not isinstance(price, int | float):
             raise ValueError(f"a price must be a number of dollars per hour, got {price!r}")
@@ -57,8 +53,7 @@ def usd_per_million_output_tokens(usd_per_hour: float, output_tokens_per_s: floa
 
 def cost_interval(usd_per_hour: float, rate_low: float | None,
                   rate_high: float | None) -> tuple[float | None, float | None]:
-    """The cost interval from a rate interval: cost falls as the rate rises, so the
-    bounds swap (the fastest rate gives the lowest cost)."""
+    """The cost interval from a rate interval (the bounds swap: cost falls as rate rises)."""
     low = None if rate_high is None else usd_per_million_output_tokens(usd_per_hour, rate_high)
     high = None if rate_low is None else usd_per_million_output_tokens(usd_per_hour, rate_low)
     return low, high
@@ -71,18 +66,15 @@ def costs_of(usd_per_hour: float, rates: Sequence[float]) -> list[float | None]:
 
 @dataclass(frozen=True)
 class CostFigures:
-    """A throughput measurement's cost: $/1M output tokens at its mean rate (None for a rate
-    that is not positive), the interval from the rate's interval (None without one, e.g.
-    one repeat) and the price it came from."""
+    """A throughput measurement's cost: $/1M output tokens at its mean rate, the interval
+    from the rate's interval, and the price."""
 
     usd_per_million_output_tokens: float | None
     interval: tuple[float, float] | None
     pricing: Pricing
 
     def as_stats(self) -> dict[str, Any]:
-        """The measurement's ``stats`` keys: ``usd_per_million_output_tokens``,
-        ``usd_per_million_output_tokens_interval`` (``[low, high]``, absent without one),
-        ``pricing``."""
+        """The measurement's ``stats`` keys (the interval absent without one)."""
         stats: dict[str, Any] = {"usd_per_million_output_tokens": self.usd_per_million_output_tokens}
         if self.interval is not None:
             stats["usd_per_million_output_tokens_interval"] = list(self.interval)
@@ -108,8 +100,7 @@ class CostFigures:
 
 def cost_stats(pricing: Pricing, mean_rate: float,
                rate_interval: tuple[float, float] | None) -> CostFigures:
-    """A throughput measurement's cost figures: $/1M output tokens at the mean output
-    tokens/s and, from the rate's interval, the cost's interval."""
+    """A throughput measurement's cost figures at its mean rate and rate interval."""
     interval = None
     if rate_interval is not None:
         low, high = cost_interval(pricing.usd_per_hour, *rate_interval)

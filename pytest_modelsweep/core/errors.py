@@ -1,11 +1,7 @@
 """Errors that reach the user as one line that names the fix.
 
-Every failure the plugin can predict (a bad option, a malformed sweep or data
-file, a server that will not start, garbage from a model) is raised as a
-:class:`ModelsweepError`. Raised while options are read or by a fixture, the
-plugin turns it into a usage error or a failed or skipped test with exactly
-that line; raised inside a bench's own code, it fails that test with pytest's
-usual report.
+Every failure the plugin can predict is a :class:`ModelsweepError`; the plugin turns it into
+a usage error or a failed or skipped test with exactly that line.
 """
 
 from __future__ import annotations

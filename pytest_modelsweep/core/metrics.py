@@ -1,46 +1,11 @@
 """The metric table: every benchmark the benches record, in one place.
 
-Each :class:`Metric` says what a measurement's ``benchmark`` name means: its
-kind, unit, direction, the pytest marker that selects its tests and how
-reports title and order it. The gate, the reports and the CLI ask
-:func:`metric_for` instead of keeping lists of names; adding a metric is one
-entry in :data:`METRICS`.
-
-Kinds:
-
-- ``accuracy``: a proportion of items scored correct (0–1); the gate compares
-  it item by item with the baseline's. Besides the table's own (GSM8K, BFCL),
-  a user's benchmark (``@pytest.mark.modelsweep_benchmark``) is one: every
-  measurement recorded in the unit ``accuracy`` under a name the table lacks is
-  an accuracy metric (:func:`accuracy_metric`), so that a process that never
-  saw the declaration (xdist's controller, ``modelsweep compare``) reads it the
-  same way; :func:`register_accuracy_metric` gives one a report title.
-- ``throughput``: output tokens/s over repeated timed windows; the gate
-  compares the mean over repeats as a ratio.
-- ``smoke``: one short generation that proves a model serves at all. Its
-  tokens/s is a single timing with no repeats, so it is not gated.
-- ``screening``: a figure from screening a candidate before serving it
-  (KV-cache headroom), not a measurement of a served model.
-- ``capacity``: the most concurrent requests a model serves while enough of them
-  meet the ``--slo`` targets, found by one search (grow, then bisect) with one
-  window per step. Not gated: see :data:`GATED_KINDS`.
-- ``rate_capacity``: the highest request rate (req/s) at which enough requests meet
-  the ``--slo`` targets, found by one sweep of open-loop rates (grow, then bisect; each
-  step decided from its attainment interval, a saturated server stops it). Not gated,
-  like capacity: see :data:`GATED_KINDS`.
-- ``startup``: seconds from launching a model's server to the first token of its first
-  request, over fresh launches, the cache state said; gated (a ratio of geometric means).
-- ``comparison``: a candidate measured against the reference in the same run:
-  ``verdict:<accuracy metric>`` (paired accuracy difference),
-  ``throughput_ratio`` (candidate ÷ reference tokens/s), ``capacity_ratio``
-  (candidate ÷ reference capacity) and ``rate_capacity_ratio`` (the same in req/s).
-  ``compares`` names the kind it compares.
-
-``open_loop`` is a throughput metric: tokens/s of windows whose requests arrive at
-``--request-rate`` (Poisson, or gamma with ``--burstiness``), latency from each request's
-scheduled send time, each window marked ``saturated`` when the server fell behind.
-
-No pytest here: plugin, reports and CLI all import this module.
+Each :class:`Metric` says what a measurement's ``benchmark`` name means: kind, unit,
+direction, the marker that selects its tests, how reports title and order it. Adding a
+metric is one entry in :data:`METRICS`. A name the table lacks recorded in the unit
+``accuracy`` (or ``tokens/s``) is a user's accuracy (or throughput) benchmark, so a process
+that never saw its declaration reads it the same way. ``comparison`` metrics measure a
+candidate against the reference in the same run; ``compares`` names the kind.
 """
 
 from __future__ import annotations
@@ -98,18 +63,8 @@ class Metric:
 
 
 GATED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT, Kind.STARTUP)
-"""Kinds the baseline gate compares. Smoke is left out on purpose: one 32-token
-generation has no repeats, so its interval is degenerate and one noisy timing
-would fail a build; its test already fails when a model does not generate. Capacity
-is left out for the same reason: it is one search with no repeats, each step a single
-window whose attainment decides pass or miss, so the capacity has a bracket between two
-adjacent concurrencies but no interval over repeats that could tell a regression from a
-window that fell on the other side of the target by chance. Capacity in req/s is left out
-for that reason too: its sweep's bracket is as wide as its last bisection step (10% by
-default), so against a baseline it could only say "moved by more than a step", which the
-gate's interval rule for throughput (an interval over repeats, Holm across settings)
-cannot be matched to. Startup is gated: its launches are repeats, so the ratio of geometric
-means has a t interval like throughput's."""
+"""Kinds the baseline gate compares: those with an interval over repeats. Smoke (one
+generation) and both capacities (one search, a bracket but no repeats) are left out."""
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("gsm8k", Kind.ACCURACY, "accuracy", True, "GSM8K accuracy", "gsm8k",
@@ -184,10 +139,8 @@ def throughput_metric(name: str) -> Metric:
 def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
     """The metric a measurement's ``benchmark`` names; None for one the table lacks.
 
-    Any ``verdict:<name>`` is a comparison, also for an accuracy metric that
-    is not in the table (a user's own benchmark judged by the verdict fixture).
-    Given the measurement's ``unit``, a name the table lacks recorded in
-    ``accuracy`` is an accuracy metric (a user's benchmark, see :func:`accuracy_metric`).
+    Any ``verdict:<name>`` is a comparison; a name the table lacks recorded in ``unit``
+    ``accuracy`` or ``tokens/s`` is a user's benchmark of that kind.
     """
     if benchmark in METRICS:
         return METRICS[benchmark]
@@ -213,14 +166,9 @@ _RESERVED_NAMES = frozenset({"parametrize", "skip", "skipif", "xfail", "usefixtu
 
 def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY, *,
                            builtin: bool = False) -> str | None:
-    """Why ``name`` cannot name a user's accuracy benchmark (and its marker), or None.
-
-    A name is a Python identifier not starting with ``_`` (a pytest marker and a
-    ``-m`` expression take it as is), no marker or metric of another kind, and no
-    built-in benchmark's (``gsm8k``, ``bfcl``: items, verdicts and baselines are kept
-    by benchmark name, so a test of yours by that name would be pooled with the
-    built-in's); only the built-in benches declare those (``builtin=True``).
-    """
+    """Why ``name`` cannot name a user's benchmark (and its marker), or None: it must be an
+    identifier not starting with ``_``, no other marker or metric, and no built-in's
+    (items and baselines are kept by name) unless ``builtin``."""
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         return (f"{name!r} is not a benchmark name: use a Python identifier that does not start "
                 "with '_', e.g. 'my_eval'")
@@ -241,10 +189,8 @@ def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY, *,
 def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
     """Give a user's accuracy benchmark its report title (default ``"<name> accuracy"``).
 
-    Optional: an unregistered accuracy benchmark is reported under the default
-    title. Call it in ``conftest.py``, so that every process of the run (xdist's
-    controller included) sees it; registering the same name again replaces the title.
-    Raises ValueError for a name that :func:`benchmark_name_problem` refuses.
+    Call it in ``conftest.py`` so every process sees it; ValueError for a name that
+    :func:`benchmark_name_problem` refuses.
     """
     problem = benchmark_name_problem(name)
     if problem is not None:
@@ -270,10 +216,8 @@ def all_metrics() -> list[Metric]:
 
 
 def rank(benchmark: str) -> int:
-    """A benchmark's place in reports: its row in the table, after them all if unknown.
-
-    ``verdict:<name>`` ranks as ``<name>``.
-    """
+    """A benchmark's place in reports: its row in the table (``verdict:<name>`` as ``<name>``),
+    after them all if unknown."""
     benchmark = benchmark.removeprefix(VERDICT_PREFIX)
     names = list(METRICS)
     return names.index(benchmark) if benchmark in names else len(names)
@@ -300,30 +244,9 @@ MARKERS: dict[str, str] = markers()
 """Marker → help text, for ``config.addinivalue_line("markers", ...)``."""
 
 __all__ = [
-    "ACCURACY_UNIT",
-    "THROUGHPUT_UNIT",
-    "BENCHMARK_MARKER",
-    "CAPACITY_RATIO_BENCHMARK",
-    "RATE_CAPACITY_RATIO_BENCHMARK",
-    "GATED_KINDS",
-    "MARKERS",
-    "METRICS",
-    "OTHER_MARKERS",
-    "RATIO_BENCHMARK",
-    "STARTUP_MARKER",
-    "VERDICT_MARKER",
-    "VERDICT_PREFIX",
-    "Kind",
-    "Metric",
-    "accuracy_metric",
-    "all_metrics",
-    "benchmark_name_problem",
-    "benchmarks_of",
-    "kind_of",
-    "label_of",
-    "markers",
-    "metric_for",
-    "rank",
-    "register_accuracy_metric",
-    "throughput_metric",
+    "ACCURACY_UNIT", "THROUGHPUT_UNIT", "BENCHMARK_MARKER", "CAPACITY_RATIO_BENCHMARK",
+    "RATE_CAPACITY_RATIO_BENCHMARK", "GATED_KINDS", "MARKERS", "METRICS", "OTHER_MARKERS",
+    "RATIO_BENCHMARK", "STARTUP_MARKER", "VERDICT_MARKER", "VERDICT_PREFIX", "Kind", "Metric",
+    "accuracy_metric", "all_metrics", "benchmark_name_problem", "benchmarks_of", "kind_of",
+    "label_of", "markers", "metric_for", "rank", "register_accuracy_metric", "throughput_metric",
 ]

@@ -6,11 +6,8 @@ from collections.abc import Iterable
 
 
 class ModelIdParser:
-    """Finds the model name at the start of a test id's parameters.
-
-    Model names may contain dashes and dots, so the longest known name that is
-    the whole parameter string or is followed by ``-`` wins.
-    """
+    """Finds the model name at the start of a test id's parameters: the longest known name
+    that is the whole parameter string or is followed by ``-`` (names may hold dashes)."""
 
     def __init__(self, model_names: Iterable[str]) -> None:
         self.names = sorted(set(model_names), key=len, reverse=True)

@@ -1,17 +1,10 @@
 """Every modelsweep option's default and rule, written once; the option builders.
 
-:data:`DEFAULTS` is the one table of defaults: the options below, ``--help`` and
-the code that needs a default (the gate's thresholds, the contention meter, the
-timeouts) read it. Each option with a rule has an argparse ``type=`` parser that
-raises :class:`argparse.ArgumentTypeError` with one line, so a bad value is a
-usage error at once, in ``pytest`` and in ``modelsweep`` alike (pytest-benchmark's
-``parse_compare_fail`` is the model). The builders take an ``addoption``
-callable — pytest's ``group.addoption`` or argparse's ``parser.add_argument`` —
-so an option reads the same in ``pytest --help`` and ``modelsweep … --help``.
-
-Pure and cheap: every pytest run loads the plugin, which imports this module;
-nothing here imports pytest, and a parser imports what it needs only when its
-option is given (argparse does not run ``type=`` on a default that is not a string).
+:data:`DEFAULTS` is the one table of defaults. Each option with a rule has an argparse
+``type=`` parser raising a one-line :class:`argparse.ArgumentTypeError`, so a bad value is a
+usage error at once. The builders take pytest's ``group.addoption`` or argparse's
+``add_argument``, so an option reads the same in ``pytest`` and ``modelsweep``. Imported by
+every pytest run: a parser imports what it needs only when its option is given.
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ class Thresholds:
     accuracy_points: float = 0.01
     throughput_fraction: float = 0.10
     startup_fraction: float = 0.25
-    """A start slower by more than this (launch to first token) is a regression: wider than
-    throughput's, since a launch's time moves with the page cache and the machine's load."""
+    """Wider than throughput's: a launch's time moves with the page cache and the load."""
 
     def __str__(self) -> str:
         return (f"accuracy:{self.accuracy_points * 100:g}pp,"
@@ -61,9 +53,7 @@ class RateSweep:
 
 @dataclass(frozen=True)
 class OptionDefaults:
-    """The default of every modelsweep option that has a value (the others default to
-    None, False or nothing: the help says what that means). Field names are the options'
-    argparse ``dest``."""
+    """The default of every modelsweep option that has a value, by argparse ``dest``."""
 
     sweep: str = "embedded"
     store: StoreLocation = field(
@@ -73,12 +63,8 @@ class OptionDefaults:
     fail_on: frozenset[str] = frozenset({"worse"})
     resamples: int = 10_000
     idle_timeout: float = 300.0
-    """No byte for this long fails a request. It must outlast a legitimate silence: a CPU
-    server prefilling 16 prompts of 3,072 tokens at once (about 49,000 tokens at 200-500
-    tokens/s for the sweep's small models on a few cores) is silent for 100-250 s before
-    the first streamed byte, and a non-streamed 2,048-token GSM8K answer at 16 in flight
-    (10-20 tokens/s per sequence) arrives after 100-200 s. A TPU answers in seconds. Dead
-    servers are found sooner by the breaker's health check, so this is the last resort."""
+    """No byte for this long fails a request. It outlasts a legitimate silence: a CPU server
+    prefilling 16 × 3,072 tokens is silent 100-250 s; the breaker finds dead servers sooner."""
     request_timeout: float = 1800.0
     """The total bound of one request, connect to last byte."""
     verdict_wait: float = 7200.0
@@ -122,8 +108,7 @@ def default_timed_requests(concurrency: int) -> int:
 
 def _checked(convert: Callable[[str], T], ok: Callable[[T], bool],
              expected: str) -> Callable[[str], T]:
-    """A ``type=`` parser: ``convert`` the text, keep it when ``ok``, else one line
-    (``expected``; ``{text}`` in it is the given text)."""
+    """A ``type=`` parser: ``convert`` the text, keep it when ``ok``, else ``expected``."""
 
     def parse(text: str) -> T:
         try:
@@ -224,8 +209,7 @@ def parse_slo(text: str) -> Slo:
 
 
 def parse_fail_on(text: str) -> frozenset[str]:
-    """``--fail-on``: ``"worse,inconclusive"`` → the verdicts that fail a comparison test;
-    ``"none"``: every verdict is recorded and printed, none fails its test."""
+    """``--fail-on``: ``"worse,inconclusive"`` → the verdicts that fail a comparison test."""
     from .stats import Verdict
 
     known = [verdict.value for verdict in Verdict]
@@ -358,9 +342,7 @@ def add_slo_cost_options(addoption: AddOption) -> None:
 
 
 def add_ungated_option(addoption: AddOption) -> None:
-    """``--allow-ungated`` (a flag: off unless given, as ``--allow-unjudged``): a
-    ``--baseline`` run or ``modelsweep compare`` that compared nothing with the baseline
-    fails, since it gated nothing, unless it is given."""
+    """``--allow-ungated``: pass although nothing was compared with the baseline."""
     addoption("--allow-ungated", action="store_true", default=False,
               help="pass when nothing could be compared with the baseline (every row new: "
                    "other models, benchmarks or settings); default: that fails, since "
@@ -368,8 +350,7 @@ def add_ungated_option(addoption: AddOption) -> None:
 
 
 def add_sequential_options(addoption: AddOption) -> None:
-    """``--until-decided`` (accuracy benchmarks stop once their comparisons are decided) and
-    ``--round-size`` (items between two looks)."""
+    """``--until-decided`` and ``--round-size`` (items between two looks)."""
     addoption("--until-decided", action="store_true", default=False,
               help="accuracy benchmarks send items in one seeded random order, in rounds, and "
                    "stop for a model once every comparison it takes part in (verdicts, and "

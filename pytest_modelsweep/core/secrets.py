@@ -1,15 +1,9 @@
 """API keys and URL credentials: where a key comes from, how it is sent, and the one redaction.
 
-A key for an endpoint comes from, in order: the credentials in its ``--endpoint`` URL
-(``http://user:KEY@host`` is sent as HTTP Basic auth; ``http://:KEY@host``, with an empty
-user, as ``Authorization: Bearer KEY``), the model's ``api_key_env`` variable in the sweep,
-then ``OPENAI_API_KEY``. Every text that leaves the process (results, store, reports,
-terminal and junit lines, error bodies from servers, exception messages) goes through
-:func:`redact` (:func:`redacted` for a JSON-like structure) at the boundary where it leaves.
-
-The key itself is held only where it is sent: in :class:`Credentials` and in the
-request headers (:class:`SecretHeaders`, :class:`SecretBytes`), whose reprs never show
-it, so that ``pytest -l`` (locals of every frame of a traceback) cannot print it.
+A key comes from the ``--endpoint`` URL (``user:KEY@`` as Basic auth, ``:KEY@`` as Bearer),
+else the model's ``api_key_env``, else ``OPENAI_API_KEY``. Every text that leaves the
+process goes through :func:`redact` (:func:`redacted` for JSON-like data). The key is held
+only where it is sent, in objects whose reprs never show it (not even ``pytest -l``).
 """
 
 from __future__ import annotations
@@ -22,22 +16,13 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 __all__ = [
-    "Credentials",
-    "SecretBytes",
-    "SecretHeaders",
-    "auth_headers",
-    "endpoint_url_problem",
-    "redact",
-    "redacted",
-    "remember_env_keys",
-    "split_credentials",
-    "wants_key_message",
+    "Credentials", "SecretBytes", "SecretHeaders", "auth_headers", "endpoint_url_problem",
+    "redact", "redacted", "remember_env_keys", "split_credentials", "wants_key_message",
 ]
 
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^@\s'\"<>]*)@")
-"""``scheme://…@``: everything up to the last ``@`` before a space or quote is taken for
-credentials, also a key with an unencoded ``/`` (``http://:sk-ab/cd@host``), which a URL
-parser reads as a path; a path that holds an ``@`` is redacted too (more, never less)."""
+"""``scheme://…@``: up to the last ``@`` before a space or quote, so a key with an unencoded
+``/`` is caught too (redacting more, never less)."""
 _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#\s]*")
 """A ``password=`` URL parameter (libpq takes one in a ``postgresql://`` URL)."""
 _MARK = "***"
@@ -54,9 +39,8 @@ def remember_secret(secret: str | None) -> None:
 
 
 def remember_env_keys(names: Iterable[str | None]) -> None:
-    """Remember the keys of ``OPENAI_API_KEY`` and of the variables ``names`` (the sweep's
-    ``api_key_env``): a process that never sends with them (xdist's controller) still
-    redacts them from what it writes."""
+    """Remember the keys of ``OPENAI_API_KEY`` and of ``names``, so a process that never
+    sends with them (xdist's controller) still redacts them."""
     for name in ("OPENAI_API_KEY", *names):
         if name:
             remember_secret(os.environ.get(name))
@@ -76,8 +60,7 @@ def redact(text: str) -> str:
 
 
 def redacted(value: Any) -> Any:
-    """A JSON-like value (dicts, lists, strings, numbers) with :func:`redact` applied to every
-    string in it, keys included; the structure is kept (a key never breaks the JSON)."""
+    """A JSON-like value with :func:`redact` applied to every string in it, keys included."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
@@ -129,13 +112,8 @@ class Credentials:
 
 
 def endpoint_url_problem(url: str) -> str | None:
-    """Why ``url`` (a server's root URL, credentials and all) cannot be used as it is, in
-    words that never show a key; None when it can.
-
-    Credentials holding a ``/``, ``?`` or ``#`` end the URL's host part early (a URL
-    parser reads the rest, key and host, as a path), so such a URL is refused with the
-    fix instead of sent to a host made of half a key.
-    """
+    """Why ``url`` cannot be used as it is, in words that never show a key; None when it
+    can. Credentials holding ``/``, ``?`` or ``#`` (which end the host early) are refused."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not url.startswith(f"{parts.scheme}://"):
         return "the URL must start with http:// or https://"
@@ -183,8 +161,7 @@ def key_from_env(api_key_env: str | None) -> Credentials | None:
 
 def auth_headers(credentials: Credentials | None,
                  others: Mapping[str, str] | None = None) -> SecretHeaders:
-    """``others`` and the ``Authorization`` header of ``credentials`` (none without), in a
-    mapping whose repr hides the key."""
+    """``others`` and the ``Authorization`` header of ``credentials``; the repr hides the key."""
     __tracebackhide__ = True
     headers = SecretHeaders(others or {})
     if credentials is not None:

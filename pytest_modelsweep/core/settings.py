@@ -1,9 +1,7 @@
 """What a benchmark test needs to know of the run: :class:`BenchSettings`. Pure.
 
-A view of the parsed options, made once per run (``pytest.state.RunState.bench_settings``):
-each value was checked by its option's ``type=`` parser (:mod:`.options`, where the
-defaults are), so nothing here parses or defaults. Benches, the public fixtures and
-the workloads read it.
+A view of the parsed options, made once per run; each value was checked by its option's
+``type=`` parser (:mod:`.options`), so nothing here parses or defaults.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from .options import (
     RateSweep,
     default_timed_requests,
 )
-from .repeats import RepeatPolicy
+from .stats.repeats import RepeatPolicy
 
 if TYPE_CHECKING:
     from .cost import Pricing
@@ -51,8 +49,7 @@ class BenchSettings:
     pricing: Pricing | None
     """The machine's price (``--usd-per-hour``, else the sweep's ``[pricing]``); None: no cost."""
     round_size: int | None = None
-    """``--until-decided`` (or the sweep's ``[verdicts] until_decided``): accuracy items go out
-    in rounds of this many and stop once decided; None: every item is sent at once."""
+    """``--until-decided``: accuracy items go out in rounds of this many; None: all at once."""
     request_rate: float | None = None
     """``--request-rate``: the open-loop benches' mean rate (req/s); None: they skip."""
     burstiness: float = DEFAULTS.burstiness
@@ -87,6 +84,5 @@ class BenchSettings:
 
     @property
     def open_loop_timed_requests(self) -> int:
-        """Timed requests per open-loop window at ``--request-rate``: ``--timed-requests``,
-        else :data:`~.options.OPEN_LOOP_TIMED_REQUESTS`."""
+        """Timed requests per open-loop window: ``--timed-requests``, else the default."""
         return self.timed_requests or OPEN_LOOP_TIMED_REQUESTS

@@ -1,18 +1,8 @@
 """Service-level objectives per request, and goodput: how much of the work met them.
 
-A request is *good* when it meets every target given (as ``vllm bench serve
---goodput`` defines it): time to first token (``ttft``), time per output token
-after the first (``tpot`` = (E2E − TTFT) / (output tokens − 1)) and end-to-end
-latency (``e2e``), each met when at most the target. A failed request is never
-good; one with fewer than two output tokens counts TPOT as 0 (as vLLM does). Per
-timed window:
-
-- ``slo_attainment`` = good requests ÷ requests sent in the window;
-- ``goodput_rps`` = good requests ÷ the window's duration (first start to last end),
-  the same duration output tokens/s is measured over.
-
-Pure: works on the per-request records a throughput measurement stores
-(``records.RequestRecord.to_dict()``), so that anything computed during a run can
+A request is *good* when it succeeded and meets every target given (``ttft``, ``tpot``,
+``e2e``; as ``vllm bench serve --goodput``). Per window: ``slo_attainment`` = good ÷ sent,
+``goodput_rps`` = good ÷ the window's duration. Works on stored request records, so it can
 be recomputed from the results file.
 """
 
@@ -84,10 +74,8 @@ def parse_slo(text: str) -> Slo:
 
 
 def request_latencies_ms(record: Mapping[str, Any]) -> dict[str, float | None]:
-    """TTFT, TPOT and E2E of one stored request record, in ms (None where undefined).
-
-    TPOT follows vLLM: (E2E − TTFT) / (output tokens − 1), undefined below 2 tokens.
-    """
+    """TTFT, TPOT and E2E of one stored request record, in ms (None where undefined); TPOT
+    as vLLM: (E2E − TTFT) / (output tokens − 1)."""
     start, end = float(record["start"]), float(record["end"])
     first = record.get("first_token")
     tokens = record.get("completion_tokens")
@@ -100,12 +88,8 @@ def request_latencies_ms(record: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 def is_good(record: Mapping[str, Any], slo: Slo) -> bool:
-    """Whether one request succeeded and met every target of ``slo``.
-
-    As ``vllm bench serve --goodput``: a request with fewer than two output tokens
-    has no time between tokens and counts TPOT as 0. A latency a target bounds but
-    the record lacks (no first token; no token count for TPOT) does not meet it.
-    """
+    """Whether one request succeeded and met every target of ``slo``; fewer than two output
+    tokens count TPOT as 0 (as vLLM), a latency the record lacks does not meet its target."""
     if record.get("error"):
         return False
     latencies = request_latencies_ms(record)
@@ -204,11 +188,7 @@ class GoodputFigures:
 
 
 def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> GoodputFigures:
-    """A measurement's goodput over its repeats.
-
-    ``goodput_rps`` and ``slo_attainment``: the mean over the windows that have one;
-    ``good`` and ``requests``: the windows' totals; ``slo``: the targets.
-    """
+    """A measurement's goodput over its repeats: means of the rates, totals of the counts."""
     return GoodputFigures(_mean(w.goodput_rps for w in windows),
                           _mean(w.slo_attainment for w in windows),
                           sum(w.good for w in windows), sum(w.requests for w in windows), slo)

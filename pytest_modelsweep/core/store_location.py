@@ -1,17 +1,9 @@
 """Where the store is: a SQLite file or a PostgreSQL database, told apart by the ``--store`` value.
 
-As pytest-benchmark's ``--benchmark-storage`` does, the value's form decides:
-
-* ``PATH`` (no ``scheme://``) or ``sqlite:///PATH`` (``sqlite:////abs/path``): a SQLite file;
-* ``postgresql://[USER[:PASSWORD]@][HOST][:PORT][/DATABASE][?PARAM=VALUE…]`` (also
-  ``postgres://`` and ``postgresql+psycopg://``): a PostgreSQL database; what the URL
-  leaves out comes from libpq's ``PG*`` environment variables (``PGHOST``, ``PGUSER``,
-  ``PGPASSWORD``, ``PGPASSFILE``…).
-
-Any other scheme is refused in one line. A password in the URL (also a ``password=``
-parameter) is handed to :func:`~pytest_modelsweep.core.secrets.remember_secret` the
-moment the value is read, so it is redacted wherever it could be written; the
-location shows itself (``str``, ``repr``) without it. Pure: imports nothing heavy.
+``PATH`` or ``sqlite:///PATH`` is a SQLite file; ``postgresql://…`` (also ``postgres://``,
+``postgresql+psycopg://``) a PostgreSQL database, libpq's ``PG*`` variables filling what it
+leaves out; any other scheme is refused. A password in the URL is remembered as a secret
+the moment it is read, and the location shows itself without it.
 """
 
 from __future__ import annotations

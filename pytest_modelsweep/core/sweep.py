@@ -1,14 +1,9 @@
 """The sweep file: which models run, how each is served and prompted.
 
-A sweep is a TOML file (read with :mod:`tomllib`) with three tables:
-``[sweep]`` (name, reference), ``[serving]`` (settings every model gets
-identically) and ``[models.NAME]`` (one per model), and optional ones:
-``[benchmarks.NAME]`` (per-benchmark settings, identical for every model),
-``[screening]`` and ``[pricing]``. Three ship with the package, ``embedded``
-(the default), ``tpu-v5e`` and ``vllm-cpu``; ``--sweep PATH`` reads any other.
-
-Every malformed value fails here, naming the file, the key and what was
-expected, so that nothing downstream has to second-guess a record.
+A TOML file with ``[sweep]`` (name, reference), ``[serving]`` (identical for every model),
+``[models.NAME]``, and optional ``[benchmarks.NAME]``, ``[verdicts]``, ``[screening]`` and
+``[pricing]``. :data:`BUILTIN_SWEEPS` ship with the package. Every malformed value fails
+here, naming the file, the key and what was expected.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -39,8 +34,7 @@ DEFAULT_GSM8K_MAX_TOKENS = 2048
 @dataclass(frozen=True)
 class ModelSource:
     """Where a model's weights come from: ``embedded:ID``, ``hf:REPO[@REV]``, ``path:FILE``
-    or ``embedded-hf:ID`` (the embedded GGUF ``ID`` converted into a Hugging Face folder,
-    for vLLM, which does not run GGUF on the CPU; see ``serving/hf_convert.py``)."""
+    or ``embedded-hf:ID`` (the embedded GGUF converted into a Hugging Face folder for vLLM)."""
 
     kind: SourceKind
     id: str
@@ -85,17 +79,9 @@ class ServingSettings:
     one_chip_per_worker: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "context_length": self.context_length,
-            "max_num_seqs": self.max_num_seqs,
-            "prefix_caching": self.prefix_caching,
-            "threads": self.threads,
-            "image": self.image,
-            "dtype": self.dtype,
-            "extra_args": list(self.extra_args),
-            "one_chip_per_worker": self.one_chip_per_worker,
-        }
+        """The settings provenance records (all but the startup timeout)."""
+        data = {k: v for k, v in asdict(self).items() if k != "startup_timeout_s"}
+        return {**data, "extra_args": list(self.extra_args)}
 
 
 @dataclass(frozen=True)
@@ -103,15 +89,12 @@ class BenchmarkSettings:
     """Per-benchmark settings (``[benchmarks.NAME]``) that every model of the sweep gets identically."""
 
     gsm8k_max_tokens: int = DEFAULT_GSM8K_MAX_TOKENS
-    """``[benchmarks.gsm8k] max_tokens``: GSM8K's answer length limit (``--gsm8k-max-tokens``
-    overrides it for one run)."""
+    """``[benchmarks.gsm8k] max_tokens`` (``--gsm8k-max-tokens`` overrides it)."""
 
 
 @dataclass(frozen=True)
 class VerdictSettings:
-    """``[verdicts]``: how accuracy verdicts are reached. ``until_decided``: items go out in
-    rounds (``--round-size``) and each model stops once its comparisons are decided, as with
-    ``--until-decided``."""
+    """``[verdicts]``: ``until_decided`` as ``--until-decided``."""
 
     until_decided: bool = False
 
@@ -166,11 +149,8 @@ class Sweep:
         return Selection(reference=ref, candidates=tuple(candidates))
 
     def _unknown(self, name: str) -> str:
-        known = ", ".join(self.models)
-        return (
-            f"unknown model {name!r} in sweep {self.name!r} ({self.path}); "
-            f"known models: {known}"
-        )
+        return (f"unknown model {name!r} in sweep {self.name!r} ({self.path}); "
+                f"known models: {', '.join(self.models)}")
 
 
 @dataclass(frozen=True)
@@ -186,28 +166,22 @@ class Selection:
 
 
 def parse_endpoint_option(values: Sequence[str], sweep: Sweep | None = None) -> dict[str, str]:
-    """``["NAME=URL", ...]`` → ``{NAME: URL}`` (root URLs); a malformed value fails with the fix.
-
-    With ``sweep``, every NAME must be one of its models; a model named twice is refused
-    (which URL was meant cannot be guessed).
-    """
+    """``["NAME=URL", ...]`` → ``{NAME: URL}`` (root URLs); a malformed value, a NAME not in
+    ``sweep`` or a model named twice fails with the fix."""
     endpoints: dict[str, str] = {}
     for value in values:
         name, sep, url = value.partition("=")
         name, url = name.strip(), url.strip()
         if not sep or not name or not url:
-            raise SweepError(
-                f"--endpoint {redact(value)!r}: expected NAME=URL, e.g. --endpoint qwen3-4b=http://10.0.0.5:8000"
-            )
+            raise SweepError(f"--endpoint {redact(value)!r}: expected NAME=URL, e.g. "
+                             "--endpoint qwen3-4b=http://10.0.0.5:8000")
         problem = endpoint_url_problem(url)
         if problem is not None:
             raise SweepError(f"--endpoint {name}={redact(url)}: {problem}")
         if sweep is not None:
             sweep.model(name)
         if name in endpoints:
-            raise SweepError(
-                f"--endpoint {name}= is given twice; give each model one URL"
-            )
+            raise SweepError(f"--endpoint {name}= is given twice; give each model one URL")
         endpoints[name] = url.rstrip("/").removesuffix("/v1")
     return endpoints
 
@@ -227,10 +201,8 @@ def load_sweep(spec: str | Path | None = None) -> Sweep:
     else:
         path = Path(text_spec)
         if not path.is_file():
-            raise SweepError(
-                f"sweep file {text_spec} not found; pass --sweep with a TOML file path "
-                f"or one of the built-in sweeps: {', '.join(BUILTIN_SWEEPS)}"
-            )
+            raise SweepError(f"sweep file {text_spec} not found; pass --sweep with a TOML file "
+                             f"path or one of the built-in sweeps: {', '.join(BUILTIN_SWEEPS)}")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -258,36 +230,21 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     models: dict[str, ModelSpec] = {}
     for model_name, entry in models_table.items():
         if not isinstance(entry, Mapping):
-            raise SweepError(
-                f"{path}: models.{model_name}: expected a table [models.{model_name}], "
-                f"got {type(entry).__name__}"
-            )
+            raise SweepError(f"{path}: models.{model_name}: expected a table "
+                             f"[models.{model_name}], got {type(entry).__name__}")
         models[model_name] = _parse_model(reader, model_name, entry)
     unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing", "benchmarks",
                                "verdicts"}
     if unknown_top:
-        raise SweepError(
-            f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
-            "expected [sweep], [serving], [benchmarks.*], [verdicts], [screening], [pricing] "
-            "and [models.*]"
-        )
+        raise SweepError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
+                         "expected [sweep], [serving], [benchmarks.*], [verdicts], [screening], "
+                         "[pricing] and [models.*]")
     if reference not in models:
-        raise SweepError(
-            f"{path}: sweep.reference: {reference!r} is not one of the models "
-            f"({', '.join(models)}); add [models.{reference}] or fix the name"
-        )
-    return Sweep(
-        name=name,
-        path=path,
-        description=description,
-        reference=reference,
-        serving=serving,
-        models=models,
-        screening=screening,
-        pricing=pricing,
-        benchmarks=benchmarks,
-        verdicts=verdicts,
-    )
+        raise SweepError(f"{path}: sweep.reference: {reference!r} is not one of the models "
+                         f"({', '.join(models)}); add [models.{reference}] or fix the name")
+    return Sweep(name=name, path=path, description=description, reference=reference,
+                 serving=serving, models=models, screening=screening, pricing=pricing,
+                 benchmarks=benchmarks, verdicts=verdicts)
 
 
 _SERVING_KEYS = {
@@ -307,12 +264,9 @@ def _parse_serving(reader: _Reader, table: Mapping[str, Any]) -> ServingSettings
     if threads is not None:
         threads = reader.positive_int(table, "serving", "threads")
     image = reader.optional_string(table, "serving", "image")
-    if backend == "vllm-docker":
-        if not image or "@sha256:" not in image:
-            raise SweepError(
-                f"{reader.path}: serving.image: expected an image pinned by digest "
-                f"(name@sha256:...), got {image!r}"
-            )
+    if backend == "vllm-docker" and (not image or "@sha256:" not in image):
+        raise SweepError(f"{reader.path}: serving.image: expected an image pinned by digest "
+                         f"(name@sha256:...), got {image!r}")
     extra = table.get("extra_args", [])
     if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
         raise SweepError(f"{reader.path}: serving.extra_args: expected a list of strings")
@@ -322,9 +276,8 @@ def _parse_serving(reader: _Reader, table: Mapping[str, Any]) -> ServingSettings
         max_num_seqs=reader.positive_int(table, "serving", "max_num_seqs", default=16),
         prefix_caching=reader.boolean(table, "serving", "prefix_caching", default=True),
         threads=threads,
-        startup_timeout_s=reader.positive_number(
-            table, "serving", "startup_timeout_s", default=600.0
-        ),
+        startup_timeout_s=reader.positive_number(table, "serving", "startup_timeout_s",
+                                                 default=600.0),
         image=image,
         dtype=reader.optional_string(table, "serving", "dtype"),
         extra_args=tuple(extra),
@@ -341,11 +294,8 @@ def _parse_benchmarks(reader: _Reader, table: Any) -> BenchmarkSettings:
     if not isinstance(gsm8k, Mapping):
         raise SweepError(f"{reader.path}: benchmarks.gsm8k: expected a table [benchmarks.gsm8k]")
     reader.no_unknown(gsm8k, "benchmarks.gsm8k", {"max_tokens"})
-    return BenchmarkSettings(
-        gsm8k_max_tokens=reader.positive_int(
-            gsm8k, "benchmarks.gsm8k", "max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS
-        ),
-    )
+    return BenchmarkSettings(gsm8k_max_tokens=reader.positive_int(
+        gsm8k, "benchmarks.gsm8k", "max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS))
 
 
 def _parse_verdicts(reader: _Reader, table: Any) -> VerdictSettings:
@@ -360,18 +310,15 @@ def _parse_verdicts(reader: _Reader, table: Any) -> VerdictSettings:
 def _parse_screening(reader: _Reader, table: Any) -> ScreeningSettings:
     if not isinstance(table, Mapping):
         raise SweepError(f"{reader.path}: screening: expected a table [screening]")
-    reader.no_unknown(
-        table, "screening", {"licenses", "hbm_gib", "gpu_memory_utilization", "kv_headroom_gib"}
-    )
+    reader.no_unknown(table, "screening",
+                      {"licenses", "hbm_gib", "gpu_memory_utilization", "kv_headroom_gib"})
     licenses = table.get("licenses", ["apache-2.0", "mit"])
     if not isinstance(licenses, list) or not all(isinstance(x, str) for x in licenses):
         raise SweepError(f"{reader.path}: screening.licenses: expected a list of strings")
     util = reader.positive_number(table, "screening", "gpu_memory_utilization", default=0.9)
     if util > 1:
-        raise SweepError(
-            f"{reader.path}: screening.gpu_memory_utilization: expected a fraction in (0, 1], "
-            f"got {util}"
-        )
+        raise SweepError(f"{reader.path}: screening.gpu_memory_utilization: expected a "
+                         f"fraction in (0, 1], got {util}")
     return ScreeningSettings(
         licenses=tuple(x.lower() for x in licenses),
         hbm_gib=reader.positive_number(table, "screening", "hbm_gib", default=15.75),
@@ -400,10 +347,8 @@ def _parse_model(reader: _Reader, name: str, entry: Mapping[str, Any]) -> ModelS
     where = f"models.{name}"
     reader.no_unknown(entry, where, _MODEL_KEYS)
     if not name or any(c in name for c in "[]/ \t"):
-        raise SweepError(
-            f"{reader.path}: {where}: model names may not be empty or contain brackets, "
-            "slashes or spaces (they become test ids)"
-        )
+        raise SweepError(f"{reader.path}: {where}: model names may not be empty or contain "
+                         "brackets, slashes or spaces (they become test ids)")
     source = parse_source(reader.string(entry, where, "source"), f"{reader.path}: {where}.source")
     parser = reader.optional_string(entry, where, "tool_call_parser")
     backend = entry.get("backend")
@@ -428,11 +373,8 @@ def parse_source(text: str, where: str = "source") -> ModelSource:
     """Parse ``embedded:ID``, ``embedded-hf:ID``, ``hf:ORG/REPO[@REVISION]`` or ``path:FILE``."""
     kind, sep, rest = text.partition(":")
     if not sep or not rest or kind not in get_args(SourceKind):
-        raise SweepError(
-            f"{where}: expected 'embedded:ID', 'embedded-hf:ID', 'hf:ORG/REPO[@REVISION]' "
-            "or 'path:FILE', "
-            f"got {text!r}"
-        )
+        raise SweepError(f"{where}: expected 'embedded:ID', 'embedded-hf:ID', "
+                         f"'hf:ORG/REPO[@REVISION]' or 'path:FILE', got {text!r}")
     revision = None
     if kind == "hf":
         rest, _, rev = rest.partition("@")
@@ -464,14 +406,11 @@ class _Reader:
     def no_unknown(self, table: Mapping[str, Any], where: str, allowed: Iterable[str]) -> None:
         unknown = sorted(set(table) - set(allowed))
         if unknown:
-            raise SweepError(
-                f"{self.path}: {where}: unknown key(s) {', '.join(unknown)}; "
-                f"expected some of {', '.join(sorted(allowed))}"
-            )
+            raise SweepError(f"{self.path}: {where}: unknown key(s) {', '.join(unknown)}; "
+                             f"expected some of {', '.join(sorted(allowed))}")
 
-    def string(
-        self, table: Mapping[str, Any], where: str, key: str, default: Any = _MISSING
-    ) -> str:
+    def string(self, table: Mapping[str, Any], where: str, key: str,
+               default: Any = _MISSING) -> str:
         value = table.get(key, default)
         if not isinstance(value, str) or (not value and default is self._MISSING):
             raise self._fail(where, key, "a non-empty string", value)
@@ -485,14 +424,8 @@ class _Reader:
             raise self._fail(where, key, "a string", value)
         return value
 
-    def choice(
-        self,
-        table: Mapping[str, Any],
-        where: str,
-        key: str,
-        options: Sequence[str],
-        default: Any = _MISSING,
-    ) -> Any:
+    def choice(self, table: Mapping[str, Any], where: str, key: str, options: Sequence[str],
+               default: Any = _MISSING) -> Any:
         value = table.get(key, default)
         if value not in options:
             raise self._fail(where, key, "one of " + ", ".join(repr(o) for o in options), value)
@@ -504,17 +437,15 @@ class _Reader:
             raise self._fail(where, key, "true or false", value)
         return value
 
-    def positive_int(
-        self, table: Mapping[str, Any], where: str, key: str, default: Any = _MISSING
-    ) -> int:
+    def positive_int(self, table: Mapping[str, Any], where: str, key: str,
+                     default: Any = _MISSING) -> int:
         value = table.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise self._fail(where, key, "a positive integer", value)
         return value
 
-    def positive_number(
-        self, table: Mapping[str, Any], where: str, key: str, default: Any = _MISSING
-    ) -> float:
+    def positive_number(self, table: Mapping[str, Any], where: str, key: str,
+                        default: Any = _MISSING) -> float:
         value = table.get(key, default)
         if (isinstance(value, bool) or not isinstance(value, (int, float))
                 or not 0 < value < math.inf):  # TOML's nan and inf are floats too

@@ -10,12 +10,8 @@ __all__ = ["read_utf8_text"]
 
 
 def read_utf8_text(path: Path, kind: str, fix: str) -> str:
-    """The text of ``path``, a ``kind`` file (``GSM8K``, ``BFCL``...).
-
-    A file that cannot be read raises :class:`DataError` with the OS's reason and ``fix``;
-    one that is not UTF-8 names the line and column of its first bad byte (a file saved
-    as Latin-1 or UTF-16 is refused there, not sent half decoded).
-    """
+    """The text of ``path``, a ``kind`` file (``GSM8K``, ``BFCL``...); a :class:`DataError`
+    with the OS's reason and ``fix``, or the line and column of its first non-UTF-8 byte."""
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -26,13 +26,11 @@ HUB_CANDIDATES: tuple[tuple[str, str], ...] = (
 """(records, answers) file names to try on the Hub dataset, newest first."""
 FULL_SIZE = 400
 
+
 @dataclass(frozen=True)
 class BfclRecord:
-    """One BFCL simple record joined with its possible answers.
-
-    ``question`` is BFCL's list of turns, each a list of ``{"role", "content"}``
-    messages; ``ground_truth`` is ``[{function_name: {param: [accepted values]}}]``.
-    """
+    """One BFCL simple record joined with its possible answers: ``question`` is a list of
+    turns of messages; ``ground_truth`` is ``[{function_name: {param: [accepted values]}}]``."""
 
     id: str
     question: list[list[dict[str, str]]] = field(hash=False)
@@ -47,14 +45,8 @@ class BfclRecord:
     @property
     def data_hash(self) -> str:
         """Hash of the source record and its answers, for pairing items across models."""
-        return prompt_hash(
-            {
-                "id": self.id,
-                "question": self.question,
-                "function": self.function,
-                "ground_truth": self.ground_truth,
-            }
-        )
+        return prompt_hash({"id": self.id, "question": self.question, "function": self.function,
+                            "ground_truth": self.ground_truth})
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -88,14 +80,10 @@ def _check_question(value: Any, where: str) -> list[list[dict[str, str]]]:
         if not isinstance(turn, list) or not turn:
             raise DataError(f'{where}: field "question" must be {shape}, got a turn of {type(turn).__name__}')
         for message in turn:
-            if not (
-                isinstance(message, dict)
-                and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), str)
-            ):
+            if not (isinstance(message, dict) and isinstance(message.get("role"), str)
+                    and isinstance(message.get("content"), str)):
                 raise DataError(
-                    f'{where}: field "question" has a message without string "role" and "content"'
-                )
+                    f'{where}: field "question" has a message without string "role" and "content"')
     return value
 
 
@@ -139,35 +127,38 @@ def _field(row: Any, key: str, where: str) -> Any:
     return row[key]
 
 
+def _new_id(row: Any, where: str, lineno: int, seen: dict[str, int]) -> str:
+    """The row's ``id``, noted in ``seen`` (id → line); a non-string or repeated one fails."""
+    ident = _field(row, "id", where)
+    if not isinstance(ident, str):
+        raise DataError(f'{where}: field "id" must be a string')
+    if ident in seen:
+        raise DataError(f"{where}: duplicate id {ident!r} (first on line {seen[ident]})")
+    seen[ident] = lineno
+    return ident
+
+
 def _join(records_path: Path, answers_path: Path, source: str) -> list[BfclRecord]:
-    answers: dict[str, tuple[int, list[dict[str, dict[str, list[Any]]]]]] = {}
+    answers: dict[str, list[dict[str, dict[str, list[Any]]]]] = {}
+    answer_lines: dict[str, int] = {}
     for lineno, row in _read_lines(answers_path):
         where = f"{answers_path}:{lineno}"
-        ident = _field(row, "id", where)
-        if not isinstance(ident, str):
-            raise DataError(f'{where}: field "id" must be a string')
-        if ident in answers:
-            raise DataError(f"{where}: duplicate id {ident!r} (first on line {answers[ident][0]})")
-        answers[ident] = (lineno, _check_ground_truth(_field(row, "ground_truth", where), where))
+        ident = _new_id(row, where, lineno, answer_lines)
+        answers[ident] = _check_ground_truth(_field(row, "ground_truth", where), where)
 
     records: list[BfclRecord] = []
     seen: dict[str, int] = {}
     for lineno, row in _read_lines(records_path):
         where = f"{records_path}:{lineno}"
-        ident = _field(row, "id", where)
-        if not isinstance(ident, str):
-            raise DataError(f'{where}: field "id" must be a string')
-        if ident in seen:
-            raise DataError(f"{where}: duplicate id {ident!r} (first on line {seen[ident]})")
-        seen[ident] = lineno
+        ident = _new_id(row, where, lineno, seen)
         question = _check_question(_field(row, "question", where), where)
         functions = _check_functions(_field(row, "function", where), where)
         if ident not in answers:
             raise DataError(
                 f"{where}: record {ident!r} has no possible answer in {answers_path}; use matching files"
             )
-        records.append(BfclRecord(ident, question, functions, answers[ident][1], source))
-    for ident, (lineno, _) in answers.items():
+        records.append(BfclRecord(ident, question, functions, answers[ident], source))
+    for ident, lineno in answer_lines.items():
         if ident not in seen:
             raise DataError(
                 f"{answers_path}:{lineno}: answer {ident!r} has no record in {records_path}; use matching files"
@@ -220,15 +211,9 @@ def _hub_files() -> tuple[Path, Path, str]:
 
 
 def load_bfcl(path: str | Path | None) -> list[BfclRecord]:
-    """Load BFCL simple-python records joined with their possible answers.
-
-    ``path`` is a folder holding ``BFCL_v4_simple_python.json`` and
-    ``possible_answer_BFCL_v4_simple_python.json`` (or BFCL's
-    ``possible_answer/BFCL_v4_simple_python.json``), or the records file itself;
-    ``None`` downloads the same files from the Hub dataset
-    ``gorilla-llm/Berkeley-Function-Calling-Leaderboard`` (v4 names first, then
-    the v3 ``BFCL_v3_simple.json``).
-    """
+    """Load BFCL simple-python records joined with their possible answers: ``path`` is the
+    records file or its folder (answers beside it as ``possible_answer_NAME`` or
+    ``possible_answer/NAME``); ``None`` downloads them from :data:`HUB_REPO`."""
     if path is None:
         records, answers, source = _hub_files()
     else:

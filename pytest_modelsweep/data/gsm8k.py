@@ -1,8 +1,7 @@
 """GSM8K's records: ``question`` and a worked ``answer``, from a JSONL file or the Hub.
 
-The test split has 1,319 problems, the train split (few-shot exemplars, as
-lm-evaluation-harness draws them) 7,473. Every bad file or record fails in one
-line naming the file, the line and the fix.
+The test split has 1,319 problems, the train split (few-shot exemplars) 7,473. Every bad
+file or record fails in one line naming the file, the line and the fix.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from ..core.text_files import read_utf8_text
 HUB_DATASET = "openai/gsm8k"
 HUB_CONFIG = "main"
 FULL_TEST_SIZE = 1319
+
 
 @dataclass(frozen=True)
 class Gsm8kProblem:
@@ -48,10 +48,8 @@ def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(
-                f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object "
-                'with "question" and "answer"'
-            ) from None
+            raise DataError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON "
+                            'object with "question" and "answer"') from None
         problems.append(_problem(record, len(problems), split, where, str(path)))
     return problems
 
@@ -70,22 +68,13 @@ def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gs
             raise DataError(
                 f'{where}: field "{key}" must be a string, got {type(record[key]).__name__}; fix the record'
             )
-    return Gsm8kProblem(
-        item_id=f"gsm8k-{split}-{index:04d}",
-        index=index,
-        split=split,
-        question=record["question"],
-        answer=record["answer"],
-        source=source,
-    )
+    return Gsm8kProblem(item_id=f"gsm8k-{split}-{index:04d}", index=index, split=split,
+                        question=record["question"], answer=record["answer"], source=source)
 
 
 def load_gsm8k(path: str | Path | None, *, split: str = "test") -> list[Gsm8kProblem]:
-    """Load a GSM8K split: ``None`` from the Hub (``openai/gsm8k``, ``main``), else a JSONL file.
-
-    A folder stands for ``<folder>/<split>.jsonl``. Ids are ``gsm8k-<split>-<index:04d>``
-    with the 0-based record index, so they are stable across runs and sources.
-    """
+    """Load a GSM8K split: ``None`` from the Hub, else a JSONL file (a folder stands for
+    ``<folder>/<split>.jsonl``); ids ``gsm8k-<split>-<index:04d>`` are stable across sources."""
     if path is None:
         return _hub_problems(split)
     file = Path(path)

@@ -1,22 +1,10 @@
 """The two sides of a comparison: found in this run or the store, missing, or failed.
 
-A comparison (an accuracy verdict, a throughput ratio) needs one model's
-result: its scored items on a benchmark, or its measurement at one setting.
-:class:`ComparisonFinder` looks in this run first and, under ``pytest -n N``,
-waits while this run's tests that record the result are still to come on
-another worker. A model that this run does not measure is taken, with
-``--sweep-run NAME``, from the runs of that sweep run (other hosts), waiting
-while the run that measures it is still going; without one, from the store's
-latest earlier run. Every lookup ends in one of these typed outcomes:
-
-* :class:`Found` — the side, with the run it came from;
-* :class:`Missing` — neither this run nor the store has it (the caller skips);
-* :class:`Skipped` — this run's tests of it were all skipped (the benchmark does not
-  apply to that model): nothing to compare, and nothing wrong (the caller skips);
-* :class:`Failed` — this run's test ended without a result, or waiting timed
-  out (the caller fails).
-
-Pure: no pytest import; the pytest glue turns outcomes into skips and failures.
+:class:`ComparisonFinder` looks in this run first (under ``-n N`` waiting while this run's tests
+of the side are still to come), then in the runs of ``--sweep-run`` (waiting while the run that
+measures the model is going), else in the store's latest earlier run. A lookup ends in
+:class:`Found`, :class:`Missing` (a skip), :class:`Skipped` (its tests were skipped: a skip)
+or :class:`Failed` (its test ended without a result, or the wait ran out: a failure).
 """
 
 from __future__ import annotations
@@ -33,9 +21,8 @@ from ..store.sweep_run import awaited
 from .pairing import RequestSettings
 
 ComparisonKind = Literal["accuracy", "throughput", "capacity", "rate_capacity"]
-"""What a comparison compares: item scores (accuracy), measured rates (throughput),
-capacities under an SLO (capacity) or capacities in requests/s under an SLO
-(rate_capacity)."""
+"""What a comparison compares: item scores, rates, or capacities under an SLO."""
+
 
 @dataclass(frozen=True)
 class ModelItems:
@@ -55,8 +42,7 @@ class ModelItems:
         return RequestSettings.of(self.model, self.benchmark, self.params, self.items)
 
     def scores(self) -> dict[str, float]:
-        """Item id → score (1.0 right, 0.0 wrong, or a scorer's partial credit in between);
-        failed items must be refused before this."""
+        """Item id → score (0.0 to 1.0); failed items must be refused before this."""
         return {r.item_id: r.credit for r in self.items}
 
     @property
@@ -75,12 +61,10 @@ class ModelMeasurement:
 
     @property
     def provenance(self) -> dict[str, Any]:
-        """The endpoint provenance recorded with the measurement."""
         return self.measurement.provenance
 
     @property
     def stats(self) -> Stats:
-        """The measurement's typed statistics."""
         return self.measurement.stats
 
     @property
@@ -124,14 +108,9 @@ Outcome = Found[SideT] | Missing | Skipped | Failed
 """What a lookup of one side ends in."""
 
 
-def failed_items_reason(
-    candidate: ModelItems, reference: ModelItems, benchmark: str, *, action: str = "judge",
-) -> str | None:
-    """Why two item sets cannot be compared because items failed; None when none did.
-
-    E.g. ``cannot judge smollm2-135m against gemma3-270m on gsm8k: 3 of 3 reference items
-    failed (HTTP 500: injected failure); re-run to resend them (completed items are reused)``.
-    """
+def failed_items_reason(candidate: ModelItems, reference: ModelItems, benchmark: str,
+                        ) -> str | None:
+    """Why two item sets cannot be compared because items failed; None when none did."""
     parts = []
     for role, side in (("candidate", candidate), ("reference", reference)):
         failed = side.failed
@@ -140,7 +119,7 @@ def failed_items_reason(
                          f"({failed[0].error})")
     if not parts:
         return None
-    return (f"cannot {action} {candidate.model} against {reference.model} on {benchmark}: "
+    return (f"cannot judge {candidate.model} against {reference.model} on {benchmark}: "
             f"{', '.join(parts)}; re-run to resend them (completed items are reused)")
 
 
@@ -164,15 +143,9 @@ def has_params(measurement: Measurement, params: Mapping[str, Any]) -> bool:
 
 @dataclass
 class ComparisonFinder:
-    """Finds comparison sides for one run; waits at most once per model and benchmark.
-
-    ``expected_tests`` (given per lookup) are this run's tests that record the
-    side. While one of them has no outcome in the store yet, the finder polls
-    every ``poll_s`` seconds for up to ``wait_s``. Once they have all ended
-    without the result, or the wait ran out, the lookup is :class:`Failed`;
-    after a timeout, later lookups of the same model and benchmark look once
-    and fail at once instead of waiting again (:attr:`gave_up`).
-    """
+    """Finds comparison sides for one run, polling while this run's ``expected_tests`` of a
+    side have no outcome (at most ``wait_s``); after a timeout, later lookups of the same model
+    and benchmark fail at once (:attr:`gave_up`)."""
 
     store: Store
     run_id: str
@@ -193,12 +166,8 @@ class ComparisonFinder:
         expected_tests: Sequence[str],
         match_ids: Sequence[str] | None = None,
     ) -> Outcome[ModelItems]:
-        """``model``'s scored items on ``benchmark``: this run's, else another run's
-        (:meth:`_elsewhere`: the sweep run's, or the latest stored run's).
-
-        Of the other runs, the latest whose item ids are ``match_ids`` (the other
-        side's items) is preferred, then simply the latest one.
-        """
+        """``model``'s scored items on ``benchmark``: this run's, else another run's (the
+        latest whose item ids are ``match_ids``, then the latest)."""
         def in_this_run() -> ModelItems | None:
             if self.store.measurement_of(self.run_id, model, benchmark) is None:
                 return None
@@ -216,9 +185,7 @@ class ComparisonFinder:
                 model, benchmark, f"{benchmark} items", latest,
                 missing=(f"no {benchmark} items of {model} in this run or in the store "
                          f"{self.store.path}; run its {benchmark} test too (add --model {model})"))
-        if isinstance(waited, Found) and not waited.side.failed:
-            # Failed items are refused with both sides' counts by failed_items_reason; a test
-            # that failed for another reason is refused here.
+        if isinstance(waited, Found) and not waited.side.failed:  # (failed items: refused later)
             measurement = Measurement.from_dict(
                 self.store.measurement_of(waited.side.run_id, model, benchmark) or {})
             if not measurement.passed:
@@ -233,9 +200,7 @@ class ComparisonFinder:
         *,
         expected_tests: Sequence[str],
     ) -> Outcome[ModelMeasurement]:
-        """``model``'s ``benchmark`` measurement taken at ``params``: this run's, else the
-        latest of another run's (:meth:`_elsewhere`; a parameter a measurement lacks
-        counts as None)."""
+        """``model``'s ``benchmark`` measurement at ``params``: this run's, else the latest."""
         setting = setting_text(params)
         what = f"{benchmark} result {setting}".strip()
 
@@ -274,11 +239,8 @@ class ComparisonFinder:
         self, model: str, benchmark: str, what: str,
         latest: Callable[[list[str] | None], SideT | Failed | None], *, missing: str,
     ) -> Found[SideT] | Missing | Failed:
-        """The side from other runs: ``latest(runs)`` among the runs of ``--sweep-run``,
-        waited for while the run that measures the model is still going
-        (:func:`~pytest_modelsweep.store.sweep_run.awaited`), at most ``wait_s``;
-        without a sweep run, ``latest(None)`` of the whole store (``missing`` says why
-        there is none)."""
+        """The side from other runs: ``latest(runs)`` among ``--sweep-run``'s, waited for
+        while the run that measures the model is going; else ``latest(None)`` of the store."""
         if self.sweep_run is None:
             side = latest(None)
             return Missing(missing) if side is None else \
@@ -337,9 +299,7 @@ class ComparisonFinder:
         in_this_run: Callable[[], SideT | None],
     ) -> Found[SideT] | Skipped | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
-        or None when this run has neither the side nor a test that records it.
-
-        ``what`` names the result in messages, e.g. ``"gsm8k result"``."""
+        or None when this run has neither the side nor a test that records it."""
         earlier_failure = self.gave_up.get((model, benchmark))
         wait_s = self.wait_s if expected_tests and earlier_failure is None else 0.0
         deadline = self.clock() + wait_s
@@ -350,9 +310,7 @@ class ComparisonFinder:
             if not expected_tests:
                 return None
             outcomes = {test: self.store.outcome_of(self.run_id, test) for test in expected_tests}
-            if all(outcomes.values()):
-                # a test records its side before its outcome: read once more, or a side
-                # written between the two reads would be taken for none
+            if all(outcomes.values()):  # a side written between the two reads counts
                 side = in_this_run()
                 if side is not None:
                     return Found(side)
@@ -361,10 +319,8 @@ class ComparisonFinder:
                                f"({', '.join(outcomes)}); nothing to compare")
             if all(outcomes.values()):
                 shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
-                return Failed(
-                    f"{model} recorded no {what} in this run ({shown}); "
-                    "its own test's failure says why"
-                )
+                return Failed(f"{model} recorded no {what} in this run ({shown}); "
+                              "its own test's failure says why")
             if self.clock() >= deadline:
                 break
             self.sleep(self.poll_s)
@@ -373,7 +329,6 @@ class ComparisonFinder:
         failure = Failed(
             f"{model} has no {what} in this run after waiting {self.wait_s:.0f}s "
             "(is it still queued behind this comparison on the same xdist worker?); "
-            "raise --verdict-wait if it is just slow"
-        )
+            "raise --verdict-wait if it is just slow")
         self.gave_up[(model, benchmark)] = failure
         return failure

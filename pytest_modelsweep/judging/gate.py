@@ -1,57 +1,28 @@
-"""Baseline comparison: each model × metric against its own earlier result → pass or regress.
+"""Baseline comparison: each model × metric × setting against its own earlier result.
 
-Accuracy is compared item by item (the same paired bootstrap as verdicts): a row
-*regresses* when the drop is beyond the threshold **and** its interval excludes
-no-change.
-
-Throughput is compared on log tokens/s (a ratio of geometric means): against a
-baseline of one run, a Welch t interval over the two runs' repeats; against a
-baseline of several runs (``--save-baseline NAME`` repeated), the random-effects
-interval of :func:`~pytest_modelsweep.core.stats.ratio_interval_between_runs`, which
-adds the run-to-run variance that repeats inside one server process cannot see.
-A throughput row *regresses* only when its **whole interval** lies below
-1 - threshold (*improved*: wholly above 1 + threshold), each interval at its
-Holm step-down level across the model's throughput rows in the comparison
-(family-wise error 5% per direction), so an unchanged model fails a build at most
-5% of the time however many settings it has. A row with a single repeat on
-either side has no interval: status ``no interval``, not judged, not a failure.
-docs/throughput.md gives the method and the simulation behind it.
-
-Startup (launch → first token over fresh launches) is compared like throughput, as a
-ratio of geometric means over the launches with its t interval (against several baseline
-runs, the random-effects one), lower being better: it *regresses* when the whole 90%
-interval (5% per direction, one row per model) lies above 1 + the startup threshold (25%
-by default: ``--fail-on-regression startup:X%``), so a server that starts 2× slower fails
-the gate. A start measured with another cache state than the baseline's (a warm page
-cache against a cold one) is *not comparable*.
-
-Results that cannot be paired (other server, image, settings or items) are *not
-comparable*, which fails the gate too: re-save the baseline after a deliberate change.
-
-Which benchmarks are compared, and how, comes from the metric table
-(:mod:`..core.metrics`): every metric of a gated kind (accuracy, throughput).
-Smoke is not gated: a single short generation has no repeats, so its
-interval would be degenerate and one noisy timing could fail a build.
+Accuracy: the paired bootstrap, item by item; *regressed* when the drop is beyond the threshold
+and the interval excludes no change. Throughput: the ratio of geometric means of tokens/s
+(Welch t; against several baseline runs the random-effects interval), *regressed* when the
+whole interval lies below 1 - threshold, each at its Holm step-down level across the model's
+throughput rows (family-wise error 5% per direction; docs/throughput.md). Startup: launch →
+first token, the same ratio, lower is better, its 90% interval against 1 + the startup
+threshold. Results that cannot be paired are *not comparable*, which fails the gate too; a
+side with one repeat gets *no interval*. Smoke is not gated (no repeats).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.measurements import Measurement, StartupStats, ThroughputStats
 from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
-from ..core.sequences import paired_sequence
-from ..core.stats import (
-    RatioInterval,
-    paired_bootstrap,
-    ratio_interval_between_runs,
-    sign_test_p_value,
-    student_t_cdf,
-)
+from ..core.stats.bootstrap import paired_bootstrap, sign_test_p_value
+from ..core.stats.intervals import RatioInterval, ratio_interval_between_runs, student_t_cdf
+from ..core.stats.sequences import paired_sequence
 from .pairing import (
     PairingError,
     RequestSettings,
@@ -67,8 +38,7 @@ from .sequential import (
     sequential_population,
 )
 
-#: Family-wise error rate, per direction, of the throughput rows of one model: the chance
-#: that an unchanged model has any row flagged regressed (or any flagged improved).
+#: Family-wise error rate, per direction, of one model's throughput rows.
 THROUGHPUT_FAMILY_ERROR = 0.05
 
 
@@ -84,16 +54,16 @@ class GateRow:
     change: float
     low: float
     high: float
-    # ok | improved | regressed | not comparable | cannot conclude | new | no interval
-    # | unstable | contended
     status: str
+    """ok, improved, regressed, not comparable, cannot conclude, new, no interval, unstable
+    or contended."""
     note: str = ""
-    #: confidence of [low, high] (throughput: its Holm step-down level); NaN without one
     confidence: float = math.nan
-    #: an unstable or contended row fails the session too (``--fail-on-noisy``)
+    """Of [low, high] (throughput: its Holm step-down level); NaN without one."""
     noisy_fails: bool = False
-    #: the gated kind (``accuracy``, ``throughput``): how its values are shown
+    """An unstable or contended row fails the session too (``--fail-on-noisy``)."""
     kind: str = Kind.ACCURACY.value
+    """The gated kind: how its values are shown."""
 
     @property
     def failed(self) -> bool:
@@ -127,9 +97,7 @@ def noise_reason(measurement: Measurement, where: str) -> tuple[str, str] | None
 
 
 def setting_of(measurement: Measurement) -> str:
-    """Which setting a measurement is (:func:`~.pairing.setting_identity`): the key its
-    baseline is found by. Request settings are not part of it: a measurement whose requests
-    were sent otherwise than its baseline's is *not comparable*, never a new setting."""
+    """The key a measurement's baseline is found by (:func:`~.pairing.setting_identity`)."""
     return json.dumps(setting_identity(measurement), sort_keys=True, default=str)
 
 
@@ -148,8 +116,7 @@ def shown_setting_of(measurement: Measurement) -> str:
 
 
 def _kind(measurement: Measurement) -> Kind | None:
-    """The gated kind of a measurement's benchmark (accuracy or throughput), None when it is
-    not gated; a user's benchmark is accuracy by its unit (:func:`~..core.metrics.metric_for`)."""
+    """The gated kind of a measurement's benchmark, None when it is not gated."""
     metric = metric_for(measurement.benchmark, measurement.unit)
     return metric.kind if metric is not None and metric.gated else None
 
@@ -160,8 +127,7 @@ def gateable(measurements: Iterable[Measurement]) -> list[Measurement]:
 
 
 def ungated_reason(rows: Sequence[GateRow], current: Sequence[Measurement]) -> str | None:
-    """Why a gate compared nothing (every row new, or nothing of a gated kind now); None
-    when at least one row was compared with the baseline."""
+    """Why a gate compared nothing (every row new, or nothing gated now), else None."""
     if any(row.status != "new" for row in rows):
         return None
     if not rows:
@@ -191,12 +157,10 @@ def compare_with_baseline(
     resamples: int = DEFAULTS.resamples,
     noisy_fails: bool = False,
 ) -> list[GateRow]:
-    """Rows for every current measurement of a gated metric (accuracy, throughput).
+    """Rows for every current measurement of a gated metric.
 
-    ``baseline`` may hold several runs' measurements of one setting (a baseline's
-    history, oldest first): accuracy is compared with the newest, throughput with
-    all of them (:func:`ratio_interval_between_runs`).  ``resamples`` is the
-    accuracy bootstrap's; throughput intervals are closed-form.
+    ``baseline`` may hold several runs' measurements of one setting (oldest first): accuracy
+    is compared with the newest, throughput and startup with all of them.
     """
     history: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in baseline:
@@ -205,25 +169,21 @@ def compare_with_baseline(
     pending: dict[int, RatioInterval] = {}
     kinds: dict[tuple[str, str], str] = {}
     for m in current:
-        benchmark = m.benchmark
         kind = _kind(m)
         if kind is None:
             continue
-        kinds[(m.model, benchmark)] = kind.value
-        key = _key(m)
+        kinds[(m.model, m.benchmark)] = kind.value
         shown_setting = shown_setting_of(m)
-        runs = history.get(key)
+        runs = history.get(_key(m))
         if not runs:
-            rows.append(GateRow(key[0], benchmark, shown_setting, float("nan"), m.value,
-                                float("nan"), float("nan"), float("nan"), "new",
-                                "no baseline for this setting"))
+            rows.append(_unjudged(m, shown_setting, "new", "no baseline for this setting"))
             continue
         old = runs[-1]
         if kind is Kind.STARTUP:
-            rows.append(_startup_row(m, runs, key, shown_setting, thresholds))
+            rows.append(_startup_row(m, runs, shown_setting, thresholds))
             continue
         if kind is Kind.THROUGHPUT:
-            row, interval = _throughput_row(m, runs, key, shown_setting)
+            row, interval = _throughput_row(m, runs, shown_setting)
             if row.status in NOISY_STATUSES:
                 row = replace(row, noisy_fails=noisy_fails)
             if interval is not None:
@@ -232,30 +192,64 @@ def compare_with_baseline(
             continue
         unsound = unsound_reason(m, "now") or unsound_reason(old, "in the baseline")
         if unsound is not None:
-            rows.append(GateRow(key[0], benchmark, shown_setting, old.value, m.value,
-                                float("nan"), float("nan"), float("nan"), "cannot conclude",
-                                unsound))
+            rows.append(_unjudged(m, shown_setting, "cannot conclude", unsound, old.value))
             continue
         try:
-            check_same_serving(f"{key[0]} now", m.provenance,
-                               f"{key[0]} in the baseline", old.provenance)
-            check_same_requests(f"{key[0]} now", RequestSettings.of_measurement(m),
-                                f"{key[0]} in the baseline", RequestSettings.of_measurement(old))
-            if sequential_population(m) or sequential_population(old):
-                rows.append(_sequential_accuracy_row(m, old, key, shown_setting, thresholds))
+            if (unlike := _unlike(m, old)) is not None:
+                rows.append(_unjudged(m, shown_setting, "not comparable", unlike, old.value))
+            elif sequential_population(m) or sequential_population(old):
+                rows.append(_sequential_accuracy_row(m, old, shown_setting, thresholds))
             else:
-                rows.append(_accuracy_row(m, old, key, shown_setting, thresholds, resamples))
+                rows.append(_accuracy_row(m, old, shown_setting, thresholds, resamples))
         except (PairingError, ValueError) as error:
-            rows.append(GateRow(key[0], benchmark, shown_setting, old.value, m.value,
-                                float("nan"), float("nan"), float("nan"), "not comparable",
-                                str(error)))
+            rows.append(_unjudged(m, shown_setting, "not comparable", str(error), old.value))
     _judge_throughput(rows, pending, thresholds)
     return [replace(row, kind=kinds[(row.model, row.benchmark)]) for row in rows]
 
 
+def _unjudged(m: Measurement, setting: str, status: str, note: str,
+              baseline: float = math.nan) -> GateRow:
+    """A row without an interval (new, not comparable, cannot conclude, noisy)."""
+    return GateRow(m.model, m.benchmark, setting, baseline, m.value, math.nan, math.nan,
+                   math.nan, status, note)
+
+
+def _unlike(m: Measurement, old: Measurement, requests: bool = True) -> str | None:
+    """Why ``old`` cannot be paired with ``m`` (server, serving flags, requests), or None."""
+    now, before = f"{m.model} now", f"{m.model} in the baseline"
+    try:
+        check_same_serving(now, m.provenance, before, old.provenance)
+        if requests:
+            check_same_requests(now, RequestSettings.of_measurement(m), before,
+                                RequestSettings.of_measurement(old))
+    except PairingError as error:
+        return str(error)
+    return None
+
+
+def _usable_runs(runs: Sequence[Measurement],
+                 refusal: Callable[[Measurement], tuple[str, str] | None],
+                 ) -> tuple[list[Measurement], list[tuple[str, str]]]:
+    """The baseline runs ``refusal`` accepts, and (status, why) of those it refuses."""
+    usable: list[Measurement] = []
+    refusals: list[tuple[str, str]] = []
+    for old in runs:
+        refused = refusal(old)
+        if refused is None:
+            usable.append(old)
+        else:
+            refusals.append(refused)
+    return usable, refusals
+
+
+def _left_out(refusals: Sequence[tuple[str, str]]) -> str:
+    if not refusals:
+        return ""
+    return f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
+
+
 def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]:
-    """The measurements of a baseline's runs (oldest first) as :func:`compare_with_baseline`
-    takes them: one measurement per run and setting (a run's last one)."""
+    """A baseline's runs (oldest first) as one measurement per run and setting (its last)."""
     out: list[Measurement] = []
     for run in runs:
         out += list({_key(m): m for m in run}.values())
@@ -263,8 +257,7 @@ def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]
 
 
 def baseline_of(measurement: Measurement, baseline: Iterable[Measurement]) -> Measurement | None:
-    """The baseline measurement ``measurement`` is gated against (the newest of its model,
-    benchmark and setting), when it is sound; None otherwise."""
+    """The newest sound baseline measurement of ``measurement``'s setting, or None."""
     found = [old for old in baseline if _key(old) == _key(measurement)]
     if not found or unsound_reason(found[-1], "in the baseline") is not None:
         return None
@@ -284,19 +277,17 @@ def unsound_reason(measurement: Measurement, where: str) -> str | None:
     return None
 
 
-def _accuracy_row(m: Measurement, old: Measurement, key: tuple[str, str, str],
-                  setting: str, thresholds: Thresholds, resamples: int) -> GateRow:
+def _accuracy_row(m: Measurement, old: Measurement, setting: str, thresholds: Thresholds,
+                  resamples: int) -> GateRow:
     now_items, old_items = m.item_records(), old.item_records()
-    check_same_items(f"{key[0]} now", now_items, f"{key[0]} in the baseline", old_items)
+    check_same_items(f"{m.model} now", now_items, f"{m.model} in the baseline", old_items)
     interval = paired_bootstrap(
         {r.item_id: r.credit for r in now_items},
         {r.item_id: r.credit for r in old_items},
         resamples=resamples,
     )
     note = f"n={interval.n}, discordant={interval.discordant}"
-    if interval.too_few_items:
-        # no interval with its coverage: never "ok", but a change the exact sign test finds
-        # (at the interval's level) is still a regression or an improvement
+    if interval.too_few_items:  # never "ok"; the exact sign test may still find a change
         p_value = sign_test_p_value(interval.candidate_ahead, interval.reference_ahead)
         exact = (f"exact sign test: {interval.reference_ahead} items worse, "
                  f"{interval.candidate_ahead} better, p={p_value:.3g}")
@@ -306,27 +297,26 @@ def _accuracy_row(m: Measurement, old: Measurement, key: tuple[str, str, str],
                 status = "regressed"
             elif interval.difference > 0:
                 status = "improved"
-        return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
-                       interval.difference, math.nan, math.nan, status,
+        return GateRow(m.model, m.benchmark, setting, interval.reference_mean,
+                       interval.candidate_mean, interval.difference, math.nan, math.nan, status,
                        f"{note}; {interval.too_few_reason()}; {exact}")
     status = "ok"
     if interval.high < 0 and interval.difference <= -thresholds.accuracy_points:
         status = "regressed"
     elif interval.low > 0:
         status = "improved"
-    return GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
-                   interval.difference, interval.low, interval.high, status, note,
-                   interval.confidence)
+    return GateRow(m.model, m.benchmark, setting, interval.reference_mean,
+                   interval.candidate_mean, interval.difference, interval.low, interval.high,
+                   status, note, interval.confidence)
 
 
-def _sequential_accuracy_row(m: Measurement, old: Measurement, key: tuple[str, str, str],
-                             setting: str, thresholds: Thresholds) -> GateRow:
-    """An accuracy row where a side's items were chosen sequentially (``--until-decided``):
-    the confidence sequence of now − baseline over the common prefix of the seeded order,
+def _sequential_accuracy_row(m: Measurement, old: Measurement, setting: str,
+                             thresholds: Thresholds) -> GateRow:
+    """An accuracy row where a side's items were chosen sequentially (``--until-decided``),
     judged by :func:`~.sequential.sequential_gate_status` (the rule the run stopped by)."""
     sides = pair_sequentially(
-        (f"{key[0]} now", m.item_records(), sequential_population(m)),
-        (f"{key[0]} in the baseline", old.item_records(), sequential_population(old)))
+        (f"{m.model} now", m.item_records(), sequential_population(m)),
+        (f"{m.model} in the baseline", old.item_records(), sequential_population(old)))
     sequence = paired_sequence(sides.first, sides.second, sides.order, population=None)
     threshold = thresholds.accuracy_points
     status = sequential_gate_status(sequence, threshold, final=True)
@@ -342,57 +332,44 @@ def _sequential_accuracy_row(m: Measurement, old: Measurement, key: tuple[str, s
         note = (f"sequential, undecided when the items ran out after {sequence.n} of "
                 f"{sides.population}: the fixed-n rule reads the last sequence "
                 f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}")
-    return GateRow(key[0], key[1], setting, before, now, interval.difference, interval.low,
-                   interval.high, status or "ok", note, interval.confidence)
+    return GateRow(m.model, m.benchmark, setting, before, now, interval.difference,
+                   interval.low, interval.high, status or "ok", note, interval.confidence)
 
 
-def _throughput_row(
-    m: Measurement, runs: Sequence[Measurement], key: tuple[str, str, str], setting: str,
-) -> tuple[GateRow, RatioInterval | None]:
+def _throughput_row(m: Measurement, runs: Sequence[Measurement], setting: str,
+                    ) -> tuple[GateRow, RatioInterval | None]:
     """The row of one throughput setting before judging, and its 95% interval (None when
-    there is none to judge: not comparable, unsound, or a single repeat)."""
-    def unjudged(status: str, note: str, baseline: float = math.nan) -> tuple[GateRow, None]:
-        return GateRow(key[0], key[1], setting, baseline, m.value, math.nan,
-                       math.nan, math.nan, status, note), None
-
+    there is none to judge: not comparable, unsound, noisy, or a single repeat)."""
     newest = runs[-1]
     unsound = unsound_reason(m, "now")
     if unsound is not None:
-        return unjudged("cannot conclude", unsound, newest.value)
-    usable: list[Measurement] = []
-    refusals: list[tuple[str, str]] = []
-    for old in runs:
+        return _unjudged(m, setting, "cannot conclude", unsound, newest.value), None
+
+    def refusal(old: Measurement) -> tuple[str, str] | None:
         reason = unsound_reason(old, "in the baseline")
         if reason is not None:
-            refusals.append(("cannot conclude", reason))
-            continue
-        try:
-            check_same_serving(f"{key[0]} now", m.provenance,
-                               f"{key[0]} in the baseline", old.provenance)
-            check_same_requests(f"{key[0]} now", RequestSettings.of_measurement(m),
-                                f"{key[0]} in the baseline", RequestSettings.of_measurement(old))
-        except PairingError as error:
-            refusals.append(("not comparable", str(error)))
-            continue
-        usable.append(old)
+            return "cannot conclude", reason
+        unlike = _unlike(m, old)
+        return None if unlike is None else ("not comparable", unlike)
+
+    usable, refusals = _usable_runs(runs, refusal)
     if not usable:  # the newest baseline run's reason
-        return unjudged(*refusals[-1], newest.value)
+        return _unjudged(m, setting, *refusals[-1], newest.value), None
     noisy = noise_reason(m, "now") or next(
         (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None)
     if noisy is not None:  # never called a regression (nor ok): measured on a noisy machine
-        return unjudged(*noisy, newest.value)
+        return _unjudged(m, setting, *noisy, newest.value), None
     try:
         interval = ratio_interval_between_runs(
             _repeat_values(m), [_repeat_values(old) for old in usable])
     except ValueError as error:
-        return unjudged("not comparable", str(error), newest.value)
+        return _unjudged(m, setting, "not comparable", str(error), newest.value), None
     note = f"repeats {interval.candidate_n} vs {interval.reference_n}"
     if len(usable) > 1:
         note += f" over {len(usable)} baseline runs"
-    if refusals:
-        note += f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
-    row = GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
-                  interval.ratio - 1, math.nan, math.nan, "ok", note)
+    note += _left_out(refusals)
+    row = GateRow(m.model, m.benchmark, setting, interval.reference_mean,
+                  interval.candidate_mean, interval.ratio - 1, math.nan, math.nan, "ok", note)
     if interval.degenerate:
         side = "now" if interval.candidate_n == 1 else "in the baseline"
         return replace(row, status="no interval",
@@ -410,63 +387,54 @@ def _startup_values(m: Measurement) -> list[float]:
     return list(stats.first_token_values) if isinstance(stats, StartupStats) else []
 
 
-def _startup_row(m: Measurement, runs: Sequence[Measurement], key: tuple[str, str, str],
-                 setting: str, thresholds: Thresholds) -> GateRow:
-    """A model's start now against its baseline's: the ratio of geometric means of launch →
-    first token (now ÷ baseline: above 1 is slower) with its 90% interval; regressed when
-    the whole interval lies above 1 + the startup threshold, improved when below 1 − it."""
-    def unjudged(status: str, note: str, baseline: float = math.nan) -> GateRow:
-        return GateRow(key[0], key[1], setting, baseline, m.value, math.nan, math.nan,
-                       math.nan, status, note)
-
-    newest = runs[-1]
+def _startup_errors(m: Measurement, where: str) -> str | None:
     stats = m.stats
-    unsound = unsound_reason(m, "now") or (
-        f"{m.model} startup now: {'; '.join(stats.errors)}"
-        if isinstance(stats, StartupStats) and stats.errors else None)
+    if isinstance(stats, StartupStats) and stats.errors:
+        return f"{m.model} startup {where}: {'; '.join(stats.errors)}"
+    return None
+
+
+def _startup_row(m: Measurement, runs: Sequence[Measurement], setting: str,
+                 thresholds: Thresholds) -> GateRow:
+    """A model's launch → first token now ÷ in the baseline (ratio of geometric means, above 1
+    is slower) with its 90% interval; regressed when the whole interval lies above 1 + the
+    startup threshold, improved when below 1 − it."""
+    newest = runs[-1]
+    unsound = unsound_reason(m, "now") or _startup_errors(m, "now")
     if unsound is not None:
-        return unjudged("cannot conclude", unsound, newest.value)
-    usable: list[Measurement] = []
-    refusals: list[tuple[str, str]] = []
+        return _unjudged(m, setting, "cannot conclude", unsound, newest.value)
+    stats = m.stats
     cache = stats.cache if isinstance(stats, StartupStats) else "unknown"
-    for old in runs:
-        old_stats = old.stats
-        reason = unsound_reason(old, "in the baseline")
-        if reason is None and isinstance(old_stats, StartupStats) and old_stats.errors:
-            reason = f"{old.model} startup in the baseline: {'; '.join(old_stats.errors)}"
+
+    def refusal(old: Measurement) -> tuple[str, str] | None:
+        reason = unsound_reason(old, "in the baseline") or _startup_errors(old, "in the baseline")
         if reason is not None:
-            refusals.append(("cannot conclude", reason))
-            continue
-        old_cache = old_stats.cache if isinstance(old_stats, StartupStats) else "unknown"
+            return "cannot conclude", reason
+        old_cache = old.stats.cache if isinstance(old.stats, StartupStats) else "unknown"
         if old_cache != cache:
-            refusals.append(("not comparable", (
+            return "not comparable", (
                 f"{m.model} started {cache} now and {old_cache} in the baseline: a start is "
-                "compared only with one from the same cache state")))
-            continue
-        try:
-            check_same_serving(f"{key[0]} now", m.provenance,
-                               f"{key[0]} in the baseline", old.provenance)
-        except PairingError as error:
-            refusals.append(("not comparable", str(error)))
-            continue
-        usable.append(old)
+                "compared only with one from the same cache state")
+        unlike = _unlike(m, old, requests=False)
+        return None if unlike is None else ("not comparable", unlike)
+
+    usable, refusals = _usable_runs(runs, refusal)
     if not usable:
-        return unjudged(*refusals[-1], newest.value)
+        return _unjudged(m, setting, *refusals[-1], newest.value)
     try:
         interval = ratio_interval_between_runs(
             _startup_values(m), [_startup_values(old) for old in usable],
             confidence=STARTUP_CONFIDENCE)
     except ValueError as error:
-        return unjudged("not comparable", str(error), newest.value)
+        return _unjudged(m, setting, "not comparable", str(error), newest.value)
     note = (f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
             f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster")
     if len(usable) > 1:
         note += f", over {len(usable)} baseline runs"
-    if refusals:
-        note += f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
-    row = GateRow(key[0], key[1], setting, interval.reference_mean, interval.candidate_mean,
-                  interval.ratio - 1, interval.low - 1, interval.high - 1, "ok", note,
-                  STARTUP_CONFIDENCE)
+    note += _left_out(refusals)
+    row = GateRow(m.model, m.benchmark, setting, interval.reference_mean,
+                  interval.candidate_mean, interval.ratio - 1, interval.low - 1,
+                  interval.high - 1, "ok", note, STARTUP_CONFIDENCE)
     fraction = thresholds.startup_fraction
     if interval.degenerate:
         return replace(row, status="no interval", note=note + "; a side has one launch: no "
@@ -496,14 +464,9 @@ def _threshold_p_value(interval: RatioInterval, thresholds: Thresholds) -> float
 
 def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval],
                       thresholds: Thresholds) -> None:
-    """Holm step-down over each model's throughput rows (in place).
-
-    Rows are taken in ascending order of :func:`_threshold_p_value`; the r-th (0-based) of m
-    gets its two-sided interval at confidence 1 - 2a/(m - r), a = THROUGHPUT_FAMILY_ERROR,
-    and is judged while every earlier one was: regressed when the whole interval lies below
-    1 - threshold, improved when wholly above 1 + threshold. At the first row that is
-    neither, stepping stops; it and the later rows keep that step's interval and are ok.
-    """
+    """Holm step-down over each model's throughput rows (in place): by ascending
+    :func:`_threshold_p_value`, the r-th (0-based) of m at confidence 1 - 2a/(m - r); stepping
+    stops at the first row neither regressed nor improved, later rows keep its interval."""
     by_model: dict[str, list[int]] = {}
     for index in intervals:
         by_model.setdefault(rows[index].model, []).append(index)
@@ -530,29 +493,3 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
                 confidence=confidence,
                 note=f"{row.note}; {confidence:.1%} interval, Holm step {rank + 1} of {m}")
 
-
-def gate_table(rows: Sequence[GateRow]) -> list[str]:
-    """An aligned text table of the gate rows, each value in its own unit: accuracy in % and
-    its change in points, throughput in tokens/s and startup in s with their change in %
-    (a user's throughput benchmark too: the row carries its kind)."""
-    def fmt(row: GateRow, value: float, signed: bool = False) -> str:
-        if math.isnan(value):
-            return "-"
-        if row.kind == Kind.STARTUP.value:
-            return f"{100 * value:+.1f}%" if signed else f"{value:.2f} s"
-        if row.kind != Kind.THROUGHPUT.value:
-            return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
-        return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
-
-    header = ("model", "benchmark", "setting", "baseline", "now", "change", "interval",
-              "status", "note")
-    body = [
-        (r.model, r.benchmark, r.setting, fmt(r, r.baseline), fmt(r, r.current),
-         fmt(r, r.change, True),
-         "-" if math.isnan(r.low) else f"[{fmt(r, r.low, True)}, {fmt(r, r.high, True)}]",
-         r.status.upper() if r.failed else r.status, r.note)
-        for r in rows
-    ]
-    widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(len(header))]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip()
-            for line in [header, tuple("-" * w for w in widths), *body]]

@@ -1,14 +1,8 @@
 """One comparison's way, written once: find the sides → refuse → interval → verdict → record.
 
-Every comparison of a candidate with the reference (an accuracy verdict item by item, a
-throughput ratio, a capacity ratio, in concurrent requests or in requests/s) is a
-:class:`Comparison`: it finds both sides (this
-run's, the store's, or measured in pairs), says why they cannot be compared (one line, or
-None), computes the interval, and turns the verdict into the measurement it records and the
-line it announces (:class:`Judged`). :func:`judge` runs those steps in that order; the
-verdict itself comes from ``decide`` (the pytest layer asks the ``pytest_modelsweep_verdict``
-hook), and the pytest layer turns a side not found into a skip or a failure, records the
-judged measurement and announces its line. Pure: no pytest.
+Every comparison of a candidate with the reference (accuracy, throughput, capacity) is a
+:class:`Comparison`; :func:`judge` runs its steps in order, ``decide`` gives the verdict (the
+pytest layer asks the ``pytest_modelsweep_verdict`` hook).
 """
 
 from __future__ import annotations
@@ -20,25 +14,25 @@ from typing import Any, Protocol, TypeVar
 from ..core.errors import ModelsweepError
 from ..core.measurements import (
     AccuracyVerdictStats,
-    CapacityRatio,
     CapacityRatioStats,
-    RateCapacityRatio,
     RateCapacityRatioStats,
+    SearchRatio,
     ThroughputRatioStats,
 )
-from ..core.stats import PairedInterval, RatioInterval, Verdict
+from ..core.stats import Verdict
+from ..core.stats.bootstrap import PairedInterval
+from ..core.stats.intervals import RatioInterval
 from .comparisons import ComparisonKind, Failed, Found, Missing, Skipped
 from .sequential import SequentialJudgement
 
 SidesT = TypeVar("SidesT")
-IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, CapacityRatio,
-                    RateCapacityRatio, SequentialJudgement)
+IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, SearchRatio,
+                    SequentialJudgement)
 
 
 @dataclass(frozen=True)
 class Judged:
-    """What a comparison concluded: its verdict, the measurement it records (the candidate's)
-    and the one line that announces it."""
+    """What a comparison concluded: its verdict, the measurement it records, its line."""
 
     verdict: Verdict
     benchmark: str
@@ -70,29 +64,21 @@ class Comparison(Protocol[SidesT, IntervalT]):
 
     def find(self) -> Found[SidesT] | Missing | Skipped | Failed:
         """Both sides (``Found(sides)``), or why there is nothing to compare."""
-        ...
 
     def refuse(self, sides: SidesT) -> str | None:
         """Why these sides cannot be compared (one line naming the fix), or None."""
-        ...
 
     def interval(self, sides: SidesT) -> IntervalT:
         """The interval the verdict is decided on; ModelsweepError (or ValueError) refuses."""
-        ...
 
     def judged(self, sides: SidesT, interval: IntervalT, verdict: Verdict) -> Judged:
         """The measurement to record and the line to announce."""
-        ...
 
 
 def judge(comparison: Comparison[SidesT, IntervalT], decide: Callable[[IntervalT], Verdict],
           ) -> Judged | Missing | Skipped | Failed:
-    """Find both sides, refuse unlike ones, compute the interval, decide and judge it.
-
-    A side not found is returned as it was found (:class:`Missing`, :class:`Skipped`,
-    :class:`Failed`); a refusal, or an interval that cannot be computed, is a
-    :class:`Failed` with its one line.
-    """
+    """Find both sides, refuse unlike ones, compute the interval, decide and judge it; a side
+    not found is returned as found, a refusal or a failed interval is :class:`Failed`."""
     found = comparison.find()
     if not isinstance(found, Found):
         return found

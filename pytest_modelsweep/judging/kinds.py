@@ -9,11 +9,9 @@
 * :class:`ThroughputComparison` — both models' throughput at one setting: the ratio
   interval over the repeats (measured back to back, found in this run or the store) or
   over pairs of windows (measured interleaved), recorded as ``throughput_ratio``;
-* :class:`CapacityComparison` — both models' capacity under this run's SLO: the ratio with
-  the interval both searches' capacity intervals give, recorded as ``capacity_ratio``;
-* :class:`RateCapacityComparison` — both models' capacity in requests/s under this run's
-  SLO: the ratio with the interval the two sweeps' brackets give, recorded as
-  ``rate_capacity_ratio``.
+* :class:`CapacityComparison` — both models' capacity under this run's SLO, searched over
+  one knob (concurrent requests or requests/s): the ratio with the interval both searches'
+  brackets give, recorded as ``capacity_ratio`` or ``rate_capacity_ratio``.
 
 Each finds its sides through a :class:`~.comparisons.ComparisonFinder`, given the tests of
 this run that record a side (``expected_tests``). Pure: no pytest.
@@ -27,22 +25,23 @@ from typing import Any
 
 from ..core.errors import MeasurementError
 from ..core.measurements import (
+    CONCURRENCY,
     DESIGN_BACK_TO_BACK,
     DESIGN_INTERLEAVED,
+    RATE,
+    SEARCH_BENCHMARK,
     AccuracySequence,
     AccuracyVerdictStats,
-    CapacityBracket,
-    CapacityRatio,
     CapacityRatioStats,
-    CapacityStats,
     Interleaved,
     Measurement,
-    RateBracket,
-    RateCapacityRatio,
     RateCapacityRatioStats,
-    RateCapacityStats,
+    SearchBracket,
+    SearchRatio,
+    SearchStats,
     ThroughputRatioStats,
     ThroughputStats,
+    knob_text,
 )
 from ..core.metrics import (
     CAPACITY_RATIO_BENCHMARK,
@@ -50,21 +49,22 @@ from ..core.metrics import (
     RATIO_BENCHMARK,
     VERDICT_PREFIX,
 )
-from ..core.repeats import RepeatPolicy
+from ..core.stats.repeats import RepeatPolicy
 from ..core.slo import Slo
-from ..core.stats import (
+from ..core.stats.bootstrap import PairedInterval, VerdictRecord
+from ..core.stats.intervals import RatioInterval
+from ..core.stats.verdicts import (
     RULE_COVERS_ZERO,
     RULE_EQUIVALENCE_MARGIN,
     RULE_RATIO_COVERS_ONE,
-    PairedInterval,
-    RatioInterval,
     Verdict,
-    VerdictRecord,
 )
-from ..workloads.capacity import NEEDS_SLO, RULE_INTERVAL, capacity_ratio, interval_text
-from ..workloads.rate_sweep import NEEDS_SLO as RATE_NEEDS_SLO
-from ..workloads.rate_sweep import RULE_INTERVAL as RATE_RULE_INTERVAL
-from ..workloads.rate_sweep import rate_capacity_ratio
+from ..workloads.slo_search import (
+    NEEDS_SLO,
+    RULE_INTERVAL,
+    capacity_ratio,
+    interval_text,
+)
 from .comparisons import (
     ComparisonFinder,
     ComparisonKind,
@@ -347,8 +347,7 @@ class ThroughputComparison:
 def _flags(side: ModelMeasurement) -> tuple[str, ...]:
     """What makes a side doubtful (``unstable (CV 53%)``, ``contended``)."""
     stats = side.stats
-    return stats.flags if isinstance(stats, ThroughputStats | CapacityStats
-                                     | RateCapacityStats) else ()
+    return stats.flags if isinstance(stats, ThroughputStats | SearchStats) else ()
 
 
 # --------------------------------------------------------------------------- capacity
@@ -356,8 +355,10 @@ def _flags(side: ModelMeasurement) -> tuple[str, ...]:
 
 @dataclass
 class CapacityComparison:
-    """A candidate's capacity ÷ the reference's under this run's SLO and attainment target
-    (``slo`` None: the run has no SLO, nothing to compare)."""
+    """A candidate's capacity ÷ the reference's under this run's SLO and attainment target,
+    both searched over ``knob`` (concurrency: ``capacity_ratio``; rate:
+    ``rate_capacity_ratio``; ``slo`` None: the run has no SLO, nothing to compare). The
+    verdict comes from the interval the two searches give, never from the ratio alone."""
 
     finder: ComparisonFinder
     expected_tests: ExpectedTests
@@ -367,8 +368,15 @@ class CapacityComparison:
     attainment_target: float
     margin: float
     """``--ratio-tolerance``."""
-    metric: str = "capacity"
-    kind: ComparisonKind = "capacity"
+    knob: str = CONCURRENCY
+
+    @property
+    def kind(self) -> ComparisonKind:
+        return "rate_capacity" if self.knob == RATE else "capacity"
+
+    @property
+    def metric(self) -> str:
+        return SEARCH_BENCHMARK[self.knob]
 
     @property
     def setting(self) -> dict[str, Any]:
@@ -377,13 +385,14 @@ class CapacityComparison:
 
     def find(self) -> Found[tuple[ModelMeasurement, ModelMeasurement]] | Missing | Skipped | Failed:
         if self.slo is None:
-            return Skipped(NEEDS_SLO)
+            return Skipped(NEEDS_SLO[self.knob])
         found = []
         for model in (self.reference, self.candidate):
             side = self.finder.measurement(model, self.metric, self.setting,
                                            expected_tests=self.expected_tests(model, self.metric,
                                                                               None))
-            if isinstance(side, Missing):  # one under another SLO or target: refused by name
+            if isinstance(side, Missing) and self.knob == CONCURRENCY:
+                # one under another SLO or target: refused by name
                 other = self.finder.measurement(model, self.metric, {}, expected_tests=[])
                 side = other if isinstance(other, Found) else side
             if not isinstance(side, Found):
@@ -393,25 +402,25 @@ class CapacityComparison:
         return Found((candidate, reference))
 
     def brackets(self, sides: tuple[ModelMeasurement, ModelMeasurement],
-                 ) -> tuple[CapacityBracket, CapacityBracket] | str:
+                 ) -> tuple[SearchBracket, SearchBracket] | str:
         """Both sides' brackets (candidate, reference), or why one cannot be read."""
+        rate = self.knob == RATE
         brackets = []
         for side, role in zip(sides, ("candidate", "reference")):
             stats = side.stats
             try:
-                if not isinstance(stats, CapacityStats):
-                    raise ValueError(f"not a capacity measurement ({side.measurement.benchmark})")
+                if not isinstance(stats, SearchStats) or stats.knob != self.knob:
+                    raise ValueError(f"not a {'rate sweep' if rate else 'capacity measurement'} "
+                                     f"({side.measurement.benchmark})")
                 brackets.append(stats.measured_bracket())
             except ValueError as error:
-                return f"cannot compare capacities: the {role}'s ({side.model}) is {error}"
+                return (f"cannot compare capacities{' in req/s' if rate else ''}: the {role}'s "
+                        f"({side.model}) is {error}")
         return brackets[0], brackets[1]
 
-    def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
-        unlike = unlike_requests(self.candidate, sides[0].requests, self.reference,
-                                 sides[1].requests)
-        if unlike is not None:
-            return unlike
-        for side in sides:  # both alike, but found under another SLO than this run's
+    def _other_slo(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+        """Why a side found under another SLO or target than this run's is refused."""
+        for side in sides:
             asked = RequestSettings.of("this run", self.metric, self.setting)
             found = RequestSettings.of(side.model, self.metric, {
                 k: v for k, v in side.measurement.params.items() if k in self.setting})
@@ -420,154 +429,78 @@ class CapacityComparison:
                 return (f"{other.removesuffix('measure both with the same request settings')}"
                         f"re-run {side.model}'s capacity test (run {side.run_id}) under this "
                         "run's --slo and --slo-attainment")
-        brackets = self.brackets(sides)
-        if isinstance(brackets, str):
-            return brackets
-        if brackets[1].capacity == 0:
-            stats = sides[1].stats
-            reason = stats.reason if isinstance(stats, CapacityStats) else None
-            return (f"cannot compare: the reference meets the SLO at no concurrency "
-                    f"({self.reference} under {self.slo}: {reason})")
         return None
 
-    def interval(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> CapacityRatio:
+    def _other_burstiness(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+        candidate, reference = (side.stats for side in sides)
+        if isinstance(candidate, SearchStats) and isinstance(reference, SearchStats) \
+                and candidate.burstiness != reference.burstiness:
+            return (f"cannot compare capacities in req/s swept at different burstiness "
+                    f"({self.candidate} {candidate.burstiness:g}, {self.reference} "
+                    f"{reference.burstiness:g}): sweep both with the same --burstiness")
+        return None
+
+    def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+        brackets = self.brackets(sides)
+        unread = brackets if isinstance(brackets, str) else None
+        unlike = unlike_requests(self.candidate, sides[0].requests, self.reference,
+                                 sides[1].requests)
+        checks = ([unread, self._other_burstiness(sides), unlike] if self.knob == RATE
+                  else [unlike, self._other_slo(sides), unread])
+        refused = next((check for check in checks if check is not None), None)
+        if refused is not None or isinstance(brackets, str):
+            return refused
+        if brackets[1].capacity == 0:
+            stats = sides[1].stats
+            why = (None if not isinstance(stats, SearchStats)
+                   else stats.stopped if self.knob == RATE else stats.reason)
+            return (f"cannot compare: the reference meets the SLO at no "
+                    f"{'rate of its sweep' if self.knob == RATE else 'concurrency'} "
+                    f"({self.reference} under {self.slo}: {why or ''})")
+        return None
+
+    def interval(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> SearchRatio:
         brackets = self.brackets(sides)
         if isinstance(brackets, str):
             raise MeasurementError(brackets)
         return capacity_ratio(*brackets)
 
-    def judged(self, sides: tuple[ModelMeasurement, ModelMeasurement], interval: CapacityRatio,
+    def judged(self, sides: tuple[ModelMeasurement, ModelMeasurement], interval: SearchRatio,
                verdict: Verdict) -> Judged:
         candidate, reference = sides
-        tolerance = self.margin
-        stats = CapacityRatioStats(
+        tolerance, rate = self.margin, self.knob == RATE
+        stats_type = RateCapacityRatioStats if rate else CapacityRatioStats
+        stats = stats_type(
             self.candidate, self.reference, self.metric, verdict, interval, tolerance,
-            RULE_INTERVAL, self.attainment_target,
+            RULE_INTERVAL[self.knob], self.attainment_target,
             candidate.measurement.params.get("max_concurrency"),
             reference.measurement.params.get("max_concurrency"),
+            candidate.stats.confidence if isinstance(candidate.stats, SearchStats) else None,
             candidate.run_id, reference.run_id, _flags(candidate), _flags(reference))
-        shown = ("no interval: both searches reached their server's maximum concurrency"
-                 if interval.degenerate else interval_text(interval))
-        both = (f"capacity intervals {interval.candidate.interval_text()} and "
-                f"{interval.reference.interval_text()} at "
-                f"{100 * (interval.candidate.confidence or 0):.4g}% each"
-                if interval.confidence is not None else
-                f"capacity brackets {interval.candidate.text()} and "
-                f"{interval.reference.text()} of one-window steps")
-        summary = (f"{self.candidate} ÷ {self.reference}, capacity under {self.slo} "
-                   f"({self.attainment_target:.0%} attainment): {interval.candidate.capacity} ÷ "
-                   f"{interval.reference.capacity} = {interval.ratio:.2f}x, {verdict.value} "
-                   f"({shown}; {both}, tolerance ±{tolerance:.0%}{stats.flags_text()})")
-        return Judged(
-            verdict, CAPACITY_RATIO_BENCHMARK, interval.ratio, "x reference",
-            candidate.measurement.n, stats, summary,
-            params={"reference": self.reference, "verdict": str(verdict.value),
-                    "slo": self.setting["slo"]},
-        )
-
-
-# --------------------------------------------------------------------------- capacity in req/s
-
-
-@dataclass
-class RateCapacityComparison:
-    """A candidate's capacity in requests/s ÷ the reference's under this run's SLO and
-    attainment target (``slo`` None: the run has no SLO, nothing to compare). The verdict
-    comes from the interval the two sweeps' brackets give, never from the ratio alone."""
-
-    finder: ComparisonFinder
-    expected_tests: ExpectedTests
-    candidate: str
-    reference: str
-    slo: Slo | None
-    attainment_target: float
-    margin: float
-    """``--ratio-tolerance``."""
-    metric: str = "rate_capacity"
-    kind: ComparisonKind = "rate_capacity"
-
-    @property
-    def setting(self) -> dict[str, Any]:
-        return {"slo": None if self.slo is None else self.slo.as_dict(),
-                "attainment_target": self.attainment_target}
-
-    def find(self) -> Found[tuple[ModelMeasurement, ModelMeasurement]] | Missing | Skipped | Failed:
-        if self.slo is None:
-            return Skipped(RATE_NEEDS_SLO)
-        found = []
-        for model in (self.reference, self.candidate):
-            side = self.finder.measurement(model, self.metric, self.setting,
-                                           expected_tests=self.expected_tests(model, self.metric,
-                                                                              None))
-            if not isinstance(side, Found):
-                return side
-            found.append(side.side)
-        reference, candidate = found
-        return Found((candidate, reference))
-
-    def brackets(self, sides: tuple[ModelMeasurement, ModelMeasurement],
-                 ) -> tuple[RateBracket, RateBracket] | str:
-        """Both sides' brackets (candidate, reference), or why one cannot be read."""
-        brackets = []
-        for side, role in zip(sides, ("candidate", "reference")):
-            stats = side.stats
-            try:
-                if not isinstance(stats, RateCapacityStats):
-                    raise ValueError(f"not a rate sweep ({side.measurement.benchmark})")
-                brackets.append(stats.measured_bracket())
-            except ValueError as error:
-                return f"cannot compare capacities in req/s: the {role}'s ({side.model}) is {error}"
-        return brackets[0], brackets[1]
-
-    def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
-        brackets = self.brackets(sides)
-        if isinstance(brackets, str):
-            return brackets
-        candidate, reference = (side.stats for side in sides)
-        if isinstance(candidate, RateCapacityStats) and isinstance(reference, RateCapacityStats) \
-                and candidate.burstiness != reference.burstiness:
-            return (f"cannot compare capacities in req/s swept at different burstiness "
-                    f"({self.candidate} {candidate.burstiness:g}, {self.reference} "
-                    f"{reference.burstiness:g}): sweep both with the same --burstiness")
-        candidate_requests, reference_requests = (RequestSettings.of_measurement(side.measurement)
-                                                  for side in sides)
-        unlike = unlike_requests(self.candidate, candidate_requests, self.reference,
-                                 reference_requests)
-        if unlike is not None:
-            return unlike
-        if brackets[1].capacity == 0:
-            stats = sides[1].stats
-            stopped = stats.stopped if isinstance(stats, RateCapacityStats) else ""
-            return (f"cannot compare: the reference meets the SLO at no rate of its sweep "
-                    f"({self.reference} under {self.slo}: {stopped})")
-        return None
-
-    def interval(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> RateCapacityRatio:
-        brackets = self.brackets(sides)
-        if isinstance(brackets, str):
-            raise MeasurementError(brackets)
-        return rate_capacity_ratio(*brackets)
-
-    def judged(self, sides: tuple[ModelMeasurement, ModelMeasurement],
-               interval: RateCapacityRatio, verdict: Verdict) -> Judged:
-        candidate, reference = sides
-        tolerance = self.margin
-        stats = RateCapacityRatioStats(
-            self.candidate, self.reference, self.metric, verdict, interval, tolerance,
-            RATE_RULE_INTERVAL, self.attainment_target,
-            candidate.stats.confidence if isinstance(candidate.stats, RateCapacityStats) else None,
-            candidate.run_id, reference.run_id, _flags(candidate), _flags(reference))
-        shown = ("no interval: both sweeps passed at their maximum rate"
-                 if interval.degenerate else interval.text())
-        summary = (f"{self.candidate} ÷ {self.reference}, capacity in req/s under {self.slo} "
-                   f"({self.attainment_target:.0%} attainment): "
-                   f"{interval.candidate.capacity:.3g} ÷ {interval.reference.capacity:.3g} = "
-                   f"{interval.ratio:.2f}x, {verdict.value} ({shown}; brackets "
-                   f"{interval.candidate.text()} and {interval.reference.text()} req/s, "
+        if rate:
+            shown = ("no interval: both sweeps passed at their maximum rate"
+                     if interval.degenerate else interval.text())
+            figures = (f"{interval.candidate.capacity:.3g} ÷ {interval.reference.capacity:.3g} = "
+                       f"{interval.ratio:.2f}x, {verdict.value} ({shown}; brackets "
+                       f"{interval.candidate.text()} and {interval.reference.text()} req/s")
+        else:
+            shown = ("no interval: both searches reached their server's maximum concurrency"
+                     if interval.degenerate else interval_text(interval))
+            both = (f"capacity intervals {interval.candidate.interval_text()} and "
+                    f"{interval.reference.interval_text()} at "
+                    f"{100 * (interval.candidate.confidence or 0):.4g}% each"
+                    if interval.confidence is not None else
+                    f"capacity brackets {interval.candidate.text()} and "
+                    f"{interval.reference.text()} of one-window steps")
+            figures = (f"{knob_text(self.knob, interval.candidate.capacity)} ÷ "
+                       f"{knob_text(self.knob, interval.reference.capacity)} = "
+                       f"{interval.ratio:.2f}x, {verdict.value} ({shown}; {both}")
+        summary = (f"{self.candidate} ÷ {self.reference}, capacity{' in req/s' if rate else ''} "
+                   f"under {self.slo} ({self.attainment_target:.0%} attainment): {figures}, "
                    f"tolerance ±{tolerance:.0%}{stats.flags_text()})")
         return Judged(
-            verdict, RATE_CAPACITY_RATIO_BENCHMARK, interval.ratio, "x reference",
-            candidate.measurement.n, stats, summary,
+            verdict, RATE_CAPACITY_RATIO_BENCHMARK if rate else CAPACITY_RATIO_BENCHMARK,
+            interval.ratio, "x reference", candidate.measurement.n, stats, summary,
             params={"reference": self.reference, "verdict": str(verdict.value),
                     "slo": self.setting["slo"]},
         )
@@ -575,5 +508,5 @@ class RateCapacityComparison:
 
 __all__ = [
     "AccuracyComparison", "AccuracySides", "CapacityComparison", "InterleavedSides",
-    "RateCapacityComparison", "ThroughputComparison", "ThroughputSides",
+    "ThroughputComparison", "ThroughputSides",
 ]

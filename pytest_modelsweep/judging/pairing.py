@@ -1,10 +1,7 @@
 """Refusal to pair unlike results: different servers, images, settings, items or requests.
 
-Every comparison (an accuracy verdict, a throughput or capacity ratio, a gate row,
-``modelsweep compare`` and ``merge``) calls the same checks: :func:`check_same_serving`
-(server build and serving flags), :func:`check_same_items` (item ids and source data) and
-:func:`check_same_requests` (what the requests were sent with: :class:`RequestSettings`),
-each raising :class:`PairingError` in one line that names the first difference.
+Every comparison (verdicts, ratios, gate rows, ``modelsweep compare`` and ``merge``) calls
+these checks; each raises :class:`PairingError` in one line naming the first difference.
 """
 
 from __future__ import annotations
@@ -41,16 +38,14 @@ def check_same_serving(
             raise PairingError(
                 f"refusing to pair {candidate} with {reference}: {key} differs "
                 f"({candidate}: {a.get(key)!r}, {reference}: {b.get(key)!r}); "
-                "measure both with the same server build and image"
-            )
+                "measure both with the same server build and image")
     flags_a, flags_b = a["serving_flags"], b["serving_flags"]
     for key in sorted(set(flags_a) | set(flags_b)):
         if flags_a.get(key) != flags_b.get(key):
             raise PairingError(
                 f"refusing to pair {candidate} with {reference}: serving setting {key} differs "
                 f"({candidate}: {_show(flags_a.get(key))}, {reference}: {_show(flags_b.get(key))}); "
-                "serve every model with identical settings"
-            )
+                "serve every model with identical settings")
 
 
 def check_same_items(
@@ -65,14 +60,12 @@ def check_same_items(
         raise PairingError(
             f"refusing to pair {candidate} with {reference}: different items "
             f"({len(only_a)} only in {candidate}, e.g. {only_a[:3]}; {len(only_b)} only in "
-            f"{reference}, e.g. {only_b[:3]}); run both on the same data and --limit"
-        )
+            f"{reference}, e.g. {only_b[:3]}); run both on the same data and --limit")
     changed = sorted(i for i in a if a[i] != b[i])
     if changed:
         raise PairingError(
             f"refusing to pair {candidate} with {reference}: {len(changed)} items have the same "
-            f"id but different source data (e.g. {changed[:3]}); both must come from one data file"
-        )
+            f"id but different source data (e.g. {changed[:3]}); both must come from one data file")
 
 
 # --------------------------------------------------------------------------- request settings
@@ -94,9 +87,8 @@ KNOWN_REQUEST_PARAMS = frozenset({
     "subset", "slo", "attainment_target", "step_confidence", "min_windows", "max_windows",
     "burstiness", "rate_sweep",
 })
-"""The request settings modelsweep's own benches record: never part of a setting's identity
-(:func:`setting_identity`), so that two measurements that differ only in them are refused
-as unlike instead of passing as two settings."""
+"""Request settings of modelsweep's own benches: never part of a setting's identity, so that
+measurements differing only in them are refused as unlike, not taken for two settings."""
 
 COMPARED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT, Kind.CAPACITY, Kind.RATE_CAPACITY)
 
@@ -114,13 +106,9 @@ NOT_RECORDED = "not recorded"
 
 @dataclass(frozen=True)
 class RequestSettings:
-    """What one measurement's requests were sent with, as a comparison checks it.
-
-    ``settings``: each request setting by name (a parameter not recorded is absent), the
-    ``prompt source`` among them (drawn prompts, or your prompts by their hash);
-    ``sampling``: item id → what its request was sampled with (max_tokens, temperature,
-    ...; None when not recorded); ``prompts``: item id → prompt hash.
-    """
+    """What one measurement's requests were sent with: ``settings`` by name (the ``prompt
+    source`` among them), ``sampling`` per item id (None: not recorded), ``prompts``: item id
+    → prompt hash."""
 
     model: str
     benchmark: str
@@ -166,9 +154,8 @@ def _value(value: Any) -> str:
 
 def request_difference(candidate: str, a: RequestSettings, reference: str, b: RequestSettings,
                        ) -> str | None:
-    """The first difference between two measurements' request settings, in words (None when
-    they agree): a setting, then each shared item's sampling settings, then, for one model
-    measured twice, each shared item's prompt hash (another model is prompted its own way)."""
+    """The first difference between two measurements' request settings, in words, or None: a
+    setting, a shared item's sampling, or (one model measured twice) a shared prompt hash."""
     names = a.ordered() + [k for k in b.ordered() if k not in a.settings]
     for name in names:
         x, y = a.settings.get(name, NOT_RECORDED), b.settings.get(name, NOT_RECORDED)
@@ -198,8 +185,7 @@ def request_difference(candidate: str, a: RequestSettings, reference: str, b: Re
 
 def check_same_requests(candidate: str, a: RequestSettings, reference: str,
                         b: RequestSettings) -> None:
-    """Raise :class:`PairingError` naming the first difference when two measurements' requests
-    were not sent alike (:func:`request_difference`)."""
+    """Raise :class:`PairingError` at the first :func:`request_difference`."""
     difference = request_difference(candidate, a, reference, b)
     if difference is not None:
         raise PairingError(
@@ -208,10 +194,8 @@ def check_same_requests(candidate: str, a: RequestSettings, reference: str,
 
 
 def setting_identity(measurement: Measurement) -> dict[str, Any]:
-    """The parameters that say *which* setting a measurement is (its concurrency and prompt
-    length, a user's own parameters; a BFCL category): measurements of one benchmark with the
-    same identity are compared, and their request settings must then agree. An accuracy
-    benchmark has one setting per model (its category, if any)."""
+    """The parameters that say *which* setting a measurement is (concurrency, prompt length,
+    a user's own; an accuracy benchmark's category only): the same identity is compared."""
     params = measurement.params
     if kind_of(measurement.benchmark, measurement.unit) is Kind.ACCURACY:
         return {k: v for k, v in params.items() if k == "category"}
@@ -221,8 +205,7 @@ def setting_identity(measurement: Measurement) -> dict[str, Any]:
 
 def unlike_requests(candidate: str, a: RequestSettings, reference: str, b: RequestSettings,
                     ) -> str | None:
-    """:func:`check_same_requests`' refusal as a line, or None: what a comparison's
-    ``refuse`` returns."""
+    """:func:`check_same_requests`' refusal as a line, or None."""
     try:
         check_same_requests(candidate, a, reference, b)
     except PairingError as error:
@@ -231,9 +214,8 @@ def unlike_requests(candidate: str, a: RequestSettings, reference: str, b: Reque
 
 
 def check_alike(measurements: Sequence[tuple[str, Measurement]]) -> None:
-    """Raise :class:`PairingError` at the first two measurements of one benchmark (accuracy,
-    throughput or capacity) and setting (:func:`setting_identity`) whose requests or items
-    differ; each is given with where it comes from (e.g. ``run R1``)."""
+    """Raise :class:`PairingError` at the first two measurements of one compared benchmark and
+    setting whose requests or items differ (each given with where it comes from)."""
     first: dict[tuple[str, str], tuple[str, Measurement]] = {}
     for where, measurement in measurements:
         if kind_of(measurement.benchmark, measurement.unit) not in COMPARED_KINDS:
@@ -252,6 +234,5 @@ def check_alike(measurements: Sequence[tuple[str, Measurement]]) -> None:
 
 def measured_in_runs(measurements: Sequence[Mapping[str, Any]],
                      ) -> list[tuple[str, Measurement]]:
-    """Measurement dicts that carry their ``run_id`` (a merged file's), each with where it
-    comes from (``run R1``), as :func:`check_alike` takes them."""
+    """A merged file's measurement dicts, each with where it comes from (``run R1``)."""
     return [(f"run {m.get('run_id')}", Measurement.from_dict(m)) for m in measurements]

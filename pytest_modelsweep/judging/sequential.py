@@ -1,33 +1,15 @@
 """Sequential accuracy benchmarks (``--until-decided``): items in rounds, stopped once decided.
 
-Each model sends its items in one seeded random order (:func:`~..core.sequences.seeded_order`
-of the data set's ids after ``--limit``, seed :data:`ORDER_SEED`: the same order for every
-model and every run), ``round_size`` at a time. After each round it looks at every
-comparison it takes part in (:class:`Partner`):
+Every model sends its items in one seeded order (:data:`ORDER_SEED`), ``round_size`` at a
+time. After each round it looks at every comparison it takes part in (:class:`Partner`: a
+verdict against the reference or a candidate, a gate row against its baseline), each the
+anytime-valid 95% confidence sequence over the longest prefix both sides scored. It stops once
+every comparison is decided or cannot use more of its items, or at the end of its items.
 
-* a candidate's verdict against the reference; the reference's against each candidate;
-* with ``--baseline``, its gate row against its own baseline.
-
-Each comparison is the anytime-valid confidence sequence of the paired differences over the
-longest prefix of the order both sides have scored (:func:`~..core.sequences.paired_sequence`,
-i.i.d. form, 95%): a verdict is decided when it says *better*, *worse* or, with ``--margin``,
-*equivalent*; a gate row when a drop beyond the threshold, or its absence, is certain
-(:func:`~.gate.sequential_gate_status`). A model stops once every comparison it takes part in
-is decided, or cannot use more of its items (the other side stopped short of them), or at the
-end of its items; with no comparison at all it sends every item.
-
-Models on other xdist workers coordinate through the store, which holds every item as it is
-scored: after a round, a model waits (at most ``--verdict-wait``) for each other side to have
-scored as far, or to have stopped. A candidate always waits for the reference (which runs
-first wherever both share a worker); the reference waits only for candidates that have
-started, so a candidate whose test comes after the reference's in the same process (a run
-without ``-n``) never holds it up, and the reference then scores every item its undecided
-candidates might need. Each model marks its sequence running and stopped in the store
-(:func:`sequence_mark`); a test that ended (its outcome) counts as stopped.
-
-A re-run continues the sequence: stored answers are reused round by round (not sent again),
-so the looks come out as before and the run goes on where the last one stopped. Pure: no
-pytest.
+Models on other xdist workers coordinate through the store: after a round a model waits (at
+most ``--verdict-wait``) for each other side to have scored as far, or stopped. A candidate
+always waits for the reference; the reference only for candidates that have started. A re-run
+reuses stored answers round by round, so it goes on where the last one stopped.
 """
 
 from __future__ import annotations
@@ -48,7 +30,7 @@ from ..core.measurements import (
     SequentialVerdict,
 )
 from ..core.records import ApiRequest, ItemRecord
-from ..core.sequences import (
+from ..core.stats.sequences import (
     PairedConfidenceSequence,
     SequentialDecision,
     StopReason,
@@ -61,12 +43,10 @@ from ..workloads.accuracy import AccuracyRun
 from .pairing import PairingError, check_same_items
 
 ORDER_SEED = 0
-"""The seed of the order items go out in (the same for every model and run, so that a
-re-run, a baseline and every model share one order)."""
+"""The seed of the order items go out in: one order for every model, run and baseline."""
 CONFIDENCE = 0.95
 IID: None = None
-"""The ``population`` of every sequence here: the i.i.d. form, whose target is the paired
-bootstrap's (docs/verdicts.md, "Which target")."""
+"""The ``population`` of every sequence here: the i.i.d. form (docs/verdicts.md)."""
 MARK_PREFIX = "modelsweep-sequence::"
 RUNNING, STOPPED = "running", "stopped"
 POLL_S = 1.0
@@ -98,12 +78,9 @@ def prefix_length(order: Sequence[str], done: Mapping[str, object] | set[str]) -
 
 
 # --------------------------------------------------------------------------- sides
-
-
 @dataclass(frozen=True)
 class SideView:
-    """The other side of a comparison as it stands: its answered items, whether it has
-    stopped (no more items will come) and whether it has started."""
+    """The other side of a comparison as it stands: answered items, stopped, started."""
 
     scores: Mapping[str, float]
     ended: bool
@@ -157,8 +134,7 @@ Wait = Literal["always", "if-started", "never"]
 
 @dataclass(frozen=True)
 class Look:
-    """One comparison at one look: decided, or needing more of this model's items; ``line``
-    says where it stands."""
+    """One comparison at one look; ``line`` says where it stands."""
 
     decided: bool
     needs_more: bool
@@ -167,13 +143,8 @@ class Look:
 
 @dataclass
 class Partner:
-    """One comparison a model takes part in: the other side, how to read it, how to decide.
-
-    ``kind`` ``"verdict"``: ``me`` against ``other`` (``me_is_candidate`` says the direction),
-    decided by :meth:`PairedConfidenceSequence.decide` with ``margin``; ``"gate"``: ``me`` now
-    against ``other`` in the baseline, decided by :func:`~.gate.sequential_gate_status` with
-    ``threshold``.
-    """
+    """One comparison a model takes part in: a ``"verdict"`` against ``other`` (decided with
+    ``margin``), or a ``"gate"`` row against its baseline (decided with ``threshold``)."""
 
     kind: Literal["verdict", "gate"]
     me: str
@@ -185,9 +156,8 @@ class Partner:
     threshold: float = 0.0
 
     def look(self, mine: Mapping[str, float], order: Sequence[str], view: SideView) -> Look:
-        """The comparison over the common prefix of ``order``; it needs more of this model's
-        items while undecided, short of the order's end, and the other side has items beyond
-        this model's or will score more."""
+        """The comparison over the common prefix of ``order``; undecided, it needs more items
+        while short of the end and the other side has scored, or will score, further."""
         if not view.started:
             return Look(False, True, f"{self.other} has not started (its test may come later)")
         if self.kind == "gate":
@@ -222,13 +192,10 @@ def verdict_decision(
 
 def sequential_gate_status(sequence: PairedConfidenceSequence, threshold: float, *,
                            final: bool) -> str | None:
-    """A gate row from the sequence of now − baseline, ``threshold`` the allowed drop
-    (``--fail-on-regression accuracy:Xpp``): *regressed* once every change ≥ −threshold is
-    ruled out (a drop beyond it is certain); *improved* or *ok* once every change ≤
-    −threshold is (its absence is certain; improved when every change ≤ 0 is ruled out too).
-    Undecided: None, unless ``final`` (no more items), when the fixed-n rule reads the last
-    sequence: regressed when every change ≥ 0 is ruled out and the mean drop is at least the
-    threshold, improved when every change ≤ 0 is, else ok."""
+    """A gate row from the sequence of now − baseline, ``threshold`` the allowed drop:
+    *regressed* once a drop beyond it is certain, *ok* (or *improved*, every change ≤ 0 ruled
+    out) once its absence is. Undecided: None, unless ``final``, when the fixed-n rule reads
+    the last sequence."""
     below, above = sequence.rules_out(-threshold)
     if above:
         return "regressed"
@@ -256,8 +223,6 @@ def gate_look_text(sequence: PairedConfidenceSequence, status: str | None,
 
 
 # --------------------------------------------------------------------------- the loop
-
-
 @dataclass
 class SequentialRun:
     """What a sequential benchmark scored (:class:`AccuracyRun`) and how it stopped."""
@@ -268,8 +233,7 @@ class SequentialRun:
 
 @dataclass
 class UntilDecided:
-    """One model's sequential benchmark: rounds of ``round_size`` items of ``order``, sent by
-    ``send``, until every comparison (``partners``) is decided."""
+    """One model's sequential benchmark: rounds of ``order`` until every partner is decided."""
 
     store: Store
     run_id: str
@@ -365,9 +329,8 @@ def partners_for(
     baseline: Measurement | None, threshold: float,
 ) -> list[Partner]:
     """The comparisons ``model`` takes part in on ``benchmark``: as the reference, one per
-    candidate with a test of it in this session (``tests_of``); as a candidate, the
-    reference's (this session's as it scores, else the store's latest earlier run's; None:
-    no verdict applies); with a baseline measurement, its gate row."""
+    candidate tested in this session; as a candidate, the reference's (this session's, else
+    the store's latest); with a baseline measurement, its gate row."""
     partners: list[Partner] = []
     if model == reference:
         for candidate in candidates:
@@ -398,8 +361,6 @@ def sequence_order(item_ids: Iterable[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- judging sides
-
-
 @dataclass(frozen=True)
 class SequentialSides:
     """Two sides of a sequential comparison, paired over the common prefix of their order."""
@@ -412,8 +373,7 @@ class SequentialSides:
 
 @dataclass(frozen=True)
 class SequentialJudgement:
-    """A sequential verdict: the sequence's decision and the paired sides it came from (the
-    verdict is the decision's own; no other rule is asked, since the items stopped by it)."""
+    """A sequential verdict: the sequence's decision (no other rule is asked) and its sides."""
 
     decision: SequentialDecision
     sides: SequentialSides
@@ -434,10 +394,8 @@ def pair_sequentially(
     first: tuple[str, Sequence[ItemRecord], AccuracySequence | None],
     second: tuple[str, Sequence[ItemRecord], AccuracySequence | None],
 ) -> SequentialSides:
-    """Pair two sides' items (name, items, their sequence or None for a run of every item) in
-    the seeded order: both must have drawn from the same items (a run of every item drew from
-    its own); the items scored by both must have the same source data. PairingError names
-    the fix otherwise."""
+    """Pair two sides' (name, items, sequence or None) in the seeded order; PairingError unless
+    both drew from the same items and the items both scored have the same source data."""
     populations = []
     for name, items, sequence in (first, second):
         ids = [r.item_id for r in items]
@@ -476,27 +434,3 @@ def sequential_verdict(sides: SequentialSides, decision: SequentialDecision,
         stop=STOP_DECIDED if decision.reason is StopReason.DECIDED else STOP_FINAL,
         order_seed=ORDER_SEED)
 
-
-__all__ = [
-    "CONFIDENCE",
-    "ORDER_SEED",
-    "FixedSide",
-    "LiveSide",
-    "Look",
-    "Partner",
-    "SequentialJudgement",
-    "SequentialRun",
-    "SequentialSides",
-    "SideView",
-    "UntilDecided",
-    "items_digest",
-    "pair_sequentially",
-    "partners_for",
-    "prefix_length",
-    "scores_of",
-    "sequence_mark",
-    "sequence_order",
-    "sequential_population",
-    "sequential_verdict",
-    "verdict_decision",
-]

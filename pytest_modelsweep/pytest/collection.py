@@ -1,24 +1,12 @@
 """A declared benchmark at collection: its marker, and the candidates' verdict tests beside it.
 
-``@pytest.mark.modelsweep_benchmark("my_eval")`` on a test function declares that
-it records the accuracy benchmark ``my_eval`` (by calling ``evaluate``). When pytest
-makes the test's items (``pytest_pycollect_makeitem``, wrapped by the plugin),
-:func:`with_verdict_tests`:
-
-1. registers the marker ``my_eval`` (so ``--strict-markers`` knows it) and puts it on
-   the test's items, so that ``-m my_eval`` selects them and
-   :func:`~pytest_modelsweep.pytest.context.tests_in_session` finds each model's test;
-2. makes the paired verdict tests, ``test_verdict[<candidate>-my_eval]``, through
-   pytest's own collection of a function (so ``pytest_generate_tests`` parametrizes
-   ``candidate_name`` as for any modelsweep test, and ``-m``, ``-k`` and
-   ``--deselect`` apply): each carries the ``verdict`` and ``my_eval`` markers and calls
-   ``judge_against_reference("my_eval")``.
-
-The verdict tests are items of the test's module: pytest calls an item's function
-by looking its name up on the module, so the module gets one ``test_verdict``
-attribute, shared by its benchmarks (the benchmark is the item's ``metric``
-parameter) and hidden from pytest's own collection (``__test__ = False``); its
-location is the first declared test's, which is where reports point.
+``@pytest.mark.modelsweep_benchmark("my_eval")`` on a test function declares that it records
+the benchmark ``my_eval``. :func:`with_verdict_tests` registers the marker ``my_eval`` and puts
+it on the test's items, and makes the comparison tests (``test_verdict[<candidate>-my_eval]``,
+or a throughput benchmark's ``test_throughput_ratio[<candidate>-my_eval-c<N>]``) through pytest's
+own collection of a function, so that parametrization, ``-m``, ``-k`` and ``--deselect`` apply.
+Their items call one shared function set on the test's module (pytest looks an item's function
+up there), hidden from pytest's own collection and located at the declared test.
 """
 
 from __future__ import annotations
@@ -41,10 +29,7 @@ from ..core.metrics import (
 from .context import declared_benchmark_key
 
 VERDICT_TEST = "test_verdict"
-"""The name of the verdict tests (``test_verdict[<candidate>-<benchmark>]``)."""
 RATIO_TEST = "test_throughput_ratio"
-"""The name of a throughput benchmark's ratio tests
-(``test_throughput_ratio[<candidate>-<benchmark>-c<N>]``)."""
 
 _declarations_key = pytest.StashKey[dict[str, str]]()
 """``config.stash``: benchmark → the test (``path::name``) that declares it."""
@@ -54,16 +39,14 @@ _SHARED = "__modelsweep_verdict_tests__"
 
 
 def declares_benchmark(obj: object) -> bool:
-    """Whether ``obj`` is a function marked ``modelsweep_benchmark`` (cheap: it is asked of
-    every name pytest collects)."""
+    """Whether ``obj`` is a function marked ``modelsweep_benchmark`` (cheap: asked of all)."""
     marks = obj.__dict__.get("pytestmark") if isinstance(obj, FunctionType) else None
     return isinstance(marks, list) and any(
         getattr(mark, "name", None) == BENCHMARK_MARKER for mark in marks)
 
 
 def declared_benchmark(collector: pytest.Collector, name: str, obj: Any) -> tuple[str, Kind]:
-    """The benchmark a test function declares and its kind; a one-line collection error when
-    malformed."""
+    """The benchmark a test function declares and its kind; a one-line CollectError if malformed."""
     marks = [m for m in obj.pytestmark if getattr(m, "name", None) == BENCHMARK_MARKER]
     where = f"@pytest.mark.{BENCHMARK_MARKER} on {name}"
     kinds = {"accuracy": Kind.ACCURACY, "throughput": Kind.THROUGHPUT}
@@ -181,8 +164,7 @@ def with_verdict_tests(
             f"adds beside the declared benchmark {benchmark!r}: rename yours")
     make = _verdict_function if kind is Kind.ACCURACY else _ratio_function
     _module_test(module, test_name, make, obj)
-    # What pytest collects: a function of the same signature whose parametrization adds the
-    # benchmark (and its marker); the items call the module's shared comparison test.
+    # What pytest collects: the shared test's signature, parametrized by the benchmark.
     if kind is Kind.ACCURACY:
         definition = pytest.mark.parametrize(
             "metric", [pytest.param(benchmark, marks=marker, id=benchmark)])(make())
@@ -195,6 +177,3 @@ def with_verdict_tests(
         collector=collector, name=test_name, obj=definition)
     return [*items, *(verdicts or [])]
 
-
-__all__ = ["RATIO_TEST", "VERDICT_TEST", "declared_benchmark", "declares_benchmark",
-           "register_marker", "with_verdict_tests"]

@@ -1,19 +1,17 @@
-"""What the pytest objects of a run tell modelsweep: its state, a test's model, a test's records.
+"""What the pytest objects of a run tell modelsweep: its state, a test's model, its records.
 
-This module sits below both :mod:`~pytest_modelsweep.plugin` and
-:mod:`~pytest_modelsweep.pytest.fixtures`, so neither imports the other. "Which model
-is this test for" is answered here, from a collected item's parameters
-(:func:`model_of_item`); the answer travels on the test's report
-(``report.modelsweep_model``). Only xdist's scheduler, which sees test ids
-before any report exists, reads the model off the id
-(:class:`~pytest_modelsweep.core.modelids.ModelIdParser`).
+Below both the plugin and the fixtures. A test's model comes from its parameters
+(:func:`model_of_item`) and travels on its report (``report.modelsweep_model``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,8 +29,7 @@ unjudged_key = pytest.StashKey[str]()
 """``item.stash[unjudged_key]``: why a comparison test found nothing to compare with."""
 
 declared_benchmark_key = pytest.StashKey[str]()
-"""``item.stash[declared_benchmark_key]``: the benchmark a test declares
-(``@pytest.mark.modelsweep_benchmark``), set when it is collected."""
+"""``item.stash[declared_benchmark_key]``: the benchmark a test declares."""
 
 evaluated_key = pytest.StashKey[bool]()
 """``item.stash[evaluated_key]``: the test has called ``evaluate`` (once per test)."""
@@ -51,9 +48,6 @@ def run_id(config: pytest.Config) -> str:
         if workerinput is not None and "modelsweep_run_id" in workerinput:
             config.stash[run_id_key] = workerinput["modelsweep_run_id"]
         else:
-            import uuid
-            from datetime import datetime, timezone
-
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             config.stash[run_id_key] = f"{stamp}-{uuid.uuid4().hex[:6]}"
     return config.stash[run_id_key]
@@ -65,11 +59,8 @@ def active_run_state(config: pytest.Config) -> RunState | None:
 
 
 def run_state(config: pytest.Config) -> RunState:
-    """The run state, made on first need; a bad option or sweep raises ``pytest.UsageError``.
-
-    It is first needed when a modelsweep option is given (at configure), when a
-    modelsweep test is collected, or when a report of one reaches xdist's controller.
-    """
+    """The run state, made on first need (an option of ours, a modelsweep test collected or
+    reported); a bad option or sweep raises ``pytest.UsageError``."""
     state = active_run_state(config)
     if state is not None:
         return state
@@ -87,24 +78,17 @@ def run_state(config: pytest.Config) -> RunState:
             write_line=progress_writer(config),
             args=list(config.invocation_params.args),
         )
-        # A bad --sweep, --model, --reference or --endpoint fails here.
-        state.selection
+        state.selection  # a bad --sweep, --model, --reference or --endpoint fails here
     except ModelsweepError as error:
         raise pytest.UsageError(str(error)) from None
     if not state.is_worker:
-        # The controller (or a plain run) checks every place it will write, opens and checks
-        # the store, reads --baseline and joins --sweep-run before any test runs: an
-        # unwritable --results, --md, --html, a folder, a read-only or foreign file given as
-        # --store, an unknown baseline or one without gateable measurements, a sweep run of
-        # another sweep is a usage error here.
+        # Outputs, store, --baseline and --sweep-run are checked before any test: usage errors.
         try:
             state.check_outputs(output_options(config))
             _ = state.store
             if state.options.baseline:
                 state.baseline_measurements()
-            # --sweep-run: recorded before any test, for other hosts (last: a usage error
-            # above leaves no run behind that others would wait for)
-            state.join_sweep_run()
+            state.join_sweep_run()  # last: a usage error above leaves no run to wait for
         except ModelsweepError as error:
             raise pytest.UsageError(str(error)) from None
     config.stash[run_state_key] = state
@@ -114,8 +98,6 @@ def run_state(config: pytest.Config) -> RunState:
 def output_options(config: pytest.Config) -> dict[str, str | None]:
     """The files a modelsweep run writes besides its own results, by the option that names
     each: ``--md``, ``$GITHUB_STEP_SUMMARY``, pytest-html's ``--html``, ``--junitxml``."""
-    import os
-
     return {"--md": config.option.md,
             "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
             "--html": getattr(config.option, "htmlpath", None),
@@ -123,11 +105,7 @@ def output_options(config: pytest.Config) -> dict[str, str | None]:
 
 
 def progress_writer(config: pytest.Config) -> Callable[[str], None]:
-    """Progress lines (server build, server start, items done) shown live, past pytest's capture.
-
-    On an xdist worker there is no terminal reporter; its stderr is the
-    terminal's, so the line goes there with capture suspended.
-    """
+    """Progress lines shown live, past pytest's capture (on an xdist worker: on stderr)."""
 
     def write_line(message: str) -> None:
         from ..core.secrets import redact
@@ -152,8 +130,6 @@ def stderr_line(message: str) -> None:
 
 def worker_id_from_env() -> str:
     """The xdist worker id of this process, ``main`` outside xdist."""
-    import os
-
     return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
@@ -180,9 +156,8 @@ def tests_in_session(
     session: pytest.Session, model: str, benchmark: str,
     params: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """This session's (every worker's) tests that record ``model``'s own ``benchmark`` result;
-    with ``params``, only those whose parameters have these values, e.g.
-    ``{"concurrency": 16, "prompt_tokens": None}``."""
+    """This session's tests that record ``model``'s own ``benchmark`` result (with ``params``,
+    those whose parameters have these values)."""
     return [
         item.nodeid for item in session.items
         if model_of_item(item) == model

@@ -505,6 +505,21 @@ def judge_throughput_ratio(
     return judge
 
 
+def _capacity_judge(request: pytest.FixtureRequest, candidate_name: str, run: RunState,
+                    record_measurement: RecordMeasurement, knob: str) -> Callable[[], Any]:
+    """``judge()`` of a candidate's capacity over ``knob`` against the reference's."""
+    from ..judging.kinds import CapacityComparison
+
+    def judge() -> Any:
+        settings = run.bench_settings
+        return _judge(request, record_measurement, CapacityComparison(
+            run.comparisons, _expected_tests(request), candidate_name, run.selection.reference,
+            settings.slo, settings.slo_attainment, margin=run.options.ratio_tolerance,
+            knob=knob))
+
+    return judge
+
+
 @pytest.fixture
 def judge_capacity_ratio(
     request: pytest.FixtureRequest,
@@ -524,18 +539,10 @@ def judge_capacity_ratio(
     the test when the verdict is one of ``--fail-on`` (default: worse). A reference
     whose capacity is 0 cannot be divided by: the test fails and no ratio is recorded.
     """
-    from ..judging.kinds import CapacityComparison
+    from ..core.measurements import CONCURRENCY
 
-    run = modelsweep_run
-
-    def judge() -> Any:
-        settings = run.bench_settings
-        return _judge(request, record_measurement, CapacityComparison(
-            run.comparisons, _expected_tests(request), candidate_name, run.selection.reference,
-            settings.slo, settings.slo_attainment, margin=run.options.ratio_tolerance,
-        ))
-
-    return judge
+    return _capacity_judge(request, candidate_name, modelsweep_run, record_measurement,
+                           CONCURRENCY)
 
 
 @pytest.fixture
@@ -555,18 +562,9 @@ def judge_rate_capacity_ratio(
     it as ``rate_capacity_ratio`` and fails the test when the verdict is one of
     ``--fail-on``. A reference that meets the SLO at no rate cannot be divided by.
     """
-    from ..judging.kinds import RateCapacityComparison
+    from ..core.measurements import RATE
 
-    run = modelsweep_run
-
-    def judge() -> Any:
-        settings = run.bench_settings
-        return _judge(request, record_measurement, RateCapacityComparison(
-            run.comparisons, _expected_tests(request), candidate_name, run.selection.reference,
-            settings.slo, settings.slo_attainment, margin=run.options.ratio_tolerance,
-        ))
-
-    return judge
+    return _capacity_judge(request, candidate_name, modelsweep_run, record_measurement, RATE)
 
 
 @pytest.fixture

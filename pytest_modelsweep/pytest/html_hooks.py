@@ -1,13 +1,7 @@
 """pytest-html 4 hooks: the decision page and summary section, a measurement column, extras.
 
-pytest-html is optional: :class:`HtmlReportHooks` is registered only when it is
-installed. How per-test extras reach pytest-html 4, also under pytest-xdist: the
-plugin's ``pytest_runtest_makereport`` wrapper puts the test's measurements on
-the report as ``report.modelsweep_measurements`` (plain data, which xdist
-carries to the controller). On the controller, :meth:`HtmlReportHooks.pytest_runtest_logreport`
-turns them into ``report.extras`` entries; pytest-html's own
-``pytest_runtest_logreport`` is ``trylast``, so it reads the extras after
-this hook added them. Nothing runs on xdist workers.
+On the controller only: a test's measurements arrive on its report and become
+``report.extras`` before pytest-html's own (``trylast``) ``pytest_runtest_logreport`` reads them.
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ if TYPE_CHECKING:
 
 
 def run_of(state: RunState) -> dict[str, Any]:
-    """The run dict of a session, or of its sweep run (a report must not fail over a bad
-    sweep)."""
+    """The run dict of a session or its sweep run (never failing over a bad sweep)."""
     try:
         return state.report_run()
     except ModelsweepError:
@@ -49,13 +42,7 @@ def run_of(state: RunState) -> dict[str, Any]:
 
 
 class HtmlReportHooks:
-    """pytest-html 4 hooks: the decision page and summary section, a measurement column,
-    per-test extras.
-
-    ``source`` returns the measurements recorded so far and the run dict; ``failures``
-    the failed tests so far. Register it on the controller only (a plain run or
-    xdist's controller).
-    """
+    """The hooks, reading ``source`` (measurements so far, run dict) and ``failures``."""
 
     def __init__(self, source: Source, *, enabled: bool = True,
                  failures: Callable[[], Failures] = lambda: ()) -> None:
@@ -64,11 +51,10 @@ class HtmlReportHooks:
         self.failures = failures
 
     @classmethod
-    def for_state(cls, state: RunState, config: pytest.Config | None = None) -> HtmlReportHooks:
-        """Hooks reading the run's measurements (with ``--sweep-run``, every run's of it);
-        idle unless ``--html`` was given."""
-        enabled = True if config is None else bool(config.getoption("htmlpath", None))
-        return cls(lambda: (state.judged_measurements(), run_of(state)), enabled=enabled,
+    def for_state(cls, state: RunState, config: pytest.Config) -> HtmlReportHooks:
+        """Hooks reading the run's (or sweep run's) measurements; idle unless ``--html``."""
+        return cls(lambda: (state.judged_measurements(), run_of(state)),
+                   enabled=bool(config.getoption("htmlpath", None)),
                    failures=lambda: state.failures)
 
     @pytest.hookimpl(optionalhook=True)
@@ -121,11 +107,8 @@ def _after_test_id(cells: Sequence[str], marker: str) -> int:
 
 
 def _escape_test_id(report: pytest.TestReport, cells: list[str]) -> None:
-    """pytest-html 4.2 puts the test id into its cell unescaped (pytest-html issue #1024).
-
-    Escape it, but only when the cell holds the raw id, so that a fixed
-    pytest-html is not escaped twice.
-    """
+    """Escape the test id pytest-html 4.2 puts in its cell raw (its issue #1024), only when
+    the cell holds the raw id (a fixed pytest-html is not escaped twice)."""
     test_id = report.nodeid if report.when in ("call", None) else f"{report.nodeid}::{report.when}"
     raw = f'<td class="col-testId">{test_id}</td>'
     for i, cell in enumerate(cells):

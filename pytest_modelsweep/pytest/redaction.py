@@ -1,11 +1,6 @@
-"""pytest's own outputs of a modelsweep run (terminal, junit, pytest-html) carry no secret.
-
-Every one of them is written from the test reports: the failure's representation
-(traceback entries, ``-l``'s locals, the crash line, chained exceptions) and the captured
-output sections. :func:`redact_report` applies :func:`~pytest_modelsweep.core.secrets.redact`
-to each text of a report before any reporter reads it (in ``pytest_runtest_makereport``,
-so on an xdist worker before the report travels), and leaves its structure as it was.
-"""
+"""pytest's own outputs of a modelsweep run (terminal, junit, pytest-html) carry no secret:
+every text of a test report is redacted before any reporter reads it (on an xdist worker,
+before the report travels), its structure left as it was."""
 
 from __future__ import annotations
 
@@ -18,8 +13,7 @@ from ..core.secrets import redact
 
 
 def _redacted(value: Any) -> Any:
-    """``value`` with every text redacted: strings, and the strings inside lists, tuples and
-    pytest's representation dataclasses (changed in place)."""
+    """``value`` with every string in it redacted (lists and pytest's dataclasses in place)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):

@@ -1,15 +1,10 @@
-"""The one run-state object of a pytest session (kept in ``config.stash``).
-
-It is made on first need (see :func:`pytest_modelsweep.pytest.context.run_state`): a
-pytest run that collects no modelsweep test and gives no modelsweep option
-never builds it. The endpoint pool (httpx, subprocesses) is imported only when
-a test first asks for an endpoint.
-"""
+"""The one run-state object of a pytest session (``config.stash``), made on first need
+(:func:`.context.run_state`); the endpoint pool is imported when a test first asks for one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -30,14 +25,24 @@ if TYPE_CHECKING:
     from ..store.sweep_run import SweepRunMember
 
 
+def attempted(writes: Iterable[Callable[[], object]],
+              errors: type[Exception] | None = None) -> list[str]:
+    """Every write tried; the one-line errors (``OutputError`` by default) of those that failed."""
+    from ..core.outputs import OutputError
+
+    problems: list[str] = []
+    for write in writes:
+        try:
+            write()
+        except errors or OutputError as error:
+            problems.append(str(error))
+    return problems
+
+
 @dataclass
 class Options:
-    """The run-wide options the plugin itself reads, picked once from ``config.option``.
-
-    Every value was parsed and checked by its option's ``type=`` parser and defaulted
-    from ``core.options.DEFAULTS``, so nothing here parses or defaults; the measuring
-    options are :class:`BenchSettings`, a view of ``parsed``.
-    """
+    """The run-wide options the plugin reads, picked once from ``config.option`` (parsed and
+    defaulted there); the measuring options are :class:`BenchSettings`, a view of ``parsed``."""
 
     sweep: str
     models: list[str]
@@ -78,30 +83,22 @@ class Options:
 
     @classmethod
     def from_namespace(cls, option: Any) -> Options:
-        """The options of ``config.option`` (already parsed and checked)."""
-        return cls(
-            sweep=option.sweep, models=list(option.model), reference=option.reference,
-            endpoints=list(option.endpoint), results=option.results,
-            workdir=option.modelsweep_dir, store=option.store, gsm8k_path=option.gsm8k_path,
-            bfcl_path=option.bfcl_path, margin=option.margin,
-            ratio_tolerance=option.ratio_tolerance, allow_unjudged=option.allow_unjudged,
-            allow_ungated=option.allow_ungated,
-            fail_on_noisy=option.fail_on_noisy, interleave=option.interleave,
-            fail_on=option.fail_on, holm=option.holm, resamples=option.resamples,
-            verdict_wait_s=option.verdict_wait, baseline=option.baseline,
-            save_baseline=option.save_baseline, thresholds=option.fail_on_regression,
-            usd_per_hour=option.usd_per_hour, sweep_run=option.sweep_run, parsed=option,
-        )
+        """The options of ``config.option``, each from its namesake or :data:`_OPTION_OF`."""
+        values = {f.name: getattr(option, _OPTION_OF.get(f.name, f.name))
+                  for f in fields(cls) if f.name != "parsed"}
+        return cls(**{**values, "models": list(option.model), "endpoints": list(option.endpoint)},
+                   parsed=option)
+
+
+_OPTION_OF = {"models": "model", "endpoints": "endpoint", "workdir": "modelsweep_dir",
+              "verdict_wait_s": "verdict_wait", "thresholds": "fail_on_regression"}
+"""The ``config.option`` names of the :class:`Options` fields named otherwise."""
 
 
 @dataclass
 class RunState:
-    """Everything run-wide: the sweep, the selection, endpoints, measurements.
-
-    On the controller (or a plain run) it collects measurements from test
-    reports and writes the results; on an xdist worker it owns that worker's
-    endpoints only.
-    """
+    """Everything run-wide: the sweep, the selection, endpoints, measurements. The controller
+    (or a plain run) collects measurements and writes; an xdist worker owns its endpoints."""
 
     options: Options
     rootdir: Path
@@ -110,14 +107,7 @@ class RunState:
     worker_id: str
     write_line: Callable[[str], None]
     args: list[str] = field(default_factory=list)
-    _sweep: Sweep | None = None
-    _selection: Selection | None = None
     _only: list[str] = field(default_factory=list)
-    _attach: dict[str, str] | None = None
-    _pool: EndpointPool | None = None
-    _writer: ResultsWriter | None = None
-    _store: Store | None = None
-    _run: dict[str, Any] | None = None
     measurements: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
     unjudged: list[tuple[str, str]] = field(default_factory=list)
@@ -156,8 +146,7 @@ class RunState:
 
     @property
     def round_size(self) -> int | None:
-        """Items per round of a sequential accuracy benchmark (``--round-size``); None unless
-        ``--until-decided`` (or the sweep's ``[verdicts] until_decided``) is on."""
+        """``--round-size`` with ``--until-decided`` (or the sweep's), else None."""
         if not (self.options.parsed.until_decided or self.sweep.verdicts.until_decided):
             return None
         size: int = self.options.parsed.round_size
@@ -173,35 +162,29 @@ class RunState:
         return self.sweep.pricing
 
     # -- the sweep -------------------------------------------------------------
-    @property
+    @cached_property
     def sweep(self) -> Sweep:
-        if self._sweep is None:
-            from ..core.secrets import remember_env_keys
+        from ..core.secrets import remember_env_keys
 
-            self._sweep = load_sweep(self.options.sweep)
-            # every process redacts the keys (xdist's controller never sends with them)
-            remember_env_keys(spec.api_key_env for spec in self._sweep.models.values())
-        return self._sweep
+        sweep = load_sweep(self.options.sweep)
+        # every process redacts the keys (xdist's controller never sends with them)
+        remember_env_keys(spec.api_key_env for spec in sweep.models.values())
+        return sweep
 
-    @property
+    @cached_property
     def selection(self) -> Selection:
         """The models this run measures (``--model`` narrows it; default: all)."""
-        if self._selection is None:
-            sweep = self.sweep
-            reference = self.options.reference or sweep.reference
-            for name in [reference, *self.options.models, *self.attach]:
-                sweep.model(name)
-            if self.options.models:
-                chosen = list(dict.fromkeys(self.options.models))
-                self._selection = Selection(
-                    reference=reference,
-                    candidates=tuple(m for m in chosen if m != reference),
-                )
-                self._only = chosen
-            else:
-                self._selection = sweep.select([], reference)
-                self._only = list(self._selection.models)
-        return self._selection
+        sweep = self.sweep
+        reference = self.options.reference or sweep.reference
+        for name in [reference, *self.options.models, *self.attach]:
+            sweep.model(name)
+        if not self.options.models:
+            selection = sweep.select([], reference)
+            self._only = list(selection.models)
+            return selection
+        self._only = list(dict.fromkeys(self.options.models))
+        return Selection(reference=reference,
+                         candidates=tuple(m for m in self._only if m != reference))
 
     @property
     def models_to_run(self) -> list[str]:
@@ -209,12 +192,10 @@ class RunState:
         self.selection
         return list(self._only)
 
-    @property
+    @cached_property
     def attach(self) -> dict[str, str]:
         """``--endpoint`` NAME → root URL, checked against the sweep."""
-        if self._attach is None:
-            self._attach = parse_endpoint_option(self.options.endpoints, self.sweep)
-        return self._attach
+        return parse_endpoint_option(self.options.endpoints, self.sweep)
 
     # -- places ----------------------------------------------------------------
     @property
@@ -233,13 +214,10 @@ class RunState:
     def store_location(self) -> StoreLocation:
         return self.options.store or StoreLocation.file(self.workdir / "store.sqlite")
 
-    @property
+    @cached_property
     def store(self) -> Store:
-        """The store every process of the run shares (items, measurements): a SQLite file
-        or a PostgreSQL database."""
-        if self._store is None:
-            self._store = Store(self.store_location)
-        return self._store
+        """The store every process of the run shares (SQLite file or PostgreSQL)."""
+        return Store(self.store_location)
 
     @cached_property
     def comparisons(self) -> ComparisonFinder:
@@ -250,40 +228,30 @@ class RunState:
                                 sweep_run=self.options.sweep_run)
 
     # -- endpoints -------------------------------------------------------------
-    @property
+    @cached_property
     def pool(self) -> EndpointPool:
         """This process's endpoints; the pool module (httpx, subprocesses) is imported here."""
-        if self._pool is None:
-            from ..serving.pool import EndpointPool
+        from ..serving.pool import EndpointPool
 
-            self._pool = EndpointPool(
-                self.sweep,
-                attach=self.attach,
-                run_dir=self.run_dir,
-                worker_id=self.worker_id,
-                progress=self.write_line,
-                models=self.models_to_run,
-            )
-        return self._pool
+        return EndpointPool(self.sweep, attach=self.attach, run_dir=self.run_dir,
+                            worker_id=self.worker_id, progress=self.write_line,
+                            models=self.models_to_run)
 
     def release_endpoint(self, model: str) -> None:
         """Stop ``model``'s server if this process started one (its last test is done)."""
-        if self._pool is not None:
-            self._pool.release(model)
+        if "pool" in vars(self):
+            self.pool.release(model)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-        if self._store is not None:
-            self._store.close()
+        if "pool" in vars(self):
+            self.pool.close()
+        if "store" in vars(self):
+            self.store.close()
 
     # -- the sweep run (--sweep-run) -------------------------------------------
     def join_sweep_run(self) -> None:
-        """Record this run in the store as one of ``--sweep-run``'s (the controller, before
-        any test): other hosts' comparisons then wait for the models it measures.
-
-        A sweep run holds runs of one sweep: joining one of another sweep is a
-        :class:`~pytest_modelsweep.core.errors.DataError` naming both."""
+        """Record this run as one of ``--sweep-run``'s before any test (other hosts then wait
+        for its models); a sweep run of another sweep is a DataError."""
         from ..core.errors import DataError
 
         name = self.options.sweep_run
@@ -298,8 +266,7 @@ class RunState:
         self._record_run()
 
     def plan_models(self, models: list[str]) -> None:
-        """The models whose own tests this run has (after collection): other hosts wait for
-        these and no others."""
+        """The models whose own tests this run has: other hosts wait for these only."""
         if self.options.sweep_run is not None:
             self.store.plan_run(self.run_id, models)
 
@@ -309,8 +276,7 @@ class RunState:
         return [] if name is None else list(self.store.sweep_run_members(name))
 
     def judged_measurements(self) -> list[dict[str, Any]]:
-        """What the gate and the reports read: this run's measurements, or with
-        ``--sweep-run`` every run's of it (the latest run's per setting, this run last)."""
+        """What the gate and reports read: this run's measurements, or its sweep run's."""
         if self.options.sweep_run is None:
             return self.measurements
         return self.store.sweep_run_measurements(self.options.sweep_run, last=self.run_id)
@@ -324,25 +290,21 @@ class RunState:
         return sweep_run_heading(self.options.sweep_run, self.sweep_run_members(), self.run)
 
     # -- results (controller only) ---------------------------------------------
-    @property
+    @cached_property
     def run(self) -> dict[str, Any]:
         """Run-level provenance (commit, machine, software, sweep), computed once."""
-        if self._run is None:
-            from ..core.runinfo import run_provenance
+        from ..core.runinfo import run_provenance
 
-            run = run_provenance(self.rootdir, self.sweep.path, self.args)
-            run.update(run_id=self.run_id, sweep_name=self.sweep.name,
-                       reference=self.selection.reference,
-                       serving=self.sweep.serving.as_dict())
-            if self.options.sweep_run is not None:
-                run["sweep_run"] = self.options.sweep_run
-            self._run = run
-        return self._run
+        run = run_provenance(self.rootdir, self.sweep.path, self.args)
+        run.update(run_id=self.run_id, sweep_name=self.sweep.name,
+                   reference=self.selection.reference, serving=self.sweep.serving.as_dict())
+        if self.options.sweep_run is not None:
+            run["sweep_run"] = self.options.sweep_run
+        return run
 
     def check_outputs(self, others: dict[str, str | None]) -> None:
-        """Every place this run writes, checked before any test runs: the work folder, the
-        results file and ``others`` (option → path: ``--md``, ``--html``...); an OutputError
-        names the first that cannot be written and the fix."""
+        """Every place this run writes (work folder, results, ``others``: option → path),
+        checked before any test; an OutputError names the first that cannot be written."""
         from ..core.outputs import check_output_file, check_output_folder
 
         check_output_folder(self.workdir, "--modelsweep-dir")
@@ -352,54 +314,43 @@ class RunState:
             if path is not None:
                 check_output_file(path, option)
 
-    def _results_writer(self) -> ResultsWriter:
-        if self._writer is None:
-            self._writer = ResultsWriter(self.results_path, self.run)
-        return self._writer
+    @cached_property
+    def _results(self) -> ResultsWriter:
+        return ResultsWriter(self.results_path, self.run)
 
     def start_run(self) -> None:
-        """Record the run (its row in the store, the journal's head) as its first modelsweep
-        test reports, so that a killed run is listed; raises OutputError in one line, each
-        write tried."""
+        """Record the run (store row, journal head) at its first report, so a killed run is
+        listed; OutputError in one line once each write was tried."""
         self.tests_reported = True
-        self._each(lambda: self._results_writer().start(), self._record_run)
+        self._each(lambda: self._results.start(), self._record_run)
 
     def _record_run(self) -> None:
-        """The run's row in the store (once; with ``--sweep-run``, as one of its runs): from
-        here on it is listed, as interrupted until :meth:`finish_run` marks it ended."""
+        """The run's row in the store: listed as interrupted until :meth:`finish_run`."""
         self.store.add_run(self.run_id, self.sweep.name, self.run,
                            sweep_run=self.options.sweep_run)
         self._run_recorded = True
 
     def finish_run(self, exitstatus: int) -> None:
-        """Mark the run ended in the store with its exit status, whatever its outcome (runs of
-        its sweep run stop waiting for it); a run never marked was killed. Nothing for a run
-        not recorded (no modelsweep test reported, no ``--sweep-run``)."""
+        """Mark a recorded run ended with its exit status (one never marked was killed)."""
         if self._run_recorded:
             self.store.finish_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"),
                                   exit_status=exitstatus)
 
     def add_measurement(self, measurement: dict[str, Any]) -> None:
-        """Keep a measurement, journal it and store it. A write that fails raises OutputError
-        in one line once both were tried; the measurement is kept and written at the end."""
+        """Keep, journal and store a measurement; OutputError in one line once both were tried
+        (it is kept and written at the end)."""
         from ..core.secrets import redacted
 
         measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
-        self._each(lambda: self._results_writer().add(measurement),
+        self._each(lambda: self._results.add(measurement),
                    lambda: self.store.add_measurement(self.run_id, measurement))
 
     @staticmethod
     def _each(*writes: Callable[[], None]) -> None:
         from ..core.outputs import OutputError
 
-        problems: list[str] = []
-        for write in writes:
-            try:
-                write()
-            except OutputError as error:
-                problems.append(str(error))
-        if problems:
+        if problems := attempted(writes):
             raise OutputError("; ".join(problems))
 
     def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
@@ -410,8 +361,8 @@ class RunState:
                               "message": redact(message)})
 
     def baseline_measurements(self) -> list[Measurement]:
-        """The measurements of ``--baseline`` (a stored baseline's name, or a results file),
-        read once; one that holds nothing the gate compares is refused (DataError)."""
+        """The measurements of ``--baseline`` (a stored baseline, or a results file), read once;
+        DataError when it holds nothing the gate compares."""
         if self._baseline is not None:
             return self._baseline
         from ..core.errors import DataError
@@ -446,9 +397,8 @@ class RunState:
         return found
 
     def gate(self) -> list[Any]:
-        """Compare this run (with ``--sweep-run``, every run of it) with ``--baseline``
-        (no-op without it). A gate that compared nothing (every row new) is a session error
-        unless ``--allow-ungated``."""
+        """Compare this run (or its sweep run) with ``--baseline``; a gate that compared nothing
+        is a session error unless ``--allow-ungated``."""
         if not self.options.baseline:
             return []
         from ..core.measurements import measurements_of
@@ -468,16 +418,15 @@ class RunState:
         return self.gate_rows
 
     def save_baseline_if_asked(self) -> str | None:
-        """Save this run as ``--save-baseline NAME``; a run with a failed test is refused.
-
-        Returns the one-line refusal (the session then fails), or None.
-        """
+        """Save this run as ``--save-baseline NAME``; the one-line refusal, or None."""
         name = self.options.save_baseline
         if not name:
             return None
         from ..core.measurements import measurements_of
-        from ..judging.gate import unsound_reason
+        from ..core.outputs import OutputError
+        from ..judging.gate import gateable, unsound_reason
 
+        judged = measurements_of(self.judged_measurements())
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
         if self.options.sweep_run is not None:
@@ -486,16 +435,12 @@ class RunState:
             others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.run_id]
             unsound += [f"{test} {outcome} in run {run}" for run, test, outcome in
                         unsettled_failures(self.store.test_outcomes(others), others)]
-        unsound += [reason for m in measurements_of(self.judged_measurements())
+        unsound += [reason for m in judged
                     if m.test_id not in failed_tests and (reason := unsound_reason(m, "now"))]
         if unsound:
             return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
                     f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
                     "fix them and run again")
-        from ..core.outputs import OutputError
-        from ..judging.gate import gateable
-
-        judged = measurements_of(self.judged_measurements())
         if not gateable(judged):
             measured = sorted({m.benchmark for m in judged})
             return (f"--save-baseline {name}: refused, this run holds no measurement the gate "
@@ -516,5 +461,5 @@ class RunState:
 
     def finish_results(self, summary: dict[str, Any]) -> Path:
         """Write the results file; also when every test failed (it then lists the failures)."""
-        self._results_writer().finish({**summary, "failures": self.failures})
+        self._results.finish({**summary, "failures": self.failures})
         return self.results_path

@@ -1,22 +1,13 @@
 """The decision page: one row per candidate with the figures that decide which model to serve.
 
-Built from a run's measurements and failed tests: per accuracy benchmark with verdicts the
-verdict and the paired difference with its interval; the c16 throughput ratio and verdict;
-capacity under the SLO, its ratio to the reference's with its 90% interval and verdict;
-the capacity in requests/s (an open-loop rate sweep) with its ratio, interval and verdict;
-$/1M output tokens at that capacity (else at c16) and relative to the reference's when both
-are priced on the same basis at the same price; the cold start (launch to first token) with
-its cache state; licence and memory headroom when screened; flags. A cell shows a figure only
-when the measurement behind it succeeded; otherwise it says ``not measured``, ``no price`` or
-``cannot conclude`` and points (``[n]``) to a line saying why, as does a figure that needs a
-word (capacity 0, a search that reached the server's maximum). A column group no model has a
-figure in leaves the table and is named once. The answer and the Pareto points come from
-concluded cells only.
-
-The table fits a 1,400-pixel screen: a column per group, its verdict first and its figure
-with the interval under it (:func:`cell_lines`), every accuracy benchmark in one column, a
-line each; what a cell's tooltip adds is listed under the table too (:func:`figure_lines`).
-Pure.
+Per group of columns (accuracy verdicts, c16 throughput ratio, capacity under the SLO, capacity
+in req/s, cost, cold start, screening) a cell shows a figure only when the measurement behind
+it succeeded; otherwise ``not measured``, ``no price`` or ``cannot conclude`` with a note
+(``[n]``) to a line saying why, as does a figure that needs a word (capacity 0). A group no
+model has a figure in leaves the table and is named once. The answer and the Pareto points
+come from concluded cells only. The table fits a 1,400-pixel screen: a column per group (every
+accuracy benchmark in one), its verdict first (:func:`cell_lines`); what a cell's tooltip adds
+is listed under the table too (:func:`figure_lines`). Pure.
 """
 
 from __future__ import annotations
@@ -26,50 +17,19 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..core.measurements import (
-    AccuracyVerdictStats,
-    CapacityBracket,
-    CapacityRatioStats,
-    CapacityStats,
-    Measurement,
-    RateCapacityRatioStats,
-    RateCapacityStats,
-    ScreeningResult,
-    StartupStats,
-    ThroughputRatioStats,
-    ThroughputStats,
-)
+from ..core.measurements import (AccuracyVerdictStats, CapacityRatioStats, CapacityStats,
+                                 Measurement, RateCapacityRatioStats, RateCapacityStats,
+                                 ScreeningResult, SearchBracket, StartupStats,
+                                 ThroughputRatioStats, ThroughputStats)
 from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
-from ..core.metrics import (
-    METRICS,
-    RATE_CAPACITY_RATIO_BENCHMARK,
-    RATIO_BENCHMARK,
-    VERDICT_PREFIX,
-    rank,
-)
+from ..core.metrics import (METRICS, RATE_CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK,
+                            VERDICT_PREFIX, rank)
 from ..core.slo import Slo
 from ..store.results import FailedTest, RunInfo
-from .tables import (
-    NA,
-    Measurements,
-    Setting,
-    accuracy_interval,
-    compared_reference,
-    finite,
-    format_goodput,
-    format_percent,
-    format_percent_interval,
-    format_points,
-    format_points_interval,
-    format_rate,
-    format_ratio,
-    format_rps,
-    format_usd,
-    measurement_kind,
-    rate_bracket_text,
-    stats_of,
-    throughput_row,
-)
+from .tables import (NA, Measurements, Setting, accuracy_interval, compared_reference, finite,
+                     format_goodput, format_percent, format_percent_interval, format_points,
+                     format_points_interval, format_rate, format_ratio, format_rps, format_usd,
+                     measurement_kind, rate_bracket_text, stats_of, throughput_row)
 
 CONCURRENCY = 16
 """The throughput setting the page compares: 16 concurrent requests, short prompts."""
@@ -225,6 +185,29 @@ def _both(text: str, why: str) -> list[Cell]:
     return [Cell(text, why=why), Cell(DASH, why=why)]
 
 
+def _reference_cells(side: tuple[str, str]) -> list[Cell]:
+    """The reference's own cells in a comparison's group: ``reference``, then its figure."""
+    return [Cell(REFERENCE), Cell(side[0], why=side[1])]
+
+
+def _unjudged(page: _Page, candidate: str, mine: str, reference: str, what: str,
+              benchmark: str, bench: str) -> list[Cell]:
+    """A capacity ratio's two cells without its measurement: dashes while a side's own figure
+    says why (``mine``, ``reference``), else its failed test, else that its test did not run."""
+    failed = page.failures_of(candidate, function=f"test_{benchmark}")
+    if mine or (reference and not failed):
+        why = mine or f"no {what} of the reference to compare with: {reference}"
+        return [Cell(DASH, why=why), Cell(DASH, why=why)]
+    return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
+        f"no {benchmark} measurement of {candidate}: its ratio test did not run "
+        f"(test_{benchmark} in {bench})"))
+
+
+def _bracketed(ratio: str, low: float, high: float) -> str:
+    """A ratio with its interval from two searches' brackets: ``1.50 [1.00, ∞)``."""
+    return f"{ratio} [{low:.2f}, " + ("∞)" if math.isinf(high) else f"{high:.2f}]")
+
+
 def _confidence(confidence: float) -> str:
     return "" if abs(confidence - 0.95) < 1e-9 else f" ({100 * confidence:.4g}%)"
 
@@ -273,6 +256,224 @@ def _is_c16(m: Measurement) -> bool:
     return setting.concurrency == CONCURRENCY and setting.prompt_tokens is None
 
 
+# --------------------------------------------------------------------------- finding measurements
+class _Page:
+    """The run's measurements, found the ways the page asks for them (the last one wins),
+    and each model's capacity and cost; each section below makes its cells from it."""
+
+    def __init__(self, measurements: Measurements, reference: str, candidates: Sequence[str],
+                 failures: Sequence[FailedTest], run_id: str | None) -> None:
+        self.measurements, self.reference, self.candidates = measurements, reference, candidates
+        self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
+        self.failures = [_Failure.of(f, models) for f in failures]
+        self.any_c16 = any(self.c16(model) is not None for model in models)
+        self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
+        self.capacities = {model: _capacity(self, model) for model in (reference, *candidates)}
+        self.costs = {model: _cost(self, model) for model in (reference, *candidates)}
+        self.relative = {c: self.costs[c].relative(self.costs[reference], c) for c in candidates}
+
+    def role(self, model: str) -> str:
+        return "reference" if model == self.reference else "candidate"
+
+    def last(self, found: Callable[[Measurement], bool]) -> Measurement | None:
+        return next((m for m in reversed(self.measurements) if found(m)), None)
+
+    def latest(self, model: str, benchmark: str) -> Measurement | None:
+        return self.last(lambda m: m.model == model and m.benchmark == benchmark)
+
+    def verdict(self, candidate: str, metric: str) -> Measurement | None:
+        return self.last(lambda m: m.benchmark == VERDICT_PREFIX + metric and (
+            stats_of(m, AccuracyVerdictStats).candidate or m.model) == candidate)
+
+    def c16(self, model: str) -> Measurement | None:
+        return self.last(lambda m: m.model == model and m.benchmark == "throughput" and _is_c16(m))
+
+    def c16_ratio(self, candidate: str) -> Measurement | None:
+        return self.last(lambda m: m.benchmark == RATIO_BENCHMARK and m.model == candidate
+                         and Setting.of(m).benchmark == "throughput" and _is_c16(m))
+
+    def c16_interval(self, candidate: str) -> tuple[float | None, float | None]:
+        """The c16 throughput ratio's interval ((None, None) without one)."""
+        m = self.c16_ratio(candidate)
+        interval = None if m is None else stats_of(m, ThroughputRatioStats).interval
+        return (None, None) if interval is None else (finite(interval.low), finite(interval.high))
+
+    def earlier_runs(self, model: str, benchmark: str) -> list[str]:
+        """Earlier runs whose measurement of ``model`` this run's comparisons used: a c16
+        throughput ratio (``RATIO_BENCHMARK``) or a capacity ratio read from the store."""
+        runs = set()
+        for m in self.measurements:
+            if m.benchmark != benchmark or (
+                    benchmark == RATIO_BENCHMARK and self.c16_ratio(m.model) is not m):
+                continue
+            stats = (stats_of(m, ThroughputRatioStats) if benchmark == RATIO_BENCHMARK
+                     else stats_of(m, CapacityRatioStats))
+            for side, ran in ((m.model, stats.candidate_run),
+                              (stats.reference or self.reference, stats.reference_run)):
+                if side == model and ran is not None and ran != self.run_id:
+                    runs.add(ran)
+        return sorted(runs) if self.run_id is not None else []
+
+    def failures_of(self, model: str, word: str | None = None,
+                    function: str | None = None) -> list[_Failure]:
+        """Failed tests of ``model``; with ``word``, those that name it; with ``function``,
+        those of that test function."""
+        return [f for f in self.failures if f.model == model and (word is None or f.names(word))
+                and function in (None, f.function)]
+
+    def missing(self, model: str, benchmark: str, failed: Sequence[_Failure], what: str,
+                how: str) -> Cell:
+        """The cell of a model with no ``benchmark`` measurement: its failed test's line, else
+        ``not measured`` (``how`` to measure ``what`` when no model has one)."""
+        role = self.role(model)
+        if failed:
+            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}")
+        return Cell(NOT_MEASURED, why=f"no {what} of the {role} {model} in this run" if any(
+            m.benchmark == benchmark for m in self.measurements) else f"no {what} in this run ({how})")
+
+
+# --------------------------------------------------------------------------- accuracy
+def _accuracy_metrics(page: _Page) -> list[str]:
+    """Benchmarks with a verdict, and accuracy benchmarks both the reference and a
+    candidate measured (their verdict cells then say why there is none), in report order."""
+    found = {stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX):]
+             for m in page.measurements if m.benchmark.startswith(VERDICT_PREFIX)}
+    measured: dict[str, set[str]] = {}
+    for m in page.measurements:
+        if measurement_kind(m) == "accuracy":
+            measured.setdefault(m.benchmark, set()).add(m.model)
+    found |= {benchmark for benchmark, models in measured.items()
+              if page.reference in models and models & set(page.candidates)}
+    return sorted(found, key=lambda name: (rank(name), name))
+
+
+def _accuracy_why(page: _Page, model: str, metric: str) -> tuple[str, str] | None:
+    """(cell text, why) when one side's own accuracy result stops the verdict; None if sound."""
+    m, role = page.latest(model, metric), page.role(model)
+    if m is None:
+        return NOT_MEASURED, f"no {metric} result of the {role} {model} in this run"
+    failed = [item for item in m.item_records() if item.failed]
+    if failed:
+        return CANNOT_CONCLUDE, (
+            f"{len(failed)} of {len(m.items)} {metric} items of the {role} {model} failed "
+            f"(first: {_one_line(failed[0].error)}); no verdict is drawn from a partial item set")
+    return None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
+
+
+def _verdict_cells(page: _Page, candidate: str, metric: str) -> list[Cell]:
+    """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
+    m = page.verdict(candidate, metric)
+    if m is not None:
+        stats = stats_of(m, AccuracyVerdictStats)
+        if stats.sequence is not None:  # --until-decided: the confidence sequence's
+            seq = stats.sequence
+            shown = format_points_interval(seq.low, seq.high)
+            if finite(seq.difference) is None or shown == NA:
+                why = f"the {metric} verdict of {candidate} records no difference or sequence"
+                return [_verdict(stats.verdict), Cell(NA, why=why)]
+            detail = (f"{candidate} vs the reference on {metric_label(metric)}: "
+                      f"{seq.text()} (--until-decided); the interval is the "
+                      f"{100 * seq.confidence:.4g}% confidence sequence, valid where the "
+                      "items stopped")
+            return [_verdict(stats.verdict), Cell(
+                f"{format_points(seq.difference)} {shown.removesuffix(' pp')}\n"
+                f"{seq.n} of {seq.population} items", detail=detail)]
+        iv = stats.interval
+        shown = NA if iv is None else format_points_interval(iv.low, iv.high)
+        if iv is None or finite(iv.difference) is None or shown == NA:
+            why = f"the {metric} verdict of {candidate} records no difference or interval"
+            return [_verdict(stats.verdict), Cell(NA, why=why)]
+        few = iv.too_few_reason()
+        few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict "
+                       f"from its interval: {few}")
+        # the unit once: "-2.0 pp [-5.0, +1.0]"
+        return [_verdict(stats.verdict), Cell(f"{format_points(iv.difference)} "
+                f"{shown.removesuffix(' pp')}{_confidence(iv.confidence)}", detail=few)]
+    sides = [_accuracy_why(page, model, metric) for model in (page.reference, candidate)]
+    stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
+    failed = page.failures_of(candidate, metric)
+    side = stopped or ((CANNOT_CONCLUDE, failed[0].said) if failed
+                       else next((side for side in sides if side), None))
+    return _both(*side) if side else _both(NOT_JUDGED, (
+        f"no verdict:{metric} measurement of {candidate}: its verdict test did not run (a "
+        "declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)"))
+
+
+def _reference_accuracy_cells(page: _Page, metric: str) -> list[Cell]:
+    """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
+    side, m = _accuracy_why(page, page.reference, metric), page.latest(page.reference, metric)
+    if side is None and m is not None:  # m is None only with a side's why
+        interval = accuracy_interval(m)
+        shown = f" ({format_percent_interval(*interval)})" if interval else ""
+        side = (f"{format_percent(m.value)}{shown}", "")
+    return _reference_cells(side or (NA, ""))
+
+
+def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
+    """A candidate's accuracy verdicts in short, from its numbered verdict cells: "" when it
+    holds the reference's accuracy on all, else ``worse on GSM8K``, ``cannot conclude on
+    BFCL [2]``, ``inconclusive on arith``."""
+    problems = []
+    for label in map(metric_label, metrics):
+        cell = row.cells[next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")]
+        if cell.why:
+            problems.append(f"{cell.text} on {label} [{cell.note}]")
+        elif cell.verdict not in HOLDS:
+            problems.append(f"{cell.verdict} on {label}")
+    return ", ".join(problems)
+
+
+# --------------------------------------------------------------------------- throughput at c16
+def _throughput_why(page: _Page, model: str) -> tuple[str, str] | None:
+    """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
+    m, role = page.c16(model), page.role(model)
+    if m is None:
+        earlier = page.earlier_runs(model, RATIO_BENCHMARK)
+        if earlier:
+            return NOT_MEASURED, (f"the {role} {model}'s {C16} throughput comes from earlier "
+                                  f"run {', '.join(earlier)} (the ratios use it); this report "
+                                  "holds this run's measurements only")
+        whose, where = (f"of the {role} {model} ", "") if page.any_c16 else ("", "in this run ")
+        return NOT_MEASURED, (f"no throughput measurement {whose}at {C16} {where}"
+                              f"(benches/test_throughput.py -k {C16})")
+    if m.passed:
+        return None
+    failed = page.failures_of(model, C16)
+    said = f": {_one_line(failed[0].message)}" if failed else ""
+    return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
+
+
+def _ratio_cells(page: _Page, candidate: str) -> list[Cell]:
+    """[verdict, ratio with interval] of a candidate's c16 throughput against the reference's."""
+    m = page.c16_ratio(candidate)
+    if m is not None:
+        stats = stats_of(m, ThroughputRatioStats)
+        verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
+        low, high = page.c16_interval(candidate)
+        if ratio == NA:
+            return [verdict, Cell(NA, why=f"the {C16} ratio of {candidate} records no value")]
+        if low is None or high is None or stats.interval is None:
+            return [verdict, Cell(f"{ratio} (no interval)", why=(
+                f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
+                "--repeats 2 or more)"))]
+        return [verdict, Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
+                              f"{_confidence(stats.interval.confidence)}")]
+    side = _throughput_why(page, page.reference) or _throughput_why(page, candidate)
+    failed = [f for f in page.failures_of(candidate, C16)
+              if f.name.startswith("test_throughput_ratio")]
+    return _both(*side) if side else _both(CANNOT_CONCLUDE, failed[0].said) if failed else \
+        _both(NOT_JUDGED, f"no {C16} throughput ratio of {candidate}: its ratio test did not "
+                          "run (test_throughput_ratio in benches/test_throughput.py)")
+
+
+def _reference_throughput_cells(page: _Page) -> list[Cell]:
+    side, m = _throughput_why(page, page.reference), page.c16(page.reference)
+    if side is None and m is not None:  # m is None only with a side's why
+        side = (f"{format_rate(m.value)} tokens/s", "")
+    return _reference_cells(side or (NA, ""))
+
+
+# --------------------------------------------------------------------------- capacity and cost
 @dataclass(frozen=True)
 class _Capacity:
     """A model's capacity: ``value`` when its search concluded, else None with the cell's
@@ -308,7 +509,7 @@ class _Capacity:
         figures += [said] if said else []
         if at is not None and finite(at.output_tokens_per_s) is not None:
             figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
-        searched = CapacityBracket(self.value, *stats.bracket, stats.confidence) \
+        searched = SearchBracket(self.value, *stats.bracket, stats.confidence) \
             if stats.bracket else None
         bracket = NA if searched is None else (
             f"search bracket {searched.text()}" if searched.confidence is None else
@@ -373,6 +574,247 @@ class _Cost:
         return self.usd / reference.usd, ""
 
 
+def _capacity(page: _Page, model: str) -> _Capacity:
+    """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test
+    (null when the search broke off), else why there is none."""
+    m, role = page.latest(model, CAPACITY), page.role(model)
+    failed = page.failures_of(model, function="test_capacity")
+    if m is None:
+        earlier = page.earlier_runs(model, CAPACITY_RATIO)
+        return _Capacity(CapacityStats(), None, *(
+            (CANNOT_CONCLUDE, f"the {role} {model}'s {failed[0].said}") if failed else (
+                NOT_MEASURED,
+                f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
+                "(the capacity ratios use it); this report holds this run's measurements only"
+                if earlier else f"no capacity measurement of the {role} {model} in this run"
+                if page.any_capacity else "no capacity measurement in this run "
+                "(benches/test_capacity.py; it needs --slo, e.g. --slo ttft=500ms,tpot=50ms)")))
+    stats = stats_of(m, CapacityStats)
+    if stats.capacity is None or stats.capacity < 0 or not m.passed:
+        said = (stats.error or (failed[0].message if failed else "")
+                or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
+        return _Capacity(stats, None, CANNOT_CONCLUDE, f"the {role} {model}'s capacity "
+                                                       f"search did not conclude: {_one_line(said)}")
+    return _Capacity(stats, int(stats.capacity))
+
+
+def _capacity_ratio_cells(page: _Page, candidate: str) -> list[Cell]:
+    """[verdict, ratio with its interval] of a candidate's capacity against the
+    reference's, from its ``capacity_ratio`` measurement, else why there is none."""
+    m = page.latest(candidate, CAPACITY_RATIO)
+    if m is not None:
+        stats = stats_of(m, CapacityRatioStats)
+        verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
+        if value == NA:
+            return [verdict, Cell(CANNOT_CONCLUDE,
+                                  why=f"{candidate}'s capacity ratio records no value")]
+        if ratio is not None and ratio.degenerate:
+            return [verdict, Cell(f"{value} (no bracket)", detail=(
+                f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
+                "server's maximum concurrency, so neither capacity is bounded above"))]
+        if ratio is None:
+            return [verdict, Cell(value, why=f"{candidate}'s capacity ratio records no "
+                                             "search bracket")]
+        return [verdict, Cell(_bracketed(value, ratio.low, ratio.high))]
+    return _unjudged(page, candidate, page.capacities[candidate].why,
+                     page.capacities[page.reference].why, "capacity", "capacity_ratio",
+                     "benches/test_capacity.py")
+
+
+def _cost(page: _Page, model: str) -> _Cost:
+    """$/1M output tokens at the model's capacity (none at capacity 0), else at c16 (also
+    when the search did not conclude), else why there is none."""
+    capacity, role = page.capacities[model], page.role(model)
+    if capacity.value:
+        at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
+        return _Cost.priced(at and at.usd_per_million_output_tokens,
+                            pricing and pricing.usd_per_hour, "capacity",
+                            f"at c{capacity.value}", None, f"the {role} {model}'s capacity")
+    if capacity.value == 0:
+        return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
+                               "(capacity 0): no cost at its capacity", text=NA)
+    c16, throughput_why = page.c16(model), _throughput_why(page, model)
+    if c16 is not None and throughput_why is None:
+        cost = stats_of(c16, ThroughputStats).cost
+        return _Cost.priced(cost and cost.usd_per_million_output_tokens,
+                            cost and cost.pricing.usd_per_hour, "c16", f"at {C16}",
+                            cost.interval if cost else None,
+                            f"the {role} {model}'s {C16} throughput")
+    if capacity.text == CANNOT_CONCLUDE:
+        return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
+    if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
+        return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
+    whose = "in this run" if not page.any_capacity and not page.any_c16 else \
+        f"of the {role} {model}"
+    return _Cost(None, why=f"no capacity or {C16} throughput measurement {whose} to price")
+
+
+def _relative_cost_cell(page: _Page, candidate: str) -> Cell:
+    """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse
+    of the c16 throughput ratio, so its interval is that ratio's, inverted; at the
+    capacities each cost comes from one search window, so there is none, and it says so."""
+    (value, why), cost = page.relative[candidate], page.costs[candidate]
+    if value is None:
+        return Cell(DASH if cost.usd is None else CANNOT_CONCLUDE, why=why)
+    low, high = page.c16_interval(candidate)
+    if cost.basis == "c16" and low is not None and high is not None and low > 0:
+        return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
+    why = (f"its {C16} throughput ratio has none (a side has a single repeat: run --repeats "
+           "2 or more)" if cost.basis == "c16"
+           else "each cost at its capacity comes from one search window")
+    return Cell(f"{format_ratio(value)} (no interval)",
+                why=f"{candidate}'s cost vs the reference has no interval: {why}")
+
+
+# --------------------------------------------------------------------------- capacity in req/s
+def _rate_capacity_figure(page: _Page, model: str) -> Cell:
+    """The model's capacity in req/s (its bracket and why the sweep stopped in the
+    tooltip), else why there is none."""
+    m, role = page.latest(model, RATE_CAPACITY), page.role(model)
+    failed = page.failures_of(model, function="test_rate_capacity")
+    if m is None:
+        return page.missing(model, RATE_CAPACITY, failed, "capacity in req/s",
+                            "benches/test_open_loop.py -m rate_capacity; it needs --slo")
+    stats = stats_of(m, RateCapacityStats)
+    if stats.capacity_rps is None or not m.passed:
+        said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
+        return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s rate sweep did not conclude: "
+                                         f"{_one_line(said)}")
+    tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
+    if stats.capacity_rps == 0:
+        return Cell("0 req/s", detail=f"{model} meets the SLO at no rate of its sweep: "
+                                      f"{_one_line(stats.stopped)}", tip=tip)
+    return Cell(f"{format_rps(stats.capacity_rps)} req/s", tip=tip)
+
+
+def _rate_capacity_cells(page: _Page, model: str) -> list[Cell]:
+    """[verdict, ratio with the interval the two sweeps' brackets give, capacity in
+    req/s]; the reference's own capacity only."""
+    figure = _rate_capacity_figure(page, model)
+    if model == page.reference:
+        return [Cell(REFERENCE), Cell(REFERENCE), figure]
+    m = page.last(lambda x: x.benchmark == RATE_CAPACITY_RATIO_BENCHMARK and x.model == model)
+    if m is not None:
+        judged = stats_of(m, RateCapacityRatioStats)
+        verdict = _verdict(None if judged.verdict is None else judged.verdict.value)
+        value, iv = format_ratio(m.value), judged.ratio
+        if value == NA or iv is None:
+            return [verdict, Cell(value, why=f"{model}'s capacity ratio in req/s records no "
+                                             "value or interval"), figure]
+        if iv.degenerate:
+            return [verdict, Cell(f"{value} (no interval)", detail=(
+                f"{model}'s capacity ratio in req/s has no interval: both sweeps passed at "
+                "their maximum rate, so neither capacity is bounded above")), figure]
+        return [verdict, Cell(_bracketed(value, iv.low, iv.high)), figure]
+    return [*_unjudged(page, model, figure.why, _rate_capacity_figure(page, page.reference).why,
+                       "capacity in req/s", "rate_capacity_ratio", "benches/test_open_loop.py"),
+            figure]
+
+
+# --------------------------------------------------------------------------- startup, screening
+def _startup_cell(page: _Page, model: str) -> Cell:
+    """Launch → first token, the geometric mean over fresh launches, and the cache state."""
+    m, role = page.latest(model, STARTUP), page.role(model)
+    failed = page.failures_of(model, function="test_startup")
+    if m is None:
+        return page.missing(model, STARTUP, failed, "cold start",
+                            "benches/test_startup.py -m startup; not for attached endpoints")
+    stats = stats_of(m, StartupStats)
+    first = finite(stats.first_token_s)
+    if first is None or not m.passed:
+        said = "; ".join(stats.errors) or f"its test {m.outcome}"
+        return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s cold start did not "
+                                         f"conclude: {_one_line(said)}")
+    interval = stats.first_token_s_interval
+    ready = finite(stats.ready_s)
+    tip = (f"{len(stats.launches)} launches; 95% interval "
+           + ("none" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f} s")
+           + ("" if ready is None else f"; ready after {ready:.2f} s"))
+    return Cell(f"{first:.2f} s ({stats.cache})", tip=tip)
+
+
+def _screen_cells(page: _Page, model: str) -> list[Cell]:
+    m = page.latest(model, SCREEN)
+    if m is None:
+        failed = page.failures_of(model, SCREEN)
+        return _both(NOT_SCREENED, f"{model}'s {failed[0].said}" if failed else
+                     f"no screening of {model} (pytest benches -m screen; Hugging Face "
+                     "sources only)")
+    stats = stats_of(m, ScreeningResult)
+    licence = stats.license or "unknown"
+    if finite(stats.kv_headroom_gib) is None:
+        return [Cell(licence), Cell(NA, why=f"the screening of {model} found no weight size")]
+    return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
+                                f"{'' if stats.accepted else ' (rejected)'}")]
+
+
+# --------------------------------------------------------------------------- a row and its flags
+def _row(page: _Page, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
+    """The reference's own figures, or a candidate's compared with them (in the order
+    of :func:`_columns`)."""
+    if model == page.reference:
+        return DecisionRow(model, True, [
+            *(cell for metric in metrics for cell in _reference_accuracy_cells(page, metric)),
+            *_reference_throughput_cells(page), Cell(REFERENCE), Cell(REFERENCE),
+            page.capacities[model].cell(model), *_rate_capacity_cells(page, model),
+            page.costs[model].cell(), Cell(REFERENCE), _startup_cell(page, model),
+            *(_screen_cells(page, model) if screened else [])])
+    return DecisionRow(model, False, [
+        *(cell for metric in metrics for cell in _verdict_cells(page, model, metric)),
+        *_ratio_cells(page, model), *_capacity_ratio_cells(page, model),
+        page.capacities[model].cell(model), *_rate_capacity_cells(page, model),
+        page.costs[model].cell(), _relative_cost_cell(page, model), _startup_cell(page, model),
+        *(_screen_cells(page, model) if screened else [])])
+
+
+def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
+    """Unstable or contended settings, the reference's flags carried into the comparisons
+    (a stored reference measurement is not in this run's rows), failed items, failed
+    tests, column groups that cannot conclude."""
+    def setting(m: Measurement) -> str:
+        prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
+        rate = finite(m.params.get("request_rate"))
+        if rate is not None:
+            return f"{m.benchmark} {rate:g} req/s"
+        return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
+
+    rows = [(m, throughput_row(m)) for m in page.measurements
+            if m.model == model and measurement_kind(m) == "throughput"]
+    capacity, sweep = page.latest(model, CAPACITY), page.latest(model, RATE_CAPACITY)
+    swept = stats_of(sweep, RateCapacityStats) if sweep else RateCapacityStats()
+    contended = [setting(m) for m, row in rows if row.contended] + (
+        ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended
+        else []) + (["rate sweep"] if swept.contended else [])
+    queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
+    carried: dict[str, list[str]] = {}
+    ratio, capacity_ratio = page.c16_ratio(model), page.latest(model, CAPACITY_RATIO)
+    rate_ratio = page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK)
+    for found, where in (
+            (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
+            (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
+             "capacity"),
+            (rate_ratio and stats_of(rate_ratio, RateCapacityRatioStats).reference_flags,
+             "req/s")):
+        for flag in found or ():
+            carried.setdefault(f"reference {flag}", []).append(where)
+    failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in page.measurements
+                    if m.model == model and measurement_kind(m) == "accuracy"
+                    if (failed := sum(item.failed for item in m.item_records()))]
+    # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
+    judged = {m.test_id for m in page.measurements
+              if m.model == model and isinstance(m.stats, _COMPARISONS)}
+    failed_tests = sorted({f.name for f in page.failures_of(model) if f.test_id not in judged})
+    stopped = sorted({c.group for c, cell in zip(columns, cells)
+                      if cell.why and cell.text == CANNOT_CONCLUDE})
+    return [f"{word} ({', '.join(found)})" for word, found in (
+        ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
+        ("contended", contended), ("server queued", queued),
+        ("saturated", [setting(m) for m, row in rows if row.stats.saturated_windows]),
+        *carried.items(), ("failed items", failed_items),
+        ("failed tests", failed_tests), ("cannot conclude", stopped)) if found]
+
+
+# --------------------------------------------------------------------------- answer and Pareto
 def _names(models: Sequence[str]) -> str:
     return ", ".join(models[:-1]) + " and " + models[-1] if len(models) > 1 else "".join(models)
 
@@ -380,610 +822,115 @@ def _names(models: Sequence[str]) -> str:
 NOTHING_TO_CHOOSE = f"no capacity, cost or {C16} throughput ratio to choose among them"
 
 
-# --------------------------------------------------------------------------- the cells
-class _Page:
-    """The run's measurements, found the ways the page asks for them (the last one wins),
-    and each model's cells, capacity and cost from them."""
-
-    def __init__(self, measurements: Measurements, reference: str, candidates: Sequence[str],
-                 failures: Sequence[FailedTest], run_id: str | None) -> None:
-        self.measurements, self.reference, self.candidates = measurements, reference, candidates
-        self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
-        self.failures = [_Failure.of(f, models) for f in failures]
-        self.any_c16 = any(self.c16(model) is not None for model in models)
-        self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
-        self.capacities = {model: self.capacity(model) for model in (reference, *candidates)}
-        self.costs = {model: self.cost(model) for model in (reference, *candidates)}
-        self.relative = {c: self.costs[c].relative(self.costs[reference], c) for c in candidates}
-
-    def role(self, model: str) -> str:
-        return "reference" if model == self.reference else "candidate"
-
-    def last(self, found: Callable[[Measurement], bool]) -> Measurement | None:
-        return next((m for m in reversed(self.measurements) if found(m)), None)
-
-    def latest(self, model: str, benchmark: str) -> Measurement | None:
-        return self.last(lambda m: m.model == model and m.benchmark == benchmark)
-
-    def verdict(self, candidate: str, metric: str) -> Measurement | None:
-        return self.last(lambda m: m.benchmark == VERDICT_PREFIX + metric and (
-            stats_of(m, AccuracyVerdictStats).candidate or m.model) == candidate)
-
-    def c16(self, model: str) -> Measurement | None:
-        return self.last(lambda m: m.model == model and m.benchmark == "throughput" and _is_c16(m))
-
-    def c16_ratio(self, candidate: str) -> Measurement | None:
-        return self.last(lambda m: m.benchmark == RATIO_BENCHMARK and m.model == candidate
-                         and Setting.of(m).benchmark == "throughput" and _is_c16(m))
-
-    def c16_interval(self, candidate: str) -> tuple[float | None, float | None]:
-        """The c16 throughput ratio's interval ((None, None) without one)."""
-        m = self.c16_ratio(candidate)
-        interval = None if m is None else stats_of(m, ThroughputRatioStats).interval
-        return (None, None) if interval is None else (finite(interval.low), finite(interval.high))
-
-    def earlier_runs(self, model: str, benchmark: str) -> list[str]:
-        """Earlier runs whose measurement of ``model`` this run's comparisons used: a c16
-        throughput ratio (``RATIO_BENCHMARK``) or a capacity ratio read from the store."""
-        runs = set()
-        for m in self.measurements:
-            if m.benchmark != benchmark or (
-                    benchmark == RATIO_BENCHMARK and self.c16_ratio(m.model) is not m):
-                continue
-            stats = (stats_of(m, ThroughputRatioStats) if benchmark == RATIO_BENCHMARK
-                     else stats_of(m, CapacityRatioStats))
-            for side, ran in ((m.model, stats.candidate_run),
-                              (stats.reference or self.reference, stats.reference_run)):
-                if side == model and ran is not None and ran != self.run_id:
-                    runs.add(ran)
-        return sorted(runs) if self.run_id is not None else []
-
-    def failures_of(self, model: str, word: str | None = None) -> list[_Failure]:
-        """Failed tests of ``model``; with ``word``, those that name it."""
-        return [f for f in self.failures if f.model == model and (word is None or f.names(word))]
-
-    # accuracy
-    def accuracy_why(self, model: str, metric: str) -> tuple[str, str] | None:
-        """(cell text, why) when one side's own accuracy result stops the verdict; None if sound."""
-        m, role = self.latest(model, metric), self.role(model)
-        if m is None:
-            return NOT_MEASURED, f"no {metric} result of the {role} {model} in this run"
-        failed = [item for item in m.item_records() if item.failed]
-        if failed:
-            return CANNOT_CONCLUDE, (
-                f"{len(failed)} of {len(m.items)} {metric} items of the {role} {model} failed "
-                f"(first: {_one_line(failed[0].error)}); no verdict is drawn from a partial item set")
-        return None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
-
-    def verdict_cells(self, candidate: str, metric: str) -> list[Cell]:
-        """[verdict, difference with interval] of a candidate on one accuracy benchmark."""
-        m = self.verdict(candidate, metric)
-        if m is not None:
-            stats = stats_of(m, AccuracyVerdictStats)
-            if stats.sequence is not None:  # --until-decided: the confidence sequence's
-                seq = stats.sequence
-                shown = format_points_interval(seq.low, seq.high)
-                if finite(seq.difference) is None or shown == NA:
-                    why = f"the {metric} verdict of {candidate} records no difference or sequence"
-                    return [_verdict(stats.verdict), Cell(NA, why=why)]
-                detail = (f"{candidate} vs the reference on {metric_label(metric)}: "
-                          f"{seq.text()} (--until-decided); the interval is the "
-                          f"{100 * seq.confidence:.4g}% confidence sequence, valid where the "
-                          "items stopped")
-                return [_verdict(stats.verdict), Cell(
-                    f"{format_points(seq.difference)} {shown.removesuffix(' pp')}\n"
-                    f"{seq.n} of {seq.population} items", detail=detail)]
-            iv = stats.interval
-            shown = NA if iv is None else format_points_interval(iv.low, iv.high)
-            if iv is None or finite(iv.difference) is None or shown == NA:
-                why = f"the {metric} verdict of {candidate} records no difference or interval"
-                return [_verdict(stats.verdict), Cell(NA, why=why)]
-            few = iv.too_few_reason()
-            few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict "
-                           f"from its interval: {few}")
-            # the unit once: "-2.0 pp [-5.0, +1.0]"
-            return [_verdict(stats.verdict), Cell(f"{format_points(iv.difference)} "
-                    f"{shown.removesuffix(' pp')}{_confidence(iv.confidence)}", detail=few)]
-        sides = [self.accuracy_why(model, metric) for model in (self.reference, candidate)]
-        stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
-        failed = self.failures_of(candidate, metric)
-        side = stopped or ((CANNOT_CONCLUDE, failed[0].said) if failed
-                           else next((side for side in sides if side), None))
-        return _both(*side) if side else _both(NOT_JUDGED, (
-            f"no verdict:{metric} measurement of {candidate}: its verdict test did not run (a "
-            "declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)"))
-
-    def reference_accuracy_cells(self, metric: str) -> list[Cell]:
-        """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
-        side, m = self.accuracy_why(self.reference, metric), self.latest(self.reference, metric)
-        if side is not None or m is None:  # m is None only with a side's why
-            text, why = side or (NA, "")
-            return [Cell(REFERENCE), Cell(text, why=why)]
-        interval = accuracy_interval(m)
-        shown = f" ({format_percent_interval(*interval)})" if interval else ""
-        return [Cell(REFERENCE), Cell(f"{format_percent(m.value)}{shown}")]
-
-    # throughput at c16
-    def throughput_why(self, model: str) -> tuple[str, str] | None:
-        """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
-        m, role = self.c16(model), self.role(model)
-        if m is None:
-            earlier = self.earlier_runs(model, RATIO_BENCHMARK)
-            if earlier:
-                return NOT_MEASURED, (f"the {role} {model}'s {C16} throughput comes from earlier "
-                                      f"run {', '.join(earlier)} (the ratios use it); this report "
-                                      "holds this run's measurements only")
-            whose, where = (f"of the {role} {model} ", "") if self.any_c16 else ("", "in this run ")
-            return NOT_MEASURED, (f"no throughput measurement {whose}at {C16} {where}"
-                                  f"(benches/test_throughput.py -k {C16})")
-        if m.passed:
-            return None
-        failed = self.failures_of(model, C16)
-        said = f": {_one_line(failed[0].message)}" if failed else ""
-        return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
-
-    def ratio_cells(self, candidate: str) -> list[Cell]:
-        """[verdict, ratio with interval] of a candidate's c16 throughput against the reference's."""
-        m = self.c16_ratio(candidate)
-        if m is not None:
-            stats = stats_of(m, ThroughputRatioStats)
-            verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
-            low, high = self.c16_interval(candidate)
-            if ratio == NA:
-                return [verdict, Cell(NA, why=f"the {C16} ratio of {candidate} records no value")]
-            if low is None or high is None or stats.interval is None:
-                return [verdict, Cell(f"{ratio} (no interval)", why=(
-                    f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
-                    "--repeats 2 or more)"))]
-            return [verdict, Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
-                                  f"{_confidence(stats.interval.confidence)}")]
-        side = self.throughput_why(self.reference) or self.throughput_why(candidate)
-        failed = [f for f in self.failures_of(candidate, C16)
-                  if f.name.startswith("test_throughput_ratio")]
-        return _both(*side) if side else _both(CANNOT_CONCLUDE, failed[0].said) if failed else \
-            _both(NOT_JUDGED, f"no {C16} throughput ratio of {candidate}: its ratio test did not "
-                              "run (test_throughput_ratio in benches/test_throughput.py)")
-
-    def reference_throughput_cells(self) -> list[Cell]:
-        side, m = self.throughput_why(self.reference), self.c16(self.reference)
-        if side is not None or m is None:  # m is None only with a side's why
-            text, why = side or (NA, "")
-            return [Cell(REFERENCE), Cell(text, why=why)]
-        return [Cell(REFERENCE), Cell(f"{format_rate(m.value)} tokens/s")]
-
-    # capacity and cost
-    def capacity(self, model: str) -> _Capacity:
-        """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test
-        (null when the search broke off), else why there is none."""
-        m, role = self.latest(model, CAPACITY), self.role(model)
-        failed = [f for f in self.failures_of(model) if f.function == "test_capacity"]
-        if m is None:
-            earlier = self.earlier_runs(model, CAPACITY_RATIO)
-            return _Capacity(CapacityStats(), None, *(
-                (CANNOT_CONCLUDE, f"the {role} {model}'s {failed[0].said}") if failed else (
-                    NOT_MEASURED,
-                    f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
-                    "(the capacity ratios use it); this report holds this run's measurements only"
-                    if earlier else f"no capacity measurement of the {role} {model} in this run"
-                    if self.any_capacity else "no capacity measurement in this run "
-                    "(benches/test_capacity.py; it needs --slo, e.g. --slo ttft=500ms,tpot=50ms)")))
-        stats = stats_of(m, CapacityStats)
-        if stats.capacity is None or stats.capacity < 0 or not m.passed:
-            said = (stats.error or (failed[0].message if failed else "")
-                    or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
-            return _Capacity(stats, None, CANNOT_CONCLUDE, f"the {role} {model}'s capacity "
-                                                           f"search did not conclude: {_one_line(said)}")
-        return _Capacity(stats, stats.capacity)
-
-    def capacity_ratio_cells(self, candidate: str) -> list[Cell]:
-        """[verdict, ratio with its interval] of a candidate's capacity against the
-        reference's, from its ``capacity_ratio`` measurement, else why there is none."""
-        m = self.latest(candidate, CAPACITY_RATIO)
-        if m is not None:
-            stats = stats_of(m, CapacityRatioStats)
-            verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
-            if value == NA:
-                return [verdict, Cell(CANNOT_CONCLUDE,
-                                      why=f"{candidate}'s capacity ratio records no value")]
-            if ratio is not None and ratio.degenerate:
-                return [verdict, Cell(f"{value} (no bracket)", detail=(
-                    f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
-                    "server's maximum concurrency, so neither capacity is bounded above"))]
-            if ratio is None:
-                return [verdict, Cell(value, why=f"{candidate}'s capacity ratio records no "
-                                                 "search bracket")]
-            upper = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
-            return [verdict, Cell(f"{value} [{ratio.low:.2f}, {upper}")]
-        mine, reference = self.capacities[candidate], self.capacities[self.reference]
-        failed = [f for f in self.failures_of(candidate) if f.function == "test_capacity_ratio"]
-        if mine.value is None or (reference.value is None and not failed):
-            why = mine.why if mine.value is None else \
-                f"no capacity of the reference to compare with: {reference.why}"
-            return [Cell(DASH, why=why), Cell(DASH, why=why)]
-        return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
-            f"no capacity_ratio measurement of {candidate}: its ratio test did not run "
-            "(test_capacity_ratio in benches/test_capacity.py)"))
-
-    def cost(self, model: str) -> _Cost:
-        """$/1M output tokens at the model's capacity (none at capacity 0), else at c16 (also
-        when the search did not conclude), else why there is none."""
-        capacity, role = self.capacities[model], self.role(model)
-        if capacity.value:
-            at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
-            return _Cost.priced(at and at.usd_per_million_output_tokens,
-                                pricing and pricing.usd_per_hour, "capacity",
-                                f"at c{capacity.value}", None, f"the {role} {model}'s capacity")
-        if capacity.value == 0:
-            return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
-                                   "(capacity 0): no cost at its capacity", text=NA)
-        c16, throughput_why = self.c16(model), self.throughput_why(model)
-        if c16 is not None and throughput_why is None:
-            cost = stats_of(c16, ThroughputStats).cost
-            return _Cost.priced(cost and cost.usd_per_million_output_tokens,
-                                cost and cost.pricing.usd_per_hour, "c16", f"at {C16}",
-                                cost.interval if cost else None,
-                                f"the {role} {model}'s {C16} throughput")
-        if capacity.text == CANNOT_CONCLUDE:
-            return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
-        if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
-            return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
-        whose = "in this run" if not self.any_capacity and not self.any_c16 else \
-            f"of the {role} {model}"
-        return _Cost(None, why=f"no capacity or {C16} throughput measurement {whose} to price")
-
-    def relative_cost_cell(self, candidate: str) -> Cell:
-        """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse
-        of the c16 throughput ratio, so its interval is that ratio's, inverted; at the
-        capacities each cost comes from one search window, so there is none, and it says so."""
-        (value, why), cost = self.relative[candidate], self.costs[candidate]
-        if value is None:
-            return Cell(DASH if cost.usd is None else CANNOT_CONCLUDE, why=why)
-        low, high = self.c16_interval(candidate)
-        if cost.basis == "c16" and low is not None and high is not None and low > 0:
-            return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
-        why = (f"its {C16} throughput ratio has none (a side has a single repeat: run --repeats "
-               "2 or more)" if cost.basis == "c16"
-               else "each cost at its capacity comes from one search window")
-        return Cell(f"{format_ratio(value)} (no interval)",
-                    why=f"{candidate}'s cost vs the reference has no interval: {why}")
-
-    # capacity in req/s
-    def rate_capacity_figure(self, model: str) -> Cell:
-        """The model's capacity in req/s (its bracket and why the sweep stopped in the
-        tooltip), else why there is none."""
-        m, role = self.latest(model, RATE_CAPACITY), self.role(model)
-        failed = [f for f in self.failures_of(model) if f.function == "test_rate_capacity"]
-        if m is None:
-            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}") if failed \
-                else Cell(NOT_MEASURED, why=(
-                    f"no capacity in req/s of the {role} {model} in this run"
-                    if any(x.benchmark == RATE_CAPACITY for x in self.measurements) else
-                    "no capacity in req/s in this run (benches/test_open_loop.py "
-                    "-m rate_capacity; it needs --slo)"))
-        stats = stats_of(m, RateCapacityStats)
-        if stats.capacity_rps is None or not m.passed:
-            said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
-            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s rate sweep did not conclude: "
-                                             f"{_one_line(said)}")
-        tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
-        if stats.capacity_rps == 0:
-            return Cell("0 req/s", detail=f"{model} meets the SLO at no rate of its sweep: "
-                                          f"{_one_line(stats.stopped)}", tip=tip)
-        return Cell(f"{format_rps(stats.capacity_rps)} req/s", tip=tip)
-
-    def rate_capacity_cells(self, model: str) -> list[Cell]:
-        """[verdict, ratio with the interval the two sweeps' brackets give, capacity in
-        req/s]; the reference's own capacity only."""
-        figure = self.rate_capacity_figure(model)
-        if model == self.reference:
-            return [Cell(REFERENCE), Cell(REFERENCE), figure]
-        m = self.last(lambda x: x.benchmark == RATE_CAPACITY_RATIO_BENCHMARK and x.model == model)
-        if m is not None:
-            judged = stats_of(m, RateCapacityRatioStats)
-            verdict = _verdict(None if judged.verdict is None else judged.verdict.value)
-            value, iv = format_ratio(m.value), judged.ratio
-            if value == NA or iv is None:
-                return [verdict, Cell(value, why=f"{model}'s capacity ratio in req/s records no "
-                                                 "value or interval"), figure]
-            if iv.degenerate:
-                return [verdict, Cell(f"{value} (no interval)", detail=(
-                    f"{model}'s capacity ratio in req/s has no interval: both sweeps passed at "
-                    "their maximum rate, so neither capacity is bounded above")), figure]
-            upper = "∞)" if math.isinf(iv.high) else f"{iv.high:.2f}]"
-            return [verdict, Cell(f"{value} [{iv.low:.2f}, {upper}"), figure]
-        reference = self.rate_capacity_figure(self.reference)
-        failed = [f for f in self.failures_of(model)
-                  if f.function == "test_rate_capacity_ratio"]
-        if figure.why or (reference.why and not failed):
-            why = figure.why or f"no capacity in req/s of the reference to compare with: " \
-                                f"{reference.why}"
-            return [Cell(DASH, why=why), Cell(DASH, why=why), figure]
-        return [*(_both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
-            f"no rate_capacity_ratio measurement of {model}: its ratio test did not run "
-            "(test_rate_capacity_ratio in benches/test_open_loop.py)"))), figure]
-
-    # cold start
-    def startup_cell(self, model: str) -> Cell:
-        """Launch → first token, the geometric mean over fresh launches, and the cache state."""
-        m, role = self.latest(model, STARTUP), self.role(model)
-        failed = [f for f in self.failures_of(model) if f.function == "test_startup"]
-        if m is None:
-            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}") if failed \
-                else Cell(NOT_MEASURED, why=(
-                    f"no cold start of the {role} {model} in this run"
-                    if any(x.benchmark == STARTUP for x in self.measurements) else
-                    "no cold start in this run (benches/test_startup.py -m startup; not for "
-                    "attached endpoints)"))
-        stats = stats_of(m, StartupStats)
-        first = finite(stats.first_token_s)
-        if first is None or not m.passed:
-            said = "; ".join(stats.errors) or f"its test {m.outcome}"
-            return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s cold start did not "
-                                             f"conclude: {_one_line(said)}")
-        interval = stats.first_token_s_interval
-        ready = finite(stats.ready_s)
-        tip = (f"{len(stats.launches)} launches; 95% interval "
-               + ("none" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f} s")
-               + ("" if ready is None else f"; ready after {ready:.2f} s"))
-        return Cell(f"{first:.2f} s ({stats.cache})", tip=tip)
-
-    def screen_cells(self, model: str) -> list[Cell]:
-        m = self.latest(model, SCREEN)
-        if m is None:
-            failed = self.failures_of(model, SCREEN)
-            return _both(NOT_SCREENED, f"{model}'s {failed[0].said}" if failed else
-                         f"no screening of {model} (pytest benches -m screen; Hugging Face "
-                         "sources only)")
-        stats = stats_of(m, ScreeningResult)
-        licence = stats.license or "unknown"
-        if finite(stats.kv_headroom_gib) is None:
-            return [Cell(licence), Cell(NA, why=f"the screening of {model} found no weight size")]
-        return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
-                                    f"{'' if stats.accepted else ' (rejected)'}")]
-
-    def row(self, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
-        """The reference's own figures, or a candidate's compared with them (in the order
-        of :func:`_columns`)."""
-        if model == self.reference:
-            return DecisionRow(model, True, [
-                *(cell for metric in metrics for cell in self.reference_accuracy_cells(metric)),
-                *self.reference_throughput_cells(), Cell(REFERENCE), Cell(REFERENCE),
-                self.capacities[model].cell(model), *self.rate_capacity_cells(model),
-                self.costs[model].cell(), Cell(REFERENCE), self.startup_cell(model),
-                *(self.screen_cells(model) if screened else [])])
-        return DecisionRow(model, False, [
-            *(cell for metric in metrics for cell in self.verdict_cells(model, metric)),
-            *self.ratio_cells(model), *self.capacity_ratio_cells(model),
-            self.capacities[model].cell(model), *self.rate_capacity_cells(model),
-            self.costs[model].cell(), self.relative_cost_cell(model), self.startup_cell(model),
-            *(self.screen_cells(model) if screened else [])])
-
-    def flags(self, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
-        """Unstable or contended settings, the reference's flags carried into the comparisons
-        (a stored reference measurement is not in this run's rows), failed items, failed
-        tests, column groups that cannot conclude."""
-        def setting(m: Measurement) -> str:
-            prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
-            rate = finite(m.params.get("request_rate"))
-            if rate is not None:
-                return f"{m.benchmark} {rate:g} req/s"
-            return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
-
-        rows = [(m, throughput_row(m)) for m in self.measurements
-                if m.model == model and measurement_kind(m) == "throughput"]
-        capacity, sweep = self.latest(model, CAPACITY), self.latest(model, RATE_CAPACITY)
-        swept = stats_of(sweep, RateCapacityStats) if sweep else RateCapacityStats()
-        contended = [setting(m) for m, row in rows if row.contended] + (
-            ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended
-            else []) + (["rate sweep"] if swept.contended else [])
-        queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
-        carried: dict[str, list[str]] = {}
-        ratio, capacity_ratio = self.c16_ratio(model), self.latest(model, CAPACITY_RATIO)
-        rate_ratio = self.latest(model, RATE_CAPACITY_RATIO_BENCHMARK)
-        for found, where in (
-                (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
-                (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
-                 "capacity"),
-                (rate_ratio and stats_of(rate_ratio, RateCapacityRatioStats).reference_flags,
-                 "req/s")):
-            for flag in found or ():
-                carried.setdefault(f"reference {flag}", []).append(where)
-        failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in self.measurements
-                        if m.model == model and measurement_kind(m) == "accuracy"
-                        if (failed := sum(item.failed for item in m.item_records()))]
-        # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
-        judged = {m.test_id for m in self.measurements
-                  if m.model == model and isinstance(m.stats, _COMPARISONS)}
-        failed_tests = sorted({f.name for f in self.failures_of(model) if f.test_id not in judged})
-        stopped = sorted({c.group for c, cell in zip(columns, cells)
-                          if cell.why and cell.text == CANNOT_CONCLUDE})
-        return [f"{word} ({', '.join(found)})" for word, found in (
-            ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
-            ("contended", contended), ("server queued", queued),
-            ("saturated", [setting(m) for m, row in rows if row.stats.saturated_windows]),
-            *carried.items(), ("failed items", failed_items),
-            ("failed tests", failed_tests), ("cannot conclude", stopped)) if found]
-
-    # answer and Pareto
-    def picks(self, pool: Sequence[str]) -> list[str]:
-        """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
-        without either, the highest c16 throughput ratio."""
-        picks = []
-        measured = {c: self.capacities[c] for c in pool if self.capacities[c].value is not None}
-        if measured:
-            best = max(cap.value or 0 for cap in measured.values())
-            top = [c for c, cap in measured.items() if cap.value == best]
-            shown = f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best)
-            picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1" if best == 0
-                         else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
-                              "requests)")
-        priced = {c: self.costs[c] for c in pool if self.costs[c].usd is not None}
-        # each at its own capacity, else each at c16: one basis, one price
-        basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
-        comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
-        if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
-            cheapest = min(cost.usd or 0.0 for cost in comparable.values())
-            top = [c for c, cost in comparable.items() if cost.usd == cheapest]
-            relative = self.relative.get(top[0], (None, ""))[0]
-            versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
-            picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
-                         f"{comparable[top[0]].at}{versus})")
-            if elsewhere := [c for c in pool if c in priced and c not in comparable]:
-                picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
-                             f"{priced[elsewhere[0]].at}, not at its capacity)")
-            if unpriced := [c for c in pool if c not in priced]:
-                picks.append(f"no cost for {_names(unpriced)}")
-        if picks:
-            return picks
-        ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
-                  if (m := self.c16_ratio(c)) is not None and (value := finite(m.value)) is not None}
-        if not ratios:
-            return [NOTHING_TO_CHOOSE]
-        best_ratio = max(v for v, _ in ratios.values())
-        top = [c for c, (v, _) in ratios.items() if v == best_ratio]
-        return [(f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
-                 f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})")]
-
-    def answer(self, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
-        """Who holds the reference's accuracy on every verdict, and among them the picks."""
-        reference, candidates = self.reference, self.candidates
-        if not metrics:
-            found = self.picks(candidates)
-            return (f"No answer: this run has no accuracy verdict against {reference}, so no "
-                    "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
-                    "or your own)" + ("" if found == [NOTHING_TO_CHOOSE]
-                                      else ". Not judged on accuracy: " + "; ".join(found)) + ".")
-        labels = ", ".join(map(metric_label, metrics))
-        holding = [c for c in candidates if not standings[c]]
-        if not holding:
-            said = "; ".join(f"{c} {standings[c]}" for c in candidates)
-            return (f"No answer: no candidate matches {reference} on every accuracy verdict "
-                    f"({labels}): {said}.")
-        better = {c: [metric_label(m) for m in metrics if (v := self.verdict(c, m)) is not None
-                      and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"]
-                  for c in holding}
-        if any(better.values()):  # "matches" would undersell a candidate found better
-            verb = "matches or beats" if len(holding) == 1 else "match or beat"
-            beats = "; ".join(f"{c} better on {', '.join(on)}" for c, on in better.items() if on)
-            parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels}: "
-                     f"{beats})"]
-        else:
-            verb = "matches" if len(holding) == 1 else "match"
-            parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
-        if rest := [c for c in candidates if c not in holding]:
-            parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
-        return "; ".join(parts + self.picks(holding)) + "."
-
-    def pareto(self, metrics: Sequence[str], standings: Mapping[str, str]) -> Pareto | str:
-        """The Pareto plot's data against the c16 ratio, else the relative cost; else why not."""
-        candidates = self.candidates
-        judged = [m for m in metrics if any(self.verdict(c, m) is not None for c in candidates)]
-        if not judged:
-            return "no accuracy verdict to plot against"
-        label = metric_label(judged[0])
-        use_ratio = any((m := self.c16_ratio(c)) is not None and finite(m.value) is not None
-                        for c in candidates)
-        if not use_ratio and not any(v is not None for v, _ in self.relative.values()):
-            return f"neither a {C16} throughput ratio nor a relative cost to plot against"
-        points = [ParetoPoint(self.reference, 1.0, 0.0, None, None, None, None, True,
-                              is_reference=True)]
-        left_out = []
-        for c in candidates:
-            verdict = self.verdict(c, judged[0])
-            stats = None if verdict is None else stats_of(verdict, AccuracyVerdictStats)
-            iv = None if stats is None else (stats.sequence or stats.interval)
-            y = None if iv is None else finite(iv.difference)
-            ratio = self.c16_ratio(c)
-            x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")
-                      if use_ratio else self.relative[c])
-            if y is None or iv is None or x is None:
-                left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
-                continue
-            x_low, x_high = self.c16_interval(c) if use_ratio else (None, None)
-            points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
-                                      not standings[c]))
-        front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
-        at = ("each at its capacity under the SLO" if self.costs[self.reference].basis == "capacity"
-              else f"at {C16}")
-        return Pareto(
-            f"throughput at {C16} ÷ the reference's (95% interval)" if use_ratio
-            else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
-            f"{label} accuracy − the reference's (pp, 95% interval)",
-            f"{C16} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
-            use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
-            tuple(left_out))
-
-    # what the page shows
-    def accuracy_metrics(self) -> list[str]:
-        """Benchmarks with a verdict, and accuracy benchmarks both the reference and a
-        candidate measured (their verdict cells then say why there is none), in report order."""
-        found = {stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX):]
-                 for m in self.measurements if m.benchmark.startswith(VERDICT_PREFIX)}
-        measured: dict[str, set[str]] = {}
-        for m in self.measurements:
-            if measurement_kind(m) == "accuracy":
-                measured.setdefault(m.benchmark, set()).add(m.model)
-        found |= {benchmark for benchmark, models in measured.items()
-                  if self.reference in models and models & set(self.candidates)}
-        return sorted(found, key=lambda name: (rank(name), name))
-
-    def notes(self, metrics: Sequence[str], groups: set[str]) -> list[str]:
-        """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
-        searched = [(m, Setting.of(m)) for m in self.measurements
-                     if m.benchmark in (CAPACITY, CAPACITY_RATIO, RATE_CAPACITY)]
-        slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
-        rate_targets = sorted({s.attainment_target for m, s in searched
-                               if m.benchmark == RATE_CAPACITY and s.attainment_target is not None})
-        targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
-                          and s.attainment_target is not None})
-        prices = {p.describe() for m in self.measurements if (p := stats_of(
-            m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
-            and finite(p.usd_per_hour) is not None}
-        capacity = "capacity under the SLO" in groups
-        return [note for shown, note in (
-            (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
-                       "item by item (bootstrap interval); the reference row shows its own "
-                       "accuracy (Wilson 95% interval)")),
-            (f"throughput at {C16}" in groups,
-             (f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
-              "requests, short prompts (Welch t interval over the repeats)")),
-            (capacity or "req/s under the SLO" in groups,
-             f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}"),
-            (capacity, ("capacity: the most "
-                        "concurrent requests (up to the server's maximum) at which "
-                        f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
-                        "requests meet it, with the goodput there (requests per second that met "
-                        "it)")),
-            (capacity and any(m.benchmark == CAPACITY_RATIO for m in self.measurements),
-             ("capacity vs reference: candidate ÷ reference capacity with its 90% interval "
-              "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
-              "capacity intervals); older one-window searches give a bracket with no level")),
-            ("req/s under the SLO" in groups,
-             ("capacity in req/s: the highest request rate (open-loop arrivals) at which "
-              f"{' or '.join(f'{100 * t:g}%' for t in rate_targets) or 'enough'} of requests "
-              "meet the SLO, each step decided from its 90% Clopper-Pearson interval; a "
-              "candidate's ratio to the reference's and the verdict from the interval the two "
-              "sweeps' brackets give")),
-            ("cold start" in groups,
-             ("cold start: seconds from launching the server to its first token, geometric "
-              "mean over fresh launches; cold: its files read from disk, warm: from a cache")),
-            ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
-                               f"capacity under the SLO, else at {C16}; price "
-                               + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
+def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
+    """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
+    without either, the highest c16 throughput ratio."""
+    picks = []
+    measured = {c: page.capacities[c] for c in pool if page.capacities[c].value is not None}
+    if measured:
+        best = max(cap.value or 0 for cap in measured.values())
+        top = [c for c, cap in measured.items() if cap.value == best]
+        shown = f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best)
+        picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1" if best == 0
+                     else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
+                          "requests)")
+    priced = {c: page.costs[c] for c in pool if page.costs[c].usd is not None}
+    # each at its own capacity, else each at c16: one basis, one price
+    basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
+    comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
+    if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
+        cheapest = min(cost.usd or 0.0 for cost in comparable.values())
+        top = [c for c, cost in comparable.items() if cost.usd == cheapest]
+        relative = page.relative.get(top[0], (None, ""))[0]
+        versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
+        picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
+                     f"{comparable[top[0]].at}{versus})")
+        if elsewhere := [c for c in pool if c in priced and c not in comparable]:
+            picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
+                         f"{priced[elsewhere[0]].at}, not at its capacity)")
+        if unpriced := [c for c in pool if c not in priced]:
+            picks.append(f"no cost for {_names(unpriced)}")
+    if picks:
+        return picks
+    ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
+              if (m := page.c16_ratio(c)) is not None and (value := finite(m.value)) is not None}
+    if not ratios:
+        return [NOTHING_TO_CHOOSE]
+    best_ratio = max(v for v, _ in ratios.values())
+    top = [c for c, (v, _) in ratios.items() if v == best_ratio]
+    return [(f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
+             f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})")]
 
 
-def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
-    """A candidate's accuracy verdicts in short, from its numbered verdict cells: "" when it
-    holds the reference's accuracy on all, else ``worse on GSM8K``, ``cannot conclude on
-    BFCL [2]``, ``inconclusive on arith``."""
-    problems = []
-    for label in map(metric_label, metrics):
-        cell = row.cells[next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")]
-        if cell.why:
-            problems.append(f"{cell.text} on {label} [{cell.note}]")
-        elif cell.verdict not in HOLDS:
-            problems.append(f"{cell.verdict} on {label}")
-    return ", ".join(problems)
+def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
+    """Who holds the reference's accuracy on every verdict, and among them the picks."""
+    reference, candidates = page.reference, page.candidates
+    if not metrics:
+        found = _picks(page, candidates)
+        return (f"No answer: this run has no accuracy verdict against {reference}, so no "
+                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+                "or your own)" + ("" if found == [NOTHING_TO_CHOOSE]
+                                  else ". Not judged on accuracy: " + "; ".join(found)) + ".")
+    labels = ", ".join(map(metric_label, metrics))
+    holding = [c for c in candidates if not standings[c]]
+    if not holding:
+        said = "; ".join(f"{c} {standings[c]}" for c in candidates)
+        return (f"No answer: no candidate matches {reference} on every accuracy verdict "
+                f"({labels}): {said}.")
+    better = {c: [metric_label(m) for m in metrics if (v := page.verdict(c, m)) is not None
+                  and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"]
+              for c in holding}
+    if any(better.values()):  # "matches" would undersell a candidate found better
+        verb = "matches or beats" if len(holding) == 1 else "match or beat"
+        beats = "; ".join(f"{c} better on {', '.join(on)}" for c, on in better.items() if on)
+        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels}: "
+                 f"{beats})"]
+    else:
+        verb = "matches" if len(holding) == 1 else "match"
+        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
+    if rest := [c for c in candidates if c not in holding]:
+        parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
+    return "; ".join(parts + _picks(page, holding)) + "."
+
+
+def _pareto(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> Pareto | str:
+    """The Pareto plot's data against the c16 ratio, else the relative cost; else why not."""
+    candidates = page.candidates
+    judged = [m for m in metrics if any(page.verdict(c, m) is not None for c in candidates)]
+    if not judged:
+        return "no accuracy verdict to plot against"
+    label = metric_label(judged[0])
+    use_ratio = any((m := page.c16_ratio(c)) is not None and finite(m.value) is not None
+                    for c in candidates)
+    if not use_ratio and not any(v is not None for v, _ in page.relative.values()):
+        return f"neither a {C16} throughput ratio nor a relative cost to plot against"
+    points = [ParetoPoint(page.reference, 1.0, 0.0, None, None, None, None, True,
+                          is_reference=True)]
+    left_out = []
+    for c in candidates:
+        verdict = page.verdict(c, judged[0])
+        stats = None if verdict is None else stats_of(verdict, AccuracyVerdictStats)
+        iv = None if stats is None else (stats.sequence or stats.interval)
+        y = None if iv is None else finite(iv.difference)
+        ratio = page.c16_ratio(c)
+        x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")
+                  if use_ratio else page.relative[c])
+        if y is None or iv is None or x is None:
+            left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
+            continue
+        x_low, x_high = page.c16_interval(c) if use_ratio else (None, None)
+        points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
+                                  not standings[c]))
+    front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
+    at = ("each at its capacity under the SLO" if page.costs[page.reference].basis == "capacity"
+          else f"at {C16}")
+    return Pareto(
+        f"throughput at {C16} ÷ the reference's (95% interval)" if use_ratio
+        else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
+        f"{label} accuracy − the reference's (pp, 95% interval)",
+        f"{C16} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
+        use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
+        tuple(left_out))
 
 
 def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool = True) -> list[bool]:
@@ -997,6 +944,52 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool
 
     return [not any(dominates(other, point) for other in points if other is not point)
             for point in points]
+
+
+# --------------------------------------------------------------------------- notes
+def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
+    """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
+    searched = [(m, Setting.of(m)) for m in page.measurements
+                 if m.benchmark in (CAPACITY, CAPACITY_RATIO, RATE_CAPACITY)]
+    slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+    rate_targets = sorted({s.attainment_target for m, s in searched
+                           if m.benchmark == RATE_CAPACITY and s.attainment_target is not None})
+    targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
+                      and s.attainment_target is not None})
+    prices = {p.describe() for m in page.measurements if (p := stats_of(
+        m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
+        and finite(p.usd_per_hour) is not None}
+    capacity = "capacity under the SLO" in groups
+    return [note for shown, note in (
+        (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
+                   "item by item (bootstrap interval); the reference row shows its own "
+                   "accuracy (Wilson 95% interval)")),
+        (f"throughput at {C16}" in groups,
+         (f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
+          "requests, short prompts (Welch t interval over the repeats)")),
+        (capacity or "req/s under the SLO" in groups,
+         f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}"),
+        (capacity, ("capacity: the most "
+                    "concurrent requests (up to the server's maximum) at which "
+                    f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
+                    "requests meet it, with the goodput there (requests per second that met "
+                    "it)")),
+        (capacity and any(m.benchmark == CAPACITY_RATIO for m in page.measurements),
+         ("capacity vs reference: candidate ÷ reference capacity with its 90% interval "
+          "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
+          "capacity intervals); older one-window searches give a bracket with no level")),
+        ("req/s under the SLO" in groups,
+         ("capacity in req/s: the highest request rate (open-loop arrivals) at which "
+          f"{' or '.join(f'{100 * t:g}%' for t in rate_targets) or 'enough'} of requests "
+          "meet the SLO, each step decided from its 90% Clopper-Pearson interval; a "
+          "candidate's ratio to the reference's and the verdict from the interval the two "
+          "sweeps' brackets give")),
+        ("cold start" in groups,
+         ("cold start: seconds from launching the server to its first token, geometric "
+          "mean over fresh launches; cold: its files read from disk, warm: from a cache")),
+        ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
+                           f"capacity under the SLO, else at {C16}; price "
+                           + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
 
 
 def _slo_text(slo: Mapping[str, object]) -> str:
@@ -1042,24 +1035,25 @@ def decision_page(measurements: Measurements, run: RunInfo,
     if reference is None or not candidates:
         return None
     page = _Page(measurements, reference, candidates, failures, run.run_id)
-    metrics = page.accuracy_metrics()
+    metrics = _accuracy_metrics(page)
     screened = any(m.benchmark == SCREEN for m in measurements)
     columns = _columns(metrics, screened)
-    rows = [page.row(model, metrics, screened) for model in (reference, *candidates)]
+    rows = [_row(page, model, metrics, screened) for model in (reference, *candidates)]
     reasons: list[str] = []
     for row in rows:
         reasons += [line for line in dict.fromkeys(c.line for c in row.cells)
                     if line and line not in reasons]
         row.cells = [replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
                      for cell in row.cells]
-        row.flags = page.flags(row.model, row.cells, columns)
+        row.flags = _flags(page, row.model, row.cells, columns)
     standings = {row.model: _standing(row, columns, metrics) for row in rows[1:]}
-    pareto = page.pareto(metrics, standings)
+    pareto = _pareto(page, metrics, standings)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
-        page.answer(metrics, standings), columns, rows, reasons,
-        page.notes(metrics, {c.group for c in columns}), None if isinstance(pareto, str) else pareto,
-        pareto if isinstance(pareto, str) else "", unmeasured,
+        _answer(page, metrics, standings), columns, rows, reasons,
+        _notes(page, metrics, {c.group for c in columns}),
+        None if isinstance(pareto, str) else pareto, pareto if isinstance(pareto, str) else "",
+        unmeasured,
         [f"{f.test_id}: {_one_line(f.message, 100)}" for f in page.failures if f.model is None])
 
 
@@ -1188,28 +1182,9 @@ def figure_lines(page: DecisionPage) -> list[str]:
 
 
 __all__ = [
-    "ACCURACY_BLOCK",
-    "CANNOT_CONCLUDE",
-    "CONCURRENCY",
-    "FIGURES_TITLE",
-    "NOT_JUDGED",
-    "NOT_MEASURED",
-    "NOT_SCREENED",
-    "Block",
-    "Cell",
-    "Column",
-    "DecisionPage",
-    "DecisionRow",
-    "Line",
-    "Pareto",
-    "ParetoPoint",
-    "cell_lines",
-    "decision_page",
-    "figure_lines",
-    "metric_label",
-    "pareto_front",
-    "pareto_line",
-    "table_columns",
-    "unmeasured_line",
+    "ACCURACY_BLOCK", "CANNOT_CONCLUDE", "CONCURRENCY", "FIGURES_TITLE", "NOT_JUDGED",
+    "NOT_MEASURED", "NOT_SCREENED", "Block", "Cell", "Column", "DecisionPage", "DecisionRow",
+    "Line", "Pareto", "ParetoPoint", "cell_lines", "decision_page", "figure_lines",
+    "metric_label", "pareto_front", "pareto_line", "table_columns", "unmeasured_line",
     "unplaced_line",
 ]

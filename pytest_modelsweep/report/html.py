@@ -1,11 +1,7 @@
 """The run's summary in HTML: a pytest-html section, per-test extras, a standalone file.
 
-Every piece of text that came from a model, a sweep file or a results file goes through
-:func:`html.escape`; the only markup here is this module's own. Plots are SVG documents
-embedded as ``data:`` images, so the page needs no other file and nothing inside a plot can
-run script in the page. Pure: pytest-html's hooks that place these pieces live in the pytest
-layer (``pytest/html_hooks.py``); :func:`write_html_report` (``modelsweep report``) needs
-neither pytest-html nor a pytest session.
+Every text from a model, a sweep or a results file is escaped; the only markup is this module's.
+Plots are SVG ``data:`` images: the page needs no other file and no plot can run script in it.
 """
 
 from __future__ import annotations
@@ -181,7 +177,7 @@ def plots_html(measurements: Measurements, reference: str | None = None) -> str:
 
 def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
     """One part of a cell: a verdict word (styled), a figure, or why there is none; ``wide``:
-    it stands for two parts on its line (a reference's accuracy, a word that says why)."""
+    it spans two parts of its line."""
     named = f'data-column="{escape_text(column.title)}"'
     kind = "ms-part ms-wide" if wide else "ms-part"
     if cell.why:
@@ -196,8 +192,7 @@ def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
 
 
 def _decision_cell(block: Block, row: DecisionRow) -> str:
-    """A row's cell in a table column: a line per part, or (several groups) a grid of lines,
-    each its benchmark's label, verdict and difference."""
+    """A row's cell in a table column: a line per part, or (several groups) a grid of lines."""
     lines = cell_lines(block, row)
     if not block.several:
         inner = "".join(_decision_part(*line.parts[0]) for line in lines)
@@ -220,8 +215,7 @@ def _decision_row(blocks: Sequence[Block], row: DecisionRow) -> str:
 
 
 def decision_table_html(page: DecisionPage) -> str:
-    """The decision table: a column per group (its verdict, then its figure and interval,
-    stacked), every accuracy benchmark in one column (a line each), the reference row first."""
+    """The decision table: a column per group, the reference row first."""
     blocks = table_columns(page)
     head = ('<th class="ms-text">model</th>' + "".join(
         f'<th class="ms-text" data-group="{escape_text(b.title)}">{escape_text(b.title)}'
@@ -303,13 +297,18 @@ def _key_value_table(rows: Sequence[tuple[str, str]]) -> str:
 
 
 def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], raw_last: bool = False) -> str:
+    """A plain table; ``raw_last``: the last cell is markup built here from escaped text."""
     head = "".join(f'<th class="ms-text">{escape_text(c)}</th>' for c in columns)
     body = "".join(
-        # raw_last: the last cell is markup built here from escaped text
         "<tr>" + "".join(f'<td class="ms-text">{cell if raw_last and i == len(row) - 1 else escape_text(cell)}</td>'
                          for i, cell in enumerate(row)) + "</tr>"
         for row in rows)
     return f'<table class="ms-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _titled_grid(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A :func:`_grid` under its heading; "" without rows."""
+    return f"<h4>{title}</h4>" + _grid(columns, rows) if rows else ""
 
 
 def _notes(text: str) -> str:
@@ -331,8 +330,7 @@ def _latency_table(row: ThroughputRow) -> str:
 
 
 def server_text(window: ServerMetricsWindow | None) -> str:
-    """A window's server metrics in a few words: ``running ≤ 4 (mean 3.2), waiting ≤ 26;
-    queued`` (its flag line when flagged), ``unavailable: ...``, or ``not sampled``."""
+    """A window's server metrics in a few words: ``running ≤ 4 (mean 3.2), waiting ≤ 26``."""
     if window is None:
         return "not sampled"
     if window.unavailable:
@@ -371,12 +369,12 @@ def _repeats_table(row: ThroughputRow) -> str:
             ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
             server_text(w.server_metrics),
         ])
-    return "<h4>Repeats</h4>" + _grid(
-        ["repeat", "tokens/s", "duration (s)", "completed", "fidelity",
-         *(["offered / achieved (req/s)"] if looped else []),
-         *(["goodput (req/s)", "SLO attainment"] if goodput else []),
-         *(["$/1M output tokens"] if cost else []),
-         "TTFT p50 (ms)", "TPOT p50 (ms)", "contention", "server"], lines) if lines else ""
+    return _titled_grid("Repeats", [
+        "repeat", "tokens/s", "duration (s)", "completed", "fidelity",
+        *(["offered / achieved (req/s)"] if looped else []),
+        *(["goodput (req/s)", "SLO attainment"] if goodput else []),
+        *(["$/1M output tokens"] if cost else []),
+        "TTFT p50 (ms)", "TPOT p50 (ms)", "contention", "server"], lines)
 
 
 def _steps_table(m: Measurement) -> str:
@@ -390,30 +388,27 @@ def _steps_table(m: Measurement) -> str:
                   NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
                   server_text(step.recorded.server_metrics if step.recorded else None)]
                  for step in stats.steps]
-        return "<h4>Steps</h4>" + _grid(
-            ["rate (req/s)", "outcome", "SLO attainment", "offered / achieved (req/s)",
-             "tokens/s", "TTFT p99 (ms)", "server"], lines) if lines else ""
+        return _titled_grid("Steps", ["rate (req/s)", "outcome", "SLO attainment",
+                                      "offered / achieved (req/s)", "tokens/s", "TTFT p99 (ms)",
+                                      "server"], lines)
     if isinstance(stats, CapacityStats):
         lines = [[f"c{step.concurrency}", "pass" if step.passed else "miss",
                   format_percent(step.slo_attainment), format_rate(step.output_tokens_per_s),
                   server_text(step.recorded.server_metrics if step.recorded else None)]
                  for step in stats.steps]
-        return "<h4>Steps</h4>" + _grid(
-            ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"], lines) \
-            if lines else ""
+        return _titled_grid("Steps", ["concurrency", "outcome", "SLO attainment", "tokens/s",
+                                      "server"], lines)
     if isinstance(stats, StartupStats):
         lines = [[str(c.launch), f"{c.ready_s:.2f}",
                   NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
                   c.cache.detail, c.error or ""] for c in stats.launches]
-        return "<h4>Launches</h4>" + _grid(
-            ["launch", "ready (s)", "first token (s)", "cache", "error"], lines) if lines else ""
+        return _titled_grid("Launches", ["launch", "ready (s)", "first token (s)", "cache",
+                                         "error"], lines)
     return ""
 
 
 _LISTED = ("steps", "launches")
 """Statistics shown as a table of their own (:func:`_steps_table`), not as one value."""
-
-
 _SHOWN = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows", "slo",
           "goodput_rps", "slo_attainment", "pricing", "usd_per_million_output_tokens",
           "usd_per_million_output_tokens_interval"}
@@ -455,9 +450,9 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
     return rows
 
 
-def _items_table(m: Measurement, limit: int) -> str:
+def _items_table(m: Measurement) -> str:
     rows = []
-    for item in m.item_records()[:limit]:
+    for item in m.item_records()[:MAX_ITEMS]:
         shown = item.response[:MAX_RESPONSE_CHARS]
         if len(item.response) > len(shown):
             shown += f"\n… ({len(item.response) - len(shown):,} more characters)"
@@ -486,7 +481,7 @@ _ENDPOINT = ("server_name", "server_version", "served_name", "model_source", "mo
              "model_revision", "image_digest", "how")
 
 
-def measurement_html(m: Measurement, *, max_items: int = MAX_ITEMS) -> str:
+def measurement_html(m: Measurement) -> str:
     """The details of one measurement: parameters, statistics, requests, first items."""
     parts = [f"<h4>{escape_text(m.model)} · {escape_text(headline(m))}</h4>"]
     if m.params:
@@ -503,8 +498,8 @@ def measurement_html(m: Measurement, *, max_items: int = MAX_ITEMS) -> str:
         parts.append(_steps_table(m))
     if m.requests:
         parts.append("<h4>Requests</h4>" + _key_value_table(request_summary(m.request_records())))
-    if m.items and max_items > 0:
-        parts.append(_items_table(m, max_items))
+    if m.items:
+        parts.append(_items_table(m))
     if m.provenance:
         parts.append("<h4>Endpoint</h4>" + _key_value_table(
             [(k, _compact(m.provenance[k])) for k in _ENDPOINT
@@ -527,8 +522,7 @@ def measurement_json(m: Measurement) -> dict[str, Any]:
 # --------------------------------------------------------------------------- standalone file
 def html_document(measurements: Iterable[Measurement | Mapping[str, Any]],
                   run: Mapping[str, Any], failures: Iterable[Mapping[str, Any]] = ()) -> str:
-    """A standalone HTML page: the decision page, the summary section, each measurement's
-    details (from a results file's measurements, run and failed tests)."""
+    """A standalone HTML page of a results file: decision page, summary, each measurement."""
     found, info = records(measurements), RunInfo.of(run)
     details = "".join(
         f"<details><summary>{escape_text(m.model)} · {escape_text(headline(m))}</summary>"
@@ -555,9 +549,3 @@ def write_html_report(path: str | Path, measurements: Iterable[Measurement | Map
     target.write_text(html_document(measurements, run, failures), encoding="utf-8")
     return target
 
-
-__all__ = [
-    "CSS", "DECISION_TITLE", "SUMMARY_TITLE", "decision_html", "decision_table_html", "headline",
-    "html_document", "measurement_html", "measurement_json", "measurements_extra_html",
-    "plots_html", "request_summary", "summary_html", "table_html", "write_html_report",
-]

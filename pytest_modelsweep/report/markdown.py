@@ -1,8 +1,7 @@
 """The run's summary as GitHub Markdown: a pull-request comment or a CI step summary.
 
-Cells are escaped for GitHub, which renders HTML inside Markdown: ``&``, ``<`` and ``>``
-become entities, ``|``, Markdown's inline markup and ``$`` (GitHub's math delimiter: "$/1M
-... $0.1/h" must not become a formula) get a backslash, line breaks become ``<br>``.
+Cells are escaped for GitHub: ``&<>`` become entities, ``|``, inline markup and ``$`` (its math
+delimiter) get a backslash, line breaks become ``<br>``.
 """
 
 from __future__ import annotations
@@ -80,8 +79,7 @@ def _verdict_line(table: Table) -> str | None:
 
 
 def _decision_cell(block: Block, row: DecisionRow) -> str:
-    """A row's cell in a table column: its lines (``<br>`` between them), each a benchmark's
-    label and parts where the column holds several, verdict words in bold."""
+    """A row's cell in a table column: its lines (``<br>`` between them), verdict words bold."""
     return "<br>".join(" ".join(
         ([escape_markdown(line.label)] if line.label else [])
         + [_status(cell.text) if column.verdict and cell.verdict and not cell.why
@@ -90,8 +88,7 @@ def _decision_cell(block: Block, row: DecisionRow) -> str:
 
 
 def decision_markdown(page: DecisionPage) -> list[str]:
-    """The decision page as Markdown lines: heading, answer, table (one column per group, as
-    narrow as the HTML's), reasons, notes, the figures behind the cells, Pareto front."""
+    """The decision page as Markdown lines."""
     blocks = table_columns(page)
     titles = ["model", *(f"{escape_markdown(b.title)}<br><sub>{escape_markdown(b.parts)}</sub>"
                          for b in blocks), "flags"]
@@ -119,8 +116,7 @@ def decision_markdown(page: DecisionPage) -> list[str]:
 
 def markdown_report(measurements: Iterable[Measurement | Mapping[str, Any]],
                     run: Mapping[str, Any], failures: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The whole report: heading, provenance line, the decision page, failed tests, verdicts,
-    the other tables (from a results file's measurements, run and failed tests)."""
+    """The whole report of a results file's measurements, run and failed tests."""
     found, info, failed = records(measurements), RunInfo.of(run), [FailedTest.of(f) for f in failures]
     lines = [f"## {escape_markdown(run_title(info))}", "",
              escape_markdown(provenance_line(found, info))]

@@ -1,8 +1,7 @@
 """Plots of a run's measurements as SVG text, to embed in an HTML report (no files).
 
-matplotlib is optional (the ``html`` extra) and imported only inside these functions; without
-it every function returns None and a report shows :data:`MATPLOTLIB_HINT`. Figures are plain
-:class:`matplotlib.figure.Figure` objects (no pyplot, no global state): safe inside pytest.
+matplotlib is optional (the ``html`` extra): without it every plot is None. Plain
+:class:`matplotlib.figure.Figure` objects, no pyplot and no global state: safe inside pytest.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ def matplotlib_available() -> bool:
 
 
 def _label(text: object) -> str:
-    # a "$" would start matplotlib's mathtext; labels are plain text
+    """Plain text for matplotlib (a ``$`` would start mathtext)."""
     return str(text).replace("$", r"\$")
 
 
@@ -95,8 +94,7 @@ def _style(axes: Any, legend: int | None = None) -> None:
 
 # --------------------------------------------------------------------------- the plots
 def _points(measurements: Measurements) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
-    """Throughput rows with a concurrency, by (model, long prompt length), in that order, each
-    line sorted by concurrency."""
+    """Throughput rows by (model, long prompt length), each line sorted by concurrency."""
     lines: dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]] = {}
     for row in throughput_rows(measurements):
         concurrency, prompt = row.setting.concurrency, row.setting.prompt_tokens
@@ -267,9 +265,7 @@ MAX_SERVER_PANELS = 12
 
 
 def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
-    """A measurement's windows that hold the server's metric series, each with its label:
-    ``repeat 2`` of a throughput setting, ``c4`` of a capacity search, ``1.41 req/s`` of a
-    rate sweep."""
+    """A measurement's windows with server metric series, labelled (``repeat 2``, ``c4``)."""
     stats = m.stats
     found: list[tuple[str, ServerMetricsWindow | None]] = []
     if isinstance(stats, ThroughputStats):
@@ -296,11 +292,9 @@ def _measurement_label(m: Measurement) -> str:
 
 
 def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | None:
-    """What the server's ``/metrics`` showed over time, a panel per measurement (at most
-    :data:`MAX_SERVER_PANELS`): requests running (solid) and waiting (dashed) and the client's
-    requests in flight (dotted) against seconds, its windows laid end to end (a thin line
-    between two), KV-cache usage on the right axis where the server exposes it. Returns the
-    SVG, the panels drawn and the measurements with series (None without any)."""
+    """The server's ``/metrics`` over time, a panel per measurement (at most
+    :data:`MAX_SERVER_PANELS`), its windows end to end: requests running, waiting, the client's
+    in flight, KV-cache usage; the SVG, panels drawn and measurements with series, or None."""
     found = [(m, windows) for m in measurements if (windows := server_windows(m))]
     if not found or not matplotlib_available():
         return None
@@ -360,8 +354,7 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
 
 def pareto_plot(pareto: Pareto | None) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost): a point per candidate
-    with its intervals as bars, filled diamonds where it matches the reference on every
-    verdict, the reference a star at (1, 0), the front a dashed step line."""
+    with its intervals, the reference a star at (1, 0), the front a dashed step line."""
     if pareto is None or not pareto.points or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 4.4)
@@ -369,9 +362,7 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
     axes.axvline(1.0, color="#8c959f", linewidth=0.8)
     axes.axhline(0.0, color="#8c959f", linewidth=0.8)
     front = sorted((p for p in pareto.points if p.on_front), key=lambda p: p.x)
-    if len(front) > 1:
-        # maximizing x the front falls as x grows (a step down at each point); minimizing
-        # x (cost) it rises (a step up after each point)
+    if len(front) > 1:  # it falls as x grows where x is maximised, rises where minimised
         axes.plot([p.x for p in front], [100 * p.y for p in front], color="#24292f",
                   linestyle="--", linewidth=1.2,
                   drawstyle="steps-pre" if pareto.x_higher_is_better else "steps-post",
@@ -430,7 +421,3 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
             svg))
     return [Plot(title, description, svg) for title, description, svg in drawn if svg]
 
-
-__all__ = ["MATPLOTLIB_HINT", "Plot", "accuracy_plot", "forest_plot", "latency_plot",
-           "matplotlib_available", "pareto_plot", "server_metrics_plot", "server_windows",
-           "summary_plots", "throughput_plot"]

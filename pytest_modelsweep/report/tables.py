@@ -1,11 +1,7 @@
 """Plain-data summary tables of a run's measurements, shared by the Markdown and HTML reports.
 
-Every cell is formatted here (a string) or a count, so that two renderers show the same
-numbers, each formatted by the one formatter of its figure; nothing here escapes anything.
-Every figure comes from a measurement's typed record (its ``stats`` the record of its kind),
-read once where a report starts (:func:`records`); the parameters the reports read are read
-once too (:class:`Setting`). The table a measurement lands in follows its record; titles and
-order come from the metric table.
+Every cell is formatted here (text) or a count, each figure by its one formatter, from the
+typed records (:func:`records`, :class:`Setting`); nothing here escapes anything.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ from ..core.measurements import (
 )
 from ..core.metrics import METRICS, label_of, rank
 from ..core.records import RequestRecord
-from ..core.stats import wilson_interval
+from ..core.stats.intervals import wilson_interval
 from ..store.results import RunInfo
 from ..workloads.throughput import LatencyStats, itls, tpot
 
@@ -49,8 +45,7 @@ Measurements = Sequence[Measurement]
 
 
 def records(measurements: Iterable[Measurement | Mapping[str, Any]]) -> list[Measurement]:
-    """The typed records of measurements given as records or as their dicts (a results
-    file's, the live run's): every report reads through these, converted once."""
+    """Measurements given as records or dicts, as records (every report reads these)."""
     return [m if isinstance(m, Measurement) else Measurement.from_dict(m) for m in measurements]
 
 
@@ -61,8 +56,7 @@ def stats_of(m: Measurement, kind: type[StatsT]) -> StatsT:
 
 @dataclass
 class Table:
-    """One summary table: a title, column names, rows of cells, notes under it; ``kind``:
-    the :func:`measurement_kind` of its rows, ``status_column``: the verdict words' column."""
+    """One summary table; ``status_column``: the verdict words' column."""
 
     title: str
     columns: list[str]
@@ -81,7 +75,7 @@ def finite(value: Any) -> float | None:
 
 
 def _rounded(value: float, digits: int) -> float:
-    # round, then add 0.0 so that a tiny negative prints as 0.0, not -0.0
+    """Rounded; a tiny negative prints as 0.0, not -0.0."""
     return round(value, digits) + 0.0
 
 
@@ -122,9 +116,7 @@ format_value = _format(_value, "A value of unknown kind: three significant decim
 
 
 def format_usd(value: Any, sign: str = "") -> str:
-    """Dollars: ``1,234``, ``1.39``, ``0.278``, ``0.0000831`` (three significant digits below
-    1, never with an exponent); ``sign`` ``"$"`` where the text around it does not say
-    dollars: ``$1.39``."""
+    """Dollars: ``1,234``, ``1.39``, ``0.278``, ``0.0000831`` (no exponent); ``sign``: ``$``."""
     x = finite(value)
     if x is None:
         return NA
@@ -136,12 +128,12 @@ def format_usd(value: Any, sign: str = "") -> str:
     return f"{sign}{three:.{2 - math.floor(math.log10(abs(three)))}f}"
 
 
-def format_usd_interval(value: Any, interval: tuple[float, float] | None, sign: str = "") -> str:
+def format_usd_interval(value: Any, interval: tuple[float, float] | None) -> str:
     """A cost and its interval: ``0.278 [0.270, 0.290]``; the cost alone without one."""
-    shown = format_usd(value, sign)
+    shown = format_usd(value)
     if shown == NA or interval is None:
         return shown
-    return f"{shown} [{format_usd(interval[0], sign)}, {format_usd(interval[1], sign)}]"
+    return f"{shown} [{format_usd(interval[0])}, {format_usd(interval[1])}]"
 
 
 def _count(value: int | None) -> Cell:
@@ -173,8 +165,7 @@ def _short_digest(digest: str) -> str:
 
 
 def provenance_line(measurements: Measurements, run: RunInfo) -> str:
-    """One short line: each distinct server and version (image digest if any), else the
-    sweep's backend; the run id; the measurement count."""
+    """Each distinct server and version (image digest), else the backend; run id; count."""
     servers: dict[str, None] = {}
     for m in measurements:
         name, version = m.provenance.get("server_name"), m.provenance.get("server_version")
@@ -193,9 +184,7 @@ def provenance_line(measurements: Measurements, run: RunInfo) -> str:
 # --------------------------------------------------------------------------- parameters
 @dataclass(frozen=True)
 class Setting:
-    """The parameters of a measurement the reports read (its ``params`` may hold more):
-    a throughput setting's concurrency and long prompt (None: short prompts), what a ratio
-    compares, an accuracy run's subset, a capacity search's SLO and attainment target."""
+    """The parameters of a measurement the reports read (``prompt_tokens`` None: short)."""
 
     concurrency: Any
     prompt_tokens: Any
@@ -252,9 +241,7 @@ _TABLE_OF = {AccuracyVerdictStats: "verdicts", AccuracyStats: "accuracy",
 
 
 def measurement_kind(m: Measurement) -> str:
-    """The table a measurement belongs in: verdicts, throughput_ratio, throughput, accuracy,
-    rate_capacity (sweeps and their ratios), startup or other, by the record of its stats
-    (the metric table's kind)."""
+    """The table a measurement belongs in, by the record of its stats (else ``other``)."""
     return _TABLE_OF.get(type(m.stats), "other")
 
 
@@ -269,23 +256,20 @@ def verdict_table(measurements: Measurements) -> Table:
     sequential = []
     for m, s in verdicts:
         metric, candidate, iv = s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, s.interval
-        if s.sequence is not None:  # --until-decided: the confidence sequence, no bootstrap
-            seq = s.sequence
+        if (seq := s.sequence) is not None:  # --until-decided: the confidence sequence
             sequential.append(f"{candidate} on {metric}: {seq.text()}")
-            rows.append(((metric, candidate), [
-                candidate, s.reference, metric, format_points(seq.difference),
-                format_points_interval(seq.low, seq.high), seq.n, seq.discordant, NA,
-                NA if s.verdict is None else s.verdict.value]))
-            continue
-        interval = NA if iv is None else format_points_interval(iv.low, iv.high)
-        if not plain and iv is not None and interval != NA:
-            interval += f" ({_rounded(100 * iv.confidence, 1):g}%)"
-        detectable = None if iv is None else finite(iv.min_detectable_difference)
-        rows.append(((metric, candidate), [
-            candidate, s.reference, metric, format_points(m.value if iv is None else iv.difference),
-            interval, m.n if iv is None else iv.n, NA if iv is None else iv.discordant,
-            NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp",
-            NA if s.verdict is None else s.verdict.value]))
+            interval = format_points_interval(seq.low, seq.high)
+            cells: list[Cell] = [format_points(seq.difference), interval, seq.n, seq.discordant, NA]
+        else:
+            interval = NA if iv is None else format_points_interval(iv.low, iv.high)
+            if not plain and iv is not None and interval != NA:
+                interval += f" ({_rounded(100 * iv.confidence, 1):g}%)"
+            detectable = None if iv is None else finite(iv.min_detectable_difference)
+            cells = [format_points(m.value if iv is None else iv.difference), interval,
+                     m.n if iv is None else iv.n, NA if iv is None else iv.discordant,
+                     NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp"]
+        rows.append(((metric, candidate), [candidate, s.reference, metric, *cells,
+                                           NA if s.verdict is None else s.verdict.value]))
     notes = [("difference: candidate minus reference accuracy, paired item by item (bootstrap "
               "interval); detectable: the difference this n finds with 80% power")]
     if sequential:
@@ -349,8 +333,7 @@ def figure(latency: Latency, quantity: str) -> float | None:
 
 
 def request_latencies(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
-    """TTFT, TPOT, ITL and E2E in seconds of every successful request, as the workload
-    defines them."""
+    """TTFT, TPOT, ITL and E2E in seconds of every successful request."""
     ok = [r for r in requests if not r.error]
     return {"ttft": [t for r in ok if (t := r.ttft) is not None],
             "tpot": [t for r in ok if (t := tpot(r)) is not None],
@@ -359,10 +342,9 @@ def request_latencies(requests: Sequence[RequestRecord]) -> dict[str, list[float
 
 @dataclass(frozen=True)
 class ThroughputRow:
-    """A throughput measurement (one setting, all its repeats) as the tables, plots and
-    details read it: its record, parameters and figures, each formatted once. Latencies come
-    from every timed request (``latency_source`` ``requests``), else the median over repeats
-    of each repeat's percentile (``repeats``); ``fidelity`` is the lowest repeat's."""
+    """A throughput measurement (one setting, all its repeats) as the reports read it.
+    Latencies from every timed request (``latency_source`` ``requests``), else the median over
+    repeats of each repeat's percentile (``repeats``); ``fidelity``: the lowest repeat's."""
 
     m: Measurement
     stats: ThroughputStats
@@ -457,8 +439,7 @@ THROUGHPUT_COLUMNS = [
     *(f"{name.upper()} {q} (ms)" for name in ("ttft", "tpot", "itl") for q in ("p50", "p90", "p99")),
     "fidelity",
 ]
-"""The columns every Throughput or Long-prompt table has; with goodput (``--slo``) and a
-price, :func:`throughput_columns` adds theirs after ``flags``."""
+"""Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
 
 
 OPEN_LOOP_COLUMNS = ["offered (req/s)", "achieved (req/s)"]
@@ -467,8 +448,7 @@ OPEN_LOOP_COLUMNS = ["offered (req/s)", "achieved (req/s)"]
 
 def throughput_columns(goodput: bool = False, cost: bool = False,
                        open_loop: bool = False) -> list[str]:
-    """:data:`THROUGHPUT_COLUMNS` with the goodput, cost and open-loop columns the table
-    needs."""
+    """:data:`THROUGHPUT_COLUMNS` with the goodput, cost and open-loop columns asked for."""
     at = THROUGHPUT_COLUMNS.index("flags") + 1
     extra = (["goodput (req/s)", "SLO attainment"] if goodput else []) + (
         ["$/1M output tokens"] if cost else [])
@@ -480,8 +460,7 @@ def throughput_columns(goodput: bool = False, cost: bool = False,
 
 def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = False,
                      open_loop: bool = False) -> list[Cell]:
-    """A :class:`ThroughputRow` as the cells of :func:`throughput_columns` (``n/a`` where
-    the row lacks a figure its table shows)."""
+    """A :class:`ThroughputRow` as the cells of :func:`throughput_columns`."""
     fidelity = row.fidelity
     return [
         row.m.model, _count(_int(row.setting.concurrency)),
@@ -497,8 +476,7 @@ def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = Fal
 
 
 def goodput_cost_notes(rows: Sequence[ThroughputRow]) -> list[str]:
-    """The notes of the goodput and cost columns: the SLO, each price once, how the figures
-    are made, what ``n/a`` means there."""
+    """The notes of the goodput and cost columns."""
     slos = list(dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows
                               if r.has_goodput))
     prices = list(dict.fromkeys(r.stats.cost.pricing.describe() for r in rows if r.stats.cost))
@@ -563,10 +541,8 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
 
 
 def ratio_table(measurements: Measurements) -> Table:
-    """Throughput ratios candidate ÷ reference per benchmark and setting, with their
-    intervals: a user's own throughput benchmark by its name (its prompts: ``own``), beside
-    the built-in ``throughput`` and ``long_prompt``; the design (back-to-back or interleaved)
-    when the table holds both."""
+    """Throughput ratios candidate ÷ reference per benchmark and setting, with intervals (a
+    design column when back-to-back and interleaved both occur)."""
     designs = {stats_of(m, ThroughputRatioStats).design for m in measurements}
     keyed: list[tuple[Any, list[Cell]]] = []
     for m in measurements:
@@ -674,8 +650,7 @@ def startup_table(measurements: Measurements, reference: str | None = None) -> T
 
 
 def other_table(measurements: Measurements) -> Table:
-    """Measurements no other table knows (smoke, capacity, custom benchmarks), in recording
-    order."""
+    """Measurements no other table knows (smoke, capacity, custom), in recording order."""
     return Table("Other measurements", ["model", "benchmark", "parameters", "value", "n", "outcome"],
                  [[m.model, m.benchmark, " ".join(f"{k}={v}" for k, v in m.params.items()),
                    f"{format_value(m.value)} {m.unit}".strip(), m.n, m.outcome or ""]
@@ -684,8 +659,7 @@ def other_table(measurements: Measurements) -> Table:
 
 # --------------------------------------------------------------------------- all
 def summary_tables(measurements: Measurements, reference: str | None = None) -> list[Table]:
-    """Every table of a run: verdicts, accuracy, throughput ratios, throughput, the rest;
-    ``reference`` (default: as the comparisons name it) is listed first."""
+    """Every table of a run, ``reference`` (default: the comparisons') listed first."""
     reference = reference or compared_reference(measurements)
     by_kind: dict[str, dict[str, list[Measurement]]] = {}
     for m in measurements:

@@ -1,11 +1,14 @@
-"""The terminal summary table of a run's measurements."""
+"""The terminal summary tables: a run's measurements, its baseline gate rows."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.measurements import Measurement
+from ..core.metrics import Kind
+from ..judging.gate import GateRow
 from .tables import records
 
 
@@ -21,9 +24,35 @@ def measurement_table(measurements: Iterable[Measurement | Mapping[str, Any]]) -
     rows = [(m.model, m.benchmark, " ".join(f"{k}={v}" for k, v in m.params.items()),
              f"{_format_value(m.value)} {m.unit}".strip(), str(m.n), m.outcome or "")
             for m in records(measurements)]
+    return _aligned(header, rows)
+
+
+def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Header, a dashed line and rows, each column as wide as its widest cell."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
 
     return [line(header), line(["-" * w for w in widths]), *map(line, rows)]
+
+
+def gate_table(rows: Sequence[GateRow]) -> list[str]:
+    """The gate rows: accuracy in % (change in pp), throughput in tokens/s, startup in s."""
+    def fmt(row: GateRow, value: float, signed: bool = False) -> str:
+        if math.isnan(value):
+            return "-"
+        if row.kind == Kind.STARTUP.value:
+            return f"{100 * value:+.1f}%" if signed else f"{value:.2f} s"
+        if row.kind != Kind.THROUGHPUT.value:
+            return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
+        return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
+
+    header = ("model", "benchmark", "setting", "baseline", "now", "change", "interval",
+              "status", "note")
+    return _aligned(header, [
+        (r.model, r.benchmark, r.setting, fmt(r, r.baseline), fmt(r, r.current),
+         fmt(r, r.change, True),
+         "-" if math.isnan(r.low) else f"[{fmt(r, r.low, True)}, {fmt(r, r.high, True)}]",
+         r.status.upper() if r.failed else r.status, r.note)
+        for r in rows])

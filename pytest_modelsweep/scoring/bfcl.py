@@ -1,50 +1,20 @@
 """BFCL simple-category scoring: decoding the model's calls and BFCL's AST checker.
 
-Reproduced from the gorilla repository's ``berkeley-function-call-leaderboard/bfcl_eval``
-(``tests/test_conformance_bfcl.py`` runs bfcl-eval 2026.3.23's own code on the same
-inputs and requires the same verdicts):
+Reproduced from gorilla's ``bfcl_eval``; ``tests/test_conformance_bfcl.py`` runs bfcl-eval
+2026.3.23 on the same inputs and requires the same verdicts, with BFCL's error type names.
 
-* Tools mode decoding as ``OpenAICompletionsHandler._parse_query_response_FC`` and
-  ``decode_ast`` (FC): each of the completion's tool calls (the message's ``tool_calls``,
-  as :func:`~..client.parse_completion` read them) becomes
-  ``{name: json.loads(arguments)}``. An empty ``tool_calls`` list, or
-  none and empty content, decodes to no calls (so ``simple_function_checker:wrong_count``);
-  no tool calls and some content (or null content), or arguments that are not JSON, is
-  ``ast_decoder:decoder_failed``.
-* Prompt mode decoding as ``default_decode_ast_prompting`` / ``ast_parse`` /
-  ``resolve_ast_call`` / ``resolve_ast_by_type`` (``model_handler/utils.py``): strip
-  backticks, newlines and spaces, add a missing ``[`` or ``]``, strip wrapping
-  ``'``, parse with :mod:`ast`; dotted names (``math.factorial``) kept; only keyword
-  arguments count (positional ones are dropped, ``**x`` lands under the key None, as
-  BFCL does); bare names become their name as a string; a call without keywords
-  becomes its source text; ``-``, ``not`` and ``~`` before a literal all negate it
-  (BFCL's ``-operand.value``). Deliberate differences:
-
-  - ``+x`` is ``x`` (BFCL negates it too: ``-x``).
-  - Where BFCL ``eval``\\ s an expression (a binary operation such as ``2*3``), this
-    computes it without ``eval``, with the same result for literals, displays and
-    operators (arithmetic, bitwise, comparison, boolean, conditional, subscripts).
-    Names, calls, attributes, f-strings, comprehensions and the like are refused (a
-    decoding failure), where BFCL's ``eval`` resolves builtins and its own module's
-    globals (``abs(-2)+1`` is 3 there); unresolvable names fail in both.
-  - Results are bounded: integers to about 4,200 digits, sequences repeated with
-    ``*`` to 10**6 items, ``%`` format widths to 6 digits (none taken from ``*``);
-    BFCL builds them (and hangs on ``9**9**9``).
-* A decoded output that is not ``[{name: {param: value}}]`` is
-  ``ast_decoder:decoder_wrong_output_format`` (``is_function_calling_format_output``).
-* The checker is ``ast_checker`` for a non-parallel, non-multiple category, i.e.
-  the count check then ``simple_function_checker`` with its ``type_checker``,
-  ``string_checker``, ``list_checker``, ``dict_checker`` and ``list_dict_checker``
-  (``eval_checker/ast_eval/ast_checker.py``), Python rules only, with BFCL's
-  error type names. Error messages are this module's own wording. Where BFCL's
-  checker raises (a list of dictionaries holding a non-dictionary when an answer
-  allows omitting the list; schemas without ``required``, ``items`` or a known
-  type), this gives a verdict instead.
-* A prompt-mode chat answer without content (null) is a failed item here (no text where
-  the benchmark needs text: :func:`~..api.evaluation.scored_record` never scores it, the
-  test fails and a re-run sends it again); BFCL's decoder fails on it
-  (``ast_decoder:decoder_failed``) and counts it wrong. Content that is neither a
-  string nor null is a malformed response (the client's parse flags it) in both modes.
+* Tools mode (``_parse_query_response_FC``, ``decode_ast``): each tool call becomes
+  ``{name: json.loads(arguments)}``; no tool calls and empty content decodes to ``[]``.
+* Prompt mode (``default_decode_ast_prompting`` and ``resolve_ast_*``): only keyword
+  arguments count, ``**x`` lands under None, bare names become strings, a call without
+  keywords its source text, ``-``/``not``/``~`` before a literal negate it. Deliberate
+  differences: ``+x`` is ``x`` (BFCL: ``-x``); where BFCL ``eval``\\ s an expression this
+  computes literals and operators without ``eval`` and refuses names and calls; results are
+  bounded (integers ~4,200 digits, ``*`` to 10**6 items, ``%`` widths to 6 digits).
+* The checker is ``ast_checker`` for the simple category, Python rules only; where BFCL's
+  checker raises on odd schemas or answers, this gives a verdict instead.
+* A prompt-mode answer with null content is a failed item here, never scored; BFCL counts
+  it wrong (``ast_decoder:decoder_failed``).
 """
 
 from __future__ import annotations
@@ -167,12 +137,8 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 
 
 def _evaluate(node: ast.expr) -> Any:
-    """What Python's ``eval`` gives for an expression of literals and operators, without ``eval``.
-
-    Constants; list, tuple, set and dict displays; unary, binary, comparison and boolean
-    operators; conditional expressions and subscripts. Anything else (names, calls,
-    attributes, f-strings, comprehensions, lambdas, ...) is refused.
-    """
+    """What ``eval`` gives for literals, displays, operators, conditionals and subscripts;
+    anything else (names, calls, attributes, ...) is refused."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
@@ -264,10 +230,8 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
 
 
 def decode_prompt_output(text: str) -> Calls:
-    """Decode BFCL's ``[func(a=1, b="x")]`` answer as ``default_decode_ast_prompting`` does.
-
-    Raises BfclDecodeError where BFCL's decoder raises (anything that is not a list of calls).
-    """
+    """Decode ``[func(a=1, b="x")]`` as ``default_decode_ast_prompting``; BfclDecodeError
+    where BFCL's decoder raises."""
     result = text.strip("`\n ")
     if not result.startswith("["):
         result = "[" + result
@@ -299,13 +263,8 @@ def decode_prompt_output(text: str) -> Calls:
 
 
 def decode_tool_calls(completion: Completion) -> list[Any]:
-    """Decode a tools-mode answer's tool calls into ``[{name: arguments}]``.
-
-    As BFCL's ``OpenAICompletionsHandler``: an empty ``tool_calls`` list, or no tool
-    calls and empty text, decodes to no calls (``[]``). Raises BfclDecodeError when
-    there are no tool calls and some text (or none), a call has no name, or its
-    ``arguments`` are not a JSON string.
-    """
+    """Decode a tools-mode answer into ``[{name: arguments}]`` as ``OpenAICompletionsHandler``;
+    BfclDecodeError for text without tool calls, a nameless call or non-JSON arguments."""
     tool_calls = completion.tool_calls
     if tool_calls is None:
         if completion.text == "":
@@ -345,10 +304,6 @@ def standardize_string(text: str) -> str:
     return re.sub(r"[ \,\.\/\-\_\*\^]", "", text).lower().replace("'", '"')
 
 
-def _type_name(value: Any) -> str:
-    return type(value).__name__
-
-
 def _possible_answer_type(possible: Sequence[Any]) -> type | None:
     for answer in possible:
         if answer != "":
@@ -370,11 +325,8 @@ def _type_checker(
     expected: type,
     nested: type | None,
 ) -> _TypeResult:
-    """BFCL's ``type_checker`` (one level of nesting), including its "variable" rule.
-
-    A value whose type differs from the schema's but matches the type of the
-    accepted answers is treated as a variable name (``is_variable``).
-    """
+    """BFCL's ``type_checker`` (one level of nesting); a value of the accepted answers' type
+    rather than the schema's is a variable name (``is_variable``)."""
     answer_type = _possible_answer_type(possible)
     is_variable = answer_type is not None and answer_type != expected
     failure: BfclCheck | None = None
@@ -382,41 +334,29 @@ def _type_checker(
         if nested is None:
             return _TypeResult(VALID, is_variable)
         for answer_item in possible:
-            flag = True
-            if type(answer_item) is list:
-                for value_item in cast(list[Any], value):
-                    inner = _type_checker(param, value_item, answer_item, nested.__name__, nested, None)
-                    if not inner.check.valid:
-                        flag = False
-                        break
-            if flag:
+            if type(answer_item) is not list or all(
+                    _type_checker(param, v, answer_item, nested.__name__, nested, None).check.valid
+                    for v in cast(list[Any], value)):
                 return _TypeResult(VALID, is_variable)
-        failure = BfclCheck(
-            False,
-            "type_error:nested",
-            f"nested type check failed for {param!r}: expected {expected_description} of "
-            f"{nested.__name__}, got {value!r}",
-        )
+        failure = BfclCheck(False, "type_error:nested",
+                            f"nested type check failed for {param!r}: expected "
+                            f"{expected_description} of {nested.__name__}, got {value!r}")
     if answer_type is not None and type(value) is answer_type:
         return _TypeResult(failure or VALID, True)
-    return _TypeResult(
-        BfclCheck(
-            False,
-            "type_error:simple",
-            f"wrong type for {param!r}: expected {expected_description}, got {_type_name(value)} ({value!r})",
-        ),
-        is_variable,
-    )
+    return _TypeResult(BfclCheck(False, "type_error:simple",
+                                 f"wrong type for {param!r}: expected {expected_description}, "
+                                 f"got {type(value).__name__} ({value!r})"), is_variable)
+
+
+def _wrong_value(kind: str, param: str, value: Any, possible: Sequence[Any]) -> BfclCheck:
+    return BfclCheck(False, f"value_error:{kind}",
+                     f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}")
 
 
 def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
     accepted = [standardize_string(a) for a in possible if type(a) is str]
     if standardize_string(value) not in accepted:
-        return BfclCheck(
-            False,
-            "value_error:string",
-            f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}",
-        )
+        return _wrong_value("string", param, value, possible)
     return VALID
 
 
@@ -426,26 +366,18 @@ def _standardize_item(item: Any) -> Any:
 
 def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> BfclCheck:
     standardized = [_standardize_item(item) for item in value]
-    accepted = [
-        [_standardize_item(item) for item in answer] for answer in possible if isinstance(answer, (list, str))
-    ]
+    accepted = [[_standardize_item(item) for item in answer]
+                for answer in possible if isinstance(answer, (list, str))]
     if standardized not in accepted:
-        return BfclCheck(
-            False,
-            "value_error:list/tuple",
-            f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}",
-        )
+        return _wrong_value("list/tuple", param, value, possible)
     return VALID
 
 
 def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]) -> BfclCheck:
     result = BfclCheck(False, "dict_checker:unclear", f"no accepted dictionary for {param!r}")
     for possible in possibles:
-        if possible == "":
-            continue
         if not isinstance(possible, dict):
             continue
-        result = BfclCheck(False, "dict_checker:unclear", f"no accepted dictionary for {param!r}")
         ok = True
         for key, item in value.items():
             if key not in possible:
@@ -454,11 +386,9 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
                 break
             accepted = [_standardize_item(a) for a in possible[key]]
             if _standardize_item(item) not in accepted:
-                result = BfclCheck(
-                    False,
-                    "value_error:dict_value",
-                    f"wrong value for key {key!r} of {param!r}: {item!r}, expected one of {accepted!r}",
-                )
+                result = BfclCheck(False, "value_error:dict_value",
+                                   f"wrong value for key {key!r} of {param!r}: {item!r}, "
+                                   f"expected one of {accepted!r}")
                 ok = False
                 break
         for key, accepted_values in possible.items():
@@ -472,19 +402,20 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
 
 
 def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -> BfclCheck:
-    result = BfclCheck(False, "list_dict_checker:unclear", f"no accepted list of dictionaries for {param!r}")
+    result = BfclCheck(False, "list_dict_checker:unclear",
+                       f"no accepted list of dictionaries for {param!r}")
     for possible in possibles:
         if possible == "":
             possible = []  # BFCL takes len("") == 0: only an empty list matches
         if not isinstance(possible, list) or len(value) != len(possible):
-            result = BfclCheck(
-                False, "value_error:list_dict_count", f"wrong number of dictionaries in {param!r}"
-            )
+            result = BfclCheck(False, "value_error:list_dict_count",
+                               f"wrong number of dictionaries in {param!r}")
             continue
         ok = True
         for item, accepted in zip(value, possible, strict=True):
             if not isinstance(item, dict):
-                result = BfclCheck(False, "type_error:nested", f"{param!r} holds {item!r}, not a dictionary")
+                result = BfclCheck(False, "type_error:nested",
+                                   f"{param!r} holds {item!r}, not a dictionary")
                 ok = False
                 break
             result = _dict_checker(param, item, [accepted])
@@ -503,11 +434,8 @@ def simple_function_checker(
     *,
     underscore_to_dot: bool = False,
 ) -> BfclCheck:
-    """BFCL's ``simple_function_checker`` for Python: one decoded call against its possible answers.
-
-    ``underscore_to_dot`` is BFCL's per-model flag for servers that cannot take
-    dots in names: the expected name's dots are compared as underscores.
-    """
+    """BFCL's ``simple_function_checker`` for Python: one decoded call against its answers;
+    ``underscore_to_dot``: the expected name's dots compare as underscores."""
     possible = next(iter(ground_truth.values()))
     name = str(function["name"])
     properties: Mapping[str, Any] = function["parameters"]["properties"]
@@ -516,17 +444,18 @@ def simple_function_checker(
         name = name.replace(".", "_")
     if name not in call:
         got = ", ".join(repr(k) for k in call) or "nothing"
-        return BfclCheck(False, "simple_function_checker:wrong_func_name", f"expected {name!r}, got {got}")
+        return BfclCheck(False, "simple_function_checker:wrong_func_name",
+                         f"expected {name!r}, got {got}")
     params = call[name]
     for param in required:
         if param not in params:
-            return BfclCheck(False, "simple_function_checker:missing_required", f"missing required {param!r}")
+            return BfclCheck(False, "simple_function_checker:missing_required",
+                             f"missing required {param!r}")
 
     for param, value in params.items():
         if param not in properties or param not in possible:
-            return BfclCheck(
-                False, "simple_function_checker:unexpected_param", f"unexpected parameter {param!r}"
-            )
+            return BfclCheck(False, "simple_function_checker:unexpected_param",
+                             f"unexpected parameter {param!r}")
         details = properties[param]
         description = str(details.get("type", "any"))
         expected = PYTHON_TYPE_MAPPING.get(description, str)
@@ -559,19 +488,13 @@ def simple_function_checker(
                     return check
                 continue
         if value not in possible[param]:
-            return BfclCheck(
-                False,
-                "value_error:others",
-                f"wrong value for {param!r}: {value!r}, expected one of {list(possible[param])!r}",
-            )
+            return _wrong_value("others", param, value, possible[param])
 
     for param, accepted in possible.items():
         if param not in params and "" not in accepted:
             return BfclCheck(
-                False,
-                "simple_function_checker:missing_optional",
-                f"optional parameter {param!r} omitted but no answer allows omitting it",
-            )
+                False, "simple_function_checker:missing_optional",
+                f"optional parameter {param!r} omitted but no answer allows omitting it")
     return VALID
 
 
@@ -584,12 +507,10 @@ def check_simple(
 ) -> BfclCheck:
     """BFCL's ``ast_checker`` for the simple category: exactly one call, then the function checker."""
     if len(decoded) != 1:
-        return BfclCheck(
-            False, "simple_function_checker:wrong_count", f"expected 1 function call, got {len(decoded)}"
-        )
-    return simple_function_checker(
-        functions[0], decoded[0], ground_truth[0], underscore_to_dot=underscore_to_dot
-    )
+        return BfclCheck(False, "simple_function_checker:wrong_count",
+                         f"expected 1 function call, got {len(decoded)}")
+    return simple_function_checker(functions[0], decoded[0], ground_truth[0],
+                                   underscore_to_dot=underscore_to_dot)
 
 
 # --- the scorer ----------------------------------------------------------------------------
@@ -614,23 +535,21 @@ def check_bfcl_answer(record: BfclRecord, completion: Completion, mode: Mode) ->
         return BfclCheck(False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"), None
     calls = _json_safe(decoded)
     if not is_function_calling_format(decoded):
-        return BfclCheck(
-            False, "ast_decoder:decoder_wrong_output_format", "decoded output is not [{name: {param: value}}]"
-        ), calls
+        return BfclCheck(False, "ast_decoder:decoder_wrong_output_format",
+                         "decoded output is not [{name: {param: value}}]"), calls
     try:
-        check = check_simple(record.function, decoded, record.ground_truth, underscore_to_dot=mode == "tools")
-    except Exception as exc:  # noqa: BLE001 - a checker crash on odd input is a wrong answer, never a crash
-        check = BfclCheck(
-            False, "simple_function_checker:unclear", f"checker failed: {type(exc).__name__}: {exc}"
-        )
+        check = check_simple(record.function, decoded, record.ground_truth,
+                             underscore_to_dot=mode == "tools")
+    except Exception as exc:  # noqa: BLE001 - a checker crash on odd input is a wrong answer
+        check = BfclCheck(False, "simple_function_checker:unclear",
+                          f"checker failed: {type(exc).__name__}: {exc}")
     return check, calls
 
 
 def score_bfcl_answer(completion: Completion, item: EvalItem) -> Score:
     """The BFCL scorer of the public API: ``item.data`` is the :class:`BfclRecord`; an item
-    that offers tools is BFCL's tools mode, one without its prompt mode (see
-    :func:`~..workloads.bfcl.bfcl_eval_item`). ``answer`` holds the decoded calls, BFCL's
-    ``error_type`` and the reason; ``scores`` is ``{"ast": valid}``."""
+    with tools is tools mode, else prompt mode. ``answer``: decoded calls, ``error_type``,
+    reason; ``scores``: ``{"ast": valid}``."""
     record: BfclRecord = item.data
     check, calls = check_bfcl_answer(record, completion, "tools" if item.tools is not None else "prompt")
     return Score(check.valid, answer={"calls": calls, "error_type": check.error_type, "error": check.error},
@@ -638,11 +557,8 @@ def score_bfcl_answer(completion: Completion, item: EvalItem) -> Score:
 
 
 def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """n, accuracy, counts per BFCL error type, parse failures and the failed count.
-
-    A failed item (no usable answer) is never scored: ``n``, ``correct`` and the error
-    types count the answered items only; ``failed`` says how many of all ``items`` did not.
-    """
+    """n, accuracy, counts per BFCL error type, parse failures and the failed count; ``n``,
+    ``correct`` and the error types count answered items only."""
     answered = [r for r in records if not r.failed]
     n = len(answered)
     correct = sum(r.correct for r in answered)

@@ -1,23 +1,10 @@
 """GSM8K answer extraction and exact match, as lm-evaluation-harness's ``gsm8k`` task scores it.
 
-Reproduced from ``lm_eval/tasks/gsm8k/gsm8k.yaml`` (version 3.0),
-``lm_eval/filters/extraction.py`` (``RegexFilter``) and
-``lm_eval/api/metrics.py`` (``exact_match_hf_evaluate``):
-
-* ``strict-match``: ``#### (\\-?[0-9\\.\\,]+)``, the first match (``group_select: 0``),
-  stripped; no match gives lm-eval's fallback ``[invalid]``.
-* ``flexible-extract``: ``(-?[$0-9.,]{2,})|(-?[0-9]+)`` with ``group_select: -1``:
-  ``re.findall`` gives one tuple per match, the last tuple is taken and, as
-  ``RegexFilter`` does for a tuple, its first non-empty group, stripped.
-* ``exact_match`` with ``ignore_case: true``, ``ignore_punctuation: false`` and
-  ``regexes_to_ignore: [",", "\\$", "(?s).*#### ", "\\.$"]``: each regex is removed
-  (``re.sub``, in that order) from the filtered prediction and from the *whole*
-  reference ``answer`` field, both are lower-cased, and the two strings must be equal.
-  Nothing else is stripped or converted (``"18.00"`` does not match ``"18"``).
-
-:func:`score_gsm8k_answer` is the scorer the bench hands to the public ``evaluate``
-fixture (whose :func:`~..api.evaluation.scored_record` makes the item's record); the
-conformance test runs it that way against lm-eval's own code.
+Reproduced from ``gsm8k.yaml`` (version 3.0), ``RegexFilter`` and ``exact_match_hf_evaluate``
+(the conformance test runs lm-eval's own code): ``strict-match`` takes the first ``####``
+number, ``flexible-extract`` the last number-like match's first non-empty group; no match
+is ``[invalid]``. ``exact_match`` removes :data:`REGEXES_TO_IGNORE` from prediction and the
+*whole* reference, lower-cases both, and compares (``"18.00"`` does not match ``"18"``).
 """
 
 from __future__ import annotations
@@ -75,26 +62,19 @@ class Gsm8kScore:
 
 
 def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
-    """Score a generation against the raw ``answer`` field (normalised here once, as lm-eval does).
-
-    An invalid extraction is compared as lm-eval's ``[invalid]`` string, which
-    never equals a reference.
-    """
+    """Score a generation against the raw ``answer`` field; an invalid extraction compares
+    as ``[invalid]``."""
     gold = normalise(reference)
     strict = strict_match(text)
     flexible = flexible_extract(text)
-    return Gsm8kScore(
-        strict_correct=normalise(INVALID if strict is None else strict) == gold,
-        flexible_correct=normalise(INVALID if flexible is None else flexible) == gold,
-        strict_extracted=strict,
-        flexible_extracted=flexible,
-    )
+    return Gsm8kScore(normalise(INVALID if strict is None else strict) == gold,
+                      normalise(INVALID if flexible is None else flexible) == gold,
+                      strict, flexible)
 
 
 def gsm8k_score(text: str, reference: str) -> Score:
-    """One generation's score as items record it: ``value`` is the ``flexible-extract``
-    verdict (the one accuracy and verdicts use); ``answer`` and ``scores`` hold both
-    filters' extractions and verdicts."""
+    """One generation's score: ``value`` is the ``flexible-extract`` verdict; ``answer`` and
+    ``scores`` hold both filters'."""
     score = score_gsm8k(text, reference)
     return Score(
         score.flexible_correct,
@@ -104,19 +84,13 @@ def gsm8k_score(text: str, reference: str) -> Score:
 
 
 def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
-    """The GSM8K scorer of the public API: ``item.answer`` is the raw ``answer`` field
-    (see :func:`~..workloads.gsm8k.gsm8k_eval_item`); the text is there (only answered
-    items are scored)."""
+    """The GSM8K scorer of the public API: ``item.answer`` is the raw ``answer`` field."""
     return gsm8k_score(completion.text or "", str(item.answer))
 
 
 def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """Accuracy of both filters, their invalid rates, the truncated rate, the failed count.
-
-    A failed item (no usable answer) is never scored: ``n`` and every rate count the
-    answered items only, and ``failed`` says how many of all ``items`` got no answer.
-    ``accuracy`` is the ``flexible-extract`` accuracy (the one ``correct`` carries).
-    """
+    """Accuracy of both filters (``accuracy``: flexible-extract), invalid and truncated rates,
+    the failed count; ``n`` and the rates count answered items only."""
     answered = [r for r in records if not r.failed]
     n = len(answered)
 

@@ -1,29 +1,11 @@
 """Cold start: how long a model takes from launch to ready, and to its first served token.
 
-Each launch starts a fresh server process through the pool's own launch path
-(:func:`~.pool.launch_endpoint`; this function owns the process and stops it), and
-times from the moment the process is spawned (:attr:`~.process.ServerProcess.launched_at`):
-
-- ``ready_s``: until its readiness URL (``/health``) first answers 200; the poll runs
-  every 50 ms for the first 10 s, so ``ready_s`` may be late by ``ready_within_s``;
-- ``first_token_s``: until the first token of the first request, a streamed completion
-  sent as soon as the launch returns (after the provenance probe, a few local requests).
-
-What was already warm is said with every launch, since a warm cache is not a cold start:
-
-- llama-server maps the GGUF file: the share of its pages in the page cache just before
-  the launch (``mincore``) says whether it is read from disk (``cold``) or memory
-  (``warm``: an earlier launch, or any reader, read it since the last eviction). With
-  ``evict_page_cache`` each launch first asks the kernel to drop the file's pages
-  (``posix_fadvise(DONTNEED)``: no root needed; pages another process maps stay, and the
-  residency measured afterwards says so);
-- vLLM compiles at start: whether its torch.compile cache (``$VLLM_CACHE_ROOT/
-  torch_compile_cache``) and XLA cache (``$VLLM_XLA_CACHE_PATH``) hold entries before the
-  launch (``warm``) or not (``cold``); a ``vllm-docker`` container keeps neither between
-  launches.
-
-An attached endpoint (``--endpoint``) was not started by this run: there is no launch to
-time (:func:`cold_start_refusal`).
+Each launch is a fresh server process (:func:`~.pool.launch_endpoint`), timed from its
+spawn: ``ready_s`` until ``/health`` answers 200 (late by at most ``ready_within_s``),
+``first_token_s`` until the first token of a first streamed request. Every launch says what
+was already warm: for llama-server the share of the GGUF file's pages in the page cache
+(``mincore``; ``evict_page_cache`` drops them first with ``posix_fadvise``), for vLLM
+whether its compile caches hold entries. An attached endpoint has no launch to time.
 """
 
 from __future__ import annotations
@@ -186,8 +168,7 @@ def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> 
 
 @dataclass(frozen=True)
 class ColdStarts:
-    """A model's launches (:class:`~..core.measurements.StartupStats`) and the endpoint its
-    first launch served (for the provenance a measurement records; None without launches)."""
+    """A model's launches and the endpoint its first launch served (for provenance)."""
 
     stats: StartupStats
     endpoint: Endpoint | None
@@ -211,8 +192,8 @@ def measure_cold_starts(
     evict_page_cache: bool = False,
     timeout_s: float = 300.0,
 ) -> ColdStarts:
-    """Launch ``name``'s server ``launches`` times, each a fresh process stopped before the
-    next, and time each one's start (see the module's note)."""
+    """Launch ``name``'s server ``launches`` times, each stopped before the next, and time
+    each one's start."""
     if launches < 1:
         raise ValueError(f"launches must be at least 1, got {launches}")
     measured: list[ColdStart] = []
@@ -249,10 +230,9 @@ def measure_startup(
     sweep: Sweep, name: str, *, launches: int, log_dir: Path, progress: Progress,
     record_measurement: Callable[..., Any], worker_id: str = "main",
 ) -> StartupStats:
-    """Cold-start ``name`` ``launches`` times (its model file's pages dropped before each
-    launch, so each reads it cold where the kernel lets us), record one ``startup``
-    measurement (value: the geometric mean of launch → first token, seconds) and raise
-    :class:`MeasurementError` when a first request failed (the figures are recorded first)."""
+    """Cold-start ``name`` ``launches`` times (pages evicted first), record one ``startup``
+    measurement (the geometric mean of launch → first token, s), then raise
+    :class:`MeasurementError` when a first request failed."""
     measured = measure_cold_starts(sweep, name, launches=launches, log_dir=log_dir,
                                    progress=progress, worker_id=worker_id, evict_page_cache=True)
     stats = measured.stats
@@ -267,8 +247,7 @@ def measure_startup(
 
 
 def launch_line(name: str, start: ColdStart, launches: int) -> str:
-    """E.g. ``cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s;
-    page cache of X.gguf (86 MiB): 100% resident before launch, warm: read from memory``."""
+    """E.g. ``cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s; …``."""
     first = "failed" if start.first_token_s is None else f"{start.first_token_s:.2f} s"
     return (f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
             f"first token {first}; {start.cache.detail}")

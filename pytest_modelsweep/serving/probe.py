@@ -27,20 +27,13 @@ class ServerFacts:
     server_version: str
     context_length: int
     settings: dict[str, Any] = field(default_factory=dict)
-    served_names: tuple[str, ...] = ()
 
     def endpoint(self, spec: ModelSpec, base_url: str, provenance: Provenance,
                  credentials: Credentials | None = None) -> Endpoint:
         """The endpoint these facts describe, for the sweep's model ``spec``."""
-        return Endpoint(
-            credentials=credentials,
-            model=spec,
-            base_url=base_url,
-            served_name=spec.served_name,
-            context_length=self.context_length,
-            server_kind=self.kind,
-            provenance=provenance,
-        )
+        return Endpoint(credentials=credentials, model=spec, base_url=base_url,
+                        served_name=spec.served_name, context_length=self.context_length,
+                        server_kind=self.kind, provenance=provenance)
 
 
 def _get_json(client: httpx.Client, url: str) -> Any | None:
@@ -58,12 +51,8 @@ def _get_json(client: httpx.Client, url: str) -> Any | None:
 
 def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
                  credentials: Credentials | None = None, model: str | None = None) -> ServerFacts:
-    """Check that ``base_url`` serves ``served_name`` and read its facts.
-
-    Raises :class:`EndpointError` when the URL does not answer, answers with
-    something that is not an OpenAI-compatible model list, or does not list
-    the model.
-    """
+    """Check that ``base_url`` serves ``served_name`` and read its facts; an
+    :class:`EndpointError` when it does not answer with a model list that lists it."""
     base = redact(base_url.rstrip("/"))
     with httpx.Client(timeout=timeout_s, headers=auth_headers(credentials),
                       verify=tls_context()) as client:
@@ -75,50 +64,42 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
                 "check that the server is running and the URL (scheme, host, port) is right"
             ) from None
         if response.status_code in (401, 403):
-            raise EndpointError(
-                f"{base}/v1/models answered HTTP {response.status_code}: "
-                + wants_key_message(model or served_name)
-            )
+            raise EndpointError(f"{base}/v1/models answered HTTP {response.status_code}: "
+                                + wants_key_message(model or served_name))
         if response.status_code != 200:
             raise EndpointError(
                 f"{base}/v1/models answered HTTP {response.status_code}; an OpenAI-compatible "
-                "server answers 200 with its model list (is this the server's root URL?)"
-            )
+                "server answers 200 with its model list (is this the server's root URL?)")
         try:
             listing = response.json()
             entries = listing["data"]
             served = tuple(str(entry["id"]) for entry in entries)
         except (ValueError, KeyError, TypeError):
             raise EndpointError(
-                f"{base}/v1/models did not return an OpenAI model list "
-                f"(got {redact(response.text[:480])[:120]!r}); point --endpoint at an OpenAI-compatible server"
-            ) from None
+                f"{base}/v1/models did not return an OpenAI model list (got "
+                f"{redact(response.text[:480])[:120]!r}); point --endpoint at an "
+                "OpenAI-compatible server") from None
         if served_name not in served:
             raise EndpointError(
-                f"{base} does not serve {served_name!r} (it serves: {', '.join(served) or 'nothing'}); "
-                "start it with that served name or fix served_name in the sweep"
-            )
+                f"{base} does not serve {served_name!r} (it serves: "
+                f"{', '.join(served) or 'nothing'}); start it with that served name or fix "
+                "served_name in the sweep")
         entry = next(e for e in entries if e.get("id") == served_name)
         props = _get_json(client, f"{base}/props")
         if isinstance(props, dict) and "build_info" in props:
-            return _llamacpp_facts(props, entry, served)
+            return _llamacpp_facts(props, entry)
         version = _get_json(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
-            return _vllm_facts(version, entry, served)
+            return ServerFacts("vllm", "vllm", str(version["version"]),
+                               int(entry.get("max_model_len") or 0),
+                               {"max_model_len": entry.get("max_model_len"),
+                                "root": entry.get("root")})
     context = entry.get("max_model_len") or entry.get("context_length") or 0
-    return ServerFacts(
-        kind="openai",
-        server_name="openai-compatible",
-        server_version="unknown",
-        context_length=int(context),
-        settings={"model_entry": entry},
-        served_names=served,
-    )
+    return ServerFacts("openai", "openai-compatible", "unknown", int(context),
+                       {"model_entry": entry})
 
 
-def _llamacpp_facts(
-    props: dict[str, Any], entry: dict[str, Any], served: tuple[str, ...]
-) -> ServerFacts:
+def _llamacpp_facts(props: dict[str, Any], entry: dict[str, Any]) -> ServerFacts:
     generation = props.get("default_generation_settings", {})
     meta = entry.get("meta") or {}
     caps = props.get("chat_template_caps") or {}
@@ -133,28 +114,5 @@ def _llamacpp_facts(
         "supports_tool_calls": caps.get("supports_tool_calls"),
         "chat_format": (generation.get("params") or {}).get("chat_format"),
     }
-    return ServerFacts(
-        kind="llamacpp",
-        server_name="llama.cpp llama-server",
-        server_version=str(props.get("build_info")),
-        context_length=int(generation.get("n_ctx") or 0),
-        settings=settings,
-        served_names=served,
-    )
-
-
-def _vllm_facts(
-    version: dict[str, Any], entry: dict[str, Any], served: tuple[str, ...]
-) -> ServerFacts:
-    settings = {
-        "max_model_len": entry.get("max_model_len"),
-        "root": entry.get("root"),
-    }
-    return ServerFacts(
-        kind="vllm",
-        server_name="vllm",
-        server_version=str(version["version"]),
-        context_length=int(entry.get("max_model_len") or 0),
-        settings=settings,
-        served_names=served,
-    )
+    return ServerFacts("llamacpp", "llama.cpp llama-server", str(props.get("build_info")),
+                       int(generation.get("n_ctx") or 0), settings)

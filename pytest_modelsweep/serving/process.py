@@ -25,8 +25,7 @@ FAST_POLL_S = 0.05
 FAST_POLL_FOR_S = 10.0
 
 _SERVING: dict[str, ServerProcess] = {}
-# Started, ready servers of this process by the host:port of their ready URL, so that
-# an endpoint at that address can name its server's pid (see :func:`server_pids_at`).
+"""Ready servers of this process by the host:port of their ready URL (:func:`server_pids_at`)."""
 
 
 def _address(url: str) -> str:
@@ -35,10 +34,8 @@ def _address(url: str) -> str:
 
 
 def server_pids_at(base_url: str) -> list[int]:
-    """The pid of the live server this process started at ``base_url``'s host:port, or [].
-
-    Its child processes are not listed: whoever measures CPU use finds them below it.
-    """
+    """The pid of the live server this process started at ``base_url``'s host:port (not its
+    children), or []."""
     process = _SERVING.get(_address(base_url))
     if process is None or process.pid is None or not process.alive():
         return []
@@ -65,31 +62,18 @@ def _parent_death_signal(sig: int) -> Callable[[], None]:
 
 
 class ServerProcess:
-    """Starts one server command, waits until it is ready, keeps its log, stops it.
+    """Starts one server command (an argument list), waits until it is ready, keeps its log,
+    stops it.
 
-    ``argv`` is an argument list, never a shell string. If pytest dies, Linux sends
-    the server ``death_signal`` (SIGTERM by default, so that ``docker run`` stops its
-    container; SIGKILL for servers with nothing to clean up). Readiness is polled on
-    ``ready_url`` (HTTP 200) while the process is watched: if it exits, or is not
-    ready within ``timeout_s``, :class:`ServerStartError` carries the command
-    line and the last 40 lines of its log. ``launched_at`` and ``ready_at`` (perf clock)
-    say when it was started and first answered 200; the poll runs every
-    :data:`FAST_POLL_S` for the first :data:`FAST_POLL_FOR_S` seconds, then every
-    :data:`POLL_S`, and ``ready_within_s`` is the gap since the poll before (how late
-    ``ready_at`` may be).
+    If pytest dies, Linux sends the server ``death_signal`` (SIGTERM, so ``docker run``
+    stops its container). A process that exits or is not ready within ``timeout_s`` is a
+    :class:`ServerStartError` with its log's tail. ``launched_at`` and ``ready_at`` (perf
+    clock) time the start; ``ready_within_s`` is the gap since the poll before.
     """
 
-    def __init__(
-        self,
-        argv: Sequence[str],
-        *,
-        ready_url: str,
-        log_path: Path,
-        timeout_s: float,
-        env: dict[str, str] | None = None,
-        name: str = "server",
-        death_signal: int = signal.SIGTERM,
-    ) -> None:
+    def __init__(self, argv: Sequence[str], *, ready_url: str, log_path: Path, timeout_s: float,
+                 env: dict[str, str] | None = None, name: str = "server",
+                 death_signal: int = signal.SIGTERM) -> None:
         self.argv = tuple(argv)
         self.ready_url = ready_url
         self.log_path = log_path
@@ -121,10 +105,8 @@ class ServerProcess:
     def _failure(self, what: str) -> ServerStartError:
         tail = self.log_tail()
         shown = "\n".join(f"    {line}" for line in tail) or "    (the log is empty)"
-        return ServerStartError(
-            f"{self.name} {what}; command: {self.command_line}; log: {self.log_path}\n"
-            f"  last {len(tail)} log lines:\n{shown}"
-        )
+        return ServerStartError(f"{self.name} {what}; command: {self.command_line}; log: "
+                                f"{self.log_path}\n  last {len(tail)} log lines:\n{shown}")
 
     def start(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Start the process and block until ``ready_url`` answers 200."""
@@ -138,19 +120,13 @@ class ServerProcess:
             launched = self.launched_at = time.perf_counter()
             try:
                 self._proc = subprocess.Popen(
-                    self.argv,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    start_new_session=True,
-                    preexec_fn=_parent_death_signal(self.death_signal),
-                )
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=env, start_new_session=True,
+                    preexec_fn=_parent_death_signal(self.death_signal))
             except OSError as exc:
-                raise ServerStartError(
-                    f"{self.name} could not be started: {exc.strerror or exc}; "
-                    f"command: {self.command_line}"
-                ) from None
+                raise ServerStartError(f"{self.name} could not be started: "
+                                       f"{exc.strerror or exc}; command: {self.command_line}"
+                                       ) from None
         deadline = time.monotonic() + self.timeout_s
         previous = launched
         with httpx.Client(timeout=5.0, verify=tls_context()) as client:
@@ -172,8 +148,7 @@ class ServerProcess:
                     self.stop()
                     raise self._failure(
                         f"was not ready at {self.ready_url} within {self.timeout_s:.0f}s "
-                        "(raise serving.startup_timeout_s in the sweep if it is just slow)"
-                    )
+                        "(raise serving.startup_timeout_s in the sweep if it is just slow)")
                 if should_stop is not None and should_stop():
                     self.stop()
                     raise self._failure("start was interrupted")

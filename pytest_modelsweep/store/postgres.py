@@ -1,15 +1,8 @@
 """The PostgreSQL database of a store: connected with psycopg 3, refusals in one line each.
 
-The URL's parts go to libpq as given; what it leaves out (host, port, user,
-password, database) libpq takes from the ``PG*`` environment variables and
-``PGPASSFILE``, as ``psql`` does. No password is ever shown: messages name the
-store by its URL without one, and the URL's and ``PGPASSWORD``'s passwords are
-known to :func:`~pytest_modelsweep.core.secrets.redact`.
-
-Connection failures are told apart by libpq's own words (it gives them no
-SQLSTATE): a server that does not answer, a refused password, a missing
-password, an unknown role, a missing database; anything else comes back as
-libpq says it, with the fix to check the URL.
+What the URL leaves out libpq takes from ``PG*`` variables and ``PGPASSFILE``, as ``psql``
+does. No password is ever shown. Connection failures are told apart by libpq's words
+(it gives them no SQLSTATE).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError
+from ..core.measurements import measurements_of
 from ..core.outputs import write_failure
 from ..core.secrets import redacted
 
@@ -156,7 +157,14 @@ class ResultsWriter:
 
 
 def load_results(path: Path) -> dict[str, Any]:
-    """Read a results file, or rebuild it from the journal of an interrupted run."""
+    """Read a results file, or rebuild it from the journal of an interrupted run; a
+    measurement with a value of the wrong type is a DataError naming the file and the key."""
+    data = _load(path)
+    measurements_of(data["measurements"], where=str(path))
+    return data
+
+
+def _load(path: Path) -> dict[str, Any]:
     journal = path.with_name(path.name + ".partial.jsonl")
     if path.is_file():
         try:
@@ -165,6 +173,8 @@ def load_results(path: Path) -> dict[str, Any]:
             raise DataError(f"{path}: not a JSON results file ({exc})") from None
         if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             raise DataError(f"{path}: not a pytest-modelsweep results file (schema {SCHEMA})")
+        if not isinstance(data.get("measurements"), list):
+            raise DataError(f"{path}: measurements: expected a list")
         return data
     if journal.is_file():
         run: dict[str, Any] = {}

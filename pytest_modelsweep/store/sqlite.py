@@ -1,10 +1,7 @@
 """The SQLite file of a store: checked before anything is written to it, then opened for sharing.
 
-One file (``.modelsweep/store.sqlite`` by default) shared by every process of a
-run: WAL journaling, a busy timeout and write transactions that take the write
-lock first (``BEGIN IMMEDIATE``) let xdist workers write their items concurrently
-without losing rows. What the file holds and how it is read and written is the
-store's (:mod:`~pytest_modelsweep.store.database`); this module knows files.
+WAL journaling, a busy timeout and write transactions that take the write lock first
+(``BEGIN IMMEDIATE``) let xdist workers write concurrently without losing rows.
 """
 
 from __future__ import annotations
@@ -32,12 +29,8 @@ _FIX_WRITABLE_PLACE = "pass --store with a path in a folder you can write"
 
 
 def sqlite_engine(path: Path, busy_timeout_s: float) -> Engine:
-    """An engine on the file ``path``: every connection in WAL mode with a busy timeout.
-
-    pysqlite's own transaction handling is switched off; a transaction begins with
-    ``BEGIN IMMEDIATE`` when it runs with the :data:`WRITE_OPTION` (so two writers
-    queue on the lock instead of one failing at its first write), else ``BEGIN``.
-    """
+    """An engine on ``path`` in WAL mode with a busy timeout; a transaction with the
+    :data:`WRITE_OPTION` begins ``IMMEDIATE`` so two writers queue on the lock."""
     engine = create_engine(
         f"sqlite+pysqlite:///{path}",
         connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
@@ -69,14 +62,9 @@ def is_lock_error(exc: sqlite3.Error) -> bool:
 def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
     """Classify ``path`` before anything is written to it: ``"new"`` or ``"store"``.
 
-    ``"new"``: no file yet (it is created here, empty, with its folder), an
-    empty file, or a SQLite database without tables; ``"store"``: a
-    pytest-modelsweep store this version can use. Anything else (a folder, a
-    folder that cannot be made, a read-only or unwritable file, a file that is
-    not SQLite, someone else's database, a newer schema) raises
-    :class:`~pytest_modelsweep.core.errors.DataError` with the reason and the fix.
-    A lock held by another connection raises the ``sqlite3`` error (retried by
-    the caller).
+    ``"new"``: no file (created here, empty), an empty file, or SQLite without tables;
+    ``"store"``: a store this version can use. Anything else is a DataError with the fix;
+    a lock held elsewhere raises the ``sqlite3`` error (the caller retries).
     """
     if path.is_dir():
         raise DataError(
@@ -126,11 +114,8 @@ def _create_empty(path: Path) -> None:
 
 
 def _check_writable(path: Path) -> None:
-    """The file and its folder (SQLite writes its journal beside it) must be writable.
-
-    A file whose mode has no write bit is refused also for root, who could write
-    it anyway: someone marked it read-only.
-    """
+    """The file and its folder (for the journal) must be writable; a file without a write
+    bit is refused also for root (someone marked it read-only)."""
     try:
         os.close(os.open(path, os.O_RDWR))
     except OSError as exc:

@@ -1,18 +1,7 @@
-"""A sweep run: one logical sweep whose models were measured by runs on several hosts.
+"""A sweep run: runs on several hosts given the same ``--sweep-run NAME``, read as one.
 
-Runs given the same ``--sweep-run NAME`` join it. Each is a run of its own (its own id,
-results file, provenance), recorded in the store's ``runs`` table with NAME, the models
-whose own tests it has (known once it has collected) and when its session ended. What
-reads a sweep run:
-
-* the comparison finder looks for a side in this run, then in the other runs of the
-  sweep run, and waits while the run that is to measure it (:func:`awaited`) is still
-  going;
-* the gate, the reports and ``modelsweep report --sweep-run NAME`` read the
-  measurements of every run of it as one run's (:func:`latest_per_setting`).
-
-Pure data and rules; the queries are :class:`~pytest_modelsweep.store.database.Store`'s
-(``sweep_run_members``, ``sweep_run_measurements``, ``sweep_run_report``).
+The comparison finder waits for the run still to measure a side (:func:`awaited`); the
+gate and reports read every run's measurements as one run's (:func:`latest_per_setting`).
 """
 
 from __future__ import annotations
@@ -61,13 +50,8 @@ class SweepRunMember:
 
 def awaited(members: Sequence[SweepRunMember], model: str, *,
             exclude: str) -> SweepRunMember | None:
-    """The run of the sweep run still to measure ``model``, or None when none is.
-
-    The newest run (other than ``exclude``) that measures the model, or has not
-    collected yet, speaks for it: while it has not finished, the model may still come.
-    A newer run supersedes an older one, so a host run again after it was killed
-    (which never finishes) is waited for, not the killed run.
-    """
+    """The run still to measure ``model``, or None: the newest run (not ``exclude``) that
+    plans it, while unfinished (a host run again supersedes its killed run)."""
     planning = [m for m in members if m.run_id != exclude and m.plans(model)]
     if not planning or planning[-1].finished_at is not None:
         return None
@@ -75,17 +59,15 @@ def awaited(members: Sequence[SweepRunMember], model: str, *,
 
 
 def _key(measurement: Mapping[str, Any]) -> tuple[str, str, str]:
-    """Model, benchmark and setting: the parameters but a comparison's ``verdict`` (its
-    outcome, which a judging run again may change)."""
+    """Model, benchmark and parameters but a comparison's ``verdict``."""
     params = {k: v for k, v in (measurement.get("params") or {}).items() if k != "verdict"}
     return (str(measurement.get("model")), str(measurement.get("benchmark")),
             json.dumps(params, sort_keys=True, default=str))
 
 
 def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """The measurements of several runs (oldest first) as one run's: for each model,
-    benchmark and parameters, those of the latest run that has them (a host run again,
-    or a judging run's verdicts, replace the earlier ones)."""
+    """The measurements of several runs (oldest first) as one run's: per model, benchmark
+    and parameters, those of the latest run that has them."""
     chosen: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for measurements in runs:
         grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -97,8 +79,7 @@ def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict
 
 def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
                       base: Mapping[str, Any]) -> dict[str, Any]:
-    """The run dict a report of the whole sweep run shows: ``base`` (a run's provenance)
-    named after the sweep run, with its runs listed."""
+    """``base`` (a run's provenance) named after the sweep run, with its runs listed."""
     return {**base, "run_id": f"{name} (sweep run of {len(members)} "
                               f"run{'s' if len(members) != 1 else ''})",
             "sweep_run": name,
@@ -107,12 +88,10 @@ def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
                      for m in members]}
 
 
-
 def unsettled_failures(outcomes: Iterable[tuple[str, str, str]],
                        order: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(run, test, outcome) of the tests whose latest outcome in the runs ``order`` (oldest
-    first) is a failure: a test that failed on a host and passed when it was run again there
-    is settled."""
+    """(run, test, outcome) of the tests whose latest outcome in ``order`` (oldest first)
+    is a failure."""
     rank = {run: i for i, run in enumerate(order)}
     latest: dict[str, tuple[str, str, str]] = {}
     for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1)):

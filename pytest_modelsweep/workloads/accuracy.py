@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 from ..client import Guard, run_post_requests
@@ -31,8 +30,8 @@ class AccuracyRun(Generic[ItemT]):
     wall_s: float
     requests: list[ApiRequest] = field(default_factory=list)
     store_error: str | None = None
-    """Why the store stopped taking items (a full disk...), in one line: every item was still
-    sent and scored, the rest were not stored; the caller fails the test with this line."""
+    """Why the store stopped taking items (a full disk...), in one line; every item was still
+    sent and scored."""
 
 
 class ProgressLine:
@@ -61,24 +60,13 @@ class ProgressLine:
         self.last = now
         rate = self.done / max(now - self.started, 1e-9)
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        self.write(
-            f"{self.label}: {self.done}/{self.total} items, {rate:.2f} items/s, "
-            f"ETA {eta:.0f}s"
-        )
+        self.write(f"{self.label}: {self.done}/{self.total} items, {rate:.2f} items/s, "
+                   f"ETA {eta:.0f}s")
 
 
 def _verdict(record: ItemRecord) -> tuple[Any, ...]:
     """What a scorer decides about an answer (a record's other fields describe the answer)."""
     return record.correct, record.score, record.scores, record.extracted, record.error
-
-
-def _add_item(store: Store, *, run_id: str, model: str, benchmark: str, serving_key: str,
-              record: ItemRecord, reused: bool) -> None:
-    store.add_item(run_id, model, benchmark, serving_key, record, reused=reused)
-
-
-def _update_item(store: Store, *, serving_key: str, benchmark: str, record: ItemRecord) -> None:
-    store.update_item(serving_key, benchmark, record)
 
 
 def run_accuracy(
@@ -98,18 +86,10 @@ def run_accuracy(
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused, not re-sent.
 
-    Reused answers are scored again by ``score`` from the completion their record
-    keeps, so a fixed scorer applies to stored answers too; a changed record is
-    written back to the store (and counted when its verdict changed). Each newly
-    scored item is committed to the store before the next completes, so an
-    interrupted run resumes where it stopped. Items without a usable answer
-    (``error`` set), or without a completion to score again, are not reused: they
-    are sent again. ``reuse=False``
-    sends every item (and still stores it, for verdicts and later runs). A store that
-    refuses a write (:class:`~pytest_modelsweep.core.outputs.OutputError`) is not written
-    again in this run; the items are still measured and the run's ``store_error`` says why. A request
-    fails after ``idle_timeout_s`` without an answer or ``timeout_s`` in all; when the
-    endpoint's breaker opens (the server stalled) the rest fail at once.
+    Reused answers are scored again by ``score`` (a changed record is written back); items
+    without a usable answer are sent again. Each newly scored item is committed at once, so
+    an interrupted run resumes. A store that refuses a write is not written again in this
+    run (``store_error`` says why); the items are still measured.
     """
     started = time.monotonic()
     requests = [build(item) for item in items]
@@ -146,21 +126,19 @@ def run_accuracy(
             records[request.item_id] = record
             if record != previous:
                 rescored += _verdict(record) != _verdict(previous)
-                keep(partial(_update_item, serving_key=serving_key, benchmark=benchmark,
-                             record=record))
-            keep(partial(_add_item, run_id=run_id, model=model, benchmark=benchmark,
-                         serving_key=serving_key, record=record, reused=True))
+                keep(lambda s: s.update_item(serving_key, benchmark, record))
+            keep(lambda s: s.add_item(run_id, model, benchmark, serving_key, record, reused=True))
     to_send = [r for r in requests if r.item_id not in stored]
     line = ProgressLine(f"{benchmark} {model}", len(to_send), progress)
     if progress is not None and stored:
         changed = f" ({rescored} scored differently now)" if rescored else ""
-        progress(f"{benchmark} {model}: reused {len(stored)} stored items{changed}, sending {len(to_send)}")
+        progress(f"{benchmark} {model}: reused {len(stored)} stored items{changed}, "
+                 f"sending {len(to_send)}")
 
     def on_result(request: ApiRequest, completion: Completion) -> None:
         record = score(by_id[request.item_id], request, completion)
         records[request.item_id] = record
-        keep(partial(_add_item, run_id=run_id, model=model, benchmark=benchmark,
-                     serving_key=serving_key, record=record, reused=False))
+        keep(lambda s: s.add_item(run_id, model, benchmark, serving_key, record, reused=False))
         line.step()
 
     guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
@@ -169,12 +147,7 @@ def run_accuracy(
         run_post_requests(endpoint.v1, endpoint.served_name, to_send, concurrency,
                           timeout_s=timeout_s, on_result=on_result, guard=guard)
     ordered = [records[r.item_id] for r in requests]
-    return AccuracyRun(
-        records=ordered,
-        sent=len(to_send),
-        reused=len(stored),
-        errors=sum(1 for r in ordered if r.error is not None),
-        wall_s=time.monotonic() - started,
-        requests=requests,
-        store_error=store_error[0] if store_error else None,
-    )
+    return AccuracyRun(records=ordered, sent=len(to_send), reused=len(stored),
+                       errors=sum(1 for r in ordered if r.error is not None),
+                       wall_s=time.monotonic() - started, requests=requests,
+                       store_error=store_error[0] if store_error else None)

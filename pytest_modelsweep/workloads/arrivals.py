@@ -1,23 +1,10 @@
 """When an open-loop window sends its requests: Poisson or gamma arrivals at a rate, seeded.
 
-The process is ``vllm bench serve``'s (``--request-rate``, ``--burstiness``,
-``--ramp-up-strategy``): the gap before each request is drawn from a gamma
-distribution with shape = burstiness and scale = 1 / (rate × burstiness), so
-its mean is 1 / rate and its coefficient of variation 1 / √burstiness.
-Burstiness 1 is a Poisson process (exponential gaps); below 1 arrivals come in
-bursts, above 1 more evenly; infinite burstiness sends every 1 / rate seconds.
-An infinite rate sends everything at once. As vLLM does, the first request
-waits one gap too, and without a ramp-up the send times are scaled so that the
-last one falls at exactly ``count / rate`` (the sum of random gaps misses it by a
-few percent, which would make the offered rate depend on the seed).
-
-A ramp-up changes the rate with the request's index ``i`` of ``count``:
-``linear`` from ``start_rps`` to ``end_rps`` (``start + (end − start) × i / (count − 1)``),
-``exponential`` as ``start × (end / start) ** (i / (count − 1))``; its times are not
-rescaled. Draws come from numpy's ``default_rng(seed)``: the same seed gives the same
-times here, not the same times as vLLM's global ``np.random.seed``.
-
-Pure: no I/O, no pytest.
+As ``vllm bench serve`` (``--request-rate``, ``--burstiness``, ``--ramp-up-strategy``): each
+gap is gamma with shape = burstiness and mean 1 / rate (1: Poisson; infinite: evenly
+spaced), the first request waits one gap too. Without a ramp-up the times are scaled so the
+last falls at ``count / rate`` (the offered rate does not depend on the seed); a ramp-up's
+are not. Draws come from ``numpy.random.default_rng(seed)``.
 """
 
 from __future__ import annotations
@@ -58,11 +45,8 @@ class RampUp:
 
 @dataclass(frozen=True)
 class ArrivalProcess:
-    """Requests per second, burstiness (1: Poisson) and an optional ramp-up.
-
-    ``rate`` may be ``math.inf`` (all at once); with a ramp-up the ramp's rates rule
-    and ``rate`` is only what the window is labelled with.
-    """
+    """Requests per second (``math.inf``: all at once), burstiness (1: Poisson) and an
+    optional ramp-up (whose rates then rule; ``rate`` only labels the window)."""
 
     rate: float
     burstiness: float = 1.0
@@ -83,19 +67,13 @@ class ArrivalProcess:
 
     def describe(self) -> str:
         """E.g. ``Poisson 2 req/s``, ``gamma (burstiness 0.5) 2 req/s``, ``all at once``."""
+        shape = ("evenly spaced" if math.isinf(self.burstiness) else "Poisson"
+                 if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})")
         if self.ramp_up is not None:
             ramp = self.ramp_up
-            shape = ("evenly spaced" if math.isinf(self.burstiness) else "Poisson"
-                     if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})")
             return (f"{shape}, {ramp.strategy} ramp-up {ramp.start_rps:g} → "
                     f"{ramp.end_rps:g} req/s")
-        if math.isinf(self.rate):
-            return "all at once"
-        if math.isinf(self.burstiness):
-            return f"evenly spaced {self.rate:g} req/s"
-        if self.burstiness == 1:
-            return f"Poisson {self.rate:g} req/s"
-        return f"gamma (burstiness {self.burstiness:g}) {self.rate:g} req/s"
+        return "all at once" if math.isinf(self.rate) else f"{shape} {self.rate:g} req/s"
 
     def offsets(self, count: int, seed: int) -> list[float]:
         """Send times of ``count`` requests in seconds after the window starts (ascending)."""
@@ -119,8 +97,8 @@ class ArrivalProcess:
 
 
 def offered_rate(offsets: list[float]) -> float | None:
-    """Requests per second the schedule offers between its first and last send, as
-    (n − 1) / span; None for fewer than two requests or an all-at-once schedule."""
+    """Requests per second the schedule offers, (n − 1) / span; None for fewer than two
+    requests or an all-at-once schedule."""
     if len(offsets) < 2 or offsets[-1] <= offsets[0]:
         return None
     return (len(offsets) - 1) / (offsets[-1] - offsets[0])

@@ -1,22 +1,9 @@
 """BFCL "simple" (single Python function): building requests as BFCL does.
 
-Reproduced from the gorilla repository's ``berkeley-function-call-leaderboard/bfcl_eval``:
-
-* Loading: one JSON object a line (``bfcl_eval/utils.py`` ``load_file``); records and
-  possible answers joined by ``id``. Every function description gets BFCL's Python
-  hint, ``" Note that the provided function is in Python 3 syntax."``
-  (``add_language_specific_hint_to_function_doc``), in both modes.
-* Tools mode (BFCL's ``OpenAICompletionsHandler`` FC path): the question's messages,
-  and ``tools`` from ``convert_to_tool`` / ``_cast_to_openai_type`` with
-  ``GORILLA_TO_OPENAPI`` (``constants/type_mappings.py``), names' dots turned into
-  underscores (``underscore_to_dot``), no ``tool_choice``.
-* Prompt mode (``system_prompt_pre_processing_chat_model`` with the default
-  ``DEFAULT_SYSTEM_PROMPT_FORMAT``: python return format, no tool-call tag, JSON
-  function docs, plaintext, classic style, ``constants/default_prompts.py``): the
-  system prompt below, prepended as a system message (merged into an existing one
-  with ``"\\n\\n"``). Completion models get the same text as one plain prompt.
-
-BFCL's own default temperature is 0.001; this workload sends 0 (greedy).
+Reproduced from gorilla's ``bfcl_eval``: every function description gets BFCL's Python
+hint; tools mode sends ``tools`` as its ``OpenAICompletionsHandler`` converts them (dots in
+names as underscores, no ``tool_choice``); prompt mode prepends its default system prompt
+(plain prompt for completion models). Greedy, where BFCL's default temperature is 0.001.
 """
 
 from __future__ import annotations
@@ -35,32 +22,13 @@ DEFAULT_MAX_TOKENS = 1024
 PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
 
 GORILLA_TO_OPENAPI: dict[str, str] = {
-    "integer": "integer",
-    "number": "number",
-    "float": "number",
-    "string": "string",
-    "boolean": "boolean",
-    "bool": "boolean",
-    "array": "array",
-    "list": "array",
-    "dict": "object",
-    "object": "object",
-    "tuple": "array",
-    "any": "string",
-    "byte": "integer",
-    "short": "integer",
-    "long": "integer",
-    "double": "number",
-    "char": "string",
-    "ArrayList": "array",
-    "Array": "array",
-    "HashMap": "object",
-    "Hashtable": "object",
-    "Queue": "array",
-    "Stack": "array",
-    "Any": "string",
-    "String": "string",
-    "Bigint": "integer",
+    "integer": "integer", "number": "number", "float": "number", "string": "string",
+    "boolean": "boolean", "bool": "boolean", "array": "array", "list": "array",
+    "dict": "object", "object": "object", "tuple": "array", "any": "string",
+    "byte": "integer", "short": "integer", "long": "integer", "double": "number",
+    "char": "string", "ArrayList": "array", "Array": "array", "HashMap": "object",
+    "Hashtable": "object", "Queue": "array", "Stack": "array", "Any": "string",
+    "String": "string", "Bigint": "integer",
 }
 """BFCL's ``GORILLA_TO_OPENAPI`` type mapping (``bfcl_eval/constants/type_mappings.py``)."""
 
@@ -130,13 +98,8 @@ def _cast_properties(properties: dict[str, Any]) -> dict[str, Any]:
 def to_openai_tools(
     functions: Sequence[dict[str, Any]], *, underscore_to_dot: bool = True
 ) -> list[dict[str, Any]]:
-    """BFCL function docs to OpenAI ``tools`` as BFCL's OpenAI handler converts them.
-
-    ``"dict"`` becomes ``"object"``, ``"float"`` ``"number"`` (with ``format: float``
-    and a note in the description), ``"tuple"`` ``"array"``, ``"any"`` ``"string"``;
-    the top-level ``parameters`` become ``"type": "object"``; with
-    ``underscore_to_dot`` (as for OpenAI-style servers) dots in names become underscores.
-    """
+    """BFCL function docs to OpenAI ``tools`` as BFCL's OpenAI handler converts them; with
+    ``underscore_to_dot`` dots in names become underscores."""
     tools: list[dict[str, Any]] = []
     for doc in copy.deepcopy(list(functions)):
         if underscore_to_dot and "." in doc["name"]:
@@ -153,11 +116,8 @@ def to_openai_tools(
 
 def bfcl_system_prompt(functions: Sequence[dict[str, Any]]) -> str:
     """BFCL's default prompt-mode system prompt for these function docs (listed as indented JSON)."""
-    available = (
-        "Here is a list of functions in json format that you can invoke.\n"
-        + json.dumps(list(functions), indent=4)
-        + "\n"
-    )
+    available = ("Here is a list of functions in json format that you can invoke.\n"
+                 + json.dumps(list(functions), indent=4) + "\n")
     return f"{_PERSONA}{_TASK}\n\n{_TOOL_CALL_FORMAT}\n\n{_MULTITURN}\n\n{available}"
 
 
@@ -190,13 +150,8 @@ def bfcl_skip_reason(model: ModelSpec) -> str | None:
 def bfcl_eval_item(
     record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> EvalItem:
-    """One record as an item of the public API, in the model's ``bfcl_mode``, greedy.
-
-    Tools mode: the question's messages with the record's functions as ``tools``. Prompt
-    mode: BFCL's system prompt with the question, as a plain prompt (with
-    :data:`COMPLETION_STOP`) for a completion model, as messages for a chat model. The
-    item differs between models, so its ``data_hash`` is the record's; ``data`` is the record.
-    """
+    """One record as an item of the public API, in the model's ``bfcl_mode``, greedy; the
+    item differs between models, so its ``data_hash`` is the record's."""
     common: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0, "data": record,
                               "data_hash": record.data_hash}
     if model.bfcl_mode == "tools":
@@ -211,6 +166,5 @@ def bfcl_eval_item(
 def build_bfcl_request(
     record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
 ) -> ApiRequest:
-    """The request for one record, in the model's ``bfcl_mode`` (payload without ``model``):
-    :func:`bfcl_eval_item` as the public API renders it (what the bench sends)."""
+    """The request the bench sends for one record (payload without ``model``)."""
     return request_for(bfcl_eval_item(record, model, max_tokens=max_tokens), model.prompting)

@@ -1,28 +1,12 @@
 """Who else used the machine's CPUs during a timed window (Linux ``/proc``; pure, no pytest).
 
-A :class:`ContentionMeter` wraps one timed window. It reads, at the window's start
-and end, the machine's CPU accounting (``/proc/stat``: busy, idle and steal
-jiffies over all CPUs), the CPU time (``utime + stime`` of ``/proc/<pid>/stat``,
-all threads) of the served model's process and its descendants, and of our own
-process, and the load average. Per wall second of the window:
-
-* ``server_cpu_cores``: the server's processes (None when the server is not
-  ours: an attached endpoint has no local process);
-* ``client_cpu_cores``: our own process (pytest and its threads);
-* ``other_cpu_cores``: every other CPU use of the machine: busy time of all CPUs
-  minus the two above (clamped at 0);
-* ``steal_share``: steal time ÷ all CPU time of the machine (a hypervisor gave
-  our virtual CPUs to someone else);
-* ``load1_end``: the 1-minute load average at the window's end.
-
-A window is ``contended`` when others used more than ``max_other_cores`` cores
-(default :data:`DEFAULT_CONTENDED_CORES`) or steal exceeded :data:`STEAL_LIMIT` beyond the
-counters' resolution (one jiffy per CPU: of a 0.2 s window on two CPUs, 40 jiffies, 2 stolen
-prove nothing). Where ``/proc`` cannot be read (not Linux) every figure is None and
-``contended`` is None (unknown); the meter never raises.
-
-The repeats' noise: :func:`coefficient_of_variation` (sample sd ÷ mean; the
-interval of their mean is ``core.repeats.RepeatPolicy.interval``).
+A :class:`ContentionMeter` reads, at a window's start and end, the machine's jiffies
+(``/proc/stat``), the CPU time of the server's processes (None when not ours) and of our
+own, and the load average; per wall second: ``server_cpu_cores``, ``client_cpu_cores``,
+``other_cpu_cores`` (busy minus those two) and ``steal_share``. A window is ``contended``
+when others used more than ``max_other_cores`` or steal exceeded :data:`STEAL_LIMIT` beyond
+the counters' resolution (a jiffy per CPU). Without ``/proc`` every figure is None; the
+meter never raises.
 """
 
 from __future__ import annotations
@@ -33,7 +17,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from ..core.measurements import Contention
@@ -46,8 +29,7 @@ DEFAULT_CONTENDED_CORES = DEFAULTS.contended_cores
 """Others' CPU use (cores) above which a window is contended (``--contended-cores``)."""
 
 STEAL_LIMIT = DEFAULTS.contended_steal
-"""Share of the machine's CPU time stolen by the hypervisor above which a window is contended
-(``--contended-steal``)."""
+"""Share of CPU time stolen above which a window is contended (``--contended-steal``)."""
 
 PROC = Path("/proc")
 
@@ -72,11 +54,8 @@ def _clock_ticks() -> int:
 
 
 def machine_jiffies(proc: Path = PROC) -> tuple[int, int, int]:
-    """(busy, total, steal) jiffies over all CPUs, from the ``cpu`` line of ``/proc/stat``.
-
-    Total is user + nice + system + idle + iowait + irq + softirq + steal (guest
-    time is already inside user and nice); busy is total − idle − iowait − steal.
-    """
+    """(busy, total, steal) jiffies over all CPUs from ``/proc/stat`` (guest time is inside
+    user and nice; busy is total − idle − iowait − steal)."""
     with open(proc / "stat") as f:
         line = f.readline().split()
     if not line or line[0] != "cpu":
@@ -182,23 +161,17 @@ def contention(
     cpus = max(1, round(total / ticks / window))
     stolen_for_certain = max(0, stolen - cpus) / total if total > 0 else 0.0
     return Contention(
-        window_s=window,
-        other_cpu_cores=other_cores,
+        window_s=window, other_cpu_cores=other_cores,
         server_cpu_cores=None if server is None else server / ticks / window,
-        client_cpu_cores=client / ticks / window,
-        steal_share=steal_share,
-        load1_end=load1,
-        contended=other_cores > max_other_cores or stolen_for_certain > steal_limit,
-    )
+        client_cpu_cores=client / ticks / window, steal_share=steal_share, load1_end=load1,
+        contended=other_cores > max_other_cores or stolen_for_certain > steal_limit)
 
 
 class ContentionMeter:
     """Context manager around one timed window; :attr:`result` is the window's record.
 
-    ``server_pids`` are the served model's process(es) (their descendants are
-    found at both ends of the window); None or empty means the server is not
-    ours, so ``server_cpu_cores`` is None and its CPU use counts as others'.
-    The meter never raises: an unreadable ``/proc`` gives :func:`unknown`.
+    ``server_pids``: the served model's processes (with descendants); None or empty: the
+    server is not ours and its CPU use counts as others'.
     """
 
     def __init__(
@@ -229,10 +202,7 @@ class ContentionMeter:
             self._start = None
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.result = self.read()
 
     @property
@@ -260,8 +230,7 @@ class ContentionMeter:
 
 
 def coefficient_of_variation(values: Sequence[float]) -> float | None:
-    """Sample standard deviation ÷ mean of the repeats' values; None with fewer than two
-    values or a mean that is not positive."""
+    """Sample standard deviation ÷ mean; None with fewer than two values or a mean ≤ 0."""
     n = len(values)
     if n < 2:
         return None

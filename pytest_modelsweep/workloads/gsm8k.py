@@ -1,24 +1,10 @@
 """GSM8K: building requests as lm-evaluation-harness's ``gsm8k`` task.
 
-The prompt is lm-eval's ``gsm8k`` task (``lm_eval/tasks/gsm8k/gsm8k.yaml``,
-version 3.0) run through an OpenAI-compatible server (lm-eval's
-``local-completions`` / ``local-chat-completions`` models):
-
-* ``doc_to_text``: ``"Question: {question}\\nAnswer:"``; ``doc_to_target``: the whole
-  ``answer`` field; ``target_delimiter`` ``" "``; ``fewshot_delimiter`` ``"\\n\\n"``;
-  no description or system prompt.
-* 5-shot from the ``train`` split (``fewshot_split: train``, default sampler), see
-  :class:`Gsm8kFewshot` for exactly how the exemplars are drawn.
-* Generation: ``until: ["Question:", "</s>", "<|im_end|>"]`` sent as ``stop``,
-  greedy (``temperature: 0.0``), and lm-eval's default request ``seed`` of 1234.
-  ``max_tokens`` is the sweep's ``[benchmarks.gsm8k] max_tokens`` (2,048 where a sweep
-  sets none; the embedded sweep uses lm-eval's API default, 256), or ``--gsm8k-max-tokens``.
-* Completion models: one ``/v1/completions`` request whose prompt is the
-  exemplars, each ``"Question: q\\nAnswer: " + answer + "\\n\\n"``, then
-  ``"Question: q\\nAnswer:"``.
-* Chat models: lm-eval's ``--apply_chat_template --fewshot_as_multiturn`` messages:
-  per exemplar a user turn ``"Question: q\\nAnswer:"`` and an assistant turn with the
-  worked answer (no delimiter), then the test question as the last user turn.
+lm-eval's ``gsm8k`` task (``gsm8k.yaml`` version 3.0) as its ``local-completions`` /
+``local-chat-completions`` models send it: 5-shot from ``train`` (:class:`Gsm8kFewshot`),
+greedy, its ``until`` strings as ``stop``, request ``seed`` 1234; a completion model gets
+the plain few-shot prompt, a chat model the ``--fewshot_as_multiturn`` transcript.
+``max_tokens``: the sweep's ``[benchmarks.gsm8k] max_tokens`` or ``--gsm8k-max-tokens``.
 """
 
 from __future__ import annotations
@@ -48,16 +34,10 @@ DEFAULT_MAX_TOKENS = DEFAULT_GSM8K_MAX_TOKENS
 class Gsm8kFewshot:
     """lm-eval's default few-shot sampler for ``gsm8k``, reproduced.
 
-    lm-eval builds one ``random.Random(fewshot_random_seed)`` (1234 by default) per
-    task, shares it across the task's documents, and for each evaluated document,
-    in document order, calls ``rnd.sample(train_docs, 5)`` on the list of train
-    records in file order (``ContextSampler.sample``); the draws come out in that
-    sampled order. So the problem at test index ``i`` gets the ``i``-th draw of
-    that generator, whatever subset of the test set this run evaluates. This matches
-    a single-process lm-eval run (``--limit`` included); data-parallel ranks of
-    lm-eval each restart the generator and so draw differently. If the evaluated
-    split is the few-shot split, lm-eval draws one extra and drops the document
-    itself; that is reproduced too.
+    One ``random.Random(seed)`` per task, ``rnd.sample(train_docs, 5)`` per document in
+    order: the problem at test index ``i`` gets the ``i``-th draw, whatever subset runs
+    (as a single-process lm-eval run). Drawing from the evaluated split itself draws one
+    extra and drops the document.
     """
 
     train: Sequence[Gsm8kProblem]
@@ -120,21 +100,12 @@ def gsm8k_eval_item(
     *,
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> EvalItem:
-    """One problem as an item of the public API: lm-eval's plain few-shot prompt for
-    completion models and its multi-turn transcript for chat models, greedy, lm-eval's
-    stop strings and seed; ``answer`` is the raw ``answer`` field, ``data`` the problem."""
+    """One problem as an item of the public API; ``answer`` is the raw ``answer`` field."""
     return EvalItem(
-        problem.item_id,
-        messages=chat_messages(problem, exemplars),
-        prompt=completion_prompt(problem, exemplars),
-        answer=problem.answer,
-        max_tokens=max_tokens,
-        temperature=0.0,
-        stop=STOP,
-        seed=REQUEST_SEED,
-        data=problem,
-        data_hash=problem.data_hash,
-    )
+        problem.item_id, messages=chat_messages(problem, exemplars),
+        prompt=completion_prompt(problem, exemplars), answer=problem.answer,
+        max_tokens=max_tokens, temperature=0.0, stop=STOP, seed=REQUEST_SEED, data=problem,
+        data_hash=problem.data_hash)
 
 
 def build_gsm8k_request(
@@ -144,11 +115,7 @@ def build_gsm8k_request(
     *,
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> ApiRequest:
-    """The request for one problem: completions for ``prompting == "completion"``, else chat.
-
-    ``fewshot`` is the sampler (exemplars chosen as lm-eval does) or the exemplars
-    themselves. It is the request the bench sends: :func:`gsm8k_eval_item` as the
-    public API renders it for the model (:func:`~..api.evaluation.request_for`).
-    """
+    """The request the bench sends for one problem; ``fewshot``: the sampler or the
+    exemplars themselves."""
     exemplars = fewshot.exemplars(problem) if isinstance(fewshot, Gsm8kFewshot) else tuple(fewshot)
     return request_for(gsm8k_eval_item(problem, exemplars, max_tokens=max_tokens), model.prompting)

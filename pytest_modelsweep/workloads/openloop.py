@@ -1,30 +1,15 @@
 """One open-loop window: requests arrive at a rate, whatever the server's pace.
 
-A closed loop keeps exactly N requests in flight, so when the server slows down the
-client slows down with it and latency under load looks better than users see it
-(coordinated omission). Here request i is sent at its scheduled time from an
-:class:`~.arrivals.ArrivalProcess` however many are in flight, and its TTFT, TPOT and
-E2E run from that *scheduled* time: a request that had to wait (for the client's
-cap, or because the client was late) carries the wait in its latencies.
+Request i is sent at its scheduled time from an :class:`~.arrivals.ArrivalProcess` however
+many are in flight, and its latencies run from that *scheduled* time (no coordinated
+omission). Otherwise the window is the throughput workload's: its prompts, warm-up,
+counters and checks (:func:`~.throughput.summarize`).
 
-The window is the throughput workload's otherwise: exact-length unique prompts
-(:func:`~.throughput.draw_window_prompts`), a closed-loop warm-up, the server's
-counters read before and after, and the same checks (:func:`~.throughput.summarize`:
-exact output and prompt token counts, the counter fidelity, no prefix-cache hit).
-
-**Saturation.** ``offered_rps`` is the schedule's rate, (n − 1) / (last send − first
-send). A server that keeps up completes requests as fast as they arrive (shifted by
-their latency); one that cannot falls behind, its queue grows and its completions spread
-out. ``achieved_rps`` is the completions' rate against the schedule actually sent: the
-offered rate × the least-squares slope of the successful requests' send times on their
-order ÷ that of their end times on theirs. Least squares over the whole window, not the
-first and last end: a window starts with an empty server, so its first request is
-served faster than the rest, and (completed − 1) / (last end − first end) called a
-server that kept up 10% behind (the embedded Gemma at 0.29 req/s: 10% by the ends, 0.7%
-by the slopes). The window is *saturated* when the achieved rate is more than
-``tolerance`` (default 10%) below the offered one, as GuideLLM's
-``--stop-over-saturated`` stops a sweep, or when a request found the client's
-``max_in_flight`` cap reached.
+**Saturation.** ``offered_rps`` is the schedule's rate; ``achieved_rps`` the completions'
+rate (:func:`kept_up_rate`). Least-squares slopes, not first and last end: a window starts
+with an empty server, and the ends alone called a server that kept up 10% behind. The
+window is *saturated* when the achieved rate is more than ``tolerance`` below the offered
+one (as GuideLLM's ``--stop-over-saturated``), or a request found the ``max_in_flight`` cap.
 """
 
 from __future__ import annotations
@@ -56,12 +41,11 @@ from ..serving.server_metrics import (
     ServerMetricsWindow,
 )
 from .arrivals import ArrivalProcess, offered_rate
+from .prompts import ServerTokenizer, draw_window_prompts
 from .throughput import (
     OUTPUT_TOKENS,
     LatencyStats,
-    ServerTokenizer,
     ThroughputResult,
-    draw_window_prompts,
     sampled_window,
     settled_metrics,
     summarize,
@@ -80,19 +64,15 @@ PREOPEN_CONNECTIONS = 16
 
 
 def completion_rate(result: ThroughputResult) -> float | None:
-    """The rate the successful requests completed at (see the module): their offered rate
-    × the least-squares slope of their send times on their order ÷ that of their end
-    times; None for fewer than three or a window sent or ended all at once."""
+    """The rate the successful requests completed at (:func:`kept_up_rate`)."""
     done = [r for r in result.records if r.error is None]
     return kept_up_rate([r.start for r in done], [r.end for r in done])
 
 
 def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
-    """Completions per second of requests sent at ``sends`` and ended at ``ends``, read
-    against the schedule: (n − 1) / (last send − first send) × slope(sends) ÷ slope(ends),
-    each the least-squares slope of the sorted times on their rank. A server that keeps up
-    gives the offered rate whatever its latencies, provided they do not grow; a queue
-    that grows by d seconds a request stretches the ends' slope by d."""
+    """Completions per second against the schedule: the offered rate × slope(sends) ÷
+    slope(ends), least-squares slopes of the sorted times on their rank; None for fewer
+    than three or times all at once."""
     if len(sends) != len(ends):
         raise ValueError(f"{len(sends)} send times but {len(ends)} end times")
     if len(sends) < 3:
@@ -108,13 +88,8 @@ def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class OpenLoopWindow:
-    """One open-loop window: the arrivals, the throughput figures and checks, saturation,
-    the client's send lag and what the server's metrics saw.
-
-    ``result`` is the throughput workload's own summary of the window (its ``concurrency``
-    is the most requests the client had in flight); every record's ``start`` is its
-    scheduled send time.
-    """
+    """One open-loop window: the arrivals, the throughput summary (``concurrency``: the most
+    in flight; each record's ``start``: its scheduled time), saturation and send lag."""
 
     arrivals: ArrivalProcess
     seed: int
@@ -158,7 +133,7 @@ class OpenLoopWindow:
         return self.saturation.reason()
 
     def goodput(self, slo: Slo) -> Goodput:
-        """Goodput under ``slo``, latencies from the scheduled times (see the module)."""
+        """Goodput under ``slo``, latencies from the scheduled times."""
         return self.result.goodput(slo)
 
     @property
@@ -181,8 +156,7 @@ class OpenLoopWindow:
             peak_in_flight=self.peak_in_flight, send_lag=self.send_lag.in_ms())
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow:
-        """The window as a measurement records it: the throughput figures (its server's
-        metrics among them) with the open-loop ones."""
+        """The window as a measurement records it: throughput and open-loop figures."""
         return replace(self.result.window(contention), open_loop=self.figures())
 
 
@@ -207,11 +181,7 @@ def run_open_loop(
     unique_prefixes: bool = True,
 ) -> OpenLoopWindow:
     """Warm up (closed loop), read the counters, send the timed requests on their schedule
-    with the server's metrics sampled, read the counters again, check and summarise.
-
-    ``meter`` (e.g. a contention meter) is entered around the timed requests only, as
-    the sampler is; ``server_metrics`` False samples nothing (``server`` is None).
-    """
+    (``meter`` and the metrics sampler around them only), read the counters, summarise."""
     if not 0.0 <= saturation_tolerance < 1.0:
         raise ValueError(f"the saturation tolerance must be a share in [0, 1), "
                          f"got {saturation_tolerance!r}")
@@ -260,8 +230,7 @@ def run_open_loop(
 
 def window_seed(run_id: str, benchmark: str, arrivals: ArrivalProcess, prompt_tokens: int | None,
                 repeat: int | str) -> int:
-    """The seed of one window's prompts and send times: from the run, the setting and the
-    repeat, so that no two windows of a run share a prompt or a schedule."""
+    """The seed of one window's prompts and send times, from run, setting and repeat."""
     key = (f"{run_id}/{benchmark}/open/{arrivals.rate:g}/{arrivals.burstiness:g}/"
            f"{prompt_tokens}/{repeat}")
     return zlib.crc32(key.encode())

@@ -1,17 +1,10 @@
 """One throughput setting measured as every bench measures it: repeats, flags, one record.
 
-:func:`measure_setting` runs the timed windows the ``--repeats`` policy takes (N in flight;
-or, given ``arrivals``, open-loop windows whose requests arrive at a rate, :mod:`.openloop`)
-(:class:`~pytest_modelsweep.core.repeats.RepeatPolicy`), each with the contention
-meter around it and a progress line after it (and every :data:`TICK_S` seconds in
-a long one); then it records one measurement, a
-:class:`~pytest_modelsweep.core.measurements.ThroughputStats` (:func:`setting_stats`):
-the mean tokens/s over the repeats, each repeat's figures, CV and the
-``unstable``/``contended`` flags, the interval of the mean and the rule that made it,
-$/1M output tokens with a price and goodput with an SLO. The built-in throughput
-benches and the public ``measure_throughput`` fixture both call it.
-:func:`measure_interleaved_setting` measures one setting of two models in pairs of
-windows (``--interleave``), for the ratio judge. No pytest here.
+:func:`measure_setting` runs the windows the ``--repeats`` policy takes (closed loop, or
+open loop given ``arrivals``), each with the contention meter around it and progress lines,
+then records one :class:`~pytest_modelsweep.core.measurements.ThroughputStats`
+(:func:`setting_stats`). The built-in benches and ``measure_throughput`` both call it.
+:func:`measure_interleaved_setting` measures two models in pairs of windows (``--interleave``).
 """
 
 from __future__ import annotations
@@ -30,13 +23,8 @@ from ..core.measurements import Contention, ThroughputStats, ThroughputWindow
 from ..core.records import RequestRecord
 from ..core.slo import Goodput, Slo, goodput_stats
 from .contention import ContentionMeter, coefficient_of_variation
-from .throughput import (
-    OUTPUT_TOKENS,
-    InterleavedWindows,
-    make_tokenizer,
-    measure_interleaved,
-    measure_window,
-)
+from .prompts import make_tokenizer
+from .throughput import OUTPUT_TOKENS, InterleavedWindows, measure_interleaved, measure_window
 
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
@@ -67,6 +55,7 @@ class SettingWindow(Protocol):
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow: ...
 
+
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""
 
@@ -86,17 +75,10 @@ def measure_setting(
     params: dict[str, Any] | None = None,
     arrivals: ArrivalProcess | None = None,
 ) -> None:
-    """Measure one throughput setting over its repeats, record it, raise on broken rules.
-
-    ``record_measurement`` is the fixture's callable; the figures are recorded before
-    a :class:`MeasurementError` lists what broke. ``user_prompts`` (with
-    ``unique_prefixes``) sends a user's own texts instead of exact-length drawn
-    prompts (see :func:`~.throughput.run_throughput`); ``params`` adds to the
-    measurement's parameters. With ``arrivals`` each window is an open loop
-    (:func:`~.openloop.run_open_loop`): requests sent at the arrivals' rate, at most
-    ``concurrency`` in flight (None: :data:`~.openloop.DEFAULT_MAX_IN_FLIGHT`), latency
-    from each request's scheduled time, ``--timed-requests`` of them (default
-    :data:`~..core.options.OPEN_LOOP_TIMED_REQUESTS`).
+    """Measure one throughput setting over its repeats, record it, then raise a
+    :class:`MeasurementError` on broken rules. ``user_prompts``: a user's own texts
+    instead of drawn prompts. With ``arrivals`` each window is an open loop with at most
+    ``concurrency`` in flight (None: :data:`~.openloop.DEFAULT_MAX_IN_FLIGHT`).
     """
     from .openloop import DEFAULT_MAX_IN_FLIGHT, run_open_loop, window_seed
 
@@ -163,17 +145,11 @@ def measure_setting(
     stats = setting_stats(results, windows, settings)
     mean = sum(values) / len(values)
     record_measurement(
-        benchmark,
-        mean,
-        "tokens/s",
-        sum(r.completed for r in results),
+        benchmark, mean, "tokens/s", sum(r.completed for r in results),
         params={"concurrency": concurrency, "prompt_tokens": prompt_tokens,
                 "output_tokens": output_tokens, "timed_requests": timed,
                 "repeats": len(results), **shape, **(params or {})},
-        stats=stats,
-        requests=requests,
-        endpoint=endpoint,
-    )
+        stats=stats, requests=requests, endpoint=endpoint)
     problems = [f"repeat {i}: {v}" for i, r in enumerate(results) for v in r.violations]
     if problems:
         raise MeasurementError("; ".join(problems[:10]))
@@ -214,9 +190,8 @@ def measure_interleaved_setting(
     endpoints: Sequence[Endpoint], settings: BenchSettings, benchmark: str,
     setting: Mapping[str, Any], progress: Callable[[str], None] | None = None,
 ) -> InterleavedWindows:
-    """Both servers at one setting, their windows in pairs A B, B A, ... (``--interleave``):
-    drift in machine speed hits both alike. Raises :class:`MeasurementError` when a window
-    broke its rules."""
+    """Both servers at one setting, windows in pairs A B, B A, ... (``--interleave``), so
+    drift hits both alike; a :class:`MeasurementError` when a window broke its rules."""
     measured = measure_interleaved(
         endpoints, settings, benchmark=benchmark, concurrency=setting["concurrency"],
         prompt_tokens=setting["prompt_tokens"], progress=progress,
@@ -259,9 +234,8 @@ def ticker(
 
 
 def window_line(window: ThroughputWindow) -> str:
-    """What a progress line adds for a window: an open loop's achieved rate (and
-    ``saturated``), the server's queue when it queued (``""`` for neither; in an open loop
-    a queue is expected, and said all the same)."""
+    """What a progress line adds for a window: an open loop's achieved rate, the server's
+    queue when it queued (``""`` for neither)."""
     parts = []
     loop = window.open_loop
     if loop is not None:
@@ -282,7 +256,7 @@ def repeat_line(
     benchmark: str, model: str, label: str, of: str, values: list[float], window: Contention,
 ) -> str:
     """E.g. ``throughput smollm2-135m c16: repeat 2/3, 231.4 tokens/s, CV so far 4.1%,
-    contended: no`` (``of``: the repeat policy's ``2/3``, ``2/≤10 (auto)``, ``5/7 (auto)``)."""
+    contended: no`` (``of``: the repeat policy's ``2/3``, ``2/≤10 (auto)``)."""
     cv = coefficient_of_variation(values)
     if window.contended is None:
         busy = "unknown"

@@ -1,12 +1,5 @@
-"""A pytest-xdist scheduler that keeps each model's tests on one worker.
-
-It is a load-scope scheduler whose scope is the model: one work unit per
-model, handed whole to one worker. It does not depend on ``--dist loadgroup``,
-which pytest 9.2 with pytest-xdist 3.8 silently stops honouring (tests of one
-group land on several workers); the plugin's start-once guard
-(:class:`~pytest_modelsweep.serving.pool.EndpointPool`) fails loudly if a
-model's server is ever asked to start on a second worker anyway.
-"""
+"""A pytest-xdist load-scope scheduler whose scope is the model: each model's tests on one
+worker (not ``--dist loadgroup``, which pytest 9.2 with pytest-xdist 3.8 stops honouring)."""
 
 from __future__ import annotations
 
@@ -30,13 +23,8 @@ class ModelScheduling(LoadScopeScheduling):  # type: ignore[misc]
         return f"model:{model}" if model is not None else nodeid
 
     def schedule(self) -> None:
-        """Hand out scopes in collection order: the reference's first, then the candidates'.
-
-        xdist's ``--loadscope-reorder`` (on by default) would sort scopes by size, and a
-        worker could then hold a candidate (whose comparison tests wait for the
-        reference's results) ahead of the reference itself in its own queue. In
-        collection order a worker that gets both always runs the reference first.
-        """
+        """Scopes in collection order, the reference's first (``--loadscope-reorder`` could
+        queue a candidate, whose comparisons wait for the reference, ahead of it)."""
         option = self.config.option
         reorder = getattr(option, "loadscopereorder", True)
         option.loadscopereorder = False

@@ -1,19 +1,9 @@
 """Which xdist scheduler a run gets: the user's, unless it collects modelsweep tests.
 
-xdist asks for its scheduler before any worker has collected, so the plugin
-cannot know yet whether this run measures models. :class:`SchedulingByCollection`
-starts as the scheduler the user's ``--dist`` asked for, keeps a record of the
-workers and their collections, and decides once every collection is in:
-
-- no modelsweep test collected: the user's scheduler goes on alone (a plain
-  project keeps ``--dist loadfile``, ``loadgroup``, ``worksteal``...);
-- modelsweep tests under ``--dist load`` (also what ``-n N`` alone means):
-  :class:`~pytest_modelsweep.pytest.scheduler.by_model.ModelScheduling`, fed the same
-  workers and collections, so that each model's tests run on one worker;
-- modelsweep tests under any other mode (``each`` never gets here: every worker
-  runs everything there, servers included): a usage error saying why, since
-  those modes spread one model's tests over several workers, and each model's
-  server must live on exactly one worker (one accelerator chip per model).
+xdist asks for its scheduler before any worker has collected, so :class:`SchedulingByCollection`
+starts as the user's and decides once every collection is in: no modelsweep test, the user's
+goes on; under ``--dist load`` (``-n N`` alone), :class:`.by_model.ModelScheduling` takes
+over; under any other mode, a usage error (each model's server lives on one worker).
 """
 
 from __future__ import annotations

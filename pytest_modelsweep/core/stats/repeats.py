@@ -18,7 +18,7 @@ follow it, and both record the interval it names.
   stops when the spread happens to look small, and covered 91-95% only
   (``benches/perf/repeats_coverage_simulation.py``, docs/throughput.md).
 
-The half-width is :func:`~pytest_modelsweep.core.stats.t_half_width`, the one t
+The half-width is :func:`~pytest_modelsweep.core.stats.intervals.t_half_width`, the one t
 function of the stop rule and the recorded interval alike (imported on first use:
 this module is loaded with the run's settings, before anything needs numpy).
 """
@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .options import AUTO_FIRST_STAGE
+from ..options import AUTO_FIRST_STAGE
 
 if TYPE_CHECKING:
-    from .stats import RatioInterval
+    from .intervals import RatioInterval
 
 RULE_FIXED = "fixed"
 INTERVAL_T = "log-t"
@@ -79,7 +79,7 @@ class RepeatPolicy:
         logs = [math.log(value) for value in first]
         mean = sum(logs) / len(logs)
         sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-        from .stats import t_half_width
+        from .intervals import t_half_width
 
         for total in range(self.first_stage, self.most):
             if math.expm1(t_half_width(sd / math.sqrt(total), self.first_stage - 1)) <= self.target:
@@ -113,14 +113,14 @@ class RepeatPolicy:
 
     def interval(self, values: Sequence[float]) -> tuple[float, float] | None:
         """The 95% interval of the setting's mean tokens/s (None: fewer than two repeats)."""
-        from .stats import log_mean_interval
+        from .intervals import log_mean_interval
 
         return log_mean_interval(values, first_stage=None if self.count is not None
                                  else self.first_stage)
 
     def paired_ratio(self, candidate: Sequence[float], reference: Sequence[float]) -> RatioInterval:
         """The interval of candidate ÷ reference from interleaved pairs measured under it."""
-        from .stats import paired_ratio_interval
+        from .intervals import paired_ratio_interval
 
         return paired_ratio_interval(candidate, reference, first_stage=None
                                      if self.count is not None else self.first_stage)

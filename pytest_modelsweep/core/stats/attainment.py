@@ -31,15 +31,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..core.measurements import AttainmentInterval, StepOutcome
+from ..measurements import AttainmentInterval, StepOutcome
+from .verdicts import check_confidence
 
 DEFAULT_CONFIDENCE = 0.90
 """Two-sided level of a step's attainment interval: each one-sided error at most 5%."""
-
-
-def check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
 
 
 def _clopper_pearson(good: float, requests: float, confidence: float) -> tuple[float, float]:
@@ -121,7 +117,6 @@ def requests_per_step_problem(requests: int, target: float,
 
 __all__ = [
     "DEFAULT_CONFIDENCE", "AttainmentInterval", "StepOutcome", "attainment_interval",
-    "check_confidence",
-    "design_effect", "min_requests_to_pass", "requests_per_step_problem",
+    "check_confidence", "design_effect", "min_requests_to_pass", "requests_per_step_problem",
     "windows_attainment",
 ]

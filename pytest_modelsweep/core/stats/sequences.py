@@ -2,7 +2,7 @@
 
 A paired accuracy verdict watches d_i = candidate score − reference score of item i (scores in
 [0, 1], so d_i in [−1, 1]) as items arrive in a seeded random order. A fixed-n interval
-(:func:`pytest_modelsweep.core.stats.paired_bootstrap`) covers the truth 95% of the time only
+(:func:`~.bootstrap.paired_bootstrap`) covers the truth 95% of the time only
 when n was fixed in advance; checked after every round and stopped when it excludes 0, it says
 *better* or *worse* far more often than 5% when nothing differs. A confidence sequence
 C_1, C_2, ... covers the truth at every n at once, P(truth ∈ C_n for all n) ≥ 1 − α, so it
@@ -39,8 +39,6 @@ the false *worse* rate at most α/2, under any stopping rule. Each factor falls 
 K+ and rises for K−, so C_n is an interval whose ends are found by search
 (:meth:`PairedConfidenceSequence.interval`); the simulation is
 ``benches/perf/sequential_simulation.py`` (docs/verdicts.md, "Stopping when decided").
-
-Pure numpy and the standard library: no pytest, no scipy.
 """
 
 from __future__ import annotations
@@ -49,28 +47,16 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pytest_modelsweep.core.stats import Verdict
+from .bootstrap import id_examples
+from .intervals import FloatArray
+from .verdicts import Verdict, check_confidence, check_margin
 
-__all__ = [
-    "HORIZONS",
-    "TRUNCATION",
-    "PairedConfidenceSequence",
-    "SequenceInterval",
-    "SequentialDecision",
-    "StopReason",
-    "crossing_times",
-    "paired_sequence",
-    "seeded_order",
-]
-
-FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 #: Sample sizes the three averaged bets are tuned for (the paper's fixed-sample plug-in bet
@@ -83,7 +69,6 @@ BOUND_TOLERANCE = 1e-6
 _SEARCH_POINTS = 65
 _CHUNK_ELEMENTS = 1 << 20  # array elements per chunk of runs in crossing_times
 _FEASIBLE_SLACK = 1e-9  # round-off allowed when comparing a mean with the data's bounds
-_MAX_IDS_IN_MESSAGE = 3
 
 
 class StopReason(StrEnum):
@@ -119,11 +104,6 @@ class SequenceInterval:
         """high - low."""
         return self.high - self.low
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy of the fields (NaN as None)."""
-        return {key: (None if isinstance(value, float) and math.isnan(value) else value)
-                for key, value in asdict(self).items()}
-
 
 @dataclass(frozen=True)
 class SequentialDecision:
@@ -148,12 +128,6 @@ class SequentialDecision:
 # --------------------------------------------------------------------------- validation
 
 
-def _check_confidence(confidence: float) -> float:
-    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
-    return float(confidence)
-
-
 def _check_population(population: int | None) -> int | None:
     if population is None:
         return None
@@ -162,12 +136,6 @@ def _check_population(population: int | None) -> int | None:
         raise ValueError(f"population must be a whole number of items >= 1 (the data set's "
                          f"size) or None, got {population!r}")
     return int(population)
-
-
-def _check_margin(margin: float | None) -> float | None:
-    if margin is not None and not (math.isfinite(margin) and margin >= 0.0):
-        raise ValueError(f"equivalence margin must be a finite number >= 0, got {margin!r}")
-    return None if margin is None else float(margin)
 
 
 def _check_differences(differences: ArrayLike) -> FloatArray:
@@ -244,7 +212,7 @@ def crossing_times(
     at 0, worse). A run that never rules it out within its items gets items + 1.
     Without replacement, a mean the data no longer allow counts as ruled out.
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     population = _check_population(population)
     table = _check_differences(differences)
     if table.ndim == 1:
@@ -306,7 +274,7 @@ class PairedConfidenceSequence:
 
     def __init__(self, population: int | None, *, confidence: float = 0.95) -> None:
         self.population = _check_population(population)
-        self.confidence = _check_confidence(confidence)
+        self.confidence = check_confidence(confidence)
         self._differences: list[float] = []
 
     @property
@@ -392,14 +360,14 @@ class PairedConfidenceSequence:
 
         Every mean at or below 0 ruled out: *better*; at or above 0: *worse*; with a margin,
         everything below −margin and above +margin ruled out: *equivalent* (better and worse
-        first, as :func:`~pytest_modelsweep.core.stats.decide_verdict` does). Otherwise the
+        first, as :func:`~pytest_modelsweep.core.stats.verdicts.decide_verdict` does). Otherwise the
         comparison goes on (verdict None) unless ``final`` (no more items: the data set's end
         or the limit; without replacement, all N items seen counts as final), when it ends
         *matches* without a margin (the last interval covers 0, as the fixed-n rule says) and
         *inconclusive* with one. Both 0 ruled out from both sides means the set is empty (a
         miss, at most α of runs): *inconclusive*.
         """
-        margin = _check_margin(margin)
+        margin = check_margin(margin)
         final = final or (self.population is not None and self.n == self.population)
         points = np.array([0.0] if margin is None else [0.0, -margin, margin])
         below, above = self._rules_out(points)
@@ -448,18 +416,13 @@ def seeded_order(item_ids: Iterable[str], seed: int) -> list[str]:
     ids = list(item_ids)
     twice = sorted(item for item, count in Counter(ids).items() if count > 1)
     if twice:
-        raise ValueError(f"item ids must be unique: {_examples(twice)} appear more than once")
+        raise ValueError(f"item ids must be unique: {id_examples(twice)} appear more than once")
     prefix = f"{int(seed)}\0".encode()
 
     def key(item: str) -> tuple[bytes, str]:
         return hashlib.blake2b(prefix + item.encode(), digest_size=16).digest(), item
 
     return sorted(ids, key=key)
-
-
-def _examples(ids: Sequence[str]) -> str:
-    shown = ", ".join(repr(item) for item in ids[:_MAX_IDS_IN_MESSAGE])
-    return shown + (", ..." if len(ids) > _MAX_IDS_IN_MESSAGE else "")
 
 
 def paired_sequence(

@@ -1,0 +1,386 @@
+"""The paired bootstrap of accuracy comparisons: candidate minus reference, item by item.
+
+* :func:`paired_bootstrap` -- interval of the mean per-item difference (items matched by
+  id). When the differences take few distinct values (0/1 scores give only -1, 0, +1) a
+  resample is drawn as multinomial counts of those values, which is exactly the
+  distribution of index resampling at O(resamples) cost; otherwise indices are resampled
+  in chunks so memory stays bounded. ``benches/perf/bootstrap_speed.py`` times both
+  against ``scipy.stats.bootstrap``, which resamples indices only.
+* Interval methods: ``"percentile"`` (default), ``"basic"`` (reverse percentile) and
+  ``"bca"`` (bias-corrected and accelerated; the jackknife of a mean is closed-form).
+  All three use numpy's linear quantiles, as ``scipy.stats.bootstrap`` does.
+* :func:`holm_intervals` -- Holm's step-down across candidates.
+* :func:`sign_test_p_value` -- the exact sign test (scipy's binomial) where the bootstrap
+  holds no coverage.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from statistics import NormalDist
+from typing import Any, Literal, cast, get_args
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .intervals import FloatArray, finite_array
+from .verdicts import Verdict, check_confidence
+
+IntervalMethod = Literal["percentile", "basic", "bca"]
+
+#: Differences with at most this many distinct values are resampled exactly as
+#: multinomial counts; more distinct values fall back to chunked index resampling.
+MAX_EXACT_CATEGORIES = 16
+#: Fewest paired items, and fewest of them scored differently by the two sides (discordant),
+#: for the paired bootstrap's 95% interval to hold its coverage. Below either, simulated
+#: coverage falls to 85-92% (and to 0 with no discordant item: the interval is [0, 0]
+#: whatever the truth), so no verdict or gate decision is drawn from it
+#: (``python benches/perf/coverage_simulation.py --small-samples``).
+MIN_PAIRED_ITEMS = 30
+MIN_DISCORDANT = 10
+#: Power used for :attr:`PairedInterval.min_detectable_difference`.
+DETECTION_POWER = 0.8
+#: Largest number of array elements one resampling chunk allocates (16 MiB of int64).
+_CHUNK_ELEMENTS = 1 << 21
+_MAX_IDS_IN_MESSAGE = 3
+_STANDARD_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class PairedInterval:
+    """Bootstrap interval of mean(candidate - reference) over matched items.
+
+    ``candidate_ahead`` / ``reference_ahead`` count items where that side scored
+    higher (for 0/1 scores: right where the other was wrong); ``discordant`` is
+    their sum.  ``standard_error`` is the closed-form paired SE, sd(d, ddof=1)/sqrt(n)
+    (NaN when n == 1); ``bootstrap_standard_error`` is the SD of the bootstrap
+    distribution.  ``min_detectable_difference`` is (z_{1-alpha/2} + z_{0.8}) * SE:
+    the true difference this n detects with 80% power at two-sided alpha = 1 - confidence.
+    ``p_value`` is the two-sided bootstrap p-value, 2 * min(share of bootstrap means
+    <= 0, share >= 0), clipped to [1/resamples, 1].
+    """
+
+    difference: float
+    low: float
+    high: float
+    confidence: float
+    n: int
+    resamples: int
+    method: str
+    seed: int
+    discordant: int
+    candidate_ahead: int
+    reference_ahead: int
+    candidate_mean: float
+    reference_mean: float
+    standard_error: float
+    bootstrap_standard_error: float
+    min_detectable_difference: float
+    p_value: float
+
+    @property
+    def too_few_items(self) -> bool:
+        """Whether fewer than :data:`MIN_PAIRED_ITEMS` items were paired or fewer than
+        :data:`MIN_DISCORDANT` scored differently: the interval does not hold its stated
+        coverage, so it supports no verdict."""
+        return self.n < MIN_PAIRED_ITEMS or self.discordant < MIN_DISCORDANT
+
+    def too_few_reason(self) -> str:
+        """One line: why this interval supports no verdict (empty when it does)."""
+        if not self.too_few_items:
+            return ""
+        found = (f"only {self.n} items paired" if self.n < MIN_PAIRED_ITEMS
+                 else f"only {self.discordant} of {self.n} items scored differently")
+        return (f"{found} (the interval holds its {self.confidence:.0%} coverage from "
+                f"{MIN_PAIRED_ITEMS} items with {MIN_DISCORDANT} scored differently on): score "
+                "more items (raise --limit)")
+
+    @property
+    def covers_zero(self) -> bool:
+        """Whether zero lies inside the closed interval [low, high]."""
+        return self.low <= 0.0 <= self.high
+
+    @property
+    def width(self) -> float:
+        """high - low."""
+        return self.high - self.low
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy of the fields."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PairedInterval:
+        """Inverse of :meth:`as_dict`; extra keys are ignored."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """A verdict with the interval it came from and the rule that decided it."""
+
+    candidate: str
+    reference: str
+    metric: str
+    verdict: Verdict
+    interval: PairedInterval
+    margin: float | None
+    rule: str
+
+
+@dataclass(frozen=True)
+class HolmComparison:
+    """One candidate's result within a Holm step-down over several candidates.
+
+    ``rank`` is the 0-based position in ascending p-value order; ``interval`` is
+    recomputed at the step-down confidence level (``interval.confidence``).
+    """
+
+    name: str
+    rank: int
+    rejected: bool
+    interval: PairedInterval
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _check_resamples(resamples: int) -> int:
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or resamples < 2:
+        raise ValueError(f"resamples must be an integer of at least 2, got {resamples!r}")
+    return int(resamples)
+
+
+def _check_method(method: str) -> IntervalMethod:
+    if method not in get_args(IntervalMethod):
+        known = ", ".join(get_args(IntervalMethod))
+        raise ValueError(f"unknown interval method {method!r}; use one of: {known}")
+    return cast(IntervalMethod, method)
+
+
+def id_examples(ids: Iterable[str]) -> str:
+    """A few of ``ids`` (sorted, quoted) for a one-line message, ``...`` when there are more."""
+    listed = sorted(ids)
+    shown = ", ".join(repr(item) for item in listed[:_MAX_IDS_IN_MESSAGE])
+    return shown + (", ..." if len(listed) > _MAX_IDS_IN_MESSAGE else "")
+
+
+def _aligned_scores(candidate: Mapping[str, float],
+                    reference: Mapping[str, float]) -> tuple[FloatArray, FloatArray]:
+    """Candidate and reference scores as arrays in sorted item-id order."""
+    candidate_ids, reference_ids = set(candidate), set(reference)
+    if candidate_ids != reference_ids:
+        parts = [f"{len(ids)} only in {side} ({id_examples(ids)})"
+                 for side, ids in (("candidate", candidate_ids - reference_ids),
+                                   ("reference", reference_ids - candidate_ids)) if ids]
+        raise ValueError("candidate and reference were scored on different items: "
+                         + "; ".join(parts))
+    if not candidate_ids:
+        raise ValueError("no items to compare: both score sets are empty")
+    ids = sorted(candidate_ids)
+    sides = []
+    for name, scores in (("candidate", candidate), ("reference", reference)):
+        array = np.fromiter((float(scores[i]) for i in ids), dtype=np.float64, count=len(ids))
+        bad = np.flatnonzero(~np.isfinite(array))
+        if bad.size:
+            raise ValueError(f"{name} score of item {ids[int(bad[0])]!r} is not a finite number")
+        sides.append(array)
+    return sides[0], sides[1]
+
+
+# --------------------------------------------------------------------------- resampling
+
+
+def _chunked_means(resamples: int, width: int,
+                   draw: Callable[[int], FloatArray]) -> FloatArray:
+    """``resamples`` bootstrap means, ``draw(rows)`` making each chunk of rows of at most
+    :data:`_CHUNK_ELEMENTS` elements of ``width``: memory stays bounded."""
+    means = np.empty(resamples, dtype=np.float64)
+    rows = max(1, _CHUNK_ELEMENTS // width)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        means[start:stop] = draw(stop - start)
+    return means
+
+
+def bootstrap_mean_distribution(
+    values: ArrayLike, *, resamples: int = 10_000, seed: int = 0, exact: bool | None = None
+) -> FloatArray:
+    """Bootstrap distribution of the mean of ``values`` (``resamples`` draws, seeded).
+
+    ``exact=None`` picks multinomial counts when there are at most
+    :data:`MAX_EXACT_CATEGORIES` distinct values and chunked index resampling
+    otherwise; ``True`` / ``False`` force one.  Both draw from the same distribution.
+    """
+    array = finite_array(values, "values")
+    resamples = _check_resamples(resamples)
+    rng = np.random.default_rng(seed)
+    n = array.size
+    distinct, counts = np.unique(array, return_counts=True)
+    if not (distinct.size <= MAX_EXACT_CATEGORIES if exact is None else exact):
+        return _chunked_means(resamples, n, lambda rows: np.mean(
+            array[rng.integers(0, n, size=(rows, n))], axis=1))
+    if distinct.size == 1:
+        return np.full(resamples, distinct[0], dtype=np.float64)
+    shares = counts / n
+    return _chunked_means(resamples, distinct.size,
+                          lambda rows: (rng.multinomial(n, shares, size=rows) @ distinct) / n)
+
+
+# --------------------------------------------------------------------------- paired bootstrap
+
+
+@dataclass(frozen=True)
+class _PairedSample:
+    """Everything about one paired comparison that does not depend on the confidence level."""
+
+    differences: FloatArray
+    means: FloatArray
+    difference: float
+    candidate_mean: float
+    reference_mean: float
+    candidate_ahead: int
+    reference_ahead: int
+    standard_error: float
+    p_value: float
+    seed: int
+
+
+def _paired_sample(candidate: Mapping[str, float], reference: Mapping[str, float],
+                   resamples: int, seed: int) -> _PairedSample:
+    candidate_scores, reference_scores = _aligned_scores(candidate, reference)
+    differences = candidate_scores - reference_scores
+    n = differences.size
+    means = bootstrap_mean_distribution(differences, resamples=resamples, seed=seed)
+    at_or_below = float(np.count_nonzero(means <= 0.0)) / resamples
+    at_or_above = float(np.count_nonzero(means >= 0.0)) / resamples
+    return _PairedSample(
+        differences=differences,
+        means=means,
+        difference=float(differences.sum()) / n,
+        candidate_mean=float(candidate_scores.mean()),
+        reference_mean=float(reference_scores.mean()),
+        candidate_ahead=int(np.count_nonzero(differences > 0)),
+        reference_ahead=int(np.count_nonzero(differences < 0)),
+        standard_error=float(np.std(differences, ddof=1)) / math.sqrt(n) if n > 1 else math.nan,
+        p_value=min(1.0, max(1.0 / resamples, 2.0 * min(at_or_below, at_or_above))),
+        seed=seed,
+    )
+
+
+def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
+    """BCa quantile levels for the mean (Efron & Tibshirani 14.3), as scipy computes them.
+
+    z0 uses the mid-rank fraction of bootstrap means below the estimate, clipped to
+    [1/(2B), 1 - 1/(2B)] so it stays finite; the jackknife acceleration of a mean is
+    sum(u^3) / (6 * sum(u^2)^1.5) with u = d - mean(d) (0 when all d are equal).
+    """
+    means = sample.means
+    resamples = means.size
+    below = np.count_nonzero(means < sample.difference) + np.count_nonzero(means <= sample.difference)
+    fraction = min(max(below / (2.0 * resamples), 0.5 / resamples), 1.0 - 0.5 / resamples)
+    z0 = _STANDARD_NORMAL.inv_cdf(fraction)
+    centred = sample.differences - sample.difference
+    second = float(np.sum(centred**2))
+    acceleration = float(np.sum(centred**3)) / (6.0 * second**1.5) if second > 0.0 else 0.0
+    levels = []
+    for z_alpha in (_STANDARD_NORMAL.inv_cdf(alpha / 2), _STANDARD_NORMAL.inv_cdf(1 - alpha / 2)):
+        shifted = z0 + z_alpha
+        levels.append(_STANDARD_NORMAL.cdf(z0 + shifted / (1.0 - acceleration * shifted)))
+    return levels[0], levels[1]
+
+
+def _interval(sample: _PairedSample, confidence: float, method: str) -> PairedInterval:
+    alpha = 1.0 - confidence
+    if method == "bca":
+        level_low, level_high = _bca_levels(sample, alpha)
+    else:
+        level_low, level_high = alpha / 2, 1.0 - alpha / 2
+    low, high = (float(q) for q in np.quantile(sample.means, [level_low, level_high]))
+    if method == "basic":
+        low, high = 2.0 * sample.difference - high, 2.0 * sample.difference - low
+    z_sum = _STANDARD_NORMAL.inv_cdf(1.0 - alpha / 2) + _STANDARD_NORMAL.inv_cdf(DETECTION_POWER)
+    return PairedInterval(
+        difference=sample.difference, low=low, high=high, confidence=confidence,
+        n=sample.differences.size, resamples=sample.means.size, method=method, seed=sample.seed,
+        discordant=sample.candidate_ahead + sample.reference_ahead,
+        candidate_ahead=sample.candidate_ahead, reference_ahead=sample.reference_ahead,
+        candidate_mean=sample.candidate_mean, reference_mean=sample.reference_mean,
+        standard_error=sample.standard_error,
+        bootstrap_standard_error=float(np.std(sample.means, ddof=1)),
+        min_detectable_difference=z_sum * sample.standard_error, p_value=sample.p_value,
+    )
+
+
+def paired_bootstrap(
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    *,
+    resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    method: IntervalMethod = "percentile",
+) -> PairedInterval:
+    """Bootstrap interval of the mean per-item difference, candidate minus reference.
+
+    Items are matched by id; differing id sets raise ``ValueError`` naming a few
+    of the ids.  Seeded: the same inputs and seed give the same interval.
+    """
+    return _interval(
+        _paired_sample(candidate, reference, _check_resamples(resamples), seed),
+        check_confidence(confidence),
+        _check_method(method),
+    )
+
+
+def sign_test_p_value(ahead: int, behind: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test for 0/1 scores): the chance, if either
+    side were as likely to be ahead on each differing item, of a split at least as uneven as
+    ``ahead`` : ``behind``. Exact at any count, so its false-alarm rate is at most its level
+    where the bootstrap's interval holds no coverage (:data:`MIN_DISCORDANT`)."""
+    if ahead < 0 or behind < 0:
+        raise ValueError(f"counts must be >= 0, got {ahead} and {behind}")
+    from scipy.special import bdtr  # the binomial CDF, without loading all of scipy.stats
+
+    return min(1.0, 2.0 * float(bdtr(min(ahead, behind), ahead + behind, 0.5)))
+
+
+# --------------------------------------------------------------------------- Holm
+
+
+def holm_intervals(
+    comparisons: Mapping[str, tuple[Mapping[str, float], Mapping[str, float]]],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+    method: IntervalMethod = "percentile",
+) -> dict[str, HolmComparison]:
+    """Holm step-down over m candidates, each given as ``name: (candidate, reference)``.
+
+    Candidates are ranked by bootstrap p-value (ties in input order).  While no
+    step has failed, the k-th (0-based) gets its interval at confidence
+    1 - alpha/(m - k) and is rejected (a real difference) when that interval
+    excludes 0.  At the first interval that covers 0 the procedure stops: that
+    candidate and all later ones keep that step's confidence and are not rejected.
+    Testing by the interval keeps ``rejected`` and the interval's verdict in step.
+    Each interval equals :func:`paired_bootstrap` at its confidence with the same seed.
+    """
+    alpha = 1.0 - check_confidence(confidence)
+    resamples = _check_resamples(resamples)
+    method = _check_method(method)
+    names = list(comparisons)
+    samples = {name: _paired_sample(candidate, reference, resamples, seed)
+               for name, (candidate, reference) in comparisons.items()}
+    results: dict[str, HolmComparison] = {}
+    stepping = True
+    level = confidence
+    for rank, name in enumerate(sorted(names, key=lambda name: samples[name].p_value)):
+        if stepping:
+            level = 1.0 - alpha / (len(names) - rank)
+        interval = _interval(samples[name], level, method)
+        rejected = stepping = stepping and not interval.covers_zero
+        results[name] = HolmComparison(name, rank, rejected, interval)
+    return {name: results[name] for name in names}

@@ -1,0 +1,301 @@
+"""Intervals of throughput on the log scale, of ratios between two models, and of a proportion.
+
+Throughput noise is multiplicative, so every interval here is a Student t interval on log
+tokens/s, exponentiated: :func:`log_mean_interval` (one setting over its repeats; with
+``first_stage``, Stein's two-stage interval that ``--repeats auto`` makes, see
+``core.stats.repeats``), :func:`ratio_interval` (Welch, two models' repeats),
+:func:`paired_ratio_interval` (interleaved windows) and :func:`ratio_interval_between_runs`
+(against a baseline of several runs). Student's t is scipy's (``scipy.special.stdtrit`` and
+``stdtr``, what ``scipy.stats.t`` calls, without loading all of ``scipy.stats``).
+:func:`wilson_interval` is one model's accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .verdicts import check_confidence
+
+FloatArray = NDArray[np.float64]
+_Z_975 = 1.959963984540054
+"""The standard normal's 97.5% quantile: z of a two-sided 95% interval."""
+
+
+def finite_array(values: ArrayLike, what: str) -> FloatArray:
+    """``values`` as a one-dimensional, non-empty array of finite floats (ValueError otherwise)."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{what} is empty")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what} contains a value that is not a finite number")
+    return array
+
+
+def _check_df(df: float) -> float:
+    if not (math.isfinite(df) and df > 0.0):
+        raise ValueError(f"degrees of freedom must be a finite number > 0, got {df!r}")
+    return float(df)
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` (any real > 0) degrees of freedom."""
+    from scipy.special import stdtr
+
+    return float(stdtr(_check_df(df), t))
+
+
+def t_half_width(standard_error: float, df: float, confidence: float = 0.95) -> float:
+    """Half-width of a two-sided Student t interval: t(df, (1 + confidence) / 2) × its
+    standard error (the one t of every interval here and of ``--repeats auto``'s rule)."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(_check_df(df), 0.5 + check_confidence(confidence) / 2)) * standard_error
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """Interval of candidate ÷ reference throughput over repeats.
+
+    ``ratio`` is the ratio of geometric means, exp(mean log candidate - mean log
+    reference); ``low``/``high`` come from a Welch t interval on log throughput
+    (``method`` ``"welch-log-t"``; ``df`` the Welch-Satterthwaite degrees of
+    freedom), from interleaved pairs (``"paired-log-t"``, ``"paired-log-t-two-stage"``)
+    or, against a baseline of several runs, from the random-effects interval of
+    :func:`ratio_interval_between_runs` (``"between-runs-log-t"``).
+    ``log_standard_error`` is the standard error of log(ratio).
+    ``candidate_mean``/``reference_mean`` are the arithmetic means of the repeats
+    (the figures a reader sees as mean tokens/s).
+
+    ``degenerate`` is True when a side has a single repeat: its spread is unknown,
+    so no interval is claimed and ``low``, ``high``, ``df`` and
+    ``log_standard_error`` are NaN (every comparison with NaN is False, so no rule
+    can conclude from it).
+    """
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    candidate_mean: float
+    reference_mean: float
+    candidate_n: int
+    reference_n: int
+    degenerate: bool
+    method: str = "welch-log-t"
+    df: float = math.nan
+    log_standard_error: float = math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly copy of the fields; a bound that is not a number (no interval) is None,
+        so that strict JSON readers can read the results."""
+        return {key: (None if isinstance(value, float) and math.isnan(value) else value)
+                for key, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RatioInterval:
+        """Inverse of :meth:`as_dict` (None back to NaN); extra keys are ignored."""
+        def number(name: str) -> float:
+            value = data[name]
+            return math.nan if value is None else float(value)
+
+        return cls(
+            ratio=float(data["ratio"]), low=number("low"), high=number("high"),
+            confidence=float(data["confidence"]), candidate_mean=float(data["candidate_mean"]),
+            reference_mean=float(data["reference_mean"]), candidate_n=int(data["candidate_n"]),
+            reference_n=int(data["reference_n"]), degenerate=bool(data["degenerate"]),
+            method=str(data.get("method", "welch-log-t")),
+            df=number("df") if "df" in data else math.nan,
+            log_standard_error=(number("log_standard_error") if "log_standard_error" in data
+                                else math.nan),
+        )
+
+    def at_confidence(self, confidence: float) -> RatioInterval:
+        """The same estimate with its interval at another confidence level."""
+        confidence = check_confidence(confidence)
+        if self.degenerate:
+            return replace(self, confidence=confidence)
+        half = t_half_width(self.log_standard_error, self.df, confidence)
+        centre = math.log(self.ratio)
+        return replace(self, confidence=confidence, low=math.exp(centre - half),
+                       high=math.exp(centre + half))
+
+
+def _logs(values: Sequence[float], what: str) -> FloatArray:
+    """The values (finite, all > 0) and their logs."""
+    array = finite_array(values, what)
+    if np.any(array <= 0.0):
+        raise ValueError(f"{what} must all be > 0 tokens/s for a ratio on the log scale")
+    return np.log(array)
+
+
+def _ratio_from_log(log_ratio: float, variance: float, df: float, confidence: float, *,
+                    candidate: Sequence[float], reference: Sequence[float],
+                    method: str) -> RatioInterval:
+    degenerate = not (math.isfinite(variance) and math.isfinite(df) and df > 0)
+    standard_error = math.nan if degenerate else math.sqrt(variance)
+    low = high = math.nan
+    if not degenerate:
+        half = t_half_width(standard_error, df, confidence)
+        low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
+    return RatioInterval(
+        ratio=math.exp(log_ratio), low=low, high=high, confidence=confidence,
+        candidate_mean=float(np.mean(candidate)), reference_mean=float(np.mean(reference)),
+        candidate_n=len(candidate), reference_n=len(reference), degenerate=degenerate,
+        method=method, df=math.nan if degenerate else df, log_standard_error=standard_error,
+    )
+
+
+def log_mean_interval(
+    values: Sequence[float], *, first_stage: int | None = None, confidence: float = 0.95
+) -> tuple[float, float] | None:
+    """The interval of one setting's throughput over its repeats, as (low, high) tokens/s.
+
+    exp(mean log x ± t · s / √n): an interval of the geometric mean. Without
+    ``first_stage`` s is the sd of all n logs, with n − 1 df; with it (Stein's
+    two-stage rule, where the first ``first_stage`` repeats chose n) s is the sd of
+    those first repeats, with ``first_stage`` − 1 df, which is exact whatever n they
+    chose. None with fewer than two values (or first-stage values) or any value that
+    is not positive (no interval is claimed); ValueError for infinite ones.
+    """
+    confidence = check_confidence(confidence)
+    spread = len(values) if first_stage is None else min(first_stage, len(values))
+    if spread < 2 or not all(value > 0 for value in values):
+        return None
+    logs = np.log(finite_array(values, "repeats"))
+    sd = float(np.std(logs[:spread], ddof=1))
+    half = t_half_width(sd / math.sqrt(logs.size), float(spread - 1), confidence)
+    centre = float(logs.mean())
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def ratio_interval(
+    candidate: Sequence[float], reference: Sequence[float], *, confidence: float = 0.95
+) -> RatioInterval:
+    """Welch t interval of candidate ÷ reference throughput on the log scale.
+
+    The estimate is the difference of the mean logs (a ratio of geometric means), its
+    variance s_c²/n_c + s_r²/n_r, and the interval uses Student's t with
+    Welch-Satterthwaite degrees of freedom, then is exponentiated. Unlike a bootstrap of
+    3 values it has its stated coverage at 2 repeats and up
+    (``benches/perf/throughput_gate_simulation.py``). Every value must be > 0 (ValueError
+    otherwise). A side with a single repeat gives a degenerate result: the ratio, no
+    interval (NaN bounds).
+    """
+    confidence = check_confidence(confidence)
+    log_c = _logs(candidate, "candidate repeats")
+    log_r = _logs(reference, "reference repeats")
+    if min(log_c.size, log_r.size) == 1:
+        variance = df = math.nan
+    else:
+        a = float(np.var(log_c, ddof=1)) / log_c.size
+        b = float(np.var(log_r, ddof=1)) / log_r.size
+        variance = a + b
+        if variance > 0:
+            df = variance**2 / (a**2 / (log_c.size - 1) + b**2 / (log_r.size - 1))
+        else:  # identical repeats on both sides: a zero-width interval, df as if pooled
+            df = float(log_c.size + log_r.size - 2)
+    return _ratio_from_log(float(log_c.mean() - log_r.mean()), variance, df, confidence,
+                           candidate=candidate, reference=reference, method="welch-log-t")
+
+
+def paired_ratio_interval(
+    candidate: Sequence[float], reference: Sequence[float], *, first_stage: int | None = None,
+    confidence: float = 0.95,
+) -> RatioInterval:
+    """Interval of candidate ÷ reference from windows measured in pairs (interleaved).
+
+    Window i of the candidate and window i of the reference were measured next to
+    each other (A B, then B A, ...), so a drift in machine speed hits both alike and
+    cancels in each pair's log ratio d_i = log c_i - log r_i.  The estimate is
+    exp(mean d), the interval a Student t interval on the d_i with n - 1 degrees of
+    freedom (``method`` ``"paired-log-t"``); with ``first_stage`` (``--repeats auto``:
+    those first pairs chose n) the spread is theirs, with ``first_stage`` - 1 df
+    (``"paired-log-t-two-stage"``, Stein's interval).  Fewer than two pairs: degenerate.
+    """
+    confidence = check_confidence(confidence)
+    if len(candidate) != len(reference):
+        raise ValueError(f"paired windows: {len(candidate)} candidate and "
+                         f"{len(reference)} reference windows")
+    differences = _logs(candidate, "candidate windows") - _logs(reference, "reference windows")
+    n = differences.size
+    spread = n if first_stage is None else min(first_stage, n)
+    if spread < 2:
+        variance = df = math.nan
+    else:
+        variance, df = float(np.var(differences[:spread], ddof=1)) / n, float(spread - 1)
+    return _ratio_from_log(float(differences.mean()), variance, df, confidence,
+                           candidate=candidate, reference=reference,
+                           method="paired-log-t" if first_stage is None
+                           else "paired-log-t-two-stage")
+
+
+def ratio_interval_between_runs(
+    candidate: Sequence[float], reference_runs: Sequence[Sequence[float]], *,
+    confidence: float = 0.95,
+) -> RatioInterval:
+    """Candidate run ÷ a baseline of several runs, with run-to-run variance in the interval.
+
+    Model (log tokens/s): repeat j of run i is mu + b_i + e_ij, with a run effect b_i
+    ~ N(0, tau²) shared by the repeats of one server process and within-run noise
+    e_ij ~ N(0, sigma_i²).  The candidate run gets its own run effect.  With k >= 2
+    baseline runs of means m_i and within variances s_i² over n_i repeats:
+
+    * baseline level: the mean of the run means, variance S_b²/k where S_b² is the
+      sample variance of the m_i (it contains tau² + sigma²/n, df k - 1);
+    * tau² = max(0, S_b² - mean(s_i²/n_i)) (method of moments, truncated at 0);
+    * the candidate run's mean has variance tau² + s_c²/n_c.
+
+    The interval is log ratio ± t · sqrt(S_b²/k + tau² + s_c²/n_c) with
+    Satterthwaite df, the two baseline terms counted as one (both come from S_b²,
+    df k - 1).  With one baseline run this is :func:`ratio_interval`; a candidate
+    with a single repeat, or a baseline whose runs all have one repeat and agree
+    exactly, is degenerate.
+    """
+    confidence = check_confidence(confidence)
+    runs = [list(run) for run in reference_runs]
+    if not runs:
+        raise ValueError("no baseline runs to compare with")
+    if len(runs) == 1:
+        return ratio_interval(candidate, runs[0], confidence=confidence)
+    log_c = _logs(candidate, "candidate repeats")
+    run_logs = [_logs(run, f"baseline run {i + 1} repeats") for i, run in enumerate(runs)]
+    k = len(run_logs)
+    run_means = np.array([float(logs.mean()) for logs in run_logs])
+    between = float(np.var(run_means, ddof=1))
+    within_terms = [float(np.var(logs, ddof=1)) / logs.size for logs in run_logs if logs.size > 1]
+    tau_squared = max(0.0, between - (float(np.mean(within_terms)) if within_terms else 0.0))
+    if log_c.size == 1:
+        variance = df = math.nan
+    else:
+        candidate_term = float(np.var(log_c, ddof=1)) / log_c.size
+        baseline_term = between / k + tau_squared
+        variance = baseline_term + candidate_term
+        if variance > 0:
+            df = variance**2 / (baseline_term**2 / (k - 1) + candidate_term**2 / (log_c.size - 1))
+        else:
+            df = float(k - 1 + log_c.size - 1)
+    return _ratio_from_log(float(log_c.mean() - run_means.mean()), variance, df, confidence,
+                           candidate=candidate, reference=[x for run in runs for x in run],
+                           method="between-runs-log-t")
+
+
+def wilson_interval(successes: int, n: int) -> tuple[float, float]:
+    """Wilson score interval of a proportion at 95%; (0, 1) when n is 0. The closed form
+    (scipy's is ``binomtest(...).proportion_ci``, which would load all of scipy.stats for a
+    report's six lines of arithmetic)."""
+    if n <= 0:
+        return 0.0, 1.0
+    z = _Z_975
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,118 @@
+"""The rules that turn an interval into a verdict, and the checks every interval shares.
+
+Light on purpose (no numpy): ``--fail-on`` and users' ``pytest_modelsweep_verdict`` hooks
+import :class:`Verdict` (docs/verdicts.md).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Protocol
+
+RULE_COVERS_ZERO = "covers-zero"
+RULE_EQUIVALENCE_MARGIN = "equivalence-margin"
+RULE_RATIO_COVERS_ONE = "ratio-covers-one"
+
+
+class Verdict(StrEnum):
+    """Outcome of comparing a candidate with the reference on one metric."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    MATCHES = "matches"
+    EQUIVALENT = "equivalent"
+    INCONCLUSIVE = "inconclusive"
+
+
+def check_confidence(confidence: float) -> float:
+    """``confidence`` as a float strictly between 0 and 1 (ValueError otherwise)."""
+    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    return float(confidence)
+
+
+def check_margin(margin: float | None) -> float | None:
+    """An equivalence margin: None, or a finite number >= 0 (ValueError otherwise)."""
+    if margin is not None and not (math.isfinite(margin) and margin >= 0.0):
+        raise ValueError(f"equivalence margin must be a finite number >= 0, got {margin!r}")
+    return None if margin is None else float(margin)
+
+
+class DifferenceBounds(Protocol):
+    """An interval of candidate − reference (the paired bootstrap's ``PairedInterval``);
+    ``too_few_items``: it does not hold its coverage."""
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def too_few_items(self) -> bool: ...
+
+
+def decide_verdict(interval: DifferenceBounds, margin: float | None = None) -> Verdict:
+    """Verdict from the interval of candidate minus reference.
+
+    Fewer than ``MIN_PAIRED_ITEMS`` items, or fewer than ``MIN_DISCORDANT`` scored
+    differently: inconclusive (the interval does not hold its coverage). Entirely above 0:
+    better; entirely below 0: worse. Covering 0: ``matches`` when ``margin`` is None (the
+    seed's rule); with a margin, ``equivalent`` when the whole interval lies within
+    [-margin, +margin], else ``inconclusive``. (Equivalence is judged on the interval as
+    given; a TOST at level alpha would use the 1 - 2*alpha interval, so this is the stricter
+    reading.)
+    """
+    margin = check_margin(margin)
+    if interval.too_few_items:
+        return Verdict.INCONCLUSIVE
+    if interval.low > 0.0:
+        return Verdict.BETTER
+    if interval.high < 0.0:
+        return Verdict.WORSE
+    if margin is None:
+        return Verdict.MATCHES
+    if -margin <= interval.low and interval.high <= margin:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
+
+
+class RatioBounds(Protocol):
+    """An interval of candidate ÷ reference (throughput, capacity, capacity in req/s);
+    ``degenerate``: it has no spread to judge by."""
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def degenerate(self) -> bool: ...
+
+
+def decide_ratio_verdict(interval: RatioBounds, tolerance: float = 0.0) -> Verdict:
+    """Verdict from an interval of candidate ÷ reference (every ratio comparison's rule).
+
+    Wholly below ``1 - tolerance``: worse (significantly slower than the tolerance
+    allows); wholly above ``1 + tolerance``: better; covering 1: matches; else
+    (significantly different from 1 but not beyond the tolerance) equivalent when the
+    whole interval lies within ``[1 - tolerance, 1 + tolerance]``, inconclusive when
+    it straddles a bound. With ``tolerance`` 0: below 1 worse, above 1 better. A
+    degenerate interval (a side with one repeat, so no spread is known) is
+    inconclusive whatever the ratio.
+    """
+    if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
+    if interval.degenerate:
+        return Verdict.INCONCLUSIVE
+    if interval.high < 1.0 - tolerance:
+        return Verdict.WORSE
+    if interval.low > 1.0 + tolerance:
+        return Verdict.BETTER
+    if interval.low <= 1.0 <= interval.high:
+        return Verdict.MATCHES
+    if 1.0 - tolerance <= interval.low and interval.high <= 1.0 + tolerance:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
