@@ -229,7 +229,10 @@ def _measurements() -> list[dict[str, Any]]:
         "stats": {"candidate": MARKUP_MODEL, "reference": "ref", "metric": "gsm8k",
                   "verdict": "worse", "difference": -0.05, "low": -0.09, "high": -0.01,
                   "confidence": 0.95, "n": 100, "discordant": 12,
-                  "min_detectable_difference": 0.04, "margin": 0.02, "rule": "equivalence-margin"},
+                  "min_detectable_difference": 0.04, "margin": 0.02, "rule": "equivalence-margin",
+                  "resamples": 1000, "method": "percentile", "seed": 0, "candidate_ahead": 4,
+                  "reference_ahead": 8, "candidate_mean": 0.2, "reference_mean": 0.25,
+                  "standard_error": 0.02, "bootstrap_standard_error": 0.02, "p_value": 0.4},
     }
     accuracy = {
         "model": MARKUP_MODEL, "benchmark": "gsm8k", "value": 0.25, "unit": "accuracy", "n": 8,
