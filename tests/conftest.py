@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 # pytester's in-process runs put sys.modules back as it was after each run, and a C
 # extension cannot be loaded twice in one process: import the ones a run of the (dormant
@@ -104,3 +105,12 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "store.sqlite")
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's own ``--dist loadfile``: the project's tests measure no model (their pytester
+    runs do), though their ids may name one, so modelsweep's scheduling by model is not theirs."""
+    from xdist.scheduler import LoadFileScheduling
+
+    return LoadFileScheduling(config, log)
