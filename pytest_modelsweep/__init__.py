@@ -1,13 +1,8 @@
 """pytest-modelsweep: LLM serving benchmarks as pytest test cases.
 
-The names below are the public API for writing your own benchmark
-(docs/writing-benchmarks.md): a test declared with
-``@pytest.mark.modelsweep_benchmark("my_eval")`` calls the ``evaluate`` fixture
-with :class:`EvalItem` items and a :data:`Scorer`; one declared with
-``kind="throughput"`` calls ``measure_throughput`` with prompts (:func:`load_prompts`).
-They are stable by name.
-The plugin imports this package in every pytest run, so the names are loaded on
-first use (``from pytest_modelsweep import EvalItem``), not here.
+The names below are the public API for writing your own benchmark, stable by name
+(docs/writing-benchmarks.md). The plugin imports this package in every pytest run, so the
+names are loaded on first use (``from pytest_modelsweep import EvalItem``), not here.
 """
 
 from __future__ import annotations

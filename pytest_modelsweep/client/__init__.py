@@ -1,14 +1,9 @@
 """An async OpenAI-compatible client: N requests in flight, or requests sent on a schedule.
 
-* :func:`stream_requests` and :func:`stream_open_loop` stream over a small HTTP/1.1 client
-  on :class:`asyncio.Protocol` that parses SSE inline with one clock reading per socket
-  read: about 4 µs of CPU per token against httpx's 13 µs
-  (``benches/perf/client_harness.py``); a busy client delays its own clock readings.
-* :func:`post_requests` (accuracy) sends plain JSON POSTs with httpx; each answer is read
-  once by :func:`parse_completion`.
-
-Neither raises for a bad answer: an error status, a cut stream or a timeout becomes a
-one-line ``error`` on that request's record, and the other requests go on.
+Streaming uses a small HTTP/1.1 client of our own: about 4 µs of CPU per token against
+httpx's 13 µs (``benches/perf/client_harness.py``); a busy client delays its own clock
+readings. Accuracy's plain JSON POSTs use httpx. Neither raises for a bad answer: an error
+status, a cut stream or a timeout is a one-line ``error`` on that request's record only.
 """
 
 from .post import parse_completion, post_requests, run_post_requests

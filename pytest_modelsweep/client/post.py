@@ -80,10 +80,9 @@ async def post_requests(
 ) -> list[Completion]:
     """Non-streaming JSON POSTs with ``concurrency`` in flight, completions in input order.
 
-    A failed request is a Completion with ``error`` of kind ``request``; ``on_result`` is
-    called as each completes. ``guard.idle_timeout_s`` is httpx's read timeout, except where
-    the breaker reads work counters (then its watch decides a stall); ``timeout_s`` bounds all.
-    """
+    A failed request is a Completion with ``error`` of kind ``request``.
+    ``guard.idle_timeout_s`` is httpx's read timeout, except where the breaker reads work
+    counters (then its watch decides a stall); ``timeout_s`` bounds all."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     root = base_url_v1.rstrip("/")

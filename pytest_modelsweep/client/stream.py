@@ -288,9 +288,7 @@ class InFlight:
 class OpenLoopRun:
     """What an open-loop run did: each request's outcome, when it was due, the cap's hits.
 
-    ``scheduled[i]``: request i's due time (perf clock), its record's ``start``;
-    ``capped``: requests that found ``max_in_flight`` in flight and waited for a slot.
-    """
+    ``capped``: requests that found ``max_in_flight`` in flight and waited for a slot."""
 
     outcomes: list[StreamOutcome]
     scheduled: list[float]
@@ -389,10 +387,8 @@ async def stream_open_loop(
 ) -> OpenLoopRun:
     """Stream ``requests[i]`` at ``offsets_s[i]`` seconds after the run starts (open loop).
 
-    Each is sent at its time whatever is in flight, and every latency runs from the
-    scheduled time (no coordinated omission). At most ``max_in_flight`` are open; one that
-    waits for a slot counts in :attr:`OpenLoopRun.capped`. ``preopen`` connections are
-    opened before the clock starts.
+    At most ``max_in_flight`` are open (one that waits counts in :attr:`OpenLoopRun.capped`);
+    ``preopen`` connections are opened before the clock starts.
     """
     if max_in_flight < 1:
         raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")

@@ -31,10 +31,9 @@ class Pending:
 class Watch:
     """The requests in flight of one call: overdue reports and the breaker's stall check.
 
-    A request silent for ``stall_s`` makes the breaker check the server (in a thread, every
-    ``stall_s``); a stall opens it and every request in flight fails at once.
-    ``on_wait(n, seconds)`` is told every ``report_every_s`` how many have waited that long.
-    """
+    A request silent for ``stall_s`` makes the breaker check the server (in a thread); a stall
+    opens it and every request in flight fails at once. ``on_wait(n, seconds)`` is told every
+    ``report_every_s`` how many have waited that long."""
 
     def __init__(self, breaker: Breaker | None, stall_s: float,
                  on_wait: Callable[[int, float], None] | None, report_every_s: float = 30.0,

@@ -16,12 +16,8 @@ A measurement's ``stats`` is one of these records, chosen by the metric table
 * :class:`SmokeStats`, :class:`ScreeningResult` — one generation; a screened repo;
 * :class:`OtherStats` — a benchmark the table does not know (a user's ``record_measurement``).
 
-Every record writes the keys the results file and the store hold (``to_dict``) and reads
-them back (``from_dict``), as pytest-benchmark's one ``Stats`` class serves its table and its
-compare step alike: its fields are its keys, written and read by :mod:`.codec`'s converter
-(a field's metadata, :func:`~.codec.key`, says where its key differs). A record read from a
-dict writes that dict back key for key, in its order (:class:`~.codec.Shape`), so that files
-of every version round-trip unchanged while readers use only the typed fields. Pure: no pytest.
+Each record's fields are its keys in the results file and the store, written (``to_dict``)
+and read (``from_dict``) by :mod:`.codec`'s converter. Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -115,13 +111,9 @@ set's end or ``--limit``); items got no answer."""
 
 @dataclass(frozen=True)
 class AccuracySequence(Record):
-    """How a sequential accuracy run (``--until-decided``) went: the items went out in the
-    seeded order ``order_seed`` of the data set's ``population`` items (after ``--limit``), in
-    rounds of ``round_size``; ``used`` had been scored when it stopped, for ``stop``
-    (:data:`STOP_DECIDED`, :data:`STOP_FINAL` or :data:`STOP_FAILED`); ``comparisons``: each
-    comparison the model took part in as it stood then, one line each; ``items_digest``: a
-    digest of the population's ids (two runs paired item by item must have drawn from the
-    same items)."""
+    """How a sequential accuracy run (``--until-decided``) went: ``used`` of ``population``
+    items scored in the seeded order when it stopped, for ``stop``; ``items_digest``: a digest
+    of the population's ids (two runs paired item by item must have drawn the same items)."""
 
     population: int = 0
     used: int = 0
@@ -138,12 +130,9 @@ class AccuracySequence(Record):
 
 @dataclass(frozen=True)
 class AccuracyStats(Record):
-    """An accuracy run: ``n`` answered of ``items`` (``failed`` got no answer), ``correct``,
-    ``accuracy`` (the mean score of the answered), the share cut by ``max_tokens``, how many
-    were ``sent`` and ``reused``, and ``figures``: the benchmark's own summary beyond these
-    (its ``summarise``: GSM8K's per-filter rates, BFCL's error types). ``sequence``: how a
-    sequential run (``--until-decided``) chose its items (None for a run of every item): the
-    accuracy is then over that subset."""
+    """An accuracy run: ``accuracy`` is the mean score of the ``n`` answered items; ``figures``
+    the benchmark's own ``summarise``; with ``sequence`` (``--until-decided``) it is over that
+    subset."""
 
     n: int = 0
     items: int = 0
@@ -312,11 +301,9 @@ class ServerMetricsWindow(Record):
 
 @dataclass(frozen=True)
 class Saturation(Record):
-    """Whether the server kept up with an open-loop window's offered rate: ``offered_rps``
-    is the schedule's rate, ``achieved_rps`` the completions' against it, from least-squares
-    slopes over the whole window (``workloads/openloop.kept_up_rate``);
-    saturated when achieved falls more than ``tolerance`` behind, or a request found the
-    client's ``max_in_flight`` cap reached (``capped``)."""
+    """Whether the server kept up with an open-loop window's offered rate: saturated when
+    ``achieved_rps`` (``workloads/openloop.kept_up_rate``) falls more than ``tolerance``
+    behind ``offered_rps``, or a request found the ``max_in_flight`` cap (``capped``)."""
 
     derived = {"shortfall": "achieved_rps", "saturated": None, "reason": None}
     offered_rps: float | None = None
@@ -354,10 +341,8 @@ class Saturation(Record):
 
 @dataclass(frozen=True)
 class OpenLoop(Record):
-    """What an open-loop window adds to its throughput figures: its arrivals (rate,
-    burstiness, ramp-up, seed), whether the server kept up (:class:`Saturation`), the most
-    requests the client had in flight and how late the client sent (``send_lag``, ms).
-    Its latencies run from each request's scheduled send time."""
+    """What an open-loop window adds to its throughput figures (``send_lag`` in ms); its
+    latencies run from each request's scheduled send time."""
 
     rate: float = field(default=0.0, metadata=key("arrivals.rate"))
     burstiness: float = field(default=1.0, metadata=key("arrivals.burstiness"))
@@ -436,10 +421,8 @@ class ThroughputWindow(Record):
 
 @dataclass(frozen=True)
 class ThroughputStats(Record):
-    """One throughput setting over its repeats: each repeat's tokens/s and window, their CV,
-    ``unstable`` (CV above ``unstable_cv_limit``) and ``contended`` (others used the CPUs in
-    ``contended_windows`` windows), the rule that chose the number of repeats, the 95%
-    interval of the mean rate; with an SLO the goodput, with a price the cost."""
+    """One throughput setting over its repeats: ``unstable`` when the CV is above
+    ``unstable_cv_limit``, ``contended`` when others used the CPUs in a window."""
 
     repeat_values: tuple[float, ...] = ()
     repeats: tuple[ThroughputWindow, ...] = ()
@@ -632,11 +615,8 @@ class SearchStep(Record):
     (``outcome``, over the pooled ``interval``). ``recorded``: the window's figures, once the
     step is recorded (a :class:`StepWindow` at a concurrency, a :class:`ThroughputWindow` at
     a rate). A concurrency step of an older search (one window a step, no decision) has
-    ``interval`` None and ``outcome`` pass or miss from that window alone.
-
-    The two knobs write their steps as they always have: a concurrency step flat
-    (``concurrency``, ``slo_attainment``, ..., its decision's ``outcome``, ``step_good``,
-    ...), a rate step as :class:`RateStep`."""
+    ``interval`` None and ``outcome`` pass or miss from that window alone. A rate step is
+    written as :class:`RateStep`."""
 
     order: ClassVar[tuple[str, ...]] = (
         "value", "slo_attainment", "good", "requests", "goodput_rps", "output_tokens_per_s",
@@ -717,11 +697,9 @@ class RateStep(SearchStep):
 
 @dataclass(frozen=True)
 class SearchBracket:
-    """One model's capacity and search bracket, as a comparison reads them back: the highest
-    value of the ``knob`` that surely passed and the lowest that surely failed above it
-    (None: none did). The SLO curve crosses the target in ``[last_pass, first_fail)`` at
-    ``confidence`` (None: a concurrency search of an older version, one window a step,
-    whose bracket has no confidence level)."""
+    """One model's capacity and search bracket, as a comparison reads them back: the SLO curve
+    crosses the target in ``[last_pass, first_fail)`` (None: none failed) at ``confidence``
+    (None: an older one-window-a-step search)."""
 
     capacity: float
     last_pass: float
@@ -747,14 +725,10 @@ class SearchBracket:
 
 @dataclass(frozen=True)
 class SearchRatio:
-    """Candidate ÷ reference capacity, and the interval the two searches' brackets give it:
-    ``low`` = candidate's last pass ÷ reference's first fail (0 when the reference passed
-    at its maximum), ``high`` = candidate's first fail ÷ reference's last pass (infinite
-    when the candidate passed at its maximum; None in :meth:`as_dict`, so that strict JSON
-    readers can read it), at ``confidence`` (both sides' capacity intervals, Bonferroni;
-    None for brackets without a level). ``degenerate`` when both searches passed at their
-    maximum, so the interval says nothing. ``benches/perf/capacity_aa_simulation.py`` and
-    ``rate_capacity_simulation.py`` measure how often it misses the true ratio."""
+    """Candidate ÷ reference capacity, with the interval the two searches' brackets give it
+    (``workloads/slo_search.capacity_ratio``); an infinite ``high`` is None in
+    :meth:`as_dict`, so that strict JSON readers can read it. ``degenerate`` when both
+    searches passed at their maximum, so the interval says nothing."""
 
     ratio: float
     low: float
@@ -834,14 +808,8 @@ class SearchStats(Record):
     ``error`` says why), the ``bracket`` [last pass, first fail or None], every step (its
     window recorded), the values whose step stayed ``inconclusive``, contention, the figures
     at the capacity, the price, and a ``reason`` for a result that needs one (a rate sweep
-    writes it as ``stopped``, always).
-
-    ``confidence``: a concurrency search writes the level of its capacity interval (None:
-    an older search, one window a step, with no level), a rate sweep the level of each
-    step's interval. ``source`` (where the maximum concurrency came from) is a concurrency
-    search's; ``target``, ``start``, ``maximum`` and ``burstiness`` a rate sweep's. The two
-    knobs write the keys they always have: :class:`CapacityStats` (as here),
-    :class:`RateCapacityStats`.
+    writes it as ``stopped``, always). ``confidence``: a concurrency search's capacity
+    interval's level (None: an older search, one window a step), a rate sweep's step level.
     """
 
     knob: ClassVar[str] = CONCURRENCY
@@ -980,12 +948,8 @@ class ScreeningResult(Record):
 @dataclass(frozen=True)
 class SequentialVerdict(Record):
     """A verdict drawn from the anytime-valid confidence sequence of candidate − reference
-    (``--until-decided``, :mod:`~pytest_modelsweep.core.sequences`): the sequence's
-    [``low``, ``high``] at ``confidence`` and the mean ``difference`` after ``n`` paired items
-    (``discordant`` scored differently; each side's mean over them) of the data set's
-    ``population`` items, taken in the seeded order ``order_seed``; ``stop``: ``decided`` (the
-    sequence decided the verdict) or ``final`` (no more items came: the data set's end, the
-    limit, or a side that stopped); ``method``: the sequence's (``betting-iid``)."""
+    (``--until-decided``, :mod:`~pytest_modelsweep.core.stats.sequences`) after ``n`` paired
+    items; ``stop``: ``decided``, or ``final`` (no more items came)."""
 
     difference: float = math.nan
     low: float = math.nan
@@ -1012,9 +976,7 @@ class SequentialVerdict(Record):
 
 @dataclass(frozen=True)
 class AccuracyVerdictStats(Record):
-    """A candidate's paired verdict on an accuracy benchmark: the interval of candidate −
-    reference item by item, the margin and rule it was decided by, and the runs of each side
-    (``interval`` None only for a record that holds none). A sequential verdict
+    """A candidate's paired verdict on an accuracy benchmark. A sequential verdict
     (``--until-decided``) holds its confidence sequence in ``sequence`` instead of a bootstrap
     ``interval`` (a fixed-n interval on a sequentially chosen sample lacks its coverage)."""
 
@@ -1116,11 +1078,8 @@ class ThroughputRatioStats(Record):
 @dataclass(frozen=True)
 class SearchRatioStats(Record):
     """A candidate's capacity ÷ the reference's under one SLO, both searched over the same
-    :attr:`knob`: the interval the two searches give (:class:`SearchRatio`; None only for a
-    record that holds none), the tolerance and rule of the verdict, the attainment target,
-    each side's run and flags; a concurrency search's each side's maximum concurrency, a
-    rate sweep's step ``confidence``. Written as :class:`CapacityRatioStats` (as here) and
-    :class:`RateCapacityRatioStats` always were."""
+    :attr:`knob`, with the interval the two searches give (``ratio`` None only for a record
+    that holds none)."""
 
     knob: ClassVar[str] = CONCURRENCY
     order: ClassVar[tuple[str, ...]] = (
@@ -1216,11 +1175,9 @@ def _geometric_mean(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class StartupStats(Record):
-    """A model's start over fresh launches: each launch's figures and cache state, the
-    geometric means of launch → ready and launch → first token with their 95% intervals
-    (:func:`~.stats.log_mean_interval`: none below two launches, or with a failed first
-    request), and the launches' ``cache`` state in one word: ``cold`` (every launch read its
-    files cold), ``warm``, ``mixed`` or ``unknown``."""
+    """A model's start over fresh launches: geometric means of launch → ready and launch →
+    first token with their 95% intervals (:func:`~.stats.log_mean_interval`: none below two
+    launches, or with a failed first request), and the launches' ``cache`` in one word."""
 
     derived = {name: "backend" for name in ("first_token_s", "first_token_s_interval", "ready_s",
                                             "ready_s_interval", "cache", "errors")}
@@ -1310,11 +1267,8 @@ def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
 class Measurement(Record):
     """One recorded result of one test: a value with its unit, sample size and typed ``stats``.
 
-    ``items`` are the scored items' dicts (:meth:`item_records` reads them), ``requests`` the
-    timed requests', ``provenance`` the endpoint's. ``outcome`` (the test's, added when its
-    report arrives) and ``run_id`` (added where measurements of several runs are listed) are
-    written only when set. ``stats`` given as another kind's record, or as
-    :class:`OtherStats`, is read as the benchmark's own kind.
+    ``outcome`` and ``run_id`` are written only when set. ``stats`` given as another kind's
+    record, or as :class:`OtherStats`, is read as the benchmark's own kind.
     """
 
     model: str = ""

@@ -1,11 +1,9 @@
 """The metric table: every benchmark the benches record, in one place.
 
-Each :class:`Metric` says what a measurement's ``benchmark`` name means: kind, unit,
-direction, the marker that selects its tests, how reports title and order it. Adding a
-metric is one entry in :data:`METRICS`. A name the table lacks recorded in the unit
-``accuracy`` (or ``tokens/s``) is a user's accuracy (or throughput) benchmark, so a process
-that never saw its declaration reads it the same way. ``comparison`` metrics measure a
-candidate against the reference in the same run; ``compares`` names the kind.
+Each :class:`Metric` says what a measurement's ``benchmark`` name means; adding a metric is
+one entry in :data:`METRICS`. A name the table lacks recorded in the unit ``accuracy`` (or
+``tokens/s``) is a user's benchmark of that kind, so a process that never saw its
+declaration reads it the same way.
 """
 
 from __future__ import annotations

@@ -2,10 +2,8 @@
 
 A bad output path (a folder that cannot be made, a read-only place, a file in the way, a
 full disk) is found at the start by :func:`check_output_file` / :func:`check_output_folder`,
-the one check every writer uses (the results, the run folder, ``--md``,
-``$GITHUB_STEP_SUMMARY``, ``--html``, ``--junitxml``, ``modelsweep merge -o``,
-``modelsweep report --md/--html``, ``modelsweep k8s -o``): an :class:`OutputError` naming the option, the path,
-the reason and the fix. A write that still fails later (the disk filled up mid-run) is
+the one check every writer uses: an :class:`OutputError` naming the option, the path, the
+reason and the fix. A write that still fails later (the disk filled up mid-run) is
 an :class:`OutputError` too, from :func:`write_failure`, in one line.
 
 Nothing is created by a check: the nearest folder that exists gets a probe file, written

@@ -25,10 +25,7 @@ ApiPath = Literal["/v1/chat/completions", "/v1/completions"]
 @dataclass(frozen=True)
 class ApiRequest:
     """One OpenAI-compatible request for one benchmark item, independent of how it is sent.
-
-    ``payload`` is the JSON body without the ``model`` field; the client adds the
-    endpoint's served name, so that the prompt hash does not depend on it.
-    """
+    ``payload`` lacks the ``model`` field, so that the prompt hash does not depend on it."""
 
     item_id: str
     path: ApiPath
@@ -77,9 +74,8 @@ def text_field(path: ApiPath) -> str:
 class ToolCall(TypedDict):
     """One tool call of a chat answer (``message.tool_calls[i]``), JSON-friendly.
 
-    ``name`` and ``arguments`` are None when the server sent something other than a
-    string there (or nothing); ``arguments`` is the JSON text as sent, not decoded.
-    """
+    ``name`` and ``arguments`` are None when the server sent no string there; ``arguments``
+    is the JSON text as sent, not decoded."""
 
     id: str | None
     name: str | None
@@ -98,12 +94,9 @@ class Completion:
 
     ``text`` is ``choices[0].text`` (``/v1/completions``) or ``choices[0].message.content``
     (chat); it is None when a chat message has no content (``null``, as with tool calls),
-    and ``""`` only when the server generated nothing. ``tool_calls`` is None when the
-    message has no ``tool_calls`` list, ``[]`` when the list is empty. ``error`` is set
-    exactly when there is no usable answer (``error_kind`` says which side failed); the
-    other fields then hold what could still be read (usage, finish reason). Null chat
-    content is not an error here (a tool-calling answer has none); a scorer that needs
-    text makes such an item an errored one.
+    and ``""`` only when the server generated nothing. ``error`` is set exactly when there
+    is no usable answer; null chat content is not one (a tool-calling answer has none): a
+    scorer that needs text makes such an item an errored one.
     """
 
     text: str | None = None
@@ -171,9 +164,8 @@ def completion_of_older_record(data: dict[str, Any]) -> Completion:
     Such a record has one ``response`` string: the text, or for a tools-mode answer
     with tool calls their JSON list of OpenAI tool-call objects. Whether the request
     offered tools was not recorded, so a ``response`` that is such a list becomes the
-    tool calls *and* stays the text: the tools-mode scorer reads the calls, the others
-    the text, which is how those records were re-scored before. A stored error keeps
-    its kind where BFCL's ``error_type`` recorded it (``response_error``), else ``request``.
+    tool calls *and* stays the text. A stored error keeps its kind where BFCL's
+    ``error_type`` recorded it (``response_error``), else ``request``.
     """
     response = str(data.get("response") or "")
     error = data.get("error")
@@ -206,15 +198,10 @@ def shown_answer(completion: Completion) -> str:
 class ItemRecord:
     """One scored benchmark item (a GSM8K problem, a BFCL record) of one model.
 
-    ``prompt_hash`` covers exactly what was sent (it differs between a chat and a
-    completion model); ``data_hash`` covers the source record, so that items of
-    two models pair by ``item_id`` and ``data_hash``. ``response`` is the answer as
-    shown (the text, or a tools-mode answer's calls as JSON); ``completion`` is the
-    answer as scored, from which a stored item is scored again. Its usage and finish
-    reason are copied to the record's own fields; ``error`` is the item's (set when
-    the completion failed, or had no text where the benchmark needs text). ``score``
-    is a partial credit in [0, 1] from a scorer that gives one (``correct`` is then
-    full credit); None for a right/wrong verdict. :attr:`credit` is what comparisons use.
+    ``prompt_hash`` covers exactly what was sent; ``data_hash`` the source record, so that
+    items of two models pair by ``item_id`` and ``data_hash``. ``completion`` is the answer
+    as scored, from which a stored item is scored again. ``score``: a partial credit in
+    [0, 1], None for a right/wrong verdict; :attr:`credit` is what comparisons use.
     """
 
     item_id: str

@@ -1,13 +1,11 @@
 """Baseline comparison: each model × metric × setting against its own earlier result.
 
-Accuracy: the paired bootstrap, item by item; *regressed* when the drop is beyond the threshold
-and the interval excludes no change. Throughput: the ratio of geometric means of tokens/s
-(Welch t; against several baseline runs the random-effects interval), *regressed* when the
-whole interval lies below 1 - threshold, each at its Holm step-down level across the model's
-throughput rows (family-wise error 5% per direction; docs/throughput.md). Startup: launch →
-first token, the same ratio, lower is better, its 90% interval against 1 + the startup
-threshold. Results that cannot be paired are *not comparable*, which fails the gate too; a
-side with one repeat gets *no interval*. Smoke is not gated (no repeats).
+Accuracy: the paired bootstrap, *regressed* when the drop is beyond the threshold and the
+interval excludes no change. Throughput: the ratio interval, *regressed* when it lies wholly
+below 1 - threshold, at its Holm step-down level across the model's throughput rows
+(docs/throughput.md). Startup: the same ratio of launch → first token, lower is better, its
+90% interval against 1 + the startup threshold. Results that cannot be paired are *not
+comparable*, which fails the gate too. Smoke is not gated (no repeats).
 """
 
 from __future__ import annotations
@@ -157,11 +155,8 @@ def compare_with_baseline(
     resamples: int = DEFAULTS.resamples,
     noisy_fails: bool = False,
 ) -> list[GateRow]:
-    """Rows for every current measurement of a gated metric.
-
-    ``baseline`` may hold several runs' measurements of one setting (oldest first): accuracy
-    is compared with the newest, throughput and startup with all of them.
-    """
+    """Rows for every current measurement of a gated metric: accuracy against the newest of
+    ``baseline``'s runs of a setting (oldest first), throughput and startup against all."""
     history: dict[tuple[str, str, str], list[Measurement]] = {}
     for m in baseline:
         history.setdefault(_key(m), []).append(m)

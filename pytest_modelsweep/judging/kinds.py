@@ -1,20 +1,10 @@
 """The kinds of comparison, each a :class:`~.judge.Comparison`.
 
-* :class:`AccuracyComparison` — the candidate's and the reference's scored items on one
-  accuracy benchmark, paired item by item: the bootstrap interval of the difference
-  (at its Holm step-down level across the candidates with ``--holm``), recorded as
-  ``verdict:<benchmark>``; where a side's items were chosen sequentially
-  (``--until-decided``), the confidence sequence those items stopped by
-  (:mod:`.sequential`) instead;
-* :class:`ThroughputComparison` — both models' throughput at one setting: the ratio
-  interval over the repeats (measured back to back, found in this run or the store) or
-  over pairs of windows (measured interleaved), recorded as ``throughput_ratio``;
-* :class:`CapacityComparison` — both models' capacity under this run's SLO, searched over
-  one knob (concurrent requests or requests/s): the ratio with the interval both searches'
-  brackets give, recorded as ``capacity_ratio`` or ``rate_capacity_ratio``.
-
-Each finds its sides through a :class:`~.comparisons.ComparisonFinder`, given the tests of
-this run that record a side (``expected_tests``). Pure: no pytest.
+:class:`AccuracyComparison` (``verdict:<benchmark>``), :class:`ThroughputComparison`
+(``throughput_ratio``) and :class:`CapacityComparison` (``capacity_ratio``,
+``rate_capacity_ratio``), each finding its sides through a
+:class:`~.comparisons.ComparisonFinder` given this run's tests that record a side
+(``expected_tests``). Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -109,11 +99,9 @@ class AccuracySides:
 
 @dataclass
 class AccuracyComparison:
-    """A candidate against the reference on one accuracy benchmark, item by item.
-
-    The side whose test runs in this session is found first, and the other side's stored
-    items are preferred where their ids match (``candidate_first``).
-    """
+    """A candidate against the reference on one accuracy benchmark, item by item. The side
+    tested in this session is found first, the other's stored items preferred where their ids
+    match (``candidate_first``)."""
 
     finder: ComparisonFinder
     expected_tests: ExpectedTests
@@ -356,9 +344,8 @@ def _flags(side: ModelMeasurement) -> tuple[str, ...]:
 @dataclass
 class CapacityComparison:
     """A candidate's capacity ÷ the reference's under this run's SLO and attainment target,
-    both searched over ``knob`` (concurrency: ``capacity_ratio``; rate:
-    ``rate_capacity_ratio``; ``slo`` None: the run has no SLO, nothing to compare). The
-    verdict comes from the interval the two searches give, never from the ratio alone."""
+    both searched over ``knob`` (``slo`` None: nothing to compare). The verdict comes from
+    the interval the two searches give, never from the ratio alone."""
 
     finder: ComparisonFinder
     expected_tests: ExpectedTests

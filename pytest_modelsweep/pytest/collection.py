@@ -1,12 +1,10 @@
 """A declared benchmark at collection: its marker, and the candidates' verdict tests beside it.
 
-``@pytest.mark.modelsweep_benchmark("my_eval")`` on a test function declares that it records
-the benchmark ``my_eval``. :func:`with_verdict_tests` registers the marker ``my_eval`` and puts
-it on the test's items, and makes the comparison tests (``test_verdict[<candidate>-my_eval]``,
-or a throughput benchmark's ``test_throughput_ratio[<candidate>-my_eval-c<N>]``) through pytest's
-own collection of a function, so that parametrization, ``-m``, ``-k`` and ``--deselect`` apply.
-Their items call one shared function set on the test's module (pytest looks an item's function
-up there), hidden from pytest's own collection and located at the declared test.
+:func:`with_verdict_tests` registers the marker ``my_eval`` of a test declared
+``@pytest.mark.modelsweep_benchmark("my_eval")`` and makes its comparison tests through
+pytest's own collection of a function, so that parametrization, ``-m``, ``-k`` and
+``--deselect`` apply. Their items call one shared function set on the test's module (where
+pytest looks an item's function up), hidden from pytest's collection.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The decision page: one row per candidate with the figures that decide which model to serve.
 
-Per group of columns (accuracy verdicts, c16 throughput ratio, capacity under the SLO, capacity
-in req/s, cost, cold start, screening) a cell shows a figure only when the measurement behind
-it succeeded; otherwise ``not measured``, ``no price`` or ``cannot conclude`` with a note
-(``[n]``) to a line saying why, as does a figure that needs a word (capacity 0). A group no
-model has a figure in leaves the table and is named once. The answer and the Pareto points
-come from concluded cells only. The table fits a 1,400-pixel screen: a column per group (every
-accuracy benchmark in one), its verdict first (:func:`cell_lines`); what a cell's tooltip adds
-is listed under the table too (:func:`figure_lines`). Pure.
+A cell shows a figure only when the measurement behind it succeeded; otherwise a word with
+a note (``[n]``) to a line saying why. The answer and the Pareto points come from concluded
+cells only. Layout and wording: docs/decision-page.md. Pure.
 """
 
 from __future__ import annotations

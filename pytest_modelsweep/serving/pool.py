@@ -43,8 +43,7 @@ class EndpointPool:
 
     ``get(name)`` attaches or launches on first use; a failed start keeps failing with its
     error. A launch claims ``<run_dir>/started/<model>``: a second claim in the run is a
-    :class:`ServerStartedTwiceError`. The first ``get`` checks every embedded model file of
-    ``models`` first: a refused file fails only that model's tests.
+    :class:`ServerStartedTwiceError`.
     """
 
     def __init__(self, sweep: Sweep, *, attach: Mapping[str, str], run_dir: Path,

@@ -1,17 +1,10 @@
 """Candidate screening: the seed's licence and memory rule, read from the Hugging Face Hub.
 
-A candidate is **accepted** when its licence (card ``license``, its ``license_name`` when
-``other``, else a ``license:xxx`` tag; lower-cased) is one of ``ScreeningSettings.licenses``,
-and its bf16 weights leave room for the KV cache on one chip:
-``hbm_gib × gpu_memory_utilization − weights_gib ≥ kv_headroom_gib`` (GiB = 2**30 bytes).
-
-bf16 weights are 2 bytes × the parameter count: the Hub's safetensors metadata, else the sizes
-of the top-level ``*.safetensors`` files ÷ the bytes per parameter of the config's dtype (2
-when unknown). A repo without ``*.safetensors`` files is rejected (vLLM TPU loads only those),
-and so is one without a readable ``config.json`` (vLLM cannot load it either). A gated,
-missing or unreachable repo is a rejected :class:`ScreeningResult` whose one-line reason
-names the fix, never an exception. ``modelsweep screen --offline-fixtures PATH`` reads
-recorded Hub answers (:func:`load_offline_fixtures`) instead of the network.
+A candidate is **accepted** when its licence is one of ``ScreeningSettings.licenses`` and
+its bf16 weights leave room for the KV cache on one chip:
+``hbm_gib × gpu_memory_utilization − weights_gib ≥ kv_headroom_gib`` (GiB = 2**30 bytes;
+the rules in full: docs/tpu-v5e.md). A gated, missing or unreachable repo is a rejected
+:class:`ScreeningResult` whose one-line reason names the fix, never an exception.
 """
 
 from __future__ import annotations

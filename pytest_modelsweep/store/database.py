@@ -1,10 +1,8 @@
 """The store: runs, measurements and per-item records in SQLite or PostgreSQL (SQLAlchemy Core).
 
 Every process of a run writes into it; each item is committed the moment it is scored, and
-writes are idempotent. Items are keyed by serving key
-(:func:`~pytest_modelsweep.serving.endpoint.model_serving_key`), benchmark, item id and
-prompt hash: a re-run with the same key reuses a stored item. ``run_items`` links each run
-to the items it used, which is what verdicts pair. A store that cannot be used is a
+writes are idempotent. A re-run with the same serving key, benchmark, item id and prompt hash
+reuses a stored item. A store that cannot be used is a
 :class:`~pytest_modelsweep.core.errors.DataError` with the fix.
 """
 
@@ -63,10 +61,8 @@ _FIX_OTHER_DATABASE = ("pass --store with another database, or give the store a 
 
 
 class Store:
-    """A store, safe to share between threads, processes and hosts.
-
-    ``create=False``: a store that is not there yet is a DataError, not a new empty store.
-    """
+    """A store, safe to share between threads, processes and hosts. ``create=False``: a store
+    that is not there yet is a DataError, not a new empty store."""
 
     def __init__(self, location: StoreLocation | Path | str, *, busy_timeout_s: float = 60.0,
                  create: bool = True) -> None:

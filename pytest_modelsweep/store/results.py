@@ -3,15 +3,10 @@
 What the reports read of its run (:class:`RunInfo`) and of its failed tests
 (:class:`FailedTest`) are typed here, as the measurements are in ``core.measurements``.
 
-Only the controller writes it. Each measurement is appended to a journal
-(``<results>.partial.jsonl``, flushed and fsynced) the moment its test report
-arrives, so that a crash or ``kill -9`` loses nothing that was measured; the
-JSON file is written atomically at the end of the session and the journal
-removed. ``load_results`` reads either form. Schema: docs/results-schema.md.
-
-Every measurement is also kept in memory: a journal that cannot be written (a full
-disk) raises :class:`~pytest_modelsweep.core.outputs.OutputError` once, in one line,
-and is not written again; the file at the end holds every measurement all the same.
+Only the controller writes it: a journal as each measurement arrives, the file at the end
+(docs/results-schema.md); ``load_results`` reads either. A journal that cannot be written
+(a full disk) raises :class:`~pytest_modelsweep.core.outputs.OutputError` once and is not
+written again; measurements are kept in memory, so the file still holds every one.
 """
 
 from __future__ import annotations

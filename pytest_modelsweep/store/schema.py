@@ -1,13 +1,8 @@
 """The store's tables, once for every database: one SQLAlchemy ``MetaData``, its version, its upgrades.
 
-SQLite and PostgreSQL get the same tables from these definitions (SQLAlchemy
-writes each dialect's DDL). Records are kept as JSON text, as the first SQLite
-stores did, so a store moves between the two databases row for row
-(``modelsweep store copy``).
-
-``meta`` holds the schema version. Opening a store of an older version upgrades
-it in place (:data:`UPGRADES`, one step per version, inside the opening
-transaction); a newer version is refused, naming the fix.
+Records are kept as JSON text, so a store moves between SQLite and PostgreSQL row for row
+(``modelsweep store copy``). Opening a store of an older version upgrades it in place
+(:data:`UPGRADES`, inside the opening transaction); a newer one is refused, naming the fix.
 """
 
 from __future__ import annotations
@@ -193,11 +188,9 @@ def _join_sweep_runs(conn: Connection, dialect: str) -> None:
 
 
 def _mark_ends_keep_answers_once(conn: Connection, dialect: str) -> None:
-    """3 → 4: every run is marked when it ends, with its exit status. Before, only a run of a
-    sweep run was: the others' end is not known (``finished_at`` ``""``), while a sweep run's
-    run not marked is still running or was killed, as before. Answers need no moving:
-    measurements written before keep theirs in their own row and are read so; new rows keep
-    them once in ``items`` (so older releases must not read those)."""
+    """3 → 4: every run is marked when it ends, with its exit status; a run that is not part
+    of a sweep run was not before, so its end is not known (``finished_at`` ``""``). Answers
+    need no moving: older rows are read as they are."""
     _add_column(conn, RUNS, "exit_status")
     conn.execute(update(RUNS).where(RUNS.c.finished_at.is_(None), RUNS.c.sweep_run.is_(None))
                  .values(finished_at=""))

@@ -62,10 +62,9 @@ def is_lock_error(exc: sqlite3.Error) -> bool:
 def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
     """Classify ``path`` before anything is written to it: ``"new"`` or ``"store"``.
 
-    ``"new"``: no file (created here, empty), an empty file, or SQLite without tables;
-    ``"store"``: a store this version can use. Anything else is a DataError with the fix;
-    a lock held elsewhere raises the ``sqlite3`` error (the caller retries).
-    """
+    ``"new"``: no file (created here, empty), an empty file, or SQLite without tables.
+    Anything else that is not a usable store is a DataError with the fix; a lock held
+    elsewhere raises the ``sqlite3`` error (the caller retries)."""
     if path.is_dir():
         raise DataError(
             f"{path}: is a folder, not a store file; pass --store with a file name "

@@ -86,9 +86,8 @@ def run_accuracy(
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused, not re-sent.
 
-    Reused answers are scored again by ``score`` (a changed record is written back); items
-    without a usable answer are sent again. Each newly scored item is committed at once, so
-    an interrupted run resumes. A store that refuses a write is not written again in this
+    Reused answers are scored again (a changed record is written back); items without a
+    usable answer are sent again. A store that refuses a write is not written again in this
     run (``store_error`` says why); the items are still measured.
     """
     started = time.monotonic()

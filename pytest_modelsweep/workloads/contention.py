@@ -1,12 +1,9 @@
 """Who else used the machine's CPUs during a timed window (Linux ``/proc``; pure, no pytest).
 
-A :class:`ContentionMeter` reads, at a window's start and end, the machine's jiffies
-(``/proc/stat``), the CPU time of the server's processes (None when not ours) and of our
-own, and the load average; per wall second: ``server_cpu_cores``, ``client_cpu_cores``,
-``other_cpu_cores`` (busy minus those two) and ``steal_share``. A window is ``contended``
-when others used more than ``max_other_cores`` or steal exceeded :data:`STEAL_LIMIT` beyond
-the counters' resolution (a jiffy per CPU). Without ``/proc`` every figure is None; the
-meter never raises.
+A :class:`ContentionMeter` reads ``/proc`` at a window's start and end. A window is
+``contended`` when others (busy minus server and client) used more than ``max_other_cores``
+or steal exceeded :data:`STEAL_LIMIT`, beyond the counters' resolution (a jiffy per CPU).
+Without ``/proc`` every figure is None; the meter never raises.
 """
 
 from __future__ import annotations

@@ -35,10 +35,8 @@ class Gsm8kFewshot:
     """lm-eval's default few-shot sampler for ``gsm8k``, reproduced.
 
     One ``random.Random(seed)`` per task, ``rnd.sample(train_docs, 5)`` per document in
-    order: the problem at test index ``i`` gets the ``i``-th draw, whatever subset runs
-    (as a single-process lm-eval run). Drawing from the evaluated split itself draws one
-    extra and drops the document.
-    """
+    order: the problem at test index ``i`` gets the ``i``-th draw, whatever subset runs.
+    Drawing from the evaluated split itself draws one extra and drops the document."""
 
     train: Sequence[Gsm8kProblem]
     num_fewshot: int = NUM_FEWSHOT

@@ -5,11 +5,9 @@ many are in flight, and its latencies run from that *scheduled* time (no coordin
 omission). Otherwise the window is the throughput workload's: its prompts, warm-up,
 counters and checks (:func:`~.throughput.summarize`).
 
-**Saturation.** ``offered_rps`` is the schedule's rate; ``achieved_rps`` the completions'
-rate (:func:`kept_up_rate`). Least-squares slopes, not first and last end: a window starts
-with an empty server, and the ends alone called a server that kept up 10% behind. The
-window is *saturated* when the achieved rate is more than ``tolerance`` below the offered
-one (as GuideLLM's ``--stop-over-saturated``), or a request found the ``max_in_flight`` cap.
+A window is *saturated* when its achieved rate (:func:`kept_up_rate`) is more than
+``tolerance`` below the offered one, or a request found the ``max_in_flight`` cap
+(docs/open-loop.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """One throughput setting measured as every bench measures it: repeats, flags, one record.
 
-:func:`measure_setting` runs the windows the ``--repeats`` policy takes (closed loop, or
-open loop given ``arrivals``), each with the contention meter around it and progress lines,
-then records one :class:`~pytest_modelsweep.core.measurements.ThroughputStats`
-(:func:`setting_stats`). The built-in benches and ``measure_throughput`` both call it.
+:func:`measure_setting` is what the built-in benches and ``measure_throughput`` both call;
 :func:`measure_interleaved_setting` measures two models in pairs of windows (``--interleave``).
 """
 
@@ -76,10 +73,8 @@ def measure_setting(
     arrivals: ArrivalProcess | None = None,
 ) -> None:
     """Measure one throughput setting over its repeats, record it, then raise a
-    :class:`MeasurementError` on broken rules. ``user_prompts``: a user's own texts
-    instead of drawn prompts. With ``arrivals`` each window is an open loop with at most
-    ``concurrency`` in flight (None: :data:`~.openloop.DEFAULT_MAX_IN_FLIGHT`).
-    """
+    :class:`MeasurementError` on broken rules. With ``arrivals`` each window is an open loop
+    with at most ``concurrency`` in flight (None: :data:`~.openloop.DEFAULT_MAX_IN_FLIGHT`)."""
     from .openloop import DEFAULT_MAX_IN_FLIGHT, run_open_loop, window_seed
 
     if arrivals is None and concurrency is None:

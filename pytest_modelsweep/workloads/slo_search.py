@@ -272,10 +272,8 @@ def find_capacity(
     policy: StepPolicy = StepPolicy(),
     on_step: Callable[[SearchStep], None] | None = None,
 ) -> SearchResult[WindowT]:
-    """Search the capacity: ``measure(value)`` runs one timed window at that value and returns
-    its goodput and the window; ``on_step`` sees each step as it is measured.
-
-    After navigating it decides the values that looked failing, lowest first (their windows
+    """Search the capacity: ``measure(value)`` runs one timed window at that value; after
+    navigating it decides the values that looked failing, lowest first (their windows
     differ most, and so show best how alike a window's requests are), then those that looked
     passing, highest first, until one surely passes; each decision pools every window at that
     value (:class:`StepPolicy`)."""
@@ -415,9 +413,7 @@ def fail_line(step: SearchStep, target: float) -> str:
 
 def step_line(model: str, number: int, step: SearchStep, target: float) -> str:
     """A window's progress line: ``capacity m: window 5, c4 (its 2nd): SLO met by 25.0% (2/8);
-    step c4 3/16 = 18.8%, 97.5% CI [3.1%, 49.0%] (design effect 1.00), 90% needed: miss;
-    412.3 tokens/s, goodput 1.20 req/s``, or ``rate sweep m: step 3, 4 req/s: SLO met by
-    ...``."""
+    step c4 3/16 = 18.8%, 97.5% CI [3.1%, 49.0%] (design effect 1.00), 90% needed: miss; ...``."""
     decided = step.interval
     if step.knob == RATE:
         met = "no requests" if decided is None else decided.text()

@@ -188,10 +188,8 @@ def summarize(
     prompt_tokens_each: Sequence[int] | None = None, no_cache: bool = True,
     server: ServerMetricsWindow | None = None,
 ) -> ThroughputResult:
-    """Statistics and violations of a timed window from its outcomes and counters
-    (``server``: what its ``/metrics`` showed). ``prompt_tokens_each``: each request's own
-    prompt length (None: all ``prompt_tokens``); ``no_cache`` False: prefix-cache hits are
-    allowed."""
+    """Statistics and violations of a timed window from its outcomes and counters;
+    ``no_cache`` False: prefix-cache hits are allowed."""
     records = [o.record for o in outcomes]
     ok = [r for r in records if r.error is None]
     duration = (max(r.end for r in records) - min(r.start for r in records)) if records else 0.0
@@ -321,13 +319,10 @@ def run_throughput(
     """Warm up, read the counters, run the timed window with N in flight (the server's
     ``/metrics`` sampled: :func:`sampled_window`), read them again.
 
-    ``user_prompts``: these texts (in turn) instead of drawn exact-length ones, each request
-    sending its own text's token count; ``unique_prefixes`` gives each a distinct lead word
-    and forbids prefix-cache hits. ``prompt_tokens`` None: the short-prompt setting. The
-    warm-up sends at least ``concurrency`` requests whose prompts share no first token with
-    the timed ones. A request fails after ``idle_timeout_s`` without a byte or ``timeout_s``
-    in all; the endpoint's breaker fails the rest when the server stalls. ``meter`` is
-    entered around the timed requests only.
+    ``user_prompts``: these texts (in turn) instead of drawn exact-length ones;
+    ``unique_prefixes`` gives each a distinct lead word and forbids prefix-cache hits. The
+    warm-up's prompts share no first token with the timed ones. ``meter`` is entered around
+    the timed requests only.
     """
     warmup = max(warmup_requests, concurrency)
     prompts = draw_window_prompts(
@@ -378,10 +373,8 @@ def measure_window(
     meter: AbstractContextManager[Any] | None = None, output_tokens: int = OUTPUT_TOKENS,
     user_prompts: Sequence[str] | None = None, unique_prefixes: bool = True,
 ) -> ThroughputResult:
-    """One timed window of a throughput setting, as every bench and comparison measures it:
-    ``timed_requests`` None is 2 × concurrency, at least 4; ``concurrency`` warm-up requests;
-    the prompts seeded by the run, the setting and ``repeat``, so that no two windows of a run
-    share a prompt."""
+    """One timed window of a throughput setting, as every bench and comparison measures it;
+    prompts seeded by the run, the setting and ``repeat``: no two windows of a run share one."""
     seed = zlib.crc32(f"{run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
     return run_throughput(
         endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,

@@ -9,15 +9,11 @@ Clopper-Pearson interval of that share at ``confidence``. The step
 - *misses* when its high end lies below the target,
 - is *inconclusive* when the interval straddles the target.
 
-Clopper-Pearson intervals hold their coverage for every n and true share when the
-requests meet the SLO independently of one another. Requests of one window do not: they
-queue together, so a slow stretch of the machine makes them alike. Several windows of a
-step measure that: :func:`windows_attainment` pools them with the *design effect* of
-cluster sampling (Kish) — the variance of the pooled share estimated from the spread
-between windows (the ratio estimator's, with ``K/(K-1)``), divided by the binomial
-variance; the interval is the exact one of the *effective* counts ``n / deff`` and
-``share × n / deff`` (never more than the requests themselves: ``deff ≥ 1``). With one
-window the spread is unknown and the interval is the plain binomial one.
+Requests of one window are not independent (they queue together), so
+:func:`windows_attainment` pools a step's windows with the *design effect* ``deff ≥ 1`` of
+cluster sampling (Kish; the ratio estimator's variance, with ``K/(K-1)``, over the binomial
+one): the exact interval of the effective counts ``n / deff`` and ``share × n / deff``. With
+one window the interval is the plain binomial one (docs/throughput.md).
 ``benches/perf/attainment_interval_simulation.py`` shows the plain interval's coverage,
 ``benches/perf/capacity_aa_simulation.py`` the pooled one's inside the capacity search.
 

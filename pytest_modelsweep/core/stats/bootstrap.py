@@ -52,11 +52,9 @@ _STANDARD_NORMAL = NormalDist()
 class PairedInterval:
     """Bootstrap interval of mean(candidate - reference) over matched items.
 
-    ``candidate_ahead`` / ``reference_ahead`` count items where that side scored
-    higher (for 0/1 scores: right where the other was wrong); ``discordant`` is
-    their sum.  ``standard_error`` is the closed-form paired SE, sd(d, ddof=1)/sqrt(n)
-    (NaN when n == 1); ``bootstrap_standard_error`` is the SD of the bootstrap
-    distribution.  ``min_detectable_difference`` is (z_{1-alpha/2} + z_{0.8}) * SE:
+    ``discordant``: items where either side scored higher. ``standard_error``: the
+    closed-form paired SE, sd(d, ddof=1)/sqrt(n) (NaN when n == 1);
+    ``min_detectable_difference`` is (z_{1-alpha/2} + z_{0.8}) * SE:
     the true difference this n detects with 80% power at two-sided alpha = 1 - confidence.
     ``p_value`` is the two-sided bootstrap p-value, 2 * min(share of bootstrap means
     <= 0, share >= 0), clipped to [1/resamples, 1].
@@ -210,9 +208,8 @@ def bootstrap_mean_distribution(
 ) -> FloatArray:
     """Bootstrap distribution of the mean of ``values`` (``resamples`` draws, seeded).
 
-    ``exact=None`` picks multinomial counts when there are at most
-    :data:`MAX_EXACT_CATEGORIES` distinct values and chunked index resampling
-    otherwise; ``True`` / ``False`` force one.  Both draw from the same distribution.
+    ``exact=None``: multinomial counts up to :data:`MAX_EXACT_CATEGORIES` distinct values,
+    else chunked index resampling (the same distribution); ``True``/``False`` force one.
     """
     array = finite_array(values, "values")
     resamples = _check_resamples(resamples)
@@ -273,9 +270,8 @@ def _paired_sample(candidate: Mapping[str, float], reference: Mapping[str, float
 def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
     """BCa quantile levels for the mean (Efron & Tibshirani 14.3), as scipy computes them.
 
-    z0 uses the mid-rank fraction of bootstrap means below the estimate, clipped to
-    [1/(2B), 1 - 1/(2B)] so it stays finite; the jackknife acceleration of a mean is
-    sum(u^3) / (6 * sum(u^2)^1.5) with u = d - mean(d) (0 when all d are equal).
+    z0 from the mid-rank fraction below the estimate, clipped to [1/(2B), 1 - 1/(2B)] so it
+    stays finite; the jackknife acceleration of a mean is closed-form.
     """
     means = sample.means
     resamples = means.size
@@ -360,13 +356,10 @@ def holm_intervals(
 ) -> dict[str, HolmComparison]:
     """Holm step-down over m candidates, each given as ``name: (candidate, reference)``.
 
-    Candidates are ranked by bootstrap p-value (ties in input order).  While no
-    step has failed, the k-th (0-based) gets its interval at confidence
-    1 - alpha/(m - k) and is rejected (a real difference) when that interval
-    excludes 0.  At the first interval that covers 0 the procedure stops: that
-    candidate and all later ones keep that step's confidence and are not rejected.
-    Testing by the interval keeps ``rejected`` and the interval's verdict in step.
-    Each interval equals :func:`paired_bootstrap` at its confidence with the same seed.
+    Candidates are ranked by bootstrap p-value (ties in input order). While no step has
+    failed, the k-th (0-based) gets its interval at confidence 1 - alpha/(m - k) and is
+    rejected when that interval excludes 0; from the first that covers 0 on, every candidate
+    keeps that step's confidence and is not rejected.
     """
     alpha = 1.0 - check_confidence(confidence)
     resamples = _check_resamples(resamples)

@@ -70,14 +70,9 @@ class RatioInterval:
     freedom), from interleaved pairs (``"paired-log-t"``, ``"paired-log-t-two-stage"``)
     or, against a baseline of several runs, from the random-effects interval of
     :func:`ratio_interval_between_runs` (``"between-runs-log-t"``).
-    ``log_standard_error`` is the standard error of log(ratio).
-    ``candidate_mean``/``reference_mean`` are the arithmetic means of the repeats
-    (the figures a reader sees as mean tokens/s).
-
-    ``degenerate`` is True when a side has a single repeat: its spread is unknown,
-    so no interval is claimed and ``low``, ``high``, ``df`` and
-    ``log_standard_error`` are NaN (every comparison with NaN is False, so no rule
-    can conclude from it).
+    ``candidate_mean``/``reference_mean`` are the repeats' arithmetic means. ``degenerate``:
+    a side has a single repeat, so ``low``, ``high``, ``df`` and ``log_standard_error``
+    are NaN (every comparison with NaN is False, so no rule concludes from it).
     """
 
     ratio: float
@@ -158,12 +153,9 @@ def log_mean_interval(
 ) -> tuple[float, float] | None:
     """The interval of one setting's throughput over its repeats, as (low, high) tokens/s.
 
-    exp(mean log x ± t · s / √n): an interval of the geometric mean. Without
-    ``first_stage`` s is the sd of all n logs, with n − 1 df; with it (Stein's
-    two-stage rule, where the first ``first_stage`` repeats chose n) s is the sd of
-    those first repeats, with ``first_stage`` − 1 df, which is exact whatever n they
-    chose. None with fewer than two values (or first-stage values) or any value that
-    is not positive (no interval is claimed); ValueError for infinite ones.
+    exp(mean log x ± t · s / √n); with ``first_stage`` (Stein's rule) s is the sd of those
+    first repeats, with ``first_stage`` − 1 df, exact whatever n they chose. None with fewer
+    than two values or a value not positive; ValueError for infinite ones.
     """
     confidence = check_confidence(confidence)
     spread = len(values) if first_stage is None else min(first_stage, len(values))
@@ -181,13 +173,9 @@ def ratio_interval(
 ) -> RatioInterval:
     """Welch t interval of candidate ÷ reference throughput on the log scale.
 
-    The estimate is the difference of the mean logs (a ratio of geometric means), its
-    variance s_c²/n_c + s_r²/n_r, and the interval uses Student's t with
-    Welch-Satterthwaite degrees of freedom, then is exponentiated. Unlike a bootstrap of
-    3 values it has its stated coverage at 2 repeats and up
+    Unlike a bootstrap of 3 values it has its stated coverage at 2 repeats and up
     (``benches/perf/throughput_gate_simulation.py``). Every value must be > 0 (ValueError
-    otherwise). A side with a single repeat gives a degenerate result: the ratio, no
-    interval (NaN bounds).
+    otherwise); a side with a single repeat gives the ratio with NaN bounds.
     """
     confidence = check_confidence(confidence)
     log_c = _logs(candidate, "candidate repeats")
@@ -212,13 +200,10 @@ def paired_ratio_interval(
 ) -> RatioInterval:
     """Interval of candidate ÷ reference from windows measured in pairs (interleaved).
 
-    Window i of the candidate and window i of the reference were measured next to
-    each other (A B, then B A, ...), so a drift in machine speed hits both alike and
-    cancels in each pair's log ratio d_i = log c_i - log r_i.  The estimate is
-    exp(mean d), the interval a Student t interval on the d_i with n - 1 degrees of
-    freedom (``method`` ``"paired-log-t"``); with ``first_stage`` (``--repeats auto``:
-    those first pairs chose n) the spread is theirs, with ``first_stage`` - 1 df
-    (``"paired-log-t-two-stage"``, Stein's interval).  Fewer than two pairs: degenerate.
+    A drift in machine speed cancels in each pair's log ratio d_i = log c_i - log r_i. The
+    estimate is exp(mean d), the interval Student's t on the d_i with n - 1 df; with
+    ``first_stage`` (Stein's interval) the spread is the first pairs' (their count - 1 df).
+    Fewer than two pairs: degenerate.
     """
     confidence = check_confidence(confidence)
     if len(candidate) != len(reference):

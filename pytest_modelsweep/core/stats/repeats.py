@@ -13,9 +13,7 @@ follow it, and both record the interval it names.
   whose half-width exp(t(n0 − 1) · s0 / √N) − 1 is within ``target``, at most
   ``most``. The interval is the mean log over all N ± t(n0 − 1) · s0 / √N. Since N
   depends on s0 alone and the mean of normal values is independent of their sd,
-  this has exactly its 95% coverage for log-normal tokens/s, whatever N is. The rule
-  it replaces (repeat until the t interval of all repeats so far is narrow enough)
-  stops when the spread happens to look small, and covered 91-95% only
+  this has exactly its 95% coverage for log-normal tokens/s, whatever N is
   (``benches/perf/repeats_coverage_simulation.py``, docs/throughput.md).
 
 The half-width is :func:`~pytest_modelsweep.core.stats.intervals.t_half_width`, the one t

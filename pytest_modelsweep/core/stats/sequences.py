@@ -82,13 +82,9 @@ class StopReason(StrEnum):
 class SequenceInterval:
     """Where the confidence sequence stands after ``n`` paired items.
 
-    The sequence's set (running intersection) lies within [``low``, ``high``], each end
-    resolved to :data:`BOUND_TOLERANCE` outward. ``difference`` is the mean of the n
-    differences (NaN before the first item). ``population`` is the data set's size N for the
-    without-replacement form (the target is the data set's mean difference), None for the
-    i.i.d. form (the target is the population mean difference, as for the paired bootstrap).
-    ``method`` is ``"betting-wor"`` or ``"betting-iid"``. ``low`` > ``high`` means the set is
-    empty (every mean ruled out: a miss, which happens in at most α of runs).
+    The sequence's set lies within [``low``, ``high``], each end resolved to
+    :data:`BOUND_TOLERANCE` outward; ``low`` > ``high``: the set is empty (every mean ruled
+    out: a miss, in at most α of runs). ``population``: as :class:`PairedConfidenceSequence`.
     """
 
     low: float
@@ -264,12 +260,9 @@ def crossing_times(
 class PairedConfidenceSequence:
     """The confidence sequence of one comparison, fed paired differences as items arrive.
 
-    ``population`` is the data set's size N for the without-replacement form (all the items
-    the seeded order was drawn from, also when a limit stops earlier), None for the i.i.d.
-    form (see the module's docstring for the targets). :meth:`update` appends
-    differences (O(1) per item; the history is kept, at most N floats); :meth:`interval` and
-    :meth:`decide` recompute from the history (O(n) per look), so a re-run that feeds the same
-    items in the same order gets the same answers.
+    ``population``: the data set's size N (without replacement), None for the i.i.d. form.
+    :meth:`interval` and :meth:`decide` recompute from the kept history (O(n) per look), so a
+    re-run that feeds the same items in the same order gets the same answers.
     """
 
     def __init__(self, population: int | None, *, confidence: float = 0.95) -> None:
@@ -408,10 +401,9 @@ def _message(verdict: Verdict | None, reason: StopReason | None,
 def seeded_order(item_ids: Iterable[str], seed: int) -> list[str]:
     """The order items are sent in for a sequential comparison: the same for every model.
 
-    Each id's place comes from a hash of the seed and the id alone (BLAKE2b), so the order is
-    a fixed pseudo-random shuffle that does not depend on the order ids are listed in, on the
-    platform, or on which other ids are present (the items ``--limit`` keeps go out in the
-    same relative order as in a longer run). Duplicate ids raise ``ValueError``.
+    Each id's place comes from a BLAKE2b hash of the seed and the id alone, so the order does
+    not depend on the listing, the platform or the other ids present (``--limit``'s items go
+    out in the same relative order as in a longer run). Duplicate ids raise ``ValueError``.
     """
     ids = list(item_ids)
     twice = sorted(item for item, count in Counter(ids).items() if count > 1)
@@ -431,10 +423,8 @@ def paired_sequence(
 ) -> PairedConfidenceSequence:
     """The sequence over the longest prefix of ``order`` that both sides have scored.
 
-    ``order`` is :func:`seeded_order` of the data set's ids (after any limit). An item one side
-    has not scored yet ends the prefix: items after it wait for it, because the guarantee needs
-    the items in the seeded order, whichever finished first. Scores must lie in [0, 1]
-    (ValueError naming the item otherwise); items outside ``order`` are ignored.
+    An item one side has not scored yet ends the prefix: the guarantee needs the items in the
+    seeded order. Scores must lie in [0, 1] (ValueError naming the item otherwise).
     """
     sequence = PairedConfidenceSequence(population, confidence=confidence)
     differences: list[float] = []

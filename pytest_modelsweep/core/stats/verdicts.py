@@ -57,12 +57,10 @@ def decide_verdict(interval: DifferenceBounds, margin: float | None = None) -> V
     """Verdict from the interval of candidate minus reference.
 
     Fewer than ``MIN_PAIRED_ITEMS`` items, or fewer than ``MIN_DISCORDANT`` scored
-    differently: inconclusive (the interval does not hold its coverage). Entirely above 0:
-    better; entirely below 0: worse. Covering 0: ``matches`` when ``margin`` is None (the
-    seed's rule); with a margin, ``equivalent`` when the whole interval lies within
-    [-margin, +margin], else ``inconclusive``. (Equivalence is judged on the interval as
-    given; a TOST at level alpha would use the 1 - 2*alpha interval, so this is the stricter
-    reading.)
+    differently: inconclusive (no coverage). Above 0: better; below 0: worse. Covering 0:
+    ``matches`` without ``margin``; with one, ``equivalent`` when the whole interval lies
+    within [-margin, +margin] (stricter than a TOST's 1 - 2*alpha interval), else
+    ``inconclusive``.
     """
     margin = check_margin(margin)
     if interval.too_few_items:
@@ -95,13 +93,9 @@ class RatioBounds(Protocol):
 def decide_ratio_verdict(interval: RatioBounds, tolerance: float = 0.0) -> Verdict:
     """Verdict from an interval of candidate ÷ reference (every ratio comparison's rule).
 
-    Wholly below ``1 - tolerance``: worse (significantly slower than the tolerance
-    allows); wholly above ``1 + tolerance``: better; covering 1: matches; else
-    (significantly different from 1 but not beyond the tolerance) equivalent when the
-    whole interval lies within ``[1 - tolerance, 1 + tolerance]``, inconclusive when
-    it straddles a bound. With ``tolerance`` 0: below 1 worse, above 1 better. A
-    degenerate interval (a side with one repeat, so no spread is known) is
-    inconclusive whatever the ratio.
+    Wholly below ``1 - tolerance``: worse; wholly above ``1 + tolerance``: better; covering
+    1: matches; else equivalent within ``[1 - tolerance, 1 + tolerance]``, inconclusive
+    across a bound. A degenerate interval (a side with one repeat) is inconclusive.
     """
     if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
         raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
