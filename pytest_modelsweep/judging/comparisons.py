@@ -5,6 +5,10 @@ of the side are still to come), then in the runs of ``--sweep-run`` (waiting whi
 measures the model is going), else in the store's latest earlier run. A lookup ends in
 :class:`Found`, :class:`Missing` (a skip), :class:`Skipped` (its tests were skipped: a skip)
 or :class:`Failed` (its test ended without a result, or the wait ran out: a failure).
+
+A test that ended in this process is never looked for in the store, and nothing is waited for
+once the store has failed: only a test not finished here (on another xdist worker or host) is
+waited for, and a progress line says so every 30 s.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from ..core.measurements import Measurement, Stats
+from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..store.database import Store
 from ..store.sweep_run import awaited
@@ -108,6 +113,22 @@ Outcome = Found[SideT] | Missing | Skipped | Failed
 """What a lookup of one side ends in."""
 
 
+@dataclass(frozen=True)
+class FinishedTest:
+    """How a test of this run ended in this process: its outcome and, failed, its one line."""
+
+    outcome: str
+    reason: str = ""
+
+
+def _not_here(test_id: str) -> FinishedTest | None:
+    return None
+
+
+def _no_progress(line: str) -> None:
+    return None
+
+
 def failed_items_reason(candidate: ModelItems, reference: ModelItems, benchmark: str,
                         ) -> str | None:
     """Why two item sets cannot be compared because items failed; None when none did."""
@@ -157,6 +178,13 @@ class ComparisonFinder:
     sleep: Callable[[float], None] = time.sleep
     gave_up: dict[tuple[str, str], Failed] = field(default_factory=dict)
     """(model, benchmark) → the failure of the wait this finder gave up on."""
+    finished_here: Callable[[str], FinishedTest | None] = _not_here
+    """How a test of this run ended in this process (None: not here, or not yet)."""
+    store_failure: Callable[[], str | None] | None = None
+    """Why the store failed in this run (in any of its processes); None: ``store.failure``."""
+    progress: Callable[[str], None] = _no_progress
+    """Where a waiting lookup says, every ``progress_s``, what it waits for."""
+    progress_s: float = 30.0
 
     def items(
         self,
@@ -247,6 +275,7 @@ class ComparisonFinder:
                 side if isinstance(side, Failed) else Found(side)
         earlier_failure = self.gave_up.get((model, benchmark))
         deadline = self.clock() + (0.0 if earlier_failure else self.wait_s)
+        told = (self.clock(), self.clock())
         while True:
             members = self.store.sweep_run_members(self.sweep_run)
             side = latest([m.run_id for m in members])
@@ -255,6 +284,10 @@ class ComparisonFinder:
             running = awaited(members, model, exclude=self.run_id)
             if running is None:
                 break
+            store_failure = self._store_failure()
+            if store_failure is not None:  # the run waited for cannot record it either
+                return Failed(f"{model}'s {what} from {running} cannot be waited for: "
+                              f"{store_failure}")
             if self.clock() >= deadline:
                 failure = earlier_failure or Failed(
                     f"{model} has no {what} in sweep run {self.sweep_run} after waiting "
@@ -262,6 +295,8 @@ class ComparisonFinder:
                     "--verdict-wait if it is just slow")
                 self.gave_up[(model, benchmark)] = failure
                 return failure
+            told = self._tell(told, f"waiting for {model}'s {what} from {running}, which is "
+                                    f"still going on another host")
             self.sleep(self.poll_s)
         ran = [m for m in members if m.run_id != self.run_id and model in (m.models or ())]
         if ran:
@@ -299,17 +334,32 @@ class ComparisonFinder:
         in_this_run: Callable[[], SideT | None],
     ) -> Found[SideT] | Skipped | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
-        or None when this run has neither the side nor a test that records it."""
+        or None when this run has neither the side nor a test that records it. A test that
+        ended in this process is not looked for in the store; a failed store ends the wait."""
         earlier_failure = self.gave_up.get((model, benchmark))
         wait_s = self.wait_s if expected_tests and earlier_failure is None else 0.0
         deadline = self.clock() + wait_s
+        told = (self.clock(), self.clock())
         while True:
-            side = in_this_run()
+            side = self._read(in_this_run)
             if side is not None:
                 return Found(side)
             if not expected_tests:
                 return None
-            outcomes = {test: self.store.outcome_of(self.run_id, test) for test in expected_tests}
+            here = {test: self.finished_here(test) for test in expected_tests}
+            failed_here = [(test, ended) for test, ended in here.items()
+                           if ended is not None and ended.outcome == "failed"]
+            store_failure = self._store_failure()
+            if store_failure is not None:
+                if failed_here:
+                    test, ended = failed_here[0]
+                    return Failed(f"{model}'s {what} was not recorded: its test failed "
+                                  f"({ended.reason})")
+                return Failed(f"{model}'s {what} cannot be looked for: {store_failure}")
+            outcomes = {test: ended.outcome if ended is not None and ended.outcome != "passed"
+                        # passed here: its result reaches the store with its outcome
+                        else self.store.outcome_of(self.run_id, test)
+                        for test, ended in here.items()}
             if all(outcomes.values()):  # a side written between the two reads counts
                 side = in_this_run()
                 if side is not None:
@@ -323,6 +373,10 @@ class ComparisonFinder:
                               "its own test's failure says why")
             if self.clock() >= deadline:
                 break
+            pending = ", ".join(test for test, outcome in outcomes.items() if not outcome)
+            told = self._tell(told, f"waiting for {model}'s {what}: {pending} has not "
+                                    "finished in this process (it runs on another xdist "
+                                    "worker, or is still queued)")
             self.sleep(self.poll_s)
         if earlier_failure is not None:
             return earlier_failure
@@ -332,3 +386,29 @@ class ComparisonFinder:
             "raise --verdict-wait if it is just slow")
         self.gave_up[(model, benchmark)] = failure
         return failure
+
+    def _read(self, read: Callable[[], SideT | None]) -> SideT | None:
+        """``read()``, or None once the store has failed (:meth:`_store_failure` says why)."""
+        if self.store.failure is not None:
+            return None
+        try:
+            return read()
+        except OutputError:
+            if self.store.failure is None:
+                raise  # it passes (a lock held too long): the test fails in its line
+            return None
+
+    def _store_failure(self) -> str | None:
+        if self.store.failure is not None:
+            return self.store.failure
+        return None if self.store_failure is None else self.store_failure()
+
+    def _tell(self, told: tuple[float, float], line: str) -> tuple[float, float]:
+        """Say ``line`` with the time waited once ``progress_s`` passed since it was last
+        said; ``told`` is (when the wait began, when it was last said)."""
+        began, last = told
+        now = self.clock()
+        if now - last < self.progress_s:
+            return told
+        self.progress(f"{line}; waited {now - began:.0f}s of --verdict-wait {self.wait_s:.0f}s")
+        return began, now

@@ -7,7 +7,7 @@ itself needs; what a fixture uses is imported when the fixture runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,6 +15,7 @@ import pytest
 from ..core.errors import DataError, MeasurementError
 from ..core.metrics import BENCHMARK_MARKER
 from .context import (
+    active_run_state,
     declared_benchmark_key,
     evaluated_key,
     measurements_key,
@@ -31,9 +32,29 @@ if TYPE_CHECKING:
     from ..core.sweep import ModelSpec, Sweep
     from ..judging.judge import Comparison
     from ..serving.endpoint import Endpoint
+    from ..store.database import Store
     from .state import BenchSettings, RunState
 
 RecordMeasurement = Callable[..., "Measurement"]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """The run state keeps the report that ends each modelsweep test run in this process (a
+    plain run's, or an xdist worker's own): its comparisons read how it ended from there."""
+    report = yield
+    if (report.when == "call" or not report.passed) and report.when != "teardown" \
+            and model_of_item(item) is not None:
+        state = active_run_state(item.config)
+        if state is not None:
+            from ..judging.comparisons import FinishedTest
+            from .controller import first_line
+
+            state.test_finished(report.nodeid, lambda: FinishedTest(
+                report.outcome, first_line(report) if report.failed else ""))
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -219,7 +240,7 @@ def evaluate(
             scored_record,
             summarise_items,
         )
-        from ..core.errors import BenchmarkDeclarationError
+        from ..core.errors import BenchmarkDeclarationError, ModelsweepError
         from ..core.measurements import AccuracyStats
         from ..workloads.accuracy import run_accuracy
 
@@ -248,13 +269,19 @@ def evaluate(
                            "subset": limit is not None,
                            **sampling_params(chosen, model_spec.prompting)}
 
+        try:  # a store that failed before: measured all the same, not stored
+            store: Store | None = modelsweep_run.store
+            store_failure = modelsweep_run.store.failure
+        except ModelsweepError as error:  # (an xdist worker that could not open it)
+            store, store_failure = None, str(error)
+
         def send(some: list[EvalItem]) -> Any:
             return run_accuracy(
                 endpoint, benchmark, some,
                 lambda item: request_for(item, model_spec.prompting),
                 lambda item, sent, completion: scored_record(benchmark, scorer, item, sent,
                                                              completion),
-                store=modelsweep_run.store, run_id=bench_settings.run_id,
+                store=None if store_failure else store, run_id=bench_settings.run_id,
                 reuse=bench_settings.reuse, concurrency=concurrency,
                 timeout_s=bench_settings.request_timeout_s,
                 idle_timeout_s=bench_settings.idle_timeout_s, progress=modelsweep_run.write_line,
@@ -274,10 +301,11 @@ def evaluate(
         record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
                            params=recorded_params, stats=stats,
                            items=[r.to_dict() for r in records], endpoint=endpoint)
-        if accuracy_run.store_error is not None:  # measured and recorded, but not stored
+        store_failure = accuracy_run.store_error or store_failure
+        if store_failure is not None:  # measured and recorded, but not stored
             from ..core.outputs import OutputError
 
-            raise OutputError(f"{accuracy_run.store_error} (the measurement is in the results)")
+            raise OutputError(f"{store_failure} (the measurement is in the results)")
         failed = [r for r in records if r.failed]
         if failed:
             # Failed items are not scored: the accuracy above is over the answered ones only,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..core.cost import Pricing
     from ..core.measurements import Measurement
     from ..core.options import Thresholds
-    from ..judging.comparisons import ComparisonFinder
+    from ..judging.comparisons import ComparisonFinder, FinishedTest
     from ..serving.pool import EndpointPool
     from ..store.sweep_run import SweepRunMember
 
@@ -90,6 +90,10 @@ class Options:
                    parsed=option)
 
 
+STORE_FAILURE_MARK = "store-failure.txt"
+"""In the run folder: the one line of the store's failure in one process of the run, which the
+run's other processes on this host read (a comparison then stops waiting for a side)."""
+
 _OPTION_OF = {"models": "model", "endpoints": "endpoint", "workdir": "modelsweep_dir",
               "verdict_wait_s": "verdict_wait", "thresholds": "fail_on_regression"}
 """The ``config.option`` names of the :class:`Options` fields named otherwise."""
@@ -122,6 +126,10 @@ class RunState:
     _baseline: list[Measurement] | None = None
     _run_recorded: bool = False
     """Whether the run's row is in the store (:meth:`_record_run`), to be marked ended."""
+    _finished: dict[str, Callable[[], FinishedTest]] = field(default_factory=dict)
+    """Node id → how each modelsweep test run in this process ended (read from its report)."""
+    _store_refusal: str | None = None
+    """Why a worker could not open the store (it is not tried again)."""
 
     @cached_property
     def bench_settings(self) -> BenchSettings:
@@ -216,8 +224,93 @@ class RunState:
 
     @cached_property
     def store(self) -> Store:
-        """The store every process of the run shares (SQLite file or PostgreSQL)."""
-        return Store(self.store_location)
+        """The store every process of the run shares (SQLite file or PostgreSQL); the
+        controller first takes back what earlier runs kept only in their results."""
+        from ..core.errors import DataError, ModelsweepError
+
+        if self._store_refusal is not None:
+            raise DataError(self._store_refusal)
+        try:
+            store = Store(self.store_location)
+        except ModelsweepError as error:
+            if self.is_worker:  # mid-run: every later test fails in this line at once
+                self._store_refusal = str(error)
+            raise
+        store.on_failure = self._mark_store_failed
+        if not self.is_worker:
+            self._take_back_kept_items(store)
+        return store
+
+    def store_failure(self) -> str | None:
+        """Why the store failed in this run: in this process, or in another of the run on this
+        host (its mark in the run folder); None while it works."""
+        if self._store_refusal is not None:
+            return self._store_refusal
+        if "store" in vars(self) and self.store.failure is not None:
+            return self.store.failure
+        try:
+            return (self.run_dir / STORE_FAILURE_MARK).read_text(encoding="utf-8").strip() \
+                or f"the store {self.store_location} failed in another process of this run"
+        except OSError:
+            return None
+
+    def _mark_store_failed(self, line: str) -> None:
+        """Leave the failure's line in the run folder for the run's other processes."""
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / STORE_FAILURE_MARK).write_text(line + "\n", encoding="utf-8")
+        except OSError:
+            try:  # a full disk may still take an empty file
+                (self.run_dir / STORE_FAILURE_MARK).touch()
+            except OSError:
+                pass
+
+    def _take_back_kept_items(self, store: Store) -> None:
+        """Store the answered items that earlier runs kept only in their results (their store
+        had failed), so that this run sends none of them again: from ``--results``'s file (or
+        journal) and from the work folder's runs that the store does not list as ended."""
+        from ..core.errors import ModelsweepError
+        from ..core.records import ItemRecord
+        from ..serving.endpoint import model_serving_key
+        from ..store.results import load_results
+
+        ended = {run["run_id"] for run in store.runs() if run["status"] != "interrupted"}
+        places = [Path(self.options.results)] if self.options.results else []
+        runs = self.workdir / "runs"
+        if runs.is_dir():
+            places += [folder / "results.json" for folder in sorted(runs.iterdir())
+                       if folder.name not in ended and folder.name != self.run_id]
+        taken = 0
+        for path in places:
+            try:
+                kept = load_results(path)
+            except (ModelsweepError, OSError, ValueError):
+                continue  # no results there, or none we can read: nothing to take back
+            run_id = str(kept["run"].get("run_id") or path.parent.name)
+            for measurement in kept["measurements"]:
+                if measurement.get("unit") != "accuracy" or not measurement.get("provenance"):
+                    continue
+                try:
+                    records = [ItemRecord.from_dict(item) for item in measurement["items"]]
+                except (KeyError, TypeError, ValueError):
+                    continue  # not items of ours: nothing to take back
+                taken += store.take_back_items(
+                    run_id, measurement["model"], measurement["benchmark"],
+                    model_serving_key(measurement["provenance"]), records)
+        if taken:
+            self.write_line(f"took {taken} answered items back into the store {store.path} from "
+                            "earlier runs' results (their store had failed): they are not sent "
+                            "again")
+
+    def test_finished(self, test_id: str, how: Callable[[], FinishedTest]) -> None:
+        """Keep how a modelsweep test run in this process ended: ``how()`` reads its report
+        when a comparison needs its side (a write the controller failed it for shows then)."""
+        self._finished[test_id] = how
+
+    def finished_here(self, test_id: str) -> FinishedTest | None:
+        """How ``test_id`` ended in this process (None: not run here, or not finished)."""
+        how = self._finished.get(test_id)
+        return None if how is None else how()
 
     @cached_property
     def comparisons(self) -> ComparisonFinder:
@@ -225,7 +318,8 @@ class RunState:
         from ..judging.comparisons import ComparisonFinder
 
         return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s,
-                                sweep_run=self.options.sweep_run)
+                                sweep_run=self.options.sweep_run, finished_here=self.finished_here,
+                                store_failure=self.store_failure, progress=self.write_line)
 
     # -- endpoints -------------------------------------------------------------
     @cached_property
@@ -271,13 +365,17 @@ class RunState:
             self.store.plan_run(self.run_id, models)
 
     def sweep_run_members(self) -> list[SweepRunMember]:
-        """The runs of ``--sweep-run`` in the store (empty without one)."""
+        """The runs of ``--sweep-run`` in the store (empty without one, or when the store
+        failed: its line is told once already)."""
         name = self.options.sweep_run
-        return [] if name is None else list(self.store.sweep_run_members(name))
+        if name is None or self.store_failure() is not None:
+            return []
+        return list(self.store.sweep_run_members(name))
 
     def judged_measurements(self) -> list[dict[str, Any]]:
-        """What the gate and reports read: this run's measurements, or its sweep run's."""
-        if self.options.sweep_run is None:
+        """What the gate and reports read: this run's measurements, or its sweep run's (this
+        run's when the store failed)."""
+        if self.options.sweep_run is None or self.store_failure() is not None:
             return self.measurements
         return self.store.sweep_run_measurements(self.options.sweep_run, last=self.run_id)
 

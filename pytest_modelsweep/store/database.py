@@ -3,7 +3,10 @@
 Every process of a run writes into it; each item is committed the moment it is scored, and
 writes are idempotent. A re-run with the same serving key, benchmark, item id and prompt hash
 reuses a stored item. A store that cannot be used is a
-:class:`~pytest_modelsweep.core.errors.DataError` with the fix.
+:class:`~pytest_modelsweep.core.errors.DataError` with the fix. A store that fails mid-run
+(a full disk, a read-only store, a server gone) is remembered: every later write (and, once
+reads failed too, every read) raises the same one-line
+:class:`~pytest_modelsweep.core.outputs.OutputError` at once.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,9 @@ __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
 _SCHEMA_LOCK = 0x6D6F64656C737765  # "modelswe": PostgreSQL's advisory lock while a schema is made
 _FIX_OTHER_DATABASE = ("pass --store with another database, or give the store a schema of its "
                        "own (?options=-csearch_path%3Dmodelsweep)")
+_PASSING_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57014"})
+"""PostgreSQL errors that pass (serialization failure, deadlock, lock not available, query
+cancelled): the store is not given up on after them."""
 
 
 class Store:
@@ -70,6 +76,12 @@ class Store:
         self.path: Path | str = self.location.path or self.location.shown
         """Where the store is, as messages name it (a PostgreSQL URL without its password)."""
         self._lock = threading.Lock()
+        self.failure: str | None = None
+        """The one line of the store's first lasting failure; None while it works."""
+        self.on_failure: Callable[[str], None] | None = None
+        """Told that line once, when the store fails."""
+        self._unreadable = False
+        """Whether reads fail too (a server gone); a full or read-only store still reads."""
         if self.location.path is not None:
             self._engine = self._open_sqlite(self.location.path, busy_timeout_s, create)
         else:
@@ -174,26 +186,56 @@ class Store:
     @contextmanager
     def writing(self) -> Iterator[Connection]:
         """One write transaction; a refused write (full disk, server gone) is an OutputError."""
+        if self.failure is not None:
+            raise OutputError(self.failure)
         try:
             with self._lock, self._writer.begin() as conn:
                 yield conn
         except DBAPIError as error:
-            raise self._write_failure(error) from None
-
-    def _write_failure(self, error: DBAPIError) -> OutputError:
-        from ..core.secrets import redact
-
-        lines = str(error.orig).strip().splitlines() or [type(error.orig).__name__]
-        reason = redact(lines[0])  # not the statement after it
-        full = "full" in reason or "space" in reason
-        fix = ("free space on its disk or pass --store elsewhere" if full
-               else "check the store's disk or server, or pass --store elsewhere")
-        return OutputError(f"the store {self.path}: cannot write ({reason}); {fix}")
+            raise self._failed(error, "write") from None
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        with self._lock, self._engine.connect() as conn:
-            yield conn
+        """One read; a refused read (server gone, unreadable file) is an OutputError."""
+        if self._unreadable:
+            raise OutputError(self.failure)
+        try:
+            with self._lock, self._engine.connect() as conn:
+                yield conn
+        except DBAPIError as error:
+            raise self._failed(error, "read") from None
+
+    def _failed(self, error: DBAPIError, verb: str) -> OutputError:
+        """A refused read or write in one line naming the fix; remembered (:attr:`failure`)
+        unless it passes (a lock held too long, a deadlock)."""
+        from ..core.secrets import redact
+
+        orig = error.orig
+        lines = str(orig).strip().splitlines() or [type(orig).__name__]
+        reason = redact(lines[0].strip())  # not the statement after it
+        sqlstate = getattr(orig, "sqlstate", None)
+        code = getattr(orig, "sqlite_errorcode", None)
+        code = None if code is None else int(code) & 0xFF
+        if "full" in reason or "space" in reason or sqlstate in ("53100", "53200"):
+            fix = "free space on its disk or pass --store elsewhere"
+        elif code == sqlite3.SQLITE_READONLY or sqlstate == "25006":
+            fix = "make it writable again or pass --store elsewhere"
+        elif self.dialect == "postgresql" and (sqlstate is None or sqlstate[:2] in ("08", "57")):
+            fix = ("start its PostgreSQL server again (or fix the host and port in --store), "
+                   "or pass --store elsewhere")
+        else:
+            fix = "check the store's disk or server, or pass --store elsewhere"
+        line = f"the store {self.path}: cannot {verb} ({reason}); {fix}"
+        passing = (isinstance(orig, sqlite3.Error) and is_lock_error(orig)) \
+            or sqlstate in _PASSING_SQLSTATES
+        if not passing and self.failure is None:
+            self.failure = line
+            self._unreadable = verb == "read" or fix.startswith("start its PostgreSQL")
+            if self.on_failure is not None:
+                self.on_failure(line)
+        elif not passing and verb == "read":
+            self._unreadable = True
+        return OutputError(line)
 
     def close(self) -> None:
         with self._lock:
@@ -276,6 +318,23 @@ class Store:
         with self.writing() as db:
             db.execute(upsert(self.dialect, TEST_OUTCOMES, ("run_id", "test_id"), ("outcome",))
                        .values(run_id=run_id, test_id=test_id, outcome=outcome))
+
+    def take_back_items(self, run_id: str, model: str, benchmark: str, serving_key: str,
+                        records: Iterable[ItemRecord]) -> int:
+        """Store the answered items a run kept in its results but not here (its store had
+        failed), as that run's; a stored item stays. How many were taken back."""
+        answered = {r.item_id: r for r in records if r.error is None and r.completion is not None}
+        stored = self.stored_items(serving_key, benchmark,
+                                   ((r.item_id, r.prompt_hash) for r in answered.values()))
+        missing = [r for item_id, r in answered.items() if item_id not in stored]
+        if missing:
+            with self.writing() as db:
+                db.execute(insert_ignore(self.dialect, ITEMS), [
+                    {"serving_key": serving_key, "benchmark": benchmark, "item_id": r.item_id,
+                     "prompt_hash": r.prompt_hash, "model": model,
+                     "record_json": _json(r.to_dict()), "first_run_id": run_id}
+                    for r in missing])
+        return len(missing)
 
     def outcome_of(self, run_id: str, test_id: str) -> str | None:
         with self.reading() as db:
