@@ -221,7 +221,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML and/or Markdown report of a stored run (or of every run of a sweep run)
-    without re-running it."""
+    without re-running it; with --llm-d, llm-d's Benchmark Report v0.2.1 of its settings."""
     from .core.measurements import measurements_of
     from .core.outputs import check_output_file, write_failure
     from .report.html import write_html_report
@@ -230,7 +230,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if (args.run is None) == (args.sweep_run is None):
         raise ModelsweepError("report: give a run (id, baseline name or results file) or "
                               "--sweep-run NAME, one of the two")
-    for option, path in (("--html", args.html), ("--md", args.md)):
+    for option, path in (("--html", args.html), ("--md", args.md), ("--llm-d", args.llm_d)):
         if path is not None:
             check_output_file(path, option)
     if args.sweep_run is not None:
@@ -252,9 +252,63 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.md:
         _write(args.md, "--md", markdown)
         print(f"Markdown report: {args.md}")
-    if not args.html and not args.md:
+    if args.llm_d:
+        from .report.llmd import write_llmd_report
+
+        count = write_llmd_report(args.llm_d, "--llm-d", measurements, run)
+        print(f"llm-d Benchmark Report v0.2.1: {args.llm_d} ({count} report(s))")
+    if not args.html and not args.md and not args.llm_d:
         print(markdown)
     return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Each model's gated figures across a sweep's runs in the store, with the gate's decision
+    on each run and the changes beyond run-to-run noise (docs/ci.md#history)."""
+    from .core.outputs import check_output_file, write_failure
+    from .report.history import (history_document, history_json, history_markdown,
+                                 no_history_line, read_history, sweep_runs)
+    from .store.database import Store
+
+    for option, path in (("--html", args.html), ("--md", args.md)):
+        if path is not None:
+            check_output_file(path, option)
+    sweep = args.sweep
+    if sweep.endswith(".toml"):
+        from .core.sweep import load_sweep
+
+        sweep = load_sweep(sweep).name
+    store = Store(args.store, create=False)
+    line = no_history_line(store, sweep_runs(store, sweep), sweep)
+    if line is not None:
+        print(line)
+        return 0
+    history = read_history(store, sweep, benchmark=args.benchmark, settings=dict(args.setting),
+                           thresholds=args.fail_on_regression)
+    if args.html:
+        try:
+            Path(args.html).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.html).write_text(history_document(history), encoding="utf-8")
+        except OSError as error:
+            raise write_failure("--html", args.html, error) from None
+        print(f"HTML history: {args.html}")
+    markdown = history_markdown(history)
+    if args.md:
+        _write(args.md, "--md", markdown)
+        print(f"Markdown history: {args.md}")
+    if args.json:
+        sys.stdout.write(history_json(history))
+    elif not args.html and not args.md:
+        print(markdown)
+    return 0
+
+
+def _setting_type(text: str) -> tuple[str, str]:
+    """``--setting``'s ``type=``: ``KEY=VALUE``."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. concurrency=4), got {text!r}")
+    return key.strip(), value.strip()
 
 
 def cmd_store_copy(args: argparse.Namespace) -> int:
@@ -417,6 +471,21 @@ def build_parser() -> argparse.ArgumentParser:
                                               "(instead of RUN)")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
+    p.add_argument("--llm-d", default=None, metavar="PATH",
+                   help="write llm-d's Benchmark Report v0.2.1 (JSON) here")
+    add_store_option(p.add_argument, DEFAULTS.store)
+    p = command("history", cmd_history, description=cmd_history.__doc__)
+    p.add_argument("--sweep", default=DEFAULTS.sweep, metavar="NAME",
+                   help=f"the sweep whose runs to read, as the store names it, or its file "
+                        f"(default: {DEFAULTS.sweep})")
+    p.add_argument("--benchmark", default=None, metavar="B", help="only benchmark B")
+    p.add_argument("--setting", action="append", default=[], type=_setting_type,
+                   metavar="KEY=VALUE", help="only measurements with this parameter or serving "
+                                             "flag, e.g. concurrency=4 (repeatable)")
+    p.add_argument("--html", default=None, metavar="PATH", help="write an HTML page here")
+    p.add_argument("--md", default=None, metavar="PATH", help="write the Markdown here")
+    p.add_argument("--json", action="store_true", help="print the history as JSON")
+    add_regression_option(p.add_argument)
     add_store_option(p.add_argument, DEFAULTS.store)
     p = sub.add_parser("store", help="work on stores: store copy SRC DST")
     store_sub = p.add_subparsers(dest="store_command", required=True)

@@ -71,6 +71,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--md", default=None, metavar="PATH",
                     help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY "
                          "when that is set)")
+    group.addoption("--llm-d-report", default=None, metavar="FILE",
+                    help="write llm-d's Benchmark Report v0.2.1 (JSON) here: one report per "
+                         "measured throughput setting (docs/results-schema.md)")
     group.addoption("--modelsweep-dir", default=None, metavar="DIR",
                     help="where runs keep logs and results (default: <rootdir>/.modelsweep)")
     add_store_option(group.addoption)

@@ -17,7 +17,9 @@ The runs:
   an example price): costs at each capacity, the cost-based Pareto plot;
 - ``capacity_only_run``: c16 throughput and capacity only (no accuracy), priced by
   ``--usd-per-hour``, with a capacity of 0 and a search that breaks on a faulty server;
-- ``failed_reference_run``: GSM8K with a failed reference item, c16 throughput without a price.
+- ``failed_reference_run``: GSM8K with a failed reference item, c16 throughput without a price;
+- ``main_job_run``: README's main job's selection (BFCL, its verdicts, throughput and ratios at
+  c4 only), priced by the sweep's ``[pricing]``: the page compares at c4.
 
 The capacity servers model a batching server's slots: a server with ``slots`` serves that
 many requests at once and queues the rest (as vLLM does beyond ``max_num_seqs``). A request
@@ -53,6 +55,7 @@ from paths import SHARED_DATA
 from requirements import SHARED_DATA_HINT, module_needs
 from shared_runs import once_per_session
 from sse_server import HTTP500_BODY, ListingServer, fake_token_ids
+from test_report_browser import CHROMIUM, chromium, parse
 
 from pytest_modelsweep.data.bfcl import load_bfcl
 from pytest_modelsweep.data.gsm8k import load_gsm8k
@@ -418,6 +421,28 @@ def run_failed_reference(path: Path) -> Run:
         "-k", "gsm8k or c16", "--limit=6", "--repeats=2", "--timed-requests=16",
         "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + EXTRA_MODEL,
         endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",)))
+
+
+MAIN_JOB = ("-m", "bfcl or throughput", "-k", "bfcl or c4", "--repeats=2", "--timed-requests=4",
+            "--fail-on=none")
+"""README's main job's selection and sizes (its --limit 30 is :data:`LIMIT`)."""
+
+
+@pytest.fixture(scope="module")
+def main_job_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return once_per_session(tmp_path_factory, "main_job_run", run_main_job)
+
+
+def run_main_job(path: Path) -> Run:
+    """README's main job against the fake servers: BFCL (30 items) with its verdicts and
+    throughput at c4 only (2 repeats of 4 requests) with its ratios, priced by the sweep's
+    ``[pricing]``; one candidate streams 5 times slower than the others."""
+    delays = {REFERENCE: 0.0004, SAME: 0.0004, WORSE: 0.002}
+    servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
+               for model, delay in delays.items()}
+    return serving(servers, lambda: run_benches(
+        path, servers, "test_accuracy.py", "test_throughput.py", *MAIN_JOB,
+        "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + TPU_PRICE))
 
 
 # --------------------------------------------------------------------------- reading the pages
@@ -862,33 +887,35 @@ def test_each_accuracy_group_shows_its_verdict_difference_and_interval(real_run:
         assert accuracy.startswith(f"{100 * reference['value']:.1f}% (")  # with its interval
 
 
-def check_c16_cells(run: Run, kind: str) -> None:
+def check_throughput_cells(run: Run, kind: str, concurrency: int = 16) -> None:
     _, table, _, _ = decision(run, kind)
+    setting = f"c{concurrency}"
     for candidate in (c for c in table if c != REFERENCE):
-        ratio = run.measurement(candidate, "throughput_ratio", concurrency=16)
+        ratio = run.measurement(candidate, "throughput_ratio", concurrency=concurrency)
         if ratio is None:  # its throughput failed: checked with the capacity and cost cells
-            assert passed_c16(run, candidate) is None
+            measured = run.measurement(candidate, "throughput", concurrency=concurrency)
+            assert measured is None or measured["outcome"] != "passed"
             # the word that says why, once: no dash beside it
-            assert table[candidate]["c16 verdict"].startswith("cannot conclude [")
-            assert "c16 ratio [95% interval]" not in table[candidate]
+            assert table[candidate][f"{setting} verdict"].startswith("cannot conclude [")
+            assert f"{setting} ratio [95% interval]" not in table[candidate]
             continue
         stats = ratio["stats"]
-        shown = numbers(table[candidate]["c16 ratio [95% interval]"])
+        shown = numbers(table[candidate][f"{setting} ratio [95% interval]"])
         assert shown[:3] == pytest.approx([ratio["value"], stats["low"], stats["high"]], abs=0.0051)
-        assert verdict_word(table[candidate]["c16 verdict"]) == stats["verdict"]
-    reference = run.measurement(REFERENCE, "throughput", concurrency=16)
+        assert verdict_word(table[candidate][f"{setting} verdict"]) == stats["verdict"]
+    reference = run.measurement(REFERENCE, "throughput", concurrency=concurrency)
     assert reference is not None
-    shown = numbers(table[REFERENCE]["c16 ratio [95% interval]"])
+    shown = numbers(table[REFERENCE][f"{setting} ratio [95% interval]"])
     assert shown == pytest.approx([reference["value"]], abs=0.051)
-    assert "c16 verdict" not in table[REFERENCE]
+    assert f"{setting} verdict" not in table[REFERENCE]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_c16_throughput_cells_are_the_ratio_measurements(
     real_run: Run, capacity_only_run: Run, kind: str,
 ) -> None:
-    check_c16_cells(real_run, kind)
-    check_c16_cells(capacity_only_run, kind)
+    check_throughput_cells(real_run, kind)
+    check_throughput_cells(capacity_only_run, kind)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -1100,9 +1127,11 @@ def test_the_answer_names_the_candidates_that_hold_the_references_accuracy(
         (m := real_run.measurement(c, f"verdict:{metric}")) is not None
         and m["stats"]["verdict"] in HOLDS for metric in METRICS)]
     assert holding == [SAME]
-    prefix = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K, BFCL, arith); "
-              f"not {WORSE} (worse on GSM8K")
-    assert answer.startswith(prefix)
+    ratio = real_run.measurement(SAME, "throughput_ratio", concurrency=16)
+    assert ratio is not None
+    prefix = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K, BFCL, arith) at "
+              f"{ratio['value']:.2f}× its output rate at c16; not {WORSE} (worse on GSM8K")
+    assert answer.startswith(prefix), answer
     # no capacity: the cheapest at c16, and how it compares with the reference's cost
     at, usd = cost_of(real_run, SAME)
     _, reference_usd = cost_of(real_run, REFERENCE)
@@ -1260,3 +1289,86 @@ def test_a_failed_reference_item_stops_the_verdict_cell(failed_reference_run: Ru
         said = re.search(rf"{candidate} cannot conclude on GSM8K (\[\d+\])", answer)
         assert said is not None
         assert "items of the reference" in reason_of(said.group(1), reasons)
+
+
+# --------------------------------------------------------------------------- README's main job
+
+
+PARETO_SHOWN = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const img = document.querySelector("#modelsweep-decision figure.ms-pareto img");
+  document.title = "pareto " + (img ? img.naturalWidth + " " + img.naturalHeight : "none");
+}, 100));
+</script>"""
+"""Appended to a copy of a report: once laid out, the title says how large the browser drew
+the decision page's Pareto plot."""
+
+
+def test_the_main_job_measured_throughput_at_c4_only(main_job_run: Run) -> None:
+    """README's main job's selection: BFCL and its verdicts, throughput and ratios at c4."""
+    run = main_job_run
+    measured = {(m["benchmark"], m["params"].get("concurrency")) for m in run.results["measurements"]
+                if m["benchmark"] in ("throughput", "throughput_ratio")}
+    assert measured == {("throughput", 4), ("throughput_ratio", 4)}, measured
+    assert not any(m["benchmark"] in ("gsm8k", "capacity") for m in run.results["measurements"])
+    for candidate in CANDIDATES:
+        assert run.measurement(candidate, "verdict:bfcl") is not None
+    priced(run, 1.20)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_measured_at_c4_is_compared_priced_and_plotted_at_c4(
+    main_job_run: Run, kind: str,
+) -> None:
+    """The page compares at the highest concurrency both sides were measured at: its answer
+    names each candidate's output rate against the reference's at c4, its cells are the c4
+    ratios and costs, and the Pareto front is against the c4 ratio."""
+    run = main_job_run
+    check_throughput_cells(run, kind, concurrency=4)
+    answer, table, _, pareto = decision(run, kind)
+    ratios = {}
+    for candidate in CANDIDATES:
+        ratio = run.measurement(candidate, "throughput_ratio", concurrency=4)
+        assert ratio is not None
+        ratios[candidate] = ratio["value"]
+    holding = sorted(c for c in CANDIDATES if (m := run.measurement(c, "verdict:bfcl"))
+                     is not None and m["stats"]["verdict"] in HOLDS)  # the page's order
+    assert holding, answer
+    rates = (f"{ratios[holding[0]]:.2f}×" if len(holding) == 1 else " and ".join(
+        f"{ratios[c]:.2f}× ({c})" for c in holding))
+    assert f" {REFERENCE} on " in answer and f" at {rates} its output rate at c4" in answer, answer
+    assert "no capacity, cost or" not in answer and "c16" not in answer
+    assert "cheapest: " in answer and "/1M output tokens at c4" in answer, answer
+    for model, row in table.items():
+        assert row[COST].split("\n")[0].endswith(" at c4"), (model, row[COST])
+    assert pareto.startswith("Pareto front (BFCL difference against c4 throughput ratio): "), pareto
+    points = {REFERENCE: (1.0, 0.0)}
+    for candidate in CANDIDATES:
+        verdict = run.measurement(candidate, "verdict:bfcl")
+        assert verdict is not None
+        points[candidate] = (ratios[candidate], verdict["stats"]["difference"])
+    named = pareto.split("): ", 1)[1].rstrip(".").split(", ")
+    assert set(named) == independent_front(points)
+    assert "ratio: candidate ÷ reference output tokens/s at 4 concurrent requests" in \
+        notes_line(run, kind)
+
+
+@pytest.mark.skipif(not matplotlib_available(), reason="matplotlib is not installed")
+def test_a_run_measured_at_c4_draws_its_pareto_plot_in_a_browser(
+    main_job_run: Run, tmp_path: Path,
+) -> None:
+    """The Pareto plot of a run measured at c4 is in the HTML, and a real Chromium draws it
+    under the answer that names the c4 output rates."""
+    svg = pareto_svg(main_job_run)
+    assert "Accuracy against throughput" in svg and "throughput at c4" in svg
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium): the rendered "
+                    "page is not checked")
+    copy = tmp_path / "r.html"
+    copy.write_text(main_job_run.html.replace("</body>", PARETO_SHOWN + "</body>"),
+                    encoding="utf-8")
+    page = parse(chromium(copy, tmp_path / "profile", "--window-size=1400,2000", "--dump-dom"))
+    words = page.title.split()
+    assert words[0] == "pareto" and len(words) == 3, page.title
+    assert int(words[1]) > 100 and int(words[2]) > 100, page.title
+    assert "its output rate at c4" in page.decision_answer, page.decision_answer

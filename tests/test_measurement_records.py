@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 from requirements import SHARED_DATA_HINT, module_needs, need
+from shared_runs import once_per_session
 from test_decision_page import (
     BFCL,
     EXAMPLE_PRICE,
@@ -188,7 +189,7 @@ def run_every_kind(path: Path) -> RecordsRun:
     # the last run of the sweep run: its reports are the whole sweep run's
     fourth = pytest_run(path, "test_startup.py", "--sweep=startup.toml", "--results=r4.json",
                         "--startup-launches=2", "--html=r4.html", "--self-contained-html",
-                        "--md=r4.md", env_more={
+                        "--md=r4.md", "--llm-d-report=r4.llmd.json", env_more={
                             "MODELSWEEP_LLAMA_SERVER": str(launcher),
                             "MODELSWEEP_CACHE": str(path / "cache"), "FAKE_START_DELAY_S": "0",
                             "FAKE_BUILD_INFO": BUILD_INFO})
@@ -203,7 +204,7 @@ def run_every_kind(path: Path) -> RecordsRun:
 
 @pytest.fixture(scope="module")
 def records_run(tmp_path_factory: pytest.TempPathFactory) -> RecordsRun:
-    return run_every_kind(tmp_path_factory.mktemp("records_run"))
+    return once_per_session(tmp_path_factory, "records_run", run_every_kind)
 
 
 def kept_aside(record: Record, where: str = "stats") -> Iterator[str]:

@@ -97,8 +97,9 @@ def run_state(config: pytest.Config) -> RunState:
 
 def output_options(config: pytest.Config) -> dict[str, str | None]:
     """The files a modelsweep run writes besides its own results, by the option that names
-    each: ``--md``, ``$GITHUB_STEP_SUMMARY``, pytest-html's ``--html``, ``--junitxml``."""
-    return {"--md": config.option.md,
+    each: ``--md``, ``--llm-d-report``, ``$GITHUB_STEP_SUMMARY``, pytest-html's ``--html``,
+    ``--junitxml``."""
+    return {"--md": config.option.md, "--llm-d-report": config.option.llm_d_report,
             "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
             "--html": getattr(config.option, "htmlpath", None),
             "--junitxml": getattr(config.option, "xmlpath", None)}

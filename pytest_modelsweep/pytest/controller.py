@@ -32,7 +32,12 @@ def fail_report(report: pytest.TestReport, state: RunState, line: str) -> None:
         report.outcome = "failed"
         report.longrepr = line
     else:
-        report.sections.append(("modelsweep: results not written", line))
+        from ..core.secrets import redact
+
+        said = str(report.longrepr)  # a failure that says the store failed says it once
+        if redact(line) not in said and not (
+                line.startswith("the store ") and redact(str(state.store_location)) in said):
+            report.sections.append(("modelsweep: results not written", redact(line)))
 
 
 def first_line(report: pytest.TestReport) -> str:
@@ -147,7 +152,8 @@ class ControllerHooks:
         state.session_errors += attempted(  # a full disk at the end: one line, no traceback
             (lambda: state.finish_results({"exitstatus": int(session.exitstatus),
                                            "gate": [row.__dict__ for row in rows]}),
-             lambda: write_markdown(self.config, state)), ModelsweepError)
+             lambda: write_markdown(self.config, state),
+             lambda: write_llmd(self.config, state)), ModelsweepError)
         _fail_on_errors(session, state)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
@@ -186,6 +192,15 @@ class ControllerHooks:
             terminalreporter.write_line(line)
         if state.results_path.is_file():  # (else a line above said why it is not)
             terminalreporter.write_line(f"results: {state.results_path}")
+
+
+def write_llmd(config: pytest.Config, state: RunState) -> None:
+    """``--llm-d-report FILE``: llm-d's Benchmark Report v0.2.1 of the run's settings."""
+    if config.option.llm_d_report:
+        from ..report.llmd import write_llmd_report
+
+        write_llmd_report(config.option.llm_d_report, "--llm-d-report",
+                          state.judged_measurements(), state.report_run())
 
 
 def write_markdown(config: pytest.Config, state: RunState) -> None:

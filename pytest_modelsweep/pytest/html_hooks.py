@@ -45,17 +45,20 @@ class HtmlReportHooks:
     """The hooks, reading ``source`` (measurements so far, run dict) and ``failures``."""
 
     def __init__(self, source: Source, *, enabled: bool = True,
-                 failures: Callable[[], Failures] = lambda: ()) -> None:
+                 failures: Callable[[], Failures] = lambda: (),
+                 history: Callable[[], str] = lambda: "") -> None:
         self.source = source
         self.enabled = enabled
         self.failures = failures
+        self.history = history
 
     @classmethod
     def for_state(cls, state: RunState, config: pytest.Config) -> HtmlReportHooks:
         """Hooks reading the run's (or sweep run's) measurements; idle unless ``--html``."""
         return cls(lambda: (state.judged_measurements(), run_of(state)),
                    enabled=bool(config.getoption("htmlpath", None)),
-                   failures=lambda: state.failures)
+                   failures=lambda: state.failures,
+                   history=lambda: _history(state))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(
@@ -69,7 +72,7 @@ class HtmlReportHooks:
         if decision:
             # prefix: right under pytest-html's "Summary" heading, the first screen
             prefix.append(f"<style>{CSS}</style>{decision}")
-        postfix.append(summary_html(measurements, info))
+        postfix.append(summary_html(measurements, info) + self.history())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.enabled or report.when != "call":
@@ -97,6 +100,13 @@ class HtmlReportHooks:
         recorded = records(getattr(report, "modelsweep_measurements", None) or [])
         text = "<br>".join(escape_text(f"{m.model}: {headline(m)}") for m in recorded)
         cells.insert(_after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>')
+
+
+def _history(state: RunState) -> str:
+    """The History section of the run's sweep in its store ("" without history)."""
+    from ..report.history import history_section
+
+    return history_section(state.store, state.sweep.name)
 
 
 def _after_test_id(cells: Sequence[str], marker: str) -> int:

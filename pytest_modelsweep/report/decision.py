@@ -20,6 +20,7 @@ from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
 from ..core.metrics import (METRICS, RATE_CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK,
                             VERDICT_PREFIX, rank)
 from ..core.slo import Slo
+from ..judging.pairing import PairingError, RequestSettings, check_same_serving, unlike_requests
 from ..store.results import FailedTest, RunInfo
 from .tables import (NA, Measurements, Setting, accuracy_interval, compared_reference, finite,
                      format_goodput, format_percent, format_percent_interval, format_points,
@@ -27,8 +28,8 @@ from .tables import (NA, Measurements, Setting, accuracy_interval, compared_refe
                      measurement_kind, rate_bracket_text, stats_of, throughput_row)
 
 CONCURRENCY = 16
-"""The throughput setting the page compares: 16 concurrent requests, short prompts."""
-C16 = f"c{CONCURRENCY}"
+"""The throughput setting the page names when no model was measured at any concurrency (its
+lines then say how to measure it): 16 concurrent requests, short prompts."""
 CAPACITY = "capacity"
 RATE_CAPACITY = "rate_capacity"
 STARTUP = "startup"
@@ -246,9 +247,24 @@ class _Failure:
             rf"(?<![\w:.-]){re.escape(word)}(?![\w.-])", self.message) is not None
 
 
-def _is_c16(m: Measurement) -> bool:
+def _short_concurrency(m: Measurement) -> int | None:
+    """The concurrency of a short-prompt throughput setting (None: a long prompt, a rate)."""
     setting = Setting.of(m)
-    return setting.concurrency == CONCURRENCY and setting.prompt_tokens is None
+    concurrency = setting.concurrency
+    return concurrency if (isinstance(concurrency, int) and not isinstance(concurrency, bool)
+                           and setting.prompt_tokens is None) else None
+
+
+def _unlike(candidate: Measurement, reference: Measurement) -> str | None:
+    """Why two throughput measurements are not alike (server, serving flags, request
+    settings), in one line; None when they are."""
+    try:
+        check_same_serving(candidate.model, candidate.provenance, reference.model,
+                           reference.provenance)
+    except PairingError as error:
+        return str(error)
+    return unlike_requests(candidate.model, RequestSettings.of_measurement(candidate),
+                           reference.model, RequestSettings.of_measurement(reference))
 
 
 # --------------------------------------------------------------------------- finding measurements
@@ -261,11 +277,59 @@ class _Page:
         self.measurements, self.reference, self.candidates = measurements, reference, candidates
         self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
         self.failures = [_Failure.of(f, models) for f in failures]
-        self.any_c16 = any(self.c16(model) is not None for model in models)
+        self.at = self._compared_concurrencies()
         self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
         self.capacities = {model: _capacity(self, model) for model in (reference, *candidates)}
         self.costs = {model: _cost(self, model) for model in (reference, *candidates)}
-        self.relative = {c: self.costs[c].relative(self.costs[reference], c) for c in candidates}
+        self.relative = {c: self.costs[c].relative(_cost(self, reference, self.at[c]), c)
+                         for c in candidates}
+
+    def _compared_concurrencies(self) -> dict[str, int]:
+        """Each model's throughput setting: a candidate's highest concurrency (short prompts)
+        with a throughput ratio, or at which it and the reference were both measured alike;
+        the reference's the highest of those (else its own highest, else c16); a candidate
+        with none takes the reference's."""
+        reference = self.reference
+        found = {}
+        for candidate in self.candidates:
+            ratios = {n for m in self.measurements if m.model == candidate
+                      and m.benchmark == RATIO_BENCHMARK and Setting.of(m).benchmark == "throughput"
+                      and (n := _short_concurrency(m)) is not None}
+            both = {n for n in self.measured(candidate) & self.measured(reference)
+                    if self._alike(candidate, n)}
+            found[candidate] = max(ratios | both, default=None)
+        compared = [n for n in found.values() if n is not None]
+        at_reference = max(compared or self.measured(reference) or {CONCURRENCY})
+        return {reference: at_reference, **{c: at_reference if n is None else n
+                                            for c, n in found.items()}}
+
+    def _alike(self, candidate: str, concurrency: int) -> bool:
+        """Whether the candidate and the reference were measured alike at ``concurrency``."""
+        mine = self.throughput_at(candidate, concurrency)
+        reference = self.throughput_at(self.reference, concurrency)
+        return mine is not None and reference is not None and _unlike(mine, reference) is None
+
+    def measured(self, model: str) -> set[int]:
+        """The concurrencies of ``model``'s short-prompt throughput measurements."""
+        return {n for m in self.measurements if m.model == model and m.benchmark == "throughput"
+                and (n := _short_concurrency(m)) is not None}
+
+    def setting(self, model: str) -> str:
+        """``c4``: the throughput setting the page compares for ``model``."""
+        return f"c{self.at[model]}"
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the models' throughput settings differ (each cell then says its own)."""
+        return len(set(self.at.values())) > 1
+
+    @property
+    def settings_text(self) -> str:
+        """``c4``, or ``c4, c16`` when the models' settings differ."""
+        return ", ".join(f"c{n}" for n in sorted(set(self.at.values())))
+
+    def any_at(self, concurrency: int) -> bool:
+        return any(concurrency in self.measured(model) for model in self.at)
 
     def role(self, model: str) -> str:
         return "reference" if model == self.reference else "candidate"
@@ -280,26 +344,34 @@ class _Page:
         return self.last(lambda m: m.benchmark == VERDICT_PREFIX + metric and (
             stats_of(m, AccuracyVerdictStats).candidate or m.model) == candidate)
 
-    def c16(self, model: str) -> Measurement | None:
-        return self.last(lambda m: m.model == model and m.benchmark == "throughput" and _is_c16(m))
+    def throughput_at(self, model: str, concurrency: int) -> Measurement | None:
+        return self.last(lambda m: m.model == model and m.benchmark == "throughput"
+                         and _short_concurrency(m) == concurrency)
 
-    def c16_ratio(self, candidate: str) -> Measurement | None:
+    def throughput(self, model: str) -> Measurement | None:
+        """``model``'s throughput at its compared setting (:attr:`at`)."""
+        return self.throughput_at(model, self.at[model])
+
+    def ratio(self, candidate: str) -> Measurement | None:
+        """The candidate's throughput ratio at its compared setting (:attr:`at`)."""
         return self.last(lambda m: m.benchmark == RATIO_BENCHMARK and m.model == candidate
-                         and Setting.of(m).benchmark == "throughput" and _is_c16(m))
+                         and Setting.of(m).benchmark == "throughput"
+                         and _short_concurrency(m) == self.at[candidate])
 
-    def c16_interval(self, candidate: str) -> tuple[float | None, float | None]:
-        """The c16 throughput ratio's interval ((None, None) without one)."""
-        m = self.c16_ratio(candidate)
+    def ratio_interval(self, candidate: str) -> tuple[float | None, float | None]:
+        """The throughput ratio's interval ((None, None) without one)."""
+        m = self.ratio(candidate)
         interval = None if m is None else stats_of(m, ThroughputRatioStats).interval
         return (None, None) if interval is None else (finite(interval.low), finite(interval.high))
 
     def earlier_runs(self, model: str, benchmark: str) -> list[str]:
-        """Earlier runs whose measurement of ``model`` this run's comparisons used: a c16
-        throughput ratio (``RATIO_BENCHMARK``) or a capacity ratio read from the store."""
+        """Earlier runs whose measurement of ``model`` this run's comparisons used: a
+        throughput ratio at the compared setting (``RATIO_BENCHMARK``) or a capacity ratio
+        read from the store."""
         runs = set()
         for m in self.measurements:
             if m.benchmark != benchmark or (
-                    benchmark == RATIO_BENCHMARK and self.c16_ratio(m.model) is not m):
+                    benchmark == RATIO_BENCHMARK and self.ratio(m.model) is not m):
                 continue
             stats = (stats_of(m, ThroughputRatioStats) if benchmark == RATIO_BENCHMARK
                      else stats_of(m, CapacityRatioStats))
@@ -418,53 +490,63 @@ def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str
     return ", ".join(problems)
 
 
-# --------------------------------------------------------------------------- throughput at c16
-def _throughput_why(page: _Page, model: str) -> tuple[str, str] | None:
-    """Why ``model``'s c16 throughput gives no figure (text, why), or None when it does."""
-    m, role = page.c16(model), page.role(model)
+# --------------------------------------------------------------------------- throughput
+def _throughput_why(page: _Page, model: str, concurrency: int | None = None,
+                    ) -> tuple[str, str] | None:
+    """Why ``model``'s throughput at ``concurrency`` (else at its compared setting) gives
+    no figure (text, why), or None when it does."""
+    at = page.at[model] if concurrency is None else concurrency
+    m, role, setting = page.throughput_at(model, at), page.role(model), f"c{at}"
     if m is None:
         earlier = page.earlier_runs(model, RATIO_BENCHMARK)
         if earlier:
-            return NOT_MEASURED, (f"the {role} {model}'s {C16} throughput comes from earlier "
-                                  f"run {', '.join(earlier)} (the ratios use it); this report "
-                                  "holds this run's measurements only")
-        whose, where = (f"of the {role} {model} ", "") if page.any_c16 else ("", "in this run ")
-        return NOT_MEASURED, (f"no throughput measurement {whose}at {C16} {where}"
-                              f"(benches/test_throughput.py -k {C16})")
+            return NOT_MEASURED, (f"the {role} {model}'s {setting} throughput comes from "
+                                  f"earlier run {', '.join(earlier)} (the ratios use it); this "
+                                  "report holds this run's measurements only")
+        whose, where = (f"of the {role} {model} ", "") if page.any_at(at) else ("", "in this run ")
+        return NOT_MEASURED, (f"no throughput measurement {whose}at {setting} {where}"
+                              f"(benches/test_throughput.py -k {setting})")
     if m.passed:
         return None
-    failed = page.failures_of(model, C16)
+    failed = page.failures_of(model, setting)
     said = f": {_one_line(failed[0].message)}" if failed else ""
-    return CANNOT_CONCLUDE, f"the {role} {model}'s {C16} throughput test {m.outcome}{said}"
+    return CANNOT_CONCLUDE, f"the {role} {model}'s {setting} throughput test {m.outcome}{said}"
+
+
+def _at(page: _Page, model: str) -> str:
+    """`` at c4`` after a figure when the models' settings differ, else ""."""
+    return f" at {page.setting(model)}" if page.mixed else ""
 
 
 def _ratio_cells(page: _Page, candidate: str) -> list[Cell]:
-    """[verdict, ratio with interval] of a candidate's c16 throughput against the reference's."""
-    m = page.c16_ratio(candidate)
+    """[verdict, ratio with interval] of a candidate's throughput against the reference's,
+    at its compared setting."""
+    m, setting = page.ratio(candidate), page.setting(candidate)
     if m is not None:
         stats = stats_of(m, ThroughputRatioStats)
         verdict, ratio = _verdict(stats.verdict), format_ratio(m.value)
-        low, high = page.c16_interval(candidate)
+        low, high = page.ratio_interval(candidate)
         if ratio == NA:
-            return [verdict, Cell(NA, why=f"the {C16} ratio of {candidate} records no value")]
+            return [verdict, Cell(NA, why=f"the {setting} ratio of {candidate} records no value")]
         if low is None or high is None or stats.interval is None:
-            return [verdict, Cell(f"{ratio} (no interval)", why=(
-                f"{candidate}'s {C16} ratio has no interval: a side has a single repeat (run "
-                "--repeats 2 or more)"))]
+            return [verdict, Cell(f"{ratio} (no interval){_at(page, candidate)}", why=(
+                f"{candidate}'s {setting} ratio has no interval: a side has a single repeat "
+                "(run --repeats 2 or more)"))]
         return [verdict, Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
-                              f"{_confidence(stats.interval.confidence)}")]
-    side = _throughput_why(page, page.reference) or _throughput_why(page, candidate)
-    failed = [f for f in page.failures_of(candidate, C16)
+                              f"{_confidence(stats.interval.confidence)}{_at(page, candidate)}")]
+    side = (_throughput_why(page, page.reference, page.at[candidate])
+            or _throughput_why(page, candidate))
+    failed = [f for f in page.failures_of(candidate, setting)
               if f.name.startswith("test_throughput_ratio")]
     return _both(*side) if side else _both(CANNOT_CONCLUDE, failed[0].said) if failed else \
-        _both(NOT_JUDGED, f"no {C16} throughput ratio of {candidate}: its ratio test did not "
-                          "run (test_throughput_ratio in benches/test_throughput.py)")
+        _both(NOT_JUDGED, f"no {setting} throughput ratio of {candidate}: its ratio test did "
+                          "not run (test_throughput_ratio in benches/test_throughput.py)")
 
 
 def _reference_throughput_cells(page: _Page) -> list[Cell]:
-    side, m = _throughput_why(page, page.reference), page.c16(page.reference)
+    side, m = _throughput_why(page, page.reference), page.throughput(page.reference)
     if side is None and m is not None:  # m is None only with a side's why
-        side = (f"{format_rate(m.value)} tokens/s", "")
+        side = (f"{format_rate(m.value)} tokens/s{_at(page, page.reference)}", "")
     return _reference_cells(side or (NA, ""))
 
 
@@ -520,8 +602,9 @@ class _Capacity:
 
 @dataclass(frozen=True)
 class _Cost:
-    """$/1M output tokens ``at`` the capacity (``at c12``) or ``at c16`` (``basis``
-    ``capacity`` or ``c16``), priced at ``usd_per_hour``; without it, the cell's text and why."""
+    """$/1M output tokens ``at`` the capacity (``at c12``) or at a throughput setting (``at
+    c4``; ``basis`` ``capacity`` or the setting, ``c4``), priced at ``usd_per_hour``; without
+    it, the cell's text and why."""
 
     usd: float | None
     basis: str = ""
@@ -552,7 +635,7 @@ class _Cost:
 
     def relative(self, reference: _Cost, name: str) -> tuple[float | None, str]:
         """(this ÷ the reference's cost, why not): only both at their capacity or both at
-        c16, priced at the same rate."""
+        one throughput setting, priced at the same rate."""
         if self.usd is None:
             return None, self.why
         if reference.usd is None:
@@ -616,9 +699,10 @@ def _capacity_ratio_cells(page: _Page, candidate: str) -> list[Cell]:
                      "benches/test_capacity.py")
 
 
-def _cost(page: _Page, model: str) -> _Cost:
-    """$/1M output tokens at the model's capacity (none at capacity 0), else at c16 (also
-    when the search did not conclude), else why there is none."""
+def _cost(page: _Page, model: str, concurrency: int | None = None) -> _Cost:
+    """$/1M output tokens at the model's capacity (none at capacity 0), else at its
+    throughput setting (``concurrency``, else its compared one; also when the search did not
+    conclude), else why there is none."""
     capacity, role = page.capacities[model], page.role(model)
     if capacity.value:
         at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
@@ -628,34 +712,38 @@ def _cost(page: _Page, model: str) -> _Cost:
     if capacity.value == 0:
         return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
                                "(capacity 0): no cost at its capacity", text=NA)
-    c16, throughput_why = page.c16(model), _throughput_why(page, model)
-    if c16 is not None and throughput_why is None:
-        cost = stats_of(c16, ThroughputStats).cost
+    setting = page.at[model] if concurrency is None else concurrency
+    measured = page.throughput_at(model, setting)
+    throughput_why = _throughput_why(page, model, setting)
+    if measured is not None and throughput_why is None:
+        cost = stats_of(measured, ThroughputStats).cost
         return _Cost.priced(cost and cost.usd_per_million_output_tokens,
-                            cost and cost.pricing.usd_per_hour, "c16", f"at {C16}",
-                            cost.interval if cost else None,
-                            f"the {role} {model}'s {C16} throughput")
+                            cost and cost.pricing.usd_per_hour, f"c{setting}",
+                            f"at c{setting}", cost.interval if cost else None,
+                            f"the {role} {model}'s c{setting} throughput")
     if capacity.text == CANNOT_CONCLUDE:
         return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
     if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
         return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
-    whose = "in this run" if not page.any_capacity and not page.any_c16 else \
+    whose = "in this run" if not page.any_capacity and not page.any_at(setting) else \
         f"of the {role} {model}"
-    return _Cost(None, why=f"no capacity or {C16} throughput measurement {whose} to price")
+    return _Cost(None, why=f"no capacity or c{setting} throughput measurement {whose} to price")
 
 
 def _relative_cost_cell(page: _Page, candidate: str) -> Cell:
-    """Candidate ÷ reference cost with its interval: at c16 (one price) it is the inverse
-    of the c16 throughput ratio, so its interval is that ratio's, inverted; at the
-    capacities each cost comes from one search window, so there is none, and it says so."""
+    """Candidate ÷ reference cost with its interval: at a throughput setting (one price) it
+    is the inverse of that setting's throughput ratio, so its interval is that ratio's,
+    inverted; at the capacities each cost comes from one search window, so there is none,
+    and it says so."""
     (value, why), cost = page.relative[candidate], page.costs[candidate]
     if value is None:
         return Cell(DASH if cost.usd is None else CANNOT_CONCLUDE, why=why)
-    low, high = page.c16_interval(candidate)
-    if cost.basis == "c16" and low is not None and high is not None and low > 0:
+    low, high = page.ratio_interval(candidate)
+    at_setting = cost.basis != "capacity"
+    if at_setting and low is not None and high is not None and low > 0:
         return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
-    why = (f"its {C16} throughput ratio has none (a side has a single repeat: run --repeats "
-           "2 or more)" if cost.basis == "c16"
+    why = (f"its {cost.basis} throughput ratio has none (a side has a single repeat: run "
+           "--repeats 2 or more)" if at_setting
            else "each cost at its capacity comes from one search window")
     return Cell(f"{format_ratio(value)} (no interval)",
                 why=f"{candidate}'s cost vs the reference has no interval: {why}")
@@ -782,10 +870,11 @@ def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Col
         else []) + (["rate sweep"] if swept.contended else [])
     queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
     carried: dict[str, list[str]] = {}
-    ratio, capacity_ratio = page.c16_ratio(model), page.latest(model, CAPACITY_RATIO)
+    ratio, capacity_ratio = page.ratio(model), page.latest(model, CAPACITY_RATIO)
     rate_ratio = page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK)
     for found, where in (
-            (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags, C16),
+            (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags,
+             page.setting(model)),
             (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
              "capacity"),
             (rate_ratio and stats_of(rate_ratio, RateCapacityRatioStats).reference_flags,
@@ -814,12 +903,13 @@ def _names(models: Sequence[str]) -> str:
     return ", ".join(models[:-1]) + " and " + models[-1] if len(models) > 1 else "".join(models)
 
 
-NOTHING_TO_CHOOSE = f"no capacity, cost or {C16} throughput ratio to choose among them"
+def _nothing_to_choose(page: _Page) -> str:
+    return f"no capacity, cost or {page.settings_text} throughput ratio to choose among them"
 
 
 def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
     """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
-    without either, the highest c16 throughput ratio."""
+    without either, the highest throughput ratio."""
     picks = []
     measured = {c: page.capacities[c] for c in pool if page.capacities[c].value is not None}
     if measured:
@@ -830,8 +920,11 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
                      else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
                           "requests)")
     priced = {c: page.costs[c] for c in pool if page.costs[c].usd is not None}
-    # each at its own capacity, else each at c16: one basis, one price
-    basis = "capacity" if any(cost.basis == "capacity" for cost in priced.values()) else "c16"
+    # each at its own capacity, else each at one throughput setting (the highest): one
+    # basis, one price
+    bases = {cost.basis for cost in priced.values()}
+    basis = "capacity" if "capacity" in bases else max(
+        bases, key=lambda b: int(b.removeprefix("c")), default="")
     comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
     if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
         cheapest = min(cost.usd or 0.0 for cost in comparable.values())
@@ -842,29 +935,47 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
                      f"{comparable[top[0]].at}{versus})")
         if elsewhere := [c for c in pool if c in priced and c not in comparable]:
             picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
-                         f"{priced[elsewhere[0]].at}, not at its capacity)")
+                         f"{priced[elsewhere[0]].at}, not "
+                         f"{'at its capacity' if basis == 'capacity' else f'at {basis}'})")
         if unpriced := [c for c in pool if c not in priced]:
             picks.append(f"no cost for {_names(unpriced)}")
     if picks:
         return picks
     ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
-              if (m := page.c16_ratio(c)) is not None and (value := finite(m.value)) is not None}
+              if (m := page.ratio(c)) is not None and (value := finite(m.value)) is not None}
     if not ratios:
-        return [NOTHING_TO_CHOOSE]
+        return [_nothing_to_choose(page)]
     best_ratio = max(v for v, _ in ratios.values())
     top = [c for c, (v, _) in ratios.items() if v == best_ratio]
-    return [(f"no capacity or cost measured; highest {C16} throughput ratio: {_names(top)} "
-             f"({format_ratio(best_ratio)} the reference, {ratios[top[0]][1] or ''})")]
+    return [(f"no capacity or cost measured; highest {page.setting(top[0])} throughput ratio: "
+             f"{_names(top)} ({format_ratio(best_ratio)} the reference, "
+             f"{ratios[top[0]][1] or ''})")]
+
+
+def _output_rates(page: _Page, holding: Sequence[str]) -> str:
+    """`` at 0.66× its output rate at c4``: the throughput ratio of each candidate that
+    holds the reference's accuracy (``0.66× (a) and 1.83× (b)``; each with its setting
+    where they differ); "" when none has one."""
+    rates = [(c, format_ratio(value)) for c in holding
+             if (m := page.ratio(c)) is not None and (value := finite(m.value)) is not None]
+    if not rates:
+        return ""
+    settings = {page.setting(c) for c, _ in rates}
+    one = len(settings) == 1
+    shown = [(ratio if len(rates) == 1 else f"{ratio} ({c})") if one
+             else f"{ratio} ({c}, at {page.setting(c)})" for c, ratio in rates]
+    return f" at {_names(shown)} its output rate" + (f" at {settings.pop()}" if one else "")
 
 
 def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
-    """Who holds the reference's accuracy on every verdict, and among them the picks."""
+    """Who holds the reference's accuracy on every verdict, at what share of its output
+    rate, and among them the picks."""
     reference, candidates = page.reference, page.candidates
     if not metrics:
         found = _picks(page, candidates)
         return (f"No answer: this run has no accuracy verdict against {reference}, so no "
                 "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
-                "or your own)" + ("" if found == [NOTHING_TO_CHOOSE]
+                "or your own)" + ("" if found == [_nothing_to_choose(page)]
                                   else ". Not judged on accuracy: " + "; ".join(found)) + ".")
     labels = ", ".join(map(metric_label, metrics))
     holding = [c for c in candidates if not standings[c]]
@@ -875,30 +986,38 @@ def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -
     better = {c: [metric_label(m) for m in metrics if (v := page.verdict(c, m)) is not None
                   and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"]
               for c in holding}
-    if any(better.values()):  # "matches" would undersell a candidate found better
+    rates = _output_rates(page, holding)
+    if all(len(on) == len(metrics) for on in better.values()):  # better on every verdict
+        verb = "beats" if len(holding) == 1 else "beat"
+        on = labels if len(metrics) == 1 else f"every accuracy verdict ({labels})"
+        parts = [f"{_names(holding)} {verb} {reference} on {on}{rates}"]
+    elif any(better.values()):  # "matches" would undersell a candidate found better
         verb = "matches or beats" if len(holding) == 1 else "match or beat"
         beats = "; ".join(f"{c} better on {', '.join(on)}" for c, on in better.items() if on)
         parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels}: "
-                 f"{beats})"]
+                 f"{beats}){rates}"]
     else:
         verb = "matches" if len(holding) == 1 else "match"
-        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels})"]
+        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict "
+                 f"({labels}){rates}"]
     if rest := [c for c in candidates if c not in holding]:
         parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
     return "; ".join(parts + _picks(page, holding)) + "."
 
 
 def _pareto(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> Pareto | str:
-    """The Pareto plot's data against the c16 ratio, else the relative cost; else why not."""
+    """The Pareto plot's data against each candidate's throughput ratio at its compared
+    setting, else the relative cost; else why not."""
     candidates = page.candidates
     judged = [m for m in metrics if any(page.verdict(c, m) is not None for c in candidates)]
     if not judged:
         return "no accuracy verdict to plot against"
     label = metric_label(judged[0])
-    use_ratio = any((m := page.c16_ratio(c)) is not None and finite(m.value) is not None
+    settings = page.settings_text
+    use_ratio = any((m := page.ratio(c)) is not None and finite(m.value) is not None
                     for c in candidates)
     if not use_ratio and not any(v is not None for v, _ in page.relative.values()):
-        return f"neither a {C16} throughput ratio nor a relative cost to plot against"
+        return f"neither a {settings} throughput ratio nor a relative cost to plot against"
     points = [ParetoPoint(page.reference, 1.0, 0.0, None, None, None, None, True,
                           is_reference=True)]
     left_out = []
@@ -907,23 +1026,24 @@ def _pareto(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -
         stats = None if verdict is None else stats_of(verdict, AccuracyVerdictStats)
         iv = None if stats is None else (stats.sequence or stats.interval)
         y = None if iv is None else finite(iv.difference)
-        ratio = page.c16_ratio(c)
-        x, why = ((None if ratio is None else finite(ratio.value), f"no {C16} throughput ratio")
-                  if use_ratio else page.relative[c])
+        ratio = page.ratio(c)
+        x, why = ((None if ratio is None else finite(ratio.value),
+                   f"no {page.setting(c)} throughput ratio") if use_ratio else page.relative[c])
         if y is None or iv is None or x is None:
             left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
             continue
-        x_low, x_high = page.c16_interval(c) if use_ratio else (None, None)
+        x_low, x_high = page.ratio_interval(c) if use_ratio else (None, None)
         points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
                                   not standings[c]))
     front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
+    each = " (each model at its own)" if page.mixed else ""
     at = ("each at its capacity under the SLO" if page.costs[page.reference].basis == "capacity"
-          else f"at {C16}")
+          else f"at {settings}{each}")
     return Pareto(
-        f"throughput at {C16} ÷ the reference's (95% interval)" if use_ratio
+        f"throughput at {settings}{each} ÷ the reference's (95% interval)" if use_ratio
         else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
         f"{label} accuracy − the reference's (pp, 95% interval)",
-        f"{C16} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
+        f"{settings} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
         use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
         tuple(left_out))
 
@@ -959,9 +1079,11 @@ def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
         (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
                    "item by item (bootstrap interval); the reference row shows its own "
                    "accuracy (Wilson 95% interval)")),
-        (f"throughput at {C16}" in groups,
-         (f"ratio: candidate ÷ reference output tokens/s at {CONCURRENCY} concurrent "
-          "requests, short prompts (Welch t interval over the repeats)")),
+        (_throughput_group(page) in groups,
+         ("ratio: candidate ÷ reference output tokens/s at "
+          + (f"{page.at[page.reference]} concurrent requests" if not page.mixed else
+             "the highest concurrency at which both were measured alike (said in each cell)")
+          + ", short prompts (Welch t interval over the repeats)")),
         (capacity or "req/s under the SLO" in groups,
          f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}"),
         (capacity, ("capacity: the most "
@@ -983,7 +1105,9 @@ def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
          ("cold start: seconds from launching the server to its first token, geometric "
           "mean over fresh launches; cold: its files read from disk, warm: from a cache")),
         ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
-                           f"capacity under the SLO, else at {C16}; price "
+                           "capacity under the SLO, else at "
+                           + (page.settings_text if not page.mixed else "its throughput setting")
+                           + "; price "
                            + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
 
 
@@ -995,7 +1119,12 @@ def _slo_text(slo: Mapping[str, object]) -> str:
 
 
 # --------------------------------------------------------------------------- building
-def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
+def _throughput_group(page: _Page) -> str:
+    """``throughput at c4``; ``throughput at c4, c16`` where the models' settings differ."""
+    return f"throughput at {page.settings_text}"
+
+
+def _columns(page: _Page, metrics: Sequence[str], screened: bool) -> list[Column]:
     """The columns, grouped: each group's verdict first, then its figure and interval."""
     columns = []
     for label in map(metric_label, metrics):
@@ -1004,9 +1133,11 @@ def _columns(metrics: Sequence[str], screened: bool) -> list[Column]:
                            block=ACCURACY_BLOCK),
                     Column(group, "difference [95% interval]", f"{label} difference [95% interval]",
                            block=ACCURACY_BLOCK)]
-    c16, capacity, rate = f"throughput at {C16}", "capacity under the SLO", "req/s under the SLO"
-    columns += [Column(c16, "verdict", f"{C16} verdict", verdict=True),
-                Column(c16, "ratio [95% interval]", f"{C16} ratio [95% interval]"),
+    throughput, capacity, rate = (_throughput_group(page), "capacity under the SLO",
+                                  "req/s under the SLO")
+    setting = "throughput" if page.mixed else page.settings_text
+    columns += [Column(throughput, "verdict", f"{setting} verdict", verdict=True),
+                Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
                 Column(capacity, "verdict", "capacity verdict", verdict=True),
                 Column(capacity, "vs reference [interval]",
                        "capacity vs reference [interval]"),
@@ -1032,7 +1163,7 @@ def decision_page(measurements: Measurements, run: RunInfo,
     page = _Page(measurements, reference, candidates, failures, run.run_id)
     metrics = _accuracy_metrics(page)
     screened = any(m.benchmark == SCREEN for m in measurements)
-    columns = _columns(metrics, screened)
+    columns = _columns(page, metrics, screened)
     rows = [_row(page, model, metrics, screened) for model in (reference, *candidates)]
     reasons: list[str] = []
     for row in rows:

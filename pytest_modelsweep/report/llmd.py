@@ -1,0 +1,310 @@
+"""llm-d's Benchmark Report v0.2.1: one report per measured throughput setting.
+
+:func:`llmd_document` turns a run's typed records into one JSON document: ``reports``, one
+Benchmark Report v0.2.1 per throughput or open-loop measurement (model × concurrency or
+rate × prompt length), each valid on its own against the schema
+(``tests/data/br_v0_2_1_json_schema.json``), and ``metadata``, what the schema has no place
+for (the schema forbids unknown keys in a report): each setting's flags and interval, the
+accuracy runs and the verdicts. :func:`write_llmd_report` writes it, secrets redacted, for
+``--llm-d-report`` and ``modelsweep report --llm-d`` alike. docs/results-schema.md maps every
+field. Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core import __version__
+from ..core.measurements import (
+    AccuracyStats,
+    AccuracyVerdictStats,
+    Latency,
+    Measurement,
+    SearchRatioStats,
+    ServerMetricsSummary,
+    ThroughputRatioStats,
+    ThroughputStats,
+)
+from ..core.outputs import write_failure
+from ..core.secrets import redacted
+from .tables import LATENCY_NAMES, finite, records, throughput_row
+
+__all__ = ["LLMD_VERSION", "LOAD_TOOL", "llmd_document", "llmd_reports", "write_llmd_report"]
+
+LLMD_VERSION = "0.2.1"
+"""The Benchmark Report version every report declares."""
+LOAD_TOOL = "pytest-modelsweep"
+"""``scenario.load.standardized.tool``."""
+
+_LATENCY_FIELDS = {"ttft": ("time_to_first_token", "ms"),
+                   "tpot": ("time_per_output_token", "ms/token"),
+                   "itl": ("inter_token_latency", "ms/token"), "e2e": ("request_latency", "ms")}
+"""Our latency → the schema's field and units (the schema's validators: time for TTFT and
+request latency, time per token for TPOT and ITL)."""
+
+
+def _statistics(units: str, mean: float | None, **rest: float | None) -> dict[str, Any] | None:
+    """A schema ``Statistics`` (``units``, ``mean``, the finite figures of ``rest``); None
+    without a finite mean (the schema requires one)."""
+    if mean is None or not math.isfinite(mean):
+        return None
+    return {"units": units, "mean": mean,
+            **{k: v for k, v in rest.items() if v is not None and math.isfinite(v)}}
+
+
+def _latency(latency: Latency, units: str) -> dict[str, Any] | None:
+    return _statistics(units, finite(latency.mean_ms), p50=finite(latency.p50_ms),
+                       p90=finite(latency.p90_ms), p99=finite(latency.p99_ms))
+
+
+def _counts(values: Sequence[int]) -> dict[str, Any] | None:
+    """Token counts over requests: mean, min, max (units ``count``)."""
+    if not values:
+        return None
+    return _statistics("count", sum(values) / len(values), min=min(values), max=max(values))
+
+
+def _config_id(config: Any) -> str:
+    """A hash of a configuration (the schema's ``cfg_id``): sha256 of its JSON, 16 hex digits."""
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _sequence_length(values: Sequence[int], fallback: int) -> dict[str, Any]:
+    """A schema ``SequenceLength``: ``fixed`` when every request had the same length, else
+    ``other`` with the mean, min and max; ``fallback`` (fixed) without request records."""
+    if not values:
+        return {"distribution": "fixed", "value": fallback}
+    if min(values) == max(values):
+        return {"distribution": "fixed", "value": values[0]}
+    return {"distribution": "other", "value": sum(values) / len(values),
+            "min": min(values), "max": max(values)}
+
+
+def _accelerator(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
+    """The CPU of this machine for a llama-server we launched; ``unknown`` (count 0) where we
+    do not record it (an attached server, a vLLM image)."""
+    machine = run.get("machine") or {}
+    if m.provenance.get("how") == "llamacpp" and machine.get("cpu"):
+        return {"model": str(machine["cpu"]), "count": 1, "parallelism": {}}
+    return {"model": "unknown", "count": 0, "parallelism": {}}
+
+
+def _stack(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
+    prov = m.provenance
+    native = {"serving": run.get("serving"), "image_digest": prov.get("image_digest"),
+              "launch_argv": prov.get("launch_argv") or [], "how": prov.get("how"),
+              "server_settings": prov.get("server_settings") or {},
+              "model_source": prov.get("model_source"), "model_sha256": prov.get("model_sha256"),
+              "model_revision": prov.get("model_revision")}
+    return {
+        "metadata": {"label": m.model, "cfg_id": _config_id(native),
+                     "description": f"{m.model} served by {prov.get('server_name') or 'unknown'}"},
+        "standardized": {
+            "kind": "inference_engine", "tool": str(prov.get("server_name") or "unknown"),
+            "tool_version": str(prov.get("server_version") or "unknown"), "role": "replica",
+            "replicas": 1, "model": {"name": str(prov.get("served_name") or m.model)},
+            "accelerator": _accelerator(m, run)},
+        "native": {"config": native},
+    }
+
+
+def _load(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any],
+          prompts: Sequence[int], outputs: Sequence[int]) -> dict[str, Any]:
+    windows = stats.repeats
+    loops = [w.open_loop for w in windows if w.open_loop is not None]
+    concurrency = m.params.get("concurrency")
+    standardized: dict[str, Any] = {
+        "tool": LOAD_TOOL,
+        "tool_version": str((run.get("software") or {}).get("pytest_modelsweep") or __version__),
+        "source": "sampled" if m.params.get("user_prompts") else "random",
+        "input_seq_len": _sequence_length(prompts, windows[0].prompt_tokens),
+    }
+    asked = m.params.get("output_tokens")
+    if outputs or isinstance(asked, int):
+        standardized["output_seq_len"] = _sequence_length(outputs, int(asked or 0))
+    if loops:
+        standardized["rate_qps"] = float(loops[0].rate)
+    elif isinstance(concurrency, int) and not isinstance(concurrency, bool):
+        standardized["concurrency"] = concurrency
+    native = {"benchmark": m.benchmark, "params": m.params, "test_id": m.test_id}
+    if loops:
+        native["arrivals"] = loops[0].describe
+    return {"metadata": {"cfg_id": _config_id(native), "description": m.test_id},
+            "standardized": standardized, "native": {"config": native}}
+
+
+def _resource_metrics(summary: ServerMetricsSummary) -> dict[str, Any]:
+    """One window's server metrics as the schema's ``ResourceMetrics``: gauges' time average
+    and maximum, the preemption counter's increase (as ``mean``), the prefix-cache hit rate."""
+    gauges = {"running_requests": (summary.running, "count"),
+              "waiting_requests": (summary.waiting, "count"),
+              "kv_cache_usage": (summary.kv_cache_usage, "fraction")}
+    metrics = {name: _statistics(units, gauge.mean, max=gauge.max)
+               for name, (gauge, units) in gauges.items() if gauge is not None}
+    metrics["preemptions"] = _statistics("count", summary.preemptions)
+    metrics["cache_hit_rate"] = _statistics("fraction", summary.prefix_cache_hit_rate)
+    return {name: value for name, value in metrics.items() if value is not None}
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+
+
+def _own_run(m: Measurement, run: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(run id, start) of the run that measured ``m``: its own, or in a sweep run's report
+    (whose ``runs`` list its members) the latest member of its model started before it was
+    recorded and not finished before (the sweep run's name and no start when none is)."""
+    members = run.get("runs")
+    if m.run_id is None and isinstance(members, list) and run.get("sweep_run"):
+        recorded = _when(m.recorded_at)
+        fits = [member for member in members if isinstance(member, Mapping)
+                and m.model in (member.get("models") or [m.model])
+                and recorded is not None and (began := _when(member.get("started_at")))
+                and began <= recorded
+                and ((ended := _when(member.get("finished_at"))) is None or recorded <= ended)]
+        if not fits:
+            return str(run["sweep_run"]), None
+        chosen = max(fits, key=lambda member: _when(member["started_at"]) or datetime.min)
+        return str(chosen["run_id"]), str(chosen["started_at"])
+    own = str(m.run_id or run.get("run_id") or "")
+    start = run.get("started_at") if m.run_id in (None, run.get("run_id")) else None
+    return own, None if start is None else str(start)
+
+
+def _uid(m: Measurement, run_id: str) -> str:
+    """The report's ``run.uid``: unique per report, our run id first."""
+    return f"{run_id}/{m.test_id or m.model}"
+
+
+def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> dict[str, Any]:
+    row = throughput_row(m)
+    records = m.request_records()
+    ok = [r for r in records if not r.error]
+    prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    outputs = [r.completion_tokens for r in ok if r.completion_tokens is not None]
+    windows = stats.repeats
+    run_id, start = _own_run(m, run)
+    measured_s = sum(w.duration_s for w in windows)
+    time = {"start": start, "end": m.recorded_at or None, "duration": f"PT{measured_s:.3f}S"}
+    failures = len(records) - len(ok)
+    requests: dict[str, Any] = {"total": sum(w.completed for w in windows) + failures}
+    if records:
+        requests["failures"] = failures
+    for name, values in (("input_length", prompts), ("output_length", outputs)):
+        if (counts := _counts(values)) is not None:
+            requests[name] = counts
+    latency = {}
+    for name in LATENCY_NAMES:
+        field, units = _LATENCY_FIELDS[name]
+        if (got := _latency(row.latency[name], units)) is not None:
+            latency[field] = got
+    output_rates = [w.output_tokens_per_s for w in windows]
+    request_rates = [w.requests_per_s for w in windows]
+    throughput = {name: got for name, values, units in (
+        ("output_token_rate", output_rates, "tokens/s"),
+        ("request_rate", request_rates, "queries/s"))
+        if (got := _statistics(units, sum(values) / len(values) if values else None,
+                               min=min(values, default=None), max=max(values, default=None)))
+        is not None}
+    results: dict[str, Any] = {"request_performance": {"aggregate": {
+        "requests": requests, "latency": latency, "throughput": throughput}}}
+    observed = [{"component_label": m.model,
+                 "aggregate": _resource_metrics(w.server_metrics.summary)}
+                for w in windows if w.server_metrics is not None
+                and w.server_metrics.unavailable is None]
+    if observed:
+        results["observability"] = {"components": observed}
+    report: dict[str, Any] = {
+        "version": LLMD_VERSION,
+        "run": {"uid": _uid(m, run_id), "eid": str(run.get("sweep_run") or run_id),
+                "time": {k: v for k, v in time.items() if v is not None},
+                "description": f"{m.model} {m.benchmark} ({m.test_id})"},
+        "scenario": {"stack": [_stack(m, run)], "load": _load(m, stats, run, prompts, outputs)},
+        "results": results,
+    }
+    return report
+
+
+def _measured(measurements: Sequence[Measurement]) -> list[tuple[Measurement, ThroughputStats]]:
+    """The throughput settings with at least one timed window."""
+    return [(m, m.stats) for m in measurements
+            if isinstance(m.stats, ThroughputStats) and m.stats.repeats]
+
+
+def llmd_reports(measurements: Sequence[Measurement],
+                 run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One Benchmark Report v0.2.1 per measured throughput setting, in the records' order."""
+    return [_report(m, stats, run) for m, stats in _measured(measurements)]
+
+
+def _interval(m: Measurement) -> list[float | None] | None:
+    stats = m.stats
+    if isinstance(stats, AccuracyVerdictStats | ThroughputRatioStats):
+        got = stats.interval
+        return None if got is None else [finite(got.low), finite(got.high)]
+    if isinstance(stats, SearchRatioStats) and stats.ratio is not None:
+        return [finite(stats.ratio.low), finite(stats.ratio.high)]
+    return None
+
+
+def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> dict[str, Any]:
+    """What the schema has no place for: each report's flags and interval, the accuracy runs
+    and the verdicts (docs/results-schema.md)."""
+    run_id = str(run.get("run_id") or "")
+    settings = [{"uid": _uid(m, _own_run(m, run)[0]), "model": m.model, "benchmark": m.benchmark,
+                 "outcome": m.outcome, "output_tokens_per_s": finite(m.value),
+                 "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
+                 "repeats": len(s.repeats), "cv": finite(s.cv), "flags": list(s.flags)}
+                for m, s in _measured(measurements)]
+    accuracy = [{"model": m.model, "benchmark": m.benchmark, "value": finite(m.value),
+                 "unit": m.unit, "n": m.stats.n, "items": m.stats.items,
+                 "failed": m.stats.failed, "run_id": _own_run(m, run)[0], "test_id": m.test_id,
+                 "outcome": m.outcome}
+                for m in measurements if isinstance(m.stats, AccuracyStats)]
+    verdicts = [{"benchmark": m.benchmark, "candidate": m.stats.candidate,
+                 "reference": m.stats.reference, "verdict": None if m.stats.verdict is None
+                 else str(m.stats.verdict), "value": finite(m.value), "unit": m.unit,
+                 "interval": _interval(m), "rule": m.stats.rule, "params": m.params,
+                 "run_id": _own_run(m, run)[0], "test_id": m.test_id}
+                for m in measurements if isinstance(
+                    m.stats, AccuracyVerdictStats | ThroughputRatioStats | SearchRatioStats)]
+    return {"generator": {"tool": LOAD_TOOL, "version": __version__},
+            "run": {"run_id": run_id, "sweep_name": run.get("sweep_name"),
+                    "sweep_run": run.get("sweep_run")},
+            "settings": settings, "accuracy": accuracy, "verdicts": verdicts}
+
+
+def llmd_document(measurements: Iterable[Measurement | Mapping[str, Any]],
+                  run: Mapping[str, Any]) -> dict[str, Any]:
+    """The file ``--llm-d-report`` writes: ``reports`` (Benchmark Report v0.2.1 each) and
+    ``metadata``, every secret redacted."""
+    found = records(measurements)
+    document: dict[str, Any] = redacted({"reports": llmd_reports(found, run),
+                                         "metadata": _metadata(found, run)})
+    return document
+
+
+def write_llmd_report(path: Path | str, option: str,
+                      measurements: Iterable[Measurement | Mapping[str, Any]],
+                      run: Mapping[str, Any]) -> int:
+    """Write :func:`llmd_document` to ``path`` (its folder too) and return how many reports
+    it holds; a failed write is one :class:`~..core.outputs.OutputError` line naming
+    ``option``."""
+    document = llmd_document(measurements, run)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(document, indent=1, allow_nan=False) + "\n",
+                              encoding="utf-8")
+    except OSError as error:
+        raise write_failure(option, path, error) from None
+    return len(document["reports"])
