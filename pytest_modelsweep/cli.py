@@ -7,7 +7,6 @@ store and results files; nothing here imports pytest.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -71,6 +70,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the measurement table of a results file (or an interrupted run's journal)."""
+    from .core.codec import finite, strict_json
     from .core.measurements import measurements_of
     from .report.terminal import measurement_table
     from .store.results import load_results
@@ -78,9 +78,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     data = load_results(Path(args.path))
     measurements = measurements_of(data["measurements"])
     if args.json:
-        json.dump({**data, "measurements": [m.to_dict() for m in measurements]}, sys.stdout,
-                  indent=1)
-        print()
+        print(strict_json({**data, "measurements": [finite(m.to_dict()) for m in measurements]},
+                          indent=1))
         return 0
     run = data.get("run", {})
     print(f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
@@ -157,6 +156,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from .core.outputs import check_output_file
     from .judging.gate import setting_of, shown_setting_of, unsound_reason
     from .judging.pairing import check_alike, measured_in_runs
+    from .core.codec import finite, strict_json
     from .store.results import SCHEMA
 
     check_output_file(args.output, "-o")
@@ -213,8 +213,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
         "run": {"run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                 "merged_from": runs,
                 "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
-        "endpoints": endpoints, "measurements": measurements, "summary": {"merged": len(runs)}}
-    _write(args.output, "-o", json.dumps(redacted(document), indent=1) + "\n")
+        "endpoints": endpoints, "measurements": [finite(m) for m in measurements],
+        "summary": {"merged": len(runs)}}
+    _write(args.output, "-o", strict_json(redacted(document), indent=1) + "\n")
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
 

@@ -336,6 +336,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 class _XdistHooks:
     """Hooks that exist only when pytest-xdist is installed."""
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Generator[None, None, None]:
+        """A worker host that ssh cannot reach (``--tx ssh=…``, while xdist starts its
+        workers) is a usage error in one line, not an INTERNALERROR."""
+        from execnet import HostNotFound
+
+        try:
+            return (yield)
+        except (HostNotFound, OSError, EOFError) as error:  # ssh's 255, or it ended first
+            from .core.secrets import redact
+
+            hosts = [spec.split("ssh=", 1)[1].split("//", 1)[0]
+                     for spec in session.config.getoption("tx", None) or () if "ssh=" in spec]
+            if not isinstance(error, HostNotFound) and not hosts:
+                raise
+            host = redact(str(error) if isinstance(error, HostNotFound) else " ".join(hosts))
+            raise pytest.UsageError(
+                f"xdist could not reach {host} over ssh (ssh ended before the worker started: an "
+                f"unknown host, no route or a refused login): check the --tx spec and that "
+                f"`ssh {host} python3 -c pass` works") from None
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["modelsweep_run_id"] = run_id(node.config)

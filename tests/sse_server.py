@@ -29,7 +29,9 @@ for: a proxy routing to the wrong model). Every other answer names the model ask
 With ``served_names`` it lists them at ``GET /v1/models`` (so ``--endpoint`` attaches);
 with ``api_key`` every request needs ``Authorization: Bearer KEY`` (or Basic with KEY as
 the password), else HTTP 401; ``freeze`` makes the server stop answering anything, GETs
-included, from the first completion request on (a hung server).
+included, from the first completion request on (a hung server); ``drip_s`` writes every
+answer but a stream a byte at a time, ``drip_s`` apart (a hostile server that never trips
+a per-read timeout).
 
 ``per_token_s_per_inflight`` makes latency grow with load, as a batching server's
 does: each token chunk is due ``per_token_s_per_inflight × (requests generating now)``
@@ -103,7 +105,9 @@ class SseServer:
         slots: int = 0,
         metrics_style: str = "llamacpp",
         port: int = 0,
+        drip_s: float = 0.0,
     ) -> None:
+        self.drip_s = drip_s
         self.per_token_s_per_inflight = per_token_s_per_inflight
         self.slots = slots
         self.metrics_style = metrics_style
@@ -291,12 +295,14 @@ class SseServer:
         self, writer: asyncio.StreamWriter, status: int, ctype: str, body: bytes
     ) -> bool:
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error", 501: "Not Implemented"}
-        writer.write(
-            f"HTTP/1.1 {status} {reason.get(status, 'X')}\r\nContent-Type: {ctype}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
-        await writer.drain()
+        answer = (f"HTTP/1.1 {status} {reason.get(status, 'X')}\r\nContent-Type: {ctype}\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        step = 1 if self.drip_s else len(answer)
+        for i in range(0, len(answer), step):
+            writer.write(answer[i : i + step])
+            await writer.drain()
+            if self.drip_s:
+                await asyncio.sleep(self.drip_s)
         return True
 
     def _metrics(self) -> bytes:

@@ -68,8 +68,10 @@ def make_runs(folder: Path) -> HistoryRuns:
     _git(folder, "init", "-q")
     _git(folder, "add", "test_throughput.py")
     _git(folder, "commit", "-qm", "first")
-    with ListingServer(MODEL, chunk_delay_s=0.001) as fast, \
-            ListingServer(MODEL, chunk_delay_s=0.004) as slow:
+    # 3 ms a token: a busy CPU's own delay a token (a fraction of a millisecond) cannot fake a
+    # step the size of the slower server's (12 ms)
+    with ListingServer(MODEL, chunk_delay_s=0.003) as fast, \
+            ListingServer(MODEL, chunk_delay_s=0.012) as slow:
         apart = _bench(folder, fast.base_url, "--timed-requests", "3")
         assert main(["store", "copy", str(folder / "store.sqlite"),
                      str(folder / "one.sqlite")]) == 0

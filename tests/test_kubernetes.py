@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +24,9 @@ import yaml
 
 from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.sweep import load_sweep
-from pytest_modelsweep.serving.kubernetes import LAUNCHER, MODEL_IMPL_TYPES, TABLE_ENV
+from pytest_modelsweep.serving.kubernetes import (
+    LAUNCHER, MODEL_IMPL_TYPES, TABLE_ENV, job_names,
+)
 from pytest_modelsweep.serving.vllm import vllm_argv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,8 +64,9 @@ def written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     status, out, err = k8s(tmp_path, "--store", STORE, capsys=capsys)
     assert status == 0, err
     files = sorted((tmp_path / "k8s").iterdir())
-    assert [f.name for f in files] == ["modelsweep-tpu-v5e-2026-11-30-a-judge.yaml",
-                                       "modelsweep-tpu-v5e-2026-11-30-a-measure.yaml"]
+    # "2026-11-30.a" is no DNS-1123 label: its readable form and 8 hex of its sha256
+    assert [f.name for f in files] == ["modelsweep-tpu-v5e-2026-11-30-a-9b5830a6-judge.yaml",
+                                       "modelsweep-tpu-v5e-2026-11-30-a-9b5830a6-measure.yaml"]
     assert f"kubectl apply -f {files[1]}" in out and f"kubectl apply -f {files[0]}" in out
     for path in files:
         assert SECRET not in path.read_text(encoding="utf-8")
@@ -268,3 +273,58 @@ def test_the_sweep_run_and_the_store_are_needed(tmp_path: Path,
                            "r1", "--store", STORE], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     assert done.returncode == 2 and "--bench-image" in done.stderr
+
+
+def test_job_names_differ_for_sweep_runs_that_differ_in_case_or_past_the_cut() -> None:
+    sweep = load_sweep("tpu-v5e")
+    assert job_names(sweep, "2026-11-30") == ("modelsweep-tpu-v5e-2026-11-30-measure",
+                                              "modelsweep-tpu-v5e-2026-11-30-judge")
+    runs = ["run-1", "Run-1", "RUN-1", "run.1", "run_1", "x" * 128, "x" * 127 + "y"]
+    names = [name for run in runs for name in job_names(sweep, run)]
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert len(name) <= 52 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name), name
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--namespace", "Team_A"), "--namespace 'Team_A': not a Kubernetes namespace"),
+    (("--namespace", ""), "--namespace '': not a Kubernetes namespace"),
+    (("--store-secret", "Store Secret"), "--store-secret 'Store Secret': not a Kubernetes Secret"),
+    (("--hf-secret", "hf-.token"), "--hf-secret 'hf-.token': not a Kubernetes Secret name"),
+    (("--bench-image", ""), "--bench-image '': empty"),
+])
+def test_a_bad_namespace_secret_name_or_image_is_refused_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, str], said: str,
+) -> None:
+    status, _, err = k8s(tmp_path, "--store", STORE, *args, capsys=capsys)
+    assert status == 2 and said in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "k8s").exists()
+
+
+def test_the_kubectl_lines_quote_every_argument(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "k 8s; rm -rf ~"
+    status = main(["k8s", "--sweep", "tpu-v5e", "--sweep-run", "r1", "--store", STORE,
+                   "--bench-image", BENCH_IMAGE, "--namespace", "bench", "-o", str(folder)])
+    out = capsys.readouterr().out
+    assert status == 0
+    commands = [shlex.split(line) for line in out.splitlines()[3:]]
+    assert commands[1] == ["kubectl", "-n", "bench", "apply", "-f",
+                           str(folder / "modelsweep-tpu-v5e-r1-measure.yaml")]
+    assert commands[3] == ["kubectl", "-n", "bench", "apply", "-f",
+                           str(folder / "modelsweep-tpu-v5e-r1-judge.yaml")]
+    assert commands[4] == ["kubectl", "-n", "bench", "logs", "-f",
+                           "job/modelsweep-tpu-v5e-r1-judge"]
+
+
+@pytest.mark.parametrize("arg", [
+    f"--store=postgresql://u:{SECRET}@db/sweep",
+    f"--store=postgresql://u@db/sweep?password={SECRET}",
+])
+def test_a_pytest_arg_with_a_password_is_refused_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arg: str,
+) -> None:
+    status, _, err = k8s(tmp_path, "--store", STORE, f"--pytest-arg={arg}", capsys=capsys)
+    assert status == 2 and "a credential in it would be written into the manifests" in err
+    assert "PGPASSWORD" in err and SECRET not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "k8s").exists()

@@ -171,6 +171,8 @@ def test_a_sweep_run_of_two_hosts_is_judged_by_a_process_that_serves_nothing(
     # --sweep-run` writes the same one from the store, anywhere
     markdown = (project / "judged.md").read_text(encoding="utf-8")
     assert "sr-1 (sweep run of 3 runs)" in markdown
+    assert (f"**{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K); no throughput, "
+            "capacity or cost was measured to choose among them.**") in markdown
     for model, session in ((REFERENCE, host_a), (SAME, host_b)):
         accuracy = session.measurement(model, "gsm8k")["value"]
         assert f"{100 * accuracy:.1f}%" in markdown

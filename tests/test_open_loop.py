@@ -21,10 +21,11 @@ from pytest_modelsweep.workloads.arrivals import ArrivalProcess
 from pytest_modelsweep.workloads.openloop import (
     OpenLoopWindow,
     Saturation,
+    degenerate_reason,
     kept_up_rate,
     run_open_loop,
 )
-from pytest_modelsweep.core.measurements import StepOutcome
+from pytest_modelsweep.core.measurements import StepOutcome, ThroughputStats, ThroughputWindow
 from pytest_modelsweep.workloads.slo_search import RATE_POLICY, Knob, find_capacity
 from pytest_modelsweep.workloads.throughput import run_throughput, throughput_requests
 
@@ -182,6 +183,32 @@ def test_window_checks_are_the_throughput_workloads() -> None:
     assert "request 0 produced 3 of 16 tokens (finish_reason=stop)" in window.violations
     assert "request 0 reused 2 cached prompt tokens, expected 0" in window.violations
     assert any("the server's prefix cache reused" in v for v in window.violations)
+
+
+def test_a_window_whose_requests_failed_is_degenerate_flagged_and_broken() -> None:
+    """No finished request: no rate. The window says so in one line, on its record and as a
+    violation (its test fails, a sweep step is broken), and its setting is flagged."""
+    with SseServer(default_fault="http500") as srv:
+        window = open_window(srv, 50.0, 6)
+    reason = ("degenerate: only 0 of 6 requests finished, so the window shows failures, not "
+              "a rate")
+    assert window.degenerate == reason and window.violations[-1] == reason
+    recorded = ThroughputWindow.from_dict(window.window().to_dict())
+    assert recorded.open_loop is not None and recorded.open_loop.degenerate == reason
+    assert recorded.degenerate and not recorded.saturated
+    assert ThroughputStats(repeats=(recorded,)).flags == ("degenerate",)
+
+
+def test_a_client_that_could_not_send_on_schedule_is_degenerate_not_the_server() -> None:
+    """The client began requests 20% behind the schedule with no cap reached: its own lag set
+    the pace, so the window supports no figure; within the tolerance, or capped, it does."""
+    assert degenerate_reason(32, 32, 10.0, 8.0, 0.1) == (
+        "degenerate: the client began requests at 8 req/s of 10 offered (20% behind, no cap "
+        "reached): its own lag, not the server, set the pace; give it a free core or a lower "
+        "--request-rate")
+    assert degenerate_reason(32, 32, 10.0, 9.5, 0.1) is None
+    assert degenerate_reason(32, 32, 10.0, None, 0.1) is None  # the cap hit: saturation's
+    assert degenerate_reason(32, 16, 10.0, 10.0, 0.1) is None  # half finished: a rate
 
 
 @pytest.mark.timing

@@ -17,9 +17,11 @@ from pytest_modelsweep.core.options import (
     MIN_TIMED_REQUESTS,
     TIMED_REQUESTS_PER_SLOT,
     Thresholds,
+    parse_burstiness,
     parse_fail_on,
     parse_rate_sweep,
     parse_repeats,
+    parse_request_rate,
     parse_slo,
     parse_thresholds,
     store_location_type,
@@ -144,6 +146,23 @@ def test_parsers_read_good_values() -> None:
     assert parse_slo("ttft=1s") == Slo(ttft_ms=1000.0)
 
 
+def test_open_loop_rates_are_ones_a_run_can_wait_for() -> None:
+    """A rate (or a sweep's START) whose window of 32 requests outlasts any run is refused in
+    one line giving its length and the lowest rate; burstiness is finite and positive."""
+    with pytest.raises(ArgumentTypeError, match=r"^at 1e-06 req/s a window of 32 requests takes "
+                       r"370 days; pass a rate of at least 0\.01 req/s$"):
+        parse_request_rate("1e-6")
+    assert parse_request_rate("0.01") == 0.01
+    with pytest.raises(ArgumentTypeError, match=r"^at 0\.001 req/s a window of 32 requests "
+                       r"takes 9 hours; pass a START of at least 0\.01 req/s$"):
+        parse_rate_sweep("0.001:4")
+    assert parse_rate_sweep("0.01:4").start_rps == 0.01
+    for text in ("inf", "nan", "0"):
+        with pytest.raises(ArgumentTypeError, match="expected a finite positive number"):
+            parse_burstiness(text)
+    assert parse_burstiness("1e6") == 1e6
+
+
 BAD = [
     (["--repeats", "often"], "--repeats: expected a positive integer or 'auto', got 'often'"),
     (["--repeats", "0"], "--repeats: expected a positive integer or 'auto', got '0'"),
@@ -184,8 +203,8 @@ BAD = [
     (["--request-rate", "0"],
      "--request-rate: expected a positive number of requests per second, e.g. 2.5"),
     (["--burstiness", "-1"],
-     "--burstiness: expected a positive number (1: Poisson; below 1 burstier, above 1 more "
-     "even; inf: evenly spaced), e.g. 1.0"),
+     "--burstiness: expected a finite positive number (1: Poisson; below 1 burstier, above 1 "
+     "more even; 1e6: evenly spaced), e.g. 1.0"),
     (["--rate-sweep", "4:1"],
      "--rate-sweep: '4:1': expected START:MAX in requests per second with 0 < START <= MAX, "
      "e.g. 0.25:64"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import pytest
@@ -191,6 +192,27 @@ def test_bad_numeric_options(pytester: pytest.Pytester, run_both_ways: RunPytest
     result = run_both_ways("--repeats", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--repeats: expected a positive integer*"])
+
+
+@pytest.mark.parametrize("pause", ["", "sleep 0.3; "], ids=["ends-at-once", "reads-first"])
+def test_an_ssh_worker_host_not_reached_is_one_usage_error_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pause: str,
+) -> None:
+    """``--tx ssh=HOST`` whose ssh fails (status 255: here a stand-in ssh on PATH) is one line
+    naming the host and the check, not an INTERNALERROR."""
+    fake = pytester.mkdir("bin") / "ssh"
+    # ended at once, execnet's write may find its pipe closed; paused, execnet reads its 255
+    fake.write_text(f'#!/bin/sh\n{pause}echo "ssh: Could not resolve hostname $1" >&2\nexit 255\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--tx", "ssh=nosuchhost.invalid", "-d")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert [line for line in result.stderr.lines if line.startswith("ERROR:")] == [
+        "ERROR: xdist could not reach nosuchhost.invalid over ssh (ssh ended before the worker "
+        "started: an unknown host, no route or a refused login): check the --tx spec and that "
+        "`ssh nosuchhost.invalid python3 -c pass` works"]
 
 
 def test_holm_with_xdist_is_a_usage_error_naming_the_two_step_way(pytester: pytest.Pytester) -> None:

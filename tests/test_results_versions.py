@@ -20,11 +20,13 @@ holds) still reads.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stores import raw_sql
 
 from pytest_modelsweep.core.codec import Record
 from pytest_modelsweep.core.errors import DataError
@@ -44,7 +46,8 @@ from pytest_modelsweep.core.measurements import (
     ThroughputStats,
     measurements_of,
 )
-from pytest_modelsweep.store.results import load_results
+from pytest_modelsweep.store.database import Store
+from pytest_modelsweep.store.results import ResultsWriter, load_results
 
 DATA = Path(__file__).resolve().parent / "data"
 V1, V2 = DATA / "results_v1_every_kind.json", DATA / "results_v2_every_kind.json"
@@ -140,3 +143,43 @@ def test_what_the_schema_reads_leniently_still_reads() -> None:
     assert text(measurement.to_dict()) == text(data)
     moved = replace(measurement, run_id="r1").to_dict()
     assert text(moved) == text({**data, "run_id": "r1"})
+
+
+def strict_loads(written: str) -> Any:
+    """JSON as a strict parser reads it: ``NaN`` or ``Infinity`` is an error."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(written, parse_constant=refuse)
+
+
+def test_non_finite_figures_are_written_as_null_saying_why(tmp_path: Path) -> None:
+    """The journal, the results file and the store's JSON are strict: a NaN or infinity is
+    null, the measurement lists it under ``non_finite``, and it reads back (null: NaN)."""
+    data = next(m for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
+                if m["benchmark"] == "throughput")
+    data["stats"]["repeats"][0]["fidelity"] = float("nan")
+    data["stats"]["repeats"][1]["tpot"]["p50_ms"] = float("inf")
+    why = {"stats.repeats[0].fidelity": "nan", "stats.repeats[1].tpot.p50_ms": "inf"}
+    results = tmp_path / "results.json"
+    writer = ResultsWriter(results, {"run_id": "r1"})
+    writer.start()
+    writer.add(data)
+    journalled = [strict_loads(line) for line in writer.journal.read_text().splitlines()]
+    assert journalled[1]["measurement"]["non_finite"] == why
+    writer.finish({"mean": float("-inf")})
+    document = strict_loads(results.read_text(encoding="utf-8"))
+    written = document["measurements"][0]
+    assert written["non_finite"] == why and document["summary"]["non_finite"] == {"mean": "-inf"}
+    assert written["stats"]["repeats"][0]["fidelity"] is None
+    stats = measurements_of(load_results(results)["measurements"], where="r")[0].stats
+    assert isinstance(stats, ThroughputStats) and math.isnan(stats.repeats[0].fidelity)
+    store = Store(tmp_path / "store.sqlite")
+    store.add_run("r1", "embedded", {"started_at": "t", "rate": float("inf")})
+    store.add_measurement("r1", data)
+    stored = raw_sql(str(tmp_path / "store.sqlite"),
+                     "SELECT measurement_json FROM measurements", "SELECT run_json FROM runs")
+    assert strict_loads(stored[0][0][0])["non_finite"] == why
+    assert strict_loads(stored[1][0][0])["non_finite"] == {"rate": "inf"}
+    read = Measurement.from_dict(store.measurement_of("r1", data["model"], "throughput"))
+    assert isinstance(read.stats, ThroughputStats) and math.isnan(read.stats.repeats[0].fidelity)
+    store.close()

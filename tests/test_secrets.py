@@ -126,8 +126,14 @@ def test_the_pool_attaches_with_each_kind_of_key(
 
 def test_run_args_are_redacted(tmp_path: Path) -> None:
     run = run_provenance(tmp_path, str(tmp_path / "none.toml"),
-                         ["--endpoint", f"m=http://u:{URL_SECRET}@h:1"])
-    assert run["args"] == ["--endpoint", "m=http://***@h:1"]
+                         ["--endpoint", f"m=http://u:{URL_SECRET}@h:1",
+                          "--tx", f"2*popen//env:PGPASSWORD={URL_SECRET}//env:MODELSWEEP_CHIP=1",
+                          f"--tx=ssh=h//env:hf_token=a/{URL_SECRET}//python=python3",
+                          f"--endpoint=m=http://h:1/v1?x=1&api_key={URL_SECRET}#f"])
+    assert run["args"] == ["--endpoint", "m=http://***@h:1",
+                           "--tx", "2*popen//env:PGPASSWORD=***//env:MODELSWEEP_CHIP=1",
+                           "--tx=ssh=h//env:hf_token=***//python=python3",
+                           "--endpoint=m=http://h:1/v1?x=1&api_key=***#f"]
 
 
 FAILING = """
@@ -351,6 +357,8 @@ def test_a_key_with_a_slash_in_an_endpoint_url_is_refused_in_one_line(
     ("http://:key@:8000", "it names no host"),
     ("http://127.0.0.1 :8000", "the URL holds a space"),
     ("ftp://127.0.0.1:8000", "the URL must start with http:// or https://"),
+    ("http://127.0.0.1:8000/v1?api_key=sk-ab", "a query (?…) or fragment (#…) is not sent"),
+    ("http://127.0.0.1:8000/v1#top", "a query (?…) or fragment (#…) is not sent"),
 ])
 def test_every_url_form_is_refused_or_handled_before_use(url: str, problem: str) -> None:
     from pytest_modelsweep.core.errors import SweepError
@@ -367,3 +375,6 @@ def test_every_url_form_is_refused_or_handled_before_use(url: str, problem: str)
     assert split_credentials("http://:sk-ab%2Fcd@h:1")[1].header() == "Bearer sk-ab/cd"  # type: ignore[union-attr]
     assert parse_endpoint_option(["m=http://[::1]:8000/proxy"]) == {"m": "http://[::1]:8000/proxy"}
     assert redact("m=http://:sk-ab/cd@127.0.0.1:8000 next") == "m=http://***@127.0.0.1:8000 next"
+    assert redact("postgresql://u:sk@ab@h/db next") == "postgresql://***@h/db next"
+    assert redact("postgres://u@h/db?password=sk@ab&sslmode=require") == \
+        "postgres://***&sslmode=require"  # the two finds overlap: hidden together

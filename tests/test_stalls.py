@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,13 @@ from sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.client.breaker import Breaker
+from pytest_modelsweep.client.counters import fetch_metrics
+from pytest_modelsweep.core.errors import ModelsweepError
 from pytest_modelsweep.core.records import ApiRequest
+from pytest_modelsweep.serving.probe import probe_server
+from pytest_modelsweep.serving.process import ServerProcess
+from pytest_modelsweep.serving.server_metrics import MetricsSampler
+from pytest_modelsweep.workloads.prompts import ServerTokenizer
 
 pytest_plugins = ("pytester",)
 
@@ -68,6 +75,55 @@ def test_the_total_timeout_still_bounds_a_trickling_stream() -> None:
                                                                   "test_fault": "slow:0.1"})],
             1, timeout_s=1.0, guard=Guard(idle_timeout_s=2.0)))
     assert (records[0].error or "").startswith("timed out after 1 s")
+
+
+DEADLINE_S = 0.2
+
+
+def _sampled(url: str) -> str | None:
+    with MetricsSampler(url, "llamacpp", timeout_s=DEADLINE_S) as sampler:
+        pass
+    assert sampler.window is not None
+    return sampler.window.unavailable
+
+
+def _tokenized(url: str) -> list[int]:
+    tokenizer = ServerTokenizer(url + "/tokenize", "llamacpp", "m", timeout_s=DEADLINE_S)
+    try:
+        return tokenizer.tokenize("two words")
+    finally:
+        tokenizer.close()
+
+
+def _ready(url: str, tmp_path: Path) -> None:
+    ServerProcess(["sleep", "30"], ready_url=url + "/health", log_path=tmp_path / "log",
+                  timeout_s=DEADLINE_S).start()
+
+
+@pytest.mark.parametrize("read, outcome", [
+    (lambda url, _: fetch_metrics(url, timeout_s=DEADLINE_S),
+     "/metrics: ReadTimeout: no whole answer within 0.2 s"),
+    (lambda url, _: _sampled(url), "/metrics sent no whole answer within 0.2 s"),
+    (lambda url, _: Breaker("m", url, health_timeout_s=DEADLINE_S).healthy(), "False"),
+    (lambda url, _: Breaker("m", url, health_timeout_s=DEADLINE_S).work_done(), "None"),
+    (lambda url, _: probe_server(url, "m", timeout_s=DEADLINE_S),
+     "/v1/models did not answer (ReadTimeout: no whole answer within 0.2 s)"),
+    (lambda url, _: _tokenized(url), "ReadTimeout: no whole answer within 0.2 s"),
+    (_ready, "was not ready at"),
+], ids=["counters", "sampler", "health", "work-counters", "probe", "tokenize", "readiness"])
+def test_every_read_of_a_server_trickling_its_answers_ends_at_its_deadline(
+        read: Callable[[str, Path], object], outcome: str, tmp_path: Path) -> None:
+    """A byte every 20 ms never trips a per-read timeout of 200 ms; the whole answer's
+    deadline ends each read (or the sampler's scrape, a missing sample) in about 0.2 s."""
+    with SseServer(drip_s=0.02, served_names=("m",)) as server:
+        started = time.monotonic()
+        try:
+            said = str(read(server.base_url, tmp_path))
+        except ModelsweepError as error:
+            said = str(error)
+        elapsed = time.monotonic() - started
+    assert outcome in said
+    assert elapsed < 1.5
 
 
 def test_a_frozen_server_fails_every_request_in_flight_at_its_health_check() -> None:

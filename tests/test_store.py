@@ -21,7 +21,7 @@ from stores import raw_sql
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.secrets import redact
-from pytest_modelsweep.core.store_location import parse_store_location
+from pytest_modelsweep.core.store_location import StoreLocationError, parse_store_location
 from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
 from pytest_modelsweep.store.sqlite import check_store_file
 
@@ -569,3 +569,13 @@ def test_the_store_value_is_told_by_its_form(value: str, kind: str, shown: str) 
     assert (location.kind, location.shown) == (kind, shown)
     assert "pw-3391" not in repr(location) + str(location)
     assert "pw-3391" not in redact(f"--store={value}")
+
+
+@pytest.mark.parametrize("password", ["pa/pw-3391", "p#pw-3391", "p@pw-3391", "p?pw-3391",
+                                      "p?x=pw-3391"])
+def test_a_password_no_url_parser_reads_whole_is_refused_unshown(password: str) -> None:
+    value = f"postgresql://u:{password}@h/db"
+    with pytest.raises(StoreLocationError) as error:
+        parse_store_location(value)
+    assert "percent-encode them (/ as %2F, ? as %3F, # as %23, @ as %40)" in str(error.value)
+    assert "pw-3391" not in str(error.value) and "pw-3391" not in redact(f"--store={value}")

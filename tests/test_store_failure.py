@@ -20,21 +20,34 @@ results kept is taken back into the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from postgres_server import PostgresServer, missing_reason
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import Pool
 from sse_server import SseServer
 from user_projects import MODELS, assert_no_traceback, eval_bench, options, output, project
 
+from pytest_modelsweep.core.measurements import STOP_FINAL
+from pytest_modelsweep.core.outputs import OutputError
+from pytest_modelsweep.core.records import ApiRequest, ItemRecord
 from pytest_modelsweep.core.secrets import redact
 from pytest_modelsweep.core.store_location import parse_store_location
+from pytest_modelsweep.core.sweep import ModelSource, ModelSpec
 from pytest_modelsweep.judging.comparisons import ComparisonFinder, Failed, FinishedTest
+from pytest_modelsweep.judging.sequential import LiveSide, Partner, UntilDecided
+from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
 from pytest_modelsweep.store.database import Store
+from pytest_modelsweep.workloads.accuracy import AccuracyRun, run_accuracy
 
 pytest_plugins = ("pytester",)
 
@@ -279,3 +292,94 @@ def test_a_side_whose_test_failed_here_is_not_looked_for_nor_waited_for(tmp_path
     assert other == Failed("cand's my_eval result cannot be looked for: the store S: cannot "
                            "write (full); fix")
     store.close()
+
+
+# ----------------------------------------------------------------- in process: a store gone
+
+@contextlib.contextmanager
+def broken(how: str = "gone") -> Iterator[None]:
+    """From now on every pool refuses each connection as disconnected (``gone``: SQLAlchemy
+    gives up with an error of its own, ``InvalidRequestError``, not the driver's) or hands it
+    out ``read-only`` (writes fail, reads work)."""
+    def checkout(connection: sqlite3.Connection, *_: object) -> None:
+        if how == "gone":
+            raise DisconnectionError("server closed the connection unexpectedly")
+        connection.execute("PRAGMA query_only=ON")
+
+    event.listen(Pool, "checkout", checkout)
+    try:
+        yield
+    finally:
+        event.remove(Pool, "checkout", checkout)
+
+
+def test_a_read_refused_by_sqlalchemy_itself_is_one_line_and_so_is_every_later_one(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    with broken():
+        raised = []
+        for use in (store.runs, lambda: store.outcome_of("run", "t"),
+                    lambda: store.add_outcome("run", "t", "passed")):
+            with pytest.raises(OutputError) as info:
+                use()
+            raised.append(str(info.value))
+    store.close()
+    assert raised == [f"the store {store.path}: cannot read (This connection is closed); "
+                      "check the store's disk or server, or pass --store elsewhere"] * 3
+    assert store.failure == raised[0]
+
+
+def test_an_accuracy_run_on_a_store_it_cannot_read_sends_and_keeps_every_item(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    spec = ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m",
+                     license="mit", prompting="completion", tool_call_parser=None,
+                     bfcl_mode="prompt")
+    with SseServer() as server, broken():
+        endpoint = Endpoint(spec, server.base_url, "m", 4096, "llamacpp",
+                            Provenance("test", "0", "m"))
+        run = run_accuracy(
+            endpoint, "my_eval", ["a", "b"],
+            lambda item: ApiRequest(item, "/v1/completions", {"prompt": item, "max_tokens": 2}),
+            lambda item, request, answer: ItemRecord(item, request.prompt_hash, True,
+                                                     answer.text or "", completion=answer),
+            store=store, run_id="run")
+    store.close()
+    assert (run.sent, run.reused, run.errors) == (2, 0, 0)
+    assert run.store_error == store.failure and "cannot write" in run.store_error
+
+
+@pytest.mark.parametrize("how, look", [
+    ("gone", "ref cannot be looked at: {failure}"),
+    ("read-only", "ref has not started (its test may come later)"),
+], ids=["gone", "read-only"])
+def test_a_sequential_benchmark_waits_on_no_side_once_the_store_failed(
+    tmp_path: Path, how: str, look: str,
+) -> None:
+    """The store fails as the first round ends: the reference (always waited for) cannot
+    record more, so the candidate neither waits for it nor fails; it goes to the order's end."""
+    store = Store(tmp_path / "store.sqlite")
+    side = LiveSide(store, "run", "ref", "my_eval", ["test_mine.py::test_my_eval[ref]"])
+
+    def never(seconds: float) -> None:
+        raise AssertionError("waited on a failed store")
+
+    loop = UntilDecided(store, "run", "cand", "my_eval", ["q0", "q1", "q2", "q3"], 2,
+                        [Partner("verdict", "cand", "ref", side, "always")], wait_s=7200,
+                        sleep=never)
+    with contextlib.ExitStack() as breaking:
+        def send(ids: Sequence[str]) -> AccuracyRun[object]:
+            if store.failure is None:
+                breaking.enter_context(broken(how))
+                with contextlib.suppress(OutputError):  # as run_accuracy keeps its refusal
+                    store.add_outcome("run", "test_mine.py::test_my_eval[cand]", "passed")
+            return AccuracyRun([ItemRecord(i, "h", True, "") for i in ids], len(ids), 0, 0, 0.0)
+
+        done = loop.run(send)
+    store.close()
+    assert store.failure is not None and "cannot write" in store.failure
+    assert (done.sequence.used, done.sequence.stop) == (4, STOP_FINAL)
+    assert done.sequence.comparisons == (look.format(failure=store.failure),)
+    assert [r.item_id for r in done.run.records] == ["q0", "q1", "q2", "q3"]

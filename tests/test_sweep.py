@@ -128,6 +128,8 @@ def test_unknown_model_lists_the_known_ones(tmp_path: Path) -> None:
          "serving.image: expected an image pinned by digest"),
         (lambda t: t.replace('[sweep]\nname = "mini"\n', '[sweep]\n'),
          "sweep.name: expected a non-empty string, got nothing"),
+        (lambda t: t.replace("[models.cand]", '[models."a=b"]'),  # --endpoint a=b=URL cannot
+         "models.a=b: model names may not be empty or contain brackets, slashes, '=' or spaces"),
     ],
 )
 def test_malformed_sweep_names_file_key_and_expectation(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, auth_headers
-from .tls import tls_context
+from .tls import get_within
 
 DEFAULT_IDLE_TIMEOUT_S = DEFAULTS.idle_timeout
 """``--idle-timeout``: no byte for this long fails a request (see ``OptionDefaults``)."""
@@ -76,25 +76,26 @@ class Breaker:
                 self.reason = reason
 
     def healthy(self, timeout_s: float | None = None) -> bool:
-        """Whether ``GET /v1/models`` answers (any HTTP status) within the health timeout."""
+        """Whether ``GET /v1/models`` answers whole (any HTTP status) within the health timeout."""
         import httpx
 
         try:
-            httpx.get(f"{self.base_url}/v1/models", headers=auth_headers(self.credentials),
-                      timeout=timeout_s or self.health_timeout_s, verify=tls_context())
+            get_within(f"{self.base_url}/v1/models", timeout_s or self.health_timeout_s,
+                       auth_headers(self.credentials))
         except httpx.HTTPError:
             return False
         return True
 
     def work_done(self) -> float | None:
-        """The server's work counters summed (``/metrics``), or None where it has none."""
+        """The server's work counters summed (``/metrics``, read whole within the health
+        timeout), or None where it has none."""
         import httpx
 
         from .counters import parse_prometheus, work_done
 
         try:
-            response = httpx.get(f"{self.base_url}/metrics", headers=auth_headers(self.credentials),
-                                 timeout=self.health_timeout_s, verify=tls_context())
+            response = get_within(f"{self.base_url}/metrics", self.health_timeout_s,
+                                  auth_headers(self.credentials))
         except httpx.HTTPError:
             return None
         if response.status_code != 200:

@@ -16,7 +16,7 @@ import httpx
 
 from ..core.errors import EndpointError
 from ..core.secrets import Credentials, auth_headers
-from .tls import tls_context
+from .tls import get_within
 
 CounterKind = Literal["generated", "prompt", "cached"]
 
@@ -113,13 +113,17 @@ def cached_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> floa
     return find_counter(endpoint_kind, "cached", metrics)[1]
 
 
-def fetch_metrics(base_url: str, *, timeout_s: float = 10.0,
+METRICS_TIMEOUT_S = 10.0
+"""The most one read of the server's counters may take, connect to last byte."""
+
+
+def fetch_metrics(base_url: str, *, timeout_s: float = METRICS_TIMEOUT_S,
                   credentials: Credentials | None = None) -> dict[str, float]:
-    """GET ``base_url/metrics`` and parse it; EndpointError names the URL and the fix."""
+    """GET ``base_url/metrics`` (all of it within ``timeout_s``) and parse it; EndpointError
+    names the URL and the fix."""
     url = base_url.rstrip("/") + "/metrics"
     try:
-        response = httpx.get(url, timeout=timeout_s, headers=auth_headers(credentials),
-                             verify=tls_context())
+        response = get_within(url, timeout_s, auth_headers(credentials))
     except httpx.HTTPError as exc:
         raise EndpointError(f"cannot read the server's counters from {url}: "
                             f"{type(exc).__name__}: {exc}; is the server still running?") from None

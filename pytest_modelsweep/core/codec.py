@@ -17,11 +17,13 @@ written nor read). A record may be written by another class's plan of the same f
 Reading is strict where no promise says otherwise (docs/results-schema.md): a missing key gives
 the field's default, a key no field holds is kept (:class:`Shape`), an int reads as a float and
 null in a float field as NaN; any other value of the wrong type is a :class:`RecordError`
-naming its key, in one line. Pure: no pytest.
+naming its key, in one line. Written JSON is strict (:func:`strict_json`): a NaN or infinity
+is null, and the object it was in says so under :data:`NON_FINITE`. Pure: no pytest.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import types
 import typing
@@ -35,7 +37,8 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from .errors import DataError
 
-__all__ = ["Record", "RecordError", "Shape", "converter", "flat", "key"]
+__all__ = ["NON_FINITE", "Record", "RecordError", "Shape", "converter", "finite", "flat", "key",
+           "strict_json"]
 
 
 class RecordError(DataError):
@@ -93,6 +96,37 @@ converter.register_structure_hook(StrEnum, lambda value, cls: cls(value))  # not
 converter.register_unstructure_hook(StrEnum, lambda value: value.value)
 for _json in (dict, list):  # a JSON object or list field is written as it is
     converter.register_unstructure_hook(_json, lambda value: value)
+
+
+NON_FINITE = "non_finite"
+"""The key listing what a written object held that JSON cannot: path → ``nan``/``inf``/``-inf``."""
+
+
+def finite(value: Any) -> Any:
+    """``value`` with each NaN or infinity as None; an object that held one lists them under
+    :data:`NON_FINITE` (``stats.repeats[0].fidelity``: ``nan``), beside those listed before."""
+    found: dict[str, str] = {}
+
+    def walk(item: Any, path: str) -> Any:
+        if isinstance(item, float) and not math.isfinite(item):
+            found[path] = repr(item)
+            return None
+        if isinstance(item, Mapping):
+            return {k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [walk(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        return item
+
+    written = walk(value, "")
+    if found and isinstance(written, dict):
+        before = written.get(NON_FINITE)
+        written[NON_FINITE] = {**(before if isinstance(before, dict) else {}), **found}
+    return written
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """JSON text every parser reads (:func:`finite`); a non-finite float left is a ValueError."""
+    return json.dumps(finite(value), allow_nan=False, **options)
 
 
 # --------------------------------------------------------------------------- field metadata

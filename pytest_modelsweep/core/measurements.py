@@ -52,12 +52,15 @@ SERVER_QUEUED = "server queued"
 """The flag of a window whose server queued or preempted while the client had N in flight."""
 SATURATED = "saturated"
 """The flag of an open-loop window whose server fell behind the offered rate."""
+DEGENERATE = "degenerate"
+"""The flag of an open-loop window that cannot support a figure (:attr:`OpenLoop.degenerate`)."""
 
 
 def side_flags(*, unstable: bool, cv: float | None, contended: bool, server_queued: bool = False,
-               saturated: bool = False) -> tuple[str, ...]:
+               saturated: bool = False, degenerate: bool = False) -> tuple[str, ...]:
     """What makes one side of a comparison doubtful: ``unstable (CV 53%)``, ``contended``,
-    ``server queued`` (it did not run all the client had in flight), ``saturated``."""
+    ``server queued`` (it did not run all the client had in flight), ``saturated``,
+    ``degenerate``."""
     flags = []
     if unstable:
         flags.append("unstable" if cv is None else f"unstable (CV {cv:.0%})")
@@ -67,6 +70,8 @@ def side_flags(*, unstable: bool, cv: float | None, contended: bool, server_queu
         flags.append(SERVER_QUEUED)
     if saturated:
         flags.append(SATURATED)
+    if degenerate:
+        flags.append(DEGENERATE)
     return tuple(flags)
 
 
@@ -352,6 +357,9 @@ class OpenLoop(Record):
     saturation: Saturation = field(default_factory=Saturation)
     peak_in_flight: int = 0
     send_lag: Latency = field(default_factory=Latency)
+    degenerate: str | None = field(default=None, metadata=key(omit_none=True))
+    """Why the window cannot support a figure, in one line (most requests failed, or the
+    client could not send at the offered rate); None: it can."""
 
     @property
     def saturated(self) -> bool:
@@ -418,6 +426,11 @@ class ThroughputWindow(Record):
         """An open-loop window whose server fell behind the offered rate."""
         return self.open_loop is not None and self.open_loop.saturated
 
+    @property
+    def degenerate(self) -> bool:
+        """An open-loop window that cannot support a figure."""
+        return self.open_loop is not None and self.open_loop.degenerate is not None
+
 
 @dataclass(frozen=True)
 class ThroughputStats(Record):
@@ -451,12 +464,18 @@ class ThroughputStats(Record):
         return sum(window.saturated for window in self.repeats)
 
     @property
+    def degenerate_windows(self) -> int:
+        """Open-loop windows that cannot support a figure."""
+        return sum(window.degenerate for window in self.repeats)
+
+    @property
     def flags(self) -> tuple[str, ...]:
-        """``unstable (CV 53%)``, ``contended``, ``server queued``, ``saturated``: what makes
-        this setting doubtful."""
+        """``unstable (CV 53%)``, ``contended``, ``server queued``, ``saturated``,
+        ``degenerate``: what makes this setting doubtful."""
         return side_flags(unstable=self.unstable, cv=self.cv, contended=self.contended,
                           server_queued=self.server_flagged_windows > 0,
-                          saturated=self.saturated_windows > 0)
+                          saturated=self.saturated_windows > 0,
+                          degenerate=self.degenerate_windows > 0)
 
     @property
     def pricing(self) -> Pricing | None:

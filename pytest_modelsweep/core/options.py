@@ -153,17 +153,40 @@ parse_margin = _checked(float, lambda x: 0 <= x < 1,
                         "expected an accuracy difference in [0, 1), e.g. 0.02")
 parse_ratio_tolerance = _checked(float, lambda x: 0 <= x < 1,
                                  "expected a share in [0, 1), e.g. 0.10")
-parse_request_rate = _checked(float, lambda x: 0 < x < math.inf,
-                              "expected a positive number of requests per second, e.g. 2.5")
-parse_burstiness = _checked(float, lambda x: x > 0,
-                            "expected a positive number (1: Poisson; below 1 burstier, above 1 "
-                            "more even; inf: evenly spaced), e.g. 1.0")
+_parse_rate = _checked(float, lambda x: 0 < x < math.inf,
+                       "expected a positive number of requests per second, e.g. 2.5")
+parse_burstiness = _checked(float, lambda x: 0 < x < math.inf,
+                            "expected a finite positive number (1: Poisson; below 1 burstier, "
+                            "above 1 more even; 1e6: evenly spaced), e.g. 1.0")
 parse_startup_launches = _checked(int, lambda n: n >= 2,
                                   "expected at least 2 launches (an interval needs two)")
 
 
+MIN_REQUEST_RATE = 0.01
+"""The lowest open-loop rate (req/s): a window of 32 requests at it takes 53 minutes."""
+
+
+def _waitable(rate: float, what: str) -> float:
+    """``rate`` when a window of :data:`OPEN_LOOP_TIMED_REQUESTS` at it is one a run can wait
+    for (at least :data:`MIN_REQUEST_RATE`), else a one-line error giving its length."""
+    if rate >= MIN_REQUEST_RATE:
+        return rate
+    span = OPEN_LOOP_TIMED_REQUESTS / rate
+    unit, size = next(((u, s) for u, s in (("days", 86400), ("hours", 3600), ("minutes", 60))
+                       if span >= 2 * s), ("s", 1))
+    raise ArgumentTypeError(f"at {rate:g} req/s a window of {OPEN_LOOP_TIMED_REQUESTS} requests "
+                            f"takes {span / size:,.0f} {unit}; pass {what} of at least "
+                            f"{MIN_REQUEST_RATE:g} req/s")
+
+
+def parse_request_rate(text: str) -> float:
+    """``--request-rate``: requests per second, finite and at least :data:`MIN_REQUEST_RATE`."""
+    return _waitable(_parse_rate(text), "a rate")
+
+
 def parse_rate_sweep(text: str) -> RateSweep:
-    """``--rate-sweep``: ``START:MAX`` in requests per second, 0 < START <= MAX."""
+    """``--rate-sweep``: ``START:MAX`` in requests per second, MIN_REQUEST_RATE <= START <=
+    MAX < inf."""
     start, _, end = text.partition(":")
     try:
         sweep = RateSweep(float(start), float(end))
@@ -172,6 +195,7 @@ def parse_rate_sweep(text: str) -> RateSweep:
     if sweep is None or not (0 < sweep.start_rps <= sweep.max_rps < math.inf):
         raise ArgumentTypeError(f"{text!r}: expected START:MAX in requests per second with "
                                 "0 < START <= MAX, e.g. 0.25:64")
+    _waitable(sweep.start_rps, "a START")
     return sweep
 
 

@@ -20,11 +20,19 @@ __all__ = [
     "redact", "redacted", "remember_env_keys", "split_credentials", "wants_key_message",
 ]
 
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^@\s'\"<>]*)@")
-"""``scheme://…@``: up to the last ``@`` before a space or quote, so a key with an unencoded
-``/`` is caught too (redacting more, never less)."""
-_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#\s]*")
-"""A ``password=`` URL parameter (libpq takes one in a ``postgresql://`` URL)."""
+_SECRET_NAME = (r"[^=&#/\s'\"<>]*(?:pass|pwd|token|key|secret|auth|credential|sig)"
+                r"[^=&#/\s'\"<>]*=")
+"""A parameter's or variable's name that looks like a secret's, and its ``=``."""
+_SECRETS_IN_TEXT = (
+    # scheme://…@ up to the last @ before a space or quote (a key holding /, # or @ too)
+    # that is not an image digest's (…/vllm@sha256:…)
+    re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^\s'\"<>]*)@(?!sha\d+:)"),
+    # a URL parameter named like a secret: ?api_key=, &password=, &sig=
+    re.compile(rf"[?&]{_SECRET_NAME}(?P<secret>[^&#\s'\"<>]*)", re.IGNORECASE),
+    # an xdist gateway's env:NAME=VALUE (up to the next //) named like a secret
+    re.compile(rf"\benv:{_SECRET_NAME}(?P<secret>(?:(?!//)[^\s'\"<>])*)", re.IGNORECASE),
+)
+"""Where a secret sits in a text; overlapping finds are hidden together (more, never less)."""
 _MARK = "***"
 
 # Secrets seen in this process (keys from the environment, URL passwords): also
@@ -47,12 +55,16 @@ def remember_env_keys(names: Iterable[str | None]) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` with URL credentials (``user:pass@``, ``?password=``) and every known key
-    replaced by ``***``."""
-    if "@" in text:
-        text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{_MARK}@", text)
-    if "password=" in text:
-        text = _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}{_MARK}", text)
+    """``text`` with URL credentials (``user:pass@``, ``?api_key=``), xdist's secret
+    ``env:NAME=`` values and every known key replaced by ``***``."""
+    if "@" in text or "=" in text:
+        pieces, at = [], 0
+        for start, stop in sorted(m.span("secret") for pattern in _SECRETS_IN_TEXT
+                                  for m in pattern.finditer(text)):
+            if start >= at:
+                pieces += [text[at:start], _MARK]
+            at = max(at, stop)
+        text = "".join(pieces) + text[at:]
     for secret in sorted(_KNOWN, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, _MARK)
@@ -113,7 +125,8 @@ class Credentials:
 
 def endpoint_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be used as it is, in words that never show a key; None when it
-    can. Credentials holding ``/``, ``?`` or ``#`` (which end the host early) are refused."""
+    can. Credentials holding ``/``, ``?`` or ``#`` (which end the host early), a query and a
+    fragment are refused."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not url.startswith(f"{parts.scheme}://"):
         return "the URL must start with http:// or https://"
@@ -123,6 +136,10 @@ def endpoint_url_problem(url: str) -> str | None:
         return ("its credentials hold a '/', '?' or '#', which a URL reads as the end of the "
                 "host: percent-encode them in the key (/ as %2F, ? as %3F, # as %23), or give "
                 "the key in OPENAI_API_KEY or the model's api_key_env variable instead")
+    if "?" in url or "#" in url:
+        return ("a query (?…) or fragment (#…) is not sent with the requests: drop it, and give "
+                "a key as http://:KEY@HOST, in OPENAI_API_KEY or in the model's api_key_env "
+                "variable")
     try:
         _ = parts.port
     except ValueError:

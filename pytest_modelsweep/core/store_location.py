@@ -90,8 +90,16 @@ def _sqlite_location(rest: str) -> StoreLocation:
 
 
 def _postgres_location(rest: str) -> StoreLocation:
+    """A password holding ``/``, ``?``, ``#`` or ``@`` (an ``@`` that no URL parser reads as
+    the end of the credentials) is refused without showing any of it."""
     url = "postgresql://" + rest
     parts = urlsplit(url)
+    if "@" in (parts.netloc.partition("@")[2] + parts.path + parts.fragment
+               + ("" if "@" in parts.netloc else parts.query)):
+        raise StoreLocationError(
+            "the --store URL's user name or password holds a '/', '?', '#' or '@', which a URL "
+            "reads as the end of it: percent-encode them (/ as %2F, ? as %3F, # as %23, @ as "
+            "%40), or give the password in PGPASSWORD")
     userinfo = parts.netloc.rpartition("@")[0]
     remember_secret(unquote(userinfo.partition(":")[2]) or None)
     for key, value in parse_qsl(parts.query, keep_blank_values=True):

@@ -346,9 +346,10 @@ def _parse_pricing(reader: _Reader, table: Any) -> Pricing:
 def _parse_model(reader: _Reader, name: str, entry: Mapping[str, Any]) -> ModelSpec:
     where = f"models.{name}"
     reader.no_unknown(entry, where, _MODEL_KEYS)
-    if not name or any(c in name for c in "[]/ \t"):
+    if not name or any(c in "[]/=" or c.isspace() for c in name):
         raise SweepError(f"{reader.path}: {where}: model names may not be empty or contain "
-                         "brackets, slashes or spaces (they become test ids)")
+                         "brackets, slashes, '=' or spaces (they become test ids and "
+                         "--endpoint NAME=URL)")
     source = parse_source(reader.string(entry, where, "source"), f"{reader.path}: {where}.source")
     parser = reader.optional_string(entry, where, "tool_call_parser")
     backend = entry.get("backend")

@@ -29,6 +29,7 @@ from ..core.measurements import (
     Measurement,
     SequentialVerdict,
 )
+from ..core.outputs import OutputError
 from ..core.records import ApiRequest, ItemRecord
 from ..core.stats.sequences import (
     PairedConfidenceSequence,
@@ -255,9 +256,11 @@ class UntilDecided:
 
     def _waited(self, partner: Partner, position: int) -> SideView:
         """The other side once it has scored ``position`` items of the order, or stopped (or
-        has not started and need not be waited for, or the wait ran out)."""
+        has not started and need not be waited for, or the wait ran out, or the store failed:
+        the other side cannot record more)."""
         deadline = self.clock() + self.wait_s
-        while partner.wait != "never" and partner.other not in self.gave_up:
+        while partner.wait != "never" and partner.other not in self.gave_up \
+                and self.store.failure is None:
             ids, ended, started = partner.side.done()
             if ended or prefix_length(self.order, ids) >= position:
                 break
@@ -273,14 +276,33 @@ class UntilDecided:
         return partner.side.view()
 
     def _looks(self, mine: Mapping[str, float], position: int, wait: bool) -> list[Look]:
-        return [partner.look(mine, self.order,
-                             self._waited(partner, position) if wait else partner.side.view())
-                for partner in self.partners]
+        """Each comparison as it stands; one whose side a failed store cannot give needs more
+        items (the benchmark goes on to the order's end, as a fixed-n one does)."""
+        looks = []
+        for partner in self.partners:
+            try:
+                view = self._waited(partner, position) if wait else partner.side.view()
+            except OutputError:
+                if self.store.failure is None:
+                    raise  # it passes (a lock held too long): the test fails in its line
+                looks.append(Look(False, True, f"{partner.other} cannot be looked at: "
+                                               f"{self.store.failure}"))
+                continue
+            looks.append(partner.look(mine, self.order, view))
+        return looks
+
+    def _mark(self, state: str) -> None:
+        """Tell the other workers where this model's sequence stands, unless the store
+        failed (then they do not wait on it)."""
+        try:
+            self.store.add_outcome(self.run_id, sequence_mark(self.benchmark, self.model), state)
+        except OutputError:
+            if self.store.failure is None:
+                raise
 
     def run(self, send: Callable[[Sequence[str]], AccuracyRun[object]]) -> SequentialRun:
         """Send rounds until decided, the order's end, or a round with failed items."""
-        mark = sequence_mark(self.benchmark, self.model)
-        self.store.add_outcome(self.run_id, mark, RUNNING)
+        self._mark(RUNNING)
         records: dict[str, ItemRecord] = {}
         requests: list[ApiRequest] = []
         sent = reused = 0
@@ -309,7 +331,7 @@ class UntilDecided:
             if stop != STOP_DECIDED:
                 looks = self._looks(scores_of(records.values()), position, wait=False)
         finally:
-            self.store.add_outcome(self.run_id, mark, STOPPED)
+            self._mark(STOPPED)
         lines = tuple(look.line for look in looks)
         self._say(f"stopped after {position} of {len(self.order)} items: {stop}"
                   + (f" ({'; '.join(lines)})" if lines else ""))

@@ -13,6 +13,7 @@ from statistics import median
 from typing import Any
 
 from ..core.measurements import (
+    DEGENERATE,
     SATURATED,
     SERVER_QUEUED,
     AccuracyStats,
@@ -410,7 +411,8 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         flags.append(f"contended ({windows_contended}/{count})" if windows_contended and count
                      else "contended")
     for flag, flagged in ((SERVER_QUEUED, stats.server_flagged_windows),
-                          (SATURATED, stats.saturated_windows)):
+                          (SATURATED, stats.saturated_windows),
+                          (DEGENERATE, stats.degenerate_windows)):
         if flagged:
             flags.append(f"{flag} ({flagged}/{len(windows)})")
     loops = [w.open_loop.saturation for w in windows if w.open_loop is not None]

@@ -1,11 +1,13 @@
 """Kubernetes manifests of a sweep for GKE TPU node pools: one Indexed Job measures, one Job judges.
 
 ``modelsweep k8s`` writes both (docs/kubernetes.md). The store's password never enters a
-manifest: both read ``PGPASSWORD`` from a Secret, and a ``--store`` URL with one is refused.
+manifest: both read ``PGPASSWORD`` from a Secret, and a ``--store`` URL or a ``--pytest-arg``
+with a credential in it is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -16,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..core.errors import DataError
+from ..core.secrets import redact
 from ..core.store_location import StoreLocation
 from ..core.sweep import ModelSpec, Sweep
 from .vllm import vllm_server_args
@@ -42,6 +45,9 @@ LAUNCHER = (
 """Both containers of a measuring pod: run the index's entry for ``serve`` or ``bench``."""
 STORE_PASSWORD_KEY = "password"
 HF_TOKEN_KEY = "token"
+PASSWORD_FIX = ("put the password in the Secret the Jobs read as PGPASSWORD (kubectl create "
+                "secret generic modelsweep-store --from-literal=password=…; --store-secret NAME)")
+_DNS_PART = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,42 @@ class JobSettings:
     namespace: str | None = None
     pytest_args: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        """Refuse, before anything is written, what Kubernetes would refuse (a namespace that
+        is not a DNS-1123 label, a Secret name that is not a DNS-1123 subdomain, an empty
+        image) and a pytest argument with a credential in it (a manifest would hold it)."""
+        if self.namespace is not None and not (
+                len(self.namespace) <= 63 and re.fullmatch(_DNS_PART, self.namespace)):
+            raise DataError(f"--namespace {self.namespace!r}: not a Kubernetes namespace; give "
+                            "at most 63 lower-case letters, digits and '-', starting and ending "
+                            "with a letter or digit, e.g. modelsweep")
+        for option, secret in (("--store-secret", self.store_secret),
+                               ("--hf-secret", self.hf_secret)):
+            if not (len(secret) <= 253 and re.fullmatch(rf"{_DNS_PART}(\.{_DNS_PART})*", secret)):
+                raise DataError(f"{option} {secret!r}: not a Kubernetes Secret name; give at "
+                                "most 253 lower-case letters, digits, '-' and '.', each "
+                                "'.'-separated part starting and ending with a letter or digit, "
+                                "e.g. modelsweep-store")
+        if not self.bench_image or any(char.isspace() for char in self.bench_image):
+            raise DataError(f"--bench-image {self.bench_image!r}: empty or holds a space; give "
+                            "the image the bench and judge containers run, e.g. "
+                            "REGISTRY/NAME@sha256:…")
+        for arg in self.pytest_args:
+            if redact(arg) != arg:
+                raise DataError(f"--pytest-arg {redact(arg)}: a credential in it would be "
+                                "written into the manifests; give the store with --store, its "
+                                f"URL without the password, and {PASSWORD_FIX}")
+
 
 def _dns_label(text: str, limit: int) -> str:
-    """``text`` as a DNS-1123 label of at most ``limit`` characters (Kubernetes names)."""
+    """``text`` as a DNS-1123 label of at most ``limit`` characters (Kubernetes names):
+    ``text`` itself when it is one, else its lowercased, cut form and 8 hex of the sha256 of
+    ``text``, so that texts differing only in case or past the cut get different labels."""
     label = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return label[:limit].rstrip("-") or "x"
+    if label and label == text and len(label) <= limit:
+        return label
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{label[:limit - 9].rstrip('-')}-{digest}".lstrip("-")
 
 
 def job_names(sweep: Sweep, sweep_run: str) -> tuple[str, str]:
@@ -82,9 +119,7 @@ def _check_store(store: StoreLocation) -> str:
     if parts.password is not None or any(key == "password" for key, _ in
                                          parse_qsl(parts.query, keep_blank_values=True)):
         raise DataError(f"--store {store}: a password in the URL would be written into the "
-                        "manifest; give the URL without it and put the password in the Secret "
-                        "the Jobs read (kubectl create secret generic modelsweep-store "
-                        "--from-literal=password=…; --store-secret NAME)")
+                        f"manifest; give the URL without it and {PASSWORD_FIX}")
     return store.shown
 
 
@@ -288,15 +323,16 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
 
 def apply_commands(sweep: Sweep, settings: JobSettings,
                    paths: Mapping[str, Path]) -> Sequence[str]:
-    """The commands that run the two Jobs, in order: judging after measuring has ended."""
-    ns = f" -n {settings.namespace}" if settings.namespace else ""
-    measure, judge = job_names(sweep, settings.sweep_run)
-    wait = f"kubectl{ns} wait --timeout=24h job/{measure}"
+    """The commands that run the two Jobs, in order (judging after measuring has ended), every
+    argument quoted for the shell."""
+    kubectl = shlex.join(["kubectl", *(("-n", settings.namespace) if settings.namespace else ())])
+    measure, judge = (shlex.quote(f"job/{name}") for name in job_names(sweep, settings.sweep_run))
+    wait = f"{kubectl} wait --timeout=24h {measure}"
     return [
-        f"kubectl{ns} create secret generic {settings.store_secret} --from-literal="
+        f"{kubectl} create secret generic {shlex.quote(settings.store_secret)} --from-literal="
         f"{STORE_PASSWORD_KEY}=\"$PGPASSWORD\"   # once",
-        f"kubectl{ns} apply -f {paths['measure']}",
+        f"{kubectl} apply -f {shlex.quote(str(paths['measure']))}",
         f"{wait} --for=condition=complete & {wait} --for=condition=failed & wait -n; kill %1 %2",
-        f"kubectl{ns} apply -f {paths['judge']}",
-        f"kubectl{ns} logs -f job/{judge}",
+        f"{kubectl} apply -f {shlex.quote(str(paths['judge']))}",
+        f"{kubectl} logs -f {judge}",
     ]

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from ..client.tls import tls_context
+from ..client.tls import DeadlineClient
 from ..core.errors import EndpointError
 from ..core.secrets import Credentials, auth_headers, redact, wants_key_message
 from ..core.sweep import ModelSpec
@@ -36,7 +36,7 @@ class ServerFacts:
                         server_kind=self.kind, provenance=provenance)
 
 
-def _get_json(client: httpx.Client, url: str) -> Any | None:
+def _get_json(client: DeadlineClient, url: str) -> Any | None:
     try:
         response = client.get(url)
     except httpx.HTTPError:
@@ -51,11 +51,11 @@ def _get_json(client: httpx.Client, url: str) -> Any | None:
 
 def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
                  credentials: Credentials | None = None, model: str | None = None) -> ServerFacts:
-    """Check that ``base_url`` serves ``served_name`` and read its facts; an
-    :class:`EndpointError` when it does not answer with a model list that lists it."""
+    """Check that ``base_url`` serves ``served_name`` and read its facts (each answer whole
+    within ``timeout_s``); an :class:`EndpointError` when it does not answer with a model
+    list that lists it."""
     base = redact(base_url.rstrip("/"))
-    with httpx.Client(timeout=timeout_s, headers=auth_headers(credentials),
-                      verify=tls_context()) as client:
+    with DeadlineClient(timeout_s, auth_headers(credentials)) as client:
         try:
             response = client.get(f"{base}/v1/models")
         except httpx.HTTPError as exc:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..client.tls import tls_context
+from ..client.tls import DeadlineClient
 from ..core.errors import ServerStartError
 
 LOG_TAIL_LINES = 40
@@ -128,7 +128,7 @@ class ServerProcess:
                                        ) from None
         deadline = time.monotonic() + self.timeout_s
         previous = launched
-        with httpx.Client(timeout=5.0, verify=tls_context()) as client:
+        with DeadlineClient(min(5.0, self.timeout_s)) as client:
             while True:
                 code = self._proc.poll()
                 if code is not None:

@@ -9,7 +9,9 @@ cost: docs/open-loop.md, ``benches/perf/metrics_sampler_cost.py``.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
 import ssl
 import threading
 import time
@@ -119,7 +121,9 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
 
 
 class _MetricsConnection:
-    """GET ``/metrics`` on one keep-alive connection; a one-line error names the URL."""
+    """GET ``/metrics`` on one keep-alive connection, each answer whole within ``timeout_s``
+    (a socket timeout bounds each read only: a server trickling bytes is cut off at the
+    deadline); a one-line error names the URL."""
 
     def __init__(self, base_url: str, credentials: Credentials | None, timeout_s: float) -> None:
         parts = urlsplit(base_url.rstrip("/"))
@@ -131,6 +135,7 @@ class _MetricsConnection:
         self.headers = auth_headers(credentials, {"User-Agent": "pytest-modelsweep"})
         self.timeout_s = timeout_s
         self._conn: http.client.HTTPConnection | None = None
+        self._late = False
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -143,25 +148,42 @@ class _MetricsConnection:
                                                         timeout=self.timeout_s)
         return self._conn
 
+    def _cut(self, conn: http.client.HTTPConnection) -> None:
+        """The deadline passed: shut the socket down, so that a blocked read returns now."""
+        self._late = True
+        if conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+
     def get(self) -> tuple[int, str]:
         """``(status, body)``; one retry on a fresh connection when a kept one was closed."""
         for attempt in range(2):
             conn = self._connection()
+            self._late = False
+            deadline = threading.Timer(self.timeout_s, self._cut, (conn,))
+            deadline.start()
             try:
                 conn.request("GET", self.path, headers=self.headers)
                 response = conn.getresponse()
                 body = response.read().decode("utf-8", "replace")
+                if self._late:  # a body without a length ends at the cut as if whole
+                    raise http.client.IncompleteRead(b"")
                 if response.will_close:
                     self.close()
                 return response.status, body
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
+                if self._late:
+                    raise MetricsUnavailable(f"{self.url} sent no whole answer within "
+                                             f"{self.timeout_s:g} s") from None
                 if attempt == 1 or not isinstance(
                         exc, (http.client.RemoteDisconnected, ConnectionResetError,
                               BrokenPipeError)):
                     raise MetricsUnavailable(
                         f"cannot read the server's metrics from {self.url}: "
                         f"{type(exc).__name__}: {exc}") from None
+            finally:
+                deadline.cancel()
         raise AssertionError("unreachable")
 
     def close(self) -> None:

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
+from ..core.codec import strict_json
 from ..core.errors import DataError
 from ..core.outputs import OutputError
 from ..core.records import ItemRecord
@@ -191,26 +192,27 @@ class Store:
         try:
             with self._lock, self._writer.begin() as conn:
                 yield conn
-        except DBAPIError as error:
+        except SQLAlchemyError as error:
             raise self._failed(error, "write") from None
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """One read; a refused read (server gone, unreadable file) is an OutputError."""
+        """One read, its rows fetched inside; a refused read (server gone, unreadable file,
+        no connection from the pool) is an OutputError."""
         if self._unreadable:
             raise OutputError(self.failure)
         try:
             with self._lock, self._engine.connect() as conn:
                 yield conn
-        except DBAPIError as error:
+        except SQLAlchemyError as error:
             raise self._failed(error, "read") from None
 
-    def _failed(self, error: DBAPIError, verb: str) -> OutputError:
+    def _failed(self, error: SQLAlchemyError, verb: str) -> OutputError:
         """A refused read or write in one line naming the fix; remembered (:attr:`failure`)
         unless it passes (a lock held too long, a deadlock)."""
         from ..core.secrets import redact
 
-        orig = error.orig
+        orig = error.orig if isinstance(error, DBAPIError) else error
         lines = str(orig).strip().splitlines() or [type(orig).__name__]
         reason = redact(lines[0].strip())  # not the statement after it
         sqlstate = getattr(orig, "sqlstate", None)
@@ -285,7 +287,7 @@ class Store:
                 test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
                 unit=measurement["unit"], n=int(measurement["n"]),
                 outcome=measurement.get("outcome"),
-                measurement_json=json.dumps(_answers_apart(redacted(measurement)))))
+                measurement_json=strict_json(_answers_apart(redacted(measurement)))))
 
     def add_item(
         self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
@@ -426,7 +428,8 @@ class Store:
     def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
         """The items a run used for one model and benchmark (sent or reused)."""
         with self.reading() as db:
-            rows = db.execute(_run_items(run_id, model, benchmark).order_by(RUN_ITEMS.c.item_id))
+            rows = db.execute(_run_items(run_id, model, benchmark)
+                              .order_by(RUN_ITEMS.c.item_id)).all()
         return [ItemRecord.from_dict(json.loads(row.record_json)) for row in rows]
 
     def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
@@ -611,8 +614,8 @@ def _run_status(finished_at: str | None, exit_status: int | None) -> str:
 
 
 def _json(value: Any) -> str:
-    """A record's JSON as a row keeps it, with no secret in it."""
-    return json.dumps(redacted(value))
+    """A record's JSON as a row keeps it: no secret in it, strict (NaN and infinities null)."""
+    return strict_json(redacted(value))
 
 
 def _schema_version(conn: Connection, where: StoreLocation) -> int | None:

@@ -6,7 +6,9 @@ What the reports read of its run (:class:`RunInfo`) and of its failed tests
 Only the controller writes it: a journal as each measurement arrives, the file at the end
 (docs/results-schema.md); ``load_results`` reads either. A journal that cannot be written
 (a full disk) raises :class:`~pytest_modelsweep.core.outputs.OutputError` once and is not
-written again; measurements are kept in memory, so the file still holds every one.
+written again; measurements are kept in memory, so the file still holds every one. Both are
+strict JSON: a NaN or infinity is null, listed under ``non_finite`` in the measurement (or
+run, summary) that held it (:func:`~pytest_modelsweep.core.codec.finite`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.codec import finite, strict_json
 from ..core.errors import DataError
 from ..core.measurements import measurements_of
 from ..core.outputs import write_failure
@@ -78,7 +81,7 @@ class ResultsWriter:
     def __init__(self, path: Path, run: dict[str, Any]) -> None:
         self.path = path
         self.journal = path.with_name(path.name + ".partial.jsonl")
-        self.run = redacted(run)
+        self.run = finite(redacted(run))
         self.measurements: list[dict[str, Any]] = []
         self.endpoints: dict[str, dict[str, Any]] = {}
         self.journal_error: str | None = None
@@ -92,7 +95,7 @@ class ResultsWriter:
     def add(self, measurement: dict[str, Any]) -> None:
         """Keep ``measurement`` and journal it; raises OutputError when the journal cannot be
         written (the measurement is kept all the same)."""
-        measurement = redacted(measurement)
+        measurement = finite(redacted(measurement))
         self.measurements.append(measurement)
         model = measurement.get("model")
         if model and measurement.get("provenance"):
@@ -106,11 +109,11 @@ class ResultsWriter:
             if not self._journal_started:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with open(self.journal, "w", encoding="utf-8") as handle:
-                    handle.write(json.dumps({"schema": SCHEMA, "run": self.run}) + "\n")
+                    handle.write(strict_json({"schema": SCHEMA, "run": self.run}) + "\n")
                 self._journal_started = True
             if "measurement" in entry:
                 with open(self.journal, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(entry) + "\n")
+                    handle.write(strict_json(entry) + "\n")
                     handle.flush()
                     os.fsync(handle.fileno())
         except OSError as error:
@@ -126,7 +129,7 @@ class ResultsWriter:
             "run": self.run,
             "endpoints": self.endpoints,
             "measurements": self.measurements,
-            "summary": redacted(summary or {}),
+            "summary": finite(redacted(summary or {})),
         }
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
@@ -139,8 +142,7 @@ class ResultsWriter:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(staged, "w", encoding="utf-8") as handle:
-                json.dump(self.document(summary), handle, indent=1)
-                handle.write("\n")
+                handle.write(strict_json(self.document(summary), indent=1) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
             staged.replace(self.path)

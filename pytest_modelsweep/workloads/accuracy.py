@@ -88,13 +88,13 @@ def run_accuracy(
 
     Reused answers are scored again (a changed record is written back); items without a
     usable answer are sent again. A store that refuses a write is not written again in this
-    run (``store_error`` says why); the items are still measured.
+    run, one that refuses the read reuses nothing (``store_error`` says why); the items are
+    still measured.
     """
     started = time.monotonic()
     requests = [build(item) for item in items]
     serving_key = endpoint.provenance.cache_key()
     model = endpoint.model.name
-    stored: dict[str, tuple[ItemRecord, Completion]] = {}
     store_error: list[str] = []
 
     def keep(write: Callable[[Store], None]) -> None:
@@ -106,14 +106,16 @@ def run_accuracy(
                 store_error.append(str(error))
 
     keep(lambda s: s.add_endpoint(run_id, model, endpoint.provenance.as_dict()))
+    found: dict[str, ItemRecord] = {}
     if store is not None and reuse:
-        stored = {
-            item_id: (record, record.completion)
-            for item_id, record in store.stored_items(
-                serving_key, benchmark, ((r.item_id, r.prompt_hash) for r in requests)
-            ).items()
-            if record.error is None and record.completion is not None
-        }
+        try:
+            found = store.stored_items(serving_key, benchmark,
+                                       ((r.item_id, r.prompt_hash) for r in requests))
+        except OutputError as error:  # unreadable: every item is sent (and kept in the results)
+            store_error.append(str(error))
+    stored: dict[str, tuple[ItemRecord, Completion]] = {
+        item_id: (record, record.completion) for item_id, record in found.items()
+        if record.error is None and record.completion is not None}
     records: dict[str, ItemRecord] = {}
     by_id = {build_id: item for build_id, item in zip((r.item_id for r in requests), items)}
     rescored = 0

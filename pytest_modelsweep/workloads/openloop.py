@@ -7,7 +7,9 @@ counters and checks (:func:`~.throughput.summarize`).
 
 A window is *saturated* when its achieved rate (:func:`kept_up_rate`) is more than
 ``tolerance`` below the offered one, or a request found the ``max_in_flight`` cap
-(docs/open-loop.md).
+(docs/open-loop.md). It is *degenerate*, and supports no figure, when fewer than half its
+requests finished or the client itself began them more than ``tolerance`` behind the offered
+rate with the cap never reached (:func:`degenerate_reason`); that reason is also a violation.
 """
 
 from __future__ import annotations
@@ -84,6 +86,30 @@ def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
     return offered * send_slope / end_slope
 
 
+def sent_rate(run: OpenLoopRun) -> float | None:
+    """The rate the client began its requests at, against their schedule (:func:`kept_up_rate`
+    of the due and the send times)."""
+    sent = [(due, o.sent_at) for o, due in zip(run.outcomes, run.scheduled)
+            if o.sent_at is not None]
+    return kept_up_rate([due for due, _ in sent], [at for _, at in sent])
+
+
+def degenerate_reason(requests: int, completed: int, offered_rps: float | None,
+                      sent_rps: float | None, tolerance: float) -> str | None:
+    """Why a window supports no figure, in one line: fewer than half its ``requests``
+    finished, or the client sent (``sent_rps``, None when the cap was hit) more than
+    ``tolerance`` below ``offered_rps``; None when it can."""
+    if 2 * completed < requests:
+        return (f"degenerate: only {completed} of {requests} requests finished, so the window "
+                "shows failures, not a rate")
+    if offered_rps and sent_rps is not None and sent_rps < offered_rps * (1 - tolerance):
+        return (f"degenerate: the client began requests at {sent_rps:.3g} req/s of "
+                f"{offered_rps:.3g} offered ({1 - sent_rps / offered_rps:.0%} behind, no cap "
+                "reached): its own lag, not the server, set the pace; give it a free core or "
+                "a lower --request-rate")
+    return None
+
+
 @dataclass(frozen=True)
 class OpenLoopWindow:
     """One open-loop window: the arrivals, the throughput summary (``concurrency``: the most
@@ -96,6 +122,8 @@ class OpenLoopWindow:
     saturation: Saturation
     peak_in_flight: int
     send_lag: LatencyStats
+    degenerate: str | None = None
+    """Why the window supports no figure (:func:`degenerate_reason`); None: it does."""
 
     @property
     def server(self) -> ServerMetricsWindow | None:
@@ -104,7 +132,8 @@ class OpenLoopWindow:
 
     @property
     def violations(self) -> list[str]:
-        return self.result.violations
+        """The throughput checks' violations, and the window's degenerate reason."""
+        return self.result.violations + ([self.degenerate] if self.degenerate else [])
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -151,7 +180,8 @@ class OpenLoopWindow:
                                                "start_rps": ramp.start_rps,
                                                "end_rps": ramp.end_rps},
             describe=self.arrivals.describe(), seed=self.seed, saturation=self.saturation,
-            peak_in_flight=self.peak_in_flight, send_lag=self.send_lag.in_ms())
+            peak_in_flight=self.peak_in_flight, send_lag=self.send_lag.in_ms(),
+            degenerate=self.degenerate)
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow:
         """The window as a measurement records it: throughput and open-loop figures."""
@@ -223,6 +253,9 @@ def run_open_loop(
         arrivals=arrivals, seed=seed, offsets_s=tuple(offsets), result=result,
         saturation=saturation, peak_in_flight=run.peak_in_flight,
         send_lag=LatencyStats.of(run.send_lags),
+        degenerate=degenerate_reason(len(offsets), result.completed, saturation.offered_rps,
+                                     None if run.capped else sent_rate(run),
+                                     saturation_tolerance),
     )
 
 
@@ -236,5 +269,6 @@ def window_seed(run_id: str, benchmark: str, arrivals: ArrivalProcess, prompt_to
 
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_SATURATION_TOLERANCE", "OpenLoopWindow", "Saturation",
-    "completion_rate", "kept_up_rate", "run_open_loop", "window_seed",
+    "completion_rate", "degenerate_reason", "kept_up_rate", "run_open_loop", "sent_rate",
+    "window_seed",
 ]

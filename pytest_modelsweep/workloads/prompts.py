@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from ..client.tls import tls_context
+from ..client.tls import DeadlineClient
 from ..core.errors import EndpointError, MeasurementError
 from ..core.secrets import Credentials, auth_headers
 from ..serving.endpoint import Endpoint
@@ -128,8 +128,7 @@ class ServerTokenizer:
         self.url = url
         self.server_kind = server_kind
         self.served_name = served_name
-        self._client = httpx.Client(timeout=timeout_s, headers=auth_headers(credentials),
-                                    verify=tls_context())
+        self._client = DeadlineClient(timeout_s, auth_headers(credentials))
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
         self._added: int | None = None
 

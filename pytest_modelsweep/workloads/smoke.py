@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from ..client import parse_completion
-from ..client.tls import tls_context
+from ..client.tls import DeadlineClient
 from ..core.errors import MeasurementError
 from ..core.records import ApiRequest
 from ..core.secrets import auth_headers, wants_key_message
@@ -52,9 +52,8 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
     body = {"model": endpoint.served_name, **request.payload}
     started = time.perf_counter()
     try:
-        response = httpx.post(endpoint.v1 + request.path.removeprefix("/v1"), json=body,
-                              timeout=timeout_s, headers=auth_headers(endpoint.credentials),
-                              verify=tls_context())
+        with DeadlineClient(timeout_s, auth_headers(endpoint.credentials)) as client:
+            response = client.post(endpoint.v1 + request.path.removeprefix("/v1"), json=body)
     except httpx.HTTPError as exc:
         raise MeasurementError(f"{request.path} failed: {type(exc).__name__}: {exc}") from None
     latency = time.perf_counter() - started

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..client import Guard, InFlight, StreamOutcome, stream_requests_detailed
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
-from ..client.counters import CounterKind, fetch_metrics, find_counter
+from ..client.counters import METRICS_TIMEOUT_S, CounterKind, fetch_metrics, find_counter
 from ..core.errors import EndpointError, MeasurementError
 from ..core.measurements import (Contention, InterleavedWindow, Latency, ServerMetricsWindow,
                                  ThroughputWindow)
@@ -266,16 +266,16 @@ def _delta(kind: str, which: CounterKind, before: dict[str, float], after: dict[
 
 def settled_metrics(
     base_url: str, server_kind: str, *, settle_s: float = 0.1, max_wait_s: float = 3.0,
-    credentials: Credentials | None = None,
+    credentials: Credentials | None = None, timeout_s: float = METRICS_TIMEOUT_S,
 ) -> dict[str, float]:
     """The server's counters once its generated-tokens counter stops moving (servers may
     book a request's tokens a moment after its last chunk): two equal reads ``settle_s``
-    apart, or ``max_wait_s``, end the wait."""
-    metrics = fetch_metrics(base_url, credentials=credentials)
+    apart, or ``max_wait_s``, end the wait; each read is whole within ``timeout_s``."""
+    metrics = fetch_metrics(base_url, credentials=credentials, timeout_s=timeout_s)
     deadline = time.monotonic() + max_wait_s
     while time.monotonic() < deadline:
         time.sleep(settle_s)
-        again = fetch_metrics(base_url, credentials=credentials)
+        again = fetch_metrics(base_url, credentials=credentials, timeout_s=timeout_s)
         if (find_counter(server_kind, "generated", again)
                 == find_counter(server_kind, "generated", metrics)):
             return again
@@ -349,12 +349,14 @@ def run_throughput(
             guard=guard, in_flight=gauge)
 
     warm = asyncio.run(stream(warm_reqs))
-    creds = endpoint.credentials
-    before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
+    creds, metrics_s = endpoint.credentials, min(timeout_s, METRICS_TIMEOUT_S)
+    before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds,
+                             timeout_s=metrics_s)
     gauge = InFlight()
     with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampled:
         timed = asyncio.run(stream(timed_reqs, gauge))
-    after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
+    after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds,
+                            timeout_s=metrics_s)
     return summarize(
         timed, concurrency=concurrency, prompt_tokens=length, output_tokens=output_tokens,
         server_kind=endpoint.server_kind, counters_before=before, counters_after=after,
