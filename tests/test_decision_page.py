@@ -1026,11 +1026,11 @@ def test_a_group_no_model_was_measured_in_says_why_once(real_run: Run, kind: str
                      r"under the SLO (\[\d+\]); cold start (\[\d+\])\.", text)
     assert line is not None
     capacity, rate, start = line.groups()
-    assert "no capacity measurement in this run (benches/test_capacity.py; it needs --slo" in \
-        reason_of(capacity, reasons)
+    assert ("no capacity measurement in this run (benches/test_capacity.py -m capacity, run "
+            "under --slo)") in reason_of(capacity, reasons)
     assert reason_of(rate, reasons) == (f"{rate} no capacity in req/s in this run "
-                                        "(benches/test_open_loop.py -m rate_capacity; it needs "
-                                        "--slo)")
+                                        "(benches/test_open_loop.py -m rate_capacity, run "
+                                        "under --slo)")
     assert reason_of(start, reasons) == (f"{start} no cold start in this run (benches/"
                                          "test_startup.py -m startup; not for attached endpoints)")
     assert not any(column.startswith("capacity") for column in table[SAME])

@@ -666,7 +666,7 @@ def _capacity(page: _Page, model: str) -> _Capacity:
                 "(the capacity ratios use it); this report holds this run's measurements only"
                 if earlier else f"no capacity measurement of the {role} {model} in this run"
                 if page.any_capacity else "no capacity measurement in this run "
-                "(benches/test_capacity.py; it needs --slo, e.g. --slo ttft=500ms,tpot=50ms)")))
+                "(benches/test_capacity.py -m capacity, run under --slo)")))
     stats = stats_of(m, CapacityStats)
     if stats.capacity is None or stats.capacity < 0 or not m.passed:
         said = (stats.error or (failed[0].message if failed else "")
@@ -757,7 +757,7 @@ def _rate_capacity_figure(page: _Page, model: str) -> Cell:
     failed = page.failures_of(model, function="test_rate_capacity")
     if m is None:
         return page.missing(model, RATE_CAPACITY, failed, "capacity in req/s",
-                            "benches/test_open_loop.py -m rate_capacity; it needs --slo")
+                            "benches/test_open_loop.py -m rate_capacity, run under --slo")
     stats = stats_of(m, RateCapacityStats)
     if stats.capacity_rps is None or not m.passed:
         said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
