@@ -144,8 +144,10 @@ def test_interleaved_windows_cancel_the_drift(
     ratio = ratio_of(pytester)
     stats = ratio["stats"]
     assert ratio["params"]["design"] == "interleaved" and stats["method"] == "paired-log-t"
-    assert stats["low"] <= 1.0 <= stats["high"]
-    assert ratio["params"]["verdict"] == "matches"
+    # two servers of one pace: the ratio within ±10% of 1, where back to back the drift alone
+    # puts it near 1/SLOWER (that its 95% interval covers 1 is not asserted: a 95% interval
+    # leaves out the true ratio in one run of 20, and did so in a clean-clone run)
+    assert 0.9 < ratio["value"] < 1.1 and stats["low"] <= ratio["value"] <= stats["high"], stats
     assert [(w["model"], w["pair"]) for w in stats["windows"]] == [
         ("gemma3-270m", 0), ("smollm2-135m", 0), ("smollm2-135m", 1), ("gemma3-270m", 1),
         ("gemma3-270m", 2), ("smollm2-135m", 2), ("smollm2-135m", 3), ("gemma3-270m", 3)]
