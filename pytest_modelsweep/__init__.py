@@ -12,35 +12,11 @@ from typing import TYPE_CHECKING, Any
 from .core import __version__ as __version__
 
 if TYPE_CHECKING:
-    from .api import (
-        Completion,
-        EvalItem,
-        Evaluate,
-        EvaluationResult,
-        ItemRecord,
-        MeasureThroughput,
-        Score,
-        Scorer,
-        Summarise,
-        ToolCall,
-        load_prompts,
-        register_accuracy_metric,
-    )
-
+    from .api import *  # noqa: F403 (the names of __all__, for type checkers)
 
 __all__ = [
-    "Completion",
-    "EvalItem",
-    "Evaluate",
-    "EvaluationResult",
-    "ItemRecord",
-    "MeasureThroughput",
-    "Score",
-    "Scorer",
-    "Summarise",
-    "ToolCall",
-    "load_prompts",
-    "register_accuracy_metric",
+    "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "MeasureThroughput",
+    "Score", "Scorer", "Summarise", "ToolCall", "load_prompts", "register_accuracy_metric",
 ]
 
 

@@ -17,6 +17,7 @@ from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
 from .core.options import (DEFAULTS, add_noisy_option, add_regression_option, add_store_option,
                            add_sweep_option, add_sweep_run_option, add_ungated_option,
                            store_location_type)
+from .core.outputs import check_output_file, check_output_folder, write_failure, write_file
 from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
@@ -116,14 +117,8 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
     path = Path(ref)
     if not (path.suffix == ".json" or path.is_file()) and (store.path is None
                                                             or store.path.exists()):
-        from .store.sweep_run import latest_per_setting
-
-        entries = Store(store, create=False).baseline_entries(ref)
-        if entries:
-            return baseline_history(
-                measurements_of(latest_per_setting(
-                    [m.to_dict() for m in _run_measurements(store, run_id)[1]] for run_id in runs))
-                for runs in entries)
+        if runs := Store(store, create=False).baseline_measurements(ref):
+            return baseline_history(measurements_of(run) for run in runs)
     return _run_measurements(store, ref)[1]
 
 
@@ -153,7 +148,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from datetime import UTC, datetime
 
-    from .core.outputs import check_output_file
     from .judging.gate import setting_of, shown_setting_of, unsound_reason
     from .judging.pairing import check_alike, measured_in_runs
     from .core.codec import finite, strict_json
@@ -215,7 +209,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
         "endpoints": endpoints, "measurements": [finite(m) for m in measurements],
         "summary": {"merged": len(runs)}}
-    _write(args.output, "-o", strict_json(redacted(document), indent=1) + "\n")
+    write_file(args.output, "-o", strict_json(redacted(document), indent=1) + "\n")
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
 
@@ -224,8 +218,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML and/or Markdown report of a stored run (or of every run of a sweep run)
     without re-running it; with --llm-d, llm-d's Benchmark Report v0.2.1 of its settings."""
     from .core.measurements import measurements_of
-    from .core.outputs import check_output_file, write_failure
-    from .report.html import write_html_report
+    from .report.html import html_document
     from .report.markdown import markdown_report
 
     if (args.run is None) == (args.sweep_run is None):
@@ -245,13 +238,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = redacted(run)
     measurements = measurements_of([redacted(m.to_dict()) for m in measurements])
     if args.html:
-        try:
-            print(f"HTML report: {write_html_report(Path(args.html), measurements, run)}")
-        except OSError as error:
-            raise write_failure("--html", args.html, error) from None
+        write_file(args.html, "--html", html_document(measurements, run))
+        print(f"HTML report: {Path(args.html)}")
     markdown = markdown_report(measurements, run)
     if args.md:
-        _write(args.md, "--md", markdown)
+        write_file(args.md, "--md", markdown)
         print(f"Markdown report: {args.md}")
     if args.llm_d:
         from .report.llmd import write_llmd_report
@@ -266,7 +257,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """Each model's gated figures across a sweep's runs in the store, with the gate's decision
     on each run and the changes beyond run-to-run noise (docs/ci.md#history)."""
-    from .core.outputs import check_output_file, write_failure
     from .report.history import (history_document, history_json, history_markdown,
                                  no_history_line, read_history, sweep_runs)
     from .store.database import Store
@@ -287,15 +277,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     history = read_history(store, sweep, benchmark=args.benchmark, settings=dict(args.setting),
                            thresholds=args.fail_on_regression)
     if args.html:
-        try:
-            Path(args.html).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.html).write_text(history_document(history), encoding="utf-8")
-        except OSError as error:
-            raise write_failure("--html", args.html, error) from None
+        write_file(args.html, "--html", history_document(history))
         print(f"HTML history: {args.html}")
     markdown = history_markdown(history)
     if args.md:
-        _write(args.md, "--md", markdown)
+        write_file(args.md, "--md", markdown)
         print(f"Markdown history: {args.md}")
     if args.json:
         sys.stdout.write(history_json(history))
@@ -329,7 +315,6 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
 def cmd_k8s(args: argparse.Namespace) -> int:
     """Write a sweep run's Kubernetes Jobs for GKE TPU nodes: an Indexed Job that measures (one
     model and one chip per index) and a Job that judges (docs/kubernetes.md)."""
-    from .core.outputs import check_output_folder, write_failure
     from .core.sweep import load_sweep
     from .serving.kubernetes import JobSettings, apply_commands, write_manifests
 
@@ -401,17 +386,6 @@ def _screened_specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -
         chosen.append(ModelSpec(name=name, source=source, served_name=name, license="",
                                 prompting="chat", tool_call_parser=None, bfcl_mode="tools"))
     return chosen or list(sweep.models.values())
-
-
-def _write(path: str, option: str, text: str) -> None:
-    """Write a file the command makes (its folder too); a failure is one line."""
-    from .core.outputs import write_failure
-
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise write_failure(option, path, error) from None
 
 
 def gated_benchmarks_text() -> str:

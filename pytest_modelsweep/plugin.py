@@ -14,42 +14,15 @@ import pytest
 
 from .core.errors import ModelsweepError
 from .core.metrics import MARKERS, STARTUP_MARKER, VERDICT_MARKER
-from .core.options import (
-    DEFAULTS,
-    MIN_TIMED_REQUESTS,
-    TIMED_REQUESTS_PER_SLOT,
-    add_noise_options,
-    add_noisy_option,
-    add_open_loop_options,
-    add_regression_option,
-    add_resamples_option,
-    add_sequential_options,
-    add_slo_cost_options,
-    add_startup_option,
-    add_store_option,
-    add_sweep_option,
-    add_sweep_run_option,
-    add_timeout_options,
-    add_ungated_option,
-    parse_baseline_name,
-    parse_fail_on,
-    parse_margin,
-    parse_positive_int,
-    parse_ratio_tolerance,
-    parse_wait_seconds,
-)
+from .core.options import (DEFAULTS, MIN_TIMED_REQUESTS, TIMED_REQUESTS_PER_SLOT, add_noise_options,
+    add_noisy_option, add_open_loop_options, add_regression_option, add_resamples_option,
+    add_sequential_options, add_slo_cost_options, add_startup_option, add_store_option,
+    add_sweep_option, add_sweep_run_option, add_timeout_options, add_ungated_option,
+    parse_baseline_name, parse_fail_on, parse_margin, parse_positive_int, parse_ratio_tolerance,
+    parse_wait_seconds)
 from .pytest.collection import declares_benchmark
-from .pytest.context import (
-    MODEL_PARAMS,
-    active_run_state,
-    declared_benchmark_key,
-    evaluated_key,
-    measurements_key,
-    model_of_item,
-    run_id,
-    run_state,
-    unjudged_key,
-)
+from .pytest.context import (MODEL_PARAMS, active_run_state, declared_benchmark_key, evaluated_key,
+    measurements_key, model_of_item, run_id, run_state, unjudged_key)
 
 # Every option of ours and its default (filled in by pytest_addoption).
 _OPTION_DEFAULTS: dict[str, Any] = {}
@@ -238,21 +211,19 @@ def pytest_collection_modifyitems(
         return
     state = run_state(config)
     run_order = {name: i for i, name in enumerate(state.models_to_run)}
-    position = {id(item): i for i, item in enumerate(items)}
     holm = state.options.holm
 
-    def key(item: pytest.Item) -> tuple[int, int, int, int]:
+    def key(item: pytest.Item) -> tuple[int, int, int]:
         name = model_of_item(item)
         if name is None:
-            return (2, 0, 0, position[id(item)])
+            return (2, 0, 0)
         comparison = item.get_closest_marker(VERDICT_MARKER) is not None
         if holm and comparison:
-            return (3, run_order.get(name, len(run_order)), 0, position[id(item)])
+            return (3, run_order.get(name, len(run_order)), 0)
         startup = item.get_closest_marker(STARTUP_MARKER) is not None
-        return (1, run_order.get(name, len(run_order)), -1 if startup else int(comparison),
-                position[id(item)])
+        return (1, run_order.get(name, len(run_order)), -1 if startup else int(comparison))
 
-    items.sort(key=key)
+    items.sort(key=key)  # stable: collection order within each key
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -316,12 +287,10 @@ def pytest_runtest_makereport(
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:
         report.modelsweep_unjudged = unjudged  # type: ignore[attr-defined]
-    if report.when == "call":
-        recorded = item.stash.get(measurements_key, [])
-        if recorded:
-            for measurement in recorded:
-                measurement["outcome"] = report.outcome
-            report.modelsweep_measurements = recorded  # type: ignore[attr-defined]
+    if report.when == "call" and (recorded := item.stash.get(measurements_key, [])):
+        for measurement in recorded:
+            measurement["outcome"] = report.outcome
+        report.modelsweep_measurements = recorded  # type: ignore[attr-defined]
     return report
 
 

@@ -85,6 +85,12 @@ def with_help_screens(text: str, screens: str) -> str:
     return text[:start.start()] + marker + screens + "\n" + text[end:]
 
 
+def unwrapped(text: str) -> str:
+    """``text`` with every run of whitespace one space, and a word broken at its hyphen joined:
+    pytest 9.0 and 9.2 wrap the same help at different places."""
+    return re.sub(r"(?<=\w-) (?=\w)", "", re.sub(r"\s+", " ", text)).strip()
+
+
 def test_the_options_doc_shows_todays_help() -> None:
     text = DOC.read_text(encoding="utf-8")
     start, end = generated_part(text)
@@ -92,8 +98,13 @@ def test_the_options_doc_shows_todays_help() -> None:
     if python != PYTHON:
         pytest.skip(f"docs/options.md was generated under Python {python}: argparse lays out "
                     f"help differently under {PYTHON}")
-    assert text[start.end():end] == help_screens() + "\n", (
+    assert unwrapped(text[start.end():end]) == unwrapped(help_screens()), (
         f"docs/options.md differs from what --help prints: run `{WRITE}`")
+
+
+def test_wrapping_is_not_a_difference_but_a_word_is() -> None:
+    assert unwrapped("a non-\n   streamed  b\n") == unwrapped("a non-streamed b")
+    assert unwrapped("a non-streamed b") != unwrapped("a streamed b")
 
 
 def test_the_guide_names_only_options_that_exist() -> None:

@@ -16,7 +16,7 @@ from scipy.stats import binom
 from pytest_modelsweep.core.measurements import (
     CapacityStats,
     RateCapacityStats,
-    SearchStep,
+    RateStep,
     StepOutcome,
 )
 from pytest_modelsweep.core.slo import Goodput
@@ -240,7 +240,7 @@ def test_step_line_and_record() -> None:
         "output_tokens_per_s", "saturation", "violations"]] * 2
     assert steps[1]["outcome"] == "saturated"
     assert steps[0]["attainment"]["method"] == "clopper-pearson"
-    assert [SearchStep.of_dict(step, "rate").to_dict() for step in steps] == steps
+    assert [RateStep.from_dict(step).to_dict() for step in steps] == steps
 
 
 def test_each_knob_writes_the_keys_it_always_wrote() -> None:

@@ -14,7 +14,7 @@ import pytest
 from requirements import module_needs
 
 from pytest_modelsweep.core.records import ItemRecord
-from pytest_modelsweep.report.html import write_html_report
+from pytest_modelsweep.report.html import html_document
 from pytest_modelsweep.report.plots import matplotlib_available
 
 try:  # tests/ as a package, or as a plain folder on sys.path
@@ -227,7 +227,8 @@ def test_standalone_report_in_chromium(tmp_path: Path) -> None:
         "items": [ItemRecord(item_id="q0", prompt_hash="p", correct=False, response=PWNED).to_dict(),
                   ItemRecord(item_id="q1", prompt_hash="p", correct=True, response="42").to_dict()],
     }]
-    path = write_html_report(tmp_path / "report.html", measurements, {"sweep_name": "embedded"})
+    path = tmp_path / "report.html"
+    path.write_text(html_document(measurements, {"sweep_name": "embedded"}), encoding="utf-8")
     page = parse(chromium(path, tmp_path / "profile", "--dump-dom"))
     assert page.title == "modelsweep: sweep embedded"
     assert page.scripts == []

@@ -15,11 +15,7 @@ from paths import PAIR
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.pytest.html_hooks import HtmlReportHooks
 from pytest_modelsweep.report import plots
-from pytest_modelsweep.report.html import (
-    measurement_html,
-    summary_html,
-    write_html_report,
-)
+from pytest_modelsweep.report.html import html_document, measurement_html, summary_html
 from pytest_modelsweep.report.tables import records
 from pytest_modelsweep.store.results import RunInfo, load_results
 
@@ -152,12 +148,11 @@ def test_pytest_html_report_has_the_summary_tables_plots_and_escaped_items(
 
 
 def test_the_standalone_file_has_the_live_runs_summary(pytester: pytest.Pytester) -> None:
-    """`modelsweep report` (write_html_report on the results file) shows what the live run showed."""
+    """`modelsweep report` (html_document of the results file) shows what the live run showed."""
     result, text = make_report(pytester)
     result.assert_outcomes(passed=6, failed=1)  # the worse verdict fails
     data = load_results(pytester.path / "results.json")
-    path = write_html_report(pytester.path / "standalone" / "r.html", data["measurements"], data["run"])
-    standalone = path.read_text(encoding="utf-8")
+    standalone = html_document(data["measurements"], data["run"])
     assert summary_section(standalone) == summary_section(text)
     assert PWNED not in standalone and PWNED_ESCAPED in standalone
     assert standalone.count("<script") == 0
@@ -289,7 +284,6 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(
     assert plots.matplotlib_available() is False
     assert plots.summary_plots(records(_measurements())) is None
     assert plots.forest_plot(records(_measurements())) is None
-    path = write_html_report(tmp_path / "r.html", _measurements(), {})
-    text = path.read_text(encoding="utf-8")
+    text = html_document(_measurements(), {})
     assert "plots need matplotlib: pip install &#x27;pytest-modelsweep[html]&#x27;" in text
     assert "data:image/svg+xml" not in text

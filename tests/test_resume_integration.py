@@ -25,7 +25,7 @@ GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 LIMIT = 4
 KILL_AFTER = 2
 """Items stored before the kill: the server has one slot, so they are answered one after
-another (about 3 s each) and the kill lands between two of them, not after a batch that ends
+another (about 1.5 s each) and the kill lands between two of them, not after a batch that ends
 at once. One thread: a server of two threads spins on its barrier whenever another test takes
 one of the two cores (beside the real verdict run both took four times their time alone)."""
 
@@ -35,7 +35,7 @@ def command(tmp: Path, store: str, results: Path) -> list[str]:
         sys.executable, "-m", "pytest", str(ROOT / "benches" / "test_accuracy.py"),
         # the candidate alone: its verdict would have no reference to judge against
         "-m", "gsm8k and not verdict", "--model", "smollm2-135m", "--limit", str(LIMIT),
-        "--gsm8k-max-tokens", "64", "--gsm8k-path", str(GSM8K),
+        "--gsm8k-max-tokens", "32", "--gsm8k-path", str(GSM8K),
         "--sweep", str(embedded_sweep_with(tmp / "one-slot.toml", max_num_seqs=1, threads=1)),
         "--store", store, "--modelsweep-dir", str(tmp / "work"),
         "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",

@@ -286,7 +286,7 @@ def test_the_streamed_request_on_the_wire_never_shows_its_key() -> None:
     from pytest_modelsweep.core.secrets import SecretBytes, auth_headers
 
     runner = _StreamRunner("http://127.0.0.1:9/v1", "m", [], 10.0, None,
-                           credentials=Credentials("Bearer", ENV_SECRET))
+                           Guard(credentials=Credentials("Bearer", ENV_SECRET)))
     _, raw = runner._request_bytes(ApiRequest("a", "/v1/completions", {"prompt": "x"}))
     assert isinstance(raw, SecretBytes) and f"Bearer {ENV_SECRET}".encode() in raw
     assert ENV_SECRET not in repr(raw) and ENV_SECRET not in repr([raw])

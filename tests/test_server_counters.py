@@ -8,13 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_modelsweep.client.counters import (
-    cached_tokens_counter,
     counter_names,
     fetch_metrics,
     find_counter,
-    generated_tokens_counter,
     parse_prometheus,
-    prompt_tokens_counter,
 )
 from pytest_modelsweep.core.errors import EndpointError
 
@@ -63,33 +60,33 @@ def test_parse_ignores_garbage_lines() -> None:
 
 def test_llamacpp_counters() -> None:
     metrics = parse_prometheus(LLAMACPP_TEXT)
-    assert generated_tokens_counter("llamacpp", metrics) == 10
-    assert prompt_tokens_counter("llamacpp", metrics) == 6
-    assert cached_tokens_counter("llamacpp", metrics) == 4
+    assert find_counter("llamacpp", "generated", metrics)[1] == 10
+    assert find_counter("llamacpp", "prompt", metrics)[1] == 6
+    assert find_counter("llamacpp", "cached", metrics)[1] == 4
 
 
 def test_vllm_counters() -> None:
     metrics = parse_prometheus(VLLM_TEXT)
-    assert generated_tokens_counter("vllm", metrics) == 1234
-    assert prompt_tokens_counter("vllm", metrics) == 5000
-    assert cached_tokens_counter("vllm", metrics) == 16
+    assert find_counter("vllm", "generated", metrics)[1] == 1234
+    assert find_counter("vllm", "prompt", metrics)[1] == 5000
+    assert find_counter("vllm", "cached", metrics)[1] == 16
 
 
 def test_names_without_total_suffix_and_older_vllm() -> None:
     metrics = {"vllm:generation_tokens": 5.0, "vllm:gpu_prefix_cache_hits_total": 2.0}
     assert find_counter("vllm", "generated", metrics) == ("vllm:generation_tokens", 5.0)
-    assert cached_tokens_counter("vllm", metrics) == 2.0
+    assert find_counter("vllm", "cached", metrics)[1] == 2.0
 
 
 def test_openai_kind_tries_every_known_name() -> None:
-    assert generated_tokens_counter("openai", parse_prometheus(LLAMACPP_TEXT)) == 10
-    assert generated_tokens_counter("openai", parse_prometheus(VLLM_TEXT)) == 1234
+    assert find_counter("openai", "generated", parse_prometheus(LLAMACPP_TEXT))[1] == 10
+    assert find_counter("openai", "generated", parse_prometheus(VLLM_TEXT))[1] == 1234
     assert "llamacpp:tokens_predicted_total" in counter_names("openai", "generated")
 
 
 def test_missing_counter_names_what_to_do() -> None:
     with pytest.raises(EndpointError, match=r"no generated-tokens counter \(vllm:generation_tokens_total\)"):
-        generated_tokens_counter("vllm", parse_prometheus(LLAMACPP_TEXT))
+        find_counter("vllm", "generated", parse_prometheus(LLAMACPP_TEXT))
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +97,7 @@ def server() -> Iterator[SseServer]:
 
 def test_fetch_metrics(server: SseServer) -> None:
     metrics = fetch_metrics(server.base_url + "/")
-    assert generated_tokens_counter("llamacpp", metrics) == 0
+    assert find_counter("llamacpp", "generated", metrics)[1] == 0
 
 
 def test_fetch_metrics_disabled_names_the_flag() -> None:

@@ -27,10 +27,10 @@ pytest_plugins = ("pytester",)
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fake_llama_server.py"
 REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
-DELAY_S = 1.0
-SLOWER_S = 3.0
-"""With the fake's own start (an interpreter, a few imports: about half a second here), 1 s
-then 3 s of sleep double the time from launch to first token or more (the gate's threshold is
+DELAY_S = 0.5
+SLOWER_S = 1.5
+"""With the fake's own start (an interpreter, a few imports: about half a second here), 0.5 s
+then 1.5 s of sleep double the time from launch to first token or more (the gate's threshold is
 +25%), and the sleep is most of a launch's time: the gate reads real launch times, so the
 test runs alone (``timing``)."""
 

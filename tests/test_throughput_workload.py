@@ -19,7 +19,7 @@ from pytest_modelsweep.client import (
     run_stream_requests,
     stream_requests_detailed,
 )
-from pytest_modelsweep.client.counters import cached_tokens_counter, fetch_metrics
+from pytest_modelsweep.client.counters import fetch_metrics, find_counter
 from pytest_modelsweep.core.errors import EndpointError, MeasurementError
 from pytest_modelsweep.core.records import ApiRequest, RequestRecord
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec
@@ -246,7 +246,6 @@ def test_summary_of_a_clean_window() -> None:
         counters_before=counters(100, 5, 10), counters_after=counters(132, 5, 106),
     )
     assert result.violations == []
-    result.check()
     assert result.total_completion_tokens == 32
     assert result.duration_s == pytest.approx(3 + 1.2)
     assert result.output_tokens_per_s == pytest.approx(32 / 4.2)
@@ -329,24 +328,6 @@ def test_violation_warmup_error() -> None:
     ]
 
 
-def test_check_lists_violations_in_one_line_each() -> None:
-    records = [record(float(i), [i + 0.5], i + 0.5, 1, finish_reason="stop") for i in range(25)]
-    result = summarize(
-        outcomes_of(records), concurrency=4, prompt_tokens=24, output_tokens=8,
-        server_kind="llamacpp", counters_before=counters(0), counters_after=counters(25),
-    )
-    with pytest.raises(MeasurementError) as info:
-        result.check()
-    message = str(info.value)
-    assert "\n" not in message
-    assert message.startswith(
-        "throughput run at concurrency 4 broke its rules: "
-        "request 0 produced 1 of 8 tokens (finish_reason=stop); "
-        "request 1 produced 1 of 8 tokens (finish_reason=stop); "
-    )
-    assert message.endswith("; ... and 5 more")
-
-
 # --------------------------------------------------------------------------- run_throughput (loopback)
 
 
@@ -393,8 +374,7 @@ def test_run_throughput_reports_each_violation() -> None:
         "(unique prompts, no template)"
     ) in violations
     assert len(violations) == 9 + 9 + 2
-    with pytest.raises(MeasurementError, match="request 8 produced 5 of 8 tokens"):
-        result.check()  # type: ignore[attr-defined]
+    assert any(v.startswith("request 8 produced 5 of 8 tokens") for v in violations)
 
 
 def test_run_throughput_with_bos() -> None:
@@ -456,7 +436,7 @@ def test_real_exact_length_prompts(llama: Endpoint, length: int, count: int) -> 
         assert outcome.record.completion_tokens == 1
         assert outcome.cached_tokens == 0
     after = fetch_metrics(llama.base_url)
-    assert cached_tokens_counter("llamacpp", after) == cached_tokens_counter("llamacpp", before)
+    assert find_counter("llamacpp", "cached", after) == find_counter("llamacpp", "cached", before)
 
 
 @pytest.mark.integration
@@ -473,7 +453,7 @@ def test_real_throughput_c4(llama: Endpoint) -> None:
         f"ITL p50 {result.itl.p50 * 1e3:.1f} ms, cached {result.server_cached_tokens:g}, "
         f"shared-chunk tokens {result.tokens_in_shared_chunks}"
     )
-    result.check()
+    assert result.violations == []
     assert all(r.completion_tokens == 32 for r in result.records)
     assert 0.99 <= result.fidelity <= 1.01
     assert result.server_cached_tokens == 0 and result.reported_cached_tokens == 0

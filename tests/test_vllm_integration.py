@@ -366,7 +366,7 @@ def test_throughput_at_concurrency_4(server: VllmServer) -> None:
             seed=2024,
             timeout_s=REQUEST_TIMEOUT_S,
         )
-        result.check()
+        assert result.violations == []
         records = result.records
         fidelity = result.fidelity
         tokens_per_s = result.output_tokens_per_s

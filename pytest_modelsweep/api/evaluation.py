@@ -12,17 +12,12 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.errors import DataError, ScorerError
-from ..core.records import (
-    ApiRequest,
-    Completion,
-    ItemRecord,
-    prompt_hash,
-    text_field,
-    tool_calls_as_openai,
-)
+from ..core.records import (ApiRequest, Completion, ItemRecord, prompt_hash, text_field,
+    tool_calls_as_openai)
 
 if TYPE_CHECKING:
     from ..core.measurements import AccuracyStats
@@ -75,10 +70,7 @@ class EvalItem:
         if not all(isinstance(s, str) and s for s in stop):
             raise DataError(f"{where}: stop must be a list of non-empty strings, got {stop!r}")
         object.__setattr__(self, "stop", stop)
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) \
-                or self.max_tokens < 1:
-            raise DataError(f"{where}: max_tokens must be a positive integer, "
-                            f"got {self.max_tokens!r}")
+        check_positive(where, max_tokens=self.max_tokens)
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float) \
                 or not self.temperature >= 0:
             raise DataError(f"{where}: temperature must be a number >= 0, "
@@ -95,6 +87,13 @@ class EvalItem:
                     f"{where}: its messages, tools and answer must be JSON data (strings, "
                     "numbers, lists, dicts) to be stored; keep other things in data="
                 ) from None
+
+
+def check_positive(where: str, **values: Any) -> None:
+    """A one-line DataError unless every value is a positive integer (a bool is not)."""
+    for what, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DataError(f"{where}: {what} must be a positive integer, got {value!r}")
 
 
 def _checked_messages(
@@ -180,24 +179,18 @@ PROMPT_FIELDS = ("messages", "prompt", "tools", "stop")
 def sampling_params(items: Sequence[EvalItem], prompting: Prompting) -> dict[str, Any]:
     """What each item was sampled with: ``sampling`` (shared by every item) and, when some
     differ, ``sampling_by_item`` (each item's others)."""
-    requests = {}
-    for item in items:
-        payload = request_for(item, prompting).payload
-        requests[item.id] = {k: v for k, v in payload.items() if k not in PROMPT_FIELDS}
-
-    def same(a: Any, b: Any) -> bool:
-        return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True,
-                                                                        default=str)
-
+    requests = {item.id: {k: v for k, v in request_for(item, prompting).payload.items()
+                          if k not in PROMPT_FIELDS} for item in items}
     listed = list(requests.values())
-    shared = {k: v for k, v in listed[0].items()
-              if all(k in r and same(r[k], v) for r in listed)} if listed else {}
-    params: dict[str, Any] = {"sampling": shared}
+
+    def text(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, default=str)
+
+    shared = {k: v for k, v in (listed[0].items() if listed else ())
+              if all(k in r and text(r[k]) == text(v) for r in listed)}
     rest = {item_id: {k: v for k, v in r.items() if k not in shared}
             for item_id, r in requests.items()}
-    if any(rest.values()):
-        params["sampling_by_item"] = rest
-    return params
+    return {"sampling": shared, **({"sampling_by_item": rest} if any(rest.values()) else {})}
 
 
 def _scorer_name(scorer: Callable[..., Any]) -> str:
@@ -231,17 +224,12 @@ def scored_record(
     if failure is None and text is None and item.tools is None:
         failure = f"{text_field(request.path)} is NoneType, not a string"
 
-    def record(correct: bool, error: str | None = None, answer: Any = None,
-               scores: dict[str, bool] | None = None, partial: float | None = None) -> ItemRecord:
-        return ItemRecord(
-            item_id=item.id, prompt_hash=request.prompt_hash, correct=correct, response=shown,
-            data_hash=item.data_hash, extracted=answer, finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-            scores=scores or {}, error=error, completion=completion, score=partial,
-        )
-
+    record = partial(
+        ItemRecord, item_id=item.id, prompt_hash=request.prompt_hash, response=shown,
+        data_hash=item.data_hash, finish_reason=completion.finish_reason, completion=completion,
+        prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
     if failure is not None:
-        return record(False, error=failure)
+        return record(correct=False, error=failure)
     result = scorer(completion, item)
     score = result if isinstance(result, Score) else Score(result)
     value = _checked_value(score.value, scorer, benchmark, item)
@@ -260,8 +248,8 @@ def scored_record(
             f"{item.id!r}: expected a dict of names to True/False"
         )
     if isinstance(value, bool):
-        return record(value, answer=score.answer, scores=scores)
-    return record(value >= 1.0, answer=score.answer, scores=scores, partial=value)
+        return record(correct=value, extracted=score.answer, scores=scores)
+    return record(correct=value >= 1.0, extracted=score.answer, scores=scores, score=value)
 
 
 def summarise_items(records: Sequence[ItemRecord]) -> dict[str, Any]:
@@ -331,6 +319,6 @@ def first_duplicate(items: Sequence[EvalItem]) -> str | None:
 
 __all__ = [
     "EvalItem", "Evaluate", "EvaluationResult", "Prompting", "Score", "Scorer", "Summarise",
-    "first_duplicate", "render_completion_prompt", "request_for", "scored_record",
+    "check_positive", "first_duplicate", "render_completion_prompt", "request_for", "scored_record",
     "summarise_items",
 ]

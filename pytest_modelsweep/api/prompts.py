@@ -8,40 +8,33 @@ them as the built-in throughput benches do.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.errors import DataError
-from ..core.text_files import read_utf8_text
+from ..core.text_files import read_jsonl, read_utf8_text
 
 
 def load_prompts(path: str | Path) -> list[str]:
     """The prompts of a file: ``.jsonl`` (one ``{"prompt": ...}`` a line) or plain text (one
     a line; blank and ``#`` lines skipped); a one-line :class:`DataError` otherwise."""
-    where = Path(path)
+    where, fix = Path(path), "pass the path of a .txt or .jsonl file of prompts"
     if not where.exists():
-        raise DataError(f"prompt file {where} not found; pass the path of a .txt or .jsonl "
-                        "file of prompts")
-    text = read_utf8_text(where, "prompt", "pass the path of a .txt or .jsonl file of prompts")
-    prompts: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or (where.suffix != ".jsonl" and line.lstrip().startswith("#")):
-            continue
-        if where.suffix == ".jsonl":
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}:{number}: not JSON ({exc.msg}); a .jsonl prompt "
-                                'file has one {"prompt": "..."} object a line') from None
+        raise DataError(f"prompt file {where} not found; {fix}")
+    if where.suffix != ".jsonl":
+        lines = read_utf8_text(where, "prompt", fix).splitlines()
+        prompts = [line.strip() for line in lines
+                   if line.strip() and not line.lstrip().startswith("#")]
+    else:
+        prompts = []
+        for number, line, record in read_jsonl(where, "prompt", fix, "a .jsonl prompt file has "
+                                               'one {"prompt": "..."} object a line', "not JSON"):
             prompt = record.get("prompt") if isinstance(record, dict) else None
             if not isinstance(prompt, str) or not prompt.strip():
                 raise DataError(f"{where}:{number}: expected a non-empty \"prompt\" string, "
                                 f"got {line.strip()[:80]!r}")
             prompts.append(prompt)
-        else:
-            prompts.append(line.strip())
     if not prompts:
         raise DataError(f"prompt file {where} has no prompts; write one prompt a line")
     return prompts

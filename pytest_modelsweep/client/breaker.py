@@ -1,12 +1,10 @@
 """A per-endpoint circuit breaker: a server that stopped answering fails fast, once.
 
-After ``threshold`` consecutive timeouts or connection failures, or a silent request and
-no answer to a health check, the breaker opens: every request waiting or not yet sent fails
-at once with one line. Before the model's next test :meth:`Breaker.recheck` may close it.
-
-A long silence alone proves nothing (prefill is silent; a non-streamed answer sends no byte
-until complete), so a server that answers ``GET /v1/models`` stalls only when its work
-counters stand still for a whole check interval; one without counters gets the idle timeout.
+After ``threshold`` consecutive timeouts or connection failures, or a silence and no answer to
+a health check, it opens: every request waiting or not yet sent fails at once with one line;
+:meth:`Breaker.recheck` may close it before the model's next test. A silence alone proves
+nothing (prefill is silent), so a server that answers ``GET /v1/models`` stalls only when its
+work counters stand still for a whole check interval (one without them: the idle timeout).
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+
+import httpx
 
 from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, auth_headers
@@ -53,10 +53,6 @@ class Breaker:
     def __repr__(self) -> str:
         return f"Breaker({self.name}, open={self.reason is not None})"
 
-    @property
-    def is_open(self) -> bool:
-        return self.reason is not None
-
     def success(self) -> None:
         with self._lock:
             self.failures = 0
@@ -75,30 +71,24 @@ class Breaker:
             if self.reason is None:
                 self.reason = reason
 
-    def healthy(self, timeout_s: float | None = None) -> bool:
-        """Whether ``GET /v1/models`` answers whole (any HTTP status) within the health timeout."""
-        import httpx
-
+    def _get(self, path: str, timeout_s: float | None = None) -> httpx.Response | None:
+        """``GET path``, answered whole within the health timeout; None when it is not."""
         try:
-            get_within(f"{self.base_url}/v1/models", timeout_s or self.health_timeout_s,
-                       auth_headers(self.credentials))
-        except httpx.HTTPError:
-            return False
-        return True
-
-    def work_done(self) -> float | None:
-        """The server's work counters summed (``/metrics``, read whole within the health
-        timeout), or None where it has none."""
-        import httpx
-
-        from .counters import parse_prometheus, work_done
-
-        try:
-            response = get_within(f"{self.base_url}/metrics", self.health_timeout_s,
-                                  auth_headers(self.credentials))
+            return get_within(f"{self.base_url}{path}", timeout_s or self.health_timeout_s,
+                              auth_headers(self.credentials))
         except httpx.HTTPError:
             return None
-        if response.status_code != 200:
+
+    def healthy(self, timeout_s: float | None = None) -> bool:
+        """Whether ``GET /v1/models`` answers whole (any HTTP status) within the health timeout."""
+        return self._get("/v1/models", timeout_s) is not None
+
+    def work_done(self) -> float | None:
+        """The server's work counters summed (``/metrics``), or None where it has none."""
+        from .counters import parse_prometheus, work_done
+
+        response = self._get("/metrics")
+        if response is None or response.status_code != 200:
             return None
         return work_done(parse_prometheus(response.text))
 

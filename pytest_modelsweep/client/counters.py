@@ -1,9 +1,8 @@
 """The server's own counters, read from its Prometheus ``/metrics`` text.
 
-A throughput run reads them before and after its timed window, to check the client's count;
-the names per server are in :data:`_NAMES` (llama.cpp's ``prompt`` counts only the prompt
-tokens it computed, not cached ones). Names match with and without ``_total``; samples of
-one name are summed over their labels.
+A throughput run reads them around its timed window, to check the client's count (llama.cpp's
+``prompt`` counts only the prompt tokens it computed, not cached ones). Names match with and
+without ``_total``; samples of one name are summed over their labels.
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
     return names_for(_NAMES[which], endpoint_kind)
 
 
-def lookup(names: tuple[str, ...], metrics: dict[str, float]) -> tuple[str, float] | None:
+def lookup(names: tuple[str, ...], metrics: Mapping[str, float]) -> tuple[str, float] | None:
     """``(name, value)`` of the first of ``names`` the metrics hold, each also tried without
     the ``_total`` suffix; None when none is there."""
     for name in names:
@@ -96,21 +95,6 @@ def find_counter(endpoint_kind: str, which: CounterKind, metrics: dict[str, floa
     raise EndpointError(f"the {endpoint_kind} server's /metrics has no {which}-tokens counter "
                         f"({wanted}); attach a llama.cpp server started with --metrics or a "
                         "vLLM server")
-
-
-def generated_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
-    """Tokens the server has generated since it started."""
-    return find_counter(endpoint_kind, "generated", metrics)[1]
-
-
-def prompt_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
-    """Prompt tokens the server has counted since it started (see the module table)."""
-    return find_counter(endpoint_kind, "prompt", metrics)[1]
-
-
-def cached_tokens_counter(endpoint_kind: str, metrics: dict[str, float]) -> float:
-    """Prompt tokens the server took from its prefix cache since it started."""
-    return find_counter(endpoint_kind, "cached", metrics)[1]
 
 
 METRICS_TIMEOUT_S = 10.0

@@ -72,17 +72,12 @@ class Target:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == default else f"{host}:{self.port}"
 
-    def path_of(self, api_path: str) -> str:
-        return self.prefix + api_path
-
 
 def request_body(served_name: str, request: ApiRequest, *, stream: bool) -> bytes:
     payload: dict[str, Any] = {"model": served_name, **request.payload}
     if stream:
         payload["stream"] = True
-        options = dict(payload.get("stream_options") or {})
-        options["include_usage"] = True
-        payload["stream_options"] = options
+        payload["stream_options"] = {**(payload.get("stream_options") or {}), "include_usage": True}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -142,14 +137,9 @@ class StreamExchange:
                 break
             event = buf[pos:j]
             pos = j + 2
-            if event[:6] == b"data: " and b"\n" not in event:
-                payload = event[6:]
-            else:
-                data_lines = self._data_of(event)
-                if data_lines is None:
-                    continue
-                payload = data_lines
-            if not self._on_data(payload, now):
+            payload = (event[6:] if event[:6] == b"data: " and b"\n" not in event
+                       else self._data_of(event))
+            if payload is not None and not self._on_data(payload, now):
                 return False
         self._sse = buf[pos:] if pos else buf
         return True

@@ -87,7 +87,7 @@ async def post_requests(
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     root = base_url_v1.rstrip("/")
     results: list[Completion | None] = [None] * len(requests)
-    state = {"next": 0}
+    queue = iter(enumerate(requests))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     guard = guard or Guard()
     watch = guard.watch()
@@ -131,20 +131,14 @@ async def post_requests(
             timed_out = False
             try:
                 result = await send(request)
-            except TimeoutError:
-                timed_out = True
-                result = Completion.failed(f"timed out after {timeout_s:g} s")
             except httpx.ReadTimeout:
                 timed_out = True
                 result = Completion.failed(f"no answer for {idle:g} s from {request.path}")
-            except httpx.TimeoutException:
+            except (TimeoutError, httpx.TimeoutException):
                 timed_out = True
                 result = Completion.failed(f"timed out after {timeout_s:g} s")
-            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
-                timed_out = True
-                result = Completion.failed(
-                    f"request to {request.path} failed: {type(exc).__name__}: {exc}")
             except httpx.HTTPError as exc:
+                timed_out = isinstance(exc, (httpx.ConnectError, httpx.RemoteProtocolError))
                 result = Completion.failed(
                     f"request to {request.path} failed: {type(exc).__name__}: {exc}")
             watch.settle(result.error, timed_out, perf() - start)
@@ -169,10 +163,7 @@ async def post_requests(
             return completion
 
         async def worker() -> None:
-            while state["next"] < len(requests):
-                index = state["next"]
-                state["next"] += 1
-                request = requests[index]
+            for index, request in queue:
                 result = await one(request)
                 results[index] = result
                 if on_result is not None:

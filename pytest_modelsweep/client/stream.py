@@ -10,20 +10,19 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from ..core.records import ApiRequest, RequestRecord
-from ..core.secrets import Credentials, SecretBytes, auth_headers
-from .breaker import STALL_CHECK_S
+from ..core.secrets import SecretBytes, auth_headers
 from .http import Connection, StreamExchange, Target, perf, request_body
-from .watch import Guard, Watch, wants_key, with_watch
+from .watch import Guard, wants_key, with_watch
+
+OnRecord = Callable[[ApiRequest, RequestRecord], None]
+"""Told each request's record as it ends."""
 
 
 @dataclass
 class StreamOutcome:
-    """One streamed request's record plus what the record has no field for.
-
-    ``cached_tokens``: prompt tokens the server reused from its cache; ``chunks``: SSE
-    data events, ``[DONE]`` included; ``sent_at``: when the client began the request (in
-    an open loop ``record.start`` is the *scheduled* time, so latencies count any wait).
-    """
+    """One streamed request's record plus ``cached_tokens`` (from the server's cache),
+    ``chunks`` (SSE events, ``[DONE]`` included) and ``sent_at`` (when the client began it; in
+    an open loop ``record.start`` is the *scheduled* time, so latencies count any wait)."""
 
     request: ApiRequest
     record: RequestRecord
@@ -39,37 +38,29 @@ class _IdleTimeout(Exception):
 class _StreamRunner:
     """N workers, each with its own keep-alive connection, pulling from one queue."""
 
-    def __init__(
-        self,
-        base_url_v1: str,
-        served_name: str,
-        requests: Sequence[ApiRequest],
-        timeout_s: float,
-        on_record: Callable[[ApiRequest, RequestRecord], None] | None,
-        *,
-        idle_timeout_s: float | None = None,
-        credentials: Credentials | None = None,
-        watch: Watch | None = None,
-    ) -> None:
+    def __init__(self, base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
+                 timeout_s: float, on_record: OnRecord | None,
+                 guard: Guard | None = None, in_flight: InFlight | None = None) -> None:
+        guard = guard or Guard()
         self.target = Target.parse(base_url_v1)
         self.requests = requests
         self.timeout_s = timeout_s
-        self.idle_timeout_s = idle_timeout_s or timeout_s
-        self.credentials = credentials
-        self.watch = watch or Watch(None, STALL_CHECK_S, None)
+        self.idle_timeout_s = guard.idle_timeout_s or timeout_s
+        self.credentials = guard.credentials
+        self.watch = guard.watch()
         self.on_record = on_record
         self.served_name = served_name
         self.outcomes: list[StreamOutcome | None] = [None] * len(requests)
-        self.counted: InFlight | None = None
+        self.in_flight = in_flight or InFlight()
         """Kept current with the requests in flight, for readers in other threads."""
-        self._next = 0
+        self._queue = iter(enumerate(requests))
         self._ssl = ssl.create_default_context() if self.target.scheme == "https" else None
 
     def _request_bytes(self, request: ApiRequest) -> tuple[str, SecretBytes]:
         """The request on the wire; its head carries the key, so it is held as
         :class:`SecretBytes` (never shown, also not by ``pytest -l``)."""
         __tracebackhide__ = True
-        path = self.target.path_of(request.path)
+        path = self.target.prefix + request.path
         body = request_body(self.served_name, request, stream=True)
         head = (
             f"POST {path} HTTP/1.1\r\n"
@@ -104,25 +95,28 @@ class _StreamRunner:
     async def worker(self) -> None:
         conn: Connection | None = None
         try:
-            while self._next < len(self.requests):
-                index = self._next
-                self._next += 1
-                request = self.requests[index]
-                counted = self.counted
-                if counted is not None:
-                    counted.now += 1
-                    counted.peak = max(counted.peak, counted.now)
-                try:
-                    outcome, conn = await self._one(request, conn)
-                finally:
-                    if counted is not None:
-                        counted.now -= 1
-                self.outcomes[index] = outcome
-                if self.on_record is not None:
-                    self.on_record(request, outcome.record)
+            for index, request in self._queue:
+                outcome, conn = await self._counted(request, conn)
+                self._keep(index, outcome)
         finally:
             if conn is not None:
                 conn.abort()
+
+    def _keep(self, index: int, outcome: StreamOutcome) -> None:
+        self.outcomes[index] = outcome
+        if self.on_record is not None:
+            self.on_record(outcome.request, outcome.record)
+
+    async def _counted(self, request: ApiRequest, conn: Connection | None,
+                       scheduled: float | None = None) -> tuple[StreamOutcome, Connection | None]:
+        """:meth:`_one`, counted in flight while it runs."""
+        gauge = self.in_flight
+        gauge.now += 1
+        gauge.peak = max(gauge.peak, gauge.now)
+        try:
+            return await self._one(request, conn, scheduled)
+        finally:
+            gauge.now -= 1
 
     async def _one(
         self, request: ApiRequest, conn: Connection | None, scheduled: float | None = None
@@ -163,14 +157,11 @@ class _StreamRunner:
                         f"{self.target.port} ({ex.chunks} chunks received)", perf())
             except TimeoutError:
                 timed_out = True
-                ex.fail(
-                    f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", perf()
-                )
+                ex.fail(f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)",
+                        perf())
             except OSError as exc:
                 timed_out = True
-                ex.fail(
-                    f"cannot connect to {self.target.host}:{self.target.port}: {exc}", perf()
-                )
+                ex.fail(f"cannot connect to {self.target.host}:{self.target.port}: {exc}", perf())
             except BaseException:  # cancelled (another worker's callback raised): no leaks
                 if conn is not None:
                     conn.abort()
@@ -219,50 +210,30 @@ async def run_workers(count: int, make: Callable[[], Any]) -> None:
 
 
 async def stream_requests_detailed(
-    base_url_v1: str,
-    served_name: str,
-    requests: Sequence[ApiRequest],
-    concurrency: int,
-    *,
-    timeout_s: float,
-    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
-    guard: Guard | None = None,
+    base_url_v1: str, served_name: str, requests: Sequence[ApiRequest], concurrency: int, *,
+    timeout_s: float, on_record: OnRecord | None = None, guard: Guard | None = None,
     in_flight: InFlight | None = None,
 ) -> list[StreamOutcome]:
     """Like :func:`stream_requests`, with the server's cached-token count per request;
     ``in_flight`` (optional) is kept current for readers in other threads."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    guard = guard or Guard()
-    watch = guard.watch()
-    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record,
-                           idle_timeout_s=guard.idle_timeout_s, credentials=guard.credentials,
-                           watch=watch)
-    runner.counted = in_flight
-    await with_watch(watch, lambda: run_workers(min(concurrency, len(requests)), runner.worker))
+    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record, guard,
+                           in_flight)
+    await with_watch(runner.watch,
+                     lambda: run_workers(min(concurrency, len(requests)), runner.worker))
     return [outcome for outcome in runner.outcomes if outcome is not None]
 
 
 async def stream_requests(
-    base_url_v1: str,
-    served_name: str,
-    requests: Sequence[ApiRequest],
-    concurrency: int,
-    *,
-    timeout_s: float,
-    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
-    guard: Guard | None = None,
+    base_url_v1: str, served_name: str, requests: Sequence[ApiRequest], concurrency: int, *,
+    timeout_s: float, on_record: OnRecord | None = None, guard: Guard | None = None,
 ) -> list[RequestRecord]:
     """Stream ``requests`` with exactly ``concurrency`` in flight; records in input order.
-
-    Times are ``time.perf_counter()``; ``token_times`` has one entry per SSE chunk that
-    carried text. ``timeout_s`` bounds each request from connect to ``[DONE]``; ``guard``
-    adds the idle timeout, credentials and the endpoint's breaker.
-    """
-    outcomes = await stream_requests_detailed(
-        base_url_v1, served_name, requests, concurrency, timeout_s=timeout_s,
-        on_record=on_record, guard=guard,
-    )
+    ``timeout_s`` bounds each request from connect to ``[DONE]``; ``guard`` adds the idle
+    timeout, credentials and the endpoint's breaker. Times are ``time.perf_counter()``."""
+    outcomes = await stream_requests_detailed(base_url_v1, served_name, requests, concurrency,
+                                              timeout_s=timeout_s, on_record=on_record, guard=guard)
     return [outcome.record for outcome in outcomes]
 
 
@@ -310,15 +281,13 @@ class _OpenLoopRunner(_StreamRunner):
 
     def __init__(self, base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
                  offsets: Sequence[float], *, max_in_flight: int, preopen: int,
-                 timeout_s: float, on_record: Callable[[ApiRequest, RequestRecord], None] | None,
-                 idle_timeout_s: float | None, credentials: Credentials | None, watch: Watch,
-                 in_flight: InFlight) -> None:
-        super().__init__(base_url_v1, served_name, requests, timeout_s, on_record,
-                         idle_timeout_s=idle_timeout_s, credentials=credentials, watch=watch)
+                 timeout_s: float, on_record: OnRecord | None,
+                 guard: Guard | None, in_flight: InFlight | None) -> None:
+        super().__init__(base_url_v1, served_name, requests, timeout_s, on_record, guard,
+                         in_flight)
         self.offsets = offsets
         self.max_in_flight = max_in_flight
         self.preopen = preopen
-        self.in_flight = in_flight
         self.idle: list[Connection] = []
         self.scheduled = [0.0] * len(requests)
         self.started = 0.0
@@ -356,33 +325,20 @@ class _OpenLoopRunner(_StreamRunner):
             self.idle.clear()
 
     async def _send(self, index: int, due: float, slots: asyncio.Semaphore) -> None:
-        gauge = self.in_flight
-        gauge.now += 1
-        gauge.peak = max(gauge.peak, gauge.now)
         conn = self.idle.pop() if self.idle else None
         try:
-            outcome, conn = await self._one(self.requests[index], conn, scheduled=due)
+            outcome, conn = await self._counted(self.requests[index], conn, due)
         finally:
-            gauge.now -= 1
             slots.release()
         if conn is not None and not conn.closed:
             self.idle.append(conn)
-        self.outcomes[index] = outcome
-        if self.on_record is not None:
-            self.on_record(outcome.request, outcome.record)
+        self._keep(index, outcome)
 
 
 async def stream_open_loop(
-    base_url_v1: str,
-    served_name: str,
-    requests: Sequence[ApiRequest],
-    offsets_s: Sequence[float],
-    *,
-    max_in_flight: int,
-    timeout_s: float,
-    preopen: int = 0,
-    on_record: Callable[[ApiRequest, RequestRecord], None] | None = None,
-    guard: Guard | None = None,
+    base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
+    offsets_s: Sequence[float], *, max_in_flight: int, timeout_s: float, preopen: int = 0,
+    on_record: OnRecord | None = None, guard: Guard | None = None,
     in_flight: InFlight | None = None,
 ) -> OpenLoopRun:
     """Stream ``requests[i]`` at ``offsets_s[i]`` seconds after the run starts (open loop).
@@ -396,14 +352,10 @@ async def stream_open_loop(
         raise ValueError(f"{len(requests)} requests but {len(offsets_s)} send times")
     if any(b < a for a, b in zip(offsets_s, offsets_s[1:])) or (offsets_s and offsets_s[0] < 0):
         raise ValueError("send times must be ascending offsets from 0 s")
-    guard = guard or Guard()
-    watch = guard.watch()
-    gauge = in_flight if in_flight is not None else InFlight()
     runner = _OpenLoopRunner(base_url_v1, served_name, requests, offsets_s,
                              max_in_flight=max_in_flight, preopen=preopen, timeout_s=timeout_s,
-                             on_record=on_record, idle_timeout_s=guard.idle_timeout_s,
-                             credentials=guard.credentials, watch=watch, in_flight=gauge)
-    await with_watch(watch, runner.run)
+                             on_record=on_record, guard=guard, in_flight=in_flight)
+    await with_watch(runner.watch, runner.run)
     outcomes = [outcome for outcome in runner.outcomes if outcome is not None]
     return OpenLoopRun(outcomes, runner.scheduled, runner.started, max_in_flight,
-                       runner.capped, gauge.peak)
+                       runner.capped, runner.in_flight.peak)

@@ -1,10 +1,6 @@
-"""The process's httpx calls: one TLS context they verify servers with, and a deadline on
-each whole exchange.
-
-httpx builds a new context per client, reading certifi's CA bundle each time (~30 ms of CPU,
-several times a window); built once, as httpx would, it is shared by every client. httpx's
-``timeout`` bounds each read, so a server trickling a byte at a time never trips it:
-:class:`DeadlineClient` bounds the exchange from connect to the body's last byte.
+"""The process's httpx calls: one shared TLS context (httpx would read certifi's CA bundle per
+client, ~30 ms of CPU), and a deadline on each whole exchange (httpx's ``timeout`` bounds each
+read only, so a server trickling bytes never trips it).
 """
 
 from __future__ import annotations

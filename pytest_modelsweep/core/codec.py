@@ -1,24 +1,10 @@
 """How a typed record becomes the JSON of the results file and the store, and back: one cattrs
 converter, with one hook per value type where our JSON differs from cattrs' default.
 
-A :class:`Record` subclass (a frozen dataclass) opts in by declaring fields only: its keys
-are its fields' names, in their order. Where the JSON differs, a field says so in its metadata
-(:func:`key`): another key (``"arrivals.rate"``: inside the object ``arrivals``), absent when
-None (``omit_none``), written only while a flag field is true (``when``; the flag reads back as
-whether the key is there) or another attribute is not None, every key no other field holds
-(``rest``, written first), or keys its own ``hook`` writes of the record and reads of its dict.
-A value type registered with :func:`flat` is written into its parent's dict (its keys beside
-the parent's) and read from it. A class's ``derived`` names properties (or methods) written
-too, each after the field it names (None: at the end), and not read back; its ``order``, where
-given, names the fields and properties it writes, in order (a field it leaves out is neither
-written nor read). A record may be written by another class's plan of the same fields
-(:meth:`Record.layout`: one per knob of a search).
-
-Reading is strict where no promise says otherwise (docs/results-schema.md): a missing key gives
-the field's default, a key no field holds is kept (:class:`Shape`), an int reads as a float and
-null in a float field as NaN; any other value of the wrong type is a :class:`RecordError`
-naming its key, in one line. Written JSON is strict (:func:`strict_json`): a NaN or infinity
-is null, and the object it was in says so under :data:`NON_FINITE`. Pure: no pytest.
+A :class:`Record` subclass (a frozen dataclass) opts in by declaring fields only; where its JSON
+differs, a field's metadata (:func:`key`) says so (docs/architecture.md, "Records and their
+JSON"). Reading is strict where no promise says otherwise (docs/results-schema.md); written JSON
+is strict (:func:`strict_json`). Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -36,9 +22,6 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
 from .errors import DataError
-
-__all__ = ["NON_FINITE", "Record", "RecordError", "Shape", "converter", "finite", "flat", "key",
-           "strict_json"]
 
 
 class RecordError(DataError):
@@ -73,6 +56,16 @@ def _object(value: Any, _: type) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise _wrong("an object", value)
     return dict(value)
+
+
+def number_or_none(value: Any) -> float | None:
+    """A JSON number (not a bool) as a float, anything else as None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def int_or_none(value: Any) -> int | None:
+    """A JSON integer (not a bool), anything else as None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _int_or_float(value: Any, hint: Any) -> int | float | None:
@@ -144,7 +137,7 @@ def key(name: str | None = None, *, omit_none: bool = False, when: str | None = 
     return {"key": name, "omit_none": omit_none, "when": when, "rest": rest, "hook": hook}
 
 
-_FLAT: dict[type, tuple[Callable[[Any], dict[str, Any]], Callable[[Mapping[str, Any]], Any]]] = {}
+_FLAT: dict[type, Hook] = {}
 
 
 def flat(cls: type, write: Callable[[Any], dict[str, Any]],

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from .codec import number_or_none
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -25,8 +27,7 @@ class Pricing:
     """The price only illustrates (the embedded sweep's CPU machine), it is nobody's quote."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"usd_per_hour": self.usd_per_hour, "source": self.source, "as_of": self.as_of,
-                "example": self.example}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Pricing:
@@ -88,14 +89,11 @@ class CostFigures:
             pricing = Pricing.from_dict(stats["pricing"])
         except (KeyError, TypeError, ValueError):
             return None
-        usd = stats.get("usd_per_million_output_tokens")
         interval = stats.get("usd_per_million_output_tokens_interval")
-        pair = None
-        if isinstance(interval, list) and len(interval) == 2 and all(
-                isinstance(v, int | float) and not isinstance(v, bool) for v in interval):
-            pair = (float(interval[0]), float(interval[1]))
-        return cls(float(usd) if isinstance(usd, int | float) and not isinstance(usd, bool)
-                   else None, pair, pricing)
+        low, high = interval if isinstance(interval, list) and len(interval) == 2 else (None, None)
+        low, high = number_or_none(low), number_or_none(high)
+        return cls(number_or_none(stats.get("usd_per_million_output_tokens")),
+                   None if low is None or high is None else (low, high), pricing)
 
 
 def cost_stats(pricing: Pricing, mean_rate: float,
@@ -108,7 +106,3 @@ def cost_stats(pricing: Pricing, mean_rate: float,
             interval = (low, high)
     return CostFigures(usd_per_million_output_tokens(pricing.usd_per_hour, mean_rate), interval,
                        pricing)
-
-
-__all__ = ["CostFigures", "Pricing", "cost_interval", "cost_stats", "costs_of",
-           "usd_per_million_output_tokens"]

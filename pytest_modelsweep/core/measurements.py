@@ -1,23 +1,9 @@
 """One typed record per kind of measurement, and the :class:`Measurement` that carries one.
 
-A measurement's ``stats`` is one of these records, chosen by the metric table
-(:func:`stats_type`: the benchmark's kind, and for a comparison the kind it compares):
-
-* :class:`AccuracyStats` — an accuracy run (GSM8K, BFCL, a user's ``evaluate``);
-* :class:`ThroughputStats` — one throughput setting over its repeats (:class:`ThroughputWindow`
-  each: in an open loop with its :class:`OpenLoop` figures, and with what the server's
-  ``/metrics`` showed, :class:`ServerMetricsWindow`), with CV, the ``unstable``/``contended``/
-  ``server queued``/``saturated`` flags, the interval, goodput and cost;
-* :class:`CapacityStats`, :class:`RateCapacityStats` — an SLO search over concurrency or
-  over the open-loop request rate (:class:`SearchStats`, a :class:`SearchStep` a window);
-* :class:`StartupStats` — a model's cold starts over fresh launches (:class:`ColdStart` each);
-* :class:`AccuracyVerdictStats`, :class:`ThroughputRatioStats`, :class:`CapacityRatioStats`,
-  :class:`RateCapacityRatioStats` — a candidate judged against the reference;
-* :class:`SmokeStats`, :class:`ScreeningResult` — one generation; a screened repo;
-* :class:`OtherStats` — a benchmark the table does not know (a user's ``record_measurement``).
-
-Each record's fields are its keys in the results file and the store, written (``to_dict``)
-and read (``from_dict``) by :mod:`.codec`'s converter. Pure: no pytest.
+A measurement's ``stats`` is the record :func:`stats_type` names by its benchmark's kind (for a
+comparison, the kind it compares; :class:`OtherStats` for a benchmark the metric table does not
+know). Each record's fields are its keys in the results file and the store, written
+(``to_dict``) and read (``from_dict``) by :mod:`.codec`'s converter. Pure: no pytest.
 """
 
 from __future__ import annotations
@@ -28,22 +14,14 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from .codec import Record, RecordError, Shape, converter, flat, key
+from .codec import Record, RecordError, converter, flat, int_or_none, key, number_or_none
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
 from .slo import GoodputFigures
 from .stats import Verdict
-from .stats.bootstrap import PairedInterval, VerdictRecord
+from .stats.bootstrap import PairedInterval
 from .stats.intervals import RatioInterval, log_mean_interval
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
 
 # --------------------------------------------------------------------------- shared parts
 
@@ -61,18 +39,10 @@ def side_flags(*, unstable: bool, cv: float | None, contended: bool, server_queu
     """What makes one side of a comparison doubtful: ``unstable (CV 53%)``, ``contended``,
     ``server queued`` (it did not run all the client had in flight), ``saturated``,
     ``degenerate``."""
-    flags = []
-    if unstable:
-        flags.append("unstable" if cv is None else f"unstable (CV {cv:.0%})")
-    if contended:
-        flags.append("contended")
-    if server_queued:
-        flags.append(SERVER_QUEUED)
-    if saturated:
-        flags.append(SATURATED)
-    if degenerate:
-        flags.append(DEGENERATE)
-    return tuple(flags)
+    shown = "unstable" if cv is None else f"unstable (CV {cv:.0%})"
+    return tuple(flag for flag, on in ((shown, unstable), ("contended", contended),
+                                       (SERVER_QUEUED, server_queued), (SATURATED, saturated),
+                                       (DEGENERATE, degenerate)) if on)
 
 
 def flags_text(candidate: Sequence[str] | None, reference: Sequence[str] | None) -> str:
@@ -165,18 +135,18 @@ class AccuracyStats(Record):
     # GSM8K's and BFCL's own figures (their summarise functions), None for other benchmarks
     @property
     def strict_match_accuracy(self) -> float | None:
-        return _float(self.figures.get("strict_match_accuracy"))
+        return number_or_none(self.figures.get("strict_match_accuracy"))
 
     @property
     def error_types(self) -> dict[str, int]:
         """BFCL: wrong answers per error type (empty for other benchmarks)."""
         types = self.figures.get("error_types")
-        return ({str(k): v for k, v in types.items() if _int(v) is not None}
+        return ({str(k): v for k, v in types.items() if int_or_none(v) is not None}
                 if isinstance(types, Mapping) else {})
 
     @property
     def parse_failures(self) -> int | None:
-        return _int(self.figures.get("parse_failures"))
+        return int_or_none(self.figures.get("parse_failures"))
 
 
 # --------------------------------------------------------------------------- a window's server
@@ -629,13 +599,10 @@ def _told_outcome(data: Mapping[str, Any]) -> StepOutcome:
 
 @dataclass(frozen=True)
 class SearchStep(Record):
-    """One timed window of an SLO search at one ``value`` of its ``knob``: its own figures
-    (``good`` of ``requests`` met the SLO), and what its step's windows so far decided
-    (``outcome``, over the pooled ``interval``). ``recorded``: the window's figures, once the
-    step is recorded (a :class:`StepWindow` at a concurrency, a :class:`ThroughputWindow` at
-    a rate). A concurrency step of an older search (one window a step, no decision) has
-    ``interval`` None and ``outcome`` pass or miss from that window alone. A rate step is
-    written as :class:`RateStep`."""
+    """One timed window of an SLO search at one ``value`` of its ``knob``: ``good`` of
+    ``requests`` met the SLO; ``outcome``: what its step's windows so far decided over the
+    pooled ``interval`` (None in an older search: its window alone decided); ``recorded``: the
+    window's figures. A rate step is written as :class:`RateStep`."""
 
     order: ClassVar[tuple[str, ...]] = (
         "value", "slo_attainment", "good", "requests", "goodput_rps", "output_tokens_per_s",
@@ -688,11 +655,6 @@ class SearchStep(Record):
     def layout(self) -> type[Record]:
         return RateStep if self.knob == RATE else SearchStep
 
-    @classmethod
-    def of_dict(cls, data: Mapping[str, Any], knob: str) -> SearchStep:
-        """The step a ``knob``'s search wrote (:meth:`written`)."""
-        return (RateStep if knob == RATE else SearchStep).from_dict(data)
-
 
 @dataclass(frozen=True)
 class RateStep(SearchStep):
@@ -725,9 +687,6 @@ class SearchBracket:
     first_fail: float | None
     confidence: float | None = None
     knob: str = CONCURRENCY
-
-    def as_list(self) -> list[float | None]:
-        return [self.last_pass, self.first_fail]
 
     def text(self) -> str:
         """E.g. ``[3, 4]``, ``[1.41, 2]``; ``[16, open]`` when the maximum passed."""
@@ -767,8 +726,8 @@ class SearchRatio:
 
     def as_dict(self) -> dict[str, Any]:
         high = None if math.isinf(self.high) else self.high
-        sides = {"candidate_bracket": self.candidate.as_list(),
-                 "reference_bracket": self.reference.as_list()}
+        sides = {f"{role}_bracket": [side.last_pass, side.first_fail]
+                 for role, side in (("candidate", self.candidate), ("reference", self.reference))}
         if self.candidate.knob == RATE:
             return {"ratio": self.ratio, "low": self.low, "high": high,
                     "degenerate": self.degenerate,
@@ -823,13 +782,10 @@ def _at_capacity_written(stats: SearchStats) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SearchStats(Record):
-    """An SLO search over its :attr:`knob`: the ``capacity`` (None when the search broke off,
-    ``error`` says why), the ``bracket`` [last pass, first fail or None], every step (its
-    window recorded), the values whose step stayed ``inconclusive``, contention, the figures
-    at the capacity, the price, and a ``reason`` for a result that needs one (a rate sweep
-    writes it as ``stopped``, always). ``confidence``: a concurrency search's capacity
-    interval's level (None: an older search, one window a step), a rate sweep's step level.
-    """
+    """An SLO search over its :attr:`knob`: the ``capacity`` (None when it broke off: see
+    ``error``), the ``bracket`` [last pass, first fail or None] and every step; ``confidence``:
+    a concurrency search's capacity interval's level (None: an older search), a rate sweep's
+    step level; ``reason`` (a rate sweep's ``stopped``) for a result that needs one."""
 
     knob: ClassVar[str] = CONCURRENCY
     order: ClassVar[tuple[str, ...]] = (
@@ -881,12 +837,10 @@ class SearchStats(Record):
         capacity, bracket, rate = self.capacity, self.bracket, self.knob == RATE
         what = "rate sweep" if rate else "capacity measurement"
         if capacity is None or bracket is None:
-            if rate:
-                raise ValueError(f"a rate sweep without a capacity and its bracket (capacity "
-                                 f"{capacity!r}{f': {self.error}' if self.error else ''})")
-            raise ValueError(f"a capacity measurement without a capacity and its bracket "
-                             f"(capacity {capacity!r}, bracket "
-                             f"{None if bracket is None else list(bracket)!r})")
+            detail = (f": {self.error}" if self.error else "") if rate \
+                else f", bracket {None if bracket is None else list(bracket)!r}"
+            raise ValueError(f"a {what} without a capacity and its bracket (capacity "
+                             f"{capacity!r}{detail})")
         last_pass, first_fail = bracket
         if last_pass != capacity or not (first_fail is None or first_fail > last_pass):
             at = f"{capacity:g} req/s" if rate else f"{capacity}"
@@ -1009,19 +963,6 @@ class AccuracyVerdictStats(Record):
     candidate_run: str | None = None
     reference_run: str | None = None
     sequence: SequentialVerdict | None = field(default=None, metadata=key(omit_none=True))
-
-    @classmethod
-    def of(cls, record: VerdictRecord, *, candidate_run: str, reference_run: str,
-           ) -> AccuracyVerdictStats:
-        return cls(record.candidate, record.reference, record.metric, record.verdict,
-                   record.interval, record.margin, record.rule, candidate_run, reference_run)
-
-    @property
-    def difference(self) -> float | None:
-        """candidate − reference: the sequence's or the interval's mean difference."""
-        if self.sequence is not None:
-            return self.sequence.difference
-        return None if self.interval is None else self.interval.difference
 
 
 @dataclass(frozen=True)
@@ -1204,10 +1145,6 @@ class StartupStats(Record):
     launches: tuple[ColdStart, ...] = ()
 
     @property
-    def ready_values(self) -> list[float]:
-        return [c.ready_s for c in self.launches]
-
-    @property
     def first_token_values(self) -> list[float]:
         """Launch → first token of each launch whose first request got one."""
         return [c.first_token_s for c in self.launches if c.first_token_s is not None]
@@ -1222,17 +1159,15 @@ class StartupStats(Record):
 
     @property
     def ready_s(self) -> float | None:
-        return _geometric_mean(self.ready_values)
+        return _geometric_mean([c.ready_s for c in self.launches])
 
     @property
     def first_token_s_interval(self) -> tuple[float, float] | None:
-        if self.errors:
-            return None
-        return log_mean_interval(self.first_token_values)
+        return None if self.errors else log_mean_interval(self.first_token_values)
 
     @property
     def ready_s_interval(self) -> tuple[float, float] | None:
-        return log_mean_interval(self.ready_values)
+        return log_mean_interval([c.ready_s for c in self.launches])
 
     @property
     def cache(self) -> str:
@@ -1284,11 +1219,8 @@ def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
 
 @dataclass(frozen=True)
 class Measurement(Record):
-    """One recorded result of one test: a value with its unit, sample size and typed ``stats``.
-
-    ``outcome`` and ``run_id`` are written only when set. ``stats`` given as another kind's
-    record, or as :class:`OtherStats`, is read as the benchmark's own kind.
-    """
+    """One recorded result of one test: a value with its unit, sample size and typed ``stats``
+    (an :class:`OtherStats` given is read as the benchmark's own kind)."""
 
     model: str = ""
     benchmark: str = ""
@@ -1344,18 +1276,3 @@ def measurements_of(data: Sequence[Mapping[str, Any]], where: str = "") -> list[
                               ) from None
     return records
 
-
-__all__ = [
-    "CONCURRENCY", "DESIGN_BACK_TO_BACK", "DESIGN_INTERLEAVED", "RATE", "SATURATED",
-    "SEARCH_BENCHMARK", "SERVER_QUEUED", "STOP_DECIDED", "STOP_FAILED", "STOP_FINAL",
-    "AccuracySequence", "AccuracyStats", "AccuracyVerdictStats", "AtCapacity", "AttainmentInterval",
-    "CacheState",
-    "CapacityRatioStats", "CapacityStats", "ColdStart", "Contention", "GaugeSummary",
-    "Interleaved", "InterleavedWindow", "Latency", "Measurement", "MetricsSample", "OpenLoop",
-    "OtherStats", "RateCapacityRatioStats", "RateCapacityStats", "RateStep", "Record", "SamplerCost",
-    "Saturation", "ScreeningResult", "SearchBracket", "SearchRatio", "SearchRatioStats",
-    "SearchStats", "SearchStep", "SearchWindow", "SequentialVerdict", "ServerMetricsSummary",
-    "ServerMetricsWindow", "Shape", "SmokeStats", "StartupStats", "Stats", "StepOutcome",
-    "StepWindow", "ThroughputRatioStats", "ThroughputStats", "ThroughputWindow", "flags_text",
-    "knob_text", "measurements_of", "side_flags", "stats_type",
-]

@@ -240,11 +240,3 @@ def markers() -> dict[str, str]:
 
 MARKERS: dict[str, str] = markers()
 """Marker → help text, for ``config.addinivalue_line("markers", ...)``."""
-
-__all__ = [
-    "ACCURACY_UNIT", "THROUGHPUT_UNIT", "BENCHMARK_MARKER", "CAPACITY_RATIO_BENCHMARK",
-    "RATE_CAPACITY_RATIO_BENCHMARK", "GATED_KINDS", "MARKERS", "METRICS", "OTHER_MARKERS",
-    "RATIO_BENCHMARK", "STARTUP_MARKER", "VERDICT_MARKER", "VERDICT_PREFIX", "Kind", "Metric",
-    "accuracy_metric", "all_metrics", "benchmark_name_problem", "benchmarks_of", "kind_of",
-    "label_of", "markers", "metric_for", "rank", "register_accuracy_metric", "throughput_metric",
-]

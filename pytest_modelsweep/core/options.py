@@ -13,7 +13,7 @@ import math
 import re
 from argparse import ArgumentTypeError
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -246,26 +246,23 @@ def parse_fail_on(text: str) -> frozenset[str]:
     return chosen
 
 
+_THRESHOLDS = {"accuracy": ("accuracy_points", "pp"), "throughput": ("throughput_fraction", "%"),
+               "startup": ("startup_fraction", "%")}
+
+
 def parse_thresholds(text: str) -> Thresholds:
     """``--fail-on-regression``: ``"accuracy:1pp,throughput:10%"`` → :class:`Thresholds`;
     a kind not given keeps its default."""
-    accuracy = DEFAULTS.fail_on_regression.accuracy_points
-    throughput = DEFAULTS.fail_on_regression.throughput_fraction
-    startup = DEFAULTS.fail_on_regression.startup_fraction
+    given = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         kind, _, amount = part.partition(":")
         match = re.fullmatch(r"(\d+(?:\.\d+)?)(pp|%)", amount.strip())
-        if kind == "accuracy" and match and match.group(2) == "pp":
-            accuracy = float(match.group(1)) / 100
-        elif kind == "throughput" and match and match.group(2) == "%":
-            throughput = float(match.group(1)) / 100
-        elif kind == "startup" and match and match.group(2) == "%":
-            startup = float(match.group(1)) / 100
-        else:
+        if kind not in _THRESHOLDS or not match or match.group(2) != _THRESHOLDS[kind][1]:
             raise ArgumentTypeError(
                 f"{text!r}: expected e.g. accuracy:1pp,throughput:10% (accuracy in percentage "
                 f"points, throughput and startup in percent); {part!r} is not that")
-    return Thresholds(accuracy, throughput, startup)
+        given[_THRESHOLDS[kind][0]] = float(match.group(1)) / 100
+    return replace(DEFAULTS.fail_on_regression, **given)
 
 
 # --------------------------------------------------------------------------- builders

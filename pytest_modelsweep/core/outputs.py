@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .errors import ModelsweepError
 
-__all__ = ["OutputError", "check_output_file", "check_output_folder", "write_failure"]
+__all__ = ["OutputError", "check_output_file", "check_output_folder", "write_failure",
+           "write_file"]
 
 
 class OutputError(ModelsweepError):
@@ -41,6 +42,15 @@ def write_failure(what: str, path: Path | str, error: OSError, fix: str = "") ->
     fix = fix or ("free space on its disk or write it elsewhere" if full
                   else "make the place writable or write it elsewhere")
     return OutputError(f"{what} {path}: cannot write ({_reason(error)}); {fix}")
+
+
+def write_file(path: Path | str, option: str, text: str) -> None:
+    """Write ``text`` to ``path`` (its folder made as needed); a failure is one line."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise write_failure(option, path, error) from None
 
 
 def _existing_ancestor(path: Path) -> Path:

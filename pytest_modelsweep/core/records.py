@@ -92,11 +92,8 @@ ErrorKind = Literal["request", "response"]
 class Completion:
     """One non-streamed answer as the scorers read it, parsed once from the OpenAI wire format.
 
-    ``text`` is ``choices[0].text`` (``/v1/completions``) or ``choices[0].message.content``
-    (chat); it is None when a chat message has no content (``null``, as with tool calls),
-    and ``""`` only when the server generated nothing. ``error`` is set exactly when there
-    is no usable answer; null chat content is not one (a tool-calling answer has none): a
-    scorer that needs text makes such an item an errored one.
+    ``text`` is None when a chat message has no content (as with tool calls), ``""`` only when
+    the server generated nothing. ``error`` is set exactly when there is no usable answer.
     """
 
     text: str | None = None
@@ -126,13 +123,8 @@ class Completion:
 
 def tool_calls_as_openai(calls: list[ToolCall]) -> list[dict[str, Any]]:
     """Tool calls in OpenAI's ``{"id", "type", "function": {"name", "arguments"}}`` shape (for display)."""
-    shaped: list[dict[str, Any]] = []
-    for call in calls:
-        one: dict[str, Any] = {} if call["id"] is None else {"id": call["id"]}
-        one["type"] = "function"
-        one["function"] = {"name": call["name"], "arguments": call["arguments"]}
-        shaped.append(one)
-    return shaped
+    return [{**({} if call["id"] is None else {"id": call["id"]}), "type": "function",
+             "function": {"name": call["name"], "arguments": call["arguments"]}} for call in calls]
 
 
 def _string_or_none(value: Any) -> str | None:
@@ -159,14 +151,9 @@ def _tool_calls_of_older_response(response: str) -> list[ToolCall] | None:
 
 
 def completion_of_older_record(data: dict[str, Any]) -> Completion:
-    """The completion an ItemRecord stored before records kept one was scored from.
-
-    Such a record has one ``response`` string: the text, or for a tools-mode answer
-    with tool calls their JSON list of OpenAI tool-call objects. Whether the request
-    offered tools was not recorded, so a ``response`` that is such a list becomes the
-    tool calls *and* stays the text. A stored error keeps its kind where BFCL's
-    ``error_type`` recorded it (``response_error``), else ``request``.
-    """
+    """The completion an older ItemRecord (one ``response`` string) was scored from: a
+    ``response`` that is a JSON list of OpenAI tool calls becomes the tool calls *and* stays
+    the text; an error is a ``response`` error where BFCL's ``error_type`` says so."""
     response = str(data.get("response") or "")
     error = data.get("error")
     extracted = data.get("extracted")

@@ -15,10 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = [
-    "Credentials", "SecretBytes", "SecretHeaders", "auth_headers", "endpoint_url_problem",
-    "redact", "redacted", "remember_env_keys", "split_credentials", "wants_key_message",
-]
 
 _SECRET_NAME = (r"[^=&#/\s'\"<>]*(?:pass|pwd|token|key|secret|auth|credential|sig)"
                 r"[^=&#/\s'\"<>]*=")

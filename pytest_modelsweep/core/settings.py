@@ -9,12 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .options import (
-    DEFAULTS,
-    OPEN_LOOP_TIMED_REQUESTS,
-    RateSweep,
-    default_timed_requests,
-)
+from .options import (DEFAULTS, OPEN_LOOP_TIMED_REQUESTS, RateSweep, default_timed_requests)
 from .stats.repeats import RepeatPolicy
 
 if TYPE_CHECKING:

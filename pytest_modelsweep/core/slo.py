@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .codec import int_or_none, number_or_none
 from .errors import ModelsweepError
 
 TARGETS = ("ttft", "tpot", "e2e")
@@ -173,18 +174,10 @@ class GoodputFigures:
                 slo = Slo.from_dict(stats["slo"])
             except (TypeError, ValueError):
                 slo = None
-
-        def number(name: str) -> float | None:
-            value = stats.get(name)
-            return float(value) if isinstance(value, int | float) \
-                and not isinstance(value, bool) else None
-
-        def count(name: str) -> int:
-            value = stats.get(name)
-            return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-        return cls(number("goodput_rps"), number("slo_attainment"), count("slo_good"),
-                   count("slo_requests"), slo)
+        return cls(number_or_none(stats.get("goodput_rps")),
+                   number_or_none(stats.get("slo_attainment")),
+                   int_or_none(stats.get("slo_good")) or 0,
+                   int_or_none(stats.get("slo_requests")) or 0, slo)
 
 
 def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> GoodputFigures:
@@ -192,9 +185,3 @@ def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> GoodputFigures:
     return GoodputFigures(_mean(w.goodput_rps for w in windows),
                           _mean(w.slo_attainment for w in windows),
                           sum(w.good for w in windows), sum(w.requests for w in windows), slo)
-
-
-__all__ = [
-    "SLO_EXAMPLE", "TARGETS", "Goodput", "GoodputFigures", "Slo", "SloError", "goodput_stats",
-    "is_good", "parse_slo", "request_latencies_ms", "window_goodput",
-]

@@ -45,9 +45,7 @@ class StoreLocation:
     @property
     def shown(self) -> str:
         """How messages name the store: the path, or the URL without its password."""
-        if self.path is not None:
-            return str(self.path)
-        return _without_password(self.url)
+        return str(self.path) if self.path is not None else _without_password(self.url)
 
     def __str__(self) -> str:
         return self.shown

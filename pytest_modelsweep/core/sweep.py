@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from .cost import Pricing
 from .errors import SweepError, UnknownModelError
@@ -133,7 +133,9 @@ class Sweep:
         try:
             return self.models[name]
         except KeyError:
-            raise UnknownModelError(self._unknown(name)) from None
+            raise UnknownModelError(
+                f"unknown model {name!r} in sweep {self.name!r} ({self.path}); "
+                f"known models: {', '.join(self.models)}") from None
 
     def backend_of(self, name: str) -> Backend:
         return self.model(name).backend or self.serving.backend
@@ -147,10 +149,6 @@ class Sweep:
         candidates = list(dict.fromkeys(names)) if names else self.candidates
         candidates = [c for c in candidates if c != ref]
         return Selection(reference=ref, candidates=tuple(candidates))
-
-    def _unknown(self, name: str) -> str:
-        return (f"unknown model {name!r} in sweep {self.name!r} ({self.path}); "
-                f"known models: {', '.join(self.models)}")
 
 
 @dataclass(frozen=True)
@@ -214,17 +212,17 @@ def load_sweep(spec: str | Path | None = None) -> Sweep:
 
 def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     """Validate a decoded sweep document and build its records."""
-    reader = _Reader(path)
-    head = reader.table(data, "sweep")
-    name = reader.string(head, "sweep", "name")
-    description = reader.string(head, "sweep", "description", default="")
-    reference = reader.string(head, "sweep", "reference")
-    serving = _parse_serving(reader, reader.table(data, "serving"))
-    screening = _parse_screening(reader, data.get("screening", {}))
-    pricing = _parse_pricing(reader, data["pricing"]) if "pricing" in data else None
-    benchmarks = _parse_benchmarks(reader, data.get("benchmarks", {}))
-    verdicts = _parse_verdicts(reader, data.get("verdicts", {}))
-    models_table = reader.table(data, "models")
+    head = _Table.required(path, data, "sweep")
+    name, description = head.string("name"), head.string("description", default="")
+    reference = head.string("reference")
+    serving = _parse_serving(_Table.required(path, data, "serving"))
+    screening = _parse_screening(_Table.optional(path, data, "screening"))
+    pricing = _parse_pricing(_Table.optional(path, data, "pricing")) if "pricing" in data else None
+    benchmarks = _Table.optional(path, data, "benchmarks", "tables [benchmarks.NAME]", {"gsm8k"})
+    gsm8k = _Table.optional(path, benchmarks.data, "benchmarks.gsm8k", allowed={"max_tokens"})
+    verdicts = _Table.optional(path, data, "verdicts", allowed={"until_decided"})
+    until_decided = verdicts.boolean("until_decided", default=False)
+    models_table = _Table.required(path, data, "models").data
     if not models_table:
         raise SweepError(f"{path}: [models] is empty; declare at least the reference model")
     models: dict[str, ModelSpec] = {}
@@ -232,7 +230,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
         if not isinstance(entry, Mapping):
             raise SweepError(f"{path}: models.{model_name}: expected a table "
                              f"[models.{model_name}], got {type(entry).__name__}")
-        models[model_name] = _parse_model(reader, model_name, entry)
+        models[model_name] = _parse_model(_Table(path, f"models.{model_name}", entry))
     unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing", "benchmarks",
                                "verdicts"}
     if unknown_top:
@@ -244,7 +242,9 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
                          f"({', '.join(models)}); add [models.{reference}] or fix the name")
     return Sweep(name=name, path=path, description=description, reference=reference,
                  serving=serving, models=models, screening=screening, pricing=pricing,
-                 benchmarks=benchmarks, verdicts=verdicts)
+                 benchmarks=BenchmarkSettings(
+                     gsm8k.positive_int("max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS)),
+                 verdicts=VerdictSettings(until_decided))
 
 
 _SERVING_KEYS = {
@@ -257,116 +257,84 @@ _MODEL_KEYS = {
 }
 
 
-def _parse_serving(reader: _Reader, table: Mapping[str, Any]) -> ServingSettings:
-    reader.no_unknown(table, "serving", _SERVING_KEYS)
-    backend = reader.choice(table, "serving", "backend", get_args(Backend))
-    threads = table.get("threads")
-    if threads is not None:
-        threads = reader.positive_int(table, "serving", "threads")
-    image = reader.optional_string(table, "serving", "image")
+def _parse_serving(table: _Table) -> ServingSettings:
+    table.no_unknown(_SERVING_KEYS)
+    backend = table.choice("backend", get_args(Backend))
+    threads = None if table.data.get("threads") is None else table.positive_int("threads")
+    image = table.optional_string("image")
     if backend == "vllm-docker" and (not image or "@sha256:" not in image):
-        raise SweepError(f"{reader.path}: serving.image: expected an image pinned by digest "
+        raise SweepError(f"{table.path}: serving.image: expected an image pinned by digest "
                          f"(name@sha256:...), got {image!r}")
-    extra = table.get("extra_args", [])
+    extra = table.data.get("extra_args", [])
     if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
-        raise SweepError(f"{reader.path}: serving.extra_args: expected a list of strings")
+        raise SweepError(f"{table.path}: serving.extra_args: expected a list of strings")
     return ServingSettings(
         backend=backend,
-        context_length=reader.positive_int(table, "serving", "context_length", default=4096),
-        max_num_seqs=reader.positive_int(table, "serving", "max_num_seqs", default=16),
-        prefix_caching=reader.boolean(table, "serving", "prefix_caching", default=True),
+        context_length=table.positive_int("context_length", default=4096),
+        max_num_seqs=table.positive_int("max_num_seqs", default=16),
+        prefix_caching=table.boolean("prefix_caching", default=True),
         threads=threads,
-        startup_timeout_s=reader.positive_number(table, "serving", "startup_timeout_s",
-                                                 default=600.0),
+        startup_timeout_s=table.positive_number("startup_timeout_s", default=600.0),
         image=image,
-        dtype=reader.optional_string(table, "serving", "dtype"),
+        dtype=table.optional_string("dtype"),
         extra_args=tuple(extra),
-        one_chip_per_worker=reader.boolean(table, "serving", "one_chip_per_worker", default=False),
+        one_chip_per_worker=table.boolean("one_chip_per_worker", default=False),
     )
 
 
-def _parse_benchmarks(reader: _Reader, table: Any) -> BenchmarkSettings:
-    """``[benchmarks.gsm8k]``: ``max_tokens`` (GSM8K's answer length limit)."""
-    if not isinstance(table, Mapping):
-        raise SweepError(f"{reader.path}: benchmarks: expected tables [benchmarks.NAME]")
-    reader.no_unknown(table, "benchmarks", {"gsm8k"})
-    gsm8k = table.get("gsm8k", {})
-    if not isinstance(gsm8k, Mapping):
-        raise SweepError(f"{reader.path}: benchmarks.gsm8k: expected a table [benchmarks.gsm8k]")
-    reader.no_unknown(gsm8k, "benchmarks.gsm8k", {"max_tokens"})
-    return BenchmarkSettings(gsm8k_max_tokens=reader.positive_int(
-        gsm8k, "benchmarks.gsm8k", "max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS))
-
-
-def _parse_verdicts(reader: _Reader, table: Any) -> VerdictSettings:
-    """``[verdicts]``: ``until_decided`` (true: accuracy benchmarks stop once decided)."""
-    if not isinstance(table, Mapping):
-        raise SweepError(f"{reader.path}: verdicts: expected a table [verdicts]")
-    reader.no_unknown(table, "verdicts", {"until_decided"})
-    return VerdictSettings(
-        until_decided=reader.boolean(table, "verdicts", "until_decided", default=False))
-
-
-def _parse_screening(reader: _Reader, table: Any) -> ScreeningSettings:
-    if not isinstance(table, Mapping):
-        raise SweepError(f"{reader.path}: screening: expected a table [screening]")
-    reader.no_unknown(table, "screening",
-                      {"licenses", "hbm_gib", "gpu_memory_utilization", "kv_headroom_gib"})
-    licenses = table.get("licenses", ["apache-2.0", "mit"])
+def _parse_screening(table: _Table) -> ScreeningSettings:
+    table.no_unknown({"licenses", "hbm_gib", "gpu_memory_utilization", "kv_headroom_gib"})
+    licenses = table.data.get("licenses", ["apache-2.0", "mit"])
     if not isinstance(licenses, list) or not all(isinstance(x, str) for x in licenses):
-        raise SweepError(f"{reader.path}: screening.licenses: expected a list of strings")
-    util = reader.positive_number(table, "screening", "gpu_memory_utilization", default=0.9)
+        raise SweepError(f"{table.path}: screening.licenses: expected a list of strings")
+    util = table.positive_number("gpu_memory_utilization", default=0.9)
     if util > 1:
-        raise SweepError(f"{reader.path}: screening.gpu_memory_utilization: expected a "
+        raise SweepError(f"{table.path}: screening.gpu_memory_utilization: expected a "
                          f"fraction in (0, 1], got {util}")
     return ScreeningSettings(
         licenses=tuple(x.lower() for x in licenses),
-        hbm_gib=reader.positive_number(table, "screening", "hbm_gib", default=15.75),
+        hbm_gib=table.positive_number("hbm_gib", default=15.75),
         gpu_memory_utilization=util,
-        kv_headroom_gib=reader.positive_number(table, "screening", "kv_headroom_gib", default=2.0),
+        kv_headroom_gib=table.positive_number("kv_headroom_gib", default=2.0),
     )
 
 
-def _parse_pricing(reader: _Reader, table: Any) -> Pricing:
+def _parse_pricing(table: _Table) -> Pricing:
     """``[pricing]``: ``usd_per_hour`` (required), ``source``, ``as_of``, ``example``."""
-    if not isinstance(table, Mapping):
-        raise SweepError(f"{reader.path}: pricing: expected a table [pricing]")
-    reader.no_unknown(table, "pricing", {"usd_per_hour", "source", "as_of", "example"})
-    if "usd_per_hour" not in table:
-        raise SweepError(f"{reader.path}: pricing.usd_per_hour: missing; give the machine's "
+    table.no_unknown({"usd_per_hour", "source", "as_of", "example"})
+    if "usd_per_hour" not in table.data:
+        raise SweepError(f"{table.path}: pricing.usd_per_hour: missing; give the machine's "
                          "price per hour in US dollars, e.g. usd_per_hour = 1.20")
-    return Pricing(
-        usd_per_hour=reader.positive_number(table, "pricing", "usd_per_hour"),
-        source=reader.string(table, "pricing", "source", default=""),
-        as_of=reader.string(table, "pricing", "as_of", default=""),
-        example=reader.boolean(table, "pricing", "example", default=False),
-    )
+    return Pricing(usd_per_hour=table.positive_number("usd_per_hour"),
+                   source=table.string("source", default=""),
+                   as_of=table.string("as_of", default=""),
+                   example=table.boolean("example", default=False))
 
 
-def _parse_model(reader: _Reader, name: str, entry: Mapping[str, Any]) -> ModelSpec:
-    where = f"models.{name}"
-    reader.no_unknown(entry, where, _MODEL_KEYS)
+def _parse_model(table: _Table) -> ModelSpec:
+    table.no_unknown(_MODEL_KEYS)
+    name = table.where.removeprefix("models.")
     if not name or any(c in "[]/=" or c.isspace() for c in name):
-        raise SweepError(f"{reader.path}: {where}: model names may not be empty or contain "
+        raise SweepError(f"{table.path}: {table.where}: model names may not be empty or contain "
                          "brackets, slashes, '=' or spaces (they become test ids and "
                          "--endpoint NAME=URL)")
-    source = parse_source(reader.string(entry, where, "source"), f"{reader.path}: {where}.source")
-    parser = reader.optional_string(entry, where, "tool_call_parser")
-    backend = entry.get("backend")
+    source = parse_source(table.string("source"), f"{table.path}: {table.where}.source")
+    parser = table.optional_string("tool_call_parser")
+    backend = table.data.get("backend")
     if backend is not None:
-        backend = reader.choice(entry, where, "backend", get_args(Backend))
+        backend = table.choice("backend", get_args(Backend))
     return ModelSpec(
         name=name,
         source=source,
-        served_name=reader.string(entry, where, "served_name", default=name),
-        license=reader.string(entry, where, "license").lower(),
-        prompting=reader.choice(entry, where, "prompting", get_args(Prompting)),
+        served_name=table.string("served_name", default=name),
+        license=table.string("license").lower(),
+        prompting=table.choice("prompting", get_args(Prompting)),
         tool_call_parser=parser or None,
-        bfcl_mode=reader.choice(entry, where, "bfcl_mode", get_args(BfclMode), default="tools"),
-        chat_template=reader.optional_string(entry, where, "chat_template"),
-        group=reader.optional_string(entry, where, "group"),
+        bfcl_mode=table.choice("bfcl_mode", get_args(BfclMode), default="tools"),
+        chat_template=table.optional_string("chat_template"),
+        group=table.optional_string("group"),
         backend=backend,
-        api_key_env=reader.optional_string(entry, where, "api_key_env") or None,
+        api_key_env=table.optional_string("api_key_env") or None,
     )
 
 
@@ -385,70 +353,73 @@ def parse_source(text: str, where: str = "source") -> ModelSource:
     return ModelSource(kind=kind, id=rest, revision=revision)  # type: ignore[arg-type]
 
 
-class _Reader:
-    """Typed access to TOML tables that fails with file, key and expectation."""
+_MISSING: Any = object()
 
-    _MISSING = object()
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+@dataclass(frozen=True)
+class _Table:
+    """One table of a sweep file (``where``: its dotted name): typed access that fails naming
+    the file, the key and what was expected."""
 
-    def _fail(self, where: str, key: str, expected: str, value: Any) -> SweepError:
-        got = "nothing" if value is self._MISSING else f"{value!r}"
-        return SweepError(f"{self.path}: {where}.{key}: expected {expected}, got {got}")
+    path: str
+    where: str
+    data: Mapping[str, Any]
 
-    def table(self, data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-        value = data.get(key, self._MISSING)
+    @classmethod
+    def required(cls, path: str, data: Mapping[str, Any], key: str) -> _Table:
+        value = data.get(key, _MISSING)
         if not isinstance(value, Mapping):
-            got = "nothing" if value is self._MISSING else type(value).__name__
-            raise SweepError(f"{self.path}: [{key}]: expected a table, got {got}")
-        return value
+            got = "nothing" if value is _MISSING else type(value).__name__
+            raise SweepError(f"{path}: [{key}]: expected a table, got {got}")
+        return cls(path, key, value)
 
-    def no_unknown(self, table: Mapping[str, Any], where: str, allowed: Iterable[str]) -> None:
-        unknown = sorted(set(table) - set(allowed))
+    @classmethod
+    def optional(cls, path: str, data: Mapping[str, Any], where: str, expected: str = "",
+                 allowed: Iterable[str] | None = None) -> _Table:
+        """``data``'s table at the last part of ``where`` (``{}`` when absent), which holds
+        only ``allowed`` keys."""
+        value = data.get(where.rpartition(".")[2], {})
+        if not isinstance(value, Mapping):
+            raise SweepError(f"{path}: {where}: expected {expected or f'a table [{where}]'}")
+        table = cls(path, where, value)
+        if allowed is not None:
+            table.no_unknown(allowed)
+        return table
+
+    def no_unknown(self, allowed: Iterable[str]) -> None:
+        unknown = sorted(set(self.data) - set(allowed))
         if unknown:
-            raise SweepError(f"{self.path}: {where}: unknown key(s) {', '.join(unknown)}; "
+            raise SweepError(f"{self.path}: {self.where}: unknown key(s) {', '.join(unknown)}; "
                              f"expected some of {', '.join(sorted(allowed))}")
 
-    def string(self, table: Mapping[str, Any], where: str, key: str,
-               default: Any = _MISSING) -> str:
-        value = table.get(key, default)
-        if not isinstance(value, str) or (not value and default is self._MISSING):
-            raise self._fail(where, key, "a non-empty string", value)
+    def _get(self, key: str, default: Any, expected: str, ok: Callable[[Any], bool]) -> Any:
+        value = self.data.get(key, default)
+        if not ok(value):
+            got = "nothing" if value is _MISSING else f"{value!r}"
+            raise SweepError(f"{self.path}: {self.where}.{key}: expected {expected}, got {got}")
         return value
 
-    def optional_string(self, table: Mapping[str, Any], where: str, key: str) -> str | None:
-        value = table.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise self._fail(where, key, "a string", value)
-        return value
+    def string(self, key: str, default: Any = _MISSING) -> str:
+        return cast(str, self._get(key, default, "a non-empty string", lambda v: isinstance(
+            v, str) and (bool(v) or default is not _MISSING)))
 
-    def choice(self, table: Mapping[str, Any], where: str, key: str, options: Sequence[str],
-               default: Any = _MISSING) -> Any:
-        value = table.get(key, default)
-        if value not in options:
-            raise self._fail(where, key, "one of " + ", ".join(repr(o) for o in options), value)
-        return value
+    def optional_string(self, key: str) -> str | None:
+        return cast(str | None, self._get(key, None, "a string",
+                                          lambda v: v is None or isinstance(v, str)))
 
-    def boolean(self, table: Mapping[str, Any], where: str, key: str, default: bool) -> bool:
-        value = table.get(key, default)
-        if not isinstance(value, bool):
-            raise self._fail(where, key, "true or false", value)
-        return value
+    def choice(self, key: str, options: Sequence[str], default: Any = _MISSING) -> Any:
+        return self._get(key, default, "one of " + ", ".join(repr(o) for o in options),
+                         lambda value: value in options)
 
-    def positive_int(self, table: Mapping[str, Any], where: str, key: str,
-                     default: Any = _MISSING) -> int:
-        value = table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self._fail(where, key, "a positive integer", value)
-        return value
+    def boolean(self, key: str, default: bool) -> bool:
+        return cast(bool, self._get(key, default, "true or false",
+                                    lambda v: isinstance(v, bool)))
 
-    def positive_number(self, table: Mapping[str, Any], where: str, key: str,
-                        default: Any = _MISSING) -> float:
-        value = table.get(key, default)
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not 0 < value < math.inf):  # TOML's nan and inf are floats too
-            raise self._fail(where, key, "a positive number", value)
-        return float(value)
+    def positive_int(self, key: str, default: Any = _MISSING) -> int:
+        return cast(int, self._get(key, default, "a positive integer", lambda v: not isinstance(
+            v, bool) and isinstance(v, int) and v > 0))
+
+    def positive_number(self, key: str, default: Any = _MISSING) -> float:
+        # TOML's nan and inf are floats too
+        return float(self._get(key, default, "a positive number", lambda v: not isinstance(
+            v, bool) and isinstance(v, int | float) and 0 < v < math.inf))

@@ -7,15 +7,14 @@ the line and the fix.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError
 from ..core.records import prompt_hash
-from ..core.text_files import read_utf8_text
+from ..core.text_files import read_jsonl
 
 HUB_REPO = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
 RECORDS_FILE = "BFCL_v4_simple_python.json"
@@ -39,10 +38,6 @@ class BfclRecord:
     source: str = field(default="", compare=False)
 
     @property
-    def item_id(self) -> str:
-        return self.id
-
-    @property
     def data_hash(self) -> str:
         """Hash of the source record and its answers, for pairing items across models."""
         return prompt_hash({"id": self.id, "question": self.question, "function": self.function,
@@ -57,19 +52,9 @@ class BfclRecord:
 # --- loading -------------------------------------------------------------------------------
 
 
-def _read_lines(path: Path) -> list[tuple[int, Any]]:
-    text = read_utf8_text(path, "BFCL", "pass the BFCL data folder")
-    rows: list[tuple[int, Any]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"{path}:{lineno}: not valid JSON ({exc.msg}); BFCL files hold one JSON object a line"
-            ) from None
-    return rows
+def _read_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
+    return read_jsonl(path, "BFCL", "pass the BFCL data folder",
+                      "BFCL files hold one JSON object a line")
 
 
 def _check_question(value: Any, where: str) -> list[list[dict[str, str]]]:
@@ -141,14 +126,14 @@ def _new_id(row: Any, where: str, lineno: int, seen: dict[str, int]) -> str:
 def _join(records_path: Path, answers_path: Path, source: str) -> list[BfclRecord]:
     answers: dict[str, list[dict[str, dict[str, list[Any]]]]] = {}
     answer_lines: dict[str, int] = {}
-    for lineno, row in _read_lines(answers_path):
+    for lineno, _, row in _read_lines(answers_path):
         where = f"{answers_path}:{lineno}"
         ident = _new_id(row, where, lineno, answer_lines)
         answers[ident] = _check_ground_truth(_field(row, "ground_truth", where), where)
 
     records: list[BfclRecord] = []
     seen: dict[str, int] = {}
-    for lineno, row in _read_lines(records_path):
+    for lineno, _, row in _read_lines(records_path):
         where = f"{records_path}:{lineno}"
         ident = _new_id(row, where, lineno, seen)
         question = _check_question(_field(row, "question", where), where)
@@ -171,11 +156,9 @@ def _local_files(path: Path) -> tuple[Path, Path]:
         records = path / RECORDS_FILE
     else:
         records, path = path, path.parent
-    for answers in (path / f"possible_answer_{records.name}", path / "possible_answer" / records.name):
-        if answers.is_file():
-            break
-    else:
-        answers = path / f"possible_answer_{records.name}"
+    beside = path / f"possible_answer_{records.name}"
+    answers = next((answers for answers in (beside, path / "possible_answer" / records.name)
+                    if answers.is_file()), beside)
     if not records.is_file():
         raise DataError(f"{records}: BFCL records file not found; pass the folder holding {RECORDS_FILE}")
     if not answers.is_file():

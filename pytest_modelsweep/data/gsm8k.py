@@ -6,7 +6,6 @@ file or record fails in one line naming the file, the line and the fix.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 from ..core.errors import DataError
 from ..core.records import prompt_hash
-from ..core.text_files import read_utf8_text
+from ..core.text_files import read_jsonl
 
 HUB_DATASET = "openai/gsm8k"
 HUB_CONFIG = "main"
@@ -39,19 +38,10 @@ class Gsm8kProblem:
 
 
 def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
-    text = read_utf8_text(path, "GSM8K", "pass an existing JSONL file")
-    problems: list[Gsm8kProblem] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON "
-                            'object with "question" and "answer"') from None
-        problems.append(_problem(record, len(problems), split, where, str(path)))
-    return problems
+    lines = read_jsonl(path, "GSM8K", "pass an existing JSONL file",
+                       'each line must be one JSON object with "question" and "answer"')
+    return [_problem(record, index, split, f"{path}:{lineno}", str(path))
+            for index, (lineno, _, record) in enumerate(lines)]
 
 
 def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gsm8kProblem:

@@ -2,13 +2,8 @@
 
 :class:`ComparisonFinder` looks in this run first (under ``-n N`` waiting while this run's tests
 of the side are still to come), then in the runs of ``--sweep-run`` (waiting while the run that
-measures the model is going), else in the store's latest earlier run. A lookup ends in
-:class:`Found`, :class:`Missing` (a skip), :class:`Skipped` (its tests were skipped: a skip)
-or :class:`Failed` (its test ended without a result, or the wait ran out: a failure).
-
-A test that ended in this process is never looked for in the store, and nothing is waited for
-once the store has failed: only a test not finished here (on another xdist worker or host) is
-waited for, and a progress line says so every 30 s.
+measures the model is going), else in the store's latest earlier run. Only a test not finished
+in this process is waited for, and nothing once the store has failed.
 """
 
 from __future__ import annotations
@@ -79,13 +74,14 @@ class ModelMeasurement:
 
 
 SideT = TypeVar("SideT")
+FoundT = TypeVar("FoundT", covariant=True)
 
 
 @dataclass(frozen=True)
-class Found(Generic[SideT]):
+class Found(Generic[FoundT]):
     """The side was found; ``side.run_id`` says in which run."""
 
-    side: SideT
+    side: FoundT
 
 
 @dataclass(frozen=True)
@@ -121,23 +117,12 @@ class FinishedTest:
     reason: str = ""
 
 
-def _not_here(test_id: str) -> FinishedTest | None:
-    return None
-
-
-def _no_progress(line: str) -> None:
-    return None
-
-
 def failed_items_reason(candidate: ModelItems, reference: ModelItems, benchmark: str,
                         ) -> str | None:
     """Why two item sets cannot be compared because items failed; None when none did."""
-    parts = []
-    for role, side in (("candidate", candidate), ("reference", reference)):
-        failed = side.failed
-        if failed:  # each side with its own first error: the endpoint named is that side's
-            parts.append(f"{len(failed)} of {len(side.items)} {role} items failed "
-                         f"({failed[0].error})")
+    parts = [f"{len(failed)} of {len(side.items)} {role} items failed ({failed[0].error})"
+             for role, side in (("candidate", candidate), ("reference", reference))
+             if (failed := side.failed)]  # each with its own first error
     if not parts:
         return None
     return (f"cannot judge {candidate.model} against {reference.model} on {benchmark}: "
@@ -146,14 +131,9 @@ def failed_items_reason(candidate: ModelItems, reference: ModelItems, benchmark:
 
 def setting_text(params: Mapping[str, Any]) -> str:
     """``{"concurrency": 4, "prompt_tokens": 1024}`` → ``"at concurrency 4, 1024-token prompts"``."""
-    parts = []
-    for name, value in params.items():
-        if value is None:
-            continue
-        if name == "prompt_tokens":
-            parts.append(f"{value}-token prompts")
-        else:
-            parts.append(f"{name.replace('_', ' ')} {value}")
+    parts = [f"{value}-token prompts" if name == "prompt_tokens"
+             else f"{name.replace('_', ' ')} {value}"
+             for name, value in params.items() if value is not None]
     return "at " + ", ".join(parts) if parts else ""
 
 
@@ -165,8 +145,7 @@ def has_params(measurement: Measurement, params: Mapping[str, Any]) -> bool:
 @dataclass
 class ComparisonFinder:
     """Finds comparison sides for one run, polling while this run's ``expected_tests`` of a
-    side have no outcome (at most ``wait_s``); after a timeout, later lookups of the same model
-    and benchmark fail at once (:attr:`gave_up`)."""
+    side have no outcome (at most ``wait_s``, then never again: :attr:`gave_up`)."""
 
     store: Store
     run_id: str
@@ -178,22 +157,16 @@ class ComparisonFinder:
     sleep: Callable[[float], None] = time.sleep
     gave_up: dict[tuple[str, str], Failed] = field(default_factory=dict)
     """(model, benchmark) → the failure of the wait this finder gave up on."""
-    finished_here: Callable[[str], FinishedTest | None] = _not_here
+    finished_here: Callable[[str], FinishedTest | None] = lambda test_id: None
     """How a test of this run ended in this process (None: not here, or not yet)."""
     store_failure: Callable[[], str | None] | None = None
     """Why the store failed in this run (in any of its processes); None: ``store.failure``."""
-    progress: Callable[[str], None] = _no_progress
+    progress: Callable[[str], None] = lambda line: None
     """Where a waiting lookup says, every ``progress_s``, what it waits for."""
     progress_s: float = 30.0
 
-    def items(
-        self,
-        model: str,
-        benchmark: str,
-        *,
-        expected_tests: Sequence[str],
-        match_ids: Sequence[str] | None = None,
-    ) -> Outcome[ModelItems]:
+    def items(self, model: str, benchmark: str, *, expected_tests: Sequence[str],
+              match_ids: Sequence[str] | None = None) -> Outcome[ModelItems]:
         """``model``'s scored items on ``benchmark``: this run's, else another run's (the
         latest whose item ids are ``match_ids``, then the latest)."""
         def in_this_run() -> ModelItems | None:
@@ -220,14 +193,8 @@ class ComparisonFinder:
                 return Failed(self._failed_test(model, f"{benchmark} result", measurement))
         return waited
 
-    def measurement(
-        self,
-        model: str,
-        benchmark: str,
-        params: Mapping[str, Any],
-        *,
-        expected_tests: Sequence[str],
-    ) -> Outcome[ModelMeasurement]:
+    def measurement(self, model: str, benchmark: str, params: Mapping[str, Any], *,
+                    expected_tests: Sequence[str]) -> Outcome[ModelMeasurement]:
         """``model``'s ``benchmark`` measurement at ``params``: this run's, else the latest."""
         setting = setting_text(params)
         what = f"{benchmark} result {setting}".strip()
@@ -310,12 +277,10 @@ class ComparisonFinder:
 
     @staticmethod
     def _failed_test(model: str, what: str, measurement: Measurement) -> str:
-        test = measurement.test_id or "its test"
-        run = measurement.run_id
-        where = f"in run {run}" if run else "in this run"
-        return (f"{model}'s {what} {where} comes from a test that "
-                f"{measurement.outcome or 'failed'} ({test}): no comparison is drawn from "
-                f"it; fix that test's failure and re-run it")
+        run, test = measurement.run_id, measurement.test_id or "its test"
+        return (f"{model}'s {what} {f'in run {run}' if run else 'in this run'} comes from a "
+                f"test that {measurement.outcome or 'failed'} ({test}): no comparison is drawn "
+                "from it; fix that test's failure and re-run it")
 
     def _items_of(self, run_id: str, model: str, benchmark: str) -> ModelItems:
         measured = self.store.measurement_of(run_id, model, benchmark) or {}
@@ -325,17 +290,10 @@ class ComparisonFinder:
             Measurement.from_dict(measured).params, benchmark,
         )
 
-    def _wait(
-        self,
-        model: str,
-        benchmark: str,
-        what: str,
-        expected_tests: Sequence[str],
-        in_this_run: Callable[[], SideT | None],
-    ) -> Found[SideT] | Skipped | Failed | None:
+    def _wait(self, model: str, benchmark: str, what: str, expected_tests: Sequence[str],
+              in_this_run: Callable[[], SideT | None]) -> Found[SideT] | Skipped | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
-        or None when this run has neither the side nor a test that records it. A test that
-        ended in this process is not looked for in the store; a failed store ends the wait."""
+        or None when this run has neither the side nor a test that records it."""
         earlier_failure = self.gave_up.get((model, benchmark))
         wait_s = self.wait_s if expected_tests and earlier_failure is None else 0.0
         deadline = self.clock() + wait_s

@@ -2,10 +2,8 @@
 
 Accuracy: the paired bootstrap, *regressed* when the drop is beyond the threshold and the
 interval excludes no change. Throughput: the ratio interval, *regressed* when it lies wholly
-below 1 - threshold, at its Holm step-down level across the model's throughput rows
-(docs/throughput.md). Startup: the same ratio of launch → first token, lower is better, its
-90% interval against 1 + the startup threshold. Results that cannot be paired are *not
-comparable*, which fails the gate too. Smoke is not gated (no repeats).
+below 1 - threshold, at its Holm step-down level (docs/throughput.md). Startup: the ratio of
+launch → first token against 1 + the startup threshold. Unpaired results are *not comparable*.
 """
 
 from __future__ import annotations
@@ -21,20 +19,10 @@ from ..core.options import DEFAULTS, Thresholds
 from ..core.stats.bootstrap import paired_bootstrap, sign_test_p_value
 from ..core.stats.intervals import RatioInterval, ratio_interval_between_runs, student_t_cdf
 from ..core.stats.sequences import paired_sequence
-from .pairing import (
-    PairingError,
-    RequestSettings,
-    check_same_items,
-    check_same_requests,
-    check_same_serving,
-    setting_identity,
-)
-from .sequential import (
-    gate_look_text,
-    pair_sequentially,
-    sequential_gate_status,
-    sequential_population,
-)
+from .pairing import (PairingError, RequestSettings, check_same_items, check_same_requests,
+    check_same_serving, setting_identity)
+from .sequential import (gate_look_text, pair_sequentially, sequential_gate_status,
+    sequential_population)
 
 #: Family-wise error rate, per direction, of one model's throughput rows.
 THROUGHPUT_FAMILY_ERROR = 0.05
@@ -99,15 +87,11 @@ def setting_of(measurement: Measurement) -> str:
     return json.dumps(setting_identity(measurement), sort_keys=True, default=str)
 
 
-_SHOWN_ACCURACY_PARAMS = ("limit", "subset")
-"""Shown in an accuracy row's setting beside its identity: how many items it holds."""
-
-
 def shown_setting_of(measurement: Measurement) -> str:
     """A row's setting as the table shows it, e.g. ``concurrency=4`` or ``limit=200``."""
     shown = setting_identity(measurement)
-    if _kind(measurement) is Kind.ACCURACY:
-        shown = {**{k: v for k, v in measurement.params.items() if k in _SHOWN_ACCURACY_PARAMS},
+    if _kind(measurement) is Kind.ACCURACY:  # beside its identity: how many items it holds
+        shown = {**{k: v for k, v in measurement.params.items() if k in ("limit", "subset")},
                  **shown}
     return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())
                      if v is not None and k not in ("metric",))
@@ -148,12 +132,8 @@ def _repeat_values(m: Measurement) -> list[float]:
 
 
 def compare_with_baseline(
-    current: Iterable[Measurement],
-    baseline: Iterable[Measurement],
-    thresholds: Thresholds,
-    *,
-    resamples: int = DEFAULTS.resamples,
-    noisy_fails: bool = False,
+    current: Iterable[Measurement], baseline: Iterable[Measurement], thresholds: Thresholds, *,
+    resamples: int = DEFAULTS.resamples, noisy_fails: bool = False,
 ) -> list[GateRow]:
     """Rows for every current measurement of a gated metric: accuracy against the newest of
     ``baseline``'s runs of a setting (oldest first), throughput and startup against all."""
@@ -173,7 +153,6 @@ def compare_with_baseline(
         if not runs:
             rows.append(_unjudged(m, shown_setting, "new", "no baseline for this setting"))
             continue
-        old = runs[-1]
         if kind is Kind.STARTUP:
             rows.append(_startup_row(m, runs, shown_setting, thresholds))
             continue
@@ -185,13 +164,12 @@ def compare_with_baseline(
                 pending[len(rows)] = interval
             rows.append(row)
             continue
-        unsound = unsound_reason(m, "now") or unsound_reason(old, "in the baseline")
-        if unsound is not None:
-            rows.append(_unjudged(m, shown_setting, "cannot conclude", unsound, old.value))
-            continue
+        old = runs[-1]
         try:
-            if (unlike := _unlike(m, old)) is not None:
-                rows.append(_unjudged(m, shown_setting, "not comparable", unlike, old.value))
+            found = _usable_runs(m, [old], shown_setting, unsound_reason,
+                                 lambda old: _unlike(m, old))
+            if isinstance(found, GateRow):
+                rows.append(found)
             elif sequential_population(m) or sequential_population(old):
                 rows.append(_sequential_accuracy_row(m, old, shown_setting, thresholds))
             else:
@@ -209,8 +187,9 @@ def _unjudged(m: Measurement, setting: str, status: str, note: str,
                    math.nan, status, note)
 
 
-def _unlike(m: Measurement, old: Measurement, requests: bool = True) -> str | None:
-    """Why ``old`` cannot be paired with ``m`` (server, serving flags, requests), or None."""
+def _unlike(m: Measurement, old: Measurement, requests: bool = True) -> tuple[str, str] | None:
+    """("not comparable", why) ``old`` cannot be paired with ``m`` (server, serving flags,
+    requests), or None."""
     now, before = f"{m.model} now", f"{m.model} in the baseline"
     try:
         check_same_serving(now, m.provenance, before, old.provenance)
@@ -218,29 +197,33 @@ def _unlike(m: Measurement, old: Measurement, requests: bool = True) -> str | No
             check_same_requests(now, RequestSettings.of_measurement(m), before,
                                 RequestSettings.of_measurement(old))
     except PairingError as error:
-        return str(error)
+        return "not comparable", str(error)
     return None
 
 
-def _usable_runs(runs: Sequence[Measurement],
-                 refusal: Callable[[Measurement], tuple[str, str] | None],
-                 ) -> tuple[list[Measurement], list[tuple[str, str]]]:
-    """The baseline runs ``refusal`` accepts, and (status, why) of those it refuses."""
-    usable: list[Measurement] = []
-    refusals: list[tuple[str, str]] = []
-    for old in runs:
-        refused = refusal(old)
-        if refused is None:
-            usable.append(old)
-        else:
-            refusals.append(refused)
-    return usable, refusals
+def _usable_runs(m: Measurement, runs: Sequence[Measurement], setting: str,
+                 unsound: Callable[[Measurement, str], str | None],
+                 refused: Callable[[Measurement], tuple[str, str] | None],
+                 ) -> tuple[list[Measurement], str] | GateRow:
+    """The baseline runs ``m`` can be compared with, and the note on those left out
+    (``unsound(measurement, where)``, ``refused(old)``: status, why); or the row saying why
+    none can (the newest run's reason)."""
+    reason = unsound(m, "now")
+    if reason is not None:
+        return _unjudged(m, setting, "cannot conclude", reason, runs[-1].value)
 
+    def refusal(old: Measurement) -> tuple[str, str] | None:
+        why = unsound(old, "in the baseline")
+        return refused(old) if why is None else ("cannot conclude", why)
 
-def _left_out(refusals: Sequence[tuple[str, str]]) -> str:
-    if not refusals:
-        return ""
-    return f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
+    checked = [(old, refusal(old)) for old in runs]
+    usable = [old for old, why in checked if why is None]
+    refusals = [why for _, why in checked if why is not None]
+    if not usable:
+        return _unjudged(m, setting, *refusals[-1], runs[-1].value)
+    left_out = (f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
+                if refusals else "")
+    return usable, left_out
 
 
 def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]:
@@ -276,11 +259,8 @@ def _accuracy_row(m: Measurement, old: Measurement, setting: str, thresholds: Th
                   resamples: int) -> GateRow:
     now_items, old_items = m.item_records(), old.item_records()
     check_same_items(f"{m.model} now", now_items, f"{m.model} in the baseline", old_items)
-    interval = paired_bootstrap(
-        {r.item_id: r.credit for r in now_items},
-        {r.item_id: r.credit for r in old_items},
-        resamples=resamples,
-    )
+    interval = paired_bootstrap({r.item_id: r.credit for r in now_items},
+                                {r.item_id: r.credit for r in old_items}, resamples=resamples)
     note = f"n={interval.n}, discordant={interval.discordant}"
     if interval.too_few_items:  # never "ok"; the exact sign test may still find a change
         p_value = sign_test_p_value(interval.candidate_ahead, interval.reference_ahead)
@@ -336,20 +316,10 @@ def _throughput_row(m: Measurement, runs: Sequence[Measurement], setting: str,
     """The row of one throughput setting before judging, and its 95% interval (None when
     there is none to judge: not comparable, unsound, noisy, or a single repeat)."""
     newest = runs[-1]
-    unsound = unsound_reason(m, "now")
-    if unsound is not None:
-        return _unjudged(m, setting, "cannot conclude", unsound, newest.value), None
-
-    def refusal(old: Measurement) -> tuple[str, str] | None:
-        reason = unsound_reason(old, "in the baseline")
-        if reason is not None:
-            return "cannot conclude", reason
-        unlike = _unlike(m, old)
-        return None if unlike is None else ("not comparable", unlike)
-
-    usable, refusals = _usable_runs(runs, refusal)
-    if not usable:  # the newest baseline run's reason
-        return _unjudged(m, setting, *refusals[-1], newest.value), None
+    found = _usable_runs(m, runs, setting, unsound_reason, lambda old: _unlike(m, old))
+    if isinstance(found, GateRow):
+        return found, None
+    usable, left_out = found
     noisy = noise_reason(m, "now") or next(
         (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None)
     if noisy is not None:  # never called a regression (nor ok): measured on a noisy machine
@@ -362,7 +332,7 @@ def _throughput_row(m: Measurement, runs: Sequence[Measurement], setting: str,
     note = f"repeats {interval.candidate_n} vs {interval.reference_n}"
     if len(usable) > 1:
         note += f" over {len(usable)} baseline runs"
-    note += _left_out(refusals)
+    note += left_out
     row = GateRow(m.model, m.benchmark, setting, interval.reference_mean,
                   interval.candidate_mean, interval.ratio - 1, math.nan, math.nan, "ok", note)
     if interval.degenerate:
@@ -391,42 +361,35 @@ def _startup_errors(m: Measurement, where: str) -> str | None:
 
 def _startup_row(m: Measurement, runs: Sequence[Measurement], setting: str,
                  thresholds: Thresholds) -> GateRow:
-    """A model's launch → first token now ÷ in the baseline (ratio of geometric means, above 1
-    is slower) with its 90% interval; regressed when the whole interval lies above 1 + the
-    startup threshold, improved when below 1 − it."""
-    newest = runs[-1]
-    unsound = unsound_reason(m, "now") or _startup_errors(m, "now")
-    if unsound is not None:
-        return _unjudged(m, setting, "cannot conclude", unsound, newest.value)
+    """A model's launch → first token now ÷ in the baseline (geometric means) with its 90%
+    interval: regressed when it lies above 1 + the startup threshold, improved below 1 − it."""
     stats = m.stats
     cache = stats.cache if isinstance(stats, StartupStats) else "unknown"
 
     def refusal(old: Measurement) -> tuple[str, str] | None:
-        reason = unsound_reason(old, "in the baseline") or _startup_errors(old, "in the baseline")
-        if reason is not None:
-            return "cannot conclude", reason
         old_cache = old.stats.cache if isinstance(old.stats, StartupStats) else "unknown"
         if old_cache != cache:
             return "not comparable", (
                 f"{m.model} started {cache} now and {old_cache} in the baseline: a start is "
                 "compared only with one from the same cache state")
-        unlike = _unlike(m, old, requests=False)
-        return None if unlike is None else ("not comparable", unlike)
+        return _unlike(m, old, requests=False)
 
-    usable, refusals = _usable_runs(runs, refusal)
-    if not usable:
-        return _unjudged(m, setting, *refusals[-1], newest.value)
+    found = _usable_runs(m, runs, setting, lambda measured, where: unsound_reason(
+        measured, where) or _startup_errors(measured, where), refusal)
+    if isinstance(found, GateRow):
+        return found
+    usable, left_out = found
     try:
         interval = ratio_interval_between_runs(
             _startup_values(m), [_startup_values(old) for old in usable],
             confidence=STARTUP_CONFIDENCE)
     except ValueError as error:
-        return _unjudged(m, setting, "not comparable", str(error), newest.value)
+        return _unjudged(m, setting, "not comparable", str(error), runs[-1].value)
     note = (f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
             f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster")
     if len(usable) > 1:
         note += f", over {len(usable)} baseline runs"
-    note += _left_out(refusals)
+    note += left_out
     row = GateRow(m.model, m.benchmark, setting, interval.reference_mean,
                   interval.candidate_mean, interval.ratio - 1, interval.low - 1,
                   interval.high - 1, "ok", note, STARTUP_CONFIDENCE)

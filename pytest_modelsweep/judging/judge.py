@@ -1,8 +1,6 @@
 """One comparison's way, written once: find the sides → refuse → interval → verdict → record.
 
-Every comparison of a candidate with the reference (accuracy, throughput, capacity) is a
-:class:`Comparison`; :func:`judge` runs its steps in order, ``decide`` gives the verdict (the
-pytest layer asks the ``pytest_modelsweep_verdict`` hook).
+:func:`judge` runs a :class:`Comparison`'s steps in order; ``decide`` gives the verdict.
 """
 
 from __future__ import annotations
@@ -12,13 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ..core.errors import ModelsweepError
-from ..core.measurements import (
-    AccuracyVerdictStats,
-    CapacityRatioStats,
-    RateCapacityRatioStats,
-    SearchRatio,
-    ThroughputRatioStats,
-)
+from ..core.measurements import (AccuracyVerdictStats, CapacityRatioStats,
+                                 RateCapacityRatioStats, SearchRatio, ThroughputRatioStats)
 from ..core.stats import Verdict
 from ..core.stats.bootstrap import PairedInterval
 from ..core.stats.intervals import RatioInterval
@@ -47,14 +40,11 @@ class Judged:
 class Comparison(Protocol[SidesT, IntervalT]):
     """One candidate against the reference on one metric (``kind`` says which interval)."""
 
+    candidate: str
+    reference: str
+
     @property
     def kind(self) -> ComparisonKind: ...
-
-    @property
-    def candidate(self) -> str: ...
-
-    @property
-    def reference(self) -> str: ...
 
     @property
     def metric(self) -> str: ...

@@ -1,11 +1,6 @@
-"""The kinds of comparison, each a :class:`~.judge.Comparison`.
-
-:class:`AccuracyComparison` (``verdict:<benchmark>``), :class:`ThroughputComparison`
-(``throughput_ratio``) and :class:`CapacityComparison` (``capacity_ratio``,
-``rate_capacity_ratio``), each finding its sides through a
-:class:`~.comparisons.ComparisonFinder` given this run's tests that record a side
-(``expected_tests``). Pure: no pytest.
-"""
+"""The kinds of comparison, each a :class:`~.judge.Comparison`: :class:`AccuracyComparison`
+(``verdict:<benchmark>``), :class:`ThroughputComparison` (``throughput_ratio``) and
+:class:`CapacityComparison` (``capacity_ratio``, ``rate_capacity_ratio``)."""
 
 from __future__ import annotations
 
@@ -14,68 +9,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import MeasurementError
-from ..core.measurements import (
-    CONCURRENCY,
-    DESIGN_BACK_TO_BACK,
-    DESIGN_INTERLEAVED,
-    RATE,
-    SEARCH_BENCHMARK,
-    AccuracySequence,
-    AccuracyVerdictStats,
-    CapacityRatioStats,
-    Interleaved,
-    Measurement,
-    RateCapacityRatioStats,
-    SearchBracket,
-    SearchRatio,
-    SearchStats,
-    ThroughputRatioStats,
-    ThroughputStats,
-    knob_text,
-)
-from ..core.metrics import (
-    CAPACITY_RATIO_BENCHMARK,
-    RATE_CAPACITY_RATIO_BENCHMARK,
-    RATIO_BENCHMARK,
-    VERDICT_PREFIX,
-)
-from ..core.stats.repeats import RepeatPolicy
+from ..core.measurements import (CONCURRENCY, DESIGN_BACK_TO_BACK, DESIGN_INTERLEAVED, RATE,
+                                 SEARCH_BENCHMARK, AccuracySequence, AccuracyVerdictStats,
+                                 CapacityRatioStats, Interleaved, Measurement,
+                                 RateCapacityRatioStats, SearchBracket, SearchRatio, SearchStats,
+                                 SequentialVerdict, ThroughputRatioStats, ThroughputStats,
+                                 knob_text)
+from ..core.metrics import (CAPACITY_RATIO_BENCHMARK, RATE_CAPACITY_RATIO_BENCHMARK,
+                            RATIO_BENCHMARK, VERDICT_PREFIX)
 from ..core.slo import Slo
-from ..core.stats.bootstrap import PairedInterval, VerdictRecord
+from ..core.stats.bootstrap import PairedInterval
 from ..core.stats.intervals import RatioInterval
-from ..core.stats.verdicts import (
-    RULE_COVERS_ZERO,
-    RULE_EQUIVALENCE_MARGIN,
-    RULE_RATIO_COVERS_ONE,
-    Verdict,
-)
-from ..workloads.slo_search import (
-    NEEDS_SLO,
-    RULE_INTERVAL,
-    capacity_ratio,
-    interval_text,
-)
-from .comparisons import (
-    ComparisonFinder,
-    ComparisonKind,
-    Failed,
-    Found,
-    Missing,
-    ModelItems,
-    ModelMeasurement,
-    Skipped,
-    failed_items_reason,
-)
+from ..core.stats.repeats import RepeatPolicy
+from ..core.stats.verdicts import (RULE_COVERS_ZERO, RULE_EQUIVALENCE_MARGIN,
+                                   RULE_RATIO_COVERS_ONE, Verdict)
+from ..workloads.slo_search import NEEDS_SLO, RULE_INTERVAL, capacity_ratio, interval_text
+from .comparisons import (ComparisonFinder, ComparisonKind, Failed, Found, Missing, ModelItems,
+                          ModelMeasurement, Skipped, failed_items_reason)
 from .judge import Judged
-from .pairing import RequestSettings, unlike_requests
-from .pairing import check_same_serving
-from .sequential import (
-    SequentialJudgement,
-    pair_sequentially,
-    sequential_population,
-    sequential_verdict,
-    verdict_decision,
-)
+from .pairing import RequestSettings, check_same_serving, unlike_requests
+from .sequential import (SequentialJudgement, pair_sequentially, sequential_population,
+                         sequential_verdict, verdict_decision)
 from .verdicts import holm_adjusted_interval, paired_interval, throughput_ratio_interval
 
 ExpectedTests = Callable[[str, str, "Mapping[str, Any] | None"], list[str]]
@@ -83,11 +37,39 @@ ExpectedTests = Callable[[str, str, "Mapping[str, Any] | None"], list[str]]
 None: any of the benchmark's tests)."""
 
 CONFIDENCE = 0.95
+BothMeasured = tuple[ModelMeasurement, ModelMeasurement]
+"""(candidate, reference) measurements."""
+
+
+@dataclass
+class _Pair:
+    """A candidate and the reference, whose sides ``finder`` finds (``expected_tests``: this
+    run's tests that record a side)."""
+
+    finder: ComparisonFinder
+    expected_tests: ExpectedTests
+    candidate: str
+    reference: str
+
+    def _measurements(self, metric: str, setting: Mapping[str, Any],
+                      expected: Mapping[str, Any] | None, *, any_setting: bool = False,
+                      ) -> Found[BothMeasured] | Missing | Skipped | Failed:
+        """Both measurements at ``setting``, the reference's found first; ``any_setting``: a
+        side missing there is taken at another (to be refused by name)."""
+        found = []
+        for model in (self.reference, self.candidate):
+            side = self.finder.measurement(
+                model, metric, setting, expected_tests=self.expected_tests(model, metric, expected))
+            if isinstance(side, Missing) and any_setting:
+                other = self.finder.measurement(model, metric, {}, expected_tests=[])
+                side = other if isinstance(other, Found) else side
+            if not isinstance(side, Found):
+                return side
+            found.append(side.side)
+        return Found((found[1], found[0]))
 
 
 # --------------------------------------------------------------------------- accuracy
-
-
 @dataclass(frozen=True)
 class AccuracySides:
     """Both sides' items, and with ``--holm`` every candidate's (``others``, by name)."""
@@ -98,15 +80,11 @@ class AccuracySides:
 
 
 @dataclass
-class AccuracyComparison:
+class AccuracyComparison(_Pair):
     """A candidate against the reference on one accuracy benchmark, item by item. The side
     tested in this session is found first, the other's stored items preferred where their ids
     match (``candidate_first``)."""
 
-    finder: ComparisonFinder
-    expected_tests: ExpectedTests
-    candidate: str
-    reference: str
     metric: str
     margin: float | None
     resamples: int
@@ -140,10 +118,7 @@ class AccuracyComparison:
         if self.holm_candidates is not None:
             others = {}
             for name in self.holm_candidates:
-                if name == self.candidate:
-                    others[name] = candidate
-                    continue
-                more = self._items(name)
+                more = Found(candidate) if name == self.candidate else self._items(name)
                 if not isinstance(more, Found):
                     return more
                 others[name] = more.side
@@ -194,56 +169,39 @@ class AccuracyComparison:
     def judged(self, sides: AccuracySides, interval: PairedInterval | SequentialJudgement,
                verdict: Verdict) -> Judged:
         rule = RULE_COVERS_ZERO if self.margin is None else RULE_EQUIVALENCE_MARGIN
+        head = f"{self.candidate} vs {self.reference} on {self.metric}: {verdict.value}"
+        holm = sides.others is not None  # never with a sequence (refused by interval)
+        params: dict[str, Any] = {"reference": self.reference, "verdict": str(verdict.value),
+                                  "holm": holm, "margin": self.margin}
+        sequence: SequentialVerdict | None = None
         if isinstance(interval, SequentialJudgement):
-            return self._judged_sequentially(sides, interval, verdict, f"sequence+{rule}")
-        holm = sides.others is not None
-        record = VerdictRecord(candidate=self.candidate, reference=self.reference,
-                               metric=self.metric, verdict=verdict, interval=interval,
-                               margin=self.margin, rule=f"holm+{rule}" if holm else rule)
-        summary = (
-            f"{self.candidate} vs {self.reference} on {self.metric}: {verdict.value} "
-            f"(difference {interval.difference:+.3f}, {100 * interval.confidence:.4g}% interval "
-            f"[{interval.low:+.3f}, {interval.high:+.3f}], n={interval.n}, "
-            f"discordant={interval.discordant}, "
-            f"detectable ±{interval.min_detectable_difference:.3f})"
-        )
-        if interval.too_few_items:
-            summary += f"; no verdict from it: {interval.too_few_reason()}"
-        return Judged(
-            verdict, f"{VERDICT_PREFIX}{self.metric}", interval.difference,
-            "accuracy difference", interval.n,
-            AccuracyVerdictStats.of(record, candidate_run=sides.candidate.run_id,
-                                    reference_run=sides.reference.run_id),
-            summary,
-            params={"reference": self.reference, "verdict": str(verdict.value), "holm": holm,
-                    "margin": self.margin},
-        )
-
-
-    def _judged_sequentially(self, sides: AccuracySides, judgement: SequentialJudgement,
-                             verdict: Verdict, rule: str) -> Judged:
-        sequence = sequential_verdict(judgement.sides, judgement.decision,
-                                      sides.candidate.items, sides.reference.items)
-        stats = AccuracyVerdictStats(
-            self.candidate, self.reference, self.metric, verdict, None, self.margin, rule,
-            sides.candidate.run_id, sides.reference.run_id, sequence=sequence)
-        summary = (
-            f"{self.candidate} vs {self.reference} on {self.metric}: {verdict.value}, "
-            f"{sequence.text()} (difference {sequence.difference:+.3f}, "
-            f"{100 * sequence.confidence:.4g}% confidence sequence [{sequence.low:+.3f}, "
-            f"{sequence.high:+.3f}], discordant={sequence.discordant})"
-        )
-        return Judged(
-            verdict, f"{VERDICT_PREFIX}{self.metric}", sequence.difference,
-            "accuracy difference", sequence.n, stats, summary,
-            params={"reference": self.reference, "verdict": str(verdict.value), "holm": False,
-                    "margin": self.margin, "sequential": True},
-        )
+            sequence = sequential_verdict(interval.sides, interval.decision,
+                                          sides.candidate.items, sides.reference.items)
+            shown, rule = None, f"sequence+{rule}"
+            summary = (f"{head}, {sequence.text()} (difference {sequence.difference:+.3f}, "
+                       f"{100 * sequence.confidence:.4g}% confidence sequence "
+                       f"[{sequence.low:+.3f}, {sequence.high:+.3f}], "
+                       f"discordant={sequence.discordant})")
+            difference, n = sequence.difference, sequence.n
+            params["sequential"] = True
+        else:
+            shown, rule = interval, f"holm+{rule}" if holm else rule
+            summary = (
+                f"{head} (difference {interval.difference:+.3f}, "
+                f"{100 * interval.confidence:.4g}% interval [{interval.low:+.3f}, "
+                f"{interval.high:+.3f}], n={interval.n}, discordant={interval.discordant}, "
+                f"detectable ±{interval.min_detectable_difference:.3f})")
+            if interval.too_few_items:
+                summary += f"; no verdict from it: {interval.too_few_reason()}"
+            difference, n = interval.difference, interval.n
+        stats = AccuracyVerdictStats(self.candidate, self.reference, self.metric, verdict, shown,
+                                     self.margin, rule, sides.candidate.run_id,
+                                     sides.reference.run_id, sequence=sequence)
+        return Judged(verdict, f"{VERDICT_PREFIX}{self.metric}", difference,
+                      "accuracy difference", n, stats, summary, params=params)
 
 
 # --------------------------------------------------------------------------- throughput
-
-
 @dataclass(frozen=True)
 class InterleavedSides:
     """Both models measured in pairs of windows in this run (``--interleave``)."""
@@ -254,20 +212,15 @@ class InterleavedSides:
     """The ``--repeats`` policy the pairs were measured under (it makes their interval)."""
 
 
-ThroughputSides = tuple[ModelMeasurement, ModelMeasurement] | InterleavedSides
+ThroughputSides = BothMeasured | InterleavedSides
 """(candidate, reference) measurements, or both measured interleaved."""
 
 
 @dataclass
-class ThroughputComparison:
-    """A candidate's throughput ÷ the reference's at one setting. With ``interleaved`` the
-    windows were measured in pairs (drift in machine speed cancels); else both
-    measurements are found (the reference's first)."""
+class ThroughputComparison(_Pair):
+    """A candidate's throughput ÷ the reference's at one setting: both measurements found, or
+    with ``interleaved`` both measured here in pairs of windows (drift cancels)."""
 
-    finder: ComparisonFinder
-    expected_tests: ExpectedTests
-    candidate: str
-    reference: str
     metric: str
     setting: Mapping[str, Any]
     margin: float
@@ -278,16 +231,7 @@ class ThroughputComparison:
     def find(self) -> Found[ThroughputSides] | Missing | Skipped | Failed:
         if self.interleaved is not None:
             return Found(self.interleaved)
-        found = []
-        for model in (self.reference, self.candidate):
-            side = self.finder.measurement(
-                model, self.metric, self.setting,
-                expected_tests=self.expected_tests(model, self.metric, self.setting))
-            if not isinstance(side, Found):
-                return side
-            found.append(side.side)
-        reference, candidate = found
-        return Found((candidate, reference))
+        return self._measurements(self.metric, self.setting, self.setting)
 
     def refuse(self, sides: ThroughputSides) -> str | None:
         # throughput_ratio_interval refuses unlike serving and unusable rates
@@ -305,18 +249,15 @@ class ThroughputComparison:
 
     def judged(self, sides: ThroughputSides, interval: RatioInterval, verdict: Verdict) -> Judged:
         tolerance = self.margin
-        if isinstance(sides, InterleavedSides):
-            stats = ThroughputRatioStats(
-                self.candidate, self.reference, self.metric, verdict, interval, tolerance,
-                RULE_RATIO_COVERS_ONE, candidate_run=sides.run_id, reference_run=sides.run_id,
-                design=DESIGN_INTERLEAVED, interleaved=sides.measured)
-        else:
-            candidate, reference = sides
-            stats = ThroughputRatioStats(
-                self.candidate, self.reference, self.metric, verdict, interval, tolerance,
-                RULE_RATIO_COVERS_ONE, candidate_run=candidate.run_id,
-                reference_run=reference.run_id, candidate_flags=_flags(candidate),
-                reference_flags=_flags(reference), design=DESIGN_BACK_TO_BACK)
+        how: dict[str, Any] = (
+            dict(candidate_run=sides.run_id, reference_run=sides.run_id,
+                 design=DESIGN_INTERLEAVED, interleaved=sides.measured)
+            if isinstance(sides, InterleavedSides) else
+            dict(candidate_run=sides[0].run_id, reference_run=sides[1].run_id,
+                 candidate_flags=_flags(sides[0]), reference_flags=_flags(sides[1]),
+                 design=DESIGN_BACK_TO_BACK))
+        stats = ThroughputRatioStats(self.candidate, self.reference, self.metric, verdict,
+                                     interval, tolerance, RULE_RATIO_COVERS_ONE, **how)
         concurrency, prompt_tokens = self.setting["concurrency"], self.setting["prompt_tokens"]
         shown = ("no interval: a side has one repeat" if interval.degenerate
                  else f"95% interval {interval.low:.2f}–{interval.high:.2f}")
@@ -339,18 +280,11 @@ def _flags(side: ModelMeasurement) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- capacity
-
-
 @dataclass
-class CapacityComparison:
+class CapacityComparison(_Pair):
     """A candidate's capacity ÷ the reference's under this run's SLO and attainment target,
-    both searched over ``knob`` (``slo`` None: nothing to compare). The verdict comes from
-    the interval the two searches give, never from the ratio alone."""
+    both searched over ``knob``, judged on the interval the two searches give."""
 
-    finder: ComparisonFinder
-    expected_tests: ExpectedTests
-    candidate: str
-    reference: str
     slo: Slo | None
     attainment_target: float
     margin: float
@@ -370,26 +304,14 @@ class CapacityComparison:
         return {"slo": None if self.slo is None else self.slo.as_dict(),
                 "attainment_target": self.attainment_target}
 
-    def find(self) -> Found[tuple[ModelMeasurement, ModelMeasurement]] | Missing | Skipped | Failed:
+    def find(self) -> Found[BothMeasured] | Missing | Skipped | Failed:
         if self.slo is None:
             return Skipped(NEEDS_SLO[self.knob])
-        found = []
-        for model in (self.reference, self.candidate):
-            side = self.finder.measurement(model, self.metric, self.setting,
-                                           expected_tests=self.expected_tests(model, self.metric,
-                                                                              None))
-            if isinstance(side, Missing) and self.knob == CONCURRENCY:
-                # one under another SLO or target: refused by name
-                other = self.finder.measurement(model, self.metric, {}, expected_tests=[])
-                side = other if isinstance(other, Found) else side
-            if not isinstance(side, Found):
-                return side
-            found.append(side.side)
-        reference, candidate = found
-        return Found((candidate, reference))
+        # a capacity under another SLO or target is refused by name
+        return self._measurements(self.metric, self.setting, None,
+                                  any_setting=self.knob == CONCURRENCY)
 
-    def brackets(self, sides: tuple[ModelMeasurement, ModelMeasurement],
-                 ) -> tuple[SearchBracket, SearchBracket] | str:
+    def brackets(self, sides: BothMeasured) -> tuple[SearchBracket, SearchBracket] | str:
         """Both sides' brackets (candidate, reference), or why one cannot be read."""
         rate = self.knob == RATE
         brackets = []
@@ -405,7 +327,7 @@ class CapacityComparison:
                         f"({side.model}) is {error}")
         return brackets[0], brackets[1]
 
-    def _other_slo(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+    def _other_slo(self, sides: BothMeasured) -> str | None:
         """Why a side found under another SLO or target than this run's is refused."""
         for side in sides:
             asked = RequestSettings.of("this run", self.metric, self.setting)
@@ -418,7 +340,7 @@ class CapacityComparison:
                         "run's --slo and --slo-attainment")
         return None
 
-    def _other_burstiness(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+    def _other_burstiness(self, sides: BothMeasured) -> str | None:
         candidate, reference = (side.stats for side in sides)
         if isinstance(candidate, SearchStats) and isinstance(reference, SearchStats) \
                 and candidate.burstiness != reference.burstiness:
@@ -427,7 +349,7 @@ class CapacityComparison:
                     f"{reference.burstiness:g}): sweep both with the same --burstiness")
         return None
 
-    def refuse(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> str | None:
+    def refuse(self, sides: BothMeasured) -> str | None:
         brackets = self.brackets(sides)
         unread = brackets if isinstance(brackets, str) else None
         unlike = unlike_requests(self.candidate, sides[0].requests, self.reference,
@@ -446,14 +368,13 @@ class CapacityComparison:
                     f"({self.reference} under {self.slo}: {why or ''})")
         return None
 
-    def interval(self, sides: tuple[ModelMeasurement, ModelMeasurement]) -> SearchRatio:
+    def interval(self, sides: BothMeasured) -> SearchRatio:
         brackets = self.brackets(sides)
         if isinstance(brackets, str):
             raise MeasurementError(brackets)
         return capacity_ratio(*brackets)
 
-    def judged(self, sides: tuple[ModelMeasurement, ModelMeasurement], interval: SearchRatio,
-               verdict: Verdict) -> Judged:
+    def judged(self, sides: BothMeasured, interval: SearchRatio, verdict: Verdict) -> Judged:
         candidate, reference = sides
         tolerance, rate = self.margin, self.knob == RATE
         stats_type = RateCapacityRatioStats if rate else CapacityRatioStats
@@ -492,8 +413,3 @@ class CapacityComparison:
                     "slo": self.setting["slo"]},
         )
 
-
-__all__ = [
-    "AccuracyComparison", "AccuracySides", "CapacityComparison", "InterleavedSides",
-    "ThroughputComparison", "ThroughputSides",
-]

@@ -1,8 +1,5 @@
-"""Refusal to pair unlike results: different servers, images, settings, items or requests.
-
-Every comparison (verdicts, ratios, gate rows, ``modelsweep compare`` and ``merge``) calls
-these checks; each raises :class:`PairingError` in one line naming the first difference.
-"""
+"""Refusal to pair unlike results: different servers, images, settings, items or requests;
+each check raises :class:`PairingError` in one line naming the first difference."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """Sequential accuracy benchmarks (``--until-decided``): items in rounds, stopped once decided.
 
-Every model sends its items in one seeded order (:data:`ORDER_SEED`), ``round_size`` at a
-time. After each round it looks at every comparison it takes part in (:class:`Partner`: a
-verdict against the reference or a candidate, a gate row against its baseline), each the
-anytime-valid 95% confidence sequence over the longest prefix both sides scored. It stops once
-every comparison is decided or cannot use more of its items, or at the end of its items.
-
-Models on other xdist workers coordinate through the store: after a round a model waits (at
-most ``--verdict-wait``) for each other side to have scored as far, or stopped. A candidate
-always waits for the reference; the reference only for candidates that have started. A re-run
-reuses stored answers round by round, so it goes on where the last one stopped.
+Every model sends its items in one seeded order, ``round_size`` at a time; after each round
+it looks at every comparison it takes part in (:class:`Partner`), each the anytime-valid 95%
+confidence sequence over the longest prefix both sides scored, and stops once every one is
+decided or cannot use more of its items. Models on other xdist workers coordinate through the
+store: after a round a model waits (at most ``--verdict-wait``) for each other side to have
+scored as far, or stopped.
 """
 
 from __future__ import annotations
@@ -20,25 +16,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..core.measurements import (
-    STOP_DECIDED,
-    STOP_FAILED,
-    STOP_FINAL,
-    AccuracySequence,
-    AccuracyStats,
-    Measurement,
-    SequentialVerdict,
-)
+from ..core.measurements import (STOP_DECIDED, STOP_FAILED, STOP_FINAL, AccuracySequence,
+                                 AccuracyStats, Measurement, SequentialVerdict)
 from ..core.outputs import OutputError
 from ..core.records import ApiRequest, ItemRecord
-from ..core.stats.sequences import (
-    PairedConfidenceSequence,
-    SequentialDecision,
-    StopReason,
-    paired_sequence,
-    seeded_order,
-)
 from ..core.stats import Verdict
+from ..core.stats.sequences import (PairedConfidenceSequence, SequentialDecision, StopReason,
+                                    paired_sequence, seeded_order)
 from ..store.database import Store
 from ..workloads.accuracy import AccuracyRun
 from .pairing import PairingError, check_same_items
@@ -72,10 +56,8 @@ def scores_of(items: Iterable[ItemRecord]) -> dict[str, float]:
 
 def prefix_length(order: Sequence[str], done: Mapping[str, object] | set[str]) -> int:
     """How many items of ``order`` are in ``done`` before the first that is not."""
-    for position, item in enumerate(order):
-        if item not in done:
-            return position
-    return len(order)
+    return next((position for position, item in enumerate(order) if item not in done),
+                len(order))
 
 
 # --------------------------------------------------------------------------- sides
@@ -169,9 +151,8 @@ class Partner:
             line = (f"{self.me} now vs its baseline after {sequence.n} items: "
                     f"{gate_look_text(sequence, status, self.threshold)}")
         else:
-            candidate, reference = (mine, view.scores) if self.me_is_candidate else (view.scores,
-                                                                                     mine)
-            sequence, decision = verdict_decision(candidate, reference, order, margin=self.margin,
+            sides = (mine, view.scores) if self.me_is_candidate else (view.scores, mine)
+            sequence, decision = verdict_decision(*sides, order, margin=self.margin,
                                                   population=len(order))
             decided = decision.reason is StopReason.DECIDED
             names = (self.me, self.other) if self.me_is_candidate else (self.other, self.me)
@@ -193,10 +174,9 @@ def verdict_decision(
 
 def sequential_gate_status(sequence: PairedConfidenceSequence, threshold: float, *,
                            final: bool) -> str | None:
-    """A gate row from the sequence of now − baseline, ``threshold`` the allowed drop:
-    *regressed* once a drop beyond it is certain, *ok* (or *improved*, every change ≤ 0 ruled
-    out) once its absence is. Undecided: None, unless ``final``, when the fixed-n rule reads
-    the last sequence."""
+    """A gate row from the sequence of now − baseline: *regressed* once a drop beyond
+    ``threshold`` is certain, *ok* (or *improved*) once its absence is; undecided: None, unless
+    ``final``, when the fixed-n rule reads the last sequence."""
     below, above = sequence.rules_out(-threshold)
     if above:
         return "regressed"
@@ -255,9 +235,8 @@ class UntilDecided:
             self.progress(f"{self.benchmark} {self.model}: {line}")
 
     def _waited(self, partner: Partner, position: int) -> SideView:
-        """The other side once it has scored ``position`` items of the order, or stopped (or
-        has not started and need not be waited for, or the wait ran out, or the store failed:
-        the other side cannot record more)."""
+        """The other side once it has scored ``position`` items of the order, or stopped, or
+        need not or cannot be waited for."""
         deadline = self.clock() + self.wait_s
         while partner.wait != "never" and partner.other not in self.gave_up \
                 and self.store.failure is None:
@@ -351,26 +330,22 @@ def partners_for(
     baseline: Measurement | None, threshold: float,
 ) -> list[Partner]:
     """The comparisons ``model`` takes part in on ``benchmark``: as the reference, one per
-    candidate tested in this session; as a candidate, the reference's (this session's, else
-    the store's latest); with a baseline measurement, its gate row."""
+    candidate tested here; as a candidate, the reference's; with a baseline, its gate row."""
     partners: list[Partner] = []
     if model == reference:
-        for candidate in candidates:
-            tests = tests_of(candidate)
-            if tests:
-                partners.append(Partner("verdict", model, candidate,
-                                        LiveSide(store, run_id, candidate, benchmark, tests),
-                                        "if-started", me_is_candidate=False, margin=margin))
+        partners += [Partner("verdict", model, candidate,
+                             LiveSide(store, run_id, candidate, benchmark, tests), "if-started",
+                             me_is_candidate=False, margin=margin)
+                     for candidate in candidates if (tests := tests_of(candidate))]
     elif reference is not None and model in candidates:
-        tests = tests_of(reference)
-        if tests:
-            partners.append(Partner("verdict", model, reference,
-                                    LiveSide(store, run_id, reference, benchmark, tests),
-                                    "always", margin=margin))
-        elif (earlier := store.latest_run_with(reference, benchmark, exclude=run_id)):
-            partners.append(Partner("verdict", model, reference,
-                                    FixedSide(store.run_items(earlier, reference, benchmark)),
-                                    "never", margin=margin))
+        side: LiveSide | FixedSide | None = None
+        if tests := tests_of(reference):
+            side = LiveSide(store, run_id, reference, benchmark, tests)
+        elif earlier := store.latest_run_with(reference, benchmark, exclude=run_id):
+            side = FixedSide(store.run_items(earlier, reference, benchmark))
+        if side is not None:
+            partners.append(Partner("verdict", model, reference, side,
+                                    "always" if tests else "never", margin=margin))
     if baseline is not None:
         partners.append(Partner("gate", model, "the baseline", FixedSide(baseline.item_records()),
                                 "never", threshold=threshold))

@@ -30,13 +30,8 @@ def paired_interval(
 
 
 def holm_adjusted_interval(
-    candidate: str,
-    others: Mapping[str, ModelItems],
-    reference: ModelItems,
-    *,
-    resamples: int,
-    seed: int,
-    confidence: float,
+    candidate: str, others: Mapping[str, ModelItems], reference: ModelItems, *, resamples: int,
+    seed: int, confidence: float,
 ) -> PairedInterval:
     """``candidate``'s interval at its Holm step-down level across all candidates."""
     for items in others.values():
@@ -46,7 +41,8 @@ def holm_adjusted_interval(
     return adjusted[candidate].interval
 
 
-def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasurement) -> RatioInterval:
+def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasurement,
+                              ) -> RatioInterval:
     """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats."""
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
     sides = []

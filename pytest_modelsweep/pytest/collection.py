@@ -15,15 +15,8 @@ from typing import Any
 
 import pytest
 
-from ..core.metrics import (
-    ACCURACY_UNIT,
-    BENCHMARK_MARKER,
-    THROUGHPUT_UNIT,
-    VERDICT_MARKER,
-    Kind,
-    benchmark_name_problem,
-    metric_for,
-)
+from ..core.metrics import (ACCURACY_UNIT, BENCHMARK_MARKER, THROUGHPUT_UNIT, VERDICT_MARKER, Kind,
+    benchmark_name_problem, metric_for)
 from .context import declared_benchmark_key
 
 VERDICT_TEST = "test_verdict"
@@ -107,20 +100,6 @@ def _ratio_function() -> Callable[..., None]:
     return test_throughput_ratio
 
 
-def _module_test(module: Any, test_name: str, make: Callable[[], Callable[..., None]],
-                 declared_at: Any) -> Callable[..., None]:
-    """The module's shared comparison test ``test_name`` (made once), which its items call."""
-    shared = module.__dict__.get(test_name)
-    if shared is not None and getattr(shared, _SHARED, False):
-        return shared  # type: ignore[no-any-return]
-    verdict: Callable[..., None] = getattr(pytest.mark, VERDICT_MARKER)(make())
-    setattr(verdict, _SHARED, True)
-    setattr(verdict, "__test__", False)  # pytest's own walk over the module skips it
-    setattr(verdict, "place_as", declared_at)  # reports locate it at the declared test
-    setattr(module, test_name, verdict)
-    return verdict
-
-
 def with_verdict_tests(
     collector: pytest.Collector, name: str, obj: Any, collected: Any
 ) -> list[Any]:
@@ -161,7 +140,12 @@ def with_verdict_tests(
             f"{collector.name} defines {test_name}, the name of the comparison tests modelsweep "
             f"adds beside the declared benchmark {benchmark!r}: rename yours")
     make = _verdict_function if kind is Kind.ACCURACY else _ratio_function
-    _module_test(module, test_name, make, obj)
+    if existing is None:  # the module's shared comparison test (made once), which items call
+        shared = getattr(pytest.mark, VERDICT_MARKER)(make())
+        setattr(shared, _SHARED, True)
+        setattr(shared, "__test__", False)  # pytest's own walk over the module skips it
+        setattr(shared, "place_as", obj)  # reports locate it at the declared test
+        setattr(module, test_name, shared)
     # What pytest collects: the shared test's signature, parametrized by the benchmark.
     if kind is Kind.ACCURACY:
         definition = pytest.mark.parametrize(

@@ -74,7 +74,8 @@ def run_state(config: pytest.Config) -> RunState:
             rootdir=config.rootpath,
             run_id=run_id(config),
             is_worker=workerinput is not None,
-            worker_id=workerinput["workerid"] if workerinput else worker_id_from_env(),
+            worker_id=workerinput["workerid"] if workerinput else os.environ.get(
+                "PYTEST_XDIST_WORKER", "main"),
             write_line=progress_writer(config),
             args=list(config.invocation_params.args),
         )
@@ -84,7 +85,11 @@ def run_state(config: pytest.Config) -> RunState:
     if not state.is_worker:
         # Outputs, store, --baseline and --sweep-run are checked before any test: usage errors.
         try:
-            state.check_outputs(output_options(config))
+            state.check_outputs({  # the files it writes besides its results, by option
+                "--md": config.option.md, "--llm-d-report": config.option.llm_d_report,
+                "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
+                "--html": getattr(config.option, "htmlpath", None),
+                "--junitxml": getattr(config.option, "xmlpath", None)})
             _ = state.store
             if state.options.baseline:
                 state.baseline_measurements()
@@ -93,16 +98,6 @@ def run_state(config: pytest.Config) -> RunState:
             raise pytest.UsageError(str(error)) from None
     config.stash[run_state_key] = state
     return state
-
-
-def output_options(config: pytest.Config) -> dict[str, str | None]:
-    """The files a modelsweep run writes besides its own results, by the option that names
-    each: ``--md``, ``--llm-d-report``, ``$GITHUB_STEP_SUMMARY``, pytest-html's ``--html``,
-    ``--junitxml``."""
-    return {"--md": config.option.md, "--llm-d-report": config.option.llm_d_report,
-            "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
-            "--html": getattr(config.option, "htmlpath", None),
-            "--junitxml": getattr(config.option, "xmlpath", None)}
 
 
 def progress_writer(config: pytest.Config) -> Callable[[str], None]:
@@ -118,39 +113,17 @@ def progress_writer(config: pytest.Config) -> Callable[[str], None]:
             if reporter is not None and not hasattr(config, "workerinput"):
                 reporter.write_line(f"modelsweep: {message}")
                 reporter.flush()  # also when the output is a file or a CI log
-            else:
-                stderr_line(message)
+            else:  # an xdist worker: on stderr
+                print(f"modelsweep: {message}", file=sys.stderr, flush=True)
 
     return write_line
 
 
-def stderr_line(message: str) -> None:
-    """Progress output where no terminal reporter is at hand (xdist workers, the CLI)."""
-    print(f"modelsweep: {message}", file=sys.stderr, flush=True)
-
-
-def worker_id_from_env() -> str:
-    """The xdist worker id of this process, ``main`` outside xdist."""
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
-
-
 def model_of_item(item: pytest.Item) -> str | None:
     """The model a collected test belongs to (its ``model_name`` or ``candidate_name`` parameter)."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return None
-    for param in MODEL_PARAMS:
-        value = callspec.params.get(param)
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def has_param_values(item: pytest.Item, params: Mapping[str, Any]) -> bool:
-    """Whether a collected test runs with ``params`` (a parameter it lacks counts as None)."""
-    callspec = getattr(item, "callspec", None)
-    values = callspec.params if callspec is not None else {}
-    return all(values.get(name) == value for name, value in params.items())
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return next((value for param in MODEL_PARAMS
+                 if isinstance(value := params.get(param), str)), None)
 
 
 def tests_in_session(
@@ -158,11 +131,12 @@ def tests_in_session(
     params: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """This session's tests that record ``model``'s own ``benchmark`` result (with ``params``,
-    those whose parameters have these values)."""
+    those whose parameters have these values; a parameter a test lacks counts as None)."""
     return [
         item.nodeid for item in session.items
         if model_of_item(item) == model
         and item.get_closest_marker(benchmark) is not None
         and item.get_closest_marker("verdict") is None
-        and (params is None or has_param_values(item, params))
+        and all(getattr(getattr(item, "callspec", None), "params", {}).get(name) == value
+                for name, value in (params or {}).items())
     ]

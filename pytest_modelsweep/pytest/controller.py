@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -208,19 +207,14 @@ def write_markdown(config: pytest.Config, state: RunState) -> None:
     path = config.option.md
     if not (path or os.environ.get("GITHUB_STEP_SUMMARY")):
         return
-    from ..core.outputs import OutputError, write_failure
+    from ..core.outputs import OutputError, write_failure, write_file
     from ..core.secrets import redact
     from ..report.markdown import append_step_summary, markdown_report
+    from .state import attempted
 
     text = redact(markdown_report(state.judged_measurements(), state.report_run(),
                                   state.failures))
-    problems: list[str] = []
-    if path:
-        try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as error:
-            problems.append(str(write_failure("--md", path, error)))
+    problems = attempted([lambda: write_file(path, "--md", text)] if path else [])
     try:
         append_step_summary(text)
     except OSError as error:

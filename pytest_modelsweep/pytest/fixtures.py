@@ -14,16 +14,8 @@ import pytest
 
 from ..core.errors import DataError, MeasurementError
 from ..core.metrics import BENCHMARK_MARKER
-from .context import (
-    active_run_state,
-    declared_benchmark_key,
-    evaluated_key,
-    measurements_key,
-    model_of_item,
-    run_state,
-    tests_in_session,
-    unjudged_key,
-)
+from .context import (active_run_state, declared_benchmark_key, evaluated_key, measurements_key,
+    model_of_item, run_state, tests_in_session, unjudged_key)
 
 if TYPE_CHECKING:
     from ..api.evaluation import Evaluate
@@ -95,13 +87,9 @@ def endpoint(model_name: str, modelsweep_run: RunState) -> Endpoint:
 
 @pytest.fixture
 def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
-    """Record one result of this test; it reaches the results file even if the test then fails.
-
-    Call it as ``record_measurement(benchmark, value, unit, n, params=..., stats=...,
-    items=[...], requests=[...])``. ``stats`` is the benchmark kind's record
-    (:mod:`~pytest_modelsweep.core.measurements`) or a dict of figures, read as that
-    record. The model and the endpoint's provenance are added from the test.
-    """
+    """``record_measurement(benchmark, value, unit, n, params=..., stats=..., items=...,
+    requests=...)``: one result of this test (``stats``: the kind's record or a dict of it),
+    with its model and endpoint; it reaches the results file even if the test then fails."""
     from datetime import datetime, timezone
 
     from ..core.measurements import Measurement, stats_type
@@ -152,10 +140,8 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     """GSM8K test problems: ``--gsm8k-path`` or the Hub; the first ``--limit`` of them."""
     from ..data.gsm8k import expect_full_test_set, load_gsm8k
 
-    return _limited(
-        "GSM8K", lambda: load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
-        expect_full_test_set, modelsweep_run.bench_settings.limit, modelsweep_run.write_line,
-    )
+    return _limited(modelsweep_run, "GSM8K", load_gsm8k(modelsweep_run.options.gsm8k_path,
+                                                        split="test"), expect_full_test_set)
 
 
 @pytest.fixture(scope="session")
@@ -172,30 +158,23 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     """BFCL simple records with their possible answers: ``--bfcl-path`` or the Hub."""
     from ..data.bfcl import expect_full_bfcl_set, load_bfcl
 
-    return _limited(
-        "BFCL", lambda: load_bfcl(modelsweep_run.options.bfcl_path),
-        expect_full_bfcl_set, modelsweep_run.bench_settings.limit, modelsweep_run.write_line,
-    )
+    return _limited(modelsweep_run, "BFCL", load_bfcl(modelsweep_run.options.bfcl_path),
+                    expect_full_bfcl_set)
 
 
-def _limited(
-    name: str, load: Callable[[], Sequence[Any]], expect_full: Callable[[Sequence[Any]], None],
-    limit: int | None, warn: Callable[[str], None],
-) -> list[Any]:
-    """A data set, checked to be complete for a full run, or its first ``limit`` records.
-
-    An empty data set is an error; one with fewer records than ``--limit`` is measured
-    whole, with a warning (the measurement records how many items it really had).
-    """
-    records = list(load())
+def _limited(run: RunState, name: str, loaded: Sequence[Any],
+             expect_full: Callable[[Sequence[Any]], None]) -> list[Any]:
+    """A data set, checked to be complete for a full run, or its first ``--limit`` records
+    (all, with a warning, when it has fewer); an empty one is an error."""
+    records, limit = list(loaded), run.bench_settings.limit
     if not records:
         raise DataError(f"the {name} data has no records; pass a data file that has")
     if limit is None:
         expect_full(records)
         return records
     if len(records) < limit:
-        warn(f"warning: --limit {limit}, but the {name} data has only {len(records)} "
-             f"records: all {len(records)} are measured")
+        run.write_line(f"warning: --limit {limit}, but the {name} data has only "
+                       f"{len(records)} records: all {len(records)} are measured")
     return records[:limit]
 
 
@@ -208,16 +187,8 @@ def evaluate(
     modelsweep_run: RunState,
     record_measurement: RecordMeasurement,
 ) -> Evaluate:
-    """Run your accuracy benchmark on this test's model: ``evaluate(name, items, scorer)``.
-
-    The test must be declared ``@pytest.mark.modelsweep_benchmark(name)``. Sends the
-    first ``--limit`` items with ``concurrency`` in flight, stores each as it is scored
-    (a re-run sends only what is not stored), records the measurement and returns
-    an :class:`~pytest_modelsweep.EvaluationResult`; fails in one line when items got
-    no answer. The candidates' paired verdicts come from the declaration. With
-    ``--until-decided`` the items go out in rounds of one seeded order until every
-    comparison the model takes part in is decided (:mod:`~..judging.sequential`).
-    docs/writing-benchmarks.md has the whole API.
+    """Run your accuracy benchmark on this test's model: ``evaluate(name, items, scorer)``
+    in a test declared ``@pytest.mark.modelsweep_benchmark(name)`` (docs/writing-benchmarks.md).
     """
     from ..api.evaluation import EvalItem, EvaluationResult, Scorer, Summarise
 
@@ -234,6 +205,7 @@ def evaluate(
         summarise: Summarise | None = None,
     ) -> EvaluationResult:
         from ..api.evaluation import (
+            check_positive,
             first_duplicate,
             request_for,
             sampling_params,
@@ -250,17 +222,13 @@ def evaluate(
                 f"{node.name} called evaluate twice: one benchmark, one evaluate call per test")
         node.stash[evaluated_key] = True
         chosen = list(items)
-        if not all(isinstance(item, EvalItem) for item in chosen):
-            wrong = next(item for item in chosen if not isinstance(item, EvalItem))
-            raise DataError(f"{benchmark}: items must be EvalItem, got {type(wrong).__name__}")
+        if wrong := [item for item in chosen if not isinstance(item, EvalItem)]:
+            raise DataError(f"{benchmark}: items must be EvalItem, got {type(wrong[0]).__name__}")
         if not chosen:
             raise DataError(f"{benchmark}: no items to evaluate")
-        duplicate = first_duplicate(chosen)
-        if duplicate is not None:
+        if (duplicate := first_duplicate(chosen)) is not None:
             raise DataError(f"{benchmark}: two items have the id {duplicate!r}; ids must be unique")
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise DataError(f"{benchmark}: concurrency must be a positive integer, "
-                            f"got {concurrency!r}")
+        check_positive(benchmark, concurrency=concurrency)
         limit = bench_settings.limit
         chosen = chosen[:limit] if limit is not None else chosen
         endpoint: Endpoint = request.getfixturevalue("endpoint")
@@ -294,8 +262,7 @@ def evaluate(
             accuracy_run, sequence = _until_decided(request, modelsweep_run, model_name,
                                                     benchmark, chosen, send, recorded_params)
         records = accuracy_run.records
-        core = summarise_items(records)
-        stats = AccuracyStats.of(core, summarise(records) if summarise is not None else {},
+        stats = AccuracyStats.of(summarise_items(records), summarise(records) if summarise is not None else {},
                                  sent=accuracy_run.sent, reused=accuracy_run.reused,
                                  wall_s=accuracy_run.wall_s, sequence=sequence)
         record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
@@ -306,8 +273,7 @@ def evaluate(
             from ..core.outputs import OutputError
 
             raise OutputError(f"{store_failure} (the measurement is in the results)")
-        failed = [r for r in records if r.failed]
-        if failed:
+        if failed := [r for r in records if r.failed]:
             # Failed items are not scored: the accuracy above is over the answered ones only,
             # and nothing (verdict, gate, baseline) is concluded from this measurement.
             raise MeasurementError(
@@ -381,20 +347,9 @@ def measure_throughput(
     record_measurement: RecordMeasurement,
 ) -> MeasureThroughput:
     """Measure your own prompts' throughput on this test's model at one concurrency:
-    ``measure_throughput(name, prompts, concurrency=c, output_tokens=256)``; with
-    ``rate=R`` (and ``burstiness=B``) in an open loop: requests sent at R per second
-    (Poisson, or gamma), at most ``c`` in flight, latency from each scheduled time.
-
-    The test must be declared ``@pytest.mark.modelsweep_benchmark(name, kind="throughput")``
-    and parametrized by ``concurrency``. Each of ``--repeats`` windows sends the prompts in
-    turn with exactly ``concurrency`` in flight, each generating exactly ``output_tokens``
-    tokens, and is checked against the server's counters (every prompt's token count,
-    and, with ``unique_prefixes``, no prefix-cache hit: each prompt gets a distinct lead
-    word); the mean output tokens/s is recorded with the same statistics, flags, cost and
-    goodput as the built-in throughput benches. The candidates' ratio tests come from the
-    declaration. docs/writing-benchmarks.md has the whole API.
-    """
-
+    ``measure_throughput(name, prompts, concurrency=c, output_tokens=256)``, in a test declared
+    ``@pytest.mark.modelsweep_benchmark(name, kind="throughput")`` and parametrized by
+    ``concurrency``; with ``rate=R`` in an open loop (docs/writing-benchmarks.md)."""
     node = request.node
     declared = node.stash.get(declared_benchmark_key, None)
 
@@ -409,6 +364,7 @@ def measure_throughput(
         rate: float | None = None,
         burstiness: float = 1.0,
     ) -> None:
+        from ..api.evaluation import check_positive
         from ..api.prompts import checked_prompts
         from ..core.errors import BenchmarkDeclarationError
         from ..workloads.arrivals import ArrivalProcess
@@ -423,9 +379,7 @@ def measure_throughput(
                 f"{node.name} measures concurrency {concurrency!r} but is parametrized with "
                 f"{declared_concurrency!r}: pass concurrency=concurrency (the ratio tests "
                 "find the measurement by it)")
-        for value, what in ((concurrency, "concurrency"), (output_tokens, "output_tokens")):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DataError(f"{benchmark}: {what} must be a positive integer, got {value!r}")
+        check_positive(benchmark, concurrency=concurrency, output_tokens=output_tokens)
         arrivals = None
         if rate is not None:
             for number, what in ((rate, "rate (requests per second)"),
@@ -455,13 +409,8 @@ def judge_against_reference(
     modelsweep_run: RunState,
     record_measurement: RecordMeasurement,
 ) -> Callable[[str], Any]:
-    """Compare this candidate with the reference on an accuracy benchmark, item by item.
-
-    Returns a callable ``judge(benchmark)`` that pairs the two models' stored
-    items, bootstraps the difference, asks the ``pytest_modelsweep_verdict``
-    hook for the verdict, records it, and fails the test when the verdict is
-    one of ``--fail-on`` (default: worse).
-    """
+    """``judge(benchmark)``: this candidate against the reference on an accuracy benchmark,
+    item by item (:func:`_judge`)."""
     from ..judging.kinds import AccuracyComparison
     from ..workloads.bfcl import bfcl_skip_reason
 
@@ -491,17 +440,9 @@ def judge_throughput_ratio(
     modelsweep_run: RunState,
     record_measurement: RecordMeasurement,
 ) -> Callable[..., Any]:
-    """Compare this candidate's throughput with the reference's at one setting.
-
-    Returns ``judge(benchmark, concurrency=..., prompt_tokens=...)``: it finds both
-    models' measurements at that setting (this run's, waiting for another xdist
-    worker where needed, else the store's latest), computes the ratio interval over
-    the repeats, asks the ``pytest_modelsweep_verdict`` hook (``kind="throughput"``)
-    for the verdict (``margin`` = ``--ratio-tolerance``), records it, and fails the test
-    when the verdict is one of ``--fail-on`` (default: worse). With ``--interleave`` both
-    models are measured here instead, their windows alternating in pairs (A B, B A,
-    ...), and the interval comes from the pairs (drift in machine speed cancels).
-    """
+    """``judge(benchmark, concurrency=..., prompt_tokens=...)``: this candidate's throughput ÷
+    the reference's at one setting (:func:`_judge`); with ``--interleave`` both are measured
+    here, their windows alternating in pairs."""
     from ..judging.kinds import InterleavedSides, ThroughputComparison
 
     run = modelsweep_run
@@ -555,18 +496,8 @@ def judge_capacity_ratio(
     modelsweep_run: RunState,
     record_measurement: RecordMeasurement,
 ) -> Callable[[], Any]:
-    """Compare this candidate's capacity under ``--slo`` with the reference's.
-
-    Returns ``judge()``: it finds both models' capacity measurements under this run's
-    SLO and attainment target (this run's, waiting for another xdist worker where
-    needed, else the store's latest; one under another SLO, target or step design is
-    refused by name), computes candidate ÷ reference capacity with its 90% interval from
-    both searches' 95% capacity intervals, asks
-    the ``pytest_modelsweep_verdict`` hook (``kind="capacity"``, ``margin`` =
-    ``--ratio-tolerance``) for the verdict, records it as ``capacity_ratio``, and fails
-    the test when the verdict is one of ``--fail-on`` (default: worse). A reference
-    whose capacity is 0 cannot be divided by: the test fails and no ratio is recorded.
-    """
+    """``judge()``: this candidate's capacity (concurrent requests) under ``--slo`` ÷ the
+    reference's, recorded as ``capacity_ratio`` (:func:`_judge`)."""
     from ..core.measurements import CONCURRENCY
 
     return _capacity_judge(request, candidate_name, modelsweep_run, record_measurement,
@@ -580,16 +511,8 @@ def judge_rate_capacity_ratio(
     modelsweep_run: RunState,
     record_measurement: RecordMeasurement,
 ) -> Callable[[], Any]:
-    """Compare this candidate's capacity in requests/s under ``--slo`` with the reference's.
-
-    Returns ``judge()``: it finds both models' ``rate_capacity`` measurements under this
-    run's SLO and attainment target (this run's, waiting for another xdist worker where
-    needed, else the store's latest), computes candidate ÷ reference with the interval the
-    two sweeps' brackets give, asks the ``pytest_modelsweep_verdict`` hook
-    (``kind="rate_capacity"``, ``margin`` = ``--ratio-tolerance``) for the verdict, records
-    it as ``rate_capacity_ratio`` and fails the test when the verdict is one of
-    ``--fail-on``. A reference that meets the SLO at no rate cannot be divided by.
-    """
+    """``judge()``: this candidate's capacity in requests/s under ``--slo`` ÷ the
+    reference's, recorded as ``rate_capacity_ratio`` (:func:`_judge`)."""
     from ..core.measurements import RATE
 
     return _capacity_judge(request, candidate_name, modelsweep_run, record_measurement, RATE)
@@ -599,12 +522,9 @@ def judge_rate_capacity_ratio(
 def measure_startup(
     model_name: str, modelsweep_run: RunState, record_measurement: RecordMeasurement,
 ) -> Callable[[], Any]:
-    """Cold-start this test's model: ``measure_startup()`` launches its server
-    ``--startup-launches`` times, each a fresh process through the pool's own launch path
-    (stopped before the next), times launch → ready and launch → first token of a first
-    request, says each launch's cache state, records one ``startup`` measurement and
-    returns its :class:`~pytest_modelsweep.core.measurements.StartupStats`. A model
-    attached with ``--endpoint`` skips: its start is not this run's to time."""
+    """``measure_startup()``: launch this test's model's server ``--startup-launches`` times,
+    record one ``startup`` measurement and return its ``StartupStats``; an attached model
+    skips."""
     from ..serving.cold_start import cold_start_refusal
 
     run = modelsweep_run
@@ -631,11 +551,8 @@ def _expected_tests(request: pytest.FixtureRequest,
 
 def _judge(request: pytest.FixtureRequest, record_measurement: RecordMeasurement,
            comparison: Comparison[Any, Any]) -> Any:
-    """Judge one comparison (:func:`~..judging.judge.judge`) with the verdict hook; record the
-    judged measurement on the candidate and announce its line (the test fails when the
-    verdict is one of ``--fail-on``). A side nowhere skips (the session then fails unless
-    ``--allow-unjudged``), a side whose test was skipped skips, a refusal fails. Returns the
-    recorded stats."""
+    """Judge one comparison with the verdict hook, record it on the candidate and announce it;
+    a side nowhere or skipped skips, a refusal fails. Returns the recorded stats."""
     from ..judging.comparisons import Failed, Missing, Skipped
     from ..judging.judge import judge
 

@@ -13,10 +13,8 @@ if TYPE_CHECKING:
     from ..core.stats.intervals import RatioInterval
     from ..judging.comparisons import ComparisonKind
 
-hookspec = pytest.hookspec
 
-
-@hookspec(firstresult=True)
+@pytest.hookspec(firstresult=True)
 def pytest_modelsweep_verdict(
     candidate: str,
     reference: str,

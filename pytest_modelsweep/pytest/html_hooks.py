@@ -13,15 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..core.errors import ModelsweepError
-from ..report.html import (
-    CSS,
-    decision_html,
-    escape_text,
-    headline,
-    measurement_json,
-    measurements_extra_html,
-    summary_html,
-)
+from ..report.html import (CSS, decision_html, escape_text, headline, measurement_json,
+    measurements_extra_html, summary_html)
+from ..report.history import history_section
 from ..report.tables import records
 from ..store.results import FailedTest, RunInfo
 
@@ -58,7 +52,7 @@ class HtmlReportHooks:
         return cls(lambda: (state.judged_measurements(), run_of(state)),
                    enabled=bool(config.getoption("htmlpath", None)),
                    failures=lambda: state.failures,
-                   history=lambda: _history(state))
+                   history=lambda: history_section(state.store, state.sweep.name))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(
@@ -82,9 +76,9 @@ class HtmlReportHooks:
             return
         from pytest_html import extras
 
-        added = [extras.html(measurements_extra_html(recorded))]
-        for m in recorded:
-            added.append(extras.json(measurement_json(m), name=f"{m.benchmark or 'measurement'} JSON"))
+        added = [extras.html(measurements_extra_html(recorded)),
+                 *(extras.json(measurement_json(m), name=f"{m.benchmark or 'measurement'} JSON")
+                   for m in recorded)]
         report.extras = [*getattr(report, "extras", []), *added]  # type: ignore[attr-defined]
 
     @pytest.hookimpl(optionalhook=True)
@@ -102,18 +96,8 @@ class HtmlReportHooks:
         cells.insert(_after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>')
 
 
-def _history(state: RunState) -> str:
-    """The History section of the run's sweep in its store ("" without history)."""
-    from ..report.history import history_section
-
-    return history_section(state.store, state.sweep.name)
-
-
 def _after_test_id(cells: Sequence[str], marker: str) -> int:
-    for i, cell in enumerate(cells):
-        if marker in cell:
-            return i + 1
-    return len(cells)
+    return next((i + 1 for i, cell in enumerate(cells) if marker in cell), len(cells))
 
 
 def _escape_test_id(report: pytest.TestReport, cells: list[str]) -> None:

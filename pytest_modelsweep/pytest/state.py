@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -111,7 +112,6 @@ class RunState:
     worker_id: str
     write_line: Callable[[str], None]
     args: list[str] = field(default_factory=list)
-    _only: list[str] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
     unjudged: list[tuple[str, str]] = field(default_factory=list)
@@ -157,8 +157,7 @@ class RunState:
         """``--round-size`` with ``--until-decided`` (or the sweep's), else None."""
         if not (self.options.parsed.until_decided or self.sweep.verdicts.until_decided):
             return None
-        size: int = self.options.parsed.round_size
-        return size
+        return int(self.options.parsed.round_size)
 
     @property
     def pricing(self) -> Pricing | None:
@@ -187,18 +186,14 @@ class RunState:
         for name in [reference, *self.options.models, *self.attach]:
             sweep.model(name)
         if not self.options.models:
-            selection = sweep.select([], reference)
-            self._only = list(selection.models)
-            return selection
-        self._only = list(dict.fromkeys(self.options.models))
+            return sweep.select([], reference)
         return Selection(reference=reference,
-                         candidates=tuple(m for m in self._only if m != reference))
+                         candidates=tuple(m for m in self.models_to_run if m != reference))
 
     @property
     def models_to_run(self) -> list[str]:
-        """Model names whose tests are collected, in run order."""
-        self.selection
-        return list(self._only)
+        """Model names whose tests are collected, in run order: ``--model``'s, else all."""
+        return list(dict.fromkeys(self.options.models)) or list(self.selection.models)
 
     @cached_property
     def attach(self) -> dict[str, str]:
@@ -260,10 +255,8 @@ class RunState:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / STORE_FAILURE_MARK).write_text(line + "\n", encoding="utf-8")
         except OSError:
-            try:  # a full disk may still take an empty file
+            with contextlib.suppress(OSError):  # a full disk may still take an empty file
                 (self.run_dir / STORE_FAILURE_MARK).touch()
-            except OSError:
-                pass
 
     def _take_back_kept_items(self, store: Store) -> None:
         """Store the answered items that earlier runs kept only in their results (their store
@@ -406,9 +399,7 @@ class RunState:
         from ..core.outputs import check_output_file, check_output_folder
 
         check_output_folder(self.workdir, "--modelsweep-dir")
-        if self.options.results:
-            check_output_file(self.options.results, "--results")
-        for option, path in others.items():
+        for option, path in {"--results": self.options.results or None, **others}.items():
             if path is not None:
                 check_output_file(path, option)
 
@@ -467,16 +458,12 @@ class RunState:
         from ..core.measurements import measurements_of
         from ..judging.gate import baseline_history, gateable
         from ..store.results import load_results
-        from ..store.sweep_run import latest_per_setting
 
         name = self.options.baseline or ""
-        entries = self.store.baseline_entries(name)
+        runs = self.store.baseline_measurements(name)
         path = Path(name)
-        if entries:
-            found = baseline_history(
-                measurements_of(latest_per_setting(self.store.measurements(run_id)
-                                                   for run_id in runs))
-                for runs in entries)
+        if runs:
+            found = baseline_history(measurements_of(run) for run in runs)
             where = f"baseline {name!r} in {self.store_location}"
         elif path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
             found = measurements_of(load_results(path)["measurements"])

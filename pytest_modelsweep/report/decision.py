@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core.measurements import (AccuracyVerdictStats, CapacityRatioStats, CapacityStats,
-                                 Measurement, RateCapacityRatioStats, RateCapacityStats,
-                                 ScreeningResult, SearchBracket, StartupStats,
+                                 Measurement, RateCapacityStats,
+                                 ScreeningResult, SearchBracket, SearchRatioStats, StartupStats,
                                  ThroughputRatioStats, ThroughputStats)
 from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
 from ..core.metrics import (METRICS, RATE_CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK,
@@ -22,20 +22,17 @@ from ..core.metrics import (METRICS, RATE_CAPACITY_RATIO_BENCHMARK, RATIO_BENCHM
 from ..core.slo import Slo
 from ..judging.pairing import PairingError, RequestSettings, check_same_serving, unlike_requests
 from ..store.results import FailedTest, RunInfo
-from .tables import (NA, Measurements, Setting, accuracy_interval, compared_reference, finite,
-                     format_goodput, format_percent, format_percent_interval, format_points,
-                     format_points_interval, format_rate, format_ratio, format_rps, format_usd,
-                     measurement_kind, rate_bracket_text, stats_of, throughput_row)
+from .tables import (COMPARISONS, NA, Measurements, Setting, accuracy_interval, compared_reference,
+                     finite, format_goodput, format_percent, format_percent_interval,
+                     format_points, format_points_interval, format_rate, format_ratio, format_rps,
+                     format_usd, measurement_kind, rate_bracket_text, stats_of, throughput_row)
 
-CONCURRENCY = 16
-"""The throughput setting the page names when no model was measured at any concurrency (its
-lines then say how to measure it): 16 concurrent requests, short prompts."""
+CONCURRENCY = 16  # The throughput setting named when no model was measured at any concurrency.
 CAPACITY = "capacity"
 RATE_CAPACITY = "rate_capacity"
 STARTUP = "startup"
 SCREEN = "screen"
-HOLDS = ("matches", "equivalent", "better")
-"""Verdicts under which a candidate holds the reference's accuracy."""
+HOLDS = ("matches", "equivalent", "better")  # a candidate holds the reference's accuracy
 NOT_MEASURED = "not measured"
 CANNOT_CONCLUDE = "cannot conclude"
 NOT_JUDGED = "not judged"
@@ -45,22 +42,15 @@ NO_PRICE_WHY = ("no price: give --usd-per-hour or a [pricing] table in the sweep
                 "ever assumed)")
 REFERENCE = "reference"
 DASH = "—"
-ACCURACY_BLOCK = "accuracy vs reference"
-"""The one table column that holds every accuracy benchmark's group, a line each: the table
-is as wide with ten benchmarks as with one."""
-FIGURES_TITLE = "Figures behind the cells"
-"""The heading of :func:`figure_lines` under the table (folded: a click opens it)."""
-_COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
-                RateCapacityRatioStats)
+ACCURACY_BLOCK = "accuracy vs reference"  # the table column of every accuracy group
+FIGURES_TITLE = "Figures behind the cells"  # the folded heading of figure_lines
 
 
 # --------------------------------------------------------------------------- the page
 @dataclass(frozen=True)
 class Cell:
-    """One cell: a figure or verdict word (``\n`` breaks its lines); ``why`` (one line)
-    exactly when it does not conclude, ``detail`` a line a concluded figure needs (why a
-    capacity is 0), ``note`` the number of either line under the table, ``tip`` the figures
-    behind it (the HTML's tooltip, and a line under the table in both reports)."""
+    """A figure or verdict word; ``why`` exactly when it does not conclude, ``detail`` a line
+    a concluded figure needs, ``note`` the number of either line, ``tip`` the figures behind."""
 
     text: str
     why: str = ""
@@ -82,17 +72,14 @@ class Cell:
 
 @dataclass(frozen=True)
 class Column:
-    """A part of a column group: its group (``GSM8K vs reference``), its name in the group,
-    a flat title; ``verdict``: holds verdict words (styled). The table shows a group as one
-    column, its parts' cells stacked, or several groups in one column (``block``), a line
-    each (:func:`cell_lines`)."""
+    """A part of a column group (``GSM8K vs reference``): its name there, a flat title;
+    ``verdict``: holds verdict words; ``block``: the table column, when not its group's."""
 
     group: str
     name: str
     title: str
     verdict: bool = False
     block: str = ""
-    """The table column it is shown in, when not a column of its own group."""
 
 
 @dataclass
@@ -107,8 +94,7 @@ class DecisionRow:
 
 @dataclass(frozen=True)
 class ParetoPoint:
-    """A model on the Pareto plot; the bounds are None without an interval; ``holds``: it
-    matches the reference on every accuracy verdict."""
+    """A model on the Pareto plot; ``holds``: it matches the reference on every verdict."""
 
     model: str
     x: float
@@ -124,9 +110,8 @@ class ParetoPoint:
 
 @dataclass(frozen=True)
 class Pareto:
-    """The Pareto plot's data: accuracy difference (y) against throughput ratio or relative
-    cost; ``x_name``/``y_name`` say the axes in a few words; ``left_out``: ``model: why`` of
-    each candidate without a point."""
+    """Accuracy difference (y) against throughput ratio or relative cost; ``left_out``:
+    ``model: why`` of each candidate without a point."""
 
     x_label: str
     y_label: str
@@ -144,9 +129,8 @@ class Pareto:
 
 @dataclass
 class DecisionPage:
-    """The whole page: the answer, the table, the lines its cells point to, its notes, the
-    Pareto data (else why none), the groups left out (with their notes), the failed tests of
-    models with no row (``test id: message``)."""
+    """The answer, the table, the lines its cells point to, notes, the Pareto data (else why
+    none), the groups left out (with their notes), failed tests of models with no row."""
 
     answer: str
     columns: list[Column]
@@ -181,27 +165,15 @@ def _both(text: str, why: str) -> list[Cell]:
     return [Cell(text, why=why), Cell(DASH, why=why)]
 
 
+def _not_run(failed: Sequence[_Failure], what: str, test: str, where: str) -> list[Cell]:
+    """A comparison's cells without its measurement: its failed test, else that it did not run."""
+    return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(
+        NOT_JUDGED, f"no {what}: its {test} test did not run ({where})")
+
+
 def _reference_cells(side: tuple[str, str]) -> list[Cell]:
     """The reference's own cells in a comparison's group: ``reference``, then its figure."""
     return [Cell(REFERENCE), Cell(side[0], why=side[1])]
-
-
-def _unjudged(page: _Page, candidate: str, mine: str, reference: str, what: str,
-              benchmark: str, bench: str) -> list[Cell]:
-    """A capacity ratio's two cells without its measurement: dashes while a side's own figure
-    says why (``mine``, ``reference``), else its failed test, else that its test did not run."""
-    failed = page.failures_of(candidate, function=f"test_{benchmark}")
-    if mine or (reference and not failed):
-        why = mine or f"no {what} of the reference to compare with: {reference}"
-        return [Cell(DASH, why=why), Cell(DASH, why=why)]
-    return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(NOT_JUDGED, (
-        f"no {benchmark} measurement of {candidate}: its ratio test did not run "
-        f"(test_{benchmark} in {bench})"))
-
-
-def _bracketed(ratio: str, low: float, high: float) -> str:
-    """A ratio with its interval from two searches' brackets: ``1.50 [1.00, ∞)``."""
-    return f"{ratio} [{low:.2f}, " + ("∞)" if math.isinf(high) else f"{high:.2f}]")
 
 
 def _confidence(confidence: float) -> str:
@@ -210,9 +182,8 @@ def _confidence(confidence: float) -> str:
 
 @dataclass(frozen=True)
 class _Failure:
-    """A failed test of ``model`` (None: of no model in the run): its ``function``
-    (``test_verdict``) and parameters after the model's (``rest``: ``gsm8k`` of
-    ``test_verdict[m-gsm8k]``)."""
+    """A failed test of ``model`` (None: of none): its ``function`` and parameters after the
+    model's (``rest``: ``gsm8k`` of ``test_verdict[m-gsm8k]``)."""
 
     test_id: str
     message: str
@@ -222,8 +193,7 @@ class _Failure:
 
     @classmethod
     def of(cls, failed: FailedTest, models: Sequence[str]) -> _Failure:
-        """The model is the longest name the id's parameters start with (the plugin
-        parametrizes the model first)."""
+        """The model is the longest name the id's parameters start with."""
         match = re.search(r"\[(.*)\]$", failed.test_id)
         params = match.group(1) if match else ""
         model = max((m for m in models if params == m or params.startswith(m + "-")), key=len,
@@ -255,22 +225,9 @@ def _short_concurrency(m: Measurement) -> int | None:
                            and setting.prompt_tokens is None) else None
 
 
-def _unlike(candidate: Measurement, reference: Measurement) -> str | None:
-    """Why two throughput measurements are not alike (server, serving flags, request
-    settings), in one line; None when they are."""
-    try:
-        check_same_serving(candidate.model, candidate.provenance, reference.model,
-                           reference.provenance)
-    except PairingError as error:
-        return str(error)
-    return unlike_requests(candidate.model, RequestSettings.of_measurement(candidate),
-                           reference.model, RequestSettings.of_measurement(reference))
-
-
 # --------------------------------------------------------------------------- finding measurements
 class _Page:
-    """The run's measurements, found the ways the page asks for them (the last one wins),
-    and each model's capacity and cost; each section below makes its cells from it."""
+    """The run's measurements as the page finds them (the last one wins)."""
 
     def __init__(self, measurements: Measurements, reference: str, candidates: Sequence[str],
                  failures: Sequence[FailedTest], run_id: str | None) -> None:
@@ -285,10 +242,9 @@ class _Page:
                          for c in candidates}
 
     def _compared_concurrencies(self) -> dict[str, int]:
-        """Each model's throughput setting: a candidate's highest concurrency (short prompts)
-        with a throughput ratio, or at which it and the reference were both measured alike;
-        the reference's the highest of those (else its own highest, else c16); a candidate
-        with none takes the reference's."""
+        """A candidate's highest short-prompt concurrency with a ratio or measured alike with
+        the reference; the reference's the highest of those (else its own, else c16), which a
+        candidate with none takes."""
         reference = self.reference
         found = {}
         for candidate in self.candidates:
@@ -307,7 +263,15 @@ class _Page:
         """Whether the candidate and the reference were measured alike at ``concurrency``."""
         mine = self.throughput_at(candidate, concurrency)
         reference = self.throughput_at(self.reference, concurrency)
-        return mine is not None and reference is not None and _unlike(mine, reference) is None
+        if mine is None or reference is None:
+            return False
+        try:  # the same server, serving flags and request settings
+            check_same_serving(mine.model, mine.provenance, reference.model,
+                               reference.provenance)
+        except PairingError:
+            return False
+        return unlike_requests(mine.model, RequestSettings.of_measurement(mine), reference.model,
+                               RequestSettings.of_measurement(reference)) is None
 
     def measured(self, model: str) -> set[int]:
         """The concurrencies of ``model``'s short-prompt throughput measurements."""
@@ -348,10 +312,6 @@ class _Page:
         return self.last(lambda m: m.model == model and m.benchmark == "throughput"
                          and _short_concurrency(m) == concurrency)
 
-    def throughput(self, model: str) -> Measurement | None:
-        """``model``'s throughput at its compared setting (:attr:`at`)."""
-        return self.throughput_at(model, self.at[model])
-
     def ratio(self, candidate: str) -> Measurement | None:
         """The candidate's throughput ratio at its compared setting (:attr:`at`)."""
         return self.last(lambda m: m.benchmark == RATIO_BENCHMARK and m.model == candidate
@@ -365,9 +325,7 @@ class _Page:
         return (None, None) if interval is None else (finite(interval.low), finite(interval.high))
 
     def earlier_runs(self, model: str, benchmark: str) -> list[str]:
-        """Earlier runs whose measurement of ``model`` this run's comparisons used: a
-        throughput ratio at the compared setting (``RATIO_BENCHMARK``) or a capacity ratio
-        read from the store."""
+        """Earlier runs whose measurement of ``model`` this run's ``benchmark`` ratios used."""
         runs = set()
         for m in self.measurements:
             if m.benchmark != benchmark or (
@@ -383,8 +341,7 @@ class _Page:
 
     def failures_of(self, model: str, word: str | None = None,
                     function: str | None = None) -> list[_Failure]:
-        """Failed tests of ``model``; with ``word``, those that name it; with ``function``,
-        those of that test function."""
+        """Failed tests of ``model`` (naming ``word``, of test ``function``)."""
         return [f for f in self.failures if f.model == model and (word is None or f.names(word))
                 and function in (None, f.function)]
 
@@ -397,6 +354,10 @@ class _Page:
             return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}")
         return Cell(NOT_MEASURED, why=f"no {what} of the {role} {model} in this run" if any(
             m.benchmark == benchmark for m in self.measurements) else f"no {what} in this run ({how})")
+
+    def stopped(self, model: str, what: str, said: str) -> str:
+        """``the reference m's rate sweep did not conclude: why``."""
+        return f"the {self.role(model)} {model}'s {what} did not conclude: {_one_line(said)}"
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -432,38 +393,28 @@ def _verdict_cells(page: _Page, candidate: str, metric: str) -> list[Cell]:
     m = page.verdict(candidate, metric)
     if m is not None:
         stats = stats_of(m, AccuracyVerdictStats)
-        if stats.sequence is not None:  # --until-decided: the confidence sequence's
-            seq = stats.sequence
-            shown = format_points_interval(seq.low, seq.high)
-            if finite(seq.difference) is None or shown == NA:
-                why = f"the {metric} verdict of {candidate} records no difference or sequence"
-                return [_verdict(stats.verdict), Cell(NA, why=why)]
-            detail = (f"{candidate} vs the reference on {metric_label(metric)}: "
-                      f"{seq.text()} (--until-decided); the interval is the "
-                      f"{100 * seq.confidence:.4g}% confidence sequence, valid where the "
-                      "items stopped")
-            return [_verdict(stats.verdict), Cell(
-                f"{format_points(seq.difference)} {shown.removesuffix(' pp')}\n"
-                f"{seq.n} of {seq.population} items", detail=detail)]
-        iv = stats.interval
+        verdict, seq, iv = _verdict(stats.verdict), stats.sequence, stats.sequence or stats.interval
         shown = NA if iv is None else format_points_interval(iv.low, iv.high)
         if iv is None or finite(iv.difference) is None or shown == NA:
-            why = f"the {metric} verdict of {candidate} records no difference or interval"
-            return [_verdict(stats.verdict), Cell(NA, why=why)]
-        few = iv.too_few_reason()
-        few = few and (f"{candidate} vs the reference on {metric_label(metric)}: no verdict "
-                       f"from its interval: {few}")
-        # the unit once: "-2.0 pp [-5.0, +1.0]"
-        return [_verdict(stats.verdict), Cell(f"{format_points(iv.difference)} "
-                f"{shown.removesuffix(' pp')}{_confidence(iv.confidence)}", detail=few)]
+            what = "interval" if seq is None else "sequence"
+            why = f"the {metric} verdict of {candidate} records no difference or {what}"
+            return [verdict, Cell(NA, why=why)]
+        figure = f"{format_points(iv.difference)} {shown.removesuffix(' pp')}"  # the unit once
+        on = f"{candidate} vs the reference on {metric_label(metric)}"
+        if seq is not None:  # --until-decided: the confidence sequence's
+            return [verdict, Cell(f"{figure}\n{seq.n} of {seq.population} items", detail=(
+                f"{on}: {seq.text()} (--until-decided); the interval is the "
+                f"{100 * seq.confidence:.4g}% confidence sequence, valid where the items stopped"))]
+        few = stats.interval.too_few_reason() if stats.interval else ""
+        return [verdict, Cell(f"{figure}{_confidence(iv.confidence)}",
+                              detail=few and f"{on}: no verdict from its interval: {few}")]
     sides = [_accuracy_why(page, model, metric) for model in (page.reference, candidate)]
     stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
     failed = page.failures_of(candidate, metric)
-    side = stopped or ((CANNOT_CONCLUDE, failed[0].said) if failed
-                       else next((side for side in sides if side), None))
-    return _both(*side) if side else _both(NOT_JUDGED, (
-        f"no verdict:{metric} measurement of {candidate}: its verdict test did not run (a "
-        "declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md)"))
+    side = stopped or (None if failed else next((side for side in sides if side), None))
+    return _both(*side) if side else _not_run(
+        failed, f"verdict:{metric} measurement of {candidate}", "verdict",
+        "a declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md")
 
 
 def _reference_accuracy_cells(page: _Page, metric: str) -> list[Cell]:
@@ -477,9 +428,8 @@ def _reference_accuracy_cells(page: _Page, metric: str) -> list[Cell]:
 
 
 def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
-    """A candidate's accuracy verdicts in short, from its numbered verdict cells: "" when it
-    holds the reference's accuracy on all, else ``worse on GSM8K``, ``cannot conclude on
-    BFCL [2]``, ``inconclusive on arith``."""
+    """A candidate's accuracy verdicts in short: "" when it holds the reference's accuracy on
+    all, else ``worse on GSM8K, cannot conclude on BFCL [2]``."""
     problems = []
     for label in map(metric_label, metrics):
         cell = row.cells[next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")]
@@ -493,8 +443,7 @@ def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str
 # --------------------------------------------------------------------------- throughput
 def _throughput_why(page: _Page, model: str, concurrency: int | None = None,
                     ) -> tuple[str, str] | None:
-    """Why ``model``'s throughput at ``concurrency`` (else at its compared setting) gives
-    no figure (text, why), or None when it does."""
+    """(text, why) of ``model``'s throughput giving no figure; None when it gives one."""
     at = page.at[model] if concurrency is None else concurrency
     m, role, setting = page.throughput_at(model, at), page.role(model), f"c{at}"
     if m is None:
@@ -519,8 +468,7 @@ def _at(page: _Page, model: str) -> str:
 
 
 def _ratio_cells(page: _Page, candidate: str) -> list[Cell]:
-    """[verdict, ratio with interval] of a candidate's throughput against the reference's,
-    at its compared setting."""
+    """[verdict, ratio with interval] of a candidate's throughput against the reference's."""
     m, setting = page.ratio(candidate), page.setting(candidate)
     if m is not None:
         stats = stats_of(m, ThroughputRatioStats)
@@ -538,13 +486,14 @@ def _ratio_cells(page: _Page, candidate: str) -> list[Cell]:
             or _throughput_why(page, candidate))
     failed = [f for f in page.failures_of(candidate, setting)
               if f.name.startswith("test_throughput_ratio")]
-    return _both(*side) if side else _both(CANNOT_CONCLUDE, failed[0].said) if failed else \
-        _both(NOT_JUDGED, f"no {setting} throughput ratio of {candidate}: its ratio test did "
-                          "not run (test_throughput_ratio in benches/test_throughput.py)")
+    return _both(*side) if side else _not_run(
+        failed, f"{setting} throughput ratio of {candidate}", "ratio",
+        "test_throughput_ratio in benches/test_throughput.py")
 
 
 def _reference_throughput_cells(page: _Page) -> list[Cell]:
-    side, m = _throughput_why(page, page.reference), page.throughput(page.reference)
+    reference = page.reference
+    side, m = _throughput_why(page, reference), page.throughput_at(reference, page.at[reference])
     if side is None and m is not None:  # m is None only with a side's why
         side = (f"{format_rate(m.value)} tokens/s{_at(page, page.reference)}", "")
     return _reference_cells(side or (NA, ""))
@@ -553,8 +502,7 @@ def _reference_throughput_cells(page: _Page) -> list[Cell]:
 # --------------------------------------------------------------------------- capacity and cost
 @dataclass(frozen=True)
 class _Capacity:
-    """A model's capacity: ``value`` when its search concluded, else None with the cell's
-    ``text`` and ``why``."""
+    """A model's capacity: ``value`` when its search concluded, else the cell's text, why."""
 
     stats: CapacityStats
     value: int | None
@@ -602,9 +550,8 @@ class _Capacity:
 
 @dataclass(frozen=True)
 class _Cost:
-    """$/1M output tokens ``at`` the capacity (``at c12``) or at a throughput setting (``at
-    c4``; ``basis`` ``capacity`` or the setting, ``c4``), priced at ``usd_per_hour``; without
-    it, the cell's text and why."""
+    """$/1M output tokens ``at`` the capacity or a setting (``basis``: ``capacity``, ``c4``),
+    priced at ``usd_per_hour``; without it, the cell's text and why."""
 
     usd: float | None
     basis: str = ""
@@ -653,56 +600,68 @@ class _Cost:
 
 
 def _capacity(page: _Page, model: str) -> _Capacity:
-    """The model's capacity under the SLO: ``stats.capacity`` of a passed capacity test
-    (null when the search broke off), else why there is none."""
+    """The model's capacity under the SLO, else why there is none."""
     m, role = page.latest(model, CAPACITY), page.role(model)
     failed = page.failures_of(model, function="test_capacity")
     if m is None:
-        earlier = page.earlier_runs(model, CAPACITY_RATIO)
-        return _Capacity(CapacityStats(), None, *(
-            (CANNOT_CONCLUDE, f"the {role} {model}'s {failed[0].said}") if failed else (
-                NOT_MEASURED,
+        if (earlier := page.earlier_runs(model, CAPACITY_RATIO)) and not failed:
+            return _Capacity(CapacityStats(), None, NOT_MEASURED, (
                 f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
-                "(the capacity ratios use it); this report holds this run's measurements only"
-                if earlier else f"no capacity measurement of the {role} {model} in this run"
-                if page.any_capacity else "no capacity measurement in this run "
-                "(benches/test_capacity.py -m capacity, run under --slo)")))
+                "(the capacity ratios use it); this report holds this run's measurements only"))
+        cell = page.missing(model, CAPACITY, failed, "capacity measurement",
+                            "benches/test_capacity.py -m capacity, run under --slo")
+        return _Capacity(CapacityStats(), None, cell.text, cell.why)
     stats = stats_of(m, CapacityStats)
     if stats.capacity is None or stats.capacity < 0 or not m.passed:
         said = (stats.error or (failed[0].message if failed else "")
                 or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
-        return _Capacity(stats, None, CANNOT_CONCLUDE, f"the {role} {model}'s capacity "
-                                                       f"search did not conclude: {_one_line(said)}")
+        return _Capacity(stats, None, CANNOT_CONCLUDE,
+                         page.stopped(model, "capacity search", said))
     return _Capacity(stats, int(stats.capacity))
 
 
-def _capacity_ratio_cells(page: _Page, candidate: str) -> list[Cell]:
-    """[verdict, ratio with its interval] of a candidate's capacity against the
-    reference's, from its ``capacity_ratio`` measurement, else why there is none."""
-    m = page.latest(candidate, CAPACITY_RATIO)
-    if m is not None:
-        stats = stats_of(m, CapacityRatioStats)
-        verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
-        if value == NA:
-            return [verdict, Cell(CANNOT_CONCLUDE,
-                                  why=f"{candidate}'s capacity ratio records no value")]
-        if ratio is not None and ratio.degenerate:
-            return [verdict, Cell(f"{value} (no bracket)", detail=(
-                f"{candidate}'s capacity ratio has no bracket: both searches passed at their "
-                "server's maximum concurrency, so neither capacity is bounded above"))]
-        if ratio is None:
-            return [verdict, Cell(value, why=f"{candidate}'s capacity ratio records no "
-                                             "search bracket")]
-        return [verdict, Cell(_bracketed(value, ratio.low, ratio.high))]
-    return _unjudged(page, candidate, page.capacities[candidate].why,
-                     page.capacities[page.reference].why, "capacity", "capacity_ratio",
-                     "benches/test_capacity.py")
+# a search ratio's name, what it lacks without a bracket, the bound it lacks (and why) when
+# both searches passed at their top; what it compares, and the file of its test
+_SEARCH_RATIOS = {
+    CAPACITY_RATIO: ("capacity ratio", "search bracket", "bracket",
+                     "searches passed at their server's maximum concurrency", "capacity",
+                     "benches/test_capacity.py"),
+    RATE_CAPACITY_RATIO_BENCHMARK: ("capacity ratio in req/s", "value or interval", "interval",
+                                    "sweeps passed at their maximum rate", "capacity in req/s",
+                                    "benches/test_open_loop.py")}
+
+
+def _search_ratio_cells(page: _Page, candidate: str, benchmark: str, mine: str,
+                        reference: str) -> list[Cell]:
+    """[verdict, ratio with the interval the two searches' brackets give] of a candidate's
+    capacity against the reference's; without it, dashes while a side's own figure says why
+    (``mine``, ``reference``), else its failed test, else that its test did not run."""
+    name, lacks, bound, passed, what, bench = _SEARCH_RATIOS[benchmark]
+    m = page.latest(candidate, benchmark)
+    if m is None:
+        failed = page.failures_of(candidate, function=f"test_{benchmark}")
+        if mine or (reference and not failed):
+            why = mine or f"no {what} of the reference to compare with: {reference}"
+            return [Cell(DASH, why=why), Cell(DASH, why=why)]
+        return _not_run(failed, f"{benchmark} measurement of {candidate}", "ratio",
+                        f"test_{benchmark} in {bench}")
+    stats = m.stats if isinstance(m.stats, SearchRatioStats) else SearchRatioStats()
+    verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
+    if value == NA and benchmark == CAPACITY_RATIO:
+        return [verdict, Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {name} records no value")]
+    if value == NA or ratio is None:
+        return [verdict, Cell(value, why=f"{candidate}'s {name} records no {lacks}")]
+    if ratio.degenerate:
+        return [verdict, Cell(f"{value} (no {bound})", detail=(
+            f"{candidate}'s {name} has no {bound}: both {passed}, so neither capacity is "
+            "bounded above"))]
+    high = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
+    return [verdict, Cell(f"{value} [{ratio.low:.2f}, {high}")]
 
 
 def _cost(page: _Page, model: str, concurrency: int | None = None) -> _Cost:
-    """$/1M output tokens at the model's capacity (none at capacity 0), else at its
-    throughput setting (``concurrency``, else its compared one; also when the search did not
-    conclude), else why there is none."""
+    """$/1M output tokens at the model's capacity (none at 0), else at its throughput setting
+    (``concurrency``, else its compared one), else why there is none."""
     capacity, role = page.capacities[model], page.role(model)
     if capacity.value:
         at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
@@ -731,10 +690,8 @@ def _cost(page: _Page, model: str, concurrency: int | None = None) -> _Cost:
 
 
 def _relative_cost_cell(page: _Page, candidate: str) -> Cell:
-    """Candidate ÷ reference cost with its interval: at a throughput setting (one price) it
-    is the inverse of that setting's throughput ratio, so its interval is that ratio's,
-    inverted; at the capacities each cost comes from one search window, so there is none,
-    and it says so."""
+    """Candidate ÷ reference cost; at a throughput setting its interval is the throughput
+    ratio's, inverted; at the capacities (one search window each) there is none."""
     (value, why), cost = page.relative[candidate], page.costs[candidate]
     if value is None:
         return Cell(DASH if cost.usd is None else CANNOT_CONCLUDE, why=why)
@@ -751,9 +708,8 @@ def _relative_cost_cell(page: _Page, candidate: str) -> Cell:
 
 # --------------------------------------------------------------------------- capacity in req/s
 def _rate_capacity_figure(page: _Page, model: str) -> Cell:
-    """The model's capacity in req/s (its bracket and why the sweep stopped in the
-    tooltip), else why there is none."""
-    m, role = page.latest(model, RATE_CAPACITY), page.role(model)
+    """The model's capacity in req/s, else why there is none."""
+    m = page.latest(model, RATE_CAPACITY)
     failed = page.failures_of(model, function="test_rate_capacity")
     if m is None:
         return page.missing(model, RATE_CAPACITY, failed, "capacity in req/s",
@@ -761,8 +717,7 @@ def _rate_capacity_figure(page: _Page, model: str) -> Cell:
     stats = stats_of(m, RateCapacityStats)
     if stats.capacity_rps is None or not m.passed:
         said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
-        return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s rate sweep did not conclude: "
-                                         f"{_one_line(said)}")
+        return Cell(CANNOT_CONCLUDE, why=page.stopped(model, "rate sweep", said))
     tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
     if stats.capacity_rps == 0:
         return Cell("0 req/s", detail=f"{model} meets the SLO at no rate of its sweep: "
@@ -771,33 +726,18 @@ def _rate_capacity_figure(page: _Page, model: str) -> Cell:
 
 
 def _rate_capacity_cells(page: _Page, model: str) -> list[Cell]:
-    """[verdict, ratio with the interval the two sweeps' brackets give, capacity in
-    req/s]; the reference's own capacity only."""
+    """[verdict, ratio, capacity in req/s]; the reference's own capacity only."""
     figure = _rate_capacity_figure(page, model)
     if model == page.reference:
         return [Cell(REFERENCE), Cell(REFERENCE), figure]
-    m = page.last(lambda x: x.benchmark == RATE_CAPACITY_RATIO_BENCHMARK and x.model == model)
-    if m is not None:
-        judged = stats_of(m, RateCapacityRatioStats)
-        verdict = _verdict(None if judged.verdict is None else judged.verdict.value)
-        value, iv = format_ratio(m.value), judged.ratio
-        if value == NA or iv is None:
-            return [verdict, Cell(value, why=f"{model}'s capacity ratio in req/s records no "
-                                             "value or interval"), figure]
-        if iv.degenerate:
-            return [verdict, Cell(f"{value} (no interval)", detail=(
-                f"{model}'s capacity ratio in req/s has no interval: both sweeps passed at "
-                "their maximum rate, so neither capacity is bounded above")), figure]
-        return [verdict, Cell(_bracketed(value, iv.low, iv.high)), figure]
-    return [*_unjudged(page, model, figure.why, _rate_capacity_figure(page, page.reference).why,
-                       "capacity in req/s", "rate_capacity_ratio", "benches/test_open_loop.py"),
-            figure]
+    return [*_search_ratio_cells(page, model, RATE_CAPACITY_RATIO_BENCHMARK, figure.why,
+                                 _rate_capacity_figure(page, page.reference).why), figure]
 
 
 # --------------------------------------------------------------------------- startup, screening
 def _startup_cell(page: _Page, model: str) -> Cell:
     """Launch → first token, the geometric mean over fresh launches, and the cache state."""
-    m, role = page.latest(model, STARTUP), page.role(model)
+    m = page.latest(model, STARTUP)
     failed = page.failures_of(model, function="test_startup")
     if m is None:
         return page.missing(model, STARTUP, failed, "cold start",
@@ -806,8 +746,7 @@ def _startup_cell(page: _Page, model: str) -> Cell:
     first = finite(stats.first_token_s)
     if first is None or not m.passed:
         said = "; ".join(stats.errors) or f"its test {m.outcome}"
-        return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s cold start did not "
-                                         f"conclude: {_one_line(said)}")
+        return Cell(CANNOT_CONCLUDE, why=page.stopped(model, "cold start", said))
     interval = stats.first_token_s_interval
     ready = finite(stats.ready_s)
     tip = (f"{len(stats.launches)} launches; 95% interval "
@@ -833,8 +772,7 @@ def _screen_cells(page: _Page, model: str) -> list[Cell]:
 
 # --------------------------------------------------------------------------- a row and its flags
 def _row(page: _Page, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
-    """The reference's own figures, or a candidate's compared with them (in the order
-    of :func:`_columns`)."""
+    """The reference's own figures, or a candidate's compared with them."""
     if model == page.reference:
         return DecisionRow(model, True, [
             *(cell for metric in metrics for cell in _reference_accuracy_cells(page, metric)),
@@ -844,16 +782,16 @@ def _row(page: _Page, model: str, metrics: Sequence[str], screened: bool) -> Dec
             *(_screen_cells(page, model) if screened else [])])
     return DecisionRow(model, False, [
         *(cell for metric in metrics for cell in _verdict_cells(page, model, metric)),
-        *_ratio_cells(page, model), *_capacity_ratio_cells(page, model),
+        *_ratio_cells(page, model), *_search_ratio_cells(
+            page, model, CAPACITY_RATIO, page.capacities[model].why,
+            page.capacities[page.reference].why),
         page.capacities[model].cell(model), *_rate_capacity_cells(page, model),
         page.costs[model].cell(), _relative_cost_cell(page, model), _startup_cell(page, model),
         *(_screen_cells(page, model) if screened else [])])
 
 
 def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
-    """Unstable or contended settings, the reference's flags carried into the comparisons
-    (a stored reference measurement is not in this run's rows), failed items, failed
-    tests, column groups that cannot conclude."""
+    """Unstable, contended or flagged settings, failed items and tests, stopped groups."""
     def setting(m: Measurement) -> str:
         prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
         rate = finite(m.params.get("request_rate"))
@@ -870,23 +808,18 @@ def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Col
         else []) + (["rate sweep"] if swept.contended else [])
     queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
     carried: dict[str, list[str]] = {}
-    ratio, capacity_ratio = page.ratio(model), page.latest(model, CAPACITY_RATIO)
-    rate_ratio = page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK)
-    for found, where in (
-            (ratio and stats_of(ratio, ThroughputRatioStats).reference_flags,
-             page.setting(model)),
-            (capacity_ratio and stats_of(capacity_ratio, CapacityRatioStats).reference_flags,
-             "capacity"),
-            (rate_ratio and stats_of(rate_ratio, RateCapacityRatioStats).reference_flags,
-             "req/s")):
-        for flag in found or ():
-            carried.setdefault(f"reference {flag}", []).append(where)
+    for m, where in ((page.ratio(model), page.setting(model)),
+                     (page.latest(model, CAPACITY_RATIO), "capacity"),
+                     (page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK), "req/s")):
+        if m is not None and isinstance(m.stats, ThroughputRatioStats | SearchRatioStats):
+            for flag in m.stats.reference_flags or ():
+                carried.setdefault(f"reference {flag}", []).append(where)
     failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in page.measurements
                     if m.model == model and measurement_kind(m) == "accuracy"
                     if (failed := sum(item.failed for item in m.item_records()))]
     # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
     judged = {m.test_id for m in page.measurements
-              if m.model == model and isinstance(m.stats, _COMPARISONS)}
+              if m.model == model and isinstance(m.stats, COMPARISONS)}
     failed_tests = sorted({f.name for f in page.failures_of(model) if f.test_id not in judged})
     stopped = sorted({c.group for c, cell in zip(columns, cells)
                       if cell.why and cell.text == CANNOT_CONCLUDE})
@@ -955,9 +888,8 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
 
 
 def _output_rates(page: _Page, holding: Sequence[str]) -> str:
-    """`` at 0.66× its output rate at c4``: the throughput ratio of each candidate that
-    holds the reference's accuracy (``0.66× (a) and 1.83× (b)``; each with its setting
-    where they differ); "" when none has one."""
+    """`` at 0.66× its output rate at c4``: the throughput ratios of the candidates that hold
+    the reference's accuracy (``0.66× (a) and 1.83× (b)``); "" when none has one."""
     rates = [(c, format_ratio(value)) for c in holding
              if (m := page.ratio(c)) is not None and (value := finite(m.value)) is not None]
     if not rates:
@@ -970,8 +902,7 @@ def _output_rates(page: _Page, holding: Sequence[str]) -> str:
 
 
 def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
-    """Who holds the reference's accuracy on every verdict, at what share of its output
-    rate, and among them the picks."""
+    """Who holds the reference's accuracy on every verdict, and among them the picks."""
     reference, candidates = page.reference, page.candidates
     if not metrics:
         found = _picks(page, candidates)
@@ -988,28 +919,23 @@ def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -
     better = {c: [metric_label(m) for m in metrics if (v := page.verdict(c, m)) is not None
                   and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"]
               for c in holding}
-    rates = _output_rates(page, holding)
+    one = len(holding) == 1
+    what = f"every accuracy verdict ({labels})"
     if all(len(on) == len(metrics) for on in better.values()):  # better on every verdict
-        verb = "beats" if len(holding) == 1 else "beat"
-        on = labels if len(metrics) == 1 else f"every accuracy verdict ({labels})"
-        parts = [f"{_names(holding)} {verb} {reference} on {on}{rates}"]
+        verb, what = "beats" if one else "beat", labels if len(metrics) == 1 else what
     elif any(better.values()):  # "matches" would undersell a candidate found better
-        verb = "matches or beats" if len(holding) == 1 else "match or beat"
         beats = "; ".join(f"{c} better on {', '.join(on)}" for c, on in better.items() if on)
-        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict ({labels}: "
-                 f"{beats}){rates}"]
+        verb, what = "matches or beats" if one else "match or beat", f"{what[:-1]}: {beats})"
     else:
-        verb = "matches" if len(holding) == 1 else "match"
-        parts = [f"{_names(holding)} {verb} {reference} on every accuracy verdict "
-                 f"({labels}){rates}"]
+        verb = "matches" if one else "match"
+    parts = [f"{_names(holding)} {verb} {reference} on {what}{_output_rates(page, holding)}"]
     if rest := [c for c in candidates if c not in holding]:
         parts.append("not " + "; not ".join(f"{c} ({standings[c]})" for c in rest))
     return "; ".join(parts + _picks(page, holding)) + "."
 
 
 def _pareto(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> Pareto | str:
-    """The Pareto plot's data against each candidate's throughput ratio at its compared
-    setting, else the relative cost; else why not."""
+    """The Pareto plot's data against the throughput ratio, else relative cost; else why not."""
     candidates = page.candidates
     judged = [m for m in metrics if any(page.verdict(c, m) is not None for c in candidates)]
     if not judged:
@@ -1054,13 +980,8 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool
     """Whether each point is on the Pareto front: no other point is at least as good on both
     axes and better on one (y: higher is better; x as ``x_higher_is_better`` says)."""
     sign = 1.0 if x_higher_is_better else -1.0
-
-    def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
-        return (sign * a[0] >= sign * b[0] and a[1] >= b[1]
-                and (sign * a[0] > sign * b[0] or a[1] > b[1]))
-
-    return [not any(dominates(other, point) for other in points if other is not point)
-            for point in points]
+    scored = [(sign * x, y) for x, y in points]
+    return [not any(o[0] >= p[0] and o[1] >= p[1] and o != p for o in scored) for p in scored]
 
 
 # --------------------------------------------------------------------------- notes
@@ -1081,7 +1002,7 @@ def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
         (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
                    "item by item (bootstrap interval); the reference row shows its own "
                    "accuracy (Wilson 95% interval)")),
-        (_throughput_group(page) in groups,
+        (f"throughput at {page.settings_text}" in groups,
          ("ratio: candidate ÷ reference output tokens/s at "
           + (f"{page.at[page.reference]} concurrent requests" if not page.mixed else
              "the highest concurrency at which both were measured alike (said in each cell)")
@@ -1121,11 +1042,6 @@ def _slo_text(slo: Mapping[str, object]) -> str:
 
 
 # --------------------------------------------------------------------------- building
-def _throughput_group(page: _Page) -> str:
-    """``throughput at c4``; ``throughput at c4, c16`` where the models' settings differ."""
-    return f"throughput at {page.settings_text}"
-
-
 def _columns(page: _Page, metrics: Sequence[str], screened: bool) -> list[Column]:
     """The columns, grouped: each group's verdict first, then its figure and interval."""
     columns = []
@@ -1135,7 +1051,7 @@ def _columns(page: _Page, metrics: Sequence[str], screened: bool) -> list[Column
                            block=ACCURACY_BLOCK),
                     Column(group, "difference [95% interval]", f"{label} difference [95% interval]",
                            block=ACCURACY_BLOCK)]
-    throughput, capacity, rate = (_throughput_group(page), "capacity under the SLO",
+    throughput, capacity, rate = (f"throughput at {page.settings_text}", "capacity under the SLO",
                                   "req/s under the SLO")
     setting = "throughput" if page.mixed else page.settings_text
     columns += [Column(throughput, "verdict", f"{setting} verdict", verdict=True),
@@ -1156,8 +1072,7 @@ def _columns(page: _Page, metrics: Sequence[str], screened: bool) -> list[Column
 
 def decision_page(measurements: Measurements, run: RunInfo,
                   failures: Sequence[FailedTest] = ()) -> DecisionPage | None:
-    """The decision page of a run and its failed tests; None without a reference (as the run
-    says, else as its comparisons say) or a candidate."""
+    """The decision page of a run and its failed tests; None without a reference or candidate."""
     reference = run.reference or compared_reference(measurements)
     candidates = sorted({m.model for m in measurements} - {reference or "", ""})
     if reference is None or not candidates:
@@ -1241,18 +1156,16 @@ class Line:
 
 @dataclass(frozen=True)
 class Block:
-    """A column of the table: one group, or several (every accuracy benchmark's), each
-    group's parts shown as :func:`cell_lines` says."""
+    """A column of the table: one group, or several (every accuracy benchmark's), each with
+    its parts (the index of the part's cell in a row, its column)."""
 
     title: str
-    groups: tuple[tuple[str, tuple[int, ...]], ...]
-    columns: tuple[Column, ...]
+    groups: tuple[tuple[str, tuple[tuple[int, Column], ...]], ...]
 
     @property
     def parts(self) -> str:
-        """What its lines hold, in a few words: ``verdict · ratio [95% interval]``;
-        ``benchmark · verdict · difference [95% interval]``."""
-        names = [c.name for c in self.columns if c.group == self.groups[0][0]]
+        """What its lines hold, in a few words: ``verdict · ratio [95% interval]``."""
+        names = [c.name for _, c in self.groups[0][1]]
         return " · ".join((["benchmark"] if self.several else []) + names)
 
     @property
@@ -1262,18 +1175,17 @@ class Block:
 
 def table_columns(page: DecisionPage) -> list[Block]:
     """The table's columns, in order: every accuracy group in one, each other group in one."""
-    found: dict[str, dict[str, list[int]]] = {}
+    found: dict[str, dict[str, list[tuple[int, Column]]]] = {}
     for i, column in enumerate(page.columns):
-        found.setdefault(column.block or column.group, {}).setdefault(column.group, []).append(i)
-    return [Block(title, tuple((g, tuple(ix)) for g, ix in groups.items()),
-                  tuple(page.columns[i] for ix in groups.values() for i in ix))
+        block = found.setdefault(column.block or column.group, {})
+        block.setdefault(column.group, []).append((i, column))
+    return [Block(title, tuple((group, tuple(parts)) for group, parts in groups.items()))
             for title, groups in found.items()]
 
 
 def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Column, Cell], ...]:
-    """A group's parts as the table shows them: the reference row's ``reference``
-    placeholders left out, and a dash that points to the same line as another part (the part
-    that says why) shown once, by that part."""
+    """A group's parts as shown: without the reference row's placeholders, and a dash that
+    points to the same line as another part shown once, by that part."""
     cells = [(c, cell) for c, cell in parts if not (reference and cell.text == REFERENCE)]
     kept: list[tuple[Column, Cell]] = []
     for column, cell in cells:
@@ -1286,13 +1198,11 @@ def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Col
 
 
 def cell_lines(block: Block, row: DecisionRow) -> list[Line]:
-    """``row``'s cell in ``block``: a column of several groups shows a line per group, its
-    label then its parts (``GSM8K``, the verdict, the difference); a column of one group a
-    line per part (the verdict, then the figure and its interval)."""
+    """``row``'s cell in ``block``: a line per group (its label, then its parts) in a column
+    of several groups, else a line per part."""
     lines = []
-    for group, indices in block.groups:
-        parts = _shown([(c, row.cells[i]) for c, i in zip(
-            (col for col in block.columns if col.group == group), indices)], row.is_reference)
+    for group, columns in block.groups:
+        parts = _shown([(c, row.cells[i]) for i, c in columns], row.is_reference)
         if block.several:
             lines.append(Line(group.removesuffix(" vs reference"), parts))
         else:
@@ -1301,18 +1211,7 @@ def cell_lines(block: Block, row: DecisionRow) -> list[Line]:
 
 
 def figure_lines(page: DecisionPage) -> list[str]:
-    """The figures behind the cells that a cell shows in its tooltip only (a capacity's SLO
-    attainment and interval, a rate sweep's bracket, a cold start's launches), one line per
-    cell: ``qwen3-4b, capacity: at c3: ...``."""
+    """The figures cells show in their tooltip only: ``qwen3-4b, capacity: at c3: ...``."""
     return [f"{row.model}, {column.title}: {cell.tip}" for row in page.rows
             for block in table_columns(page) for line in cell_lines(block, row)
             for column, cell in line.parts if cell.tip]
-
-
-__all__ = [
-    "ACCURACY_BLOCK", "CANNOT_CONCLUDE", "CONCURRENCY", "FIGURES_TITLE", "NOT_JUDGED",
-    "NOT_MEASURED", "NOT_SCREENED", "Block", "Cell", "Column", "DecisionPage", "DecisionRow",
-    "Line", "Pareto", "ParetoPoint", "cell_lines", "decision_page", "figure_lines",
-    "metric_label", "pareto_front", "pareto_line", "table_columns", "unmeasured_line",
-    "unplaced_line",
-]

@@ -1,13 +1,10 @@
 """A sweep's history in a store: each model's gated figures across runs, in time order.
 
-A series is one model × benchmark × setting measured under the same serving flags and
-request settings (like with like); a run under other settings starts a series of its own,
-shown apart with the line why. The image digest, server version and commit may change along
-a series: they are what the history follows, and label its runs. Each run after the first is
-judged against the run before it in its series by the gate itself
-(:func:`~..judging.gate.compare_with_baseline`), and the changes beyond run-to-run noise are
-located by :func:`~..core.stats.changes.change_points` (on the log of a rate or a time, on
-an accuracy as it is). Output: Markdown tables, an HTML page with a plot per series, JSON.
+A series is one model × benchmark × setting under the same serving flags and request settings
+(a run under other settings starts a series shown apart); image, server and commit may change
+along it and label its runs. Each run is judged against the one before it by the gate, and
+:func:`~..core.stats.changes.change_points` locates the changes beyond run-to-run noise (on
+the log of a rate or a time). Output: Markdown tables, an HTML page with plots, JSON.
 """
 
 from __future__ import annotations
@@ -21,13 +18,8 @@ from html import escape
 from typing import Any
 
 from ..core.errors import DataError, ModelsweepError
-from ..core.measurements import (
-    AccuracyStats,
-    Measurement,
-    StartupStats,
-    ThroughputStats,
-    measurements_of,
-)
+from ..core.measurements import (AccuracyStats, Measurement, StartupStats, ThroughputStats,
+                                 measurements_of)
 from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
 from ..core.codec import Record
@@ -40,9 +32,9 @@ from .markdown import escape_markdown, markdown_table
 from .plots import _label, _new_figure, _style, _svg, matplotlib_available
 from .tables import Table, accuracy_interval, format_value
 
-MAX_RUNS = 30
-"""The newest runs of a sweep a history reads (the change rule is made for 6-30)."""
+MAX_RUNS = 30  # The newest runs of a sweep a history reads (the change rule is made for 6-30).
 HISTORY_TITLE = "History"
+_SECTION = f'<section class="modelsweep" id="modelsweep-history"><h2>{HISTORY_TITLE}</h2>'
 
 REGRESSION, WITHIN_NOISE, IMPROVEMENT, UNJUDGED = (
     "regression", "within noise", "improvement", "unjudged")
@@ -65,12 +57,9 @@ class HistoryPoint(Record):
     value: float = math.nan
     low: float | None = None
     high: float | None = None
-    decision: str = UNJUDGED
-    """regression, within noise, improvement or unjudged."""
-    why: str = ""
-    """The gate's note (unjudged: its status and reason)."""
-    change: bool = False
-    """The change rule located a change from the run before to this one."""
+    decision: str = UNJUDGED  # regression, within noise, improvement or unjudged.
+    why: str = ""  # The gate's note (unjudged: its status and reason).
+    change: bool = False  # The change rule located a change from the run before to this one.
 
 
 @dataclass(frozen=True)
@@ -93,10 +82,8 @@ class HistorySeries(Record):
     unit: str = ""
     points: tuple[HistoryPoint, ...] = ()
     changes: tuple[SeriesChange, ...] = ()
-    apart: str = ""
-    """Why this series is not the newest one of its setting ("" for the newest)."""
-    note: str = ""
-    """Why no change was looked for (too few runs), else ""."""
+    apart: str = ""  # Why this series is not the newest one of its setting ("" if it is).
+    note: str = ""  # Why no change was looked for (too few runs), else "".
 
     @property
     def title(self) -> str:
@@ -218,8 +205,7 @@ def read_history(store: Store, sweep: str, *, benchmark: str | None = None,
                  settings: Mapping[str, str] | None = None,
                  thresholds: Thresholds = DEFAULTS.fail_on_regression,
                  max_runs: int = MAX_RUNS) -> History:
-    """The series of ``sweep``'s newest ``max_runs`` runs in ``store`` (of ``benchmark`` and
-    matching ``settings`` where given)."""
+    """The series of ``sweep``'s newest ``max_runs`` runs (of ``benchmark``, ``settings``)."""
     listed = sweep_runs(store, sweep)
     notes = []
     if len(listed) > max_runs:
@@ -255,20 +241,16 @@ def _series(runs: Sequence[_Run], thresholds: Thresholds) -> tuple[HistorySeries
             line.append((run, m))
         for m, row in zip(current, compare_with_baseline(current, baseline, thresholds)):
             decisions[(run.run_id, id(m))] = _decision(row)
-    newest: dict[tuple[str, str, str], tuple[str, Measurement, int]] = {}
     order = {run.run_id: i for i, run in enumerate(runs)}
-    for (model, bench, setting, _), line in members.items():
-        run, m = line[-1]
-        key = (model, bench, setting)
-        if key not in newest or order[run.run_id] > newest[key][2]:
-            newest[key] = (run.run_id, m, order[run.run_id])
+    newest: dict[tuple[str, ...], tuple[_Run, Measurement]] = {}
+    for key, line in sorted(members.items(), key=lambda kv: order[kv[1][-1][0].run_id]):
+        newest[key[:3]] = line[-1]  # the series whose last run is the newest
     out = []
-    for (model, bench, setting, _), line in sorted(
-            members.items(), key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])):
-        last_run, last = line[-1]
-        newest_run, newest_m, _ = newest[(model, bench, setting)]
-        apart = "" if newest_run == last_run.run_id else _why_apart(last, last_run.run_id,
-                                                                    newest_m, newest_run)
+    for key, line in sorted(members.items(),
+                            key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])):
+        (last_run, last), (newest_run, newest_m) = line[-1], newest[key[:3]]
+        apart = "" if newest_run is last_run else _why_apart(last, last_run.run_id, newest_m,
+                                                             newest_run.run_id)
         out.append(_one_series(line, decisions, apart))
     return tuple(out)
 
@@ -322,19 +304,16 @@ def _short(text: str | None, size: int = 12) -> str:
     return f"{algorithm}:{value[:size]}" if algorithm else text[:size]
 
 
-def change_text(series: HistorySeries, change: SeriesChange) -> str:
-    ratio = change.after / change.before if change.before else math.nan
-    return (f"at run {change.run_id}: {format_value(change.before)} → "
-            f"{format_value(change.after)} {series.unit} ({ratio:.2f}×, p={change.p_value:.3g})")
-
-
 def changes_line(series: HistorySeries) -> str:
     """``changes: at run R: 100.0 → 25.0 tokens/s (0.25×, p=0.0001)`` or why there are none."""
     if series.note:
         return f"changes: none looked for ({series.note})"
     if not series.changes:
         return "changes: none beyond run-to-run noise"
-    return "changes: " + "; ".join(change_text(series, c) for c in series.changes)
+    return "changes: " + "; ".join(
+        f"at run {c.run_id}: {format_value(c.before)} → {format_value(c.after)} {series.unit} "
+        f"({(c.after / c.before if c.before else math.nan):.2f}×, p={c.p_value:.3g})"
+        for c in series.changes)
 
 
 def series_table(series: HistorySeries) -> Table:
@@ -372,9 +351,7 @@ def history_json(history: History) -> str:
 
 # --------------------------------------------------------------------------- HTML
 def series_plot(series: HistorySeries) -> str | None:
-    """The figure across runs (x: run time, labelled with commit and image), its interval,
-    the gate's decision as the marker's colour, a dashed line at each change and each
-    segment's level; None without matplotlib."""
+    """The figure across runs coloured by the gate's decision; None without matplotlib."""
     if not matplotlib_available() or not series.points:
         return None
     times = [_time(p.started_at, i).timestamp() / 3600 for i, p in enumerate(series.points)]
@@ -423,8 +400,7 @@ def history_html(history: History) -> str:
 
     heading = (f"sweep {history.sweep}: {len(history.runs)} runs in {history.store}"
                + "".join(f"; {note}" for note in history.notes) + ". " + RULE_LINE)
-    parts = [f'<section class="modelsweep" id="modelsweep-history"><h2>{HISTORY_TITLE}</h2>',
-             f'<p class="ms-notes">{escape_text(heading)}</p>']
+    parts = [_SECTION, f'<p class="ms-notes">{escape_text(heading)}</p>']
     if not matplotlib_available():
         parts.append(_NO_PLOTS)
     for series in history.series:
@@ -449,13 +425,11 @@ def history_document(history: History) -> str:
 
 
 def history_section(store: Store, sweep: str) -> str:
-    """The pytest-html report's History section: "" when the store holds fewer than two runs
-    of ``sweep``."""
+    """The pytest-html report's History section ("" with fewer than two runs of ``sweep``)."""
     from .html import escape_text
 
     try:
         runs = [run for run in store.runs() if run["sweep_name"] == sweep]
         return history_html(read_history(store, sweep)) if len(runs) >= 2 else ""
     except ModelsweepError as error:  # the report is written all the same
-        return (f'<section class="modelsweep" id="modelsweep-history"><h2>{HISTORY_TITLE}</h2>'
-                f'<p class="ms-notes">no history: {escape_text(error)}</p></section>')
+        return f'{_SECTION}<p class="ms-notes">no history: {escape_text(error)}</p></section>'

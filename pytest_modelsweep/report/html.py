@@ -11,64 +11,22 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
-from pathlib import Path
 from typing import Any
 
-from ..core.measurements import (
-    AccuracyVerdictStats,
-    CapacityStats,
-    Measurement,
-    RateCapacityStats,
-    ServerMetricsWindow,
-    StartupStats,
-    ThroughputStats,
-)
+from ..core.measurements import (AccuracyVerdictStats, CapacityStats, Measurement,
+                                 RateCapacityStats, ServerMetricsWindow, StartupStats,
+                                 ThroughputStats)
 from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
-from .decision import (
-    FIGURES_TITLE,
-    Block,
-    Cell,
-    Column,
-    DecisionPage,
-    DecisionRow,
-    cell_lines,
-    decision_page,
-    figure_lines,
-    pareto_line,
-    table_columns,
-    unmeasured_line,
-    unplaced_line,
-)
+from .decision import (FIGURES_TITLE, Block, Cell, Column, DecisionRow, cell_lines, decision_page,
+                       figure_lines, pareto_line, table_columns, unmeasured_line, unplaced_line)
 from .plots import MATPLOTLIB_HINT, matplotlib_available, pareto_plot, summary_plots
-from .tables import (
-    LATENCY_NAMES,
-    LATENCY_QUANTITIES,
-    NA,
-    TEXT_COLUMNS,
-    Measurements,
-    Setting,
-    Table,
-    ThroughputRow,
-    finite,
-    format_goodput,
-    format_ms,
-    format_percent,
-    format_points,
-    format_rate,
-    format_ratio,
-    format_usd,
-    format_value,
-    measurement_kind,
-    provenance_line,
-    records,
-    request_latencies,
-    run_title,
-    stats_of,
-    summary_tables,
-    throughput_row,
-)
+from .tables import (LATENCY_NAMES, LATENCY_QUANTITIES, NA, TEXT_COLUMNS, Measurements, Setting,
+                     Table, ThroughputRow, finite, format_goodput, format_ms, format_percent,
+                     format_points, format_rate, format_ratio, format_usd, format_value,
+                     measurement_kind, provenance_line, records, request_latencies, run_title,
+                     stats_of, summary_tables, throughput_row)
 
 SUMMARY_TITLE = "modelsweep summary"
 DECISION_TITLE = "Decision: which model to serve"
@@ -166,15 +124,6 @@ def _figure(svg: str, alt: str, caption: str, kind: str = "ms-plot") -> str:
             f'{data}"><figcaption>{escape_text(caption)}</figcaption></figure>')
 
 
-def plots_html(measurements: Measurements, reference: str | None = None) -> str:
-    """The plots as inline images, or the matplotlib hint when it is missing."""
-    plots = summary_plots(measurements, reference)
-    if plots is None:
-        return _NO_PLOTS
-    figures = "".join(_figure(p.svg, p.description, f"{p.title}: {p.description}") for p in plots)
-    return f'<h3>Plots</h3><div class="ms-plots">{figures}</div>' if plots else ""
-
-
 def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
     """One part of a cell: a verdict word (styled), a figure, or why there is none; ``wide``:
     it spans two parts of its line."""
@@ -214,36 +163,32 @@ def _decision_row(blocks: Sequence[Block], row: DecisionRow) -> str:
             f'<td class="ms-text ms-flags" data-column="flags">{flags}</td></tr>')
 
 
-def decision_table_html(page: DecisionPage) -> str:
-    """The decision table: a column per group, the reference row first."""
-    blocks = table_columns(page)
-    head = ('<th class="ms-text">model</th>' + "".join(
-        f'<th class="ms-text" data-group="{escape_text(b.title)}">{escape_text(b.title)}'
-        f'<span class="ms-parts">{escape_text(b.parts)}</span></th>' for b in blocks)
-        + '<th class="ms-text">flags</th>')
-    body = "".join(_decision_row(blocks, row) for row in page.rows)
-    return (f'<table class="ms-table ms-decision-table"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{body}</tbody></table>')
-
-
 def decision_html(measurements: Measurements, run: RunInfo,
                   failures: Sequence[FailedTest] = ()) -> str:
     """The decision page (answer, table, reasons, Pareto plot); "" when the run has no candidate."""
     page = decision_page(measurements, run, failures)
     if page is None:
         return ""
+    blocks = table_columns(page)
+    head = "".join(
+        f'<th class="ms-text" data-group="{escape_text(b.title)}">{escape_text(b.title)}'
+        f'<span class="ms-parts">{escape_text(b.parts)}</span></th>' for b in blocks)
+    rows = "".join(_decision_row(blocks, row) for row in page.rows)
     reasons = "".join(f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
                       for i, why in enumerate(page.reasons, 1))
     notes = "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
+    figures = "".join(f"<li>{escape_text(line)}</li>" for line in figure_lines(page))
     parts = [
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{escape_text(DECISION_TITLE)}</h2>',
         f'<p class="ms-answer">{escape_text(page.answer)}</p>',
-        decision_table_html(page),
+        (f'<table class="ms-table ms-decision-table"><thead><tr><th class="ms-text">model</th>'
+         f'{head}<th class="ms-text">flags</th></tr></thead><tbody>{rows}</tbody></table>'),
         _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
         f'<ul class="ms-reasons ms-column-notes">{notes}</ul>' if page.notes else "",
-        _figures(figure_lines(page)),
+        (f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
+         f'<ul class="ms-reasons">{figures}</ul></details>' if figures else ""),
         _notes(pareto_line(page)),
     ]
     if page.pareto is not None:
@@ -254,15 +199,6 @@ def decision_html(measurements: Measurements, run: RunInfo,
                            f"{page.pareto.x_label}, one point per candidate")
             parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
     return "".join(parts) + "</section>"
-
-
-def _figures(lines: Sequence[str]) -> str:
-    """The figures behind the cells (their tooltips), folded under the table."""
-    if not lines:
-        return ""
-    items = "".join(f"<li>{escape_text(line)}</li>" for line in lines)
-    return (f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
-            f'<ul class="ms-reasons">{items}</ul></details>')
 
 
 def summary_html(measurements: Measurements, run: RunInfo) -> str:
@@ -277,7 +213,13 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
     if not tables:
         parts.append('<p class="ms-notes">No measurements were recorded.</p>')
     parts += [table_html(t) for t in tables]
-    parts.append(plots_html(measurements, run.reference))
+    plots = summary_plots(measurements, run.reference)
+    if plots is None:
+        parts.append(_NO_PLOTS)
+    elif plots:
+        parts.append('<h3>Plots</h3><div class="ms-plots">' + "".join(
+            _figure(p.svg, p.description, f"{p.title}: {p.description}") for p in plots)
+            + "</div>")
     return "".join(parts) + "</section>"
 
 
@@ -407,8 +349,7 @@ def _steps_table(m: Measurement) -> str:
     return ""
 
 
-_LISTED = ("steps", "launches")
-"""Statistics shown as a table of their own (:func:`_steps_table`), not as one value."""
+_LISTED = ("steps", "launches")  # statistics shown as a table of their own (_steps_table)
 _SHOWN = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows", "slo",
           "goodput_rps", "slo_attainment", "pricing", "usd_per_million_output_tokens",
           "usd_per_million_output_tokens_interval"}
@@ -539,13 +480,4 @@ def html_document(measurements: Iterable[Measurement | Mapping[str, Any]],
         f'<p class="ms-notes">generated {escape_text(generated)} by pytest-modelsweep</p></section>'
         "</body></html>\n"
     )
-
-
-def write_html_report(path: str | Path, measurements: Iterable[Measurement | Mapping[str, Any]],
-                      run: Mapping[str, Any], failures: Iterable[Mapping[str, Any]] = ()) -> Path:
-    """Write :func:`html_document` to ``path`` (parents created) and return the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html_document(measurements, run, failures), encoding="utf-8")
-    return target
 

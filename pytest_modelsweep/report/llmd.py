@@ -1,13 +1,8 @@
 """llm-d's Benchmark Report v0.2.1: one report per measured throughput setting.
 
-:func:`llmd_document` turns a run's typed records into one JSON document: ``reports``, one
-Benchmark Report v0.2.1 per throughput or open-loop measurement (model × concurrency or
-rate × prompt length), each valid on its own against the schema
-(``tests/data/br_v0_2_1_json_schema.json``), and ``metadata``, what the schema has no place
-for (the schema forbids unknown keys in a report): each setting's flags and interval, the
-accuracy runs and the verdicts. :func:`write_llmd_report` writes it, secrets redacted, for
-``--llm-d-report`` and ``modelsweep report --llm-d`` alike. docs/results-schema.md maps every
-field. Pure: no pytest.
+:func:`llmd_document`: ``reports``, one per throughput or open-loop measurement, each valid
+against ``tests/data/br_v0_2_1_json_schema.json``, and ``metadata``, what the schema has no
+place for (flags, intervals, accuracy, verdicts); docs/results-schema.md maps every field.
 """
 
 from __future__ import annotations
@@ -21,32 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from ..core import __version__
-from ..core.measurements import (
-    AccuracyStats,
-    AccuracyVerdictStats,
-    Latency,
-    Measurement,
-    SearchRatioStats,
-    ServerMetricsSummary,
-    ThroughputRatioStats,
-    ThroughputStats,
-)
+from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, Measurement,
+                                 SearchRatioStats, ServerMetricsSummary, ThroughputRatioStats,
+                                 ThroughputStats)
 from ..core.outputs import write_failure
 from ..core.secrets import redacted
-from .tables import LATENCY_NAMES, finite, records, throughput_row
+from .tables import COMPARISONS, LATENCY_NAMES, finite, records, throughput_row
 
-__all__ = ["LLMD_VERSION", "LOAD_TOOL", "llmd_document", "llmd_reports", "write_llmd_report"]
-
-LLMD_VERSION = "0.2.1"
-"""The Benchmark Report version every report declares."""
-LOAD_TOOL = "pytest-modelsweep"
-"""``scenario.load.standardized.tool``."""
+LLMD_VERSION = "0.2.1"  # The Benchmark Report version every report declares.
+LOAD_TOOL = "pytest-modelsweep"  # ``scenario.load.standardized.tool``.
 
 _LATENCY_FIELDS = {"ttft": ("time_to_first_token", "ms"),
                    "tpot": ("time_per_output_token", "ms/token"),
                    "itl": ("inter_token_latency", "ms/token"), "e2e": ("request_latency", "ms")}
-"""Our latency → the schema's field and units (the schema's validators: time for TTFT and
-request latency, time per token for TPOT and ITL)."""
+"""Our latency → the schema's field and units."""
 
 
 def _statistics(units: str, mean: float | None, **rest: float | None) -> dict[str, Any] | None:
@@ -56,18 +39,6 @@ def _statistics(units: str, mean: float | None, **rest: float | None) -> dict[st
         return None
     return {"units": units, "mean": mean,
             **{k: v for k, v in rest.items() if v is not None and math.isfinite(v)}}
-
-
-def _latency(latency: Latency, units: str) -> dict[str, Any] | None:
-    return _statistics(units, finite(latency.mean_ms), p50=finite(latency.p50_ms),
-                       p90=finite(latency.p90_ms), p99=finite(latency.p99_ms))
-
-
-def _counts(values: Sequence[int]) -> dict[str, Any] | None:
-    """Token counts over requests: mean, min, max (units ``count``)."""
-    if not values:
-        return None
-    return _statistics("count", sum(values) / len(values), min=min(values), max=max(values))
 
 
 def _config_id(config: Any) -> str:
@@ -87,17 +58,10 @@ def _sequence_length(values: Sequence[int], fallback: int) -> dict[str, Any]:
             "min": min(values), "max": max(values)}
 
 
-def _accelerator(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
-    """The CPU of this machine for a llama-server we launched; ``unknown`` (count 0) where we
-    do not record it (an attached server, a vLLM image)."""
-    machine = run.get("machine") or {}
-    if m.provenance.get("how") == "llamacpp" and machine.get("cpu"):
-        return {"model": str(machine["cpu"]), "count": 1, "parallelism": {}}
-    return {"model": "unknown", "count": 0, "parallelism": {}}
-
-
 def _stack(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
-    prov = m.provenance
+    prov, machine = m.provenance, run.get("machine") or {}
+    # the CPU of this machine for a llama-server we launched; unknown where not recorded
+    cpu = machine.get("cpu") if prov.get("how") == "llamacpp" else None
     native = {"serving": run.get("serving"), "image_digest": prov.get("image_digest"),
               "launch_argv": prov.get("launch_argv") or [], "how": prov.get("how"),
               "server_settings": prov.get("server_settings") or {},
@@ -110,7 +74,8 @@ def _stack(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
             "kind": "inference_engine", "tool": str(prov.get("server_name") or "unknown"),
             "tool_version": str(prov.get("server_version") or "unknown"), "role": "replica",
             "replicas": 1, "model": {"name": str(prov.get("served_name") or m.model)},
-            "accelerator": _accelerator(m, run)},
+            "accelerator": {"model": str(cpu) if cpu else "unknown", "count": 1 if cpu else 0,
+                            "parallelism": {}}},
         "native": {"config": native},
     }
 
@@ -161,9 +126,8 @@ def _when(text: Any) -> datetime | None:
 
 
 def _own_run(m: Measurement, run: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(run id, start) of the run that measured ``m``: its own, or in a sweep run's report
-    (whose ``runs`` list its members) the latest member of its model started before it was
-    recorded and not finished before (the sweep run's name and no start when none is)."""
+    """(run id, start) of the run that measured ``m``: its own, or in a sweep run's report the
+    latest member of its model running when it was recorded (else the sweep run's name)."""
     members = run.get("runs")
     if m.run_id is None and isinstance(members, list) and run.get("sweep_run"):
         recorded = _when(m.recorded_at)
@@ -201,12 +165,15 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
     if records:
         requests["failures"] = failures
     for name, values in (("input_length", prompts), ("output_length", outputs)):
-        if (counts := _counts(values)) is not None:
-            requests[name] = counts
+        if values:  # token counts over requests
+            requests[name] = _statistics("count", sum(values) / len(values), min=min(values),
+                                         max=max(values))
     latency = {}
     for name in LATENCY_NAMES:
         field, units = _LATENCY_FIELDS[name]
-        if (got := _latency(row.latency[name], units)) is not None:
+        lat = row.latency[name]
+        if (got := _statistics(units, finite(lat.mean_ms), p50=finite(lat.p50_ms),
+                               p90=finite(lat.p90_ms), p99=finite(lat.p99_ms))) is not None:
             latency[field] = got
     output_rates = [w.output_tokens_per_s for w in windows]
     request_rates = [w.requests_per_s for w in windows]
@@ -224,7 +191,7 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
                 and w.server_metrics.unavailable is None]
     if observed:
         results["observability"] = {"components": observed}
-    report: dict[str, Any] = {
+    return {
         "version": LLMD_VERSION,
         "run": {"uid": _uid(m, run_id), "eid": str(run.get("sweep_run") or run_id),
                 "time": {k: v for k, v in time.items() if v is not None},
@@ -232,19 +199,12 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         "scenario": {"stack": [_stack(m, run)], "load": _load(m, stats, run, prompts, outputs)},
         "results": results,
     }
-    return report
 
 
 def _measured(measurements: Sequence[Measurement]) -> list[tuple[Measurement, ThroughputStats]]:
     """The throughput settings with at least one timed window."""
     return [(m, m.stats) for m in measurements
             if isinstance(m.stats, ThroughputStats) and m.stats.repeats]
-
-
-def llmd_reports(measurements: Sequence[Measurement],
-                 run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One Benchmark Report v0.2.1 per measured throughput setting, in the records' order."""
-    return [_report(m, stats, run) for m, stats in _measured(measurements)]
 
 
 def _interval(m: Measurement) -> list[float | None] | None:
@@ -276,8 +236,7 @@ def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> di
                  else str(m.stats.verdict), "value": finite(m.value), "unit": m.unit,
                  "interval": _interval(m), "rule": m.stats.rule, "params": m.params,
                  "run_id": _own_run(m, run)[0], "test_id": m.test_id}
-                for m in measurements if isinstance(
-                    m.stats, AccuracyVerdictStats | ThroughputRatioStats | SearchRatioStats)]
+                for m in measurements if isinstance(m.stats, COMPARISONS)]
     return {"generator": {"tool": LOAD_TOOL, "version": __version__},
             "run": {"run_id": run_id, "sweep_name": run.get("sweep_name"),
                     "sweep_run": run.get("sweep_run")},
@@ -286,20 +245,17 @@ def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> di
 
 def llmd_document(measurements: Iterable[Measurement | Mapping[str, Any]],
                   run: Mapping[str, Any]) -> dict[str, Any]:
-    """The file ``--llm-d-report`` writes: ``reports`` (Benchmark Report v0.2.1 each) and
-    ``metadata``, every secret redacted."""
+    """The file ``--llm-d-report`` writes: ``reports`` and ``metadata``, secrets redacted."""
     found = records(measurements)
-    document: dict[str, Any] = redacted({"reports": llmd_reports(found, run),
-                                         "metadata": _metadata(found, run)})
+    reports = [_report(m, stats, run) for m, stats in _measured(found)]
+    document: dict[str, Any] = redacted({"reports": reports, "metadata": _metadata(found, run)})
     return document
 
 
 def write_llmd_report(path: Path | str, option: str,
                       measurements: Iterable[Measurement | Mapping[str, Any]],
                       run: Mapping[str, Any]) -> int:
-    """Write :func:`llmd_document` to ``path`` (its folder too) and return how many reports
-    it holds; a failed write is one :class:`~..core.outputs.OutputError` line naming
-    ``option``."""
+    """Write :func:`llmd_document` to ``path``; how many reports it holds."""
     document = llmd_document(measurements, run)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -14,28 +14,9 @@ from typing import Any
 
 from ..core.measurements import Measurement
 from ..store.results import FailedTest, RunInfo
-from .decision import (
-    FIGURES_TITLE,
-    Block,
-    DecisionPage,
-    DecisionRow,
-    cell_lines,
-    decision_page,
-    figure_lines,
-    pareto_line,
-    table_columns,
-    unmeasured_line,
-    unplaced_line,
-)
-from .tables import (
-    TEXT_COLUMNS,
-    Cell,
-    Table,
-    provenance_line,
-    records,
-    run_title,
-    summary_tables,
-)
+from .decision import (FIGURES_TITLE, Block, DecisionPage, DecisionRow, cell_lines, decision_page,
+                       figure_lines, pareto_line, table_columns, unmeasured_line, unplaced_line)
+from .tables import (TEXT_COLUMNS, Cell, Table, provenance_line, records, run_title, summary_tables)
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -66,16 +47,6 @@ def markdown_table(table: Table) -> list[str]:
             _line("---" if c in TEXT_COLUMNS else "---:" for c in table.columns),
             *(_line(_status(cell) if i == table.status_column else escape_markdown(cell)
                     for i, cell in enumerate(row)) for row in table.rows)]
-
-
-def _verdict_line(table: Table) -> str | None:
-    if table.status_column is None or not table.rows:
-        return None
-    counts = Counter(str(row[table.status_column]) for row in table.rows)
-    total = sum(counts.values())
-    ordered = sorted(counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w))
-    parts = ", ".join(f"{counts[word]} {escape_markdown(word)}" for word in ordered)
-    return f"{total} comparison{'s' if total != 1 else ''}: {parts}"
 
 
 def _decision_cell(block: Block, row: DecisionRow) -> str:
@@ -132,10 +103,12 @@ def markdown_report(measurements: Iterable[Measurement | Mapping[str, Any]],
         lines += ["", "No measurements were recorded."]
     for table in tables:
         lines += ["", f"### {escape_markdown(table.title)}", ""]
-        if table.kind == "verdicts":
-            summary = _verdict_line(table)
-            if summary:
-                lines += [summary, ""]
+        if table.kind == "verdicts" and table.status_column is not None and table.rows:
+            counts = Counter(str(row[table.status_column]) for row in table.rows)
+            ordered = sorted(counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY
+                                                    else len(_SEVERITY), w))
+            lines += [f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
+                      + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered), ""]
         lines += markdown_table(table)
         if table.notes:
             lines += ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]

@@ -11,24 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.measurements import (
-    AccuracyStats,
-    AccuracyVerdictStats,
-    CapacityStats,
-    Measurement,
-    RateCapacityStats,
-    ServerMetricsWindow,
-    ThroughputStats,
-)
+from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, CapacityStats, Measurement,
+                                 RateCapacityStats, ServerMetricsWindow, ThroughputStats)
 from ..core.metrics import label_of, rank
 from .decision import Pareto
-from .tables import (
-    Measurements,
-    ThroughputRow,
-    accuracy_interval,
-    finite,
-    throughput_rows,
-)
+from .tables import (Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -123,8 +110,7 @@ def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
 
 
 def throughput_plot(measurements: Measurements) -> str | None:
-    """Output tokens/s against concurrency, a line per model and prompt length: the mean
-    over repeats, bars from the lowest to the highest repeat (None without a setting)."""
+    """Output tokens/s against concurrency, a line per model and prompt length (or None)."""
     if not matplotlib_available():
         return None
     lines = {key: found for key, points in _points(measurements).items() if (found := [
@@ -153,8 +139,7 @@ def throughput_plot(measurements: Measurements) -> str | None:
 
 
 def latency_plot(measurements: Measurements) -> str | None:
-    """TTFT and TPOT p50 (solid) and p99 (dashed) against concurrency, a panel each, a colour
-    per model, a line per prompt length (None without a setting that recorded latencies)."""
+    """TTFT and TPOT p50 and p99 against concurrency, a panel each (or None)."""
     if not matplotlib_available():
         return None
     lines = {key: points for key, points in _points(measurements).items()
@@ -223,8 +208,7 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
 
 
 def forest_plot(measurements: Measurements) -> str | None:
-    """Paired differences (candidate − reference) as a forest plot: a row per candidate and
-    metric, the interval a line, 0 a vertical line, the margin a band (None without verdicts)."""
+    """Paired differences as a forest plot, a row per candidate and metric (or None)."""
     rows = sorted(((s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, m, s)
                    for m in measurements if isinstance(s := m.stats, AccuracyVerdictStats)),
                   key=lambda row: row[:2])
@@ -260,8 +244,7 @@ def forest_plot(measurements: Measurements) -> str | None:
     return _svg(figure)
 
 
-MAX_SERVER_PANELS = 12
-"""Measurements whose server metrics :func:`server_metrics_plot` draws (a panel each)."""
+MAX_SERVER_PANELS = 12  # measurements whose server metrics server_metrics_plot draws
 
 
 def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
@@ -292,9 +275,8 @@ def _measurement_label(m: Measurement) -> str:
 
 
 def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | None:
-    """The server's ``/metrics`` over time, a panel per measurement (at most
-    :data:`MAX_SERVER_PANELS`), its windows end to end: requests running, waiting, the client's
-    in flight, KV-cache usage; the SVG, panels drawn and measurements with series, or None."""
+    """The server's ``/metrics`` over time, a panel per measurement, its windows end to end;
+    the SVG, panels drawn and measurements with series, or None."""
     found = [(m, windows) for m in measurements if (windows := server_windows(m))]
     if not found or not matplotlib_available():
         return None
@@ -353,8 +335,7 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
 
 
 def pareto_plot(pareto: Pareto | None) -> str | None:
-    """Accuracy difference against throughput ratio (or relative cost): a point per candidate
-    with its intervals, the reference a star at (1, 0), the front a dashed step line."""
+    """Accuracy difference against throughput ratio (or relative cost), the front dashed."""
     if pareto is None or not pareto.points or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 4.4)

@@ -12,36 +12,24 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from ..core.measurements import (
-    DEGENERATE,
-    SATURATED,
-    SERVER_QUEUED,
-    AccuracyStats,
-    AccuracyVerdictStats,
-    CapacityRatioStats,
-    Latency,
-    Measurement,
-    RateCapacityRatioStats,
-    RateCapacityStats,
-    StartupStats,
-    StatsT,
-    ThroughputRatioStats,
-    ThroughputStats,
-)
+from ..core.measurements import (DEGENERATE, SATURATED, SERVER_QUEUED, AccuracyStats,
+                                 AccuracyVerdictStats, Latency, Measurement, RateCapacityRatioStats,
+                                 RateCapacityStats, SearchRatioStats, StartupStats, StatsT,
+                                 ThroughputRatioStats, ThroughputStats)
 from ..core.metrics import METRICS, label_of, rank
 from ..core.records import RequestRecord
 from ..core.stats.intervals import wilson_interval
 from ..store.results import RunInfo
 from ..workloads.throughput import LatencyStats, itls, tpot
 
-Cell = str | int
-"""A table cell: formatted text, or a count."""
+Cell = str | int  # formatted text, or a count
 TEXT_COLUMNS = frozenset({"model", "candidate", "reference", "metric", "verdict", "subset",
                           "error types", "benchmark", "parameters", "outcome", "flags",
                           "stopped", "cache", "backend", "errors", "design"})
 """Columns of words, not figures (aligned left)."""
 
 NA = "n/a"
+COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, SearchRatioStats)
 Measurements = Sequence[Measurement]
 
 
@@ -127,14 +115,6 @@ def format_usd(value: Any, sign: str = "") -> str:
         return f"{sign}{_rounded(x, 2):.2f}"
     three = float(f"{x:.3g}")  # rounded first: 0.0009996 is 0.00100, not 0.001000
     return f"{sign}{three:.{2 - math.floor(math.log10(abs(three)))}f}"
-
-
-def format_usd_interval(value: Any, interval: tuple[float, float] | None) -> str:
-    """A cost and its interval: ``0.278 [0.270, 0.290]``; the cost alone without one."""
-    shown = format_usd(value)
-    if shown == NA or interval is None:
-        return shown
-    return f"{shown} [{format_usd(interval[0])}, {format_usd(interval[1])}]"
 
 
 def _count(value: int | None) -> Cell:
@@ -229,10 +209,8 @@ def outcome_notes(measurements: Iterable[Measurement]) -> list[str]:
 
 def compared_reference(measurements: Iterable[Measurement]) -> str | None:
     """The reference the run's comparisons name (the first that names one)."""
-    return next((m.stats.reference for m in measurements if isinstance(
-        m.stats, (AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
-                  RateCapacityRatioStats))
-                 and m.stats.reference), None)
+    return next((m.stats.reference for m in measurements
+                 if isinstance(m.stats, COMPARISONS) and m.stats.reference), None)
 
 
 _TABLE_OF = {AccuracyVerdictStats: "verdicts", AccuracyStats: "accuracy",
@@ -323,8 +301,7 @@ def accuracy_table(benchmark: str, measurements: Measurements, reference: str | 
 
 
 # --------------------------------------------------------------------------- throughput
-LATENCY_NAMES = ("ttft", "tpot", "itl", "e2e")
-"""The latencies a throughput window records, in report order."""
+LATENCY_NAMES = ("ttft", "tpot", "itl", "e2e")  # a throughput window's, in report order
 LATENCY_QUANTITIES = ("mean", "p50", "p90", "p99")
 
 
@@ -359,19 +336,13 @@ class ThroughputRow:
     fidelity: float | None
     contended: bool
     short_prompt_tokens: int | None
-    flags: str
-    """``unstable``, ``contended (1/3)`` (with the contended windows when known), or ``""``."""
+    flags: str  # ``unstable``, ``contended (1/3)`` (contended windows where known), or ``""``.
     prompt: str
-    spread: str
-    """``lowest–highest`` repeat (``n/a`` with one)."""
-    has_goodput: bool
-    """Measured against ``--slo``."""
-    goodput_cells: list[Cell]
-    """Goodput (req/s) and SLO attainment, the mean over the repeats."""
-    cost_cell: str
-    """$/1M output tokens with its interval."""
-    offered_rps: float | None = None
-    """An open loop's offered rate, the mean over repeats (None: a closed loop)."""
+    spread: str  # ``lowest–highest`` repeat (``n/a`` with one).
+    has_goodput: bool  # Measured against ``--slo``.
+    goodput_cells: list[Cell]  # Goodput (req/s) and SLO attainment, the mean over the repeats.
+    cost_cell: str  # $/1M output tokens with its interval.
+    offered_rps: float | None = None  # An open loop's, the mean over repeats (None: closed).
     achieved_rps: float | None = None
 
     @property
@@ -419,6 +390,9 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     offered = [r for s in loops if (r := finite(s.offered_rps)) is not None]
     achieved = [r for s in loops if (r := finite(s.achieved_rps)) is not None]
     goodput, cost = stats.goodput, stats.cost
+    cost_cell = NA if cost is None else format_usd(cost.usd_per_million_output_tokens)
+    if cost is not None and cost.interval is not None and cost_cell != NA:
+        cost_cell += f" [{format_usd(cost.interval[0])}, {format_usd(cost.interval[1])}]"
     return ThroughputRow(
         m, stats, setting, latency, source, finite(m.value), low, high, count,
         min((f for w in windows if (f := finite(w.fidelity)) is not None), default=None),
@@ -430,8 +404,7 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         goodput is not None and goodput.slo is not None,
         [format_goodput(goodput and goodput.goodput_rps),
          format_percent(goodput and goodput.slo_attainment)],
-        NA if cost is None else format_usd_interval(cost.usd_per_million_output_tokens,
-                                                    cost.interval),
+        cost_cell,
         sum(offered) / len(offered) if offered else None,
         sum(achieved) / len(achieved) if achieved else None)
 
@@ -444,20 +417,17 @@ THROUGHPUT_COLUMNS = [
 """Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
 
 
-OPEN_LOOP_COLUMNS = ["offered (req/s)", "achieved (req/s)"]
-"""An open-loop table's rates, after ``concurrency`` (there the client's cap in flight)."""
-
-
 def throughput_columns(goodput: bool = False, cost: bool = False,
                        open_loop: bool = False) -> list[str]:
-    """:data:`THROUGHPUT_COLUMNS` with the goodput, cost and open-loop columns asked for."""
-    at = THROUGHPUT_COLUMNS.index("flags") + 1
-    extra = (["goodput (req/s)", "SLO attainment"] if goodput else []) + (
+    """:data:`THROUGHPUT_COLUMNS` with the goodput and cost columns asked for after ``flags``,
+    an open loop's rates after ``concurrency`` (there the client's cap in flight)."""
+    columns = list(THROUGHPUT_COLUMNS)
+    at = columns.index("flags") + 1
+    columns[at:at] = (["goodput (req/s)", "SLO attainment"] if goodput else []) + (
         ["$/1M output tokens"] if cost else [])
-    rates = OPEN_LOOP_COLUMNS if open_loop else []
-    columns = [*THROUGHPUT_COLUMNS[:at], *extra, *THROUGHPUT_COLUMNS[at:]]
-    after = columns.index("concurrency") + 1
-    return [*columns[:after], *rates, *columns[after:]]
+    at = columns.index("concurrency") + 1
+    columns[at:at] = ["offered (req/s)", "achieved (req/s)"] if open_loop else []
+    return columns
 
 
 def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = False,
@@ -477,26 +447,6 @@ def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = Fal
     ]
 
 
-def goodput_cost_notes(rows: Sequence[ThroughputRow]) -> list[str]:
-    """The notes of the goodput and cost columns."""
-    slos = list(dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows
-                              if r.has_goodput))
-    prices = list(dict.fromkeys(r.stats.cost.pricing.describe() for r in rows if r.stats.cost))
-    missing = [said for shown, said in (
-        (slos and any(NA in r.goodput_cells for r in rows),
-         "goodput and SLO attainment where the run had no --slo (or no request was timed)"),
-        (prices and any(r.cost_cell == NA for r in rows),
-         "$/1M where the run had no price (or no tokens/s)")) if shown]
-    return [note for shown, note in (
-        (slos, (f"goodput: requests per second of the window that met every SLO target "
-                f"({'; '.join(slos)}), a failed request never; SLO attainment: their share of "
-                "the window's requests; both the mean over repeats")),
-        (prices, (f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
-                  f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
-                  "of the mean log tokens/s over the repeats (none with one repeat)")),
-        (missing, f"{NA}: {'; '.join(missing)}")) if shown]
-
-
 def throughput_rows(measurements: Measurements) -> list[ThroughputRow]:
     """:func:`throughput_row` of each throughput measurement, in recording order."""
     return [throughput_row(m) for m in measurements if isinstance(m.stats, ThroughputStats)]
@@ -511,7 +461,15 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
     short = sorted({p for r in rows if (p := r.short_prompt_tokens) is not None
                     and r.setting.user_prompts is None})
     own = sorted({p for r in rows if (p := r.setting.user_prompts) is not None})
-    sources = {r.latency_source for r in rows}
+    sources, looped = {r.latency_source for r in rows}, any(r.open_loop for r in rows)
+    slos = list(dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows
+                              if r.has_goodput))
+    prices = list(dict.fromkeys(r.stats.cost.pricing.describe() for r in rows if r.stats.cost))
+    missing = [said for shown, said in (
+        (slos and any(NA in r.goodput_cells for r in rows),
+         "goodput and SLO attainment where the run had no --slo (or no request was timed)"),
+        (prices and any(r.cost_cell == NA for r in rows),
+         "$/1M where the run had no price (or no tokens/s)")) if shown]
     notes = [note for shown, note in (
         (outputs, f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request"),
         (short, f"short: {', '.join(map(str, short))}-token prompts"),
@@ -523,10 +481,7 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
         ("requests" in sources, "latencies: percentiles over every timed request of the setting"),
         ("repeats" in sources, ("latencies of settings without request records" if "requests"
                                 in sources else "latencies")
-         + ": median over repeats of each repeat's percentile")) if shown]
-    goodput, cost = any(r.has_goodput for r in rows), any(r.stats.cost is not None for r in rows)
-    looped = any(r.open_loop for r in rows)
-    notes += [note for shown, note in (
+         + ": median over repeats of each repeat's percentile"),
         (looped, ("open loop: requests sent at the offered rate whatever was in flight "
                   "(concurrency: the client's cap), latencies from each request's scheduled "
                   "send time; achieved: the completions' rate against the schedule (least-squares "
@@ -534,12 +489,18 @@ def throughput_table(benchmark: str, measurements: Measurements, reference: str 
                   f"{SATURATED}: completions fell more than 10% behind")),
         (any(r.stats.server_flagged_windows for r in rows),
          (f"{SERVER_QUEUED}: the server's /metrics showed requests waiting (or preempted) "
-          "while the client had them in flight: it ran fewer at once than the client sent"))
-    ) if shown]
-    return Table(label_of(benchmark, f"{benchmark} throughput"),
-                 throughput_columns(goodput, cost, looped),
-                 [throughput_cells(r, goodput, cost, looped) for r in rows], "throughput",
-                 notes + goodput_cost_notes(rows) + outcome_notes(measurements))
+          "while the client had them in flight: it ran fewer at once than the client sent")),
+        (slos, (f"goodput: requests per second of the window that met every SLO target "
+                f"({'; '.join(slos)}), a failed request never; SLO attainment: their share of "
+                "the window's requests; both the mean over repeats")),
+        (prices, (f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
+                  f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
+                  "of the mean log tokens/s over the repeats (none with one repeat)")),
+        (missing, f"{NA}: {'; '.join(missing)}")) if shown]
+    shown = (bool(slos), bool(prices), looped)  # the goodput, cost and open-loop columns
+    return Table(label_of(benchmark, f"{benchmark} throughput"), throughput_columns(*shown),
+                 [throughput_cells(r, *shown) for r in rows], "throughput",
+                 notes + outcome_notes(measurements))
 
 
 def ratio_table(measurements: Measurements) -> Table:

@@ -2,19 +2,7 @@
 
 Reproduced from gorilla's ``bfcl_eval``; ``tests/test_conformance_bfcl.py`` runs bfcl-eval
 2026.3.23 on the same inputs and requires the same verdicts, with BFCL's error type names.
-
-* Tools mode (``_parse_query_response_FC``, ``decode_ast``): each tool call becomes
-  ``{name: json.loads(arguments)}``; no tool calls and empty content decodes to ``[]``.
-* Prompt mode (``default_decode_ast_prompting`` and ``resolve_ast_*``): only keyword
-  arguments count, ``**x`` lands under None, bare names become strings, a call without
-  keywords its source text, ``-``/``not``/``~`` before a literal negate it. Deliberate
-  differences: ``+x`` is ``x`` (BFCL: ``-x``); where BFCL ``eval``\\ s an expression this
-  computes literals and operators without ``eval`` and refuses names and calls; results are
-  bounded (integers ~4,200 digits, ``*`` to 10**6 items, ``%`` widths to 6 digits).
-* The checker is ``ast_checker`` for the simple category, Python rules only; where BFCL's
-  checker raises on odd schemas or answers, this gives a verdict instead.
-* A prompt-mode answer with null content is a failed item here, never scored; BFCL counts
-  it wrong (``ast_decoder:decoder_failed``).
+Decoding, and where ours differs: docs/architecture.md, "BFCL's rules, and where ours differ".
 """
 
 from __future__ import annotations
@@ -223,10 +211,8 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
         func = func.value
     if isinstance(func, ast.Name):
         parts.append(func.id)
-    args: dict[Any, Any] = {}
-    for keyword in node.keywords:
-        args[keyword.arg] = _resolve_value(keyword.value)
-    return {".".join(reversed(parts)): args}
+    return {".".join(reversed(parts)): {keyword.arg: _resolve_value(keyword.value)
+                                        for keyword in node.keywords}}
 
 
 def decode_prompt_output(text: str) -> Calls:
@@ -304,13 +290,6 @@ def standardize_string(text: str) -> str:
     return re.sub(r"[ \,\.\/\-\_\*\^]", "", text).lower().replace("'", '"')
 
 
-def _possible_answer_type(possible: Sequence[Any]) -> type | None:
-    for answer in possible:
-        if answer != "":
-            return type(answer)
-    return None
-
-
 @dataclass(frozen=True)
 class _TypeResult:
     check: BfclCheck
@@ -327,7 +306,7 @@ def _type_checker(
 ) -> _TypeResult:
     """BFCL's ``type_checker`` (one level of nesting); a value of the accepted answers' type
     rather than the schema's is a variable name (``is_variable``)."""
-    answer_type = _possible_answer_type(possible)
+    answer_type = next((type(answer) for answer in possible if answer != ""), None)
     is_variable = answer_type is not None and answer_type != expected
     failure: BfclCheck | None = None
     if type(value) is expected:
@@ -427,6 +406,11 @@ def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -
     return result
 
 
+_CHECKERS: dict[type, Callable[[str, Any, Sequence[Any]], BfclCheck]] = {
+    dict: _dict_checker, str: _string_checker, list: _list_checker}
+"""The value checker of a parameter by its schema type (others: the value is an answer)."""
+
+
 def simple_function_checker(
     function: Mapping[str, Any],
     call: Mapping[str, Any],
@@ -472,22 +456,13 @@ def simple_function_checker(
         typed = _type_checker(param, value, possible[param], description, expected, nested)
         if not typed.check.valid:
             return typed.check
-        if not typed.is_variable:
-            if expected is dict:
-                check = _dict_checker(param, value, possible[param])
-            elif expected is list and nested is dict:
-                check = _list_dict_checker(param, value, possible[param])
-            elif expected is str:
-                check = _string_checker(param, value, possible[param])
-            elif expected is list:
-                check = _list_checker(param, value, possible[param])
-            else:
-                check = None
-            if check is not None:
-                if not check.valid:
-                    return check
-                continue
-        if value not in possible[param]:
+        checker = None if typed.is_variable else (
+            _list_dict_checker if expected is list and nested is dict else _CHECKERS.get(expected))
+        if checker is not None:
+            check = checker(param, value, possible[param])
+            if not check.valid:
+                return check
+        elif value not in possible[param]:
             return _wrong_value("others", param, value, possible[param])
 
     for param, accepted in possible.items():

@@ -72,20 +72,15 @@ def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
                       strict, flexible)
 
 
-def gsm8k_score(text: str, reference: str) -> Score:
-    """One generation's score: ``value`` is the ``flexible-extract`` verdict; ``answer`` and
-    ``scores`` hold both filters'."""
-    score = score_gsm8k(text, reference)
+def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
+    """The GSM8K scorer of the public API (``item.answer``: the raw ``answer`` field): ``value``
+    is the ``flexible-extract`` verdict; ``answer`` and ``scores`` hold both filters'."""
+    score = score_gsm8k(completion.text or "", str(item.answer))
     return Score(
         score.flexible_correct,
         answer={"strict-match": score.strict_extracted, "flexible-extract": score.flexible_extracted},
         scores={"strict-match": score.strict_correct, "flexible-extract": score.flexible_correct},
     )
-
-
-def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
-    """The GSM8K scorer of the public API: ``item.answer`` is the raw ``answer`` field."""
-    return gsm8k_score(completion.text or "", str(item.answer))
 
 
 def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:

@@ -96,10 +96,9 @@ def evict_page_cache(path: Path) -> None:
 
 def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
     """The model file's page-cache state just before a launch (after eviction if asked)."""
-    evicted = False
-    if evict and hasattr(os, "posix_fadvise"):
+    evicted = evict and hasattr(os, "posix_fadvise")
+    if evicted:
         evict_page_cache(path)
-        evicted = True
     share = resident_share(path)
     size = f"{path.stat().st_size / 2**20:.0f} MiB"
     done = "after eviction, " if evicted else ""
@@ -248,11 +247,3 @@ def launch_line(name: str, start: ColdStart, launches: int) -> str:
     first = "failed" if start.first_token_s is None else f"{start.first_token_s:.2f} s"
     return (f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
             f"first token {first}; {start.cache.detail}")
-
-
-__all__ = [
-    "CacheState", "ColdStart", "ColdStarts", "cache_state", "cold_start_refusal",
-    "compile_cache_state", "evict_page_cache", "first_request", "launch_line",
-    "measure_cold_starts", "measure_startup", "model_file", "page_cache_state",
-    "resident_share", "vllm_cache_dirs",
-]

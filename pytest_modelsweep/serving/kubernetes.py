@@ -140,11 +140,14 @@ def _image(sweep: Sweep) -> str:
     return image
 
 
-def _secret_env(name: str, secret: str, key: str, *, optional: bool = False) -> dict[str, Any]:
-    ref: dict[str, Any] = {"name": secret, "key": key}
-    if optional:
-        ref["optional"] = True
-    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+def _secret_env(name: str, secret: str, key: str, **optional: bool) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, **optional}}}
+
+
+def _pytest_argv(settings: JobSettings, marker: str, *models: str) -> list[str]:
+    """``python -m pytest`` of the benches marked ``marker`` of the sweep run, on ``models``."""
+    return ["python", "-m", "pytest", "-o", "testpaths=benches", "-m", marker,
+            "--sweep", settings.sweep_arg, *(a for m in models for a in ("--model", m))]
 
 
 def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]]:
@@ -157,8 +160,7 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
             raise DataError(f"model {name}: source {spec.source} is not a Hub repo; the Job's "
                             "vLLM server serves hf: sources only")
         flags = vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:]
-        bench = ["python", "-m", "pytest", "-o", "testpaths=benches", "-m", "not verdict",
-                 "--sweep", settings.sweep_arg, "--model", name,
+        bench = [*_pytest_argv(settings, "not verdict", name),
                  "--endpoint", f"{name}=http://127.0.0.1:{SERVER_PORT}",
                  "--sweep-run", settings.sweep_run, "--store", store,
                  *settings.pytest_args]
@@ -269,9 +271,7 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
     """The Job that draws the verdicts of the sweep run and writes the reports; no chip."""
     _, name = job_names(sweep, settings.sweep_run)
     store = _check_store(settings.store)
-    models = settings.models or tuple(sweep.models)
-    pytest_argv = ["python", "-m", "pytest", "-o", "testpaths=benches", "-m", "verdict",
-                   "--sweep", settings.sweep_arg, *(a for m in models for a in ("--model", m)),
+    pytest_argv = [*_pytest_argv(settings, "verdict", *(settings.models or sweep.models)),
                    "--sweep-run", settings.sweep_run, "--store", store,
                    "--md", f"{REPORTS_DIR}/report.md", "--html", f"{REPORTS_DIR}/report.html",
                    "--self-contained-html", "--results", f"{REPORTS_DIR}/results.json",
@@ -290,11 +290,6 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
     })
 
 
-def sweep_manifests(sweep: Sweep, settings: JobSettings) -> dict[str, list[dict[str, Any]]]:
-    """``{"measure": [ConfigMap, Job], "judge": [Job]}``."""
-    return {"measure": measuring_job(sweep, settings), "judge": [judging_job(sweep, settings)]}
-
-
 def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[str, Path]:
     """Write ``NAME-measure.yaml`` and ``NAME-judge.yaml`` into ``folder``; their paths."""
     import yaml
@@ -307,7 +302,8 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, text)
-    manifests = sweep_manifests(sweep, settings)  # refusals come before anything is written
+    # [ConfigMap, Job] and [Job]; refusals come before anything is written
+    manifests = {"measure": measuring_job(sweep, settings), "judge": [judging_job(sweep, settings)]}
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
     names = dict(zip(("measure", "judge"), job_names(sweep, settings.sweep_run), strict=True))

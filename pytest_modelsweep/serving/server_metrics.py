@@ -1,10 +1,8 @@
 """What the server saw during a timed window: its Prometheus metrics, sampled, and a summary.
 
-A :class:`MetricsSampler` scrapes ``/metrics`` as the window starts, every ``interval_s`` in
-a thread and as it ends, on one keep-alive ``http.client`` connection (~0.25 ms a GET,
-httpx ~0.8 ms), parsing only the names of :data:`_NAMES`, label sets summed. A quantity the
-server does not expose is *absent* (with the names looked for), never zero. Interval and
-cost: docs/open-loop.md, ``benches/perf/metrics_sampler_cost.py``.
+A :class:`MetricsSampler` scrapes ``/metrics`` as the window starts, every ``interval_s`` and
+as it ends, on one keep-alive ``http.client`` connection (~0.25 ms a GET, httpx ~0.8 ms). A
+quantity the server does not expose is *absent* (with the names looked for), never zero.
 """
 
 from __future__ import annotations
@@ -20,13 +18,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from ..client.counters import counter_names, lookup, names_for, parse_prometheus
-from ..core.measurements import (
-    GaugeSummary,
-    MetricsSample,
-    SamplerCost,
-    ServerMetricsSummary,
-    ServerMetricsWindow,
-)
+from ..core.measurements import (GaugeSummary, MetricsSample, SamplerCost, ServerMetricsSummary,
+                                 ServerMetricsWindow)
 from ..core.secrets import Credentials, auth_headers
 
 DEFAULT_INTERVAL_S = 0.333
@@ -70,16 +63,15 @@ def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
            ) -> tuple[str, float] | None:
     """``(name, value)`` of a quantity in one sample; llama.cpp's lookups are derived
     (cached + computed prompt tokens)."""
-    metrics = dict(values)
     if quantity != "prefix_cache_queries":
-        return lookup(quantity_names(server_kind, quantity), metrics)
+        return lookup(quantity_names(server_kind, quantity), values)
     table = _NAMES["prefix_cache_queries"]
     if server_kind != "llamacpp":
-        direct = lookup(table["vllm"], metrics)
+        direct = lookup(table["vllm"], values)
         if direct is not None or server_kind == "vllm":
             return direct
-    hits = lookup(_NAMES["prefix_cache_hits"]["llamacpp"], metrics)
-    computed = lookup(table["llamacpp"], metrics)
+    hits = lookup(_NAMES["prefix_cache_hits"]["llamacpp"], values)
+    computed = lookup(table["llamacpp"], values)
     if hits is None or computed is None:
         return None
     return f"{hits[0]} + {computed[0]}", hits[1] + computed[1]
@@ -88,36 +80,30 @@ def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
 def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
                       ) -> ServerMetricsSummary:
     """The window's summary: gauges' mean and max, counters' deltas (last − first sample)."""
-    gauges: dict[Quantity, GaugeSummary | None] = {}
-    deltas: dict[Quantity, float | None] = {}
+    gauges: dict[Quantity, GaugeSummary] = {}
+    deltas: dict[Quantity, float] = {}
     absent: dict[str, str] = {}
     sources: dict[str, str] = {}
     for quantity in _NAMES:
-        found = [(s, v) for s in samples for v in [_value(server_kind, quantity, s.values)]
-                 if v is not None]
+        found = [v for s in samples if (v := _value(server_kind, quantity, s.values)) is not None]
         if not found:
             names = quantity_names(server_kind, quantity)
             absent[quantity] = (" or ".join(names) + " not exposed" if names
                                 else f"a {server_kind} server has no such metric")
-            if quantity in GAUGES:
-                gauges[quantity] = None
-            else:
-                deltas[quantity] = None
             continue
-        sources[quantity] = found[0][1][0]
-        values = [value for _, (_, value) in found]
+        sources[quantity] = found[0][0]
+        values = [value for _, value in found]
         if quantity in GAUGES:
             gauges[quantity] = GaugeSummary(sum(values) / len(values), max(values), len(values))
         else:
             deltas[quantity] = values[-1] - values[0]
     in_flight = [s.client_in_flight for s in samples if s.client_in_flight is not None]
     return ServerMetricsSummary(
-        samples=len(samples), running=gauges["running"], waiting=gauges["waiting"],
-        kv_cache_usage=gauges["kv_cache_usage"], preemptions=deltas["preemptions"],
-        prefix_cache_hits=deltas["prefix_cache_hits"],
-        prefix_cache_queries=deltas["prefix_cache_queries"], absent=absent, sources=sources,
-        peak_client_in_flight=max(in_flight) if in_flight else None,
-    )
+        samples=len(samples), running=gauges.get("running"), waiting=gauges.get("waiting"),
+        kv_cache_usage=gauges.get("kv_cache_usage"), preemptions=deltas.get("preemptions"),
+        prefix_cache_hits=deltas.get("prefix_cache_hits"),
+        prefix_cache_queries=deltas.get("prefix_cache_queries"), absent=absent, sources=sources,
+        peak_client_in_flight=max(in_flight) if in_flight else None)
 
 
 class _MetricsConnection:
@@ -294,8 +280,5 @@ class MetricsSampler:
         self.stop()
 
 
-__all__ = [
-    "DEFAULT_INTERVAL_S", "GAUGES", "GaugeSummary", "MetricsSample", "MetricsSampler",
-    "Quantity", "SamplerCost", "ServerMetricsSummary", "ServerMetricsWindow",
-    "quantity_names", "sampled_names", "summarize_samples",
-]
+__all__ = ["DEFAULT_INTERVAL_S", "MetricsSampler", "ServerMetricsWindow", "quantity_names",
+           "sampled_names", "summarize_samples"]

@@ -16,16 +16,8 @@ from sqlalchemy import Connection, Table, delete, select
 
 from ..core.errors import DataError
 from .database import Store
-from .schema import (
-    BASELINE_HISTORY,
-    BASELINE_RUNS,
-    BASELINES,
-    ITEMS,
-    MEASUREMENTS,
-    RUN_TABLES,
-    insert_ignore,
-    upsert,
-)
+from .schema import (BASELINE_HISTORY, BASELINE_RUNS, BASELINES, ITEMS, MEASUREMENTS, RUN_TABLES,
+                     insert_ignore, upsert)
 
 EXISTING = ("refuse", "skip", "replace")
 """What to do with a run the target already holds."""
@@ -53,7 +45,8 @@ def copy_store(source: Store, target: Store, *, existing: str = "refuse") -> dic
             for table in RUN_TABLES:
                 dst.execute(delete(table).where(table.c.run_id.in_(present)))
         for table in RUN_TABLES:
-            chosen = [_without_id(row) for row in rows[table.name] if row["run_id"] in copying]
+            chosen = [{key: value for key, value in row.items() if key != "id"}  # numbered anew
+                      for row in rows[table.name] if row["run_id"] in copying]
             _insert(dst, table.insert(), chosen)
             counts[table.name] = len(chosen)
         item_keys = ("serving_key", "benchmark", "item_id", "prompt_hash")
@@ -75,11 +68,6 @@ def _rows(conn: Connection, table: Table) -> list[dict[str, Any]]:
 
 def _run_ids(rows: Mapping[str, Iterable[Mapping[str, Any]]]) -> set[str]:
     return {str(row["run_id"]) for table in RUN_TABLES for row in rows[table.name]}
-
-
-def _without_id(row: dict[str, Any]) -> dict[str, Any]:
-    """A measurement row without its number: the target numbers it after its own."""
-    return {key: value for key, value in row.items() if key != "id"}
 
 
 def _insert(conn: Connection, statement: Any, rows: Sequence[dict[str, Any]]) -> None:

@@ -1,12 +1,8 @@
 """The store: runs, measurements and per-item records in SQLite or PostgreSQL (SQLAlchemy Core).
 
-Every process of a run writes into it; each item is committed the moment it is scored, and
-writes are idempotent. A re-run with the same serving key, benchmark, item id and prompt hash
-reuses a stored item. A store that cannot be used is a
-:class:`~pytest_modelsweep.core.errors.DataError` with the fix. A store that fails mid-run
-(a full disk, a read-only store, a server gone) is remembered: every later write (and, once
-reads failed too, every read) raises the same one-line
-:class:`~pytest_modelsweep.core.outputs.OutputError` at once.
+Each item is committed the moment it is scored; writes are idempotent, and a stored item is
+reused under the same serving key, benchmark, item id and prompt hash. A store that fails
+mid-run is remembered: every later write (and read, once reads failed) raises its OutputError.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,31 +26,10 @@ from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..core.secrets import redacted
 from ..core.store_location import StoreLocation, parse_store_location
-from .schema import (
-    BASELINE_HISTORY,
-    BASELINE_RUNS,
-    BASELINES,
-    ENDPOINTS,
-    ITEMS,
-    MEASUREMENTS,
-    META,
-    RUN_ITEMS,
-    RUNS,
-    SCHEMA_VERSION,
-    TEST_OUTCOMES,
-    UPGRADES,
-    insert_ignore,
-    metadata,
-    newer_schema_message,
-    upsert,
-)
-from .sqlite import (
-    FIX_NEW_FILE,
-    WRITE_OPTION,
-    check_store_file,
-    is_lock_error,
-    sqlite_engine,
-)
+from .schema import (BASELINE_HISTORY, BASELINE_RUNS, BASELINES, ENDPOINTS, ITEMS, MEASUREMENTS,
+                     META, RUN_ITEMS, RUNS, SCHEMA_VERSION, TEST_OUTCOMES, UPGRADES, insert_ignore,
+                     metadata, newer_schema_message, upsert)
+from .sqlite import FIX_NEW_FILE, WRITE_OPTION, check_store_file, is_lock_error, sqlite_engine
 from .sweep_run import SweepRunMember, latest_per_setting, sweep_run_heading
 
 __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
@@ -243,51 +218,59 @@ class Store:
         with self._lock:
             self._engine.dispose()
 
+    def _write(self, *statements: Any) -> None:
+        """Run ``statements`` in one write transaction."""
+        with self.writing() as db:
+            for statement in statements:
+                db.execute(statement)
+
+    def _scalar(self, query: Any) -> Any:
+        """The first column of the first row of ``query``; None without a row."""
+        with self.reading() as db:
+            return db.execute(query).scalar()
+
+    def _all(self, query: Any) -> Sequence[Any]:
+        """Every row of ``query``."""
+        with self.reading() as db:
+            return db.execute(query).all()
+
     # -- writing ---------------------------------------------------------------
     def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any], *,
                 sweep_run: str | None = None) -> None:
         """Record a run as it starts (once); ``finished_at`` stays NULL until :meth:`finish_run`."""
-        with self.writing() as db:
-            db.execute(insert_ignore(self.dialect, RUNS).values(
-                run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
-                run_json=_json(run), sweep_run=sweep_run))
+        self._write(insert_ignore(self.dialect, RUNS).values(
+            run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
+            run_json=_json(run), sweep_run=sweep_run))
 
     def plan_run(self, run_id: str, models: Iterable[str]) -> None:
         """The models whose own tests the run has (known once it has collected)."""
-        with self.writing() as db:
-            db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
-                models_json=json.dumps(sorted(set(models)))))
+        self._write(update(RUNS).where(RUNS.c.run_id == run_id).values(
+            models_json=json.dumps(sorted(set(models)))))
 
     def finish_run(self, run_id: str, finished_at: str, *,
                    exit_status: int | None = None) -> None:
         """The run's session has ended, whatever its ``exit_status``."""
-        with self.writing() as db:
-            db.execute(update(RUNS).where(RUNS.c.run_id == run_id).values(
-                finished_at=finished_at, exit_status=exit_status))
+        self._write(update(RUNS).where(RUNS.c.run_id == run_id).values(
+            finished_at=finished_at, exit_status=exit_status))
 
     def sweep_run_members(self, sweep_run: str) -> list[SweepRunMember]:
         """The runs of ``sweep_run``, in the order they started."""
-        with self.reading() as db:
-            rows = db.execute(
-                select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, RUNS.c.models_json,
-                       RUNS.c.finished_at, RUNS.c.run_json)
-                .where(RUNS.c.sweep_run == sweep_run)
-                .order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
+        rows = self._all(select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name,
+                                RUNS.c.models_json, RUNS.c.finished_at, RUNS.c.run_json)
+                         .where(RUNS.c.sweep_run == sweep_run)
+                         .order_by(RUNS.c.started_at, RUNS.c.run_id))
         return [SweepRunMember.from_row(sweep_run, *row) for row in rows]
 
     def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
-        with self.writing() as db:
-            db.execute(upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",))
-                       .values(run_id=run_id, model=model, provenance_json=_json(provenance)))
+        self._write(upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",))
+                    .values(run_id=run_id, model=model, provenance_json=_json(provenance)))
 
     def add_measurement(self, run_id: str, measurement: dict[str, Any]) -> None:
-        with self.writing() as db:
-            db.execute(MEASUREMENTS.insert().values(
-                run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
-                test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
-                unit=measurement["unit"], n=int(measurement["n"]),
-                outcome=measurement.get("outcome"),
-                measurement_json=strict_json(_answers_apart(redacted(measurement)))))
+        self._write(MEASUREMENTS.insert().values(
+            run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
+            test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
+            unit=measurement["unit"], n=int(measurement["n"]), outcome=measurement.get("outcome"),
+            measurement_json=strict_json(_answers_apart(redacted(measurement)))))
 
     def add_item(
         self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
@@ -309,17 +292,15 @@ class Store:
 
     def update_item(self, serving_key: str, benchmark: str, record: ItemRecord) -> None:
         """Replace a stored item's record (its answer scored again by a changed scorer)."""
-        with self.writing() as db:
-            db.execute(update(ITEMS).where(
-                ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark,
-                ITEMS.c.item_id == record.item_id, ITEMS.c.prompt_hash == record.prompt_hash,
-            ).values(record_json=_json(record.to_dict())))
+        self._write(update(ITEMS).where(
+            ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark,
+            ITEMS.c.item_id == record.item_id, ITEMS.c.prompt_hash == record.prompt_hash,
+        ).values(record_json=_json(record.to_dict())))
 
     def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
         """A finished test of the run (so that others stop waiting for its results)."""
-        with self.writing() as db:
-            db.execute(upsert(self.dialect, TEST_OUTCOMES, ("run_id", "test_id"), ("outcome",))
-                       .values(run_id=run_id, test_id=test_id, outcome=outcome))
+        self._write(upsert(self.dialect, TEST_OUTCOMES, ("run_id", "test_id"), ("outcome",))
+                    .values(run_id=run_id, test_id=test_id, outcome=outcome))
 
     def take_back_items(self, run_id: str, model: str, benchmark: str, serving_key: str,
                         records: Iterable[ItemRecord]) -> int:
@@ -339,9 +320,8 @@ class Store:
         return len(missing)
 
     def outcome_of(self, run_id: str, test_id: str) -> str | None:
-        with self.reading() as db:
-            value = db.execute(select(TEST_OUTCOMES.c.outcome).where(
-                TEST_OUTCOMES.c.run_id == run_id, TEST_OUTCOMES.c.test_id == test_id)).scalar()
+        value = self._scalar(select(TEST_OUTCOMES.c.outcome).where(
+            TEST_OUTCOMES.c.run_id == run_id, TEST_OUTCOMES.c.test_id == test_id))
         return None if value is None else str(value)
 
     def save_baseline(self, name: str, run_id: str, saved_at: str, *,
@@ -351,31 +331,26 @@ class Store:
         history. With ``sweep_run`` the entry stands for that sweep run's runs by ``saved_at``."""
         if keep < 1:
             raise ValueError(f"a baseline keeps at least 1 run, got {keep!r}")
-        with self.writing() as db:
-            db.execute(upsert(self.dialect, BASELINES, ("name",), ("run_id", "saved_at"))
-                       .values(name=name, run_id=run_id, saved_at=saved_at))
-            db.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name,
-                                                   BASELINE_RUNS.c.run_id == run_id))
-            db.execute(insert_ignore(self.dialect, BASELINE_RUNS).values(
-                name=name, run_id=run_id, saved_at=saved_at, sweep_run=sweep_run))
-            newest = (select(BASELINE_RUNS.c.seq).where(BASELINE_RUNS.c.name == name)
-                      .order_by(BASELINE_RUNS.c.seq.desc()).limit(keep))
-            db.execute(delete(BASELINE_RUNS).where(BASELINE_RUNS.c.name == name,
-                                                   BASELINE_RUNS.c.seq.not_in(newest)))
+        b = BASELINE_RUNS
+        newest = select(b.c.seq).where(b.c.name == name).order_by(b.c.seq.desc()).limit(keep)
+        self._write(upsert(self.dialect, BASELINES, ("name",), ("run_id", "saved_at"))
+                    .values(name=name, run_id=run_id, saved_at=saved_at),
+                    delete(b).where(b.c.name == name, b.c.run_id == run_id),
+                    insert_ignore(self.dialect, b).values(
+                        name=name, run_id=run_id, saved_at=saved_at, sweep_run=sweep_run),
+                    delete(b).where(b.c.name == name, b.c.seq.not_in(newest)))
         return self.baseline_runs(name)
 
     # -- reading ---------------------------------------------------------------
     def baseline_run(self, name: str) -> str | None:
-        with self.reading() as db:
-            value = db.execute(select(BASELINES.c.run_id).where(BASELINES.c.name == name)).scalar()
+        value = self._scalar(select(BASELINES.c.run_id).where(BASELINES.c.name == name))
         return None if value is None else str(value)
 
     def baseline_runs(self, name: str) -> list[str]:
         """The runs of baseline ``name``, oldest first (empty when there is no such baseline)."""
-        with self.reading() as db:
-            rows = db.execute(select(BASELINE_RUNS.c.run_id).where(BASELINE_RUNS.c.name == name)
-                              .order_by(BASELINE_RUNS.c.seq)).scalars().all()
-        return [str(run_id) for run_id in rows]
+        rows = self._all(select(BASELINE_RUNS.c.run_id).where(BASELINE_RUNS.c.name == name)
+                         .order_by(BASELINE_RUNS.c.seq))
+        return [str(row[0]) for row in rows]
 
     def baseline_entries(self, name: str) -> list[list[str]]:
         """Baseline ``name``'s history, oldest first, each entry as the runs it stands for
@@ -395,19 +370,20 @@ class Store:
                 expanded.append(runs)
         return expanded
 
+    def baseline_measurements(self, name: str) -> list[list[dict[str, Any]]]:
+        """Baseline ``name``'s history, oldest first, each entry's runs read as one run's."""
+        return [latest_per_setting(self.measurements(run_id) for run_id in runs)
+                for runs in self.baseline_entries(name)]
+
     def test_outcomes(self, run_ids: Iterable[str]) -> list[tuple[str, str, str]]:
         """(run, test, outcome) of every finished test of ``run_ids``."""
         t = TEST_OUTCOMES
-        with self.reading() as db:
-            rows = db.execute(select(t.c.run_id, t.c.test_id, t.c.outcome)
-                              .where(t.c.run_id.in_(list(run_ids)))
-                              .order_by(t.c.run_id, t.c.test_id)).all()
+        rows = self._all(select(t.c.run_id, t.c.test_id, t.c.outcome)
+                         .where(t.c.run_id.in_(list(run_ids))).order_by(t.c.run_id, t.c.test_id))
         return [(str(run), str(test), str(outcome)) for run, test, outcome in rows]
 
     def baselines(self) -> dict[str, str]:
-        with self.reading() as db:
-            rows = db.execute(select(BASELINES.c.name, BASELINES.c.run_id)
-                              .order_by(BASELINES.c.name)).all()
+        rows = self._all(select(BASELINES.c.name, BASELINES.c.run_id).order_by(BASELINES.c.name))
         return {str(name): str(run_id) for name, run_id in rows}
 
     def stored_items(
@@ -415,21 +391,14 @@ class Store:
     ) -> dict[str, ItemRecord]:
         """Stored records for ``(item_id, prompt_hash)`` pairs under one serving key."""
         wanted = dict(keys)
-        found: dict[str, ItemRecord] = {}
-        with self.reading() as db:
-            rows = db.execute(select(ITEMS.c.item_id, ITEMS.c.prompt_hash, ITEMS.c.record_json)
-                              .where(ITEMS.c.serving_key == serving_key,
-                                     ITEMS.c.benchmark == benchmark)).all()
-        for item_id, prompt_hash, record_json in rows:
-            if wanted.get(item_id) == prompt_hash:
-                found[item_id] = ItemRecord.from_dict(json.loads(record_json))
-        return found
+        rows = self._all(select(ITEMS.c.item_id, ITEMS.c.prompt_hash, ITEMS.c.record_json)
+                         .where(ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark))
+        return {item_id: ItemRecord.from_dict(json.loads(record_json))
+                for item_id, prompt_hash, record_json in rows if wanted.get(item_id) == prompt_hash}
 
     def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
         """The items a run used for one model and benchmark (sent or reused)."""
-        with self.reading() as db:
-            rows = db.execute(_run_items(run_id, model, benchmark)
-                              .order_by(RUN_ITEMS.c.item_id)).all()
+        rows = self._all(_run_items(run_id, model, benchmark).order_by(RUN_ITEMS.c.item_id))
         return [ItemRecord.from_dict(json.loads(row.record_json)) for row in rows]
 
     def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
@@ -438,38 +407,37 @@ class Store:
             return _run_item_ids(db, run_id, model, benchmark)
 
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
-        with self.reading() as db:
-            value = db.execute(select(ENDPOINTS.c.provenance_json).where(
-                ENDPOINTS.c.run_id == run_id, ENDPOINTS.c.model == model)).scalar()
+        value = self._scalar(select(ENDPOINTS.c.provenance_json).where(
+            ENDPOINTS.c.run_id == run_id, ENDPOINTS.c.model == model))
         return None if value is None else dict(json.loads(value))
 
     def measurement_of(self, run_id: str, model: str, benchmark: str) -> dict[str, Any] | None:
         """The latest measurement of a model on a benchmark in a run, if recorded."""
-        found = self._measurement_rows(run_id, model, benchmark, newest_first=True, limit=1)
-        return found[0] if found else None
+        found = self._measurements(model, benchmark, run_id, newest_first=True, limit=1)
+        return found[0][1] if found else None
 
     def measurements_of(self, run_id: str, model: str, benchmark: str) -> list[dict[str, Any]]:
         """Every measurement of a model on a benchmark in a run, in recording order."""
-        return self._measurement_rows(run_id, model, benchmark, newest_first=False, limit=None)
-
-    def _measurement_rows(self, run_id: str, model: str, benchmark: str, *,
-                          newest_first: bool, limit: int | None) -> list[dict[str, Any]]:
-        m = MEASUREMENTS
-        query = (select(m.c.run_id, m.c.measurement_json)
-                 .where(m.c.run_id == run_id, m.c.model == model, m.c.benchmark == benchmark)
-                 .order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit))
-        with self.reading() as db:
-            return [_with_answers(db, str(r), json.loads(j)) for r, j in db.execute(query).all()]
+        return [measurement for _, measurement in self._measurements(model, benchmark, run_id)]
 
     def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
         """Every measurement of a model on a benchmark across runs, newest first."""
+        return [{**measurement, "run_id": run_id} for run_id, measurement
+                in self._measurements(model, benchmark, newest_first=True)]
+
+    def _measurements(self, model: str, benchmark: str, run_id: str | None = None, *,
+                      newest_first: bool = False, limit: int | None = None
+                      ) -> list[tuple[Any, dict[str, Any]]]:
+        """(run id, measurement) of a model on a benchmark (in one run, if given)."""
         m = MEASUREMENTS
+        query = select(m.c.run_id, m.c.measurement_json).where(m.c.model == model,
+                                                               m.c.benchmark == benchmark)
+        if run_id is not None:
+            query = query.where(m.c.run_id == run_id)
+        query = query.order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit)
         with self.reading() as db:
-            rows = db.execute(select(m.c.run_id, m.c.measurement_json)
-                              .where(m.c.model == model, m.c.benchmark == benchmark)
-                              .order_by(m.c.id.desc())).all()
-            return [{**_with_answers(db, str(run_id), json.loads(measurement)), "run_id": run_id}
-                    for run_id, measurement in rows]
+            return [(r, _with_answers(db, str(r), json.loads(j)))
+                    for r, j in db.execute(query).all()]
 
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
@@ -529,8 +497,7 @@ class Store:
                        RUNS.c.sweep_run, RUNS.c.finished_at, RUNS.c.exit_status)
         if sweep_run is not None:
             query = query.where(RUNS.c.sweep_run == sweep_run)
-        with self.reading() as db:
-            rows = db.execute(query.order_by(RUNS.c.started_at, RUNS.c.run_id)).all()
+        rows = self._all(query.order_by(RUNS.c.started_at, RUNS.c.run_id))
         return [
             {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3],
              "sweep_run": r[4], "status": _run_status(r[5], r[6])}
@@ -538,8 +505,7 @@ class Store:
         ]
 
     def run(self, run_id: str) -> dict[str, Any]:
-        with self.reading() as db:
-            value = db.execute(select(RUNS.c.run_json).where(RUNS.c.run_id == run_id)).scalar()
+        value = self._scalar(select(RUNS.c.run_json).where(RUNS.c.run_id == run_id))
         if value is None:
             raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
         return dict(json.loads(value))
@@ -572,14 +538,10 @@ def _answers_apart(measurement: dict[str, Any]) -> dict[str, Any]:
     items = measurement.get("items")
     if not items:
         return measurement
-    kept: list[Any] = []
-    for item in items:
-        if isinstance(item, dict) and isinstance(item.get("completion"), dict):
-            answer = _answer_key(item["completion"])
-            item = {k: v for k, v in item.items() if k != "completion"}
-            item["answer"] = answer
-        kept.append(item)
-    return {**measurement, "items": kept}
+    return {**measurement, "items": [
+        _swap(item, "completion", "answer", _answer_key(item["completion"]))
+        if isinstance(item, dict) and isinstance(item.get("completion"), dict) else item
+        for item in items]}
 
 
 def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> dict[str, Any]:
@@ -589,18 +551,16 @@ def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> d
     if not items or not any(isinstance(i, dict) and "answer" in i for i in items):
         return measurement
     rows = db.execute(_run_items(run_id, measurement.get("model"), measurement.get("benchmark")))
-    answers: dict[str, Any] = {}
-    for item_id, record_json in rows:
-        completion = json.loads(record_json).get("completion")
-        answers[_answer_key(completion)] = completion
-    back: list[Any] = []
-    for item in items:
-        if isinstance(item, dict) and "answer" in item:
-            answer = answers.get(str(item["answer"]))
-            item = {k: v for k, v in item.items() if k != "answer"}
-            item["completion"] = answer
-        back.append(item)
-    return {**measurement, "items": back}
+    completions = [json.loads(record_json).get("completion") for _, record_json in rows]
+    answers = {_answer_key(completion): completion for completion in completions}
+    return {**measurement, "items": [
+        _swap(item, "answer", "completion", answers.get(str(item["answer"])))
+        if isinstance(item, dict) and "answer" in item else item for item in items]}
+
+
+def _swap(item: dict[str, Any], old: str, new: str, value: Any) -> dict[str, Any]:
+    """``item`` with key ``old`` dropped and ``new`` (last) set to ``value``."""
+    return {**{k: v for k, v in item.items() if k != old}, new: value}
 
 
 def _run_status(finished_at: str | None, exit_status: int | None) -> str:

@@ -42,29 +42,28 @@ def postgres_engine(location: StoreLocation) -> Engine:
                          max_overflow=2, hide_parameters=True)
 
 
+_CONNECT_FIXES = (
+    (r'password authentication failed for user "([^"]*)"', "the server {server} refused the "
+     "password of user {0!r}; fix the password in --store, PGPASSWORD or PGPASSFILE"),
+    (r"no password supplied", "the server {server} wants a password; put it in PGPASSWORD, "
+     "PGPASSFILE or the URL (postgresql://USER:PASSWORD@HOST/DB)"),
+    (r'role "([^"]*)" does not exist', "the server {server} has no user {0!r}; fix the user in "
+     "--store (or PGUSER), or create it (createuser)"),
+    (r'database "([^"]*)" does not exist', "the server {server} has no database {0!r}; create "
+     "it (createdb {0}) or fix the database in --store"),
+    (r"Connection refused|No such file or directory", "no PostgreSQL server answers at {server} "
+     "(connection refused); start it, or fix the host and port in --store (or PGHOST, PGPORT)"),
+    (r"timeout expired", "no answer from {server} within the connect timeout; check that the "
+     "server is up and reachable, or the host in --store"),
+)
+
+
 def connect_error(location: StoreLocation, message: str) -> DataError:
     """libpq's message on a failed connection → one line naming the fix."""
     text = redact(" ".join(message.split()))
-    server = _server(text)
-    if m := re.search(r'password authentication failed for user "([^"]*)"', text):
-        return DataError(f"{location}: the server {server} refused the password of user "
-                         f"{m.group(1)!r}; fix the password in --store, PGPASSWORD or PGPASSFILE")
-    if "no password supplied" in text:
-        return DataError(f"{location}: the server {server} wants a password; put it in "
-                         "PGPASSWORD, PGPASSFILE or the URL (postgresql://USER:PASSWORD@HOST/DB)")
-    if m := re.search(r'role "([^"]*)" does not exist', text):
-        return DataError(f"{location}: the server {server} has no user {m.group(1)!r}; fix the "
-                         "user in --store (or PGUSER), or create it (createuser)")
-    if m := re.search(r'database "([^"]*)" does not exist', text):
-        return DataError(f"{location}: the server {server} has no database {m.group(1)!r}; "
-                         f"create it (createdb {m.group(1)}) or fix the database in --store")
-    if "Connection refused" in text or "No such file or directory" in text:
-        return DataError(f"{location}: no PostgreSQL server answers at {server} (connection "
-                         "refused); start it, or fix the host and port in --store (or "
-                         "PGHOST, PGPORT)")
-    if "timeout expired" in text:
-        return DataError(f"{location}: no answer from {server} within the connect timeout; "
-                         "check that the server is up and reachable, or the host in --store")
+    for pattern, line in _CONNECT_FIXES:
+        if m := re.search(pattern, text):
+            return DataError(f"{location}: " + line.format(*m.groups(), server=_server(text)))
     detail = text.removeprefix("connection failed: ")
     return DataError(f"{location}: cannot connect ({detail}); check the server and the URL "
                      "in --store")

@@ -1,14 +1,9 @@
-"""The results file: run provenance, endpoint provenance and every measurement.
+"""The results file: run and endpoint provenance, every measurement (docs/results-schema.md).
 
-What the reports read of its run (:class:`RunInfo`) and of its failed tests
-(:class:`FailedTest`) are typed here, as the measurements are in ``core.measurements``.
-
-Only the controller writes it: a journal as each measurement arrives, the file at the end
-(docs/results-schema.md); ``load_results`` reads either. A journal that cannot be written
-(a full disk) raises :class:`~pytest_modelsweep.core.outputs.OutputError` once and is not
-written again; measurements are kept in memory, so the file still holds every one. Both are
-strict JSON: a NaN or infinity is null, listed under ``non_finite`` in the measurement (or
-run, summary) that held it (:func:`~pytest_modelsweep.core.codec.finite`).
+Only the controller writes it: a journal as each measurement arrives, the file at the end;
+``load_results`` reads either. A journal that cannot be written raises OutputError once and
+stops (the file still gets every measurement). Both are strict JSON: a NaN or infinity is
+null, listed under ``non_finite`` (:func:`~pytest_modelsweep.core.codec.finite`).
 """
 
 from __future__ import annotations
@@ -83,7 +78,6 @@ class ResultsWriter:
         self.journal = path.with_name(path.name + ".partial.jsonl")
         self.run = finite(redacted(run))
         self.measurements: list[dict[str, Any]] = []
-        self.endpoints: dict[str, dict[str, Any]] = {}
         self.journal_error: str | None = None
         """Why the journal stopped (one line); None while it is written."""
         self._journal_started = False
@@ -97,9 +91,6 @@ class ResultsWriter:
         written (the measurement is kept all the same)."""
         measurement = finite(redacted(measurement))
         self.measurements.append(measurement)
-        model = measurement.get("model")
-        if model and measurement.get("provenance"):
-            self.endpoints.setdefault(model, measurement["provenance"])
         self._append({"measurement": measurement})
 
     def _append(self, entry: dict[str, Any]) -> None:
@@ -124,13 +115,7 @@ class ResultsWriter:
             raise failure from None
 
     def document(self, summary: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "run": self.run,
-            "endpoints": self.endpoints,
-            "measurements": self.measurements,
-            "summary": finite(redacted(summary or {})),
-        }
+        return _document(self.run, self.measurements, finite(redacted(summary or {})))
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
         """Write the results file atomically and remove the journal; raises OutputError in one
@@ -176,25 +161,25 @@ def _load(path: Path) -> dict[str, Any]:
     if journal.is_file():
         run: dict[str, Any] = {}
         measurements: list[dict[str, Any]] = []
-        endpoints: dict[str, Any] = {}
-        for number, line in enumerate(journal.read_text(encoding="utf-8").splitlines(), 1):
+        for line in journal.read_text(encoding="utf-8").splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
-                # the last line of a killed run may be cut short: everything before it counts
-                break
+                break  # the last line of a killed run may be cut short: all before it counts
             if "run" in entry:
                 run = entry["run"]
             elif "measurement" in entry:
-                measurement = entry["measurement"]
-                measurements.append(measurement)
-                if measurement.get("provenance"):
-                    endpoints.setdefault(measurement["model"], measurement["provenance"])
-        return {
-            "schema": SCHEMA,
-            "run": run,
-            "endpoints": endpoints,
-            "measurements": measurements,
-            "summary": {"interrupted": True},
-        }
+                measurements.append(entry["measurement"])
+        return _document(run, measurements, {"interrupted": True})
     raise DataError(f"{path}: no results file (nor an interrupted run's journal) there")
+
+
+def _document(run: dict[str, Any], measurements: list[dict[str, Any]],
+              summary: dict[str, Any]) -> dict[str, Any]:
+    """The results document; ``endpoints``: each model's first provenance."""
+    endpoints: dict[str, Any] = {}
+    for measurement in measurements:
+        if measurement.get("model") and measurement.get("provenance"):
+            endpoints.setdefault(measurement["model"], measurement["provenance"])
+    return {"schema": SCHEMA, "run": run, "endpoints": endpoints, "measurements": measurements,
+            "summary": summary}

@@ -10,21 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import (
-    Column,
-    Connection,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    PrimaryKeyConstraint,
-    Table,
-    Text,
-    UniqueConstraint,
-    inspect,
-    select,
-    update,
-)
+from sqlalchemy import (Column, Connection, Float, Index, Integer, MetaData, PrimaryKeyConstraint,
+                        Table, Text, UniqueConstraint, inspect, select, update)
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
@@ -32,29 +19,30 @@ if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql
 
 SCHEMA_VERSION = 4
-"""1: the first stores; 2: a baseline keeps a history of runs (``baseline_runs``); 3: runs
-join a sweep run (``runs.sweep_run``, with the models each plans and when it finished), and a
-baseline entry can stand for a whole sweep run (``baseline_runs.sweep_run``); 4: every run is
-marked when it ends (``runs.finished_at`` with its ``exit_status``: one never marked was
-killed), and a measurement's items keep their answers in ``items`` (each answer stored once;
-the rows of before are read as they are)."""
+"""1: the first stores; 2: baselines keep a history (``baseline_runs``); 3: runs join sweep
+runs (``runs.sweep_run``, ``models_json``, ``finished_at``; ``baseline_runs.sweep_run``); 4:
+``runs.exit_status`` (a run never marked ended was killed), answers kept once in ``items``."""
 
 #: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
 BASELINE_HISTORY = 5
 
 metadata = MetaData()
 
+
+def _texts(*names: str) -> list[Column[str]]:
+    """Text columns that may not be NULL."""
+    return [Column(name, Text, nullable=False) for name in names]
+
+
 META = Table(
     "meta", metadata,
     Column("key", Text, primary_key=True),
-    Column("value", Text, nullable=False),
+    *_texts("value"),
 )
 RUNS = Table(
     "runs", metadata,
     Column("run_id", Text, primary_key=True),
-    Column("started_at", Text, nullable=False),
-    Column("sweep_name", Text, nullable=False),
-    Column("run_json", Text, nullable=False),
+    *_texts("started_at", "sweep_name", "run_json"),
     # the logical sweep (--sweep-run) this run is one host's part of; NULL: none
     Column("sweep_run", Text),
     # the models whose own tests the run has (a JSON list); NULL: not collected yet
@@ -69,59 +57,41 @@ Index("runs_sweep_run", RUNS.c.sweep_run)
 MEASUREMENTS = Table(
     "measurements", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", Text, nullable=False),
-    Column("model", Text, nullable=False),
-    Column("benchmark", Text, nullable=False),
-    Column("test_id", Text, nullable=False),
+    *_texts("run_id", "model", "benchmark", "test_id"),
     Column("value", Float, nullable=False),
-    Column("unit", Text, nullable=False),
+    *_texts("unit"),
     Column("n", Integer, nullable=False),
     Column("outcome", Text),
-    Column("measurement_json", Text, nullable=False),
+    *_texts("measurement_json"),
     sqlite_autoincrement=True,
 )
 Index("measurements_run", MEASUREMENTS.c.run_id, MEASUREMENTS.c.model, MEASUREMENTS.c.benchmark)
 ITEMS = Table(
     "items", metadata,
-    Column("serving_key", Text, nullable=False),
-    Column("benchmark", Text, nullable=False),
-    Column("item_id", Text, nullable=False),
-    Column("prompt_hash", Text, nullable=False),
-    Column("model", Text, nullable=False),
-    Column("record_json", Text, nullable=False),
-    Column("first_run_id", Text, nullable=False),
+    *_texts("serving_key", "benchmark", "item_id", "prompt_hash", "model", "record_json",
+            "first_run_id"),
     PrimaryKeyConstraint("serving_key", "benchmark", "item_id", "prompt_hash"),
 )
 RUN_ITEMS = Table(
     "run_items", metadata,
-    Column("run_id", Text, nullable=False),
-    Column("model", Text, nullable=False),
-    Column("benchmark", Text, nullable=False),
-    Column("item_id", Text, nullable=False),
-    Column("serving_key", Text, nullable=False),
-    Column("prompt_hash", Text, nullable=False),
+    *_texts("run_id", "model", "benchmark", "item_id", "serving_key", "prompt_hash"),
     Column("reused", Integer, nullable=False),
     PrimaryKeyConstraint("run_id", "model", "benchmark", "item_id"),
 )
 TEST_OUTCOMES = Table(
     "test_outcomes", metadata,
-    Column("run_id", Text, nullable=False),
-    Column("test_id", Text, nullable=False),
-    Column("outcome", Text, nullable=False),
+    *_texts("run_id", "test_id", "outcome"),
     PrimaryKeyConstraint("run_id", "test_id"),
 )
 BASELINES = Table(
     "baselines", metadata,
     Column("name", Text, primary_key=True),
-    Column("run_id", Text, nullable=False),
-    Column("saved_at", Text, nullable=False),
+    *_texts("run_id", "saved_at"),
 )
 BASELINE_RUNS = Table(
     "baseline_runs", metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("name", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("saved_at", Text, nullable=False),
+    *_texts("name", "run_id", "saved_at"),
     # set: the entry stands for every run of this sweep run that started by saved_at
     Column("sweep_run", Text),
     UniqueConstraint("name", "run_id"),
@@ -129,9 +99,7 @@ BASELINE_RUNS = Table(
 )
 ENDPOINTS = Table(
     "endpoints", metadata,
-    Column("run_id", Text, nullable=False),
-    Column("model", Text, nullable=False),
-    Column("provenance_json", Text, nullable=False),
+    *_texts("run_id", "model", "provenance_json"),
     PrimaryKeyConstraint("run_id", "model"),
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
@@ -60,16 +61,12 @@ def is_lock_error(exc: sqlite3.Error) -> bool:
 
 
 def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
-    """Classify ``path`` before anything is written to it: ``"new"`` or ``"store"``.
-
-    ``"new"``: no file (created here, empty), an empty file, or SQLite without tables.
-    Anything else that is not a usable store is a DataError with the fix; a lock held
-    elsewhere raises the ``sqlite3`` error (the caller retries)."""
+    """Classify ``path`` before anything is written to it: ``"new"`` (no file, an empty file,
+    SQLite without tables) or ``"store"``; anything else is a DataError with the fix, a lock
+    held elsewhere the ``sqlite3`` error (the caller retries)."""
     if path.is_dir():
-        raise DataError(
-            f"{path}: is a folder, not a store file; pass --store with a file name "
-            f"(e.g. {path / 'store.sqlite'})"
-        )
+        raise DataError(f"{path}: is a folder, not a store file; pass --store with a file name "
+                        f"(e.g. {path / 'store.sqlite'})")
     if not path.exists() and not path.is_symlink():
         _create_empty(path)
         return "new"
@@ -84,10 +81,8 @@ def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
     if not header:
         return "new"
     if header != SQLITE_HEADER:
-        raise DataError(
-            f"{path}: not a SQLite database ({_sqlite_reason(path, busy_timeout_s)}); "
-            f"{FIX_NEW_FILE}"
-        )
+        raise DataError(f"{path}: not a SQLite database ({_sqlite_reason(path, busy_timeout_s)}); "
+                        f"{FIX_NEW_FILE}")
     return _classify_database(path, busy_timeout_s)
 
 
@@ -99,17 +94,15 @@ def _create_empty(path: Path) -> None:
     except OSError as exc:
         blocker = next((p for p in [parent, *parent.parents] if p.exists()), parent)
         why = f"{blocker} is a file, not a folder" if blocker.is_file() else exc.strerror
-        raise DataError(
-            f"{path}: cannot create its folder {parent} ({why}); {_FIX_WRITABLE_PLACE}"
-        ) from None
+        raise DataError(f"{path}: cannot create its folder {parent} ({why}); "
+                        f"{_FIX_WRITABLE_PLACE}") from None
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError:
         pass  # another process of this run made it a moment ago
     except OSError as exc:
-        raise DataError(
-            f"{path}: cannot create the store file ({exc.strerror}); {_FIX_WRITABLE_PLACE}"
-        ) from None
+        raise DataError(f"{path}: cannot create the store file ({exc.strerror}); "
+                        f"{_FIX_WRITABLE_PLACE}") from None
 
 
 def _check_writable(path: Path) -> None:
@@ -118,19 +111,14 @@ def _check_writable(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_RDWR))
     except OSError as exc:
-        raise DataError(
-            f"{path}: cannot write it ({exc.strerror}); {_FIX_READ_ONLY}"
-        ) from None
+        raise DataError(f"{path}: cannot write it ({exc.strerror}); {_FIX_READ_ONLY}") from None
     mode = path.stat().st_mode
     if not mode & stat.S_IWUSR:
-        raise DataError(
-            f"{path}: the file is read-only (mode {stat.filemode(mode)}); {_FIX_READ_ONLY}"
-        )
+        raise DataError(f"{path}: the file is read-only (mode {stat.filemode(mode)}); "
+                        f"{_FIX_READ_ONLY}")
     if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise DataError(
-            f"{path}: its folder {path.parent} is not writable (permission denied; SQLite "
-            f"writes its journal beside the store); {_FIX_WRITABLE_PLACE}"
-        )
+        raise DataError(f"{path}: its folder {path.parent} is not writable (permission denied; "
+                        f"SQLite writes its journal beside the store); {_FIX_WRITABLE_PLACE}")
 
 
 def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
@@ -142,11 +130,8 @@ def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
 def _sqlite_reason(path: Path, busy_timeout_s: float) -> str:
     """What SQLite itself says about a file without its header (read-only)."""
     try:
-        db = _read_only(path, busy_timeout_s)
-        try:
+        with closing(_read_only(path, busy_timeout_s)) as db:
             db.execute("SELECT name FROM sqlite_master").fetchall()
-        finally:
-            db.close()
     except sqlite3.Error as exc:
         return str(exc)
     return "file is not a database"
@@ -154,39 +139,31 @@ def _sqlite_reason(path: Path, busy_timeout_s: float) -> str:
 
 def _classify_database(path: Path, busy_timeout_s: float) -> str:
     """A SQLite file: ``"new"`` (no tables), ``"store"`` (ours), or a DataError."""
-    db = _read_only(path, busy_timeout_s)
-    try:
+    with closing(_read_only(path, busy_timeout_s)) as db:
         try:
             tables = sorted(str(row[0]) for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-            ).fetchall())
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall())
         except sqlite3.Error as exc:
             if is_lock_error(exc):
                 raise
             raise DataError(f"{path}: cannot read it as SQLite ({exc}); {FIX_NEW_FILE}") from None
         if not tables:
             return "new"
-        schema = None
+        row = None
         if "meta" in tables:
             try:
                 row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             except sqlite3.Error as exc:
                 if is_lock_error(exc):
                     raise
-                row = None
-            schema = None if row is None else str(row[0])
-    finally:
-        db.close()
-    if schema is None:
+    if row is None:
         shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
-        raise DataError(
-            f"{path}: a SQLite database that is not a pytest-modelsweep store (tables: {shown}; "
-            f"no meta table with a schema key); {FIX_NEW_FILE}"
-        )
+        raise DataError(f"{path}: a SQLite database that is not a pytest-modelsweep store "
+                        f"(tables: {shown}; no meta table with a schema key); {FIX_NEW_FILE}")
+    schema = str(row[0])
     if not schema.isdigit():
-        raise DataError(
-            f"{path}: a store with an unreadable schema version {schema!r}; {FIX_NEW_FILE}"
-        )
+        raise DataError(f"{path}: a store with an unreadable schema version {schema!r}; "
+                        f"{FIX_NEW_FILE}")
     if int(schema) > SCHEMA_VERSION:
         raise DataError(newer_schema_message(path, int(schema), "pass --store with a new file name"))
     return "store"

@@ -30,8 +30,7 @@ class AccuracyRun(Generic[ItemT]):
     wall_s: float
     requests: list[ApiRequest] = field(default_factory=list)
     store_error: str | None = None
-    """Why the store stopped taking items (a full disk...), in one line; every item was still
-    sent and scored."""
+    """Why the store stopped taking items (a full disk...); every item was still scored."""
 
 
 class ProgressLine:
@@ -70,27 +69,15 @@ def _verdict(record: ItemRecord) -> tuple[Any, ...]:
 
 
 def run_accuracy(
-    endpoint: Endpoint,
-    benchmark: str,
-    items: Sequence[ItemT],
-    build: Callable[[ItemT], ApiRequest],
-    score: Score[ItemT],
-    *,
-    store: Store | None,
-    run_id: str,
-    reuse: bool = True,
-    concurrency: int = 16,
-    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    endpoint: Endpoint, benchmark: str, items: Sequence[ItemT],
+    build: Callable[[ItemT], ApiRequest], score: Score[ItemT], *, store: Store | None,
+    run_id: str, reuse: bool = True, concurrency: int = 16,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     progress: Callable[[str], None] | None = None,
 ) -> AccuracyRun[ItemT]:
-    """Score every item: stored answers under the same serving key are reused, not re-sent.
-
-    Reused answers are scored again (a changed record is written back); items without a
-    usable answer are sent again. A store that refuses a write is not written again in this
-    run, one that refuses the read reuses nothing (``store_error`` says why); the items are
-    still measured.
-    """
+    """Score every item: stored answers under the same serving key are reused (scored again),
+    the rest sent. A store that refuses a write or the read is left alone for the rest of the
+    run (``store_error`` says why); the items are still measured."""
     started = time.monotonic()
     requests = [build(item) for item in items]
     serving_key = endpoint.provenance.cache_key()
@@ -117,7 +104,7 @@ def run_accuracy(
         item_id: (record, record.completion) for item_id, record in found.items()
         if record.error is None and record.completion is not None}
     records: dict[str, ItemRecord] = {}
-    by_id = {build_id: item for build_id, item in zip((r.item_id for r in requests), items)}
+    by_id = dict(zip((r.item_id for r in requests), items))
     rescored = 0
     for request in requests:
         if request.item_id in stored:

@@ -1,10 +1,9 @@
 """When an open-loop window sends its requests: Poisson or gamma arrivals at a rate, seeded.
 
-As ``vllm bench serve`` (``--request-rate``, ``--burstiness``, ``--ramp-up-strategy``): each
-gap is gamma with shape = burstiness and mean 1 / rate (1: Poisson; infinite: evenly
-spaced), the first request waits one gap too. Without a ramp-up the times are scaled so the
-last falls at ``count / rate`` (the offered rate does not depend on the seed); a ramp-up's
-are not. Draws come from ``numpy.random.default_rng(seed)``.
+As ``vllm bench serve``: each gap is gamma with shape = burstiness and mean 1 / rate (1:
+Poisson; infinite: evenly spaced), the first request waits one gap too. Without a ramp-up the
+times are scaled so the last falls at ``count / rate`` (the offered rate does not depend on
+the seed).
 """
 
 from __future__ import annotations
@@ -69,8 +68,7 @@ class ArrivalProcess:
         """E.g. ``Poisson 2 req/s``, ``gamma (burstiness 0.5) 2 req/s``, ``all at once``."""
         shape = ("evenly spaced" if math.isinf(self.burstiness) else "Poisson"
                  if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})")
-        if self.ramp_up is not None:
-            ramp = self.ramp_up
+        if (ramp := self.ramp_up) is not None:
             return (f"{shape}, {ramp.strategy} ramp-up {ramp.start_rps:g} → "
                     f"{ramp.end_rps:g} req/s")
         return "all at once" if math.isinf(self.rate) else f"{shape} {self.rate:g} req/s"
@@ -103,5 +101,3 @@ def offered_rate(offsets: list[float]) -> float | None:
         return None
     return (len(offsets) - 1) / (offsets[-1] - offsets[0])
 
-
-__all__ = ["ArrivalProcess", "RampStrategy", "RampUp", "offered_rate"]

@@ -57,8 +57,6 @@ COMPLETION_STOP: tuple[str, ...] = ("\n\n", "\nUser:", "</s>", "<|im_end|>")
 
 
 # --- function docs and tools ---------------------------------------------------------------
-
-
 def bfcl_function_docs(record: BfclRecord) -> list[dict[str, Any]]:
     """The record's function docs as BFCL shows them: a copy with the Python hint on each description."""
     docs = copy.deepcopy(record.function)
@@ -95,9 +93,8 @@ def _cast_properties(properties: dict[str, Any]) -> dict[str, Any]:
     return properties
 
 
-def to_openai_tools(
-    functions: Sequence[dict[str, Any]], *, underscore_to_dot: bool = True
-) -> list[dict[str, Any]]:
+def to_openai_tools(functions: Sequence[dict[str, Any]], *, underscore_to_dot: bool = True,
+                    ) -> list[dict[str, Any]]:
     """BFCL function docs to OpenAI ``tools`` as BFCL's OpenAI handler converts them; with
     ``underscore_to_dot`` dots in names become underscores."""
     tools: list[dict[str, Any]] = []
@@ -112,8 +109,6 @@ def to_openai_tools(
 
 
 # --- prompts and requests ------------------------------------------------------------------
-
-
 def bfcl_system_prompt(functions: Sequence[dict[str, Any]]) -> str:
     """BFCL's default prompt-mode system prompt for these function docs (listed as indented JSON)."""
     available = ("Here is a list of functions in json format that you can invoke.\n"
@@ -147,9 +142,8 @@ def bfcl_skip_reason(model: ModelSpec) -> str | None:
     return None
 
 
-def bfcl_eval_item(
-    record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
-) -> EvalItem:
+def bfcl_eval_item(record: BfclRecord, model: ModelSpec, *,
+                   max_tokens: int = DEFAULT_MAX_TOKENS) -> EvalItem:
     """One record as an item of the public API, in the model's ``bfcl_mode``, greedy; the
     item differs between models, so its ``data_hash`` is the record's."""
     common: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0, "data": record,
@@ -163,8 +157,7 @@ def bfcl_eval_item(
     return EvalItem(record.id, messages=prompt_mode_messages(record), **common)
 
 
-def build_bfcl_request(
-    record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
-) -> ApiRequest:
+def build_bfcl_request(record: BfclRecord, model: ModelSpec, *,
+                       max_tokens: int = DEFAULT_MAX_TOKENS) -> ApiRequest:
     """The request the bench sends for one record (payload without ``model``)."""
     return request_for(bfcl_eval_item(record, model, max_tokens=max_tokens), model.prompting)

@@ -1,9 +1,8 @@
-"""Who else used the machine's CPUs during a timed window (Linux ``/proc``; pure, no pytest).
+"""Who else used the machine's CPUs during a timed window (Linux ``/proc``).
 
-A :class:`ContentionMeter` reads ``/proc`` at a window's start and end. A window is
-``contended`` when others (busy minus server and client) used more than ``max_other_cores``
-or steal exceeded :data:`STEAL_LIMIT`, beyond the counters' resolution (a jiffy per CPU).
-Without ``/proc`` every figure is None; the meter never raises.
+A window is ``contended`` when others (busy minus server and client) used more than
+``max_other_cores`` or steal exceeded :data:`STEAL_LIMIT`, beyond the counters' resolution (a
+jiffy per CPU). Without ``/proc`` every figure is None; the meter never raises.
 """
 
 from __future__ import annotations
@@ -108,13 +107,9 @@ def descendants(pids: Iterable[int], proc: Path = PROC) -> set[int]:
 def snapshot(server_pids: Iterable[int] | None, proc: Path = PROC) -> CpuSnapshot:
     """Read the machine, the server's processes (and descendants) and our own process."""
     busy, total, steal = machine_jiffies(proc)
-    server: dict[int, int] | None = None
-    if server_pids is not None:
-        server = {}
-        for pid in descendants(server_pids, proc):
-            jiffies = process_jiffies(pid, proc)
-            if jiffies is not None:
-                server[pid] = jiffies
+    server = None if server_pids is None else {
+        pid: jiffies for pid in descendants(server_pids, proc)
+        if (jiffies := process_jiffies(pid, proc)) is not None}
     client = process_jiffies(os.getpid(), proc)
     if client is None:
         raise OSError("cannot read our own /proc/<pid>/stat")
@@ -166,10 +161,7 @@ def contention(
 
 class ContentionMeter:
     """Context manager around one timed window; :attr:`result` is the window's record.
-
-    ``server_pids``: the served model's processes (with descendants); None or empty: the
-    server is not ours and its CPU use counts as others'.
-    """
+    ``server_pids`` None or empty: the server is not ours, its CPU use counts as others'."""
 
     def __init__(
         self, server_pids: Iterable[int] | None = None, *,

@@ -1,10 +1,8 @@
-"""GSM8K: building requests as lm-evaluation-harness's ``gsm8k`` task.
-
-lm-eval's ``gsm8k`` task (``gsm8k.yaml`` version 3.0) as its ``local-completions`` /
-``local-chat-completions`` models send it: 5-shot from ``train`` (:class:`Gsm8kFewshot`),
-greedy, its ``until`` strings as ``stop``, request ``seed`` 1234; a completion model gets
-the plain few-shot prompt, a chat model the ``--fewshot_as_multiturn`` transcript.
-``max_tokens``: the sweep's ``[benchmarks.gsm8k] max_tokens`` or ``--gsm8k-max-tokens``.
+"""GSM8K: requests as lm-evaluation-harness's ``gsm8k`` task (``gsm8k.yaml`` version 3.0)
+sends them from its ``local-completions`` / ``local-chat-completions`` models: 5-shot from
+``train`` (:class:`Gsm8kFewshot`), greedy, its ``until`` strings as ``stop``, request ``seed``
+1234; a completion model gets the plain few-shot prompt, a chat model the
+``--fewshot_as_multiturn`` transcript.
 """
 
 from __future__ import annotations
@@ -32,11 +30,9 @@ DEFAULT_MAX_TOKENS = DEFAULT_GSM8K_MAX_TOKENS
 
 @dataclass
 class Gsm8kFewshot:
-    """lm-eval's default few-shot sampler for ``gsm8k``, reproduced.
-
-    One ``random.Random(seed)`` per task, ``rnd.sample(train_docs, 5)`` per document in
-    order: the problem at test index ``i`` gets the ``i``-th draw, whatever subset runs.
-    Drawing from the evaluated split itself draws one extra and drops the document."""
+    """lm-eval's default few-shot sampler for ``gsm8k``: one ``random.Random(seed)`` per task,
+    ``rnd.sample(train_docs, 5)`` per document in order (one extra from the evaluated split,
+    the document dropped): test index ``i`` gets the ``i``-th draw, whatever subset runs."""
 
     train: Sequence[Gsm8kProblem]
     num_fewshot: int = NUM_FEWSHOT
@@ -86,18 +82,14 @@ def chat_messages(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem]) -> l
     """lm-eval's ``--apply_chat_template --fewshot_as_multiturn`` transcript."""
     messages: list[dict[str, str]] = []
     for shot in exemplars:
-        messages.append({"role": "user", "content": doc_to_text(shot)})
-        messages.append({"role": "assistant", "content": shot.answer})
+        messages += [{"role": "user", "content": doc_to_text(shot)},
+                     {"role": "assistant", "content": shot.answer}]
     messages.append({"role": "user", "content": doc_to_text(problem)})
     return messages
 
 
-def gsm8k_eval_item(
-    problem: Gsm8kProblem,
-    exemplars: Sequence[Gsm8kProblem],
-    *,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> EvalItem:
+def gsm8k_eval_item(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem], *,
+                    max_tokens: int = DEFAULT_MAX_TOKENS) -> EvalItem:
     """One problem as an item of the public API; ``answer`` is the raw ``answer`` field."""
     return EvalItem(
         problem.item_id, messages=chat_messages(problem, exemplars),
@@ -106,13 +98,9 @@ def gsm8k_eval_item(
         data_hash=problem.data_hash)
 
 
-def build_gsm8k_request(
-    problem: Gsm8kProblem,
-    model: ModelSpec,
-    fewshot: Gsm8kFewshot | Sequence[Gsm8kProblem],
-    *,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> ApiRequest:
+def build_gsm8k_request(problem: Gsm8kProblem, model: ModelSpec,
+                        fewshot: Gsm8kFewshot | Sequence[Gsm8kProblem], *,
+                        max_tokens: int = DEFAULT_MAX_TOKENS) -> ApiRequest:
     """The request the bench sends for one problem; ``fewshot``: the sampler or the
     exemplars themselves."""
     exemplars = fewshot.exemplars(problem) if isinstance(fewshot, Gsm8kFewshot) else tuple(fewshot)

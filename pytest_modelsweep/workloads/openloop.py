@@ -1,15 +1,11 @@
 """One open-loop window: requests arrive at a rate, whatever the server's pace.
 
 Request i is sent at its scheduled time from an :class:`~.arrivals.ArrivalProcess` however
-many are in flight, and its latencies run from that *scheduled* time (no coordinated
-omission). Otherwise the window is the throughput workload's: its prompts, warm-up,
-counters and checks (:func:`~.throughput.summarize`).
-
-A window is *saturated* when its achieved rate (:func:`kept_up_rate`) is more than
-``tolerance`` below the offered one, or a request found the ``max_in_flight`` cap
-(docs/open-loop.md). It is *degenerate*, and supports no figure, when fewer than half its
-requests finished or the client itself began them more than ``tolerance`` behind the offered
-rate with the cap never reached (:func:`degenerate_reason`); that reason is also a violation.
+many are in flight, its latencies run from that *scheduled* time (no coordinated omission);
+otherwise the window is the throughput workload's (:func:`~.throughput.summarize`). It is
+*saturated* when its achieved rate (:func:`kept_up_rate`) is more than ``tolerance`` below the
+offered one or a request found the ``max_in_flight`` cap, *degenerate* (no figure; a
+violation) as :func:`degenerate_reason` says (docs/open-loop.md).
 """
 
 from __future__ import annotations
@@ -18,40 +14,23 @@ import asyncio
 import zlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ..client import (
-    Guard,
-    InFlight,
-    OpenLoopRun,
-    StreamOutcome,
-    stream_open_loop,
-    stream_requests_detailed,
-)
+from ..client import (Guard, InFlight, OpenLoopRun, StreamOutcome, stream_open_loop,
+                      stream_requests_detailed)
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..core.measurements import Contention, OpenLoop, Saturation, ThroughputWindow
 from ..core.records import RequestRecord
 from ..core.slo import Goodput, Slo
 from ..serving.endpoint import Endpoint
-from ..serving.server_metrics import (
-    DEFAULT_INTERVAL_S,
-    ServerMetricsWindow,
-)
+from ..serving.server_metrics import DEFAULT_INTERVAL_S, ServerMetricsWindow
 from .arrivals import ArrivalProcess, offered_rate
 from .prompts import ServerTokenizer, draw_window_prompts
-from .throughput import (
-    OUTPUT_TOKENS,
-    LatencyStats,
-    ThroughputResult,
-    sampled_window,
-    settled_metrics,
-    summarize,
-    throughput_requests,
-    warmup_requests_of,
-)
+from .throughput import (OUTPUT_TOKENS, LatencyStats, ThroughputResult, sampled_window,
+                         settled_metrics, summarize, throughput_requests, warmup_requests_of)
 
 DEFAULT_SATURATION_TOLERANCE = 0.10
 """How far the achieved rate may fall below the offered one before a window is saturated."""
@@ -61,12 +40,6 @@ DEFAULT_MAX_IN_FLIGHT = 256
 
 PREOPEN_CONNECTIONS = 16
 """Keep-alive connections opened before a window's clock starts (more are opened on need)."""
-
-
-def completion_rate(result: ThroughputResult) -> float | None:
-    """The rate the successful requests completed at (:func:`kept_up_rate`)."""
-    done = [r for r in result.records if r.error is None]
-    return kept_up_rate([r.start for r in done], [r.end for r in done])
 
 
 def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
@@ -87,8 +60,7 @@ def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
 
 
 def sent_rate(run: OpenLoopRun) -> float | None:
-    """The rate the client began its requests at, against their schedule (:func:`kept_up_rate`
-    of the due and the send times)."""
+    """The rate the client began its requests at (:func:`kept_up_rate` of due and send times)."""
     sent = [(due, o.sent_at) for o, due in zip(run.outcomes, run.scheduled)
             if o.sent_at is not None]
     return kept_up_rate([due for due, _ in sent], [at for _, at in sent])
@@ -96,9 +68,8 @@ def sent_rate(run: OpenLoopRun) -> float | None:
 
 def degenerate_reason(requests: int, completed: int, offered_rps: float | None,
                       sent_rps: float | None, tolerance: float) -> str | None:
-    """Why a window supports no figure, in one line: fewer than half its ``requests``
-    finished, or the client sent (``sent_rps``, None when the cap was hit) more than
-    ``tolerance`` below ``offered_rps``; None when it can."""
+    """Why a window supports no figure: fewer than half its ``requests`` finished, or the
+    client sent (``sent_rps``, None when capped) more than ``tolerance`` below ``offered_rps``."""
     if 2 * completed < requests:
         return (f"degenerate: only {completed} of {requests} requests finished, so the window "
                 "shows failures, not a rate")
@@ -176,9 +147,7 @@ class OpenLoopWindow:
         ramp = self.arrivals.ramp_up
         return OpenLoop(
             rate=self.arrivals.rate, burstiness=self.arrivals.burstiness,
-            ramp_up=None if ramp is None else {"strategy": ramp.strategy,
-                                               "start_rps": ramp.start_rps,
-                                               "end_rps": ramp.end_rps},
+            ramp_up=None if ramp is None else asdict(ramp),
             describe=self.arrivals.describe(), seed=self.seed, saturation=self.saturation,
             peak_in_flight=self.peak_in_flight, send_lag=self.send_lag.in_ms(),
             degenerate=self.degenerate)
@@ -189,24 +158,14 @@ class OpenLoopWindow:
 
 
 def run_open_loop(
-    endpoint: Endpoint,
-    *,
-    arrivals: ArrivalProcess,
-    timed_requests: int,
-    warmup_requests: int,
-    seed: int,
-    timeout_s: float,
-    prompt_tokens: int | None = None,
-    output_tokens: int = OUTPUT_TOKENS,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    endpoint: Endpoint, *, arrivals: ArrivalProcess, timed_requests: int, warmup_requests: int,
+    seed: int, timeout_s: float, prompt_tokens: int | None = None,
+    output_tokens: int = OUTPUT_TOKENS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     saturation_tolerance: float = DEFAULT_SATURATION_TOLERANCE,
-    tokenizer: ServerTokenizer | None = None,
-    meter: AbstractContextManager[Any] | None = None,
-    server_metrics: bool = True,
-    metrics_interval_s: float = DEFAULT_INTERVAL_S,
-    user_prompts: Sequence[str] | None = None,
-    unique_prefixes: bool = True,
+    tokenizer: ServerTokenizer | None = None, meter: AbstractContextManager[Any] | None = None,
+    server_metrics: bool = True, metrics_interval_s: float = DEFAULT_INTERVAL_S,
+    user_prompts: Sequence[str] | None = None, unique_prefixes: bool = True,
 ) -> OpenLoopWindow:
     """Warm up (closed loop), read the counters, send the timed requests on their schedule
     (``meter`` and the metrics sampler around them only), read the counters, summarise."""
@@ -247,7 +206,9 @@ def run_open_loop(
         counters_before=before, counters_after=after, bos_tokens=prompts.bos, warmup=warm,
         prompt_tokens_each=prompts.each, no_cache=prompts.no_cache, server=sampled.window,
     )
-    saturation = Saturation(offered_rate(offsets), completion_rate(result),
+    done = [r for r in result.records if r.error is None]  # the rate they completed at:
+    saturation = Saturation(offered_rate(offsets),
+                            kept_up_rate([r.start for r in done], [r.end for r in done]),
                             saturation_tolerance, run.capped, max_in_flight)
     return OpenLoopWindow(
         arrivals=arrivals, seed=seed, offsets_s=tuple(offsets), result=result,
@@ -266,9 +227,3 @@ def window_seed(run_id: str, benchmark: str, arrivals: ArrivalProcess, prompt_to
            f"{prompt_tokens}/{repeat}")
     return zlib.crc32(key.encode())
 
-
-__all__ = [
-    "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_SATURATION_TOLERANCE", "OpenLoopWindow", "Saturation",
-    "completion_rate", "degenerate_reason", "kept_up_rate", "run_open_loop", "sent_rate",
-    "window_seed",
-]

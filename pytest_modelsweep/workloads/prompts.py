@@ -1,16 +1,13 @@
-"""The prompts of a throughput window: exact-length unique prompts, through the server's
-``/tokenize``.
-
-A window's prompts have exactly the asked number of tokens as the server's ``/tokenize``
-counts them (:class:`ServerTokenizer`), and pairwise different first tokens, so that the
-prefix cache has nothing to reuse: a lead word (a word of :data:`WORDS` in one of four
-spellings, in a seeded order) then seeded words fitted to the length, or a lead word then a
-user's text. No prompt shares a first token with an earlier window on the same server from
-this process (:func:`first_tokens_sent`).
+"""The prompts of a throughput window: exactly the asked number of tokens as the server's
+``/tokenize`` counts them (:class:`ServerTokenizer`), and pairwise different first tokens, so
+that the prefix cache has nothing to reuse: a lead word (of :data:`WORDS`, in a seeded order)
+then seeded words fitted to the length, or a lead word then a user's text. No prompt shares a
+first token with an earlier window on the same server (:func:`first_tokens_sent`).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
@@ -192,12 +189,9 @@ def _leads(rng: random.Random) -> Iterator[str]:
 def _fit(tokenize: Callable[[str], list[int]], lead: str, words: Sequence[str], length: int,
          ) -> Prompt | None:
     """``lead`` plus a prefix of ``words`` (and filler words) of exactly ``length`` tokens."""
-    counts: dict[int, int] = {}
-
+    @functools.cache
     def count(k: int) -> int:
-        if k not in counts:
-            counts[k] = len(tokenize(lead + "".join(" " + w for w in words[:k])))
-        return counts[k]
+        return len(tokenize(lead + "".join(" " + w for w in words[:k])))
 
     lo, hi = 0, len(words)
     if count(lo) > length or count(hi) <= length:
@@ -217,9 +211,7 @@ def _fit(tokenize: Callable[[str], list[int]], lead: str, words: Sequence[str], 
         else:
             hi = mid
     base = lead + "".join(" " + w for w in words[:lo])
-    gap = length - count(lo)
-    if gap == 0:
-        return base, tokenize(base)
+    gap = length - count(lo)  # (none: the first filler's text is ``base`` itself)
     for filler in _FILLERS:
         text = base + (" " + filler) * gap
         ids = tokenize(text)
@@ -244,11 +236,9 @@ def exact_length_prompt_ids(
     tokenize: Callable[[str], list[int]], count: int, length: int, *, seed: int,
     exclude_first_tokens: Set[int] = frozenset(),
 ) -> list[Prompt]:
-    """``count`` prompts of exactly ``length`` tokens whose first tokens all differ (and are
-    not in ``exclude_first_tokens``), with their ids: a lead word then seeded words, their
-    number found by interpolation and bisection, a small gap closed with filler words. Only a
-    final text whose own count is ``length`` is kept (never one rebuilt from detokenized ids).
-    ``tokenize`` must not add BOS."""
+    """``count`` prompts of exactly ``length`` tokens (``tokenize`` adds no BOS) with their ids,
+    whose first tokens all differ and are not in ``exclude_first_tokens``; only a final text
+    whose own count is ``length`` is kept (never one rebuilt from detokenized ids)."""
     if length < 4:
         raise ValueError(f"prompt length must be at least 4 tokens, got {length}")
     rng = random.Random(seed)
@@ -282,21 +272,18 @@ def user_prompt_ids(
     tokenize: Callable[[str], list[int]], texts: Sequence[str], count: int, *, seed: int,
     unique_prefixes: bool, exclude_first_tokens: Set[int] = frozenset(),
 ) -> list[Prompt]:
-    """``count`` prompts from a user's ``texts`` (in turn, round and round), with their ids;
-    with ``unique_prefixes`` each starts with a lead word of its own first token (as
-    :func:`exact_length_prompt_ids`), so that repeated texts share no prefix either."""
+    """``count`` prompts from a user's ``texts`` (round and round), with their ids; with
+    ``unique_prefixes`` each starts with a lead word of its own first token."""
     if not texts:
         raise MeasurementError("no prompts to send; give at least one prompt text")
     leads = _leads(random.Random(seed))
     used = set(exclude_first_tokens)
     prompts: list[Prompt] = []
-    as_given: dict[str, list[int]] = {}  # each text tokenized once, however often it is sent
+    as_given = functools.cache(tokenize)  # each text tokenized once, however often it is sent
     for i in range(count):
         body = texts[i % len(texts)]
         if not unique_prefixes:
-            if body not in as_given:
-                as_given[body] = tokenize(body)
-            prompts.append((body, as_given[body]))
+            prompts.append((body, as_given(body)))
             continue
         made = _first_unused(leads, used, lambda lead: (
             text := f"{lead.strip()}: {body}", tokenize(text)))

@@ -1,8 +1,5 @@
-"""One throughput setting measured as every bench measures it: repeats, flags, one record.
-
-:func:`measure_setting` is what the built-in benches and ``measure_throughput`` both call;
-:func:`measure_interleaved_setting` measures two models in pairs of windows (``--interleave``).
-"""
+"""One throughput setting measured as every bench measures it: repeats, flags, one record
+(:func:`measure_setting`), or two models in pairs of windows (``--interleave``)."""
 
 from __future__ import annotations
 
@@ -10,48 +7,31 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Union
 
 from ..api.prompts import prompts_digest
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import MeasurementError
-from ..core.measurements import Contention, ThroughputStats, ThroughputWindow
-from ..core.records import RequestRecord
-from ..core.slo import Goodput, Slo, goodput_stats
+from ..core.measurements import (Contention, InterleavedWindow, ThroughputStats,
+                                 ThroughputWindow)
+from ..core.slo import goodput_stats
 from .contention import ContentionMeter, coefficient_of_variation
 from .prompts import make_tokenizer
-from .throughput import OUTPUT_TOKENS, InterleavedWindows, measure_interleaved, measure_window
+from .throughput import OUTPUT_TOKENS, ThroughputResult, measure_window
 
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
     from ..serving.endpoint import Endpoint
     from .arrivals import ArrivalProcess
+    from .openloop import OpenLoopWindow
 
 OPEN_LOOP_WARMUP = 2
 """Closed-loop warm-up requests before each open-loop window."""
 
 
-class SettingWindow(Protocol):
-    """One timed window of a setting as :func:`setting_stats` reads it: a closed loop's
-    ``ThroughputResult`` or an open loop's ``OpenLoopWindow``."""
-
-    @property
-    def output_tokens_per_s(self) -> float: ...
-
-    @property
-    def completed(self) -> int: ...
-
-    @property
-    def records(self) -> list[RequestRecord]: ...
-
-    @property
-    def violations(self) -> list[str]: ...
-
-    def goodput(self, slo: Slo) -> Goodput: ...
-
-    def window(self, contention: Contention | None = None) -> ThroughputWindow: ...
-
+SettingWindow = Union["ThroughputResult", "OpenLoopWindow"]
+"""One timed window of a setting: a closed loop's or an open loop's."""
 
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""
@@ -72,9 +52,8 @@ def measure_setting(
     params: dict[str, Any] | None = None,
     arrivals: ArrivalProcess | None = None,
 ) -> None:
-    """Measure one throughput setting over its repeats, record it, then raise a
-    :class:`MeasurementError` on broken rules. With ``arrivals`` each window is an open loop
-    with at most ``concurrency`` in flight (None: :data:`~.openloop.DEFAULT_MAX_IN_FLIGHT`)."""
+    """Measure one throughput setting over its repeats, record it, then raise MeasurementError
+    on broken rules. With ``arrivals`` each window is an open loop, ``concurrency`` its cap."""
     from .openloop import DEFAULT_MAX_IN_FLIGHT, run_open_loop, window_seed
 
     if arrivals is None and concurrency is None:
@@ -134,9 +113,8 @@ def measure_setting(
                 break
     finally:
         tokenizer.close()
-    requests: list[dict[str, Any]] = []
-    for repeat, result in enumerate(results):
-        requests += [{**record.to_dict(), "repeat": repeat} for record in result.records]
+    requests = [{**record.to_dict(), "repeat": repeat}
+                for repeat, result in enumerate(results) for record in result.records]
     stats = setting_stats(results, windows, settings)
     mean = sum(values) / len(values)
     record_measurement(
@@ -181,16 +159,53 @@ def setting_stats(
     )
 
 
+@dataclass
+class InterleavedWindows:
+    """Windows of two servers measured in pairs: per model its tokens/s, in pair order."""
+
+    values: dict[str, list[float]]
+    windows: list[InterleavedWindow]
+    violations: list[str]
+
+
 def measure_interleaved_setting(
     endpoints: Sequence[Endpoint], settings: BenchSettings, benchmark: str,
     setting: Mapping[str, Any], progress: Callable[[str], None] | None = None,
 ) -> InterleavedWindows:
-    """Both servers at one setting, windows in pairs A B, B A, ... (``--interleave``), so
-    drift hits both alike; a :class:`MeasurementError` when a window broke its rules."""
-    measured = measure_interleaved(
-        endpoints, settings, benchmark=benchmark, concurrency=setting["concurrency"],
-        prompt_tokens=setting["prompt_tokens"], progress=progress,
-    )
+    """Both servers at one setting (``--interleave``), windows in pairs A B, B A, ..., as many
+    as the run's ``repeats`` policy takes (of the pairs' ratios), so that a drift in the
+    machine's speed hits both alike; MeasurementError when a window broke its rules."""
+    concurrency, prompt_tokens = setting["concurrency"], setting["prompt_tokens"]
+    first, second = endpoints
+    names = [first.model.name, second.model.name]
+    tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
+    measured = InterleavedWindows({name: [] for name in names}, [], [])
+    repeats = settings.repeats
+    try:
+        for pair in range(repeats.at_most):
+            for endpoint in (first, second) if pair % 2 == 0 else (second, first):
+                name = endpoint.model.name
+                meter = ContentionMeter.of(endpoint.server_pids(), settings)
+                result = measure_window(
+                    endpoint, benchmark=benchmark, concurrency=concurrency,
+                    prompt_tokens=prompt_tokens, repeat=f"interleaved-{name}-{pair}",
+                    run_id=settings.run_id, timed_requests=settings.timed_requests,
+                    timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
+                    tokenizer=tokenizers[name], meter=meter)
+                measured.values[name].append(result.output_tokens_per_s)
+                measured.windows.append(InterleavedWindow(name, pair, result.output_tokens_per_s,
+                                                          meter.result))
+                measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
+            a, b = (measured.values[name] for name in names)
+            ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
+            if progress is not None:
+                progress(f"interleaved {benchmark} c{concurrency}: pair "
+                         f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x")
+            if repeats.done(ratios) or (repeats.auto and measured.violations):
+                break
+    finally:
+        for tokenizer in tokenizers.values():
+            tokenizer.close()
     if measured.violations:
         raise MeasurementError("interleaved windows broke their rules: "
                                + "; ".join(measured.violations[:10]))

@@ -1,14 +1,10 @@
 """Capacity under an SLO: the most load at which enough requests meet it, searched over a knob.
 
-The knob (:class:`Knob`) is the requests in flight (``-m capacity``: 1, 2, 4, ... up to the
-server's ``max_num_seqs``) or the open-loop request rate (``-m rate_capacity``: ``--rate-sweep``).
-:func:`find_capacity` *navigates* with one window a value, read by its ``slo_attainment``
-against ``--slo-attainment`` (geometric growth, then bisection), then *decides* the boundary:
-a value there takes windows until the exact interval of its pooled attainment lies above the
-target (passes) or below (misses), or it has its most windows (:class:`StepPolicy`). The
-capacity is the highest value that surely passed. A saturated open-loop window (the server
-fell behind the offered rate) fails whatever its attainment; a window that broke the
-throughput rules stops the search: no capacity is concluded from it.
+The knob (:class:`Knob`) is the requests in flight (``-m capacity``) or the open-loop request
+rate (``-m rate_capacity``). :func:`find_capacity` *navigates* with one window a value (growth,
+then bisection), then *decides* the boundary by the pooled attainment's interval
+(:class:`StepPolicy`); the capacity is the highest value that surely passed. A saturated
+window fails; a window that broke the throughput rules stops the search.
 """
 
 from __future__ import annotations
@@ -47,21 +43,6 @@ RULE_INTERVAL = {CONCURRENCY: "capacity-interval-beyond-tolerance",
                  RATE: "rate-capacity-interval-beyond-tolerance"}
 """The rule of :func:`decide_capacity_verdict`, as recorded with a knob's verdict."""
 
-STEP_CONFIDENCE = 0.975
-"""Two-sided level of each concurrency step's attainment interval."""
-
-INTERVAL_CONFIDENCE = 2 * STEP_CONFIDENCE - 1
-"""The level of a capacity interval [last pass, first miss), each end allowed
-1 - STEP_CONFIDENCE: 95% (a ratio of two: 90%, Bonferroni;
-benches/perf/capacity_aa_simulation.py measures both)."""
-
-MIN_WINDOWS = 2
-"""Windows a concurrency step takes before it is decided: their spread measures how alike a
-window's requests are (the design effect)."""
-
-MAX_WINDOWS = 4
-"""Windows after which an undecided step is inconclusive (more where windows are small)."""
-
 RATE_CONFIDENCE = 0.90
 """Two-sided level of each rate step's interval: each one-sided error at most 5%
 (``benches/perf/attainment_interval_simulation.py``)."""
@@ -78,9 +59,9 @@ the server is warm by then)."""
 # --------------------------------------------------------------------------- the search
 @dataclass(frozen=True)
 class Knob:
-    """What an SLO search turns (``name``: CONCURRENCY or RATE) and how: from ``start`` ×
-    ``growth`` up to ``maximum``, then bisected to adjacent integers (``resolution`` None)
-    or geometrically until first fail ÷ last pass ≤ 1 + ``resolution``."""
+    """What an SLO search turns (CONCURRENCY or RATE): from ``start`` × ``growth`` up to
+    ``maximum``, then bisected to adjacent integers (``resolution`` None) or geometrically
+    until first fail ÷ last pass ≤ 1 + ``resolution``."""
 
     name: str
     start: float
@@ -125,8 +106,7 @@ class Knob:
 
 def server_max_concurrency(server_settings: Mapping[str, Any], configured: int) -> tuple[int, str]:
     """The most requests the server runs at once, and where that figure came from: what the
-    live server reports wins over the sweep's ``configured`` one (an attached server need not
-    follow it)."""
+    live server reports wins over the sweep's ``configured`` one."""
     for key in SERVER_LIMIT_KEYS:
         value = server_settings.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -140,9 +120,9 @@ class StepPolicy:
     windows' pooled attainment, once it has ``min_windows``; undecided, it takes windows up to
     ``max_windows`` (or as many as a pass needs plus one), then stays inconclusive."""
 
-    confidence: float = STEP_CONFIDENCE
-    min_windows: int = MIN_WINDOWS
-    max_windows: int = MAX_WINDOWS
+    confidence: float = 0.975
+    min_windows: int = 2
+    max_windows: int = 4
 
     def windows_at(self, requests_per_window: int, target: float) -> int:
         """The most windows a step of ``requests_per_window`` requests takes."""
@@ -163,6 +143,10 @@ class StepPolicy:
                 "max_windows": self.max_windows}
 
 
+INTERVAL_CONFIDENCE = StepPolicy().interval_confidence
+"""The level of a capacity interval [last pass, first miss), each end allowed 1 - 97.5%: 95%
+(a ratio of two: 90%, Bonferroni; benches/perf/capacity_aa_simulation.py measures both)."""
+
 RATE_POLICY = StepPolicy(RATE_CONFIDENCE, min_windows=1)
 """A rate step: decided from its first window at 90% (its open-loop windows are larger)."""
 
@@ -171,10 +155,9 @@ WindowT = TypeVar("WindowT", bound=SearchWindow)
 
 @dataclass(frozen=True)
 class SearchResult(Generic[WindowT]):
-    """What a search found: every window in the order measured; the capacity lies in
-    ``[last_pass, first_fail)`` (0: none passed; None: none failed) at the policy's interval
-    confidence, ``inconclusive`` the undecided values between. With ``error`` (a broken
-    window) no capacity is concluded and ``last_pass`` is what the clean windows showed."""
+    """What a search found: the capacity lies in ``[last_pass, first_fail)`` (0: none passed;
+    None: none failed), ``inconclusive`` the undecided values between. With ``error`` (a
+    broken window) no capacity is concluded; ``last_pass`` is what the clean windows showed."""
 
     knob: Knob
     target: float
@@ -217,14 +200,13 @@ class SearchResult(Generic[WindowT]):
 
     @property
     def reason(self) -> str | None:
-        """A concurrency search's line for a result that needs one: capacity 0, the maximum
-        reached, an open or wide interval, broken off."""
+        """A concurrency search's line where one is needed: capacity 0, the maximum reached, an
+        open or wide interval, broken off."""
         if self.error is not None:
             return self.error
         undecided, maximum = self._undecided(), int(self.knob.maximum)
         if self.last_pass == 0:
-            first = self._last_at(self.first_fail or min(s.value for s in self.steps))
-            decided = first.interval
+            decided = self._last_at(self.first_fail or min(s.value for s in self.steps)).interval
             met = "n/a" if decided is None else (
                 f"{_share(decided.good / decided.requests)} of its requests met "
                 f"it ({decided.good}/{decided.requests})")
@@ -273,10 +255,8 @@ def find_capacity(
     on_step: Callable[[SearchStep], None] | None = None,
 ) -> SearchResult[WindowT]:
     """Search the capacity: ``measure(value)`` runs one timed window at that value; after
-    navigating it decides the values that looked failing, lowest first (their windows
-    differ most, and so show best how alike a window's requests are), then those that looked
-    passing, highest first, until one surely passes; each decision pools every window at that
-    value (:class:`StepPolicy`)."""
+    navigating it decides the values that looked failing, lowest first, then those that
+    looked passing, highest first, until one surely passes (:class:`StepPolicy`)."""
     if not 0.0 < target <= 1.0:
         raise ValueError(f"the attainment target must be a share in (0, 1], got {target!r}")
     check_confidence(policy.confidence)
@@ -314,17 +294,14 @@ def find_capacity(
     def decide(value: float) -> SearchStep:
         """Windows at ``value`` until its step is decided or has its most windows."""
         step = next((s for s in reversed(steps) if s.value == value), None)
-        most = None
-        while True:
-            if step is None:
-                step = window(value)
-            if step.broken or step.outcome in (StepOutcome.PASS, StepOutcome.MISS,
-                                               StepOutcome.SATURATED):
-                return step
-            most = most or policy.windows_at(pooled[value][0][1], target)
+        step = window(value) if step is None else step
+        while not step.broken and step.outcome not in (StepOutcome.PASS, StepOutcome.MISS,
+                                                       StepOutcome.SATURATED):
+            most = policy.windows_at(pooled[value][0][1], target)
             if step.interval is None or step.interval.windows >= most:
-                return step
-            step = None
+                break
+            step = window(value)
+        return step
 
     def result(last_pass: float, first_fail: float | None, error: str | None = None,
                inconclusive: Sequence[float] = ()) -> SearchResult[WindowT]:
@@ -385,8 +362,7 @@ def find_capacity(
 
 
 def _looks_passing(step: SearchStep, target: float) -> bool:
-    """Whether one window's share alone reaches the target, unsaturated (how the search
-    navigates)."""
+    """Whether one window's share alone reaches the target, unsaturated (how it navigates)."""
     attainment = step.slo_attainment
     return step.saturation is None and attainment is not None and attainment >= target
 
@@ -498,12 +474,6 @@ class MeasuredWindow:
         return self.result.violations
 
 
-def timed_requests(settings: BenchSettings, concurrency: int) -> int:
-    """``--timed-requests``, else 2 × concurrency, at least 4; never fewer than the
-    concurrency, so that the window really has that many requests in flight."""
-    return max(settings.timed_requests_at(concurrency), concurrency)
-
-
 def requests_per_step(settings: BenchSettings, confidence: float = RATE_CONFIDENCE) -> int:
     """Timed requests per rate step: ``--timed-requests``, else the fewest that can show
     ``--slo-attainment`` (29 for 90%); MeasurementError when too few for any step to pass."""
@@ -555,9 +525,8 @@ def _measure(
     record_measurement: Callable[..., Any], progress: Callable[[str], None],
     params: Mapping[str, Any], source: str = "",
 ) -> SearchResult[MeasuredWindow]:
-    """Search one endpoint's capacity over ``knob`` under ``slo`` and record it (a search that
-    broke off too: its value the highest that passed before, its capacity null); raise
-    :class:`MeasurementError` for a search stopped at a broken window."""
+    """Search one endpoint's capacity over ``knob`` under ``slo`` and record it (one that broke
+    off too, its capacity null); MeasurementError for a search stopped at a broken window."""
     from .contention import ContentionMeter
     from .prompts import make_tokenizer
 
@@ -591,7 +560,8 @@ def _measure(
             from .throughput import measure_window
 
             progress(f"capacity {name}: window {number}, c{value}: measuring")
-            timed = timed_requests(settings, value)
+            # never fewer than the concurrency, so that the window has that many in flight
+            timed = max(settings.timed_requests_at(value), value)
             result = measure_window(
                 endpoint, benchmark="capacity", concurrency=value, prompt_tokens=None,
                 repeat=f"step{number}", run_id=settings.run_id, timed_requests=timed,
@@ -611,10 +581,8 @@ def _measure(
         progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}{queued}")
 
     def record(result: SearchResult[MeasuredWindow] | None, error: str | None) -> None:
-        sent: list[dict[str, Any]] = []
-        for index, (step, window) in enumerate(measured):
-            sent += [{**r.to_dict(), "step": index, knob.name: step.value}
-                     for r in window.result.records]
+        sent = [{**r.to_dict(), "step": index, knob.name: step.value}
+                for index, (step, window) in enumerate(measured) for r in window.result.records]
         passed = [step.value for step, _ in measured if step.passed]
         record_measurement(
             "rate_capacity" if rate else "capacity",
@@ -674,9 +642,9 @@ def measure_rate_capacity(
 
 # --------------------------------------------------------------------------- comparing
 def capacity_ratio(candidate: SearchBracket, reference: SearchBracket) -> SearchRatio:
-    """Candidate ÷ reference capacity with its interval (the reference's capacity > 0): from
-    ``cand_last_pass / ref_first_fail`` to ``cand_first_fail / ref_last_pass`` (0 and ∞ for
-    open ends), at 1 - (1 - γ_cand) - (1 - γ_ref) (Bonferroni); no level for older brackets."""
+    """Candidate ÷ reference capacity with its interval, from ``cand_last_pass /
+    ref_first_fail`` to ``cand_first_fail / ref_last_pass``, at 1 - (1 - γ_cand) - (1 - γ_ref)
+    (Bonferroni); no level for older brackets."""
     if reference.capacity <= 0:
         knob = "concurrency" if reference.knob == CONCURRENCY else "rate of its sweep"
         raise ValueError(f"cannot compare: the reference meets the SLO at no {knob}")
@@ -691,9 +659,8 @@ def capacity_ratio(candidate: SearchBracket, reference: SearchBracket) -> Search
 
 
 def decide_capacity_verdict(ratio: SearchRatio, tolerance: float = 0.0) -> Verdict:
-    """The verdict on a capacity ratio: :func:`decide_ratio_verdict`'s rules on its interval;
-    inconclusive for an older concurrency bracket with no confidence level (a rate sweep's
-    ratio, read back, has none written, but its steps always had one)."""
+    """:func:`decide_ratio_verdict`'s rules on a capacity ratio's interval; inconclusive for an
+    older concurrency bracket with no confidence level."""
     verdict = decide_ratio_verdict(ratio, tolerance)
     unlevelled = ratio.confidence is None and ratio.candidate.knob == CONCURRENCY
     return Verdict.INCONCLUSIVE if unlevelled else verdict
@@ -707,13 +674,3 @@ def interval_text(ratio: SearchRatio) -> str:
         return f"search bracket {ratio.low:.2f}–{high}, no confidence level"
     return f"{100 * ratio.confidence:.4g}% interval {ratio.low:.2f}–{high}"
 
-
-__all__ = [
-    "DEFAULT_GROWTH", "DEFAULT_RESOLUTION", "INTERVAL_CONFIDENCE", "MAX_WINDOWS",
-    "MIN_WINDOWS", "NEEDS_SLO", "RATE_CONFIDENCE", "RATE_POLICY", "RULE_INTERVAL",
-    "SERVER_LIMIT_KEYS", "STEP_CONFIDENCE", "Knob", "MeasuredWindow", "SearchResult",
-    "StepPolicy", "broken_reason", "capacity_ratio", "decide_capacity_verdict", "fail_line",
-    "find_capacity", "interval_text", "measure_capacity", "measure_rate_capacity",
-    "requests_per_step", "search_stats", "server_max_concurrency", "step_line",
-    "timed_requests",
-]

@@ -1,12 +1,10 @@
 """The throughput workload's windows: N in flight, checked numbers.
 
-A window sends ``/v1/completions`` requests (no chat template adds to the prompt) whose
-prompts share no prefix (:mod:`.prompts`), each asking for ``max_tokens`` = ``min_tokens``
-with ``ignore_eos``, so that each generates exactly that many. The numbers follow ``vllm
-bench serve``: output tokens/s over the timed window (first start to last end); TTFT to the
-first text chunk; TPOT (E2E − TTFT) / (output tokens − 1); ITL the gaps between chunks; E2E
-to ``[DONE]``; numpy's percentiles. The window is then checked against the server's own
-counters (:class:`ThroughputResult`).
+A window sends ``/v1/completions`` requests whose prompts share no prefix (:mod:`.prompts`),
+each generating exactly ``max_tokens`` = ``min_tokens`` (``ignore_eos``). The numbers follow
+``vllm bench serve``: output tokens/s from first start to last end; TTFT to the first text
+chunk; TPOT, ITL, E2E to ``[DONE]``; numpy's percentiles; then the window is checked against
+the server's own counters (:func:`summarize`).
 """
 
 from __future__ import annotations
@@ -17,34 +15,26 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
 from ..client import Guard, InFlight, StreamOutcome, stream_requests_detailed
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import METRICS_TIMEOUT_S, CounterKind, fetch_metrics, find_counter
-from ..core.errors import EndpointError, MeasurementError
-from ..core.measurements import (Contention, InterleavedWindow, Latency, ServerMetricsWindow,
-                                 ThroughputWindow)
+from ..core.errors import EndpointError
+from ..core.measurements import Contention, Latency, ServerMetricsWindow, ThroughputWindow
 from ..core.options import default_timed_requests
 from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials
 from ..core.slo import Goodput, Slo, window_goodput
 from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler
-from .prompts import ServerTokenizer, draw_window_prompts, make_tokenizer
-
-if TYPE_CHECKING:
-    from ..core.settings import BenchSettings
+from .prompts import ServerTokenizer, draw_window_prompts
 
 FIDELITY_RANGE = (0.99, 1.01)
 """Our completion tokens ÷ the server's generated-tokens counter delta must be in here."""
-
-MAX_LISTED = 20
-"""Violations listed by :meth:`ThroughputResult.check` before "... and N more"."""
-
 
 def throughput_requests(
     prompts: Sequence[str], *, output_tokens: int = 256, id_prefix: str = "throughput"
@@ -56,15 +46,13 @@ def throughput_requests(
 
 
 WARMUP_OUTPUT_TOKENS = 16
-"""Tokens a warm-up request generates: its prefill and 16 decode steps take the first-request
-costs (connections, first batches, lazy allocations) out of the timed window; a full-length
-warm-up doubled a capacity step's time for nothing."""
+"""Tokens a warm-up request generates: enough to take the first-request costs (connections,
+first batches, lazy allocations) out of the timed window."""
 
 
 def warmup_requests_of(prompts: Sequence[str], *, output_tokens: int, label: str,
                        ) -> list[ApiRequest]:
-    """The warm-up requests of a window: :data:`WARMUP_OUTPUT_TOKENS` tokens each (fewer when
-    the window's own requests are shorter)."""
+    """A window's warm-up requests: :data:`WARMUP_OUTPUT_TOKENS` tokens each, at most."""
     return throughput_requests(prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS),
                                id_prefix=f"warmup-{label}")
 
@@ -113,9 +101,7 @@ def itls(record: RequestRecord) -> list[float]:
 @dataclass
 class ThroughputResult:
     """One timed window at a fixed concurrency, its statistics and its violations (a line
-    each): every request succeeds, produces exactly ``output_tokens`` tokens and sends
-    ``prompt_tokens`` + :attr:`bos_tokens`; our completion tokens ÷ the server's counter delta
-    lies in :data:`FIDELITY_RANGE`; no prompt token comes from the prefix cache."""
+    each) of the rules :func:`summarize` checks."""
 
     concurrency: int
     prompt_tokens: int
@@ -144,16 +130,6 @@ class ThroughputResult:
     server: ServerMetricsWindow | None = None
     """What the server's ``/metrics`` showed during the timed requests (None: not sampled)."""
 
-    def check(self) -> None:
-        """Raise MeasurementError listing every violation ("; " between them)."""
-        if not self.violations:
-            return
-        listed = self.violations[:MAX_LISTED]
-        more = len(self.violations) - len(listed)
-        tail = [f"... and {more} more"] if more else []
-        raise MeasurementError(f"throughput run at concurrency {self.concurrency} broke its "
-                               "rules: " + "; ".join(listed + tail))
-
     def goodput(self, slo: Slo) -> Goodput:
         """This window's goodput under ``slo``: its own request records (failed ones
         included, never good) over :attr:`duration_s`, the span output tokens/s uses."""
@@ -161,24 +137,12 @@ class ThroughputResult:
                               self.duration_s)
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow:
-        """The window as a throughput measurement records it (one repeat), with ``contention``
-        (unknown when not given)."""
-        return ThroughputWindow(
-            concurrency=self.concurrency, prompt_tokens=self.prompt_tokens,
-            output_tokens=self.output_tokens, duration_s=self.duration_s,
-            completed=self.completed, output_tokens_per_s=self.output_tokens_per_s,
-            requests_per_s=self.requests_per_s, ttft=self.ttft.in_ms(), tpot=self.tpot.in_ms(),
-            itl=self.itl.in_ms(), e2e=self.e2e.in_ms(),
-            total_prompt_tokens=self.total_prompt_tokens,
-            total_completion_tokens=self.total_completion_tokens,
-            server_generated_tokens=self.server_generated_tokens,
-            generated_counter=self.generated_counter, fidelity=self.fidelity,
-            server_cached_tokens=self.server_cached_tokens,
-            reported_cached_tokens=self.reported_cached_tokens,
-            server_prompt_tokens=self.server_prompt_tokens, bos_tokens=self.bos_tokens,
-            tokens_in_shared_chunks=self.tokens_in_shared_chunks,
-            violations=tuple(self.violations), contention=contention or Contention(),
-            server_metrics=self.server)
+        """The window as a throughput measurement records it, with ``contention`` if known."""
+        figures = {f.name: getattr(self, f.name) for f in fields(self)
+                   if f.name not in ("server_kind", "records", "violations", "server")}
+        figures.update({name: figures[name].in_ms() for name in ("ttft", "tpot", "itl", "e2e")})
+        return ThroughputWindow(**figures, violations=tuple(self.violations),
+                                contention=contention or Contention(), server_metrics=self.server)
 
 
 def summarize(
@@ -188,8 +152,10 @@ def summarize(
     prompt_tokens_each: Sequence[int] | None = None, no_cache: bool = True,
     server: ServerMetricsWindow | None = None,
 ) -> ThroughputResult:
-    """Statistics and violations of a timed window from its outcomes and counters;
-    ``no_cache`` False: prefix-cache hits are allowed."""
+    """Statistics and violations of a timed window from its outcomes and counters: every
+    request succeeds, produces exactly ``output_tokens`` and sends ``prompt_tokens`` + BOS;
+    our completion tokens ÷ the server's lie in :data:`FIDELITY_RANGE`; no prefix-cache hit
+    (unless ``no_cache`` is False)."""
     records = [o.record for o in outcomes]
     ok = [r for r in records if r.error is None]
     duration = (max(r.end for r in records) - min(r.start for r in records)) if records else 0.0
@@ -201,10 +167,8 @@ def summarize(
     fidelity = ours / server_generated if server_generated > 0 else float("nan")
     reported_cached = sum(o.cached_tokens or 0 for o in outcomes)
 
-    violations: list[str] = []
-    for i, o in enumerate(warmup):
-        if o.record.error is not None:
-            violations.append(f"warm-up request {i} failed: {o.record.error}")
+    violations = [f"warm-up request {i} failed: {o.record.error}"
+                  for i, o in enumerate(warmup) if o.record.error is not None]
     bos_note = f" ({prompt_tokens} + {bos_tokens} BOS the server adds)" if bos_tokens else ""
     for i, record in enumerate(records):
         if record.error is not None:
@@ -268,9 +232,8 @@ def settled_metrics(
     base_url: str, server_kind: str, *, settle_s: float = 0.1, max_wait_s: float = 3.0,
     credentials: Credentials | None = None, timeout_s: float = METRICS_TIMEOUT_S,
 ) -> dict[str, float]:
-    """The server's counters once its generated-tokens counter stops moving (servers may
-    book a request's tokens a moment after its last chunk): two equal reads ``settle_s``
-    apart, or ``max_wait_s``, end the wait; each read is whole within ``timeout_s``."""
+    """The server's counters once its generated-tokens counter stops moving (a server may book
+    tokens after the last chunk): two equal reads ``settle_s`` apart, or ``max_wait_s``."""
     metrics = fetch_metrics(base_url, credentials=credentials, timeout_s=timeout_s)
     deadline = time.monotonic() + max_wait_s
     while time.monotonic() < deadline:
@@ -295,9 +258,8 @@ def sampled_window(
     endpoint: Endpoint, in_flight: InFlight, meter: AbstractContextManager[Any] | None = None,
     *, sample: bool = True, interval_s: float = DEFAULT_INTERVAL_S,
 ) -> Iterator[SampledWindow]:
-    """Around a window's timed requests: ``meter`` and, unless ``sample`` is False, the
-    server's ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count (a server
-    without ``/metrics`` leaves the window ``unavailable``, not failed)."""
+    """Around a window's timed requests: ``meter`` and, if ``sample``, the server's
+    ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count."""
     sampled = SampledWindow()
     sampler = (MetricsSampler(endpoint.base_url, endpoint.server_kind, interval_s=interval_s,
                               credentials=endpoint.credentials, in_flight=lambda: in_flight.now)
@@ -316,14 +278,9 @@ def run_throughput(
     meter: AbstractContextManager[Any] | None = None, user_prompts: Sequence[str] | None = None,
     unique_prefixes: bool = True, server_metrics: bool = True,
 ) -> ThroughputResult:
-    """Warm up, read the counters, run the timed window with N in flight (the server's
-    ``/metrics`` sampled: :func:`sampled_window`), read them again.
-
-    ``user_prompts``: these texts (in turn) instead of drawn exact-length ones;
-    ``unique_prefixes`` gives each a distinct lead word and forbids prefix-cache hits. The
-    warm-up's prompts share no first token with the timed ones. ``meter`` is entered around
-    the timed requests only.
-    """
+    """Warm up, read the counters, run the timed window with N in flight (``meter`` and
+    :func:`sampled_window` around it), read them again. ``user_prompts``: these texts instead
+    of drawn exact-length ones; ``unique_prefixes``: each with a distinct lead word."""
     warmup = max(warmup_requests, concurrency)
     prompts = draw_window_prompts(
         endpoint, warmup=warmup, timed=timed_requests, prompt_tokens=prompt_tokens, seed=seed,
@@ -386,53 +343,3 @@ def measure_window(
         idle_timeout_s=idle_timeout_s, tokenizer=tokenizer, meter=meter,
         user_prompts=user_prompts, unique_prefixes=unique_prefixes)
 
-
-@dataclass
-class InterleavedWindows:
-    """Windows of two servers measured in pairs: per model its tokens/s, in pair order."""
-
-    values: dict[str, list[float]]
-    windows: list[InterleavedWindow]
-    violations: list[str]
-
-
-def measure_interleaved(
-    endpoints: Sequence[Endpoint], settings: BenchSettings, *, benchmark: str,
-    concurrency: int, prompt_tokens: int | None, progress: Callable[[str], None] | None = None,
-) -> InterleavedWindows:
-    """Pairs of windows of two endpoints, A B, B A, A B, ..., as many as the run's ``repeats``
-    policy takes (auto: of the pairs' second ÷ first ratios): the order flips every pair, so
-    a drift in the machine's speed (or an effect of going second) hits both sides alike."""
-    from .contention import ContentionMeter
-
-    first, second = endpoints
-    names = [first.model.name, second.model.name]
-    tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
-    measured = InterleavedWindows({name: [] for name in names}, [], [])
-    repeats = settings.repeats
-    try:
-        for pair in range(repeats.at_most):
-            for endpoint in (first, second) if pair % 2 == 0 else (second, first):
-                name = endpoint.model.name
-                meter = ContentionMeter.of(endpoint.server_pids(), settings)
-                result = measure_window(
-                    endpoint, benchmark=benchmark, concurrency=concurrency,
-                    prompt_tokens=prompt_tokens, repeat=f"interleaved-{name}-{pair}",
-                    run_id=settings.run_id, timed_requests=settings.timed_requests,
-                    timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-                    tokenizer=tokenizers[name], meter=meter)
-                measured.values[name].append(result.output_tokens_per_s)
-                measured.windows.append(InterleavedWindow(name, pair, result.output_tokens_per_s,
-                                                          meter.result))
-                measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
-            a, b = (measured.values[name] for name in names)
-            ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
-            if progress is not None:
-                progress(f"interleaved {benchmark} c{concurrency}: pair "
-                         f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x")
-            if repeats.done(ratios) or (repeats.auto and measured.violations):
-                break
-    finally:
-        for tokenizer in tokenizers.values():
-            tokenizer.close()
-    return measured

@@ -1,24 +1,11 @@
 """One step decision for both SLO searches: a step's attainment with its exact interval.
 
-A step of a search under an SLO (the capacity search over concurrency, the open-loop
-sweep over request rates) measures one or more timed windows and decides from the share
-of their requests that met every SLO target, *with its interval*: the two-sided
-Clopper-Pearson interval of that share at ``confidence``. The step
-
-- *passes* when the interval's low end reaches the target (``--slo-attainment``),
-- *misses* when its high end lies below the target,
-- is *inconclusive* when the interval straddles the target.
-
-Requests of one window are not independent (they queue together), so
-:func:`windows_attainment` pools a step's windows with the *design effect* ``deff ≥ 1`` of
-cluster sampling (Kish; the ratio estimator's variance, with ``K/(K-1)``, over the binomial
-one): the exact interval of the effective counts ``n / deff`` and ``share × n / deff``. With
-one window the interval is the plain binomial one (docs/throughput.md).
-``benches/perf/attainment_interval_simulation.py`` shows the plain interval's coverage,
-``benches/perf/capacity_aa_simulation.py`` the pooled one's inside the capacity search.
-
-:func:`min_requests_to_pass` says how many requests a step needs before it *can* pass.
-Pure: no pytest, no I/O.
+A step passes when the two-sided Clopper-Pearson interval of the share of its requests that
+met the SLO reaches ``--slo-attainment``, misses when it lies below, else is inconclusive.
+Requests of one window queue together, so :func:`windows_attainment` pools a step's windows
+with the design effect ``deff ≥ 1`` of cluster sampling (Kish): the exact interval of the
+effective counts ``n / deff`` and ``share × n / deff`` (docs/throughput.md;
+``benches/perf/attainment_interval_simulation.py``, ``capacity_aa_simulation.py``). Pure.
 """
 
 from __future__ import annotations
@@ -109,10 +96,3 @@ def requests_per_step_problem(requests: int, target: float,
     return (f"{requests} requests per step can never show {target:.0%} SLO attainment at "
             f"{confidence:.0%} confidence (even all good gives a lower bound below it); "
             f"use at least {needed} timed requests per step")
-
-
-__all__ = [
-    "DEFAULT_CONFIDENCE", "AttainmentInterval", "StepOutcome", "attainment_interval",
-    "check_confidence", "design_effect", "min_requests_to_pass", "requests_per_step_problem",
-    "windows_attainment",
-]

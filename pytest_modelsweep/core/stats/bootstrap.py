@@ -1,17 +1,11 @@
 """The paired bootstrap of accuracy comparisons: candidate minus reference, item by item.
 
-* :func:`paired_bootstrap` -- interval of the mean per-item difference (items matched by
-  id). When the differences take few distinct values (0/1 scores give only -1, 0, +1) a
-  resample is drawn as multinomial counts of those values, which is exactly the
-  distribution of index resampling at O(resamples) cost; otherwise indices are resampled
-  in chunks so memory stays bounded. ``benches/perf/bootstrap_speed.py`` times both
-  against ``scipy.stats.bootstrap``, which resamples indices only.
-* Interval methods: ``"percentile"`` (default), ``"basic"`` (reverse percentile) and
-  ``"bca"`` (bias-corrected and accelerated; the jackknife of a mean is closed-form).
-  All three use numpy's linear quantiles, as ``scipy.stats.bootstrap`` does.
-* :func:`holm_intervals` -- Holm's step-down across candidates.
-* :func:`sign_test_p_value` -- the exact sign test (scipy's binomial) where the bootstrap
-  holds no coverage.
+Differences of few distinct values (0/1 scores give -1, 0, +1) are resampled as multinomial
+counts of those values, exactly the distribution of index resampling at O(resamples) cost;
+others by indices in chunks (``benches/perf/bootstrap_speed.py`` times both against
+``scipy.stats.bootstrap``). Intervals: ``percentile``, ``basic`` or ``bca``, on numpy's linear
+quantiles as scipy's; Holm's step-down across candidates; the exact sign test where the
+bootstrap holds no coverage.
 """
 
 from __future__ import annotations
@@ -23,10 +17,10 @@ from statistics import NormalDist
 from typing import Any, Literal, cast, get_args
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from .intervals import FloatArray, finite_array
-from .verdicts import Verdict, check_confidence
+from .verdicts import check_confidence
 
 IntervalMethod = Literal["percentile", "basic", "bca"]
 
@@ -50,15 +44,10 @@ _STANDARD_NORMAL = NormalDist()
 
 @dataclass(frozen=True)
 class PairedInterval:
-    """Bootstrap interval of mean(candidate - reference) over matched items.
-
-    ``discordant``: items where either side scored higher. ``standard_error``: the
-    closed-form paired SE, sd(d, ddof=1)/sqrt(n) (NaN when n == 1);
-    ``min_detectable_difference`` is (z_{1-alpha/2} + z_{0.8}) * SE:
-    the true difference this n detects with 80% power at two-sided alpha = 1 - confidence.
-    ``p_value`` is the two-sided bootstrap p-value, 2 * min(share of bootstrap means
-    <= 0, share >= 0), clipped to [1/resamples, 1].
-    """
+    """Bootstrap interval of mean(candidate - reference) over matched items. ``discordant``:
+    items either side scored higher on; ``standard_error``: sd(d, ddof=1)/sqrt(n);
+    ``min_detectable_difference``: (z_{1-alpha/2} + z_{0.8}) * SE (80% power);
+    ``p_value``: 2 * min(share of bootstrap means <= 0, >= 0), within [1/resamples, 1]."""
 
     difference: float
     low: float
@@ -116,25 +105,9 @@ class PairedInterval:
 
 
 @dataclass(frozen=True)
-class VerdictRecord:
-    """A verdict with the interval it came from and the rule that decided it."""
-
-    candidate: str
-    reference: str
-    metric: str
-    verdict: Verdict
-    interval: PairedInterval
-    margin: float | None
-    rule: str
-
-
-@dataclass(frozen=True)
 class HolmComparison:
-    """One candidate's result within a Holm step-down over several candidates.
-
-    ``rank`` is the 0-based position in ascending p-value order; ``interval`` is
-    recomputed at the step-down confidence level (``interval.confidence``).
-    """
+    """One candidate of a Holm step-down: ``rank`` (0-based) in ascending p-value order, and
+    its interval at the step-down's confidence level."""
 
     name: str
     rank: int
@@ -268,11 +241,8 @@ def _paired_sample(candidate: Mapping[str, float], reference: Mapping[str, float
 
 
 def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
-    """BCa quantile levels for the mean (Efron & Tibshirani 14.3), as scipy computes them.
-
-    z0 from the mid-rank fraction below the estimate, clipped to [1/(2B), 1 - 1/(2B)] so it
-    stays finite; the jackknife acceleration of a mean is closed-form.
-    """
+    """BCa quantile levels for the mean (Efron & Tibshirani 14.3), as scipy computes them: z0
+    from the mid-rank fraction, clipped to [1/(2B), 1 - 1/(2B)]; a closed-form acceleration."""
     means = sample.means
     resamples = means.size
     below = np.count_nonzero(means < sample.difference) + np.count_nonzero(means <= sample.difference)
@@ -319,11 +289,8 @@ def paired_bootstrap(
     seed: int = 0,
     method: IntervalMethod = "percentile",
 ) -> PairedInterval:
-    """Bootstrap interval of the mean per-item difference, candidate minus reference.
-
-    Items are matched by id; differing id sets raise ``ValueError`` naming a few
-    of the ids.  Seeded: the same inputs and seed give the same interval.
-    """
+    """Seeded bootstrap interval of the mean per-item difference, candidate minus reference;
+    items are matched by id (differing id sets: ``ValueError`` naming a few)."""
     return _interval(
         _paired_sample(candidate, reference, _check_resamples(resamples), seed),
         check_confidence(confidence),

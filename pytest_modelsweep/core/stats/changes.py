@@ -1,25 +1,13 @@
 """Where a short series of runs' figures changed by more than its run-to-run noise.
 
-The rule (binary segmentation with a max-|t| statistic whose null is simulated):
-
-* For a series x_1..x_n (one figure per run, oldest first; the log of a rate or a time), each
-  split k (at least 2 runs before it and 1 after: :data:`SIDES`) gives
-  t_k = (mean(x_1..x_k) - mean(x_k+1..x_n)) / sqrt(V (1/k + 1/(n - k))), with
-  V = max(S², W): S² the pooled variance of the runs around their own side's mean (df n - 2:
-  the run-to-run noise, read from the series itself) and W the mean within-run variance of a
-  run's figure (from its repeats; 0 when unknown). W only floors V: a series whose runs agree
-  by chance more closely than each run's own repeats do is not called changed.
-* T = max_k |t_k|; its p-value is the share of ``simulations`` series of n independent normal
-  runs (fixed seed) whose T (with W = 0) is at least as large, (1 + count) / (1 + simulations).
-  T with W = 0 is free of the series' mean and spread, so that null holds for any level and
-  noise; a W > 0 only lowers T, so the test is conservative then.
-* p <= ``alpha`` (0.05): a change between runs k and k+1 at the maximising k; then the same
-  test on each side (down to 3 runs). Over a series that did not change, a false alarm needs
-  the first test to reject: the family-wise false-alarm rate is at most ``alpha`` when the
-  runs' figures are independent and normal (benches/perf/change_point_simulation.py).
-
-A permutation test (the runs exchangeable) is not used: with 6 runs a 3-and-3 split has
-only 20 arrangements, two of them as extreme, so its p-value can never be below 0.1.
+Binary segmentation with a max-|t| statistic (docs/ci.md, "The change rule"): for each split k
+of x_1..x_n (:data:`SIDES` runs at least on each side), t_k = (mean before − mean after) /
+sqrt(V (1/k + 1/(n − k))), V = max(S², W): S² the pooled spread around each side's mean (df
+n − 2), W the mean within-run variance (0 when unknown). T = max_k |t_k| has the p-value
+(1 + count) / (1 + ``simulations``) of simulated unchanged normal series (fixed seed) with
+T at least as large; p <= ``alpha``: a change at the maximising k, and each side is tested in
+turn. The family-wise false-alarm rate is at most ``alpha``
+(benches/perf/change_point_simulation.py).
 """
 
 from __future__ import annotations

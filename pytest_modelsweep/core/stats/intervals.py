@@ -62,18 +62,9 @@ def t_half_width(standard_error: float, df: float, confidence: float = 0.95) -> 
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """Interval of candidate ÷ reference throughput over repeats.
-
-    ``ratio`` is the ratio of geometric means, exp(mean log candidate - mean log
-    reference); ``low``/``high`` come from a Welch t interval on log throughput
-    (``method`` ``"welch-log-t"``; ``df`` the Welch-Satterthwaite degrees of
-    freedom), from interleaved pairs (``"paired-log-t"``, ``"paired-log-t-two-stage"``)
-    or, against a baseline of several runs, from the random-effects interval of
-    :func:`ratio_interval_between_runs` (``"between-runs-log-t"``).
-    ``candidate_mean``/``reference_mean`` are the repeats' arithmetic means. ``degenerate``:
-    a side has a single repeat, so ``low``, ``high``, ``df`` and ``log_standard_error``
-    are NaN (every comparison with NaN is False, so no rule concludes from it).
-    """
+    """Interval of candidate ÷ reference throughput: ``ratio`` of geometric means, bounds from
+    the t interval ``method`` names; ``*_mean`` the repeats' arithmetic means. ``degenerate``
+    (a side has one repeat): the bounds, ``df`` and ``log_standard_error`` are NaN."""
 
     ratio: float
     low: float
@@ -97,20 +88,16 @@ class RatioInterval:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RatioInterval:
         """Inverse of :meth:`as_dict` (None back to NaN); extra keys are ignored."""
-        def number(name: str) -> float:
-            value = data[name]
+        def number(value: Any) -> float:
             return math.nan if value is None else float(value)
 
         return cls(
-            ratio=float(data["ratio"]), low=number("low"), high=number("high"),
+            ratio=float(data["ratio"]), low=number(data["low"]), high=number(data["high"]),
             confidence=float(data["confidence"]), candidate_mean=float(data["candidate_mean"]),
             reference_mean=float(data["reference_mean"]), candidate_n=int(data["candidate_n"]),
             reference_n=int(data["reference_n"]), degenerate=bool(data["degenerate"]),
-            method=str(data.get("method", "welch-log-t")),
-            df=number("df") if "df" in data else math.nan,
-            log_standard_error=(number("log_standard_error") if "log_standard_error" in data
-                                else math.nan),
-        )
+            method=str(data.get("method", "welch-log-t")), df=number(data.get("df")),
+            log_standard_error=number(data.get("log_standard_error")))
 
     def at_confidence(self, confidence: float) -> RatioInterval:
         """The same estimate with its interval at another confidence level."""
@@ -226,24 +213,8 @@ def ratio_interval_between_runs(
     candidate: Sequence[float], reference_runs: Sequence[Sequence[float]], *,
     confidence: float = 0.95,
 ) -> RatioInterval:
-    """Candidate run ÷ a baseline of several runs, with run-to-run variance in the interval.
-
-    Model (log tokens/s): repeat j of run i is mu + b_i + e_ij, with a run effect b_i
-    ~ N(0, tau²) shared by the repeats of one server process and within-run noise
-    e_ij ~ N(0, sigma_i²).  The candidate run gets its own run effect.  With k >= 2
-    baseline runs of means m_i and within variances s_i² over n_i repeats:
-
-    * baseline level: the mean of the run means, variance S_b²/k where S_b² is the
-      sample variance of the m_i (it contains tau² + sigma²/n, df k - 1);
-    * tau² = max(0, S_b² - mean(s_i²/n_i)) (method of moments, truncated at 0);
-    * the candidate run's mean has variance tau² + s_c²/n_c.
-
-    The interval is log ratio ± t · sqrt(S_b²/k + tau² + s_c²/n_c) with
-    Satterthwaite df, the two baseline terms counted as one (both come from S_b²,
-    df k - 1).  With one baseline run this is :func:`ratio_interval`; a candidate
-    with a single repeat, or a baseline whose runs all have one repeat and agree
-    exactly, is degenerate.
-    """
+    """Candidate run ÷ a baseline of several runs, with run-to-run variance in the interval
+    (the model: docs/ci.md, "The interval against a baseline of several runs")."""
     confidence = check_confidence(confidence)
     runs = [list(run) for run in reference_runs]
     if not runs:

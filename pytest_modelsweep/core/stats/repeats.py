@@ -1,24 +1,14 @@
 """How many timed repeats a throughput setting gets, and which interval they make. Pure.
 
-:class:`RepeatPolicy` is ``--repeats`` with ``--repeats-target`` and
-``--repeats-max``, decoded once; the single-model loop
-(:func:`~pytest_modelsweep.workloads.setting.measure_setting`) and the interleaved
-pairs (:func:`~pytest_modelsweep.workloads.throughput.measure_interleaved`) both
-follow it, and both record the interval it names.
-
-* **fixed** (``--repeats N``): N repeats; Student's t interval of the mean log
-  tokens/s with N − 1 df.
-* **auto** (``--repeats auto``): Stein's two-stage rule. A first stage of
-  ``first_stage`` repeats (n0) fixes the total from its spread s0: the fewest N ≥ n0
-  whose half-width exp(t(n0 − 1) · s0 / √N) − 1 is within ``target``, at most
-  ``most``. The interval is the mean log over all N ± t(n0 − 1) · s0 / √N. Since N
-  depends on s0 alone and the mean of normal values is independent of their sd,
-  this has exactly its 95% coverage for log-normal tokens/s, whatever N is
+* **fixed** (``--repeats N``): N repeats; Student's t interval of the mean log tokens/s with
+  N − 1 df.
+* **auto** (``--repeats auto``): Stein's two-stage rule. The spread s0 of a first stage of n0
+  repeats fixes the total: the fewest N ≥ n0 whose half-width exp(t(n0 − 1) · s0 / √N) − 1 is
+  within ``target``, at most ``most``; the interval is the mean log over all N ± that t term,
+  with exactly its 95% coverage for log-normal tokens/s whatever N is
   (``benches/perf/repeats_coverage_simulation.py``, docs/throughput.md).
 
-The half-width is :func:`~pytest_modelsweep.core.stats.intervals.t_half_width`, the one t
-function of the stop rule and the recorded interval alike (imported on first use:
-this module is loaded with the run's settings, before anything needs numpy).
+:mod:`.intervals` is imported on first use: this module loads with the run's settings.
 """
 
 from __future__ import annotations
@@ -113,12 +103,11 @@ class RepeatPolicy:
         """The 95% interval of the setting's mean tokens/s (None: fewer than two repeats)."""
         from .intervals import log_mean_interval
 
-        return log_mean_interval(values, first_stage=None if self.count is not None
-                                 else self.first_stage)
+        return log_mean_interval(values, first_stage=self.first_stage if self.auto else None)
 
     def paired_ratio(self, candidate: Sequence[float], reference: Sequence[float]) -> RatioInterval:
         """The interval of candidate ÷ reference from interleaved pairs measured under it."""
         from .intervals import paired_ratio_interval
 
-        return paired_ratio_interval(candidate, reference, first_stage=None
-                                     if self.count is not None else self.first_stage)
+        return paired_ratio_interval(candidate, reference,
+                                     first_stage=self.first_stage if self.auto else None)

@@ -1,44 +1,10 @@
 """Anytime-valid paired confidence sequences: verdicts that may stop as soon as they are decided.
 
-A paired accuracy verdict watches d_i = candidate score − reference score of item i (scores in
-[0, 1], so d_i in [−1, 1]) as items arrive in a seeded random order. A fixed-n interval
-(:func:`~.bootstrap.paired_bootstrap`) covers the truth 95% of the time only
-when n was fixed in advance; checked after every round and stopped when it excludes 0, it says
-*better* or *worse* far more often than 5% when nothing differs. A confidence sequence
-C_1, C_2, ... covers the truth at every n at once, P(truth ∈ C_n for all n) ≥ 1 − α, so it
-may be looked at after every item and stopped at any time, for any reason.
-
-Construction: the hedged capital process of Waudby-Smith & Ramdas, "Estimating means of
-bounded random variables by betting" (JRSS-B, 2023), with and without replacement, on
-y_i = (d_i + 1)/2 in [0, 1]. For each candidate mean m (in y units), a gambler starts with 1
-and bets on each next item against the mean the item has if m were true:
-
-* with replacement (``population=None``: items are i.i.d. draws from a population whose mean
-  difference is the target — the target of today's paired bootstrap): mu_i(m) = m;
-* without replacement (``population=N``: the items are the N items of a data set taken in a
-  uniformly random order — the target is the data set's own mean difference, what the full run
-  would measure, and no i.i.d. assumption is made): given the first i − 1 items,
-  mu_i(m) = (N·m − sum_{j<i} y_j) / (N − i + 1).
-
-Two capitals run side by side, K+ betting that items come out above mu_i(m) and K− below:
-K±_n(m) = prod_{i≤n} (1 ± lambda±_i (y_i − mu_i(m))). Each is the average of three
-capitals whose bets are the paper's predictable plug-in in its form tuned for a sample of
-h ∈ :data:`HORIZONS` items, lambda_{i,h} = sqrt(2·log(2/α) / (s²_{i−1}·h)), with
-s²_{i−1} = (1/4 + sum_{j<i}(y_j − ybar_j)²)/i and ybar_j = (1/2 + sum_{k≤j} y_k)/(j + 1)
-(means and variances of the items before i only), truncated to lambda+ ≤ c/mu_i(m) and
-lambda− ≤ c/(1 − mu_i(m)) with c = :data:`TRUNCATION`, so each factor stays ≥ 1 − c > 0.
-
-Guarantee: at the true m every bet has mean zero given the past, so K+ and K− are nonnegative
-martingales starting at 1, and so are their averages over h (a mixture of test martingales is
-one). By Ville's inequality P(sup_n K+_n ≥ 2/α) ≤ α/2, and the same for K−. The sequence is
-C_n = {m : max_{k≤n} K+_k(m) < 2/α and max_{k≤n} K−_k(m) < 2/α} (the running intersection, so
-it only shrinks), intersected, without replacement, with the means the data still allow:
-[(sum_{i≤n} d_i − (N − n))/N, (sum_{i≤n} d_i + (N − n))/N], which is the exact mean at n = N.
-Hence P(the target lies in C_n for every n) ≥ 1 − α, the false *better* rate is at most α/2 and
-the false *worse* rate at most α/2, under any stopping rule. Each factor falls as m rises for
-K+ and rises for K−, so C_n is an interval whose ends are found by search
-(:meth:`PairedConfidenceSequence.interval`); the simulation is
-``benches/perf/sequential_simulation.py`` (docs/verdicts.md, "Stopping when decided").
+A confidence sequence C_1, C_2, ... of the mean paired difference covers the truth at every n at
+once (P(truth ∈ C_n for all n) ≥ 1 − α), so it may be looked at after every item and stopped at
+any time. Its construction (Waudby-Smith & Ramdas's hedged capital process, with and without
+replacement) and guarantee: docs/verdicts.md, "The construction"; the simulation:
+``benches/perf/sequential_simulation.py``.
 """
 
 from __future__ import annotations
@@ -312,28 +278,20 @@ class PairedConfidenceSequence:
 
     def _end(self, side: int) -> float:
         """The lower (side 0) or upper (side 1) end: search for the edge of the ruled-out ray."""
-        low, high = -1.0, 1.0  # side 0: low is ruled out from below or is -1; high is not
-        ruled = self._rules_out(np.array([low, high]))[side]
-        if side == 0:
-            if ruled[1]:
-                return 1.0  # everything ruled out from below: an empty set at the top
-            if not ruled[0]:
-                return -1.0
-        else:
-            if ruled[0]:
-                return -1.0
-            if not ruled[1]:
-                return 1.0
+        ends = (-1.0, 1.0)
+        ruled = self._rules_out(np.array(ends))[side]
+        if ruled[1 - side]:
+            return ends[1 - side]  # everything ruled out from this side: an empty set
+        if not ruled[side]:
+            return ends[side]
+        low, high = ends
         while high - low > BOUND_TOLERANCE:
             points = np.linspace(low, high, _SEARCH_POINTS)
-            out = self._rules_out(points)[side]
-            if side == 0:  # out is True then False along points
-                last = int(np.flatnonzero(out)[-1])
-                low, high = float(points[last]), float(points[last + 1])
-            else:  # out is False then True
-                first = int(np.flatnonzero(out)[0])
-                low, high = float(points[first - 1]), float(points[first])
-        return low if side == 0 else high
+            # side 0: ruled out True then False along points; side 1: False then True
+            out = np.flatnonzero(self._rules_out(points)[side])
+            edge = int(out[-1]) + 1 if side == 0 else int(out[0])
+            low, high = float(points[edge - 1]), float(points[edge])
+        return (low, high)[side]
 
     def interval(self) -> SequenceInterval:
         """The sequence's current interval (running intersection, without replacement also the

@@ -17,16 +17,6 @@ OURS = "load"
 """The ``--dist`` mode under which modelsweep tests are scheduled by model."""
 
 
-def refusal(dist: str) -> str:
-    """The one-line usage error for a ``--dist`` mode that cannot keep a model on one worker."""
-    return (
-        f"--dist {dist} would spread one model's tests over several xdist workers, but each "
-        "model's server must run on exactly one worker (one chip per model): use -n N alone "
-        "(modelsweep then schedules by model), or --dist each to measure every model on every "
-        "worker"
-    )
-
-
 class SchedulingByCollection:
     """Delegates to the user's scheduler until the collections show modelsweep tests."""
 
@@ -72,7 +62,11 @@ class SchedulingByCollection:
         if not any(parser.model_of(test) is not None for test in collected):
             return
         if self.dist != OURS:
-            raise pytest.UsageError(refusal(self.dist))
+            raise pytest.UsageError(
+                f"--dist {self.dist} would spread one model's tests over several xdist workers, "
+                "but each model's server must run on exactly one worker (one chip per model): use "
+                "-n N alone (modelsweep then schedules by model), or --dist each to measure every "
+                "model on every worker")
         from .by_model import ModelScheduling
 
         ours = ModelScheduling(self.config, self.log, parser)
