@@ -107,29 +107,10 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
-LONGEST_FIRST = (
-    "test_decision_page.py", "test_measurement_records.py", "test_verdict_plugin.py",
-    "test_open_loop_bench.py", "test_vllm_integration.py", "test_resume_integration.py",
-    "test_store_failure.py", "test_report_tables.py", "test_interleave.py", "test_capacity.py",
-    "test_dormant.py", "test_like_with_like.py", "test_sound_data.py", "test_sequential.py",
-)
-"""The test files that take longest (summed over their tests, measured), longest first."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest test files first, the rest in their order: ``--dist loadfile`` hands out
-    files in collection order, and a long file handed out last would finish alone."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's own ``--dist loadfile``: the project's tests measure no model (their pytester
-    runs do), though their ids may name one, so modelsweep's scheduling by model is not theirs.
-    Files go out in collection order (:func:`pytest_collection_modifyitems`), not by their
-    number of tests (xdist's ``--loadscope-reorder``): a file of one long test went last."""
+    runs do), though their ids may name one, so modelsweep's scheduling by model is not theirs."""
     from xdist.scheduler import LoadFileScheduling
 
-    config.option.loadscopereorder = False
     return LoadFileScheduling(config, log)
