@@ -19,7 +19,7 @@ from ..core import __version__
 from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, Measurement,
                                  SearchRatioStats, ServerMetricsSummary, ThroughputRatioStats,
                                  ThroughputStats)
-from ..core.outputs import write_failure
+from ..core.outputs import write_file
 from ..core.secrets import redacted
 from .tables import COMPARISONS, LATENCY_NAMES, finite, records, throughput_row
 
@@ -257,10 +257,5 @@ def write_llmd_report(path: Path | str, option: str,
                       run: Mapping[str, Any]) -> int:
     """Write :func:`llmd_document` to ``path``; how many reports it holds."""
     document = llmd_document(measurements, run)
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(document, indent=1, allow_nan=False) + "\n",
-                              encoding="utf-8")
-    except OSError as error:
-        raise write_failure(option, path, error) from None
+    write_file(path, option, json.dumps(document, indent=1, allow_nan=False) + "\n")
     return len(document["reports"])
