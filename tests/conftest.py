@@ -22,7 +22,7 @@ import numpy  # noqa: F401
 import pytest
 import scipy.special  # noqa: F401  (core.stats's Student t and binomial on first use)
 import sqlalchemy.dialects.postgresql  # noqa: F401  (the store imports it on first use)
-from paths import REAL_CACHE
+from paths import REAL_CACHE, TWO_WORKERS, UNUSED_PLUGINS
 from postgres_server import PostgresServer, missing_reason
 from requirements import need
 
@@ -43,14 +43,24 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
     os.environ.pop(_name, None)
 
+# The plugins none of those runs uses stay out of them (paths.py); pytester removes
+# PYTEST_ADDOPTS, and the autouse fixture below sets it again.
+ADDOPTS = " ".join(filter(None, [os.environ.get("PYTEST_ADDOPTS"), *UNUSED_PLUGINS]))
+os.environ["PYTEST_ADDOPTS"] = ADDOPTS
+
 
 @pytest.fixture(autouse=True)
-def this_checkout_in_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Subprocesses (pytester's, their xdist workers, the CLI) import this checkout's package.
+def this_checkout_in_subprocesses(request: pytest.FixtureRequest,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Subprocesses (pytester's, their xdist workers, the CLI) import this checkout's package,
+    and pytester's runs leave the unused plugins out too.
 
     pytester puts only its own folder on ``PYTHONPATH``; without this, a subprocess
     would import whichever pytest-modelsweep is installed, which need not be this one.
     """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # which removes PYTEST_ADDOPTS
+        monkeypatch.setenv("PYTEST_ADDOPTS", ADDOPTS)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])]))
 
@@ -75,7 +85,7 @@ def run_both_ways(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> 
     """
     if request.param == "plain":
         return pytester.runpytest
-    return lambda *args: pytester.runpytest_subprocess(*args, "-n", "2")
+    return lambda *args: pytester.runpytest_subprocess(*args, *TWO_WORKERS)
 
 
 @pytest.fixture(scope="session")
@@ -107,10 +117,34 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
+# The files that take longest (seconds of one worker in a clean-clone run of the first step,
+# docs/contributing.md), handed out first. xdist's loadfile otherwise hands out the files
+# with the most tests first, so that these, with one to seven tests each, came last and
+# ran on alone, each of the last two 70 s of real llama-server work.
+LONGEST_FILES = (
+    "test_decision_page.py",        # 157 s
+    "test_measurement_records.py",  # 126 s
+    "test_verdict_plugin.py",       # 114 s
+    "test_open_loop_bench.py",      # 114 s
+    "test_vllm_integration.py",     # 95 s
+    "test_store_failure.py",        # 79 s
+    "test_resume_integration.py",   # 72 s
+    "test_verdict_integration.py",  # 69 s
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, the rest in pytest's order."""
+    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's own ``--dist loadfile``: the project's tests measure no model (their pytester
-    runs do), though their ids may name one, so modelsweep's scheduling by model is not theirs."""
+    runs do), though their ids may name one, so modelsweep's scheduling by model is not theirs.
+    Its files in collection order (``--no-loadscope-reorder``): the longest first."""
     from xdist.scheduler import LoadFileScheduling
 
+    config.option.loadscopereorder = False
     return LoadFileScheduling(config, log)

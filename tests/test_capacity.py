@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR
+from paths import PAIR, TWO_WORKERS
 from sse_server import ListingServer
 
 from pytest_modelsweep.core.cost import usd_per_million_output_tokens
@@ -272,7 +272,7 @@ def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
 def test_under_xdist_each_model_is_searched_once_on_one_worker(
     pytester: pytest.Pytester, servers: Servers,
 ) -> None:
-    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", "-n", "2")
+    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", *TWO_WORKERS)
     result.assert_outcomes(passed=3)
     found = measurements(pytester, "capacity")
     # every request each server saw belongs to its one search: warm-up c, timed max(2, c)

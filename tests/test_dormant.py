@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from paths import PAIR
+from paths import PAIR, TWO_WORKERS
 
 pytest_plugins = ("pytester",)
 
@@ -55,7 +55,7 @@ def workers_by_file(pytester: pytest.Pytester) -> dict[str, set[str]]:
 
 def test_a_plain_project_keeps_dist_loadfile(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(**PLAIN_FILES)
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-v")
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, "--dist", "loadfile", "-v")
     result.assert_outcomes(passed=6)
     ran = workers_by_file(pytester)
     assert sorted(ran) == ["test_a", "test_b"]
@@ -66,7 +66,7 @@ def test_a_plain_project_keeps_dist_loadfile(pytester: pytest.Pytester) -> None:
 
 def test_a_plain_project_keeps_dist_load(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(**PLAIN_FILES)
-    result = pytester.runpytest_subprocess("-n", "2", "-v")
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, "-v")
     result.assert_outcomes(passed=6)
     ran = workers_by_file(pytester)
     # load: tests are handed out one by one, so a file's tests go to both workers
@@ -124,7 +124,7 @@ def test_modelsweep_tests_refuse_a_dist_mode_that_splits_a_model(
             pass
         """,
     )
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", dist)
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, "--dist", dist)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         f"ERROR: --dist {dist} would spread one model's tests over several xdist workers, but "
@@ -142,7 +142,7 @@ def test_modelsweep_tests_under_dist_each_run_on_every_worker(pytester: pytest.P
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "each", *PAIR)
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, "--dist", "each", *PAIR)
     result.assert_outcomes(passed=4)  # 2 models x 2 workers
 
 
@@ -159,7 +159,7 @@ def test_modelsweep_tests_under_plain_n_are_scheduled_by_model(pytester: pytest.
         """,
         **PLAIN_FILES,
     )
-    result = pytester.runpytest_subprocess("-n", "2", *PAIR)
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, *PAIR)
     result.assert_outcomes(passed=14)
     ran = workers_by_file(pytester)
     assert len(ran["gemma3-270m"]) == 1 and len(ran["smollm2-135m"]) == 1, ran

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from paths import SHARED_DATA
+from paths import SHARED_DATA, TWO_WORKERS
 from requirements import SHARED_DATA_HINT, need
 from sse_server import ListingServer
 
@@ -276,7 +276,7 @@ def test_each_model_is_started_exactly_once_under_two_workers(
     text = text.replace("max_num_seqs = 16", "max_num_seqs = 2")
     sweep.write_text(text)
     result = pytester.runpytest_subprocess(
-        "-n", "2", "--sweep", str(sweep), "--results", "results.json",
+        *TWO_WORKERS, "--sweep", str(sweep), "--results", "results.json",
         "--modelsweep-dir", str(pytester.path / "work"),
         "--model", "gemma3-270m", "--model", "smollm2-135m",  # the two smallest suffice
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR
+from paths import PAIR, TWO_WORKERS
 from sse_server import ListingServer
 
 from pytest_modelsweep.core.stats import decide_ratio_verdict
@@ -183,7 +183,7 @@ def test_interleaved_pairs_follow_the_repeats_auto_policy(
 
 def test_interleave_refuses_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(model_name): pass")
-    result = pytester.runpytest("--interleave", "-n", "2")
+    result = pytester.runpytest("--interleave", *TWO_WORKERS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--interleave measures the candidate and the reference side "
                                  "by side*run it without -n"])

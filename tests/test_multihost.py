@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA
+from paths import SHARED_DATA, UNUSED_PLUGINS
 from postgres_server import ADMIN_PASSWORD
 from requirements import SHARED_DATA_HINT, module_needs, need
 from ssh_server import SshServer
@@ -293,7 +293,7 @@ def test_xdist_workers_on_two_hosts_over_ssh_write_one_store(
                        env={"MODELSWEEP_CHIP": "0"}) for host in ("host-a", "host-b")]
     measured = bench(project, store, "-m", "gsm8k and not verdict", "--sweep-run=ssh-1",
                      f"--model={REFERENCE}", f"--model={SAME}",
-                     "--dist=load", *(f"--tx={tx}" for tx in workers), "-v",
+                     "--dist=load", *(f"--tx={tx}" for tx in workers), *UNUSED_PLUGINS, "-v",
                      *attached(servers, REFERENCE, SAME), results="measured.json",
                      password=ADMIN_PASSWORD)
     assert measured.ret == 0, measured.output[-4000:] + sshd.log_text()[-2000:]

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from paths import PAIR
+from paths import PAIR, TWO_WORKERS
 from sse_server import ListingServer
 from test_report_browser import CHROMIUM, chromium, parse
 
@@ -237,7 +237,7 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
     (from 2, the reference's second step, 4, sat at 103% and was a miss on a busy machine)."""
     slo = "e2e=3000ms"
     result, found = run(pytester, servers, *PAIR, "-m", "rate_capacity", f"--slo={slo}",
-                        "--rate-sweep=2.35:40", "-n", "2")
+                        "--rate-sweep=2.35:40", *TWO_WORKERS)
     result.assert_outcomes(passed=3)
     sweeps = {m.model: m for m in found if m.benchmark == "rate_capacity"}
     for name, m in sweeps.items():

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 
 import pytest
-from paths import PAIR, write_sweep
+from paths import PAIR, TWO_WORKERS, write_sweep
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 
@@ -115,7 +115,7 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
 
 def test_workers_hand_measurements_to_the_controller(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(RECORDING_TEST)
-    result = pytester.runpytest_subprocess("-n", "2", "--results", "results.json", *PAIR)
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, "--results", "results.json", *PAIR)
     result.assert_outcomes(passed=5, failed=2)
     data = results_of(pytester)
     assert len(data["measurements"]) == 6
@@ -141,7 +141,7 @@ def test_many_models_stay_on_one_worker_each(pytester: pytest.Pytester) -> None:
             record_measurement("w", 0, "", 1, params={"worker": os.environ["PYTEST_XDIST_WORKER"]})
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2", "--sweep", str(sweep),
+    result = pytester.runpytest_subprocess(*TWO_WORKERS, "--sweep", str(sweep),
                                            "--results", "results.json")
     result.assert_outcomes(passed=36)
     workers: dict[str, set[str]] = {}
@@ -217,6 +217,6 @@ def test_an_ssh_worker_host_not_reached_is_one_usage_error_line(
 
 def test_holm_with_xdist_is_a_usage_error_naming_the_two_step_way(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
-    result = pytester.runpytest("--holm", "-n", "2")
+    result = pytester.runpytest("--holm", *TWO_WORKERS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--holm compares every candidate at once*run `pytest benches -m verdict --holm` without -n*"])

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import TWO_WORKERS
 from sse_server import ListingServer
 
 import pytest_modelsweep
@@ -149,7 +150,7 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
     under_xdist: bool,
 ) -> None:
     reference, candidate = servers
-    workers = ["-n", "2"] if under_xdist else []
+    workers = list(TWO_WORKERS) if under_xdist else []
     first = run(project, *options(servers, "--results=first.json", *workers))
     first.assert_outcomes(passed=4)  # two models' tests, the candidate's verdict, the plain test
     assert "PytestUnknownMarkWarning" not in first.stdout.str()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import TWO_WORKERS
 from sse_server import ListingServer, fake_token_ids
 from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
 from test_public_api import options as api_options
@@ -85,7 +86,7 @@ def test_a_users_prompts_are_measured_checked_and_compared(
     project: pytest.Pytester, servers: tuple[ListingServer, ListingServer], workers: bool,
 ) -> None:
     args = options(servers, "-m", "my_shape", "-v")
-    result = (project.runpytest_subprocess(*args, "-n", "2", timeout=120) if workers
+    result = (project.runpytest_subprocess(*args, *TWO_WORKERS, timeout=120) if workers
               else project.runpytest(*args))
     # 2 models x 2 concurrencies pass; the tenth-as-fast candidate's 2 ratios are worse (fail)
     result.assert_outcomes(passed=4, failed=2)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR
+from paths import PAIR, TWO_WORKERS
 
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.pytest.html_hooks import HtmlReportHooks
@@ -163,7 +163,7 @@ def test_extras_and_summary_under_xdist(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     # Without the verdict: it waits for the reference's result from the other worker, and
     # that cross-worker wait is the verdict tests' business (test_verdict_plugin.py).
-    result, text = make_report(pytester, "-n", "2", "-p", "no:benchmark", "-m", "not verdict")
+    result, text = make_report(pytester, *TWO_WORKERS, "-m", "not verdict")
     result.assert_outcomes(passed=6)
     section = summary_section(text)
     assert "<h3>GSM8K accuracy</h3>" in section and "<h3>Throughput</h3>" in section

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import TWO_WORKERS
 from requirements import SHARED_DATA_HINT, module_needs
 from test_decision_page import (
     GSM8K,
@@ -271,7 +272,7 @@ def test_models_on_two_workers_stop_together(tmp_path: Path) -> None:
     servers = {REFERENCE: server(REFERENCE, delay_s=0.2, after=worse), WORSE: worse}
     sweep = SWEEP + "\n[verdicts]\nuntil_decided = true\n"
     result = serving(servers, lambda: run(tmp_path, servers, "test_accuracy.py", "-k", "gsm8k",
-                                          "--model", REFERENCE, "--model", WORSE, "-n", "2",
+                                          "--model", REFERENCE, "--model", WORSE, *TWO_WORKERS,
                                           sweep=sweep))
     reference, worse = result.accuracy(REFERENCE), result.accuracy(WORSE)
     assert worse.sequence is not None and reference.sequence is not None
@@ -330,7 +331,7 @@ def test_a_killed_run_continues_its_sequence_without_resending(tmp_path: Path) -
 def test_a_users_own_benchmark_stops_when_decided(tmp_path: Path) -> None:
     servers = {model: server(model) for model in (REFERENCE, WORSE)}
     result = serving(servers, lambda: run(tmp_path, servers, "test_adding.py",
-                                          "--model", REFERENCE, "--model", WORSE, "-n", "2",
+                                          "--model", REFERENCE, "--model", WORSE, *TWO_WORKERS,
                                           "--until-decided", "--round-size=5"))
     reference, worse = result.accuracy(REFERENCE, "adding"), result.accuracy(WORSE, "adding")
     assert worse.sequence is not None and reference.sequence is not None

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from paths import TWO_WORKERS
 from postgres_server import PostgresServer, missing_reason
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
@@ -156,7 +157,7 @@ def store_line_of(fault: str, store: str) -> str:
             "it writable again or pass --store elsewhere")
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])
+@pytest.mark.parametrize("workers", [[], list(TWO_WORKERS)], ids=["plain", "xdist"])
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_a_sqlite_store_that_fails_mid_run_fails_the_run_fast(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -191,7 +192,7 @@ def throwaway_postgres() -> PostgresServer:
     return PostgresServer().start()
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])
+@pytest.mark.parametrize("workers", [[], list(TWO_WORKERS)], ids=["plain", "xdist"])
 def test_a_postgresql_server_stopped_mid_run_fails_the_run_fast(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     throwaway_postgres: PostgresServer, workers: list[str],

@@ -16,8 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 
 
-def sweep_with_threads(tmp: Path, threads: int) -> Path:
-    return embedded_sweep_with(tmp / f"threads{threads}.toml", threads=threads, max_num_seqs=4)
+def sweep_with_slots(tmp: Path, slots: int) -> Path:
+    """One thread a server: one of two threads spins on its barrier whenever another test
+    takes a core, and the suite runs other tests beside this one."""
+    return embedded_sweep_with(tmp / f"slots{slots}.toml", threads=1, max_num_seqs=slots)
 
 
 def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
@@ -34,19 +36,18 @@ def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
 
 def test_real_verdict_and_refusal_of_unlike_serving(tmp_path: Path) -> None:
     need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
-    # the pair on one thread each, the unlike run on two: a server of two threads spins on
-    # its barrier whenever another test takes a core, and the suite runs other tests beside it
-    one_thread, two_threads = sweep_with_threads(tmp_path, 1), sweep_with_threads(tmp_path, 2)
-    reference = run(tmp_path, "gemma3-270m", one_thread)
+    # the pair with four slots each, the unlike run with two
+    four, two = sweep_with_slots(tmp_path, 4), sweep_with_slots(tmp_path, 2)
+    reference = run(tmp_path, "gemma3-270m", four)
     assert reference.returncode == 0, reference.stdout[-3000:]
 
-    unlike = run(tmp_path, "smollm2-135m", two_threads)
+    unlike = run(tmp_path, "smollm2-135m", two)
     assert unlike.returncode == 1, unlike.stdout[-3000:]
-    assert ("refusing to pair smollm2-135m with gemma3-270m: serving setting n_threads differs "
-            "(smollm2-135m: 2, gemma3-270m: 1); serve every model with identical settings"
+    assert ("refusing to pair smollm2-135m with gemma3-270m: serving setting total_slots differs "
+            "(smollm2-135m: 2, gemma3-270m: 4); serve every model with identical settings"
             in unlike.stdout)
 
-    paired = run(tmp_path, "smollm2-135m", one_thread)
+    paired = run(tmp_path, "smollm2-135m", four)
     assert paired.returncode == 0, paired.stdout[-3000:]
     line = next(l for l in paired.stdout.splitlines() if "smollm2-135m vs gemma3-270m on gsm8k" in l)
     assert "95% interval [" in line and "n=2" in line

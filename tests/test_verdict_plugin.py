@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, write_sweep
+from paths import PAIR, TWO_WORKERS, write_sweep
 from sse_server import ListingServer, SseServer
 
 pytest_plugins = ("pytester",)
@@ -129,7 +129,7 @@ def test_reference_from_an_earlier_run_in_the_store(pytester: pytest.Pytester) -
 
 def test_verdicts_under_two_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[0] * 200"))
-    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", *PAIR)
+    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", *TWO_WORKERS, *PAIR)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*on gsm8k: worse*"])
 
@@ -172,7 +172,7 @@ def test_many_candidates_under_two_workers_never_wait_on_their_own_queue(
         """
     )
     result = pytester.runpytest_subprocess(
-        "-n", "2", "--sweep", str(sweep), "--modelsweep-dir", "work", "--verdict-wait", "60",
+        *TWO_WORKERS, "--sweep", str(sweep), "--modelsweep-dir", "work", "--verdict-wait", "60",
         timeout=300,
     )
     result.assert_outcomes(passed=4 + 24 + 5 + 12)
@@ -186,7 +186,7 @@ def test_a_candidate_test_that_failed_stops_the_wait_at_once(pytester: pytest.Py
             "    assert model_name != 'smollm2-135m', 'the server answered garbage'\n",
         )
     )
-    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", "-n", "2", *PAIR,
+    result = pytester.runpytest_subprocess("--modelsweep-dir", "work", *TWO_WORKERS, *PAIR,
                                            timeout=120)
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines([
@@ -332,7 +332,7 @@ def test_a_users_hook_sets_the_throughput_rule(
 def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
-    result = run_throughput_bench(pytester, [*PAIR, *slow_candidate], "-n", "2",
+    result = run_throughput_bench(pytester, [*PAIR, *slow_candidate], *TWO_WORKERS,
                                   "--verdict-wait", "120")
     result.assert_outcomes(passed=2, failed=1)  # the slower candidate's ratio is worse
     ratio = ratio_of(pytester)
