@@ -39,9 +39,9 @@ def embedded_sweep_with(path: Path, **serving: int) -> Path:
 PAIR = ("--model", "gemma3-270m", "--model", "smollm2-135m")
 
 # The pytest runs the tests start load every pytest plugin installed beside this one. The CI
-# image's hypothesis, pytest-benchmark and anyio plugins, which none of them uses, cost 1.1 CPU-s
-# a process (hypothesis's alone 0.6 s; an empty run takes 1.4 s with them, 0.3 s without),
-# hundreds of times a session. conftest.py puts them in PYTEST_ADDOPTS, which reaches every
+# image's hypothesis, pytest-benchmark and anyio plugins, which none of them uses, cost 0.4 CPU-s
+# a process (an empty run: 0.7 s with them, 0.3 s without, on a quiet machine), hundreds of
+# times a session. conftest.py puts them in PYTEST_ADDOPTS, which reaches every
 # pytest the tests start but not the xdist workers those start: those read their arguments.
 UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:anyio")
 TWO_WORKERS = ("-n", "2", *UNUSED_PLUGINS)
