@@ -216,7 +216,9 @@ def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_rat
     for absent in ("slo_attainment", "output_tokens_per_s", "goodput_rps",
                    "usd_per_million_output_tokens"):
         assert absent not in stats
-    assert found[CANDIDATE]["stats"]["bracket"] == [1, 2]
+    # the candidate misses c2 (3.4 ms) however idle the machine; a busy one can make it miss
+    # c1 (1.7 ms) too, and the reference alone is this test's point
+    assert found[CANDIDATE]["stats"]["bracket"] in ([1, 2], [0, 1])
     assert measurements(pytester, "capacity_ratio") == {}
     result.stdout.fnmatch_lines([
         "cannot compare: the reference meets the SLO at no concurrency "
