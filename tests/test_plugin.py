@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from paths import PAIR, TWO_WORKERS, write_sweep
+from stores import raw_sql
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 
@@ -111,6 +112,35 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
     assert kept["outcome"] == "failed" and kept["value"] == 1.5
     assert not (pytester.path / "results.json.partial.jsonl").exists()
     result.stdout.fnmatch_lines(["*modelsweep measurements*", "*smollm2-135m*fake-bench*40*"])
+
+
+def test_a_value_that_is_not_a_number_fails_its_test_alone_with_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """NaN in the store's value column read as a broken store, which then failed every later
+    test; now the test that recorded it fails, and the others record and store as before."""
+    pytester.makepyfile(
+        """
+        def test_nan(model_name, record_measurement):
+            record_measurement("mine", float("nan"), "ratio", 1)
+        def test_inf(model_name, record_measurement):
+            record_measurement("mine", float("-inf"), "ratio", 1)
+        def test_ok(model_name, record_measurement):
+            record_measurement("mine", 2.5, "ratio", 1)
+        """
+    )
+    result = pytester.runpytest("--model", "smollm2-135m", "--results", "results.json",
+                                "--store", "s.sqlite")
+    result.assert_outcomes(passed=1, failed=2)
+    for shown in ("nan", "-inf"):
+        result.stdout.fnmatch_lines([f"*record_measurement('mine'): its value is {shown}, not a "
+                                     "finite number; record what was measured, or fail the "
+                                     "test where nothing was"])
+    assert "Traceback" not in result.stdout.str() and "cannot write" not in result.stdout.str()
+    assert [(m["test_id"].split("::")[1], m["value"])
+            for m in results_of(pytester)["measurements"]] == [("test_ok[smollm2-135m]", 2.5)]
+    ((stored,),) = raw_sql(str(pytester.path / "s.sqlite"), "SELECT value FROM measurements")[0]
+    assert stored == 2.5
 
 
 def test_workers_hand_measurements_to_the_controller(pytester: pytest.Pytester) -> None:

@@ -7,6 +7,7 @@ itself needs; what a fixture uses is imported when the fixture runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +90,8 @@ def endpoint(model_name: str, modelsweep_run: RunState) -> Endpoint:
 def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     """``record_measurement(benchmark, value, unit, n, params=..., stats=..., items=...,
     requests=...)``: one result of this test (``stats``: the kind's record or a dict of it),
-    with its model and endpoint; it reaches the results file even if the test then fails."""
+    with its model and endpoint; it reaches the results file even if the test then fails. A
+    value that is not a finite number fails the test instead, with one line."""
     from datetime import datetime, timezone
 
     from ..core.measurements import Measurement, stats_type
@@ -111,6 +113,10 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
         model: str | None = model,
         endpoint: Endpoint | None = None,
     ) -> Measurement:
+        if not math.isfinite(float(value)):  # the store keeps numbers; NaN is no measurement
+            pytest.fail(f"record_measurement({benchmark!r}): its value is {float(value)!r}, not "
+                        "a finite number; record what was measured, or fail the test where "
+                        "nothing was", pytrace=False)
         if endpoint is None:
             candidate = node.funcargs.get("endpoint") if hasattr(node, "funcargs") else None
             endpoint = candidate if isinstance(candidate, Endpoint) else None
