@@ -113,8 +113,9 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
         model: str | None = model,
         endpoint: Endpoint | None = None,
     ) -> Measurement:
-        if not math.isfinite(float(value)):  # the store keeps numbers; NaN is no measurement
-            pytest.fail(f"record_measurement({benchmark!r}): its value is {float(value)!r}, not "
+        value = float(value)
+        if not math.isfinite(value):  # the store keeps numbers; NaN is no measurement
+            pytest.fail(f"record_measurement({benchmark!r}): its value is {value!r}, not "
                         "a finite number; record what was measured, or fail the test where "
                         "nothing was", pytrace=False)
         if endpoint is None:
@@ -123,7 +124,7 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
         measurement = Measurement(
             model=model or "",
             benchmark=benchmark,
-            value=float(value),
+            value=value,
             unit=unit,
             n=int(n),
             params=dict(params or {}),
