@@ -6,8 +6,10 @@ sqrt(V (1/k + 1/(n − k))), V = max(S², W): S² the pooled spread around each 
 n − 2), W the mean within-run variance (0 when unknown). T = max_k |t_k| has the p-value
 (1 + count) / (1 + ``simulations``) of simulated unchanged normal series (fixed seed) with
 T at least as large; p <= ``alpha``: a change at the maximising k, and each side is tested in
-turn. The family-wise false-alarm rate is at most ``alpha``
-(benches/perf/change_point_simulation.py).
+turn at half the level its parent was tested at. The family-wise false-alarm rate is at most
+``alpha`` over an unchanged series (benches/perf/change_point_simulation.py), and at most
+``alpha`` over the unchanged stretches of a series with a change (the two sides' levels sum to
+their parent's).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def change_points(values: Sequence[float], within: Sequence[float] | None = None
         raise ValueError(f"{len(x)} figures but {len(noise)} within-run variances")
     found: list[Change] = []
 
-    def split(start: int, stop: int) -> None:
+    def split(start: int, stop: int, level: float) -> None:
         segment = x[start:stop]
         if len(segment) < _fewest(sides):
             return
@@ -116,12 +118,12 @@ def change_points(values: Sequence[float], within: Sequence[float] | None = None
         floor = sum(known) / len(known) if known else 0.0
         statistic, k, p_value = max_t_test(segment, floor, sides=sides,
                                            simulations=simulations, seed=seed)
-        if p_value > alpha:
+        if p_value > level:
             return
         found.append(Change(start + k, sum(segment[:k]) / k,
                             sum(segment[k:]) / (len(segment) - k), statistic, p_value))
-        split(start, start + k)
-        split(start + k, stop)
+        split(start, start + k, level / 2)
+        split(start + k, stop, level / 2)
 
-    split(0, len(x))
+    split(0, len(x), alpha)
     return sorted(found, key=lambda change: change.index)
