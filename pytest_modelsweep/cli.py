@@ -7,6 +7,7 @@ store and results files; nothing here imports pytest.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,12 +30,14 @@ SCREEN = "modelsweep screen"
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
-    """Build llama-server and fetch the embedded models now, instead of at the first test."""
+    """Make the llama.cpp server ready and fetch the embedded models now, instead of at the
+    first test."""
     from .core.sweep import load_sweep
     from .serving.provision import ensure_embedded_model, ensure_llama_server
 
     sweep = load_sweep(args.sweep)
-    print(f"llama-server: {ensure_llama_server(_say)}")
+    server = ensure_llama_server(_say, build=args.build)
+    print(f"llama.cpp server: {server.origin}: {shlex.join(server.command)}")
     for name, spec in sweep.models.items():
         if spec.source.kind == "embedded":
             model = ensure_embedded_model(spec.source.id, _say)
@@ -421,7 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    add_sweep_option(command("provision", cmd_provision).add_argument)
+    p = command("provision", cmd_provision)
+    add_sweep_option(p.add_argument)
+    p.add_argument("--build", action="store_true",
+                   help="build llama-server from llama.cpp's source for this CPU (cmake and a "
+                        "C++ compiler; minutes) instead of using the prebuilt xllamacpp wheel's "
+                        "server; a cached build is used from then on")
     add_sweep_option(command("models", cmd_models).add_argument)
     p = command("runs", cmd_runs)
     add_store_option(p.add_argument, DEFAULTS.store)

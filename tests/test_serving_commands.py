@@ -22,7 +22,7 @@ def flag_value(argv: list[str], flag: str) -> str:
 def test_llamacpp_context_is_per_slot_times_slots() -> None:
     sweep = load_sweep("embedded")
     spec = sweep.model("smollm2-135m")
-    argv = llamacpp_argv(Path("/bin/llama-server"), Path("/m.gguf"), spec, sweep.serving, 8123)
+    argv = llamacpp_argv(("/bin/llama-server",), Path("/m.gguf"), spec, sweep.serving, 8123)
     assert argv[0] == "/bin/llama-server"
     assert flag_value(argv, "--ctx-size") == "65536"
     assert flag_value(argv, "--parallel") == "16"
@@ -36,8 +36,8 @@ def test_llamacpp_context_is_per_slot_times_slots() -> None:
 @pytest.mark.parametrize("candidate", ["smollm2-135m", "qwen2.5-coder-0.5b"])
 def test_llamacpp_models_differ_only_in_model_and_name(candidate: str) -> None:
     sweep = load_sweep("embedded")
-    a = llamacpp_argv(Path("/s"), Path("/a.gguf"), sweep.model("gemma3-270m"), sweep.serving, 1)
-    b = llamacpp_argv(Path("/s"), Path("/b.gguf"), sweep.model(candidate), sweep.serving, 1)
+    a = llamacpp_argv(("/s",), Path("/a.gguf"), sweep.model("gemma3-270m"), sweep.serving, 1)
+    b = llamacpp_argv(("/s",), Path("/b.gguf"), sweep.model(candidate), sweep.serving, 1)
     differing = [(x, y) for x, y in zip(a, b) if x != y]
     assert len(a) == len(b)
     assert differing == [("/a.gguf", "/b.gguf"), ("gemma3-270m", candidate)]
@@ -105,6 +105,73 @@ def test_llamacpp_refuses_a_hub_source(tmp_path: Path) -> None:
     embedded = load_sweep("embedded")
     with pytest.raises(EndpointError, match="llama-server serves GGUF files, not hf:Qwen/Qwen3-4B"):
         launch_llamacpp(sweep.model("qwen3-4b"), embedded.serving, tmp_path, print)
+
+
+def test_the_prebuilt_server_takes_every_flag_the_sweep_writes() -> None:
+    """Every flag llamacpp_argv writes for the embedded sweep maps onto xllamacpp's params."""
+    pytest.importorskip("xllamacpp")
+    from pytest_modelsweep.serving.prebuilt_server import common_params, parser
+
+    sweep = load_sweep("embedded")
+    argv = llamacpp_argv(("server",), Path("/m.gguf"), sweep.model("qwen2.5-coder-0.5b"),
+                         sweep.serving, 8123)
+    params = common_params(parser().parse_args(argv[1:]))
+    assert (params.model.path, params.model_alias, params.port) == (
+        "/m.gguf", {"qwen2.5-coder-0.5b"}, 8123)
+    assert (params.n_ctx, params.n_parallel, params.n_batch) == (4096 * 16, 16, 512)
+    assert (params.cpuparams.n_threads, params.cpuparams_batch.n_threads) == (2, 2)
+    assert params.endpoint_metrics and params.endpoint_slots and params.use_jinja
+    assert params.cache_prompt and not params.ui
+
+
+def test_the_prebuilt_server_refuses_a_flag_it_does_not_take_in_one_line() -> None:
+    pytest.importorskip("xllamacpp")
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_modelsweep.serving.prebuilt_server", "--model", "m.gguf",
+         "--port", "1", "--flash-attn", "on"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "prebuilt llama.cpp server: unrecognized arguments: --flash-attn on; the prebuilt "
+        "server (xllamacpp) takes only the flags pytest-modelsweep writes: drop the others from "
+        "[serving] extra_args, or build llama-server, which takes them all: modelsweep "
+        "provision --build"]
+
+
+def test_the_server_is_the_named_binary_else_a_cached_build_else_the_prebuilt_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_modelsweep.serving.provision import (ensure_llama_server, llama_server_path,
+                                                     prebuilt_llama_server)
+
+    monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("MODELSWEEP_LLAMA_SERVER", raising=False)
+    prebuilt = prebuilt_llama_server()
+    if prebuilt is not None:  # (the dev extra installs it: no build, no compiler)
+        assert ensure_llama_server(print) == prebuilt
+        assert prebuilt.command[1:] == ("-m", "pytest_modelsweep.serving.prebuilt_server")
+        assert prebuilt.origin.startswith("xllamacpp ")
+    built = llama_server_path()
+    built.parent.mkdir(parents=True)
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    native = ensure_llama_server(print)
+    assert native.command == (str(built),) and native.origin.endswith("sdist, built here")
+    monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", "/bin/true")
+    assert ensure_llama_server(print).origin == "MODELSWEEP_LLAMA_SERVER"
+
+
+def test_cpu_features_are_read_from_the_servers_system_info_line() -> None:
+    from pytest_modelsweep.serving.llamacpp import cpu_features
+
+    # llama-server's line (llama.cpp's common.cpp format) and the prebuilt runner's
+    assert cpu_features("main: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : "
+                        "SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 0 | "
+                        "REPACK = 1 |") == "SSE3 AVX AVX2 AVX512 REPACK"
+    assert cpu_features("prebuilt llama.cpp server: xllamacpp 1; system_info: CPU : SSE3 = 1 | "
+                        "AVX2 = 1 | F16C = 1 |") == "SSE3 AVX2 F16C"
+    assert cpu_features("no such line") is None
 
 
 def test_llama_server_is_built_for_this_cpu_without_amx() -> None:

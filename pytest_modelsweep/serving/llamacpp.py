@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..core.errors import EndpointError
@@ -12,18 +13,19 @@ from .endpoint import Endpoint, Provenance
 from .gguf import read_gguf_header
 from .probe import probe_server
 from .process import ServerProcess, free_port
-from .provision import (Progress, ensure_embedded_model, ensure_llama_server, file_sha256,
-                        llama_server_origin)
+from .provision import (LlamaServer, Progress, ensure_embedded_model, ensure_llama_server,
+                        file_sha256)
 
 HOST = "127.0.0.1"
 
 
-def llamacpp_argv(binary: Path, model_file: Path, spec: ModelSpec, serving: ServingSettings,
-                  port: int, host: str = HOST) -> list[str]:
-    """llama-server's command line for one model; every model gets the same settings
-    (``--ctx-size`` is over all slots: ``context_length`` × ``max_num_seqs``)."""
+def llamacpp_argv(server: Sequence[str], model_file: Path, spec: ModelSpec,
+                  serving: ServingSettings, port: int, host: str = HOST) -> list[str]:
+    """llama-server's command line for one model after the ``server`` command; every model
+    gets the same settings (``--ctx-size`` is over all slots: ``context_length`` ×
+    ``max_num_seqs``)."""
     argv = [
-        str(binary),
+        *server,
         "--model", str(model_file),
         "--alias", spec.served_name,
         "--host", host,
@@ -42,9 +44,21 @@ def llamacpp_argv(binary: Path, model_file: Path, spec: ModelSpec, serving: Serv
     return argv
 
 
+def cpu_features(log: str) -> str | None:
+    """The CPU features ggml runs with, from the server log's ``system_info`` line
+    (``CPU : SSE3 = 1 | AVX = 1 | ...``), or None where it has none."""
+    line = re.search(r"CPU : ((?:[A-Z0-9_]+ = \d+ \| ?)+)", log)
+    if line is None:
+        return None
+    return " ".join(name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1))
+                    if on != "0")
+
+
 def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
-                    progress: Progress) -> tuple[Endpoint, ServerProcess]:
-    """Provision, start and probe llama-server for one model; its file is checked first."""
+                    progress: Progress, server: LlamaServer | None = None,
+                    ) -> tuple[Endpoint, ServerProcess]:
+    """Provision, start and probe llama.cpp's server for one model (``server``, else the one
+    :func:`ensure_llama_server` chooses); its file is checked first."""
     if spec.source.kind == "embedded":
         model = ensure_embedded_model(spec.source.id, progress)
         model_path, model_sha, package, header = model.path, model.sha256, model.package, model.header
@@ -60,26 +74,28 @@ def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
         raise EndpointError(
             f"model {spec.name}: llama-server serves GGUF files, not {spec.source}; use "
             "source = \"embedded:ID\" or \"path:FILE.gguf\", or a vLLM backend")
-    binary = ensure_llama_server(progress)
+    server = server or ensure_llama_server(progress)
     port = free_port(HOST)
-    argv = llamacpp_argv(binary, model_path, spec, serving, port)
+    argv = llamacpp_argv(server.command, model_path, spec, serving, port)
     process = ServerProcess(
         argv, ready_url=f"http://{HOST}:{port}/health",
         log_path=log_dir / f"{spec.name}.llama-server.log", timeout_s=serving.startup_timeout_s,
-        name=f"llama-server for {spec.name}",
+        name=f"llama.cpp server ({server.origin}) for {spec.name}",
         death_signal=signal.SIGKILL)  # nothing to save: if pytest dies, it goes at once
-    progress(f"starting llama-server for {spec.name} on port {port}")
+    progress(f"starting llama.cpp's server ({server.origin}) for {spec.name} on port {port}")
     process.start()
     base_url = f"http://{HOST}:{port}"
     facts = probe_server(base_url, spec.served_name)
     settings = dict(facts.settings)
-    threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", "\n".join(process.log_tail(400)))
+    log = "\n".join(process.log_tail(400))
+    threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
     settings["n_threads"] = int(threads.group(1)) if threads else None
     settings["cache_prompt"] = "--no-cache-prompt" not in argv
+    settings["cpu_features"] = cpu_features(log)
     provenance = Provenance(
         server_name=facts.server_name,
-        # the build llama-server reports (/props build_info), and where the binary came from
-        server_version=f"{facts.server_version} ({llama_server_origin()})",
+        # the build the server reports (/props build_info), and where it came from
+        server_version=f"{facts.server_version} ({server.origin})",
         served_name=spec.served_name, server_settings=settings,
         model_source=f"{spec.source}" + (f" ({package})" if package else ""),
         model_sha256=model_sha, model_header=header.as_dict(), launch_argv=tuple(argv),

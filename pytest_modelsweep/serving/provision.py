@@ -1,9 +1,11 @@
-"""Provisioning of the embedded default: llama-server built from source, model files.
+"""Provisioning of the embedded default: the llama.cpp server and the model files.
 
-Both come from the Python package index into :func:`cache_root`, once (under a file lock):
+The server is llama.cpp's own: from the prebuilt ``xllamacpp`` wheel (no compiler), or
 ``llama-server`` built with cmake from the llama.cpp that ``llama-cpp-python``'s pinned sdist
-vendors (``MODELSWEEP_LLAMA_SERVER`` names a binary instead), and the pinned model files
-(:data:`PINNED_MODELS`), checked for size, GGUF header and sha256 before every use.
+vendors, once, into :func:`cache_root` (``modelsweep provision --build``; a cached build is
+preferred), or the binary ``MODELSWEEP_LLAMA_SERVER`` names. The pinned model files
+(:data:`PINNED_MODELS`) come from the package index and are checked for size, GGUF header
+and sha256 before every use.
 """
 
 from __future__ import annotations
@@ -108,18 +110,22 @@ def llama_server_dir() -> Path:
 
 
 def llama_server_path() -> Path:
-    """Where the embedded llama-server binary is (or will be, once built)."""
+    """Where the native llama-server binary is (or will be, once built)."""
     if override := os.environ.get("MODELSWEEP_LLAMA_SERVER"):
         return Path(override)
     return llama_server_dir() / "llama-server"
 
 
-def llama_server_origin() -> str:
-    """Where the llama-server binary comes from, as provenance says it: the pinned sdist,
-    or ``MODELSWEEP_LLAMA_SERVER``."""
-    if os.environ.get("MODELSWEEP_LLAMA_SERVER"):
-        return "MODELSWEEP_LLAMA_SERVER"
-    return f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist"
+@dataclass(frozen=True)
+class LlamaServer:
+    """The llama.cpp server a launch runs: its command's first words, and where it comes
+    from as provenance names it (a native build and the prebuilt wheel never pair)."""
+
+    command: tuple[str, ...]
+    origin: str
+
+
+PREBUILT_WHEEL = "xllamacpp"
 
 
 @contextlib.contextmanager
@@ -133,23 +139,40 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_llama_server(progress: Progress = print) -> Path:
-    """Return the llama-server binary, building it first if it is not cached."""
+def prebuilt_llama_server() -> LlamaServer | None:
+    """llama.cpp's server from the installed prebuilt wheel, or None where it is not installed."""
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    if importlib.util.find_spec(PREBUILT_WHEEL) is None:
+        return None
+    try:
+        wheel = f"{PREBUILT_WHEEL} {version(PREBUILT_WHEEL)} prebuilt CPU wheel"
+    except PackageNotFoundError:
+        return None
+    return LlamaServer((sys.executable, "-m", "pytest_modelsweep.serving.prebuilt_server"), wheel)
+
+
+def ensure_llama_server(progress: Progress = print, *, build: bool = False) -> LlamaServer:
+    """The llama.cpp server to launch: ``MODELSWEEP_LLAMA_SERVER``, else the native build where
+    it is cached (or ``build`` asks for it), else the prebuilt wheel's, else a native build."""
     target = llama_server_path()
     if os.environ.get("MODELSWEEP_LLAMA_SERVER"):
         if not os.access(target, os.X_OK):
             raise ProvisionError(
                 f"MODELSWEEP_LLAMA_SERVER={target} is not an executable file; "
-                "unset it to build llama-server automatically"
-            )
-        return target
+                "unset it to use the prebuilt server or build llama-server")
+        return LlamaServer((str(target),), "MODELSWEEP_LLAMA_SERVER")
+    native = LlamaServer((str(target),),
+                         f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist, built here")
     if target.is_file():
-        return target
+        return native
+    if not build and (prebuilt := prebuilt_llama_server()):
+        return prebuilt
     with _locked(target.parent.parent / ".build.lock"):
-        if target.is_file():  # another process built it while we waited
-            return target
-        _build_llama_server(target, progress)
-    return target
+        if not target.is_file():  # another process may have built it while we waited
+            _build_llama_server(target, progress)
+    return native
 
 
 def _run(argv: list[str], log: Path, progress: Progress | None = None, label: str = "") -> None:
@@ -188,7 +211,8 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
         if shutil.which(tool) is None:
             raise ProvisionError(
                 f"building llama-server needs {tool!r} on PATH (install cmake and a C++ "
-                "compiler, e.g. apt-get install cmake g++), or set MODELSWEEP_LLAMA_SERVER"
+                "compiler, e.g. apt-get install cmake g++); or install the prebuilt server, "
+                f"pip install {PREBUILT_WHEEL}, or set MODELSWEEP_LLAMA_SERVER"
             )
     target.parent.mkdir(parents=True, exist_ok=True)
     log = target.parent / "build.log"
@@ -200,8 +224,10 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="modelsweep-llama-build-") as tmp:
         work = Path(tmp)
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-              "--disable-pip-version-check", "-d", str(work),
+        # --no-binary for this one package only: pip still prepares the sdist's metadata,
+        # and ":all:" made it build the build requirements (cmake, ...) from source too.
+        _run([sys.executable, "-m", "pip", "download", "--no-deps",
+              "--no-binary", "llama-cpp-python", "--disable-pip-version-check", "-d", str(work),
               f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"],
              log, label="downloading llama-cpp-python sdist")
         sdist = work / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
