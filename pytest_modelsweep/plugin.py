@@ -202,6 +202,7 @@ def pytest_pycollect_makeitem(
     return with_verdict_tests(collector, name, obj, collected)
 
 
+@pytest.hookimpl(trylast=True)  # after -m, -k and --deselect
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -210,6 +211,16 @@ def pytest_collection_modifyitems(
     if not any(model_of_item(item) is not None for item in items):
         return
     state = run_state(config)
+    if state.reference_added:
+        from .pytest.collection import reference_tests_to_skip
+
+        skipped, lines = reference_tests_to_skip(items, state.selection.reference,
+                                                 state.stored_reference_run)
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            items[:] = [item for item in items if item not in skipped]
+        for line in lines if state.worker_id in ("main", "gw0") else ():  # once a run
+            state.write_line(line)
     run_order = {name: i for i, name in enumerate(state.models_to_run)}
     holm = state.options.holm
 

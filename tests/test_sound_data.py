@@ -159,6 +159,30 @@ def test_nothing_judged_is_not_a_pass(pytester: pytest.Pytester, accuracy_benche
     assert allowed.ret == pytest.ExitCode.OK
 
 
+def test_a_candidate_named_alone_brings_its_reference_unless_the_store_has_a_like_run(
+    pytester: pytest.Pytester, accuracy_benches: None,
+) -> None:
+    with ListingServer("gemma3-270m") as reference, ListingServer("smollm2-135m") as candidate:
+        endpoints = ["--endpoint", f"gemma3-270m={reference.base_url}",
+                     "--endpoint", f"smollm2-135m={candidate.base_url}", "--model", "smollm2-135m"]
+        alone = gsm8k(pytester, endpoints, "-s")
+        first_run = results(pytester)["run"]["run_id"]
+        stored = gsm8k(pytester, endpoints, "-s")
+        other_items = gsm8k(pytester, endpoints, "--limit", "2")
+    assert alone.ret == stored.ret == other_items.ret == pytest.ExitCode.OK
+    alone.assert_outcomes(passed=3)  # the reference's gsm8k, the candidate's, the verdict
+    alone.stdout.fnmatch_lines([
+        "modelsweep: measuring the reference gemma3-270m's gsm8k too: the comparisons need it "
+        "and the store holds no like run of it (add --model gemma3-270m to name it yourself)",
+        "*smollm2-135m vs gemma3-270m on gsm8k: *"])
+    stored.assert_outcomes(passed=2)  # the reference's test deselected: its run is stored
+    stored.stdout.fnmatch_lines([
+        f"modelsweep: the reference gemma3-270m's gsm8k comes from the store (run {first_run})",
+        "*smollm2-135m vs gemma3-270m on gsm8k: *"])
+    other_items.assert_outcomes(passed=3)  # --limit 2 asks for other items than the stored 3
+    other_items.stdout.fnmatch_lines(["modelsweep: measuring the reference gemma3-270m's gsm8k*"])
+
+
 def test_fewer_records_than_the_limit_are_measured_with_a_warning(
     pytester: pytest.Pytester, accuracy_benches: None, healthy: list[str],
 ) -> None:

@@ -112,19 +112,40 @@ def test_a_users_hook_replaces_the_rule(pytester: pytest.Pytester) -> None:
 
 def test_missing_reference_is_a_skip_naming_the_fix(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[1] * 200"))
-    result = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-rs")
+    result = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-rs",
+                                "-k", "not gemma3-270m")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([("*no gsm8k items of gemma3-270m in this run or in the store*"
                                   "add --model gemma3-270m*")])
 
 
+def test_the_reference_comes_with_a_candidate_on_an_empty_store(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(bench("[1] * 200"))
+    result = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-s",
+                                "--results", "r.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "modelsweep: measuring the reference gemma3-270m's gsm8k too: the comparisons need it "
+        "and the store holds no like run of it (add --model gemma3-270m to name it yourself)",
+        "*on gsm8k: better (difference +0.500*"])
+    measured = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    assert [row["model"] for row in measured if row["benchmark"] == "gsm8k"] == [
+        "gemma3-270m", "smollm2-135m"]
+
+
 def test_reference_from_an_earlier_run_in_the_store(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bench("[1] * 200"))
-    first = pytester.runpytest("--modelsweep-dir", "work", "--model", "gemma3-270m")
+    first = pytester.runpytest("--modelsweep-dir", "work", "--model", "gemma3-270m",
+                               "--results", "r.json")
     first.assert_outcomes(passed=1, skipped=1)  # no candidate to judge: an empty parameter set
+    run = json.loads((pytester.path / "r.json").read_text())["run"]["run_id"]
     second = pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", "-s")
     second.assert_outcomes(passed=2)
-    second.stdout.fnmatch_lines(["*on gsm8k: better (difference +0.500*"])
+    second.stdout.fnmatch_lines([
+        f"modelsweep: the reference gemma3-270m's gsm8k comes from the store (run {run})",
+        "*on gsm8k: better (difference +0.500*"])
 
 
 def test_verdicts_under_two_workers(pytester: pytest.Pytester) -> None:
@@ -379,7 +400,8 @@ def test_a_stored_reference_flagged_unstable_is_named_with_the_candidates_ratio(
 def test_a_ratio_whose_reference_setting_was_never_measured_is_a_skip(
     pytester: pytest.Pytester, slow_candidate: list[str],
 ) -> None:
-    result = run_throughput_bench(pytester, slow_candidate, "--model", "smollm2-135m", "-rs")
+    result = run_throughput_bench(pytester, slow_candidate, "--model", "smollm2-135m", "-rs",
+                                  "--deselect", "test_throughput.py::test_throughput[gemma3-270m-c1]")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([("*no throughput result of gemma3-270m at concurrency 1 in this "
                                   "run or the store*; run it too (add --model gemma3-270m)*")])

@@ -142,6 +142,22 @@ def has_params(measurement: Measurement, params: Mapping[str, Any]) -> bool:
     return all(measurement.params.get(name) == value for name, value in params.items())
 
 
+def stored_like_run(store: Store, model: str, benchmark: str, setting: Mapping[str, Any], *,
+                    limit: int | None) -> str | None:
+    """The newest run in ``store`` whose passed ``benchmark`` measurement of ``model`` was
+    taken at ``setting`` over the items ``limit`` asks for (``--limit``: the first N; None: the
+    whole data set), or None: a comparison has no like side there to reuse."""
+    for found in store.history(model, benchmark):
+        measurement = Measurement.from_dict(found)
+        params = measurement.params
+        same_items = "subset" not in params or (
+            params.get("subset") == (limit is not None)
+            and (limit is None or params.get("limit") == limit))
+        if measurement.passed and same_items and has_params(measurement, setting):
+            return str(found["run_id"])
+    return None
+
+
 @dataclass
 class ComparisonFinder:
     """Finds comparison sides for one run, polling while this run's ``expected_tests`` of a

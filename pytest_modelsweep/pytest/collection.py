@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from ..core.metrics import (ACCURACY_UNIT, BENCHMARK_MARKER, THROUGHPUT_UNIT, VERDICT_MARKER, Kind,
-    benchmark_name_problem, metric_for)
-from .context import declared_benchmark_key
+    benchmark_name_problem, kind_of, metric_for)
+from .context import declared_benchmark_key, model_of_item
 
 VERDICT_TEST = "test_verdict"
 RATIO_TEST = "test_throughput_ratio"
@@ -159,3 +159,51 @@ def with_verdict_tests(
         collector=collector, name=test_name, obj=definition)
     return [*items, *(verdicts or [])]
 
+
+
+SETTING_PARAMS = ("concurrency", "prompt_tokens")
+"""The parameters that tell a benchmark's settings apart (a comparison is per setting)."""
+
+StoredRun = Callable[[str, dict[str, Any]], "str | None"]
+"""(benchmark, setting) → a stored run with the reference's like measurement, or None."""
+
+
+def _benchmarks(item: pytest.Item) -> set[str]:
+    return {mark.name for mark in item.iter_markers()
+            if mark.name != VERDICT_MARKER and kind_of(mark.name) is not None}
+
+
+def _setting(item: pytest.Item) -> dict[str, Any]:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return {name: params[name] for name in SETTING_PARAMS if name in params}
+
+
+def reference_tests_to_skip(items: list[pytest.Item], reference: str,
+                            stored_run: StoredRun) -> tuple[list[pytest.Item], list[str]]:
+    """Of the reference's own tests (collected because ``--model`` named only candidates),
+    those no collected comparison needs, or whose like measurement ``stored_run`` finds (it is
+    reused as a stored reference always was); and a line for each benchmark, measured or reused."""
+    from ..judging.comparisons import setting_text
+
+    needs = [(_benchmarks(item), _setting(item)) for item in items
+             if item.get_closest_marker(VERDICT_MARKER) is not None]
+    skipped: list[pytest.Item] = []
+    said: dict[str, str] = {}
+    for item in items:
+        if model_of_item(item) != reference or item.get_closest_marker(VERDICT_MARKER):
+            continue
+        benchmarks, own = _benchmarks(item), _setting(item)
+        wanted = [b for marks, setting in needs for b in marks & benchmarks
+                  if all(own.get(name) == value for name, value in setting.items())]
+        run = stored_run(wanted[0], own) if wanted else None
+        if not wanted or run is not None:
+            skipped.append(item)
+        if wanted:
+            what = f"{wanted[0]} {setting_text(own)}".strip()
+            said.setdefault(what, (
+                f"the reference {reference}'s {what} comes from the store (run {run})"
+                if run is not None else
+                f"measuring the reference {reference}'s {what} too: the comparisons need it "
+                f"and the store holds no like run of it (add --model {reference} to name it "
+                "yourself)"))
+    return skipped, list(said.values())

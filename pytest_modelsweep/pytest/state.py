@@ -192,8 +192,21 @@ class RunState:
 
     @property
     def models_to_run(self) -> list[str]:
-        """Model names whose tests are collected, in run order: ``--model``'s, else all."""
-        return list(dict.fromkeys(self.options.models)) or list(self.selection.models)
+        """Model names whose tests are collected, in run order: ``--model``'s (the reference
+        first where they name only candidates: :attr:`reference_added`), else all."""
+        named = list(dict.fromkeys(self.options.models))
+        if not named:
+            return list(self.selection.models)
+        return [self.options.reference or self.sweep.reference] * self.reference_added + named
+
+    @property
+    def reference_added(self) -> bool:
+        """Whether ``--model`` named only candidates, so that the reference's tests are
+        collected for their comparisons (those the store has a like run of are deselected);
+        not with ``--sweep-run``, where another host measures it."""
+        reference = self.options.reference or self.sweep.reference
+        return (bool(self.options.models) and reference not in self.options.models
+                and self.options.sweep_run is None)
 
     @cached_property
     def attach(self) -> dict[str, str]:
@@ -235,6 +248,19 @@ class RunState:
         if not self.is_worker:
             self._take_back_kept_items(store)
         return store
+
+    def stored_reference_run(self, benchmark: str, setting: dict[str, Any]) -> str | None:
+        """A stored run with the reference's like ``benchmark`` measurement at ``setting``
+        (:func:`stored_like_run`); None where there is none or the store cannot be read
+        (then the reference is measured, and the store's failure shows in its tests)."""
+        from ..core.errors import ModelsweepError
+        from ..judging.comparisons import stored_like_run
+
+        try:
+            return stored_like_run(self.store, self.selection.reference, benchmark, setting,
+                                   limit=self.bench_settings.limit)
+        except ModelsweepError:
+            return None
 
     def store_failure(self) -> str | None:
         """Why the store failed in this run: in this process, or in another of the run on this
