@@ -44,6 +44,9 @@ REFERENCE = "reference"
 DASH = "—"
 ACCURACY_BLOCK = "accuracy vs reference"  # the table column of every accuracy group
 FIGURES_TITLE = "Figures behind the cells"  # the folded heading of figure_lines
+DECIDED_RATIO_SPREAD = 1.25
+"""The decision line states a throughput ratio as a figure only where its 95% interval lies
+within ×/÷ this of it; a wider one is no usable figure (the table still shows it)."""
 
 
 # --------------------------------------------------------------------------- the page
@@ -877,7 +880,11 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
     if picks:
         return picks
     ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
-              if (m := page.ratio(c)) is not None and (value := finite(m.value)) is not None}
+              if (m := page.ratio(c)) is not None
+              and (value := _decided_ratio(page, c)) is not None}
+    if not ratios and any(page.ratio(c) is not None for c in pool):
+        return [f"no capacity or cost measured, and no {page.settings_text} throughput ratio "
+                f"decided (each 95% interval wider than ×/÷{DECIDED_RATIO_SPREAD:g})"]
     if not ratios:
         return [_nothing_to_choose(page)]
     best_ratio = max(v for v, _ in ratios.values())
@@ -887,18 +894,38 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
              f"{ratios[top[0]][1] or ''})")]
 
 
+def _decided_ratio(page: _Page, candidate: str) -> float | None:
+    """The candidate's throughput ratio where its interval lies within ×/÷
+    :data:`DECIDED_RATIO_SPREAD` of it, else None."""
+    m = page.ratio(candidate)
+    value = None if m is None else finite(m.value)
+    low, high = page.ratio_interval(candidate)
+    if value is None or low is None or high is None or low <= 0:
+        return None
+    return value if max(high / value, value / low) <= DECIDED_RATIO_SPREAD else None
+
+
 def _output_rates(page: _Page, holding: Sequence[str]) -> str:
     """`` at 0.66× its output rate at c4``: the throughput ratios of the candidates that hold
-    the reference's accuracy (``0.66× (a) and 1.83× (b)``); "" when none has one."""
-    rates = [(c, format_ratio(value)) for c in holding
-             if (m := page.ratio(c)) is not None and (value := finite(m.value)) is not None]
-    if not rates:
-        return ""
-    settings = {page.setting(c) for c, _ in rates}
-    one = len(settings) == 1
-    shown = [(ratio if len(rates) == 1 else f"{ratio} ({c})") if one
-             else f"{ratio} ({c}, at {page.setting(c)})" for c, ratio in rates]
-    return f" at {_names(shown)} its output rate" + (f" at {settings.pop()}" if one else "")
+    the reference's accuracy (``0.66× (a) and 1.83× (b)``), each only where its interval is
+    narrow enough to be a figure (:func:`_decided_ratio`; else what would decide it); "" when
+    none has one."""
+    ratios = [c for c in holding if (m := page.ratio(c)) is not None
+              and finite(m.value) is not None]
+    rates = [(c, format_ratio(v)) for c in ratios if (v := _decided_ratio(page, c)) is not None]
+    undecided = [c for c in ratios if _decided_ratio(page, c) is None]
+    said = ""
+    if rates:
+        settings = {page.setting(c) for c, _ in rates}
+        one = len(settings) == 1
+        shown = [(ratio if len(rates) == 1 else f"{ratio} ({c})") if one
+                 else f"{ratio} ({c}, at {page.setting(c)})" for c, ratio in rates]
+        said = f" at {_names(shown)} its output rate" + (f" at {settings.pop()}" if one else "")
+    if undecided:
+        said += (f" ({_names(undecided)}: output rate vs {page.reference} not decided, its 95% "
+                 f"interval wider than ×/÷{DECIDED_RATIO_SPREAD:g}; more repeats, or "
+                 "--interleave --repeats auto, decide it)")
+    return said
 
 
 def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -> str:
