@@ -83,14 +83,12 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"{IDENTITY_PREFIX} {WHEEL} {version(WHEEL)}; system_info: "
           f"{xllamacpp.get_system_info().strip()}", file=sys.stderr, flush=True)
-    try:
-        server = xllamacpp.Server(common_params(args))
+    try:  # held until exit: dropping it stops the server; llama.cpp logs where it listens
+        _server = xllamacpp.Server(common_params(args))
     except RuntimeError as error:  # llama.cpp has logged why above
         print(f"{IDENTITY_PREFIX} {error} (llama.cpp's lines above say why)", file=sys.stderr,
               flush=True)
         raise SystemExit(1) from None
-    print(f"{IDENTITY_PREFIX} listening on {server.listening_address}", file=sys.stderr,
-          flush=True)
     signal.sigwait(stop)
     os._exit(0)  # the server's threads hold no state worth a slow teardown
 
