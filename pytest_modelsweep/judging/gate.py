@@ -17,6 +17,7 @@ from ..core.measurements import Measurement, StartupStats, ThroughputStats
 from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
 from ..core.stats.bootstrap import paired_bootstrap, sign_test_p_value
+from ..core.stats.holm import holm_step_down
 from ..core.stats.intervals import RatioInterval, ratio_interval_between_runs, student_t_cdf
 from ..core.stats.sequences import paired_sequence
 from .pairing import (PairingError, RequestSettings, check_same_items, check_same_requests,
@@ -430,24 +431,22 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
         by_model.setdefault(rows[index].model, []).append(index)
     fraction = thresholds.throughput_fraction
     for members in by_model.values():
-        p_values = {i: _threshold_p_value(intervals[i], thresholds) for i in members}
-        order = sorted(members, key=lambda i: p_values[i])
-        m = len(order)
-        stepping = True
-        confidence = 1.0 - 2 * THROUGHPUT_FAMILY_ERROR
-        for rank, index in enumerate(order):
-            if stepping:
-                confidence = 1.0 - 2 * THROUGHPUT_FAMILY_ERROR / (m - rank)
-            interval = intervals[index].at_confidence(confidence)
-            status = "ok"
-            if stepping and interval.high < 1 - fraction:
-                status = "regressed"
-            elif stepping and interval.low > 1 + fraction:
-                status = "improved"
-            stepping = status != "ok"
+
+        def test(index: int, level: float) -> tuple[bool, tuple[RatioInterval, str]]:
+            interval = intervals[index].at_confidence(1.0 - level)
+            status = ("regressed" if interval.high < 1 - fraction
+                      else "improved" if interval.low > 1 + fraction else "ok")
+            return status != "ok", (interval, status)
+
+        steps = holm_step_down({i: _threshold_p_value(intervals[i], thresholds) for i in members},
+                               2 * THROUGHPUT_FAMILY_ERROR, test)
+        for index, step in steps.items():
+            interval, status = step.result
+            confidence = 1.0 - step.alpha
             row = rows[index]
             rows[index] = replace(
-                row, low=interval.low - 1, high=interval.high - 1, status=status,
-                confidence=confidence,
-                note=f"{row.note}; {confidence:.1%} interval, Holm step {rank + 1} of {m}")
+                row, low=interval.low - 1, high=interval.high - 1,
+                status=status if step.rejected else "ok", confidence=confidence,
+                note=f"{row.note}; {confidence:.1%} interval, Holm step {step.rank + 1} of "
+                     f"{len(steps)}")
 

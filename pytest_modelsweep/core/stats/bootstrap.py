@@ -19,6 +19,7 @@ from typing import Any, Literal, cast, get_args
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .holm import holm_step_down
 from .intervals import FloatArray, finite_array
 from .verdicts import check_confidence
 
@@ -331,16 +332,14 @@ def holm_intervals(
     alpha = 1.0 - check_confidence(confidence)
     resamples = _check_resamples(resamples)
     method = _check_method(method)
-    names = list(comparisons)
     samples = {name: _paired_sample(candidate, reference, resamples, seed)
                for name, (candidate, reference) in comparisons.items()}
-    results: dict[str, HolmComparison] = {}
-    stepping = True
-    level = confidence
-    for rank, name in enumerate(sorted(names, key=lambda name: samples[name].p_value)):
-        if stepping:
-            level = 1.0 - alpha / (len(names) - rank)
-        interval = _interval(samples[name], level, method)
-        rejected = stepping = stepping and not interval.covers_zero
-        results[name] = HolmComparison(name, rank, rejected, interval)
-    return {name: results[name] for name in names}
+
+    def test(name: str, level: float) -> tuple[bool, PairedInterval]:
+        interval = _interval(samples[name], 1.0 - level, method)
+        return not interval.covers_zero, interval
+
+    steps = holm_step_down({name: sample.p_value for name, sample in samples.items()}, alpha,
+                           test)
+    return {name: HolmComparison(name, step.rank, step.rejected, step.result)
+            for name, step in steps.items()}
