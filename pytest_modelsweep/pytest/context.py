@@ -99,8 +99,15 @@ def run_state(config: pytest.Config) -> RunState:
         except ModelsweepError as error:
             raise pytest.UsageError(str(error)) from None
     config.stash[run_state_key] = state
-    freeze_what_the_run_loaded()
+    if os.environ.get(GC_FREEZE_ENV) == "1":
+        freeze_what_the_run_loaded()
     return state
+
+
+GC_FREEZE_ENV = "MODELSWEEP_GC_FREEZE"
+"""Set to 1 (the project's tests do, for their ~300 pytest processes): freeze what a run
+loaded (:func:`freeze_what_the_run_loaded`). Off by default: a user's process is not changed
+as a side effect of loading the plugin."""
 
 
 @functools.cache
