@@ -122,6 +122,29 @@ def strict_json(value: Any, **options: Any) -> str:
     return json.dumps(finite(value), allow_nan=False, **options)
 
 
+def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None) -> None:
+    """Raise :class:`RecordError` (``KEY: expected ...``) where ``data`` is not an object or
+    holds a value of the wrong type for a field of the dataclass ``cls``; ``read`` (the
+    class's own reader) must take it too. A key no field holds, or one left out, is no error."""
+    if not isinstance(data, Mapping):
+        raise RecordError(str(_wrong("an object", data)))
+    hints = typing.get_type_hints(cls)
+    for spec in fields(cls):
+        if spec.name in data:
+            try:
+                converter.structure(data[spec.name], hints[spec.name])
+            except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
+                where, problem = _located(error)
+                raise RecordError(f"{spec.name}{'' if where.startswith('[') or not where else '.'}"
+                                  f"{where}: {problem}") from None
+    if read is not None:
+        try:
+            read(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise RecordError(f"{'missing key ' if isinstance(error, KeyError) else ''}"
+                              f"{error}"[:200]) from None
+
+
 # --------------------------------------------------------------------------- field metadata
 
 
@@ -276,6 +299,13 @@ def _reader(cls: type[Record]) -> Callable[[Mapping[str, Any]], Record]:
 
 def _one_line(error: Exception) -> str:
     """``stats.repeats[0].ttft.p50_ms: expected a number, got str 'x'``."""
+    where, problem = _located(error)
+    return f"{where}: {problem}" if where else problem
+
+
+def _located(error: Exception) -> tuple[str, str]:
+    """Where in the dict cattrs' first error is (``stats.repeats[0]``, "" at the top), and
+    what it is."""
     def text(exc: BaseException, _: type | None) -> str:
         if isinstance(exc, KeyError):
             return f"missing key {exc}"
@@ -283,8 +313,7 @@ def _one_line(error: Exception) -> str:
 
     first = cattrs.transform_error(error, path="$", format_exception=text)[0]
     problem, _, where = first.rpartition(" @ ")
-    where = where.removeprefix("$").removeprefix(".").replace("<", "").replace(">", "")
-    return f"{where}: {problem}" if where else problem
+    return where.removeprefix("$").removeprefix(".").replace("<", "").replace(">", ""), problem
 
 
 # --------------------------------------------------------------------------- records

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from .codec import Record, RecordError, converter, flat, int_or_none, key, number_or_none
+from .codec import Record, RecordError, check_fields, converter, flat, int_or_none, key, number_or_none
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
@@ -1264,15 +1264,42 @@ class Measurement(Record):
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
-def measurements_of(data: Sequence[Mapping[str, Any]], where: str = "") -> list[Measurement]:
-    """The records of a results file's (or the store's) measurement dicts; a value of the
-    wrong type is a :class:`RecordError` naming ``where`` (the file) and its key."""
+def measurements_of(data: Sequence[Mapping[str, Any]] | Any, where: str = "",
+                    fix: str = "") -> list[Measurement]:
+    """The records of a results file's (or the store's) measurement dicts, their items and
+    timed requests checked too; a value of the wrong type is a :class:`RecordError` in one
+    line: ``where`` (the file or store, and the run), the key, and ``fix``."""
+    if not isinstance(data, Sequence) or isinstance(data, str):
+        raise RecordError(_refusal(where, "measurements", f"expected a list, got "
+                                   f"{type(data).__name__}", fix))
     records = []
     for index, measurement in enumerate(data):
         try:
-            records.append(Measurement.from_dict(measurement))
+            record = Measurement.from_dict(measurement)
+            for name, cls, read in (("items", ItemRecord, ItemRecord.from_dict),
+                                    ("requests", RequestRecord, None)):
+                for i, entry in enumerate(getattr(record, name)):
+                    try:
+                        check_fields(entry, cls, read)
+                    except RecordError as error:
+                        raise RecordError(f"{name}[{i}]{_joined(str(error))}") from None
         except RecordError as error:
-            raise RecordError(f"{where + ': ' if where else ''}measurements[{index}].{error}"
-                              ) from None
+            raise RecordError(_refusal(where, f"measurements[{index}]{_joined(str(error))}",
+                                       "", fix)) from None
+        records.append(record)
     return records
 
+
+def _joined(problem: str) -> str:
+    """``.key: what`` after a parent key, ``: what`` where no key is named."""
+    key, colon, _ = problem.partition(": ")
+    if not colon or " " in key:
+        return f": {problem}"
+    return problem if key.startswith("[") else f".{problem}"
+
+
+def _refusal(where: str, key: str, problem: str, fix: str) -> str:
+    """``WHERE: KEY: PROBLEM; FIX`` (each part only when given)."""
+    line = f"{where + ': ' if where else ''}{key}"
+    line += f": {problem}" if problem else ""
+    return line + (f"; {fix}" if fix else "")
