@@ -17,7 +17,8 @@ from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
 from .core.options import (DEFAULTS, add_noisy_option, add_regression_option, add_store_option,
                            add_sweep_option, add_sweep_run_option, add_ungated_option,
                            store_location_type)
-from .core.outputs import check_output_file, check_output_folder, write_failure, write_file
+from .core.outputs import (check_output_file, check_output_files, check_output_folder,
+                           write_failure, write_file)
 from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
@@ -224,9 +225,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if (args.run is None) == (args.sweep_run is None):
         raise ModelsweepError("report: give a run (id, baseline name or results file) or "
                               "--sweep-run NAME, one of the two")
-    for option, path in (("--html", args.html), ("--md", args.md), ("--llm-d", args.llm_d)):
-        if path is not None:
-            check_output_file(path, option)
+    check_output_files({"--html": args.html, "--md": args.md, "--llm-d": args.llm_d})
     if args.sweep_run is not None:
         from .store.database import Store
 
@@ -261,9 +260,7 @@ def cmd_history(args: argparse.Namespace) -> int:
                                  no_history_line, read_history, sweep_runs)
     from .store.database import Store
 
-    for option, path in (("--html", args.html), ("--md", args.md)):
-        if path is not None:
-            check_output_file(path, option)
+    check_output_files({"--html": args.html, "--md": args.md})
     sweep = args.sweep
     if sweep.endswith(".toml"):
         from .core.sweep import load_sweep
