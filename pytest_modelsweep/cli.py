@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .core.sweep import ModelSpec, Sweep
 
 SCREEN = "modelsweep screen"
+INTERRUPTED = 130  # The exit status of a command stopped by Ctrl-C, as a shell's.
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -176,14 +177,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
                 f"conclusion (first: {unsound[0]})")
         for m in ms:
-            # each model's accuracy benchmark once (whatever its settings), each other
-            # measurement once per setting: a comparison never finds two that disagree
+            # each model's accuracy benchmark from one run (whatever its settings), each other
+            # measurement once per setting: a comparison never finds two runs that disagree
+            # (what one run holds, e.g. a ratio of each design, it holds as it was recorded)
             what = (m.model, m.benchmark)
             setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
             identity = what if metric is not None and metric.kind is Kind.ACCURACY \
                 else (m.model, f"{m.benchmark} {setting_of(m)}")
-            if identity in measured:
+            if identity in measured and measured[identity][0] != run_id:
                 earlier, earlier_setting = measured[identity]
                 conflict = (f"under different settings: {earlier_setting} in run {earlier}, "
                             f"{setting} in run {run_id}") if earlier_setting != setting else \
@@ -256,7 +258,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """Each model's gated figures across a sweep's runs in the store, with the gate's decision
     on each run and the changes beyond run-to-run noise (docs/ci.md#history)."""
-    from .report.history import (history_document, history_json, history_markdown,
+    from .report.history import (History, history_document, history_json, history_markdown,
                                  no_history_line, read_history, sweep_runs)
     from .store.database import Store
 
@@ -267,9 +269,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         sweep = load_sweep(sweep).name
     store = Store(args.store, create=False)
-    line = no_history_line(store, sweep_runs(store, sweep), sweep)
-    if line is not None:
-        print(line)
+    runs = sweep_runs(store, sweep)
+    line = no_history_line(store, runs, sweep)
+    if line is not None:  # --json: the history of no series, its note that line
+        sys.stdout.write(history_json(History(str(store.path), sweep, (str(runs[0]["run_id"]),),
+                                              notes=(line,))) if args.json else line + "\n")
         return 0
     history = read_history(store, sweep, benchmark=args.benchmark, settings=dict(args.setting),
                            thresholds=args.fail_on_regression)
@@ -518,6 +522,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModelsweepError as error:
         print(f"modelsweep: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"modelsweep {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
 from cattrs.gen import make_dict_structure_fn, override
 
 from .errors import DataError
@@ -77,6 +78,24 @@ def _int_or_float(value: Any, hint: Any) -> int | float | None:
     return value
 
 
+def _list_of(hint: Any, _: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """A list or variadic tuple field: only a JSON list (cattrs would take a text's letters)."""
+    items = (homogenous_tuple_structure_factory if typing.get_origin(hint) is tuple
+             else list_structure_factory)(hint, converter)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise _wrong("a list", value)
+        return items(value, hint)
+    return structure
+
+
+def _is_list(hint: Any) -> bool:
+    origin: Any = typing.get_origin(hint)
+    return origin is list or (origin is tuple and typing.get_args(hint)[-1:] == (Ellipsis,))
+
+
+converter.register_structure_hook_factory(_is_list, _list_of)
 converter.register_structure_hook(float, _number)
 converter.register_structure_hook_func(
     lambda t: {int, float} <= set(typing.get_args(t)) <= {int, float, type(None)}, _int_or_float)
