@@ -62,7 +62,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .store.database import Store
 
     # anything there is checked by Store: a folder, a foreign file, a server that is down
-    for run in Store(args.store, create=False).runs(args.sweep_run):
+    for run in Store(args.store, create=False, read_only=True).runs(args.sweep_run):
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
               f"{run['measurements']} measurements"
               + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else "")
@@ -104,7 +104,7 @@ def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], l
         return data.get("run", {}), measurements_of(data["measurements"])
     if store.path is not None and not store.path.exists():
         raise ModelsweepError(f"{store}: no store there; pass --store or a results file")
-    opened = Store(store, create=False)
+    opened = Store(store, create=False, read_only=True)
     run_id = opened.baseline_run(ref) or ref
     return opened.run(run_id), measurements_of(opened.measurements(run_id))
 
@@ -119,7 +119,7 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
     path = Path(ref)
     if not (path.suffix == ".json" or path.is_file()) and (store.path is None
                                                             or store.path.exists()):
-        if runs := Store(store, create=False).baseline_measurements(ref):
+        if runs := Store(store, create=False, read_only=True).baseline_measurements(ref):
             return baseline_history(measurements_of(run) for run in runs)
     return _run_measurements(store, ref)[1]
 
@@ -231,7 +231,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.sweep_run is not None:
         from .store.database import Store
 
-        run, stored = Store(args.store, create=False).sweep_run_report(args.sweep_run)
+        store = Store(args.store, create=False, read_only=True)
+        run, stored = store.sweep_run_report(args.sweep_run)
         measurements = measurements_of(stored)
     else:
         run, measurements = _run_measurements(args.store, args.run)
@@ -268,7 +269,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         from .core.sweep import load_sweep
 
         sweep = load_sweep(sweep).name
-    store = Store(args.store, create=False)
+    store = Store(args.store, create=False, read_only=True)
     runs = sweep_runs(store, sweep)
     line = no_history_line(store, runs, sweep)
     if line is not None:  # --json: the history of no series, its note that line

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,11 @@ def _items_object(data: dict[str, Any]) -> None:
     data["measurements"][accuracy_index(data)]["items"] = {"q00": True}
 
 
+def _stats_of_another_kind(data: dict[str, Any]) -> None:
+    measurements = data["measurements"]
+    measurements[throughput_index(data)]["stats"] = measurements[accuracy_index(data)]["stats"]
+
+
 CORRUPTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "no-run": (_no_run, "{where}: run: expected an object (the run's provenance), got "
                         "NoneType None; " + FIX),
@@ -172,6 +177,10 @@ CORRUPTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
                                     "expected true or false, got str 'yes'; " + FIX),
     "items-object": (_items_object, "{where}: run {run}: measurements[{acc}].items: expected a "
                                     "list, got dict {{'q00': True}}; " + FIX),
+    "stats-of-another-kind": (_stats_of_another_kind, (
+        "{where}: run {run}: measurements[{tp}].stats: none of the keys of a 'my_shape' "
+        "measurement's ThroughputStats (it holds accuracy, correct, failed, items, …): the "
+        "stats of another kind of measurement; " + FIX)),
 }
 
 
@@ -457,3 +466,98 @@ def test_ctrl_c_in_a_modelsweep_command_is_one_line_and_exit_130() -> None:
             out, err = command.communicate(timeout=30)
     assert command.returncode == 130
     assert (out, err) == ("", "modelsweep runs: interrupted (Ctrl-C)\n")
+
+
+# --------------------------------------------------------------------------- 10: read-only
+@pytest.mark.parametrize("command", [["runs"], ["history", "--sweep", "mine"],
+                                     ["report", "{run}"], ["compare", "{first}", "{run}"]],
+                         ids=["runs", "history", "report", "compare"])
+def test_a_read_only_store_is_read_by_the_commands_that_only_read(
+        real_runs: RealRuns, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        command: list[str]) -> None:
+    """As a pull request reads main's store (docs/ci.md); nothing is written to it."""
+    store = tmp_path / "main.sqlite"
+    shutil.copy(real_runs.store, store)
+    store.chmod(0o444)
+    before = store.read_bytes()
+    args = [a.format(run=real_runs.runs[1], first=real_runs.runs[0]) for a in command]
+    capsys.readouterr()
+    assert main([*args, "--store", str(store)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert real_runs.runs[1] in out if command[0] in ("runs", "history") else out.strip()
+    assert store.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- 12: /metrics
+@pytest.mark.parametrize("bad", [math.inf, math.nan])
+def test_a_non_finite_gauge_is_ignored_with_a_note_and_flags_nothing(
+        real_runs: RealRuns, bad: float) -> None:
+    """The real run's first timed window as the sampler saw it, its server exposing ``+Inf``
+    (or ``NaN``) requests waiting in one sample."""
+    from pytest_modelsweep.core.measurements import Measurement, ThroughputStats
+    from pytest_modelsweep.serving.server_metrics import summarize_samples
+
+    data = results_data(real_runs)
+    stats = Measurement.from_dict(data["measurements"][throughput_index(data)]).stats
+    assert isinstance(stats, ThroughputStats)
+    window = stats.repeats[0].server_metrics
+    assert window is not None and len(window.samples) >= 2
+    samples = list(window.samples)
+    samples[-1] = replace(samples[-1], values={**samples[-1].values,
+                                               "llamacpp:requests_deferred": bad})
+    summary = summarize_samples(window.server_kind, samples)
+    assert summary.flag_line() is None and not summary.flagged
+    assert summary.waiting is not None and summary.waiting.max == 0.0
+    assert summary.ignored == {"waiting": f"llamacpp:requests_deferred was {bad!r} in 1 of "
+                                          f"{len(samples)} samples: ignored"}
+
+
+# --------------------------------------------------------------------------- 11: open loop
+@pytest.mark.parametrize(("args", "reason"), [
+    (["--timed-requests=1"], "degenerate: its 1 timed request offers no rate (fewer than two, "
+                             "or every one due at once)"),
+    (["--timed-requests=6", "--burstiness=1e-300"],
+     "degenerate: its 6 timed requests offer no rate (fewer than two, or every one due at "
+     "once)")], ids=["one-request", "every-gap-0"])
+def test_a_degenerate_open_loop_window_is_flagged_and_never_passes(
+        pytester: pytest.Pytester, args: list[str], reason: str) -> None:
+    from sse_server import ListingServer
+
+    pytester.makepyfile(test_open_loop=(ROOT / "benches" / "test_open_loop.py").read_text())
+    with ListingServer("smollm2-135m") as server:
+        result = pytester.runpytest_subprocess(
+            f"--endpoint=smollm2-135m={server.base_url}", "--model=smollm2-135m",
+            "--request-rate=20", "--repeats=1", "--modelsweep-dir=work", "--results=r.json",
+            "-p", "no:cacheprovider", "-p", "no:randomly", "-k", "test_open_loop", *args,
+            timeout=120)
+    assert_no_traceback(result)
+    result.assert_outcomes(failed=1, skipped=2)
+    assert reason in output(result)
+    (measurement,) = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    assert measurement["outcome"] == "failed"
+
+
+# --------------------------------------------------------------------------- 13: PostgreSQL
+def test_a_postgresql_port_that_never_answers_is_named_with_its_timeout() -> None:
+    """A port that accepts and never answers (the URL's connect_timeout keeps the test short;
+    without it the store waits docs/store.md's 10 s)."""
+    import socket
+    import time
+
+    from pytest_modelsweep.core.errors import ModelsweepError
+    from pytest_modelsweep.store.database import Store
+
+    pytest.importorskip("psycopg")
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(4)
+        port = listening.getsockname()[1]
+        url = f"postgresql://bench@127.0.0.1:{port}/store?connect_timeout=1"
+        started = time.monotonic()
+        with pytest.raises(ModelsweepError) as refused:
+            Store(url, create=False)
+        waited = time.monotonic() - started
+    assert str(refused.value) == (
+        f"{url}: no answer from 127.0.0.1:{port} within the connect timeout (1 s); check that "
+        "the server is up and reachable, or the host in --store")
+    assert waited < 5

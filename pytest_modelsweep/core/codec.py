@@ -244,6 +244,13 @@ def _planned(cls: type[Record]) -> tuple[_Entry, ...]:
     return tuple(sorted(entries, key=lambda entry: not entry.rest))
 
 
+def declared_keys(cls: type[Record]) -> frozenset[str]:
+    """The top-level keys a record of ``cls`` names itself (its fields' and derived keys; not
+    those a ``rest`` field or a hook holds)."""
+    return frozenset(entry.key.split(".", 1)[0] for entry in _plan(cls)
+                     if not entry.rest and not entry.hook)
+
+
 def _written(record: Record) -> dict[str, Any]:
     """The dict of a record's fields (and derived keys), by its plan."""
     data: dict[str, Any] = {}

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from .codec import Record, RecordError, check_fields, converter, flat, int_or_none, key, number_or_none
+from .codec import (Record, RecordError, check_fields, converter, declared_keys, flat,
+                    int_or_none, key, number_or_none)
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
@@ -207,6 +208,8 @@ class ServerMetricsSummary(Record):
     absent: Mapping[str, str] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
     peak_client_in_flight: int | None = None
+    ignored: Mapping[str, str] | None = field(default=None, metadata=key(omit_none=True))
+    """Quantity → why some samples were left out (a NaN or infinity the server exposed)."""
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -1243,6 +1246,13 @@ class Measurement(Record):
             if not isinstance(self.stats, OtherStats):
                 raise TypeError(f"a {self.benchmark!r} measurement in {self.unit!r} records "
                                 f"{expected.__name__}, not {type(self.stats).__name__}")
+            given = self.stats.to_dict()
+            if given and expected is not OtherStats and not set(given) & declared_keys(expected):
+                raise RecordError(
+                    f"stats: none of the keys of a {self.benchmark!r} measurement's "
+                    f"{expected.__name__} (it holds {', '.join(sorted(given)[:4])}"
+                    f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
+                    "measurement")
             try:
                 object.__setattr__(self, "stats", expected.from_dict(self.stats.to_dict()))
             except RecordError as error:

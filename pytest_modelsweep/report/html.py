@@ -305,6 +305,8 @@ def server_text(window: ServerMetricsWindow | None) -> str:
         parts.append(f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%")
     if summary.absent:
         parts.append("absent: " + ", ".join(sorted(summary.absent)))
+    if summary.ignored:
+        parts.append("; ".join(summary.ignored[name] for name in sorted(summary.ignored)))
     flag = summary.flag_line()
     return "; ".join(parts) + (f"; {flag}" if flag else "") + f" ({summary.samples} samples)"
 

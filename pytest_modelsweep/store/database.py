@@ -50,7 +50,7 @@ class Store:
     that is not there yet is a DataError, not a new empty store."""
 
     def __init__(self, location: StoreLocation | Path | str, *, busy_timeout_s: float = 60.0,
-                 create: bool = True) -> None:
+                 create: bool = True, read_only: bool = False) -> None:
         self.location = parse_store_location(location)
         self.path: Path | str = self.location.path or self.location.shown
         """Where the store is, as messages name it (a PostgreSQL URL without its password)."""
@@ -61,6 +61,8 @@ class Store:
         """Told that line once, when the store fails."""
         self._unreadable = False
         """Whether reads fail too (a server gone); a full or read-only store still reads."""
+        self.read_only = read_only
+        """Only read: a SQLite file is opened as it is (read-only files too), never upgraded."""
         if self.location.path is not None:
             self._engine = self._open_sqlite(self.location.path, busy_timeout_s, create)
         else:
@@ -81,9 +83,9 @@ class Store:
         while True:
             engine: Engine | None = None
             try:
-                check_store_file(path, busy_timeout_s=busy_timeout_s)
-                engine = sqlite_engine(path, busy_timeout_s)
-                self._ensure_schema(engine, create=True)
+                check_store_file(path, busy_timeout_s=busy_timeout_s, read_only=self.read_only)
+                engine = sqlite_engine(path, busy_timeout_s, read_only=self.read_only)
+                self._ensure_schema(engine, create=not self.read_only)
                 return engine
             except BaseException as error:
                 if engine is not None:
@@ -139,6 +141,10 @@ class Store:
         if version is None and not create:
             raise DataError(f"{self.location}: no store in that database yet; run pytest "
                             f"benches with --store {self.location} first")
+        if self.read_only and version is not None and version < SCHEMA_VERSION:
+            raise DataError(f"{self.location}: a store of schema {version}, read only here; "
+                            f"open it writable once to upgrade it to {SCHEMA_VERSION} (a pytest "
+                            "run with --store there, or modelsweep store copy into a new file)")
         with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
             dialect = conn.dialect.name
             if dialect == "postgresql":
