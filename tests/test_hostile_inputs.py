@@ -561,3 +561,25 @@ def test_a_postgresql_port_that_never_answers_is_named_with_its_timeout() -> Non
         f"{url}: no answer from 127.0.0.1:{port} within the connect timeout (1 s); check that "
         "the server is up and reachable, or the host in --store")
     assert waited < 5
+
+
+# --------------------------------------------------------------------------- 7: sequential
+def test_until_decided_stops_a_model_whose_comparison_can_use_no_more_items(
+        pytester: pytest.Pytester) -> None:
+    """The reference failed every item: the candidate's verdict can use none of its items,
+    so it sends one round, not all 40."""
+    project(pytester, test_mine=eval_bench(items=40))
+    with SseServer(served_names=("ref",), default_fault="http500") as failing, \
+            SseServer(served_names=("cand",)) as healthy:
+        result = pytester.runpytest_subprocess(
+            "--sweep=mine.toml", f"--endpoint=ref={failing.base_url}",
+            f"--endpoint=cand={healthy.base_url}", "--model=ref", "--model=cand",
+            "--until-decided", "--round-size=5", "--modelsweep-dir=work", "--results=r.json",
+            "-p", "no:cacheprovider", "-p", "no:randomly", timeout=180)
+        sent = len(healthy.stats.bodies)
+    assert_no_traceback(result)
+    assert sent == 5, output(result)[-3000:]
+    assert "my_eval cand: stopped after 5 of 40 items: no use" in output(result)
+    measurements = json.loads((pytester.path / "r.json").read_text())["measurements"]
+    (cand,) = [m for m in measurements if m["model"] == "cand" and m["benchmark"] == "my_eval"]
+    assert cand["stats"]["sequence"]["stop"] == "no use"

@@ -80,9 +80,10 @@ class Contention(Record):
 # --------------------------------------------------------------------------- accuracy
 
 
-STOP_DECIDED, STOP_FINAL, STOP_FAILED = "decided", "final", "failed"
+STOP_DECIDED, STOP_FINAL, STOP_FAILED, STOP_NO_USE = "decided", "final", "failed", "no use"
 """Why a sequential accuracy run stopped: every comparison decided; no more items (the data
-set's end or ``--limit``); items got no answer."""
+set's end or ``--limit``); items got no answer; no comparison could use more of its items
+(the other side failed, ended short, or holds other items)."""
 
 
 @dataclass(frozen=True)
