@@ -118,6 +118,22 @@ def test_a_history_of_a_model_at_100_percent_draws_its_plot(
     assert html.count('<figure class="ms-plot">') == 2  # the accuracy and throughput series
 
 
+def test_a_later_runs_html_report_draws_the_history_of_a_model_at_100_percent(
+        pytester: pytest.Pytester, real_runs: RealRuns) -> None:
+    """pytest --html of a third run against that store: every test passes, and the report
+    holds the History section."""
+    project(pytester, test_mine=eval_bench(items=ITEMS))
+    shutil.copy(real_runs.store, pytester.path / "store.sqlite")
+    with SseServer(served_names=MODELS) as server:
+        result = pytester.runpytest_subprocess(*options(
+            server.base_url, "--model=ref", "--modelsweep-dir=work", "--store=store.sqlite",
+            "--html=r.html"), timeout=120)
+    assert_no_traceback(result)
+    assert result.ret == pytest.ExitCode.OK, output(result)[-3000:]
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert 'id="modelsweep-history"' in html and "could not be drawn" not in html
+
+
 def test_a_plot_that_cannot_be_drawn_is_a_note_in_the_report(
         real_runs: RealRuns, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_modelsweep.report import plots
