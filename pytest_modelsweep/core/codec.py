@@ -147,14 +147,13 @@ def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None)
     class's own reader) must take it too. A key no field holds, or one left out, is no error."""
     if not isinstance(data, Mapping):
         raise RecordError(str(_wrong("an object", data)))
-    hints = typing.get_type_hints(cls)
-    for spec in fields(cls):
-        if spec.name in data:
+    for name, hint, structure in _field_readers(cls):
+        if name in data:
             try:
-                converter.structure(data[spec.name], hints[spec.name])
+                structure(data[name], hint)
             except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
                 where, problem = _located(error)
-                raise RecordError(f"{spec.name}{'' if where.startswith('[') or not where else '.'}"
+                raise RecordError(f"{name}{'' if where.startswith('[') or not where else '.'}"
                                   f"{where}: {problem}") from None
     if read is not None:
         try:
@@ -162,6 +161,19 @@ def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None)
         except (KeyError, TypeError, ValueError) as error:
             raise RecordError(f"{'missing key ' if isinstance(error, KeyError) else ''}"
                               f"{error}"[:200]) from None
+
+
+_FIELD_READERS: dict[type, list[tuple[str, Any, Callable[[Any, Any], Any]]]] = {}
+
+
+def _field_readers(cls: type) -> list[tuple[str, Any, Callable[[Any, Any], Any]]]:
+    """Each field of the dataclass ``cls``: its name, type and the converter's reader."""
+    if cls not in _FIELD_READERS:
+        hints = typing.get_type_hints(cls)
+        _FIELD_READERS[cls] = [(spec.name, hints[spec.name],
+                                converter.get_structure_hook(hints[spec.name]))
+                               for spec in fields(cls)]
+    return _FIELD_READERS[cls]
 
 
 # --------------------------------------------------------------------------- field metadata
