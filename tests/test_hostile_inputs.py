@@ -196,7 +196,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "stats-of-another-kind": (_stats_of_another_kind, (
         "{where}: run {run}: measurements[{tp}].stats: none of the keys of a 'my_shape' "
         "measurement's ThroughputStats (it holds accuracy, correct, failed, items, …): the "
-        "stats of another kind of measurement; " + FIX)),
+        "stats of another kind of measurement (AccuracyStats); " + FIX)),
 }
 
 

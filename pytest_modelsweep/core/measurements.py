@@ -1208,6 +1208,20 @@ _BY_COMPARED: dict[Kind, type[Stats]] = {
 }
 
 
+def another_kind(stats: Mapping[str, Any], expected: type[Stats]) -> type[Stats] | None:
+    """The kind whose stats ``stats`` are when they hold none of ``expected``'s own keys and
+    two or more keys, at least half of them, that kind names (another measurement's stats);
+    None when they may be ``expected``'s (a key no kind names is a user's own, or an older
+    writer's)."""
+    keys = set(stats)
+    if expected is OtherStats or keys & declared_keys(expected):
+        return None
+    shared, kind = max(((len(keys & declared_keys(kind)), kind) for kind in (
+        *_BY_KIND.values(), *_BY_COMPARED.values()) if kind is not expected),
+        key=lambda found: found[0])
+    return kind if shared >= 2 and 2 * shared >= len(keys) else None
+
+
 def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
     """The record of a measurement's ``stats``, by its benchmark's kind (:func:`metric_for`)."""
     metric = metric_for(benchmark, unit)
@@ -1247,13 +1261,14 @@ class Measurement(Record):
             if not isinstance(self.stats, OtherStats):
                 raise TypeError(f"a {self.benchmark!r} measurement in {self.unit!r} records "
                                 f"{expected.__name__}, not {type(self.stats).__name__}")
-            given = self.stats.to_dict()
-            if given and expected is not OtherStats and not set(given) & declared_keys(expected):
+            kind = another_kind(self.stats.to_dict(), expected)
+            if kind is not None:
+                given = sorted(self.stats.to_dict())
                 raise RecordError(
                     f"stats: none of the keys of a {self.benchmark!r} measurement's "
-                    f"{expected.__name__} (it holds {', '.join(sorted(given)[:4])}"
+                    f"{expected.__name__} (it holds {', '.join(given[:4])}"
                     f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
-                    "measurement")
+                    f"measurement ({kind.__name__})")
             try:
                 object.__setattr__(self, "stats", expected.from_dict(self.stats.to_dict()))
             except RecordError as error:
