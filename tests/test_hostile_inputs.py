@@ -283,10 +283,13 @@ def test_a_results_file_without_run_is_one_line_and_the_run_goes_on(
 
 
 # --------------------------------------------------------------------------- 2: --baseline
-def test_a_baseline_whose_items_have_a_wrong_type_is_refused_before_any_test(
-        pytester: pytest.Pytester, real_runs: RealRuns) -> None:
+@pytest.mark.parametrize("corruption", ["item-correct", "run-text", "requests-text"])
+def test_a_baseline_results_file_that_does_not_read_is_refused_before_any_test(
+        pytester: pytest.Pytester, real_runs: RealRuns, corruption: str) -> None:
+    """Items of a wrong type (case 2) passed the check and crashed the run's end; a text
+    ``run`` or ``requests`` (case 8) was an INTERNALERROR."""
     project(pytester, test_mine=eval_bench(items=ITEMS))
-    bad, expected = corrupted(real_runs, pytester.path, "item-correct")
+    bad, expected = corrupted(real_runs, pytester.path, corruption)
     with SseServer(served_names=MODELS) as server:
         result = pytester.runpytest_subprocess(*options(
             server.base_url, "--model=ref", "--modelsweep-dir=work", "--results=r.json",

@@ -153,7 +153,8 @@ def throughput_plot(measurements: Measurements) -> str | None:
         style = prompts.index(prompt or 0)
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         concurrencies.update(xs)
-        axes.errorbar(xs, ys, yerr=error_bars(ys, [p[2] for p in points], [p[3] for p in points]), capsize=3, color=f"C{models.index(model) % 10}",
+        yerr = error_bars(ys, [p[2] for p in points], [p[3] for p in points])
+        axes.errorbar(xs, ys, yerr=yerr, capsize=3, color=f"C{models.index(model) % 10}",
                       linestyle=_STYLES[style % len(_STYLES)],
                       marker=_MARKERS[style % len(_MARKERS)], label=_line_label(model, prompt))
     _concurrency_axis(axes, concurrencies)
