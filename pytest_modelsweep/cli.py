@@ -18,7 +18,8 @@ from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
 from .core.options import (DEFAULTS, add_noisy_option, add_regression_option, add_store_option,
                            add_sweep_option, add_sweep_run_option, add_ungated_option,
                            store_location_type)
-from .core.outputs import check_output_file, check_output_folder, write_failure, write_file
+from .core.outputs import (check_output_file, check_output_files, check_output_folder,
+                           write_failure, write_file)
 from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from .core.sweep import ModelSpec, Sweep
 
 SCREEN = "modelsweep screen"
+INTERRUPTED = 130  # The exit status of a command stopped by Ctrl-C, as a shell's.
 
 
 def cmd_provision(args: argparse.Namespace) -> int:
@@ -63,7 +65,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from .store.database import Store
 
     # anything there is checked by Store: a folder, a foreign file, a server that is down
-    for run in Store(args.store, create=False).runs(args.sweep_run):
+    for run in Store(args.store, create=False, read_only=True).runs(args.sweep_run):
         print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
               f"{run['measurements']} measurements"
               + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else "")
@@ -105,7 +107,7 @@ def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], l
         return data.get("run", {}), measurements_of(data["measurements"])
     if store.path is not None and not store.path.exists():
         raise ModelsweepError(f"{store}: no store there; pass --store or a results file")
-    opened = Store(store, create=False)
+    opened = Store(store, create=False, read_only=True)
     run_id = opened.baseline_run(ref) or ref
     return opened.run(run_id), measurements_of(opened.measurements(run_id))
 
@@ -120,7 +122,7 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
     path = Path(ref)
     if not (path.suffix == ".json" or path.is_file()) and (store.path is None
                                                             or store.path.exists()):
-        if runs := Store(store, create=False).baseline_measurements(ref):
+        if runs := Store(store, create=False, read_only=True).baseline_measurements(ref):
             return baseline_history(measurements_of(run) for run in runs)
     return _run_measurements(store, ref)[1]
 
@@ -178,14 +180,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
                 f"conclusion (first: {unsound[0]})")
         for m in ms:
-            # each model's accuracy benchmark once (whatever its settings), each other
-            # measurement once per setting: a comparison never finds two that disagree
+            # each model's accuracy benchmark from one run (whatever its settings), each other
+            # measurement once per setting: a comparison never finds two runs that disagree
+            # (what one run holds, e.g. a ratio of each design, it holds as it was recorded)
             what = (m.model, m.benchmark)
             setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
             identity = what if metric is not None and metric.kind is Kind.ACCURACY \
                 else (m.model, f"{m.benchmark} {setting_of(m)}")
-            if identity in measured:
+            if identity in measured and measured[identity][0] != run_id:
                 earlier, earlier_setting = measured[identity]
                 conflict = (f"under different settings: {earlier_setting} in run {earlier}, "
                             f"{setting} in run {run_id}") if earlier_setting != setting else \
@@ -227,13 +230,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if (args.run is None) == (args.sweep_run is None):
         raise ModelsweepError("report: give a run (id, baseline name or results file) or "
                               "--sweep-run NAME, one of the two")
-    for option, path in (("--html", args.html), ("--md", args.md), ("--llm-d", args.llm_d)):
-        if path is not None:
-            check_output_file(path, option)
+    check_output_files({"--html": args.html, "--md": args.md, "--llm-d": args.llm_d})
     if args.sweep_run is not None:
         from .store.database import Store
 
-        run, stored = Store(args.store, create=False).sweep_run_report(args.sweep_run)
+        store = Store(args.store, create=False, read_only=True)
+        run, stored = store.sweep_run_report(args.sweep_run)
         measurements = measurements_of(stored)
     else:
         run, measurements = _run_measurements(args.store, args.run)
@@ -260,22 +262,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """Each model's gated figures across a sweep's runs in the store, with the gate's decision
     on each run and the changes beyond run-to-run noise (docs/ci.md#history)."""
-    from .report.history import (history_document, history_json, history_markdown,
+    from .report.history import (History, history_document, history_json, history_markdown,
                                  no_history_line, read_history, sweep_runs)
     from .store.database import Store
 
-    for option, path in (("--html", args.html), ("--md", args.md)):
-        if path is not None:
-            check_output_file(path, option)
+    check_output_files({"--html": args.html, "--md": args.md})
     sweep = args.sweep
     if sweep.endswith(".toml"):
         from .core.sweep import load_sweep
 
         sweep = load_sweep(sweep).name
-    store = Store(args.store, create=False)
-    line = no_history_line(store, sweep_runs(store, sweep), sweep)
-    if line is not None:
-        print(line)
+    store = Store(args.store, create=False, read_only=True)
+    runs = sweep_runs(store, sweep)
+    line = no_history_line(store, runs, sweep)
+    if line is not None:  # --json: the history of no series, its note that line
+        sys.stdout.write(history_json(History(str(store.path), sweep, (str(runs[0]["run_id"]),),
+                                              notes=(line,))) if args.json else line + "\n")
         return 0
     history = read_history(store, sweep, benchmark=args.benchmark, settings=dict(args.setting),
                            thresholds=args.fail_on_regression)
@@ -529,6 +531,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModelsweepError as error:
         print(f"modelsweep: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"modelsweep {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ whose body echoes the request's ``Authorization`` header, as some proxies do);
 ``othermodel`` (an answer whose ``model`` field names another model than the one asked
 for: a proxy routing to the wrong model). Every other answer names the model asked for.
 
-With ``served_names`` it lists them at ``GET /v1/models`` (so ``--endpoint`` attaches);
+With ``served_names`` it lists them at ``GET /v1/models`` (so ``--endpoint`` attaches), each
+entry with the keys of ``model_entry`` too (a NaN is written as JSON's ``NaN``);
 with ``api_key`` every request needs ``Authorization: Bearer KEY`` (or Basic with KEY as
 the password), else HTTP 401; ``freeze`` makes the server stop answering anything, GETs
 included, from the first completion request on (a hung server); ``drip_s`` writes every
@@ -106,7 +107,9 @@ class SseServer:
         metrics_style: str = "llamacpp",
         port: int = 0,
         drip_s: float = 0.0,
+        model_entry: dict[str, Any] | None = None,
     ) -> None:
+        self.model_entry = model_entry or {}
         self.drip_s = drip_s
         self.per_token_s_per_inflight = per_token_s_per_inflight
         self.slots = slots
@@ -224,7 +227,8 @@ class SseServer:
                     continue
                 if path == "/v1/models" and method == "GET" and self.served_names:
                     listing = {"object": "list",
-                               "data": [{"id": name, "object": "model"} for name in self.served_names]}
+                               "data": [{"id": name, "object": "model", **self.model_entry}
+                                        for name in self.served_names]}
                     await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
                     continue
                 keep = await self._dispatch(method, path, body, writer)

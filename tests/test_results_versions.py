@@ -47,7 +47,7 @@ from pytest_modelsweep.core.measurements import (
     measurements_of,
 )
 from pytest_modelsweep.store.database import Store
-from pytest_modelsweep.store.results import ResultsWriter, load_results
+from pytest_modelsweep.store.results import FIX, ResultsWriter, load_results
 
 DATA = Path(__file__).resolve().parent / "data"
 V1, V2 = DATA / "results_v1_every_kind.json", DATA / "results_v2_every_kind.json"
@@ -116,14 +116,16 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(
     broken.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(DataError) as refused:
         load_results(broken)
-    assert str(refused.value) == (f"{broken}: measurements[{index}].stats.repeats[1].ttft.p50_ms: "
-                                  "expected a number, got str 'fast'")
+    run = data["run"]["run_id"]
+    assert str(refused.value) == (f"{broken}: run {run}: measurements[{index}].stats.repeats[1]"
+                                  ".ttft.p50_ms: expected a number, got str 'fast'; " + FIX)
     data["measurements"][index]["stats"]["repeats"][1]["ttft"]["p50_ms"] = 8.5
     data["measurements"][index]["items"] = [3]
     broken.write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(DataError, match=rf"^{broken}: measurements\[{index}\]\.items\[0\]: "
-                                        "expected an object, got int 3$"):
+    with pytest.raises(DataError) as refused:
         load_results(broken)
+    assert str(refused.value) == (f"{broken}: run {run}: measurements[{index}].items[0]: "
+                                  "expected an object, got int 3; " + FIX)
 
 
 def test_what_the_schema_reads_leniently_still_reads() -> None:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
 from cattrs.gen import make_dict_structure_fn, override
 
 from .errors import DataError
@@ -77,6 +78,24 @@ def _int_or_float(value: Any, hint: Any) -> int | float | None:
     return value
 
 
+def _list_of(hint: Any, _: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """A list or variadic tuple field: only a JSON list (cattrs would take a text's letters)."""
+    items = (homogenous_tuple_structure_factory if typing.get_origin(hint) is tuple
+             else list_structure_factory)(hint, converter)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise _wrong("a list", value)
+        return items(value, hint)
+    return structure
+
+
+def _is_list(hint: Any) -> bool:
+    origin: Any = typing.get_origin(hint)
+    return origin is list or (origin is tuple and typing.get_args(hint)[-1:] == (Ellipsis,))
+
+
+converter.register_structure_hook_factory(_is_list, _list_of)
 converter.register_structure_hook(float, _number)
 converter.register_structure_hook_func(
     lambda t: {int, float} <= set(typing.get_args(t)) <= {int, float, type(None)}, _int_or_float)
@@ -120,6 +139,41 @@ def finite(value: Any) -> Any:
 def strict_json(value: Any, **options: Any) -> str:
     """JSON text every parser reads (:func:`finite`); a non-finite float left is a ValueError."""
     return json.dumps(finite(value), allow_nan=False, **options)
+
+
+def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None) -> None:
+    """Raise :class:`RecordError` (``KEY: expected ...``) where ``data`` is not an object or
+    holds a value of the wrong type for a field of the dataclass ``cls``; ``read`` (the
+    class's own reader) must take it too. A key no field holds, or one left out, is no error."""
+    if not isinstance(data, Mapping):
+        raise RecordError(str(_wrong("an object", data)))
+    for name, hint, structure in _field_readers(cls):
+        if name in data:
+            try:
+                structure(data[name], hint)
+            except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
+                where, problem = _located(error)
+                raise RecordError(f"{name}{'' if where.startswith('[') or not where else '.'}"
+                                  f"{where}: {problem}") from None
+    if read is not None:
+        try:
+            read(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise RecordError(f"{'missing key ' if isinstance(error, KeyError) else ''}"
+                              f"{error}"[:200]) from None
+
+
+_FIELD_READERS: dict[type, list[tuple[str, Any, Callable[[Any, Any], Any]]]] = {}
+
+
+def _field_readers(cls: type) -> list[tuple[str, Any, Callable[[Any, Any], Any]]]:
+    """Each field of the dataclass ``cls``: its name, type and the converter's reader."""
+    if cls not in _FIELD_READERS:
+        hints = typing.get_type_hints(cls)
+        _FIELD_READERS[cls] = [(spec.name, hints[spec.name],
+                                converter.get_structure_hook(hints[spec.name]))
+                               for spec in fields(cls)]
+    return _FIELD_READERS[cls]
 
 
 # --------------------------------------------------------------------------- field metadata
@@ -202,6 +256,13 @@ def _planned(cls: type[Record]) -> tuple[_Entry, ...]:
     return tuple(sorted(entries, key=lambda entry: not entry.rest))
 
 
+def declared_keys(cls: type[Record]) -> frozenset[str]:
+    """The top-level keys a record of ``cls`` names itself (its fields' and derived keys; not
+    those a ``rest`` field or a hook holds)."""
+    return frozenset(entry.key.split(".", 1)[0] for entry in _plan(cls)
+                     if not entry.rest and not entry.hook)
+
+
 def _written(record: Record) -> dict[str, Any]:
     """The dict of a record's fields (and derived keys), by its plan."""
     data: dict[str, Any] = {}
@@ -276,6 +337,13 @@ def _reader(cls: type[Record]) -> Callable[[Mapping[str, Any]], Record]:
 
 def _one_line(error: Exception) -> str:
     """``stats.repeats[0].ttft.p50_ms: expected a number, got str 'x'``."""
+    where, problem = _located(error)
+    return f"{where}: {problem}" if where else problem
+
+
+def _located(error: Exception) -> tuple[str, str]:
+    """Where in the dict cattrs' first error is (``stats.repeats[0]``, "" at the top), and
+    what it is."""
     def text(exc: BaseException, _: type | None) -> str:
         if isinstance(exc, KeyError):
             return f"missing key {exc}"
@@ -283,8 +351,7 @@ def _one_line(error: Exception) -> str:
 
     first = cattrs.transform_error(error, path="$", format_exception=text)[0]
     problem, _, where = first.rpartition(" @ ")
-    where = where.removeprefix("$").removeprefix(".").replace("<", "").replace(">", "")
-    return f"{where}: {problem}" if where else problem
+    return where.removeprefix("$").removeprefix(".").replace("<", "").replace(">", ""), problem
 
 
 # --------------------------------------------------------------------------- records

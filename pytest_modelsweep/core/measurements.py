@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from .codec import Record, RecordError, converter, flat, int_or_none, key, number_or_none
+from .codec import (Record, RecordError, check_fields, converter, declared_keys, flat,
+                    int_or_none, key, number_or_none)
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
@@ -79,9 +80,10 @@ class Contention(Record):
 # --------------------------------------------------------------------------- accuracy
 
 
-STOP_DECIDED, STOP_FINAL, STOP_FAILED = "decided", "final", "failed"
+STOP_DECIDED, STOP_FINAL, STOP_FAILED, STOP_NO_USE = "decided", "final", "failed", "no use"
 """Why a sequential accuracy run stopped: every comparison decided; no more items (the data
-set's end or ``--limit``); items got no answer."""
+set's end or ``--limit``); items got no answer; no comparison could use more of its items
+(the other side failed, ended short, or holds other items)."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,8 @@ class ServerMetricsSummary(Record):
     absent: Mapping[str, str] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
     peak_client_in_flight: int | None = None
+    ignored: Mapping[str, str] | None = field(default=None, metadata=key(omit_none=True))
+    """Quantity → why some samples were left out (a NaN or infinity the server exposed)."""
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -1204,6 +1208,20 @@ _BY_COMPARED: dict[Kind, type[Stats]] = {
 }
 
 
+def another_kind(stats: Mapping[str, Any], expected: type[Stats]) -> type[Stats] | None:
+    """The kind whose stats ``stats`` are when they hold none of ``expected``'s own keys and
+    two or more keys, at least half of them, that kind names (another measurement's stats);
+    None when they may be ``expected``'s (a key no kind names is a user's own, or an older
+    writer's)."""
+    keys = set(stats)
+    if expected is OtherStats or keys & declared_keys(expected):
+        return None
+    shared, kind = max(((len(keys & declared_keys(kind)), kind) for kind in (
+        *_BY_KIND.values(), *_BY_COMPARED.values()) if kind is not expected),
+        key=lambda found: found[0])
+    return kind if shared >= 2 and 2 * shared >= len(keys) else None
+
+
 def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
     """The record of a measurement's ``stats``, by its benchmark's kind (:func:`metric_for`)."""
     metric = metric_for(benchmark, unit)
@@ -1243,6 +1261,14 @@ class Measurement(Record):
             if not isinstance(self.stats, OtherStats):
                 raise TypeError(f"a {self.benchmark!r} measurement in {self.unit!r} records "
                                 f"{expected.__name__}, not {type(self.stats).__name__}")
+            kind = another_kind(self.stats.to_dict(), expected)
+            if kind is not None:
+                given = sorted(self.stats.to_dict())
+                raise RecordError(
+                    f"stats: none of the keys of a {self.benchmark!r} measurement's "
+                    f"{expected.__name__} (it holds {', '.join(given[:4])}"
+                    f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
+                    f"measurement ({kind.__name__})")
             try:
                 object.__setattr__(self, "stats", expected.from_dict(self.stats.to_dict()))
             except RecordError as error:
@@ -1264,15 +1290,42 @@ class Measurement(Record):
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
-def measurements_of(data: Sequence[Mapping[str, Any]], where: str = "") -> list[Measurement]:
-    """The records of a results file's (or the store's) measurement dicts; a value of the
-    wrong type is a :class:`RecordError` naming ``where`` (the file) and its key."""
+def measurements_of(data: Sequence[Mapping[str, Any]] | Any, where: str = "",
+                    fix: str = "") -> list[Measurement]:
+    """The records of a results file's (or the store's) measurement dicts, their items and
+    timed requests checked too; a value of the wrong type is a :class:`RecordError` in one
+    line: ``where`` (the file or store, and the run), the key, and ``fix``."""
+    if not isinstance(data, Sequence) or isinstance(data, str):
+        raise RecordError(_refusal(where, "measurements", f"expected a list, got "
+                                   f"{type(data).__name__}", fix))
     records = []
     for index, measurement in enumerate(data):
         try:
-            records.append(Measurement.from_dict(measurement))
+            record = Measurement.from_dict(measurement)
+            for name, cls, read in (("items", ItemRecord, ItemRecord.from_dict),
+                                    ("requests", RequestRecord, None)):
+                for i, entry in enumerate(getattr(record, name)):
+                    try:
+                        check_fields(entry, cls, read)
+                    except RecordError as error:
+                        raise RecordError(f"{name}[{i}]{_joined(str(error))}") from None
         except RecordError as error:
-            raise RecordError(f"{where + ': ' if where else ''}measurements[{index}].{error}"
-                              ) from None
+            raise RecordError(_refusal(where, f"measurements[{index}]{_joined(str(error))}",
+                                       "", fix)) from None
+        records.append(record)
     return records
 
+
+def _joined(problem: str) -> str:
+    """``.key: what`` after a parent key, ``: what`` where no key is named."""
+    key, colon, _ = problem.partition(": ")
+    if not colon or " " in key:
+        return f": {problem}"
+    return problem if key.startswith("[") else f".{problem}"
+
+
+def _refusal(where: str, key: str, problem: str, fix: str) -> str:
+    """``WHERE: KEY: PROBLEM; FIX`` (each part only when given)."""
+    line = f"{where + ': ' if where else ''}{key}"
+    line += f": {problem}" if problem else ""
+    return line + (f"; {fix}" if fix else "")

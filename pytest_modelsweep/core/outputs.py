@@ -16,12 +16,13 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ModelsweepError
 
-__all__ = ["OutputError", "check_output_file", "check_output_folder", "write_failure",
-           "write_file"]
+__all__ = ["OutputError", "check_output_file", "check_output_files", "check_output_folder",
+           "write_failure", "write_file"]
 
 
 class OutputError(ModelsweepError):
@@ -115,3 +116,18 @@ def check_output_file(path: Path | str, option: str) -> Path:
         raise OutputError(f"{option} {target}: cannot write there ({problem}); pass a path "
                           "in a folder you can write to")
     return target
+
+
+def check_output_files(paths: Mapping[str, Path | str | None]) -> None:
+    """Each given path (option → path) checked by :func:`check_output_file`, and no two options
+    naming one file: the later write would replace the earlier one's file."""
+    seen: dict[Path, str] = {}
+    for option, path in paths.items():
+        if path is None:
+            continue
+        check_output_file(path, option)
+        same = Path(os.path.realpath(path))
+        if same in seen:
+            raise OutputError(f"{option} {path}: the same file as {seen[same]}; one would "
+                              f"replace the other: pass {option} another path")
+        seen[same] = f"{option} {path}"

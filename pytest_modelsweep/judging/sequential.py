@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..core.measurements import (STOP_DECIDED, STOP_FAILED, STOP_FINAL, AccuracySequence,
-                                 AccuracyStats, Measurement, SequentialVerdict)
+from ..core.measurements import (STOP_DECIDED, STOP_FAILED, STOP_FINAL, STOP_NO_USE,
+                                 AccuracySequence, AccuracyStats, Measurement, SequentialVerdict)
 from ..core.outputs import OutputError
 from ..core.records import ApiRequest, ItemRecord
 from ..core.stats import Verdict
@@ -280,7 +280,8 @@ class UntilDecided:
                 raise
 
     def run(self, send: Callable[[Sequence[str]], AccuracyRun[object]]) -> SequentialRun:
-        """Send rounds until decided, the order's end, or a round with failed items."""
+        """Send rounds until decided, the order's end, a round with failed items, or no
+        comparison can use a further item (their other sides failed, ended or hold others)."""
         self._mark(RUNNING)
         records: dict[str, ItemRecord] = {}
         requests: list[ApiRequest] = []
@@ -292,9 +293,10 @@ class UntilDecided:
             while position < len(self.order):
                 if position:
                     looks = self._looks(scores_of(records.values()), position, wait=True)
-                    if any(look.decided for look in looks) and not any(
-                            look.needs_more for look in looks):
-                        stop = STOP_DECIDED
+                    if looks and not any(look.needs_more for look in looks):
+                        # decided, or no comparison can use a further item: none is sent
+                        stop = STOP_DECIDED if any(look.decided for look in looks) \
+                            else STOP_NO_USE
                         break
                     self._say(f"after {position} of {len(self.order)} items, going on: "
                               + "; ".join(look.line for look in looks))

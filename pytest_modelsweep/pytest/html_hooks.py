@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..core.errors import ModelsweepError
-from ..report.html import (CSS, decision_html, escape_text, headline, measurement_json,
-    measurements_extra_html, summary_html)
-from ..report.history import history_section
+from ..report.html import (CSS, DECISION_TITLE, SUMMARY_TITLE, decision_html, escape_text,
+    headline, measurement_json, measurements_extra_html, section_or_note, summary_html)
+from ..report.history import HISTORY_TITLE, history_section
 from ..report.tables import records
 from ..store.results import FailedTest, RunInfo
 
@@ -62,11 +62,13 @@ class HtmlReportHooks:
         if not recorded:
             return
         measurements, info = records(recorded), RunInfo.of(run)
-        decision = decision_html(measurements, info, [FailedTest.of(f) for f in self.failures()])
+        decision = section_or_note(DECISION_TITLE, lambda: decision_html(
+            measurements, info, [FailedTest.of(f) for f in self.failures()]))
         if decision:
             # prefix: right under pytest-html's "Summary" heading, the first screen
             prefix.append(f"<style>{CSS}</style>{decision}")
-        postfix.append(summary_html(measurements, info) + self.history())
+        postfix.append(section_or_note(SUMMARY_TITLE, lambda: summary_html(measurements, info))
+                       + section_or_note(HISTORY_TITLE, self.history))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.enabled or report.when != "call":

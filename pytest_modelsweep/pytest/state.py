@@ -284,12 +284,21 @@ class RunState:
             with contextlib.suppress(OSError):  # a full disk may still take an empty file
                 (self.run_dir / STORE_FAILURE_MARK).touch()
 
+    @property
+    def store_identity(self) -> str:
+        """The store as a run's results name it (``run.store``): an absolute file path, or the
+        URL without its password."""
+        where = self.store_location
+        return str(where.path.absolute()) if where.path is not None else str(where)
+
     def _take_back_kept_items(self, store: Store) -> None:
-        """Store the answered items that earlier runs kept only in their results (their store
-        had failed), so that this run sends none of them again: from ``--results``'s file (or
-        journal) and from the work folder's runs that the store does not list as ended."""
+        """Store the answered items that earlier runs kept only in their results, so that this
+        run sends none of them again: from ``--results``'s file (or journal) and from the work
+        folder's runs; only a run whose results say its store failed, or a run of this store
+        (``run.store``) that it does not list as ended (killed). A healthy run of another
+        store gives nothing: a new store measures afresh."""
         from ..core.errors import ModelsweepError
-        from ..core.records import ItemRecord
+        from ..core.measurements import measurements_of
         from ..serving.endpoint import model_serving_key
         from ..store.results import load_results
 
@@ -299,27 +308,30 @@ class RunState:
         if runs.is_dir():
             places += [folder / "results.json" for folder in sorted(runs.iterdir())
                        if folder.name not in ended and folder.name != self.run_id]
-        taken = 0
+        taken, failed = 0, False
         for path in places:
+            if not (path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file()):
+                continue
             try:
                 kept = load_results(path)
-            except (ModelsweepError, OSError, ValueError):
-                continue  # no results there, or none we can read: nothing to take back
+            except ModelsweepError as error:
+                self.write_line(f"not taking answered items back from {path}: {error}")
+                continue
             run_id = str(kept["run"].get("run_id") or path.parent.name)
-            for measurement in kept["measurements"]:
-                if measurement.get("unit") != "accuracy" or not measurement.get("provenance"):
-                    continue
-                try:
-                    records = [ItemRecord.from_dict(item) for item in measurement["items"]]
-                except (KeyError, TypeError, ValueError):
-                    continue  # not items of ours: nothing to take back
-                taken += store.take_back_items(
-                    run_id, measurement["model"], measurement["benchmark"],
-                    model_serving_key(measurement["provenance"]), records)
+            store_failed = "store_failure" in kept["summary"]
+            if not store_failed and (kept["run"].get("store") != self.store_identity
+                                     or run_id in ended):
+                continue  # another store's run, or one this store holds whole
+            failed = failed or store_failed
+            for m in measurements_of(kept["measurements"]):
+                if m.unit == "accuracy" and m.provenance:
+                    taken += store.take_back_items(run_id, m.model, m.benchmark,
+                                                   model_serving_key(m.provenance),
+                                                   m.item_records())
         if taken:
+            why = "their store had failed" if failed else "they were not ended in it"
             self.write_line(f"took {taken} answered items back into the store {store.path} from "
-                            "earlier runs' results (their store had failed): they are not sent "
-                            "again")
+                            f"earlier runs' results ({why}): they are not sent again")
 
     def test_finished(self, test_id: str, how: Callable[[], FinishedTest]) -> None:
         """Keep how a modelsweep test run in this process ended: ``how()`` reads its report
@@ -414,7 +426,8 @@ class RunState:
 
         run = run_provenance(self.rootdir, self.sweep.path, self.args)
         run.update(run_id=self.run_id, sweep_name=self.sweep.name,
-                   reference=self.selection.reference, serving=self.sweep.serving.as_dict())
+                   reference=self.selection.reference, serving=self.sweep.serving.as_dict(),
+                   store=self.store_identity)
         if self.options.sweep_run is not None:
             run["sweep_run"] = self.options.sweep_run
         return run
@@ -422,12 +435,10 @@ class RunState:
     def check_outputs(self, others: dict[str, str | None]) -> None:
         """Every place this run writes (work folder, results, ``others``: option → path),
         checked before any test; an OutputError names the first that cannot be written."""
-        from ..core.outputs import check_output_file, check_output_folder
+        from ..core.outputs import check_output_files, check_output_folder
 
         check_output_folder(self.workdir, "--modelsweep-dir")
-        for option, path in {"--results": self.options.results or None, **others}.items():
-            if path is not None:
-                check_output_file(path, option)
+        check_output_files({"--results": self.options.results or None, **others})
 
     @cached_property
     def _results(self) -> ResultsWriter:
@@ -572,5 +583,7 @@ class RunState:
 
     def finish_results(self, summary: dict[str, Any]) -> Path:
         """Write the results file; also when every test failed (it then lists the failures)."""
-        self._results.finish({**summary, "failures": self.failures})
+        failure = self.store_failure()
+        self._results.finish({**summary, "failures": self.failures,
+                              **({"store_failure": failure} if failure is not None else {})})
         return self.results_path

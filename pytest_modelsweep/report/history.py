@@ -29,7 +29,8 @@ from ..judging.pairing import RequestSettings, unlike_requests
 from ..serving.endpoint import serving_identity
 from ..store.database import Store
 from .markdown import escape_markdown, markdown_table
-from .plots import _label, _new_figure, _style, _svg, matplotlib_available
+from .plots import (NotDrawn, _label, _new_figure, _style, _svg, drawn, error_bars,
+                    matplotlib_available)
 from .tables import Table, accuracy_interval, format_value
 
 MAX_RUNS = 30  # The newest runs of a sweep a history reads (the change rule is made for 6-30).
@@ -362,9 +363,8 @@ def series_plot(series: HistorySeries) -> str | None:
         if not shown:
             continue
         ys = [p.value for _, p in shown]
-        lower = [p.value - p.low if p.low is not None else 0.0 for _, p in shown]
-        upper = [p.high - p.value if p.high is not None else 0.0 for _, p in shown]
-        axes.errorbar([t for t, _ in shown], ys, yerr=[lower, upper], fmt="o", capsize=3,
+        yerr = error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown])
+        axes.errorbar([t for t, _ in shown], ys, yerr=yerr, fmt="o", capsize=3,
                       color=colour, label=decision)
     starts = [0] + [i for i, p in enumerate(series.points) if p.change] + [len(times)]
     for a, b in zip(starts, starts[1:]):
@@ -396,7 +396,7 @@ def _time(text: str, index: int) -> datetime:
 
 def history_html(history: History) -> str:
     """The history as an HTML section (plots inline as SVG images, a table per series)."""
-    from .html import _NO_PLOTS, _figure, escape_text, table_html
+    from .html import _NO_PLOTS, _figure, escape_text, not_drawn_html, table_html
 
     heading = (f"sweep {history.sweep}: {len(history.runs)} runs in {history.store}"
                + "".join(f"; {note}" for note in history.notes) + ". " + RULE_LINE)
@@ -405,8 +405,10 @@ def history_html(history: History) -> str:
         parts.append(_NO_PLOTS)
     for series in history.series:
         parts.append(f'<div class="ms-history-series" data-series="{escape_text(series.title)}">')
-        svg = series_plot(series)
-        if svg is not None:
+        svg = drawn(lambda: series_plot(series))
+        if isinstance(svg, NotDrawn):
+            parts.append(not_drawn_html(f"the plot of {series.title}", svg))
+        elif svg is not None:
             parts.append(_figure(svg, f"{series.title} across runs", changes_line(series)))
         parts.append(table_html(series_table(series)))
         parts.append("</div>")

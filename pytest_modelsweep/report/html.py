@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -21,7 +21,8 @@ from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
 from .decision import (FIGURES_TITLE, Block, Cell, Column, DecisionRow, cell_lines, decision_page,
                        figure_lines, pareto_line, table_columns, unmeasured_line, unplaced_line)
-from .plots import MATPLOTLIB_HINT, matplotlib_available, pareto_plot, summary_plots
+from .plots import (MATPLOTLIB_HINT, NotDrawn, drawn, matplotlib_available, pareto_plot,
+                    summary_plots)
 from .tables import (LATENCY_NAMES, LATENCY_QUANTITIES, NA, TEXT_COLUMNS, Measurements, Setting,
                      Table, ThroughputRow, finite, format_goodput, format_ms, format_percent,
                      format_points, format_rate, format_ratio, format_usd, format_value,
@@ -124,6 +125,23 @@ def _figure(svg: str, alt: str, caption: str, kind: str = "ms-plot") -> str:
             f'{data}"><figcaption>{escape_text(caption)}</figcaption></figure>')
 
 
+def not_drawn_html(what: str, failure: NotDrawn) -> str:
+    """The note in place of a plot or section that could not be drawn."""
+    return (f'<p class="ms-notes ms-not-drawn">{escape_text(what)} could not be drawn '
+            f"({escape_text(failure.why)}); the measurements are kept in the results file and "
+            "the store</p>")
+
+
+def section_or_note(title: str, make: Callable[[], str]) -> str:
+    """``make()``, a report section, or a note saying it could not be drawn: a section never
+    fails a run whose tests passed."""
+    made = drawn(make)
+    if isinstance(made, NotDrawn):
+        return (f'<section class="modelsweep"><h2>{escape_text(title)}</h2>'
+                f"{not_drawn_html(f'the section {title}', made)}</section>")
+    return made
+
+
 def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
     """One part of a cell: a verdict word (styled), a figure, or why there is none; ``wide``:
     it spans two parts of its line."""
@@ -194,7 +212,9 @@ def decision_html(measurements: Measurements, run: RunInfo,
     if page.pareto is not None:
         if not matplotlib_available():
             parts.append(_NO_PLOTS)
-        elif svg := pareto_plot(page.pareto):
+        elif isinstance(svg := drawn(lambda: pareto_plot(page.pareto)), NotDrawn):
+            parts.append(not_drawn_html("the Pareto plot", svg))
+        elif svg:
             description = (f"Pareto plot: {page.pareto.y_label} against "
                            f"{page.pareto.x_label}, one point per candidate")
             parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
@@ -218,7 +238,8 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
         parts.append(_NO_PLOTS)
     elif plots:
         parts.append('<h3>Plots</h3><div class="ms-plots">' + "".join(
-            _figure(p.svg, p.description, f"{p.title}: {p.description}") for p in plots)
+            not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed)) if p.failed
+            else _figure(p.svg, p.description, f"{p.title}: {p.description}") for p in plots)
             + "</div>")
     return "".join(parts) + "</section>"
 
@@ -284,6 +305,8 @@ def server_text(window: ServerMetricsWindow | None) -> str:
         parts.append(f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%")
     if summary.absent:
         parts.append("absent: " + ", ".join(sorted(summary.absent)))
+    if summary.ignored:
+        parts.append("; ".join(summary.ignored[name] for name in sorted(summary.ignored)))
     flag = summary.flag_line()
     return "; ".join(parts) + (f"; {flag}" if flag else "") + f" ({summary.samples} samples)"
 
@@ -474,8 +497,9 @@ def html_document(measurements: Iterable[Measurement | Mapping[str, Any]],
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape_text(run_title(info))}</title></head>"
         '<body style="margin: 16px 24px; background: #fff;">'
-        f"{decision_html(found, info, [FailedTest.of(f) for f in failures])}"
-        f"{summary_html(found, info)}"
+        + section_or_note(DECISION_TITLE, lambda: decision_html(
+            found, info, [FailedTest.of(f) for f in failures]))
+        + section_or_note(SUMMARY_TITLE, lambda: summary_html(found, info)) +
         f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
         f'<p class="ms-notes">generated {escape_text(generated)} by pytest-modelsweep</p></section>'
         "</body></html>\n"

@@ -19,6 +19,7 @@ from ..core import __version__
 from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, Measurement,
                                  SearchRatioStats, ServerMetricsSummary, ThroughputRatioStats,
                                  ThroughputStats)
+from ..core.codec import strict_json
 from ..core.outputs import write_file
 from ..core.secrets import redacted
 from .tables import COMPARISONS, LATENCY_NAMES, finite, records, throughput_row
@@ -255,7 +256,8 @@ def llmd_document(measurements: Iterable[Measurement | Mapping[str, Any]],
 def write_llmd_report(path: Path | str, option: str,
                       measurements: Iterable[Measurement | Mapping[str, Any]],
                       run: Mapping[str, Any]) -> int:
-    """Write :func:`llmd_document` to ``path``; how many reports it holds."""
+    """Write :func:`llmd_document` to ``path``, strict JSON (a NaN or infinity a server
+    answered is null, listed under ``non_finite``); how many reports it holds."""
     document = llmd_document(measurements, run)
-    write_file(path, option, json.dumps(document, indent=1, allow_nan=False) + "\n")
+    write_file(path, option, strict_json(document, indent=1) + "\n")
     return len(document["reports"])

@@ -7,9 +7,9 @@ matplotlib is optional (the ``html`` extra): without it every plot is None. Plai
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, CapacityStats, Measurement,
                                  RateCapacityStats, ServerMetricsWindow, ThroughputStats)
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 MATPLOTLIB_HINT = "plots need matplotlib: pip install 'pytest-modelsweep[html]'"
 
+T = TypeVar("T")
+
 _STYLES = ["-", "--", ":", "-."]
 _MARKERS = ["o", "s", "^", "D"]
 
@@ -31,11 +33,37 @@ VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "matches": "#57606a"
 
 @dataclass(frozen=True)
 class Plot:
-    """One plot: a title, a one-line description (alt text) and its SVG document."""
+    """One plot: a title, a one-line description (alt text) and its SVG document; ``failed``:
+    why it could not be drawn (its SVG then empty)."""
 
     title: str
     description: str
     svg: str
+    failed: str = ""
+
+
+@dataclass(frozen=True)
+class NotDrawn:
+    """Why a plot could not be drawn (one line)."""
+
+    why: str
+
+
+def drawn(draw: Callable[[], T]) -> T | NotDrawn:
+    """``draw()``, or why it raised: a plot that cannot be drawn never fails a report."""
+    try:
+        return draw()
+    except Exception as error:  # noqa: BLE001 (matplotlib raises many kinds; the report says so)
+        return NotDrawn(f"{type(error).__name__}: {error}"[:300])
+
+
+def error_bars(values: Sequence[float], lows: Sequence[float | None],
+               highs: Sequence[float | None]) -> list[list[float]]:
+    """matplotlib's ``yerr`` of values and their intervals: each distance down to the low and
+    up to the high, never below 0 (a value at the edge of its interval, such as 30/30 against
+    its Wilson bound 0.9999999999999999, or outside it, draws no bar on that side)."""
+    return [[max(0.0, v - low) if low is not None else 0.0 for v, low in zip(values, lows)],
+            [max(0.0, high - v) if high is not None else 0.0 for v, high in zip(values, highs)]]
 
 
 def matplotlib_available() -> bool:
@@ -124,10 +152,9 @@ def throughput_plot(measurements: Measurements) -> str | None:
     for (model, prompt), points in lines.items():
         style = prompts.index(prompt or 0)
         xs, ys = [p[0] for p in points], [p[1] for p in points]
-        lower = [p[1] - (p[2] if p[2] is not None else p[1]) for p in points]
-        upper = [(p[3] if p[3] is not None else p[1]) - p[1] for p in points]
         concurrencies.update(xs)
-        axes.errorbar(xs, ys, yerr=[lower, upper], capsize=3, color=f"C{models.index(model) % 10}",
+        yerr = error_bars(ys, [p[2] for p in points], [p[3] for p in points])
+        axes.errorbar(xs, ys, yerr=yerr, capsize=3, color=f"C{models.index(model) % 10}",
                       linestyle=_STYLES[style % len(_STYLES)],
                       marker=_MARKERS[style % len(_MARKERS)], label=_line_label(model, prompt))
     _concurrency_axis(axes, concurrencies)
@@ -356,9 +383,9 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
         else:
             colour = holds if point.holds else other
             xerr = (None if point.x_low is None or point.x_high is None
-                    else [[point.x - point.x_low], [point.x_high - point.x]])
+                    else error_bars([point.x], [point.x_low], [point.x_high]))
             yerr = (None if point.y_low is None or point.y_high is None
-                    else [[100 * (point.y - point.y_low)], [100 * (point.y_high - point.y)]])
+                    else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high]))
             axes.errorbar([point.x], [100 * point.y], xerr=xerr, yerr=yerr, capsize=3,
                           color=colour, marker="D" if point.holds else "o", markersize=7,
                           markerfacecolor=colour if point.holds else "white", linestyle="none")
@@ -382,23 +409,25 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
     """Every plot the measurements allow, in report order; None without matplotlib."""
     if not matplotlib_available():
         return None
-    drawn = [
+    plots: list[tuple[str, str, str | None | NotDrawn]] = [
         ("Paired differences", ("Forest plot of each candidate's paired accuracy difference "
                                 "from the reference with its 95% interval"),
-         forest_plot(measurements)),
+         drawn(lambda: forest_plot(measurements))),
         ("Accuracy", "Each model's accuracy with its Wilson 95% interval",
-         accuracy_plot(measurements, reference)),
+         drawn(lambda: accuracy_plot(measurements, reference))),
         ("Throughput", ("Output tokens per second against concurrent requests, one line per "
-                        "model and prompt length"), throughput_plot(measurements)),
+                        "model and prompt length"), drawn(lambda: throughput_plot(measurements))),
         ("Latency", ("TTFT and TPOT p50 and p99 against concurrent requests, one colour per "
-                     "model"), latency_plot(measurements))]
-    server = server_metrics_plot(measurements)
+                     "model"), drawn(lambda: latency_plot(measurements)))]
+    server = drawn(lambda: server_metrics_plot(measurements))
     if server is not None:
-        svg, panels, total = server
-        left = f" (the first {panels} of {total} measurements with them)" if panels < total else ""
-        drawn.append(("Server metrics", (
+        svg, left = (server, "") if isinstance(server, NotDrawn) else (server[0], "" if (
+            server[1] >= server[2]) else f" (the first {server[1]} of {server[2]} measurements "
+                                         "with them)")
+        plots.append(("Server metrics", (
             "What the server's /metrics showed during each timed window: requests running and "
             "waiting, the client's requests in flight, KV-cache usage where exposed" + left),
             svg))
-    return [Plot(title, description, svg) for title, description, svg in drawn if svg]
+    return [Plot(title, description, "", svg.why) if isinstance(svg, NotDrawn)
+            else Plot(title, description, svg) for title, description, svg in plots if svg]
 

@@ -6,12 +6,14 @@ Provenance comes from the server, not from the sweep: llama.cpp's ``/props`` and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from ..client.tls import DeadlineClient
+from ..core.codec import number_or_none
 from ..core.errors import EndpointError
 from ..core.secrets import Credentials, auth_headers, redact, wants_key_message
 from ..core.sweep import ModelSpec
@@ -87,11 +89,11 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
         version = _get_json(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
             return ServerFacts("vllm", "vllm", str(version["version"]),
-                               int(entry.get("max_model_len") or 0),
+                               _length(entry.get("max_model_len")),
                                {"max_model_len": entry.get("max_model_len"),
                                 "root": entry.get("root")})
-    context = entry.get("max_model_len") or entry.get("context_length") or 0
-    return ServerFacts("openai", "openai-compatible", "unknown", int(context),
+    context = _length(entry.get("max_model_len")) or _length(entry.get("context_length"))
+    return ServerFacts("openai", "openai-compatible", "unknown", context,
                        {"model_entry": entry})
 
 
@@ -111,4 +113,11 @@ def _llamacpp_facts(props: dict[str, Any], entry: dict[str, Any]) -> ServerFacts
         "chat_format": (generation.get("params") or {}).get("chat_format"),
     }
     return ServerFacts("llamacpp", "llama.cpp llama-server", str(props.get("build_info")),
-                       int(generation.get("n_ctx") or 0), settings)
+                       _length(generation.get("n_ctx")), settings)
+
+
+def _length(value: Any) -> int:
+    """A context length a server answered: a finite number as an int, anything else 0 (not
+    told)."""
+    number = number_or_none(value)
+    return int(number) if number is not None and math.isfinite(number) and number > 0 else 0

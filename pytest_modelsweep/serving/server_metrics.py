@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import math
 import socket
 import ssl
 import threading
@@ -79,13 +80,24 @@ def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
 
 def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
                       ) -> ServerMetricsSummary:
-    """The window's summary: gauges' mean and max, counters' deltas (last − first sample)."""
+    """The window's summary: gauges' mean and max, counters' deltas (last − first sample);
+    a sample's NaN or infinity is left out with a note (``ignored``; ``absent`` when no sample
+    had a figure)."""
     gauges: dict[Quantity, GaugeSummary] = {}
     deltas: dict[Quantity, float] = {}
     absent: dict[str, str] = {}
     sources: dict[str, str] = {}
+    ignored: dict[str, str] = {}
     for quantity in _NAMES:
-        found = [v for s in samples if (v := _value(server_kind, quantity, s.values)) is not None]
+        read = [v for s in samples if (v := _value(server_kind, quantity, s.values)) is not None]
+        found = [(name, value) for name, value in read if math.isfinite(value)]
+        if len(found) < len(read):  # never a figure: a NaN or infinity the server exposed
+            bad = sorted({repr(value) for _, value in read if not math.isfinite(value)})
+            ignored[quantity] = (f"{read[0][0]} was {' or '.join(bad)} in "
+                                 f"{len(read) - len(found)} of {len(read)} samples: ignored")
+        if not found and read:
+            absent[quantity] = ignored[quantity]
+            continue
         if not found:
             names = quantity_names(server_kind, quantity)
             absent[quantity] = (" or ".join(names) + " not exposed" if names
@@ -103,7 +115,7 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
         kv_cache_usage=gauges.get("kv_cache_usage"), preemptions=deltas.get("preemptions"),
         prefix_cache_hits=deltas.get("prefix_cache_hits"),
         prefix_cache_queries=deltas.get("prefix_cache_queries"), absent=absent, sources=sources,
-        peak_client_in_flight=max(in_flight) if in_flight else None)
+        peak_client_in_flight=max(in_flight) if in_flight else None, ignored=ignored or None)
 
 
 class _MetricsConnection:

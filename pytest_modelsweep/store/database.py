@@ -20,8 +20,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from ..core.codec import strict_json
+from ..core.codec import RecordError, check_fields, strict_json
 from ..core.errors import DataError
+from ..core.measurements import measurements_of
 from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..core.secrets import redacted
@@ -35,6 +36,8 @@ from .sweep_run import SweepRunMember, latest_per_setting, sweep_run_heading
 __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
 
 _SCHEMA_LOCK = 0x6D6F64656C737765  # "modelswe": PostgreSQL's advisory lock while a schema is made
+STORE_ROW_FIX = ("the row is not as pytest-modelsweep wrote it: restore the store from a copy, "
+                 "or measure into a new store with --store")
 _FIX_OTHER_DATABASE = ("pass --store with another database, or give the store a schema of its "
                        "own (?options=-csearch_path%3Dmodelsweep)")
 _PASSING_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57014"})
@@ -47,7 +50,7 @@ class Store:
     that is not there yet is a DataError, not a new empty store."""
 
     def __init__(self, location: StoreLocation | Path | str, *, busy_timeout_s: float = 60.0,
-                 create: bool = True) -> None:
+                 create: bool = True, read_only: bool = False) -> None:
         self.location = parse_store_location(location)
         self.path: Path | str = self.location.path or self.location.shown
         """Where the store is, as messages name it (a PostgreSQL URL without its password)."""
@@ -58,6 +61,8 @@ class Store:
         """Told that line once, when the store fails."""
         self._unreadable = False
         """Whether reads fail too (a server gone); a full or read-only store still reads."""
+        self.read_only = read_only
+        """Only read: a SQLite file is opened as it is (read-only files too), never upgraded."""
         if self.location.path is not None:
             self._engine = self._open_sqlite(self.location.path, busy_timeout_s, create)
         else:
@@ -78,9 +83,9 @@ class Store:
         while True:
             engine: Engine | None = None
             try:
-                check_store_file(path, busy_timeout_s=busy_timeout_s)
-                engine = sqlite_engine(path, busy_timeout_s)
-                self._ensure_schema(engine, create=True)
+                check_store_file(path, busy_timeout_s=busy_timeout_s, read_only=self.read_only)
+                engine = sqlite_engine(path, busy_timeout_s, read_only=self.read_only)
+                self._ensure_schema(engine, create=not self.read_only)
                 return engine
             except BaseException as error:
                 if engine is not None:
@@ -136,6 +141,10 @@ class Store:
         if version is None and not create:
             raise DataError(f"{self.location}: no store in that database yet; run pytest "
                             f"benches with --store {self.location} first")
+        if self.read_only and version is not None and version < SCHEMA_VERSION:
+            raise DataError(f"{self.location}: a store of schema {version}, read only here; "
+                            f"open it writable once to upgrade it to {SCHEMA_VERSION} (a pytest "
+                            "run with --store there, or modelsweep store copy into a new file)")
         with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
             dialect = conn.dialect.name
             if dialect == "postgresql":
@@ -393,13 +402,13 @@ class Store:
         wanted = dict(keys)
         rows = self._all(select(ITEMS.c.item_id, ITEMS.c.prompt_hash, ITEMS.c.record_json)
                          .where(ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark))
-        return {item_id: ItemRecord.from_dict(json.loads(record_json))
+        return {item_id: self._item(record_json, f"item {item_id}")
                 for item_id, prompt_hash, record_json in rows if wanted.get(item_id) == prompt_hash}
 
     def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
         """The items a run used for one model and benchmark (sent or reused)."""
         rows = self._all(_run_items(run_id, model, benchmark).order_by(RUN_ITEMS.c.item_id))
-        return [ItemRecord.from_dict(json.loads(row.record_json)) for row in rows]
+        return [self._item(row.record_json, f"run {run_id}: item {row.item_id}") for row in rows]
 
     def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
         """The ids of the items a run has used so far (cheap: no records are read)."""
@@ -409,7 +418,7 @@ class Store:
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
         value = self._scalar(select(ENDPOINTS.c.provenance_json).where(
             ENDPOINTS.c.run_id == run_id, ENDPOINTS.c.model == model))
-        return None if value is None else dict(json.loads(value))
+        return None if value is None else self._row(value, f"run {run_id}: endpoint {model}")
 
     def measurement_of(self, run_id: str, model: str, benchmark: str) -> dict[str, Any] | None:
         """The latest measurement of a model on a benchmark in a run, if recorded."""
@@ -436,8 +445,7 @@ class Store:
             query = query.where(m.c.run_id == run_id)
         query = query.order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit)
         with self.reading() as db:
-            return [(r, _with_answers(db, str(r), json.loads(j)))
-                    for r, j in db.execute(query).all()]
+            return [(r, self._measurement(db, str(r), j)) for r, j in db.execute(query).all()]
 
     def latest_run_with(
         self, model: str, benchmark: str, *, exclude: str = "",
@@ -485,7 +493,7 @@ class Store:
         with self.reading() as db:
             rows = db.execute(select(m.c.measurement_json).where(m.c.run_id == run_id)
                               .order_by(m.c.id)).scalars().all()
-            return [_with_answers(db, run_id, json.loads(row)) for row in rows]
+            return [self._measurement(db, run_id, row) for row in rows]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
         """Every run (or those of ``sweep_run``) in start order, with its count of
@@ -508,7 +516,36 @@ class Store:
         value = self._scalar(select(RUNS.c.run_json).where(RUNS.c.run_id == run_id))
         if value is None:
             raise DataError(f"{self.path}: no run {run_id!r}; `modelsweep runs` lists them")
-        return dict(json.loads(value))
+        return self._row(value, f"run {run_id}: run")
+
+    def _row(self, text: Any, where: str) -> dict[str, Any]:
+        """A JSON column's object, read where it enters; anything else is a DataError naming
+        the store, the run, the row and the fix."""
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError) as error:
+            raise DataError(f"{self.location}: {where}: not JSON ({error}); {STORE_ROW_FIX}"
+                            ) from None
+        if not isinstance(value, dict):
+            raise DataError(f"{self.location}: {where}: expected an object, got "
+                            f"{type(value).__name__}; {STORE_ROW_FIX}")
+        return value
+
+    def _measurement(self, db: Connection, run_id: str, text: Any) -> dict[str, Any]:
+        """A measurement row with its items' answers, checked as a results file's is."""
+        measurement = _with_answers(db, run_id, self._row(text, f"run {run_id}: measurement"))
+        measurements_of([measurement], where=f"{self.location}: run {run_id}",
+                        fix=STORE_ROW_FIX)
+        return measurement
+
+    def _item(self, text: Any, where: str) -> ItemRecord:
+        """An item row as its record (checked as a results file's item is)."""
+        data = self._row(text, where)
+        try:
+            check_fields(data, ItemRecord, ItemRecord.from_dict)
+        except RecordError as error:
+            raise DataError(f"{self.location}: {where}: {error}; {STORE_ROW_FIX}") from None
+        return ItemRecord.from_dict(data)
 
 
 def _run_items(run_id: str, model: Any, benchmark: Any) -> Select[Any]:

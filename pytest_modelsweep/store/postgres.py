@@ -53,26 +53,33 @@ _CONNECT_FIXES = (
      "it (createdb {0}) or fix the database in --store"),
     (r"Connection refused|No such file or directory", "no PostgreSQL server answers at {server} "
      "(connection refused); start it, or fix the host and port in --store (or PGHOST, PGPORT)"),
-    (r"timeout expired", "no answer from {server} within the connect timeout; check that the "
-     "server is up and reachable, or the host in --store"),
+    (r"timeout expired", "no answer from {server} within the connect timeout ({timeout} s); "
+     "check that the server is up and reachable, or the host in --store"),
 )
 
 
 def connect_error(location: StoreLocation, message: str) -> DataError:
     """libpq's message on a failed connection → one line naming the fix."""
     text = redact(" ".join(message.split()))
+    timeout = dict(parse_qsl(urlsplit(location.url).query)).get("connect_timeout",
+                                                                 str(CONNECT_TIMEOUT_S))
     for pattern, line in _CONNECT_FIXES:
         if m := re.search(pattern, text):
-            return DataError(f"{location}: " + line.format(*m.groups(), server=_server(text)))
+            return DataError(f"{location}: " + line.format(
+                *m.groups(), server=_server(text, location), timeout=timeout))
     detail = text.removeprefix("connection failed: ")
     return DataError(f"{location}: cannot connect ({detail}); check the server and the URL "
                      "in --store")
 
 
-def _server(text: str) -> str:
-    """``HOST:PORT`` (or the socket) of libpq's message, else 'the server'."""
+def _server(text: str, location: StoreLocation) -> str:
+    """``HOST:PORT`` (or the socket) of libpq's message, else the URL's host and port, else
+    the environment's."""
     if m := re.search(r'connection to server at "([^"]*)"(?: \([^)]*\))?, port (\d+)', text):
         return f"{m.group(1)}:{m.group(2)}"
     if m := re.search(r'connection to server on socket "([^"]*)"', text):
         return m.group(1)
+    url = urlsplit(location.url)
+    if url.hostname:
+        return f"{url.hostname}:{url.port or os.environ.get('PGPORT') or 5432}"
     return "(PGHOST or the default socket)"

@@ -138,48 +138,79 @@ class ResultsWriter:
         self.journal.unlink(missing_ok=True)
 
 
+FIX = ("it is not as pytest-modelsweep wrote it: restore the file the run wrote, or leave it "
+       "out (docs/results-schema.md)")
+"""The fix a results file (or journal) that does not read names."""
+
+
 def load_results(path: Path) -> dict[str, Any]:
-    """Read a results file, or rebuild it from the journal of an interrupted run; a
-    measurement with a value of the wrong type is a DataError naming the file and the key."""
-    data = _load(path)
-    measurements_of(data["measurements"], where=str(path))
+    """Read a results file, or rebuild it from the journal of an interrupted run, checked as
+    docs/results-schema.md promises (:func:`checked_results`)."""
+    return checked_results(*_load(path))
+
+
+def checked_results(data: Any, where: str) -> dict[str, Any]:
+    """The results document ``data`` read from ``where``, checked once, where it enters: a
+    ``run`` that is an object, ``endpoints`` and ``summary`` objects, and each measurement,
+    its items and its timed requests of their types (:func:`measurements_of`); anything else
+    is a DataError in one line naming the file, the run, the key and the fix."""
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
+        raise DataError(f"{where}: not a pytest-modelsweep results file (schema {SCHEMA})")
+    run = data.get("run")
+    run_id = run.get("run_id") if isinstance(run, Mapping) else None
+    named = f"{where}: run {run_id}" if isinstance(run_id, str) and run_id else where
+
+    def refuse(key: str, expected: str, value: Any) -> DataError:
+        return DataError(f"{named}: {key}: expected {expected}, got {type(value).__name__} "
+                         f"{value!r}"[:300] + f"; {FIX}")
+
+    if not isinstance(run, dict):
+        raise refuse("run", "an object (the run's provenance)", run)
+    for key in ("endpoints", "summary"):
+        if not isinstance(data.setdefault(key, {}), dict):
+            raise refuse(key, "an object", data[key])
+    measurements_of(data.get("measurements"), where=named, fix=FIX)
     return data
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> tuple[Any, str]:
+    """The document at ``path`` (or its journal's, rebuilt) and where it was read."""
     journal = path.with_name(path.name + ".partial.jsonl")
     if path.is_file():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise DataError(f"{path}: not a JSON results file ({exc})") from None
-        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
-            raise DataError(f"{path}: not a pytest-modelsweep results file (schema {SCHEMA})")
-        if not isinstance(data.get("measurements"), list):
-            raise DataError(f"{path}: measurements: expected a list")
-        return data
+            return json.loads(path.read_text(encoding="utf-8")), str(path)
+        except (ValueError, OSError) as exc:
+            raise DataError(f"{path}: not a JSON results file ({exc}); {FIX}") from None
     if journal.is_file():
-        run: dict[str, Any] = {}
-        measurements: list[dict[str, Any]] = []
-        for line in journal.read_text(encoding="utf-8").splitlines():
+        try:
+            lines = journal.read_text(encoding="utf-8").splitlines()
+        except (ValueError, OSError) as exc:
+            raise DataError(f"{journal}: not a results journal ({exc}); {FIX}") from None
+        run: Any = {}
+        measurements: list[Any] = []
+        for number, line in enumerate(lines, 1):
             try:
                 entry = json.loads(line)
             except ValueError:
                 break  # the last line of a killed run may be cut short: all before it counts
+            if not isinstance(entry, dict):
+                raise DataError(f"{journal}: line {number}: expected an object, got "
+                                f"{type(entry).__name__}; {FIX}")
             if "run" in entry:
                 run = entry["run"]
             elif "measurement" in entry:
                 measurements.append(entry["measurement"])
-        return _document(run, measurements, {"interrupted": True})
+        return _document(run, measurements, {"interrupted": True}), str(journal)
     raise DataError(f"{path}: no results file (nor an interrupted run's journal) there")
 
 
-def _document(run: dict[str, Any], measurements: list[dict[str, Any]],
+def _document(run: Any, measurements: list[Any],
               summary: dict[str, Any]) -> dict[str, Any]:
     """The results document; ``endpoints``: each model's first provenance."""
     endpoints: dict[str, Any] = {}
     for measurement in measurements:
-        if measurement.get("model") and measurement.get("provenance"):
+        if isinstance(measurement, dict) and measurement.get("model") \
+                and measurement.get("provenance"):
             endpoints.setdefault(measurement["model"], measurement["provenance"])
     return {"schema": SCHEMA, "run": run, "endpoints": endpoints, "measurements": measurements,
             "summary": summary}

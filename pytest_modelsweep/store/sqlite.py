@@ -29,20 +29,26 @@ _FIX_READ_ONLY = "make it writable (chmod u+w) or pass --store with a new file n
 _FIX_WRITABLE_PLACE = "pass --store with a path in a folder you can write"
 
 
-def sqlite_engine(path: Path, busy_timeout_s: float) -> Engine:
+def sqlite_engine(path: Path, busy_timeout_s: float, *, read_only: bool = False) -> Engine:
     """An engine on ``path`` in WAL mode with a busy timeout; a transaction with the
-    :data:`WRITE_OPTION` begins ``IMMEDIATE`` so two writers queue on the lock."""
-    engine = create_engine(
-        f"sqlite+pysqlite:///{path}",
-        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
-    )
+    :data:`WRITE_OPTION` begins ``IMMEDIATE`` so two writers queue on the lock.
+    ``read_only``: SQLite's ``mode=ro``, the file as it is (a store someone made read-only)."""
+    if read_only:
+        engine = create_engine("sqlite+pysqlite://", creator=lambda: _read_only(
+            path, busy_timeout_s, check_same_thread=False))
+    else:
+        engine = create_engine(
+            f"sqlite+pysqlite:///{path}",
+            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        )
 
     @event.listens_for(engine, "connect")
     def configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-        dbapi_connection.execute("PRAGMA journal_mode=WAL")
-        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+        if not read_only:
+            dbapi_connection.execute("PRAGMA journal_mode=WAL")
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
     @event.listens_for(engine, "begin")
     def begin(conn: Connection) -> None:
@@ -60,7 +66,8 @@ def is_lock_error(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc)
 
 
-def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
+def check_store_file(path: Path, *, busy_timeout_s: float = 60.0,
+                     read_only: bool = False) -> str:
     """Classify ``path`` before anything is written to it: ``"new"`` (no file, an empty file,
     SQLite without tables) or ``"store"``; anything else is a DataError with the fix, a lock
     held elsewhere the ``sqlite3`` error (the caller retries)."""
@@ -77,7 +84,8 @@ def check_store_file(path: Path, *, busy_timeout_s: float = 60.0) -> str:
             header = file.read(len(SQLITE_HEADER))
     except OSError as exc:
         raise DataError(f"{path}: cannot read it ({exc.strerror}); {FIX_NEW_FILE}") from None
-    _check_writable(path)
+    if not read_only:
+        _check_writable(path)
     if not header:
         return "new"
     if header != SQLITE_HEADER:
@@ -121,10 +129,12 @@ def _check_writable(path: Path) -> None:
                         f"SQLite writes its journal beside the store); {_FIX_WRITABLE_PLACE}")
 
 
-def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+def _read_only(path: Path, busy_timeout_s: float, *,
+               check_same_thread: bool = True) -> sqlite3.Connection:
     """A connection that cannot write to ``path`` (SQLite's ``mode=ro``)."""
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    return sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None)
+    return sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None,
+                           check_same_thread=check_same_thread)
 
 
 def _sqlite_reason(path: Path, busy_timeout_s: float) -> str:

@@ -67,12 +67,24 @@ def sent_rate(run: OpenLoopRun) -> float | None:
 
 
 def degenerate_reason(requests: int, completed: int, offered_rps: float | None,
-                      sent_rps: float | None, tolerance: float) -> str | None:
-    """Why a window supports no figure: fewer than half its ``requests`` finished, or the
-    client sent (``sent_rps``, None when capped) more than ``tolerance`` below ``offered_rps``."""
+                      sent_rps: float | None, tolerance: float, *,
+                      achieved: bool = True) -> str | None:
+    """Why a window supports no figure: its schedule offers no rate (``offered_rps`` None:
+    fewer than two requests, or every one due at once), fewer than half its ``requests``
+    finished, no rate was achieved (``achieved`` false: fewer than three finished, or all at
+    once), or the client sent (``sent_rps``, None when capped) more than ``tolerance`` below
+    ``offered_rps``."""
+    if offered_rps is None:
+        return (f"degenerate: its {requests} timed "
+                f"{'requests offer' if requests != 1 else 'request offers'} no rate (fewer "
+                "than two, or every one due at once); time more requests "
+                "(--timed-requests) or give a --burstiness nearer 1")
     if 2 * completed < requests:
         return (f"degenerate: only {completed} of {requests} requests finished, so the window "
                 "shows failures, not a rate")
+    if not achieved:
+        return (f"degenerate: its {completed} finished requests show no achieved rate (fewer "
+                "than three, or all at once); time more requests (--timed-requests)")
     if offered_rps and sent_rps is not None and sent_rps < offered_rps * (1 - tolerance):
         return (f"degenerate: the client began requests at {sent_rps:.3g} req/s of "
                 f"{offered_rps:.3g} offered ({1 - sent_rps / offered_rps:.0%} behind, no cap "
@@ -216,7 +228,8 @@ def run_open_loop(
         send_lag=LatencyStats.of(run.send_lags),
         degenerate=degenerate_reason(len(offsets), result.completed, saturation.offered_rps,
                                      None if run.capped else sent_rate(run),
-                                     saturation_tolerance),
+                                     saturation_tolerance,
+                                     achieved=saturation.achieved_rps is not None),
     )
 
 
