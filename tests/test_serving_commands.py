@@ -142,8 +142,8 @@ def test_the_prebuilt_server_refuses_a_flag_it_does_not_take_in_one_line() -> No
 def test_the_server_is_the_named_binary_else_a_cached_build_else_the_prebuilt_wheel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pytest_modelsweep.serving.provision import (ensure_llama_server, llama_server_path,
-                                                     prebuilt_llama_server)
+    from pytest_modelsweep.serving.provision import (arch_cmake_flags, ensure_llama_server,
+                                                     llama_server_path, prebuilt_llama_server)
 
     monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("MODELSWEEP_LLAMA_SERVER", raising=False)
@@ -158,6 +158,10 @@ def test_the_server_is_the_named_binary_else_a_cached_build_else_the_prebuilt_wh
     built.chmod(0o755)
     native = ensure_llama_server(print)
     assert native.command == (str(built),) and native.origin.endswith("sdist, built here")
+    # what it was built for: this CPU's instruction sets that the build switched on
+    assert native.cpu_features == " ".join(
+        f.removeprefix("-DGGML_").removesuffix("=ON") for f in arch_cmake_flags()
+        if f.endswith("=ON"))
     monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", "/bin/true")
     assert ensure_llama_server(print).origin == "MODELSWEEP_LLAMA_SERVER"
 

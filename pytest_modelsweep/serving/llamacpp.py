@@ -91,7 +91,7 @@ def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
     threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
     settings["n_threads"] = int(threads.group(1)) if threads else None
     settings["cache_prompt"] = "--no-cache-prompt" not in argv
-    settings["cpu_features"] = cpu_features(log)
+    settings["cpu_features"] = cpu_features(log) or server.cpu_features
     provenance = Provenance(
         server_name=facts.server_name,
         # the build the server reports (/props build_info), and where it came from

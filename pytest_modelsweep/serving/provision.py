@@ -123,6 +123,8 @@ class LlamaServer:
 
     command: tuple[str, ...]
     origin: str
+    cpu_features: str | None = None
+    """What a native build was built for (its log names none); None: read from its log."""
 
 
 PREBUILT_WHEEL = "xllamacpp"
@@ -164,7 +166,9 @@ def ensure_llama_server(progress: Progress = print, *, build: bool = False) -> L
                 "unset it to use the prebuilt server or build llama-server")
         return LlamaServer((str(target),), "MODELSWEEP_LLAMA_SERVER")
     native = LlamaServer((str(target),),
-                         f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist, built here")
+                         f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist, built here",
+                         " ".join(option.removeprefix("-DGGML_").removesuffix("=ON")
+                                  for option in arch_cmake_flags() if option.endswith("=ON")))
     if target.is_file():
         return native
     if not build and (prebuilt := prebuilt_llama_server()):
