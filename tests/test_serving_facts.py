@@ -9,6 +9,8 @@ never for vLLM); servers are the fake ones of ``tests/sse_server.py`` and
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.errors import DataError, EndpointError
 from pytest_modelsweep.core.sweep import Sweep, load_sweep
 from pytest_modelsweep.judging.pairing import PairingError, check_same_serving
+from pytest_modelsweep.report.markdown import escape_markdown
 from pytest_modelsweep.serving.docker import observed_image
 from pytest_modelsweep.serving.endpoint import Endpoint
 from pytest_modelsweep.serving.listener import listening_pids, serving_process
@@ -35,6 +38,7 @@ from pytest_modelsweep.serving.process import free_port
 from pytest_modelsweep.workloads.accuracy import run_accuracy
 from pytest_modelsweep.workloads.contention import ContentionMeter
 
+pytest_plugins = ("pytester",)
 ROOT = Path(__file__).resolve().parents[1]
 TPU_SWEEP = ROOT / "pytest_modelsweep" / "sweeps" / "tpu-v5e.toml"
 TAG = "vllm/vllm-tpu:v0.21.0"
@@ -329,3 +333,47 @@ def test_an_attached_fake_llama_server_process_is_named_in_the_provenance(
     finally:
         process.terminate()
         process.wait()
+
+
+@pytest.fixture
+def hand_started() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A llama-server stand-in started by hand on this host (a process of its own that
+    answers /props as llama-server does), as a user starts a server to attach to."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "fake_llama_server.py"), "--port", str(port),
+         "--alias", "smollm2-135m"], env={**os.environ, "FAKE_BUILD_INFO": "b1"},
+        stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while listening_pids(f"http://127.0.0.1:{port}") != [process.pid]:
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def test_a_bench_run_against_a_hand_started_server_counts_its_cpu_as_the_servers(
+    pytester: pytest.Pytester, hand_started: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    """The real throughput bench attached to the hand-started server: every window meters the
+    server's process as the server's (not others'), the results name that process and mark
+    its flags observed, and the report shows them."""
+    from throughput_bench_run import run_bench
+
+    url, process = hand_started
+    run_bench(pytester, url, "--repeats", "2").assert_outcomes(passed=1)
+    results = json.loads((pytester.path / "r.json").read_text())
+    (throughput,) = [m for m in results["measurements"] if m["benchmark"] == "throughput"]
+    windows = [r["contention"] for r in throughput["stats"]["repeats"]]
+    assert len(windows) == 2 and all(w["server_cpu_cores"] is not None for w in windows)
+    provenance = results["endpoints"]["smollm2-135m"]
+    assert provenance["server_process"]["pid"] == process.pid
+    assert "fake_llama_server.py --port" in provenance["server_process"]["command"]
+    assert provenance["flag_sources"] == {"total_slots": "observed", "n_ctx_per_slot": "observed"}
+    assert main(["report", str(pytester.path / "r.json"), "--md", str(pytester.path / "r.md")]) == 0
+    line = (pytester.path / "r.md").read_text().splitlines()[2]
+    assert line.startswith(escape_markdown("llama.cpp llama-server b1, observed: total_slots 1, "
+                                           "n_ctx_per_slot 4096 · run "))

@@ -57,7 +57,7 @@ class Provenance:
 SERVING_FLAGS = (
     "total_slots", "n_ctx_per_slot", "n_threads", "cache_prompt",
     "max_model_len", "max_num_seqs", "prefix_caching", "dtype",
-    "kv_cache_dtype", "max_num_batched_tokens", "block_size", "gpu_memory_utilization",
+    "kv_cache_dtype", "max_num_batched_tokens", "gpu_memory_utilization",
 )
 
 

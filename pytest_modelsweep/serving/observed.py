@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ..core.errors import EndpointError
 from ..core.sweep import ModelSpec, ServingSettings
+from .endpoint import SERVING_FLAGS
 
 Source = Literal["observed", "declared"]
 
@@ -171,10 +172,12 @@ def check_declared(model: str, url: str, declared: Mapping[str, Any],
 def flag_record(declared: Mapping[str, Any], observed: Mapping[str, Any]
                 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Each flag's value (the observed one where there is one) and where it came from
-    (:data:`Source`)."""
+    (:data:`Source`): the declared flags and the observed serving flags (a block size the
+    server chose per model is no serving flag; it stays under ``observed``)."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for flag in list(declared) + [f for f in observed if f not in declared]:
+    for flag in list(declared) + [f for f in observed
+                                  if f not in declared and f in SERVING_FLAGS]:
         if flag in observed:
             values[flag], sources[flag] = observed[flag], "observed"
         else:
