@@ -35,6 +35,7 @@ from pytest_modelsweep.serving.listener import listening_pids, serving_process
 from pytest_modelsweep.serving.observed import check_group, log_facts
 from pytest_modelsweep.serving.pool import EndpointPool
 from pytest_modelsweep.serving.process import free_port
+from pytest_modelsweep.store.database import Store
 from pytest_modelsweep.workloads.accuracy import run_accuracy
 from pytest_modelsweep.workloads.contention import ContentionMeter
 
@@ -364,7 +365,7 @@ def test_a_bench_run_against_a_hand_started_server_counts_its_cpu_as_the_servers
     from throughput_bench_run import run_bench
 
     url, process = hand_started
-    run_bench(pytester, url, "--repeats", "2").assert_outcomes(passed=1)
+    run_bench(pytester, url, "--repeats", "2", "--store", "s.sqlite").assert_outcomes(passed=1)
     results = json.loads((pytester.path / "r.json").read_text())
     (throughput,) = [m for m in results["measurements"] if m["benchmark"] == "throughput"]
     windows = [r["contention"] for r in throughput["stats"]["repeats"]]
@@ -373,6 +374,15 @@ def test_a_bench_run_against_a_hand_started_server_counts_its_cpu_as_the_servers
     assert provenance["server_process"]["pid"] == process.pid
     assert "fake_llama_server.py --port" in provenance["server_process"]["command"]
     assert provenance["flag_sources"] == {"total_slots": "observed", "n_ctx_per_slot": "observed"}
+    (stored,) = [m for m in Store(pytester.path / "s.sqlite", create=False).measurements(
+        results["run"]["run_id"]) if m["benchmark"] == "throughput"]
+    assert stored["provenance"]["flag_sources"] == provenance["flag_sources"]
+    assert stored["provenance"]["server_process"]["pid"] == process.pid
+    assert main(["report", str(pytester.path / "r.json"), "--llm-d",
+                 str(pytester.path / "llmd.json")]) == 0
+    (report,) = json.loads((pytester.path / "llmd.json").read_text())["reports"]
+    native = report["scenario"]["stack"][0]["native"]["config"]
+    assert native["flag_sources"] == provenance["flag_sources"]
     assert main(["report", str(pytester.path / "r.json"), "--md", str(pytester.path / "r.md")]) == 0
     line = (pytester.path / "r.md").read_text().splitlines()[2]
     assert line.startswith(escape_markdown("llama.cpp llama-server b1, observed: total_slots 1, "
