@@ -5,6 +5,7 @@ process): []."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -21,6 +22,7 @@ SECRET_FLAG = re.compile(r"^--?[\w-]*(?:key|token|pass|secret|auth|credential)[\
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
 
 
+@functools.lru_cache(maxsize=64)
 def _is_this_host(host: str) -> bool:
     """Whether ``host`` names this machine: loopback, or an address of its own."""
     if host in LOCAL_NAMES or host.startswith("127."):
