@@ -387,3 +387,39 @@ def test_a_bench_run_against_a_hand_started_server_counts_its_cpu_as_the_servers
     line = (pytester.path / "r.md").read_text().splitlines()[2]
     assert line.startswith(escape_markdown("llama.cpp llama-server b1, observed: total_slots 1, "
                                            "n_ctx_per_slot 4096 · run "))
+
+
+def test_a_launched_llama_servers_flags_are_observed_and_its_process_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The llama.cpp launch path, llama-server being the fake of tests/fake_llama_server.py:
+    the flags read back from its /props are marked observed."""
+    import struct
+
+    launcher = tmp_path / "llama-server"
+    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} "
+                        f"{ROOT / 'tests' / 'fake_llama_server.py'} \"$@\"\n")
+    launcher.chmod(0o755)
+    monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(launcher))
+    monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_BUILD_INFO", "b1")
+    model = tmp_path / "fake.gguf"  # a GGUF v3 header without tensors: the fake reads nothing
+    key, value = b"general.architecture", b"fake"
+    model.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+                      + struct.pack("<IQ", 8, len(value)) + value + b"\0" * 4096)
+    sweep_file = tmp_path / "fake.toml"
+    sweep_file.write_text('[sweep]\nname = "fake"\nreference = "m"\n[serving]\n'
+                          'backend = "llamacpp"\nstartup_timeout_s = 60\n[models.m]\n'
+                          f'source = "path:{model}"\nlicense = "mit"\nprompting = "completion"\n')
+    pool = EndpointPool(load_sweep(sweep_file), attach={}, run_dir=tmp_path, worker_id="main",
+                        progress=lambda _: None, models=("m",))
+    try:
+        endpoint = pool.get("m")
+        provenance = endpoint.provenance
+        assert provenance.how == "llamacpp"
+        assert provenance.flag_sources == {"total_slots": "observed", "n_ctx_per_slot": "observed",
+                                           "cache_prompt": "declared"}
+        (pid,) = endpoint.server_pids()
+        assert provenance.server_process is not None and provenance.server_process["pid"] == pid
+    finally:
+        pool.close()

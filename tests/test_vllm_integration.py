@@ -500,6 +500,13 @@ def test_two_servers_launched_from_one_image_pair_and_record_what_ran(
                                                "max_model_len")} == dict.fromkeys(
         ("prefix_caching", "max_num_seqs", "max_model_len"), "observed")
     assert first.observed["log"]["kv_cache_tokens"] > 0
+    # the report says the digest was observed, not pinned, and which flags were observed
+    from pytest_modelsweep.report.tables import serving_facts_text
+
+    shown = serving_facts_text(first.as_dict())
+    short = first.image_digest.split(":", 1)[1][:12]
+    assert shown.startswith(f"image sha256:{short} (observed; the sweep names a tag), "
+                            "observed: max_model_len 4096, max_num_seqs 16, prefix_caching True")
     runs = [call for call in shim.calls() if call[0] == "run"]
     assert len(runs) == 2 and image in runs[0]
     assert ["image", "inspect", image] in shim.calls()

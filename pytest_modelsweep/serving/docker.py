@@ -27,10 +27,8 @@ class ImageFacts:
         else, for an image never pushed or pulled by digest, its local ``Id``."""
         wanted = pinned_digest(self.image)
         repository = repository_of(self.image)
-        for entry in self.repo_digests:
-            name, _, digest = entry.partition("@")
-            if wanted is not None and digest == wanted:
-                return digest
+        if wanted is not None and any(e.partition("@")[2] == wanted for e in self.repo_digests):
+            return wanted
         for entry in self.repo_digests:
             name, _, digest = entry.partition("@")
             if name == repository or name.endswith("/" + repository):

@@ -185,6 +185,12 @@ def flag_record(declared: Mapping[str, Any], observed: Mapping[str, Any]
     return values, sources
 
 
+def read_back_sources(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Each serving flag of settings read back from the server itself (llama.cpp's
+    ``/props``): observed."""
+    return {k: "observed" for k in SERVING_FLAGS if settings.get(k) is not None}
+
+
 def resolved_group(model_impl: str | None) -> str | None:
     """The sweep's ``group`` an implementation belongs to: ``flax_nnx``/``jax`` → jax,
     ``vllm`` → torchax (tpu-inference's PyTorch fallback)."""

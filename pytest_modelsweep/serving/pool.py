@@ -12,10 +12,10 @@ from pathlib import Path
 from ..core.errors import EndpointError, ModelsweepError, ServerStartedTwiceError
 from ..core.secrets import key_from_env, split_credentials
 from ..core.sweep import Sweep
-from .endpoint import SERVING_FLAGS, Endpoint, Provenance
+from .endpoint import Endpoint, Provenance
 from .listener import serving_process
 from .llamacpp import launch_llamacpp
-from .observed import check_group
+from .observed import check_group, read_back_sources
 from .pitfalls import serving_pitfall
 from .probe import probe_server
 from .process import ServerProcess
@@ -29,7 +29,15 @@ def launch_endpoint(sweep: Sweep, name: str, log_dir: Path, progress: Progress, 
     the process. The pool's one launch path, also the cold-start measurement's."""
     spec = sweep.model(name)
     if sweep.backend_of(name) == "llamacpp":
-        return launch_llamacpp(spec, sweep.serving, log_dir, progress)
+        endpoint, process = launch_llamacpp(spec, sweep.serving, log_dir, progress)
+        # its flags are read back from /props and its log (n_threads); cache_prompt is the
+        # command line's (llama-server does not say it)
+        sources = read_back_sources(endpoint.provenance.server_settings)
+        if "cache_prompt" in sources:
+            sources["cache_prompt"] = "declared"
+        provenance = replace(endpoint.provenance, flag_sources=sources,
+                             server_process=serving_process(endpoint.base_url))
+        return replace(endpoint, provenance=provenance), process
     return launch_vllm(spec, sweep.serving, log_dir, progress, worker_id=worker_id,
                        credentials=key_from_env(spec.api_key_env))
 
@@ -105,8 +113,7 @@ class EndpointPool:
         url, credentials = split_credentials(given)
         credentials = credentials or key_from_env(spec.api_key_env)
         facts = probe_server(url, spec.served_name, credentials=credentials, model=name)
-        settings, sources = dict(facts.settings), {
-            k: "observed" for k in SERVING_FLAGS if facts.settings.get(k) is not None}
+        settings, sources = dict(facts.settings), read_back_sources(facts.settings)
         if facts.kind == "vllm" and self.sweep.backend_of(name) != "llamacpp":
             settings, sources = serving_record(spec, self.sweep.serving, facts, facts.observed,
                                                url)
