@@ -1,4 +1,4 @@
-"""The ``modelsweep`` command: provision, list models and runs, print results, screen, copy stores.
+"""The ``modelsweep`` command: provision, pin, list models and runs, print results, screen, copy stores.
 
 It shares its options and defaults with the plugin (:mod:`.core.options`) and reads the same
 store and results files; nothing here imports pytest.
@@ -45,6 +45,37 @@ def cmd_provision(args: argparse.Namespace) -> int:
             model = ensure_embedded_model(spec.source.id, _say)
             print(f"{name}: {model.path} (sha256 {model.sha256[:12]}…, from {model.package})")
     return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    """Pin the sweep's image: ask Docker on this machine for the digest of its tag (docker
+    pull, docker image inspect) and write the sweep with the image named by that digest."""
+    from .core.sweep import load_sweep
+    from .serving.docker import pin_image, pinned_sweep_text
+
+    check_output_file(args.output, "-o")
+    sweep = load_sweep(args.sweep)
+    image = sweep.serving.image
+    if sweep.serving.backend != "vllm-docker" or not image:
+        raise ModelsweepError(f"pin: sweep {sweep.name} serves no image (backend "
+                              f"{sweep.serving.backend}); pin a sweep with backend vllm-docker")
+    pinned = pin_image(image, pull=not args.no_pull)
+    text = pinned_sweep_text(Path(sweep.path).read_text(encoding="utf-8"), pinned,
+                             source=sweep.path)
+    _check_pinned_text(text, args.output)
+    write_file(args.output, "-o", text)
+    print(f"{image} -> {pinned}")
+    print(f"pinned sweep: {args.output} (run with --sweep {args.output})")
+    return 0
+
+
+def _check_pinned_text(text: str, where: str) -> None:
+    """Refuse to write a pinned sweep that would not load."""
+    import tomllib
+
+    from .core.sweep import parse_sweep
+
+    parse_sweep(tomllib.loads(text), where)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -432,6 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build llama-server from llama.cpp's source for this CPU (cmake and a "
                         "C++ compiler; minutes) instead of using the prebuilt xllamacpp wheel's "
                         "server; a cached build is used from then on")
+    p = command("pin", cmd_pin, description=cmd_pin.__doc__)
+    add_sweep_option(p.add_argument)
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the pinned sweep file to write (TOML)")
+    p.add_argument("--no-pull", action="store_true",
+                   help="do not docker pull: pin the image as this machine holds it")
     add_sweep_option(command("models", cmd_models).add_argument)
     p = command("runs", cmd_runs)
     add_store_option(p.add_argument, DEFAULTS.store)

@@ -491,16 +491,19 @@ class ListingServer(SseServer):
     """The fake streaming server, also listing its model at ``GET /v1/models`` so that
     ``--endpoint`` attaches to it (it reports itself as a generic OpenAI-compatible server);
     with ``build_info`` it answers ``GET /props`` as llama-server does (its build, its
-    slots), so that the probe takes it for llama-server."""
+    slots), so that the probe takes it for llama-server; with ``vllm_version`` it answers
+    ``GET /version`` as vLLM does, publishing vLLM's counters but no config-info gauge."""
 
     def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0,
                  default_fault: str = "", per_token_s_per_inflight: float = 0.0,
-                 slots: int = 0, port: int = 0, build_info: str | None = None) -> None:
+                 slots: int = 0, port: int = 0, build_info: str | None = None,
+                 vllm_version: str | None = None) -> None:
         super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault,
                          per_token_s_per_inflight=per_token_s_per_inflight, slots=slots,
-                         port=port)
+                         port=port, metrics_style="vllm" if vllm_version else "llamacpp")
         self.served_name = served_name
         self.build_info = build_info
+        self.vllm_version = vllm_version
 
     async def _dispatch(
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
@@ -512,4 +515,7 @@ class ListingServer(SseServer):
             props = {"build_info": self.build_info, "total_slots": self.slots or 1,
                      "default_generation_settings": {"n_ctx": 4096, "params": {}}}
             return await self._respond(writer, 200, "application/json", json.dumps(props).encode())
+        if path == "/version" and method == "GET" and self.vllm_version is not None:
+            version = json.dumps({"version": self.vllm_version}).encode()
+            return await self._respond(writer, 200, "application/json", version)
         return await super()._dispatch(method, path, body, writer)

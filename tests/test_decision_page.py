@@ -113,7 +113,7 @@ reference = "{REFERENCE}"
 
 [serving]
 backend = "vllm-docker"
-image = "vllm/vllm-tpu@sha256:ea98ed065a86d3e69ec7142b9f4766aa3cd7e475d752e680f4ef7612745aca61"
+image = "vllm/vllm-tpu:v0.21.0"
 max_num_seqs = 16
 
 [screening]

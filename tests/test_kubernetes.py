@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from docker_images import DockerShim
 
 from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.sweep import load_sweep
@@ -48,8 +49,22 @@ def validate(document: dict[str, Any], version: str) -> str:
     return str(kubernetes_validate.validate(document, version, strict=True))
 
 
-def k8s(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = main(["k8s", "--sweep", "tpu-v5e", "--sweep-run", SWEEP_RUN,
+@pytest.fixture
+def pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           capsys: pytest.CaptureFixture[str]) -> str:
+    """The tpu-v5e sweep pinned by ``modelsweep pin`` (Docker: the shim holding its tag):
+    a Job serves an image pinned by digest only."""
+    shim = DockerShim(tmp_path, monkeypatch)
+    shim.hold(load_sweep("tpu-v5e").serving.image or "")
+    path = tmp_path / "tpu-v5e.pinned.toml"
+    assert main(["pin", "--sweep", "tpu-v5e", "-o", str(path)]) == 0
+    capsys.readouterr()
+    return str(path)
+
+
+def k8s(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str],
+        sweep: str = "tpu-v5e") -> tuple[int, str, str]:
+    status = main(["k8s", "--sweep", sweep, "--sweep-run", SWEEP_RUN,
                    "--bench-image", BENCH_IMAGE, "-o", str(tmp_path / "k8s"), *args])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
@@ -57,11 +72,11 @@ def k8s(tmp_path: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple
 
 @pytest.fixture
 def written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> dict[str, list[dict[str, Any]]]:
-    """The two manifests of the tpu-v5e sweep, written with a store password in the
+            monkeypatch: pytest.MonkeyPatch, pinned: str) -> dict[str, list[dict[str, Any]]]:
+    """The two manifests of the pinned tpu-v5e sweep, written with a store password in the
     environment (which must stay out of them)."""
     monkeypatch.setenv("PGPASSWORD", SECRET)
-    status, out, err = k8s(tmp_path, "--store", STORE, capsys=capsys)
+    status, out, err = k8s(tmp_path, "--store", STORE, capsys=capsys, sweep=pinned)
     assert status == 0, err
     files = sorted((tmp_path / "k8s").iterdir())
     # "2026-11-30.a" is no DNS-1123 label: its readable form and 8 hex of its sha256
@@ -107,9 +122,9 @@ def _table(written: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
 
 
 def test_one_completion_index_and_one_chip_per_model(
-    written: dict[str, list[dict[str, Any]]],
+    written: dict[str, list[dict[str, Any]]], pinned: str,
 ) -> None:
-    sweep = load_sweep("tpu-v5e")
+    sweep = load_sweep(pinned)
     _, job = written["measure"]
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed"
@@ -133,9 +148,9 @@ def test_one_completion_index_and_one_chip_per_model(
 
 
 def test_each_model_is_served_with_the_sweeps_flags_and_its_group_pinned(
-    written: dict[str, list[dict[str, Any]]],
+    written: dict[str, list[dict[str, Any]]], pinned: str,
 ) -> None:
-    sweep = load_sweep("tpu-v5e")
+    sweep = load_sweep(pinned)
     for index, entry in _table(written).items():
         spec = sweep.model(entry["model"])
         serve = entry["serve"]
@@ -149,9 +164,10 @@ def test_each_model_is_served_with_the_sweeps_flags_and_its_group_pinned(
         assert f"vllm serve {spec.source.id} --served-model-name {spec.name} " in argv
         assert ("--max-model-len 4096 --max-num-seqs 16 --enable-prefix-caching "
                 "--dtype bfloat16") in argv
+        assert argv.endswith(" --max-num-batched-tokens 512")  # the sweep's extra_args
         if spec.tool_call_parser:
-            assert argv.endswith(f"--enable-auto-tool-choice --tool-call-parser "
-                                 f"{spec.tool_call_parser}")
+            assert (f" --enable-auto-tool-choice --tool-call-parser {spec.tool_call_parser} "
+                    in argv)
         else:
             assert "--tool-call-parser" not in argv
     groups = {entry["model"]: entry["serve"]["env"]["MODEL_IMPL_TYPE"]
@@ -160,7 +176,7 @@ def test_each_model_is_served_with_the_sweeps_flags_and_its_group_pinned(
 
 
 def test_each_pods_bench_measures_its_model_into_the_sweep_run(
-    written: dict[str, list[dict[str, Any]]],
+    written: dict[str, list[dict[str, Any]]], pinned: str,
 ) -> None:
     for entry in _table(written).values():
         argv = entry["bench"]["argv"]
@@ -168,7 +184,7 @@ def test_each_pods_bench_measures_its_model_into_the_sweep_run(
         assert argv[:5] == ["python", "-m", "pytest", "-o", "testpaths=benches"]
         pairs = dict(zip(argv[5::2], argv[6::2], strict=False))
         assert pairs["-m"] == "not verdict"
-        assert pairs["--model"] == model and pairs["--sweep"] == "tpu-v5e"
+        assert pairs["--model"] == model and pairs["--sweep"] == pinned
         assert pairs["--endpoint"] == f"{model}=http://127.0.0.1:8000"
         assert pairs["--sweep-run"] == SWEEP_RUN and pairs["--store"] == STORE
 
@@ -209,7 +225,7 @@ def test_the_judging_job_serves_nothing_and_judges_every_model(
 
 
 def test_each_container_runs_its_index_entry(
-    written: dict[str, list[dict[str, Any]]], tmp_path: Path,
+    written: dict[str, list[dict[str, Any]]], tmp_path: Path, pinned: str,
 ) -> None:
     """The launcher both containers run, executed for index 2: it picks the entry of
     JOB_COMPLETION_INDEX and runs its command with its environment (here ``vllm`` and
@@ -230,9 +246,10 @@ def test_each_container_runs_its_index_entry(
     assert outputs["serve"].startswith(
         f"{bin_dir}/vllm MODEL_IMPL_TYPE=vllm serve microsoft/Phi-4-mini-instruct "
         "--served-model-name phi-4-mini ")
+    # the bench is told the implementation its server was given, to check the model's group
     assert outputs["bench"].startswith(
-        f"{bin_dir}/python MODEL_IMPL_TYPE= -m pytest -o testpaths=benches -m not verdict "
-        "--sweep tpu-v5e --model phi-4-mini ")
+        f"{bin_dir}/python MODEL_IMPL_TYPE=vllm -m pytest -o testpaths=benches -m not verdict "
+        f"--sweep {pinned} --model phi-4-mini ")
 
 
 @pytest.mark.parametrize(("store", "said"), [
@@ -248,6 +265,17 @@ def test_a_store_the_pods_cannot_use_or_a_password_in_it_is_refused(
     status, _, err = k8s(tmp_path, "--store", store, capsys=capsys)
     assert status == 2 and said in err and SECRET not in err
     assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "k8s").exists()
+
+
+def test_a_sweep_whose_image_is_not_pinned_is_refused_naming_modelsweep_pin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, _, err = k8s(tmp_path, "--store", STORE, capsys=capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert ("the Job serves the sweep's vLLM image pinned by digest; give [serving] backend = "
+            "\"vllm-docker\" and pin its image: modelsweep pin --sweep tpu-v5e -o pinned.toml")\
+        in err
     assert not (tmp_path / "k8s").exists()
 
 
@@ -301,10 +329,10 @@ def test_a_bad_namespace_secret_name_or_image_is_refused_before_writing(
     assert not (tmp_path / "k8s").exists()
 
 
-def test_the_kubectl_lines_quote_every_argument(tmp_path: Path,
+def test_the_kubectl_lines_quote_every_argument(tmp_path: Path, pinned: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "k 8s; rm -rf ~"
-    status = main(["k8s", "--sweep", "tpu-v5e", "--sweep-run", "r1", "--store", STORE,
+    status = main(["k8s", "--sweep", pinned, "--sweep-run", "r1", "--store", STORE,
                    "--bench-image", BENCH_IMAGE, "--namespace", "bench", "-o", str(folder)])
     out = capsys.readouterr().out
     assert status == 0

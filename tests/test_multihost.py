@@ -228,16 +228,26 @@ def test_hosts_of_one_sweep_run_with_unlike_serving_settings_are_not_paired(
     project: Path, postgres_url: str,
 ) -> None:
     """Only like with like: the reference's host served 4,096 tokens a sequence, the
-    candidate's 2,048; the pairing check refuses the verdict, naming both."""
+    candidate's 2,048 (its copy of the sweep says so: a server unlike its own sweep is
+    refused on its host, before any request); the pairing check refuses the verdict, naming
+    both."""
     lengths = {REFERENCE: 4096, SAME: 2048}
+    (project / "decision-2048.toml").write_text(SWEEP.replace(
+        "[serving]\n", "[serving]\ncontext_length = 2048\n", 1), encoding="utf-8")
+    sweeps = {REFERENCE: "decision.toml", SAME: "decision-2048.toml"}
     servers = {model: VllmLikeServer(model, replies_of(model), max_model_len=length)
                for model, length in lengths.items()}
     for server in servers.values():
         server.start()
     try:
+        unlike = bench(project, postgres_url, "-m", "gsm8k and not verdict",
+                       "--sweep-run=unlike-own", f"--model={SAME}",
+                       f"--endpoint={SAME}={servers[SAME].base_url}", results="own.json")
+        assert (f"{SAME} at {servers[SAME].base_url} does not serve with the sweep's settings "
+                "(max_model_len: the sweep declares 4096, the server says 2048)") in unlike.output
         for model in lengths:
             host = bench(project, postgres_url, "-m", "gsm8k and not verdict",
-                         "--sweep-run=unlike", f"--model={model}",
+                         "--sweep-run=unlike", f"--model={model}", f"--sweep={sweeps[model]}",
                          f"--endpoint={model}={servers[model].base_url}",
                          results=f"{model}.json")
             assert host.ret == 0, host.output[-3000:]

@@ -41,6 +41,7 @@ from pytest_modelsweep.serving.hf_convert import (
     read_conversion_record,
     vllm_python,
 )
+from pytest_modelsweep.serving.observed import log_facts, observed_flags
 from pytest_modelsweep.serving.probe import probe_server
 from pytest_modelsweep.serving.process import ServerProcess, free_port
 from pytest_modelsweep.serving.provision import ensure_embedded_model, file_sha256
@@ -408,3 +409,104 @@ def _throughput_with_client(
     ours = sum(r.completion_tokens or 0 for r in records)
     duration = max(r.end for r in records) - min(r.start for r in records)
     return records, ours / (after - before), ours / duration
+
+
+# --------------------------------------------------------------------------- observed facts
+
+
+def test_the_servers_flags_are_read_from_its_metrics_and_its_log(server: VllmServer) -> None:
+    """vLLM publishes its cache configuration as the labels of vllm:cache_config_info; its
+    log says the non-default arguments and the KV cache size."""
+    facts = probe_server(server.base_url, server.served_name)
+    cache = facts.observed["config_gauges"]["cache_config_info"]
+    assert cache["enable_prefix_caching"] == "True"
+    assert int(cache["block_size"]) > 0 and cache["cache_dtype"] == "auto"
+    log = log_facts(server.log_path.read_text(errors="replace"))
+    assert log["non_default_args"]["max_num_seqs"] == 16
+    assert log["kv_cache_tokens"] > 0
+    flags = observed_flags({**facts.observed, "log": log})
+    assert (flags["prefix_caching"], flags["max_num_seqs"], flags["max_model_len"]) == \
+        (True, 16, 4096)
+    progress(f"vllm:cache_config_info labels: {sorted(cache)}")
+
+
+def _attach(server: VllmServer, tmp_path: Path, **serving: Any) -> Any:
+    """Attach the sweep's model to the module's server, the sweep's [serving] changed."""
+    from pytest_modelsweep.core.sweep import Sweep
+    from pytest_modelsweep.serving.pool import EndpointPool
+
+    data = tomllib.loads(SWEEP_FILE.read_text(encoding="utf-8"))
+    name = data["sweep"]["reference"]
+    data["serving"].update(serving)
+    sweep: Sweep = parse_sweep(data, str(SWEEP_FILE))
+    pool = EndpointPool(sweep, attach={name: server.base_url}, run_dir=tmp_path,
+                        worker_id="main", progress=progress, models=(name,))
+    return pool.get(name)
+
+
+def test_an_attached_server_unlike_the_sweep_is_refused_from_its_metrics(
+    server: VllmServer, tmp_path: Path,
+) -> None:
+    """The server runs with prefix caching on; a sweep that declares it off is refused in
+    one line naming both values, before any request."""
+    from pytest_modelsweep.core.errors import EndpointError
+
+    with pytest.raises(EndpointError) as info:
+        _attach(server, tmp_path, prefix_caching=False)
+    assert str(info.value) == (
+        f"{server.spec.name} at {server.base_url} does not serve with the sweep's settings "
+        "(prefix_caching: the sweep declares False, the server says True); restart the server "
+        "with the sweep's [serving] flags, or fix the sweep")
+    same = _attach(server, tmp_path).provenance
+    assert same.flag_sources["prefix_caching"] == "observed"
+    assert same.flag_sources["max_model_len"] == "observed"
+    # vLLM publishes no scheduler gauge: an attached server's max_num_seqs is only declared
+    assert same.flag_sources["max_num_seqs"] == "declared"
+    assert same.server_process is not None and same.server_process["pid"] > 0
+
+
+def test_two_servers_launched_from_one_image_pair_and_record_what_ran(
+    server: VllmServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Docker path, Docker being the CLI shim of tests/docker_shim (it runs `vllm serve`
+    with the real vLLM): each launch records the digest Docker ran, its flags as observed
+    from /metrics and its log, and two launches with identical flags pair."""
+    from docker_images import DockerShim
+
+    from pytest_modelsweep.judging.pairing import check_same_serving
+    from pytest_modelsweep.serving.vllm import launch_vllm
+
+    shim = DockerShim(tmp_path, monkeypatch)
+    image = "vllm/vllm-cpu-shim:v1"
+    (repo_digest,) = shim.hold(image)["RepoDigests"]
+    monkeypatch.setenv("MODELSWEEP_DOCKER_SHIM_VLLM_PYTHON", server.python)
+    for name, value in {**cpu_server_env(), "HF_HUB_OFFLINE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    serving = replace(server.serving, backend="vllm-docker", image=image)
+    provenances = []
+    for launch in ("a", "b"):
+        endpoint, process = launch_vllm(server.spec, serving, tmp_path / launch, progress)
+        try:
+            assert endpoint.server_pids() == [process.pid]
+            provenances.append(endpoint.provenance)
+        finally:
+            process.stop()
+    first, second = provenances
+    check_same_serving("a", first.as_dict(), "b", second.as_dict())
+    assert first.how == "vllm-docker" and first.image_pinned is False
+    assert first.image_digest == repo_digest.split("@", 1)[1] == second.image_digest
+    assert first.observed["image"]["repo_digests"] == [repo_digest]
+    assert {k: first.flag_sources[k] for k in ("prefix_caching", "max_num_seqs",
+                                               "max_model_len")} == dict.fromkeys(
+        ("prefix_caching", "max_num_seqs", "max_model_len"), "observed")
+    assert first.observed["log"]["kv_cache_tokens"] > 0
+    # the report says the digest was observed, not pinned, and which flags were observed
+    from pytest_modelsweep.report.tables import serving_facts_text
+
+    shown = serving_facts_text(first.as_dict())
+    short = first.image_digest.split(":", 1)[1][:12]
+    assert shown.startswith(f"image sha256:{short} (observed; the sweep names a tag), "
+                            "observed: max_model_len 4096, max_num_seqs 16, prefix_caching True")
+    runs = [call for call in shim.calls() if call[0] == "run"]
+    assert len(runs) == 2 and image in runs[0]
+    assert ["image", "inspect", image] in shim.calls()

@@ -77,6 +77,8 @@ class ServingSettings:
     dtype: str | None = None
     extra_args: tuple[str, ...] = ()
     one_chip_per_worker: bool = False
+    accelerator: str | None = None
+    """What serves each model, e.g. ``tpu-v5e``: a ``tpu-*`` sweep is checked for TPU pitfalls."""
 
     def as_dict(self) -> dict[str, Any]:
         """The settings provenance records (all but the startup timeout)."""
@@ -249,7 +251,7 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
 
 _SERVING_KEYS = {
     "backend", "context_length", "max_num_seqs", "prefix_caching", "threads",
-    "startup_timeout_s", "image", "dtype", "extra_args", "one_chip_per_worker",
+    "startup_timeout_s", "image", "dtype", "extra_args", "one_chip_per_worker", "accelerator",
 }
 _MODEL_KEYS = {
     "source", "served_name", "license", "prompting", "tool_call_parser", "bfcl_mode",
@@ -262,9 +264,9 @@ def _parse_serving(table: _Table) -> ServingSettings:
     backend = table.choice("backend", get_args(Backend))
     threads = None if table.data.get("threads") is None else table.positive_int("threads")
     image = table.optional_string("image")
-    if backend == "vllm-docker" and (not image or "@sha256:" not in image):
-        raise SweepError(f"{table.path}: serving.image: expected an image pinned by digest "
-                         f"(name@sha256:...), got {image!r}")
+    if backend == "vllm-docker" and not image:
+        raise SweepError(f"{table.path}: serving.image: the vllm-docker backend needs an image "
+                         "(a release tag; `modelsweep pin` writes it pinned by digest)")
     extra = table.data.get("extra_args", [])
     if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
         raise SweepError(f"{table.path}: serving.extra_args: expected a list of strings")
@@ -279,6 +281,7 @@ def _parse_serving(table: _Table) -> ServingSettings:
         dtype=table.optional_string("dtype"),
         extra_args=tuple(extra),
         one_chip_per_worker=table.boolean("one_chip_per_worker", default=False),
+        accelerator=table.optional_string("accelerator"),
     )
 
 

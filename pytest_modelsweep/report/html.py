@@ -442,7 +442,8 @@ def headline(m: Measurement) -> str:
 
 
 _ENDPOINT = ("server_name", "server_version", "served_name", "model_source", "model_sha256",
-             "model_revision", "image_digest", "how")
+             "model_revision", "image_digest", "image_pinned", "how", "flag_sources",
+             "server_process", "observed")
 
 
 def measurement_html(m: Measurement) -> str:

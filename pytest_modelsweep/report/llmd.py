@@ -67,7 +67,11 @@ def _stack(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
               "launch_argv": prov.get("launch_argv") or [], "how": prov.get("how"),
               "server_settings": prov.get("server_settings") or {},
               "model_source": prov.get("model_source"), "model_sha256": prov.get("model_sha256"),
-              "model_revision": prov.get("model_revision")}
+              "model_revision": prov.get("model_revision"),
+              # what was read from what ran: each flag observed or declared, the server's
+              # config gauges and log, the image Docker ran (pinned or from a tag)
+              "flag_sources": prov.get("flag_sources") or {},
+              "observed": prov.get("observed") or {}, "image_pinned": prov.get("image_pinned")}
     return {
         "metadata": {"label": m.model, "cfg_id": _config_id(native),
                      "description": f"{m.model} served by {prov.get('server_name') or 'unknown'}"},

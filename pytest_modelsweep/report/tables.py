@@ -145,15 +145,37 @@ def _short_digest(digest: str) -> str:
     return f"{algorithm or 'sha256'}:{value[:12]}" if value else digest
 
 
+def serving_facts_text(provenance: dict[str, Any]) -> str:
+    """A provenance's image and serving flags as the report shows them: the image digest
+    Docker ran (pinned by the sweep, or observed from a tag), each flag observed from the
+    server or only declared by the sweep."""
+    digest = provenance.get("image_digest")
+    parts = []
+    if digest:
+        pinned = provenance.get("image_pinned")
+        how = "" if pinned is None else " (pinned)" if pinned else \
+            " (observed; the sweep names a tag)"
+        parts.append(f"image {_short_digest(str(digest))}{how}")
+    settings = provenance.get("server_settings") or {}
+    sources = provenance.get("flag_sources") or {}
+    for source in ("observed", "declared"):
+        flags = [f"{flag} {settings.get(flag)}" for flag, said in sources.items()
+                 if said == source]
+        if flags:
+            parts.append(f"{source}: {', '.join(flags)}")
+    return ", ".join(parts)
+
+
 def provenance_line(measurements: Measurements, run: RunInfo) -> str:
-    """Each distinct server and version (image digest), else the backend; run id; count."""
+    """Each distinct server and version with its image and serving facts
+    (:func:`serving_facts_text`), else the backend; run id; count."""
     servers: dict[str, None] = {}
     for m in measurements:
         name, version = m.provenance.get("server_name"), m.provenance.get("server_version")
-        digest = m.provenance.get("image_digest")
+        facts = serving_facts_text(m.provenance)
         if name:
             servers.setdefault(str(name) + (f" {version}" if version and version != "unknown" else "")
-                               + (f", image {_short_digest(str(digest))}" if digest else ""), None)
+                               + (f", {facts}" if facts else ""), None)
     parts = list(servers)
     if not parts and run.backend:
         parts.append(run.backend + (f", image {_short_digest(run.image)}" if run.image else ""))

@@ -28,8 +28,19 @@ class Provenance:
     model_header: dict[str, Any] | None = None
     """What the model file's GGUF header says (architecture, name, file type), when it is one."""
     image_digest: str | None = None
+    """The digest of the image that ran: read from Docker (``docker image inspect``)."""
+    image_pinned: bool | None = None
+    """Whether the sweep named the image by that digest (False: a tag, digest observed)."""
     launch_argv: tuple[str, ...] = ()
     how: How = "attach"
+    flag_sources: dict[str, str] = field(default_factory=dict)
+    """Each serving flag of ``server_settings``: ``observed`` (read from the server) or
+    ``declared`` (only the sweep's)."""
+    observed: dict[str, Any] = field(default_factory=dict)
+    """What was read from what ran: ``/version``, the ``/v1/models`` entry, the config-info
+    gauges of ``/metrics``, the startup log, the image."""
+    server_process: dict[str, Any] | None = None
+    """The process listening on the endpoint's port on this host: pid, command (redacted)."""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -46,6 +57,7 @@ class Provenance:
 SERVING_FLAGS = (
     "total_slots", "n_ctx_per_slot", "n_threads", "cache_prompt",
     "max_model_len", "max_num_seqs", "prefix_caching", "dtype",
+    "kv_cache_dtype", "max_num_batched_tokens", "gpu_memory_utilization",
 )
 
 
@@ -90,6 +102,8 @@ class Endpoint:
     provenance: Provenance
     credentials: Credentials | None = field(default=None, repr=False, compare=False)
     breaker: Breaker = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    accelerator: str | None = None
+    """The sweep's ``[serving] accelerator`` (``tpu-v5e``): TPU pitfalls are refused."""
 
     def __post_init__(self) -> None:
         if self.breaker is None:
@@ -107,9 +121,9 @@ class Endpoint:
         return self.base_url.rstrip("/") + "/tokenize"
 
     def server_pids(self) -> list[int]:
-        """The pid of this endpoint's server when this process launched it; [] if attached."""
-        if self.provenance.how == "attach":
-            return []
+        """The pids of this endpoint's server on this host: the one this process launched,
+        else the process listening on its port; [] for a server elsewhere."""
+        from .listener import listening_pids
         from .process import server_pids_at
 
-        return server_pids_at(self.base_url)
+        return server_pids_at(self.base_url) or listening_pids(self.base_url)

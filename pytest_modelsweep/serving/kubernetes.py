@@ -135,8 +135,10 @@ def _impl_type(spec: ModelSpec) -> str:
 def _image(sweep: Sweep) -> str:
     image = sweep.serving.image
     if sweep.serving.backend != "vllm-docker" or not image or "@sha256:" not in image:
-        raise DataError(f"sweep {sweep.name}: the Job serves the sweep's pinned vLLM image; give "
-                        "[serving] backend = \"vllm-docker\" and image = \"NAME@sha256:…\"")
+        raise DataError(f"sweep {sweep.name}: the Job serves the sweep's vLLM image pinned by "
+                        "digest; give [serving] backend = \"vllm-docker\" and pin its image: "
+                        f"modelsweep pin --sweep {sweep.name} -o pinned.toml, then --sweep "
+                        "pinned.toml")
     return image
 
 
@@ -169,7 +171,8 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
             "group": spec.group,
             "serve": {"argv": ["vllm", "serve", spec.source.id, *flags],
                       "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
-            "bench": {"argv": bench, "env": {}},
+            # the bench checks the model's group against it (serving/observed.check_group)
+            "bench": {"argv": bench, "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
         }
     return table
 

@@ -6,18 +6,21 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core.errors import EndpointError, ModelsweepError, ServerStartedTwiceError
 from ..core.secrets import key_from_env, split_credentials
 from ..core.sweep import Sweep
 from .endpoint import Endpoint, Provenance
+from .listener import serving_process
 from .llamacpp import launch_llamacpp
+from .observed import check_group, read_back_sources
+from .pitfalls import serving_pitfall
 from .probe import probe_server
 from .process import ServerProcess
 from .provision import Progress, ensure_embedded_model
-from .vllm import launch_vllm
+from .vllm import launch_vllm, serving_record
 
 
 def launch_endpoint(sweep: Sweep, name: str, log_dir: Path, progress: Progress, *,
@@ -26,7 +29,15 @@ def launch_endpoint(sweep: Sweep, name: str, log_dir: Path, progress: Progress, 
     the process. The pool's one launch path, also the cold-start measurement's."""
     spec = sweep.model(name)
     if sweep.backend_of(name) == "llamacpp":
-        return launch_llamacpp(spec, sweep.serving, log_dir, progress)
+        endpoint, process = launch_llamacpp(spec, sweep.serving, log_dir, progress)
+        # its flags are read back from /props and its log (n_threads); cache_prompt is the
+        # command line's (llama-server does not say it)
+        sources = read_back_sources(endpoint.provenance.server_settings)
+        if "cache_prompt" in sources:
+            sources["cache_prompt"] = "declared"
+        provenance = replace(endpoint.provenance, flag_sources=sources,
+                             server_process=serving_process(endpoint.base_url))
+        return replace(endpoint, provenance=provenance), process
     return launch_vllm(spec, sweep.serving, log_dir, progress, worker_id=worker_id,
                        credentials=key_from_env(spec.api_key_env))
 
@@ -80,23 +91,41 @@ class EndpointPool:
             self._check_model_files()
             if self._entries.get(name) is not None:  # its file was refused
                 return self._entries[name]
+            if (pitfall := serving_pitfall(self.sweep.serving)) is not None:
+                raise EndpointError(f"{name}: {pitfall}")
+            accelerator = self.sweep.serving.accelerator
             if name in self.attach:
-                url, credentials = split_credentials(self.attach[name])
-                credentials = credentials or key_from_env(spec.api_key_env)
-                facts = probe_server(url, spec.served_name, credentials=credentials, model=name)
-                provenance = Provenance(
-                    server_name=facts.server_name, server_version=facts.server_version,
-                    served_name=spec.served_name, server_settings=facts.settings,
-                    model_source=str(spec.source), model_revision=spec.source.revision,
-                    how="attach")
-                return _Entry(endpoint=facts.endpoint(spec, url, provenance, credentials))
+                endpoint = self._attach(name, self.attach[name])
+                return _Entry(endpoint=replace(endpoint, accelerator=accelerator))
             self._claim(name)
             endpoint, process = launch_endpoint(self.sweep, name, self.run_dir / "logs",
                                                 self.progress, worker_id=self.worker_id)
             self.started.append(name)
-            return _Entry(endpoint=endpoint, process=process)
+            return _Entry(endpoint=replace(endpoint, accelerator=accelerator), process=process)
         except ModelsweepError as error:
             return _Entry(error=error)
+
+    def _attach(self, name: str, given: str) -> Endpoint:
+        """The endpoint of a server someone else started: its facts read from it (a vLLM
+        server's flags checked against the sweep's), the process serving it named when it
+        runs on this host."""
+        spec = self.sweep.model(name)
+        url, credentials = split_credentials(given)
+        credentials = credentials or key_from_env(spec.api_key_env)
+        facts = probe_server(url, spec.served_name, credentials=credentials, model=name)
+        settings, sources = dict(facts.settings), read_back_sources(facts.settings)
+        if facts.kind == "vllm" and self.sweep.backend_of(name) != "llamacpp":
+            settings, sources = serving_record(spec, self.sweep.serving, facts, facts.observed,
+                                               url)
+            # `modelsweep k8s` gives the bench the server's MODEL_IMPL_TYPE (its Job's env)
+            check_group(spec, os.environ.get("MODEL_IMPL_TYPE"), "its Job's env")
+        provenance = Provenance(
+            server_name=facts.server_name, server_version=facts.server_version,
+            served_name=spec.served_name, server_settings=settings,
+            model_source=str(spec.source), model_revision=spec.source.revision,
+            how="attach", flag_sources=dict(sources), observed=facts.observed,
+            server_process=serving_process(url))
+        return facts.endpoint(spec, url, provenance, credentials)
 
     def _check_model_files(self) -> None:
         """Fetch and check the embedded model files of the run, once, before any server starts."""

@@ -1,7 +1,8 @@
 """Read back from a live server what it is and what it runs with.
 
 Provenance comes from the server, not from the sweep: llama.cpp's ``/props`` and
-``/v1/models``, vLLM's ``/version`` and ``/v1/models`` (``max_model_len``).
+``/v1/models``, vLLM's ``/version``, ``/v1/models`` (``max_model_len``, ``root``) and the
+config-info gauges of its ``/metrics`` (:func:`.observed.config_gauges`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..core.errors import EndpointError
 from ..core.secrets import Credentials, auth_headers, redact, wants_key_message
 from ..core.sweep import ModelSpec
 from .endpoint import Endpoint, Provenance, ServerKind
+from .observed import config_gauges
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class ServerFacts:
     server_version: str
     context_length: int
     settings: dict[str, Any] = field(default_factory=dict)
+    observed: dict[str, Any] = field(default_factory=dict)
+    """What the server's endpoints said (vLLM: version, model entry, config gauges)."""
 
     def endpoint(self, spec: ModelSpec, base_url: str, provenance: Provenance,
                  credentials: Credentials | None = None) -> Endpoint:
@@ -36,6 +40,15 @@ class ServerFacts:
         return Endpoint(credentials=credentials, model=spec, base_url=base_url,
                         served_name=spec.served_name, context_length=self.context_length,
                         server_kind=self.kind, provenance=provenance)
+
+
+def _get_text(client: DeadlineClient, url: str) -> str:
+    """The text of a 200 answer to ``GET url``, else ''."""
+    try:
+        response = client.get(url)
+        return response.text if response.status_code == 200 else ""
+    except httpx.HTTPError:
+        return ""
 
 
 def _get_json(client: DeadlineClient, url: str) -> Any | None:
@@ -88,10 +101,11 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
             return _llamacpp_facts(props, entry)
         version = _get_json(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
+            listed = {"max_model_len": entry.get("max_model_len"), "root": entry.get("root")}
+            observed = {"version": str(version["version"]), "model": listed,
+                        "config_gauges": config_gauges(_get_text(client, f"{base}/metrics"))}
             return ServerFacts("vllm", "vllm", str(version["version"]),
-                               _length(entry.get("max_model_len")),
-                               {"max_model_len": entry.get("max_model_len"),
-                                "root": entry.get("root")})
+                               _length(entry.get("max_model_len")), dict(listed), observed)
     context = _length(entry.get("max_model_len")) or _length(entry.get("context_length"))
     return ServerFacts("openai", "openai-compatible", "unknown", context,
                        {"model_entry": entry})

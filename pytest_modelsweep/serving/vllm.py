@@ -1,4 +1,4 @@
-"""The production backend: vLLM, installed (``vllm``) or from a pinned image (``vllm-docker``)."""
+"""The production backend: vLLM, installed (``vllm``) or from an image (``vllm-docker``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from typing import Any
 from ..core.errors import EndpointError
 from ..core.secrets import Credentials
 from ..core.sweep import ModelSpec, ServingSettings
-from .endpoint import Endpoint, Provenance
+from .docker import observed_image, pinned_digest
+from .endpoint import SERVING_FLAGS, Endpoint, Provenance
 from .hf_convert import cpu_server_env, ensure_hf_folder, read_conversion_record, vllm_python
-from .probe import probe_server
+from .listener import serving_process
+from .observed import (check_declared, check_group, declared_flags, flag_record, log_facts,
+                       observed_flags)
+from .pitfalls import serving_pitfall
+from .probe import ServerFacts, probe_server
 from .process import ServerProcess, free_port
 from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
 
@@ -82,8 +87,8 @@ def vllm_argv(spec: ModelSpec, serving: ServingSettings, port: int, host: str = 
               python: str = sys.executable, hf_cache: Path | None = None,
               env: dict[str, str] | None = None, model: str | None = None) -> list[str]:
     """The argument list that starts vLLM for one model: ``python -m
-    vllm.entrypoints.openai.api_server``, or (``vllm-docker``) ``docker run`` of the image
-    pinned by digest with the Hugging Face cache mounted."""
+    vllm.entrypoints.openai.api_server``, or (``vllm-docker``) ``docker run`` of the sweep's
+    image (a tag, or pinned by digest: ``modelsweep pin``) with the Hugging Face cache mounted."""
     backend = spec.backend or serving.backend
     if backend == "vllm-docker" and spec.source.kind != "hf":
         raise EndpointError(f"model {spec.name}: the vllm-docker backend serves hf: sources only "
@@ -92,9 +97,8 @@ def vllm_argv(spec: ModelSpec, serving: ServingSettings, port: int, host: str = 
     if backend == "vllm":
         return [python, "-m", "vllm.entrypoints.openai.api_server", *args]
     if backend == "vllm-docker":
-        if not serving.image or "@sha256:" not in serving.image:
-            raise EndpointError(
-                f"model {spec.name}: serving.image must be pinned by digest (name@sha256:...)")
+        if not serving.image:
+            raise EndpointError(f"model {spec.name}: the vllm-docker backend needs serving.image")
         cache = hf_cache or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
         argv = [
             "docker", "run", "--rm",
@@ -152,22 +156,55 @@ def launch_vllm(spec: ModelSpec, serving: ServingSettings, log_dir: Path, progre
     progress(f"starting vLLM for {spec.name} on port {port} (this can take minutes)")
     process.start()
     base_url = f"http://{HOST}:{port}"
-    facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
-    settings = dict(facts.settings)
+    try:
+        image = observed_image(serving.image) if backend == "vllm-docker" and serving.image \
+            else None
+        facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
+        log = log_facts(_read_log(process.log_path))
+        observed = {**facts.observed, "log": log,
+                    **({"image": image.as_dict()} if image is not None else {})}
+        settings, sources = serving_record(spec, serving, facts, observed, base_url)
+        check_group(spec, log.get("model_impl"), f"its log {process.log_path}")
+    except BaseException:
+        process.stop()
+        raise
     settings.update(
-        max_num_seqs=serving.max_num_seqs, prefix_caching=serving.prefix_caching,
-        tool_call_parser=spec.tool_call_parser, dtype=serving.dtype,
+        tool_call_parser=spec.tool_call_parser,
         **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}))
     if conversion is not None:
         settings["conversion"] = {key: conversion.get(key) for key in
                                   ("architecture", "dtype", "transformers", "gguf", "recipe")}
-    image_digest = None
-    if serving.image and "@sha256:" in serving.image and backend == "vllm-docker":
-        image_digest = "sha256:" + serving.image.split("@sha256:", 1)[1]
     provenance = Provenance(
         server_name=facts.server_name, server_version=facts.server_version,
         served_name=spec.served_name, server_settings=settings, model_source=str(spec.source),
         model_sha256=embedded.sha256 if embedded is not None else None,
-        model_revision=spec.source.revision, image_digest=image_digest, launch_argv=tuple(argv),
-        how="vllm-docker" if image_digest else "vllm")
+        model_revision=spec.source.revision,
+        image_digest=image.digest() if image is not None else None,
+        image_pinned=(pinned_digest(serving.image or "") is not None) if image else None,
+        launch_argv=tuple(argv), how="vllm-docker" if image is not None else "vllm",
+        flag_sources=dict(sources), observed=observed,
+        server_process=serving_process(base_url))
     return facts.endpoint(spec, base_url, provenance, credentials), process
+
+
+def _read_log(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def serving_record(spec: ModelSpec, serving: ServingSettings, facts: ServerFacts,
+                   observed: dict[str, Any], url: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A vLLM endpoint's settings (the server's own, then each serving flag: observed where
+    the server shows it, else declared) and each flag's source; raises EndpointError in one
+    line when the server contradicts the sweep or shows a TPU pitfall."""
+    declared = declared_flags(serving)
+    seen = observed_flags(observed)
+    check_declared(spec.name, url, declared, seen)
+    if (pitfall := serving_pitfall(serving, seen)) is not None:
+        raise EndpointError(f"{spec.name}: {pitfall}")
+    flags, sources = flag_record(declared, seen)
+    settings = {k: v for k, v in facts.settings.items() if k not in SERVING_FLAGS}
+    settings.update(flags)
+    return settings, sources

@@ -9,9 +9,11 @@ from typing import Any, Generic, TypeVar
 
 from ..client import Guard, run_post_requests
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from ..core.errors import DataError
 from ..core.outputs import OutputError
 from ..core.records import ApiRequest, Completion, ItemRecord
 from ..serving.endpoint import Endpoint
+from ..serving.pitfalls import seeded_sampling
 from ..store.database import Store
 
 ItemT = TypeVar("ItemT")
@@ -80,6 +82,9 @@ def run_accuracy(
     run (``store_error`` says why); the items are still measured."""
     started = time.monotonic()
     requests = [build(item) for item in items]
+    refusal = seeded_sampling(endpoint.accelerator, ((r.item_id, r.payload) for r in requests))
+    if refusal is not None:  # before any request: a TPU server rejects them
+        raise DataError(f"{benchmark} {endpoint.model.name}: {refusal}")
     serving_key = endpoint.provenance.cache_key()
     model = endpoint.model.name
     store_error: list[str] = []
