@@ -423,8 +423,8 @@ def run_failed_reference(path: Path) -> Run:
         endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",)))
 
 
-MAIN_JOB = ("-m", "bfcl or throughput", "-k", "bfcl or c4", "--interleave", "--repeats=3",
-            "--timed-requests=4", "--fail-on=none")
+MAIN_JOB = ("-m", "bfcl or throughput", "-k", "bfcl or c4", "--repeats=3", "--timed-requests=4",
+            "--fail-on=none")
 """README's main job's selection and sizes (its --limit 30 is :data:`LIMIT`)."""
 
 
@@ -435,8 +435,8 @@ def main_job_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 def run_main_job(path: Path) -> Run:
     """README's main job against the fake servers: BFCL (30 items) with its verdicts and
-    throughput at c4 only (3 repeats of 4 requests; the ratios from 3 interleaved pairs),
-    priced by the sweep's ``[pricing]``; one candidate streams 5 times slower than the others."""
+    throughput at c4 only (3 repeats of 4 requests) with its ratios, priced by the sweep's
+    ``[pricing]``; one candidate streams 5 times slower than the others."""
     delays = {REFERENCE: 0.0004, SAME: 0.0004, WORSE: 0.002}
     servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
                for model, delay in delays.items()}
