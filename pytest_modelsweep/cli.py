@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -563,14 +564,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by screen's own parser, which says it in one line
         getattr(args, "usage", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    interrupted = False
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    # a library that turns the interrupt into its own error (a database driver's "connection
+    # failed") still ends the command as interrupted
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         return int(args.func(args))
     except ModelsweepError as error:
-        print(f"modelsweep: error: {error}", file=sys.stderr)
-        return 2
+        if not interrupted:
+            print(f"modelsweep: error: {error}", file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
-        print(f"modelsweep {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
-        return INTERRUPTED
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    print(f"modelsweep {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+    return INTERRUPTED
 
 
 if __name__ == "__main__":
