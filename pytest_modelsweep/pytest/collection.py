@@ -160,7 +160,6 @@ def with_verdict_tests(
     return [*items, *(verdicts or [])]
 
 
-
 SETTING_PARAMS = ("concurrency", "prompt_tokens")
 """The parameters that tell a benchmark's settings apart (a comparison is per setting)."""
 
