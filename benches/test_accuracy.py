@@ -25,15 +25,25 @@ CONCURRENCY = 16
 
 @pytest.mark.modelsweep_benchmark("gsm8k", builtin=True)
 def test_gsm8k(
-    evaluate: Evaluate, gsm8k_problems: list[Any], gsm8k_fewshot: Any,
+    evaluate: Evaluate,
+    gsm8k_problems: list[Any],
+    gsm8k_fewshot: Any,
     bench_settings: BenchSettings,
 ) -> None:
     max_tokens = bench_settings.gsm8k_max_tokens
-    items = [gsm8k_eval_item(p, gsm8k_fewshot.exemplars(p), max_tokens=max_tokens)
-             for p in gsm8k_problems]
+    items = [
+        gsm8k_eval_item(p, gsm8k_fewshot.exemplars(p), max_tokens=max_tokens)
+        for p in gsm8k_problems
+    ]
     params = {"metric": "flexible-extract", "max_tokens": max_tokens, "fewshot": NUM_FEWSHOT}
-    evaluate("gsm8k", items, score_gsm8k_answer, concurrency=CONCURRENCY, summarise=summarise_gsm8k,
-             params=params)
+    evaluate(
+        "gsm8k",
+        items,
+        score_gsm8k_answer,
+        concurrency=CONCURRENCY,
+        summarise=summarise_gsm8k,
+        params=params,
+    )
 
 
 @pytest.mark.modelsweep_benchmark("bfcl", builtin=True)
@@ -42,5 +52,11 @@ def test_bfcl(evaluate: Evaluate, model_spec: Any, bfcl_records: list[Any]) -> N
     if reason is not None:
         pytest.skip(reason)
     items = [bfcl_eval_item(record, model_spec) for record in bfcl_records]
-    evaluate("bfcl", items, score_bfcl_answer, concurrency=CONCURRENCY, summarise=summarise_bfcl,
-             params={"category": "simple_python", "mode": model_spec.bfcl_mode})
+    evaluate(
+        "bfcl",
+        items,
+        score_bfcl_answer,
+        concurrency=CONCURRENCY,
+        summarise=summarise_bfcl,
+        params={"category": "simple_python", "mode": model_spec.bfcl_mode},
+    )

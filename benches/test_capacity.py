@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.core.measurements import CONCURRENCY, SearchBracket
 from pytest_modelsweep.core.sweep import Sweep
 from pytest_modelsweep.pytest.fixtures import RecordMeasurement
 from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
-from pytest_modelsweep.core.measurements import CONCURRENCY, SearchBracket
 from pytest_modelsweep.workloads.slo_search import (
     NEEDS_SLO,
     measure_capacity,
@@ -36,8 +36,11 @@ from pytest_modelsweep.workloads.slo_search import (
 
 @pytest.mark.capacity
 def test_capacity(
-    request: pytest.FixtureRequest, model_name: str, sweep: Sweep,
-    bench_settings: BenchSettings, record_measurement: RecordMeasurement,
+    request: pytest.FixtureRequest,
+    model_name: str,
+    sweep: Sweep,
+    bench_settings: BenchSettings,
+    record_measurement: RecordMeasurement,
     progress: Callable[[str], None],
 ) -> None:
     slo = bench_settings.slo
@@ -45,14 +48,18 @@ def test_capacity(
         pytest.skip(NEEDS_SLO[CONCURRENCY])
     endpoint: Endpoint = request.getfixturevalue("endpoint")  # no server started to skip
     max_concurrency, source = server_max_concurrency(
-        endpoint.provenance.server_settings, sweep.serving.max_num_seqs)
-    result = measure_capacity(endpoint, bench_settings, slo, max_concurrency, source,
-                              record_measurement, progress)
+        endpoint.provenance.server_settings, sweep.serving.max_num_seqs
+    )
+    result = measure_capacity(
+        endpoint, bench_settings, slo, max_concurrency, source, record_measurement, progress
+    )
     bracket = SearchBracket(result.last_pass, result.last_pass, result.first_fail)
-    line = (f"capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "
-            f"attainment): {result.capacity} concurrent requests "
-            f"({result.policy.interval_confidence:.0%} interval {result.interval_text()}, "
-            f"bracket {bracket.text()}), {len(result.steps)} windows")
+    line = (
+        f"capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "
+        f"attainment): {result.capacity} concurrent requests "
+        f"({result.policy.interval_confidence:.0%} interval {result.interval_text()}, "
+        f"bracket {bracket.text()}), {len(result.steps)} windows"
+    )
     progress(line if result.reason is None else f"{line}; {result.reason}")
 
 

@@ -25,34 +25,48 @@ from typing import Any
 
 import pytest
 
+from pytest_modelsweep.core.measurements import RATE
 from pytest_modelsweep.pytest.fixtures import RecordMeasurement
 from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.workloads.arrivals import ArrivalProcess
-from pytest_modelsweep.core.measurements import RATE
-from pytest_modelsweep.workloads.slo_search import NEEDS_SLO, measure_rate_capacity
 from pytest_modelsweep.workloads.setting import measure_setting
+from pytest_modelsweep.workloads.slo_search import NEEDS_SLO, measure_rate_capacity
 
 NEEDS_RATE = "the open loop needs --request-rate, e.g. --request-rate 2"
 
 
 @pytest.mark.open_loop
 def test_open_loop(
-    request: pytest.FixtureRequest, model_name: str, bench_settings: BenchSettings,
-    record_measurement: RecordMeasurement, progress: Callable[[str], None],
+    request: pytest.FixtureRequest,
+    model_name: str,
+    bench_settings: BenchSettings,
+    record_measurement: RecordMeasurement,
+    progress: Callable[[str], None],
 ) -> None:
     rate = bench_settings.request_rate
     if rate is None:
         pytest.skip(NEEDS_RATE)
     endpoint: Endpoint = request.getfixturevalue("endpoint")  # no server started to skip
-    measure_setting(endpoint, bench_settings, record_measurement, "open_loop", None, None,
-                    progress, arrivals=ArrivalProcess(rate, bench_settings.burstiness))
+    measure_setting(
+        endpoint,
+        bench_settings,
+        record_measurement,
+        "open_loop",
+        None,
+        None,
+        progress,
+        arrivals=ArrivalProcess(rate, bench_settings.burstiness),
+    )
 
 
 @pytest.mark.rate_capacity
 def test_rate_capacity(
-    request: pytest.FixtureRequest, model_name: str, bench_settings: BenchSettings,
-    record_measurement: RecordMeasurement, progress: Callable[[str], None],
+    request: pytest.FixtureRequest,
+    model_name: str,
+    bench_settings: BenchSettings,
+    record_measurement: RecordMeasurement,
+    progress: Callable[[str], None],
 ) -> None:
     slo = bench_settings.slo
     if slo is None:
@@ -60,13 +74,16 @@ def test_rate_capacity(
     endpoint: Endpoint = request.getfixturevalue("endpoint")
     result = measure_rate_capacity(endpoint, bench_settings, slo, record_measurement, progress)
     first_fail = "open" if result.first_fail is None else f"{result.first_fail:.3g}"
-    progress(f"rate capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "
-             f"attainment): {result.last_pass:.3g} req/s, bracket [{result.last_pass:.3g}, "
-             f"{first_fail}], {len(result.steps)} steps; {result.stopped}")
+    progress(
+        f"rate capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "
+        f"attainment): {result.last_pass:.3g} req/s, bracket [{result.last_pass:.3g}, "
+        f"{first_fail}], {len(result.steps)} steps; {result.stopped}"
+    )
 
 
 @pytest.mark.verdict
 @pytest.mark.rate_capacity
-def test_rate_capacity_ratio(candidate_name: str,
-                             judge_rate_capacity_ratio: Callable[[], Any]) -> None:
+def test_rate_capacity_ratio(
+    candidate_name: str, judge_rate_capacity_ratio: Callable[[], Any]
+) -> None:
     judge_rate_capacity_ratio()

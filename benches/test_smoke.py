@@ -19,7 +19,12 @@ def test_smoke(endpoint: Endpoint, record_measurement: RecordMeasurement) -> Non
         "tokens/s",
         1,
         params={"max_tokens": 32, "prompting": endpoint.model.prompting},
-        stats=SmokeStats(result.latency_s, result.prompt_tokens, result.completion_tokens,
-                         result.finish_reason, result.text),
+        stats=SmokeStats(
+            result.latency_s,
+            result.prompt_tokens,
+            result.completion_tokens,
+            result.finish_reason,
+            result.text,
+        ),
     )
     assert result.completion_tokens > 0

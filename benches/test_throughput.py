@@ -28,7 +28,8 @@ from pytest_modelsweep.workloads.setting import measure_setting
 SHORT = [pytest.param(c, id=f"c{c}") for c in (1, 4, 16)]
 LONG = [pytest.param(p, 4, id=f"p{p}-c4") for p in (1024, 3072)]
 SETTINGS = [
-    pytest.param("throughput", None, c, marks=pytest.mark.throughput, id=f"c{c}") for c in (1, 4, 16)
+    pytest.param("throughput", None, c, marks=pytest.mark.throughput, id=f"c{c}")
+    for c in (1, 4, 16)
 ] + [
     pytest.param("long_prompt", p, 4, marks=pytest.mark.long_prompt, id=f"p{p}-c4")
     for p in (1024, 3072)
@@ -38,27 +39,45 @@ SETTINGS = [
 @pytest.mark.throughput
 @pytest.mark.parametrize("concurrency", SHORT)
 def test_throughput(
-    endpoint: Endpoint, concurrency: int, bench_settings: BenchSettings,
-    record_measurement: RecordMeasurement, progress: Callable[[str], None],
+    endpoint: Endpoint,
+    concurrency: int,
+    bench_settings: BenchSettings,
+    record_measurement: RecordMeasurement,
+    progress: Callable[[str], None],
 ) -> None:
-    measure_setting(endpoint, bench_settings, record_measurement, "throughput", concurrency,
-                    None, progress)
+    measure_setting(
+        endpoint, bench_settings, record_measurement, "throughput", concurrency, None, progress
+    )
 
 
 @pytest.mark.long_prompt
 @pytest.mark.parametrize(("prompt_tokens", "concurrency"), LONG)
 def test_long_prompt(
-    endpoint: Endpoint, prompt_tokens: int, concurrency: int, bench_settings: BenchSettings,
-    record_measurement: RecordMeasurement, progress: Callable[[str], None],
+    endpoint: Endpoint,
+    prompt_tokens: int,
+    concurrency: int,
+    bench_settings: BenchSettings,
+    record_measurement: RecordMeasurement,
+    progress: Callable[[str], None],
 ) -> None:
-    measure_setting(endpoint, bench_settings, record_measurement, "long_prompt", concurrency,
-                    prompt_tokens, progress)
+    measure_setting(
+        endpoint,
+        bench_settings,
+        record_measurement,
+        "long_prompt",
+        concurrency,
+        prompt_tokens,
+        progress,
+    )
 
 
 @pytest.mark.verdict
 @pytest.mark.parametrize(("kind", "prompt_tokens", "concurrency"), SETTINGS)
 def test_throughput_ratio(
-    candidate_name: str, kind: str, prompt_tokens: int | None, concurrency: int,
+    candidate_name: str,
+    kind: str,
+    prompt_tokens: int | None,
+    concurrency: int,
     judge_throughput_ratio: Callable[..., Any],
 ) -> None:
     judge_throughput_ratio(kind, concurrency=concurrency, prompt_tokens=prompt_tokens)

@@ -15,8 +15,18 @@ if TYPE_CHECKING:
     from .api import *  # noqa: F403 (the names of __all__, for type checkers)
 
 __all__ = [
-    "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "MeasureThroughput",
-    "Score", "Scorer", "Summarise", "ToolCall", "load_prompts", "register_accuracy_metric",
+    "Completion",
+    "EvalItem",
+    "Evaluate",
+    "EvaluationResult",
+    "ItemRecord",
+    "MeasureThroughput",
+    "Score",
+    "Scorer",
+    "Summarise",
+    "ToolCall",
+    "load_prompts",
+    "register_accuracy_metric",
 ]
 
 

@@ -16,11 +16,23 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .core.errors import ModelsweepError
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
-from .core.options import (DEFAULTS, add_noisy_option, add_regression_option, add_store_option,
-                           add_sweep_option, add_sweep_run_option, add_ungated_option,
-                           store_location_type)
-from .core.outputs import (check_output_file, check_output_files, check_output_folder,
-                           write_failure, write_file)
+from .core.options import (
+    DEFAULTS,
+    add_noisy_option,
+    add_regression_option,
+    add_store_option,
+    add_sweep_option,
+    add_sweep_run_option,
+    add_ungated_option,
+    store_location_type,
+)
+from .core.outputs import (
+    check_output_file,
+    check_output_files,
+    check_output_folder,
+    write_failure,
+    write_file,
+)
 from .core.secrets import redacted
 from .core.store_location import StoreLocation
 
@@ -58,11 +70,14 @@ def cmd_pin(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     image = sweep.serving.image
     if sweep.serving.backend != "vllm-docker" or not image:
-        raise ModelsweepError(f"pin: sweep {sweep.name} serves no image (backend "
-                              f"{sweep.serving.backend}); pin a sweep with backend vllm-docker")
+        raise ModelsweepError(
+            f"pin: sweep {sweep.name} serves no image (backend "
+            f"{sweep.serving.backend}); pin a sweep with backend vllm-docker"
+        )
     pinned = pin_image(image, pull=not args.no_pull)
-    text = pinned_sweep_text(Path(sweep.path).read_text(encoding="utf-8"), pinned,
-                             source=sweep.path)
+    text = pinned_sweep_text(
+        Path(sweep.path).read_text(encoding="utf-8"), pinned, source=sweep.path
+    )
     _check_pinned_text(text, args.output)
     write_file(args.output, "-o", text)
     print(f"{image} -> {pinned}")
@@ -87,8 +102,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     print(f"sweep {sweep.name} ({sweep.path}): reference {sweep.reference}")
     for name, spec in sweep.models.items():
         role = "reference" if name == sweep.reference else "candidate"
-        print(f"  {name:<16} {role:<9} {sweep.backend_of(name):<11} {spec.prompting:<10} "
-              f"tools={spec.tool_call_parser or '-':<14} bfcl={spec.bfcl_mode:<6} {spec.source}")
+        print(
+            f"  {name:<16} {role:<9} {sweep.backend_of(name):<11} {spec.prompting:<10} "
+            f"tools={spec.tool_call_parser or '-':<14} bfcl={spec.bfcl_mode:<6} {spec.source}"
+        )
     return 0
 
 
@@ -98,11 +115,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     # anything there is checked by Store: a folder, a foreign file, a server that is down
     for run in Store(args.store, create=False, read_only=True).runs(args.sweep_run):
-        print(f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
-              f"{run['measurements']} measurements"
-              + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else "")
-              + ("  interrupted (killed, or still running)" if run["status"] == "interrupted"
-                 else ""))
+        print(
+            f"{run['run_id']}  {run['started_at']}  {run['sweep_name']:<10} "
+            f"{run['measurements']} measurements"
+            + (f"  sweep run {run['sweep_run']}" if run["sweep_run"] else "")
+            + ("  interrupted (killed, or still running)" if run["status"] == "interrupted" else "")
+        )
     return 0
 
 
@@ -116,12 +134,17 @@ def cmd_results(args: argparse.Namespace) -> int:
     data = load_results(Path(args.path))
     measurements = measurements_of(data["measurements"])
     if args.json:
-        print(strict_json({**data, "measurements": [finite(m.to_dict()) for m in measurements]},
-                          indent=1))
+        print(
+            strict_json(
+                {**data, "measurements": [finite(m.to_dict()) for m in measurements]}, indent=1
+            )
+        )
         return 0
     run = data.get("run", {})
-    print(f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
-          f"commit {str((run.get('project') or {}).get('commit'))[:12]}")
+    print(
+        f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
+        f"commit {str((run.get('project') or {}).get('commit'))[:12]}"
+    )
     for line in measurement_table(measurements):
         print(line)
     return 0
@@ -152,10 +175,12 @@ def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
     from .store.database import Store
 
     path = Path(ref)
-    if not (path.suffix == ".json" or path.is_file()) and (store.path is None
-                                                            or store.path.exists()):
-        if runs := Store(store, create=False, read_only=True).baseline_measurements(ref):
-            return baseline_history(measurements_of(run) for run in runs)
+    if (
+        not (path.suffix == ".json" or path.is_file())
+        and (store.path is None or store.path.exists())
+        and (runs := Store(store, create=False, read_only=True).baseline_measurements(ref))
+    ):
+        return baseline_history(measurements_of(run) for run in runs)
     return _run_measurements(store, ref)[1]
 
 
@@ -166,16 +191,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     before = _baseline_side(args.store, args.run_a)
     _, after = _run_measurements(args.store, args.run_b)
-    rows = compare_with_baseline(after, before, args.fail_on_regression,
-                                 noisy_fails=args.fail_on_noisy)
+    rows = compare_with_baseline(
+        after, before, args.fail_on_regression, noisy_fails=args.fail_on_noisy
+    )
     for line in gate_table(rows):
         print(line)
     failed = sum(row.failed for row in rows)
     print(f"{failed} regressed, not comparable or inconclusive of {len(rows)}")
     ungated = ungated_reason(rows, after)
     if ungated is not None:
-        print(f"{args.run_b} against {args.run_a}: {ungated}"
-              + ("" if args.allow_ungated else "; pass --allow-ungated to accept that"))
+        print(
+            f"{args.run_b} against {args.run_a}: {ungated}"
+            + ("" if args.allow_ungated else "; pass --allow-ungated to accept that")
+        )
         return 0 if args.allow_ungated and not failed else 1
     return 1 if failed else 0
 
@@ -185,9 +213,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from datetime import UTC, datetime
 
+    from .core.codec import finite, strict_json
     from .judging.gate import setting_of, shown_setting_of, unsound_reason
     from .judging.pairing import check_alike, measured_in_runs
-    from .core.codec import finite, strict_json
     from .store.results import SCHEMA
 
     check_output_file(args.output, "-o")
@@ -203,14 +231,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
         if run_id in given:
             raise ModelsweepError(
                 f"refusing to merge run {run_id} twice (given as {given[run_id]} and {ref}); "
-                "give each run once")
+                "give each run once"
+            )
         given[run_id] = ref
         runs.append(run)
         unsound = [reason for m in ms if (reason := unsound_reason(m, f"in run {ref}"))]
         if unsound:
             raise ModelsweepError(
                 f"refusing to merge run {ref}: {len(unsound)} of its measurements support no "
-                f"conclusion (first: {unsound[0]})")
+                f"conclusion (first: {unsound[0]})"
+            )
         for m in ms:
             # each model's accuracy benchmark from one run (whatever its settings), each other
             # measurement once per setting: a comparison never finds two runs that disagree
@@ -218,35 +248,51 @@ def cmd_merge(args: argparse.Namespace) -> int:
             what = (m.model, m.benchmark)
             setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
-            identity = what if metric is not None and metric.kind is Kind.ACCURACY \
+            identity = (
+                what
+                if metric is not None and metric.kind is Kind.ACCURACY
                 else (m.model, f"{m.benchmark} {setting_of(m)}")
+            )
             if identity in measured and measured[identity][0] != run_id:
                 earlier, earlier_setting = measured[identity]
-                conflict = (f"under different settings: {earlier_setting} in run {earlier}, "
-                            f"{setting} in run {run_id}") if earlier_setting != setting else \
-                    f"in run {earlier} and in run {run_id}"
+                conflict = (
+                    (
+                        f"under different settings: {earlier_setting} in run {earlier}, "
+                        f"{setting} in run {run_id}"
+                    )
+                    if earlier_setting != setting
+                    else f"in run {earlier} and in run {run_id}"
+                )
                 raise ModelsweepError(
                     f"refusing to merge: {m.model} {m.benchmark} was measured {conflict}; a "
-                    "merged file holds each model's benchmark once: leave one of the runs out")
+                    "merged file holds each model's benchmark once: leave one of the runs out"
+                )
             measured[identity] = (run_id, setting)
             if m.provenance:
-                digests.setdefault(str(m.provenance.get("image_digest")),
-                                   str(run.get("run_id", ref)))
+                digests.setdefault(
+                    str(m.provenance.get("image_digest")), str(run.get("run_id", ref))
+                )
                 if m.model:
                     endpoints.setdefault(m.model, m.provenance)
             measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
     check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
         shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
-        raise ModelsweepError(f"refusing to merge runs served by different images: {shown}; "
-                              "merge only runs made with one pinned image")
+        raise ModelsweepError(
+            f"refusing to merge runs served by different images: {shown}; "
+            "merge only runs made with one pinned image"
+        )
     document = {
         "schema": SCHEMA,
-        "run": {"run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
-                "merged_from": runs,
-                "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs}))},
-        "endpoints": endpoints, "measurements": [finite(m) for m in measurements],
-        "summary": {"merged": len(runs)}}
+        "run": {
+            "run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
+            "merged_from": runs,
+            "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs})),
+        },
+        "endpoints": endpoints,
+        "measurements": [finite(m) for m in measurements],
+        "summary": {"merged": len(runs)},
+    }
     write_file(args.output, "-o", strict_json(redacted(document), indent=1) + "\n")
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
@@ -260,8 +306,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .report.markdown import markdown_report
 
     if (args.run is None) == (args.sweep_run is None):
-        raise ModelsweepError("report: give a run (id, baseline name or results file) or "
-                              "--sweep-run NAME, one of the two")
+        raise ModelsweepError(
+            "report: give a run (id, baseline name or results file) or "
+            "--sweep-run NAME, one of the two"
+        )
     check_output_files({"--html": args.html, "--md": args.md, "--llm-d": args.llm_d})
     if args.sweep_run is not None:
         from .store.database import Store
@@ -294,8 +342,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """Each model's gated figures across a sweep's runs in the store, with the gate's decision
     on each run and the changes beyond run-to-run noise (docs/ci.md#history)."""
-    from .report.history import (History, history_document, history_json, history_markdown,
-                                 no_history_line, read_history, sweep_runs)
+    from .report.history import (
+        History,
+        history_document,
+        history_json,
+        history_markdown,
+        no_history_line,
+        read_history,
+        sweep_runs,
+    )
     from .store.database import Store
 
     check_output_files({"--html": args.html, "--md": args.md})
@@ -308,11 +363,19 @@ def cmd_history(args: argparse.Namespace) -> int:
     runs = sweep_runs(store, sweep)
     line = no_history_line(store, runs, sweep)
     if line is not None:  # --json: the history of no series, its note that line
-        sys.stdout.write(history_json(History(str(store.path), sweep, (str(runs[0]["run_id"]),),
-                                              notes=(line,))) if args.json else line + "\n")
+        sys.stdout.write(
+            history_json(History(str(store.path), sweep, (str(runs[0]["run_id"]),), notes=(line,)))
+            if args.json
+            else line + "\n"
+        )
         return 0
-    history = read_history(store, sweep, benchmark=args.benchmark, settings=dict(args.setting),
-                           thresholds=args.fail_on_regression)
+    history = read_history(
+        store,
+        sweep,
+        benchmark=args.benchmark,
+        settings=dict(args.setting),
+        thresholds=args.fail_on_regression,
+    )
     if args.html:
         write_file(args.html, "--html", history_document(history))
         print(f"HTML history: {args.html}")
@@ -340,11 +403,19 @@ def cmd_store_copy(args: argparse.Namespace) -> int:
     from .store.copy import copy_store
     from .store.database import Store
 
-    counts = copy_store(Store(args.source, create=False), Store(args.target),
-                        existing=args.existing)
-    what = [f"{counts[table]} {noun}{'' if counts[table] == 1 else 's'}" for table, noun in
-            (("runs", "run"), ("measurements", "measurement"), ("items", "item"),
-             ("test_outcomes", "test outcome"), ("baselines", "baseline"))]
+    counts = copy_store(
+        Store(args.source, create=False), Store(args.target), existing=args.existing
+    )
+    what = [
+        f"{counts[table]} {noun}{'' if counts[table] == 1 else 's'}"
+        for table, noun in (
+            ("runs", "run"),
+            ("measurements", "measurement"),
+            ("items", "item"),
+            ("test_outcomes", "test outcome"),
+            ("baselines", "baseline"),
+        )
+    ]
     print(f"copied {what[0]} ({', '.join(what[1:])}) from {args.source} into {args.target}")
     return 0
 
@@ -355,18 +426,29 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     from .core.sweep import load_sweep
     from .serving.kubernetes import JobSettings, apply_commands, write_manifests
 
-    missing = [flag for flag, value in (("--sweep-run", args.sweep_run), ("--store", args.store))
-               if value is None]
+    missing = [
+        flag
+        for flag, value in (("--sweep-run", args.sweep_run), ("--store", args.store))
+        if value is None
+    ]
     if missing:
-        raise ModelsweepError(f"k8s: give {' and '.join(missing)} (the Jobs' pods join one "
-                              "sweep run in one PostgreSQL store)")
+        raise ModelsweepError(
+            f"k8s: give {' and '.join(missing)} (the Jobs' pods join one "
+            "sweep run in one PostgreSQL store)"
+        )
     check_output_folder(args.output, "-o")
     sweep = load_sweep(args.sweep)
     settings = JobSettings(
-        sweep_arg=args.sweep, sweep_run=args.sweep_run, store=args.store,
-        bench_image=args.bench_image, models=tuple(dict.fromkeys(args.model)),
-        store_secret=args.store_secret, hf_secret=args.hf_secret, namespace=args.namespace,
-        pytest_args=tuple(args.pytest_arg))
+        sweep_arg=args.sweep,
+        sweep_run=args.sweep_run,
+        store=args.store,
+        bench_image=args.bench_image,
+        models=tuple(dict.fromkeys(args.model)),
+        store_secret=args.store_secret,
+        hf_secret=args.hf_secret,
+        namespace=args.namespace,
+        pytest_args=tuple(args.pytest_arg),
+    )
     try:
         paths = write_manifests(sweep, settings, Path(args.output))
     except OSError as error:
@@ -390,25 +472,35 @@ def cmd_screen(args: argparse.Namespace) -> int:
         specs = _screened_specs(sweep, args.model, args.repo)
         hub = OfflineHub.from_file(args.offline_fixtures) if args.offline_fixtures else None
         results: list[ScreeningResult] = [
-            screen_candidate(spec, sweep.screening, api=hub,
-                             fetch_config=hub.fetch_config if hub else None)
-            for spec in specs if spec.source.kind == "hf"]
+            screen_candidate(
+                spec, sweep.screening, api=hub, fetch_config=hub.fetch_config if hub else None
+            )
+            for spec in specs
+            if spec.source.kind == "hf"
+        ]
     except ModelsweepError as error:
         print(f"{SCREEN}: {error}", file=sys.stderr)
         return 2
     settings = sweep.screening
     where = f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"
-    print(f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
-          f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
-          f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
-          f"stay for the KV cache; from {where}")
+    print(
+        f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
+        f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
+        f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
+        f"stay for the KV cache; from {where}"
+    )
     for line in screening_table(results) if results else ():
         print(line)
     accepted = sum(r.accepted for r in results)
     skipped = [f"{s.name} ({s.source})" for s in specs if s.source.kind != "hf"]
-    print(f"{accepted} accepted, {len(results) - accepted} rejected" + (
-        f", {len(skipped)} not screened (not Hugging Face repos: {', '.join(skipped)})"
-        if skipped else ""))
+    print(
+        f"{accepted} accepted, {len(results) - accepted} rejected"
+        + (
+            f", {len(skipped)} not screened (not Hugging Face repos: {', '.join(skipped)})"
+            if skipped
+            else ""
+        )
+    )
     return 0 if accepted == len(results) else 1
 
 
@@ -420,17 +512,28 @@ def _screened_specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -
     for text in dict.fromkeys(repos):
         source = parse_source(text if text.startswith("hf:") else f"hf:{text}", f"--repo {text}")
         name = source.id.split("/", 1)[1]
-        chosen.append(ModelSpec(name=name, source=source, served_name=name, license="",
-                                prompting="chat", tool_call_parser=None, bfcl_mode="tools"))
+        chosen.append(
+            ModelSpec(
+                name=name,
+                source=source,
+                served_name=name,
+                license="",
+                prompting="chat",
+                tool_call_parser=None,
+                bfcl_mode="tools",
+            )
+        )
     return chosen or list(sweep.models.values())
 
 
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
-    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy "
-                            "(your own)"}
-    parts = [f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
-             for kind in GATED_KINDS if benchmarks_of(kind)]
+    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your own)"}
+    parts = [
+        f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
+        for kind in GATED_KINDS
+        if benchmarks_of(kind)
+    ]
     return "compares " + "; ".join(parts) + " (other measurements are not gated)"
 
 
@@ -451,8 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="modelsweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, func: Callable[[argparse.Namespace], int],
-                **kwargs: Any) -> argparse.ArgumentParser:
+    def command(
+        name: str, func: Callable[[argparse.Namespace], int], **kwargs: Any
+    ) -> argparse.ArgumentParser:
         """The sub-command ``name`` run by ``func``, its help ``func``'s docstring."""
         p = sub.add_parser(name, help=func.__doc__, **kwargs)
         p.set_defaults(func=func)
@@ -460,16 +564,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("provision", cmd_provision)
     add_sweep_option(p.add_argument)
-    p.add_argument("--build", action="store_true",
-                   help="build llama-server from llama.cpp's source for this CPU (cmake and a "
-                        "C++ compiler; minutes) instead of using the prebuilt xllamacpp wheel's "
-                        "server; a cached build is used from then on")
+    p.add_argument(
+        "--build",
+        action="store_true",
+        help="build llama-server from llama.cpp's source for this CPU (cmake and a "
+        "C++ compiler; minutes) instead of using the prebuilt xllamacpp wheel's "
+        "server; a cached build is used from then on",
+    )
     p = command("pin", cmd_pin, description=cmd_pin.__doc__)
     add_sweep_option(p.add_argument)
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="the pinned sweep file to write (TOML)")
-    p.add_argument("--no-pull", action="store_true",
-                   help="do not docker pull: pin the image as this machine holds it")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="the pinned sweep file to write (TOML)",
+    )
+    p.add_argument(
+        "--no-pull",
+        action="store_true",
+        help="do not docker pull: pin the image as this machine holds it",
+    )
     add_sweep_option(command("models", cmd_models).add_argument)
     p = command("runs", cmd_runs)
     add_store_option(p.add_argument, DEFAULTS.store)
@@ -490,21 +605,36 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_option(p.add_argument, DEFAULTS.store)
     p = command("report", cmd_report)
     p.add_argument("run", nargs="?", help="run id, baseline name or results file")
-    add_sweep_run_option(p.add_argument, help="report every run of sweep run NAME as one "
-                                              "(instead of RUN)")
+    add_sweep_run_option(
+        p.add_argument, help="report every run of sweep run NAME as one (instead of RUN)"
+    )
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
     p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
-    p.add_argument("--llm-d", default=None, metavar="PATH",
-                   help="write llm-d's Benchmark Report v0.2.1 (JSON) here")
+    p.add_argument(
+        "--llm-d",
+        default=None,
+        metavar="PATH",
+        help="write llm-d's Benchmark Report v0.2.1 (JSON) here",
+    )
     add_store_option(p.add_argument, DEFAULTS.store)
     p = command("history", cmd_history, description=cmd_history.__doc__)
-    p.add_argument("--sweep", default=DEFAULTS.sweep, metavar="NAME",
-                   help=f"the sweep whose runs to read, as the store names it, or its file "
-                        f"(default: {DEFAULTS.sweep})")
+    p.add_argument(
+        "--sweep",
+        default=DEFAULTS.sweep,
+        metavar="NAME",
+        help=f"the sweep whose runs to read, as the store names it, or its file "
+        f"(default: {DEFAULTS.sweep})",
+    )
     p.add_argument("--benchmark", default=None, metavar="B", help="only benchmark B")
-    p.add_argument("--setting", action="append", default=[], type=_setting_type,
-                   metavar="KEY=VALUE", help="only measurements with this parameter or serving "
-                                             "flag, e.g. concurrency=4 (repeatable)")
+    p.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        type=_setting_type,
+        metavar="KEY=VALUE",
+        help="only measurements with this parameter or serving "
+        "flag, e.g. concurrency=4 (repeatable)",
+    )
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML page here")
     p.add_argument("--md", default=None, metavar="PATH", help="write the Markdown here")
     p.add_argument("--json", action="store_true", help="print the history as JSON")
@@ -512,49 +642,106 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_option(p.add_argument, DEFAULTS.store)
     p = sub.add_parser("store", help="work on stores: store copy SRC DST")
     store_sub = p.add_subparsers(dest="store_command", required=True)
-    p = store_sub.add_parser("copy", help=cmd_store_copy.__doc__,
-                             description=cmd_store_copy.__doc__)
+    p = store_sub.add_parser(
+        "copy", help=cmd_store_copy.__doc__, description=cmd_store_copy.__doc__
+    )
     forms = "a SQLite file, sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
-    p.add_argument("source", type=store_location_type, metavar="SRC",
-                   help=f"the store to copy from: {forms}")
-    p.add_argument("target", type=store_location_type, metavar="DST",
-                   help=f"the store to copy into (made when new): {forms}")
-    p.add_argument("--existing", choices=("refuse", "skip", "replace"), default="refuse",
-                   help="a run DST already holds: refuse the copy (default), skip it (keep "
-                        "DST's), or replace it with SRC's")
+    p.add_argument(
+        "source", type=store_location_type, metavar="SRC", help=f"the store to copy from: {forms}"
+    )
+    p.add_argument(
+        "target",
+        type=store_location_type,
+        metavar="DST",
+        help=f"the store to copy into (made when new): {forms}",
+    )
+    p.add_argument(
+        "--existing",
+        choices=("refuse", "skip", "replace"),
+        default="refuse",
+        help="a run DST already holds: refuse the copy (default), skip it (keep "
+        "DST's), or replace it with SRC's",
+    )
     p.set_defaults(func=cmd_store_copy)
     p = command("k8s", cmd_k8s, description=cmd_k8s.__doc__)
     add_sweep_option(p.add_argument)
     add_sweep_run_option(p.add_argument, help="the sweep run every pod joins (required)")
     add_store_option(p.add_argument)
-    p.add_argument("--bench-image", required=True, metavar="IMAGE",
-                   help="the image the bench and judge containers run: pytest-modelsweep"
-                        "[postgres,html] and your benches/ in its working folder")
-    p.add_argument("--model", action="append", default=[], metavar="NAME",
-                   help="a model to measure (repeatable; default: every model of the sweep)")
-    p.add_argument("-o", "--output", default=".", metavar="DIR",
-                   help="where to write the two manifests (default: .)")
+    p.add_argument(
+        "--bench-image",
+        required=True,
+        metavar="IMAGE",
+        help="the image the bench and judge containers run: pytest-modelsweep"
+        "[postgres,html] and your benches/ in its working folder",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a model to measure (repeatable; default: every model of the sweep)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=".",
+        metavar="DIR",
+        help="where to write the two manifests (default: .)",
+    )
     p.add_argument("--namespace", default=None, help="the Jobs' namespace (default: kubectl's)")
-    p.add_argument("--store-secret", default="modelsweep-store", metavar="NAME",
-                   help="the Secret whose key 'password' holds the store's password "
-                        "(default: modelsweep-store)")
-    p.add_argument("--hf-secret", default="hf-token", metavar="NAME",
-                   help="the Secret whose key 'token' is HF_TOKEN for gated models; optional "
-                        "(default: hf-token)")
-    p.add_argument("--pytest-arg", action="append", default=[], metavar="ARG",
-                   help="an argument added to every pod's pytest command, e.g. --limit=100 "
-                        "(repeatable)")
-    p = sub.add_parser("screen", help="screen the sweep's candidates (licence, memory); see "
-                                      f"{SCREEN} --help", description=cmd_screen.__doc__)
-    p.add_argument("--sweep", default=None, metavar="NAME|PATH",
-                   help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e")
-    p.add_argument("--model", action="append", default=[], metavar="NAME",
-                   help="screen only this model of the sweep (repeatable)")
-    p.add_argument("--repo", action="append", default=[], metavar="ORG/REPO[@REV]",
-                   help="also screen this Hub repo, which need not be in the sweep "
-                        "(repeatable; alone, only the repos are screened)")
-    p.add_argument("--offline-fixtures", default=None, metavar="PATH",
-                   help="answer from recorded Hub answers (JSON) instead of the network")
+    p.add_argument(
+        "--store-secret",
+        default="modelsweep-store",
+        metavar="NAME",
+        help="the Secret whose key 'password' holds the store's password "
+        "(default: modelsweep-store)",
+    )
+    p.add_argument(
+        "--hf-secret",
+        default="hf-token",
+        metavar="NAME",
+        help="the Secret whose key 'token' is HF_TOKEN for gated models; optional "
+        "(default: hf-token)",
+    )
+    p.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument added to every pod's pytest command, e.g. --limit=100 (repeatable)",
+    )
+    p = sub.add_parser(
+        "screen",
+        help=f"screen the sweep's candidates (licence, memory); see {SCREEN} --help",
+        description=cmd_screen.__doc__,
+    )
+    p.add_argument(
+        "--sweep",
+        default=None,
+        metavar="NAME|PATH",
+        help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="screen only this model of the sweep (repeatable)",
+    )
+    p.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="ORG/REPO[@REV]",
+        help="also screen this Hub repo, which need not be in the sweep "
+        "(repeatable; alone, only the repos are screened)",
+    )
+    p.add_argument(
+        "--offline-fixtures",
+        default=None,
+        metavar="PATH",
+        help="answer from recorded Hub answers (JSON) instead of the network",
+    )
     p.set_defaults(func=cmd_screen, usage=p)
     return parser
 

@@ -53,8 +53,9 @@ os.environ["MODELSWEEP_GC_FREEZE"] = "1"
 
 
 @pytest.fixture(autouse=True)
-def this_checkout_in_subprocesses(request: pytest.FixtureRequest,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def this_checkout_in_subprocesses(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Subprocesses (pytester's, their xdist workers, the CLI) import this checkout's package,
     and pytester's runs leave the unused plugins out too.
 
@@ -64,8 +65,10 @@ def this_checkout_in_subprocesses(request: pytest.FixtureRequest,
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # which removes PYTEST_ADDOPTS
         monkeypatch.setenv("PYTEST_ADDOPTS", ADDOPTS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    )
 
 
 @pytest.fixture
@@ -125,13 +128,13 @@ def store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # with the most tests first, so that these, with one to seven tests each, came last and
 # ran on alone, each of the last two 70 s of real llama-server work.
 LONGEST_FILES = (
-    "test_decision_page.py",        # 157 s
+    "test_decision_page.py",  # 157 s
     "test_measurement_records.py",  # 126 s
-    "test_verdict_plugin.py",       # 114 s
-    "test_open_loop_bench.py",      # 114 s
-    "test_vllm_integration.py",     # 95 s
-    "test_store_failure.py",        # 79 s
-    "test_resume_integration.py",   # 72 s
+    "test_verdict_plugin.py",  # 114 s
+    "test_open_loop_bench.py",  # 114 s
+    "test_vllm_integration.py",  # 95 s
+    "test_store_failure.py",  # 79 s
+    "test_resume_integration.py",  # 72 s
     "test_verdict_integration.py",  # 69 s
 )
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sse_server import ListingServer  # noqa: E402
+from sse_server import ListingServer
 
 
 def main(argv: list[str]) -> None:
@@ -28,8 +28,9 @@ def main(argv: list[str]) -> None:
     time.sleep(float(os.environ.get("FAKE_START_DELAY_S", "0")))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server = ListingServer(alias, port=port,
-                           build_info=os.environ.get("FAKE_BUILD_INFO") or None).start()
+    server = ListingServer(
+        alias, port=port, build_info=os.environ.get("FAKE_BUILD_INFO") or None
+    ).start()
     print(f"fake llama-server for {alias} listening on 127.0.0.1:{port}", flush=True)
     stop.wait()
     server.stop()

@@ -53,7 +53,9 @@ def api_answer(
         "disabled": False,
         "library_name": "transformers",
         "pipeline_tag": "text-generation",
-        "tags": list(tags if tags is not None else ["transformers", "safetensors", "text-generation"]),
+        "tags": list(
+            tags if tags is not None else ["transformers", "safetensors", "text-generation"]
+        ),
         "lastModified": "2025-04-28T12:00:00.000Z",
         "createdAt": "2025-04-27T12:00:00.000Z",
     }
@@ -82,14 +84,20 @@ def model_info(repo: str, **kwargs: Any) -> ModelInfo:
     return ModelInfo(**api_answer(repo, **kwargs))  # type: ignore[no-untyped-call]
 
 
-def config_json(architecture: str, dtype: str = "bfloat16", key: str = "torch_dtype") -> dict[str, Any]:
+def config_json(
+    architecture: str, dtype: str = "bfloat16", key: str = "torch_dtype"
+) -> dict[str, Any]:
     """A config.json with the fields screening reads."""
     return {"architectures": [architecture], "model_type": architecture.lower(), key: dtype}
 
 
 _ERROR_ANSWERS = {
     # kind: (status, X-Error-Code, X-Error-Message)
-    "gated": (403, "GatedRepo", "Access to model {repo} is restricted and you are not in the authorized list."),
+    "gated": (
+        403,
+        "GatedRepo",
+        "Access to model {repo} is restricted and you are not in the authorized list.",
+    ),
     "not_found": (404, "RepoNotFound", "Repository not found"),
     "revision_not_found": (404, "RevisionNotFound", "Invalid rev id: nope"),
     "entry_not_found": (404, "EntryNotFound", "Entry not found"),
@@ -100,8 +108,10 @@ _ERROR_ANSWERS = {
 def hub_error(kind: str, repo: str, path: str = "") -> BaseException:
     """The exception huggingface_hub raises for a Hub error answer of ``kind`` (see _ERROR_ANSWERS)."""
     status, code, message = _ERROR_ANSWERS[kind]
-    url = f"https://huggingface.co/{repo}/resolve/main/{path}" if path else (
-        f"https://huggingface.co/api/models/{repo}"
+    url = (
+        f"https://huggingface.co/{repo}/resolve/main/{path}"
+        if path
+        else (f"https://huggingface.co/api/models/{repo}")
     )
     headers = {"X-Error-Message": message.format(repo=repo)}
     if code:
@@ -109,7 +119,7 @@ def hub_error(kind: str, repo: str, path: str = "") -> BaseException:
     response = _http.Response(status, headers=headers, request=_http.Request("GET", url))
     try:
         hf_raise_for_status(response)
-    except Exception as error:  # noqa: BLE001 - the point is to catch what it raises
+    except Exception as error:
         return error
     raise AssertionError(f"hf_raise_for_status accepted a {status} answer")
 

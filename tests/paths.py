@@ -18,10 +18,12 @@ def write_sweep(path: Path, models: list[str]) -> Path:
     """A minimal valid sweep file: the first model is the reference; no server is ever started."""
     path.write_text(
         f'[sweep]\nname="{path.stem}"\nreference="{models[0]}"\n[serving]\nbackend="llamacpp"\n'
-        + "".join(f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
-                  for m in models)
+        + "".join(
+            f'[models.{m}]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n' for m in models
+        )
     )
     return path
+
 
 def embedded_sweep_with(path: Path, **serving: int) -> Path:
     """The embedded sweep with some of its ``[serving]`` numbers changed (e.g.

@@ -23,8 +23,9 @@ from pathlib import Path
 
 ADMIN = "modelsweep_admin"
 ADMIN_PASSWORD = "pg-admin-5172-sekrit"
-INSTALL_HINT = ("PostgreSQL's server programs (initdb, pg_ctl) were not found: "
-                "apt-get install -y postgresql")
+INSTALL_HINT = (
+    "PostgreSQL's server programs (initdb, pg_ctl) were not found: apt-get install -y postgresql"
+)
 RUN_AS = "postgres"
 """Under root the cluster runs as this user (made by Debian's postgresql package)."""
 
@@ -34,8 +35,10 @@ def server_bin_dir() -> Path | None:
     on_path = shutil.which("pg_ctl")
     if on_path and shutil.which("initdb"):
         return Path(on_path).resolve().parent
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-                   key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
     return Path(found[-1]).parent if found else None
 
 
@@ -47,8 +50,10 @@ def missing_reason() -> str | None:
         try:
             pwd.getpwnam(RUN_AS)
         except KeyError:
-            return (f"running as root, the test server needs the user {RUN_AS!r} (made by "
-                    "Debian's postgresql package): apt-get install -y postgresql")
+            return (
+                f"running as root, the test server needs the user {RUN_AS!r} (made by "
+                "Debian's postgresql package): apt-get install -y postgresql"
+            )
         if shutil.which("runuser") is None:
             return "running as root, the test server needs runuser (util-linux)"
     return None
@@ -79,8 +84,14 @@ class PostgresServer:
             self._as_user = ["runuser", "-u", RUN_AS, "--"]
 
     def _run(self, *command: str) -> None:
-        result = subprocess.run([*self._as_user, *command], capture_output=True, text=True,
-                                timeout=120, check=False, cwd=self.root)
+        result = subprocess.run(
+            [*self._as_user, *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=self.root,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed: {result.stdout}{result.stderr}")
 
@@ -91,22 +102,46 @@ class PostgresServer:
             user = pwd.getpwnam(RUN_AS)
             os.chown(pwfile, user.pw_uid, user.pw_gid)
         pwfile.chmod(0o600)
-        self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", ADMIN,
-                  f"--pwfile={pwfile}", "--auth-host=scram-sha-256", "--auth-local=trust",
-                  "--encoding=UTF8", "--no-sync", "--locale=C")
+        self._run(
+            str(self.bin_dir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            ADMIN,
+            f"--pwfile={pwfile}",
+            "--auth-host=scram-sha-256",
+            "--auth-local=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+            "--locale=C",
+        )
         pwfile.unlink()
         for attempt in range(5):  # a free port can be taken by someone else meanwhile
             self.port = free_port()
-            options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                       "-c fsync=off -c max_connections=100 -c shared_buffers=16MB")
+            options = (
+                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                "-c fsync=off -c max_connections=100 -c shared_buffers=16MB"
+            )
             try:
-                self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-o", options,
-                          "-l", str(self.root / "server.log"), "-w", "-t", "60", "start")
+                self._run(
+                    str(self.bin_dir / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(self.root / "server.log"),
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                )
                 return self
             except RuntimeError:
                 if attempt == 4:
-                    raise RuntimeError(f"the test PostgreSQL server did not start: "
-                                       f"{self.log_tail()}") from None
+                    raise RuntimeError(
+                        f"the test PostgreSQL server did not start: {self.log_tail()}"
+                    ) from None
                 time.sleep(0.2)
         return self
 
@@ -115,8 +150,13 @@ class PostgresServer:
             return (self.root / "server.log").read_text()[-2000:]
         return ""
 
-    def url(self, database: str = "postgres", *, user: str = ADMIN,
-            password: str | None = ADMIN_PASSWORD) -> str:
+    def url(
+        self,
+        database: str = "postgres",
+        *,
+        user: str = ADMIN,
+        password: str | None = ADMIN_PASSWORD,
+    ) -> str:
         auth = f"{user}:{password}" if password is not None else user
         return f"postgresql://{auth}@127.0.0.1:{self.port}/{database}"
 
@@ -136,6 +176,7 @@ class PostgresServer:
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-            self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                      "-w", "stop")
+            self._run(
+                str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+            )
         shutil.rmtree(self.root, ignore_errors=True)

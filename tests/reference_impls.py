@@ -66,7 +66,9 @@ SCRIPTS = Path(__file__).resolve().parent / "reference"
 
 def reference_site() -> Path:
     """The folder holding the reference packages, installed on first use."""
-    key = hashlib.sha256("\n".join((sys.version, *REFERENCE_REQUIREMENTS)).encode()).hexdigest()[:12]
+    key = hashlib.sha256("\n".join((sys.version, *REFERENCE_REQUIREMENTS)).encode()).hexdigest()[
+        :12
+    ]
     site = REAL_CACHE / "reference-impls" / key
     done = site / ".installed"
     if done.is_file():
@@ -81,8 +83,18 @@ def reference_site() -> Path:
 
 
 def _install(site: Path) -> None:
-    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-deps", "--target", str(site), *REFERENCE_REQUIREMENTS]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--target",
+        str(site),
+        *REFERENCE_REQUIREMENTS,
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -99,7 +111,11 @@ def run_reference(script: str, payload: Any, *, timeout: float = 600) -> Any:
     env.pop("PYTHONSAFEPATH", None)
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / script)],
-        input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=timeout,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"reference script {script} failed:\n{proc.stderr[-4000:]}")

@@ -31,8 +31,9 @@ def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str,
-                     make: Callable[[Path], T]) -> T:
+def once_per_session(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]
+) -> T:
     """``make(folder)`` the first time ``name`` is asked for in this session, its value
     read back after; a ``make`` that raises leaves the next caller to try again."""
     folder = session_folder(tmp_path_factory)

@@ -217,19 +217,27 @@ class SseServer:
                 auth = headers.get("authorization", "")
                 stats.authorizations.append(auth)
                 if self.api_key is not None and not self._authorized(auth):
-                    await self._respond(writer, 401, "application/json",
-                                        b'{"error":{"message":"Invalid API key"}}')
+                    await self._respond(
+                        writer, 401, "application/json", b'{"error":{"message":"Invalid API key"}}'
+                    )
                     continue
-                if (b'"test_fault":"echokey"' in body or self.default_fault == "echokey") \
-                        and "completions" in path:
+                if (
+                    b'"test_fault":"echokey"' in body or self.default_fault == "echokey"
+                ) and "completions" in path:
                     echo = {"error": {"message": f"upstream refused: header was {auth!r}"}}
                     await self._respond(writer, 500, "application/json", json.dumps(echo).encode())
                     continue
                 if path == "/v1/models" and method == "GET" and self.served_names:
-                    listing = {"object": "list",
-                               "data": [{"id": name, "object": "model", **self.model_entry}
-                                        for name in self.served_names]}
-                    await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
+                    listing = {
+                        "object": "list",
+                        "data": [
+                            {"id": name, "object": "model", **self.model_entry}
+                            for name in self.served_names
+                        ],
+                    }
+                    await self._respond(
+                        writer, 200, "application/json", json.dumps(listing).encode()
+                    )
                     continue
                 keep = await self._dispatch(method, path, body, writer)
                 if not keep:
@@ -298,9 +306,18 @@ class SseServer:
     async def _respond(
         self, writer: asyncio.StreamWriter, status: int, ctype: str, body: bytes
     ) -> bool:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error", 501: "Not Implemented"}
-        answer = (f"HTTP/1.1 {status} {reason.get(status, 'X')}\r\nContent-Type: {ctype}\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        reason = {
+            200: "OK",
+            400: "Bad Request",
+            404: "Not Found",
+            500: "Internal Server Error",
+            501: "Not Implemented",
+        }
+        answer = (
+            f"HTTP/1.1 {status} {reason.get(status, 'X')}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         step = 1 if self.drip_s else len(answer)
         for i in range(0, len(answer), step):
             writer.write(answer[i : i + step])
@@ -340,7 +357,9 @@ class SseServer:
             f"llamacpp:requests_deferred {s.deferred}\n"
         ).encode()
 
-    async def _generate(self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
+    async def _generate(
+        self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
         fault, _, arg = str(data.get("test_fault", self.default_fault)).partition(":")
         max_tokens = int(data.get("max_tokens", 16))
         prompt = data.get("prompt") or " ".join(
@@ -416,14 +435,17 @@ class SseServer:
         return True
 
     async def _framed(
-        self, fault: str, chat: bool, produce: int, finish: str, prompt_tokens: int,
+        self,
+        fault: str,
+        chat: bool,
+        produce: int,
+        finish: str,
+        prompt_tokens: int,
         writer: asyncio.StreamWriter,
     ) -> bool:
         """A whole response framed another way: CRLF events, Content-Length, trickled, close."""
         end = b"\r\n\r\n" if fault == "crlf" else b"\n\n"
-        events = [
-            b"data: " + self._chunk(chat, f" w{i}", None) + end for i in range(produce)
-        ] + [
+        events = [b"data: " + self._chunk(chat, f" w{i}", None) + end for i in range(produce)] + [
             b"data: " + self._chunk(chat, "", finish, usage=(prompt_tokens, produce)) + end,
             b": keep-alive comment" + end,
             b"data: [DONE]" + end,
@@ -451,7 +473,11 @@ class SseServer:
         writer.write(b"%x\r\n%s\r\n" % (len(event), event))
 
     def _chunk(
-        self, chat: bool, text: str, finish: str | None, usage: tuple[int, int] | None = None,
+        self,
+        chat: bool,
+        text: str,
+        finish: str | None,
+        usage: tuple[int, int] | None = None,
         model: str = "",
     ) -> bytes:
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
@@ -459,8 +485,12 @@ class SseServer:
             choice["delta"] = {"content": text} if text else {}
         else:
             choice["text"] = text
-        obj: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "model": model,
-                               "choices": [choice]}
+        obj: dict[str, Any] = {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "model": model,
+            "choices": [choice],
+        }
         if usage is not None:
             obj["usage"] = {
                 "prompt_tokens": usage[0],
@@ -470,8 +500,9 @@ class SseServer:
             obj["timings"] = {"cache_n": self.cached_tokens_per_request, "predicted_n": usage[1]}
         return json.dumps(obj).encode()
 
-    def _final_json(self, chat: bool, produce: int, finish: str, prompt_tokens: int,
-                    model: str = "") -> bytes:
+    def _final_json(
+        self, chat: bool, produce: int, finish: str, prompt_tokens: int, model: str = ""
+    ) -> bytes:
         text = "".join(f" w{i}" for i in range(produce))
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
         if chat:
@@ -494,13 +525,26 @@ class ListingServer(SseServer):
     slots), so that the probe takes it for llama-server; with ``vllm_version`` it answers
     ``GET /version`` as vLLM does, publishing vLLM's counters but no config-info gauge."""
 
-    def __init__(self, served_name: str, *, chunk_delay_s: float = 0.0,
-                 default_fault: str = "", per_token_s_per_inflight: float = 0.0,
-                 slots: int = 0, port: int = 0, build_info: str | None = None,
-                 vllm_version: str | None = None) -> None:
-        super().__init__(chunk_delay_s=chunk_delay_s, default_fault=default_fault,
-                         per_token_s_per_inflight=per_token_s_per_inflight, slots=slots,
-                         port=port, metrics_style="vllm" if vllm_version else "llamacpp")
+    def __init__(
+        self,
+        served_name: str,
+        *,
+        chunk_delay_s: float = 0.0,
+        default_fault: str = "",
+        per_token_s_per_inflight: float = 0.0,
+        slots: int = 0,
+        port: int = 0,
+        build_info: str | None = None,
+        vllm_version: str | None = None,
+    ) -> None:
+        super().__init__(
+            chunk_delay_s=chunk_delay_s,
+            default_fault=default_fault,
+            per_token_s_per_inflight=per_token_s_per_inflight,
+            slots=slots,
+            port=port,
+            metrics_style="vllm" if vllm_version else "llamacpp",
+        )
         self.served_name = served_name
         self.build_info = build_info
         self.vllm_version = vllm_version
@@ -510,10 +554,15 @@ class ListingServer(SseServer):
     ) -> bool:
         if path == "/v1/models" and method == "GET":
             listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
-            return await self._respond(writer, 200, "application/json", json.dumps(listing).encode())
+            return await self._respond(
+                writer, 200, "application/json", json.dumps(listing).encode()
+            )
         if path == "/props" and method == "GET" and self.build_info is not None:
-            props = {"build_info": self.build_info, "total_slots": self.slots or 1,
-                     "default_generation_settings": {"n_ctx": 4096, "params": {}}}
+            props = {
+                "build_info": self.build_info,
+                "total_slots": self.slots or 1,
+                "default_generation_settings": {"n_ctx": 4096, "params": {}},
+            }
             return await self._respond(writer, 200, "application/json", json.dumps(props).encode())
         if path == "/version" and method == "GET" and self.vllm_version is not None:
             version = json.dumps({"version": self.vllm_version}).encode()

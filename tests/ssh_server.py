@@ -29,7 +29,8 @@ PRIVSEP_DIR = Path("/run/sshd")
 
 def sshd_path() -> str | None:
     return shutil.which("sshd") or next(
-        (p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.access(p, os.X_OK)), None)
+        (p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.access(p, os.X_OK)), None
+    )
 
 
 def missing_reason() -> str | None:
@@ -39,8 +40,10 @@ def missing_reason() -> str | None:
     if shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
         return "OpenSSH's client (ssh, ssh-keygen) was not found: apt-get install -y openssh-client"
     if os.geteuid() != 0:
-        return ("the test sshd runs as root (the remote workers log in as root on 127.0.0.1); "
-                "run the tests as root, as .ci/run does")
+        return (
+            "the test sshd runs as root (the remote workers log in as root on 127.0.0.1); "
+            "run the tests as root, as .ci/run does"
+        )
     return None
 
 
@@ -67,29 +70,64 @@ class SshServer:
 
     def _keys(self) -> None:
         for name in ("host_key", "client_key"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"modelsweep-{name}",
-                            "-f", str(self.root / name)], check=True, capture_output=True,
-                           timeout=60)
+            subprocess.run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    f"modelsweep-{name}",
+                    "-f",
+                    str(self.root / name),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
         shutil.copy(self.root / "client_key.pub", self.root / "authorized_keys")
 
     def _configs(self) -> Path:
         server = self.root / "sshd_config"
-        server.write_text("\n".join([
-            f"ListenAddress 127.0.0.1:{self.port}",
-            f"HostKey {self.root / 'host_key'}",
-            f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
-            f"PidFile {self.root / 'sshd.pid'}",
-            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-            "StrictModes no", "UsePAM no", "PrintMotd no", "AcceptEnv PYTHONPATH PGPASSWORD",
-        ]) + "\n")
-        self.client_config.write_text("\n".join([
-            f"Host {' '.join(self.hosts)}",
-            "  HostName 127.0.0.1", f"  Port {self.port}", "  User root",
-            f"  IdentityFile {self.root / 'client_key'}", "  IdentitiesOnly yes",
-            "  StrictHostKeyChecking no", f"  UserKnownHostsFile {self.root / 'known_hosts'}",
-            "  BatchMode yes", "  LogLevel ERROR", "  SendEnv PYTHONPATH PGPASSWORD",
-        ]) + "\n")
+        server.write_text(
+            "\n".join(
+                [
+                    f"ListenAddress 127.0.0.1:{self.port}",
+                    f"HostKey {self.root / 'host_key'}",
+                    f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+                    f"PidFile {self.root / 'sshd.pid'}",
+                    "PermitRootLogin prohibit-password",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "PrintMotd no",
+                    "AcceptEnv PYTHONPATH PGPASSWORD",
+                ]
+            )
+            + "\n"
+        )
+        self.client_config.write_text(
+            "\n".join(
+                [
+                    f"Host {' '.join(self.hosts)}",
+                    "  HostName 127.0.0.1",
+                    f"  Port {self.port}",
+                    "  User root",
+                    f"  IdentityFile {self.root / 'client_key'}",
+                    "  IdentitiesOnly yes",
+                    "  StrictHostKeyChecking no",
+                    f"  UserKnownHostsFile {self.root / 'known_hosts'}",
+                    "  BatchMode yes",
+                    "  LogLevel ERROR",
+                    "  SendEnv PYTHONPATH PGPASSWORD",
+                ]
+            )
+            + "\n"
+        )
         return server
 
     def start(self) -> SshServer:
@@ -100,12 +138,15 @@ class SshServer:
             self.port = _free_port()
             config = self._configs()
             with open(self.log, "ab") as log:
-                self._process = subprocess.Popen([self.sshd, "-D", "-e", "-f", str(config)],
-                                                 stdout=log, stderr=subprocess.STDOUT)
+                self._process = subprocess.Popen(
+                    [self.sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT
+                )
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and self._process.poll() is None:
-                with contextlib.suppress(OSError), socket.create_connection(
-                        ("127.0.0.1", self.port), timeout=1):
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1),
+                ):
                     return self
                 time.sleep(0.05)
             self.stop_process()
@@ -125,8 +166,12 @@ class SshServer:
     def tx(self, host: str, *, python: str, chdir: Path, env: dict[str, str] | None = None) -> str:
         """pytest-xdist's ``--tx`` for one worker on ``host`` (execnet's spec: ``ssh_config``
         for ``ssh -F``, the remote ``python``, its working folder, its environment)."""
-        parts = [f"ssh_config={self.client_config}", f"ssh={host}", f"python={python}",
-                 f"chdir={chdir}"]
+        parts = [
+            f"ssh_config={self.client_config}",
+            f"ssh={host}",
+            f"python={python}",
+            f"chdir={chdir}",
+        ]
         parts += [f"env:{name}={value}" for name, value in (env or {}).items()]
         return "//".join(parts)
 

@@ -12,10 +12,10 @@ from pytest_modelsweep.core.store_location import parse_store_location
 def engine_of(store: str) -> sqlalchemy.Engine:
     location = parse_store_location(store)
     if location.path is not None:
-        return sqlalchemy.create_engine(f"sqlite:///{location.path}",
-                                        connect_args={"timeout": 30})
-    return sqlalchemy.create_engine(location.url.replace("postgresql://",
-                                                         "postgresql+psycopg://", 1))
+        return sqlalchemy.create_engine(f"sqlite:///{location.path}", connect_args={"timeout": 30})
+    return sqlalchemy.create_engine(
+        location.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    )
 
 
 def raw_sql(store: str, *statements: str) -> list[list[tuple[Any, ...]]]:
@@ -36,7 +36,10 @@ def all_text(store: str) -> str:
         with engine.connect() as conn:
             tables = sqlalchemy.inspect(conn).get_table_names()
             # each value whole (a row's repr cuts long values short, and could hide a secret)
-            return "\n".join(" | ".join(map(str, row)) for table in tables
-                             for row in conn.exec_driver_sql(f'SELECT * FROM "{table}"'))
+            return "\n".join(
+                " | ".join(map(str, row))
+                for table in tables
+                for row in conn.exec_driver_sql(f'SELECT * FROM "{table}"')
+            )
     finally:
         engine.dispose()

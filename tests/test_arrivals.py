@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -21,7 +22,7 @@ def test_mean_rate_is_the_rate(rate: float) -> None:
     offsets = ArrivalProcess(rate).offsets(N, seed=1)
     assert offsets[-1] == pytest.approx(N / rate)  # rescaled exactly, as vLLM does
     assert gaps(offsets).mean() == pytest.approx(1 / rate)
-    assert all(b >= a for a, b in zip(offsets, offsets[1:]))
+    assert all(b >= a for a, b in itertools.pairwise(offsets))
     assert offered_rate(offsets) == pytest.approx(rate, rel=0.02)
 
 
@@ -48,8 +49,9 @@ def test_seeded() -> None:
 
 
 def test_limits_even_spacing_and_all_at_once() -> None:
-    assert ArrivalProcess(4.0, burstiness=math.inf).offsets(4, seed=0) == \
-        pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert ArrivalProcess(4.0, burstiness=math.inf).offsets(4, seed=0) == pytest.approx(
+        [0.25, 0.5, 0.75, 1.0]
+    )
     assert ArrivalProcess(math.inf).offsets(3, seed=0) == [0.0, 0.0, 0.0]
     assert offered_rate([0.0, 0.0, 0.0]) is None and offered_rate([1.0]) is None
     assert ArrivalProcess(math.inf).describe() == "all at once"
@@ -69,19 +71,23 @@ def test_ramp_up_moves_the_rate_by_request_index(strategy: str) -> None:
     expected = np.cumsum([1 / ramp.rate_at(i, 5) for i in range(5)])
     assert offsets == pytest.approx(list(expected))
     assert process.describe() == f"evenly spaced, {strategy} ramp-up 1 → 16 req/s"
-    assert ArrivalProcess(16.0, ramp_up=ramp).describe() == \
-        f"Poisson, {strategy} ramp-up 1 → 16 req/s"
+    assert (
+        ArrivalProcess(16.0, ramp_up=ramp).describe() == f"Poisson, {strategy} ramp-up 1 → 16 req/s"
+    )
     # random gaps follow the ramp too: the late requests come faster than the early ones
     g = gaps(ArrivalProcess(16.0, ramp_up=ramp).offsets(N, seed=2))
     assert g[: N // 10].mean() > 4 * g[-N // 10 :].mean()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"rate": 0.0}, "request rate must be a positive number of requests/s"),
-    ({"rate": float("nan")}, "request rate must be a positive"),
-    ({"rate": 1.0, "burstiness": 0.0}, r"burstiness must be > 0 \(1 = Poisson"),
-    ({"rate": 1.0, "burstiness": -1.0}, "burstiness must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": 0.0}, "request rate must be a positive number of requests/s"),
+        ({"rate": float("nan")}, "request rate must be a positive"),
+        ({"rate": 1.0, "burstiness": 0.0}, r"burstiness must be > 0 \(1 = Poisson"),
+        ({"rate": 1.0, "burstiness": -1.0}, "burstiness must be > 0"),
+    ],
+)
 def test_bad_processes_are_one_line(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ArrivalProcess(**kwargs)

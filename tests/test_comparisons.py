@@ -30,24 +30,58 @@ def record_items(store: Store, run_id: str, model: str, ids: list[str], *, key: 
     """What the accuracy benches leave in the store: the endpoint, scored items, the measurement."""
     store.add_endpoint(run_id, model, PROV)
     for n, item_id in enumerate(ids):
-        store.add_item(run_id, model, "gsm8k", key + model,
-                       ItemRecord(item_id=item_id, prompt_hash="p", correct=n % 2 == 0,
-                                  response="", data_hash="d"))
-    store.add_measurement(run_id, Measurement(
-        model=model, benchmark="gsm8k", value=0.5, unit="accuracy", n=len(ids),
-        provenance=PROV, test_id=f"test_accuracy.py::test_gsm8k[{model}]").to_dict())
+        store.add_item(
+            run_id,
+            model,
+            "gsm8k",
+            key + model,
+            ItemRecord(
+                item_id=item_id, prompt_hash="p", correct=n % 2 == 0, response="", data_hash="d"
+            ),
+        )
+    store.add_measurement(
+        run_id,
+        Measurement(
+            model=model,
+            benchmark="gsm8k",
+            value=0.5,
+            unit="accuracy",
+            n=len(ids),
+            provenance=PROV,
+            test_id=f"test_accuracy.py::test_gsm8k[{model}]",
+        ).to_dict(),
+    )
 
 
-def record_rate(store: Store, run_id: str, model: str, concurrency: int, values: list[float],
-                prompt_tokens: int | None = None) -> None:
+def record_rate(
+    store: Store,
+    run_id: str,
+    model: str,
+    concurrency: int,
+    values: list[float],
+    prompt_tokens: int | None = None,
+) -> None:
     """What ``measure`` in benches/test_throughput.py records for one setting."""
-    store.add_measurement(run_id, Measurement(
-        model=model, benchmark="throughput", value=sum(values) / len(values), unit="tokens/s",
-        n=4 * len(values),
-        params={"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": 256,
-                "timed_requests": 4, "repeats": len(values)},
-        stats=ThroughputStats(repeat_values=tuple(values)), provenance=PROV,
-        test_id=f"test_throughput.py::test_throughput[{model}-c{concurrency}]").to_dict())
+    store.add_measurement(
+        run_id,
+        Measurement(
+            model=model,
+            benchmark="throughput",
+            value=sum(values) / len(values),
+            unit="tokens/s",
+            n=4 * len(values),
+            params={
+                "concurrency": concurrency,
+                "prompt_tokens": prompt_tokens,
+                "output_tokens": 256,
+                "timed_requests": 4,
+                "repeats": len(values),
+            },
+            stats=ThroughputStats(repeat_values=tuple(values)),
+            provenance=PROV,
+            test_id=f"test_throughput.py::test_throughput[{model}-c{concurrency}]",
+        ).to_dict(),
+    )
 
 
 def repeat_values(side: ModelMeasurement) -> tuple[float, ...]:
@@ -105,7 +139,8 @@ def test_a_test_of_this_run_that_ended_without_items_fails_naming_its_outcome(
     store.add_outcome(RUN, "test_accuracy.py::test_gsm8k[ref]", "failed")
     started = time.monotonic()
     outcome = finder(store, wait_s=60).items(
-        "ref", "gsm8k", expected_tests=["test_accuracy.py::test_gsm8k[ref]"])
+        "ref", "gsm8k", expected_tests=["test_accuracy.py::test_gsm8k[ref]"]
+    )
     assert time.monotonic() - started < 5  # no waiting once every expected test has ended
     assert outcome == Failed(
         "ref recorded no gsm8k result in this run (test_accuracy.py::test_gsm8k[ref] failed); "
@@ -123,7 +158,8 @@ def _another_worker_records(path: str, delay_s: float) -> None:
 
 def test_waits_for_items_another_process_is_still_recording(store: Store) -> None:
     writer = multiprocessing.get_context("spawn").Process(
-        target=_another_worker_records, args=(str(store.path), 0.5))
+        target=_another_worker_records, args=(str(store.path), 0.5)
+    )
     writer.start()
     try:
         outcome = finder(store, wait_s=60).items("ref", "gsm8k", expected_tests=["test_gsm8k[ref]"])
@@ -177,13 +213,15 @@ def test_the_measurement_of_this_runs_setting_is_found_by_its_parameters(store: 
     record_rate(store, RUN, "m", 16, [90.0, 95.0])
     record_rate(store, RUN, "m", 16, [50.0, 52.0], prompt_tokens=1024)
     short = finder(store).measurement(
-        "m", "throughput", {"concurrency": 16, "prompt_tokens": None}, expected_tests=["t"])
+        "m", "throughput", {"concurrency": 16, "prompt_tokens": None}, expected_tests=["t"]
+    )
     assert isinstance(short, Found)
     assert isinstance(short.side, ModelMeasurement)
     assert repeat_values(short.side) == (90.0, 95.0) and short.side.run_id == RUN
     assert short.side.provenance == PROV
     long = finder(store).measurement(
-        "m", "throughput", {"concurrency": 16, "prompt_tokens": 1024}, expected_tests=["t"])
+        "m", "throughput", {"concurrency": 16, "prompt_tokens": 1024}, expected_tests=["t"]
+    )
     assert isinstance(long, Found) and repeat_values(long.side) == (50.0, 52.0)
 
 
@@ -192,7 +230,8 @@ def test_a_measurement_from_the_latest_earlier_run_at_the_same_setting(store: St
     record_rate(store, "newer", "ref", 4, [30.0, 31.0])
     record_rate(store, "newest", "ref", 1, [5.0, 6.0])
     outcome = finder(store).measurement(
-        "ref", "throughput", {"concurrency": 4, "prompt_tokens": None}, expected_tests=[])
+        "ref", "throughput", {"concurrency": 4, "prompt_tokens": None}, expected_tests=[]
+    )
     assert isinstance(outcome, Found)
     assert outcome.side.run_id == "newer" and repeat_values(outcome.side) == (30.0, 31.0)
 
@@ -200,7 +239,8 @@ def test_a_measurement_from_the_latest_earlier_run_at_the_same_setting(store: St
 def test_a_setting_nowhere_is_missing(store: Store) -> None:
     record_rate(store, "older", "ref", 4, [20.0, 21.0])
     outcome = finder(store).measurement(
-        "ref", "throughput", {"concurrency": 4, "prompt_tokens": 1024}, expected_tests=[])
+        "ref", "throughput", {"concurrency": 4, "prompt_tokens": 1024}, expected_tests=[]
+    )
     assert outcome == Missing(
         f"no throughput result of ref at concurrency 4, 1024-token prompts in this run or the "
         f"store {store.path}; run it too (add --model ref)"
@@ -212,8 +252,11 @@ def test_a_setting_whose_test_failed_in_this_run_fails_even_with_history(store: 
     record_rate(store, RUN, "ref", 1, [5.0, 6.0])  # another setting of this run does not count
     store.add_outcome(RUN, "test_throughput[ref-c4]", "failed")
     outcome = finder(store).measurement(
-        "ref", "throughput", {"concurrency": 4, "prompt_tokens": None},
-        expected_tests=["test_throughput[ref-c4]"])
+        "ref",
+        "throughput",
+        {"concurrency": 4, "prompt_tokens": None},
+        expected_tests=["test_throughput[ref-c4]"],
+    )
     assert outcome == Failed(
         "ref recorded no throughput result at concurrency 4 in this run "
         "(test_throughput[ref-c4] failed); its own test's failure says why"
@@ -230,8 +273,11 @@ def test_waits_for_a_measurement_another_writer_is_still_recording(store: Store)
     writer = threading.Thread(target=other_worker)
     writer.start()
     outcome = finder(store, wait_s=60).measurement(
-        "ref", "throughput", {"concurrency": 4, "prompt_tokens": None},
-        expected_tests=["test_throughput[ref-c4]"])
+        "ref",
+        "throughput",
+        {"concurrency": 4, "prompt_tokens": None},
+        expected_tests=["test_throughput[ref-c4]"],
+    )
     writer.join()
     assert isinstance(outcome, Found) and repeat_values(outcome.side) == (20.0, 22.0)
 
@@ -239,7 +285,8 @@ def test_waits_for_a_measurement_another_writer_is_still_recording(store: Store)
 def test_setting_text() -> None:
     assert setting_text({"concurrency": 4, "prompt_tokens": None}) == "at concurrency 4"
     assert setting_text({"prompt_tokens": 3072, "concurrency": 4}) == (
-        "at 3072-token prompts, concurrency 4")
+        "at 3072-token prompts, concurrency 4"
+    )
     assert setting_text({}) == ""
 
 

@@ -175,7 +175,13 @@ def value_variants(value: Any, schema: dict[str, Any]) -> Iterator[tuple[str, An
 
 
 OMITTED_PARAM_VALUES: dict[str, Any] = {
-    "string": "x", "integer": 1, "float": 1.5, "boolean": True, "array": [], "tuple": [], "dict": {},
+    "string": "x",
+    "integer": 1,
+    "float": 1.5,
+    "boolean": True,
+    "array": [],
+    "tuple": [],
+    "dict": {},
 }
 """A value for a parameter whose only accepted answer is omission ("")."""
 
@@ -202,12 +208,16 @@ def outputs_for(record: BfclRecord, rng: random.Random) -> list[Output]:
     for param, accepted in answers_of(record).items():
         if param not in base:  # only omission is accepted
             sample = OMITTED_PARAM_VALUES[properties[param]["type"]]
-            made.append(output(f"{param}: given though only omission is accepted", {**base, param: sample}))
+            made.append(
+                output(f"{param}: given though only omission is accepted", {**base, param: sample})
+            )
         for index, value in enumerate(accepted[1:4], start=1):
             if value != "":
                 changed = {**base, param: concrete(value, properties[param])}
                 made.append(output(f"{param}: accepted value {index}", changed))
-    made += [output(f"{param}: dropped", {k: v for k, v in base.items() if k != param}) for param in base]
+    made += [
+        output(f"{param}: dropped", {k: v for k, v in base.items() if k != param}) for param in base
+    ]
     made += [
         output("unexpected parameter", {**base, "unexpected_param": 1}),
         output("no parameters", {}),
@@ -221,7 +231,9 @@ def outputs_for(record: BfclRecord, rng: random.Random) -> list[Output]:
         for param, value in base.items()
         for label, changed in value_variants(value, properties[param])
     ]
-    made += [output(f"{param}: {label}", {**base, param: changed}) for param, label, changed in changes]
+    made += [
+        output(f"{param}: {label}", {**base, param: changed}) for param, label, changed in changes
+    ]
     if len(changes) > 1:
         for _ in range(4):
             (p1, l1, v1), (p2, l2, v2) = rng.sample(changes, 2)
@@ -238,7 +250,11 @@ def render_call(name: str, params: dict[str, Any]) -> str:
 
 
 def render(calls: list[dict[str, dict[str, Any]]]) -> str:
-    return "[" + ", ".join(render_call(name, params) for call in calls for name, params in call.items()) + "]"
+    return (
+        "["
+        + ", ".join(render_call(name, params) for call in calls for name, params in call.items())
+        + "]"
+    )
 
 
 WRAPPERS: tuple[tuple[str, str], ...] = (
@@ -258,34 +274,151 @@ def wrap(text: str, how: str) -> str:
 
 
 EDGE_TEXTS: tuple[str, ...] = (
-    "", " ", "[]", "```\n```", "hello world", "I cannot help with that.", "The answer is 42.",
-    "[1, 2]", "[f(a=1), 'text']", "[f(a=1)][0]", "[f(a=1)], [g(b=2)]", "[[f(a=1)]]", "f(a=1)]", "[f(a=1)",
-    "[f(a=1]", "[f(a=1)]]", "[f(a=1) g(b=2)]", "[f(a=1);]", "[f(a=1,)]", "[f(a=1, a=2)]", "'f(a=1)'",
-    "\"[f(a=1)]\"", "'''[f(a=1)]'''", "`f(a=1)`", "<tool>[f(a=1)]</tool>", "[f(a=1)]\n\nThat is all.",
-    "[f()]", "[f()()]", "[a[0].b(x=1)]", "[math.factorial(n=5)]", "[a.b.c.d(x=1)]", "[f(a=1), g.h(b=2)]",
-    "[f(a=-5)]", "[f(a=-2.5e3)]", "[f(a=-0.0)]", "[f(a=-True)]", "[f(a=not True)]", "[f(a=not 0)]",
+    "",
+    " ",
+    "[]",
+    "```\n```",
+    "hello world",
+    "I cannot help with that.",
+    "The answer is 42.",
+    "[1, 2]",
+    "[f(a=1), 'text']",
+    "[f(a=1)][0]",
+    "[f(a=1)], [g(b=2)]",
+    "[[f(a=1)]]",
+    "f(a=1)]",
+    "[f(a=1)",
+    "[f(a=1]",
+    "[f(a=1)]]",
+    "[f(a=1) g(b=2)]",
+    "[f(a=1);]",
+    "[f(a=1,)]",
+    "[f(a=1, a=2)]",
+    "'f(a=1)'",
+    '"[f(a=1)]"',
+    "'''[f(a=1)]'''",
+    "`f(a=1)`",
+    "<tool>[f(a=1)]</tool>",
+    "[f(a=1)]\n\nThat is all.",
+    "[f()]",
+    "[f()()]",
+    "[a[0].b(x=1)]",
+    "[math.factorial(n=5)]",
+    "[a.b.c.d(x=1)]",
+    "[f(a=1), g.h(b=2)]",
+    "[f(a=-5)]",
+    "[f(a=-2.5e3)]",
+    "[f(a=-0.0)]",
+    "[f(a=-True)]",
+    "[f(a=not True)]",
+    "[f(a=not 0)]",
     "[f(a=~5)]",
-    "[f(a=~1.5)]", "[f(a=-'x')]", "[f(a=-None)]", "[f(a=-...)]", "[f(a=-x)]", "[f(a=-x.y)]", "[f(a=-(1+2))]",
-    "[f(a=-1j)]", "[f(a=2*3)]", "[f(a=2*-3)]", "[f(a=-2**2)]", "[f(a=7//2)]", "[f(a=7%3)]", "[f(a=7/2)]",
-    "[f(a=1/0)]", "[f(a=2**0.5)]", "[f(a=2**100)]", "[f(a=10**-2)]", "[f(a=1e308*10)]", "[f(a=1e999)]",
-    "[f(a=2.0**10000)]", "[f(a=(-8)**(1/3))]", "[f(a=1|2)]", "[f(a=1<<3)]", "[f(a=5^3)]", "[f(a=6&3)]",
-    "[f(a=8>>1)]", "[f(a=1@2)]", "[f(a=True+1)]", "[f(a=None+1)]", "[f(a='a'*3)]", "[f(a='a'+'b')]",
-    "[f(a='%s!'%5)]", "[f(a=b'x'+b'y')]", "[f(a=1j*2)]", "[f(a=[1]+[2])]", "[f(a=(1,2)+(3,))]",
-    "[f(a=[1,2]*2)]", "[f(a={'k': 1}|{'j': 2})]", "[f(a={1}|{2})]", "[f(a=(not True)+1)]", "[f(a=(~2)*3)]",
-    "[f(a=[...]+[1])]", "[f(a=x*2)]", "[f(a=x.y*2)]", "[f(a=[1,x]*2)]", "[f(a=g(b=1)+1)]", "[f(a=x[0]+1)]",
-    "[f(a=(1<2)+1)]", "[f(a=(1<2<3)*2)]", "[f(a=(1 in [1])+(2 not in (3,)))]", "[f(a=(0 and 1/0)+1)]",
-    "[f(a=(None or 'x')+'y')]", "[f(a=(1 if 0 else 2)*3)]", "[f(a=[1,2,3][0]+[1,2,3][::-1][0])]",
-    "[f(a='abc'[1:]+'d')]", "[f(a=(1 is 1)+0)]", "[f(a={**d}|{})]", "[f(a=[*x]+[1])]", "[f(a=1 < 2)]",
+    "[f(a=~1.5)]",
+    "[f(a=-'x')]",
+    "[f(a=-None)]",
+    "[f(a=-...)]",
+    "[f(a=-x)]",
+    "[f(a=-x.y)]",
+    "[f(a=-(1+2))]",
+    "[f(a=-1j)]",
+    "[f(a=2*3)]",
+    "[f(a=2*-3)]",
+    "[f(a=-2**2)]",
+    "[f(a=7//2)]",
+    "[f(a=7%3)]",
+    "[f(a=7/2)]",
+    "[f(a=1/0)]",
+    "[f(a=2**0.5)]",
+    "[f(a=2**100)]",
+    "[f(a=10**-2)]",
+    "[f(a=1e308*10)]",
+    "[f(a=1e999)]",
+    "[f(a=2.0**10000)]",
+    "[f(a=(-8)**(1/3))]",
+    "[f(a=1|2)]",
+    "[f(a=1<<3)]",
+    "[f(a=5^3)]",
+    "[f(a=6&3)]",
+    "[f(a=8>>1)]",
+    "[f(a=1@2)]",
+    "[f(a=True+1)]",
+    "[f(a=None+1)]",
+    "[f(a='a'*3)]",
+    "[f(a='a'+'b')]",
+    "[f(a='%s!'%5)]",
+    "[f(a=b'x'+b'y')]",
+    "[f(a=1j*2)]",
+    "[f(a=[1]+[2])]",
+    "[f(a=(1,2)+(3,))]",
+    "[f(a=[1,2]*2)]",
+    "[f(a={'k': 1}|{'j': 2})]",
+    "[f(a={1}|{2})]",
+    "[f(a=(not True)+1)]",
+    "[f(a=(~2)*3)]",
+    "[f(a=[...]+[1])]",
+    "[f(a=x*2)]",
+    "[f(a=x.y*2)]",
+    "[f(a=[1,x]*2)]",
+    "[f(a=g(b=1)+1)]",
+    "[f(a=x[0]+1)]",
+    "[f(a=(1<2)+1)]",
+    "[f(a=(1<2<3)*2)]",
+    "[f(a=(1 in [1])+(2 not in (3,)))]",
+    "[f(a=(0 and 1/0)+1)]",
+    "[f(a=(None or 'x')+'y')]",
+    "[f(a=(1 if 0 else 2)*3)]",
+    "[f(a=[1,2,3][0]+[1,2,3][::-1][0])]",
+    "[f(a='abc'[1:]+'d')]",
+    "[f(a=(1 is 1)+0)]",
+    "[f(a={**d}|{})]",
+    "[f(a=[*x]+[1])]",
+    "[f(a=1 < 2)]",
     "[f(a=True and False)]",
-    "[f(a=1 if x else 2)]", "[f(a={1, 2})]", "[f(a=[i for i in x])]", "[f(a=lambda: 1)]", "[f(a=f'x{y}')]",
-    "[f(a=(x:=5))]", "[f(a=(yield 1))]", "[f(a=await x)]", "[f(a=x[0])]", "[f(a=x[1:2])]", "[f(a=x['k'])]",
-    "[f(a=my_data)]", "[f(a=np.array([1]))]", "[f(a=math.pi)]", "[f(a=g(b=1))]", "[f(a=g(1))]",
-    "[f(a=g(1, b=2))]", "[f(a=[g(b=1), 2])]", "[f(5, a=1)]", "[f(5)]", "[f(*x)]", "[f(**d)]",
-    "[f(a=1, **d)]", "[f(**{'a': 1})]", "[f(a=...)]", "[f(a=None)]", "[f(a=())]", "[f(a=(1,))]", "[f(a={})]",
-    "[f(a=[])]", "[f(a=[-1, -2.5, 3])]", "[f(a={'x': -1, -2: 'y'})]", "[f(a={[1]: 2})]", "[f(a={(1, 2): 3})]",
-    "[f(a={'k': [1, (2, 3)]})]", "[f(a=((1, 2), [3]))]", "[f(a=0x10, b=1_000, c=0o7, d=1e3)]",
-    "[f(a='it''s')]", "[f(a='''x''')]", "[f(a='\\n')]", "[f(a='\\x00')]", "[f(a=\"é\")]", "[f(a=1)]\x00",
-    "[" * 300 + "f(a=1)" + "]" * 300, "[f(a=" + "[" * 300 + "]" * 300 + ")]",
+    "[f(a=1 if x else 2)]",
+    "[f(a={1, 2})]",
+    "[f(a=[i for i in x])]",
+    "[f(a=lambda: 1)]",
+    "[f(a=f'x{y}')]",
+    "[f(a=(x:=5))]",
+    "[f(a=(yield 1))]",
+    "[f(a=await x)]",
+    "[f(a=x[0])]",
+    "[f(a=x[1:2])]",
+    "[f(a=x['k'])]",
+    "[f(a=my_data)]",
+    "[f(a=np.array([1]))]",
+    "[f(a=math.pi)]",
+    "[f(a=g(b=1))]",
+    "[f(a=g(1))]",
+    "[f(a=g(1, b=2))]",
+    "[f(a=[g(b=1), 2])]",
+    "[f(5, a=1)]",
+    "[f(5)]",
+    "[f(*x)]",
+    "[f(**d)]",
+    "[f(a=1, **d)]",
+    "[f(**{'a': 1})]",
+    "[f(a=...)]",
+    "[f(a=None)]",
+    "[f(a=())]",
+    "[f(a=(1,))]",
+    "[f(a={})]",
+    "[f(a=[])]",
+    "[f(a=[-1, -2.5, 3])]",
+    "[f(a={'x': -1, -2: 'y'})]",
+    "[f(a={[1]: 2})]",
+    "[f(a={(1, 2): 3})]",
+    "[f(a={'k': [1, (2, 3)]})]",
+    "[f(a=((1, 2), [3]))]",
+    "[f(a=0x10, b=1_000, c=0o7, d=1e3)]",
+    "[f(a='it''s')]",
+    "[f(a='''x''')]",
+    "[f(a='\\n')]",
+    "[f(a='\\x00')]",
+    '[f(a="é")]',
+    "[f(a=1)]\x00",
+    "[" * 300 + "f(a=1)" + "]" * 300,
+    "[f(a=" + "[" * 300 + "]" * 300 + ")]",
 )
 """Texts for the decoder alone; results beyond our documented differences must equal BFCL's."""
 
@@ -306,7 +439,11 @@ UNEVALUATED_TEXTS: tuple[str, ...] = (
 )
 """Expressions BFCL ``eval``\\ s with names it can resolve; we evaluate literals only (documented)."""
 
-OVERSIZED_TEXTS: tuple[str, ...] = ("[f(a='x'*(10**6+1))]", "[f(a=[0]*(10**6+1))]", "[f(a=2**20000)]")
+OVERSIZED_TEXTS: tuple[str, ...] = (
+    "[f(a='x'*(10**6+1))]",
+    "[f(a=[0]*(10**6+1))]",
+    "[f(a=2**20000)]",
+)
 """Results we refuse for their size; BFCL builds them (documented)."""
 
 
@@ -314,14 +451,20 @@ OVERSIZED_TEXTS: tuple[str, ...] = ("[f(a='x'*(10**6+1))]", "[f(a=[0]*(10**6+1))
 
 
 def tool_call(name: str, arguments: str, index: int = 0) -> dict[str, Any]:
-    return {"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {
+        "id": f"call_{index}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
 
 
 def tool_message(*calls: dict[str, Any], content: Any = None) -> dict[str, Any]:
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
 
-def tools_messages_for(record: BfclRecord, outputs: list[Output]) -> list[tuple[str, dict[str, Any]]]:
+def tools_messages_for(
+    record: BfclRecord, outputs: list[Output]
+) -> list[tuple[str, dict[str, Any]]]:
     """``choices[0].message`` of tools-mode responses: the outputs as tool calls, then malformed ones."""
     name = record.function[0]["name"].replace(".", "_")
     made: list[tuple[str, dict[str, Any]]] = []
@@ -345,7 +488,10 @@ def tools_messages_for(record: BfclRecord, outputs: list[Output]) -> list[tuple[
         ("no tool_calls, empty content", {"role": "assistant", "content": ""}),
         ("no tool_calls, text content", {"role": "assistant", "content": "I cannot."}),
         ("no tool_calls, no content", {"role": "assistant", "content": None}),
-        ("no tool_calls, a call as text", {"role": "assistant", "content": render(outputs[0].calls)}),
+        (
+            "no tool_calls, a call as text",
+            {"role": "assistant", "content": render(outputs[0].calls)},
+        ),
     ]
     return made
 
@@ -355,17 +501,28 @@ def tools_messages_for(record: BfclRecord, outputs: list[Output]) -> list[tuple[
 
 def with_system_message(record: BfclRecord) -> BfclRecord:
     """The record with a system message of its own, which BFCL merges with its system prompt."""
-    question = [[{"role": "system", "content": "Answer briefly."}, *copy.deepcopy(record.question[0])]]
-    return BfclRecord("simple_python_9000", question, copy.deepcopy(record.function),
-                      copy.deepcopy(record.ground_truth))
+    question = [
+        [{"role": "system", "content": "Answer briefly."}, *copy.deepcopy(record.question[0])]
+    ]
+    return BfclRecord(
+        "simple_python_9000",
+        question,
+        copy.deepcopy(record.function),
+        copy.deepcopy(record.ground_truth),
+    )
 
 
 ROW_SCHEMA = {"type": "array", "items": {"type": "dict", "properties": {"k": {"type": "string"}}}}
 OPTIONAL_ROWS = BfclRecord(
     id="simple_python_9001",
     question=[[{"role": "user", "content": "Store the rows."}]],
-    function=[{"name": "store", "description": "Store rows.",
-               "parameters": {"type": "dict", "properties": {"rows": ROW_SCHEMA}, "required": []}}],
+    function=[
+        {
+            "name": "store",
+            "description": "Store rows.",
+            "parameters": {"type": "dict", "properties": {"rows": ROW_SCHEMA}, "required": []},
+        }
+    ],
     ground_truth=[{"store": {"rows": [[{"k": ["v"]}], ""]}}],
 )
 """A list of dictionaries that may be omitted: BFCL's checker raises on ``rows=["x"]``."""
@@ -398,24 +555,42 @@ class Case:
 
 
 def check_case(record_id: str, output: Output, underscore_to_dot: bool) -> Case:
-    op = {"op": "check", "id": record_id, "calls": repr(output.calls), "underscore_to_dot": underscore_to_dot}
+    op = {
+        "op": "check",
+        "id": record_id,
+        "calls": repr(output.calls),
+        "underscore_to_dot": underscore_to_dot,
+    }
     return Case(record_id, f"{output.label}, underscore_to_dot={underscore_to_dot}", output, op)
 
 
 def build_cases(records: list[BfclRecord]) -> dict[str, list[Case]]:
     """Every comparison, by kind; the reference runs them all in one call."""
     rng = random.Random(SEED)
-    cases: dict[str, list[Case]] = {kind: [] for kind in (
-        "check", "decode_prompt", "score_prompt", "decode_tools", "score_tools", "requests", "documented",
-    )}
+    cases: dict[str, list[Case]] = {
+        kind: []
+        for kind in (
+            "check",
+            "decode_prompt",
+            "score_prompt",
+            "decode_tools",
+            "score_tools",
+            "requests",
+            "documented",
+        )
+    }
     for record in records:
         outputs = outputs_for(record, rng)
-        cases["check"] += [check_case(record.id, out, dots) for out in outputs for dots in (False, True)]
+        cases["check"] += [
+            check_case(record.id, out, dots) for out in outputs for dots in (False, True)
+        ]
         for output in rng.sample(outputs, min(8, len(outputs))):
             how = rng.choice([*(name for name, _ in WRAPPERS), "without brackets"])
             text = wrap(render(output.calls), how)
             label = f"{output.label}, {how}"
-            cases["decode_prompt"].append(Case(record.id, label, text, {"op": "decode_prompt", "text": text}))
+            cases["decode_prompt"].append(
+                Case(record.id, label, text, {"op": "decode_prompt", "text": text})
+            )
             cases["score_prompt"].append(
                 Case(record.id, label, text, {"op": "score_prompt", "id": record.id, "text": text})
             )
@@ -424,12 +599,20 @@ def build_cases(records: list[BfclRecord]) -> dict[str, list[Case]]:
                 Case(record.id, label, message, {"op": "decode_tools", "message": message})
             )
             cases["score_tools"].append(
-                Case(record.id, label, message, {"op": "score_tools", "id": record.id, "message": message})
+                Case(
+                    record.id,
+                    label,
+                    message,
+                    {"op": "score_tools", "id": record.id, "message": message},
+                )
             )
-    cases["check"] += [check_case(OPTIONAL_ROWS.id, Output(label, calls), False)
-                       for label, calls in OPTIONAL_ROWS_CALLS.items()]
+    cases["check"] += [
+        check_case(OPTIONAL_ROWS.id, Output(label, calls), False)
+        for label, calls in OPTIONAL_ROWS_CALLS.items()
+    ]
     cases["decode_prompt"] += [
-        Case("edge text", repr(text)[:80], text, {"op": "decode_prompt", "text": text}) for text in EDGE_TEXTS
+        Case("edge text", repr(text)[:80], text, {"op": "decode_prompt", "text": text})
+        for text in EDGE_TEXTS
     ]
     for record in [*records, with_system_message(records[0])]:
         for kind in ("tools_request", "prompt_messages"):
@@ -439,7 +622,12 @@ def build_cases(records: list[BfclRecord]) -> dict[str, list[Case]]:
         for text in [*PLUS_TEXTS, *UNEVALUATED_TEXTS, *OVERSIZED_TEXTS]
     ]
     cases["documented"].append(
-        Case(records[0].id, "no content", None, {"op": "score_prompt", "id": records[0].id, "text": None})
+        Case(
+            records[0].id,
+            "no content",
+            None,
+            {"op": "score_prompt", "id": records[0].id, "text": None},
+        )
     )
     cases["documented"].append(check_case(OPTIONAL_ROWS.id, Output("not dicts", NOT_DICTS), False))
     return cases
@@ -459,9 +647,15 @@ def conformance() -> Conformance:
     extras = [with_system_message(records[0]), OPTIONAL_ROWS]
     cases = build_cases(records)
     ordered = [(kind, case) for kind, kind_cases in cases.items() for case in kind_cases]
-    entries = [{"id": r.id, "question": r.question, "function": r.function, "ground_truth": r.ground_truth}
-               for r in extras]
-    payload = {"data_dir": str(DATA), "extra_entries": entries, "ops": [case.op for _, case in ordered]}
+    entries = [
+        {"id": r.id, "question": r.question, "function": r.function, "ground_truth": r.ground_truth}
+        for r in extras
+    ]
+    payload = {
+        "data_dir": str(DATA),
+        "extra_entries": entries,
+        "ops": [case.op for _, case in ordered],
+    }
     answers = run_reference("bfcl_reference.py", payload)
     results: dict[str, list[tuple[Case, Any]]] = {kind: [] for kind in cases}
     for (kind, case), answer in zip(ordered, answers, strict=True):
@@ -504,9 +698,15 @@ def chat_answer(message: dict[str, Any]) -> Completion:
 
 
 def spec(mode: BfclMode, prompting: Prompting = "chat") -> ModelSpec:
-    return ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m", license="mit",
-                     prompting=prompting, tool_call_parser="hermes" if mode == "tools" else None,
-                     bfcl_mode=mode)
+    return ModelSpec(
+        name="m",
+        source=ModelSource("embedded", "m"),
+        served_name="m",
+        license="mit",
+        prompting=prompting,
+        tool_call_parser="hermes" if mode == "tools" else None,
+        bfcl_mode=mode,
+    )
 
 
 @functools.cache
@@ -536,8 +736,12 @@ def test_checker_matches_bfcl(conformance: Conformance) -> None:
     counts = {True: 0, False: 0}
     for case, answer in conformance.results["check"]:
         record = conformance.records[case.record_id]
-        result = check_simple(record.function, case.given.calls, record.ground_truth,
-                              underscore_to_dot=case.op["underscore_to_dot"])
+        result = check_simple(
+            record.function,
+            case.given.calls,
+            record.ground_truth,
+            underscore_to_dot=case.op["underscore_to_dot"],
+        )
         ours, theirs = verdict(result.valid, result.error_type), reference_verdict(answer)
         if ours != theirs:
             mismatches.append(f"{case.named()}: ours {ours}, BFCL {theirs}")
@@ -548,13 +752,25 @@ def test_checker_matches_bfcl(conformance: Conformance) -> None:
 
 def test_checker_cases_reach_every_error_type(conformance: Conformance) -> None:
     """The generated outputs get every verdict BFCL's simple checker can give."""
-    seen = {answer.get("error_type") for _, answer in conformance.results["check"] if not answer.get("valid")}
+    seen = {
+        answer.get("error_type")
+        for _, answer in conformance.results["check"]
+        if not answer.get("valid")
+    }
     assert seen >= {
-        "simple_function_checker:wrong_count", "simple_function_checker:wrong_func_name",
-        "simple_function_checker:missing_required", "simple_function_checker:unexpected_param",
-        "simple_function_checker:missing_optional", "type_error:simple", "type_error:nested",
-        "value_error:string", "value_error:list/tuple", "value_error:others", "value_error:dict_key",
-        "value_error:dict_value", "value_error:list_dict_count",
+        "simple_function_checker:wrong_count",
+        "simple_function_checker:wrong_func_name",
+        "simple_function_checker:missing_required",
+        "simple_function_checker:unexpected_param",
+        "simple_function_checker:missing_optional",
+        "type_error:simple",
+        "type_error:nested",
+        "value_error:string",
+        "value_error:list/tuple",
+        "value_error:others",
+        "value_error:dict_key",
+        "value_error:dict_value",
+        "value_error:list_dict_count",
     }, seen
 
 
@@ -589,7 +805,9 @@ def test_prompt_scoring_matches_bfcl(conformance: Conformance) -> None:
 
 
 def requests_of(conformance: Conformance, kind: str) -> list[tuple[Case, Any]]:
-    found = [(case, answer) for case, answer in conformance.results["requests"] if case.label == kind]
+    found = [
+        (case, answer) for case, answer in conformance.results["requests"] if case.label == kind
+    ]
     assert len(found) == 401
     return found
 
@@ -600,7 +818,9 @@ def test_prompt_requests_match_bfcl(conformance: Conformance) -> None:
     for case, answer in requests_of(conformance, "prompt_messages"):
         payload = build_bfcl_request(case.given, spec("prompt")).payload
         if payload["messages"] != answer["messages"]:
-            mismatches.append(f"{case.named()}: ours {payload['messages']!r:.300}, BFCL {answer!r:.300}")
+            mismatches.append(
+                f"{case.named()}: ours {payload['messages']!r:.300}, BFCL {answer!r:.300}"
+            )
         assert set(payload) == {"messages", "max_tokens", "temperature"}
     assert_no_mismatches(mismatches, 401)
 
@@ -614,7 +834,9 @@ def test_completion_prompt_is_bfcls_messages_as_text(conformance: Conformance) -
         expected = "\n\n".join([system["content"].rstrip("\n"), *labelled, "Assistant:"])
         prompt = build_bfcl_request(case.given, spec("prompt", "completion")).payload["prompt"]
         if prompt != expected:
-            mismatches.append(f"{case.named()}: ours {prompt[-200:]!r}, expected {expected[-200:]!r}")
+            mismatches.append(
+                f"{case.named()}: ours {prompt[-200:]!r}, expected {expected[-200:]!r}"
+            )
     assert_no_mismatches(mismatches, 401)
 
 
@@ -685,8 +907,10 @@ def test_names_and_calls_in_expressions_are_not_evaluated(documented: dict[str, 
 def test_oversized_results_are_refused(documented: dict[str, Any]) -> None:
     for text in OVERSIZED_TEXTS:
         # BFCL builds them (a 20000-bit integer is then too long for repr: ValueError).
-        assert documented[text].get("format_ok") or documented[text] == {"error": "ValueError"}, text
-        with pytest.raises(BfclDecodeError, match="too (large|long)"):
+        assert documented[text].get("format_ok") or documented[text] == {"error": "ValueError"}, (
+            text
+        )
+        with pytest.raises(BfclDecodeError, match=r"too (large|long)"):
             decode_prompt_output(text)
 
 
@@ -695,7 +919,9 @@ def test_no_content_is_an_errored_item_where_bfcl_fails_to_decode(
 ) -> None:
     """A chat answer without content: BFCL's decoder fails on None; ours flags the item as errored."""
     assert documented["no content"] == {"valid": False, "error_type": "ast_decoder:decoder_failed"}
-    item = score(conformance.records["simple_python_0"], {"role": "assistant", "content": None}, "prompt")
+    item = score(
+        conformance.records["simple_python_0"], {"role": "assistant", "content": None}, "prompt"
+    )
     assert (item.correct, item.outcome) == (False, "failed")
     assert item.error == "choices[0].message.content is NoneType, not a string"
 

@@ -53,8 +53,15 @@ LIMIT_CHAT = len(RESPONSE_TEMPLATES)
 
 
 def model_spec(prompting: Prompting) -> ModelSpec:
-    return ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m", license="mit",
-                     prompting=prompting, tool_call_parser=None, bfcl_mode="prompt")
+    return ModelSpec(
+        name="m",
+        source=ModelSource("embedded", "m"),
+        served_name="m",
+        license="mit",
+        prompting=prompting,
+        tool_call_parser=None,
+        bfcl_mode="prompt",
+    )
 
 
 def gold_number(answer: str) -> str:
@@ -86,23 +93,35 @@ def lmeval_run(request: pytest.FixtureRequest) -> tuple[Prompting, list[Any], di
         pytest.fail(f"shared GSM8K data not found at {DATA}; these tests read the real test split")
     limit = LIMIT_COMPLETION if prompting == "completion" else LIMIT_CHAT
     problems = load_gsm8k(DATA / "test.jsonl")[:limit]
-    reference = run_reference("lmeval_gsm8k.py", {
-        "test": str(DATA / "test.jsonl"), "train": str(DATA / "train.jsonl"), "limit": limit,
-        "prompting": prompting, "max_tokens": MAX_TOKENS,
-        "responses": [response_for(p.index, p.answer) for p in problems],
-    })
-    assert sorted(int(k) for k in reference) == list(range(limit)), "lm-eval did not answer every problem"
+    reference = run_reference(
+        "lmeval_gsm8k.py",
+        {
+            "test": str(DATA / "test.jsonl"),
+            "train": str(DATA / "train.jsonl"),
+            "limit": limit,
+            "prompting": prompting,
+            "max_tokens": MAX_TOKENS,
+            "responses": [response_for(p.index, p.answer) for p in problems],
+        },
+    )
+    assert sorted(int(k) for k in reference) == list(range(limit)), (
+        "lm-eval did not answer every problem"
+    )
     return prompting, problems, reference
 
 
-def test_requests_are_lm_evals_byte_for_byte(lmeval_run: tuple[Prompting, list[Any], dict[str, Any]]) -> None:
+def test_requests_are_lm_evals_byte_for_byte(
+    lmeval_run: tuple[Prompting, list[Any], dict[str, Any]],
+) -> None:
     prompting, problems, reference = lmeval_run
     fewshot = Gsm8kFewshot(load_gsm8k(DATA / "train.jsonl", split="train"))
     for problem in problems:
         ours = build_gsm8k_request(problem, model_spec(prompting), fewshot, max_tokens=MAX_TOKENS)
         theirs = dict(reference[str(problem.index)]["request"])
         assert theirs.pop("model") == "m"
-        assert ours.path == ("/v1/completions" if prompting == "completion" else "/v1/chat/completions")
+        assert ours.path == (
+            "/v1/completions" if prompting == "completion" else "/v1/chat/completions"
+        )
         assert ours.payload == theirs, f"{problem.item_id}: request differs from lm-eval's"
 
 
@@ -133,4 +152,3 @@ def test_scores_are_lm_evals(lmeval_run: tuple[Prompting, list[Any], dict[str, A
     # the cases must exercise both outcomes and an [invalid] of each filter, or they prove little
     assert outcomes == {name: {True, False} for name in FILTERS}
     assert all(invalid.values()), invalid
-

@@ -28,14 +28,22 @@ from pytest_modelsweep.workloads.contention import (
 pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
-FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
-          "steal_share", "load1_end", "contended"}
+FIELDS = {
+    "window_s",
+    "other_cpu_cores",
+    "server_cpu_cores",
+    "client_cpu_cores",
+    "steal_share",
+    "load1_end",
+    "contended",
+}
 
 
 def test_steal_within_the_counters_resolution_does_not_flag_a_window() -> None:
     """Each CPU's steal counter moves in whole jiffies, so two readings may differ by one per
     CPU more than was stolen: a short window's few jiffies are no proof; beyond them, steal
     above 5% of the window's CPU time flags it, and the recorded share is the one read."""
+
     def at(wall: float, total: int, steal: int) -> CpuSnapshot:
         return CpuSnapshot(wall=wall, busy=0, total=total, steal=steal, server=None, client=0)
 
@@ -65,15 +73,23 @@ class FakeProc:
     def process(self, pid: int, parent: int, jiffies: int) -> None:
         (self.root / str(pid)).mkdir(exist_ok=True)
         (self.root / str(pid) / "stat").write_text(
-            f"{pid} (p) S {parent} {'0 ' * 9}{jiffies} 0 0 0 20 0\n")
+            f"{pid} (p) S {parent} {'0 ' * 9}{jiffies} 0 0 0 20 0\n"
+        )
 
 
 SERVER, WORKER, STRANGER = 4_000_001, 4_000_002, 4_000_003
 """A server, its worker process (a child) and a process of someone else's."""
 
 
-def one_second(tmp_path: Path, server_pids: list[int] | None, *, worker: int, stranger: int,
-               client: int, **limits: float) -> Contention:
+def one_second(
+    tmp_path: Path,
+    server_pids: list[int] | None,
+    *,
+    worker: int,
+    stranger: int,
+    client: int,
+    **limits: float,
+) -> Contention:
     """The record of a window of one second at 100 Hz on two CPUs, in which the server's
     worker, a stranger and our own process used ``worker``, ``stranger`` and ``client``
     jiffies (the server's own process none); the machine's busy time is theirs."""
@@ -86,8 +102,11 @@ def one_second(tmp_path: Path, server_pids: list[int] | None, *, worker: int, st
         return snapshot(server_pids, proc.root)
 
     start = read({}, 1_000, 10_000)
-    end = read({WORKER: worker, STRANGER: stranger, os.getpid(): client},
-               1_000 + worker + stranger + client, 10_200)
+    end = read(
+        {WORKER: worker, STRANGER: stranger, os.getpid(): client},
+        1_000 + worker + stranger + client,
+        10_200,
+    )
     return contention(replace(start, wall=0.0), replace(end, wall=1.0), hz=100, **limits)
 
 
@@ -134,8 +153,12 @@ def test_the_meter_reads_its_window_from_proc(tmp_path: Path) -> None:
 
     def used(worker: int, stranger: int, client: int) -> None:
         proc.machine(busy=1_000 + worker + stranger + client, total=100_000)
-        for pid, parent, jiffies in ((SERVER, 1, 0), (WORKER, SERVER, worker),
-                                     (STRANGER, 1, stranger), (me, 1, client)):
+        for pid, parent, jiffies in (
+            (SERVER, 1, 0),
+            (WORKER, SERVER, worker),
+            (STRANGER, 1, stranger),
+            (me, 1, client),
+        ):
             proc.process(pid, parent, jiffies)
 
     used(0, 0, 0)
@@ -153,8 +176,10 @@ def test_without_proc_every_figure_is_unknown(tmp_path: Path) -> None:
     with ContentionMeter([1], proc=tmp_path) as meter:
         pass
     assert meter.result.contended is None
-    assert {k for k, v in meter.result.to_dict().items() if v is not None} <= {"window_s",
-                                                                              "load1_end"}
+    assert {k for k, v in meter.result.to_dict().items() if v is not None} <= {
+        "window_s",
+        "load1_end",
+    }
 
 
 def test_coefficient_of_variation() -> None:
@@ -169,7 +194,9 @@ def test_a_launched_server_names_its_pid_until_it_stops(tmp_path: Path) -> None:
     port = free_port()
     process = ServerProcess(
         [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        ready_url=f"http://127.0.0.1:{port}/", log_path=tmp_path / "log", timeout_s=20,
+        ready_url=f"http://127.0.0.1:{port}/",
+        log_path=tmp_path / "log",
+        timeout_s=20,
     )
     assert server_pids_at(f"http://127.0.0.1:{port}") == []
     process.start()
@@ -184,22 +211,32 @@ def test_a_launched_server_names_its_pid_until_it_stops(tmp_path: Path) -> None:
 @linux
 @pytest.mark.timing
 def test_a_cpu_hog_beside_the_bench_marks_its_windows_and_the_gate_row_contended(
-    pytester: pytest.Pytester, steady: str,
+    pytester: pytest.Pytester,
+    steady: str,
 ) -> None:
     """The real bench's meter finds a real process burning a core beside its windows, and the
     gate calls the setting contended rather than regressed against a baseline taken
     without it."""
-    run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
-              "--save-baseline", "aa").assert_outcomes(passed=1)
+    run_bench(
+        pytester, steady, "--repeats", "2", "--store", "s.sqlite", "--save-baseline", "aa"
+    ).assert_outcomes(passed=1)
     # the hog is no child of this process: this process serves the attached fake endpoint,
     # and the meter counts the server's descendants as the server's
     started = subprocess.run(
-        ["sh", "-c", f"{shlex.quote(sys.executable)} -c 'while True: pass' >/dev/null 2>&1 & "
-                     "echo $!"], capture_output=True, text=True, check=True)
+        [
+            "sh",
+            "-c",
+            f"{shlex.quote(sys.executable)} -c 'while True: pass' >/dev/null 2>&1 & echo $!",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     hog = int(started.stdout)
     try:
-        result = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
-                           "--baseline", "aa")
+        result = run_bench(
+            pytester, steady, "--repeats", "2", "--store", "s.sqlite", "--baseline", "aa"
+        )
     finally:
         os.kill(hog, signal.SIGKILL)
     result.assert_outcomes(passed=1)

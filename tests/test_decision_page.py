@@ -67,7 +67,8 @@ GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 BFCL = SHARED_DATA / "bfcl"
 HUB_FIXTURES = ROOT / "tests" / "data" / "hub_tpu_v5e.json"
 module_requirement = module_needs(
-    GSM8K.is_file() and (BFCL / "BFCL_v4_simple_python.json").is_file(), SHARED_DATA_HINT)
+    GSM8K.is_file() and (BFCL / "BFCL_v4_simple_python.json").is_file(), SHARED_DATA_HINT
+)
 
 REFERENCE, SAME, WORSE = "gemma-4-e2b", "qwen3-4b", "phi-4-mini"
 CANDIDATES = (SAME, WORSE)
@@ -142,7 +143,7 @@ bfcl_mode = "prompt"
 """
 
 # A user's own evaluation: scored items in the store, a measurement, a verdict test.
-USER_BENCH = '''
+USER_BENCH = """
 import pytest
 from pytest_modelsweep import Completion, EvalItem, Evaluate
 
@@ -158,10 +159,10 @@ def exact(completion: Completion, item: EvalItem) -> bool:
 @pytest.mark.modelsweep_benchmark("arith")
 def test_arith(evaluate: Evaluate) -> None:
     evaluate("arith", ITEMS, exact, concurrency=4)
-'''
-USER_CONFTEST = '''
+"""
+USER_CONFTEST = """
 # Nothing to register: a declared benchmark registers its own marker (arith).
-'''
+"""
 
 
 class AnsweringServer(ListingServer):
@@ -172,9 +173,17 @@ class AnsweringServer(ListingServer):
     ``first_token_delay_s``. With ``slots`` it serves that many requests at once and queues
     the rest, as a batching server does beyond its ``max_num_seqs``."""
 
-    def __init__(self, served_name: str, replies: Mapping[str, str], *, chunk_delay_s: float,
-                 fail: Collection[str] = (), slots: int | None = None,
-                 first_token_delay_s: float = 0.0, default_fault: str = "") -> None:
+    def __init__(
+        self,
+        served_name: str,
+        replies: Mapping[str, str],
+        *,
+        chunk_delay_s: float,
+        fail: Collection[str] = (),
+        slots: int | None = None,
+        first_token_delay_s: float = 0.0,
+        default_fault: str = "",
+    ) -> None:
         super().__init__(served_name, chunk_delay_s=chunk_delay_s, default_fault=default_fault)
         self.replies = dict(replies)
         self.fail = set(fail)
@@ -213,12 +222,15 @@ class AnsweringServer(ListingServer):
                 choice["text"] = reply
             body = json.dumps({"choices": [choice], "usage": usage}).encode()
             return await self._respond(writer, 200, "application/json", body)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
+        )
         for piece in pieces:
             self._event(writer, b"data: " + self._chunk(chat, piece, None) + b"\n\n")
-        final = self._chunk(chat, "", "stop",
-                            usage=(usage["prompt_tokens"], usage["completion_tokens"]))
+        final = self._chunk(
+            chat, "", "stop", usage=(usage["prompt_tokens"], usage["completion_tokens"])
+        )
         self._event(writer, b"data: " + final + b"\n\n")
         self._event(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
@@ -232,8 +244,11 @@ def bfcl_call(ground_truth: list[dict[str, dict[str, list[Any]]]]) -> str:
     calls = []
     for call in ground_truth:
         for name, params in call.items():
-            args = [f"{p}={next(v for v in values if v != '')!r}" for p, values in params.items()
-                    if any(v != "" for v in values)]
+            args = [
+                f"{p}={next(v for v in values if v != '')!r}"
+                for p, values in params.items()
+                if any(v != "" for v in values)
+            ]
             calls.append(f"{name}({', '.join(args)})")
     return "[" + ", ".join(calls) + "]"
 
@@ -247,8 +262,9 @@ def replies_of(model: str) -> dict[str, str]:
         replies[doc_to_text(problem)] = f"#### {number if right else number + 1}"
     for i, record in enumerate(load_bfcl(BFCL)[:LIMIT]):
         right = i in RIGHT["bfcl"][model]
-        replies[record.messages[-1]["content"]] = (bfcl_call(record.ground_truth) if right
-                                                   else "[no_such_function(x=1)]")
+        replies[record.messages[-1]["content"]] = (
+            bfcl_call(record.ground_truth) if right else "[no_such_function(x=1)]"
+        )
     for i, (_, question, answer) in enumerate(ARITH):
         replies[question] = str(answer if i in RIGHT["arith"][model] else answer + 1)
     return replies
@@ -263,40 +279,82 @@ class Run:
     output: str
 
     def measurement(self, model: str, benchmark: str, **params: Any) -> dict[str, Any] | None:
-        found = [m for m in self.results["measurements"] if m["model"] == model
-                 and m["benchmark"] == benchmark
-                 and all(m["params"].get(k) == v for k, v in params.items())]
+        found = [
+            m
+            for m in self.results["measurements"]
+            if m["model"] == model
+            and m["benchmark"] == benchmark
+            and all(m["params"].get(k) == v for k, v in params.items())
+        ]
         return found[-1] if found else None
 
 
-def run_benches(path: Path, servers: dict[str, AnsweringServer], *args: str,
-                sweep: str = SWEEP, endpoints: tuple[str, ...] = ()) -> Run:
+def run_benches(
+    path: Path,
+    servers: dict[str, AnsweringServer],
+    *args: str,
+    sweep: str = SWEEP,
+    endpoints: tuple[str, ...] = (),
+) -> Run:
     """The real benches (and the user's) in a pytest subprocess, against the servers
     (and any further ``--endpoint=NAME=URL``)."""
-    for name in ("test_accuracy.py", "test_throughput.py", "test_screen.py",
-                 "test_capacity.py"):
-        (path / name).write_text((ROOT / "benches" / name).read_text(encoding="utf-8"),
-                                 encoding="utf-8")
-    (path / "test_arith.py").write_text(USER_BENCH.replace("PROBLEMS_HERE", repr(ARITH)),
-                                        encoding="utf-8")
+    for name in ("test_accuracy.py", "test_throughput.py", "test_screen.py", "test_capacity.py"):
+        (path / name).write_text(
+            (ROOT / "benches" / name).read_text(encoding="utf-8"), encoding="utf-8"
+        )
+    (path / "test_arith.py").write_text(
+        USER_BENCH.replace("PROBLEMS_HERE", repr(ARITH)), encoding="utf-8"
+    )
     (path / "conftest.py").write_text(USER_CONFTEST, encoding="utf-8")
     (path / "decision.toml").write_text(sweep, encoding="utf-8")
-    env = {**os.environ, "HOME": str(path / "home"), "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "HOME": str(path / "home"),
+        "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     env.pop("GITHUB_STEP_SUMMARY", None)
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--rootdir", str(path), "--sweep=decision.toml",
-         f"--gsm8k-path={GSM8K}", f"--bfcl-path={BFCL}", f"--limit={LIMIT}", *attached,
-         *endpoints,
-         "--modelsweep-dir=work", "--results=r.json", "--md=r.md", "--html=r.html",
-         "--self-contained-html", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
-        cwd=path, env=env, capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rootdir",
+            str(path),
+            "--sweep=decision.toml",
+            f"--gsm8k-path={GSM8K}",
+            f"--bfcl-path={BFCL}",
+            f"--limit={LIMIT}",
+            *attached,
+            *endpoints,
+            "--modelsweep-dir=work",
+            "--results=r.json",
+            "--md=r.md",
+            "--html=r.html",
+            "--self-contained-html",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            *args,
+        ],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     output = completed.stdout + completed.stderr
     assert (path / "r.json").is_file(), output[-4000:]
-    return Run(path, json.loads((path / "r.json").read_text(encoding="utf-8")),
-               (path / "r.md").read_text(encoding="utf-8"),
-               (path / "r.html").read_text(encoding="utf-8"), output)
+    return Run(
+        path,
+        json.loads((path / "r.json").read_text(encoding="utf-8")),
+        (path / "r.md").read_text(encoding="utf-8"),
+        (path / "r.html").read_text(encoding="utf-8"),
+        output,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -309,31 +367,47 @@ def run_real(path: Path) -> Run:
     ratios, screening, priced by the sweep's ``[pricing]``: the reference and one candidate
     stream a token every 0.4 ms, the other candidate every 4 ms."""
     delays = {REFERENCE: 0.0004, SAME: 0.0004, WORSE: 0.004}
-    servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
-               for model, delay in delays.items()}
+    servers = {
+        model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
+        for model, delay in delays.items()
+    }
     for server in servers.values():
         server.start()
     try:
-        run = run_benches(path, servers, "test_accuracy.py",
-                          "test_throughput.py", "test_screen.py", "test_arith.py",
-                          "-k", "c16 or not test_throughput", "--repeats=2",
-                          "--timed-requests=16",
-                          # the fake servers serve from this process, whose CPU counts as
-                          # "other": with the default limit a busy machine flags them contended
-                          "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + TPU_PRICE)
+        run = run_benches(
+            path,
+            servers,
+            "test_accuracy.py",
+            "test_throughput.py",
+            "test_screen.py",
+            "test_arith.py",
+            "-k",
+            "c16 or not test_throughput",
+            "--repeats=2",
+            "--timed-requests=16",
+            # the fake servers serve from this process, whose CPU counts as
+            # "other": with the default limit a busy machine flags them contended
+            "--contended-cores=64",
+            "--contended-steal=1",
+            sweep=SWEEP + TPU_PRICE,
+        )
     finally:
         for server in servers.values():
             server.stop()
     # only the worse candidate's tests may fail, and a ratio verdict on the other's timing noise
     failed = {f["test_id"] for f in run.results["summary"].get("failures", [])}
-    assert all(WORSE in test or test.startswith("test_throughput.py::test_throughput_ratio[")
-               for test in failed), run.output[-4000:]
+    assert all(
+        WORSE in test or test.startswith("test_throughput.py::test_throughput_ratio[")
+        for test in failed
+    ), run.output[-4000:]
     return run
 
 
 UNREACHABLE = "smollm3-3b"
-EXTRA_MODEL = (f'[models.{UNREACHABLE}]\nsource = "hf:HuggingFaceTB/SmolLM3-3B"\n'
-               'license = "apache-2.0"\nprompting = "chat"\nbfcl_mode = "prompt"\n')
+EXTRA_MODEL = (
+    f'[models.{UNREACHABLE}]\nsource = "hf:HuggingFaceTB/SmolLM3-3B"\n'
+    'license = "apache-2.0"\nprompting = "chat"\nbfcl_mode = "prompt"\n'
+)
 CAPACITY_SWEEP = SWEEP.replace("max_num_seqs = 16", "max_num_seqs = 4")
 
 
@@ -348,12 +422,19 @@ def serving(servers: Mapping[str, AnsweringServer], bench: Callable[[], Run]) ->
             server.stop()
 
 
-def slotted(model: str, slots: int | None, *, first_token_delay_s: float = 0.0,
-            fault: str = "batch:2") -> AnsweringServer:
+def slotted(
+    model: str, slots: int | None, *, first_token_delay_s: float = 0.0, fault: str = "batch:2"
+) -> AnsweringServer:
     """A capacity server (see the module's docstring)."""
-    replies = replies_of(model) if model in CANDIDATES + (REFERENCE,) else {}
-    return AnsweringServer(model, replies, chunk_delay_s=SLOT_CHUNK_DELAY_S, slots=slots,
-                           first_token_delay_s=first_token_delay_s, default_fault=fault)
+    replies = replies_of(model) if model in (*CANDIDATES, REFERENCE) else {}
+    return AnsweringServer(
+        model,
+        replies,
+        chunk_delay_s=SLOT_CHUNK_DELAY_S,
+        slots=slots,
+        first_token_delay_s=first_token_delay_s,
+        default_fault=fault,
+    )
 
 
 def failed_tests(run: Run) -> set[str]:
@@ -370,12 +451,24 @@ def capacity_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     one that does not 4 (the sweep's maximum)."""
     path = tmp_path_factory.mktemp("capacity_run")
     servers = {model: slotted(model, slots) for model, slots in CAPACITY_SLOTS.items()}
-    run = serving(servers, lambda: run_benches(
-        path, servers, "test_accuracy.py", "test_capacity.py",
-        "-k", "gsm8k or capacity", f"--slo={SLO}", "--contended-cores=64", "--contended-steal=1",
-        sweep=CAPACITY_SWEEP + EXAMPLE_PRICE))
-    assert failed_tests(run) <= {f"test_accuracy.py::test_verdict[{WORSE}-gsm8k]"}, \
-        run.output[-4000:]
+    run = serving(
+        servers,
+        lambda: run_benches(
+            path,
+            servers,
+            "test_accuracy.py",
+            "test_capacity.py",
+            "-k",
+            "gsm8k or capacity",
+            f"--slo={SLO}",
+            "--contended-cores=64",
+            "--contended-steal=1",
+            sweep=CAPACITY_SWEEP + EXAMPLE_PRICE,
+        ),
+    )
+    assert failed_tests(run) <= {f"test_accuracy.py::test_verdict[{WORSE}-gsm8k]"}, run.output[
+        -4000:
+    ]
     return run
 
 
@@ -388,17 +481,36 @@ def run_capacity_only(path: Path) -> Run:
     """c16 throughput (2 repeats) and capacity only, priced by --usd-per-hour: the reference
     serves 3 requests at once, one candidate 4 (the maximum), one sends its first token after
     0.2 s (capacity 0), and one stops every stream after 12 tokens (a broken search)."""
-    servers = {REFERENCE: slotted(REFERENCE, 3), SAME: slotted(SAME, 4),
-               WORSE: slotted(WORSE, None, first_token_delay_s=0.2),
-               UNREACHABLE: slotted(UNREACHABLE, None, fault="short:12")}
-    run = serving(servers, lambda: run_benches(
-        path, servers, "test_throughput.py", "test_capacity.py", "-k", "c16 or capacity",
-        "--repeats=2", f"--slo={SLO}", f"--usd-per-hour={USD_PER_HOUR}", "--contended-cores=64", "--contended-steal=1",
-        sweep=CAPACITY_SWEEP + EXTRA_MODEL))
+    servers = {
+        REFERENCE: slotted(REFERENCE, 3),
+        SAME: slotted(SAME, 4),
+        WORSE: slotted(WORSE, None, first_token_delay_s=0.2),
+        UNREACHABLE: slotted(UNREACHABLE, None, fault="short:12"),
+    }
+    run = serving(
+        servers,
+        lambda: run_benches(
+            path,
+            servers,
+            "test_throughput.py",
+            "test_capacity.py",
+            "-k",
+            "c16 or capacity",
+            "--repeats=2",
+            f"--slo={SLO}",
+            f"--usd-per-hour={USD_PER_HOUR}",
+            "--contended-cores=64",
+            "--contended-steal=1",
+            sweep=CAPACITY_SWEEP + EXTRA_MODEL,
+        ),
+    )
     # the broken server's tests, the capacity-0 candidate's ratio (worse), c16 ratios on noise
-    assert all(UNREACHABLE in test or test == f"test_capacity.py::test_capacity_ratio[{WORSE}]"
-               or test.startswith("test_throughput.py::test_throughput_ratio[")
-               for test in failed_tests(run)), run.output[-4000:]
+    assert all(
+        UNREACHABLE in test
+        or test == f"test_capacity.py::test_capacity_ratio[{WORSE}]"
+        or test.startswith("test_throughput.py::test_throughput_ratio[")
+        for test in failed_tests(run)
+    ), run.output[-4000:]
     return run
 
 
@@ -413,18 +525,41 @@ def run_failed_reference(path: Path) -> Run:
     port)."""
     replies = {model: replies_of(model) for model in (REFERENCE, *CANDIDATES)}
     second = doc_to_text(load_gsm8k(GSM8K)[1])
-    servers = {model: AnsweringServer(model, replies[model], chunk_delay_s=0.0,
-                                      fail={second} if model == REFERENCE else set())
-               for model in replies}
-    return serving(servers, lambda: run_benches(
-        path, servers, "test_accuracy.py", "test_throughput.py",
-        "-k", "gsm8k or c16", "--limit=6", "--repeats=2", "--timed-requests=16",
-        "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + EXTRA_MODEL,
-        endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",)))
+    servers = {
+        model: AnsweringServer(
+            model, replies[model], chunk_delay_s=0.0, fail={second} if model == REFERENCE else set()
+        )
+        for model in replies
+    }
+    return serving(
+        servers,
+        lambda: run_benches(
+            path,
+            servers,
+            "test_accuracy.py",
+            "test_throughput.py",
+            "-k",
+            "gsm8k or c16",
+            "--limit=6",
+            "--repeats=2",
+            "--timed-requests=16",
+            "--contended-cores=64",
+            "--contended-steal=1",
+            sweep=SWEEP + EXTRA_MODEL,
+            endpoints=(f"--endpoint={UNREACHABLE}=http://127.0.0.1:9",),
+        ),
+    )
 
 
-MAIN_JOB = ("-m", "bfcl or throughput", "-k", "bfcl or c4", "--repeats=3", "--timed-requests=4",
-            "--fail-on=none")
+MAIN_JOB = (
+    "-m",
+    "bfcl or throughput",
+    "-k",
+    "bfcl or c4",
+    "--repeats=3",
+    "--timed-requests=4",
+    "--fail-on=none",
+)
 """README's main job's selection and sizes (its --limit 30 is :data:`LIMIT`)."""
 
 
@@ -438,11 +573,23 @@ def run_main_job(path: Path) -> Run:
     throughput at c4 only (3 repeats of 4 requests) with its ratios, priced by the sweep's
     ``[pricing]``; one candidate streams 5 times slower than the others."""
     delays = {REFERENCE: 0.0004, SAME: 0.0004, WORSE: 0.002}
-    servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
-               for model, delay in delays.items()}
-    return serving(servers, lambda: run_benches(
-        path, servers, "test_accuracy.py", "test_throughput.py", *MAIN_JOB,
-        "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + TPU_PRICE))
+    servers = {
+        model: AnsweringServer(model, replies_of(model), chunk_delay_s=delay)
+        for model, delay in delays.items()
+    }
+    return serving(
+        servers,
+        lambda: run_benches(
+            path,
+            servers,
+            "test_accuracy.py",
+            "test_throughput.py",
+            *MAIN_JOB,
+            "--contended-cores=64",
+            "--contended-steal=1",
+            sweep=SWEEP + TPU_PRICE,
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- reading the pages
@@ -464,25 +611,39 @@ def html_rows(text: str) -> dict[str, dict[str, Any]]:
     """The HTML decision table: model -> ``model``, ``flags`` (joined by "; ") and each table
     column's cell as its lines (:data:`Lines`), by the column's title."""
     start = text.index('<section class="modelsweep" id="modelsweep-decision">')
-    section = text[start:text.index("</section>", start)]
+    section = text[start : text.index("</section>", start)]
     found: dict[str, dict[str, Any]] = {}
-    for model, body in re.findall(r'<tr class="ms-(?:reference|candidate)" data-model="([^"]*)">'
-                                  r"(.*?)</tr>", section, re.DOTALL):
+    for model, body in re.findall(
+        r'<tr class="ms-(?:reference|candidate)" data-model="([^"]*)">'
+        r"(.*?)</tr>",
+        section,
+        re.DOTALL,
+    ):
         row: dict[str, Any] = {"model": html.unescape(model), "blocks": {}}
-        for kind, name, inner in re.findall(r'<td [^>]*data-(column|group)="([^"]*)"[^>]*>'
-                                            r"(.*?)</td>", body, re.DOTALL):
+        for kind, name, inner in re.findall(
+            r'<td [^>]*data-(column|group)="([^"]*)"[^>]*>'
+            r"(.*?)</td>",
+            body,
+            re.DOTALL,
+        ):
             if kind == "column":
                 if name == "flags":
-                    row["flags"] = "; ".join(map(_unescape_html, re.findall(r"<div>(.*?)</div>",
-                                                                             inner)))
+                    row["flags"] = "; ".join(
+                        map(_unescape_html, re.findall(r"<div>(.*?)</div>", inner))
+                    )
                 continue
             pieces = re.split(r'<span class="ms-label">(.*?)</span>', inner)
-            labelled = [(html.unescape(label), part)
-                        for label, part in zip(pieces[1::2], pieces[2::2])] or [("", inner)]
+            labelled = [
+                (html.unescape(label), part) for label, part in zip(pieces[1::2], pieces[2::2])
+            ] or [("", inner)]
             lines: Lines = []
             for label, part in labelled:
-                parts = [(html.unescape(c), html.unescape(t)) for c, t in re.findall(
-                    r'<div [^>]*data-column="([^"]*)"[^>]*>(.*?)</div>', part, re.DOTALL)]
+                parts = [
+                    (html.unescape(c), html.unescape(t))
+                    for c, t in re.findall(
+                        r'<div [^>]*data-column="([^"]*)"[^>]*>(.*?)</div>', part, re.DOTALL
+                    )
+                ]
                 lines += [(label, parts)] if label else [("", [p]) for p in parts]
             row["blocks"][html.unescape(name)] = lines
         found[html.unescape(model)] = row
@@ -498,8 +659,10 @@ def _flat(row: dict[str, Any]) -> dict[str, str]:
     return flat
 
 
-def markdown_decision(text: str, html_text: str,
-                      ) -> tuple[str, dict[str, dict[str, str]], list[str], str]:
+def markdown_decision(
+    text: str,
+    html_text: str,
+) -> tuple[str, dict[str, dict[str, str]], list[str], str]:
     """The Markdown decision page: (answer, model -> part title -> cell, reasons, Pareto
     line). A Markdown cell names no parts: its lines are read by the HTML's (the same
     table columns, lines and parts; a benchmark's line is its label, the verdict's word and
@@ -530,38 +693,45 @@ def markdown_decision(text: str, html_text: str,
                     said = "\n".join(md_lines[:count])
                     del md_lines[:count]
                     assert said.startswith(label + " "), (said, label)
-                    rest = said[len(label) + 1:]
+                    rest = said[len(label) + 1 :]
                     values = [rest] if len(parts) == 1 else rest.split(" ", 1)
                     row.update(zip((title for title, _ in parts), values))
                     continue
-                (title, shown_text), = parts
+                ((title, shown_text),) = parts
                 count = shown_text.count("\n") + 1
                 row[title] = "\n".join(md_lines[:count])
                 del md_lines[:count]
             assert not md_lines, (model, cell)
         table[model] = row
     reasons = [_unescape_markdown(line) for line in lines if re.match(r"\\\[\d+\\\] ", line)]
-    pareto = next(_unescape_markdown(line) for line in lines
-                  if line.startswith(("Pareto front", "No Pareto plot")))
+    pareto = next(
+        _unescape_markdown(line)
+        for line in lines
+        if line.startswith(("Pareto front", "No Pareto plot"))
+    )
     return answer, table, reasons, pareto
 
 
 def html_decision(text: str) -> tuple[str, dict[str, dict[str, str]], list[str], str]:
     """The HTML decision page, read the same way (parts by their ``data-column``)."""
     start = text.index('<section class="modelsweep" id="modelsweep-decision">')
-    section = text[start:text.index("</section>", start)]
+    section = text[start : text.index("</section>", start)]
     answer_match = re.search(r'<p class="ms-answer">(.*?)</p>', section, re.DOTALL)
     assert answer_match is not None
     table = {model: _flat(row) for model, row in html_rows(text).items()}
     reasons = [html.unescape(r) for r in re.findall(r'<li data-note="\d+">(.*?)</li>', section)]
-    pareto = next(html.unescape(p) for p in re.findall(r'<p class="ms-notes">(.*?)</p>', section)
-                  if html.unescape(p).startswith(("Pareto front", "No Pareto plot")))
+    pareto = next(
+        html.unescape(p)
+        for p in re.findall(r'<p class="ms-notes">(.*?)</p>', section)
+        if html.unescape(p).startswith(("Pareto front", "No Pareto plot"))
+    )
     return html.unescape(answer_match.group(1)), table, reasons, pareto
 
 
 def decision(run: Run, kind: str) -> tuple[str, dict[str, dict[str, str]], list[str], str]:
-    return (markdown_decision(run.markdown, run.html) if kind == "markdown"
-            else html_decision(run.html))
+    return (
+        markdown_decision(run.markdown, run.html) if kind == "markdown" else html_decision(run.html)
+    )
 
 
 def decision_text(run: Run, kind: str) -> str:
@@ -570,7 +740,7 @@ def decision_text(run: Run, kind: str) -> str:
         block = run.markdown.split("### Decision: which model to serve\n", 1)[1]
         return _unescape_markdown(block.split("\n### ", 1)[0])
     start = run.html.index('<section class="modelsweep" id="modelsweep-decision">')
-    return html.unescape(run.html[start:run.html.index("</section>", start)])
+    return html.unescape(run.html[start : run.html.index("</section>", start)])
 
 
 def notes_line(run: Run, kind: str) -> str:
@@ -578,11 +748,18 @@ def notes_line(run: Run, kind: str) -> str:
     ("; " between them)."""
     text = decision_text(run, kind)
     if kind == "markdown":
-        found = [block.split("\n") for block in re.findall(r"<sub>(.*?)</sub>", text, re.DOTALL)
-                 if block.startswith(("difference: ", "ratio: ", "SLO: ", "cost: "))]
+        found = [
+            block.split("\n")
+            for block in re.findall(r"<sub>(.*?)</sub>", text, re.DOTALL)
+            if block.startswith(("difference: ", "ratio: ", "SLO: ", "cost: "))
+        ]
     else:
-        found = [re.findall(r"<li>(.*?)</li>", block) for block in re.findall(
-            r'<ul class="ms-reasons ms-column-notes">(.*?)</ul>', text, re.DOTALL)]
+        found = [
+            re.findall(r"<li>(.*?)</li>", block)
+            for block in re.findall(
+                r'<ul class="ms-reasons ms-column-notes">(.*?)</ul>', text, re.DOTALL
+            )
+        ]
     assert len(found) == 1, found
     return "; ".join(found[0])
 
@@ -590,12 +767,19 @@ def notes_line(run: Run, kind: str) -> str:
 def html_titles(run: Run, column: str) -> dict[str, str]:
     """The tooltip of a decision-table column's cell in each model's row of the HTML."""
     start = run.html.index('<section class="modelsweep" id="modelsweep-decision">')
-    section = run.html[start:run.html.index("</section>", start)]
+    section = run.html[start : run.html.index("</section>", start)]
     found = {}
-    for model, body in re.findall(r'<tr class="ms-(?:reference|candidate)" data-model="([^"]*)">'
-                                  r"(.*?)</tr>", section, re.DOTALL):
-        match = re.search(rf'<div [^>]*data-column="{re.escape(html.escape(column))}"'
-                          r'[^>]*title="([^"]*)"', body)
+    for model, body in re.findall(
+        r'<tr class="ms-(?:reference|candidate)" data-model="([^"]*)">'
+        r"(.*?)</tr>",
+        section,
+        re.DOTALL,
+    ):
+        match = re.search(
+            rf'<div [^>]*data-column="{re.escape(html.escape(column))}"'
+            r'[^>]*title="([^"]*)"',
+            body,
+        )
         if match:
             found[html.unescape(model)] = html.unescape(match.group(1))
     return found
@@ -651,13 +835,18 @@ def output_rates_said(run: Run, holding: list[str], concurrency: int) -> str:
             undecided.append(candidate)
     said = ""
     if decided:
-        figures = (next(iter(decided.values())) if len(decided) == 1 else " and ".join(
-            f"{ratio} ({c})" for c, ratio in decided.items()))
+        figures = (
+            next(iter(decided.values()))
+            if len(decided) == 1
+            else " and ".join(f"{ratio} ({c})" for c, ratio in decided.items())
+        )
         said = f" at {figures} its output rate at c{concurrency}"
     if undecided:
-        said += (f" ({' and '.join(undecided)}: output rate vs {REFERENCE} not decided, its 95% "
-                 "interval wider than ×/÷1.25; more repeats, or --interleave --repeats auto, "
-                 "decide it)")
+        said += (
+            f" ({' and '.join(undecided)}: output rate vs {REFERENCE} not decided, its 95% "
+            "interval wider than ×/÷1.25; more repeats, or --interleave --repeats auto, "
+            "decide it)"
+        )
     return said
 
 
@@ -668,8 +857,11 @@ def cost_of(run: Run, model: str) -> tuple[str, float | None]:
     capacity = run.measurement(model, "capacity")
     if capacity is not None and capacity["stats"]["capacity"] is not None:
         value = capacity["stats"]["capacity"]
-        return (f"at c{value}", capacity["stats"]["usd_per_million_output_tokens"]) if value \
+        return (
+            (f"at c{value}", capacity["stats"]["usd_per_million_output_tokens"])
+            if value
             else ("", None)
+        )
     c16 = passed_c16(run, model)
     if c16 is not None:
         return "at c16", c16["stats"].get("usd_per_million_output_tokens")
@@ -695,19 +887,20 @@ def check_capacity_cell(run: Run, model: str, cell: str, reasons: list[str]) -> 
         assert f"{model}'s capacity is 0: {stats['reason']}" in reason_of(cell, reasons)
         return
     if stats["bracket"][1] is None:  # passed at the server's maximum
-        match = re.fullmatch(r"≥(\d+) \(server's maximum\)\ngoodput ([\d.,]+) req/s \[\d+\]",
-                             cell)
+        match = re.fullmatch(r"≥(\d+) \(server's maximum\)\ngoodput ([\d.,]+) req/s \[\d+\]", cell)
         assert stats["reason"] in reason_of(cell, reasons)
     else:
         match = re.fullmatch(r"(\d+) concurrent\ngoodput ([\d.,]+) req/s", cell)
     assert match is not None, cell
     assert int(match.group(1)) == capacity
-    assert float(match.group(2).replace(",", "")) == pytest.approx(stats["goodput_rps"],
-                                                                   rel=0.005, abs=0.0051)
+    assert float(match.group(2).replace(",", "")) == pytest.approx(
+        stats["goodput_rps"], rel=0.005, abs=0.0051
+    )
 
 
-def check_capacity_ratio_cells(run: Run, candidate: str, row: dict[str, str],
-                               reasons: list[str]) -> None:
+def check_capacity_ratio_cells(
+    run: Run, candidate: str, row: dict[str, str], reasons: list[str]
+) -> None:
     cell, verdict = row.get(CAPACITY_RATIO, ""), row.get("capacity verdict", "")
     ratio = run.measurement(candidate, "capacity_ratio")
     if ratio is not None:
@@ -736,8 +929,10 @@ def check_cost_cells(run: Run, model: str, row: dict[str, str], reasons: list[st
         capacity = run.measurement(model, "capacity")
         if capacity is not None and capacity["stats"]["capacity"] == 0:
             assert re.fullmatch(r"n/a \[\d+\]", cell), cell
-            assert "misses the SLO even at concurrency 1 (capacity 0): no cost at its " \
-                   "capacity" in reason_of(cell, reasons)
+            assert (
+                "misses the SLO even at concurrency 1 (capacity 0): no cost at its "
+                "capacity" in reason_of(cell, reasons)
+            )
         else:
             assert re.fullmatch(r"cannot conclude \[\d+\]", cell), cell
         # no cost: no relative cost, for the same reason, said once by the cost
@@ -762,12 +957,12 @@ def check_cost_cells(run: Run, model: str, row: dict[str, str], reasons: list[st
         ratio = run.measurement(model, "throughput_ratio", concurrency=16, prompt_tokens=None)
         assert ratio is not None
         low, high = ratio["stats"]["low"], ratio["stats"]["high"]
-        assert numbers(relative) == pytest.approx([usd / reference_usd, 1 / high, 1 / low],
-                                                  abs=0.0051), relative
+        assert numbers(relative) == pytest.approx(
+            [usd / reference_usd, 1 / high, 1 / low], abs=0.0051
+        ), relative
     else:  # each cost from one search window: no interval, and the note says so
         assert re.fullmatch(r"\S+× \(no interval\) \[\d+\]", relative), relative
-        assert numbers(relative.split(" (")[0]) == pytest.approx([usd / reference_usd],
-                                                                 abs=0.0051)
+        assert numbers(relative.split(" (")[0]) == pytest.approx([usd / reference_usd], abs=0.0051)
         assert "comes from one search window" in reason_of(relative, reasons)
 
 
@@ -787,13 +982,19 @@ def priced(run: Run, usd_per_hour: float) -> None:
     found = 0
     for m in run.results["measurements"]:
         stats = m["stats"]
-        rate = (stats.get("output_tokens_per_s") if m["benchmark"] == "capacity"
-                else m["value"] if m["benchmark"] == "throughput" else None)
+        rate = (
+            stats.get("output_tokens_per_s")
+            if m["benchmark"] == "capacity"
+            else m["value"]
+            if m["benchmark"] == "throughput"
+            else None
+        )
         if rate is None or "usd_per_million_output_tokens" not in stats:
             continue
         assert stats["pricing"]["usd_per_hour"] == usd_per_hour
         assert stats["usd_per_million_output_tokens"] == pytest.approx(
-            usd_per_hour / (rate * 3600) * 1e6)
+            usd_per_hour / (rate * 3600) * 1e6
+        )
         found += 1
     assert found
 
@@ -812,10 +1013,15 @@ def test_the_run_recorded_what_the_page_reads(real_run: Run) -> None:
         assert (real_run.measurement(model, "screen") is None) is (model == WORSE)
         for metric in METRICS:
             measured = real_run.measurement(model, metric)
-            assert measured is not None and measured["n"] == (ARITH_ITEMS if metric == "arith" else LIMIT)
+            assert measured is not None and measured["n"] == (
+                ARITH_ITEMS if metric == "arith" else LIMIT
+            )
             assert measured["value"] == pytest.approx(len(RIGHT[metric][model]) / measured["n"])
-    verdicts = {m["model"]: m["stats"]["verdict"] for m in real_run.results["measurements"]
-                if m["benchmark"] == "verdict:gsm8k"}
+    verdicts = {
+        m["model"]: m["stats"]["verdict"]
+        for m in real_run.results["measurements"]
+        if m["benchmark"] == "verdict:gsm8k"
+    }
     assert verdicts == {SAME: "matches", WORSE: "worse"}
     priced(real_run, 1.20)
 
@@ -833,7 +1039,8 @@ def ratio_verdict(low: float, high: float | None, tolerance: float = 0.10) -> st
 
 
 def test_the_capacity_runs_searched_their_servers_within_their_slots(
-    capacity_run: Run, capacity_only_run: Run,
+    capacity_run: Run,
+    capacity_only_run: Run,
 ) -> None:
     """The designs hold whatever else the machine runs: no capacity above a server's slots
     (a queued request waits a whole request, beyond the SLO), 0 for a first token later
@@ -842,7 +1049,8 @@ def test_the_capacity_runs_searched_their_servers_within_their_slots(
     is the paced servers' in real time: tests/test_capacity.py.)"""
     designs: list[tuple[Run, dict[str, int | None]]] = [
         (capacity_run, dict(CAPACITY_SLOTS)),
-        (capacity_only_run, {REFERENCE: 3, SAME: 4, WORSE: 0, UNREACHABLE: None})]
+        (capacity_only_run, {REFERENCE: 3, SAME: 4, WORSE: 0, UNREACHABLE: None}),
+    ]
     brackets: dict[tuple[int, str], tuple[int, int | None]] = {}
     for index, (run, slots) in enumerate(designs):
         for model, most in slots.items():
@@ -872,27 +1080,34 @@ def test_the_capacity_runs_searched_their_servers_within_their_slots(
         assert ratio["params"]["verdict"] == ratio_verdict(*ratio["stats"]["ratio_bracket"])
     broken = capacity_only_run.measurement(UNREACHABLE, "capacity")
     assert broken is not None and broken["stats"]["error"].startswith(
-        "the window at concurrency 1 broke its rules: request 0 produced 12 of 256 tokens")
+        "the window at concurrency 1 broke its rules: request 0 produced 12 of 256 tokens"
+    )
     assert capacity_only_run.measurement(UNREACHABLE, "capacity_ratio") is None
     priced(capacity_run, 0.10)
     priced(capacity_only_run, USD_PER_HOUR)
-    assert not any("pricing" in m["stats"] for m in
-                   capacity_run.results["measurements"]
-                   + capacity_only_run.results["measurements"]
-                   if m["benchmark"] not in ("capacity", "throughput"))
+    assert not any(
+        "pricing" in m["stats"]
+        for m in capacity_run.results["measurements"] + capacity_only_run.results["measurements"]
+        if m["benchmark"] not in ("capacity", "throughput")
+    )
 
 
 # --------------------------------------------------------------------------- every cell
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_each_accuracy_group_shows_its_verdict_difference_and_interval(real_run: Run, kind: str) -> None:
+def test_each_accuracy_group_shows_its_verdict_difference_and_interval(
+    real_run: Run, kind: str
+) -> None:
     _, table, _, _ = decision(real_run, kind)
     assert set(table) == {REFERENCE, *CANDIDATES}
     titles = list(table[SAME])
     # the user's own evaluation sits beside GSM8K's and BFCL's, in report order
     assert [t for t in titles if t.endswith(" verdict") and t.split()[0] in LABELS.values()] == [
-        "GSM8K verdict", "BFCL verdict", "arith verdict"]
+        "GSM8K verdict",
+        "BFCL verdict",
+        "arith verdict",
+    ]
     for candidate in CANDIDATES:
         for metric in METRICS:
             measured = real_run.measurement(candidate, f"verdict:{metric}")
@@ -936,7 +1151,9 @@ def check_throughput_cells(run: Run, kind: str, concurrency: int = 16) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_c16_throughput_cells_are_the_ratio_measurements(
-    real_run: Run, capacity_only_run: Run, kind: str,
+    real_run: Run,
+    capacity_only_run: Run,
+    kind: str,
 ) -> None:
     check_throughput_cells(real_run, kind)
     check_throughput_cells(capacity_only_run, kind)
@@ -953,7 +1170,8 @@ def test_cost_cells_at_c16_are_the_throughput_measurements(real_run: Run, kind: 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_capacity_and_cost_cells_are_the_capacity_measurements(
-    capacity_run: Run, kind: str,
+    capacity_run: Run,
+    kind: str,
 ) -> None:
     """Each capacity with its goodput (≥ the maximum, noted, where the search reached it), the
     capacity ratio with its search bracket and verdict, $/1M at each capacity and relative to
@@ -970,7 +1188,8 @@ def test_capacity_and_cost_cells_are_the_capacity_measurements(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_run_without_accuracy_shows_capacity_and_cost_and_says_why_there_is_no_answer(
-    capacity_only_run: Run, kind: str,
+    capacity_only_run: Run,
+    kind: str,
 ) -> None:
     """Capacity 0 (noted with why), a broken search (cannot conclude, with its error), the
     maximum reached; costs at capacity, none at capacity 0, none from a broken server."""
@@ -982,21 +1201,27 @@ def test_a_run_without_accuracy_shows_capacity_and_cost_and_says_why_there_is_no
     assert table[WORSE][CAPACITY].startswith("0 (misses the SLO at c1) [")
     broken = table[UNREACHABLE][CAPACITY]
     assert broken.startswith("cannot conclude [")
-    assert "capacity search did not conclude: the window at concurrency 1 broke its rules" in \
-        reason_of(broken, reasons)
+    assert (
+        "capacity search did not conclude: the window at concurrency 1 broke its rules"
+        in reason_of(broken, reasons)
+    )
     assert "cannot conclude (" in table[UNREACHABLE]["flags"]
     assert "capacity under the SLO" in table[UNREACHABLE]["flags"]
     same_at, same_usd = cost_of(run, SAME)
     _, reference_usd = cost_of(run, REFERENCE)
     assert same_usd is not None and reference_usd is not None
-    expected = (f"No answer: this run has no accuracy verdict against {REFERENCE}, so no "
-                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
-                "or your own). Not judged on accuracy: highest capacity under the "
-                f"SLO: {SAME} (≥4 concurrent requests); cheapest: {SAME} ($")
+    expected = (
+        f"No answer: this run has no accuracy verdict against {REFERENCE}, so no "
+        "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+        "or your own). Not judged on accuracy: highest capacity under the "
+        f"SLO: {SAME} (≥4 concurrent requests); cheapest: {SAME} ($"
+    )
     assert answer.startswith(expected), answer
-    cheapest = answer[len(expected) - 1:]
-    assert cheapest.endswith(f" {same_at}, {same_usd / reference_usd:.2f}× the reference's); "
-                             f"no cost for {WORSE} and {UNREACHABLE}.")
+    cheapest = answer[len(expected) - 1 :]
+    assert cheapest.endswith(
+        f" {same_at}, {same_usd / reference_usd:.2f}× the reference's); "
+        f"no cost for {WORSE} and {UNREACHABLE}."
+    )
     assert numbers(cheapest)[0] == pytest.approx(same_usd, rel=0.006)
     assert pareto == "No Pareto plot: no accuracy verdict to plot against."
 
@@ -1012,18 +1237,24 @@ def test_screening_cells_are_the_screen_measurements(real_run: Run, kind: str) -
         assert numbers(headroom) == pytest.approx([screen["stats"]["kv_headroom_gib"]], abs=0.051)
         assert headroom.endswith("(rejected)") is (not screen["stats"]["accepted"])
     # the Hub answers lack this one: its screening failed, and its cells say so
-    [failure] = [f for f in real_run.results["summary"]["failures"]
-                 if f["test_id"] == f"test_screen.py::test_screen[{WORSE}]"]
+    [failure] = [
+        f
+        for f in real_run.results["summary"]["failures"]
+        if f["test_id"] == f"test_screen.py::test_screen[{WORSE}]"
+    ]
     licence = table[WORSE]["licence"]
     assert licence.startswith("not screened [")
     why = reason_of(licence, reasons)
-    assert f"{WORSE}'s test_screen failed: {failure['message'].removeprefix('Failed: ')[:60]}" in why
+    assert (
+        f"{WORSE}'s test_screen failed: {failure['message'].removeprefix('Failed: ')[:60]}" in why
+    )
     assert "memory headroom" not in table[WORSE]  # said once, by the licence
     assert "failed tests (test_screen)" in table[WORSE]["flags"]
 
 
-def check_every_note_is_pointed_to(table: dict[str, dict[str, str]], reasons: list[str],
-                                   pointed: set[str]) -> None:
+def check_every_note_is_pointed_to(
+    table: dict[str, dict[str, str]], reasons: list[str], pointed: set[str]
+) -> None:
     """Every cell with a ``[n]`` points to a line; every other cell is a figure or a word of
     its own; every line is pointed to."""
     for row in table.values():
@@ -1043,25 +1274,37 @@ def test_a_group_no_model_was_measured_in_says_why_once(real_run: Run, kind: str
     table, in one line that points to why; every cell left points to a reason, and every
     reason is pointed to."""
     _, table, reasons, _ = decision(real_run, kind)
-    assert not any(m["benchmark"] in ("capacity", "capacity_ratio", "rate_capacity", "startup")
-                   for m in real_run.results["measurements"])
+    assert not any(
+        m["benchmark"] in ("capacity", "capacity_ratio", "rate_capacity", "startup")
+        for m in real_run.results["measurements"]
+    )
     text = decision_text(real_run, kind)
-    line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\]); req/s "
-                     r"under the SLO (\[\d+\]); cold start (\[\d+\])\.", text)
+    line = re.search(
+        r"Not measured for any model: capacity under the SLO (\[\d+\]); req/s "
+        r"under the SLO (\[\d+\]); cold start (\[\d+\])\.",
+        text,
+    )
     assert line is not None
     capacity, rate, start = line.groups()
-    assert ("no capacity measurement in this run (benches/test_capacity.py -m capacity, run "
-            "under --slo)") in reason_of(capacity, reasons)
-    assert reason_of(rate, reasons) == (f"{rate} no capacity in req/s in this run "
-                                        "(benches/test_open_loop.py -m rate_capacity, run "
-                                        "under --slo)")
-    assert reason_of(start, reasons) == (f"{start} no cold start in this run (benches/"
-                                         "test_startup.py -m startup; not for attached endpoints)")
+    assert (
+        "no capacity measurement in this run (benches/test_capacity.py -m capacity, run "
+        "under --slo)"
+    ) in reason_of(capacity, reasons)
+    assert reason_of(rate, reasons) == (
+        f"{rate} no capacity in req/s in this run "
+        "(benches/test_open_loop.py -m rate_capacity, run "
+        "under --slo)"
+    )
+    assert reason_of(start, reasons) == (
+        f"{start} no cold start in this run (benches/"
+        "test_startup.py -m startup; not for attached endpoints)"
+    )
     assert not any(column.startswith("capacity") for column in table[SAME])
     assert "cold start" not in table[SAME]
     assert COST in table[SAME] and RELATIVE_COST in table[SAME]
-    check_every_note_is_pointed_to(table, reasons, {reason_of(n, reasons)
-                                                    for n in (capacity, rate, start)})
+    check_every_note_is_pointed_to(
+        table, reasons, {reason_of(n, reasons) for n in (capacity, rate, start)}
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -1069,16 +1312,21 @@ def test_a_run_without_a_price_says_so_once(failed_reference_run: Run, kind: str
     """c16 throughput but no price: no cost anywhere, and the one line says how to give one."""
     run = failed_reference_run
     assert run.measurement(REFERENCE, "throughput", concurrency=16) is not None
-    assert not any("pricing" in m["stats"] or "usd_per_million_output_tokens" in m["stats"]
-                   for m in run.results["measurements"])
+    assert not any(
+        "pricing" in m["stats"] or "usd_per_million_output_tokens" in m["stats"]
+        for m in run.results["measurements"]
+    )
     _, table, reasons, _ = decision(run, kind)
-    line = re.search(r"Not measured for any model: capacity under the SLO (\[\d+\]); "
-                     r"req/s under the SLO \[\d+\]; cost (\[\d+\]); cold start \[\d+\]\.",
-                     decision_text(run, kind))
+    line = re.search(
+        r"Not measured for any model: capacity under the SLO (\[\d+\]); "
+        r"req/s under the SLO \[\d+\]; cost (\[\d+\]); cold start \[\d+\]\.",
+        decision_text(run, kind),
+    )
     assert line is not None
     assert reason_of(line.group(2), reasons) == (
         f"{line.group(2)} no price: give --usd-per-hour or a [pricing] table in the sweep (no "
-        "cost is ever assumed)")
+        "cost is ever assumed)"
+    )
     assert not any(column.startswith(("capacity", "$/1M", "cost")) for column in table[SAME])
     assert "c16 ratio [95% interval]" in table[SAME]
 
@@ -1100,17 +1348,25 @@ def test_flags_come_from_the_throughput_measurements(real_run: Run, kind: str) -
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_slo_and_the_price_are_stated_once_under_the_table(
-    real_run: Run, capacity_run: Run, capacity_only_run: Run, kind: str,
+    real_run: Run,
+    capacity_run: Run,
+    capacity_only_run: Run,
+    kind: str,
 ) -> None:
-    tpu = ("price $1.2/h (Google Cloud TPU pricing, v5e on-demand, 2026-11-30)")
+    tpu = "price $1.2/h (Google Cloud TPU pricing, v5e on-demand, 2026-11-30)"
     example = "price $0.1/h (a price for this test, 2026-11-30), an example price"
     given = f"price ${USD_PER_HOUR:g}/h (--usd-per-hour)"
     slo = f"SLO: {SLO}"
-    capacity_note = ("capacity: the most concurrent requests (up to the server's maximum) at "
-                     "which 90% of requests meet it")
+    capacity_note = (
+        "capacity: the most concurrent requests (up to the server's maximum) at "
+        "which 90% of requests meet it"
+    )
     bracket = "with its 90% interval"
-    for run, price, capacity in ((real_run, tpu, False), (capacity_run, example, True),
-                                 (capacity_only_run, given, True)):
+    for run, price, capacity in (
+        (real_run, tpu, False),
+        (capacity_run, example, True),
+        (capacity_only_run, given, True),
+    ):
         text = decision_text(run, kind)
         notes = notes_line(run, kind)
         assert notes.endswith(price) and text.count(price) == 1
@@ -1127,16 +1383,20 @@ def test_the_capacity_cell_tells_the_goodput_and_attainment_at_the_capacity(
         measured = capacity_run.measurement(model, "capacity")
         assert measured is not None
         stats = measured["stats"]
-        [step] = [s for s in stats["steps"] if s["concurrency"] == stats["capacity"]
-                  and s["passed"]]
+        [step] = [
+            s for s in stats["steps"] if s["concurrency"] == stats["capacity"] and s["passed"]
+        ]
         tip = titles[model]
-        assert (f"at c{stats['capacity']}: {100 * stats['slo_attainment']:.0f}% of requests met "
-                f"the SLO ({step['good']}/{step['requests']}), goodput ") in tip, tip
+        assert (
+            f"at c{stats['capacity']}: {100 * stats['slo_attainment']:.0f}% of requests met "
+            f"the SLO ({step['good']}/{step['requests']}), goodput "
+        ) in tip, tip
         shown = stats["bracket"][0] if stats["bracket"][1] else f"≥ {stats['bracket'][0]}"
         assert f"; 95% interval {shown}" in tip and f"(bracket [{stats['bracket'][0]}, " in tip
         # the one noted, a search that reached the maximum, says so first
         assert tip.startswith(f"{model}: meets the SLO at the server's maximum") is (
-            stats["bracket"][1] is None)
+            stats["bracket"][1] is None
+        )
 
 
 # --------------------------------------------------------------------------- answer and Pareto
@@ -1144,58 +1404,82 @@ def test_the_capacity_cell_tells_the_goodput_and_attainment_at_the_capacity(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_answer_names_the_candidates_that_hold_the_references_accuracy(
-    real_run: Run, kind: str,
+    real_run: Run,
+    kind: str,
 ) -> None:
     answer, _, _, _ = decision(real_run, kind)
-    holding = [c for c in CANDIDATES if all(
-        (m := real_run.measurement(c, f"verdict:{metric}")) is not None
-        and m["stats"]["verdict"] in HOLDS for metric in METRICS)]
+    holding = [
+        c
+        for c in CANDIDATES
+        if all(
+            (m := real_run.measurement(c, f"verdict:{metric}")) is not None
+            and m["stats"]["verdict"] in HOLDS
+            for metric in METRICS
+        )
+    ]
     assert holding == [SAME]
-    prefix = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K, BFCL, arith)"
-              f"{output_rates_said(real_run, [SAME], 16)}; not {WORSE} (worse on GSM8K")
+    prefix = (
+        f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K, BFCL, arith)"
+        f"{output_rates_said(real_run, [SAME], 16)}; not {WORSE} (worse on GSM8K"
+    )
     assert answer.startswith(prefix), answer
     # no capacity: the cheapest at c16, and how it compares with the reference's cost
     at, usd = cost_of(real_run, SAME)
     _, reference_usd = cost_of(real_run, REFERENCE)
     assert at == "at c16" and usd is not None and reference_usd is not None
     cheapest = answer.split(f"; cheapest: {SAME} ($", 1)[1]
-    assert cheapest.endswith(f"/1M output tokens at c16, {usd / reference_usd:.2f}× the "
-                             "reference's).")
+    assert cheapest.endswith(
+        f"/1M output tokens at c16, {usd / reference_usd:.2f}× the reference's)."
+    )
     assert numbers(cheapest)[0] == pytest.approx(usd, rel=0.006)
     assert "highest capacity" not in answer
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_answer_picks_capacity_and_cost_among_the_candidates_that_hold_accuracy(
-    capacity_run: Run, kind: str,
+    capacity_run: Run,
+    kind: str,
 ) -> None:
     """The candidate that fails on accuracy has more slots (a capacity and a cost at least
     as good, the CPU allowing); the answer names the one that holds it."""
     answer, _, _, _ = decision(capacity_run, kind)
-    verdicts = {c: m["stats"]["verdict"] for c in CANDIDATES
-                if (m := capacity_run.measurement(c, "verdict:gsm8k")) is not None}
+    verdicts = {
+        c: m["stats"]["verdict"]
+        for c in CANDIDATES
+        if (m := capacity_run.measurement(c, "verdict:gsm8k")) is not None
+    }
     assert verdicts == {SAME: "matches", WORSE: "worse"}
     capacities = {m: capacity_run.measurement(m, "capacity") for m in CANDIDATES}
     assert all(c is not None for c in capacities.values())
     same = capacities[SAME]["stats"]["capacity"]  # type: ignore[index]
     (at, usd), (_, worse_usd), (_, reference_usd) = (
-        cost_of(capacity_run, m) for m in (SAME, WORSE, REFERENCE))
+        cost_of(capacity_run, m) for m in (SAME, WORSE, REFERENCE)
+    )
     assert usd is not None and worse_usd is not None and reference_usd is not None
-    expected = (f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K); not {WORSE} "
-                f"(worse on GSM8K); highest capacity under the SLO: {SAME} ({same} concurrent "
-                f"requests); cheapest: {SAME} ($")
+    expected = (
+        f"{SAME} matches {REFERENCE} on every accuracy verdict (GSM8K); not {WORSE} "
+        f"(worse on GSM8K); highest capacity under the SLO: {SAME} ({same} concurrent "
+        f"requests); cheapest: {SAME} ($"
+    )
     assert answer.startswith(expected), answer
-    cheapest = answer[len(expected) - 1:]
-    assert cheapest.endswith(f"/1M output tokens {at}, {usd / reference_usd:.2f}× the "
-                             "reference's).")
+    cheapest = answer[len(expected) - 1 :]
+    assert cheapest.endswith(
+        f"/1M output tokens {at}, {usd / reference_usd:.2f}× the reference's)."
+    )
     assert numbers(cheapest)[0] == pytest.approx(usd, rel=0.006)
 
 
 def independent_front(points: dict[str, tuple[float, float]]) -> set[str]:
     """The models no other model beats on both axes (higher is better on both)."""
-    return {name for name, (x, y) in points.items()
-            if not any(ox >= x and oy >= y and (ox > x or oy > y)
-                       for other, (ox, oy) in points.items() if other != name)}
+    return {
+        name
+        for name, (x, y) in points.items()
+        if not any(
+            ox >= x and oy >= y and (ox > x or oy > y)
+            for other, (ox, oy) in points.items()
+            if other != name
+        )
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -1217,7 +1501,8 @@ def test_the_pareto_front_is_the_undominated_models(real_run: Run, kind: str) ->
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_without_c16_ratios_the_pareto_front_is_against_relative_cost(
-    capacity_run: Run, kind: str,
+    capacity_run: Run,
+    kind: str,
 ) -> None:
     _, _, _, line = decision(capacity_run, kind)
     _, reference_usd = cost_of(capacity_run, REFERENCE)
@@ -1242,9 +1527,12 @@ def pareto_svg(run: Run) -> str:
     import base64
 
     start = run.html.index('<section class="modelsweep" id="modelsweep-decision">')
-    section = run.html[start:run.html.index("</section>", start)]
-    match = re.search(r'<figure class="ms-plot ms-pareto"><img alt="Pareto plot[^"]*" '
-                      r'src="data:image/svg\+xml;base64,([^"]+)"', section)
+    section = run.html[start : run.html.index("</section>", start)]
+    match = re.search(
+        r'<figure class="ms-plot ms-pareto"><img alt="Pareto plot[^"]*" '
+        r'src="data:image/svg\+xml;base64,([^"]+)"',
+        section,
+    )
     assert match is not None
     return base64.b64decode(match.group(1)).decode("utf-8")
 
@@ -1252,7 +1540,8 @@ def pareto_svg(run: Run) -> str:
 @pytest.mark.skipif(not matplotlib_available(), reason="matplotlib is not installed")
 @pytest.mark.parametrize("which", ["real_run", "capacity_run"])
 def test_the_pareto_plot_marks_the_front_in_the_html(
-    request: pytest.FixtureRequest, which: str,
+    request: pytest.FixtureRequest,
+    which: str,
 ) -> None:
     run: Run = request.getfixturevalue(which)
     svg = pareto_svg(run)
@@ -1260,7 +1549,8 @@ def test_the_pareto_plot_marks_the_front_in_the_html(
     front = line.split("): ", 1)[1].rstrip(".").split(", ")
     for model in (REFERENCE, *CANDIDATES):
         assert (f"{model} (front)" in svg or f"{model} (reference) (front)" in svg) is (
-            model in front), model
+            model in front
+        ), model
     assert ("Pareto front" in svg) is (len(front) > 1)  # the step line, from point to point
     assert "matches the reference on every accuracy verdict" in svg
     against = "throughput" if which == "real_run" else "cost"
@@ -1269,7 +1559,8 @@ def test_the_pareto_plot_marks_the_front_in_the_html(
 
 def test_the_page_comes_first_in_both_reports(real_run: Run) -> None:
     assert real_run.markdown.index("### Decision: which model to serve") < real_run.markdown.index(
-        "### Verdicts")
+        "### Verdicts"
+    )
     page = real_run.html.index('id="modelsweep-decision"')
     assert page < real_run.html.index('id="modelsweep-summary"')
     assert page < real_run.html.index('<p class="run-count">')  # above pytest-html's counts
@@ -1279,7 +1570,9 @@ def test_the_page_comes_first_in_both_reports(real_run: Run) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_failed_reference_item_stops_the_verdict_cell(failed_reference_run: Run, kind: str) -> None:
+def test_a_failed_reference_item_stops_the_verdict_cell(
+    failed_reference_run: Run, kind: str
+) -> None:
     run = failed_reference_run
     assert not any(m["benchmark"].startswith("verdict:") for m in run.results["measurements"])
     reference = run.measurement(REFERENCE, "gsm8k")
@@ -1290,7 +1583,7 @@ def test_a_failed_reference_item_stops_the_verdict_cell(failed_reference_run: Ru
     for candidate in CANDIDATES:
         cell = table[candidate]["GSM8K verdict"]
         assert cell.startswith("cannot conclude [")
-        assert not any(word in cell for word in HOLDS + ("worse", "inconclusive"))
+        assert not any(word in cell for word in (*HOLDS, "worse", "inconclusive"))
         why = reason_of(cell, reasons)
         assert f"1 of 6 gsm8k items of the reference {REFERENCE} failed" in why
         assert "HTTP 500" in why
@@ -1302,11 +1595,17 @@ def test_a_failed_reference_item_stops_the_verdict_cell(failed_reference_run: Ru
     assert UNREACHABLE not in table
     unplaced = [f for f in failed_tests(run) if f"[{UNREACHABLE}" in f]
     assert unplaced
-    assert re.search(rf"Not in the table: {len(unplaced)} failed tests of models that recorded "
-                     rf"nothing: test_accuracy\.py::test_gsm8k\[{UNREACHABLE}\]: ",
-                     decision_text(run, kind)) is not None
-    assert answer.startswith(f"No answer: no candidate matches {REFERENCE} on every accuracy "
-                             "verdict (GSM8K): ")
+    assert (
+        re.search(
+            rf"Not in the table: {len(unplaced)} failed tests of models that recorded "
+            rf"nothing: test_accuracy\.py::test_gsm8k\[{UNREACHABLE}\]: ",
+            decision_text(run, kind),
+        )
+        is not None
+    )
+    assert answer.startswith(
+        f"No answer: no candidate matches {REFERENCE} on every accuracy verdict (GSM8K): "
+    )
     for candidate in CANDIDATES:
         said = re.search(rf"{candidate} cannot conclude on GSM8K (\[\d+\])", answer)
         assert said is not None
@@ -1329,8 +1628,11 @@ the decision page's Pareto plot."""
 def test_the_main_job_measured_throughput_at_c4_only(main_job_run: Run) -> None:
     """README's main job's selection: BFCL and its verdicts, throughput and ratios at c4."""
     run = main_job_run
-    measured = {(m["benchmark"], m["params"].get("concurrency")) for m in run.results["measurements"]
-                if m["benchmark"] in ("throughput", "throughput_ratio")}
+    measured = {
+        (m["benchmark"], m["params"].get("concurrency"))
+        for m in run.results["measurements"]
+        if m["benchmark"] in ("throughput", "throughput_ratio")
+    }
     assert measured == {("throughput", 4), ("throughput_ratio", 4)}, measured
     assert not any(m["benchmark"] in ("gsm8k", "capacity") for m in run.results["measurements"])
     for candidate in CANDIDATES:
@@ -1340,7 +1642,8 @@ def test_the_main_job_measured_throughput_at_c4_only(main_job_run: Run) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_run_measured_at_c4_is_compared_priced_and_plotted_at_c4(
-    main_job_run: Run, kind: str,
+    main_job_run: Run,
+    kind: str,
 ) -> None:
     """The page compares at the highest concurrency both sides were measured at: its answer
     names each candidate's output rate against the reference's at c4, its cells are the c4
@@ -1353,8 +1656,11 @@ def test_a_run_measured_at_c4_is_compared_priced_and_plotted_at_c4(
         ratio = run.measurement(candidate, "throughput_ratio", concurrency=4)
         assert ratio is not None
         ratios[candidate] = ratio["value"]
-    holding = sorted(c for c in CANDIDATES if (m := run.measurement(c, "verdict:bfcl"))
-                     is not None and m["stats"]["verdict"] in HOLDS)  # the page's order
+    holding = sorted(
+        c
+        for c in CANDIDATES
+        if (m := run.measurement(c, "verdict:bfcl")) is not None and m["stats"]["verdict"] in HOLDS
+    )  # the page's order
     assert holding, answer
     assert f" {REFERENCE} on " in answer, answer
     assert output_rates_said(run, holding, 4) in answer, answer
@@ -1370,27 +1676,34 @@ def test_a_run_measured_at_c4_is_compared_priced_and_plotted_at_c4(
         points[candidate] = (ratios[candidate], verdict["stats"]["difference"])
     named = pareto.split("): ", 1)[1].rstrip(".").split(", ")
     assert set(named) == independent_front(points)
-    assert "ratio: candidate ÷ reference output tokens/s at 4 concurrent requests" in \
-        notes_line(run, kind)
+    assert "ratio: candidate ÷ reference output tokens/s at 4 concurrent requests" in notes_line(
+        run, kind
+    )
 
 
 @pytest.mark.skipif(not matplotlib_available(), reason="matplotlib is not installed")
 def test_a_run_measured_at_c4_draws_its_pareto_plot_in_a_browser(
-    main_job_run: Run, tmp_path: Path,
+    main_job_run: Run,
+    tmp_path: Path,
 ) -> None:
     """The Pareto plot of a run measured at c4 is in the HTML, and a real Chromium draws it
     under the answer that names the c4 output rates."""
     svg = pareto_svg(main_job_run)
     assert "Accuracy against throughput" in svg and "throughput at c4" in svg
     if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium): the rendered "
-                    "page is not checked")
+        pytest.skip(
+            "chromium is not installed (apt-get install -y chromium): the rendered "
+            "page is not checked"
+        )
     copy = tmp_path / "r.html"
-    copy.write_text(main_job_run.html.replace("</body>", PARETO_SHOWN + "</body>"),
-                    encoding="utf-8")
+    copy.write_text(
+        main_job_run.html.replace("</body>", PARETO_SHOWN + "</body>"), encoding="utf-8"
+    )
     page = parse(chromium(copy, tmp_path / "profile", "--window-size=1400,2000", "--dump-dom"))
     words = page.title.split()
     assert words[0] == "pareto" and len(words) == 3, page.title
     assert int(words[1]) > 100 and int(words[2]) > 100, page.title
-    assert "its output rate at c4" in page.decision_answer \
-        or f"output rate vs {REFERENCE} not decided" in page.decision_answer, page.decision_answer
+    assert (
+        "its output rate at c4" in page.decision_answer
+        or f"output rate vs {REFERENCE} not decided" in page.decision_answer
+    ), page.decision_answer

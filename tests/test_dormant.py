@@ -126,12 +126,14 @@ def test_modelsweep_tests_refuse_a_dist_mode_that_splits_a_model(
     )
     result = pytester.runpytest_subprocess(*TWO_WORKERS, "--dist", dist)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        f"ERROR: --dist {dist} would spread one model's tests over several xdist workers, but "
-        "each model's server must run on exactly one worker (one chip per model): use -n N "
-        "alone (modelsweep then schedules by model), or --dist each to measure every model on "
-        "every worker"
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --dist {dist} would spread one model's tests over several xdist workers, but "
+            "each model's server must run on exactly one worker (one chip per model): use -n N "
+            "alone (modelsweep then schedules by model), or --dist each to measure every model on "
+            "every worker"
+        ]
+    )
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 

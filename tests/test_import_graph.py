@@ -32,8 +32,19 @@ FLOORS_END = "<!-- end of floors -->"
 # The floors, top first: a module may import its own floor and the floors below it, never one
 # above. The package's top level holds only __init__ (the public names, from api/) and the two
 # entry points, plugin.py (pytest) and cli.py (the modelsweep command).
-FLOORS = ("pytest", "report", "judging", "workloads", "scoring", "data", "serving", "client",
-          "store", "api", "core")
+FLOORS = (
+    "pytest",
+    "report",
+    "judging",
+    "workloads",
+    "scoring",
+    "data",
+    "serving",
+    "client",
+    "store",
+    "api",
+    "core",
+)
 ENTRY_POINTS = ("plugin", "cli")
 # Only the pytest layer (and the plugin entry point) may import pytest.
 PYTEST_LAYER = ("pytest", "plugin")
@@ -132,13 +143,15 @@ def test_no_import_circles() -> None:
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The graph between the package's floors: ``serving.pool`` counts as ``serving``."""
+
     def floor(name: str) -> str:
         return ".".join(name.split(".")[:2])
 
     floors: dict[str, set[str]] = {}
     for name, targets in graph.items():
         floors.setdefault(floor(name), set()).update(
-            floor(t) for t in targets if floor(t) != floor(name))
+            floor(t) for t in targets if floor(t) != floor(name)
+        )
     return floors
 
 
@@ -161,11 +174,15 @@ def floor_of(name: str) -> str:
 
 
 def test_the_top_level_holds_only_the_entry_points() -> None:
-    top = sorted(floor_of(name) for name, path in modules().items()
-                 if path.parent == ROOT and path.name != "__init__.py")
+    top = sorted(
+        floor_of(name)
+        for name, path in modules().items()
+        if path.parent == ROOT and path.name != "__init__.py"
+    )
     assert top == sorted(ENTRY_POINTS)
-    assert sorted(p.name for p in ROOT.iterdir()
-                  if p.is_dir() and (p / "__init__.py").exists()) == sorted(FLOORS)
+    assert sorted(
+        p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    ) == sorted(FLOORS)
 
 
 def test_no_floor_imports_a_floor_above_it() -> None:
@@ -177,7 +194,7 @@ def test_no_floor_imports_a_floor_above_it() -> None:
             continue
         for target in targets:
             there = floor_of(target)
-            if there in ENTRY_POINTS or there == "" and target != name:
+            if there in ENTRY_POINTS or (there == "" and target != name):
                 offenders.append(f"{name} imports {target} (an entry point above every floor)")
             elif there in rank and rank[there] < rank[here]:
                 offenders.append(f"{name} ({here}) imports {target} ({there}, a floor above)")
@@ -191,10 +208,15 @@ def test_only_the_pytest_layer_imports_pytest() -> None:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""])
-                if any(n == "pytest" or n.startswith(("pytest.", "_pytest", "xdist", "pytest_html"))
-                       for n in names):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                )
+                if any(
+                    n == "pytest" or n.startswith(("pytest.", "_pytest", "xdist", "pytest_html"))
+                    for n in names
+                ):
                     offenders.append(f"{name}:{node.lineno} imports {names[0]}")
     assert offenders == []
 
@@ -228,19 +250,31 @@ def module_map() -> list[str]:
                 lines += _map_line(name, graph[name])
     arrows = sum(len(targets) for targets in graph.values())
     found = cycles(graph)
-    lines += ["", f"{len(graph)} modules, {arrows} import arrows between them, "
-                  + (f"circles: {found}" if found else "no circles")]
+    lines += [
+        "",
+        f"{len(graph)} modules, {arrows} import arrows between them, "
+        + (f"circles: {found}" if found else "no circles"),
+    ]
     return lines
 
 
 def _map_line(name: str, targets: set[str]) -> list[str]:
     """One module and what it imports, wrapped at :data:`MAP_WIDTH`."""
     short = name.removeprefix(f"{PACKAGE}.") if name != PACKAGE else PACKAGE
-    imported = ", ".join(sorted(t.removeprefix(f"{PACKAGE}.") if t != PACKAGE else PACKAGE
-                                for t in targets)) or "-"
+    imported = (
+        ", ".join(
+            sorted(t.removeprefix(f"{PACKAGE}.") if t != PACKAGE else PACKAGE for t in targets)
+        )
+        or "-"
+    )
     head = f"  {short:26s} -> "
-    return textwrap.wrap(imported, MAP_WIDTH, initial_indent=head,
-                         subsequent_indent=" " * len(head), break_on_hyphens=False)
+    return textwrap.wrap(
+        imported,
+        MAP_WIDTH,
+        initial_indent=head,
+        subsequent_indent=" " * len(head),
+        break_on_hyphens=False,
+    )
 
 
 def module_map_block() -> str:
@@ -251,11 +285,14 @@ def module_map_block() -> str:
 def _between(text: str, start: str, end: str) -> tuple[int, int]:
     """Where the text between the ``start`` and ``end`` marker lines is; ValueError naming the
     markers when the doc lacks them."""
-    match = re.search(re.escape(start) + r"\n(.*?)^" + re.escape(end) + r"$", text,
-                      re.DOTALL | re.MULTILINE)
+    match = re.search(
+        re.escape(start) + r"\n(.*?)^" + re.escape(end) + r"$", text, re.DOTALL | re.MULTILINE
+    )
     if match is None:
-        raise ValueError(f"{DOC.relative_to(ROOT.parent)} has no {start} ... {end} block; "
-                         "put the two marker lines where it belongs")
+        raise ValueError(
+            f"{DOC.relative_to(ROOT.parent)} has no {start} ... {end} block; "
+            "put the two marker lines where it belongs"
+        )
     return match.span(1)
 
 
@@ -275,14 +312,16 @@ def test_the_architecture_doc_shows_todays_module_map() -> None:
     text = DOC.read_text()
     begin, end = _between(text, MAP_START, MAP_END)
     assert text[begin:end] == module_map_block(), (
-        f"docs/architecture.md's module map is not the package's imports: run {WRITE_DOCS}")
+        f"docs/architecture.md's module map is not the package's imports: run {WRITE_DOCS}"
+    )
 
 
 def test_the_architecture_doc_draws_every_floor_in_order() -> None:
     text = DOC.read_text()
     assert drawn_floors(text) == list(FLOORS), (
         "docs/architecture.md's drawing of the floors must name each floor of FLOORS, top "
-        "first, at the start of a line (`name/`)")
+        "first, at the start of a line (`name/`)"
+    )
     begin, end = _between(text, FLOORS_START, FLOORS_END)
     assert all(f"{entry}.py" in text[begin:end] for entry in ENTRY_POINTS)
 
@@ -316,8 +355,10 @@ if __name__ == "__main__":
             changed = write_docs()
         except ValueError as error:
             sys.exit(str(error))
-        print(f"{DOC.relative_to(ROOT.parent)}: module map "
-              + ("rewritten" if changed else "already up to date"))
+        print(
+            f"{DOC.relative_to(ROOT.parent)}: module map "
+            + ("rewritten" if changed else "already up to date")
+        )
     elif sys.argv[1:]:
         sys.exit(f"usage: python tests/test_import_graph.py [--write-docs] (got {sys.argv[1:]})")
     else:

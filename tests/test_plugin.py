@@ -40,15 +40,20 @@ def results_of(pytester: pytest.Pytester, name: str = "results.json") -> dict:
 def test_help_shows_the_option_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*LLM serving benchmarks (pytest-modelsweep)*"])
-    for option in ("--model=NAME", "--reference=NAME", "--sweep=PATH", "--endpoint=NAME=URL",
-                   "--results=PATH"):
+    for option in (
+        "--model=NAME",
+        "--reference=NAME",
+        "--sweep=PATH",
+        "--endpoint=NAME=URL",
+        "--results=PATH",
+    ):
         result.stdout.fnmatch_lines([f"*{option}*"])
 
 
 def test_ids_start_with_the_model_and_models_run_together(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(RECORDING_TEST)
     result = pytester.runpytest("--collect-only", "-q")
-    lines = [l for l in result.stdout.lines if "::" in l]
+    lines = [line for line in result.stdout.lines if "::" in line]
     assert lines == [
         "test_ids_start_with_the_model_and_models_run_together.py::test_bench[gemma3-270m-c1]",
         "test_ids_start_with_the_model_and_models_run_together.py::test_bench[gemma3-270m-c4]",
@@ -66,9 +71,9 @@ def test_ids_start_with_the_model_and_models_run_together(pytester: pytest.Pytes
 def test_model_option_selects_that_model_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(RECORDING_TEST)
     result = pytester.runpytest("--collect-only", "-q", "--model", "smollm2-135m")
-    ids = [l for l in result.stdout.lines if "::" in l]
-    assert ids and all("gemma3-270m" not in l for l in ids)
-    assert sum("smollm2-135m" in l for l in ids) == 3
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids and all("gemma3-270m" not in line for line in ids)
+    assert sum("smollm2-135m" in line for line in ids) == 3
 
 
 def test_unknown_model_is_a_usage_error_listing_known_names(
@@ -78,8 +83,10 @@ def test_unknown_model_is_a_usage_error_listing_known_names(
     result = run_both_ways("--model", "qwen9")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*unknown model 'qwen9' in sweep 'embedded'*known models: gemma3-270m, smollm2-135m, "
-         "qwen2.5-coder-0.5b"]
+        [
+            "*unknown model 'qwen9' in sweep 'embedded'*known models: gemma3-270m, smollm2-135m, "
+            "qwen2.5-coder-0.5b"
+        ]
     )
 
 
@@ -88,11 +95,15 @@ def test_malformed_sweep_is_a_usage_error_naming_the_key(
 ) -> None:
     pytester.makepyfile(RECORDING_TEST)
     sweep = pytester.path / "bad.toml"
-    sweep.write_text('[sweep]\nname="x"\nreference="a"\n[serving]\nbackend="tgi"\n'
-                     '[models.a]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n')
+    sweep.write_text(
+        '[sweep]\nname="x"\nreference="a"\n[serving]\nbackend="tgi"\n'
+        '[models.a]\nsource="embedded:x"\nlicense="mit"\nprompting="chat"\n'
+    )
     result = run_both_ways("--sweep", str(sweep))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{sweep}: serving.backend: expected one of 'llamacpp'*got 'tgi'"])
+    result.stderr.fnmatch_lines(
+        [f"*{sweep}: serving.backend: expected one of 'llamacpp'*got 'tgi'"]
+    )
 
 
 def test_measurements_reach_the_results_file_even_from_failed_tests(
@@ -129,16 +140,22 @@ def test_a_value_that_is_not_a_number_fails_its_test_alone_with_one_line(
             record_measurement("mine", 2.5, "ratio", 1)
         """
     )
-    result = pytester.runpytest("--model", "smollm2-135m", "--results", "results.json",
-                                "--store", "s.sqlite")
+    result = pytester.runpytest(
+        "--model", "smollm2-135m", "--results", "results.json", "--store", "s.sqlite"
+    )
     result.assert_outcomes(passed=1, failed=2)
     for shown in ("nan", "-inf"):
-        result.stdout.fnmatch_lines([f"*record_measurement('mine'): its value is {shown}, not a "
-                                     "finite number; record what was measured, or fail the "
-                                     "test where nothing was"])
+        result.stdout.fnmatch_lines(
+            [
+                f"*record_measurement('mine'): its value is {shown}, not a "
+                "finite number; record what was measured, or fail the "
+                "test where nothing was"
+            ]
+        )
     assert "Traceback" not in result.stdout.str() and "cannot write" not in result.stdout.str()
-    assert [(m["test_id"].split("::")[1], m["value"])
-            for m in results_of(pytester)["measurements"]] == [("test_ok[smollm2-135m]", 2.5)]
+    assert [
+        (m["test_id"].split("::")[1], m["value"]) for m in results_of(pytester)["measurements"]
+    ] == [("test_ok[smollm2-135m]", 2.5)]
     ((stored,),) = raw_sql(str(pytester.path / "s.sqlite"), "SELECT value FROM measurements")[0]
     assert stored == 2.5
 
@@ -154,7 +171,10 @@ def test_workers_hand_measurements_to_the_controller(pytester: pytest.Pytester) 
         if m["benchmark"] == "fake-bench":
             workers.setdefault(m["model"], set()).add(m["params"]["worker"])
     # every model's tests ran on exactly one worker (the loadgroup regression guard)
-    assert {model: len(ws) for model, ws in workers.items()} == {"gemma3-270m": 1, "smollm2-135m": 1}
+    assert {model: len(ws) for model, ws in workers.items()} == {
+        "gemma3-270m": 1,
+        "smollm2-135m": 1,
+    }
     assert all(w.startswith("gw") for ws in workers.values() for w in ws)
 
 
@@ -171,8 +191,9 @@ def test_many_models_stay_on_one_worker_each(pytester: pytest.Pytester) -> None:
             record_measurement("w", 0, "", 1, params={"worker": os.environ["PYTEST_XDIST_WORKER"]})
         """
     )
-    result = pytester.runpytest_subprocess(*TWO_WORKERS, "--sweep", str(sweep),
-                                           "--results", "results.json")
+    result = pytester.runpytest_subprocess(
+        *TWO_WORKERS, "--sweep", str(sweep), "--results", "results.json"
+    )
     result.assert_outcomes(passed=36)
     workers: dict[str, set[str]] = {}
     for m in results_of(pytester)["measurements"]:
@@ -193,18 +214,24 @@ def test_unreachable_endpoint_fails_that_test_with_one_line(
             pass
         """
     )
-    result = run_both_ways("--model", "smollm2-135m",
-                           "--endpoint", "smollm2-135m=http://127.0.0.1:9")
+    result = run_both_ways(
+        "--model", "smollm2-135m", "--endpoint", "smollm2-135m=http://127.0.0.1:9"
+    )
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines([
-        "*http://127.0.0.1:9/v1/models did not answer (ConnectError*check that the server is "
-        "running and the URL (scheme, host, port) is right"
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*http://127.0.0.1:9/v1/models did not answer (ConnectError*check that the server is "
+            "running and the URL (scheme, host, port) is right"
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
     # the setup failure is shown once: no chained "During handling..." copy, no fixture dump
     assert "During handling" not in result.stdout.str()
-    body = [line for line in result.stdout.lines
-            if "did not answer (ConnectError" in line and not line.startswith("ERROR ")]
+    body = [
+        line
+        for line in result.stdout.lines
+        if "did not answer (ConnectError" in line and not line.startswith("ERROR ")
+    ]
     assert len(body) == 1  # (the short summary repeats it under CI=true, as pytest does there)
 
 
@@ -226,7 +253,9 @@ def test_bad_numeric_options(pytester: pytest.Pytester, run_both_ways: RunPytest
 
 @pytest.mark.parametrize("pause", ["", "sleep 0.3; "], ids=["ends-at-once", "reads-first"])
 def test_an_ssh_worker_host_not_reached_is_one_usage_error_line(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pause: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    pause: str,
 ) -> None:
     """``--tx ssh=HOST`` whose ssh fails (status 255: here a stand-in ssh on PATH) is one line
     naming the host and the check, not an INTERNALERROR."""
@@ -242,11 +271,18 @@ def test_an_ssh_worker_host_not_reached_is_one_usage_error_line(
     assert [line for line in result.stderr.lines if line.startswith("ERROR:")] == [
         "ERROR: xdist could not reach nosuchhost.invalid over ssh (ssh ended before the worker "
         "started: an unknown host, no route or a refused login): check the --tx spec and that "
-        "`ssh nosuchhost.invalid python3 -c pass` works"]
+        "`ssh nosuchhost.invalid python3 -c pass` works"
+    ]
 
 
-def test_holm_with_xdist_is_a_usage_error_naming_the_two_step_way(pytester: pytest.Pytester) -> None:
+def test_holm_with_xdist_is_a_usage_error_naming_the_two_step_way(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("--holm", *TWO_WORKERS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--holm compares every candidate at once*run `pytest benches -m verdict --holm` without -n*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*--holm compares every candidate at once*run `pytest benches -m verdict --holm` without -n*"
+        ]
+    )

@@ -54,8 +54,10 @@ def servers() -> Iterator[tuple[ListingServer, ListingServer]]:
     """The reference's server and a candidate's a tenth as fast (chunk delays): the windows
     are six tokens long, so a stall of the machine moves one by a third or more (CV 30% seen
     in CI), and a ratio of 0.25 was then not surely below 1 from 3 repeats; 0.1 is."""
-    with ListingServer("ref-served", chunk_delay_s=0.002) as reference, \
-            ListingServer("cand-served", chunk_delay_s=0.02) as candidate:
+    with (
+        ListingServer("ref-served", chunk_delay_s=0.002) as reference,
+        ListingServer("cand-served", chunk_delay_s=0.02) as candidate,
+    ):
         yield reference, candidate
 
 
@@ -69,13 +71,20 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def options(servers: tuple[ListingServer, ListingServer], *args: str) -> list[str]:
     """The public-API test's options, with three repeats of each throughput window."""
-    return api_options(servers, "--repeats=3", "--contended-cores=64", "--contended-steal=1", "--results=results.json",
-                       *args)
+    return api_options(
+        servers,
+        "--repeats=3",
+        "--contended-cores=64",
+        "--contended-steal=1",
+        "--results=results.json",
+        *args,
+    )
 
 
 def recorded(project: pytest.Pytester) -> list[dict[str, Any]]:
-    measurements: list[dict[str, Any]] = json.loads(
-        (project.path / "results.json").read_text())["measurements"]
+    measurements: list[dict[str, Any]] = json.loads((project.path / "results.json").read_text())[
+        "measurements"
+    ]
     return measurements
 
 
@@ -83,17 +92,26 @@ def recorded(project: pytest.Pytester) -> list[dict[str, Any]]:
 # reference repeat from 863 to 179 tokens/s and the ratio's interval then covered 1)
 @pytest.mark.parametrize("workers", [False, True], ids=["plain", "n2"])
 def test_a_users_prompts_are_measured_checked_and_compared(
-    project: pytest.Pytester, servers: tuple[ListingServer, ListingServer], workers: bool,
+    project: pytest.Pytester,
+    servers: tuple[ListingServer, ListingServer],
+    workers: bool,
 ) -> None:
     args = options(servers, "-m", "my_shape", "-v")
-    result = (project.runpytest_subprocess(*args, *TWO_WORKERS, timeout=120) if workers
-              else project.runpytest(*args))
+    result = (
+        project.runpytest_subprocess(*args, *TWO_WORKERS, timeout=120)
+        if workers
+        else project.runpytest(*args)
+    )
     # 2 models x 2 concurrencies pass; the tenth-as-fast candidate's 2 ratios are worse (fail)
     result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(["*cand ÷ ref, my_shape c3: 0.*x, worse (95% interval*"])
     shape = [m for m in recorded(project) if m["benchmark"] == "my_shape"]
     assert sorted((m["model"], m["params"]["concurrency"]) for m in shape) == [
-        ("cand", 1), ("cand", 3), ("ref", 1), ("ref", 3)]
+        ("cand", 1),
+        ("cand", 3),
+        ("ref", 1),
+        ("ref", 3),
+    ]
     texts = load_prompts(project.path / "prompts.txt")
     for m in shape:
         assert m["unit"] == "tokens/s" and m["outcome"] == "passed"
@@ -108,64 +126,85 @@ def test_a_users_prompts_are_measured_checked_and_compared(
         assert {p.split(": ", 1)[1] for p in prompts} == set(texts)
         firsts = [fake_token_ids(p)[0] for p in prompts]
         assert len(firsts) == len(set(firsts))
-    ratios = {m["params"]["concurrency"]: m for m in recorded(project)
-              if m["benchmark"] == "throughput_ratio"}
+    ratios = {
+        m["params"]["concurrency"]: m
+        for m in recorded(project)
+        if m["benchmark"] == "throughput_ratio"
+    }
     assert set(ratios) == {1, 3}
     for concurrency, ratio in ratios.items():
         assert ratio["model"] == "cand" and ratio["params"]["benchmark"] == "my_shape"
         assert ratio["params"]["verdict"] == "worse"
-        cand, ref = (next(m for m in shape if m["model"] == model
-                          and m["params"]["concurrency"] == concurrency)
-                     for model in ("cand", "ref"))
+        cand, ref = (
+            next(
+                m
+                for m in shape
+                if m["model"] == model and m["params"]["concurrency"] == concurrency
+            )
+            for model in ("cand", "ref")
+        )
         assert ratio["value"] == pytest.approx(cand["value"] / ref["value"], rel=0.05)
 
 
 def test_the_reports_list_the_users_shape_as_throughput(
-    project: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+    project: pytest.Pytester,
+    servers: tuple[ListingServer, ListingServer],
 ) -> None:
     project.runpytest(*options(servers, "-m", "my_shape", "--md=report.md")).assert_outcomes(
-        passed=4, failed=2)
+        passed=4, failed=2
+    )
     markdown = (project.path / "report.md").read_text()
-    values = {(m["model"], m["params"]["concurrency"]): m["value"] for m in recorded(project)
-              if m["benchmark"] == "my_shape"}
+    values = {
+        (m["model"], m["params"]["concurrency"]): m["value"]
+        for m in recorded(project)
+        if m["benchmark"] == "my_shape"
+    }
     assert "### my\\_shape throughput" in markdown  # its own table, titled as throughput
     texts = load_prompts(project.path / "prompts.txt")
     own = [m for m in recorded(project) if m["benchmark"] == "my_shape"]
     mean_length = round(sum(len(fake_token_ids(t)) + 1 for t in texts) / len(texts))
-    assert all(m["stats"]["repeats"][0]["prompt_tokens"] in (mean_length - 1, mean_length,
-                                                            mean_length + 1) for m in own)
+    assert all(
+        m["stats"]["repeats"][0]["prompt_tokens"] in (mean_length - 1, mean_length, mean_length + 1)
+        for m in own
+    )
     assert "own (≈" in markdown and "own: the benchmark's 3 prompt texts" in markdown
     for value in values.values():
         assert f"{value:,.1f}" in markdown
 
 
 def test_a_throughput_benchmark_without_concurrency_is_one_collection_error(
-    pytester: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+    pytester: pytest.Pytester,
+    servers: tuple[ListingServer, ListingServer],
 ) -> None:
     (pytester.path / "mine.toml").write_text(SWEEP)
-    pytester.makepyfile(test_bad="""
+    pytester.makepyfile(
+        test_bad="""
 import pytest
 
 @pytest.mark.modelsweep_benchmark("my_shape", kind="throughput")
 def test_bad(measure_throughput):
     measure_throughput("my_shape", ["hello there"], concurrency=2)
-""")
+"""
+    )
     result = pytester.runpytest(*options(servers))
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*parametrize it by concurrency*"])
 
 
 def test_a_bad_kind_is_one_collection_error(
-    pytester: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+    pytester: pytest.Pytester,
+    servers: tuple[ListingServer, ListingServer],
 ) -> None:
     (pytester.path / "mine.toml").write_text(SWEEP)
-    pytester.makepyfile(test_bad="""
+    pytester.makepyfile(
+        test_bad="""
 import pytest
 
 @pytest.mark.modelsweep_benchmark("my_shape", kind="latency")
 def test_bad(model_name):
     pass
-""")
+"""
+    )
     result = pytester.runpytest(*options(servers))
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(['*kind="accuracy" (the default) or kind="throughput"*'])
@@ -202,26 +241,42 @@ def test_prompt_files_are_read_or_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_concurrency_other_than_the_parameter_is_one_line(
-    pytester: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+    pytester: pytest.Pytester,
+    servers: tuple[ListingServer, ListingServer],
 ) -> None:
     (pytester.path / "mine.toml").write_text(SWEEP)
-    pytester.makepyfile(test_bad="""
+    pytester.makepyfile(
+        test_bad="""
 import pytest
 
 @pytest.mark.modelsweep_benchmark("my_shape", kind="throughput")
 @pytest.mark.parametrize("concurrency", [2])
 def test_bad(measure_throughput, concurrency):
     measure_throughput("my_shape", ["hello there"], concurrency=3)
-""")
+"""
+    )
     result = pytester.runpytest_subprocess(*options(servers, "--model=ref"))
-    result.stdout.fnmatch_lines([("*test_bad?ref-2? measures concurrency 3 but is parametrized "
-                                  "with 2: pass concurrency=concurrency*")])
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*test_bad?ref-2? measures concurrency 3 but is parametrized "
+                "with 2: pass concurrency=concurrency*"
+            )
+        ]
+    )
     assert servers[0].stats.bodies == []  # refused before anything was sent
 
 
 def test_interleave_refuses_a_users_shape_in_one_line(
-    project: pytest.Pytester, servers: tuple[ListingServer, ListingServer],
+    project: pytest.Pytester,
+    servers: tuple[ListingServer, ListingServer],
 ) -> None:
     result = project.runpytest_subprocess(*options(servers, "-m", "my_shape", "--interleave"))
-    result.stdout.fnmatch_lines([("*--interleave measures the built-in throughput shapes only, "
-                                  "not your own 'my_shape': run its ratio without --interleave*")])
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*--interleave measures the built-in throughput shapes only, "
+                "not your own 'my_shape': run its ratio without --interleave*"
+            )
+        ]
+    )

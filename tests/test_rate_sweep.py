@@ -38,8 +38,9 @@ REQUESTS = 40
 
 @pytest.mark.parametrize(("good", "n"), [(1, 10), (28, 30), (36, 40), (5, 7), (100, 240)])
 @pytest.mark.parametrize("confidence", [0.90, 0.95])
-def test_clopper_pearson_bounds_are_the_exact_binomial_tails(good: int, n: int,
-                                                             confidence: float) -> None:
+def test_clopper_pearson_bounds_are_the_exact_binomial_tails(
+    good: int, n: int, confidence: float
+) -> None:
     interval = attainment_interval(good, n, confidence)
     tail = (1 - confidence) / 2
     assert binom.sf(good - 1, n, interval.low) == pytest.approx(tail, rel=1e-6)
@@ -73,7 +74,8 @@ def test_fewest_requests_that_can_pass() -> None:
     assert requests_per_step_problem(29, 0.9) is None
     assert requests_per_step_problem(20, 0.9) == (
         "20 requests per step can never show 90% SLO attainment at 90% confidence (even all "
-        "good gives a lower bound below it); use at least 29 timed requests per step")
+        "good gives a lower bound below it); use at least 29 timed requests per step"
+    )
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         min_requests_to_pass(1.0)
 
@@ -93,8 +95,14 @@ class FixedWindow:
 class Server:
     """Good requests out of :data:`REQUESTS` by rate; saturated above ``saturates_above``."""
 
-    def __init__(self, good: dict[float, int] | None = None, *, meets_up_to: float = math.inf,
-                 saturates_above: float = math.inf, broken_at: float | None = None) -> None:
+    def __init__(
+        self,
+        good: dict[float, int] | None = None,
+        *,
+        meets_up_to: float = math.inf,
+        saturates_above: float = math.inf,
+        broken_at: float | None = None,
+    ) -> None:
         self.good = good or {}
         self.meets_up_to = meets_up_to
         self.saturates_above = saturates_above
@@ -107,17 +115,29 @@ class Server:
         saturated = rate > self.saturates_above
         achieved = min(rate, self.saturates_above) if saturated else rate
         window = FixedWindow(
-            10.0 * rate, rate, achieved, saturated,
-            f"saturated: achieved {achieved:.3g} req/s of {rate:.3g} offered" if saturated
+            10.0 * rate,
+            rate,
+            achieved,
+            saturated,
+            f"saturated: achieved {achieved:.3g} req/s of {rate:.3g} offered"
+            if saturated
             else None,
-            ["request 2 failed: HTTP 500"] if rate == self.broken_at else [])
+            ["request 2 failed: HTTP 500"] if rate == self.broken_at else [],
+        )
         return Goodput(good, REQUESTS, REQUESTS / rate), window
 
 
-def sweep(server: Server, start: float = 1, maximum: float = 100, *, growth: float = 2.0,
-          resolution: float = 0.10) -> SearchResult[FixedWindow]:
-    return find_capacity(server, knob=Knob.rate(start, maximum, growth, resolution), target=0.9,
-                         policy=RATE_POLICY)
+def sweep(
+    server: Server,
+    start: float = 1,
+    maximum: float = 100,
+    *,
+    growth: float = 2.0,
+    resolution: float = 0.10,
+) -> SearchResult[FixedWindow]:
+    return find_capacity(
+        server, knob=Knob.rate(start, maximum, growth, resolution), target=0.9, policy=RATE_POLICY
+    )
 
 
 def test_grows_then_bisects_to_the_resolution() -> None:
@@ -166,7 +186,11 @@ def test_an_inconclusive_boundary_step_takes_more_windows_then_stays_inconclusiv
     server = Server({4.0: 37}, meets_up_to=4.0)  # 37/40 straddles 90%, window after window
     result = sweep(server)
     assert [s.outcome for s in result.steps[:4]] == [
-        StepOutcome.PASS, StepOutcome.PASS, StepOutcome.INCONCLUSIVE, StepOutcome.MISS]
+        StepOutcome.PASS,
+        StepOutcome.PASS,
+        StepOutcome.INCONCLUSIVE,
+        StepOutcome.MISS,
+    ]
     assert server.tried.count(4.0) == 4  # its most windows, pooled
     pooled = [s for s in result.steps if s.rate == 4.0][-1].interval
     assert pooled is not None and (pooled.good, pooled.requests, pooled.windows) == (148, 160, 4)
@@ -179,7 +203,11 @@ def test_an_inconclusive_step_below_a_later_pass_does_not_stop_the_refinement() 
     server = Server({2.0: 37}, meets_up_to=5.0)  # noise: inconclusive at 2, passes at 4
     result = sweep(server, resolution=0.5)
     assert [s.outcome for s in result.steps][:4] == [
-        StepOutcome.PASS, StepOutcome.INCONCLUSIVE, StepOutcome.PASS, StepOutcome.MISS]
+        StepOutcome.PASS,
+        StepOutcome.INCONCLUSIVE,
+        StepOutcome.PASS,
+        StepOutcome.MISS,
+    ]
     assert len(result.steps) > 4 and result.bracket is not None
     assert result.bracket[0] == 4 and result.bracket[1] == pytest.approx(math.sqrt(32))
     assert server.tried.count(2.0) == 1  # below the capacity's step: never decided
@@ -207,8 +235,10 @@ def test_a_boundary_step_decided_by_its_second_window() -> None:
 def test_a_broken_window_concludes_nothing() -> None:
     result = sweep(Server(broken_at=4))
     assert result.capacity is None and result.bracket is None
-    assert result.error == ("the window at 4 req/s broke its rules: request 2 failed: HTTP 500; "
-                            "no capacity is concluded from a broken window")
+    assert result.error == (
+        "the window at 4 req/s broke its rules: request 2 failed: HTTP 500; "
+        "no capacity is concluded from a broken window"
+    )
     assert result.stopped == result.error
     assert result.steps[-1].outcome is StepOutcome.BROKEN
 
@@ -230,14 +260,26 @@ def test_bad_arguments() -> None:
 def test_step_line_and_record() -> None:
     result = sweep(Server(saturates_above=3.0), 2, resolution=5)
     line = step_line("smollm2-135m", 2, result.steps[1], 0.9)
-    assert line == ("rate sweep smollm2-135m: step 2, 4 req/s: SLO met by 100.0% (40/40), 90% CI "
-                    "[92.8%, 100.0%], 90% needed: saturated; achieved 3 of 4 req/s, "
-                    "40.0 tokens/s")
+    assert line == (
+        "rate sweep smollm2-135m: step 2, 4 req/s: SLO met by 100.0% (40/40), 90% CI "
+        "[92.8%, 100.0%], 90% needed: saturated; achieved 3 of 4 req/s, "
+        "40.0 tokens/s"
+    )
     assert result.capacity == 2 and result.bracket == (2, 4)
     steps = [step.to_dict() for step in result.steps]
-    assert [list(step) for step in steps] == [[
-        "rate", "outcome", "attainment", "goodput_rps", "offered_rps", "achieved_rps",
-        "output_tokens_per_s", "saturation", "violations"]] * 2
+    assert [list(step) for step in steps] == [
+        [
+            "rate",
+            "outcome",
+            "attainment",
+            "goodput_rps",
+            "offered_rps",
+            "achieved_rps",
+            "output_tokens_per_s",
+            "saturation",
+            "violations",
+        ]
+    ] * 2
     assert steps[1]["outcome"] == "saturated"
     assert steps[0]["attainment"]["method"] == "clopper-pearson"
     assert [RateStep.from_dict(step).to_dict() for step in steps] == steps
@@ -246,19 +288,50 @@ def test_step_line_and_record() -> None:
 def test_each_knob_writes_the_keys_it_always_wrote() -> None:
     """One record family, two layouts: a results file or a store of an earlier version
     reads back, key for key, and a new one is written as before."""
-    rate = RateCapacityStats(capacity=2.0, bracket=(2.0, 4.0), confidence=0.9, target=0.9,
-                             start=1.0, maximum=8.0, reason="saturated at 4 req/s (x)",
-                             steps=sweep(Server(saturates_above=3.0), 2, resolution=5).steps)
+    rate = RateCapacityStats(
+        capacity=2.0,
+        bracket=(2.0, 4.0),
+        confidence=0.9,
+        target=0.9,
+        start=1.0,
+        maximum=8.0,
+        reason="saturated at 4 req/s (x)",
+        steps=sweep(Server(saturates_above=3.0), 2, resolution=5).steps,
+    )
     written = rate.to_dict()
     assert list(written) == [
-        "capacity_rps", "bracket", "target", "confidence", "start_rps", "max_rps", "burstiness",
-        "saturated_at", "inconclusive_rates", "stopped", "error", "contended",
-        "contended_windows", "steps"]
+        "capacity_rps",
+        "bracket",
+        "target",
+        "confidence",
+        "start_rps",
+        "max_rps",
+        "burstiness",
+        "saturated_at",
+        "inconclusive_rates",
+        "stopped",
+        "error",
+        "contended",
+        "contended_windows",
+        "steps",
+    ]
     assert written["saturated_at"] == 4.0 and written["stopped"] == "saturated at 4 req/s (x)"
     assert RateCapacityStats.from_dict(written).to_dict() == written
     assert RateCapacityStats.from_dict(written).measured_bracket().text() == "[2, 4]"
-    concurrency = CapacityStats(capacity=3, bracket=(3, 4), confidence=0.95, inconclusive=(),
-                                source="the server's total_slots")
+    concurrency = CapacityStats(
+        capacity=3,
+        bracket=(3, 4),
+        confidence=0.95,
+        inconclusive=(),
+        source="the server's total_slots",
+    )
     assert list(concurrency.to_dict()) == [
-        "capacity", "steps", "bracket", "max_concurrency_source", "contended",
-        "contended_windows", "confidence", "inconclusive"]
+        "capacity",
+        "steps",
+        "bracket",
+        "max_concurrency_source",
+        "contended",
+        "contended_windows",
+        "confidence",
+        "inconclusive",
+    ]

@@ -34,14 +34,19 @@ def test_fixed_repeats_are_that_many_with_the_t_interval_of_all() -> None:
     logs = [math.log(v) for v in values]
     half = student_t.ppf(0.975, 2) * statistics.stdev(logs) / math.sqrt(3)
     centre = statistics.fmean(logs)
-    assert policy.interval(values) == pytest.approx((math.exp(centre - half), math.exp(centre + half)))
+    assert policy.interval(values) == pytest.approx(
+        (math.exp(centre - half), math.exp(centre + half))
+    )
 
 
-@pytest.mark.parametrize("first", [
-    [100.0, 101.0, 99.5, 100.5],   # quiet: the first stage is enough
-    [100.0, 105.0, 96.0, 103.0],   # a few more (7)
-    [100.0, 120.0, 85.0, 110.0],   # noisy: the maximum
-])
+@pytest.mark.parametrize(
+    "first",
+    [
+        [100.0, 101.0, 99.5, 100.5],  # quiet: the first stage is enough
+        [100.0, 105.0, 96.0, 103.0],  # a few more (7)
+        [100.0, 120.0, 85.0, 110.0],  # noisy: the maximum
+    ],
+)
 def test_auto_takes_the_total_its_first_stage_fixes(first: list[float]) -> None:
     want = scipy_total(first, 0.05, 10)
     for n in range(1, 4):
@@ -55,9 +60,14 @@ def test_auto_takes_the_total_its_first_stage_fixes(first: list[float]) -> None:
 
 
 def test_the_three_first_stages_above_reach_three_different_totals() -> None:
-    totals = [scipy_total(f, 0.05, 10) for f in ([100.0, 101.0, 99.5, 100.5],
-                                                 [100.0, 105.0, 96.0, 103.0],
-                                                 [100.0, 120.0, 85.0, 110.0])]
+    totals = [
+        scipy_total(f, 0.05, 10)
+        for f in (
+            [100.0, 101.0, 99.5, 100.5],
+            [100.0, 105.0, 96.0, 103.0],
+            [100.0, 120.0, 85.0, 110.0],
+        )
+    ]
     assert totals == [4, 7, 10]
 
 

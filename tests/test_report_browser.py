@@ -31,17 +31,39 @@ module_requirement = module_needs(
     "report in a real headless browser",
 )
 
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-        "track", "wbr"}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 
 
 def chromium(page: Path, profile: Path, *flags: str) -> str:
     """Run headless Chromium on a file; its stdout (the DOM for --dump-dom)."""
     assert CHROMIUM is not None
     command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run",
-        f"--user-data-dir={profile}", "--virtual-time-budget=5000", *flags, page.as_uri(),
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=5000",
+        *flags,
+        page.as_uri(),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -65,7 +87,9 @@ class Page(HTMLParser):
         self.result_rows = 0
         self._stack: list[tuple[str, dict[str, str], list[str]]] = []
 
-    def _inside(self, tag: str | None = None, cls: str | None = None, id_: str | None = None) -> bool:
+    def _inside(
+        self, tag: str | None = None, cls: str | None = None, id_: str | None = None
+    ) -> bool:
         return any(
             (tag is None or t == tag)
             and (cls is None or cls in a.get("class", "").split())
@@ -108,8 +132,9 @@ class Page(HTMLParser):
         elif tag == "td" and self._inside(id_="modelsweep-summary"):
             self.summary_cells.append(text)
         elif self._inside(id_="modelsweep-decision") and (
-                (tag == "td" and attributes.get("data-column") in ("model", "flags"))
-                or (tag == "div" and "ms-part" in classes)):
+            (tag == "td" and attributes.get("data-column") in ("model", "flags"))
+            or (tag == "div" and "ms-part" in classes)
+        ):
             self.decision_cells.append(text)
         elif tag == "p" and "ms-answer" in classes:
             self.decision_answer = text
@@ -142,7 +167,9 @@ window.addEventListener("load", () => setTimeout(() => {
 </script>"""
 
 
-def first_screen(report: Path, profile: Path, width: int = 1280, height: int = 900) -> dict[str, list[int]]:
+def first_screen(
+    report: Path, profile: Path, width: int = 1280, height: int = 900
+) -> dict[str, list[int]]:
     """Where the decision page's answer and table lie in a ``width`` × ``height`` window, as
     rendered (pixels from the top; ``window``: the window's inner height)."""
     copy = report.with_name("first_screen.html")
@@ -151,7 +178,9 @@ def first_screen(report: Path, profile: Path, width: int = 1280, height: int = 9
     title = parse(chromium(copy, profile, f"--window-size={width},{height}", "--dump-dom")).title
     words = title.split()
     assert words[0::2] == ["answer", "table", "window"], title
-    return {name: [int(v) for v in value.split(",")] for name, value in zip(words[0::2], words[1::2])}
+    return {
+        name: [int(v) for v in value.split(",")] for name, value in zip(words[0::2], words[1::2])
+    }
 
 
 # Appended to a copy of a report: once laid out, the title says how much width the decision
@@ -172,10 +201,13 @@ def decision_table_width(report: Path, profile: Path, width: int = 1400) -> dict
     margin), the page's scroll width and the window's, as Chromium lays the report out in a
     ``width``-pixel-wide window."""
     copy = report.with_name("table_width.html")
-    copy.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE_WIDTH + "</body>"),
-                    encoding="utf-8")
-    title = parse(chromium(copy, profile, "--hide-scrollbars", f"--window-size={width},1800",
-                           "--dump-dom")).title
+    copy.write_text(
+        report.read_text(encoding="utf-8").replace("</body>", MEASURE_WIDTH + "</body>"),
+        encoding="utf-8",
+    )
+    title = parse(
+        chromium(copy, profile, "--hide-scrollbars", f"--window-size={width},1800", "--dump-dom")
+    ).title
     words = title.split()
     assert words[0::2] == ["table", "page", "window"], title
     return dict(zip(words[0::2], map(int, words[1::2])))
@@ -203,7 +235,8 @@ def test_pytest_html_report_in_chromium(pytester: pytest.Pytester, tmp_path: Pat
     # the decision page: the candidate's GSM8K verdict and difference, the reference's accuracy
     assert page.decision_answer.startswith(
         "No answer: no candidate matches gemma3-270m on every accuracy verdict (GSM8K): "
-        "smollm2-135m worse on GSM8K")
+        "smollm2-135m worse on GSM8K"
+    )
     assert page.decision_rows == [("gemma3-270m", "ms-reference"), ("smollm2-135m", "ms-candidate")]
     assert {"smollm2-135m", "worse"} <= set(page.decision_cells)
     assert any(cell.startswith("75.0% (") for cell in page.decision_cells)  # with its interval
@@ -221,12 +254,21 @@ def test_pytest_html_report_in_chromium(pytester: pytest.Pytester, tmp_path: Pat
 
 def test_standalone_report_in_chromium(tmp_path: Path) -> None:
     model = "<img src=x onerror=\"document.title='img'\">"
-    measurements = [{
-        "model": model, "benchmark": "gsm8k", "value": 0.5, "unit": "accuracy", "n": 2,
-        "params": {"limit": 2, "subset": True}, "stats": {"errors": 0},
-        "items": [ItemRecord(item_id="q0", prompt_hash="p", correct=False, response=PWNED).to_dict(),
-                  ItemRecord(item_id="q1", prompt_hash="p", correct=True, response="42").to_dict()],
-    }]
+    measurements = [
+        {
+            "model": model,
+            "benchmark": "gsm8k",
+            "value": 0.5,
+            "unit": "accuracy",
+            "n": 2,
+            "params": {"limit": 2, "subset": True},
+            "stats": {"errors": 0},
+            "items": [
+                ItemRecord(item_id="q0", prompt_hash="p", correct=False, response=PWNED).to_dict(),
+                ItemRecord(item_id="q1", prompt_hash="p", correct=True, response="42").to_dict(),
+            ],
+        }
+    ]
     path = tmp_path / "report.html"
     path.write_text(html_document(measurements, {"sweep_name": "embedded"}), encoding="utf-8")
     page = parse(chromium(path, tmp_path / "profile", "--dump-dom"))

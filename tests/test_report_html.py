@@ -88,15 +88,26 @@ def make_report(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult
     """Run the fake bench with ``--html report.html --self-contained-html``; the file's text."""
     pytester.makepyfile(test_bench=BENCH)
     result = pytester.runpytest(
-        "--modelsweep-dir", "work", "--results", "results.json", "--resamples", "1000",
-        "--html", "report.html", "--self-contained-html", "-p", "no:cacheprovider", *PAIR, *args,
+        "--modelsweep-dir",
+        "work",
+        "--results",
+        "results.json",
+        "--resamples",
+        "1000",
+        "--html",
+        "report.html",
+        "--self-contained-html",
+        "-p",
+        "no:cacheprovider",
+        *PAIR,
+        *args,
     )
     return result, (pytester.path / "report.html").read_text(encoding="utf-8")
 
 
 def summary_section(text: str) -> str:
     start = text.index('<section class="modelsweep" id="modelsweep-summary">')
-    return text[start:text.index("</section>", start) + len("</section>")]
+    return text[start : text.index("</section>", start) + len("</section>")]
 
 
 def report_tests(text: str) -> dict[str, Any]:
@@ -120,8 +131,11 @@ def test_pytest_html_report_has_the_summary_tables_plots_and_escaped_items(
     for title in ("Verdicts", "GSM8K accuracy", "Throughput"):
         assert f"<h3>{title}</h3>" in section
     # the candidate answered 10 of 40, the reference 30 of 40: a real, paired "worse"
-    assert re.search(r'<td class="ms-text">smollm2-135m</td><td class="ms-text">gemma3-270m</td>'
-                     r'<td class="ms-text">gsm8k</td><td class="ms-num">-50.0 pp</td>', section)
+    assert re.search(
+        r'<td class="ms-text">smollm2-135m</td><td class="ms-text">gemma3-270m</td>'
+        r'<td class="ms-text">gsm8k</td><td class="ms-num">-50.0 pp</td>',
+        section,
+    )
     assert '<td class="ms-text ms-verdict ms-verdict-worse">worse</td>' in section
     assert '<td class="ms-text">gemma3-270m</td><td class="ms-num">75.0%</td>' in section
     if plots.matplotlib_available():
@@ -140,7 +154,10 @@ def test_pytest_html_report_has_the_summary_tables_plots_and_escaped_items(
     assert PWNED not in extra
     assert "First 5 of 40 items (raw responses)" in extra
     assert [e["name"] for e in gsm8k["extras"] if e["format_type"] == "json"] == ["gsm8k JSON"]
-    assert '<td class="modelsweep-col">gemma3-270m: gsm8k 75.0% (n=40)</td>' in gsm8k["resultsTableRow"]
+    assert (
+        '<td class="modelsweep-col">gemma3-270m: gsm8k 75.0% (n=40)</td>'
+        in gsm8k["resultsTableRow"]
+    )
     throughput = tests["test_bench.py::test_throughput[gemma3-270m-4]"][0]
     extra = next(e["content"] for e in throughput["extras"] if e["format_type"] == "html")
     assert "<h4>Latency (ms)</h4>" in extra and "<h4>Requests</h4>" in extra
@@ -168,9 +185,13 @@ def test_extras_and_summary_under_xdist(pytester: pytest.Pytester) -> None:
     section = summary_section(text)
     assert "<h3>GSM8K accuracy</h3>" in section and "<h3>Throughput</h3>" in section
     tests = report_tests(text)
-    kinds = {node_id: [e["format_type"] for e in tests[node_id][0]["extras"]]
-             for node_id in ("test_bench.py::test_gsm8k[smollm2-135m]",
-                             "test_bench.py::test_throughput[smollm2-135m-1]")}
+    kinds = {
+        node_id: [e["format_type"] for e in tests[node_id][0]["extras"]]
+        for node_id in (
+            "test_bench.py::test_gsm8k[smollm2-135m]",
+            "test_bench.py::test_throughput[smollm2-135m-1]",
+        )
+    }
     assert kinds == {  # one html extra per test, one JSON per measurement (repeats inside)
         "test_bench.py::test_gsm8k[smollm2-135m]": ["html", "json"],
         "test_bench.py::test_throughput[smollm2-135m-1]": ["html", "json"],
@@ -187,10 +208,15 @@ def test_a_test_id_with_markup_is_shown_as_text(pytester: pytest.Pytester) -> No
             pass
         """
     )
-    pytester.runpytest("--modelsweep-dir", "work", "--html", "report.html", "-p", "no:cacheprovider")
+    pytester.runpytest(
+        "--modelsweep-dir", "work", "--html", "report.html", "-p", "no:cacheprovider"
+    )
     tests = report_tests((pytester.path / "report.html").read_text(encoding="utf-8"))
     (row,) = tests["test_id.py::test_id[<b>bold</b>]"]
-    assert '<td class="col-testId">test_id.py::test_id[&lt;b&gt;bold&lt;/b&gt;]</td>' in row["resultsTableRow"]
+    assert (
+        '<td class="col-testId">test_id.py::test_id[&lt;b&gt;bold&lt;/b&gt;]</td>'
+        in row["resultsTableRow"]
+    )
     assert '<td class="modelsweep-col"></td>' in row["resultsTableRow"]
 
 
@@ -203,7 +229,9 @@ def test_no_summary_without_measurements_and_idle_without_html() -> None:
     class Report:
         def __init__(self) -> None:
             self.when = "call"
-            self.modelsweep_measurements = [{"model": "m", "benchmark": "b", "value": 1.0, "unit": "u"}]
+            self.modelsweep_measurements = [
+                {"model": "m", "benchmark": "b", "value": 1.0, "unit": "u"}
+            ]
 
     report = Report()
     HtmlReportHooks(lambda: ([], {}), enabled=False).pytest_runtest_logreport(report)  # type: ignore[arg-type]
@@ -218,29 +246,69 @@ MARKUP_MODEL = "<img src=x onerror=alert(1)>|$x$"
 
 def _measurements() -> list[dict[str, Any]]:
     verdict = {
-        "model": MARKUP_MODEL, "benchmark": "verdict:gsm8k", "value": -0.05,
-        "unit": "accuracy difference", "n": 100,
+        "model": MARKUP_MODEL,
+        "benchmark": "verdict:gsm8k",
+        "value": -0.05,
+        "unit": "accuracy difference",
+        "n": 100,
         "params": {"reference": "ref", "verdict": "worse"},
-        "stats": {"candidate": MARKUP_MODEL, "reference": "ref", "metric": "gsm8k",
-                  "verdict": "worse", "difference": -0.05, "low": -0.09, "high": -0.01,
-                  "confidence": 0.95, "n": 100, "discordant": 12,
-                  "min_detectable_difference": 0.04, "margin": 0.02, "rule": "equivalence-margin",
-                  "resamples": 1000, "method": "percentile", "seed": 0, "candidate_ahead": 4,
-                  "reference_ahead": 8, "candidate_mean": 0.2, "reference_mean": 0.25,
-                  "standard_error": 0.02, "bootstrap_standard_error": 0.02, "p_value": 0.4},
+        "stats": {
+            "candidate": MARKUP_MODEL,
+            "reference": "ref",
+            "metric": "gsm8k",
+            "verdict": "worse",
+            "difference": -0.05,
+            "low": -0.09,
+            "high": -0.01,
+            "confidence": 0.95,
+            "n": 100,
+            "discordant": 12,
+            "min_detectable_difference": 0.04,
+            "margin": 0.02,
+            "rule": "equivalence-margin",
+            "resamples": 1000,
+            "method": "percentile",
+            "seed": 0,
+            "candidate_ahead": 4,
+            "reference_ahead": 8,
+            "candidate_mean": 0.2,
+            "reference_mean": 0.25,
+            "standard_error": 0.02,
+            "bootstrap_standard_error": 0.02,
+            "p_value": 0.4,
+        },
     }
     accuracy = {
-        "model": MARKUP_MODEL, "benchmark": "gsm8k", "value": 0.25, "unit": "accuracy", "n": 8,
-        "params": {"note": "<i>param</i>"}, "stats": {"errors": 1},
-        "items": [ItemRecord(item_id="<q1>", prompt_hash="p", correct=False, response=PWNED,
-                             error="<b>boom</b>").to_dict()],
+        "model": MARKUP_MODEL,
+        "benchmark": "gsm8k",
+        "value": 0.25,
+        "unit": "accuracy",
+        "n": 8,
+        "params": {"note": "<i>param</i>"},
+        "stats": {"errors": 1},
+        "items": [
+            ItemRecord(
+                item_id="<q1>", prompt_hash="p", correct=False, response=PWNED, error="<b>boom</b>"
+            ).to_dict()
+        ],
     }
     throughput = {
-        "model": MARKUP_MODEL, "benchmark": "throughput", "value": 10.0, "unit": "tokens/s", "n": 1,
+        "model": MARKUP_MODEL,
+        "benchmark": "throughput",
+        "value": 10.0,
+        "unit": "tokens/s",
+        "n": 1,
         "params": {"concurrency": 1, "prompt_tokens": None, "output_tokens": 256, "repeats": 1},
-        "stats": {"repeat_values": [10.0], "repeats": [
-            {"ttft": {"p50_ms": 50.0, "p99_ms": 80.0}, "fidelity": 1.0,
-             "contention": {"note": MARKUP_MODEL, "contended": True}}]},
+        "stats": {
+            "repeat_values": [10.0],
+            "repeats": [
+                {
+                    "ttft": {"p50_ms": 50.0, "p99_ms": 80.0},
+                    "fidelity": 1.0,
+                    "contention": {"note": MARKUP_MODEL, "contended": True},
+                }
+            ],
+        },
     }
     return [verdict, accuracy, throughput]
 
@@ -255,8 +323,10 @@ def test_everything_from_a_model_or_file_is_escaped_in_the_summary() -> None:
     assert "&lt;i&gt;param&lt;/i&gt;" in details
     assert "<b>" not in details and "<i>" not in details
     throughput = measurement_html(records(_measurements())[2])
-    assert ('<td class="ms-text">TTFT</td><td class="ms-text">n/a</td><td class="ms-text">50.0</td>'
-            in throughput)
+    assert (
+        '<td class="ms-text">TTFT</td><td class="ms-text">n/a</td><td class="ms-text">50.0</td>'
+        in throughput
+    )
     assert "<img src=x" not in throughput and "&lt;img src=x onerror=alert(1)&gt;" in throughput
     assert "contended (1/1)" in section
 
@@ -264,8 +334,12 @@ def test_everything_from_a_model_or_file_is_escaped_in_the_summary() -> None:
 @pytest.mark.skipif(not plots.matplotlib_available(), reason="matplotlib is not installed")
 def test_plots_are_svg_with_escaped_labels() -> None:
     measurements = records(_measurements())
-    for svg in (plots.forest_plot(measurements), plots.accuracy_plot(measurements),
-                plots.throughput_plot(measurements), plots.latency_plot(measurements)):
+    for svg in (
+        plots.forest_plot(measurements),
+        plots.accuracy_plot(measurements),
+        plots.throughput_plot(measurements),
+        plots.latency_plot(measurements),
+    ):
         assert svg is not None and svg.startswith("<svg")
         assert "<img" not in svg and "&lt;img src=x onerror=alert(1)&gt;" in svg
     forest = plots.forest_plot(measurements)

@@ -57,8 +57,11 @@ class RealRun:
 
     @property
     def throughput(self) -> list[dict[str, Any]]:
-        return [m for m in self.results["measurements"]
-                if m["benchmark"] in ("throughput", "long_prompt")]
+        return [
+            m
+            for m in self.results["measurements"]
+            if m["benchmark"] in ("throughput", "long_prompt")
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -67,32 +70,75 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
     timed requests) for two models on fake servers that stream a token every 1 or 2 ms."""
     path = tmp_path_factory.mktemp("real_run")
     (path / "test_throughput.py").write_text(
-        (ROOT / "benches" / "test_throughput.py").read_text(encoding="utf-8"), encoding="utf-8")
-    env = {**os.environ, "HOME": str(path / "home"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        (ROOT / "benches" / "test_throughput.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    env = {
+        **os.environ,
+        "HOME": str(path / "home"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     env.pop("GITHUB_STEP_SUMMARY", None)
-    with ListingServer(MODELS[0], chunk_delay_s=0.001) as first, \
-            ListingServer(MODELS[1], chunk_delay_s=0.002) as second:
+    with (
+        ListingServer(MODELS[0], chunk_delay_s=0.001) as first,
+        ListingServer(MODELS[1], chunk_delay_s=0.002) as second,
+    ):
         completed = subprocess.run(
-            [sys.executable, "-m", "pytest", "test_throughput.py", "--rootdir", str(path),
-             "-k", "(c1 or c4) and not c16 and not p3072 and not ratio",
-             "--repeats", str(REPEATS), "--timed-requests", "2",
-             # the fake servers serve from this process, whose CPU counts as "other": with
-             # the default limit a busy CI machine would flag the windows contended
-             "--contended-cores", "64", "--contended-steal", "1",
-             # and two repeats of 2 ms tokens on a busy machine can differ by more than the
-             # default 10% CV: these tests read the tables, not the machine's noise
-             "--unstable-cv", "1000",
-             *PAIR, "--endpoint", f"{MODELS[0]}={first.base_url}",
-             "--endpoint", f"{MODELS[1]}={second.base_url}",
-             "--modelsweep-dir", "work", "--results", "r.json", "--md", "r.md",
-             "--html", "r.html", "--self-contained-html", "-p", "no:cacheprovider"],
-            cwd=path, env=env, capture_output=True, text=True, timeout=300, check=False)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "test_throughput.py",
+                "--rootdir",
+                str(path),
+                "-k",
+                "(c1 or c4) and not c16 and not p3072 and not ratio",
+                "--repeats",
+                str(REPEATS),
+                "--timed-requests",
+                "2",
+                # the fake servers serve from this process, whose CPU counts as "other": with
+                # the default limit a busy CI machine would flag the windows contended
+                "--contended-cores",
+                "64",
+                "--contended-steal",
+                "1",
+                # and two repeats of 2 ms tokens on a busy machine can differ by more than the
+                # default 10% CV: these tests read the tables, not the machine's noise
+                "--unstable-cv",
+                "1000",
+                *PAIR,
+                "--endpoint",
+                f"{MODELS[0]}={first.base_url}",
+                "--endpoint",
+                f"{MODELS[1]}={second.base_url}",
+                "--modelsweep-dir",
+                "work",
+                "--results",
+                "r.json",
+                "--md",
+                "r.md",
+                "--html",
+                "r.html",
+                "--self-contained-html",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-4000:]
-    return RealRun(path, json.loads((path / "r.json").read_text(encoding="utf-8")),
-                   (path / "r.md").read_text(encoding="utf-8"),
-                   (path / "r.html").read_text(encoding="utf-8"), output)
+    return RealRun(
+        path,
+        json.loads((path / "r.json").read_text(encoding="utf-8")),
+        (path / "r.md").read_text(encoding="utf-8"),
+        (path / "r.html").read_text(encoding="utf-8"),
+        output,
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -124,19 +170,25 @@ def markdown_tables(text: str) -> dict[str, list[dict[str, str]]]:
 def html_tables(text: str) -> dict[str, list[dict[str, str]]]:
     """Each summary table of an HTML report (``data-kind="throughput"``) as rows of column -> cell."""
     tables: dict[str, list[dict[str, str]]] = {}
-    for match in re.finditer(r'<div class="ms-table-block" data-kind="throughput"><h3>(.*?)</h3>'
-                             r"<table.*?<thead>(.*?)</thead><tbody>(.*?)</tbody>", text, re.DOTALL):
+    for match in re.finditer(
+        r'<div class="ms-table-block" data-kind="throughput"><h3>(.*?)</h3>'
+        r"<table.*?<thead>(.*?)</thead><tbody>(.*?)</tbody>",
+        text,
+        re.DOTALL,
+    ):
         title, head, body = match.groups()
         header = [html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head)]
-        rows = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-                for row in re.findall(r"<tr>(.*?)</tr>", body)]
+        rows = [
+            [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body)
+        ]
         tables[html.unescape(title)] = [dict(zip(header, row)) for row in rows]
     return tables
 
 
 def summary_section(text: str) -> str:
     start = text.index('<section class="modelsweep" id="modelsweep-summary">')
-    return text[start:text.index("</section>", start)]
+    return text[start : text.index("</section>", start)]
 
 
 def by_setting(rows: list[dict[str, str]]) -> dict[tuple[str, str, str], dict[str, str]]:
@@ -145,8 +197,11 @@ def by_setting(rows: list[dict[str, str]]) -> dict[tuple[str, str, str], dict[st
 
 def key_of(m: dict[str, Any]) -> tuple[str, str, str]:
     prompt = m["params"]["prompt_tokens"]
-    return (m["model"], str(m["params"]["concurrency"]),
-            "short" if prompt is None else f"{prompt:,}")
+    return (
+        m["model"],
+        str(m["params"]["concurrency"]),
+        "short" if prompt is None else f"{prompt:,}",
+    )
 
 
 def title_of(m: dict[str, Any]) -> str:
@@ -170,9 +225,13 @@ def expected_latencies(m: dict[str, Any]) -> dict[str, float]:
 
 
 def test_the_bench_wrote_the_shape_the_reader_reads(real_run: RealRun) -> None:
-    assert {(m["model"], m["benchmark"], m["params"]["concurrency"]) for m in real_run.throughput} == {
-        (model, bench, c) for model in MODELS
-        for bench, c in (("throughput", 1), ("throughput", 4), ("long_prompt", 4))}
+    assert {
+        (m["model"], m["benchmark"], m["params"]["concurrency"]) for m in real_run.throughput
+    } == {
+        (model, bench, c)
+        for model in MODELS
+        for bench, c in (("throughput", 1), ("throughput", 4), ("long_prompt", 4))
+    }
     for m in real_run.throughput:
         assert len(m["stats"]["repeats"]) == len(m["stats"]["repeat_values"]) == REPEATS
         assert {r["repeat"] for r in m["requests"]} == set(range(REPEATS))
@@ -183,8 +242,11 @@ def test_the_bench_wrote_the_shape_the_reader_reads(real_run: RealRun) -> None:
 
 @pytest.mark.parametrize("kind", ["markdown", "html"])
 def test_no_measured_latency_or_fidelity_cell_is_missing(real_run: RealRun, kind: str) -> None:
-    tables = (markdown_tables(real_run.markdown) if kind == "markdown"
-              else html_tables(summary_section(real_run.html)))
+    tables = (
+        markdown_tables(real_run.markdown)
+        if kind == "markdown"
+        else html_tables(summary_section(real_run.html))
+    )
     assert {"Throughput", "Long-prompt throughput"} <= set(tables)
     seen = 0
     for m in real_run.throughput:
@@ -206,14 +268,20 @@ def test_no_measured_latency_or_fidelity_cell_is_missing(real_run: RealRun, kind
         assert row["flags"] == contention_flags(m)
         low, high = m["stats"]["usd_per_million_output_tokens_interval"]
         assert row["$/1M output tokens"] == (
-            f"{format_usd(0.10 / (m['value'] * 3600) * 1e6)} [{format_usd(low)}, {format_usd(high)}]")
+            f"{format_usd(0.10 / (m['value'] * 3600) * 1e6)} [{format_usd(low)}, {format_usd(high)}]"
+        )
         seen += 1
     assert seen == 6
-    text = real_run.markdown.replace("\\", "") if kind == "markdown" else summary_section(real_run.html)
+    text = (
+        real_run.markdown.replace("\\", "")
+        if kind == "markdown"
+        else summary_section(real_run.html)
+    )
     # stated once under each of the two throughput tables (and, in the Markdown, once under
     # the decision page, which prices the setting it compares), as an example
-    assert text.count("$0.1/h (example price for a 2-vCPU CPU machine, not a quote, "
-                      "2026-11-30), an example price") == (3 if kind == "markdown" else 2)
+    assert text.count(
+        "$0.1/h (example price for a 2-vCPU CPU machine, not a quote, 2026-11-30), an example price"
+    ) == (3 if kind == "markdown" else 2)
 
 
 def test_the_markdown_cells_are_the_figures_over_all_requests(real_run: RealRun) -> None:
@@ -252,14 +320,18 @@ def test_tables_built_from_the_results_file_match_the_requests(real_run: RealRun
 
 
 def test_without_request_records_latency_is_the_median_of_the_repeats(real_run: RealRun) -> None:
-    m = next(m for m in real_run.throughput if m["params"]["concurrency"] == 4
-             and m["benchmark"] == "throughput")
+    m = next(
+        m
+        for m in real_run.throughput
+        if m["params"]["concurrency"] == 4 and m["benchmark"] == "throughput"
+    )
     bare = {**m, "requests": []}
     reader = throughput_row(*records([bare]))
     assert reader.latency_source == "repeats"
     windows = m["stats"]["repeats"]
     assert reader.figure("ttft", "p99") == pytest.approx(
-        statistics.median(w["ttft"]["p99_ms"] for w in windows))
+        statistics.median(w["ttft"]["p99_ms"] for w in windows)
+    )
     [table] = [t for t in summary_tables(records([bare])) if t.title == "Throughput"]
     assert any("median over repeats" in note for note in table.notes)
     assert NA not in [table.rows[0][table.columns.index(c)] for c in LATENCY_COLUMNS]
@@ -270,8 +342,17 @@ def test_noise_and_contention_fields_show_as_words(real_run: RealRun) -> None:
     m = real_run.throughput[0]
     windows = [dict(w) for w in m["stats"]["repeats"]]
     windows[1]["contention"] = {"other_cpu_cores": 1.4, "steal_share": 0.0, "contended": True}
-    flagged = {**m, "stats": {**m["stats"], "repeats": windows, "cv": 0.123, "unstable": True,
-                              "contended": True, "contended_windows": 1}}
+    flagged = {
+        **m,
+        "stats": {
+            **m["stats"],
+            "repeats": windows,
+            "cv": 0.123,
+            "unstable": True,
+            "contended": True,
+            "contended_windows": 1,
+        },
+    }
     [table] = [t for t in summary_tables(records([flagged])) if t.title == "Throughput"]
     row = dict(zip(table.columns, table.rows[0]))
     assert row["CV"] == "12.3%"
@@ -312,12 +393,15 @@ def test_the_plots_draw_repeat_ranges_and_latencies(real_run: RealRun) -> None:
     assert 'alt="TTFT and TPOT p50 and p99' in summary_section(real_run.html)
     # throughput, latency, and what the servers' /metrics showed in each window
     assert summary_section(real_run.html).count('<img alt="') == 3
-    assert 'alt="What the server&#x27;s /metrics showed during each timed window' in \
-        summary_section(real_run.html)
+    assert (
+        'alt="What the server&#x27;s /metrics showed during each timed window'
+        in summary_section(real_run.html)
+    )
 
 
 def test_throughput_range_bars_come_from_the_repeats(
-    real_run: RealRun, monkeypatch: pytest.MonkeyPatch,
+    real_run: RealRun,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.axes import Axes
@@ -335,6 +419,8 @@ def test_throughput_range_bars_come_from_the_repeats(
     bars = [(lower, upper) for _, (lowers, uppers) in drawn for lower, upper in zip(lowers, uppers)]
     assert len(bars) == 6 and all(lower > 0 and upper > 0 for lower, upper in bars)
     spans = sorted(round(lower + upper, 6) for lower, upper in bars)
-    expected = sorted(round(max(m["stats"]["repeat_values"]) - min(m["stats"]["repeat_values"]), 6)
-                      for m in real_run.throughput)
+    expected = sorted(
+        round(max(m["stats"]["repeat_values"]) - min(m["stats"]["repeat_values"]), 6)
+        for m in real_run.throughput
+    )
     assert spans == pytest.approx(expected)

@@ -78,14 +78,32 @@ def holm_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     one repeat (its ratio has no interval) and the smoke test, for the reference and two
     candidates."""
     path = tmp_path_factory.mktemp("holm_run")
-    servers = {model: AnsweringServer(model, replies_of(model), chunk_delay_s=0.0004)
-               for model in (REFERENCE, *HOLM_CANDIDATES)}
+    servers = {
+        model: AnsweringServer(model, replies_of(model), chunk_delay_s=0.0004)
+        for model in (REFERENCE, *HOLM_CANDIDATES)
+    }
     (path / "test_smoke.py").write_text(
-        (Path(__file__).resolve().parents[1] / "benches" / "test_smoke.py").read_text())
-    return serving(servers, lambda: run_benches(
-        path, servers, "test_arith.py", "test_throughput.py", "test_smoke.py",
-        "-k", "arith or smoke or (c1 and not c16 and not long)", "--holm", "--margin=0.05",
-        "--repeats=1", "--timed-requests=4", "--contended-cores=64", "--contended-steal=1", sweep=SWEEP + TPU_PRICE))
+        (Path(__file__).resolve().parents[1] / "benches" / "test_smoke.py").read_text()
+    )
+    return serving(
+        servers,
+        lambda: run_benches(
+            path,
+            servers,
+            "test_arith.py",
+            "test_throughput.py",
+            "test_smoke.py",
+            "-k",
+            "arith or smoke or (c1 and not c16 and not long)",
+            "--holm",
+            "--margin=0.05",
+            "--repeats=1",
+            "--timed-requests=4",
+            "--contended-cores=64",
+            "--contended-steal=1",
+            sweep=SWEEP + TPU_PRICE,
+        ),
+    )
 
 
 RUNS = ["real_run", "capacity_only_run", "failed_reference_run", "holm_run"]
@@ -98,8 +116,9 @@ def run_of(request: pytest.FixtureRequest, name: str) -> Run:
 
 def tables_of(run: Run) -> dict[str, Table]:
     """The tables built from the results file's records, by title."""
-    tables = summary_tables(records(run.results["measurements"]),
-                            reference=run.results["run"].get("reference"))
+    tables = summary_tables(
+        records(run.results["measurements"]), reference=run.results["run"].get("reference")
+    )
     return {t.title: t for t in tables}
 
 
@@ -129,8 +148,11 @@ def markdown_tables(text: str) -> dict[str, tuple[list[str], list[list[str]], st
             return [c[2:-2].lower() if re.fullmatch(r"\*\*[A-Z]+\*\*", c) else c for c in found]
 
         notes = re.search(r"<sub>(.*)</sub>", body)
-        found[_unescape_markdown(title)] = (cells(lines[0]), [cells(line) for line in lines[2:]],
-                                            _unescape_markdown(notes.group(1)) if notes else "")
+        found[_unescape_markdown(title)] = (
+            cells(lines[0]),
+            [cells(line) for line in lines[2:]],
+            _unescape_markdown(notes.group(1)) if notes else "",
+        )
     return found
 
 
@@ -138,13 +160,21 @@ def html_tables(text: str) -> dict[str, tuple[list[str], list[list[str]], str]]:
     """Each summary table of an HTML report: (columns, rows, notes)."""
     found = {}
     for title, head, body, notes in re.findall(
-            r'<div class="ms-table-block" data-kind="[^"]*"><h3>(.*?)</h3><table class="ms-table">'
-            r"<thead>(.*?)</thead><tbody>(.*?)</tbody></table>"
-            r'(?:<p class="ms-notes">(.*?)</p>)?</div>', text, re.DOTALL):
-        rows = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-                for row in re.findall(r"<tr>(.*?)</tr>", body)]
-        found[html.unescape(title)] = ([html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head)],
-                                       rows, html.unescape(notes))
+        r'<div class="ms-table-block" data-kind="[^"]*"><h3>(.*?)</h3><table class="ms-table">'
+        r"<thead>(.*?)</thead><tbody>(.*?)</tbody></table>"
+        r'(?:<p class="ms-notes">(.*?)</p>)?</div>',
+        text,
+        re.DOTALL,
+    ):
+        rows = [
+            [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body)
+        ]
+        found[html.unescape(title)] = (
+            [html.unescape(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head)],
+            rows,
+            html.unescape(notes),
+        )
     return found
 
 
@@ -153,17 +183,21 @@ def html_tables(text: str) -> dict[str, tuple[list[str], list[list[str]], str]]:
 
 @pytest.mark.parametrize("name", RUNS)
 def test_the_reports_show_the_tables_of_the_records_cell_for_cell(
-    request: pytest.FixtureRequest, name: str,
+    request: pytest.FixtureRequest,
+    name: str,
 ) -> None:
     run = run_of(request, name)
-    expected = {title: (t.columns, [[str(c) for c in row] for row in t.rows], "; ".join(t.notes))
-                for title, t in tables_of(run).items()}
+    expected = {
+        title: (t.columns, [[str(c) for c in row] for row in t.rows], "; ".join(t.notes))
+        for title, t in tables_of(run).items()
+    }
     assert expected
     assert markdown_tables(run.markdown) == expected
     assert html_tables(run.html) == expected
     # the standalone report of the results file (`modelsweep report`) says the same
-    again = markdown_report(run.results["measurements"], run.results["run"],
-                            run.results["summary"].get("failures", []))
+    again = markdown_report(
+        run.results["measurements"], run.results["run"], run.results["summary"].get("failures", [])
+    )
     assert markdown_tables(again) == expected
 
 
@@ -172,15 +206,37 @@ def test_the_reports_show_the_tables_of_the_records_cell_for_cell(
 
 def test_verdict_rows_are_the_paired_intervals_of_the_verdict_records(real_run: Run) -> None:
     table = tables_of(real_run)["Verdicts"]
-    assert table.columns == ["candidate", "reference", "metric", "difference", "95% interval",
-                             "n", "discordant", "detectable", "verdict"]
-    verdicts = [m for m in real_run.results["measurements"] if m["benchmark"].startswith("verdict:")]
-    expected = sorted(([
-        s["candidate"], s["reference"], s["metric"], format_points(s["difference"]),
-        format_points_interval(s["low"], s["high"]), s["n"], s["discordant"],
-        format_points(s["min_detectable_difference"]).replace("+", "±"), s["verdict"]]
-        for s in (m["stats"] for m in verdicts)),
-        key=lambda row: (["gsm8k", "bfcl", "arith"].index(row[2]), row[0]))
+    assert table.columns == [
+        "candidate",
+        "reference",
+        "metric",
+        "difference",
+        "95% interval",
+        "n",
+        "discordant",
+        "detectable",
+        "verdict",
+    ]
+    verdicts = [
+        m for m in real_run.results["measurements"] if m["benchmark"].startswith("verdict:")
+    ]
+    expected = sorted(
+        (
+            [
+                s["candidate"],
+                s["reference"],
+                s["metric"],
+                format_points(s["difference"]),
+                format_points_interval(s["low"], s["high"]),
+                s["n"],
+                s["discordant"],
+                format_points(s["min_detectable_difference"]).replace("+", "±"),
+                s["verdict"],
+            ]
+            for s in (m["stats"] for m in verdicts)
+        ),
+        key=lambda row: (["gsm8k", "bfcl", "arith"].index(row[2]), row[0]),
+    )
     assert table.rows == expected and len(expected) == 6
     assert table.status_column == 8
     assert not any("Holm" in note or "margin" in note for note in table.notes)
@@ -189,35 +245,53 @@ def test_verdict_rows_are_the_paired_intervals_of_the_verdict_records(real_run: 
 def test_holm_and_a_margin_are_stated_with_the_level_of_each_interval(holm_run: Run) -> None:
     table = tables_of(holm_run)["Verdicts"]
     assert table.columns[4] == "interval"  # the levels differ from 95%: each cell says its own
-    for row, m in zip(table.rows, sorted(measurements(holm_run, "verdict:arith"),
-                                         key=lambda m: m["stats"]["candidate"])):
+    for row, m in zip(
+        table.rows,
+        sorted(measurements(holm_run, "verdict:arith"), key=lambda m: m["stats"]["candidate"]),
+    ):
         stats = m["stats"]
         assert stats["rule"].startswith("holm+") and stats["confidence"] > 0.95
-        assert row[4] == (f"{format_points_interval(stats['low'], stats['high'])} "
-                          f"({round(100 * stats['confidence'], 1):g}%)")
+        assert row[4] == (
+            f"{format_points_interval(stats['low'], stats['high'])} "
+            f"({round(100 * stats['confidence'], 1):g}%)"
+        )
     assert "equivalence margin ±5.0 pp" in table.notes
     assert "intervals Holm-adjusted across the candidates" in table.notes
 
 
 def test_accuracy_rows_list_the_reference_first_with_wilson_intervals(real_run: Run) -> None:
     tables = tables_of(real_run)
-    for benchmark, title in (("gsm8k", "GSM8K accuracy"), ("bfcl", "BFCL accuracy"),
-                             ("arith", "arith accuracy")):
+    for benchmark, title in (
+        ("gsm8k", "GSM8K accuracy"),
+        ("bfcl", "BFCL accuracy"),
+        ("arith", "arith accuracy"),
+    ):
         rows = tables[title].rows
-        assert rows[0][0] == REFERENCE and [r[0] for r in rows[1:]] == sorted(r[0] for r in rows[1:])
+        assert rows[0][0] == REFERENCE and [r[0] for r in rows[1:]] == sorted(
+            r[0] for r in rows[1:]
+        )
         for row in rows:
             [m] = [m for m in measurements(real_run, benchmark) if m["model"] == row[0]]
             low, high = wilson_interval(round(m["value"] * m["n"]), m["n"])
             assert row[1:3] == [format_percent(m["value"]), format_percent_interval(low, high)]
             stats = m["stats"]
             if benchmark == "gsm8k":
-                assert row[3:] == [format_percent(stats["strict_match_accuracy"]), m["n"],
-                                   f"first {LIMIT}", format_percent(stats["truncated_rate"]),
-                                   stats["failed"]]
+                assert row[3:] == [
+                    format_percent(stats["strict_match_accuracy"]),
+                    m["n"],
+                    f"first {LIMIT}",
+                    format_percent(stats["truncated_rate"]),
+                    stats["failed"],
+                ]
             elif benchmark == "bfcl":
                 errors = sorted(stats["error_types"].items(), key=lambda kv: (-kv[1], kv[0]))
-                assert row[3:] == [m["n"], f"first {LIMIT}", stats["parse_failures"],
-                                   stats["failed"], ", ".join(f"{k} {v}" for k, v in errors)]
+                assert row[3:] == [
+                    m["n"],
+                    f"first {LIMIT}",
+                    stats["parse_failures"],
+                    stats["failed"],
+                    ", ".join(f"{k} {v}" for k, v in errors),
+                ]
             else:
                 assert row[3:] == [m["n"], f"first {LIMIT}"]
 
@@ -226,11 +300,19 @@ def test_ratio_rows_and_a_ratio_from_single_repeats(real_run: Run, holm_run: Run
     [m] = [m for m in measurements(real_run, "throughput_ratio") if m["model"] == "qwen3-4b"]
     rows = tables_of(real_run)["Throughput relative to the reference"].rows
     stats = m["stats"]
-    assert ["qwen3-4b", REFERENCE, "throughput", 16, "short", f"{m['value']:.2f}×",
-            f"[{stats['low']:.2f}, {stats['high']:.2f}]"] in rows
+    assert [
+        "qwen3-4b",
+        REFERENCE,
+        "throughput",
+        16,
+        "short",
+        f"{m['value']:.2f}×",
+        f"[{stats['low']:.2f}, {stats['high']:.2f}]",
+    ] in rows
     single = tables_of(holm_run)["Throughput relative to the reference"].rows
-    assert single and all(row[2:5] == ["throughput", 1, "short"]
-                          and row[6] == "n/a (single repeat)" for row in single)
+    assert single and all(
+        row[2:5] == ["throughput", 1, "short"] and row[6] == "n/a (single repeat)" for row in single
+    )
     assert all(m["stats"]["degenerate"] for m in measurements(holm_run, "throughput_ratio"))
 
 
@@ -243,7 +325,9 @@ def test_throughput_rows_of_one_repeat_and_their_cost(holm_run: Run) -> None:
         assert cells["tokens/s"] == format_rate(m["value"])
         assert (cells["range"], cells["repeats"], cells["CV"]) == (NA, 1, NA)
         # the sweep's price; one repeat: no interval
-        assert cells["$/1M output tokens"] == format_usd(m["stats"]["usd_per_million_output_tokens"])
+        assert cells["$/1M output tokens"] == format_usd(
+            m["stats"]["usd_per_million_output_tokens"]
+        )
 
 
 def test_other_measurements_are_listed_as_recorded(holm_run: Run, capacity_only_run: Run) -> None:
@@ -253,37 +337,60 @@ def test_other_measurements_are_listed_as_recorded(holm_run: Run, capacity_only_
         assert row[:2] == [m["model"], "smoke"] and row[3].endswith(" tokens/s")
         assert row[2] == " ".join(f"{k}={v}" for k, v in m["params"].items())
         assert (row[4], row[5]) == (m["n"], m["outcome"])
-    capacity = [row for row in tables_of(capacity_only_run)["Other measurements"].rows
-                if row[1] == "capacity"]
+    capacity = [
+        row
+        for row in tables_of(capacity_only_run)["Other measurements"].rows
+        if row[1] == "capacity"
+    ]
     assert {row[0]: row[3] for row in capacity if row[5] == "passed"} == {
         m["model"]: f"{format_value(m['value'])} concurrent requests"
-        for m in measurements(capacity_only_run, "capacity") if m["outcome"] == "passed"}
+        for m in measurements(capacity_only_run, "capacity")
+        if m["outcome"] == "passed"
+    }
 
 
 def test_order_of_the_tables(real_run: Run, holm_run: Run) -> None:
     assert list(tables_of(real_run)) == [
-        "Verdicts", "GSM8K accuracy", "BFCL accuracy", "arith accuracy",
-        "Throughput relative to the reference", "Throughput", "Other measurements"]
+        "Verdicts",
+        "GSM8K accuracy",
+        "BFCL accuracy",
+        "arith accuracy",
+        "Throughput relative to the reference",
+        "Throughput",
+        "Other measurements",
+    ]
     assert list(tables_of(holm_run)) == [
-        "Verdicts", "arith accuracy", "Throughput relative to the reference", "Throughput",
-        "Other measurements"]
+        "Verdicts",
+        "arith accuracy",
+        "Throughput relative to the reference",
+        "Throughput",
+        "Other measurements",
+    ]
 
 
 # --------------------------------------------------------------------------- heading, formats
 
 
 def test_run_title_and_provenance_line(real_run: Run) -> None:
-    run = {"run_id": "20250101T000000Z-abc123", "sweep_name": "tpu-v5e",
-           "reference": "gemma3-270m", "project": {"commit": "0123456789abcdef0123", "dirty": False}}
-    assert run_title(RunInfo.of(run)) == ("modelsweep: sweep tpu-v5e, reference gemma3-270m, "
-                                          "commit 0123456789")
+    run = {
+        "run_id": "20250101T000000Z-abc123",
+        "sweep_name": "tpu-v5e",
+        "reference": "gemma3-270m",
+        "project": {"commit": "0123456789abcdef0123", "dirty": False},
+    }
+    assert run_title(RunInfo.of(run)) == (
+        "modelsweep: sweep tpu-v5e, reference gemma3-270m, commit 0123456789"
+    )
     assert run_title(RunInfo.of({**run, "project": {"commit": "abc", "dirty": True}})).endswith(
-        "commit abc (dirty)")
+        "commit abc (dirty)"
+    )
     assert run_title(RunInfo()) == "modelsweep"
     results = real_run.results
     line = provenance_line(records(results["measurements"]), RunInfo.of(results["run"]))
-    assert line == (f"openai-compatible · run {results['run']['run_id']} · "
-                    f"{len(results['measurements'])} measurements")
+    assert line == (
+        f"openai-compatible · run {results['run']['run_id']} · "
+        f"{len(results['measurements'])} measurements"
+    )
     assert real_run.markdown.splitlines()[2] == escape_markdown(line)
     assert provenance_line([], RunInfo(backend="llamacpp")) == "llamacpp · 0 measurements"
 
@@ -297,16 +404,26 @@ def test_number_formats() -> None:
     assert format_points_interval(-0.0904, 0.01) == "[-9.0, +1.0] pp"
     assert format_rate(1234.56) == "1,234.6"
     assert [format_usd(v) for v in (1234.5, 1.385, 0.1, 0.02784, 8.312e-5, 0.0009996, 0)] == [
-        "1,234", "1.39", "0.100", "0.0278", "0.0000831", "0.00100", "0.00"]
+        "1,234",
+        "1.39",
+        "0.100",
+        "0.0278",
+        "0.0000831",
+        "0.00100",
+        "0.00",
+    ]
     assert format_usd(1.385, "$") == "$1.39" and format_usd(None, "$") == NA
 
 
 def test_markdown_escapes_cells() -> None:
     assert escape_markdown("a|b") == "a\\|b"
-    assert escape_markdown("<script>alert('x')</script>") == "&lt;script&gt;alert('x')&lt;/script&gt;"
+    assert (
+        escape_markdown("<script>alert('x')</script>") == "&lt;script&gt;alert('x')&lt;/script&gt;"
+    )
     assert escape_markdown("one\ntwo\r\nthree") == "one<br>two<br>three"
     assert escape_markdown("R&D *bold* _it_ `code` [link](x)") == (
-        "R&amp;D \\*bold\\* \\_it\\_ \\`code\\` \\[link\\](x)")
+        "R&amp;D \\*bold\\* \\_it\\_ \\`code\\` \\[link\\](x)"
+    )
 
 
 def test_markdown_without_measurements() -> None:

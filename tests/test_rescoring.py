@@ -28,12 +28,23 @@ EXEMPLARS = (Gsm8kProblem("gsm8k-train-0000", 0, "train", "One?", "#### 1"),)
 ITEM = gsm8k_eval_item(PROBLEM, EXEMPLARS)
 
 
-def spec(prompting: Prompting = "chat", bfcl_mode: str = "prompt", parser: str | None = None) -> ModelSpec:
-    return ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m", license="mit",
-                     prompting=prompting, tool_call_parser=parser, bfcl_mode=bfcl_mode)  # type: ignore[arg-type]
+def spec(
+    prompting: Prompting = "chat", bfcl_mode: str = "prompt", parser: str | None = None
+) -> ModelSpec:
+    return ModelSpec(
+        name="m",
+        source=ModelSource("embedded", "m"),
+        served_name="m",
+        license="mit",
+        prompting=prompting,
+        tool_call_parser=parser,
+        bfcl_mode=bfcl_mode,
+    )  # type: ignore[arg-type]
 
 
-def openai(text: str | None, *, chat: bool, finish: str = "stop", tool_calls: Any = None) -> dict[str, Any]:
+def openai(
+    text: str | None, *, chat: bool, finish: str = "stop", tool_calls: Any = None
+) -> dict[str, Any]:
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
@@ -82,13 +93,20 @@ def bfcl_record() -> BfclRecord:
 
 
 @pytest.mark.parametrize("prompting", ["chat", "completion"])
-@pytest.mark.parametrize("text,finish", [
-    ("So 2 + 3 = 5.\n#### 5", "stop"), ("The answer is 6.", "stop"), ("", "length"), ("#### $1,000.", "stop"),
-])
+@pytest.mark.parametrize(
+    "text,finish",
+    [
+        ("So 2 + 3 = 5.\n#### 5", "stop"),
+        ("The answer is 6.", "stop"),
+        ("", "length"),
+        ("#### $1,000.", "stop"),
+    ],
+)
 def test_gsm8k_records_rescore_to_themselves(prompting: Prompting, text: str, finish: str) -> None:
     request = build_gsm8k_request(PROBLEM, spec(prompting), EXEMPLARS)
-    record = score_gsm8k(ITEM, request, answer(request, openai(text, chat=prompting == "chat",
-                                                               finish=finish)))
+    record = score_gsm8k(
+        ITEM, request, answer(request, openai(text, chat=prompting == "chat", finish=finish))
+    )
     again = stored(record)
     assert again.completion is not None
     assert score_gsm8k(ITEM, request, again.completion) == record
@@ -104,14 +122,22 @@ def tool_call(name: str, arguments: str) -> dict[str, Any]:
 
 def bfcl_cases(record: BfclRecord) -> list[tuple[str, dict[str, Any]]]:
     name = record.function[0]["name"]
-    params = {k: next(v for v in accepted if v != "") for k, accepted in record.ground_truth[0][name].items()
-              if any(v != "" for v in accepted)}
+    params = {
+        k: next(v for v in accepted if v != "")
+        for k, accepted in record.ground_truth[0][name].items()
+        if any(v != "" for v in accepted)
+    }
     call_text = f"[{name}(" + ", ".join(f"{k}={v!r}" for k, v in params.items()) + ")]"
     return [
         ("prompt", openai(call_text, chat=True)),
         ("prompt", openai("I cannot help.", chat=True)),
         ("prompt", openai("[f(a=1), g(b=2)]", chat=True, finish="length")),
-        ("tools", openai(None, chat=True, tool_calls=[tool_call(name.replace(".", "_"), json.dumps(params))])),
+        (
+            "tools",
+            openai(
+                None, chat=True, tool_calls=[tool_call(name.replace(".", "_"), json.dumps(params))]
+            ),
+        ),
         ("tools", openai(None, chat=True, tool_calls=[tool_call(name, "{not json")])),
         ("tools", openai("No tool needed.", chat=True)),
         ("tools", openai("", chat=True)),
@@ -132,27 +158,48 @@ def test_bfcl_records_rescore_to_themselves(bfcl_record: BfclRecord) -> None:
         older = stored_by_the_previous_version(record).completion
         assert older is not None
         rescored = score_bfcl(item, request, older)
-        assert verdict(rescored) == verdict(record) and rescored.response == record.response, (mode, response)
+        assert verdict(rescored) == verdict(record) and rescored.response == record.response, (
+            mode,
+            response,
+        )
         verdicts.add((mode, record.correct))
     assert verdicts == {("prompt", True), ("prompt", False), ("tools", True), ("tools", False)}
 
 
 def test_a_reused_answer_gets_the_current_verdict_and_the_store_is_updated(tmp_path: Any) -> None:
     store = Store(tmp_path / "s.sqlite")
-    endpoint = Endpoint(spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m"))
+    endpoint = Endpoint(
+        spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m")
+    )
     request = build_gsm8k_request(PROBLEM, spec(), EXEMPLARS)
     key = endpoint.provenance.cache_key()
     right = score_gsm8k(ITEM, request, answer(request, openai("#### 5", chat=True)))
     # as an older scorer might have stored it: the same answer, the opposite verdict
-    stale = ItemRecord.from_dict({**right.to_dict(), "correct": False,
-                                  "scores": {"strict-match": False, "flexible-extract": False}})
+    stale = ItemRecord.from_dict(
+        {
+            **right.to_dict(),
+            "correct": False,
+            "scores": {"strict-match": False, "flexible-extract": False},
+        }
+    )
     store.add_item("run-1", "m", "gsm8k", key, stale)
     lines: list[str] = []
-    run = run_accuracy(endpoint, "gsm8k", [ITEM], lambda item: request_for(item, "chat"),
-                       score_gsm8k, store=store, run_id="run-2", progress=lines.append)
+    run = run_accuracy(
+        endpoint,
+        "gsm8k",
+        [ITEM],
+        lambda item: request_for(item, "chat"),
+        score_gsm8k,
+        store=store,
+        run_id="run-2",
+        progress=lines.append,
+    )
     assert (run.sent, run.reused) == (0, 1)  # nothing was sent: port 9 would have refused it
     assert run.records == [right]
-    assert store.stored_items(key, "gsm8k", [(PROBLEM.item_id, request.prompt_hash)])[PROBLEM.item_id] == right
+    assert (
+        store.stored_items(key, "gsm8k", [(PROBLEM.item_id, request.prompt_hash)])[PROBLEM.item_id]
+        == right
+    )
     assert store.run_items("run-2", "m", "gsm8k") == [right]
     assert lines[0] == "gsm8k m: reused 1 stored items (1 scored differently now), sending 0"
 
@@ -170,12 +217,28 @@ def test_bfcl_rescoring_keeps_an_answer_without_content_or_calls(bfcl_record: Bf
 
 
 PREVIOUS_TOOLS_ITEM: dict[str, Any] = {
-    "item_id": "simple_python_0", "prompt_hash": "0123456789abcdef", "correct": True,
-    "response": json.dumps([{"id": "call_0", "type": "function",
-                             "function": {"name": "calculate_triangle_area", "arguments": '{"base": 10}'}}]),
-    "data_hash": "", "extracted": {"calls": [{"calculate_triangle_area": {"base": 10}}],
-                                   "error_type": "", "error": ""},
-    "finish_reason": "tool_calls", "prompt_tokens": 11, "completion_tokens": 7, "scores": {"ast": True},
+    "item_id": "simple_python_0",
+    "prompt_hash": "0123456789abcdef",
+    "correct": True,
+    "response": json.dumps(
+        [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "calculate_triangle_area", "arguments": '{"base": 10}'},
+            }
+        ]
+    ),
+    "data_hash": "",
+    "extracted": {
+        "calls": [{"calculate_triangle_area": {"base": 10}}],
+        "error_type": "",
+        "error": "",
+    },
+    "finish_reason": "tool_calls",
+    "prompt_tokens": 11,
+    "completion_tokens": 7,
+    "scores": {"ast": True},
     "error": None,
 }
 """A tools-mode item as the previous version stored it: the calls' JSON in ``response``, no completion."""
@@ -185,16 +248,35 @@ def test_an_item_stored_by_the_previous_version_gets_its_completion_rebuilt() ->
     record = ItemRecord.from_dict(PREVIOUS_TOOLS_ITEM)
     assert record.completion == Completion(
         text=PREVIOUS_TOOLS_ITEM["response"],
-        tool_calls=[{"id": "call_0", "name": "calculate_triangle_area", "arguments": '{"base": 10}'}],
-        finish_reason="tool_calls", prompt_tokens=11, completion_tokens=7,
+        tool_calls=[
+            {"id": "call_0", "name": "calculate_triangle_area", "arguments": '{"base": 10}'}
+        ],
+        finish_reason="tool_calls",
+        prompt_tokens=11,
+        completion_tokens=7,
     )
     text_item = {**PREVIOUS_TOOLS_ITEM, "response": "[calculate_triangle_area(base=10)]"}
     text = ItemRecord.from_dict(text_item).completion
-    assert text is not None and (text.text, text.tool_calls) == ("[calculate_triangle_area(base=10)]", None)
-    failed = ItemRecord.from_dict({**PREVIOUS_TOOLS_ITEM, "response": "", "error": "timed out after 5 s",
-                                   "extracted": {"calls": None, "error_type": "request_error", "error": "x"}})
-    assert failed.completion == Completion(text="", finish_reason="tool_calls", prompt_tokens=11,
-                                           completion_tokens=7, error="timed out after 5 s", error_kind="request")
+    assert text is not None and (text.text, text.tool_calls) == (
+        "[calculate_triangle_area(base=10)]",
+        None,
+    )
+    failed = ItemRecord.from_dict(
+        {
+            **PREVIOUS_TOOLS_ITEM,
+            "response": "",
+            "error": "timed out after 5 s",
+            "extracted": {"calls": None, "error_type": "request_error", "error": "x"},
+        }
+    )
+    assert failed.completion == Completion(
+        text="",
+        finish_reason="tool_calls",
+        prompt_tokens=11,
+        completion_tokens=7,
+        error="timed out after 5 s",
+        error_kind="request",
+    )
 
 
 @pytest.mark.parametrize("mode", ["tools", "prompt"])
@@ -207,35 +289,66 @@ def test_a_store_written_by_the_previous_version_is_reused_with_the_same_verdict
     cases = [response for case_mode, response in bfcl_cases(bfcl_record) if case_mode == mode]
     for index, response in enumerate(cases):
         # each case under a server version of its own: one stored item per serving key
-        endpoint = Endpoint(model, "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", str(index), "m"))
+        endpoint = Endpoint(
+            model, "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", str(index), "m")
+        )
         record = score_bfcl(item, request, answer(request, response))
         store.add_item("run-1", "m", "bfcl", endpoint.provenance.cache_key(), record)
         older = {**record.to_dict(), "response": record.response}  # as that version wrote it
         del older["completion"]
         with sqlite3.connect(tmp_path / "s.sqlite") as db:
-            db.execute("UPDATE items SET record_json = ? WHERE serving_key = ?",
-                       (json.dumps(older), endpoint.provenance.cache_key()))
+            db.execute(
+                "UPDATE items SET record_json = ? WHERE serving_key = ?",
+                (json.dumps(older), endpoint.provenance.cache_key()),
+            )
         lines: list[str] = []
-        run = run_accuracy(endpoint, "bfcl", [item], lambda each: request_for(each, model.prompting),
-                           score_bfcl, store=store, run_id=f"run-{index + 2}", progress=lines.append)
+        run = run_accuracy(
+            endpoint,
+            "bfcl",
+            [item],
+            lambda each: request_for(each, model.prompting),
+            score_bfcl,
+            store=store,
+            run_id=f"run-{index + 2}",
+            progress=lines.append,
+        )
         assert (run.sent, run.reused) == (0, 1)  # nothing was sent: port 9 would have refused it
         (rescored,) = run.records
-        assert verdict(rescored) == verdict(record) and rescored.response == record.response, response
+        assert verdict(rescored) == verdict(record) and rescored.response == record.response, (
+            response
+        )
         assert lines[0] == "bfcl m: reused 1 stored items, sending 0"
-        upgraded = store.stored_items(endpoint.provenance.cache_key(), "bfcl", [(record.item_id, record.prompt_hash)])
+        upgraded = store.stored_items(
+            endpoint.provenance.cache_key(), "bfcl", [(record.item_id, record.prompt_hash)]
+        )
         assert upgraded[record.item_id] == rescored  # written back with its completion
     assert len(cases) == {"tools": 5, "prompt": 3}[mode]
 
 
 def test_a_stored_item_without_a_completion_is_sent_again(tmp_path: Any) -> None:
     store = Store(tmp_path / "s.sqlite")
-    endpoint = Endpoint(spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m"))
+    endpoint = Endpoint(
+        spec(), "http://127.0.0.1:9", "m", 4096, "llamacpp", Provenance("test", "0", "m")
+    )
     request = build_gsm8k_request(PROBLEM, spec(), EXEMPLARS)
     right = score_gsm8k(ITEM, request, answer(request, openai("#### 5", chat=True)))
-    store.add_item("run-1", "m", "gsm8k", endpoint.provenance.cache_key(), ItemRecord.from_dict(
-        {**right.to_dict(), "completion": None}))
-    run = run_accuracy(endpoint, "gsm8k", [ITEM], lambda item: request_for(item, "chat"),
-                       score_gsm8k, store=store, run_id="run-2", timeout_s=5)
+    store.add_item(
+        "run-1",
+        "m",
+        "gsm8k",
+        endpoint.provenance.cache_key(),
+        ItemRecord.from_dict({**right.to_dict(), "completion": None}),
+    )
+    run = run_accuracy(
+        endpoint,
+        "gsm8k",
+        [ITEM],
+        lambda item: request_for(item, "chat"),
+        score_gsm8k,
+        store=store,
+        run_id="run-2",
+        timeout_s=5,
+    )
     assert (run.sent, run.reused, run.errors) == (1, 0, 1)  # port 9 refused it
     (record,) = run.records
     assert record.completion is not None and record.completion.error_kind == "request"

@@ -52,8 +52,9 @@ def test_journal_of_a_killed_run_is_read_back(
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))  # this checkout's plugin in the subprocess
     pytester.makepyfile(KILLED_RUN)
-    result = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly",
-                                           "--store", store_at, *PAIR, timeout=120)
+    result = pytester.runpytest_subprocess(
+        "--results", "results.json", "-p", "no:randomly", "--store", store_at, *PAIR, timeout=120
+    )
     assert result.ret == -signal.SIGKILL, result.outlines[-20:]
     results = pytester.path / "results.json"
     assert not results.exists()
@@ -62,15 +63,17 @@ def test_journal_of_a_killed_run_is_read_back(
     data = load_results(results)
     assert data["summary"] == {"interrupted": True}
     assert data["run"]["run_id"]
-    recorded = {(m["model"], m["benchmark"], m["value"], m["unit"], m["n"])
-                for m in data["measurements"]}
-    assert recorded == {("gemma3-270m", "journal-bench", 12.5, "tokens/s", 4),
-                        ("smollm2-135m", "journal-bench", 30.25, "tokens/s", 4)}
+    recorded = {
+        (m["model"], m["benchmark"], m["value"], m["unit"], m["n"]) for m in data["measurements"]
+    }
+    assert recorded == {
+        ("gemma3-270m", "journal-bench", 12.5, "tokens/s", 4),
+        ("smollm2-135m", "journal-bench", 30.25, "tokens/s", 4),
+    }
 
     cli = [sys.executable, "-m", "pytest_modelsweep.cli", "results", str(results)]
     env = {**os.environ, "PYTHONPATH": str(SOURCE_ROOT)}
-    as_json = subprocess.run([*cli, "--json"], capture_output=True, text=True, env=env,
-                             check=False)
+    as_json = subprocess.run([*cli, "--json"], capture_output=True, text=True, env=env, check=False)
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout) == data
 
@@ -83,10 +86,16 @@ def test_journal_of_a_killed_run_is_read_back(
     assert any("smollm2-135m" in row and "30.2" in row for row in rows), table.stdout
 
     stored = Store(store_at, create=False)
-    assert [(m["model"], m["value"]) for m in stored.measurements(data["run"]["run_id"])] == \
-        [(m["model"], m["value"]) for m in data["measurements"]]
-    runs = subprocess.run([sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store",
-                           store_at], capture_output=True, text=True, env=env, check=False)
+    assert [(m["model"], m["value"]) for m in stored.measurements(data["run"]["run_id"])] == [
+        (m["model"], m["value"]) for m in data["measurements"]
+    ]
+    runs = subprocess.run(
+        [sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store", store_at],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert runs.returncode == 0, runs.stderr
     assert runs.stdout.startswith(data["run"]["run_id"]) and "2 measurements" in runs.stdout
 
@@ -98,19 +107,25 @@ def test_a_killed_run_is_listed_as_interrupted(
     run that ended as it is."""
     monkeypatch.setenv("PYTHONPATH", str(SOURCE_ROOT))
     pytester.makepyfile(test_killed=KILLED_RUN)
-    killed = pytester.runpytest_subprocess("--results", "results.json", "-p", "no:randomly",
-                                           "--store", store_at, *PAIR, timeout=120)
+    killed = pytester.runpytest_subprocess(
+        "--results", "results.json", "-p", "no:randomly", "--store", store_at, *PAIR, timeout=120
+    )
     assert killed.ret == -signal.SIGKILL
     killed_id = load_results(pytester.path / "results.json")["run"]["run_id"]
     pytester.makepyfile(test_zz="def test_fine(model_name):\n    pass\n")
     (pytester.path / "test_killed.py").unlink()
-    ended = pytester.runpytest_subprocess("--results", "ended.json", "--store", store_at,
-                                          *PAIR, timeout=120)
+    ended = pytester.runpytest_subprocess(
+        "--results", "ended.json", "--store", store_at, *PAIR, timeout=120
+    )
     ended.assert_outcomes(passed=2)
     ended_id = json.loads((pytester.path / "ended.json").read_text())["run"]["run_id"]
-    listing = subprocess.run([sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store",
-                              store_at], capture_output=True, text=True, check=False,
-                             env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)})
+    listing = subprocess.run(
+        [sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store", store_at],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)},
+    )
     assert listing.returncode == 0, listing.stderr
     lines = {line.split()[0]: line for line in listing.stdout.splitlines()}
     assert lines[killed_id].endswith("2 measurements  interrupted (killed, or still running)")

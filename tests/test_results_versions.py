@@ -51,11 +51,24 @@ from pytest_modelsweep.store.results import FIX, ResultsWriter, load_results
 
 DATA = Path(__file__).resolve().parent / "data"
 V1, V2 = DATA / "results_v1_every_kind.json", DATA / "results_v2_every_kind.json"
-BEFORE_OPEN_LOOP = {AccuracyStats, ThroughputStats, CapacityStats, SmokeStats, ScreeningResult,
-                    AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats, OtherStats}
-KINDS = {V1: ("pytest-modelsweep/results/1", BEFORE_OPEN_LOOP),
-         V2: ("pytest-modelsweep/results/2",
-              BEFORE_OPEN_LOOP | {RateCapacityStats, RateCapacityRatioStats, StartupStats})}
+BEFORE_OPEN_LOOP = {
+    AccuracyStats,
+    ThroughputStats,
+    CapacityStats,
+    SmokeStats,
+    ScreeningResult,
+    AccuracyVerdictStats,
+    ThroughputRatioStats,
+    CapacityRatioStats,
+    OtherStats,
+}
+KINDS = {
+    V1: ("pytest-modelsweep/results/1", BEFORE_OPEN_LOOP),
+    V2: (
+        "pytest-modelsweep/results/2",
+        BEFORE_OPEN_LOOP | {RateCapacityStats, RateCapacityRatioStats, StartupStats},
+    ),
+}
 
 
 def text(data: Any) -> str:
@@ -77,10 +90,10 @@ def not_written_by_fields(record: Record, where: str = "stats") -> list[str]:
     and in order (an accuracy's keys follow its benchmark's summary: :meth:`AccuracyStats.of`)."""
     found = []
     source, read = record.shape.source, record.shape.read
-    if source is not None and (json.dumps(figures(read), sort_keys=True)
-                               != json.dumps(figures(source), sort_keys=True)
-                               or (list(read) != list(source)
-                                   and not isinstance(record, AccuracyStats))):
+    if source is not None and (
+        json.dumps(figures(read), sort_keys=True) != json.dumps(figures(source), sort_keys=True)
+        or (list(read) != list(source) and not isinstance(record, AccuracyStats))
+    ):
         found.append(where)
     for spec in fields(record):
         value = getattr(record, spec.name)
@@ -98,7 +111,9 @@ def test_a_results_file_of_each_version_reads_back_as_the_old_code_wrote_it(path
     read = measurements_of(data["measurements"], where=str(path))
     assert {type(m.stats) for m in read} == kinds
     assert {m.stats.design for m in read if isinstance(m.stats, ThroughputRatioStats)} == {
-        "back-to-back", "interleaved"}
+        "back-to-back",
+        "interleaved",
+    }
     for measurement, written in zip(read, data["measurements"]):
         assert text(measurement.to_dict()) == text(written), measurement.test_id
         again = Measurement.from_dict(json.loads(text(measurement.to_dict())))
@@ -107,8 +122,7 @@ def test_a_results_file_of_each_version_reads_back_as_the_old_code_wrote_it(path
             assert not_written_by_fields(measurement.stats) == [], measurement.test_id
 
 
-def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(
-        tmp_path: Path) -> None:
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(tmp_path: Path) -> None:
     data = json.loads(V2.read_text(encoding="utf-8"))
     index = next(i for i, m in enumerate(data["measurements"]) if m["benchmark"] == "throughput")
     data["measurements"][index]["stats"]["repeats"][1]["ttft"]["p50_ms"] = "fast"
@@ -117,22 +131,29 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(
     with pytest.raises(DataError) as refused:
         load_results(broken)
     run = data["run"]["run_id"]
-    assert str(refused.value) == (f"{broken}: run {run}: measurements[{index}].stats.repeats[1]"
-                                  ".ttft.p50_ms: expected a number, got str 'fast'; " + FIX)
+    assert str(refused.value) == (
+        f"{broken}: run {run}: measurements[{index}].stats.repeats[1]"
+        ".ttft.p50_ms: expected a number, got str 'fast'; " + FIX
+    )
     data["measurements"][index]["stats"]["repeats"][1]["ttft"]["p50_ms"] = 8.5
     data["measurements"][index]["items"] = [3]
     broken.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(DataError) as refused:
         load_results(broken)
-    assert str(refused.value) == (f"{broken}: run {run}: measurements[{index}].items[0]: "
-                                  "expected an object, got int 3; " + FIX)
+    assert str(refused.value) == (
+        f"{broken}: run {run}: measurements[{index}].items[0]: "
+        "expected an object, got int 3; " + FIX
+    )
 
 
 def test_what_the_schema_reads_leniently_still_reads() -> None:
     """A key an older writer left out reads as the field's default and stays out; a key no
     field holds is kept in its place; a field changed since writes its new value."""
-    data = next(m for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
-                if m["benchmark"] == "throughput")
+    data = next(
+        m
+        for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
+        if m["benchmark"] == "throughput"
+    )
     window = data["stats"]["repeats"][0]
     del window["server_metrics"]
     window["my_figure"] = [1, 2]
@@ -149,16 +170,21 @@ def test_what_the_schema_reads_leniently_still_reads() -> None:
 
 def strict_loads(written: str) -> Any:
     """JSON as a strict parser reads it: ``NaN`` or ``Infinity`` is an error."""
+
     def refuse(constant: str) -> None:
         raise ValueError(f"not JSON: {constant}")
+
     return json.loads(written, parse_constant=refuse)
 
 
 def test_non_finite_figures_are_written_as_null_saying_why(tmp_path: Path) -> None:
     """The journal, the results file and the store's JSON are strict: a NaN or infinity is
     null, the measurement lists it under ``non_finite``, and it reads back (null: NaN)."""
-    data = next(m for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
-                if m["benchmark"] == "throughput")
+    data = next(
+        m
+        for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
+        if m["benchmark"] == "throughput"
+    )
     data["stats"]["repeats"][0]["fidelity"] = float("nan")
     data["stats"]["repeats"][1]["tpot"]["p50_ms"] = float("inf")
     why = {"stats.repeats[0].fidelity": "nan", "stats.repeats[1].tpot.p50_ms": "inf"}
@@ -178,8 +204,11 @@ def test_non_finite_figures_are_written_as_null_saying_why(tmp_path: Path) -> No
     store = Store(tmp_path / "store.sqlite")
     store.add_run("r1", "embedded", {"started_at": "t", "rate": float("inf")})
     store.add_measurement("r1", data)
-    stored = raw_sql(str(tmp_path / "store.sqlite"),
-                     "SELECT measurement_json FROM measurements", "SELECT run_json FROM runs")
+    stored = raw_sql(
+        str(tmp_path / "store.sqlite"),
+        "SELECT measurement_json FROM measurements",
+        "SELECT run_json FROM runs",
+    )
     assert strict_loads(stored[0][0][0])["non_finite"] == why
     assert strict_loads(stored[1][0][0])["non_finite"] == {"rate": "inf"}
     read = Measurement.from_dict(store.measurement_of("r1", data["model"], "throughput"))

@@ -32,13 +32,33 @@ one of the two cores (beside the real verdict run both took four times their tim
 
 def command(tmp: Path, store: str, results: Path) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", str(ROOT / "benches" / "test_accuracy.py"),
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "benches" / "test_accuracy.py"),
         # the candidate alone: its verdict would have no reference to judge against
-        "-m", "gsm8k and not verdict", "--model", "smollm2-135m", "--limit", str(LIMIT),
-        "--gsm8k-max-tokens", "32", "--gsm8k-path", str(GSM8K),
-        "--sweep", str(embedded_sweep_with(tmp / "one-slot.toml", max_num_seqs=1, threads=1)),
-        "--store", store, "--modelsweep-dir", str(tmp / "work"),
-        "--results", str(results), "-p", "no:cacheprovider", "-p", "no:randomly",
+        "-m",
+        "gsm8k and not verdict",
+        "--model",
+        "smollm2-135m",
+        "--limit",
+        str(LIMIT),
+        "--gsm8k-max-tokens",
+        "32",
+        "--gsm8k-path",
+        str(GSM8K),
+        "--sweep",
+        str(embedded_sweep_with(tmp / "one-slot.toml", max_num_seqs=1, threads=1)),
+        "--store",
+        store,
+        "--modelsweep-dir",
+        str(tmp / "work"),
+        "--results",
+        str(results),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
     ]
 
 
@@ -46,8 +66,10 @@ def stored_items(store: str) -> dict[str, str]:
     path = parse_store_location(store).path
     if path is not None and not path.is_file():
         return {}  # not made yet (and not to be made here)
-    return {str(item_id): str(record) for item_id, record in
-            raw_sql(store, "SELECT item_id, record_json FROM items")[0]}
+    return {
+        str(item_id): str(record)
+        for item_id, record in raw_sql(store, "SELECT item_id, record_json FROM items")[0]
+    }
 
 
 def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
@@ -56,8 +78,13 @@ def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
     need(GSM8K.is_file(), f"GSM8K data not found at {GSM8K}; {SHARED_DATA_HINT}")
     env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
     store = str(tmp_path / "store.sqlite")
-    first = subprocess.Popen(command(tmp_path, store, tmp_path / "killed.json"), cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    first = subprocess.Popen(
+        command(tmp_path, store, tmp_path / "killed.json"),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 600
     done: dict[str, str] = {}
     while time.monotonic() < deadline and first.poll() is None:
@@ -86,12 +113,20 @@ def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
     else:
         pytest.fail(f"the killed run's llama-server still answers on port {port}")
 
-    second = subprocess.run(command(tmp_path, store, tmp_path / "resumed.json"), cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=900)
+    second = subprocess.run(
+        command(tmp_path, store, tmp_path / "resumed.json"),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert second.returncode == 0, second.stdout[-3000:]
     usable = {i for i, r in done.items() if json.loads(r)["error"] is None}
-    assert f"gsm8k smollm2-135m: reused {len(usable)} stored items, sending {LIMIT - len(usable)}" \
+    assert (
+        f"gsm8k smollm2-135m: reused {len(usable)} stored items, sending {LIMIT - len(usable)}"
         in second.stdout
+    )
     resumed = json.loads((tmp_path / "resumed.json").read_text())["measurements"][0]
     assert resumed["n"] == LIMIT and resumed["stats"]["reused"] == len(usable)
     assert resumed["stats"]["sent"] == LIMIT - len(usable)
@@ -100,12 +135,18 @@ def test_sigkill_midway_then_resume(tmp_path: Path) -> None:
         assert by_id[item_id] == json.loads(done[item_id])
 
     # An uninterrupted run in a fresh store sends the same requests for the same items.
-    fresh = subprocess.run(command(tmp_path, str(tmp_path / "fresh.sqlite"),
-                                   tmp_path / "fresh.json"),
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    fresh = subprocess.run(
+        command(tmp_path, str(tmp_path / "fresh.sqlite"), tmp_path / "fresh.json"),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert fresh.returncode == 0, fresh.stdout[-3000:]
     uninterrupted = json.loads((tmp_path / "fresh.json").read_text())["measurements"][0]
     assert uninterrupted["stats"]["reused"] == 0 and uninterrupted["stats"]["sent"] == LIMIT
-    assert [(i["item_id"], i["prompt_hash"]) for i in uninterrupted["items"]] == \
-        [(i["item_id"], i["prompt_hash"]) for i in resumed["items"]]
+    assert [(i["item_id"], i["prompt_hash"]) for i in uninterrupted["items"]] == [
+        (i["item_id"], i["prompt_hash"]) for i in resumed["items"]
+    ]
     assert uninterrupted["params"] == resumed["params"]

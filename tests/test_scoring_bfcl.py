@@ -43,7 +43,9 @@ HYPOT = doc(
     {"x": {"type": "integer"}, "y": {"type": "integer"}, "z": {"type": "integer"}},
     ["x", "y"],
 )
-HYPOT_GT: list[dict[str, dict[str, list[Any]]]] = [{"math.hypot": {"x": [4], "y": [5], "z": ["", 0]}}]
+HYPOT_GT: list[dict[str, dict[str, list[Any]]]] = [
+    {"math.hypot": {"x": [4], "y": [5], "z": ["", 0]}}
+]
 
 MIXED = doc(
     "plan_trip",
@@ -126,7 +128,9 @@ def test_function_name_dot_and_underscore() -> None:
     dotted = {"math.hypot": {"x": 4, "y": 5}}
     assert check(HYPOT, HYPOT_GT, underscored, underscore_to_dot=True).valid  # tools mode
     assert check(HYPOT, HYPOT_GT, dotted).valid  # prompt mode
-    assert check(HYPOT, HYPOT_GT, underscored).error_type == "simple_function_checker:wrong_func_name"
+    assert (
+        check(HYPOT, HYPOT_GT, underscored).error_type == "simple_function_checker:wrong_func_name"
+    )
     assert check(HYPOT, HYPOT_GT, {"math.hypotenuse": {"x": 4, "y": 5}}).error_type == (
         "simple_function_checker:wrong_func_name"
     )
@@ -149,11 +153,16 @@ def test_unexpected_parameter() -> None:
 def test_omitted_optional_with_and_without_empty_answer() -> None:
     assert check(MIXED, MIXED_GT, mixed()).valid  # days, stops, flexible allow ""
     no_unit = check(MIXED, MIXED_GT, mixed(unit=None))  # 'unit' has no "" among its answers
-    assert (no_unit.valid, no_unit.error_type) == (False, "simple_function_checker:missing_optional")
+    assert (no_unit.valid, no_unit.error_type) == (
+        False,
+        "simple_function_checker:missing_optional",
+    )
 
 
 def test_int_for_float_accepted_float_for_int_rejected() -> None:
-    assert check(MIXED, [{"plan_trip": {**MIXED_GT[0]["plan_trip"], "rate": [2.0]}}], mixed(rate=2)).valid
+    assert check(
+        MIXED, [{"plan_trip": {**MIXED_GT[0]["plan_trip"], "rate": [2.0]}}], mixed(rate=2)
+    ).valid
     float_for_int = check(MIXED, MIXED_GT, mixed(days=3.0))
     assert (float_for_int.valid, float_for_int.error_type) == (False, "type_error:simple")
     bool_for_int = check(MIXED, MIXED_GT, mixed(days=True))
@@ -165,7 +174,9 @@ def test_int_for_float_accepted_float_for_int_rejected() -> None:
 def test_tuple_accepted_as_list_and_as_tuple() -> None:
     assert check(MIXED, MIXED_GT, mixed(coords=(40.7, -74.0))).valid
     assert check(MIXED, MIXED_GT, mixed(coords=[40.7, -74.0])).valid
-    assert check(MIXED, MIXED_GT, mixed(coords=[-74.0, 40.7])).error_type == "value_error:list/tuple"
+    assert (
+        check(MIXED, MIXED_GT, mixed(coords=[-74.0, 40.7])).error_type == "value_error:list/tuple"
+    )
     nested = check(MIXED, MIXED_GT, mixed(coords=["40.7", "-74.0"]))
     assert nested.error_type == "type_error:nested"
 
@@ -191,7 +202,9 @@ def test_other_values_compare_exactly() -> None:
     assert check(MIXED, MIXED_GT, mixed(flexible=True)).valid
     assert check(MIXED, MIXED_GT, mixed(flexible=False)).error_type == "value_error:others"
     assert check(MIXED, MIXED_GT, mixed(rate=0.25)).error_type == "value_error:others"
-    assert check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4, "y": 6}}).error_type == "value_error:others"
+    assert (
+        check(HYPOT, HYPOT_GT, {"math.hypot": {"x": 4, "y": 6}}).error_type == "value_error:others"
+    )
 
 
 def test_nested_dict() -> None:
@@ -211,7 +224,9 @@ def test_nested_dict() -> None:
 
 def test_list_of_dicts() -> None:
     rows = [{"field": "age", "op": ">"}, {"field": "job", "op": "="}]
-    assert check(DB, DB_GT, {"db.fetch": {"conditions": {"department": "Science"}, "filters": rows}}).valid
+    assert check(
+        DB, DB_GT, {"db.fetch": {"conditions": {"department": "Science"}, "filters": rows}}
+    ).valid
     reversed_rows = {"db.fetch": {"conditions": {"department": "Science"}, "filters": rows[::-1]}}
     # BFCL reports the last answer tried: here the "" answer, read as an empty list
     assert check(DB, DB_GT, reversed_rows).error_type == "value_error:list_dict_count"
@@ -253,7 +268,10 @@ def test_list_of_dicts() -> None:
         # BFCL's quirks, kept: **x lands under the key None; "not"/"~" negate like "-"
         ("[f(a=1, **kw)]", [{"f": {"a": 1, None: "kw"}}]),
         ("[f(a=not True, b=~5)]", [{"f": {"a": -1, "b": -5}}]),
-        ("[f(a=2**100, b=[1]+[2], c=1<<3, d=(1<2)+1)]", [{"f": {"a": 2**100, "b": [1, 2], "c": 8, "d": 2}}]),
+        (
+            "[f(a=2**100, b=[1]+[2], c=1<<3, d=(1<2)+1)]",
+            [{"f": {"a": 2**100, "b": [1, 2], "c": 8, "d": 2}}],
+        ),
     ],
 )
 def test_decode_prompt_output(text: str, expected: Any) -> None:
@@ -316,8 +334,12 @@ def test_decode_tool_calls() -> None:
     with pytest.raises(BfclDecodeError, match="not a JSON string"):
         decode_tool_calls(chat_answer(tool_message(("f", {"x": 1}))))
     with pytest.raises(BfclDecodeError, match="has no function name"):
-        decode_tool_calls(chat_answer({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}))
-    with pytest.raises(BfclDecodeError, match=r"no tool calls in the response \(content: 'hello'\)"):
+        decode_tool_calls(
+            chat_answer({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]})
+        )
+    with pytest.raises(
+        BfclDecodeError, match=r"no tool calls in the response \(content: 'hello'\)"
+    ):
         decode_tool_calls(chat_answer({"role": "assistant", "content": "hello"}))
     with pytest.raises(BfclDecodeError, match=r"no tool calls in the response \(content: None\)"):
         decode_tool_calls(chat_answer({"role": "assistant", "content": None}))
@@ -352,9 +374,15 @@ class Asked(NamedTuple):
 
 
 def asked(mode: BfclMode, prompting: Prompting = "chat") -> Asked:
-    model = ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m", license="mit",
-                      prompting=prompting, tool_call_parser="hermes" if mode == "tools" else None,
-                      bfcl_mode=mode)
+    model = ModelSpec(
+        name="m",
+        source=ModelSource("embedded", "m"),
+        served_name="m",
+        license="mit",
+        prompting=prompting,
+        tool_call_parser="hermes" if mode == "tools" else None,
+        bfcl_mode=mode,
+    )
     return Asked(bfcl_eval_item(RECORD, model), build_bfcl_request(RECORD, model))
 
 
@@ -379,12 +407,24 @@ def test_the_three_ways_of_asking_are_bfcls_modes() -> None:
 def test_tools_mode_correct() -> None:
     item = TOOLS.scored(TOOLS.answer(reply(tool_message(("math_hypot", '{"x": 4, "y": 5}')))))
     assert item.correct and item.scores == {"ast": True} and item.error is None
-    assert item.extracted == {"calls": [{"math_hypot": {"x": 4, "y": 5}}], "error_type": "", "error": ""}
+    assert item.extracted == {
+        "calls": [{"math_hypot": {"x": 4, "y": 5}}],
+        "error_type": "",
+        "error": "",
+    }
     assert item.item_id == "simple_python_2" and item.data_hash == RECORD.data_hash
     assert item.prompt_hash == TOOLS.request.prompt_hash
-    assert (item.prompt_tokens, item.completion_tokens, item.finish_reason) == (300, 12, "tool_calls")
+    assert (item.prompt_tokens, item.completion_tokens, item.finish_reason) == (
+        300,
+        12,
+        "tool_calls",
+    )
     assert json.loads(item.response) == [
-        {"id": "c0", "type": "function", "function": {"name": "math_hypot", "arguments": '{"x": 4, "y": 5}'}}
+        {
+            "id": "c0",
+            "type": "function",
+            "function": {"name": "math_hypot", "arguments": '{"x": 4, "y": 5}'},
+        }
     ]
 
 
@@ -398,7 +438,10 @@ def test_tools_mode_correct() -> None:
             tool_message(("math_hypot", '{"x": 4, "y": 5}'), ("math_hypot", '{"x": 4, "y": 5}')),
             "simple_function_checker:wrong_count",
         ),
-        (tool_message(("math.hypot", '{"x": 4, "y": 5}')), "simple_function_checker:wrong_func_name"),
+        (
+            tool_message(("math.hypot", '{"x": 4, "y": 5}')),
+            "simple_function_checker:wrong_func_name",
+        ),
         (tool_message(), "simple_function_checker:wrong_count"),
     ],
 )
@@ -439,7 +482,9 @@ def test_prompt_mode_chat_and_completion() -> None:
         (TEXT, TEXT.answer(reply({"role": "assistant", "content": "[f()]"})), "response"),
     ],
 )
-def test_garbage_is_an_errored_wrong_item(asked_: Asked, completion: Completion, error_kind: str | None) -> None:
+def test_garbage_is_an_errored_wrong_item(
+    asked_: Asked, completion: Completion, error_kind: str | None
+) -> None:
     item = asked_.scored(completion)
     assert item.correct is False and item.error and item.outcome == "failed"
     # a failed item is never scored; why it failed is its completion's (BFCL's request_error /
@@ -457,7 +502,13 @@ def test_tools_mode_without_message_is_an_error() -> None:
 def test_summarise() -> None:
     items = [
         CHAT.scored(CHAT.answer(reply({"role": "assistant", "content": c})))
-        for c in ["[math.hypot(x=4, y=5)]", "[math.hypot(x=4, y=5)]", "nope", "[math.hypot(x=4)]", "[]"]
+        for c in [
+            "[math.hypot(x=4, y=5)]",
+            "[math.hypot(x=4, y=5)]",
+            "nope",
+            "[math.hypot(x=4)]",
+            "[]",
+        ]
     ]
     items.append(CHAT.scored(Completion.failed("timeout")))
     # the timed-out item got no answer: failed, never scored (no request_error type)
@@ -479,6 +530,7 @@ def test_summarise() -> None:
 
 def test_ground_truth_passes_on_every_real_record() -> None:
     need(DATA.is_dir(), f"shared BFCL data not found at {DATA}; {SHARED_DATA_HINT}")
+
     def concrete(value: Any) -> Any:
         if isinstance(value, dict):
             return {
@@ -494,7 +546,9 @@ def test_ground_truth_passes_on_every_real_record() -> None:
     for record in load_bfcl(DATA):
         name, answers = next(iter(record.ground_truth[0].items()))
         params = {
-            k: concrete(next(a for a in v if a != "")) for k, v in answers.items() if any(a != "" for a in v)
+            k: concrete(next(a for a in v if a != ""))
+            for k, v in answers.items()
+            if any(a != "" for a in v)
         }
         result = check_simple(record.function, [{name: params}], record.ground_truth)
         if not result.valid:

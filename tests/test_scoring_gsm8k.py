@@ -103,7 +103,9 @@ def test_score_strict_and_flexible() -> None:
     assert not nothing.strict_correct and not nothing.flexible_correct
 
 
-PROBLEM = Gsm8kProblem(item_id="gsm8k-test-0000", index=0, split="test", question="Q?", answer=ANSWER)
+PROBLEM = Gsm8kProblem(
+    item_id="gsm8k-test-0000", index=0, split="test", question="Q?", answer=ANSWER
+)
 ITEM = gsm8k_eval_item(PROBLEM, ())
 CHAT = request_for(ITEM, "chat")
 COMPLETION = request_for(ITEM, "completion")
@@ -112,7 +114,11 @@ COMPLETION = request_for(ITEM, "completion")
 def chat_response(content: Any, finish: str = "stop") -> dict[str, Any]:
     return {
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
         ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 30},
     }
@@ -143,8 +149,12 @@ def test_score_chat_response_fills_the_record() -> None:
         completion_tokens=30,
         scores={"strict-match": True, "flexible-extract": True},
         error=None,
-        completion=Completion(text="2 * 9 = 18\n#### 18", finish_reason="stop", prompt_tokens=120,
-                              completion_tokens=30),
+        completion=Completion(
+            text="2 * 9 = 18\n#### 18",
+            finish_reason="stop",
+            prompt_tokens=120,
+            completion_tokens=30,
+        ),
     )
 
 
@@ -170,18 +180,35 @@ def test_score_completion_response_reads_text() -> None:
         (CHAT, Completion.failed("connection refused"), "connection refused"),
         (CHAT, answer(CHAT, {"choices": []}), "response has no choices"),
         (CHAT, answer(CHAT, {"error": {"message": "boom"}}), "response has no choices"),
-        (CHAT, answer(CHAT, chat_response(None)), "choices[0].message.content is NoneType, not a string"),
+        (
+            CHAT,
+            answer(CHAT, chat_response(None)),
+            "choices[0].message.content is NoneType, not a string",
+        ),
         (CHAT, answer(CHAT, chat_response(18)), "choices[0].message.content is int, not a string"),
-        (COMPLETION, answer(COMPLETION, chat_response("#### 18")), "choices[0].text is NoneType, not a string"),
+        (
+            COMPLETION,
+            answer(COMPLETION, chat_response("#### 18")),
+            "choices[0].text is NoneType, not a string",
+        ),
         (CHAT, answer(CHAT, {"choices": ["#### 18"]}), "choices[0] is not an object"),
-        (CHAT, Completion(text="#### 18", error="HTTP 500"), "HTTP 500"),  # an error wins over a text
+        (
+            CHAT,
+            Completion(text="#### 18", error="HTTP 500"),
+            "HTTP 500",
+        ),  # an error wins over a text
     ],
 )
-def test_garbage_gives_an_errored_wrong_record(request_: ApiRequest, completion: Completion, reason: str) -> None:
+def test_garbage_gives_an_errored_wrong_record(
+    request_: ApiRequest, completion: Completion, reason: str
+) -> None:
     record = scored(request_, completion)
     assert record.correct is False and record.outcome == "failed"
     assert record.error == reason
-    assert (record.scores, record.extracted) == ({}, None)  # never scored: no verdict of either filter
+    assert (record.scores, record.extracted) == (
+        {},
+        None,
+    )  # never scored: no verdict of either filter
     assert record.item_id == PROBLEM.item_id and record.data_hash == PROBLEM.data_hash
 
 

@@ -41,18 +41,31 @@ GEMMA4_E2B = 5_123_178_051
 
 
 def spec(repo: str, name: str = "cand", revision: str | None = None) -> ModelSpec:
-    return ModelSpec(name=name, source=ModelSource("hf", repo, revision), served_name=name,
-                     license="apache-2.0", prompting="chat", tool_call_parser=None,
-                     bfcl_mode="tools")
+    return ModelSpec(
+        name=name,
+        source=ModelSource("hf", repo, revision),
+        served_name=name,
+        license="apache-2.0",
+        prompting="chat",
+        tool_call_parser=None,
+        bfcl_mode="tools",
+    )
 
 
-def screen(hub: FakeHub, repo: str, settings: ScreeningSettings = SEED, **kw: str) -> ScreeningResult:
+def screen(
+    hub: FakeHub, repo: str, settings: ScreeningSettings = SEED, **kw: str
+) -> ScreeningResult:
     return screen_candidate(spec(repo, **kw), settings, api=hub, fetch_config=hub.fetch_config)
 
 
 def qwen(repo: str, total: int, **kw: object) -> FakeHub:
-    info = model_info(repo, license=kw.pop("license", "apache-2.0"), parameters={"BF16": total},
-                      config=config_json("Qwen3ForCausalLM"), **kw)  # type: ignore[arg-type]
+    info = model_info(
+        repo,
+        license=kw.pop("license", "apache-2.0"),
+        parameters={"BF16": total},
+        config=config_json("Qwen3ForCausalLM"),
+        **kw,
+    )  # type: ignore[arg-type]
     return FakeHub({repo: info})
 
 
@@ -64,21 +77,40 @@ def test_accepted_with_exact_figures_and_no_config_download() -> None:
     result = screen(hub, "Qwen/Qwen3-4B", name="qwen3-4b")
     weights = 2 * QWEN3_4B / GIB
     assert result == ScreeningResult(
-        model="qwen3-4b", repo="Qwen/Qwen3-4B", license="apache-2.0",
-        architecture="Qwen3ForCausalLM", dtype="bfloat16", parameters=QWEN3_4B,
-        weights_gib=weights, budget_gib=BUDGET, kv_headroom_gib=BUDGET - weights,
-        accepted=True, reasons=(), weights_source="safetensors metadata",
+        model="qwen3-4b",
+        repo="Qwen/Qwen3-4B",
+        license="apache-2.0",
+        architecture="Qwen3ForCausalLM",
+        dtype="bfloat16",
+        parameters=QWEN3_4B,
+        weights_gib=weights,
+        budget_gib=BUDGET,
+        kv_headroom_gib=BUDGET - weights,
+        accepted=True,
+        reasons=(),
+        weights_source="safetensors metadata",
     )
-    assert (round(result.weights_gib or 0, 2), round(result.kv_headroom_gib or 0, 2)) == (7.49, 6.68)
+    assert (round(result.weights_gib or 0, 2), round(result.kv_headroom_gib or 0, 2)) == (
+        7.49,
+        6.68,
+    )
     assert hub.info_calls == [("Qwen/Qwen3-4B", None, True)]
     assert hub.config_calls == []  # the Hub answer's config named architecture and dtype
 
 
 def test_licence_rejection_qwen_research_from_license_name() -> None:
-    hub = FakeHub({"Qwen/Qwen2.5-3B-Instruct": model_info(
-        "Qwen/Qwen2.5-3B-Instruct", license="other", license_name="qwen-research",
-        tags=["transformers", "safetensors", "license:other"], parameters={"BF16": QWEN25_3B},
-        config=config_json("Qwen2ForCausalLM"))})
+    hub = FakeHub(
+        {
+            "Qwen/Qwen2.5-3B-Instruct": model_info(
+                "Qwen/Qwen2.5-3B-Instruct",
+                license="other",
+                license_name="qwen-research",
+                tags=["transformers", "safetensors", "license:other"],
+                parameters={"BF16": QWEN25_3B},
+                config=config_json("Qwen2ForCausalLM"),
+            )
+        }
+    )
     result = screen(hub, "Qwen/Qwen2.5-3B-Instruct")
     assert result.license == "qwen-research"
     assert result.accepted is False
@@ -87,15 +119,31 @@ def test_licence_rejection_qwen_research_from_license_name() -> None:
 
 
 def test_licence_from_tag_when_the_card_has_none_is_lower_cased() -> None:
-    hub = FakeHub({"o/m": model_info("o/m", tags=["safetensors", "license:MIT"],
-                                     parameters={"BF16": 1000}, config=config_json("LlamaForCausalLM"))})
+    hub = FakeHub(
+        {
+            "o/m": model_info(
+                "o/m",
+                tags=["safetensors", "license:MIT"],
+                parameters={"BF16": 1000},
+                config=config_json("LlamaForCausalLM"),
+            )
+        }
+    )
     result = screen(hub, "o/m")
     assert (result.license, result.accepted, result.reasons) == ("mit", True, ())
 
 
 def test_unknown_licence_is_a_reason() -> None:
-    hub = FakeHub({"o/m": model_info("o/m", tags=["safetensors"], parameters={"BF16": 1000},
-                                     config=config_json("LlamaForCausalLM"))})
+    hub = FakeHub(
+        {
+            "o/m": model_info(
+                "o/m",
+                tags=["safetensors"],
+                parameters={"BF16": 1000},
+                config=config_json("LlamaForCausalLM"),
+            )
+        }
+    )
     assert screen(hub, "o/m").reasons == (
         "licence unknown (no card licence, no license: tag); the rule permits apache-2.0, mit",
     )
@@ -110,8 +158,10 @@ def test_memory_rejection_qwen3_8b() -> None:
     assert round(weights, 2) == 15.26 and weights > BUDGET
     assert result.kv_headroom_gib == BUDGET - weights
     assert result.reasons == (
-        ("memory: 15.26 GiB of bf16 weights leave -1.08 GiB of the 14.175 GiB budget "
-        "(15.75 GiB HBM x 0.9); the KV cache needs 2.00 GiB"),
+        (
+            "memory: 15.26 GiB of bf16 weights leave -1.08 GiB of the 14.175 GiB budget "
+            "(15.75 GiB HBM x 0.9); the KV cache needs 2.00 GiB"
+        ),
     )
 
 
@@ -125,9 +175,16 @@ def test_headroom_exactly_the_minimum_passes_one_parameter_more_fails() -> None:
 
 
 def test_gemma_4_e2b_published_total_gives_9_54_gib_not_the_seeds_8_97() -> None:
-    hub = FakeHub({"google/gemma-4-E2B-it": model_info(
-        "google/gemma-4-E2B-it", license="apache-2.0", parameters={"BF16": GEMMA4_E2B},
-        config=config_json("Gemma4ForConditionalGeneration", key="dtype"))})
+    hub = FakeHub(
+        {
+            "google/gemma-4-E2B-it": model_info(
+                "google/gemma-4-E2B-it",
+                license="apache-2.0",
+                parameters={"BF16": GEMMA4_E2B},
+                config=config_json("Gemma4ForConditionalGeneration", key="dtype"),
+            )
+        }
+    )
     result = screen(hub, "google/gemma-4-E2B-it")
     assert result.weights_gib == 2 * GEMMA4_E2B / GIB
     assert round(result.weights_gib, 2) == 9.54  # the seed wrote 8.97 GiB (~4.82e9 parameters)
@@ -135,8 +192,13 @@ def test_gemma_4_e2b_published_total_gives_9_54_gib_not_the_seeds_8_97() -> None
 
 
 def test_total_missing_sums_parameters_per_dtype() -> None:
-    info = model_info("o/m", license="mit", parameters={"BF16": 3000, "F32": 500}, total=0,
-                      config=config_json("LlamaForCausalLM"))
+    info = model_info(
+        "o/m",
+        license="mit",
+        parameters={"BF16": 3000, "F32": 500},
+        total=0,
+        config=config_json("LlamaForCausalLM"),
+    )
     result = screen(FakeHub({"o/m": info}), "o/m")
     assert (result.parameters, result.dtype) == (3500, "bfloat16")
 
@@ -145,11 +207,18 @@ def test_total_missing_sums_parameters_per_dtype() -> None:
 
 
 def test_file_sizes_scaled_to_bf16_by_the_config_dtype() -> None:
-    sizes = [("model-00001-of-00002.safetensors", 4_000_000_000),
-             ("model-00002-of-00002.safetensors", 1_000_000_000),
-             ("onnx/model.safetensors", 999), ("README.md", 5000)]
-    info = model_info("o/m", license="apache-2.0", siblings=sizes,
-                      config=config_json("LlamaForCausalLM", "float32"))
+    sizes = [
+        ("model-00001-of-00002.safetensors", 4_000_000_000),
+        ("model-00002-of-00002.safetensors", 1_000_000_000),
+        ("onnx/model.safetensors", 999),
+        ("README.md", 5000),
+    ]
+    info = model_info(
+        "o/m",
+        license="apache-2.0",
+        siblings=sizes,
+        config=config_json("LlamaForCausalLM", "float32"),
+    )
     result = screen(FakeHub({"o/m": info}), "o/m")
     assert result.parameters == 1_250_000_000  # 5e9 bytes of float32
     assert result.weights_gib == 2 * 1_250_000_000 / GIB
@@ -158,21 +227,34 @@ def test_file_sizes_scaled_to_bf16_by_the_config_dtype() -> None:
 
 
 def test_only_pytorch_bin_weights_is_no_safetensors_weights() -> None:
-    info = model_info("o/m", license="apache-2.0",
-                      siblings=[("config.json", 600), ("pytorch_model.bin", 10_000)],
-                      config=config_json("LlamaForCausalLM"))
+    info = model_info(
+        "o/m",
+        license="apache-2.0",
+        siblings=[("config.json", 600), ("pytorch_model.bin", 10_000)],
+        config=config_json("LlamaForCausalLM"),
+    )
     result = screen(FakeHub({"o/m": info}), "o/m")
     assert result.accepted is False and result.weights_gib is None
-    assert result.reasons == (("no safetensors weights (only pytorch_model.bin): vLLM TPU loads "
-                              "safetensors; pick a repo that publishes them"),)
+    assert result.reasons == (
+        (
+            "no safetensors weights (only pytorch_model.bin): vLLM TPU loads "
+            "safetensors; pick a repo that publishes them"
+        ),
+    )
 
 
 def test_no_weight_files_at_all_is_no_safetensors_weights() -> None:
-    info = model_info("o/m", license="apache-2.0", siblings=[("README.md", 10)],
-                      config=config_json("LlamaForCausalLM"))
+    info = model_info(
+        "o/m",
+        license="apache-2.0",
+        siblings=[("README.md", 10)],
+        config=config_json("LlamaForCausalLM"),
+    )
     assert screen(FakeHub({"o/m": info}), "o/m").reasons == (
-        ("no safetensors weights (no weight files at all): vLLM TPU loads safetensors; "
-        "pick a repo that publishes them"),
+        (
+            "no safetensors weights (no weight files at all): vLLM TPU loads safetensors; "
+            "pick a repo that publishes them"
+        ),
     )
 
 
@@ -183,19 +265,29 @@ def test_gated_repo_names_the_fix() -> None:
     hub = FakeHub({"google/gemma-4-E2B-it": hub_error("gated", "google/gemma-4-E2B-it")})
     result = screen(hub, "google/gemma-4-E2B-it")
     assert (result.accepted, result.license, result.weights_gib) == (False, None, None)
-    assert result.reasons == (("gated repo: accept its licence on the Hub "
-                              "(https://huggingface.co/google/gemma-4-E2B-it) and set HF_TOKEN"),)
+    assert result.reasons == (
+        (
+            "gated repo: accept its licence on the Hub "
+            "(https://huggingface.co/google/gemma-4-E2B-it) and set HF_TOKEN"
+        ),
+    )
 
 
 def test_gated_config_download_is_the_gated_reason() -> None:
     # model_info of a gated repo answers; its files do not.
-    info = model_info("g/m", license="apache-2.0", parameters={"BF16": 1000}, gated="manual",
-                      config={"architectures": ["GemmaForCausalLM"]})
+    info = model_info(
+        "g/m",
+        license="apache-2.0",
+        parameters={"BF16": 1000},
+        gated="manual",
+        config={"architectures": ["GemmaForCausalLM"]},
+    )
     hub = FakeHub({"g/m": info}, {"g/m": hub_error("gated", "g/m", "config.json")})
     result = screen(hub, "g/m")
     assert hub.config_calls == [("g/m", None)]
-    assert result.reasons == (("gated repo: accept its licence on the Hub "
-                              "(https://huggingface.co/g/m) and set HF_TOKEN"),)
+    assert result.reasons == (
+        ("gated repo: accept its licence on the Hub (https://huggingface.co/g/m) and set HF_TOKEN"),
+    )
 
 
 def test_missing_repo_says_check_the_sweep() -> None:
@@ -210,15 +302,20 @@ def test_missing_revision_says_check_the_revision() -> None:
     result = screen(hub, "org/m", revision="nope")
     assert hub.info_calls == [("org/m", "nope", True)]
     assert result.repo == "org/m@nope"
-    assert result.reasons == (("revision not found: check the @revision of source hf:org/m@nope "
-                              "in the sweep"),)
+    assert result.reasons == (
+        ("revision not found: check the @revision of source hf:org/m@nope in the sweep"),
+    )
 
 
 def test_unreachable_hub_says_run_with_network_or_offline_fixtures() -> None:
     result = screen(FakeHub({"o/m": connect_error()}), "o/m")
     assert result.accepted is False
-    assert result.reasons == (("the Hub could not be reached (ConnectError: [Errno -2] Name or "
-                              "service not known): run with network or use --offline-fixtures"),)
+    assert result.reasons == (
+        (
+            "the Hub could not be reached (ConnectError: [Errno -2] Name or "
+            "service not known): run with network or use --offline-fixtures"
+        ),
+    )
 
 
 def test_hub_server_error_is_a_reason_not_a_crash() -> None:
@@ -238,17 +335,29 @@ def test_missing_config_is_a_reason_and_the_rest_is_still_screened() -> None:
 
 
 def test_api_config_without_dtype_downloads_config_json_and_merges() -> None:
-    info = model_info("o/m", license="apache-2.0", parameters={"BF16": 1000},
-                      config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
+    info = model_info(
+        "o/m",
+        license="apache-2.0",
+        parameters={"BF16": 1000},
+        config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
+    )
     hub = FakeHub({"o/m": info}, {"o/m": {"torch_dtype": "bfloat16", "hidden_size": 8}})
     result = screen(hub, "o/m")
     assert hub.config_calls == [("o/m", None)]
-    assert (result.architecture, result.dtype, result.accepted) == ("Qwen3ForCausalLM", "bfloat16", True)
+    assert (result.architecture, result.dtype, result.accepted) == (
+        "Qwen3ForCausalLM",
+        "bfloat16",
+        True,
+    )
 
 
 def test_config_download_unreachable_falls_back_to_the_api_config() -> None:
-    info = model_info("o/m", license="apache-2.0", parameters={"BF16": 1000},
-                      config={"architectures": ["Qwen3ForCausalLM"]})
+    info = model_info(
+        "o/m",
+        license="apache-2.0",
+        parameters={"BF16": 1000},
+        config={"architectures": ["Qwen3ForCausalLM"]},
+    )
     hub = FakeHub({"o/m": info}, {"o/m": connect_error()})
     result = screen(hub, "o/m")
     assert (result.architecture, result.accepted, result.reasons) == ("Qwen3ForCausalLM", True, ())
@@ -257,8 +366,9 @@ def test_config_download_unreachable_falls_back_to_the_api_config() -> None:
 def test_non_hf_source_is_not_screened() -> None:
     embedded = load_sweep("embedded").model("smollm2-135m")
     result = screen_candidate(embedded, SEED, api=FakeHub({}))
-    assert result.reasons == (("screening applies to Hugging Face repos "
-                              "(source embedded:smollm2-135m-instruct-q4_1)"),)
+    assert result.reasons == (
+        ("screening applies to Hugging Face repos (source embedded:smollm2-135m-instruct-q4_1)"),
+    )
 
 
 # -- the table ----------------------------------------------------------------------------
@@ -269,12 +379,16 @@ def test_table_rows_are_aligned_with_figures_and_reasons() -> None:
     big = screen(qwen("Qwen/Qwen3-8B", QWEN3_8B), "Qwen/Qwen3-8B", name="qwen3-8b")
     gone = screen(FakeHub({"o/x": hub_error("not_found", "o/x")}), "o/x", name="x")
     assert screening_table([ok, big, gone]) == [
-        ("model     repo           licence     arch              weights GiB  KV headroom GiB"
-        "  verdict   reason"),
+        (
+            "model     repo           licence     arch              weights GiB  KV headroom GiB"
+            "  verdict   reason"
+        ),
         "--------  -------------  ----------  ----------------  -----------  ---------------"
         "  --------  " + "-" * len(big.reason),
-        ("qwen3-4b  Qwen/Qwen3-4B  apache-2.0  Qwen3ForCausalLM         7.49             6.68"
-        "  accepted"),
+        (
+            "qwen3-4b  Qwen/Qwen3-4B  apache-2.0  Qwen3ForCausalLM         7.49             6.68"
+            "  accepted"
+        ),
         "qwen3-8b  Qwen/Qwen3-8B  apache-2.0  Qwen3ForCausalLM        15.26            -1.08"
         "  rejected  " + big.reason,
         "x         o/x            -           -                           -                -"
@@ -305,7 +419,14 @@ def _params_from_dims(c: dict) -> int:
     hd = c.get("head_dim", h // heads)
     qwen2_bias = (heads * hd + 2 * kv * hd) if c["model_type"] == "qwen2" else 0
     qk_norm = 2 * hd if c["model_type"] == "qwen3" else 0
-    layer = 2 * h * heads * hd + 2 * h * kv * hd + qwen2_bias + qk_norm + 3 * h * c["intermediate_size"] + 2 * h
+    layer = (
+        2 * h * heads * hd
+        + 2 * h * kv * hd
+        + qwen2_bias
+        + qk_norm
+        + 3 * h * c["intermediate_size"]
+        + 2 * h
+    )
     embeddings = c["vocab_size"] * h * (1 if c["tie_word_embeddings"] else 2)
     return embeddings + c["num_hidden_layers"] * layer + h
 
@@ -320,18 +441,25 @@ def test_shipped_totals_match_their_recorded_config_dimensions() -> None:
 
 def test_offline_hub_answers_from_the_file_and_names_a_missing_repo() -> None:
     hub = OfflineHub.from_file(SHIPPED)
-    result = screen_candidate(spec("Qwen/Qwen2.5-3B-Instruct"), SEED, api=hub,
-                              fetch_config=hub.fetch_config)
+    result = screen_candidate(
+        spec("Qwen/Qwen2.5-3B-Instruct"), SEED, api=hub, fetch_config=hub.fetch_config
+    )
     assert (result.license, result.parameters) == ("qwen-research", QWEN25_3B)
     missing = screen_candidate(spec("o/absent"), SEED, api=hub, fetch_config=hub.fetch_config)
-    assert missing.reasons == ((f"o/absent is not in the offline fixtures {SHIPPED}: record its "
-                               "model_info there, or run with network"),)
+    assert missing.reasons == (
+        (
+            f"o/absent is not in the offline fixtures {SHIPPED}: record its "
+            "model_info there, or run with network"
+        ),
+    )
 
 
 def test_malformed_fixtures_fail_with_the_file_named(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"o/m": [1, 2]}')
-    with pytest.raises(DataError, match=r"bad.json: o/m: expected the model_info JSON object, got list"):
+    with pytest.raises(
+        DataError, match=r"bad.json: o/m: expected the model_info JSON object, got list"
+    ):
         load_offline_fixtures(bad)
     bad.write_text("{not json")
     with pytest.raises(DataError, match=r"bad.json: not valid JSON"):
@@ -355,8 +483,14 @@ def test_screen_main_on_the_tpu_sweep_accepts_all_eight(capsys: pytest.CaptureFi
     assert code == 0
     rows = out[3:-1]
     assert [r.split()[0] for r in rows] == [
-        "gemma-4-e2b", "qwen3-4b", "phi-4-mini", "smollm3-3b", "granite-3.3-2b",
-        "qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2-1.7b",
+        "gemma-4-e2b",
+        "qwen3-4b",
+        "phi-4-mini",
+        "smollm3-3b",
+        "granite-3.3-2b",
+        "qwen2.5-0.5b",
+        "qwen2.5-1.5b",
+        "smollm2-1.7b",
     ]
     assert rows[0].split()[-4:] == ["Gemma4ForConditionalGeneration", "9.54", "4.63", "accepted"]
     assert out[-1] == "8 accepted, 0 rejected"
@@ -365,18 +499,45 @@ def test_screen_main_on_the_tpu_sweep_accepts_all_eight(capsys: pytest.CaptureFi
 def test_screen_main_prints_the_licence_and_memory_rejections(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code = screen_main(["--sweep", "tpu-v5e", "--offline-fixtures", str(SHIPPED), "--model",
-                        "qwen3-4b", "--repo", "Qwen/Qwen2.5-3B-Instruct", "--repo", "hf:Qwen/Qwen3-8B"])
+    code = screen_main(
+        [
+            "--sweep",
+            "tpu-v5e",
+            "--offline-fixtures",
+            str(SHIPPED),
+            "--model",
+            "qwen3-4b",
+            "--repo",
+            "Qwen/Qwen2.5-3B-Instruct",
+            "--repo",
+            "hf:Qwen/Qwen3-8B",
+        ]
+    )
     out = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert out[0] == ("sweep tpu-v5e: licence in apache-2.0, mit; 15.75 GiB HBM x 0.9 = 14.175 GiB, "
-                      f"of which >= 2 GiB must stay for the KV cache; from offline fixtures {SHIPPED}")
+    assert out[0] == (
+        "sweep tpu-v5e: licence in apache-2.0, mit; 15.75 GiB HBM x 0.9 = 14.175 GiB, "
+        f"of which >= 2 GiB must stay for the KV cache; from offline fixtures {SHIPPED}"
+    )
     licence, memory = out[4], out[5]
-    assert licence.split()[:6] == ["Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-3B-Instruct", "qwen-research",
-                                   "Qwen2ForCausalLM", "5.75", "8.43"]
+    assert licence.split()[:6] == [
+        "Qwen2.5-3B-Instruct",
+        "Qwen/Qwen2.5-3B-Instruct",
+        "qwen-research",
+        "Qwen2ForCausalLM",
+        "5.75",
+        "8.43",
+    ]
     assert licence.endswith("rejected  licence qwen-research is not one of apache-2.0, mit")
-    assert memory.split()[:7] == ["Qwen3-8B", "Qwen/Qwen3-8B", "apache-2.0", "Qwen3ForCausalLM",
-                                  "15.26", "-1.08", "rejected"]
+    assert memory.split()[:7] == [
+        "Qwen3-8B",
+        "Qwen/Qwen3-8B",
+        "apache-2.0",
+        "Qwen3ForCausalLM",
+        "15.26",
+        "-1.08",
+        "rejected",
+    ]
     assert memory.endswith("the KV cache needs 2.00 GiB")
     assert out[-1] == "1 accepted, 2 rejected"
 
@@ -393,14 +554,32 @@ def test_screen_main_embedded_sweep_screens_nothing(capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--bogus"], ("modelsweep screen: error: unrecognized arguments: --bogus "
-                      "(see modelsweep screen --help)")),
-        (["--sweep"], ("modelsweep screen: error: argument --sweep: expected one argument "
-                       "(see modelsweep screen --help)")),
-        (["--sweep", "tpu-v5e", "--model", "qwen9"], "modelsweep screen: unknown model 'qwen9' in sweep"),
-        (["--repo", "no-slash"], "modelsweep screen: --repo no-slash: expected a Hugging Face repo id"),
-        (["--sweep", "tpu-v5e", "--offline-fixtures", "/nonexistent/hub.json"],
-         "modelsweep screen: /nonexistent/hub.json: cannot read the offline Hub fixtures"),
+        (
+            ["--bogus"],
+            (
+                "modelsweep screen: error: unrecognized arguments: --bogus "
+                "(see modelsweep screen --help)"
+            ),
+        ),
+        (
+            ["--sweep"],
+            (
+                "modelsweep screen: error: argument --sweep: expected one argument "
+                "(see modelsweep screen --help)"
+            ),
+        ),
+        (
+            ["--sweep", "tpu-v5e", "--model", "qwen9"],
+            "modelsweep screen: unknown model 'qwen9' in sweep",
+        ),
+        (
+            ["--repo", "no-slash"],
+            "modelsweep screen: --repo no-slash: expected a Hugging Face repo id",
+        ),
+        (
+            ["--sweep", "tpu-v5e", "--offline-fixtures", "/nonexistent/hub.json"],
+            "modelsweep screen: /nonexistent/hub.json: cannot read the offline Hub fixtures",
+        ),
     ],
 )
 def test_screen_main_usage_errors_exit_2_with_one_line(
@@ -426,13 +605,22 @@ def test_bench_screens_the_tpu_sweep_offline(
 ) -> None:
     shutil.copy(BENCH, pytester.path / "test_screen.py")
     monkeypatch.setenv("MODELSWEEP_HUB_FIXTURES", str(SHIPPED))
-    result = pytester.runpytest("-m", "screen", "--sweep", "tpu-v5e", "--results", "results.json",
-                                "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "-m", "screen", "--sweep", "tpu-v5e", "--results", "results.json", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=8)
     measurements = json.loads((pytester.path / "results.json").read_text())["measurements"]
     by_model = {m["model"]: m for m in measurements}
-    assert list(by_model) == ["gemma-4-e2b", "qwen3-4b", "phi-4-mini", "smollm3-3b",
-                              "granite-3.3-2b", "qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2-1.7b"]
+    assert list(by_model) == [
+        "gemma-4-e2b",
+        "qwen3-4b",
+        "phi-4-mini",
+        "smollm3-3b",
+        "granite-3.3-2b",
+        "qwen2.5-0.5b",
+        "qwen2.5-1.5b",
+        "smollm2-1.7b",
+    ]
     qwen3 = by_model["qwen3-4b"]
     assert (qwen3["benchmark"], qwen3["unit"], qwen3["n"]) == ("screen", "GiB", 1)
     assert qwen3["value"] == BUDGET - 2 * QWEN3_4B / GIB
@@ -449,16 +637,33 @@ def test_bench_fails_a_rejected_model_with_its_reason(
     path = pytester.path / "hub.json"
     path.write_text(json.dumps(fixtures))
     monkeypatch.setenv("MODELSWEEP_HUB_FIXTURES", str(path))
-    result = pytester.runpytest("-m", "screen", "--sweep", "tpu-v5e", "--model", "qwen3-4b",
-                                "--model", "phi-4-mini", "--results", "results.json",
-                                "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "-m",
+        "screen",
+        "--sweep",
+        "tpu-v5e",
+        "--model",
+        "qwen3-4b",
+        "--model",
+        "phi-4-mini",
+        "--results",
+        "results.json",
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        ("qwen3-4b (Qwen/Qwen3-4B) rejected: memory: 15.26 GiB of bf16 weights leave -1.08 GiB "
-        "of the 14.175 GiB budget (15.75 GiB HBM x 0.9); the KV cache needs 2.00 GiB"),
-        ("phi-4-mini (microsoft/Phi-4-mini-instruct) rejected: microsoft/Phi-4-mini-instruct is not "
-        f"in the offline fixtures {path}: record its model_info there, or run with network"),
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "qwen3-4b (Qwen/Qwen3-4B) rejected: memory: 15.26 GiB of bf16 weights leave -1.08 GiB "
+                "of the 14.175 GiB budget (15.75 GiB HBM x 0.9); the KV cache needs 2.00 GiB"
+            ),
+            (
+                "phi-4-mini (microsoft/Phi-4-mini-instruct) rejected: microsoft/Phi-4-mini-instruct is not "
+                f"in the offline fixtures {path}: record its model_info there, or run with network"
+            ),
+        ]
+    )
     measurements = json.loads((pytester.path / "results.json").read_text())["measurements"]
     assert [(m["model"], m["outcome"], m["value"]) for m in measurements] == [
         ("qwen3-4b", "failed", BUDGET - 2 * QWEN3_8B / GIB),  # no figure for the unread repo
@@ -469,6 +674,8 @@ def test_bench_skips_models_that_are_not_hub_repos(pytester: pytest.Pytester) ->
     shutil.copy(BENCH, pytester.path / "test_screen.py")
     result = pytester.runpytest("-m", "screen", "-rs", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=3)  # the embedded sweep's three models
-    result.stdout.fnmatch_lines([
-        "SKIPPED*screening applies to Hugging Face repos (source embedded:gemma3-270m-q4_k_m)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED*screening applies to Hugging Face repos (source embedded:gemma3-270m-q4_k_m)",
+        ]
+    )

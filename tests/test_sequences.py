@@ -26,8 +26,9 @@ EVEN = (0.35, 0.10, 0.10, 0.45)  # no difference
 AHEAD = (0.35, 0.15, 0.05, 0.45)  # candidate 10 points ahead
 
 
-def paired_01(rng: np.random.Generator, runs: int, n: int,
-              cells: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+def paired_01(
+    rng: np.random.Generator, runs: int, n: int, cells: tuple[float, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     """Correlated 0/1 scores (runs x n) drawn i.i.d. from the four cells."""
     drawn = rng.choice(4, size=(runs, n), p=cells)
     return np.isin(drawn, (0, 1)).astype(float), np.isin(drawn, (0, 2)).astype(float)
@@ -101,7 +102,7 @@ def test_running_intersection_nests_and_stays_inside_bounds() -> None:
         sequence = PairedConfidenceSequence(population)
         previous = (-1.0, 1.0)
         for start in range(0, 240, 40):
-            sequence.update(d[start:start + 40])
+            sequence.update(d[start : start + 40])
             interval = sequence.interval()
             assert -1.0 <= interval.low <= interval.high <= 1.0
             assert interval.low >= previous[0] and interval.high <= previous[1]
@@ -114,8 +115,12 @@ def test_ends_are_the_edges_of_what_is_ruled_out() -> None:
     candidate, reference = paired_01(rng, 1, 150, AHEAD)
     d = (candidate - reference)[0]
     interval = fed(d, None).interval()
-    below, _ = crossing_times(d, [interval.low, interval.low + 2 * BOUND_TOLERANCE], population=None)
-    _, above = crossing_times(d, [interval.high, interval.high - 2 * BOUND_TOLERANCE], population=None)
+    below, _ = crossing_times(
+        d, [interval.low, interval.low + 2 * BOUND_TOLERANCE], population=None
+    )
+    _, above = crossing_times(
+        d, [interval.high, interval.high - 2 * BOUND_TOLERANCE], population=None
+    )
     assert below[0] <= 150 < below[1]
     assert above[0] <= 150 < above[1]
     assert interval.low < d.mean() < interval.high
@@ -142,8 +147,10 @@ def test_wider_than_the_fixed_n_bootstrap() -> None:
     rng = np.random.default_rng(18)
     candidate, reference = paired_01(rng, 1, 400, AHEAD)
     ids = [f"item-{i:03d}" for i in range(400)]
-    bootstrap = paired_bootstrap(dict(zip(ids, candidate[0].tolist(), strict=True)),
-                                 dict(zip(ids, reference[0].tolist(), strict=True)))
+    bootstrap = paired_bootstrap(
+        dict(zip(ids, candidate[0].tolist(), strict=True)),
+        dict(zip(ids, reference[0].tolist(), strict=True)),
+    )
     interval = fed((candidate - reference)[0], None).interval()
     assert interval.low < bootstrap.low < bootstrap.high < interval.high
     assert interval.width < 3 * bootstrap.width
@@ -158,8 +165,10 @@ def test_identical_scores() -> None:
     assert (interval.low, interval.high) == (0.0, 0.0)
     decision = wor.decide()  # all N items seen: final without being told
     assert decision.verdict is Verdict.MATCHES and decision.reason is StopReason.FINAL
-    assert decision.message == ("matches, no more items after 300 of 300 items (95% sequence "
-                                "+0.000 to +0.000, mean difference +0.000)")
+    assert decision.message == (
+        "matches, no more items after 300 of 300 items (95% sequence "
+        "+0.000 to +0.000, mean difference +0.000)"
+    )
     assert wor.decide(margin=0.01).verdict is Verdict.EQUIVALENT
     iid = fed(same, None)
     assert iid.decide().verdict is None
@@ -199,7 +208,7 @@ def test_streaming_decisions_match_the_vectorised_times() -> None:
     assert better_at[0] <= 200 and worse_at[0] == 201
     sequence = PairedConfidenceSequence(200)
     for start in range(0, 200, 20):
-        sequence.update(d[start:start + 20])
+        sequence.update(d[start : start + 20])
         decision = sequence.decide()
         assert (decision.verdict is Verdict.BETTER) == (better_at[0] <= sequence.n)
         if decision.stopped:
@@ -232,13 +241,13 @@ def test_seeded_order_is_one_shuffle_for_every_model() -> None:
     kept = set(ids[::3])
     assert seeded_order(sorted(kept), seed=7) == [item for item in order if item in kept]
     with pytest.raises(ValueError, match="'gsm8k-0001' appear more than once"):
-        seeded_order(ids + ["gsm8k-0001"], seed=7)
+        seeded_order([*ids, "gsm8k-0001"], seed=7)
 
 
 def test_paired_sequence_takes_the_prefix_both_sides_scored() -> None:
     order = seeded_order([f"q{i}" for i in range(6)], seed=0)
-    candidate = {item: 1.0 for item in order}
-    reference = {item: 0.0 for item in order[:2] + order[3:]}  # the third item still pending
+    candidate = dict.fromkeys(order, 1.0)
+    reference = dict.fromkeys(order[:2] + order[3:], 0.0)  # the third item still pending
     sequence = paired_sequence(candidate, reference, order, population=6)
     assert sequence.n == 2 and sequence.difference == 1.0
     reference[order[2]] = 0.5

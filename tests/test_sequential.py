@@ -54,11 +54,13 @@ LIMIT = 100
 ROUND = 10
 PROBLEMS = load_gsm8k(GSM8K)[:200] if GSM8K.is_file() else []
 RIGHT: dict[str, Callable[[int], bool]] = {
-    REFERENCE: lambda i: i % 10 < 6, SAME: lambda i: i % 10 < 6, WORSE: lambda i: i % 10 < 1,
+    REFERENCE: lambda i: i % 10 < 6,
+    SAME: lambda i: i % 10 < 6,
+    WORSE: lambda i: i % 10 < 1,
 }
 
 USER_ITEMS = 60
-USER_BENCH = '''
+USER_BENCH = """
 import pytest
 from pytest_modelsweep import Completion, EvalItem, Evaluate
 
@@ -73,7 +75,7 @@ def exact(completion: Completion, item: EvalItem) -> bool:
 @pytest.mark.modelsweep_benchmark("adding")
 def test_adding(evaluate: Evaluate) -> None:
     evaluate("adding", ITEMS, exact, concurrency=4)
-'''.replace("COUNT", str(USER_ITEMS))
+""".replace("COUNT", str(USER_ITEMS))
 
 
 class SlowServer(AnsweringServer):
@@ -81,8 +83,9 @@ class SlowServer(AnsweringServer):
     between rounds), and none before the server ``after`` (if given) has been asked a
     question (at most :data:`AFTER_S` seconds)."""
 
-    def __init__(self, *args: Any, delay_s: float = 0.0, after: SlowServer | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, delay_s: float = 0.0, after: SlowServer | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.delay_s = delay_s
         self.after = after
@@ -112,10 +115,21 @@ def replies(right: Callable[[int], bool], problems: int = LIMIT) -> dict[str, st
     return out
 
 
-def server(model: str, *, delay_s: float = 0.0, right: Callable[[int], bool] | None = None,
-           problems: int = LIMIT, after: SlowServer | None = None) -> SlowServer:
-    return SlowServer(model, replies(right or RIGHT[model], problems), chunk_delay_s=0.0,
-                      delay_s=delay_s, after=after)
+def server(
+    model: str,
+    *,
+    delay_s: float = 0.0,
+    right: Callable[[int], bool] | None = None,
+    problems: int = LIMIT,
+    after: SlowServer | None = None,
+) -> SlowServer:
+    return SlowServer(
+        model,
+        replies(right or RIGHT[model], problems),
+        chunk_delay_s=0.0,
+        delay_s=delay_s,
+        after=after,
+    )
 
 
 @dataclass
@@ -126,8 +140,11 @@ class Run:
     returncode: int
 
     def measurement(self, model: str, benchmark: str) -> Measurement:
-        found = [m for m in self.results["measurements"]
-                 if m["model"] == model and m["benchmark"] == benchmark]
+        found = [
+            m
+            for m in self.results["measurements"]
+            if m["model"] == model and m["benchmark"] == benchmark
+        ]
         assert found, (model, benchmark, self.output[-3000:])
         return Measurement.from_dict(found[-1])
 
@@ -142,31 +159,57 @@ class Run:
         return stats
 
 
-def command(path: Path, servers: Mapping[str, AnsweringServer], *args: str,
-            sweep: str = SWEEP) -> tuple[list[str], dict[str, str]]:
+def command(
+    path: Path, servers: Mapping[str, AnsweringServer], *args: str, sweep: str = SWEEP
+) -> tuple[list[str], dict[str, str]]:
     """The pytest command of the benches (copied into ``path``) against the servers."""
     (path / "test_accuracy.py").write_text((ROOT / "benches" / "test_accuracy.py").read_text())
     (path / "test_adding.py").write_text(USER_BENCH)
     (path / "seq.toml").write_text(sweep)
-    env = {**os.environ, "HOME": str(path / "home"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "HOME": str(path / "home"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     env.pop("GITHUB_STEP_SUMMARY", None)
-    return ([sys.executable, "-m", "pytest", "--rootdir", str(path), "--sweep=seq.toml",
-             f"--gsm8k-path={GSM8K}", f"--limit={LIMIT}", f"--round-size={ROUND}",
-             *[f"--endpoint={name}={s.base_url}" for name, s in servers.items()],
-             "--modelsweep-dir=work", "--results=r.json", "--md=r.md", "-p", "no:cacheprovider",
-             "-p", "no:randomly", *args], env)
+    return (
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rootdir",
+            str(path),
+            "--sweep=seq.toml",
+            f"--gsm8k-path={GSM8K}",
+            f"--limit={LIMIT}",
+            f"--round-size={ROUND}",
+            *[f"--endpoint={name}={s.base_url}" for name, s in servers.items()],
+            "--modelsweep-dir=work",
+            "--results=r.json",
+            "--md=r.md",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            *args,
+        ],
+        env,
+    )
 
 
-def run(path: Path, servers: Mapping[str, AnsweringServer], *args: str,
-        sweep: str = SWEEP) -> Run:
+def run(path: Path, servers: Mapping[str, AnsweringServer], *args: str, sweep: str = SWEEP) -> Run:
     cmd, env = command(path, servers, *args, sweep=sweep)
-    done = subprocess.run(cmd, cwd=path, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    done = subprocess.run(
+        cmd, cwd=path, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     output = done.stdout + done.stderr
     assert (path / "r.json").is_file(), output[-4000:]
-    return Run(json.loads((path / "r.json").read_text()), (path / "r.md").read_text(), output,
-               done.returncode)
+    return Run(
+        json.loads((path / "r.json").read_text()),
+        (path / "r.md").read_text(),
+        output,
+        done.returncode,
+    )
 
 
 def serving(servers: Mapping[str, AnsweringServer], bench: Callable[[], Any]) -> Any:
@@ -184,8 +227,11 @@ def asked(s: AnsweringServer) -> list[str]:
     return [str(body["messages"][-1]["content"]) for body in s.stats.bodies]
 
 
-def recomputed(candidate: Measurement, reference: Measurement, margin: float | None = None,
-               ) -> tuple[Any, Any]:
+def recomputed(
+    candidate: Measurement,
+    reference: Measurement,
+    margin: float | None = None,
+) -> tuple[Any, Any]:
     """The sequence and decision of candidate − reference from the items the two
     measurements hold, in the seeded order of their ids."""
     a = {r.item_id: r.credit for r in candidate.item_records()}
@@ -198,16 +244,17 @@ def recomputed(candidate: Measurement, reference: Measurement, margin: float | N
 def check_verdict(run_: Run, candidate: str, verdict: str, stop: str) -> None:
     """The recorded verdict is the sequence's over the items both sides scored."""
     stats = run_.verdict(candidate)
-    sequence, decision = recomputed(run_.measurement(candidate, "gsm8k"),
-                                    run_.measurement(REFERENCE, "gsm8k"))
+    sequence, decision = recomputed(
+        run_.measurement(candidate, "gsm8k"), run_.measurement(REFERENCE, "gsm8k")
+    )
     assert stats.interval is None and stats.sequence is not None
     assert stats.verdict is not None and stats.verdict.value == verdict == decision.verdict.value
     seq = stats.sequence
-    assert (seq.n, seq.population, seq.stop, seq.method) == (
-        sequence.n, LIMIT, stop, "betting-iid")
+    assert (seq.n, seq.population, seq.stop, seq.method) == (sequence.n, LIMIT, stop, "betting-iid")
     interval = decision.interval
     assert (seq.low, seq.high, seq.difference) == pytest.approx(
-        (interval.low, interval.high, interval.difference))
+        (interval.low, interval.high, interval.difference)
+    )
     assert stats.rule == "sequence+covers-zero"
 
 
@@ -219,12 +266,14 @@ def plain_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, dict[str, 
     """GSM8K, a reference and both candidates, one process (no -n)."""
     path = tmp_path_factory.mktemp("plain")
     servers = {model: server(model) for model in RIGHT}
-    return serving(servers, lambda: run(path, servers, "test_accuracy.py", "-k", "gsm8k",
-                                        "--until-decided")), servers
+    return serving(
+        servers, lambda: run(path, servers, "test_accuracy.py", "-k", "gsm8k", "--until-decided")
+    ), servers
 
 
 def test_a_much_worse_candidate_stops_early_an_equal_one_runs_to_the_end(
-        plain_run: tuple[Run, dict[str, SlowServer]]) -> None:
+    plain_run: tuple[Run, dict[str, SlowServer]],
+) -> None:
     result, servers = plain_run
     worse, same, reference = (result.accuracy(m) for m in (WORSE, SAME, REFERENCE))
     assert worse.sequence is not None and same.sequence is not None
@@ -241,12 +290,13 @@ def test_a_much_worse_candidate_stops_early_an_equal_one_runs_to_the_end(
     # items went out in the seeded order, the same for every model
     order = seeded_order([p.item_id for p in PROBLEMS[:LIMIT]], ORDER_SEED)
     text = {p.item_id: doc_to_text(p) for p in PROBLEMS[:LIMIT]}
-    assert sorted(asked(servers[WORSE])) == sorted(text[i] for i in order[:worse.n])
+    assert sorted(asked(servers[WORSE])) == sorted(text[i] for i in order[: worse.n])
     assert result.returncode != 0  # the worse verdict fails its test (--fail-on worse)
 
 
 def test_the_records_read_back_and_the_reports_say_after_how_many_items(
-        plain_run: tuple[Run, dict[str, SlowServer]]) -> None:
+    plain_run: tuple[Run, dict[str, SlowServer]],
+) -> None:
     result, _ = plain_run
     for written in result.results["measurements"]:
         assert Measurement.from_dict(written).to_dict() == written
@@ -271,9 +321,22 @@ def test_models_on_two_workers_stop_together(tmp_path: Path) -> None:
     worse = server(WORSE)
     servers = {REFERENCE: server(REFERENCE, delay_s=0.2, after=worse), WORSE: worse}
     sweep = SWEEP + "\n[verdicts]\nuntil_decided = true\n"
-    result = serving(servers, lambda: run(tmp_path, servers, "test_accuracy.py", "-k", "gsm8k",
-                                          "--model", REFERENCE, "--model", WORSE, *TWO_WORKERS,
-                                          sweep=sweep))
+    result = serving(
+        servers,
+        lambda: run(
+            tmp_path,
+            servers,
+            "test_accuracy.py",
+            "-k",
+            "gsm8k",
+            "--model",
+            REFERENCE,
+            "--model",
+            WORSE,
+            *TWO_WORKERS,
+            sweep=sweep,
+        ),
+    )
     reference, worse = result.accuracy(REFERENCE), result.accuracy(WORSE)
     assert worse.sequence is not None and reference.sequence is not None
     assert worse.sequence.stop == reference.sequence.stop == "decided", result.output[-3000:]
@@ -286,14 +349,28 @@ def test_a_killed_run_continues_its_sequence_without_resending(tmp_path: Path) -
     """Killed while the reference is half way, the run again: stored answers are reused
     round by round, only the rest is sent, and the sequence ends as an unbroken one does."""
     servers = {model: server(model, delay_s=0.2) for model in (REFERENCE, WORSE)}
-    args = ("test_accuracy.py", "-k", "gsm8k", "--model", REFERENCE, "--model", WORSE,
-            "--until-decided")
+    args = (
+        "test_accuracy.py",
+        "-k",
+        "gsm8k",
+        "--model",
+        REFERENCE,
+        "--model",
+        WORSE,
+        "--until-decided",
+    )
     store = tmp_path / "work" / "store.sqlite"
 
     def killed() -> int:
         cmd, env = command(tmp_path, servers, *args)  # the servers' ports are known now
-        first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        first = subprocess.Popen(
+            cmd,
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 300
         stored = 0
         while time.monotonic() < deadline and first.poll() is None and stored < 3 * ROUND:
@@ -302,8 +379,9 @@ def test_a_killed_run_continues_its_sequence_without_resending(tmp_path: Path) -
                 continue
             try:
                 with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-                    stored = db.execute("SELECT COUNT(*) FROM items WHERE model = ?",
-                                        (REFERENCE,)).fetchone()[0]
+                    stored = db.execute(
+                        "SELECT COUNT(*) FROM items WHERE model = ?", (REFERENCE,)
+                    ).fetchone()[0]
             except sqlite3.Error:
                 stored = 0
         os.killpg(first.pid, signal.SIGKILL)
@@ -330,9 +408,21 @@ def test_a_killed_run_continues_its_sequence_without_resending(tmp_path: Path) -
 
 def test_a_users_own_benchmark_stops_when_decided(tmp_path: Path) -> None:
     servers = {model: server(model) for model in (REFERENCE, WORSE)}
-    result = serving(servers, lambda: run(tmp_path, servers, "test_adding.py",
-                                          "--model", REFERENCE, "--model", WORSE, *TWO_WORKERS,
-                                          "--until-decided", "--round-size=5"))
+    result = serving(
+        servers,
+        lambda: run(
+            tmp_path,
+            servers,
+            "test_adding.py",
+            "--model",
+            REFERENCE,
+            "--model",
+            WORSE,
+            *TWO_WORKERS,
+            "--until-decided",
+            "--round-size=5",
+        ),
+    )
     reference, worse = result.accuracy(REFERENCE, "adding"), result.accuracy(WORSE, "adding")
     assert worse.sequence is not None and reference.sequence is not None
     assert worse.sequence.stop == "decided" and worse.n < USER_ITEMS, result.output[-3000:]
@@ -353,19 +443,44 @@ def gate_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Measurem
     measurement."""
     path = tmp_path_factory.mktemp("gate")
     servers = {REFERENCE: server(REFERENCE, problems=GATE_ITEMS)}
-    result = serving(servers, lambda: run(path, servers, "test_accuracy.py", "-k", "gsm8k",
-                                          "--model", REFERENCE, f"--limit={GATE_ITEMS}",
-                                          "--save-baseline=base"))
+    result = serving(
+        servers,
+        lambda: run(
+            path,
+            servers,
+            "test_accuracy.py",
+            "-k",
+            "gsm8k",
+            "--model",
+            REFERENCE,
+            f"--limit={GATE_ITEMS}",
+            "--save-baseline=base",
+        ),
+    )
     assert result.returncode == 0, result.output[-3000:]
     return path, result.measurement(REFERENCE, "gsm8k")
 
 
 def gate_run(path: Path, right: Callable[[int], bool], threshold: str) -> tuple[Run, SlowServer]:
     servers = {REFERENCE: server(REFERENCE, right=right, problems=GATE_ITEMS)}
-    result = serving(servers, lambda: run(
-        path, servers, "test_accuracy.py", "-k", "gsm8k", "--model", REFERENCE,
-        f"--limit={GATE_ITEMS}", "--until-decided", "--round-size=20", "--baseline=base",
-        f"--fail-on-regression=accuracy:{threshold}", "--no-reuse"))
+    result = serving(
+        servers,
+        lambda: run(
+            path,
+            servers,
+            "test_accuracy.py",
+            "-k",
+            "gsm8k",
+            "--model",
+            REFERENCE,
+            f"--limit={GATE_ITEMS}",
+            "--until-decided",
+            "--round-size=20",
+            "--baseline=base",
+            f"--fail-on-regression=accuracy:{threshold}",
+            "--no-reuse",
+        ),
+    )
     return result, servers[REFERENCE]
 
 
@@ -384,8 +499,7 @@ def check_gate_row(result: Run, baseline: Measurement, status: str, threshold: f
     assert (row["low"], row["high"]) == pytest.approx((interval.low, interval.high))
 
 
-def test_the_gate_stops_once_a_regression_is_certain(
-        gate_store: tuple[Path, Measurement]) -> None:
+def test_the_gate_stops_once_a_regression_is_certain(gate_store: tuple[Path, Measurement]) -> None:
     path, baseline = gate_store
     result, answered = gate_run(path, lambda i: i % 10 < 2, "5pp")
     check_gate_row(result, baseline, "regressed", 0.05)
@@ -394,8 +508,7 @@ def test_the_gate_stops_once_a_regression_is_certain(
     assert result.returncode != 0  # a regression fails the session
 
 
-def test_the_gate_stops_once_no_regression_is_certain(
-        gate_store: tuple[Path, Measurement]) -> None:
+def test_the_gate_stops_once_no_regression_is_certain(gate_store: tuple[Path, Measurement]) -> None:
     path, baseline = gate_store
     result, answered = gate_run(path, RIGHT[REFERENCE], "10pp")
     check_gate_row(result, baseline, "ok", 0.10)

@@ -55,7 +55,7 @@ def test_parse_sums_label_sets_and_skips_comments() -> None:
 
 
 def test_parse_ignores_garbage_lines() -> None:
-    assert parse_prometheus("\n\nnot_a_sample\nx{a=\"1\"}\ny notanumber\nz 3\n") == {"z": 3.0}
+    assert parse_prometheus('\n\nnot_a_sample\nx{a="1"}\ny notanumber\nz 3\n') == {"z": 3.0}
 
 
 def test_llamacpp_counters() -> None:
@@ -85,7 +85,9 @@ def test_openai_kind_tries_every_known_name() -> None:
 
 
 def test_missing_counter_names_what_to_do() -> None:
-    with pytest.raises(EndpointError, match=r"no generated-tokens counter \(vllm:generation_tokens_total\)"):
+    with pytest.raises(
+        EndpointError, match=r"no generated-tokens counter \(vllm:generation_tokens_total\)"
+    ):
         find_counter("vllm", "generated", parse_prometheus(LLAMACPP_TEXT))
 
 
@@ -101,9 +103,8 @@ def test_fetch_metrics(server: SseServer) -> None:
 
 
 def test_fetch_metrics_disabled_names_the_flag() -> None:
-    with SseServer(metrics=False) as srv:
-        with pytest.raises(EndpointError) as info:
-            fetch_metrics(srv.base_url)
+    with SseServer(metrics=False) as srv, pytest.raises(EndpointError) as info:
+        fetch_metrics(srv.base_url)
     message = str(info.value)
     assert f"{srv.base_url}/metrics answered HTTP 501" in message
     assert "llama-server needs --metrics" in message

@@ -12,7 +12,9 @@ from pytest_modelsweep.serving.process import ServerProcess, free_port
 
 
 def test_server_that_exits_at_start(tmp_path: Path) -> None:
-    script = "import sys\nfor i in range(60): print(f'line {i}')\nprint('fatal: no model'); sys.exit(3)"
+    script = (
+        "import sys\nfor i in range(60): print(f'line {i}')\nprint('fatal: no model'); sys.exit(3)"
+    )
     process = ServerProcess(
         [sys.executable, "-c", script],
         ready_url=f"http://127.0.0.1:{free_port()}/health",

@@ -91,8 +91,12 @@ def test_one_chip_per_worker_confines_each_worker_to_its_chip() -> None:
     serving = replace(sweep.serving, one_chip_per_worker=True)
     env = one_chip_env("gw3")
     assert worker_index("gw3") == 3 and worker_index("main") == 0
-    assert env == {"TPU_VISIBLE_CHIPS": "3", "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
-                   "TPU_PROCESS_BOUNDS": "1,1,1", "TPU_PROCESS_PORT": "8479"}
+    assert env == {
+        "TPU_VISIBLE_CHIPS": "3",
+        "TPU_CHIPS_PER_PROCESS_BOUNDS": "1,1,1",
+        "TPU_PROCESS_BOUNDS": "1,1,1",
+        "TPU_PROCESS_PORT": "8479",
+    }
     argv = vllm_argv(sweep.model("qwen3-4b"), serving, 8000, env=env)
     assert "TPU_VISIBLE_CHIPS=3" in argv and argv[argv.index("TPU_VISIBLE_CHIPS=3") - 1] == "-e"
     assert "TPU_PROCESS_PORT=8479" in argv
@@ -113,11 +117,15 @@ def test_the_prebuilt_server_takes_every_flag_the_sweep_writes() -> None:
     from pytest_modelsweep.serving.prebuilt_server import common_params, parser
 
     sweep = load_sweep("embedded")
-    argv = llamacpp_argv(("server",), Path("/m.gguf"), sweep.model("qwen2.5-coder-0.5b"),
-                         sweep.serving, 8123)
+    argv = llamacpp_argv(
+        ("server",), Path("/m.gguf"), sweep.model("qwen2.5-coder-0.5b"), sweep.serving, 8123
+    )
     params = common_params(parser().parse_args(argv[1:]))
     assert (params.model.path, params.model_alias, params.port) == (
-        "/m.gguf", {"qwen2.5-coder-0.5b"}, 8123)
+        "/m.gguf",
+        {"qwen2.5-coder-0.5b"},
+        8123,
+    )
     assert (params.n_ctx, params.n_parallel, params.n_batch) == (4096 * 16, 16, 512)
     assert (params.cpuparams.n_threads, params.cpuparams_batch.n_threads) == (2, 2)
     assert params.endpoint_metrics and params.endpoint_slots and params.use_jinja
@@ -129,21 +137,40 @@ def test_the_prebuilt_server_refuses_a_flag_it_does_not_take_in_one_line() -> No
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_modelsweep.serving.prebuilt_server", "--model", "m.gguf",
-         "--port", "1", "--flash-attn", "on"], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "pytest_modelsweep.serving.prebuilt_server",
+            "--model",
+            "m.gguf",
+            "--port",
+            "1",
+            "--flash-attn",
+            "on",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "prebuilt llama.cpp server: unrecognized arguments: --flash-attn on; the prebuilt "
         "server (xllamacpp) takes only the flags pytest-modelsweep writes: drop the others from "
         "[serving] extra_args, or build llama-server, which takes them all: modelsweep "
-        "provision --build"]
+        "provision --build"
+    ]
 
 
 def test_the_server_is_the_named_binary_else_a_cached_build_else_the_prebuilt_wheel(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pytest_modelsweep.serving.provision import (arch_cmake_flags, ensure_llama_server,
-                                                     llama_server_path, prebuilt_llama_server)
+    from pytest_modelsweep.serving.provision import (
+        arch_cmake_flags,
+        ensure_llama_server,
+        llama_server_path,
+        prebuilt_llama_server,
+    )
 
     monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("MODELSWEEP_LLAMA_SERVER", raising=False)
@@ -160,8 +187,10 @@ def test_the_server_is_the_named_binary_else_a_cached_build_else_the_prebuilt_wh
     assert native.command == (str(built),) and native.origin.endswith("sdist, built here")
     # what it was built for: this CPU's instruction sets that the build switched on
     assert native.cpu_features == " ".join(
-        f.removeprefix("-DGGML_").removesuffix("=ON") for f in arch_cmake_flags()
-        if f.endswith("=ON"))
+        f.removeprefix("-DGGML_").removesuffix("=ON")
+        for f in arch_cmake_flags()
+        if f.endswith("=ON")
+    )
     monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", "/bin/true")
     assert ensure_llama_server(print).origin == "MODELSWEEP_LLAMA_SERVER"
 
@@ -170,19 +199,44 @@ def test_cpu_features_are_read_from_the_servers_system_info_line() -> None:
     from pytest_modelsweep.serving.llamacpp import cpu_features
 
     # llama-server's line (llama.cpp's common.cpp format) and the prebuilt runner's
-    assert cpu_features("main: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : "
-                        "SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 0 | "
-                        "REPACK = 1 |") == "SSE3 AVX AVX2 AVX512 REPACK"
-    assert cpu_features("prebuilt llama.cpp server: xllamacpp 1; system_info: CPU : SSE3 = 1 | "
-                        "AVX2 = 1 | F16C = 1 |") == "SSE3 AVX2 F16C"
+    assert (
+        cpu_features(
+            "main: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : "
+            "SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 0 | "
+            "REPACK = 1 |"
+        )
+        == "SSE3 AVX AVX2 AVX512 REPACK"
+    )
+    assert (
+        cpu_features(
+            "prebuilt llama.cpp server: xllamacpp 1; system_info: CPU : SSE3 = 1 | "
+            "AVX2 = 1 | F16C = 1 |"
+        )
+        == "SSE3 AVX2 F16C"
+    )
     assert cpu_features("no such line") is None
 
 
 def test_llama_server_is_built_for_this_cpu_without_amx() -> None:
     from pytest_modelsweep.serving.provision import arch_cmake_flags
 
-    sapphire = {"sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512cd", "avx512vl",
-                "avx512dq", "avx512bw", "avx512_vnni", "amx_tile", "amx_int8", "amx_bf16"}
+    sapphire = {
+        "sse4_2",
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "bmi2",
+        "avx512f",
+        "avx512cd",
+        "avx512vl",
+        "avx512dq",
+        "avx512bw",
+        "avx512_vnni",
+        "amx_tile",
+        "amx_int8",
+        "amx_bf16",
+    }
     flags = arch_cmake_flags("x86_64", sapphire)
     assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX512=ON" in flags
     assert "-DGGML_AVX512_VNNI=ON" in flags and "-DGGML_AVX512_VBMI=OFF" in flags
@@ -211,8 +265,17 @@ def test_gguf_conversion_runs_the_script_by_path_and_says_why_it_failed(
 def test_the_conversion_script_imports_nothing_of_the_package() -> None:
     """vLLM's environment, where it runs, has neither this package nor its dependencies."""
     tree = ast.parse(CONVERT_SCRIPT.read_text())
-    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                if node.level or (node.module or "").startswith("pytest_modelsweep")]
-    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names if alias.name.startswith("pytest_modelsweep")]
+    imported = [
+        node.module or ""
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        if node.level or (node.module or "").startswith("pytest_modelsweep")
+    ]
+    imported += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("pytest_modelsweep")
+    ]
     assert imported == []

@@ -34,7 +34,6 @@ from pytest_modelsweep.core.cost import (
 )
 from pytest_modelsweep.core.errors import SweepError
 from pytest_modelsweep.core.records import RequestRecord
-from pytest_modelsweep.core.stats.repeats import RepeatPolicy
 from pytest_modelsweep.core.slo import (
     Goodput,
     Slo,
@@ -46,6 +45,7 @@ from pytest_modelsweep.core.slo import (
     window_goodput,
 )
 from pytest_modelsweep.core.stats.intervals import log_mean_interval
+from pytest_modelsweep.core.stats.repeats import RepeatPolicy
 from pytest_modelsweep.core.sweep import load_sweep
 from pytest_modelsweep.report.html import measurement_html
 from pytest_modelsweep.report.markdown import escape_markdown, markdown_report
@@ -83,13 +83,16 @@ def test_parse_slo_reads_milliseconds_and_seconds() -> None:
     assert str(parse_slo("TPOT=0.05s")) == "tpot=50ms"
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("", "expected targets"),
-    ("ttft=500", "cannot read 'ttft=500'"),
-    ("itl=5ms", "cannot read 'itl=5ms'"),
-    ("ttft=1s,ttft=2s", "ttft is given twice"),
-    ("tpot=0ms", "tpot must be a positive time"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "expected targets"),
+        ("ttft=500", "cannot read 'ttft=500'"),
+        ("itl=5ms", "cannot read 'itl=5ms'"),
+        ("ttft=1s,ttft=2s", "ttft is given twice"),
+        ("tpot=0ms", "tpot must be a positive time"),
+    ],
+)
 def test_a_bad_slo_is_one_line(text: str, says: str) -> None:
     with pytest.raises(SloError) as error:
         parse_slo(text)
@@ -99,12 +102,18 @@ def test_a_bad_slo_is_one_line(text: str, says: str) -> None:
 # --------------------------------------------------------------------------- good requests
 
 
-def record(start: float = 10.0, ttft_s: float | None = 0.1, e2e_s: float = 1.1,
-           tokens: int | None = 101, error: str | None = None) -> dict[str, Any]:
+def record(
+    start: float = 10.0,
+    ttft_s: float | None = 0.1,
+    e2e_s: float = 1.1,
+    tokens: int | None = 101,
+    error: str | None = None,
+) -> dict[str, Any]:
     """A stored request record: TTFT 100 ms, E2E 1.1 s, 101 tokens (TPOT 10 ms) by default."""
     first = None if ttft_s is None else start + ttft_s
-    return RequestRecord(start=start, end=start + e2e_s, first_token=first,
-                         completion_tokens=tokens, error=error).to_dict()
+    return RequestRecord(
+        start=start, end=start + e2e_s, first_token=first, completion_tokens=tokens, error=error
+    ).to_dict()
 
 
 def test_a_request_is_good_when_it_meets_every_target() -> None:
@@ -123,8 +132,9 @@ def test_a_failed_request_is_never_good() -> None:
     failed = record(error="HTTP 500: model exploded")
     assert request_latencies_ms(failed)["ttft"] == pytest.approx(100.0)
     assert not is_good(failed, parse_slo("ttft=10s"))
-    assert not is_good(record(ttft_s=None, tokens=None, error="connection reset"),
-                       parse_slo("e2e=10s"))
+    assert not is_good(
+        record(ttft_s=None, tokens=None, error="connection reset"), parse_slo("e2e=10s")
+    )
 
 
 def test_a_one_token_request_has_no_tpot_and_meets_any_tpot_target_as_in_vllm() -> None:
@@ -146,14 +156,22 @@ def test_window_goodput_counts_good_requests_over_the_duration() -> None:
     window = [record(start=0.0), record(start=0.5, ttft_s=0.2), record(start=1.0, error="x")]
     goodput = window_goodput(window, slo, duration_s=2.0)
     assert goodput == Goodput(good=1, requests=3, duration_s=2.0)
-    assert goodput.as_stats() == {"goodput_rps": 0.5, "slo_attainment": pytest.approx(1 / 3),
-                                  "slo_good": 1, "slo_requests": 3}
+    assert goodput.as_stats() == {
+        "goodput_rps": 0.5,
+        "slo_attainment": pytest.approx(1 / 3),
+        "slo_good": 1,
+        "slo_requests": 3,
+    }
     empty = window_goodput([], slo, duration_s=0.0)
     assert empty.goodput_rps is None and empty.slo_attainment is None
     stats = goodput_stats(slo, [goodput, Goodput(good=2, requests=2, duration_s=4.0), empty])
-    assert stats.as_stats() == {"slo": {"ttft_ms": 150.0}, "goodput_rps": 0.5,
-                     "slo_attainment": pytest.approx((1 / 3 + 1) / 2),
-                     "slo_good": 3, "slo_requests": 5}
+    assert stats.as_stats() == {
+        "slo": {"ttft_ms": 150.0},
+        "goodput_rps": 0.5,
+        "slo_attainment": pytest.approx((1 / 3 + 1) / 2),
+        "slo_good": 3,
+        "slo_requests": 5,
+    }
 
 
 # --------------------------------------------------------------------------- cost
@@ -163,7 +181,11 @@ def test_cost_is_the_price_over_the_tokens_an_hour() -> None:
     # $1.20 an hour at 1,000 tokens/s: 3.6M tokens an hour, $0.333 per million
     assert usd_per_million_output_tokens(1.2, 1000.0) == pytest.approx(1.2 / 3.6)
     assert usd_per_million_output_tokens(0.10, 50.0) == pytest.approx(0.10 / (50 * 3600) * 1e6)
-    assert costs_of(1.2, [1000.0, 2000.0, 0.0]) == [pytest.approx(1 / 3), pytest.approx(1 / 6), None]
+    assert costs_of(1.2, [1000.0, 2000.0, 0.0]) == [
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 6),
+        None,
+    ]
 
 
 def test_a_rate_that_is_not_positive_has_no_cost() -> None:
@@ -187,10 +209,17 @@ def test_cost_stats_give_an_interval_only_where_the_rate_has_one() -> None:
     with_interval = cost_stats(pricing, 900.0, (800.0, 1000.0)).as_stats()
     assert with_interval == {
         "usd_per_million_output_tokens": pytest.approx(1.2 / (900 * 3600) * 1e6),
-        "usd_per_million_output_tokens_interval": [pytest.approx(1.2 / 3.6),
-                                                   pytest.approx(1.2 / 2.88)],
-        "pricing": {"usd_per_hour": 1.2, "source": "list price", "as_of": "2026-11-30",
-                    "example": False}}
+        "usd_per_million_output_tokens_interval": [
+            pytest.approx(1.2 / 3.6),
+            pytest.approx(1.2 / 2.88),
+        ],
+        "pricing": {
+            "usd_per_hour": 1.2,
+            "source": "list price",
+            "as_of": "2026-11-30",
+            "example": False,
+        },
+    }
     assert cost_stats(pricing, 900.0, None).interval is None
     assert cost_stats(pricing, 0.0, None).usd_per_million_output_tokens is None
 
@@ -226,17 +255,22 @@ prompting = "completion"
 """
 
 
-@pytest.mark.parametrize(("pricing", "says"), [
-    ('source = "a quote"', "pricing.usd_per_hour: missing"),
-    ("usd_per_hour = -1.0", "pricing.usd_per_hour: expected a positive number, got -1.0"),
-    ("usd_per_hour = 0", "pricing.usd_per_hour: expected a positive number, got 0"),
-    ("usd_per_hour = nan", "pricing.usd_per_hour: expected a positive number, got nan"),
-    ('usd_per_hour = "1.20"', "pricing.usd_per_hour: expected a positive number, got '1.20'"),
-    ("usd_per_hour = 1.0\nusd_per_chip = 2.0", "pricing: unknown key(s) usd_per_chip"),
-    ("usd_per_hour = 1.0\nexample = \"yes\"", "pricing.example: expected true or false"),
-])
+@pytest.mark.parametrize(
+    ("pricing", "says"),
+    [
+        ('source = "a quote"', "pricing.usd_per_hour: missing"),
+        ("usd_per_hour = -1.0", "pricing.usd_per_hour: expected a positive number, got -1.0"),
+        ("usd_per_hour = 0", "pricing.usd_per_hour: expected a positive number, got 0"),
+        ("usd_per_hour = nan", "pricing.usd_per_hour: expected a positive number, got nan"),
+        ('usd_per_hour = "1.20"', "pricing.usd_per_hour: expected a positive number, got '1.20'"),
+        ("usd_per_hour = 1.0\nusd_per_chip = 2.0", "pricing: unknown key(s) usd_per_chip"),
+        ('usd_per_hour = 1.0\nexample = "yes"', "pricing.example: expected true or false"),
+    ],
+)
 def test_a_bad_pricing_table_fails_the_sweep_in_one_line(
-    tmp_path: Path, pricing: str, says: str,
+    tmp_path: Path,
+    pricing: str,
+    says: str,
 ) -> None:
     path = tmp_path / "sweep.toml"
     path.write_text(SWEEP + "\n[pricing]\n" + pricing + "\n")
@@ -262,11 +296,20 @@ def test_the_shipped_sweeps_state_their_prices() -> None:
 
 def throughput_measurement(values: list[float], **extra: Any) -> dict[str, Any]:
     """A throughput measurement shaped as the bench writes it, without request records."""
-    return {"model": MODEL, "benchmark": "throughput", "value": statistics.fmean(values),
-            "unit": "tokens/s", "n": 8, "outcome": "passed",
-            "params": {"concurrency": 4, "prompt_tokens": None, "output_tokens": 256},
-            "stats": {"repeat_values": values,
-                      "repeats": [{"output_tokens_per_s": v} for v in values], **extra}}
+    return {
+        "model": MODEL,
+        "benchmark": "throughput",
+        "value": statistics.fmean(values),
+        "unit": "tokens/s",
+        "n": 8,
+        "outcome": "passed",
+        "params": {"concurrency": 4, "prompt_tokens": None, "output_tokens": 256},
+        "stats": {
+            "repeat_values": values,
+            "repeats": [{"output_tokens_per_s": v} for v in values],
+            **extra,
+        },
+    }
 
 
 def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
@@ -279,8 +322,10 @@ def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     priced = throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())
     slo = parse_slo("ttft=2s,tpot=100ms")
     measured = throughput_measurement(
-        [100.0, 110.0], **goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)]).as_stats(),
-        **cost_stats(pricing, 105.0, (90.0, 120.0)).as_stats())
+        [100.0, 110.0],
+        **goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)]).as_stats(),
+        **cost_stats(pricing, 105.0, (90.0, 120.0)).as_stats(),
+    )
     [table] = summary_tables(records([plain, priced, measured]))
     assert table.columns == throughput_columns(goodput=True, cost=True)
     assert table.columns[8:11] == ["goodput (req/s)", "SLO attainment", "$/1M output tokens"]
@@ -288,24 +333,31 @@ def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     assert rows == [
         [NA, NA, NA],
         [NA, NA, format_usd(0.1 / (100 * 3600) * 1e6)],  # one repeat: no interval
-        ["1.75", "87.5%", f"{format_usd(0.1 / (105 * 3600) * 1e6)} "
-                          f"[{format_usd(0.1 / (120 * 3600) * 1e6)}, "
-                          f"{format_usd(0.1 / (90 * 3600) * 1e6)}]"],
+        [
+            "1.75",
+            "87.5%",
+            f"{format_usd(0.1 / (105 * 3600) * 1e6)} "
+            f"[{format_usd(0.1 / (120 * 3600) * 1e6)}, "
+            f"{format_usd(0.1 / (90 * 3600) * 1e6)}]",
+        ],
     ]
     assert rows[1][2] == "0.278" and rows[2][2] == "0.265 [0.231, 0.309]"
     notes = "; ".join(table.notes)
     assert "met every SLO target (ttft=2000ms,tpot=100ms)" in notes
     assert "at $0.1/h (example machine, 2026-11-30), an example price;" in notes
     assert notes.count("$0.1/h") == 1  # the price is stated once
-    assert ("n/a: goodput and SLO attainment where the run had no --slo (or no request was "
-            "timed); $/1M where the run had no price (or no tokens/s)") in notes
+    assert (
+        "n/a: goodput and SLO attainment where the run had no --slo (or no request was "
+        "timed); $/1M where the run had no price (or no tokens/s)"
+    ) in notes
 
 
 def test_markdown_escapes_dollars_so_github_draws_no_formula() -> None:
     assert escape_markdown("$0.1/h and $/1M") == "\\$0.1/h and \\$/1M"
     pricing = Pricing(0.1, source="example", example=True)
-    text = markdown_report([throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())],
-                           {})
+    text = markdown_report(
+        [throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())], {}
+    )
     assert "| \\$/1M output tokens |" in text and "\\$0.1/h (example), an example price" in text
     assert "$" not in text.replace("\\$", "")
 
@@ -317,8 +369,9 @@ class HalfSlowServer(ListingServer):
     """The fake server; every other completion request waits :data:`SLOW_S` before each
     token, so that half the requests of a window miss a tight TPOT target."""
 
-    async def _generate(self, path: str, data: dict[str, Any],
-                        writer: asyncio.StreamWriter) -> bool:
+    async def _generate(
+        self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
         if len(self.stats.bodies) % 2 == 0:
             data = {**data, "test_fault": f"slow:{SLOW_S}"}
         return await super()._generate(path, data, writer)
@@ -339,18 +392,44 @@ class BenchRun:
 def run_bench(path: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The real benches/test_throughput.py at concurrency 4 (8 timed requests a repeat)."""
     (path / "test_throughput.py").write_text(
-        (ROOT / "benches" / "test_throughput.py").read_text(encoding="utf-8"), encoding="utf-8")
-    env = {**os.environ, "HOME": str(path / "home"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        (ROOT / "benches" / "test_throughput.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    env = {
+        **os.environ,
+        "HOME": str(path / "home"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     env.pop("GITHUB_STEP_SUMMARY", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "test_throughput.py", f"--rootdir={path}",
-         "-m", "throughput", "-k", "c4 and not ratio", f"--model={MODEL}",
-         f"--endpoint={MODEL}={url}",
-         # the fake server serves from this process, whose CPU counts as "other"
-         "--contended-cores=64", "--contended-steal=1", "--modelsweep-dir=work", "--results=r.json", "--md=r.md",
-         "-p", "no:cacheprovider", *args],
-        cwd=path, env=env, capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_throughput.py",
+            f"--rootdir={path}",
+            "-m",
+            "throughput",
+            "-k",
+            "c4 and not ratio",
+            f"--model={MODEL}",
+            f"--endpoint={MODEL}={url}",
+            # the fake server serves from this process, whose CPU counts as "other"
+            "--contended-cores=64",
+            "--contended-steal=1",
+            "--modelsweep-dir=work",
+            "--results=r.json",
+            "--md=r.md",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -359,13 +438,20 @@ def priced_run(tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     path = tmp_path_factory.mktemp("priced_run")
     with HalfSlowServer(MODEL) as server:
         completed = run_bench(
-            path, server.base_url, f"--repeats={REPEATS}",
+            path,
+            server.base_url,
+            f"--repeats={REPEATS}",
             f"--slo=ttft={TTFT_TARGET_MS:g}ms,tpot={TPOT_TARGET_MS:g}ms",
-            f"--usd-per-hour={USD_PER_HOUR}", "--html=r.html", "--self-contained-html")
+            f"--usd-per-hour={USD_PER_HOUR}",
+            "--html=r.html",
+            "--self-contained-html",
+        )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-4000:]
-    return BenchRun(json.loads((path / "r.json").read_text(encoding="utf-8")),
-                    (path / "r.md").read_text(encoding="utf-8"),
-                    (path / "r.html").read_text(encoding="utf-8"))
+    return BenchRun(
+        json.loads((path / "r.json").read_text(encoding="utf-8")),
+        (path / "r.md").read_text(encoding="utf-8"),
+        (path / "r.html").read_text(encoding="utf-8"),
+    )
 
 
 @dataclass
@@ -412,9 +498,11 @@ def test_goodput_and_attainment_match_a_count_of_the_request_records(
         assert window["goodput_rps"] == pytest.approx(hand.good / hand.duration_s, rel=1e-12)
         assert window["slo_attainment"] == pytest.approx(hand.good / hand.requests, rel=1e-12)
     assert stats["goodput_rps"] == pytest.approx(
-        statistics.fmean(h.good / h.duration_s for h in counts), rel=1e-12)
+        statistics.fmean(h.good / h.duration_s for h in counts), rel=1e-12
+    )
     assert stats["slo_attainment"] == pytest.approx(
-        statistics.fmean(h.good / h.requests for h in counts), rel=1e-12)
+        statistics.fmean(h.good / h.requests for h in counts), rel=1e-12
+    )
     assert stats["slo_good"] == sum(h.good for h in counts)
     assert stats["slo_requests"] == sum(h.requests for h in counts)
 
@@ -426,13 +514,19 @@ def test_cost_matches_the_price_of_the_hand_counted_rates(priced_run: BenchRun) 
     assert stats["repeat_values"] == pytest.approx(rates, rel=1e-12)
     mean = statistics.fmean(rates)
     assert m["value"] == pytest.approx(mean, rel=1e-12)
-    assert stats["pricing"] == {"usd_per_hour": USD_PER_HOUR, "source": "--usd-per-hour",
-                                "as_of": "", "example": False}
+    assert stats["pricing"] == {
+        "usd_per_hour": USD_PER_HOUR,
+        "source": "--usd-per-hour",
+        "as_of": "",
+        "example": False,
+    }
     assert stats["usd_per_million_output_tokens"] == pytest.approx(
-        USD_PER_HOUR / (mean * 3600) * 1e6, rel=1e-12)
+        USD_PER_HOUR / (mean * 3600) * 1e6, rel=1e-12
+    )
     for rate, window in zip(rates, stats["repeats"]):
         assert window["usd_per_million_output_tokens"] == pytest.approx(
-            USD_PER_HOUR / (rate * 3600) * 1e6, rel=1e-12)
+            USD_PER_HOUR / (rate * 3600) * 1e6, rel=1e-12
+        )
     # the interval of the rate: Student t on log tokens/s, 2 df; cost bounds swapped
     logs = [math.log(rate) for rate in rates]
     half = student_t.ppf(0.975, REPEATS - 1) * statistics.stdev(logs) / math.sqrt(REPEATS)
@@ -448,18 +542,26 @@ def test_cost_matches_the_price_of_the_hand_counted_rates(priced_run: BenchRun) 
 def test_the_reports_show_the_recorded_goodput_and_cost(priced_run: BenchRun, kind: str) -> None:
     m = priced_run.throughput
     stats = m["stats"]
-    tables = (markdown_tables(priced_run.markdown) if kind == "markdown"
-              else html_tables(summary_section(priced_run.html)))
+    tables = (
+        markdown_tables(priced_run.markdown)
+        if kind == "markdown"
+        else html_tables(summary_section(priced_run.html))
+    )
     [row] = tables["Throughput"]
     assert list(row) == throughput_columns(goodput=True, cost=True)
     counts = count_by_hand(m)
     assert row["goodput (req/s)"] == format_goodput(
-        statistics.fmean(h.good / h.duration_s for h in counts))
-    assert row["SLO attainment"] == format_percent(
-        statistics.fmean(h.good / h.requests for h in counts)) == "50.0%"
+        statistics.fmean(h.good / h.duration_s for h in counts)
+    )
+    assert (
+        row["SLO attainment"]
+        == format_percent(statistics.fmean(h.good / h.requests for h in counts))
+        == "50.0%"
+    )
     low, high = stats["usd_per_million_output_tokens_interval"]
     assert row["$/1M output tokens"] == (
-        f"{format_usd(stats['usd_per_million_output_tokens'])} [{format_usd(low)}, {format_usd(high)}]")
+        f"{format_usd(stats['usd_per_million_output_tokens'])} [{format_usd(low)}, {format_usd(high)}]"
+    )
     text = priced_run.markdown if kind == "markdown" else summary_section(priced_run.html)
     plain = text.replace("\\", "")
     assert plain.count("$1.2/h (--usd-per-hour)") == 1
@@ -469,30 +571,51 @@ def test_the_reports_show_the_recorded_goodput_and_cost(priced_run: BenchRun, ki
 def test_the_per_test_extra_lists_each_repeats_goodput_and_cost(priced_run: BenchRun) -> None:
     m = priced_run.throughput
     extra = measurement_html(*records([m]))
-    repeats = extra[extra.index("<h4>Repeats</h4>"):]
+    repeats = extra[extra.index("<h4>Repeats</h4>") :]
     header = re.findall(r"<th[^>]*>(.*?)</th>", repeats.split("</thead>")[0])
     assert header[5:8] == ["goodput (req/s)", "SLO attainment", "$/1M output tokens"]
-    rows = [re.findall(r"<td[^>]*>(.*?)</td>", row)
-            for row in re.findall(r"<tr>(.*?)</tr>", repeats.split("<tbody>")[1])]
+    rows = [
+        re.findall(r"<td[^>]*>(.*?)</td>", row)
+        for row in re.findall(r"<tr>(.*?)</tr>", repeats.split("<tbody>")[1])
+    ]
     assert [row[5:8] for row in rows] == [
-        [format_goodput(w["goodput_rps"]), format_percent(w["slo_attainment"]),
-         format_usd(w["usd_per_million_output_tokens"])] for w in m["stats"]["repeats"]]
+        [
+            format_goodput(w["goodput_rps"]),
+            format_percent(w["slo_attainment"]),
+            format_usd(w["usd_per_million_output_tokens"]),
+        ]
+        for w in m["stats"]["repeats"]
+    ]
     assert "$1.2/h (--usd-per-hour)" in extra and "ttft=500ms,tpot=3ms" in extra
 
 
 def test_without_a_price_or_an_slo_no_cost_or_goodput_is_recorded(tmp_path: Path) -> None:
     sweep = (ROOT / "pytest_modelsweep" / "sweeps" / "embedded.toml").read_text(encoding="utf-8")
     head, _, rest = sweep.partition("[pricing]")
-    (tmp_path / "unpriced.toml").write_text(head + rest[rest.index("\n[models."):],
-                                            encoding="utf-8")
+    (tmp_path / "unpriced.toml").write_text(
+        head + rest[rest.index("\n[models.") :], encoding="utf-8"
+    )
     assert load_sweep(str(tmp_path / "unpriced.toml")).pricing is None
     with ListingServer(MODEL) as server:
-        completed = run_bench(tmp_path, server.base_url, "--repeats=1", "--timed-requests=4",
-                              f"--sweep={tmp_path / 'unpriced.toml'}")
+        completed = run_bench(
+            tmp_path,
+            server.base_url,
+            "--repeats=1",
+            "--timed-requests=4",
+            f"--sweep={tmp_path / 'unpriced.toml'}",
+        )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-4000:]
     m = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["measurements"][0]
-    keys = {"pricing", "usd_per_million_output_tokens", "usd_per_million_output_tokens_interval",
-            "slo", "goodput_rps", "slo_attainment", "slo_good", "slo_requests"}
+    keys = {
+        "pricing",
+        "usd_per_million_output_tokens",
+        "usd_per_million_output_tokens_interval",
+        "slo",
+        "goodput_rps",
+        "slo_attainment",
+        "slo_good",
+        "slo_requests",
+    }
     assert not keys & set(m["stats"])
     assert not keys & {k for window in m["stats"]["repeats"] for k in window}
     assert "output_tokens_per_s_interval" not in m["stats"]  # one repeat: no interval
@@ -502,14 +625,21 @@ def test_without_a_price_or_an_slo_no_cost_or_goodput_is_recorded(tmp_path: Path
 
 def test_the_embedded_sweeps_example_price_is_said_to_be_one(tmp_path: Path) -> None:
     with ListingServer(MODEL) as server:
-        completed = run_bench(tmp_path, server.base_url, "--repeats=1", "--timed-requests=4",
-                              "--html=r.html", "--self-contained-html")
+        completed = run_bench(
+            tmp_path,
+            server.base_url,
+            "--repeats=1",
+            "--timed-requests=4",
+            "--html=r.html",
+            "--self-contained-html",
+        )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-4000:]
     m = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["measurements"][0]
     stats = m["stats"]
     assert stats["pricing"]["example"] is True and stats["pricing"]["usd_per_hour"] == 0.10
     assert stats["usd_per_million_output_tokens"] == pytest.approx(
-        0.10 / (m["value"] * 3600) * 1e6, rel=1e-12)
+        0.10 / (m["value"] * 3600) * 1e6, rel=1e-12
+    )
     assert "usd_per_million_output_tokens_interval" not in stats  # one repeat
     assert "goodput_rps" not in stats and "slo" not in stats
     markdown = (tmp_path / "r.md").read_text(encoding="utf-8")

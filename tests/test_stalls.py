@@ -33,17 +33,24 @@ MODELS = ("gemma3-270m", "smollm2-135m")
 
 
 def requests(n: int) -> list[ApiRequest]:
-    return [ApiRequest(item_id=f"q{i}", path="/v1/completions",
-                       payload={"prompt": f"p{i}", "max_tokens": 4}) for i in range(n)]
+    return [
+        ApiRequest(
+            item_id=f"q{i}", path="/v1/completions", payload={"prompt": f"p{i}", "max_tokens": 4}
+        )
+        for i in range(n)
+    ]
 
 
-def test_a_post_with_no_answer_fails_after_the_idle_timeout_and_the_breaker_fails_the_rest() -> None:
+def test_a_post_with_no_answer_fails_after_the_idle_timeout_and_the_breaker_fails_the_rest() -> (
+    None
+):
     with SseServer(default_fault="hang", metrics=False) as server:  # no counters to watch
         breaker = Breaker("m1", server.base_url, threshold=3)
         guard = Guard(idle_timeout_s=0.5, breaker=breaker)
         started = time.monotonic()
-        results = asyncio.run(post_requests(server.v1, "m", requests(6), 1, timeout_s=60,
-                                            guard=guard))
+        results = asyncio.run(
+            post_requests(server.v1, "m", requests(6), 1, timeout_s=60, guard=guard)
+        )
         elapsed = time.monotonic() - started
     assert elapsed < 30  # 3 idle timeouts of 0.5 s, then the other 3 at once (not 60 s each)
     errors = [r.error or "" for r in results]
@@ -56,24 +63,54 @@ def test_a_post_with_no_answer_fails_after_the_idle_timeout_and_the_breaker_fail
 
 def test_a_stream_fails_after_the_idle_timeout_but_not_while_bytes_keep_coming() -> None:
     with SseServer() as server:
-        hung = asyncio.run(stream_requests(
-            server.v1, "m", [ApiRequest("a", "/v1/completions", {"prompt": "x",
-                                                                  "test_fault": "hang"})],
-            1, timeout_s=60, guard=Guard(idle_timeout_s=1.0)))
-        slow = asyncio.run(stream_requests(
-            server.v1, "m", [ApiRequest("b", "/v1/completions", {"prompt": "x", "max_tokens": 6,
-                                                                  "test_fault": "slow:0.2"})],
-            1, timeout_s=60, guard=Guard(idle_timeout_s=1.0)))
+        hung = asyncio.run(
+            stream_requests(
+                server.v1,
+                "m",
+                [ApiRequest("a", "/v1/completions", {"prompt": "x", "test_fault": "hang"})],
+                1,
+                timeout_s=60,
+                guard=Guard(idle_timeout_s=1.0),
+            )
+        )
+        slow = asyncio.run(
+            stream_requests(
+                server.v1,
+                "m",
+                [
+                    ApiRequest(
+                        "b",
+                        "/v1/completions",
+                        {"prompt": "x", "max_tokens": 6, "test_fault": "slow:0.2"},
+                    )
+                ],
+                1,
+                timeout_s=60,
+                guard=Guard(idle_timeout_s=1.0),
+            )
+        )
     assert (hung[0].error or "").startswith("no byte for 1 s")
     assert slow[0].error is None and len(slow[0].token_times) == 6  # 1.2 s in all: fine
 
 
 def test_the_total_timeout_still_bounds_a_trickling_stream() -> None:
     with SseServer() as server:
-        records = asyncio.run(stream_requests(
-            server.v1, "m", [ApiRequest("b", "/v1/completions", {"prompt": "x", "max_tokens": 50,
-                                                                  "test_fault": "slow:0.1"})],
-            1, timeout_s=1.0, guard=Guard(idle_timeout_s=2.0)))
+        records = asyncio.run(
+            stream_requests(
+                server.v1,
+                "m",
+                [
+                    ApiRequest(
+                        "b",
+                        "/v1/completions",
+                        {"prompt": "x", "max_tokens": 50, "test_fault": "slow:0.1"},
+                    )
+                ],
+                1,
+                timeout_s=1.0,
+                guard=Guard(idle_timeout_s=2.0),
+            )
+        )
     assert (records[0].error or "").startswith("timed out after 1 s")
 
 
@@ -96,23 +133,33 @@ def _tokenized(url: str) -> list[int]:
 
 
 def _ready(url: str, tmp_path: Path) -> None:
-    ServerProcess(["sleep", "30"], ready_url=url + "/health", log_path=tmp_path / "log",
-                  timeout_s=DEADLINE_S).start()
+    ServerProcess(
+        ["sleep", "30"], ready_url=url + "/health", log_path=tmp_path / "log", timeout_s=DEADLINE_S
+    ).start()
 
 
-@pytest.mark.parametrize("read, outcome", [
-    (lambda url, _: fetch_metrics(url, timeout_s=DEADLINE_S),
-     "/metrics: ReadTimeout: no whole answer within 0.2 s"),
-    (lambda url, _: _sampled(url), "/metrics sent no whole answer within 0.2 s"),
-    (lambda url, _: Breaker("m", url, health_timeout_s=DEADLINE_S).healthy(), "False"),
-    (lambda url, _: Breaker("m", url, health_timeout_s=DEADLINE_S).work_done(), "None"),
-    (lambda url, _: probe_server(url, "m", timeout_s=DEADLINE_S),
-     "/v1/models did not answer (ReadTimeout: no whole answer within 0.2 s)"),
-    (lambda url, _: _tokenized(url), "ReadTimeout: no whole answer within 0.2 s"),
-    (_ready, "was not ready at"),
-], ids=["counters", "sampler", "health", "work-counters", "probe", "tokenize", "readiness"])
+@pytest.mark.parametrize(
+    "read, outcome",
+    [
+        (
+            lambda url, _: fetch_metrics(url, timeout_s=DEADLINE_S),
+            "/metrics: ReadTimeout: no whole answer within 0.2 s",
+        ),
+        (lambda url, _: _sampled(url), "/metrics sent no whole answer within 0.2 s"),
+        (lambda url, _: Breaker("m", url, health_timeout_s=DEADLINE_S).healthy(), "False"),
+        (lambda url, _: Breaker("m", url, health_timeout_s=DEADLINE_S).work_done(), "None"),
+        (
+            lambda url, _: probe_server(url, "m", timeout_s=DEADLINE_S),
+            "/v1/models did not answer (ReadTimeout: no whole answer within 0.2 s)",
+        ),
+        (lambda url, _: _tokenized(url), "ReadTimeout: no whole answer within 0.2 s"),
+        (_ready, "was not ready at"),
+    ],
+    ids=["counters", "sampler", "health", "work-counters", "probe", "tokenize", "readiness"],
+)
 def test_every_read_of_a_server_trickling_its_answers_ends_at_its_deadline(
-        read: Callable[[str, Path], object], outcome: str, tmp_path: Path) -> None:
+    read: Callable[[str, Path], object], outcome: str, tmp_path: Path
+) -> None:
     """A byte every 20 ms never trips a per-read timeout of 200 ms; the whole answer's
     deadline ends each read (or the sampler's scrape, a missing sample) in about 0.2 s."""
     with SseServer(drip_s=0.02, served_names=("m",)) as server:
@@ -131,8 +178,9 @@ def test_a_frozen_server_fails_every_request_in_flight_at_its_health_check() -> 
         breaker = Breaker("m1", server.base_url, health_timeout_s=0.5)
         guard = Guard(idle_timeout_s=600, breaker=breaker, stall_check_s=0.5)
         started = time.monotonic()
-        results = asyncio.run(post_requests(server.v1, "m", requests(20), 16, timeout_s=600,
-                                            guard=guard))
+        results = asyncio.run(
+            post_requests(server.v1, "m", requests(20), 16, timeout_s=600, guard=guard)
+        )
         elapsed = time.monotonic() - started
         line = breaker.recheck()
     assert elapsed < 60  # the health check's 0.5 s, not the idle timeout's 600
@@ -146,9 +194,14 @@ def test_a_busy_server_that_answers_its_health_check_is_waited_for() -> None:
     with SseServer(served_names=("m",)) as server:
         breaker = Breaker("m1", server.base_url, health_timeout_s=0.5)
         guard = Guard(idle_timeout_s=5, breaker=breaker, stall_check_s=0.2)
-        slow = [ApiRequest(f"s{i}", "/v1/completions",
-                           {"prompt": "x", "max_tokens": 4, "test_fault": "slow:0.3"})
-                for i in range(2)]
+        slow = [
+            ApiRequest(
+                f"s{i}",
+                "/v1/completions",
+                {"prompt": "x", "max_tokens": 4, "test_fault": "slow:0.3"},
+            )
+            for i in range(2)
+        ]
         results = asyncio.run(post_requests(server.v1, "m", slow, 2, timeout_s=60, guard=guard))
     assert [r.error for r in results] == [None, None]
     assert breaker.reason is None
@@ -161,8 +214,9 @@ def test_a_server_that_answers_health_checks_but_computes_nothing_is_stalled() -
         breaker = Breaker("m1", server.base_url, health_timeout_s=0.5, still_s=1.0)
         guard = Guard(idle_timeout_s=60, breaker=breaker, stall_check_s=0.3)
         started = time.monotonic()
-        results = asyncio.run(post_requests(server.v1, "m", requests(3), 3, timeout_s=60,
-                                            guard=guard))
+        results = asyncio.run(
+            post_requests(server.v1, "m", requests(3), 3, timeout_s=60, guard=guard)
+        )
         elapsed = time.monotonic() - started
     assert elapsed < 30  # the counters' 1 s, not the idle timeout's 60
     assert all("work counters (/metrics) have not moved" in (r.error or "") for r in results)
@@ -174,8 +228,11 @@ def test_a_server_whose_counters_move_is_waited_for() -> None:
     with SseServer(served_names=("m",)) as server:
         breaker = Breaker("m1", server.base_url, health_timeout_s=0.5, still_s=1.0)
         guard = Guard(idle_timeout_s=60, breaker=breaker, stall_check_s=0.3)
-        slow = [ApiRequest("s0", "/v1/completions",
-                           {"prompt": "x", "max_tokens": 12, "test_fault": "slow:0.2"})]
+        slow = [
+            ApiRequest(
+                "s0", "/v1/completions", {"prompt": "x", "max_tokens": 12, "test_fault": "slow:0.2"}
+            )
+        ]
         results = asyncio.run(post_requests(server.v1, "m", slow, 1, timeout_s=60, guard=guard))
     assert [r.error for r in results] == [None]
     assert breaker.reason is None
@@ -190,8 +247,11 @@ def test_a_slow_non_streamed_answer_outlasts_the_idle_timeout_while_the_counters
     with SseServer(served_names=("m",), metrics=metrics) as server:
         breaker = Breaker("m1", server.base_url, health_timeout_s=0.5, still_s=1.0)
         guard = Guard(idle_timeout_s=1.0, breaker=breaker, stall_check_s=0.3)
-        slow = [ApiRequest("s0", "/v1/completions",
-                           {"prompt": "x", "max_tokens": 12, "test_fault": "slow:0.2"})]
+        slow = [
+            ApiRequest(
+                "s0", "/v1/completions", {"prompt": "x", "max_tokens": 12, "test_fault": "slow:0.2"}
+            )
+        ]
         started = time.monotonic()
         results = asyncio.run(post_requests(server.v1, "m", slow, 1, timeout_s=60, guard=guard))
         elapsed = time.monotonic() - started
@@ -212,8 +272,7 @@ class Clock:
         return self.now
 
 
-def test_counters_that_stand_still_for_still_s_are_a_stall_and_counters_that_move_are_not(
-) -> None:
+def test_counters_that_stand_still_for_still_s_are_a_stall_and_counters_that_move_are_not() -> None:
     """A silence begins (the counters are read), then each check compares them with the last
     reading: standing still for ``still_s`` (30 s by default), or for the caller's idle
     timeout where that is shorter, is a stall; a move starts the count again."""
@@ -231,8 +290,9 @@ def test_counters_that_stand_still_for_still_s_are_a_stall_and_counters_that_mov
         clock.now = 71.0
         reason = breaker.stalled(71.0)
         assert reason is not None and breaker.reason is not None
-        assert reason.endswith("work counters (/metrics) have not moved in 31 s although it "
-                               "answers GET /v1/models")
+        assert reason.endswith(
+            "work counters (/metrics) have not moved in 31 s although it answers GET /v1/models"
+        )
         shorter = Breaker("m1", server.base_url, clock=clock)
         shorter.note_work()
         clock.now += 10.0
@@ -251,8 +311,9 @@ def test_an_open_breaker_closes_when_the_server_answers_again() -> None:
 def test_overdue_requests_are_reported() -> None:
     seen: list[tuple[int, float]] = []
     with SseServer(default_fault="hang") as server:
-        guard = Guard(idle_timeout_s=1.3, on_wait=lambda n, s: seen.append((n, s)),
-                      report_every_s=0.5)
+        guard = Guard(
+            idle_timeout_s=1.3, on_wait=lambda n, s: seen.append((n, s)), report_every_s=0.5
+        )
         asyncio.run(post_requests(server.v1, "m", requests(2), 2, timeout_s=60, guard=guard))
     assert seen and seen[-1][0] == 2 and seen[-1][1] >= 0.5
 
@@ -269,9 +330,21 @@ def run_gsm8k(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResu
     pytester.makepyfile(test_accuracy=(ROOT / "benches" / "test_accuracy.py").read_text())
     data = write_gsm8k(pytester.path / "gsm8k")
     return pytester.runpytest_subprocess(
-        "-m", "gsm8k", "--limit", "3", "--gsm8k-path", str(data), "--modelsweep-dir", "work",
-        "-p", "no:cacheprovider", "-s",
-        *PAIR, *[f"--endpoint={m}={url}" for m in MODELS], *args, timeout=120,
+        "-m",
+        "gsm8k",
+        "--limit",
+        "3",
+        "--gsm8k-path",
+        str(data),
+        "--modelsweep-dir",
+        "work",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        *PAIR,
+        *[f"--endpoint={m}={url}" for m in MODELS],
+        *args,
+        timeout=120,
     )
 
 
@@ -288,9 +361,14 @@ def test_a_server_that_stops_answering_ends_a_gsm8k_run_in_seconds(
     # candidate's verdict then fails at once, its test having recorded nothing
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*http://127.0.0.1:*/v1/models did not answer*"])
-    result.stdout.fnmatch_lines([
-        ("*3 of 3 gsm8k requests got no answer (first: gemma3-270m at http://127.0.0.1:*"
-         "stalled: no byte for 2 s and no answer to GET /v1/models in 5 s)*")])
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*3 of 3 gsm8k requests got no answer (first: gemma3-270m at http://127.0.0.1:*"
+                "stalled: no byte for 2 s and no answer to GET /v1/models in 5 s)*"
+            )
+        ]
+    )
 
 
 def test_a_server_that_never_answers_a_completion_trips_the_breaker_per_test(
@@ -298,21 +376,27 @@ def test_a_server_that_never_answers_a_completion_trips_the_breaker_per_test(
 ) -> None:
     with SseServer(served_names=MODELS, default_fault="hang") as server:
         started = time.monotonic()
-        result = run_gsm8k(pytester, server.base_url, "--idle-timeout", "1",
-                           "--request-timeout", "120")
+        result = run_gsm8k(
+            pytester, server.base_url, "--idle-timeout", "1", "--request-timeout", "120"
+        )
         elapsed = time.monotonic() - started
     assert elapsed < 60, result.stdout.str()  # not the request timeout's 120 s
     result.assert_outcomes(failed=3)  # both models' tests, and the verdict refusing their items
     # the answers are not streamed: the idle second is one in which no counter moved either
-    result.stdout.fnmatch_lines([
-        "*3 of 3 gsm8k requests got no answer (first: gemma3-270m at http://127.0.0.1:* stalled: "
-        "no byte for * s, and its work counters (/metrics) have not moved in * s although it "
-        "answers GET /v1/models*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*3 of 3 gsm8k requests got no answer (first: gemma3-270m at http://127.0.0.1:* stalled: "
+            "no byte for * s, and its work counters (/metrics) have not moved in * s although it "
+            "answers GET /v1/models*"
+        ]
+    )
 
 
 def test_bad_timeouts_are_usage_errors(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(modelsweep_run): pass")
     result = pytester.runpytest("--idle-timeout", "0", "-p", "no:cacheprovider")
     assert result.ret != 0
-    assert "--idle-timeout: expected a positive number of seconds" in result.stdout.str() + \
-        result.stderr.str()
+    assert (
+        "--idle-timeout: expected a positive number of seconds"
+        in result.stdout.str() + result.stderr.str()
+    )

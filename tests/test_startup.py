@@ -37,12 +37,16 @@ test runs alone (``timing``)."""
 
 def gguf(path: Path) -> Path:
     """A GGUF v3 file with a header and no tensors (llama-server's stand-in reads nothing)."""
+
     def text(value: str) -> bytes:
         return struct.pack("<Q", len(value.encode())) + value.encode()
 
     pairs = [("general.architecture", "fake"), ("general.name", "Fake")]
-    body = b"GGUF" + struct.pack("<IQQ", 3, 0, len(pairs)) + b"".join(
-        text(key) + struct.pack("<I", 8) + text(value) for key, value in pairs)
+    body = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 0, len(pairs))
+        + b"".join(text(key) + struct.pack("<I", 8) + text(value) for key, value in pairs)
+    )
     with open(path, "wb") as handle:
         handle.write(body + b"\0" * 65536)
         handle.flush()
@@ -54,7 +58,7 @@ def gguf(path: Path) -> Path:
 def fake_launcher(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The sweep file; ``MODELSWEEP_LLAMA_SERVER`` set to the stand-in."""
     launcher = pytester.path / "llama-server"
-    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
     launcher.chmod(0o755)
     monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(launcher))
     monkeypatch.setenv("MODELSWEEP_CACHE", str(pytester.path / "cache"))
@@ -62,29 +66,53 @@ def fake_launcher(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     sweep = pytester.path / "fake.toml"
     sweep.write_text(
         f'[sweep]\nname = "fake"\nreference = "{REFERENCE}"\n[serving]\nbackend = "llamacpp"\n'
-        'startup_timeout_s = 60\n'
-        + "".join(f'[models.{name}]\nsource = "path:{model}"\nlicense = "mit"\n'
-                  'prompting = "completion"\n' for name in (REFERENCE, CANDIDATE)))
+        "startup_timeout_s = 60\n"
+        + "".join(
+            f'[models.{name}]\nsource = "path:{model}"\nlicense = "mit"\nprompting = "completion"\n'
+            for name in (REFERENCE, CANDIDATE)
+        )
+    )
     pytester.makepyfile(test_startup=(ROOT / "benches" / "test_startup.py").read_text())
     return sweep
 
 
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sweep: Path, delay: float,
-        *args: str) -> tuple[pytest.RunResult, list[Measurement], dict[str, object]]:
+def run(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    sweep: Path,
+    delay: float,
+    *args: str,
+) -> tuple[pytest.RunResult, list[Measurement], dict[str, object]]:
     monkeypatch.setenv("FAKE_START_DELAY_S", str(delay))
     result = pytester.runpytest_subprocess(
-        f"--sweep={sweep}", "--results=r.json", "--store=s.sqlite", "--modelsweep-dir=work",
-        "-p", "no:cacheprovider", "-s", *args, timeout=300)
+        f"--sweep={sweep}",
+        "--results=r.json",
+        "--store=s.sqlite",
+        "--modelsweep-dir=work",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        *args,
+        timeout=300,
+    )
     data = json.loads((pytester.path / "r.json").read_text())
     return result, [Measurement.from_dict(m) for m in data["measurements"]], data
 
 
 @pytest.mark.timing
 def test_a_start_is_timed_over_fresh_launches_and_a_server_twice_as_slow_fails_the_gate(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fake_launcher: Path,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_launcher: Path,
 ) -> None:
-    result, found, _ = run(pytester, monkeypatch, fake_launcher, DELAY_S,
-                           "--save-baseline=main", "--startup-launches=3")
+    result, found, _ = run(
+        pytester,
+        monkeypatch,
+        fake_launcher,
+        DELAY_S,
+        "--save-baseline=main",
+        "--startup-launches=3",
+    )
     result.assert_outcomes(passed=2)
     for m in found:
         stats = m.stats
@@ -101,9 +129,13 @@ def test_a_start_is_timed_over_fresh_launches_and_a_server_twice_as_slow_fails_t
         assert stats.cache in ("cold", "warm")  # every launch the same, whichever it was
         assert m.provenance["how"] == "llamacpp" and "--alias" in m.provenance["launch_argv"]
         assert m.params == {"launches": 3, "backend": "llamacpp", "cache": stats.cache}
-    assert len(list((pytester.path / "work" / "runs").glob("*/logs/startup/cold-start-*/*.log"))) == 6
+    assert (
+        len(list((pytester.path / "work" / "runs").glob("*/logs/startup/cold-start-*/*.log"))) == 6
+    )
     # the decision page's cold-start column: each model's start and how cold it was
-    page = decision_page(found, RunInfo.of(json.loads((pytester.path / "r.json").read_text())["run"]))
+    page = decision_page(
+        found, RunInfo.of(json.loads((pytester.path / "r.json").read_text())["run"])
+    )
     assert page is not None
     column = [c.title for c in page.columns].index("cold start")
     for row in page.rows:
@@ -111,33 +143,52 @@ def test_a_start_is_timed_over_fresh_launches_and_a_server_twice_as_slow_fails_t
         assert isinstance(stats, StartupStats) and stats.first_token_s is not None
         assert row.cells[column].text == f"{stats.first_token_s:.2f} s ({stats.cache})"
         assert row.cells[column].tip.startswith("3 launches; 95% interval ")
-    result.stdout.fnmatch_lines([f"*cold start {REFERENCE}: launch 1/3, ready * s, first token * s;"
-                                 " page cache of fake.gguf *"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*cold start {REFERENCE}: launch 1/3, ready * s, first token * s;"
+            " page cache of fake.gguf *"
+        ]
+    )
 
     # the gate, against the candidate's stored starts (one model: the sleeps are the test's time)
-    same, _, data = run(pytester, monkeypatch, fake_launcher, DELAY_S, "--baseline=main",
-                        f"--model={CANDIDATE}")
+    same, _, data = run(
+        pytester, monkeypatch, fake_launcher, DELAY_S, "--baseline=main", f"--model={CANDIDATE}"
+    )
     same.assert_outcomes(passed=1)
     assert same.ret == 0
     assert [row["status"] for row in data["summary"]["gate"]] == ["ok"]  # type: ignore[index]
 
-    slow, found, data = run(pytester, monkeypatch, fake_launcher, SLOWER_S, "--baseline=main",
-                            f"--model={CANDIDATE}")
+    slow, found, data = run(
+        pytester, monkeypatch, fake_launcher, SLOWER_S, "--baseline=main", f"--model={CANDIDATE}"
+    )
     slow.assert_outcomes(passed=1)
     assert slow.ret == pytest.ExitCode.TESTS_FAILED
     (row,) = data["summary"]["gate"]  # type: ignore[index]
     assert row["status"] == "regressed", row
     assert row["benchmark"] == "startup" and row["change"] > 0.6 and row["low"] > 0.25
-    slow.stdout.fnmatch_lines(["*modelsweep baseline main: 1 regressed or not comparable*",
-                               "*startup*REGRESSED*starts *× as long, beyond +25%*"])
+    slow.stdout.fnmatch_lines(
+        [
+            "*modelsweep baseline main: 1 regressed or not comparable*",
+            "*startup*REGRESSED*starts *× as long, beyond +25%*",
+        ]
+    )
 
 
 def test_attached_endpoints_skip_the_cold_start_with_the_reason(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_startup=(ROOT / "benches" / "test_startup.py").read_text())
     result = pytester.runpytest_subprocess(
-        f"--model={CANDIDATE}", f"--endpoint={CANDIDATE}=http://127.0.0.1:9", "-rs",
-        "--modelsweep-dir=work", "-p", "no:cacheprovider", timeout=120)
+        f"--model={CANDIDATE}",
+        f"--endpoint={CANDIDATE}=http://127.0.0.1:9",
+        "-rs",
+        "--modelsweep-dir=work",
+        "-p",
+        "no:cacheprovider",
+        timeout=120,
+    )
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines([
-        f"*cold start needs a server this run launches: {CANDIDATE} is attached (--endpoint), "
-        "so its start is not ours to time*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*cold start needs a server this run launches: {CANDIDATE} is attached (--endpoint), "
+            "so its start is not ours to time*"
+        ]
+    )

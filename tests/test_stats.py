@@ -106,18 +106,28 @@ def test_identical_scores_give_exact_zero_interval() -> None:
     assert decide_verdict(interval, None) is Verdict.INCONCLUSIVE
     assert interval.too_few_reason() == (
         "only 0 of 500 items scored differently (the interval holds its 95% coverage from 30 "
-        "items with 10 scored differently on): score more items (raise --limit)")
+        "items with 10 scored differently on): score more items (raise --limit)"
+    )
 
 
-@pytest.mark.parametrize(("n", "candidate_only", "expected"), [
-    (40, 9, Verdict.INCONCLUSIVE), (40, 10, Verdict.BETTER),
-    (29, 12, Verdict.INCONCLUSIVE), (30, 12, Verdict.BETTER)])
+@pytest.mark.parametrize(
+    ("n", "candidate_only", "expected"),
+    [
+        (40, 9, Verdict.INCONCLUSIVE),
+        (40, 10, Verdict.BETTER),
+        (29, 12, Verdict.INCONCLUSIVE),
+        (30, 12, Verdict.BETTER),
+    ],
+)
 def test_a_verdict_needs_thirty_items_and_ten_scored_differently(
-    n: int, candidate_only: int, expected: Verdict,
+    n: int,
+    candidate_only: int,
+    expected: Verdict,
 ) -> None:
     # the candidate right wherever they differ: the interval lies above 0 in every case
-    candidate, reference = counted_pair(n, candidate_only=candidate_only, reference_only=0,
-                                        both_right=10)
+    candidate, reference = counted_pair(
+        n, candidate_only=candidate_only, reference_only=0, both_right=10
+    )
     interval = paired_bootstrap(candidate, reference)
     assert interval.low > 0.0 and interval.discordant == candidate_only
     assert decide_verdict(interval, None) is expected
@@ -135,7 +145,11 @@ def test_candidate_fixing_every_reference_error_is_better() -> None:
     wrong = int((reference == 0).sum())
     assert interval.difference == pytest.approx(wrong / 300)
     assert interval.low > 0.0
-    assert (interval.candidate_ahead, interval.reference_ahead, interval.discordant) == (wrong, 0, wrong)
+    assert (interval.candidate_ahead, interval.reference_ahead, interval.discordant) == (
+        wrong,
+        0,
+        wrong,
+    )
     assert interval.candidate_mean == 1.0
     assert interval.reference_mean == pytest.approx(1 - wrong / 300)
     assert interval.p_value == 1 / RESAMPLES
@@ -170,7 +184,9 @@ def test_mismatched_ids_raise_one_line_error_naming_ids() -> None:
 
 def test_mismatch_message_lists_only_a_few_ids() -> None:
     candidate = {f"id-{i}": 1.0 for i in range(50)}
-    with pytest.raises(ValueError, match=r"50 only in candidate \('id-0', 'id-1', 'id-10', \.\.\.\)"):
+    with pytest.raises(
+        ValueError, match=r"50 only in candidate \('id-0', 'id-1', 'id-10', \.\.\.\)"
+    ):
         paired_bootstrap(candidate, {"other": 1.0})
 
 
@@ -206,7 +222,9 @@ def test_binary_interval_agrees_with_scipy(method: str) -> None:
     candidate, reference = correlated_binary(n, seed=7)
     ours = paired_bootstrap(keyed(candidate), keyed(reference), method=method)  # type: ignore[arg-type]
     theirs_low, theirs_high = scipy_paired_interval(candidate, reference, method)
-    tolerance = quantile_mc_tolerance(ours.bootstrap_standard_error, 0.025, RESAMPLES, lattice=1 / n)
+    tolerance = quantile_mc_tolerance(
+        ours.bootstrap_standard_error, 0.025, RESAMPLES, lattice=1 / n
+    )
     assert tolerance < 0.003  # the honest bound is far tighter than 0.01
     assert abs(ours.low - theirs_low) < tolerance
     assert abs(ours.high - theirs_high) < tolerance
@@ -264,15 +282,21 @@ def test_bootstrap_spread_matches_closed_form_standard_error() -> None:
     assert interval.standard_error == pytest.approx(closed_form, rel=1e-12)
     # the bootstrap SD of a mean is the ddof=0 SD over sqrt(n); its MC error is ~ 1/sqrt(2B)
     expected = closed_form * math.sqrt((n - 1) / n)
-    assert interval.bootstrap_standard_error == pytest.approx(expected, rel=5 / math.sqrt(2 * RESAMPLES))
+    assert interval.bootstrap_standard_error == pytest.approx(
+        expected, rel=5 / math.sqrt(2 * RESAMPLES)
+    )
 
 
 def test_min_detectable_difference_is_80_percent_power_formula() -> None:
     candidate, reference = correlated_binary(1319, seed=5)
     interval = paired_bootstrap(keyed(candidate), keyed(reference))
-    assert interval.min_detectable_difference == pytest.approx((1.959964 + 0.841621) * interval.standard_error)
+    assert interval.min_detectable_difference == pytest.approx(
+        (1.959964 + 0.841621) * interval.standard_error
+    )
     wider = paired_bootstrap(keyed(candidate), keyed(reference), confidence=0.99)
-    assert wider.min_detectable_difference == pytest.approx((2.575829 + 0.841621) * interval.standard_error)
+    assert wider.min_detectable_difference == pytest.approx(
+        (2.575829 + 0.841621) * interval.standard_error
+    )
 
 
 def test_exact_and_index_resampling_draw_the_same_distribution() -> None:
@@ -389,16 +413,23 @@ def test_holm_intervals_step_down_and_stop() -> None:
     results = holm_intervals({"weaker": weaker, "strong": strong, "borderline": borderline})
     assert list(results) == ["weaker", "strong", "borderline"]
     assert [results[name].rank for name in ("strong", "borderline", "weaker")] == [0, 1, 2]
-    assert results["strong"].rejected and results["strong"].interval.confidence == pytest.approx(1 - 0.05 / 3)
+    assert results["strong"].rejected and results["strong"].interval.confidence == pytest.approx(
+        1 - 0.05 / 3
+    )
     assert results["strong"].interval == paired_bootstrap(*strong, confidence=1 - 0.05 / 3)
-    assert not results["borderline"].rejected and results["borderline"].interval.confidence == pytest.approx(0.975)
+    assert not results["borderline"].rejected and results[
+        "borderline"
+    ].interval.confidence == pytest.approx(0.975)
     # the stopping rule: "weaker" keeps the 97.5% level where Holm stopped, not 95%
-    assert not results["weaker"].rejected and results["weaker"].interval.confidence == pytest.approx(0.975)
+    assert not results["weaker"].rejected and results[
+        "weaker"
+    ].interval.confidence == pytest.approx(0.975)
 
 
 def test_holm_intervals_all_rejected_use_each_rank_level() -> None:
     comparisons = {
-        f"c{k}": counted_pair(500, candidate_only=100 + 20 * k, reference_only=20, both_right=200) for k in range(3)
+        f"c{k}": counted_pair(500, candidate_only=100 + 20 * k, reference_only=20, both_right=200)
+        for k in range(3)
     }
     results = holm_intervals(comparisons)
     assert all(result.rejected for result in results.values())
@@ -452,14 +483,18 @@ def test_ratio_interval_agrees_with_scipy_welch() -> None:
     lc, lr = np.log(candidate), np.log(reference)
     theirs = scipy_stats.ttest_ind(lc, lr, equal_var=False).confidence_interval(0.9)
     assert ours.ratio == pytest.approx(math.exp(lc.mean() - lr.mean()))
-    assert (ours.low, ours.high) == pytest.approx((math.exp(theirs.low), math.exp(theirs.high)),
-                                                  rel=1e-9)
-    assert ours.as_dict()["df"] == pytest.approx(float(scipy_stats.ttest_ind(
-        lc, lr, equal_var=False).df))
+    assert (ours.low, ours.high) == pytest.approx(
+        (math.exp(theirs.low), math.exp(theirs.high)), rel=1e-9
+    )
+    assert ours.as_dict()["df"] == pytest.approx(
+        float(scipy_stats.ttest_ind(lc, lr, equal_var=False).df)
+    )
 
 
 def test_student_t_is_scipys_and_refuses_bad_degrees_of_freedom() -> None:
-    assert t_half_width(2.0, 3.37, 0.9) == pytest.approx(2.0 * scipy_stats.t.ppf(0.95, 3.37), rel=1e-12)
+    assert t_half_width(2.0, 3.37, 0.9) == pytest.approx(
+        2.0 * scipy_stats.t.ppf(0.95, 3.37), rel=1e-12
+    )
     assert student_t_cdf(0.7, 9.0) == pytest.approx(scipy_stats.t.cdf(0.7, 9.0), abs=1e-15)
     for df in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="degrees of freedom"):
@@ -500,8 +535,14 @@ def test_sign_test_is_exact() -> None:
         assert sign_test_p_value(ahead, behind) == pytest.approx(expected, rel=1e-12)
     # its false-alarm rate at 5% is at most 5% at every count of differing items
     for total in range(1, 40):
-        alarms = sum(math.comb(total, k) for k in range(total + 1)
-                     if sign_test_p_value(k, total - k) < 0.05) / 2 ** total
+        alarms = (
+            sum(
+                math.comb(total, k)
+                for k in range(total + 1)
+                if sign_test_p_value(k, total - k) < 0.05
+            )
+            / 2**total
+        )
         assert alarms <= 0.05, total
     with pytest.raises(ValueError, match="counts"):
         sign_test_p_value(-1, 2)

@@ -90,18 +90,24 @@ def assert_untouched(path: Path, before: str) -> None:
 BAD_STORES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "folder": (
         folder,
-        ("{path}: is a folder, not a store file; pass --store with a file name "
-        "(e.g. {path}/store.sqlite)"),
+        (
+            "{path}: is a folder, not a store file; pass --store with a file name "
+            "(e.g. {path}/store.sqlite)"
+        ),
     ),
     "parent-is-a-file": (
         under_a_file,
-        ("{path}: cannot create its folder {tmp}/afile ({tmp}/afile is a file, not a folder); "
-        "pass --store with a path in a folder you can write"),
+        (
+            "{path}: cannot create its folder {tmp}/afile ({tmp}/afile is a file, not a folder); "
+            "pass --store with a path in a folder you can write"
+        ),
     ),
     "read-only": (
         lambda tmp: read_only_file(tmp / "ro.sqlite"),
-        ("{path}: the file is read-only (mode -r--r--r--); make it writable (chmod u+w) or "
-        "pass --store with a new file name"),
+        (
+            "{path}: the file is read-only (mode -r--r--r--); make it writable (chmod u+w) or "
+            "pass --store with a new file name"
+        ),
     ),
     "not-sqlite": (
         lambda tmp: random_bytes(tmp / "random.bin"),
@@ -166,9 +172,16 @@ def test_own_store_reopens_and_keeps_its_runs(store_at: str) -> None:
     store.add_run("r1", "embedded", {"started_at": "sent again"})  # a run is recorded once
     store.close()
     again = Store(store_at, create=False)
-    assert again.runs() == [{"run_id": "r1", "started_at": "2025-01-01", "sweep_name": "embedded",
-                             "measurements": 0, "sweep_run": None,
-                             "status": "interrupted"}]  # (not ended yet)
+    assert again.runs() == [
+        {
+            "run_id": "r1",
+            "started_at": "2025-01-01",
+            "sweep_name": "embedded",
+            "measurements": 0,
+            "sweep_run": None,
+            "status": "interrupted",
+        }
+    ]  # (not ended yet)
     again.finish_run("r1", "2025-01-01T01:00:00+00:00", exit_status=0)
     assert again.runs()[0]["status"] == "ended (exit status 0)"
     again.close()
@@ -177,7 +190,8 @@ def test_own_store_reopens_and_keeps_its_runs(store_at: str) -> None:
 # The tables as each older version made them (version 1: the released SQLite store; 2: a
 # baseline's history; 3: runs join sweep runs). ID is the backend's autoincrement key.
 OLD_TABLES = {
-    1: ["CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    1: [
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, "
         "sweep_name TEXT NOT NULL, run_json TEXT NOT NULL)",
         "CREATE TABLE measurements (id ID, run_id TEXT NOT NULL, model TEXT NOT NULL, "
@@ -196,13 +210,18 @@ OLD_TABLES = {
         "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
         "saved_at TEXT NOT NULL)",
         "CREATE TABLE endpoints (run_id TEXT NOT NULL, model TEXT NOT NULL, "
-        "provenance_json TEXT NOT NULL, PRIMARY KEY (run_id, model))"],
-    2: ["CREATE TABLE baseline_runs (seq ID, name TEXT NOT NULL, run_id TEXT NOT NULL, "
-        "saved_at TEXT NOT NULL, UNIQUE (name, run_id))"],
-    3: ["ALTER TABLE runs ADD COLUMN sweep_run TEXT",
+        "provenance_json TEXT NOT NULL, PRIMARY KEY (run_id, model))",
+    ],
+    2: [
+        "CREATE TABLE baseline_runs (seq ID, name TEXT NOT NULL, run_id TEXT NOT NULL, "
+        "saved_at TEXT NOT NULL, UNIQUE (name, run_id))"
+    ],
+    3: [
+        "ALTER TABLE runs ADD COLUMN sweep_run TEXT",
         "ALTER TABLE runs ADD COLUMN models_json TEXT",
         "ALTER TABLE runs ADD COLUMN finished_at TEXT",
-        "ALTER TABLE baseline_runs ADD COLUMN sweep_run TEXT"],
+        "ALTER TABLE baseline_runs ADD COLUMN sweep_run TEXT",
+    ],
 }
 
 
@@ -218,36 +237,76 @@ def old_store(store_at: str, version: int) -> None:
 
     postgres = not parse_store_location(store_at).path
     key = "SERIAL PRIMARY KEY" if postgres else "INTEGER PRIMARY KEY AUTOINCREMENT"
-    statements = [sql.replace(" ID,", f" {key},")
-                  for step in range(1, version + 1) for sql in OLD_TABLES[step]]
-    items = [ItemRecord(item_id=f"q{n}", prompt_hash="p", correct=n == 0, response=f"answer {n}",
-                        data_hash="d", completion=Completion(text=f"answer {n}"))
-             for n in range(2)]
-    measurement = Measurement(model="m", benchmark="gsm8k", value=0.5, unit="accuracy", n=2,
-                              items=[i.to_dict() for i in items], test_id="t::test_gsm8k[m]")
+    statements = [
+        sql.replace(" ID,", f" {key},")
+        for step in range(1, version + 1)
+        for sql in OLD_TABLES[step]
+    ]
+    items = [
+        ItemRecord(
+            item_id=f"q{n}",
+            prompt_hash="p",
+            correct=n == 0,
+            response=f"answer {n}",
+            data_hash="d",
+            completion=Completion(text=f"answer {n}"),
+        )
+        for n in range(2)
+    ]
+    measurement = Measurement(
+        model="m",
+        benchmark="gsm8k",
+        value=0.5,
+        unit="accuracy",
+        n=2,
+        items=[i.to_dict() for i in items],
+        test_id="t::test_gsm8k[m]",
+    )
     rows: list[tuple[str, dict[str, object]]] = [
         ("INSERT INTO meta VALUES ('schema', :v)", {"v": str(version)}),
-        ("INSERT INTO runs (run_id, started_at, sweep_name, run_json) VALUES "
-         "('old', '2025-01-01T00:00:00', 's', '{}')", {}),
-        ("INSERT INTO measurements (run_id, model, benchmark, test_id, value, unit, n, "
-         "measurement_json) VALUES ('old', 'm', 'gsm8k', 't::test_gsm8k[m]', 0.5, 'accuracy', "
-         "2, :j)", {"j": json.dumps(measurement.to_dict())}),
+        (
+            "INSERT INTO runs (run_id, started_at, sweep_name, run_json) VALUES "
+            "('old', '2025-01-01T00:00:00', 's', '{}')",
+            {},
+        ),
+        (
+            "INSERT INTO measurements (run_id, model, benchmark, test_id, value, unit, n, "
+            "measurement_json) VALUES ('old', 'm', 'gsm8k', 't::test_gsm8k[m]', 0.5, 'accuracy', "
+            "2, :j)",
+            {"j": json.dumps(measurement.to_dict())},
+        ),
         ("INSERT INTO baselines VALUES ('main', 'old', '2025-01-01T01:00:00')", {}),
     ]
     for item in items:
-        rows += [("INSERT INTO items VALUES ('k', 'gsm8k', :i, 'p', 'm', :j, 'old')",
-                  {"i": item.item_id, "j": json.dumps(item.to_dict())}),
-                 ("INSERT INTO run_items VALUES ('old', 'm', 'gsm8k', :i, 'k', 'p', 0)",
-                  {"i": item.item_id})]
+        rows += [
+            (
+                "INSERT INTO items VALUES ('k', 'gsm8k', :i, 'p', 'm', :j, 'old')",
+                {"i": item.item_id, "j": json.dumps(item.to_dict())},
+            ),
+            (
+                "INSERT INTO run_items VALUES ('old', 'm', 'gsm8k', :i, 'k', 'p', 0)",
+                {"i": item.item_id},
+            ),
+        ]
     if version >= 2:
-        rows.append(("INSERT INTO baseline_runs (name, run_id, saved_at) VALUES "
-                     "('main', 'old', '2025-01-01T01:00:00')", {}))
+        rows.append(
+            (
+                "INSERT INTO baseline_runs (name, run_id, saved_at) VALUES "
+                "('main', 'old', '2025-01-01T01:00:00')",
+                {},
+            )
+        )
     if version >= 3:
-        rows += [("INSERT INTO runs VALUES (:r, :t, 's', '{}', 'sr-1', '[\"m\"]', :f)",
-                  {"r": run, "t": started, "f": finished})
-                 for run, started, finished in (
-                     ("host-done", "2025-02-01T00:00:00", "2025-02-01T01:00:00"),
-                     ("host-killed", "2025-02-02T00:00:00", None))]
+        rows += [
+            (
+                "INSERT INTO runs VALUES (:r, :t, 's', '{}', 'sr-1', '[\"m\"]', :f)",
+                {"r": run, "t": started, "f": finished},
+            )
+            for run, started, finished in (
+                ("host-done", "2025-02-01T00:00:00", "2025-02-01T01:00:00"),
+                ("host-killed", "2025-02-02T00:00:00", None),
+            )
+        ]
     engine = engine_of(store_at)
     try:
         with engine.begin() as conn:
@@ -261,7 +320,8 @@ def old_store(store_at: str, version: int) -> None:
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_a_store_of_each_older_version_is_upgraded_with_its_runs_answers_and_baselines(
-    store_at: str, version: int,
+    store_at: str,
+    version: int,
 ) -> None:
     """Every older version opens as the current one: a run recorded before runs were marked
     ended has no status (not known), a sweep run's run never marked stays interrupted (and
@@ -269,10 +329,14 @@ def test_a_store_of_each_older_version_is_upgraded_with_its_runs_answers_and_bas
     once; reopening changes nothing."""
     old_store(store_at, version)
     store = Store(store_at)
-    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == \
-        [[(str(SCHEMA_VERSION),)]]
-    expected = {"old": ""} if version < 3 else \
-        {"old": "", "host-done": "ended", "host-killed": "interrupted"}
+    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == [
+        [(str(SCHEMA_VERSION),)]
+    ]
+    expected = (
+        {"old": ""}
+        if version < 3
+        else {"old": "", "host-done": "ended", "host-killed": "interrupted"}
+    )
     assert {r["run_id"]: r["status"] for r in store.runs()} == expected
     if version >= 3:
         from pytest_modelsweep.store.sweep_run import awaited
@@ -288,13 +352,28 @@ def test_a_store_of_each_older_version_is_upgraded_with_its_runs_answers_and_bas
     from pytest_modelsweep.core.measurements import Measurement
     from pytest_modelsweep.core.records import Completion, ItemRecord
 
-    item = ItemRecord(item_id="q9", prompt_hash="p9", correct=True, response="long answer",
-                      data_hash="d", completion=Completion(text="long answer"))
+    item = ItemRecord(
+        item_id="q9",
+        prompt_hash="p9",
+        correct=True,
+        response="long answer",
+        data_hash="d",
+        completion=Completion(text="long answer"),
+    )
     store.add_run("new", "s", {"started_at": "2026-01-01T00:00:00"})
     store.add_item("new", "m", "gsm8k", "k", item)
-    store.add_measurement("new", Measurement(
-        model="m", benchmark="gsm8k", value=1.0, unit="accuracy", n=1,
-        items=[item.to_dict()], test_id="t::test_gsm8k[m]").to_dict())
+    store.add_measurement(
+        "new",
+        Measurement(
+            model="m",
+            benchmark="gsm8k",
+            value=1.0,
+            unit="accuracy",
+            n=1,
+            items=[item.to_dict()],
+            test_id="t::test_gsm8k[m]",
+        ).to_dict(),
+    )
     assert store.runs()[-1]["status"] == "interrupted"
     store.finish_run("new", "2026-01-01T01:00:00", exit_status=1)
     assert store.runs()[-1]["status"] == "ended (exit status 1)"
@@ -304,8 +383,10 @@ def test_a_store_of_each_older_version_is_upgraded_with_its_runs_answers_and_bas
     assert new["items"][0]["completion"]["text"] == "long answer"
     store.close()
     again = Store(store_at)  # reopening upgrades nothing again
-    assert {r["run_id"]: r["status"] for r in again.runs()} == \
-        {**expected, "new": "ended (exit status 1)"}
+    assert {r["run_id"]: r["status"] for r in again.runs()} == {
+        **expected,
+        "new": "ended (exit status 1)",
+    }
     again.close()
 
 
@@ -316,8 +397,11 @@ def test_locked_is_said_only_for_a_lock(tmp_path: Path) -> None:
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        with pytest.raises(DataError, match=r"the store stayed locked \(database is locked\); "
-                                            r"is another run holding it\?"):
+        with pytest.raises(
+            DataError,
+            match=r"the store stayed locked \(database is locked\); "
+            r"is another run holding it\?",
+        ):
             Store(path, busy_timeout_s=0.3)
     finally:
         holder.execute("ROLLBACK")
@@ -326,12 +410,12 @@ def test_locked_is_said_only_for_a_lock(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", list(BAD_STORES))
 def test_bad_store_option_is_one_usage_error_line_before_any_test(
-    kind: str, pytester: pytest.Pytester, run_both_ways: RunPytest,
+    kind: str,
+    pytester: pytest.Pytester,
+    run_both_ways: RunPytest,
     this_checkout_in_subprocesses: None,
 ) -> None:
-    pytester.makepyfile(
-        "def test_x(model_name):\n    raise AssertionError('no test may run')\n"
-    )
+    pytester.makepyfile("def test_x(model_name):\n    raise AssertionError('no test may run')\n")
     tmp = pytester.path / "places"
     tmp.mkdir()
     path = BAD_STORES[kind][0](tmp)
@@ -347,8 +431,9 @@ def test_bad_store_option_is_one_usage_error_line_before_any_test(
         assert_untouched(path, before)
 
 
-@pytest.mark.parametrize("command", [["runs"], ["report", "some-run", "--md", "out.md"],
-                                     ["compare", "a", "b"]])
+@pytest.mark.parametrize(
+    "command", [["runs"], ["report", "some-run", "--md", "out.md"], ["compare", "a", "b"]]
+)
 @pytest.mark.parametrize("kind", ["folder", "not-sqlite", "foreign-sqlite"])
 def test_cli_prints_the_same_line(
     kind: str, command: list[str], tmp_path: Path, this_checkout_in_subprocesses: None
@@ -357,7 +442,10 @@ def test_cli_prints_the_same_line(
     before = digest(path) if path.is_file() else None
     result = subprocess.run(
         [sys.executable, "-m", "pytest_modelsweep.cli", *command, "--store", str(path)],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode != 0
     assert result.stderr.splitlines() == [
@@ -424,15 +512,22 @@ BAD_DATABASES: dict[str, tuple[Callable[[PostgresServer], str], str]] = {
 
 def newer_database(server: PostgresServer) -> str:
     url = server.url(server.create_database())
-    raw_sql(url, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            f"INSERT INTO meta VALUES ('schema', '{SCHEMA_VERSION + 1}')")
+    raw_sql(
+        url,
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"INSERT INTO meta VALUES ('schema', '{SCHEMA_VERSION + 1}')",
+    )
     return url
 
 
 def foreign_tables(server: PostgresServer) -> str:
     url = server.url(server.create_database())
-    raw_sql(url, "CREATE TABLE runs (what TEXT)", "CREATE TABLE items (what TEXT)",
-            "CREATE TABLE people (name TEXT)")
+    raw_sql(
+        url,
+        "CREATE TABLE runs (what TEXT)",
+        "CREATE TABLE items (what TEXT)",
+        "CREATE TABLE people (name TEXT)",
+    )
     return url
 
 
@@ -462,7 +557,9 @@ def no_pg_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", list(BAD_DATABASES))
 def test_bad_database_is_refused_with_the_reason_and_the_fix(
-    kind: str, postgres_server: PostgresServer, no_pg_environment: None,
+    kind: str,
+    postgres_server: PostgresServer,
+    no_pg_environment: None,
 ) -> None:
     url, line = bad_database(kind, postgres_server)
     with pytest.raises(DataError) as info:
@@ -471,15 +568,17 @@ def test_bad_database_is_refused_with_the_reason_and_the_fix(
     assert ADMIN_PASSWORD not in str(info.value)
 
 
-@pytest.mark.parametrize("kind", ["server-down", "wrong-password", "missing-database",
-                                  "newer-schema"])
+@pytest.mark.parametrize(
+    "kind", ["server-down", "wrong-password", "missing-database", "newer-schema"]
+)
 def test_bad_database_is_one_usage_error_line_before_any_test(
-    kind: str, postgres_server: PostgresServer, no_pg_environment: None,
-    pytester: pytest.Pytester, run_both_ways: RunPytest,
+    kind: str,
+    postgres_server: PostgresServer,
+    no_pg_environment: None,
+    pytester: pytest.Pytester,
+    run_both_ways: RunPytest,
 ) -> None:
-    pytester.makepyfile(
-        "def test_x(model_name):\n    raise AssertionError('no test may run')\n"
-    )
+    pytester.makepyfile("def test_x(model_name):\n    raise AssertionError('no test may run')\n")
     url, line = bad_database(kind, postgres_server)
     result = run_both_ways("--store", url)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -492,12 +591,18 @@ def test_bad_database_is_one_usage_error_line_before_any_test(
 
 @pytest.mark.parametrize("kind", ["server-down", "wrong-password", "missing-database"])
 def test_cli_prints_the_same_line_for_a_database(
-    kind: str, postgres_server: PostgresServer, no_pg_environment: None, tmp_path: Path,
+    kind: str,
+    postgres_server: PostgresServer,
+    no_pg_environment: None,
+    tmp_path: Path,
 ) -> None:
     url, line = bad_database(kind, postgres_server)
     result = subprocess.run(
         [sys.executable, "-m", "pytest_modelsweep.cli", "runs", "--store", url],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"modelsweep: error: {line}"]
@@ -507,14 +612,18 @@ def test_reading_commands_do_not_make_a_store_in_an_empty_database(postgres_url:
     with pytest.raises(DataError) as info:
         Store(postgres_url, create=False)
     shown = parse_store_location(postgres_url).shown
-    assert str(info.value) == (f"{shown}: no store in that database yet; run pytest benches "
-                               f"with --store {shown} first")
-    assert raw_sql(postgres_url, "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'") \
-        == [[(0,)]]
+    assert str(info.value) == (
+        f"{shown}: no store in that database yet; run pytest benches with --store {shown} first"
+    )
+    assert raw_sql(postgres_url, "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'") == [
+        [(0,)]
+    ]
 
 
 def test_credentials_from_the_pg_environment(
-    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    postgres_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """A URL without them: user, password, host and port from PG* variables, or PGPASSFILE."""
     database = postgres_server.create_database()
@@ -535,17 +644,31 @@ def test_credentials_from_the_pg_environment(
     assert [r["run_id"] for r in Store(f"postgresql:///{database}").runs()] == ["r1"]
 
 
-@pytest.mark.parametrize(("value", "line"), [
-    ("mysql://u:pw@h/db", "mysql:// is not a store this version can use; give a file path "
-                          "(SQLite), sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"),
-    ("sqlite://", "sqlite:// needs a file, written sqlite:///relative/path or "
-                  "sqlite:////absolute/path (an in-memory database keeps nothing across the "
-                  "run's processes; URL parameters are not taken)"),
-    ("postgresql://u:pw-77@h:port/db", "postgresql://u@h:port/db: the port is not a number; "
-                                       "write postgresql://USER@HOST:PORT/DATABASE"),
-])
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        (
+            "mysql://u:pw@h/db",
+            "mysql:// is not a store this version can use; give a file path "
+            "(SQLite), sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE",
+        ),
+        (
+            "sqlite://",
+            "sqlite:// needs a file, written sqlite:///relative/path or "
+            "sqlite:////absolute/path (an in-memory database keeps nothing across the "
+            "run's processes; URL parameters are not taken)",
+        ),
+        (
+            "postgresql://u:pw-77@h:port/db",
+            "postgresql://u@h:port/db: the port is not a number; "
+            "write postgresql://USER@HOST:PORT/DATABASE",
+        ),
+    ],
+)
 def test_a_store_value_of_no_known_form_is_a_usage_error(
-    value: str, line: str, pytester: pytest.Pytester,
+    value: str,
+    line: str,
+    pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile("def test_x(model_name):\n    raise AssertionError('no test may run')\n")
     result = pytester.runpytest("--store", value)
@@ -554,16 +677,25 @@ def test_a_store_value_of_no_known_form_is_a_usage_error(
     assert "pw-77" not in "\n".join(result.outlines + result.errlines)
 
 
-@pytest.mark.parametrize(("value", "kind", "shown"), [
-    ("runs/store.sqlite", "sqlite", "runs/store.sqlite"),
-    ("sqlite:///runs/store.sqlite", "sqlite", "runs/store.sqlite"),
-    ("sqlite:////tmp/store.sqlite", "sqlite", "/tmp/store.sqlite"),
-    ("postgresql://bench:pw-3391@127.0.0.1:5432/sweep", "postgresql",
-     "postgresql://bench@127.0.0.1:5432/sweep"),
-    ("postgres://bench@db/sweep?password=pw-3391&sslmode=require", "postgresql",
-     "postgresql://bench@db/sweep?password=***&sslmode=require"),
-    ("postgresql+psycopg:///sweep", "postgresql", "postgresql:///sweep"),
-])
+@pytest.mark.parametrize(
+    ("value", "kind", "shown"),
+    [
+        ("runs/store.sqlite", "sqlite", "runs/store.sqlite"),
+        ("sqlite:///runs/store.sqlite", "sqlite", "runs/store.sqlite"),
+        ("sqlite:////tmp/store.sqlite", "sqlite", "/tmp/store.sqlite"),
+        (
+            "postgresql://bench:pw-3391@127.0.0.1:5432/sweep",
+            "postgresql",
+            "postgresql://bench@127.0.0.1:5432/sweep",
+        ),
+        (
+            "postgres://bench@db/sweep?password=pw-3391&sslmode=require",
+            "postgresql",
+            "postgresql://bench@db/sweep?password=***&sslmode=require",
+        ),
+        ("postgresql+psycopg:///sweep", "postgresql", "postgresql:///sweep"),
+    ],
+)
 def test_the_store_value_is_told_by_its_form(value: str, kind: str, shown: str) -> None:
     location = parse_store_location(value)
     assert (location.kind, location.shown) == (kind, shown)
@@ -571,8 +703,9 @@ def test_the_store_value_is_told_by_its_form(value: str, kind: str, shown: str) 
     assert "pw-3391" not in redact(f"--store={value}")
 
 
-@pytest.mark.parametrize("password", ["pa/pw-3391", "p#pw-3391", "p@pw-3391", "p?pw-3391",
-                                      "p?x=pw-3391"])
+@pytest.mark.parametrize(
+    "password", ["pa/pw-3391", "p#pw-3391", "p@pw-3391", "p?pw-3391", "p?x=pw-3391"]
+)
 def test_a_password_no_url_parser_reads_whole_is_refused_unshown(password: str) -> None:
     value = f"postgresql://u:{password}@h/db"
     with pytest.raises(StoreLocationError) as error:

@@ -16,22 +16,40 @@ pytest_plugins = ("pytester",)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("gemma3-270m", "smollm2-135m")
-TABLES = ("runs", "measurements", "items", "run_items", "test_outcomes", "endpoints",
-          "baselines", "baseline_runs")
+TABLES = (
+    "runs",
+    "measurements",
+    "items",
+    "run_items",
+    "test_outcomes",
+    "endpoints",
+    "baselines",
+    "baseline_runs",
+)
 
 
 def modelsweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_modelsweep.cli", *args],
-                          capture_output=True, text=True, cwd=cwd, check=False, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_modelsweep.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        timeout=120,
+    )
 
 
 def contents(store: str) -> dict[str, list[tuple[object, ...]]]:
     """Every row of the store's tables, in a fixed order (measurements without their number)."""
     out = {}
     for table in TABLES:
-        columns = "run_id, model, benchmark, test_id, value, unit, n, outcome, " \
-                  "measurement_json" if table == "measurements" else \
-                  "name, run_id, saved_at" if table == "baseline_runs" else "*"
+        columns = (
+            "run_id, model, benchmark, test_id, value, unit, n, outcome, measurement_json"
+            if table == "measurements"
+            else "name, run_id, saved_at"
+            if table == "baseline_runs"
+            else "*"
+        )
         order = "id" if table == "measurements" else "seq" if table == "baseline_runs" else "1, 2"
         out[table] = raw_sql(store, f"SELECT {columns} FROM {table} ORDER BY {order}")[0]
     return out
@@ -44,25 +62,53 @@ def measured_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "test_accuracy.py").write_text((ROOT / "benches" / "test_accuracy.py").read_text())
     data = work / "test.jsonl"
     for split in ("test", "train"):
-        (work / f"{split}.jsonl").write_text("".join(
-            f'{{"question": "{i}+{i}?", "answer": "#### {2 * i}"}}\n' for i in range(6)))
+        (work / f"{split}.jsonl").write_text(
+            "".join(f'{{"question": "{i}+{i}?", "answer": "#### {2 * i}"}}\n' for i in range(6))
+        )
     store = work / "store.sqlite"
     with SseServer(served_names=MODELS) as server:
         for _ in range(2):  # the second run reuses the first's items
             result = subprocess.run(
-                [sys.executable, "-m", "pytest", "test_accuracy.py", "-k", "gsm8k", "--limit", "3",
-                 "--gsm8k-path", str(data), "--gsm8k-max-tokens", "4", "--store", str(store),
-                 "--modelsweep-dir", "work", "--save-baseline", "main", "-p", "no:cacheprovider",
-                 "-p", "no:randomly",
-                 *[f"--endpoint={m}={server.base_url}" for m in MODELS],
-                 *[arg for m in MODELS for arg in ("--model", m)]],
-                cwd=work, capture_output=True, text=True, timeout=300, check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "test_accuracy.py",
+                    "-k",
+                    "gsm8k",
+                    "--limit",
+                    "3",
+                    "--gsm8k-path",
+                    str(data),
+                    "--gsm8k-max-tokens",
+                    "4",
+                    "--store",
+                    str(store),
+                    "--modelsweep-dir",
+                    "work",
+                    "--save-baseline",
+                    "main",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:randomly",
+                    *[f"--endpoint={m}={server.base_url}" for m in MODELS],
+                    *[arg for m in MODELS for arg in ("--model", m)],
+                ],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return store
 
 
 def test_a_history_moves_into_postgresql_and_back(
-    measured_store: Path, postgres_url: str, tmp_path: Path,
+    measured_store: Path,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     source = str(measured_store)
     before = contents(source)
@@ -75,13 +121,19 @@ def test_a_history_moves_into_postgresql_and_back(
     assert copied.stdout.splitlines() == [
         f"copied 2 runs ({len(before['measurements'])} measurements, {len(before['items'])} "
         f"items, {len(before['test_outcomes'])} test outcomes, 1 baseline) from {source} "
-        f"into {shown}"]
+        f"into {shown}"
+    ]
     assert contents(postgres_url) == before
 
     # everything the commands read comes out of the database as out of the file
     run_id = str(before["runs"][-1][0])
-    for command in (["runs"], ["report", run_id], ["compare", "main", run_id],
-                    ["report", "main"], ["merge", run_id, "-o", "merged.json"]):
+    for command in (
+        ["runs"],
+        ["report", run_id],
+        ["compare", "main", run_id],
+        ["report", "main"],
+        ["merge", run_id, "-o", "merged.json"],
+    ):
         from_file = modelsweep(*command, "--store", source, cwd=tmp_path)
         from_database = modelsweep(*command, "--store", postgres_url, cwd=tmp_path)
         assert from_file.returncode == from_database.returncode, from_database.stderr
@@ -93,7 +145,9 @@ def test_a_history_moves_into_postgresql_and_back(
 
 
 def test_a_target_holding_the_runs_is_refused_unless_told_how(
-    measured_store: Path, postgres_url: str, tmp_path: Path,
+    measured_store: Path,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     source = str(measured_store)
     before = contents(source)
@@ -105,13 +159,15 @@ def test_a_target_holding_the_runs_is_refused_unless_told_how(
     assert again.stderr.splitlines() == [
         f"modelsweep: error: {parse_store_location(postgres_url).shown}: already holds 2 of the "
         f"2 runs of {source} (first: {first}); pass --existing skip to copy only the others, or "
-        "--existing replace to overwrite them"]
+        "--existing replace to overwrite them"
+    ]
     assert contents(postgres_url) == before
 
     skipped = modelsweep("store", "copy", source, postgres_url, "--existing", "skip", cwd=tmp_path)
     assert skipped.returncode == 0 and skipped.stdout.startswith("copied 0 runs (0 measurements")
-    replaced = modelsweep("store", "copy", source, postgres_url, "--existing", "replace",
-                          cwd=tmp_path)
+    replaced = modelsweep(
+        "store", "copy", source, postgres_url, "--existing", "replace", cwd=tmp_path
+    )
     assert replaced.returncode == 0 and replaced.stdout.startswith("copied 2 runs")
     assert contents(postgres_url) == before  # replaced, not doubled
 
@@ -121,4 +177,5 @@ def test_a_source_that_is_not_there_is_one_line(postgres_url: str, tmp_path: Pat
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"modelsweep: error: {tmp_path / 'none.sqlite'}: no store there; run pytest benches "
-        "first or pass --store"]
+        "first or pass --store"
+    ]

@@ -111,18 +111,27 @@ def failures(text: str) -> dict[str, list[str]]:
     return entries
 
 
-def run(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        server: SseServer, store: str, fault: str, *args: str) -> pytest.RunResult:
+def run(
+    pytester: pytest.Pytester,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    server: SseServer,
+    store: str,
+    fault: str,
+    *args: str,
+) -> pytest.RunResult:
     """A run of the project on ``store`` with ``fault`` (``""``: none)."""
     monkeypatch.setenv("STORE_FAULT", fault)
     monkeypatch.setenv("STORE_TRIGGER", str(tmp_path / "trigger"))
     monkeypatch.setenv("MEASURED_AT", str(tmp_path / "measured_at"))
-    return pytester.runpytest_subprocess(*options(
-        server.base_url, f"--store={store}", "--modelsweep-dir=work", *args), timeout=120)
+    return pytester.runpytest_subprocess(
+        *options(server.base_url, f"--store={store}", "--modelsweep-dir=work", *args), timeout=120
+    )
 
 
-def assert_failed_fast(result: pytest.RunResult, tmp_path: Path, ended_at: float,
-                       store_line: str) -> None:
+def assert_failed_fast(
+    result: pytest.RunResult, tmp_path: Path, ended_at: float, store_line: str
+) -> None:
     """Every test failed in one line; the verdicts waited for nothing; the run ended soon
     after its last measuring test."""
     assert_no_traceback(result)
@@ -151,17 +160,24 @@ def assert_nothing_sent_again(result: pytest.RunResult, server: SseServer) -> No
 
 def store_line_of(fault: str, store: str) -> str:
     if fault == "full":
-        return (f"the store {store}: cannot write (database or disk is full); free space on "
-                "its disk or pass --store elsewhere")
-    return (f"the store {store}: cannot write (attempt to write a readonly database); make "
-            "it writable again or pass --store elsewhere")
+        return (
+            f"the store {store}: cannot write (database or disk is full); free space on "
+            "its disk or pass --store elsewhere"
+        )
+    return (
+        f"the store {store}: cannot write (attempt to write a readonly database); make "
+        "it writable again or pass --store elsewhere"
+    )
 
 
 @pytest.mark.parametrize("workers", [[], list(TWO_WORKERS)], ids=["plain", "xdist"])
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_a_sqlite_store_that_fails_mid_run_fails_the_run_fast(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    fault: str, workers: list[str],
+    pytester: pytest.Pytester,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: str,
+    workers: list[str],
 ) -> None:
     """Full: the results go to ``--results``; read-only: to the run folder (the default), and
     the rerun finds them there. Both reruns use the same store, healthy again."""
@@ -174,8 +190,11 @@ def test_a_sqlite_store_that_fails_mid_run_fails_the_run_fast(
         ended_at = time.time()
         assert_failed_fast(failed, tmp_path, ended_at, store_line_of(fault, store))
         assert len(server.stats.bodies) == ITEMS * len(MODELS)  # every model was measured
-        kept = pytester.path / "r.json" if fault == "full" else \
-            next((pytester.path / "work" / "runs").glob("*/results.json"))
+        kept = (
+            pytester.path / "r.json"
+            if fault == "full"
+            else next((pytester.path / "work" / "runs").glob("*/results.json"))
+        )
         measured = json.loads(kept.read_text())["measurements"]
         assert sorted(m["model"] for m in measured) == sorted(MODELS)
         server.reset()
@@ -194,8 +213,11 @@ def throwaway_postgres() -> PostgresServer:
 
 @pytest.mark.parametrize("workers", [[], list(TWO_WORKERS)], ids=["plain", "xdist"])
 def test_a_postgresql_server_stopped_mid_run_fails_the_run_fast(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    throwaway_postgres: PostgresServer, workers: list[str],
+    pytester: pytest.Pytester,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    throwaway_postgres: PostgresServer,
+    workers: list[str],
 ) -> None:
     """The server is stopped as the reference's test starts; the rerun's healthy store is a
     SQLite file (the stopped server's cluster is gone)."""
@@ -219,19 +241,30 @@ def test_a_postgresql_server_stopped_mid_run_fails_the_run_fast(
     stopper.start()
     try:
         with SseServer(served_names=MODELS) as server:
-            failed = run(pytester, tmp_path, monkeypatch, server, url, "gone",
-                         "--results=r.json", *workers)
+            failed = run(
+                pytester, tmp_path, monkeypatch, server, url, "gone", "--results=r.json", *workers
+            )
             ended_at = time.time()
             shown = redact(parse_store_location(url).shown)  # as the report shows it
             # the store gone mid-run, or (an xdist worker opening it late) not there
             assert_failed_fast(failed, tmp_path, ended_at, f"{shown}: ")
             for lines in failures(failed.stdout.str()).values():
-                assert "start its PostgreSQL server again" in lines[0] \
+                assert (
+                    "start its PostgreSQL server again" in lines[0]
                     or "no PostgreSQL server answers" in lines[0]
+                )
             measured = json.loads((pytester.path / "r.json").read_text())["measurements"]
             server.reset()
-            again = run(pytester, tmp_path, monkeypatch, server,
-                        str(tmp_path / "healthy.sqlite"), "", "--results=r.json", *workers)
+            again = run(
+                pytester,
+                tmp_path,
+                monkeypatch,
+                server,
+                str(tmp_path / "healthy.sqlite"),
+                "",
+                "--results=r.json",
+                *workers,
+            )
             assert_no_traceback(again)
             again.assert_outcomes(passed=5)
             kept = sum(m["n"] for m in measured)
@@ -255,15 +288,24 @@ def test_a_comparison_waits_only_for_a_test_not_finished_here_and_says_so_every_
     now = [0.0]
     said: list[str] = []
     store = Store(tmp_path / "store.sqlite")
-    finder = ComparisonFinder(store, "run", wait_s=75, poll_s=5, clock=lambda: now[0],
-                              sleep=lambda s: now.__setitem__(0, now[0] + s),
-                              progress=said.append)
+    finder = ComparisonFinder(
+        store,
+        "run",
+        wait_s=75,
+        poll_s=5,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+        progress=said.append,
+    )
     outcome = finder.items("ref", "my_eval", expected_tests=[TEST_OF_REF])
     store.close()
     assert isinstance(outcome, Failed) and "after waiting 75s" in outcome.reason
-    assert said == [f"waiting for ref's my_eval result: {TEST_OF_REF} has not finished in this "
-                    f"process (it runs on another xdist worker, or is still queued); waited "
-                    f"{s}s of --verdict-wait 75s" for s in (30, 60)]
+    assert said == [
+        f"waiting for ref's my_eval result: {TEST_OF_REF} has not finished in this "
+        f"process (it runs on another xdist worker, or is still queued); waited "
+        f"{s}s of --verdict-wait 75s"
+        for s in (30, 60)
+    ]
 
 
 def test_a_side_whose_test_failed_here_is_not_looked_for_nor_waited_for(tmp_path: Path) -> None:
@@ -276,32 +318,46 @@ def test_a_side_whose_test_failed_here_is_not_looked_for_nor_waited_for(tmp_path
         raise AssertionError("waited")
 
     def finder(store_failure: str | None) -> ComparisonFinder:
-        return ComparisonFinder(store, "run", wait_s=7200, sleep=never,
-                                finished_here=failed_here.get,
-                                store_failure=lambda: store_failure)
+        return ComparisonFinder(
+            store,
+            "run",
+            wait_s=7200,
+            sleep=never,
+            finished_here=failed_here.get,
+            store_failure=lambda: store_failure,
+        )
 
     healthy = finder(None).items("ref", "my_eval", expected_tests=[TEST_OF_REF])
-    assert healthy == Failed(f"ref recorded no my_eval result in this run ({TEST_OF_REF} "
-                             "failed); its own test's failure says why")
+    assert healthy == Failed(
+        f"ref recorded no my_eval result in this run ({TEST_OF_REF} "
+        "failed); its own test's failure says why"
+    )
     assert store.outcome_of("run", TEST_OF_REF) is None
     failed = finder("the store S: cannot write (full); fix").items(
-        "ref", "my_eval", expected_tests=[TEST_OF_REF])
-    assert failed == Failed("ref's my_eval result was not recorded: its test failed (the store "
-                            "S: cannot write (full); fix)")
+        "ref", "my_eval", expected_tests=[TEST_OF_REF]
+    )
+    assert failed == Failed(
+        "ref's my_eval result was not recorded: its test failed (the store "
+        "S: cannot write (full); fix)"
+    )
     other = finder("the store S: cannot write (full); fix").items(
-        "cand", "my_eval", expected_tests=["test_mine.py::test_my_eval[cand]"])
-    assert other == Failed("cand's my_eval result cannot be looked for: the store S: cannot "
-                           "write (full); fix")
+        "cand", "my_eval", expected_tests=["test_mine.py::test_my_eval[cand]"]
+    )
+    assert other == Failed(
+        "cand's my_eval result cannot be looked for: the store S: cannot write (full); fix"
+    )
     store.close()
 
 
 # ----------------------------------------------------------------- in process: a store gone
+
 
 @contextlib.contextmanager
 def broken(how: str = "gone") -> Iterator[None]:
     """From now on every pool refuses each connection as disconnected (``gone``: SQLAlchemy
     gives up with an error of its own, ``InvalidRequestError``, not the driver's) or hands it
     out ``read-only`` (writes fail, reads work)."""
+
     def checkout(connection: sqlite3.Connection, *_: object) -> None:
         if how == "gone":
             raise DisconnectionError("server closed the connection unexpectedly")
@@ -320,14 +376,23 @@ def test_a_read_refused_by_sqlalchemy_itself_is_one_line_and_so_is_every_later_o
     store = Store(tmp_path / "store.sqlite")
     with broken():
         raised = []
-        for use in (store.runs, lambda: store.outcome_of("run", "t"),
-                    lambda: store.add_outcome("run", "t", "passed")):
+        for use in (
+            store.runs,
+            lambda: store.outcome_of("run", "t"),
+            lambda: store.add_outcome("run", "t", "passed"),
+        ):
             with pytest.raises(OutputError) as info:
                 use()
             raised.append(str(info.value))
     store.close()
-    assert raised == [f"the store {store.path}: cannot read (This connection is closed); "
-                      "check the store's disk or server, or pass --store elsewhere"] * 3
+    assert (
+        raised
+        == [
+            f"the store {store.path}: cannot read (This connection is closed); "
+            "check the store's disk or server, or pass --store elsewhere"
+        ]
+        * 3
+    )
     assert store.failure == raised[0]
 
 
@@ -335,29 +400,47 @@ def test_an_accuracy_run_on_a_store_it_cannot_read_sends_and_keeps_every_item(
     tmp_path: Path,
 ) -> None:
     store = Store(tmp_path / "store.sqlite")
-    spec = ModelSpec(name="m", source=ModelSource("embedded", "m"), served_name="m",
-                     license="mit", prompting="completion", tool_call_parser=None,
-                     bfcl_mode="prompt")
+    spec = ModelSpec(
+        name="m",
+        source=ModelSource("embedded", "m"),
+        served_name="m",
+        license="mit",
+        prompting="completion",
+        tool_call_parser=None,
+        bfcl_mode="prompt",
+    )
     with SseServer() as server, broken():
-        endpoint = Endpoint(spec, server.base_url, "m", 4096, "llamacpp",
-                            Provenance("test", "0", "m"))
+        endpoint = Endpoint(
+            spec, server.base_url, "m", 4096, "llamacpp", Provenance("test", "0", "m")
+        )
         run = run_accuracy(
-            endpoint, "my_eval", ["a", "b"],
+            endpoint,
+            "my_eval",
+            ["a", "b"],
             lambda item: ApiRequest(item, "/v1/completions", {"prompt": item, "max_tokens": 2}),
-            lambda item, request, answer: ItemRecord(item, request.prompt_hash, True,
-                                                     answer.text or "", completion=answer),
-            store=store, run_id="run")
+            lambda item, request, answer: ItemRecord(
+                item, request.prompt_hash, True, answer.text or "", completion=answer
+            ),
+            store=store,
+            run_id="run",
+        )
     store.close()
     assert (run.sent, run.reused, run.errors) == (2, 0, 0)
     assert run.store_error == store.failure and "cannot write" in run.store_error
 
 
-@pytest.mark.parametrize("how, look", [
-    ("gone", "ref cannot be looked at: {failure}"),
-    ("read-only", "ref has not started (its test may come later)"),
-], ids=["gone", "read-only"])
+@pytest.mark.parametrize(
+    "how, look",
+    [
+        ("gone", "ref cannot be looked at: {failure}"),
+        ("read-only", "ref has not started (its test may come later)"),
+    ],
+    ids=["gone", "read-only"],
+)
 def test_a_sequential_benchmark_waits_on_no_side_once_the_store_failed(
-    tmp_path: Path, how: str, look: str,
+    tmp_path: Path,
+    how: str,
+    look: str,
 ) -> None:
     """The store fails as the first round ends: the reference (always waited for) cannot
     record more, so the candidate neither waits for it nor fails; it goes to the order's end."""
@@ -367,10 +450,19 @@ def test_a_sequential_benchmark_waits_on_no_side_once_the_store_failed(
     def never(seconds: float) -> None:
         raise AssertionError("waited on a failed store")
 
-    loop = UntilDecided(store, "run", "cand", "my_eval", ["q0", "q1", "q2", "q3"], 2,
-                        [Partner("verdict", "cand", "ref", side, "always")], wait_s=7200,
-                        sleep=never)
+    loop = UntilDecided(
+        store,
+        "run",
+        "cand",
+        "my_eval",
+        ["q0", "q1", "q2", "q3"],
+        2,
+        [Partner("verdict", "cand", "ref", side, "always")],
+        wait_s=7200,
+        sleep=never,
+    )
     with contextlib.ExitStack() as breaking:
+
         def send(ids: Sequence[str]) -> AccuracyRun[object]:
             if store.failure is None:
                 breaking.enter_context(broken(how))

@@ -49,10 +49,29 @@ def test_echo(evaluate):
 
 
 def writer(tmp: Path, sweep: Path, model: str, url: str, store: str, results: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", str(tmp / "test_echo.py"), "-k", "not verdict",
-            "--sweep", str(sweep), "--model", model, f"--endpoint={model}={url}",
-            "--store", store, "--modelsweep-dir", str(tmp / f"work-{model}"),
-            "--results", str(tmp / results), "-p", "no:cacheprovider", "-p", "no:randomly"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(tmp / "test_echo.py"),
+        "-k",
+        "not verdict",
+        "--sweep",
+        str(sweep),
+        "--model",
+        model,
+        f"--endpoint={model}={url}",
+        "--store",
+        store,
+        "--modelsweep-dir",
+        str(tmp / f"work-{model}"),
+        "--results",
+        str(tmp / results),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+    ]
 
 
 def stored(store: str) -> dict[str, set[str]]:
@@ -72,19 +91,31 @@ def stored(store: str) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize(("backend", "writers"), [("postgresql", 4), ("sqlite", 1)])
 def test_killed_writers_resume_without_sending_twice_or_losing(
-    backend: str, writers: int, tmp_path: Path, request: pytest.FixtureRequest,
+    backend: str,
+    writers: int,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
-    store = (request.getfixturevalue("postgres_url") if backend == "postgresql"
-             else str(tmp_path / "store.sqlite"))
+    store = (
+        request.getfixturevalue("postgres_url")
+        if backend == "postgresql"
+        else str(tmp_path / "store.sqlite")
+    )
     models = [f"m{k}" for k in range(writers)]
     sweep = write_sweep(tmp_path / "sweep.toml", models)
     (tmp_path / "test_echo.py").write_text(BENCH)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with SseServer(served_names=tuple(models)) as server:
-        first = [subprocess.Popen(writer(tmp_path, sweep, m, server.base_url, store,
-                                         f"killed-{m}.json"),
-                                  cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) for m in models]
+        first = [
+            subprocess.Popen(
+                writer(tmp_path, sweep, m, server.base_url, store, f"killed-{m}.json"),
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for m in models
+        ]
         deadline = time.monotonic() + 300
         done: dict[str, set[str]] = {}
         while time.monotonic() < deadline:
@@ -100,29 +131,40 @@ def test_killed_writers_resume_without_sending_twice_or_losing(
         done = stored(store)  # everything committed up to the kill
         assert all(3 <= len(done[m]) < ITEMS for m in models), {m: len(done[m]) for m in models}
 
-        second = [subprocess.Popen(writer(tmp_path, sweep, m, server.base_url, store,
-                                          f"resumed-{m}.json"),
-                                   cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True) for m in models]
+        second = [
+            subprocess.Popen(
+                writer(tmp_path, sweep, m, server.base_url, store, f"resumed-{m}.json"),
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for m in models
+        ]
         for process in second:
             output, _ = process.communicate(timeout=600)
             assert process.returncode == 0, output[-3000:]
-        sent = Counter((body["model"], body["prompt"][:3]) for body in server.stats.bodies
-                       if "prompt" in body)
+        sent = Counter(
+            (body["model"], body["prompt"][:3]) for body in server.stats.bodies if "prompt" in body
+        )
 
     for model in models:
         # nothing that had completed was sent again; everything else was sent by the re-run
         assert all(sent[(model, item_id)] == 1 for item_id in done[model]), model
         assert all(sent[(model, f"q{i:02d}")] >= 1 for i in range(ITEMS)), model
         resumed = json.loads((tmp_path / f"resumed-{model}.json").read_text())["measurements"]
-        assert [(m["n"], m["stats"]["reused"], m["stats"]["sent"]) for m in resumed] == \
-            [(ITEMS, len(done[model]), ITEMS - len(done[model]))]
+        assert [(m["n"], m["stats"]["reused"], m["stats"]["sent"]) for m in resumed] == [
+            (ITEMS, len(done[model]), ITEMS - len(done[model]))
+        ]
     # nothing lost, nothing doubled: every item stored once, the re-runs' links complete
     assert stored(store) == {m: {f"q{i:02d}" for i in range(ITEMS)} for m in models}
     assert raw_sql(store, "SELECT COUNT(*) FROM items")[0] == [(ITEMS * writers,)]
-    links = raw_sql(store, "SELECT run_id, COUNT(*), SUM(reused) FROM run_items "
-                           "GROUP BY run_id")[0]
-    resumed_runs = {json.loads((tmp_path / f"resumed-{m}.json").read_text())["run"]["run_id"]:
-                    len(done[m]) for m in models}
-    assert {str(r): (int(n), int(reused)) for r, n, reused in links
-            if str(r) in resumed_runs} == {r: (ITEMS, k) for r, k in resumed_runs.items()}
+    links = raw_sql(store, "SELECT run_id, COUNT(*), SUM(reused) FROM run_items GROUP BY run_id")[0]
+    resumed_runs = {
+        json.loads((tmp_path / f"resumed-{m}.json").read_text())["run"]["run_id"]: len(done[m])
+        for m in models
+    }
+    assert {str(r): (int(n), int(reused)) for r, n, reused in links if str(r) in resumed_runs} == {
+        r: (ITEMS, k) for r, k in resumed_runs.items()
+    }

@@ -60,17 +60,28 @@ def test_gsm8k_answer_length_is_a_sweep_setting(tmp_path: Path) -> None:
     assert load_sweep("tpu-v5e").benchmarks.gsm8k_max_tokens == 2048  # the seed's
 
 
-@pytest.mark.parametrize(("table", "message"), [
-    ("[benchmarks.gsm8k]\nmax_tokens = 0\n",
-     "benchmarks.gsm8k.max_tokens: expected a positive integer, got 0"),
-    ("[benchmarks.gsm8k]\nmax_tokens = 25.6\n",
-     "benchmarks.gsm8k.max_tokens: expected a positive integer, got 25.6"),
-    ("[benchmarks.gsm8k]\nmax_token = 256\n",
-     "benchmarks.gsm8k: unknown key(s) max_token; expected some of max_tokens"),
-    ("[benchmarks.mmlu]\nmax_tokens = 256\n",
-     "benchmarks: unknown key(s) mmlu; expected some of gsm8k"),
-    ("benchmarks = 3\n", "benchmarks: expected tables [benchmarks.NAME]"),
-])
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            "[benchmarks.gsm8k]\nmax_tokens = 0\n",
+            "benchmarks.gsm8k.max_tokens: expected a positive integer, got 0",
+        ),
+        (
+            "[benchmarks.gsm8k]\nmax_tokens = 25.6\n",
+            "benchmarks.gsm8k.max_tokens: expected a positive integer, got 25.6",
+        ),
+        (
+            "[benchmarks.gsm8k]\nmax_token = 256\n",
+            "benchmarks.gsm8k: unknown key(s) max_token; expected some of max_tokens",
+        ),
+        (
+            "[benchmarks.mmlu]\nmax_tokens = 256\n",
+            "benchmarks: unknown key(s) mmlu; expected some of gsm8k",
+        ),
+        ("benchmarks = 3\n", "benchmarks: expected tables [benchmarks.NAME]"),
+    ],
+)
 def test_a_bad_benchmarks_table_names_the_key(tmp_path: Path, table: str, message: str) -> None:
     text = table + VALID if not table.startswith("[") else VALID + "\n" + table
     with pytest.raises(SweepError) as info:
@@ -82,8 +93,13 @@ def test_tpu_sweep_has_the_seeds_models_and_a_release_tag_no_unresolved_digest()
     sweep = load_sweep("tpu-v5e")
     assert sweep.reference == "gemma-4-e2b"
     assert set(sweep.candidates) == {
-        "qwen3-4b", "phi-4-mini", "smollm3-3b", "granite-3.3-2b",
-        "qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2-1.7b",
+        "qwen3-4b",
+        "phi-4-mini",
+        "smollm3-3b",
+        "granite-3.3-2b",
+        "qwen2.5-0.5b",
+        "qwen2.5-1.5b",
+        "smollm2-1.7b",
     }
     # a digest nothing here resolved would look checked: the sweep names a release tag, and
     # `modelsweep pin` writes the digest Docker resolves on the user's machine
@@ -116,25 +132,47 @@ def test_unknown_model_lists_the_known_ones(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda t: t.replace('prompting = "chat"', 'prompting = "poem"'),
-         "models.cand.prompting: expected one of 'chat', 'completion', got 'poem'"),
-        (lambda t: t.replace('reference = "ref"', 'reference = "nope"'),
-         "sweep.reference: 'nope' is not one of the models"),
-        (lambda t: t.replace('backend = "llamacpp"', 'backend = 3'),
-         "serving.backend: expected one of"),
-        (lambda t: t.replace('[serving]\nbackend = "llamacpp"',
-                             '[serving]\nbackend = "llamacpp"\nmax_num_seqs = -4'),
-         "serving.max_num_seqs: expected a positive integer, got -4"),
-        (lambda t: t.replace('license = "gemma"', 'license = "gemma"\ncolour = "red"'),
-         "models.ref: unknown key(s) colour"),
-        (lambda t: t.replace('source = "hf:Org/Repo@abc123"', 'source = "Org/Repo"'),
-         "models.cand.source: expected 'embedded:ID'"),
-        (lambda t: t.replace('[serving]\nbackend = "llamacpp"', '[serving]\nbackend = "vllm-docker"'),
-         "serving.image: the vllm-docker backend needs an image"),
-        (lambda t: t.replace('[sweep]\nname = "mini"\n', '[sweep]\n'),
-         "sweep.name: expected a non-empty string, got nothing"),
-        (lambda t: t.replace("[models.cand]", '[models."a=b"]'),  # --endpoint a=b=URL cannot
-         "models.a=b: model names may not be empty or contain brackets, slashes, '=' or spaces"),
+        (
+            lambda t: t.replace('prompting = "chat"', 'prompting = "poem"'),
+            "models.cand.prompting: expected one of 'chat', 'completion', got 'poem'",
+        ),
+        (
+            lambda t: t.replace('reference = "ref"', 'reference = "nope"'),
+            "sweep.reference: 'nope' is not one of the models",
+        ),
+        (
+            lambda t: t.replace('backend = "llamacpp"', "backend = 3"),
+            "serving.backend: expected one of",
+        ),
+        (
+            lambda t: t.replace(
+                '[serving]\nbackend = "llamacpp"',
+                '[serving]\nbackend = "llamacpp"\nmax_num_seqs = -4',
+            ),
+            "serving.max_num_seqs: expected a positive integer, got -4",
+        ),
+        (
+            lambda t: t.replace('license = "gemma"', 'license = "gemma"\ncolour = "red"'),
+            "models.ref: unknown key(s) colour",
+        ),
+        (
+            lambda t: t.replace('source = "hf:Org/Repo@abc123"', 'source = "Org/Repo"'),
+            "models.cand.source: expected 'embedded:ID'",
+        ),
+        (
+            lambda t: t.replace(
+                '[serving]\nbackend = "llamacpp"', '[serving]\nbackend = "vllm-docker"'
+            ),
+            "serving.image: the vllm-docker backend needs an image",
+        ),
+        (
+            lambda t: t.replace('[sweep]\nname = "mini"\n', "[sweep]\n"),
+            "sweep.name: expected a non-empty string, got nothing",
+        ),
+        (
+            lambda t: t.replace("[models.cand]", '[models."a=b"]'),  # --endpoint a=b=URL cannot
+            "models.a=b: model names may not be empty or contain brackets, slashes, '=' or spaces",
+        ),
     ],
 )
 def test_malformed_sweep_names_file_key_and_expectation(
@@ -162,8 +200,10 @@ def test_missing_file_names_the_builtins(tmp_path: Path) -> None:
 
 
 def test_dotted_model_names_must_be_quoted_in_toml(tmp_path: Path) -> None:
-    text = VALID + '\n[models.qwen2.5-1b]\nsource = "hf:Qwen/X"\nlicense = "mit"\nprompting = "chat"\n'
-    with pytest.raises(SweepError, match="models.qwen2: unknown key"):
+    text = (
+        VALID + '\n[models.qwen2.5-1b]\nsource = "hf:Qwen/X"\nlicense = "mit"\nprompting = "chat"\n'
+    )
+    with pytest.raises(SweepError, match=r"models\.qwen2: unknown key"):
         load_sweep(write(tmp_path, text))
 
 
@@ -187,7 +227,9 @@ def test_endpoint_option_parsing() -> None:
 
 def test_endpoint_option_is_checked_against_the_sweep() -> None:
     sweep = load_sweep("embedded")
-    assert parse_endpoint_option(["smollm2-135m=http://h:1"], sweep) == {"smollm2-135m": "http://h:1"}
+    assert parse_endpoint_option(["smollm2-135m=http://h:1"], sweep) == {
+        "smollm2-135m": "http://h:1"
+    }
     with pytest.raises(UnknownModelError, match="unknown model 'qwen9'"):
         parse_endpoint_option(["qwen9=http://h:1"], sweep)
     with pytest.raises(SweepError, match="--endpoint smollm2-135m= is given twice"):

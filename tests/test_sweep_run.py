@@ -27,8 +27,16 @@ JUDGE = "judge-run"
 SWEEP_RUN = "sr-1"
 
 
-def join(store: Store, run_id: str, started_at: str, *, sweep_run: str | None = SWEEP_RUN,
-         models: list[str] | None = None, finished: bool = True, host: str = "") -> None:
+def join(
+    store: Store,
+    run_id: str,
+    started_at: str,
+    *,
+    sweep_run: str | None = SWEEP_RUN,
+    models: list[str] | None = None,
+    finished: bool = True,
+    host: str = "",
+) -> None:
     """A run as the plugin records it: joined at its start, planned once collected, finished
     at its end (``finished=False``: still running, or killed)."""
     run = {"started_at": started_at, "machine": {"hostname": host or f"host-of-{run_id}"}}
@@ -39,8 +47,9 @@ def join(store: Store, run_id: str, started_at: str, *, sweep_run: str | None = 
         store.finish_run(run_id, started_at.replace("T00", "T01"))
 
 
-def judge(store: Store, *, sweep_run: str | None = SWEEP_RUN, wait_s: float = 30.0,
-          poll_s: float = 0.02) -> ComparisonFinder:
+def judge(
+    store: Store, *, sweep_run: str | None = SWEEP_RUN, wait_s: float = 30.0, poll_s: float = 0.02
+) -> ComparisonFinder:
     """The finder of a judging run (it measures nothing itself)."""
     return ComparisonFinder(store, JUDGE, wait_s=wait_s, sweep_run=sweep_run, poll_s=poll_s)
 
@@ -69,7 +78,8 @@ def test_a_side_comes_from_the_runs_of_the_sweep_run_and_nowhere_else(store_at: 
     elsewhere = judge(store, sweep_run="sr-0").items("cand", "gsm8k", expected_tests=[])
     assert elsewhere == Missing(
         f"no gsm8k items of cand in sweep run sr-0 (1 run in the store {store.path}); "
-        "measure it on a host with --sweep-run sr-0 --model cand")
+        "measure it on a host with --sweep-run sr-0 --model cand"
+    )
     assert [m.run_id for m in store.sweep_run_members(SWEEP_RUN)] == ["host-a", "host-b", JUDGE]
 
 
@@ -83,16 +93,18 @@ def test_a_measurement_at_a_setting_comes_from_the_sweep_run(tmp_path: Path) -> 
     found = judge(store).measurement("ref", "throughput", setting, expected_tests=[])
     assert isinstance(found, Found) and found.side.run_id == "host-a"
     assert found.side.stats.repeat_values == (90.0, 95.0)  # type: ignore[union-attr]
-    latest = judge(store, sweep_run=None).measurement("ref", "throughput", setting,
-                                                      expected_tests=[])
+    latest = judge(store, sweep_run=None).measurement(
+        "ref", "throughput", setting, expected_tests=[]
+    )
     assert isinstance(latest, Found) and latest.side.run_id == "later"
-    absent = judge(store).measurement("ref", "throughput", {"concurrency": 4,
-                                                            "prompt_tokens": None},
-                                      expected_tests=[])
+    absent = judge(store).measurement(
+        "ref", "throughput", {"concurrency": 4, "prompt_tokens": None}, expected_tests=[]
+    )
     assert absent == Missing(
         "ref has no throughput result at concurrency 4 in sweep run sr-1: run host-a on "
         "host-of-host-a measured ref and recorded none (its throughput test failed, was skipped "
-        "or was not selected there); measure it with --sweep-run sr-1 --model ref")
+        "or was not selected there); measure it with --sweep-run sr-1 --model ref"
+    )
 
 
 def test_waits_for_a_host_that_is_still_measuring_the_model(store_at: str) -> None:
@@ -127,12 +139,14 @@ def test_gives_up_on_a_host_that_does_not_finish_naming_it(tmp_path: Path) -> No
         sleeps.append(seconds)
         now[0] += seconds
 
-    finder = ComparisonFinder(store, JUDGE, wait_s=10, sweep_run=SWEEP_RUN, poll_s=1,
-                              clock=lambda: now[0], sleep=sleep)
+    finder = ComparisonFinder(
+        store, JUDGE, wait_s=10, sweep_run=SWEEP_RUN, poll_s=1, clock=lambda: now[0], sleep=sleep
+    )
     outcome = finder.items("ref", "gsm8k", expected_tests=[])
     assert outcome == Failed(
         "ref has no gsm8k items in sweep run sr-1 after waiting 10s for run host-a on tpu-7, "
-        "which has not finished; raise --verdict-wait if it is just slow")
+        "which has not finished; raise --verdict-wait if it is just slow"
+    )
     assert len(sleeps) == 10
     assert finder.items("ref", "gsm8k", expected_tests=[]) == outcome  # no second wait
     assert len(sleeps) == 10
@@ -160,21 +174,31 @@ def test_a_host_run_again_speaks_for_its_killed_run(tmp_path: Path) -> None:
 
 
 def test_the_store_of_schema_2_is_upgraded_with_its_runs_kept(store_at: str) -> None:
-    raw_sql(store_at,
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            "INSERT INTO meta VALUES ('schema', '2')",
-            "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, "
-            "sweep_name TEXT NOT NULL, run_json TEXT NOT NULL)",
-            "INSERT INTO runs VALUES ('old-run', '2025-01-01T00:00:00', 's', '{}')",
-            "CREATE TABLE baseline_runs (seq INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-            "run_id TEXT NOT NULL, saved_at TEXT NOT NULL, UNIQUE (name, run_id))",
-            "INSERT INTO baseline_runs VALUES (1, 'main', 'old-run', '2025-01-01T00:00:00')")
+    raw_sql(
+        store_at,
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "INSERT INTO meta VALUES ('schema', '2')",
+        "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, "
+        "sweep_name TEXT NOT NULL, run_json TEXT NOT NULL)",
+        "INSERT INTO runs VALUES ('old-run', '2025-01-01T00:00:00', 's', '{}')",
+        "CREATE TABLE baseline_runs (seq INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "run_id TEXT NOT NULL, saved_at TEXT NOT NULL, UNIQUE (name, run_id))",
+        "INSERT INTO baseline_runs VALUES (1, 'main', 'old-run', '2025-01-01T00:00:00')",
+    )
     store = Store(store_at)
-    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == \
-        [[(str(SCHEMA_VERSION),)]]
-    assert store.runs() == [{"run_id": "old-run", "started_at": "2025-01-01T00:00:00",
-                             "sweep_name": "s", "measurements": 0, "sweep_run": None,
-                             "status": ""}]  # whether it ended is not known
+    assert raw_sql(store_at, "SELECT value FROM meta WHERE key = 'schema'") == [
+        [(str(SCHEMA_VERSION),)]
+    ]
+    assert store.runs() == [
+        {
+            "run_id": "old-run",
+            "started_at": "2025-01-01T00:00:00",
+            "sweep_name": "s",
+            "measurements": 0,
+            "sweep_run": None,
+            "status": "",
+        }
+    ]  # whether it ended is not known
     assert store.baseline_entries("main") == [["old-run"]]
     join(store, "new-run", "2025-02-01T00:00:00", models=["m"])
     assert [m.models for m in store.sweep_run_members(SWEEP_RUN)] == [("m",)]
@@ -212,8 +236,11 @@ def test_a_test_that_failed_on_a_host_and_passed_when_run_again_is_settled(
     """What --save-baseline of a sweep run refuses on: the tests whose latest outcome, over
     the runs of the sweep run, is a failure."""
     store = Store(tmp_path / "store.sqlite")
-    for run_id, started in (("first", "2026-01-02T00:00:00"), ("again", "2026-01-02T01:00:00"),
-                            ("other", "2026-01-02T00:30:00")):
+    for run_id, started in (
+        ("first", "2026-01-02T00:00:00"),
+        ("again", "2026-01-02T01:00:00"),
+        ("other", "2026-01-02T00:30:00"),
+    ):
         join(store, run_id, started, models=["m"])
     store.add_outcome("first", "test_gsm8k[a]", "failed")
     store.add_outcome("again", "test_gsm8k[a]", "passed")
@@ -222,4 +249,5 @@ def test_a_test_that_failed_on_a_host_and_passed_when_run_again_is_settled(
     order = [m.run_id for m in store.sweep_run_members(SWEEP_RUN)]
     assert order == ["first", "other", "again"]
     assert unsettled_failures(store.test_outcomes(order), order) == [
-        ("other", "test_gsm8k[b]", "failed")]
+        ("other", "test_gsm8k[b]", "failed")
+    ]

@@ -175,7 +175,9 @@ def test_openai_kind_finds_the_tokenize_shape(fake: SseServer) -> None:
 
 def test_tokenizer_error_names_the_url(fake: SseServer) -> None:
     tok = ServerTokenizer(fake.base_url + "/nope", "vllm", "m")
-    with pytest.raises(EndpointError, match=r"cannot tokenize through .*/nope \(HTTP 404: not found\)"):
+    with pytest.raises(
+        EndpointError, match=r"cannot tokenize through .*/nope \(HTTP 404: not found\)"
+    ):
         tok("x")
     tok.close()
 
@@ -183,7 +185,9 @@ def test_tokenizer_error_names_the_url(fake: SseServer) -> None:
 # --------------------------------------------------------------------------- statistics
 
 
-def record(start: float, times: list[float], end: float, tokens: int, **kw: object) -> RequestRecord:
+def record(
+    start: float, times: list[float], end: float, tokens: int, **kw: object
+) -> RequestRecord:
     return RequestRecord(
         start=start,
         end=end,
@@ -242,8 +246,12 @@ def clean_records(n: int = 4, tokens: int = 8) -> list[RequestRecord]:
 def test_summary_of_a_clean_window() -> None:
     result = summarize(
         outcomes_of(clean_records()),
-        concurrency=2, prompt_tokens=24, output_tokens=8, server_kind="llamacpp",
-        counters_before=counters(100, 5, 10), counters_after=counters(132, 5, 106),
+        concurrency=2,
+        prompt_tokens=24,
+        output_tokens=8,
+        server_kind="llamacpp",
+        counters_before=counters(100, 5, 10),
+        counters_after=counters(132, 5, 106),
     )
     assert result.violations == []
     assert result.total_completion_tokens == 32
@@ -260,10 +268,14 @@ def test_summary_of_a_clean_window() -> None:
 
 
 def violations_of(records: list[RequestRecord], **kw: object) -> list[str]:
-    args: dict[str, object] = dict(
-        concurrency=2, prompt_tokens=24, output_tokens=8, server_kind="llamacpp",
-        counters_before=counters(0), counters_after=counters(sum(r.completion_tokens or 0 for r in records)),
-    )
+    args: dict[str, object] = {
+        "concurrency": 2,
+        "prompt_tokens": 24,
+        "output_tokens": 8,
+        "server_kind": "llamacpp",
+        "counters_before": counters(0),
+        "counters_after": counters(sum(r.completion_tokens or 0 for r in records)),
+    }
     args.update(kw)
     outcomes = args.pop("outcomes", None) or outcomes_of(records)
     return summarize(outcomes, **args).violations  # type: ignore[arg-type]
@@ -322,7 +334,9 @@ def test_violation_prefix_reuse() -> None:
 
 
 def test_violation_warmup_error() -> None:
-    warm = outcomes_of([record(0.0, [], 0.1, None, error="stream ended before [DONE] after 3 chunks")])  # type: ignore[arg-type]
+    warm = outcomes_of(
+        [record(0.0, [], 0.1, None, error="stream ended before [DONE] after 3 chunks")]
+    )  # type: ignore[arg-type]
     assert violations_of(clean_records(), warmup=warm) == [
         "warm-up request 0 failed: stream ended before [DONE] after 3 chunks"
     ]
@@ -332,10 +346,15 @@ def test_violation_warmup_error() -> None:
 
 
 def run_small(srv: SseServer, **kw: object) -> object:
-    args: dict[str, object] = dict(
-        concurrency=3, prompt_tokens=None, output_tokens=8, timed_requests=9, warmup_requests=1,
-        seed=5, timeout_s=10,
-    )
+    args: dict[str, object] = {
+        "concurrency": 3,
+        "prompt_tokens": None,
+        "output_tokens": 8,
+        "timed_requests": 9,
+        "warmup_requests": 1,
+        "seed": 5,
+        "timeout_s": 10,
+    }
     args.update(kw)
     return run_throughput(endpoint_at(srv.base_url), **args)  # type: ignore[arg-type]
 
@@ -386,9 +405,11 @@ def test_run_throughput_with_bos() -> None:
 
 
 def test_run_throughput_without_metrics_names_the_flag() -> None:
-    with SseServer(metrics=False) as srv:
-        with pytest.raises(EndpointError, match="llama-server needs --metrics"):
-            run_small(srv)
+    with (
+        SseServer(metrics=False) as srv,
+        pytest.raises(EndpointError, match="llama-server needs --metrics"),
+    ):
+        run_small(srv)
 
 
 # --------------------------------------------------------------------------- real llama-server
@@ -422,13 +443,17 @@ def _stream(ep: Endpoint, requests: list[ApiRequest], n: int) -> list[StreamOutc
 def test_real_exact_length_prompts(llama: Endpoint, length: int, count: int) -> None:
     tok = make_tokenizer(llama)
     sent = first_tokens_sent(llama.base_url)
-    prompts = exact_length_prompt_ids(tok, count, length, seed=100 + length, exclude_first_tokens=sent)
+    prompts = exact_length_prompt_ids(
+        tok, count, length, seed=100 + length, exclude_first_tokens=sent
+    )
     sent.update(ids[0] for _, ids in prompts)
     bos = tok.added_special_tokens
     tok.close()
     assert bos == 0  # SmolLM2's tokenizer adds no BOS to a completion prompt
     before = fetch_metrics(llama.base_url)
-    requests = throughput_requests([t for t, _ in prompts], output_tokens=1, id_prefix=f"len{length}")
+    requests = throughput_requests(
+        [t for t, _ in prompts], output_tokens=1, id_prefix=f"len{length}"
+    )
     outcomes = _stream(llama, requests, 2)
     for outcome in outcomes:
         assert outcome.record.error is None
@@ -442,8 +467,14 @@ def test_real_exact_length_prompts(llama: Endpoint, length: int, count: int) -> 
 @pytest.mark.integration
 def test_real_throughput_c4(llama: Endpoint) -> None:
     result = run_throughput(
-        llama, concurrency=4, prompt_tokens=None, output_tokens=32, timed_requests=8,
-        warmup_requests=4, seed=2024, timeout_s=120,
+        llama,
+        concurrency=4,
+        prompt_tokens=None,
+        output_tokens=32,
+        timed_requests=8,
+        warmup_requests=4,
+        seed=2024,
+        timeout_s=120,
     )
     print(
         f"\nllama-server SmolLM2-135M c=4, 32 tokens: {result.output_tokens_per_s:.1f} tok/s, "
@@ -464,17 +495,22 @@ def test_real_throughput_c4(llama: Endpoint) -> None:
 def test_real_client_keep_alive_errors_chat_and_post(llama: Endpoint) -> None:
     # llama.cpp closes the connection after each streamed response (and any keep-alive
     # connection after 100 requests): the client notices and reconnects, never failing
-    many = [ApiRequest(str(i), "/v1/completions", {"prompt": "Hi", "max_tokens": 1}) for i in range(103)]
+    many = [
+        ApiRequest(str(i), "/v1/completions", {"prompt": "Hi", "max_tokens": 1}) for i in range(103)
+    ]
     records = run_stream_requests(llama.v1, llama.served_name, many, 1, timeout_s=60)
     assert [r.error for r in records] == [None] * 103
     assert all(r.completion_tokens == 1 for r in records)
 
     bad = ApiRequest("bad", "/v1/completions", {"prompt": "Hi", "max_tokens": "many"})
     chat = ApiRequest(
-        "chat", "/v1/chat/completions",
+        "chat",
+        "/v1/chat/completions",
         {"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8, "temperature": 0},
     )
-    records = run_stream_requests(llama.v1, llama.served_name, [many[0], bad, chat], 2, timeout_s=60)
+    records = run_stream_requests(
+        llama.v1, llama.served_name, [many[0], bad, chat], 2, timeout_s=60
+    )
     assert records[0].error is None
     assert (records[1].error or "").startswith('HTTP 400 from /v1/completions: {"error":')
     assert records[2].error is None and records[2].text and records[2].completion_tokens
@@ -483,7 +519,9 @@ def test_real_client_keep_alive_errors_chat_and_post(llama: Endpoint) -> None:
     results = run_post_requests(llama.v1, llama.served_name, [many[0], bad], 2, timeout_s=60)
     assert results[0].error is None and results[0].text is not None
     assert results[0].completion_tokens == 1
-    assert results[1].text is None and (results[1].error or "").startswith("HTTP 400 from /v1/completions")
+    assert results[1].text is None and (results[1].error or "").startswith(
+        "HTTP 400 from /v1/completions"
+    )
 
 
 def test_the_meter_wraps_the_timed_requests_only() -> None:
@@ -492,6 +530,7 @@ def test_the_meter_wraps_the_timed_requests_only() -> None:
     seen: list[tuple[str, int]] = []
 
     with SseServer(chunk_delay_s=0.001) as srv:
+
         class Meter:
             def __enter__(self) -> None:
                 seen.append(("enter", len(srv.stats.bodies)))
@@ -507,8 +546,11 @@ def test_the_meter_wraps_the_timed_requests_only() -> None:
 # --------------------------------------------------------------------------- user prompts
 
 
-USER_TEXTS = ["summarise the quarterly report in two lines", "translate hello to French",
-              "list three prime numbers"]
+USER_TEXTS = [
+    "summarise the quarterly report in two lines",
+    "translate hello to French",
+    "list three prime numbers",
+]
 
 
 def test_user_prompts_get_distinct_leads_and_their_own_lengths() -> None:
@@ -533,13 +575,23 @@ def test_user_prompts_are_checked_against_their_own_lengths() -> None:
         endpoint = endpoint_at(srv.base_url)
         tokenizer = ServerTokenizer(endpoint.tokenize_url, "llamacpp", "m")
         tokenizer._added = 0  # as if the server claimed to add no BOS, then added two
-        result = run_throughput(endpoint, concurrency=2, prompt_tokens=None, output_tokens=4,
-                                timed_requests=2, warmup_requests=1, seed=1, timeout_s=10,
-                                tokenizer=tokenizer, user_prompts=USER_TEXTS)
+        result = run_throughput(
+            endpoint,
+            concurrency=2,
+            prompt_tokens=None,
+            output_tokens=4,
+            timed_requests=2,
+            warmup_requests=1,
+            seed=1,
+            timeout_s=10,
+            tokenizer=tokenizer,
+            user_prompts=USER_TEXTS,
+        )
     timed = [b["prompt"] for b in srv.stats.bodies][2:]  # after the 2 warm-up requests
     lengths = [len(fake_token_ids(p)) for p in timed]
     assert result.violations == [
-        f"request {i} sent {n + 2} prompt tokens, expected {n}" for i, n in enumerate(lengths)]
+        f"request {i} sent {n + 2} prompt tokens, expected {n}" for i, n in enumerate(lengths)
+    ]
 
 
 def test_shared_prefixes_are_allowed_only_when_asked() -> None:
@@ -547,7 +599,6 @@ def test_shared_prefixes_are_allowed_only_when_asked() -> None:
         unique = run_small(srv, user_prompts=USER_TEXTS)
         shared = run_small(srv, user_prompts=USER_TEXTS, unique_prefixes=False)
         bodies = [b["prompt"] for b in srv.stats.bodies]
-    assert any("cached prompt tokens, expected 0" in v
-               for v in unique.violations)  # type: ignore[attr-defined]
+    assert any("cached prompt tokens, expected 0" in v for v in unique.violations)  # type: ignore[attr-defined]
     assert shared.violations == []  # type: ignore[attr-defined]
     assert bodies[-9:] == [USER_TEXTS[i % 3] for i in range(3, 12)]  # sent as given

@@ -24,11 +24,29 @@ def sweep_with_slots(tmp: Path, slots: int) -> Path:
 
 def run(tmp: Path, model: str, sweep: Path) -> subprocess.CompletedProcess[str]:
     argv = [
-        sys.executable, "-m", "pytest",
+        sys.executable,
+        "-m",
+        "pytest",
         str(ROOT / "benches" / "test_accuracy.py"),  # its verdict tests too
-        "-m", "gsm8k", "--model", model, "--limit", "2", "--gsm8k-max-tokens", "16",
-        "--gsm8k-path", str(GSM8K), "--sweep", str(sweep), "--store", str(tmp / "store.sqlite"),
-        "--modelsweep-dir", str(tmp / "work"), "-p", "no:cacheprovider", "-s",
+        "-m",
+        "gsm8k",
+        "--model",
+        model,
+        "--limit",
+        "2",
+        "--gsm8k-max-tokens",
+        "16",
+        "--gsm8k-path",
+        str(GSM8K),
+        "--sweep",
+        str(sweep),
+        "--store",
+        str(tmp / "store.sqlite"),
+        "--modelsweep-dir",
+        str(tmp / "work"),
+        "-p",
+        "no:cacheprovider",
+        "-s",
     ]
     env = {**os.environ, "MODELSWEEP_CACHE": str(REAL_CACHE)}
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -43,11 +61,17 @@ def test_real_verdict_and_refusal_of_unlike_serving(tmp_path: Path) -> None:
 
     unlike = run(tmp_path, "smollm2-135m", two)
     assert unlike.returncode == 1, unlike.stdout[-3000:]
-    assert ("refusing to pair smollm2-135m with gemma3-270m: serving setting total_slots differs "
-            "(smollm2-135m: 2, gemma3-270m: 4); serve every model with identical settings"
-            in unlike.stdout)
+    assert (
+        "refusing to pair smollm2-135m with gemma3-270m: serving setting total_slots differs "
+        "(smollm2-135m: 2, gemma3-270m: 4); serve every model with identical settings"
+        in unlike.stdout
+    )
 
     paired = run(tmp_path, "smollm2-135m", four)
     assert paired.returncode == 0, paired.stdout[-3000:]
-    line = next(l for l in paired.stdout.splitlines() if "smollm2-135m vs gemma3-270m on gsm8k" in l)
+    line = next(
+        line
+        for line in paired.stdout.splitlines()
+        if "smollm2-135m vs gemma3-270m on gsm8k" in line
+    )
     assert "95% interval [" in line and "n=2" in line

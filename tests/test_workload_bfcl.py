@@ -26,7 +26,9 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl"
 HINT = " Note that the provided function is in Python 3 syntax."
 
 
-def spec(prompting: Prompting = "chat", parser: str | None = "hermes", mode: BfclMode = "tools") -> ModelSpec:
+def spec(
+    prompting: Prompting = "chat", parser: str | None = "hermes", mode: BfclMode = "tools"
+) -> ModelSpec:
     return ModelSpec(
         name="tiny",
         source=ModelSource("embedded", "tiny"),
@@ -181,7 +183,9 @@ def test_missing_or_wrong_fields(tmp_path: Path, record: Any, answer: Any, messa
 
 def test_duplicate_id_and_missing_files(tmp_path: Path) -> None:
     write_pair(tmp_path, [rec("simple_python_0"), rec("simple_python_0")], [ans("simple_python_0")])
-    with pytest.raises(DataError, match=r"\.json:2: duplicate id 'simple_python_0' \(first on line 1\)"):
+    with pytest.raises(
+        DataError, match=r"\.json:2: duplicate id 'simple_python_0' \(first on line 1\)"
+    ):
         load_bfcl(tmp_path)
     with pytest.raises(DataError, match="BFCL records file not found"):
         load_bfcl(tmp_path / "empty")
@@ -207,12 +211,17 @@ def test_hub_download_tries_v4_then_v3(tmp_path: Path, monkeypatch: pytest.Monke
         calls.append(kwargs)
         if kwargs["filename"].startswith(("BFCL_v4", "possible_answer/BFCL_v4")):
             raise EntryNotFoundError("no such file")
-        return str(answers_path if kwargs["filename"].startswith("possible_answer/") else records_path)
+        return str(
+            answers_path if kwargs["filename"].startswith("possible_answer/") else records_path
+        )
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     records = load_bfcl(None)
     assert [r.id for r in records] == ["simple_0"]
-    assert records[0].source == "hf:gorilla-llm/Berkeley-Function-Calling-Leaderboard/BFCL_v3_simple.json"
+    assert (
+        records[0].source
+        == "hf:gorilla-llm/Berkeley-Function-Calling-Leaderboard/BFCL_v3_simple.json"
+    )
     assert [c["filename"] for c in calls] == [
         "BFCL_v4_simple_python.json",
         "BFCL_v3_simple.json",
@@ -239,7 +248,7 @@ def test_hub_without_any_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
         raise OSError("offline")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
-    with pytest.raises(DataError, match="could not download BFCL data .*OSError: offline"):
+    with pytest.raises(DataError, match=r"could not download BFCL data .*OSError: offline"):
         load_bfcl(None)
 
 
@@ -271,7 +280,9 @@ def test_schema_conversion_on_real_records(real: list[BfclRecord]) -> None:
         "format": "float",
         "description": "Significance level for hypothesis testing. This is a float type value.",
     }
-    assert float_tool["function"]["parameters"]["properties"]["array_1"]["items"] == {"type": "integer"}
+    assert float_tool["function"]["parameters"]["properties"]["array_1"]["items"] == {
+        "type": "integer"
+    }
 
     [dict_tool] = to_openai_tools(by_id(real, "simple_python_89").function)
     conditions = dict_tool["function"]["parameters"]["properties"]["conditions"]
@@ -291,8 +302,14 @@ def test_schema_conversion_on_real_records(real: list[BfclRecord]) -> None:
 
 def test_function_docs_get_the_python_hint(real: list[BfclRecord]) -> None:
     docs = bfcl_function_docs(real[0])
-    assert docs[0]["description"] == "Calculate the area of a triangle given its base and height." + HINT
-    assert real[0].function[0]["description"] == "Calculate the area of a triangle given its base and height."
+    assert (
+        docs[0]["description"]
+        == "Calculate the area of a triangle given its base and height." + HINT
+    )
+    assert (
+        real[0].function[0]["description"]
+        == "Calculate the area of a triangle given its base and height."
+    )
 
 
 def test_system_prompt_is_bfcls_default() -> None:
@@ -305,7 +322,9 @@ def test_system_prompt_is_bfcls_default() -> None:
         "you MUST put it in the format of [func_name1(params_name1=params_value1, params_name2=params_value2...), "
         "func_name2(params)].  You SHOULD NOT include any other text in the response.\n\n"
     ) in prompt
-    assert "\n\nHere is a list of functions in json format that you can invoke.\n[\n    {\n" in prompt
+    assert (
+        "\n\nHere is a list of functions in json format that you can invoke.\n[\n    {\n" in prompt
+    )
     head, _, listing = prompt.partition("that you can invoke.\n")
     assert json.loads(listing) == docs and listing.endswith("]\n")
     assert "If none of the functions can be used, point it out." in head
@@ -350,7 +369,10 @@ def test_prompt_request_merges_an_existing_system_message() -> None:
     )
     messages = build_bfcl_request(with_system, spec(mode="prompt")).payload["messages"]
     assert len(messages) == 2
-    assert messages[0]["content"] == bfcl_system_prompt(bfcl_function_docs(with_system)) + "\n\nBe brief."
+    assert (
+        messages[0]["content"]
+        == bfcl_system_prompt(bfcl_function_docs(with_system)) + "\n\nBe brief."
+    )
 
 
 def test_prompt_request_for_completion_models() -> None:
@@ -373,11 +395,14 @@ def test_skip_reason() -> None:
 
 @pytest.mark.parametrize("which", ["records", "answers"])
 def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path: Path, which: str) -> None:
-    records_path, answers_path = write_pair(tmp_path, [rec("simple_python_0")],
-                                            [ans("simple_python_0")])
+    records_path, answers_path = write_pair(
+        tmp_path, [rec("simple_python_0")], [ans("simple_python_0")]
+    )
     bad = records_path if which == "records" else answers_path
     bad.write_bytes(bad.read_bytes() + b'{"id": "x\x96"}\n')  # cp1252's en dash
     with pytest.raises(DataError) as info:
         load_bfcl(tmp_path)
-    assert str(info.value) == (f"{bad}:2: not UTF-8 text (byte 0x96 at column 10); BFCL files "
-                               "are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)")
+    assert str(info.value) == (
+        f"{bad}:2: not UTF-8 text (byte 0x96 at column 10); BFCL files "
+        "are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)"
+    )

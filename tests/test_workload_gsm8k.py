@@ -32,7 +32,10 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
 
 
 def need_data() -> None:
-    need((DATA / "test.jsonl").is_file(), f"shared GSM8K data not found at {DATA}; {SHARED_DATA_HINT}")
+    need(
+        (DATA / "test.jsonl").is_file(),
+        f"shared GSM8K data not found at {DATA}; {SHARED_DATA_HINT}",
+    )
 
 
 def spec(prompting: Prompting) -> ModelSpec:
@@ -75,7 +78,9 @@ def test_real_test_and_train_splits() -> None:
     assert load_gsm8k(DATA)[5] == test[5]  # a folder means <folder>/<split>.jsonl
 
     train = load_gsm8k_fewshot(DATA / "test.jsonl")
-    assert len(train) == 7473 and train[0].item_id == "gsm8k-train-0000" and train[0].split == "train"
+    assert (
+        len(train) == 7473 and train[0].item_id == "gsm8k-train-0000" and train[0].split == "train"
+    )
 
 
 def test_malformed_json_names_file_and_line(tmp_path: Path) -> None:
@@ -157,7 +162,10 @@ def test_fewshot_drops_an_exemplar_equal_to_the_document() -> None:
     train = [problem(i) for i in range(50)]
     drawn = random.Random(1234).sample(train, 5)
     twin = Gsm8kProblem("gsm8k-test-0000", 0, "test", drawn[1].question, drawn[1].answer)
-    assert list(Gsm8kFewshot(train).exemplars(twin)) == [drawn[0], *drawn[2:]]  # as lm-eval: 4 shots
+    assert list(Gsm8kFewshot(train).exemplars(twin)) == [
+        drawn[0],
+        *drawn[2:],
+    ]  # as lm-eval: 4 shots
 
 
 def test_fewshot_on_its_own_split_drops_the_document() -> None:
@@ -177,7 +185,10 @@ def test_real_fewshot_for_the_first_test_problem() -> None:
     assert list(Gsm8kFewshot(train).exemplars(first)) == expected
 
 
-SHOTS = [problem(1, question="One?", answer="1+1=2\n#### 2"), problem(2, question="Two?", answer="#### 3")]
+SHOTS = [
+    problem(1, question="One?", answer="1+1=2\n#### 2"),
+    problem(2, question="Two?", answer="#### 3"),
+]
 TARGET = problem(0, "test", question="Target?", answer="#### 9")
 
 
@@ -212,7 +223,11 @@ def test_build_request_by_prompting() -> None:
     chat = build_gsm8k_request(TARGET, spec("chat"), SHOTS, max_tokens=64)
     assert chat.path == "/v1/chat/completions"
     assert chat.payload["messages"] == chat_messages(TARGET, SHOTS)
-    assert chat.payload["max_tokens"] == 64 and chat.payload["stop"] == ["Question:", "</s>", "<|im_end|>"]
+    assert chat.payload["max_tokens"] == 64 and chat.payload["stop"] == [
+        "Question:",
+        "</s>",
+        "<|im_end|>",
+    ]
     assert "model" not in chat.payload and "model" not in completion.payload
     assert chat.prompt_hash != completion.prompt_hash
 
@@ -242,16 +257,32 @@ def test_the_answer_length_is_the_sweeps_unless_the_option_overrides_it(
     sweep.write_text(embedded.replace("\nmax_tokens = 256\n", "\nmax_tokens = 5\n"))
 
     with ListingServer("gemma3-270m") as server:
+
         def run(*args: str) -> tuple[list[int], dict[str, Any]]:
             sent = len(server.stats.bodies)
             result = pytester.runpytest_subprocess(
-                "-m", "gsm8k", f"--gsm8k-path={DATA / 'test.jsonl'}", "--limit", "2",
-                "--sweep", str(sweep), "--model", "gemma3-270m",
-                "--endpoint", f"gemma3-270m={server.base_url}",
-                "--store", "store.sqlite", "--results", "results.json", *args)
+                "-m",
+                "gsm8k",
+                f"--gsm8k-path={DATA / 'test.jsonl'}",
+                "--limit",
+                "2",
+                "--sweep",
+                str(sweep),
+                "--model",
+                "gemma3-270m",
+                "--endpoint",
+                f"gemma3-270m={server.base_url}",
+                "--store",
+                "store.sqlite",
+                "--results",
+                "results.json",
+                *args,
+            )
             assert result.ret == 0 and result.parseoutcomes()["passed"] == 1
             [measurement] = json.loads((pytester.path / "results.json").read_text())["measurements"]
-            return [body["max_tokens"] for body in server.stats.bodies[sent:]], measurement["params"]
+            return [body["max_tokens"] for body in server.stats.bodies[sent:]], measurement[
+                "params"
+            ]
 
         sent, params = run()
         assert sent == [5, 5] and params["max_tokens"] == 5
@@ -264,12 +295,16 @@ def test_the_answer_length_is_the_sweeps_unless_the_option_overrides_it(
 def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
     """Saved as Latin-1 (``é`` as the byte 0xe9 on line 3): one line naming where, and the fix."""
     path = tmp_path / "test.jsonl"
-    path.write_bytes('{"question": "q", "answer": "#### 1"}\n'.encode() * 2
-                     + '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1"))
+    path.write_bytes(
+        b'{"question": "q", "answer": "#### 1"}\n' * 2
+        + '{"question": "caf\u00e9?", "answer": "#### 2"}\n'.encode("latin-1")
+    )
     with pytest.raises(DataError) as info:
         load_gsm8k(path)
-    assert str(info.value) == (f"{path}:3: not UTF-8 text (byte 0xe9 at column 18); GSM8K files "
-                               "are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)")
+    assert str(info.value) == (
+        f"{path}:3: not UTF-8 text (byte 0xe9 at column 18); GSM8K files "
+        "are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)"
+    )
 
 
 def test_a_run_on_a_file_that_is_not_utf8_fails_in_one_line(pytester: pytest.Pytester) -> None:
@@ -277,19 +312,27 @@ def test_a_run_on_a_file_that_is_not_utf8_fails_in_one_line(pytester: pytest.Pyt
     from sse_server import SseServer
 
     models = tuple(load_sweep("embedded").models)
-    pytester.makepyfile(test_accuracy=(Path(__file__).parents[1] / "benches" /
-                                       "test_accuracy.py").read_text())
+    pytester.makepyfile(
+        test_accuracy=(Path(__file__).parents[1] / "benches" / "test_accuracy.py").read_text()
+    )
     data = pytester.path / "gsm8k"
     data.mkdir()
     (data / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
     (data / "test.jsonl").write_bytes(b'{"question": "\xff", "answer": "#### 1"}\n')
     with SseServer(served_names=models) as server:
         result = pytester.runpytest_subprocess(
-            "-k", "gsm8k and not verdict", f"--gsm8k-path={data / 'test.jsonl'}",
-            *(f"--endpoint={m}={server.base_url}" for m in models), "-p", "no:cacheprovider",
-            timeout=60)
+            "-k",
+            "gsm8k and not verdict",
+            f"--gsm8k-path={data / 'test.jsonl'}",
+            *(f"--endpoint={m}={server.base_url}" for m in models),
+            "-p",
+            "no:cacheprovider",
+            timeout=60,
+        )
     result.assert_outcomes(errors=len(models))
-    line = (f"{data / 'test.jsonl'}:1: not UTF-8 text (byte 0xff at column 15); GSM8K files are "
-            "UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)")
+    line = (
+        f"{data / 'test.jsonl'}:1: not UTF-8 text (byte 0xff at column 15); GSM8K files are "
+        "UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)"
+    )
     assert result.stdout.lines.count(line) == len(models)
     assert "Traceback" not in result.stdout.str() and server.stats.bodies == []

@@ -27,9 +27,23 @@ def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
     """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat."""
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
     return pytester.runpytest_subprocess(
-        "-k", "test_throughput and c1 and not c16 and not ratio", "--timed-requests", "2",
-        "--model", MODEL, "--endpoint", f"{MODEL}={url}", "--modelsweep-dir", "work",
-        "--results", "r.json", "-s", "-p", "no:cacheprovider", *args, timeout=90,
+        "-k",
+        "test_throughput and c1 and not c16 and not ratio",
+        "--timed-requests",
+        "2",
+        "--model",
+        MODEL,
+        "--endpoint",
+        f"{MODEL}={url}",
+        "--modelsweep-dir",
+        "work",
+        "--results",
+        "r.json",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        *args,
+        timeout=90,
     )
 
 
@@ -41,5 +55,7 @@ def stats_of(pytester: pytest.Pytester) -> dict[str, Any]:
 
 
 def gate_rows(pytester: pytest.Pytester) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = json.loads((pytester.path / "r.json").read_text())["summary"]["gate"]
+    rows: list[dict[str, Any]] = json.loads((pytester.path / "r.json").read_text())["summary"][
+        "gate"
+    ]
     return rows

@@ -23,11 +23,14 @@ name = "mine"
 reference = "ref"
 [serving]
 backend = "llamacpp"
-""" + "".join(f"""[models.{name}]
+""" + "".join(
+    f"""[models.{name}]
 source = "embedded:x"
 license = "mit"
 prompting = "completion"
-""" for name in MODELS)
+"""
+    for name in MODELS
+)
 
 # The user's benchmark: ITEMS items whose answers are ANSWER_WORDS words long; an item says
 # w0 (every answer does), so every item is scored correct.
@@ -47,8 +50,9 @@ def test_{name}(evaluate):
 """
 
 
-def eval_bench(*, items: int = 4, words: int = 4, extra: dict[str, str] | None = None,
-               name: str = "my_eval") -> str:
+def eval_bench(
+    *, items: int = 4, words: int = 4, extra: dict[str, str] | None = None, name: str = "my_eval"
+) -> str:
     """The source of a user's accuracy benchmark file."""
     return EVAL.format(items=items, words=words, extra=extra or {}, name=name)
 
@@ -76,8 +80,15 @@ def project(pytester: pytest.Pytester, **files: str) -> pytest.Pytester:
 
 def options(base_url: str, *args: str, models: tuple[str, ...] = MODELS) -> list[str]:
     """The options of a run of ``models``, each attached to the server at ``base_url``."""
-    return ["--sweep=mine.toml", *(f"--endpoint={m}={base_url}" for m in models),
-            "-p", "no:cacheprovider", "-p", "no:randomly", *args]
+    return [
+        "--sweep=mine.toml",
+        *(f"--endpoint={m}={base_url}" for m in models),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *args,
+    ]
 
 
 def output(result: pytest.RunResult) -> str:
@@ -98,11 +109,16 @@ def small_disk(where: Path, size: str, *, read_only: bool = False) -> Iterator[P
     (not root, or no CAP_SYS_ADMIN)."""
     where.mkdir(parents=True, exist_ok=True)
     options = f"size={size}" + (",ro" if read_only else "")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
-                             capture_output=True, text=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}): a full disk "
-                    "needs one")
+        pytest.skip(
+            f"cannot mount a small tmpfs here ({mounted.stderr.strip()}): a full disk needs one"
+        )
     try:
         yield where
     finally:

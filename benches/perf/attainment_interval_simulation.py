@@ -41,8 +41,7 @@ def tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return low, high, passes, misses
 
 
-def markov_goods(rng: np.random.Generator, p: float, rho: float, n: int, trials: int
-                 ) -> np.ndarray:
+def markov_goods(rng: np.random.Generator, p: float, rho: float, n: int, trials: int) -> np.ndarray:
     """Good counts of ``trials`` windows of ``n`` requests from a stationary two-state chain
     with P(good) = p and lag-1 correlation rho."""
     stay_good = p + rho * (1 - p)
@@ -64,8 +63,10 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     ok = True
-    print(f"(a) independent requests, target {TARGET:.0%}, 90% Clopper-Pearson interval, "
-          f"{args.trials} windows each")
+    print(
+        f"(a) independent requests, target {TARGET:.0%}, 90% Clopper-Pearson interval, "
+        f"{args.trials} windows each"
+    )
     print("      n     p  coverage  false pass  false miss  inconclusive")
     for n in SIZES:
         low, high, passes, misses = tables(n)
@@ -75,15 +76,22 @@ def main() -> int:
             false_pass = float(np.mean(passes[goods])) if p < TARGET else None
             false_miss = float(np.mean(misses[goods])) if p >= TARGET else None
             inconclusive = float(np.mean(~passes[goods] & ~misses[goods]))
-            row_ok = coverage >= 0.90 - 0.005 and (false_pass or 0) <= 0.05 + 0.005 \
+            row_ok = (
+                coverage >= 0.90 - 0.005
+                and (false_pass or 0) <= 0.05 + 0.005
                 and (false_miss or 0) <= 0.05 + 0.005
+            )
             ok = ok and row_ok
             fp = "-" if false_pass is None else f"{false_pass:.1%}"
             fm = "-" if false_miss is None else f"{false_miss:.1%}"
-            print(f"  {n:5d}  {p:.2f}  {coverage:8.1%}  {fp:>10}  {fm:>10}  {inconclusive:12.1%}"
-                  f"  {'ok' if row_ok else 'MISSED'}")
-    print("(b) correlated requests (lag-1 correlation rho), n = 60: false verdicts "
-          "(shown, not claimed)")
+            print(
+                f"  {n:5d}  {p:.2f}  {coverage:8.1%}  {fp:>10}  {fm:>10}  {inconclusive:12.1%}"
+                f"  {'ok' if row_ok else 'MISSED'}"
+            )
+    print(
+        "(b) correlated requests (lag-1 correlation rho), n = 60: false verdicts "
+        "(shown, not claimed)"
+    )
     print("    rho     p  false pass  false miss")
     low, high, passes, misses = tables(60)
     for rho in (0.3, 0.6):
@@ -92,8 +100,10 @@ def main() -> int:
             fp = f"{np.mean(passes[goods]):.1%}" if p < TARGET else "-"
             fm = f"{np.mean(misses[goods]):.1%}" if p >= TARGET else "-"
             print(f"    {rho:.1f}  {p:.2f}  {fp:>10}  {fm:>10}")
-    print(f"{'all targets of (a) met' if ok else 'a target of (a) was missed'} "
-          f"({time.monotonic() - started:.0f} s)")
+    print(
+        f"{'all targets of (a) met' if ok else 'a target of (a) was missed'} "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     return 0 if ok else 1
 
 

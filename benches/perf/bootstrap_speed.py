@@ -21,7 +21,7 @@ from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.stats.bootstrap import (  # noqa: E402
+from pytest_modelsweep.core.stats.bootstrap import (
     bootstrap_mean_distribution,
     paired_bootstrap,
 )
@@ -55,7 +55,9 @@ def timed(run: Callable[[], Interval], repeats: int) -> tuple[float, Interval]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per method (median reported)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the data and of every bootstrap")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the data and of every bootstrap"
+    )
     args = parser.parse_args()
 
     candidate, reference = paired_scores(args.seed)
@@ -67,12 +69,18 @@ def main() -> None:
 
     def ours() -> Interval:
         interval = paired_bootstrap(
-            candidate_by_id, reference_by_id, resamples=RESAMPLES, confidence=CONFIDENCE, seed=args.seed
+            candidate_by_id,
+            reference_by_id,
+            resamples=RESAMPLES,
+            confidence=CONFIDENCE,
+            seed=args.seed,
         )
         return interval.low, interval.high
 
     def ours_chunked_index() -> Interval:
-        means = bootstrap_mean_distribution(differences, resamples=RESAMPLES, seed=args.seed, exact=False)
+        means = bootstrap_mean_distribution(
+            differences, resamples=RESAMPLES, seed=args.seed, exact=False
+        )
         low, high = np.quantile(means, [tail, 1 - tail])
         return float(low), float(high)
 
@@ -113,10 +121,14 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for name, (seconds, (low, high)) in results.items():
-        print(f"{name:<44} {seconds:>10.5f} {seconds / scipy_seconds:>8.2%} {low:>+9.4f} {high:>+9.4f}")
+        print(
+            f"{name:<44} {seconds:>10.5f} {seconds / scipy_seconds:>8.2%} {low:>+9.4f} {high:>+9.4f}"
+        )
     fraction = results["modelsweep paired_bootstrap (multinomial)"][0] / scipy_seconds
     verdict = "met" if fraction <= TARGET_FRACTION_OF_SCIPY else "NOT met"
-    print(f"target: paired_bootstrap <= {TARGET_FRACTION_OF_SCIPY:.0%} of scipy's time: {verdict} ({fraction:.2%})")
+    print(
+        f"target: paired_bootstrap <= {TARGET_FRACTION_OF_SCIPY:.0%} of scipy's time: {verdict} ({fraction:.2%})"
+    )
 
 
 if __name__ == "__main__":

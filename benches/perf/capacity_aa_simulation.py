@@ -110,8 +110,9 @@ class Server:
         """The highest c whose attainment reaches the target (None: even the maximum)."""
         if self.attainment(MAX_CONCURRENCY) >= TARGET:
             return None
-        return max((c for c in range(1, MAX_CONCURRENCY + 1) if self.attainment(c) >= TARGET),
-                   default=0)
+        return max(
+            (c for c in range(1, MAX_CONCURRENCY + 1) if self.attainment(c) >= TARGET), default=0
+        )
 
     def __call__(self, concurrency: int) -> tuple[Goodput, Window]:
         n = max(2 * concurrency, 4)
@@ -128,8 +129,9 @@ class Server:
 def covered(result: SearchResult[Window], truth: int | None) -> bool:
     if truth is None:
         return result.first_fail is None
-    return result.last_pass <= truth and (result.first_fail is None
-                                           or truth <= result.first_fail - 1)
+    return result.last_pass <= truth and (
+        result.first_fail is None or truth <= result.first_fail - 1
+    )
 
 
 def width(result: SearchResult[Window]) -> float:
@@ -140,27 +142,34 @@ def width(result: SearchResult[Window]) -> float:
 def trial(config: Config, rng: np.random.Generator, speedup: float = 1.0) -> dict[str, Any]:
     """One candidate search (``speedup`` × as fast) and one reference search, compared."""
     servers = [Server(config, rng, speedup), Server(config, rng)]
-    results = [find_capacity(s, knob=Knob.concurrency(MAX_CONCURRENCY), target=TARGET)
-               for s in servers]
-    brackets = [SearchBracket(r.last_pass, r.last_pass, r.first_fail,
-                              r.policy.interval_confidence) for r in results]
+    results = [
+        find_capacity(s, knob=Knob.concurrency(MAX_CONCURRENCY), target=TARGET) for s in servers
+    ]
+    brackets = [
+        SearchBracket(r.last_pass, r.last_pass, r.first_fail, r.policy.interval_confidence)
+        for r in results
+    ]
     verdict = None
     if brackets[1].capacity > 0:
         verdict = decide_capacity_verdict(capacity_ratio(brackets[0], brackets[1]), TOLERANCE)
     return {
-        "better": float(verdict is Verdict.BETTER), "worse": float(verdict is Verdict.WORSE),
+        "better": float(verdict is Verdict.BETTER),
+        "worse": float(verdict is Verdict.WORSE),
         "inconclusive": float(verdict is Verdict.INCONCLUSIVE),
         "matches": float(verdict in (Verdict.MATCHES, Verdict.EQUIVALENT)),
         "no ratio": float(verdict is None),
         "covered": sum(covered(r, s.true_capacity()) for r, s in zip(results, servers)) / 2,
-        "windows": [s.windows for s in servers], "requests": [s.requests for s in servers],
+        "windows": [s.windows for s in servers],
+        "requests": [s.requests for s in servers],
         "width": sum(width(r) for r in results) / 2,
     }
 
 
-CONFIGS = [Config(capacity, run, window)
-           for capacity in (3, 8, 13)
-           for run, window in ((0.0, 0.05), (0.05, 0.05), (0.05, 0.10), (0.10, 0.05))]
+CONFIGS = [
+    Config(capacity, run, window)
+    for capacity in (3, 8, 13)
+    for run, window in ((0.0, 0.05), (0.05, 0.05), (0.05, 0.10), (0.10, 0.05))
+]
 
 
 def main() -> int:
@@ -171,10 +180,14 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     ok = True
-    print(f"A/A capacity searches, target {TARGET:.0%} attainment, tolerance ±{TOLERANCE:.0%}, "
-          f"{args.trials} pairs of runs each")
-    print("capacity  run  window  better  worse  together  coverage  inconcl.  "
-          "windows mean/p90  requests mean/p90  width")
+    print(
+        f"A/A capacity searches, target {TARGET:.0%} attainment, tolerance ±{TOLERANCE:.0%}, "
+        f"{args.trials} pairs of runs each"
+    )
+    print(
+        "capacity  run  window  better  worse  together  coverage  inconcl.  "
+        "windows mean/p90  requests mean/p90  width"
+    )
     for config in CONFIGS:
         rows = [trial(config, rng) for _ in range(args.trials)]
         better = float(np.mean([r["better"] for r in rows]))
@@ -187,28 +200,42 @@ def main() -> int:
         claimed = config.run_sigma <= 0.05
         aa_ok = better + worse <= 0.05
         covers = coverage >= INTERVAL_CONFIDENCE or config.window_sigma > 0.05
-        verdict = ("ok" if aa_ok and covers and claimed else "MISSED" if claimed
-                   else "meets it (shown, not claimed)" if aa_ok
-                   else "A/A above (shown, not claimed)")
+        verdict = (
+            "ok"
+            if aa_ok and covers and claimed
+            else "MISSED"
+            if claimed
+            else "meets it (shown, not claimed)"
+            if aa_ok
+            else "A/A above (shown, not claimed)"
+        )
         if aa_ok and claimed and coverage < INTERVAL_CONFIDENCE:
             verdict = "ok; coverage below 95% (shown, not claimed)"
         ok = ok and ((aa_ok and covers) or not claimed)
-        print(f"{config.capacity:8d}  {config.run_sigma:3.0%}  {config.window_sigma:6.0%}  "
-              f"{better:6.1%}  {worse:5.1%}  {better + worse:8.1%}  {coverage:8.1%}  "
-              f"{inconclusive:8.1%}  {windows.mean():7.1f} / {np.percentile(windows, 90):4.0f}"
-              f"  {requests.mean():8.0f} / {np.percentile(requests, 90):5.0f}  {spread:5.2f}"
-              f"  {verdict}")
-    print(f"power: share of verdicts better for a candidate that many times as fast "
-          f"(run 5%, window 5%, {args.trials} pairs each)")
+        print(
+            f"{config.capacity:8d}  {config.run_sigma:3.0%}  {config.window_sigma:6.0%}  "
+            f"{better:6.1%}  {worse:5.1%}  {better + worse:8.1%}  {coverage:8.1%}  "
+            f"{inconclusive:8.1%}  {windows.mean():7.1f} / {np.percentile(windows, 90):4.0f}"
+            f"  {requests.mean():8.0f} / {np.percentile(requests, 90):5.0f}  {spread:5.2f}"
+            f"  {verdict}"
+        )
+    print(
+        f"power: share of verdicts better for a candidate that many times as fast "
+        f"(run 5%, window 5%, {args.trials} pairs each)"
+    )
     print("capacity  speedup  better  inconclusive  matches")
     for capacity, speedup in ((3, 1.5), (3, 2.0), (8, 1.5), (8, 2.0)):
         config = Config(capacity, 0.05, 0.05)
         rows = [trial(config, rng, speedup) for _ in range(args.trials)]
-        print(f"{capacity:8d}  {speedup:7.1f}  {np.mean([r['better'] for r in rows]):6.1%}  "
-              f"{np.mean([r['inconclusive'] for r in rows]):12.1%}  "
-              f"{np.mean([r['matches'] for r in rows]):7.1%}")
-    print(f"{'all claimed targets met' if ok else 'a target was missed'} "
-          f"({time.monotonic() - started:.0f} s)")
+        print(
+            f"{capacity:8d}  {speedup:7.1f}  {np.mean([r['better'] for r in rows]):6.1%}  "
+            f"{np.mean([r['inconclusive'] for r in rows]):12.1%}  "
+            f"{np.mean([r['matches'] for r in rows]):7.1%}"
+        )
+    print(
+        f"{'all claimed targets met' if ok else 'a target was missed'} "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     return 0 if ok else 1
 
 

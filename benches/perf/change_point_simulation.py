@@ -35,12 +35,14 @@ CV = 0.10
 REPEATS = 3
 
 
-def series(rng: np.random.Generator, n: int, step_at: int | None,
-           per_repeat: bool) -> tuple[list[float], list[float] | None]:
+def series(
+    rng: np.random.Generator, n: int, step_at: int | None, per_repeat: bool
+) -> tuple[list[float], list[float] | None]:
     """(log figures, within-run variances) of one series of ``n`` runs."""
     sigma = math.sqrt(math.log1p(CV * CV))
-    level = np.log(100.0) + np.where(np.arange(n) >= (step_at if step_at is not None else n),
-                                     math.log(STEP), 0.0)
+    level = np.log(100.0) + np.where(
+        np.arange(n) >= (step_at if step_at is not None else n), math.log(STEP), 0.0
+    )
     if per_repeat:
         logs = level[:, np.newaxis] + rng.normal(0.0, sigma, (n, REPEATS))
         figures = np.log(np.exp(logs).mean(axis=1))
@@ -53,9 +55,10 @@ def rates(rng: np.random.Generator, n: int, count: int, per_repeat: bool) -> tup
     """(series with a false alarm, series whose step was found) of ``count`` each."""
     alarms = sum(bool(change_points(*series(rng, n, None, per_repeat))) for _ in range(count))
     step_at = n // 2
-    found = sum(any(c.index == step_at for c in change_points(*series(rng, n, step_at,
-                                                                      per_repeat)))
-                for _ in range(count))
+    found = sum(
+        any(c.index == step_at for c in change_points(*series(rng, n, step_at, per_repeat)))
+        for _ in range(count)
+    )
     return alarms, found
 
 
@@ -66,28 +69,37 @@ def shown(count: int, total: int) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--series", type=int, default=2000,
-                        help="simulated series per cell (default 2000)")
+    parser.add_argument(
+        "--series", type=int, default=2000, help="simulated series per cell (default 2000)"
+    )
     parser.add_argument("--seed", type=int, default=40)
     args = parser.parse_args()
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     ok = True
-    print(f"change rule: {args.series} unchanged and {args.series} stepped series per line, "
-          f"step {1 - STEP:.0%} drop after run n/2, seed {args.seed}, alpha 0.05")
-    for label, per_repeat in ((f"(a) CV {CV:.0%} of {REPEATS} repeats a run", True),
-                              (f"(b) CV {CV:.0%} of the run figures", False)):
+    print(
+        f"change rule: {args.series} unchanged and {args.series} stepped series per line, "
+        f"step {1 - STEP:.0%} drop after run n/2, seed {args.seed}, alpha 0.05"
+    )
+    for label, per_repeat in (
+        (f"(a) CV {CV:.0%} of {REPEATS} repeats a run", True),
+        (f"(b) CV {CV:.0%} of the run figures", False),
+    ):
         print(label)
-        print(f"    {'runs':>4}  {'false alarms [95% interval]':<27} "
-              f"{'detected [95% interval]':<24} targets <= 5%, >= 80%")
+        print(
+            f"    {'runs':>4}  {'false alarms [95% interval]':<27} "
+            f"{'detected [95% interval]':<24} targets <= 5%, >= 80%"
+        )
         for n in LENGTHS:
             alarms, found = rates(rng, n, args.series, per_repeat)
             # an exact 5% test: its false alarms are 5% give or take the simulation's error
             met = wilson_interval(alarms, args.series)[0] <= 0.05 and found / args.series >= 0.80
             if per_repeat:
                 ok &= met
-            print(f"    {n:>4}  {shown(alarms, args.series):<27} {shown(found, args.series):<24} "
-                  f"{'ok' if met else 'MISSED'}")
+            print(
+                f"    {n:>4}  {shown(alarms, args.series):<27} {shown(found, args.series):<24} "
+                f"{'ok' if met else 'MISSED'}"
+            )
     print(f"{time.perf_counter() - started:.1f} s")
     return 0 if ok else 1
 

@@ -50,10 +50,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import httpx  # noqa: E402
+import httpx
 
-from pytest_modelsweep.client import stream_requests_detailed  # noqa: E402
-from pytest_modelsweep.core.records import ApiRequest  # noqa: E402
+from pytest_modelsweep.client import stream_requests_detailed
+from pytest_modelsweep.core.records import ApiRequest
 
 STREAMS = (1, 16, 64)
 MODEL = "bench-model"
@@ -228,8 +228,7 @@ def raw_ceiling(port: int, streams: int, seconds: float, tokens: int) -> float:
 
 async def run_modelsweep(port: int, streams: int, n: int) -> int:
     reqs = [
-        ApiRequest(str(i), "/v1/completions", {"prompt": "x", "max_tokens": 256})
-        for i in range(n)
+        ApiRequest(str(i), "/v1/completions", {"prompt": "x", "max_tokens": 256}) for i in range(n)
     ]
     outcomes = await stream_requests_detailed(
         f"http://127.0.0.1:{port}/v1", MODEL, reqs, streams, timeout_s=60
@@ -341,8 +340,12 @@ except ImportError:
 
 
 def measure(
-    run: Callable[[int, int, int], Coroutine[Any, Any, int]], port: int, streams: int, seconds: float,
-    tokens: int, rate_guess: float,
+    run: Callable[[int, int, int], Coroutine[Any, Any, int]],
+    port: int,
+    streams: int,
+    seconds: float,
+    tokens: int,
+    rate_guess: float,
 ) -> tuple[float, float]:
     """(tokens/s, CPU µs per token) of one timed run sized to last about ``seconds``."""
     n = max(streams * 2, int(rate_guess * seconds / tokens) // streams * streams)
@@ -360,11 +363,14 @@ def table(port: int, args: argparse.Namespace, title: str, paced: bool = False) 
     A cell is the run with the highest tokens/s, or, paced (where the server
     sets the rate), the run with the least CPU per token.
     """
-    ceiling = {s: max(raw_ceiling(port, s, args.seconds, args.tokens) for _ in range(2))
-               for s in STREAMS}
+    ceiling = {
+        s: max(raw_ceiling(port, s, args.seconds, args.tokens) for _ in range(2)) for s in STREAMS
+    }
     print(f"\n{title}")
-    print("server ceiling (raw-socket reader): " + ", ".join(
-        f"{s} streams {ceiling[s]:,.0f} tok/s" for s in STREAMS))
+    print(
+        "server ceiling (raw-socket reader): "
+        + ", ".join(f"{s} streams {ceiling[s]:,.0f} tok/s" for s in STREAMS)
+    )
     header = f"{'client':<14}" + "".join(f"| {s:>2} streams tok/s  CPU µs/tok " for s in STREAMS)
     print(header)
     print("-" * len(header))
@@ -381,8 +387,10 @@ def table(port: int, args: argparse.Namespace, title: str, paced: bool = False) 
                 if best[0] == 0.0 or (cpu_us < best[1] if paced else rate > best[0]):
                     best = (rate, cpu_us)
             cells.append(best)
-        print(f"{name:<14}" + "".join(f"| {rate:>16,.0f} {cpu:>11.1f} " for rate, cpu in cells),
-              flush=True)
+        print(
+            f"{name:<14}" + "".join(f"| {rate:>16,.0f} {cpu:>11.1f} " for rate, cpu in cells),
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -391,8 +399,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256, help="tokens per response")
     parser.add_argument("--repeats", type=int, default=3, help="runs per cell; the best counts")
     parser.add_argument("--framing", choices=["burst", "per-event", "paced", "all"], default="all")
-    parser.add_argument("--clients", default=",".join(CLIENTS),
-                        help=f"comma-separated subset of: {', '.join(CLIENTS)}")
+    parser.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help=f"comma-separated subset of: {', '.join(CLIENTS)}",
+    )
     args = parser.parse_args()
     for name in list(CLIENTS):
         if name not in args.clients.split(","):
@@ -419,8 +430,13 @@ def main() -> None:
         queue: Any = ctx.Queue()
         server = ctx.Process(
             target=serve,
-            args=(queue, server_core, args.tokens, framing != "burst",
-                  0.001 if framing == "paced" else 0.0),
+            args=(
+                queue,
+                server_core,
+                args.tokens,
+                framing != "burst",
+                0.001 if framing == "paced" else 0.0,
+            ),
             daemon=True,
         )
         server.start()

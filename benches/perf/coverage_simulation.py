@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.stats import Verdict, decide_verdict  # noqa: E402
-from pytest_modelsweep.core.stats.bootstrap import (  # noqa: E402
+from pytest_modelsweep.core.stats import Verdict, decide_verdict
+from pytest_modelsweep.core.stats.bootstrap import (
     MIN_DISCORDANT,
     MIN_PAIRED_ITEMS,
     paired_bootstrap,
@@ -51,8 +51,10 @@ DISCORDANT_GROUPS = ((0, 0), (1, 4), (5, 9), (10, 14), (15, 19), (20, 29), (30, 
 
 
 def _row(label: str, cells: list[list[int]], said: str) -> str:
-    shown = [f"{covered / total:>8.1%} of {total:>5}" if total else f"{'-':>16}"
-             for covered, total in cells]
+    shown = [
+        f"{covered / total:>8.1%} of {total:>5}" if total else f"{'-':>16}"
+        for covered, total in cells
+    ]
     return f"{label:>11} " + " ".join(shown) + f"  {said}"
 
 
@@ -80,34 +82,52 @@ def small_samples(runs: int, seed: int) -> None:
                     interval = paired_bootstrap(
                         dict(zip(ids, candidate.tolist(), strict=True)),
                         dict(zip(ids, reference.tolist(), strict=True)),
-                        resamples=RESAMPLES, confidence=CONFIDENCE, seed=run)
+                        resamples=RESAMPLES,
+                        confidence=CONFIDENCE,
+                        seed=run,
+                    )
                     covered = int(interval.low <= truth <= interval.high)
                     if size >= MIN_PAIRED_ITEMS:
-                        group = next(i for i, (low, high) in enumerate(DISCORDANT_GROUPS)
-                                     if low <= count and (high is None or count <= high))
+                        group = next(
+                            i
+                            for i, (low, high) in enumerate(DISCORDANT_GROUPS)
+                            if low <= count and (high is None or count <= high)
+                        )
                         cell = by_discordant.setdefault((ahead, group), [0, 0])
                         cell[0], cell[1] = cell[0] + covered, cell[1] + 1
                     if count >= MIN_DISCORDANT:
                         cell = by_size.setdefault((ahead, size), [0, 0])
                         cell[0], cell[1] = cell[0] + covered, cell[1] + 1
-    print(f"{CONFIDENCE:.0%} paired bootstrap ({RESAMPLES} resamples); sizes "
-          f"{', '.join(map(str, SMALL_SIZES))} items; discordant rates "
-          f"{', '.join(f'{r:.0%}' for r in DISCORDANT_RATES)}; {runs} runs per size, rate and "
-          f"share ({time.perf_counter() - start:.0f} s)")
+    print(
+        f"{CONFIDENCE:.0%} paired bootstrap ({RESAMPLES} resamples); sizes "
+        f"{', '.join(map(str, SMALL_SIZES))} items; discordant rates "
+        f"{', '.join(f'{r:.0%}' for r in DISCORDANT_RATES)}; {runs} runs per size, rate and "
+        f"share ({time.perf_counter() - start:.0f} s)"
+    )
     header = f"{'':>11} " + " ".join(f"{f'ahead {a:.0%}':>16}" for a in CANDIDATE_AHEAD)
     print(f"\n(a) runs of {MIN_PAIRED_ITEMS}+ items, by how many items scored differently")
     print(header + "  verdict")
     print("-" * (len(header) + 16))
     for group, (low, high) in enumerate(DISCORDANT_GROUPS):
         label = f"{low}+" if high is None else (f"{low}" if low == high else f"{low}-{high}")
-        print(_row(label, [by_discordant.get((a, group), [0, 0]) for a in CANDIDATE_AHEAD],
-                   "drawn" if low >= MIN_DISCORDANT else "none (too few)"))
+        print(
+            _row(
+                label,
+                [by_discordant.get((a, group), [0, 0]) for a in CANDIDATE_AHEAD],
+                "drawn" if low >= MIN_DISCORDANT else "none (too few)",
+            )
+        )
     print(f"\n(b) runs with {MIN_DISCORDANT}+ items scored differently, by items paired")
     print(header + "  verdict")
     print("-" * (len(header) + 16))
     for size in SMALL_SIZES:
-        print(_row(f"{size} items", [by_size.get((a, size), [0, 0]) for a in CANDIDATE_AHEAD],
-                   "drawn" if size >= MIN_PAIRED_ITEMS else "none (too few)"))
+        print(
+            _row(
+                f"{size} items",
+                [by_size.get((a, size), [0, 0]) for a in CANDIDATE_AHEAD],
+                "drawn" if size >= MIN_PAIRED_ITEMS else "none (too few)",
+            )
+        )
 
 
 def main() -> None:
@@ -115,11 +135,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000, help="simulated runs per size and method")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1319, 400], help="items per run")
     parser.add_argument(
-        "--methods", nargs="+", default=["percentile", "basic", "bca"], choices=["percentile", "basic", "bca"]
+        "--methods",
+        nargs="+",
+        default=["percentile", "basic", "bca"],
+        choices=["percentile", "basic", "bca"],
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--small-samples", action="store_true",
-                        help="coverage by observed discordant count, 10 to 1,319 items")
+    parser.add_argument(
+        "--small-samples",
+        action="store_true",
+        help="coverage by observed discordant count, 10 to 1,319 items",
+    )
     args = parser.parse_args()
     if args.small_samples:
         small_samples(args.runs if args.runs != 2000 else 300, args.seed)
@@ -144,10 +170,19 @@ def main() -> None:
             start = time.perf_counter()
             for run in range(args.runs):
                 cells = data_rng.choice(4, size=size, p=CELL_PROBABILITIES)
-                candidate = dict(zip(ids, np.isin(cells, (0, 2)).astype(float).tolist(), strict=True))
-                reference = dict(zip(ids, np.isin(cells, (0, 1)).astype(float).tolist(), strict=True))
+                candidate = dict(
+                    zip(ids, np.isin(cells, (0, 2)).astype(float).tolist(), strict=True)
+                )
+                reference = dict(
+                    zip(ids, np.isin(cells, (0, 1)).astype(float).tolist(), strict=True)
+                )
                 interval = paired_bootstrap(
-                    candidate, reference, resamples=RESAMPLES, confidence=CONFIDENCE, seed=run, method=method
+                    candidate,
+                    reference,
+                    resamples=RESAMPLES,
+                    confidence=CONFIDENCE,
+                    seed=run,
+                    method=method,
                 )
                 if interval.high < TRUE_DIFFERENCE:
                     below += 1

@@ -36,13 +36,17 @@ def exit_collections_cpu_s() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="rounds of each side (default 15)")
-    parser.add_argument("--target", type=float, default=0.2,
-                        help="the largest frozen ÷ unfrozen CPU ratio allowed (default 0.2)")
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=0.2,
+        help="the largest frozen ÷ unfrozen CPU ratio allowed (default 0.2)",
+    )
     args = parser.parse_args()
     # what plugin.py's configure and an active run's first test import
-    import pytest_modelsweep.plugin  # noqa: F401
-    import pytest_modelsweep.pytest.fixtures  # noqa: F401
-    import pytest_modelsweep.pytest.state  # noqa: F401
+    import pytest_modelsweep.plugin
+    import pytest_modelsweep.pytest.fixtures
+    import pytest_modelsweep.pytest.state
     import pytest_modelsweep.workloads.setting  # noqa: F401
 
     gc.collect()
@@ -57,12 +61,16 @@ def main() -> int:
             sides[side].append(exit_collections_cpu_s())
     medians = {side: statistics.median(times) for side, times in sides.items()}
     for side, times in sides.items():
-        print(f"{side:11s} median {1000 * medians[side]:7.1f} CPU-ms for {EXIT_COLLECTIONS} "
-              f"collections (min {1000 * min(times):.1f}, max {1000 * max(times):.1f}, "
-              f"{len(times)} rounds)")
+        print(
+            f"{side:11s} median {1000 * medians[side]:7.1f} CPU-ms for {EXIT_COLLECTIONS} "
+            f"collections (min {1000 * min(times):.1f}, max {1000 * max(times):.1f}, "
+            f"{len(times)} rounds)"
+        )
     ratio = medians["frozen"] / medians["not frozen"]
-    print(f"frozen ÷ not frozen: {ratio:.3f}; target <= {args.target:g}: "
-          f"{'met' if ratio <= args.target else 'MISSED'} ({gc.get_freeze_count()} objects frozen)")
+    print(
+        f"frozen ÷ not frozen: {ratio:.3f}; target <= {args.target:g}: "
+        f"{'met' if ratio <= args.target else 'MISSED'} ({gc.get_freeze_count()} objects frozen)"
+    )
     return 0 if ratio <= args.target else 1
 
 

@@ -39,42 +39,75 @@ def vllm_sized_page() -> str:
         name = f"vllm:histogram_{h}_seconds"
         lines += [f"# HELP {name} A latency histogram.", f"# TYPE {name} histogram"]
         for b in range(24):
-            lines.append(f'{name}_bucket{{{LABELS},le="{0.001 * 2 ** b:g}"}} {b * 3.0}')
+            lines.append(f'{name}_bucket{{{LABELS},le="{0.001 * 2**b:g}"}} {b * 3.0}')
         lines.append(f'{name}_bucket{{{LABELS},le="+Inf"}} 80.0')
-        lines += [f"{name}_count{{{LABELS}}} 80.0", f"{name}_sum{{{LABELS}}} 12.5",
-                  f"{name}_created{{{LABELS}}} 1.7e9"]
-    gauges = ["vllm:num_requests_running", "vllm:num_requests_waiting",
-              "vllm:kv_cache_usage_perc", "vllm:engine_sleep_state"]
-    counters = ["vllm:num_preemptions", "vllm:prompt_tokens", "vllm:generation_tokens",
-                "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
-                "vllm:external_prefix_cache_queries", "vllm:external_prefix_cache_hits",
-                "vllm:mm_cache_queries", "vllm:mm_cache_hits", "vllm:prompt_tokens_cached",
-                "vllm:request_success", "vllm:corrupted_requests"]
+        lines += [
+            f"{name}_count{{{LABELS}}} 80.0",
+            f"{name}_sum{{{LABELS}}} 12.5",
+            f"{name}_created{{{LABELS}}} 1.7e9",
+        ]
+    gauges = [
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:engine_sleep_state",
+    ]
+    counters = [
+        "vllm:num_preemptions",
+        "vllm:prompt_tokens",
+        "vllm:generation_tokens",
+        "vllm:prefix_cache_queries",
+        "vllm:prefix_cache_hits",
+        "vllm:external_prefix_cache_queries",
+        "vllm:external_prefix_cache_hits",
+        "vllm:mm_cache_queries",
+        "vllm:mm_cache_hits",
+        "vllm:prompt_tokens_cached",
+        "vllm:request_success",
+        "vllm:corrupted_requests",
+    ]
     for name in gauges:
         lines += [f"# TYPE {name} gauge", f"{name}{{{LABELS}}} 3.0"]
     for name in counters:
-        lines += [f"# TYPE {name} counter", f"{name}_total{{{LABELS}}} 12345.0",
-                  f"{name}_created{{{LABELS}}} 1.7e9"]
+        lines += [
+            f"# TYPE {name} counter",
+            f"{name}_total{{{LABELS}}} 12345.0",
+            f"{name}_created{{{LABELS}}} 1.7e9",
+        ]
     for reason in ("stop", "length", "abort", "error", "repetition"):
         lines.append(f'vllm:request_success_total{{{LABELS},finished_reason="{reason}"}} 7.0')
     for handler in ("/v1/completions", "/v1/chat/completions", "/metrics", "/health"):
         for b in range(12):
-            lines.append(f'http_request_duration_seconds_bucket{{handler="{handler}",'
-                         f'method="POST",le="{0.01 * 2 ** b:g}"}} {b}.0')
+            lines.append(
+                f'http_request_duration_seconds_bucket{{handler="{handler}",'
+                f'method="POST",le="{0.01 * 2**b:g}"}} {b}.0'
+            )
     for i in range(40):
         lines.append(f"process_metric_{i} {i}.0")
     return "\n".join(lines) + "\n"
 
 
 def llamacpp_page() -> str:
-    names = ["prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total",
-             "tokens_predicted_total", "tokens_predicted_seconds_total", "n_decode_total",
-             "n_tokens_max", "spec_decode_num_draft_tokens_total",
-             "spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total",
-             "prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing",
-             "requests_deferred", "n_busy_slots_per_decode"]
-    return "".join(f"# HELP llamacpp:{n} x\n# TYPE llamacpp:{n} counter\nllamacpp:{n} 42\n"
-                   for n in names)
+    names = [
+        "prompt_tokens_total",
+        "prompt_tokens_cached_total",
+        "prompt_seconds_total",
+        "tokens_predicted_total",
+        "tokens_predicted_seconds_total",
+        "n_decode_total",
+        "n_tokens_max",
+        "spec_decode_num_draft_tokens_total",
+        "spec_decode_num_accepted_tokens_total",
+        "spec_decode_num_drafts_total",
+        "prompt_tokens_seconds",
+        "predicted_tokens_seconds",
+        "requests_processing",
+        "requests_deferred",
+        "n_busy_slots_per_decode",
+    ]
+    return "".join(
+        f"# HELP llamacpp:{n} x\n# TYPE llamacpp:{n} counter\nllamacpp:{n} 42\n" for n in names
+    )
 
 
 def measure(url: str, kind: str, seconds: float, interval: float) -> tuple[float, float, int]:
@@ -112,8 +145,19 @@ def main() -> int:
                 (Path(tmp) / "metrics").write_text(text)
                 port = free_port()
                 server = subprocess.Popen(
-                    [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                     "--directory", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    [
+                        sys.executable,
+                        "-m",
+                        "http.server",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--directory",
+                        tmp,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 url = f"http://127.0.0.1:{port}"
                 size = f"{len(text) / 1024:.0f} KB"
                 deadline = time.monotonic() + 10

@@ -53,8 +53,10 @@ DRIFTS: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
 def one_run(rng: np.random.Generator, pairs: int, cv: float, drift: str) -> tuple[bool, bool]:
     """(interleaved covers, back to back covers) the true ratio in one simulated run."""
     sigma = math.sqrt(math.log1p(cv * cv))
-    log_rates = {"reference": math.log(REFERENCE_RATE),
-                 "candidate": math.log(REFERENCE_RATE * TRUE_RATIO)}
+    log_rates = {
+        "reference": math.log(REFERENCE_RATE),
+        "candidate": math.log(REFERENCE_RATE * TRUE_RATIO),
+    }
 
     def window(model: str, speed: float) -> float:
         return math.exp(log_rates[model] + speed + rng.normal(0.0, sigma))
@@ -66,8 +68,10 @@ def one_run(rng: np.random.Generator, pairs: int, cv: float, drift: str) -> tupl
         for place, model in enumerate(order):
             interleaved[model].append(window(model, float(speed[2 * pair + place])))
     paired = paired_ratio_interval(interleaved["candidate"], interleaved["reference"])
-    back = {"reference": [window("reference", float(speed[i])) for i in range(pairs)],
-            "candidate": [window("candidate", float(speed[pairs + i])) for i in range(pairs)]}
+    back = {
+        "reference": [window("reference", float(speed[i])) for i in range(pairs)],
+        "candidate": [window("candidate", float(speed[pairs + i])) for i in range(pairs)],
+    }
     welch = ratio_interval(back["candidate"], back["reference"])
     return (paired.low <= TRUE_RATIO <= paired.high, welch.low <= TRUE_RATIO <= welch.high)
 
@@ -79,8 +83,10 @@ def main() -> int:
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
-    print(f"coverage of the 95% interval of candidate ÷ reference (true {TRUE_RATIO}), "
-          f"{args.runs} runs per cell")
+    print(
+        f"coverage of the 95% interval of candidate ÷ reference (true {TRUE_RATIO}), "
+        f"{args.runs} runs per cell"
+    )
     print(f"{'drift':7s} {'pairs':>5s} {'cv':>5s}  {'interleaved':>11s}  {'back to back':>12s}")
     missed = []
     for drift in DRIFTS:
@@ -92,10 +98,14 @@ def main() -> int:
                 ok = low <= paired <= high
                 if not ok:
                     missed.append(f"{drift} n={pairs} cv={cv:.0%}: {paired:.1%}")
-                print(f"{drift:7s} {pairs:5d} {cv:5.0%}  {paired:10.1%}{' ' if ok else '!'}  "
-                      f"{back:12.1%}")
-    print(f"({time.perf_counter() - started:.1f} s) claimed: interleaved 93-97% steady, "
-          f">= 93% drifting: {'met' if not missed else 'MISSED in ' + '; '.join(missed)}")
+                print(
+                    f"{drift:7s} {pairs:5d} {cv:5.0%}  {paired:10.1%}{' ' if ok else '!'}  "
+                    f"{back:12.1%}"
+                )
+    print(
+        f"({time.perf_counter() - started:.1f} s) claimed: interleaved 93-97% steady, "
+        f">= 93% drifting: {'met' if not missed else 'MISSED in ' + '; '.join(missed)}"
+    )
     return 1 if missed else 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 PLAIN_TESTS = {
     "test_a.py": "def test_1():\n    assert 1 + 1 == 2\n\n\ndef test_2():\n    assert 'a' < 'b'\n",
     "test_b.py": "import pytest\n\n\n@pytest.mark.parametrize('x', [1, 2, 3])\n"
-                 "def test_3(x):\n    assert x > 0\n",
+    "def test_3(x):\n    assert x > 0\n",
 }
 
 
@@ -40,7 +40,10 @@ def time_run(root: Path, extra: list[str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra],
-        cwd=root, env=env, capture_output=True, text=True,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
@@ -51,8 +54,12 @@ def time_run(root: Path, extra: list[str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help="runs of each side (default 15)")
-    parser.add_argument("--target-ms", type=float, default=30.0,
-                        help="the most overhead allowed, in ms (default 30)")
+    parser.add_argument(
+        "--target-ms",
+        type=float,
+        default=30.0,
+        help="the most overhead allowed, in ms (default 30)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelsweep-overhead-") as folder:
         root = Path(folder)
@@ -67,14 +74,18 @@ def main() -> int:
                 sides[side].append(time_run(root, extra[side]))
     medians = {side: statistics.median(times) for side, times in sides.items()}
     for side, times in sides.items():
-        print(f"{side:18s} median {1000 * medians[side]:7.1f} ms  "
-              f"(min {1000 * min(times):.1f}, max {1000 * max(times):.1f}, {len(times)} runs)")
+        print(
+            f"{side:18s} median {1000 * medians[side]:7.1f} ms  "
+            f"(min {1000 * min(times):.1f}, max {1000 * max(times):.1f}, {len(times)} runs)"
+        )
     # the paired differences of neighbouring runs are steadier than a difference of medians
     paired = [a - b for a, b in zip(sides["with modelsweep"], sides["-p no:modelsweep"])]
     overhead_ms = 1000 * statistics.median(paired)
-    print(f"overhead: {overhead_ms:+.1f} ms (median of {len(paired)} paired differences; "
-          f"difference of medians {1000 * (medians['with modelsweep'] - medians['-p no:modelsweep']):+.1f} ms); "
-          f"target <= {args.target_ms:g} ms: {'met' if overhead_ms <= args.target_ms else 'MISSED'}")
+    print(
+        f"overhead: {overhead_ms:+.1f} ms (median of {len(paired)} paired differences; "
+        f"difference of medians {1000 * (medians['with modelsweep'] - medians['-p no:modelsweep']):+.1f} ms); "
+        f"target <= {args.target_ms:g} ms: {'met' if overhead_ms <= args.target_ms else 'MISSED'}"
+    )
     return 0 if overhead_ms <= args.target_ms else 1
 
 

@@ -21,11 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.sweep import load_sweep  # noqa: E402
-from pytest_modelsweep.serving.llamacpp import launch_llamacpp  # noqa: E402
-from pytest_modelsweep.serving.provision import (  # noqa: E402
-    LlamaServer, ensure_llama_server, llama_server_path, prebuilt_llama_server)
-from pytest_modelsweep.workloads.throughput import run_throughput  # noqa: E402
+from pytest_modelsweep.core.sweep import load_sweep
+from pytest_modelsweep.serving.llamacpp import launch_llamacpp
+from pytest_modelsweep.serving.provision import (
+    LlamaServer,
+    ensure_llama_server,
+    llama_server_path,
+    prebuilt_llama_server,
+)
+from pytest_modelsweep.workloads.throughput import run_throughput
 
 CONCURRENCIES = (1, 4)
 
@@ -50,13 +54,18 @@ def main() -> None:
     sides = servers()
     for side, server in sides.items():
         print(f"{side}: {server.origin}")
-    print(f"{'model':<20}{'c':>3}{'prebuilt tok/s':>16}{'native tok/s':>14}"
-          f"{'ratio p/n':>11}{'ratios by round':>28}")
+    print(
+        f"{'model':<20}{'c':>3}{'prebuilt tok/s':>16}{'native tok/s':>14}"
+        f"{'ratio p/n':>11}{'ratios by round':>28}"
+    )
     with tempfile.TemporaryDirectory(prefix="modelsweep-prebuilt-speed-") as logs:
         for name in args.models.split(","):
-            launched = {side: launch_llamacpp(sweep.model(name), sweep.serving, Path(logs),
-                                              lambda _line: None, server)
-                        for side, server in sides.items()}
+            launched = {
+                side: launch_llamacpp(
+                    sweep.model(name), sweep.serving, Path(logs), lambda _line: None, server
+                )
+                for side, server in sides.items()
+            }
             try:
                 rate: dict[tuple[str, int], list[float]] = {}
                 for round_ in range(args.rounds):
@@ -64,19 +73,29 @@ def main() -> None:
                     for concurrency in CONCURRENCIES:
                         for side in order:
                             window = run_throughput(
-                                launched[side][0], concurrency=concurrency, prompt_tokens=None,
-                                output_tokens=args.tokens, timed_requests=concurrency,
-                                warmup_requests=1, seed=round_ * 100 + concurrency,
-                                timeout_s=600.0, server_metrics=False)
+                                launched[side][0],
+                                concurrency=concurrency,
+                                prompt_tokens=None,
+                                output_tokens=args.tokens,
+                                timed_requests=concurrency,
+                                warmup_requests=1,
+                                seed=round_ * 100 + concurrency,
+                                timeout_s=600.0,
+                                server_metrics=False,
+                            )
                             rate.setdefault((side, concurrency), []).append(
-                                window.output_tokens_per_s)
+                                window.output_tokens_per_s
+                            )
                 for concurrency in CONCURRENCIES:
                     pre, nat = rate[("prebuilt", concurrency)], rate[("native", concurrency)]
                     ratios = [p / n for p, n in zip(pre, nat, strict=True)]
                     shown = " ".join(f"{r:.2f}" for r in ratios)
-                    print(f"{name:<20}{concurrency:>3}{statistics.median(pre):>16.1f}"
-                          f"{statistics.median(nat):>14.1f}{statistics.median(ratios):>10.2f}x"
-                          f"{shown:>28}", flush=True)
+                    print(
+                        f"{name:<20}{concurrency:>3}{statistics.median(pre):>16.1f}"
+                        f"{statistics.median(nat):>14.1f}{statistics.median(ratios):>10.2f}x"
+                        f"{shown:>28}",
+                        flush=True,
+                    )
             finally:
                 for _endpoint, process in launched.values():
                     process.stop()

@@ -68,33 +68,42 @@ class Window:
         return "saturated (simulated)" if self.saturated else None
 
 
-def sweep(rng: np.random.Generator, crossing: float, n: int, steepness: float,
-          saturation: float) -> SearchBracket | None:
+def sweep(
+    rng: np.random.Generator, crossing: float, n: int, steepness: float, saturation: float
+) -> SearchBracket | None:
     """One simulated sweep's capacity and bracket (None: no capacity concluded)."""
+
     def measure(rate: float) -> tuple[Goodput, Window]:
         p = TARGET ** ((rate / crossing) ** steepness)
         good = int(rng.binomial(n, p))
         return Goodput(good, n, n / rate), Window(256 * rate, rate > saturation * crossing)
 
-    result = slo_search.find_capacity(measure, knob=slo_search.Knob.rate(START_RPS, MAX_RPS),
-                                      target=TARGET, policy=slo_search.RATE_POLICY)
+    result = slo_search.find_capacity(
+        measure,
+        knob=slo_search.Knob.rate(START_RPS, MAX_RPS),
+        target=TARGET,
+        policy=slo_search.RATE_POLICY,
+    )
     if result.capacity is None or result.bracket is None:
         return None
-    return SearchBracket(result.capacity, *result.bracket,
-                         result.policy.interval_confidence, RATE)
+    return SearchBracket(result.capacity, *result.bracket, result.policy.interval_confidence, RATE)
 
 
 def covers(bracket: SearchBracket | None, crossing: float) -> bool:
-    return bracket is not None and bracket.last_pass <= crossing and (
-        bracket.first_fail is None or crossing < bracket.first_fail)
+    return (
+        bracket is not None
+        and bracket.last_pass <= crossing
+        and (bracket.first_fail is None or crossing < bracket.first_fail)
+    )
 
 
-def verdict(candidate: SearchBracket | None, reference: SearchBracket | None,
-            ) -> Verdict | None:
+def verdict(
+    candidate: SearchBracket | None,
+    reference: SearchBracket | None,
+) -> Verdict | None:
     if candidate is None or reference is None or reference.capacity <= 0:
         return None
-    return slo_search.decide_capacity_verdict(
-        slo_search.capacity_ratio(candidate, reference), 0.10)
+    return slo_search.decide_capacity_verdict(slo_search.capacity_ratio(candidate, reference), 0.10)
 
 
 def main() -> int:
@@ -109,8 +118,10 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     began = time.perf_counter()
     failed = False
-    print(f"{'n':>3} {'steep':>5} {'sat':>4}  {'coverage':>8}  {'A/A wrong':>9}  "
-          f"{'inconcl.':>8}  {'1.5x better':>11}  {'2x better':>9}")
+    print(
+        f"{'n':>3} {'steep':>5} {'sat':>4}  {'coverage':>8}  {'A/A wrong':>9}  "
+        f"{'inconcl.':>8}  {'1.5x better':>11}  {'2x better':>9}"
+    )
     for n, steepness, saturation in CASES:
         covered, wrong, inconclusive, better_15, better_2 = 0, 0, 0, 0, 0
         for _ in range(args.sweeps):
@@ -121,15 +132,19 @@ def main() -> int:
             same = verdict(a, b)
             wrong += same in (Verdict.WORSE, Verdict.BETTER)
             inconclusive += same is Verdict.INCONCLUSIVE or same is None
-            better_15 += verdict(sweep(rng, 1.5 * crossing, n, steepness, saturation),
-                                 b) is Verdict.BETTER
-            better_2 += verdict(sweep(rng, 2 * crossing, n, steepness, saturation),
-                                b) is Verdict.BETTER
+            better_15 += (
+                verdict(sweep(rng, 1.5 * crossing, n, steepness, saturation), b) is Verdict.BETTER
+            )
+            better_2 += (
+                verdict(sweep(rng, 2 * crossing, n, steepness, saturation), b) is Verdict.BETTER
+            )
         coverage, aa = covered / (2 * args.sweeps), wrong / args.sweeps
         failed |= coverage < 0.90 or aa > 0.10
-        print(f"{n:>3} {steepness:>5g} {saturation:>4g}  {coverage:>8.1%}  {aa:>9.1%}  "
-              f"{inconclusive / args.sweeps:>8.1%}  {better_15 / args.sweeps:>11.1%}  "
-              f"{better_2 / args.sweeps:>9.1%}")
+        print(
+            f"{n:>3} {steepness:>5g} {saturation:>4g}  {coverage:>8.1%}  {aa:>9.1%}  "
+            f"{inconclusive / args.sweeps:>8.1%}  {better_15 / args.sweeps:>11.1%}  "
+            f"{better_2 / args.sweeps:>9.1%}"
+        )
     print(f"{len(CASES) * args.sweeps * 4} sweeps in {time.perf_counter() - began:.0f} s")
     return 1 if failed else 0
 

@@ -52,8 +52,7 @@ def t975(df: int) -> float:
     return t_half_width(1.0, df)
 
 
-def windows(rng: np.random.Generator, cv: float, drift: float, runs: int, most: int
-            ) -> np.ndarray:
+def windows(rng: np.random.Generator, cv: float, drift: float, runs: int, most: int) -> np.ndarray:
     """Log tokens/s (minus log SCALE) of ``most`` windows per run: normal with the sd that
     gives coefficient of variation ``cv``, plus ``drift`` per window."""
     sigma = math.sqrt(math.log1p(cv * cv))
@@ -81,8 +80,9 @@ def sequential(logs: np.ndarray, target: float, drift: float) -> tuple[np.ndarra
     return taken, covered
 
 
-def two_stage(logs: np.ndarray, target: float, drift: float, n0: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def two_stage(
+    logs: np.ndarray, target: float, drift: float, n0: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(repeats taken, covered, interval low, high on the log scale) per run, Stein's rule
     with a first stage of ``n0``."""
     runs, most = logs.shape
@@ -96,8 +96,15 @@ def two_stage(logs: np.ndarray, target: float, drift: float, n0: int
     return taken, covered, mean - half, mean + half
 
 
-def check_against_package(logs: np.ndarray, taken: np.ndarray, low: np.ndarray,
-                          high: np.ndarray, target: float, most: int, n0: int) -> None:
+def check_against_package(
+    logs: np.ndarray,
+    taken: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    target: float,
+    most: int,
+    n0: int,
+) -> None:
     """The package's RepeatPolicy, run window by window, agrees with the vectorised rule."""
     policy = RepeatPolicy(None, target, most, first_stage=n0)
     for i in range(logs.shape[0]):
@@ -119,19 +126,26 @@ def main() -> int:
     parser.add_argument("--target", type=float, default=DEFAULTS.repeats_target)
     parser.add_argument("--max", type=int, default=DEFAULTS.repeats_max)
     parser.add_argument("--drift", type=float, default=0.01)
-    parser.add_argument("--first-stage", type=int, default=AUTO_FIRST_STAGE,
-                        help="the two-stage rule's first stage (default: the package's)")
+    parser.add_argument(
+        "--first-stage",
+        type=int,
+        default=AUTO_FIRST_STAGE,
+        help="the two-stage rule's first stage (default: the package's)",
+    )
     parser.add_argument("--check", type=int, default=300)
     parser.add_argument("--seed", type=int, default=20260)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
-    print(f"--repeats auto, target ±{args.target:.0%}, at most {args.max} repeats, two-stage "
-          f"first stage {args.first_stage}; {args.runs} runs per cell; coverage of the 95% "
-          "interval (mean repeats)")
+    print(
+        f"--repeats auto, target ±{args.target:.0%}, at most {args.max} repeats, two-stage "
+        f"first stage {args.first_stage}; {args.runs} runs per cell; coverage of the 95% "
+        "interval (mean repeats)"
+    )
     print(f"{'':>6} | {'no drift':^38} | {f'drift {args.drift:.0%} per window':^38}")
-    print(f"{'CV':>6} | {'sequential':^18} {'two-stage':^19} | {'sequential':^18} "
-          f"{'two-stage':^19}")
+    print(
+        f"{'CV':>6} | {'sequential':^18} {'two-stage':^19} | {'sequential':^18} {'two-stage':^19}"
+    )
     misses: list[str] = []
     for cv in CVS:
         cells: list[str] = []
@@ -139,15 +153,20 @@ def main() -> int:
             logs = windows(rng, cv, drift, args.runs, args.max)
             old_taken, old_covered = sequential(logs, args.target, drift)
             taken, covered, low, high = two_stage(logs, args.target, drift, args.first_stage)
-            check_against_package(logs[: args.check], taken, low, high, args.target, args.max,
-                                  args.first_stage)
-            cells.append(f"{old_covered.mean():6.1%} ({old_taken.mean():4.1f})  "
-                         f"{covered.mean():6.1%} ({taken.mean():4.1f})")
+            check_against_package(
+                logs[: args.check], taken, low, high, args.target, args.max, args.first_stage
+            )
+            cells.append(
+                f"{old_covered.mean():6.1%} ({old_taken.mean():4.1f})  "
+                f"{covered.mean():6.1%} ({taken.mean():4.1f})"
+            )
             if drift == 0.0 and not 0.93 <= covered.mean() <= 0.97:
                 misses.append(f"CV {cv:.0%}: two-stage coverage {covered.mean():.1%}")
         print(f"{cv:>6.0%} | {cells[0]:<38} | {cells[1]:<38}")
-    print(f"({time.perf_counter() - started:.1f} s; the package's RepeatPolicy agreed on the "
-          f"first {args.check} runs of every cell)")
+    print(
+        f"({time.perf_counter() - started:.1f} s; the package's RepeatPolicy agreed on the "
+        f"first {args.check} runs of every cell)"
+    )
     for miss in misses:
         print(f"MISSED 93-97%: {miss}")
     return 1 if misses else 0

@@ -47,13 +47,13 @@ from scipy.special import ndtr, ndtri
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pytest_modelsweep.core.stats import Verdict, decide_verdict  # noqa: E402
-from pytest_modelsweep.core.stats.bootstrap import (  # noqa: E402
+from pytest_modelsweep.core.stats import Verdict, decide_verdict
+from pytest_modelsweep.core.stats.bootstrap import (
     MIN_DISCORDANT,
     MIN_PAIRED_ITEMS,
     paired_bootstrap,
 )
-from pytest_modelsweep.core.stats.sequences import crossing_times  # noqa: E402
+from pytest_modelsweep.core.stats.sequences import crossing_times
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -79,8 +79,9 @@ class Cell:
         return self.reference + self.difference
 
 
-def draw_scores(rng: np.random.Generator, runs: int, size: int, reference: float,
-                candidate: float, steps: int) -> tuple[FloatArray, FloatArray]:
+def draw_scores(
+    rng: np.random.Generator, runs: int, size: int, reference: float, candidate: float, steps: int
+) -> tuple[FloatArray, FloatArray]:
     """Candidate and reference scores (runs x size): item difficulty z (correlated between the
     sides), chance of each check q = Phi(a + s·z), score = Binomial(steps, q)/steps, with a
     chosen so that the mean score is the accuracy: E Phi(a + s·z) = Phi(a / sqrt(1 + s²))."""
@@ -94,8 +95,9 @@ def draw_scores(rng: np.random.Generator, runs: int, size: int, reference: float
     return (rng.binomial(steps, q_candidate) / steps, rng.binomial(steps, q_reference) / steps)
 
 
-def mirrored_differences(rng: np.random.Generator, runs: int, size: int, accuracy: float,
-                         steps: int) -> FloatArray:
+def mirrored_differences(
+    rng: np.random.Generator, runs: int, size: int, accuracy: float, steps: int
+) -> FloatArray:
     """Data sets whose mean difference is exactly 0: size // 2 items drawn, each also present
     with the sides swapped (and one tie when size is odd), in a random order."""
     half = size // 2
@@ -116,8 +118,9 @@ class SequenceOutcome:
     items_look: float  # mean items used with a look every --look items, share of the data set
 
 
-def judge_sequence(d: FloatArray, truth: FloatArray, population: int | None,
-                   look: int) -> SequenceOutcome:
+def judge_sequence(
+    d: FloatArray, truth: FloatArray, population: int | None, look: int
+) -> SequenceOutcome:
     """Stop at the first look where the sequence excludes 0; score it against ``truth``."""
     size = d.shape[1]
     better_at, worse_at = crossing_times(d, 0.0, population=population, confidence=CONFIDENCE)
@@ -173,24 +176,34 @@ class BootstrapOutcome:
     normal_agrees: float  # the normal interval's verdict equals the bootstrap's at full n
 
 
-def judge_bootstrap(candidate: FloatArray, reference: FloatArray, truth: float,
-                    resamples: int) -> BootstrapOutcome:
+def judge_bootstrap(
+    candidate: FloatArray, reference: FloatArray, truth: float, resamples: int
+) -> BootstrapOutcome:
     runs, size = candidate.shape
     ids = [f"item-{i:04d}" for i in range(size)]
     says = false = covered = agrees = 0
     z = ndtri(0.5 + CONFIDENCE / 2)
     for run in range(runs):
-        interval = paired_bootstrap(dict(zip(ids, candidate[run].tolist(), strict=True)),
-                                    dict(zip(ids, reference[run].tolist(), strict=True)),
-                                    resamples=resamples, confidence=CONFIDENCE, seed=run)
+        interval = paired_bootstrap(
+            dict(zip(ids, candidate[run].tolist(), strict=True)),
+            dict(zip(ids, reference[run].tolist(), strict=True)),
+            resamples=resamples,
+            confidence=CONFIDENCE,
+            seed=run,
+        )
         verdict = decide_verdict(interval)
         said = verdict in (Verdict.BETTER, Verdict.WORSE)
         says += said
-        false += (verdict is Verdict.BETTER and truth <= 0) or (verdict is Verdict.WORSE and truth >= 0)
+        false += (verdict is Verdict.BETTER and truth <= 0) or (
+            verdict is Verdict.WORSE and truth >= 0
+        )
         covered += interval.low <= truth <= interval.high
         d = candidate[run] - reference[run]
-        normal_sign = 0 if interval.too_few_items else int(
-            np.sign(d.mean()) * (abs(d.mean()) > z * d.std() / math.sqrt(size)))
+        normal_sign = (
+            0
+            if interval.too_few_items
+            else int(np.sign(d.mean()) * (abs(d.mean()) > z * d.std() / math.sqrt(size)))
+        )
         bootstrap_sign = {Verdict.BETTER: 1, Verdict.WORSE: -1}.get(verdict, 0)
         agrees += normal_sign == bootstrap_sign
     return BootstrapOutcome(says / runs, false / runs, covered / runs, agrees / runs)
@@ -203,45 +216,68 @@ def percent(value: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=None, help="runs per cell (default 2,000)")
-    parser.add_argument("--bootstrap-runs", type=int, default=None,
-                        help="runs per cell for the fixed-n bootstrap (default 500)")
+    parser.add_argument(
+        "--bootstrap-runs",
+        type=int,
+        default=None,
+        help="runs per cell for the fixed-n bootstrap (default 500)",
+    )
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--look", type=int, default=20, help="items per round between looks")
     parser.add_argument("--seed", type=int, default=0)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true",
-                      help="200 runs (100 bootstrap), differences 0 and 10 points only")
+    mode.add_argument(
+        "--quick",
+        action="store_true",
+        help="200 runs (100 bootstrap), differences 0 and 10 points only",
+    )
     mode.add_argument("--full", action="store_true", help="10,000 runs (2,000 bootstrap)")
     args = parser.parse_args()
     runs = args.runs or (200 if args.quick else 10_000 if args.full else 2000)
-    bootstrap_runs = min(runs, args.bootstrap_runs or (100 if args.quick else 2000 if args.full else 500))
+    bootstrap_runs = min(
+        runs, args.bootstrap_runs or (100 if args.quick else 2000 if args.full else 500)
+    )
     differences = (0.0, 0.10) if args.quick else DIFFERENCES
-    cells = [Cell(kind, size, reference, difference)
-             for kind in KINDS for size in SIZES for reference in REFERENCE_ACCURACIES
-             for difference in differences]
+    cells = [
+        Cell(kind, size, reference, difference)
+        for kind in KINDS
+        for size in SIZES
+        for reference in REFERENCE_ACCURACIES
+        for difference in differences
+    ]
     started = time.perf_counter()
-    print(f"{runs} runs per cell ({bootstrap_runs} for the fixed-n bootstrap, {args.resamples} "
-          f"resamples), {CONFIDENCE:.0%}, a look every {args.look} items; percent of runs\n")
+    print(
+        f"{runs} runs per cell ({bootstrap_runs} for the fixed-n bootstrap, {args.resamples} "
+        f"resamples), {CONFIDENCE:.0%}, a look every {args.look} items; percent of runs\n"
+    )
     sequences_table = [
-        ("| scores | items | accuracy | differ | i.i.d. says | false | cover at stop | "
-         "cover all n | items used | WoR says | false | cover at stop | cover all n | items used |"),
-        "| --- | ---: | --- |" + " ---: |" * 11]
+        (
+            "| scores | items | accuracy | differ | i.i.d. says | false | cover at stop | "
+            "cover all n | items used | WoR says | false | cover at stop | cover all n | items used |"
+        ),
+        "| --- | ---: | --- |" + " ---: |" * 11,
+    ]
     fixed_table = [
-        ("| scores | items | accuracy | bootstrap says | false | cover | peek says | false | "
-         "items used | fixed n for 80% power |"),
-        "| --- | ---: | --- |" + " ---: |" * 7]
+        (
+            "| scores | items | accuracy | bootstrap says | false | cover | peek says | false | "
+            "items used | fixed n for 80% power |"
+        ),
+        "| --- | ---: | --- |" + " ---: |" * 7,
+    ]
     worst = {"false": 0.0, "cover": 1.0}
     agreement: list[float] = []
     used_at_ten: list[tuple[Cell, float, float]] = []
     for index, cell in enumerate(cells):
         rng = np.random.default_rng([args.seed, index])
-        candidate, reference = draw_scores(rng, runs, cell.size, cell.reference, cell.candidate,
-                                           KINDS[cell.kind])
+        candidate, reference = draw_scores(
+            rng, runs, cell.size, cell.reference, cell.candidate, KINDS[cell.kind]
+        )
         d = candidate - reference
         iid = judge_sequence(d, np.full(runs, cell.difference), None, args.look)
         wor = judge_sequence(d, d.mean(axis=1), cell.size, args.look)
-        boot = judge_bootstrap(candidate[:bootstrap_runs], reference[:bootstrap_runs],
-                               cell.difference, args.resamples)
+        boot = judge_bootstrap(
+            candidate[:bootstrap_runs], reference[:bootstrap_runs], cell.difference, args.resamples
+        )
         agreement.append(boot.normal_agrees)
         sign, peek_items = peek_normal(d, args.look)
         peek_false = ((sign > 0) & (cell.difference <= 0)) | ((sign < 0) & (cell.difference >= 0))
@@ -249,51 +285,90 @@ def main() -> None:
         worst["cover"] = min(worst["cover"], iid.cover_at_stop, wor.cover_at_stop)
         if cell.difference == 0.10:
             used_at_ten.append((cell, iid.items_look, wor.items_look))
-        power_items = "-" if cell.difference == 0 else percent(min(1.0, (
-            (ndtri(0.5 + CONFIDENCE / 2) + ndtri(0.8)) ** 2 * float(d.var())
-            / cell.difference**2) / cell.size))
+        power_items = (
+            "-"
+            if cell.difference == 0
+            else percent(
+                min(
+                    1.0,
+                    (
+                        (ndtri(0.5 + CONFIDENCE / 2) + ndtri(0.8)) ** 2
+                        * float(d.var())
+                        / cell.difference**2
+                    )
+                    / cell.size,
+                )
+            )
+        )
         label = f"| {cell.kind} | {cell.size} | {cell.reference:.0%} → {cell.candidate:.0%} |"
         sequences_table.append(
             f"{label} {percent(float((d != 0).mean()))} | "
-            + " | ".join(percent(value) for outcome in (iid, wor) for value in (
-                outcome.says, outcome.false, outcome.cover_at_stop, outcome.cover_always,
-                outcome.items_look)) + " |")
+            + " | ".join(
+                percent(value)
+                for outcome in (iid, wor)
+                for value in (
+                    outcome.says,
+                    outcome.false,
+                    outcome.cover_at_stop,
+                    outcome.cover_always,
+                    outcome.items_look,
+                )
+            )
+            + " |"
+        )
         fixed_table.append(
             f"{label} {percent(boot.says)} | {percent(boot.false)} | {percent(boot.coverage)} | "
             f"{percent(float((sign != 0).mean()))} | {percent(float(peek_false.mean()))} | "
-            f"{percent(float(peek_items.mean()) / cell.size)} | {power_items} |")
+            f"{percent(float(peek_items.mean()) / cell.size)} | {power_items} |"
+        )
         print(f"cell {index + 1}/{len(cells)} done", file=sys.stderr, flush=True)
     print("Confidence sequences, stopped at the first look that decides\n")
     print("\n".join(sequences_table))
-    print(f"\nFixed-n rules beside them: the bootstrap at the full data set, and peeking at a "
-          f"fixed-n interval every {args.look} items\n")
+    print(
+        f"\nFixed-n rules beside them: the bootstrap at the full data set, and peeking at a "
+        f"fixed-n interval every {args.look} items\n"
+    )
     print("\n".join(fixed_table))
 
     print("\nWoR sequence on data sets whose mean difference is exactly 0\n")
     print("| scores | items | accuracy | says (false) | cover at stop | cover all n | items used |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for index, (kind, size, accuracy) in enumerate(
-            (kind, size, accuracy) for kind in KINDS for size in SIZES
-            for accuracy in REFERENCE_ACCURACIES):
+        (kind, size, accuracy)
+        for kind in KINDS
+        for size in SIZES
+        for accuracy in REFERENCE_ACCURACIES
+    ):
         rng = np.random.default_rng([args.seed, 1000 + index])
         d = mirrored_differences(rng, runs, size, accuracy, KINDS[kind])
         wor = judge_sequence(d, np.zeros(runs), size, args.look)
         worst["false"] = max(worst["false"], wor.false)
         worst["cover"] = min(worst["cover"], wor.cover_at_stop)
-        print(f"| {kind} | {size} | {accuracy:.0%} | {percent(wor.false)} | "
-              f"{percent(wor.cover_at_stop)} | {percent(wor.cover_always)} | "
-              f"{percent(wor.items_look)} |", flush=True)
+        print(
+            f"| {kind} | {size} | {accuracy:.0%} | {percent(wor.false)} | "
+            f"{percent(wor.cover_at_stop)} | {percent(wor.cover_always)} | "
+            f"{percent(wor.items_look)} |",
+            flush=True,
+        )
 
-    print(f"\nlargest false better/worse rate of a sequence: {percent(worst['false'])}% "
-          f"(target at most {percent(1 - CONFIDENCE)}%)")
-    print(f"smallest coverage at the stopping time: {percent(worst['cover'])}% "
-          f"(target at least {percent(CONFIDENCE)}%)")
+    print(
+        f"\nlargest false better/worse rate of a sequence: {percent(worst['false'])}% "
+        f"(target at most {percent(1 - CONFIDENCE)}%)"
+    )
+    print(
+        f"smallest coverage at the stopping time: {percent(worst['cover'])}% "
+        f"(target at least {percent(CONFIDENCE)}%)"
+    )
     for cell, iid_used, wor_used in used_at_ten:
-        print(f"10 points ahead, {cell.kind}, {cell.size} items, {cell.reference:.0%} → "
-              f"{cell.candidate:.0%}: items used {percent(iid_used)}% (i.i.d.), "
-              f"{percent(wor_used)}% (WoR) of the data set (target at most 30%)")
-    print(f"normal interval and paired bootstrap agree on the full-data verdict in "
-          f"{percent(min(agreement))}-{percent(max(agreement))}% of runs per cell")
+        print(
+            f"10 points ahead, {cell.kind}, {cell.size} items, {cell.reference:.0%} → "
+            f"{cell.candidate:.0%}: items used {percent(iid_used)}% (i.i.d.), "
+            f"{percent(wor_used)}% (WoR) of the data set (target at most 30%)"
+        )
+    print(
+        f"normal interval and paired bootstrap agree on the full-data verdict in "
+        f"{percent(min(agreement))}-{percent(max(agreement))}% of runs per cell"
+    )
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

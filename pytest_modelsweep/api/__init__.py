@@ -9,6 +9,16 @@ from .evaluation import EvalItem, Evaluate, EvaluationResult, Score, Scorer, Sum
 from .prompts import MeasureThroughput, load_prompts
 
 __all__ = [
-    "Completion", "EvalItem", "Evaluate", "EvaluationResult", "ItemRecord", "MeasureThroughput",
-    "Score", "Scorer", "Summarise", "ToolCall", "load_prompts", "register_accuracy_metric",
+    "Completion",
+    "EvalItem",
+    "Evaluate",
+    "EvaluationResult",
+    "ItemRecord",
+    "MeasureThroughput",
+    "Score",
+    "Scorer",
+    "Summarise",
+    "ToolCall",
+    "load_prompts",
+    "register_accuracy_metric",
 ]

@@ -16,8 +16,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..core.errors import DataError, ScorerError
-from ..core.records import (ApiRequest, Completion, ItemRecord, prompt_hash, text_field,
-    tool_calls_as_openai)
+from ..core.records import (
+    ApiRequest,
+    Completion,
+    ItemRecord,
+    prompt_hash,
+    text_field,
+    tool_calls_as_openai,
+)
 
 if TYPE_CHECKING:
     from ..core.measurements import AccuracyStats
@@ -71,15 +77,20 @@ class EvalItem:
             raise DataError(f"{where}: stop must be a list of non-empty strings, got {stop!r}")
         object.__setattr__(self, "stop", stop)
         check_positive(where, max_tokens=self.max_tokens)
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float) \
-                or not self.temperature >= 0:
-            raise DataError(f"{where}: temperature must be a number >= 0, "
-                            f"got {self.temperature!r}")
+        if (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, int | float)
+            or not self.temperature >= 0
+        ):
+            raise DataError(f"{where}: temperature must be a number >= 0, got {self.temperature!r}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
         if not self.data_hash:
-            source = {"messages": self.messages and [dict(m) for m in self.messages],
-                      "prompt": self.prompt, "tools": self.tools and list(self.tools),
-                      "answer": self.answer}
+            source = {
+                "messages": self.messages and [dict(m) for m in self.messages],
+                "prompt": self.prompt,
+                "tools": self.tools and list(self.tools),
+                "answer": self.answer,
+            }
             try:
                 object.__setattr__(self, "data_hash", prompt_hash(source))
             except (TypeError, ValueError):
@@ -100,13 +111,15 @@ def _checked_messages(
     messages: Sequence[Mapping[str, Any]], where: str
 ) -> tuple[dict[str, Any], ...]:
     if isinstance(messages, str | bytes) or not messages:
-        raise DataError(f"{where}: messages must be a non-empty list of "
-                        '{"role": ..., "content": ...} turns')
+        raise DataError(
+            f'{where}: messages must be a non-empty list of {{"role": ..., "content": ...}} turns'
+        )
     checked = []
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise DataError(f"{where}: message {index} must be a dict with a string \"role\", "
-                            f"got {message!r}")
+            raise DataError(
+                f'{where}: message {index} must be a dict with a string "role", got {message!r}'
+            )
         checked.append(dict(message))
     return tuple(checked)
 
@@ -138,8 +151,10 @@ def render_completion_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
     for index, message in enumerate(messages):
         content = message.get("content")
         if not isinstance(content, str):
-            raise DataError(f"message {index} has content {content!r}: a completion model "
-                            "needs text turns (or give the item a prompt)")
+            raise DataError(
+                f"message {index} has content {content!r}: a completion model "
+                "needs text turns (or give the item a prompt)"
+            )
         role = str(message["role"])
         parts.append(content if role == "system" else f"{role.capitalize()}: {content}")
     if messages and messages[-1]["role"] == "assistant":
@@ -158,8 +173,9 @@ def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
     messages = [dict(m) for m in item.messages] if item.messages is not None else None
     if item.tools is not None and messages is not None:
         tools = [dict(tool) for tool in item.tools]
-        return ApiRequest(item.id, "/v1/chat/completions",
-                          {"messages": messages, "tools": tools, **settings})
+        return ApiRequest(
+            item.id, "/v1/chat/completions", {"messages": messages, "tools": tools, **settings}
+        )
     if prompting == "chat" and messages is not None:
         return ApiRequest(item.id, "/v1/chat/completions", {"messages": messages, **settings})
     if item.prompt is not None:
@@ -179,23 +195,32 @@ PROMPT_FIELDS = ("messages", "prompt", "tools", "stop")
 def sampling_params(items: Sequence[EvalItem], prompting: Prompting) -> dict[str, Any]:
     """What each item was sampled with: ``sampling`` (shared by every item) and, when some
     differ, ``sampling_by_item`` (each item's others)."""
-    requests = {item.id: {k: v for k, v in request_for(item, prompting).payload.items()
-                          if k not in PROMPT_FIELDS} for item in items}
+    requests = {
+        item.id: {
+            k: v for k, v in request_for(item, prompting).payload.items() if k not in PROMPT_FIELDS
+        }
+        for item in items
+    }
     listed = list(requests.values())
 
     def text(value: Any) -> str:
         return json.dumps(value, sort_keys=True, default=str)
 
-    shared = {k: v for k, v in (listed[0].items() if listed else ())
-              if all(k in r and text(r[k]) == text(v) for r in listed)}
-    rest = {item_id: {k: v for k, v in r.items() if k not in shared}
-            for item_id, r in requests.items()}
+    shared = {
+        k: v
+        for k, v in (listed[0].items() if listed else ())
+        if all(k in r and text(r[k]) == text(v) for r in listed)
+    }
+    rest = {
+        item_id: {k: v for k, v in r.items() if k not in shared} for item_id, r in requests.items()
+    }
     return {"sampling": shared, **({"sampling_by_item": rest} if any(rest.values()) else {})}
 
 
 def _scorer_name(scorer: Callable[..., Any]) -> str:
-    return str(getattr(scorer, "__qualname__", None) or getattr(scorer, "__name__", None)
-               or repr(scorer))
+    return str(
+        getattr(scorer, "__qualname__", None) or getattr(scorer, "__name__", None) or repr(scorer)
+    )
 
 
 def _checked_value(
@@ -212,7 +237,11 @@ def _checked_value(
 
 
 def scored_record(
-    benchmark: str, scorer: Scorer, item: EvalItem, request: ApiRequest, completion: Completion,
+    benchmark: str,
+    scorer: Scorer,
+    item: EvalItem,
+    request: ApiRequest,
+    completion: Completion,
 ) -> ItemRecord:
     """The item's record: failed when there is no answer, else the scorer's checked score
     (a ScorerError for anything but a bool, a number in [0, 1] or a Score with JSON data)."""
@@ -225,9 +254,16 @@ def scored_record(
         failure = f"{text_field(request.path)} is NoneType, not a string"
 
     record = partial(
-        ItemRecord, item_id=item.id, prompt_hash=request.prompt_hash, response=shown,
-        data_hash=item.data_hash, finish_reason=completion.finish_reason, completion=completion,
-        prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
+        ItemRecord,
+        item_id=item.id,
+        prompt_hash=request.prompt_hash,
+        response=shown,
+        data_hash=item.data_hash,
+        finish_reason=completion.finish_reason,
+        completion=completion,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+    )
     if failure is not None:
         return record(correct=False, error=failure)
     result = scorer(completion, item)
@@ -241,8 +277,9 @@ def scored_record(
             f"item {item.id!r}: an answer must be JSON data (a string, number, list or dict)"
         ) from None
     scores = dict(score.scores) if isinstance(score.scores, Mapping) else None
-    if scores is None or not all(isinstance(k, str) and isinstance(v, bool)
-                                 for k, v in scores.items()):
+    if scores is None or not all(
+        isinstance(k, str) and isinstance(v, bool) for k, v in scores.items()
+    ):
         raise ScorerError(
             f"scorer {_scorer_name(scorer)} gave scores {score.scores!r} for {benchmark} item "
             f"{item.id!r}: expected a dict of names to True/False"
@@ -318,7 +355,17 @@ def first_duplicate(items: Sequence[EvalItem]) -> str | None:
 
 
 __all__ = [
-    "EvalItem", "Evaluate", "EvaluationResult", "Prompting", "Score", "Scorer", "Summarise",
-    "check_positive", "first_duplicate", "render_completion_prompt", "request_for", "scored_record",
+    "EvalItem",
+    "Evaluate",
+    "EvaluationResult",
+    "Prompting",
+    "Score",
+    "Scorer",
+    "Summarise",
+    "check_positive",
+    "first_duplicate",
+    "render_completion_prompt",
+    "request_for",
+    "scored_record",
     "summarise_items",
 ]

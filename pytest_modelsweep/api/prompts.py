@@ -24,16 +24,24 @@ def load_prompts(path: str | Path) -> list[str]:
         raise DataError(f"prompt file {where} not found; {fix}")
     if where.suffix != ".jsonl":
         lines = read_utf8_text(where, "prompt", fix).splitlines()
-        prompts = [line.strip() for line in lines
-                   if line.strip() and not line.lstrip().startswith("#")]
+        prompts = [
+            line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")
+        ]
     else:
         prompts = []
-        for number, line, record in read_jsonl(where, "prompt", fix, "a .jsonl prompt file has "
-                                               'one {"prompt": "..."} object a line', "not JSON"):
+        for number, line, record in read_jsonl(
+            where,
+            "prompt",
+            fix,
+            'a .jsonl prompt file has one {"prompt": "..."} object a line',
+            "not JSON",
+        ):
             prompt = record.get("prompt") if isinstance(record, dict) else None
             if not isinstance(prompt, str) or not prompt.strip():
-                raise DataError(f"{where}:{number}: expected a non-empty \"prompt\" string, "
-                                f"got {line.strip()[:80]!r}")
+                raise DataError(
+                    f'{where}:{number}: expected a non-empty "prompt" string, '
+                    f"got {line.strip()[:80]!r}"
+                )
             prompts.append(prompt)
     if not prompts:
         raise DataError(f"prompt file {where} has no prompts; write one prompt a line")
@@ -49,8 +57,9 @@ def checked_prompts(benchmark: str, prompts: Sequence[str]) -> list[str]:
         raise DataError(f"{benchmark}: no prompts to send")
     for index, prompt in enumerate(listed):
         if not isinstance(prompt, str) or not prompt.strip():
-            raise DataError(f"{benchmark}: prompt {index} must be a non-empty string, "
-                            f"got {prompt!r}"[:200])
+            raise DataError(
+                f"{benchmark}: prompt {index} must be a non-empty string, got {prompt!r}"[:200]
+            )
     return listed
 
 
@@ -67,10 +76,18 @@ def prompts_digest(prompts: Sequence[str]) -> str:
 class MeasureThroughput(Protocol):
     """The ``measure_throughput`` fixture's type: measure your prompts on this test's model."""
 
-    def __call__(self, benchmark: str, prompts: Sequence[str], *, concurrency: int,
-                 output_tokens: int = 256, unique_prefixes: bool = True,
-                 params: Mapping[str, Any] | None = None, rate: float | None = None,
-                 burstiness: float = 1.0) -> None:
+    def __call__(
+        self,
+        benchmark: str,
+        prompts: Sequence[str],
+        *,
+        concurrency: int,
+        output_tokens: int = 256,
+        unique_prefixes: bool = True,
+        params: Mapping[str, Any] | None = None,
+        rate: float | None = None,
+        burstiness: float = 1.0,
+    ) -> None:
         """Send ``prompts`` with exactly ``concurrency`` in flight, ``output_tokens`` each, over
         ``--repeats`` windows; record the mean output tokens/s. With ``rate`` (requests/s) the
         windows are open loops (at most ``concurrency`` in flight)."""

@@ -7,12 +7,27 @@ status, a cut stream or a timeout is a one-line ``error`` on that request's reco
 """
 
 from .post import parse_completion, post_requests, run_post_requests
-from .stream import (InFlight, OpenLoopRun, StreamOutcome, run_stream_requests, stream_open_loop,
-                     stream_requests, stream_requests_detailed)
+from .stream import (
+    InFlight,
+    OpenLoopRun,
+    StreamOutcome,
+    run_stream_requests,
+    stream_open_loop,
+    stream_requests,
+    stream_requests_detailed,
+)
 from .watch import Guard
 
 __all__ = [
-    "Guard", "InFlight", "OpenLoopRun", "StreamOutcome", "parse_completion", "post_requests",
-    "run_post_requests", "run_stream_requests", "stream_open_loop", "stream_requests",
+    "Guard",
+    "InFlight",
+    "OpenLoopRun",
+    "StreamOutcome",
+    "parse_completion",
+    "post_requests",
+    "run_post_requests",
+    "run_stream_requests",
+    "stream_open_loop",
+    "stream_requests",
     "stream_requests_detailed",
 ]

@@ -36,10 +36,17 @@ DEFAULT_THRESHOLD = 3
 class Breaker:
     """Consecutive failures of one endpoint; open means requests to it fail at once."""
 
-    def __init__(self, name: str, base_url: str, *, threshold: int = DEFAULT_THRESHOLD,
-                 health_timeout_s: float = HEALTH_TIMEOUT_S, still_s: float = COUNTER_STILL_S,
-                 credentials: Credentials | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        *,
+        threshold: int = DEFAULT_THRESHOLD,
+        health_timeout_s: float = HEALTH_TIMEOUT_S,
+        still_s: float = COUNTER_STILL_S,
+        credentials: Credentials | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name, self.base_url, self.threshold = name, base_url.rstrip("/"), threshold
         self.clock = clock  # how long the counters stood still is read on it
         self.health_timeout_s = health_timeout_s
@@ -62,9 +69,11 @@ class Breaker:
         with self._lock:
             self.failures += 1
             if self.failures >= self.threshold and self.reason is None:
-                self.reason = (f"{self.name} at {self.base_url}: {self.failures} requests in a "
-                               f"row timed out or could not connect (waited {waited_s:.0f} s); "
-                               "the rest fail at once")
+                self.reason = (
+                    f"{self.name} at {self.base_url}: {self.failures} requests in a "
+                    f"row timed out or could not connect (waited {waited_s:.0f} s); "
+                    "the rest fail at once"
+                )
 
     def trip(self, reason: str) -> None:
         with self._lock:
@@ -74,8 +83,11 @@ class Breaker:
     def _get(self, path: str, timeout_s: float | None = None) -> httpx.Response | None:
         """``GET path``, answered whole within the health timeout; None when it is not."""
         try:
-            return get_within(f"{self.base_url}{path}", timeout_s or self.health_timeout_s,
-                              auth_headers(self.credentials))
+            return get_within(
+                f"{self.base_url}{path}",
+                timeout_s or self.health_timeout_s,
+                auth_headers(self.credentials),
+            )
         except httpx.HTTPError:
             return None
 
@@ -109,8 +121,10 @@ class Breaker:
         if shorter); else None."""
         started = time.monotonic()
         if not self.healthy():
-            reason = (f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s "
-                      f"and no answer to GET /v1/models in {time.monotonic() - started:.0f} s")
+            reason = (
+                f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s "
+                f"and no answer to GET /v1/models in {time.monotonic() - started:.0f} s"
+            )
             self.trip(reason)
             return reason
         work, now = self.work_done(), self.clock()
@@ -122,9 +136,11 @@ class Breaker:
         still = now - self._work[1]
         if still < (self.still_s if idle_s is None else min(self.still_s, idle_s)):
             return None
-        reason = (f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and "
-                  f"its work counters (/metrics) have not moved in {still:.0f} s although it "
-                  "answers GET /v1/models")
+        reason = (
+            f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and "
+            f"its work counters (/metrics) have not moved in {still:.0f} s although it "
+            "answers GET /v1/models"
+        )
         self.trip(reason)
         return reason
 
@@ -140,5 +156,7 @@ class Breaker:
             with self._lock:
                 self.reason, self.failures = None, 0
             return None
-        return (f"{self.reason}; it still does not answer GET /v1/models within "
-                f"{self.health_timeout_s:g} s: is the server still running?")
+        return (
+            f"{self.reason}; it still does not answer GET /v1/models within "
+            f"{self.health_timeout_s:g} s: is the server still running?"
+        )

@@ -20,12 +20,18 @@ from .tls import get_within
 CounterKind = Literal["generated", "prompt", "cached"]
 
 _NAMES: dict[CounterKind, dict[str, tuple[str, ...]]] = {
-    "generated": {"llamacpp": ("llamacpp:tokens_predicted_total",),
-                  "vllm": ("vllm:generation_tokens_total",)},
-    "prompt": {"llamacpp": ("llamacpp:prompt_tokens_total",),
-               "vllm": ("vllm:prompt_tokens_total",)},
-    "cached": {"llamacpp": ("llamacpp:prompt_tokens_cached_total",),
-               "vllm": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")},
+    "generated": {
+        "llamacpp": ("llamacpp:tokens_predicted_total",),
+        "vllm": ("vllm:generation_tokens_total",),
+    },
+    "prompt": {
+        "llamacpp": ("llamacpp:prompt_tokens_total",),
+        "vllm": ("vllm:prompt_tokens_total",),
+    },
+    "cached": {
+        "llamacpp": ("llamacpp:prompt_tokens_cached_total",),
+        "vllm": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    },
 }
 
 
@@ -86,35 +92,44 @@ def lookup(names: tuple[str, ...], metrics: Mapping[str, float]) -> tuple[str, f
     return None
 
 
-def find_counter(endpoint_kind: str, which: CounterKind, metrics: dict[str, float]) -> tuple[str, float]:
+def find_counter(
+    endpoint_kind: str, which: CounterKind, metrics: dict[str, float]
+) -> tuple[str, float]:
     """``(name, value)`` of the counter; EndpointError if the server has none of its names."""
     found = lookup(counter_names(endpoint_kind, which), metrics)
     if found is not None:
         return found
     wanted = " or ".join(counter_names(endpoint_kind, which))
-    raise EndpointError(f"the {endpoint_kind} server's /metrics has no {which}-tokens counter "
-                        f"({wanted}); attach a llama.cpp server started with --metrics or a "
-                        "vLLM server")
+    raise EndpointError(
+        f"the {endpoint_kind} server's /metrics has no {which}-tokens counter "
+        f"({wanted}); attach a llama.cpp server started with --metrics or a "
+        "vLLM server"
+    )
 
 
 METRICS_TIMEOUT_S = 10.0
 """The most one read of the server's counters may take, connect to last byte."""
 
 
-def fetch_metrics(base_url: str, *, timeout_s: float = METRICS_TIMEOUT_S,
-                  credentials: Credentials | None = None) -> dict[str, float]:
+def fetch_metrics(
+    base_url: str, *, timeout_s: float = METRICS_TIMEOUT_S, credentials: Credentials | None = None
+) -> dict[str, float]:
     """GET ``base_url/metrics`` (all of it within ``timeout_s``) and parse it; EndpointError
     names the URL and the fix."""
     url = base_url.rstrip("/") + "/metrics"
     try:
         response = get_within(url, timeout_s, auth_headers(credentials))
     except httpx.HTTPError as exc:
-        raise EndpointError(f"cannot read the server's counters from {url}: "
-                            f"{type(exc).__name__}: {exc}; is the server still running?") from None
+        raise EndpointError(
+            f"cannot read the server's counters from {url}: "
+            f"{type(exc).__name__}: {exc}; is the server still running?"
+        ) from None
     fix = "llama-server needs --metrics to serve its counters (vLLM serves /metrics by default)"
     if response.status_code != 200:
-        raise EndpointError(f"{url} answered HTTP {response.status_code} "
-                            f"({' '.join(response.text.split())[:120]}); {fix}")
+        raise EndpointError(
+            f"{url} answered HTTP {response.status_code} "
+            f"({' '.join(response.text.split())[:120]}); {fix}"
+        )
     metrics = parse_prometheus(response.text)
     if not metrics:
         raise EndpointError(f"{url} returned no Prometheus samples; {fix}")
@@ -124,14 +139,20 @@ def fetch_metrics(base_url: str, *, timeout_s: float = METRICS_TIMEOUT_S,
 # Counters that move while a server works on anything: decode steps (prefill batches
 # included) and tokens computed. Their sum standing still means it computes nothing.
 WORK_COUNTERS = (
-    "llamacpp:n_decode_total", "llamacpp:tokens_predicted_total", "llamacpp:prompt_tokens_total",
-    "vllm:generation_tokens_total", "vllm:prompt_tokens_total",
+    "llamacpp:n_decode_total",
+    "llamacpp:tokens_predicted_total",
+    "llamacpp:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
 )
 
 
 def work_done(metrics: dict[str, float]) -> float | None:
     """The sum of the work counters the server exposes, or None when it exposes none."""
-    found = [value for name in WORK_COUNTERS
-             for value in [metrics.get(name, metrics.get(name.removesuffix("_total")))]
-             if value is not None]
+    found = [
+        value
+        for name in WORK_COUNTERS
+        for value in [metrics.get(name, metrics.get(name.removesuffix("_total")))]
+        if value is not None
+    ]
     return sum(found) if found else None

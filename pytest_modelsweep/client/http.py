@@ -41,12 +41,17 @@ def other_model(asked: str, answered: Any) -> str | None:
     if not isinstance(answered, str) or not answered or not asked:
         return None
     a, b = asked.lower(), answered.lower()
-    if b == a or b.rpartition("/")[2] == a.rpartition("/")[2] \
-            or b.startswith((a + "-", a + ":", a + "@")):
+    if (
+        b == a
+        or b.rpartition("/")[2] == a.rpartition("/")[2]
+        or b.startswith((a + "-", a + ":", a + "@"))
+    ):
         return None
-    return (f"answered by model {redact(answered)[:80]!r}, not {asked!r} that was asked for: "
-            "the server (or a proxy before it) routes to another model; point --endpoint at "
-            "the server of this model, or fix its served_name in the sweep")
+    return (
+        f"answered by model {redact(answered)[:80]!r}, not {asked!r} that was asked for: "
+        "the server (or a proxy before it) routes to another model; point --endpoint at "
+        "the server of this model, or fix its served_name in the sweep"
+    )
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,26 @@ class StreamExchange:
     """One streamed request: receives the response head and body, parses SSE events."""
 
     __slots__ = (
-        "_err_body", "_sse", "any_bytes", "asked_model", "cached_tokens", "chunks",
-        "completion_tokens", "done", "end", "error", "finish", "first", "future", "is_sse",
-        "last", "path", "prompt_tokens", "status", "texts", "times",
+        "_err_body",
+        "_sse",
+        "any_bytes",
+        "asked_model",
+        "cached_tokens",
+        "chunks",
+        "completion_tokens",
+        "done",
+        "end",
+        "error",
+        "finish",
+        "first",
+        "future",
+        "is_sse",
+        "last",
+        "path",
+        "prompt_tokens",
+        "status",
+        "texts",
+        "times",
     )
 
     def __init__(self, path: str, future: asyncio.Future[None], asked_model: str = "") -> None:
@@ -137,8 +159,9 @@ class StreamExchange:
                 break
             event = buf[pos:j]
             pos = j + 2
-            payload = (event[6:] if event[:6] == b"data: " and b"\n" not in event
-                       else self._data_of(event))
+            payload = (
+                event[6:] if event[:6] == b"data: " and b"\n" not in event else self._data_of(event)
+            )
             if payload is not None and not self._on_data(payload, now):
                 return False
         self._sse = buf[pos:] if pos else buf
@@ -154,8 +177,10 @@ class StreamExchange:
             elif not self.is_sse:
                 body = one_line(self._err_body.decode("utf-8", "replace"))
                 if self.status == 200:
-                    self.error = (f"expected an SSE stream from {self.path}, got HTTP 200 "
-                                  f"without text/event-stream: {body}")
+                    self.error = (
+                        f"expected an SSE stream from {self.path}, got HTTP 200 "
+                        f"without text/event-stream: {body}"
+                    )
                 else:
                     self.error = f"HTTP {self.status} from {self.path}: {body}"
             elif not self.done:
@@ -225,8 +250,11 @@ class StreamExchange:
             if text is None:
                 delta = choice.get("delta")
                 if delta:
-                    text = (delta.get("content") or delta.get("reasoning_content")
-                            or delta.get("reasoning"))
+                    text = (
+                        delta.get("content")
+                        or delta.get("reasoning_content")
+                        or delta.get("reasoning")
+                    )
             if text:
                 if self.first is None:
                     self.first = now
@@ -248,14 +276,22 @@ class StreamExchange:
         error = obj.get("error")
         if error:
             message = error.get("message", error) if isinstance(error, dict) else error
-            self.fail(f"server error in stream after {self.chunks} chunks: "
-                      f"{one_line(str(message))}", now)
+            self.fail(
+                f"server error in stream after {self.chunks} chunks: {one_line(str(message))}", now
+            )
             return False
         return True
 
 
-(_HEAD, _BODY_CHUNK_SIZE, _BODY_CHUNK_DATA, _BODY_CHUNK_CRLF, _TRAILERS, _BODY_LENGTH,
- _BODY_CLOSE) = range(7)
+(
+    _HEAD,
+    _BODY_CHUNK_SIZE,
+    _BODY_CHUNK_DATA,
+    _BODY_CHUNK_CRLF,
+    _TRAILERS,
+    _BODY_LENGTH,
+    _BODY_CLOSE,
+) = range(7)
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -418,8 +454,9 @@ class Connection(asyncio.BufferedProtocol):
             self._state = _HEAD
             return None
         connection = headers.get("connection", "").lower()
-        self._keep_alive = ("close" not in connection if parts[0] == "HTTP/1.1"
-                            else "keep-alive" in connection)
+        self._keep_alive = (
+            "close" not in connection if parts[0] == "HTTP/1.1" else "keep-alive" in connection
+        )
         ex.on_head(status, headers)
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = _BODY_CHUNK_SIZE

@@ -29,9 +29,11 @@ def _tool_call(call: Any) -> ToolCall:
     fields = function if isinstance(function, dict) else {}
     ident = call.get("id") if isinstance(call, dict) else None
     name, arguments = fields.get("name"), fields.get("arguments")
-    return ToolCall(id=ident if isinstance(ident, str) else None,
-                    name=name if isinstance(name, str) else None,
-                    arguments=arguments if isinstance(arguments, str) else None)
+    return ToolCall(
+        id=ident if isinstance(ident, str) else None,
+        name=name if isinstance(name, str) else None,
+        arguments=arguments if isinstance(arguments, str) else None,
+    )
 
 
 def parse_completion(path: ApiPath, data: Any) -> Completion:
@@ -39,10 +41,14 @@ def parse_completion(path: ApiPath, data: Any) -> Completion:
     the one place the wire format is read. A malformed body gives ``error`` (kind
     ``response``) with whatever could be read; a tool call's odd fields are None."""
     if not isinstance(data, dict):
-        return Completion.failed(f"response is {type(data).__name__}, not a JSON object", "response")
+        return Completion.failed(
+            f"response is {type(data).__name__}, not a JSON object", "response"
+        )
     usage = data.get("usage")
-    read = Completion(prompt_tokens=_usage_count(usage, "prompt_tokens"),
-                      completion_tokens=_usage_count(usage, "completion_tokens"))
+    read = Completion(
+        prompt_tokens=_usage_count(usage, "prompt_tokens"),
+        completion_tokens=_usage_count(usage, "completion_tokens"),
+    )
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
         return replace(read, error="response has no choices", error_kind="response")
@@ -92,14 +98,19 @@ async def post_requests(
     guard = guard or Guard()
     watch = guard.watch()
     idle = min(guard.idle_timeout_s, timeout_s)
-    if guard.breaker is not None and idle < timeout_s and requests \
-            and await asyncio.to_thread(guard.breaker.counts_work):
+    if (
+        guard.breaker is not None
+        and idle < timeout_s
+        and requests
+        and await asyncio.to_thread(guard.breaker.counts_work)
+    ):
         idle = timeout_s
     headers = auth_headers(guard.credentials, {"Content-Type": "application/json"})
     loop = asyncio.get_running_loop()
 
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s, read=idle),
-                                 verify=tls_context()) as client:
+    async with httpx.AsyncClient(
+        limits=limits, timeout=httpx.Timeout(timeout_s, read=idle), verify=tls_context()
+    ) as client:
 
         async def send(request: ApiRequest) -> Completion:
             url = root + request.path.removeprefix("/v1")
@@ -109,8 +120,9 @@ async def post_requests(
             post = asyncio.ensure_future(client.post(url, content=body, headers=headers))
             waiters: set[asyncio.Future[Any]] = {post, pending.aborted}
             try:
-                done, _ = await asyncio.wait(waiters, timeout=timeout_s,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 watch.inflight.pop(id(pending), None)
                 if not post.done():
@@ -140,7 +152,8 @@ async def post_requests(
             except httpx.HTTPError as exc:
                 timed_out = isinstance(exc, (httpx.ConnectError, httpx.RemoteProtocolError))
                 result = Completion.failed(
-                    f"request to {request.path} failed: {type(exc).__name__}: {exc}")
+                    f"request to {request.path} failed: {type(exc).__name__}: {exc}"
+                )
             watch.settle(result.error, timed_out, perf() - start)
             return result
 
@@ -149,13 +162,15 @@ async def post_requests(
             if wants is not None:
                 return Completion.failed(wants)
             if response.status_code >= 400:
-                return Completion.failed(f"HTTP {response.status_code} from {request.path}: "
-                                         f"{one_line(response.text)}")
+                return Completion.failed(
+                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
+                )
             try:
                 data = response.json()
             except ValueError:
-                return Completion.failed(f"non-JSON response from {request.path}: "
-                                         f"{one_line(response.text, 80)!r}")
+                return Completion.failed(
+                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
+                )
             completion = parse_completion(request.path, data)
             wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
             if wrong is not None and completion.error is None:

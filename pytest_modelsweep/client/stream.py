@@ -4,6 +4,7 @@ or each sent at its scheduled time whatever is in flight (open loop, :func:`stre
 from __future__ import annotations
 
 import asyncio
+import itertools
 import ssl
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -38,9 +39,16 @@ class _IdleTimeout(Exception):
 class _StreamRunner:
     """N workers, each with its own keep-alive connection, pulling from one queue."""
 
-    def __init__(self, base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
-                 timeout_s: float, on_record: OnRecord | None,
-                 guard: Guard | None = None, in_flight: InFlight | None = None) -> None:
+    def __init__(
+        self,
+        base_url_v1: str,
+        served_name: str,
+        requests: Sequence[ApiRequest],
+        timeout_s: float,
+        on_record: OnRecord | None,
+        guard: Guard | None = None,
+        in_flight: InFlight | None = None,
+    ) -> None:
         guard = guard or Guard()
         self.target = Target.parse(base_url_v1)
         self.requests = requests
@@ -107,8 +115,9 @@ class _StreamRunner:
         if self.on_record is not None:
             self.on_record(outcome.request, outcome.record)
 
-    async def _counted(self, request: ApiRequest, conn: Connection | None,
-                       scheduled: float | None = None) -> tuple[StreamOutcome, Connection | None]:
+    async def _counted(
+        self, request: ApiRequest, conn: Connection | None, scheduled: float | None = None
+    ) -> tuple[StreamOutcome, Connection | None]:
         """:meth:`_one`, counted in flight while it runs."""
         gauge = self.in_flight
         gauge.now += 1
@@ -153,12 +162,16 @@ class _StreamRunner:
                         token = id(ex)
             except _IdleTimeout:
                 timed_out = True
-                ex.fail(f"no byte for {self.idle_timeout_s:g} s from {self.target.host}:"
-                        f"{self.target.port} ({ex.chunks} chunks received)", perf())
+                ex.fail(
+                    f"no byte for {self.idle_timeout_s:g} s from {self.target.host}:"
+                    f"{self.target.port} ({ex.chunks} chunks received)",
+                    perf(),
+                )
             except TimeoutError:
                 timed_out = True
-                ex.fail(f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)",
-                        perf())
+                ex.fail(
+                    f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", perf()
+                )
             except OSError as exc:
                 timed_out = True
                 ex.fail(f"cannot connect to {self.target.host}:{self.target.port}: {exc}", perf())
@@ -178,9 +191,16 @@ class _StreamRunner:
             conn = None
         end = ex.end if ex.end is not None else perf()
         record = RequestRecord(
-            start=start, end=end, first_token=ex.first, token_times=ex.times,
-            prompt_tokens=ex.prompt_tokens, completion_tokens=ex.completion_tokens,
-            finish_reason=ex.finish, error=ex.error, text="".join(ex.texts))
+            start=start,
+            end=end,
+            first_token=ex.first,
+            token_times=ex.times,
+            prompt_tokens=ex.prompt_tokens,
+            completion_tokens=ex.completion_tokens,
+            finish_reason=ex.finish,
+            error=ex.error,
+            text="".join(ex.texts),
+        )
         return StreamOutcome(request, record, ex.cached_tokens, ex.chunks, sent_at), conn
 
 
@@ -210,30 +230,51 @@ async def run_workers(count: int, make: Callable[[], Any]) -> None:
 
 
 async def stream_requests_detailed(
-    base_url_v1: str, served_name: str, requests: Sequence[ApiRequest], concurrency: int, *,
-    timeout_s: float, on_record: OnRecord | None = None, guard: Guard | None = None,
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: OnRecord | None = None,
+    guard: Guard | None = None,
     in_flight: InFlight | None = None,
 ) -> list[StreamOutcome]:
     """Like :func:`stream_requests`, with the server's cached-token count per request;
     ``in_flight`` (optional) is kept current for readers in other threads."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    runner = _StreamRunner(base_url_v1, served_name, requests, timeout_s, on_record, guard,
-                           in_flight)
-    await with_watch(runner.watch,
-                     lambda: run_workers(min(concurrency, len(requests)), runner.worker))
+    runner = _StreamRunner(
+        base_url_v1, served_name, requests, timeout_s, on_record, guard, in_flight
+    )
+    await with_watch(
+        runner.watch, lambda: run_workers(min(concurrency, len(requests)), runner.worker)
+    )
     return [outcome for outcome in runner.outcomes if outcome is not None]
 
 
 async def stream_requests(
-    base_url_v1: str, served_name: str, requests: Sequence[ApiRequest], concurrency: int, *,
-    timeout_s: float, on_record: OnRecord | None = None, guard: Guard | None = None,
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    concurrency: int,
+    *,
+    timeout_s: float,
+    on_record: OnRecord | None = None,
+    guard: Guard | None = None,
 ) -> list[RequestRecord]:
     """Stream ``requests`` with exactly ``concurrency`` in flight; records in input order.
     ``timeout_s`` bounds each request from connect to ``[DONE]``; ``guard`` adds the idle
     timeout, credentials and the endpoint's breaker. Times are ``time.perf_counter()``."""
-    outcomes = await stream_requests_detailed(base_url_v1, served_name, requests, concurrency,
-                                              timeout_s=timeout_s, on_record=on_record, guard=guard)
+    outcomes = await stream_requests_detailed(
+        base_url_v1,
+        served_name,
+        requests,
+        concurrency,
+        timeout_s=timeout_s,
+        on_record=on_record,
+        guard=guard,
+    )
     return [outcome.record for outcome in outcomes]
 
 
@@ -271,20 +312,32 @@ class OpenLoopRun:
     @property
     def send_lags(self) -> list[float]:
         """Seconds each request was begun after its scheduled time."""
-        return [o.sent_at - due for o, due in zip(self.outcomes, self.scheduled)
-                if o.sent_at is not None]
+        return [
+            o.sent_at - due
+            for o, due in zip(self.outcomes, self.scheduled)
+            if o.sent_at is not None
+        ]
 
 
 class _OpenLoopRunner(_StreamRunner):
     """Sends request i at ``started + offsets[i]``, however many are in flight (up to the cap);
     idle connections are reused newest first, else one is opened (in its latency)."""
 
-    def __init__(self, base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
-                 offsets: Sequence[float], *, max_in_flight: int, preopen: int,
-                 timeout_s: float, on_record: OnRecord | None,
-                 guard: Guard | None, in_flight: InFlight | None) -> None:
-        super().__init__(base_url_v1, served_name, requests, timeout_s, on_record, guard,
-                         in_flight)
+    def __init__(
+        self,
+        base_url_v1: str,
+        served_name: str,
+        requests: Sequence[ApiRequest],
+        offsets: Sequence[float],
+        *,
+        max_in_flight: int,
+        preopen: int,
+        timeout_s: float,
+        on_record: OnRecord | None,
+        guard: Guard | None,
+        in_flight: InFlight | None,
+    ) -> None:
+        super().__init__(base_url_v1, served_name, requests, timeout_s, on_record, guard, in_flight)
         self.offsets = offsets
         self.max_in_flight = max_in_flight
         self.preopen = preopen
@@ -336,9 +389,16 @@ class _OpenLoopRunner(_StreamRunner):
 
 
 async def stream_open_loop(
-    base_url_v1: str, served_name: str, requests: Sequence[ApiRequest],
-    offsets_s: Sequence[float], *, max_in_flight: int, timeout_s: float, preopen: int = 0,
-    on_record: OnRecord | None = None, guard: Guard | None = None,
+    base_url_v1: str,
+    served_name: str,
+    requests: Sequence[ApiRequest],
+    offsets_s: Sequence[float],
+    *,
+    max_in_flight: int,
+    timeout_s: float,
+    preopen: int = 0,
+    on_record: OnRecord | None = None,
+    guard: Guard | None = None,
     in_flight: InFlight | None = None,
 ) -> OpenLoopRun:
     """Stream ``requests[i]`` at ``offsets_s[i]`` seconds after the run starts (open loop).
@@ -350,12 +410,27 @@ async def stream_open_loop(
         raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
     if len(offsets_s) != len(requests):
         raise ValueError(f"{len(requests)} requests but {len(offsets_s)} send times")
-    if any(b < a for a, b in zip(offsets_s, offsets_s[1:])) or (offsets_s and offsets_s[0] < 0):
+    if any(b < a for a, b in itertools.pairwise(offsets_s)) or (offsets_s and offsets_s[0] < 0):
         raise ValueError("send times must be ascending offsets from 0 s")
-    runner = _OpenLoopRunner(base_url_v1, served_name, requests, offsets_s,
-                             max_in_flight=max_in_flight, preopen=preopen, timeout_s=timeout_s,
-                             on_record=on_record, guard=guard, in_flight=in_flight)
+    runner = _OpenLoopRunner(
+        base_url_v1,
+        served_name,
+        requests,
+        offsets_s,
+        max_in_flight=max_in_flight,
+        preopen=preopen,
+        timeout_s=timeout_s,
+        on_record=on_record,
+        guard=guard,
+        in_flight=in_flight,
+    )
     await with_watch(runner.watch, runner.run)
     outcomes = [outcome for outcome in runner.outcomes if outcome is not None]
-    return OpenLoopRun(outcomes, runner.scheduled, runner.started, max_in_flight,
-                       runner.capped, runner.in_flight.peak)
+    return OpenLoopRun(
+        outcomes,
+        runner.scheduled,
+        runner.started,
+        max_in_flight,
+        runner.capped,
+        runner.in_flight.peak,
+    )

@@ -28,8 +28,7 @@ class DeadlineClient:
     def __init__(self, deadline_s: float, headers: Mapping[str, str] | None = None) -> None:
         self.deadline_s = deadline_s
         self._loop = asyncio.new_event_loop()
-        self._client = httpx.AsyncClient(timeout=deadline_s, headers=headers,
-                                         verify=tls_context())
+        self._client = httpx.AsyncClient(timeout=deadline_s, headers=headers, verify=tls_context())
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         exchange = asyncio.wait_for(self._client.request(method, url, **kwargs), self.deadline_s)
@@ -56,8 +55,9 @@ class DeadlineClient:
         self.close()
 
 
-def get_within(url: str, deadline_s: float,
-               headers: Mapping[str, str] | None = None) -> httpx.Response:
+def get_within(
+    url: str, deadline_s: float, headers: Mapping[str, str] | None = None
+) -> httpx.Response:
     """One GET whose whole exchange ends within ``deadline_s`` (:class:`DeadlineClient`)."""
     with DeadlineClient(deadline_s, headers) as client:
         return client.get(url)

@@ -35,9 +35,14 @@ class Watch:
     opens it and every request in flight fails at once. ``on_wait(n, seconds)`` is told every
     ``report_every_s`` how many have waited that long."""
 
-    def __init__(self, breaker: Breaker | None, stall_s: float,
-                 on_wait: Callable[[int, float], None] | None, report_every_s: float = 30.0,
-                 idle_s: float | None = None) -> None:
+    def __init__(
+        self,
+        breaker: Breaker | None,
+        stall_s: float,
+        on_wait: Callable[[int, float], None] | None,
+        report_every_s: float = 30.0,
+        idle_s: float | None = None,
+    ) -> None:
         self.breaker, self.stall_s, self.on_wait = breaker, stall_s, on_wait
         self.idle_s = idle_s
         self.report_every_s = report_every_s
@@ -82,8 +87,7 @@ class Watch:
             if breaker is None or silent < self.stall_s or now - self._last_check < self.stall_s:
                 continue
             self._last_check = now
-            reason = breaker.reason or await asyncio.to_thread(breaker.stalled, silent,
-                                                               self.idle_s)
+            reason = breaker.reason or await asyncio.to_thread(breaker.stalled, silent, self.idle_s)
             if reason is not None:
                 for pending in list(self.inflight.values()):
                     pending.fail(reason, perf())
@@ -104,8 +108,13 @@ class Guard:
 
     def watch(self) -> Watch:
         # the health check has time to decide before the idle timeout would
-        return Watch(self.breaker, min(self.stall_check_s, self.idle_timeout_s / 4), self.on_wait,
-                      self.report_every_s, idle_s=self.idle_timeout_s)
+        return Watch(
+            self.breaker,
+            min(self.stall_check_s, self.idle_timeout_s / 4),
+            self.on_wait,
+            self.report_every_s,
+            idle_s=self.idle_timeout_s,
+        )
 
 
 def wants_key(status: int, breaker: Breaker | None, served_name: str) -> str | None:

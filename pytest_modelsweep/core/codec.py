@@ -50,6 +50,7 @@ def _exactly(kind: type, expected: str) -> Callable[[Any, type], Any]:
         if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
             raise _wrong(expected, value)
         return value
+
     return structure
 
 
@@ -80,13 +81,17 @@ def _int_or_float(value: Any, hint: Any) -> int | float | None:
 
 def _list_of(hint: Any, _: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """A list or variadic tuple field: only a JSON list (cattrs would take a text's letters)."""
-    items = (homogenous_tuple_structure_factory if typing.get_origin(hint) is tuple
-             else list_structure_factory)(hint, converter)
+    items = (
+        homogenous_tuple_structure_factory
+        if typing.get_origin(hint) is tuple
+        else list_structure_factory
+    )(hint, converter)
 
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, list | tuple):
             raise _wrong("a list", value)
         return items(value, hint)
+
     return structure
 
 
@@ -98,12 +103,12 @@ def _is_list(hint: Any) -> bool:
 converter.register_structure_hook_factory(_is_list, _list_of)
 converter.register_structure_hook(float, _number)
 converter.register_structure_hook_func(
-    lambda t: {int, float} <= set(typing.get_args(t)) <= {int, float, type(None)}, _int_or_float)
+    lambda t: {int, float} <= set(typing.get_args(t)) <= {int, float, type(None)}, _int_or_float
+)
 converter.register_structure_hook(int, _exactly(int, "an integer"))
 converter.register_structure_hook(str, _exactly(str, "text"))
 converter.register_structure_hook(bool, _exactly(bool, "true or false"))
-converter.register_structure_hook_func(
-    lambda t: t in (dict[str, Any], Mapping[str, Any]), _object)
+converter.register_structure_hook_func(lambda t: t in (dict[str, Any], Mapping[str, Any]), _object)
 converter.register_structure_hook(StrEnum, lambda value, cls: cls(value))  # not as text
 converter.register_unstructure_hook(StrEnum, lambda value: value.value)
 for _json in (dict, list):  # a JSON object or list field is written as it is
@@ -153,14 +158,16 @@ def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None)
                 structure(data[name], hint)
             except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
                 where, problem = _located(error)
-                raise RecordError(f"{name}{'' if where.startswith('[') or not where else '.'}"
-                                  f"{where}: {problem}") from None
+                raise RecordError(
+                    f"{name}{'' if where.startswith('[') or not where else '.'}{where}: {problem}"
+                ) from None
     if read is not None:
         try:
             read(data)
         except (KeyError, TypeError, ValueError) as error:
-            raise RecordError(f"{'missing key ' if isinstance(error, KeyError) else ''}"
-                              f"{error}"[:200]) from None
+            raise RecordError(
+                f"{'missing key ' if isinstance(error, KeyError) else ''}{error}"[:200]
+            ) from None
 
 
 _FIELD_READERS: dict[type, list[tuple[str, Any, Callable[[Any, Any], Any]]]] = {}
@@ -170,9 +177,10 @@ def _field_readers(cls: type) -> list[tuple[str, Any, Callable[[Any, Any], Any]]
     """Each field of the dataclass ``cls``: its name, type and the converter's reader."""
     if cls not in _FIELD_READERS:
         hints = typing.get_type_hints(cls)
-        _FIELD_READERS[cls] = [(spec.name, hints[spec.name],
-                                converter.get_structure_hook(hints[spec.name]))
-                               for spec in fields(cls)]
+        _FIELD_READERS[cls] = [
+            (spec.name, hints[spec.name], converter.get_structure_hook(hints[spec.name]))
+            for spec in fields(cls)
+        ]
     return _FIELD_READERS[cls]
 
 
@@ -183,8 +191,14 @@ Hook = tuple[Callable[[Any], dict[str, Any]], Callable[[Mapping[str, Any]], Any]
 """A field's own keys: ``write(record)`` gives them, ``read(record's dict)`` the field's value."""
 
 
-def key(name: str | None = None, *, omit_none: bool = False, when: str | None = None,
-        rest: bool = False, hook: Hook | None = None) -> dict[str, Any]:
+def key(
+    name: str | None = None,
+    *,
+    omit_none: bool = False,
+    when: str | None = None,
+    rest: bool = False,
+    hook: Hook | None = None,
+) -> dict[str, Any]:
     """A field's metadata: its key (default: its name), absent when None, written only while
     the bool field ``when`` is true (or the attribute ``when`` is not None), the rest of the
     dict (every key no other field holds), or the keys its ``hook`` writes and reads."""
@@ -194,8 +208,9 @@ def key(name: str | None = None, *, omit_none: bool = False, when: str | None = 
 _FLAT: dict[type, Hook] = {}
 
 
-def flat(cls: type, write: Callable[[Any], dict[str, Any]],
-         read: Callable[[Mapping[str, Any]], Any]) -> None:
+def flat(
+    cls: type, write: Callable[[Any], dict[str, Any]], read: Callable[[Mapping[str, Any]], Any]
+) -> None:
     """Write ``cls`` values into their parent's dict (``write``), and read them from it
     (``read``: None when the parent holds none)."""
     _FLAT[cls] = (write, read)
@@ -221,8 +236,10 @@ def _flat_hook(name: str, hint: Any) -> Hook | None:
     if hint not in _FLAT:
         return None
     write, read = _FLAT[hint]
-    return (lambda record: {} if getattr(record, name) is None else write(getattr(record, name)),
-            read)
+    return (
+        lambda record: {} if getattr(record, name) is None else write(getattr(record, name)),
+        read,
+    )
 
 
 def _plan(cls: type[Record]) -> tuple[_Entry, ...]:
@@ -250,17 +267,25 @@ def _planned(cls: type[Record]) -> tuple[_Entry, ...]:
             entries.append(_Entry(name, name, derived=True))
         elif not (name in flags and hints[name] is bool):
             meta = specs[name].metadata
-            entries.append(_Entry(name, meta.get("key") or name, meta.get("omit_none", False),
-                                  meta.get("when"), meta.get("hook") or _flat_hook(name, hints[name]),
-                                  meta.get("rest", False)))
+            entries.append(
+                _Entry(
+                    name,
+                    meta.get("key") or name,
+                    meta.get("omit_none", False),
+                    meta.get("when"),
+                    meta.get("hook") or _flat_hook(name, hints[name]),
+                    meta.get("rest", False),
+                )
+            )
     return tuple(sorted(entries, key=lambda entry: not entry.rest))
 
 
 def declared_keys(cls: type[Record]) -> frozenset[str]:
     """The top-level keys a record of ``cls`` names itself (its fields' and derived keys; not
     those a ``rest`` field or a hook holds)."""
-    return frozenset(entry.key.split(".", 1)[0] for entry in _plan(cls)
-                     if not entry.rest and not entry.hook)
+    return frozenset(
+        entry.key.split(".", 1)[0] for entry in _plan(cls) if not entry.rest and not entry.hook
+    )
 
 
 def _written(record: Record) -> dict[str, Any]:
@@ -305,14 +330,23 @@ def _reader(cls: type[Record]) -> Callable[[Mapping[str, Any]], Record]:
     unread = {spec.name for spec in fields(cls)} - {entry.name for entry in plan}
     flags = {entry.when: entry.key for entry in plan if entry.when in unread}
     special = [entry for entry in plan if entry.hook or entry.rest] + [
-        _Entry(name, name) for name in flags]
+        _Entry(name, name) for name in flags
+    ]
     nested = [entry for entry in plan if "." in entry.key]
     renamed: dict[str, Any] = {name: override(omit=True) for name in unread - flags.keys()}
     renamed.update({entry.name: override(rename=entry.key) for entry in plan})
-    renamed.update({entry.name: override(rename=_synthetic(entry), struct_hook=(
-        (lambda value, _: value) if entry.hook else None)) for entry in special})
+    renamed.update(
+        {
+            entry.name: override(
+                rename=_synthetic(entry),
+                struct_hook=((lambda value, _: value) if entry.hook else None),
+            )
+            for entry in special
+        }
+    )
     generated: Callable[[Mapping[str, Any], type], Record] = make_dict_structure_fn(
-        cls, converter, _cattrs_detailed_validation=True, **renamed)
+        cls, converter, _cattrs_detailed_validation=True, **renamed
+    )
     known = {entry.key for entry in _plan(cls) if not entry.rest}
 
     def structure(data: Mapping[str, Any]) -> Record:
@@ -326,9 +360,14 @@ def _reader(cls: type[Record]) -> Callable[[Mapping[str, Any]], Record]:
                     prepared[entry.key] = data[outer][inner]
             for entry in special:
                 prepared[_synthetic(entry)] = (
-                    {k: v for k, v in data.items() if k not in known} if entry.rest
-                    else flags[entry.name] in data if entry.name in flags
-                    else entry.hook[1](data) if entry.hook else data)
+                    {k: v for k, v in data.items() if k not in known}
+                    if entry.rest
+                    else flags[entry.name] in data
+                    if entry.name in flags
+                    else entry.hook[1](data)
+                    if entry.hook
+                    else data
+                )
             data = prepared
         return generated(data, cls)
 
@@ -344,6 +383,7 @@ def _one_line(error: Exception) -> str:
 def _located(error: Exception) -> tuple[str, str]:
     """Where in the dict cattrs' first error is (``stats.repeats[0]``, "" at the top), and
     what it is."""
+
     def text(exc: BaseException, _: type | None) -> str:
         if isinstance(exc, KeyError):
             return f"missing key {exc}"
@@ -384,16 +424,23 @@ class Shape:
     @property
     def kept(self) -> dict[str, Any]:
         """The keys of the dict that no field writes back the same."""
-        return {k: v for k, v in (self.source or {}).items()
-                if k not in self.read or not _same(self.read[k], v)}
+        return {
+            k: v
+            for k, v in (self.source or {}).items()
+            if k not in self.read or not _same(self.read[k], v)
+        }
 
     def apply(self, written: dict[str, Any]) -> dict[str, Any]:
         if self.source is None:
             return written
-        changed = {k: v for k, v in written.items()
-                   if k not in self.read or not _same(v, self.read[k])}
-        out = {k: changed.get(k, v) for k, v in self.source.items()
-               if k in written or k not in self.read}
+        changed = {
+            k: v for k, v in written.items() if k not in self.read or not _same(v, self.read[k])
+        }
+        out = {
+            k: changed.get(k, v)
+            for k, v in self.source.items()
+            if k in written or k not in self.read
+        }
         out.update((k, v) for k, v in changed.items() if k not in out)
         return out
 
@@ -448,6 +495,8 @@ def _kept(cls: type[RecordT], data: Mapping[str, Any]) -> RecordT:
 
 
 converter.register_structure_hook_func(
-    lambda t: isinstance(t, type) and issubclass(t, Record), lambda data, cls: _kept(cls, data))
+    lambda t: isinstance(t, type) and issubclass(t, Record), lambda data, cls: _kept(cls, data)
+)
 converter.register_unstructure_hook_func(
-    lambda t: isinstance(t, type) and issubclass(t, Record), lambda record: record.to_dict())
+    lambda t: isinstance(t, type) and issubclass(t, Record), lambda record: record.to_dict()
+)

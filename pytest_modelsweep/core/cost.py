@@ -35,8 +35,12 @@ class Pricing:
         price = data["usd_per_hour"]
         if isinstance(price, bool) or not isinstance(price, int | float):
             raise ValueError(f"a price must be a number of dollars per hour, got {price!r}")
-        return cls(float(price), source=str(data.get("source") or ""),
-                   as_of=str(data.get("as_of") or ""), example=data.get("example") is True)
+        return cls(
+            float(price),
+            source=str(data.get("source") or ""),
+            as_of=str(data.get("as_of") or ""),
+            example=data.get("example") is True,
+        )
 
     def describe(self) -> str:
         """E.g. ``$1.20/h (Google Cloud TPU pricing, 2026-11-30)``; ``example`` said so."""
@@ -52,8 +56,9 @@ def usd_per_million_output_tokens(usd_per_hour: float, output_tokens_per_s: floa
     return usd_per_hour / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6
 
 
-def cost_interval(usd_per_hour: float, rate_low: float | None,
-                  rate_high: float | None) -> tuple[float | None, float | None]:
+def cost_interval(
+    usd_per_hour: float, rate_low: float | None, rate_high: float | None
+) -> tuple[float | None, float | None]:
     """The cost interval from a rate interval (the bounds swap: cost falls as rate rises)."""
     low = None if rate_high is None else usd_per_million_output_tokens(usd_per_hour, rate_high)
     high = None if rate_low is None else usd_per_million_output_tokens(usd_per_hour, rate_low)
@@ -76,7 +81,9 @@ class CostFigures:
 
     def as_stats(self) -> dict[str, Any]:
         """The measurement's ``stats`` keys (the interval absent without one)."""
-        stats: dict[str, Any] = {"usd_per_million_output_tokens": self.usd_per_million_output_tokens}
+        stats: dict[str, Any] = {
+            "usd_per_million_output_tokens": self.usd_per_million_output_tokens
+        }
         if self.interval is not None:
             stats["usd_per_million_output_tokens_interval"] = list(self.interval)
         stats["pricing"] = self.pricing.as_dict()
@@ -92,17 +99,22 @@ class CostFigures:
         interval = stats.get("usd_per_million_output_tokens_interval")
         low, high = interval if isinstance(interval, list) and len(interval) == 2 else (None, None)
         low, high = number_or_none(low), number_or_none(high)
-        return cls(number_or_none(stats.get("usd_per_million_output_tokens")),
-                   None if low is None or high is None else (low, high), pricing)
+        return cls(
+            number_or_none(stats.get("usd_per_million_output_tokens")),
+            None if low is None or high is None else (low, high),
+            pricing,
+        )
 
 
-def cost_stats(pricing: Pricing, mean_rate: float,
-               rate_interval: tuple[float, float] | None) -> CostFigures:
+def cost_stats(
+    pricing: Pricing, mean_rate: float, rate_interval: tuple[float, float] | None
+) -> CostFigures:
     """A throughput measurement's cost figures at its mean rate and rate interval."""
     interval = None
     if rate_interval is not None:
         low, high = cost_interval(pricing.usd_per_hour, *rate_interval)
         if low is not None and high is not None:
             interval = (low, high)
-    return CostFigures(usd_per_million_output_tokens(pricing.usd_per_hour, mean_rate), interval,
-                       pricing)
+    return CostFigures(
+        usd_per_million_output_tokens(pricing.usd_per_hour, mean_rate), interval, pricing
+    )

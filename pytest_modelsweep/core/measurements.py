@@ -14,8 +14,17 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from .codec import (Record, RecordError, check_fields, converter, declared_keys, flat,
-                    int_or_none, key, number_or_none)
+from .codec import (
+    Record,
+    RecordError,
+    check_fields,
+    converter,
+    declared_keys,
+    flat,
+    int_or_none,
+    key,
+    number_or_none,
+)
 from .cost import CostFigures, Pricing
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
@@ -35,21 +44,39 @@ DEGENERATE = "degenerate"
 """The flag of an open-loop window that cannot support a figure (:attr:`OpenLoop.degenerate`)."""
 
 
-def side_flags(*, unstable: bool, cv: float | None, contended: bool, server_queued: bool = False,
-               saturated: bool = False, degenerate: bool = False) -> tuple[str, ...]:
+def side_flags(
+    *,
+    unstable: bool,
+    cv: float | None,
+    contended: bool,
+    server_queued: bool = False,
+    saturated: bool = False,
+    degenerate: bool = False,
+) -> tuple[str, ...]:
     """What makes one side of a comparison doubtful: ``unstable (CV 53%)``, ``contended``,
     ``server queued`` (it did not run all the client had in flight), ``saturated``,
     ``degenerate``."""
     shown = "unstable" if cv is None else f"unstable (CV {cv:.0%})"
-    return tuple(flag for flag, on in ((shown, unstable), ("contended", contended),
-                                       (SERVER_QUEUED, server_queued), (SATURATED, saturated),
-                                       (DEGENERATE, degenerate)) if on)
+    return tuple(
+        flag
+        for flag, on in (
+            (shown, unstable),
+            ("contended", contended),
+            (SERVER_QUEUED, server_queued),
+            (SATURATED, saturated),
+            (DEGENERATE, degenerate),
+        )
+        if on
+    )
 
 
 def flags_text(candidate: Sequence[str] | None, reference: Sequence[str] | None) -> str:
     """``; the reference's measurement is flagged unstable (CV 53%), contended``, or ``""``."""
-    parts = [f"the {role}'s measurement is flagged {', '.join(flags)}"
-             for role, flags in (("candidate", candidate), ("reference", reference)) if flags]
+    parts = [
+        f"the {role}'s measurement is flagged {', '.join(flags)}"
+        for role, flags in (("candidate", candidate), ("reference", reference))
+        if flags
+    ]
     return "; " + "; ".join(parts) if parts else ""
 
 
@@ -124,8 +151,16 @@ class AccuracyStats(Record):
     sequence: AccuracySequence | None = field(default=None, metadata=key(omit_none=True))
 
     @classmethod
-    def of(cls, core: Mapping[str, Any], summary: Mapping[str, Any], *, sent: int, reused: int,
-           wall_s: float, sequence: AccuracySequence | None = None) -> AccuracyStats:
+    def of(
+        cls,
+        core: Mapping[str, Any],
+        summary: Mapping[str, Any],
+        *,
+        sent: int,
+        reused: int,
+        wall_s: float,
+        sequence: AccuracySequence | None = None,
+    ) -> AccuracyStats:
         """From :func:`~pytest_modelsweep.api.evaluation.summarise_items`' ``core`` and the
         benchmark's ``summary``; the core figures win over the summary's of the same name,
         keys in the order ``{**summary, **core, sent, reused, wall_s[, sequence]}``."""
@@ -143,8 +178,11 @@ class AccuracyStats(Record):
     def error_types(self) -> dict[str, int]:
         """BFCL: wrong answers per error type (empty for other benchmarks)."""
         types = self.figures.get("error_types")
-        return ({str(k): v for k, v in types.items() if int_or_none(v) is not None}
-                if isinstance(types, Mapping) else {})
+        return (
+            {str(k): v for k, v in types.items() if int_or_none(v) is not None}
+            if isinstance(types, Mapping)
+            else {}
+        )
 
     @property
     def parse_failures(self) -> int | None:
@@ -170,7 +208,7 @@ class SamplerCost(Record):
     """What sampling cost the client: CPU seconds (all scrapes and parses) over the wall
     time it ran; ``cpu_cores`` = their ratio."""
 
-    derived = {"cpu_cores": "wall_s"}
+    derived: ClassVar[dict[str, str | None]] = {"cpu_cores": "wall_s"}
     cpu_s: float = 0.0
     wall_s: float = 0.0
     scrapes: int = 0
@@ -196,8 +234,12 @@ class ServerMetricsSummary(Record):
     """One window's server metrics, summarised; None where the server exposes no such
     quantity (then :attr:`absent` says which names were looked for)."""
 
-    derived = {"prefix_cache_hit_rate": "prefix_cache_queries", "queued": "prefix_cache_queries",
-               "preempted": "prefix_cache_queries", "flag": "prefix_cache_queries"}
+    derived: ClassVar[dict[str, str | None]] = {
+        "prefix_cache_hit_rate": "prefix_cache_queries",
+        "queued": "prefix_cache_queries",
+        "preempted": "prefix_cache_queries",
+        "flag": "prefix_cache_queries",
+    }
     samples: int = 0
     running: GaugeSummary | None = None
     waiting: GaugeSummary | None = None
@@ -241,13 +283,15 @@ class ServerMetricsSummary(Record):
             return None
         parts = []
         if self.queued and self.waiting is not None:
-            running = ("" if self.running is None
-                       else f" (running at most {self.running.max:g})")
+            running = "" if self.running is None else f" (running at most {self.running.max:g})"
             parts.append(f"queued up to {self.waiting.max:g} requests{running}")
         if self.preempted:
             parts.append(f"preempted {self.preemptions:g} times")
-        client = ("" if self.peak_client_in_flight is None
-                  else f" while the client had up to {self.peak_client_in_flight} in flight")
+        client = (
+            ""
+            if self.peak_client_in_flight is None
+            else f" while the client had up to {self.peak_client_in_flight} in flight"
+        )
         return f"the server {' and '.join(parts)}{client}"
 
     flag = property(flag_line)
@@ -284,7 +328,11 @@ class Saturation(Record):
     ``achieved_rps`` (``workloads/openloop.kept_up_rate``) falls more than ``tolerance``
     behind ``offered_rps``, or a request found the ``max_in_flight`` cap (``capped``)."""
 
-    derived = {"shortfall": "achieved_rps", "saturated": None, "reason": None}
+    derived: ClassVar[dict[str, str | None]] = {
+        "shortfall": "achieved_rps",
+        "saturated": None,
+        "reason": None,
+    }
     offered_rps: float | None = None
     achieved_rps: float | None = None
     tolerance: float = 0.0
@@ -310,11 +358,15 @@ class Saturation(Record):
         parts = []
         behind = self.shortfall
         if behind is not None and behind > self.tolerance:
-            parts.append(f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
-                         f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})")
+            parts.append(
+                f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
+                f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})"
+            )
         if self.capped:
-            parts.append(f"{self.capped} request(s) found the client's cap of "
-                         f"{self.max_in_flight} in flight reached and waited for a slot")
+            parts.append(
+                f"{self.capped} request(s) found the client's cap of "
+                f"{self.max_in_flight} in flight reached and waited for a slot"
+            )
         return "saturated: " + "; ".join(parts)
 
 
@@ -422,7 +474,8 @@ class ThroughputStats(Record):
     interval_rule: str | None = field(default=None, metadata=key(omit_none=True))
     """What made ``interval``: ``log-t`` (fixed repeats) or ``log-t-two-stage`` (auto)."""
     interval: tuple[float, float] | None = field(
-        default=None, metadata=key("output_tokens_per_s_interval", omit_none=True))
+        default=None, metadata=key("output_tokens_per_s_interval", omit_none=True)
+    )
     """The 95% interval of the mean output tokens/s (None with one repeat)."""
     goodput: GoodputFigures | None = None
     cost: CostFigures | None = None
@@ -446,10 +499,14 @@ class ThroughputStats(Record):
     def flags(self) -> tuple[str, ...]:
         """``unstable (CV 53%)``, ``contended``, ``server queued``, ``saturated``,
         ``degenerate``: what makes this setting doubtful."""
-        return side_flags(unstable=self.unstable, cv=self.cv, contended=self.contended,
-                          server_queued=self.server_flagged_windows > 0,
-                          saturated=self.saturated_windows > 0,
-                          degenerate=self.degenerate_windows > 0)
+        return side_flags(
+            unstable=self.unstable,
+            cv=self.cv,
+            contended=self.contended,
+            server_queued=self.server_flagged_windows > 0,
+            saturated=self.saturated_windows > 0,
+            degenerate=self.degenerate_windows > 0,
+        )
 
     @property
     def pricing(self) -> Pricing | None:
@@ -490,7 +547,7 @@ class AttainmentInterval(Record):
     effective counts when ``windows`` > 1 showed a ``design_effect`` above 1; see
     ``core/stats/attainment``)."""
 
-    derived = {"share": "requests"}
+    derived: ClassVar[dict[str, str | None]] = {"share": "requests"}
     good: int = 0
     requests: int = 0
     confidence: float = 0.0
@@ -524,8 +581,10 @@ class AttainmentInterval(Record):
         counts = f"{self.good}/{self.requests}"
         if self.windows > 1:
             counts += f" in {self.windows} windows, design effect {self.design_effect:.2f}"
-        return (f"{self.share:.1%} ({counts}), {100 * self.confidence:.4g}% CI "
-                f"[{self.low:.1%}, {self.high:.1%}]")
+        return (
+            f"{self.share:.1%} ({counts}), {100 * self.confidence:.4g}% CI "
+            f"[{self.low:.1%}, {self.high:.1%}]"
+        )
 
 
 class SearchWindow(Protocol):
@@ -566,21 +625,40 @@ class StepWindow(Record):
 
 
 # a concurrency step writes its window's figures beside its own
-flat(StepWindow, StepWindow.written, lambda data: StepWindow.read(data)
-     if "timed_requests" in data or "contention" in data else None)
+flat(
+    StepWindow,
+    StepWindow.written,
+    lambda data: (
+        StepWindow.read(data) if "timed_requests" in data or "contention" in data else None
+    ),
+)
 
 
 def _decision_written(step: SearchStep) -> dict[str, Any]:
     """A concurrency step's decision: its windows, outcome and pooled interval."""
     got = step.interval
-    return {} if got is None else {
-        "window": got.windows, "outcome": str(step.outcome), "step_good": got.good,
-        "step_requests": got.requests, "attainment_interval": [got.low, got.high],
-        "interval_confidence": got.confidence, "design_effect": got.design_effect}
+    return (
+        {}
+        if got is None
+        else {
+            "window": got.windows,
+            "outcome": str(step.outcome),
+            "step_good": got.good,
+            "step_requests": got.requests,
+            "attainment_interval": [got.low, got.high],
+            "interval_confidence": got.confidence,
+            "design_effect": got.design_effect,
+        }
+    )
 
 
-_DECISION_FIELDS = {"window": "windows", "step_good": "good", "step_requests": "requests",
-                    "interval_confidence": "confidence", "design_effect": "design_effect"}
+_DECISION_FIELDS = {
+    "window": "windows",
+    "step_good": "good",
+    "step_requests": "requests",
+    "interval_confidence": "confidence",
+    "design_effect": "design_effect",
+}
 
 
 def _decision_read(data: Mapping[str, Any]) -> AttainmentInterval | None:
@@ -588,8 +666,15 @@ def _decision_read(data: Mapping[str, Any]) -> AttainmentInterval | None:
     if "outcome" not in data or "attainment_interval" not in data:
         return None
     low, high = data["attainment_interval"]
-    return AttainmentInterval.read({"low": low, "high": high, **{
-        name: data[written] for written, name in _DECISION_FIELDS.items() if written in data}})
+    return AttainmentInterval.read(
+        {
+            "low": low,
+            "high": high,
+            **{
+                name: data[written] for written, name in _DECISION_FIELDS.items() if written in data
+            },
+        }
+    )
 
 
 def _told_outcome(data: Mapping[str, Any]) -> StepOutcome:
@@ -609,8 +694,19 @@ class SearchStep(Record):
     window's figures. A rate step is written as :class:`RateStep`."""
 
     order: ClassVar[tuple[str, ...]] = (
-        "value", "slo_attainment", "good", "requests", "goodput_rps", "output_tokens_per_s",
-        "duration_s", "passed", "violations", "interval", "recorded", "outcome")
+        "value",
+        "slo_attainment",
+        "good",
+        "requests",
+        "goodput_rps",
+        "output_tokens_per_s",
+        "duration_s",
+        "passed",
+        "violations",
+        "interval",
+        "recorded",
+        "outcome",
+    )
     knob: str = CONCURRENCY
     value: int | float = field(default=0, metadata=key("concurrency"))
     good: int = 0
@@ -618,10 +714,12 @@ class SearchStep(Record):
     goodput_rps: float | None = None
     output_tokens_per_s: float = 0.0
     duration_s: float = 0.0
-    outcome: StepOutcome = field(default=StepOutcome.BROKEN,
-                                 metadata=key(hook=(lambda _: {}, _told_outcome)))
+    outcome: StepOutcome = field(
+        default=StepOutcome.BROKEN, metadata=key(hook=(lambda _: {}, _told_outcome))
+    )
     interval: AttainmentInterval | None = field(
-        default=None, metadata=key(hook=(_decision_written, _decision_read)))
+        default=None, metadata=key(hook=(_decision_written, _decision_read))
+    )
     violations: tuple[str, ...] = ()
     offered_rps: float | None = None
     achieved_rps: float | None = None
@@ -665,14 +763,23 @@ class RateStep(SearchStep):
     """A rate step as a sweep writes it: its decision's pooled ``attainment`` interval (whose
     counts it reads back as its own) and its ``window``."""
 
-    order = ("value", "outcome", "interval", "goodput_rps", "offered_rps", "achieved_rps",
-             "output_tokens_per_s", "saturation", "violations", "recorded")
+    order = (
+        "value",
+        "outcome",
+        "interval",
+        "goodput_rps",
+        "offered_rps",
+        "achieved_rps",
+        "output_tokens_per_s",
+        "saturation",
+        "violations",
+        "recorded",
+    )
     knob: str = RATE
     value: int | float = field(default=0.0, metadata=key("rate"))
     outcome: StepOutcome = StepOutcome.BROKEN
     interval: AttainmentInterval | None = field(default=None, metadata=key("attainment"))
-    recorded: ThroughputWindow | None = field(default=None,
-                                              metadata=key("window", omit_none=True))
+    recorded: ThroughputWindow | None = field(default=None, metadata=key("window", omit_none=True))
 
     def __post_init__(self) -> None:
         if self.interval is not None:
@@ -730,17 +837,30 @@ class SearchRatio:
 
     def as_dict(self) -> dict[str, Any]:
         high = None if math.isinf(self.high) else self.high
-        sides = {f"{role}_bracket": [side.last_pass, side.first_fail]
-                 for role, side in (("candidate", self.candidate), ("reference", self.reference))}
+        sides = {
+            f"{role}_bracket": [side.last_pass, side.first_fail]
+            for role, side in (("candidate", self.candidate), ("reference", self.reference))
+        }
         if self.candidate.knob == RATE:
-            return {"ratio": self.ratio, "low": self.low, "high": high,
-                    "degenerate": self.degenerate,
-                    "candidate_capacity_rps": self.candidate.capacity,
-                    "reference_capacity_rps": self.reference.capacity, **sides}
-        data = {"ratio": self.ratio, "bracket_low": self.low, "bracket_high": high,
-                "ratio_bracket": [self.low, high], "degenerate": self.degenerate,
-                "candidate_capacity": self.candidate.capacity,
-                "reference_capacity": self.reference.capacity, **sides}
+            return {
+                "ratio": self.ratio,
+                "low": self.low,
+                "high": high,
+                "degenerate": self.degenerate,
+                "candidate_capacity_rps": self.candidate.capacity,
+                "reference_capacity_rps": self.reference.capacity,
+                **sides,
+            }
+        data = {
+            "ratio": self.ratio,
+            "bracket_low": self.low,
+            "bracket_high": high,
+            "ratio_bracket": [self.low, high],
+            "degenerate": self.degenerate,
+            "candidate_capacity": self.candidate.capacity,
+            "reference_capacity": self.reference.capacity,
+            **sides,
+        }
         if self.confidence is not None:
             data["confidence"] = self.confidence
         return data
@@ -751,15 +871,25 @@ class SearchRatio:
         if "ratio" not in data:
             return None
         rate = "candidate_capacity_rps" in data
-        knob, rps, low, high = ((RATE, "_rps", "low", "high") if rate
-                                else (CONCURRENCY, "", "bracket_low", "bracket_high"))
+        knob, rps, low, high = (
+            (RATE, "_rps", "low", "high")
+            if rate
+            else (CONCURRENCY, "", "bracket_low", "bracket_high")
+        )
         sides = []
         for role in ("candidate", "reference"):
             last_pass, first_fail = data[f"{role}_bracket"]
-            sides.append(SearchBracket(data[f"{role}_capacity{rps}"], last_pass, first_fail,
-                                       knob=knob))
-        return cls(data["ratio"], data[low], math.inf if data.get(high) is None else data[high],
-                   sides[0], sides[1], None if rate else data.get("confidence"))
+            sides.append(
+                SearchBracket(data[f"{role}_capacity{rps}"], last_pass, first_fail, knob=knob)
+            )
+        return cls(
+            data["ratio"],
+            data[low],
+            math.inf if data.get(high) is None else data[high],
+            sides[0],
+            sides[1],
+            None if rate else data.get("confidence"),
+        )
 
 
 flat(SearchRatio, SearchRatio.as_dict, SearchRatio.from_dict)
@@ -793,8 +923,19 @@ class SearchStats(Record):
 
     knob: ClassVar[str] = CONCURRENCY
     order: ClassVar[tuple[str, ...]] = (
-        "capacity", "steps", "bracket", "source", "contended", "contended_windows",
-        "confidence", "inconclusive", "at_capacity", "pricing", "reason", "error")
+        "capacity",
+        "steps",
+        "bracket",
+        "source",
+        "contended",
+        "contended_windows",
+        "confidence",
+        "inconclusive",
+        "at_capacity",
+        "pricing",
+        "reason",
+        "error",
+    )
 
     capacity: int | float | None = None
     bracket: tuple[int | float, int | float | None] | None = None
@@ -810,9 +951,15 @@ class SearchStats(Record):
     burstiness: float = 1.0
     contended: bool = False
     contended_windows: int = 0
-    at_capacity: AtCapacity | None = field(default=None, metadata=key(hook=(
-        _at_capacity_written,
-        lambda data: AtCapacity.read(data) if "output_tokens_per_s" in data else None)))
+    at_capacity: AtCapacity | None = field(
+        default=None,
+        metadata=key(
+            hook=(
+                _at_capacity_written,
+                lambda data: AtCapacity.read(data) if "output_tokens_per_s" in data else None,
+            )
+        ),
+    )
     pricing: Pricing | None = field(default=None, metadata=key(omit_none=True))
 
     @property
@@ -841,15 +988,20 @@ class SearchStats(Record):
         capacity, bracket, rate = self.capacity, self.bracket, self.knob == RATE
         what = "rate sweep" if rate else "capacity measurement"
         if capacity is None or bracket is None:
-            detail = (f": {self.error}" if self.error else "") if rate \
+            detail = (
+                (f": {self.error}" if self.error else "")
+                if rate
                 else f", bracket {None if bracket is None else list(bracket)!r}"
-            raise ValueError(f"a {what} without a capacity and its bracket (capacity "
-                             f"{capacity!r}{detail})")
+            )
+            raise ValueError(
+                f"a {what} without a capacity and its bracket (capacity {capacity!r}{detail})"
+            )
         last_pass, first_fail = bracket
         if last_pass != capacity or not (first_fail is None or first_fail > last_pass):
             at = f"{capacity:g} req/s" if rate else f"{capacity}"
-            raise ValueError(f"a {what} whose bracket {list(bracket)} does not start at its "
-                             f"capacity {at}")
+            raise ValueError(
+                f"a {what} whose bracket {list(bracket)} does not start at its capacity {at}"
+            )
         # a rate sweep's confidence is each step's: its capacity interval's is 2γ - 1
         level = 2 * self.confidence - 1 if rate and self.confidence else self.confidence
         return SearchBracket(capacity, last_pass, first_fail, level, self.knob)
@@ -865,9 +1017,24 @@ class RateCapacityStats(SearchStats):
     """A sweep of open-loop rates under an SLO: the most requests/s (``-m rate_capacity``)."""
 
     knob: ClassVar[str] = RATE
-    order = ("capacity", "bracket", "target", "confidence", "start", "maximum", "burstiness",
-             "saturated_at", "inconclusive", "reason", "error", "contended", "contended_windows",
-             "at_capacity", "pricing", "steps")
+    order = (
+        "capacity",
+        "bracket",
+        "target",
+        "confidence",
+        "start",
+        "maximum",
+        "burstiness",
+        "saturated_at",
+        "inconclusive",
+        "reason",
+        "error",
+        "contended",
+        "contended_windows",
+        "at_capacity",
+        "pricing",
+        "steps",
+    )
 
     capacity: int | float | None = field(default=None, metadata=key("capacity_rps"))
     steps: tuple[RateStep, ...] = ()
@@ -895,7 +1062,7 @@ class SmokeStats(Record):
 class ScreeningResult(Record):
     """The screening of one candidate repo; ``reasons`` says why it was rejected (empty if not)."""
 
-    derived = {"verdict": None}
+    derived: ClassVar[dict[str, str | None]] = {"verdict": None}
     model: str = ""
     repo: str = ""
     license: str | None = None
@@ -984,7 +1151,7 @@ class Interleaved(Record):
     """Both models measured in pairs of windows (A B, B A, ...): the windows in the order
     measured, each side's tokens/s in pair order, and whether any window was contended."""
 
-    derived = {"contended": None}
+    derived: ClassVar[dict[str, str | None]] = {"contended": None}
     windows: tuple[InterleavedWindow, ...]
     candidate_values: tuple[float, ...]
     reference_values: tuple[float, ...]
@@ -995,16 +1162,25 @@ class Interleaved(Record):
 
 
 # written into their parent's dict (a verdict's keys beside its interval's, ...)
-flat(Interleaved, Interleaved.written, lambda data: Interleaved.read(data) if "windows" in data
-     else None)
+flat(
+    Interleaved,
+    Interleaved.written,
+    lambda data: Interleaved.read(data) if "windows" in data else None,
+)
 
 
-flat(PairedInterval, PairedInterval.as_dict,
-     lambda data: PairedInterval.from_dict(data) if "difference" in data else None)
+flat(
+    PairedInterval,
+    PairedInterval.as_dict,
+    lambda data: PairedInterval.from_dict(data) if "difference" in data else None,
+)
 
 
-flat(RatioInterval, RatioInterval.as_dict,
-     lambda data: RatioInterval.from_dict(data) if "ratio" in data else None)
+flat(
+    RatioInterval,
+    RatioInterval.as_dict,
+    lambda data: RatioInterval.from_dict(data) if "ratio" in data else None,
+)
 
 
 flat(GoodputFigures, GoodputFigures.as_stats, GoodputFigures.from_stats)
@@ -1047,9 +1223,21 @@ class SearchRatioStats(Record):
 
     knob: ClassVar[str] = CONCURRENCY
     order: ClassVar[tuple[str, ...]] = (
-        "candidate", "reference", "metric", "verdict", "ratio", "tolerance", "rule",
-        "attainment_target", "candidate_max_concurrency", "reference_max_concurrency",
-        "candidate_run", "reference_run", "candidate_flags", "reference_flags")
+        "candidate",
+        "reference",
+        "metric",
+        "verdict",
+        "ratio",
+        "tolerance",
+        "rule",
+        "attainment_target",
+        "candidate_max_concurrency",
+        "reference_max_concurrency",
+        "candidate_run",
+        "reference_run",
+        "candidate_flags",
+        "reference_flags",
+    )
 
     candidate: str = ""
     reference: str = ""
@@ -1085,9 +1273,21 @@ class RateCapacityRatioStats(SearchRatioStats):
     """Two models' capacities in requests/s, compared (``rate_capacity_ratio``)."""
 
     knob: ClassVar[str] = RATE
-    order = ("candidate", "reference", "metric", "verdict", "ratio", "tolerance", "rule",
-             "attainment_target", "confidence", "candidate_run", "reference_run",
-             "candidate_flags", "reference_flags")
+    order = (
+        "candidate",
+        "reference",
+        "metric",
+        "verdict",
+        "ratio",
+        "tolerance",
+        "rule",
+        "attainment_target",
+        "confidence",
+        "candidate_run",
+        "reference_run",
+        "candidate_flags",
+        "reference_flags",
+    )
 
 
 @dataclass(frozen=True)
@@ -1143,8 +1343,17 @@ class StartupStats(Record):
     first token with their 95% intervals (:func:`~.stats.log_mean_interval`: none below two
     launches, or with a failed first request), and the launches' ``cache`` in one word."""
 
-    derived = {name: "backend" for name in ("first_token_s", "first_token_s_interval", "ready_s",
-                                            "ready_s_interval", "cache", "errors")}
+    derived = dict.fromkeys(
+        (
+            "first_token_s",
+            "first_token_s_interval",
+            "ready_s",
+            "ready_s_interval",
+            "cache",
+            "errors",
+        ),
+        "backend",
+    )
     backend: str = ""
     launches: tuple[ColdStart, ...] = ()
 
@@ -1184,27 +1393,57 @@ class StartupStats(Record):
         return "warm" if states == {True} else "mixed"
 
 
-Stats = (AccuracyStats | ThroughputStats | CapacityStats | SmokeStats | ScreeningResult
-         | AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | OtherStats
-         | RateCapacityStats | RateCapacityRatioStats | StartupStats)
+Stats = (
+    AccuracyStats
+    | ThroughputStats
+    | CapacityStats
+    | SmokeStats
+    | ScreeningResult
+    | AccuracyVerdictStats
+    | ThroughputRatioStats
+    | CapacityRatioStats
+    | OtherStats
+    | RateCapacityStats
+    | RateCapacityRatioStats
+    | StartupStats
+)
 """The ``stats`` of a measurement: one record per kind."""
 # read as it stands, then as the measurement's kind says (Measurement.__post_init__)
-converter.register_structure_hook_func(lambda t: t == Stats,
-                                       lambda data, _: OtherStats.from_dict(data))
+converter.register_structure_hook_func(
+    lambda t: t == Stats, lambda data, _: OtherStats.from_dict(data)
+)
 
-StatsT = TypeVar("StatsT", AccuracyStats, ThroughputStats, CapacityStats, SmokeStats,
-                 ScreeningResult, AccuracyVerdictStats, ThroughputRatioStats, CapacityRatioStats,
-                 OtherStats, RateCapacityStats, RateCapacityRatioStats, StartupStats)
+StatsT = TypeVar(
+    "StatsT",
+    AccuracyStats,
+    ThroughputStats,
+    CapacityStats,
+    SmokeStats,
+    ScreeningResult,
+    AccuracyVerdictStats,
+    ThroughputRatioStats,
+    CapacityRatioStats,
+    OtherStats,
+    RateCapacityStats,
+    RateCapacityRatioStats,
+    StartupStats,
+)
 
 
 _BY_KIND: dict[Kind, type[Stats]] = {
-    Kind.ACCURACY: AccuracyStats, Kind.THROUGHPUT: ThroughputStats,
-    Kind.CAPACITY: CapacityStats, Kind.SMOKE: SmokeStats, Kind.SCREENING: ScreeningResult,
-    Kind.RATE_CAPACITY: RateCapacityStats, Kind.STARTUP: StartupStats,
+    Kind.ACCURACY: AccuracyStats,
+    Kind.THROUGHPUT: ThroughputStats,
+    Kind.CAPACITY: CapacityStats,
+    Kind.SMOKE: SmokeStats,
+    Kind.SCREENING: ScreeningResult,
+    Kind.RATE_CAPACITY: RateCapacityStats,
+    Kind.STARTUP: StartupStats,
 }
 _BY_COMPARED: dict[Kind, type[Stats]] = {
-    Kind.ACCURACY: AccuracyVerdictStats, Kind.THROUGHPUT: ThroughputRatioStats,
-    Kind.CAPACITY: CapacityRatioStats, Kind.RATE_CAPACITY: RateCapacityRatioStats,
+    Kind.ACCURACY: AccuracyVerdictStats,
+    Kind.THROUGHPUT: ThroughputRatioStats,
+    Kind.CAPACITY: CapacityRatioStats,
+    Kind.RATE_CAPACITY: RateCapacityRatioStats,
 }
 
 
@@ -1216,9 +1455,14 @@ def another_kind(stats: Mapping[str, Any], expected: type[Stats]) -> type[Stats]
     keys = set(stats)
     if expected is OtherStats or keys & declared_keys(expected):
         return None
-    shared, kind = max(((len(keys & declared_keys(kind)), kind) for kind in (
-        *_BY_KIND.values(), *_BY_COMPARED.values()) if kind is not expected),
-        key=lambda found: found[0])
+    shared, kind = max(
+        (
+            (len(keys & declared_keys(kind)), kind)
+            for kind in (*_BY_KIND.values(), *_BY_COMPARED.values())
+            if kind is not expected
+        ),
+        key=lambda found: found[0],
+    )
     return kind if shared >= 2 and 2 * shared >= len(keys) else None
 
 
@@ -1259,8 +1503,10 @@ class Measurement(Record):
         expected = stats_type(self.benchmark, self.unit)
         if type(self.stats) is not expected:
             if not isinstance(self.stats, OtherStats):
-                raise TypeError(f"a {self.benchmark!r} measurement in {self.unit!r} records "
-                                f"{expected.__name__}, not {type(self.stats).__name__}")
+                raise TypeError(
+                    f"a {self.benchmark!r} measurement in {self.unit!r} records "
+                    f"{expected.__name__}, not {type(self.stats).__name__}"
+                )
             kind = another_kind(self.stats.to_dict(), expected)
             if kind is not None:
                 given = sorted(self.stats.to_dict())
@@ -1268,7 +1514,8 @@ class Measurement(Record):
                     f"stats: none of the keys of a {self.benchmark!r} measurement's "
                     f"{expected.__name__} (it holds {', '.join(given[:4])}"
                     f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
-                    f"measurement ({kind.__name__})")
+                    f"measurement ({kind.__name__})"
+                )
             try:
                 object.__setattr__(self, "stats", expected.from_dict(self.stats.to_dict()))
             except RecordError as error:
@@ -1290,28 +1537,33 @@ class Measurement(Record):
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
-def measurements_of(data: Sequence[Mapping[str, Any]] | Any, where: str = "",
-                    fix: str = "") -> list[Measurement]:
+def measurements_of(
+    data: Sequence[Mapping[str, Any]] | Any, where: str = "", fix: str = ""
+) -> list[Measurement]:
     """The records of a results file's (or the store's) measurement dicts, their items and
     timed requests checked too; a value of the wrong type is a :class:`RecordError` in one
     line: ``where`` (the file or store, and the run), the key, and ``fix``."""
     if not isinstance(data, Sequence) or isinstance(data, str):
-        raise RecordError(_refusal(where, "measurements", f"expected a list, got "
-                                   f"{type(data).__name__}", fix))
+        raise RecordError(
+            _refusal(where, "measurements", f"expected a list, got {type(data).__name__}", fix)
+        )
     records = []
     for index, measurement in enumerate(data):
         try:
             record = Measurement.from_dict(measurement)
-            for name, cls, read in (("items", ItemRecord, ItemRecord.from_dict),
-                                    ("requests", RequestRecord, None)):
+            for name, cls, read in (
+                ("items", ItemRecord, ItemRecord.from_dict),
+                ("requests", RequestRecord, None),
+            ):
                 for i, entry in enumerate(getattr(record, name)):
                     try:
                         check_fields(entry, cls, read)
                     except RecordError as error:
                         raise RecordError(f"{name}[{i}]{_joined(str(error))}") from None
         except RecordError as error:
-            raise RecordError(_refusal(where, f"measurements[{index}]{_joined(str(error))}",
-                                       "", fix)) from None
+            raise RecordError(
+                _refusal(where, f"measurements[{index}]{_joined(str(error))}", "", fix)
+            ) from None
         records.append(record)
     return records
 

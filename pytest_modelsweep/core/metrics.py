@@ -64,40 +64,132 @@ GATED_KINDS = (Kind.ACCURACY, Kind.THROUGHPUT, Kind.STARTUP)
 """Kinds the baseline gate compares: those with an interval over repeats. Smoke (one
 generation) and both capacities (one search, a bracket but no repeats) are left out."""
 
-METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("gsm8k", Kind.ACCURACY, "accuracy", True, "GSM8K accuracy", "gsm8k",
-           "GSM8K accuracy, scored as lm-evaluation-harness scores it"),
-    Metric("bfcl", Kind.ACCURACY, "accuracy", True, "BFCL accuracy", "bfcl",
-           "BFCL simple tool-calling accuracy, scored by BFCL's AST rules"),
-    Metric("throughput", Kind.THROUGHPUT, "tokens/s", True, "Throughput", "throughput",
-           "output throughput at 1, 4 and 16 concurrent requests, 256 tokens each"),
-    Metric("long_prompt", Kind.THROUGHPUT, "tokens/s", True, "Long-prompt throughput",
-           "long_prompt", "throughput with 1,024- and 3,072-token prompts that never repeat"),
-    Metric(RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
-           "Throughput relative to the reference", VERDICT_MARKER, compares=Kind.THROUGHPUT),
-    Metric("capacity", Kind.CAPACITY, "concurrent requests", True, "Capacity under SLO",
-           "capacity", "the most concurrent requests served while --slo-attainment of them "
-           "meet --slo (a search up to the server's max_num_seqs)"),
-    Metric(CAPACITY_RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
-           "Capacity relative to the reference", VERDICT_MARKER, compares=Kind.CAPACITY),
-    Metric("open_loop", Kind.THROUGHPUT, "tokens/s", True, "Open-loop throughput", "open_loop",
-           "requests sent at --request-rate (Poisson, or gamma with --burstiness), latency "
-           "from each request's scheduled send time"),
-    Metric("rate_capacity", Kind.RATE_CAPACITY, "req/s", True, "Capacity in requests/s under SLO",
-           "rate_capacity", "the highest request rate at which --slo-attainment of requests "
-           "meet --slo (a sweep of open-loop rates over --rate-sweep, stopped at saturation)"),
-    Metric(RATE_CAPACITY_RATIO_BENCHMARK, Kind.COMPARISON, "x reference", True,
-           "Capacity in requests/s relative to the reference", VERDICT_MARKER,
-           compares=Kind.RATE_CAPACITY),
-    Metric("startup", Kind.STARTUP, "s", False, "Cold start (launch to first token)",
-           STARTUP_MARKER,
-           "seconds from launching a model's server to the first token of its first request, "
-           "over --startup-launches fresh launches (not with --endpoint)"),
-    Metric("smoke", Kind.SMOKE, "tokens/s", True, "Smoke", "smoke",
-           "a single real generation per model (the quickest end-to-end check)"),
-    Metric("screen", Kind.SCREENING, "GiB", True, "Screening (KV-cache headroom)", "screen",
-           "candidate screening from the Hugging Face API (licence, memory)"),
-)}
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "gsm8k",
+            Kind.ACCURACY,
+            "accuracy",
+            True,
+            "GSM8K accuracy",
+            "gsm8k",
+            "GSM8K accuracy, scored as lm-evaluation-harness scores it",
+        ),
+        Metric(
+            "bfcl",
+            Kind.ACCURACY,
+            "accuracy",
+            True,
+            "BFCL accuracy",
+            "bfcl",
+            "BFCL simple tool-calling accuracy, scored by BFCL's AST rules",
+        ),
+        Metric(
+            "throughput",
+            Kind.THROUGHPUT,
+            "tokens/s",
+            True,
+            "Throughput",
+            "throughput",
+            "output throughput at 1, 4 and 16 concurrent requests, 256 tokens each",
+        ),
+        Metric(
+            "long_prompt",
+            Kind.THROUGHPUT,
+            "tokens/s",
+            True,
+            "Long-prompt throughput",
+            "long_prompt",
+            "throughput with 1,024- and 3,072-token prompts that never repeat",
+        ),
+        Metric(
+            RATIO_BENCHMARK,
+            Kind.COMPARISON,
+            "x reference",
+            True,
+            "Throughput relative to the reference",
+            VERDICT_MARKER,
+            compares=Kind.THROUGHPUT,
+        ),
+        Metric(
+            "capacity",
+            Kind.CAPACITY,
+            "concurrent requests",
+            True,
+            "Capacity under SLO",
+            "capacity",
+            "the most concurrent requests served while --slo-attainment of them "
+            "meet --slo (a search up to the server's max_num_seqs)",
+        ),
+        Metric(
+            CAPACITY_RATIO_BENCHMARK,
+            Kind.COMPARISON,
+            "x reference",
+            True,
+            "Capacity relative to the reference",
+            VERDICT_MARKER,
+            compares=Kind.CAPACITY,
+        ),
+        Metric(
+            "open_loop",
+            Kind.THROUGHPUT,
+            "tokens/s",
+            True,
+            "Open-loop throughput",
+            "open_loop",
+            "requests sent at --request-rate (Poisson, or gamma with --burstiness), latency "
+            "from each request's scheduled send time",
+        ),
+        Metric(
+            "rate_capacity",
+            Kind.RATE_CAPACITY,
+            "req/s",
+            True,
+            "Capacity in requests/s under SLO",
+            "rate_capacity",
+            "the highest request rate at which --slo-attainment of requests "
+            "meet --slo (a sweep of open-loop rates over --rate-sweep, stopped at saturation)",
+        ),
+        Metric(
+            RATE_CAPACITY_RATIO_BENCHMARK,
+            Kind.COMPARISON,
+            "x reference",
+            True,
+            "Capacity in requests/s relative to the reference",
+            VERDICT_MARKER,
+            compares=Kind.RATE_CAPACITY,
+        ),
+        Metric(
+            "startup",
+            Kind.STARTUP,
+            "s",
+            False,
+            "Cold start (launch to first token)",
+            STARTUP_MARKER,
+            "seconds from launching a model's server to the first token of its first request, "
+            "over --startup-launches fresh launches (not with --endpoint)",
+        ),
+        Metric(
+            "smoke",
+            Kind.SMOKE,
+            "tokens/s",
+            True,
+            "Smoke",
+            "smoke",
+            "a single real generation per model (the quickest end-to-end check)",
+        ),
+        Metric(
+            "screen",
+            Kind.SCREENING,
+            "GiB",
+            True,
+            "Screening (KV-cache headroom)",
+            "screen",
+            "candidate screening from the Hugging Face API (licence, memory)",
+        ),
+    )
+}
 """Every recorded benchmark, in the order reports show them (registered user benchmarks
 last). ``verdict:<name>`` entries are not listed: :func:`metric_for` derives one per
 accuracy metric."""
@@ -107,7 +199,7 @@ _BUILT_IN = frozenset(METRICS)
 OTHER_MARKERS = {
     VERDICT_MARKER: "paired comparison of a candidate with the reference",
     BENCHMARK_MARKER: "modelsweep_benchmark(name): this test records the accuracy benchmark "
-                      "`name` (selected by -m name) and gets a paired verdict per candidate",
+    "`name` (selected by -m name) and gets a paired verdict per candidate",
     "vllm": "needs a real vLLM server",
 }
 """Markers that no single metric owns: ``verdict`` selects every comparison."""
@@ -117,21 +209,42 @@ def verdict_metric(compared: str) -> Metric:
     """The ``verdict:<compared>`` metric: a paired accuracy difference, candidate − reference."""
     base = METRICS.get(compared)
     label = base.label if base is not None else f"{compared} accuracy"
-    return Metric(f"{VERDICT_PREFIX}{compared}", Kind.COMPARISON, "accuracy difference", True,
-                  f"{label} verdict", VERDICT_MARKER, compares=Kind.ACCURACY)
+    return Metric(
+        f"{VERDICT_PREFIX}{compared}",
+        Kind.COMPARISON,
+        "accuracy difference",
+        True,
+        f"{label} verdict",
+        VERDICT_MARKER,
+        compares=Kind.ACCURACY,
+    )
 
 
 def accuracy_metric(name: str, label: str | None = None) -> Metric:
     """The metric of a user's accuracy benchmark: its marker is its name (``-m name``)."""
-    return Metric(name, Kind.ACCURACY, ACCURACY_UNIT, True, label or f"{name} accuracy", name,
-                  f"the accuracy benchmark {name} (declared with @pytest.mark.{BENCHMARK_MARKER})")
+    return Metric(
+        name,
+        Kind.ACCURACY,
+        ACCURACY_UNIT,
+        True,
+        label or f"{name} accuracy",
+        name,
+        f"the accuracy benchmark {name} (declared with @pytest.mark.{BENCHMARK_MARKER})",
+    )
 
 
 def throughput_metric(name: str) -> Metric:
     """The metric of a user's throughput benchmark (their own prompts): marker = name."""
-    return Metric(name, Kind.THROUGHPUT, THROUGHPUT_UNIT, True, f"{name} throughput", name,
-                  f"the throughput benchmark {name} (declared with "
-                  f"@pytest.mark.{BENCHMARK_MARKER}({name!r}, kind=\"throughput\"))")
+    return Metric(
+        name,
+        Kind.THROUGHPUT,
+        THROUGHPUT_UNIT,
+        True,
+        f"{name} throughput",
+        name,
+        f"the throughput benchmark {name} (declared with "
+        f'@pytest.mark.{BENCHMARK_MARKER}({name!r}, kind="throughput"))',
+    )
 
 
 def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
@@ -143,7 +256,7 @@ def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
     if benchmark in METRICS:
         return METRICS[benchmark]
     if benchmark.startswith(VERDICT_PREFIX):
-        return verdict_metric(benchmark[len(VERDICT_PREFIX):])
+        return verdict_metric(benchmark[len(VERDICT_PREFIX) :])
     if unit == ACCURACY_UNIT:
         return accuracy_metric(benchmark)
     if unit == THROUGHPUT_UNIT:
@@ -157,30 +270,48 @@ def kind_of(benchmark: str, unit: str | None = None) -> Kind | None:
     return None if metric is None else metric.kind
 
 
-_RESERVED_NAMES = frozenset({"parametrize", "skip", "skipif", "xfail", "usefixtures",
-                             "filterwarnings", "tryfirst", "trylast"})
+_RESERVED_NAMES = frozenset(
+    {
+        "parametrize",
+        "skip",
+        "skipif",
+        "xfail",
+        "usefixtures",
+        "filterwarnings",
+        "tryfirst",
+        "trylast",
+    }
+)
 """pytest's own markers: a benchmark named like one would be selected as one."""
 
 
-def benchmark_name_problem(name: object, kind: Kind = Kind.ACCURACY, *,
-                           builtin: bool = False) -> str | None:
+def benchmark_name_problem(
+    name: object, kind: Kind = Kind.ACCURACY, *, builtin: bool = False
+) -> str | None:
     """Why ``name`` cannot name a user's benchmark (and its marker), or None: it must be an
     identifier not starting with ``_``, no other marker or metric, and no built-in's
     (items and baselines are kept by name) unless ``builtin``."""
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-        return (f"{name!r} is not a benchmark name: use a Python identifier that does not start "
-                "with '_', e.g. 'my_eval'")
+        return (
+            f"{name!r} is not a benchmark name: use a Python identifier that does not start "
+            "with '_', e.g. 'my_eval'"
+        )
     if name in _RESERVED_NAMES or name in OTHER_MARKERS:
-        return (f"{name!r} is one of pytest's or modelsweep's own markers: name the "
-                "benchmark otherwise")
+        return (
+            f"{name!r} is one of pytest's or modelsweep's own markers: name the benchmark otherwise"
+        )
     taken = METRICS.get(name)
     if taken is not None and (taken.kind is not kind or kind is not Kind.ACCURACY):
-        return (f"{name!r} is modelsweep's {taken.kind.value} benchmark {taken.label!r}: name "
-                f"the {kind.value} benchmark otherwise")
+        return (
+            f"{name!r} is modelsweep's {taken.kind.value} benchmark {taken.label!r}: name "
+            f"the {kind.value} benchmark otherwise"
+        )
     if taken is not None and name in _BUILT_IN and not builtin:
-        return (f"{name!r} is modelsweep's built-in benchmark {taken.label!r} "
-                "(benches/test_accuracy.py): yours would be pooled with its items, verdicts "
-                f"and baselines; name yours otherwise, e.g. 'my_{name}'")
+        return (
+            f"{name!r} is modelsweep's built-in benchmark {taken.label!r} "
+            "(benches/test_accuracy.py): yours would be pooled with its items, verdicts "
+            f"and baselines; name yours otherwise, e.g. 'my_{name}'"
+        )
     return None
 
 

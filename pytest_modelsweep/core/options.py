@@ -35,9 +35,11 @@ class Thresholds:
     """Wider than throughput's: a launch's time moves with the page cache and the load."""
 
     def __str__(self) -> str:
-        return (f"accuracy:{self.accuracy_points * 100:g}pp,"
-                f"throughput:{self.throughput_fraction * 100:g}%,"
-                f"startup:{self.startup_fraction * 100:g}%")
+        return (
+            f"accuracy:{self.accuracy_points * 100:g}pp,"
+            f"throughput:{self.throughput_fraction * 100:g}%,"
+            f"startup:{self.startup_fraction * 100:g}%"
+        )
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class OptionDefaults:
 
     sweep: str = "embedded"
     store: StoreLocation = field(
-        default_factory=lambda: StoreLocation.file(".modelsweep/store.sqlite"))
+        default_factory=lambda: StoreLocation.file(".modelsweep/store.sqlite")
+    )
     """The ``modelsweep`` command's store; pytest's is ``<--modelsweep-dir>/store.sqlite``."""
     ratio_tolerance: float = 0.10
     fail_on: frozenset[str] = frozenset({"worse"})
@@ -106,8 +109,9 @@ def default_timed_requests(concurrency: int) -> int:
 # --------------------------------------------------------------------------- parsers
 
 
-def _checked(convert: Callable[[str], T], ok: Callable[[T], bool],
-             expected: str) -> Callable[[str], T]:
+def _checked(
+    convert: Callable[[str], T], ok: Callable[[T], bool], expected: str
+) -> Callable[[str], T]:
     """A ``type=`` parser: ``convert`` the text, keep it when ``ok``, else ``expected``."""
 
     def parse(text: str) -> T:
@@ -122,8 +126,9 @@ def _checked(convert: Callable[[str], T], ok: Callable[[T], bool],
     return parse
 
 
-_parse_count = _checked(int, lambda n: n >= 1,
-                        "expected a positive integer or 'auto', got {text!r}")
+_parse_count = _checked(
+    int, lambda n: n >= 1, "expected a positive integer or 'auto', got {text!r}"
+)
 
 
 def parse_repeats(text: str) -> int | None:
@@ -132,34 +137,48 @@ def parse_repeats(text: str) -> int | None:
 
 
 parse_repeats_target = _checked(float, lambda x: 0 < x < 1, "expected a share in (0, 1), e.g. 0.05")
-parse_repeats_max = _checked(int, lambda n: n >= AUTO_FIRST_STAGE,
-                             f"expected an integer of at least {AUTO_FIRST_STAGE}")
+parse_repeats_max = _checked(
+    int, lambda n: n >= AUTO_FIRST_STAGE, f"expected an integer of at least {AUTO_FIRST_STAGE}"
+)
 parse_unstable_cv = _checked(float, lambda x: x > 0, "expected a positive share, e.g. 0.10")
-parse_contended_cores = _checked(float, lambda x: x >= 0,
-                                 "expected a number of CPU cores >= 0, e.g. 0.25")
-parse_contended_steal = _checked(float, lambda x: 0 <= x <= 1,
-                                 "expected a share of the CPU time in [0, 1], e.g. 0.05")
-parse_slo_attainment = _checked(float, lambda x: 0 < x <= 1,
-                                "expected a share in (0, 1], e.g. 0.90")
-parse_usd_per_hour = _checked(float, lambda x: 0 < x < math.inf,
-                              "expected a positive price in US dollars, e.g. 1.20")
-parse_seconds = _checked(float, lambda s: s > 0,
-                         "expected a positive number of seconds, got {text}")
-parse_wait_seconds = _checked(float, lambda s: s >= 0,
-                              "expected a number of seconds >= 0, e.g. 7200")
+parse_contended_cores = _checked(
+    float, lambda x: x >= 0, "expected a number of CPU cores >= 0, e.g. 0.25"
+)
+parse_contended_steal = _checked(
+    float, lambda x: 0 <= x <= 1, "expected a share of the CPU time in [0, 1], e.g. 0.05"
+)
+parse_slo_attainment = _checked(
+    float, lambda x: 0 < x <= 1, "expected a share in (0, 1], e.g. 0.90"
+)
+parse_usd_per_hour = _checked(
+    float, lambda x: 0 < x < math.inf, "expected a positive price in US dollars, e.g. 1.20"
+)
+parse_seconds = _checked(
+    float, lambda s: s > 0, "expected a positive number of seconds, got {text}"
+)
+parse_wait_seconds = _checked(
+    float, lambda s: s >= 0, "expected a number of seconds >= 0, e.g. 7200"
+)
 parse_resamples = _checked(int, lambda n: n >= 100, "expected at least 100")
 parse_positive_int = _checked(int, lambda n: n >= 1, "expected a positive integer")
-parse_margin = _checked(float, lambda x: 0 <= x < 1,
-                        "expected an accuracy difference in [0, 1), e.g. 0.02")
-parse_ratio_tolerance = _checked(float, lambda x: 0 <= x < 1,
-                                 "expected a share in [0, 1), e.g. 0.10")
-_parse_rate = _checked(float, lambda x: 0 < x < math.inf,
-                       "expected a positive number of requests per second, e.g. 2.5")
-parse_burstiness = _checked(float, lambda x: 0 < x < math.inf,
-                            "expected a finite positive number (1: Poisson; below 1 burstier, "
-                            "above 1 more even; 1e6: evenly spaced), e.g. 1.0")
-parse_startup_launches = _checked(int, lambda n: n >= 2,
-                                  "expected at least 2 launches (an interval needs two)")
+parse_margin = _checked(
+    float, lambda x: 0 <= x < 1, "expected an accuracy difference in [0, 1), e.g. 0.02"
+)
+parse_ratio_tolerance = _checked(
+    float, lambda x: 0 <= x < 1, "expected a share in [0, 1), e.g. 0.10"
+)
+_parse_rate = _checked(
+    float, lambda x: 0 < x < math.inf, "expected a positive number of requests per second, e.g. 2.5"
+)
+parse_burstiness = _checked(
+    float,
+    lambda x: 0 < x < math.inf,
+    "expected a finite positive number (1: Poisson; below 1 burstier, "
+    "above 1 more even; 1e6: evenly spaced), e.g. 1.0",
+)
+parse_startup_launches = _checked(
+    int, lambda n: n >= 2, "expected at least 2 launches (an interval needs two)"
+)
 
 
 MIN_REQUEST_RATE = 0.01
@@ -172,11 +191,15 @@ def _waitable(rate: float, what: str) -> float:
     if rate >= MIN_REQUEST_RATE:
         return rate
     span = OPEN_LOOP_TIMED_REQUESTS / rate
-    unit, size = next(((u, s) for u, s in (("days", 86400), ("hours", 3600), ("minutes", 60))
-                       if span >= 2 * s), ("s", 1))
-    raise ArgumentTypeError(f"at {rate:g} req/s a window of {OPEN_LOOP_TIMED_REQUESTS} requests "
-                            f"takes {span / size:,.0f} {unit}; pass {what} of at least "
-                            f"{MIN_REQUEST_RATE:g} req/s")
+    unit, size = next(
+        ((u, s) for u, s in (("days", 86400), ("hours", 3600), ("minutes", 60)) if span >= 2 * s),
+        ("s", 1),
+    )
+    raise ArgumentTypeError(
+        f"at {rate:g} req/s a window of {OPEN_LOOP_TIMED_REQUESTS} requests "
+        f"takes {span / size:,.0f} {unit}; pass {what} of at least "
+        f"{MIN_REQUEST_RATE:g} req/s"
+    )
 
 
 def parse_request_rate(text: str) -> float:
@@ -193,8 +216,10 @@ def parse_rate_sweep(text: str) -> RateSweep:
     except ValueError:
         sweep = None
     if sweep is None or not (0 < sweep.start_rps <= sweep.max_rps < math.inf):
-        raise ArgumentTypeError(f"{text!r}: expected START:MAX in requests per second with "
-                                "0 < START <= MAX, e.g. 0.25:64")
+        raise ArgumentTypeError(
+            f"{text!r}: expected START:MAX in requests per second with "
+            "0 < START <= MAX, e.g. 0.25:64"
+        )
     _waitable(sweep.start_rps, "a START")
     return sweep
 
@@ -209,15 +234,17 @@ def parse_sweep_run(text: str) -> str:
     if not SWEEP_RUN_PATTERN.fullmatch(name):
         raise ArgumentTypeError(
             f"{text!r}: expected a name of letters, digits, '.', '_', ':' or '-' (at most "
-            "128, starting with a letter or digit), e.g. a CI run id or 2026-11-30-a")
+            "128, starting with a letter or digit), e.g. a CI run id or 2026-11-30-a"
+        )
     return name
 
 
 def parse_baseline_name(text: str) -> str:
     """``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
     if not text.strip():
-        raise ArgumentTypeError("expected a baseline name (or, for --baseline, a results "
-                                "file), got an empty one")
+        raise ArgumentTypeError(
+            "expected a baseline name (or, for --baseline, a results file), got an empty one"
+        )
     return text
 
 
@@ -241,13 +268,17 @@ def parse_fail_on(text: str) -> frozenset[str]:
         return frozenset()
     chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
     if not chosen or chosen - set(known):
-        raise ArgumentTypeError(f"{text!r}: expected a comma-separated list of {', '.join(known)}, "
-                                "or none")
+        raise ArgumentTypeError(
+            f"{text!r}: expected a comma-separated list of {', '.join(known)}, or none"
+        )
     return chosen
 
 
-_THRESHOLDS = {"accuracy": ("accuracy_points", "pp"), "throughput": ("throughput_fraction", "%"),
-               "startup": ("startup_fraction", "%")}
+_THRESHOLDS = {
+    "accuracy": ("accuracy_points", "pp"),
+    "throughput": ("throughput_fraction", "%"),
+    "startup": ("startup_fraction", "%"),
+}
 
 
 def parse_thresholds(text: str) -> Thresholds:
@@ -260,7 +291,8 @@ def parse_thresholds(text: str) -> Thresholds:
         if kind not in _THRESHOLDS or not match or match.group(2) != _THRESHOLDS[kind][1]:
             raise ArgumentTypeError(
                 f"{text!r}: expected e.g. accuracy:1pp,throughput:10% (accuracy in percentage "
-                f"points, throughput and startup in percent); {part!r} is not that")
+                f"points, throughput and startup in percent); {part!r} is not that"
+            )
         given[_THRESHOLDS[kind][0]] = float(match.group(1)) / 100
     return replace(DEFAULTS.fail_on_regression, **given)
 
@@ -269,9 +301,13 @@ def parse_thresholds(text: str) -> Thresholds:
 
 
 def add_sweep_option(addoption: AddOption) -> None:
-    addoption("--sweep", default=DEFAULTS.sweep, metavar="PATH",
-              help="sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
-                   f"(default: {DEFAULTS.sweep})")
+    addoption(
+        "--sweep",
+        default=DEFAULTS.sweep,
+        metavar="PATH",
+        help="sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
+        f"(default: {DEFAULTS.sweep})",
+    )
 
 
 def store_location_type(value: str) -> StoreLocation:
@@ -283,130 +319,234 @@ def store_location_type(value: str) -> StoreLocation:
 
 
 def add_store_option(addoption: AddOption, default: StoreLocation | None = None) -> None:
-    addoption("--store", default=default, metavar="PATH|URL", type=store_location_type,
-              help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
-                   f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULTS.store})")
+    addoption(
+        "--store",
+        default=default,
+        metavar="PATH|URL",
+        type=store_location_type,
+        help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
+        f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULTS.store})",
+    )
 
 
 def add_sweep_run_option(addoption: AddOption, help: str | None = None) -> None:
-    addoption("--sweep-run", type=parse_sweep_run, default=None, metavar="NAME",
-              help=help or "join the runs of other hosts under one logical sweep NAME (e.g. "
-                           "the CI run id): comparisons find a model measured by any run of "
-                           "NAME in the store, waiting for one still running (--verdict-wait), "
-                           "and the gate and reports cover every run of NAME "
-                           "(docs/multihost.md)")
+    addoption(
+        "--sweep-run",
+        type=parse_sweep_run,
+        default=None,
+        metavar="NAME",
+        help=help
+        or "join the runs of other hosts under one logical sweep NAME (e.g. "
+        "the CI run id): comparisons find a model measured by any run of "
+        "NAME in the store, waiting for one still running (--verdict-wait), "
+        "and the gate and reports cover every run of NAME "
+        "(docs/multihost.md)",
+    )
 
 
 def add_regression_option(addoption: AddOption) -> None:
-    addoption("--fail-on-regression", type=parse_thresholds, default=DEFAULTS.fail_on_regression,
-              metavar="RULES",
-              help="how much worse is a regression "
-                   f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})")
+    addoption(
+        "--fail-on-regression",
+        type=parse_thresholds,
+        default=DEFAULTS.fail_on_regression,
+        metavar="RULES",
+        help="how much worse is a regression "
+        f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})",
+    )
 
 
 def add_timeout_options(addoption: AddOption) -> None:
-    addoption("--idle-timeout", type=parse_seconds, default=DEFAULTS.idle_timeout,
-              metavar="SECONDS",
-              help="fail a request after this long without a byte from the server (for a "
-                   "non-streamed answer, from a server with work counters: without a byte and "
-                   "without its counters moving); a stalled server is found sooner by a health "
-                   f"check (default: {DEFAULTS.idle_timeout:g})")
-    addoption("--request-timeout", type=parse_seconds, default=DEFAULTS.request_timeout,
-              metavar="SECONDS",
-              help=f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})")
+    addoption(
+        "--idle-timeout",
+        type=parse_seconds,
+        default=DEFAULTS.idle_timeout,
+        metavar="SECONDS",
+        help="fail a request after this long without a byte from the server (for a "
+        "non-streamed answer, from a server with work counters: without a byte and "
+        "without its counters moving); a stalled server is found sooner by a health "
+        f"check (default: {DEFAULTS.idle_timeout:g})",
+    )
+    addoption(
+        "--request-timeout",
+        type=parse_seconds,
+        default=DEFAULTS.request_timeout,
+        metavar="SECONDS",
+        help=f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})",
+    )
 
 
 def add_resamples_option(addoption: AddOption) -> None:
-    addoption("--resamples", type=parse_resamples, default=DEFAULTS.resamples, metavar="N",
-              help=f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})")
+    addoption(
+        "--resamples",
+        type=parse_resamples,
+        default=DEFAULTS.resamples,
+        metavar="N",
+        help=f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})",
+    )
 
 
 def add_noise_options(addoption: AddOption) -> None:
     """``--repeats`` (a count or ``auto``) and the limits that mark noisy or contended settings."""
-    addoption("--repeats", type=parse_repeats, default=DEFAULTS.repeats, metavar="N|auto",
-              help=f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
-                   f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
-                   "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
-                   "within --repeats-target, at most --repeats-max")
-    addoption("--repeats-target", type=parse_repeats_target, default=DEFAULTS.repeats_target,
-              metavar="X",
-              help="--repeats auto: the 95%% interval's half-width to reach, as a share of "
-                   f"the mean (default: {DEFAULTS.repeats_target:.2f})")
-    addoption("--repeats-max", type=parse_repeats_max, default=DEFAULTS.repeats_max, metavar="N",
-              help=f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})")
-    addoption("--unstable-cv", type=parse_unstable_cv, default=DEFAULTS.unstable_cv, metavar="X",
-              help="mark a throughput setting unstable when its repeats' coefficient of "
-                   f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})")
-    addoption("--contended-cores", type=parse_contended_cores, default=DEFAULTS.contended_cores,
-              metavar="X",
-              help="mark a timed window contended when other processes used more than X "
-                   f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})")
-    addoption("--contended-steal", type=parse_contended_steal, default=DEFAULTS.contended_steal,
-              metavar="X",
-              help="mark a timed window contended when the hypervisor stole more than this "
-                   f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})")
+    addoption(
+        "--repeats",
+        type=parse_repeats,
+        default=DEFAULTS.repeats,
+        metavar="N|auto",
+        help=f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
+        f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
+        "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
+        "within --repeats-target, at most --repeats-max",
+    )
+    addoption(
+        "--repeats-target",
+        type=parse_repeats_target,
+        default=DEFAULTS.repeats_target,
+        metavar="X",
+        help="--repeats auto: the 95%% interval's half-width to reach, as a share of "
+        f"the mean (default: {DEFAULTS.repeats_target:.2f})",
+    )
+    addoption(
+        "--repeats-max",
+        type=parse_repeats_max,
+        default=DEFAULTS.repeats_max,
+        metavar="N",
+        help=f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})",
+    )
+    addoption(
+        "--unstable-cv",
+        type=parse_unstable_cv,
+        default=DEFAULTS.unstable_cv,
+        metavar="X",
+        help="mark a throughput setting unstable when its repeats' coefficient of "
+        f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})",
+    )
+    addoption(
+        "--contended-cores",
+        type=parse_contended_cores,
+        default=DEFAULTS.contended_cores,
+        metavar="X",
+        help="mark a timed window contended when other processes used more than X "
+        f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})",
+    )
+    addoption(
+        "--contended-steal",
+        type=parse_contended_steal,
+        default=DEFAULTS.contended_steal,
+        metavar="X",
+        help="mark a timed window contended when the hypervisor stole more than this "
+        f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})",
+    )
 
 
 def add_slo_cost_options(addoption: AddOption) -> None:
     """``--slo`` (latency targets per request) and ``--usd-per-hour`` (the machine's price)."""
-    addoption("--slo", type=parse_slo, default=None, metavar="TARGETS",
-              help="latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
-                   "e2e=): every throughput window records goodput and SLO attainment, and "
-                   "the capacity benchmark searches the highest concurrency meeting them")
-    addoption("--slo-attainment", type=parse_slo_attainment, default=DEFAULTS.slo_attainment,
-              metavar="X",
-              help="capacity: the share of requests that must meet --slo "
-                   f"(default: {DEFAULTS.slo_attainment:.2f})")
-    addoption("--usd-per-hour", type=parse_usd_per_hour, default=None, metavar="X",
-              help="price of the machine one model is served on, US dollars per hour, for "
-                   "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)")
+    addoption(
+        "--slo",
+        type=parse_slo,
+        default=None,
+        metavar="TARGETS",
+        help="latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
+        "e2e=): every throughput window records goodput and SLO attainment, and "
+        "the capacity benchmark searches the highest concurrency meeting them",
+    )
+    addoption(
+        "--slo-attainment",
+        type=parse_slo_attainment,
+        default=DEFAULTS.slo_attainment,
+        metavar="X",
+        help="capacity: the share of requests that must meet --slo "
+        f"(default: {DEFAULTS.slo_attainment:.2f})",
+    )
+    addoption(
+        "--usd-per-hour",
+        type=parse_usd_per_hour,
+        default=None,
+        metavar="X",
+        help="price of the machine one model is served on, US dollars per hour, for "
+        "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)",
+    )
 
 
 def add_ungated_option(addoption: AddOption) -> None:
     """``--allow-ungated``: pass although nothing was compared with the baseline."""
-    addoption("--allow-ungated", action="store_true", default=False,
-              help="pass when nothing could be compared with the baseline (every row new: "
-                   "other models, benchmarks or settings); default: that fails, since "
-                   "nothing was gated")
+    addoption(
+        "--allow-ungated",
+        action="store_true",
+        default=False,
+        help="pass when nothing could be compared with the baseline (every row new: "
+        "other models, benchmarks or settings); default: that fails, since "
+        "nothing was gated",
+    )
 
 
 def add_sequential_options(addoption: AddOption) -> None:
     """``--until-decided`` and ``--round-size`` (items between two looks)."""
-    addoption("--until-decided", action="store_true", default=False,
-              help="accuracy benchmarks send items in one seeded random order, in rounds, and "
-                   "stop for a model once every comparison it takes part in (verdicts, and "
-                   "with --baseline its gate row) is decided by an anytime-valid confidence "
-                   "sequence (default: the sweep's [verdicts] until_decided, else off)")
-    addoption("--round-size", type=parse_positive_int, default=DEFAULTS.round_size, metavar="N",
-              help="--until-decided: items each model scores between two looks at its "
-                   f"comparisons (default: {DEFAULTS.round_size})")
+    addoption(
+        "--until-decided",
+        action="store_true",
+        default=False,
+        help="accuracy benchmarks send items in one seeded random order, in rounds, and "
+        "stop for a model once every comparison it takes part in (verdicts, and "
+        "with --baseline its gate row) is decided by an anytime-valid confidence "
+        "sequence (default: the sweep's [verdicts] until_decided, else off)",
+    )
+    addoption(
+        "--round-size",
+        type=parse_positive_int,
+        default=DEFAULTS.round_size,
+        metavar="N",
+        help="--until-decided: items each model scores between two looks at its "
+        f"comparisons (default: {DEFAULTS.round_size})",
+    )
 
 
 def add_open_loop_options(addoption: AddOption) -> None:
     """``--request-rate``, ``--burstiness`` (open-loop arrivals) and ``--rate-sweep``."""
-    addoption("--request-rate", type=parse_request_rate, default=None, metavar="RPS",
-              help="open loop: send requests at this mean rate whatever is in flight, latency "
-                   "from each request's scheduled time (-m open_loop needs it; "
-                   f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)")
-    addoption("--burstiness", type=parse_burstiness, default=DEFAULTS.burstiness, metavar="B",
-              help="open loop: gaps between requests are gamma-distributed with shape B, as "
-                   "vllm bench serve draws them (1: Poisson; default: "
-                   f"{DEFAULTS.burstiness:g})")
-    addoption("--rate-sweep", type=parse_rate_sweep, default=DEFAULTS.rate_sweep,
-              metavar="START:MAX",
-              help="capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
-                   "try, doubling from START, then bisecting; it stops at a miss or when the "
-                   f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})")
+    addoption(
+        "--request-rate",
+        type=parse_request_rate,
+        default=None,
+        metavar="RPS",
+        help="open loop: send requests at this mean rate whatever is in flight, latency "
+        "from each request's scheduled time (-m open_loop needs it; "
+        f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)",
+    )
+    addoption(
+        "--burstiness",
+        type=parse_burstiness,
+        default=DEFAULTS.burstiness,
+        metavar="B",
+        help="open loop: gaps between requests are gamma-distributed with shape B, as "
+        "vllm bench serve draws them (1: Poisson; default: "
+        f"{DEFAULTS.burstiness:g})",
+    )
+    addoption(
+        "--rate-sweep",
+        type=parse_rate_sweep,
+        default=DEFAULTS.rate_sweep,
+        metavar="START:MAX",
+        help="capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
+        "try, doubling from START, then bisecting; it stops at a miss or when the "
+        f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})",
+    )
 
 
 def add_startup_option(addoption: AddOption) -> None:
-    addoption("--startup-launches", type=parse_startup_launches,
-              default=DEFAULTS.startup_launches, metavar="N",
-              help="cold start (-m startup): fresh launches of each model's server "
-                   f"(default: {DEFAULTS.startup_launches})")
+    addoption(
+        "--startup-launches",
+        type=parse_startup_launches,
+        default=DEFAULTS.startup_launches,
+        metavar="N",
+        help="cold start (-m startup): fresh launches of each model's server "
+        f"(default: {DEFAULTS.startup_launches})",
+    )
 
 
 def add_noisy_option(addoption: AddOption) -> None:
-    addoption("--fail-on-noisy", action="store_true", default=False,
-              help="gate rows measured unstable (CV above --unstable-cv) or contended (others "
-                   "used the CPU) fail the session too (default: shown as 're-run', not failing)")
+    addoption(
+        "--fail-on-noisy",
+        action="store_true",
+        default=False,
+        help="gate rows measured unstable (CV above --unstable-cv) or contended (others "
+        "used the CPU) fail the session too (default: shown as 're-run', not failing)",
+    )

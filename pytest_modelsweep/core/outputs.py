@@ -21,8 +21,14 @@ from pathlib import Path
 
 from .errors import ModelsweepError
 
-__all__ = ["OutputError", "check_output_file", "check_output_files", "check_output_folder",
-           "write_failure", "write_file"]
+__all__ = [
+    "OutputError",
+    "check_output_file",
+    "check_output_files",
+    "check_output_folder",
+    "write_failure",
+    "write_file",
+]
 
 
 class OutputError(ModelsweepError):
@@ -40,8 +46,11 @@ def write_failure(what: str, path: Path | str, error: OSError, fix: str = "") ->
     """The one line of a write that failed: ``what`` (e.g. ``the results journal``) at
     ``path`` and why; a full disk says to free space."""
     full = error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-    fix = fix or ("free space on its disk or write it elsewhere" if full
-                  else "make the place writable or write it elsewhere")
+    fix = fix or (
+        "free space on its disk or write it elsewhere"
+        if full
+        else "make the place writable or write it elsewhere"
+    )
     return OutputError(f"{what} {path}: cannot write ({_reason(error)}); {fix}")
 
 
@@ -91,8 +100,9 @@ def check_output_folder(path: Path | str, option: str) -> Path:
         raise OutputError(f"{option} {folder}: a file is there, not a folder; pass a folder")
     problem = _folder_problem(folder)
     if problem is not None:
-        raise OutputError(f"{option} {folder}: cannot write there ({problem}); pass a folder "
-                          "you can write to")
+        raise OutputError(
+            f"{option} {folder}: cannot write there ({problem}); pass a folder you can write to"
+        )
     return folder
 
 
@@ -103,8 +113,10 @@ def check_output_file(path: Path | str, option: str) -> Path:
     if not str(path).strip():
         raise OutputError(f"{option} {str(path)!r}: an empty path; pass a file path")
     if target.is_dir():
-        raise OutputError(f"{option} {target}: a folder is there, not a file; pass the path of "
-                          "a file (in that folder or elsewhere)")
+        raise OutputError(
+            f"{option} {target}: a folder is there, not a file; pass the path of "
+            "a file (in that folder or elsewhere)"
+        )
     problem = _folder_problem(target.parent)
     if problem is None and os.path.lexists(target):
         try:
@@ -113,8 +125,10 @@ def check_output_file(path: Path | str, option: str) -> Path:
         except OSError as error:
             problem = _reason(error)
     if problem is not None:
-        raise OutputError(f"{option} {target}: cannot write there ({problem}); pass a path "
-                          "in a folder you can write to")
+        raise OutputError(
+            f"{option} {target}: cannot write there ({problem}); pass a path "
+            "in a folder you can write to"
+        )
     return target
 
 
@@ -128,6 +142,8 @@ def check_output_files(paths: Mapping[str, Path | str | None]) -> None:
         check_output_file(path, option)
         same = Path(os.path.realpath(path))
         if same in seen:
-            raise OutputError(f"{option} {path}: the same file as {seen[same]}; one would "
-                              f"replace the other: pass {option} another path")
+            raise OutputError(
+                f"{option} {path}: the same file as {seen[same]}; one would "
+                f"replace the other: pass {option} another path"
+            )
         seen[same] = f"{option} {path}"

@@ -115,16 +115,28 @@ class Completion:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Completion:
         calls = data.get("tool_calls")
-        fields = {**data, "tool_calls": None if calls is None else [
-            ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"]) for call in calls
-        ]}
+        fields = {
+            **data,
+            "tool_calls": None
+            if calls is None
+            else [
+                ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"])
+                for call in calls
+            ],
+        }
         return cls(**fields)
 
 
 def tool_calls_as_openai(calls: list[ToolCall]) -> list[dict[str, Any]]:
     """Tool calls in OpenAI's ``{"id", "type", "function": {"name", "arguments"}}`` shape (for display)."""
-    return [{**({} if call["id"] is None else {"id": call["id"]}), "type": "function",
-             "function": {"name": call["name"], "arguments": call["arguments"]}} for call in calls]
+    return [
+        {
+            **({} if call["id"] is None else {"id": call["id"]}),
+            "type": "function",
+            "function": {"name": call["name"], "arguments": call["arguments"]},
+        }
+        for call in calls
+    ]
 
 
 def _string_or_none(value: Any) -> str | None:
@@ -139,13 +151,20 @@ def _tool_calls_of_older_response(response: str) -> list[ToolCall] | None:
         calls = json.loads(response)
     except json.JSONDecodeError:
         return None
-    if not isinstance(calls, list) or not calls or not all(
-        isinstance(call, dict) and isinstance(call.get("function"), dict) for call in calls
+    if (
+        not isinstance(calls, list)
+        or not calls
+        or not all(
+            isinstance(call, dict) and isinstance(call.get("function"), dict) for call in calls
+        )
     ):
         return None
     return [
-        ToolCall(id=_string_or_none(call.get("id")), name=_string_or_none(call["function"].get("name")),
-                 arguments=_string_or_none(call["function"].get("arguments")))
+        ToolCall(
+            id=_string_or_none(call.get("id")),
+            name=_string_or_none(call["function"].get("name")),
+            arguments=_string_or_none(call["function"].get("arguments")),
+        )
         for call in calls
     ]
 

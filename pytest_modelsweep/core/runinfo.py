@@ -8,7 +8,7 @@ import platform
 import socket
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ from .secrets import redact
 
 def _git(rootdir: Path, *args: str) -> str | None:
     try:
-        result = subprocess.run(["git", *args], cwd=rootdir, capture_output=True, text=True,
-                                timeout=10, check=False)
+        result = subprocess.run(
+            ["git", *args], cwd=rootdir, capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout.strip() if result.returncode == 0 else None
@@ -56,9 +57,12 @@ def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str,
     except OSError:
         sweep_sha = None
     return {
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "project": {"rootdir": str(rootdir), "commit": commit,
-                    "dirty": bool(dirty) if dirty is not None else None},
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "project": {
+            "rootdir": str(rootdir),
+            "commit": commit,
+            "dirty": bool(dirty) if dirty is not None else None,
+        },
         "machine": {
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
@@ -66,8 +70,11 @@ def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str,
             "cpu_count": os.cpu_count(),
             "memory_gib": _memory_gib(),
         },
-        "software": {"pytest_modelsweep": __version__, "pytest": version("pytest"),
-                     "python": sys.version.split()[0]},
+        "software": {
+            "pytest_modelsweep": __version__,
+            "pytest": version("pytest"),
+            "python": sys.version.split()[0],
+        },
         "sweep": {"path": sweep_path, "sha256": sweep_sha},
         "args": [redact(arg) for arg in args],
     }

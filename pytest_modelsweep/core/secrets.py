@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-
-_SECRET_NAME = (r"[^=&#/\s'\"<>]*(?:pass|pwd|token|key|secret|auth|credential|sig)"
-                r"[^=&#/\s'\"<>]*=")
+_SECRET_NAME = (
+    r"[^=&#/\s'\"<>]*(?:pass|pwd|token|key|secret|auth|credential|sig)"
+    r"[^=&#/\s'\"<>]*="
+)
 """A parameter's or variable's name that looks like a secret's, and its ``=``."""
 _SECRETS_IN_TEXT = (
     # scheme://…@ up to the last @ before a space or quote (a key holding /, # or @ too)
@@ -55,8 +56,9 @@ def redact(text: str) -> str:
     ``env:NAME=`` values and every known key replaced by ``***``."""
     if "@" in text or "=" in text:
         pieces, at = [], 0
-        for start, stop in sorted(m.span("secret") for pattern in _SECRETS_IN_TEXT
-                                  for m in pattern.finditer(text)):
+        for start, stop in sorted(
+            m.span("secret") for pattern in _SECRETS_IN_TEXT for m in pattern.finditer(text)
+        ):
             if start >= at:
                 pieces += [text[at:start], _MARK]
             at = max(at, stop)
@@ -128,14 +130,18 @@ def endpoint_url_problem(url: str) -> str | None:
         return "the URL must start with http:// or https://"
     if any(char.isspace() for char in url):
         return "the URL holds a space; percent-encode it (%20)"
-    if "@" in url[len(parts.scheme) + 3:] and "@" not in parts.netloc:
-        return ("its credentials hold a '/', '?' or '#', which a URL reads as the end of the "
-                "host: percent-encode them in the key (/ as %2F, ? as %3F, # as %23), or give "
-                "the key in OPENAI_API_KEY or the model's api_key_env variable instead")
+    if "@" in url[len(parts.scheme) + 3 :] and "@" not in parts.netloc:
+        return (
+            "its credentials hold a '/', '?' or '#', which a URL reads as the end of the "
+            "host: percent-encode them in the key (/ as %2F, ? as %3F, # as %23), or give "
+            "the key in OPENAI_API_KEY or the model's api_key_env variable instead"
+        )
     if "?" in url or "#" in url:
-        return ("a query (?…) or fragment (#…) is not sent with the requests: drop it, and give "
-                "a key as http://:KEY@HOST, in OPENAI_API_KEY or in the model's api_key_env "
-                "variable")
+        return (
+            "a query (?…) or fragment (#…) is not sent with the requests: drop it, and give "
+            "a key as http://:KEY@HOST, in OPENAI_API_KEY or in the model's api_key_env "
+            "variable"
+        )
     try:
         _ = parts.port
     except ValueError:
@@ -172,8 +178,9 @@ def key_from_env(api_key_env: str | None) -> Credentials | None:
     return Credentials("Bearer", value) if value else None
 
 
-def auth_headers(credentials: Credentials | None,
-                 others: Mapping[str, str] | None = None) -> SecretHeaders:
+def auth_headers(
+    credentials: Credentials | None, others: Mapping[str, str] | None = None
+) -> SecretHeaders:
     """``others`` and the ``Authorization`` header of ``credentials``; the repr hides the key."""
     __tracebackhide__ = True
     headers = SecretHeaders(others or {})

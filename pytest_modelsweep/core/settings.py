@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .options import (DEFAULTS, OPEN_LOOP_TIMED_REQUESTS, RateSweep, default_timed_requests)
+from .options import DEFAULTS, OPEN_LOOP_TIMED_REQUESTS, RateSweep, default_timed_requests
 from .stats.repeats import RepeatPolicy
 
 if TYPE_CHECKING:
@@ -55,21 +55,36 @@ class BenchSettings:
     """``--startup-launches``: fresh launches per model of the cold-start bench."""
 
     @classmethod
-    def from_options(cls, option: Any, *, run_id: str, pricing: Pricing | None,
-                     gsm8k_max_tokens: int, round_size: int | None = None) -> BenchSettings:
+    def from_options(
+        cls,
+        option: Any,
+        *,
+        run_id: str,
+        pricing: Pricing | None,
+        gsm8k_max_tokens: int,
+        round_size: int | None = None,
+    ) -> BenchSettings:
         """The view of ``option`` (pytest's ``config.option``: parsed, checked, defaulted)."""
         return cls(
             run_id=run_id,
             repeats=RepeatPolicy(option.repeats, option.repeats_target, option.repeats_max),
-            timed_requests=option.timed_requests, limit=option.limit,
-            gsm8k_max_tokens=gsm8k_max_tokens, reuse=not option.no_reuse,
-            request_timeout_s=option.request_timeout, idle_timeout_s=option.idle_timeout,
-            unstable_cv=option.unstable_cv, contended_cores=option.contended_cores,
+            timed_requests=option.timed_requests,
+            limit=option.limit,
+            gsm8k_max_tokens=gsm8k_max_tokens,
+            reuse=not option.no_reuse,
+            request_timeout_s=option.request_timeout,
+            idle_timeout_s=option.idle_timeout,
+            unstable_cv=option.unstable_cv,
+            contended_cores=option.contended_cores,
             contended_steal=option.contended_steal,
-            slo=option.slo, slo_attainment=option.slo_attainment, pricing=pricing,
+            slo=option.slo,
+            slo_attainment=option.slo_attainment,
+            pricing=pricing,
             round_size=round_size,
-            request_rate=option.request_rate, burstiness=option.burstiness,
-            rate_sweep=option.rate_sweep, startup_launches=option.startup_launches,
+            request_rate=option.request_rate,
+            burstiness=option.burstiness,
+            rate_sweep=option.rate_sweep,
+            startup_launches=option.startup_launches,
         )
 
     def timed_requests_at(self, concurrency: int) -> int:

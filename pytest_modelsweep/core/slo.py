@@ -51,8 +51,13 @@ class Slo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Slo:
         """The inverse of :meth:`as_dict`."""
-        return cls(**{f"{name}_ms": float(data[f"{name}_ms"])
-                      for name in TARGETS if data.get(f"{name}_ms") is not None})
+        return cls(
+            **{
+                f"{name}_ms": float(data[f"{name}_ms"])
+                for name in TARGETS
+                if data.get(f"{name}_ms") is not None
+            }
+        )
 
 
 def parse_slo(text: str) -> Slo:
@@ -131,12 +136,14 @@ class Goodput:
         return self.figures().as_stats()
 
 
-def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo,
-                   duration_s: float) -> Goodput:
+def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo, duration_s: float) -> Goodput:
     """Goodput of one timed window's request records over its duration."""
     listed = list(records)
-    return Goodput(good=sum(1 for r in listed if is_good(r, slo)), requests=len(listed),
-                   duration_s=float(duration_s))
+    return Goodput(
+        good=sum(1 for r in listed if is_good(r, slo)),
+        requests=len(listed),
+        duration_s=float(duration_s),
+    )
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -159,8 +166,12 @@ class GoodputFigures:
         """The ``stats`` keys: ``slo`` (when given), ``goodput_rps``, ``slo_attainment``,
         ``slo_good``, ``slo_requests``."""
         stats: dict[str, Any] = {} if self.slo is None else {"slo": self.slo.as_dict()}
-        stats.update(goodput_rps=self.goodput_rps, slo_attainment=self.slo_attainment,
-                     slo_good=self.good, slo_requests=self.requests)
+        stats.update(
+            goodput_rps=self.goodput_rps,
+            slo_attainment=self.slo_attainment,
+            slo_good=self.good,
+            slo_requests=self.requests,
+        )
         return stats
 
     @classmethod
@@ -174,14 +185,21 @@ class GoodputFigures:
                 slo = Slo.from_dict(stats["slo"])
             except (TypeError, ValueError):
                 slo = None
-        return cls(number_or_none(stats.get("goodput_rps")),
-                   number_or_none(stats.get("slo_attainment")),
-                   int_or_none(stats.get("slo_good")) or 0,
-                   int_or_none(stats.get("slo_requests")) or 0, slo)
+        return cls(
+            number_or_none(stats.get("goodput_rps")),
+            number_or_none(stats.get("slo_attainment")),
+            int_or_none(stats.get("slo_good")) or 0,
+            int_or_none(stats.get("slo_requests")) or 0,
+            slo,
+        )
 
 
 def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> GoodputFigures:
     """A measurement's goodput over its repeats: means of the rates, totals of the counts."""
-    return GoodputFigures(_mean(w.goodput_rps for w in windows),
-                          _mean(w.slo_attainment for w in windows),
-                          sum(w.good for w in windows), sum(w.requests for w in windows), slo)
+    return GoodputFigures(
+        _mean(w.goodput_rps for w in windows),
+        _mean(w.slo_attainment for w in windows),
+        sum(w.good for w in windows),
+        sum(w.requests for w in windows),
+        slo,
+    )

@@ -67,13 +67,12 @@ def parse_store_location(value: str | Path | StoreLocation) -> StoreLocation:
     if match is None:
         return StoreLocation.file(os.path.expanduser(text))
     scheme = match.group("scheme").lower()
-    rest = text[match.end():]
+    rest = text[match.end() :]
     if scheme == "sqlite":
         return _sqlite_location(rest)
     if scheme in POSTGRES_SCHEMES:
         return _postgres_location(rest)
-    raise StoreLocationError(
-        f"{scheme}:// is not a store this version can use; give {FORMS}")
+    raise StoreLocationError(f"{scheme}:// is not a store this version can use; give {FORMS}")
 
 
 def _sqlite_location(rest: str) -> StoreLocation:
@@ -83,7 +82,8 @@ def _sqlite_location(rest: str) -> StoreLocation:
         raise StoreLocationError(
             "sqlite:// needs a file, written sqlite:///relative/path or "
             "sqlite:////absolute/path (an in-memory database keeps nothing across the "
-            "run's processes; URL parameters are not taken)")
+            "run's processes; URL parameters are not taken)"
+        )
     return StoreLocation.file(os.path.expanduser(path))
 
 
@@ -92,27 +92,34 @@ def _postgres_location(rest: str) -> StoreLocation:
     the end of the credentials) is refused without showing any of it."""
     url = "postgresql://" + rest
     parts = urlsplit(url)
-    if "@" in (parts.netloc.partition("@")[2] + parts.path + parts.fragment
-               + ("" if "@" in parts.netloc else parts.query)):
+    if "@" in (
+        parts.netloc.partition("@")[2]
+        + parts.path
+        + parts.fragment
+        + ("" if "@" in parts.netloc else parts.query)
+    ):
         raise StoreLocationError(
             "the --store URL's user name or password holds a '/', '?', '#' or '@', which a URL "
             "reads as the end of it: percent-encode them (/ as %2F, ? as %3F, # as %23, @ as "
-            "%40), or give the password in PGPASSWORD")
+            "%40), or give the password in PGPASSWORD"
+        )
     userinfo = parts.netloc.rpartition("@")[0]
     remember_secret(unquote(userinfo.partition(":")[2]) or None)
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "password":
             remember_secret(value)
     try:
-        parts.port
+        _ = parts.port  # a port that is no number raises here
     except ValueError:
         raise StoreLocationError(
             f"{_without_password(url)}: the port is not a number; write "
-            "postgresql://USER@HOST:PORT/DATABASE") from None
+            "postgresql://USER@HOST:PORT/DATABASE"
+        ) from None
     if parts.path.count("/") > 1:
         raise StoreLocationError(
             f"{_without_password(url)}: a database name has no '/'; write "
-            "postgresql://USER@HOST:PORT/DATABASE")
+            "postgresql://USER@HOST:PORT/DATABASE"
+        )
     return StoreLocation("postgresql", url=url)
 
 
@@ -121,7 +128,12 @@ def _without_password(url: str) -> str:
     userinfo, at, hostport = parts.netloc.rpartition("@")
     user = userinfo.partition(":")[0]
     netloc = f"{user}{at}{hostport}" if at else hostport
-    query = urlencode([(k, "***" if k == "password" else v)
-                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    query = urlencode(
+        [
+            (k, "***" if k == "password" else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ],
+        safe="*",
+    )
     # by hand: urlunsplit drops the "//" of an empty host (postgresql:///db, host from PGHOST)
     return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")

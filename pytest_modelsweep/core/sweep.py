@@ -137,7 +137,8 @@ class Sweep:
         except KeyError:
             raise UnknownModelError(
                 f"unknown model {name!r} in sweep {self.name!r} ({self.path}); "
-                f"known models: {', '.join(self.models)}") from None
+                f"known models: {', '.join(self.models)}"
+            ) from None
 
     def backend_of(self, name: str) -> Backend:
         return self.model(name).backend or self.serving.backend
@@ -173,8 +174,10 @@ def parse_endpoint_option(values: Sequence[str], sweep: Sweep | None = None) -> 
         name, sep, url = value.partition("=")
         name, url = name.strip(), url.strip()
         if not sep or not name or not url:
-            raise SweepError(f"--endpoint {redact(value)!r}: expected NAME=URL, e.g. "
-                             "--endpoint qwen3-4b=http://10.0.0.5:8000")
+            raise SweepError(
+                f"--endpoint {redact(value)!r}: expected NAME=URL, e.g. "
+                "--endpoint qwen3-4b=http://10.0.0.5:8000"
+            )
         problem = endpoint_url_problem(url)
         if problem is not None:
             raise SweepError(f"--endpoint {name}={redact(url)}: {problem}")
@@ -201,8 +204,10 @@ def load_sweep(spec: str | Path | None = None) -> Sweep:
     else:
         path = Path(text_spec)
         if not path.is_file():
-            raise SweepError(f"sweep file {text_spec} not found; pass --sweep with a TOML file "
-                             f"path or one of the built-in sweeps: {', '.join(BUILTIN_SWEEPS)}")
+            raise SweepError(
+                f"sweep file {text_spec} not found; pass --sweep with a TOML file "
+                f"path or one of the built-in sweeps: {', '.join(BUILTIN_SWEEPS)}"
+            )
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -230,32 +235,71 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     models: dict[str, ModelSpec] = {}
     for model_name, entry in models_table.items():
         if not isinstance(entry, Mapping):
-            raise SweepError(f"{path}: models.{model_name}: expected a table "
-                             f"[models.{model_name}], got {type(entry).__name__}")
+            raise SweepError(
+                f"{path}: models.{model_name}: expected a table "
+                f"[models.{model_name}], got {type(entry).__name__}"
+            )
         models[model_name] = _parse_model(_Table(path, f"models.{model_name}", entry))
-    unknown_top = set(data) - {"sweep", "serving", "models", "screening", "pricing", "benchmarks",
-                               "verdicts"}
+    unknown_top = set(data) - {
+        "sweep",
+        "serving",
+        "models",
+        "screening",
+        "pricing",
+        "benchmarks",
+        "verdicts",
+    }
     if unknown_top:
-        raise SweepError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
-                         "expected [sweep], [serving], [benchmarks.*], [verdicts], [screening], "
-                         "[pricing] and [models.*]")
+        raise SweepError(
+            f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}; "
+            "expected [sweep], [serving], [benchmarks.*], [verdicts], [screening], "
+            "[pricing] and [models.*]"
+        )
     if reference not in models:
-        raise SweepError(f"{path}: sweep.reference: {reference!r} is not one of the models "
-                         f"({', '.join(models)}); add [models.{reference}] or fix the name")
-    return Sweep(name=name, path=path, description=description, reference=reference,
-                 serving=serving, models=models, screening=screening, pricing=pricing,
-                 benchmarks=BenchmarkSettings(
-                     gsm8k.positive_int("max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS)),
-                 verdicts=VerdictSettings(until_decided))
+        raise SweepError(
+            f"{path}: sweep.reference: {reference!r} is not one of the models "
+            f"({', '.join(models)}); add [models.{reference}] or fix the name"
+        )
+    return Sweep(
+        name=name,
+        path=path,
+        description=description,
+        reference=reference,
+        serving=serving,
+        models=models,
+        screening=screening,
+        pricing=pricing,
+        benchmarks=BenchmarkSettings(
+            gsm8k.positive_int("max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS)
+        ),
+        verdicts=VerdictSettings(until_decided),
+    )
 
 
 _SERVING_KEYS = {
-    "backend", "context_length", "max_num_seqs", "prefix_caching", "threads",
-    "startup_timeout_s", "image", "dtype", "extra_args", "one_chip_per_worker", "accelerator",
+    "backend",
+    "context_length",
+    "max_num_seqs",
+    "prefix_caching",
+    "threads",
+    "startup_timeout_s",
+    "image",
+    "dtype",
+    "extra_args",
+    "one_chip_per_worker",
+    "accelerator",
 }
 _MODEL_KEYS = {
-    "source", "served_name", "license", "prompting", "tool_call_parser", "bfcl_mode",
-    "chat_template", "group", "backend", "api_key_env",
+    "source",
+    "served_name",
+    "license",
+    "prompting",
+    "tool_call_parser",
+    "bfcl_mode",
+    "chat_template",
+    "group",
+    "backend",
+    "api_key_env",
 }
 
 
@@ -265,8 +309,10 @@ def _parse_serving(table: _Table) -> ServingSettings:
     threads = None if table.data.get("threads") is None else table.positive_int("threads")
     image = table.optional_string("image")
     if backend == "vllm-docker" and not image:
-        raise SweepError(f"{table.path}: serving.image: the vllm-docker backend needs an image "
-                         "(a release tag; `modelsweep pin` writes it pinned by digest)")
+        raise SweepError(
+            f"{table.path}: serving.image: the vllm-docker backend needs an image "
+            "(a release tag; `modelsweep pin` writes it pinned by digest)"
+        )
     extra = table.data.get("extra_args", [])
     if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
         raise SweepError(f"{table.path}: serving.extra_args: expected a list of strings")
@@ -292,8 +338,10 @@ def _parse_screening(table: _Table) -> ScreeningSettings:
         raise SweepError(f"{table.path}: screening.licenses: expected a list of strings")
     util = table.positive_number("gpu_memory_utilization", default=0.9)
     if util > 1:
-        raise SweepError(f"{table.path}: screening.gpu_memory_utilization: expected a "
-                         f"fraction in (0, 1], got {util}")
+        raise SweepError(
+            f"{table.path}: screening.gpu_memory_utilization: expected a "
+            f"fraction in (0, 1], got {util}"
+        )
     return ScreeningSettings(
         licenses=tuple(x.lower() for x in licenses),
         hbm_gib=table.positive_number("hbm_gib", default=15.75),
@@ -306,21 +354,27 @@ def _parse_pricing(table: _Table) -> Pricing:
     """``[pricing]``: ``usd_per_hour`` (required), ``source``, ``as_of``, ``example``."""
     table.no_unknown({"usd_per_hour", "source", "as_of", "example"})
     if "usd_per_hour" not in table.data:
-        raise SweepError(f"{table.path}: pricing.usd_per_hour: missing; give the machine's "
-                         "price per hour in US dollars, e.g. usd_per_hour = 1.20")
-    return Pricing(usd_per_hour=table.positive_number("usd_per_hour"),
-                   source=table.string("source", default=""),
-                   as_of=table.string("as_of", default=""),
-                   example=table.boolean("example", default=False))
+        raise SweepError(
+            f"{table.path}: pricing.usd_per_hour: missing; give the machine's "
+            "price per hour in US dollars, e.g. usd_per_hour = 1.20"
+        )
+    return Pricing(
+        usd_per_hour=table.positive_number("usd_per_hour"),
+        source=table.string("source", default=""),
+        as_of=table.string("as_of", default=""),
+        example=table.boolean("example", default=False),
+    )
 
 
 def _parse_model(table: _Table) -> ModelSpec:
     table.no_unknown(_MODEL_KEYS)
     name = table.where.removeprefix("models.")
     if not name or any(c in "[]/=" or c.isspace() for c in name):
-        raise SweepError(f"{table.path}: {table.where}: model names may not be empty or contain "
-                         "brackets, slashes, '=' or spaces (they become test ids and "
-                         "--endpoint NAME=URL)")
+        raise SweepError(
+            f"{table.path}: {table.where}: model names may not be empty or contain "
+            "brackets, slashes, '=' or spaces (they become test ids and "
+            "--endpoint NAME=URL)"
+        )
     source = parse_source(table.string("source"), f"{table.path}: {table.where}.source")
     parser = table.optional_string("tool_call_parser")
     backend = table.data.get("backend")
@@ -345,8 +399,10 @@ def parse_source(text: str, where: str = "source") -> ModelSource:
     """Parse ``embedded:ID``, ``embedded-hf:ID``, ``hf:ORG/REPO[@REVISION]`` or ``path:FILE``."""
     kind, sep, rest = text.partition(":")
     if not sep or not rest or kind not in get_args(SourceKind):
-        raise SweepError(f"{where}: expected 'embedded:ID', 'embedded-hf:ID', "
-                         f"'hf:ORG/REPO[@REVISION]' or 'path:FILE', got {text!r}")
+        raise SweepError(
+            f"{where}: expected 'embedded:ID', 'embedded-hf:ID', "
+            f"'hf:ORG/REPO[@REVISION]' or 'path:FILE', got {text!r}"
+        )
     revision = None
     if kind == "hf":
         rest, _, rev = rest.partition("@")
@@ -377,8 +433,14 @@ class _Table:
         return cls(path, key, value)
 
     @classmethod
-    def optional(cls, path: str, data: Mapping[str, Any], where: str, expected: str = "",
-                 allowed: Iterable[str] | None = None) -> _Table:
+    def optional(
+        cls,
+        path: str,
+        data: Mapping[str, Any],
+        where: str,
+        expected: str = "",
+        allowed: Iterable[str] | None = None,
+    ) -> _Table:
         """``data``'s table at the last part of ``where`` (``{}`` when absent), which holds
         only ``allowed`` keys."""
         value = data.get(where.rpartition(".")[2], {})
@@ -392,8 +454,10 @@ class _Table:
     def no_unknown(self, allowed: Iterable[str]) -> None:
         unknown = sorted(set(self.data) - set(allowed))
         if unknown:
-            raise SweepError(f"{self.path}: {self.where}: unknown key(s) {', '.join(unknown)}; "
-                             f"expected some of {', '.join(sorted(allowed))}")
+            raise SweepError(
+                f"{self.path}: {self.where}: unknown key(s) {', '.join(unknown)}; "
+                f"expected some of {', '.join(sorted(allowed))}"
+            )
 
     def _get(self, key: str, default: Any, expected: str, ok: Callable[[Any], bool]) -> Any:
         value = self.data.get(key, default)
@@ -403,26 +467,52 @@ class _Table:
         return value
 
     def string(self, key: str, default: Any = _MISSING) -> str:
-        return cast(str, self._get(key, default, "a non-empty string", lambda v: isinstance(
-            v, str) and (bool(v) or default is not _MISSING)))
+        return cast(
+            str,
+            self._get(
+                key,
+                default,
+                "a non-empty string",
+                lambda v: isinstance(v, str) and (bool(v) or default is not _MISSING),
+            ),
+        )
 
     def optional_string(self, key: str) -> str | None:
-        return cast(str | None, self._get(key, None, "a string",
-                                          lambda v: v is None or isinstance(v, str)))
+        return cast(
+            str | None, self._get(key, None, "a string", lambda v: v is None or isinstance(v, str))
+        )
 
     def choice(self, key: str, options: Sequence[str], default: Any = _MISSING) -> Any:
-        return self._get(key, default, "one of " + ", ".join(repr(o) for o in options),
-                         lambda value: value in options)
+        return self._get(
+            key,
+            default,
+            "one of " + ", ".join(repr(o) for o in options),
+            lambda value: value in options,
+        )
 
     def boolean(self, key: str, default: bool) -> bool:
-        return cast(bool, self._get(key, default, "true or false",
-                                    lambda v: isinstance(v, bool)))
+        return cast(bool, self._get(key, default, "true or false", lambda v: isinstance(v, bool)))
 
     def positive_int(self, key: str, default: Any = _MISSING) -> int:
-        return cast(int, self._get(key, default, "a positive integer", lambda v: not isinstance(
-            v, bool) and isinstance(v, int) and v > 0))
+        return cast(
+            int,
+            self._get(
+                key,
+                default,
+                "a positive integer",
+                lambda v: not isinstance(v, bool) and isinstance(v, int) and v > 0,
+            ),
+        )
 
     def positive_number(self, key: str, default: Any = _MISSING) -> float:
         # TOML's nan and inf are floats too
-        return float(self._get(key, default, "a positive number", lambda v: not isinstance(
-            v, bool) and isinstance(v, int | float) and 0 < v < math.inf))
+        return float(
+            self._get(
+                key,
+                default,
+                "a positive number",
+                lambda v: (
+                    not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < math.inf
+                ),
+            )
+        )

@@ -26,11 +26,13 @@ def read_utf8_text(path: Path, kind: str, fix: str) -> str:
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise DataError(
             f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); "
-            f"{kind} files are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)") from None
+            f"{kind} files are UTF-8: convert it (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
 
 
-def read_jsonl(path: Path, kind: str, fix: str, shape: str,
-               invalid: str = "not valid JSON") -> Iterator[tuple[int, str, Any]]:
+def read_jsonl(
+    path: Path, kind: str, fix: str, shape: str, invalid: str = "not valid JSON"
+) -> Iterator[tuple[int, str, Any]]:
     """(line number, line, value) of each non-blank line of a JSON-lines ``kind`` file; a line
     that is not JSON is a :class:`DataError` ``PATH:LINE: <invalid> (why); <shape>``."""
     for lineno, line in enumerate(read_utf8_text(path, kind, fix).splitlines(), start=1):

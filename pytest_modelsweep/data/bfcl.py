@@ -40,8 +40,14 @@ class BfclRecord:
     @property
     def data_hash(self) -> str:
         """Hash of the source record and its answers, for pairing items across models."""
-        return prompt_hash({"id": self.id, "question": self.question, "function": self.function,
-                            "ground_truth": self.ground_truth})
+        return prompt_hash(
+            {
+                "id": self.id,
+                "question": self.question,
+                "function": self.function,
+                "ground_truth": self.ground_truth,
+            }
+        )
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -53,8 +59,9 @@ class BfclRecord:
 
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
-    return read_jsonl(path, "BFCL", "pass the BFCL data folder",
-                      "BFCL files hold one JSON object a line")
+    return read_jsonl(
+        path, "BFCL", "pass the BFCL data folder", "BFCL files hold one JSON object a line"
+    )
 
 
 def _check_question(value: Any, where: str) -> list[list[dict[str, str]]]:
@@ -63,12 +70,18 @@ def _check_question(value: Any, where: str) -> list[list[dict[str, str]]]:
         raise DataError(f'{where}: field "question" must be {shape}')
     for turn in value:
         if not isinstance(turn, list) or not turn:
-            raise DataError(f'{where}: field "question" must be {shape}, got a turn of {type(turn).__name__}')
+            raise DataError(
+                f'{where}: field "question" must be {shape}, got a turn of {type(turn).__name__}'
+            )
         for message in turn:
-            if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                    and isinstance(message.get("content"), str)):
+            if not (
+                isinstance(message, dict)
+                and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)
+            ):
                 raise DataError(
-                    f'{where}: field "question" has a message without string "role" and "content"')
+                    f'{where}: field "question" has a message without string "role" and "content"'
+                )
     return value
 
 
@@ -85,7 +98,9 @@ def _check_functions(value: Any, where: str) -> list[dict[str, Any]]:
             )
         required = params.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise DataError(f'{where}: function {doc["name"]!r} has "required" that is not a list of names')
+            raise DataError(
+                f'{where}: function {doc["name"]!r} has "required" that is not a list of names'
+            )
     return value
 
 
@@ -100,7 +115,9 @@ def _check_ground_truth(value: Any, where: str) -> list[dict[str, dict[str, list
             )
         params = next(iter(call.values()))
         if not isinstance(params, dict) or not all(isinstance(v, list) for v in params.values()):
-            raise DataError(f'{where}: field "ground_truth" must be {shape}; accepted values must be lists')
+            raise DataError(
+                f'{where}: field "ground_truth" must be {shape}; accepted values must be lists'
+            )
     return value
 
 
@@ -157,10 +174,18 @@ def _local_files(path: Path) -> tuple[Path, Path]:
     else:
         records, path = path, path.parent
     beside = path / f"possible_answer_{records.name}"
-    answers = next((answers for answers in (beside, path / "possible_answer" / records.name)
-                    if answers.is_file()), beside)
+    answers = next(
+        (
+            answers
+            for answers in (beside, path / "possible_answer" / records.name)
+            if answers.is_file()
+        ),
+        beside,
+    )
     if not records.is_file():
-        raise DataError(f"{records}: BFCL records file not found; pass the folder holding {RECORDS_FILE}")
+        raise DataError(
+            f"{records}: BFCL records file not found; pass the folder holding {RECORDS_FILE}"
+        )
     if not answers.is_file():
         raise DataError(
             f"{answers}: BFCL possible answers not found; put {answers.name} (or possible_answer/{records.name}) "
@@ -181,7 +206,7 @@ def _hub_files() -> tuple[Path, Path, str]:
         except EntryNotFoundError:
             tried.append(f"{records_name} + {answers_name}")
             continue
-        except Exception as exc:  # noqa: BLE001 - network, auth, cache: one line for the user
+        except Exception as exc:
             raise DataError(
                 f"hf:{HUB_REPO}: could not download BFCL data ({type(exc).__name__}: {exc}); "
                 "pass a local BFCL data folder instead"

@@ -38,10 +38,16 @@ class Gsm8kProblem:
 
 
 def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
-    lines = read_jsonl(path, "GSM8K", "pass an existing JSONL file",
-                       'each line must be one JSON object with "question" and "answer"')
-    return [_problem(record, index, split, f"{path}:{lineno}", str(path))
-            for index, (lineno, _, record) in enumerate(lines)]
+    lines = read_jsonl(
+        path,
+        "GSM8K",
+        "pass an existing JSONL file",
+        'each line must be one JSON object with "question" and "answer"',
+    )
+    return [
+        _problem(record, index, split, f"{path}:{lineno}", str(path))
+        for index, (lineno, _, record) in enumerate(lines)
+    ]
 
 
 def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gsm8kProblem:
@@ -58,8 +64,14 @@ def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gs
             raise DataError(
                 f'{where}: field "{key}" must be a string, got {type(record[key]).__name__}; fix the record'
             )
-    return Gsm8kProblem(item_id=f"gsm8k-{split}-{index:04d}", index=index, split=split,
-                        question=record["question"], answer=record["answer"], source=source)
+    return Gsm8kProblem(
+        item_id=f"gsm8k-{split}-{index:04d}",
+        index=index,
+        split=split,
+        question=record["question"],
+        answer=record["answer"],
+        source=source,
+    )
 
 
 def load_gsm8k(path: str | Path | None, *, split: str = "test") -> list[Gsm8kProblem]:
@@ -71,7 +83,9 @@ def load_gsm8k(path: str | Path | None, *, split: str = "test") -> list[Gsm8kPro
     if file.is_dir():
         file = file / f"{split}.jsonl"
     if not file.is_file():
-        raise DataError(f"{file}: GSM8K file not found; pass the JSONL file of split {split!r} or its folder")
+        raise DataError(
+            f"{file}: GSM8K file not found; pass the JSONL file of split {split!r} or its folder"
+        )
     return _jsonl_problems(file, split)
 
 
@@ -81,12 +95,14 @@ def _hub_problems(split: str) -> list[Gsm8kProblem]:
         import datasets
 
         rows = datasets.load_dataset(HUB_DATASET, HUB_CONFIG, split=split)
-    except Exception as exc:  # noqa: BLE001 - network, missing split, cache problems: one line for the user
+    except Exception as exc:
         raise DataError(
             f"{source}: could not load GSM8K from the Hugging Face Hub ({type(exc).__name__}: {exc}); "
             "pass a local JSONL path instead"
         ) from None
-    return [_problem(dict(row), i, split, f"{source} record {i}", source) for i, row in enumerate(rows)]
+    return [
+        _problem(dict(row), i, split, f"{source} record {i}", source) for i, row in enumerate(rows)
+    ]
 
 
 def expect_full_test_set(problems: Sequence[Gsm8kProblem]) -> None:

@@ -117,23 +117,32 @@ class FinishedTest:
     reason: str = ""
 
 
-def failed_items_reason(candidate: ModelItems, reference: ModelItems, benchmark: str,
-                        ) -> str | None:
+def failed_items_reason(
+    candidate: ModelItems,
+    reference: ModelItems,
+    benchmark: str,
+) -> str | None:
     """Why two item sets cannot be compared because items failed; None when none did."""
-    parts = [f"{len(failed)} of {len(side.items)} {role} items failed ({failed[0].error})"
-             for role, side in (("candidate", candidate), ("reference", reference))
-             if (failed := side.failed)]  # each with its own first error
+    parts = [
+        f"{len(failed)} of {len(side.items)} {role} items failed ({failed[0].error})"
+        for role, side in (("candidate", candidate), ("reference", reference))
+        if (failed := side.failed)
+    ]  # each with its own first error
     if not parts:
         return None
-    return (f"cannot judge {candidate.model} against {reference.model} on {benchmark}: "
-            f"{', '.join(parts)}; re-run to resend them (completed items are reused)")
+    return (
+        f"cannot judge {candidate.model} against {reference.model} on {benchmark}: "
+        f"{', '.join(parts)}; re-run to resend them (completed items are reused)"
+    )
 
 
 def setting_text(params: Mapping[str, Any]) -> str:
     """``{"concurrency": 4, "prompt_tokens": 1024}`` → ``"at concurrency 4, 1024-token prompts"``."""
-    parts = [f"{value}-token prompts" if name == "prompt_tokens"
-             else f"{name.replace('_', ' ')} {value}"
-             for name, value in params.items() if value is not None]
+    parts = [
+        f"{value}-token prompts" if name == "prompt_tokens" else f"{name.replace('_', ' ')} {value}"
+        for name, value in params.items()
+        if value is not None
+    ]
     return "at " + ", ".join(parts) if parts else ""
 
 
@@ -142,8 +151,9 @@ def has_params(measurement: Measurement, params: Mapping[str, Any]) -> bool:
     return all(measurement.params.get(name) == value for name, value in params.items())
 
 
-def stored_like_run(store: Store, model: str, benchmark: str, setting: Mapping[str, Any], *,
-                    limit: int | None) -> str | None:
+def stored_like_run(
+    store: Store, model: str, benchmark: str, setting: Mapping[str, Any], *, limit: int | None
+) -> str | None:
     """The newest run in ``store`` whose passed ``benchmark`` measurement of ``model`` was
     taken at ``setting`` over the items ``limit`` asks for (``--limit``: the first N; None: the
     whole data set), or None: a comparison has no like side there to reuse."""
@@ -152,7 +162,8 @@ def stored_like_run(store: Store, model: str, benchmark: str, setting: Mapping[s
         params = measurement.params
         same_items = "subset" not in params or (
             params.get("subset") == (limit is not None)
-            and (limit is None or params.get("limit") == limit))
+            and (limit is None or params.get("limit") == limit)
+        )
         if measurement.passed and same_items and has_params(measurement, setting):
             return str(found["run_id"])
     return None
@@ -181,10 +192,17 @@ class ComparisonFinder:
     """Where a waiting lookup says, every ``progress_s``, what it waits for."""
     progress_s: float = 30.0
 
-    def items(self, model: str, benchmark: str, *, expected_tests: Sequence[str],
-              match_ids: Sequence[str] | None = None) -> Outcome[ModelItems]:
+    def items(
+        self,
+        model: str,
+        benchmark: str,
+        *,
+        expected_tests: Sequence[str],
+        match_ids: Sequence[str] | None = None,
+    ) -> Outcome[ModelItems]:
         """``model``'s scored items on ``benchmark``: this run's, else another run's (the
         latest whose item ids are ``match_ids``, then the latest)."""
+
         def in_this_run() -> ModelItems | None:
             if self.store.measurement_of(self.run_id, model, benchmark) is None:
                 return None
@@ -192,25 +210,40 @@ class ComparisonFinder:
 
         def latest(among: list[str] | None) -> ModelItems | None:
             earlier = self.store.latest_run_with(
-                model, benchmark, exclude=self.run_id, item_ids=match_ids, among=among)
+                model, benchmark, exclude=self.run_id, item_ids=match_ids, among=among
+            )
             return None if earlier is None else self._items_of(earlier, model, benchmark)
 
         waited: Outcome[ModelItems] | None = self._wait(
-            model, benchmark, f"{benchmark} result", expected_tests, in_this_run)
+            model, benchmark, f"{benchmark} result", expected_tests, in_this_run
+        )
         if waited is None:
             waited = self._elsewhere(
-                model, benchmark, f"{benchmark} items", latest,
-                missing=(f"no {benchmark} items of {model} in this run or in the store "
-                         f"{self.store.path}; run its {benchmark} test too (add --model {model})"))
+                model,
+                benchmark,
+                f"{benchmark} items",
+                latest,
+                missing=(
+                    f"no {benchmark} items of {model} in this run or in the store "
+                    f"{self.store.path}; run its {benchmark} test too (add --model {model})"
+                ),
+            )
         if isinstance(waited, Found) and not waited.side.failed:  # (failed items: refused later)
             measurement = Measurement.from_dict(
-                self.store.measurement_of(waited.side.run_id, model, benchmark) or {})
+                self.store.measurement_of(waited.side.run_id, model, benchmark) or {}
+            )
             if not measurement.passed:
                 return Failed(self._failed_test(model, f"{benchmark} result", measurement))
         return waited
 
-    def measurement(self, model: str, benchmark: str, params: Mapping[str, Any], *,
-                    expected_tests: Sequence[str]) -> Outcome[ModelMeasurement]:
+    def measurement(
+        self,
+        model: str,
+        benchmark: str,
+        params: Mapping[str, Any],
+        *,
+        expected_tests: Sequence[str],
+    ) -> Outcome[ModelMeasurement]:
         """``model``'s ``benchmark`` measurement at ``params``: this run's, else the latest."""
         setting = setting_text(params)
         what = f"{benchmark} result {setting}".strip()
@@ -227,8 +260,11 @@ class ComparisonFinder:
             for found in self.store.history(model, benchmark):
                 measurement = Measurement.from_dict(found)
                 run = measurement.run_id
-                if run != self.run_id and (among is None or run in among) \
-                        and has_params(measurement, params):
+                if (
+                    run != self.run_id
+                    and (among is None or run in among)
+                    and has_params(measurement, params)
+                ):
                     if measurement.passed:
                         return ModelMeasurement(model, str(run), measurement)
                     failed_earlier = failed_earlier or measurement
@@ -242,20 +278,36 @@ class ComparisonFinder:
         if waited is not None:
             return waited
         return self._elsewhere(
-            model, benchmark, what, latest,
-            missing=(f"no {benchmark} result of {model}{' ' + setting if setting else ''} in "
-                     f"this run or the store {self.store.path}; run it too (add --model {model})"))
+            model,
+            benchmark,
+            what,
+            latest,
+            missing=(
+                f"no {benchmark} result of {model}{' ' + setting if setting else ''} in "
+                f"this run or the store {self.store.path}; run it too (add --model {model})"
+            ),
+        )
 
     def _elsewhere(
-        self, model: str, benchmark: str, what: str,
-        latest: Callable[[list[str] | None], SideT | Failed | None], *, missing: str,
+        self,
+        model: str,
+        benchmark: str,
+        what: str,
+        latest: Callable[[list[str] | None], SideT | Failed | None],
+        *,
+        missing: str,
     ) -> Found[SideT] | Missing | Failed:
         """The side from other runs: ``latest(runs)`` among ``--sweep-run``'s, waited for
         while the run that measures the model is going; else ``latest(None)`` of the store."""
         if self.sweep_run is None:
             side = latest(None)
-            return Missing(missing) if side is None else \
-                side if isinstance(side, Failed) else Found(side)
+            return (
+                Missing(missing)
+                if side is None
+                else side
+                if isinstance(side, Failed)
+                else Found(side)
+            )
         earlier_failure = self.gave_up.get((model, benchmark))
         deadline = self.clock() + (0.0 if earlier_failure else self.wait_s)
         told = (self.clock(), self.clock())
@@ -269,45 +321,65 @@ class ComparisonFinder:
                 break
             store_failure = self._store_failure()
             if store_failure is not None:  # the run waited for cannot record it either
-                return Failed(f"{model}'s {what} from {running} cannot be waited for: "
-                              f"{store_failure}")
+                return Failed(
+                    f"{model}'s {what} from {running} cannot be waited for: {store_failure}"
+                )
             if self.clock() >= deadline:
                 failure = earlier_failure or Failed(
                     f"{model} has no {what} in sweep run {self.sweep_run} after waiting "
                     f"{self.wait_s:.0f}s for {running}, which has not finished; raise "
-                    "--verdict-wait if it is just slow")
+                    "--verdict-wait if it is just slow"
+                )
                 self.gave_up[(model, benchmark)] = failure
                 return failure
-            told = self._tell(told, f"waiting for {model}'s {what} from {running}, which is "
-                                    f"still going on another host")
+            told = self._tell(
+                told,
+                f"waiting for {model}'s {what} from {running}, which is "
+                f"still going on another host",
+            )
             self.sleep(self.poll_s)
         ran = [m for m in members if m.run_id != self.run_id and model in (m.models or ())]
         if ran:
-            return Missing(f"{model} has no {what} in sweep run {self.sweep_run}: {ran[-1]} "
-                           f"measured {model} and recorded none (its {benchmark} test failed, "
-                           f"was skipped or was not selected there); measure it with "
-                           f"--sweep-run {self.sweep_run} --model {model}")
-        return Missing(f"no {what} of {model} in sweep run {self.sweep_run} ({len(members)} "
-                       f"run{'s' if len(members) != 1 else ''} in the store {self.store.path}); "
-                       f"measure it on a host with --sweep-run {self.sweep_run} --model {model}")
+            return Missing(
+                f"{model} has no {what} in sweep run {self.sweep_run}: {ran[-1]} "
+                f"measured {model} and recorded none (its {benchmark} test failed, "
+                f"was skipped or was not selected there); measure it with "
+                f"--sweep-run {self.sweep_run} --model {model}"
+            )
+        return Missing(
+            f"no {what} of {model} in sweep run {self.sweep_run} ({len(members)} "
+            f"run{'s' if len(members) != 1 else ''} in the store {self.store.path}); "
+            f"measure it on a host with --sweep-run {self.sweep_run} --model {model}"
+        )
 
     @staticmethod
     def _failed_test(model: str, what: str, measurement: Measurement) -> str:
         run, test = measurement.run_id, measurement.test_id or "its test"
-        return (f"{model}'s {what} {f'in run {run}' if run else 'in this run'} comes from a "
-                f"test that {measurement.outcome or 'failed'} ({test}): no comparison is drawn "
-                "from it; fix that test's failure and re-run it")
+        return (
+            f"{model}'s {what} {f'in run {run}' if run else 'in this run'} comes from a "
+            f"test that {measurement.outcome or 'failed'} ({test}): no comparison is drawn "
+            "from it; fix that test's failure and re-run it"
+        )
 
     def _items_of(self, run_id: str, model: str, benchmark: str) -> ModelItems:
         measured = self.store.measurement_of(run_id, model, benchmark) or {}
         return ModelItems(
-            model, run_id, self.store.run_items(run_id, model, benchmark),
+            model,
+            run_id,
+            self.store.run_items(run_id, model, benchmark),
             self.store.endpoint(run_id, model) or {},
-            Measurement.from_dict(measured).params, benchmark,
+            Measurement.from_dict(measured).params,
+            benchmark,
         )
 
-    def _wait(self, model: str, benchmark: str, what: str, expected_tests: Sequence[str],
-              in_this_run: Callable[[], SideT | None]) -> Found[SideT] | Skipped | Failed | None:
+    def _wait(
+        self,
+        model: str,
+        benchmark: str,
+        what: str,
+        expected_tests: Sequence[str],
+        in_this_run: Callable[[], SideT | None],
+    ) -> Found[SideT] | Skipped | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
         or None when this run has neither the side nor a test that records it."""
         earlier_failure = self.gave_up.get((model, benchmark))
@@ -321,43 +393,58 @@ class ComparisonFinder:
             if not expected_tests:
                 return None
             here = {test: self.finished_here(test) for test in expected_tests}
-            failed_here = [(test, ended) for test, ended in here.items()
-                           if ended is not None and ended.outcome == "failed"]
+            failed_here = [
+                (test, ended)
+                for test, ended in here.items()
+                if ended is not None and ended.outcome == "failed"
+            ]
             store_failure = self._store_failure()
             if store_failure is not None:
                 if failed_here:
-                    test, ended = failed_here[0]
-                    return Failed(f"{model}'s {what} was not recorded: its test failed "
-                                  f"({ended.reason})")
+                    _test, ended = failed_here[0]
+                    return Failed(
+                        f"{model}'s {what} was not recorded: its test failed ({ended.reason})"
+                    )
                 return Failed(f"{model}'s {what} cannot be looked for: {store_failure}")
-            outcomes = {test: ended.outcome if ended is not None and ended.outcome != "passed"
-                        # passed here: its result reaches the store with its outcome
-                        else self.store.outcome_of(self.run_id, test)
-                        for test, ended in here.items()}
+            outcomes = {
+                test: ended.outcome
+                if ended is not None and ended.outcome != "passed"
+                # passed here: its result reaches the store with its outcome
+                else self.store.outcome_of(self.run_id, test)
+                for test, ended in here.items()
+            }
             if all(outcomes.values()):  # a side written between the two reads counts
                 side = in_this_run()
                 if side is not None:
                     return Found(side)
             if all(outcome == "skipped" for outcome in outcomes.values()):
-                return Skipped(f"{model} has no {what}: its test was skipped in this run "
-                               f"({', '.join(outcomes)}); nothing to compare")
+                return Skipped(
+                    f"{model} has no {what}: its test was skipped in this run "
+                    f"({', '.join(outcomes)}); nothing to compare"
+                )
             if all(outcomes.values()):
                 shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
-                return Failed(f"{model} recorded no {what} in this run ({shown}); "
-                              "its own test's failure says why")
+                return Failed(
+                    f"{model} recorded no {what} in this run ({shown}); "
+                    "its own test's failure says why"
+                )
             if self.clock() >= deadline:
                 break
             pending = ", ".join(test for test, outcome in outcomes.items() if not outcome)
-            told = self._tell(told, f"waiting for {model}'s {what}: {pending} has not "
-                                    "finished in this process (it runs on another xdist "
-                                    "worker, or is still queued)")
+            told = self._tell(
+                told,
+                f"waiting for {model}'s {what}: {pending} has not "
+                "finished in this process (it runs on another xdist "
+                "worker, or is still queued)",
+            )
             self.sleep(self.poll_s)
         if earlier_failure is not None:
             return earlier_failure
         failure = Failed(
             f"{model} has no {what} in this run after waiting {self.wait_s:.0f}s "
             "(is it still queued behind this comparison on the same xdist worker?); "
-            "raise --verdict-wait if it is just slow")
+            "raise --verdict-wait if it is just slow"
+        )
         self.gave_up[(model, benchmark)] = failure
         return failure
 

@@ -20,10 +20,20 @@ from ..core.stats.bootstrap import paired_bootstrap, sign_test_p_value
 from ..core.stats.holm import holm_step_down
 from ..core.stats.intervals import RatioInterval, ratio_interval_between_runs, student_t_cdf
 from ..core.stats.sequences import paired_sequence
-from .pairing import (PairingError, RequestSettings, check_same_items, check_same_requests,
-    check_same_serving, setting_identity)
-from .sequential import (gate_look_text, pair_sequentially, sequential_gate_status,
-    sequential_population)
+from .pairing import (
+    PairingError,
+    RequestSettings,
+    check_same_items,
+    check_same_requests,
+    check_same_serving,
+    setting_identity,
+)
+from .sequential import (
+    gate_look_text,
+    pair_sequentially,
+    sequential_gate_status,
+    sequential_population,
+)
 
 #: Family-wise error rate, per direction, of one model's throughput rows.
 THROUGHPUT_FAMILY_ERROR = 0.05
@@ -72,14 +82,19 @@ def noise_reason(measurement: Measurement, where: str) -> tuple[str, str] | None
     if stats.contended:
         windows = stats.contended_windows
         total = len(stats.repeats) or "?"
-        return ("contended", f"contended — re-run on a quiet machine: other processes took "
-                f"CPU during {windows} of {total} windows of {name}")
+        return (
+            "contended",
+            f"contended — re-run on a quiet machine: other processes took "
+            f"CPU during {windows} of {total} windows of {name}",
+        )
     if stats.unstable:
         cv, limit = stats.cv, stats.unstable_cv_limit
         shown = "?" if cv is None else f"{100 * cv:.1f}%"
         bound = "the limit" if limit is None else f"{100 * limit:.0f}%"
-        return ("unstable", f"unstable — re-run: the repeats of {name} vary by CV {shown}, "
-                f"above {bound}")
+        return (
+            "unstable",
+            f"unstable — re-run: the repeats of {name} vary by CV {shown}, above {bound}",
+        )
     return None
 
 
@@ -92,10 +107,13 @@ def shown_setting_of(measurement: Measurement) -> str:
     """A row's setting as the table shows it, e.g. ``concurrency=4`` or ``limit=200``."""
     shown = setting_identity(measurement)
     if _kind(measurement) is Kind.ACCURACY:  # beside its identity: how many items it holds
-        shown = {**{k: v for k, v in measurement.params.items() if k in ("limit", "subset")},
-                 **shown}
-    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())
-                     if v is not None and k not in ("metric",))
+        shown = {
+            **{k: v for k, v in measurement.params.items() if k in ("limit", "subset")},
+            **shown,
+        }
+    return ", ".join(
+        f"{k}={v}" for k, v in sorted(shown.items()) if v is not None and k not in ("metric",)
+    )
 
 
 def _kind(measurement: Measurement) -> Kind | None:
@@ -115,12 +133,16 @@ def ungated_reason(rows: Sequence[GateRow], current: Sequence[Measurement]) -> s
         return None
     if not rows:
         measured = sorted({m.benchmark for m in current})
-        return ("compared nothing: this run holds no measurement the gate compares "
-                f"(accuracy or throughput; it measured {', '.join(measured) or 'nothing'})")
+        return (
+            "compared nothing: this run holds no measurement the gate compares "
+            f"(accuracy or throughput; it measured {', '.join(measured) or 'nothing'})"
+        )
     first = rows[0]
-    return (f"compared nothing: none of this run's {len(rows)} gated measurements has one of "
-            f"the same model, benchmark and setting in the baseline (first: {first.model} "
-            f"{first.benchmark} {first.setting or '(no setting)'})")
+    return (
+        f"compared nothing: none of this run's {len(rows)} gated measurements has one of "
+        f"the same model, benchmark and setting in the baseline (first: {first.model} "
+        f"{first.benchmark} {first.setting or '(no setting)'})"
+    )
 
 
 def _key(m: Measurement) -> tuple[str, str, str]:
@@ -133,8 +155,12 @@ def _repeat_values(m: Measurement) -> list[float]:
 
 
 def compare_with_baseline(
-    current: Iterable[Measurement], baseline: Iterable[Measurement], thresholds: Thresholds, *,
-    resamples: int = DEFAULTS.resamples, noisy_fails: bool = False,
+    current: Iterable[Measurement],
+    baseline: Iterable[Measurement],
+    thresholds: Thresholds,
+    *,
+    resamples: int = DEFAULTS.resamples,
+    noisy_fails: bool = False,
 ) -> list[GateRow]:
     """Rows for every current measurement of a gated metric: accuracy against the newest of
     ``baseline``'s runs of a setting (oldest first), throughput and startup against all."""
@@ -167,8 +193,13 @@ def compare_with_baseline(
             continue
         old = runs[-1]
         try:
-            found = _usable_runs(m, [old], shown_setting, unsound_reason,
-                                 lambda old: _unlike(m, old))
+            found = _usable_runs(
+                m,
+                [old],
+                shown_setting,
+                unsound_reason,
+                lambda old: _unlike(m, old),  # noqa: B023 (called at once)
+            )
             if isinstance(found, GateRow):
                 rows.append(found)
             elif sequential_population(m) or sequential_population(old):
@@ -181,11 +212,13 @@ def compare_with_baseline(
     return [replace(row, kind=kinds[(row.model, row.benchmark)]) for row in rows]
 
 
-def _unjudged(m: Measurement, setting: str, status: str, note: str,
-              baseline: float = math.nan) -> GateRow:
+def _unjudged(
+    m: Measurement, setting: str, status: str, note: str, baseline: float = math.nan
+) -> GateRow:
     """A row without an interval (new, not comparable, cannot conclude, noisy)."""
-    return GateRow(m.model, m.benchmark, setting, baseline, m.value, math.nan, math.nan,
-                   math.nan, status, note)
+    return GateRow(
+        m.model, m.benchmark, setting, baseline, m.value, math.nan, math.nan, math.nan, status, note
+    )
 
 
 def _unlike(m: Measurement, old: Measurement, requests: bool = True) -> tuple[str, str] | None:
@@ -195,17 +228,21 @@ def _unlike(m: Measurement, old: Measurement, requests: bool = True) -> tuple[st
     try:
         check_same_serving(now, m.provenance, before, old.provenance)
         if requests:
-            check_same_requests(now, RequestSettings.of_measurement(m), before,
-                                RequestSettings.of_measurement(old))
+            check_same_requests(
+                now, RequestSettings.of_measurement(m), before, RequestSettings.of_measurement(old)
+            )
     except PairingError as error:
         return "not comparable", str(error)
     return None
 
 
-def _usable_runs(m: Measurement, runs: Sequence[Measurement], setting: str,
-                 unsound: Callable[[Measurement, str], str | None],
-                 refused: Callable[[Measurement], tuple[str, str] | None],
-                 ) -> tuple[list[Measurement], str] | GateRow:
+def _usable_runs(
+    m: Measurement,
+    runs: Sequence[Measurement],
+    setting: str,
+    unsound: Callable[[Measurement, str], str | None],
+    refused: Callable[[Measurement], tuple[str, str] | None],
+) -> tuple[list[Measurement], str] | GateRow:
     """The baseline runs ``m`` can be compared with, and the note on those left out
     (``unsound(measurement, where)``, ``refused(old)``: status, why); or the row saying why
     none can (the newest run's reason)."""
@@ -222,8 +259,9 @@ def _usable_runs(m: Measurement, runs: Sequence[Measurement], setting: str,
     refusals = [why for _, why in checked if why is not None]
     if not usable:
         return _unjudged(m, setting, *refusals[-1], runs[-1].value)
-    left_out = (f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})"
-                if refusals else "")
+    left_out = (
+        f" ({len(refusals)} older baseline run(s) left out: {refusals[-1][1]})" if refusals else ""
+    )
     return usable, left_out
 
 
@@ -247,73 +285,122 @@ def unsound_reason(measurement: Measurement, where: str) -> str | None:
     """Why a measurement can support no conclusion (its test failed, items failed); or None."""
     name = f"{measurement.model} {measurement.benchmark} {where}"
     if not measurement.passed:
-        return (f"{name} comes from a test that {measurement.outcome} "
-                f"({measurement.test_id or 'no test id'}); re-run it")
+        return (
+            f"{name} comes from a test that {measurement.outcome} "
+            f"({measurement.test_id or 'no test id'}); re-run it"
+        )
     failed = [r for r in measurement.item_records() if r.failed]
     if failed:
-        return (f"{len(failed)} of {len(measurement.items)} items of {name} got no "
-                f"answer ({failed[0].error}); re-run to resend them")
+        return (
+            f"{len(failed)} of {len(measurement.items)} items of {name} got no "
+            f"answer ({failed[0].error}); re-run to resend them"
+        )
     return None
 
 
-def _accuracy_row(m: Measurement, old: Measurement, setting: str, thresholds: Thresholds,
-                  resamples: int) -> GateRow:
+def _accuracy_row(
+    m: Measurement, old: Measurement, setting: str, thresholds: Thresholds, resamples: int
+) -> GateRow:
     now_items, old_items = m.item_records(), old.item_records()
     check_same_items(f"{m.model} now", now_items, f"{m.model} in the baseline", old_items)
-    interval = paired_bootstrap({r.item_id: r.credit for r in now_items},
-                                {r.item_id: r.credit for r in old_items}, resamples=resamples)
+    interval = paired_bootstrap(
+        {r.item_id: r.credit for r in now_items},
+        {r.item_id: r.credit for r in old_items},
+        resamples=resamples,
+    )
     note = f"n={interval.n}, discordant={interval.discordant}"
     if interval.too_few_items:  # never "ok"; the exact sign test may still find a change
         p_value = sign_test_p_value(interval.candidate_ahead, interval.reference_ahead)
-        exact = (f"exact sign test: {interval.reference_ahead} items worse, "
-                 f"{interval.candidate_ahead} better, p={p_value:.3g}")
+        exact = (
+            f"exact sign test: {interval.reference_ahead} items worse, "
+            f"{interval.candidate_ahead} better, p={p_value:.3g}"
+        )
         status = "no interval"
         if p_value < 1 - interval.confidence:
             if interval.difference <= -thresholds.accuracy_points:
                 status = "regressed"
             elif interval.difference > 0:
                 status = "improved"
-        return GateRow(m.model, m.benchmark, setting, interval.reference_mean,
-                       interval.candidate_mean, interval.difference, math.nan, math.nan, status,
-                       f"{note}; {interval.too_few_reason()}; {exact}")
+        return GateRow(
+            m.model,
+            m.benchmark,
+            setting,
+            interval.reference_mean,
+            interval.candidate_mean,
+            interval.difference,
+            math.nan,
+            math.nan,
+            status,
+            f"{note}; {interval.too_few_reason()}; {exact}",
+        )
     status = "ok"
     if interval.high < 0 and interval.difference <= -thresholds.accuracy_points:
         status = "regressed"
     elif interval.low > 0:
         status = "improved"
-    return GateRow(m.model, m.benchmark, setting, interval.reference_mean,
-                   interval.candidate_mean, interval.difference, interval.low, interval.high,
-                   status, note, interval.confidence)
+    return GateRow(
+        m.model,
+        m.benchmark,
+        setting,
+        interval.reference_mean,
+        interval.candidate_mean,
+        interval.difference,
+        interval.low,
+        interval.high,
+        status,
+        note,
+        interval.confidence,
+    )
 
 
-def _sequential_accuracy_row(m: Measurement, old: Measurement, setting: str,
-                             thresholds: Thresholds) -> GateRow:
+def _sequential_accuracy_row(
+    m: Measurement, old: Measurement, setting: str, thresholds: Thresholds
+) -> GateRow:
     """An accuracy row where a side's items were chosen sequentially (``--until-decided``),
     judged by :func:`~.sequential.sequential_gate_status` (the rule the run stopped by)."""
     sides = pair_sequentially(
         (f"{m.model} now", m.item_records(), sequential_population(m)),
-        (f"{m.model} in the baseline", old.item_records(), sequential_population(old)))
+        (f"{m.model} in the baseline", old.item_records(), sequential_population(old)),
+    )
     sequence = paired_sequence(sides.first, sides.second, sides.order, population=None)
     threshold = thresholds.accuracy_points
     status = sequential_gate_status(sequence, threshold, final=True)
     decided = sequential_gate_status(sequence, threshold, final=False) is not None
     interval = sequence.interval()
-    used = sides.order[:sequence.n]
+    used = sides.order[: sequence.n]
     now = sum(sides.first[i] for i in used) / len(used) if used else math.nan
     before = sum(sides.second[i] for i in used) / len(used) if used else math.nan
     if decided:
-        note = (f"sequential, decided after {sequence.n} of {sides.population} items: "
-                f"{gate_look_text(sequence, status, threshold)}")
+        note = (
+            f"sequential, decided after {sequence.n} of {sides.population} items: "
+            f"{gate_look_text(sequence, status, threshold)}"
+        )
     else:
-        note = (f"sequential, undecided when the items ran out after {sequence.n} of "
-                f"{sides.population}: the fixed-n rule reads the last sequence "
-                f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}")
-    return GateRow(m.model, m.benchmark, setting, before, now, interval.difference,
-                   interval.low, interval.high, status or "ok", note, interval.confidence)
+        note = (
+            f"sequential, undecided when the items ran out after {sequence.n} of "
+            f"{sides.population}: the fixed-n rule reads the last sequence "
+            f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}"
+        )
+    return GateRow(
+        m.model,
+        m.benchmark,
+        setting,
+        before,
+        now,
+        interval.difference,
+        interval.low,
+        interval.high,
+        status or "ok",
+        note,
+        interval.confidence,
+    )
 
 
-def _throughput_row(m: Measurement, runs: Sequence[Measurement], setting: str,
-                    ) -> tuple[GateRow, RatioInterval | None]:
+def _throughput_row(
+    m: Measurement,
+    runs: Sequence[Measurement],
+    setting: str,
+) -> tuple[GateRow, RatioInterval | None]:
     """The row of one throughput setting before judging, and its 95% interval (None when
     there is none to judge: not comparable, unsound, noisy, or a single repeat)."""
     newest = runs[-1]
@@ -322,25 +409,40 @@ def _throughput_row(m: Measurement, runs: Sequence[Measurement], setting: str,
         return found, None
     usable, left_out = found
     noisy = noise_reason(m, "now") or next(
-        (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None)
+        (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None
+    )
     if noisy is not None:  # never called a regression (nor ok): measured on a noisy machine
         return _unjudged(m, setting, *noisy, newest.value), None
     try:
         interval = ratio_interval_between_runs(
-            _repeat_values(m), [_repeat_values(old) for old in usable])
+            _repeat_values(m), [_repeat_values(old) for old in usable]
+        )
     except ValueError as error:
         return _unjudged(m, setting, "not comparable", str(error), newest.value), None
     note = f"repeats {interval.candidate_n} vs {interval.reference_n}"
     if len(usable) > 1:
         note += f" over {len(usable)} baseline runs"
     note += left_out
-    row = GateRow(m.model, m.benchmark, setting, interval.reference_mean,
-                  interval.candidate_mean, interval.ratio - 1, math.nan, math.nan, "ok", note)
+    row = GateRow(
+        m.model,
+        m.benchmark,
+        setting,
+        interval.reference_mean,
+        interval.candidate_mean,
+        interval.ratio - 1,
+        math.nan,
+        math.nan,
+        "ok",
+        note,
+    )
     if interval.degenerate:
         side = "now" if interval.candidate_n == 1 else "in the baseline"
-        return replace(row, status="no interval",
-                       note=note + f"; one repeat {side}: its spread is unknown, so no "
-                       "interval and no verdict (run with --repeats 2 or more)"), None
+        return replace(
+            row,
+            status="no interval",
+            note=note + f"; one repeat {side}: its spread is unknown, so no "
+            "interval and no verdict (run with --repeats 2 or more)",
+        ), None
     return row, interval
 
 
@@ -360,8 +462,9 @@ def _startup_errors(m: Measurement, where: str) -> str | None:
     return None
 
 
-def _startup_row(m: Measurement, runs: Sequence[Measurement], setting: str,
-                 thresholds: Thresholds) -> GateRow:
+def _startup_row(
+    m: Measurement, runs: Sequence[Measurement], setting: str, thresholds: Thresholds
+) -> GateRow:
     """A model's launch → first token now ÷ in the baseline (geometric means) with its 90%
     interval: regressed when it lies above 1 + the startup threshold, improved below 1 − it."""
     stats = m.stats
@@ -372,35 +475,62 @@ def _startup_row(m: Measurement, runs: Sequence[Measurement], setting: str,
         if old_cache != cache:
             return "not comparable", (
                 f"{m.model} started {cache} now and {old_cache} in the baseline: a start is "
-                "compared only with one from the same cache state")
+                "compared only with one from the same cache state"
+            )
         return _unlike(m, old, requests=False)
 
-    found = _usable_runs(m, runs, setting, lambda measured, where: unsound_reason(
-        measured, where) or _startup_errors(measured, where), refusal)
+    found = _usable_runs(
+        m,
+        runs,
+        setting,
+        lambda measured, where: unsound_reason(measured, where) or _startup_errors(measured, where),
+        refusal,
+    )
     if isinstance(found, GateRow):
         return found
     usable, left_out = found
     try:
         interval = ratio_interval_between_runs(
-            _startup_values(m), [_startup_values(old) for old in usable],
-            confidence=STARTUP_CONFIDENCE)
+            _startup_values(m),
+            [_startup_values(old) for old in usable],
+            confidence=STARTUP_CONFIDENCE,
+        )
     except ValueError as error:
         return _unjudged(m, setting, "not comparable", str(error), runs[-1].value)
-    note = (f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
-            f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster")
+    note = (
+        f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
+        f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster"
+    )
     if len(usable) > 1:
         note += f", over {len(usable)} baseline runs"
     note += left_out
-    row = GateRow(m.model, m.benchmark, setting, interval.reference_mean,
-                  interval.candidate_mean, interval.ratio - 1, interval.low - 1,
-                  interval.high - 1, "ok", note, STARTUP_CONFIDENCE)
+    row = GateRow(
+        m.model,
+        m.benchmark,
+        setting,
+        interval.reference_mean,
+        interval.candidate_mean,
+        interval.ratio - 1,
+        interval.low - 1,
+        interval.high - 1,
+        "ok",
+        note,
+        STARTUP_CONFIDENCE,
+    )
     fraction = thresholds.startup_fraction
     if interval.degenerate:
-        return replace(row, status="no interval", note=note + "; a side has one launch: no "
-                       "interval and no verdict (--startup-launches 2 or more)")
+        return replace(
+            row,
+            status="no interval",
+            note=note + "; a side has one launch: no "
+            "interval and no verdict (--startup-launches 2 or more)",
+        )
     if interval.low > 1 + fraction:
-        return replace(row, status="regressed", note=(
-            f"{note}; starts {interval.ratio:.2f}× as long, beyond +{fraction:.0%}"))
+        return replace(
+            row,
+            status="regressed",
+            note=(f"{note}; starts {interval.ratio:.2f}× as long, beyond +{fraction:.0%}"),
+        )
     if interval.high < 1 - fraction:
         return replace(row, status="improved")
     return row
@@ -421,8 +551,9 @@ def _threshold_p_value(interval: RatioInterval, thresholds: Thresholds) -> float
     return min(1.0, 2.0 * min(slower, faster))
 
 
-def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval],
-                      thresholds: Thresholds) -> None:
+def _judge_throughput(
+    rows: list[GateRow], intervals: Mapping[int, RatioInterval], thresholds: Thresholds
+) -> None:
     """Holm step-down over each model's throughput rows (in place): by ascending
     :func:`_threshold_p_value`, the r-th (0-based) of m at confidence 1 - 2a/(m - r); stepping
     stops at the first row neither regressed nor improved, later rows keep its interval."""
@@ -434,19 +565,30 @@ def _judge_throughput(rows: list[GateRow], intervals: Mapping[int, RatioInterval
 
         def test(index: int, level: float) -> tuple[bool, tuple[RatioInterval, str]]:
             interval = intervals[index].at_confidence(1.0 - level)
-            status = ("regressed" if interval.high < 1 - fraction
-                      else "improved" if interval.low > 1 + fraction else "ok")
+            status = (
+                "regressed"
+                if interval.high < 1 - fraction
+                else "improved"
+                if interval.low > 1 + fraction
+                else "ok"
+            )
             return status != "ok", (interval, status)
 
-        steps = holm_step_down({i: _threshold_p_value(intervals[i], thresholds) for i in members},
-                               2 * THROUGHPUT_FAMILY_ERROR, test)
+        steps = holm_step_down(
+            {i: _threshold_p_value(intervals[i], thresholds) for i in members},
+            2 * THROUGHPUT_FAMILY_ERROR,
+            test,
+        )
         for index, step in steps.items():
             interval, status = step.result
             confidence = 1.0 - step.alpha
             row = rows[index]
             rows[index] = replace(
-                row, low=interval.low - 1, high=interval.high - 1,
-                status=status if step.rejected else "ok", confidence=confidence,
+                row,
+                low=interval.low - 1,
+                high=interval.high - 1,
+                status=status if step.rejected else "ok",
+                confidence=confidence,
                 note=f"{row.note}; {confidence:.1%} interval, Holm step {step.rank + 1} of "
-                     f"{len(steps)}")
-
+                f"{len(steps)}",
+            )

@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ..core.errors import ModelsweepError
-from ..core.measurements import (AccuracyVerdictStats, CapacityRatioStats,
-                                 RateCapacityRatioStats, SearchRatio, ThroughputRatioStats)
+from ..core.measurements import (
+    AccuracyVerdictStats,
+    CapacityRatioStats,
+    RateCapacityRatioStats,
+    SearchRatio,
+    ThroughputRatioStats,
+)
 from ..core.stats import Verdict
 from ..core.stats.bootstrap import PairedInterval
 from ..core.stats.intervals import RatioInterval
@@ -19,8 +24,7 @@ from .comparisons import ComparisonKind, Failed, Found, Missing, Skipped
 from .sequential import SequentialJudgement
 
 SidesT = TypeVar("SidesT")
-IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, SearchRatio,
-                    SequentialJudgement)
+IntervalT = TypeVar("IntervalT", PairedInterval, RatioInterval, SearchRatio, SequentialJudgement)
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,10 @@ class Comparison(Protocol[SidesT, IntervalT]):
         """The measurement to record and the line to announce."""
 
 
-def judge(comparison: Comparison[SidesT, IntervalT], decide: Callable[[IntervalT], Verdict],
-          ) -> Judged | Missing | Skipped | Failed:
+def judge(
+    comparison: Comparison[SidesT, IntervalT],
+    decide: Callable[[IntervalT], Verdict],
+) -> Judged | Missing | Skipped | Failed:
     """Find both sides, refuse unlike ones, compute the interval, decide and judge it; a side
     not found is returned as found, a refusal or a failed interval is :class:`Failed`."""
     found = comparison.find()

@@ -16,13 +16,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..core.measurements import (STOP_DECIDED, STOP_FAILED, STOP_FINAL, STOP_NO_USE,
-                                 AccuracySequence, AccuracyStats, Measurement, SequentialVerdict)
+from ..core.measurements import (
+    STOP_DECIDED,
+    STOP_FAILED,
+    STOP_FINAL,
+    STOP_NO_USE,
+    AccuracySequence,
+    AccuracyStats,
+    Measurement,
+    SequentialVerdict,
+)
 from ..core.outputs import OutputError
 from ..core.records import ApiRequest, ItemRecord
 from ..core.stats import Verdict
-from ..core.stats.sequences import (PairedConfidenceSequence, SequentialDecision, StopReason,
-                                    paired_sequence, seeded_order)
+from ..core.stats.sequences import (
+    PairedConfidenceSequence,
+    SequentialDecision,
+    StopReason,
+    paired_sequence,
+    seeded_order,
+)
 from ..store.database import Store
 from ..workloads.accuracy import AccuracyRun
 from .pairing import PairingError, check_same_items
@@ -56,8 +69,7 @@ def scores_of(items: Iterable[ItemRecord]) -> dict[str, float]:
 
 def prefix_length(order: Sequence[str], done: Mapping[str, object] | set[str]) -> int:
     """How many items of ``order`` are in ``done`` before the first that is not."""
-    return next((position for position, item in enumerate(order) if item not in done),
-                len(order))
+    return next((position for position, item in enumerate(order) if item not in done), len(order))
 
 
 # --------------------------------------------------------------------------- sides
@@ -83,8 +95,9 @@ class LiveSide:
 
     def _state(self) -> tuple[bool, bool]:
         mark = self.store.outcome_of(self.run_id, sequence_mark(self.benchmark, self.model))
-        ended = mark == STOPPED or any(self.store.outcome_of(self.run_id, test) is not None
-                                       for test in self.tests)
+        ended = mark == STOPPED or any(
+            self.store.outcome_of(self.run_id, test) is not None for test in self.tests
+        )
         return ended, ended or mark is not None
 
     def done(self) -> tuple[set[str], bool, bool]:
@@ -144,16 +157,20 @@ class Partner:
         if not view.started:
             return Look(False, True, f"{self.other} has not started (its test may come later)")
         if self.kind == "gate":
-            sequence = paired_sequence(mine, view.scores, order, population=IID,
-                                       confidence=CONFIDENCE)
+            sequence = paired_sequence(
+                mine, view.scores, order, population=IID, confidence=CONFIDENCE
+            )
             status = sequential_gate_status(sequence, self.threshold, final=False)
             decided = status is not None
-            line = (f"{self.me} now vs its baseline after {sequence.n} items: "
-                    f"{gate_look_text(sequence, status, self.threshold)}")
+            line = (
+                f"{self.me} now vs its baseline after {sequence.n} items: "
+                f"{gate_look_text(sequence, status, self.threshold)}"
+            )
         else:
             sides = (mine, view.scores) if self.me_is_candidate else (view.scores, mine)
-            sequence, decision = verdict_decision(*sides, order, margin=self.margin,
-                                                  population=len(order))
+            sequence, decision = verdict_decision(
+                *sides, order, margin=self.margin, population=len(order)
+            )
             decided = decision.reason is StopReason.DECIDED
             names = (self.me, self.other) if self.me_is_candidate else (self.other, self.me)
             line = f"{names[0]} vs {names[1]}: {decision.message}"
@@ -162,18 +179,23 @@ class Partner:
 
 
 def verdict_decision(
-    candidate: Mapping[str, float], reference: Mapping[str, float], order: Sequence[str], *,
-    margin: float | None, population: int, final: bool = False,
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    order: Sequence[str],
+    *,
+    margin: float | None,
+    population: int,
+    final: bool = False,
 ) -> tuple[PairedConfidenceSequence, SequentialDecision]:
     """The verdict over the longest common prefix of ``order`` (of the data set's
     ``population`` items): decided, or (``final``, or the prefix is all of them) the end's."""
-    sequence = paired_sequence(candidate, reference, order, population=IID,
-                               confidence=CONFIDENCE)
+    sequence = paired_sequence(candidate, reference, order, population=IID, confidence=CONFIDENCE)
     return sequence, sequence.decide(margin, final=final or sequence.n == population)
 
 
-def sequential_gate_status(sequence: PairedConfidenceSequence, threshold: float, *,
-                           final: bool) -> str | None:
+def sequential_gate_status(
+    sequence: PairedConfidenceSequence, threshold: float, *, final: bool
+) -> str | None:
     """A gate row from the sequence of now − baseline: *regressed* once a drop beyond
     ``threshold`` is certain, *ok* (or *improved*) once its absence is; undecided: None, unless
     ``final``, when the fixed-n rule reads the last sequence."""
@@ -190,13 +212,14 @@ def sequential_gate_status(sequence: PairedConfidenceSequence, threshold: float,
     return "improved" if better else "ok"
 
 
-def gate_look_text(sequence: PairedConfidenceSequence, status: str | None,
-                   threshold: float) -> str:
+def gate_look_text(sequence: PairedConfidenceSequence, status: str | None, threshold: float) -> str:
     """``regressed: a drop beyond 1pp is certain (95% sequence -9.1 to -2.3 pp, mean -5.6
     pp)``; ``undecided (...)`` while ``status`` is None."""
     interval = sequence.interval()
-    bounds = (f"{interval.confidence:.0%} sequence {100 * interval.low:+.1f} to "
-              f"{100 * interval.high:+.1f} pp, mean {100 * interval.difference:+.1f} pp")
+    bounds = (
+        f"{interval.confidence:.0%} sequence {100 * interval.low:+.1f} to "
+        f"{100 * interval.high:+.1f} pp, mean {100 * interval.difference:+.1f} pp"
+    )
     if status is None:
         return f"undecided ({bounds})"
     certain = "a drop beyond" if status == "regressed" else "no drop beyond"
@@ -238,8 +261,11 @@ class UntilDecided:
         """The other side once it has scored ``position`` items of the order, or stopped, or
         need not or cannot be waited for."""
         deadline = self.clock() + self.wait_s
-        while partner.wait != "never" and partner.other not in self.gave_up \
-                and self.store.failure is None:
+        while (
+            partner.wait != "never"
+            and partner.other not in self.gave_up
+            and self.store.failure is None
+        ):
             ids, ended, started = partner.side.done()
             if ended or prefix_length(self.order, ids) >= position:
                 break
@@ -247,9 +273,11 @@ class UntilDecided:
                 break
             if self.clock() >= deadline:
                 self.gave_up.add(partner.other)
-                self._say(f"{partner.other} has not scored {position} items after waiting "
-                          f"{self.wait_s:.0f}s; going on without waiting for it (raise "
-                          "--verdict-wait if it is just slow)")
+                self._say(
+                    f"{partner.other} has not scored {position} items after waiting "
+                    f"{self.wait_s:.0f}s; going on without waiting for it (raise "
+                    "--verdict-wait if it is just slow)"
+                )
                 break
             self.sleep(self.poll_s)
         return partner.side.view()
@@ -264,8 +292,9 @@ class UntilDecided:
             except OutputError:
                 if self.store.failure is None:
                     raise  # it passes (a lock held too long): the test fails in its line
-                looks.append(Look(False, True, f"{partner.other} cannot be looked at: "
-                                               f"{self.store.failure}"))
+                looks.append(
+                    Look(False, True, f"{partner.other} cannot be looked at: {self.store.failure}")
+                )
                 continue
             looks.append(partner.look(mine, self.order, view))
         return looks
@@ -295,12 +324,13 @@ class UntilDecided:
                     looks = self._looks(scores_of(records.values()), position, wait=True)
                     if looks and not any(look.needs_more for look in looks):
                         # decided, or no comparison can use a further item: none is sent
-                        stop = STOP_DECIDED if any(look.decided for look in looks) \
-                            else STOP_NO_USE
+                        stop = STOP_DECIDED if any(look.decided for look in looks) else STOP_NO_USE
                         break
-                    self._say(f"after {position} of {len(self.order)} items, going on: "
-                              + "; ".join(look.line for look in looks))
-                batch = self.order[position:position + self.round_size]
+                    self._say(
+                        f"after {position} of {len(self.order)} items, going on: "
+                        + "; ".join(look.line for look in looks)
+                    )
+                batch = self.order[position : position + self.round_size]
                 done = send(batch)
                 records.update((r.item_id, r) for r in done.records)
                 requests += done.requests
@@ -314,31 +344,62 @@ class UntilDecided:
         finally:
             self._mark(STOPPED)
         lines = tuple(look.line for look in looks)
-        self._say(f"stopped after {position} of {len(self.order)} items: {stop}"
-                  + (f" ({'; '.join(lines)})" if lines else ""))
+        self._say(
+            f"stopped after {position} of {len(self.order)} items: {stop}"
+            + (f" ({'; '.join(lines)})" if lines else "")
+        )
         ordered = [records[item] for item in self.order[:position]]
         return SequentialRun(
-            AccuracyRun(records=ordered, sent=sent, reused=reused,
-                        errors=sum(1 for r in ordered if r.failed), wall_s=wall_s,
-                        requests=requests),
-            AccuracySequence(population=len(self.order), used=position,
-                             round_size=self.round_size, order_seed=ORDER_SEED, stop=stop,
-                             comparisons=lines, items_digest=items_digest(self.order)))
+            AccuracyRun(
+                records=ordered,
+                sent=sent,
+                reused=reused,
+                errors=sum(1 for r in ordered if r.failed),
+                wall_s=wall_s,
+                requests=requests,
+            ),
+            AccuracySequence(
+                population=len(self.order),
+                used=position,
+                round_size=self.round_size,
+                order_seed=ORDER_SEED,
+                stop=stop,
+                comparisons=lines,
+                items_digest=items_digest(self.order),
+            ),
+        )
 
 
 def partners_for(
-    store: Store, run_id: str, model: str, benchmark: str, *, reference: str | None,
-    candidates: Sequence[str], tests_of: Callable[[str], list[str]], margin: float | None,
-    baseline: Measurement | None, threshold: float,
+    store: Store,
+    run_id: str,
+    model: str,
+    benchmark: str,
+    *,
+    reference: str | None,
+    candidates: Sequence[str],
+    tests_of: Callable[[str], list[str]],
+    margin: float | None,
+    baseline: Measurement | None,
+    threshold: float,
 ) -> list[Partner]:
     """The comparisons ``model`` takes part in on ``benchmark``: as the reference, one per
     candidate tested here; as a candidate, the reference's; with a baseline, its gate row."""
     partners: list[Partner] = []
     if model == reference:
-        partners += [Partner("verdict", model, candidate,
-                             LiveSide(store, run_id, candidate, benchmark, tests), "if-started",
-                             me_is_candidate=False, margin=margin)
-                     for candidate in candidates if (tests := tests_of(candidate))]
+        partners += [
+            Partner(
+                "verdict",
+                model,
+                candidate,
+                LiveSide(store, run_id, candidate, benchmark, tests),
+                "if-started",
+                me_is_candidate=False,
+                margin=margin,
+            )
+            for candidate in candidates
+            if (tests := tests_of(candidate))
+        ]
     elif reference is not None and model in candidates:
         side: LiveSide | FixedSide | None = None
         if tests := tests_of(reference):
@@ -346,11 +407,22 @@ def partners_for(
         elif earlier := store.latest_run_with(reference, benchmark, exclude=run_id):
             side = FixedSide(store.run_items(earlier, reference, benchmark))
         if side is not None:
-            partners.append(Partner("verdict", model, reference, side,
-                                    "always" if tests else "never", margin=margin))
+            partners.append(
+                Partner(
+                    "verdict", model, reference, side, "always" if tests else "never", margin=margin
+                )
+            )
     if baseline is not None:
-        partners.append(Partner("gate", model, "the baseline", FixedSide(baseline.item_records()),
-                                "never", threshold=threshold))
+        partners.append(
+            Partner(
+                "gate",
+                model,
+                "the baseline",
+                FixedSide(baseline.item_records()),
+                "never",
+                threshold=threshold,
+            )
+        )
     return partners
 
 
@@ -398,38 +470,55 @@ def pair_sequentially(
     populations = []
     for name, items, sequence in (first, second):
         ids = [r.item_id for r in items]
-        populations.append((name, sequence.items_digest if sequence else items_digest(ids),
-                            sequence.population if sequence else len(ids)))
+        populations.append(
+            (
+                name,
+                sequence.items_digest if sequence else items_digest(ids),
+                sequence.population if sequence else len(ids),
+            )
+        )
     (name_a, digest_a, size_a), (name_b, digest_b, size_b) = populations
     if digest_a != digest_b:
         raise PairingError(
             f"refusing to pair {name_a} with {name_b}: they drew their items from different "
-            f"sets ({size_a} and {size_b} items); run both on the same data and --limit")
+            f"sets ({size_a} and {size_b} items); run both on the same data and --limit"
+        )
     ids_a = {r.item_id for r in first[1]}
     ids_b = {r.item_id for r in second[1]}
     order = sequence_order(ids_a | ids_b)
-    common = set(order[:prefix_length(order, ids_a & ids_b)])
-    check_same_items(name_a, [r for r in first[1] if r.item_id in common],
-                     name_b, [r for r in second[1] if r.item_id in common])
+    common = set(order[: prefix_length(order, ids_a & ids_b)])
+    check_same_items(
+        name_a,
+        [r for r in first[1] if r.item_id in common],
+        name_b,
+        [r for r in second[1] if r.item_id in common],
+    )
     return SequentialSides(scores_of(first[1]), scores_of(second[1]), order, size_a)
 
 
-def sequential_verdict(sides: SequentialSides, decision: SequentialDecision,
-                       candidate_items: Sequence[ItemRecord],
-                       reference_items: Sequence[ItemRecord]) -> SequentialVerdict:
+def sequential_verdict(
+    sides: SequentialSides,
+    decision: SequentialDecision,
+    candidate_items: Sequence[ItemRecord],
+    reference_items: Sequence[ItemRecord],
+) -> SequentialVerdict:
     """The record of a sequential verdict (``decision`` over ``sides``)."""
     interval = decision.interval
-    used = sides.order[:interval.n]
+    used = sides.order[: interval.n]
     a = {r.item_id: r.credit for r in candidate_items}
     b = {r.item_id: r.credit for r in reference_items}
     n = len(used)
     return SequentialVerdict(
-        difference=interval.difference, low=interval.low, high=interval.high,
-        confidence=interval.confidence, n=interval.n, population=sides.population,
+        difference=interval.difference,
+        low=interval.low,
+        high=interval.high,
+        confidence=interval.confidence,
+        n=interval.n,
+        population=sides.population,
         discordant=sum(1 for item in used if a[item] != b[item]),
         candidate_mean=sum(a[item] for item in used) / n if n else float("nan"),
         reference_mean=sum(b[item] for item in used) / n if n else float("nan"),
         method=interval.method,
         stop=STOP_DECIDED if decision.reason is StopReason.DECIDED else STOP_FINAL,
-        order_seed=ORDER_SEED)
-
+        order_seed=ORDER_SEED,
+    )

@@ -25,13 +25,23 @@ def paired_interval(
 ) -> PairedInterval:
     """Refuse unlike results, then bootstrap candidate minus reference over shared items."""
     _check_alike(candidate, reference)
-    return paired_bootstrap(candidate.scores(), reference.scores(), resamples=resamples,
-                            seed=seed, confidence=confidence)
+    return paired_bootstrap(
+        candidate.scores(),
+        reference.scores(),
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
 
 
 def holm_adjusted_interval(
-    candidate: str, others: Mapping[str, ModelItems], reference: ModelItems, *, resamples: int,
-    seed: int, confidence: float,
+    candidate: str,
+    others: Mapping[str, ModelItems],
+    reference: ModelItems,
+    *,
+    resamples: int,
+    seed: int,
+    confidence: float,
 ) -> PairedInterval:
     """``candidate``'s interval at its Holm step-down level across all candidates."""
     for items in others.values():
@@ -41,8 +51,10 @@ def holm_adjusted_interval(
     return adjusted[candidate].interval
 
 
-def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasurement,
-                              ) -> RatioInterval:
+def throughput_ratio_interval(
+    candidate: ModelMeasurement,
+    reference: ModelMeasurement,
+) -> RatioInterval:
     """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats."""
     check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
     sides = []
@@ -51,12 +63,14 @@ def throughput_ratio_interval(candidate: ModelMeasurement, reference: ModelMeasu
         if not values:
             raise ModelsweepError(
                 f"cannot compare {candidate.model} with {reference.model}: {side.model}'s "
-                f"measurement (run {side.run_id}) has no repeat values; re-run it")
+                f"measurement (run {side.run_id}) has no repeat values; re-run it"
+            )
         bad = [v for v in values if not (math.isfinite(v) and v > 0)]
         if bad:
             raise ModelsweepError(
                 f"cannot compare {candidate.model} with {reference.model}: {len(bad)} of "
                 f"{len(values)} of {side.model}'s repeats measured no throughput ({bad[0]!r} "
-                f"tokens/s, run {side.run_id}); re-run it")
+                f"tokens/s, run {side.run_id}); re-run it"
+            )
         sides.append(list(values))
     return ratio_interval(sides[0], sides[1])

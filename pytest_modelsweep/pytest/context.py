@@ -13,7 +13,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -50,7 +50,7 @@ def run_id(config: pytest.Config) -> str:
         if workerinput is not None and "modelsweep_run_id" in workerinput:
             config.stash[run_id_key] = workerinput["modelsweep_run_id"]
         else:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             config.stash[run_id_key] = f"{stamp}-{uuid.uuid4().hex[:6]}"
     return config.stash[run_id_key]
 
@@ -76,22 +76,27 @@ def run_state(config: pytest.Config) -> RunState:
             rootdir=config.rootpath,
             run_id=run_id(config),
             is_worker=workerinput is not None,
-            worker_id=workerinput["workerid"] if workerinput else os.environ.get(
-                "PYTEST_XDIST_WORKER", "main"),
+            worker_id=workerinput["workerid"]
+            if workerinput
+            else os.environ.get("PYTEST_XDIST_WORKER", "main"),
             write_line=progress_writer(config),
             args=list(config.invocation_params.args),
         )
-        state.selection  # a bad --sweep, --model, --reference or --endpoint fails here
+        _ = state.selection  # a bad --sweep, --model, --reference or --endpoint fails here
     except ModelsweepError as error:
         raise pytest.UsageError(str(error)) from None
     if not state.is_worker:
         # Outputs, store, --baseline and --sweep-run are checked before any test: usage errors.
         try:
-            state.check_outputs({  # the files it writes besides its results, by option
-                "--md": config.option.md, "--llm-d-report": config.option.llm_d_report,
-                "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
-                "--html": getattr(config.option, "htmlpath", None),
-                "--junitxml": getattr(config.option, "xmlpath", None)})
+            state.check_outputs(
+                {  # the files it writes besides its results, by option
+                    "--md": config.option.md,
+                    "--llm-d-report": config.option.llm_d_report,
+                    "$GITHUB_STEP_SUMMARY": os.environ.get("GITHUB_STEP_SUMMARY") or None,
+                    "--html": getattr(config.option, "htmlpath", None),
+                    "--junitxml": getattr(config.option, "xmlpath", None),
+                }
+            )
             _ = state.store
             if state.options.baseline:
                 state.baseline_measurements()
@@ -141,21 +146,27 @@ def progress_writer(config: pytest.Config) -> Callable[[str], None]:
 def model_of_item(item: pytest.Item) -> str | None:
     """The model a collected test belongs to (its ``model_name`` or ``candidate_name`` parameter)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return next((value for param in MODEL_PARAMS
-                 if isinstance(value := params.get(param), str)), None)
+    return next(
+        (value for param in MODEL_PARAMS if isinstance(value := params.get(param), str)), None
+    )
 
 
 def tests_in_session(
-    session: pytest.Session, model: str, benchmark: str,
+    session: pytest.Session,
+    model: str,
+    benchmark: str,
     params: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """This session's tests that record ``model``'s own ``benchmark`` result (with ``params``,
     those whose parameters have these values; a parameter a test lacks counts as None)."""
     return [
-        item.nodeid for item in session.items
+        item.nodeid
+        for item in session.items
         if model_of_item(item) == model
         and item.get_closest_marker(benchmark) is not None
         and item.get_closest_marker("verdict") is None
-        and all(getattr(getattr(item, "callspec", None), "params", {}).get(name) == value
-                for name, value in (params or {}).items())
+        and all(
+            getattr(getattr(item, "callspec", None), "params", {}).get(name) == value
+            for name, value in (params or {}).items()
+        )
     ]

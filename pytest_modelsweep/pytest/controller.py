@@ -35,7 +35,8 @@ def fail_report(report: pytest.TestReport, state: RunState, line: str) -> None:
 
         said = str(report.longrepr)  # a failure that says the store failed says it once
         if redact(line) not in said and not (
-                line.startswith("the store ") and redact(str(state.store_location)) in said):
+            line.startswith("the store ") and redact(str(state.store_location)) in said
+        ):
             report.sections.append(("modelsweep: results not written", redact(line)))
 
 
@@ -73,16 +74,21 @@ class ControllerHooks:
         finished = report.when == "call" or (report.when == "setup" and not report.passed)
         if finished and getattr(report, "modelsweep_model", None) is not None:
             # Comparisons on other workers stop waiting for a test that ended without a result.
-            writes.append(lambda: state.store.add_outcome(state.run_id, report.nodeid,
-                                                          report.outcome))
+            writes.append(
+                lambda: state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+            )
         if problems := attempted(writes):  # a full disk: this test fails, the others run
             fail_report(report, state, "; ".join(dict.fromkeys(problems)))
         unjudged = getattr(report, "modelsweep_unjudged", None)
         if unjudged is not None:
             state.unjudged.append((report.nodeid, unjudged))
         if report.failed:
-            state.add_failure(report.nodeid, report.when, "failed" if report.when == "call"
-                              else "error", first_line(report))
+            state.add_failure(
+                report.nodeid,
+                report.when,
+                "failed" if report.when == "call" else "error",
+                first_line(report),
+            )
         if self.config.pluginmanager.hasplugin("html") and self.config.getoption("htmlpath", None):
             self._html(state).pytest_runtest_logreport(report)  # (the report code loads only then)
 
@@ -142,17 +148,23 @@ class ControllerHooks:
             state.session_errors.append(
                 f"{len(state.unjudged)} comparison test(s) judged nothing, so this run does not "
                 f"pass (first: {test}: {why}); run the reference's benchmarks first, or pass "
-                "--allow-unjudged")
+                "--allow-unjudged"
+            )
         _fail_on_errors(session, state)
         if not state.tests_reported:
             return  # an option of ours, but no modelsweep test ran: nothing to write
         from .state import attempted
 
         state.session_errors += attempted(  # a full disk at the end: one line, no traceback
-            (lambda: state.finish_results({"exitstatus": int(session.exitstatus),
-                                           "gate": [row.__dict__ for row in rows]}),
-             lambda: write_markdown(self.config, state),
-             lambda: write_llmd(self.config, state)), ModelsweepError)
+            (
+                lambda: state.finish_results(
+                    {"exitstatus": int(session.exitstatus), "gate": [row.__dict__ for row in rows]}
+                ),
+                lambda: write_markdown(self.config, state),
+                lambda: write_llmd(self.config, state),
+            ),
+            ModelsweepError,
+        )
         _fail_on_errors(session, state)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
@@ -169,10 +181,17 @@ class ControllerHooks:
             ungated = bool(state.gate_ungated) and not state.options.allow_ungated
             bad = bool(failed or state.gate_error or ungated)
             terminalreporter.write_sep(
-                "=", f"modelsweep baseline {state.options.baseline}: "
-                     + (f"{failed} regressed or not comparable" if failed
-                        else "compared nothing" if state.gate_ungated else "no regression"),
-                red=bad, green=not bad,
+                "=",
+                f"modelsweep baseline {state.options.baseline}: "
+                + (
+                    f"{failed} regressed or not comparable"
+                    if failed
+                    else "compared nothing"
+                    if state.gate_ungated
+                    else "no regression"
+                ),
+                red=bad,
+                green=not bad,
             )
             if state.gate_error:
                 terminalreporter.write_line(redact(f"modelsweep: {state.gate_error}"), red=True)
@@ -186,7 +205,9 @@ class ControllerHooks:
             terminalreporter.write_line(
                 f"sweep run {state.options.sweep_run}: {len(members)} "
                 f"run{'s' if len(members) != 1 else ''} ("
-                + ", ".join(str(m) for m in members) + ")")
+                + ", ".join(str(m) for m in members)
+                + ")"
+            )
         for line in measurement_table(state.judged_measurements()):
             terminalreporter.write_line(line)
         if state.results_path.is_file():  # (else a line above said why it is not)
@@ -198,8 +219,12 @@ def write_llmd(config: pytest.Config, state: RunState) -> None:
     if config.option.llm_d_report:
         from ..report.llmd import write_llmd_report
 
-        write_llmd_report(config.option.llm_d_report, "--llm-d-report",
-                          state.judged_measurements(), state.report_run())
+        write_llmd_report(
+            config.option.llm_d_report,
+            "--llm-d-report",
+            state.judged_measurements(),
+            state.report_run(),
+        )
 
 
 def write_markdown(config: pytest.Config, state: RunState) -> None:
@@ -212,13 +237,13 @@ def write_markdown(config: pytest.Config, state: RunState) -> None:
     from ..report.markdown import append_step_summary, markdown_report
     from .state import attempted
 
-    text = redact(markdown_report(state.judged_measurements(), state.report_run(),
-                                  state.failures))
+    text = redact(markdown_report(state.judged_measurements(), state.report_run(), state.failures))
     problems = attempted([lambda: write_file(path, "--md", text)] if path else [])
     try:
         append_step_summary(text)
     except OSError as error:
-        problems.append(str(write_failure("$GITHUB_STEP_SUMMARY",
-                                          os.environ["GITHUB_STEP_SUMMARY"], error)))
+        problems.append(
+            str(write_failure("$GITHUB_STEP_SUMMARY", os.environ["GITHUB_STEP_SUMMARY"], error))
+        )
     if problems:
         raise OutputError("; ".join(problems))

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..core.errors import DataError, MeasurementError
 from ..core.metrics import BENCHMARK_MARKER
-from .context import (active_run_state, declared_benchmark_key, evaluated_key, measurements_key,
-    model_of_item, run_state, tests_in_session, unjudged_key)
+from .context import (
+    active_run_state,
+    declared_benchmark_key,
+    evaluated_key,
+    measurements_key,
+    model_of_item,
+    run_state,
+    tests_in_session,
+    unjudged_key,
+)
 
 if TYPE_CHECKING:
     from ..api.evaluation import Evaluate
@@ -38,15 +47,20 @@ def pytest_runtest_makereport(
     """The run state keeps the report that ends each modelsweep test run in this process (a
     plain run's, or an xdist worker's own): its comparisons read how it ended from there."""
     report = yield
-    if (report.when == "call" or not report.passed) and report.when != "teardown" \
-            and model_of_item(item) is not None:
+    if (
+        (report.when == "call" or not report.passed)
+        and report.when != "teardown"
+        and model_of_item(item) is not None
+    ):
         state = active_run_state(item.config)
         if state is not None:
             from ..judging.comparisons import FinishedTest
             from .controller import first_line
 
-            state.test_finished(report.nodeid, lambda: FinishedTest(
-                report.outcome, first_line(report) if report.failed else ""))
+            state.test_finished(
+                report.nodeid,
+                lambda: FinishedTest(report.outcome, first_line(report) if report.failed else ""),
+            )
     return report
 
 
@@ -92,7 +106,7 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     requests=...)``: one result of this test (``stats``: the kind's record or a dict of it),
     with its model and endpoint; it reaches the results file even if the test then fails. A
     value that is not a finite number fails the test instead, with one line."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from ..core.measurements import Measurement, stats_type
     from ..serving.endpoint import Endpoint
@@ -115,9 +129,12 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     ) -> Measurement:
         value = float(value)
         if not math.isfinite(value):  # the store keeps numbers; NaN is no measurement
-            pytest.fail(f"record_measurement({benchmark!r}): its value is {value!r}, not "
-                        "a finite number; record what was measured, or fail the test where "
-                        "nothing was", pytrace=False)
+            pytest.fail(
+                f"record_measurement({benchmark!r}): its value is {value!r}, not "
+                "a finite number; record what was measured, or fail the test where "
+                "nothing was",
+                pytrace=False,
+            )
         if endpoint is None:
             candidate = node.funcargs.get("endpoint") if hasattr(node, "funcargs") else None
             endpoint = candidate if isinstance(candidate, Endpoint) else None
@@ -128,13 +145,16 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
             unit=unit,
             n=int(n),
             params=dict(params or {}),
-            stats=(stats_type(benchmark, unit).from_dict(stats or {})
-                   if stats is None or isinstance(stats, Mapping) else stats),
+            stats=(
+                stats_type(benchmark, unit).from_dict(stats or {})
+                if stats is None or isinstance(stats, Mapping)
+                else stats
+            ),
             items=list(items or []),
             requests=list(requests or []),
             provenance=endpoint.provenance.as_dict() if endpoint is not None else {},
             test_id=node.nodeid,
-            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         node.stash.setdefault(measurements_key, []).append(measurement.to_dict())
         return measurement
@@ -147,8 +167,12 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     """GSM8K test problems: ``--gsm8k-path`` or the Hub; the first ``--limit`` of them."""
     from ..data.gsm8k import expect_full_test_set, load_gsm8k
 
-    return _limited(modelsweep_run, "GSM8K", load_gsm8k(modelsweep_run.options.gsm8k_path,
-                                                        split="test"), expect_full_test_set)
+    return _limited(
+        modelsweep_run,
+        "GSM8K",
+        load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
+        expect_full_test_set,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -165,12 +189,14 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     """BFCL simple records with their possible answers: ``--bfcl-path`` or the Hub."""
     from ..data.bfcl import expect_full_bfcl_set, load_bfcl
 
-    return _limited(modelsweep_run, "BFCL", load_bfcl(modelsweep_run.options.bfcl_path),
-                    expect_full_bfcl_set)
+    return _limited(
+        modelsweep_run, "BFCL", load_bfcl(modelsweep_run.options.bfcl_path), expect_full_bfcl_set
+    )
 
 
-def _limited(run: RunState, name: str, loaded: Sequence[Any],
-             expect_full: Callable[[Sequence[Any]], None]) -> list[Any]:
+def _limited(
+    run: RunState, name: str, loaded: Sequence[Any], expect_full: Callable[[Sequence[Any]], None]
+) -> list[Any]:
     """A data set, checked to be complete for a full run, or its first ``--limit`` records
     (all, with a warning, when it has fewer); an empty one is an error."""
     records, limit = list(loaded), run.bench_settings.limit
@@ -180,8 +206,10 @@ def _limited(run: RunState, name: str, loaded: Sequence[Any],
         expect_full(records)
         return records
     if len(records) < limit:
-        run.write_line(f"warning: --limit {limit}, but the {name} data has only "
-                       f"{len(records)} records: all {len(records)} are measured")
+        run.write_line(
+            f"warning: --limit {limit}, but the {name} data has only "
+            f"{len(records)} records: all {len(records)} are measured"
+        )
     return records[:limit]
 
 
@@ -226,7 +254,8 @@ def evaluate(
         _check_declared(node.name, "evaluates", benchmark, declared, "", "verdicts")
         if node.stash.get(evaluated_key, False):
             raise BenchmarkDeclarationError(
-                f"{node.name} called evaluate twice: one benchmark, one evaluate call per test")
+                f"{node.name} called evaluate twice: one benchmark, one evaluate call per test"
+            )
         node.stash[evaluated_key] = True
         chosen = list(items)
         if wrong := [item for item in chosen if not isinstance(item, EvalItem)]:
@@ -239,10 +268,13 @@ def evaluate(
         limit = bench_settings.limit
         chosen = chosen[:limit] if limit is not None else chosen
         endpoint: Endpoint = request.getfixturevalue("endpoint")
-        recorded_params = {**(params or {}), "prompting": model_spec.prompting,
-                           "limit": limit and len(chosen),  # the real count, when limited
-                           "subset": limit is not None,
-                           **sampling_params(chosen, model_spec.prompting)}
+        recorded_params = {
+            **(params or {}),
+            "prompting": model_spec.prompting,
+            "limit": limit and len(chosen),  # the real count, when limited
+            "subset": limit is not None,
+            **sampling_params(chosen, model_spec.prompting),
+        }
 
         try:  # a store that failed before: measured all the same, not stored
             store: Store | None = modelsweep_run.store
@@ -252,29 +284,48 @@ def evaluate(
 
         def send(some: list[EvalItem]) -> Any:
             return run_accuracy(
-                endpoint, benchmark, some,
+                endpoint,
+                benchmark,
+                some,
                 lambda item: request_for(item, model_spec.prompting),
-                lambda item, sent, completion: scored_record(benchmark, scorer, item, sent,
-                                                             completion),
-                store=None if store_failure else store, run_id=bench_settings.run_id,
-                reuse=bench_settings.reuse, concurrency=concurrency,
+                lambda item, sent, completion: scored_record(
+                    benchmark, scorer, item, sent, completion
+                ),
+                store=None if store_failure else store,
+                run_id=bench_settings.run_id,
+                reuse=bench_settings.reuse,
+                concurrency=concurrency,
                 timeout_s=bench_settings.request_timeout_s,
-                idle_timeout_s=bench_settings.idle_timeout_s, progress=modelsweep_run.write_line,
+                idle_timeout_s=bench_settings.idle_timeout_s,
+                progress=modelsweep_run.write_line,
             )
 
         sequence = None
         if bench_settings.round_size is None:
             accuracy_run = send(chosen)
         else:  # --until-decided: rounds in the seeded order until every comparison is decided
-            accuracy_run, sequence = _until_decided(request, modelsweep_run, model_name,
-                                                    benchmark, chosen, send, recorded_params)
+            accuracy_run, sequence = _until_decided(
+                request, modelsweep_run, model_name, benchmark, chosen, send, recorded_params
+            )
         records = accuracy_run.records
-        stats = AccuracyStats.of(summarise_items(records), summarise(records) if summarise is not None else {},
-                                 sent=accuracy_run.sent, reused=accuracy_run.reused,
-                                 wall_s=accuracy_run.wall_s, sequence=sequence)
-        record_measurement(benchmark, stats.accuracy, "accuracy", stats.n,
-                           params=recorded_params, stats=stats,
-                           items=[r.to_dict() for r in records], endpoint=endpoint)
+        stats = AccuracyStats.of(
+            summarise_items(records),
+            summarise(records) if summarise is not None else {},
+            sent=accuracy_run.sent,
+            reused=accuracy_run.reused,
+            wall_s=accuracy_run.wall_s,
+            sequence=sequence,
+        )
+        record_measurement(
+            benchmark,
+            stats.accuracy,
+            "accuracy",
+            stats.n,
+            params=recorded_params,
+            stats=stats,
+            items=[r.to_dict() for r in records],
+            endpoint=endpoint,
+        )
         store_failure = accuracy_run.store_error or store_failure
         if store_failure is not None:  # measured and recorded, but not stored
             from ..core.outputs import OutputError
@@ -288,17 +339,30 @@ def evaluate(
                 f"{failed[0].error}); re-run to resend them (completed items are reused)"
             )
         return EvaluationResult(
-            benchmark=benchmark, model=model_name, accuracy=stats.accuracy, n=stats.n,
-            correct=stats.correct, failed=stats.failed, sent=stats.sent, reused=stats.reused,
-            records=records, stats=stats,
+            benchmark=benchmark,
+            model=model_name,
+            accuracy=stats.accuracy,
+            n=stats.n,
+            correct=stats.correct,
+            failed=stats.failed,
+            sent=stats.sent,
+            reused=stats.reused,
+            records=records,
+            stats=stats,
         )
 
     return run
 
 
-def _until_decided(request: pytest.FixtureRequest, run: RunState, model: str, benchmark: str,
-                   items: list[Any], send: Callable[[list[Any]], Any],
-                   params: Mapping[str, Any]) -> tuple[Any, Any]:
+def _until_decided(
+    request: pytest.FixtureRequest,
+    run: RunState,
+    model: str,
+    benchmark: str,
+    items: list[Any],
+    send: Callable[[list[Any]], Any],
+    params: Mapping[str, Any],
+) -> tuple[Any, Any]:
     """``--until-decided``: ``items`` in rounds of the seeded order until every comparison
     ``model`` takes part in on ``benchmark`` is decided (:mod:`~..judging.sequential`).
     Returns the run's scored items (an ``AccuracyRun``) and its ``AccuracySequence``."""
@@ -310,29 +374,45 @@ def _until_decided(request: pytest.FixtureRequest, run: RunState, model: str, be
     baseline = None
     if run.options.baseline:
         try:
-            baseline = baseline_of(Measurement(model, benchmark, 0.0, "accuracy", 0,
-                                               params=dict(params)),
-                                   run.baseline_measurements())
+            baseline = baseline_of(
+                Measurement(model, benchmark, 0.0, "accuracy", 0, params=dict(params)),
+                run.baseline_measurements(),
+            )
         except ModelsweepError as error:  # the gate says so at the session's end
             run.write_line(f"{benchmark} {model}: no baseline to stop by ({error})")
     partners = partners_for(
-        run.store, run.run_id, model, benchmark, reference=run.selection.reference,
+        run.store,
+        run.run_id,
+        model,
+        benchmark,
+        reference=run.selection.reference,
         candidates=run.selection.candidates,
         tests_of=lambda name: tests_in_session(request.session, name, benchmark),
-        margin=run.options.margin, baseline=baseline,
-        threshold=run.options.thresholds.accuracy_points)
+        margin=run.options.margin,
+        baseline=baseline,
+        threshold=run.options.thresholds.accuracy_points,
+    )
     by_id = {item.id: item for item in items}
     round_size = run.bench_settings.round_size
     assert round_size is not None
-    loop = UntilDecided(run.store, run.run_id, model, benchmark, sequence_order(by_id),
-                        round_size, partners, wait_s=run.options.verdict_wait_s,
-                        progress=run.write_line)
+    loop = UntilDecided(
+        run.store,
+        run.run_id,
+        model,
+        benchmark,
+        sequence_order(by_id),
+        round_size,
+        partners,
+        wait_s=run.options.verdict_wait_s,
+        progress=run.write_line,
+    )
     done = loop.run(lambda ids: send([by_id[item] for item in ids]))
     return done.run, done.sequence
 
 
-def _check_declared(test: str, verb: str, benchmark: str, declared: str | None, kind: str,
-                    comparisons: str) -> None:
+def _check_declared(
+    test: str, verb: str, benchmark: str, declared: str | None, kind: str, comparisons: str
+) -> None:
     """A one-line error unless the test is declared as the benchmark it records."""
     from ..core.errors import BenchmarkDeclarationError
 
@@ -342,7 +422,8 @@ def _check_declared(test: str, verb: str, benchmark: str, declared: str | None, 
     raise BenchmarkDeclarationError(
         f"{test} {verb} {benchmark!r} but is declared "
         + (f"{BENCHMARK_MARKER}({declared!r})" if declared else "as no benchmark")
-        + f": decorate it with {marker} (that adds -m {benchmark} and its {comparisons})")
+        + f": decorate it with {marker} (that adds -m {benchmark} and its {comparisons})"
+    )
 
 
 @pytest.fixture
@@ -377,33 +458,47 @@ def measure_throughput(
         from ..workloads.arrivals import ArrivalProcess
         from ..workloads.setting import measure_setting
 
-        _check_declared(node.name, "measures", benchmark, declared, ', kind="throughput"',
-                        "ratios")
+        _check_declared(node.name, "measures", benchmark, declared, ', kind="throughput"', "ratios")
         callspec = getattr(node, "callspec", None)
         declared_concurrency = callspec.params.get("concurrency") if callspec else None
         if declared_concurrency != concurrency:
             raise BenchmarkDeclarationError(
                 f"{node.name} measures concurrency {concurrency!r} but is parametrized with "
                 f"{declared_concurrency!r}: pass concurrency=concurrency (the ratio tests "
-                "find the measurement by it)")
+                "find the measurement by it)"
+            )
         check_positive(benchmark, concurrency=concurrency, output_tokens=output_tokens)
         arrivals = None
         if rate is not None:
-            for number, what in ((rate, "rate (requests per second)"),
-                                 (burstiness, "burstiness")):
+            for number, what in ((rate, "rate (requests per second)"), (burstiness, "burstiness")):
                 finite = what == "burstiness" or number != float("inf")
-                if isinstance(number, bool) or not isinstance(number, int | float) \
-                        or not number > 0 or not finite:
-                    raise DataError(f"{benchmark}: {what} must be a positive number, "
-                                    f"got {number!r}")
+                if (
+                    isinstance(number, bool)
+                    or not isinstance(number, int | float)
+                    or not number > 0
+                    or not finite
+                ):
+                    raise DataError(
+                        f"{benchmark}: {what} must be a positive number, got {number!r}"
+                    )
             arrivals = ArrivalProcess(float(rate), float(burstiness))
         texts = checked_prompts(benchmark, prompts)
         node.stash[evaluated_key] = True
         endpoint: Endpoint = request.getfixturevalue("endpoint")
-        measure_setting(endpoint, bench_settings, record_measurement, benchmark, concurrency,
-                        None, modelsweep_run.write_line, output_tokens=output_tokens,
-                        user_prompts=texts, unique_prefixes=unique_prefixes,
-                        params=dict(params or {}), arrivals=arrivals)
+        measure_setting(
+            endpoint,
+            bench_settings,
+            record_measurement,
+            benchmark,
+            concurrency,
+            None,
+            modelsweep_run.write_line,
+            output_tokens=output_tokens,
+            user_prompts=texts,
+            unique_prefixes=unique_prefixes,
+            params=dict(params or {}),
+            arrivals=arrivals,
+        )
 
     measure: MeasureThroughput = run
     return measure
@@ -427,15 +522,32 @@ def judge_against_reference(
     def judge(benchmark: str) -> Any:
         skip = None
         if benchmark == "bfcl":
-            skip = next(filter(None, (bfcl_skip_reason(run.sweep.model(name))
-                                      for name in (candidate_name, reference))), None)
-        return _judge(request, record_measurement, AccuracyComparison(
-            run.comparisons, _expected_tests(request), candidate_name, reference, benchmark,
-            margin=run.options.margin, resamples=run.options.resamples,
-            candidate_first=bool(tests_in_session(request.session, candidate_name, benchmark)),
-            holm_candidates=list(run.selection.candidates) if run.options.holm else None,
-            skip_reason=skip,
-        ))
+            skip = next(
+                filter(
+                    None,
+                    (
+                        bfcl_skip_reason(run.sweep.model(name))
+                        for name in (candidate_name, reference)
+                    ),
+                ),
+                None,
+            )
+        return _judge(
+            request,
+            record_measurement,
+            AccuracyComparison(
+                run.comparisons,
+                _expected_tests(request),
+                candidate_name,
+                reference,
+                benchmark,
+                margin=run.options.margin,
+                resamples=run.options.resamples,
+                candidate_first=bool(tests_in_session(request.session, candidate_name, benchmark)),
+                holm_candidates=list(run.selection.candidates) if run.options.holm else None,
+                skip_reason=skip,
+            ),
+        )
 
     return judge
 
@@ -464,34 +576,71 @@ def judge_throughput_ratio(
             from ..workloads.setting import measure_interleaved_setting
 
             if benchmark not in METRICS:
-                pytest.fail(f"--interleave measures the built-in throughput shapes only, not "
-                            f"your own {benchmark!r}: run its ratio without --interleave",
-                            pytrace=False)
+                pytest.fail(
+                    f"--interleave measures the built-in throughput shapes only, not "
+                    f"your own {benchmark!r}: run its ratio without --interleave",
+                    pytrace=False,
+                )
             measured = measure_interleaved_setting(
-                [run.pool.get(reference), run.pool.get(candidate_name)], run.bench_settings,
-                benchmark, setting, run.write_line)
-            interleaved = InterleavedSides(run.run_id, Interleaved(
-                tuple(measured.windows), tuple(measured.values[candidate_name]),
-                tuple(measured.values[reference])), run.bench_settings.repeats)
-        return _judge(request, record_measurement, ThroughputComparison(
-            run.comparisons, _expected_tests(request), candidate_name, reference, benchmark,
-            setting, margin=run.options.ratio_tolerance, interleaved=interleaved,
-        ))
+                [run.pool.get(reference), run.pool.get(candidate_name)],
+                run.bench_settings,
+                benchmark,
+                setting,
+                run.write_line,
+            )
+            interleaved = InterleavedSides(
+                run.run_id,
+                Interleaved(
+                    tuple(measured.windows),
+                    tuple(measured.values[candidate_name]),
+                    tuple(measured.values[reference]),
+                ),
+                run.bench_settings.repeats,
+            )
+        return _judge(
+            request,
+            record_measurement,
+            ThroughputComparison(
+                run.comparisons,
+                _expected_tests(request),
+                candidate_name,
+                reference,
+                benchmark,
+                setting,
+                margin=run.options.ratio_tolerance,
+                interleaved=interleaved,
+            ),
+        )
 
     return judge
 
 
-def _capacity_judge(request: pytest.FixtureRequest, candidate_name: str, run: RunState,
-                    record_measurement: RecordMeasurement, knob: str) -> Callable[[], Any]:
+def _capacity_judge(
+    request: pytest.FixtureRequest,
+    candidate_name: str,
+    run: RunState,
+    record_measurement: RecordMeasurement,
+    knob: str,
+) -> Callable[[], Any]:
     """``judge()`` of a candidate's capacity over ``knob`` against the reference's."""
     from ..judging.kinds import CapacityComparison
 
     def judge() -> Any:
         settings = run.bench_settings
-        return _judge(request, record_measurement, CapacityComparison(
-            run.comparisons, _expected_tests(request), candidate_name, run.selection.reference,
-            settings.slo, settings.slo_attainment, margin=run.options.ratio_tolerance,
-            knob=knob))
+        return _judge(
+            request,
+            record_measurement,
+            CapacityComparison(
+                run.comparisons,
+                _expected_tests(request),
+                candidate_name,
+                run.selection.reference,
+                settings.slo,
+                settings.slo_attainment,
+                margin=run.options.ratio_tolerance,
+                knob=knob,
+            ),
+        )
 
     return judge
 
@@ -507,8 +656,7 @@ def judge_capacity_ratio(
     reference's, recorded as ``capacity_ratio`` (:func:`_judge`)."""
     from ..core.measurements import CONCURRENCY
 
-    return _capacity_judge(request, candidate_name, modelsweep_run, record_measurement,
-                           CONCURRENCY)
+    return _capacity_judge(request, candidate_name, modelsweep_run, record_measurement, CONCURRENCY)
 
 
 @pytest.fixture
@@ -527,7 +675,9 @@ def judge_rate_capacity_ratio(
 
 @pytest.fixture
 def measure_startup(
-    model_name: str, modelsweep_run: RunState, record_measurement: RecordMeasurement,
+    model_name: str,
+    modelsweep_run: RunState,
+    record_measurement: RecordMeasurement,
 ) -> Callable[[], Any]:
     """``measure_startup()``: launch this test's model's server ``--startup-launches`` times,
     record one ``startup`` measurement and return its ``StartupStats``; an attached model
@@ -542,22 +692,33 @@ def measure_startup(
         refusal = cold_start_refusal(model_name, run.attach)
         if refusal is not None:
             pytest.skip(refusal)
-        return measured(run.sweep, model_name, launches=run.bench_settings.startup_launches,
-                        log_dir=run.run_dir / "logs" / "startup", progress=run.write_line,
-                        record_measurement=record_measurement, worker_id=run.worker_id)
+        return measured(
+            run.sweep,
+            model_name,
+            launches=run.bench_settings.startup_launches,
+            log_dir=run.run_dir / "logs" / "startup",
+            progress=run.write_line,
+            record_measurement=record_measurement,
+            worker_id=run.worker_id,
+        )
 
     return measure
 
 
-def _expected_tests(request: pytest.FixtureRequest,
-                    ) -> Callable[[str, str, Mapping[str, Any] | None], list[str]]:
+def _expected_tests(
+    request: pytest.FixtureRequest,
+) -> Callable[[str, str, Mapping[str, Any] | None], list[str]]:
     """This session's tests that record a model's benchmark (at a setting)."""
-    return lambda model, benchmark, params: tests_in_session(request.session, model, benchmark,
-                                                             params=params)
+    return lambda model, benchmark, params: tests_in_session(
+        request.session, model, benchmark, params=params
+    )
 
 
-def _judge(request: pytest.FixtureRequest, record_measurement: RecordMeasurement,
-           comparison: Comparison[Any, Any]) -> Any:
+def _judge(
+    request: pytest.FixtureRequest,
+    record_measurement: RecordMeasurement,
+    comparison: Comparison[Any, Any],
+) -> Any:
     """Judge one comparison with the verdict hook, record it on the candidate and announce it;
     a side nowhere or skipped skips, a refusal fails. Returns the recorded stats."""
     from ..judging.comparisons import Failed, Missing, Skipped
@@ -571,9 +732,14 @@ def _judge(request: pytest.FixtureRequest, record_measurement: RecordMeasurement
         if isinstance(interval, SequentialJudgement):
             return interval.verdict  # the items stopped by this very rule: no hook re-decides
         return config.hook.pytest_modelsweep_verdict(
-            candidate=comparison.candidate, reference=comparison.reference,
-            metric=comparison.metric, interval=interval, margin=comparison.margin,
-            config=config, kind=comparison.kind)
+            candidate=comparison.candidate,
+            reference=comparison.reference,
+            metric=comparison.metric,
+            interval=interval,
+            margin=comparison.margin,
+            config=config,
+            kind=comparison.kind,
+        )
 
     judged = judge(comparison, decide)
     if isinstance(judged, Missing):
@@ -583,8 +749,15 @@ def _judge(request: pytest.FixtureRequest, record_measurement: RecordMeasurement
         pytest.skip(judged.reason)
     if isinstance(judged, Failed):
         pytest.fail(judged.reason, pytrace=False)
-    record_measurement(judged.benchmark, judged.value, judged.unit, judged.n,
-                       params=judged.params, stats=judged.stats, model=comparison.candidate)
+    record_measurement(
+        judged.benchmark,
+        judged.value,
+        judged.unit,
+        judged.n,
+        params=judged.params,
+        stats=judged.stats,
+        model=comparison.candidate,
+    )
     announce_verdict(judged.summary, judged.verdict, run_state(request.config).options.fail_on)
     return judged.stats
 

@@ -13,9 +13,19 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..core.errors import ModelsweepError
-from ..report.html import (CSS, DECISION_TITLE, SUMMARY_TITLE, decision_html, escape_text,
-    headline, measurement_json, measurements_extra_html, section_or_note, summary_html)
 from ..report.history import HISTORY_TITLE, history_section
+from ..report.html import (
+    CSS,
+    DECISION_TITLE,
+    SUMMARY_TITLE,
+    decision_html,
+    escape_text,
+    headline,
+    measurement_json,
+    measurements_extra_html,
+    section_or_note,
+    summary_html,
+)
 from ..report.tables import records
 from ..store.results import FailedTest, RunInfo
 
@@ -38,9 +48,14 @@ def run_of(state: RunState) -> dict[str, Any]:
 class HtmlReportHooks:
     """The hooks, reading ``source`` (measurements so far, run dict) and ``failures``."""
 
-    def __init__(self, source: Source, *, enabled: bool = True,
-                 failures: Callable[[], Failures] = lambda: (),
-                 history: Callable[[], str] = lambda: "") -> None:
+    def __init__(
+        self,
+        source: Source,
+        *,
+        enabled: bool = True,
+        failures: Callable[[], Failures] = lambda: (),
+        history: Callable[[], str] = lambda: "",
+    ) -> None:
         self.source = source
         self.enabled = enabled
         self.failures = failures
@@ -49,10 +64,12 @@ class HtmlReportHooks:
     @classmethod
     def for_state(cls, state: RunState, config: pytest.Config) -> HtmlReportHooks:
         """Hooks reading the run's (or sweep run's) measurements; idle unless ``--html``."""
-        return cls(lambda: (state.judged_measurements(), run_of(state)),
-                   enabled=bool(config.getoption("htmlpath", None)),
-                   failures=lambda: state.failures,
-                   history=lambda: history_section(state.store, state.sweep.name))
+        return cls(
+            lambda: (state.judged_measurements(), run_of(state)),
+            enabled=bool(config.getoption("htmlpath", None)),
+            failures=lambda: state.failures,
+            history=lambda: history_section(state.store, state.sweep.name),
+        )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_summary(
@@ -62,13 +79,17 @@ class HtmlReportHooks:
         if not recorded:
             return
         measurements, info = records(recorded), RunInfo.of(run)
-        decision = section_or_note(DECISION_TITLE, lambda: decision_html(
-            measurements, info, [FailedTest.of(f) for f in self.failures()]))
+        decision = section_or_note(
+            DECISION_TITLE,
+            lambda: decision_html(measurements, info, [FailedTest.of(f) for f in self.failures()]),
+        )
         if decision:
             # prefix: right under pytest-html's "Summary" heading, the first screen
             prefix.append(f"<style>{CSS}</style>{decision}")
-        postfix.append(section_or_note(SUMMARY_TITLE, lambda: summary_html(measurements, info))
-                       + section_or_note(HISTORY_TITLE, self.history))
+        postfix.append(
+            section_or_note(SUMMARY_TITLE, lambda: summary_html(measurements, info))
+            + section_or_note(HISTORY_TITLE, self.history)
+        )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.enabled or report.when != "call":
@@ -78,15 +99,21 @@ class HtmlReportHooks:
             return
         from pytest_html import extras
 
-        added = [extras.html(measurements_extra_html(recorded)),
-                 *(extras.json(measurement_json(m), name=f"{m.benchmark or 'measurement'} JSON")
-                   for m in recorded)]
+        added = [
+            extras.html(measurements_extra_html(recorded)),
+            *(
+                extras.json(measurement_json(m), name=f"{m.benchmark or 'measurement'} JSON")
+                for m in recorded
+            ),
+        ]
         report.extras = [*getattr(report, "extras", []), *added]  # type: ignore[attr-defined]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
-        cells.insert(_after_test_id(cells, 'data-column-type="testId"'),
-                     '<th class="modelsweep-col">Measurement</th>')
+        cells.insert(
+            _after_test_id(cells, 'data-column-type="testId"'),
+            '<th class="modelsweep-col">Measurement</th>',
+        )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
@@ -95,7 +122,9 @@ class HtmlReportHooks:
         _escape_test_id(report, cells)
         recorded = records(getattr(report, "modelsweep_measurements", None) or [])
         text = "<br>".join(escape_text(f"{m.model}: {headline(m)}") for m in recorded)
-        cells.insert(_after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>')
+        cells.insert(
+            _after_test_id(cells, 'class="col-testId"'), f'<td class="modelsweep-col">{text}</td>'
+        )
 
 
 def _after_test_id(cells: Sequence[str], marker: str) -> int:

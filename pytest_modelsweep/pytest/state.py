@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from ..store.sweep_run import SweepRunMember
 
 
-def attempted(writes: Iterable[Callable[[], object]],
-              errors: type[Exception] | None = None) -> list[str]:
+def attempted(
+    writes: Iterable[Callable[[], object]], errors: type[Exception] | None = None
+) -> list[str]:
     """Every write tried; the one-line errors (``OutputError`` by default) of those that failed."""
     from ..core.outputs import OutputError
 
@@ -35,7 +36,7 @@ def attempted(writes: Iterable[Callable[[], object]],
     for write in writes:
         try:
             write()
-        except errors or OutputError as error:
+        except errors or OutputError as error:  # noqa: B030 (one class, OutputError by default)
             problems.append(str(error))
     return problems
 
@@ -78,25 +79,36 @@ class Options:
     def __repr__(self) -> str:
         from ..core.secrets import redact
 
-        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
-                           if k not in ("thresholds", "parsed"))
+        fields = ", ".join(
+            f"{k}={v!r}" for k, v in vars(self).items() if k not in ("thresholds", "parsed")
+        )
         return redact(f"Options({fields})")
 
     @classmethod
     def from_namespace(cls, option: Any) -> Options:
         """The options of ``config.option``, each from its namesake or :data:`_OPTION_OF`."""
-        values = {f.name: getattr(option, _OPTION_OF.get(f.name, f.name))
-                  for f in fields(cls) if f.name != "parsed"}
-        return cls(**{**values, "models": list(option.model), "endpoints": list(option.endpoint)},
-                   parsed=option)
+        values = {
+            f.name: getattr(option, _OPTION_OF.get(f.name, f.name))
+            for f in fields(cls)
+            if f.name != "parsed"
+        }
+        return cls(
+            **{**values, "models": list(option.model), "endpoints": list(option.endpoint)},
+            parsed=option,
+        )
 
 
 STORE_FAILURE_MARK = "store-failure.txt"
 """In the run folder: the one line of the store's failure in one process of the run, which the
 run's other processes on this host read (a comparison then stops waiting for a side)."""
 
-_OPTION_OF = {"models": "model", "endpoints": "endpoint", "workdir": "modelsweep_dir",
-              "verdict_wait_s": "verdict_wait", "thresholds": "fail_on_regression"}
+_OPTION_OF = {
+    "models": "model",
+    "endpoints": "endpoint",
+    "workdir": "modelsweep_dir",
+    "verdict_wait_s": "verdict_wait",
+    "thresholds": "fail_on_regression",
+}
 """The ``config.option`` names of the :class:`Options` fields named otherwise."""
 
 
@@ -134,17 +146,22 @@ class RunState:
     @cached_property
     def bench_settings(self) -> BenchSettings:
         """The narrow view of this run that benchmark tests receive (made once)."""
-        return BenchSettings.from_options(self.options.parsed, run_id=self.run_id,
-                                          pricing=self.pricing,
-                                          gsm8k_max_tokens=self.gsm8k_max_tokens,
-                                          round_size=self.round_size)
+        return BenchSettings.from_options(
+            self.options.parsed,
+            run_id=self.run_id,
+            pricing=self.pricing,
+            gsm8k_max_tokens=self.gsm8k_max_tokens,
+            round_size=self.round_size,
+        )
 
     def __repr__(self) -> str:
         from ..core.secrets import redact
 
-        return redact(f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
-                      f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
-                      f"args={self.args!r})")
+        return redact(
+            f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
+            f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
+            f"args={self.args!r})"
+        )
 
     @property
     def gsm8k_max_tokens(self) -> int:
@@ -187,8 +204,9 @@ class RunState:
             sweep.model(name)
         if not self.options.models:
             return sweep.select([], reference)
-        return Selection(reference=reference,
-                         candidates=tuple(m for m in self.models_to_run if m != reference))
+        return Selection(
+            reference=reference, candidates=tuple(m for m in self.models_to_run if m != reference)
+        )
 
     @property
     def models_to_run(self) -> list[str]:
@@ -205,8 +223,11 @@ class RunState:
         collected for their comparisons (those the store has a like run of are deselected);
         not with ``--sweep-run``, where another host measures it."""
         reference = self.options.reference or self.sweep.reference
-        return (bool(self.options.models) and reference not in self.options.models
-                and self.options.sweep_run is None)
+        return (
+            bool(self.options.models)
+            and reference not in self.options.models
+            and self.options.sweep_run is None
+        )
 
     @cached_property
     def attach(self) -> dict[str, str]:
@@ -257,8 +278,13 @@ class RunState:
         from ..judging.comparisons import stored_like_run
 
         try:
-            return stored_like_run(self.store, self.selection.reference, benchmark, setting,
-                                   limit=self.bench_settings.limit)
+            return stored_like_run(
+                self.store,
+                self.selection.reference,
+                benchmark,
+                setting,
+                limit=self.bench_settings.limit,
+            )
         except ModelsweepError:
             return None
 
@@ -270,8 +296,9 @@ class RunState:
         if "store" in vars(self) and self.store.failure is not None:
             return self.store.failure
         try:
-            return (self.run_dir / STORE_FAILURE_MARK).read_text(encoding="utf-8").strip() \
-                or f"the store {self.store_location} failed in another process of this run"
+            return (self.run_dir / STORE_FAILURE_MARK).read_text(
+                encoding="utf-8"
+            ).strip() or f"the store {self.store_location} failed in another process of this run"
         except OSError:
             return None
 
@@ -306,8 +333,11 @@ class RunState:
         places = [Path(self.options.results)] if self.options.results else []
         runs = self.workdir / "runs"
         if runs.is_dir():
-            places += [folder / "results.json" for folder in sorted(runs.iterdir())
-                       if folder.name not in ended and folder.name != self.run_id]
+            places += [
+                folder / "results.json"
+                for folder in sorted(runs.iterdir())
+                if folder.name not in ended and folder.name != self.run_id
+            ]
         taken, failed = 0, False
         for path in places:
             if not (path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file()):
@@ -319,19 +349,26 @@ class RunState:
                 continue
             run_id = str(kept["run"].get("run_id") or path.parent.name)
             store_failed = "store_failure" in kept["summary"]
-            if not store_failed and (kept["run"].get("store") != self.store_identity
-                                     or run_id in ended):
+            if not store_failed and (
+                kept["run"].get("store") != self.store_identity or run_id in ended
+            ):
                 continue  # another store's run, or one this store holds whole
             failed = failed or store_failed
             for m in measurements_of(kept["measurements"]):
                 if m.unit == "accuracy" and m.provenance:
-                    taken += store.take_back_items(run_id, m.model, m.benchmark,
-                                                   model_serving_key(m.provenance),
-                                                   m.item_records())
+                    taken += store.take_back_items(
+                        run_id,
+                        m.model,
+                        m.benchmark,
+                        model_serving_key(m.provenance),
+                        m.item_records(),
+                    )
         if taken:
             why = "their store had failed" if failed else "they were not ended in it"
-            self.write_line(f"took {taken} answered items back into the store {store.path} from "
-                            f"earlier runs' results ({why}): they are not sent again")
+            self.write_line(
+                f"took {taken} answered items back into the store {store.path} from "
+                f"earlier runs' results ({why}): they are not sent again"
+            )
 
     def test_finished(self, test_id: str, how: Callable[[], FinishedTest]) -> None:
         """Keep how a modelsweep test run in this process ended: ``how()`` reads its report
@@ -348,9 +385,15 @@ class RunState:
         """The run's one finder of comparison sides (it waits once per model and benchmark)."""
         from ..judging.comparisons import ComparisonFinder
 
-        return ComparisonFinder(self.store, self.run_id, wait_s=self.options.verdict_wait_s,
-                                sweep_run=self.options.sweep_run, finished_here=self.finished_here,
-                                store_failure=self.store_failure, progress=self.write_line)
+        return ComparisonFinder(
+            self.store,
+            self.run_id,
+            wait_s=self.options.verdict_wait_s,
+            sweep_run=self.options.sweep_run,
+            finished_here=self.finished_here,
+            store_failure=self.store_failure,
+            progress=self.write_line,
+        )
 
     # -- endpoints -------------------------------------------------------------
     @cached_property
@@ -358,9 +401,14 @@ class RunState:
         """This process's endpoints; the pool module (httpx, subprocesses) is imported here."""
         from ..serving.pool import EndpointPool
 
-        return EndpointPool(self.sweep, attach=self.attach, run_dir=self.run_dir,
-                            worker_id=self.worker_id, progress=self.write_line,
-                            models=self.models_to_run)
+        return EndpointPool(
+            self.sweep,
+            attach=self.attach,
+            run_dir=self.run_dir,
+            worker_id=self.worker_id,
+            progress=self.write_line,
+            models=self.models_to_run,
+        )
 
     def release_endpoint(self, model: str) -> None:
         """Stop ``model``'s server if this process started one (its last test is done)."""
@@ -387,7 +435,8 @@ class RunState:
             raise DataError(
                 f"--sweep-run {name}: its runs in {self.store_location} measured sweep "
                 f"{sorted(others)[0]}, this run measures sweep {self.sweep.name}; one sweep "
-                "run holds one sweep: pass the same --sweep, or another --sweep-run name")
+                "run holds one sweep: pass the same --sweep, or another --sweep-run name"
+            )
         self._record_run()
 
     def plan_models(self, models: list[str]) -> None:
@@ -425,9 +474,13 @@ class RunState:
         from ..core.runinfo import run_provenance
 
         run = run_provenance(self.rootdir, self.sweep.path, self.args)
-        run.update(run_id=self.run_id, sweep_name=self.sweep.name,
-                   reference=self.selection.reference, serving=self.sweep.serving.as_dict(),
-                   store=self.store_identity)
+        run.update(
+            run_id=self.run_id,
+            sweep_name=self.sweep.name,
+            reference=self.selection.reference,
+            serving=self.sweep.serving.as_dict(),
+            store=self.store_identity,
+        )
         if self.options.sweep_run is not None:
             run["sweep_run"] = self.options.sweep_run
         return run
@@ -452,15 +505,15 @@ class RunState:
 
     def _record_run(self) -> None:
         """The run's row in the store: listed as interrupted until :meth:`finish_run`."""
-        self.store.add_run(self.run_id, self.sweep.name, self.run,
-                           sweep_run=self.options.sweep_run)
+        self.store.add_run(self.run_id, self.sweep.name, self.run, sweep_run=self.options.sweep_run)
         self._run_recorded = True
 
     def finish_run(self, exitstatus: int) -> None:
         """Mark a recorded run ended with its exit status (one never marked was killed)."""
         if self._run_recorded:
-            self.store.finish_run(self.run_id, datetime.now(UTC).isoformat(timespec="seconds"),
-                                  exit_status=exitstatus)
+            self.store.finish_run(
+                self.run_id, datetime.now(UTC).isoformat(timespec="seconds"), exit_status=exitstatus
+            )
 
     def add_measurement(self, measurement: dict[str, Any]) -> None:
         """Keep, journal and store a measurement; OutputError in one line once both were tried
@@ -469,8 +522,10 @@ class RunState:
 
         measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
-        self._each(lambda: self._results.add(measurement),
-                   lambda: self.store.add_measurement(self.run_id, measurement))
+        self._each(
+            lambda: self._results.add(measurement),
+            lambda: self.store.add_measurement(self.run_id, measurement),
+        )
 
     @staticmethod
     def _each(*writes: Callable[[], None]) -> None:
@@ -483,8 +538,9 @@ class RunState:
         """A modelsweep test that failed or errored: listed in the results and the reports."""
         from ..core.secrets import redact
 
-        self.failures.append({"test_id": test_id, "when": when, "outcome": outcome,
-                              "message": redact(message)})
+        self.failures.append(
+            {"test_id": test_id, "when": when, "outcome": outcome, "message": redact(message)}
+        )
 
     def baseline_measurements(self) -> list[Measurement]:
         """The measurements of ``--baseline`` (a stored baseline, or a results file), read once;
@@ -509,12 +565,14 @@ class RunState:
             known = ", ".join(self.store.baselines()) or "none saved yet"
             raise DataError(
                 f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and "
-                "no results file there; save one with --save-baseline NAME")
+                "no results file there; save one with --save-baseline NAME"
+            )
         if not gateable(found):
             raise DataError(
                 f"--baseline {name!r}: the {where} holds no measurement the gate compares "
                 f"({len(found)} measurements, none of accuracy or throughput: an interrupted "
-                "or comparison-only run); give a baseline saved from a run of the benchmarks")
+                "or comparison-only run); give a baseline saved from a run of the benchmarks"
+            )
         self._baseline = found
         return found
 
@@ -528,15 +586,19 @@ class RunState:
 
         measurements = measurements_of(self.judged_measurements())
         self.gate_rows = compare_with_baseline(
-            measurements, self.baseline_measurements(), self.options.thresholds,
-            resamples=self.options.resamples, noisy_fails=self.options.fail_on_noisy,
+            measurements,
+            self.baseline_measurements(),
+            self.options.thresholds,
+            resamples=self.options.resamples,
+            noisy_fails=self.options.fail_on_noisy,
         )
         reason = ungated_reason(self.gate_rows, measurements)
         self.gate_ungated = reason or ""
         if reason is not None and not self.options.allow_ungated:
             self.session_errors.append(
                 f"--baseline {self.options.baseline}: {reason}; run the baseline's benchmarks "
-                "(same models and settings), or pass --allow-ungated")
+                "(same models and settings), or pass --allow-ungated"
+            )
         return self.gate_rows
 
     def save_baseline_if_asked(self) -> str | None:
@@ -555,35 +617,57 @@ class RunState:
             from ..store.sweep_run import unsettled_failures
 
             others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.run_id]
-            unsound += [f"{test} {outcome} in run {run}" for run, test, outcome in
-                        unsettled_failures(self.store.test_outcomes(others), others)]
-        unsound += [reason for m in judged
-                    if m.test_id not in failed_tests and (reason := unsound_reason(m, "now"))]
+            unsound += [
+                f"{test} {outcome} in run {run}"
+                for run, test, outcome in unsettled_failures(
+                    self.store.test_outcomes(others), others
+                )
+            ]
+        unsound += [
+            reason
+            for m in judged
+            if m.test_id not in failed_tests and (reason := unsound_reason(m, "now"))
+        ]
         if unsound:
-            return (f"--save-baseline {name}: refused, a baseline is made only from a run whose "
-                    f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
-                    "fix them and run again")
+            return (
+                f"--save-baseline {name}: refused, a baseline is made only from a run whose "
+                f"every modelsweep test passed; {len(unsound)} did not (first: {unsound[0]}); "
+                "fix them and run again"
+            )
         if not gateable(judged):
             measured = sorted({m.benchmark for m in judged})
-            return (f"--save-baseline {name}: refused, this run holds no measurement the gate "
-                    "compares (accuracy or throughput; it measured "
-                    f"{', '.join(measured) or 'nothing'}); save a run of the benchmarks "
-                    "themselves")
+            return (
+                f"--save-baseline {name}: refused, this run holds no measurement the gate "
+                "compares (accuracy or throughput; it measured "
+                f"{', '.join(measured) or 'nothing'}); save a run of the benchmarks "
+                "themselves"
+            )
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         try:
-            history = self.store.save_baseline(name, self.run_id, stamp,
-                                               sweep_run=self.options.sweep_run)
+            history = self.store.save_baseline(
+                name, self.run_id, stamp, sweep_run=self.options.sweep_run
+            )
         except OutputError as error:
             return f"--save-baseline {name}: not saved: {error}"
-        what = "this run" if self.options.sweep_run is None else \
-            f"sweep run {self.options.sweep_run} ({len(self.sweep_run_members())} runs)"
-        self.write_line(f"saved {what} as baseline {name!r} "
-                        f"({len(history)} run{'s' if len(history) != 1 else ''} in its history)")
+        what = (
+            "this run"
+            if self.options.sweep_run is None
+            else f"sweep run {self.options.sweep_run} ({len(self.sweep_run_members())} runs)"
+        )
+        self.write_line(
+            f"saved {what} as baseline {name!r} "
+            f"({len(history)} run{'s' if len(history) != 1 else ''} in its history)"
+        )
         return None
 
     def finish_results(self, summary: dict[str, Any]) -> Path:
         """Write the results file; also when every test failed (it then lists the failures)."""
         failure = self.store_failure()
-        self._results.finish({**summary, "failures": self.failures,
-                              **({"store_failure": failure} if failure is not None else {})})
+        self._results.finish(
+            {
+                **summary,
+                "failures": self.failures,
+                **({"store_failure": failure} if failure is not None else {}),
+            }
+        )
         return self.results_path

@@ -12,20 +12,52 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..core.measurements import (AccuracyVerdictStats, CapacityRatioStats, CapacityStats,
-                                 Measurement, RateCapacityStats,
-                                 ScreeningResult, SearchBracket, SearchRatioStats, StartupStats,
-                                 ThroughputRatioStats, ThroughputStats)
+from ..core.measurements import (
+    AccuracyVerdictStats,
+    CapacityRatioStats,
+    CapacityStats,
+    Measurement,
+    RateCapacityStats,
+    ScreeningResult,
+    SearchBracket,
+    SearchRatioStats,
+    StartupStats,
+    ThroughputRatioStats,
+    ThroughputStats,
+)
 from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
-from ..core.metrics import (METRICS, RATE_CAPACITY_RATIO_BENCHMARK, RATIO_BENCHMARK,
-                            VERDICT_PREFIX, rank)
+from ..core.metrics import (
+    METRICS,
+    RATE_CAPACITY_RATIO_BENCHMARK,
+    RATIO_BENCHMARK,
+    VERDICT_PREFIX,
+    rank,
+)
 from ..core.slo import Slo
 from ..judging.pairing import PairingError, RequestSettings, check_same_serving, unlike_requests
 from ..store.results import FailedTest, RunInfo
-from .tables import (COMPARISONS, NA, Measurements, Setting, accuracy_interval, compared_reference,
-                     finite, format_goodput, format_percent, format_percent_interval,
-                     format_points, format_points_interval, format_rate, format_ratio, format_rps,
-                     format_usd, measurement_kind, rate_bracket_text, stats_of, throughput_row)
+from .tables import (
+    COMPARISONS,
+    NA,
+    Measurements,
+    Setting,
+    accuracy_interval,
+    compared_reference,
+    finite,
+    format_goodput,
+    format_percent,
+    format_percent_interval,
+    format_points,
+    format_points_interval,
+    format_rate,
+    format_ratio,
+    format_rps,
+    format_usd,
+    measurement_kind,
+    rate_bracket_text,
+    stats_of,
+    throughput_row,
+)
 
 CONCURRENCY = 16  # The throughput setting named when no model was measured at any concurrency.
 CAPACITY = "capacity"
@@ -38,8 +70,9 @@ CANNOT_CONCLUDE = "cannot conclude"
 NOT_JUDGED = "not judged"
 NOT_SCREENED = "not screened"
 NO_PRICE = "no price"
-NO_PRICE_WHY = ("no price: give --usd-per-hour or a [pricing] table in the sweep (no cost is "
-                "ever assumed)")
+NO_PRICE_WHY = (
+    "no price: give --usd-per-hour or a [pricing] table in the sweep (no cost is ever assumed)"
+)
 REFERENCE = "reference"
 DASH = "—"
 ACCURACY_BLOCK = "accuracy vs reference"  # the table column of every accuracy group
@@ -170,8 +203,11 @@ def _both(text: str, why: str) -> list[Cell]:
 
 def _not_run(failed: Sequence[_Failure], what: str, test: str, where: str) -> list[Cell]:
     """A comparison's cells without its measurement: its failed test, else that it did not run."""
-    return _both(CANNOT_CONCLUDE, failed[0].said) if failed else _both(
-        NOT_JUDGED, f"no {what}: its {test} test did not run ({where})")
+    return (
+        _both(CANNOT_CONCLUDE, failed[0].said)
+        if failed
+        else _both(NOT_JUDGED, f"no {what}: its {test} test did not run ({where})")
+    )
 
 
 def _reference_cells(side: tuple[str, str]) -> list[Cell]:
@@ -199,11 +235,17 @@ class _Failure:
         """The model is the longest name the id's parameters start with."""
         match = re.search(r"\[(.*)\]$", failed.test_id)
         params = match.group(1) if match else ""
-        model = max((m for m in models if params == m or params.startswith(m + "-")), key=len,
-                    default=None)
+        model = max(
+            (m for m in models if params == m or params.startswith(m + "-")), key=len, default=None
+        )
         message = (failed.message or failed.outcome or "failed").removeprefix("Failed: ")
-        return cls(failed.test_id, message, model, params[len(model) + 1:] if model else params,
-                   failed.test_id.rsplit("::", 1)[-1].split("[", 1)[0])
+        return cls(
+            failed.test_id,
+            message,
+            model,
+            params[len(model) + 1 :] if model else params,
+            failed.test_id.rsplit("::", 1)[-1].split("[", 1)[0],
+        )
 
     @property
     def name(self) -> str:
@@ -216,24 +258,40 @@ class _Failure:
 
     def names(self, word: str) -> bool:
         """Whether its function, parameters or message name ``word``."""
-        return word in self.rest.split("-") or word in self.function.split("_") or re.search(
-            rf"(?<![\w:.-]){re.escape(word)}(?![\w.-])", self.message) is not None
+        return (
+            word in self.rest.split("-")
+            or word in self.function.split("_")
+            or re.search(rf"(?<![\w:.-]){re.escape(word)}(?![\w.-])", self.message) is not None
+        )
 
 
 def _short_concurrency(m: Measurement) -> int | None:
     """The concurrency of a short-prompt throughput setting (None: a long prompt, a rate)."""
     setting = Setting.of(m)
     concurrency = setting.concurrency
-    return concurrency if (isinstance(concurrency, int) and not isinstance(concurrency, bool)
-                           and setting.prompt_tokens is None) else None
+    return (
+        concurrency
+        if (
+            isinstance(concurrency, int)
+            and not isinstance(concurrency, bool)
+            and setting.prompt_tokens is None
+        )
+        else None
+    )
 
 
 # --------------------------------------------------------------------------- finding measurements
 class _Page:
     """The run's measurements as the page finds them (the last one wins)."""
 
-    def __init__(self, measurements: Measurements, reference: str, candidates: Sequence[str],
-                 failures: Sequence[FailedTest], run_id: str | None) -> None:
+    def __init__(
+        self,
+        measurements: Measurements,
+        reference: str,
+        candidates: Sequence[str],
+        failures: Sequence[FailedTest],
+        run_id: str | None,
+    ) -> None:
         self.measurements, self.reference, self.candidates = measurements, reference, candidates
         self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
         self.failures = [_Failure.of(f, models) for f in failures]
@@ -241,8 +299,9 @@ class _Page:
         self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
         self.capacities = {model: _capacity(self, model) for model in (reference, *candidates)}
         self.costs = {model: _cost(self, model) for model in (reference, *candidates)}
-        self.relative = {c: self.costs[c].relative(_cost(self, reference, self.at[c]), c)
-                         for c in candidates}
+        self.relative = {
+            c: self.costs[c].relative(_cost(self, reference, self.at[c]), c) for c in candidates
+        }
 
     def _compared_concurrencies(self) -> dict[str, int]:
         """A candidate's highest short-prompt concurrency with a ratio or measured alike with
@@ -251,16 +310,26 @@ class _Page:
         reference = self.reference
         found = {}
         for candidate in self.candidates:
-            ratios = {n for m in self.measurements if m.model == candidate
-                      and m.benchmark == RATIO_BENCHMARK and Setting.of(m).benchmark == "throughput"
-                      and (n := _short_concurrency(m)) is not None}
-            both = {n for n in self.measured(candidate) & self.measured(reference)
-                    if self._alike(candidate, n)}
+            ratios = {
+                n
+                for m in self.measurements
+                if m.model == candidate
+                and m.benchmark == RATIO_BENCHMARK
+                and Setting.of(m).benchmark == "throughput"
+                and (n := _short_concurrency(m)) is not None
+            }
+            both = {
+                n
+                for n in self.measured(candidate) & self.measured(reference)
+                if self._alike(candidate, n)
+            }
             found[candidate] = max(ratios | both, default=None)
         compared = [n for n in found.values() if n is not None]
         at_reference = max(compared or self.measured(reference) or {CONCURRENCY})
-        return {reference: at_reference, **{c: at_reference if n is None else n
-                                            for c, n in found.items()}}
+        return {
+            reference: at_reference,
+            **{c: at_reference if n is None else n for c, n in found.items()},
+        }
 
     def _alike(self, candidate: str, concurrency: int) -> bool:
         """Whether the candidate and the reference were measured alike at ``concurrency``."""
@@ -269,17 +338,28 @@ class _Page:
         if mine is None or reference is None:
             return False
         try:  # the same server, serving flags and request settings
-            check_same_serving(mine.model, mine.provenance, reference.model,
-                               reference.provenance)
+            check_same_serving(mine.model, mine.provenance, reference.model, reference.provenance)
         except PairingError:
             return False
-        return unlike_requests(mine.model, RequestSettings.of_measurement(mine), reference.model,
-                               RequestSettings.of_measurement(reference)) is None
+        return (
+            unlike_requests(
+                mine.model,
+                RequestSettings.of_measurement(mine),
+                reference.model,
+                RequestSettings.of_measurement(reference),
+            )
+            is None
+        )
 
     def measured(self, model: str) -> set[int]:
         """The concurrencies of ``model``'s short-prompt throughput measurements."""
-        return {n for m in self.measurements if m.model == model and m.benchmark == "throughput"
-                and (n := _short_concurrency(m)) is not None}
+        return {
+            n
+            for m in self.measurements
+            if m.model == model
+            and m.benchmark == "throughput"
+            and (n := _short_concurrency(m)) is not None
+        }
 
     def setting(self, model: str) -> str:
         """``c4``: the throughput setting the page compares for ``model``."""
@@ -308,18 +388,32 @@ class _Page:
         return self.last(lambda m: m.model == model and m.benchmark == benchmark)
 
     def verdict(self, candidate: str, metric: str) -> Measurement | None:
-        return self.last(lambda m: m.benchmark == VERDICT_PREFIX + metric and (
-            stats_of(m, AccuracyVerdictStats).candidate or m.model) == candidate)
+        return self.last(
+            lambda m: (
+                m.benchmark == VERDICT_PREFIX + metric
+                and (stats_of(m, AccuracyVerdictStats).candidate or m.model) == candidate
+            )
+        )
 
     def throughput_at(self, model: str, concurrency: int) -> Measurement | None:
-        return self.last(lambda m: m.model == model and m.benchmark == "throughput"
-                         and _short_concurrency(m) == concurrency)
+        return self.last(
+            lambda m: (
+                m.model == model
+                and m.benchmark == "throughput"
+                and _short_concurrency(m) == concurrency
+            )
+        )
 
     def ratio(self, candidate: str) -> Measurement | None:
         """The candidate's throughput ratio at its compared setting (:attr:`at`)."""
-        return self.last(lambda m: m.benchmark == RATIO_BENCHMARK and m.model == candidate
-                         and Setting.of(m).benchmark == "throughput"
-                         and _short_concurrency(m) == self.at[candidate])
+        return self.last(
+            lambda m: (
+                m.benchmark == RATIO_BENCHMARK
+                and m.model == candidate
+                and Setting.of(m).benchmark == "throughput"
+                and _short_concurrency(m) == self.at[candidate]
+            )
+        )
 
     def ratio_interval(self, candidate: str) -> tuple[float | None, float | None]:
         """The throughput ratio's interval ((None, None) without one)."""
@@ -332,31 +426,48 @@ class _Page:
         runs = set()
         for m in self.measurements:
             if m.benchmark != benchmark or (
-                    benchmark == RATIO_BENCHMARK and self.ratio(m.model) is not m):
+                benchmark == RATIO_BENCHMARK and self.ratio(m.model) is not m
+            ):
                 continue
-            stats = (stats_of(m, ThroughputRatioStats) if benchmark == RATIO_BENCHMARK
-                     else stats_of(m, CapacityRatioStats))
-            for side, ran in ((m.model, stats.candidate_run),
-                              (stats.reference or self.reference, stats.reference_run)):
+            stats = (
+                stats_of(m, ThroughputRatioStats)
+                if benchmark == RATIO_BENCHMARK
+                else stats_of(m, CapacityRatioStats)
+            )
+            for side, ran in (
+                (m.model, stats.candidate_run),
+                (stats.reference or self.reference, stats.reference_run),
+            ):
                 if side == model and ran is not None and ran != self.run_id:
                     runs.add(ran)
         return sorted(runs) if self.run_id is not None else []
 
-    def failures_of(self, model: str, word: str | None = None,
-                    function: str | None = None) -> list[_Failure]:
+    def failures_of(
+        self, model: str, word: str | None = None, function: str | None = None
+    ) -> list[_Failure]:
         """Failed tests of ``model`` (naming ``word``, of test ``function``)."""
-        return [f for f in self.failures if f.model == model and (word is None or f.names(word))
-                and function in (None, f.function)]
+        return [
+            f
+            for f in self.failures
+            if f.model == model
+            and (word is None or f.names(word))
+            and function in (None, f.function)
+        ]
 
-    def missing(self, model: str, benchmark: str, failed: Sequence[_Failure], what: str,
-                how: str) -> Cell:
+    def missing(
+        self, model: str, benchmark: str, failed: Sequence[_Failure], what: str, how: str
+    ) -> Cell:
         """The cell of a model with no ``benchmark`` measurement: its failed test's line, else
         ``not measured`` (``how`` to measure ``what`` when no model has one)."""
         role = self.role(model)
         if failed:
             return Cell(CANNOT_CONCLUDE, why=f"the {role} {model}'s {failed[0].said}")
-        return Cell(NOT_MEASURED, why=f"no {what} of the {role} {model} in this run" if any(
-            m.benchmark == benchmark for m in self.measurements) else f"no {what} in this run ({how})")
+        return Cell(
+            NOT_MEASURED,
+            why=f"no {what} of the {role} {model} in this run"
+            if any(m.benchmark == benchmark for m in self.measurements)
+            else f"no {what} in this run ({how})",
+        )
 
     def stopped(self, model: str, what: str, said: str) -> str:
         """``the reference m's rate sweep did not conclude: why``."""
@@ -367,14 +478,20 @@ class _Page:
 def _accuracy_metrics(page: _Page) -> list[str]:
     """Benchmarks with a verdict, and accuracy benchmarks both the reference and a
     candidate measured (their verdict cells then say why there is none), in report order."""
-    found = {stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX):]
-             for m in page.measurements if m.benchmark.startswith(VERDICT_PREFIX)}
+    found = {
+        stats_of(m, AccuracyVerdictStats).metric or m.benchmark[len(VERDICT_PREFIX) :]
+        for m in page.measurements
+        if m.benchmark.startswith(VERDICT_PREFIX)
+    }
     measured: dict[str, set[str]] = {}
     for m in page.measurements:
         if measurement_kind(m) == "accuracy":
             measured.setdefault(m.benchmark, set()).add(m.model)
-    found |= {benchmark for benchmark, models in measured.items()
-              if page.reference in models and models & set(page.candidates)}
+    found |= {
+        benchmark
+        for benchmark, models in measured.items()
+        if page.reference in models and models & set(page.candidates)
+    }
     return sorted(found, key=lambda name: (rank(name), name))
 
 
@@ -387,8 +504,11 @@ def _accuracy_why(page: _Page, model: str, metric: str) -> tuple[str, str] | Non
     if failed:
         return CANNOT_CONCLUDE, (
             f"{len(failed)} of {len(m.items)} {metric} items of the {role} {model} failed "
-            f"(first: {_one_line(failed[0].error)}); no verdict is drawn from a partial item set")
-    return None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
+            f"(first: {_one_line(failed[0].error)}); no verdict is drawn from a partial item set"
+        )
+    return (
+        None if m.passed else (CANNOT_CONCLUDE, f"the {role} {model}'s {metric} test {m.outcome}")
+    )
 
 
 def _verdict_cells(page: _Page, candidate: str, metric: str) -> list[Cell]:
@@ -405,19 +525,38 @@ def _verdict_cells(page: _Page, candidate: str, metric: str) -> list[Cell]:
         figure = f"{format_points(iv.difference)} {shown.removesuffix(' pp')}"  # the unit once
         on = f"{candidate} vs the reference on {metric_label(metric)}"
         if seq is not None:  # --until-decided: the confidence sequence's
-            return [verdict, Cell(f"{figure}\n{seq.n} of {seq.population} items", detail=(
-                f"{on}: {seq.text()} (--until-decided); the interval is the "
-                f"{100 * seq.confidence:.4g}% confidence sequence, valid where the items stopped"))]
+            return [
+                verdict,
+                Cell(
+                    f"{figure}\n{seq.n} of {seq.population} items",
+                    detail=(
+                        f"{on}: {seq.text()} (--until-decided); the interval is the "
+                        f"{100 * seq.confidence:.4g}% confidence sequence, valid where the items stopped"
+                    ),
+                ),
+            ]
         few = stats.interval.too_few_reason() if stats.interval else ""
-        return [verdict, Cell(f"{figure}{_confidence(iv.confidence)}",
-                              detail=few and f"{on}: no verdict from its interval: {few}")]
+        return [
+            verdict,
+            Cell(
+                f"{figure}{_confidence(iv.confidence)}",
+                detail=few and f"{on}: no verdict from its interval: {few}",
+            ),
+        ]
     sides = [_accuracy_why(page, model, metric) for model in (page.reference, candidate)]
     stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
     failed = page.failures_of(candidate, metric)
     side = stopped or (None if failed else next((side for side in sides if side), None))
-    return _both(*side) if side else _not_run(
-        failed, f"verdict:{metric} measurement of {candidate}", "verdict",
-        "a declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md")
+    return (
+        _both(*side)
+        if side
+        else _not_run(
+            failed,
+            f"verdict:{metric} measurement of {candidate}",
+            "verdict",
+            "a declared accuracy benchmark's test_verdict, docs/writing-benchmarks.md",
+        )
+    )
 
 
 def _reference_accuracy_cells(page: _Page, metric: str) -> list[Cell]:
@@ -444,20 +583,27 @@ def _standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str
 
 
 # --------------------------------------------------------------------------- throughput
-def _throughput_why(page: _Page, model: str, concurrency: int | None = None,
-                    ) -> tuple[str, str] | None:
+def _throughput_why(
+    page: _Page,
+    model: str,
+    concurrency: int | None = None,
+) -> tuple[str, str] | None:
     """(text, why) of ``model``'s throughput giving no figure; None when it gives one."""
     at = page.at[model] if concurrency is None else concurrency
     m, role, setting = page.throughput_at(model, at), page.role(model), f"c{at}"
     if m is None:
         earlier = page.earlier_runs(model, RATIO_BENCHMARK)
         if earlier:
-            return NOT_MEASURED, (f"the {role} {model}'s {setting} throughput comes from "
-                                  f"earlier run {', '.join(earlier)} (the ratios use it); this "
-                                  "report holds this run's measurements only")
+            return NOT_MEASURED, (
+                f"the {role} {model}'s {setting} throughput comes from "
+                f"earlier run {', '.join(earlier)} (the ratios use it); this "
+                "report holds this run's measurements only"
+            )
         whose, where = (f"of the {role} {model} ", "") if page.any_at(at) else ("", "in this run ")
-        return NOT_MEASURED, (f"no throughput measurement {whose}at {setting} {where}"
-                              f"(benches/test_throughput.py -k {setting})")
+        return NOT_MEASURED, (
+            f"no throughput measurement {whose}at {setting} {where}"
+            f"(benches/test_throughput.py -k {setting})"
+        )
     if m.passed:
         return None
     failed = page.failures_of(model, setting)
@@ -480,18 +626,41 @@ def _ratio_cells(page: _Page, candidate: str) -> list[Cell]:
         if ratio == NA:
             return [verdict, Cell(NA, why=f"the {setting} ratio of {candidate} records no value")]
         if low is None or high is None or stats.interval is None:
-            return [verdict, Cell(f"{ratio} (no interval){_at(page, candidate)}", why=(
-                f"{candidate}'s {setting} ratio has no interval: a side has a single repeat "
-                "(run --repeats 2 or more)"))]
-        return [verdict, Cell(f"{ratio} [{low:.2f}, {high:.2f}]"
-                              f"{_confidence(stats.interval.confidence)}{_at(page, candidate)}")]
-    side = (_throughput_why(page, page.reference, page.at[candidate])
-            or _throughput_why(page, candidate))
-    failed = [f for f in page.failures_of(candidate, setting)
-              if f.name.startswith("test_throughput_ratio")]
-    return _both(*side) if side else _not_run(
-        failed, f"{setting} throughput ratio of {candidate}", "ratio",
-        "test_throughput_ratio in benches/test_throughput.py")
+            return [
+                verdict,
+                Cell(
+                    f"{ratio} (no interval){_at(page, candidate)}",
+                    why=(
+                        f"{candidate}'s {setting} ratio has no interval: a side has a single repeat "
+                        "(run --repeats 2 or more)"
+                    ),
+                ),
+            ]
+        return [
+            verdict,
+            Cell(
+                f"{ratio} [{low:.2f}, {high:.2f}]"
+                f"{_confidence(stats.interval.confidence)}{_at(page, candidate)}"
+            ),
+        ]
+    side = _throughput_why(page, page.reference, page.at[candidate]) or _throughput_why(
+        page, candidate
+    )
+    failed = [
+        f
+        for f in page.failures_of(candidate, setting)
+        if f.name.startswith("test_throughput_ratio")
+    ]
+    return (
+        _both(*side)
+        if side
+        else _not_run(
+            failed,
+            f"{setting} throughput ratio of {candidate}",
+            "ratio",
+            "test_throughput_ratio in benches/test_throughput.py",
+        )
+    )
 
 
 def _reference_throughput_cells(page: _Page) -> list[Cell]:
@@ -525,8 +694,10 @@ class _Capacity:
         stats, at = self.stats, self.stats.at_capacity
         reason = _one_line(stats.reason)
         if self.value == 0:
-            return Cell("0 (misses the SLO at c1)",
-                        detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}")
+            return Cell(
+                "0 (misses the SLO at c1)",
+                detail=f"{model}'s capacity is 0: {reason or 'no step met the SLO'}",
+            )
         goodput = None if at is None else finite(at.goodput_rps)
         said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
         figures = []
@@ -537,17 +708,27 @@ class _Capacity:
         figures += [said] if said else []
         if at is not None and finite(at.output_tokens_per_s) is not None:
             figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
-        searched = SearchBracket(self.value, *stats.bracket, stats.confidence) \
-            if stats.bracket else None
-        bracket = NA if searched is None else (
-            f"search bracket {searched.text()}" if searched.confidence is None else
-            f"{100 * searched.confidence:.4g}% interval {searched.interval_text()} (bracket "
-            f"{searched.text()})")
+        searched = (
+            SearchBracket(self.value, *stats.bracket, stats.confidence) if stats.bracket else None
+        )
+        bracket = (
+            NA
+            if searched is None
+            else (
+                f"search bracket {searched.text()}"
+                if searched.confidence is None
+                else f"{100 * searched.confidence:.4g}% interval {searched.interval_text()} (bracket "
+                f"{searched.text()})"
+            )
+        )
         tip = (f"at c{self.value}: {', '.join(figures)}; " if figures else "") + bracket
         below = f"\n{said}" if said else ""
         if self.at_maximum:
-            return Cell(f"≥{self.value} (server's maximum){below}",
-                        detail=f"{model}: {reason}" if reason else "", tip=tip)
+            return Cell(
+                f"≥{self.value} (server's maximum){below}",
+                detail=f"{model}: {reason}" if reason else "",
+                tip=tip,
+            )
         return Cell(f"{self.value} concurrent{below}", tip=tip)
 
 
@@ -565,22 +746,33 @@ class _Cost:
     usd_per_hour: float | None = None
 
     @classmethod
-    def priced(cls, usd: object, usd_per_hour: object, basis: str, at: str,
-               interval: tuple[float, float] | None, whose: str) -> _Cost:
+    def priced(
+        cls,
+        usd: object,
+        usd_per_hour: object,
+        basis: str,
+        at: str,
+        interval: tuple[float, float] | None,
+        whose: str,
+    ) -> _Cost:
         """The cost of a priced measurement; ``no price`` without a price, ``cannot
         conclude`` when priced without a cost."""
         if (usd := finite(usd)) is not None:
             return cls(usd, basis, at, interval, usd_per_hour=finite(usd_per_hour))
         if finite(usd_per_hour) is None:
             return cls(None, why=NO_PRICE_WHY, text=NO_PRICE)
-        return cls(None, why=f"{whose} records a price but no $/1M output tokens",
-                   text=CANNOT_CONCLUDE)
+        return cls(
+            None, why=f"{whose} records a price but no $/1M output tokens", text=CANNOT_CONCLUDE
+        )
 
     def cell(self) -> Cell:
         if self.usd is None:
             return Cell(self.text, why=self.why)
-        interval = (f"\n[{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
-                    if self.interval else "")
+        interval = (
+            f"\n[{format_usd(self.interval[0], '$')}, {format_usd(self.interval[1], '$')}]"
+            if self.interval
+            else ""
+        )
         return Cell(f"{format_usd(self.usd, '$')} {self.at}{interval}")
 
     def relative(self, reference: _Cost, name: str) -> tuple[float | None, str]:
@@ -591,14 +783,18 @@ class _Cost:
         if reference.usd is None:
             return None, f"the reference has no cost: {reference.why}"
         if self.basis != reference.basis:
-            return None, (f"{name} is priced {self.at} and the reference {reference.at}: "
-                          "not the same basis, so no ratio")
+            return None, (
+                f"{name} is priced {self.at} and the reference {reference.at}: "
+                "not the same basis, so no ratio"
+            )
         if self.usd_per_hour is None or reference.usd_per_hour is None:
             return None, f"{name}'s or the reference's cost records no price per hour: no ratio"
         if self.usd_per_hour != reference.usd_per_hour:
-            return None, (f"{name} and the reference are priced at different rates "
-                          f"({format_usd(self.usd_per_hour, '$')}/h and "
-                          f"{format_usd(reference.usd_per_hour, '$')}/h): no ratio")
+            return None, (
+                f"{name} and the reference are priced at different rates "
+                f"({format_usd(self.usd_per_hour, '$')}/h and "
+                f"{format_usd(reference.usd_per_hour, '$')}/h): no ratio"
+            )
         return self.usd / reference.usd, ""
 
 
@@ -608,34 +804,59 @@ def _capacity(page: _Page, model: str) -> _Capacity:
     failed = page.failures_of(model, function="test_capacity")
     if m is None:
         if (earlier := page.earlier_runs(model, CAPACITY_RATIO)) and not failed:
-            return _Capacity(CapacityStats(), None, NOT_MEASURED, (
-                f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
-                "(the capacity ratios use it); this report holds this run's measurements only"))
-        cell = page.missing(model, CAPACITY, failed, "capacity measurement",
-                            "benches/test_capacity.py -m capacity, run under --slo")
+            return _Capacity(
+                CapacityStats(),
+                None,
+                NOT_MEASURED,
+                (
+                    f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
+                    "(the capacity ratios use it); this report holds this run's measurements only"
+                ),
+            )
+        cell = page.missing(
+            model,
+            CAPACITY,
+            failed,
+            "capacity measurement",
+            "benches/test_capacity.py -m capacity, run under --slo",
+        )
         return _Capacity(CapacityStats(), None, cell.text, cell.why)
     stats = stats_of(m, CapacityStats)
     if stats.capacity is None or stats.capacity < 0 or not m.passed:
-        said = (stats.error or (failed[0].message if failed else "")
-                or (f"its test {m.outcome}" if not m.passed else "it records no capacity"))
-        return _Capacity(stats, None, CANNOT_CONCLUDE,
-                         page.stopped(model, "capacity search", said))
+        said = (
+            stats.error
+            or (failed[0].message if failed else "")
+            or (f"its test {m.outcome}" if not m.passed else "it records no capacity")
+        )
+        return _Capacity(stats, None, CANNOT_CONCLUDE, page.stopped(model, "capacity search", said))
     return _Capacity(stats, int(stats.capacity))
 
 
 # a search ratio's name, what it lacks without a bracket, the bound it lacks (and why) when
 # both searches passed at their top; what it compares, and the file of its test
 _SEARCH_RATIOS = {
-    CAPACITY_RATIO: ("capacity ratio", "search bracket", "bracket",
-                     "searches passed at their server's maximum concurrency", "capacity",
-                     "benches/test_capacity.py"),
-    RATE_CAPACITY_RATIO_BENCHMARK: ("capacity ratio in req/s", "value or interval", "interval",
-                                    "sweeps passed at their maximum rate", "capacity in req/s",
-                                    "benches/test_open_loop.py")}
+    CAPACITY_RATIO: (
+        "capacity ratio",
+        "search bracket",
+        "bracket",
+        "searches passed at their server's maximum concurrency",
+        "capacity",
+        "benches/test_capacity.py",
+    ),
+    RATE_CAPACITY_RATIO_BENCHMARK: (
+        "capacity ratio in req/s",
+        "value or interval",
+        "interval",
+        "sweeps passed at their maximum rate",
+        "capacity in req/s",
+        "benches/test_open_loop.py",
+    ),
+}
 
 
-def _search_ratio_cells(page: _Page, candidate: str, benchmark: str, mine: str,
-                        reference: str) -> list[Cell]:
+def _search_ratio_cells(
+    page: _Page, candidate: str, benchmark: str, mine: str, reference: str
+) -> list[Cell]:
     """[verdict, ratio with the interval the two searches' brackets give] of a candidate's
     capacity against the reference's; without it, dashes while a side's own figure says why
     (``mine``, ``reference``), else its failed test, else that its test did not run."""
@@ -646,8 +867,12 @@ def _search_ratio_cells(page: _Page, candidate: str, benchmark: str, mine: str,
         if mine or (reference and not failed):
             why = mine or f"no {what} of the reference to compare with: {reference}"
             return [Cell(DASH, why=why), Cell(DASH, why=why)]
-        return _not_run(failed, f"{benchmark} measurement of {candidate}", "ratio",
-                        f"test_{benchmark} in {bench}")
+        return _not_run(
+            failed,
+            f"{benchmark} measurement of {candidate}",
+            "ratio",
+            f"test_{benchmark} in {bench}",
+        )
     stats = m.stats if isinstance(m.stats, SearchRatioStats) else SearchRatioStats()
     verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
     if value == NA and benchmark == CAPACITY_RATIO:
@@ -655,9 +880,16 @@ def _search_ratio_cells(page: _Page, candidate: str, benchmark: str, mine: str,
     if value == NA or ratio is None:
         return [verdict, Cell(value, why=f"{candidate}'s {name} records no {lacks}")]
     if ratio.degenerate:
-        return [verdict, Cell(f"{value} (no {bound})", detail=(
-            f"{candidate}'s {name} has no {bound}: both {passed}, so neither capacity is "
-            "bounded above"))]
+        return [
+            verdict,
+            Cell(
+                f"{value} (no {bound})",
+                detail=(
+                    f"{candidate}'s {name} has no {bound}: both {passed}, so neither capacity is "
+                    "bounded above"
+                ),
+            ),
+        ]
     high = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
     return [verdict, Cell(f"{value} [{ratio.low:.2f}, {high}")]
 
@@ -668,27 +900,43 @@ def _cost(page: _Page, model: str, concurrency: int | None = None) -> _Cost:
     capacity, role = page.capacities[model], page.role(model)
     if capacity.value:
         at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
-        return _Cost.priced(at and at.usd_per_million_output_tokens,
-                            pricing and pricing.usd_per_hour, "capacity",
-                            f"at c{capacity.value}", None, f"the {role} {model}'s capacity")
+        return _Cost.priced(
+            at and at.usd_per_million_output_tokens,
+            pricing and pricing.usd_per_hour,
+            "capacity",
+            f"at c{capacity.value}",
+            None,
+            f"the {role} {model}'s capacity",
+        )
     if capacity.value == 0:
-        return _Cost(None, why=f"the {role} {model} misses the SLO even at concurrency 1 "
-                               "(capacity 0): no cost at its capacity", text=NA)
+        return _Cost(
+            None,
+            why=f"the {role} {model} misses the SLO even at concurrency 1 "
+            "(capacity 0): no cost at its capacity",
+            text=NA,
+        )
     setting = page.at[model] if concurrency is None else concurrency
     measured = page.throughput_at(model, setting)
     throughput_why = _throughput_why(page, model, setting)
     if measured is not None and throughput_why is None:
         cost = stats_of(measured, ThroughputStats).cost
-        return _Cost.priced(cost and cost.usd_per_million_output_tokens,
-                            cost and cost.pricing.usd_per_hour, f"c{setting}",
-                            f"at c{setting}", cost.interval if cost else None,
-                            f"the {role} {model}'s c{setting} throughput")
+        return _Cost.priced(
+            cost and cost.usd_per_million_output_tokens,
+            cost and cost.pricing.usd_per_hour,
+            f"c{setting}",
+            f"at c{setting}",
+            cost.interval if cost else None,
+            f"the {role} {model}'s c{setting} throughput",
+        )
     if capacity.text == CANNOT_CONCLUDE:
         return _Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
     if throughput_why is not None and throughput_why[0] == CANNOT_CONCLUDE:
         return _Cost(None, why=throughput_why[1], text=CANNOT_CONCLUDE)
-    whose = "in this run" if not page.any_capacity and not page.any_at(setting) else \
-        f"of the {role} {model}"
+    whose = (
+        "in this run"
+        if not page.any_capacity and not page.any_at(setting)
+        else f"of the {role} {model}"
+    )
     return _Cost(None, why=f"no capacity or c{setting} throughput measurement {whose} to price")
 
 
@@ -702,11 +950,16 @@ def _relative_cost_cell(page: _Page, candidate: str) -> Cell:
     at_setting = cost.basis != "capacity"
     if at_setting and low is not None and high is not None and low > 0:
         return Cell(f"{format_ratio(value)} [{1 / high:.2f}, {1 / low:.2f}]")
-    why = (f"its {cost.basis} throughput ratio has none (a side has a single repeat: run "
-           "--repeats 2 or more)" if at_setting
-           else "each cost at its capacity comes from one search window")
-    return Cell(f"{format_ratio(value)} (no interval)",
-                why=f"{candidate}'s cost vs the reference has no interval: {why}")
+    why = (
+        f"its {cost.basis} throughput ratio has none (a side has a single repeat: run "
+        "--repeats 2 or more)"
+        if at_setting
+        else "each cost at its capacity comes from one search window"
+    )
+    return Cell(
+        f"{format_ratio(value)} (no interval)",
+        why=f"{candidate}'s cost vs the reference has no interval: {why}",
+    )
 
 
 # --------------------------------------------------------------------------- capacity in req/s
@@ -715,16 +968,24 @@ def _rate_capacity_figure(page: _Page, model: str) -> Cell:
     m = page.latest(model, RATE_CAPACITY)
     failed = page.failures_of(model, function="test_rate_capacity")
     if m is None:
-        return page.missing(model, RATE_CAPACITY, failed, "capacity in req/s",
-                            "benches/test_open_loop.py -m rate_capacity, run under --slo")
+        return page.missing(
+            model,
+            RATE_CAPACITY,
+            failed,
+            "capacity in req/s",
+            "benches/test_open_loop.py -m rate_capacity, run under --slo",
+        )
     stats = stats_of(m, RateCapacityStats)
     if stats.capacity_rps is None or not m.passed:
         said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
         return Cell(CANNOT_CONCLUDE, why=page.stopped(model, "rate sweep", said))
     tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
     if stats.capacity_rps == 0:
-        return Cell("0 req/s", detail=f"{model} meets the SLO at no rate of its sweep: "
-                                      f"{_one_line(stats.stopped)}", tip=tip)
+        return Cell(
+            "0 req/s",
+            detail=f"{model} meets the SLO at no rate of its sweep: {_one_line(stats.stopped)}",
+            tip=tip,
+        )
     return Cell(f"{format_rps(stats.capacity_rps)} req/s", tip=tip)
 
 
@@ -733,8 +994,16 @@ def _rate_capacity_cells(page: _Page, model: str) -> list[Cell]:
     figure = _rate_capacity_figure(page, model)
     if model == page.reference:
         return [Cell(REFERENCE), Cell(REFERENCE), figure]
-    return [*_search_ratio_cells(page, model, RATE_CAPACITY_RATIO_BENCHMARK, figure.why,
-                                 _rate_capacity_figure(page, page.reference).why), figure]
+    return [
+        *_search_ratio_cells(
+            page,
+            model,
+            RATE_CAPACITY_RATIO_BENCHMARK,
+            figure.why,
+            _rate_capacity_figure(page, page.reference).why,
+        ),
+        figure,
+    ]
 
 
 # --------------------------------------------------------------------------- startup, screening
@@ -743,8 +1012,13 @@ def _startup_cell(page: _Page, model: str) -> Cell:
     m = page.latest(model, STARTUP)
     failed = page.failures_of(model, function="test_startup")
     if m is None:
-        return page.missing(model, STARTUP, failed, "cold start",
-                            "benches/test_startup.py -m startup; not for attached endpoints")
+        return page.missing(
+            model,
+            STARTUP,
+            failed,
+            "cold start",
+            "benches/test_startup.py -m startup; not for attached endpoints",
+        )
     stats = stats_of(m, StartupStats)
     first = finite(stats.first_token_s)
     if first is None or not m.passed:
@@ -752,9 +1026,11 @@ def _startup_cell(page: _Page, model: str) -> Cell:
         return Cell(CANNOT_CONCLUDE, why=page.stopped(model, "cold start", said))
     interval = stats.first_token_s_interval
     ready = finite(stats.ready_s)
-    tip = (f"{len(stats.launches)} launches; 95% interval "
-           + ("none" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f} s")
-           + ("" if ready is None else f"; ready after {ready:.2f} s"))
+    tip = (
+        f"{len(stats.launches)} launches; 95% interval "
+        + ("none" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f} s")
+        + ("" if ready is None else f"; ready after {ready:.2f} s")
+    )
     return Cell(f"{first:.2f} s ({stats.cache})", tip=tip)
 
 
@@ -762,39 +1038,68 @@ def _screen_cells(page: _Page, model: str) -> list[Cell]:
     m = page.latest(model, SCREEN)
     if m is None:
         failed = page.failures_of(model, SCREEN)
-        return _both(NOT_SCREENED, f"{model}'s {failed[0].said}" if failed else
-                     f"no screening of {model} (pytest benches -m screen; Hugging Face "
-                     "sources only)")
+        return _both(
+            NOT_SCREENED,
+            f"{model}'s {failed[0].said}"
+            if failed
+            else f"no screening of {model} (pytest benches -m screen; Hugging Face sources only)",
+        )
     stats = stats_of(m, ScreeningResult)
     licence = stats.license or "unknown"
     if finite(stats.kv_headroom_gib) is None:
         return [Cell(licence), Cell(NA, why=f"the screening of {model} found no weight size")]
-    return [Cell(licence), Cell(f"{stats.kv_headroom_gib:.1f} GiB KV"
-                                f"{'' if stats.accepted else ' (rejected)'}")]
+    return [
+        Cell(licence),
+        Cell(f"{stats.kv_headroom_gib:.1f} GiB KV{'' if stats.accepted else ' (rejected)'}"),
+    ]
 
 
 # --------------------------------------------------------------------------- a row and its flags
 def _row(page: _Page, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
     """The reference's own figures, or a candidate's compared with them."""
     if model == page.reference:
-        return DecisionRow(model, True, [
-            *(cell for metric in metrics for cell in _reference_accuracy_cells(page, metric)),
-            *_reference_throughput_cells(page), Cell(REFERENCE), Cell(REFERENCE),
-            page.capacities[model].cell(model), *_rate_capacity_cells(page, model),
-            page.costs[model].cell(), Cell(REFERENCE), _startup_cell(page, model),
-            *(_screen_cells(page, model) if screened else [])])
-    return DecisionRow(model, False, [
-        *(cell for metric in metrics for cell in _verdict_cells(page, model, metric)),
-        *_ratio_cells(page, model), *_search_ratio_cells(
-            page, model, CAPACITY_RATIO, page.capacities[model].why,
-            page.capacities[page.reference].why),
-        page.capacities[model].cell(model), *_rate_capacity_cells(page, model),
-        page.costs[model].cell(), _relative_cost_cell(page, model), _startup_cell(page, model),
-        *(_screen_cells(page, model) if screened else [])])
+        return DecisionRow(
+            model,
+            True,
+            [
+                *(cell for metric in metrics for cell in _reference_accuracy_cells(page, metric)),
+                *_reference_throughput_cells(page),
+                Cell(REFERENCE),
+                Cell(REFERENCE),
+                page.capacities[model].cell(model),
+                *_rate_capacity_cells(page, model),
+                page.costs[model].cell(),
+                Cell(REFERENCE),
+                _startup_cell(page, model),
+                *(_screen_cells(page, model) if screened else []),
+            ],
+        )
+    return DecisionRow(
+        model,
+        False,
+        [
+            *(cell for metric in metrics for cell in _verdict_cells(page, model, metric)),
+            *_ratio_cells(page, model),
+            *_search_ratio_cells(
+                page,
+                model,
+                CAPACITY_RATIO,
+                page.capacities[model].why,
+                page.capacities[page.reference].why,
+            ),
+            page.capacities[model].cell(model),
+            *_rate_capacity_cells(page, model),
+            page.costs[model].cell(),
+            _relative_cost_cell(page, model),
+            _startup_cell(page, model),
+            *(_screen_cells(page, model) if screened else []),
+        ],
+    )
 
 
 def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Column]) -> list[str]:
     """Unstable, contended or flagged settings, failed items and tests, stopped groups."""
+
     def setting(m: Measurement) -> str:
         prompt, concurrency = Setting.of(m).prompt_tokens, Setting.of(m).concurrency
         rate = finite(m.params.get("request_rate"))
@@ -802,36 +1107,58 @@ def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Col
             return f"{m.benchmark} {rate:g} req/s"
         return f"c{concurrency}" if prompt is None else f"p{prompt}-c{concurrency}"
 
-    rows = [(m, throughput_row(m)) for m in page.measurements
-            if m.model == model and measurement_kind(m) == "throughput"]
+    rows = [
+        (m, throughput_row(m))
+        for m in page.measurements
+        if m.model == model and measurement_kind(m) == "throughput"
+    ]
     capacity, sweep = page.latest(model, CAPACITY), page.latest(model, RATE_CAPACITY)
     swept = stats_of(sweep, RateCapacityStats) if sweep else RateCapacityStats()
-    contended = [setting(m) for m, row in rows if row.contended] + (
-        ["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended
-        else []) + (["rate sweep"] if swept.contended else [])
+    contended = (
+        [setting(m) for m, row in rows if row.contended]
+        + (["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
+        + (["rate sweep"] if swept.contended else [])
+    )
     queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
     carried: dict[str, list[str]] = {}
-    for m, where in ((page.ratio(model), page.setting(model)),
-                     (page.latest(model, CAPACITY_RATIO), "capacity"),
-                     (page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK), "req/s")):
+    for m, where in (
+        (page.ratio(model), page.setting(model)),
+        (page.latest(model, CAPACITY_RATIO), "capacity"),
+        (page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK), "req/s"),
+    ):
         if m is not None and isinstance(m.stats, ThroughputRatioStats | SearchRatioStats):
             for flag in m.stats.reference_flags or ():
                 carried.setdefault(f"reference {flag}", []).append(where)
-    failed_items = [f"{m.benchmark} {failed} of {len(m.items)}" for m in page.measurements
-                    if m.model == model and measurement_kind(m) == "accuracy"
-                    if (failed := sum(item.failed for item in m.item_records()))]
+    failed_items = [
+        f"{m.benchmark} {failed} of {len(m.items)}"
+        for m in page.measurements
+        if m.model == model and measurement_kind(m) == "accuracy"
+        if (failed := sum(item.failed for item in m.item_records()))
+    ]
     # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
-    judged = {m.test_id for m in page.measurements
-              if m.model == model and isinstance(m.stats, COMPARISONS)}
+    judged = {
+        m.test_id
+        for m in page.measurements
+        if m.model == model and isinstance(m.stats, COMPARISONS)
+    }
     failed_tests = sorted({f.name for f in page.failures_of(model) if f.test_id not in judged})
-    stopped = sorted({c.group for c, cell in zip(columns, cells)
-                      if cell.why and cell.text == CANNOT_CONCLUDE})
-    return [f"{word} ({', '.join(found)})" for word, found in (
-        ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
-        ("contended", contended), ("server queued", queued),
-        ("saturated", [setting(m) for m, row in rows if row.stats.saturated_windows]),
-        *carried.items(), ("failed items", failed_items),
-        ("failed tests", failed_tests), ("cannot conclude", stopped)) if found]
+    stopped = sorted(
+        {c.group for c, cell in zip(columns, cells) if cell.why and cell.text == CANNOT_CONCLUDE}
+    )
+    return [
+        f"{word} ({', '.join(found)})"
+        for word, found in (
+            ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
+            ("contended", contended),
+            ("server queued", queued),
+            ("saturated", [setting(m) for m, row in rows if row.stats.saturated_windows]),
+            *carried.items(),
+            ("failed items", failed_items),
+            ("failed tests", failed_tests),
+            ("cannot conclude", stopped),
+        )
+        if found
+    ]
 
 
 # --------------------------------------------------------------------------- answer and Pareto
@@ -854,44 +1181,61 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
         best = max(cap.value or 0 for cap in measured.values())
         top = [c for c, cap in measured.items() if cap.value == best]
         shown = f"≥{best}" if all(measured[c].at_maximum for c in top) else str(best)
-        picks.append(f"none of {_names(top)} meets the SLO even at concurrency 1" if best == 0
-                     else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent "
-                          "requests)")
+        picks.append(
+            f"none of {_names(top)} meets the SLO even at concurrency 1"
+            if best == 0
+            else f"highest capacity under the SLO: {_names(top)} ({shown} concurrent requests)"
+        )
     priced = {c: page.costs[c] for c in pool if page.costs[c].usd is not None}
     # each at its own capacity, else each at one throughput setting (the highest): one
     # basis, one price
     bases = {cost.basis for cost in priced.values()}
-    basis = "capacity" if "capacity" in bases else max(
-        bases, key=lambda b: int(b.removeprefix("c")), default="")
+    basis = (
+        "capacity"
+        if "capacity" in bases
+        else max(bases, key=lambda b: int(b.removeprefix("c")), default="")
+    )
     comparable = {c: cost for c, cost in priced.items() if cost.basis == basis}
     if comparable and len({cost.usd_per_hour for cost in comparable.values()}) == 1:
         cheapest = min(cost.usd or 0.0 for cost in comparable.values())
         top = [c for c, cost in comparable.items() if cost.usd == cheapest]
         relative = page.relative.get(top[0], (None, ""))[0]
         versus = f", {format_ratio(relative)} the reference's" if relative is not None else ""
-        picks.append(f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
-                     f"{comparable[top[0]].at}{versus})")
+        picks.append(
+            f"cheapest: {_names(top)} ({format_usd(cheapest, '$')}/1M output tokens "
+            f"{comparable[top[0]].at}{versus})"
+        )
         if elsewhere := [c for c in pool if c in priced and c not in comparable]:
-            picks.append(f"no comparable cost for {_names(elsewhere)} (priced "
-                         f"{priced[elsewhere[0]].at}, not "
-                         f"{'at its capacity' if basis == 'capacity' else f'at {basis}'})")
+            picks.append(
+                f"no comparable cost for {_names(elsewhere)} (priced "
+                f"{priced[elsewhere[0]].at}, not "
+                f"{'at its capacity' if basis == 'capacity' else f'at {basis}'})"
+            )
         if unpriced := [c for c in pool if c not in priced]:
             picks.append(f"no cost for {_names(unpriced)}")
     if picks:
         return picks
-    ratios = {c: (value, stats_of(m, ThroughputRatioStats).verdict) for c in pool
-              if (m := page.ratio(c)) is not None
-              and (value := _decided_ratio(page, c)) is not None}
+    ratios = {
+        c: (value, stats_of(m, ThroughputRatioStats).verdict)
+        for c in pool
+        if (m := page.ratio(c)) is not None and (value := _decided_ratio(page, c)) is not None
+    }
     if not ratios and any(page.ratio(c) is not None for c in pool):
-        return [f"no capacity or cost measured, and no {page.settings_text} throughput ratio "
-                f"decided (each 95% interval wider than ×/÷{DECIDED_RATIO_SPREAD:g})"]
+        return [
+            f"no capacity or cost measured, and no {page.settings_text} throughput ratio "
+            f"decided (each 95% interval wider than ×/÷{DECIDED_RATIO_SPREAD:g})"
+        ]
     if not ratios:
         return [_nothing_to_choose(page)]
     best_ratio = max(v for v, _ in ratios.values())
     top = [c for c, (v, _) in ratios.items() if v == best_ratio]
-    return [(f"no capacity or cost measured; highest {page.setting(top[0])} throughput ratio: "
-             f"{_names(top)} ({format_ratio(best_ratio)} the reference, "
-             f"{ratios[top[0]][1] or ''})")]
+    return [
+        (
+            f"no capacity or cost measured; highest {page.setting(top[0])} throughput ratio: "
+            f"{_names(top)} ({format_ratio(best_ratio)} the reference, "
+            f"{ratios[top[0]][1] or ''})"
+        )
+    ]
 
 
 def _decided_ratio(page: _Page, candidate: str) -> float | None:
@@ -910,21 +1254,28 @@ def _output_rates(page: _Page, holding: Sequence[str]) -> str:
     the reference's accuracy (``0.66× (a) and 1.83× (b)``), each only where its interval is
     narrow enough to be a figure (:func:`_decided_ratio`; else what would decide it); "" when
     none has one."""
-    ratios = [c for c in holding if (m := page.ratio(c)) is not None
-              and finite(m.value) is not None]
+    ratios = [
+        c for c in holding if (m := page.ratio(c)) is not None and finite(m.value) is not None
+    ]
     rates = [(c, format_ratio(v)) for c in ratios if (v := _decided_ratio(page, c)) is not None]
     undecided = [c for c in ratios if _decided_ratio(page, c) is None]
     said = ""
     if rates:
         settings = {page.setting(c) for c, _ in rates}
         one = len(settings) == 1
-        shown = [(ratio if len(rates) == 1 else f"{ratio} ({c})") if one
-                 else f"{ratio} ({c}, at {page.setting(c)})" for c, ratio in rates]
+        shown = [
+            (ratio if len(rates) == 1 else f"{ratio} ({c})")
+            if one
+            else f"{ratio} ({c}, at {page.setting(c)})"
+            for c, ratio in rates
+        ]
         said = f" at {_names(shown)} its output rate" + (f" at {settings.pop()}" if one else "")
     if undecided:
-        said += (f" ({_names(undecided)}: output rate vs {page.reference} not decided, its 95% "
-                 f"interval wider than ×/÷{DECIDED_RATIO_SPREAD:g}; more repeats, or "
-                 "--interleave --repeats auto, decide it)")
+        said += (
+            f" ({_names(undecided)}: output rate vs {page.reference} not decided, its 95% "
+            f"interval wider than ×/÷{DECIDED_RATIO_SPREAD:g}; more repeats, or "
+            "--interleave --repeats auto, decide it)"
+        )
     return said
 
 
@@ -933,19 +1284,34 @@ def _answer(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -
     reference, candidates = page.reference, page.candidates
     if not metrics:
         found = _picks(page, candidates)
-        return (f"No answer: this run has no accuracy verdict against {reference}, so no "
-                "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
-                "or your own)" + ("" if found == [_nothing_to_choose(page)]
-                                  else ". Not judged on accuracy: " + "; ".join(found)) + ".")
+        return (
+            f"No answer: this run has no accuracy verdict against {reference}, so no "
+            "candidate is shown to match it (run an accuracy benchmark: -m gsm8k, -m bfcl "
+            "or your own)"
+            + (
+                ""
+                if found == [_nothing_to_choose(page)]
+                else ". Not judged on accuracy: " + "; ".join(found)
+            )
+            + "."
+        )
     labels = ", ".join(map(metric_label, metrics))
     holding = [c for c in candidates if not standings[c]]
     if not holding:
         said = "; ".join(f"{c} {standings[c]}" for c in candidates)
-        return (f"No answer: no candidate matches {reference} on every accuracy verdict "
-                f"({labels}): {said}.")
-    better = {c: [metric_label(m) for m in metrics if (v := page.verdict(c, m)) is not None
-                  and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"]
-              for c in holding}
+        return (
+            f"No answer: no candidate matches {reference} on every accuracy verdict "
+            f"({labels}): {said}."
+        )
+    better = {
+        c: [
+            metric_label(m)
+            for m in metrics
+            if (v := page.verdict(c, m)) is not None
+            and str(stats_of(v, AccuracyVerdictStats).verdict) == "better"
+        ]
+        for c in holding
+    }
     one = len(holding) == 1
     what = f"every accuracy verdict ({labels})"
     if all(len(on) == len(metrics) for on in better.values()):  # better on every verdict
@@ -969,12 +1335,14 @@ def _pareto(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -
         return "no accuracy verdict to plot against"
     label = metric_label(judged[0])
     settings = page.settings_text
-    use_ratio = any((m := page.ratio(c)) is not None and finite(m.value) is not None
-                    for c in candidates)
+    use_ratio = any(
+        (m := page.ratio(c)) is not None and finite(m.value) is not None for c in candidates
+    )
     if not use_ratio and not any(v is not None for v, _ in page.relative.values()):
         return f"neither a {settings} throughput ratio nor a relative cost to plot against"
-    points = [ParetoPoint(page.reference, 1.0, 0.0, None, None, None, None, True,
-                          is_reference=True)]
+    points = [
+        ParetoPoint(page.reference, 1.0, 0.0, None, None, None, None, True, is_reference=True)
+    ]
     left_out = []
     for c in candidates:
         verdict = page.verdict(c, judged[0])
@@ -982,28 +1350,44 @@ def _pareto(page: _Page, metrics: Sequence[str], standings: Mapping[str, str]) -
         iv = None if stats is None else (stats.sequence or stats.interval)
         y = None if iv is None else finite(iv.difference)
         ratio = page.ratio(c)
-        x, why = ((None if ratio is None else finite(ratio.value),
-                   f"no {page.setting(c)} throughput ratio") if use_ratio else page.relative[c])
+        x, why = (
+            (
+                None if ratio is None else finite(ratio.value),
+                f"no {page.setting(c)} throughput ratio",
+            )
+            if use_ratio
+            else page.relative[c]
+        )
         if y is None or iv is None or x is None:
             left_out.append(f"{c}: no {label} verdict" if y is None else f"{c}: {why}")
             continue
         x_low, x_high = page.ratio_interval(c) if use_ratio else (None, None)
-        points.append(ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high),
-                                  not standings[c]))
+        points.append(
+            ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high), not standings[c])
+        )
     front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
     each = " (each model at its own)" if page.mixed else ""
-    at = ("each at its capacity under the SLO" if page.costs[page.reference].basis == "capacity"
-          else f"at {settings}{each}")
+    at = (
+        "each at its capacity under the SLO"
+        if page.costs[page.reference].basis == "capacity"
+        else f"at {settings}{each}"
+    )
     return Pareto(
-        f"throughput at {settings}{each} ÷ the reference's (95% interval)" if use_ratio
+        f"throughput at {settings}{each} ÷ the reference's (95% interval)"
+        if use_ratio
         else f"$/1M output tokens ÷ the reference's, {at} (lower is cheaper)",
         f"{label} accuracy − the reference's (pp, 95% interval)",
-        f"{settings} throughput ratio" if use_ratio else "relative cost", f"{label} difference",
-        use_ratio, tuple(replace(p, on_front=on) for p, on in zip(points, front)),
-        tuple(left_out))
+        f"{settings} throughput ratio" if use_ratio else "relative cost",
+        f"{label} difference",
+        use_ratio,
+        tuple(replace(p, on_front=on) for p, on in zip(points, front)),
+        tuple(left_out),
+    )
 
 
-def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool = True) -> list[bool]:
+def pareto_front(
+    points: Sequence[tuple[float, float]], x_higher_is_better: bool = True
+) -> list[bool]:
     """Whether each point is on the Pareto front: no other point is at least as good on both
     axes and better on one (y: higher is better; x as ``x_higher_is_better`` says)."""
     sign = 1.0 if x_higher_is_better else -1.0
@@ -1014,51 +1398,106 @@ def pareto_front(points: Sequence[tuple[float, float]], x_higher_is_better: bool
 # --------------------------------------------------------------------------- notes
 def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
     """What the shown ``groups`` of columns mean, the SLO, the price and where it came from."""
-    searched = [(m, Setting.of(m)) for m in page.measurements
-                 if m.benchmark in (CAPACITY, CAPACITY_RATIO, RATE_CAPACITY)]
+    searched = [
+        (m, Setting.of(m))
+        for m in page.measurements
+        if m.benchmark in (CAPACITY, CAPACITY_RATIO, RATE_CAPACITY)
+    ]
     slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
-    rate_targets = sorted({s.attainment_target for m, s in searched
-                           if m.benchmark == RATE_CAPACITY and s.attainment_target is not None})
-    targets = sorted({s.attainment_target for m, s in searched if m.benchmark == CAPACITY
-                      and s.attainment_target is not None})
-    prices = {p.describe() for m in page.measurements if (p := stats_of(
-        m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
-        and finite(p.usd_per_hour) is not None}
+    rate_targets = sorted(
+        {
+            s.attainment_target
+            for m, s in searched
+            if m.benchmark == RATE_CAPACITY and s.attainment_target is not None
+        }
+    )
+    targets = sorted(
+        {
+            s.attainment_target
+            for m, s in searched
+            if m.benchmark == CAPACITY and s.attainment_target is not None
+        }
+    )
+    prices = {
+        p.describe()
+        for m in page.measurements
+        if (p := stats_of(m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
+        and finite(p.usd_per_hour) is not None
+    }
     capacity = "capacity under the SLO" in groups
-    return [note for shown, note in (
-        (metrics, ("difference: candidate − reference accuracy in percentage points, paired "
-                   "item by item (bootstrap interval); the reference row shows its own "
-                   "accuracy (Wilson 95% interval)")),
-        (f"throughput at {page.settings_text}" in groups,
-         ("ratio: candidate ÷ reference output tokens/s at "
-          + (f"{page.at[page.reference]} concurrent requests" if not page.mixed else
-             "the highest concurrency at which both were measured alike (said in each cell)")
-          + ", short prompts (Welch t interval over the repeats)")),
-        (capacity or "req/s under the SLO" in groups,
-         f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}"),
-        (capacity, ("capacity: the most "
+    return [
+        note
+        for shown, note in (
+            (
+                metrics,
+                (
+                    "difference: candidate − reference accuracy in percentage points, paired "
+                    "item by item (bootstrap interval); the reference row shows its own "
+                    "accuracy (Wilson 95% interval)"
+                ),
+            ),
+            (
+                f"throughput at {page.settings_text}" in groups,
+                (
+                    "ratio: candidate ÷ reference output tokens/s at "
+                    + (
+                        f"{page.at[page.reference]} concurrent requests"
+                        if not page.mixed
+                        else "the highest concurrency at which both were measured alike (said in each cell)"
+                    )
+                    + ", short prompts (Welch t interval over the repeats)"
+                ),
+            ),
+            (
+                capacity or "req/s under the SLO" in groups,
+                f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}",
+            ),
+            (
+                capacity,
+                (
+                    "capacity: the most "
                     "concurrent requests (up to the server's maximum) at which "
                     f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
                     "requests meet it, with the goodput there (requests per second that met "
-                    "it)")),
-        (capacity and any(m.benchmark == CAPACITY_RATIO for m in page.measurements),
-         ("capacity vs reference: candidate ÷ reference capacity with its 90% interval "
-          "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
-          "capacity intervals); older one-window searches give a bracket with no level")),
-        ("req/s under the SLO" in groups,
-         ("capacity in req/s: the highest request rate (open-loop arrivals) at which "
-          f"{' or '.join(f'{100 * t:g}%' for t in rate_targets) or 'enough'} of requests "
-          "meet the SLO, each step decided from its 90% Clopper-Pearson interval; a "
-          "candidate's ratio to the reference's and the verdict from the interval the two "
-          "sweeps' brackets give")),
-        ("cold start" in groups,
-         ("cold start: seconds from launching the server to its first token, geometric "
-          "mean over fresh launches; cold: its files read from disk, warm: from a cache")),
-        ("cost" in groups, "cost: the machine's price ÷ output tokens/s, at the model's "
-                           "capacity under the SLO, else at "
-                           + (page.settings_text if not page.mixed else "its throughput setting")
-                           + "; price "
-                           + ("; ".join(sorted(prices)) if prices else "not given"))) if shown]
+                    "it)"
+                ),
+            ),
+            (
+                capacity and any(m.benchmark == CAPACITY_RATIO for m in page.measurements),
+                (
+                    "capacity vs reference: candidate ÷ reference capacity with its 90% interval "
+                    "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
+                    "capacity intervals); older one-window searches give a bracket with no level"
+                ),
+            ),
+            (
+                "req/s under the SLO" in groups,
+                (
+                    "capacity in req/s: the highest request rate (open-loop arrivals) at which "
+                    f"{' or '.join(f'{100 * t:g}%' for t in rate_targets) or 'enough'} of requests "
+                    "meet the SLO, each step decided from its 90% Clopper-Pearson interval; a "
+                    "candidate's ratio to the reference's and the verdict from the interval the two "
+                    "sweeps' brackets give"
+                ),
+            ),
+            (
+                "cold start" in groups,
+                (
+                    "cold start: seconds from launching the server to its first token, geometric "
+                    "mean over fresh launches; cold: its files read from disk, warm: from a cache"
+                ),
+            ),
+            (
+                "cost" in groups,
+                "cost: the machine's price ÷ output tokens/s, at the model's "
+                "capacity under the SLO, else at "
+                + (page.settings_text if not page.mixed else "its throughput setting")
+                + "; price "
+                + ("; ".join(sorted(prices)) if prices else "not given"),
+            ),
+        )
+        if shown
+    ]
 
 
 def _slo_text(slo: Mapping[str, object]) -> str:
@@ -1074,31 +1513,47 @@ def _columns(page: _Page, metrics: Sequence[str], screened: bool) -> list[Column
     columns = []
     for label in map(metric_label, metrics):
         group = f"{label} vs reference"
-        columns += [Column(group, "verdict", f"{label} verdict", verdict=True,
-                           block=ACCURACY_BLOCK),
-                    Column(group, "difference [95% interval]", f"{label} difference [95% interval]",
-                           block=ACCURACY_BLOCK)]
-    throughput, capacity, rate = (f"throughput at {page.settings_text}", "capacity under the SLO",
-                                  "req/s under the SLO")
+        columns += [
+            Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
+            Column(
+                group,
+                "difference [95% interval]",
+                f"{label} difference [95% interval]",
+                block=ACCURACY_BLOCK,
+            ),
+        ]
+    throughput, capacity, rate = (
+        f"throughput at {page.settings_text}",
+        "capacity under the SLO",
+        "req/s under the SLO",
+    )
     setting = "throughput" if page.mixed else page.settings_text
-    columns += [Column(throughput, "verdict", f"{setting} verdict", verdict=True),
-                Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
-                Column(capacity, "verdict", "capacity verdict", verdict=True),
-                Column(capacity, "vs reference [interval]",
-                       "capacity vs reference [interval]"),
-                Column(capacity, "concurrency", "capacity"),
-                Column(rate, "verdict", "req/s verdict", verdict=True),
-                Column(rate, "vs reference [interval]", "req/s vs reference [interval]"),
-                Column(rate, "requests/s", "capacity in req/s"),
-                Column("cost", "$/1M output tokens", "$/1M output tokens"),
-                Column("cost", "vs reference", "cost vs reference"),
-                Column("cold start", "first token", "cold start")]
-    return columns + ([Column("screening", "licence", "licence"),
-                       Column("screening", "memory headroom", "memory headroom")] if screened else [])
+    columns += [
+        Column(throughput, "verdict", f"{setting} verdict", verdict=True),
+        Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
+        Column(capacity, "verdict", "capacity verdict", verdict=True),
+        Column(capacity, "vs reference [interval]", "capacity vs reference [interval]"),
+        Column(capacity, "concurrency", "capacity"),
+        Column(rate, "verdict", "req/s verdict", verdict=True),
+        Column(rate, "vs reference [interval]", "req/s vs reference [interval]"),
+        Column(rate, "requests/s", "capacity in req/s"),
+        Column("cost", "$/1M output tokens", "$/1M output tokens"),
+        Column("cost", "vs reference", "cost vs reference"),
+        Column("cold start", "first token", "cold start"),
+    ]
+    return columns + (
+        [
+            Column("screening", "licence", "licence"),
+            Column("screening", "memory headroom", "memory headroom"),
+        ]
+        if screened
+        else []
+    )
 
 
-def decision_page(measurements: Measurements, run: RunInfo,
-                  failures: Sequence[FailedTest] = ()) -> DecisionPage | None:
+def decision_page(
+    measurements: Measurements, run: RunInfo, failures: Sequence[FailedTest] = ()
+) -> DecisionPage | None:
     """The decision page of a run and its failed tests; None without a reference or candidate."""
     reference = run.reference or compared_reference(measurements)
     candidates = sorted({m.model for m in measurements} - {reference or "", ""})
@@ -1111,24 +1566,36 @@ def decision_page(measurements: Measurements, run: RunInfo,
     rows = [_row(page, model, metrics, screened) for model in (reference, *candidates)]
     reasons: list[str] = []
     for row in rows:
-        reasons += [line for line in dict.fromkeys(c.line for c in row.cells)
-                    if line and line not in reasons]
-        row.cells = [replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
-                     for cell in row.cells]
+        reasons += [
+            line
+            for line in dict.fromkeys(c.line for c in row.cells)
+            if line and line not in reasons
+        ]
+        row.cells = [
+            replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
+            for cell in row.cells
+        ]
         row.flags = _flags(page, row.model, row.cells, columns)
     standings = {row.model: _standing(row, columns, metrics) for row in rows[1:]}
     pareto = _pareto(page, metrics, standings)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
-        _answer(page, metrics, standings), columns, rows, reasons,
+        _answer(page, metrics, standings),
+        columns,
+        rows,
+        reasons,
         _notes(page, metrics, {c.group for c in columns}),
-        None if isinstance(pareto, str) else pareto, pareto if isinstance(pareto, str) else "",
+        None if isinstance(pareto, str) else pareto,
+        pareto if isinstance(pareto, str) else "",
         unmeasured,
-        [f"{f.test_id}: {_one_line(f.message, 100)}" for f in page.failures if f.model is None])
+        [f"{f.test_id}: {_one_line(f.message, 100)}" for f in page.failures if f.model is None],
+    )
 
 
-def _without_unmeasured_groups(columns: list[Column], rows: list[DecisionRow],
-                               ) -> tuple[list[Column], list[tuple[str, list[int]]]]:
+def _without_unmeasured_groups(
+    columns: list[Column],
+    rows: list[DecisionRow],
+) -> tuple[list[Column], list[tuple[str, list[int]]]]:
     """The columns of groups some model has a figure in (or a cell that cannot conclude);
     the rest leave the table (their cells taken out of ``rows``), each with its notes."""
     dropped: list[tuple[str, list[int]]] = []
@@ -1137,7 +1604,8 @@ def _without_unmeasured_groups(columns: list[Column], rows: list[DecisionRow],
         indices = [i for i, c in enumerate(columns) if c.group == group]
         cells = [row.cells[i] for row in rows for i in indices]
         if all(c.why or c.text == REFERENCE for c in cells) and not any(
-                c.text == CANNOT_CONCLUDE for c in cells):
+            c.text == CANNOT_CONCLUDE for c in cells
+        ):
             dropped.append((group, sorted({c.note for c in cells if c.note is not None})))
         else:
             keep += indices
@@ -1151,24 +1619,40 @@ def pareto_line(page: DecisionPage) -> str:
     if page.pareto is None:
         return f"No Pareto plot: {page.pareto_why}."
     left_out = "; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else ""
-    return (f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
-            f"{', '.join(page.pareto.front)}{left_out}.")
+    return (
+        f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
+        f"{', '.join(page.pareto.front)}{left_out}."
+    )
 
 
 def unplaced_line(page: DecisionPage) -> str:
     """The failed tests of models without a row, in one line ("" if none)."""
     count = len(page.unplaced)
-    return (f"Not in the table: {count} failed test{'s' if count != 1 else ''} of models that "
-            "recorded nothing: " + "; ".join(page.unplaced[:3])
-            + (f"; and {count - 3} more" if count > 3 else "") + ".") if count else ""
+    return (
+        (
+            f"Not in the table: {count} failed test{'s' if count != 1 else ''} of models that "
+            "recorded nothing: "
+            + "; ".join(page.unplaced[:3])
+            + (f"; and {count - 3} more" if count > 3 else "")
+            + "."
+        )
+        if count
+        else ""
+    )
 
 
 def unmeasured_line(page: DecisionPage) -> str:
     """``Not measured for any model: capacity under the SLO [1]; cost [2].`` ("" if none)."""
-    return "Not measured for any model: " + "; ".join(
-        f"{group} {' '.join(f'[{n}]' for n in notes)}".strip() for group, notes in page.unmeasured
-    ) + "." if page.unmeasured else ""
-
+    return (
+        "Not measured for any model: "
+        + "; ".join(
+            f"{group} {' '.join(f'[{n}]' for n in notes)}".strip()
+            for group, notes in page.unmeasured
+        )
+        + "."
+        if page.unmeasured
+        else ""
+    )
 
 
 # --------------------------------------------------------------------------- the table's layout
@@ -1206,8 +1690,10 @@ def table_columns(page: DecisionPage) -> list[Block]:
     for i, column in enumerate(page.columns):
         block = found.setdefault(column.block or column.group, {})
         block.setdefault(column.group, []).append((i, column))
-    return [Block(title, tuple((group, tuple(parts)) for group, parts in groups.items()))
-            for title, groups in found.items()]
+    return [
+        Block(title, tuple((group, tuple(parts)) for group, parts in groups.items()))
+        for title, groups in found.items()
+    ]
 
 
 def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Column, Cell], ...]:
@@ -1216,9 +1702,14 @@ def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Col
     cells = [(c, cell) for c, cell in parts if not (reference and cell.text == REFERENCE)]
     kept: list[tuple[Column, Cell]] = []
     for column, cell in cells:
-        repeated = cell.text == DASH and cell.note is not None and (
-            any(other.note == cell.note and other.text != DASH for _, other in cells)
-            or any(other.note == cell.note for _, other in kept))
+        repeated = (
+            cell.text == DASH
+            and cell.note is not None
+            and (
+                any(other.note == cell.note and other.text != DASH for _, other in cells)
+                or any(other.note == cell.note for _, other in kept)
+            )
+        )
         if not repeated:
             kept.append((column, cell))
     return tuple(kept)
@@ -1239,6 +1730,11 @@ def cell_lines(block: Block, row: DecisionRow) -> list[Line]:
 
 def figure_lines(page: DecisionPage) -> list[str]:
     """The figures cells show in their tooltip only: ``qwen3-4b, capacity: at c3: ...``."""
-    return [f"{row.model}, {column.title}: {cell.tip}" for row in page.rows
-            for block in table_columns(page) for line in cell_lines(block, row)
-            for column, cell in line.parts if cell.tip]
+    return [
+        f"{row.model}, {column.title}: {cell.tip}"
+        for row in page.rows
+        for block in table_columns(page)
+        for line in cell_lines(block, row)
+        for column, cell in line.parts
+        if cell.tip
+    ]

@@ -9,6 +9,7 @@ the log of a rate or a time). Output: Markdown tables, an HTML page with plots, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -17,20 +18,33 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from ..core.codec import Record
 from ..core.errors import DataError, ModelsweepError
-from ..core.measurements import (AccuracyStats, Measurement, StartupStats, ThroughputStats,
-                                 measurements_of)
+from ..core.measurements import (
+    AccuracyStats,
+    Measurement,
+    StartupStats,
+    ThroughputStats,
+    measurements_of,
+)
 from ..core.metrics import Kind, metric_for
 from ..core.options import DEFAULTS, Thresholds
-from ..core.codec import Record
 from ..core.stats.changes import ALPHA, MIN_RUNS, change_points
 from ..judging.gate import GateRow, compare_with_baseline, gateable, setting_of, shown_setting_of
 from ..judging.pairing import RequestSettings, unlike_requests
 from ..serving.endpoint import serving_identity
 from ..store.database import Store
 from .markdown import escape_markdown, markdown_table
-from .plots import (NotDrawn, _label, _new_figure, _style, _svg, drawn, error_bars,
-                    matplotlib_available)
+from .plots import (
+    NotDrawn,
+    _label,
+    _new_figure,
+    _style,
+    _svg,
+    drawn,
+    error_bars,
+    matplotlib_available,
+)
 from .tables import Table, accuracy_interval, format_value
 
 MAX_RUNS = 30  # The newest runs of a sweep a history reads (the change rule is made for 6-30).
@@ -38,13 +52,23 @@ HISTORY_TITLE = "History"
 _SECTION = f'<section class="modelsweep" id="modelsweep-history"><h2>{HISTORY_TITLE}</h2>'
 
 REGRESSION, WITHIN_NOISE, IMPROVEMENT, UNJUDGED = (
-    "regression", "within noise", "improvement", "unjudged")
+    "regression",
+    "within noise",
+    "improvement",
+    "unjudged",
+)
 _DECISION_OF = {"regressed": REGRESSION, "ok": WITHIN_NOISE, "improved": IMPROVEMENT}
-_COLOURS = {REGRESSION: "#cf222e", WITHIN_NOISE: "#57606a", IMPROVEMENT: "#1a7f37",
-            UNJUDGED: "#bf8700"}
-RULE_LINE = (f"Changes: binary segmentation, max-|t| against the series' own run-to-run noise, "
-             f"family-wise false-alarm rate {ALPHA:.0%} over an unchanged series "
-             "(docs/ci.md#history). Gate: each run against the run before it in its series.")
+_COLOURS = {
+    REGRESSION: "#cf222e",
+    WITHIN_NOISE: "#57606a",
+    IMPROVEMENT: "#1a7f37",
+    UNJUDGED: "#bf8700",
+}
+RULE_LINE = (
+    f"Changes: binary segmentation, max-|t| against the series' own run-to-run noise, "
+    f"family-wise false-alarm rate {ALPHA:.0%} over an unchanged series "
+    "(docs/ci.md#history). Gate: each run against the run before it in its series."
+)
 
 
 @dataclass(frozen=True)
@@ -117,9 +141,11 @@ def sweep_runs(store: Store, sweep: str) -> list[dict[str, Any]]:
     found = [run for run in runs if run["sweep_name"] == sweep]
     if not found:
         held = sorted({str(run["sweep_name"]) for run in runs})
-        raise DataError(f"{store.path}: no runs of sweep {sweep!r} (it holds "
-                        f"{', '.join(held) if held else 'no runs'}); pass --sweep with a sweep "
-                        "it holds, or run pytest benches with --store there first")
+        raise DataError(
+            f"{store.path}: no runs of sweep {sweep!r} (it holds "
+            f"{', '.join(held) if held else 'no runs'}); pass --sweep with a sweep "
+            "it holds, or run pytest benches with --store there first"
+        )
     return found
 
 
@@ -127,8 +153,10 @@ def no_history_line(store: Store, runs: Sequence[Mapping[str, Any]], sweep: str)
     """The one line of a store without history of ``sweep`` (one run), else None."""
     if len(runs) >= 2:
         return None
-    return (f"no history yet: {store.path} holds one run of sweep {sweep} "
-            f"({runs[0]['run_id']}); a history needs two or more")
+    return (
+        f"no history yet: {store.path} holds one run of sweep {sweep} "
+        f"({runs[0]['run_id']}); a history needs two or more"
+    )
 
 
 def _matches(m: Measurement, settings: Mapping[str, str]) -> bool:
@@ -140,8 +168,11 @@ def _matches(m: Measurement, settings: Mapping[str, str]) -> bool:
 def _like_key(m: Measurement) -> str:
     """What must be alike along a series: serving flags and request settings."""
     flags = serving_identity(m.provenance)["serving_flags"]
-    return json.dumps({"flags": flags, "requests": RequestSettings.of_measurement(m).settings},
-                      sort_keys=True, default=str)
+    return json.dumps(
+        {"flags": flags, "requests": RequestSettings.of_measurement(m).settings},
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _why_apart(old: Measurement, old_run: str, new: Measurement, new_run: str) -> str:
@@ -151,12 +182,18 @@ def _why_apart(old: Measurement, old_run: str, new: Measurement, new_run: str) -
     flags_b = serving_identity(new.provenance)["serving_flags"]
     for key in sorted(set(flags_a) | set(flags_b)):
         if flags_a.get(key) != flags_b.get(key):
-            return (f"measured under other serving flags: {key} {flags_a.get(key)!r} in {a}, "
-                    f"{flags_b.get(key)!r} in {b}; a series holds only like measurements")
-    differs = unlike_requests(a, RequestSettings.of_measurement(old), b,
-                              RequestSettings.of_measurement(new))
-    return ("measured under other request settings: " + (differs or "they differ")
-            + "; a series holds only like measurements")
+            return (
+                f"measured under other serving flags: {key} {flags_a.get(key)!r} in {a}, "
+                f"{flags_b.get(key)!r} in {b}; a series holds only like measurements"
+            )
+    differs = unlike_requests(
+        a, RequestSettings.of_measurement(old), b, RequestSettings.of_measurement(new)
+    )
+    return (
+        "measured under other request settings: "
+        + (differs or "they differ")
+        + "; a series holds only like measurements"
+    )
 
 
 def _interval(m: Measurement) -> tuple[float, float] | None:
@@ -202,10 +239,15 @@ def _decision(row: GateRow) -> tuple[str, str]:
     return UNJUDGED, f"{row.status}: {row.note}"
 
 
-def read_history(store: Store, sweep: str, *, benchmark: str | None = None,
-                 settings: Mapping[str, str] | None = None,
-                 thresholds: Thresholds = DEFAULTS.fail_on_regression,
-                 max_runs: int = MAX_RUNS) -> History:
+def read_history(
+    store: Store,
+    sweep: str,
+    *,
+    benchmark: str | None = None,
+    settings: Mapping[str, str] | None = None,
+    thresholds: Thresholds = DEFAULTS.fail_on_regression,
+    max_runs: int = MAX_RUNS,
+) -> History:
     """The series of ``sweep``'s newest ``max_runs`` runs (of ``benchmark``, ``settings``)."""
     listed = sweep_runs(store, sweep)
     notes = []
@@ -221,10 +263,21 @@ def read_history(store: Store, sweep: str, *, benchmark: str | None = None,
         for m in gateable(measurements_of(store.measurements(run_id))):
             if (benchmark is None or m.benchmark == benchmark) and _matches(m, settings or {}):
                 found[f"{m.model}\0{m.benchmark}\0{setting_of(m)}"] = m  # its latest
-        runs.append(_Run(run_id, str(row["started_at"]), None if commit is None else str(commit),
-                         list(found.values())))
-    return History(str(store.path), sweep, tuple(r.run_id for r in runs),
-                   _series(runs, thresholds), tuple(notes))
+        runs.append(
+            _Run(
+                run_id,
+                str(row["started_at"]),
+                None if commit is None else str(commit),
+                list(found.values()),
+            )
+        )
+    return History(
+        str(store.path),
+        sweep,
+        tuple(r.run_id for r in runs),
+        _series(runs, thresholds),
+        tuple(notes),
+    )
 
 
 def _series(runs: Sequence[_Run], thresholds: Thresholds) -> tuple[HistorySeries, ...]:
@@ -247,35 +300,58 @@ def _series(runs: Sequence[_Run], thresholds: Thresholds) -> tuple[HistorySeries
     for key, line in sorted(members.items(), key=lambda kv: order[kv[1][-1][0].run_id]):
         newest[key[:3]] = line[-1]  # the series whose last run is the newest
     out = []
-    for key, line in sorted(members.items(),
-                            key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])):
+    for key, line in sorted(
+        members.items(), key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])
+    ):
         (last_run, last), (newest_run, newest_m) = line[-1], newest[key[:3]]
-        apart = "" if newest_run is last_run else _why_apart(last, last_run.run_id, newest_m,
-                                                             newest_run.run_id)
+        apart = (
+            ""
+            if newest_run is last_run
+            else _why_apart(last, last_run.run_id, newest_m, newest_run.run_id)
+        )
         out.append(_one_series(line, decisions, apart))
     return tuple(out)
 
 
-def _one_series(line: Sequence[tuple[_Run, Measurement]],
-                decisions: Mapping[tuple[str, int], tuple[str, str]], apart: str) -> HistorySeries:
+def _one_series(
+    line: Sequence[tuple[_Run, Measurement]],
+    decisions: Mapping[tuple[str, int], tuple[str, str]],
+    apart: str,
+) -> HistorySeries:
     first = line[0][1]
     log = _on_log_scale(first)
     points = []
     for i, (run, m) in enumerate(line):
-        decision, why = decisions.get((run.run_id, id(m)), (
-            UNJUDGED, "the first run of this series: nothing earlier to compare with"
-            if i == 0 else "not judged"))
+        decision, why = decisions.get(
+            (run.run_id, id(m)),
+            (
+                UNJUDGED,
+                "the first run of this series: nothing earlier to compare with"
+                if i == 0
+                else "not judged",
+            ),
+        )
         interval = _interval(m)
-        points.append(HistoryPoint(
-            run.run_id, run.started_at, run.commit,
-            _text(m.provenance.get("image_digest")), m.value,
-            None if interval is None else interval[0], None if interval is None else interval[1],
-            decision, why))
+        points.append(
+            HistoryPoint(
+                run.run_id,
+                run.started_at,
+                run.commit,
+                _text(m.provenance.get("image_digest")),
+                m.value,
+                None if interval is None else interval[0],
+                None if interval is None else interval[1],
+                decision,
+                why,
+            )
+        )
     note, changes = "", []
     values = [p.value for p in points]
     if len(points) < MIN_RUNS:
-        note = f"{len(points)} run{'s' if len(points) != 1 else ''}: the change rule needs " \
-               f"{MIN_RUNS} or more"
+        note = (
+            f"{len(points)} run{'s' if len(points) != 1 else ''}: the change rule needs "
+            f"{MIN_RUNS} or more"
+        )
     elif log and any(not v > 0 for v in values):
         note = "a figure of 0 or less: no change looked for"
     elif any(not math.isfinite(v) for v in values):
@@ -283,14 +359,24 @@ def _one_series(line: Sequence[tuple[_Run, Measurement]],
     else:
         scale = [math.log(v) for v in values] if log else values
         for change in change_points(scale, [_within_variance(m) for _, m in line]):
-            before, after = ((math.exp(change.before), math.exp(change.after)) if log
-                             else (change.before, change.after))
-            changes.append(SeriesChange(points[change.index].run_id, before, after,
-                                        change.p_value))
+            before, after = (
+                (math.exp(change.before), math.exp(change.after))
+                if log
+                else (change.before, change.after)
+            )
+            changes.append(SeriesChange(points[change.index].run_id, before, after, change.p_value))
             points[change.index] = replace(points[change.index], change=True)
     setting = shown_setting_of(first)
-    return HistorySeries(first.model, first.benchmark, setting, first.unit, tuple(points),
-                         tuple(changes), apart, note)
+    return HistorySeries(
+        first.model,
+        first.benchmark,
+        setting,
+        first.unit,
+        tuple(points),
+        tuple(changes),
+        apart,
+        note,
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -314,35 +400,76 @@ def changes_line(series: HistorySeries) -> str:
     return "changes: " + "; ".join(
         f"at run {c.run_id}: {format_value(c.before)} → {format_value(c.after)} {series.unit} "
         f"({(c.after / c.before if c.before else math.nan):.2f}×, p={c.p_value:.3g})"
-        for c in series.changes)
+        for c in series.changes
+    )
 
 
 def series_table(series: HistorySeries) -> Table:
     """A series as a table: a row per run, oldest first."""
     rows: list[list[str | int]] = []
     for p in series.points:
-        interval = ("-" if p.low is None or p.high is None
-                    else f"[{format_value(p.low)}, {format_value(p.high)}]")
+        interval = (
+            "-"
+            if p.low is None or p.high is None
+            else f"[{format_value(p.low)}, {format_value(p.high)}]"
+        )
         gate = p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else "")
-        rows.append([p.run_id, p.started_at, _short(p.commit, 10), _short(p.image_digest),
-                     format_value(p.value), interval, gate, "CHANGE" if p.change else ""])
+        rows.append(
+            [
+                p.run_id,
+                p.started_at,
+                _short(p.commit, 10),
+                _short(p.image_digest),
+                format_value(p.value),
+                interval,
+                gate,
+                "CHANGE" if p.change else "",
+            ]
+        )
     notes = [changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else [])
-    return Table(f"{series.title} ({series.unit})" + (", apart" if series.apart else ""),
-                 ["run", "started", "commit", "image", series.unit or "value", "95% interval",
-                  "gate", "change"], rows, kind="history", notes=notes)
+    return Table(
+        f"{series.title} ({series.unit})" + (", apart" if series.apart else ""),
+        [
+            "run",
+            "started",
+            "commit",
+            "image",
+            series.unit or "value",
+            "95% interval",
+            "gate",
+            "change",
+        ],
+        rows,
+        kind="history",
+        notes=notes,
+    )
 
 
 def history_markdown(history: History) -> str:
     """The history as Markdown: a heading, the rule's line, a table per series."""
-    lines = [f"# modelsweep history: sweep {escape_markdown(history.sweep)}", "",
-             escape_markdown(f"{len(history.runs)} runs in {history.store}"
-                             + "".join(f"; {n}" for n in history.notes) + ". " + RULE_LINE), ""]
+    lines = [
+        f"# modelsweep history: sweep {escape_markdown(history.sweep)}",
+        "",
+        escape_markdown(
+            f"{len(history.runs)} runs in {history.store}"
+            + "".join(f"; {n}" for n in history.notes)
+            + ". "
+            + RULE_LINE
+        ),
+        "",
+    ]
     if not history.series:
         lines += ["No gated measurement (accuracy, throughput, startup) matches.", ""]
     for series in history.series:
         table = series_table(series)
-        lines += [f"## {escape_markdown(table.title)}", "", *markdown_table(table), "",
-                  *(escape_markdown(note) + "  " for note in table.notes), ""]
+        lines += [
+            f"## {escape_markdown(table.title)}",
+            "",
+            *markdown_table(table),
+            "",
+            *(escape_markdown(note) + "  " for note in table.notes),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -364,21 +491,36 @@ def series_plot(series: HistorySeries) -> str | None:
             continue
         ys = [p.value for _, p in shown]
         yerr = error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown])
-        axes.errorbar([t for t, _ in shown], ys, yerr=yerr, fmt="o", capsize=3,
-                      color=colour, label=decision)
+        axes.errorbar(
+            [t for t, _ in shown], ys, yerr=yerr, fmt="o", capsize=3, color=colour, label=decision
+        )
     starts = [0] + [i for i, p in enumerate(series.points) if p.change] + [len(times)]
-    for a, b in zip(starts, starts[1:]):
+    for a, b in itertools.pairwise(starts):
         values = [p.value for p in series.points[a:b]]
         if values:
-            axes.hlines(sum(values) / len(values), times[a], times[b - 1], color="#0969da",
-                        linewidth=1)
+            axes.hlines(
+                sum(values) / len(values), times[a], times[b - 1], color="#0969da", linewidth=1
+            )
     for i, p in enumerate(series.points):
         if p.change:
-            axes.axvline(times[i - 1] + (times[i] - times[i - 1]) / 2, color="#cf222e",
-                         linestyle="--", linewidth=1)
-    axes.set_xticks(times, [_label(f"{p.started_at[5:16].replace('T', ' ')}\n"
-                                   f"{_short(p.commit, 7)}\n{_short(p.image_digest, 8)}")
-                            for p in series.points], fontsize=6, rotation=90)
+            axes.axvline(
+                times[i - 1] + (times[i] - times[i - 1]) / 2,
+                color="#cf222e",
+                linestyle="--",
+                linewidth=1,
+            )
+    axes.set_xticks(
+        times,
+        [
+            _label(
+                f"{p.started_at[5:16].replace('T', ' ')}\n"
+                f"{_short(p.commit, 7)}\n{_short(p.image_digest, 8)}"
+            )
+            for p in series.points
+        ],
+        fontsize=6,
+        rotation=90,
+    )
     axes.set_ylabel(_label(series.unit))
     axes.set_title(_label(series.title), fontsize=9, loc="left")
     _style(axes, legend=7)
@@ -398,14 +540,18 @@ def history_html(history: History) -> str:
     """The history as an HTML section (plots inline as SVG images, a table per series)."""
     from .html import _NO_PLOTS, _figure, escape_text, not_drawn_html, table_html
 
-    heading = (f"sweep {history.sweep}: {len(history.runs)} runs in {history.store}"
-               + "".join(f"; {note}" for note in history.notes) + ". " + RULE_LINE)
+    heading = (
+        f"sweep {history.sweep}: {len(history.runs)} runs in {history.store}"
+        + "".join(f"; {note}" for note in history.notes)
+        + ". "
+        + RULE_LINE
+    )
     parts = [_SECTION, f'<p class="ms-notes">{escape_text(heading)}</p>']
     if not matplotlib_available():
         parts.append(_NO_PLOTS)
     for series in history.series:
         parts.append(f'<div class="ms-history-series" data-series="{escape_text(series.title)}">')
-        svg = drawn(lambda: series_plot(series))
+        svg = drawn(lambda: series_plot(series))  # noqa: B023 (called at once)
         if isinstance(svg, NotDrawn):
             parts.append(not_drawn_html(f"the plot of {series.title}", svg))
         elif svg is not None:
@@ -419,11 +565,13 @@ def history_document(history: History) -> str:
     """A standalone page of the history."""
     from .html import CSS
 
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{escape(f'modelsweep history: sweep {history.sweep}')}</title>"
-            f"<style>{CSS}</style></head>"
-            f'<body style="margin: 16px 24px; background: #fff;">{history_html(history)}'
-            "</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(f'modelsweep history: sweep {history.sweep}')}</title>"
+        f"<style>{CSS}</style></head>"
+        f'<body style="margin: 16px 24px; background: #fff;">{history_html(history)}'
+        "</body></html>\n"
+    )
 
 
 def history_section(store: Store, sweep: str) -> str:

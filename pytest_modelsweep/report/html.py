@@ -13,21 +13,67 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from ..core.measurements import (AccuracyVerdictStats, CapacityStats, Measurement,
-                                 RateCapacityStats, ServerMetricsWindow, StartupStats,
-                                 ThroughputStats)
+from ..core.measurements import (
+    AccuracyVerdictStats,
+    CapacityStats,
+    Measurement,
+    RateCapacityStats,
+    ServerMetricsWindow,
+    StartupStats,
+    ThroughputStats,
+)
 from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
-from .decision import (FIGURES_TITLE, Block, Cell, Column, DecisionRow, cell_lines, decision_page,
-                       figure_lines, pareto_line, table_columns, unmeasured_line, unplaced_line)
-from .plots import (MATPLOTLIB_HINT, NotDrawn, drawn, matplotlib_available, pareto_plot,
-                    summary_plots)
-from .tables import (LATENCY_NAMES, LATENCY_QUANTITIES, NA, TEXT_COLUMNS, Measurements, Setting,
-                     Table, ThroughputRow, finite, format_goodput, format_ms, format_percent,
-                     format_points, format_rate, format_ratio, format_usd, format_value,
-                     measurement_kind, provenance_line, records, request_latencies, run_title,
-                     stats_of, summary_tables, throughput_row)
+from .decision import (
+    FIGURES_TITLE,
+    Block,
+    Cell,
+    Column,
+    DecisionRow,
+    cell_lines,
+    decision_page,
+    figure_lines,
+    pareto_line,
+    table_columns,
+    unmeasured_line,
+    unplaced_line,
+)
+from .plots import (
+    MATPLOTLIB_HINT,
+    NotDrawn,
+    drawn,
+    matplotlib_available,
+    pareto_plot,
+    summary_plots,
+)
+from .tables import (
+    LATENCY_NAMES,
+    LATENCY_QUANTITIES,
+    NA,
+    TEXT_COLUMNS,
+    Measurements,
+    Setting,
+    Table,
+    ThroughputRow,
+    finite,
+    format_goodput,
+    format_ms,
+    format_percent,
+    format_points,
+    format_rate,
+    format_ratio,
+    format_usd,
+    format_value,
+    measurement_kind,
+    provenance_line,
+    records,
+    request_latencies,
+    run_title,
+    stats_of,
+    summary_tables,
+    throughput_row,
+)
 
 SUMMARY_TITLE = "modelsweep summary"
 DECISION_TITLE = "Decision: which model to serve"
@@ -106,13 +152,22 @@ def table_html(table: Table) -> str:
     """A :class:`Table` as an HTML table with its title and notes."""
     classes = ["ms-text" if c in _TEXT_COLUMNS else "ms-num" for c in table.columns]
     head = "".join(f'<th class="{k}">{escape_text(c)}</th>' for c, k in zip(table.columns, classes))
-    body = "".join("<tr>" + "".join(
-        f'<td class="{classes[i] if i < len(classes) else "ms-num"}'
-        f'{f" ms-verdict ms-verdict-{escape_text(cell)}" if i == table.status_column else ""}">'
-        f"{escape_text(cell)}</td>" for i, cell in enumerate(row)) + "</tr>" for row in table.rows)
-    return (f'<div class="ms-table-block" data-kind="{escape_text(table.kind)}">'
-            f'<h3>{escape_text(table.title)}</h3><table class="ms-table"><thead><tr>{head}</tr>'
-            f'</thead><tbody>{body}</tbody></table>{_notes("; ".join(table.notes))}</div>')
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="{classes[i] if i < len(classes) else "ms-num"}'
+            f'{f" ms-verdict ms-verdict-{escape_text(cell)}" if i == table.status_column else ""}">'
+            f"{escape_text(cell)}</td>"
+            for i, cell in enumerate(row)
+        )
+        + "</tr>"
+        for row in table.rows
+    )
+    return (
+        f'<div class="ms-table-block" data-kind="{escape_text(table.kind)}">'
+        f'<h3>{escape_text(table.title)}</h3><table class="ms-table"><thead><tr>{head}</tr>'
+        f"</thead><tbody>{body}</tbody></table>{_notes('; '.join(table.notes))}</div>"
+    )
 
 
 _NO_PLOTS = f'<p class="ms-notes ms-no-plots">{escape(MATPLOTLIB_HINT, quote=True)}</p>'
@@ -121,15 +176,19 @@ _NO_PLOTS = f'<p class="ms-notes ms-no-plots">{escape(MATPLOTLIB_HINT, quote=Tru
 def _figure(svg: str, alt: str, caption: str, kind: str = "ms-plot") -> str:
     """An SVG plot as an inline image (alt text ``alt``) with its caption."""
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return (f'<figure class="{kind}"><img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,'
-            f'{data}"><figcaption>{escape_text(caption)}</figcaption></figure>')
+    return (
+        f'<figure class="{kind}"><img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,'
+        f'{data}"><figcaption>{escape_text(caption)}</figcaption></figure>'
+    )
 
 
 def not_drawn_html(what: str, failure: NotDrawn) -> str:
     """The note in place of a plot or section that could not be drawn."""
-    return (f'<p class="ms-notes ms-not-drawn">{escape_text(what)} could not be drawn '
-            f"({escape_text(failure.why)}); the measurements are kept in the results file and "
-            "the store</p>")
+    return (
+        f'<p class="ms-notes ms-not-drawn">{escape_text(what)} could not be drawn '
+        f"({escape_text(failure.why)}); the measurements are kept in the results file and "
+        "the store</p>"
+    )
 
 
 def section_or_note(title: str, make: Callable[[], str]) -> str:
@@ -137,8 +196,10 @@ def section_or_note(title: str, make: Callable[[], str]) -> str:
     fails a run whose tests passed."""
     made = drawn(make)
     if isinstance(made, NotDrawn):
-        return (f'<section class="modelsweep"><h2>{escape_text(title)}</h2>'
-                f"{not_drawn_html(f'the section {title}', made)}</section>")
+        return (
+            f'<section class="modelsweep"><h2>{escape_text(title)}</h2>'
+            f"{not_drawn_html(f'the section {title}', made)}</section>"
+        )
     return made
 
 
@@ -148,11 +209,15 @@ def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
     named = f'data-column="{escape_text(column.title)}"'
     kind = "ms-part ms-wide" if wide else "ms-part"
     if cell.why:
-        return (f'<div class="{kind} ms-why" {named} title="{escape_text(cell.why)}">'
-                f"{escape_text(cell.shown)}</div>")
+        return (
+            f'<div class="{kind} ms-why" {named} title="{escape_text(cell.why)}">'
+            f"{escape_text(cell.shown)}</div>"
+        )
     if column.verdict and cell.verdict:
-        return (f'<div class="{kind} ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
-                f"{escape_text(cell.text)}</div>")
+        return (
+            f'<div class="{kind} ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
+            f"{escape_text(cell.text)}</div>"
+        )
     tip = " — ".join(part for part in (cell.detail, cell.tip) if part)
     title = f' title="{escape_text(tip)}"' if tip else ""
     return f'<div class="{kind}" {named}{title}>{escape_text(cell.shown)}</div>'
@@ -164,10 +229,17 @@ def _decision_cell(block: Block, row: DecisionRow) -> str:
     if not block.several:
         inner = "".join(_decision_part(*line.parts[0]) for line in lines)
     else:
-        inner = '<div class="ms-lines">' + "".join(
-            f'<span class="ms-label">{escape_text(line.label)}</span>'
-            + "".join(_decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts)
-            for line in lines) + "</div>"
+        inner = (
+            '<div class="ms-lines">'
+            + "".join(
+                f'<span class="ms-label">{escape_text(line.label)}</span>'
+                + "".join(
+                    _decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts
+                )
+                for line in lines
+            )
+            + "</div>"
+        )
     return f'<td class="ms-text" data-group="{escape_text(block.title)}">{inner}</td>'
 
 
@@ -175,14 +247,17 @@ def _decision_row(blocks: Sequence[Block], row: DecisionRow) -> str:
     role = '<span class="ms-role">reference</span>' if row.is_reference else ""
     cells = "".join(_decision_cell(block, row) for block in blocks)
     flags = "".join(f"<div>{escape_text(flag)}</div>" for flag in row.flags)
-    return (f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
-            f'data-model="{escape_text(row.model)}"><td class="ms-text ms-model" '
-            f'data-column="model">{escape_text(row.model)}{role}</td>{cells}'
-            f'<td class="ms-text ms-flags" data-column="flags">{flags}</td></tr>')
+    return (
+        f'<tr class="{"ms-reference" if row.is_reference else "ms-candidate"}" '
+        f'data-model="{escape_text(row.model)}"><td class="ms-text ms-model" '
+        f'data-column="model">{escape_text(row.model)}{role}</td>{cells}'
+        f'<td class="ms-text ms-flags" data-column="flags">{flags}</td></tr>'
+    )
 
 
-def decision_html(measurements: Measurements, run: RunInfo,
-                  failures: Sequence[FailedTest] = ()) -> str:
+def decision_html(
+    measurements: Measurements, run: RunInfo, failures: Sequence[FailedTest] = ()
+) -> str:
     """The decision page (answer, table, reasons, Pareto plot); "" when the run has no candidate."""
     page = decision_page(measurements, run, failures)
     if page is None:
@@ -190,23 +265,33 @@ def decision_html(measurements: Measurements, run: RunInfo,
     blocks = table_columns(page)
     head = "".join(
         f'<th class="ms-text" data-group="{escape_text(b.title)}">{escape_text(b.title)}'
-        f'<span class="ms-parts">{escape_text(b.parts)}</span></th>' for b in blocks)
+        f'<span class="ms-parts">{escape_text(b.parts)}</span></th>'
+        for b in blocks
+    )
     rows = "".join(_decision_row(blocks, row) for row in page.rows)
-    reasons = "".join(f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
-                      for i, why in enumerate(page.reasons, 1))
+    reasons = "".join(
+        f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
+        for i, why in enumerate(page.reasons, 1)
+    )
     notes = "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
     figures = "".join(f"<li>{escape_text(line)}</li>" for line in figure_lines(page))
     parts = [
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{escape_text(DECISION_TITLE)}</h2>',
         f'<p class="ms-answer">{escape_text(page.answer)}</p>',
-        (f'<table class="ms-table ms-decision-table"><thead><tr><th class="ms-text">model</th>'
-         f'{head}<th class="ms-text">flags</th></tr></thead><tbody>{rows}</tbody></table>'),
+        (
+            f'<table class="ms-table ms-decision-table"><thead><tr><th class="ms-text">model</th>'
+            f'{head}<th class="ms-text">flags</th></tr></thead><tbody>{rows}</tbody></table>'
+        ),
         _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
         f'<ul class="ms-reasons ms-column-notes">{notes}</ul>' if page.notes else "",
-        (f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
-         f'<ul class="ms-reasons">{figures}</ul></details>' if figures else ""),
+        (
+            f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
+            f'<ul class="ms-reasons">{figures}</ul></details>'
+            if figures
+            else ""
+        ),
         _notes(pareto_line(page)),
     ]
     if page.pareto is not None:
@@ -215,8 +300,10 @@ def decision_html(measurements: Measurements, run: RunInfo,
         elif isinstance(svg := drawn(lambda: pareto_plot(page.pareto)), NotDrawn):
             parts.append(not_drawn_html("the Pareto plot", svg))
         elif svg:
-            description = (f"Pareto plot: {page.pareto.y_label} against "
-                           f"{page.pareto.x_label}, one point per candidate")
+            description = (
+                f"Pareto plot: {page.pareto.y_label} against "
+                f"{page.pareto.x_label}, one point per candidate"
+            )
             parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
     return "".join(parts) + "</section>"
 
@@ -237,10 +324,16 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
     if plots is None:
         parts.append(_NO_PLOTS)
     elif plots:
-        parts.append('<h3>Plots</h3><div class="ms-plots">' + "".join(
-            not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed)) if p.failed
-            else _figure(p.svg, p.description, f"{p.title}: {p.description}") for p in plots)
-            + "</div>")
+        parts.append(
+            '<h3>Plots</h3><div class="ms-plots">'
+            + "".join(
+                not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed))
+                if p.failed
+                else _figure(p.svg, p.description, f"{p.title}: {p.description}")
+                for p in plots
+            )
+            + "</div>"
+        )
     return "".join(parts) + "</section>"
 
 
@@ -255,7 +348,9 @@ def _compact(value: Any) -> str:
 
 def _key_value_table(rows: Sequence[tuple[str, str]]) -> str:
     """Name-value pairs as a definition list, laid out three pairs to a line."""
-    body = "".join(f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows)
+    body = "".join(
+        f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows
+    )
     return f'<dl class="ms-kv">{body}</dl>'
 
 
@@ -263,9 +358,14 @@ def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], raw_last: bool 
     """A plain table; ``raw_last``: the last cell is markup built here from escaped text."""
     head = "".join(f'<th class="ms-text">{escape_text(c)}</th>' for c in columns)
     body = "".join(
-        "<tr>" + "".join(f'<td class="ms-text">{cell if raw_last and i == len(row) - 1 else escape_text(cell)}</td>'
-                         for i, cell in enumerate(row)) + "</tr>"
-        for row in rows)
+        "<tr>"
+        + "".join(
+            f'<td class="ms-text">{cell if raw_last and i == len(row) - 1 else escape_text(cell)}</td>'
+            for i, cell in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
     return f'<table class="ms-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -286,10 +386,16 @@ def _latency_table(row: ThroughputRow) -> str:
     elif row.latency_source == "repeats" and row.repeat_count > 1:
         caption = "median over repeats of each repeat's figure"
     found = {name: [row.figure(name, q) for q in LATENCY_QUANTITIES] for name in LATENCY_NAMES}
-    rows = [[name.upper(), *map(format_ms, figures)] for name, figures in found.items()
-            if any(v is not None for v in figures)]
-    return f"<h4>Latency (ms)</h4>{_notes(caption)}" + _grid(["", *LATENCY_QUANTITIES], rows) \
-        if rows else ""
+    rows = [
+        [name.upper(), *map(format_ms, figures)]
+        for name, figures in found.items()
+        if any(v is not None for v in figures)
+    ]
+    return (
+        f"<h4>Latency (ms)</h4>{_notes(caption)}" + _grid(["", *LATENCY_QUANTITIES], rows)
+        if rows
+        else ""
+    )
 
 
 def server_text(window: ServerMetricsWindow | None) -> str:
@@ -299,8 +405,11 @@ def server_text(window: ServerMetricsWindow | None) -> str:
     if window.unavailable:
         return window.unavailable
     summary = window.summary
-    parts = [f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})" for name, gauge in (
-        ("running", summary.running), ("waiting", summary.waiting)) if gauge is not None]
+    parts = [
+        f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})"
+        for name, gauge in (("running", summary.running), ("waiting", summary.waiting))
+        if gauge is not None
+    ]
     if summary.kv_cache_usage is not None:
         parts.append(f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%")
     if summary.absent:
@@ -320,81 +429,160 @@ def _repeats_table(row: ThroughputRow) -> str:
         contention = ", ".join(f"{k} {_compact(v)}" for k, v in w.contention.to_dict().items())
         fidelity = finite(w.fidelity)
         saturation = w.open_loop.saturation if w.open_loop is not None else None
-        lines.append([
-            str(i + 1), format_rate(w.output_tokens_per_s), f"{w.duration_s:,.2f}",
-            str(w.completed), NA if fidelity is None else f"{fidelity:.4f}",
-            *([f"{format_goodput(saturation and saturation.offered_rps)} / "
-               f"{format_goodput(saturation and saturation.achieved_rps)}"
-               + (" saturated" if saturation is not None and saturation.saturated else "")]
-              if looped else []),
-            *([format_goodput(w.goodput and w.goodput.goodput_rps),
-               format_percent(w.goodput and w.goodput.slo_attainment)] if goodput else []),
-            *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
-            format_ms(w.ttft.p50_ms), format_ms(w.tpot.p50_ms),
-            ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
-            server_text(w.server_metrics),
-        ])
-    return _titled_grid("Repeats", [
-        "repeat", "tokens/s", "duration (s)", "completed", "fidelity",
-        *(["offered / achieved (req/s)"] if looped else []),
-        *(["goodput (req/s)", "SLO attainment"] if goodput else []),
-        *(["$/1M output tokens"] if cost else []),
-        "TTFT p50 (ms)", "TPOT p50 (ms)", "contention", "server"], lines)
+        lines.append(
+            [
+                str(i + 1),
+                format_rate(w.output_tokens_per_s),
+                f"{w.duration_s:,.2f}",
+                str(w.completed),
+                NA if fidelity is None else f"{fidelity:.4f}",
+                *(
+                    [
+                        f"{format_goodput(saturation and saturation.offered_rps)} / "
+                        f"{format_goodput(saturation and saturation.achieved_rps)}"
+                        + (" saturated" if saturation is not None and saturation.saturated else "")
+                    ]
+                    if looped
+                    else []
+                ),
+                *(
+                    [
+                        format_goodput(w.goodput and w.goodput.goodput_rps),
+                        format_percent(w.goodput and w.goodput.slo_attainment),
+                    ]
+                    if goodput
+                    else []
+                ),
+                *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
+                format_ms(w.ttft.p50_ms),
+                format_ms(w.tpot.p50_ms),
+                ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
+                server_text(w.server_metrics),
+            ]
+        )
+    return _titled_grid(
+        "Repeats",
+        [
+            "repeat",
+            "tokens/s",
+            "duration (s)",
+            "completed",
+            "fidelity",
+            *(["offered / achieved (req/s)"] if looped else []),
+            *(["goodput (req/s)", "SLO attainment"] if goodput else []),
+            *(["$/1M output tokens"] if cost else []),
+            "TTFT p50 (ms)",
+            "TPOT p50 (ms)",
+            "contention",
+            "server",
+        ],
+        lines,
+    )
 
 
 def _steps_table(m: Measurement) -> str:
     """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
     stats = m.stats
     if isinstance(stats, RateCapacityStats):
-        lines = [[f"{step.rate:.3g}", str(step.outcome),
-                  NA if step.interval is None else step.interval.text(),
-                  f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
-                  format_rate(step.output_tokens_per_s),
-                  NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
-                  server_text(step.recorded.server_metrics if step.recorded else None)]
-                 for step in stats.steps]
-        return _titled_grid("Steps", ["rate (req/s)", "outcome", "SLO attainment",
-                                      "offered / achieved (req/s)", "tokens/s", "TTFT p99 (ms)",
-                                      "server"], lines)
+        lines = [
+            [
+                f"{step.rate:.3g}",
+                str(step.outcome),
+                NA if step.interval is None else step.interval.text(),
+                f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
+                format_rate(step.output_tokens_per_s),
+                NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
+                server_text(step.recorded.server_metrics if step.recorded else None),
+            ]
+            for step in stats.steps
+        ]
+        return _titled_grid(
+            "Steps",
+            [
+                "rate (req/s)",
+                "outcome",
+                "SLO attainment",
+                "offered / achieved (req/s)",
+                "tokens/s",
+                "TTFT p99 (ms)",
+                "server",
+            ],
+            lines,
+        )
     if isinstance(stats, CapacityStats):
-        lines = [[f"c{step.concurrency}", "pass" if step.passed else "miss",
-                  format_percent(step.slo_attainment), format_rate(step.output_tokens_per_s),
-                  server_text(step.recorded.server_metrics if step.recorded else None)]
-                 for step in stats.steps]
-        return _titled_grid("Steps", ["concurrency", "outcome", "SLO attainment", "tokens/s",
-                                      "server"], lines)
+        lines = [
+            [
+                f"c{step.concurrency}",
+                "pass" if step.passed else "miss",
+                format_percent(step.slo_attainment),
+                format_rate(step.output_tokens_per_s),
+                server_text(step.recorded.server_metrics if step.recorded else None),
+            ]
+            for step in stats.steps
+        ]
+        return _titled_grid(
+            "Steps", ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"], lines
+        )
     if isinstance(stats, StartupStats):
-        lines = [[str(c.launch), f"{c.ready_s:.2f}",
-                  NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
-                  c.cache.detail, c.error or ""] for c in stats.launches]
-        return _titled_grid("Launches", ["launch", "ready (s)", "first token (s)", "cache",
-                                         "error"], lines)
+        lines = [
+            [
+                str(c.launch),
+                f"{c.ready_s:.2f}",
+                NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
+                c.cache.detail,
+                c.error or "",
+            ]
+            for c in stats.launches
+        ]
+        return _titled_grid(
+            "Launches", ["launch", "ready (s)", "first token (s)", "cache", "error"], lines
+        )
     return ""
 
 
 _LISTED = ("steps", "launches")  # statistics shown as a table of their own (_steps_table)
-_SHOWN = {"repeat_values", "repeats", "cv", "unstable", "contended", "contended_windows", "slo",
-          "goodput_rps", "slo_attainment", "pricing", "usd_per_million_output_tokens",
-          "usd_per_million_output_tokens_interval"}
+_SHOWN = {
+    "repeat_values",
+    "repeats",
+    "cv",
+    "unstable",
+    "contended",
+    "contended_windows",
+    "slo",
+    "goodput_rps",
+    "slo_attainment",
+    "pricing",
+    "usd_per_million_output_tokens",
+    "usd_per_million_output_tokens_interval",
+}
 """What :func:`_throughput_scalars` shows of a throughput record before its other figures."""
 
 
 def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
     """The setting's own figures from the reader, then its other scalar statistics."""
     fidelity = row.fidelity
-    pairs = [("tokens/s (mean)", format_rate(row.mean)), ("range", row.spread),
-             ("repeats", str(row.repeat_count)), ("CV", format_percent(row.stats.cv)),
-             ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}")]
+    pairs = [
+        ("tokens/s (mean)", format_rate(row.mean)),
+        ("range", row.spread),
+        ("repeats", str(row.repeat_count)),
+        ("CV", format_percent(row.stats.cv)),
+        ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}"),
+    ]
     if row.flags:
         pairs.append(("flags", row.flags))
     cost = row.stats.cost
     if row.has_goodput:
-        pairs += [("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
-                  *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells))]
+        pairs += [
+            ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
+            *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells)),
+        ]
     if cost is not None:
         pairs += [("$/1M output tokens", row.cost_cell), ("price", cost.pricing.describe())]
-    return pairs + [(k, _compact(v)) for k, v in row.stats.to_dict().items()
-                    if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))]
+    return pairs + [
+        (k, _compact(v))
+        for k, v in row.stats.to_dict().items()
+        if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))
+    ]
 
 
 def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
@@ -403,9 +591,14 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
         return []
     errors, latencies = [r for r in requests if r.error], request_latencies(requests)
     rows = [("requests", str(len(requests))), ("failed", str(len(errors)))]
-    rows += [(f"{label} mean / p50 / p99 (ms)", " / ".join(f"{1e3 * v:,.1f}" for v in (
-        s.mean, s.p50, s.p99))) for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
-        if (s := LatencyStats.of(latencies[name])).n]
+    rows += [
+        (
+            f"{label} mean / p50 / p99 (ms)",
+            " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99)),
+        )
+        for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
+        if (s := LatencyStats.of(latencies[name])).n
+    ]
     completion = [r.completion_tokens for r in requests if r.completion_tokens is not None]
     if completion:
         rows.append(("completion tokens", f"{sum(completion):,}"))
@@ -421,12 +614,23 @@ def _items_table(m: Measurement) -> str:
         if len(item.response) > len(shown):
             shown += f"\n… ({len(item.response) - len(shown):,} more characters)"
         tokens = item.completion_tokens
-        rows.append([item.item_id, "yes" if item.correct else "no", _compact(item.extracted),
-                     item.finish_reason or "", "" if tokens is None else str(tokens),
-                     item.error or "", f'<pre class="ms-response">{escape_text(shown)}</pre>'])
+        rows.append(
+            [
+                item.item_id,
+                "yes" if item.correct else "no",
+                _compact(item.extracted),
+                item.finish_reason or "",
+                "" if tokens is None else str(tokens),
+                item.error or "",
+                f'<pre class="ms-response">{escape_text(shown)}</pre>',
+            ]
+        )
     caption = f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>"
     return caption + _grid(
-        ["item", "correct", "extracted", "finish", "tokens", "error", "response"], rows, raw_last=True)
+        ["item", "correct", "extracted", "finish", "tokens", "error", "response"],
+        rows,
+        raw_last=True,
+    )
 
 
 def headline(m: Measurement) -> str:
@@ -441,9 +645,20 @@ def headline(m: Measurement) -> str:
     }.get(measurement_kind(m), f"{m.benchmark} {format_value(m.value)} {m.unit}".strip())
 
 
-_ENDPOINT = ("server_name", "server_version", "served_name", "model_source", "model_sha256",
-             "model_revision", "image_digest", "image_pinned", "how", "flag_sources",
-             "server_process", "observed")
+_ENDPOINT = (
+    "server_name",
+    "server_version",
+    "served_name",
+    "model_source",
+    "model_sha256",
+    "model_revision",
+    "image_digest",
+    "image_pinned",
+    "how",
+    "flag_sources",
+    "server_process",
+    "observed",
+)
 
 
 def measurement_html(m: Measurement) -> str:
@@ -452,9 +667,15 @@ def measurement_html(m: Measurement) -> str:
     if m.params:
         parts.append(_key_value_table([(str(k), _compact(v)) for k, v in m.params.items()]))
     row = throughput_row(m) if isinstance(m.stats, ThroughputStats) else None
-    scalars = _throughput_scalars(row) if row else [
-        (k, _compact(v)) for k, v in m.stats.to_dict().items()
-        if not (k in LATENCY_NAMES and isinstance(v, dict)) and k not in _LISTED]
+    scalars = (
+        _throughput_scalars(row)
+        if row
+        else [
+            (k, _compact(v))
+            for k, v in m.stats.to_dict().items()
+            if not (k in LATENCY_NAMES and isinstance(v, dict)) and k not in _LISTED
+        ]
+    )
     if scalars:
         parts.append("<h4>Statistics</h4>" + _key_value_table(scalars))
     if row:
@@ -466,9 +687,16 @@ def measurement_html(m: Measurement) -> str:
     if m.items:
         parts.append(_items_table(m))
     if m.provenance:
-        parts.append("<h4>Endpoint</h4>" + _key_value_table(
-            [(k, _compact(m.provenance[k])) for k in _ENDPOINT
-             if m.provenance.get(k) not in (None, "")]))
+        parts.append(
+            "<h4>Endpoint</h4>"
+            + _key_value_table(
+                [
+                    (k, _compact(m.provenance[k]))
+                    for k in _ENDPOINT
+                    if m.provenance.get(k) not in (None, "")
+                ]
+            )
+        )
     return "".join(parts)
 
 
@@ -485,24 +713,29 @@ def measurement_json(m: Measurement) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- standalone file
-def html_document(measurements: Iterable[Measurement | Mapping[str, Any]],
-                  run: Mapping[str, Any], failures: Iterable[Mapping[str, Any]] = ()) -> str:
+def html_document(
+    measurements: Iterable[Measurement | Mapping[str, Any]],
+    run: Mapping[str, Any],
+    failures: Iterable[Mapping[str, Any]] = (),
+) -> str:
     """A standalone HTML page of a results file: decision page, summary, each measurement."""
     found, info = records(measurements), RunInfo.of(run)
     details = "".join(
         f"<details><summary>{escape_text(m.model)} · {escape_text(headline(m))}</summary>"
-        f"{measurement_html(m)}</details>" for m in found)
+        f"{measurement_html(m)}</details>"
+        for m in found
+    )
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape_text(run_title(info))}</title></head>"
         '<body style="margin: 16px 24px; background: #fff;">'
-        + section_or_note(DECISION_TITLE, lambda: decision_html(
-            found, info, [FailedTest.of(f) for f in failures]))
-        + section_or_note(SUMMARY_TITLE, lambda: summary_html(found, info)) +
-        f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
+        + section_or_note(
+            DECISION_TITLE, lambda: decision_html(found, info, [FailedTest.of(f) for f in failures])
+        )
+        + section_or_note(SUMMARY_TITLE, lambda: summary_html(found, info))
+        + f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
         f'<p class="ms-notes">generated {escape_text(generated)} by pytest-modelsweep</p></section>'
         "</body></html>\n"
     )
-

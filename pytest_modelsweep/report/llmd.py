@@ -10,16 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..core import __version__
-from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, Measurement,
-                                 SearchRatioStats, ServerMetricsSummary, ThroughputRatioStats,
-                                 ThroughputStats)
 from ..core.codec import strict_json
+from ..core.measurements import (
+    AccuracyStats,
+    AccuracyVerdictStats,
+    Measurement,
+    SearchRatioStats,
+    ServerMetricsSummary,
+    ThroughputRatioStats,
+    ThroughputStats,
+)
 from ..core.outputs import write_file
 from ..core.secrets import redacted
 from .tables import COMPARISONS, LATENCY_NAMES, finite, records, throughput_row
@@ -27,9 +33,12 @@ from .tables import COMPARISONS, LATENCY_NAMES, finite, records, throughput_row
 LLMD_VERSION = "0.2.1"  # The Benchmark Report version every report declares.
 LOAD_TOOL = "pytest-modelsweep"  # ``scenario.load.standardized.tool``.
 
-_LATENCY_FIELDS = {"ttft": ("time_to_first_token", "ms"),
-                   "tpot": ("time_per_output_token", "ms/token"),
-                   "itl": ("inter_token_latency", "ms/token"), "e2e": ("request_latency", "ms")}
+_LATENCY_FIELDS = {
+    "ttft": ("time_to_first_token", "ms"),
+    "tpot": ("time_per_output_token", "ms/token"),
+    "itl": ("inter_token_latency", "ms/token"),
+    "e2e": ("request_latency", "ms"),
+}
 """Our latency → the schema's field and units."""
 
 
@@ -38,8 +47,11 @@ def _statistics(units: str, mean: float | None, **rest: float | None) -> dict[st
     without a finite mean (the schema requires one)."""
     if mean is None or not math.isfinite(mean):
         return None
-    return {"units": units, "mean": mean,
-            **{k: v for k, v in rest.items() if v is not None and math.isfinite(v)}}
+    return {
+        "units": units,
+        "mean": mean,
+        **{k: v for k, v in rest.items() if v is not None and math.isfinite(v)},
+    }
 
 
 def _config_id(config: Any) -> str:
@@ -55,38 +67,63 @@ def _sequence_length(values: Sequence[int], fallback: int) -> dict[str, Any]:
         return {"distribution": "fixed", "value": fallback}
     if min(values) == max(values):
         return {"distribution": "fixed", "value": values[0]}
-    return {"distribution": "other", "value": sum(values) / len(values),
-            "min": min(values), "max": max(values)}
+    return {
+        "distribution": "other",
+        "value": sum(values) / len(values),
+        "min": min(values),
+        "max": max(values),
+    }
 
 
 def _stack(m: Measurement, run: Mapping[str, Any]) -> dict[str, Any]:
     prov, machine = m.provenance, run.get("machine") or {}
     # the CPU of this machine for a llama-server we launched; unknown where not recorded
     cpu = machine.get("cpu") if prov.get("how") == "llamacpp" else None
-    native = {"serving": run.get("serving"), "image_digest": prov.get("image_digest"),
-              "launch_argv": prov.get("launch_argv") or [], "how": prov.get("how"),
-              "server_settings": prov.get("server_settings") or {},
-              "model_source": prov.get("model_source"), "model_sha256": prov.get("model_sha256"),
-              "model_revision": prov.get("model_revision"),
-              # what was read from what ran: each flag observed or declared, the server's
-              # config gauges and log, the image Docker ran (pinned or from a tag)
-              "flag_sources": prov.get("flag_sources") or {},
-              "observed": prov.get("observed") or {}, "image_pinned": prov.get("image_pinned")}
+    native = {
+        "serving": run.get("serving"),
+        "image_digest": prov.get("image_digest"),
+        "launch_argv": prov.get("launch_argv") or [],
+        "how": prov.get("how"),
+        "server_settings": prov.get("server_settings") or {},
+        "model_source": prov.get("model_source"),
+        "model_sha256": prov.get("model_sha256"),
+        "model_revision": prov.get("model_revision"),
+        # what was read from what ran: each flag observed or declared, the server's
+        # config gauges and log, the image Docker ran (pinned or from a tag)
+        "flag_sources": prov.get("flag_sources") or {},
+        "observed": prov.get("observed") or {},
+        "image_pinned": prov.get("image_pinned"),
+    }
     return {
-        "metadata": {"label": m.model, "cfg_id": _config_id(native),
-                     "description": f"{m.model} served by {prov.get('server_name') or 'unknown'}"},
+        "metadata": {
+            "label": m.model,
+            "cfg_id": _config_id(native),
+            "description": f"{m.model} served by {prov.get('server_name') or 'unknown'}",
+        },
         "standardized": {
-            "kind": "inference_engine", "tool": str(prov.get("server_name") or "unknown"),
-            "tool_version": str(prov.get("server_version") or "unknown"), "role": "replica",
-            "replicas": 1, "model": {"name": str(prov.get("served_name") or m.model)},
-            "accelerator": {"model": str(cpu) if cpu else "unknown", "count": 1 if cpu else 0,
-                            "parallelism": {}}},
+            "kind": "inference_engine",
+            "tool": str(prov.get("server_name") or "unknown"),
+            "tool_version": str(prov.get("server_version") or "unknown"),
+            "role": "replica",
+            "replicas": 1,
+            "model": {"name": str(prov.get("served_name") or m.model)},
+            "accelerator": {
+                "model": str(cpu) if cpu else "unknown",
+                "count": 1 if cpu else 0,
+                "parallelism": {},
+            },
+        },
         "native": {"config": native},
     }
 
 
-def _load(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any],
-          prompts: Sequence[int], outputs: Sequence[int]) -> dict[str, Any]:
+def _load(
+    m: Measurement,
+    stats: ThroughputStats,
+    run: Mapping[str, Any],
+    prompts: Sequence[int],
+    outputs: Sequence[int],
+) -> dict[str, Any]:
     windows = stats.repeats
     loops = [w.open_loop for w in windows if w.open_loop is not None]
     concurrency = m.params.get("concurrency")
@@ -106,18 +143,26 @@ def _load(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any],
     native = {"benchmark": m.benchmark, "params": m.params, "test_id": m.test_id}
     if loops:
         native["arrivals"] = loops[0].describe
-    return {"metadata": {"cfg_id": _config_id(native), "description": m.test_id},
-            "standardized": standardized, "native": {"config": native}}
+    return {
+        "metadata": {"cfg_id": _config_id(native), "description": m.test_id},
+        "standardized": standardized,
+        "native": {"config": native},
+    }
 
 
 def _resource_metrics(summary: ServerMetricsSummary) -> dict[str, Any]:
     """One window's server metrics as the schema's ``ResourceMetrics``: gauges' time average
     and maximum, the preemption counter's increase (as ``mean``), the prefix-cache hit rate."""
-    gauges = {"running_requests": (summary.running, "count"),
-              "waiting_requests": (summary.waiting, "count"),
-              "kv_cache_usage": (summary.kv_cache_usage, "fraction")}
-    metrics = {name: _statistics(units, gauge.mean, max=gauge.max)
-               for name, (gauge, units) in gauges.items() if gauge is not None}
+    gauges = {
+        "running_requests": (summary.running, "count"),
+        "waiting_requests": (summary.waiting, "count"),
+        "kv_cache_usage": (summary.kv_cache_usage, "fraction"),
+    }
+    metrics = {
+        name: _statistics(units, gauge.mean, max=gauge.max)
+        for name, (gauge, units) in gauges.items()
+        if gauge is not None
+    }
     metrics["preemptions"] = _statistics("count", summary.preemptions)
     metrics["cache_hit_rate"] = _statistics("fraction", summary.prefix_cache_hit_rate)
     return {name: value for name, value in metrics.items() if value is not None}
@@ -136,11 +181,16 @@ def _own_run(m: Measurement, run: Mapping[str, Any]) -> tuple[str, str | None]:
     members = run.get("runs")
     if m.run_id is None and isinstance(members, list) and run.get("sweep_run"):
         recorded = _when(m.recorded_at)
-        fits = [member for member in members if isinstance(member, Mapping)
-                and m.model in (member.get("models") or [m.model])
-                and recorded is not None and (began := _when(member.get("started_at")))
-                and began <= recorded
-                and ((ended := _when(member.get("finished_at"))) is None or recorded <= ended)]
+        fits = [
+            member
+            for member in members
+            if isinstance(member, Mapping)
+            and m.model in (member.get("models") or [m.model])
+            and recorded is not None
+            and (began := _when(member.get("started_at")))
+            and began <= recorded
+            and ((ended := _when(member.get("finished_at"))) is None or recorded <= ended)
+        ]
         if not fits:
             return str(run["sweep_run"]), None
         chosen = max(fits, key=lambda member: _when(member["started_at"]) or datetime.min)
@@ -171,36 +221,61 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         requests["failures"] = failures
     for name, values in (("input_length", prompts), ("output_length", outputs)):
         if values:  # token counts over requests
-            requests[name] = _statistics("count", sum(values) / len(values), min=min(values),
-                                         max=max(values))
+            requests[name] = _statistics(
+                "count", sum(values) / len(values), min=min(values), max=max(values)
+            )
     latency = {}
     for name in LATENCY_NAMES:
         field, units = _LATENCY_FIELDS[name]
         lat = row.latency[name]
-        if (got := _statistics(units, finite(lat.mean_ms), p50=finite(lat.p50_ms),
-                               p90=finite(lat.p90_ms), p99=finite(lat.p99_ms))) is not None:
+        if (
+            got := _statistics(
+                units,
+                finite(lat.mean_ms),
+                p50=finite(lat.p50_ms),
+                p90=finite(lat.p90_ms),
+                p99=finite(lat.p99_ms),
+            )
+        ) is not None:
             latency[field] = got
     output_rates = [w.output_tokens_per_s for w in windows]
     request_rates = [w.requests_per_s for w in windows]
-    throughput = {name: got for name, values, units in (
-        ("output_token_rate", output_rates, "tokens/s"),
-        ("request_rate", request_rates, "queries/s"))
-        if (got := _statistics(units, sum(values) / len(values) if values else None,
-                               min=min(values, default=None), max=max(values, default=None)))
-        is not None}
-    results: dict[str, Any] = {"request_performance": {"aggregate": {
-        "requests": requests, "latency": latency, "throughput": throughput}}}
-    observed = [{"component_label": m.model,
-                 "aggregate": _resource_metrics(w.server_metrics.summary)}
-                for w in windows if w.server_metrics is not None
-                and w.server_metrics.unavailable is None]
+    throughput = {
+        name: got
+        for name, values, units in (
+            ("output_token_rate", output_rates, "tokens/s"),
+            ("request_rate", request_rates, "queries/s"),
+        )
+        if (
+            got := _statistics(
+                units,
+                sum(values) / len(values) if values else None,
+                min=min(values, default=None),
+                max=max(values, default=None),
+            )
+        )
+        is not None
+    }
+    results: dict[str, Any] = {
+        "request_performance": {
+            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
+        }
+    }
+    observed = [
+        {"component_label": m.model, "aggregate": _resource_metrics(w.server_metrics.summary)}
+        for w in windows
+        if w.server_metrics is not None and w.server_metrics.unavailable is None
+    ]
     if observed:
         results["observability"] = {"components": observed}
     return {
         "version": LLMD_VERSION,
-        "run": {"uid": _uid(m, run_id), "eid": str(run.get("sweep_run") or run_id),
-                "time": {k: v for k, v in time.items() if v is not None},
-                "description": f"{m.model} {m.benchmark} ({m.test_id})"},
+        "run": {
+            "uid": _uid(m, run_id),
+            "eid": str(run.get("sweep_run") or run_id),
+            "time": {k: v for k, v in time.items() if v is not None},
+            "description": f"{m.model} {m.benchmark} ({m.test_id})",
+        },
         "scenario": {"stack": [_stack(m, run)], "load": _load(m, stats, run, prompts, outputs)},
         "results": results,
     }
@@ -208,8 +283,11 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
 
 def _measured(measurements: Sequence[Measurement]) -> list[tuple[Measurement, ThroughputStats]]:
     """The throughput settings with at least one timed window."""
-    return [(m, m.stats) for m in measurements
-            if isinstance(m.stats, ThroughputStats) and m.stats.repeats]
+    return [
+        (m, m.stats)
+        for m in measurements
+        if isinstance(m.stats, ThroughputStats) and m.stats.repeats
+    ]
 
 
 def _interval(m: Measurement) -> list[float | None] | None:
@@ -226,30 +304,69 @@ def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> di
     """What the schema has no place for: each report's flags and interval, the accuracy runs
     and the verdicts (docs/results-schema.md)."""
     run_id = str(run.get("run_id") or "")
-    settings = [{"uid": _uid(m, _own_run(m, run)[0]), "model": m.model, "benchmark": m.benchmark,
-                 "outcome": m.outcome, "output_tokens_per_s": finite(m.value),
-                 "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
-                 "repeats": len(s.repeats), "cv": finite(s.cv), "flags": list(s.flags)}
-                for m, s in _measured(measurements)]
-    accuracy = [{"model": m.model, "benchmark": m.benchmark, "value": finite(m.value),
-                 "unit": m.unit, "n": m.stats.n, "items": m.stats.items,
-                 "failed": m.stats.failed, "run_id": _own_run(m, run)[0], "test_id": m.test_id,
-                 "outcome": m.outcome}
-                for m in measurements if isinstance(m.stats, AccuracyStats)]
-    verdicts = [{"benchmark": m.benchmark, "candidate": m.stats.candidate,
-                 "reference": m.stats.reference, "verdict": None if m.stats.verdict is None
-                 else str(m.stats.verdict), "value": finite(m.value), "unit": m.unit,
-                 "interval": _interval(m), "rule": m.stats.rule, "params": m.params,
-                 "run_id": _own_run(m, run)[0], "test_id": m.test_id}
-                for m in measurements if isinstance(m.stats, COMPARISONS)]
-    return {"generator": {"tool": LOAD_TOOL, "version": __version__},
-            "run": {"run_id": run_id, "sweep_name": run.get("sweep_name"),
-                    "sweep_run": run.get("sweep_run")},
-            "settings": settings, "accuracy": accuracy, "verdicts": verdicts}
+    settings = [
+        {
+            "uid": _uid(m, _own_run(m, run)[0]),
+            "model": m.model,
+            "benchmark": m.benchmark,
+            "outcome": m.outcome,
+            "output_tokens_per_s": finite(m.value),
+            "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
+            "repeats": len(s.repeats),
+            "cv": finite(s.cv),
+            "flags": list(s.flags),
+        }
+        for m, s in _measured(measurements)
+    ]
+    accuracy = [
+        {
+            "model": m.model,
+            "benchmark": m.benchmark,
+            "value": finite(m.value),
+            "unit": m.unit,
+            "n": m.stats.n,
+            "items": m.stats.items,
+            "failed": m.stats.failed,
+            "run_id": _own_run(m, run)[0],
+            "test_id": m.test_id,
+            "outcome": m.outcome,
+        }
+        for m in measurements
+        if isinstance(m.stats, AccuracyStats)
+    ]
+    verdicts = [
+        {
+            "benchmark": m.benchmark,
+            "candidate": m.stats.candidate,
+            "reference": m.stats.reference,
+            "verdict": None if m.stats.verdict is None else str(m.stats.verdict),
+            "value": finite(m.value),
+            "unit": m.unit,
+            "interval": _interval(m),
+            "rule": m.stats.rule,
+            "params": m.params,
+            "run_id": _own_run(m, run)[0],
+            "test_id": m.test_id,
+        }
+        for m in measurements
+        if isinstance(m.stats, COMPARISONS)
+    ]
+    return {
+        "generator": {"tool": LOAD_TOOL, "version": __version__},
+        "run": {
+            "run_id": run_id,
+            "sweep_name": run.get("sweep_name"),
+            "sweep_run": run.get("sweep_run"),
+        },
+        "settings": settings,
+        "accuracy": accuracy,
+        "verdicts": verdicts,
+    }
 
 
-def llmd_document(measurements: Iterable[Measurement | Mapping[str, Any]],
-                  run: Mapping[str, Any]) -> dict[str, Any]:
+def llmd_document(
+    measurements: Iterable[Measurement | Mapping[str, Any]], run: Mapping[str, Any]
+) -> dict[str, Any]:
     """The file ``--llm-d-report`` writes: ``reports`` and ``metadata``, secrets redacted."""
     found = records(measurements)
     reports = [_report(m, stats, run) for m, stats in _measured(found)]
@@ -257,9 +374,12 @@ def llmd_document(measurements: Iterable[Measurement | Mapping[str, Any]],
     return document
 
 
-def write_llmd_report(path: Path | str, option: str,
-                      measurements: Iterable[Measurement | Mapping[str, Any]],
-                      run: Mapping[str, Any]) -> int:
+def write_llmd_report(
+    path: Path | str,
+    option: str,
+    measurements: Iterable[Measurement | Mapping[str, Any]],
+    run: Mapping[str, Any],
+) -> int:
     """Write :func:`llmd_document` to ``path``, strict JSON (a NaN or infinity a server
     answered is null, listed under ``non_finite``); how many reports it holds."""
     document = llmd_document(measurements, run)

@@ -14,9 +14,20 @@ from typing import Any
 
 from ..core.measurements import Measurement
 from ..store.results import FailedTest, RunInfo
-from .decision import (FIGURES_TITLE, Block, DecisionPage, DecisionRow, cell_lines, decision_page,
-                       figure_lines, pareto_line, table_columns, unmeasured_line, unplaced_line)
-from .tables import (TEXT_COLUMNS, Cell, Table, provenance_line, records, run_title, summary_tables)
+from .decision import (
+    FIGURES_TITLE,
+    Block,
+    DecisionPage,
+    DecisionRow,
+    cell_lines,
+    decision_page,
+    figure_lines,
+    pareto_line,
+    table_columns,
+    unmeasured_line,
+    unplaced_line,
+)
+from .tables import TEXT_COLUMNS, Cell, Table, provenance_line, records, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -28,9 +39,10 @@ _SEVERITY = ("worse", "inconclusive", "better", "equivalent", "matches")
 def escape_markdown(text: object) -> str:
     """Text made inert in a GitHub Markdown table cell or paragraph."""
     return "".join(
-        _ENTITIES.get(char) or ("\\" + char if char in _BACKSLASHED else "<br>" if char == "\n"
-                                else char)
-        for char in str(text).replace("\r\n", "\n").replace("\r", "\n"))
+        _ENTITIES.get(char)
+        or ("\\" + char if char in _BACKSLASHED else "<br>" if char == "\n" else char)
+        for char in str(text).replace("\r\n", "\n").replace("\r", "\n")
+    )
 
 
 def _status(word: Cell) -> str:
@@ -43,61 +55,109 @@ def _line(cells: Iterable[str]) -> str:
 
 def markdown_table(table: Table) -> list[str]:
     """A table as GitHub Markdown lines (header, alignment row, rows)."""
-    return [_line(map(escape_markdown, table.columns)),
-            _line("---" if c in TEXT_COLUMNS else "---:" for c in table.columns),
-            *(_line(_status(cell) if i == table.status_column else escape_markdown(cell)
-                    for i, cell in enumerate(row)) for row in table.rows)]
+    return [
+        _line(map(escape_markdown, table.columns)),
+        _line("---" if c in TEXT_COLUMNS else "---:" for c in table.columns),
+        *(
+            _line(
+                _status(cell) if i == table.status_column else escape_markdown(cell)
+                for i, cell in enumerate(row)
+            )
+            for row in table.rows
+        ),
+    ]
 
 
 def _decision_cell(block: Block, row: DecisionRow) -> str:
     """A row's cell in a table column: its lines (``<br>`` between them), verdict words bold."""
-    return "<br>".join(" ".join(
-        ([escape_markdown(line.label)] if line.label else [])
-        + [_status(cell.text) if column.verdict and cell.verdict and not cell.why
-           else escape_markdown(cell.shown) for column, cell in line.parts])
-        for line in cell_lines(block, row))
+    return "<br>".join(
+        " ".join(
+            ([escape_markdown(line.label)] if line.label else [])
+            + [
+                _status(cell.text)
+                if column.verdict and cell.verdict and not cell.why
+                else escape_markdown(cell.shown)
+                for column, cell in line.parts
+            ]
+        )
+        for line in cell_lines(block, row)
+    )
 
 
 def decision_markdown(page: DecisionPage) -> list[str]:
     """The decision page as Markdown lines."""
     blocks = table_columns(page)
-    titles = ["model", *(f"{escape_markdown(b.title)}<br><sub>{escape_markdown(b.parts)}</sub>"
-                         for b in blocks), "flags"]
-    lines = ["### Decision: which model to serve", "", f"**{escape_markdown(page.answer)}**", "",
-             _line(titles), _line("---" for _ in titles)]
+    titles = [
+        "model",
+        *(f"{escape_markdown(b.title)}<br><sub>{escape_markdown(b.parts)}</sub>" for b in blocks),
+        "flags",
+    ]
+    lines = [
+        "### Decision: which model to serve",
+        "",
+        f"**{escape_markdown(page.answer)}**",
+        "",
+        _line(titles),
+        _line("---" for _ in titles),
+    ]
     for row in page.rows:
-        lines.append(_line([
-            escape_markdown(row.model) + ("<br>(reference)" if row.is_reference else ""),
-            *(_decision_cell(block, row) for block in blocks),
-            "<br>".join(map(escape_markdown, row.flags))]))
+        lines.append(
+            _line(
+                [
+                    escape_markdown(row.model) + ("<br>(reference)" if row.is_reference else ""),
+                    *(_decision_cell(block, row) for block in blocks),
+                    "<br>".join(map(escape_markdown, row.flags)),
+                ]
+            )
+        )
     for line in (unplaced_line(page), unmeasured_line(page)):
         if line:
             lines += ["", escape_markdown(line)]
     if page.reasons:
-        lines += [""] + [f"{escape_markdown(f'[{i}] {why}')}  " for i, why in
-                         enumerate(page.reasons, 1)]
+        lines += [""] + [
+            f"{escape_markdown(f'[{i}] {why}')}  " for i, why in enumerate(page.reasons, 1)
+        ]
     if page.notes:
         lines += ["", "<sub>" + "<br>".join(map(escape_markdown, page.notes)) + "</sub>"]
     if figures := figure_lines(page):
-        lines += ["", f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>", "",
-                  *(f"{escape_markdown(line)}  " for line in figures), "", "</details>"]
+        lines += [
+            "",
+            f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>",
+            "",
+            *(f"{escape_markdown(line)}  " for line in figures),
+            "",
+            "</details>",
+        ]
     lines += ["", escape_markdown(pareto_line(page))]
     return lines
 
 
-def markdown_report(measurements: Iterable[Measurement | Mapping[str, Any]],
-                    run: Mapping[str, Any], failures: Sequence[Mapping[str, Any]] = ()) -> str:
+def markdown_report(
+    measurements: Iterable[Measurement | Mapping[str, Any]],
+    run: Mapping[str, Any],
+    failures: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """The whole report of a results file's measurements, run and failed tests."""
-    found, info, failed = records(measurements), RunInfo.of(run), [FailedTest.of(f) for f in failures]
-    lines = [f"## {escape_markdown(run_title(info))}", "",
-             escape_markdown(provenance_line(found, info))]
+    found, info, failed = (
+        records(measurements),
+        RunInfo.of(run),
+        [FailedTest.of(f) for f in failures],
+    )
+    lines = [
+        f"## {escape_markdown(run_title(info))}",
+        "",
+        escape_markdown(provenance_line(found, info)),
+    ]
     page = decision_page(found, info, failed)
     if page is not None:
         lines += ["", *decision_markdown(page)]
     if failed:
         lines += ["", f"### Failed tests ({len(failed)})", ""]
-        lines += [f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
-                  f"{escape_markdown(f.message)}" for f in failed]
+        lines += [
+            f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+            f"{escape_markdown(f.message)}"
+            for f in failed
+        ]
     tables = summary_tables(found, reference=info.reference)
     if not tables:
         lines += ["", "No measurements were recorded."]
@@ -105,10 +165,14 @@ def markdown_report(measurements: Iterable[Measurement | Mapping[str, Any]],
         lines += ["", f"### {escape_markdown(table.title)}", ""]
         if table.kind == "verdicts" and table.status_column is not None and table.rows:
             counts = Counter(str(row[table.status_column]) for row in table.rows)
-            ordered = sorted(counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY
-                                                    else len(_SEVERITY), w))
-            lines += [f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
-                      + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered), ""]
+            ordered = sorted(
+                counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w)
+            )
+            lines += [
+                f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
+                + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered),
+                "",
+            ]
         lines += markdown_table(table)
         if table.notes:
             lines += ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]

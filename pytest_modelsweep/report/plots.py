@@ -11,11 +11,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core.measurements import (AccuracyStats, AccuracyVerdictStats, CapacityStats, Measurement,
-                                 RateCapacityStats, ServerMetricsWindow, ThroughputStats)
+from ..core.measurements import (
+    AccuracyStats,
+    AccuracyVerdictStats,
+    CapacityStats,
+    Measurement,
+    RateCapacityStats,
+    ServerMetricsWindow,
+    ThroughputStats,
+)
 from ..core.metrics import label_of, rank
 from .decision import Pareto
-from .tables import (Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows)
+from .tables import Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,8 +34,13 @@ T = TypeVar("T")
 _STYLES = ["-", "--", ":", "-."]
 _MARKERS = ["o", "s", "^", "D"]
 
-VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "matches": "#57606a",
-                   "equivalent": "#0969da", "inconclusive": "#bf8700"}
+VERDICT_COLOURS = {
+    "better": "#1a7f37",
+    "worse": "#cf222e",
+    "matches": "#57606a",
+    "equivalent": "#0969da",
+    "inconclusive": "#bf8700",
+}
 
 
 @dataclass(frozen=True)
@@ -53,17 +65,20 @@ def drawn(draw: Callable[[], T]) -> T | NotDrawn:
     """``draw()``, or why it raised: a plot that cannot be drawn never fails a report."""
     try:
         return draw()
-    except Exception as error:  # noqa: BLE001 (matplotlib raises many kinds; the report says so)
+    except Exception as error:
         return NotDrawn(f"{type(error).__name__}: {error}"[:300])
 
 
-def error_bars(values: Sequence[float], lows: Sequence[float | None],
-               highs: Sequence[float | None]) -> list[list[float]]:
+def error_bars(
+    values: Sequence[float], lows: Sequence[float | None], highs: Sequence[float | None]
+) -> list[list[float]]:
     """matplotlib's ``yerr`` of values and their intervals: each distance down to the low and
     up to the high, never below 0 (a value at the edge of its interval, such as 30/30 against
     its Wilson bound 0.9999999999999999, or outside it, draws no bar on that side)."""
-    return [[max(0.0, v - low) if low is not None else 0.0 for v, low in zip(values, lows)],
-            [max(0.0, high - v) if high is not None else 0.0 for v, high in zip(values, highs)]]
+    return [
+        [max(0.0, v - low) if low is not None else 0.0 for v, low in zip(values, lows)],
+        [max(0.0, high - v) if high is not None else 0.0 for v, high in zip(values, highs)],
+    ]
 
 
 def matplotlib_available() -> bool:
@@ -94,7 +109,7 @@ def _svg(figure: Figure) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "modelsweep"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
-    return text[text.find("<svg"):]
+    return text[text.find("<svg") :]
 
 
 def _style(axes: Any, legend: int | None = None) -> None:
@@ -108,16 +123,21 @@ def _style(axes: Any, legend: int | None = None) -> None:
 
 
 # --------------------------------------------------------------------------- the plots
-def _points(measurements: Measurements) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
+def _points(
+    measurements: Measurements,
+) -> dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]]:
     """Throughput rows by (model, long prompt length), each line sorted by concurrency."""
     lines: dict[tuple[str, int | None], list[tuple[int, ThroughputRow]]] = {}
     for row in throughput_rows(measurements):
         concurrency, prompt = row.setting.concurrency, row.setting.prompt_tokens
         if isinstance(concurrency, int):
             lines.setdefault((row.m.model, prompt if isinstance(prompt, int) else None), []).append(
-                (concurrency, row))
-    return {key: sorted(points, key=lambda p: p[0])
-            for key, points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))}
+                (concurrency, row)
+            )
+    return {
+        key: sorted(points, key=lambda p: p[0])
+        for key, points in sorted(lines.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
+    }
 
 
 def _models_and_prompts(lines: Mapping[tuple[str, int | None], Any]) -> tuple[list[str], list[int]]:
@@ -141,8 +161,15 @@ def throughput_plot(measurements: Measurements) -> str | None:
     """Output tokens/s against concurrency, a line per model and prompt length (or None)."""
     if not matplotlib_available():
         return None
-    lines = {key: found for key, points in _points(measurements).items() if (found := [
-        (c, mean, row.low, row.high) for c, row in points if (mean := row.mean) is not None])}
+    lines = {
+        key: found
+        for key, points in _points(measurements).items()
+        if (
+            found := [
+                (c, mean, row.low, row.high) for c, row in points if (mean := row.mean) is not None
+            ]
+        )
+    }
     if not lines:
         return None
     figure = _new_figure(7.5, 4.2)
@@ -154,9 +181,16 @@ def throughput_plot(measurements: Measurements) -> str | None:
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         concurrencies.update(xs)
         yerr = error_bars(ys, [p[2] for p in points], [p[3] for p in points])
-        axes.errorbar(xs, ys, yerr=yerr, capsize=3, color=f"C{models.index(model) % 10}",
-                      linestyle=_STYLES[style % len(_STYLES)],
-                      marker=_MARKERS[style % len(_MARKERS)], label=_line_label(model, prompt))
+        axes.errorbar(
+            xs,
+            ys,
+            yerr=yerr,
+            capsize=3,
+            color=f"C{models.index(model) % 10}",
+            linestyle=_STYLES[style % len(_STYLES)],
+            marker=_MARKERS[style % len(_MARKERS)],
+            label=_line_label(model, prompt),
+        )
     _concurrency_axis(axes, concurrencies)
     axes.set_ylabel("output tokens/s")
     axes.set_ylim(bottom=0)
@@ -169,26 +203,38 @@ def latency_plot(measurements: Measurements) -> str | None:
     """TTFT and TPOT p50 and p99 against concurrency, a panel each (or None)."""
     if not matplotlib_available():
         return None
-    lines = {key: points for key, points in _points(measurements).items()
-             if any(row.figure(name, "p50") is not None for _, row in points
-                    for name in ("ttft", "tpot"))}
+    lines = {
+        key: points
+        for key, points in _points(measurements).items()
+        if any(
+            row.figure(name, "p50") is not None for _, row in points for name in ("ttft", "tpot")
+        )
+    }
     if not lines:
         return None
     figure = _new_figure(7.5, 6.4)
     panels = figure.subplots(2, 1, sharex=True)
     models, prompts = _models_and_prompts(lines)
     concurrencies: set[int] = set()
-    for axes, name, title in zip(panels, ("ttft", "tpot"),
-                                 ("Time to first token", "Time per output token")):
+    for axes, name, title in zip(
+        panels, ("ttft", "tpot"), ("Time to first token", "Time per output token")
+    ):
         for (model, prompt), points in lines.items():
             marker = _MARKERS[prompts.index(prompt or 0) % len(_MARKERS)]
             for quantity, linestyle in (("p50", "-"), ("p99", "--")):
-                shown = [(c, v) for c, row in points if (v := row.figure(name, quantity)) is not None]
+                shown = [
+                    (c, v) for c, row in points if (v := row.figure(name, quantity)) is not None
+                ]
                 if shown:
                     concurrencies.update(c for c, _ in shown)
-                    axes.plot([c for c, _ in shown], [v for _, v in shown],
-                              color=f"C{models.index(model) % 10}", linestyle=linestyle,
-                              marker=marker, label=_line_label(model, prompt) + f" {quantity}")
+                    axes.plot(
+                        [c for c, _ in shown],
+                        [v for _, v in shown],
+                        color=f"C{models.index(model) % 10}",
+                        linestyle=linestyle,
+                        marker=marker,
+                        label=_line_label(model, prompt) + f" {quantity}",
+                    )
         axes.set_ylabel(f"{name.upper()} (ms)")
         axes.set_ylim(bottom=0)
         axes.set_title(f"{title}: p50 solid, p99 dashed", fontsize=10, loc="left")
@@ -209,8 +255,9 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
     names = sorted(benchmarks, key=lambda b: (rank(b), b))
     height = 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)
     figure = _new_figure(7.5, max(2.2, height))
-    grid = figure.subplots(len(names), 1, squeeze=False,
-                           height_ratios=[len(benchmarks[b]) + 1 for b in names])
+    grid = figure.subplots(
+        len(names), 1, squeeze=False, height_ratios=[len(benchmarks[b]) + 1 for b in names]
+    )
     for axes, name in zip(grid[:, 0], names):
         models = sorted(benchmarks[name], key=lambda m: (m.model != reference, m.model))
         for y, m in enumerate(models):
@@ -222,8 +269,14 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
             if interval is not None:
                 axes.hlines(y, 100 * interval[0], 100 * interval[1], color=colour, linewidth=2)
             axes.plot([100 * value], [y], "o", color=colour)
-            axes.annotate(f"{100 * value:.1f}%", (100 * value, y), xytext=(0, 6),
-                          textcoords="offset points", ha="center", fontsize=8)
+            axes.annotate(
+                f"{100 * value:.1f}%",
+                (100 * value, y),
+                xytext=(0, 6),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
         axes.set_yticks(range(len(models)), [_label(m.model) for m in models])
         axes.set_ylim(-0.7, len(models) - 0.3)
         axes.invert_yaxis()
@@ -236,9 +289,14 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
 
 def forest_plot(measurements: Measurements) -> str | None:
     """Paired differences as a forest plot, a row per candidate and metric (or None)."""
-    rows = sorted(((s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, m, s)
-                   for m in measurements if isinstance(s := m.stats, AccuracyVerdictStats)),
-                  key=lambda row: row[:2])
+    rows = sorted(
+        (
+            (s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, m, s)
+            for m in measurements
+            if isinstance(s := m.stats, AccuracyVerdictStats)
+        ),
+        key=lambda row: row[:2],
+    )
     if not rows or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 1.0 + 0.45 * len(rows))
@@ -259,14 +317,23 @@ def forest_plot(measurements: Measurements) -> str | None:
         if difference is not None:
             axes.plot([100 * difference], [y], "D", color=colour, markersize=6)
         labels.append(_label(f"{candidate} · {metric}"))
-        axes.annotate(_label(verdict), (1.0, y), xycoords=("axes fraction", "data"),
-                      xytext=(4, 0), textcoords="offset points", va="center",
-                      fontsize=8, color=colour)
+        axes.annotate(
+            _label(verdict),
+            (1.0, y),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            color=colour,
+        )
     axes.set_yticks(range(len(rows)), labels)
     axes.set_ylim(-0.7, len(rows) - 0.3)
     axes.invert_yaxis()
-    axes.set_xlabel("candidate − reference accuracy (percentage points), 95% interval"
-                    + (", band: equivalence margin" if margins else ""))
+    axes.set_xlabel(
+        "candidate − reference accuracy (percentage points), 95% interval"
+        + (", band: equivalence margin" if margins else "")
+    )
     _style(axes)
     return _svg(figure)
 
@@ -281,11 +348,15 @@ def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
     if isinstance(stats, ThroughputStats):
         found = [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
     elif isinstance(stats, CapacityStats):
-        found = [(f"c{step.concurrency}", step.recorded.server_metrics if step.recorded
-                  else None) for step in stats.steps]
+        found = [
+            (f"c{step.concurrency}", step.recorded.server_metrics if step.recorded else None)
+            for step in stats.steps
+        ]
     elif isinstance(stats, RateCapacityStats):
-        found = [(f"{step.rate:.3g} req/s", step.recorded.server_metrics if step.recorded
-                  else None) for step in stats.steps]
+        found = [
+            (f"{step.rate:.3g} req/s", step.recorded.server_metrics if step.recorded else None)
+            for step in stats.steps
+        ]
     return [(label, w) for label, w in found if w is not None and w.samples]
 
 
@@ -320,16 +391,31 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
             for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3")):
                 points = window.series(names[quantity]) if quantity in names else []
                 if points:
-                    axes.step([offset + t for t, _ in points], [v for _, v in points],
-                              where="post", linestyle=style, color=colour, linewidth=1.2,
-                              label=f"requests {quantity}" if first else None)
+                    axes.step(
+                        [offset + t for t, _ in points],
+                        [v for _, v in points],
+                        where="post",
+                        linestyle=style,
+                        color=colour,
+                        linewidth=1.2,
+                        label=f"requests {quantity}" if first else None,
+                    )
             start = window.samples[0].t
-            client = [(s.t - start, s.client_in_flight) for s in window.samples
-                      if s.client_in_flight is not None]
+            client = [
+                (s.t - start, s.client_in_flight)
+                for s in window.samples
+                if s.client_in_flight is not None
+            ]
             if client:
-                axes.step([offset + t for t, _ in client], [v for _, v in client], where="post",
-                          linestyle=":", color="#57606a", linewidth=1.2,
-                          label="client in flight" if first else None)
+                axes.step(
+                    [offset + t for t, _ in client],
+                    [v for _, v in client],
+                    where="post",
+                    linestyle=":",
+                    color="#57606a",
+                    linewidth=1.2,
+                    label="client in flight" if first else None,
+                )
             if "kv_cache_usage" in names:
                 kv = window.series(names["kv_cache_usage"])
                 if kv_axes is None:
@@ -337,8 +423,14 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
                     kv_axes.set_ylim(0, 100)
                     kv_axes.set_ylabel("KV cache (%)", fontsize=7)
                     kv_axes.tick_params(labelsize=7)
-                kv_axes.plot([offset + t for t, _ in kv], [100 * v for _, v in kv], color="C2",
-                             linewidth=1.0, alpha=0.8, label="KV-cache usage" if first else None)
+                kv_axes.plot(
+                    [offset + t for t, _ in kv],
+                    [100 * v for _, v in kv],
+                    color="C2",
+                    linewidth=1.0,
+                    alpha=0.8,
+                    label="KV-cache usage" if first else None,
+                )
             length = window.samples[-1].t - start
             ticks.append((offset + length / 2, label))
             offset += length + gap
@@ -371,36 +463,83 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
     axes.axhline(0.0, color="#8c959f", linewidth=0.8)
     front = sorted((p for p in pareto.points if p.on_front), key=lambda p: p.x)
     if len(front) > 1:  # it falls as x grows where x is maximised, rises where minimised
-        axes.plot([p.x for p in front], [100 * p.y for p in front], color="#24292f",
-                  linestyle="--", linewidth=1.2,
-                  drawstyle="steps-pre" if pareto.x_higher_is_better else "steps-post",
-                  label="Pareto front")
+        axes.plot(
+            [p.x for p in front],
+            [100 * p.y for p in front],
+            color="#24292f",
+            linestyle="--",
+            linewidth=1.2,
+            drawstyle="steps-pre" if pareto.x_higher_is_better else "steps-post",
+            label="Pareto front",
+        )
     holds, other = VERDICT_COLOURS["better"], VERDICT_COLOURS["worse"]
     for point in pareto.points:
         if point.is_reference:
-            axes.plot([point.x], [100 * point.y], marker="*", markersize=13, color="#24292f",
-                      linestyle="none", label=_label(f"{point.model} (reference)"))
+            axes.plot(
+                [point.x],
+                [100 * point.y],
+                marker="*",
+                markersize=13,
+                color="#24292f",
+                linestyle="none",
+                label=_label(f"{point.model} (reference)"),
+            )
         else:
             colour = holds if point.holds else other
-            xerr = (None if point.x_low is None or point.x_high is None
-                    else error_bars([point.x], [point.x_low], [point.x_high]))
-            yerr = (None if point.y_low is None or point.y_high is None
-                    else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high]))
-            axes.errorbar([point.x], [100 * point.y], xerr=xerr, yerr=yerr, capsize=3,
-                          color=colour, marker="D" if point.holds else "o", markersize=7,
-                          markerfacecolor=colour if point.holds else "white", linestyle="none")
-        axes.annotate(_label(point.model + (" (front)" if point.on_front else "")),
-                      (point.x, 100 * point.y), xytext=(6, 6), textcoords="offset points",
-                      fontsize=8)
-    axes.plot([], [], marker="D", color=holds, linestyle="none",
-              label="matches the reference on every accuracy verdict")
-    axes.plot([], [], marker="o", color=other, markerfacecolor="white", linestyle="none",
-              label="does not, or not shown to")
+            xerr = (
+                None
+                if point.x_low is None or point.x_high is None
+                else error_bars([point.x], [point.x_low], [point.x_high])
+            )
+            yerr = (
+                None
+                if point.y_low is None or point.y_high is None
+                else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high])
+            )
+            axes.errorbar(
+                [point.x],
+                [100 * point.y],
+                xerr=xerr,
+                yerr=yerr,
+                capsize=3,
+                color=colour,
+                marker="D" if point.holds else "o",
+                markersize=7,
+                markerfacecolor=colour if point.holds else "white",
+                linestyle="none",
+            )
+        axes.annotate(
+            _label(point.model + (" (front)" if point.on_front else "")),
+            (point.x, 100 * point.y),
+            xytext=(6, 6),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    axes.plot(
+        [],
+        [],
+        marker="D",
+        color=holds,
+        linestyle="none",
+        label="matches the reference on every accuracy verdict",
+    )
+    axes.plot(
+        [],
+        [],
+        marker="o",
+        color=other,
+        markerfacecolor="white",
+        linestyle="none",
+        label="does not, or not shown to",
+    )
     axes.set_xlabel(_label(pareto.x_label))
     axes.set_ylabel(_label(pareto.y_label))
     better = "right" if pareto.x_higher_is_better else "left"
-    axes.set_title(f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
-                   f"up and to the {better} is better", fontsize=10)
+    axes.set_title(
+        f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
+        f"up and to the {better} is better",
+        fontsize=10,
+    )
     _style(axes, legend=7)
     return _svg(figure)
 
@@ -409,25 +548,60 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
     """Every plot the measurements allow, in report order; None without matplotlib."""
     if not matplotlib_available():
         return None
-    plots: list[tuple[str, str, str | None | NotDrawn]] = [
-        ("Paired differences", ("Forest plot of each candidate's paired accuracy difference "
-                                "from the reference with its 95% interval"),
-         drawn(lambda: forest_plot(measurements))),
-        ("Accuracy", "Each model's accuracy with its Wilson 95% interval",
-         drawn(lambda: accuracy_plot(measurements, reference))),
-        ("Throughput", ("Output tokens per second against concurrent requests, one line per "
-                        "model and prompt length"), drawn(lambda: throughput_plot(measurements))),
-        ("Latency", ("TTFT and TPOT p50 and p99 against concurrent requests, one colour per "
-                     "model"), drawn(lambda: latency_plot(measurements)))]
+    plots: list[tuple[str, str, str | NotDrawn | None]] = [
+        (
+            "Paired differences",
+            (
+                "Forest plot of each candidate's paired accuracy difference "
+                "from the reference with its 95% interval"
+            ),
+            drawn(lambda: forest_plot(measurements)),
+        ),
+        (
+            "Accuracy",
+            "Each model's accuracy with its Wilson 95% interval",
+            drawn(lambda: accuracy_plot(measurements, reference)),
+        ),
+        (
+            "Throughput",
+            (
+                "Output tokens per second against concurrent requests, one line per "
+                "model and prompt length"
+            ),
+            drawn(lambda: throughput_plot(measurements)),
+        ),
+        (
+            "Latency",
+            ("TTFT and TPOT p50 and p99 against concurrent requests, one colour per model"),
+            drawn(lambda: latency_plot(measurements)),
+        ),
+    ]
     server = drawn(lambda: server_metrics_plot(measurements))
     if server is not None:
-        svg, left = (server, "") if isinstance(server, NotDrawn) else (server[0], "" if (
-            server[1] >= server[2]) else f" (the first {server[1]} of {server[2]} measurements "
-                                         "with them)")
-        plots.append(("Server metrics", (
-            "What the server's /metrics showed during each timed window: requests running and "
-            "waiting, the client's requests in flight, KV-cache usage where exposed" + left),
-            svg))
-    return [Plot(title, description, "", svg.why) if isinstance(svg, NotDrawn)
-            else Plot(title, description, svg) for title, description, svg in plots if svg]
-
+        svg, left = (
+            (server, "")
+            if isinstance(server, NotDrawn)
+            else (
+                server[0],
+                ""
+                if (server[1] >= server[2])
+                else f" (the first {server[1]} of {server[2]} measurements with them)",
+            )
+        )
+        plots.append(
+            (
+                "Server metrics",
+                (
+                    "What the server's /metrics showed during each timed window: requests running and "
+                    "waiting, the client's requests in flight, KV-cache usage where exposed" + left
+                ),
+                svg,
+            )
+        )
+    return [
+        Plot(title, description, "", svg.why)
+        if isinstance(svg, NotDrawn)
+        else Plot(title, description, svg)
+        for title, description, svg in plots
+        if svg
+    ]

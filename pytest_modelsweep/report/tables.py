@@ -12,10 +12,22 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from ..core.measurements import (DEGENERATE, SATURATED, SERVER_QUEUED, AccuracyStats,
-                                 AccuracyVerdictStats, Latency, Measurement, RateCapacityRatioStats,
-                                 RateCapacityStats, SearchRatioStats, StartupStats, StatsT,
-                                 ThroughputRatioStats, ThroughputStats)
+from ..core.measurements import (
+    DEGENERATE,
+    SATURATED,
+    SERVER_QUEUED,
+    AccuracyStats,
+    AccuracyVerdictStats,
+    Latency,
+    Measurement,
+    RateCapacityRatioStats,
+    RateCapacityStats,
+    SearchRatioStats,
+    StartupStats,
+    StatsT,
+    ThroughputRatioStats,
+    ThroughputStats,
+)
 from ..core.metrics import METRICS, label_of, rank
 from ..core.records import RequestRecord
 from ..core.stats.intervals import wilson_interval
@@ -23,9 +35,26 @@ from ..store.results import RunInfo
 from ..workloads.throughput import LatencyStats, itls, tpot
 
 Cell = str | int  # formatted text, or a count
-TEXT_COLUMNS = frozenset({"model", "candidate", "reference", "metric", "verdict", "subset",
-                          "error types", "benchmark", "parameters", "outcome", "flags",
-                          "stopped", "cache", "backend", "errors", "design"})
+TEXT_COLUMNS = frozenset(
+    {
+        "model",
+        "candidate",
+        "reference",
+        "metric",
+        "verdict",
+        "subset",
+        "error types",
+        "benchmark",
+        "parameters",
+        "outcome",
+        "flags",
+        "stopped",
+        "cache",
+        "backend",
+        "errors",
+        "design",
+    }
+)
 """Columns of words, not figures (aligned left)."""
 
 NA = "n/a"
@@ -70,6 +99,7 @@ def _rounded(value: float, digits: int) -> float:
 
 def _format(form: Callable[..., str], doc: str) -> Callable[..., str]:
     """A formatter: ``form`` of the finite numbers it is given, ``n/a`` when one is not."""
+
     def formatted(*values: Any) -> str:
         numbers = [finite(v) for v in values]
         return NA if None in numbers else form(*numbers)
@@ -89,19 +119,27 @@ format_percent = _format(lambda x: f"{_rounded(100 * x, 1):.1f}%", "0.4123 -> ``
 format_points = _format(lambda x: f"{_rounded(100 * x, 1):+.1f} pp", "0.02 -> ``+2.0 pp``")
 format_points_interval = _format(
     lambda lo, hi: f"[{_rounded(100 * lo, 1):+.1f}, {_rounded(100 * hi, 1):+.1f}] pp",
-    "An interval of differences in percentage points: ``[-1.0, +5.0] pp``.")
+    "An interval of differences in percentage points: ``[-1.0, +5.0] pp``.",
+)
 format_percent_interval = _format(
     lambda lo, hi: f"{_rounded(100 * lo, 1):.1f}–{_rounded(100 * hi, 1):.1f}%",
-    "An interval of proportions in percent: ``37.0–45.5%``.")
-format_rate = format_ms = _format(lambda x: f"{_rounded(x, 1):,.1f}",
-                                  "Tokens/s or milliseconds: one decimal, ``1,234.5``.")
+    "An interval of proportions in percent: ``37.0–45.5%``.",
+)
+format_rate = format_ms = _format(
+    lambda x: f"{_rounded(x, 1):,.1f}", "Tokens/s or milliseconds: one decimal, ``1,234.5``."
+)
 format_ratio = _format(lambda x: f"{_rounded(x, 2):.2f}×", "A ratio: ``0.85×``.")
-format_goodput = _format(lambda x: f"{_rounded(x, 2):,.2f}" if abs(x) >= 1 else f"{x:#.3g}",
-                         "Requests/s: ``1.78``, three significant digits below 1: ``0.0781``.")
-format_ratio_interval = _format(lambda lo, hi: f"[{_rounded(lo, 2):.2f}, {_rounded(hi, 2):.2f}]",
-                                "A ratio's interval: ``[0.81, 0.93]``.")
-format_value = _format(_value, "A value of unknown kind: three significant decimals below 1, "
-                               "one above.")
+format_goodput = _format(
+    lambda x: f"{_rounded(x, 2):,.2f}" if abs(x) >= 1 else f"{x:#.3g}",
+    "Requests/s: ``1.78``, three significant digits below 1: ``0.0781``.",
+)
+format_ratio_interval = _format(
+    lambda lo, hi: f"[{_rounded(lo, 2):.2f}, {_rounded(hi, 2):.2f}]",
+    "A ratio's interval: ``[0.81, 0.93]``.",
+)
+format_value = _format(
+    _value, "A value of unknown kind: three significant decimals below 1, one above."
+)
 
 
 def format_usd(value: Any, sign: str = "") -> str:
@@ -135,8 +173,15 @@ def accuracy_interval(m: Measurement) -> tuple[float, float] | None:
 def run_title(run: RunInfo) -> str:
     """``modelsweep: sweep embedded, reference gemma3-270m, commit 0123456789``."""
     commit = run.commit and run.commit[:10] + (" (dirty)" if run.dirty else "")
-    parts = [f"{word} {value}" for word, value in (
-        ("sweep", run.sweep_name), ("reference", run.reference), ("commit", commit)) if value]
+    parts = [
+        f"{word} {value}"
+        for word, value in (
+            ("sweep", run.sweep_name),
+            ("reference", run.reference),
+            ("commit", commit),
+        )
+        if value
+    ]
     return "modelsweep: " + ", ".join(parts) if parts else "modelsweep"
 
 
@@ -153,14 +198,18 @@ def serving_facts_text(provenance: dict[str, Any]) -> str:
     parts = []
     if digest:
         pinned = provenance.get("image_pinned")
-        how = "" if pinned is None else " (pinned)" if pinned else \
-            " (observed; the sweep names a tag)"
+        how = (
+            ""
+            if pinned is None
+            else " (pinned)"
+            if pinned
+            else " (observed; the sweep names a tag)"
+        )
         parts.append(f"image {_short_digest(str(digest))}{how}")
     settings = provenance.get("server_settings") or {}
     sources = provenance.get("flag_sources") or {}
     for source in ("observed", "declared"):
-        flags = [f"{flag} {settings.get(flag)}" for flag, said in sources.items()
-                 if said == source]
+        flags = [f"{flag} {settings.get(flag)}" for flag, said in sources.items() if said == source]
         if flags:
             parts.append(f"{source}: {', '.join(flags)}")
     return ", ".join(parts)
@@ -174,14 +223,20 @@ def provenance_line(measurements: Measurements, run: RunInfo) -> str:
         name, version = m.provenance.get("server_name"), m.provenance.get("server_version")
         facts = serving_facts_text(m.provenance)
         if name:
-            servers.setdefault(str(name) + (f" {version}" if version and version != "unknown" else "")
-                               + (f", {facts}" if facts else ""), None)
+            servers.setdefault(
+                str(name)
+                + (f" {version}" if version and version != "unknown" else "")
+                + (f", {facts}" if facts else ""),
+                None,
+            )
     parts = list(servers)
     if not parts and run.backend:
         parts.append(run.backend + (f", image {_short_digest(run.image)}" if run.image else ""))
     if run.run_id:
         parts.append(f"run {run.run_id}")
-    return " · ".join([*parts, f"{len(measurements)} measurement{'s' if len(measurements) != 1 else ''}"])
+    return " · ".join(
+        [*parts, f"{len(measurements)} measurement{'s' if len(measurements) != 1 else ''}"]
+    )
 
 
 # --------------------------------------------------------------------------- parameters
@@ -202,15 +257,25 @@ class Setting:
     @classmethod
     def of(cls, m: Measurement) -> Setting:
         p = m.params
-        return cls(p.get("concurrency"), p.get("prompt_tokens"), _int(p.get("output_tokens")),
-                   _int(p.get("user_prompts")), p.get("benchmark", "throughput"), p.get("limit"),
-                   p.get("subset"), p.get("slo"), finite(p.get("attainment_target")))
+        return cls(
+            p.get("concurrency"),
+            p.get("prompt_tokens"),
+            _int(p.get("output_tokens")),
+            _int(p.get("user_prompts")),
+            p.get("benchmark", "throughput"),
+            p.get("limit"),
+            p.get("subset"),
+            p.get("slo"),
+            finite(p.get("attainment_target")),
+        )
 
     @property
     def prompt(self) -> str:
         """``short``, or the long prompt's length: ``1,024``."""
         prompt = self.prompt_tokens
-        return "short" if prompt is None else f"{prompt:,}" if isinstance(prompt, int) else str(prompt)
+        return (
+            "short" if prompt is None else f"{prompt:,}" if isinstance(prompt, int) else str(prompt)
+        )
 
     @property
     def key(self) -> tuple[int, int]:
@@ -225,20 +290,36 @@ def _reference_first(reference: str | None) -> Callable[[str], tuple[bool, str]]
 
 def outcome_notes(measurements: Iterable[Measurement]) -> list[str]:
     """``model: its test failed; see the test's report`` once per such model and outcome."""
-    return list(dict.fromkeys(f"{m.model}: its test {m.outcome}; see the test's report"
-                              for m in measurements if not m.passed and m.outcome))
+    return list(
+        dict.fromkeys(
+            f"{m.model}: its test {m.outcome}; see the test's report"
+            for m in measurements
+            if not m.passed and m.outcome
+        )
+    )
 
 
 def compared_reference(measurements: Iterable[Measurement]) -> str | None:
     """The reference the run's comparisons name (the first that names one)."""
-    return next((m.stats.reference for m in measurements
-                 if isinstance(m.stats, COMPARISONS) and m.stats.reference), None)
+    return next(
+        (
+            m.stats.reference
+            for m in measurements
+            if isinstance(m.stats, COMPARISONS) and m.stats.reference
+        ),
+        None,
+    )
 
 
-_TABLE_OF = {AccuracyVerdictStats: "verdicts", AccuracyStats: "accuracy",
-             ThroughputRatioStats: "throughput_ratio", ThroughputStats: "throughput",
-             RateCapacityStats: "rate_capacity", RateCapacityRatioStats: "rate_capacity",
-             StartupStats: "startup"}
+_TABLE_OF = {
+    AccuracyVerdictStats: "verdicts",
+    AccuracyStats: "accuracy",
+    ThroughputRatioStats: "throughput_ratio",
+    ThroughputStats: "throughput",
+    RateCapacityStats: "rate_capacity",
+    RateCapacityRatioStats: "rate_capacity",
+    StartupStats: "startup",
+}
 
 
 def measurement_kind(m: Measurement) -> str:
@@ -251,12 +332,25 @@ def verdict_table(measurements: Measurements) -> Table:
     """Paired verdicts: candidate, reference, metric, difference, interval, n, discordant, verdict."""
     verdicts = [(m, stats_of(m, AccuracyVerdictStats)) for m in measurements]
     plain = all(s.interval is None or s.interval.confidence == 0.95 for _, s in verdicts)
-    columns = ["candidate", "reference", "metric", "difference",
-               "95% interval" if plain else "interval", "n", "discordant", "detectable", "verdict"]
+    columns = [
+        "candidate",
+        "reference",
+        "metric",
+        "difference",
+        "95% interval" if plain else "interval",
+        "n",
+        "discordant",
+        "detectable",
+        "verdict",
+    ]
     rows: list[tuple[tuple[str, str], list[Cell]]] = []
     sequential = []
     for m, s in verdicts:
-        metric, candidate, iv = s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, s.interval
+        metric, candidate, iv = (
+            s.metric or m.benchmark.split(":", 1)[-1],
+            s.candidate or m.model,
+            s.interval,
+        )
         if (seq := s.sequence) is not None:  # --until-decided: the confidence sequence
             sequential.append(f"{candidate} on {metric}: {seq.text()}")
             interval = format_points_interval(seq.low, seq.high)
@@ -266,60 +360,117 @@ def verdict_table(measurements: Measurements) -> Table:
             if not plain and iv is not None and interval != NA:
                 interval += f" ({_rounded(100 * iv.confidence, 1):g}%)"
             detectable = None if iv is None else finite(iv.min_detectable_difference)
-            cells = [format_points(m.value if iv is None else iv.difference), interval,
-                     m.n if iv is None else iv.n, NA if iv is None else iv.discordant,
-                     NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp"]
-        rows.append(((metric, candidate), [candidate, s.reference, metric, *cells,
-                                           NA if s.verdict is None else s.verdict.value]))
-    notes = [("difference: candidate minus reference accuracy, paired item by item (bootstrap "
-              "interval); detectable: the difference this n finds with 80% power")]
+            cells = [
+                format_points(m.value if iv is None else iv.difference),
+                interval,
+                m.n if iv is None else iv.n,
+                NA if iv is None else iv.discordant,
+                NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp",
+            ]
+        rows.append(
+            (
+                (metric, candidate),
+                [
+                    candidate,
+                    s.reference,
+                    metric,
+                    *cells,
+                    NA if s.verdict is None else s.verdict.value,
+                ],
+            )
+        )
+    notes = [
+        (
+            "difference: candidate minus reference accuracy, paired item by item (bootstrap "
+            "interval); detectable: the difference this n finds with 80% power"
+        )
+    ]
     if sequential:
-        notes.append("sequential verdicts (--until-decided): the interval is the 95% confidence "
-                     "sequence, valid where the items stopped (no detectable difference): "
-                     + "; ".join(sequential))
+        notes.append(
+            "sequential verdicts (--until-decided): the interval is the 95% confidence "
+            "sequence, valid where the items stopped (no detectable difference): "
+            + "; ".join(sequential)
+        )
     margins = sorted({margin for _, s in verdicts if (margin := finite(s.margin)) is not None})
     notes += [f"equivalence margin ±{_rounded(100 * margin, 1):.1f} pp" for margin in margins]
     if any(s.rule.startswith("holm") for _, s in verdicts):
         notes.append("intervals Holm-adjusted across the candidates")
-    return Table("Verdicts", columns, [row for _, row in sorted(rows, key=lambda r: (rank(r[0][0]), r[0]))],
-                 "verdicts", notes, columns.index("verdict"))
+    return Table(
+        "Verdicts",
+        columns,
+        [row for _, row in sorted(rows, key=lambda r: (rank(r[0][0]), r[0]))],
+        "verdicts",
+        notes,
+        columns.index("verdict"),
+    )
 
 
 # --------------------------------------------------------------------------- accuracy
-def accuracy_table(benchmark: str, measurements: Measurements, reference: str | None = None,
-                   ) -> Table:
+def accuracy_table(
+    benchmark: str,
+    measurements: Measurements,
+    reference: str | None = None,
+) -> Table:
     """One accuracy benchmark: a row per model, GSM8K and BFCL with their own columns."""
     ordered = sorted(measurements, key=lambda m: _reference_first(reference)(m.model))
     head = ["model", "accuracy", "95% interval"]
     columns, notes = {
-        "gsm8k": ([*head, "strict-match", "n", "subset", "truncated", "failed"],
-                  ("accuracy: flexible-extract, as lm-evaluation-harness scores it; "
-                   "interval: Wilson 95%")),
-        "bfcl": ([*head, "n", "subset", "parse failures", "failed", "error types"],
-                 "interval: Wilson 95%; error types count the wrong answers by BFCL's checker"),
+        "gsm8k": (
+            [*head, "strict-match", "n", "subset", "truncated", "failed"],
+            (
+                "accuracy: flexible-extract, as lm-evaluation-harness scores it; "
+                "interval: Wilson 95%"
+            ),
+        ),
+        "bfcl": (
+            [*head, "n", "subset", "parse failures", "failed", "error types"],
+            "interval: Wilson 95%; error types count the wrong answers by BFCL's checker",
+        ),
     }.get(benchmark, ([*head, "n", "subset"], "interval: Wilson 95%"))
     rows: list[list[Cell]] = []
     for m in ordered:
         stats, interval, setting = stats_of(m, AccuracyStats), accuracy_interval(m), Setting.of(m)
-        subset = (("subset" if setting.limit is None else f"first {setting.limit}")
-                  if setting.subset is True or setting.limit is not None
-                  else "full" if setting.subset is False else NA)
+        subset = (
+            ("subset" if setting.limit is None else f"first {setting.limit}")
+            if setting.subset is True or setting.limit is not None
+            else "full"
+            if setting.subset is False
+            else NA
+        )
         if stats.sequence is not None:
             subset = stats.sequence.text()  # --until-decided: the items it stopped after
-        row: list[Cell] = [m.model, format_percent(m.value),
-                           format_percent_interval(*interval) if interval else NA]
+        row: list[Cell] = [
+            m.model,
+            format_percent(m.value),
+            format_percent_interval(*interval) if interval else NA,
+        ]
         if benchmark == "gsm8k":
-            row += [format_percent(stats.strict_match_accuracy), m.n, subset,
-                    format_percent(stats.truncated_rate), stats.failed]
+            row += [
+                format_percent(stats.strict_match_accuracy),
+                m.n,
+                subset,
+                format_percent(stats.truncated_rate),
+                stats.failed,
+            ]
         elif benchmark == "bfcl":
             errors = sorted(stats.error_types.items(), key=lambda kv: (-int(kv[1]), kv[0]))
-            row += [m.n, subset, _count(stats.parse_failures), stats.failed,
-                    ", ".join(f"{kind} {count}" for kind, count in errors) or "none"]
+            row += [
+                m.n,
+                subset,
+                _count(stats.parse_failures),
+                stats.failed,
+                ", ".join(f"{kind} {count}" for kind, count in errors) or "none",
+            ]
         else:
             row += [m.n, subset]
         rows.append(row)
-    return Table(label_of(benchmark, f"{benchmark} accuracy"), columns, rows, "accuracy",
-                 [notes, *outcome_notes(ordered)])
+    return Table(
+        label_of(benchmark, f"{benchmark} accuracy"),
+        columns,
+        rows,
+        "accuracy",
+        [notes, *outcome_notes(ordered)],
+    )
 
 
 # --------------------------------------------------------------------------- throughput
@@ -335,9 +486,12 @@ def figure(latency: Latency, quantity: str) -> float | None:
 def request_latencies(requests: Sequence[RequestRecord]) -> dict[str, list[float]]:
     """TTFT, TPOT, ITL and E2E in seconds of every successful request."""
     ok = [r for r in requests if not r.error]
-    return {"ttft": [t for r in ok if (t := r.ttft) is not None],
-            "tpot": [t for r in ok if (t := tpot(r)) is not None],
-            "itl": [gap for r in ok for gap in itls(r)], "e2e": [r.latency for r in ok]}
+    return {
+        "ttft": [t for r in ok if (t := r.ttft) is not None],
+        "tpot": [t for r in ok if (t := tpot(r)) is not None],
+        "itl": [gap for r in ok for gap in itls(r)],
+        "e2e": [r.latency for r in ok],
+    }
 
 
 @dataclass(frozen=True)
@@ -381,19 +535,30 @@ def _median_latency(latencies: Sequence[Latency]) -> Latency:
         present = [v for v in (figure(lat, quantity) for lat in latencies) if v is not None]
         return median(present) if present else math.nan
 
-    return Latency(middle("mean"), middle("p50"), middle("p90"), middle("p99"),
-                   sum(lat.n for lat in latencies))
+    return Latency(
+        middle("mean"), middle("p50"), middle("p90"), middle("p99"), sum(lat.n for lat in latencies)
+    )
 
 
 def throughput_row(m: Measurement) -> ThroughputRow:
     """The one reader of a throughput measurement (see :class:`ThroughputRow`)."""
     stats, setting = stats_of(m, ThroughputStats), Setting.of(m)
     from_requests = request_latencies(m.request_records())
-    latency = ({name: LatencyStats.of(values).in_ms() for name, values in from_requests.items()}
-               if any(from_requests.values()) else
-               {name: _median_latency([getattr(w, name) for w in stats.repeats]) for name in LATENCY_NAMES})
-    source = "requests" if any(from_requests.values()) else "repeats" if any(
-        figure(lat, q) is not None for lat in latency.values() for q in LATENCY_QUANTITIES) else ""
+    latency = (
+        {name: LatencyStats.of(values).in_ms() for name, values in from_requests.items()}
+        if any(from_requests.values())
+        else {
+            name: _median_latency([getattr(w, name) for w in stats.repeats])
+            for name in LATENCY_NAMES
+        }
+    )
+    source = (
+        "requests"
+        if any(from_requests.values())
+        else "repeats"
+        if any(figure(lat, q) is not None for lat in latency.values() for q in LATENCY_QUANTITIES)
+        else ""
+    )
     values, windows = stats.repeat_values, stats.repeats
     low, high, count = min(values, default=None), max(values, default=None), len(values)
     contended = stats.contended or any(w.contended for w in windows)
@@ -401,11 +566,16 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     flags = ["unstable"] if stats.unstable else []
     if contended:
         windows_contended = stats.contended_windows or sum(w.contended for w in windows)
-        flags.append(f"contended ({windows_contended}/{count})" if windows_contended and count
-                     else "contended")
-    for flag, flagged in ((SERVER_QUEUED, stats.server_flagged_windows),
-                          (SATURATED, stats.saturated_windows),
-                          (DEGENERATE, stats.degenerate_windows)):
+        flags.append(
+            f"contended ({windows_contended}/{count})"
+            if windows_contended and count
+            else "contended"
+        )
+    for flag, flagged in (
+        (SERVER_QUEUED, stats.server_flagged_windows),
+        (SATURATED, stats.saturated_windows),
+        (DEGENERATE, stats.degenerate_windows),
+    ):
         if flagged:
             flags.append(f"{flag} ({flagged}/{len(windows)})")
     loops = [w.open_loop.saturation for w in windows if w.open_loop is not None]
@@ -416,55 +586,94 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     if cost is not None and cost.interval is not None and cost_cell != NA:
         cost_cell += f" [{format_usd(cost.interval[0])}, {format_usd(cost.interval[1])}]"
     return ThroughputRow(
-        m, stats, setting, latency, source, finite(m.value), low, high, count,
+        m,
+        stats,
+        setting,
+        latency,
+        source,
+        finite(m.value),
+        low,
+        high,
+        count,
         min((f for w in windows if (f := finite(w.fidelity)) is not None), default=None),
-        contended, short, ", ".join(flags),
-        setting.prompt if setting.user_prompts is None else "own" if short is None
+        contended,
+        short,
+        ", ".join(flags),
+        setting.prompt
+        if setting.user_prompts is None
+        else "own"
+        if short is None
         else f"own (≈{short:,})",
-        f"{format_rate(low)}–{format_rate(high)}" if low is not None and high is not None
-        and count > 1 else NA,
+        f"{format_rate(low)}–{format_rate(high)}"
+        if low is not None and high is not None and count > 1
+        else NA,
         goodput is not None and goodput.slo is not None,
-        [format_goodput(goodput and goodput.goodput_rps),
-         format_percent(goodput and goodput.slo_attainment)],
+        [
+            format_goodput(goodput and goodput.goodput_rps),
+            format_percent(goodput and goodput.slo_attainment),
+        ],
         cost_cell,
         sum(offered) / len(offered) if offered else None,
-        sum(achieved) / len(achieved) if achieved else None)
+        sum(achieved) / len(achieved) if achieved else None,
+    )
 
 
 THROUGHPUT_COLUMNS = [
-    "model", "concurrency", "prompt tokens", "tokens/s", "range", "repeats", "CV", "flags",
-    *(f"{name.upper()} {q} (ms)" for name in ("ttft", "tpot", "itl") for q in ("p50", "p90", "p99")),
+    "model",
+    "concurrency",
+    "prompt tokens",
+    "tokens/s",
+    "range",
+    "repeats",
+    "CV",
+    "flags",
+    *(
+        f"{name.upper()} {q} (ms)"
+        for name in ("ttft", "tpot", "itl")
+        for q in ("p50", "p90", "p99")
+    ),
     "fidelity",
 ]
 """Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
 
 
-def throughput_columns(goodput: bool = False, cost: bool = False,
-                       open_loop: bool = False) -> list[str]:
+def throughput_columns(
+    goodput: bool = False, cost: bool = False, open_loop: bool = False
+) -> list[str]:
     """:data:`THROUGHPUT_COLUMNS` with the goodput and cost columns asked for after ``flags``,
     an open loop's rates after ``concurrency`` (there the client's cap in flight)."""
     columns = list(THROUGHPUT_COLUMNS)
     at = columns.index("flags") + 1
     columns[at:at] = (["goodput (req/s)", "SLO attainment"] if goodput else []) + (
-        ["$/1M output tokens"] if cost else [])
+        ["$/1M output tokens"] if cost else []
+    )
     at = columns.index("concurrency") + 1
     columns[at:at] = ["offered (req/s)", "achieved (req/s)"] if open_loop else []
     return columns
 
 
-def throughput_cells(row: ThroughputRow, goodput: bool = False, cost: bool = False,
-                     open_loop: bool = False) -> list[Cell]:
+def throughput_cells(
+    row: ThroughputRow, goodput: bool = False, cost: bool = False, open_loop: bool = False
+) -> list[Cell]:
     """A :class:`ThroughputRow` as the cells of :func:`throughput_columns`."""
     fidelity = row.fidelity
     return [
-        row.m.model, _count(_int(row.setting.concurrency)),
-        *([format_goodput(row.offered_rps), format_goodput(row.achieved_rps)] if open_loop
-          else []),
-        row.prompt, format_rate(row.mean),
-        row.spread, row.repeat_count, format_percent(row.stats.cv), row.flags,
-        *(row.goodput_cells if goodput else []), *([row.cost_cell] if cost else []),
-        *(format_ms(row.figure(name, q)) for name in ("ttft", "tpot", "itl")
-          for q in ("p50", "p90", "p99")),
+        row.m.model,
+        _count(_int(row.setting.concurrency)),
+        *([format_goodput(row.offered_rps), format_goodput(row.achieved_rps)] if open_loop else []),
+        row.prompt,
+        format_rate(row.mean),
+        row.spread,
+        row.repeat_count,
+        format_percent(row.stats.cv),
+        row.flags,
+        *(row.goodput_cells if goodput else []),
+        *([row.cost_cell] if cost else []),
+        *(
+            format_ms(row.figure(name, q))
+            for name in ("ttft", "tpot", "itl")
+            for q in ("p50", "p90", "p99")
+        ),
         NA if fidelity is None else f"{_rounded(fidelity, 3):.3f}",
     ]
 
@@ -474,55 +683,120 @@ def throughput_rows(measurements: Measurements) -> list[ThroughputRow]:
     return [throughput_row(m) for m in measurements if isinstance(m.stats, ThroughputStats)]
 
 
-def throughput_table(benchmark: str, measurements: Measurements, reference: str | None = None,
-                     ) -> Table:
+def throughput_table(
+    benchmark: str,
+    measurements: Measurements,
+    reference: str | None = None,
+) -> Table:
     """One throughput benchmark: a row per model and setting, its repeats summarised."""
     order = _reference_first(reference)
     rows = sorted(throughput_rows(measurements), key=lambda r: (order(r.m.model), r.setting.key))
     outputs = sorted({o for r in rows if (o := r.setting.output_tokens) is not None})
-    short = sorted({p for r in rows if (p := r.short_prompt_tokens) is not None
-                    and r.setting.user_prompts is None})
+    short = sorted(
+        {
+            p
+            for r in rows
+            if (p := r.short_prompt_tokens) is not None and r.setting.user_prompts is None
+        }
+    )
     own = sorted({p for r in rows if (p := r.setting.user_prompts) is not None})
     sources, looped = {r.latency_source for r in rows}, any(r.open_loop for r in rows)
-    slos = list(dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows
-                              if r.has_goodput))
+    slos = list(
+        dict.fromkeys(str(r.stats.goodput and r.stats.goodput.slo) for r in rows if r.has_goodput)
+    )
     prices = list(dict.fromkeys(r.stats.cost.pricing.describe() for r in rows if r.stats.cost))
-    missing = [said for shown, said in (
-        (slos and any(NA in r.goodput_cells for r in rows),
-         "goodput and SLO attainment where the run had no --slo (or no request was timed)"),
-        (prices and any(r.cost_cell == NA for r in rows),
-         "$/1M where the run had no price (or no tokens/s)")) if shown]
-    notes = [note for shown, note in (
-        (outputs, f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request"),
-        (short, f"short: {', '.join(map(str, short))}-token prompts"),
-        (own, (f"own: the benchmark's {', '.join(map(str, own))} prompt texts, sent in turn "
-               "(≈ their mean length in tokens)")),
-        (True, ("tokens/s: mean over repeats (range: lowest–highest repeat); CV: the repeats' "
-                "coefficient of variation; fidelity: our token count ÷ the server's (lowest "
-                "repeat)")),
-        ("requests" in sources, "latencies: percentiles over every timed request of the setting"),
-        ("repeats" in sources, ("latencies of settings without request records" if "requests"
-                                in sources else "latencies")
-         + ": median over repeats of each repeat's percentile"),
-        (looped, ("open loop: requests sent at the offered rate whatever was in flight "
-                  "(concurrency: the client's cap), latencies from each request's scheduled "
-                  "send time; achieved: the completions' rate against the schedule (least-squares "
-                  "slopes over the window), the mean over repeats; "
-                  f"{SATURATED}: completions fell more than 10% behind")),
-        (any(r.stats.server_flagged_windows for r in rows),
-         (f"{SERVER_QUEUED}: the server's /metrics showed requests waiting (or preempted) "
-          "while the client had them in flight: it ran fewer at once than the client sent")),
-        (slos, (f"goodput: requests per second of the window that met every SLO target "
-                f"({'; '.join(slos)}), a failed request never; SLO attainment: their share of "
-                "the window's requests; both the mean over repeats")),
-        (prices, (f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
-                  f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
-                  "of the mean log tokens/s over the repeats (none with one repeat)")),
-        (missing, f"{NA}: {'; '.join(missing)}")) if shown]
+    missing = [
+        said
+        for shown, said in (
+            (
+                slos and any(NA in r.goodput_cells for r in rows),
+                "goodput and SLO attainment where the run had no --slo (or no request was timed)",
+            ),
+            (
+                prices and any(r.cost_cell == NA for r in rows),
+                "$/1M where the run had no price (or no tokens/s)",
+            ),
+        )
+        if shown
+    ]
+    notes = [
+        note
+        for shown, note in (
+            (outputs, f"{', '.join(f'{o:,}' for o in outputs)} output tokens per request"),
+            (short, f"short: {', '.join(map(str, short))}-token prompts"),
+            (
+                own,
+                (
+                    f"own: the benchmark's {', '.join(map(str, own))} prompt texts, sent in turn "
+                    "(≈ their mean length in tokens)"
+                ),
+            ),
+            (
+                True,
+                (
+                    "tokens/s: mean over repeats (range: lowest–highest repeat); CV: the repeats' "
+                    "coefficient of variation; fidelity: our token count ÷ the server's (lowest "
+                    "repeat)"
+                ),
+            ),
+            (
+                "requests" in sources,
+                "latencies: percentiles over every timed request of the setting",
+            ),
+            (
+                "repeats" in sources,
+                (
+                    "latencies of settings without request records"
+                    if "requests" in sources
+                    else "latencies"
+                )
+                + ": median over repeats of each repeat's percentile",
+            ),
+            (
+                looped,
+                (
+                    "open loop: requests sent at the offered rate whatever was in flight "
+                    "(concurrency: the client's cap), latencies from each request's scheduled "
+                    "send time; achieved: the completions' rate against the schedule (least-squares "
+                    "slopes over the window), the mean over repeats; "
+                    f"{SATURATED}: completions fell more than 10% behind"
+                ),
+            ),
+            (
+                any(r.stats.server_flagged_windows for r in rows),
+                (
+                    f"{SERVER_QUEUED}: the server's /metrics showed requests waiting (or preempted) "
+                    "while the client had them in flight: it ran fewer at once than the client sent"
+                ),
+            ),
+            (
+                slos,
+                (
+                    f"goodput: requests per second of the window that met every SLO target "
+                    f"({'; '.join(slos)}), a failed request never; SLO attainment: their share of "
+                    "the window's requests; both the mean over repeats"
+                ),
+            ),
+            (
+                prices,
+                (
+                    f"$/1M output tokens = price per hour ÷ (mean output tokens/s × 3600) × 1e6 "
+                    f"at {'; '.join(prices)}; [low, high]: the price through the 95% t interval "
+                    "of the mean log tokens/s over the repeats (none with one repeat)"
+                ),
+            ),
+            (missing, f"{NA}: {'; '.join(missing)}"),
+        )
+        if shown
+    ]
     shown = (bool(slos), bool(prices), looped)  # the goodput, cost and open-loop columns
-    return Table(label_of(benchmark, f"{benchmark} throughput"), throughput_columns(*shown),
-                 [throughput_cells(r, *shown) for r in rows], "throughput",
-                 notes + outcome_notes(measurements))
+    return Table(
+        label_of(benchmark, f"{benchmark} throughput"),
+        throughput_columns(*shown),
+        [throughput_cells(r, *shown) for r in rows],
+        "throughput",
+        notes + outcome_notes(measurements),
+    )
 
 
 def ratio_table(measurements: Measurements) -> Table:
@@ -534,23 +808,57 @@ def ratio_table(measurements: Measurements) -> Table:
         stats, setting = stats_of(m, ThroughputRatioStats), Setting.of(m)
         benchmark = str(setting.benchmark)
         iv = stats.interval
-        interval = "n/a (single repeat)" if iv is not None and iv.degenerate else (
-            NA if iv is None else format_ratio_interval(iv.low, iv.high))
-        keyed.append(((m.model, rank(benchmark), benchmark, setting.key, stats.design), [
-            m.model, stats.reference, benchmark, _count(_int(setting.concurrency)),
-            setting.prompt if benchmark in METRICS else "own",
-            *([stats.design] if len(designs) > 1 else []), format_ratio(m.value), interval]))
-    notes = [("ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
-              "setting; interval: Welch t on log tokens/s over the repeats (ratio of geometric "
-              "means)"
-              + ("; interleaved (--interleave): the two models' windows measured in pairs, a "
-                 "paired t interval on the pairs' log ratios" if len(designs) > 1 else ""))]
+        interval = (
+            "n/a (single repeat)"
+            if iv is not None and iv.degenerate
+            else (NA if iv is None else format_ratio_interval(iv.low, iv.high))
+        )
+        keyed.append(
+            (
+                (m.model, rank(benchmark), benchmark, setting.key, stats.design),
+                [
+                    m.model,
+                    stats.reference,
+                    benchmark,
+                    _count(_int(setting.concurrency)),
+                    setting.prompt if benchmark in METRICS else "own",
+                    *([stats.design] if len(designs) > 1 else []),
+                    format_ratio(m.value),
+                    interval,
+                ],
+            )
+        )
+    notes = [
+        (
+            "ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
+            "setting; interval: Welch t on log tokens/s over the repeats (ratio of geometric "
+            "means)"
+            + (
+                "; interleaved (--interleave): the two models' windows measured in pairs, a "
+                "paired t interval on the pairs' log ratios"
+                if len(designs) > 1
+                else ""
+            )
+        )
+    ]
     if any(row[2] not in METRICS for _, row in keyed):
         notes.append("own: the benchmark's own prompt texts")
-    return Table("Throughput relative to the reference",
-                 ["candidate", "reference", "benchmark", "concurrency", "prompt tokens",
-                  *(["design"] if len(designs) > 1 else []), "ratio", "95% interval"],
-                 [row for _, row in sorted(keyed, key=lambda kr: kr[0])], "throughput_ratio", notes)
+    return Table(
+        "Throughput relative to the reference",
+        [
+            "candidate",
+            "reference",
+            "benchmark",
+            "concurrency",
+            "prompt tokens",
+            *(["design"] if len(designs) > 1 else []),
+            "ratio",
+            "95% interval",
+        ],
+        [row for _, row in sorted(keyed, key=lambda kr: kr[0])],
+        "throughput_ratio",
+        notes,
+    )
 
 
 def format_rps(value: Any) -> str:
@@ -571,38 +879,85 @@ def rate_capacity_table(measurements: Measurements, reference: str | None = None
     order = _reference_first(reference)
     rows: list[list[Cell]] = []
     slos = set()
-    for m in sorted((m for m in measurements if isinstance(m.stats, RateCapacityStats)),
-                    key=lambda m: order(m.model)):
+    for m in sorted(
+        (m for m in measurements if isinstance(m.stats, RateCapacityStats)),
+        key=lambda m: order(m.model),
+    ):
         stats, setting = stats_of(m, RateCapacityStats), Setting.of(m)
         slos.add(str(setting.slo))
         at = stats.at_capacity
-        rows.append([m.model, format_rps(stats.capacity_rps), rate_bracket_text(stats.bracket),
-                     len(stats.steps), format_goodput(at and at.goodput_rps),
-                     format_percent(at and at.slo_attainment),
-                     format_rate(at and at.output_tokens_per_s), ", ".join(stats.flags),
-                     stats.error or stats.stopped])
-    for m in sorted((m for m in measurements if isinstance(m.stats, RateCapacityRatioStats)),
-                    key=lambda m: m.model):
+        rows.append(
+            [
+                m.model,
+                format_rps(stats.capacity_rps),
+                rate_bracket_text(stats.bracket),
+                len(stats.steps),
+                format_goodput(at and at.goodput_rps),
+                format_percent(at and at.slo_attainment),
+                format_rate(at and at.output_tokens_per_s),
+                ", ".join(stats.flags),
+                stats.error or stats.stopped,
+            ]
+        )
+    for m in sorted(
+        (m for m in measurements if isinstance(m.stats, RateCapacityRatioStats)),
+        key=lambda m: m.model,
+    ):
         ratio = stats_of(m, RateCapacityRatioStats)
         iv = ratio.ratio
-        interval = NA if iv is None else (
-            "n/a (both open above)" if iv.degenerate else
-            f"[{_rounded(iv.low, 2):.2f}, {'∞' if math.isinf(iv.high) else f'{iv.high:.2f}'}]")
-        rows.append([m.model, f"{format_ratio(m.value)} {ratio.reference}", interval, "", "",
-                     "", "", ", ".join(ratio.candidate_flags),
-                     NA if ratio.verdict is None else ratio.verdict.value])
-    notes = [(f"capacity: the highest request rate at which the SLO ({'; '.join(sorted(slos))}) "
-              "was met, each step's attainment decided from its 90% Clopper-Pearson interval "
-              "(pass: its low end reaches the target); bracket: [last pass, first miss or "
-              "saturation] req/s; goodput, attainment and tokens/s of the passing step at the "
-              "capacity; stopped: why the sweep ended")]
+        interval = (
+            NA
+            if iv is None
+            else (
+                "n/a (both open above)"
+                if iv.degenerate
+                else f"[{_rounded(iv.low, 2):.2f}, {'∞' if math.isinf(iv.high) else f'{iv.high:.2f}'}]"
+            )
+        )
+        rows.append(
+            [
+                m.model,
+                f"{format_ratio(m.value)} {ratio.reference}",
+                interval,
+                "",
+                "",
+                "",
+                "",
+                ", ".join(ratio.candidate_flags),
+                NA if ratio.verdict is None else ratio.verdict.value,
+            ]
+        )
+    notes = [
+        (
+            f"capacity: the highest request rate at which the SLO ({'; '.join(sorted(slos))}) "
+            "was met, each step's attainment decided from its 90% Clopper-Pearson interval "
+            "(pass: its low end reaches the target); bracket: [last pass, first miss or "
+            "saturation] req/s; goodput, attainment and tokens/s of the passing step at the "
+            "capacity; stopped: why the sweep ended"
+        )
+    ]
     if any(isinstance(m.stats, RateCapacityRatioStats) for m in measurements):
-        notes.append("a candidate's row under the sweeps: its capacity ÷ the reference's, the "
-                     "interval the two brackets give, and the verdict from that interval")
-    return Table(label_of("rate_capacity", "Capacity in requests/s"),
-                 ["model", "capacity (req/s)", "bracket", "steps", "goodput (req/s)",
-                  "SLO attainment", "tokens/s", "flags", "stopped"],
-                 rows, "rate_capacity", notes + outcome_notes(measurements))
+        notes.append(
+            "a candidate's row under the sweeps: its capacity ÷ the reference's, the "
+            "interval the two brackets give, and the verdict from that interval"
+        )
+    return Table(
+        label_of("rate_capacity", "Capacity in requests/s"),
+        [
+            "model",
+            "capacity (req/s)",
+            "bracket",
+            "steps",
+            "goodput (req/s)",
+            "SLO attainment",
+            "tokens/s",
+            "flags",
+            "stopped",
+        ],
+        rows,
+        "rate_capacity",
+        notes + outcome_notes(measurements),
+    )
 
 
 def format_seconds_interval(value: float | None, interval: tuple[float, float] | None) -> str:
@@ -619,27 +974,53 @@ def startup_table(measurements: Measurements, reference: str | None = None) -> T
     rows: list[list[Cell]] = []
     for m in sorted(measurements, key=lambda m: order(m.model)):
         stats = stats_of(m, StartupStats)
-        rows.append([m.model, format_seconds_interval(stats.first_token_s,
-                                                      stats.first_token_s_interval),
-                     format_seconds_interval(stats.ready_s, stats.ready_s_interval),
-                     len(stats.launches), stats.cache, stats.backend,
-                     "; ".join(stats.errors) or ""])
-    return Table(label_of("startup", "Cold start"),
-                 ["model", "first token (s)", "ready (s)", "launches", "cache", "backend",
-                  "errors"], rows, "startup",
-                 [("first token: seconds from spawning the server to the first token of its "
-                   "first request; ready: to its /health answering; geometric mean over fresh "
-                   "launches [95% interval]; cache: whether each launch read its files cold "
-                   "(llama-server's model file dropped from the page cache first; vLLM's compile "
-                   "caches empty) or warm"), *outcome_notes(measurements)])
+        rows.append(
+            [
+                m.model,
+                format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
+                format_seconds_interval(stats.ready_s, stats.ready_s_interval),
+                len(stats.launches),
+                stats.cache,
+                stats.backend,
+                "; ".join(stats.errors) or "",
+            ]
+        )
+    return Table(
+        label_of("startup", "Cold start"),
+        ["model", "first token (s)", "ready (s)", "launches", "cache", "backend", "errors"],
+        rows,
+        "startup",
+        [
+            (
+                "first token: seconds from spawning the server to the first token of its "
+                "first request; ready: to its /health answering; geometric mean over fresh "
+                "launches [95% interval]; cache: whether each launch read its files cold "
+                "(llama-server's model file dropped from the page cache first; vLLM's compile "
+                "caches empty) or warm"
+            ),
+            *outcome_notes(measurements),
+        ],
+    )
 
 
 def other_table(measurements: Measurements) -> Table:
     """Measurements no other table knows (smoke, capacity, custom), in recording order."""
-    return Table("Other measurements", ["model", "benchmark", "parameters", "value", "n", "outcome"],
-                 [[m.model, m.benchmark, " ".join(f"{k}={v}" for k, v in m.params.items()),
-                   f"{format_value(m.value)} {m.unit}".strip(), m.n, m.outcome or ""]
-                  for m in measurements], "other")
+    return Table(
+        "Other measurements",
+        ["model", "benchmark", "parameters", "value", "n", "outcome"],
+        [
+            [
+                m.model,
+                m.benchmark,
+                " ".join(f"{k}={v}" for k, v in m.params.items()),
+                f"{format_value(m.value)} {m.unit}".strip(),
+                m.n,
+                m.outcome or "",
+            ]
+            for m in measurements
+        ],
+        "other",
+    )
 
 
 # --------------------------------------------------------------------------- all
@@ -650,16 +1031,19 @@ def summary_tables(measurements: Measurements, reference: str | None = None) -> 
     for m in measurements:
         kind = measurement_kind(m)
         by_kind.setdefault(kind, {}).setdefault(
-            m.benchmark if kind in ("accuracy", "throughput") else "", []).append(m)
+            m.benchmark if kind in ("accuracy", "throughput") else "", []
+        ).append(m)
 
     def tables(kind: str, table: Callable[[str, Measurements], Table]) -> list[Table]:
         found = by_kind.get(kind, {})
         return [table(name, found[name]) for name in sorted(found, key=lambda b: (rank(b), b))]
 
-    return [*tables("verdicts", lambda _, ms: verdict_table(ms)),
-            *tables("accuracy", lambda name, ms: accuracy_table(name, ms, reference)),
-            *tables("throughput_ratio", lambda _, ms: ratio_table(ms)),
-            *tables("throughput", lambda name, ms: throughput_table(name, ms, reference)),
-            *tables("rate_capacity", lambda _, ms: rate_capacity_table(ms, reference)),
-            *tables("startup", lambda _, ms: startup_table(ms, reference)),
-            *tables("other", lambda _, ms: other_table(ms))]
+    return [
+        *tables("verdicts", lambda _, ms: verdict_table(ms)),
+        *tables("accuracy", lambda name, ms: accuracy_table(name, ms, reference)),
+        *tables("throughput_ratio", lambda _, ms: ratio_table(ms)),
+        *tables("throughput", lambda name, ms: throughput_table(name, ms, reference)),
+        *tables("rate_capacity", lambda _, ms: rate_capacity_table(ms, reference)),
+        *tables("startup", lambda _, ms: startup_table(ms, reference)),
+        *tables("other", lambda _, ms: other_table(ms)),
+    ]

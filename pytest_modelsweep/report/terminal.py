@@ -21,9 +21,17 @@ def _format_value(value: float) -> str:
 def measurement_table(measurements: Iterable[Measurement | Mapping[str, Any]]) -> list[str]:
     """Rows of model, benchmark, parameters, value with unit and n, in recording order."""
     header = ("model", "benchmark", "parameters", "value", "n", "outcome")
-    rows = [(m.model, m.benchmark, " ".join(f"{k}={v}" for k, v in m.params.items()),
-             f"{_format_value(m.value)} {m.unit}".strip(), str(m.n), m.outcome or "")
-            for m in records(measurements)]
+    rows = [
+        (
+            m.model,
+            m.benchmark,
+            " ".join(f"{k}={v}" for k, v in m.params.items()),
+            f"{_format_value(m.value)} {m.unit}".strip(),
+            str(m.n),
+            m.outcome or "",
+        )
+        for m in records(measurements)
+    ]
     return _aligned(header, rows)
 
 
@@ -39,6 +47,7 @@ def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
     """The gate rows: accuracy in % (change in pp), throughput in tokens/s, startup in s."""
+
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
         if math.isnan(value):
             return "-"
@@ -48,11 +57,31 @@ def gate_table(rows: Sequence[GateRow]) -> list[str]:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 
-    header = ("model", "benchmark", "setting", "baseline", "now", "change", "interval",
-              "status", "note")
-    return _aligned(header, [
-        (r.model, r.benchmark, r.setting, fmt(r, r.baseline), fmt(r, r.current),
-         fmt(r, r.change, True),
-         "-" if math.isnan(r.low) else f"[{fmt(r, r.low, True)}, {fmt(r, r.high, True)}]",
-         r.status.upper() if r.failed else r.status, r.note)
-        for r in rows])
+    header = (
+        "model",
+        "benchmark",
+        "setting",
+        "baseline",
+        "now",
+        "change",
+        "interval",
+        "status",
+        "note",
+    )
+    return _aligned(
+        header,
+        [
+            (
+                r.model,
+                r.benchmark,
+                r.setting,
+                fmt(r, r.baseline),
+                fmt(r, r.current),
+                fmt(r, r.change, True),
+                "-" if math.isnan(r.low) else f"[{fmt(r, r.low, True)}, {fmt(r, r.high, True)}]",
+                r.status.upper() if r.failed else r.status,
+                r.note,
+            )
+            for r in rows
+        ],
+    )

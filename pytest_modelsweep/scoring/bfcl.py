@@ -92,16 +92,30 @@ def _refuse(node: ast.expr, why: str) -> BfclDecodeError:
 def _guard_operands(node: ast.BinOp, left: Any, right: Any) -> None:
     """Refuse what would take unbounded time or memory before computing it."""
     ints = type(left) in (int, bool) and type(right) in (int, bool)
-    too_large = ints and right > 0 and (
-        (isinstance(node.op, ast.Pow) and abs(left) > 1
-         and (right > _MAX_INT_BITS or right * math.log2(abs(left)) > _MAX_INT_BITS))
-        or (isinstance(node.op, ast.LShift) and left != 0 and right + abs(left).bit_length() > _MAX_INT_BITS)
+    too_large = (
+        ints
+        and right > 0
+        and (
+            (
+                isinstance(node.op, ast.Pow)
+                and abs(left) > 1
+                and (right > _MAX_INT_BITS or right * math.log2(abs(left)) > _MAX_INT_BITS)
+            )
+            or (
+                isinstance(node.op, ast.LShift)
+                and left != 0
+                and right + abs(left).bit_length() > _MAX_INT_BITS
+            )
+        )
     )
     if too_large:
         raise _refuse(node, "result too large")
     if isinstance(node.op, ast.Mult):
         for sequence, count in ((left, right), (right, left)):
-            repeated = isinstance(sequence, (str, bytes, list, tuple)) and type(count) in (int, bool)
+            repeated = isinstance(sequence, (str, bytes, list, tuple)) and type(count) in (
+                int,
+                bool,
+            )
             if repeated and len(sequence) * count > _MAX_LENGTH:
                 raise _refuse(node, "result too long")
     if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)):
@@ -137,7 +151,10 @@ def _evaluate(node: ast.expr) -> Any:
     if isinstance(node, ast.Dict):
         if any(key is None for key in node.keys):
             raise _refuse(node, "** in a dictionary")
-        return {_evaluate(cast(ast.expr, k)): _evaluate(v) for k, v in zip(node.keys, node.values, strict=True)}
+        return {
+            _evaluate(cast(ast.expr, k)): _evaluate(v)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp):
@@ -187,7 +204,10 @@ def _resolve_value(node: ast.expr | None) -> Any:
     if isinstance(node, ast.List):
         return [_resolve_value(v) for v in node.elts]
     if isinstance(node, ast.Dict):
-        return {_resolve_value(k): _resolve_value(v) for k, v in zip(node.keys, node.values, strict=True)}
+        return {
+            _resolve_value(k): _resolve_value(v)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
     if isinstance(node, ast.BinOp):
         return _evaluate(node)
     if isinstance(node, ast.Name):
@@ -211,8 +231,11 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
         func = func.value
     if isinstance(func, ast.Name):
         parts.append(func.id)
-    return {".".join(reversed(parts)): {keyword.arg: _resolve_value(keyword.value)
-                                        for keyword in node.keywords}}
+    return {
+        ".".join(reversed(parts)): {
+            keyword.arg: _resolve_value(keyword.value) for keyword in node.keywords
+        }
+    }
 
 
 def decode_prompt_output(text: str) -> Calls:
@@ -243,7 +266,7 @@ def decode_prompt_output(text: str) -> Calls:
             calls.append(_resolve_call(element))
         except BfclDecodeError:
             raise
-        except Exception as exc:  # noqa: BLE001 - BFCL's decoder fails on any exception here too
+        except Exception as exc:
             raise BfclDecodeError(f"cannot resolve {type(exc).__name__}: {exc}") from None
     return calls
 
@@ -263,7 +286,9 @@ def decode_tool_calls(completion: Completion) -> list[Any]:
         if name is None:
             raise BfclDecodeError(f"tool call {index} has no function name")
         if arguments is None:
-            raise BfclDecodeError(f"tool call {index} ({name}) has arguments that are not a JSON string")
+            raise BfclDecodeError(
+                f"tool call {index} ({name}) has arguments that are not a JSON string"
+            )
         try:
             decoded.append({name: json.loads(arguments)})
         except json.JSONDecodeError as exc:
@@ -278,7 +303,8 @@ def is_function_calling_format(decoded: Any) -> bool:
     if type(decoded) is not list:
         return False
     return all(
-        type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict for item in decoded
+        type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict
+        for item in decoded
     )
 
 
@@ -314,22 +340,35 @@ def _type_checker(
             return _TypeResult(VALID, is_variable)
         for answer_item in possible:
             if type(answer_item) is not list or all(
-                    _type_checker(param, v, answer_item, nested.__name__, nested, None).check.valid
-                    for v in cast(list[Any], value)):
+                _type_checker(param, v, answer_item, nested.__name__, nested, None).check.valid
+                for v in cast(list[Any], value)
+            ):
                 return _TypeResult(VALID, is_variable)
-        failure = BfclCheck(False, "type_error:nested",
-                            f"nested type check failed for {param!r}: expected "
-                            f"{expected_description} of {nested.__name__}, got {value!r}")
+        failure = BfclCheck(
+            False,
+            "type_error:nested",
+            f"nested type check failed for {param!r}: expected "
+            f"{expected_description} of {nested.__name__}, got {value!r}",
+        )
     if answer_type is not None and type(value) is answer_type:
         return _TypeResult(failure or VALID, True)
-    return _TypeResult(BfclCheck(False, "type_error:simple",
-                                 f"wrong type for {param!r}: expected {expected_description}, "
-                                 f"got {type(value).__name__} ({value!r})"), is_variable)
+    return _TypeResult(
+        BfclCheck(
+            False,
+            "type_error:simple",
+            f"wrong type for {param!r}: expected {expected_description}, "
+            f"got {type(value).__name__} ({value!r})",
+        ),
+        is_variable,
+    )
 
 
 def _wrong_value(kind: str, param: str, value: Any, possible: Sequence[Any]) -> BfclCheck:
-    return BfclCheck(False, f"value_error:{kind}",
-                     f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}")
+    return BfclCheck(
+        False,
+        f"value_error:{kind}",
+        f"wrong value for {param!r}: {value!r}, expected one of {list(possible)!r}",
+    )
 
 
 def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
@@ -345,8 +384,11 @@ def _standardize_item(item: Any) -> Any:
 
 def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> BfclCheck:
     standardized = [_standardize_item(item) for item in value]
-    accepted = [[_standardize_item(item) for item in answer]
-                for answer in possible if isinstance(answer, (list, str))]
+    accepted = [
+        [_standardize_item(item) for item in answer]
+        for answer in possible
+        if isinstance(answer, (list, str))
+    ]
     if standardized not in accepted:
         return _wrong_value("list/tuple", param, value, possible)
     return VALID
@@ -360,19 +402,26 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
         ok = True
         for key, item in value.items():
             if key not in possible:
-                result = BfclCheck(False, "value_error:dict_key", f"unexpected key {key!r} in {param!r}")
+                result = BfclCheck(
+                    False, "value_error:dict_key", f"unexpected key {key!r} in {param!r}"
+                )
                 ok = False
                 break
             accepted = [_standardize_item(a) for a in possible[key]]
             if _standardize_item(item) not in accepted:
-                result = BfclCheck(False, "value_error:dict_value",
-                                   f"wrong value for key {key!r} of {param!r}: {item!r}, "
-                                   f"expected one of {accepted!r}")
+                result = BfclCheck(
+                    False,
+                    "value_error:dict_value",
+                    f"wrong value for key {key!r} of {param!r}: {item!r}, "
+                    f"expected one of {accepted!r}",
+                )
                 ok = False
                 break
         for key, accepted_values in possible.items():
             if key not in value and "" not in accepted_values:
-                result = BfclCheck(False, "value_error:dict_key", f"missing key {key!r} in {param!r}")
+                result = BfclCheck(
+                    False, "value_error:dict_key", f"missing key {key!r} in {param!r}"
+                )
                 ok = False
                 break
         if ok:
@@ -381,20 +430,23 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
 
 
 def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -> BfclCheck:
-    result = BfclCheck(False, "list_dict_checker:unclear",
-                       f"no accepted list of dictionaries for {param!r}")
+    result = BfclCheck(
+        False, "list_dict_checker:unclear", f"no accepted list of dictionaries for {param!r}"
+    )
     for possible in possibles:
         if possible == "":
             possible = []  # BFCL takes len("") == 0: only an empty list matches
         if not isinstance(possible, list) or len(value) != len(possible):
-            result = BfclCheck(False, "value_error:list_dict_count",
-                               f"wrong number of dictionaries in {param!r}")
+            result = BfclCheck(
+                False, "value_error:list_dict_count", f"wrong number of dictionaries in {param!r}"
+            )
             continue
         ok = True
         for item, accepted in zip(value, possible, strict=True):
             if not isinstance(item, dict):
-                result = BfclCheck(False, "type_error:nested",
-                                   f"{param!r} holds {item!r}, not a dictionary")
+                result = BfclCheck(
+                    False, "type_error:nested", f"{param!r} holds {item!r}, not a dictionary"
+                )
                 ok = False
                 break
             result = _dict_checker(param, item, [accepted])
@@ -407,7 +459,10 @@ def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -
 
 
 _CHECKERS: dict[type, Callable[[str, Any, Sequence[Any]], BfclCheck]] = {
-    dict: _dict_checker, str: _string_checker, list: _list_checker}
+    dict: _dict_checker,
+    str: _string_checker,
+    list: _list_checker,
+}
 """The value checker of a parameter by its schema type (others: the value is an answer)."""
 
 
@@ -428,18 +483,21 @@ def simple_function_checker(
         name = name.replace(".", "_")
     if name not in call:
         got = ", ".join(repr(k) for k in call) or "nothing"
-        return BfclCheck(False, "simple_function_checker:wrong_func_name",
-                         f"expected {name!r}, got {got}")
+        return BfclCheck(
+            False, "simple_function_checker:wrong_func_name", f"expected {name!r}, got {got}"
+        )
     params = call[name]
     for param in required:
         if param not in params:
-            return BfclCheck(False, "simple_function_checker:missing_required",
-                             f"missing required {param!r}")
+            return BfclCheck(
+                False, "simple_function_checker:missing_required", f"missing required {param!r}"
+            )
 
     for param, value in params.items():
         if param not in properties or param not in possible:
-            return BfclCheck(False, "simple_function_checker:unexpected_param",
-                             f"unexpected parameter {param!r}")
+            return BfclCheck(
+                False, "simple_function_checker:unexpected_param", f"unexpected parameter {param!r}"
+            )
         details = properties[param]
         description = str(details.get("type", "any"))
         expected = PYTHON_TYPE_MAPPING.get(description, str)
@@ -456,8 +514,15 @@ def simple_function_checker(
         typed = _type_checker(param, value, possible[param], description, expected, nested)
         if not typed.check.valid:
             return typed.check
-        checker = None if typed.is_variable else (
-            _list_dict_checker if expected is list and nested is dict else _CHECKERS.get(expected))
+        checker = (
+            None
+            if typed.is_variable
+            else (
+                _list_dict_checker
+                if expected is list and nested is dict
+                else _CHECKERS.get(expected)
+            )
+        )
         if checker is not None:
             check = checker(param, value, possible[param])
             if not check.valid:
@@ -468,8 +533,10 @@ def simple_function_checker(
     for param, accepted in possible.items():
         if param not in params and "" not in accepted:
             return BfclCheck(
-                False, "simple_function_checker:missing_optional",
-                f"optional parameter {param!r} omitted but no answer allows omitting it")
+                False,
+                "simple_function_checker:missing_optional",
+                f"optional parameter {param!r} omitted but no answer allows omitting it",
+            )
     return VALID
 
 
@@ -482,10 +549,14 @@ def check_simple(
 ) -> BfclCheck:
     """BFCL's ``ast_checker`` for the simple category: exactly one call, then the function checker."""
     if len(decoded) != 1:
-        return BfclCheck(False, "simple_function_checker:wrong_count",
-                         f"expected 1 function call, got {len(decoded)}")
-    return simple_function_checker(functions[0], decoded[0], ground_truth[0],
-                                   underscore_to_dot=underscore_to_dot)
+        return BfclCheck(
+            False,
+            "simple_function_checker:wrong_count",
+            f"expected 1 function call, got {len(decoded)}",
+        )
+    return simple_function_checker(
+        functions[0], decoded[0], ground_truth[0], underscore_to_dot=underscore_to_dot
+    )
 
 
 # --- the scorer ----------------------------------------------------------------------------
@@ -498,7 +569,9 @@ def _json_safe(value: Any) -> Any:
         return repr(value)
 
 
-def check_bfcl_answer(record: BfclRecord, completion: Completion, mode: Mode) -> tuple[BfclCheck, Any]:
+def check_bfcl_answer(
+    record: BfclRecord, completion: Completion, mode: Mode
+) -> tuple[BfclCheck, Any]:
     """BFCL's verdict on an answered item (prompt mode: one with text), and the decoded calls
     (JSON data; None when the answer could not be decoded). Never raises."""
     try:
@@ -507,17 +580,24 @@ def check_bfcl_answer(record: BfclRecord, completion: Completion, mode: Mode) ->
         else:
             decoded = decode_prompt_output(completion.text or "")
     except BfclDecodeError as exc:
-        return BfclCheck(False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"), None
+        return BfclCheck(
+            False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"
+        ), None
     calls = _json_safe(decoded)
     if not is_function_calling_format(decoded):
-        return BfclCheck(False, "ast_decoder:decoder_wrong_output_format",
-                         "decoded output is not [{name: {param: value}}]"), calls
+        return BfclCheck(
+            False,
+            "ast_decoder:decoder_wrong_output_format",
+            "decoded output is not [{name: {param: value}}]",
+        ), calls
     try:
-        check = check_simple(record.function, decoded, record.ground_truth,
-                             underscore_to_dot=mode == "tools")
-    except Exception as exc:  # noqa: BLE001 - a checker crash on odd input is a wrong answer
-        check = BfclCheck(False, "simple_function_checker:unclear",
-                          f"checker failed: {type(exc).__name__}: {exc}")
+        check = check_simple(
+            record.function, decoded, record.ground_truth, underscore_to_dot=mode == "tools"
+        )
+    except Exception as exc:
+        check = BfclCheck(
+            False, "simple_function_checker:unclear", f"checker failed: {type(exc).__name__}: {exc}"
+        )
     return check, calls
 
 
@@ -526,9 +606,14 @@ def score_bfcl_answer(completion: Completion, item: EvalItem) -> Score:
     with tools is tools mode, else prompt mode. ``answer``: decoded calls, ``error_type``,
     reason; ``scores``: ``{"ast": valid}``."""
     record: BfclRecord = item.data
-    check, calls = check_bfcl_answer(record, completion, "tools" if item.tools is not None else "prompt")
-    return Score(check.valid, answer={"calls": calls, "error_type": check.error_type, "error": check.error},
-                 scores={"ast": check.valid})
+    check, calls = check_bfcl_answer(
+        record, completion, "tools" if item.tools is not None else "prompt"
+    )
+    return Score(
+        check.valid,
+        answer={"calls": calls, "error_type": check.error_type, "error": check.error},
+        scores={"ast": check.valid},
+    )
 
 
 def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
@@ -549,5 +634,7 @@ def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
         "correct": correct,
         "accuracy": correct / n if n else 0.0,
         "error_types": dict(sorted(types.items())),
-        "parse_failures": sum(count for kind, count in types.items() if kind.startswith("ast_decoder:")),
+        "parse_failures": sum(
+            count for kind, count in types.items() if kind.startswith("ast_decoder:")
+        ),
     }

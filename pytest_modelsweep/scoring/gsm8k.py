@@ -67,9 +67,12 @@ def score_gsm8k(text: str, reference: str) -> Gsm8kScore:
     gold = normalise(reference)
     strict = strict_match(text)
     flexible = flexible_extract(text)
-    return Gsm8kScore(normalise(INVALID if strict is None else strict) == gold,
-                      normalise(INVALID if flexible is None else flexible) == gold,
-                      strict, flexible)
+    return Gsm8kScore(
+        normalise(INVALID if strict is None else strict) == gold,
+        normalise(INVALID if flexible is None else flexible) == gold,
+        strict,
+        flexible,
+    )
 
 
 def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
@@ -78,7 +81,10 @@ def score_gsm8k_answer(completion: Completion, item: EvalItem) -> Score:
     score = score_gsm8k(completion.text or "", str(item.answer))
     return Score(
         score.flexible_correct,
-        answer={"strict-match": score.strict_extracted, "flexible-extract": score.flexible_extracted},
+        answer={
+            "strict-match": score.strict_extracted,
+            "flexible-extract": score.flexible_extracted,
+        },
         scores={"strict-match": score.strict_correct, "flexible-extract": score.flexible_correct},
     )
 
@@ -104,7 +110,11 @@ def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
         "accuracy": rate(flexible),
         "strict_match_accuracy": rate(strict),
         "flexible_extract_accuracy": rate(flexible),
-        "strict_match_invalid_rate": rate(sum(extracted(r, "strict-match") is None for r in answered)),
-        "flexible_extract_invalid_rate": rate(sum(extracted(r, "flexible-extract") is None for r in answered)),
+        "strict_match_invalid_rate": rate(
+            sum(extracted(r, "strict-match") is None for r in answered)
+        ),
+        "flexible_extract_invalid_rate": rate(
+            sum(extracted(r, "flexible-extract") is None for r in answered)
+        ),
         "truncated_rate": rate(sum(r.finish_reason == "length" for r in answered)),
     }

@@ -35,8 +35,10 @@ WARM_SHARE = 0.5
 def cold_start_refusal(name: str, attach: dict[str, str] | None) -> str | None:
     """One line when model ``name`` cannot be cold-started (it is attached); else None."""
     if attach and name in attach:
-        return (f"cold start needs a server this run launches: {name} is attached "
-                "(--endpoint), so its start is not ours to time")
+        return (
+            f"cold start needs a server this run launches: {name} is attached "
+            "(--endpoint), so its start is not ours to time"
+        )
     return None
 
 
@@ -49,8 +51,14 @@ def _libc() -> ctypes.CDLL | None:
         return None
     libc = ctypes.CDLL(name, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     return libc
@@ -103,14 +111,24 @@ def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
     size = f"{path.stat().st_size / 2**20:.0f} MiB"
     done = "after eviction, " if evicted else ""
     if share is None:
-        return CacheState("page-cache", None, f"page cache of {path.name} ({size}): unknown "
-                          "(mincore unavailable)", None, evicted)
+        return CacheState(
+            "page-cache",
+            None,
+            f"page cache of {path.name} ({size}): unknown (mincore unavailable)",
+            None,
+            evicted,
+        )
     warm = share >= WARM_SHARE
-    why = ("warm: read from memory" if warm else "cold: read from disk")
+    why = "warm: read from memory" if warm else "cold: read from disk"
     if warm and evicted:
         why += " (still mapped by another process?)"
-    return CacheState("page-cache", warm, f"page cache of {path.name} ({size}): {done}"
-                      f"{share:.0%} resident before launch, {why}", share, evicted)
+    return CacheState(
+        "page-cache",
+        warm,
+        f"page cache of {path.name} ({size}): {done}{share:.0%} resident before launch, {why}",
+        share,
+        evicted,
+    )
 
 
 def vllm_cache_dirs(environ: dict[str, str] | None = None) -> dict[str, Path]:
@@ -118,24 +136,30 @@ def vllm_cache_dirs(environ: dict[str, str] | None = None) -> dict[str, Path]:
     env = os.environ if environ is None else environ
     base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     root = Path(os.path.expanduser(env.get("VLLM_CACHE_ROOT") or str(base / "vllm")))
-    xla = Path(os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" /
-                                                                        "xla_cache")))
+    xla = Path(
+        os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" / "xla_cache"))
+    )
     return {"torch.compile": root / "torch_compile_cache", "XLA": xla}
 
 
 def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> CacheState:
     """vLLM's compile caches before a launch: warm when any holds an entry."""
     if backend == "vllm-docker":
-        return CacheState("compile-cache", False, "compile caches live inside the container, "
-                          "which keeps none between launches: cold")
+        return CacheState(
+            "compile-cache",
+            False,
+            "compile caches live inside the container, which keeps none between launches: cold",
+        )
     parts, warm = [], False
     for label, folder in vllm_cache_dirs(environ).items():
         entries = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
         warm = warm or entries > 0
-        parts.append(f"{label} cache {folder}: {entries} entries" if entries
-                     else f"{label} cache {folder}: absent or empty")
-    return CacheState("compile-cache", warm,
-                      "; ".join(parts) + (" (warm)" if warm else " (cold)"))
+        parts.append(
+            f"{label} cache {folder}: {entries} entries"
+            if entries
+            else f"{label} cache {folder}: absent or empty"
+        )
+    return CacheState("compile-cache", warm, "; ".join(parts) + (" (warm)" if warm else " (cold)"))
 
 
 def model_file(sweep: Sweep, name: str, progress: Progress) -> Path | None:
@@ -172,9 +196,16 @@ class ColdStarts:
 
 def first_request() -> ApiRequest:
     """The first request of a fresh server: a short streamed completion."""
-    return ApiRequest(item_id="cold-start", path="/v1/completions",
-                      payload={"prompt": FIRST_PROMPT, "max_tokens": FIRST_MAX_TOKENS,
-                               "temperature": 0, "ignore_eos": True})
+    return ApiRequest(
+        item_id="cold-start",
+        path="/v1/completions",
+        payload={
+            "prompt": FIRST_PROMPT,
+            "max_tokens": FIRST_MAX_TOKENS,
+            "temperature": 0,
+            "ignore_eos": True,
+        },
+    )
 
 
 def measure_cold_starts(
@@ -196,14 +227,19 @@ def measure_cold_starts(
     first_endpoint: Endpoint | None = None
     for launch in range(1, launches + 1):
         cache = cache_state(sweep, name, progress, evict=evict_page_cache)
-        endpoint, process = launch_endpoint(sweep, name, log_dir / f"cold-start-{launch}",
-                                            progress, worker_id=worker_id)
+        endpoint, process = launch_endpoint(
+            sweep, name, log_dir / f"cold-start-{launch}", progress, worker_id=worker_id
+        )
         first_endpoint = first_endpoint or endpoint
         try:
-            records = run_stream_requests(endpoint.v1, endpoint.served_name, [first_request()],
-                                          1, timeout_s=timeout_s,
-                                          guard=Guard(idle_timeout_s=timeout_s,
-                                                      credentials=endpoint.credentials))
+            records = run_stream_requests(
+                endpoint.v1,
+                endpoint.served_name,
+                [first_request()],
+                1,
+                timeout_s=timeout_s,
+                guard=Guard(idle_timeout_s=timeout_s, credentials=endpoint.credentials),
+            )
         finally:
             process.stop()
         assert process.launched_at is not None and process.ready_at is not None
@@ -213,30 +249,55 @@ def measure_cold_starts(
         if error is None and record.first_token is None:
             error = "the first request produced no token"
         first = None if error else (record.first_token or 0.0) - process.launched_at
-        measured.append(ColdStart(
-            launch=launch, ready_s=process.ready_at - process.launched_at,
-            ready_within_s=process.ready_within_s, first_token_s=first,
-            first_request_ttft_s=None if error else record.ttft, cache=cache, error=error))
+        measured.append(
+            ColdStart(
+                launch=launch,
+                ready_s=process.ready_at - process.launched_at,
+                ready_within_s=process.ready_within_s,
+                first_token_s=first,
+                first_request_ttft_s=None if error else record.ttft,
+                cache=cache,
+                error=error,
+            )
+        )
         progress(launch_line(name, measured[-1], launches))
         time.sleep(0.2)  # let the port and the process table settle
     return ColdStarts(StartupStats(sweep.backend_of(name), tuple(measured)), first_endpoint)
 
 
 def measure_startup(
-    sweep: Sweep, name: str, *, launches: int, log_dir: Path, progress: Progress,
-    record_measurement: Callable[..., Any], worker_id: str = "main",
+    sweep: Sweep,
+    name: str,
+    *,
+    launches: int,
+    log_dir: Path,
+    progress: Progress,
+    record_measurement: Callable[..., Any],
+    worker_id: str = "main",
 ) -> StartupStats:
     """Cold-start ``name`` ``launches`` times (pages evicted first), record one ``startup``
     measurement (the geometric mean of launch → first token, s), then raise
     :class:`MeasurementError` when a first request failed."""
-    measured = measure_cold_starts(sweep, name, launches=launches, log_dir=log_dir,
-                                   progress=progress, worker_id=worker_id, evict_page_cache=True)
+    measured = measure_cold_starts(
+        sweep,
+        name,
+        launches=launches,
+        log_dir=log_dir,
+        progress=progress,
+        worker_id=worker_id,
+        evict_page_cache=True,
+    )
     stats = measured.stats
     first = stats.first_token_s
     record_measurement(
-        "startup", float("nan") if first is None else first, "s", len(stats.launches),
+        "startup",
+        float("nan") if first is None else first,
+        "s",
+        len(stats.launches),
         params={"launches": launches, "backend": stats.backend, "cache": stats.cache},
-        stats=stats, endpoint=measured.endpoint)
+        stats=stats,
+        endpoint=measured.endpoint,
+    )
     if stats.errors:
         raise MeasurementError(f"cold start of {name}: " + "; ".join(stats.errors[:3]))
     return stats
@@ -245,5 +306,7 @@ def measure_startup(
 def launch_line(name: str, start: ColdStart, launches: int) -> str:
     """E.g. ``cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s; …``."""
     first = "failed" if start.first_token_s is None else f"{start.first_token_s:.2f} s"
-    return (f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
-            f"first token {first}; {start.cache.detail}")
+    return (
+        f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
+        f"first token {first}; {start.cache.detail}"
+    )

@@ -54,14 +54,19 @@ def repository_of(image: str) -> str:
 
 def _docker(args: list[str], docker: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([docker, *args], capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
+        return subprocess.run(
+            [docker, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
     except FileNotFoundError:
-        raise EndpointError(f"{docker} not found; install Docker (and let this user run it "
-                            "without sudo) to serve or pin the sweep's image") from None
+        raise EndpointError(
+            f"{docker} not found; install Docker (and let this user run it "
+            "without sudo) to serve or pin the sweep's image"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise EndpointError(f"`{docker} {' '.join(args)}` took over {timeout_s:.0f} s; check "
-                            "that the Docker daemon is running") from None
+        raise EndpointError(
+            f"`{docker} {' '.join(args)}` took over {timeout_s:.0f} s; check "
+            "that the Docker daemon is running"
+        ) from None
 
 
 def inspect_image(image: str, *, docker: str = "docker", timeout_s: float = 60.0) -> ImageFacts:
@@ -70,15 +75,19 @@ def inspect_image(image: str, *, docker: str = "docker", timeout_s: float = 60.0
     done = _docker(["image", "inspect", image], docker, timeout_s)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise EndpointError(f"docker image inspect {image} failed ({said}); pull it first: "
-                            f"docker pull {image}")
+        raise EndpointError(
+            f"docker image inspect {image} failed ({said}); pull it first: docker pull {image}"
+        )
     try:
         entry = json.loads(done.stdout)[0]
-        return ImageFacts(image, str(entry["Id"]),
-                          tuple(str(d) for d in entry.get("RepoDigests") or ()))
+        return ImageFacts(
+            image, str(entry["Id"]), tuple(str(d) for d in entry.get("RepoDigests") or ())
+        )
     except (ValueError, LookupError, TypeError):
-        raise EndpointError(f"docker image inspect {image} did not answer with an image "
-                            f"description (got {done.stdout[:80]!r})") from None
+        raise EndpointError(
+            f"docker image inspect {image} did not answer with an image "
+            f"description (got {done.stdout[:80]!r})"
+        ) from None
 
 
 def observed_image(image: str, *, docker: str = "docker") -> ImageFacts:
@@ -86,8 +95,10 @@ def observed_image(image: str, *, docker: str = "docker") -> ImageFacts:
     facts = inspect_image(image, docker=docker)
     wanted = pinned_digest(image)
     if wanted is not None and facts.digest() != wanted:
-        raise EndpointError(f"the sweep pins {image} but Docker ran an image whose digests are "
-                            f"{', '.join(facts.repo_digests) or facts.id}; docker pull {image}")
+        raise EndpointError(
+            f"the sweep pins {image} but Docker ran an image whose digests are "
+            f"{', '.join(facts.repo_digests) or facts.id}; docker pull {image}"
+        )
     return facts
 
 
@@ -98,13 +109,17 @@ def pin_image(image: str, *, docker: str = "docker", pull: bool = True) -> str:
         done = _docker(["pull", image], docker, 3600.0)
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
-            raise EndpointError(f"docker pull {image} failed ({said}); check the tag and that "
-                                "this machine reaches the registry")
+            raise EndpointError(
+                f"docker pull {image} failed ({said}); check the tag and that "
+                "this machine reaches the registry"
+            )
     facts = inspect_image(image, docker=docker)
     digest = facts.digest()
     if not digest.startswith("sha256:") or not facts.repo_digests:
-        raise EndpointError(f"{image} has no registry digest (a local build?); push it to a "
-                            "registry, or pin it yourself as name@sha256:...")
+        raise EndpointError(
+            f"{image} has no registry digest (a local build?); push it to a "
+            "registry, or pin it yourself as name@sha256:..."
+        )
     return f"{repository_of(image)}@{digest}"
 
 
@@ -123,7 +138,8 @@ def pinned_sweep_text(text: str, pinned: str, *, source: str) -> str:
         match = IMAGE_LINE.match(line.rstrip("\n"))
         if table == "[serving]" and match:
             was = match.group(2)
-            lines[index] = (f'{match.group(1)}"{pinned}"  # modelsweep pin: {was} '
-                            f'resolved by docker\n')
+            lines[index] = (
+                f'{match.group(1)}"{pinned}"  # modelsweep pin: {was} resolved by docker\n'
+            )
             return "".join(lines)
-    raise EndpointError(f"{source}: no image = \"...\" line in [serving] to pin")
+    raise EndpointError(f'{source}: no image = "..." line in [serving] to pin')

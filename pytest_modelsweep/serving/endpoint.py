@@ -55,9 +55,17 @@ class Provenance:
 # Settings that are serving flags (identical for every model of a sweep); the rest of
 # server_settings describes the model itself (parameters, file type, template).
 SERVING_FLAGS = (
-    "total_slots", "n_ctx_per_slot", "n_threads", "cache_prompt",
-    "max_model_len", "max_num_seqs", "prefix_caching", "dtype",
-    "kv_cache_dtype", "max_num_batched_tokens", "gpu_memory_utilization",
+    "total_slots",
+    "n_ctx_per_slot",
+    "n_threads",
+    "cache_prompt",
+    "max_model_len",
+    "max_num_seqs",
+    "prefix_caching",
+    "dtype",
+    "kv_cache_dtype",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
 )
 
 

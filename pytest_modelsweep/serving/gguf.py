@@ -17,8 +17,17 @@ MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 
 _SCALARS = {
-    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-    10: "<Q", 11: "<q", 12: "<d",
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
 }
 _STRING, _ARRAY = 8, 9
 _MAX_KEY_BYTES = 1 << 16
@@ -26,12 +35,39 @@ _MAX_STRING_BYTES = 1 << 26
 _MAX_PAIRS = 1 << 20
 
 FILE_TYPES = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-    10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M",
-    16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S",
-    22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M",
-    28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0",
-    37: "TQ2_0", 38: "MXFP4_MOE",
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    19: "IQ2_XXS",
+    20: "IQ2_XS",
+    21: "Q2_K_S",
+    22: "IQ3_XS",
+    23: "IQ3_XXS",
+    24: "IQ1_S",
+    25: "IQ4_NL",
+    26: "IQ3_S",
+    27: "IQ3_M",
+    28: "IQ2_S",
+    29: "IQ2_M",
+    30: "IQ4_XS",
+    31: "IQ1_M",
+    32: "BF16",
+    36: "TQ1_0",
+    37: "TQ2_0",
+    38: "MXFP4_MOE",
 }
 """llama.cpp's ``llama_ftype`` (``general.file_type``): the quantization a file is labelled with."""
 
@@ -51,8 +87,12 @@ class GgufHeader:
 
     def as_dict(self) -> dict[str, str | int]:
         """The identifying fields, as provenance records them."""
-        return {"gguf_version": self.version, "architecture": self.architecture,
-                "name": self.name, "file_type": self.file_type}
+        return {
+            "gguf_version": self.version,
+            "architecture": self.architecture,
+            "name": self.name,
+            "file_type": self.file_type,
+        }
 
 
 class _Reader:
@@ -61,7 +101,9 @@ class _Reader:
         self.path = path
 
     def bad(self, why: str) -> ProvisionError:
-        return ProvisionError(f"{self.path}: not a readable GGUF file ({why}); fetch the model again")
+        return ProvisionError(
+            f"{self.path}: not a readable GGUF file ({why}); fetch the model again"
+        )
 
     def take(self, size: int) -> bytes:
         data = self.handle.read(size)
@@ -127,8 +169,14 @@ def read_gguf_header(path: Path) -> GgufHeader:
                 general[key.removeprefix("general.")] = value
     file_type = general.get("file_type")
     return GgufHeader(
-        version=version, tensor_count=tensors, architecture=str(general.get("architecture", "")),
+        version=version,
+        tensor_count=tensors,
+        architecture=str(general.get("architecture", "")),
         name=str(general.get("name", "")),
-        file_type=(FILE_TYPES.get(file_type, f"type {file_type}")
-                   if isinstance(file_type, int) and not isinstance(file_type, bool) else "unknown"),
-        general=general)
+        file_type=(
+            FILE_TYPES.get(file_type, f"type {file_type}")
+            if isinstance(file_type, int) and not isinstance(file_type, bool)
+            else "unknown"
+        ),
+        general=general,
+    )

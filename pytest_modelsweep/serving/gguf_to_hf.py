@@ -51,14 +51,19 @@ def convert(gguf: Path, out: Path, dtype_name: str, sha256: str, recipe: str) ->
     except PackageNotFoundError:
         gguf_version = None
     record = {
-        "recipe": recipe, "source_gguf": str(gguf), "source_sha256": sha256,
+        "recipe": recipe,
+        "source_gguf": str(gguf),
+        "source_sha256": sha256,
         "architecture": (saved.get("architectures") or [None])[0],
         "model_type": saved.get("model_type"),
         "dtype": saved.get("dtype") or saved.get("torch_dtype"),
         "parameters": sum(p.numel() for p in plain.parameters()),
-        "files": sorted(p.name for p in out.iterdir()), "transformers": transformers.__version__,
-        "torch": torch.__version__, "gguf": gguf_version,
-        "seconds": round(time.time() - started, 1)}
+        "files": sorted(p.name for p in out.iterdir()),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "gguf": gguf_version,
+        "seconds": round(time.time() - started, 1),
+    }
     (out / CONVERSION_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
 

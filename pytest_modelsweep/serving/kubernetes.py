@@ -45,8 +45,10 @@ LAUNCHER = (
 """Both containers of a measuring pod: run the index's entry for ``serve`` or ``bench``."""
 STORE_PASSWORD_KEY = "password"
 HF_TOKEN_KEY = "token"
-PASSWORD_FIX = ("put the password in the Secret the Jobs read as PGPASSWORD (kubectl create "
-                "secret generic modelsweep-store --from-literal=password=…; --store-secret NAME)")
+PASSWORD_FIX = (
+    "put the password in the Secret the Jobs read as PGPASSWORD (kubectl create "
+    "secret generic modelsweep-store --from-literal=password=…; --store-secret NAME)"
+)
 _DNS_PART = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
@@ -71,26 +73,37 @@ class JobSettings:
         is not a DNS-1123 label, a Secret name that is not a DNS-1123 subdomain, an empty
         image) and a pytest argument with a credential in it (a manifest would hold it)."""
         if self.namespace is not None and not (
-                len(self.namespace) <= 63 and re.fullmatch(_DNS_PART, self.namespace)):
-            raise DataError(f"--namespace {self.namespace!r}: not a Kubernetes namespace; give "
-                            "at most 63 lower-case letters, digits and '-', starting and ending "
-                            "with a letter or digit, e.g. modelsweep")
-        for option, secret in (("--store-secret", self.store_secret),
-                               ("--hf-secret", self.hf_secret)):
+            len(self.namespace) <= 63 and re.fullmatch(_DNS_PART, self.namespace)
+        ):
+            raise DataError(
+                f"--namespace {self.namespace!r}: not a Kubernetes namespace; give "
+                "at most 63 lower-case letters, digits and '-', starting and ending "
+                "with a letter or digit, e.g. modelsweep"
+            )
+        for option, secret in (
+            ("--store-secret", self.store_secret),
+            ("--hf-secret", self.hf_secret),
+        ):
             if not (len(secret) <= 253 and re.fullmatch(rf"{_DNS_PART}(\.{_DNS_PART})*", secret)):
-                raise DataError(f"{option} {secret!r}: not a Kubernetes Secret name; give at "
-                                "most 253 lower-case letters, digits, '-' and '.', each "
-                                "'.'-separated part starting and ending with a letter or digit, "
-                                "e.g. modelsweep-store")
+                raise DataError(
+                    f"{option} {secret!r}: not a Kubernetes Secret name; give at "
+                    "most 253 lower-case letters, digits, '-' and '.', each "
+                    "'.'-separated part starting and ending with a letter or digit, "
+                    "e.g. modelsweep-store"
+                )
         if not self.bench_image or any(char.isspace() for char in self.bench_image):
-            raise DataError(f"--bench-image {self.bench_image!r}: empty or holds a space; give "
-                            "the image the bench and judge containers run, e.g. "
-                            "REGISTRY/NAME@sha256:…")
+            raise DataError(
+                f"--bench-image {self.bench_image!r}: empty or holds a space; give "
+                "the image the bench and judge containers run, e.g. "
+                "REGISTRY/NAME@sha256:…"
+            )
         for arg in self.pytest_args:
             if redact(arg) != arg:
-                raise DataError(f"--pytest-arg {redact(arg)}: a credential in it would be "
-                                "written into the manifests; give the store with --store, its "
-                                f"URL without the password, and {PASSWORD_FIX}")
+                raise DataError(
+                    f"--pytest-arg {redact(arg)}: a credential in it would be "
+                    "written into the manifests; give the store with --store, its "
+                    f"URL without the password, and {PASSWORD_FIX}"
+                )
 
 
 def _dns_label(text: str, limit: int) -> str:
@@ -101,7 +114,7 @@ def _dns_label(text: str, limit: int) -> str:
     if label and label == text and len(label) <= limit:
         return label
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{label[:limit - 9].rstrip('-')}-{digest}".lstrip("-")
+    return f"{label[: limit - 9].rstrip('-')}-{digest}".lstrip("-")
 
 
 def job_names(sweep: Sweep, sweep_run: str) -> tuple[str, str]:
@@ -113,13 +126,18 @@ def job_names(sweep: Sweep, sweep_run: str) -> tuple[str, str]:
 def _check_store(store: StoreLocation) -> str:
     """The store URL the pods are given; a file, or a password in the URL, is refused."""
     if store.kind != "postgresql":
-        raise DataError(f"--store {store}: pods on different nodes cannot share a SQLite file; "
-                        "give --store postgresql://USER@HOST:PORT/DATABASE (docs/store.md)")
+        raise DataError(
+            f"--store {store}: pods on different nodes cannot share a SQLite file; "
+            "give --store postgresql://USER@HOST:PORT/DATABASE (docs/store.md)"
+        )
     parts = urlsplit(store.url)
-    if parts.password is not None or any(key == "password" for key, _ in
-                                         parse_qsl(parts.query, keep_blank_values=True)):
-        raise DataError(f"--store {store}: a password in the URL would be written into the "
-                        f"manifest; give the URL without it and {PASSWORD_FIX}")
+    if parts.password is not None or any(
+        key == "password" for key, _ in parse_qsl(parts.query, keep_blank_values=True)
+    ):
+        raise DataError(
+            f"--store {store}: a password in the URL would be written into the "
+            f"manifest; give the URL without it and {PASSWORD_FIX}"
+        )
     return store.shown
 
 
@@ -127,18 +145,21 @@ def _impl_type(spec: ModelSpec) -> str:
     if spec.group not in MODEL_IMPL_TYPES:
         raise DataError(
             f"model {spec.name}: group {spec.group!r} does not say which tpu-inference path "
-            f"serves it; set group = \"jax\" or \"torchax\" in the sweep (docs/tpu-v5e.md, "
-            "section 5), so that the Job pins MODEL_IMPL_TYPE")
+            f'serves it; set group = "jax" or "torchax" in the sweep (docs/tpu-v5e.md, '
+            "section 5), so that the Job pins MODEL_IMPL_TYPE"
+        )
     return MODEL_IMPL_TYPES[spec.group]
 
 
 def _image(sweep: Sweep) -> str:
     image = sweep.serving.image
     if sweep.serving.backend != "vllm-docker" or not image or "@sha256:" not in image:
-        raise DataError(f"sweep {sweep.name}: the Job serves the sweep's vLLM image pinned by "
-                        "digest; give [serving] backend = \"vllm-docker\" and pin its image: "
-                        f"modelsweep pin --sweep {sweep.name} -o pinned.toml, then --sweep "
-                        "pinned.toml")
+        raise DataError(
+            f"sweep {sweep.name}: the Job serves the sweep's vLLM image pinned by "
+            'digest; give [serving] backend = "vllm-docker" and pin its image: '
+            f"modelsweep pin --sweep {sweep.name} -o pinned.toml, then --sweep "
+            "pinned.toml"
+        )
     return image
 
 
@@ -148,8 +169,18 @@ def _secret_env(name: str, secret: str, key: str, **optional: bool) -> dict[str,
 
 def _pytest_argv(settings: JobSettings, marker: str, *models: str) -> list[str]:
     """``python -m pytest`` of the benches marked ``marker`` of the sweep run, on ``models``."""
-    return ["python", "-m", "pytest", "-o", "testpaths=benches", "-m", marker,
-            "--sweep", settings.sweep_arg, *(a for m in models for a in ("--model", m))]
+    return [
+        "python",
+        "-m",
+        "pytest",
+        "-o",
+        "testpaths=benches",
+        "-m",
+        marker,
+        "--sweep",
+        settings.sweep_arg,
+        *(a for m in models for a in ("--model", m)),
+    ]
 
 
 def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]]:
@@ -159,18 +190,28 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
     for index, name in enumerate(settings.models or tuple(sweep.models)):
         spec = sweep.model(name)
         if spec.source.kind != "hf":
-            raise DataError(f"model {name}: source {spec.source} is not a Hub repo; the Job's "
-                            "vLLM server serves hf: sources only")
+            raise DataError(
+                f"model {name}: source {spec.source} is not a Hub repo; the Job's "
+                "vLLM server serves hf: sources only"
+            )
         flags = vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:]
-        bench = [*_pytest_argv(settings, "not verdict", name),
-                 "--endpoint", f"{name}=http://127.0.0.1:{SERVER_PORT}",
-                 "--sweep-run", settings.sweep_run, "--store", store,
-                 *settings.pytest_args]
+        bench = [
+            *_pytest_argv(settings, "not verdict", name),
+            "--endpoint",
+            f"{name}=http://127.0.0.1:{SERVER_PORT}",
+            "--sweep-run",
+            settings.sweep_run,
+            "--store",
+            store,
+            *settings.pytest_args,
+        ]
         table[str(index)] = {
             "model": name,
             "group": spec.group,
-            "serve": {"argv": ["vllm", "serve", spec.source.id, *flags],
-                      "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
+            "serve": {
+                "argv": ["vllm", "serve", spec.source.id, *flags],
+                "env": {"MODEL_IMPL_TYPE": _impl_type(spec)},
+            },
             # the bench checks the model's group against it (serving/observed.check_group)
             "bench": {"argv": bench, "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
         }
@@ -181,8 +222,9 @@ def table_json(table: Mapping[str, Mapping[str, Any]]) -> str:
     """The model table as JSON a person reads: an entry's fields one a line."""
     entries = []
     for index, entry in table.items():
-        fields = ",\n".join(f"  {json.dumps(key)}: {json.dumps(value)}"
-                            for key, value in entry.items())
+        fields = ",\n".join(
+            f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items()
+        )
         entries.append(f" {json.dumps(index)}: {{\n{fields}\n }}")
     return "{\n" + ",\n".join(entries) + "\n}\n"
 
@@ -190,9 +232,11 @@ def table_json(table: Mapping[str, Mapping[str, Any]]) -> str:
 def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "name": name,
-        "labels": {"app.kubernetes.io/name": "modelsweep",
-                   "modelsweep/sweep": _dns_label(sweep.name, 63),
-                   "modelsweep/sweep-run": _dns_label(settings.sweep_run, 63)},
+        "labels": {
+            "app.kubernetes.io/name": "modelsweep",
+            "modelsweep/sweep": _dns_label(sweep.name, 63),
+            "modelsweep/sweep-run": _dns_label(settings.sweep_run, 63),
+        },
         "annotations": {"modelsweep/sweep-run": settings.sweep_run},
     }
     if settings.namespace:
@@ -200,17 +244,22 @@ def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
     return metadata
 
 
-def _job(name: str, settings: JobSettings, sweep: Sweep, spec: dict[str, Any],
-         pod: dict[str, Any]) -> dict[str, Any]:
+def _job(
+    name: str, settings: JobSettings, sweep: Sweep, spec: dict[str, Any], pod: dict[str, Any]
+) -> dict[str, Any]:
     """A Job of the sweep run: ``spec``'s limits, pods that are never restarted."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _metadata(name, settings, sweep),
-        "spec": {**spec, "ttlSecondsAfterFinished": 7 * 24 * 3600, "template": {
-            "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
-            "spec": {"restartPolicy": "Never", **pod},
-        }},
+        "spec": {
+            **spec,
+            "ttlSecondsAfterFinished": 7 * 24 * 3600,
+            "template": {
+                "metadata": {"labels": _metadata(name, settings, sweep)["labels"]},
+                "spec": {"restartPolicy": "Never", **pod},
+            },
+        },
     }
 
 
@@ -233,9 +282,11 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
             "periodSeconds": probe_period,
             "failureThreshold": max(1, -(-int(sweep.serving.startup_timeout_s) // probe_period)),
         },
-        "volumeMounts": [{"name": "models", "mountPath": TABLE_DIR, "readOnly": True},
-                         {"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}],
+        "volumeMounts": [
+            {"name": "models", "mountPath": TABLE_DIR, "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"},
+        ],
     }
     bench = {
         "name": "bench",
@@ -250,23 +301,31 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
         "metadata": _metadata(name, settings, sweep),
         "data": {TABLE_FILE: table_json(table)},
     }
-    job = _job(name, settings, sweep, {
-        "completionMode": "Indexed",
-        "completions": len(table),
-        "parallelism": len(table),
-        "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
-    }, {
-        "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
-                         "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY},
-        "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-        "initContainers": [server],
-        "containers": [bench],
-        "volumes": [
-            {"name": "models", "configMap": {"name": name}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-            {"name": "hf-cache", "emptyDir": {}},
-        ],
-    })
+    job = _job(
+        name,
+        settings,
+        sweep,
+        {
+            "completionMode": "Indexed",
+            "completions": len(table),
+            "parallelism": len(table),
+            "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
+        },
+        {
+            "nodeSelector": {
+                "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
+                "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
+            },
+            "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+            "initContainers": [server],
+            "containers": [bench],
+            "volumes": [
+                {"name": "models", "configMap": {"name": name}},
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                {"name": "hf-cache", "emptyDir": {}},
+            ],
+        },
+    )
     return [config_map, job]
 
 
@@ -274,23 +333,40 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
     """The Job that draws the verdicts of the sweep run and writes the reports; no chip."""
     _, name = job_names(sweep, settings.sweep_run)
     store = _check_store(settings.store)
-    pytest_argv = [*_pytest_argv(settings, "verdict", *(settings.models or sweep.models)),
-                   "--sweep-run", settings.sweep_run, "--store", store,
-                   "--md", f"{REPORTS_DIR}/report.md", "--html", f"{REPORTS_DIR}/report.html",
-                   "--self-contained-html", "--results", f"{REPORTS_DIR}/results.json",
-                   *settings.pytest_args]
-    script = (f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; "
-              "exit $status")
-    return _job(name, settings, sweep, {"backoffLimit": 0}, {
-        "containers": [{
-            "name": "judge",
-            "image": settings.bench_image,
-            "command": ["sh", "-c", script],
-            "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
-            "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
-        }],
-        "volumes": [{"name": "reports", "emptyDir": {}}],
-    })
+    pytest_argv = [
+        *_pytest_argv(settings, "verdict", *(settings.models or sweep.models)),
+        "--sweep-run",
+        settings.sweep_run,
+        "--store",
+        store,
+        "--md",
+        f"{REPORTS_DIR}/report.md",
+        "--html",
+        f"{REPORTS_DIR}/report.html",
+        "--self-contained-html",
+        "--results",
+        f"{REPORTS_DIR}/results.json",
+        *settings.pytest_args,
+    ]
+    script = f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; exit $status"
+    return _job(
+        name,
+        settings,
+        sweep,
+        {"backoffLimit": 0},
+        {
+            "containers": [
+                {
+                    "name": "judge",
+                    "image": settings.bench_image,
+                    "command": ["sh", "-c", script],
+                    "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
+                    "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
+                }
+            ],
+            "volumes": [{"name": "reports", "emptyDir": {}}],
+        },
+    )
 
 
 def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[str, Path]:
@@ -312,16 +388,19 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
     names = dict(zip(("measure", "judge"), job_names(sweep, settings.sweep_run), strict=True))
     for kind, documents in manifests.items():
         path = folder / f"{names[kind]}.yaml"
-        header = (f"# modelsweep k8s: sweep {sweep.name}, sweep run {settings.sweep_run} "
-                  f"({kind}); docs/kubernetes.md\n")
-        path.write_text(header + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False,
-                                               width=100), encoding="utf-8")
+        header = (
+            f"# modelsweep k8s: sweep {sweep.name}, sweep run {settings.sweep_run} "
+            f"({kind}); docs/kubernetes.md\n"
+        )
+        path.write_text(
+            header + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False, width=100),
+            encoding="utf-8",
+        )
         written[kind] = path
     return written
 
 
-def apply_commands(sweep: Sweep, settings: JobSettings,
-                   paths: Mapping[str, Path]) -> Sequence[str]:
+def apply_commands(sweep: Sweep, settings: JobSettings, paths: Mapping[str, Path]) -> Sequence[str]:
     """The commands that run the two Jobs, in order (judging after measuring has ended), every
     argument quoted for the shell."""
     kubectl = shlex.join(["kubectl", *(("-n", settings.namespace) if settings.namespace else ())])
@@ -329,7 +408,7 @@ def apply_commands(sweep: Sweep, settings: JobSettings,
     wait = f"{kubectl} wait --timeout=24h {measure}"
     return [
         f"{kubectl} create secret generic {shlex.quote(settings.store_secret)} --from-literal="
-        f"{STORE_PASSWORD_KEY}=\"$PGPASSWORD\"   # once",
+        f'{STORE_PASSWORD_KEY}="$PGPASSWORD"   # once',
         f"{kubectl} apply -f {shlex.quote(str(paths['measure']))}",
         f"{wait} --for=condition=complete & {wait} --for=condition=failed & wait -n; kill %1 %2",
         f"{kubectl} apply -f {shlex.quote(str(paths['judge']))}",

@@ -51,8 +51,11 @@ def listening_inodes(port: int, proc: Path = PROC) -> set[str]:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 9 and fields[3] == LISTEN \
-                    and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            if (
+                len(fields) > 9
+                and fields[3] == LISTEN
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
                 inodes.add(fields[9])
     return inodes
 
@@ -100,8 +103,10 @@ def process_record(pid: int, proc: Path = PROC) -> dict[str, Any] | None:
     except OSError:
         return None
     parts = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-    shown = ["***" if index and SECRET_FLAG.search(parts[index - 1]) else part
-             for index, part in enumerate(parts)]
+    shown = [
+        "***" if index and SECRET_FLAG.search(parts[index - 1]) else part
+        for index, part in enumerate(parts)
+    ]
     return {"pid": pid, "command": redact(" ".join(shown))}
 
 

@@ -13,26 +13,46 @@ from .endpoint import Endpoint, Provenance
 from .gguf import read_gguf_header
 from .probe import probe_server
 from .process import ServerProcess, free_port
-from .provision import (LlamaServer, Progress, ensure_embedded_model, ensure_llama_server,
-                        file_sha256)
+from .provision import (
+    LlamaServer,
+    Progress,
+    ensure_embedded_model,
+    ensure_llama_server,
+    file_sha256,
+)
 
 HOST = "127.0.0.1"
 
 
-def llamacpp_argv(server: Sequence[str], model_file: Path, spec: ModelSpec,
-                  serving: ServingSettings, port: int, host: str = HOST) -> list[str]:
+def llamacpp_argv(
+    server: Sequence[str],
+    model_file: Path,
+    spec: ModelSpec,
+    serving: ServingSettings,
+    port: int,
+    host: str = HOST,
+) -> list[str]:
     """llama-server's command line for one model after the ``server`` command; every model
     gets the same settings (``--ctx-size`` is over all slots: ``context_length`` ×
     ``max_num_seqs``)."""
     argv = [
         *server,
-        "--model", str(model_file),
-        "--alias", spec.served_name,
-        "--host", host,
-        "--port", str(port),
-        "--ctx-size", str(serving.context_length * serving.max_num_seqs),
-        "--parallel", str(serving.max_num_seqs),
-        "--metrics", "--slots", "--no-webui", "--jinja",
+        "--model",
+        str(model_file),
+        "--alias",
+        spec.served_name,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--ctx-size",
+        str(serving.context_length * serving.max_num_seqs),
+        "--parallel",
+        str(serving.max_num_seqs),
+        "--metrics",
+        "--slots",
+        "--no-webui",
+        "--jinja",
     ]
     if serving.threads:
         argv += ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
@@ -50,38 +70,53 @@ def cpu_features(log: str) -> str | None:
     line = re.search(r"CPU : ((?:[A-Z0-9_]+ = \d+ \| ?)+)", log)
     if line is None:
         return None
-    return " ".join(name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1))
-                    if on != "0")
+    return " ".join(
+        name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1)) if on != "0"
+    )
 
 
-def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
-                    progress: Progress, server: LlamaServer | None = None,
-                    ) -> tuple[Endpoint, ServerProcess]:
+def launch_llamacpp(
+    spec: ModelSpec,
+    serving: ServingSettings,
+    log_dir: Path,
+    progress: Progress,
+    server: LlamaServer | None = None,
+) -> tuple[Endpoint, ServerProcess]:
     """Provision, start and probe llama.cpp's server for one model (``server``, else the one
     :func:`ensure_llama_server` chooses); its file is checked first."""
     if spec.source.kind == "embedded":
         model = ensure_embedded_model(spec.source.id, progress)
-        model_path, model_sha, package, header = model.path, model.sha256, model.package, model.header
+        model_path, model_sha, package, header = (
+            model.path,
+            model.sha256,
+            model.package,
+            model.header,
+        )
     elif spec.source.kind == "path":
         model_path = Path(spec.source.id)
         if not model_path.is_file():
             raise EndpointError(
-                f"model {spec.name}: {model_path} is not a file; source = \"path:FILE\" names a "
-                "GGUF file for llama-server")
+                f'model {spec.name}: {model_path} is not a file; source = "path:FILE" names a '
+                "GGUF file for llama-server"
+            )
         header = read_gguf_header(model_path)
         model_sha, package = file_sha256(model_path), ""
     else:
         raise EndpointError(
             f"model {spec.name}: llama-server serves GGUF files, not {spec.source}; use "
-            "source = \"embedded:ID\" or \"path:FILE.gguf\", or a vLLM backend")
+            'source = "embedded:ID" or "path:FILE.gguf", or a vLLM backend'
+        )
     server = server or ensure_llama_server(progress)
     port = free_port(HOST)
     argv = llamacpp_argv(server.command, model_path, spec, serving, port)
     process = ServerProcess(
-        argv, ready_url=f"http://{HOST}:{port}/health",
-        log_path=log_dir / f"{spec.name}.llama-server.log", timeout_s=serving.startup_timeout_s,
+        argv,
+        ready_url=f"http://{HOST}:{port}/health",
+        log_path=log_dir / f"{spec.name}.llama-server.log",
+        timeout_s=serving.startup_timeout_s,
         name=f"llama.cpp server ({server.origin}) for {spec.name}",
-        death_signal=signal.SIGKILL)  # nothing to save: if pytest dies, it goes at once
+        death_signal=signal.SIGKILL,
+    )  # nothing to save: if pytest dies, it goes at once
     progress(f"starting llama.cpp's server ({server.origin}) for {spec.name} on port {port}")
     process.start()
     base_url = f"http://{HOST}:{port}"
@@ -96,8 +131,12 @@ def launch_llamacpp(spec: ModelSpec, serving: ServingSettings, log_dir: Path,
         server_name=facts.server_name,
         # the build the server reports (/props build_info), and where it came from
         server_version=f"{facts.server_version} ({server.origin})",
-        served_name=spec.served_name, server_settings=settings,
+        served_name=spec.served_name,
+        server_settings=settings,
         model_source=f"{spec.source}" + (f" ({package})" if package else ""),
-        model_sha256=model_sha, model_header=header.as_dict(), launch_argv=tuple(argv),
-        how="llamacpp")
+        model_sha256=model_sha,
+        model_header=header.as_dict(),
+        launch_argv=tuple(argv),
+        how="llamacpp",
+    )
     return facts.endpoint(spec, base_url, provenance), process

@@ -28,7 +28,8 @@ KV_CACHE_TOKENS = re.compile(r"(?:GPU|CPU|TPU)?\s*KV cache size:\s*([\d,]+)\s*to
 MODEL_IMPL = re.compile(
     r"Loading model with MODEL_IMPL_TYPE=(?P<given>\w+)"
     r"|Resolved MODEL_IMPL_TYPE '\w+' to '(?P<resolved>\w+)'"
-    r"|(?P<fallback>Falling back to vLLM-native Pytorch definition)")
+    r"|(?P<fallback>Falling back to vLLM-native Pytorch definition)"
+)
 """tpu-inference's lines on the implementation it loads: the type given, what ``auto``
 resolved to, and the fallback to vLLM's PyTorch model when an architecture has no JAX one."""
 
@@ -38,8 +39,12 @@ def config_gauges(metrics_text: str) -> dict[str, dict[str, str]]:
     gauges: dict[str, dict[str, str]] = {}
     for name, labels in INFO_GAUGE.findall(metrics_text):
         gauges.setdefault(name, {}).update(
-            {key: value.replace('\\"', '"') for key, value in LABEL.findall(labels)
-             if key not in ("engine", "model_name")})
+            {
+                key: value.replace('\\"', '"')
+                for key, value in LABEL.findall(labels)
+                if key not in ("engine", "model_name")
+            }
+        )
     return gauges
 
 
@@ -57,8 +62,9 @@ def log_facts(log_text: str) -> dict[str, Any]:
     if match := KV_CACHE_TOKENS.search(log_text):
         facts["kv_cache_tokens"] = int(match.group(1).replace(",", ""))
     for match in MODEL_IMPL.finditer(log_text):
-        impl = match.group("resolved") or ("vllm" if match.group("fallback")
-                                           else match.group("given"))
+        impl = match.group("resolved") or (
+            "vllm" if match.group("fallback") else match.group("given")
+        )
         if impl and impl != "auto":
             facts["model_impl"] = impl
     return facts
@@ -77,15 +83,19 @@ def _arg(args: Sequence[str], flag: str) -> str | None:
 
 def declared_flags(serving: ServingSettings) -> dict[str, Any]:
     """The serving flags the sweep asks every vLLM server for."""
-    flags: dict[str, Any] = {"max_model_len": serving.context_length,
-                             "max_num_seqs": serving.max_num_seqs,
-                             "prefix_caching": serving.prefix_caching}
+    flags: dict[str, Any] = {
+        "max_model_len": serving.context_length,
+        "max_num_seqs": serving.max_num_seqs,
+        "prefix_caching": serving.prefix_caching,
+    }
     if serving.dtype:
         flags["dtype"] = serving.dtype
-    for name, flag in (("kv_cache_dtype", "--kv-cache-dtype"),
-                       ("max_num_batched_tokens", "--max-num-batched-tokens"),
-                       ("block_size", "--block-size"),
-                       ("gpu_memory_utilization", "--gpu-memory-utilization")):
+    for name, flag in (
+        ("kv_cache_dtype", "--kv-cache-dtype"),
+        ("max_num_batched_tokens", "--max-num-batched-tokens"),
+        ("block_size", "--block-size"),
+        ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ):
         if (value := _arg(serving.extra_args, flag)) is not None:
             flags[name] = value
     return flags
@@ -102,10 +112,16 @@ GAUGE_LABELS = {
     "max_num_batched_tokens": (("scheduler_config_info", "max_num_batched_tokens"),),
     "dtype": (("model_config_info", "dtype"),),
 }
-LOG_ARGS = {"max_num_seqs": "max_num_seqs", "prefix_caching": "enable_prefix_caching",
-            "dtype": "dtype", "kv_cache_dtype": "kv_cache_dtype",
-            "max_num_batched_tokens": "max_num_batched_tokens", "block_size": "block_size",
-            "gpu_memory_utilization": "gpu_memory_utilization", "max_model_len": "max_model_len"}
+LOG_ARGS = {
+    "max_num_seqs": "max_num_seqs",
+    "prefix_caching": "enable_prefix_caching",
+    "dtype": "dtype",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "block_size": "block_size",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_model_len": "max_model_len",
+}
 
 
 def observed_flags(observed: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,30 +170,34 @@ def contradictions(declared: Mapping[str, Any], observed: Mapping[str, Any]) -> 
         if flag not in observed or str(value) == "auto":
             continue
         if normalised(value) != observed[flag]:
-            lines.append(f"{flag}: the sweep declares {normalised(value)!r}, the server says "
-                         f"{observed[flag]!r}")
+            lines.append(
+                f"{flag}: the sweep declares {normalised(value)!r}, the server says "
+                f"{observed[flag]!r}"
+            )
     return lines
 
 
-def check_declared(model: str, url: str, declared: Mapping[str, Any],
-                   observed: Mapping[str, Any]) -> None:
+def check_declared(
+    model: str, url: str, declared: Mapping[str, Any], observed: Mapping[str, Any]
+) -> None:
     """Raise :class:`EndpointError` in one line when the server contradicts the sweep."""
     found = contradictions(declared, observed)
     if found:
         raise EndpointError(
             f"{model} at {url} does not serve with the sweep's settings ({'; '.join(found)}); "
-            "restart the server with the sweep's [serving] flags, or fix the sweep")
+            "restart the server with the sweep's [serving] flags, or fix the sweep"
+        )
 
 
-def flag_record(declared: Mapping[str, Any], observed: Mapping[str, Any]
-                ) -> tuple[dict[str, Any], dict[str, str]]:
+def flag_record(
+    declared: Mapping[str, Any], observed: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Each flag's value (the observed one where there is one) and where it came from
     (:data:`Source`): the declared flags and the observed serving flags (a block size the
     server chose per model is no serving flag; it stays under ``observed``)."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for flag in list(declared) + [f for f in observed
-                                  if f not in declared and f in SERVING_FLAGS]:
+    for flag in list(declared) + [f for f in observed if f not in declared and f in SERVING_FLAGS]:
         if flag in observed:
             values[flag], sources[flag] = observed[flag], "observed"
         else:
@@ -204,5 +224,6 @@ def check_group(spec: ModelSpec, model_impl: str | None, where: str) -> None:
     if spec.group and group and group != spec.group:
         raise EndpointError(
             f"{spec.name}: its group is {spec.group!r} but the server resolved "
-            f"MODEL_IMPL_TYPE={model_impl} ({group}, {where}); set group = \"{group}\" in the "
-            f"sweep, or pin MODEL_IMPL_TYPE for the server")
+            f'MODEL_IMPL_TYPE={model_impl} ({group}, {where}); set group = "{group}" in the '
+            f"sweep, or pin MODEL_IMPL_TYPE for the server"
+        )

@@ -22,8 +22,9 @@ def is_tpu(accelerator: str | None) -> bool:
     return bool(accelerator) and str(accelerator).lower().startswith("tpu")
 
 
-def serving_pitfall(serving: ServingSettings, observed: Mapping[str, Any] | None = None
-                    ) -> str | None:
+def serving_pitfall(
+    serving: ServingSettings, observed: Mapping[str, Any] | None = None
+) -> str | None:
     """The first TPU pitfall of a sweep's serving settings (and of the flags the server is
     observed with), in one line with the fix; None when there is none or it is no TPU sweep."""
     if not is_tpu(serving.accelerator):
@@ -31,27 +32,37 @@ def serving_pitfall(serving: ServingSettings, observed: Mapping[str, Any] | None
     flags = {**declared_flags(serving), **(observed or {})}
     kv = str(flags.get("kv_cache_dtype") or "")
     if str(serving.accelerator).lower() == "tpu-v5e" and kv.startswith("fp8"):
-        return (f"kv_cache_dtype {kv} on TPU v5e: the server logs fp8 but allocates bf16 "
-                "(tpu-inference #3126), so the KV cache is not what the sweep says; drop "
-                "--kv-cache-dtype from serving.extra_args")
+        return (
+            f"kv_cache_dtype {kv} on TPU v5e: the server logs fp8 but allocates bf16 "
+            "(tpu-inference #3126), so the KV cache is not what the sweep says; drop "
+            "--kv-cache-dtype from serving.extra_args"
+        )
     if "max_num_batched_tokens" not in declared_flags(serving):
-        return ("a TPU sweep must give --max-num-batched-tokens in serving.extra_args: vLLM's "
-                "v5e defaults may silently not apply (the device reads \"TPU V5E\", not "
-                "\"V5E\"), so the server's batch size would be whatever it chose")
+        return (
+            "a TPU sweep must give --max-num-batched-tokens in serving.extra_args: vLLM's "
+            'v5e defaults may silently not apply (the device reads "TPU V5E", not '
+            '"V5E"), so the server\'s batch size would be whatever it chose'
+        )
     return None
 
 
-def seeded_sampling(accelerator: str | None, payloads: Iterable[tuple[str, Mapping[str, Any]]]
-                    ) -> str | None:
+def seeded_sampling(
+    accelerator: str | None, payloads: Iterable[tuple[str, Mapping[str, Any]]]
+) -> str | None:
     """One line refusing the first sampled request (temperature > 0) with a ``seed`` on a TPU
     sweep (JAX takes no per-request seed, so the server rejects it); None otherwise."""
     if not is_tpu(accelerator):
         return None
     for item_id, payload in payloads:
         temperature = payload.get("temperature")
-        if payload.get("seed") is not None and isinstance(temperature, (int, float)) \
-                and temperature > 0:
-            return (f"item {item_id}: temperature {temperature} with seed {payload['seed']} on "
-                    f"a TPU sweep ({accelerator}): JAX does not support a per-request seed; "
-                    "drop the seed, or sample greedily (temperature 0)")
+        if (
+            payload.get("seed") is not None
+            and isinstance(temperature, (int, float))
+            and temperature > 0
+        ):
+            return (
+                f"item {item_id}: temperature {temperature} with seed {payload['seed']} on "
+                f"a TPU sweep ({accelerator}): JAX does not support a per-request seed; "
+                "drop the seed, or sample greedily (temperature 0)"
+            )
     return None

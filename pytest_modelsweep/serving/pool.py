@@ -23,8 +23,9 @@ from .provision import Progress, ensure_embedded_model
 from .vllm import launch_vllm, serving_record
 
 
-def launch_endpoint(sweep: Sweep, name: str, log_dir: Path, progress: Progress, *,
-                    worker_id: str = "main") -> tuple[Endpoint, ServerProcess]:
+def launch_endpoint(
+    sweep: Sweep, name: str, log_dir: Path, progress: Progress, *, worker_id: str = "main"
+) -> tuple[Endpoint, ServerProcess]:
     """Start model ``name``'s server with its sweep's backend; the caller owns (and stops)
     the process. The pool's one launch path, also the cold-start measurement's."""
     spec = sweep.model(name)
@@ -35,11 +36,20 @@ def launch_endpoint(sweep: Sweep, name: str, log_dir: Path, progress: Progress, 
         sources = read_back_sources(endpoint.provenance.server_settings)
         if "cache_prompt" in sources:
             sources["cache_prompt"] = "declared"
-        provenance = replace(endpoint.provenance, flag_sources=sources,
-                             server_process=serving_process(endpoint.base_url))
+        provenance = replace(
+            endpoint.provenance,
+            flag_sources=sources,
+            server_process=serving_process(endpoint.base_url),
+        )
         return replace(endpoint, provenance=provenance), process
-    return launch_vllm(spec, sweep.serving, log_dir, progress, worker_id=worker_id,
-                       credentials=key_from_env(spec.api_key_env))
+    return launch_vllm(
+        spec,
+        sweep.serving,
+        log_dir,
+        progress,
+        worker_id=worker_id,
+        credentials=key_from_env(spec.api_key_env),
+    )
 
 
 @dataclass
@@ -54,8 +64,16 @@ class EndpointPool:
     first use (a failed start keeps failing); a second launch of a model in the run (its claim
     ``<run_dir>/started/<model>``) is a :class:`ServerStartedTwiceError`."""
 
-    def __init__(self, sweep: Sweep, *, attach: Mapping[str, str], run_dir: Path,
-                 worker_id: str, progress: Progress, models: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        sweep: Sweep,
+        *,
+        attach: Mapping[str, str],
+        run_dir: Path,
+        worker_id: str,
+        progress: Progress,
+        models: Sequence[str] = (),
+    ) -> None:
         self.sweep = sweep
         self.models = tuple(models)
         self.attach = dict(attach)
@@ -82,11 +100,12 @@ class EndpointPool:
             if entry.process is not None and not entry.process.alive():
                 raise EndpointError(
                     f"the server of {name} exited (code {entry.process.exit_code()}) during the "
-                    f"run; see its log {entry.process.log_path}")
+                    f"run; see its log {entry.process.log_path}"
+                )
             return entry.endpoint
 
     def _open(self, name: str) -> _Entry:
-        spec = self.sweep.model(name)
+        self.sweep.model(name)  # an unknown name fails here
         try:
             self._check_model_files()
             if self._entries.get(name) is not None:  # its file was refused
@@ -98,8 +117,9 @@ class EndpointPool:
                 endpoint = self._attach(name, self.attach[name])
                 return _Entry(endpoint=replace(endpoint, accelerator=accelerator))
             self._claim(name)
-            endpoint, process = launch_endpoint(self.sweep, name, self.run_dir / "logs",
-                                                self.progress, worker_id=self.worker_id)
+            endpoint, process = launch_endpoint(
+                self.sweep, name, self.run_dir / "logs", self.progress, worker_id=self.worker_id
+            )
             self.started.append(name)
             return _Entry(endpoint=replace(endpoint, accelerator=accelerator), process=process)
         except ModelsweepError as error:
@@ -115,16 +135,21 @@ class EndpointPool:
         facts = probe_server(url, spec.served_name, credentials=credentials, model=name)
         settings, sources = dict(facts.settings), read_back_sources(facts.settings)
         if facts.kind == "vllm" and self.sweep.backend_of(name) != "llamacpp":
-            settings, sources = serving_record(spec, self.sweep.serving, facts, facts.observed,
-                                               url)
+            settings, sources = serving_record(spec, self.sweep.serving, facts, facts.observed, url)
             # `modelsweep k8s` gives the bench the server's MODEL_IMPL_TYPE (its Job's env)
             check_group(spec, os.environ.get("MODEL_IMPL_TYPE"), "its Job's env")
         provenance = Provenance(
-            server_name=facts.server_name, server_version=facts.server_version,
-            served_name=spec.served_name, server_settings=settings,
-            model_source=str(spec.source), model_revision=spec.source.revision,
-            how="attach", flag_sources=dict(sources), observed=facts.observed,
-            server_process=serving_process(url))
+            server_name=facts.server_name,
+            server_version=facts.server_version,
+            served_name=spec.served_name,
+            server_settings=settings,
+            model_source=str(spec.source),
+            model_revision=spec.source.revision,
+            how="attach",
+            flag_sources=dict(sources),
+            observed=facts.observed,
+            server_process=serving_process(url),
+        )
         return facts.endpoint(spec, url, provenance, credentials)
 
     def _check_model_files(self) -> None:
@@ -134,8 +159,11 @@ class EndpointPool:
         self._files_checked = True
         for name in self.models:
             spec = self.sweep.model(name)
-            if (name in self.attach or spec.source.kind != "embedded"
-                    or self.sweep.backend_of(name) != "llamacpp"):
+            if (
+                name in self.attach
+                or spec.source.kind != "embedded"
+                or self.sweep.backend_of(name) != "llamacpp"
+            ):
                 continue
             try:
                 ensure_embedded_model(spec.source.id, self.progress)
@@ -173,7 +201,8 @@ class EndpointPool:
                 if entry.error is None:
                     entry.error = EndpointError(
                         f"the server of {name} was stopped after its tests; tests of one model "
-                        "must run together (modelsweep orders them so)")
+                        "must run together (modelsweep orders them so)"
+                    )
 
     def close(self) -> None:
         """Stop every server this pool started."""

@@ -21,10 +21,13 @@ IDENTITY_PREFIX = "prebuilt llama.cpp server:"
 
 class _Refusal(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        print(f"{IDENTITY_PREFIX} {message}; the prebuilt server ({WHEEL}) takes only the "
-              "flags pytest-modelsweep writes: drop the others from [serving] extra_args, or "
-              "build llama-server, which takes them all: modelsweep provision --build",
-              file=sys.stderr, flush=True)
+        print(
+            f"{IDENTITY_PREFIX} {message}; the prebuilt server ({WHEEL}) takes only the "
+            "flags pytest-modelsweep writes: drop the others from [serving] extra_args, or "
+            "build llama-server, which takes them all: modelsweep provision --build",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(2)
 
 
@@ -57,8 +60,13 @@ def common_params(args: argparse.Namespace) -> Any:
         params.model_alias = {args.alias}
     params.hostnames = [args.host]
     params.port = args.port
-    optional = {"n_ctx": args.ctx_size, "n_parallel": args.parallel, "n_batch": args.batch_size,
-                "n_ubatch": args.ubatch_size, "chat_template": args.chat_template}
+    optional = {
+        "n_ctx": args.ctx_size,
+        "n_parallel": args.parallel,
+        "n_batch": args.batch_size,
+        "n_ubatch": args.ubatch_size,
+        "chat_template": args.chat_template,
+    }
     for name, value in optional.items():
         if value is not None:
             setattr(params, name, value)
@@ -81,13 +89,20 @@ def main(argv: list[str] | None = None) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # the server's threads inherit the mask
     import xllamacpp
 
-    print(f"{IDENTITY_PREFIX} {WHEEL} {version(WHEEL)}; system_info: "
-          f"{xllamacpp.get_system_info().strip()}", file=sys.stderr, flush=True)
+    print(
+        f"{IDENTITY_PREFIX} {WHEEL} {version(WHEEL)}; system_info: "
+        f"{xllamacpp.get_system_info().strip()}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:  # held until exit: dropping it stops the server; llama.cpp logs where it listens
         _server = xllamacpp.Server(common_params(args))
     except RuntimeError as error:  # llama.cpp has logged why above
-        print(f"{IDENTITY_PREFIX} {error} (llama.cpp's lines above say why)", file=sys.stderr,
-              flush=True)
+        print(
+            f"{IDENTITY_PREFIX} {error} (llama.cpp's lines above say why)",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(1) from None
     signal.sigwait(stop)
     os._exit(0)  # the server's threads hold no state worth a slow teardown

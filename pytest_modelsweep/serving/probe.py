@@ -34,12 +34,23 @@ class ServerFacts:
     observed: dict[str, Any] = field(default_factory=dict)
     """What the server's endpoints said (vLLM: version, model entry, config gauges)."""
 
-    def endpoint(self, spec: ModelSpec, base_url: str, provenance: Provenance,
-                 credentials: Credentials | None = None) -> Endpoint:
+    def endpoint(
+        self,
+        spec: ModelSpec,
+        base_url: str,
+        provenance: Provenance,
+        credentials: Credentials | None = None,
+    ) -> Endpoint:
         """The endpoint these facts describe, for the sweep's model ``spec``."""
-        return Endpoint(credentials=credentials, model=spec, base_url=base_url,
-                        served_name=spec.served_name, context_length=self.context_length,
-                        server_kind=self.kind, provenance=provenance)
+        return Endpoint(
+            credentials=credentials,
+            model=spec,
+            base_url=base_url,
+            served_name=spec.served_name,
+            context_length=self.context_length,
+            server_kind=self.kind,
+            provenance=provenance,
+        )
 
 
 def _get_text(client: DeadlineClient, url: str) -> str:
@@ -60,8 +71,14 @@ def _get_json(client: DeadlineClient, url: str) -> Any | None:
         return None
 
 
-def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
-                 credentials: Credentials | None = None, model: str | None = None) -> ServerFacts:
+def probe_server(
+    base_url: str,
+    served_name: str,
+    *,
+    timeout_s: float = 10.0,
+    credentials: Credentials | None = None,
+    model: str | None = None,
+) -> ServerFacts:
     """Check that ``base_url`` serves ``served_name`` and read its facts (each answer whole
     within ``timeout_s``); an :class:`EndpointError` when it does not answer with a model
     list that lists it."""
@@ -75,12 +92,15 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
                 "check that the server is running and the URL (scheme, host, port) is right"
             ) from None
         if response.status_code in (401, 403):
-            raise EndpointError(f"{base}/v1/models answered HTTP {response.status_code}: "
-                                + wants_key_message(model or served_name))
+            raise EndpointError(
+                f"{base}/v1/models answered HTTP {response.status_code}: "
+                + wants_key_message(model or served_name)
+            )
         if response.status_code != 200:
             raise EndpointError(
                 f"{base}/v1/models answered HTTP {response.status_code}; an OpenAI-compatible "
-                "server answers 200 with its model list (is this the server's root URL?)")
+                "server answers 200 with its model list (is this the server's root URL?)"
+            )
         try:
             listing = response.json()
             entries = listing["data"]
@@ -89,12 +109,14 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
             raise EndpointError(
                 f"{base}/v1/models did not return an OpenAI model list (got "
                 f"{redact(response.text[:480])[:120]!r}); point --endpoint at an "
-                "OpenAI-compatible server") from None
+                "OpenAI-compatible server"
+            ) from None
         if served_name not in served:
             raise EndpointError(
                 f"{base} does not serve {served_name!r} (it serves: "
                 f"{', '.join(served) or 'nothing'}); start it with that served name or fix "
-                "served_name in the sweep")
+                "served_name in the sweep"
+            )
         entry = next(e for e in entries if e.get("id") == served_name)
         props = _get_json(client, f"{base}/props")
         if isinstance(props, dict) and "build_info" in props:
@@ -102,13 +124,21 @@ def probe_server(base_url: str, served_name: str, *, timeout_s: float = 10.0,
         version = _get_json(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
             listed = {"max_model_len": entry.get("max_model_len"), "root": entry.get("root")}
-            observed = {"version": str(version["version"]), "model": listed,
-                        "config_gauges": config_gauges(_get_text(client, f"{base}/metrics"))}
-            return ServerFacts("vllm", "vllm", str(version["version"]),
-                               _length(entry.get("max_model_len")), dict(listed), observed)
+            observed = {
+                "version": str(version["version"]),
+                "model": listed,
+                "config_gauges": config_gauges(_get_text(client, f"{base}/metrics")),
+            }
+            return ServerFacts(
+                "vllm",
+                "vllm",
+                str(version["version"]),
+                _length(entry.get("max_model_len")),
+                dict(listed),
+                observed,
+            )
     context = _length(entry.get("max_model_len")) or _length(entry.get("context_length"))
-    return ServerFacts("openai", "openai-compatible", "unknown", context,
-                       {"model_entry": entry})
+    return ServerFacts("openai", "openai-compatible", "unknown", context, {"model_entry": entry})
 
 
 def _llamacpp_facts(props: dict[str, Any], entry: dict[str, Any]) -> ServerFacts:
@@ -126,8 +156,13 @@ def _llamacpp_facts(props: dict[str, Any], entry: dict[str, Any]) -> ServerFacts
         "supports_tool_calls": caps.get("supports_tool_calls"),
         "chat_format": (generation.get("params") or {}).get("chat_format"),
     }
-    return ServerFacts("llamacpp", "llama.cpp llama-server", str(props.get("build_info")),
-                       _length(generation.get("n_ctx")), settings)
+    return ServerFacts(
+        "llamacpp",
+        "llama.cpp llama-server",
+        str(props.get("build_info")),
+        _length(generation.get("n_ctx")),
+        settings,
+    )
 
 
 def _length(value: Any) -> int:

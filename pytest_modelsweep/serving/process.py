@@ -66,9 +66,17 @@ class ServerProcess:
     dies, Linux sends it ``death_signal``. ``launched_at`` and ``ready_at`` (perf clock) time
     the start, ``ready_within_s`` is the gap since the poll before."""
 
-    def __init__(self, argv: Sequence[str], *, ready_url: str, log_path: Path, timeout_s: float,
-                 env: dict[str, str] | None = None, name: str = "server",
-                 death_signal: int = signal.SIGTERM) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        ready_url: str,
+        log_path: Path,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        name: str = "server",
+        death_signal: int = signal.SIGTERM,
+    ) -> None:
         self.argv = tuple(argv)
         self.ready_url = ready_url
         self.log_path = log_path
@@ -100,8 +108,10 @@ class ServerProcess:
     def _failure(self, what: str) -> ServerStartError:
         tail = self.log_tail()
         shown = "\n".join(f"    {line}" for line in tail) or "    (the log is empty)"
-        return ServerStartError(f"{self.name} {what}; command: {self.command_line}; log: "
-                                f"{self.log_path}\n  last {len(tail)} log lines:\n{shown}")
+        return ServerStartError(
+            f"{self.name} {what}; command: {self.command_line}; log: "
+            f"{self.log_path}\n  last {len(tail)} log lines:\n{shown}"
+        )
 
     def start(self) -> None:
         """Start the process and block until ``ready_url`` answers 200."""
@@ -113,13 +123,19 @@ class ServerProcess:
             launched = self.launched_at = time.perf_counter()
             try:
                 self._proc = subprocess.Popen(
-                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env=env, start_new_session=True,
-                    preexec_fn=_parent_death_signal(self.death_signal))
+                    self.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_parent_death_signal(self.death_signal),
+                )
             except OSError as exc:
-                raise ServerStartError(f"{self.name} could not be started: "
-                                       f"{exc.strerror or exc}; command: {self.command_line}"
-                                       ) from None
+                raise ServerStartError(
+                    f"{self.name} could not be started: "
+                    f"{exc.strerror or exc}; command: {self.command_line}"
+                ) from None
         deadline = time.monotonic() + self.timeout_s
         previous = launched
         with DeadlineClient(min(5.0, self.timeout_s)) as client:
@@ -139,7 +155,8 @@ class ServerProcess:
                     self.stop()
                     raise self._failure(
                         f"was not ready at {self.ready_url} within {self.timeout_s:.0f}s "
-                        "(raise serving.startup_timeout_s in the sweep if it is just slow)")
+                        "(raise serving.startup_timeout_s in the sweep if it is just slow)"
+                    )
                 fast = time.perf_counter() - launched < FAST_POLL_FOR_S
                 time.sleep(FAST_POLL_S if fast else POLL_S)
 

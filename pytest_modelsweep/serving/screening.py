@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError,
-                                    LocalEntryNotFoundError, RepositoryNotFoundError,
-                                    RevisionNotFoundError)
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from huggingface_hub.hf_api import ModelInfo
 
 from ..core.errors import DataError
@@ -31,9 +36,21 @@ BF16_BYTES = 2
 
 # Bytes per parameter of a checkpoint dtype (config.json names and safetensors names).
 DTYPE_BYTES: dict[str, int] = {
-    "float32": 4, "f32": 4, "float": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "f16": 2, "half": 2,
-    "float8_e4m3fn": 1, "f8_e4m3": 1, "float8_e5m2": 1, "f8_e5m2": 1, "int8": 1, "i8": 1, "u8": 1,
+    "float32": 4,
+    "f32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "f16": 2,
+    "half": 2,
+    "float8_e4m3fn": 1,
+    "f8_e4m3": 1,
+    "float8_e5m2": 1,
+    "f8_e5m2": 1,
+    "int8": 1,
+    "i8": 1,
+    "u8": 1,
 }
 _SAFETENSORS_DTYPE_NAMES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
@@ -44,8 +61,9 @@ FetchConfig = Callable[[str, "str | None"], Mapping[str, Any]]
 class HubApi(Protocol):
     """What screening asks of :class:`huggingface_hub.HfApi` (one call)."""
 
-    def model_info(self, repo_id: str, *, revision: str | None = None,
-                   files_metadata: bool = False) -> ModelInfo: ...
+    def model_info(
+        self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
+    ) -> ModelInfo: ...
 
 
 class OfflineFixtureMissing(LookupError):
@@ -72,7 +90,7 @@ def repo_license(info: ModelInfo) -> str | None:
         return value
     for tag in info.tags or []:
         if tag.lower().startswith("license:") and len(tag) > len("license:"):
-            return tag[len("license:"):].strip().lower()
+            return tag[len("license:") :].strip().lower()
     return None
 
 
@@ -117,28 +135,45 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
             return _Weights(total, "safetensors metadata", file_dtype=file_dtype)
     siblings = info.siblings
     if siblings is None:
-        return _Weights(None, "", "weights unknown: the Hub answer lists no files "
-                                  "(ask model_info with files_metadata=True)")
+        return _Weights(
+            None,
+            "",
+            "weights unknown: the Hub answer lists no files "
+            "(ask model_info with files_metadata=True)",
+        )
     top_level = [s for s in siblings if "/" not in s.rfilename]
     files = [s for s in top_level if s.rfilename.endswith(".safetensors")]
     if len(files) > 1:
         # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
         files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
     if not files:
-        others = sorted(s.rfilename for s in top_level
-                        if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf")))
-        what = (f"only {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}"
-                if others else "no weight files at all")
-        return _Weights(None, "", f"no safetensors weights ({what}): vLLM TPU loads safetensors; "
-                                  "pick a repo that publishes them")
+        others = sorted(
+            s.rfilename for s in top_level if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf"))
+        )
+        what = (
+            f"only {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}"
+            if others
+            else "no weight files at all"
+        )
+        return _Weights(
+            None,
+            "",
+            f"no safetensors weights ({what}): vLLM TPU loads safetensors; "
+            "pick a repo that publishes them",
+        )
     if any(s.size is None for s in files):
-        return _Weights(None, "", "safetensors file sizes unknown "
-                                  "(ask model_info with files_metadata=True)")
+        return _Weights(
+            None, "", "safetensors file sizes unknown (ask model_info with files_metadata=True)"
+        )
     size = sum(int(s.size or 0) for s in files)
     per_param = DTYPE_BYTES.get((dtype or "").lower())
     if per_param is None:
-        return _Weights(size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)")
-    return _Weights(size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)")
+        return _Weights(
+            size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)"
+        )
+    return _Weights(
+        size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)"
+    )
 
 
 # -- talking to the Hub -------------------------------------------------------------
@@ -154,7 +189,11 @@ def _network_errors() -> tuple[type[BaseException], ...]:
 
 
 NETWORK_ERRORS = _network_errors()
-_HUB_ERRORS: tuple[type[BaseException], ...] = (OfflineFixtureMissing, HfHubHTTPError, *NETWORK_ERRORS)
+_HUB_ERRORS: tuple[type[BaseException], ...] = (
+    OfflineFixtureMissing,
+    HfHubHTTPError,
+    *NETWORK_ERRORS,
+)
 
 
 def _first_line(error: BaseException, limit: int = 160) -> str:
@@ -164,8 +203,10 @@ def _first_line(error: BaseException, limit: int = 160) -> str:
 
 
 def _gated(repo: str) -> str:
-    return (f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
-            "and set HF_TOKEN")
+    return (
+        f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
+        "and set HF_TOKEN"
+    )
 
 
 def hub_error_reason(error: BaseException, repo: str, source: str) -> str:
@@ -177,13 +218,19 @@ def hub_error_reason(error: BaseException, repo: str, source: str) -> str:
     if isinstance(error, RevisionNotFoundError):
         return f"revision not found: check the @revision of source {source} in the sweep"
     if isinstance(error, RepositoryNotFoundError):
-        return (f"repo not found: check source {source} in the sweep "
-                "(a private repo also needs HF_TOKEN)")
+        return (
+            f"repo not found: check source {source} in the sweep "
+            "(a private repo also needs HF_TOKEN)"
+        )
     if isinstance(error, HfHubHTTPError):
-        return (f"the Hub answered with an error ({_first_line(error)}): retry, "
-                "or use --offline-fixtures")
-    return (f"the Hub could not be reached ({_first_line(error)}): run with network "
-            "or use --offline-fixtures")
+        return (
+            f"the Hub answered with an error ({_first_line(error)}): retry, "
+            "or use --offline-fixtures"
+        )
+    return (
+        f"the Hub could not be reached ({_first_line(error)}): run with network "
+        "or use --offline-fixtures"
+    )
 
 
 def hub_config(repo: str, revision: str | None) -> dict[str, Any]:
@@ -203,15 +250,21 @@ def _config_error_reason(error: BaseException, repo: str) -> str:
     if isinstance(error, GatedRepoError):
         return _gated(repo)
     if isinstance(error, LocalEntryNotFoundError):
-        return (f"config.json could not be downloaded ({_first_line(error)}): run with network "
-                "or use --offline-fixtures")
+        return (
+            f"config.json could not be downloaded ({_first_line(error)}): run with network "
+            "or use --offline-fixtures"
+        )
     if isinstance(error, (EntryNotFoundError, LookupError, FileNotFoundError)):
         return f"no config.json in {repo}: vLLM cannot load the repo without it"
     return f"config.json could not be read ({_first_line(error)})"
 
 
-_CONFIG_ERRORS: tuple[type[BaseException], ...] = (EntryNotFoundError, LookupError, ValueError,
-                                                    *NETWORK_ERRORS)
+_CONFIG_ERRORS: tuple[type[BaseException], ...] = (
+    EntryNotFoundError,
+    LookupError,
+    ValueError,
+    *NETWORK_ERRORS,
+)
 
 
 def _resolve_config(
@@ -225,8 +278,11 @@ def _resolve_config(
     try:
         fetched = fetch_config(repo, revision)
     except _CONFIG_ERRORS as error:
-        if (not isinstance(error, GatedRepoError) and answered is not None
-                and config_architecture(answered)):
+        if (
+            not isinstance(error, GatedRepoError)
+            and answered is not None
+            and config_architecture(answered)
+        ):
             return answered, None
         return None, _config_error_reason(error, repo)
     if not isinstance(fetched, Mapping):
@@ -234,8 +290,13 @@ def _resolve_config(
     return {**(answered or {}), **fetched}, None
 
 
-def screen_candidate(spec: ModelSpec, settings: ScreeningSettings, *, api: HubApi | None = None,
-                     fetch_config: FetchConfig | None = None) -> ScreeningResult:
+def screen_candidate(
+    spec: ModelSpec,
+    settings: ScreeningSettings,
+    *,
+    api: HubApi | None = None,
+    fetch_config: FetchConfig | None = None,
+) -> ScreeningResult:
     """Screen one sweep model against the licence and memory rule (one ``model_info`` call)."""
     source = spec.source
     repo = source.id
@@ -244,9 +305,18 @@ def screen_candidate(spec: ModelSpec, settings: ScreeningSettings, *, api: HubAp
 
     def rejected(reason: str) -> ScreeningResult:
         return ScreeningResult(
-            model=spec.name, repo=shown_repo, license=None, architecture=None, dtype=None,
-            parameters=None, weights_gib=None, budget_gib=budget, kv_headroom_gib=None,
-            accepted=False, reasons=(reason,))
+            model=spec.name,
+            repo=shown_repo,
+            license=None,
+            architecture=None,
+            dtype=None,
+            parameters=None,
+            weights_gib=None,
+            budget_gib=budget,
+            kv_headroom_gib=None,
+            accepted=False,
+            reasons=(reason,),
+        )
 
     if source.kind != "hf":
         return rejected(f"screening applies to Hugging Face repos (source {source})")
@@ -263,8 +333,10 @@ def screen_candidate(spec: ModelSpec, settings: ScreeningSettings, *, api: HubAp
     license_id = repo_license(info)
     allowed = tuple(x.lower() for x in settings.licenses)
     if license_id is None:
-        reasons.append(f"licence unknown (no card licence, no license: tag); "
-                       f"the rule permits {', '.join(allowed)}")
+        reasons.append(
+            f"licence unknown (no card licence, no license: tag); "
+            f"the rule permits {', '.join(allowed)}"
+        )
     elif license_id not in allowed:
         reasons.append(f"licence {license_id} is not one of {', '.join(allowed)}")
 
@@ -285,19 +357,37 @@ def screen_candidate(spec: ModelSpec, settings: ScreeningSettings, *, api: HubAp
                 f"memory: {weights_gib:.2f} GiB of bf16 weights leave {headroom:.2f} GiB of the "
                 f"{budget:.3f} GiB budget ({settings.hbm_gib:g} GiB HBM x "
                 f"{settings.gpu_memory_utilization:g}); the KV cache needs "
-                f"{settings.kv_headroom_gib:.2f} GiB")
+                f"{settings.kv_headroom_gib:.2f} GiB"
+            )
     if config_reason:
         reasons.append(config_reason)
     return ScreeningResult(
-        model=spec.name, repo=shown_repo, license=license_id, architecture=architecture,
-        dtype=dtype, parameters=weights.parameters, weights_gib=weights_gib, budget_gib=budget,
-        kv_headroom_gib=headroom, accepted=not reasons, reasons=tuple(reasons),
-        weights_source=weights.source)
+        model=spec.name,
+        repo=shown_repo,
+        license=license_id,
+        architecture=architecture,
+        dtype=dtype,
+        parameters=weights.parameters,
+        weights_gib=weights_gib,
+        budget_gib=budget,
+        kv_headroom_gib=headroom,
+        accepted=not reasons,
+        reasons=tuple(reasons),
+        weights_source=weights.source,
+    )
 
 
 # -- the table ----------------------------------------------------------------------
-TABLE_HEADER = ("model", "repo", "licence", "arch", "weights GiB", "KV headroom GiB",
-                "verdict", "reason")
+TABLE_HEADER = (
+    "model",
+    "repo",
+    "licence",
+    "arch",
+    "weights GiB",
+    "KV headroom GiB",
+    "verdict",
+    "reason",
+)
 _RIGHT = {4, 5}
 
 
@@ -307,13 +397,25 @@ def _gib(value: float | None) -> str:
 
 def screening_table(results: Iterable[ScreeningResult]) -> list[str]:
     """Aligned text rows: model, repo, licence, arch, weights GiB, KV headroom GiB, verdict, reason."""
-    rows = [(r.model, r.repo, r.license or "-", r.architecture or "-", _gib(r.weights_gib),
-             _gib(r.kv_headroom_gib), r.verdict, r.reason) for r in results]
+    rows = [
+        (
+            r.model,
+            r.repo,
+            r.license or "-",
+            r.architecture or "-",
+            _gib(r.weights_gib),
+            _gib(r.kv_headroom_gib),
+            r.verdict,
+            r.reason,
+        )
+        for r in results
+    ]
     widths = [max(len(row[i]) for row in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if i in _RIGHT else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(cells, widths))]
+        parts = [
+            c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ]
         return "  ".join(parts).rstrip()
 
     return [line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows)]
@@ -327,21 +429,28 @@ def load_offline_fixtures(path: str | Path) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise DataError(f"{file}: cannot read the offline Hub fixtures ({exc.strerror}); "
-                        "pass an existing JSON file") from None
+        raise DataError(
+            f"{file}: cannot read the offline Hub fixtures ({exc.strerror}); "
+            "pass an existing JSON file"
+        ) from None
     except ValueError as exc:
-        raise DataError(f"{file}: not valid JSON ({exc}); the offline Hub fixtures are one "
-                        "JSON object {{repo id: model_info answer}}") from None
+        raise DataError(
+            f"{file}: not valid JSON ({exc}); the offline Hub fixtures are one "
+            "JSON object {{repo id: model_info answer}}"
+        ) from None
     if not isinstance(data, dict):
-        raise DataError(f"{file}: expected a JSON object {{repo id: model_info answer}}, "
-                        f"got {type(data).__name__}")
+        raise DataError(
+            f"{file}: expected a JSON object {{repo id: model_info answer}}, "
+            f"got {type(data).__name__}"
+        )
     fixtures: dict[str, dict[str, Any]] = {}
     for repo, answer in data.items():
         if repo.startswith("_"):
             continue
         if not isinstance(answer, dict):
-            raise DataError(f"{file}: {repo}: expected the model_info JSON object, "
-                            f"got {type(answer).__name__}")
+            raise DataError(
+                f"{file}: {repo}: expected the model_info JSON object, got {type(answer).__name__}"
+            )
         if "config" in answer and not isinstance(answer["config"], dict):
             raise DataError(f"{file}: {repo}.config: expected the config.json object")
         fixtures[repo] = answer
@@ -365,10 +474,12 @@ class OfflineHub:
         except KeyError:
             raise OfflineFixtureMissing(
                 f"{repo} is not in the offline fixtures {self.origin}: record its model_info "
-                "there, or run with network") from None
+                "there, or run with network"
+            ) from None
 
-    def model_info(self, repo_id: str, *, revision: str | None = None,
-                   files_metadata: bool = False) -> ModelInfo:
+    def model_info(
+        self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
+    ) -> ModelInfo:
         data = {k: v for k, v in self._answer(repo_id).items() if not k.startswith("_")}
         data.setdefault("id", repo_id)
         try:
@@ -376,7 +487,8 @@ class OfflineHub:
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
                 f"{self.origin}: {repo_id}: not a model_info answer ({type(exc).__name__}: {exc}); "
-                "record the JSON of GET /api/models/REPO?blobs=true") from None
+                "record the JSON of GET /api/models/REPO?blobs=true"
+            ) from None
 
     def fetch_config(self, repo: str, revision: str | None) -> Mapping[str, Any]:
         config = self._answer(repo).get("config")

@@ -19,31 +19,54 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from ..client.counters import counter_names, lookup, names_for, parse_prometheus
-from ..core.measurements import (GaugeSummary, MetricsSample, SamplerCost, ServerMetricsSummary,
-                                 ServerMetricsWindow)
+from ..core.measurements import (
+    GaugeSummary,
+    MetricsSample,
+    SamplerCost,
+    ServerMetricsSummary,
+    ServerMetricsWindow,
+)
 from ..core.secrets import Credentials, auth_headers
 
 DEFAULT_INTERVAL_S = 0.333
 """Seconds between two scrapes during a window."""
 
-Quantity = Literal["running", "waiting", "kv_cache_usage", "preemptions",
-                   "prefix_cache_hits", "prefix_cache_queries", "generated_tokens"]
+Quantity = Literal[
+    "running",
+    "waiting",
+    "kv_cache_usage",
+    "preemptions",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+    "generated_tokens",
+]
 
 _NAMES: dict[Quantity, dict[str, tuple[str, ...]]] = {
-    "running": {"vllm": ("vllm:num_requests_running",),
-                "llamacpp": ("llamacpp:requests_processing",)},
-    "waiting": {"vllm": ("vllm:num_requests_waiting",),
-                "llamacpp": ("llamacpp:requests_deferred",)},
-    "kv_cache_usage": {"vllm": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-                       "llamacpp": ("llamacpp:kv_cache_usage_ratio",)},
+    "running": {
+        "vllm": ("vllm:num_requests_running",),
+        "llamacpp": ("llamacpp:requests_processing",),
+    },
+    "waiting": {
+        "vllm": ("vllm:num_requests_waiting",),
+        "llamacpp": ("llamacpp:requests_deferred",),
+    },
+    "kv_cache_usage": {
+        "vllm": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "llamacpp": ("llamacpp:kv_cache_usage_ratio",),
+    },
     "preemptions": {"vllm": ("vllm:num_preemptions_total",), "llamacpp": ()},
-    "prefix_cache_hits": {"vllm": counter_names("vllm", "cached"),
-                          "llamacpp": counter_names("llamacpp", "cached")},
-    "prefix_cache_queries": {"vllm": ("vllm:prefix_cache_queries_total",
-                                      "vllm:gpu_prefix_cache_queries_total"),
-                             "llamacpp": counter_names("llamacpp", "prompt")},
-    "generated_tokens": {"vllm": counter_names("vllm", "generated"),
-                         "llamacpp": counter_names("llamacpp", "generated")},
+    "prefix_cache_hits": {
+        "vllm": counter_names("vllm", "cached"),
+        "llamacpp": counter_names("llamacpp", "cached"),
+    },
+    "prefix_cache_queries": {
+        "vllm": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        "llamacpp": counter_names("llamacpp", "prompt"),
+    },
+    "generated_tokens": {
+        "vllm": counter_names("vllm", "generated"),
+        "llamacpp": counter_names("llamacpp", "generated"),
+    },
 }
 GAUGES: tuple[Quantity, ...] = ("running", "waiting", "kv_cache_usage")
 
@@ -55,13 +78,17 @@ def quantity_names(server_kind: str, quantity: Quantity) -> tuple[str, ...]:
 
 def sampled_names(server_kind: str) -> tuple[str, ...]:
     """Every name the sampler reads (``_total`` dropped, so that both spellings match)."""
-    names = {name.removesuffix("_total") for quantity in _NAMES
-             for name in quantity_names(server_kind, quantity)}
+    names = {
+        name.removesuffix("_total")
+        for quantity in _NAMES
+        for name in quantity_names(server_kind, quantity)
+    }
     return tuple(sorted(names))
 
 
-def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
-           ) -> tuple[str, float] | None:
+def _value(
+    server_kind: str, quantity: Quantity, values: Mapping[str, float]
+) -> tuple[str, float] | None:
     """``(name, value)`` of a quantity in one sample; llama.cpp's lookups are derived
     (cached + computed prompt tokens)."""
     if quantity != "prefix_cache_queries":
@@ -78,8 +105,7 @@ def _value(server_kind: str, quantity: Quantity, values: Mapping[str, float]
     return f"{hits[0]} + {computed[0]}", hits[1] + computed[1]
 
 
-def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
-                      ) -> ServerMetricsSummary:
+def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]) -> ServerMetricsSummary:
     """The window's summary: gauges' mean and max, counters' deltas (last − first sample);
     a sample's NaN or infinity is left out with a note (``ignored``; ``absent`` when no sample
     had a figure)."""
@@ -93,15 +119,20 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
         found = [(name, value) for name, value in read if math.isfinite(value)]
         if len(found) < len(read):  # never a figure: a NaN or infinity the server exposed
             bad = sorted({repr(value) for _, value in read if not math.isfinite(value)})
-            ignored[quantity] = (f"{read[0][0]} was {' or '.join(bad)} in "
-                                 f"{len(read) - len(found)} of {len(read)} samples: ignored")
+            ignored[quantity] = (
+                f"{read[0][0]} was {' or '.join(bad)} in "
+                f"{len(read) - len(found)} of {len(read)} samples: ignored"
+            )
         if not found and read:
             absent[quantity] = ignored[quantity]
             continue
         if not found:
             names = quantity_names(server_kind, quantity)
-            absent[quantity] = (" or ".join(names) + " not exposed" if names
-                                else f"a {server_kind} server has no such metric")
+            absent[quantity] = (
+                " or ".join(names) + " not exposed"
+                if names
+                else f"a {server_kind} server has no such metric"
+            )
             continue
         sources[quantity] = found[0][0]
         values = [value for _, value in found]
@@ -111,11 +142,18 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]
             deltas[quantity] = values[-1] - values[0]
     in_flight = [s.client_in_flight for s in samples if s.client_in_flight is not None]
     return ServerMetricsSummary(
-        samples=len(samples), running=gauges.get("running"), waiting=gauges.get("waiting"),
-        kv_cache_usage=gauges.get("kv_cache_usage"), preemptions=deltas.get("preemptions"),
+        samples=len(samples),
+        running=gauges.get("running"),
+        waiting=gauges.get("waiting"),
+        kv_cache_usage=gauges.get("kv_cache_usage"),
+        preemptions=deltas.get("preemptions"),
         prefix_cache_hits=deltas.get("prefix_cache_hits"),
-        prefix_cache_queries=deltas.get("prefix_cache_queries"), absent=absent, sources=sources,
-        peak_client_in_flight=max(in_flight) if in_flight else None, ignored=ignored or None)
+        prefix_cache_queries=deltas.get("prefix_cache_queries"),
+        absent=absent,
+        sources=sources,
+        peak_client_in_flight=max(in_flight) if in_flight else None,
+        ignored=ignored or None,
+    )
 
 
 class _MetricsConnection:
@@ -139,11 +177,15 @@ class _MetricsConnection:
         if self._conn is None:
             if self.https:
                 self._conn = http.client.HTTPSConnection(
-                    self.host, self.port, timeout=self.timeout_s,
-                    context=ssl.create_default_context())
+                    self.host,
+                    self.port,
+                    timeout=self.timeout_s,
+                    context=ssl.create_default_context(),
+                )
             else:
-                self._conn = http.client.HTTPConnection(self.host, self.port,
-                                                        timeout=self.timeout_s)
+                self._conn = http.client.HTTPConnection(
+                    self.host, self.port, timeout=self.timeout_s
+                )
         return self._conn
 
     def _cut(self, conn: http.client.HTTPConnection) -> None:
@@ -172,14 +214,16 @@ class _MetricsConnection:
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 if self._late:
-                    raise MetricsUnavailable(f"{self.url} sent no whole answer within "
-                                             f"{self.timeout_s:g} s") from None
+                    raise MetricsUnavailable(
+                        f"{self.url} sent no whole answer within {self.timeout_s:g} s"
+                    ) from None
                 if attempt == 1 or not isinstance(
-                        exc, (http.client.RemoteDisconnected, ConnectionResetError,
-                              BrokenPipeError)):
+                    exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+                ):
                     raise MetricsUnavailable(
                         f"cannot read the server's metrics from {self.url}: "
-                        f"{type(exc).__name__}: {exc}") from None
+                        f"{type(exc).__name__}: {exc}"
+                    ) from None
             finally:
                 deadline.cancel()
         raise AssertionError("unreachable")
@@ -201,9 +245,16 @@ class MetricsSampler:
 
     MAX_ERRORS_KEPT = 3
 
-    def __init__(self, base_url: str, server_kind: str, *,
-                 interval_s: float = DEFAULT_INTERVAL_S, credentials: Credentials | None = None,
-                 in_flight: Callable[[], int] | None = None, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        server_kind: str,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        credentials: Credentials | None = None,
+        in_flight: Callable[[], int] | None = None,
+        timeout_s: float = 2.0,
+    ) -> None:
         if not interval_s > 0:
             raise ValueError(f"the sampling interval must be > 0 s, got {interval_s!r}")
         self.base_url = base_url
@@ -231,7 +282,8 @@ class MetricsSampler:
                 raise MetricsUnavailable(
                     f"{self._conn.url} answered HTTP {status} ({' '.join(body.split())[:120]}); "
                     "llama-server needs --metrics to serve them (vLLM serves /metrics by "
-                    "default)")
+                    "default)"
+                )
         except MetricsUnavailable as error:
             self._failed += 1
             if len(self._errors) < self.MAX_ERRORS_KEPT:
@@ -258,8 +310,9 @@ class MetricsSampler:
         self._scrape()
         self._cpu_s += time.thread_time() - cpu
         if not self._samples:
-            self._unavailable = (f"no server metrics: {self._errors[0]}" if self._errors
-                                 else "no server metrics")
+            self._unavailable = (
+                f"no server metrics: {self._errors[0]}" if self._errors else "no server metrics"
+            )
             return self
         self._thread = threading.Thread(target=self._run, name="server-metrics", daemon=True)
         self._thread.start()
@@ -278,10 +331,13 @@ class MetricsSampler:
         wall = time.perf_counter() - self._began
         samples = tuple(self._samples)
         self.window = ServerMetricsWindow(
-            server_kind=self.server_kind, interval_s=self.interval_s, samples=samples,
+            server_kind=self.server_kind,
+            interval_s=self.interval_s,
+            samples=samples,
             summary=summarize_samples(self.server_kind, samples),
             cost=SamplerCost(self._cpu_s, wall, len(samples) + self._failed, self._failed),
-            unavailable=self._unavailable, errors=tuple(self._errors),
+            unavailable=self._unavailable,
+            errors=tuple(self._errors),
         )
         return self.window
 
@@ -292,5 +348,11 @@ class MetricsSampler:
         self.stop()
 
 
-__all__ = ["DEFAULT_INTERVAL_S", "MetricsSampler", "ServerMetricsWindow", "quantity_names",
-           "sampled_names", "summarize_samples"]
+__all__ = [
+    "DEFAULT_INTERVAL_S",
+    "MetricsSampler",
+    "ServerMetricsWindow",
+    "quantity_names",
+    "sampled_names",
+    "summarize_samples",
+]

@@ -15,8 +15,14 @@ from .docker import observed_image, pinned_digest
 from .endpoint import SERVING_FLAGS, Endpoint, Provenance
 from .hf_convert import cpu_server_env, ensure_hf_folder, read_conversion_record, vllm_python
 from .listener import serving_process
-from .observed import (check_declared, check_group, declared_flags, flag_record, log_facts,
-                       observed_flags)
+from .observed import (
+    check_declared,
+    check_group,
+    declared_flags,
+    flag_record,
+    log_facts,
+    observed_flags,
+)
 from .pitfalls import serving_pitfall
 from .probe import ServerFacts, probe_server
 from .process import ServerProcess, free_port
@@ -24,8 +30,13 @@ from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
 
 HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.
-DOCKER_PASSTHROUGH_ENV = ("HF_TOKEN", "TPU_VISIBLE_CHIPS", "TPU_CHIPS_PER_PROCESS_BOUNDS",
-                          "TPU_PROCESS_BOUNDS", "TPU_PROCESS_PORT")
+DOCKER_PASSTHROUGH_ENV = (
+    "HF_TOKEN",
+    "TPU_VISIBLE_CHIPS",
+    "TPU_CHIPS_PER_PROCESS_BOUNDS",
+    "TPU_PROCESS_BOUNDS",
+    "TPU_PROCESS_PORT",
+)
 TPU_PROCESS_PORT_BASE = 8476
 
 
@@ -52,24 +63,32 @@ def one_chip_env(worker_id: str, environ: Mapping[str, str] = os.environ) -> dic
     }
 
 
-def vllm_server_args(spec: ModelSpec, serving: ServingSettings, port: int, host: str, *,
-                     model: str | None = None) -> list[str]:
+def vllm_server_args(
+    spec: ModelSpec, serving: ServingSettings, port: int, host: str, *, model: str | None = None
+) -> list[str]:
     """The vLLM OpenAI server's arguments: identical serving flags for every model;
     ``model``: ``--model`` for a source that is not ``hf:`` (:func:`resolve_model`)."""
     if model is None:
         if spec.source.kind != "hf":
             raise EndpointError(
                 f"model {spec.name}: vLLM serves Hugging Face repos or folders; "
-                f"source {spec.source} is not one (use source = \"hf:ORG/REPO\", or "
-                f"\"embedded-hf:ID\" for an embedded model converted for vLLM)")
+                f'source {spec.source} is not one (use source = "hf:ORG/REPO", or '
+                f'"embedded-hf:ID" for an embedded model converted for vLLM)'
+            )
         model = spec.source.id
     args = [
-        "--model", model,
-        "--served-model-name", spec.served_name,
-        "--host", host,
-        "--port", str(port),
-        "--max-model-len", str(serving.context_length),
-        "--max-num-seqs", str(serving.max_num_seqs),
+        "--model",
+        model,
+        "--served-model-name",
+        spec.served_name,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(serving.context_length),
+        "--max-num-seqs",
+        str(serving.max_num_seqs),
         "--enable-prefix-caching" if serving.prefix_caching else "--no-enable-prefix-caching",
     ]
     if spec.source.revision:
@@ -83,16 +102,26 @@ def vllm_server_args(spec: ModelSpec, serving: ServingSettings, port: int, host:
     return args + list(serving.extra_args)
 
 
-def vllm_argv(spec: ModelSpec, serving: ServingSettings, port: int, host: str = HOST, *,
-              python: str = sys.executable, hf_cache: Path | None = None,
-              env: dict[str, str] | None = None, model: str | None = None) -> list[str]:
+def vllm_argv(
+    spec: ModelSpec,
+    serving: ServingSettings,
+    port: int,
+    host: str = HOST,
+    *,
+    python: str = sys.executable,
+    hf_cache: Path | None = None,
+    env: dict[str, str] | None = None,
+    model: str | None = None,
+) -> list[str]:
     """The argument list that starts vLLM for one model: ``python -m
     vllm.entrypoints.openai.api_server``, or (``vllm-docker``) ``docker run`` of the sweep's
     image (a tag, or pinned by digest: ``modelsweep pin``) with the Hugging Face cache mounted."""
     backend = spec.backend or serving.backend
     if backend == "vllm-docker" and spec.source.kind != "hf":
-        raise EndpointError(f"model {spec.name}: the vllm-docker backend serves hf: sources only "
-                            f"(source {spec.source} becomes a folder on this machine)")
+        raise EndpointError(
+            f"model {spec.name}: the vllm-docker backend serves hf: sources only "
+            f"(source {spec.source} becomes a folder on this machine)"
+        )
     args = vllm_server_args(spec, serving, port, host, model=model)
     if backend == "vllm":
         return [python, "-m", "vllm.entrypoints.openai.api_server", *args]
@@ -101,10 +130,18 @@ def vllm_argv(spec: ModelSpec, serving: ServingSettings, port: int, host: str = 
             raise EndpointError(f"model {spec.name}: the vllm-docker backend needs serving.image")
         cache = hf_cache or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
         argv = [
-            "docker", "run", "--rm",
-            "--name", f"modelsweep-{spec.name.replace('.', '_')}-{port}",
-            "--privileged", "--net", "host", "--shm-size", "16G",
-            "-v", f"{cache}:/root/.cache/huggingface",
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            f"modelsweep-{spec.name.replace('.', '_')}-{port}",
+            "--privileged",
+            "--net",
+            "host",
+            "--shm-size",
+            "16G",
+            "-v",
+            f"{cache}:/root/.cache/huggingface",
         ]
         for var in DOCKER_PASSTHROUGH_ENV:
             if env and var in env:
@@ -128,9 +165,14 @@ def resolve_model(
     return str(folder), embedded, read_conversion_record(folder)
 
 
-def launch_vllm(spec: ModelSpec, serving: ServingSettings, log_dir: Path, progress: Progress,
-                worker_id: str = "main",
-                credentials: Credentials | None = None) -> tuple[Endpoint, ServerProcess]:
+def launch_vllm(
+    spec: ModelSpec,
+    serving: ServingSettings,
+    log_dir: Path,
+    progress: Progress,
+    worker_id: str = "main",
+    credentials: Credentials | None = None,
+) -> tuple[Endpoint, ServerProcess]:
     """Start vLLM for one model, wait for ``/health`` and read its provenance back.
 
     A Bearer key goes to vLLM as ``VLLM_API_KEY`` in its environment, never on its command
@@ -148,21 +190,29 @@ def launch_vllm(spec: ModelSpec, serving: ServingSettings, log_dir: Path, progre
     argv = vllm_argv(spec, serving, port, python=python, env=env, model=model)
     secret_env = {"VLLM_API_KEY": credentials.bearer} if credentials and credentials.bearer else {}
     if secret_env and backend == "vllm-docker":
-        argv = argv[:3] + ["-e", "VLLM_API_KEY"] + argv[3:]  # the value: docker's environment
-    process = ServerProcess(argv, env={**env, **secret_env},
-                            ready_url=f"http://{HOST}:{port}/health",
-                            log_path=log_dir / f"{spec.name}.vllm.log",
-                            timeout_s=serving.startup_timeout_s, name=f"vLLM for {spec.name}")
+        argv = [*argv[:3], "-e", "VLLM_API_KEY", *argv[3:]]  # the value: docker's environment
+    process = ServerProcess(
+        argv,
+        env={**env, **secret_env},
+        ready_url=f"http://{HOST}:{port}/health",
+        log_path=log_dir / f"{spec.name}.vllm.log",
+        timeout_s=serving.startup_timeout_s,
+        name=f"vLLM for {spec.name}",
+    )
     progress(f"starting vLLM for {spec.name} on port {port} (this can take minutes)")
     process.start()
     base_url = f"http://{HOST}:{port}"
     try:
-        image = observed_image(serving.image) if backend == "vllm-docker" and serving.image \
-            else None
+        image = (
+            observed_image(serving.image) if backend == "vllm-docker" and serving.image else None
+        )
         facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
         log = log_facts(_read_log(process.log_path))
-        observed = {**facts.observed, "log": log,
-                    **({"image": image.as_dict()} if image is not None else {})}
+        observed = {
+            **facts.observed,
+            "log": log,
+            **({"image": image.as_dict()} if image is not None else {}),
+        }
         settings, sources = serving_record(spec, serving, facts, observed, base_url)
         check_group(spec, log.get("model_impl"), f"its log {process.log_path}")
     except BaseException:
@@ -170,20 +220,29 @@ def launch_vllm(spec: ModelSpec, serving: ServingSettings, log_dir: Path, progre
         raise
     settings.update(
         tool_call_parser=spec.tool_call_parser,
-        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}))
+        **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}),
+    )
     if conversion is not None:
-        settings["conversion"] = {key: conversion.get(key) for key in
-                                  ("architecture", "dtype", "transformers", "gguf", "recipe")}
+        settings["conversion"] = {
+            key: conversion.get(key)
+            for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
+        }
     provenance = Provenance(
-        server_name=facts.server_name, server_version=facts.server_version,
-        served_name=spec.served_name, server_settings=settings, model_source=str(spec.source),
+        server_name=facts.server_name,
+        server_version=facts.server_version,
+        served_name=spec.served_name,
+        server_settings=settings,
+        model_source=str(spec.source),
         model_sha256=embedded.sha256 if embedded is not None else None,
         model_revision=spec.source.revision,
         image_digest=image.digest() if image is not None else None,
         image_pinned=(pinned_digest(serving.image or "") is not None) if image else None,
-        launch_argv=tuple(argv), how="vllm-docker" if image is not None else "vllm",
-        flag_sources=dict(sources), observed=observed,
-        server_process=serving_process(base_url))
+        launch_argv=tuple(argv),
+        how="vllm-docker" if image is not None else "vllm",
+        flag_sources=dict(sources),
+        observed=observed,
+        server_process=serving_process(base_url),
+    )
     return facts.endpoint(spec, base_url, provenance, credentials), process
 
 
@@ -194,8 +253,13 @@ def _read_log(path: Path) -> str:
         return ""
 
 
-def serving_record(spec: ModelSpec, serving: ServingSettings, facts: ServerFacts,
-                   observed: dict[str, Any], url: str) -> tuple[dict[str, Any], dict[str, str]]:
+def serving_record(
+    spec: ModelSpec,
+    serving: ServingSettings,
+    facts: ServerFacts,
+    observed: dict[str, Any],
+    url: str,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """A vLLM endpoint's settings (the server's own, then each serving flag: observed where
     the server shows it, else declared) and each flag's source; raises EndpointError in one
     line when the server contradicts the sweep or shows a TPU pitfall."""

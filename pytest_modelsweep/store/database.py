@@ -27,19 +27,38 @@ from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..core.secrets import redacted
 from ..core.store_location import StoreLocation, parse_store_location
-from .schema import (BASELINE_HISTORY, BASELINE_RUNS, BASELINES, ENDPOINTS, ITEMS, MEASUREMENTS,
-                     META, RUN_ITEMS, RUNS, SCHEMA_VERSION, TEST_OUTCOMES, UPGRADES, insert_ignore,
-                     metadata, newer_schema_message, upsert)
+from .schema import (
+    BASELINE_HISTORY,
+    BASELINE_RUNS,
+    BASELINES,
+    ENDPOINTS,
+    ITEMS,
+    MEASUREMENTS,
+    META,
+    RUN_ITEMS,
+    RUNS,
+    SCHEMA_VERSION,
+    TEST_OUTCOMES,
+    UPGRADES,
+    insert_ignore,
+    metadata,
+    newer_schema_message,
+    upsert,
+)
 from .sqlite import FIX_NEW_FILE, WRITE_OPTION, check_store_file, is_lock_error, sqlite_engine
 from .sweep_run import SweepRunMember, latest_per_setting, sweep_run_heading
 
 __all__ = ["BASELINE_HISTORY", "SCHEMA_VERSION", "Store"]
 
 _SCHEMA_LOCK = 0x6D6F64656C737765  # "modelswe": PostgreSQL's advisory lock while a schema is made
-STORE_ROW_FIX = ("the row is not as pytest-modelsweep wrote it: restore the store from a copy, "
-                 "or measure into a new store with --store")
-_FIX_OTHER_DATABASE = ("pass --store with another database, or give the store a schema of its "
-                       "own (?options=-csearch_path%3Dmodelsweep)")
+STORE_ROW_FIX = (
+    "the row is not as pytest-modelsweep wrote it: restore the store from a copy, "
+    "or measure into a new store with --store"
+)
+_FIX_OTHER_DATABASE = (
+    "pass --store with another database, or give the store a schema of its "
+    "own (?options=-csearch_path%3Dmodelsweep)"
+)
 _PASSING_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57014"})
 """PostgreSQL errors that pass (serialization failure, deadlock, lock not available, query
 cancelled): the store is not given up on after them."""
@@ -49,8 +68,14 @@ class Store:
     """A store, safe to share between threads, processes and hosts. ``create=False``: a store
     that is not there yet is a DataError, not a new empty store."""
 
-    def __init__(self, location: StoreLocation | Path | str, *, busy_timeout_s: float = 60.0,
-                 create: bool = True, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        location: StoreLocation | Path | str,
+        *,
+        busy_timeout_s: float = 60.0,
+        create: bool = True,
+        read_only: bool = False,
+    ) -> None:
         self.location = parse_store_location(location)
         self.path: Path | str = self.location.path or self.location.shown
         """Where the store is, as messages name it (a PostgreSQL URL without its password)."""
@@ -95,14 +120,16 @@ class Store:
                 exc = error.orig if isinstance(error, OperationalError) else error
                 if not isinstance(exc, sqlite3.Error) or not is_lock_error(exc):
                     raise DataError(
-                        f"{path}: cannot use it as the store ({exc}); {FIX_NEW_FILE}") from None
+                        f"{path}: cannot use it as the store ({exc}); {FIX_NEW_FILE}"
+                    ) from None
                 # A new store opened by the controller and xdist workers at once: switching
                 # to WAL can report "locked" without waiting; the other process finishes soon.
                 if time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
-                raise DataError(f"{path}: the store stayed locked ({exc}); is another run "
-                                "holding it?") from None
+                raise DataError(
+                    f"{path}: the store stayed locked ({exc}); is another run holding it?"
+                ) from None
 
     def _open_postgres(self, create: bool) -> Engine:
         from .postgres import connect_error, postgres_engine
@@ -126,9 +153,11 @@ class Store:
 
         reason = redact(str(error.orig).strip().splitlines()[0])  # not the statement after it
         if getattr(error.orig, "sqlstate", None) == "42501":  # insufficient_privilege
-            return DataError(f"{self.location}: the user may not make the store's tables "
-                             f"({reason}); grant it CREATE on the schema (GRANT CREATE ON "
-                             "SCHEMA public TO USER) or use a database it owns")
+            return DataError(
+                f"{self.location}: the user may not make the store's tables "
+                f"({reason}); grant it CREATE on the schema (GRANT CREATE ON "
+                "SCHEMA public TO USER) or use a database it owns"
+            )
         return DataError(f"{self.location}: cannot use it as the store ({reason})")
 
     def _ensure_schema(self, engine: Engine, *, create: bool) -> None:
@@ -139,20 +168,27 @@ class Store:
         if version == SCHEMA_VERSION:
             return
         if version is None and not create:
-            raise DataError(f"{self.location}: no store in that database yet; run pytest "
-                            f"benches with --store {self.location} first")
+            raise DataError(
+                f"{self.location}: no store in that database yet; run pytest "
+                f"benches with --store {self.location} first"
+            )
         if self.read_only and version is not None and version < SCHEMA_VERSION:
-            raise DataError(f"{self.location}: a store of schema {version}, read only here; "
-                            f"open it writable once to upgrade it to {SCHEMA_VERSION} (a pytest "
-                            "run with --store there, or modelsweep store copy into a new file)")
+            raise DataError(
+                f"{self.location}: a store of schema {version}, read only here; "
+                f"open it writable once to upgrade it to {SCHEMA_VERSION} (a pytest "
+                "run with --store there, or modelsweep store copy into a new file)"
+            )
         with engine.execution_options(**{WRITE_OPTION: True}).begin() as conn:
             dialect = conn.dialect.name
             if dialect == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
             version = _schema_version(conn, self.location)
             if version is not None and version > SCHEMA_VERSION:
-                fix = ("pass --store with a new file name" if dialect == "sqlite"
-                       else "pass --store with another database")
+                fix = (
+                    "pass --store with a new file name"
+                    if dialect == "sqlite"
+                    else "pass --store with another database"
+                )
                 raise DataError(newer_schema_message(self.location, version, fix))
             if version is None:
                 ours = sorted(set(inspect(conn).get_table_names()) & set(metadata.tables))
@@ -160,12 +196,16 @@ class Store:
                     raise DataError(
                         f"{self.location}: the database has tables named like the store's "
                         f"({', '.join(ours)}) but no meta table with a schema key; "
-                        f"{_FIX_OTHER_DATABASE}")
+                        f"{_FIX_OTHER_DATABASE}"
+                    )
             metadata.create_all(conn)
             for step in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
                 UPGRADES[step](conn, dialect)
-            conn.execute(upsert(dialect, META, ("key",), ("value",)).values(
-                key="schema", value=str(SCHEMA_VERSION)))
+            conn.execute(
+                upsert(dialect, META, ("key",), ("value",)).values(
+                    key="schema", value=str(SCHEMA_VERSION)
+                )
+            )
 
     # -- transactions ----------------------------------------------------------
     @contextmanager
@@ -207,13 +247,16 @@ class Store:
         elif code == sqlite3.SQLITE_READONLY or sqlstate == "25006":
             fix = "make it writable again or pass --store elsewhere"
         elif self.dialect == "postgresql" and (sqlstate is None or sqlstate[:2] in ("08", "57")):
-            fix = ("start its PostgreSQL server again (or fix the host and port in --store), "
-                   "or pass --store elsewhere")
+            fix = (
+                "start its PostgreSQL server again (or fix the host and port in --store), "
+                "or pass --store elsewhere"
+            )
         else:
             fix = "check the store's disk or server, or pass --store elsewhere"
         line = f"the store {self.path}: cannot {verb} ({reason}); {fix}"
-        passing = (isinstance(orig, sqlite3.Error) and is_lock_error(orig)) \
-            or sqlstate in _PASSING_SQLSTATES
+        passing = (
+            isinstance(orig, sqlite3.Error) and is_lock_error(orig)
+        ) or sqlstate in _PASSING_SQLSTATES
         if not passing and self.failure is None:
             self.failure = line
             self._unreadable = verb == "read" or fix.startswith("start its PostgreSQL")
@@ -244,97 +287,192 @@ class Store:
             return db.execute(query).all()
 
     # -- writing ---------------------------------------------------------------
-    def add_run(self, run_id: str, sweep_name: str, run: dict[str, Any], *,
-                sweep_run: str | None = None) -> None:
+    def add_run(
+        self, run_id: str, sweep_name: str, run: dict[str, Any], *, sweep_run: str | None = None
+    ) -> None:
         """Record a run as it starts (once); ``finished_at`` stays NULL until :meth:`finish_run`."""
-        self._write(insert_ignore(self.dialect, RUNS).values(
-            run_id=run_id, started_at=str(run.get("started_at", "")), sweep_name=sweep_name,
-            run_json=_json(run), sweep_run=sweep_run))
+        self._write(
+            insert_ignore(self.dialect, RUNS).values(
+                run_id=run_id,
+                started_at=str(run.get("started_at", "")),
+                sweep_name=sweep_name,
+                run_json=_json(run),
+                sweep_run=sweep_run,
+            )
+        )
 
     def plan_run(self, run_id: str, models: Iterable[str]) -> None:
         """The models whose own tests the run has (known once it has collected)."""
-        self._write(update(RUNS).where(RUNS.c.run_id == run_id).values(
-            models_json=json.dumps(sorted(set(models)))))
+        self._write(
+            update(RUNS)
+            .where(RUNS.c.run_id == run_id)
+            .values(models_json=json.dumps(sorted(set(models))))
+        )
 
-    def finish_run(self, run_id: str, finished_at: str, *,
-                   exit_status: int | None = None) -> None:
+    def finish_run(self, run_id: str, finished_at: str, *, exit_status: int | None = None) -> None:
         """The run's session has ended, whatever its ``exit_status``."""
-        self._write(update(RUNS).where(RUNS.c.run_id == run_id).values(
-            finished_at=finished_at, exit_status=exit_status))
+        self._write(
+            update(RUNS)
+            .where(RUNS.c.run_id == run_id)
+            .values(finished_at=finished_at, exit_status=exit_status)
+        )
 
     def sweep_run_members(self, sweep_run: str) -> list[SweepRunMember]:
         """The runs of ``sweep_run``, in the order they started."""
-        rows = self._all(select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name,
-                                RUNS.c.models_json, RUNS.c.finished_at, RUNS.c.run_json)
-                         .where(RUNS.c.sweep_run == sweep_run)
-                         .order_by(RUNS.c.started_at, RUNS.c.run_id))
+        rows = self._all(
+            select(
+                RUNS.c.run_id,
+                RUNS.c.started_at,
+                RUNS.c.sweep_name,
+                RUNS.c.models_json,
+                RUNS.c.finished_at,
+                RUNS.c.run_json,
+            )
+            .where(RUNS.c.sweep_run == sweep_run)
+            .order_by(RUNS.c.started_at, RUNS.c.run_id)
+        )
         return [SweepRunMember.from_row(sweep_run, *row) for row in rows]
 
     def add_endpoint(self, run_id: str, model: str, provenance: dict[str, Any]) -> None:
-        self._write(upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",))
-                    .values(run_id=run_id, model=model, provenance_json=_json(provenance)))
+        self._write(
+            upsert(self.dialect, ENDPOINTS, ("run_id", "model"), ("provenance_json",)).values(
+                run_id=run_id, model=model, provenance_json=_json(provenance)
+            )
+        )
 
     def add_measurement(self, run_id: str, measurement: dict[str, Any]) -> None:
-        self._write(MEASUREMENTS.insert().values(
-            run_id=run_id, model=measurement["model"], benchmark=measurement["benchmark"],
-            test_id=measurement.get("test_id", ""), value=float(measurement["value"]),
-            unit=measurement["unit"], n=int(measurement["n"]), outcome=measurement.get("outcome"),
-            measurement_json=strict_json(_answers_apart(redacted(measurement)))))
+        self._write(
+            MEASUREMENTS.insert().values(
+                run_id=run_id,
+                model=measurement["model"],
+                benchmark=measurement["benchmark"],
+                test_id=measurement.get("test_id", ""),
+                value=float(measurement["value"]),
+                unit=measurement["unit"],
+                n=int(measurement["n"]),
+                outcome=measurement.get("outcome"),
+                measurement_json=strict_json(_answers_apart(redacted(measurement))),
+            )
+        )
 
     def add_item(
-        self, run_id: str, model: str, benchmark: str, serving_key: str, record: ItemRecord,
-        *, reused: bool = False,
+        self,
+        run_id: str,
+        model: str,
+        benchmark: str,
+        serving_key: str,
+        record: ItemRecord,
+        *,
+        reused: bool = False,
     ) -> None:
         """Commit one scored item and its link to this run; sent again, it replaces its row."""
         with self.writing() as db:
             if not reused:
-                db.execute(upsert(self.dialect, ITEMS,
-                                  ("serving_key", "benchmark", "item_id", "prompt_hash"),
-                                  ("model", "record_json", "first_run_id")).values(
-                    serving_key=serving_key, benchmark=benchmark, item_id=record.item_id,
-                    prompt_hash=record.prompt_hash, model=model,
-                    record_json=_json(record.to_dict()), first_run_id=run_id))
-            db.execute(upsert(self.dialect, RUN_ITEMS, ("run_id", "model", "benchmark", "item_id"),
-                              ("serving_key", "prompt_hash", "reused")).values(
-                run_id=run_id, model=model, benchmark=benchmark, item_id=record.item_id,
-                serving_key=serving_key, prompt_hash=record.prompt_hash, reused=int(reused)))
+                db.execute(
+                    upsert(
+                        self.dialect,
+                        ITEMS,
+                        ("serving_key", "benchmark", "item_id", "prompt_hash"),
+                        ("model", "record_json", "first_run_id"),
+                    ).values(
+                        serving_key=serving_key,
+                        benchmark=benchmark,
+                        item_id=record.item_id,
+                        prompt_hash=record.prompt_hash,
+                        model=model,
+                        record_json=_json(record.to_dict()),
+                        first_run_id=run_id,
+                    )
+                )
+            db.execute(
+                upsert(
+                    self.dialect,
+                    RUN_ITEMS,
+                    ("run_id", "model", "benchmark", "item_id"),
+                    ("serving_key", "prompt_hash", "reused"),
+                ).values(
+                    run_id=run_id,
+                    model=model,
+                    benchmark=benchmark,
+                    item_id=record.item_id,
+                    serving_key=serving_key,
+                    prompt_hash=record.prompt_hash,
+                    reused=int(reused),
+                )
+            )
 
     def update_item(self, serving_key: str, benchmark: str, record: ItemRecord) -> None:
         """Replace a stored item's record (its answer scored again by a changed scorer)."""
-        self._write(update(ITEMS).where(
-            ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark,
-            ITEMS.c.item_id == record.item_id, ITEMS.c.prompt_hash == record.prompt_hash,
-        ).values(record_json=_json(record.to_dict())))
+        self._write(
+            update(ITEMS)
+            .where(
+                ITEMS.c.serving_key == serving_key,
+                ITEMS.c.benchmark == benchmark,
+                ITEMS.c.item_id == record.item_id,
+                ITEMS.c.prompt_hash == record.prompt_hash,
+            )
+            .values(record_json=_json(record.to_dict()))
+        )
 
     def add_outcome(self, run_id: str, test_id: str, outcome: str) -> None:
         """A finished test of the run (so that others stop waiting for its results)."""
-        self._write(upsert(self.dialect, TEST_OUTCOMES, ("run_id", "test_id"), ("outcome",))
-                    .values(run_id=run_id, test_id=test_id, outcome=outcome))
+        self._write(
+            upsert(self.dialect, TEST_OUTCOMES, ("run_id", "test_id"), ("outcome",)).values(
+                run_id=run_id, test_id=test_id, outcome=outcome
+            )
+        )
 
-    def take_back_items(self, run_id: str, model: str, benchmark: str, serving_key: str,
-                        records: Iterable[ItemRecord]) -> int:
+    def take_back_items(
+        self,
+        run_id: str,
+        model: str,
+        benchmark: str,
+        serving_key: str,
+        records: Iterable[ItemRecord],
+    ) -> int:
         """Store the answered items a run kept in its results but not here (its store had
         failed), as that run's; a stored item stays. How many were taken back."""
         answered = {r.item_id: r for r in records if r.error is None and r.completion is not None}
-        stored = self.stored_items(serving_key, benchmark,
-                                   ((r.item_id, r.prompt_hash) for r in answered.values()))
+        stored = self.stored_items(
+            serving_key, benchmark, ((r.item_id, r.prompt_hash) for r in answered.values())
+        )
         missing = [r for item_id, r in answered.items() if item_id not in stored]
         if missing:
             with self.writing() as db:
-                db.execute(insert_ignore(self.dialect, ITEMS), [
-                    {"serving_key": serving_key, "benchmark": benchmark, "item_id": r.item_id,
-                     "prompt_hash": r.prompt_hash, "model": model,
-                     "record_json": _json(r.to_dict()), "first_run_id": run_id}
-                    for r in missing])
+                db.execute(
+                    insert_ignore(self.dialect, ITEMS),
+                    [
+                        {
+                            "serving_key": serving_key,
+                            "benchmark": benchmark,
+                            "item_id": r.item_id,
+                            "prompt_hash": r.prompt_hash,
+                            "model": model,
+                            "record_json": _json(r.to_dict()),
+                            "first_run_id": run_id,
+                        }
+                        for r in missing
+                    ],
+                )
         return len(missing)
 
     def outcome_of(self, run_id: str, test_id: str) -> str | None:
-        value = self._scalar(select(TEST_OUTCOMES.c.outcome).where(
-            TEST_OUTCOMES.c.run_id == run_id, TEST_OUTCOMES.c.test_id == test_id))
+        value = self._scalar(
+            select(TEST_OUTCOMES.c.outcome).where(
+                TEST_OUTCOMES.c.run_id == run_id, TEST_OUTCOMES.c.test_id == test_id
+            )
+        )
         return None if value is None else str(value)
 
-    def save_baseline(self, name: str, run_id: str, saved_at: str, *,
-                      keep: int = BASELINE_HISTORY, sweep_run: str | None = None) -> list[str]:
+    def save_baseline(
+        self,
+        name: str,
+        run_id: str,
+        saved_at: str,
+        *,
+        keep: int = BASELINE_HISTORY,
+        sweep_run: str | None = None,
+    ) -> list[str]:
         """Add a run to baseline ``name``'s history, keep the newest ``keep``; the history,
         oldest first. ``baselines`` points at the newest run; ``baseline_runs`` holds the
         history. With ``sweep_run`` the entry stands for that sweep run's runs by ``saved_at``."""
@@ -342,12 +480,16 @@ class Store:
             raise ValueError(f"a baseline keeps at least 1 run, got {keep!r}")
         b = BASELINE_RUNS
         newest = select(b.c.seq).where(b.c.name == name).order_by(b.c.seq.desc()).limit(keep)
-        self._write(upsert(self.dialect, BASELINES, ("name",), ("run_id", "saved_at"))
-                    .values(name=name, run_id=run_id, saved_at=saved_at),
-                    delete(b).where(b.c.name == name, b.c.run_id == run_id),
-                    insert_ignore(self.dialect, b).values(
-                        name=name, run_id=run_id, saved_at=saved_at, sweep_run=sweep_run),
-                    delete(b).where(b.c.name == name, b.c.seq.not_in(newest)))
+        self._write(
+            upsert(self.dialect, BASELINES, ("name",), ("run_id", "saved_at")).values(
+                name=name, run_id=run_id, saved_at=saved_at
+            ),
+            delete(b).where(b.c.name == name, b.c.run_id == run_id),
+            insert_ignore(self.dialect, b).values(
+                name=name, run_id=run_id, saved_at=saved_at, sweep_run=sweep_run
+            ),
+            delete(b).where(b.c.name == name, b.c.seq.not_in(newest)),
+        )
         return self.baseline_runs(name)
 
     # -- reading ---------------------------------------------------------------
@@ -357,8 +499,11 @@ class Store:
 
     def baseline_runs(self, name: str) -> list[str]:
         """The runs of baseline ``name``, oldest first (empty when there is no such baseline)."""
-        rows = self._all(select(BASELINE_RUNS.c.run_id).where(BASELINE_RUNS.c.name == name)
-                         .order_by(BASELINE_RUNS.c.seq))
+        rows = self._all(
+            select(BASELINE_RUNS.c.run_id)
+            .where(BASELINE_RUNS.c.name == name)
+            .order_by(BASELINE_RUNS.c.seq)
+        )
         return [str(row[0]) for row in rows]
 
     def baseline_entries(self, name: str) -> list[list[str]]:
@@ -366,14 +511,27 @@ class Store:
         (a sweep run's entry: its runs started by then)."""
         b, r = BASELINE_RUNS, RUNS
         with self.reading() as db:
-            entries = db.execute(select(b.c.run_id, b.c.sweep_run, b.c.saved_at)
-                                 .where(b.c.name == name).order_by(b.c.seq)).all()
+            entries = db.execute(
+                select(b.c.run_id, b.c.sweep_run, b.c.saved_at)
+                .where(b.c.name == name)
+                .order_by(b.c.seq)
+            ).all()
             expanded = []
             for run_id, sweep_run, saved_at in entries:
-                runs = [] if sweep_run is None else [str(member) for member in db.execute(
-                    select(r.c.run_id).where(r.c.sweep_run == sweep_run,
-                                             r.c.started_at <= saved_at)
-                    .order_by(r.c.started_at, r.c.run_id)).scalars().all()]
+                runs = (
+                    []
+                    if sweep_run is None
+                    else [
+                        str(member)
+                        for member in db.execute(
+                            select(r.c.run_id)
+                            .where(r.c.sweep_run == sweep_run, r.c.started_at <= saved_at)
+                            .order_by(r.c.started_at, r.c.run_id)
+                        )
+                        .scalars()
+                        .all()
+                    ]
+                )
                 if str(run_id) not in runs:
                     runs.append(str(run_id))
                 expanded.append(runs)
@@ -381,14 +539,19 @@ class Store:
 
     def baseline_measurements(self, name: str) -> list[list[dict[str, Any]]]:
         """Baseline ``name``'s history, oldest first, each entry's runs read as one run's."""
-        return [latest_per_setting(self.measurements(run_id) for run_id in runs)
-                for runs in self.baseline_entries(name)]
+        return [
+            latest_per_setting(self.measurements(run_id) for run_id in runs)
+            for runs in self.baseline_entries(name)
+        ]
 
     def test_outcomes(self, run_ids: Iterable[str]) -> list[tuple[str, str, str]]:
         """(run, test, outcome) of every finished test of ``run_ids``."""
         t = TEST_OUTCOMES
-        rows = self._all(select(t.c.run_id, t.c.test_id, t.c.outcome)
-                         .where(t.c.run_id.in_(list(run_ids))).order_by(t.c.run_id, t.c.test_id))
+        rows = self._all(
+            select(t.c.run_id, t.c.test_id, t.c.outcome)
+            .where(t.c.run_id.in_(list(run_ids)))
+            .order_by(t.c.run_id, t.c.test_id)
+        )
         return [(str(run), str(test), str(outcome)) for run, test, outcome in rows]
 
     def baselines(self) -> dict[str, str]:
@@ -400,10 +563,16 @@ class Store:
     ) -> dict[str, ItemRecord]:
         """Stored records for ``(item_id, prompt_hash)`` pairs under one serving key."""
         wanted = dict(keys)
-        rows = self._all(select(ITEMS.c.item_id, ITEMS.c.prompt_hash, ITEMS.c.record_json)
-                         .where(ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark))
-        return {item_id: self._item(record_json, f"item {item_id}")
-                for item_id, prompt_hash, record_json in rows if wanted.get(item_id) == prompt_hash}
+        rows = self._all(
+            select(ITEMS.c.item_id, ITEMS.c.prompt_hash, ITEMS.c.record_json).where(
+                ITEMS.c.serving_key == serving_key, ITEMS.c.benchmark == benchmark
+            )
+        )
+        return {
+            item_id: self._item(record_json, f"item {item_id}")
+            for item_id, prompt_hash, record_json in rows
+            if wanted.get(item_id) == prompt_hash
+        }
 
     def run_items(self, run_id: str, model: str, benchmark: str) -> list[ItemRecord]:
         """The items a run used for one model and benchmark (sent or reused)."""
@@ -416,8 +585,11 @@ class Store:
             return _run_item_ids(db, run_id, model, benchmark)
 
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
-        value = self._scalar(select(ENDPOINTS.c.provenance_json).where(
-            ENDPOINTS.c.run_id == run_id, ENDPOINTS.c.model == model))
+        value = self._scalar(
+            select(ENDPOINTS.c.provenance_json).where(
+                ENDPOINTS.c.run_id == run_id, ENDPOINTS.c.model == model
+            )
+        )
         return None if value is None else self._row(value, f"run {run_id}: endpoint {model}")
 
     def measurement_of(self, run_id: str, model: str, benchmark: str) -> dict[str, Any] | None:
@@ -431,16 +603,25 @@ class Store:
 
     def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
         """Every measurement of a model on a benchmark across runs, newest first."""
-        return [{**measurement, "run_id": run_id} for run_id, measurement
-                in self._measurements(model, benchmark, newest_first=True)]
+        return [
+            {**measurement, "run_id": run_id}
+            for run_id, measurement in self._measurements(model, benchmark, newest_first=True)
+        ]
 
-    def _measurements(self, model: str, benchmark: str, run_id: str | None = None, *,
-                      newest_first: bool = False, limit: int | None = None
-                      ) -> list[tuple[Any, dict[str, Any]]]:
+    def _measurements(
+        self,
+        model: str,
+        benchmark: str,
+        run_id: str | None = None,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[tuple[Any, dict[str, Any]]]:
         """(run id, measurement) of a model on a benchmark (in one run, if given)."""
         m = MEASUREMENTS
-        query = select(m.c.run_id, m.c.measurement_json).where(m.c.model == model,
-                                                               m.c.benchmark == benchmark)
+        query = select(m.c.run_id, m.c.measurement_json).where(
+            m.c.model == model, m.c.benchmark == benchmark
+        )
         if run_id is not None:
             query = query.where(m.c.run_id == run_id)
         query = query.order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit)
@@ -448,20 +629,30 @@ class Store:
             return [(r, self._measurement(db, str(r), j)) for r, j in db.execute(query).all()]
 
     def latest_run_with(
-        self, model: str, benchmark: str, *, exclude: str = "",
-        item_ids: Iterable[str] | None = None, among: Iterable[str] | None = None,
+        self,
+        model: str,
+        benchmark: str,
+        *,
+        exclude: str = "",
+        item_ids: Iterable[str] | None = None,
+        among: Iterable[str] | None = None,
     ) -> str | None:
         """The most recent run (not ``exclude``; one of ``among``) that recorded model/benchmark,
         preferring one whose item ids are exactly ``item_ids``."""
         m = MEASUREMENTS
         last = func.max(m.c.id)
-        query = select(m.c.run_id).where(m.c.model == model, m.c.benchmark == benchmark,
-                                         m.c.run_id != exclude)
+        query = select(m.c.run_id).where(
+            m.c.model == model, m.c.benchmark == benchmark, m.c.run_id != exclude
+        )
         if among is not None:
             query = query.where(m.c.run_id.in_(list(among)))
         with self.reading() as db:
-            runs = [str(run_id) for run_id in db.execute(
-                query.group_by(m.c.run_id).order_by(last.desc())).scalars().all()]
+            runs = [
+                str(run_id)
+                for run_id in db.execute(query.group_by(m.c.run_id).order_by(last.desc()))
+                .scalars()
+                .all()
+            ]
             if item_ids is not None:
                 wanted = set(item_ids)
                 for run_id in runs:
@@ -469,8 +660,7 @@ class Store:
                         return run_id
         return runs[0] if runs else None
 
-    def sweep_run_measurements(self, name: str, *,
-                               last: str | None = None) -> list[dict[str, Any]]:
+    def sweep_run_measurements(self, name: str, *, last: str | None = None) -> list[dict[str, Any]]:
         """Sweep run ``name``'s measurements as one run's (:func:`latest_per_setting`);
         run ``last`` (the judging run) counts as the latest."""
         order = [m.run_id for m in self.sweep_run_members(name) if m.run_id != last]
@@ -483,32 +673,55 @@ class Store:
         run's provenance."""
         members = self.sweep_run_members(name)
         if not members:
-            raise DataError(f"{self.location}: no runs of sweep run {name!r}; `modelsweep runs` "
-                            "lists the runs with their sweep runs")
-        return (sweep_run_heading(name, members, members[-1].run),
-                self.sweep_run_measurements(name))
+            raise DataError(
+                f"{self.location}: no runs of sweep run {name!r}; `modelsweep runs` "
+                "lists the runs with their sweep runs"
+            )
+        return (
+            sweep_run_heading(name, members, members[-1].run),
+            self.sweep_run_measurements(name),
+        )
 
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
         m = MEASUREMENTS
         with self.reading() as db:
-            rows = db.execute(select(m.c.measurement_json).where(m.c.run_id == run_id)
-                              .order_by(m.c.id)).scalars().all()
+            rows = (
+                db.execute(
+                    select(m.c.measurement_json).where(m.c.run_id == run_id).order_by(m.c.id)
+                )
+                .scalars()
+                .all()
+            )
             return [self._measurement(db, run_id, row) for row in rows]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
         """Every run (or those of ``sweep_run``) in start order, with its count of
         measurements, sweep run and ``status`` (:func:`_run_status`)."""
         m = MEASUREMENTS
-        count = (select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id)
-                 .scalar_subquery())
-        query = select(RUNS.c.run_id, RUNS.c.started_at, RUNS.c.sweep_name, count,
-                       RUNS.c.sweep_run, RUNS.c.finished_at, RUNS.c.exit_status)
+        count = (
+            select(func.count()).select_from(m).where(m.c.run_id == RUNS.c.run_id).scalar_subquery()
+        )
+        query = select(
+            RUNS.c.run_id,
+            RUNS.c.started_at,
+            RUNS.c.sweep_name,
+            count,
+            RUNS.c.sweep_run,
+            RUNS.c.finished_at,
+            RUNS.c.exit_status,
+        )
         if sweep_run is not None:
             query = query.where(RUNS.c.sweep_run == sweep_run)
         rows = self._all(query.order_by(RUNS.c.started_at, RUNS.c.run_id))
         return [
-            {"run_id": r[0], "started_at": r[1], "sweep_name": r[2], "measurements": r[3],
-             "sweep_run": r[4], "status": _run_status(r[5], r[6])}
+            {
+                "run_id": r[0],
+                "started_at": r[1],
+                "sweep_name": r[2],
+                "measurements": r[3],
+                "sweep_run": r[4],
+                "status": _run_status(r[5], r[6]),
+            }
             for r in rows
         ]
 
@@ -524,18 +737,20 @@ class Store:
         try:
             value = json.loads(text)
         except (TypeError, ValueError) as error:
-            raise DataError(f"{self.location}: {where}: not JSON ({error}); {STORE_ROW_FIX}"
-                            ) from None
+            raise DataError(
+                f"{self.location}: {where}: not JSON ({error}); {STORE_ROW_FIX}"
+            ) from None
         if not isinstance(value, dict):
-            raise DataError(f"{self.location}: {where}: expected an object, got "
-                            f"{type(value).__name__}; {STORE_ROW_FIX}")
+            raise DataError(
+                f"{self.location}: {where}: expected an object, got "
+                f"{type(value).__name__}; {STORE_ROW_FIX}"
+            )
         return value
 
     def _measurement(self, db: Connection, run_id: str, text: Any) -> dict[str, Any]:
         """A measurement row with its items' answers, checked as a results file's is."""
         measurement = _with_answers(db, run_id, self._row(text, f"run {run_id}: measurement"))
-        measurements_of([measurement], where=f"{self.location}: run {run_id}",
-                        fix=STORE_ROW_FIX)
+        measurements_of([measurement], where=f"{self.location}: run {run_id}", fix=STORE_ROW_FIX)
         return measurement
 
     def _item(self, text: Any, where: str) -> ItemRecord:
@@ -551,16 +766,29 @@ class Store:
 def _run_items(run_id: str, model: Any, benchmark: Any) -> Select[Any]:
     """The query of a run's items for one model and benchmark: item id and record JSON."""
     r, i = RUN_ITEMS, ITEMS
-    on = ((i.c.serving_key == r.c.serving_key) & (i.c.benchmark == r.c.benchmark)
-          & (i.c.item_id == r.c.item_id) & (i.c.prompt_hash == r.c.prompt_hash))
-    return (select(r.c.item_id, i.c.record_json).select_from(r.join(i, on))
-            .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark))
+    on = (
+        (i.c.serving_key == r.c.serving_key)
+        & (i.c.benchmark == r.c.benchmark)
+        & (i.c.item_id == r.c.item_id)
+        & (i.c.prompt_hash == r.c.prompt_hash)
+    )
+    return (
+        select(r.c.item_id, i.c.record_json)
+        .select_from(r.join(i, on))
+        .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)
+    )
 
 
 def _run_item_ids(db: Connection, run_id: str, model: str, benchmark: str) -> list[str]:
     r = RUN_ITEMS
-    return [str(item_id) for item_id in db.execute(select(r.c.item_id).where(
-        r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)).scalars()]
+    return [
+        str(item_id)
+        for item_id in db.execute(
+            select(r.c.item_id).where(
+                r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark
+            )
+        ).scalars()
+    ]
 
 
 def _answer_key(completion: Any) -> str:
@@ -575,10 +803,15 @@ def _answers_apart(measurement: dict[str, Any]) -> dict[str, Any]:
     items = measurement.get("items")
     if not items:
         return measurement
-    return {**measurement, "items": [
-        _swap(item, "completion", "answer", _answer_key(item["completion"]))
-        if isinstance(item, dict) and isinstance(item.get("completion"), dict) else item
-        for item in items]}
+    return {
+        **measurement,
+        "items": [
+            _swap(item, "completion", "answer", _answer_key(item["completion"]))
+            if isinstance(item, dict) and isinstance(item.get("completion"), dict)
+            else item
+            for item in items
+        ],
+    }
 
 
 def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> dict[str, Any]:
@@ -590,9 +823,15 @@ def _with_answers(db: Connection, run_id: str, measurement: dict[str, Any]) -> d
     rows = db.execute(_run_items(run_id, measurement.get("model"), measurement.get("benchmark")))
     completions = [json.loads(record_json).get("completion") for _, record_json in rows]
     answers = {_answer_key(completion): completion for completion in completions}
-    return {**measurement, "items": [
-        _swap(item, "answer", "completion", answers.get(str(item["answer"])))
-        if isinstance(item, dict) and "answer" in item else item for item in items]}
+    return {
+        **measurement,
+        "items": [
+            _swap(item, "answer", "completion", answers.get(str(item["answer"])))
+            if isinstance(item, dict) and "answer" in item
+            else item
+            for item in items
+        ],
+    }
 
 
 def _swap(item: dict[str, Any], old: str, new: str, value: Any) -> dict[str, Any]:
@@ -621,9 +860,12 @@ def _schema_version(conn: Connection, where: StoreLocation) -> int | None:
         return None
     value = conn.execute(select(META.c.value).where(META.c.key == "schema")).scalar()
     if value is None:
-        raise DataError(f"{where}: a database with a meta table that is not a pytest-modelsweep "
-                        f"store's (no schema key); {_FIX_OTHER_DATABASE}")
+        raise DataError(
+            f"{where}: a database with a meta table that is not a pytest-modelsweep "
+            f"store's (no schema key); {_FIX_OTHER_DATABASE}"
+        )
     if not str(value).isdigit():
-        raise DataError(f"{where}: a store with an unreadable schema version {value!r}; "
-                        f"{_FIX_OTHER_DATABASE}")
+        raise DataError(
+            f"{where}: a store with an unreadable schema version {value!r}; {_FIX_OTHER_DATABASE}"
+        )
     return int(value)

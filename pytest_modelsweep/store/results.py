@@ -49,10 +49,15 @@ class RunInfo:
         project, serving = run.get("project"), run.get("serving")
         project = project if isinstance(project, Mapping) else {}
         serving = serving if isinstance(serving, Mapping) else {}
-        return cls(_text(run.get("run_id")), _text(run.get("sweep_name")),
-                   _text(run.get("reference")), _text(project.get("commit")),
-                   bool(project.get("dirty")), _text(serving.get("backend")),
-                   _text(serving.get("image")))
+        return cls(
+            _text(run.get("run_id")),
+            _text(run.get("sweep_name")),
+            _text(run.get("reference")),
+            _text(project.get("commit")),
+            bool(project.get("dirty")),
+            _text(serving.get("backend")),
+            _text(serving.get("image")),
+        )
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,9 @@ class FailedTest:
 
     @classmethod
     def of(cls, failure: Mapping[str, Any]) -> FailedTest:
-        return cls(*(str(failure.get(key) or "") for key in ("test_id", "when", "outcome",
-                                                              "message")))
+        return cls(
+            *(str(failure.get(key) or "") for key in ("test_id", "when", "outcome", "message"))
+        )
 
 
 class ResultsWriter:
@@ -108,9 +114,13 @@ class ResultsWriter:
                     handle.flush()
                     os.fsync(handle.fileno())
         except OSError as error:
-            failure = write_failure("the results journal", self.journal, error,
-                                    "free space on its disk or pass --results elsewhere; the "
-                                    "measurements are kept and written at the end")
+            failure = write_failure(
+                "the results journal",
+                self.journal,
+                error,
+                "free space on its disk or pass --results elsewhere; the "
+                "measurements are kept and written at the end",
+            )
             self.journal_error = str(failure)
             raise failure from None
 
@@ -133,13 +143,19 @@ class ResultsWriter:
             staged.replace(self.path)
         except OSError as error:
             staged.unlink(missing_ok=True)
-            raise write_failure("the results file", self.path, error,
-                                "free space on its disk or pass --results elsewhere") from None
+            raise write_failure(
+                "the results file",
+                self.path,
+                error,
+                "free space on its disk or pass --results elsewhere",
+            ) from None
         self.journal.unlink(missing_ok=True)
 
 
-FIX = ("it is not as pytest-modelsweep wrote it: restore the file the run wrote, or leave it "
-       "out (docs/results-schema.md)")
+FIX = (
+    "it is not as pytest-modelsweep wrote it: restore the file the run wrote, or leave it "
+    "out (docs/results-schema.md)"
+)
 """The fix a results file (or journal) that does not read names."""
 
 
@@ -161,8 +177,10 @@ def checked_results(data: Any, where: str) -> dict[str, Any]:
     named = f"{where}: run {run_id}" if isinstance(run_id, str) and run_id else where
 
     def refuse(key: str, expected: str, value: Any) -> DataError:
-        return DataError(f"{named}: {key}: expected {expected}, got {type(value).__name__} "
-                         f"{value!r}"[:300] + f"; {FIX}")
+        return DataError(
+            f"{named}: {key}: expected {expected}, got {type(value).__name__} {value!r}"[:300]
+            + f"; {FIX}"
+        )
 
     if not isinstance(run, dict):
         raise refuse("run", "an object (the run's provenance)", run)
@@ -194,8 +212,10 @@ def _load(path: Path) -> tuple[Any, str]:
             except ValueError:
                 break  # the last line of a killed run may be cut short: all before it counts
             if not isinstance(entry, dict):
-                raise DataError(f"{journal}: line {number}: expected an object, got "
-                                f"{type(entry).__name__}; {FIX}")
+                raise DataError(
+                    f"{journal}: line {number}: expected an object, got "
+                    f"{type(entry).__name__}; {FIX}"
+                )
             if "run" in entry:
                 run = entry["run"]
             elif "measurement" in entry:
@@ -204,13 +224,20 @@ def _load(path: Path) -> tuple[Any, str]:
     raise DataError(f"{path}: no results file (nor an interrupted run's journal) there")
 
 
-def _document(run: Any, measurements: list[Any],
-              summary: dict[str, Any]) -> dict[str, Any]:
+def _document(run: Any, measurements: list[Any], summary: dict[str, Any]) -> dict[str, Any]:
     """The results document; ``endpoints``: each model's first provenance."""
     endpoints: dict[str, Any] = {}
     for measurement in measurements:
-        if isinstance(measurement, dict) and measurement.get("model") \
-                and measurement.get("provenance"):
+        if (
+            isinstance(measurement, dict)
+            and measurement.get("model")
+            and measurement.get("provenance")
+        ):
             endpoints.setdefault(measurement["model"], measurement["provenance"])
-    return {"schema": SCHEMA, "run": run, "endpoints": endpoints, "measurements": measurements,
-            "summary": summary}
+    return {
+        "schema": SCHEMA,
+        "run": run,
+        "endpoints": endpoints,
+        "measurements": measurements,
+        "summary": summary,
+    }

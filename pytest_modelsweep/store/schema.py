@@ -10,8 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import (Column, Connection, Float, Index, Integer, MetaData, PrimaryKeyConstraint,
-                        Table, Text, UniqueConstraint, inspect, select, update)
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
@@ -35,12 +48,14 @@ def _texts(*names: str) -> list[Column[str]]:
 
 
 META = Table(
-    "meta", metadata,
+    "meta",
+    metadata,
     Column("key", Text, primary_key=True),
     *_texts("value"),
 )
 RUNS = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("run_id", Text, primary_key=True),
     *_texts("started_at", "sweep_name", "run_json"),
     # the logical sweep (--sweep-run) this run is one host's part of; NULL: none
@@ -55,7 +70,8 @@ RUNS = Table(
 )
 Index("runs_sweep_run", RUNS.c.sweep_run)
 MEASUREMENTS = Table(
-    "measurements", metadata,
+    "measurements",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     *_texts("run_id", "model", "benchmark", "test_id"),
     Column("value", Float, nullable=False),
@@ -67,29 +83,35 @@ MEASUREMENTS = Table(
 )
 Index("measurements_run", MEASUREMENTS.c.run_id, MEASUREMENTS.c.model, MEASUREMENTS.c.benchmark)
 ITEMS = Table(
-    "items", metadata,
-    *_texts("serving_key", "benchmark", "item_id", "prompt_hash", "model", "record_json",
-            "first_run_id"),
+    "items",
+    metadata,
+    *_texts(
+        "serving_key", "benchmark", "item_id", "prompt_hash", "model", "record_json", "first_run_id"
+    ),
     PrimaryKeyConstraint("serving_key", "benchmark", "item_id", "prompt_hash"),
 )
 RUN_ITEMS = Table(
-    "run_items", metadata,
+    "run_items",
+    metadata,
     *_texts("run_id", "model", "benchmark", "item_id", "serving_key", "prompt_hash"),
     Column("reused", Integer, nullable=False),
     PrimaryKeyConstraint("run_id", "model", "benchmark", "item_id"),
 )
 TEST_OUTCOMES = Table(
-    "test_outcomes", metadata,
+    "test_outcomes",
+    metadata,
     *_texts("run_id", "test_id", "outcome"),
     PrimaryKeyConstraint("run_id", "test_id"),
 )
 BASELINES = Table(
-    "baselines", metadata,
+    "baselines",
+    metadata,
     Column("name", Text, primary_key=True),
     *_texts("run_id", "saved_at"),
 )
 BASELINE_RUNS = Table(
-    "baseline_runs", metadata,
+    "baseline_runs",
+    metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
     *_texts("name", "run_id", "saved_at"),
     # set: the entry stands for every run of this sweep run that started by saved_at
@@ -98,7 +120,8 @@ BASELINE_RUNS = Table(
     sqlite_autoincrement=True,
 )
 ENDPOINTS = Table(
-    "endpoints", metadata,
+    "endpoints",
+    metadata,
     *_texts("run_id", "model", "provenance_json"),
     PrimaryKeyConstraint("run_id", "model"),
 )
@@ -126,15 +149,18 @@ def upsert(dialect: str, table: Table, keys: tuple[str, ...], columns: tuple[str
     """An insert that replaces ``columns`` of an existing row with the same ``keys``."""
     statement = dialect_insert(dialect, table)
     return statement.on_conflict_do_update(
-        index_elements=list(keys), set_={name: statement.excluded[name] for name in columns})
+        index_elements=list(keys), set_={name: statement.excluded[name] for name in columns}
+    )
 
 
 def _keep_baseline_history(conn: Connection, dialect: str) -> None:
     """1 → 2: each baseline's one run becomes the first entry of its history."""
     source = select(BASELINES.c.name, BASELINES.c.run_id, BASELINES.c.saved_at).order_by(
-        BASELINES.c.saved_at, BASELINES.c.name)
-    conn.execute(insert_ignore(dialect, BASELINE_RUNS).from_select(
-        ["name", "run_id", "saved_at"], source))
+        BASELINES.c.saved_at, BASELINES.c.name
+    )
+    conn.execute(
+        insert_ignore(dialect, BASELINE_RUNS).from_select(["name", "run_id", "saved_at"], source)
+    )
 
 
 def _add_column(conn: Connection, table: Table, name: str) -> None:
@@ -160,15 +186,23 @@ def _mark_ends_keep_answers_once(conn: Connection, dialect: str) -> None:
     of a sweep run was not before, so its end is not known (``finished_at`` ``""``). Answers
     need no moving: older rows are read as they are."""
     _add_column(conn, RUNS, "exit_status")
-    conn.execute(update(RUNS).where(RUNS.c.finished_at.is_(None), RUNS.c.sweep_run.is_(None))
-                 .values(finished_at=""))
+    conn.execute(
+        update(RUNS)
+        .where(RUNS.c.finished_at.is_(None), RUNS.c.sweep_run.is_(None))
+        .values(finished_at="")
+    )
 
 
 UPGRADES: dict[int, Callable[[Connection, str], None]] = {
-    1: _keep_baseline_history, 2: _join_sweep_runs, 3: _mark_ends_keep_answers_once}
+    1: _keep_baseline_history,
+    2: _join_sweep_runs,
+    3: _mark_ends_keep_answers_once,
+}
 """Version N → N + 1, run in order after the missing tables are created."""
 
 
 def newer_schema_message(where: object, version: int, fix: str) -> str:
-    return (f"{where}: a store of schema version {version}, newer than this pytest-modelsweep's "
-            f"({SCHEMA_VERSION}); upgrade pytest-modelsweep or {fix}")
+    return (
+        f"{where}: a store of schema version {version}, newer than this pytest-modelsweep's "
+        f"({SCHEMA_VERSION}); upgrade pytest-modelsweep or {fix}"
+    )

@@ -34,8 +34,10 @@ def sqlite_engine(path: Path, busy_timeout_s: float, *, read_only: bool = False)
     :data:`WRITE_OPTION` begins ``IMMEDIATE`` so two writers queue on the lock.
     ``read_only``: SQLite's ``mode=ro``, the file as it is (a store someone made read-only)."""
     if read_only:
-        engine = create_engine("sqlite+pysqlite://", creator=lambda: _read_only(
-            path, busy_timeout_s, check_same_thread=False))
+        engine = create_engine(
+            "sqlite+pysqlite://",
+            creator=lambda: _read_only(path, busy_timeout_s, check_same_thread=False),
+        )
     else:
         engine = create_engine(
             f"sqlite+pysqlite:///{path}",
@@ -66,14 +68,15 @@ def is_lock_error(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc)
 
 
-def check_store_file(path: Path, *, busy_timeout_s: float = 60.0,
-                     read_only: bool = False) -> str:
+def check_store_file(path: Path, *, busy_timeout_s: float = 60.0, read_only: bool = False) -> str:
     """Classify ``path`` before anything is written to it: ``"new"`` (no file, an empty file,
     SQLite without tables) or ``"store"``; anything else is a DataError with the fix, a lock
     held elsewhere the ``sqlite3`` error (the caller retries)."""
     if path.is_dir():
-        raise DataError(f"{path}: is a folder, not a store file; pass --store with a file name "
-                        f"(e.g. {path / 'store.sqlite'})")
+        raise DataError(
+            f"{path}: is a folder, not a store file; pass --store with a file name "
+            f"(e.g. {path / 'store.sqlite'})"
+        )
     if not path.exists() and not path.is_symlink():
         _create_empty(path)
         return "new"
@@ -89,8 +92,10 @@ def check_store_file(path: Path, *, busy_timeout_s: float = 60.0,
     if not header:
         return "new"
     if header != SQLITE_HEADER:
-        raise DataError(f"{path}: not a SQLite database ({_sqlite_reason(path, busy_timeout_s)}); "
-                        f"{FIX_NEW_FILE}")
+        raise DataError(
+            f"{path}: not a SQLite database ({_sqlite_reason(path, busy_timeout_s)}); "
+            f"{FIX_NEW_FILE}"
+        )
     return _classify_database(path, busy_timeout_s)
 
 
@@ -102,15 +107,17 @@ def _create_empty(path: Path) -> None:
     except OSError as exc:
         blocker = next((p for p in [parent, *parent.parents] if p.exists()), parent)
         why = f"{blocker} is a file, not a folder" if blocker.is_file() else exc.strerror
-        raise DataError(f"{path}: cannot create its folder {parent} ({why}); "
-                        f"{_FIX_WRITABLE_PLACE}") from None
+        raise DataError(
+            f"{path}: cannot create its folder {parent} ({why}); {_FIX_WRITABLE_PLACE}"
+        ) from None
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
     except FileExistsError:
         pass  # another process of this run made it a moment ago
     except OSError as exc:
-        raise DataError(f"{path}: cannot create the store file ({exc.strerror}); "
-                        f"{_FIX_WRITABLE_PLACE}") from None
+        raise DataError(
+            f"{path}: cannot create the store file ({exc.strerror}); {_FIX_WRITABLE_PLACE}"
+        ) from None
 
 
 def _check_writable(path: Path) -> None:
@@ -122,19 +129,28 @@ def _check_writable(path: Path) -> None:
         raise DataError(f"{path}: cannot write it ({exc.strerror}); {_FIX_READ_ONLY}") from None
     mode = path.stat().st_mode
     if not mode & stat.S_IWUSR:
-        raise DataError(f"{path}: the file is read-only (mode {stat.filemode(mode)}); "
-                        f"{_FIX_READ_ONLY}")
+        raise DataError(
+            f"{path}: the file is read-only (mode {stat.filemode(mode)}); {_FIX_READ_ONLY}"
+        )
     if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise DataError(f"{path}: its folder {path.parent} is not writable (permission denied; "
-                        f"SQLite writes its journal beside the store); {_FIX_WRITABLE_PLACE}")
+        raise DataError(
+            f"{path}: its folder {path.parent} is not writable (permission denied; "
+            f"SQLite writes its journal beside the store); {_FIX_WRITABLE_PLACE}"
+        )
 
 
-def _read_only(path: Path, busy_timeout_s: float, *,
-               check_same_thread: bool = True) -> sqlite3.Connection:
+def _read_only(
+    path: Path, busy_timeout_s: float, *, check_same_thread: bool = True
+) -> sqlite3.Connection:
     """A connection that cannot write to ``path`` (SQLite's ``mode=ro``)."""
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    return sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None,
-                           check_same_thread=check_same_thread)
+    return sqlite3.connect(
+        uri,
+        uri=True,
+        timeout=busy_timeout_s,
+        isolation_level=None,
+        check_same_thread=check_same_thread,
+    )
 
 
 def _sqlite_reason(path: Path, busy_timeout_s: float) -> str:
@@ -151,8 +167,12 @@ def _classify_database(path: Path, busy_timeout_s: float) -> str:
     """A SQLite file: ``"new"`` (no tables), ``"store"`` (ours), or a DataError."""
     with closing(_read_only(path, busy_timeout_s)) as db:
         try:
-            tables = sorted(str(row[0]) for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall())
+            tables = sorted(
+                str(row[0])
+                for row in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                ).fetchall()
+            )
         except sqlite3.Error as exc:
             if is_lock_error(exc):
                 raise
@@ -168,12 +188,17 @@ def _classify_database(path: Path, busy_timeout_s: float) -> str:
                     raise
     if row is None:
         shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
-        raise DataError(f"{path}: a SQLite database that is not a pytest-modelsweep store "
-                        f"(tables: {shown}; no meta table with a schema key); {FIX_NEW_FILE}")
+        raise DataError(
+            f"{path}: a SQLite database that is not a pytest-modelsweep store "
+            f"(tables: {shown}; no meta table with a schema key); {FIX_NEW_FILE}"
+        )
     schema = str(row[0])
     if not schema.isdigit():
-        raise DataError(f"{path}: a store with an unreadable schema version {schema!r}; "
-                        f"{FIX_NEW_FILE}")
+        raise DataError(
+            f"{path}: a store with an unreadable schema version {schema!r}; {FIX_NEW_FILE}"
+        )
     if int(schema) > SCHEMA_VERSION:
-        raise DataError(newer_schema_message(path, int(schema), "pass --store with a new file name"))
+        raise DataError(
+            newer_schema_message(path, int(schema), "pass --store with a new file name")
+        )
     return "store"

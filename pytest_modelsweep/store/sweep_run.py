@@ -29,16 +29,30 @@ class SweepRunMember:
     """The run's provenance (``run_json``)."""
 
     @classmethod
-    def from_row(cls, sweep_run: str, run_id: str, started_at: str, sweep_name: str,
-                 models_json: str | None, finished_at: str | None,
-                 run_json: str) -> SweepRunMember:
+    def from_row(
+        cls,
+        sweep_run: str,
+        run_id: str,
+        started_at: str,
+        sweep_name: str,
+        models_json: str | None,
+        finished_at: str | None,
+        run_json: str,
+    ) -> SweepRunMember:
         run = dict(json.loads(run_json))
         machine = run.get("machine")
         host = machine.get("hostname") if isinstance(machine, Mapping) else None
         models = None if models_json is None else tuple(json.loads(models_json))
-        return cls(sweep_run, str(run_id), str(started_at), str(sweep_name), models,
-                   None if finished_at is None else str(finished_at),
-                   None if host is None else str(host), run)
+        return cls(
+            sweep_run,
+            str(run_id),
+            str(started_at),
+            str(sweep_name),
+            models,
+            None if finished_at is None else str(finished_at),
+            None if host is None else str(host),
+            run,
+        )
 
     def plans(self, model: str) -> bool:
         """Whether the run measures ``model`` (a run that has not collected yet may)."""
@@ -48,8 +62,9 @@ class SweepRunMember:
         return f"run {self.run_id}" + (f" on {self.host}" if self.host else "")
 
 
-def awaited(members: Sequence[SweepRunMember], model: str, *,
-            exclude: str) -> SweepRunMember | None:
+def awaited(
+    members: Sequence[SweepRunMember], model: str, *, exclude: str
+) -> SweepRunMember | None:
     """The run still to measure ``model``, or None: the newest run (not ``exclude``) that
     plans it, while unfinished (a host run again supersedes its killed run)."""
     planning = [m for m in members if m.run_id != exclude and m.plans(model)]
@@ -61,8 +76,11 @@ def awaited(members: Sequence[SweepRunMember], model: str, *,
 def _key(measurement: Mapping[str, Any]) -> tuple[str, str, str]:
     """Model, benchmark and parameters but a comparison's ``verdict``."""
     params = {k: v for k, v in (measurement.get("params") or {}).items() if k != "verdict"}
-    return (str(measurement.get("model")), str(measurement.get("benchmark")),
-            json.dumps(params, sort_keys=True, default=str))
+    return (
+        str(measurement.get("model")),
+        str(measurement.get("benchmark")),
+        json.dumps(params, sort_keys=True, default=str),
+    )
 
 
 def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -77,19 +95,30 @@ def latest_per_setting(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict
     return [m for group in chosen.values() for m in group]
 
 
-def sweep_run_heading(name: str, members: Sequence[SweepRunMember],
-                      base: Mapping[str, Any]) -> dict[str, Any]:
+def sweep_run_heading(
+    name: str, members: Sequence[SweepRunMember], base: Mapping[str, Any]
+) -> dict[str, Any]:
     """``base`` (a run's provenance) named after the sweep run, with its runs listed."""
-    return {**base, "run_id": f"{name} (sweep run of {len(members)} "
-                              f"run{'s' if len(members) != 1 else ''})",
-            "sweep_run": name,
-            "runs": [{"run_id": m.run_id, "host": m.host, "started_at": m.started_at,
-                      "models": list(m.models or ()), "finished_at": m.finished_at}
-                     for m in members]}
+    return {
+        **base,
+        "run_id": f"{name} (sweep run of {len(members)} run{'s' if len(members) != 1 else ''})",
+        "sweep_run": name,
+        "runs": [
+            {
+                "run_id": m.run_id,
+                "host": m.host,
+                "started_at": m.started_at,
+                "models": list(m.models or ()),
+                "finished_at": m.finished_at,
+            }
+            for m in members
+        ],
+    }
 
 
-def unsettled_failures(outcomes: Iterable[tuple[str, str, str]],
-                       order: Sequence[str]) -> list[tuple[str, str, str]]:
+def unsettled_failures(
+    outcomes: Iterable[tuple[str, str, str]], order: Sequence[str]
+) -> list[tuple[str, str, str]]:
     """(run, test, outcome) of the tests whose latest outcome in ``order`` (oldest first)
     is a failure."""
     rank = {run: i for i, run in enumerate(order)}

@@ -38,8 +38,9 @@ class AccuracyRun(Generic[ItemT]):
 class ProgressLine:
     """Items done / total, rate and ETA, at most every ``every_s`` seconds."""
 
-    def __init__(self, label: str, total: int, write: Callable[[str], None] | None,
-                 every_s: float = 30.0) -> None:
+    def __init__(
+        self, label: str, total: int, write: Callable[[str], None] | None, every_s: float = 30.0
+    ) -> None:
         self.label, self.total, self.write, self.every_s = label, total, write, every_s
         self.done = 0
         self.started = time.monotonic()
@@ -50,8 +51,10 @@ class ProgressLine:
         if self.write is not None:
             self.last = time.monotonic()
             noun = "request" if waiting == 1 else "requests"
-            self.write(f"{self.label}: {self.done}/{self.total} items, {waiting} {noun} "
-                       f"waiting {seconds:.0f} s")
+            self.write(
+                f"{self.label}: {self.done}/{self.total} items, {waiting} {noun} "
+                f"waiting {seconds:.0f} s"
+            )
 
     def step(self) -> None:
         self.done += 1
@@ -61,8 +64,9 @@ class ProgressLine:
         self.last = now
         rate = self.done / max(now - self.started, 1e-9)
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        self.write(f"{self.label}: {self.done}/{self.total} items, {rate:.2f} items/s, "
-                   f"ETA {eta:.0f}s")
+        self.write(
+            f"{self.label}: {self.done}/{self.total} items, {rate:.2f} items/s, ETA {eta:.0f}s"
+        )
 
 
 def _verdict(record: ItemRecord) -> tuple[Any, ...]:
@@ -71,10 +75,18 @@ def _verdict(record: ItemRecord) -> tuple[Any, ...]:
 
 
 def run_accuracy(
-    endpoint: Endpoint, benchmark: str, items: Sequence[ItemT],
-    build: Callable[[ItemT], ApiRequest], score: Score[ItemT], *, store: Store | None,
-    run_id: str, reuse: bool = True, concurrency: int = 16,
-    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    endpoint: Endpoint,
+    benchmark: str,
+    items: Sequence[ItemT],
+    build: Callable[[ItemT], ApiRequest],
+    score: Score[ItemT],
+    *,
+    store: Store | None,
+    run_id: str,
+    reuse: bool = True,
+    concurrency: int = 16,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     progress: Callable[[str], None] | None = None,
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused (scored again),
@@ -101,13 +113,16 @@ def run_accuracy(
     found: dict[str, ItemRecord] = {}
     if store is not None and reuse:
         try:
-            found = store.stored_items(serving_key, benchmark,
-                                       ((r.item_id, r.prompt_hash) for r in requests))
+            found = store.stored_items(
+                serving_key, benchmark, ((r.item_id, r.prompt_hash) for r in requests)
+            )
         except OutputError as error:  # unreadable: every item is sent (and kept in the results)
             store_error.append(str(error))
     stored: dict[str, tuple[ItemRecord, Completion]] = {
-        item_id: (record, record.completion) for item_id, record in found.items()
-        if record.error is None and record.completion is not None}
+        item_id: (record, record.completion)
+        for item_id, record in found.items()
+        if record.error is None and record.completion is not None
+    }
     records: dict[str, ItemRecord] = {}
     by_id = dict(zip((r.item_id for r in requests), items))
     rescored = 0
@@ -119,14 +134,16 @@ def run_accuracy(
             records[request.item_id] = record
             if record != previous:
                 rescored += _verdict(record) != _verdict(previous)
-                keep(lambda s: s.update_item(serving_key, benchmark, record))
-            keep(lambda s: s.add_item(run_id, model, benchmark, serving_key, record, reused=True))
+                keep(lambda s: s.update_item(serving_key, benchmark, record))  # noqa: B023
+            keep(lambda s: s.add_item(run_id, model, benchmark, serving_key, record, reused=True))  # noqa: B023
     to_send = [r for r in requests if r.item_id not in stored]
     line = ProgressLine(f"{benchmark} {model}", len(to_send), progress)
     if progress is not None and stored:
         changed = f" ({rescored} scored differently now)" if rescored else ""
-        progress(f"{benchmark} {model}: reused {len(stored)} stored items{changed}, "
-                 f"sending {len(to_send)}")
+        progress(
+            f"{benchmark} {model}: reused {len(stored)} stored items{changed}, "
+            f"sending {len(to_send)}"
+        )
 
     def on_result(request: ApiRequest, completion: Completion) -> None:
         record = score(by_id[request.item_id], request, completion)
@@ -134,13 +151,29 @@ def run_accuracy(
         keep(lambda s: s.add_item(run_id, model, benchmark, serving_key, record, reused=False))
         line.step()
 
-    guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
-                  breaker=endpoint.breaker, on_wait=line.overdue)
+    guard = Guard(
+        idle_timeout_s=idle_timeout_s,
+        credentials=endpoint.credentials,
+        breaker=endpoint.breaker,
+        on_wait=line.overdue,
+    )
     if to_send:
-        run_post_requests(endpoint.v1, endpoint.served_name, to_send, concurrency,
-                          timeout_s=timeout_s, on_result=on_result, guard=guard)
+        run_post_requests(
+            endpoint.v1,
+            endpoint.served_name,
+            to_send,
+            concurrency,
+            timeout_s=timeout_s,
+            on_result=on_result,
+            guard=guard,
+        )
     ordered = [records[r.item_id] for r in requests]
-    return AccuracyRun(records=ordered, sent=len(to_send), reused=len(stored),
-                       errors=sum(1 for r in ordered if r.error is not None),
-                       wall_s=time.monotonic() - started, requests=requests,
-                       store_error=store_error[0] if store_error else None)
+    return AccuracyRun(
+        records=ordered,
+        sent=len(to_send),
+        reused=len(stored),
+        errors=sum(1 for r in ordered if r.error is not None),
+        wall_s=time.monotonic() - started,
+        requests=requests,
+        store_error=store_error[0] if store_error else None,
+    )

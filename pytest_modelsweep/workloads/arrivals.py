@@ -27,12 +27,14 @@ class RampUp:
 
     def __post_init__(self) -> None:
         if self.strategy not in ("linear", "exponential"):
-            raise ValueError(f"ramp-up strategy must be 'linear' or 'exponential', "
-                             f"got {self.strategy!r}")
+            raise ValueError(
+                f"ramp-up strategy must be 'linear' or 'exponential', got {self.strategy!r}"
+            )
         for name, value in (("start", self.start_rps), ("end", self.end_rps)):
             if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"ramp-up {name} rate must be a positive number of "
-                                 f"requests/s, got {value!r}")
+                raise ValueError(
+                    f"ramp-up {name} rate must be a positive number of requests/s, got {value!r}"
+                )
 
     def rate_at(self, index: int, count: int) -> float:
         """The rate that request ``index`` of ``count`` is sent at."""
@@ -53,11 +55,14 @@ class ArrivalProcess:
 
     def __post_init__(self) -> None:
         if math.isnan(self.rate) or not self.rate > 0:
-            raise ValueError(f"request rate must be a positive number of requests/s (or inf), "
-                             f"got {self.rate!r}")
+            raise ValueError(
+                f"request rate must be a positive number of requests/s (or inf), got {self.rate!r}"
+            )
         if math.isnan(self.burstiness) or not self.burstiness > 0:
-            raise ValueError(f"burstiness must be > 0 (1 = Poisson, below 1 burstier, above 1 "
-                             f"more even), got {self.burstiness!r}")
+            raise ValueError(
+                f"burstiness must be > 0 (1 = Poisson, below 1 burstier, above 1 "
+                f"more even), got {self.burstiness!r}"
+            )
 
     @property
     def gap_cv(self) -> float:
@@ -66,11 +71,15 @@ class ArrivalProcess:
 
     def describe(self) -> str:
         """E.g. ``Poisson 2 req/s``, ``gamma (burstiness 0.5) 2 req/s``, ``all at once``."""
-        shape = ("evenly spaced" if math.isinf(self.burstiness) else "Poisson"
-                 if self.burstiness == 1 else f"gamma (burstiness {self.burstiness:g})")
+        shape = (
+            "evenly spaced"
+            if math.isinf(self.burstiness)
+            else "Poisson"
+            if self.burstiness == 1
+            else f"gamma (burstiness {self.burstiness:g})"
+        )
         if (ramp := self.ramp_up) is not None:
-            return (f"{shape}, {ramp.strategy} ramp-up {ramp.start_rps:g} → "
-                    f"{ramp.end_rps:g} req/s")
+            return f"{shape}, {ramp.strategy} ramp-up {ramp.start_rps:g} → {ramp.end_rps:g} req/s"
         return "all at once" if math.isinf(self.rate) else f"{shape} {self.rate:g} req/s"
 
     def offsets(self, count: int, seed: int) -> list[float]:
@@ -86,8 +95,9 @@ class ArrivalProcess:
             elif math.isinf(self.burstiness):
                 gaps.append(1.0 / rate)
             else:
-                gaps.append(float(rng.gamma(shape=self.burstiness,
-                                            scale=1.0 / (rate * self.burstiness))))
+                gaps.append(
+                    float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
+                )
         times = np.cumsum(gaps)
         if self.ramp_up is None and not math.isinf(self.rate) and times[-1] > 0:
             times *= (count / self.rate) / times[-1]
@@ -100,4 +110,3 @@ def offered_rate(offsets: list[float]) -> float | None:
     if len(offsets) < 2 or offsets[-1] <= offsets[0]:
         return None
     return (len(offsets) - 1) / (offsets[-1] - offsets[0])
-

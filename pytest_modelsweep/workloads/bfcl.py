@@ -22,13 +22,32 @@ DEFAULT_MAX_TOKENS = 1024
 PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
 
 GORILLA_TO_OPENAPI: dict[str, str] = {
-    "integer": "integer", "number": "number", "float": "number", "string": "string",
-    "boolean": "boolean", "bool": "boolean", "array": "array", "list": "array",
-    "dict": "object", "object": "object", "tuple": "array", "any": "string",
-    "byte": "integer", "short": "integer", "long": "integer", "double": "number",
-    "char": "string", "ArrayList": "array", "Array": "array", "HashMap": "object",
-    "Hashtable": "object", "Queue": "array", "Stack": "array", "Any": "string",
-    "String": "string", "Bigint": "integer",
+    "integer": "integer",
+    "number": "number",
+    "float": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "dict": "object",
+    "object": "object",
+    "tuple": "array",
+    "any": "string",
+    "byte": "integer",
+    "short": "integer",
+    "long": "integer",
+    "double": "number",
+    "char": "string",
+    "ArrayList": "array",
+    "Array": "array",
+    "HashMap": "object",
+    "Hashtable": "object",
+    "Queue": "array",
+    "Stack": "array",
+    "Any": "string",
+    "String": "string",
+    "Bigint": "integer",
 }
 """BFCL's ``GORILLA_TO_OPENAPI`` type mapping (``bfcl_eval/constants/type_mappings.py``)."""
 
@@ -41,7 +60,9 @@ _TASK = (
     "used, point it out. If the given question lacks the parameters required by the function, also "
     "point it out."
 )
-_OUTPUT_FORMAT = "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
+_OUTPUT_FORMAT = (
+    "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
+)
 _TOOL_CALL_FORMAT = (
     "You should only return the function calls in your response.\n\n"
     f"If you decide to invoke any of the function(s), you MUST put it in the format of {_OUTPUT_FORMAT}. "
@@ -77,7 +98,9 @@ def _cast_properties(properties: dict[str, Any]) -> dict[str, Any]:
         gorilla = value.get("type")
         if gorilla == "float":
             value["format"] = "float"
-            value["description"] = str(value.get("description", "")) + " This is a float type value."
+            value["description"] = (
+                str(value.get("description", "")) + " This is a float type value."
+            )
         value["type"] = _openapi_type(gorilla) if "type" in value else "string"
         if value["type"] not in ("array", "object"):
             continue
@@ -93,8 +116,11 @@ def _cast_properties(properties: dict[str, Any]) -> dict[str, Any]:
     return properties
 
 
-def to_openai_tools(functions: Sequence[dict[str, Any]], *, underscore_to_dot: bool = True,
-                    ) -> list[dict[str, Any]]:
+def to_openai_tools(
+    functions: Sequence[dict[str, Any]],
+    *,
+    underscore_to_dot: bool = True,
+) -> list[dict[str, Any]]:
     """BFCL function docs to OpenAI ``tools`` as BFCL's OpenAI handler converts them; with
     ``underscore_to_dot`` dots in names become underscores."""
     tools: list[dict[str, Any]] = []
@@ -111,8 +137,11 @@ def to_openai_tools(functions: Sequence[dict[str, Any]], *, underscore_to_dot: b
 # --- prompts and requests ------------------------------------------------------------------
 def bfcl_system_prompt(functions: Sequence[dict[str, Any]]) -> str:
     """BFCL's default prompt-mode system prompt for these function docs (listed as indented JSON)."""
-    available = ("Here is a list of functions in json format that you can invoke.\n"
-                 + json.dumps(list(functions), indent=4) + "\n")
+    available = (
+        "Here is a list of functions in json format that you can invoke.\n"
+        + json.dumps(list(functions), indent=4)
+        + "\n"
+    )
     return f"{_PERSONA}{_TASK}\n\n{_TOOL_CALL_FORMAT}\n\n{_MULTITURN}\n\n{available}"
 
 
@@ -142,22 +171,33 @@ def bfcl_skip_reason(model: ModelSpec) -> str | None:
     return None
 
 
-def bfcl_eval_item(record: BfclRecord, model: ModelSpec, *,
-                   max_tokens: int = DEFAULT_MAX_TOKENS) -> EvalItem:
+def bfcl_eval_item(
+    record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> EvalItem:
     """One record as an item of the public API, in the model's ``bfcl_mode``, greedy; the
     item differs between models, so its ``data_hash`` is the record's."""
-    common: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0, "data": record,
-                              "data_hash": record.data_hash}
+    common: dict[str, Any] = {
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "data": record,
+        "data_hash": record.data_hash,
+    }
     if model.bfcl_mode == "tools":
-        return EvalItem(record.id, messages=record.messages,
-                        tools=to_openai_tools(bfcl_function_docs(record)), **common)
+        return EvalItem(
+            record.id,
+            messages=record.messages,
+            tools=to_openai_tools(bfcl_function_docs(record)),
+            **common,
+        )
     if model.prompting == "completion":
-        return EvalItem(record.id, prompt=prompt_mode_completion(record), stop=COMPLETION_STOP,
-                        **common)
+        return EvalItem(
+            record.id, prompt=prompt_mode_completion(record), stop=COMPLETION_STOP, **common
+        )
     return EvalItem(record.id, messages=prompt_mode_messages(record), **common)
 
 
-def build_bfcl_request(record: BfclRecord, model: ModelSpec, *,
-                       max_tokens: int = DEFAULT_MAX_TOKENS) -> ApiRequest:
+def build_bfcl_request(
+    record: BfclRecord, model: ModelSpec, *, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> ApiRequest:
     """The request the bench sends for one record (payload without ``model``)."""
     return request_for(bfcl_eval_item(record, model, max_tokens=max_tokens), model.prompting)

@@ -107,9 +107,15 @@ def descendants(pids: Iterable[int], proc: Path = PROC) -> set[int]:
 def snapshot(server_pids: Iterable[int] | None, proc: Path = PROC) -> CpuSnapshot:
     """Read the machine, the server's processes (and descendants) and our own process."""
     busy, total, steal = machine_jiffies(proc)
-    server = None if server_pids is None else {
-        pid: jiffies for pid in descendants(server_pids, proc)
-        if (jiffies := process_jiffies(pid, proc)) is not None}
+    server = (
+        None
+        if server_pids is None
+        else {
+            pid: jiffies
+            for pid in descendants(server_pids, proc)
+            if (jiffies := process_jiffies(pid, proc)) is not None
+        }
+    )
     client = process_jiffies(os.getpid(), proc)
     if client is None:
         raise OSError("cannot read our own /proc/<pid>/stat")
@@ -129,8 +135,13 @@ def unknown(window_s: float | None = None) -> Contention:
 
 
 def contention(
-    start: CpuSnapshot, end: CpuSnapshot, *, max_other_cores: float = DEFAULT_CONTENDED_CORES,
-    steal_limit: float = STEAL_LIMIT, hz: int | None = None, load1: float | None = None,
+    start: CpuSnapshot,
+    end: CpuSnapshot,
+    *,
+    max_other_cores: float = DEFAULT_CONTENDED_CORES,
+    steal_limit: float = STEAL_LIMIT,
+    hz: int | None = None,
+    load1: float | None = None,
 ) -> Contention:
     """The window's record (see the module) from its two snapshots."""
     ticks = hz or _clock_ticks()
@@ -153,10 +164,14 @@ def contention(
     cpus = max(1, round(total / ticks / window))
     stolen_for_certain = max(0, stolen - cpus) / total if total > 0 else 0.0
     return Contention(
-        window_s=window, other_cpu_cores=other_cores,
+        window_s=window,
+        other_cpu_cores=other_cores,
         server_cpu_cores=None if server is None else server / ticks / window,
-        client_cpu_cores=client / ticks / window, steal_share=steal_share, load1_end=load1,
-        contended=other_cores > max_other_cores or stolen_for_certain > steal_limit)
+        client_cpu_cores=client / ticks / window,
+        steal_share=steal_share,
+        load1_end=load1,
+        contended=other_cores > max_other_cores or stolen_for_certain > steal_limit,
+    )
 
 
 class ContentionMeter:
@@ -164,8 +179,11 @@ class ContentionMeter:
     ``server_pids`` None or empty: the server is not ours, its CPU use counts as others'."""
 
     def __init__(
-        self, server_pids: Iterable[int] | None = None, *,
-        max_other_cores: float = DEFAULT_CONTENDED_CORES, steal_limit: float = STEAL_LIMIT,
+        self,
+        server_pids: Iterable[int] | None = None,
+        *,
+        max_other_cores: float = DEFAULT_CONTENDED_CORES,
+        steal_limit: float = STEAL_LIMIT,
         proc: Path = PROC,
     ) -> None:
         pids = list(server_pids or ())
@@ -180,8 +198,11 @@ class ContentionMeter:
     @classmethod
     def of(cls, server_pids: Iterable[int] | None, settings: BenchSettings) -> Self:
         """A meter with the run's limits (``--contended-cores``, ``--contended-steal``)."""
-        return cls(server_pids, max_other_cores=settings.contended_cores,
-                   steal_limit=settings.contended_steal)
+        return cls(
+            server_pids,
+            max_other_cores=settings.contended_cores,
+            steal_limit=settings.contended_steal,
+        )
 
     def __enter__(self) -> Self:
         self._wall = time.monotonic()
@@ -211,8 +232,13 @@ class ContentionMeter:
             end = snapshot(pids, self.proc)
         except (OSError, ValueError, IndexError):
             return unknown(time.monotonic() - self._wall)
-        return contention(start, end, max_other_cores=self.max_other_cores,
-                          steal_limit=self.steal_limit, load1=_load1())
+        return contention(
+            start,
+            end,
+            max_other_cores=self.max_other_cores,
+            steal_limit=self.steal_limit,
+            load1=_load1(),
+        )
 
 
 # --------------------------------------------------------------------------- repeat noise

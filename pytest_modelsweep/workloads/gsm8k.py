@@ -82,25 +82,42 @@ def chat_messages(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem]) -> l
     """lm-eval's ``--apply_chat_template --fewshot_as_multiturn`` transcript."""
     messages: list[dict[str, str]] = []
     for shot in exemplars:
-        messages += [{"role": "user", "content": doc_to_text(shot)},
-                     {"role": "assistant", "content": shot.answer}]
+        messages += [
+            {"role": "user", "content": doc_to_text(shot)},
+            {"role": "assistant", "content": shot.answer},
+        ]
     messages.append({"role": "user", "content": doc_to_text(problem)})
     return messages
 
 
-def gsm8k_eval_item(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem], *,
-                    max_tokens: int = DEFAULT_MAX_TOKENS) -> EvalItem:
+def gsm8k_eval_item(
+    problem: Gsm8kProblem,
+    exemplars: Sequence[Gsm8kProblem],
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> EvalItem:
     """One problem as an item of the public API; ``answer`` is the raw ``answer`` field."""
     return EvalItem(
-        problem.item_id, messages=chat_messages(problem, exemplars),
-        prompt=completion_prompt(problem, exemplars), answer=problem.answer,
-        max_tokens=max_tokens, temperature=0.0, stop=STOP, seed=REQUEST_SEED, data=problem,
-        data_hash=problem.data_hash)
+        problem.item_id,
+        messages=chat_messages(problem, exemplars),
+        prompt=completion_prompt(problem, exemplars),
+        answer=problem.answer,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        stop=STOP,
+        seed=REQUEST_SEED,
+        data=problem,
+        data_hash=problem.data_hash,
+    )
 
 
-def build_gsm8k_request(problem: Gsm8kProblem, model: ModelSpec,
-                        fewshot: Gsm8kFewshot | Sequence[Gsm8kProblem], *,
-                        max_tokens: int = DEFAULT_MAX_TOKENS) -> ApiRequest:
+def build_gsm8k_request(
+    problem: Gsm8kProblem,
+    model: ModelSpec,
+    fewshot: Gsm8kFewshot | Sequence[Gsm8kProblem],
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> ApiRequest:
     """The request the bench sends for one problem; ``fewshot``: the sampler or the
     exemplars themselves."""
     exemplars = fewshot.exemplars(problem) if isinstance(fewshot, Gsm8kFewshot) else tuple(fewshot)

@@ -19,8 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ..client import (Guard, InFlight, OpenLoopRun, StreamOutcome, stream_open_loop,
-                      stream_requests_detailed)
+from ..client import (
+    Guard,
+    InFlight,
+    OpenLoopRun,
+    StreamOutcome,
+    stream_open_loop,
+    stream_requests_detailed,
+)
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..core.measurements import Contention, OpenLoop, Saturation, ThroughputWindow
 from ..core.records import RequestRecord
@@ -29,8 +35,16 @@ from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import DEFAULT_INTERVAL_S, ServerMetricsWindow
 from .arrivals import ArrivalProcess, offered_rate
 from .prompts import ServerTokenizer, draw_window_prompts
-from .throughput import (OUTPUT_TOKENS, LatencyStats, ThroughputResult, sampled_window,
-                         settled_metrics, summarize, throughput_requests, warmup_requests_of)
+from .throughput import (
+    OUTPUT_TOKENS,
+    LatencyStats,
+    ThroughputResult,
+    sampled_window,
+    settled_metrics,
+    summarize,
+    throughput_requests,
+    warmup_requests_of,
+)
 
 DEFAULT_SATURATION_TOLERANCE = 0.10
 """How far the achieved rate may fall below the offered one before a window is saturated."""
@@ -61,35 +75,50 @@ def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
 
 def sent_rate(run: OpenLoopRun) -> float | None:
     """The rate the client began its requests at (:func:`kept_up_rate` of due and send times)."""
-    sent = [(due, o.sent_at) for o, due in zip(run.outcomes, run.scheduled)
-            if o.sent_at is not None]
+    sent = [
+        (due, o.sent_at) for o, due in zip(run.outcomes, run.scheduled) if o.sent_at is not None
+    ]
     return kept_up_rate([due for due, _ in sent], [at for _, at in sent])
 
 
-def degenerate_reason(requests: int, completed: int, offered_rps: float | None,
-                      sent_rps: float | None, tolerance: float, *,
-                      achieved: bool = True) -> str | None:
+def degenerate_reason(
+    requests: int,
+    completed: int,
+    offered_rps: float | None,
+    sent_rps: float | None,
+    tolerance: float,
+    *,
+    achieved: bool = True,
+) -> str | None:
     """Why a window supports no figure: its schedule offers no rate (``offered_rps`` None:
     fewer than two requests, or every one due at once), fewer than half its ``requests``
     finished, no rate was achieved (``achieved`` false: fewer than three finished, or all at
     once), or the client sent (``sent_rps``, None when capped) more than ``tolerance`` below
     ``offered_rps``."""
     if offered_rps is None:
-        return (f"degenerate: its {requests} timed "
-                f"{'requests offer' if requests != 1 else 'request offers'} no rate (fewer "
-                "than two, or every one due at once); time more requests "
-                "(--timed-requests) or give a --burstiness nearer 1")
+        return (
+            f"degenerate: its {requests} timed "
+            f"{'requests offer' if requests != 1 else 'request offers'} no rate (fewer "
+            "than two, or every one due at once); time more requests "
+            "(--timed-requests) or give a --burstiness nearer 1"
+        )
     if 2 * completed < requests:
-        return (f"degenerate: only {completed} of {requests} requests finished, so the window "
-                "shows failures, not a rate")
+        return (
+            f"degenerate: only {completed} of {requests} requests finished, so the window "
+            "shows failures, not a rate"
+        )
     if not achieved:
-        return (f"degenerate: its {completed} finished requests show no achieved rate (fewer "
-                "than three, or all at once); time more requests (--timed-requests)")
+        return (
+            f"degenerate: its {completed} finished requests show no achieved rate (fewer "
+            "than three, or all at once); time more requests (--timed-requests)"
+        )
     if offered_rps and sent_rps is not None and sent_rps < offered_rps * (1 - tolerance):
-        return (f"degenerate: the client began requests at {sent_rps:.3g} req/s of "
-                f"{offered_rps:.3g} offered ({1 - sent_rps / offered_rps:.0%} behind, no cap "
-                "reached): its own lag, not the server, set the pace; give it a free core or "
-                "a lower --request-rate")
+        return (
+            f"degenerate: the client began requests at {sent_rps:.3g} req/s of "
+            f"{offered_rps:.3g} offered ({1 - sent_rps / offered_rps:.0%} behind, no cap "
+            "reached): its own lag, not the server, set the pace; give it a free core or "
+            "a lower --request-rate"
+        )
     return None
 
 
@@ -158,11 +187,16 @@ class OpenLoopWindow:
         """What the window adds to its throughput figures: arrivals, saturation, send lag."""
         ramp = self.arrivals.ramp_up
         return OpenLoop(
-            rate=self.arrivals.rate, burstiness=self.arrivals.burstiness,
+            rate=self.arrivals.rate,
+            burstiness=self.arrivals.burstiness,
             ramp_up=None if ramp is None else asdict(ramp),
-            describe=self.arrivals.describe(), seed=self.seed, saturation=self.saturation,
-            peak_in_flight=self.peak_in_flight, send_lag=self.send_lag.in_ms(),
-            degenerate=self.degenerate)
+            describe=self.arrivals.describe(),
+            seed=self.seed,
+            saturation=self.saturation,
+            peak_in_flight=self.peak_in_flight,
+            send_lag=self.send_lag.in_ms(),
+            degenerate=self.degenerate,
+        )
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow:
         """The window as a measurement records it: throughput and open-loop figures."""
@@ -170,73 +204,133 @@ class OpenLoopWindow:
 
 
 def run_open_loop(
-    endpoint: Endpoint, *, arrivals: ArrivalProcess, timed_requests: int, warmup_requests: int,
-    seed: int, timeout_s: float, prompt_tokens: int | None = None,
-    output_tokens: int = OUTPUT_TOKENS, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    endpoint: Endpoint,
+    *,
+    arrivals: ArrivalProcess,
+    timed_requests: int,
+    warmup_requests: int,
+    seed: int,
+    timeout_s: float,
+    prompt_tokens: int | None = None,
+    output_tokens: int = OUTPUT_TOKENS,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     saturation_tolerance: float = DEFAULT_SATURATION_TOLERANCE,
-    tokenizer: ServerTokenizer | None = None, meter: AbstractContextManager[Any] | None = None,
-    server_metrics: bool = True, metrics_interval_s: float = DEFAULT_INTERVAL_S,
-    user_prompts: Sequence[str] | None = None, unique_prefixes: bool = True,
+    tokenizer: ServerTokenizer | None = None,
+    meter: AbstractContextManager[Any] | None = None,
+    server_metrics: bool = True,
+    metrics_interval_s: float = DEFAULT_INTERVAL_S,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
 ) -> OpenLoopWindow:
     """Warm up (closed loop), read the counters, send the timed requests on their schedule
     (``meter`` and the metrics sampler around them only), read the counters, summarise."""
     if not 0.0 <= saturation_tolerance < 1.0:
-        raise ValueError(f"the saturation tolerance must be a share in [0, 1), "
-                         f"got {saturation_tolerance!r}")
+        raise ValueError(
+            f"the saturation tolerance must be a share in [0, 1), got {saturation_tolerance!r}"
+        )
     prompts = draw_window_prompts(
-        endpoint, warmup=warmup_requests, timed=timed_requests, prompt_tokens=prompt_tokens,
-        seed=seed, tokenizer=tokenizer, user_prompts=user_prompts,
+        endpoint,
+        warmup=warmup_requests,
+        timed=timed_requests,
+        prompt_tokens=prompt_tokens,
+        seed=seed,
+        tokenizer=tokenizer,
+        user_prompts=user_prompts,
         unique_prefixes=unique_prefixes,
     )
     label = f"open-{arrivals.rate:g}rps-p{prompts.length}-o{output_tokens}"
     warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
-    timed_reqs = throughput_requests(prompts.timed, output_tokens=output_tokens,
-                                     id_prefix=f"timed-{label}")
+    timed_reqs = throughput_requests(
+        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
+    )
     offsets = arrivals.offsets(timed_requests, seed)
-    guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
-                  breaker=endpoint.breaker)
+    guard = Guard(
+        idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials, breaker=endpoint.breaker
+    )
     warm: list[StreamOutcome] = []
     if warm_reqs:
-        warm = asyncio.run(stream_requests_detailed(
-            endpoint.v1, endpoint.served_name, warm_reqs, min(len(warm_reqs), max_in_flight),
-            timeout_s=timeout_s, guard=guard))
+        warm = asyncio.run(
+            stream_requests_detailed(
+                endpoint.v1,
+                endpoint.served_name,
+                warm_reqs,
+                min(len(warm_reqs), max_in_flight),
+                timeout_s=timeout_s,
+                guard=guard,
+            )
+        )
     creds = endpoint.credentials
     before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     gauge = InFlight()
-    with sampled_window(endpoint, gauge, meter, sample=server_metrics,
-                        interval_s=metrics_interval_s) as sampled:
-        run: OpenLoopRun = asyncio.run(stream_open_loop(
-            endpoint.v1, endpoint.served_name, timed_reqs, offsets,
-            max_in_flight=max_in_flight, timeout_s=timeout_s,
-            preopen=min(PREOPEN_CONNECTIONS, max_in_flight), guard=guard,
-            in_flight=gauge))
+    with sampled_window(
+        endpoint, gauge, meter, sample=server_metrics, interval_s=metrics_interval_s
+    ) as sampled:
+        run: OpenLoopRun = asyncio.run(
+            stream_open_loop(
+                endpoint.v1,
+                endpoint.served_name,
+                timed_reqs,
+                offsets,
+                max_in_flight=max_in_flight,
+                timeout_s=timeout_s,
+                preopen=min(PREOPEN_CONNECTIONS, max_in_flight),
+                guard=guard,
+                in_flight=gauge,
+            )
+        )
     after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds)
     result = summarize(
-        run.outcomes, concurrency=run.peak_in_flight, prompt_tokens=prompts.length,
-        output_tokens=output_tokens, server_kind=endpoint.server_kind,
-        counters_before=before, counters_after=after, bos_tokens=prompts.bos, warmup=warm,
-        prompt_tokens_each=prompts.each, no_cache=prompts.no_cache, server=sampled.window,
+        run.outcomes,
+        concurrency=run.peak_in_flight,
+        prompt_tokens=prompts.length,
+        output_tokens=output_tokens,
+        server_kind=endpoint.server_kind,
+        counters_before=before,
+        counters_after=after,
+        bos_tokens=prompts.bos,
+        warmup=warm,
+        prompt_tokens_each=prompts.each,
+        no_cache=prompts.no_cache,
+        server=sampled.window,
     )
     done = [r for r in result.records if r.error is None]  # the rate they completed at:
-    saturation = Saturation(offered_rate(offsets),
-                            kept_up_rate([r.start for r in done], [r.end for r in done]),
-                            saturation_tolerance, run.capped, max_in_flight)
+    saturation = Saturation(
+        offered_rate(offsets),
+        kept_up_rate([r.start for r in done], [r.end for r in done]),
+        saturation_tolerance,
+        run.capped,
+        max_in_flight,
+    )
     return OpenLoopWindow(
-        arrivals=arrivals, seed=seed, offsets_s=tuple(offsets), result=result,
-        saturation=saturation, peak_in_flight=run.peak_in_flight,
+        arrivals=arrivals,
+        seed=seed,
+        offsets_s=tuple(offsets),
+        result=result,
+        saturation=saturation,
+        peak_in_flight=run.peak_in_flight,
         send_lag=LatencyStats.of(run.send_lags),
-        degenerate=degenerate_reason(len(offsets), result.completed, saturation.offered_rps,
-                                     None if run.capped else sent_rate(run),
-                                     saturation_tolerance,
-                                     achieved=saturation.achieved_rps is not None),
+        degenerate=degenerate_reason(
+            len(offsets),
+            result.completed,
+            saturation.offered_rps,
+            None if run.capped else sent_rate(run),
+            saturation_tolerance,
+            achieved=saturation.achieved_rps is not None,
+        ),
     )
 
 
-def window_seed(run_id: str, benchmark: str, arrivals: ArrivalProcess, prompt_tokens: int | None,
-                repeat: int | str) -> int:
+def window_seed(
+    run_id: str,
+    benchmark: str,
+    arrivals: ArrivalProcess,
+    prompt_tokens: int | None,
+    repeat: int | str,
+) -> int:
     """The seed of one window's prompts and send times, from run, setting and repeat."""
-    key = (f"{run_id}/{benchmark}/open/{arrivals.rate:g}/{arrivals.burstiness:g}/"
-           f"{prompt_tokens}/{repeat}")
+    key = (
+        f"{run_id}/{benchmark}/open/{arrivals.rate:g}/{arrivals.burstiness:g}/"
+        f"{prompt_tokens}/{repeat}"
+    )
     return zlib.crc32(key.encode())
-

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Union
 from ..api.prompts import prompts_digest
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import MeasurementError
-from ..core.measurements import (Contention, InterleavedWindow, ThroughputStats,
-                                 ThroughputWindow)
+from ..core.measurements import Contention, InterleavedWindow, ThroughputStats, ThroughputWindow
 from ..core.slo import goodput_stats
 from .contention import ContentionMeter, coefficient_of_variation
 from .prompts import make_tokenizer
@@ -59,19 +58,25 @@ def measure_setting(
     if arrivals is None and concurrency is None:
         raise ValueError("a closed-loop setting needs a concurrency")
     cap = concurrency or DEFAULT_MAX_IN_FLIGHT
-    timed = (settings.open_loop_timed_requests if arrivals is not None
-             else settings.timed_requests_at(cap))
+    timed = (
+        settings.open_loop_timed_requests
+        if arrivals is not None
+        else settings.timed_requests_at(cap)
+    )
     tokenizer = make_tokenizer(endpoint)
     policy = settings.repeats
     label = (f"c{cap}" if arrivals is None else f"{arrivals.rate:g}rps") + (
-        "" if prompt_tokens is None else f"-p{prompt_tokens}")
+        "" if prompt_tokens is None else f"-p{prompt_tokens}"
+    )
     shape: dict[str, Any] = {}
     if user_prompts is not None:
-        shape = {"user_prompts": len(user_prompts), "prompts_hash": prompts_digest(user_prompts),
-                 "unique_prefixes": unique_prefixes}
+        shape = {
+            "user_prompts": len(user_prompts),
+            "prompts_hash": prompts_digest(user_prompts),
+            "unique_prefixes": unique_prefixes,
+        }
     if arrivals is not None:
-        shape.update(request_rate=arrivals.rate, burstiness=arrivals.burstiness,
-                     max_in_flight=cap)
+        shape.update(request_rate=arrivals.rate, burstiness=arrivals.burstiness, max_in_flight=cap)
     server_pids = endpoint.server_pids()
     results: list[SettingWindow] = []
     windows: list[Contention] = []
@@ -80,56 +85,97 @@ def measure_setting(
         for repeat in range(policy.at_most):
             meter = ContentionMeter.of(server_pids, settings)
             result: SettingWindow
-            with ticker(progress, f"{benchmark} {endpoint.model.name} {label}: repeat "
-                                  f"{repeat + 1}", meter):
+            with ticker(
+                progress, f"{benchmark} {endpoint.model.name} {label}: repeat {repeat + 1}", meter
+            ):
                 if arrivals is None:
                     result = measure_window(
-                        endpoint, benchmark=benchmark, concurrency=cap,
-                        prompt_tokens=prompt_tokens, repeat=repeat, run_id=settings.run_id,
-                        timed_requests=timed, timeout_s=settings.request_timeout_s,
-                        idle_timeout_s=settings.idle_timeout_s, tokenizer=tokenizer, meter=meter,
-                        output_tokens=output_tokens, user_prompts=user_prompts,
+                        endpoint,
+                        benchmark=benchmark,
+                        concurrency=cap,
+                        prompt_tokens=prompt_tokens,
+                        repeat=repeat,
+                        run_id=settings.run_id,
+                        timed_requests=timed,
+                        timeout_s=settings.request_timeout_s,
+                        idle_timeout_s=settings.idle_timeout_s,
+                        tokenizer=tokenizer,
+                        meter=meter,
+                        output_tokens=output_tokens,
+                        user_prompts=user_prompts,
                         unique_prefixes=unique_prefixes,
                     )
                 else:
                     result = run_open_loop(
-                        endpoint, arrivals=arrivals, timed_requests=timed,
+                        endpoint,
+                        arrivals=arrivals,
+                        timed_requests=timed,
                         warmup_requests=OPEN_LOOP_WARMUP,
-                        seed=window_seed(settings.run_id, benchmark, arrivals, prompt_tokens,
-                                         repeat),
-                        timeout_s=settings.request_timeout_s, prompt_tokens=prompt_tokens,
-                        output_tokens=output_tokens, idle_timeout_s=settings.idle_timeout_s,
-                        max_in_flight=cap, tokenizer=tokenizer, meter=meter,
-                        user_prompts=user_prompts, unique_prefixes=unique_prefixes,
+                        seed=window_seed(
+                            settings.run_id, benchmark, arrivals, prompt_tokens, repeat
+                        ),
+                        timeout_s=settings.request_timeout_s,
+                        prompt_tokens=prompt_tokens,
+                        output_tokens=output_tokens,
+                        idle_timeout_s=settings.idle_timeout_s,
+                        max_in_flight=cap,
+                        tokenizer=tokenizer,
+                        meter=meter,
+                        user_prompts=user_prompts,
+                        unique_prefixes=unique_prefixes,
                     )
             results.append(result)
             windows.append(meter.result)
             values.append(result.output_tokens_per_s)
             if progress is not None:
-                progress(repeat_line(benchmark, endpoint.model.name, label,
-                                     policy.progress(values), values, meter.result)
-                         + window_line(result.window()))
+                progress(
+                    repeat_line(
+                        benchmark,
+                        endpoint.model.name,
+                        label,
+                        policy.progress(values),
+                        values,
+                        meter.result,
+                    )
+                    + window_line(result.window())
+                )
             if policy.done(values) or (policy.auto and result.violations):
                 break
     finally:
         tokenizer.close()
-    requests = [{**record.to_dict(), "repeat": repeat}
-                for repeat, result in enumerate(results) for record in result.records]
+    requests = [
+        {**record.to_dict(), "repeat": repeat}
+        for repeat, result in enumerate(results)
+        for record in result.records
+    ]
     stats = setting_stats(results, windows, settings)
     mean = sum(values) / len(values)
     record_measurement(
-        benchmark, mean, "tokens/s", sum(r.completed for r in results),
-        params={"concurrency": concurrency, "prompt_tokens": prompt_tokens,
-                "output_tokens": output_tokens, "timed_requests": timed,
-                "repeats": len(results), **shape, **(params or {})},
-        stats=stats, requests=requests, endpoint=endpoint)
+        benchmark,
+        mean,
+        "tokens/s",
+        sum(r.completed for r in results),
+        params={
+            "concurrency": concurrency,
+            "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "timed_requests": timed,
+            "repeats": len(results),
+            **shape,
+            **(params or {}),
+        },
+        stats=stats,
+        requests=requests,
+        endpoint=endpoint,
+    )
     problems = [f"repeat {i}: {v}" for i, r in enumerate(results) for v in r.violations]
     if problems:
         raise MeasurementError("; ".join(problems[:10]))
 
 
 def setting_stats(
-    results: Sequence[SettingWindow], contention: Sequence[Contention],
+    results: Sequence[SettingWindow],
+    contention: Sequence[Contention],
     settings: BenchSettings,
 ) -> ThroughputStats:
     """The record of one setting from its repeats' windows and their contention."""
@@ -146,16 +192,24 @@ def setting_stats(
         goodput = goodput_stats(settings.slo, goodputs)
     cost = None
     if settings.pricing is not None:
-        repeats = [replace(window, priced=True, usd_per_million_output_tokens=usd) for window, usd
-                   in zip(repeats, costs_of(settings.pricing.usd_per_hour, values))]
+        repeats = [
+            replace(window, priced=True, usd_per_million_output_tokens=usd)
+            for window, usd in zip(repeats, costs_of(settings.pricing.usd_per_hour, values))
+        ]
         cost = cost_stats(settings.pricing, sum(values) / len(values), rate_interval)
     return ThroughputStats(
-        repeat_values=tuple(values), repeats=tuple(repeats), cv=cv,
+        repeat_values=tuple(values),
+        repeats=tuple(repeats),
+        cv=cv,
         unstable=cv is not None and cv > settings.unstable_cv,
-        unstable_cv_limit=settings.unstable_cv, contended=contended > 0,
-        contended_windows=contended, repeats_rule=policy.rule,
-        interval_rule=policy.interval_rule, interval=rate_interval,
-        goodput=goodput, cost=cost,
+        unstable_cv_limit=settings.unstable_cv,
+        contended=contended > 0,
+        contended_windows=contended,
+        repeats_rule=policy.rule,
+        interval_rule=policy.interval_rule,
+        interval=rate_interval,
+        goodput=goodput,
+        cost=cost,
     )
 
 
@@ -169,8 +223,11 @@ class InterleavedWindows:
 
 
 def measure_interleaved_setting(
-    endpoints: Sequence[Endpoint], settings: BenchSettings, benchmark: str,
-    setting: Mapping[str, Any], progress: Callable[[str], None] | None = None,
+    endpoints: Sequence[Endpoint],
+    settings: BenchSettings,
+    benchmark: str,
+    setting: Mapping[str, Any],
+    progress: Callable[[str], None] | None = None,
 ) -> InterleavedWindows:
     """Both servers at one setting (``--interleave``), windows in pairs A B, B A, ..., as many
     as the run's ``repeats`` policy takes (of the pairs' ratios), so that a drift in the
@@ -187,34 +244,47 @@ def measure_interleaved_setting(
                 name = endpoint.model.name
                 meter = ContentionMeter.of(endpoint.server_pids(), settings)
                 result = measure_window(
-                    endpoint, benchmark=benchmark, concurrency=concurrency,
-                    prompt_tokens=prompt_tokens, repeat=f"interleaved-{name}-{pair}",
-                    run_id=settings.run_id, timed_requests=settings.timed_requests,
-                    timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-                    tokenizer=tokenizers[name], meter=meter)
+                    endpoint,
+                    benchmark=benchmark,
+                    concurrency=concurrency,
+                    prompt_tokens=prompt_tokens,
+                    repeat=f"interleaved-{name}-{pair}",
+                    run_id=settings.run_id,
+                    timed_requests=settings.timed_requests,
+                    timeout_s=settings.request_timeout_s,
+                    idle_timeout_s=settings.idle_timeout_s,
+                    tokenizer=tokenizers[name],
+                    meter=meter,
+                )
                 measured.values[name].append(result.output_tokens_per_s)
-                measured.windows.append(InterleavedWindow(name, pair, result.output_tokens_per_s,
-                                                          meter.result))
+                measured.windows.append(
+                    InterleavedWindow(name, pair, result.output_tokens_per_s, meter.result)
+                )
                 measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
             a, b = (measured.values[name] for name in names)
             ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
             if progress is not None:
-                progress(f"interleaved {benchmark} c{concurrency}: pair "
-                         f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x")
+                progress(
+                    f"interleaved {benchmark} c{concurrency}: pair "
+                    f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x"
+                )
             if repeats.done(ratios) or (repeats.auto and measured.violations):
                 break
     finally:
         for tokenizer in tokenizers.values():
             tokenizer.close()
     if measured.violations:
-        raise MeasurementError("interleaved windows broke their rules: "
-                               + "; ".join(measured.violations[:10]))
+        raise MeasurementError(
+            "interleaved windows broke their rules: " + "; ".join(measured.violations[:10])
+        )
     return measured
 
 
 @contextlib.contextmanager
 def ticker(
-    progress: Callable[[str], None] | None, what: str, meter: ContentionMeter,
+    progress: Callable[[str], None] | None,
+    what: str,
+    meter: ContentionMeter,
     every_s: float = TICK_S,
 ) -> Iterator[None]:
     """While a repeat runs, a line every ``every_s`` seconds with others' CPU use so far."""
@@ -250,11 +320,11 @@ def window_line(window: ThroughputWindow) -> str:
     loop = window.open_loop
     if loop is not None:
         saturation = loop.saturation
-        achieved = ("n/a" if saturation.achieved_rps is None
-                    else f"{saturation.achieved_rps:.3g}")
+        achieved = "n/a" if saturation.achieved_rps is None else f"{saturation.achieved_rps:.3g}"
         offered = "n/a" if saturation.offered_rps is None else f"{saturation.offered_rps:.3g}"
-        parts.append(f"achieved {achieved} of {offered} req/s"
-                     + (", saturated" if loop.saturated else ""))
+        parts.append(
+            f"achieved {achieved} of {offered} req/s" + (", saturated" if loop.saturated else "")
+        )
     server = window.server_metrics
     flag = None if server is None else server.summary.flag_line()
     if flag is not None:
@@ -263,7 +333,12 @@ def window_line(window: ThroughputWindow) -> str:
 
 
 def repeat_line(
-    benchmark: str, model: str, label: str, of: str, values: list[float], window: Contention,
+    benchmark: str,
+    model: str,
+    label: str,
+    of: str,
+    values: list[float],
+    window: Contention,
 ) -> str:
     """E.g. ``throughput smollm2-135m c16: repeat 2/3, 231.4 tokens/s, CV so far 4.1%,
     contended: no`` (``of``: the repeat policy's ``2/3``, ``2/≤10 (auto)``)."""
@@ -275,5 +350,7 @@ def repeat_line(
         busy = f"yes (others {other:.2f} cores, steal {steal:.0%})"
     else:
         busy = "no"
-    return (f"{benchmark} {model} {label}: repeat {of}, {values[-1]:.1f} tokens/s, "
-            f"CV so far {'n/a' if cv is None else f'{cv:.1%}'}, contended: {busy}")
+    return (
+        f"{benchmark} {model} {label}: repeat {of}, {values[-1]:.1f} tokens/s, "
+        f"CV so far {'n/a' if cv is None else f'{cv:.1%}'}, contended: {busy}"
+    )

@@ -16,14 +16,30 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..core.cost import Pricing, usd_per_million_output_tokens
 from ..core.errors import MeasurementError
-from ..core.measurements import (CONCURRENCY, RATE, AtCapacity, CapacityStats, Contention,
-                                 RateCapacityStats, SearchBracket, SearchRatio, SearchStats,
-                                 SearchStep, SearchWindow, StepOutcome, StepWindow,
-                                 ThroughputWindow)
+from ..core.measurements import (
+    CONCURRENCY,
+    RATE,
+    AtCapacity,
+    CapacityStats,
+    Contention,
+    RateCapacityStats,
+    SearchBracket,
+    SearchRatio,
+    SearchStats,
+    SearchStep,
+    SearchWindow,
+    StepOutcome,
+    StepWindow,
+    ThroughputWindow,
+)
 from ..core.slo import Goodput, Slo
 from ..core.stats import Verdict, decide_ratio_verdict
-from ..core.stats.attainment import (attainment_interval, min_requests_to_pass,
-                                     requests_per_step_problem, windows_attainment)
+from ..core.stats.attainment import (
+    attainment_interval,
+    min_requests_to_pass,
+    requests_per_step_problem,
+    windows_attainment,
+)
 from ..core.stats.verdicts import check_confidence
 
 if TYPE_CHECKING:
@@ -35,12 +51,16 @@ if TYPE_CHECKING:
 SERVER_LIMIT_KEYS = ("max_num_seqs", "total_slots")
 """``server_settings`` keys of the most sequences a server runs at once (vLLM, llama.cpp)."""
 
-NEEDS_SLO = {CONCURRENCY: "capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms",
-             RATE: "capacity in req/s needs --slo, e.g. --slo ttft=2000ms,tpot=100ms"}
+NEEDS_SLO = {
+    CONCURRENCY: "capacity needs --slo, e.g. --slo ttft=500ms,tpot=50ms",
+    RATE: "capacity in req/s needs --slo, e.g. --slo ttft=2000ms,tpot=100ms",
+}
 """Why a knob's capacity tests skip in a run without ``--slo``."""
 
-RULE_INTERVAL = {CONCURRENCY: "capacity-interval-beyond-tolerance",
-                 RATE: "rate-capacity-interval-beyond-tolerance"}
+RULE_INTERVAL = {
+    CONCURRENCY: "capacity-interval-beyond-tolerance",
+    RATE: "rate-capacity-interval-beyond-tolerance",
+}
 """The rule of :func:`decide_capacity_verdict`, as recorded with a knob's verdict."""
 
 RATE_CONFIDENCE = 0.90
@@ -77,11 +97,20 @@ class Knob:
         return cls(CONCURRENCY, 1, maximum)
 
     @classmethod
-    def rate(cls, start_rps: float, max_rps: float, growth: float = DEFAULT_GROWTH,
-             resolution: float = DEFAULT_RESOLUTION) -> Knob:
+    def rate(
+        cls,
+        start_rps: float,
+        max_rps: float,
+        growth: float = DEFAULT_GROWTH,
+        resolution: float = DEFAULT_RESOLUTION,
+    ) -> Knob:
         """Open-loop requests per second: ``start_rps`` × ``growth`` ... up to ``max_rps``."""
-        for name, value, above in (("start_rps", start_rps, 0.0), ("max_rps", max_rps, 0.0),
-                                   ("growth", growth, 1.0), ("resolution", resolution, 0.0)):
+        for name, value, above in (
+            ("start_rps", start_rps, 0.0),
+            ("max_rps", max_rps, 0.0),
+            ("growth", growth, 1.0),
+            ("resolution", resolution, 0.0),
+        ):
             if math.isnan(value) or math.isinf(value) or not value > above:
                 raise ValueError(f"{name} must be a number above {above:g}, got {value!r}")
         if max_rps < start_rps:
@@ -96,8 +125,7 @@ class Knob:
         """The value that splits ``(low, high)``; None once they are close enough."""
         if self.resolution is None:
             return None if high - low <= 1 else (int(low) + int(high)) // 2
-        return None if low <= 0 or high / low <= 1.0 + self.resolution \
-            else math.sqrt(low * high)
+        return None if low <= 0 or high / low <= 1.0 + self.resolution else math.sqrt(low * high)
 
     def label(self, value: float) -> str:
         """``c4``, ``1.41 req/s``."""
@@ -129,8 +157,9 @@ class StepPolicy:
         if target >= 1.0:
             return self.max_windows
         needed = min_requests_to_pass(target, self.confidence)
-        return max(self.max_windows, self.min_windows,
-                   math.ceil(needed / max(requests_per_window, 1)) + 1)
+        return max(
+            self.max_windows, self.min_windows, math.ceil(needed / max(requests_per_window, 1)) + 1
+        )
 
     @property
     def interval_confidence(self) -> float:
@@ -139,8 +168,11 @@ class StepPolicy:
 
     def as_params(self) -> dict[str, Any]:
         """As the measurement's parameters record it (a comparison checks them alike)."""
-        return {"step_confidence": self.confidence, "min_windows": self.min_windows,
-                "max_windows": self.max_windows}
+        return {
+            "step_confidence": self.confidence,
+            "min_windows": self.min_windows,
+            "max_windows": self.max_windows,
+        }
 
 
 INTERVAL_CONFIDENCE = StepPolicy().interval_confidence
@@ -195,8 +227,10 @@ class SearchResult(Generic[WindowT]):
     def _undecided(self) -> str:
         if not self.inconclusive:
             return ""
-        return (f"; inconclusive at {', '.join(self.knob.label(v) for v in self.inconclusive)} "
-                "after their most windows")
+        return (
+            f"; inconclusive at {', '.join(self.knob.label(v) for v in self.inconclusive)} "
+            "after their most windows"
+        )
 
     @property
     def reason(self) -> str | None:
@@ -207,19 +241,30 @@ class SearchResult(Generic[WindowT]):
         undecided, maximum = self._undecided(), int(self.knob.maximum)
         if self.last_pass == 0:
             decided = self._last_at(self.first_fail or min(s.value for s in self.steps)).interval
-            met = "n/a" if decided is None else (
-                f"{_share(decided.good / decided.requests)} of its requests met "
-                f"it ({decided.good}/{decided.requests})")
+            met = (
+                "n/a"
+                if decided is None
+                else (
+                    f"{_share(decided.good / decided.requests)} of its requests met "
+                    f"it ({decided.good}/{decided.requests})"
+                )
+            )
             sure = "surely misses" if self.first_fail == 1 else "is not shown to meet"
-            return (f"{sure} the SLO even at concurrency 1: {met}, {_share(self.target)} "
-                    f"needed{undecided}")
+            return (
+                f"{sure} the SLO even at concurrency 1: {met}, {_share(self.target)} "
+                f"needed{undecided}"
+            )
         if self.first_fail is None and self.last_pass >= maximum:
-            return (f"meets the SLO at the server's maximum concurrency {maximum}: "
-                    f"the capacity is at least {maximum}, and the server runs "
-                    "no more requests at once")
+            return (
+                f"meets the SLO at the server's maximum concurrency {maximum}: "
+                f"the capacity is at least {maximum}, and the server runs "
+                "no more requests at once"
+            )
         if self.first_fail is None:
-            return (f"no concurrency up to the maximum {maximum} surely missed the "
-                    f"SLO: the capacity is at least {int(self.last_pass)}{undecided}")
+            return (
+                f"no concurrency up to the maximum {maximum} surely missed the "
+                f"SLO: the capacity is at least {int(self.last_pass)}{undecided}"
+            )
         if undecided:
             return f"the capacity lies in {self.interval_text()}{undecided}"
         return None
@@ -234,13 +279,16 @@ class SearchResult(Generic[WindowT]):
         maximum = f"max_rps {self.knob.maximum:g} req/s"
         if self.last_pass >= self.knob.maximum:
             return f"the SLO was met at {maximum}: the capacity is at least that"
-        return (f"no rate up to {maximum} surely missed the SLO: the capacity is at least "
-                f"{self.last_pass:.3g} req/s{self._undecided()}")
+        return (
+            f"no rate up to {maximum} surely missed the SLO: the capacity is at least "
+            f"{self.last_pass:.3g} req/s{self._undecided()}"
+        )
 
     def interval_text(self) -> str:
         """E.g. ``5``, ``4–7`` or ``≥ 16``."""
-        return SearchBracket(self.last_pass, self.last_pass, self.first_fail,
-                             knob=self.knob.name).interval_text()
+        return SearchBracket(
+            self.last_pass, self.last_pass, self.first_fail, knob=self.knob.name
+        ).interval_text()
 
     def _last_at(self, value: float) -> SearchStep:
         return next(s for s in reversed(self.steps) if s.value == value)
@@ -269,22 +317,40 @@ def find_capacity(
     def window(value: float) -> SearchStep:
         goodput, measured_window = measure(value)
         step = SearchStep(
-            knob.name, value, goodput.good, goodput.requests, goodput.goodput_rps,
-            measured_window.output_tokens_per_s, goodput.duration_s,
+            knob.name,
+            value,
+            goodput.good,
+            goodput.requests,
+            goodput.goodput_rps,
+            measured_window.output_tokens_per_s,
+            goodput.duration_s,
             violations=tuple(measured_window.violations),
-            offered_rps=measured_window.offered_rps, achieved_rps=measured_window.achieved_rps,
-            saturation=measured_window.saturation_reason)
+            offered_rps=measured_window.offered_rps,
+            achieved_rps=measured_window.achieved_rps,
+            saturation=measured_window.saturation_reason,
+        )
         if step.broken or step.saturation is not None:
-            own = (attainment_interval(step.good, step.requests, policy.confidence)
-                   if step.requests else None)
-            step = replace(step, interval=own, outcome=StepOutcome.BROKEN if step.broken
-                           else StepOutcome.SATURATED)
+            own = (
+                attainment_interval(step.good, step.requests, policy.confidence)
+                if step.requests
+                else None
+            )
+            step = replace(
+                step,
+                interval=own,
+                outcome=StepOutcome.BROKEN if step.broken else StepOutcome.SATURATED,
+            )
         else:
             at = pooled.setdefault(value, [])
             at.append((step.good, step.requests))
             interval = windows_attainment(at, policy.confidence)
-            step = replace(step, interval=interval, outcome=interval.decide(target)
-                           if len(at) >= policy.min_windows else StepOutcome.UNDECIDED)
+            step = replace(
+                step,
+                interval=interval,
+                outcome=interval.decide(target)
+                if len(at) >= policy.min_windows
+                else StepOutcome.UNDECIDED,
+            )
         steps.append(step)
         windows.append(measured_window)
         if on_step is not None:
@@ -295,18 +361,34 @@ def find_capacity(
         """Windows at ``value`` until its step is decided or has its most windows."""
         step = next((s for s in reversed(steps) if s.value == value), None)
         step = window(value) if step is None else step
-        while not step.broken and step.outcome not in (StepOutcome.PASS, StepOutcome.MISS,
-                                                       StepOutcome.SATURATED):
+        while not step.broken and step.outcome not in (
+            StepOutcome.PASS,
+            StepOutcome.MISS,
+            StepOutcome.SATURATED,
+        ):
             most = policy.windows_at(pooled[value][0][1], target)
             if step.interval is None or step.interval.windows >= most:
                 break
             step = window(value)
         return step
 
-    def result(last_pass: float, first_fail: float | None, error: str | None = None,
-               inconclusive: Sequence[float] = ()) -> SearchResult[WindowT]:
-        return SearchResult(knob, target, tuple(steps), tuple(windows), last_pass, first_fail,
-                            error, policy, tuple(inconclusive))
+    def result(
+        last_pass: float,
+        first_fail: float | None,
+        error: str | None = None,
+        inconclusive: Sequence[float] = (),
+    ) -> SearchResult[WindowT]:
+        return SearchResult(
+            knob,
+            target,
+            tuple(steps),
+            tuple(windows),
+            last_pass,
+            first_fail,
+            error,
+            policy,
+            tuple(inconclusive),
+        )
 
     # navigate: one window a value, read by its share
     zero = 0 if knob.name == CONCURRENCY else 0.0
@@ -342,23 +424,31 @@ def find_capacity(
     last_pass: float = zero
     first_fail: float | None = None
     inconclusive: list[float] = []
-    for value in [*sorted(v for v, ok in looked.items() if not ok),
-                  *sorted((v for v, ok in looked.items() if ok), reverse=True)]:
+    for value in [
+        *sorted(v for v, ok in looked.items() if not ok),
+        *sorted((v for v, ok in looked.items() if ok), reverse=True),
+    ]:
         if value <= last_pass or (first_fail is not None and value >= first_fail):
             continue
         decided = decide(value)
         if decided.broken:  # looked failing: what navigating showed; else what is decided
-            return result(*((last_pass, first_fail) if looked[value] else (good_at, None)),
-                          broken_reason(decided))
+            return result(
+                *((last_pass, first_fail) if looked[value] else (good_at, None)),
+                broken_reason(decided),
+            )
         if decided.passed:
             last_pass = value
         elif decided.failed:
             first_fail = value
         else:
             inconclusive.append(value)
-    return result(last_pass, first_fail,
-                  inconclusive=sorted(v for v in set(inconclusive)
-                                      if last_pass < v and (first_fail is None or v < first_fail)))
+    return result(
+        last_pass,
+        first_fail,
+        inconclusive=sorted(
+            v for v in set(inconclusive) if last_pass < v and (first_fail is None or v < first_fail)
+        ),
+    )
 
 
 def _looks_passing(step: SearchStep, target: float) -> bool:
@@ -369,14 +459,15 @@ def _looks_passing(step: SearchStep, target: float) -> bool:
 
 def broken_reason(step: SearchStep, listed: int = 3) -> str:
     """Why a broken window stops the search, in one line."""
-    at = (f"concurrency {step.concurrency}" if step.knob == CONCURRENCY
-          else f"{step.rate:.3g} req/s")
+    at = f"concurrency {step.concurrency}" if step.knob == CONCURRENCY else f"{step.rate:.3g} req/s"
     if not step.violations:
         return f"the window at {at} sent no requests; no capacity is concluded from it"
     shown = "; ".join(step.violations[:listed])
     more = f" (and {len(step.violations) - listed} more)" if len(step.violations) > listed else ""
-    return (f"the window at {at} broke its rules: {shown}{more}; "
-            "no capacity is concluded from a broken window")
+    return (
+        f"the window at {at} broke its rules: {shown}{more}; "
+        "no capacity is concluded from a broken window"
+    )
 
 
 def fail_line(step: SearchStep, target: float) -> str:
@@ -395,9 +486,11 @@ def step_line(model: str, number: int, step: SearchStep, target: float) -> str:
         met = "no requests" if decided is None else decided.text()
         offered = "n/a" if step.offered_rps is None else f"{step.offered_rps:.3g}"
         achieved = "n/a" if step.achieved_rps is None else f"{step.achieved_rps:.3g}"
-        return (f"rate sweep {model}: step {number}, {step.rate:.3g} req/s: SLO met by {met}, "
-                f"{target:.0%} needed: {step.outcome}; achieved {achieved} of {offered} req/s, "
-                f"{step.output_tokens_per_s:.1f} tokens/s")
+        return (
+            f"rate sweep {model}: step {number}, {step.rate:.3g} req/s: SLO met by {met}, "
+            f"{target:.0%} needed: {step.outcome}; achieved {achieved} of {offered} req/s, "
+            f"{step.output_tokens_per_s:.1f} tokens/s"
+        )
     met = f"SLO met by {_share(step.slo_attainment, 1)} ({step.good}/{step.requests})"
     nth = ""
     if step.broken:
@@ -410,13 +503,17 @@ def step_line(model: str, number: int, step: SearchStep, target: float) -> str:
             looks = "above" if (step.slo_attainment or 0.0) >= target else "below"
             verdict = f"navigating: {looks} the {_share(target)} needed"
         else:
-            verdict = (f"step c{step.concurrency} {decided.good}/{decided.requests} = "
-                       f"{_share(decided.share, 1)}, {100 * decided.confidence:.4g}% CI "
-                       f"[{_share(decided.low, 1)}, {_share(decided.high, 1)}] (design effect "
-                       f"{decided.design_effect:.2f}), {_share(target)} needed: {step.outcome}")
+            verdict = (
+                f"step c{step.concurrency} {decided.good}/{decided.requests} = "
+                f"{_share(decided.share, 1)}, {100 * decided.confidence:.4g}% CI "
+                f"[{_share(decided.low, 1)}, {_share(decided.high, 1)}] (design effect "
+                f"{decided.design_effect:.2f}), {_share(target)} needed: {step.outcome}"
+            )
     goodput = "n/a" if step.goodput_rps is None else f"{step.goodput_rps:.2f} req/s"
-    return (f"capacity {model}: window {number}, c{step.concurrency}{nth}: {met}; {verdict}; "
-            f"{step.output_tokens_per_s:.1f} tokens/s, goodput {goodput}")
+    return (
+        f"capacity {model}: window {number}, c{step.concurrency}{nth}: {met}; {verdict}; "
+        f"{step.output_tokens_per_s:.1f} tokens/s, goodput {goodput}"
+    )
 
 
 def _ordinal(n: int) -> str:
@@ -443,27 +540,55 @@ class MeasuredWindow:
     saturation_reason: str | None = None
 
     @classmethod
-    def closed_loop(cls, result: ThroughputResult, slo: Slo, timed: int,
-                    contention: Contention, pricing: Pricing | None) -> MeasuredWindow:
-        usd = None if pricing is None else usd_per_million_output_tokens(
-            pricing.usd_per_hour, result.output_tokens_per_s)
+    def closed_loop(
+        cls,
+        result: ThroughputResult,
+        slo: Slo,
+        timed: int,
+        contention: Contention,
+        pricing: Pricing | None,
+    ) -> MeasuredWindow:
+        usd = (
+            None
+            if pricing is None
+            else usd_per_million_output_tokens(pricing.usd_per_hour, result.output_tokens_per_s)
+        )
         figures = StepWindow(
-            timed, result.ttft.in_ms(), result.tpot.in_ms(), result.e2e.in_ms(),
-            result.fidelity, contention, priced=pricing is not None,
-            usd_per_million_output_tokens=usd, server_metrics=result.server)
+            timed,
+            result.ttft.in_ms(),
+            result.tpot.in_ms(),
+            result.e2e.in_ms(),
+            result.fidelity,
+            contention,
+            priced=pricing is not None,
+            usd_per_million_output_tokens=usd,
+            server_metrics=result.server,
+        )
         return cls(result, result.goodput(slo), contention, figures)
 
     @classmethod
-    def open_loop(cls, window: OpenLoopWindow, slo: Slo, contention: Contention,
-                  pricing: Pricing | None) -> MeasuredWindow:
+    def open_loop(
+        cls, window: OpenLoopWindow, slo: Slo, contention: Contention, pricing: Pricing | None
+    ) -> MeasuredWindow:
         goodput = window.goodput(slo)
         figures = replace(window.window(contention), goodput=goodput.figures())
         if pricing is not None:
-            figures = replace(figures, priced=True, usd_per_million_output_tokens=(
-                usd_per_million_output_tokens(pricing.usd_per_hour,
-                                              figures.output_tokens_per_s)))
-        return cls(window, goodput, contention, figures, window.offered_rps,
-                   window.achieved_rps, window.saturation_reason)
+            figures = replace(
+                figures,
+                priced=True,
+                usd_per_million_output_tokens=(
+                    usd_per_million_output_tokens(pricing.usd_per_hour, figures.output_tokens_per_s)
+                ),
+            )
+        return cls(
+            window,
+            goodput,
+            contention,
+            figures,
+            window.offered_rps,
+            window.achieved_rps,
+            window.saturation_reason,
+        )
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -479,8 +604,10 @@ def requests_per_step(settings: BenchSettings, confidence: float = RATE_CONFIDEN
     ``--slo-attainment`` (29 for 90%); MeasurementError when too few for any step to pass."""
     target = settings.slo_attainment
     if not target < 1.0:
-        raise MeasurementError("capacity in req/s needs --slo-attainment below 1: a window of "
-                               "finitely many requests never shows 100% at a confidence")
+        raise MeasurementError(
+            "capacity in req/s needs --slo-attainment below 1: a window of "
+            "finitely many requests never shows 100% at a confidence"
+        )
     requests = settings.timed_requests or min_requests_to_pass(target, confidence)
     problem = requests_per_step_problem(requests, target, confidence)
     if problem is not None:
@@ -489,41 +616,68 @@ def requests_per_step(settings: BenchSettings, confidence: float = RATE_CONFIDEN
 
 
 def search_stats(
-    settings: BenchSettings, knob: Knob, measured: Sequence[tuple[SearchStep, MeasuredWindow]],
-    result: SearchResult[MeasuredWindow] | None, error: str | None,
-    policy: StepPolicy, source: str = "",
+    settings: BenchSettings,
+    knob: Knob,
+    measured: Sequence[tuple[SearchStep, MeasuredWindow]],
+    result: SearchResult[MeasuredWindow] | None,
+    error: str | None,
+    policy: StepPolicy,
+    source: str = "",
 ) -> SearchStats:
     """The record of a search: ``result`` None (with ``error``) when it broke off."""
     steps = tuple(replace(step, recorded=window.figures) for step, window in measured)
     at = None if result is None else result.capacity_step
     at_capacity = None
     if at is not None:
-        usd = None if settings.pricing is None else usd_per_million_output_tokens(
-            settings.pricing.usd_per_hour, at.output_tokens_per_s)
+        usd = (
+            None
+            if settings.pricing is None
+            else usd_per_million_output_tokens(
+                settings.pricing.usd_per_hour, at.output_tokens_per_s
+            )
+        )
         at_capacity = AtCapacity(at.output_tokens_per_s, at.goodput_rps, at.slo_attainment, usd)
     contended = sum(1 for _, window in measured if window.contention.contended)
-    common: dict[str, Any] = dict(
-        capacity=None if result is None else result.capacity, steps=steps,
-        bracket=None if result is None else result.bracket,
-        inconclusive=() if result is None else result.inconclusive,
-        contended=contended > 0, contended_windows=contended, at_capacity=at_capacity,
-        pricing=settings.pricing)
+    common: dict[str, Any] = {
+        "capacity": None if result is None else result.capacity,
+        "steps": steps,
+        "bracket": None if result is None else result.bracket,
+        "inconclusive": () if result is None else result.inconclusive,
+        "contended": contended > 0,
+        "contended_windows": contended,
+        "at_capacity": at_capacity,
+        "pricing": settings.pricing,
+    }
     if knob.name == RATE:
         return RateCapacityStats(
-            **common, confidence=policy.confidence, target=settings.slo_attainment,
-            start=knob.start, maximum=knob.maximum, burstiness=settings.burstiness,
+            **common,
+            confidence=policy.confidence,
+            target=settings.slo_attainment,
+            start=knob.start,
+            maximum=knob.maximum,
+            burstiness=settings.burstiness,
             reason=(error or "") if result is None else result.stopped,
-            error=error if result is None else result.error)
+            error=error if result is None else result.error,
+        )
     return CapacityStats(
-        **common, confidence=policy.interval_confidence, source=source,
+        **common,
+        confidence=policy.interval_confidence,
+        source=source,
         reason=error if error is not None else None if result is None else result.reason,
-        error=error)
+        error=error,
+    )
 
 
 def _measure(
-    endpoint: Endpoint, settings: BenchSettings, slo: Slo, knob: Knob, policy: StepPolicy,
-    record_measurement: Callable[..., Any], progress: Callable[[str], None],
-    params: Mapping[str, Any], source: str = "",
+    endpoint: Endpoint,
+    settings: BenchSettings,
+    slo: Slo,
+    knob: Knob,
+    policy: StepPolicy,
+    record_measurement: Callable[..., Any],
+    progress: Callable[[str], None],
+    params: Mapping[str, Any],
+    source: str = "",
 ) -> SearchResult[MeasuredWindow]:
     """Search one endpoint's capacity over ``knob`` under ``slo`` and record it (one that broke
     off too, its capacity null); MeasurementError for a search stopped at a broken window."""
@@ -544,18 +698,23 @@ def _measure(
             from .arrivals import ArrivalProcess
             from .openloop import run_open_loop, window_seed
 
-            progress(f"rate sweep {name}: step {number}, {value:.3g} req/s: measuring "
-                     f"{requests} requests")
+            progress(
+                f"rate sweep {name}: step {number}, {value:.3g} req/s: measuring "
+                f"{requests} requests"
+            )
             arrivals = ArrivalProcess(value, settings.burstiness)
             window = run_open_loop(
-                endpoint, arrivals=arrivals, timed_requests=requests,
+                endpoint,
+                arrivals=arrivals,
+                timed_requests=requests,
                 warmup_requests=WARMUP_REQUESTS if number == 1 else 0,
-                seed=window_seed(settings.run_id, "rate_capacity", arrivals, None,
-                                 f"step{number}"),
-                timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-                tokenizer=tokenizer, meter=meter)
-            windows.append(MeasuredWindow.open_loop(window, slo, meter.result,
-                                                    settings.pricing))
+                seed=window_seed(settings.run_id, "rate_capacity", arrivals, None, f"step{number}"),
+                timeout_s=settings.request_timeout_s,
+                idle_timeout_s=settings.idle_timeout_s,
+                tokenizer=tokenizer,
+                meter=meter,
+            )
+            windows.append(MeasuredWindow.open_loop(window, slo, meter.result, settings.pricing))
         else:
             from .throughput import measure_window
 
@@ -563,12 +722,21 @@ def _measure(
             # never fewer than the concurrency, so that the window has that many in flight
             timed = max(settings.timed_requests_at(value), value)
             result = measure_window(
-                endpoint, benchmark="capacity", concurrency=value, prompt_tokens=None,
-                repeat=f"step{number}", run_id=settings.run_id, timed_requests=timed,
-                timeout_s=settings.request_timeout_s, idle_timeout_s=settings.idle_timeout_s,
-                tokenizer=tokenizer, meter=meter)
-            windows.append(MeasuredWindow.closed_loop(result, slo, timed, meter.result,
-                                                      settings.pricing))
+                endpoint,
+                benchmark="capacity",
+                concurrency=value,
+                prompt_tokens=None,
+                repeat=f"step{number}",
+                run_id=settings.run_id,
+                timed_requests=timed,
+                timeout_s=settings.request_timeout_s,
+                idle_timeout_s=settings.idle_timeout_s,
+                tokenizer=tokenizer,
+                meter=meter,
+            )
+            windows.append(
+                MeasuredWindow.closed_loop(result, slo, timed, meter.result, settings.pricing)
+            )
         return windows[-1].goodput, windows[-1]
 
     def shown(step: SearchStep) -> None:
@@ -581,20 +749,26 @@ def _measure(
         progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}{queued}")
 
     def record(result: SearchResult[MeasuredWindow] | None, error: str | None) -> None:
-        sent = [{**r.to_dict(), "step": index, knob.name: step.value}
-                for index, (step, window) in enumerate(measured) for r in window.result.records]
+        sent = [
+            {**r.to_dict(), "step": index, knob.name: step.value}
+            for index, (step, window) in enumerate(measured)
+            for r in window.result.records
+        ]
         passed = [step.value for step, _ in measured if step.passed]
         record_measurement(
             "rate_capacity" if rate else "capacity",
             result.last_pass if result is not None else max(passed, default=0.0 if rate else 0),
-            "req/s" if rate else "concurrent requests", len(sent), params=params,
+            "req/s" if rate else "concurrent requests",
+            len(sent),
+            params=params,
             stats=search_stats(settings, knob, measured, result, error, policy, source),
-            requests=sent, endpoint=endpoint)
+            requests=sent,
+            endpoint=endpoint,
+        )
 
     try:
         try:
-            result = find_capacity(measure, knob=knob, target=target, policy=policy,
-                                   on_step=shown)
+            result = find_capacity(measure, knob=knob, target=target, policy=policy, on_step=shown)
         finally:
             tokenizer.close()
     except Exception as error:
@@ -608,36 +782,68 @@ def _measure(
 
 
 def measure_capacity(
-    endpoint: Endpoint, settings: BenchSettings, slo: Slo, max_concurrency: int, source: str,
-    record_measurement: Callable[..., Any], progress: Callable[[str], None],
+    endpoint: Endpoint,
+    settings: BenchSettings,
+    slo: Slo,
+    max_concurrency: int,
+    source: str,
+    record_measurement: Callable[..., Any],
+    progress: Callable[[str], None],
 ) -> SearchResult[MeasuredWindow]:
     """The capacity in concurrent requests of one endpoint under ``slo``, up to
     ``max_concurrency`` (its ``source`` recorded), recorded as ``capacity``."""
     from .throughput import OUTPUT_TOKENS
 
     policy = StepPolicy()
-    return _measure(endpoint, settings, slo, Knob.concurrency(max_concurrency), policy,
-                    record_measurement, progress, source=source, params={
-                        "slo": slo.as_dict(), "attainment_target": settings.slo_attainment,
-                        "max_concurrency": max_concurrency, "output_tokens": OUTPUT_TOKENS,
-                        "timed_requests": settings.timed_requests, **policy.as_params()})
+    return _measure(
+        endpoint,
+        settings,
+        slo,
+        Knob.concurrency(max_concurrency),
+        policy,
+        record_measurement,
+        progress,
+        source=source,
+        params={
+            "slo": slo.as_dict(),
+            "attainment_target": settings.slo_attainment,
+            "max_concurrency": max_concurrency,
+            "output_tokens": OUTPUT_TOKENS,
+            "timed_requests": settings.timed_requests,
+            **policy.as_params(),
+        },
+    )
 
 
 def measure_rate_capacity(
-    endpoint: Endpoint, settings: BenchSettings, slo: Slo,
-    record_measurement: Callable[..., Any], progress: Callable[[str], None],
+    endpoint: Endpoint,
+    settings: BenchSettings,
+    slo: Slo,
+    record_measurement: Callable[..., Any],
+    progress: Callable[[str], None],
 ) -> SearchResult[MeasuredWindow]:
     """The capacity in requests/s of one endpoint under ``slo`` (``--rate-sweep``,
     ``--burstiness``, ``--slo-attainment``), recorded as ``rate_capacity``."""
     from .throughput import OUTPUT_TOKENS
 
     knob = Knob.rate(settings.rate_sweep.start_rps, settings.rate_sweep.max_rps)
-    return _measure(endpoint, settings, slo, knob, RATE_POLICY, record_measurement, progress,
-                    params={"slo": slo.as_dict(), "attainment_target": settings.slo_attainment,
-                            "rate_sweep": str(settings.rate_sweep),
-                            "burstiness": settings.burstiness,
-                            "timed_requests": requests_per_step(settings),
-                            "output_tokens": OUTPUT_TOKENS})
+    return _measure(
+        endpoint,
+        settings,
+        slo,
+        knob,
+        RATE_POLICY,
+        record_measurement,
+        progress,
+        params={
+            "slo": slo.as_dict(),
+            "attainment_target": settings.slo_attainment,
+            "rate_sweep": str(settings.rate_sweep),
+            "burstiness": settings.burstiness,
+            "timed_requests": requests_per_step(settings),
+            "output_tokens": OUTPUT_TOKENS,
+        },
+    )
 
 
 # --------------------------------------------------------------------------- comparing
@@ -649,13 +855,16 @@ def capacity_ratio(candidate: SearchBracket, reference: SearchBracket) -> Search
         knob = "concurrency" if reference.knob == CONCURRENCY else "rate of its sweep"
         raise ValueError(f"cannot compare: the reference meets the SLO at no {knob}")
     low = 0.0 if reference.first_fail is None else candidate.last_pass / reference.first_fail
-    high = math.inf if candidate.first_fail is None \
-        else candidate.first_fail / reference.last_pass
+    high = math.inf if candidate.first_fail is None else candidate.first_fail / reference.last_pass
     levels = (candidate.confidence, reference.confidence)
-    confidence = None if levels[0] is None or levels[1] is None \
+    confidence = (
+        None
+        if levels[0] is None or levels[1] is None
         else 1.0 - (1.0 - levels[0]) - (1.0 - levels[1])
-    return SearchRatio(candidate.capacity / reference.capacity, low, high, candidate,
-                       reference, confidence)
+    )
+    return SearchRatio(
+        candidate.capacity / reference.capacity, low, high, candidate, reference, confidence
+    )
 
 
 def decide_capacity_verdict(ratio: SearchRatio, tolerance: float = 0.0) -> Verdict:
@@ -673,4 +882,3 @@ def interval_text(ratio: SearchRatio) -> str:
     if ratio.confidence is None:
         return f"search bracket {ratio.low:.2f}–{high}, no confidence level"
     return f"{100 * ratio.confidence:.4g}% interval {ratio.low:.2f}–{high}"
-

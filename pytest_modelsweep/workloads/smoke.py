@@ -21,12 +21,24 @@ SMOKE_QUESTION = "Name the three primary colours."
 def smoke_request(endpoint: Endpoint, max_tokens: int = 32) -> ApiRequest:
     """A chat request for chat models, a completion for base models."""
     if endpoint.model.prompting == "chat":
-        return ApiRequest(item_id="smoke", path="/v1/chat/completions", payload={
-            "messages": [{"role": "user", "content": SMOKE_QUESTION}],
-            "max_tokens": max_tokens, "temperature": 0})
-    return ApiRequest(item_id="smoke", path="/v1/completions", payload={
-        "prompt": f"Question: {SMOKE_QUESTION}\nAnswer:", "max_tokens": max_tokens,
-        "temperature": 0})
+        return ApiRequest(
+            item_id="smoke",
+            path="/v1/chat/completions",
+            payload={
+                "messages": [{"role": "user", "content": SMOKE_QUESTION}],
+                "max_tokens": max_tokens,
+                "temperature": 0,
+            },
+        )
+    return ApiRequest(
+        item_id="smoke",
+        path="/v1/completions",
+        payload={
+            "prompt": f"Question: {SMOKE_QUESTION}\nAnswer:",
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -60,15 +72,18 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
     if response.status_code in (401, 403):
         raise MeasurementError(
             f"HTTP {response.status_code} from {request.path}: "
-            + wants_key_message(endpoint.model.name))
+            + wants_key_message(endpoint.model.name)
+        )
     if response.status_code != 200:
         raise MeasurementError(
-            f"HTTP {response.status_code} from {request.path}: {response.text[:200]!r}")
+            f"HTTP {response.status_code} from {request.path}: {response.text[:200]!r}"
+        )
     try:
         data = response.json()
     except ValueError:
         raise MeasurementError(
-            f"{request.path} returned non-JSON: {response.text[:200]!r}") from None
+            f"{request.path} returned non-JSON: {response.text[:200]!r}"
+        ) from None
     completion = parse_completion(request.path, data)
     if completion.error is not None:
         raise MeasurementError(f"{request.path} returned no usable answer: {completion.error}")
@@ -77,9 +92,16 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
         raise MeasurementError(f"{request.path} returned no text: {str(data)[:200]!r}")
     prompt_tokens, completion_tokens = completion.prompt_tokens, completion.completion_tokens
     if prompt_tokens is None or completion_tokens is None:
-        raise MeasurementError(f"{request.path} returned no usage counts: "
-                               f"{str(data.get('usage'))[:200]!r}")
+        raise MeasurementError(
+            f"{request.path} returned no usage counts: {str(data.get('usage'))[:200]!r}"
+        )
     if completion_tokens <= 0 or not text.strip():
         raise MeasurementError(f"{request.path} generated nothing (usage {data.get('usage')})")
-    return SmokeResult(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                       finish_reason=completion.finish_reason, latency_s=latency, response=data)
+    return SmokeResult(
+        text=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason=completion.finish_reason,
+        latency_s=latency,
+        response=data,
+    )

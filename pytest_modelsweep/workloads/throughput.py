@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -36,13 +37,25 @@ from .prompts import ServerTokenizer, draw_window_prompts
 FIDELITY_RANGE = (0.99, 1.01)
 """Our completion tokens ÷ the server's generated-tokens counter delta must be in here."""
 
+
 def throughput_requests(
     prompts: Sequence[str], *, output_tokens: int = 256, id_prefix: str = "throughput"
 ) -> list[ApiRequest]:
     """Completions requests that each generate exactly ``output_tokens`` tokens."""
-    return [ApiRequest(item_id=f"{id_prefix}-{i}", path="/v1/completions", payload={
-        "prompt": prompt, "max_tokens": output_tokens, "min_tokens": output_tokens,
-        "ignore_eos": True, "temperature": 0}) for i, prompt in enumerate(prompts)]
+    return [
+        ApiRequest(
+            item_id=f"{id_prefix}-{i}",
+            path="/v1/completions",
+            payload={
+                "prompt": prompt,
+                "max_tokens": output_tokens,
+                "min_tokens": output_tokens,
+                "ignore_eos": True,
+                "temperature": 0,
+            },
+        )
+        for i, prompt in enumerate(prompts)
+    ]
 
 
 WARMUP_OUTPUT_TOKENS = 16
@@ -50,11 +63,16 @@ WARMUP_OUTPUT_TOKENS = 16
 first batches, lazy allocations) out of the timed window."""
 
 
-def warmup_requests_of(prompts: Sequence[str], *, output_tokens: int, label: str,
-                       ) -> list[ApiRequest]:
+def warmup_requests_of(
+    prompts: Sequence[str],
+    *,
+    output_tokens: int,
+    label: str,
+) -> list[ApiRequest]:
     """A window's warm-up requests: :data:`WARMUP_OUTPUT_TOKENS` tokens each, at most."""
-    return throughput_requests(prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS),
-                               id_prefix=f"warmup-{label}")
+    return throughput_requests(
+        prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS), id_prefix=f"warmup-{label}"
+    )
 
 
 # --------------------------------------------------------------------------- statistics
@@ -94,7 +112,7 @@ def tpot(record: RequestRecord) -> float | None:
 def itls(record: RequestRecord) -> list[float]:
     """Gaps between consecutive text chunks (the first chunk's wait is TTFT, not ITL)."""
     times = record.token_times
-    return [b - a for a, b in zip(times, times[1:])]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 # --------------------------------------------------------------------------- result
@@ -133,23 +151,37 @@ class ThroughputResult:
     def goodput(self, slo: Slo) -> Goodput:
         """This window's goodput under ``slo``: its own request records (failed ones
         included, never good) over :attr:`duration_s`, the span output tokens/s uses."""
-        return window_goodput((record.to_dict() for record in self.records), slo,
-                              self.duration_s)
+        return window_goodput((record.to_dict() for record in self.records), slo, self.duration_s)
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow:
         """The window as a throughput measurement records it, with ``contention`` if known."""
-        figures = {f.name: getattr(self, f.name) for f in fields(self)
-                   if f.name not in ("server_kind", "records", "violations", "server")}
+        figures = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("server_kind", "records", "violations", "server")
+        }
         figures.update({name: figures[name].in_ms() for name in ("ttft", "tpot", "itl", "e2e")})
-        return ThroughputWindow(**figures, violations=tuple(self.violations),
-                                contention=contention or Contention(), server_metrics=self.server)
+        return ThroughputWindow(
+            **figures,
+            violations=tuple(self.violations),
+            contention=contention or Contention(),
+            server_metrics=self.server,
+        )
 
 
 def summarize(
-    outcomes: Sequence[StreamOutcome], *, concurrency: int, prompt_tokens: int,
-    output_tokens: int, server_kind: str, counters_before: dict[str, float],
-    counters_after: dict[str, float], bos_tokens: int = 0, warmup: Sequence[StreamOutcome] = (),
-    prompt_tokens_each: Sequence[int] | None = None, no_cache: bool = True,
+    outcomes: Sequence[StreamOutcome],
+    *,
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    server_kind: str,
+    counters_before: dict[str, float],
+    counters_after: dict[str, float],
+    bos_tokens: int = 0,
+    warmup: Sequence[StreamOutcome] = (),
+    prompt_tokens_each: Sequence[int] | None = None,
+    no_cache: bool = True,
     server: ServerMetricsWindow | None = None,
 ) -> ThroughputResult:
     """Statistics and violations of a timed window from its outcomes and counters: every
@@ -167,61 +199,92 @@ def summarize(
     fidelity = ours / server_generated if server_generated > 0 else float("nan")
     reported_cached = sum(o.cached_tokens or 0 for o in outcomes)
 
-    violations = [f"warm-up request {i} failed: {o.record.error}"
-                  for i, o in enumerate(warmup) if o.record.error is not None]
+    violations = [
+        f"warm-up request {i} failed: {o.record.error}"
+        for i, o in enumerate(warmup)
+        if o.record.error is not None
+    ]
     bos_note = f" ({prompt_tokens} + {bos_tokens} BOS the server adds)" if bos_tokens else ""
     for i, record in enumerate(records):
         if record.error is not None:
             violations.append(f"request {i} failed: {record.error}")
             continue
         if record.completion_tokens is None:
-            violations.append(f"request {i} reported no usage (the server ignored "
-                              "stream_options.include_usage)")
+            violations.append(
+                f"request {i} reported no usage (the server ignored stream_options.include_usage)"
+            )
         elif record.completion_tokens != output_tokens:
-            violations.append(f"request {i} produced {record.completion_tokens} of "
-                              f"{output_tokens} tokens (finish_reason={record.finish_reason})")
-        want_prompt = (prompt_tokens if prompt_tokens_each is None
-                       else prompt_tokens_each[i]) + bos_tokens
+            violations.append(
+                f"request {i} produced {record.completion_tokens} of "
+                f"{output_tokens} tokens (finish_reason={record.finish_reason})"
+            )
+        want_prompt = (
+            prompt_tokens if prompt_tokens_each is None else prompt_tokens_each[i]
+        ) + bos_tokens
         if record.prompt_tokens is not None and record.prompt_tokens != want_prompt:
-            violations.append(f"request {i} sent {record.prompt_tokens} prompt tokens, expected "
-                              f"{want_prompt}{bos_note}")
+            violations.append(
+                f"request {i} sent {record.prompt_tokens} prompt tokens, expected "
+                f"{want_prompt}{bos_note}"
+            )
         cached = outcomes[i].cached_tokens
         if cached and no_cache:
             violations.append(f"request {i} reused {cached} cached prompt tokens, expected 0")
     low, high = FIDELITY_RANGE
     if server_generated <= 0:
-        violations.append(f"the server's {name} did not move (delta {server_generated:g}) while "
-                          f"we counted {ours} completion tokens")
+        violations.append(
+            f"the server's {name} did not move (delta {server_generated:g}) while "
+            f"we counted {ours} completion tokens"
+        )
     elif not low <= fidelity <= high:
-        violations.append(f"fidelity {fidelity:.4f} outside {low}-{high}: we counted {ours} "
-                          f"completion tokens, the server's {name} moved by {server_generated:g}")
+        violations.append(
+            f"fidelity {fidelity:.4f} outside {low}-{high}: we counted {ours} "
+            f"completion tokens, the server's {name} moved by {server_generated:g}"
+        )
     if no_cache and cached_delta is not None and cached_delta > 0:
-        violations.append(f"the server's prefix cache reused {cached_delta:g} prompt tokens in "
-                          "the window, expected 0 (unique prompts, no template)")
+        violations.append(
+            f"the server's prefix cache reused {cached_delta:g} prompt tokens in "
+            "the window, expected 0 (unique prompts, no template)"
+        )
 
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     tpots = [t for t in (tpot(r) for r in ok) if t is not None]
     gaps = [g for r in ok for g in itls(r)]
     shared = sum(max(0, (r.completion_tokens or 0) - len(r.token_times)) for r in ok)
     return ThroughputResult(
-        concurrency=concurrency, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        server_kind=server_kind, duration_s=duration, completed=len(ok),
+        concurrency=concurrency,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        server_kind=server_kind,
+        duration_s=duration,
+        completed=len(ok),
         output_tokens_per_s=ours / duration if duration > 0 else 0.0,
         requests_per_s=len(ok) / duration if duration > 0 else 0.0,
-        ttft=LatencyStats.of(ttfts), tpot=LatencyStats.of(tpots), itl=LatencyStats.of(gaps),
+        ttft=LatencyStats.of(ttfts),
+        tpot=LatencyStats.of(tpots),
+        itl=LatencyStats.of(gaps),
         e2e=LatencyStats.of([r.latency for r in ok]),
         total_prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
-        total_completion_tokens=ours, server_generated_tokens=server_generated,
-        generated_counter=name, fidelity=fidelity,
+        total_completion_tokens=ours,
+        server_generated_tokens=server_generated,
+        generated_counter=name,
+        fidelity=fidelity,
         server_cached_tokens=cached_delta if cached_delta is not None else float("nan"),
         reported_cached_tokens=reported_cached,
         server_prompt_tokens=prompt_delta if prompt_delta is not None else float("nan"),
-        bos_tokens=bos_tokens, tokens_in_shared_chunks=shared, records=records,
-        violations=violations, server=server)
+        bos_tokens=bos_tokens,
+        tokens_in_shared_chunks=shared,
+        records=records,
+        violations=violations,
+        server=server,
+    )
 
 
-def _delta(kind: str, which: CounterKind, before: dict[str, float], after: dict[str, float],
-           ) -> float | None:
+def _delta(
+    kind: str,
+    which: CounterKind,
+    before: dict[str, float],
+    after: dict[str, float],
+) -> float | None:
     try:
         return find_counter(kind, which, after)[1] - find_counter(kind, which, before)[1]
     except EndpointError:
@@ -229,8 +292,13 @@ def _delta(kind: str, which: CounterKind, before: dict[str, float], after: dict[
 
 
 def settled_metrics(
-    base_url: str, server_kind: str, *, settle_s: float = 0.1, max_wait_s: float = 3.0,
-    credentials: Credentials | None = None, timeout_s: float = METRICS_TIMEOUT_S,
+    base_url: str,
+    server_kind: str,
+    *,
+    settle_s: float = 0.1,
+    max_wait_s: float = 3.0,
+    credentials: Credentials | None = None,
+    timeout_s: float = METRICS_TIMEOUT_S,
 ) -> dict[str, float]:
     """The server's counters once its generated-tokens counter stops moving (a server may book
     tokens after the last chunk): two equal reads ``settle_s`` apart, or ``max_wait_s``."""
@@ -239,8 +307,9 @@ def settled_metrics(
     while time.monotonic() < deadline:
         time.sleep(settle_s)
         again = fetch_metrics(base_url, credentials=credentials, timeout_s=timeout_s)
-        if (find_counter(server_kind, "generated", again)
-                == find_counter(server_kind, "generated", metrics)):
+        if find_counter(server_kind, "generated", again) == find_counter(
+            server_kind, "generated", metrics
+        ):
             return again
         metrics = again
     return metrics
@@ -255,70 +324,128 @@ class SampledWindow:
 
 @contextlib.contextmanager
 def sampled_window(
-    endpoint: Endpoint, in_flight: InFlight, meter: AbstractContextManager[Any] | None = None,
-    *, sample: bool = True, interval_s: float = DEFAULT_INTERVAL_S,
+    endpoint: Endpoint,
+    in_flight: InFlight,
+    meter: AbstractContextManager[Any] | None = None,
+    *,
+    sample: bool = True,
+    interval_s: float = DEFAULT_INTERVAL_S,
 ) -> Iterator[SampledWindow]:
     """Around a window's timed requests: ``meter`` and, if ``sample``, the server's
     ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count."""
     sampled = SampledWindow()
-    sampler = (MetricsSampler(endpoint.base_url, endpoint.server_kind, interval_s=interval_s,
-                              credentials=endpoint.credentials, in_flight=lambda: in_flight.now)
-               if sample else None)
-    with meter if meter is not None else contextlib.nullcontext():
-        with sampler if sampler is not None else contextlib.nullcontext():
-            yield sampled
+    sampler = (
+        MetricsSampler(
+            endpoint.base_url,
+            endpoint.server_kind,
+            interval_s=interval_s,
+            credentials=endpoint.credentials,
+            in_flight=lambda: in_flight.now,
+        )
+        if sample
+        else None
+    )
+    with (
+        meter if meter is not None else contextlib.nullcontext(),
+        sampler if sampler is not None else contextlib.nullcontext(),
+    ):
+        yield sampled
     sampled.window = sampler.window if sampler is not None else None
 
 
 def run_throughput(
-    endpoint: Endpoint, *, concurrency: int, prompt_tokens: int | None, output_tokens: int = 256,
-    timed_requests: int, warmup_requests: int, seed: int, timeout_s: float,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, tokenizer: ServerTokenizer | None = None,
+    endpoint: Endpoint,
+    *,
+    concurrency: int,
+    prompt_tokens: int | None,
+    output_tokens: int = 256,
+    timed_requests: int,
+    warmup_requests: int,
+    seed: int,
+    timeout_s: float,
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    tokenizer: ServerTokenizer | None = None,
     progress: Callable[[str], None] | None = None,
-    meter: AbstractContextManager[Any] | None = None, user_prompts: Sequence[str] | None = None,
-    unique_prefixes: bool = True, server_metrics: bool = True,
+    meter: AbstractContextManager[Any] | None = None,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
+    server_metrics: bool = True,
 ) -> ThroughputResult:
     """Warm up, read the counters, run the timed window with N in flight (``meter`` and
     :func:`sampled_window` around it), read them again. ``user_prompts``: these texts instead
     of drawn exact-length ones; ``unique_prefixes``: each with a distinct lead word."""
     warmup = max(warmup_requests, concurrency)
     prompts = draw_window_prompts(
-        endpoint, warmup=warmup, timed=timed_requests, prompt_tokens=prompt_tokens, seed=seed,
-        tokenizer=tokenizer, user_prompts=user_prompts, unique_prefixes=unique_prefixes)
+        endpoint,
+        warmup=warmup,
+        timed=timed_requests,
+        prompt_tokens=prompt_tokens,
+        seed=seed,
+        tokenizer=tokenizer,
+        user_prompts=user_prompts,
+        unique_prefixes=unique_prefixes,
+    )
     length, each, bos = prompts.length, prompts.each, prompts.bos
-    label = (f"c{concurrency}-p{length}-o{output_tokens}" if user_prompts is None
-             else f"c{concurrency}-user-o{output_tokens}")
+    label = (
+        f"c{concurrency}-p{length}-o{output_tokens}"
+        if user_prompts is None
+        else f"c{concurrency}-user-o{output_tokens}"
+    )
     warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
-    timed_reqs = throughput_requests(prompts.timed, output_tokens=output_tokens,
-                                     id_prefix=f"timed-{label}")
+    timed_reqs = throughput_requests(
+        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
+    )
 
     def overdue(waiting: int, seconds: float) -> None:
         if progress is not None:
             progress(f"{endpoint.model.name} {label}: {waiting} request(s) waiting {seconds:.0f} s")
 
-    guard = Guard(idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials,
-                  breaker=endpoint.breaker, on_wait=overdue)
+    guard = Guard(
+        idle_timeout_s=idle_timeout_s,
+        credentials=endpoint.credentials,
+        breaker=endpoint.breaker,
+        on_wait=overdue,
+    )
 
-    async def stream(reqs: list[ApiRequest], gauge: InFlight | None = None,
-                     ) -> list[StreamOutcome]:
+    async def stream(
+        reqs: list[ApiRequest],
+        gauge: InFlight | None = None,
+    ) -> list[StreamOutcome]:
         return await stream_requests_detailed(
-            endpoint.v1, endpoint.served_name, reqs, concurrency, timeout_s=timeout_s,
-            guard=guard, in_flight=gauge)
+            endpoint.v1,
+            endpoint.served_name,
+            reqs,
+            concurrency,
+            timeout_s=timeout_s,
+            guard=guard,
+            in_flight=gauge,
+        )
 
     warm = asyncio.run(stream(warm_reqs))
     creds, metrics_s = endpoint.credentials, min(timeout_s, METRICS_TIMEOUT_S)
-    before = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds,
-                             timeout_s=metrics_s)
+    before = settled_metrics(
+        endpoint.base_url, endpoint.server_kind, credentials=creds, timeout_s=metrics_s
+    )
     gauge = InFlight()
     with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampled:
         timed = asyncio.run(stream(timed_reqs, gauge))
-    after = settled_metrics(endpoint.base_url, endpoint.server_kind, credentials=creds,
-                            timeout_s=metrics_s)
+    after = settled_metrics(
+        endpoint.base_url, endpoint.server_kind, credentials=creds, timeout_s=metrics_s
+    )
     return summarize(
-        timed, concurrency=concurrency, prompt_tokens=length, output_tokens=output_tokens,
-        server_kind=endpoint.server_kind, counters_before=before, counters_after=after,
-        bos_tokens=bos, warmup=warm, prompt_tokens_each=each, no_cache=prompts.no_cache,
-        server=sampled.window)
+        timed,
+        concurrency=concurrency,
+        prompt_tokens=length,
+        output_tokens=output_tokens,
+        server_kind=endpoint.server_kind,
+        counters_before=before,
+        counters_after=after,
+        bos_tokens=bos,
+        warmup=warm,
+        prompt_tokens_each=each,
+        no_cache=prompts.no_cache,
+        server=sampled.window,
+    )
 
 
 OUTPUT_TOKENS = 256
@@ -326,20 +453,37 @@ OUTPUT_TOKENS = 256
 
 
 def measure_window(
-    endpoint: Endpoint, *, benchmark: str, concurrency: int, prompt_tokens: int | None,
-    repeat: int | str, run_id: str, timed_requests: int | None, timeout_s: float,
-    idle_timeout_s: float, tokenizer: ServerTokenizer,
-    meter: AbstractContextManager[Any] | None = None, output_tokens: int = OUTPUT_TOKENS,
-    user_prompts: Sequence[str] | None = None, unique_prefixes: bool = True,
+    endpoint: Endpoint,
+    *,
+    benchmark: str,
+    concurrency: int,
+    prompt_tokens: int | None,
+    repeat: int | str,
+    run_id: str,
+    timed_requests: int | None,
+    timeout_s: float,
+    idle_timeout_s: float,
+    tokenizer: ServerTokenizer,
+    meter: AbstractContextManager[Any] | None = None,
+    output_tokens: int = OUTPUT_TOKENS,
+    user_prompts: Sequence[str] | None = None,
+    unique_prefixes: bool = True,
 ) -> ThroughputResult:
     """One timed window of a throughput setting, as every bench and comparison measures it;
     prompts seeded by the run, the setting and ``repeat``: no two windows of a run share one."""
     seed = zlib.crc32(f"{run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
     return run_throughput(
-        endpoint, concurrency=concurrency, prompt_tokens=prompt_tokens,
+        endpoint,
+        concurrency=concurrency,
+        prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         timed_requests=timed_requests or default_timed_requests(concurrency),
-        warmup_requests=concurrency, seed=seed, timeout_s=timeout_s,
-        idle_timeout_s=idle_timeout_s, tokenizer=tokenizer, meter=meter,
-        user_prompts=user_prompts, unique_prefixes=unique_prefixes)
-
+        warmup_requests=concurrency,
+        seed=seed,
+        timeout_s=timeout_s,
+        idle_timeout_s=idle_timeout_s,
+        tokenizer=tokenizer,
+        meter=meter,
+        user_prompts=user_prompts,
+        unique_prefixes=unique_prefixes,
+    )

@@ -78,12 +78,22 @@ def _sdk_response(message: dict[str, Any]) -> Any:
     """The OpenAI SDK's ``ChatCompletion`` for a response with this ``choices[0].message``."""
     from openai.types.chat import ChatCompletion
 
-    return ChatCompletion.model_validate({
-        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                     "message": {"role": "assistant", **message}}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    })
+    return ChatCompletion.model_validate(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    "message": {"role": "assistant", **message},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    )
 
 
 class Reference:
@@ -142,7 +152,12 @@ class Reference:
         model = FC_MODEL if op["underscore_to_dot"] else PROMPT_MODEL
         calls = ast.literal_eval(op["calls"])
         result = self.ast_checker(
-            self.prompts[op["id"]]["function"], calls, self.answers[op["id"]], self.language, CATEGORY, model
+            self.prompts[op["id"]]["function"],
+            calls,
+            self.answers[op["id"]],
+            self.language,
+            CATEGORY,
+            model,
         )
         return self._verdict(result)
 
@@ -152,8 +167,16 @@ class Reference:
 
     def _score(self, handler: Any, ident: str, model_result: Any, model: str) -> dict[str, Any]:
         result = self.evaluate(
-            handler, ident, model_result, self.answers[ident], self.prompts[ident], model, CATEGORY,
-            language=self.language, return_format=self.return_format, has_tool_call_tag=False,
+            handler,
+            ident,
+            model_result,
+            self.answers[ident],
+            self.prompts[ident],
+            model,
+            CATEGORY,
+            language=self.language,
+            return_format=self.return_format,
+            has_tool_call_tag=False,
         )
         return self._verdict(result)
 
@@ -167,11 +190,15 @@ class Reference:
         return json.loads(json.dumps(self.make_json_serializable(parsed["model_responses"])))
 
     def decode_tools(self, op: dict[str, Any]) -> dict[str, Any]:
-        decoded = self.fc_handler.decode_ast(self._stored_tools_result(op["message"]), self.return_format, False)
+        decoded = self.fc_handler.decode_ast(
+            self._stored_tools_result(op["message"]), self.return_format, False
+        )
         return {"decoded": repr(decoded), "format_ok": self.is_format_ok(decoded)}
 
     def score_tools(self, op: dict[str, Any]) -> dict[str, Any]:
-        return self._score(self.fc_handler, op["id"], self._stored_tools_result(op["message"]), FC_MODEL)
+        return self._score(
+            self.fc_handler, op["id"], self._stored_tools_result(op["message"]), FC_MODEL
+        )
 
     def tools_request(self, op: dict[str, Any]) -> dict[str, Any]:
         entry = copy.deepcopy(self.hinted[op["id"]])
@@ -192,7 +219,7 @@ class Reference:
         method = getattr(self, op["op"])
         try:
             return method(op)  # type: ignore[no-any-return]
-        except Exception as exc:  # noqa: BLE001 - BFCL's exception is the result to compare
+        except Exception as exc:
             return {"error": type(exc).__name__}
 
 

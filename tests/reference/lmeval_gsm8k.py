@@ -38,20 +38,30 @@ class Recorder(BaseHTTPRequestHandler):
     responses: list[str] = []
     requests: dict[int, dict[str, Any]] = {}
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         index = self.by_question[question_of(body)]
         self.requests[index] = body
         text = self.responses[index]
         if "messages" in body:
-            choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": text}}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
+            }
             kind = "chat.completion"
         else:
             choice = {"index": 0, "finish_reason": "stop", "text": text}
             kind = "text_completion"
-        payload = json.dumps({"id": "x", "object": kind, "model": body.get("model", ""), "choices": [choice],
-                              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+        payload = json.dumps(
+            {
+                "id": "x",
+                "object": kind,
+                "model": body.get("model", ""),
+                "choices": [choice],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -68,7 +78,9 @@ def main() -> None:
     from lm_eval import evaluator
     from lm_eval.tasks import TaskManager
 
-    tests = [json.loads(line) for line in Path(spec["test"]).read_text().splitlines() if line.strip()]
+    tests = [
+        json.loads(line) for line in Path(spec["test"]).read_text().splitlines() if line.strip()
+    ]
     Recorder.by_question = {t["question"]: i for i, t in enumerate(tests[: spec["limit"]])}
     Recorder.responses = spec["responses"]
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
@@ -78,18 +90,29 @@ def main() -> None:
     shipped = Path(lm_eval.__file__).parent / "tasks" / "gsm8k" / "gsm8k.yaml"
     chat = spec["prompting"] == "chat"
     with tempfile.TemporaryDirectory() as tasks_dir:
-        Path(tasks_dir, "gsm8k_local.yaml").write_text(json.dumps({
-            "include": str(shipped),
-            "task": "gsm8k_local",
-            "dataset_path": "json",
-            "dataset_name": None,
-            "dataset_kwargs": {"data_files": {"train": spec["train"], "test": spec["test"]}},
-        }))
+        Path(tasks_dir, "gsm8k_local.yaml").write_text(
+            json.dumps(
+                {
+                    "include": str(shipped),
+                    "task": "gsm8k_local",
+                    "dataset_path": "json",
+                    "dataset_name": None,
+                    "dataset_kwargs": {
+                        "data_files": {"train": spec["train"], "test": spec["test"]}
+                    },
+                }
+            )
+        )
         endpoint = "chat/completions" if chat else "completions"
         results = evaluator.simple_evaluate(
             model="local-chat-completions" if chat else "local-completions",
-            model_args={"base_url": f"http://127.0.0.1:{port}/v1/{endpoint}", "model": "m",
-                        "tokenizer_backend": None, "max_gen_toks": spec["max_tokens"], "num_concurrent": 1},
+            model_args={
+                "base_url": f"http://127.0.0.1:{port}/v1/{endpoint}",
+                "model": "m",
+                "tokenizer_backend": None,
+                "max_gen_toks": spec["max_tokens"],
+                "num_concurrent": 1,
+            },
             tasks=["gsm8k_local"],
             task_manager=TaskManager(include_path=tasks_dir),
             limit=spec["limit"],
@@ -101,7 +124,9 @@ def main() -> None:
     server.shutdown()
     out: dict[int, dict[str, Any]] = {}
     for sample in results["samples"]["gsm8k_local"]:
-        entry = out.setdefault(sample["doc_id"], {"request": Recorder.requests[sample["doc_id"]], "filters": {}})
+        entry = out.setdefault(
+            sample["doc_id"], {"request": Recorder.requests[sample["doc_id"]], "filters": {}}
+        )
         entry["filters"][sample["filter"]] = {
             "filtered": sample["filtered_resps"][0],
             "exact_match": sample["exact_match"],

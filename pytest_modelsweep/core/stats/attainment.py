@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..measurements import AttainmentInterval, StepOutcome
+from ..measurements import AttainmentInterval
 from .verdicts import check_confidence
 
 DEFAULT_CONFIDENCE = 0.90
@@ -31,8 +31,9 @@ def _clopper_pearson(good: float, requests: float, confidence: float) -> tuple[f
     return low, high
 
 
-def attainment_interval(good: int, requests: int,
-                        confidence: float = DEFAULT_CONFIDENCE) -> AttainmentInterval:
+def attainment_interval(
+    good: int, requests: int, confidence: float = DEFAULT_CONFIDENCE
+) -> AttainmentInterval:
     """The exact (Clopper-Pearson) two-sided interval of a binomial share ``good/requests``."""
     check_confidence(confidence)
     if requests < 1 or not 0 <= good <= requests:
@@ -51,20 +52,22 @@ def design_effect(windows: Sequence[tuple[int, int]]) -> float:
         return 1.0
     share = good / total
     k = len(windows)
-    clustered = k / (k - 1) * sum((g - share * n) ** 2 for g, n in windows) / total ** 2
+    clustered = k / (k - 1) * sum((g - share * n) ** 2 for g, n in windows) / total**2
     binomial = share * (1.0 - share) / total
     return max(1.0, clustered / binomial)
 
 
-def windows_attainment(windows: Sequence[tuple[int, int]],
-                       confidence: float = DEFAULT_CONFIDENCE) -> AttainmentInterval:
+def windows_attainment(
+    windows: Sequence[tuple[int, int]], confidence: float = DEFAULT_CONFIDENCE
+) -> AttainmentInterval:
     """A step's pooled attainment over its windows ``(good, requests)``, with the exact
     interval of the effective counts (:func:`design_effect`); one window: its plain
     :func:`attainment_interval`."""
     check_confidence(confidence)
     if not windows or any(n < 1 or not 0 <= g <= n for g, n in windows):
-        raise ValueError(f"need windows of 0 <= good <= requests and requests >= 1, "
-                         f"got {list(windows)}")
+        raise ValueError(
+            f"need windows of 0 <= good <= requests and requests >= 1, got {list(windows)}"
+        )
     good, total = sum(g for g, _ in windows), sum(n for _, n in windows)
     deff = design_effect(windows)
     if deff == 1.0:
@@ -72,8 +75,9 @@ def windows_attainment(windows: Sequence[tuple[int, int]],
         return replace(interval, windows=len(windows)) if len(windows) > 1 else interval
     effective = total / deff
     low, high = _clopper_pearson(good / total * effective, effective, confidence)
-    return AttainmentInterval(good, total, confidence, low, high, windows=len(windows),
-                              design_effect=deff)
+    return AttainmentInterval(
+        good, total, confidence, low, high, windows=len(windows), design_effect=deff
+    )
 
 
 def min_requests_to_pass(target: float, confidence: float = DEFAULT_CONFIDENCE) -> int:
@@ -81,18 +85,23 @@ def min_requests_to_pass(target: float, confidence: float = DEFAULT_CONFIDENCE) 
     with all n good the low end is ((1 − confidence) / 2) ** (1 / n)."""
     check_confidence(confidence)
     if not 0.0 < target < 1.0:
-        raise ValueError(f"a window can show an attainment target strictly between 0 and 1 "
-                         f"(a finite sample never proves 100%), got {target!r}")
+        raise ValueError(
+            f"a window can show an attainment target strictly between 0 and 1 "
+            f"(a finite sample never proves 100%), got {target!r}"
+        )
     tail = (1.0 - confidence) / 2.0
     return math.ceil(math.log(tail) / math.log(target) - 1e-12)
 
 
-def requests_per_step_problem(requests: int, target: float,
-                              confidence: float = DEFAULT_CONFIDENCE) -> str | None:
+def requests_per_step_problem(
+    requests: int, target: float, confidence: float = DEFAULT_CONFIDENCE
+) -> str | None:
     """One line when ``requests`` per step are too few for any step to pass; else None."""
     needed = min_requests_to_pass(target, confidence)
     if requests >= needed:
         return None
-    return (f"{requests} requests per step can never show {target:.0%} SLO attainment at "
-            f"{confidence:.0%} confidence (even all good gives a lower bound below it); "
-            f"use at least {needed} timed requests per step")
+    return (
+        f"{requests} requests per step can never show {target:.0%} SLO attainment at "
+        f"{confidence:.0%} confidence (even all good gives a lower bound below it); "
+        f"use at least {needed} timed requests per step"
+    )

@@ -79,11 +79,16 @@ class PairedInterval:
         """One line: why this interval supports no verdict (empty when it does)."""
         if not self.too_few_items:
             return ""
-        found = (f"only {self.n} items paired" if self.n < MIN_PAIRED_ITEMS
-                 else f"only {self.discordant} of {self.n} items scored differently")
-        return (f"{found} (the interval holds its {self.confidence:.0%} coverage from "
-                f"{MIN_PAIRED_ITEMS} items with {MIN_DISCORDANT} scored differently on): score "
-                "more items (raise --limit)")
+        found = (
+            f"only {self.n} items paired"
+            if self.n < MIN_PAIRED_ITEMS
+            else f"only {self.discordant} of {self.n} items scored differently"
+        )
+        return (
+            f"{found} (the interval holds its {self.confidence:.0%} coverage from "
+            f"{MIN_PAIRED_ITEMS} items with {MIN_DISCORDANT} scored differently on): score "
+            "more items (raise --limit)"
+        )
 
     @property
     def covers_zero(self) -> bool:
@@ -139,16 +144,23 @@ def id_examples(ids: Iterable[str]) -> str:
     return shown + (", ..." if len(listed) > _MAX_IDS_IN_MESSAGE else "")
 
 
-def _aligned_scores(candidate: Mapping[str, float],
-                    reference: Mapping[str, float]) -> tuple[FloatArray, FloatArray]:
+def _aligned_scores(
+    candidate: Mapping[str, float], reference: Mapping[str, float]
+) -> tuple[FloatArray, FloatArray]:
     """Candidate and reference scores as arrays in sorted item-id order."""
     candidate_ids, reference_ids = set(candidate), set(reference)
     if candidate_ids != reference_ids:
-        parts = [f"{len(ids)} only in {side} ({id_examples(ids)})"
-                 for side, ids in (("candidate", candidate_ids - reference_ids),
-                                   ("reference", reference_ids - candidate_ids)) if ids]
-        raise ValueError("candidate and reference were scored on different items: "
-                         + "; ".join(parts))
+        parts = [
+            f"{len(ids)} only in {side} ({id_examples(ids)})"
+            for side, ids in (
+                ("candidate", candidate_ids - reference_ids),
+                ("reference", reference_ids - candidate_ids),
+            )
+            if ids
+        ]
+        raise ValueError(
+            "candidate and reference were scored on different items: " + "; ".join(parts)
+        )
     if not candidate_ids:
         raise ValueError("no items to compare: both score sets are empty")
     ids = sorted(candidate_ids)
@@ -165,8 +177,7 @@ def _aligned_scores(candidate: Mapping[str, float],
 # --------------------------------------------------------------------------- resampling
 
 
-def _chunked_means(resamples: int, width: int,
-                   draw: Callable[[int], FloatArray]) -> FloatArray:
+def _chunked_means(resamples: int, width: int, draw: Callable[[int], FloatArray]) -> FloatArray:
     """``resamples`` bootstrap means, ``draw(rows)`` making each chunk of rows of at most
     :data:`_CHUNK_ELEMENTS` elements of ``width``: memory stays bounded."""
     means = np.empty(resamples, dtype=np.float64)
@@ -191,13 +202,17 @@ def bootstrap_mean_distribution(
     n = array.size
     distinct, counts = np.unique(array, return_counts=True)
     if not (distinct.size <= MAX_EXACT_CATEGORIES if exact is None else exact):
-        return _chunked_means(resamples, n, lambda rows: np.mean(
-            array[rng.integers(0, n, size=(rows, n))], axis=1))
+        return _chunked_means(
+            resamples, n, lambda rows: np.mean(array[rng.integers(0, n, size=(rows, n))], axis=1)
+        )
     if distinct.size == 1:
         return np.full(resamples, distinct[0], dtype=np.float64)
     shares = counts / n
-    return _chunked_means(resamples, distinct.size,
-                          lambda rows: (rng.multinomial(n, shares, size=rows) @ distinct) / n)
+    return _chunked_means(
+        resamples,
+        distinct.size,
+        lambda rows: (rng.multinomial(n, shares, size=rows) @ distinct) / n,
+    )
 
 
 # --------------------------------------------------------------------------- paired bootstrap
@@ -219,8 +234,9 @@ class _PairedSample:
     seed: int
 
 
-def _paired_sample(candidate: Mapping[str, float], reference: Mapping[str, float],
-                   resamples: int, seed: int) -> _PairedSample:
+def _paired_sample(
+    candidate: Mapping[str, float], reference: Mapping[str, float], resamples: int, seed: int
+) -> _PairedSample:
     candidate_scores, reference_scores = _aligned_scores(candidate, reference)
     differences = candidate_scores - reference_scores
     n = differences.size
@@ -246,7 +262,9 @@ def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
     from the mid-rank fraction, clipped to [1/(2B), 1 - 1/(2B)]; a closed-form acceleration."""
     means = sample.means
     resamples = means.size
-    below = np.count_nonzero(means < sample.difference) + np.count_nonzero(means <= sample.difference)
+    below = np.count_nonzero(means < sample.difference) + np.count_nonzero(
+        means <= sample.difference
+    )
     fraction = min(max(below / (2.0 * resamples), 0.5 / resamples), 1.0 - 0.5 / resamples)
     z0 = _STANDARD_NORMAL.inv_cdf(fraction)
     centred = sample.differences - sample.difference
@@ -270,14 +288,23 @@ def _interval(sample: _PairedSample, confidence: float, method: str) -> PairedIn
         low, high = 2.0 * sample.difference - high, 2.0 * sample.difference - low
     z_sum = _STANDARD_NORMAL.inv_cdf(1.0 - alpha / 2) + _STANDARD_NORMAL.inv_cdf(DETECTION_POWER)
     return PairedInterval(
-        difference=sample.difference, low=low, high=high, confidence=confidence,
-        n=sample.differences.size, resamples=sample.means.size, method=method, seed=sample.seed,
+        difference=sample.difference,
+        low=low,
+        high=high,
+        confidence=confidence,
+        n=sample.differences.size,
+        resamples=sample.means.size,
+        method=method,
+        seed=sample.seed,
         discordant=sample.candidate_ahead + sample.reference_ahead,
-        candidate_ahead=sample.candidate_ahead, reference_ahead=sample.reference_ahead,
-        candidate_mean=sample.candidate_mean, reference_mean=sample.reference_mean,
+        candidate_ahead=sample.candidate_ahead,
+        reference_ahead=sample.reference_ahead,
+        candidate_mean=sample.candidate_mean,
+        reference_mean=sample.reference_mean,
         standard_error=sample.standard_error,
         bootstrap_standard_error=float(np.std(sample.means, ddof=1)),
-        min_detectable_difference=z_sum * sample.standard_error, p_value=sample.p_value,
+        min_detectable_difference=z_sum * sample.standard_error,
+        p_value=sample.p_value,
     )
 
 
@@ -332,14 +359,17 @@ def holm_intervals(
     alpha = 1.0 - check_confidence(confidence)
     resamples = _check_resamples(resamples)
     method = _check_method(method)
-    samples = {name: _paired_sample(candidate, reference, resamples, seed)
-               for name, (candidate, reference) in comparisons.items()}
+    samples = {
+        name: _paired_sample(candidate, reference, resamples, seed)
+        for name, (candidate, reference) in comparisons.items()
+    }
 
     def test(name: str, level: float) -> tuple[bool, PairedInterval]:
         interval = _interval(samples[name], 1.0 - level, method)
         return not interval.covers_zero, interval
 
-    steps = holm_step_down({name: sample.p_value for name, sample in samples.items()}, alpha,
-                           test)
-    return {name: HolmComparison(name, step.rank, step.rejected, step.result)
-            for name, step in steps.items()}
+    steps = holm_step_down({name: sample.p_value for name, sample in samples.items()}, alpha, test)
+    return {
+        name: HolmComparison(name, step.rank, step.rejected, step.result)
+        for name, step in steps.items()
+    }

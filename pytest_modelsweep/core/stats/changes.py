@@ -63,8 +63,11 @@ def _max_t(values: Floats, within: float, sides: tuple[int, int]) -> tuple[Float
         scale = np.sqrt(spread * (1 / k + 1 / (n - k)))
         difference = np.abs(mean_left - mean_right)
         with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(scale > 0, difference / np.where(scale > 0, scale, 1.0),
-                         np.where(difference > 1e-12 * (1 + np.abs(mean_left)), np.inf, 0.0))
+            t = np.where(
+                scale > 0,
+                difference / np.where(scale > 0, scale, 1.0),
+                np.where(difference > 1e-12 * (1 + np.abs(mean_left)), np.inf, 0.0),
+            )
         larger = t > best
         best = np.where(larger, t, best)
         where = np.where(larger, k, where)
@@ -83,9 +86,14 @@ def _fewest(sides: tuple[int, int]) -> int:
     return max(MIN_RUNS, sum(sides))
 
 
-def max_t_test(values: Sequence[float], within: float = 0.0, *,
-               sides: tuple[int, int] = SIDES, simulations: int = SIMULATIONS,
-               seed: int = SEED) -> tuple[float, int, float]:
+def max_t_test(
+    values: Sequence[float],
+    within: float = 0.0,
+    *,
+    sides: tuple[int, int] = SIDES,
+    simulations: int = SIMULATIONS,
+    seed: int = SEED,
+) -> tuple[float, int, float]:
     """(T, k, p-value) of one series (the module's rule); k: the size of the first side."""
     x = np.asarray(values, dtype=float)
     n = x.size
@@ -97,9 +105,15 @@ def max_t_test(values: Sequence[float], within: float = 0.0, *,
     return float(statistic[0]), int(where[0]), (1 + exceeding) / (1 + simulations)
 
 
-def change_points(values: Sequence[float], within: Sequence[float] | None = None, *,
-                  alpha: float = ALPHA, sides: tuple[int, int] = SIDES,
-                  simulations: int = SIMULATIONS, seed: int = SEED) -> list[Change]:
+def change_points(
+    values: Sequence[float],
+    within: Sequence[float] | None = None,
+    *,
+    alpha: float = ALPHA,
+    sides: tuple[int, int] = SIDES,
+    simulations: int = SIMULATIONS,
+    seed: int = SEED,
+) -> list[Change]:
     """The changes the module's rule locates in ``values`` (oldest first), in run order;
     ``within``: each run's within-run variance of its figure (NaN or missing: unknown)."""
     x = [float(v) for v in values]
@@ -116,12 +130,20 @@ def change_points(values: Sequence[float], within: Sequence[float] | None = None
             return
         known = [w for w in noise[start:stop] if math.isfinite(w)]
         floor = sum(known) / len(known) if known else 0.0
-        statistic, k, p_value = max_t_test(segment, floor, sides=sides,
-                                           simulations=simulations, seed=seed)
+        statistic, k, p_value = max_t_test(
+            segment, floor, sides=sides, simulations=simulations, seed=seed
+        )
         if p_value > level:
             return
-        found.append(Change(start + k, sum(segment[:k]) / k,
-                            sum(segment[k:]) / (len(segment) - k), statistic, p_value))
+        found.append(
+            Change(
+                start + k,
+                sum(segment[:k]) / k,
+                sum(segment[k:]) / (len(segment) - k),
+                statistic,
+                p_value,
+            )
+        )
         split(start, start + k, level / 2)
         split(start + k, stop, level / 2)
 

@@ -26,8 +26,9 @@ class HolmStep(Generic[R]):
     result: R
 
 
-def holm_step_down(p_values: Mapping[K, float], alpha: float,
-                   test: Callable[[K, float], tuple[bool, R]]) -> dict[K, HolmStep[R]]:
+def holm_step_down(
+    p_values: Mapping[K, float], alpha: float, test: Callable[[K, float], tuple[bool, R]]
+) -> dict[K, HolmStep[R]]:
     """Each key's step (ties in input order); ``test(key, level)`` returns whether the key's
     comparison rejects at ``level`` and what it found there."""
     family = len(p_values)

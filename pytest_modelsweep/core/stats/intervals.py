@@ -82,22 +82,32 @@ class RatioInterval:
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly copy of the fields; a bound that is not a number (no interval) is None,
         so that strict JSON readers can read the results."""
-        return {key: (None if isinstance(value, float) and math.isnan(value) else value)
-                for key, value in asdict(self).items()}
+        return {
+            key: (None if isinstance(value, float) and math.isnan(value) else value)
+            for key, value in asdict(self).items()
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RatioInterval:
         """Inverse of :meth:`as_dict` (None back to NaN); extra keys are ignored."""
+
         def number(value: Any) -> float:
             return math.nan if value is None else float(value)
 
         return cls(
-            ratio=float(data["ratio"]), low=number(data["low"]), high=number(data["high"]),
-            confidence=float(data["confidence"]), candidate_mean=float(data["candidate_mean"]),
-            reference_mean=float(data["reference_mean"]), candidate_n=int(data["candidate_n"]),
-            reference_n=int(data["reference_n"]), degenerate=bool(data["degenerate"]),
-            method=str(data.get("method", "welch-log-t")), df=number(data.get("df")),
-            log_standard_error=number(data.get("log_standard_error")))
+            ratio=float(data["ratio"]),
+            low=number(data["low"]),
+            high=number(data["high"]),
+            confidence=float(data["confidence"]),
+            candidate_mean=float(data["candidate_mean"]),
+            reference_mean=float(data["reference_mean"]),
+            candidate_n=int(data["candidate_n"]),
+            reference_n=int(data["reference_n"]),
+            degenerate=bool(data["degenerate"]),
+            method=str(data.get("method", "welch-log-t")),
+            df=number(data.get("df")),
+            log_standard_error=number(data.get("log_standard_error")),
+        )
 
     def at_confidence(self, confidence: float) -> RatioInterval:
         """The same estimate with its interval at another confidence level."""
@@ -106,8 +116,9 @@ class RatioInterval:
             return replace(self, confidence=confidence)
         half = t_half_width(self.log_standard_error, self.df, confidence)
         centre = math.log(self.ratio)
-        return replace(self, confidence=confidence, low=math.exp(centre - half),
-                       high=math.exp(centre + half))
+        return replace(
+            self, confidence=confidence, low=math.exp(centre - half), high=math.exp(centre + half)
+        )
 
 
 def _logs(values: Sequence[float], what: str) -> FloatArray:
@@ -118,9 +129,16 @@ def _logs(values: Sequence[float], what: str) -> FloatArray:
     return np.log(array)
 
 
-def _ratio_from_log(log_ratio: float, variance: float, df: float, confidence: float, *,
-                    candidate: Sequence[float], reference: Sequence[float],
-                    method: str) -> RatioInterval:
+def _ratio_from_log(
+    log_ratio: float,
+    variance: float,
+    df: float,
+    confidence: float,
+    *,
+    candidate: Sequence[float],
+    reference: Sequence[float],
+    method: str,
+) -> RatioInterval:
     degenerate = not (math.isfinite(variance) and math.isfinite(df) and df > 0)
     standard_error = math.nan if degenerate else math.sqrt(variance)
     low = high = math.nan
@@ -128,10 +146,18 @@ def _ratio_from_log(log_ratio: float, variance: float, df: float, confidence: fl
         half = t_half_width(standard_error, df, confidence)
         low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
     return RatioInterval(
-        ratio=math.exp(log_ratio), low=low, high=high, confidence=confidence,
-        candidate_mean=float(np.mean(candidate)), reference_mean=float(np.mean(reference)),
-        candidate_n=len(candidate), reference_n=len(reference), degenerate=degenerate,
-        method=method, df=math.nan if degenerate else df, log_standard_error=standard_error,
+        ratio=math.exp(log_ratio),
+        low=low,
+        high=high,
+        confidence=confidence,
+        candidate_mean=float(np.mean(candidate)),
+        reference_mean=float(np.mean(reference)),
+        candidate_n=len(candidate),
+        reference_n=len(reference),
+        degenerate=degenerate,
+        method=method,
+        df=math.nan if degenerate else df,
+        log_standard_error=standard_error,
     )
 
 
@@ -177,12 +203,22 @@ def ratio_interval(
             df = variance**2 / (a**2 / (log_c.size - 1) + b**2 / (log_r.size - 1))
         else:  # identical repeats on both sides: a zero-width interval, df as if pooled
             df = float(log_c.size + log_r.size - 2)
-    return _ratio_from_log(float(log_c.mean() - log_r.mean()), variance, df, confidence,
-                           candidate=candidate, reference=reference, method="welch-log-t")
+    return _ratio_from_log(
+        float(log_c.mean() - log_r.mean()),
+        variance,
+        df,
+        confidence,
+        candidate=candidate,
+        reference=reference,
+        method="welch-log-t",
+    )
 
 
 def paired_ratio_interval(
-    candidate: Sequence[float], reference: Sequence[float], *, first_stage: int | None = None,
+    candidate: Sequence[float],
+    reference: Sequence[float],
+    *,
+    first_stage: int | None = None,
     confidence: float = 0.95,
 ) -> RatioInterval:
     """Interval of candidate ÷ reference from windows measured in pairs (interleaved).
@@ -194,8 +230,9 @@ def paired_ratio_interval(
     """
     confidence = check_confidence(confidence)
     if len(candidate) != len(reference):
-        raise ValueError(f"paired windows: {len(candidate)} candidate and "
-                         f"{len(reference)} reference windows")
+        raise ValueError(
+            f"paired windows: {len(candidate)} candidate and {len(reference)} reference windows"
+        )
     differences = _logs(candidate, "candidate windows") - _logs(reference, "reference windows")
     n = differences.size
     spread = n if first_stage is None else min(first_stage, n)
@@ -203,14 +240,21 @@ def paired_ratio_interval(
         variance = df = math.nan
     else:
         variance, df = float(np.var(differences[:spread], ddof=1)) / n, float(spread - 1)
-    return _ratio_from_log(float(differences.mean()), variance, df, confidence,
-                           candidate=candidate, reference=reference,
-                           method="paired-log-t" if first_stage is None
-                           else "paired-log-t-two-stage")
+    return _ratio_from_log(
+        float(differences.mean()),
+        variance,
+        df,
+        confidence,
+        candidate=candidate,
+        reference=reference,
+        method="paired-log-t" if first_stage is None else "paired-log-t-two-stage",
+    )
 
 
 def ratio_interval_between_runs(
-    candidate: Sequence[float], reference_runs: Sequence[Sequence[float]], *,
+    candidate: Sequence[float],
+    reference_runs: Sequence[Sequence[float]],
+    *,
     confidence: float = 0.95,
 ) -> RatioInterval:
     """Candidate run ÷ a baseline of several runs, with run-to-run variance in the interval
@@ -238,9 +282,15 @@ def ratio_interval_between_runs(
             df = variance**2 / (baseline_term**2 / (k - 1) + candidate_term**2 / (log_c.size - 1))
         else:
             df = float(k - 1 + log_c.size - 1)
-    return _ratio_from_log(float(log_c.mean() - run_means.mean()), variance, df, confidence,
-                           candidate=candidate, reference=[x for run in runs for x in run],
-                           method="between-runs-log-t")
+    return _ratio_from_log(
+        float(log_c.mean() - run_means.mean()),
+        variance,
+        df,
+        confidence,
+        candidate=candidate,
+        reference=[x for run in runs for x in run],
+        method="between-runs-log-t",
+    )
 
 
 def wilson_interval(successes: int, n: int) -> tuple[float, float]:

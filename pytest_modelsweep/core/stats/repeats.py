@@ -42,8 +42,10 @@ class RepeatPolicy:
 
     def __post_init__(self) -> None:
         if self.count is None and not 2 <= self.first_stage <= self.most:
-            raise ValueError(f"--repeats auto needs 2 <= first stage ({self.first_stage}) "
-                             f"<= --repeats-max ({self.most})")
+            raise ValueError(
+                f"--repeats auto needs 2 <= first stage ({self.first_stage}) "
+                f"<= --repeats-max ({self.most})"
+            )
 
     @property
     def auto(self) -> bool:
@@ -91,8 +93,10 @@ class RepeatPolicy:
         """What the measurement records as ``repeats_rule``."""
         if self.count is not None:
             return RULE_FIXED
-        return (f"auto: two-stage, {self.first_stage} first, half-width ≤ {self.target:.0%} "
-                f"or {self.most} repeats")
+        return (
+            f"auto: two-stage, {self.first_stage} first, half-width ≤ {self.target:.0%} "
+            f"or {self.most} repeats"
+        )
 
     @property
     def interval_rule(self) -> str:
@@ -109,5 +113,6 @@ class RepeatPolicy:
         """The interval of candidate ÷ reference from interleaved pairs measured under it."""
         from .intervals import paired_ratio_interval
 
-        return paired_ratio_interval(candidate, reference,
-                                     first_stage=self.first_stage if self.auto else None)
+        return paired_ratio_interval(
+            candidate, reference, first_stage=self.first_stage if self.auto else None
+        )

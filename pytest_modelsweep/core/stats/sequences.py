@@ -93,18 +93,25 @@ class SequentialDecision:
 def _check_population(population: int | None) -> int | None:
     if population is None:
         return None
-    if isinstance(population, bool) or not isinstance(population, (int, np.integer)) \
-            or population < 1:
-        raise ValueError(f"population must be a whole number of items >= 1 (the data set's "
-                         f"size) or None, got {population!r}")
+    if (
+        isinstance(population, bool)
+        or not isinstance(population, (int, np.integer))
+        or population < 1
+    ):
+        raise ValueError(
+            f"population must be a whole number of items >= 1 (the data set's "
+            f"size) or None, got {population!r}"
+        )
     return int(population)
 
 
 def _check_differences(differences: ArrayLike) -> FloatArray:
     array = np.asarray(differences, dtype=np.float64)
     if array.ndim not in (1, 2):
-        raise ValueError(f"differences must be one row (items) or a table (runs x items), "
-                         f"got shape {array.shape}")
+        raise ValueError(
+            f"differences must be one row (items) or a table (runs x items), "
+            f"got shape {array.shape}"
+        )
     if not np.all(np.isfinite(array)):
         raise ValueError("a paired difference is not a finite number")
     if np.any(np.abs(array) > 1.0):
@@ -127,8 +134,9 @@ def _bet_sizes(y: FloatArray, log_threshold: float) -> list[FloatArray]:
     return [np.sqrt(2.0 * log_threshold / (previous * horizon)) for horizon in HORIZONS]
 
 
-def _log_capitals(y: FloatArray, mean: FloatArray, population: int | None,
-                  bets: list[FloatArray]) -> tuple[FloatArray, FloatArray]:
+def _log_capitals(
+    y: FloatArray, mean: FloatArray, population: int | None, bets: list[FloatArray]
+) -> tuple[FloatArray, FloatArray]:
     """Running maxima of log K+ and log K− at the candidate means ``mean`` (y units, one per run)."""
     runs, n = y.shape
     if population is None:
@@ -160,7 +168,10 @@ def _first_true(flags: NDArray[np.bool_]) -> IntArray:
 
 
 def crossing_times(
-    differences: ArrayLike, value: ArrayLike, *, population: int | None,
+    differences: ArrayLike,
+    value: ArrayLike,
+    *,
+    population: int | None,
     confidence: float = 0.95,
 ) -> tuple[IntArray, IntArray]:
     """When the sequence first rules out a mean difference, for many runs at once.
@@ -185,8 +196,10 @@ def crossing_times(
     values = np.atleast_1d(np.asarray(value, dtype=np.float64))
     runs = max(table.shape[0], values.size)
     if values.ndim != 1 or values.size not in (1, runs) or table.shape[0] not in (1, runs):
-        raise ValueError(f"{table.shape[0]} runs of differences and {values.size} values: give "
-                         "one value per run, or one for all, or one run for many values")
+        raise ValueError(
+            f"{table.shape[0]} runs of differences and {values.size} values: give "
+            "one value per run, or one for all, or one run for many values"
+        )
     table = np.broadcast_to(table, (runs, n))
     values = np.broadcast_to(values, (runs,))
     if not np.all(np.isfinite(values)):
@@ -257,8 +270,10 @@ class PairedConfidenceSequence:
         if added.ndim != 1:
             raise ValueError(f"update takes one row of differences, got shape {added.shape}")
         if self.population is not None and self.n + added.size > self.population:
-            raise ValueError(f"{self.n + added.size} items but the data set has only "
-                             f"{self.population} (population): feed each item once")
+            raise ValueError(
+                f"{self.n + added.size} items but the data set has only "
+                f"{self.population} (population): feed each item once"
+            )
         self._differences.extend(added.tolist())
 
     def _rules_out(self, values: FloatArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
@@ -266,8 +281,12 @@ class PairedConfidenceSequence:
         if not self._differences:
             none = np.zeros(values.size, dtype=bool)
             return none | (values < -1.0), none | (values > 1.0)
-        below, above = crossing_times(np.asarray(self._differences), values, population=self.population,
-                                      confidence=self.confidence)
+        below, above = crossing_times(
+            np.asarray(self._differences),
+            values,
+            population=self.population,
+            confidence=self.confidence,
+        )
         return below <= self.n, above <= self.n
 
     def rules_out(self, value: float) -> tuple[bool, bool]:
@@ -302,9 +321,15 @@ class PairedConfidenceSequence:
             left = self.population - self.n
             low = max(low, (total - left) / self.population)
             high = min(high, (total + left) / self.population)
-        return SequenceInterval(low=low, high=high, difference=self.difference, n=self.n,
-                                population=self.population, confidence=self.confidence,
-                                method=self.method)
+        return SequenceInterval(
+            low=low,
+            high=high,
+            difference=self.difference,
+            n=self.n,
+            population=self.population,
+            confidence=self.confidence,
+            method=self.method,
+        )
 
     def decide(self, margin: float | None = None, *, final: bool = False) -> SequentialDecision:
         """Stop with a verdict, or go on.
@@ -336,15 +361,21 @@ class PairedConfidenceSequence:
         if verdict is None and final:
             verdict = Verdict.MATCHES if margin is None else Verdict.INCONCLUSIVE
             reason = StopReason.FINAL
-        return SequentialDecision(verdict=verdict, reason=reason, interval=interval,
-                                  margin=margin, message=_message(verdict, reason, interval))
+        return SequentialDecision(
+            verdict=verdict,
+            reason=reason,
+            interval=interval,
+            margin=margin,
+            message=_message(verdict, reason, interval),
+        )
 
 
-def _message(verdict: Verdict | None, reason: StopReason | None,
-             interval: SequenceInterval) -> str:
+def _message(verdict: Verdict | None, reason: StopReason | None, interval: SequenceInterval) -> str:
     of = f" of {interval.population}" if interval.population is not None else ""
-    bounds = (f"{interval.confidence:.0%} sequence {interval.low:+.3f} to {interval.high:+.3f}, "
-              f"mean difference {interval.difference:+.3f}")
+    bounds = (
+        f"{interval.confidence:.0%} sequence {interval.low:+.3f} to {interval.high:+.3f}, "
+        f"mean difference {interval.difference:+.3f}"
+    )
     if verdict is None:
         return f"undecided after {interval.n}{of} items ({bounds}): go on"
     if verdict is Verdict.INCONCLUSIVE and reason is StopReason.DECIDED:
@@ -376,8 +407,12 @@ def seeded_order(item_ids: Iterable[str], seed: int) -> list[str]:
 
 
 def paired_sequence(
-    candidate: Mapping[str, float], reference: Mapping[str, float], order: Sequence[str], *,
-    population: int | None, confidence: float = 0.95,
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    order: Sequence[str],
+    *,
+    population: int | None,
+    confidence: float = 0.95,
 ) -> PairedConfidenceSequence:
     """The sequence over the longest prefix of ``order`` that both sides have scored.
 
@@ -392,8 +427,10 @@ def paired_sequence(
         pair = float(candidate[item]), float(reference[item])
         for side, score in zip(("candidate", "reference"), pair, strict=True):
             if not (math.isfinite(score) and 0.0 <= score <= 1.0):
-                raise ValueError(f"{side} score of item {item!r} is {score!r}: a sequential "
-                                 "verdict needs scores in [0, 1]")
+                raise ValueError(
+                    f"{side} score of item {item!r} is {score!r}: a sequential "
+                    "verdict needs scores in [0, 1]"
+                )
         differences.append(pair[0] - pair[1])
     if differences:
         sequence.update(differences)

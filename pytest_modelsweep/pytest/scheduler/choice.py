@@ -66,7 +66,8 @@ class SchedulingByCollection:
                 f"--dist {self.dist} would spread one model's tests over several xdist workers, "
                 "but each model's server must run on exactly one worker (one chip per model): use "
                 "-n N alone (modelsweep then schedules by model), or --dist each to measure every "
-                "model on every worker")
+                "model on every worker"
+            )
         from .by_model import ModelScheduling
 
         ours = ModelScheduling(self.config, self.log, parser)
