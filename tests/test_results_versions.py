@@ -1,16 +1,14 @@
-"""Results files of the last two schema versions, written by the code of their time, read by
-today's: every measurement reads into its typed record and writes back the same JSON text, and
-every figure of a known kind is held by a typed field, so that the fields alone write, key for
-key and in order, what the old code wrote: today's writer writes these files as the old one did.
+"""Results files of the two older schema versions, written by the code of their time, read
+by today's through one dict-to-dict upgrade (``store/upgrade.py``) into the same records they
+read into before schema 3 (the records dumped, class name and fields, at commit 080a7c2 by
+``tests/data/dump_golden_records.py``):
 
 * ``tests/data/results_v1_every_kind.json``: ``pytest-modelsweep/results/1``, written by the
   code before the typed records (commit 432fbe3; see tests/test_measurement_records.py);
 * ``tests/data/results_v2_every_kind.json``: ``pytest-modelsweep/results/2``, written by the
   code before the records were written by cattrs (commit 243aec3) in the four runs of
   ``tests/test_measurement_records.py`` (every kind and design, the open loop and the cold
-  start included): one measurement of each benchmark and design, each with its first two
-  request and item records and each window with its first two server-metrics samples (to keep
-  the file small; none of these lists is a figure the records compute).
+  start included).
 
 A file with a value of the wrong type is refused in one line naming the file and the key;
 what the schema promises to read leniently (a key an older writer left out, a key no field
@@ -19,107 +17,94 @@ holds) still reads.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from stores import raw_sql
 
-from pytest_modelsweep.core.codec import Record
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.measurements import (
-    AccuracyStats,
-    AccuracyVerdictStats,
-    CapacityRatioStats,
-    CapacityStats,
     Measurement,
-    OtherStats,
-    RateCapacityRatioStats,
-    RateCapacityStats,
-    ScreeningResult,
-    SmokeStats,
-    StartupStats,
     ThroughputRatioStats,
     ThroughputStats,
     measurements_of,
 )
 from pytest_modelsweep.store.database import Store
 from pytest_modelsweep.store.results import FIX, ResultsWriter, load_results
+from pytest_modelsweep.store.upgrade import upgrade_measurement
 
 DATA = Path(__file__).resolve().parent / "data"
 V1, V2 = DATA / "results_v1_every_kind.json", DATA / "results_v2_every_kind.json"
-BEFORE_OPEN_LOOP = {
-    AccuracyStats,
-    ThroughputStats,
-    CapacityStats,
-    SmokeStats,
-    ScreeningResult,
-    AccuracyVerdictStats,
-    ThroughputRatioStats,
-    CapacityRatioStats,
-    OtherStats,
+RENAMED = {
+    "RateStep": "SearchStep",
+    "CapacityStats": "SearchStats",
+    "RateCapacityStats": "SearchStats",
+    "CapacityRatioStats": "SearchRatioStats",
+    "RateCapacityRatioStats": "SearchRatioStats",
 }
-KINDS = {
-    V1: ("pytest-modelsweep/results/1", BEFORE_OPEN_LOOP),
-    V2: (
-        "pytest-modelsweep/results/2",
-        BEFORE_OPEN_LOOP | {RateCapacityStats, RateCapacityRatioStats, StartupStats},
-    ),
+"""The classes of 080a7c2 that are one record with a ``knob`` field now."""
+KNOB = {
+    "concurrency": ("CapacityStats", "CapacityRatioStats"),
+    "rate": ("RateCapacityStats", "RateCapacityRatioStats"),
 }
 
 
-def text(data: Any) -> str:
-    return json.dumps(data)
+def neutral(value: Any) -> Any:
+    """A record as plain JSON values: its class's name and its fields (as the dump script)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"__class__": type(value).__name__} | {
+            f.name: neutral(getattr(value, f.name)) for f in dataclasses.fields(value)
+        }
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): neutral(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [neutral(v) for v in value]
+    return repr(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def figures(data: Any) -> Any:
-    """A JSON value with its numbers to 12 digits (a figure a record derives, such as a cold
-    start's interval, may differ in its last bits from the old code's arithmetic)."""
-    if isinstance(data, dict):
-        return {k: figures(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [figures(v) for v in data]
-    return float(f"{data:.12g}") if isinstance(data, float) else data
-
-
-def not_written_by_fields(record: Record, where: str = "stats") -> list[str]:
-    """Where a record (or one inside it) read a dict its fields do not write back, key for key
-    and in order (an accuracy's keys follow its benchmark's summary: :meth:`AccuracyStats.of`)."""
-    found = []
-    source, read = record.shape.source, record.shape.read
-    if source is not None and (
-        json.dumps(figures(read), sort_keys=True) != json.dumps(figures(source), sort_keys=True)
-        or (list(read) != list(source) and not isinstance(record, AccuracyStats))
-    ):
-        found.append(where)
-    for spec in fields(record):
-        value = getattr(record, spec.name)
-        for index, inner in enumerate(value if isinstance(value, tuple) else (value,)):
-            if isinstance(inner, Record):
-                found += not_written_by_fields(inner, f"{where}.{spec.name}[{index}]")
-    return found
+def as_today(before: Any) -> Any:
+    """A record dumped at 080a7c2 with its class renamed as today (a search's knob, a class
+    variable then, is a field now)."""
+    if isinstance(before, list):
+        return [as_today(v) for v in before]
+    if not isinstance(before, dict):
+        return before
+    data = {k: as_today(v) for k, v in before.items()}
+    name = data.get("__class__")
+    knob = next((k for k, names in KNOB.items() if name in names), None)
+    if knob is not None:
+        data.setdefault("knob", knob)
+    if name in RENAMED:
+        data["__class__"] = RENAMED[name]
+    return data
 
 
 @pytest.mark.parametrize("path", [V1, V2], ids=["schema-1", "schema-2"])
-def test_a_results_file_of_each_version_reads_back_as_the_old_code_wrote_it(path: Path) -> None:
-    schema, kinds = KINDS[path]
+def test_a_results_file_of_each_version_reads_into_the_records_it_read_into(path: Path) -> None:
     data = load_results(path)
-    assert data["schema"] == schema
+    assert data["schema"] == "pytest-modelsweep/results/3"
     read = measurements_of(data["measurements"], where=str(path))
-    assert {type(m.stats) for m in read} == kinds
     assert {m.stats.design for m in read if isinstance(m.stats, ThroughputRatioStats)} == {
         "back-to-back",
         "interleaved",
     }
-    for measurement, written in zip(read, data["measurements"]):
-        assert text(measurement.to_dict()) == text(written), measurement.test_id
-        again = Measurement.from_dict(json.loads(text(measurement.to_dict())))
-        assert text(again.to_dict()) == text(written)
-        if not isinstance(measurement.stats, OtherStats):
-            assert not_written_by_fields(measurement.stats) == [], measurement.test_id
+    dumped = json.loads(path.with_suffix(".records.json").read_text(encoding="utf-8"))
+    now = json.loads(json.dumps([neutral(m) for m in read], sort_keys=True))
+    assert len(now) == len(dumped)
+    for before, after in zip(dumped, now):
+        for measurement in (before, after):  # items and requests are the file's dicts, as read
+            measurement.pop("items"), measurement.pop("requests")
+        assert as_today(after) == as_today(before), after["test_id"]
+    for measurement in read:  # and schema 3 reads back what it writes
+        assert Measurement.from_dict(measurement.to_dict()) == measurement
 
 
 def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(tmp_path: Path) -> None:
@@ -147,25 +132,26 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(tmp_p
 
 
 def test_what_the_schema_reads_leniently_still_reads() -> None:
-    """A key an older writer left out reads as the field's default and stays out; a key no
-    field holds is kept in its place; a field changed since writes its new value."""
-    data = next(
-        m
-        for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
-        if m["benchmark"] == "throughput"
+    """A key an older writer left out reads as the field's default; a key no field holds is
+    left out; an int reads as a float."""
+    data = upgrade_measurement(
+        next(
+            m
+            for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
+            if m["benchmark"] == "throughput"
+        )
     )
     window = data["stats"]["repeats"][0]
     del window["server_metrics"]
     window["my_figure"] = [1, 2]
     window["fidelity"] = 1  # an int where the writer wrote a float
-    data["stats"] = {"mine": "first", **data["stats"]}
     measurement = Measurement.from_dict(data)
     stats = measurement.stats
     assert isinstance(stats, ThroughputStats)
     assert stats.repeats[0].server_metrics is None and stats.repeats[0].fidelity == 1.0
-    assert text(measurement.to_dict()) == text(data)
-    moved = replace(measurement, run_id="r1").to_dict()
-    assert text(moved) == text({**data, "run_id": "r1"})
+    written = measurement.to_dict()["stats"]["repeats"][0]
+    assert "my_figure" not in written and written["fidelity"] == 1.0
+    assert replace(measurement, run_id="r1").to_dict()["run_id"] == "r1"
 
 
 def strict_loads(written: str) -> Any:
@@ -180,10 +166,12 @@ def strict_loads(written: str) -> Any:
 def test_non_finite_figures_are_written_as_null_saying_why(tmp_path: Path) -> None:
     """The journal, the results file and the store's JSON are strict: a NaN or infinity is
     null, the measurement lists it under ``non_finite``, and it reads back (null: NaN)."""
-    data = next(
-        m
-        for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
-        if m["benchmark"] == "throughput"
+    data = upgrade_measurement(
+        next(
+            m
+            for m in json.loads(V2.read_text(encoding="utf-8"))["measurements"]
+            if m["benchmark"] == "throughput"
+        )
     )
     data["stats"]["repeats"][0]["fidelity"] = float("nan")
     data["stats"]["repeats"][1]["tpot"]["p50_ms"] = float("inf")
@@ -201,6 +189,7 @@ def test_non_finite_figures_are_written_as_null_saying_why(tmp_path: Path) -> No
     assert written["stats"]["repeats"][0]["fidelity"] is None
     stats = measurements_of(load_results(results)["measurements"], where="r")[0].stats
     assert isinstance(stats, ThroughputStats) and math.isnan(stats.repeats[0].fidelity)
+    assert stats.repeats[1].tpot.p50_ms == math.inf  # an infinity listed reads back
     store = Store(tmp_path / "store.sqlite")
     store.add_run("r1", "embedded", {"started_at": "t", "rate": float("inf")})
     store.add_measurement("r1", data)

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+from cattrs.gen import make_dict_structure_fn, override
+from cattrs.strategies import configure_tagged_union
 
 from .codec import (
     Record,
     RecordError,
     check_fields,
     converter,
-    declared_keys,
-    flat,
     int_or_none,
-    key,
+    json_object,
     number_or_none,
 )
 from .cost import CostFigures, Pricing
@@ -147,8 +148,9 @@ class AccuracyStats(Record):
     sent: int = 0
     reused: int = 0
     wall_s: float = 0.0
-    figures: Mapping[str, Any] = field(default_factory=dict, metadata=key(rest=True))
-    sequence: AccuracySequence | None = field(default=None, metadata=key(omit_none=True))
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    """The benchmark's own figures (what its ``summarise`` returns beside these)."""
+    sequence: AccuracySequence | None = None
 
     @classmethod
     def of(
@@ -162,12 +164,12 @@ class AccuracyStats(Record):
         sequence: AccuracySequence | None = None,
     ) -> AccuracyStats:
         """From :func:`~pytest_modelsweep.api.evaluation.summarise_items`' ``core`` and the
-        benchmark's ``summary``; the core figures win over the summary's of the same name,
-        keys in the order ``{**summary, **core, sent, reused, wall_s[, sequence]}``."""
-        written = {**summary, **core, "sent": sent, "reused": reused, "wall_s": wall_s}
-        if sequence is not None:
-            written["sequence"] = sequence.to_dict()
-        return cls.from_dict(written)
+        benchmark's ``summary``; the core figures win over the summary's of the same name."""
+        given = {**summary, **core, "sent": sent, "reused": reused, "wall_s": wall_s}
+        own = {spec.name for spec in fields(cls)}
+        figures = {k: v for k, v in given.items() if k not in own}
+        stats = cls.from_dict({k: v for k, v in given.items() if k in own} | {"figures": figures})
+        return stats if sequence is None else replace(stats, sequence=sequence)
 
     # GSM8K's and BFCL's own figures (their summarise functions), None for other benchmarks
     @property
@@ -208,7 +210,6 @@ class SamplerCost(Record):
     """What sampling cost the client: CPU seconds (all scrapes and parses) over the wall
     time it ran; ``cpu_cores`` = their ratio."""
 
-    derived: ClassVar[dict[str, str | None]] = {"cpu_cores": "wall_s"}
     cpu_s: float = 0.0
     wall_s: float = 0.0
     scrapes: int = 0
@@ -234,12 +235,6 @@ class ServerMetricsSummary(Record):
     """One window's server metrics, summarised; None where the server exposes no such
     quantity (then :attr:`absent` says which names were looked for)."""
 
-    derived: ClassVar[dict[str, str | None]] = {
-        "prefix_cache_hit_rate": "prefix_cache_queries",
-        "queued": "prefix_cache_queries",
-        "preempted": "prefix_cache_queries",
-        "flag": "prefix_cache_queries",
-    }
     samples: int = 0
     running: GaugeSummary | None = None
     waiting: GaugeSummary | None = None
@@ -251,7 +246,7 @@ class ServerMetricsSummary(Record):
     absent: Mapping[str, str] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
     peak_client_in_flight: int | None = None
-    ignored: Mapping[str, str] | None = field(default=None, metadata=key(omit_none=True))
+    ignored: Mapping[str, str] | None = None
     """Quantity → why some samples were left out (a NaN or infinity the server exposed)."""
 
     @property
@@ -305,7 +300,7 @@ class ServerMetricsWindow(Record):
 
     server_kind: str = ""
     interval_s: float = 0.0
-    samples: tuple[MetricsSample, ...] = field(default=(), metadata=key("series"))
+    samples: tuple[MetricsSample, ...] = ()
     summary: ServerMetricsSummary = field(default_factory=ServerMetricsSummary)
     cost: SamplerCost = field(default_factory=SamplerCost)
     unavailable: str | None = None
@@ -328,11 +323,6 @@ class Saturation(Record):
     ``achieved_rps`` (``workloads/openloop.kept_up_rate``) falls more than ``tolerance``
     behind ``offered_rps``, or a request found the ``max_in_flight`` cap (``capped``)."""
 
-    derived: ClassVar[dict[str, str | None]] = {
-        "shortfall": "achieved_rps",
-        "saturated": None,
-        "reason": None,
-    }
     offered_rps: float | None = None
     achieved_rps: float | None = None
     tolerance: float = 0.0
@@ -375,15 +365,15 @@ class OpenLoop(Record):
     """What an open-loop window adds to its throughput figures (``send_lag`` in ms); its
     latencies run from each request's scheduled send time."""
 
-    rate: float = field(default=0.0, metadata=key("arrivals.rate"))
-    burstiness: float = field(default=1.0, metadata=key("arrivals.burstiness"))
-    ramp_up: Mapping[str, Any] | None = field(default=None, metadata=key("arrivals.ramp_up"))
-    describe: str = field(default="", metadata=key("arrivals.describe"))
-    seed: int = field(default=0, metadata=key("arrivals.seed"))
+    rate: float = 0.0
+    burstiness: float = 1.0
+    ramp_up: Mapping[str, Any] | None = None
+    describe: str = ""
+    seed: int = 0
     saturation: Saturation = field(default_factory=Saturation)
     peak_in_flight: int = 0
     send_lag: Latency = field(default_factory=Latency)
-    degenerate: str | None = field(default=None, metadata=key(omit_none=True))
+    degenerate: str | None = None
     """Why the window cannot support a figure, in one line (most requests failed, or the
     client could not send at the offered rate); None: it can."""
 
@@ -426,11 +416,11 @@ class ThroughputWindow(Record):
     contention: Contention = field(default_factory=Contention)
     goodput: GoodputFigures | None = None
     priced: bool = False
-    usd_per_million_output_tokens: float | None = field(default=None, metadata=key(when="priced"))
-    """Written when ``priced`` (None for a rate that is not positive)."""
-    open_loop: OpenLoop | None = field(default=None, metadata=key(omit_none=True))
+    usd_per_million_output_tokens: float | None = None
+    """When ``priced``: None for a rate that is not positive."""
+    open_loop: OpenLoop | None = None
     """An open-loop window's arrivals and saturation (None: a closed loop, N in flight)."""
-    server_metrics: ServerMetricsWindow | None = field(default=None, metadata=key(omit_none=True))
+    server_metrics: ServerMetricsWindow | None = None
     """What the server's ``/metrics`` showed during the window (None: not sampled)."""
 
     @property
@@ -471,11 +461,9 @@ class ThroughputStats(Record):
     contended: bool = False
     contended_windows: int = 0
     repeats_rule: str = ""
-    interval_rule: str | None = field(default=None, metadata=key(omit_none=True))
+    interval_rule: str | None = None
     """What made ``interval``: ``log-t`` (fixed repeats) or ``log-t-two-stage`` (auto)."""
-    interval: tuple[float, float] | None = field(
-        default=None, metadata=key("output_tokens_per_s_interval", omit_none=True)
-    )
+    interval: tuple[float, float] | None = None
     """The 95% interval of the mean output tokens/s (None with one repeat)."""
     goodput: GoodputFigures | None = None
     cost: CostFigures | None = None
@@ -547,15 +535,14 @@ class AttainmentInterval(Record):
     effective counts when ``windows`` > 1 showed a ``design_effect`` above 1; see
     ``core/stats/attainment``)."""
 
-    derived: ClassVar[dict[str, str | None]] = {"share": "requests"}
     good: int = 0
     requests: int = 0
     confidence: float = 0.0
     low: float = 0.0
     high: float = 1.0
     method: str = "clopper-pearson"
-    windows: int = field(default=1, metadata=key(when="pooled"))
-    design_effect: float = field(default=1.0, metadata=key(when="pooled"))
+    windows: int = 1
+    design_effect: float = 1.0
 
     @property
     def share(self) -> float:
@@ -619,71 +606,9 @@ class StepWindow(Record):
     fidelity: float = math.nan
     contention: Contention = field(default_factory=Contention)
     priced: bool = False
-    usd_per_million_output_tokens: float | None = field(default=None, metadata=key(when="priced"))
-    server_metrics: ServerMetricsWindow | None = field(default=None, metadata=key(omit_none=True))
+    usd_per_million_output_tokens: float | None = None
+    server_metrics: ServerMetricsWindow | None = None
     """What the server's ``/metrics`` showed during the step (None: not sampled)."""
-
-
-# a concurrency step writes its window's figures beside its own
-flat(
-    StepWindow,
-    StepWindow.written,
-    lambda data: (
-        StepWindow.read(data) if "timed_requests" in data or "contention" in data else None
-    ),
-)
-
-
-def _decision_written(step: SearchStep) -> dict[str, Any]:
-    """A concurrency step's decision: its windows, outcome and pooled interval."""
-    got = step.interval
-    return (
-        {}
-        if got is None
-        else {
-            "window": got.windows,
-            "outcome": str(step.outcome),
-            "step_good": got.good,
-            "step_requests": got.requests,
-            "attainment_interval": [got.low, got.high],
-            "interval_confidence": got.confidence,
-            "design_effect": got.design_effect,
-        }
-    )
-
-
-_DECISION_FIELDS = {
-    "window": "windows",
-    "step_good": "good",
-    "step_requests": "requests",
-    "interval_confidence": "confidence",
-    "design_effect": "design_effect",
-}
-
-
-def _decision_read(data: Mapping[str, Any]) -> AttainmentInterval | None:
-    """None for a step of an older search (one window a step, no decision)."""
-    if "outcome" not in data or "attainment_interval" not in data:
-        return None
-    low, high = data["attainment_interval"]
-    return AttainmentInterval.read(
-        {
-            "low": low,
-            "high": high,
-            **{
-                name: data[written] for written, name in _DECISION_FIELDS.items() if written in data
-            },
-        }
-    )
-
-
-def _told_outcome(data: Mapping[str, Any]) -> StepOutcome:
-    """A concurrency step's outcome: its decision's, or an older step's told by its window."""
-    if "outcome" in data and "attainment_interval" in data:
-        return StepOutcome(data["outcome"])
-    if data.get("violations") or not data.get("requests"):
-        return StepOutcome.BROKEN
-    return StepOutcome.PASS if data.get("passed") is True else StepOutcome.MISS
 
 
 @dataclass(frozen=True)
@@ -691,35 +616,18 @@ class SearchStep(Record):
     """One timed window of an SLO search at one ``value`` of its ``knob``: ``good`` of
     ``requests`` met the SLO; ``outcome``: what its step's windows so far decided over the
     pooled ``interval`` (None in an older search: its window alone decided); ``recorded``: the
-    window's figures. A rate step is written as :class:`RateStep`."""
+    window's figures (a concurrency step's :class:`StepWindow`, a rate step's whole
+    :class:`ThroughputWindow`)."""
 
-    order: ClassVar[tuple[str, ...]] = (
-        "value",
-        "slo_attainment",
-        "good",
-        "requests",
-        "goodput_rps",
-        "output_tokens_per_s",
-        "duration_s",
-        "passed",
-        "violations",
-        "interval",
-        "recorded",
-        "outcome",
-    )
     knob: str = CONCURRENCY
-    value: int | float = field(default=0, metadata=key("concurrency"))
+    value: int | float = 0
     good: int = 0
     requests: int = 0
     goodput_rps: float | None = None
     output_tokens_per_s: float = 0.0
     duration_s: float = 0.0
-    outcome: StepOutcome = field(
-        default=StepOutcome.BROKEN, metadata=key(hook=(lambda _: {}, _told_outcome))
-    )
-    interval: AttainmentInterval | None = field(
-        default=None, metadata=key(hook=(_decision_written, _decision_read))
-    )
+    outcome: StepOutcome = StepOutcome.BROKEN
+    interval: AttainmentInterval | None = None
     violations: tuple[str, ...] = ()
     offered_rps: float | None = None
     achieved_rps: float | None = None
@@ -754,48 +662,28 @@ class SearchStep(Record):
         """Whether the window broke its rules (or sent nothing): no conclusion from it."""
         return bool(self.violations) or self.requests == 0
 
-    def layout(self) -> type[Record]:
-        return RateStep if self.knob == RATE else SearchStep
-
 
 @dataclass(frozen=True)
 class RateStep(SearchStep):
-    """A rate step as a sweep writes it: its decision's pooled ``attainment`` interval (whose
-    counts it reads back as its own) and its ``window``."""
+    """A rate step (kept importable until the knob is data everywhere)."""
 
-    order = (
-        "value",
-        "outcome",
-        "interval",
-        "goodput_rps",
-        "offered_rps",
-        "achieved_rps",
-        "output_tokens_per_s",
-        "saturation",
-        "violations",
-        "recorded",
-    )
     knob: str = RATE
-    value: int | float = field(default=0.0, metadata=key("rate"))
-    outcome: StepOutcome = StepOutcome.BROKEN
-    interval: AttainmentInterval | None = field(default=None, metadata=key("attainment"))
-    recorded: ThroughputWindow | None = field(default=None, metadata=key("window", omit_none=True))
+    value: int | float = 0.0
 
-    def __post_init__(self) -> None:
-        if self.interval is not None:
-            object.__setattr__(self, "good", self.interval.good)
-            object.__setattr__(self, "requests", self.interval.requests)
+
+configure_tagged_union(StepWindow | ThroughputWindow, converter)
+"""A step's window is written with its class's name under ``_type``."""
 
 
 @dataclass(frozen=True)
-class SearchBracket:
+class SearchBracket(Record):
     """One model's capacity and search bracket, as a comparison reads them back: the SLO curve
     crosses the target in ``[last_pass, first_fail)`` (None: none failed) at ``confidence``
     (None: an older one-window-a-step search)."""
 
-    capacity: float
-    last_pass: float
-    first_fail: float | None
+    capacity: int | float
+    last_pass: int | float
+    first_fail: int | float | None
     confidence: float | None = None
     knob: str = CONCURRENCY
 
@@ -813,11 +701,10 @@ class SearchBracket:
 
 
 @dataclass(frozen=True)
-class SearchRatio:
+class SearchRatio(Record):
     """Candidate ÷ reference capacity, with the interval the two searches' brackets give it
-    (``workloads/slo_search.capacity_ratio``); an infinite ``high`` is None in
-    :meth:`as_dict`, so that strict JSON readers can read it. ``degenerate`` when both
-    searches passed at their maximum, so the interval says nothing."""
+    (``workloads/slo_search.capacity_ratio``; ``high`` infinite when open above).
+    ``degenerate`` when both searches passed at their maximum, so the interval says nothing."""
 
     ratio: float
     low: float
@@ -835,83 +722,15 @@ class SearchRatio:
         high = "∞" if math.isinf(self.high) else f"{self.high:.2f}"
         return f"sweep interval {self.low:.2f}–{high}"
 
-    def as_dict(self) -> dict[str, Any]:
-        high = None if math.isinf(self.high) else self.high
-        sides = {
-            f"{role}_bracket": [side.last_pass, side.first_fail]
-            for role, side in (("candidate", self.candidate), ("reference", self.reference))
-        }
-        if self.candidate.knob == RATE:
-            return {
-                "ratio": self.ratio,
-                "low": self.low,
-                "high": high,
-                "degenerate": self.degenerate,
-                "candidate_capacity_rps": self.candidate.capacity,
-                "reference_capacity_rps": self.reference.capacity,
-                **sides,
-            }
-        data = {
-            "ratio": self.ratio,
-            "bracket_low": self.low,
-            "bracket_high": high,
-            "ratio_bracket": [self.low, high],
-            "degenerate": self.degenerate,
-            "candidate_capacity": self.candidate.capacity,
-            "reference_capacity": self.reference.capacity,
-            **sides,
-        }
-        if self.confidence is not None:
-            data["confidence"] = self.confidence
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchRatio | None:
-        """Inverse of :meth:`as_dict` (a rate's keys tell its knob); None without a ratio."""
-        if "ratio" not in data:
-            return None
-        rate = "candidate_capacity_rps" in data
-        knob, rps, low, high = (
-            (RATE, "_rps", "low", "high")
-            if rate
-            else (CONCURRENCY, "", "bracket_low", "bracket_high")
-        )
-        sides = []
-        for role in ("candidate", "reference"):
-            last_pass, first_fail = data[f"{role}_bracket"]
-            sides.append(
-                SearchBracket(data[f"{role}_capacity{rps}"], last_pass, first_fail, knob=knob)
-            )
-        return cls(
-            data["ratio"],
-            data[low],
-            math.inf if data.get(high) is None else data[high],
-            sides[0],
-            sides[1],
-            None if rate else data.get("confidence"),
-        )
-
-
-flat(SearchRatio, SearchRatio.as_dict, SearchRatio.from_dict)
-
 
 @dataclass(frozen=True)
 class AtCapacity(Record):
-    """The figures of the passing step at the capacity (its window)."""
+    """The figures of the passing step at the capacity (its window); its cost when priced."""
 
     output_tokens_per_s: float
     goodput_rps: float | None
     slo_attainment: float | None
     usd_per_million_output_tokens: float | None = None
-    """Written when the measurement is priced."""
-
-
-def _at_capacity_written(stats: SearchStats) -> dict[str, Any]:
-    """The figures at the capacity, beside the search's own; their cost only when priced."""
-    data = {} if stats.at_capacity is None else stats.at_capacity.written()
-    if stats.pricing is None:
-        data.pop("usd_per_million_output_tokens", None)
-    return data
 
 
 @dataclass(frozen=True)
@@ -919,48 +738,27 @@ class SearchStats(Record):
     """An SLO search over its :attr:`knob`: the ``capacity`` (None when it broke off: see
     ``error``), the ``bracket`` [last pass, first fail or None] and every step; ``confidence``:
     a concurrency search's capacity interval's level (None: an older search), a rate sweep's
-    step level; ``reason`` (a rate sweep's ``stopped``) for a result that needs one."""
+    step level; ``reason`` (a rate sweep's ``stopped``) for a result that needs one;
+    ``source``: where a concurrency search's maximum came from; ``target``, ``start``,
+    ``maximum`` and ``burstiness``: a rate sweep's design."""
 
-    knob: ClassVar[str] = CONCURRENCY
-    order: ClassVar[tuple[str, ...]] = (
-        "capacity",
-        "steps",
-        "bracket",
-        "source",
-        "contended",
-        "contended_windows",
-        "confidence",
-        "inconclusive",
-        "at_capacity",
-        "pricing",
-        "reason",
-        "error",
-    )
-
+    knob: str = CONCURRENCY
     capacity: int | float | None = None
     bracket: tuple[int | float, int | float | None] | None = None
     steps: tuple[SearchStep, ...] = ()
-    confidence: float | None = field(default=None, metadata=key(omit_none=True))
-    inconclusive: tuple[int | float, ...] = field(default=(), metadata=key(when="confidence"))
-    reason: str | None = field(default=None, metadata=key(omit_none=True))
-    error: str | None = field(default=None, metadata=key(omit_none=True))
-    source: str = field(default="", metadata=key("max_concurrency_source"))
+    confidence: float | None = None
+    inconclusive: tuple[int | float, ...] = ()
+    reason: str | None = None
+    error: str | None = None
+    source: str = ""
     target: float = 0.0
-    start: float = field(default=0.0, metadata=key("start_rps"))
-    maximum: float = field(default=0.0, metadata=key("max_rps"))
+    start: float = 0.0
+    maximum: float = 0.0
     burstiness: float = 1.0
     contended: bool = False
     contended_windows: int = 0
-    at_capacity: AtCapacity | None = field(
-        default=None,
-        metadata=key(
-            hook=(
-                _at_capacity_written,
-                lambda data: AtCapacity.read(data) if "output_tokens_per_s" in data else None,
-            )
-        ),
-    )
-    pricing: Pricing | None = field(default=None, metadata=key(omit_none=True))
+    at_capacity: AtCapacity | None = None
+    pricing: Pricing | None = None
 
     @property
     def capacity_rps(self) -> float | None:
@@ -1016,32 +814,7 @@ class CapacityStats(SearchStats):
 class RateCapacityStats(SearchStats):
     """A sweep of open-loop rates under an SLO: the most requests/s (``-m rate_capacity``)."""
 
-    knob: ClassVar[str] = RATE
-    order = (
-        "capacity",
-        "bracket",
-        "target",
-        "confidence",
-        "start",
-        "maximum",
-        "burstiness",
-        "saturated_at",
-        "inconclusive",
-        "reason",
-        "error",
-        "contended",
-        "contended_windows",
-        "at_capacity",
-        "pricing",
-        "steps",
-    )
-
-    capacity: int | float | None = field(default=None, metadata=key("capacity_rps"))
-    steps: tuple[RateStep, ...] = ()
-    confidence: float | None = None
-    inconclusive: tuple[int | float, ...] = field(default=(), metadata=key("inconclusive_rates"))
-    reason: str | None = field(default="", metadata=key("stopped"))
-    error: str | None = None
+    knob: str = RATE
 
 
 # --------------------------------------------------------------------------- smoke, screening
@@ -1062,7 +835,6 @@ class SmokeStats(Record):
 class ScreeningResult(Record):
     """The screening of one candidate repo; ``reasons`` says why it was rejected (empty if not)."""
 
-    derived: ClassVar[dict[str, str | None]] = {"verdict": None}
     model: str = ""
     repo: str = ""
     license: str | None = None
@@ -1133,7 +905,7 @@ class AccuracyVerdictStats(Record):
     rule: str = ""
     candidate_run: str | None = None
     reference_run: str | None = None
-    sequence: SequentialVerdict | None = field(default=None, metadata=key(omit_none=True))
+    sequence: SequentialVerdict | None = None
 
 
 @dataclass(frozen=True)
@@ -1151,7 +923,6 @@ class Interleaved(Record):
     """Both models measured in pairs of windows (A B, B A, ...): the windows in the order
     measured, each side's tokens/s in pair order, and whether any window was contended."""
 
-    derived: ClassVar[dict[str, str | None]] = {"contended": None}
     windows: tuple[InterleavedWindow, ...]
     candidate_values: tuple[float, ...]
     reference_values: tuple[float, ...]
@@ -1160,31 +931,6 @@ class Interleaved(Record):
     def contended(self) -> bool:
         return any(window.contention.contended for window in self.windows)
 
-
-# written into their parent's dict (a verdict's keys beside its interval's, ...)
-flat(
-    Interleaved,
-    Interleaved.written,
-    lambda data: Interleaved.read(data) if "windows" in data else None,
-)
-
-
-flat(
-    PairedInterval,
-    PairedInterval.as_dict,
-    lambda data: PairedInterval.from_dict(data) if "difference" in data else None,
-)
-
-
-flat(
-    RatioInterval,
-    RatioInterval.as_dict,
-    lambda data: RatioInterval.from_dict(data) if "ratio" in data else None,
-)
-
-
-flat(GoodputFigures, GoodputFigures.as_stats, GoodputFigures.from_stats)
-flat(CostFigures, CostFigures.as_stats, CostFigures.from_stats)
 
 DESIGN_BACK_TO_BACK = "back-to-back"
 DESIGN_INTERLEAVED = "interleaved"
@@ -1205,8 +951,8 @@ class ThroughputRatioStats(Record):
     rule: str = ""
     candidate_run: str | None = None
     reference_run: str | None = None
-    candidate_flags: tuple[str, ...] | None = field(default=None, metadata=key(omit_none=True))
-    reference_flags: tuple[str, ...] | None = field(default=None, metadata=key(omit_none=True))
+    candidate_flags: tuple[str, ...] | None = None
+    reference_flags: tuple[str, ...] | None = None
     design: str = DESIGN_BACK_TO_BACK
     interleaved: Interleaved | None = None
 
@@ -1221,24 +967,7 @@ class SearchRatioStats(Record):
     :attr:`knob`, with the interval the two searches give (``ratio`` None only for a record
     that holds none)."""
 
-    knob: ClassVar[str] = CONCURRENCY
-    order: ClassVar[tuple[str, ...]] = (
-        "candidate",
-        "reference",
-        "metric",
-        "verdict",
-        "ratio",
-        "tolerance",
-        "rule",
-        "attainment_target",
-        "candidate_max_concurrency",
-        "reference_max_concurrency",
-        "candidate_run",
-        "reference_run",
-        "candidate_flags",
-        "reference_flags",
-    )
-
+    knob: str = CONCURRENCY
     candidate: str = ""
     reference: str = ""
     metric: str = ""
@@ -1272,32 +1001,18 @@ class CapacityRatioStats(SearchRatioStats):
 class RateCapacityRatioStats(SearchRatioStats):
     """Two models' capacities in requests/s, compared (``rate_capacity_ratio``)."""
 
-    knob: ClassVar[str] = RATE
-    order = (
-        "candidate",
-        "reference",
-        "metric",
-        "verdict",
-        "ratio",
-        "tolerance",
-        "rule",
-        "attainment_target",
-        "confidence",
-        "candidate_run",
-        "reference_run",
-        "candidate_flags",
-        "reference_flags",
-    )
+    knob: str = RATE
 
 
 @dataclass(frozen=True)
 class OtherStats(Record):
-    """The stats of a benchmark the metric table does not know, kept as recorded."""
+    """The stats of a benchmark the metric table does not know: its figures as recorded."""
 
-    @property
-    def values(self) -> Mapping[str, Any]:
-        """The recorded figures, by name."""
-        return self.shape.kept
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+converter.register_structure_hook(OtherStats, lambda data, _: OtherStats(json_object(data)))
+converter.register_unstructure_hook(OtherStats, lambda stats: dict(stats.values))
 
 
 # --------------------------------------------------------------------------- startup
@@ -1343,17 +1058,6 @@ class StartupStats(Record):
     first token with their 95% intervals (:func:`~.stats.log_mean_interval`: none below two
     launches, or with a failed first request), and the launches' ``cache`` in one word."""
 
-    derived = dict.fromkeys(
-        (
-            "first_token_s",
-            "first_token_s_interval",
-            "ready_s",
-            "ready_s_interval",
-            "cache",
-            "errors",
-        ),
-        "backend",
-    )
     backend: str = ""
     launches: tuple[ColdStart, ...] = ()
 
@@ -1408,10 +1112,6 @@ Stats = (
     | StartupStats
 )
 """The ``stats`` of a measurement: one record per kind."""
-# read as it stands, then as the measurement's kind says (Measurement.__post_init__)
-converter.register_structure_hook_func(
-    lambda t: t == Stats, lambda data, _: OtherStats.from_dict(data)
-)
 
 StatsT = TypeVar(
     "StatsT",
@@ -1453,17 +1153,21 @@ def another_kind(stats: Mapping[str, Any], expected: type[Stats]) -> type[Stats]
     None when they may be ``expected``'s (a key no kind names is a user's own, or an older
     writer's)."""
     keys = set(stats)
-    if expected is OtherStats or keys & declared_keys(expected):
+    if expected is OtherStats or keys & _field_names(expected):
         return None
     shared, kind = max(
         (
-            (len(keys & declared_keys(kind)), kind)
+            (len(keys & _field_names(kind)), kind)
             for kind in (*_BY_KIND.values(), *_BY_COMPARED.values())
             if kind is not expected
         ),
         key=lambda found: found[0],
     )
     return kind if shared >= 2 and 2 * shared >= len(keys) else None
+
+
+def _field_names(cls: type) -> set[str]:
+    return {spec.name for spec in fields(cls)}
 
 
 def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
@@ -1481,8 +1185,9 @@ def stats_type(benchmark: str, unit: str | None) -> type[Stats]:
 
 @dataclass(frozen=True)
 class Measurement(Record):
-    """One recorded result of one test: a value with its unit, sample size and typed ``stats``
-    (an :class:`OtherStats` given is read as the benchmark's own kind)."""
+    """One recorded result of one test: a value with its unit, sample size and ``stats``, the
+    record :func:`stats_type` names by its benchmark (an :class:`OtherStats` given is read as
+    that record)."""
 
     model: str = ""
     benchmark: str = ""
@@ -1496,8 +1201,8 @@ class Measurement(Record):
     provenance: dict[str, Any] = field(default_factory=dict)
     test_id: str = ""
     recorded_at: str = ""
-    outcome: str | None = field(default=None, metadata=key(omit_none=True))
-    run_id: str | None = field(default=None, metadata=key(omit_none=True))
+    outcome: str | None = None
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         expected = stats_type(self.benchmark, self.unit)
@@ -1507,19 +1212,11 @@ class Measurement(Record):
                     f"a {self.benchmark!r} measurement in {self.unit!r} records "
                     f"{expected.__name__}, not {type(self.stats).__name__}"
                 )
-            kind = another_kind(self.stats.to_dict(), expected)
-            if kind is not None:
-                given = sorted(self.stats.to_dict())
-                raise RecordError(
-                    f"stats: none of the keys of a {self.benchmark!r} measurement's "
-                    f"{expected.__name__} (it holds {', '.join(given[:4])}"
-                    f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
-                    f"measurement ({kind.__name__})"
-                )
             try:
-                object.__setattr__(self, "stats", expected.from_dict(self.stats.to_dict()))
+                stats = _stats_of(self.stats.values, expected, self.benchmark)
             except RecordError as error:
                 raise RecordError(f"stats.{error}") from None
+            object.__setattr__(self, "stats", stats)
 
     @property
     def passed(self) -> bool:
@@ -1535,6 +1232,36 @@ class Measurement(Record):
         ``concurrency``)."""
         names = {f.name for f in fields(RequestRecord)}
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
+
+
+def _stats_of(data: Mapping[str, Any], expected: type[Stats], benchmark: str) -> Stats:
+    """``data`` read as the stats record ``expected``; another kind's stats are refused."""
+    kind = another_kind(data, expected)
+    if kind is not None:
+        given = sorted(data)
+        raise RecordError(
+            f"none of the keys of a {benchmark!r} measurement's "
+            f"{expected.__name__} (it holds {', '.join(given[:4])}"
+            f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
+            f"measurement ({kind.__name__})"
+        )
+    return expected.from_dict(data)
+
+
+_measurement_fields = make_dict_structure_fn(
+    Measurement,
+    converter,
+    _cattrs_detailed_validation=True,
+    stats=override(struct_hook=lambda data, _: OtherStats(json_object(data))),
+)
+
+
+def _measurement(data: Any, _: type) -> Measurement:
+    """A measurement's dict, its ``stats`` read as its benchmark's record."""
+    return _measurement_fields(json_object(data), Measurement)
+
+
+converter.register_structure_hook(Measurement, _measurement)
 
 
 def measurements_of(

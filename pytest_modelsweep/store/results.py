@@ -20,12 +20,12 @@ from ..core.errors import DataError
 from ..core.measurements import measurements_of
 from ..core.outputs import write_failure
 from ..core.secrets import redacted
+from .upgrade import OLDER, SCHEMA, upgrade_results
 
-SCHEMA = "pytest-modelsweep/results/2"
-"""2: an item keeps its answer once, in its completion (``response`` only when it shows
-something else); 1: every item also had ``response``. Both are read (an item of 1 as it
-was, one of 2 gets its ``response`` back from :meth:`ItemRecord.from_dict`)."""
-READABLE_SCHEMAS = ("pytest-modelsweep/results/1", SCHEMA)
+READABLE_SCHEMAS = (*OLDER, SCHEMA)
+"""3: each record as cattrs writes it; 2: an item keeps its answer once, in its completion
+(``response`` only when it shows something else); 1: every item also had ``response``. 1 and
+2 are read through :func:`~.upgrade.upgrade_results`."""
 
 
 def _text(value: Any) -> str | None:
@@ -172,7 +172,8 @@ def checked_results(data: Any, where: str) -> dict[str, Any]:
     is a DataError in one line naming the file, the run, the key and the fix."""
     if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         raise DataError(f"{where}: not a pytest-modelsweep results file (schema {SCHEMA})")
-    run = data.get("run")
+    document: dict[str, Any] = dict(upgrade_results(data))
+    run = document.get("run")
     run_id = run.get("run_id") if isinstance(run, Mapping) else None
     named = f"{where}: run {run_id}" if isinstance(run_id, str) and run_id else where
 
@@ -185,10 +186,10 @@ def checked_results(data: Any, where: str) -> dict[str, Any]:
     if not isinstance(run, dict):
         raise refuse("run", "an object (the run's provenance)", run)
     for key in ("endpoints", "summary"):
-        if not isinstance(data.setdefault(key, {}), dict):
-            raise refuse(key, "an object", data[key])
-    measurements_of(data.get("measurements"), where=named, fix=FIX)
-    return data
+        if not isinstance(document.setdefault(key, {}), dict):
+            raise refuse(key, "an object", document[key])
+    measurements_of(document.get("measurements"), where=named, fix=FIX)
+    return document
 
 
 def _load(path: Path) -> tuple[Any, str]:
@@ -205,6 +206,7 @@ def _load(path: Path) -> tuple[Any, str]:
         except (ValueError, OSError) as exc:
             raise DataError(f"{journal}: not a results journal ({exc}); {FIX}") from None
         run: Any = {}
+        schema: Any = SCHEMA
         measurements: list[Any] = []
         for number, line in enumerate(lines, 1):
             try:
@@ -217,10 +219,11 @@ def _load(path: Path) -> tuple[Any, str]:
                     f"{type(entry).__name__}; {FIX}"
                 )
             if "run" in entry:
-                run = entry["run"]
+                run, schema = entry["run"], entry.get("schema")
             elif "measurement" in entry:
                 measurements.append(entry["measurement"])
-        return _document(run, measurements, {"interrupted": True}), str(journal)
+        document = _document(run, measurements, {"interrupted": True})
+        return {**document, "schema": schema}, str(journal)
     raise DataError(f"{path}: no results file (nor an interrupted run's journal) there")
 
 
