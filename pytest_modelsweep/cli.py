@@ -126,7 +126,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the measurement table of a results file (or an interrupted run's journal)."""
-    from .core.codec import finite, strict_json
+    from .core.jsontext import finite, strict_json
     from .core.measurements import measurements_of
     from .report.terminal import measurement_table
     from .store.results import load_results
@@ -213,10 +213,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from datetime import UTC, datetime
 
-    from .core.codec import finite, strict_json
+    from .core.jsontext import finite, strict_json
     from .judging.gate import setting_of, shown_setting_of, unsound_reason
     from .judging.pairing import check_alike, measured_in_runs
-    from .store.results import SCHEMA
+    from .store.upgrade import SCHEMA
 
     check_output_file(args.output, "-o")
     runs: list[dict[str, Any]] = []

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from pytest_modelsweep.core.measurements import CapacityStats, SearchBracket
+from pytest_modelsweep.core.jsontext import strict_json
+from pytest_modelsweep.core.measurements import (
+    CapacityStats,
+    SearchBracket,
+    SearchRatio,
+    StepOutcome,
+)
 from pytest_modelsweep.core.slo import Goodput
 from pytest_modelsweep.core.stats import Verdict
-from pytest_modelsweep.core.stats.attainment import (
-    StepOutcome,
-    attainment_interval,
-    windows_attainment,
-)
+from pytest_modelsweep.core.stats.attainment import attainment_interval, windows_attainment
 from pytest_modelsweep.workloads.slo_search import (
     INTERVAL_CONFIDENCE,
     Knob,
@@ -155,7 +158,8 @@ def test_a_step_at_the_target_stays_inconclusive_and_widens_the_interval() -> No
     )
     last = result.steps[-1 - (PASS_WINDOWS - 1)]
     assert last.interval is not None and last.outcome == "inconclusive"
-    assert last.to_dict()["attainment_interval"] == [last.interval.low, last.interval.high]
+    written = last.to_dict()["interval"]
+    assert [written["low"], written["high"]] == [last.interval.low, last.interval.high]
 
 
 def test_windows_that_disagree_count_as_fewer_requests() -> None:
@@ -292,18 +296,20 @@ def test_the_ratio_bracket_and_its_verdict(
     assert found.ratio == pytest.approx(ratio)
     assert found.low == pytest.approx(low)
     assert found.high == (math.inf if high is None else pytest.approx(high))
-    assert found.as_dict()["bracket_high"] == (None if high is None else pytest.approx(high))
+    written = json.loads(strict_json(found.to_dict()))
+    assert written["high"] == (None if high is None else pytest.approx(high))
+    assert SearchRatio.from_dict(written) == found  # an open ratio reads back infinite
     assert decide_capacity_verdict(found, 0.10) is verdict
 
 
 def test_the_ratio_interval_is_at_the_bonferroni_level_and_an_old_bracket_has_none() -> None:
     found = capacity_ratio(bracket(3, 4), bracket(1, 2))
     assert found.confidence == pytest.approx(0.90)
-    assert found.as_dict()["confidence"] == pytest.approx(0.90)
+    assert found.to_dict()["confidence"] == pytest.approx(0.90)
     # brackets of older one-window searches: the same bounds, no level, no verdict
     old = capacity_ratio(bracket(3, 4, None), bracket(1, 2, None))
     assert (old.low, old.high, old.confidence) == (found.low, found.high, None)
-    assert "confidence" not in old.as_dict()
+    assert old.to_dict()["confidence"] is None
     assert decide_capacity_verdict(old, 0.10) is Verdict.INCONCLUSIVE
 
 

@@ -53,7 +53,7 @@ from test_decision_page import (
 from test_report_browser import CHROMIUM, decision_table_width
 from test_startup import FAKE, gguf
 
-from pytest_modelsweep.core.codec import strict_json
+from pytest_modelsweep.core.jsontext import strict_json
 from pytest_modelsweep.core.measurements import (
     AccuracyStats,
     AccuracyVerdictStats,

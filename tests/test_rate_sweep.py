@@ -7,16 +7,16 @@ The end-to-end sweep against a queueing fake server is in ``test_open_loop.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pytest
 from scipy.stats import binom
 
 from pytest_modelsweep.core.measurements import (
-    CapacityStats,
-    RateCapacityStats,
-    RateStep,
+    RATE,
+    SearchStats,
+    SearchStep,
     StepOutcome,
 )
 from pytest_modelsweep.core.slo import Goodput
@@ -267,28 +267,17 @@ def test_step_line_and_record() -> None:
     )
     assert result.capacity == 2 and result.bracket == (2, 4)
     steps = [step.to_dict() for step in result.steps]
-    assert [list(step) for step in steps] == [
-        [
-            "rate",
-            "outcome",
-            "attainment",
-            "goodput_rps",
-            "offered_rps",
-            "achieved_rps",
-            "output_tokens_per_s",
-            "saturation",
-            "violations",
-        ]
-    ] * 2
+    assert [step["knob"] for step in steps] == ["rate", "rate"]
     assert steps[1]["outcome"] == "saturated"
-    assert steps[0]["attainment"]["method"] == "clopper-pearson"
-    assert [RateStep.from_dict(step).to_dict() for step in steps] == steps
+    assert steps[0]["interval"]["method"] == "clopper-pearson"
+    assert [SearchStep.from_dict(step) for step in steps] == list(result.steps)
 
 
-def test_each_knob_writes_the_keys_it_always_wrote() -> None:
-    """One record family, two layouts: a results file or a store of an earlier version
-    reads back, key for key, and a new one is written as before."""
-    rate = RateCapacityStats(
+def test_each_knob_writes_the_same_record() -> None:
+    """One record family, one layout: a rate sweep and a concurrency search write their
+    fields' names, the knob among them, and read back as they were."""
+    rate = SearchStats(
+        knob=RATE,
         capacity=2.0,
         bracket=(2.0, 4.0),
         confidence=0.9,
@@ -298,40 +287,19 @@ def test_each_knob_writes_the_keys_it_always_wrote() -> None:
         reason="saturated at 4 req/s (x)",
         steps=sweep(Server(saturates_above=3.0), 2, resolution=5).steps,
     )
-    written = rate.to_dict()
-    assert list(written) == [
-        "capacity_rps",
-        "bracket",
-        "target",
-        "confidence",
-        "start_rps",
-        "max_rps",
-        "burstiness",
-        "saturated_at",
-        "inconclusive_rates",
-        "stopped",
-        "error",
-        "contended",
-        "contended_windows",
-        "steps",
-    ]
-    assert written["saturated_at"] == 4.0 and written["stopped"] == "saturated at 4 req/s (x)"
-    assert RateCapacityStats.from_dict(written).to_dict() == written
-    assert RateCapacityStats.from_dict(written).measured_bracket().text() == "[2, 4]"
-    concurrency = CapacityStats(
+    concurrency = SearchStats(
         capacity=3,
         bracket=(3, 4),
         confidence=0.95,
         inconclusive=(),
         source="the server's total_slots",
     )
-    assert list(concurrency.to_dict()) == [
-        "capacity",
-        "steps",
-        "bracket",
-        "max_concurrency_source",
-        "contended",
-        "contended_windows",
-        "confidence",
-        "inconclusive",
-    ]
+    fields_named = [spec.name for spec in fields(SearchStats)]
+    for search in (rate, concurrency):
+        written = search.to_dict()
+        assert list(written) == fields_named
+        assert SearchStats.from_dict(written) == search
+    assert rate.to_dict()["knob"] == "rate" and concurrency.to_dict()["knob"] == "concurrency"
+    assert rate.saturated_at == 4.0 and rate.stopped == "saturated at 4 req/s (x)"
+    assert SearchStats.from_dict(rate.to_dict()).measured_bracket().text() == "[2, 4]"
+    assert SearchStats.from_dict(concurrency.to_dict()).measured_bracket().text() == "[3, 4]"

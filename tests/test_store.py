@@ -20,10 +20,18 @@ from postgres_server import ADMIN, ADMIN_PASSWORD, PostgresServer, free_port
 from stores import raw_sql
 
 from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.core.measurements import Measurement
 from pytest_modelsweep.core.secrets import redact
 from pytest_modelsweep.core.store_location import StoreLocationError, parse_store_location
 from pytest_modelsweep.store.database import SCHEMA_VERSION, Store
 from pytest_modelsweep.store.sqlite import check_store_file
+from pytest_modelsweep.store.upgrade import upgrade_measurement
+
+V2_MEASUREMENTS = json.loads(
+    (Path(__file__).parent / "data" / "results_v2_every_kind.json").read_text(encoding="utf-8")
+)["measurements"]
+V2_GSM8K = next(m for m in V2_MEASUREMENTS if m["benchmark"] == "gsm8k")
+V2_RATE = next(m for m in V2_MEASUREMENTS if m["benchmark"] == "rate_capacity")
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 
@@ -262,6 +270,9 @@ def old_store(store_at: str, version: int) -> None:
         items=[i.to_dict() for i in items],
         test_id="t::test_gsm8k[m]",
     )
+    # the stats as results schema 2 wrote them (a GSM8K's figures beside its own), and a rate
+    # sweep of that schema (each step's pooled ``attainment`` and ``window``)
+    written = {**measurement.to_dict(), "stats": V2_GSM8K["stats"]}
     rows: list[tuple[str, dict[str, object]]] = [
         ("INSERT INTO meta VALUES ('schema', :v)", {"v": str(version)}),
         (
@@ -273,7 +284,13 @@ def old_store(store_at: str, version: int) -> None:
             "INSERT INTO measurements (run_id, model, benchmark, test_id, value, unit, n, "
             "measurement_json) VALUES ('old', 'm', 'gsm8k', 't::test_gsm8k[m]', 0.5, 'accuracy', "
             "2, :j)",
-            {"j": json.dumps(measurement.to_dict())},
+            {"j": json.dumps(written)},
+        ),
+        (
+            "INSERT INTO measurements (run_id, model, benchmark, test_id, value, unit, n, "
+            "measurement_json) VALUES ('old', 'm', 'rate_capacity', 't::test_rate_capacity[m]', "
+            "2.0, 'req/s', 2, :j)",
+            {"j": json.dumps(V2_RATE)},
         ),
         ("INSERT INTO baselines VALUES ('main', 'old', '2025-01-01T01:00:00')", {}),
     ]
@@ -345,11 +362,16 @@ def test_a_store_of_each_older_version_is_upgraded_with_its_runs_answers_and_bas
         assert [m.run_id for m in members] == ["host-done", "host-killed"]
         assert awaited(members, "m", exclude="judge") == members[1]  # killed: not finished
     assert store.baseline_entries("main") == [["old"]]
-    [old] = store.measurements("old")
+    old, rate = store.measurements("old")
     assert [i["completion"]["text"] for i in old["items"]] == ["answer 0", "answer 1"]
+    # the rows of results schema 2 are schema 3 now: they read into the records they were
+    figures = Measurement.from_dict(old).stats.figures  # type: ignore[union-attr]
+    assert figures["strict_match_accuracy"] == V2_GSM8K["stats"]["strict_match_accuracy"]
+    assert rate["stats"]["knob"] == "rate"
+    assert Measurement.from_dict(rate) == Measurement.from_dict(upgrade_measurement(V2_RATE))
+    assert Measurement.from_dict(rate).stats.steps[1].interval is not None  # type: ignore[union-attr]
 
     # a run of today: recorded, its answers once, ended with its exit status
-    from pytest_modelsweep.core.measurements import Measurement
     from pytest_modelsweep.core.records import Completion, ItemRecord
 
     item = ItemRecord(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,10 @@ import pytest
 from sse_server import SseServer
 from stores import raw_sql
 
+from pytest_modelsweep.core.measurements import Measurement
 from pytest_modelsweep.core.store_location import parse_store_location
+from pytest_modelsweep.store.database import Store
+from pytest_modelsweep.store.upgrade import upgrade_measurement
 
 pytest_plugins = ("pytester",)
 
@@ -179,3 +184,38 @@ def test_a_source_that_is_not_there_is_one_line(postgres_url: str, tmp_path: Pat
         f"modelsweep: error: {tmp_path / 'none.sqlite'}: no store there; run pytest benches "
         "first or pass --store"
     ]
+
+
+def test_a_store_of_results_schema_2_is_copied_as_schema_3(tmp_path: Path) -> None:
+    """A store written before results schema 3 (store schema 4) reads, and its copy holds its
+    measurements in schema 3, read into the records the old rows read into."""
+    golden = json.loads((ROOT / "tests/data/results_v2_every_kind.json").read_text("utf-8"))
+    old_rows = [
+        m for m in golden["measurements"] if m["benchmark"] in ("capacity_ratio", "open_loop")
+    ]
+    source, target = tmp_path / "old.sqlite", tmp_path / "new.sqlite"
+    store = Store(source)
+    store.add_run("r1", "s", {"started_at": "2026-01-01T00:00:00"})
+    for row in old_rows:
+        store.add_measurement("r1", row)
+    store.close()
+    with sqlite3.connect(source) as db:  # as results schema 2 and store schema 4 left it
+        ids = [row_id for (row_id,) in db.execute("SELECT id FROM measurements ORDER BY id")]
+        for row_id, row in zip(ids, old_rows):
+            db.execute(
+                "UPDATE measurements SET measurement_json = ? WHERE id = ?",
+                (json.dumps(row), row_id),
+            )
+        db.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")
+    result = modelsweep("store", "copy", str(source), str(target), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    copied = [
+        json.loads(text)
+        for (text,) in raw_sql(
+            str(target), "SELECT measurement_json FROM measurements ORDER BY id"
+        )[0]
+    ]
+    assert copied[0]["stats"]["ratio"]["candidate"]["knob"] == "concurrency"
+    assert "arrivals" not in copied[1]["stats"]["repeats"][0]["open_loop"]
+    for row, text in zip(old_rows, copied):
+        assert Measurement.from_dict(text) == Measurement.from_dict(upgrade_measurement(row))

@@ -5,23 +5,22 @@ one hook per value type where reading is stricter than cattrs' default.
 Reading is strict where no promise says otherwise (docs/results-schema.md): a missing key gives
 the field's default, a key no field holds is left out, an int reads as a float and null in a
 float field as NaN; any other value of the wrong type is a :class:`RecordError` naming its key
-path, in one line. Written JSON is strict (:func:`strict_json`). Pure: no pytest.
+path, in one line. Written JSON is strict (:mod:`.jsontext`). Pure: no pytest.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import typing
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Self
 
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
 
 from .errors import DataError
+from .jsontext import restored
 
 
 class RecordError(DataError):
@@ -32,7 +31,7 @@ converter = cattrs.Converter(unstruct_collection_overrides={tuple: list}, detail
 """Tuples are written as lists, enums as their values, records as their dicts."""
 
 
-def _wrong(expected: str, value: Any) -> TypeError:
+def wrong(expected: str, value: Any) -> TypeError:
     return TypeError(f"expected {expected}, got {type(value).__name__} {value!r}"[:160])
 
 
@@ -40,14 +39,14 @@ def _number(value: Any, _: type) -> float:
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _wrong("a number", value)
+        raise wrong("a number", value)
     return float(value)
 
 
 def _exactly(kind: type, expected: str) -> Callable[[Any, type], Any]:
     def structure(value: Any, _: type) -> Any:
         if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
-            raise _wrong(expected, value)
+            raise wrong(expected, value)
         return value
 
     return structure
@@ -56,18 +55,8 @@ def _exactly(kind: type, expected: str) -> Callable[[Any, type], Any]:
 def json_object(value: Any, _: Any = None) -> dict[str, Any]:
     """A JSON object as a dict; TypeError for anything else."""
     if not isinstance(value, Mapping):
-        raise _wrong("an object", value)
+        raise wrong("an object", value)
     return dict(value)
-
-
-def number_or_none(value: Any) -> float | None:
-    """A JSON number (not a bool) as a float, anything else as None."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def int_or_none(value: Any) -> int | None:
-    """A JSON integer (not a bool), anything else as None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _int_or_float(value: Any, hint: Any) -> int | float | None:
@@ -75,7 +64,7 @@ def _int_or_float(value: Any, hint: Any) -> int | float | None:
     if value is None and type(None) in typing.get_args(hint):
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _wrong("a number", value)
+        raise wrong("a number", value)
     return value
 
 
@@ -87,7 +76,7 @@ def _list_of(hint: Any, _: cattrs.Converter) -> Callable[[Any, Any], Any]:
 
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, list | tuple):
-            raise _wrong("a list", value)
+            raise wrong("a list", value)
         return items(value, hint)
 
     return structure
@@ -113,59 +102,7 @@ converter.register_structure_hook(StrEnum, lambda value, cls: cls(value))  # not
 converter.register_unstructure_hook(StrEnum, lambda value: value.value)
 
 
-NON_FINITE = "non_finite"
-"""The key listing what a written object held that JSON cannot: path → ``nan``/``inf``/``-inf``."""
-
-
-def finite(value: Any) -> Any:
-    """``value`` with each NaN or infinity as None; an object that held one lists them under
-    :data:`NON_FINITE` (``stats.repeats[0].fidelity``: ``nan``), beside those listed before."""
-    found: dict[str, str] = {}
-
-    def walk(item: Any, path: str) -> Any:
-        if isinstance(item, float) and not math.isfinite(item):
-            found[path] = repr(item)
-            return None
-        if isinstance(item, Mapping):
-            return {k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in item.items()}
-        if isinstance(item, list | tuple):
-            return [walk(v, f"{path}[{i}]") for i, v in enumerate(item)]
-        return item
-
-    written = walk(value, "")
-    if found and isinstance(written, dict):
-        before = written.get(NON_FINITE)
-        written[NON_FINITE] = {**(before if isinstance(before, dict) else {}), **found}
-    return written
-
-
-def strict_json(value: Any, **options: Any) -> str:
-    """JSON text every parser reads (:func:`finite`); a non-finite float left is a ValueError."""
-    return json.dumps(finite(value), allow_nan=False, **options)
-
-
-def restored(data: Any) -> Any:
-    """A dict :func:`finite` wrote, with each infinity it listed back in place (a NaN reads
-    back from its null by itself)."""
-    listed = data.get(NON_FINITE) if isinstance(data, Mapping) else None
-    if not isinstance(listed, Mapping) or not any(v in ("inf", "-inf") for v in listed.values()):
-        return data
-    data = json.loads(json.dumps(data))  # a copy: the caller's dict stays as read
-    for path, kind in listed.items():
-        steps = [int(s) if s.isdigit() else s for s in re.findall(r"[^.\[\]]+", str(path))]
-        parent = data
-        for step in steps[:-1]:
-            parent = parent[step] if isinstance(parent, dict | list) else None
-        if kind in ("inf", "-inf") and isinstance(parent, dict | list) and steps:
-            try:
-                if parent[steps[-1]] is None:
-                    parent[steps[-1]] = float(kind)
-            except (IndexError, KeyError, TypeError):
-                pass
-    return data
-
-
-def _located(error: Exception) -> tuple[str, str]:
+def located(error: Exception) -> tuple[str, str]:
     """Where cattrs' first error is (``stats.repeats[0]``, "" at the top), and what it is."""
     text = lambda exc, _: f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)  # noqa: E731
     first = cattrs.transform_error(error, path="$", format_exception=text)[0]
@@ -175,33 +112,8 @@ def _located(error: Exception) -> tuple[str, str]:
 
 def one_line(error: Exception) -> str:
     """cattrs' first error as ``stats.repeats[0].ttft.p50_ms: expected a number, got str 'x'``."""
-    where, problem = _located(error)
+    where, problem = located(error)
     return f"{where}: {problem}" if where else problem
-
-
-def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None) -> None:
-    """Raise :class:`RecordError` (``KEY: expected ...``) where ``data`` is not an object or
-    holds a value of the wrong type for a field of the dataclass ``cls``; ``read`` (the
-    class's own reader) must take it too. A key no field holds, or one left out, is no error."""
-    if not isinstance(data, Mapping):
-        raise RecordError(str(_wrong("an object", data)))
-    for name, hint in typing.get_type_hints(cls).items():
-        if name in data:
-            try:
-                converter.structure(data[name], hint)
-            except (cattrs.BaseValidationError, TypeError, ValueError) as error:
-                where, problem = _located(error)
-                dot = "" if where[:1] in ("[", "") else "."
-                raise RecordError(f"{name}{dot}{where}: {problem}") from None
-    try:
-        if read is not None:
-            read(data)
-    except (KeyError, TypeError, ValueError) as error:
-        missing = "missing key " if isinstance(error, KeyError) else ""
-        raise RecordError(f"{missing}{error}"[:200]) from None
-
-
-RecordT = TypeVar("RecordT", bound="Record")
 
 
 class Record:
@@ -212,14 +124,12 @@ class Record:
         return typing.cast(dict[str, Any], converter.unstructure(self))
 
     @classmethod
-    def from_dict(cls: type[RecordT], data: Any) -> RecordT:
+    def from_dict(cls, data: Any) -> Self:
         """The record of a dict :meth:`to_dict` wrote (None: a missing dict, read as ``{}``);
         a value of the wrong type raises :class:`RecordError` naming its key path."""
         if data is not None and not isinstance(data, Mapping):
-            raise RecordError(str(_wrong("an object", data)))
+            raise RecordError(str(wrong("an object", data)))
         try:
             return converter.structure(restored({} if data is None else data), cls)
-        except RecordError:
-            raise
         except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as error:
             raise RecordError(one_line(error)) from None

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .codec import number_or_none
+from .jsontext import number_or_none
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -9,24 +9,19 @@ know). Each record's fields are its keys in the results file and the store, writ
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
+import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 from cattrs.strategies import configure_tagged_union
 
-from .codec import (
-    Record,
-    RecordError,
-    check_fields,
-    converter,
-    int_or_none,
-    json_object,
-    number_or_none,
-)
+from .codec import Record, RecordError, converter, json_object, located, wrong
 from .cost import CostFigures, Pricing
+from .jsontext import int_or_none, number_or_none
 from .metrics import Kind, metric_for
 from .records import ItemRecord, RequestRecord
 from .slo import GoodputFigures
@@ -967,7 +962,6 @@ class SearchRatioStats(Record):
     :attr:`knob`, with the interval the two searches give (``ratio`` None only for a record
     that holds none)."""
 
-    knob: str = CONCURRENCY
     candidate: str = ""
     reference: str = ""
     metric: str = ""
@@ -983,6 +977,7 @@ class SearchRatioStats(Record):
     reference_run: str | None = None
     candidate_flags: tuple[str, ...] = ()
     reference_flags: tuple[str, ...] = ()
+    knob: str = CONCURRENCY
 
     def __post_init__(self) -> None:
         if not self.metric:
@@ -1262,6 +1257,28 @@ def _measurement(data: Any, _: type) -> Measurement:
 
 
 converter.register_structure_hook(Measurement, _measurement)
+
+
+def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None) -> None:
+    """Raise :class:`RecordError` (``KEY: expected ...``) where ``data`` is not an object or
+    holds a value of the wrong type for a field of the dataclass ``cls``; ``read`` (the
+    class's own reader) must take it too. A key no field holds, or one left out, is no error."""
+    if not isinstance(data, Mapping):
+        raise RecordError(str(wrong("an object", data)))
+    for name, hint in typing.get_type_hints(cls).items():
+        if name in data:
+            try:
+                converter.structure(data[name], hint)
+            except (cattrs.BaseValidationError, TypeError, ValueError) as error:
+                where, problem = located(error)
+                dot = "" if where[:1] in ("[", "") else "."
+                raise RecordError(f"{name}{dot}{where}: {problem}") from None
+    try:
+        if read is not None:
+            read(data)
+    except (KeyError, TypeError, ValueError) as error:
+        missing = "missing key " if isinstance(error, KeyError) else ""
+        raise RecordError(f"{missing}{error}"[:200]) from None
 
 
 def measurements_of(

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import int_or_none, number_or_none
 from .errors import ModelsweepError
+from .jsontext import int_or_none, number_or_none
 
 TARGETS = ("ttft", "tpot", "e2e")
 """The latencies a ``--slo`` may bound, in the order they are shown."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import __version__
-from ..core.codec import strict_json
+from ..core.jsontext import strict_json
 from ..core.measurements import (
     AccuracyStats,
     AccuracyVerdictStats,

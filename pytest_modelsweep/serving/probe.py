@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 
 from ..client.tls import DeadlineClient
-from ..core.codec import number_or_none
 from ..core.errors import EndpointError
+from ..core.jsontext import number_or_none
 from ..core.secrets import Credentials, auth_headers, redact, wants_key_message
 from ..core.sweep import ModelSpec
 from .endpoint import Endpoint, Provenance, ServerKind

@@ -20,9 +20,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from ..core.codec import RecordError, check_fields, strict_json
+from ..core.codec import RecordError
 from ..core.errors import DataError
-from ..core.measurements import measurements_of
+from ..core.jsontext import strict_json
+from ..core.measurements import check_fields, measurements_of
 from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..core.secrets import redacted

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.codec import finite, strict_json
 from ..core.errors import DataError
+from ..core.jsontext import finite, strict_json
 from ..core.measurements import measurements_of
 from ..core.outputs import write_failure
 from ..core.secrets import redacted

@@ -7,6 +7,7 @@ Records are kept as JSON text, so a store moves between SQLite and PostgreSQL ro
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -28,13 +29,17 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql.dml import Insert
 
+from ..core.jsontext import strict_json
+from .upgrade import upgrade_measurement
+
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: the first stores; 2: baselines keep a history (``baseline_runs``); 3: runs join sweep
 runs (``runs.sweep_run``, ``models_json``, ``finished_at``; ``baseline_runs.sweep_run``); 4:
-``runs.exit_status`` (a run never marked ended was killed), answers kept once in ``items``."""
+``runs.exit_status`` (a run never marked ended was killed), answers kept once in ``items``;
+5: measurements in results schema 3 (written before in schema 1 or 2)."""
 
 #: How many runs a baseline keeps: ``--save-baseline NAME`` again adds one, the oldest goes.
 BASELINE_HISTORY = 5
@@ -193,10 +198,27 @@ def _mark_ends_keep_answers_once(conn: Connection, dialect: str) -> None:
     )
 
 
+def _measurements_in_results_schema_3(conn: Connection, dialect: str) -> None:
+    """4 → 5: each measurement row rewritten by :func:`~.upgrade.upgrade_measurement` (a row
+    that is not JSON is left for its reader to refuse)."""
+    rows = conn.execute(select(MEASUREMENTS.c.id, MEASUREMENTS.c.measurement_json)).all()
+    for row_id, text in rows:
+        try:
+            upgraded = strict_json(upgrade_measurement(json.loads(text)))
+        except (TypeError, ValueError):
+            continue
+        conn.execute(
+            update(MEASUREMENTS)
+            .where(MEASUREMENTS.c.id == row_id)
+            .values(measurement_json=upgraded)
+        )
+
+
 UPGRADES: dict[int, Callable[[Connection, str], None]] = {
     1: _keep_baseline_history,
     2: _join_sweep_runs,
     3: _mark_ends_keep_answers_once,
+    4: _measurements_in_results_schema_3,
 }
 """Version N → N + 1, run in order after the missing tables are created."""
 

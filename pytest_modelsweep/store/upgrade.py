@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..core.codec import NON_FINITE, int_or_none, number_or_none, restored
+from ..core.jsontext import NON_FINITE, int_or_none, number_or_none, restored
 from ..core.measurements import (
     RATE,
     AccuracyStats,

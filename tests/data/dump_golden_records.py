@@ -1,8 +1,15 @@
 """Read the v1/v2 goldens into records and dump them in a neutral form (class name + fields)."""
-import dataclasses, enum, json, math, sys
+
+import dataclasses
+import enum
+import json
+import math
+import sys
 from pathlib import Path
-from pytest_modelsweep.store.results import load_results
+
 from pytest_modelsweep.core.measurements import measurements_of
+from pytest_modelsweep.store.results import load_results
+
 
 def neutral(value):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -22,6 +29,7 @@ def neutral(value):
         return repr(value)
     return value
 
+
 for name in ("results_v1_every_kind.json", "results_v2_every_kind.json"):
     data = load_results(Path("tests/data") / name)
     records = measurements_of(data["measurements"], where=name)
@@ -30,5 +38,6 @@ for name in ("results_v1_every_kind.json", "results_v2_every_kind.json"):
         if type(r.stats).__name__ == "OtherStats":
             o["stats"]["values"] = neutral(dict(r.stats.values))
     Path(sys.argv[1], name.replace(".json", ".records.json")).write_text(
-        json.dumps(out, indent=1, sort_keys=True) + "\n")
+        json.dumps(out, indent=1, sort_keys=True) + "\n"
+    )
     print(name, len(out))
