@@ -25,6 +25,7 @@ from scipy.stats import t as student_t
 from sse_server import ListingServer
 from test_report_real_run import html_tables, markdown_tables, summary_section
 
+from pytest_modelsweep.core.codec import converter
 from pytest_modelsweep.core.cost import (
     Pricing,
     cost_interval,
@@ -156,21 +157,22 @@ def test_window_goodput_counts_good_requests_over_the_duration() -> None:
     window = [record(start=0.0), record(start=0.5, ttft_s=0.2), record(start=1.0, error="x")]
     goodput = window_goodput(window, slo, duration_s=2.0)
     assert goodput == Goodput(good=1, requests=3, duration_s=2.0)
-    assert goodput.as_stats() == {
+    assert converter.unstructure(goodput.figures()) == {
         "goodput_rps": 0.5,
         "slo_attainment": pytest.approx(1 / 3),
-        "slo_good": 1,
-        "slo_requests": 3,
+        "good": 1,
+        "requests": 3,
+        "slo": None,
     }
     empty = window_goodput([], slo, duration_s=0.0)
     assert empty.goodput_rps is None and empty.slo_attainment is None
     stats = goodput_stats(slo, [goodput, Goodput(good=2, requests=2, duration_s=4.0), empty])
-    assert stats.as_stats() == {
-        "slo": {"ttft_ms": 150.0},
+    assert converter.unstructure(stats) == {
         "goodput_rps": 0.5,
         "slo_attainment": pytest.approx((1 / 3 + 1) / 2),
-        "slo_good": 3,
-        "slo_requests": 5,
+        "good": 3,
+        "requests": 5,
+        "slo": {"ttft_ms": 150.0, "tpot_ms": None, "e2e_ms": None},
     }
 
 
@@ -206,10 +208,10 @@ def test_the_cost_interval_swaps_the_rate_bounds() -> None:
 
 def test_cost_stats_give_an_interval_only_where_the_rate_has_one() -> None:
     pricing = Pricing(1.2, source="list price", as_of="2026-11-30")
-    with_interval = cost_stats(pricing, 900.0, (800.0, 1000.0)).as_stats()
+    with_interval = converter.unstructure(cost_stats(pricing, 900.0, (800.0, 1000.0)))
     assert with_interval == {
         "usd_per_million_output_tokens": pytest.approx(1.2 / (900 * 3600) * 1e6),
-        "usd_per_million_output_tokens_interval": [
+        "interval": [
             pytest.approx(1.2 / 3.6),
             pytest.approx(1.2 / 2.88),
         ],
@@ -319,12 +321,14 @@ def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     assert not any("goodput" in note or "$/1M" in note for note in table.notes)
 
     pricing = Pricing(0.1, source="example machine", as_of="2026-11-30", example=True)
-    priced = throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())
+    priced = throughput_measurement(
+        [100.0], cost=converter.unstructure(cost_stats(pricing, 100.0, None))
+    )
     slo = parse_slo("ttft=2s,tpot=100ms")
     measured = throughput_measurement(
         [100.0, 110.0],
-        **goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)]).as_stats(),
-        **cost_stats(pricing, 105.0, (90.0, 120.0)).as_stats(),
+        goodput=converter.unstructure(goodput_stats(slo, [Goodput(3, 4, 2.0), Goodput(4, 4, 2.0)])),
+        cost=converter.unstructure(cost_stats(pricing, 105.0, (90.0, 120.0))),
     )
     [table] = summary_tables(records([plain, priced, measured]))
     assert table.columns == throughput_columns(goodput=True, cost=True)
@@ -356,7 +360,12 @@ def test_markdown_escapes_dollars_so_github_draws_no_formula() -> None:
     assert escape_markdown("$0.1/h and $/1M") == "\\$0.1/h and \\$/1M"
     pricing = Pricing(0.1, source="example", example=True)
     text = markdown_report(
-        [throughput_measurement([100.0], **cost_stats(pricing, 100.0, None).as_stats())], {}
+        [
+            throughput_measurement(
+                [100.0], cost=converter.unstructure(cost_stats(pricing, 100.0, None))
+            )
+        ],
+        {},
     )
     assert "| \\$/1M output tokens |" in text and "\\$0.1/h (example), an example price" in text
     assert "$" not in text.replace("\\$", "")

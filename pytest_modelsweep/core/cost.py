@@ -7,11 +7,8 @@ price from the sweep's ``[pricing]`` or ``--usd-per-hour``; without one there is
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
-
-from .jsontext import number_or_none
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -25,22 +22,6 @@ class Pricing:
     as_of: str = ""
     example: bool = False
     """The price only illustrates (the embedded sweep's CPU machine), it is nobody's quote."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Pricing:
-        """The inverse of :meth:`as_dict`; ValueError or KeyError without a numeric price."""
-        price = data["usd_per_hour"]
-        if isinstance(price, bool) or not isinstance(price, int | float):
-            raise ValueError(f"a price must be a number of dollars per hour, got {price!r}")
-        return cls(
-            float(price),
-            source=str(data.get("source") or ""),
-            as_of=str(data.get("as_of") or ""),
-            example=data.get("example") is True,
-        )
 
     def describe(self) -> str:
         """E.g. ``$1.20/h (Google Cloud TPU pricing, 2026-11-30)``; ``example`` said so."""
@@ -78,32 +59,6 @@ class CostFigures:
     usd_per_million_output_tokens: float | None
     interval: tuple[float, float] | None
     pricing: Pricing
-
-    def as_stats(self) -> dict[str, Any]:
-        """The measurement's ``stats`` keys (the interval absent without one)."""
-        stats: dict[str, Any] = {
-            "usd_per_million_output_tokens": self.usd_per_million_output_tokens
-        }
-        if self.interval is not None:
-            stats["usd_per_million_output_tokens_interval"] = list(self.interval)
-        stats["pricing"] = self.pricing.as_dict()
-        return stats
-
-    @classmethod
-    def from_stats(cls, stats: Mapping[str, Any]) -> CostFigures | None:
-        """The figures :meth:`as_stats` wrote; None when ``stats`` holds no readable price."""
-        try:
-            pricing = Pricing.from_dict(stats["pricing"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        interval = stats.get("usd_per_million_output_tokens_interval")
-        low, high = interval if isinstance(interval, list) and len(interval) == 2 else (None, None)
-        low, high = number_or_none(low), number_or_none(high)
-        return cls(
-            number_or_none(stats.get("usd_per_million_output_tokens")),
-            None if low is None or high is None else (low, high),
-            pricing,
-        )
 
 
 def cost_stats(

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ModelsweepError
-from .jsontext import int_or_none, number_or_none
 
 TARGETS = ("ttft", "tpot", "e2e")
 """The latencies a ``--slo`` may bound, in the order they are shown."""
@@ -131,10 +130,6 @@ class Goodput:
         """The window's goodput as a measurement records it."""
         return GoodputFigures(self.goodput_rps, self.slo_attainment, self.good, self.requests)
 
-    def as_stats(self) -> dict[str, Any]:
-        """JSON-friendly: ``goodput_rps``, ``slo_attainment``, ``slo_good``, ``slo_requests``."""
-        return self.figures().as_stats()
-
 
 def window_goodput(records: Iterable[Mapping[str, Any]], slo: Slo, duration_s: float) -> Goodput:
     """Goodput of one timed window's request records over its duration."""
@@ -161,37 +156,6 @@ class GoodputFigures:
     good: int
     requests: int
     slo: Slo | None = None
-
-    def as_stats(self) -> dict[str, Any]:
-        """The ``stats`` keys: ``slo`` (when given), ``goodput_rps``, ``slo_attainment``,
-        ``slo_good``, ``slo_requests``."""
-        stats: dict[str, Any] = {} if self.slo is None else {"slo": self.slo.as_dict()}
-        stats.update(
-            goodput_rps=self.goodput_rps,
-            slo_attainment=self.slo_attainment,
-            slo_good=self.good,
-            slo_requests=self.requests,
-        )
-        return stats
-
-    @classmethod
-    def from_stats(cls, stats: Mapping[str, Any]) -> GoodputFigures | None:
-        """The figures :meth:`as_stats` wrote; None when ``stats`` holds none."""
-        if "slo_good" not in stats and "goodput_rps" not in stats:
-            return None
-        slo = None
-        if isinstance(stats.get("slo"), Mapping):
-            try:
-                slo = Slo.from_dict(stats["slo"])
-            except (TypeError, ValueError):
-                slo = None
-        return cls(
-            number_or_none(stats.get("goodput_rps")),
-            number_or_none(stats.get("slo_attainment")),
-            int_or_none(stats.get("slo_good")) or 0,
-            int_or_none(stats.get("slo_requests")) or 0,
-            slo,
-        )
 
 
 def goodput_stats(slo: Slo, windows: Sequence[Goodput]) -> GoodputFigures:

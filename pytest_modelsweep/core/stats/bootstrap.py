@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal, cast, get_args
+from typing import Literal, cast, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -99,15 +99,6 @@ class PairedInterval:
     def width(self) -> float:
         """high - low."""
         return self.high - self.low
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy of the fields."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PairedInterval:
-        """Inverse of :meth:`as_dict`; extra keys are ignored."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ tokens/s, exponentiated: :func:`log_mean_interval` (one setting over its repeats
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -78,36 +77,6 @@ class RatioInterval:
     method: str = "welch-log-t"
     df: float = math.nan
     log_standard_error: float = math.nan
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly copy of the fields; a bound that is not a number (no interval) is None,
-        so that strict JSON readers can read the results."""
-        return {
-            key: (None if isinstance(value, float) and math.isnan(value) else value)
-            for key, value in asdict(self).items()
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RatioInterval:
-        """Inverse of :meth:`as_dict` (None back to NaN); extra keys are ignored."""
-
-        def number(value: Any) -> float:
-            return math.nan if value is None else float(value)
-
-        return cls(
-            ratio=float(data["ratio"]),
-            low=number(data["low"]),
-            high=number(data["high"]),
-            confidence=float(data["confidence"]),
-            candidate_mean=float(data["candidate_mean"]),
-            reference_mean=float(data["reference_mean"]),
-            candidate_n=int(data["candidate_n"]),
-            reference_n=int(data["reference_n"]),
-            degenerate=bool(data["degenerate"]),
-            method=str(data.get("method", "welch-log-t")),
-            df=number(data.get("df")),
-            log_standard_error=number(data.get("log_standard_error")),
-        )
 
     def at_confidence(self, confidence: float) -> RatioInterval:
         """The same estimate with its interval at another confidence level."""
