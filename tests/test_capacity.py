@@ -22,7 +22,9 @@ import pytest
 from paths import PAIR, TWO_WORKERS
 from sse_server import ListingServer
 
+from pytest_modelsweep.core.codec import converter
 from pytest_modelsweep.core.cost import usd_per_million_output_tokens
+from pytest_modelsweep.core.measurements import Measurement
 from pytest_modelsweep.core.slo import Slo, is_good, parse_slo
 from pytest_modelsweep.core.sweep import load_sweep
 
@@ -105,45 +107,46 @@ def check_capacity(
         "min_windows": 2,
         "max_windows": 4,
     }
-    assert stats["max_concurrency_source"] == "the sweep's max_num_seqs"
+    assert stats["source"] == "the sweep's max_num_seqs"
     assert stats["confidence"] == 0.95 and stats["inconclusive"] == []
     steps = stats["steps"]
     tried = navigated + decided
-    assert [s["concurrency"] for s in steps] == tried
+    assert [s["value"] for s in steps] == tried
     requests = measurement["requests"]
     assert measurement["n"] == len(requests) == sum(max(TIMED, c) for c in tried)
     pooled: dict[int, list[float]] = {}
     for index, step in enumerate(steps):
-        assert {r["concurrency"] for r in requests if r["step"] == index} == {step["concurrency"]}
-        assert step["slo_attainment"] == attainment(requests, index, slo)
-        assert step["violations"] == [] and step["timed_requests"] == max(TIMED, tried[index])
-        at = pooled.setdefault(step["concurrency"], [])
-        at.append(step["slo_attainment"])
-        assert step["window"] == len(at)
-        assert step["step_good"] == sum(round(a * step["requests"]) for a in at)
-        assert step["outcome"] == (
-            "undecided" if len(at) == 1 else "pass" if step["passed"] else step["outcome"]
-        )
+        assert {r["concurrency"] for r in requests if r["step"] == index} == {step["value"]}
+        share = step["good"] / step["requests"]
+        assert share == attainment(requests, index, slo)
+        assert step["violations"] == []
+        assert step["recorded"]["timed_requests"] == max(TIMED, tried[index])
+        at = pooled.setdefault(step["value"], [])
+        at.append(share)
+        assert step["interval"]["windows"] == len(at)
+        assert step["interval"]["good"] == sum(round(a * step["requests"]) for a in at)
+        assert step["outcome"] == ("undecided" if len(at) == 1 else step["outcome"])
     last_pass, first_fail = stats["bracket"]
     assert (last_pass, first_fail) == (capacity, capacity + 1)
-    outcomes = {s["concurrency"]: s["outcome"] for s in steps}
+    outcomes = {s["value"]: s["outcome"] for s in steps}
     assert (outcomes[last_pass], outcomes[first_fail]) == ("pass", "miss")
     assert set(pooled[last_pass]) == {1.0} and set(pooled[first_fail]) == {0.0}
-    at = max(i for i, s in enumerate(steps) if s["concurrency"] == last_pass)
-    assert steps[at]["passed"] and sum(s["passed"] for s in steps) == 1
-    assert stats["slo_attainment"] == steps[at]["slo_attainment"]
-    assert stats["output_tokens_per_s"] == steps[at]["output_tokens_per_s"]
+    at = max(i for i, s in enumerate(steps) if s["value"] == last_pass)
+    assert steps[at]["outcome"] == "pass" and sum(s["outcome"] == "pass" for s in steps) == 1
+    at_capacity = stats["at_capacity"]
+    assert at_capacity["slo_attainment"] == steps[at]["good"] / steps[at]["requests"]
+    assert at_capacity["output_tokens_per_s"] == steps[at]["output_tokens_per_s"]
     assert (
-        stats["goodput_rps"]
+        at_capacity["goodput_rps"]
         == steps[at]["goodput_rps"]
         == pytest.approx(steps[at]["good"] / steps[at]["duration_s"])
     )
     pricing = load_sweep("embedded").pricing
-    assert pricing is not None and stats["pricing"] == pricing.as_dict()
-    assert stats["usd_per_million_output_tokens"] == pytest.approx(
-        usd_per_million_output_tokens(pricing.usd_per_hour, stats["output_tokens_per_s"])
+    assert pricing is not None and stats["pricing"] == converter.unstructure(pricing)
+    assert at_capacity["usd_per_million_output_tokens"] == pytest.approx(
+        usd_per_million_output_tokens(pricing.usd_per_hour, at_capacity["output_tokens_per_s"])
     )
-    assert "reason" not in stats
+    assert stats["reason"] is None
 
 
 # The reference: c1 passes, c2 misses; 7 good requests pass a step and 8 bad ones miss it,
@@ -166,13 +169,19 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     assert ratio["model"] == CANDIDATE and ratio["value"] == 3.0
     assert ratio["unit"] == "x reference"
     assert ratio["params"] == {"reference": REFERENCE, "verdict": "better", "slo": {"tpot_ms": 6.0}}
-    stats = ratio["stats"]
-    assert (stats["candidate_capacity"], stats["reference_capacity"]) == (3, 1)
-    assert (stats["candidate_bracket"], stats["reference_bracket"]) == ([3, 4], [1, 2])
+    stats, sides = ratio["stats"], ratio["stats"]["ratio"]
+    assert (sides["candidate"]["capacity"], sides["reference"]["capacity"]) == (3, 1)
+    assert [
+        [sides[r]["last_pass"], sides[r]["first_fail"]] for r in ("candidate", "reference")
+    ] == [
+        [3, 4],
+        [1, 2],
+    ]
     # the crossings lie in [3, 4) and [1, 2): the ratio between 3/2 and 4/1 at 90%, wholly
     # above 1 + 10%
-    assert (stats["bracket_low"], stats["bracket_high"]) == (1.5, 4.0)
-    assert stats["degenerate"] is False and stats["confidence"] == pytest.approx(0.90)
+    assert (sides["low"], sides["high"]) == (1.5, 4.0)
+    assert sides["confidence"] == pytest.approx(0.90)
+    assert Measurement.from_dict(ratio).stats.ratio.degenerate is False  # type: ignore[union-attr]
     assert stats["rule"] == "capacity-interval-beyond-tolerance"
     result.stdout.fnmatch_lines(
         [
@@ -212,7 +221,7 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     assert swapped["model"] == REFERENCE and swapped["value"] == pytest.approx(1 / 3)
     assert swapped["params"]["verdict"] == "worse"
     assert swapped["stats"]["candidate_run"] == ratio["stats"]["candidate_run"]
-    assert (swapped["stats"]["bracket_low"], swapped["stats"]["bracket_high"]) == (0.25, 2 / 3)
+    assert (swapped["stats"]["ratio"]["low"], swapped["stats"]["ratio"]["high"]) == (0.25, 2 / 3)
 
     # Another SLO: the stored capacities, alike but under 6 ms, are refused by name (and
     # sides under two SLOs: test_like_with_like.py).
@@ -254,7 +263,7 @@ def test_a_reference_that_misses_at_concurrency_one_has_capacity_zero_and_no_rat
     assert zero["value"] == 0 and zero["outcome"] == "passed"
     stats = zero["stats"]
     assert (stats["capacity"], stats["bracket"]) == (0, [0, 1])
-    assert [s["concurrency"] for s in stats["steps"]] == [1] * 4  # 8 bad requests: a miss
+    assert [s["value"] for s in stats["steps"]] == [1] * 4  # 8 bad requests: a miss
     assert stats["reason"] == (
         "surely misses the SLO even at concurrency 1: 0% of its requests met it (0/8), 50% needed"
     )
@@ -336,7 +345,7 @@ def test_the_maximum_comes_from_the_sweep_and_a_search_that_reaches_it_says_so(
     stats = measurement["stats"]
     assert measurement["params"]["max_concurrency"] == 2
     assert (stats["capacity"], stats["bracket"]) == (2, [2, None])
-    assert [s["concurrency"] for s in stats["steps"]] == [1, 2, 2, 2, 2]
+    assert [s["value"] for s in stats["steps"]] == [1, 2, 2, 2, 2]
     assert stats["reason"].startswith("meets the SLO at the server's maximum concurrency 2")
 
 
@@ -350,7 +359,7 @@ def test_under_xdist_each_model_is_searched_once_on_one_worker(
     # every request each server saw belongs to its one search: warm-up c, timed max(2, c)
     # (which steps pass is the paced servers' in real time: the test above, alone)
     for model, server in ((REFERENCE, servers.reference), (CANDIDATE, servers.candidate)):
-        tried = [step["concurrency"] for step in found[model]["stats"]["steps"]]
+        tried = [step["value"] for step in found[model]["stats"]["steps"]]
         completions = [b for b in server.stats.bodies if "prompt" in b]
         assert len(completions) == sum(c + max(TIMED, c) for c in tried), model
     (ratio,) = measurements(pytester, "capacity_ratio").values()

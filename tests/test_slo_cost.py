@@ -498,22 +498,30 @@ def test_goodput_and_attainment_match_a_count_of_the_request_records(
     stats = m["stats"]
     counts = count_by_hand(m)
     assert len(counts) == len(stats["repeats"]) == REPEATS
-    assert stats["slo"] == {"ttft_ms": TTFT_TARGET_MS, "tpot_ms": TPOT_TARGET_MS}
+    assert stats["goodput"]["slo"] == {
+        "ttft_ms": TTFT_TARGET_MS,
+        "tpot_ms": TPOT_TARGET_MS,
+        "e2e_ms": None,
+    }
     for hand, window in zip(counts, stats["repeats"]):
-        assert hand.requests == 2 * CONCURRENCY == window["slo_requests"]
+        assert hand.requests == 2 * CONCURRENCY == window["goodput"]["requests"]
         assert 0 < hand.good < hand.requests  # the slow half misses TPOT, the fast half meets it
-        assert window["slo_good"] == hand.good
+        assert window["goodput"]["good"] == hand.good
         assert window["duration_s"] == pytest.approx(hand.duration_s, rel=1e-12)
-        assert window["goodput_rps"] == pytest.approx(hand.good / hand.duration_s, rel=1e-12)
-        assert window["slo_attainment"] == pytest.approx(hand.good / hand.requests, rel=1e-12)
-    assert stats["goodput_rps"] == pytest.approx(
+        assert window["goodput"]["goodput_rps"] == pytest.approx(
+            hand.good / hand.duration_s, rel=1e-12
+        )
+        assert window["goodput"]["slo_attainment"] == pytest.approx(
+            hand.good / hand.requests, rel=1e-12
+        )
+    assert stats["goodput"]["goodput_rps"] == pytest.approx(
         statistics.fmean(h.good / h.duration_s for h in counts), rel=1e-12
     )
-    assert stats["slo_attainment"] == pytest.approx(
+    assert stats["goodput"]["slo_attainment"] == pytest.approx(
         statistics.fmean(h.good / h.requests for h in counts), rel=1e-12
     )
-    assert stats["slo_good"] == sum(h.good for h in counts)
-    assert stats["slo_requests"] == sum(h.requests for h in counts)
+    assert stats["goodput"]["good"] == sum(h.good for h in counts)
+    assert stats["goodput"]["requests"] == sum(h.requests for h in counts)
 
 
 def test_cost_matches_the_price_of_the_hand_counted_rates(priced_run: BenchRun) -> None:
@@ -523,13 +531,13 @@ def test_cost_matches_the_price_of_the_hand_counted_rates(priced_run: BenchRun) 
     assert stats["repeat_values"] == pytest.approx(rates, rel=1e-12)
     mean = statistics.fmean(rates)
     assert m["value"] == pytest.approx(mean, rel=1e-12)
-    assert stats["pricing"] == {
+    assert stats["cost"]["pricing"] == {
         "usd_per_hour": USD_PER_HOUR,
         "source": "--usd-per-hour",
         "as_of": "",
         "example": False,
     }
-    assert stats["usd_per_million_output_tokens"] == pytest.approx(
+    assert stats["cost"]["usd_per_million_output_tokens"] == pytest.approx(
         USD_PER_HOUR / (mean * 3600) * 1e6, rel=1e-12
     )
     for rate, window in zip(rates, stats["repeats"]):
@@ -540,11 +548,11 @@ def test_cost_matches_the_price_of_the_hand_counted_rates(priced_run: BenchRun) 
     logs = [math.log(rate) for rate in rates]
     half = student_t.ppf(0.975, REPEATS - 1) * statistics.stdev(logs) / math.sqrt(REPEATS)
     rate_low, rate_high = (math.exp(statistics.fmean(logs) + side * half) for side in (-1, 1))
-    assert stats["output_tokens_per_s_interval"] == pytest.approx([rate_low, rate_high], rel=1e-9)
-    low, high = stats["usd_per_million_output_tokens_interval"]
+    assert stats["interval"] == pytest.approx([rate_low, rate_high], rel=1e-9)
+    low, high = stats["cost"]["interval"]
     assert low == pytest.approx(USD_PER_HOUR / (rate_high * 3600) * 1e6, rel=1e-9)
     assert high == pytest.approx(USD_PER_HOUR / (rate_low * 3600) * 1e6, rel=1e-9)
-    assert low <= stats["usd_per_million_output_tokens"] <= high
+    assert low <= stats["cost"]["usd_per_million_output_tokens"] <= high
 
 
 @pytest.mark.parametrize("kind", ["markdown", "html"])
@@ -567,9 +575,9 @@ def test_the_reports_show_the_recorded_goodput_and_cost(priced_run: BenchRun, ki
         == format_percent(statistics.fmean(h.good / h.requests for h in counts))
         == "50.0%"
     )
-    low, high = stats["usd_per_million_output_tokens_interval"]
+    low, high = stats["cost"]["interval"]
     assert row["$/1M output tokens"] == (
-        f"{format_usd(stats['usd_per_million_output_tokens'])} [{format_usd(low)}, {format_usd(high)}]"
+        f"{format_usd(stats['cost']['usd_per_million_output_tokens'])} [{format_usd(low)}, {format_usd(high)}]"
     )
     text = priced_run.markdown if kind == "markdown" else summary_section(priced_run.html)
     plain = text.replace("\\", "")
@@ -589,8 +597,8 @@ def test_the_per_test_extra_lists_each_repeats_goodput_and_cost(priced_run: Benc
     ]
     assert [row[5:8] for row in rows] == [
         [
-            format_goodput(w["goodput_rps"]),
-            format_percent(w["slo_attainment"]),
+            format_goodput(w["goodput"]["goodput_rps"]),
+            format_percent(w["goodput"]["slo_attainment"]),
             format_usd(w["usd_per_million_output_tokens"]),
         ]
         for w in m["stats"]["repeats"]
@@ -615,19 +623,12 @@ def test_without_a_price_or_an_slo_no_cost_or_goodput_is_recorded(tmp_path: Path
         )
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-4000:]
     m = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["measurements"][0]
-    keys = {
-        "pricing",
-        "usd_per_million_output_tokens",
-        "usd_per_million_output_tokens_interval",
-        "slo",
-        "goodput_rps",
-        "slo_attainment",
-        "slo_good",
-        "slo_requests",
-    }
-    assert not keys & set(m["stats"])
-    assert not keys & {k for window in m["stats"]["repeats"] for k in window}
-    assert "output_tokens_per_s_interval" not in m["stats"]  # one repeat: no interval
+    # no default SLO and no default price: no goodput, no cost, nowhere
+    assert m["stats"]["goodput"] is None and m["stats"]["cost"] is None
+    for window in m["stats"]["repeats"]:
+        assert window["goodput"] is None and window["priced"] is False
+        assert window["usd_per_million_output_tokens"] is None
+    assert m["stats"]["interval"] is None  # one repeat: no interval
     [row] = markdown_tables((tmp_path / "r.md").read_text(encoding="utf-8"))["Throughput"]
     assert list(row) == THROUGHPUT_COLUMNS
 
@@ -645,16 +646,19 @@ def test_the_embedded_sweeps_example_price_is_said_to_be_one(tmp_path: Path) -> 
     assert completed.returncode == 0, (completed.stdout + completed.stderr)[-4000:]
     m = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["measurements"][0]
     stats = m["stats"]
-    assert stats["pricing"]["example"] is True and stats["pricing"]["usd_per_hour"] == 0.10
-    assert stats["usd_per_million_output_tokens"] == pytest.approx(
+    assert (
+        stats["cost"]["pricing"]["example"] is True
+        and stats["cost"]["pricing"]["usd_per_hour"] == 0.10
+    )
+    assert stats["cost"]["usd_per_million_output_tokens"] == pytest.approx(
         0.10 / (m["value"] * 3600) * 1e6, rel=1e-12
     )
-    assert "usd_per_million_output_tokens_interval" not in stats  # one repeat
-    assert "goodput_rps" not in stats and "slo" not in stats
+    assert stats["cost"]["interval"] is None  # one repeat
+    assert stats["goodput"] is None
     markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
     [row] = markdown_tables(markdown)["Throughput"]
     assert list(row) == throughput_columns(cost=True)
-    assert row["$/1M output tokens"] == format_usd(stats["usd_per_million_output_tokens"])
+    assert row["$/1M output tokens"] == format_usd(stats["cost"]["usd_per_million_output_tokens"])
     page = summary_section((tmp_path / "r.html").read_text(encoding="utf-8"))
     for text in (markdown.replace("\\", ""), page):
         assert text.count("an example price") == 1
