@@ -828,7 +828,7 @@ def output_rates_said(run: Run, holding: list[str], concurrency: int) -> str:
     for candidate in holding:
         ratio = run.measurement(candidate, "throughput_ratio", concurrency=concurrency)
         assert ratio is not None
-        value, low, high = ratio["value"], ratio["stats"]["low"], ratio["stats"]["high"]
+        value, low, high = ratio["value"], *(ratio["stats"]["interval"][k] for k in ("low", "high"))
         if low is not None and high is not None and max(high / value, value / low) <= 1.25:
             decided[candidate] = f"{value:.2f}×"
         else:
@@ -858,13 +858,13 @@ def cost_of(run: Run, model: str) -> tuple[str, float | None]:
     if capacity is not None and capacity["stats"]["capacity"] is not None:
         value = capacity["stats"]["capacity"]
         return (
-            (f"at c{value}", capacity["stats"]["usd_per_million_output_tokens"])
+            (f"at c{value}", capacity["stats"]["at_capacity"]["usd_per_million_output_tokens"])
             if value
             else ("", None)
         )
     c16 = passed_c16(run, model)
     if c16 is not None:
-        return "at c16", c16["stats"].get("usd_per_million_output_tokens")
+        return "at c16", (c16["stats"]["cost"] or {}).get("usd_per_million_output_tokens")
     return "", None
 
 
@@ -894,7 +894,7 @@ def check_capacity_cell(run: Run, model: str, cell: str, reasons: list[str]) -> 
     assert match is not None, cell
     assert int(match.group(1)) == capacity
     assert float(match.group(2).replace(",", "")) == pytest.approx(
-        stats["goodput_rps"], rel=0.005, abs=0.0051
+        stats["at_capacity"]["goodput_rps"], rel=0.005, abs=0.0051
     )
 
 
@@ -906,12 +906,13 @@ def check_capacity_ratio_cells(
     if ratio is not None:
         stats = ratio["stats"]
         assert verdict_word(verdict) == ratio["params"]["verdict"] == stats["verdict"]
-        assert not stats["degenerate"]
-        expected = [ratio["value"], stats["bracket_low"]]
-        if stats["bracket_high"] is None:  # the candidate passed at its maximum: open above
+        sides = stats["ratio"]
+        assert not (sides["candidate"]["first_fail"] is None is sides["reference"]["first_fail"])
+        expected = [ratio["value"], sides["low"]]
+        if sides["high"] is None:  # the candidate passed at its maximum: open above
             assert cell.endswith(", ∞)"), cell
         else:
-            expected.append(stats["bracket_high"])
+            expected.append(sides["high"])
             assert cell.endswith("]") and "interval" not in cell
         assert numbers(cell) == pytest.approx(expected, abs=0.0051), cell
         return
@@ -945,7 +946,7 @@ def check_cost_cells(run: Run, model: str, row: dict[str, str], reasons: list[st
     if at == "at c16":  # with its interval over the repeats
         c16 = passed_c16(run, model)
         assert c16 is not None
-        expected += c16["stats"]["usd_per_million_output_tokens_interval"]
+        expected += c16["stats"]["cost"]["interval"]
     assert shown == pytest.approx(expected, rel=0.006), cell
     if model == REFERENCE:
         assert RELATIVE_COST not in row  # the reference's own cost only
@@ -956,7 +957,7 @@ def check_cost_cells(run: Run, model: str, row: dict[str, str], reasons: list[st
     if basis(at) == "c16":  # one price: the inverse of the c16 ratio, with its interval inverted
         ratio = run.measurement(model, "throughput_ratio", concurrency=16, prompt_tokens=None)
         assert ratio is not None
-        low, high = ratio["stats"]["low"], ratio["stats"]["high"]
+        low, high = ratio["stats"]["interval"]["low"], ratio["stats"]["interval"]["high"]
         assert numbers(relative) == pytest.approx(
             [usd / reference_usd, 1 / high, 1 / low], abs=0.0051
         ), relative
@@ -982,17 +983,18 @@ def priced(run: Run, usd_per_hour: float) -> None:
     found = 0
     for m in run.results["measurements"]:
         stats = m["stats"]
-        rate = (
-            stats.get("output_tokens_per_s")
-            if m["benchmark"] == "capacity"
-            else m["value"]
-            if m["benchmark"] == "throughput"
-            else None
-        )
-        if rate is None or "usd_per_million_output_tokens" not in stats:
+        if m["benchmark"] == "capacity":  # at its capacity, priced
+            at = stats["at_capacity"] or {}
+            rate, usd, pricing = at.get("output_tokens_per_s"), at, stats["pricing"]
+        elif m["benchmark"] == "throughput":
+            rate, usd = m["value"], stats["cost"] or {}
+            pricing = usd.get("pricing")
+        else:
             continue
-        assert stats["pricing"]["usd_per_hour"] == usd_per_hour
-        assert stats["usd_per_million_output_tokens"] == pytest.approx(
+        if rate is None or pricing is None:
+            continue
+        assert pricing["usd_per_hour"] == usd_per_hour
+        assert usd["usd_per_million_output_tokens"] == pytest.approx(
             usd_per_hour / (rate * 3600) * 1e6
         )
         found += 1
@@ -1076,8 +1078,9 @@ def test_the_capacity_runs_searched_their_servers_within_their_slots(
         assert ratio is not None, candidate
         low, high = brackets[0, candidate]
         expected = [low / reference_high, None if high is None else high / reference_low]
-        assert ratio["stats"]["ratio_bracket"] == pytest.approx(expected)
-        assert ratio["params"]["verdict"] == ratio_verdict(*ratio["stats"]["ratio_bracket"])
+        sides = ratio["stats"]["ratio"]
+        assert [sides["low"], sides["high"]] == pytest.approx(expected)
+        assert ratio["params"]["verdict"] == ratio_verdict(sides["low"], sides["high"])
     broken = capacity_only_run.measurement(UNREACHABLE, "capacity")
     assert broken is not None and broken["stats"]["error"].startswith(
         "the window at concurrency 1 broke its rules: request 0 produced 12 of 256 tokens"
@@ -1086,7 +1089,7 @@ def test_the_capacity_runs_searched_their_servers_within_their_slots(
     priced(capacity_run, 0.10)
     priced(capacity_only_run, USD_PER_HOUR)
     assert not any(
-        "pricing" in m["stats"]
+        m["stats"].get("pricing") or m["stats"].get("cost")
         for m in capacity_run.results["measurements"] + capacity_only_run.results["measurements"]
         if m["benchmark"] not in ("capacity", "throughput")
     )
@@ -1116,7 +1119,8 @@ def test_each_accuracy_group_shows_its_verdict_difference_and_interval(
             label = LABELS[metric]
             assert verdict_word(table[candidate][f"{label} verdict"]) == stats["verdict"]
             shown = numbers(table[candidate][f"{label} difference [95% interval]"])
-            expected = [100 * stats["difference"], 100 * stats["low"], 100 * stats["high"]]
+            interval = stats["interval"]
+            expected = [100 * interval[k] for k in ("difference", "low", "high")]
             assert shown == pytest.approx(expected, abs=0.051), (candidate, metric)
     for metric in METRICS:
         reference = real_run.measurement(REFERENCE, metric)
@@ -1140,7 +1144,8 @@ def check_throughput_cells(run: Run, kind: str, concurrency: int = 16) -> None:
             continue
         stats = ratio["stats"]
         shown = numbers(table[candidate][f"{setting} ratio [95% interval]"])
-        assert shown[:3] == pytest.approx([ratio["value"], stats["low"], stats["high"]], abs=0.0051)
+        bounds = [stats["interval"]["low"], stats["interval"]["high"]]
+        assert shown[:3] == pytest.approx([ratio["value"], *bounds], abs=0.0051)
         assert verdict_word(table[candidate][f"{setting} verdict"]) == stats["verdict"]
     reference = run.measurement(REFERENCE, "throughput", concurrency=concurrency)
     assert reference is not None
@@ -1313,7 +1318,9 @@ def test_a_run_without_a_price_says_so_once(failed_reference_run: Run, kind: str
     run = failed_reference_run
     assert run.measurement(REFERENCE, "throughput", concurrency=16) is not None
     assert not any(
-        "pricing" in m["stats"] or "usd_per_million_output_tokens" in m["stats"]
+        m["stats"].get("pricing")
+        or m["stats"].get("cost")
+        or (m["stats"].get("at_capacity") or {}).get("usd_per_million_output_tokens") is not None
         for m in run.results["measurements"]
     )
     _, table, reasons, _ = decision(run, kind)
@@ -1384,11 +1391,11 @@ def test_the_capacity_cell_tells_the_goodput_and_attainment_at_the_capacity(
         assert measured is not None
         stats = measured["stats"]
         [step] = [
-            s for s in stats["steps"] if s["concurrency"] == stats["capacity"] and s["passed"]
+            s for s in stats["steps"] if s["value"] == stats["capacity"] and s["outcome"] == "pass"
         ]
         tip = titles[model]
         assert (
-            f"at c{stats['capacity']}: {100 * stats['slo_attainment']:.0f}% of requests met "
+            f"at c{stats['capacity']}: {100 * stats['at_capacity']['slo_attainment']:.0f}% of requests met "
             f"the SLO ({step['good']}/{step['requests']}), goodput "
         ) in tip, tip
         shown = stats["bracket"][0] if stats["bracket"][1] else f"≥ {stats['bracket'][0]}"
@@ -1490,7 +1497,7 @@ def test_the_pareto_front_is_the_undominated_models(real_run: Run, kind: str) ->
         ratio = real_run.measurement(candidate, "throughput_ratio", concurrency=16)
         verdict = real_run.measurement(candidate, "verdict:gsm8k")
         assert ratio is not None and verdict is not None
-        points[candidate] = (ratio["value"], verdict["stats"]["difference"])
+        points[candidate] = (ratio["value"], verdict["stats"]["interval"]["difference"])
     front = independent_front(points)
     assert WORSE not in front  # slower and less accurate than the reference
     assert line.startswith("Pareto front (GSM8K difference against c16 throughput ratio): ")
@@ -1514,7 +1521,7 @@ def test_without_c16_ratios_the_pareto_front_is_against_relative_cost(
         verdict = capacity_run.measurement(candidate, "verdict:gsm8k")
         assert usd is not None and verdict is not None
         cost[candidate] = usd / reference_usd
-        points[candidate] = (-cost[candidate], verdict["stats"]["difference"])
+        points[candidate] = (-cost[candidate], verdict["stats"]["interval"]["difference"])
     front = independent_front(points)
     assert REFERENCE not in front  # the candidate that holds its accuracy costs less
     assert line.startswith("Pareto front (GSM8K difference against relative cost): ")
@@ -1673,7 +1680,7 @@ def test_a_run_measured_at_c4_is_compared_priced_and_plotted_at_c4(
     for candidate in CANDIDATES:
         verdict = run.measurement(candidate, "verdict:bfcl")
         assert verdict is not None
-        points[candidate] = (ratios[candidate], verdict["stats"]["difference"])
+        points[candidate] = (ratios[candidate], verdict["stats"]["interval"]["difference"])
     named = pareto.split("): ", 1)[1].rstrip(".").split(", ")
     assert set(named) == independent_front(points)
     assert "ratio: candidate ÷ reference output tokens/s at 4 concurrent requests" in notes_line(

@@ -230,7 +230,7 @@ def test_a_sweep_run_of_two_hosts_is_judged_by_a_process_that_serves_nothing(
     assert verdict["params"]["verdict"] == "matches"
     assert verdict["stats"]["candidate_run"] == host_b.run_id
     assert verdict["stats"]["reference_run"] == host_a.run_id
-    assert verdict["n"] == LIMIT and verdict["stats"]["discordant"] == 10
+    assert verdict["n"] == LIMIT and verdict["stats"]["interval"]["discordant"] == 10
     assert "saved sweep run sr-1 (3 runs) as baseline 'main'" in judged.output
     # the store's runs table: three runs of sweep run sr-1, each with its models, all ended
     rows = raw_sql(

@@ -139,7 +139,7 @@ def test_repeats_auto_stops_after_its_first_stage_once_that_meets_the_target(
     # the recorded interval is the two-stage one: the first stage's spread, 3 df
     logs = [math.log(v) for v in values]
     half = student_t.ppf(0.975, 3) * statistics.stdev(logs) / 2
-    low, high = stats["output_tokens_per_s_interval"]
+    low, high = stats["interval"]
     assert math.log(high) - math.log(low) == pytest.approx(2 * half, rel=1e-9)
     result.stdout.fnmatch_lines([f"*{MODEL} c1: repeat 4/4 (auto), *"])
 

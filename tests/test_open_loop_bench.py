@@ -336,7 +336,7 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
         growth = [s.rate for s in steps[: next(i for i, s in enumerate(steps) if s.failed) + 1]]
         assert growth == [2.35 * 2.0**i for i in range(len(growth))], growth
         first_failure = next(s for s in steps if s.failed)
-        assert first_failure.outcome is StepOutcome.SATURATED, stats.to_dict()["stopped"]
+        assert first_failure.outcome is StepOutcome.SATURATED, stats.stopped
         assert first_failure.rate > CAPACITY_RPS[name]
         assert stats.saturated_at is not None and stats.saturated_at > CAPACITY_RPS[name] * 0.7
         # a window of 29 requests a little above capacity builds a queue of a few requests

@@ -200,7 +200,7 @@ def test_a_new_benchmark_is_stored_resumed_and_judged_against_the_reference(
         verdict = found[("cand", "verdict:my_eval")]
         assert verdict["params"]["reference"] == "ref"
         assert verdict["params"]["verdict"] == "matches"  # 5 items each way
-        assert (verdict["n"], verdict["stats"]["discordant"]) == (30, 10)
+        assert (verdict["n"], verdict["stats"]["interval"]["discordant"]) == (30, 10)
         assert verdict["value"] == pytest.approx(0.0)
         assert verdict["test_id"] == "test_my_eval.py::test_verdict[cand-my_eval]"
 

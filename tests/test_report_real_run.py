@@ -266,7 +266,7 @@ def test_no_measured_latency_or_fidelity_cell_is_missing(real_run: RealRun, kind
         # no --unstable-cv flag can come (1000); a window is flagged contended only as its
         # record says (other processes' cores are not counted here, a VM's steal time is)
         assert row["flags"] == contention_flags(m)
-        low, high = m["stats"]["usd_per_million_output_tokens_interval"]
+        low, high = m["stats"]["cost"]["interval"]
         assert row["$/1M output tokens"] == (
             f"{format_usd(0.10 / (m['value'] * 3600) * 1e6)} [{format_usd(low)}, {format_usd(high)}]"
         )

@@ -226,11 +226,11 @@ def test_verdict_rows_are_the_paired_intervals_of_the_verdict_records(real_run: 
                 s["candidate"],
                 s["reference"],
                 s["metric"],
-                format_points(s["difference"]),
-                format_points_interval(s["low"], s["high"]),
-                s["n"],
-                s["discordant"],
-                format_points(s["min_detectable_difference"]).replace("+", "±"),
+                format_points(s["interval"]["difference"]),
+                format_points_interval(s["interval"]["low"], s["interval"]["high"]),
+                s["interval"]["n"],
+                s["interval"]["discordant"],
+                format_points(s["interval"]["min_detectable_difference"]).replace("+", "±"),
                 s["verdict"],
             ]
             for s in (m["stats"] for m in verdicts)
@@ -277,18 +277,20 @@ def test_accuracy_rows_list_the_reference_first_with_wilson_intervals(real_run: 
             stats = m["stats"]
             if benchmark == "gsm8k":
                 assert row[3:] == [
-                    format_percent(stats["strict_match_accuracy"]),
+                    format_percent(stats["figures"]["strict_match_accuracy"]),
                     m["n"],
                     f"first {LIMIT}",
                     format_percent(stats["truncated_rate"]),
                     stats["failed"],
                 ]
             elif benchmark == "bfcl":
-                errors = sorted(stats["error_types"].items(), key=lambda kv: (-kv[1], kv[0]))
+                errors = sorted(
+                    stats["figures"]["error_types"].items(), key=lambda kv: (-kv[1], kv[0])
+                )
                 assert row[3:] == [
                     m["n"],
                     f"first {LIMIT}",
-                    stats["parse_failures"],
+                    stats["figures"]["parse_failures"],
                     stats["failed"],
                     ", ".join(f"{k} {v}" for k, v in errors),
                 ]
@@ -313,7 +315,9 @@ def test_ratio_rows_and_a_ratio_from_single_repeats(real_run: Run, holm_run: Run
     assert single and all(
         row[2:5] == ["throughput", 1, "short"] and row[6] == "n/a (single repeat)" for row in single
     )
-    assert all(m["stats"]["degenerate"] for m in measurements(holm_run, "throughput_ratio"))
+    assert all(
+        m["stats"]["interval"]["degenerate"] for m in measurements(holm_run, "throughput_ratio")
+    )
 
 
 def test_throughput_rows_of_one_repeat_and_their_cost(holm_run: Run) -> None:
@@ -326,7 +330,7 @@ def test_throughput_rows_of_one_repeat_and_their_cost(holm_run: Run) -> None:
         assert (cells["range"], cells["repeats"], cells["CV"]) == (NA, 1, NA)
         # the sweep's price; one repeat: no interval
         assert cells["$/1M output tokens"] == format_usd(
-            m["stats"]["usd_per_million_output_tokens"]
+            m["stats"]["cost"]["usd_per_million_output_tokens"]
         )
 
 

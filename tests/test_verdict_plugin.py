@@ -75,7 +75,7 @@ def test_matching_candidate_passes_and_is_recorded(pytester: pytest.Pytester) ->
     verdict = next(m for m in data["measurements"] if m["benchmark"] == "verdict:gsm8k")
     assert verdict["model"] == "smollm2-135m"
     assert verdict["params"]["verdict"] == "matches"
-    assert verdict["stats"]["discordant"] == 50 and verdict["n"] == 200
+    assert verdict["stats"]["interval"]["discordant"] == 50 and verdict["n"] == 200
 
 
 def test_a_candidate_scored_alike_on_every_item_gets_no_verdict(pytester: pytest.Pytester) -> None:
@@ -301,8 +301,8 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
     }
     assert all(v["rule"] == "holm+covers-zero" for v in verdicts.values())
     # the smallest p-value is tested at 1 - 0.05/3, the next (if the first was rejected) at 1 - 0.05/2
-    assert verdicts["bad"]["confidence"] == pytest.approx(1 - 0.05 / 3)
-    assert verdicts["close"]["confidence"] == pytest.approx(1 - 0.05 / 2)
+    assert verdicts["bad"]["interval"]["confidence"] == pytest.approx(1 - 0.05 / 3)
+    assert verdicts["close"]["interval"]["confidence"] == pytest.approx(1 - 0.05 / 2)
 
 
 # --------------------------------------------------------------------------- throughput ratios
@@ -370,7 +370,7 @@ def test_a_significantly_slower_candidate_fails_its_throughput_ratio(
     result = run_throughput_bench(pytester, [*PAIR, *slow_candidate])
     result.assert_outcomes(passed=2, failed=1)  # --fail-on worse applies to ratios too
     ratio = ratio_of(pytester)
-    assert ratio["stats"]["high"] < 1.0 - 0.10
+    assert ratio["stats"]["interval"]["high"] < 1.0 - 0.10
     assert ratio["params"]["verdict"] == ratio["stats"]["verdict"] == "worse"
     assert ratio["stats"]["rule"] == "ratio-covers-one"
     assert ratio["stats"]["tolerance"] == 0.10
@@ -418,7 +418,7 @@ def test_a_users_hook_sets_the_throughput_rule(
     result = run_throughput_bench(pytester, [*PAIR, *slow_candidate])
     result.assert_outcomes(passed=3)
     ratio = ratio_of(pytester)
-    assert ratio["stats"]["high"] < 1.0  # the default rule would have said worse
+    assert ratio["stats"]["interval"]["high"] < 1.0  # the default rule would have said worse
     assert ratio["params"]["verdict"] == "matches"
     result.stdout.fnmatch_lines(
         [
@@ -445,7 +445,9 @@ def test_ratio_under_two_workers_waits_for_the_settings_own_tests(
         "verdict": "worse",
         "design": "back-to-back",
     }
-    assert ratio["stats"]["reference_n"] == ratio["stats"]["candidate_n"] == 3
+    assert (
+        ratio["stats"]["interval"]["reference_n"] == ratio["stats"]["interval"]["candidate_n"] == 3
+    )
 
 
 def test_a_stored_reference_flagged_unstable_is_named_with_the_candidates_ratio(
