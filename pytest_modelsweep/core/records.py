@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypedDict
 
+from .codec import converter
+
 
 def prompt_hash(payload: Any) -> str:
     """A stable short hash of what was sent for an item (messages, prompt, tools, settings)."""
@@ -61,10 +63,6 @@ class RequestRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        return cls(**data)
-
 
 def text_field(path: ApiPath) -> str:
     """Where an OpenAI response for ``path`` carries the generated text (for messages)."""
@@ -108,23 +106,6 @@ class Completion:
     def failed(cls, error: str, kind: ErrorKind = "request") -> Completion:
         """A completion without an answer: the request failed (or the response was unusable)."""
         return cls(error=error, error_kind=kind)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Completion:
-        calls = data.get("tool_calls")
-        fields = {
-            **data,
-            "tool_calls": None
-            if calls is None
-            else [
-                ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"])
-                for call in calls
-            ],
-        }
-        return cls(**fields)
 
 
 def tool_calls_as_openai(calls: list[ToolCall]) -> list[dict[str, Any]]:
@@ -260,7 +241,7 @@ class ItemRecord:
         if "completion" not in fields:
             fields["completion"] = completion_of_older_record(fields)
         elif fields["completion"] is not None:
-            fields["completion"] = Completion.from_dict(fields["completion"])
+            fields["completion"] = converter.structure(fields["completion"], Completion)
         if "response" not in fields:
             completion = fields["completion"]
             fields["response"] = shown_answer(completion) if completion is not None else ""
