@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from ..core.jsontext import NON_FINITE, int_or_none, number_or_none, restored
+from ..core.jsontext import NON_FINITE, restored
 from ..core.measurements import (
     RATE,
     AccuracyStats,
@@ -68,47 +68,19 @@ def _goodput(data: Mapping[str, Any]) -> Dict | None:
     """Goodput written beside a window's (or a setting's) own keys."""
     if "slo_good" not in data and "goodput_rps" not in data:
         return None
-    slo = data.get("slo")
-    return {
-        "goodput_rps": number_or_none(data.get("goodput_rps")),
-        "slo_attainment": number_or_none(data.get("slo_attainment")),
-        "good": int_or_none(data.get("slo_good")) or 0,
-        "requests": int_or_none(data.get("slo_requests")) or 0,
-        "slo": _slo(slo) if isinstance(slo, Mapping) else None,
-    }
-
-
-def _slo(data: Mapping[str, Any]) -> Dict | None:
-    names = ("ttft_ms", "tpot_ms", "e2e_ms")
-    given = {name: data.get(name) for name in names}
-    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in given.values() if v):
-        return None
-    return {name: None if v is None else float(v) for name, v in given.items()}
+    goodput = _picked(data, ["goodput_rps", "slo_attainment", "slo"], "slo_good") or {}
+    return goodput | {"good": data.get("slo_good", 0), "requests": data.get("slo_requests", 0)}
 
 
 def _cost(data: Mapping[str, Any]) -> Dict | None:
-    """A setting's cost written beside its own keys; None without a readable price."""
-    pricing = data.get("pricing")
-    price = number_or_none(pricing.get("usd_per_hour")) if isinstance(pricing, Mapping) else None
-    if price is None or not isinstance(pricing, Mapping):
+    """A setting's cost written beside its own keys; None without a price."""
+    if "pricing" not in data:
         return None
-    interval = data.get("usd_per_million_output_tokens_interval")
-    low, high = interval if isinstance(interval, list) and len(interval) == 2 else (None, None)
-    low, high = number_or_none(low), number_or_none(high)
     return {
-        "usd_per_million_output_tokens": number_or_none(data.get("usd_per_million_output_tokens")),
-        "interval": None if low is None or high is None else [low, high],
-        "pricing": {
-            "usd_per_hour": price,
-            "source": str(pricing.get("source") or ""),
-            "as_of": str(pricing.get("as_of") or ""),
-            "example": pricing.get("example") is True,
-        },
+        "usd_per_million_output_tokens": data.get("usd_per_million_output_tokens"),
+        "interval": data.get("usd_per_million_output_tokens_interval"),
+        "pricing": data["pricing"],
     }
-
-
-def _metrics(data: Dict) -> Dict:
-    return _renamed(data, {"series": "samples"})
 
 
 def _window(data: Dict) -> Dict:
@@ -123,7 +95,7 @@ def _window(data: Dict) -> Dict:
             loop.update({k: arrivals[k] for k in names if k in arrivals})
         data["open_loop"] = loop
     if isinstance(data.get("server_metrics"), Mapping):
-        data["server_metrics"] = _metrics(dict(data["server_metrics"]))
+        data["server_metrics"] = _renamed(dict(data["server_metrics"]), {"series": "samples"})
     return data
 
 
@@ -155,10 +127,8 @@ def _concurrency_step(data: Dict) -> Dict:
     if not decided:
         broken = data.get("violations") or not data.get("requests")
         data["outcome"] = "broken" if broken else "pass" if data.get("passed") is True else "miss"
-    recorded = _picked(data, _names(StepWindow), "timed_requests") or _picked(
-        data, _names(StepWindow), "contention"
-    )
-    if recorded is not None:
+    recorded = {k: data[k] for k in _names(StepWindow) if k in data}
+    if "timed_requests" in recorded or "contention" in recorded:
         data["recorded"] = {"_type": "StepWindow", **_window(recorded)}
     return _renamed(data, {"concurrency": "value"}) | {"knob": "concurrency"}
 
@@ -174,14 +144,16 @@ def _rate_step(data: Dict) -> Dict:
     return _renamed(data, {"rate": "value"}) | {"knob": RATE}
 
 
-def _at_capacity(data: Dict) -> None:
-    names = ["output_tokens_per_s", "goodput_rps", "slo_attainment"]
-    at = _picked(data, [*names, "usd_per_million_output_tokens"], "output_tokens_per_s")
-    _set(data, "at_capacity", at)
+_AT_CAPACITY = [
+    "output_tokens_per_s",
+    "goodput_rps",
+    "slo_attainment",
+    "usd_per_million_output_tokens",
+]
 
 
 def _search(data: Dict, knob: str) -> Dict:
-    _at_capacity(data)
+    _set(data, "at_capacity", _picked(data, _AT_CAPACITY, "output_tokens_per_s"))
     if knob == RATE:
         data.pop("capacity", None)
         data.setdefault("stopped", "")
