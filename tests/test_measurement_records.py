@@ -10,17 +10,14 @@ reference and a candidate served by the decision page's fake servers (priced, so
 optional figure is there); then ``test_open_loop.py`` (an open loop at a rate, the rate sweep
 under ``--slo`` and its ratio) against the same servers, and ``test_startup.py`` against the
 fake launcher of ``tests/test_startup.py``. Every window holds the server's metrics. Each measurement of the results file and of the SQLite store goes
-through ``Measurement.from_dict`` → ``to_dict``; every figure of a known kind is held by a
-typed field (nothing is kept aside as read).
+through ``Measurement.from_dict`` → ``to_dict`` and writes back the same JSON (results schema
+3: every key written is a field's).
 
 The four runs join one sweep run, so the last one's reports show them all: a decision page
 with every column group, whose table must fit a 1,400-pixel-wide screen in Chromium.
 
-``tests/data/results_v1_every_kind.json`` is a results file of schema
-``pytest-modelsweep/results/1`` written by the code before the typed records (commit
-432fbe3) by this module's run, one measurement of each kind and design, each with its first
-two request and item records only (to keep the file small; the lists are not part of any
-record's figures): it must read back the same way.
+``tests/data/results_v1_every_kind.json`` (schema 1, written by this module's run at commit
+432fbe3) is read by ``tests/test_results_versions.py``.
 """
 
 from __future__ import annotations
@@ -74,7 +71,6 @@ from pytest_modelsweep.serving.provision import LLAMA_CPP_BUILD_NUMBER, LLAMA_CP
 from pytest_modelsweep.store.database import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-TODAYS_FILE = ROOT / "tests" / "data" / "results_v1_every_kind.json"
 module_requirement = module_needs(
     GSM8K.is_file() and (BFCL / "BFCL_v4_simple_python.json").is_file(), SHARED_DATA_HINT
 )
@@ -493,9 +489,3 @@ def test_the_reports_name_the_build_llama_server_reports(records_run: RecordsRun
     report = (records_run.path / "r4.html").read_text(encoding="utf-8")
     line = re.search(r'<p class="ms-provenance">(.*?)</p>', report)
     assert line is not None and said in html.unescape(line.group(1)), line
-
-
-def test_a_results_file_of_todays_schema_reads_back_as_written() -> None:
-    data = json.loads(TODAYS_FILE.read_text(encoding="utf-8"))
-    assert data["schema"] == "pytest-modelsweep/results/1"
-    check_every_kind_reads_back(data["measurements"], KINDS_BEFORE_OPEN_LOOP)
