@@ -19,8 +19,11 @@ from shared_runs import once_per_session
 from test_decision_page import (
     LIMIT,
     REFERENCE,
+    SAME,
     SWEEP,
     TPU_PRICE,
+    UNREACHABLE,
+    WORSE,
     AnsweringServer,
     Run,
     replies_of,
@@ -31,6 +34,7 @@ from test_decision_page import (
     serving,
 )
 
+from pytest_modelsweep.core.measurements import CONCURRENCY, SearchRatioStats, SearchStats
 from pytest_modelsweep.core.stats.intervals import wilson_interval
 from pytest_modelsweep.report.markdown import (
     append_step_summary,
@@ -40,13 +44,14 @@ from pytest_modelsweep.report.markdown import (
 from pytest_modelsweep.report.tables import (
     NA,
     Table,
+    format_goodput,
     format_percent,
     format_percent_interval,
     format_points,
     format_points_interval,
     format_rate,
+    format_ratio,
     format_usd,
-    format_value,
     provenance_line,
     records,
     run_title,
@@ -334,26 +339,80 @@ def test_throughput_rows_of_one_repeat_and_their_cost(holm_run: Run) -> None:
         )
 
 
-def test_other_measurements_are_listed_as_recorded(holm_run: Run, capacity_only_run: Run) -> None:
+def test_other_measurements_are_listed_as_recorded(holm_run: Run) -> None:
     smoke = tables_of(holm_run)["Other measurements"]
     assert smoke.columns == ["model", "benchmark", "parameters", "value", "n", "outcome"]
     for row, m in zip(smoke.rows, measurements(holm_run, "smoke")):
         assert row[:2] == [m["model"], "smoke"] and row[3].endswith(" tokens/s")
         assert row[2] == " ".join(f"{k}={v}" for k, v in m["params"].items())
         assert (row[4], row[5]) == (m["n"], m["outcome"])
-    capacity = [
-        row
-        for row in tables_of(capacity_only_run)["Other measurements"].rows
-        if row[1] == "capacity"
-    ]
-    assert {row[0]: row[3] for row in capacity if row[5] == "passed"} == {
-        m["model"]: f"{format_value(m['value'])} concurrent requests"
-        for m in measurements(capacity_only_run, "capacity")
-        if m["outcome"] == "passed"
+
+
+def test_a_concurrency_capacity_has_the_capacity_table_in_its_unit(
+    capacity_only_run: Run,
+) -> None:
+    """The capacity searches and their ratios are the table the rate sweeps have, in
+    concurrent requests: a row per search (the reference first), then each ratio."""
+    tables = tables_of(capacity_only_run)
+    assert "Other measurements" not in tables
+    table = tables["Capacity under SLO"]
+    assert (table.kind, table.columns) == (
+        "capacity",
+        [
+            "model",
+            "capacity (concurrent requests)",
+            "bracket",
+            "steps",
+            "goodput (req/s)",
+            "SLO attainment",
+            "tokens/s",
+            "flags",
+            "stopped",
+        ],
+    )
+    found = records(capacity_only_run.results["measurements"])
+    searches = sorted(
+        (m for m in found if m.benchmark == "capacity"),
+        key=lambda m: (m.model != REFERENCE, m.model),
+    )
+    ratios = sorted((m for m in found if m.benchmark == "capacity_ratio"), key=lambda m: m.model)
+    assert len(table.rows) == len(searches) + len(ratios) and len(searches) == 4
+    for row, m in zip(table.rows, searches):
+        stats = m.stats
+        assert isinstance(stats, SearchStats) and stats.knob == CONCURRENCY
+        at = stats.at_capacity
+        shown = {
+            "capacity (concurrent requests)": NA if stats.capacity is None else str(stats.capacity),
+            "bracket": NA
+            if stats.bracket is None
+            else f"[{stats.bracket[0]}, {'open' if stats.bracket[1] is None else stats.bracket[1]}]",
+            "steps": len(stats.steps),
+            "goodput (req/s)": format_goodput(at and at.goodput_rps),
+            "SLO attainment": format_percent(at and at.slo_attainment),
+            "tokens/s": format_rate(at and at.output_tokens_per_s),
+            "stopped": stats.error or stats.reason or "",
+        }
+        assert row[0] == m.model
+        assert {c: row[table.columns.index(c)] for c in shown} == shown, m.model
+    # the broken search says why it has no capacity; the others' capacities are their slots
+    rows = {row[0]: row for row in table.rows[: len(searches)]}
+    assert {model: row[1] for model, row in rows.items()} == {
+        REFERENCE: "3",
+        SAME: "4",
+        WORSE: "0",
+        UNREACHABLE: NA,
     }
+    assert rows[UNREACHABLE][-1] and rows[SAME][2] == "[4, open]"
+    for row, m in zip(table.rows[len(searches) :], ratios):
+        stats = m.stats
+        assert isinstance(stats, SearchRatioStats) and stats.ratio is not None
+        verdict = NA if stats.verdict is None else stats.verdict.value
+        assert row[:2] == [m.model, f"{format_ratio(m.value)} {REFERENCE}"]
+        assert row[-1] == verdict and row[3:7] == ["", "", "", ""]
+    assert "concurrent requests" in table.notes[0] and "search ended" in table.notes[0]
 
 
-def test_order_of_the_tables(real_run: Run, holm_run: Run) -> None:
+def test_order_of_the_tables(real_run: Run, holm_run: Run, capacity_only_run: Run) -> None:
     assert list(tables_of(real_run)) == [
         "Verdicts",
         "GSM8K accuracy",
@@ -369,6 +428,11 @@ def test_order_of_the_tables(real_run: Run, holm_run: Run) -> None:
         "Throughput relative to the reference",
         "Throughput",
         "Other measurements",
+    ]
+    assert list(tables_of(capacity_only_run)) == [
+        "Throughput relative to the reference",
+        "Throughput",
+        "Capacity under SLO",
     ]
 
 

@@ -19,13 +19,10 @@ from pytest_modelsweep import Completion, EvalItem, Evaluate, Score
 FACTS = Path(__file__).with_name("quick_facts.jsonl")
 # An instruction and two worked examples before each question: a base (completion) model
 # sees the answer format in its plain-text transcript, a chat model in its turns.
-TURNS = [
-    {"role": "system", "content": "Answer with one word or number only."},
-    {"role": "user", "content": "What is 2 + 3?"},
-    {"role": "assistant", "content": "5"},
-    {"role": "user", "content": "What is the capital of Italy?"},
-    {"role": "assistant", "content": "Rome"},
-]
+TURNS = [{"role": "system", "content": "Answer with one word or number only."},
+         {"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "5"},
+         {"role": "user", "content": "What is the capital of Italy?"},
+         {"role": "assistant", "content": "Rome"}]
 
 
 def normalized(text: str) -> str:
@@ -42,16 +39,8 @@ def exact_match(completion: Completion, item: EvalItem) -> Score:
 
 def quick_facts() -> list[EvalItem]:
     records = [json.loads(line) for line in FACTS.read_text(encoding="utf-8").splitlines()]
-    return [
-        EvalItem(
-            r["id"],
-            messages=[*TURNS, {"role": "user", "content": r["question"]}],
-            answer=r["answers"],
-            max_tokens=16,
-            stop=["\n\n"],
-        )
-        for r in records
-    ]
+    return [EvalItem(r["id"], messages=[*TURNS, {"role": "user", "content": r["question"]}],
+                     answer=r["answers"], max_tokens=16, stop=["\n\n"]) for r in records]
 
 
 @pytest.mark.modelsweep_benchmark("quick_facts")

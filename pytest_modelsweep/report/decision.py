@@ -13,20 +13,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core.measurements import (
+    CONCURRENCY,
+    RATE,
+    SEARCH_BENCHMARK,
     AccuracyVerdictStats,
-    CapacityRatioStats,
-    CapacityStats,
     Measurement,
-    RateCapacityStats,
     ScreeningResult,
     SearchBracket,
     SearchRatioStats,
+    SearchStats,
     StartupStats,
     ThroughputRatioStats,
     ThroughputStats,
 )
-from ..core.metrics import CAPACITY_RATIO_BENCHMARK as CAPACITY_RATIO
 from ..core.metrics import (
+    CAPACITY_RATIO_BENCHMARK,
     METRICS,
     RATE_CAPACITY_RATIO_BENCHMARK,
     RATIO_BENCHMARK,
@@ -59,9 +60,9 @@ from .tables import (
     throughput_row,
 )
 
-CONCURRENCY = 16  # The throughput setting named when no model was measured at any concurrency.
-CAPACITY = "capacity"
-RATE_CAPACITY = "rate_capacity"
+FALLBACK_CONCURRENCY = (
+    16  # The throughput setting named when no model was measured at any concurrency.
+)
 STARTUP = "startup"
 SCREEN = "screen"
 HOLDS = ("matches", "equivalent", "better")  # a candidate holds the reference's accuracy
@@ -296,8 +297,11 @@ class _Page:
         self.run_id, models = run_id, sorted({m.model for m in measurements} | {reference})
         self.failures = [_Failure.of(f, models) for f in failures]
         self.at = self._compared_concurrencies()
-        self.any_capacity = any(m.benchmark == CAPACITY for m in measurements)
-        self.capacities = {model: _capacity(self, model) for model in (reference, *candidates)}
+        self.any_capacity = any(m.benchmark == SEARCH_BENCHMARK[CONCURRENCY] for m in measurements)
+        self.capacities = {
+            knob: {model: _capacity(self, model, knob) for model in (reference, *candidates)}
+            for knob in SEARCHES
+        }
         self.costs = {model: _cost(self, model) for model in (reference, *candidates)}
         self.relative = {
             c: self.costs[c].relative(_cost(self, reference, self.at[c]), c) for c in candidates
@@ -325,7 +329,7 @@ class _Page:
             }
             found[candidate] = max(ratios | both, default=None)
         compared = [n for n in found.values() if n is not None]
-        at_reference = max(compared or self.measured(reference) or {CONCURRENCY})
+        at_reference = max(compared or self.measured(reference) or {FALLBACK_CONCURRENCY})
         return {
             reference: at_reference,
             **{c: at_reference if n is None else n for c, n in found.items()},
@@ -432,7 +436,7 @@ class _Page:
             stats = (
                 stats_of(m, ThroughputRatioStats)
                 if benchmark == RATIO_BENCHMARK
-                else stats_of(m, CapacityRatioStats)
+                else stats_of(m, SearchRatioStats)
             )
             for side, ran in (
                 (m.model, stats.candidate_run),
@@ -671,28 +675,94 @@ def _reference_throughput_cells(page: _Page) -> list[Cell]:
     return _reference_cells(side or (NA, ""))
 
 
-# --------------------------------------------------------------------------- capacity and cost
+# --------------------------------------------------------------------------- capacity under the SLO
+@dataclass(frozen=True)
+class _Search:
+    """A knob's search as the page names it: its ``ratio`` benchmark, column ``group`` and
+    its parts (``short``: the verdict's, ``figure``: the capacity's), ``what`` it finds, what a
+    ``missing`` one lacks, the ``search``, its tests' ``bench`` file; of its ratio: the
+    ``ratio_name``, what one without a bracket ``lacks``, the ``bound`` a ratio lacks when
+    both searches ``passed`` at their top."""
+
+    ratio: str
+    group: str
+    short: str
+    figure: str
+    what: str
+    missing: str
+    search: str
+    bench: str
+    ratio_name: str
+    lacks: str
+    bound: str
+    passed: str
+
+
+SEARCHES = {
+    CONCURRENCY: _Search(
+        CAPACITY_RATIO_BENCHMARK,
+        "capacity under the SLO",
+        "capacity",
+        "concurrency",
+        "capacity",
+        "capacity measurement",
+        "capacity search",
+        "benches/test_capacity.py",
+        "capacity ratio",
+        "search bracket",
+        "bracket",
+        "searches passed at their server's maximum concurrency",
+    ),
+    RATE: _Search(
+        RATE_CAPACITY_RATIO_BENCHMARK,
+        "req/s under the SLO",
+        "req/s",
+        "requests/s",
+        "capacity in req/s",
+        "capacity in req/s",
+        "rate sweep",
+        "benches/test_open_loop.py",
+        "capacity ratio in req/s",
+        "value or interval",
+        "interval",
+        "sweeps passed at their maximum rate",
+    ),
+}
+
+
 @dataclass(frozen=True)
 class _Capacity:
-    """A model's capacity: ``value`` when its search concluded, else the cell's text, why."""
+    """A model's capacity over ``knob``: ``value`` when its search concluded, else the
+    cell's text, why."""
 
-    stats: CapacityStats
-    value: int | None
+    knob: str
+    stats: SearchStats
+    value: float | None
     text: str = ""
     why: str = ""
 
     @property
     def at_maximum(self) -> bool:
-        """The search passed at the server's maximum: the capacity is at least that."""
+        """The search passed at its maximum: the capacity is at least that."""
         bracket = self.stats.bracket
         return bool(self.value) and bracket is not None and bracket[1] is None
 
     def cell(self, model: str) -> Cell:
-        """The capacity with the goodput at it; 0 and the server's maximum say so."""
+        """The capacity (with the goodput at it in concurrent requests); 0 and the server's
+        maximum say so."""
         if self.value is None:
             return Cell(self.text, why=self.why)
         stats, at = self.stats, self.stats.at_capacity
         reason = _one_line(stats.reason)
+        if self.knob == RATE:
+            tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {reason}"
+            if self.value == 0:
+                return Cell(
+                    "0 req/s",
+                    detail=f"{model} meets the SLO at no rate of its sweep: {reason}",
+                    tip=tip,
+                )
+            return Cell(f"{format_rps(self.value)} req/s", tip=tip)
         if self.value == 0:
             return Cell(
                 "0 (misses the SLO at c1)",
@@ -702,7 +772,7 @@ class _Capacity:
         said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
         figures = []
         if at is not None and (attainment := finite(at.slo_attainment)) is not None:
-            step = next((s for s in stats.steps if s.concurrency == self.value and s.passed), None)
+            step = next((s for s in stats.steps if s.value == self.value and s.passed), None)
             counted = f" ({step.good}/{step.requests})" if step else ""
             figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
         figures += [said] if said else []
@@ -732,6 +802,96 @@ class _Capacity:
         return Cell(f"{self.value} concurrent{below}", tip=tip)
 
 
+def _capacity(page: _Page, model: str, knob: str) -> _Capacity:
+    """The model's capacity over ``knob`` under the SLO, else why there is none."""
+    search, benchmark = SEARCHES[knob], SEARCH_BENCHMARK[knob]
+    m, role = page.latest(model, benchmark), page.role(model)
+    failed = page.failures_of(model, function=f"test_{benchmark}")
+    if m is None:
+        if (earlier := page.earlier_runs(model, search.ratio)) and not failed:
+            return _Capacity(
+                knob,
+                SearchStats(),
+                None,
+                NOT_MEASURED,
+                (
+                    f"the {role} {model}'s {search.what} comes from earlier run "
+                    f"{', '.join(earlier)} (the capacity ratios use it); this report holds this "
+                    "run's measurements only"
+                ),
+            )
+        cell = page.missing(
+            model,
+            benchmark,
+            failed,
+            search.missing,
+            f"{search.bench} -m {benchmark}, run under --slo",
+        )
+        return _Capacity(knob, SearchStats(), None, cell.text, cell.why)
+    stats = stats_of(m, SearchStats)
+    if stats.capacity is None or stats.capacity < 0 or not m.passed:
+        said = (
+            stats.error
+            or (failed[0].message if failed else "")
+            or (f"its test {m.outcome}" if not m.passed else "it records no capacity")
+        )
+        return _Capacity(
+            knob, stats, None, CANNOT_CONCLUDE, page.stopped(model, search.search, said)
+        )
+    return _Capacity(
+        knob, stats, int(stats.capacity) if knob == CONCURRENCY else float(stats.capacity)
+    )
+
+
+def _search_ratio_cells(page: _Page, candidate: str, knob: str) -> list[Cell]:
+    """[verdict, ratio with the interval the two searches' brackets give] of a candidate's
+    capacity over ``knob`` against the reference's; without it, dashes while a side's own
+    figure says why, else its failed test, else that its test did not run."""
+    search = SEARCHES[knob]
+    m = page.latest(candidate, search.ratio)
+    if m is None:
+        failed = page.failures_of(candidate, function=f"test_{search.ratio}")
+        mine, reference = (page.capacities[knob][side].why for side in (candidate, page.reference))
+        if mine or (reference and not failed):
+            why = mine or f"no {search.what} of the reference to compare with: {reference}"
+            return [Cell(DASH, why=why), Cell(DASH, why=why)]
+        return _not_run(
+            failed,
+            f"{search.ratio} measurement of {candidate}",
+            "ratio",
+            f"test_{search.ratio} in {search.bench}",
+        )
+    stats = stats_of(m, SearchRatioStats)
+    verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
+    name = search.ratio_name
+    if value == NA and knob == CONCURRENCY:
+        return [verdict, Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {name} records no value")]
+    if value == NA or ratio is None:
+        return [verdict, Cell(value, why=f"{candidate}'s {name} records no {search.lacks}")]
+    if ratio.degenerate:
+        return [
+            verdict,
+            Cell(
+                f"{value} (no {search.bound})",
+                detail=(
+                    f"{candidate}'s {name} has no {search.bound}: both {search.passed}, so "
+                    "neither capacity is bounded above"
+                ),
+            ),
+        ]
+    high = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
+    return [verdict, Cell(f"{value} [{ratio.low:.2f}, {high}")]
+
+
+def _search_cells(page: _Page, model: str, knob: str) -> list[Cell]:
+    """[verdict, ratio, capacity] of a knob's search; the reference's own capacity only."""
+    figure = page.capacities[knob][model].cell(model)
+    if model == page.reference:
+        return [Cell(REFERENCE), Cell(REFERENCE), figure]
+    return [*_search_ratio_cells(page, model, knob), figure]
+
+
+# --------------------------------------------------------------------------- cost
 @dataclass(frozen=True)
 class _Cost:
     """$/1M output tokens ``at`` the capacity or a setting (``basis``: ``capacity``, ``c4``),
@@ -798,106 +958,10 @@ class _Cost:
         return self.usd / reference.usd, ""
 
 
-def _capacity(page: _Page, model: str) -> _Capacity:
-    """The model's capacity under the SLO, else why there is none."""
-    m, role = page.latest(model, CAPACITY), page.role(model)
-    failed = page.failures_of(model, function="test_capacity")
-    if m is None:
-        if (earlier := page.earlier_runs(model, CAPACITY_RATIO)) and not failed:
-            return _Capacity(
-                CapacityStats(),
-                None,
-                NOT_MEASURED,
-                (
-                    f"the {role} {model}'s capacity comes from earlier run {', '.join(earlier)} "
-                    "(the capacity ratios use it); this report holds this run's measurements only"
-                ),
-            )
-        cell = page.missing(
-            model,
-            CAPACITY,
-            failed,
-            "capacity measurement",
-            "benches/test_capacity.py -m capacity, run under --slo",
-        )
-        return _Capacity(CapacityStats(), None, cell.text, cell.why)
-    stats = stats_of(m, CapacityStats)
-    if stats.capacity is None or stats.capacity < 0 or not m.passed:
-        said = (
-            stats.error
-            or (failed[0].message if failed else "")
-            or (f"its test {m.outcome}" if not m.passed else "it records no capacity")
-        )
-        return _Capacity(stats, None, CANNOT_CONCLUDE, page.stopped(model, "capacity search", said))
-    return _Capacity(stats, int(stats.capacity))
-
-
-# a search ratio's name, what it lacks without a bracket, the bound it lacks (and why) when
-# both searches passed at their top; what it compares, and the file of its test
-_SEARCH_RATIOS = {
-    CAPACITY_RATIO: (
-        "capacity ratio",
-        "search bracket",
-        "bracket",
-        "searches passed at their server's maximum concurrency",
-        "capacity",
-        "benches/test_capacity.py",
-    ),
-    RATE_CAPACITY_RATIO_BENCHMARK: (
-        "capacity ratio in req/s",
-        "value or interval",
-        "interval",
-        "sweeps passed at their maximum rate",
-        "capacity in req/s",
-        "benches/test_open_loop.py",
-    ),
-}
-
-
-def _search_ratio_cells(
-    page: _Page, candidate: str, benchmark: str, mine: str, reference: str
-) -> list[Cell]:
-    """[verdict, ratio with the interval the two searches' brackets give] of a candidate's
-    capacity against the reference's; without it, dashes while a side's own figure says why
-    (``mine``, ``reference``), else its failed test, else that its test did not run."""
-    name, lacks, bound, passed, what, bench = _SEARCH_RATIOS[benchmark]
-    m = page.latest(candidate, benchmark)
-    if m is None:
-        failed = page.failures_of(candidate, function=f"test_{benchmark}")
-        if mine or (reference and not failed):
-            why = mine or f"no {what} of the reference to compare with: {reference}"
-            return [Cell(DASH, why=why), Cell(DASH, why=why)]
-        return _not_run(
-            failed,
-            f"{benchmark} measurement of {candidate}",
-            "ratio",
-            f"test_{benchmark} in {bench}",
-        )
-    stats = m.stats if isinstance(m.stats, SearchRatioStats) else SearchRatioStats()
-    verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
-    if value == NA and benchmark == CAPACITY_RATIO:
-        return [verdict, Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {name} records no value")]
-    if value == NA or ratio is None:
-        return [verdict, Cell(value, why=f"{candidate}'s {name} records no {lacks}")]
-    if ratio.degenerate:
-        return [
-            verdict,
-            Cell(
-                f"{value} (no {bound})",
-                detail=(
-                    f"{candidate}'s {name} has no {bound}: both {passed}, so neither capacity is "
-                    "bounded above"
-                ),
-            ),
-        ]
-    high = "∞)" if math.isinf(ratio.high) else f"{ratio.high:.2f}]"
-    return [verdict, Cell(f"{value} [{ratio.low:.2f}, {high}")]
-
-
 def _cost(page: _Page, model: str, concurrency: int | None = None) -> _Cost:
     """$/1M output tokens at the model's capacity (none at 0), else at its throughput setting
     (``concurrency``, else its compared one), else why there is none."""
-    capacity, role = page.capacities[model], page.role(model)
+    capacity, role = page.capacities[CONCURRENCY][model], page.role(model)
     if capacity.value:
         at, pricing = capacity.stats.at_capacity, capacity.stats.pricing
         return _Cost.priced(
@@ -962,50 +1026,6 @@ def _relative_cost_cell(page: _Page, candidate: str) -> Cell:
     )
 
 
-# --------------------------------------------------------------------------- capacity in req/s
-def _rate_capacity_figure(page: _Page, model: str) -> Cell:
-    """The model's capacity in req/s, else why there is none."""
-    m = page.latest(model, RATE_CAPACITY)
-    failed = page.failures_of(model, function="test_rate_capacity")
-    if m is None:
-        return page.missing(
-            model,
-            RATE_CAPACITY,
-            failed,
-            "capacity in req/s",
-            "benches/test_open_loop.py -m rate_capacity, run under --slo",
-        )
-    stats = stats_of(m, RateCapacityStats)
-    if stats.capacity_rps is None or not m.passed:
-        said = stats.error or (failed[0].message if failed else f"its test {m.outcome}")
-        return Cell(CANNOT_CONCLUDE, why=page.stopped(model, "rate sweep", said))
-    tip = f"bracket {rate_bracket_text(stats.bracket)} req/s; {_one_line(stats.stopped)}"
-    if stats.capacity_rps == 0:
-        return Cell(
-            "0 req/s",
-            detail=f"{model} meets the SLO at no rate of its sweep: {_one_line(stats.stopped)}",
-            tip=tip,
-        )
-    return Cell(f"{format_rps(stats.capacity_rps)} req/s", tip=tip)
-
-
-def _rate_capacity_cells(page: _Page, model: str) -> list[Cell]:
-    """[verdict, ratio, capacity in req/s]; the reference's own capacity only."""
-    figure = _rate_capacity_figure(page, model)
-    if model == page.reference:
-        return [Cell(REFERENCE), Cell(REFERENCE), figure]
-    return [
-        *_search_ratio_cells(
-            page,
-            model,
-            RATE_CAPACITY_RATIO_BENCHMARK,
-            figure.why,
-            _rate_capacity_figure(page, page.reference).why,
-        ),
-        figure,
-    ]
-
-
 # --------------------------------------------------------------------------- startup, screening
 def _startup_cell(page: _Page, model: str) -> Cell:
     """Launch → first token, the geometric mean over fresh launches, and the cache state."""
@@ -1064,10 +1084,7 @@ def _row(page: _Page, model: str, metrics: Sequence[str], screened: bool) -> Dec
             [
                 *(cell for metric in metrics for cell in _reference_accuracy_cells(page, metric)),
                 *_reference_throughput_cells(page),
-                Cell(REFERENCE),
-                Cell(REFERENCE),
-                page.capacities[model].cell(model),
-                *_rate_capacity_cells(page, model),
+                *(cell for knob in SEARCHES for cell in _search_cells(page, model, knob)),
                 page.costs[model].cell(),
                 Cell(REFERENCE),
                 _startup_cell(page, model),
@@ -1080,15 +1097,7 @@ def _row(page: _Page, model: str, metrics: Sequence[str], screened: bool) -> Dec
         [
             *(cell for metric in metrics for cell in _verdict_cells(page, model, metric)),
             *_ratio_cells(page, model),
-            *_search_ratio_cells(
-                page,
-                model,
-                CAPACITY_RATIO,
-                page.capacities[model].why,
-                page.capacities[page.reference].why,
-            ),
-            page.capacities[model].cell(model),
-            *_rate_capacity_cells(page, model),
+            *(cell for knob in SEARCHES for cell in _search_cells(page, model, knob)),
             page.costs[model].cell(),
             _relative_cost_cell(page, model),
             _startup_cell(page, model),
@@ -1112,19 +1121,16 @@ def _flags(page: _Page, model: str, cells: Sequence[Cell], columns: Sequence[Col
         for m in page.measurements
         if m.model == model and measurement_kind(m) == "throughput"
     ]
-    capacity, sweep = page.latest(model, CAPACITY), page.latest(model, RATE_CAPACITY)
-    swept = stats_of(sweep, RateCapacityStats) if sweep else RateCapacityStats()
-    contended = (
-        [setting(m) for m, row in rows if row.contended]
-        + (["capacity search"] if capacity and stats_of(capacity, CapacityStats).contended else [])
-        + (["rate sweep"] if swept.contended else [])
-    )
+    contended = [setting(m) for m, row in rows if row.contended] + [
+        search.search
+        for knob, search in SEARCHES.items()
+        if (m := page.latest(model, SEARCH_BENCHMARK[knob])) and stats_of(m, SearchStats).contended
+    ]
     queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
     carried: dict[str, list[str]] = {}
     for m, where in (
         (page.ratio(model), page.setting(model)),
-        (page.latest(model, CAPACITY_RATIO), "capacity"),
-        (page.latest(model, RATE_CAPACITY_RATIO_BENCHMARK), "req/s"),
+        *((page.latest(model, search.ratio), search.short) for search in SEARCHES.values()),
     ):
         if m is not None and isinstance(m.stats, ThroughputRatioStats | SearchRatioStats):
             for flag in m.stats.reference_flags or ():
@@ -1176,7 +1182,8 @@ def _picks(page: _Page, pool: Sequence[str]) -> list[str]:
     """Among ``pool``: the highest capacity and the cheapest (from concluded cells only);
     without either, the highest throughput ratio."""
     picks = []
-    measured = {c: page.capacities[c] for c in pool if page.capacities[c].value is not None}
+    capacities = page.capacities[CONCURRENCY]
+    measured = {c: capacities[c] for c in pool if capacities[c].value is not None}
     if measured:
         best = max(cap.value or 0 for cap in measured.values())
         top = [c for c, cap in measured.items() if cap.value == best]
@@ -1401,27 +1408,34 @@ def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
     searched = [
         (m, Setting.of(m))
         for m in page.measurements
-        if m.benchmark in (CAPACITY, CAPACITY_RATIO, RATE_CAPACITY)
+        if m.benchmark in (*SEARCH_BENCHMARK.values(), CAPACITY_RATIO_BENCHMARK)
     ]
     slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
-    rate_targets = sorted(
-        {
-            s.attainment_target
-            for m, s in searched
-            if m.benchmark == RATE_CAPACITY and s.attainment_target is not None
-        }
-    )
-    targets = sorted(
-        {
-            s.attainment_target
-            for m, s in searched
-            if m.benchmark == CAPACITY and s.attainment_target is not None
-        }
-    )
+    targets = {
+        knob: " or ".join(
+            f"{100 * t:g}%"
+            for t in sorted(
+                {
+                    s.attainment_target
+                    for m, s in searched
+                    if m.benchmark == benchmark and s.attainment_target is not None
+                }
+            )
+        )
+        or "enough"
+        for knob, benchmark in SEARCH_BENCHMARK.items()
+    }
     prices = {
         p.describe()
         for m in page.measurements
-        if (p := stats_of(m, ThroughputStats).pricing or stats_of(m, CapacityStats).pricing)
+        if (
+            p := stats_of(m, ThroughputStats).pricing
+            or (
+                stats_of(m, SearchStats).pricing
+                if m.benchmark == SEARCH_BENCHMARK[CONCURRENCY]
+                else None
+            )
+        )
         and finite(p.usd_per_hour) is not None
     }
     capacity = "capacity under the SLO" in groups
@@ -1457,13 +1471,14 @@ def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
                 (
                     "capacity: the most "
                     "concurrent requests (up to the server's maximum) at which "
-                    f"{' or '.join(f'{100 * t:g}%' for t in targets) or 'enough'} of "
+                    f"{targets[CONCURRENCY]} of "
                     "requests meet it, with the goodput there (requests per second that met "
                     "it)"
                 ),
             ),
             (
-                capacity and any(m.benchmark == CAPACITY_RATIO for m in page.measurements),
+                capacity
+                and any(m.benchmark == CAPACITY_RATIO_BENCHMARK for m in page.measurements),
                 (
                     "capacity vs reference: candidate ÷ reference capacity with its 90% interval "
                     "(last pass ÷ first miss, and first miss ÷ last pass, of both searches' 95% "
@@ -1474,7 +1489,7 @@ def _notes(page: _Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
                 "req/s under the SLO" in groups,
                 (
                     "capacity in req/s: the highest request rate (open-loop arrivals) at which "
-                    f"{' or '.join(f'{100 * t:g}%' for t in rate_targets) or 'enough'} of requests "
+                    f"{targets[RATE]} of requests "
                     "meet the SLO, each step decided from its 90% Clopper-Pearson interval; a "
                     "candidate's ratio to the reference's and the verdict from the interval the two "
                     "sweeps' brackets give"

@@ -14,10 +14,10 @@ from html import escape
 from typing import Any
 
 from ..core.measurements import (
+    RATE,
     AccuracyVerdictStats,
-    CapacityStats,
     Measurement,
-    RateCapacityStats,
+    SearchStats,
     ServerMetricsWindow,
     StartupStats,
     ThroughputStats,
@@ -483,7 +483,7 @@ def _repeats_table(row: ThroughputRow) -> str:
 def _steps_table(m: Measurement) -> str:
     """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
     stats = m.stats
-    if isinstance(stats, RateCapacityStats):
+    if isinstance(stats, SearchStats) and stats.knob == RATE:
         lines = [
             [
                 f"{step.rate:.3g}",
@@ -509,7 +509,7 @@ def _steps_table(m: Measurement) -> str:
             ],
             lines,
         )
-    if isinstance(stats, CapacityStats):
+    if isinstance(stats, SearchStats):
         lines = [
             [
                 f"c{step.concurrency}",

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.measurements import (
+    RATE,
     AccuracyStats,
     AccuracyVerdictStats,
-    CapacityStats,
     Measurement,
-    RateCapacityStats,
+    SearchStats,
     ServerMetricsWindow,
     ThroughputStats,
 )
@@ -347,14 +347,12 @@ def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
     found: list[tuple[str, ServerMetricsWindow | None]] = []
     if isinstance(stats, ThroughputStats):
         found = [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
-    elif isinstance(stats, CapacityStats):
+    elif isinstance(stats, SearchStats):
         found = [
-            (f"c{step.concurrency}", step.recorded.server_metrics if step.recorded else None)
-            for step in stats.steps
-        ]
-    elif isinstance(stats, RateCapacityStats):
-        found = [
-            (f"{step.rate:.3g} req/s", step.recorded.server_metrics if step.recorded else None)
+            (
+                f"{step.rate:.3g} req/s" if stats.knob == RATE else f"c{step.concurrency}",
+                step.recorded.server_metrics if step.recorded else None,
+            )
             for step in stats.steps
         ]
     return [(label, w) for label, w in found if w is not None and w.samples]
@@ -368,7 +366,7 @@ def _measurement_label(m: Measurement) -> str:
         prompt = params.get("prompt_tokens")
         where = f"c{concurrency}" + (f", {prompt} prompt tokens" if prompt else "")
     else:
-        where = "sweep" if isinstance(m.stats, RateCapacityStats) else "search"
+        where = "sweep" if isinstance(m.stats, SearchStats) and m.stats.knob == RATE else "search"
     return f"{m.model} · {m.benchmark} {where}"
 
 

@@ -10,21 +10,22 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.measurements import (
+    CONCURRENCY,
     DEGENERATE,
+    RATE,
     SATURATED,
+    SEARCH_BENCHMARK,
     SERVER_QUEUED,
     AccuracyStats,
     AccuracyVerdictStats,
     Latency,
     Measurement,
-    RateCapacityRatioStats,
-    RateCapacityStats,
     SearchRatioStats,
+    SearchStats,
     StartupStats,
-    StatsT,
     ThroughputRatioStats,
     ThroughputStats,
 )
@@ -60,6 +61,7 @@ TEXT_COLUMNS = frozenset(
 NA = "n/a"
 COMPARISONS = (AccuracyVerdictStats, ThroughputRatioStats, SearchRatioStats)
 Measurements = Sequence[Measurement]
+StatsT = TypeVar("StatsT")
 
 
 def records(measurements: Iterable[Measurement | Mapping[str, Any]]) -> list[Measurement]:
@@ -316,14 +318,15 @@ _TABLE_OF = {
     AccuracyStats: "accuracy",
     ThroughputRatioStats: "throughput_ratio",
     ThroughputStats: "throughput",
-    RateCapacityStats: "rate_capacity",
-    RateCapacityRatioStats: "rate_capacity",
     StartupStats: "startup",
 }
 
 
 def measurement_kind(m: Measurement) -> str:
-    """The table a measurement belongs in, by the record of its stats (else ``other``)."""
+    """The table a measurement belongs in, by the record of its stats (else ``other``); a
+    search and its ratio by their knob: ``capacity``, ``rate_capacity``."""
+    if isinstance(m.stats, SearchStats | SearchRatioStats):
+        return SEARCH_BENCHMARK[m.stats.knob]
     return _TABLE_OF.get(type(m.stats), "other")
 
 
@@ -867,30 +870,63 @@ def format_rps(value: Any) -> str:
     return NA if x is None else f"{x:.3g}" if abs(x) < 10 else f"{_rounded(x, 1):,.1f}"
 
 
-def rate_bracket_text(bracket: tuple[float, float | None] | None) -> str:
-    """``[1.41, 2]`` req/s; ``[64, open]`` when the sweep's maximum passed."""
+def rate_bracket_text(bracket: tuple[float, float | None] | None, knob: str = RATE) -> str:
+    """``[1.41, 2]`` req/s, ``[3, 4]`` concurrent requests; ``[64, open]`` when the search's
+    maximum passed."""
     if bracket is None:
         return NA
-    return f"[{format_rps(bracket[0])}, {'open' if bracket[1] is None else format_rps(bracket[1])}]"
+    value = format_rps if knob == RATE else format_count
+    return f"[{value(bracket[0])}, {'open' if bracket[1] is None else value(bracket[1])}]"
 
 
-def rate_capacity_table(measurements: Measurements, reference: str | None = None) -> Table:
-    """Capacity in requests/s: a row per model's sweep, then each candidate's ratio."""
+def format_count(value: Any) -> str:
+    """A count of requests in flight: ``4``."""
+    x = finite(value)
+    return NA if x is None else f"{x:.0f}"
+
+
+_SEARCH_NOTES = {
+    CONCURRENCY: (
+        "the most concurrent requests (up to the server's maximum)",
+        "each step's attainment decided from the Clopper-Pearson interval of its windows' "
+        "pooled requests (pass: its low end reaches the target)",
+        "search",
+        "searches",
+    ),
+    RATE: (
+        "the highest request rate",
+        "each step's attainment decided from its 90% Clopper-Pearson interval "
+        "(pass: its low end reaches the target)",
+        "sweep",
+        "sweeps",
+    ),
+}
+"""A knob's search in its table's notes: what the capacity is, how a step is decided, and
+what the search is called (and more than one)."""
+
+
+def capacity_table(measurements: Measurements, reference: str | None = None) -> Table:
+    """Capacity under the SLO over one knob (in its unit): a row per model's search, then
+    each candidate's ratio."""
     order = _reference_first(reference)
     rows: list[list[Cell]] = []
     slos = set()
+    knob = next(
+        m.stats.knob for m in measurements if isinstance(m.stats, SearchStats | SearchRatioStats)
+    )
+    unit = "req/s" if knob == RATE else "concurrent requests"
     for m in sorted(
-        (m for m in measurements if isinstance(m.stats, RateCapacityStats)),
+        (m for m in measurements if isinstance(m.stats, SearchStats)),
         key=lambda m: order(m.model),
     ):
-        stats, setting = stats_of(m, RateCapacityStats), Setting.of(m)
+        stats, setting = stats_of(m, SearchStats), Setting.of(m)
         slos.add(str(setting.slo))
         at = stats.at_capacity
         rows.append(
             [
                 m.model,
-                format_rps(stats.capacity_rps),
-                rate_bracket_text(stats.bracket),
+                format_rps(stats.capacity) if knob == RATE else format_count(stats.capacity),
+                rate_bracket_text(stats.bracket, knob),
                 len(stats.steps),
                 format_goodput(at and at.goodput_rps),
                 format_percent(at and at.slo_attainment),
@@ -900,10 +936,10 @@ def rate_capacity_table(measurements: Measurements, reference: str | None = None
             ]
         )
     for m in sorted(
-        (m for m in measurements if isinstance(m.stats, RateCapacityRatioStats)),
+        (m for m in measurements if isinstance(m.stats, SearchRatioStats)),
         key=lambda m: m.model,
     ):
-        ratio = stats_of(m, RateCapacityRatioStats)
+        ratio = stats_of(m, SearchRatioStats)
         iv = ratio.ratio
         interval = (
             NA
@@ -927,25 +963,26 @@ def rate_capacity_table(measurements: Measurements, reference: str | None = None
                 NA if ratio.verdict is None else ratio.verdict.value,
             ]
         )
+    what, decided, search, searches = _SEARCH_NOTES[knob]
     notes = [
         (
-            f"capacity: the highest request rate at which the SLO ({'; '.join(sorted(slos))}) "
-            "was met, each step's attainment decided from its 90% Clopper-Pearson interval "
-            "(pass: its low end reaches the target); bracket: [last pass, first miss or "
-            "saturation] req/s; goodput, attainment and tokens/s of the passing step at the "
-            "capacity; stopped: why the sweep ended"
+            f"capacity: {what} at which the SLO ({'; '.join(sorted(slos))}) was met, "
+            f"{decided}; bracket: [last pass, first miss or saturation] {unit}; goodput, "
+            "attainment and tokens/s of the passing step at the capacity; stopped: why the "
+            f"{search} ended"
         )
     ]
-    if any(isinstance(m.stats, RateCapacityRatioStats) for m in measurements):
+    if any(isinstance(m.stats, SearchRatioStats) for m in measurements):
         notes.append(
-            "a candidate's row under the sweeps: its capacity ÷ the reference's, the "
+            f"a candidate's row under the {searches}: its capacity ÷ the reference's, the "
             "interval the two brackets give, and the verdict from that interval"
         )
+    benchmark = SEARCH_BENCHMARK[knob]
     return Table(
-        label_of("rate_capacity", "Capacity in requests/s"),
+        label_of(benchmark, benchmark),
         [
             "model",
-            "capacity (req/s)",
+            f"capacity ({unit})",
             "bracket",
             "steps",
             "goodput (req/s)",
@@ -955,7 +992,7 @@ def rate_capacity_table(measurements: Measurements, reference: str | None = None
             "stopped",
         ],
         rows,
-        "rate_capacity",
+        benchmark,
         notes + outcome_notes(measurements),
     )
 
@@ -1004,7 +1041,7 @@ def startup_table(measurements: Measurements, reference: str | None = None) -> T
 
 
 def other_table(measurements: Measurements) -> Table:
-    """Measurements no other table knows (smoke, capacity, custom), in recording order."""
+    """Measurements no other table knows (smoke, custom), in recording order."""
     return Table(
         "Other measurements",
         ["model", "benchmark", "parameters", "value", "n", "outcome"],
@@ -1043,7 +1080,11 @@ def summary_tables(measurements: Measurements, reference: str | None = None) -> 
         *tables("accuracy", lambda name, ms: accuracy_table(name, ms, reference)),
         *tables("throughput_ratio", lambda _, ms: ratio_table(ms)),
         *tables("throughput", lambda name, ms: throughput_table(name, ms, reference)),
-        *tables("rate_capacity", lambda _, ms: rate_capacity_table(ms, reference)),
+        *(
+            table
+            for benchmark in SEARCH_BENCHMARK.values()
+            for table in tables(benchmark, lambda _, ms: capacity_table(ms, reference))
+        ),
         *tables("startup", lambda _, ms: startup_table(ms, reference)),
         *tables("other", lambda _, ms: other_table(ms)),
     ]
