@@ -29,6 +29,7 @@ import pytest
 from stores import raw_sql
 
 from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.core.jsontext import strict_json
 from pytest_modelsweep.core.measurements import (
     Measurement,
     ThroughputRatioStats,
@@ -37,7 +38,7 @@ from pytest_modelsweep.core.measurements import (
 )
 from pytest_modelsweep.store.database import Store
 from pytest_modelsweep.store.results import FIX, ResultsWriter, load_results
-from pytest_modelsweep.store.upgrade import upgrade_measurement
+from pytest_modelsweep.store.upgrade import upgrade_measurement, upgrade_results
 
 DATA = Path(__file__).resolve().parent / "data"
 V1, V2 = DATA / "results_v1_every_kind.json", DATA / "results_v2_every_kind.json"
@@ -203,3 +204,18 @@ def test_non_finite_figures_are_written_as_null_saying_why(tmp_path: Path) -> No
     read = Measurement.from_dict(store.measurement_of("r1", data["model"], "throughput"))
     assert isinstance(read.stats, ThroughputStats) and math.isnan(read.stats.repeats[0].fidelity)
     store.close()
+
+
+def test_a_search_of_the_other_knob_is_one_line(tmp_path: Path) -> None:
+    """A rate capacity's stats that say they searched concurrency are refused, naming the key."""
+    data = upgrade_results(json.loads(V2.read_text(encoding="utf-8")))
+    index = next(i for i, m in enumerate(data["measurements"]) if m["benchmark"] == "rate_capacity")
+    data["measurements"][index]["stats"]["knob"] = "concurrency"
+    broken = tmp_path / "r.json"
+    broken.write_text(strict_json(data), encoding="utf-8")
+    with pytest.raises(DataError) as refused:
+        load_results(broken)
+    assert str(refused.value) == (
+        f"{broken}: run {data['run']['run_id']}: measurements[{index}].stats.knob: expected "
+        f"'rate' for a 'rate_capacity' measurement, got 'concurrency'; {FIX}"
+    )

@@ -1229,8 +1229,16 @@ class Measurement(Record):
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
+def knob_of(benchmark: str) -> str:
+    """The knob a search benchmark (or its ratio) turns: ``rate`` for ``rate_capacity``."""
+    metric = metric_for(benchmark, None)
+    kinds = () if metric is None else (metric.kind, metric.compares)
+    return RATE if Kind.RATE_CAPACITY in kinds else CONCURRENCY
+
+
 def _stats_of(data: Mapping[str, Any], expected: type[Stats], benchmark: str) -> Stats:
-    """``data`` read as the stats record ``expected``; another kind's stats are refused."""
+    """``data`` read as the stats record ``expected`` (a search's knob by its benchmark);
+    another kind's stats, or another knob's, are refused."""
     kind = another_kind(data, expected)
     if kind is not None:
         given = sorted(data)
@@ -1240,6 +1248,13 @@ def _stats_of(data: Mapping[str, Any], expected: type[Stats], benchmark: str) ->
             f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
             f"measurement ({kind.__name__})"
         )
+    if issubclass(expected, SearchStats | SearchRatioStats):
+        knob = knob_of(benchmark)
+        data = {"knob": knob, **data}
+        if data["knob"] != knob:
+            raise RecordError(
+                f"knob: expected {knob!r} for a {benchmark!r} measurement, got {data['knob']!r}"
+            )
     return expected.from_dict(data)
 
 

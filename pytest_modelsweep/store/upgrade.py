@@ -24,6 +24,7 @@ from ..core.measurements import (
     StepWindow,
     ThroughputRatioStats,
     ThroughputStats,
+    knob_of,
     stats_type,
 )
 from ..core.stats.bootstrap import PairedInterval
@@ -200,7 +201,7 @@ def _search_ratio(data: Dict, knob: str) -> Dict:
     return data | {"knob": knob}
 
 
-def _stats(data: Dict, cls: type) -> Dict:
+def _stats(data: Dict, cls: type, knob: str) -> Dict:
     """One measurement's ``stats`` of the record ``cls``, as schema 3 writes them."""
     if cls is AccuracyStats:
         own = _names(cls)
@@ -210,9 +211,9 @@ def _stats(data: Dict, cls: type) -> Dict:
     if cls is ThroughputStats:
         return _throughput(data)
     if issubclass(cls, SearchStats):
-        return _search(data, cls().knob)
+        return _search(data, knob)
     if issubclass(cls, SearchRatioStats):
-        return _search_ratio(data, cls().knob)
+        return _search_ratio(data, knob)
     if cls is AccuracyVerdictStats:
         _set(data, "interval", _picked(data, _names(PairedInterval), "difference"))
     if cls is ThroughputRatioStats:
@@ -232,7 +233,7 @@ def upgrade_measurement(data: Any) -> Any:
     benchmark, unit, stats = data.get("benchmark"), data.get("unit"), data.get("stats")
     if isinstance(benchmark, str) and isinstance(stats, Mapping):
         kind = stats_type(benchmark, unit if isinstance(unit, str) else None)
-        data["stats"] = _stats(dict(stats), kind)
+        data["stats"] = _stats(dict(stats), kind, knob_of(benchmark))
     return data
 
 
