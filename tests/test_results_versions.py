@@ -34,6 +34,7 @@ from pytest_modelsweep.core.measurements import (
     Measurement,
     ThroughputRatioStats,
     ThroughputStats,
+    ThroughputWindow,
     measurements_of,
 )
 from pytest_modelsweep.store.database import Store
@@ -73,7 +74,8 @@ def neutral(value: Any) -> Any:
 
 def as_today(before: Any) -> Any:
     """A record dumped at 080a7c2 with its class renamed as today (a search's knob, a class
-    variable then, is a field now)."""
+    variable then, is a field now), and a concurrency step's window (a ``StepWindow`` then)
+    a throughput window of those figures: its timed requests are the step's requests."""
     if isinstance(before, list):
         return [as_today(v) for v in before]
     if not isinstance(before, dict):
@@ -85,6 +87,11 @@ def as_today(before: Any) -> Any:
         data.setdefault("knob", knob)
     if name in RENAMED:
         data["__class__"] = RENAMED[name]
+    window = data.get("recorded")
+    if isinstance(window, dict) and window["__class__"] == "StepWindow":
+        assert window.pop("timed_requests") == data["requests"]
+        data["recorded"] = {**json.loads(json.dumps(neutral(ThroughputWindow()))), **window}
+        data["recorded"]["__class__"] = "ThroughputWindow"
     return data
 
 

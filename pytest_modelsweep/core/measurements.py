@@ -17,7 +17,6 @@ from typing import Any, Protocol, TypeVar
 
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
-from cattrs.strategies import configure_tagged_union
 
 from .codec import Record, RecordError, converter, json_object, located, wrong
 from .cost import CostFigures, Pricing
@@ -590,29 +589,11 @@ class SearchWindow(Protocol):
 
 
 @dataclass(frozen=True)
-class StepWindow(Record):
-    """What a recorded concurrency step adds to the search's step: its window's timed
-    requests, latencies, fidelity to the server's counters, contention and (priced) cost."""
-
-    timed_requests: int = 0
-    ttft: Latency = field(default_factory=Latency)
-    tpot: Latency = field(default_factory=Latency)
-    e2e: Latency = field(default_factory=Latency)
-    fidelity: float = math.nan
-    contention: Contention = field(default_factory=Contention)
-    priced: bool = False
-    usd_per_million_output_tokens: float | None = None
-    server_metrics: ServerMetricsWindow | None = None
-    """What the server's ``/metrics`` showed during the step (None: not sampled)."""
-
-
-@dataclass(frozen=True)
 class SearchStep(Record):
     """One timed window of an SLO search at one ``value`` of its ``knob``: ``good`` of
     ``requests`` met the SLO; ``outcome``: what its step's windows so far decided over the
     pooled ``interval`` (None in an older search: its window alone decided); ``recorded``: the
-    window's figures (a concurrency step's :class:`StepWindow`, a rate step's whole
-    :class:`ThroughputWindow`)."""
+    window's figures."""
 
     knob: str = CONCURRENCY
     value: int | float = 0
@@ -627,7 +608,7 @@ class SearchStep(Record):
     offered_rps: float | None = None
     achieved_rps: float | None = None
     saturation: str | None = None
-    recorded: StepWindow | ThroughputWindow | None = None
+    recorded: ThroughputWindow | None = None
 
     @property
     def concurrency(self) -> int:
@@ -664,10 +645,6 @@ class RateStep(SearchStep):
 
     knob: str = RATE
     value: int | float = 0.0
-
-
-configure_tagged_union(StepWindow | ThroughputWindow, converter)
-"""A step's window is written with its class's name under ``_type``."""
 
 
 @dataclass(frozen=True)

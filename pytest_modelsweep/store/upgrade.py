@@ -21,7 +21,6 @@ from ..core.measurements import (
     AccuracyVerdictStats,
     SearchRatioStats,
     SearchStats,
-    StepWindow,
     ThroughputRatioStats,
     ThroughputStats,
     knob_of,
@@ -117,6 +116,11 @@ _DECISION = {
 }
 
 
+_STEP_WINDOW = ["ttft", "tpot", "e2e", "fidelity", "contention", "server_metrics"]
+_STEP_WINDOW.append("usd_per_million_output_tokens")
+"""A concurrency step's window's figures (its timed requests are the step's ``requests``)."""
+
+
 def _concurrency_step(data: Dict) -> Dict:
     """A concurrency step: its decision's keys as its ``interval``, an older step's outcome
     told by its window, its window's figures as ``recorded``."""
@@ -128,9 +132,9 @@ def _concurrency_step(data: Dict) -> Dict:
     if not decided:
         broken = data.get("violations") or not data.get("requests")
         data["outcome"] = "broken" if broken else "pass" if data.get("passed") is True else "miss"
-    recorded = {k: data[k] for k in _names(StepWindow) if k in data}
-    if "timed_requests" in recorded or "contention" in recorded:
-        data["recorded"] = {"_type": "StepWindow", **_window(recorded)}
+    recorded = {k: data[k] for k in _STEP_WINDOW if k in data}
+    if "timed_requests" in data or "contention" in data:  # its requests: the step's own
+        data["recorded"] = _window(recorded)
     return _renamed(data, {"concurrency": "value"}) | {"knob": "concurrency"}
 
 
@@ -141,7 +145,7 @@ def _rate_step(data: Dict) -> Dict:
         data["interval"] = attainment
         data.update({k: attainment[k] for k in ("good", "requests") if k in attainment})
     if isinstance(data.get("window"), Mapping):
-        data["recorded"] = {"_type": "ThroughputWindow", **_window(dict(data.pop("window")))}
+        data["recorded"] = _window(dict(data.pop("window")))
     return _renamed(data, {"rate": "value"}) | {"knob": RATE}
 
 

@@ -29,7 +29,6 @@ from ..core.measurements import (
     SearchStep,
     SearchWindow,
     StepOutcome,
-    StepWindow,
     ThroughputWindow,
 )
 from ..core.slo import Goodput, Slo
@@ -534,61 +533,29 @@ class MeasuredWindow:
     result: ThroughputResult | OpenLoopWindow
     goodput: Goodput
     contention: Contention
-    figures: StepWindow | ThroughputWindow
+    figures: ThroughputWindow
     offered_rps: float | None = None
     achieved_rps: float | None = None
     saturation_reason: str | None = None
 
     @classmethod
-    def closed_loop(
+    def of(
         cls,
-        result: ThroughputResult,
+        result: ThroughputResult | OpenLoopWindow,
         slo: Slo,
-        timed: int,
         contention: Contention,
         pricing: Pricing | None,
     ) -> MeasuredWindow:
-        usd = (
-            None
-            if pricing is None
-            else usd_per_million_output_tokens(pricing.usd_per_hour, result.output_tokens_per_s)
-        )
-        figures = StepWindow(
-            timed,
-            result.ttft.in_ms(),
-            result.tpot.in_ms(),
-            result.e2e.in_ms(),
-            result.fidelity,
-            contention,
-            priced=pricing is not None,
-            usd_per_million_output_tokens=usd,
-            server_metrics=result.server,
-        )
-        return cls(result, result.goodput(slo), contention, figures)
-
-    @classmethod
-    def open_loop(
-        cls, window: OpenLoopWindow, slo: Slo, contention: Contention, pricing: Pricing | None
-    ) -> MeasuredWindow:
-        goodput = window.goodput(slo)
-        figures = replace(window.window(contention), goodput=goodput.figures())
+        """A closed- or open-loop window, its figures recorded as a throughput window's."""
+        goodput = result.goodput(slo)
+        figures = replace(result.window(contention), goodput=goodput.figures())
         if pricing is not None:
-            figures = replace(
-                figures,
-                priced=True,
-                usd_per_million_output_tokens=(
-                    usd_per_million_output_tokens(pricing.usd_per_hour, figures.output_tokens_per_s)
-                ),
-            )
-        return cls(
-            window,
-            goodput,
-            contention,
-            figures,
-            window.offered_rps,
-            window.achieved_rps,
-            window.saturation_reason,
-        )
+            usd = usd_per_million_output_tokens(pricing.usd_per_hour, figures.output_tokens_per_s)
+            figures = replace(figures, priced=True, usd_per_million_output_tokens=usd)
+        if not isinstance(result, OpenLoopWindow):
+            return cls(result, goodput, contention, figures)
+        rates = (result.offered_rps, result.achieved_rps, result.saturation_reason)
+        return cls(result, goodput, contention, figures, *rates)
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -714,7 +681,7 @@ def _measure(
                 tokenizer=tokenizer,
                 meter=meter,
             )
-            windows.append(MeasuredWindow.open_loop(window, slo, meter.result, settings.pricing))
+            windows.append(MeasuredWindow.of(window, slo, meter.result, settings.pricing))
         else:
             from .throughput import measure_window
 
@@ -734,9 +701,7 @@ def _measure(
                 tokenizer=tokenizer,
                 meter=meter,
             )
-            windows.append(
-                MeasuredWindow.closed_loop(result, slo, timed, meter.result, settings.pricing)
-            )
+            windows.append(MeasuredWindow.of(result, slo, meter.result, settings.pricing))
         return windows[-1].goodput, windows[-1]
 
     def shown(step: SearchStep) -> None:
