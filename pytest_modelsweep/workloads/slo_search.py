@@ -545,16 +545,15 @@ class MeasuredWindow:
         slo: Slo,
         contention: Contention,
         pricing: Pricing | None,
+        rates: tuple[float | None, float | None, str | None] = (None, None, None),
     ) -> MeasuredWindow:
-        """A closed- or open-loop window, its figures recorded as a throughput window's."""
+        """A closed- or open-loop window (``rates``: its offered and achieved rates and why it
+        saturated), its figures recorded as a throughput window's."""
         goodput = result.goodput(slo)
         figures = replace(result.window(contention), goodput=goodput.figures())
         if pricing is not None:
             usd = usd_per_million_output_tokens(pricing.usd_per_hour, figures.output_tokens_per_s)
             figures = replace(figures, priced=True, usd_per_million_output_tokens=usd)
-        if not isinstance(result, OpenLoopWindow):
-            return cls(result, goodput, contention, figures)
-        rates = (result.offered_rps, result.achieved_rps, result.saturation_reason)
         return cls(result, goodput, contention, figures, *rates)
 
     @property
@@ -681,7 +680,8 @@ def _measure(
                 tokenizer=tokenizer,
                 meter=meter,
             )
-            windows.append(MeasuredWindow.of(window, slo, meter.result, settings.pricing))
+            rates = (window.offered_rps, window.achieved_rps, window.saturation_reason)
+            windows.append(MeasuredWindow.of(window, slo, meter.result, settings.pricing, rates))
         else:
             from .throughput import measure_window
 
