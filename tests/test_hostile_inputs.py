@@ -253,7 +253,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         _stats_of_another_kind,
         (
             "{where}: run {run}: measurements[{tp}].stats: none of the keys of a 'my_shape' "
-            "measurement's ThroughputStats (it holds accuracy, correct, failed, items, …): the "
+            "measurement's ThroughputStats (it holds accuracy, correct, failed, figures, …): the "
             "stats of another kind of measurement (AccuracyStats); " + FIX
         ),
     ),

@@ -1186,8 +1186,8 @@ class Measurement(Record):
                 )
             try:
                 stats = _stats_of(self.stats.values, expected, self.benchmark)
-            except RecordError as error:
-                raise RecordError(f"stats.{error}") from None
+            except RecordError as error:  # ": why" of the stats, or "key: why" in them
+                raise RecordError(f"stats{'' if str(error)[:1] == ':' else '.'}{error}") from None
             object.__setattr__(self, "stats", stats)
 
     @property
@@ -1220,7 +1220,7 @@ def _stats_of(data: Mapping[str, Any], expected: type[Stats], benchmark: str) ->
     if kind is not None:
         given = sorted(data)
         raise RecordError(
-            f"none of the keys of a {benchmark!r} measurement's "
+            f": none of the keys of a {benchmark!r} measurement's "
             f"{expected.__name__} (it holds {', '.join(given[:4])}"
             f"{', …' if len(given) > 4 else ''}): the stats of another kind of "
             f"measurement ({kind.__name__})"
