@@ -1,4 +1,9 @@
-"""Read the v1/v2 goldens into records and dump them in a neutral form (class name + fields)."""
+"""Read the v1/v2 goldens into records and dump them in a neutral form (class name + fields).
+
+Run at commit 080a7c2, before results schema 3, as ``python tests/data/dump_golden_records.py
+tests/data``: it wrote ``results_v1_every_kind.records.json`` and ``results_v2_...``, which
+tests/test_results_versions.py compares today's reading with.
+"""
 
 import dataclasses
 import enum
