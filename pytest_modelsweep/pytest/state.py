@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from ..core.measurements import Measurement
     from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder, FinishedTest
+    from ..judging.kinds import ExpectedTests
     from ..serving.pool import EndpointPool
     from ..store.sweep_run import SweepRunMember
+    from ..workloads.accuracy import Rounds
 
 
 def attempted(
@@ -269,6 +271,40 @@ class RunState:
         if not self.is_worker:
             self._take_back_kept_items(store)
         return store
+
+    def store_for_items(self) -> tuple[Store | None, str | None]:
+        """The store and why it failed before (then items are measured, not stored); no store
+        where a worker could not open it."""
+        from ..core.errors import ModelsweepError
+
+        try:
+            return self.store, self.store.failure
+        except ModelsweepError as error:
+            return None, str(error)
+
+    def until_decided(self, model: str, tests_of: ExpectedTests) -> Rounds | None:
+        """``--until-decided``'s rounds of ``model``'s accuracy benchmarks (None: without)."""
+        from ..judging.rounds import until_decided
+
+        round_size = self.bench_settings.round_size
+        if round_size is None:
+            return None
+        options = self.options
+        return partial(
+            until_decided,
+            store=self.store,
+            run_id=self.run_id,
+            model=model,
+            round_size=round_size,
+            wait_s=options.verdict_wait_s,
+            reference=self.selection.reference,
+            candidates=self.selection.candidates,
+            tests_of=tests_of,
+            margin=options.margin,
+            baseline=self.baseline_measurements if options.baseline else None,
+            threshold=options.thresholds.accuracy_points,
+            progress=self.write_line,
+        )
 
     def stored_reference_run(self, benchmark: str, setting: dict[str, Any]) -> str | None:
         """A stored run with the reference's like ``benchmark`` measurement at ``setting``
