@@ -72,7 +72,7 @@ def modelsweep_run(request: pytest.FixtureRequest) -> RunState:
 @pytest.fixture(scope="session")
 def bench_settings(modelsweep_run: RunState) -> BenchSettings:
     """The run's id and measuring options (repeats, limit, reuse...), read-only."""
-    return modelsweep_run.bench_settings
+    return modelsweep_run.config.bench_settings
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +84,7 @@ def progress(modelsweep_run: RunState) -> Callable[[str], None]:
 @pytest.fixture(scope="session")
 def sweep(modelsweep_run: RunState) -> Sweep:
     """The parsed sweep file of this run."""
-    return modelsweep_run.sweep
+    return modelsweep_run.config.sweep
 
 
 @pytest.fixture
@@ -169,7 +169,7 @@ def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     return _limited(
         modelsweep_run,
         "GSM8K",
-        load_gsm8k(modelsweep_run.options.gsm8k_path, split="test"),
+        load_gsm8k(modelsweep_run.config.options.gsm8k_path, split="test"),
         expect_full_test_set,
     )
 
@@ -180,7 +180,7 @@ def gsm8k_fewshot(modelsweep_run: RunState) -> Any:
     from ..data.gsm8k import load_gsm8k_fewshot
     from ..workloads.gsm8k import Gsm8kFewshot
 
-    return Gsm8kFewshot(load_gsm8k_fewshot(modelsweep_run.options.gsm8k_path))
+    return Gsm8kFewshot(load_gsm8k_fewshot(modelsweep_run.config.options.gsm8k_path))
 
 
 @pytest.fixture(scope="session")
@@ -189,7 +189,10 @@ def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     from ..data.bfcl import expect_full_bfcl_set, load_bfcl
 
     return _limited(
-        modelsweep_run, "BFCL", load_bfcl(modelsweep_run.options.bfcl_path), expect_full_bfcl_set
+        modelsweep_run,
+        "BFCL",
+        load_bfcl(modelsweep_run.config.options.bfcl_path),
+        expect_full_bfcl_set,
     )
 
 
@@ -198,7 +201,7 @@ def _limited(
 ) -> list[Any]:
     """A data set, checked to be complete for a full run, or its first ``--limit`` records
     (all, with a warning, when it has fewer); an empty one is an error."""
-    records, limit = list(loaded), run.bench_settings.limit
+    records, limit = list(loaded), run.config.bench_settings.limit
     if not records:
         raise DataError(f"the {name} data has no records; pass a data file that has")
     if limit is None:
@@ -241,7 +244,7 @@ def evaluate(
             items,
             scorer,
             prompting=model_spec.prompting,
-            settings=run.bench_settings,
+            settings=run.config.bench_settings,
             record=record_measurement,
             store=store,
             store_failure=store_failure,
@@ -299,7 +302,7 @@ def measure_throughput(
         node.stash[evaluated_key] = True
         measure_prompts(
             lambda: request.getfixturevalue("endpoint"),
-            run.bench_settings,
+            run.config.bench_settings,
             record_measurement,
             benchmark,
             prompts,
@@ -324,7 +327,7 @@ def judge_against_reference(
     from ..workloads.bfcl import bfcl_skip_reason
 
     run = modelsweep_run
-    reference = run.selection.reference
+    reference = run.config.selection.reference
 
     def judge(benchmark: str) -> Any:
         skip = None
@@ -333,7 +336,7 @@ def judge_against_reference(
                 filter(
                     None,
                     (
-                        bfcl_skip_reason(run.sweep.model(name))
+                        bfcl_skip_reason(run.config.sweep.model(name))
                         for name in (candidate_name, reference)
                     ),
                 ),
@@ -348,10 +351,12 @@ def judge_against_reference(
                 candidate_name,
                 reference,
                 benchmark,
-                margin=run.options.margin,
-                resamples=run.options.resamples,
+                margin=run.config.options.margin,
+                resamples=run.config.options.resamples,
                 candidate_first=bool(tests_in_session(request.session, candidate_name, benchmark)),
-                holm_candidates=list(run.selection.candidates) if run.options.holm else None,
+                holm_candidates=list(run.config.selection.candidates)
+                if run.config.options.holm
+                else None,
                 skip_reason=skip,
             ),
         )
@@ -372,12 +377,12 @@ def judge_throughput_ratio(
     from ..judging.kinds import InterleavedSides, ThroughputComparison
 
     run = modelsweep_run
-    reference = run.selection.reference
+    reference = run.config.selection.reference
 
     def judge(benchmark: str, *, concurrency: int, prompt_tokens: int | None) -> Any:
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
         interleaved = None
-        if run.options.interleave:
+        if run.config.options.interleave:
             from ..core.measurements import Interleaved
             from ..core.metrics import METRICS
             from ..workloads.setting import measure_interleaved_setting
@@ -390,19 +395,19 @@ def judge_throughput_ratio(
                 )
             measured = measure_interleaved_setting(
                 [run.pool.get(reference), run.pool.get(candidate_name)],
-                run.bench_settings,
+                run.config.bench_settings,
                 benchmark,
                 setting,
                 run.write_line,
             )
             interleaved = InterleavedSides(
-                run.run_id,
+                run.config.run_id,
                 Interleaved(
                     tuple(measured.windows),
                     tuple(measured.values[candidate_name]),
                     tuple(measured.values[reference]),
                 ),
-                run.bench_settings.repeats,
+                run.config.bench_settings.repeats,
             )
         return _judge(
             request,
@@ -414,7 +419,7 @@ def judge_throughput_ratio(
                 reference,
                 benchmark,
                 setting,
-                margin=run.options.ratio_tolerance,
+                margin=run.config.options.ratio_tolerance,
                 interleaved=interleaved,
             ),
         )
@@ -445,7 +450,7 @@ def judge_capacity_ratio(
         )
 
     def judge() -> Any:
-        settings = run.bench_settings
+        settings = run.config.bench_settings
         return _judge(
             request,
             record_measurement,
@@ -453,10 +458,10 @@ def judge_capacity_ratio(
                 run.comparisons,
                 _expected_tests(request),
                 candidate_name,
-                run.selection.reference,
+                run.config.selection.reference,
                 settings.slo,
                 settings.slo_attainment,
-                margin=run.options.ratio_tolerance,
+                margin=run.config.options.ratio_tolerance,
                 knob=knobs[0],
             ),
         )
@@ -480,17 +485,17 @@ def measure_startup(
     def measure() -> Any:
         from ..serving.cold_start import measure_startup as measured
 
-        refusal = cold_start_refusal(model_name, run.attach)
+        refusal = cold_start_refusal(model_name, run.config.attach)
         if refusal is not None:
             pytest.skip(refusal)
         return measured(
-            run.sweep,
+            run.config.sweep,
             model_name,
-            launches=run.bench_settings.startup_launches,
-            log_dir=run.run_dir / "logs" / "startup",
+            launches=run.config.bench_settings.startup_launches,
+            log_dir=run.config.run_dir / "logs" / "startup",
             progress=run.write_line,
             record_measurement=record_measurement,
-            worker_id=run.worker_id,
+            worker_id=run.config.worker_id,
         )
 
     return measure
@@ -549,7 +554,9 @@ def _judge(
         stats=judged.stats,
         model=comparison.candidate,
     )
-    announce_verdict(judged.summary, judged.verdict, run_state(request.config).options.fail_on)
+    announce_verdict(
+        judged.summary, judged.verdict, run_state(request.config).config.options.fail_on
+    )
     return judged.stats
 
 
