@@ -424,17 +424,29 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """The test's model and measurements on its report (plain data xdist carries), redacted."""
+    """The test's model and measurements on its report (plain data xdist carries), redacted;
+    the run state keeps the report that ends a modelsweep test run in this process (a plain
+    run's, or an xdist worker's own): its comparisons read how it ended from there."""
     report = yield
     model = model_of_item(item)
     if model is not None:
         report.modelsweep_model = model  # type: ignore[attr-defined]
     if call.excinfo is not None and call.excinfo.errisinstance(ModelsweepError):
         report.longrepr = str(call.excinfo.value)
-    if active_run_state(item.config) is not None:
+    state = active_run_state(item.config)
+    if state is not None:
         from .pytest.redaction import redact_report
 
         redact_report(report)
+    ended = report.when == "call" or (report.when == "setup" and not report.passed)
+    if state is not None and model is not None and ended:
+        from .judging.comparisons import FinishedTest
+        from .pytest.controller import first_line
+
+        state.test_finished(
+            report.nodeid,
+            lambda: FinishedTest(report.outcome, first_line(report) if report.failed else ""),
+        )
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:
         report.modelsweep_unjudged = unjudged  # type: ignore[attr-defined]

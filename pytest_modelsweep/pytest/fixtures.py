@@ -8,16 +8,15 @@ itself needs; what a fixture uses is imported when the fixture runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
-from datetime import UTC
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..core.errors import BenchmarkDeclarationError, DataError
-from ..core.metrics import BENCHMARK_MARKER
+from ..core.metrics import BENCHMARK_MARKER, METRICS
 from .context import (
-    active_run_state,
     declared_benchmark_key,
     evaluated_key,
     measurements_key,
@@ -37,30 +36,6 @@ if TYPE_CHECKING:
     from .state import BenchSettings, RunState
 
 RecordMeasurement = Callable[..., "Measurement"]
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """The run state keeps the report that ends each modelsweep test run in this process (a
-    plain run's, or an xdist worker's own): its comparisons read how it ended from there."""
-    report = yield
-    if (
-        (report.when == "call" or not report.passed)
-        and report.when != "teardown"
-        and model_of_item(item) is not None
-    ):
-        state = active_run_state(item.config)
-        if state is not None:
-            from ..judging.comparisons import FinishedTest
-            from .controller import first_line
-
-            state.test_finished(
-                report.nodeid,
-                lambda: FinishedTest(report.outcome, first_line(report) if report.failed else ""),
-            )
-    return report
 
 
 @pytest.fixture(scope="session")
@@ -105,8 +80,6 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     requests=...)``: one result of this test (``stats``: the kind's record or a dict of it),
     with its model and endpoint; it reaches the results file even if the test then fails. A
     value that is not a finite number fails the test instead, with one line."""
-    from datetime import datetime
-
     from ..core.measurements import Measurement, stats_type
     from ..serving.endpoint import Endpoint
 
@@ -384,7 +357,6 @@ def judge_throughput_ratio(
         interleaved = None
         if run.config.options.interleave:
             from ..core.measurements import Interleaved
-            from ..core.metrics import METRICS
             from ..workloads.setting import measure_interleaved_setting
 
             if benchmark not in METRICS:
@@ -479,12 +451,11 @@ def measure_startup(
     record one ``startup`` measurement and return its ``StartupStats``; an attached model
     skips."""
     from ..serving.cold_start import cold_start_refusal
+    from ..serving.cold_start import measure_startup as measured
 
     run = modelsweep_run
 
     def measure() -> Any:
-        from ..serving.cold_start import measure_startup as measured
-
         refusal = cold_start_refusal(model_name, run.config.attach)
         if refusal is not None:
             pytest.skip(refusal)
@@ -519,12 +490,11 @@ def _judge(
     a side nowhere or skipped skips, a refusal fails. Returns the recorded stats."""
     from ..judging.comparisons import Failed, Missing, Skipped
     from ..judging.judge import judge
+    from ..judging.sequential import SequentialJudgement
 
     config = request.config
 
     def decide(interval: Any) -> Any:
-        from ..judging.sequential import SequentialJudgement
-
         if isinstance(interval, SequentialJudgement):
             return interval.verdict  # the items stopped by this very rule: no hook re-decides
         return config.hook.pytest_modelsweep_verdict(

@@ -11,14 +11,20 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.cost import Pricing
+from ..core.errors import DataError, ModelsweepError
+from ..core.measurements import Measurement, measurements_of
+from ..core.outputs import OutputError, check_output_files, check_output_folder
+from ..core.runinfo import run_provenance
+from ..core.secrets import redact, redacted, remember_env_keys
 from ..core.settings import BenchSettings as BenchSettings
 from ..core.store_location import StoreLocation
 from ..core.sweep import Selection, Sweep, load_sweep, parse_endpoint_option
 from ..store.database import Store
-from ..store.results import ResultsWriter
+from ..store.results import ResultsWriter, load_results
+from ..store.sweep_run import sweep_run_heading, unsettled_failures
 
 if TYPE_CHECKING:
-    from ..core.measurements import Measurement
     from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder, FinishedTest
     from ..judging.kinds import ExpectedTests
@@ -78,7 +84,6 @@ class Options:
     """``config.option`` itself."""
 
     def __repr__(self) -> str:
-        from ..core.secrets import redact
 
         fields = ", ".join(
             f"{k}={v!r}" for k, v in vars(self).items() if k not in ("thresholds", "parsed")
@@ -152,8 +157,6 @@ class RunConfig:
     ) -> RunConfig:
         """The run of ``options``; a bad ``--sweep``, ``--model``, ``--reference`` or
         ``--endpoint`` is a one-line ModelsweepError."""
-        from ..core.cost import Pricing
-        from ..core.secrets import remember_env_keys
 
         sweep = load_sweep(options.sweep)
         # every process redacts the keys (xdist's controller never sends with them)
@@ -190,7 +193,6 @@ class RunConfig:
         )
 
     def __repr__(self) -> str:
-        from ..core.secrets import redact
 
         return redact(
             f"RunConfig(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
@@ -223,7 +225,6 @@ class RunConfig:
     def check_outputs(self, others: dict[str, str | None]) -> None:
         """Every place this run writes (work folder, results, ``others``: option → path),
         checked before any test; an OutputError names the first that cannot be written."""
-        from ..core.outputs import check_output_files, check_output_folder
 
         check_output_folder(self.workdir, "--modelsweep-dir")
         check_output_files({"--results": self.options.results or None, **others})
@@ -264,7 +265,6 @@ class RunState:
     def store(self) -> Store:
         """The store every process of the run shares (SQLite file or PostgreSQL); the
         controller first takes back what earlier runs kept only in their results."""
-        from ..core.errors import DataError, ModelsweepError
 
         if self._store_refusal is not None:
             raise DataError(self._store_refusal)
@@ -282,7 +282,6 @@ class RunState:
     def store_for_items(self) -> tuple[Store | None, str | None]:
         """The store and why it failed before (then items are measured, not stored); no store
         where a worker could not open it."""
-        from ..core.errors import ModelsweepError
 
         try:
             return self.store, self.store.failure
@@ -317,7 +316,6 @@ class RunState:
         """A stored run with the reference's like ``benchmark`` measurement at ``setting``
         (:func:`stored_like_run`); None where there is none or the store cannot be read
         (then the reference is measured, and the store's failure shows in its tests)."""
-        from ..core.errors import ModelsweepError
         from ..judging.comparisons import stored_like_run
 
         try:
@@ -361,10 +359,8 @@ class RunState:
         folder's runs; only a run whose results say its store failed, or a run of this store
         (``run.store``) that it does not list as ended (killed). A healthy run of another
         store gives nothing: a new store measures afresh."""
-        from ..core.errors import ModelsweepError
-        from ..core.measurements import measurements_of
-        from ..serving.endpoint import model_serving_key
-        from ..store.results import load_results
+
+        from ..serving.endpoint import model_serving_key  # (httpx: only where items are taken back)
 
         ended = {run["run_id"] for run in store.runs() if run["status"] != "interrupted"}
         places = [Path(self.config.options.results)] if self.config.options.results else []
@@ -462,7 +458,6 @@ class RunState:
     def join_sweep_run(self) -> None:
         """Record this run as one of ``--sweep-run``'s before any test (other hosts then wait
         for its models); a sweep run of another sweep is a DataError."""
-        from ..core.errors import DataError
 
         name = self.config.options.sweep_run
         if name is None:
@@ -504,7 +499,6 @@ class RunState:
         """The run dict the reports show: this run's, or named after its sweep run."""
         if self.config.options.sweep_run is None:
             return self.run
-        from ..store.sweep_run import sweep_run_heading
 
         return sweep_run_heading(self.config.options.sweep_run, self.sweep_run_members(), self.run)
 
@@ -512,7 +506,6 @@ class RunState:
     @cached_property
     def run(self) -> dict[str, Any]:
         """Run-level provenance (commit, machine, software, sweep), computed once."""
-        from ..core.runinfo import run_provenance
 
         run = run_provenance(self.config.rootdir, self.config.sweep.path, list(self.config.args))
         run.update(
@@ -558,7 +551,6 @@ class RunState:
     def add_measurement(self, measurement: dict[str, Any]) -> None:
         """Keep, journal and store a measurement; OutputError in one line once both were tried
         (it is kept and written at the end)."""
-        from ..core.secrets import redacted
 
         measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
@@ -569,14 +561,12 @@ class RunState:
 
     @staticmethod
     def _each(*writes: Callable[[], None]) -> None:
-        from ..core.outputs import OutputError
 
         if problems := attempted(writes):
             raise OutputError("; ".join(problems))
 
     def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
         """A modelsweep test that failed or errored: listed in the results and the reports."""
-        from ..core.secrets import redact
 
         self.failures.append(
             {"test_id": test_id, "when": when, "outcome": outcome, "message": redact(message)}
@@ -587,10 +577,7 @@ class RunState:
         DataError when it holds nothing the gate compares."""
         if self._baseline is not None:
             return self._baseline
-        from ..core.errors import DataError
-        from ..core.measurements import measurements_of
         from ..judging.gate import baseline_history, gateable
-        from ..store.results import load_results
 
         name = self.config.options.baseline or ""
         runs = self.store.baseline_measurements(name)
@@ -621,7 +608,6 @@ class RunState:
         is a session error unless ``--allow-ungated``."""
         if not self.config.options.baseline:
             return []
-        from ..core.measurements import measurements_of
         from ..judging.gate import compare_with_baseline, ungated_reason
 
         measurements = measurements_of(self.judged_measurements())
@@ -646,16 +632,12 @@ class RunState:
         name = self.config.options.save_baseline
         if not name:
             return None
-        from ..core.measurements import measurements_of
-        from ..core.outputs import OutputError
         from ..judging.gate import gateable, unsound_reason
 
         judged = measurements_of(self.judged_measurements())
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
         if self.config.options.sweep_run is not None:
-            from ..store.sweep_run import unsettled_failures
-
             others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.config.run_id]
             unsound += [
                 f"{test} {outcome} in run {run}"
