@@ -356,7 +356,6 @@ def judge_throughput_ratio(
         setting = {"concurrency": concurrency, "prompt_tokens": prompt_tokens}
         interleaved = None
         if run.config.options.interleave:
-            from ..core.measurements import Interleaved
             from ..workloads.setting import measure_interleaved_setting
 
             if benchmark not in METRICS:
@@ -365,19 +364,14 @@ def judge_throughput_ratio(
                     f"your own {benchmark!r}: run its ratio without --interleave",
                     pytrace=False,
                 )
-            measured = measure_interleaved_setting(
-                [run.pool.get(reference), run.pool.get(candidate_name)],
-                run.config.bench_settings,
-                benchmark,
-                setting,
-                run.write_line,
-            )
             interleaved = InterleavedSides(
                 run.config.run_id,
-                Interleaved(
-                    tuple(measured.windows),
-                    tuple(measured.values[candidate_name]),
-                    tuple(measured.values[reference]),
+                measure_interleaved_setting(
+                    [run.pool.get(reference), run.pool.get(candidate_name)],
+                    run.config.bench_settings,
+                    benchmark,
+                    setting,
+                    run.write_line,
                 ),
                 run.config.bench_settings.repeats,
             )

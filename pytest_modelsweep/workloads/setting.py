@@ -8,14 +8,20 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..api.evaluation import check_positive
 from ..api.prompts import checked_prompts, prompts_digest
 from ..core.cost import cost_stats, costs_of
 from ..core.errors import DataError, MeasurementError
-from ..core.measurements import Contention, InterleavedWindow, ThroughputStats, ThroughputWindow
+from ..core.measurements import (
+    Contention,
+    Interleaved,
+    InterleavedWindow,
+    ThroughputStats,
+    ThroughputWindow,
+)
 from ..core.slo import goodput_stats
 from .arrivals import ArrivalProcess
 from .contention import ContentionMeter, coefficient_of_variation
@@ -261,30 +267,24 @@ def setting_stats(
     )
 
 
-@dataclass
-class InterleavedWindows:
-    """Windows of two servers measured in pairs: per model its tokens/s, in pair order."""
-
-    values: dict[str, list[float]]
-    windows: list[InterleavedWindow]
-    violations: list[str]
-
-
 def measure_interleaved_setting(
     endpoints: Sequence[Endpoint],
     settings: BenchSettings,
     benchmark: str,
     setting: Mapping[str, Any],
     progress: Callable[[str], None] | None = None,
-) -> InterleavedWindows:
-    """Both servers at one setting (``--interleave``), windows in pairs A B, B A, ..., as many
-    as the run's ``repeats`` policy takes (of the pairs' ratios), so that a drift in the
-    machine's speed hits both alike; MeasurementError when a window broke its rules."""
+) -> Interleaved:
+    """Both servers (reference, candidate) at one setting (``--interleave``), windows in pairs
+    A B, B A, ..., as many as the run's ``repeats`` policy takes (of the pairs' ratios), so that
+    a drift in the machine's speed hits both alike; MeasurementError when a window broke its
+    rules."""
     concurrency, prompt_tokens = setting["concurrency"], setting["prompt_tokens"]
     first, second = endpoints
     names = [first.model.name, second.model.name]
     tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
-    measured = InterleavedWindows({name: [] for name in names}, [], [])
+    values: dict[str, list[float]] = {name: [] for name in names}
+    windows: list[InterleavedWindow] = []
+    violations: list[str] = []
     repeats = settings.repeats
     try:
         for pair in range(repeats.at_most):
@@ -304,28 +304,29 @@ def measure_interleaved_setting(
                     tokenizer=tokenizers[name],
                     meter=meter,
                 )
-                measured.values[name].append(result.output_tokens_per_s)
-                measured.windows.append(
+                values[name].append(result.output_tokens_per_s)
+                windows.append(
                     InterleavedWindow(name, pair, result.output_tokens_per_s, meter.result)
                 )
-                measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
-            a, b = (measured.values[name] for name in names)
+                violations += [f"{name} pair {pair}: {v}" for v in result.violations]
+            a, b = (values[name] for name in names)
             ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
             if progress is not None:
                 progress(
                     f"interleaved {benchmark} c{concurrency}: pair "
                     f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x"
                 )
-            if repeats.done(ratios) or (repeats.auto and measured.violations):
+            if repeats.done(ratios) or (repeats.auto and violations):
                 break
     finally:
         for tokenizer in tokenizers.values():
             tokenizer.close()
-    if measured.violations:
+    if violations:
         raise MeasurementError(
-            "interleaved windows broke their rules: " + "; ".join(measured.violations[:10])
+            "interleaved windows broke their rules: " + "; ".join(violations[:10])
         )
-    return measured
+    reference, candidate = names
+    return Interleaved(tuple(windows), tuple(values[candidate]), tuple(values[reference]))
 
 
 @contextlib.contextmanager
