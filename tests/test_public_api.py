@@ -255,29 +255,6 @@ def test_marker_model_and_limit_select_as_for_the_built_ins(
     assert [item["item_id"] for item in mine["items"]] == ["q00", "q01", "q02", "q03", "q04"]
 
 
-@pytest.mark.parametrize("returned", ["2.0", "'yes'"])
-def test_a_scorer_returning_no_score_fails_in_one_line(
-    project: pytest.Pytester,
-    servers: tuple[ArithmeticServer, ArithmeticServer],
-    returned: str,
-) -> None:
-    project.makepyfile(
-        test_my_eval=MY_EVAL.replace(
-            "return Score(answer == item.answer, answer=answer)", f"return {returned}"
-        )
-    )
-    result = run(project, *options(servers, "-m", "my_eval", "--model=ref"))
-    result.assert_outcomes(failed=1, skipped=1)  # the verdict: no candidate in this run
-    result.stdout.fnmatch_lines(
-        [
-            "*_ test_my_eval[[]ref[]] _*",
-            f"scorer first_number returned {returned} for my_eval item 'q*': expected True/False, a "
-            "number in [[]0, 1], or Score(value, answer=...) with one",
-        ]
-    )
-    assert "Traceback" not in result.stdout.str()
-
-
 def test_partial_credit_is_the_accuracy_and_the_verdicts_score(
     project: pytest.Pytester,
     servers: tuple[ArithmeticServer, ArithmeticServer],
@@ -776,6 +753,29 @@ def test_evaluate_refuses_bad_input_in_one_line_before_a_server_is_asked_for(
         )
     assert str(info.value) == line
     assert recorded == []
+
+
+@pytest.mark.parametrize("returned", [2.0, "yes"])
+def test_a_scorer_returning_no_score_fails_the_evaluation_in_one_line(returned: Any) -> None:
+    def first_number(completion: Completion, item: EvalItem) -> Any:
+        return returned
+
+    with ArithmeticServer("ref") as server, pytest.raises(ScorerError) as info:
+        evaluate(
+            lambda: attached(server.base_url, "ref"),
+            "my_eval",
+            ITEMS[:1],
+            first_number,
+            prompting="completion",
+            settings=bench_settings(),
+            record=Recorded(),
+            store=None,
+        )
+    assert str(info.value) == (
+        f"scorer test_a_scorer_returning_no_score_fails_the_evaluation_in_one_line.<locals>."
+        f"first_number returned {returned!r} for my_eval item 'q00': expected True/False, a "
+        "number in [0, 1], or Score(value, answer=...) with one"
+    )
 
 
 def test_evaluate_records_what_it_measured_before_saying_the_store_failed() -> None:
