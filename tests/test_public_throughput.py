@@ -258,7 +258,7 @@ def test_bad(measure_throughput, concurrency):
     measure_throughput("my_shape", ["hello there"], concurrency=3)
 """
     )
-    result = pytester.runpytest_subprocess(*options(servers, "--model=ref"))
+    result = pytester.runpytest(*options(servers, "--model=ref"))  # (refused before sending)
     result.stdout.fnmatch_lines(
         [
             (
