@@ -186,11 +186,10 @@ class StreamExchange:
             elif not self.done:
                 cut = "" if complete else f" ({reason or 'connection closed'})"
                 self.error = f"stream ended before [DONE] after {self.chunks} chunks{cut}"
-        if self.end is None:
-            self.end = now
-        self.future.set_result(None)
+        self.fail(self.error, now)
 
-    def fail(self, reason: str, now: float) -> None:
+    def fail(self, reason: str | None, now: float) -> None:
+        """End the request with ``reason`` as its error (unless it has one already)."""
         if self.error is None:
             self.error = reason
         if self.end is None:

@@ -133,7 +133,24 @@ async def post_requests(
             if post not in done:
                 raise TimeoutError
             response: httpx.Response = post.result()
-            return _read_response(request, response)
+            wants = wants_key(response.status_code, guard.breaker, served_name)
+            if wants is not None:
+                return Completion.failed(wants)
+            if response.status_code >= 400:
+                return Completion.failed(
+                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
+                )
+            try:
+                data = response.json()
+            except ValueError:
+                return Completion.failed(
+                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
+                )
+            completion = parse_completion(request.path, data)
+            wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
+            if wrong is not None and completion.error is None:
+                return replace(completion, error=wrong, error_kind="response")
+            return completion
 
         async def one(request: ApiRequest) -> Completion:
             blocked = watch.blocked()
@@ -156,26 +173,6 @@ async def post_requests(
                 )
             watch.settle(result.error, timed_out, perf() - start)
             return result
-
-        def _read_response(request: ApiRequest, response: httpx.Response) -> Completion:
-            wants = wants_key(response.status_code, guard.breaker, served_name)
-            if wants is not None:
-                return Completion.failed(wants)
-            if response.status_code >= 400:
-                return Completion.failed(
-                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
-                )
-            try:
-                data = response.json()
-            except ValueError:
-                return Completion.failed(
-                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
-                )
-            completion = parse_completion(request.path, data)
-            wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
-            if wrong is not None and completion.error is None:
-                return replace(completion, error=wrong, error_kind="response")
-            return completion
 
         async def worker() -> None:
             for index, request in queue:

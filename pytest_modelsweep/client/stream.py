@@ -160,21 +160,17 @@ class _StreamRunner:
                         watch.inflight.pop(token, None)
                         ex = StreamExchange(label, loop.create_future(), self.served_name)
                         token = id(ex)
-            except _IdleTimeout:
+            except (_IdleTimeout, OSError) as exc:  # OSError: TimeoutError too
                 timed_out = True
+                where = f"{self.target.host}:{self.target.port}"
                 ex.fail(
-                    f"no byte for {self.idle_timeout_s:g} s from {self.target.host}:"
-                    f"{self.target.port} ({ex.chunks} chunks received)",
+                    f"no byte for {self.idle_timeout_s:g} s from {where} ({ex.chunks} chunks received)"
+                    if isinstance(exc, _IdleTimeout)
+                    else f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)"
+                    if isinstance(exc, TimeoutError)
+                    else f"cannot connect to {where}: {exc}",
                     perf(),
                 )
-            except TimeoutError:
-                timed_out = True
-                ex.fail(
-                    f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", perf()
-                )
-            except OSError as exc:
-                timed_out = True
-                ex.fail(f"cannot connect to {self.target.host}:{self.target.port}: {exc}", perf())
             except BaseException:  # cancelled (another worker's callback raised): no leaks
                 if conn is not None:
                     conn.abort()

@@ -128,15 +128,18 @@ def _convert(
         sha256,
         CONVERT_RECIPE,
     ]
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     if progress:
         progress(
             f"converting {gguf.name} to a Hugging Face folder for vLLM "
             f"(once; {CONVERT_DTYPE}; log: {log})"
         )
     started = time.monotonic()
-    shown = " ".join(argv[:-2])
     try:
         with open(log, "wb") as handle:
             proc = subprocess.run(
@@ -165,7 +168,7 @@ def _convert(
         tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line][-12:]
         raise ProvisionError(
             f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
-            f"command: {shown}; log: {log}; last lines: " + " | ".join(tail)[-900:]
+            f"command: {' '.join(argv[:-2])}; log: {log}; last lines: " + " | ".join(tail)[-900:]
         )
     shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
     os.rename(staging, target)

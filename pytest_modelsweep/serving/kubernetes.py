@@ -220,17 +220,17 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
 
 def table_json(table: Mapping[str, Mapping[str, Any]]) -> str:
     """The model table as JSON a person reads: an entry's fields one a line."""
-    entries = []
-    for index, entry in table.items():
-        fields = ",\n".join(
-            f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items()
-        )
-        entries.append(f" {json.dumps(index)}: {{\n{fields}\n }}")
+    entries = (
+        f" {json.dumps(index)}: {{\n"
+        + ",\n".join(f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items())
+        + "\n }"
+        for index, entry in table.items()
+    )
     return "{\n" + ",\n".join(entries) + "\n}\n"
 
 
 def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
+    return {
         "name": name,
         "labels": {
             "app.kubernetes.io/name": "modelsweep",
@@ -238,10 +238,8 @@ def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
             "modelsweep/sweep-run": _dns_label(settings.sweep_run, 63),
         },
         "annotations": {"modelsweep/sweep-run": settings.sweep_run},
+        **({"namespace": settings.namespace} if settings.namespace else {}),
     }
-    if settings.namespace:
-        metadata["namespace"] = settings.namespace
-    return metadata
 
 
 def _job(
@@ -387,16 +385,13 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
     written = {}
     names = dict(zip(("measure", "judge"), job_names(sweep, settings.sweep_run), strict=True))
     for kind, documents in manifests.items():
-        path = folder / f"{names[kind]}.yaml"
-        header = (
+        path = written[kind] = folder / f"{names[kind]}.yaml"
+        path.write_text(
             f"# modelsweep k8s: sweep {sweep.name}, sweep run {settings.sweep_run} "
             f"({kind}); docs/kubernetes.md\n"
-        )
-        path.write_text(
-            header + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False, width=100),
+            + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False, width=100),
             encoding="utf-8",
         )
-        written[kind] = path
     return written
 
 

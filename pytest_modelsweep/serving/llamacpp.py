@@ -60,8 +60,7 @@ def llamacpp_argv(
         argv.append("--no-cache-prompt")
     if spec.chat_template:
         argv += ["--chat-template", spec.chat_template]
-    argv += list(serving.extra_args)
-    return argv
+    return argv + list(serving.extra_args)
 
 
 def cpu_features(log: str) -> str | None:
@@ -121,12 +120,14 @@ def launch_llamacpp(
     process.start()
     base_url = f"http://{HOST}:{port}"
     facts = probe_server(base_url, spec.served_name)
-    settings = dict(facts.settings)
     log = "\n".join(process.log_tail(400))
     threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
-    settings["n_threads"] = int(threads.group(1)) if threads else None
-    settings["cache_prompt"] = "--no-cache-prompt" not in argv
-    settings["cpu_features"] = cpu_features(log) or server.cpu_features
+    settings = {
+        **facts.settings,
+        "n_threads": int(threads.group(1)) if threads else None,
+        "cache_prompt": "--no-cache-prompt" not in argv,
+        "cpu_features": cpu_features(log) or server.cpu_features,
+    }
     provenance = Provenance(
         server_name=facts.server_name,
         # the build the server reports (/props build_info), and where it came from

@@ -175,7 +175,6 @@ class EndpointPool:
         marker_dir = self.run_dir / "started"
         marker_dir.mkdir(parents=True, exist_ok=True)
         marker = marker_dir / name
-        claim = {"worker": self.worker_id, "pid": os.getpid()}
         try:
             fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -190,7 +189,7 @@ class EndpointPool:
                 "them so; do not override --dist, or pass --endpoint for shared servers)"
             ) from None
         with os.fdopen(fd, "w") as handle:
-            json.dump(claim, handle)
+            json.dump({"worker": self.worker_id, "pid": os.getpid()}, handle)
 
     def release(self, name: str) -> None:
         """Stop the server of ``name`` (its tests are done); it is not started again."""

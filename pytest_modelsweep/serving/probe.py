@@ -53,22 +53,15 @@ class ServerFacts:
         )
 
 
-def _get_text(client: DeadlineClient, url: str) -> str:
-    """The text of a 200 answer to ``GET url``, else ''."""
+def _get(client: DeadlineClient, url: str, *, text: bool = False) -> Any:
+    """The JSON (or ``text``) of a 200 answer to ``GET url``, else None ('' for text)."""
     try:
         response = client.get(url)
-        return response.text if response.status_code == 200 else ""
-    except httpx.HTTPError:
-        return ""
-
-
-def _get_json(client: DeadlineClient, url: str) -> Any | None:
-    """The JSON of a 200 answer to ``GET url``, else None."""
-    try:
-        response = client.get(url)
-        return response.json() if response.status_code == 200 else None
+        if response.status_code == 200:
+            return response.text if text else response.json()
     except (httpx.HTTPError, ValueError):
-        return None
+        pass
+    return "" if text else None
 
 
 def probe_server(
@@ -102,8 +95,7 @@ def probe_server(
                 "server answers 200 with its model list (is this the server's root URL?)"
             )
         try:
-            listing = response.json()
-            entries = listing["data"]
+            entries = response.json()["data"]
             served = tuple(str(entry["id"]) for entry in entries)
         except (ValueError, KeyError, TypeError):
             raise EndpointError(
@@ -118,16 +110,16 @@ def probe_server(
                 "served_name in the sweep"
             )
         entry = next(e for e in entries if e.get("id") == served_name)
-        props = _get_json(client, f"{base}/props")
+        props = _get(client, f"{base}/props")
         if isinstance(props, dict) and "build_info" in props:
             return _llamacpp_facts(props, entry)
-        version = _get_json(client, f"{base}/version")
+        version = _get(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
             listed = {"max_model_len": entry.get("max_model_len"), "root": entry.get("root")}
             observed = {
                 "version": str(version["version"]),
                 "model": listed,
-                "config_gauges": config_gauges(_get_text(client, f"{base}/metrics")),
+                "config_gauges": config_gauges(_get(client, f"{base}/metrics", text=True)),
             }
             return ServerFacts(
                 "vllm",

@@ -98,12 +98,15 @@ class ServerProcess:
         """The command as one shell-quoted line (newlines shown as ``\\n``)."""
         return shlex.join(self.argv).replace("\n", "\\n")
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+    def log_text(self) -> str:
+        """The whole log; '' where it cannot be read."""
         try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return []
-        return text.splitlines()[-lines:]
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return self.log_text().splitlines()[-lines:]
 
     def _failure(self, what: str) -> ServerStartError:
         tail = self.log_tail()

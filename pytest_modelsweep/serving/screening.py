@@ -107,10 +107,8 @@ def config_dtype(config: Mapping[str, Any]) -> str | None:
 
 def config_architecture(config: Mapping[str, Any]) -> str | None:
     """``architectures[0]`` of a config, or None."""
-    architectures = config.get("architectures")
-    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
-        return architectures[0]
-    return None
+    names = config.get("architectures")
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
 
 
 @dataclass(frozen=True)

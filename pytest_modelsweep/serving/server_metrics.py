@@ -123,13 +123,12 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]) -> Ser
                 f"{read[0][0]} was {' or '.join(bad)} in "
                 f"{len(read) - len(found)} of {len(read)} samples: ignored"
             )
-        if not found and read:
-            absent[quantity] = ignored[quantity]
-            continue
         if not found:
             names = quantity_names(server_kind, quantity)
             absent[quantity] = (
-                " or ".join(names) + " not exposed"
+                ignored[quantity]
+                if read
+                else " or ".join(names) + " not exposed"
                 if names
                 else f"a {server_kind} server has no such metric"
             )
@@ -175,17 +174,16 @@ class _MetricsConnection:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            if self.https:
-                self._conn = http.client.HTTPSConnection(
+            self._conn = (
+                http.client.HTTPSConnection(
                     self.host,
                     self.port,
                     timeout=self.timeout_s,
                     context=ssl.create_default_context(),
                 )
-            else:
-                self._conn = http.client.HTTPConnection(
-                    self.host, self.port, timeout=self.timeout_s
-                )
+                if self.https
+                else http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            )
         return self._conn
 
     def _cut(self, conn: http.client.HTTPConnection) -> None:

@@ -207,7 +207,7 @@ def launch_vllm(
             observed_image(serving.image) if backend == "vllm-docker" and serving.image else None
         )
         facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
-        log = log_facts(_read_log(process.log_path))
+        log = log_facts(process.log_text())
         observed = {
             **facts.observed,
             "log": log,
@@ -246,13 +246,6 @@ def launch_vllm(
     return facts.endpoint(spec, base_url, provenance, credentials), process
 
 
-def _read_log(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
 def serving_record(
     spec: ModelSpec,
     serving: ServingSettings,
@@ -269,6 +262,4 @@ def serving_record(
     if (pitfall := serving_pitfall(serving, seen)) is not None:
         raise EndpointError(f"{spec.name}: {pitfall}")
     flags, sources = flag_record(declared, seen)
-    settings = {k: v for k, v in facts.settings.items() if k not in SERVING_FLAGS}
-    settings.update(flags)
-    return settings, sources
+    return {**{k: v for k, v in facts.settings.items() if k not in SERVING_FLAGS}, **flags}, sources
