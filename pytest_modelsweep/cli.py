@@ -63,7 +63,9 @@ def cmd_provision(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     """Pin the sweep's image: ask Docker on this machine for the digest of its tag (docker
     pull, docker image inspect) and write the sweep with the image named by that digest."""
-    from .core.sweep import load_sweep
+    import tomllib
+
+    from .core.sweep import load_sweep, parse_sweep
     from .serving.docker import pin_image, pinned_sweep_text
 
     check_output_file(args.output, "-o")
@@ -78,20 +80,11 @@ def cmd_pin(args: argparse.Namespace) -> int:
     text = pinned_sweep_text(
         Path(sweep.path).read_text(encoding="utf-8"), pinned, source=sweep.path
     )
-    _check_pinned_text(text, args.output)
+    parse_sweep(tomllib.loads(text), args.output)  # refuse to write a sweep that would not load
     write_file(args.output, "-o", text)
     print(f"{image} -> {pinned}")
     print(f"pinned sweep: {args.output} (run with --sweep {args.output})")
     return 0
-
-
-def _check_pinned_text(text: str, where: str) -> None:
-    """Refuse to write a pinned sweep that would not load."""
-    import tomllib
-
-    from .core.sweep import parse_sweep
-
-    parse_sweep(tomllib.loads(text), where)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -245,11 +238,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
             # each model's accuracy benchmark from one run (whatever its settings), each other
             # measurement once per setting: a comparison never finds two runs that disagree
             # (what one run holds, e.g. a ratio of each design, it holds as it was recorded)
-            what = (m.model, m.benchmark)
             setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
             identity = (
-                what
+                (m.model, m.benchmark)
                 if metric is not None and metric.kind is Kind.ACCURACY
                 else (m.model, f"{m.benchmark} {setting_of(m)}")
             )
@@ -482,12 +474,12 @@ def cmd_screen(args: argparse.Namespace) -> int:
         print(f"{SCREEN}: {error}", file=sys.stderr)
         return 2
     settings = sweep.screening
-    where = f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"
     print(
         f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
         f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
         f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
-        f"stay for the KV cache; from {where}"
+        "stay for the KV cache; from "
+        + (f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub")
     )
     for line in screening_table(results) if results else ():
         print(line)
@@ -528,9 +520,9 @@ def _screened_specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -
 
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
-    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your own)"}
+    yours = " and every other benchmark recorded in the unit accuracy (your own)"
     parts = [
-        f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
+        f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours if kind is Kind.ACCURACY else ''}"
         for kind in GATED_KINDS
         if benchmarks_of(kind)
     ]

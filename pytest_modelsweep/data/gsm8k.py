@@ -37,19 +37,6 @@ class Gsm8kProblem:
         return prompt_hash({"question": self.question, "answer": self.answer})
 
 
-def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
-    lines = read_jsonl(
-        path,
-        "GSM8K",
-        "pass an existing JSONL file",
-        'each line must be one JSON object with "question" and "answer"',
-    )
-    return [
-        _problem(record, index, split, f"{path}:{lineno}", str(path))
-        for index, (lineno, _, record) in enumerate(lines)
-    ]
-
-
 def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gsm8kProblem:
     if not isinstance(record, dict):
         raise DataError(
@@ -86,7 +73,16 @@ def load_gsm8k(path: str | Path | None, *, split: str = "test") -> list[Gsm8kPro
         raise DataError(
             f"{file}: GSM8K file not found; pass the JSONL file of split {split!r} or its folder"
         )
-    return _jsonl_problems(file, split)
+    lines = read_jsonl(
+        file,
+        "GSM8K",
+        "pass an existing JSONL file",
+        'each line must be one JSON object with "question" and "answer"',
+    )
+    return [
+        _problem(record, index, split, f"{file}:{lineno}", str(file))
+        for index, (lineno, _, record) in enumerate(lines)
+    ]
 
 
 def _hub_problems(split: str) -> list[Gsm8kProblem]:

@@ -109,7 +109,6 @@ def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
         evict_page_cache(path)
     share = resident_share(path)
     size = f"{path.stat().st_size / 2**20:.0f} MiB"
-    done = "after eviction, " if evicted else ""
     if share is None:
         return CacheState(
             "page-cache",
@@ -125,7 +124,7 @@ def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
     return CacheState(
         "page-cache",
         warm,
-        f"page cache of {path.name} ({size}): {done}{share:.0%} resident before launch, {why}",
+        f"page cache of {path.name} ({size}): {'after eviction, ' if evicted else ''}{share:.0%} resident before launch, {why}",
         share,
         evicted,
     )
@@ -194,18 +193,17 @@ class ColdStarts:
     endpoint: Endpoint | None
 
 
-def first_request() -> ApiRequest:
-    """The first request of a fresh server: a short streamed completion."""
-    return ApiRequest(
-        item_id="cold-start",
-        path="/v1/completions",
-        payload={
-            "prompt": FIRST_PROMPT,
-            "max_tokens": FIRST_MAX_TOKENS,
-            "temperature": 0,
-            "ignore_eos": True,
-        },
-    )
+FIRST_REQUEST = ApiRequest(
+    item_id="cold-start",
+    path="/v1/completions",
+    payload={
+        "prompt": FIRST_PROMPT,
+        "max_tokens": FIRST_MAX_TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+    },
+)
+"""The first request of a fresh server: a short streamed completion."""
 
 
 def measure_cold_starts(
@@ -235,7 +233,7 @@ def measure_cold_starts(
             records = run_stream_requests(
                 endpoint.v1,
                 endpoint.served_name,
-                [first_request()],
+                [FIRST_REQUEST],
                 1,
                 timeout_s=timeout_s,
                 guard=Guard(idle_timeout_s=timeout_s, credentials=endpoint.credentials),
@@ -288,10 +286,9 @@ def measure_startup(
         evict_page_cache=True,
     )
     stats = measured.stats
-    first = stats.first_token_s
     record_measurement(
         "startup",
-        float("nan") if first is None else first,
+        float("nan") if stats.first_token_s is None else stats.first_token_s,
         "s",
         len(stats.launches),
         params={"launches": launches, "backend": stats.backend, "cache": stats.cache},

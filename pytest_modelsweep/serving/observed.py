@@ -201,16 +201,15 @@ def read_back_sources(settings: Mapping[str, Any]) -> dict[str, str]:
     return {k: "observed" for k in SERVING_FLAGS if settings.get(k) is not None}
 
 
-def resolved_group(model_impl: str | None) -> str | None:
-    """The sweep's ``group`` an implementation belongs to: ``flax_nnx``/``jax`` → jax,
-    ``vllm`` → torchax (tpu-inference's PyTorch fallback)."""
-    return {"flax_nnx": "jax", "jax": "jax", "vllm": "torchax"}.get(model_impl or "")
+IMPL_GROUPS = {"flax_nnx": "jax", "jax": "jax", "vllm": "torchax"}
+"""The sweep's ``group`` an implementation belongs to (``vllm``: tpu-inference's PyTorch
+fallback)."""
 
 
 def check_group(spec: ModelSpec, model_impl: str | None, where: str) -> None:
     """Raise :class:`EndpointError` when the server resolved another implementation than the
     model's ``group`` says."""
-    group = resolved_group(model_impl)
+    group = IMPL_GROUPS.get(model_impl or "")
     if spec.group and group and group != spec.group:
         raise EndpointError(
             f"{spec.name}: its group is {spec.group!r} but the server resolved "

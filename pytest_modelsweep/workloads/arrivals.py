@@ -90,14 +90,13 @@ class ArrivalProcess:
         gaps: list[float] = []
         for index in range(count):
             rate = self.rate if self.ramp_up is None else self.ramp_up.rate_at(index, count)
-            if math.isinf(rate):
-                gaps.append(0.0)
-            elif math.isinf(self.burstiness):
-                gaps.append(1.0 / rate)
-            else:
-                gaps.append(
-                    float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
-                )
+            gaps.append(
+                0.0
+                if math.isinf(rate)
+                else 1.0 / rate
+                if math.isinf(self.burstiness)
+                else float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
+            )
         times = np.cumsum(gaps)
         if self.ramp_up is None and not math.isinf(self.rate) and times[-1] > 0:
             times *= (count / self.rate) / times[-1]

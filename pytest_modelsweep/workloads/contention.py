@@ -158,7 +158,6 @@ def contention(
     other = max(0, busy - client - (server or 0))
     other_cores = other / ticks / window
     stolen = end.steal - start.steal
-    steal_share = stolen / total if total > 0 else 0.0
     # each CPU's counter moves in whole jiffies, so a difference of two readings may be up to
     # one jiffy per CPU more than was stolen: a short window's few jiffies prove no steal
     cpus = max(1, round(total / ticks / window))
@@ -168,7 +167,7 @@ def contention(
         other_cpu_cores=other_cores,
         server_cpu_cores=None if server is None else server / ticks / window,
         client_cpu_cores=client / ticks / window,
-        steal_share=steal_share,
+        steal_share=stolen / total if total > 0 else 0.0,
         load1_end=load1,
         contended=other_cores > max_other_cores or stolen_for_certain > steal_limit,
     )
@@ -226,9 +225,11 @@ class ContentionMeter:
         if start is None:
             return unknown(time.monotonic() - self._wall)
         try:
-            pids = None
-            if self.server_pids is not None:
-                pids = set(self.server_pids) | set(start.server or {})
+            pids = (
+                None
+                if self.server_pids is None
+                else set(self.server_pids) | set(start.server or {})
+            )
             end = snapshot(pids, self.proc)
         except (OSError, ValueError, IndexError):
             return unknown(time.monotonic() - self._wall)

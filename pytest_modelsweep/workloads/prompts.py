@@ -11,7 +11,6 @@ import functools
 import random
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -1233,18 +1232,22 @@ class ServerTokenizer:
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
         self._added: int | None = None
 
-    def _body(self, style: str, text: str, add_special: bool) -> dict[str, Any]:
-        if style == "llamacpp":
-            return {"content": text, "add_special": add_special}
-        return {"model": self.served_name, "prompt": text, "add_special_tokens": add_special}
-
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
         """Token ids of ``text``; EndpointError if the server cannot tokenize."""
         styles = [self._style] if self._style else ["vllm", "llamacpp"]
         last = ""
         for style in styles:
             try:
-                response = self._client.post(self.url, json=self._body(style, text, add_special))
+                body = (
+                    {"content": text, "add_special": add_special}
+                    if style == "llamacpp"
+                    else {
+                        "model": self.served_name,
+                        "prompt": text,
+                        "add_special_tokens": add_special,
+                    }
+                )
+                response = self._client.post(self.url, json=body)
             except httpx.HTTPError as exc:
                 raise EndpointError(
                     f"cannot tokenize through {self.url}: {type(exc).__name__}: {exc}"

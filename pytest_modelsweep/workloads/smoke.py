@@ -61,11 +61,13 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
     """Send one request and return its text, usage and latency; a :class:`MeasurementError`
     for an error, no text, or no ``usage`` counts."""
     request = smoke_request(endpoint, max_tokens)
-    body = {"model": endpoint.served_name, **request.payload}
     started = time.perf_counter()
     try:
         with DeadlineClient(timeout_s, auth_headers(endpoint.credentials)) as client:
-            response = client.post(endpoint.v1 + request.path.removeprefix("/v1"), json=body)
+            response = client.post(
+                endpoint.v1 + request.path.removeprefix("/v1"),
+                json={"model": endpoint.served_name, **request.payload},
+            )
     except httpx.HTTPError as exc:
         raise MeasurementError(f"{request.path} failed: {type(exc).__name__}: {exc}") from None
     latency = time.perf_counter() - started
