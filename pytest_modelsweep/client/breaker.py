@@ -102,9 +102,11 @@ class Breaker:
         from .counters import parse_prometheus, work_done
 
         response = self._get("/metrics")
-        if response is None or response.status_code != 200:
-            return None
-        return work_done(parse_prometheus(response.text))
+        return (
+            None
+            if response is None or response.status_code != 200
+            else work_done(parse_prometheus(response.text))
+        )
 
     def counts_work(self) -> bool:
         """Whether the server exposes work counters, so that a stall shows without a byte."""

@@ -67,9 +67,11 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
 def names_for(table: Mapping[str, tuple[str, ...]], server_kind: str) -> tuple[str, ...]:
     """The names a server of ``server_kind`` uses in ``table`` (server kind → names); an
     ``openai`` endpoint (attached, of unknown make) tries every known name."""
-    if server_kind in table:
-        return table[server_kind]
-    return tuple(name for names in table.values() for name in names)
+    return (
+        table[server_kind]
+        if server_kind in table
+        else tuple(name for names in table.values() for name in names)
+    )
 
 
 def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:

@@ -148,9 +148,11 @@ async def post_requests(
                 )
             completion = parse_completion(request.path, data)
             wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
-            if wrong is not None and completion.error is None:
-                return replace(completion, error=wrong, error_kind="response")
-            return completion
+            return (
+                replace(completion, error=wrong, error_kind="response")
+                if wrong is not None and completion.error is None
+                else completion
+            )
 
         async def one(request: ApiRequest) -> Completion:
             blocked = watch.blocked()

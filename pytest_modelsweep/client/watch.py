@@ -118,9 +118,11 @@ class Guard:
 
 
 def wants_key(status: int, breaker: Breaker | None, served_name: str) -> str | None:
-    if status in (401, 403):
-        return f"HTTP {status}: " + wants_key_message(breaker.name if breaker else served_name)
-    return None
+    return (
+        f"HTTP {status}: " + wants_key_message(breaker.name if breaker else served_name)
+        if status in (401, 403)
+        else None
+    )
 
 
 async def with_watch(watch: Watch, work: Callable[[], Any]) -> None:

@@ -373,9 +373,11 @@ def _wrong_value(kind: str, param: str, value: Any, possible: Sequence[Any]) -> 
 
 def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
     accepted = [standardize_string(a) for a in possible if type(a) is str]
-    if standardize_string(value) not in accepted:
-        return _wrong_value("string", param, value, possible)
-    return VALID
+    return (
+        _wrong_value("string", param, value, possible)
+        if standardize_string(value) not in accepted
+        else VALID
+    )
 
 
 def _standardize_item(item: Any) -> Any:
@@ -389,9 +391,11 @@ def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> Bfcl
         for answer in possible
         if isinstance(answer, (list, str))
     ]
-    if standardized not in accepted:
-        return _wrong_value("list/tuple", param, value, possible)
-    return VALID
+    return (
+        _wrong_value("list/tuple", param, value, possible)
+        if standardized not in accepted
+        else VALID
+    )
 
 
 def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]) -> BfclCheck:
@@ -441,19 +445,16 @@ def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -
                 False, "value_error:list_dict_count", f"wrong number of dictionaries in {param!r}"
             )
             continue
-        ok = True
         for item, accepted in zip(value, possible, strict=True):
             if not isinstance(item, dict):
                 result = BfclCheck(
                     False, "type_error:nested", f"{param!r} holds {item!r}, not a dictionary"
                 )
-                ok = False
                 break
             result = _dict_checker(param, item, [accepted])
             if not result.valid:
-                ok = False
                 break
-        if ok:
+        else:
             return VALID
     return result
 

@@ -34,12 +34,14 @@ WARM_SHARE = 0.5
 
 def cold_start_refusal(name: str, attach: dict[str, str] | None) -> str | None:
     """One line when model ``name`` cannot be cold-started (it is attached); else None."""
-    if attach and name in attach:
-        return (
+    return (
+        (
             f"cold start needs a server this run launches: {name} is attached "
             "(--endpoint), so its start is not ours to time"
         )
-    return None
+        if attach and name in attach
+        else None
+    )
 
 
 # --------------------------------------------------------------------------- cache state
@@ -166,9 +168,7 @@ def model_file(sweep: Sweep, name: str, progress: Progress) -> Path | None:
     spec = sweep.model(name)
     if spec.source.kind == "embedded":
         return ensure_embedded_model(spec.source.id, progress).path
-    if spec.source.kind == "path":
-        return Path(spec.source.id)
-    return None
+    return Path(spec.source.id) if spec.source.kind == "path" else None
 
 
 def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> CacheState:
@@ -176,9 +176,11 @@ def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> 
     backend = sweep.backend_of(name)
     if backend == "llamacpp":
         path = model_file(sweep, name, progress)
-        if path is not None and path.is_file():
-            return page_cache_state(path, evict=evict)
-        return CacheState("page-cache", None, f"no model file to inspect for {name}")
+        return (
+            page_cache_state(path, evict=evict)
+            if path is not None and path.is_file()
+            else CacheState("page-cache", None, f"no model file to inspect for {name}")
+        )
     return compile_cache_state(backend)
 
 

@@ -91,9 +91,11 @@ def listening_pids(base_url: str, proc: Path = PROC) -> list[int]:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return []
-    if not parts.hostname or not _is_this_host(parts.hostname):
-        return []
-    return pids_holding(listening_inodes(port, proc), proc)
+    return (
+        []
+        if not parts.hostname or not _is_this_host(parts.hostname)
+        else pids_holding(listening_inodes(port, proc), proc)
+    )
 
 
 def process_record(pid: int, proc: Path = PROC) -> dict[str, Any] | None:

@@ -67,10 +67,14 @@ def cpu_features(log: str) -> str | None:
     """The CPU features ggml runs with, from the server log's ``system_info`` line
     (``CPU : SSE3 = 1 | AVX = 1 | ...``), or None where it has none."""
     line = re.search(r"CPU : ((?:[A-Z0-9_]+ = \d+ \| ?)+)", log)
-    if line is None:
-        return None
-    return " ".join(
-        name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1)) if on != "0"
+    return (
+        None
+        if line is None
+        else (
+            " ".join(
+                name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1)) if on != "0"
+            )
+        )
     )
 
 

@@ -37,9 +37,7 @@ def server_pids_at(base_url: str) -> list[int]:
     """The pid of the live server this process started at ``base_url``'s host:port (not its
     children), or []."""
     process = _SERVING.get(_address(base_url))
-    if process is None or process.pid is None or not process.alive():
-        return []
-    return [process.pid]
+    return [] if process is None or process.pid is None or not process.alive() else [process.pid]
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -99,9 +99,11 @@ def arch_cmake_flags(machine: str | None = None, cpu_flags: set[str] | None = No
 
 def cache_root() -> Path:
     """``$MODELSWEEP_CACHE``, else ``$XDG_CACHE_HOME/pytest-modelsweep``, else ``~/.cache/...``."""
-    if env := os.environ.get("MODELSWEEP_CACHE"):
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-modelsweep"
+    return (
+        Path(env)
+        if (env := os.environ.get("MODELSWEEP_CACHE"))
+        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-modelsweep"
+    )
 
 
 def llama_server_dir() -> Path:
@@ -119,9 +121,11 @@ def llama_server_dir() -> Path:
 
 def llama_server_path() -> Path:
     """Where the native llama-server binary is (or will be, once built)."""
-    if override := os.environ.get("MODELSWEEP_LLAMA_SERVER"):
-        return Path(override)
-    return llama_server_dir() / "llama-server"
+    return (
+        Path(override)
+        if (override := os.environ.get("MODELSWEEP_LLAMA_SERVER"))
+        else llama_server_dir() / "llama-server"
+    )
 
 
 @dataclass(frozen=True)

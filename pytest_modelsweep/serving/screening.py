@@ -85,9 +85,11 @@ def repo_license(info: ModelInfo) -> str | None:
         license_value = license_value[0] if license_value else None
     if isinstance(license_value, str) and license_value.strip():
         value = license_value.strip().lower()
-        if value == "other" and isinstance(license_name, str) and license_name.strip():
-            return license_name.strip().lower()
-        return value
+        return (
+            license_name.strip().lower()
+            if value == "other" and isinstance(license_name, str) and license_name.strip()
+            else value
+        )
     for tag in info.tags or []:
         if tag.lower().startswith("license:") and len(tag) > len("license:"):
             return tag[len("license:") :].strip().lower()

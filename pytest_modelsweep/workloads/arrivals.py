@@ -39,9 +39,11 @@ class RampUp:
     def rate_at(self, index: int, count: int) -> float:
         """The rate that request ``index`` of ``count`` is sent at."""
         progress = index / max(count - 1, 1)
-        if self.strategy == "linear":
-            return self.start_rps + (self.end_rps - self.start_rps) * progress
-        return float(self.start_rps * (self.end_rps / self.start_rps) ** progress)
+        return (
+            self.start_rps + (self.end_rps - self.start_rps) * progress
+            if self.strategy == "linear"
+            else float(self.start_rps * (self.end_rps / self.start_rps) ** progress)
+        )
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class ArrivalProcess:
 def offered_rate(offsets: list[float]) -> float | None:
     """Requests per second the schedule offers, (n − 1) / span; None for fewer than two
     requests or an all-at-once schedule."""
-    if len(offsets) < 2 or offsets[-1] <= offsets[0]:
-        return None
-    return (len(offsets) - 1) / (offsets[-1] - offsets[0])
+    return (
+        None
+        if len(offsets) < 2 or offsets[-1] <= offsets[0]
+        else (len(offsets) - 1) / (offsets[-1] - offsets[0])
+    )

@@ -168,9 +168,11 @@ def prompt_mode_completion(record: BfclRecord) -> str:
 
 def bfcl_skip_reason(model: ModelSpec) -> str | None:
     """Why BFCL cannot run for this model as configured, or None."""
-    if model.bfcl_mode == "tools" and not model.tool_call_parser:
-        return f'no tool-call parser for {model.name} (set bfcl_mode = "prompt" to use BFCL\'s prompt mode)'
-    return None
+    return (
+        f'no tool-call parser for {model.name} (set bfcl_mode = "prompt" to use BFCL\'s prompt mode)'
+        if model.bfcl_mode == "tools" and not model.tool_call_parser
+        else None
+    )
 
 
 def bfcl_eval_item(
