@@ -94,9 +94,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     print(f"sweep {sweep.name} ({sweep.path}): reference {sweep.reference}")
     for name, spec in sweep.models.items():
-        role = "reference" if name == sweep.reference else "candidate"
         print(
-            f"  {name:<16} {role:<9} {sweep.backend_of(name):<11} {spec.prompting:<10} "
+            f"  {name:<16} {'reference' if name == sweep.reference else 'candidate':<9} {sweep.backend_of(name):<11} {spec.prompting:<10} "
             f"tools={spec.tool_call_parser or '-':<14} bfcl={spec.bfcl_mode:<6} {spec.source}"
         )
     return 0
@@ -269,9 +268,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
             measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
     check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
-        shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
         raise ModelsweepError(
-            f"refusing to merge runs served by different images: {shown}; "
+            "refusing to merge runs served by different images: "
+            + "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
+            + "; "
             "merge only runs made with one pinned image"
         )
     document = {
@@ -306,8 +306,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.sweep_run is not None:
         from .store.database import Store
 
-        store = Store(args.store, create=False, read_only=True)
-        run, stored = store.sweep_run_report(args.sweep_run)
+        run, stored = Store(args.store, create=False, read_only=True).sweep_run_report(
+            args.sweep_run
+        )
         measurements = measurements_of(stored)
     else:
         run, measurements = _run_measurements(args.store, args.run)
@@ -521,12 +522,15 @@ def _screened_specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
     yours = " and every other benchmark recorded in the unit accuracy (your own)"
-    parts = [
-        f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours if kind is Kind.ACCURACY else ''}"
-        for kind in GATED_KINDS
-        if benchmarks_of(kind)
-    ]
-    return "compares " + "; ".join(parts) + " (other measurements are not gated)"
+    return (
+        "compares "
+        + "; ".join(
+            f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours if kind is Kind.ACCURACY else ''}"
+            for kind in GATED_KINDS
+            if benchmarks_of(kind)
+        )
+        + " (other measurements are not gated)"
+    )
 
 
 def _say(message: str) -> None:

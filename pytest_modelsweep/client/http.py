@@ -68,8 +68,12 @@ class Target:
         parts = urlsplit(base_url_v1.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url_v1!r}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path.removesuffix("/v1"))
+        return cls(
+            parts.scheme,
+            parts.hostname,
+            parts.port or (443 if parts.scheme == "https" else 80),
+            parts.path.removesuffix("/v1"),
+        )
 
     @property
     def host_header(self) -> str:
@@ -139,8 +143,7 @@ class StreamExchange:
 
     def on_head(self, status: int, headers: dict[str, str]) -> None:
         self.status = status
-        ctype = headers.get("content-type", "")
-        self.is_sse = status == 200 and "text/event-stream" in ctype
+        self.is_sse = status == 200 and "text/event-stream" in headers.get("content-type", "")
 
     def on_body(self, data: bytes, now: float) -> bool:
         """Feed body bytes; False asks the connection to abort (the request failed)."""
@@ -317,10 +320,12 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         ex, self._ex = self._ex, None
-        if ex is not None:
-            complete = self._state == _BODY_CLOSE
-            reason = "connection closed" if exc is None else f"connection lost: {exc}"
-            ex.on_end(complete, perf(), reason)
+        if ex is not None:  # a close-delimited body is complete when the connection closes
+            ex.on_end(
+                self._state == _BODY_CLOSE,
+                perf(),
+                "connection closed" if exc is None else f"connection lost: {exc}",
+            )
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._read_view

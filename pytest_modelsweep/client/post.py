@@ -69,8 +69,11 @@ def parse_completion(path: ApiPath, data: Any) -> Completion:
         if isinstance(calls, list):
             tool_calls = [_tool_call(call) for call in calls]
     if not isinstance(text, str) and (text is not None or path == "/v1/completions"):
-        problem = f"{text_field(path)} is {type(text).__name__}, not a string"
-        return replace(read, error=problem, error_kind="response")
+        return replace(
+            read,
+            error=f"{text_field(path)} is {type(text).__name__}, not a string",
+            error_kind="response",
+        )
     return replace(read, text=text, tool_calls=tool_calls)
 
 
@@ -113,11 +116,15 @@ async def post_requests(
     ) as client:
 
         async def send(request: ApiRequest) -> Completion:
-            url = root + request.path.removeprefix("/v1")
-            body = request_body(served_name, request, stream=False)
             pending = Pending(loop.create_future())
             watch.inflight[id(pending)] = pending
-            post = asyncio.ensure_future(client.post(url, content=body, headers=headers))
+            post = asyncio.ensure_future(
+                client.post(
+                    root + request.path.removeprefix("/v1"),
+                    content=request_body(served_name, request, stream=False),
+                    headers=headers,
+                )
+            )
             waiters: set[asyncio.Future[Any]] = {post, pending.aborted}
             try:
                 done, _ = await asyncio.wait(

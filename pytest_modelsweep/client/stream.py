@@ -68,10 +68,9 @@ class _StreamRunner:
         """The request on the wire; its head carries the key, so it is held as
         :class:`SecretBytes` (never shown, also not by ``pytest -l``)."""
         __tracebackhide__ = True
-        path = self.target.prefix + request.path
         body = request_body(self.served_name, request, stream=True)
         head = (
-            f"POST {path} HTTP/1.1\r\n"
+            f"POST {self.target.prefix}{request.path} HTTP/1.1\r\n"
             f"Host: {self.target.host_header}\r\n"
             "User-Agent: pytest-modelsweep\r\n"
             "Accept: text/event-stream\r\n"
@@ -94,8 +93,7 @@ class _StreamRunner:
                 return
 
     async def _connect(self) -> Connection:
-        loop = asyncio.get_running_loop()
-        _, protocol = await loop.create_connection(
+        _, protocol = await asyncio.get_running_loop().create_connection(
             Connection, self.target.host, self.target.port, ssl=self._ssl
         )
         return protocol
@@ -185,10 +183,9 @@ class _StreamRunner:
             conn.abort()
         if conn is not None and conn.closed:
             conn = None
-        end = ex.end if ex.end is not None else perf()
         record = RequestRecord(
             start=start,
-            end=end,
+            end=ex.end if ex.end is not None else perf(),
             first_token=ex.first,
             token_times=ex.times,
             prompt_tokens=ex.prompt_tokens,
@@ -421,9 +418,8 @@ async def stream_open_loop(
         in_flight=in_flight,
     )
     await with_watch(runner.watch, runner.run)
-    outcomes = [outcome for outcome in runner.outcomes if outcome is not None]
     return OpenLoopRun(
-        outcomes,
+        [outcome for outcome in runner.outcomes if outcome is not None],
         runner.scheduled,
         runner.started,
         max_in_flight,

@@ -233,8 +233,7 @@ def load_bfcl(path: str | Path | None) -> list[BfclRecord]:
 def expect_full_bfcl_set(records: Sequence[BfclRecord]) -> None:
     """Raise DataError unless a full (un-limited) run has exactly 400 records."""
     if len(records) != FULL_SIZE:
-        source = records[0].source if records else "BFCL simple set"
         raise DataError(
-            f"{source}: {len(records)} BFCL simple records, expected {FULL_SIZE}; "
+            f"{records[0].source if records else 'BFCL simple set'}: {len(records)} BFCL simple records, expected {FULL_SIZE}; "
             "use the complete simple_python category (or limit the run explicitly)"
         )

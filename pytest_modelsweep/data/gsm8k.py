@@ -104,9 +104,8 @@ def _hub_problems(split: str) -> list[Gsm8kProblem]:
 def expect_full_test_set(problems: Sequence[Gsm8kProblem]) -> None:
     """Raise DataError unless a full (un-limited) test run has exactly 1,319 problems."""
     if len(problems) != FULL_TEST_SIZE:
-        source = problems[0].source if problems else "GSM8K test set"
         raise DataError(
-            f"{source}: {len(problems)} GSM8K test records, expected {FULL_TEST_SIZE}; "
+            f"{problems[0].source if problems else 'GSM8K test set'}: {len(problems)} GSM8K test records, expected {FULL_TEST_SIZE}; "
             "use the complete test split (or limit the run explicitly)"
         )
 
@@ -116,8 +115,7 @@ def load_gsm8k_fewshot(test_path: str | Path | None) -> list[Gsm8kProblem]:
     if test_path is None:
         return load_gsm8k(None, split="train")
     test = Path(test_path)
-    folder = test if test.is_dir() else test.parent
-    train = folder / "train.jsonl"
+    train = (test if test.is_dir() else test.parent) / "train.jsonl"
     if not train.is_file():
         raise DataError(
             f"{train}: GSM8K train split not found beside {test}; few-shot exemplars come from train.jsonl "

@@ -218,8 +218,9 @@ def _resolve_value(node: ast.expr | None) -> Any:
         return tuple(_resolve_value(v) for v in node.elts)
     if isinstance(node, ast.Subscript):
         return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    kind = "nothing" if node is None else type(node).__name__
-    raise BfclDecodeError(f"unsupported AST type: {kind}")
+    raise BfclDecodeError(
+        f"unsupported AST type: {'nothing' if node is None else type(node).__name__}"
+    )
 
 
 def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
@@ -246,12 +247,10 @@ def decode_prompt_output(text: str) -> Calls:
         result = "[" + result
     if not result.endswith("]"):
         result = result + "]"
-    cleaned = result.strip().strip("'")
     try:
-        parsed = ast.parse(cleaned, mode="eval")
+        body = ast.parse(result.strip().strip("'"), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise BfclDecodeError(f"invalid syntax: {exc}") from None
-    body = parsed.body
     if isinstance(body, ast.Call):
         elements: list[ast.expr] = [body]
     elif isinstance(body, (ast.List, ast.Tuple, ast.Set)):
@@ -278,8 +277,9 @@ def decode_tool_calls(completion: Completion) -> list[Any]:
     if tool_calls is None:
         if completion.text == "":
             return []
-        shown = repr(completion.text)[:120]
-        raise BfclDecodeError(f"no tool calls in the response (content: {shown})")
+        raise BfclDecodeError(
+            f"no tool calls in the response (content: {repr(completion.text)[:120]})"
+        )
     decoded: list[Any] = []
     for index, call in enumerate(tool_calls):
         name, arguments = call["name"], call["arguments"]

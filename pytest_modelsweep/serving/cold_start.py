@@ -87,12 +87,11 @@ def resident_share(path: Path) -> float | None:
             vector = (ctypes.c_ubyte * pages)()
             if libc.mincore(addr, size, vector) != 0:
                 return None
-            resident = sum(1 for byte in bytes(vector) if byte & 1)
+            return sum(1 for byte in bytes(vector) if byte & 1) / pages
         finally:
             libc.munmap(addr, size)
     finally:
         os.close(fd)
-    return resident / pages
 
 
 def evict_page_cache(path: Path) -> None:
@@ -136,11 +135,13 @@ def vllm_cache_dirs(environ: dict[str, str] | None = None) -> dict[str, Path]:
     """Where vLLM keeps its compile caches, as vLLM's ``envs`` finds them."""
     env = os.environ if environ is None else environ
     base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    root = Path(os.path.expanduser(env.get("VLLM_CACHE_ROOT") or str(base / "vllm")))
-    xla = Path(
-        os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" / "xla_cache"))
-    )
-    return {"torch.compile": root / "torch_compile_cache", "XLA": xla}
+    return {
+        "torch.compile": Path(os.path.expanduser(env.get("VLLM_CACHE_ROOT") or str(base / "vllm")))
+        / "torch_compile_cache",
+        "XLA": Path(
+            os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" / "xla_cache"))
+        ),
+    }
 
 
 def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> CacheState:

@@ -116,8 +116,11 @@ class Endpoint:
 
     def __post_init__(self) -> None:
         if self.breaker is None:
-            breaker = Breaker(self.model.name, self.base_url, credentials=self.credentials)
-            object.__setattr__(self, "breaker", breaker)
+            object.__setattr__(
+                self,
+                "breaker",
+                Breaker(self.model.name, self.base_url, credentials=self.credentials),
+            )
 
     @property
     def v1(self) -> str:

@@ -80,10 +80,9 @@ def _is_done(folder: Path) -> bool:
     if not (folder / "config.json").is_file():
         return False
     try:
-        record = read_conversion_record(folder)
+        return read_conversion_record(folder).get("recipe") == CONVERT_RECIPE
     except ProvisionError:
         return False
-    return record.get("recipe") == CONVERT_RECIPE
 
 
 def ensure_hf_folder(
@@ -165,10 +164,11 @@ def _convert(
     ):
         shutil.rmtree(staging, ignore_errors=True)
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line][-12:]
+        tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line]
         raise ProvisionError(
             f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
-            f"command: {' '.join(argv[:-2])}; log: {log}; last lines: " + " | ".join(tail)[-900:]
+            f"command: {' '.join(argv[:-2])}; log: {log}; last lines: "
+            + " | ".join(tail[-12:])[-900:]
         )
     shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
     os.rename(staging, target)

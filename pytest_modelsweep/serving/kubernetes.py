@@ -265,11 +265,10 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
     """The ConfigMap of the model table and the Indexed Job that measures every model."""
     name, _ = job_names(sweep, settings.sweep_run)
     table = model_table(sweep, settings)
-    image = _image(sweep)
     probe_period = 10
     server = {
         "name": "server",
-        "image": image,
+        "image": _image(sweep),
         "restartPolicy": "Always",  # a native sidecar: it ends with the bench
         "command": ["python3", "-c", LAUNCHER, "serve"],
         "ports": [{"name": "http", "containerPort": SERVER_PORT}],
@@ -293,50 +292,52 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
         "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
         "volumeMounts": [{"name": "models", "mountPath": TABLE_DIR, "readOnly": True}],
     }
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(name, settings, sweep),
-        "data": {TABLE_FILE: table_json(table)},
-    }
-    job = _job(
-        name,
-        settings,
-        sweep,
+    return [
         {
-            "completionMode": "Indexed",
-            "completions": len(table),
-            "parallelism": len(table),
-            "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _metadata(name, settings, sweep),
+            "data": {TABLE_FILE: table_json(table)},
         },
-        {
-            "nodeSelector": {
-                "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
-                "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
+        _job(
+            name,
+            settings,
+            sweep,
+            {
+                "completionMode": "Indexed",
+                "completions": len(table),
+                "parallelism": len(table),
+                "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
             },
-            "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-            "initContainers": [server],
-            "containers": [bench],
-            "volumes": [
-                {"name": "models", "configMap": {"name": name}},
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-                {"name": "hf-cache", "emptyDir": {}},
-            ],
-        },
-    )
-    return [config_map, job]
+            {
+                "nodeSelector": {
+                    "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
+                    "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
+                },
+                "tolerations": [
+                    {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "initContainers": [server],
+                "containers": [bench],
+                "volumes": [
+                    {"name": "models", "configMap": {"name": name}},
+                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                    {"name": "hf-cache", "emptyDir": {}},
+                ],
+            },
+        ),
+    ]
 
 
 def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
     """The Job that draws the verdicts of the sweep run and writes the reports; no chip."""
     _, name = job_names(sweep, settings.sweep_run)
-    store = _check_store(settings.store)
     pytest_argv = [
         *_pytest_argv(settings, "verdict", *(settings.models or sweep.models)),
         "--sweep-run",
         settings.sweep_run,
         "--store",
-        store,
+        _check_store(settings.store),
         "--md",
         f"{REPORTS_DIR}/report.md",
         "--html",
@@ -346,7 +347,6 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
         f"{REPORTS_DIR}/results.json",
         *settings.pytest_args,
     ]
-    script = f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; exit $status"
     return _job(
         name,
         settings,
@@ -357,7 +357,12 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
                 {
                     "name": "judge",
                     "image": settings.bench_image,
-                    "command": ["sh", "-c", script],
+                    "command": [
+                        "sh",
+                        "-c",
+                        f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; "
+                        "exit $status",
+                    ],
                     "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
                     "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
                 }
@@ -375,8 +380,9 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
         """Text of several lines (the model table) as a literal block, as written."""
 
     def text(dumper: Any, value: str) -> Any:
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+        return dumper.represent_scalar(
+            "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+        )
 
     Dumper.add_representer(str, text)
     # [ConfigMap, Job] and [Job]; refusals come before anything is written

@@ -28,9 +28,8 @@ def _is_this_host(host: str) -> bool:
     if host in LOCAL_NAMES or host.startswith("127."):
         return True
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            for address in addresses:
+            for address in {info[4][0] for info in socket.getaddrinfo(host, None)}:
                 try:
                     probe.bind((address, 0))  # only an address of this machine binds
                     return True
@@ -105,10 +104,10 @@ def process_record(pid: int, proc: Path = PROC) -> dict[str, Any] | None:
     except OSError:
         return None
     parts = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-    shown = [
+    shown = (
         "***" if index and SECRET_FLAG.search(parts[index - 1]) else part
         for index, part in enumerate(parts)
-    ]
+    )
     return {"pid": pid, "command": redact(" ".join(shown))}
 
 

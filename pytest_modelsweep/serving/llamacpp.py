@@ -132,16 +132,19 @@ def launch_llamacpp(
         "cache_prompt": "--no-cache-prompt" not in argv,
         "cpu_features": cpu_features(log) or server.cpu_features,
     }
-    provenance = Provenance(
-        server_name=facts.server_name,
-        # the build the server reports (/props build_info), and where it came from
-        server_version=f"{facts.server_version} ({server.origin})",
-        served_name=spec.served_name,
-        server_settings=settings,
-        model_source=f"{spec.source}" + (f" ({package})" if package else ""),
-        model_sha256=model_sha,
-        model_header=header.as_dict(),
-        launch_argv=tuple(argv),
-        how="llamacpp",
-    )
-    return facts.endpoint(spec, base_url, provenance), process
+    return facts.endpoint(
+        spec,
+        base_url,
+        Provenance(
+            server_name=facts.server_name,
+            # the build the server reports (/props build_info), and where it came from
+            server_version=f"{facts.server_version} ({server.origin})",
+            served_name=spec.served_name,
+            server_settings=settings,
+            model_source=f"{spec.source}" + (f" ({package})" if package else ""),
+            model_sha256=model_sha,
+            model_header=header.as_dict(),
+            launch_argv=tuple(argv),
+            how="llamacpp",
+        ),
+    ), process

@@ -138,19 +138,23 @@ class EndpointPool:
             settings, sources = serving_record(spec, self.sweep.serving, facts, facts.observed, url)
             # `modelsweep k8s` gives the bench the server's MODEL_IMPL_TYPE (its Job's env)
             check_group(spec, os.environ.get("MODEL_IMPL_TYPE"), "its Job's env")
-        provenance = Provenance(
-            server_name=facts.server_name,
-            server_version=facts.server_version,
-            served_name=spec.served_name,
-            server_settings=settings,
-            model_source=str(spec.source),
-            model_revision=spec.source.revision,
-            how="attach",
-            flag_sources=dict(sources),
-            observed=facts.observed,
-            server_process=serving_process(url),
+        return facts.endpoint(
+            spec,
+            url,
+            Provenance(
+                server_name=facts.server_name,
+                server_version=facts.server_version,
+                served_name=spec.served_name,
+                server_settings=settings,
+                model_source=str(spec.source),
+                model_revision=spec.source.revision,
+                how="attach",
+                flag_sources=dict(sources),
+                observed=facts.observed,
+                server_process=serving_process(url),
+            ),
+            credentials,
         )
-        return facts.endpoint(spec, url, provenance, credentials)
 
     def _check_model_files(self) -> None:
         """Fetch and check the embedded model files of the run, once, before any server starts."""

@@ -116,44 +116,48 @@ def probe_server(
         version = _get(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
             listed = {"max_model_len": entry.get("max_model_len"), "root": entry.get("root")}
-            observed = {
-                "version": str(version["version"]),
-                "model": listed,
-                "config_gauges": config_gauges(_get(client, f"{base}/metrics", text=True)),
-            }
             return ServerFacts(
                 "vllm",
                 "vllm",
                 str(version["version"]),
                 _length(entry.get("max_model_len")),
                 dict(listed),
-                observed,
+                {
+                    "version": str(version["version"]),
+                    "model": listed,
+                    "config_gauges": config_gauges(_get(client, f"{base}/metrics", text=True)),
+                },
             )
-    context = _length(entry.get("max_model_len")) or _length(entry.get("context_length"))
-    return ServerFacts("openai", "openai-compatible", "unknown", context, {"model_entry": entry})
+    return ServerFacts(
+        "openai",
+        "openai-compatible",
+        "unknown",
+        _length(entry.get("max_model_len")) or _length(entry.get("context_length")),
+        {"model_entry": entry},
+    )
 
 
 def _llamacpp_facts(props: dict[str, Any], entry: dict[str, Any]) -> ServerFacts:
     generation = props.get("default_generation_settings", {})
     meta = entry.get("meta") or {}
-    caps = props.get("chat_template_caps") or {}
-    settings = {
-        "total_slots": props.get("total_slots"),
-        "n_ctx_per_slot": generation.get("n_ctx"),
-        "n_ctx_train": meta.get("n_ctx_train"),
-        "model_ftype": props.get("model_ftype") or meta.get("ftype"),
-        "n_params": meta.get("n_params"),
-        "n_vocab": meta.get("n_vocab"),
-        "endpoint_metrics": props.get("endpoint_metrics"),
-        "supports_tool_calls": caps.get("supports_tool_calls"),
-        "chat_format": (generation.get("params") or {}).get("chat_format"),
-    }
     return ServerFacts(
         "llamacpp",
         "llama.cpp llama-server",
         str(props.get("build_info")),
         _length(generation.get("n_ctx")),
-        settings,
+        {
+            "total_slots": props.get("total_slots"),
+            "n_ctx_per_slot": generation.get("n_ctx"),
+            "n_ctx_train": meta.get("n_ctx_train"),
+            "model_ftype": props.get("model_ftype") or meta.get("ftype"),
+            "n_params": meta.get("n_params"),
+            "n_vocab": meta.get("n_vocab"),
+            "endpoint_metrics": props.get("endpoint_metrics"),
+            "supports_tool_calls": (props.get("chat_template_caps") or {}).get(
+                "supports_tool_calls"
+            ),
+            "chat_format": (generation.get("params") or {}).get("chat_format"),
+        },
     )
 
 

@@ -52,9 +52,7 @@ def _parent_death_signal(sig: int) -> Callable[[], None]:
 
     def arm() -> None:  # pragma: no cover - runs in the child before exec
         with contextlib.suppress(Exception):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, sig)
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # 1: PR_SET_PDEATHSIG
 
     return arm
 
@@ -119,7 +117,6 @@ class ServerProcess:
         if self._proc is not None:
             raise RuntimeError(f"{self.name} was already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **(self.env or {})}
         with open(self.log_path, "ab") as log:
             launched = self.launched_at = time.perf_counter()
             try:
@@ -128,7 +125,7 @@ class ServerProcess:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    env=env,
+                    env={**os.environ, **(self.env or {})},
                     start_new_session=True,
                     preexec_fn=_parent_death_signal(self.death_signal),
                 )

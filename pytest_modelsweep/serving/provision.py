@@ -274,13 +274,12 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
                 f"{sdist.name}: sha256 {digest}, not the pinned {LLAMA_CPP_PYTHON_SDIST_SHA256}; "
                 "the package index served other bytes, nothing was built from them"
             )
-        source = _extract_vendored_llama_cpp(sdist, work / "src")
         build = work / "build"
         _run(
             [
                 "cmake",
                 "-S",
-                str(source),
+                str(_extract_vendored_llama_cpp(sdist, work / "src")),
                 "-B",
                 str(build),
                 *(["-G", "Ninja"] if shutil.which("ninja") else []),
@@ -495,9 +494,9 @@ def ensure_embedded_model(model_id: str, progress: Progress = print) -> Embedded
     try:
         pinned = PINNED_MODELS[model_id]
     except KeyError:
-        known = ", ".join(sorted(PINNED_MODELS))
         raise ProvisionError(
-            f"unknown embedded model {model_id!r}; the embedded models are: {known}"
+            f"unknown embedded model {model_id!r}; the embedded models are: "
+            + ", ".join(sorted(PINNED_MODELS))
         ) from None
     target = models_dir() / pinned.file_name
     with _locked(models_dir() / ".lock"):

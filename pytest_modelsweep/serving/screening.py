@@ -413,10 +413,9 @@ def screening_table(results: Iterable[ScreeningResult]) -> list[str]:
     widths = [max(len(row[i]) for row in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [
+        return "  ".join(
             c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
-        ]
-        return "  ".join(parts).rstrip()
+        ).rstrip()
 
     return [line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows)]
 

@@ -78,12 +78,15 @@ def quantity_names(server_kind: str, quantity: Quantity) -> tuple[str, ...]:
 
 def sampled_names(server_kind: str) -> tuple[str, ...]:
     """Every name the sampler reads (``_total`` dropped, so that both spellings match)."""
-    names = {
-        name.removesuffix("_total")
-        for quantity in _NAMES
-        for name in quantity_names(server_kind, quantity)
-    }
-    return tuple(sorted(names))
+    return tuple(
+        sorted(
+            {
+                name.removesuffix("_total")
+                for quantity in _NAMES
+                for name in quantity_names(server_kind, quantity)
+            }
+        )
+    )
 
 
 def _value(

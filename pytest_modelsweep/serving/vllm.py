@@ -227,23 +227,27 @@ def launch_vllm(
             key: conversion.get(key)
             for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
         }
-    provenance = Provenance(
-        server_name=facts.server_name,
-        server_version=facts.server_version,
-        served_name=spec.served_name,
-        server_settings=settings,
-        model_source=str(spec.source),
-        model_sha256=embedded.sha256 if embedded is not None else None,
-        model_revision=spec.source.revision,
-        image_digest=image.digest() if image is not None else None,
-        image_pinned=(pinned_digest(serving.image or "") is not None) if image else None,
-        launch_argv=tuple(argv),
-        how="vllm-docker" if image is not None else "vllm",
-        flag_sources=dict(sources),
-        observed=observed,
-        server_process=serving_process(base_url),
-    )
-    return facts.endpoint(spec, base_url, provenance, credentials), process
+    return facts.endpoint(
+        spec,
+        base_url,
+        Provenance(
+            server_name=facts.server_name,
+            server_version=facts.server_version,
+            served_name=spec.served_name,
+            server_settings=settings,
+            model_source=str(spec.source),
+            model_sha256=embedded.sha256 if embedded is not None else None,
+            model_revision=spec.source.revision,
+            image_digest=image.digest() if image is not None else None,
+            image_pinned=(pinned_digest(serving.image or "") is not None) if image else None,
+            launch_argv=tuple(argv),
+            how="vllm-docker" if image is not None else "vllm",
+            flag_sources=dict(sources),
+            observed=observed,
+            server_process=serving_process(base_url),
+        ),
+        credentials,
+    ), process
 
 
 def serving_record(

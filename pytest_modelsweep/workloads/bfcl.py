@@ -159,11 +159,15 @@ def prompt_mode_messages(record: BfclRecord) -> list[dict[str, str]]:
 def prompt_mode_completion(record: BfclRecord) -> str:
     """Prompt mode for a completion model: the system prompt, the turns labelled, then ``Assistant:``."""
     system, *turns = prompt_mode_messages(record)
-    parts = [
-        system["content"].rstrip("\n"),
-        *(f"{m['role'].capitalize()}: {m['content']}" for m in turns),
-    ]
-    return "\n\n".join(parts) + "\n\nAssistant:"
+    return (
+        "\n\n".join(
+            [
+                system["content"].rstrip("\n"),
+                *(f"{m['role'].capitalize()}: {m['content']}" for m in turns),
+            ]
+        )
+        + "\n\nAssistant:"
+    )
 
 
 def bfcl_skip_reason(model: ModelSpec) -> str | None:

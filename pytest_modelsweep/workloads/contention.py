@@ -149,14 +149,13 @@ def contention(
     if window <= 0:
         return unknown(window)
     client = max(0, end.client - start.client)
-    server: int | None = None
-    if end.server is not None:
-        before = start.server or {}
-        server = sum(max(0, j - before.get(pid, 0)) for pid, j in end.server.items())
-    busy = end.busy - start.busy
+    server = (
+        None
+        if end.server is None
+        else sum(max(0, j - (start.server or {}).get(pid, 0)) for pid, j in end.server.items())
+    )
     total = end.total - start.total
-    other = max(0, busy - client - (server or 0))
-    other_cores = other / ticks / window
+    other_cores = max(0, end.busy - start.busy - client - (server or 0)) / ticks / window
     stolen = end.steal - start.steal
     # each CPU's counter moves in whole jiffies, so a difference of two readings may be up to
     # one jiffy per CPU more than was stolen: a short window's few jiffies prove no steal
@@ -185,8 +184,7 @@ class ContentionMeter:
         steal_limit: float = STEAL_LIMIT,
         proc: Path = PROC,
     ) -> None:
-        pids = list(server_pids or ())
-        self.server_pids: list[int] | None = pids or None
+        self.server_pids: list[int] | None = list(server_pids or ()) or None
         self.max_other_cores = max_other_cores
         self.steal_limit = steal_limit
         self.proc = proc
@@ -253,5 +251,4 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     mean = sum(values) / n
     if not mean > 0:
         return None
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return math.sqrt(variance) / mean
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / mean

@@ -43,9 +43,8 @@ class Gsm8kFewshot:
 
     def __post_init__(self) -> None:
         if len(self.train) < self.num_fewshot + 1:
-            source = self.train[0].source if self.train else "GSM8K few-shot split"
             raise DataError(
-                f"{source}: {len(self.train)} few-shot records, need at least {self.num_fewshot + 1}; "
+                f"{self.train[0].source if self.train else 'GSM8K few-shot split'}: {len(self.train)} few-shot records, need at least {self.num_fewshot + 1}; "
                 "use the GSM8K train split"
             )
         self._rnd = random.Random(self.seed)

@@ -1234,9 +1234,8 @@ class ServerTokenizer:
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
         """Token ids of ``text``; EndpointError if the server cannot tokenize."""
-        styles = [self._style] if self._style else ["vllm", "llamacpp"]
         last = ""
-        for style in styles:
+        for style in [self._style] if self._style else ["vllm", "llamacpp"]:
             try:
                 body = (
                     {"content": text, "add_special": add_special}
