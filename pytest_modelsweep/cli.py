@@ -271,8 +271,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise ModelsweepError(
             "refusing to merge runs served by different images: "
             + "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
-            + "; "
-            "merge only runs made with one pinned image"
+            + "; merge only runs made with one pinned image"
         )
     document = {
         "schema": SCHEMA,

@@ -179,13 +179,12 @@ class StreamExchange:
                 self.error = reason or "connection closed before a response"
             elif not self.is_sse:
                 body = one_line(self._err_body.decode("utf-8", "replace"))
-                if self.status == 200:
-                    self.error = (
-                        f"expected an SSE stream from {self.path}, got HTTP 200 "
-                        f"without text/event-stream: {body}"
-                    )
-                else:
-                    self.error = f"HTTP {self.status} from {self.path}: {body}"
+                self.error = (
+                    f"expected an SSE stream from {self.path}, got HTTP 200 "
+                    f"without text/event-stream: {body}"
+                    if self.status == 200
+                    else f"HTTP {self.status} from {self.path}: {body}"
+                )
             elif not self.done:
                 cut = "" if complete else f" ({reason or 'connection closed'})"
                 self.error = f"stream ended before [DONE] after {self.chunks} chunks{cut}"

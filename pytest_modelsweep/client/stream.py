@@ -278,15 +278,13 @@ run_stream_requests = synchronous(stream_requests)
 # --------------------------------------------------------------------------- open loop
 
 
+@dataclass(slots=True, eq=False)
 class InFlight:
     """How many requests of a run are in flight now, and the most so far (read from other
     threads without a lock: an int read is atomic)."""
 
-    __slots__ = ("now", "peak")
-
-    def __init__(self) -> None:
-        self.now = 0
-        self.peak = 0
+    now: int = 0
+    peak: int = 0
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.secrets import Credentials, wants_key_message
@@ -14,14 +14,12 @@ from .breaker import DEFAULT_IDLE_TIMEOUT_S, STALL_CHECK_S, Breaker
 from .http import perf
 
 
+@dataclass(slots=True, eq=False)
 class Pending:
     """A POST in flight: when it was sent (no byte comes before the answer) and its abort."""
 
-    __slots__ = ("aborted", "last")
-
-    def __init__(self, aborted: asyncio.Future[str]) -> None:
-        self.last = perf()
-        self.aborted = aborted
+    aborted: asyncio.Future[str]
+    last: float = field(default_factory=perf)
 
     def fail(self, reason: str, now: float) -> None:
         if not self.aborted.done():

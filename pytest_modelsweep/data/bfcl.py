@@ -169,10 +169,7 @@ def _join(records_path: Path, answers_path: Path, source: str) -> list[BfclRecor
 
 
 def _local_files(path: Path) -> tuple[Path, Path]:
-    if path.is_dir():
-        records = path / RECORDS_FILE
-    else:
-        records, path = path, path.parent
+    records, path = (path / RECORDS_FILE, path) if path.is_dir() else (path, path.parent)
     beside = path / f"possible_answer_{records.name}"
     answers = next(
         (

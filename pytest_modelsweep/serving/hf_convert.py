@@ -133,11 +133,11 @@ def _convert(
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    if progress:
-        progress(
-            f"converting {gguf.name} to a Hugging Face folder for vLLM "
-            f"(once; {CONVERT_DTYPE}; log: {log})"
-        )
+    progress = progress or (lambda message: None)
+    progress(
+        f"converting {gguf.name} to a Hugging Face folder for vLLM "
+        f"(once; {CONVERT_DTYPE}; log: {log})"
+    )
     started = time.monotonic()
     try:
         with open(log, "wb") as handle:
@@ -172,9 +172,8 @@ def _convert(
         )
     shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
     os.rename(staging, target)
-    if progress:
-        record = read_conversion_record(target)
-        progress(
-            f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
-            f"({record.get('architecture')}, {record.get('dtype')})"
-        )
+    record = read_conversion_record(target)
+    progress(
+        f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
+        f"({record.get('architecture')}, {record.get('dtype')})"
+    )

@@ -35,7 +35,7 @@ def llamacpp_argv(
     """llama-server's command line for one model after the ``server`` command; every model
     gets the same settings (``--ctx-size`` is over all slots: ``context_length`` ×
     ``max_num_seqs``)."""
-    argv = [
+    return [
         *server,
         "--model",
         str(model_file),
@@ -53,14 +53,15 @@ def llamacpp_argv(
         "--slots",
         "--no-webui",
         "--jinja",
+        *(
+            ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
+            if serving.threads
+            else []
+        ),
+        *([] if serving.prefix_caching else ["--no-cache-prompt"]),
+        *(["--chat-template", spec.chat_template] if spec.chat_template else []),
+        *serving.extra_args,
     ]
-    if serving.threads:
-        argv += ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
-    if not serving.prefix_caching:
-        argv.append("--no-cache-prompt")
-    if spec.chat_template:
-        argv += ["--chat-template", spec.chat_template]
-    return argv + list(serving.extra_args)
 
 
 def cpu_features(log: str) -> str | None:

@@ -188,10 +188,11 @@ def flag_record(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for flag in list(declared) + [f for f in observed if f not in declared and f in SERVING_FLAGS]:
-        if flag in observed:
-            values[flag], sources[flag] = observed[flag], "observed"
-        else:
-            values[flag], sources[flag] = normalised(declared[flag]), "declared"
+        values[flag], sources[flag] = (
+            (observed[flag], "observed")
+            if flag in observed
+            else (normalised(declared[flag]), "declared")
+        )
     return values, sources
 
 

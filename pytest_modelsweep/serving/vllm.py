@@ -76,7 +76,7 @@ def vllm_server_args(
                 f'"embedded-hf:ID" for an embedded model converted for vLLM)'
             )
         model = spec.source.id
-    args = [
+    return [
         "--model",
         model,
         "--served-model-name",
@@ -90,16 +90,16 @@ def vllm_server_args(
         "--max-num-seqs",
         str(serving.max_num_seqs),
         "--enable-prefix-caching" if serving.prefix_caching else "--no-enable-prefix-caching",
+        *(["--revision", spec.source.revision] if spec.source.revision else []),
+        *(["--dtype", serving.dtype] if serving.dtype else []),
+        *(
+            ["--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser]
+            if spec.tool_call_parser
+            else []
+        ),
+        *(["--chat-template", spec.chat_template] if spec.chat_template else []),
+        *serving.extra_args,
     ]
-    if spec.source.revision:
-        args += ["--revision", spec.source.revision]
-    if serving.dtype:
-        args += ["--dtype", serving.dtype]
-    if spec.tool_call_parser:
-        args += ["--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser]
-    if spec.chat_template:
-        args += ["--chat-template", spec.chat_template]
-    return args + list(serving.extra_args)
 
 
 def vllm_argv(

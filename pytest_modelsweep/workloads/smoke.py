@@ -20,21 +20,16 @@ SMOKE_QUESTION = "Name the three primary colours."
 
 def smoke_request(endpoint: Endpoint, max_tokens: int = 32) -> ApiRequest:
     """A chat request for chat models, a completion for base models."""
-    if endpoint.model.prompting == "chat":
-        return ApiRequest(
-            item_id="smoke",
-            path="/v1/chat/completions",
-            payload={
-                "messages": [{"role": "user", "content": SMOKE_QUESTION}],
-                "max_tokens": max_tokens,
-                "temperature": 0,
-            },
-        )
+    chat = endpoint.model.prompting == "chat"
     return ApiRequest(
         item_id="smoke",
-        path="/v1/completions",
+        path="/v1/chat/completions" if chat else "/v1/completions",
         payload={
-            "prompt": f"Question: {SMOKE_QUESTION}\nAnswer:",
+            **(
+                {"messages": [{"role": "user", "content": SMOKE_QUESTION}]}
+                if chat
+                else {"prompt": f"Question: {SMOKE_QUESTION}\nAnswer:"}
+            ),
             "max_tokens": max_tokens,
             "temperature": 0,
         },
