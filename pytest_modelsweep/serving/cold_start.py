@@ -233,7 +233,7 @@ def measure_cold_starts(
         )
         first_endpoint = first_endpoint or endpoint
         try:
-            records = run_stream_requests(
+            (record,) = run_stream_requests(
                 endpoint.v1,
                 endpoint.served_name,
                 [FIRST_REQUEST],
@@ -245,17 +245,15 @@ def measure_cold_starts(
             process.stop()
         assert process.launched_at is not None and process.ready_at is not None
         assert process.ready_within_s is not None
-        record = records[0]
         error = record.error
         if error is None and record.first_token is None:
             error = "the first request produced no token"
-        first = None if error else (record.first_token or 0.0) - process.launched_at
         measured.append(
             ColdStart(
                 launch=launch,
                 ready_s=process.ready_at - process.launched_at,
                 ready_within_s=process.ready_within_s,
-                first_token_s=first,
+                first_token_s=None if error else (record.first_token or 0.0) - process.launched_at,
                 first_request_ttft_s=None if error else record.ttft,
                 cache=cache,
                 error=error,

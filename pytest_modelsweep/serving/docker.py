@@ -47,8 +47,7 @@ def pinned_digest(image: str) -> str | None:
 def repository_of(image: str) -> str:
     """``vllm/vllm-tpu`` of ``vllm/vllm-tpu:v1``, ``vllm/vllm-tpu@sha256:…`` or ``host:5000/x:t``."""
     name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return name.rsplit(":", 1)[0] if ":" in last else name
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
 
 
 def _docker(args: list[str], docker: str, timeout_s: float, fix: str) -> str:

@@ -44,22 +44,21 @@ def default_vllm_venv() -> Path:
 def vllm_python() -> str | None:
     """The python that runs vLLM: ``$MODELSWEEP_VLLM_PYTHON``, else the default venv's; None
     when neither exists."""
-    override = os.environ.get(VLLM_PYTHON_ENV)
-    if override:
-        return override if os.access(override, os.X_OK) else None
-    python = default_vllm_venv() / "bin" / "python"
-    return str(python) if os.access(python, os.X_OK) else None
+    python = os.environ.get(VLLM_PYTHON_ENV) or str(default_vllm_venv() / "bin" / "python")
+    return python if os.access(python, os.X_OK) else None
 
 
 def cpu_server_env() -> dict[str, str]:
     """Environment that vLLM's CPU backend needs (a GPU or TPU build ignores it), values set
     kept: :data:`DEFAULT_KV_CACHE_GIB`, and ``VLLM_CPU_OMP_THREADS_BIND=auto``, which leaves a
     core to the API server (binding both of two cores measured three times slower)."""
-    wanted = {
-        "VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
-        "VLLM_CPU_OMP_THREADS_BIND": "auto",
+    return {
+        key: os.environ.get(key) or value
+        for key, value in (
+            ("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_KV_CACHE_GIB)),
+            ("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+        )
     }
-    return {key: os.environ.get(key) or value for key, value in wanted.items()}
 
 
 def read_conversion_record(folder: Path) -> dict[str, Any]:

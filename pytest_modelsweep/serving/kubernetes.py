@@ -195,16 +195,6 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
                 "vLLM server serves hf: sources only"
             )
         flags = vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:]
-        bench = [
-            *_pytest_argv(settings, "not verdict", name),
-            "--endpoint",
-            f"{name}=http://127.0.0.1:{SERVER_PORT}",
-            "--sweep-run",
-            settings.sweep_run,
-            "--store",
-            store,
-            *settings.pytest_args,
-        ]
         table[str(index)] = {
             "model": name,
             "group": spec.group,
@@ -213,7 +203,19 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
                 "env": {"MODEL_IMPL_TYPE": _impl_type(spec)},
             },
             # the bench checks the model's group against it (serving/observed.check_group)
-            "bench": {"argv": bench, "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
+            "bench": {
+                "argv": [
+                    *_pytest_argv(settings, "not verdict", name),
+                    "--endpoint",
+                    f"{name}=http://127.0.0.1:{SERVER_PORT}",
+                    "--sweep-run",
+                    settings.sweep_run,
+                    "--store",
+                    store,
+                    *settings.pytest_args,
+                ],
+                "env": {"MODEL_IMPL_TYPE": _impl_type(spec)},
+            },
         }
     return table
 

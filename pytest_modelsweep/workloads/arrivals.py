@@ -89,16 +89,18 @@ class ArrivalProcess:
         if count < 1:
             raise ValueError(f"an open-loop window sends at least one request, got {count}")
         rng = np.random.default_rng(seed)
-        gaps: list[float] = []
-        for index in range(count):
-            rate = self.rate if self.ramp_up is None else self.ramp_up.rate_at(index, count)
-            gaps.append(
-                0.0
-                if math.isinf(rate)
-                else 1.0 / rate
-                if math.isinf(self.burstiness)
-                else float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
-            )
+        rates = [
+            self.rate if self.ramp_up is None else self.ramp_up.rate_at(index, count)
+            for index in range(count)
+        ]
+        gaps = [  # drawn in order, one gamma variate a request
+            0.0
+            if math.isinf(rate)
+            else 1.0 / rate
+            if math.isinf(self.burstiness)
+            else float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
+            for rate in rates
+        ]
         times = np.cumsum(gaps)
         if self.ramp_up is None and not math.isinf(self.rate) and times[-1] > 0:
             times *= (count / self.rate) / times[-1]
