@@ -77,9 +77,10 @@ class Target:
 
     @property
     def host_header(self) -> str:
-        default = 443 if self.scheme == "https" else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.port == default else f"{host}:{self.port}"
+        return (
+            host if self.port == (443 if self.scheme == "https" else 80) else f"{host}:{self.port}"
+        )
 
 
 def request_body(served_name: str, request: ApiRequest, *, stream: bool) -> bytes:
@@ -212,11 +213,7 @@ class StreamExchange:
     @staticmethod
     def _data_of(event: bytes) -> bytes | None:
         """The data of one SSE event (``data:`` lines joined), or None for none."""
-        lines = []
-        for line in event.split(b"\n"):
-            if line.startswith(b"data:"):
-                value = line[5:]
-                lines.append(value[1:] if value[:1] == b" " else value)
+        lines = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line[:5] == b"data:"]
         return b"\n".join(lines) if lines else None
 
     def _on_data(self, payload: bytes, now: float) -> bool:
@@ -261,9 +258,7 @@ class StreamExchange:
                     self.first = now
                 self.times.append(now)
                 self.texts.append(text)
-            reason = choice.get("finish_reason")
-            if reason:
-                self.finish = reason
+            self.finish = choice.get("finish_reason") or self.finish
         usage = obj.get("usage")
         if usage:
             self.prompt_tokens = usage.get("prompt_tokens")

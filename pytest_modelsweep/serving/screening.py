@@ -341,7 +341,6 @@ def screen_candidate(
         reasons.append(f"licence {license_id} is not one of {', '.join(allowed)}")
 
     config, config_reason = _resolve_config(info, repo, source.revision, fetch_config or hub_config)
-    architecture = config_architecture(config) if config is not None else None
     dtype = config_dtype(config) if config is not None else None
 
     weights = _safetensors_weights(info, dtype)
@@ -365,7 +364,7 @@ def screen_candidate(
         model=spec.name,
         repo=shown_repo,
         license=license_id,
-        architecture=architecture,
+        architecture=config_architecture(config) if config is not None else None,
         dtype=dtype,
         parameters=weights.parameters,
         weights_gib=weights_gib,
