@@ -95,7 +95,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     print(f"sweep {sweep.name} ({sweep.path}): reference {sweep.reference}")
     for name, spec in sweep.models.items():
         print(
-            f"  {name:<16} {'reference' if name == sweep.reference else 'candidate':<9} {sweep.backend_of(name):<11} {spec.prompting:<10} "
+            f"  {name:<16} {'reference' if name == sweep.reference else 'candidate':<9} "
+            f"{sweep.backend_of(name):<11} {spec.prompting:<10} "
             f"tools={spec.tool_call_parser or '-':<14} bfcl={spec.bfcl_mode:<6} {spec.source}"
         )
     return 0
@@ -273,18 +274,27 @@ def cmd_merge(args: argparse.Namespace) -> int:
             + "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
             + "; merge only runs made with one pinned image"
         )
-    document = {
-        "schema": SCHEMA,
-        "run": {
-            "run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
-            "merged_from": runs,
-            "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs})),
-        },
-        "endpoints": endpoints,
-        "measurements": [finite(m) for m in measurements],
-        "summary": {"merged": len(runs)},
-    }
-    write_file(args.output, "-o", strict_json(redacted(document), indent=1) + "\n")
+    write_file(
+        args.output,
+        "-o",
+        strict_json(
+            redacted(
+                {
+                    "schema": SCHEMA,
+                    "run": {
+                        "run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
+                        "merged_from": runs,
+                        "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs})),
+                    },
+                    "endpoints": endpoints,
+                    "measurements": [finite(m) for m in measurements],
+                    "summary": {"merged": len(runs)},
+                }
+            ),
+            indent=1,
+        )
+        + "\n",
+    )
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
 

@@ -162,7 +162,8 @@ class _StreamRunner:
                 timed_out = True
                 where = f"{self.target.host}:{self.target.port}"
                 ex.fail(
-                    f"no byte for {self.idle_timeout_s:g} s from {where} ({ex.chunks} chunks received)"
+                    f"no byte for {self.idle_timeout_s:g} s from {where} "
+                    f"({ex.chunks} chunks received)"
                     if isinstance(exc, _IdleTimeout)
                     else f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)"
                     if isinstance(exc, TimeoutError)

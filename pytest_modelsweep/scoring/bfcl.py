@@ -483,9 +483,10 @@ def simple_function_checker(
     if underscore_to_dot and "." in name:
         name = name.replace(".", "_")
     if name not in call:
-        got = ", ".join(repr(k) for k in call) or "nothing"
         return BfclCheck(
-            False, "simple_function_checker:wrong_func_name", f"expected {name!r}, got {got}"
+            False,
+            "simple_function_checker:wrong_func_name",
+            f"expected {name!r}, got {', '.join(repr(k) for k in call) or 'nothing'}",
         )
     params = call[name]
     for param in required:

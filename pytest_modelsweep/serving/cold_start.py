@@ -125,7 +125,8 @@ def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
     return CacheState(
         "page-cache",
         warm,
-        f"page cache of {path.name} ({size}): {'after eviction, ' if evicted else ''}{share:.0%} resident before launch, {why}",
+        f"page cache of {path.name} ({size}): {'after eviction, ' if evicted else ''}"
+        f"{share:.0%} resident before launch, {why}",
         share,
         evicted,
     )

@@ -137,7 +137,8 @@ def pinned_sweep_text(text: str, pinned: str, *, source: str) -> str:
         match = IMAGE_LINE.match(line.rstrip("\n"))
         if table == "[serving]" and match:
             lines[index] = (
-                f'{match.group(1)}"{pinned}"  # modelsweep pin: {match.group(2)} resolved by docker\n'
+                f'{match.group(1)}"{pinned}"  '
+                f"# modelsweep pin: {match.group(2)} resolved by docker\n"
             )
             return "".join(lines)
     raise EndpointError(f'{source}: no image = "..." line in [serving] to pin')

@@ -162,8 +162,11 @@ def _convert(
         (staging / name).is_file() for name in ("config.json", CONVERSION_RECORD)
     ):
         shutil.rmtree(staging, ignore_errors=True)
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line]
+        tail = [
+            line.strip()
+            for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+            if line.strip() and "it/s]" not in line
+        ]
         raise ProvisionError(
             f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
             f"command: {' '.join(argv[:-2])}; log: {log}; last lines: "

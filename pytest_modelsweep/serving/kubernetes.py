@@ -194,12 +194,16 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
                 f"model {name}: source {spec.source} is not a Hub repo; the Job's "
                 "vLLM server serves hf: sources only"
             )
-        flags = vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:]
         table[str(index)] = {
             "model": name,
             "group": spec.group,
             "serve": {
-                "argv": ["vllm", "serve", spec.source.id, *flags],
+                "argv": [
+                    "vllm",
+                    "serve",
+                    spec.source.id,
+                    *vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:],
+                ],
                 "env": {"MODEL_IMPL_TYPE": _impl_type(spec)},
             },
             # the bench checks the model's group against it (serving/observed.check_group)

@@ -104,11 +104,15 @@ def process_record(pid: int, proc: Path = PROC) -> dict[str, Any] | None:
     except OSError:
         return None
     parts = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-    shown = (
-        "***" if index and SECRET_FLAG.search(parts[index - 1]) else part
-        for index, part in enumerate(parts)
-    )
-    return {"pid": pid, "command": redact(" ".join(shown))}
+    return {
+        "pid": pid,
+        "command": redact(
+            " ".join(
+                "***" if index and SECRET_FLAG.search(parts[index - 1]) else part
+                for index, part in enumerate(parts)
+            )
+        ),
+    }
 
 
 def serving_process(base_url: str, proc: Path = PROC) -> dict[str, Any] | None:

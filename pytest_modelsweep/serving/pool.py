@@ -36,12 +36,14 @@ def launch_endpoint(
         sources = read_back_sources(endpoint.provenance.server_settings)
         if "cache_prompt" in sources:
             sources["cache_prompt"] = "declared"
-        provenance = replace(
-            endpoint.provenance,
-            flag_sources=sources,
-            server_process=serving_process(endpoint.base_url),
-        )
-        return replace(endpoint, provenance=provenance), process
+        return replace(
+            endpoint,
+            provenance=replace(
+                endpoint.provenance,
+                flag_sources=sources,
+                server_process=serving_process(endpoint.base_url),
+            ),
+        ), process
     return launch_vllm(
         spec,
         sweep.serving,

@@ -1468,12 +1468,12 @@ def draw_window_prompts(
     tok = tokenizer if tokenizer is not None else make_tokenizer(endpoint)
     try:
         sent = first_tokens_sent(endpoint.base_url)
-        if user_prompts is None:
-            prompts = exact_length_prompt_ids(
+        prompts = (
+            exact_length_prompt_ids(
                 tok, warmup + timed, length, seed=seed, exclude_first_tokens=sent
             )
-        else:
-            prompts = user_prompt_ids(
+            if user_prompts is None
+            else user_prompt_ids(
                 tok,
                 user_prompts,
                 warmup + timed,
@@ -1481,6 +1481,7 @@ def draw_window_prompts(
                 unique_prefixes=unique_prefixes,
                 exclude_first_tokens=sent,
             )
+        )
         sent.update(ids[0] for _, ids in prompts if ids)
         bos = tok.added_special_tokens
     finally:
