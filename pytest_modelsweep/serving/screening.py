@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -303,23 +303,11 @@ def screen_candidate(
     shown_repo = f"{repo}@{source.revision}" if source.revision else repo
     budget = budget_gib(settings)
 
-    def rejected(reason: str) -> ScreeningResult:
-        return ScreeningResult(
-            model=spec.name,
-            repo=shown_repo,
-            license=None,
-            architecture=None,
-            dtype=None,
-            parameters=None,
-            weights_gib=None,
-            budget_gib=budget,
-            kv_headroom_gib=None,
-            accepted=False,
-            reasons=(reason,),
-        )
-
+    rejected = ScreeningResult(model=spec.name, repo=shown_repo, budget_gib=budget)
     if source.kind != "hf":
-        return rejected(f"screening applies to Hugging Face repos (source {source})")
+        return replace(
+            rejected, reasons=(f"screening applies to Hugging Face repos (source {source})",)
+        )
     if api is None:
         from huggingface_hub import HfApi
 
@@ -327,7 +315,7 @@ def screen_candidate(
     try:
         info = api.model_info(repo, revision=source.revision, files_metadata=True)
     except _HUB_ERRORS as error:
-        return rejected(hub_error_reason(error, repo, str(source)))
+        return replace(rejected, reasons=(hub_error_reason(error, repo, str(source)),))
 
     reasons: list[str] = []
     license_id = repo_license(info)
