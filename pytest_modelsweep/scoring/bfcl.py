@@ -564,13 +564,6 @@ def check_simple(
 # --- the scorer ----------------------------------------------------------------------------
 
 
-def _json_safe(value: Any) -> Any:
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def check_bfcl_answer(
     record: BfclRecord, completion: Completion, mode: Mode
 ) -> tuple[BfclCheck, Any]:
@@ -585,7 +578,10 @@ def check_bfcl_answer(
         return BfclCheck(
             False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"
         ), None
-    calls = _json_safe(decoded)
+    try:
+        calls = json.loads(json.dumps(decoded))  # the decoded calls as JSON data
+    except (TypeError, ValueError):
+        calls = repr(decoded)
     if not is_function_calling_format(decoded):
         return BfclCheck(
             False,

@@ -165,19 +165,19 @@ def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> 
     return CacheState("compile-cache", warm, "; ".join(parts) + (" (warm)" if warm else " (cold)"))
 
 
-def model_file(sweep: Sweep, name: str, progress: Progress) -> Path | None:
-    """The GGUF file llama-server maps for ``name``; None for other sources."""
-    spec = sweep.model(name)
-    if spec.source.kind == "embedded":
-        return ensure_embedded_model(spec.source.id, progress).path
-    return Path(spec.source.id) if spec.source.kind == "path" else None
-
-
 def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> CacheState:
-    """The state that decides how cold the next launch of ``name`` is."""
+    """The state that decides how cold the next launch of ``name`` is: for llama-server, the
+    page cache of the GGUF file it maps."""
     backend = sweep.backend_of(name)
     if backend == "llamacpp":
-        path = model_file(sweep, name, progress)
+        source = sweep.model(name).source
+        path = (
+            ensure_embedded_model(source.id, progress).path
+            if source.kind == "embedded"
+            else Path(source.id)
+            if source.kind == "path"
+            else None
+        )
         return (
             page_cache_state(path, evict=evict)
             if path is not None and path.is_file()
@@ -260,7 +260,12 @@ def measure_cold_starts(
                 error=error,
             )
         )
-        progress(launch_line(name, measured[-1], launches))
+        # e.g. cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s; …
+        progress(
+            f"cold start {name}: launch {launch}/{launches}, ready {measured[-1].ready_s:.2f} s, "
+            f"first token {'failed' if error else f'{measured[-1].first_token_s:.2f} s'}; "
+            f"{cache.detail}"
+        )
         time.sleep(0.2)  # let the port and the process table settle
     return ColdStarts(StartupStats(sweep.backend_of(name), tuple(measured)), first_endpoint)
 
@@ -300,12 +305,3 @@ def measure_startup(
     if stats.errors:
         raise MeasurementError(f"cold start of {name}: " + "; ".join(stats.errors[:3]))
     return stats
-
-
-def launch_line(name: str, start: ColdStart, launches: int) -> str:
-    """E.g. ``cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s; …``."""
-    first = "failed" if start.first_token_s is None else f"{start.first_token_s:.2f} s"
-    return (
-        f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
-        f"first token {first}; {start.cache.detail}"
-    )

@@ -157,21 +157,16 @@ def normalised(value: Any) -> Any:
     return text.removeprefix("torch.")
 
 
-def contradictions(declared: Mapping[str, Any], observed: Mapping[str, Any]) -> list[str]:
-    """``flag: declared X, server says Y`` for each declared flag the server contradicts
-    (``auto`` declares nothing)."""
-    return [
+def check_declared(
+    model: str, url: str, declared: Mapping[str, Any], observed: Mapping[str, Any]
+) -> None:
+    """Raise :class:`EndpointError` in one line when the server contradicts the sweep: ``flag:
+    declared X, server says Y`` for each such flag (``auto`` declares nothing)."""
+    found = [
         f"{flag}: the sweep declares {normalised(value)!r}, the server says {observed[flag]!r}"
         for flag, value in declared.items()
         if flag in observed and str(value) != "auto" and normalised(value) != observed[flag]
     ]
-
-
-def check_declared(
-    model: str, url: str, declared: Mapping[str, Any], observed: Mapping[str, Any]
-) -> None:
-    """Raise :class:`EndpointError` in one line when the server contradicts the sweep."""
-    found = contradictions(declared, observed)
     if found:
         raise EndpointError(
             f"{model} at {url} does not serve with the sweep's settings ({'; '.join(found)}); "
