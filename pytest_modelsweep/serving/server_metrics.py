@@ -258,12 +258,9 @@ class MetricsSampler:
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"the sampling interval must be > 0 s, got {interval_s!r}")
-        self.base_url = base_url
         self.server_kind = server_kind
         self.interval_s = interval_s
-        self.credentials = credentials
         self.in_flight = in_flight
-        self.timeout_s = timeout_s
         self._only = sampled_names(server_kind)
         self._samples: list[MetricsSample] = []
         self._errors: list[str] = []

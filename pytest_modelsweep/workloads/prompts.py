@@ -1226,7 +1226,6 @@ class ServerTokenizer:
         credentials: Credentials | None = None,
     ):
         self.url = url
-        self.server_kind = server_kind
         self.served_name = served_name
         self._client = DeadlineClient(timeout_s, auth_headers(credentials))
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
