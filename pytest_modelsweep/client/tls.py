@@ -41,9 +41,6 @@ class DeadlineClient:
     def get(self, url: str) -> httpx.Response:
         return self.request("GET", url)
 
-    def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("POST", url, **kwargs)
-
     def close(self) -> None:
         if not self._loop.is_closed():
             self._loop.run_until_complete(self._client.aclose())

@@ -1245,7 +1245,7 @@ class ServerTokenizer:
                         "add_special_tokens": add_special,
                     }
                 )
-                response = self._client.post(self.url, json=body)
+                response = self._client.request("POST", self.url, json=body)
             except httpx.HTTPError as exc:
                 raise EndpointError(
                     f"cannot tokenize through {self.url}: {type(exc).__name__}: {exc}"

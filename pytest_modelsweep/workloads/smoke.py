@@ -59,7 +59,8 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
     started = time.perf_counter()
     try:
         with DeadlineClient(timeout_s, auth_headers(endpoint.credentials)) as client:
-            response = client.post(
+            response = client.request(
+                "POST",
                 endpoint.v1 + request.path.removeprefix("/v1"),
                 json={"model": endpoint.served_name, **request.payload},
             )
