@@ -228,24 +228,19 @@ SWEEP_RUN_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 """A sweep run's name: what CI ids, Job names and dates are made of (no spaces, no ``/``)."""
 
 
-def parse_sweep_run(text: str) -> str:
-    """``--sweep-run``: the name runs on different hosts share (e.g. a CI run id)."""
-    name = text.strip()
-    if not SWEEP_RUN_PATTERN.fullmatch(name):
-        raise ArgumentTypeError(
-            f"{text!r}: expected a name of letters, digits, '.', '_', ':' or '-' (at most "
-            "128, starting with a letter or digit), e.g. a CI run id or 2026-11-30-a"
-        )
-    return name
-
-
-def parse_baseline_name(text: str) -> str:
-    """``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
-    if not text.strip():
-        raise ArgumentTypeError(
-            "expected a baseline name (or, for --baseline, a results file), got an empty one"
-        )
-    return text
+parse_sweep_run = _checked(
+    str.strip,
+    lambda name: SWEEP_RUN_PATTERN.fullmatch(name) is not None,
+    "{text!r}: expected a name of letters, digits, '.', '_', ':' or '-' (at most 128, "
+    "starting with a letter or digit), e.g. a CI run id or 2026-11-30-a",
+)
+"""``--sweep-run``: the name runs on different hosts share (e.g. a CI run id)."""
+parse_baseline_name = _checked(
+    str,
+    lambda text: bool(text.strip()),
+    "expected a baseline name (or, for --baseline, a results file), got an empty one",
+)
+"""``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
 
 
 def parse_slo(text: str) -> Slo:
