@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # typing only: this module loads without numpy
-    from ..measurements import SearchRatio
-    from .bootstrap import PairedInterval
-    from .intervals import RatioInterval
+from typing import Protocol
 
 RULE_COVERS_ZERO = "covers-zero"
 RULE_EQUIVALENCE_MARGIN = "equivalence-margin"
@@ -44,7 +39,21 @@ def check_margin(margin: float | None) -> float | None:
     return None if margin is None else float(margin)
 
 
-def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Verdict:
+class DifferenceBounds(Protocol):
+    """An interval of candidate − reference (the paired bootstrap's ``PairedInterval``);
+    ``too_few_items``: it does not hold its coverage."""
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def too_few_items(self) -> bool: ...
+
+
+def decide_verdict(interval: DifferenceBounds, margin: float | None = None) -> Verdict:
     """Verdict from the interval of candidate minus reference.
 
     Fewer than ``MIN_PAIRED_ITEMS`` items, or fewer than ``MIN_DISCORDANT`` scored
@@ -67,7 +76,21 @@ def decide_verdict(interval: PairedInterval, margin: float | None = None) -> Ver
     return Verdict.INCONCLUSIVE
 
 
-def decide_ratio_verdict(interval: RatioInterval | SearchRatio, tolerance: float = 0.0) -> Verdict:
+class RatioBounds(Protocol):
+    """An interval of candidate ÷ reference (throughput, capacity, capacity in req/s);
+    ``degenerate``: it has no spread to judge by."""
+
+    @property
+    def low(self) -> float: ...
+
+    @property
+    def high(self) -> float: ...
+
+    @property
+    def degenerate(self) -> bool: ...
+
+
+def decide_ratio_verdict(interval: RatioBounds, tolerance: float = 0.0) -> Verdict:
     """Verdict from an interval of candidate ÷ reference (every ratio comparison's rule).
 
     Wholly below ``1 - tolerance``: worse; wholly above ``1 + tolerance``: better; covering
