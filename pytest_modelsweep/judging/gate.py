@@ -343,19 +343,18 @@ def _sequential_accuracy_row(
     decided = sequential_gate_status(sequence, threshold, final=False) is not None
     interval = sequence.interval()
     used = sides.order[: sequence.n]
-    now = sum(sides.first[i] for i in used) / len(used) if used else math.nan
-    before = sum(sides.second[i] for i in used) / len(used) if used else math.nan
-    if decided:
-        note = (
-            f"sequential, decided after {sequence.n} of {sides.population} items: "
-            f"{gate_look_text(sequence, status, threshold)}"
-        )
-    else:
-        note = (
-            f"sequential, undecided when the items ran out after {sequence.n} of "
-            f"{sides.population}: the fixed-n rule reads the last sequence "
-            f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}"
-        )
+    now, before = (
+        sum(side[i] for i in used) / len(used) if used else math.nan
+        for side in (sides.first, sides.second)
+    )
+    note = (
+        f"sequential, decided after {sequence.n} of {sides.population} items: "
+        f"{gate_look_text(sequence, status, threshold)}"
+        if decided
+        else f"sequential, undecided when the items ran out after {sequence.n} of "
+        f"{sides.population}: the fixed-n rule reads the last sequence "
+        f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}"
+    )
     return GateRow(
         m.model,
         m.benchmark,
