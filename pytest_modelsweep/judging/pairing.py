@@ -282,10 +282,9 @@ def check_alike(measurements: Sequence[tuple[str, Measurement]]) -> None:
             continue
         key = (measurement.benchmark, _show(setting_identity(measurement)))
         name = f"{measurement.model} in {where}"
-        if key not in first:
-            first[key] = (name, measurement)
+        earlier, other = first.setdefault(key, (name, measurement))
+        if other is measurement:
             continue
-        earlier, other = first[key]
         check_same_requests(
             name,
             RequestSettings.of_measurement(measurement),
