@@ -64,8 +64,7 @@ def redact(text: str) -> str:
             at = max(at, stop)
         text = "".join(pieces) + text[at:]
     for secret in sorted(_KNOWN, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, _MARK)
+        text = text.replace(secret, _MARK)
     return text
 
 
