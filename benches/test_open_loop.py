@@ -83,7 +83,5 @@ def test_rate_capacity(
 
 @pytest.mark.verdict
 @pytest.mark.rate_capacity
-def test_rate_capacity_ratio(
-    candidate_name: str, judge_rate_capacity_ratio: Callable[[], Any]
-) -> None:
-    judge_rate_capacity_ratio()
+def test_rate_capacity_ratio(candidate_name: str, judge_capacity_ratio: Callable[[], Any]) -> None:
+    judge_capacity_ratio()

@@ -63,7 +63,9 @@ def cmd_provision(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     """Pin the sweep's image: ask Docker on this machine for the digest of its tag (docker
     pull, docker image inspect) and write the sweep with the image named by that digest."""
-    from .core.sweep import load_sweep
+    import tomllib
+
+    from .core.sweep import load_sweep, parse_sweep
     from .serving.docker import pin_image, pinned_sweep_text
 
     check_output_file(args.output, "-o")
@@ -78,20 +80,11 @@ def cmd_pin(args: argparse.Namespace) -> int:
     text = pinned_sweep_text(
         Path(sweep.path).read_text(encoding="utf-8"), pinned, source=sweep.path
     )
-    _check_pinned_text(text, args.output)
+    parse_sweep(tomllib.loads(text), args.output)  # refuse to write a sweep that would not load
     write_file(args.output, "-o", text)
     print(f"{image} -> {pinned}")
     print(f"pinned sweep: {args.output} (run with --sweep {args.output})")
     return 0
-
-
-def _check_pinned_text(text: str, where: str) -> None:
-    """Refuse to write a pinned sweep that would not load."""
-    import tomllib
-
-    from .core.sweep import parse_sweep
-
-    parse_sweep(tomllib.loads(text), where)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -101,9 +94,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep)
     print(f"sweep {sweep.name} ({sweep.path}): reference {sweep.reference}")
     for name, spec in sweep.models.items():
-        role = "reference" if name == sweep.reference else "candidate"
         print(
-            f"  {name:<16} {role:<9} {sweep.backend_of(name):<11} {spec.prompting:<10} "
+            f"  {name:<16} {'reference' if name == sweep.reference else 'candidate':<9} "
+            f"{sweep.backend_of(name):<11} {spec.prompting:<10} "
             f"tools={spec.tool_call_parser or '-':<14} bfcl={spec.bfcl_mode:<6} {spec.source}"
         )
     return 0
@@ -245,11 +238,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
             # each model's accuracy benchmark from one run (whatever its settings), each other
             # measurement once per setting: a comparison never finds two runs that disagree
             # (what one run holds, e.g. a ratio of each design, it holds as it was recorded)
-            what = (m.model, m.benchmark)
             setting = shown_setting_of(m) or "no setting"
             metric = metric_for(m.benchmark, m.unit)
             identity = (
-                what
+                (m.model, m.benchmark)
                 if metric is not None and metric.kind is Kind.ACCURACY
                 else (m.model, f"{m.benchmark} {setting_of(m)}")
             )
@@ -277,23 +269,32 @@ def cmd_merge(args: argparse.Namespace) -> int:
             measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
     check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
-        shown = "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
         raise ModelsweepError(
-            f"refusing to merge runs served by different images: {shown}; "
-            "merge only runs made with one pinned image"
+            "refusing to merge runs served by different images: "
+            + "; ".join(f"{digest} (run {run})" for digest, run in digests.items())
+            + "; merge only runs made with one pinned image"
         )
-    document = {
-        "schema": SCHEMA,
-        "run": {
-            "run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
-            "merged_from": runs,
-            "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs})),
-        },
-        "endpoints": endpoints,
-        "measurements": [finite(m) for m in measurements],
-        "summary": {"merged": len(runs)},
-    }
-    write_file(args.output, "-o", strict_json(redacted(document), indent=1) + "\n")
+    write_file(
+        args.output,
+        "-o",
+        strict_json(
+            redacted(
+                {
+                    "schema": SCHEMA,
+                    "run": {
+                        "run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
+                        "merged_from": runs,
+                        "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs})),
+                    },
+                    "endpoints": endpoints,
+                    "measurements": [finite(m) for m in measurements],
+                    "summary": {"merged": len(runs)},
+                }
+            ),
+            indent=1,
+        )
+        + "\n",
+    )
     print(f"merged {len(runs)} runs, {len(measurements)} measurements into {args.output}")
     return 0
 
@@ -314,8 +315,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.sweep_run is not None:
         from .store.database import Store
 
-        store = Store(args.store, create=False, read_only=True)
-        run, stored = store.sweep_run_report(args.sweep_run)
+        run, stored = Store(args.store, create=False, read_only=True).sweep_run_report(
+            args.sweep_run
+        )
         measurements = measurements_of(stored)
     else:
         run, measurements = _run_measurements(args.store, args.run)
@@ -482,12 +484,12 @@ def cmd_screen(args: argparse.Namespace) -> int:
         print(f"{SCREEN}: {error}", file=sys.stderr)
         return 2
     settings = sweep.screening
-    where = f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"
     print(
         f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
         f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
         f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
-        f"stay for the KV cache; from {where}"
+        "stay for the KV cache; from "
+        + (f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub")
     )
     for line in screening_table(results) if results else ():
         print(line)
@@ -528,13 +530,16 @@ def _screened_specs(sweep: Sweep, models: Sequence[str], repos: Sequence[str]) -
 
 def gated_benchmarks_text() -> str:
     """Which benchmarks ``compare`` judges, by kind, from the metric table."""
-    yours = {Kind.ACCURACY: " and every other benchmark recorded in the unit accuracy (your own)"}
-    parts = [
-        f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours.get(kind, '')}"
-        for kind in GATED_KINDS
-        if benchmarks_of(kind)
-    ]
-    return "compares " + "; ".join(parts) + " (other measurements are not gated)"
+    yours = " and every other benchmark recorded in the unit accuracy (your own)"
+    return (
+        "compares "
+        + "; ".join(
+            f"{kind.value}: {', '.join(benchmarks_of(kind))}{yours if kind is Kind.ACCURACY else ''}"
+            for kind in GATED_KINDS
+            if benchmarks_of(kind)
+        )
+        + " (other measurements are not gated)"
+    )
 
 
 def _say(message: str) -> None:

@@ -308,13 +308,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``model_name`` with the run's models, ``candidate_name`` with its candidates."""
     if not any(param in metafunc.fixturenames for param in MODEL_PARAMS):
         return
-    state = run_state(metafunc.config)
-    if "model_name" in metafunc.fixturenames:
-        names = state.models_to_run
-        metafunc.parametrize("model_name", names, ids=names, scope="function")
-    elif "candidate_name" in metafunc.fixturenames:
-        names = [m for m in state.models_to_run if m != state.selection.reference]
-        metafunc.parametrize("candidate_name", names, ids=names, scope="function")
+    run = run_state(metafunc.config).config
+    param = "model_name" if "model_name" in metafunc.fixturenames else "candidate_name"
+    names = list(run.models_to_run if param == "model_name" else run.selection.candidates)
+    metafunc.parametrize(param, names, ids=names, scope="function")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -339,20 +336,20 @@ def pytest_collection_modifyitems(
     if not any(model_of_item(item) is not None for item in items):
         return
     state = run_state(config)
-    if state.reference_added:
+    if state.config.reference_added:
         from .pytest.collection import reference_tests_to_skip
 
         skipped, lines = reference_tests_to_skip(
-            items, state.selection.reference, state.stored_reference_run
+            items, state.config.selection.reference, state.stored_reference_run
         )
         if skipped:
             config.hook.pytest_deselected(items=skipped)
             gone = {id(item) for item in skipped}
             items[:] = [item for item in items if id(item) not in gone]
-        for line in lines if state.worker_id in ("main", "gw0") else ():  # once a run
+        for line in lines if state.config.worker_id in ("main", "gw0") else ():  # once a run
             state.write_line(line)
-    run_order = {name: i for i, name in enumerate(state.models_to_run)}
-    holm = state.options.holm
+    run_order = {name: i for i, name in enumerate(state.config.models_to_run)}
+    holm = state.config.options.holm
 
     def key(item: pytest.Item) -> tuple[int, int, int]:
         name = model_of_item(item)
@@ -373,7 +370,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = active_run_state(session.config)
     if (
         state is None
-        or state.options.sweep_run is None
+        or state.config.options.sweep_run is None
         or session.config.pluginmanager.has_plugin("dsession")
     ):
         return
@@ -400,8 +397,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if nextitem is None or model_of_item(nextitem) != name:
         state = active_run_state(item.config)
         if state is not None and not (
-            state.options.interleave  # the ratio tests measure it
-            and name == state.selection.reference
+            state.config.options.interleave  # the ratio tests measure it
+            and name == state.config.selection.reference
         ):
             state.release_endpoint(name)
 
@@ -427,17 +424,29 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """The test's model and measurements on its report (plain data xdist carries), redacted."""
+    """The test's model and measurements on its report (plain data xdist carries), redacted;
+    the run state keeps the report that ends a modelsweep test run in this process (a plain
+    run's, or an xdist worker's own): its comparisons read how it ended from there."""
     report = yield
     model = model_of_item(item)
     if model is not None:
         report.modelsweep_model = model  # type: ignore[attr-defined]
     if call.excinfo is not None and call.excinfo.errisinstance(ModelsweepError):
         report.longrepr = str(call.excinfo.value)
-    if active_run_state(item.config) is not None:
+    state = active_run_state(item.config)
+    if state is not None:
         from .pytest.redaction import redact_report
 
         redact_report(report)
+    ended = report.when == "call" or (report.when == "setup" and not report.passed)
+    if state is not None and model is not None and ended:
+        from .judging.comparisons import FinishedTest
+        from .pytest.controller import first_line
+
+        state.test_finished(
+            report.nodeid,
+            lambda: FinishedTest(report.outcome, first_line(report) if report.failed else ""),
+        )
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:
         report.modelsweep_unjudged = unjudged  # type: ignore[attr-defined]

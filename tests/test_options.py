@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from argparse import ArgumentTypeError
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import FrozenInstanceError, fields
 from typing import Any
 
 import pytest
 
 from pytest_modelsweep.cli import build_parser, main
+from pytest_modelsweep.core.errors import UnknownModelError
 from pytest_modelsweep.core.options import (
     DEFAULTS,
     MIN_TIMED_REQUESTS,
@@ -28,6 +29,9 @@ from pytest_modelsweep.core.options import (
 )
 from pytest_modelsweep.core.slo import Slo
 from pytest_modelsweep.core.stats import Verdict
+from pytest_modelsweep.core.store_location import StoreLocation
+from pytest_modelsweep.core.sweep import Selection
+from pytest_modelsweep.pytest.state import Options, RunConfig
 
 pytest_plugins = ("pytester",)
 
@@ -113,6 +117,43 @@ def test_pytest_parses_to_the_table(pytester: pytest.Pytester) -> None:
         assert getattr(option, field.name) == getattr(DEFAULTS, field.name), field.name
     assert option.repeats == 3 and option.fail_on == frozenset({"worse"})
     assert option.fail_on_regression == Thresholds(0.01, 0.10)
+
+
+def test_the_run_config_is_made_once_from_the_parsed_options(pytester: pytest.Pytester) -> None:
+    """Naming only a candidate adds the reference (its comparisons need it); --until-decided's
+    round size, --limit and --usd-per-hour reach the benchmarks' settings; nothing changes later."""
+
+    def run_config(*args: str) -> RunConfig:
+        return RunConfig.of(
+            Options.from_namespace(pytester.parseconfig(*args).option),
+            rootdir=pytester.path,
+            run_id="r1",
+            is_worker=False,
+            worker_id="main",
+            args=args,
+        )
+
+    run = run_config(
+        "--model=smollm2-135m",
+        "--until-decided",
+        "--round-size=7",
+        "--limit=5",
+        "--usd-per-hour=2.5",
+    )
+    assert run.models_to_run == ("gemma3-270m", "smollm2-135m") and run.reference_added
+    assert run.selection == Selection("gemma3-270m", ("smollm2-135m",))
+    settings = run.bench_settings
+    assert (settings.run_id, settings.round_size, settings.limit) == ("r1", 7, 5)
+    assert settings.pricing is not None and settings.pricing.usd_per_hour == 2.5
+    assert run.store_location == StoreLocation.file(pytester.path / ".modelsweep" / "store.sqlite")
+    assert run.results_path == pytester.path / ".modelsweep" / "runs" / "r1" / "results.json"
+    with pytest.raises(FrozenInstanceError):
+        run.run_id = "r2"  # type: ignore[misc]
+    every = run_config()
+    assert every.models_to_run == every.selection.models and not every.reference_added
+    assert every.bench_settings.round_size is None
+    with pytest.raises(UnknownModelError, match=r"unknown model 'nosuch' in sweep 'embedded'"):
+        run_config("--model=nosuch")
 
 
 @pytest.mark.parametrize(

@@ -286,3 +286,36 @@ def test_holm_with_xdist_is_a_usage_error_naming_the_two_step_way(
             "*--holm compares every candidate at once*run `pytest benches -m verdict --holm` without -n*"
         ]
     )
+
+
+def test_a_capacity_ratio_test_marked_with_no_one_search_errors_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """``judge_capacity_ratio`` compares the search its test is marked with: one of
+    ``capacity`` (concurrent requests) and ``rate_capacity`` (requests/s), never none or both."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.verdict
+        def test_none(candidate_name, judge_capacity_ratio):
+            judge_capacity_ratio()
+
+        @pytest.mark.verdict
+        @pytest.mark.capacity
+        @pytest.mark.rate_capacity
+        def test_both(candidate_name, judge_capacity_ratio):
+            judge_capacity_ratio()
+        """
+    )
+    result = pytester.runpytest(*PAIR)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            f"test_{name}[[]smollm2-135m[]] judges a capacity ratio, so it is marked with exactly "
+            "one of @pytest.mark.capacity or @pytest.mark.rate_capacity (the search it compares); "
+            f"it has {count}"
+            for name, count in (("none", 0), ("both", 2))
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from direct_calls import Recorded, attached, bench_settings
 from paths import TWO_WORKERS
 from sse_server import ListingServer
 
@@ -29,10 +30,13 @@ from pytest_modelsweep.api.evaluation import (
     summarise_items,
 )
 from pytest_modelsweep.client import parse_completion
-from pytest_modelsweep.core.errors import DataError, ScorerError
+from pytest_modelsweep.core.errors import DataError, MeasurementError, ScorerError
+from pytest_modelsweep.core.outputs import OutputError
 from pytest_modelsweep.core.records import Completion, ItemRecord
 from pytest_modelsweep.data.gsm8k import Gsm8kProblem
 from pytest_modelsweep.scoring.gsm8k import score_gsm8k_answer
+from pytest_modelsweep.store.database import Store
+from pytest_modelsweep.workloads.accuracy import evaluate
 from pytest_modelsweep.workloads.gsm8k import gsm8k_eval_item
 
 pytest_plugins = ("pytester",)
@@ -249,29 +253,6 @@ def test_marker_model_and_limit_select_as_for_the_built_ins(
     mine = measurements(project, "r.json")[("cand", "my_eval")]
     assert (mine["n"], mine["params"]["limit"], mine["params"]["subset"]) == (5, 5, True)
     assert [item["item_id"] for item in mine["items"]] == ["q00", "q01", "q02", "q03", "q04"]
-
-
-@pytest.mark.parametrize("returned", ["2.0", "'yes'"])
-def test_a_scorer_returning_no_score_fails_in_one_line(
-    project: pytest.Pytester,
-    servers: tuple[ArithmeticServer, ArithmeticServer],
-    returned: str,
-) -> None:
-    project.makepyfile(
-        test_my_eval=MY_EVAL.replace(
-            "return Score(answer == item.answer, answer=answer)", f"return {returned}"
-        )
-    )
-    result = run(project, *options(servers, "-m", "my_eval", "--model=ref"))
-    result.assert_outcomes(failed=1, skipped=1)  # the verdict: no candidate in this run
-    result.stdout.fnmatch_lines(
-        [
-            "*_ test_my_eval[[]ref[]] _*",
-            f"scorer first_number returned {returned} for my_eval item 'q*': expected True/False, a "
-            "number in [[]0, 1], or Score(value, answer=...) with one",
-        ]
-    )
-    assert "Traceback" not in result.stdout.str()
 
 
 def test_partial_credit_is_the_accuracy_and_the_verdicts_score(
@@ -655,6 +636,195 @@ def test_the_guide_shows_the_example_as_it_is() -> None:
     assert code in (root / "docs" / "writing-benchmarks.md").read_text()
 
 
+# --------------------------------------------------------------------------- evaluate, called
+
+ITEMS = [
+    EvalItem(
+        f"q{i:02d}",
+        messages=[
+            {"role": "system", "content": "Answer with a number."},
+            {"role": "user", "content": f"What is {i} + {2 * i}?"},
+        ],
+        answer=str(3 * i),
+        max_tokens=8,
+        stop=["\n"],
+    )
+    for i in range(30)
+]
+"""MY_EVAL's items, as the fixture gets them."""
+
+
+def first_number(completion: Completion, item: EvalItem) -> Score:
+    """MY_EVAL's scorer."""
+    answer = (completion.text or "").strip().split(" ")[0]
+    return Score(answer == item.answer, answer=answer)
+
+
+def test_evaluate_scores_stores_and_then_reuses_every_item(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    results, recorded = [], Recorded()
+    with ArithmeticServer("cand", wrong=(1, 3, 5, 7, 9)) as server:
+        for run_id in ("first", "second"):
+            results.append(
+                evaluate(
+                    lambda: attached(server.base_url, "cand", "chat"),
+                    "my_eval",
+                    iter(ITEMS),
+                    first_number,
+                    prompting="chat",
+                    settings=bench_settings(run_id=run_id),
+                    record=recorded,
+                    store=store,
+                    concurrency=4,
+                )
+            )
+    store.close()
+    assert len(server.stats.bodies) == 30  # the second run sent nothing
+    assert [(r.sent, r.reused) for r in results] == [(30, 0), (0, 30)]
+    for result, measurement in zip(results, recorded, strict=True):
+        assert (result.model, result.n, result.correct, result.failed) == ("cand", 30, 25, 0)
+        assert result.accuracy == measurement.value == 25 / 30
+        assert (measurement.benchmark, measurement.unit, measurement.n) == (
+            "my_eval",
+            "accuracy",
+            30,
+        )
+        assert measurement.params == {
+            "prompting": "chat",
+            "limit": None,
+            "subset": False,
+            "sampling": {"max_tokens": 8, "temperature": 0.0},
+        }
+        assert measurement.provenance["served_name"] == "cand"
+        assert [item["item_id"] for item in measurement.items] == [item.id for item in ITEMS]
+        assert measurement.stats == result.stats
+
+
+def test_evaluate_sends_only_the_first_limit_items() -> None:
+    recorded = Recorded()
+    with ArithmeticServer("ref") as server:
+        result = evaluate(
+            lambda: attached(server.base_url, "ref"),
+            "my_eval",
+            ITEMS,
+            first_number,
+            prompting="completion",
+            settings=bench_settings(limit=5),
+            record=recorded,
+            store=None,
+        )
+    assert (result.n, len(server.stats.bodies)) == (5, 5)
+    assert "Answer with a number.\n\nUser: What is 0 + 0?\n\nAssistant:" in [
+        body["prompt"] for body in server.stats.bodies
+    ]
+    (measurement,) = recorded
+    assert (measurement.params["limit"], measurement.params["subset"]) == (5, True)
+    assert [item["item_id"] for item in measurement.items] == ["q00", "q01", "q02", "q03", "q04"]
+
+
+@pytest.mark.parametrize(
+    ("items", "concurrency", "line"),
+    [
+        (["q00"], 4, "my_eval: items must be EvalItem, got str"),
+        ([], 4, "my_eval: no items to evaluate"),
+        (ITEMS[:2] * 2, 4, "my_eval: two items have the id 'q00'; ids must be unique"),
+        (ITEMS, 0, "my_eval: concurrency must be a positive integer, got 0"),
+    ],
+    ids=["not-items", "none", "twice", "concurrency"],
+)
+def test_evaluate_refuses_bad_input_in_one_line_before_a_server_is_asked_for(
+    items: list[Any], concurrency: int, line: str
+) -> None:
+    def no_server() -> Any:
+        raise AssertionError("a server was asked for")
+
+    recorded = Recorded()
+    with pytest.raises(DataError) as info:
+        evaluate(
+            no_server,
+            "my_eval",
+            items,
+            first_number,
+            prompting="chat",
+            settings=bench_settings(),
+            record=recorded,
+            store=None,
+            concurrency=concurrency,
+        )
+    assert str(info.value) == line
+    assert recorded == []
+
+
+@pytest.mark.parametrize("returned", [2.0, "yes"])
+def test_a_scorer_returning_no_score_fails_the_evaluation_in_one_line(returned: Any) -> None:
+    def first_number(completion: Completion, item: EvalItem) -> Any:
+        return returned
+
+    with ArithmeticServer("ref") as server, pytest.raises(ScorerError) as info:
+        evaluate(
+            lambda: attached(server.base_url, "ref"),
+            "my_eval",
+            ITEMS[:1],
+            first_number,
+            prompting="completion",
+            settings=bench_settings(),
+            record=Recorded(),
+            store=None,
+        )
+    assert str(info.value) == (
+        f"scorer test_a_scorer_returning_no_score_fails_the_evaluation_in_one_line.<locals>."
+        f"first_number returned {returned!r} for my_eval item 'q00': expected True/False, a "
+        "number in [0, 1], or Score(value, answer=...) with one"
+    )
+
+
+def test_evaluate_records_what_it_measured_before_saying_the_store_failed() -> None:
+    recorded = Recorded()
+    with ArithmeticServer("ref") as server, pytest.raises(OutputError) as info:
+        evaluate(
+            lambda: attached(server.base_url, "ref"),
+            "my_eval",
+            ITEMS[:3],
+            first_number,
+            prompting="chat",
+            settings=bench_settings(),
+            record=recorded,
+            store=None,
+            store_failure="the store s.sqlite: cannot write (disk full)",
+        )
+    assert str(info.value) == (
+        "the store s.sqlite: cannot write (disk full) (the measurement is in the results)"
+    )
+    assert [(m.value, m.n) for m in recorded] == [(1.0, 3)]
+
+
+def test_an_answer_from_another_model_fails_that_item_in_one_line() -> None:
+    """A proxy that routes a request to another model is exactly the lie a benchmark must
+    catch: that item is failed (never scored as this model's), the rest are recorded, and
+    the evaluation fails naming it."""
+    recorded = Recorded()
+    with OtherModelServer("ref") as server, pytest.raises(MeasurementError) as info:
+        evaluate(
+            lambda: attached(server.base_url, "ref"),
+            "my_eval",
+            ITEMS[:5],
+            first_number,
+            prompting="chat",
+            settings=bench_settings(),
+            record=recorded,
+            store=None,
+        )
+    assert str(info.value) == (
+        "1 of 5 my_eval requests got no answer (first: answered by model "
+        "'llama-70b-fallback', not 'ref' that was asked for: the server (or a proxy "
+        "before it) routes to another model; point --endpoint at the server of this model, or "
+        "fix its served_name in the sweep); re-run to resend them (completed items are reused)"
+    )
+    (measurement,) = recorded
+    assert (measurement.value, measurement.n) == (1.0, 4)
+    assert [item["item_id"] for item in measurement.items if item["error"]] == ["q03"]
+
+
 # --------------------------------------------------------------------------- declarations a hostile user gets wrong
 
 
@@ -726,31 +896,6 @@ class OtherModelServer(ArithmeticServer):
             )
             body = json.dumps(data).encode()
         return await super()._respond(writer, status, ctype, body)
-
-
-def test_an_answer_from_another_model_fails_that_item_in_one_line(
-    pytester: pytest.Pytester,
-) -> None:
-    """A proxy that routes a request to another model is exactly the lie a benchmark must
-    catch: that item is failed (never scored as this model's), the test fails naming it."""
-    with OtherModelServer("ref-served") as reference, OtherModelServer("cand-served") as cand:
-        (pytester.path / "mine.toml").write_text(SWEEP)
-        pytester.makepyfile(test_my_eval=MY_EVAL)
-        result = run(
-            pytester,
-            *options((reference, cand), "--model=ref", "-k", "not verdict", "--results=r.json"),
-        )
-    result.assert_outcomes(failed=1, passed=1)  # (and test_plain)
-    result.stdout.fnmatch_lines(
-        [
-            "1 of 30 my_eval requests got no answer (first: answered by model "
-            "'llama-70b-fallback', not 'ref-served' that was asked for: the server (or a proxy "
-            "before it) routes to another model; point --endpoint at the server of this model, or "
-            "fix its served_name in the sweep); re-run to resend them (completed items are reused)"
-        ]
-    )
-    items = json.loads((pytester.path / "r.json").read_text())["measurements"][0]["items"]
-    assert [i["item_id"] for i in items if i["error"]] == ["q03"]
 
 
 def test_a_streamed_answer_from_another_model_fails_that_request() -> None:

@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from direct_calls import Recorded, attached, bench_settings
 from paths import TWO_WORKERS
 from sse_server import ListingServer, fake_token_ids
 from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
 from test_public_api import options as api_options
 
-from pytest_modelsweep.api.prompts import checked_prompts, load_prompts
+from pytest_modelsweep.api.prompts import checked_prompts, load_prompts, prompts_digest
 from pytest_modelsweep.core.errors import DataError
+from pytest_modelsweep.core.stats.repeats import RepeatPolicy
+from pytest_modelsweep.workloads.setting import measure_throughput
 
 pytest_plugins = ("pytester",)
 
@@ -255,7 +258,7 @@ def test_bad(measure_throughput, concurrency):
     measure_throughput("my_shape", ["hello there"], concurrency=3)
 """
     )
-    result = pytester.runpytest_subprocess(*options(servers, "--model=ref"))
+    result = pytester.runpytest(*options(servers, "--model=ref"))  # (refused before sending)
     result.stdout.fnmatch_lines(
         [
             (
@@ -280,3 +283,96 @@ def test_interleave_refuses_a_users_shape_in_one_line(
             )
         ]
     )
+
+
+# --------------------------------------------------------------------------- measure_throughput, called
+
+TEXTS = [line for line in PROMPTS.splitlines() if not line.startswith("#")]
+
+
+@pytest.mark.parametrize("rate", [None, 50.0], ids=["closed", "open"])
+def test_measure_throughput_records_the_prompts_as_one_setting(rate: float | None) -> None:
+    recorded = Recorded()
+    settings = bench_settings(repeats=RepeatPolicy(2, 0.05, 10), contended_cores=64.0)
+    with ListingServer("m") as server:
+        measure_throughput(
+            lambda: attached(server.base_url, "m"),
+            settings,
+            recorded,
+            "my_shape",
+            TEXTS,
+            concurrency=2,
+            output_tokens=6,
+            params={"team": "search"},
+            rate=rate,
+        )
+    (measurement,) = recorded
+    assert (measurement.model, measurement.benchmark, measurement.unit) == (
+        "m",
+        "my_shape",
+        "tokens/s",
+    )
+    open_loop = {"request_rate": 50.0, "burstiness": 1.0, "max_in_flight": 2} if rate else {}
+    assert measurement.params == {
+        "concurrency": 2,
+        "prompt_tokens": None,
+        "output_tokens": 6,
+        "timed_requests": settings.open_loop_timed_requests if rate else 4,
+        "repeats": 2,
+        "user_prompts": 3,
+        "prompts_hash": prompts_digest(TEXTS),
+        "unique_prefixes": True,
+        **open_loop,
+        "team": "search",
+    }
+    assert len(measurement.stats.repeat_values) == 2
+    assert all(r["completion_tokens"] == 6 for r in measurement.requests)
+    # every prompt the server saw is one of the texts behind a lead word
+    assert {b["prompt"].split(": ", 1)[1] for b in server.stats.bodies} == set(TEXTS)
+
+
+@pytest.mark.parametrize(
+    ("prompts", "options", "line"),
+    [
+        ("one prompt", {}, "my_shape: prompts must be a list of strings, not one string"),
+        ([], {}, "my_shape: no prompts to send"),
+        (TEXTS, {"concurrency": 0}, "my_shape: concurrency must be a positive integer, got 0"),
+        (
+            TEXTS,
+            {"output_tokens": True},
+            "my_shape: output_tokens must be a positive integer, got True",
+        ),
+        (
+            TEXTS,
+            {"rate": 0},
+            "my_shape: rate (requests per second) must be a positive number, got 0",
+        ),
+        (
+            TEXTS,
+            {"rate": float("inf")},
+            "my_shape: rate (requests per second) must be a positive number, got inf",
+        ),
+        (
+            TEXTS,
+            {"rate": 2, "burstiness": -1.0},
+            "my_shape: burstiness must be a positive number, got -1.0",
+        ),
+    ],
+    ids=["one-string", "none", "concurrency", "output-tokens", "rate", "rate-inf", "burstiness"],
+)
+def test_measure_throughput_refuses_bad_input_in_one_line_before_a_server_is_asked_for(
+    prompts: Any, options: dict[str, Any], line: str
+) -> None:
+    def no_server() -> Any:
+        raise AssertionError("a server was asked for")
+
+    with pytest.raises(DataError) as info:
+        measure_throughput(
+            no_server,
+            bench_settings(),
+            Recorded(),
+            "my_shape",
+            prompts,
+            **{"concurrency": 2, **options},
+        )
+    assert str(info.value) == line

@@ -46,13 +46,13 @@ SCORES = {"gemma3-270m": [1, 0, 1, 1] * 10, "smollm2-135m": [0, 0, 1, 0] * 10}
 @pytest.mark.gsm8k
 def test_gsm8k(model_name, modelsweep_run, record_measurement):
     store = modelsweep_run.store
-    store.add_endpoint(modelsweep_run.run_id, model_name, {"server_name": "s", "server_version": "1"})
+    store.add_endpoint(modelsweep_run.config.run_id, model_name, {"server_name": "s", "server_version": "1"})
     items = []
     for i, ok in enumerate(SCORES[model_name]):
         item = ItemRecord(item_id=f"q{i:03d}", prompt_hash="p", correct=bool(ok), data_hash="d",
                           response=PWNED if i == 0 else f"The answer is {i}.", finish_reason="stop",
                           extracted={"strict-match": None, "flexible-extract": str(i)})
-        store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name, item)
+        store.add_item(modelsweep_run.config.run_id, model_name, "gsm8k", "k-" + model_name, item)
         items.append(item.to_dict())
     accuracy = sum(SCORES[model_name]) / 40
     record_measurement("gsm8k", accuracy, "accuracy", 40, items=items,

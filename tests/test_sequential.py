@@ -1,8 +1,8 @@
 """``--until-decided``: the real benches, stopped once their comparisons are decided.
 
-The input is what the benches write: ``benches/test_accuracy.py`` (GSM8K on the shared data)
-and a user's own ``evaluate`` benchmark, run in pytest subprocesses for a reference and two
-candidates, each served by the decision page's fake server that answers each question right
+The input is what the benches write: ``benches/test_accuracy.py`` (GSM8K on the shared data),
+run in pytest subprocesses for a reference and two candidates, and a user's own benchmark
+through ``evaluate`` called directly, each served by the decision page's fake server that answers each question right
 or wrong as told (tests/test_decision_page.py). The reference is right on 6 items of every 10;
 ``SAME`` answers exactly as the reference does; ``WORSE`` is right on 1 of every 10. Every
 verdict and gate row is checked against the confidence sequence computed here again from the
@@ -21,10 +21,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from direct_calls import Recorded, attached, bench_settings
 from paths import TWO_WORKERS
 from requirements import SHARED_DATA_HINT, module_needs
 from test_decision_page import (
@@ -36,6 +38,8 @@ from test_decision_page import (
     AnsweringServer,
 )
 
+from pytest_modelsweep.api.evaluation import EvalItem
+from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.measurements import (
     AccuracyStats,
     AccuracyVerdictStats,
@@ -44,7 +48,10 @@ from pytest_modelsweep.core.measurements import (
 from pytest_modelsweep.core.stats.sequences import paired_sequence, seeded_order
 from pytest_modelsweep.core.sweep import SweepError, load_sweep
 from pytest_modelsweep.data.gsm8k import load_gsm8k
+from pytest_modelsweep.judging.rounds import until_decided
 from pytest_modelsweep.judging.sequential import ORDER_SEED, sequential_gate_status
+from pytest_modelsweep.store.database import Store
+from pytest_modelsweep.workloads.accuracy import evaluate
 from pytest_modelsweep.workloads.gsm8k import doc_to_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,22 +67,6 @@ RIGHT: dict[str, Callable[[int], bool]] = {
 }
 
 USER_ITEMS = 60
-USER_BENCH = """
-import pytest
-from pytest_modelsweep import Completion, EvalItem, Evaluate
-
-ITEMS = [EvalItem(f"add-{i:03d}", messages=[{"role": "user", "content": f"What is {i} plus 7?"}],
-                  answer=str(i + 7), max_tokens=8) for i in range(COUNT)]
-
-
-def exact(completion: Completion, item: EvalItem) -> bool:
-    return (completion.text or "").strip() == item.answer
-
-
-@pytest.mark.modelsweep_benchmark("adding")
-def test_adding(evaluate: Evaluate) -> None:
-    evaluate("adding", ITEMS, exact, concurrency=4)
-""".replace("COUNT", str(USER_ITEMS))
 
 
 class SlowServer(AnsweringServer):
@@ -164,7 +155,6 @@ def command(
 ) -> tuple[list[str], dict[str, str]]:
     """The pytest command of the benches (copied into ``path``) against the servers."""
     (path / "test_accuracy.py").write_text((ROOT / "benches" / "test_accuracy.py").read_text())
-    (path / "test_adding.py").write_text(USER_BENCH)
     (path / "seq.toml").write_text(sweep)
     env = {
         **os.environ,
@@ -407,29 +397,65 @@ def test_a_killed_run_continues_its_sequence_without_resending(tmp_path: Path) -
 
 
 def test_a_users_own_benchmark_stops_when_decided(tmp_path: Path) -> None:
+    """``evaluate`` in rounds (``until_decided``), as the fixture calls it with
+    ``--until-decided --round-size=5``: the reference, whose candidate has not started, goes to
+    the order's end; the worse candidate then stops once its verdict is decided."""
+    store = Store(tmp_path / "store.sqlite")
+    items = [
+        EvalItem(
+            f"add-{i:03d}",
+            messages=[{"role": "user", "content": f"What is {i} plus 7?"}],
+            answer=str(i + 7),
+            max_tokens=8,
+        )
+        for i in range(USER_ITEMS)
+    ]
+    lines: list[str] = []
+
+    def no_baseline() -> list[Measurement]:
+        raise DataError("--baseline 'base': no such baseline")
+
+    def evaluated(model: str, served: SlowServer) -> AccuracyStats:
+        result = evaluate(
+            lambda: attached(served.base_url, model, "chat"),
+            "adding",
+            items,
+            lambda completion, item: (completion.text or "").strip() == item.answer,
+            prompting="chat",
+            settings=bench_settings(),
+            record=Recorded(),
+            store=store,
+            concurrency=4,
+            rounds=partial(
+                until_decided,
+                store=store,
+                run_id="run",
+                model=model,
+                round_size=5,
+                wait_s=60.0,
+                reference=REFERENCE,
+                candidates=[WORSE],
+                tests_of=lambda name, benchmark, params: [f"test_{benchmark}[{name}]"],
+                margin=None,
+                baseline=no_baseline,
+                progress=lines.append,
+            ),
+        )
+        return result.stats
+
     servers = {model: server(model) for model in (REFERENCE, WORSE)}
-    result = serving(
+    reference, worse = serving(
         servers,
-        lambda: run(
-            tmp_path,
-            servers,
-            "test_adding.py",
-            "--model",
-            REFERENCE,
-            "--model",
-            WORSE,
-            *TWO_WORKERS,
-            "--until-decided",
-            "--round-size=5",
-        ),
+        lambda: (evaluated(REFERENCE, servers[REFERENCE]), evaluated(WORSE, servers[WORSE])),
     )
-    reference, worse = result.accuracy(REFERENCE, "adding"), result.accuracy(WORSE, "adding")
-    assert worse.sequence is not None and reference.sequence is not None
-    assert worse.sequence.stop == "decided" and worse.n < USER_ITEMS, result.output[-3000:]
-    assert worse.sequence.population == USER_ITEMS
-    verdict = result.verdict(WORSE, "adding")
-    assert verdict.verdict is not None and verdict.verdict.value == "worse"
-    assert verdict.sequence is not None and verdict.sequence.n <= worse.n
+    store.close()
+    assert reference.sequence is not None and worse.sequence is not None
+    assert (reference.n, reference.sequence.stop) == (USER_ITEMS, "final")
+    assert worse.sequence.stop == "decided" and worse.n < USER_ITEMS
+    assert (worse.sequence.population, worse.sequence.round_size) == (USER_ITEMS, 5)
+    assert worse.n % 5 == 0 and worse.sent == worse.n == len(asked(servers[WORSE]))
+    assert worse.sequence.comparisons[0].startswith(f"{WORSE} vs {REFERENCE}: ")
+    assert f"adding {WORSE}: no baseline to stop by (--baseline 'base': no such baseline)" in lines
 
 
 # --------------------------------------------------------------------------- the gate

@@ -31,9 +31,9 @@ PROV = {"server_name": "s", "server_version": "1", "image_digest": None,
 @pytest.mark.gsm8k
 def test_gsm8k(model_name, modelsweep_run, record_measurement):
     store = modelsweep_run.store
-    store.add_endpoint(modelsweep_run.run_id, model_name, PROV)
+    store.add_endpoint(modelsweep_run.config.run_id, model_name, PROV)
     for i, ok in enumerate(SCORES[model_name]):
-        store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name,
+        store.add_item(modelsweep_run.config.run_id, model_name, "gsm8k", "k-" + model_name,
                        ItemRecord(item_id=f"q{i:03d}", prompt_hash="p", correct=bool(ok),
                                   response="", data_hash="d"))
     record_measurement("gsm8k", sum(SCORES[model_name]) / 200, "accuracy", 200)
@@ -196,9 +196,9 @@ def test_many_candidates_under_two_workers_never_wait_on_their_own_queue(
         @pytest.mark.gsm8k
         def test_gsm8k(model_name, modelsweep_run, record_measurement):
             store = modelsweep_run.store
-            store.add_endpoint(modelsweep_run.run_id, model_name, PROV)
+            store.add_endpoint(modelsweep_run.config.run_id, model_name, PROV)
             for i in range(50):
-                store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name,
+                store.add_item(modelsweep_run.config.run_id, model_name, "gsm8k", "k-" + model_name,
                                ItemRecord(item_id=f"q{i}", prompt_hash="p", correct=i % 2 == 0,
                                           response="", data_hash="d"))
             record_measurement("gsm8k", 0.5, "accuracy", 50)
@@ -271,9 +271,9 @@ def test_holm_widens_each_candidates_interval_to_its_step_down_level(
         @pytest.mark.gsm8k
         def test_gsm8k(model_name, modelsweep_run, record_measurement):
             store = modelsweep_run.store
-            store.add_endpoint(modelsweep_run.run_id, model_name, {"server_name": "s"})
+            store.add_endpoint(modelsweep_run.config.run_id, model_name, {"server_name": "s"})
             for i in range(200):
-                store.add_item(modelsweep_run.run_id, model_name, "gsm8k", "k-" + model_name,
+                store.add_item(modelsweep_run.config.run_id, model_name, "gsm8k", "k-" + model_name,
                                ItemRecord(item_id=f"q{i:03d}", prompt_hash="p",
                                           correct=i in RIGHT[model_name], response="",
                                           data_hash="d"))

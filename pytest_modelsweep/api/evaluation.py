@@ -344,16 +344,6 @@ class Evaluate(Protocol):
         ...
 
 
-def first_duplicate(items: Sequence[EvalItem]) -> str | None:
-    """The first item id given twice, or None."""
-    seen: set[str] = set()
-    for item in items:
-        if item.id in seen:
-            return item.id
-        seen.add(item.id)
-    return None
-
-
 __all__ = [
     "EvalItem",
     "Evaluate",
@@ -363,7 +353,6 @@ __all__ = [
     "Scorer",
     "Summarise",
     "check_positive",
-    "first_duplicate",
     "render_completion_prompt",
     "request_for",
     "scored_record",

@@ -75,10 +75,12 @@ class Breaker:
                     "the rest fail at once"
                 )
 
-    def trip(self, reason: str) -> None:
+    def trip(self, reason: str) -> str:
+        """Open with ``reason`` (unless already open); ``reason``."""
         with self._lock:
             if self.reason is None:
                 self.reason = reason
+        return reason
 
     def _get(self, path: str, timeout_s: float | None = None) -> httpx.Response | None:
         """``GET path``, answered whole within the health timeout; None when it is not."""
@@ -100,9 +102,11 @@ class Breaker:
         from .counters import parse_prometheus, work_done
 
         response = self._get("/metrics")
-        if response is None or response.status_code != 200:
-            return None
-        return work_done(parse_prometheus(response.text))
+        return (
+            None
+            if response is None or response.status_code != 200
+            else work_done(parse_prometheus(response.text))
+        )
 
     def counts_work(self) -> bool:
         """Whether the server exposes work counters, so that a stall shows without a byte."""
@@ -121,12 +125,10 @@ class Breaker:
         if shorter); else None."""
         started = time.monotonic()
         if not self.healthy():
-            reason = (
+            return self.trip(
                 f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s "
                 f"and no answer to GET /v1/models in {time.monotonic() - started:.0f} s"
             )
-            self.trip(reason)
-            return reason
         work, now = self.work_done(), self.clock()
         if work is None:
             return None  # no counters: the idle timeout decides
@@ -136,13 +138,11 @@ class Breaker:
         still = now - self._work[1]
         if still < (self.still_s if idle_s is None else min(self.still_s, idle_s)):
             return None
-        reason = (
+        return self.trip(
             f"{self.name} at {self.base_url} stalled: no byte for {silent_s:.0f} s, and "
             f"its work counters (/metrics) have not moved in {still:.0f} s although it "
             "answers GET /v1/models"
         )
-        self.trip(reason)
-        return reason
 
     def answered(self) -> None:
         """Bytes flow again: the next silence reads the work counters afresh."""

@@ -41,9 +41,7 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
     values: dict[str, float] = {}
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if only is not None and not line.startswith(only):
+        if not line or line.startswith("#") or (only is not None and not line.startswith(only)):
             continue
         brace = line.find("{")
         space = line.find(" ")
@@ -56,12 +54,9 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
             if space < 0:
                 continue
             name, rest = line[:space], line[space:]
-        fields = rest.split()
-        if not fields:
-            continue
         try:
-            value = float(fields[0])
-        except ValueError:
+            value = float(rest.split()[0])
+        except (IndexError, ValueError):
             continue
         if math.isnan(value):
             continue
@@ -72,9 +67,11 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
 def names_for(table: Mapping[str, tuple[str, ...]], server_kind: str) -> tuple[str, ...]:
     """The names a server of ``server_kind`` uses in ``table`` (server kind → names); an
     ``openai`` endpoint (attached, of unknown make) tries every known name."""
-    if server_kind in table:
-        return table[server_kind]
-    return tuple(name for names in table.values() for name in names)
+    return (
+        table[server_kind]
+        if server_kind in table
+        else tuple(name for names in table.values() for name in names)
+    )
 
 
 def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
@@ -96,13 +93,13 @@ def find_counter(
     endpoint_kind: str, which: CounterKind, metrics: dict[str, float]
 ) -> tuple[str, float]:
     """``(name, value)`` of the counter; EndpointError if the server has none of its names."""
-    found = lookup(counter_names(endpoint_kind, which), metrics)
+    names = counter_names(endpoint_kind, which)
+    found = lookup(names, metrics)
     if found is not None:
         return found
-    wanted = " or ".join(counter_names(endpoint_kind, which))
     raise EndpointError(
         f"the {endpoint_kind} server's /metrics has no {which}-tokens counter "
-        f"({wanted}); attach a llama.cpp server started with --metrics or a "
+        f"({' or '.join(names)}); attach a llama.cpp server started with --metrics or a "
         "vLLM server"
     )
 

@@ -68,14 +68,19 @@ class Target:
         parts = urlsplit(base_url_v1.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url_v1!r}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path.removesuffix("/v1"))
+        return cls(
+            parts.scheme,
+            parts.hostname,
+            parts.port or (443 if parts.scheme == "https" else 80),
+            parts.path.removesuffix("/v1"),
+        )
 
     @property
     def host_header(self) -> str:
-        default = 443 if self.scheme == "https" else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.port == default else f"{host}:{self.port}"
+        return (
+            host if self.port == (443 if self.scheme == "https" else 80) else f"{host}:{self.port}"
+        )
 
 
 def request_body(served_name: str, request: ApiRequest, *, stream: bool) -> bytes:
@@ -139,8 +144,7 @@ class StreamExchange:
 
     def on_head(self, status: int, headers: dict[str, str]) -> None:
         self.status = status
-        ctype = headers.get("content-type", "")
-        self.is_sse = status == 200 and "text/event-stream" in ctype
+        self.is_sse = status == 200 and "text/event-stream" in headers.get("content-type", "")
 
     def on_body(self, data: bytes, now: float) -> bool:
         """Feed body bytes; False asks the connection to abort (the request failed)."""
@@ -176,21 +180,19 @@ class StreamExchange:
                 self.error = reason or "connection closed before a response"
             elif not self.is_sse:
                 body = one_line(self._err_body.decode("utf-8", "replace"))
-                if self.status == 200:
-                    self.error = (
-                        f"expected an SSE stream from {self.path}, got HTTP 200 "
-                        f"without text/event-stream: {body}"
-                    )
-                else:
-                    self.error = f"HTTP {self.status} from {self.path}: {body}"
+                self.error = (
+                    f"expected an SSE stream from {self.path}, got HTTP 200 "
+                    f"without text/event-stream: {body}"
+                    if self.status == 200
+                    else f"HTTP {self.status} from {self.path}: {body}"
+                )
             elif not self.done:
                 cut = "" if complete else f" ({reason or 'connection closed'})"
                 self.error = f"stream ended before [DONE] after {self.chunks} chunks{cut}"
-        if self.end is None:
-            self.end = now
-        self.future.set_result(None)
+        self.fail(self.error, now)
 
-    def fail(self, reason: str, now: float) -> None:
+    def fail(self, reason: str | None, now: float) -> None:
+        """End the request with ``reason`` as its error (unless it has one already)."""
         if self.error is None:
             self.error = reason
         if self.end is None:
@@ -211,11 +213,7 @@ class StreamExchange:
     @staticmethod
     def _data_of(event: bytes) -> bytes | None:
         """The data of one SSE event (``data:`` lines joined), or None for none."""
-        lines = []
-        for line in event.split(b"\n"):
-            if line.startswith(b"data:"):
-                value = line[5:]
-                lines.append(value[1:] if value[:1] == b" " else value)
+        lines = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line[:5] == b"data:"]
         return b"\n".join(lines) if lines else None
 
     def _on_data(self, payload: bytes, now: float) -> bool:
@@ -260,9 +258,7 @@ class StreamExchange:
                     self.first = now
                 self.times.append(now)
                 self.texts.append(text)
-            reason = choice.get("finish_reason")
-            if reason:
-                self.finish = reason
+            self.finish = choice.get("finish_reason") or self.finish
         usage = obj.get("usage")
         if usage:
             self.prompt_tokens = usage.get("prompt_tokens")
@@ -318,10 +314,12 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         ex, self._ex = self._ex, None
-        if ex is not None:
-            complete = self._state == _BODY_CLOSE
-            reason = "connection closed" if exc is None else f"connection lost: {exc}"
-            ex.on_end(complete, perf(), reason)
+        if ex is not None:  # a close-delimited body is complete when the connection closes
+            ex.on_end(
+                self._state == _BODY_CLOSE,
+                perf(),
+                "connection closed" if exc is None else f"connection lost: {exc}",
+            )
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._read_view

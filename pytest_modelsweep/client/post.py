@@ -69,8 +69,11 @@ def parse_completion(path: ApiPath, data: Any) -> Completion:
         if isinstance(calls, list):
             tool_calls = [_tool_call(call) for call in calls]
     if not isinstance(text, str) and (text is not None or path == "/v1/completions"):
-        problem = f"{text_field(path)} is {type(text).__name__}, not a string"
-        return replace(read, error=problem, error_kind="response")
+        return replace(
+            read,
+            error=f"{text_field(path)} is {type(text).__name__}, not a string",
+            error_kind="response",
+        )
     return replace(read, text=text, tool_calls=tool_calls)
 
 
@@ -113,11 +116,15 @@ async def post_requests(
     ) as client:
 
         async def send(request: ApiRequest) -> Completion:
-            url = root + request.path.removeprefix("/v1")
-            body = request_body(served_name, request, stream=False)
             pending = Pending(loop.create_future())
             watch.inflight[id(pending)] = pending
-            post = asyncio.ensure_future(client.post(url, content=body, headers=headers))
+            post = asyncio.ensure_future(
+                client.post(
+                    root + request.path.removeprefix("/v1"),
+                    content=request_body(served_name, request, stream=False),
+                    headers=headers,
+                )
+            )
             waiters: set[asyncio.Future[Any]] = {post, pending.aborted}
             try:
                 done, _ = await asyncio.wait(
@@ -133,7 +140,26 @@ async def post_requests(
             if post not in done:
                 raise TimeoutError
             response: httpx.Response = post.result()
-            return _read_response(request, response)
+            wants = wants_key(response.status_code, guard.breaker, served_name)
+            if wants is not None:
+                return Completion.failed(wants)
+            if response.status_code >= 400:
+                return Completion.failed(
+                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
+                )
+            try:
+                data = response.json()
+            except ValueError:
+                return Completion.failed(
+                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
+                )
+            completion = parse_completion(request.path, data)
+            wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
+            return (
+                replace(completion, error=wrong, error_kind="response")
+                if wrong is not None and completion.error is None
+                else completion
+            )
 
         async def one(request: ApiRequest) -> Completion:
             blocked = watch.blocked()
@@ -156,26 +182,6 @@ async def post_requests(
                 )
             watch.settle(result.error, timed_out, perf() - start)
             return result
-
-        def _read_response(request: ApiRequest, response: httpx.Response) -> Completion:
-            wants = wants_key(response.status_code, guard.breaker, served_name)
-            if wants is not None:
-                return Completion.failed(wants)
-            if response.status_code >= 400:
-                return Completion.failed(
-                    f"HTTP {response.status_code} from {request.path}: {one_line(response.text)}"
-                )
-            try:
-                data = response.json()
-            except ValueError:
-                return Completion.failed(
-                    f"non-JSON response from {request.path}: {one_line(response.text, 80)!r}"
-                )
-            completion = parse_completion(request.path, data)
-            wrong = other_model(served_name, data.get("model")) if isinstance(data, dict) else None
-            if wrong is not None and completion.error is None:
-                return replace(completion, error=wrong, error_kind="response")
-            return completion
 
         async def worker() -> None:
             for index, request in queue:

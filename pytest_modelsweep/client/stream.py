@@ -68,10 +68,9 @@ class _StreamRunner:
         """The request on the wire; its head carries the key, so it is held as
         :class:`SecretBytes` (never shown, also not by ``pytest -l``)."""
         __tracebackhide__ = True
-        path = self.target.prefix + request.path
         body = request_body(self.served_name, request, stream=True)
         head = (
-            f"POST {path} HTTP/1.1\r\n"
+            f"POST {self.target.prefix}{request.path} HTTP/1.1\r\n"
             f"Host: {self.target.host_header}\r\n"
             "User-Agent: pytest-modelsweep\r\n"
             "Accept: text/event-stream\r\n"
@@ -94,8 +93,7 @@ class _StreamRunner:
                 return
 
     async def _connect(self) -> Connection:
-        loop = asyncio.get_running_loop()
-        _, protocol = await loop.create_connection(
+        _, protocol = await asyncio.get_running_loop().create_connection(
             Connection, self.target.host, self.target.port, ssl=self._ssl
         )
         return protocol
@@ -160,21 +158,18 @@ class _StreamRunner:
                         watch.inflight.pop(token, None)
                         ex = StreamExchange(label, loop.create_future(), self.served_name)
                         token = id(ex)
-            except _IdleTimeout:
+            except (_IdleTimeout, OSError) as exc:  # OSError: TimeoutError too
                 timed_out = True
+                where = f"{self.target.host}:{self.target.port}"
                 ex.fail(
-                    f"no byte for {self.idle_timeout_s:g} s from {self.target.host}:"
-                    f"{self.target.port} ({ex.chunks} chunks received)",
+                    f"no byte for {self.idle_timeout_s:g} s from {where} "
+                    f"({ex.chunks} chunks received)"
+                    if isinstance(exc, _IdleTimeout)
+                    else f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)"
+                    if isinstance(exc, TimeoutError)
+                    else f"cannot connect to {where}: {exc}",
                     perf(),
                 )
-            except TimeoutError:
-                timed_out = True
-                ex.fail(
-                    f"timed out after {self.timeout_s:g} s ({ex.chunks} chunks received)", perf()
-                )
-            except OSError as exc:
-                timed_out = True
-                ex.fail(f"cannot connect to {self.target.host}:{self.target.port}: {exc}", perf())
             except BaseException:  # cancelled (another worker's callback raised): no leaks
                 if conn is not None:
                     conn.abort()
@@ -189,10 +184,9 @@ class _StreamRunner:
             conn.abort()
         if conn is not None and conn.closed:
             conn = None
-        end = ex.end if ex.end is not None else perf()
         record = RequestRecord(
             start=start,
-            end=end,
+            end=ex.end if ex.end is not None else perf(),
             first_token=ex.first,
             token_times=ex.times,
             prompt_tokens=ex.prompt_tokens,
@@ -285,15 +279,13 @@ run_stream_requests = synchronous(stream_requests)
 # --------------------------------------------------------------------------- open loop
 
 
+@dataclass(slots=True, eq=False)
 class InFlight:
     """How many requests of a run are in flight now, and the most so far (read from other
     threads without a lock: an int read is atomic)."""
 
-    __slots__ = ("now", "peak")
-
-    def __init__(self) -> None:
-        self.now = 0
-        self.peak = 0
+    now: int = 0
+    peak: int = 0
 
 
 @dataclass
@@ -425,9 +417,8 @@ async def stream_open_loop(
         in_flight=in_flight,
     )
     await with_watch(runner.watch, runner.run)
-    outcomes = [outcome for outcome in runner.outcomes if outcome is not None]
     return OpenLoopRun(
-        outcomes,
+        [outcome for outcome in runner.outcomes if outcome is not None],
         runner.scheduled,
         runner.started,
         max_in_flight,

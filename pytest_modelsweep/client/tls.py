@@ -31,17 +31,15 @@ class DeadlineClient:
         self._client = httpx.AsyncClient(timeout=deadline_s, headers=headers, verify=tls_context())
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        exchange = asyncio.wait_for(self._client.request(method, url, **kwargs), self.deadline_s)
         try:
-            return self._loop.run_until_complete(exchange)
+            return self._loop.run_until_complete(
+                asyncio.wait_for(self._client.request(method, url, **kwargs), self.deadline_s)
+            )
         except TimeoutError:
             raise httpx.ReadTimeout(f"no whole answer within {self.deadline_s:g} s") from None
 
     def get(self, url: str) -> httpx.Response:
         return self.request("GET", url)
-
-    def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("POST", url, **kwargs)
 
     def close(self) -> None:
         if not self._loop.is_closed():

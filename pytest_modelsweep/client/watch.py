@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.secrets import Credentials, wants_key_message
@@ -14,14 +14,12 @@ from .breaker import DEFAULT_IDLE_TIMEOUT_S, STALL_CHECK_S, Breaker
 from .http import perf
 
 
+@dataclass(slots=True, eq=False)
 class Pending:
     """A POST in flight: when it was sent (no byte comes before the answer) and its abort."""
 
-    __slots__ = ("aborted", "last")
-
-    def __init__(self, aborted: asyncio.Future[str]) -> None:
-        self.last = perf()
-        self.aborted = aborted
+    aborted: asyncio.Future[str]
+    last: float = field(default_factory=perf)
 
     def fail(self, reason: str, now: float) -> None:
         if not self.aborted.done():
@@ -118,9 +116,11 @@ class Guard:
 
 
 def wants_key(status: int, breaker: Breaker | None, served_name: str) -> str | None:
-    if status in (401, 403):
-        return f"HTTP {status}: " + wants_key_message(breaker.name if breaker else served_name)
-    return None
+    return (
+        f"HTTP {status}: " + wants_key_message(breaker.name if breaker else served_name)
+        if status in (401, 403)
+        else None
+    )
 
 
 async def with_watch(watch: Watch, work: Callable[[], Any]) -> None:

@@ -336,12 +336,13 @@ def benchmarks_of(kind: Kind) -> tuple[str, ...]:
 
 def all_metrics() -> list[Metric]:
     """Every metric in report order, with each accuracy metric's verdict after it."""
-    listed: list[Metric] = []
-    for metric in METRICS.values():
-        listed.append(metric)
-        if metric.kind is Kind.ACCURACY:
-            listed.append(verdict_metric(metric.name))
-    return listed
+    return [
+        listed
+        for metric in METRICS.values()
+        for listed in (
+            (metric, verdict_metric(metric.name)) if metric.kind is Kind.ACCURACY else (metric,)
+        )
+    ]
 
 
 def rank(benchmark: str) -> int:
@@ -362,11 +363,8 @@ def markers() -> dict[str, str]:
     """Every pytest marker the plugin registers → its help text, metrics' markers first."""
     found: dict[str, str] = {}
     for metric in METRICS.values():
-        if metric.marker not in found:
-            found[metric.marker] = metric.marker_help or OTHER_MARKERS.get(metric.marker, "")
-    for marker, help_text in OTHER_MARKERS.items():
-        found.setdefault(marker, help_text)
-    return found
+        found.setdefault(metric.marker, metric.marker_help or OTHER_MARKERS.get(metric.marker, ""))
+    return found | {k: v for k, v in OTHER_MARKERS.items() if k not in found}
 
 
 MARKERS: dict[str, str] = markers()

@@ -228,24 +228,19 @@ SWEEP_RUN_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 """A sweep run's name: what CI ids, Job names and dates are made of (no spaces, no ``/``)."""
 
 
-def parse_sweep_run(text: str) -> str:
-    """``--sweep-run``: the name runs on different hosts share (e.g. a CI run id)."""
-    name = text.strip()
-    if not SWEEP_RUN_PATTERN.fullmatch(name):
-        raise ArgumentTypeError(
-            f"{text!r}: expected a name of letters, digits, '.', '_', ':' or '-' (at most "
-            "128, starting with a letter or digit), e.g. a CI run id or 2026-11-30-a"
-        )
-    return name
-
-
-def parse_baseline_name(text: str) -> str:
-    """``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
-    if not text.strip():
-        raise ArgumentTypeError(
-            "expected a baseline name (or, for --baseline, a results file), got an empty one"
-        )
-    return text
+parse_sweep_run = _checked(
+    str.strip,
+    lambda name: SWEEP_RUN_PATTERN.fullmatch(name) is not None,
+    "{text!r}: expected a name of letters, digits, '.', '_', ':' or '-' (at most 128, "
+    "starting with a letter or digit), e.g. a CI run id or 2026-11-30-a",
+)
+"""``--sweep-run``: the name runs on different hosts share (e.g. a CI run id)."""
+parse_baseline_name = _checked(
+    str,
+    lambda text: bool(text.strip()),
+    "expected a baseline name (or, for --baseline, a results file), got an empty one",
+)
+"""``--baseline`` / ``--save-baseline``: a name (or a results file), not empty."""
 
 
 def parse_slo(text: str) -> Slo:
@@ -300,14 +295,28 @@ def parse_thresholds(text: str) -> Thresholds:
 # --------------------------------------------------------------------------- builders
 
 
-def add_sweep_option(addoption: AddOption) -> None:
-    addoption(
+def _options(*options: tuple[str, dict[str, Any]]) -> Callable[[AddOption], None]:
+    """A builder: adds each ``(flag, keywords)`` with pytest's ``group.addoption`` or
+    argparse's ``add_argument``."""
+
+    def add(addoption: AddOption) -> None:
+        for flag, keywords in options:
+            addoption(flag, **keywords)
+
+    return add
+
+
+add_sweep_option = _options(
+    (
         "--sweep",
-        default=DEFAULTS.sweep,
-        metavar="PATH",
-        help="sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
-        f"(default: {DEFAULTS.sweep})",
-    )
+        {
+            "default": DEFAULTS.sweep,
+            "metavar": "PATH",
+            "help": "sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
+            f"(default: {DEFAULTS.sweep})",
+        },
+    ),
+)
 
 
 def store_location_type(value: str) -> StoreLocation:
@@ -344,209 +353,261 @@ def add_sweep_run_option(addoption: AddOption, help: str | None = None) -> None:
     )
 
 
-def add_regression_option(addoption: AddOption) -> None:
-    addoption(
+add_regression_option = _options(
+    (
         "--fail-on-regression",
-        type=parse_thresholds,
-        default=DEFAULTS.fail_on_regression,
-        metavar="RULES",
-        help="how much worse is a regression "
-        f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})",
-    )
+        {
+            "type": parse_thresholds,
+            "default": DEFAULTS.fail_on_regression,
+            "metavar": "RULES",
+            "help": "how much worse is a regression "
+            f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})",
+        },
+    ),
+)
 
 
-def add_timeout_options(addoption: AddOption) -> None:
-    addoption(
+add_timeout_options = _options(
+    (
         "--idle-timeout",
-        type=parse_seconds,
-        default=DEFAULTS.idle_timeout,
-        metavar="SECONDS",
-        help="fail a request after this long without a byte from the server (for a "
-        "non-streamed answer, from a server with work counters: without a byte and "
-        "without its counters moving); a stalled server is found sooner by a health "
-        f"check (default: {DEFAULTS.idle_timeout:g})",
-    )
-    addoption(
+        {
+            "type": parse_seconds,
+            "default": DEFAULTS.idle_timeout,
+            "metavar": "SECONDS",
+            "help": "fail a request after this long without a byte from the server (for a "
+            "non-streamed answer, from a server with work counters: without a byte and "
+            "without its counters moving); a stalled server is found sooner by a health "
+            f"check (default: {DEFAULTS.idle_timeout:g})",
+        },
+    ),
+    (
         "--request-timeout",
-        type=parse_seconds,
-        default=DEFAULTS.request_timeout,
-        metavar="SECONDS",
-        help=f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})",
-    )
+        {
+            "type": parse_seconds,
+            "default": DEFAULTS.request_timeout,
+            "metavar": "SECONDS",
+            "help": f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})",
+        },
+    ),
+)
 
 
-def add_resamples_option(addoption: AddOption) -> None:
-    addoption(
+add_resamples_option = _options(
+    (
         "--resamples",
-        type=parse_resamples,
-        default=DEFAULTS.resamples,
-        metavar="N",
-        help=f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})",
-    )
+        {
+            "type": parse_resamples,
+            "default": DEFAULTS.resamples,
+            "metavar": "N",
+            "help": f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})",
+        },
+    ),
+)
 
 
-def add_noise_options(addoption: AddOption) -> None:
-    """``--repeats`` (a count or ``auto``) and the limits that mark noisy or contended settings."""
-    addoption(
+add_noise_options = _options(
+    (
         "--repeats",
-        type=parse_repeats,
-        default=DEFAULTS.repeats,
-        metavar="N|auto",
-        help=f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
-        f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
-        "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
-        "within --repeats-target, at most --repeats-max",
-    )
-    addoption(
+        {
+            "type": parse_repeats,
+            "default": DEFAULTS.repeats,
+            "metavar": "N|auto",
+            "help": f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
+            f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
+            "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
+            "within --repeats-target, at most --repeats-max",
+        },
+    ),
+    (
         "--repeats-target",
-        type=parse_repeats_target,
-        default=DEFAULTS.repeats_target,
-        metavar="X",
-        help="--repeats auto: the 95%% interval's half-width to reach, as a share of "
-        f"the mean (default: {DEFAULTS.repeats_target:.2f})",
-    )
-    addoption(
+        {
+            "type": parse_repeats_target,
+            "default": DEFAULTS.repeats_target,
+            "metavar": "X",
+            "help": "--repeats auto: the 95%% interval's half-width to reach, as a share of "
+            f"the mean (default: {DEFAULTS.repeats_target:.2f})",
+        },
+    ),
+    (
         "--repeats-max",
-        type=parse_repeats_max,
-        default=DEFAULTS.repeats_max,
-        metavar="N",
-        help=f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})",
-    )
-    addoption(
+        {
+            "type": parse_repeats_max,
+            "default": DEFAULTS.repeats_max,
+            "metavar": "N",
+            "help": f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})",
+        },
+    ),
+    (
         "--unstable-cv",
-        type=parse_unstable_cv,
-        default=DEFAULTS.unstable_cv,
-        metavar="X",
-        help="mark a throughput setting unstable when its repeats' coefficient of "
-        f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})",
-    )
-    addoption(
+        {
+            "type": parse_unstable_cv,
+            "default": DEFAULTS.unstable_cv,
+            "metavar": "X",
+            "help": "mark a throughput setting unstable when its repeats' coefficient of "
+            f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})",
+        },
+    ),
+    (
         "--contended-cores",
-        type=parse_contended_cores,
-        default=DEFAULTS.contended_cores,
-        metavar="X",
-        help="mark a timed window contended when other processes used more than X "
-        f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})",
-    )
-    addoption(
+        {
+            "type": parse_contended_cores,
+            "default": DEFAULTS.contended_cores,
+            "metavar": "X",
+            "help": "mark a timed window contended when other processes used more than X "
+            f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})",
+        },
+    ),
+    (
         "--contended-steal",
-        type=parse_contended_steal,
-        default=DEFAULTS.contended_steal,
-        metavar="X",
-        help="mark a timed window contended when the hypervisor stole more than this "
-        f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})",
-    )
+        {
+            "type": parse_contended_steal,
+            "default": DEFAULTS.contended_steal,
+            "metavar": "X",
+            "help": "mark a timed window contended when the hypervisor stole more than this "
+            f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})",
+        },
+    ),
+)
+"""``--repeats`` (a count or ``auto``) and the limits that mark noisy or contended settings."""
 
 
-def add_slo_cost_options(addoption: AddOption) -> None:
-    """``--slo`` (latency targets per request) and ``--usd-per-hour`` (the machine's price)."""
-    addoption(
+add_slo_cost_options = _options(
+    (
         "--slo",
-        type=parse_slo,
-        default=None,
-        metavar="TARGETS",
-        help="latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
-        "e2e=): every throughput window records goodput and SLO attainment, and "
-        "the capacity benchmark searches the highest concurrency meeting them",
-    )
-    addoption(
+        {
+            "type": parse_slo,
+            "default": None,
+            "metavar": "TARGETS",
+            "help": "latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
+            "e2e=): every throughput window records goodput and SLO attainment, and "
+            "the capacity benchmark searches the highest concurrency meeting them",
+        },
+    ),
+    (
         "--slo-attainment",
-        type=parse_slo_attainment,
-        default=DEFAULTS.slo_attainment,
-        metavar="X",
-        help="capacity: the share of requests that must meet --slo "
-        f"(default: {DEFAULTS.slo_attainment:.2f})",
-    )
-    addoption(
+        {
+            "type": parse_slo_attainment,
+            "default": DEFAULTS.slo_attainment,
+            "metavar": "X",
+            "help": "capacity: the share of requests that must meet --slo "
+            f"(default: {DEFAULTS.slo_attainment:.2f})",
+        },
+    ),
+    (
         "--usd-per-hour",
-        type=parse_usd_per_hour,
-        default=None,
-        metavar="X",
-        help="price of the machine one model is served on, US dollars per hour, for "
-        "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)",
-    )
+        {
+            "type": parse_usd_per_hour,
+            "default": None,
+            "metavar": "X",
+            "help": "price of the machine one model is served on, US dollars per hour, for "
+            "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)",
+        },
+    ),
+)
+"""``--slo`` (latency targets per request) and ``--usd-per-hour`` (the machine's price)."""
 
 
-def add_ungated_option(addoption: AddOption) -> None:
-    """``--allow-ungated``: pass although nothing was compared with the baseline."""
-    addoption(
+add_ungated_option = _options(
+    (
         "--allow-ungated",
-        action="store_true",
-        default=False,
-        help="pass when nothing could be compared with the baseline (every row new: "
-        "other models, benchmarks or settings); default: that fails, since "
-        "nothing was gated",
-    )
+        {
+            "action": "store_true",
+            "default": False,
+            "help": "pass when nothing could be compared with the baseline (every row new: "
+            "other models, benchmarks or settings); default: that fails, since "
+            "nothing was gated",
+        },
+    ),
+)
+"""``--allow-ungated``: pass although nothing was compared with the baseline."""
 
 
-def add_sequential_options(addoption: AddOption) -> None:
-    """``--until-decided`` and ``--round-size`` (items between two looks)."""
-    addoption(
+add_sequential_options = _options(
+    (
         "--until-decided",
-        action="store_true",
-        default=False,
-        help="accuracy benchmarks send items in one seeded random order, in rounds, and "
-        "stop for a model once every comparison it takes part in (verdicts, and "
-        "with --baseline its gate row) is decided by an anytime-valid confidence "
-        "sequence (default: the sweep's [verdicts] until_decided, else off)",
-    )
-    addoption(
+        {
+            "action": "store_true",
+            "default": False,
+            "help": "accuracy benchmarks send items in one seeded random order, in rounds, and "
+            "stop for a model once every comparison it takes part in (verdicts, and "
+            "with --baseline its gate row) is decided by an anytime-valid confidence "
+            "sequence (default: the sweep's [verdicts] until_decided, else off)",
+        },
+    ),
+    (
         "--round-size",
-        type=parse_positive_int,
-        default=DEFAULTS.round_size,
-        metavar="N",
-        help="--until-decided: items each model scores between two looks at its "
-        f"comparisons (default: {DEFAULTS.round_size})",
-    )
+        {
+            "type": parse_positive_int,
+            "default": DEFAULTS.round_size,
+            "metavar": "N",
+            "help": "--until-decided: items each model scores between two looks at its "
+            f"comparisons (default: {DEFAULTS.round_size})",
+        },
+    ),
+)
+"""``--until-decided`` and ``--round-size`` (items between two looks)."""
 
 
-def add_open_loop_options(addoption: AddOption) -> None:
-    """``--request-rate``, ``--burstiness`` (open-loop arrivals) and ``--rate-sweep``."""
-    addoption(
+add_open_loop_options = _options(
+    (
         "--request-rate",
-        type=parse_request_rate,
-        default=None,
-        metavar="RPS",
-        help="open loop: send requests at this mean rate whatever is in flight, latency "
-        "from each request's scheduled time (-m open_loop needs it; "
-        f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)",
-    )
-    addoption(
+        {
+            "type": parse_request_rate,
+            "default": None,
+            "metavar": "RPS",
+            "help": "open loop: send requests at this mean rate whatever is in flight, latency "
+            "from each request's scheduled time (-m open_loop needs it; "
+            f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)",
+        },
+    ),
+    (
         "--burstiness",
-        type=parse_burstiness,
-        default=DEFAULTS.burstiness,
-        metavar="B",
-        help="open loop: gaps between requests are gamma-distributed with shape B, as "
-        "vllm bench serve draws them (1: Poisson; default: "
-        f"{DEFAULTS.burstiness:g})",
-    )
-    addoption(
+        {
+            "type": parse_burstiness,
+            "default": DEFAULTS.burstiness,
+            "metavar": "B",
+            "help": "open loop: gaps between requests are gamma-distributed with shape B, as "
+            "vllm bench serve draws them (1: Poisson; default: "
+            f"{DEFAULTS.burstiness:g})",
+        },
+    ),
+    (
         "--rate-sweep",
-        type=parse_rate_sweep,
-        default=DEFAULTS.rate_sweep,
-        metavar="START:MAX",
-        help="capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
-        "try, doubling from START, then bisecting; it stops at a miss or when the "
-        f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})",
-    )
+        {
+            "type": parse_rate_sweep,
+            "default": DEFAULTS.rate_sweep,
+            "metavar": "START:MAX",
+            "help": "capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
+            "try, doubling from START, then bisecting; it stops at a miss or when the "
+            f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})",
+        },
+    ),
+)
+"""``--request-rate``, ``--burstiness`` (open-loop arrivals) and ``--rate-sweep``."""
 
 
-def add_startup_option(addoption: AddOption) -> None:
-    addoption(
+add_startup_option = _options(
+    (
         "--startup-launches",
-        type=parse_startup_launches,
-        default=DEFAULTS.startup_launches,
-        metavar="N",
-        help="cold start (-m startup): fresh launches of each model's server "
-        f"(default: {DEFAULTS.startup_launches})",
-    )
+        {
+            "type": parse_startup_launches,
+            "default": DEFAULTS.startup_launches,
+            "metavar": "N",
+            "help": "cold start (-m startup): fresh launches of each model's server "
+            f"(default: {DEFAULTS.startup_launches})",
+        },
+    ),
+)
 
 
-def add_noisy_option(addoption: AddOption) -> None:
-    addoption(
+add_noisy_option = _options(
+    (
         "--fail-on-noisy",
-        action="store_true",
-        default=False,
-        help="gate rows measured unstable (CV above --unstable-cv) or contended (others "
-        "used the CPU) fail the session too (default: shown as 're-run', not failing)",
-    )
+        {
+            "action": "store_true",
+            "default": False,
+            "help": "gate rows measured unstable (CV above --unstable-cv) or contended (others "
+            "used the CPU) fail the session too (default: shown as 're-run', not failing)",
+        },
+    ),
+)

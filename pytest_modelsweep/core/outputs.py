@@ -64,10 +64,7 @@ def write_file(path: Path | str, option: str, text: str) -> None:
 
 
 def _existing_ancestor(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if os.path.lexists(candidate):
-            return candidate
-    return Path(".")
+    return next((p for p in (path, *path.parents) if os.path.lexists(p)), Path("."))
 
 
 def _probe(folder: Path) -> None:

@@ -64,8 +64,7 @@ def redact(text: str) -> str:
             at = max(at, stop)
         text = "".join(pieces) + text[at:]
     for secret in sorted(_KNOWN, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, _MARK)
+        text = text.replace(secret, _MARK)
     return text
 
 
@@ -173,8 +172,9 @@ def split_credentials(url: str) -> tuple[str, Credentials | None]:
 def key_from_env(api_key_env: str | None) -> Credentials | None:
     """The Bearer key of ``api_key_env`` (when set in the sweep) else ``OPENAI_API_KEY``."""
     __tracebackhide__ = True
-    value = os.environ.get(api_key_env) if api_key_env else None
-    value = value or os.environ.get("OPENAI_API_KEY")
+    value = (os.environ.get(api_key_env) if api_key_env else None) or os.environ.get(
+        "OPENAI_API_KEY"
+    )
     return Credentials("Bearer", value) if value else None
 
 

@@ -11,20 +11,24 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from .cost import Pricing
 from .errors import SweepError, UnknownModelError
 from .options import DEFAULTS
 from .secrets import endpoint_url_problem, redact
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Backend = Literal["llamacpp", "vllm", "vllm-docker"]
 Prompting = Literal["chat", "completion"]
 BfclMode = Literal["tools", "prompt"]
 SourceKind = Literal["embedded", "hf", "path", "embedded-hf"]
+R = TypeVar("R", bound="DataclassInstance")
 
 BUILTIN_SWEEPS = ("embedded", "tpu-v5e", "vllm-cpu")
 DEFAULT_GSM8K_MAX_TOKENS = 2048
@@ -55,7 +59,7 @@ class ModelSpec:
     license: str
     prompting: Prompting
     tool_call_parser: str | None
-    bfcl_mode: BfclMode
+    bfcl_mode: BfclMode = "tools"
     chat_template: str | None = None
     group: str | None = None
     backend: Backend | None = None
@@ -146,12 +150,10 @@ class Sweep:
     def select(self, names: Sequence[str], reference: str | None = None) -> Selection:
         """The models a run measures: the reference first, then the chosen candidates."""
         ref = reference or self.reference
-        self.model(ref)
-        for name in names:
+        for name in (ref, *names):
             self.model(name)
-        candidates = list(dict.fromkeys(names)) if names else self.candidates
-        candidates = [c for c in candidates if c != ref]
-        return Selection(reference=ref, candidates=tuple(candidates))
+        candidates = dict.fromkeys(names) if names else self.candidates
+        return Selection(reference=ref, candidates=tuple(c for c in candidates if c != ref))
 
 
 @dataclass(frozen=True)
@@ -189,25 +191,17 @@ def parse_endpoint_option(values: Sequence[str], sweep: Sweep | None = None) -> 
     return endpoints
 
 
-def builtin_sweep_path(name: str) -> Path:
-    resource = resources.files("pytest_modelsweep").joinpath("sweeps").joinpath(f"{name}.toml")
-    return Path(str(resource))
-
-
 def load_sweep(spec: str | Path | None = None) -> Sweep:
     """Load a sweep by built-in name (``embedded``, ``tpu-v5e``) or by path; default ``--sweep``'s."""
-    if spec is None:
-        spec = DEFAULTS.sweep
-    text_spec = str(spec)
+    text_spec = str(DEFAULTS.sweep if spec is None else spec)
+    path = Path(text_spec)
     if text_spec in BUILTIN_SWEEPS:
-        path = builtin_sweep_path(text_spec)
-    else:
-        path = Path(text_spec)
-        if not path.is_file():
-            raise SweepError(
-                f"sweep file {text_spec} not found; pass --sweep with a TOML file "
-                f"path or one of the built-in sweeps: {', '.join(BUILTIN_SWEEPS)}"
-            )
+        path = Path(str(resources.files("pytest_modelsweep") / "sweeps" / f"{text_spec}.toml"))
+    if not path.is_file():
+        raise SweepError(
+            f"sweep file {text_spec} not found; pass --sweep with a TOML file "
+            f"path or one of the built-in sweeps: {', '.join(BUILTIN_SWEEPS)}"
+        )
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -220,15 +214,14 @@ def load_sweep(spec: str | Path | None = None) -> Sweep:
 def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
     """Validate a decoded sweep document and build its records."""
     head = _Table.required(path, data, "sweep")
-    name, description = head.string("name"), head.string("description", default="")
-    reference = head.string("reference")
+    name, description = head.value("name", "str"), head.value("description", "str", "")
+    reference = head.value("reference", "str")
     serving = _parse_serving(_Table.required(path, data, "serving"))
     screening = _parse_screening(_Table.optional(path, data, "screening"))
     pricing = _parse_pricing(_Table.optional(path, data, "pricing")) if "pricing" in data else None
     benchmarks = _Table.optional(path, data, "benchmarks", "tables [benchmarks.NAME]", {"gsm8k"})
     gsm8k = _Table.optional(path, benchmarks.data, "benchmarks.gsm8k", allowed={"max_tokens"})
-    verdicts = _Table.optional(path, data, "verdicts", allowed={"until_decided"})
-    until_decided = verdicts.boolean("until_decided", default=False)
+    verdicts = _Table.optional(path, data, "verdicts").record(VerdictSettings)
     models_table = _Table.required(path, data, "models").data
     if not models_table:
         raise SweepError(f"{path}: [models] is empty; declare at least the reference model")
@@ -269,85 +262,29 @@ def parse_sweep(data: Mapping[str, Any], path: str = "<sweep>") -> Sweep:
         models=models,
         screening=screening,
         pricing=pricing,
-        benchmarks=BenchmarkSettings(
-            gsm8k.positive_int("max_tokens", default=DEFAULT_GSM8K_MAX_TOKENS)
-        ),
-        verdicts=VerdictSettings(until_decided),
+        benchmarks=BenchmarkSettings(gsm8k.value("max_tokens", "int", DEFAULT_GSM8K_MAX_TOKENS)),
+        verdicts=verdicts,
     )
 
 
-_SERVING_KEYS = {
-    "backend",
-    "context_length",
-    "max_num_seqs",
-    "prefix_caching",
-    "threads",
-    "startup_timeout_s",
-    "image",
-    "dtype",
-    "extra_args",
-    "one_chip_per_worker",
-    "accelerator",
-}
-_MODEL_KEYS = {
-    "source",
-    "served_name",
-    "license",
-    "prompting",
-    "tool_call_parser",
-    "bfcl_mode",
-    "chat_template",
-    "group",
-    "backend",
-    "api_key_env",
-}
-
-
 def _parse_serving(table: _Table) -> ServingSettings:
-    table.no_unknown(_SERVING_KEYS)
-    backend = table.choice("backend", get_args(Backend))
-    threads = None if table.data.get("threads") is None else table.positive_int("threads")
-    image = table.optional_string("image")
-    if backend == "vllm-docker" and not image:
+    serving = table.record(ServingSettings)
+    if serving.backend == "vllm-docker" and not serving.image:
         raise SweepError(
             f"{table.path}: serving.image: the vllm-docker backend needs an image "
             "(a release tag; `modelsweep pin` writes it pinned by digest)"
         )
-    extra = table.data.get("extra_args", [])
-    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
-        raise SweepError(f"{table.path}: serving.extra_args: expected a list of strings")
-    return ServingSettings(
-        backend=backend,
-        context_length=table.positive_int("context_length", default=4096),
-        max_num_seqs=table.positive_int("max_num_seqs", default=16),
-        prefix_caching=table.boolean("prefix_caching", default=True),
-        threads=threads,
-        startup_timeout_s=table.positive_number("startup_timeout_s", default=600.0),
-        image=image,
-        dtype=table.optional_string("dtype"),
-        extra_args=tuple(extra),
-        one_chip_per_worker=table.boolean("one_chip_per_worker", default=False),
-        accelerator=table.optional_string("accelerator"),
-    )
+    return serving
 
 
 def _parse_screening(table: _Table) -> ScreeningSettings:
-    table.no_unknown({"licenses", "hbm_gib", "gpu_memory_utilization", "kv_headroom_gib"})
-    licenses = table.data.get("licenses", ["apache-2.0", "mit"])
-    if not isinstance(licenses, list) or not all(isinstance(x, str) for x in licenses):
-        raise SweepError(f"{table.path}: screening.licenses: expected a list of strings")
-    util = table.positive_number("gpu_memory_utilization", default=0.9)
-    if util > 1:
+    screening = table.record(ScreeningSettings)
+    if screening.gpu_memory_utilization > 1:
         raise SweepError(
             f"{table.path}: screening.gpu_memory_utilization: expected a "
-            f"fraction in (0, 1], got {util}"
+            f"fraction in (0, 1], got {screening.gpu_memory_utilization}"
         )
-    return ScreeningSettings(
-        licenses=tuple(x.lower() for x in licenses),
-        hbm_gib=table.positive_number("hbm_gib", default=15.75),
-        gpu_memory_utilization=util,
-        kv_headroom_gib=table.positive_number("kv_headroom_gib", default=2.0),
-    )
+    return replace(screening, licenses=tuple(x.lower() for x in screening.licenses))
 
 
 def _parse_pricing(table: _Table) -> Pricing:
@@ -359,40 +296,34 @@ def _parse_pricing(table: _Table) -> Pricing:
             "price per hour in US dollars, e.g. usd_per_hour = 1.20"
         )
     return Pricing(
-        usd_per_hour=table.positive_number("usd_per_hour"),
-        source=table.string("source", default=""),
-        as_of=table.string("as_of", default=""),
-        example=table.boolean("example", default=False),
+        usd_per_hour=table.value("usd_per_hour", "float"),
+        source=table.value("source", "str", ""),
+        as_of=table.value("as_of", "str", ""),
+        example=table.value("example", "bool", False),
     )
 
 
 def _parse_model(table: _Table) -> ModelSpec:
-    table.no_unknown(_MODEL_KEYS)
     name = table.where.removeprefix("models.")
-    if not name or any(c in "[]/=" or c.isspace() for c in name):
-        raise SweepError(
-            f"{table.path}: {table.where}: model names may not be empty or contain "
-            "brackets, slashes, '=' or spaces (they become test ids and "
-            "--endpoint NAME=URL)"
-        )
-    source = parse_source(table.string("source"), f"{table.path}: {table.where}.source")
-    parser = table.optional_string("tool_call_parser")
-    backend = table.data.get("backend")
-    if backend is not None:
-        backend = table.choice("backend", get_args(Backend))
-    return ModelSpec(
-        name=name,
-        source=source,
-        served_name=table.string("served_name", default=name),
-        license=table.string("license").lower(),
-        prompting=table.choice("prompting", get_args(Prompting)),
-        tool_call_parser=parser or None,
-        bfcl_mode=table.choice("bfcl_mode", get_args(BfclMode), default="tools"),
-        chat_template=table.optional_string("chat_template"),
-        group=table.optional_string("group"),
-        backend=backend,
-        api_key_env=table.optional_string("api_key_env") or None,
-    )
+
+    def read() -> dict[str, Any]:
+        if not name or any(c in "[]/=" or c.isspace() for c in name):
+            raise SweepError(
+                f"{table.path}: {table.where}: model names may not be empty or contain "
+                "brackets, slashes, '=' or spaces (they become test ids and "
+                "--endpoint NAME=URL)"
+            )
+        source = table.value("source", "str")
+        return {
+            "name": name,
+            "source": parse_source(source, f"{table.path}: {table.where}.source"),
+            "served_name": table.value("served_name", "str", name),
+            "license": table.value("license", "str").lower(),
+            "tool_call_parser": table.value("tool_call_parser", "str | None", None) or None,
+            "api_key_env": table.value("api_key_env", "str | None", None) or None,
+        }
+
+    return table.record(ModelSpec, read)
 
 
 def parse_source(text: str, where: str = "source") -> ModelSource:
@@ -412,7 +343,31 @@ def parse_source(text: str, where: str = "source") -> ModelSource:
     return ModelSource(kind=kind, id=rest, revision=revision)  # type: ignore[arg-type]
 
 
-_MISSING: Any = object()
+_MISSING: Any = MISSING
+
+
+_VALUES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "str": ("a non-empty string", lambda v: isinstance(v, str)),
+    "str | None": ("a string", lambda v: v is None or isinstance(v, str)),
+    "int": ("a positive integer", lambda v: type(v) is int and v > 0),
+    # TOML's nan and inf are floats too
+    "float": ("a positive number", lambda v: type(v) in (int, float) and 0 < v < math.inf),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "tuple[str, ...]": (
+        "a list of strings",
+        lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v),
+    ),
+    **{
+        name: ("one of " + ", ".join(map(repr, options)), options.__contains__)
+        for name, options in (
+            ("Backend", get_args(Backend)),
+            ("Prompting", get_args(Prompting)),
+            ("BfclMode", get_args(BfclMode)),
+        )
+    },
+}
+"""How a sweep value is checked, by its field's type as declared: what is expected, and the
+test (``X | None`` also takes none)."""
 
 
 @dataclass(frozen=True)
@@ -459,60 +414,30 @@ class _Table:
                 f"expected some of {', '.join(sorted(allowed))}"
             )
 
-    def _get(self, key: str, default: Any, expected: str, ok: Callable[[Any], bool]) -> Any:
+    def value(self, key: str, kind: str, default: Any = _MISSING) -> Any:
+        """``key``'s value checked as ``kind`` (:data:`_VALUES`), ``default`` when absent;
+        without a default it must be given, and not as empty text."""
+        expected, ok = _VALUES.get(kind) or _VALUES[kind.removesuffix(" | None")]
         value = self.data.get(key, default)
-        if not ok(value):
+        if not (ok(value) or (value is None and kind.endswith(" | None"))) or (
+            value == "" and default is _MISSING
+        ):
             got = "nothing" if value is _MISSING else f"{value!r}"
             raise SweepError(f"{self.path}: {self.where}.{key}: expected {expected}, got {got}")
-        return value
+        return float(value) if kind == "float" else tuple(value) if kind[:5] == "tuple" else value
 
-    def string(self, key: str, default: Any = _MISSING) -> str:
-        return cast(
-            str,
-            self._get(
-                key,
-                default,
-                "a non-empty string",
-                lambda v: isinstance(v, str) and (bool(v) or default is not _MISSING),
-            ),
-        )
-
-    def optional_string(self, key: str) -> str | None:
-        return cast(
-            str | None, self._get(key, None, "a string", lambda v: v is None or isinstance(v, str))
-        )
-
-    def choice(self, key: str, options: Sequence[str], default: Any = _MISSING) -> Any:
-        return self._get(
-            key,
-            default,
-            "one of " + ", ".join(repr(o) for o in options),
-            lambda value: value in options,
-        )
-
-    def boolean(self, key: str, default: bool) -> bool:
-        return cast(bool, self._get(key, default, "true or false", lambda v: isinstance(v, bool)))
-
-    def positive_int(self, key: str, default: Any = _MISSING) -> int:
-        return cast(
-            int,
-            self._get(
-                key,
-                default,
-                "a positive integer",
-                lambda v: not isinstance(v, bool) and isinstance(v, int) and v > 0,
-            ),
-        )
-
-    def positive_number(self, key: str, default: Any = _MISSING) -> float:
-        # TOML's nan and inf are floats too
-        return float(
-            self._get(
-                key,
-                default,
-                "a positive number",
-                lambda v: (
-                    not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < math.inf
-                ),
-            )
+    def record(self, cls: type[R], read: Callable[[], dict[str, Any]] = dict) -> R:
+        """``cls`` from this table, which holds only its fields' keys (``name`` is a model's
+        table's own): the fields ``read()`` gives (called once the keys are checked), each other
+        field read by :meth:`value` as its declared type."""
+        keys = [f for f in fields(cls) if f.name != "name"]
+        self.no_unknown([f.name for f in keys])
+        given = read()
+        return cls(
+            **given,
+            **{
+                f.name: self.value(f.name, str(f.type), f.default)
+                for f in keys
+                if f.name not in given
+            },
         )

@@ -169,10 +169,7 @@ def _join(records_path: Path, answers_path: Path, source: str) -> list[BfclRecor
 
 
 def _local_files(path: Path) -> tuple[Path, Path]:
-    if path.is_dir():
-        records = path / RECORDS_FILE
-    else:
-        records, path = path, path.parent
+    records, path = (path / RECORDS_FILE, path) if path.is_dir() else (path, path.parent)
     beside = path / f"possible_answer_{records.name}"
     answers = next(
         (
@@ -233,8 +230,7 @@ def load_bfcl(path: str | Path | None) -> list[BfclRecord]:
 def expect_full_bfcl_set(records: Sequence[BfclRecord]) -> None:
     """Raise DataError unless a full (un-limited) run has exactly 400 records."""
     if len(records) != FULL_SIZE:
-        source = records[0].source if records else "BFCL simple set"
         raise DataError(
-            f"{source}: {len(records)} BFCL simple records, expected {FULL_SIZE}; "
+            f"{records[0].source if records else 'BFCL simple set'}: {len(records)} BFCL simple records, expected {FULL_SIZE}; "
             "use the complete simple_python category (or limit the run explicitly)"
         )

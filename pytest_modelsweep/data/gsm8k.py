@@ -37,19 +37,6 @@ class Gsm8kProblem:
         return prompt_hash({"question": self.question, "answer": self.answer})
 
 
-def _jsonl_problems(path: Path, split: str) -> list[Gsm8kProblem]:
-    lines = read_jsonl(
-        path,
-        "GSM8K",
-        "pass an existing JSONL file",
-        'each line must be one JSON object with "question" and "answer"',
-    )
-    return [
-        _problem(record, index, split, f"{path}:{lineno}", str(path))
-        for index, (lineno, _, record) in enumerate(lines)
-    ]
-
-
 def _problem(record: Any, index: int, split: str, where: str, source: str) -> Gsm8kProblem:
     if not isinstance(record, dict):
         raise DataError(
@@ -86,7 +73,16 @@ def load_gsm8k(path: str | Path | None, *, split: str = "test") -> list[Gsm8kPro
         raise DataError(
             f"{file}: GSM8K file not found; pass the JSONL file of split {split!r} or its folder"
         )
-    return _jsonl_problems(file, split)
+    lines = read_jsonl(
+        file,
+        "GSM8K",
+        "pass an existing JSONL file",
+        'each line must be one JSON object with "question" and "answer"',
+    )
+    return [
+        _problem(record, index, split, f"{file}:{lineno}", str(file))
+        for index, (lineno, _, record) in enumerate(lines)
+    ]
 
 
 def _hub_problems(split: str) -> list[Gsm8kProblem]:
@@ -108,9 +104,8 @@ def _hub_problems(split: str) -> list[Gsm8kProblem]:
 def expect_full_test_set(problems: Sequence[Gsm8kProblem]) -> None:
     """Raise DataError unless a full (un-limited) test run has exactly 1,319 problems."""
     if len(problems) != FULL_TEST_SIZE:
-        source = problems[0].source if problems else "GSM8K test set"
         raise DataError(
-            f"{source}: {len(problems)} GSM8K test records, expected {FULL_TEST_SIZE}; "
+            f"{problems[0].source if problems else 'GSM8K test set'}: {len(problems)} GSM8K test records, expected {FULL_TEST_SIZE}; "
             "use the complete test split (or limit the run explicitly)"
         )
 
@@ -120,8 +115,7 @@ def load_gsm8k_fewshot(test_path: str | Path | None) -> list[Gsm8kProblem]:
     if test_path is None:
         return load_gsm8k(None, split="train")
     test = Path(test_path)
-    folder = test if test.is_dir() else test.parent
-    train = folder / "train.jsonl"
+    train = (test if test.is_dir() else test.parent) / "train.jsonl"
     if not train.is_file():
         raise DataError(
             f"{train}: GSM8K train split not found beside {test}; few-shot exemplars come from train.jsonl "

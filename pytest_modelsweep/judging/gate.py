@@ -80,20 +80,18 @@ def noise_reason(measurement: Measurement, where: str) -> tuple[str, str] | None
         return None
     name = f"{measurement.model} {measurement.benchmark} {where}"
     if stats.contended:
-        windows = stats.contended_windows
-        total = len(stats.repeats) or "?"
         return (
             "contended",
-            f"contended — re-run on a quiet machine: other processes took "
-            f"CPU during {windows} of {total} windows of {name}",
+            f"contended — re-run on a quiet machine: other processes took CPU during "
+            f"{stats.contended_windows} of {len(stats.repeats) or '?'} windows of {name}",
         )
     if stats.unstable:
         cv, limit = stats.cv, stats.unstable_cv_limit
-        shown = "?" if cv is None else f"{100 * cv:.1f}%"
-        bound = "the limit" if limit is None else f"{100 * limit:.0f}%"
         return (
             "unstable",
-            f"unstable — re-run: the repeats of {name} vary by CV {shown}, above {bound}",
+            f"unstable — re-run: the repeats of {name} vary by CV "
+            f"{'?' if cv is None else f'{100 * cv:.1f}%'}, above "
+            f"{'the limit' if limit is None else f'{100 * limit:.0f}%'}",
         )
     return None
 
@@ -149,11 +147,6 @@ def _key(m: Measurement) -> tuple[str, str, str]:
     return (m.model, m.benchmark, setting_of(m))
 
 
-def _repeat_values(m: Measurement) -> list[float]:
-    values = m.stats.repeat_values if isinstance(m.stats, ThroughputStats) else ()
-    return list(values) if values else [m.value]
-
-
 def compare_with_baseline(
     current: Iterable[Measurement],
     baseline: Iterable[Measurement],
@@ -169,47 +162,22 @@ def compare_with_baseline(
         history.setdefault(_key(m), []).append(m)
     rows: list[GateRow] = []
     pending: dict[int, RatioInterval] = {}
-    kinds: dict[tuple[str, str], str] = {}
     for m in current:
         kind = _kind(m)
         if kind is None:
             continue
-        kinds[(m.model, m.benchmark)] = kind.value
-        shown_setting = shown_setting_of(m)
-        runs = history.get(_key(m))
+        setting, runs, interval = shown_setting_of(m), history.get(_key(m)), None
         if not runs:
-            rows.append(_unjudged(m, shown_setting, "new", "no baseline for this setting"))
-            continue
-        if kind is Kind.STARTUP:
-            rows.append(_startup_row(m, runs, shown_setting, thresholds))
-            continue
-        if kind is Kind.THROUGHPUT:
-            row, interval = _throughput_row(m, runs, shown_setting)
-            if row.status in NOISY_STATUSES:
-                row = replace(row, noisy_fails=noisy_fails)
-            if interval is not None:
-                pending[len(rows)] = interval
-            rows.append(row)
-            continue
-        old = runs[-1]
-        try:
-            found = _usable_runs(
-                m,
-                [old],
-                shown_setting,
-                unsound_reason,
-                lambda old: _unlike(m, old),  # noqa: B023 (called at once)
-            )
-            if isinstance(found, GateRow):
-                rows.append(found)
-            elif sequential_population(m) or sequential_population(old):
-                rows.append(_sequential_accuracy_row(m, old, shown_setting, thresholds))
-            else:
-                rows.append(_accuracy_row(m, old, shown_setting, thresholds, resamples))
-        except (PairingError, ValueError) as error:
-            rows.append(_unjudged(m, shown_setting, "not comparable", str(error), old.value))
+            row = _unjudged(m, setting, "new", "no baseline for this setting")
+        elif kind is Kind.ACCURACY:
+            row = _accuracy_row(m, runs[-1], setting, thresholds, resamples)
+        else:
+            row, interval = _ratio_row(m, runs, setting, kind, thresholds)
+        if interval is not None:
+            pending[len(rows)] = interval
+        rows.append(replace(row, kind=kind.value, noisy_fails=noisy_fails))
     _judge_throughput(rows, pending, thresholds)
-    return [replace(row, kind=kinds[(row.model, row.benchmark)]) for row in rows]
+    return rows
 
 
 def _unjudged(
@@ -301,6 +269,24 @@ def unsound_reason(measurement: Measurement, where: str) -> str | None:
 def _accuracy_row(
     m: Measurement, old: Measurement, setting: str, thresholds: Thresholds, resamples: int
 ) -> GateRow:
+    """An accuracy row against the newest baseline run: sequential where a side chose its items
+    so (``--until-decided``), else the paired bootstrap; unlike items are not comparable."""
+    try:
+        found = _usable_runs(m, [old], setting, unsound_reason, lambda old: _unlike(m, old))
+        if isinstance(found, GateRow):
+            return found
+        if sequential_population(m) or sequential_population(old):
+            return _sequential_accuracy_row(m, old, setting, thresholds)
+        return _bootstrap_row(m, old, setting, thresholds, resamples)
+    except (PairingError, ValueError) as error:
+        return _unjudged(m, setting, "not comparable", str(error), old.value)
+
+
+def _bootstrap_row(
+    m: Measurement, old: Measurement, setting: str, thresholds: Thresholds, resamples: int
+) -> GateRow:
+    """Regressed when the interval lies below 0 and the drop is beyond the threshold; with too
+    few items no interval (never "ok"), but the exact sign test may still find a change."""
     now_items, old_items = m.item_records(), old.item_records()
     check_same_items(f"{m.model} now", now_items, f"{m.model} in the baseline", old_items)
     interval = paired_bootstrap(
@@ -309,35 +295,24 @@ def _accuracy_row(
         resamples=resamples,
     )
     note = f"n={interval.n}, discordant={interval.discordant}"
-    if interval.too_few_items:  # never "ok"; the exact sign test may still find a change
+    few = interval.too_few_items
+    if few:
         p_value = sign_test_p_value(interval.candidate_ahead, interval.reference_ahead)
-        exact = (
-            f"exact sign test: {interval.reference_ahead} items worse, "
-            f"{interval.candidate_ahead} better, p={p_value:.3g}"
+        note += (
+            f"; {interval.too_few_reason()}; exact sign test: {interval.reference_ahead} items "
+            f"worse, {interval.candidate_ahead} better, p={p_value:.3g}"
         )
-        status = "no interval"
-        if p_value < 1 - interval.confidence:
-            if interval.difference <= -thresholds.accuracy_points:
-                status = "regressed"
-            elif interval.difference > 0:
-                status = "improved"
-        return GateRow(
-            m.model,
-            m.benchmark,
-            setting,
-            interval.reference_mean,
-            interval.candidate_mean,
-            interval.difference,
-            math.nan,
-            math.nan,
-            status,
-            f"{note}; {interval.too_few_reason()}; {exact}",
-        )
-    status = "ok"
-    if interval.high < 0 and interval.difference <= -thresholds.accuracy_points:
+        worse = p_value < 1 - interval.confidence
+        better = worse and interval.difference > 0
+    else:
+        worse, better = interval.high < 0, interval.low > 0
+    if worse and interval.difference <= -thresholds.accuracy_points:
         status = "regressed"
-    elif interval.low > 0:
-        status = "improved"
+    else:
+        status = "improved" if better else "no interval" if few else "ok"
+    low, high, confidence = (
+        (math.nan,) * 3 if few else (interval.low, interval.high, interval.confidence)
+    )
     return GateRow(
         m.model,
         m.benchmark,
@@ -345,11 +320,11 @@ def _accuracy_row(
         interval.reference_mean,
         interval.candidate_mean,
         interval.difference,
-        interval.low,
-        interval.high,
+        low,
+        high,
         status,
         note,
-        interval.confidence,
+        confidence,
     )
 
 
@@ -368,19 +343,18 @@ def _sequential_accuracy_row(
     decided = sequential_gate_status(sequence, threshold, final=False) is not None
     interval = sequence.interval()
     used = sides.order[: sequence.n]
-    now = sum(sides.first[i] for i in used) / len(used) if used else math.nan
-    before = sum(sides.second[i] for i in used) / len(used) if used else math.nan
-    if decided:
-        note = (
-            f"sequential, decided after {sequence.n} of {sides.population} items: "
-            f"{gate_look_text(sequence, status, threshold)}"
-        )
-    else:
-        note = (
-            f"sequential, undecided when the items ran out after {sequence.n} of "
-            f"{sides.population}: the fixed-n rule reads the last sequence "
-            f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}"
-        )
+    now, before = (
+        sum(side[i] for i in used) / len(used) if used else math.nan
+        for side in (sides.first, sides.second)
+    )
+    note = (
+        f"sequential, decided after {sequence.n} of {sides.population} items: "
+        f"{gate_look_text(sequence, status, threshold)}"
+        if decided
+        else f"sequential, undecided when the items ran out after {sequence.n} of "
+        f"{sides.population}: the fixed-n rule reads the last sequence "
+        f"({gate_look_text(sequence, None, threshold).removeprefix('undecided (')}"
+    )
     return GateRow(
         m.model,
         m.benchmark,
@@ -396,15 +370,51 @@ def _sequential_accuracy_row(
     )
 
 
-def _throughput_row(
-    m: Measurement,
-    runs: Sequence[Measurement],
-    setting: str,
+STARTUP_CONFIDENCE = 1 - 2 * THROUGHPUT_FAMILY_ERROR
+"""A startup row's two-sided level: 5% per direction (one startup row per model)."""
+
+
+def _sample(m: Measurement, kind: Kind) -> list[float]:
+    """A start's launch → first token times; a throughput setting's repeats (else its value)."""
+    stats = m.stats
+    if kind is Kind.STARTUP:
+        return list(stats.first_token_values) if isinstance(stats, StartupStats) else []
+    values = stats.repeat_values if isinstance(stats, ThroughputStats) else ()
+    return list(values) if values else [m.value]
+
+
+def _cache(m: Measurement) -> str:
+    return m.stats.cache if isinstance(m.stats, StartupStats) else "unknown"
+
+
+def _ratio_row(
+    m: Measurement, runs: Sequence[Measurement], setting: str, kind: Kind, thresholds: Thresholds
 ) -> tuple[GateRow, RatioInterval | None]:
-    """The row of one throughput setting before judging, and its 95% interval (None when
-    there is none to judge: not comparable, unsound, noisy, or a single repeat)."""
-    newest = runs[-1]
-    found = _usable_runs(m, runs, setting, unsound_reason, lambda old: _unlike(m, old))
+    """A throughput or startup row: now ÷ the usable baseline runs (geometric means).
+
+    Throughput: the row before judging and its 95% interval, judged by
+    :func:`_judge_throughput` (None when there is none to judge: not comparable, unsound,
+    noisy, or a single repeat). Startup (launch → first token, compared only with starts from
+    the same cache state): judged here at its 90% interval, regressed when it lies above 1 +
+    the startup threshold, improved below 1 − it."""
+    startup, cache = kind is Kind.STARTUP, _cache(m)
+
+    def unsound(measured: Measurement, where: str) -> str | None:
+        stats = measured.stats
+        errors = stats.errors if startup and isinstance(stats, StartupStats) else []
+        return unsound_reason(measured, where) or (
+            f"{measured.model} startup {where}: {'; '.join(errors)}" if errors else None
+        )
+
+    def refused(old: Measurement) -> tuple[str, str] | None:
+        if startup and _cache(old) != cache:
+            return "not comparable", (
+                f"{m.model} started {cache} now and {_cache(old)} in the baseline: a start is "
+                "compared only with one from the same cache state"
+            )
+        return _unlike(m, old, requests=not startup)
+
+    found = _usable_runs(m, runs, setting, unsound, refused)
     if isinstance(found, GateRow):
         return found, None
     usable, left_out = found
@@ -412,17 +422,33 @@ def _throughput_row(
         (noise for old in usable if (noise := noise_reason(old, "in the baseline"))), None
     )
     if noisy is not None:  # never called a regression (nor ok): measured on a noisy machine
-        return _unjudged(m, setting, *noisy, newest.value), None
+        return _unjudged(m, setting, *noisy, runs[-1].value), None
     try:
         interval = ratio_interval_between_runs(
-            _repeat_values(m), [_repeat_values(old) for old in usable]
+            _sample(m, kind),
+            [_sample(old, kind) for old in usable],
+            confidence=STARTUP_CONFIDENCE if startup else 0.95,  # throughput: Holm's start
         )
     except ValueError as error:
-        return _unjudged(m, setting, "not comparable", str(error), newest.value), None
-    note = f"repeats {interval.candidate_n} vs {interval.reference_n}"
-    if len(usable) > 1:
-        note += f" over {len(usable)} baseline runs"
-    note += left_out
+        return _unjudged(m, setting, "not comparable", str(error), runs[-1].value), None
+    over = f" over {len(usable)} baseline runs" if len(usable) > 1 else ""
+    if startup:
+        note = (
+            f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
+            f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster"
+            f"{',' + over if over else ''}{left_out}"
+        )
+        low, high, confidence = interval.low - 1, interval.high - 1, STARTUP_CONFIDENCE
+        no_interval = (
+            "a side has one launch: no interval and no verdict (--startup-launches 2 or more)"
+        )
+    else:
+        note = f"repeats {interval.candidate_n} vs {interval.reference_n}{over}{left_out}"
+        low = high = confidence = math.nan
+        no_interval = (
+            f"one repeat {'now' if interval.candidate_n == 1 else 'in the baseline'}: its "
+            "spread is unknown, so no interval and no verdict (run with --repeats 2 or more)"
+        )
     row = GateRow(
         m.model,
         m.benchmark,
@@ -430,110 +456,24 @@ def _throughput_row(
         interval.reference_mean,
         interval.candidate_mean,
         interval.ratio - 1,
-        math.nan,
-        math.nan,
+        low,
+        high,
         "ok",
         note,
+        confidence,
     )
     if interval.degenerate:
-        side = "now" if interval.candidate_n == 1 else "in the baseline"
-        return replace(
-            row,
-            status="no interval",
-            note=note + f"; one repeat {side}: its spread is unknown, so no "
-            "interval and no verdict (run with --repeats 2 or more)",
-        ), None
-    return row, interval
-
-
-STARTUP_CONFIDENCE = 1 - 2 * THROUGHPUT_FAMILY_ERROR
-"""A startup row's two-sided level: 5% per direction (one startup row per model)."""
-
-
-def _startup_values(m: Measurement) -> list[float]:
-    stats = m.stats
-    return list(stats.first_token_values) if isinstance(stats, StartupStats) else []
-
-
-def _startup_errors(m: Measurement, where: str) -> str | None:
-    stats = m.stats
-    if isinstance(stats, StartupStats) and stats.errors:
-        return f"{m.model} startup {where}: {'; '.join(stats.errors)}"
-    return None
-
-
-def _startup_row(
-    m: Measurement, runs: Sequence[Measurement], setting: str, thresholds: Thresholds
-) -> GateRow:
-    """A model's launch → first token now ÷ in the baseline (geometric means) with its 90%
-    interval: regressed when it lies above 1 + the startup threshold, improved below 1 − it."""
-    stats = m.stats
-    cache = stats.cache if isinstance(stats, StartupStats) else "unknown"
-
-    def refusal(old: Measurement) -> tuple[str, str] | None:
-        old_cache = old.stats.cache if isinstance(old.stats, StartupStats) else "unknown"
-        if old_cache != cache:
-            return "not comparable", (
-                f"{m.model} started {cache} now and {old_cache} in the baseline: a start is "
-                "compared only with one from the same cache state"
-            )
-        return _unlike(m, old, requests=False)
-
-    found = _usable_runs(
-        m,
-        runs,
-        setting,
-        lambda measured, where: unsound_reason(measured, where) or _startup_errors(measured, where),
-        refusal,
-    )
-    if isinstance(found, GateRow):
-        return found
-    usable, left_out = found
-    try:
-        interval = ratio_interval_between_runs(
-            _startup_values(m),
-            [_startup_values(old) for old in usable],
-            confidence=STARTUP_CONFIDENCE,
-        )
-    except ValueError as error:
-        return _unjudged(m, setting, "not comparable", str(error), runs[-1].value)
-    note = (
-        f"launches {interval.candidate_n} vs {interval.reference_n}, {cache} starts; "
-        f"{STARTUP_CONFIDENCE:.0%} interval of now ÷ baseline, lower is faster"
-    )
-    if len(usable) > 1:
-        note += f", over {len(usable)} baseline runs"
-    note += left_out
-    row = GateRow(
-        m.model,
-        m.benchmark,
-        setting,
-        interval.reference_mean,
-        interval.candidate_mean,
-        interval.ratio - 1,
-        interval.low - 1,
-        interval.high - 1,
-        "ok",
-        note,
-        STARTUP_CONFIDENCE,
-    )
+        return replace(row, status="no interval", note=f"{note}; {no_interval}"), None
+    if not startup:
+        return row, interval
     fraction = thresholds.startup_fraction
-    if interval.degenerate:
-        return replace(
-            row,
-            status="no interval",
-            note=note + "; a side has one launch: no "
-            "interval and no verdict (--startup-launches 2 or more)",
-        )
     if interval.low > 1 + fraction:
         return replace(
             row,
             status="regressed",
-            note=(f"{note}; starts {interval.ratio:.2f}× as long, beyond +{fraction:.0%}"),
-        )
-    if interval.high < 1 - fraction:
-        return replace(row, status="improved")
-    return row
+            note=f"{note}; starts {interval.ratio:.2f}× as long, beyond +{fraction:.0%}",
+        ), None
+    return replace(row, status="improved" if interval.high < 1 - fraction else "ok"), None
 
 
 def _threshold_p_value(interval: RatioInterval, thresholds: Thresholds) -> float:
@@ -581,14 +521,12 @@ def _judge_throughput(
         )
         for index, step in steps.items():
             interval, status = step.result
-            confidence = 1.0 - step.alpha
-            row = rows[index]
             rows[index] = replace(
-                row,
+                rows[index],
                 low=interval.low - 1,
                 high=interval.high - 1,
                 status=status if step.rejected else "ok",
-                confidence=confidence,
-                note=f"{row.note}; {confidence:.1%} interval, Holm step {step.rank + 1} of "
-                f"{len(steps)}",
+                confidence=1.0 - step.alpha,
+                note=f"{rows[index].note}; {1.0 - step.alpha:.1%} interval, Holm step "
+                f"{step.rank + 1} of {len(steps)}",
             )

@@ -32,21 +32,20 @@ def check_same_serving(
     """Raise :class:`PairingError` naming both values when the serving identities differ."""
     a = serving_identity(candidate_provenance)
     b = serving_identity(reference_provenance)
-    for key in ("image_digest", "server_name", "server_version"):
-        if a.get(key) != b.get(key):
-            raise PairingError(
-                f"refusing to pair {candidate} with {reference}: {key} differs "
-                f"({candidate}: {a.get(key)!r}, {reference}: {b.get(key)!r}); "
-                "measure both with the same server build and image"
-            )
     flags_a, flags_b = a["serving_flags"], b["serving_flags"]
-    for key in sorted(set(flags_a) | set(flags_b)):
-        if flags_a.get(key) != flags_b.get(key):
-            raise PairingError(
-                f"refusing to pair {candidate} with {reference}: serving setting {key} differs "
-                f"({candidate}: {_show(flags_a.get(key))}, {reference}: {_show(flags_b.get(key))}); "
-                "serve every model with identical settings"
-            )
+    differences = [
+        f"{key} differs ({candidate}: {a.get(key)!r}, {reference}: {b.get(key)!r}); "
+        "measure both with the same server build and image"
+        for key in ("image_digest", "server_name", "server_version")
+        if a.get(key) != b.get(key)
+    ] + [
+        f"serving setting {key} differs ({candidate}: {_show(flags_a.get(key))}, "
+        f"{reference}: {_show(flags_b.get(key))}); serve every model with identical settings"
+        for key in sorted(set(flags_a) | set(flags_b))
+        if flags_a.get(key) != flags_b.get(key)
+    ]
+    if differences:
+        raise PairingError(f"refusing to pair {candidate} with {reference}: {differences[0]}")
 
 
 def check_same_items(
@@ -195,7 +194,7 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else _show(value)
 
 
-def request_difference(
+def _request_difference(
     candidate: str,
     a: RequestSettings,
     reference: str,
@@ -239,13 +238,10 @@ def request_difference(
 def check_same_requests(
     candidate: str, a: RequestSettings, reference: str, b: RequestSettings
 ) -> None:
-    """Raise :class:`PairingError` at the first :func:`request_difference`."""
-    difference = request_difference(candidate, a, reference, b)
-    if difference is not None:
-        raise PairingError(
-            f"refusing to pair {candidate} with {reference} on {a.benchmark}: {difference}; "
-            "measure both with the same request settings"
-        )
+    """Raise :class:`PairingError` at the first difference of :func:`unlike_requests`."""
+    refusal = unlike_requests(candidate, a, reference, b)
+    if refusal is not None:
+        raise PairingError(refusal)
 
 
 def setting_identity(measurement: Measurement) -> dict[str, Any]:
@@ -267,12 +263,14 @@ def unlike_requests(
     reference: str,
     b: RequestSettings,
 ) -> str | None:
-    """:func:`check_same_requests`' refusal as a line, or None."""
-    try:
-        check_same_requests(candidate, a, reference, b)
-    except PairingError as error:
-        return str(error)
-    return None
+    """The refusal to pair two measurements sent with different request settings, or None."""
+    difference = _request_difference(candidate, a, reference, b)
+    if difference is None:
+        return None
+    return (
+        f"refusing to pair {candidate} with {reference} on {a.benchmark}: {difference}; "
+        "measure both with the same request settings"
+    )
 
 
 def check_alike(measurements: Sequence[tuple[str, Measurement]]) -> None:
@@ -284,10 +282,9 @@ def check_alike(measurements: Sequence[tuple[str, Measurement]]) -> None:
             continue
         key = (measurement.benchmark, _show(setting_identity(measurement)))
         name = f"{measurement.model} in {where}"
-        if key not in first:
-            first[key] = (name, measurement)
+        earlier, other = first.setdefault(key, (name, measurement))
+        if other is measurement:
             continue
-        earlier, other = first[key]
         check_same_requests(
             name,
             RequestSettings.of_measurement(measurement),

@@ -14,7 +14,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.measurements import (
     STOP_DECIDED,
@@ -231,7 +231,7 @@ def gate_look_text(sequence: PairedConfidenceSequence, status: str | None, thres
 class SequentialRun:
     """What a sequential benchmark scored (:class:`AccuracyRun`) and how it stopped."""
 
-    run: AccuracyRun[object]
+    run: AccuracyRun[Any]
     sequence: AccuracySequence
 
 
@@ -308,7 +308,7 @@ class UntilDecided:
             if self.store.failure is None:
                 raise
 
-    def run(self, send: Callable[[Sequence[str]], AccuracyRun[object]]) -> SequentialRun:
+    def run(self, send: Callable[[Sequence[str]], AccuracyRun[Any]]) -> SequentialRun:
         """Send rounds until decided, the order's end, a round with failed items, or no
         comparison can use a further item (their other sides failed, ended or hold others)."""
         self._mark(RUNNING)

@@ -67,28 +67,27 @@ def run_state(config: pytest.Config) -> RunState:
     if state is not None:
         return state
     from ..core.errors import ModelsweepError
-    from .state import Options, RunState
+    from .state import Options, RunConfig, RunState
 
     workerinput = getattr(config, "workerinput", None)
     try:
-        state = RunState(
-            options=Options.from_namespace(config.option),
+        run = RunConfig.of(
+            Options.from_namespace(config.option),
             rootdir=config.rootpath,
             run_id=run_id(config),
             is_worker=workerinput is not None,
             worker_id=workerinput["workerid"]
             if workerinput
             else os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            write_line=progress_writer(config),
-            args=list(config.invocation_params.args),
+            args=config.invocation_params.args,
         )
-        _ = state.selection  # a bad --sweep, --model, --reference or --endpoint fails here
-    except ModelsweepError as error:
+    except ModelsweepError as error:  # a bad --sweep, --model, --reference or --endpoint
         raise pytest.UsageError(str(error)) from None
-    if not state.is_worker:
+    state = RunState(run, progress_writer(config))
+    if not run.is_worker:
         # Outputs, store, --baseline and --sweep-run are checked before any test: usage errors.
         try:
-            state.check_outputs(
+            run.check_outputs(
                 {  # the files it writes besides its results, by option
                     "--md": config.option.md,
                     "--llm-d-report": config.option.llm_d_report,
@@ -98,7 +97,7 @@ def run_state(config: pytest.Config) -> RunState:
                 }
             )
             _ = state.store
-            if state.options.baseline:
+            if run.options.baseline:
                 state.baseline_measurements()
             state.join_sweep_run()  # last: a usage error above leaves no run to wait for
         except ModelsweepError as error:

@@ -35,7 +35,7 @@ def fail_report(report: pytest.TestReport, state: RunState, line: str) -> None:
 
         said = str(report.longrepr)  # a failure that says the store failed says it once
         if redact(line) not in said and not (
-            line.startswith("the store ") and redact(str(state.store_location)) in said
+            line.startswith("the store ") and redact(str(state.config.store_location)) in said
         ):
             report.sections.append(("modelsweep: results not written", redact(line)))
 
@@ -75,7 +75,7 @@ class ControllerHooks:
         if finished and getattr(report, "modelsweep_model", None) is not None:
             # Comparisons on other workers stop waiting for a test that ended without a result.
             writes.append(
-                lambda: state.store.add_outcome(state.run_id, report.nodeid, report.outcome)
+                lambda: state.store.add_outcome(state.config.run_id, report.nodeid, report.outcome)
             )
         if problems := attempted(writes):  # a full disk: this test fails, the others run
             fail_report(report, state, "; ".join(dict.fromkeys(problems)))
@@ -143,7 +143,7 @@ class ControllerHooks:
         refusal = state.save_baseline_if_asked()
         if refusal is not None:
             state.session_errors.append(refusal)
-        if state.unjudged and not state.options.allow_unjudged:
+        if state.unjudged and not state.config.options.allow_unjudged:
             test, why = state.unjudged[0]
             state.session_errors.append(
                 f"{len(state.unjudged)} comparison test(s) judged nothing, so this run does not "
@@ -178,11 +178,11 @@ class ControllerHooks:
             terminalreporter.write_line(redact(f"modelsweep: {line}"), red=True)
         if state.gate_rows or state.gate_error or state.gate_ungated:
             failed = sum(row.failed for row in state.gate_rows)
-            ungated = bool(state.gate_ungated) and not state.options.allow_ungated
+            ungated = bool(state.gate_ungated) and not state.config.options.allow_ungated
             bad = bool(failed or state.gate_error or ungated)
             terminalreporter.write_sep(
                 "=",
-                f"modelsweep baseline {state.options.baseline}: "
+                f"modelsweep baseline {state.config.options.baseline}: "
                 + (
                     f"{failed} regressed or not comparable"
                     if failed
@@ -200,18 +200,18 @@ class ControllerHooks:
         if not state.measurements:
             return
         terminalreporter.write_sep("=", "modelsweep measurements")
-        if state.options.sweep_run is not None:
+        if state.config.options.sweep_run is not None:
             members = state.sweep_run_members()
             terminalreporter.write_line(
-                f"sweep run {state.options.sweep_run}: {len(members)} "
+                f"sweep run {state.config.options.sweep_run}: {len(members)} "
                 f"run{'s' if len(members) != 1 else ''} ("
                 + ", ".join(str(m) for m in members)
                 + ")"
             )
         for line in measurement_table(state.judged_measurements()):
             terminalreporter.write_line(line)
-        if state.results_path.is_file():  # (else a line above said why it is not)
-            terminalreporter.write_line(f"results: {state.results_path}")
+        if state.config.results_path.is_file():  # (else a line above said why it is not)
+            terminalreporter.write_line(f"results: {state.config.results_path}")
 
 
 def write_llmd(config: pytest.Config, state: RunState) -> None:

@@ -42,7 +42,7 @@ def run_of(state: RunState) -> dict[str, Any]:
     try:
         return state.report_run()
     except ModelsweepError:
-        return {"run_id": state.run_id}
+        return {"run_id": state.config.run_id}
 
 
 class HtmlReportHooks:
@@ -68,7 +68,7 @@ class HtmlReportHooks:
             lambda: (state.judged_measurements(), run_of(state)),
             enabled=bool(config.getoption("htmlpath", None)),
             failures=lambda: state.failures,
-            history=lambda: history_section(state.store, state.sweep.name),
+            history=lambda: history_section(state.store, state.config.sweep.name),
         )
 
     @pytest.hookimpl(optionalhook=True)

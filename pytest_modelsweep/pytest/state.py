@@ -7,23 +7,30 @@ import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.cost import Pricing
+from ..core.errors import DataError, ModelsweepError
+from ..core.measurements import Measurement, measurements_of
+from ..core.outputs import OutputError, check_output_files, check_output_folder
+from ..core.runinfo import run_provenance
+from ..core.secrets import redact, redacted, remember_env_keys
 from ..core.settings import BenchSettings as BenchSettings
 from ..core.store_location import StoreLocation
 from ..core.sweep import Selection, Sweep, load_sweep, parse_endpoint_option
 from ..store.database import Store
-from ..store.results import ResultsWriter
+from ..store.results import ResultsWriter, load_results
+from ..store.sweep_run import sweep_run_heading, unsettled_failures
 
 if TYPE_CHECKING:
-    from ..core.cost import Pricing
-    from ..core.measurements import Measurement
     from ..core.options import Thresholds
     from ..judging.comparisons import ComparisonFinder, FinishedTest
+    from ..judging.kinds import ExpectedTests
     from ..serving.pool import EndpointPool
     from ..store.sweep_run import SweepRunMember
+    from ..workloads.accuracy import Rounds
 
 
 def attempted(
@@ -77,7 +84,6 @@ class Options:
     """``config.option`` itself."""
 
     def __repr__(self) -> str:
-        from ..core.secrets import redact
 
         fields = ", ".join(
             f"{k}={v!r}" for k, v in vars(self).items() if k not in ("thresholds", "parsed")
@@ -112,18 +118,127 @@ _OPTION_OF = {
 """The ``config.option`` names of the :class:`Options` fields named otherwise."""
 
 
-@dataclass
-class RunState:
-    """Everything run-wide: the sweep, the selection, endpoints, measurements. The controller
-    (or a plain run) collects measurements and writes; an xdist worker owns its endpoints."""
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run is asked to do, made once from the parsed options (:meth:`of`): the options,
+    the sweep, the models, the places it writes, the benchmarks' settings."""
 
     options: Options
     rootdir: Path
     run_id: str
     is_worker: bool
     worker_id: str
+    args: tuple[str, ...]
+    sweep: Sweep
+    attach: dict[str, str]
+    """``--endpoint`` NAME → root URL, checked against the sweep."""
+    selection: Selection
+    """The models this run measures (``--model`` narrows it; default: all)."""
+    models_to_run: tuple[str, ...]
+    """Model names whose tests are collected, in run order: ``--model``'s (the reference first
+    where they name only candidates: :attr:`reference_added`), else all."""
+    reference_added: bool
+    """Whether ``--model`` named only candidates, so that the reference's tests are collected
+    for their comparisons (those the store has a like run of are deselected); not with
+    ``--sweep-run``, where another host measures it."""
+    bench_settings: BenchSettings
+    """The narrow view of this run that benchmark tests receive."""
+
+    @classmethod
+    def of(
+        cls,
+        options: Options,
+        *,
+        rootdir: Path,
+        run_id: str,
+        is_worker: bool,
+        worker_id: str,
+        args: Iterable[str] = (),
+    ) -> RunConfig:
+        """The run of ``options``; a bad ``--sweep``, ``--model``, ``--reference`` or
+        ``--endpoint`` is a one-line ModelsweepError."""
+
+        sweep = load_sweep(options.sweep)
+        # every process redacts the keys (xdist's controller never sends with them)
+        remember_env_keys(spec.api_key_env for spec in sweep.models.values())
+        attach = parse_endpoint_option(options.endpoints, sweep)
+        reference = options.reference or sweep.reference
+        for name in [reference, *options.models, *attach]:
+            sweep.model(name)
+        named = list(dict.fromkeys(options.models))
+        added = bool(named) and reference not in named and options.sweep_run is None
+        models = [reference] * added + named if named else sweep.select([], reference).models
+        parsed, usd = options.parsed, options.usd_per_hour
+        return cls(
+            options,
+            rootdir,
+            run_id,
+            is_worker,
+            worker_id,
+            tuple(args),
+            sweep,
+            attach,
+            Selection(reference, tuple(m for m in models if m != reference)),
+            tuple(models),
+            added,
+            BenchSettings.from_options(
+                parsed,
+                run_id=run_id,
+                pricing=sweep.pricing if usd is None else Pricing(usd, source="--usd-per-hour"),
+                gsm8k_max_tokens=parsed.gsm8k_max_tokens or sweep.benchmarks.gsm8k_max_tokens,
+                round_size=int(parsed.round_size)
+                if parsed.until_decided or sweep.verdicts.until_decided
+                else None,
+            ),
+        )
+
+    def __repr__(self) -> str:
+
+        return redact(
+            f"RunConfig(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
+            f"rootdir={str(self.rootdir)!r}, options={self.options!r}, args={self.args!r})"
+        )
+
+    @property
+    def workdir(self) -> Path:
+        return Path(self.options.workdir) if self.options.workdir else self.rootdir / ".modelsweep"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.workdir / "runs" / self.run_id
+
+    @property
+    def results_path(self) -> Path:
+        return Path(self.options.results) if self.options.results else self.run_dir / "results.json"
+
+    @property
+    def store_location(self) -> StoreLocation:
+        return self.options.store or StoreLocation.file(self.workdir / "store.sqlite")
+
+    @property
+    def store_identity(self) -> str:
+        """The store as a run's results name it (``run.store``): an absolute file path, or the
+        URL without its password."""
+        where = self.store_location
+        return str(where.path.absolute()) if where.path is not None else str(where)
+
+    def check_outputs(self, others: dict[str, str | None]) -> None:
+        """Every place this run writes (work folder, results, ``others``: option → path),
+        checked before any test; an OutputError names the first that cannot be written."""
+
+        check_output_folder(self.workdir, "--modelsweep-dir")
+        check_output_files({"--results": self.options.results or None, **others})
+
+
+@dataclass
+class RunState:
+    """The run's services on its :class:`RunConfig`: the store and its failure, the endpoint
+    pool, the comparisons, what it measured and concluded (results, baseline, gate), its sweep
+    run. The controller (or a plain run) collects measurements and writes; an xdist worker
+    owns its endpoints."""
+
+    config: RunConfig
     write_line: Callable[[str], None]
-    args: list[str] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
     unjudged: list[tuple[str, str]] = field(default_factory=list)
@@ -143,147 +258,73 @@ class RunState:
     _store_refusal: str | None = None
     """Why a worker could not open the store (it is not tried again)."""
 
-    @cached_property
-    def bench_settings(self) -> BenchSettings:
-        """The narrow view of this run that benchmark tests receive (made once)."""
-        return BenchSettings.from_options(
-            self.options.parsed,
-            run_id=self.run_id,
-            pricing=self.pricing,
-            gsm8k_max_tokens=self.gsm8k_max_tokens,
-            round_size=self.round_size,
-        )
-
     def __repr__(self) -> str:
-        from ..core.secrets import redact
-
-        return redact(
-            f"RunState(run_id={self.run_id!r}, worker_id={self.worker_id!r}, "
-            f"rootdir={str(self.rootdir)!r}, options={self.options!r}, "
-            f"args={self.args!r})"
-        )
-
-    @property
-    def gsm8k_max_tokens(self) -> int:
-        """``--gsm8k-max-tokens``, else the sweep's ``[benchmarks.gsm8k] max_tokens``."""
-        given: int | None = self.options.parsed.gsm8k_max_tokens
-        return self.sweep.benchmarks.gsm8k_max_tokens if given is None else given
-
-    @property
-    def round_size(self) -> int | None:
-        """``--round-size`` with ``--until-decided`` (or the sweep's), else None."""
-        if not (self.options.parsed.until_decided or self.sweep.verdicts.until_decided):
-            return None
-        return int(self.options.parsed.round_size)
-
-    @property
-    def pricing(self) -> Pricing | None:
-        """``--usd-per-hour`` (as the user's own price), else the sweep's ``[pricing]``."""
-        from ..core.cost import Pricing
-
-        if self.options.usd_per_hour is not None:
-            return Pricing(self.options.usd_per_hour, source="--usd-per-hour")
-        return self.sweep.pricing
-
-    # -- the sweep -------------------------------------------------------------
-    @cached_property
-    def sweep(self) -> Sweep:
-        from ..core.secrets import remember_env_keys
-
-        sweep = load_sweep(self.options.sweep)
-        # every process redacts the keys (xdist's controller never sends with them)
-        remember_env_keys(spec.api_key_env for spec in sweep.models.values())
-        return sweep
-
-    @cached_property
-    def selection(self) -> Selection:
-        """The models this run measures (``--model`` narrows it; default: all)."""
-        sweep = self.sweep
-        reference = self.options.reference or sweep.reference
-        for name in [reference, *self.options.models, *self.attach]:
-            sweep.model(name)
-        if not self.options.models:
-            return sweep.select([], reference)
-        return Selection(
-            reference=reference, candidates=tuple(m for m in self.models_to_run if m != reference)
-        )
-
-    @property
-    def models_to_run(self) -> list[str]:
-        """Model names whose tests are collected, in run order: ``--model``'s (the reference
-        first where they name only candidates: :attr:`reference_added`), else all."""
-        named = list(dict.fromkeys(self.options.models))
-        if not named:
-            return list(self.selection.models)
-        return [self.options.reference or self.sweep.reference] * self.reference_added + named
-
-    @property
-    def reference_added(self) -> bool:
-        """Whether ``--model`` named only candidates, so that the reference's tests are
-        collected for their comparisons (those the store has a like run of are deselected);
-        not with ``--sweep-run``, where another host measures it."""
-        reference = self.options.reference or self.sweep.reference
-        return (
-            bool(self.options.models)
-            and reference not in self.options.models
-            and self.options.sweep_run is None
-        )
-
-    @cached_property
-    def attach(self) -> dict[str, str]:
-        """``--endpoint`` NAME → root URL, checked against the sweep."""
-        return parse_endpoint_option(self.options.endpoints, self.sweep)
-
-    # -- places ----------------------------------------------------------------
-    @property
-    def workdir(self) -> Path:
-        return Path(self.options.workdir) if self.options.workdir else self.rootdir / ".modelsweep"
-
-    @property
-    def run_dir(self) -> Path:
-        return self.workdir / "runs" / self.run_id
-
-    @property
-    def results_path(self) -> Path:
-        return Path(self.options.results) if self.options.results else self.run_dir / "results.json"
-
-    @property
-    def store_location(self) -> StoreLocation:
-        return self.options.store or StoreLocation.file(self.workdir / "store.sqlite")
+        return f"RunState(config={self.config!r})"
 
     @cached_property
     def store(self) -> Store:
         """The store every process of the run shares (SQLite file or PostgreSQL); the
         controller first takes back what earlier runs kept only in their results."""
-        from ..core.errors import DataError, ModelsweepError
 
         if self._store_refusal is not None:
             raise DataError(self._store_refusal)
         try:
-            store = Store(self.store_location)
+            store = Store(self.config.store_location)
         except ModelsweepError as error:
-            if self.is_worker:  # mid-run: every later test fails in this line at once
+            if self.config.is_worker:  # mid-run: every later test fails in this line at once
                 self._store_refusal = str(error)
             raise
         store.on_failure = self._mark_store_failed
-        if not self.is_worker:
+        if not self.config.is_worker:
             self._take_back_kept_items(store)
         return store
+
+    def store_for_items(self) -> tuple[Store | None, str | None]:
+        """The store and why it failed before (then items are measured, not stored); no store
+        where a worker could not open it."""
+
+        try:
+            return self.store, self.store.failure
+        except ModelsweepError as error:
+            return None, str(error)
+
+    def until_decided(self, model: str, tests_of: ExpectedTests) -> Rounds | None:
+        """``--until-decided``'s rounds of ``model``'s accuracy benchmarks (None: without)."""
+        from ..judging.rounds import until_decided
+
+        round_size = self.config.bench_settings.round_size
+        if round_size is None:
+            return None
+        options = self.config.options
+        return partial(
+            until_decided,
+            store=self.store,
+            run_id=self.config.run_id,
+            model=model,
+            round_size=round_size,
+            wait_s=options.verdict_wait_s,
+            reference=self.config.selection.reference,
+            candidates=self.config.selection.candidates,
+            tests_of=tests_of,
+            margin=options.margin,
+            baseline=self.baseline_measurements if options.baseline else None,
+            threshold=options.thresholds.accuracy_points,
+            progress=self.write_line,
+        )
 
     def stored_reference_run(self, benchmark: str, setting: dict[str, Any]) -> str | None:
         """A stored run with the reference's like ``benchmark`` measurement at ``setting``
         (:func:`stored_like_run`); None where there is none or the store cannot be read
         (then the reference is measured, and the store's failure shows in its tests)."""
-        from ..core.errors import ModelsweepError
         from ..judging.comparisons import stored_like_run
 
         try:
             return stored_like_run(
                 self.store,
-                self.selection.reference,
+                self.config.selection.reference,
                 benchmark,
                 setting,
-                limit=self.bench_settings.limit,
+                limit=self.config.bench_settings.limit,
             )
         except ModelsweepError:
             return None
@@ -296,27 +337,21 @@ class RunState:
         if "store" in vars(self) and self.store.failure is not None:
             return self.store.failure
         try:
-            return (self.run_dir / STORE_FAILURE_MARK).read_text(
-                encoding="utf-8"
-            ).strip() or f"the store {self.store_location} failed in another process of this run"
+            return (
+                (self.config.run_dir / STORE_FAILURE_MARK).read_text(encoding="utf-8").strip()
+                or f"the store {self.config.store_location} failed in another process of this run"
+            )
         except OSError:
             return None
 
     def _mark_store_failed(self, line: str) -> None:
         """Leave the failure's line in the run folder for the run's other processes."""
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / STORE_FAILURE_MARK).write_text(line + "\n", encoding="utf-8")
+            self.config.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.config.run_dir / STORE_FAILURE_MARK).write_text(line + "\n", encoding="utf-8")
         except OSError:
             with contextlib.suppress(OSError):  # a full disk may still take an empty file
-                (self.run_dir / STORE_FAILURE_MARK).touch()
-
-    @property
-    def store_identity(self) -> str:
-        """The store as a run's results name it (``run.store``): an absolute file path, or the
-        URL without its password."""
-        where = self.store_location
-        return str(where.path.absolute()) if where.path is not None else str(where)
+                (self.config.run_dir / STORE_FAILURE_MARK).touch()
 
     def _take_back_kept_items(self, store: Store) -> None:
         """Store the answered items that earlier runs kept only in their results, so that this
@@ -324,19 +359,17 @@ class RunState:
         folder's runs; only a run whose results say its store failed, or a run of this store
         (``run.store``) that it does not list as ended (killed). A healthy run of another
         store gives nothing: a new store measures afresh."""
-        from ..core.errors import ModelsweepError
-        from ..core.measurements import measurements_of
-        from ..serving.endpoint import model_serving_key
-        from ..store.results import load_results
+
+        from ..serving.endpoint import model_serving_key  # (httpx: only where items are taken back)
 
         ended = {run["run_id"] for run in store.runs() if run["status"] != "interrupted"}
-        places = [Path(self.options.results)] if self.options.results else []
-        runs = self.workdir / "runs"
+        places = [Path(self.config.options.results)] if self.config.options.results else []
+        runs = self.config.workdir / "runs"
         if runs.is_dir():
             places += [
                 folder / "results.json"
                 for folder in sorted(runs.iterdir())
-                if folder.name not in ended and folder.name != self.run_id
+                if folder.name not in ended and folder.name != self.config.run_id
             ]
         taken, failed = 0, False
         for path in places:
@@ -350,7 +383,7 @@ class RunState:
             run_id = str(kept["run"].get("run_id") or path.parent.name)
             store_failed = "store_failure" in kept["summary"]
             if not store_failed and (
-                kept["run"].get("store") != self.store_identity or run_id in ended
+                kept["run"].get("store") != self.config.store_identity or run_id in ended
             ):
                 continue  # another store's run, or one this store holds whole
             failed = failed or store_failed
@@ -387,9 +420,9 @@ class RunState:
 
         return ComparisonFinder(
             self.store,
-            self.run_id,
-            wait_s=self.options.verdict_wait_s,
-            sweep_run=self.options.sweep_run,
+            self.config.run_id,
+            wait_s=self.config.options.verdict_wait_s,
+            sweep_run=self.config.options.sweep_run,
             finished_here=self.finished_here,
             store_failure=self.store_failure,
             progress=self.write_line,
@@ -402,12 +435,12 @@ class RunState:
         from ..serving.pool import EndpointPool
 
         return EndpointPool(
-            self.sweep,
-            attach=self.attach,
-            run_dir=self.run_dir,
-            worker_id=self.worker_id,
+            self.config.sweep,
+            attach=self.config.attach,
+            run_dir=self.config.run_dir,
+            worker_id=self.config.worker_id,
             progress=self.write_line,
-            models=self.models_to_run,
+            models=self.config.models_to_run,
         )
 
     def release_endpoint(self, model: str) -> None:
@@ -425,29 +458,30 @@ class RunState:
     def join_sweep_run(self) -> None:
         """Record this run as one of ``--sweep-run``'s before any test (other hosts then wait
         for its models); a sweep run of another sweep is a DataError."""
-        from ..core.errors import DataError
 
-        name = self.options.sweep_run
+        name = self.config.options.sweep_run
         if name is None:
             return
-        others = {m.sweep_name for m in self.store.sweep_run_members(name)} - {self.sweep.name}
+        others = {m.sweep_name for m in self.store.sweep_run_members(name)} - {
+            self.config.sweep.name
+        }
         if others:
             raise DataError(
-                f"--sweep-run {name}: its runs in {self.store_location} measured sweep "
-                f"{sorted(others)[0]}, this run measures sweep {self.sweep.name}; one sweep "
+                f"--sweep-run {name}: its runs in {self.config.store_location} measured sweep "
+                f"{sorted(others)[0]}, this run measures sweep {self.config.sweep.name}; one sweep "
                 "run holds one sweep: pass the same --sweep, or another --sweep-run name"
             )
         self._record_run()
 
     def plan_models(self, models: list[str]) -> None:
         """The models whose own tests this run has: other hosts wait for these only."""
-        if self.options.sweep_run is not None:
-            self.store.plan_run(self.run_id, models)
+        if self.config.options.sweep_run is not None:
+            self.store.plan_run(self.config.run_id, models)
 
     def sweep_run_members(self) -> list[SweepRunMember]:
         """The runs of ``--sweep-run`` in the store (empty without one, or when the store
         failed: its line is told once already)."""
-        name = self.options.sweep_run
+        name = self.config.options.sweep_run
         if name is None or self.store_failure() is not None:
             return []
         return list(self.store.sweep_run_members(name))
@@ -455,47 +489,39 @@ class RunState:
     def judged_measurements(self) -> list[dict[str, Any]]:
         """What the gate and reports read: this run's measurements, or its sweep run's (this
         run's when the store failed)."""
-        if self.options.sweep_run is None or self.store_failure() is not None:
+        if self.config.options.sweep_run is None or self.store_failure() is not None:
             return self.measurements
-        return self.store.sweep_run_measurements(self.options.sweep_run, last=self.run_id)
+        return self.store.sweep_run_measurements(
+            self.config.options.sweep_run, last=self.config.run_id
+        )
 
     def report_run(self) -> dict[str, Any]:
         """The run dict the reports show: this run's, or named after its sweep run."""
-        if self.options.sweep_run is None:
+        if self.config.options.sweep_run is None:
             return self.run
-        from ..store.sweep_run import sweep_run_heading
 
-        return sweep_run_heading(self.options.sweep_run, self.sweep_run_members(), self.run)
+        return sweep_run_heading(self.config.options.sweep_run, self.sweep_run_members(), self.run)
 
     # -- results (controller only) ---------------------------------------------
     @cached_property
     def run(self) -> dict[str, Any]:
         """Run-level provenance (commit, machine, software, sweep), computed once."""
-        from ..core.runinfo import run_provenance
 
-        run = run_provenance(self.rootdir, self.sweep.path, self.args)
+        run = run_provenance(self.config.rootdir, self.config.sweep.path, list(self.config.args))
         run.update(
-            run_id=self.run_id,
-            sweep_name=self.sweep.name,
-            reference=self.selection.reference,
-            serving=self.sweep.serving.as_dict(),
-            store=self.store_identity,
+            run_id=self.config.run_id,
+            sweep_name=self.config.sweep.name,
+            reference=self.config.selection.reference,
+            serving=self.config.sweep.serving.as_dict(),
+            store=self.config.store_identity,
         )
-        if self.options.sweep_run is not None:
-            run["sweep_run"] = self.options.sweep_run
+        if self.config.options.sweep_run is not None:
+            run["sweep_run"] = self.config.options.sweep_run
         return run
-
-    def check_outputs(self, others: dict[str, str | None]) -> None:
-        """Every place this run writes (work folder, results, ``others``: option → path),
-        checked before any test; an OutputError names the first that cannot be written."""
-        from ..core.outputs import check_output_files, check_output_folder
-
-        check_output_folder(self.workdir, "--modelsweep-dir")
-        check_output_files({"--results": self.options.results or None, **others})
 
     @cached_property
     def _results(self) -> ResultsWriter:
-        return ResultsWriter(self.results_path, self.run)
+        return ResultsWriter(self.config.results_path, self.run)
 
     def start_run(self) -> None:
         """Record the run (store row, journal head) at its first report, so a killed run is
@@ -505,38 +531,42 @@ class RunState:
 
     def _record_run(self) -> None:
         """The run's row in the store: listed as interrupted until :meth:`finish_run`."""
-        self.store.add_run(self.run_id, self.sweep.name, self.run, sweep_run=self.options.sweep_run)
+        self.store.add_run(
+            self.config.run_id,
+            self.config.sweep.name,
+            self.run,
+            sweep_run=self.config.options.sweep_run,
+        )
         self._run_recorded = True
 
     def finish_run(self, exitstatus: int) -> None:
         """Mark a recorded run ended with its exit status (one never marked was killed)."""
         if self._run_recorded:
             self.store.finish_run(
-                self.run_id, datetime.now(UTC).isoformat(timespec="seconds"), exit_status=exitstatus
+                self.config.run_id,
+                datetime.now(UTC).isoformat(timespec="seconds"),
+                exit_status=exitstatus,
             )
 
     def add_measurement(self, measurement: dict[str, Any]) -> None:
         """Keep, journal and store a measurement; OutputError in one line once both were tried
         (it is kept and written at the end)."""
-        from ..core.secrets import redacted
 
         measurement = redacted(measurement)  # every report of the run reads this copy
         self.measurements.append(measurement)
         self._each(
             lambda: self._results.add(measurement),
-            lambda: self.store.add_measurement(self.run_id, measurement),
+            lambda: self.store.add_measurement(self.config.run_id, measurement),
         )
 
     @staticmethod
     def _each(*writes: Callable[[], None]) -> None:
-        from ..core.outputs import OutputError
 
         if problems := attempted(writes):
             raise OutputError("; ".join(problems))
 
     def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
         """A modelsweep test that failed or errored: listed in the results and the reports."""
-        from ..core.secrets import redact
 
         self.failures.append(
             {"test_id": test_id, "when": when, "outcome": outcome, "message": redact(message)}
@@ -547,24 +577,21 @@ class RunState:
         DataError when it holds nothing the gate compares."""
         if self._baseline is not None:
             return self._baseline
-        from ..core.errors import DataError
-        from ..core.measurements import measurements_of
         from ..judging.gate import baseline_history, gateable
-        from ..store.results import load_results
 
-        name = self.options.baseline or ""
+        name = self.config.options.baseline or ""
         runs = self.store.baseline_measurements(name)
         path = Path(name)
         if runs:
             found = baseline_history(measurements_of(run) for run in runs)
-            where = f"baseline {name!r} in {self.store_location}"
+            where = f"baseline {name!r} in {self.config.store_location}"
         elif path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file():
             found = measurements_of(load_results(path)["measurements"])
             where = f"results file {path}"
         else:
             known = ", ".join(self.store.baselines()) or "none saved yet"
             raise DataError(
-                f"--baseline {name!r}: no such baseline in {self.store_location} ({known}) and "
+                f"--baseline {name!r}: no such baseline in {self.config.store_location} ({known}) and "
                 "no results file there; save one with --save-baseline NAME"
             )
         if not gateable(found):
@@ -579,44 +606,39 @@ class RunState:
     def gate(self) -> list[Any]:
         """Compare this run (or its sweep run) with ``--baseline``; a gate that compared nothing
         is a session error unless ``--allow-ungated``."""
-        if not self.options.baseline:
+        if not self.config.options.baseline:
             return []
-        from ..core.measurements import measurements_of
         from ..judging.gate import compare_with_baseline, ungated_reason
 
         measurements = measurements_of(self.judged_measurements())
         self.gate_rows = compare_with_baseline(
             measurements,
             self.baseline_measurements(),
-            self.options.thresholds,
-            resamples=self.options.resamples,
-            noisy_fails=self.options.fail_on_noisy,
+            self.config.options.thresholds,
+            resamples=self.config.options.resamples,
+            noisy_fails=self.config.options.fail_on_noisy,
         )
         reason = ungated_reason(self.gate_rows, measurements)
         self.gate_ungated = reason or ""
-        if reason is not None and not self.options.allow_ungated:
+        if reason is not None and not self.config.options.allow_ungated:
             self.session_errors.append(
-                f"--baseline {self.options.baseline}: {reason}; run the baseline's benchmarks "
+                f"--baseline {self.config.options.baseline}: {reason}; run the baseline's benchmarks "
                 "(same models and settings), or pass --allow-ungated"
             )
         return self.gate_rows
 
     def save_baseline_if_asked(self) -> str | None:
         """Save this run as ``--save-baseline NAME``; the one-line refusal, or None."""
-        name = self.options.save_baseline
+        name = self.config.options.save_baseline
         if not name:
             return None
-        from ..core.measurements import measurements_of
-        from ..core.outputs import OutputError
         from ..judging.gate import gateable, unsound_reason
 
         judged = measurements_of(self.judged_measurements())
         unsound = [f"{f['test_id']} {f['outcome']}: {f['message']}" for f in self.failures]
         failed_tests = {f["test_id"] for f in self.failures}
-        if self.options.sweep_run is not None:
-            from ..store.sweep_run import unsettled_failures
-
-            others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.run_id]
+        if self.config.options.sweep_run is not None:
+            others = [m.run_id for m in self.sweep_run_members() if m.run_id != self.config.run_id]
             unsound += [
                 f"{test} {outcome} in run {run}"
                 for run, test, outcome in unsettled_failures(
@@ -645,14 +667,14 @@ class RunState:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             history = self.store.save_baseline(
-                name, self.run_id, stamp, sweep_run=self.options.sweep_run
+                name, self.config.run_id, stamp, sweep_run=self.config.options.sweep_run
             )
         except OutputError as error:
             return f"--save-baseline {name}: not saved: {error}"
         what = (
             "this run"
-            if self.options.sweep_run is None
-            else f"sweep run {self.options.sweep_run} ({len(self.sweep_run_members())} runs)"
+            if self.config.options.sweep_run is None
+            else f"sweep run {self.config.options.sweep_run} ({len(self.sweep_run_members())} runs)"
         )
         self.write_line(
             f"saved {what} as baseline {name!r} "
@@ -670,4 +692,4 @@ class RunState:
                 **({"store_failure": failure} if failure is not None else {}),
             }
         )
-        return self.results_path
+        return self.config.results_path

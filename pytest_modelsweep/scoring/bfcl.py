@@ -218,8 +218,9 @@ def _resolve_value(node: ast.expr | None) -> Any:
         return tuple(_resolve_value(v) for v in node.elts)
     if isinstance(node, ast.Subscript):
         return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    kind = "nothing" if node is None else type(node).__name__
-    raise BfclDecodeError(f"unsupported AST type: {kind}")
+    raise BfclDecodeError(
+        f"unsupported AST type: {'nothing' if node is None else type(node).__name__}"
+    )
 
 
 def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
@@ -246,12 +247,10 @@ def decode_prompt_output(text: str) -> Calls:
         result = "[" + result
     if not result.endswith("]"):
         result = result + "]"
-    cleaned = result.strip().strip("'")
     try:
-        parsed = ast.parse(cleaned, mode="eval")
+        body = ast.parse(result.strip().strip("'"), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise BfclDecodeError(f"invalid syntax: {exc}") from None
-    body = parsed.body
     if isinstance(body, ast.Call):
         elements: list[ast.expr] = [body]
     elif isinstance(body, (ast.List, ast.Tuple, ast.Set)):
@@ -278,8 +277,9 @@ def decode_tool_calls(completion: Completion) -> list[Any]:
     if tool_calls is None:
         if completion.text == "":
             return []
-        shown = repr(completion.text)[:120]
-        raise BfclDecodeError(f"no tool calls in the response (content: {shown})")
+        raise BfclDecodeError(
+            f"no tool calls in the response (content: {repr(completion.text)[:120]})"
+        )
     decoded: list[Any] = []
     for index, call in enumerate(tool_calls):
         name, arguments = call["name"], call["arguments"]
@@ -373,9 +373,11 @@ def _wrong_value(kind: str, param: str, value: Any, possible: Sequence[Any]) -> 
 
 def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
     accepted = [standardize_string(a) for a in possible if type(a) is str]
-    if standardize_string(value) not in accepted:
-        return _wrong_value("string", param, value, possible)
-    return VALID
+    return (
+        _wrong_value("string", param, value, possible)
+        if standardize_string(value) not in accepted
+        else VALID
+    )
 
 
 def _standardize_item(item: Any) -> Any:
@@ -389,9 +391,11 @@ def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> Bfcl
         for answer in possible
         if isinstance(answer, (list, str))
     ]
-    if standardized not in accepted:
-        return _wrong_value("list/tuple", param, value, possible)
-    return VALID
+    return (
+        _wrong_value("list/tuple", param, value, possible)
+        if standardized not in accepted
+        else VALID
+    )
 
 
 def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]) -> BfclCheck:
@@ -441,19 +445,16 @@ def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -
                 False, "value_error:list_dict_count", f"wrong number of dictionaries in {param!r}"
             )
             continue
-        ok = True
         for item, accepted in zip(value, possible, strict=True):
             if not isinstance(item, dict):
                 result = BfclCheck(
                     False, "type_error:nested", f"{param!r} holds {item!r}, not a dictionary"
                 )
-                ok = False
                 break
             result = _dict_checker(param, item, [accepted])
             if not result.valid:
-                ok = False
                 break
-        if ok:
+        else:
             return VALID
     return result
 
@@ -482,9 +483,10 @@ def simple_function_checker(
     if underscore_to_dot and "." in name:
         name = name.replace(".", "_")
     if name not in call:
-        got = ", ".join(repr(k) for k in call) or "nothing"
         return BfclCheck(
-            False, "simple_function_checker:wrong_func_name", f"expected {name!r}, got {got}"
+            False,
+            "simple_function_checker:wrong_func_name",
+            f"expected {name!r}, got {', '.join(repr(k) for k in call) or 'nothing'}",
         )
     params = call[name]
     for param in required:
@@ -562,13 +564,6 @@ def check_simple(
 # --- the scorer ----------------------------------------------------------------------------
 
 
-def _json_safe(value: Any) -> Any:
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def check_bfcl_answer(
     record: BfclRecord, completion: Completion, mode: Mode
 ) -> tuple[BfclCheck, Any]:
@@ -583,7 +578,10 @@ def check_bfcl_answer(
         return BfclCheck(
             False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"
         ), None
-    calls = _json_safe(decoded)
+    try:
+        calls = json.loads(json.dumps(decoded))  # the decoded calls as JSON data
+    except (TypeError, ValueError):
+        calls = repr(decoded)
     if not is_function_calling_format(decoded):
         return BfclCheck(
             False,

@@ -101,14 +101,13 @@ def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
     def extracted(record: ItemRecord, name: str) -> Any:
         return record.extracted.get(name) if isinstance(record.extracted, dict) else None
 
-    strict = sum(bool(r.scores.get("strict-match")) for r in answered)
     flexible = sum(bool(r.scores.get("flexible-extract")) for r in answered)
     return {
         "n": n,
         "items": len(records),
         "failed": len(records) - n,
         "accuracy": rate(flexible),
-        "strict_match_accuracy": rate(strict),
+        "strict_match_accuracy": rate(sum(bool(r.scores.get("strict-match")) for r in answered)),
         "flexible_extract_accuracy": rate(flexible),
         "strict_match_invalid_rate": rate(
             sum(extracted(r, "strict-match") is None for r in answered)

@@ -34,12 +34,14 @@ WARM_SHARE = 0.5
 
 def cold_start_refusal(name: str, attach: dict[str, str] | None) -> str | None:
     """One line when model ``name`` cannot be cold-started (it is attached); else None."""
-    if attach and name in attach:
-        return (
+    return (
+        (
             f"cold start needs a server this run launches: {name} is attached "
             "(--endpoint), so its start is not ours to time"
         )
-    return None
+        if attach and name in attach
+        else None
+    )
 
 
 # --------------------------------------------------------------------------- cache state
@@ -85,12 +87,11 @@ def resident_share(path: Path) -> float | None:
             vector = (ctypes.c_ubyte * pages)()
             if libc.mincore(addr, size, vector) != 0:
                 return None
-            resident = sum(1 for byte in bytes(vector) if byte & 1)
+            return sum(1 for byte in bytes(vector) if byte & 1) / pages
         finally:
             libc.munmap(addr, size)
     finally:
         os.close(fd)
-    return resident / pages
 
 
 def evict_page_cache(path: Path) -> None:
@@ -109,7 +110,6 @@ def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
         evict_page_cache(path)
     share = resident_share(path)
     size = f"{path.stat().st_size / 2**20:.0f} MiB"
-    done = "after eviction, " if evicted else ""
     if share is None:
         return CacheState(
             "page-cache",
@@ -125,7 +125,8 @@ def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
     return CacheState(
         "page-cache",
         warm,
-        f"page cache of {path.name} ({size}): {done}{share:.0%} resident before launch, {why}",
+        f"page cache of {path.name} ({size}): {'after eviction, ' if evicted else ''}"
+        f"{share:.0%} resident before launch, {why}",
         share,
         evicted,
     )
@@ -135,11 +136,13 @@ def vllm_cache_dirs(environ: dict[str, str] | None = None) -> dict[str, Path]:
     """Where vLLM keeps its compile caches, as vLLM's ``envs`` finds them."""
     env = os.environ if environ is None else environ
     base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    root = Path(os.path.expanduser(env.get("VLLM_CACHE_ROOT") or str(base / "vllm")))
-    xla = Path(
-        os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" / "xla_cache"))
-    )
-    return {"torch.compile": root / "torch_compile_cache", "XLA": xla}
+    return {
+        "torch.compile": Path(os.path.expanduser(env.get("VLLM_CACHE_ROOT") or str(base / "vllm")))
+        / "torch_compile_cache",
+        "XLA": Path(
+            os.path.expanduser(env.get("VLLM_XLA_CACHE_PATH") or str(base / "vllm" / "xla_cache"))
+        ),
+    }
 
 
 def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> CacheState:
@@ -162,24 +165,24 @@ def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> 
     return CacheState("compile-cache", warm, "; ".join(parts) + (" (warm)" if warm else " (cold)"))
 
 
-def model_file(sweep: Sweep, name: str, progress: Progress) -> Path | None:
-    """The GGUF file llama-server maps for ``name``; None for other sources."""
-    spec = sweep.model(name)
-    if spec.source.kind == "embedded":
-        return ensure_embedded_model(spec.source.id, progress).path
-    if spec.source.kind == "path":
-        return Path(spec.source.id)
-    return None
-
-
 def cache_state(sweep: Sweep, name: str, progress: Progress, *, evict: bool) -> CacheState:
-    """The state that decides how cold the next launch of ``name`` is."""
+    """The state that decides how cold the next launch of ``name`` is: for llama-server, the
+    page cache of the GGUF file it maps."""
     backend = sweep.backend_of(name)
     if backend == "llamacpp":
-        path = model_file(sweep, name, progress)
-        if path is not None and path.is_file():
-            return page_cache_state(path, evict=evict)
-        return CacheState("page-cache", None, f"no model file to inspect for {name}")
+        source = sweep.model(name).source
+        path = (
+            ensure_embedded_model(source.id, progress).path
+            if source.kind == "embedded"
+            else Path(source.id)
+            if source.kind == "path"
+            else None
+        )
+        return (
+            page_cache_state(path, evict=evict)
+            if path is not None and path.is_file()
+            else CacheState("page-cache", None, f"no model file to inspect for {name}")
+        )
     return compile_cache_state(backend)
 
 
@@ -194,18 +197,17 @@ class ColdStarts:
     endpoint: Endpoint | None
 
 
-def first_request() -> ApiRequest:
-    """The first request of a fresh server: a short streamed completion."""
-    return ApiRequest(
-        item_id="cold-start",
-        path="/v1/completions",
-        payload={
-            "prompt": FIRST_PROMPT,
-            "max_tokens": FIRST_MAX_TOKENS,
-            "temperature": 0,
-            "ignore_eos": True,
-        },
-    )
+FIRST_REQUEST = ApiRequest(
+    item_id="cold-start",
+    path="/v1/completions",
+    payload={
+        "prompt": FIRST_PROMPT,
+        "max_tokens": FIRST_MAX_TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+    },
+)
+"""The first request of a fresh server: a short streamed completion."""
 
 
 def measure_cold_starts(
@@ -232,10 +234,10 @@ def measure_cold_starts(
         )
         first_endpoint = first_endpoint or endpoint
         try:
-            records = run_stream_requests(
+            (record,) = run_stream_requests(
                 endpoint.v1,
                 endpoint.served_name,
-                [first_request()],
+                [FIRST_REQUEST],
                 1,
                 timeout_s=timeout_s,
                 guard=Guard(idle_timeout_s=timeout_s, credentials=endpoint.credentials),
@@ -244,23 +246,26 @@ def measure_cold_starts(
             process.stop()
         assert process.launched_at is not None and process.ready_at is not None
         assert process.ready_within_s is not None
-        record = records[0]
         error = record.error
         if error is None and record.first_token is None:
             error = "the first request produced no token"
-        first = None if error else (record.first_token or 0.0) - process.launched_at
         measured.append(
             ColdStart(
                 launch=launch,
                 ready_s=process.ready_at - process.launched_at,
                 ready_within_s=process.ready_within_s,
-                first_token_s=first,
+                first_token_s=None if error else (record.first_token or 0.0) - process.launched_at,
                 first_request_ttft_s=None if error else record.ttft,
                 cache=cache,
                 error=error,
             )
         )
-        progress(launch_line(name, measured[-1], launches))
+        # e.g. cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s; …
+        progress(
+            f"cold start {name}: launch {launch}/{launches}, ready {measured[-1].ready_s:.2f} s, "
+            f"first token {'failed' if error else f'{measured[-1].first_token_s:.2f} s'}; "
+            f"{cache.detail}"
+        )
         time.sleep(0.2)  # let the port and the process table settle
     return ColdStarts(StartupStats(sweep.backend_of(name), tuple(measured)), first_endpoint)
 
@@ -288,10 +293,9 @@ def measure_startup(
         evict_page_cache=True,
     )
     stats = measured.stats
-    first = stats.first_token_s
     record_measurement(
         "startup",
-        float("nan") if first is None else first,
+        float("nan") if stats.first_token_s is None else stats.first_token_s,
         "s",
         len(stats.launches),
         params={"launches": launches, "backend": stats.backend, "cache": stats.cache},
@@ -301,12 +305,3 @@ def measure_startup(
     if stats.errors:
         raise MeasurementError(f"cold start of {name}: " + "; ".join(stats.errors[:3]))
     return stats
-
-
-def launch_line(name: str, start: ColdStart, launches: int) -> str:
-    """E.g. ``cold start smollm2-135m: launch 2/3, ready 0.61 s, first token 0.68 s; …``."""
-    first = "failed" if start.first_token_s is None else f"{start.first_token_s:.2f} s"
-    return (
-        f"cold start {name}: launch {start.launch}/{launches}, ready {start.ready_s:.2f} s, "
-        f"first token {first}; {start.cache.detail}"
-    )

@@ -25,8 +25,7 @@ class ImageFacts:
     def digest(self) -> str:
         """The registry digest of the image run (``sha256:…`` of its repository's manifest),
         else, for an image never pushed or pulled by digest, its local ``Id``."""
-        wanted = pinned_digest(self.image)
-        repository = repository_of(self.image)
+        wanted, repository = pinned_digest(self.image), repository_of(self.image)
         if wanted is not None and any(e.partition("@")[2] == wanted for e in self.repo_digests):
             return wanted
         for entry in self.repo_digests:
@@ -48,13 +47,13 @@ def pinned_digest(image: str) -> str | None:
 def repository_of(image: str) -> str:
     """``vllm/vllm-tpu`` of ``vllm/vllm-tpu:v1``, ``vllm/vllm-tpu@sha256:…`` or ``host:5000/x:t``."""
     name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return name.rsplit(":", 1)[0] if ":" in last else name
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
 
 
-def _docker(args: list[str], docker: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+def _docker(args: list[str], docker: str, timeout_s: float, fix: str) -> str:
+    """``docker ARGS``'s output; EndpointError naming ``fix`` when it fails."""
     try:
-        return subprocess.run(
+        done = subprocess.run(
             [docker, *args], capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except FileNotFoundError:
@@ -67,26 +66,27 @@ def _docker(args: list[str], docker: str, timeout_s: float) -> subprocess.Comple
             f"`{docker} {' '.join(args)}` took over {timeout_s:.0f} s; check "
             "that the Docker daemon is running"
         ) from None
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise EndpointError(f"docker {' '.join(args)} failed ({said}); {fix}")
+    return done.stdout
 
 
 def inspect_image(image: str, *, docker: str = "docker", timeout_s: float = 60.0) -> ImageFacts:
     """``docker image inspect IMAGE``: the image as this machine holds it (EndpointError when
     Docker does not have it or does not answer)."""
-    done = _docker(["image", "inspect", image], docker, timeout_s)
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise EndpointError(
-            f"docker image inspect {image} failed ({said}); pull it first: docker pull {image}"
-        )
+    out = _docker(
+        ["image", "inspect", image], docker, timeout_s, f"pull it first: docker pull {image}"
+    )
     try:
-        entry = json.loads(done.stdout)[0]
+        entry = json.loads(out)[0]
         return ImageFacts(
             image, str(entry["Id"]), tuple(str(d) for d in entry.get("RepoDigests") or ())
         )
     except (ValueError, LookupError, TypeError):
         raise EndpointError(
             f"docker image inspect {image} did not answer with an image "
-            f"description (got {done.stdout[:80]!r})"
+            f"description (got {out[:80]!r})"
         ) from None
 
 
@@ -106,13 +106,12 @@ def pin_image(image: str, *, docker: str = "docker", pull: bool = True) -> str:
     """``image`` named by the digest Docker resolves for it: ``docker pull`` (unless ``pull``
     is False), then ``docker image inspect``; ``repo@sha256:…``."""
     if pull:
-        done = _docker(["pull", image], docker, 3600.0)
-        if done.returncode != 0:
-            said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
-            raise EndpointError(
-                f"docker pull {image} failed ({said}); check the tag and that "
-                "this machine reaches the registry"
-            )
+        _docker(
+            ["pull", image],
+            docker,
+            3600.0,
+            "check the tag and that this machine reaches the registry",
+        )
     facts = inspect_image(image, docker=docker)
     digest = facts.digest()
     if not digest.startswith("sha256:") or not facts.repo_digests:
@@ -137,9 +136,9 @@ def pinned_sweep_text(text: str, pinned: str, *, source: str) -> str:
             continue
         match = IMAGE_LINE.match(line.rstrip("\n"))
         if table == "[serving]" and match:
-            was = match.group(2)
             lines[index] = (
-                f'{match.group(1)}"{pinned}"  # modelsweep pin: {was} resolved by docker\n'
+                f'{match.group(1)}"{pinned}"  '
+                f"# modelsweep pin: {match.group(2)} resolved by docker\n"
             )
             return "".join(lines)
     raise EndpointError(f'{source}: no image = "..." line in [serving] to pin')

@@ -93,8 +93,9 @@ def model_serving_key(provenance: dict[str, Any]) -> str:
         model_revision=provenance.get("model_revision"),
         server_settings=provenance.get("server_settings"),
     )
-    blob = json.dumps(identity, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,11 @@ class Endpoint:
 
     def __post_init__(self) -> None:
         if self.breaker is None:
-            breaker = Breaker(self.model.name, self.base_url, credentials=self.credentials)
-            object.__setattr__(self, "breaker", breaker)
+            object.__setattr__(
+                self,
+                "breaker",
+                Breaker(self.model.name, self.base_url, credentials=self.credentials),
+            )
 
     @property
     def v1(self) -> str:

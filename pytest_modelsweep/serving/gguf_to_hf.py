@@ -38,10 +38,8 @@ def convert(gguf: Path, out: Path, dtype_name: str, sha256: str, recipe: str) ->
     plain = AutoModelForCausalLM.from_config(config)
     plain.load_state_dict(loaded.state_dict(), strict=True)
     plain = plain.to(dtype)
-    if int(transformers.__version__.split(".")[0]) >= 5:
-        plain.config.dtype = dtype
-    else:
-        plain.config.torch_dtype = dtype
+    major = int(transformers.__version__.split(".")[0])  # 5 names it dtype, 4 torch_dtype
+    setattr(plain.config, "dtype" if major >= 5 else "torch_dtype", dtype)
     out.mkdir(parents=True)
     plain.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)

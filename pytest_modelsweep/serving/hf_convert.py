@@ -44,22 +44,21 @@ def default_vllm_venv() -> Path:
 def vllm_python() -> str | None:
     """The python that runs vLLM: ``$MODELSWEEP_VLLM_PYTHON``, else the default venv's; None
     when neither exists."""
-    override = os.environ.get(VLLM_PYTHON_ENV)
-    if override:
-        return override if os.access(override, os.X_OK) else None
-    python = default_vllm_venv() / "bin" / "python"
-    return str(python) if os.access(python, os.X_OK) else None
+    python = os.environ.get(VLLM_PYTHON_ENV) or str(default_vllm_venv() / "bin" / "python")
+    return python if os.access(python, os.X_OK) else None
 
 
 def cpu_server_env() -> dict[str, str]:
     """Environment that vLLM's CPU backend needs (a GPU or TPU build ignores it), values set
     kept: :data:`DEFAULT_KV_CACHE_GIB`, and ``VLLM_CPU_OMP_THREADS_BIND=auto``, which leaves a
     core to the API server (binding both of two cores measured three times slower)."""
-    wanted = {
-        "VLLM_CPU_KVCACHE_SPACE": str(DEFAULT_KV_CACHE_GIB),
-        "VLLM_CPU_OMP_THREADS_BIND": "auto",
+    return {
+        key: os.environ.get(key) or value
+        for key, value in (
+            ("VLLM_CPU_KVCACHE_SPACE", str(DEFAULT_KV_CACHE_GIB)),
+            ("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+        )
     }
-    return {key: os.environ.get(key) or value for key, value in wanted.items()}
 
 
 def read_conversion_record(folder: Path) -> dict[str, Any]:
@@ -80,10 +79,9 @@ def _is_done(folder: Path) -> bool:
     if not (folder / "config.json").is_file():
         return False
     try:
-        record = read_conversion_record(folder)
+        return read_conversion_record(folder).get("recipe") == CONVERT_RECIPE
     except ProvisionError:
         return False
-    return record.get("recipe") == CONVERT_RECIPE
 
 
 def ensure_hf_folder(
@@ -128,15 +126,18 @@ def _convert(
         sha256,
         CONVERT_RECIPE,
     ]
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    if progress:
-        progress(
-            f"converting {gguf.name} to a Hugging Face folder for vLLM "
-            f"(once; {CONVERT_DTYPE}; log: {log})"
-        )
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    progress = progress or (lambda message: None)
+    progress(
+        f"converting {gguf.name} to a Hugging Face folder for vLLM "
+        f"(once; {CONVERT_DTYPE}; log: {log})"
+    )
     started = time.monotonic()
-    shown = " ".join(argv[:-2])
     try:
         with open(log, "wb") as handle:
             proc = subprocess.run(
@@ -161,17 +162,20 @@ def _convert(
         (staging / name).is_file() for name in ("config.json", CONVERSION_RECORD)
     ):
         shutil.rmtree(staging, ignore_errors=True)
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        tail = [line.strip() for line in lines if line.strip() and "it/s]" not in line][-12:]
+        tail = [
+            line.strip()
+            for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+            if line.strip() and "it/s]" not in line
+        ]
         raise ProvisionError(
             f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
-            f"command: {shown}; log: {log}; last lines: " + " | ".join(tail)[-900:]
+            f"command: {' '.join(argv[:-2])}; log: {log}; last lines: "
+            + " | ".join(tail[-12:])[-900:]
         )
     shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
     os.rename(staging, target)
-    if progress:
-        record = read_conversion_record(target)
-        progress(
-            f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
-            f"({record.get('architecture')}, {record.get('dtype')})"
-        )
+    record = read_conversion_record(target)
+    progress(
+        f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "
+        f"({record.get('architecture')}, {record.get('dtype')})"
+    )

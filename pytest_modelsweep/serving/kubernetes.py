@@ -194,43 +194,49 @@ def model_table(sweep: Sweep, settings: JobSettings) -> dict[str, dict[str, Any]
                 f"model {name}: source {spec.source} is not a Hub repo; the Job's "
                 "vLLM server serves hf: sources only"
             )
-        flags = vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:]
-        bench = [
-            *_pytest_argv(settings, "not verdict", name),
-            "--endpoint",
-            f"{name}=http://127.0.0.1:{SERVER_PORT}",
-            "--sweep-run",
-            settings.sweep_run,
-            "--store",
-            store,
-            *settings.pytest_args,
-        ]
         table[str(index)] = {
             "model": name,
             "group": spec.group,
             "serve": {
-                "argv": ["vllm", "serve", spec.source.id, *flags],
+                "argv": [
+                    "vllm",
+                    "serve",
+                    spec.source.id,
+                    *vllm_server_args(spec, sweep.serving, SERVER_PORT, "0.0.0.0")[2:],
+                ],
                 "env": {"MODEL_IMPL_TYPE": _impl_type(spec)},
             },
             # the bench checks the model's group against it (serving/observed.check_group)
-            "bench": {"argv": bench, "env": {"MODEL_IMPL_TYPE": _impl_type(spec)}},
+            "bench": {
+                "argv": [
+                    *_pytest_argv(settings, "not verdict", name),
+                    "--endpoint",
+                    f"{name}=http://127.0.0.1:{SERVER_PORT}",
+                    "--sweep-run",
+                    settings.sweep_run,
+                    "--store",
+                    store,
+                    *settings.pytest_args,
+                ],
+                "env": {"MODEL_IMPL_TYPE": _impl_type(spec)},
+            },
         }
     return table
 
 
 def table_json(table: Mapping[str, Mapping[str, Any]]) -> str:
     """The model table as JSON a person reads: an entry's fields one a line."""
-    entries = []
-    for index, entry in table.items():
-        fields = ",\n".join(
-            f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items()
-        )
-        entries.append(f" {json.dumps(index)}: {{\n{fields}\n }}")
+    entries = (
+        f" {json.dumps(index)}: {{\n"
+        + ",\n".join(f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in entry.items())
+        + "\n }"
+        for index, entry in table.items()
+    )
     return "{\n" + ",\n".join(entries) + "\n}\n"
 
 
 def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
+    return {
         "name": name,
         "labels": {
             "app.kubernetes.io/name": "modelsweep",
@@ -238,10 +244,8 @@ def _metadata(name: str, settings: JobSettings, sweep: Sweep) -> dict[str, Any]:
             "modelsweep/sweep-run": _dns_label(settings.sweep_run, 63),
         },
         "annotations": {"modelsweep/sweep-run": settings.sweep_run},
+        **({"namespace": settings.namespace} if settings.namespace else {}),
     }
-    if settings.namespace:
-        metadata["namespace"] = settings.namespace
-    return metadata
 
 
 def _job(
@@ -267,11 +271,10 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
     """The ConfigMap of the model table and the Indexed Job that measures every model."""
     name, _ = job_names(sweep, settings.sweep_run)
     table = model_table(sweep, settings)
-    image = _image(sweep)
     probe_period = 10
     server = {
         "name": "server",
-        "image": image,
+        "image": _image(sweep),
         "restartPolicy": "Always",  # a native sidecar: it ends with the bench
         "command": ["python3", "-c", LAUNCHER, "serve"],
         "ports": [{"name": "http", "containerPort": SERVER_PORT}],
@@ -295,50 +298,52 @@ def measuring_job(sweep: Sweep, settings: JobSettings) -> list[dict[str, Any]]:
         "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
         "volumeMounts": [{"name": "models", "mountPath": TABLE_DIR, "readOnly": True}],
     }
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _metadata(name, settings, sweep),
-        "data": {TABLE_FILE: table_json(table)},
-    }
-    job = _job(
-        name,
-        settings,
-        sweep,
+    return [
         {
-            "completionMode": "Indexed",
-            "completions": len(table),
-            "parallelism": len(table),
-            "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _metadata(name, settings, sweep),
+            "data": {TABLE_FILE: table_json(table)},
         },
-        {
-            "nodeSelector": {
-                "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
-                "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
+        _job(
+            name,
+            settings,
+            sweep,
+            {
+                "completionMode": "Indexed",
+                "completions": len(table),
+                "parallelism": len(table),
+                "backoffLimitPerIndex": 1,  # a pod lost once is run again: it reuses stored items
             },
-            "tolerations": [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-            "initContainers": [server],
-            "containers": [bench],
-            "volumes": [
-                {"name": "models", "configMap": {"name": name}},
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-                {"name": "hf-cache", "emptyDir": {}},
-            ],
-        },
-    )
-    return [config_map, job]
+            {
+                "nodeSelector": {
+                    "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
+                    "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
+                },
+                "tolerations": [
+                    {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "initContainers": [server],
+                "containers": [bench],
+                "volumes": [
+                    {"name": "models", "configMap": {"name": name}},
+                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                    {"name": "hf-cache", "emptyDir": {}},
+                ],
+            },
+        ),
+    ]
 
 
 def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
     """The Job that draws the verdicts of the sweep run and writes the reports; no chip."""
     _, name = job_names(sweep, settings.sweep_run)
-    store = _check_store(settings.store)
     pytest_argv = [
         *_pytest_argv(settings, "verdict", *(settings.models or sweep.models)),
         "--sweep-run",
         settings.sweep_run,
         "--store",
-        store,
+        _check_store(settings.store),
         "--md",
         f"{REPORTS_DIR}/report.md",
         "--html",
@@ -348,7 +353,6 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
         f"{REPORTS_DIR}/results.json",
         *settings.pytest_args,
     ]
-    script = f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; exit $status"
     return _job(
         name,
         settings,
@@ -359,7 +363,12 @@ def judging_job(sweep: Sweep, settings: JobSettings) -> dict[str, Any]:
                 {
                     "name": "judge",
                     "image": settings.bench_image,
-                    "command": ["sh", "-c", script],
+                    "command": [
+                        "sh",
+                        "-c",
+                        f"{shlex.join(pytest_argv)}; status=$?; cat {REPORTS_DIR}/report.md; "
+                        "exit $status",
+                    ],
                     "env": [_secret_env("PGPASSWORD", settings.store_secret, STORE_PASSWORD_KEY)],
                     "volumeMounts": [{"name": "reports", "mountPath": REPORTS_DIR}],
                 }
@@ -377,8 +386,9 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
         """Text of several lines (the model table) as a literal block, as written."""
 
     def text(dumper: Any, value: str) -> Any:
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+        return dumper.represent_scalar(
+            "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+        )
 
     Dumper.add_representer(str, text)
     # [ConfigMap, Job] and [Job]; refusals come before anything is written
@@ -387,16 +397,13 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
     written = {}
     names = dict(zip(("measure", "judge"), job_names(sweep, settings.sweep_run), strict=True))
     for kind, documents in manifests.items():
-        path = folder / f"{names[kind]}.yaml"
-        header = (
+        path = written[kind] = folder / f"{names[kind]}.yaml"
+        path.write_text(
             f"# modelsweep k8s: sweep {sweep.name}, sweep run {settings.sweep_run} "
             f"({kind}); docs/kubernetes.md\n"
-        )
-        path.write_text(
-            header + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False, width=100),
+            + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False, width=100),
             encoding="utf-8",
         )
-        written[kind] = path
     return written
 
 

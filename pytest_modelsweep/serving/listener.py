@@ -28,9 +28,8 @@ def _is_this_host(host: str) -> bool:
     if host in LOCAL_NAMES or host.startswith("127."):
         return True
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            for address in addresses:
+            for address in {info[4][0] for info in socket.getaddrinfo(host, None)}:
                 try:
                     probe.bind((address, 0))  # only an address of this machine binds
                     return True
@@ -91,9 +90,11 @@ def listening_pids(base_url: str, proc: Path = PROC) -> list[int]:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return []
-    if not parts.hostname or not _is_this_host(parts.hostname):
-        return []
-    return pids_holding(listening_inodes(port, proc), proc)
+    return (
+        []
+        if not parts.hostname or not _is_this_host(parts.hostname)
+        else pids_holding(listening_inodes(port, proc), proc)
+    )
 
 
 def process_record(pid: int, proc: Path = PROC) -> dict[str, Any] | None:
@@ -103,11 +104,15 @@ def process_record(pid: int, proc: Path = PROC) -> dict[str, Any] | None:
     except OSError:
         return None
     parts = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-    shown = [
-        "***" if index and SECRET_FLAG.search(parts[index - 1]) else part
-        for index, part in enumerate(parts)
-    ]
-    return {"pid": pid, "command": redact(" ".join(shown))}
+    return {
+        "pid": pid,
+        "command": redact(
+            " ".join(
+                "***" if index and SECRET_FLAG.search(parts[index - 1]) else part
+                for index, part in enumerate(parts)
+            )
+        ),
+    }
 
 
 def serving_process(base_url: str, proc: Path = PROC) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ def llamacpp_argv(
     """llama-server's command line for one model after the ``server`` command; every model
     gets the same settings (``--ctx-size`` is over all slots: ``context_length`` ×
     ``max_num_seqs``)."""
-    argv = [
+    return [
         *server,
         "--model",
         str(model_file),
@@ -53,25 +53,29 @@ def llamacpp_argv(
         "--slots",
         "--no-webui",
         "--jinja",
+        *(
+            ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
+            if serving.threads
+            else []
+        ),
+        *([] if serving.prefix_caching else ["--no-cache-prompt"]),
+        *(["--chat-template", spec.chat_template] if spec.chat_template else []),
+        *serving.extra_args,
     ]
-    if serving.threads:
-        argv += ["--threads", str(serving.threads), "--threads-batch", str(serving.threads)]
-    if not serving.prefix_caching:
-        argv.append("--no-cache-prompt")
-    if spec.chat_template:
-        argv += ["--chat-template", spec.chat_template]
-    argv += list(serving.extra_args)
-    return argv
 
 
 def cpu_features(log: str) -> str | None:
     """The CPU features ggml runs with, from the server log's ``system_info`` line
     (``CPU : SSE3 = 1 | AVX = 1 | ...``), or None where it has none."""
     line = re.search(r"CPU : ((?:[A-Z0-9_]+ = \d+ \| ?)+)", log)
-    if line is None:
-        return None
-    return " ".join(
-        name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1)) if on != "0"
+    return (
+        None
+        if line is None
+        else (
+            " ".join(
+                name for name, on in re.findall(r"([A-Z0-9_]+) = (\d+)", line.group(1)) if on != "0"
+            )
+        )
     )
 
 
@@ -121,22 +125,27 @@ def launch_llamacpp(
     process.start()
     base_url = f"http://{HOST}:{port}"
     facts = probe_server(base_url, spec.served_name)
-    settings = dict(facts.settings)
     log = "\n".join(process.log_tail(400))
     threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
-    settings["n_threads"] = int(threads.group(1)) if threads else None
-    settings["cache_prompt"] = "--no-cache-prompt" not in argv
-    settings["cpu_features"] = cpu_features(log) or server.cpu_features
-    provenance = Provenance(
-        server_name=facts.server_name,
-        # the build the server reports (/props build_info), and where it came from
-        server_version=f"{facts.server_version} ({server.origin})",
-        served_name=spec.served_name,
-        server_settings=settings,
-        model_source=f"{spec.source}" + (f" ({package})" if package else ""),
-        model_sha256=model_sha,
-        model_header=header.as_dict(),
-        launch_argv=tuple(argv),
-        how="llamacpp",
-    )
-    return facts.endpoint(spec, base_url, provenance), process
+    settings = {
+        **facts.settings,
+        "n_threads": int(threads.group(1)) if threads else None,
+        "cache_prompt": "--no-cache-prompt" not in argv,
+        "cpu_features": cpu_features(log) or server.cpu_features,
+    }
+    return facts.endpoint(
+        spec,
+        base_url,
+        Provenance(
+            server_name=facts.server_name,
+            # the build the server reports (/props build_info), and where it came from
+            server_version=f"{facts.server_version} ({server.origin})",
+            served_name=spec.served_name,
+            server_settings=settings,
+            model_source=f"{spec.source}" + (f" ({package})" if package else ""),
+            model_sha256=model_sha,
+            model_header=header.as_dict(),
+            launch_argv=tuple(argv),
+            how="llamacpp",
+        ),
+    ), process

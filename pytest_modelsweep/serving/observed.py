@@ -104,13 +104,13 @@ def declared_flags(serving: ServingSettings) -> dict[str, Any]:
 # Where each flag is published: (gauge, label) on /metrics, else the launch log's
 # non-default args (whose names are vLLM's argument names).
 GAUGE_LABELS = {
-    "prefix_caching": (("cache_config_info", "enable_prefix_caching"),),
-    "kv_cache_dtype": (("cache_config_info", "cache_dtype"),),
-    "block_size": (("cache_config_info", "block_size"),),
-    "gpu_memory_utilization": (("cache_config_info", "gpu_memory_utilization"),),
-    "max_num_seqs": (("scheduler_config_info", "max_num_seqs"),),
-    "max_num_batched_tokens": (("scheduler_config_info", "max_num_batched_tokens"),),
-    "dtype": (("model_config_info", "dtype"),),
+    "prefix_caching": ("cache_config_info", "enable_prefix_caching"),
+    "kv_cache_dtype": ("cache_config_info", "cache_dtype"),
+    "block_size": ("cache_config_info", "block_size"),
+    "gpu_memory_utilization": ("cache_config_info", "gpu_memory_utilization"),
+    "max_num_seqs": ("scheduler_config_info", "max_num_seqs"),
+    "max_num_batched_tokens": ("scheduler_config_info", "max_num_batched_tokens"),
+    "dtype": ("model_config_info", "dtype"),
 }
 LOG_ARGS = {
     "max_num_seqs": "max_num_seqs",
@@ -131,10 +131,9 @@ def observed_flags(observed: Mapping[str, Any]) -> dict[str, Any]:
     if model.get("max_model_len") is not None:
         flags["max_model_len"] = normalised(model["max_model_len"])
     gauges = observed.get("config_gauges") or {}
-    for flag, places in GAUGE_LABELS.items():
-        for gauge, label in places:
-            if label in (gauges.get(gauge) or {}):
-                flags[flag] = normalised(gauges[gauge][label])
+    for flag, (gauge, label) in GAUGE_LABELS.items():
+        if label in (gauges.get(gauge) or {}):
+            flags[flag] = normalised(gauges[gauge][label])
     args = (observed.get("log") or {}).get("non_default_args") or {}
     for flag, arg in LOG_ARGS.items():
         if flag not in flags and arg in args:
@@ -145,15 +144,11 @@ def observed_flags(observed: Mapping[str, Any]) -> dict[str, Any]:
 def normalised(value: Any) -> Any:
     """A flag's value as compared: ``"True"`` → True, ``"16"`` → 16, ``"torch.bfloat16"`` →
     ``"bfloat16"``; anything else as it is."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     text = str(value).strip()
-    if text in ("True", "true"):
-        return True
-    if text in ("False", "false"):
-        return False
+    if text in ("True", "true", "False", "false"):
+        return text.lower() == "true"
     for kind in (int, float):
         try:
             return kind(text)
@@ -162,26 +157,16 @@ def normalised(value: Any) -> Any:
     return text.removeprefix("torch.")
 
 
-def contradictions(declared: Mapping[str, Any], observed: Mapping[str, Any]) -> list[str]:
-    """``flag: declared X, server says Y`` for each declared flag the server contradicts
-    (``auto`` declares nothing)."""
-    lines = []
-    for flag, value in declared.items():
-        if flag not in observed or str(value) == "auto":
-            continue
-        if normalised(value) != observed[flag]:
-            lines.append(
-                f"{flag}: the sweep declares {normalised(value)!r}, the server says "
-                f"{observed[flag]!r}"
-            )
-    return lines
-
-
 def check_declared(
     model: str, url: str, declared: Mapping[str, Any], observed: Mapping[str, Any]
 ) -> None:
-    """Raise :class:`EndpointError` in one line when the server contradicts the sweep."""
-    found = contradictions(declared, observed)
+    """Raise :class:`EndpointError` in one line when the server contradicts the sweep: ``flag:
+    declared X, server says Y`` for each such flag (``auto`` declares nothing)."""
+    found = [
+        f"{flag}: the sweep declares {normalised(value)!r}, the server says {observed[flag]!r}"
+        for flag, value in declared.items()
+        if flag in observed and str(value) != "auto" and normalised(value) != observed[flag]
+    ]
     if found:
         raise EndpointError(
             f"{model} at {url} does not serve with the sweep's settings ({'; '.join(found)}); "
@@ -198,10 +183,11 @@ def flag_record(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for flag in list(declared) + [f for f in observed if f not in declared and f in SERVING_FLAGS]:
-        if flag in observed:
-            values[flag], sources[flag] = observed[flag], "observed"
-        else:
-            values[flag], sources[flag] = normalised(declared[flag]), "declared"
+        values[flag], sources[flag] = (
+            (observed[flag], "observed")
+            if flag in observed
+            else (normalised(declared[flag]), "declared")
+        )
     return values, sources
 
 
@@ -211,16 +197,15 @@ def read_back_sources(settings: Mapping[str, Any]) -> dict[str, str]:
     return {k: "observed" for k in SERVING_FLAGS if settings.get(k) is not None}
 
 
-def resolved_group(model_impl: str | None) -> str | None:
-    """The sweep's ``group`` an implementation belongs to: ``flax_nnx``/``jax`` → jax,
-    ``vllm`` → torchax (tpu-inference's PyTorch fallback)."""
-    return {"flax_nnx": "jax", "jax": "jax", "vllm": "torchax"}.get(model_impl or "")
+IMPL_GROUPS = {"flax_nnx": "jax", "jax": "jax", "vllm": "torchax"}
+"""The sweep's ``group`` an implementation belongs to (``vllm``: tpu-inference's PyTorch
+fallback)."""
 
 
 def check_group(spec: ModelSpec, model_impl: str | None, where: str) -> None:
     """Raise :class:`EndpointError` when the server resolved another implementation than the
     model's ``group`` says."""
-    group = resolved_group(model_impl)
+    group = IMPL_GROUPS.get(model_impl or "")
     if spec.group and group and group != spec.group:
         raise EndpointError(
             f"{spec.name}: its group is {spec.group!r} but the server resolved "

@@ -29,8 +29,7 @@ def serving_pitfall(
     observed with), in one line with the fix; None when there is none or it is no TPU sweep."""
     if not is_tpu(serving.accelerator):
         return None
-    flags = {**declared_flags(serving), **(observed or {})}
-    kv = str(flags.get("kv_cache_dtype") or "")
+    kv = str({**declared_flags(serving), **(observed or {})}.get("kv_cache_dtype") or "")
     if str(serving.accelerator).lower() == "tpu-v5e" and kv.startswith("fp8"):
         return (
             f"kv_cache_dtype {kv} on TPU v5e: the server logs fp8 but allocates bf16 "

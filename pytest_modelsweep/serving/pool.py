@@ -36,12 +36,14 @@ def launch_endpoint(
         sources = read_back_sources(endpoint.provenance.server_settings)
         if "cache_prompt" in sources:
             sources["cache_prompt"] = "declared"
-        provenance = replace(
-            endpoint.provenance,
-            flag_sources=sources,
-            server_process=serving_process(endpoint.base_url),
-        )
-        return replace(endpoint, provenance=provenance), process
+        return replace(
+            endpoint,
+            provenance=replace(
+                endpoint.provenance,
+                flag_sources=sources,
+                server_process=serving_process(endpoint.base_url),
+            ),
+        ), process
     return launch_vllm(
         spec,
         sweep.serving,
@@ -138,19 +140,23 @@ class EndpointPool:
             settings, sources = serving_record(spec, self.sweep.serving, facts, facts.observed, url)
             # `modelsweep k8s` gives the bench the server's MODEL_IMPL_TYPE (its Job's env)
             check_group(spec, os.environ.get("MODEL_IMPL_TYPE"), "its Job's env")
-        provenance = Provenance(
-            server_name=facts.server_name,
-            server_version=facts.server_version,
-            served_name=spec.served_name,
-            server_settings=settings,
-            model_source=str(spec.source),
-            model_revision=spec.source.revision,
-            how="attach",
-            flag_sources=dict(sources),
-            observed=facts.observed,
-            server_process=serving_process(url),
+        return facts.endpoint(
+            spec,
+            url,
+            Provenance(
+                server_name=facts.server_name,
+                server_version=facts.server_version,
+                served_name=spec.served_name,
+                server_settings=settings,
+                model_source=str(spec.source),
+                model_revision=spec.source.revision,
+                how="attach",
+                flag_sources=dict(sources),
+                observed=facts.observed,
+                server_process=serving_process(url),
+            ),
+            credentials,
         )
-        return facts.endpoint(spec, url, provenance, credentials)
 
     def _check_model_files(self) -> None:
         """Fetch and check the embedded model files of the run, once, before any server starts."""
@@ -175,7 +181,6 @@ class EndpointPool:
         marker_dir = self.run_dir / "started"
         marker_dir.mkdir(parents=True, exist_ok=True)
         marker = marker_dir / name
-        claim = {"worker": self.worker_id, "pid": os.getpid()}
         try:
             fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -190,7 +195,7 @@ class EndpointPool:
                 "them so; do not override --dist, or pass --endpoint for shared servers)"
             ) from None
         with os.fdopen(fd, "w") as handle:
-            json.dump(claim, handle)
+            json.dump({"worker": self.worker_id, "pid": os.getpid()}, handle)
 
     def release(self, name: str) -> None:
         """Stop the server of ``name`` (its tests are done); it is not started again."""

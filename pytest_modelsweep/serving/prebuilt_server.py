@@ -38,12 +38,15 @@ def parser() -> argparse.ArgumentParser:
     flags.add_argument("--alias")
     flags.add_argument("--host", default="127.0.0.1")
     flags.add_argument("--port", type=int, required=True)
-    flags.add_argument("--ctx-size", type=int)
-    flags.add_argument("--parallel", type=int)
-    flags.add_argument("--threads", type=int)
-    flags.add_argument("--threads-batch", type=int)
-    flags.add_argument("--batch-size", type=int)
-    flags.add_argument("--ubatch-size", type=int)
+    for number in (
+        "--ctx-size",
+        "--parallel",
+        "--threads",
+        "--threads-batch",
+        "--batch-size",
+        "--ubatch-size",
+    ):
+        flags.add_argument(number, type=int)
     flags.add_argument("--chat-template")
     for switch in ("--metrics", "--slots", "--no-webui", "--jinja", "--no-cache-prompt"):
         flags.add_argument(switch, action="store_true")
@@ -56,29 +59,26 @@ def common_params(args: argparse.Namespace) -> Any:
 
     params = xllamacpp.CommonParams()
     params.model.path = args.model
-    if args.alias:
-        params.model_alias = {args.alias}
-    params.hostnames = [args.host]
-    params.port = args.port
-    optional = {
-        "n_ctx": args.ctx_size,
-        "n_parallel": args.parallel,
-        "n_batch": args.batch_size,
-        "n_ubatch": args.ubatch_size,
-        "chat_template": args.chat_template,
-    }
-    for name, value in optional.items():
+    settings = (  # None: llama-server's default stays
+        (params, "model_alias", {args.alias} if args.alias else None),
+        (params, "hostnames", [args.host]),
+        (params, "port", args.port),
+        (params, "n_ctx", args.ctx_size),
+        (params, "n_parallel", args.parallel),
+        (params, "n_batch", args.batch_size),
+        (params, "n_ubatch", args.ubatch_size),
+        (params, "chat_template", args.chat_template),
+        (params.cpuparams, "n_threads", args.threads),
+        (params.cpuparams_batch, "n_threads", args.threads_batch),
+        (params, "endpoint_metrics", args.metrics),
+        (params, "endpoint_slots", args.slots),
+        (params, "ui", not args.no_webui),
+        (params, "use_jinja", args.jinja),
+        (params, "cache_prompt", not args.no_cache_prompt),
+    )
+    for target, name, value in settings:
         if value is not None:
-            setattr(params, name, value)
-    if args.threads is not None:
-        params.cpuparams.n_threads = args.threads
-    if args.threads_batch is not None:
-        params.cpuparams_batch.n_threads = args.threads_batch
-    params.endpoint_metrics = args.metrics
-    params.endpoint_slots = args.slots
-    params.ui = not args.no_webui
-    params.use_jinja = args.jinja
-    params.cache_prompt = not args.no_cache_prompt
+            setattr(target, name, value)
     return params
 
 

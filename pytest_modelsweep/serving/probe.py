@@ -53,22 +53,15 @@ class ServerFacts:
         )
 
 
-def _get_text(client: DeadlineClient, url: str) -> str:
-    """The text of a 200 answer to ``GET url``, else ''."""
+def _get(client: DeadlineClient, url: str, *, text: bool = False) -> Any:
+    """The JSON (or ``text``) of a 200 answer to ``GET url``, else None ('' for text)."""
     try:
         response = client.get(url)
-        return response.text if response.status_code == 200 else ""
-    except httpx.HTTPError:
-        return ""
-
-
-def _get_json(client: DeadlineClient, url: str) -> Any | None:
-    """The JSON of a 200 answer to ``GET url``, else None."""
-    try:
-        response = client.get(url)
-        return response.json() if response.status_code == 200 else None
+        if response.status_code == 200:
+            return response.text if text else response.json()
     except (httpx.HTTPError, ValueError):
-        return None
+        pass
+    return "" if text else None
 
 
 def probe_server(
@@ -102,8 +95,7 @@ def probe_server(
                 "server answers 200 with its model list (is this the server's root URL?)"
             )
         try:
-            listing = response.json()
-            entries = listing["data"]
+            entries = response.json()["data"]
             served = tuple(str(entry["id"]) for entry in entries)
         except (ValueError, KeyError, TypeError):
             raise EndpointError(
@@ -118,50 +110,54 @@ def probe_server(
                 "served_name in the sweep"
             )
         entry = next(e for e in entries if e.get("id") == served_name)
-        props = _get_json(client, f"{base}/props")
+        props = _get(client, f"{base}/props")
         if isinstance(props, dict) and "build_info" in props:
             return _llamacpp_facts(props, entry)
-        version = _get_json(client, f"{base}/version")
+        version = _get(client, f"{base}/version")
         if isinstance(version, dict) and "version" in version:
             listed = {"max_model_len": entry.get("max_model_len"), "root": entry.get("root")}
-            observed = {
-                "version": str(version["version"]),
-                "model": listed,
-                "config_gauges": config_gauges(_get_text(client, f"{base}/metrics")),
-            }
             return ServerFacts(
                 "vllm",
                 "vllm",
                 str(version["version"]),
                 _length(entry.get("max_model_len")),
                 dict(listed),
-                observed,
+                {
+                    "version": str(version["version"]),
+                    "model": listed,
+                    "config_gauges": config_gauges(_get(client, f"{base}/metrics", text=True)),
+                },
             )
-    context = _length(entry.get("max_model_len")) or _length(entry.get("context_length"))
-    return ServerFacts("openai", "openai-compatible", "unknown", context, {"model_entry": entry})
+    return ServerFacts(
+        "openai",
+        "openai-compatible",
+        "unknown",
+        _length(entry.get("max_model_len")) or _length(entry.get("context_length")),
+        {"model_entry": entry},
+    )
 
 
 def _llamacpp_facts(props: dict[str, Any], entry: dict[str, Any]) -> ServerFacts:
     generation = props.get("default_generation_settings", {})
     meta = entry.get("meta") or {}
-    caps = props.get("chat_template_caps") or {}
-    settings = {
-        "total_slots": props.get("total_slots"),
-        "n_ctx_per_slot": generation.get("n_ctx"),
-        "n_ctx_train": meta.get("n_ctx_train"),
-        "model_ftype": props.get("model_ftype") or meta.get("ftype"),
-        "n_params": meta.get("n_params"),
-        "n_vocab": meta.get("n_vocab"),
-        "endpoint_metrics": props.get("endpoint_metrics"),
-        "supports_tool_calls": caps.get("supports_tool_calls"),
-        "chat_format": (generation.get("params") or {}).get("chat_format"),
-    }
     return ServerFacts(
         "llamacpp",
         "llama.cpp llama-server",
         str(props.get("build_info")),
         _length(generation.get("n_ctx")),
-        settings,
+        {
+            "total_slots": props.get("total_slots"),
+            "n_ctx_per_slot": generation.get("n_ctx"),
+            "n_ctx_train": meta.get("n_ctx_train"),
+            "model_ftype": props.get("model_ftype") or meta.get("ftype"),
+            "n_params": meta.get("n_params"),
+            "n_vocab": meta.get("n_vocab"),
+            "endpoint_metrics": props.get("endpoint_metrics"),
+            "supports_tool_calls": (props.get("chat_template_caps") or {}).get(
+                "supports_tool_calls"
+            ),
+            "chat_format": (generation.get("params") or {}).get("chat_format"),
+        },
     )
 
 

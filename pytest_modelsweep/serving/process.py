@@ -37,9 +37,7 @@ def server_pids_at(base_url: str) -> list[int]:
     """The pid of the live server this process started at ``base_url``'s host:port (not its
     children), or []."""
     process = _SERVING.get(_address(base_url))
-    if process is None or process.pid is None or not process.alive():
-        return []
-    return [process.pid]
+    return [] if process is None or process.pid is None or not process.alive() else [process.pid]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -54,9 +52,7 @@ def _parent_death_signal(sig: int) -> Callable[[], None]:
 
     def arm() -> None:  # pragma: no cover - runs in the child before exec
         with contextlib.suppress(Exception):
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, sig)
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # 1: PR_SET_PDEATHSIG
 
     return arm
 
@@ -98,12 +94,15 @@ class ServerProcess:
         """The command as one shell-quoted line (newlines shown as ``\\n``)."""
         return shlex.join(self.argv).replace("\n", "\\n")
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+    def log_text(self) -> str:
+        """The whole log; '' where it cannot be read."""
         try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return []
-        return text.splitlines()[-lines:]
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return self.log_text().splitlines()[-lines:]
 
     def _failure(self, what: str) -> ServerStartError:
         tail = self.log_tail()
@@ -118,7 +117,6 @@ class ServerProcess:
         if self._proc is not None:
             raise RuntimeError(f"{self.name} was already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **(self.env or {})}
         with open(self.log_path, "ab") as log:
             launched = self.launched_at = time.perf_counter()
             try:
@@ -127,7 +125,7 @@ class ServerProcess:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    env=env,
+                    env={**os.environ, **(self.env or {})},
                     start_new_session=True,
                     preexec_fn=_parent_death_signal(self.death_signal),
                 )

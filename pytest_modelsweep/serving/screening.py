@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -85,9 +85,11 @@ def repo_license(info: ModelInfo) -> str | None:
         license_value = license_value[0] if license_value else None
     if isinstance(license_value, str) and license_value.strip():
         value = license_value.strip().lower()
-        if value == "other" and isinstance(license_name, str) and license_name.strip():
-            return license_name.strip().lower()
-        return value
+        return (
+            license_name.strip().lower()
+            if value == "other" and isinstance(license_name, str) and license_name.strip()
+            else value
+        )
     for tag in info.tags or []:
         if tag.lower().startswith("license:") and len(tag) > len("license:"):
             return tag[len("license:") :].strip().lower()
@@ -107,10 +109,8 @@ def config_dtype(config: Mapping[str, Any]) -> str | None:
 
 def config_architecture(config: Mapping[str, Any]) -> str | None:
     """``architectures[0]`` of a config, or None."""
-    architectures = config.get("architectures")
-    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
-        return architectures[0]
-    return None
+    names = config.get("architectures")
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
 
 
 @dataclass(frozen=True)
@@ -303,23 +303,11 @@ def screen_candidate(
     shown_repo = f"{repo}@{source.revision}" if source.revision else repo
     budget = budget_gib(settings)
 
-    def rejected(reason: str) -> ScreeningResult:
-        return ScreeningResult(
-            model=spec.name,
-            repo=shown_repo,
-            license=None,
-            architecture=None,
-            dtype=None,
-            parameters=None,
-            weights_gib=None,
-            budget_gib=budget,
-            kv_headroom_gib=None,
-            accepted=False,
-            reasons=(reason,),
-        )
-
+    rejected = ScreeningResult(model=spec.name, repo=shown_repo, budget_gib=budget)
     if source.kind != "hf":
-        return rejected(f"screening applies to Hugging Face repos (source {source})")
+        return replace(
+            rejected, reasons=(f"screening applies to Hugging Face repos (source {source})",)
+        )
     if api is None:
         from huggingface_hub import HfApi
 
@@ -327,7 +315,7 @@ def screen_candidate(
     try:
         info = api.model_info(repo, revision=source.revision, files_metadata=True)
     except _HUB_ERRORS as error:
-        return rejected(hub_error_reason(error, repo, str(source)))
+        return replace(rejected, reasons=(hub_error_reason(error, repo, str(source)),))
 
     reasons: list[str] = []
     license_id = repo_license(info)
@@ -341,7 +329,6 @@ def screen_candidate(
         reasons.append(f"licence {license_id} is not one of {', '.join(allowed)}")
 
     config, config_reason = _resolve_config(info, repo, source.revision, fetch_config or hub_config)
-    architecture = config_architecture(config) if config is not None else None
     dtype = config_dtype(config) if config is not None else None
 
     weights = _safetensors_weights(info, dtype)
@@ -365,7 +352,7 @@ def screen_candidate(
         model=spec.name,
         repo=shown_repo,
         license=license_id,
-        architecture=architecture,
+        architecture=config_architecture(config) if config is not None else None,
         dtype=dtype,
         parameters=weights.parameters,
         weights_gib=weights_gib,
@@ -413,10 +400,9 @@ def screening_table(results: Iterable[ScreeningResult]) -> list[str]:
     widths = [max(len(row[i]) for row in [TABLE_HEADER, *rows]) for i in range(len(TABLE_HEADER))]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [
+        return "  ".join(
             c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
-        ]
-        return "  ".join(parts).rstrip()
+        ).rstrip()
 
     return [line(TABLE_HEADER), line(["-" * w for w in widths]), *map(line, rows)]
 

@@ -78,12 +78,15 @@ def quantity_names(server_kind: str, quantity: Quantity) -> tuple[str, ...]:
 
 def sampled_names(server_kind: str) -> tuple[str, ...]:
     """Every name the sampler reads (``_total`` dropped, so that both spellings match)."""
-    names = {
-        name.removesuffix("_total")
-        for quantity in _NAMES
-        for name in quantity_names(server_kind, quantity)
-    }
-    return tuple(sorted(names))
+    return tuple(
+        sorted(
+            {
+                name.removesuffix("_total")
+                for quantity in _NAMES
+                for name in quantity_names(server_kind, quantity)
+            }
+        )
+    )
 
 
 def _value(
@@ -123,13 +126,12 @@ def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]) -> Ser
                 f"{read[0][0]} was {' or '.join(bad)} in "
                 f"{len(read) - len(found)} of {len(read)} samples: ignored"
             )
-        if not found and read:
-            absent[quantity] = ignored[quantity]
-            continue
         if not found:
             names = quantity_names(server_kind, quantity)
             absent[quantity] = (
-                " or ".join(names) + " not exposed"
+                ignored[quantity]
+                if read
+                else " or ".join(names) + " not exposed"
                 if names
                 else f"a {server_kind} server has no such metric"
             )
@@ -175,17 +177,16 @@ class _MetricsConnection:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            if self.https:
-                self._conn = http.client.HTTPSConnection(
+            self._conn = (
+                http.client.HTTPSConnection(
                     self.host,
                     self.port,
                     timeout=self.timeout_s,
                     context=ssl.create_default_context(),
                 )
-            else:
-                self._conn = http.client.HTTPConnection(
-                    self.host, self.port, timeout=self.timeout_s
-                )
+                if self.https
+                else http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            )
         return self._conn
 
     def _cut(self, conn: http.client.HTTPConnection) -> None:
@@ -257,12 +258,9 @@ class MetricsSampler:
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"the sampling interval must be > 0 s, got {interval_s!r}")
-        self.base_url = base_url
         self.server_kind = server_kind
         self.interval_s = interval_s
-        self.credentials = credentials
         self.in_flight = in_flight
-        self.timeout_s = timeout_s
         self._only = sampled_names(server_kind)
         self._samples: list[MetricsSample] = []
         self._errors: list[str] = []

@@ -76,7 +76,7 @@ def vllm_server_args(
                 f'"embedded-hf:ID" for an embedded model converted for vLLM)'
             )
         model = spec.source.id
-    args = [
+    return [
         "--model",
         model,
         "--served-model-name",
@@ -90,16 +90,16 @@ def vllm_server_args(
         "--max-num-seqs",
         str(serving.max_num_seqs),
         "--enable-prefix-caching" if serving.prefix_caching else "--no-enable-prefix-caching",
+        *(["--revision", spec.source.revision] if spec.source.revision else []),
+        *(["--dtype", serving.dtype] if serving.dtype else []),
+        *(
+            ["--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser]
+            if spec.tool_call_parser
+            else []
+        ),
+        *(["--chat-template", spec.chat_template] if spec.chat_template else []),
+        *serving.extra_args,
     ]
-    if spec.source.revision:
-        args += ["--revision", spec.source.revision]
-    if serving.dtype:
-        args += ["--dtype", serving.dtype]
-    if spec.tool_call_parser:
-        args += ["--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser]
-    if spec.chat_template:
-        args += ["--chat-template", spec.chat_template]
-    return args + list(serving.extra_args)
 
 
 def vllm_argv(
@@ -207,7 +207,7 @@ def launch_vllm(
             observed_image(serving.image) if backend == "vllm-docker" and serving.image else None
         )
         facts = probe_server(base_url, spec.served_name, credentials=credentials, model=spec.name)
-        log = log_facts(_read_log(process.log_path))
+        log = log_facts(process.log_text())
         observed = {
             **facts.observed,
             "log": log,
@@ -227,30 +227,27 @@ def launch_vllm(
             key: conversion.get(key)
             for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
         }
-    provenance = Provenance(
-        server_name=facts.server_name,
-        server_version=facts.server_version,
-        served_name=spec.served_name,
-        server_settings=settings,
-        model_source=str(spec.source),
-        model_sha256=embedded.sha256 if embedded is not None else None,
-        model_revision=spec.source.revision,
-        image_digest=image.digest() if image is not None else None,
-        image_pinned=(pinned_digest(serving.image or "") is not None) if image else None,
-        launch_argv=tuple(argv),
-        how="vllm-docker" if image is not None else "vllm",
-        flag_sources=dict(sources),
-        observed=observed,
-        server_process=serving_process(base_url),
-    )
-    return facts.endpoint(spec, base_url, provenance, credentials), process
-
-
-def _read_log(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
+    return facts.endpoint(
+        spec,
+        base_url,
+        Provenance(
+            server_name=facts.server_name,
+            server_version=facts.server_version,
+            served_name=spec.served_name,
+            server_settings=settings,
+            model_source=str(spec.source),
+            model_sha256=embedded.sha256 if embedded is not None else None,
+            model_revision=spec.source.revision,
+            image_digest=image.digest() if image is not None else None,
+            image_pinned=(pinned_digest(serving.image or "") is not None) if image else None,
+            launch_argv=tuple(argv),
+            how="vllm-docker" if image is not None else "vllm",
+            flag_sources=dict(sources),
+            observed=observed,
+            server_process=serving_process(base_url),
+        ),
+        credentials,
+    ), process
 
 
 def serving_record(
@@ -269,6 +266,4 @@ def serving_record(
     if (pitfall := serving_pitfall(serving, seen)) is not None:
         raise EndpointError(f"{spec.name}: {pitfall}")
     flags, sources = flag_record(declared, seen)
-    settings = {k: v for k, v in facts.settings.items() if k not in SERVING_FLAGS}
-    settings.update(flags)
-    return settings, sources
+    return {**{k: v for k, v in facts.settings.items() if k not in SERVING_FLAGS}, **flags}, sources

@@ -1,17 +1,32 @@
-"""Run an accuracy workload: reuse stored items, send the rest, store each as it is scored."""
+"""Run an accuracy workload: reuse stored items, send the rest, store each as it is scored;
+:func:`evaluate` is the ``evaluate`` fixture's work (your own benchmark's items and scorer)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ..api.evaluation import (
+    EvalItem,
+    EvaluationResult,
+    Prompting,
+    Scorer,
+    Summarise,
+    check_positive,
+    request_for,
+    sampling_params,
+    scored_record,
+    summarise_items,
+)
 from ..client import Guard, run_post_requests
 from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
-from ..core.errors import DataError
+from ..core.errors import DataError, MeasurementError
+from ..core.measurements import AccuracySequence, AccuracyStats
 from ..core.outputs import OutputError
 from ..core.records import ApiRequest, Completion, ItemRecord
+from ..core.settings import BenchSettings
 from ..serving.endpoint import Endpoint
 from ..serving.pitfalls import seeded_sampling
 from ..store.database import Store
@@ -176,4 +191,128 @@ def run_accuracy(
         wall_s=time.monotonic() - started,
         requests=requests,
         store_error=store_error[0] if store_error else None,
+    )
+
+
+Send = Callable[[Sequence[EvalItem]], AccuracyRun[EvalItem]]
+"""Score some items (:func:`run_accuracy` with the benchmark's settings)."""
+
+Rounds = Callable[
+    [str, Sequence[EvalItem], Send, Mapping[str, Any]],
+    tuple[AccuracyRun[EvalItem], AccuracySequence],
+]
+"""``--until-decided``: (benchmark, items, send, recorded params) to what the rounds scored
+and how they stopped (:func:`~pytest_modelsweep.judging.rounds.until_decided`)."""
+
+
+def checked_items(benchmark: str, items: Iterable[EvalItem]) -> list[EvalItem]:
+    """``items`` as a list of uniquely named :class:`EvalItem`, or a one-line DataError."""
+    chosen = list(items)
+    if wrong := [item for item in chosen if not isinstance(item, EvalItem)]:
+        raise DataError(f"{benchmark}: items must be EvalItem, got {type(wrong[0]).__name__}")
+    if not chosen:
+        raise DataError(f"{benchmark}: no items to evaluate")
+    seen: set[str] = set()
+    for item in chosen:
+        if item.id in seen:
+            raise DataError(f"{benchmark}: two items have the id {item.id!r}; ids must be unique")
+        seen.add(item.id)
+    return chosen
+
+
+def evaluate(
+    endpoint_of: Callable[[], Endpoint],
+    benchmark: str,
+    items: Iterable[EvalItem],
+    scorer: Scorer,
+    *,
+    prompting: Prompting,
+    settings: BenchSettings,
+    record: Callable[..., Any],
+    store: Store | None,
+    store_failure: str | None = None,
+    concurrency: int = 16,
+    params: Mapping[str, Any] | None = None,
+    summarise: Summarise | None = None,
+    rounds: Rounds | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> EvaluationResult:
+    """Score the first ``settings.limit`` of ``items`` on the model of ``endpoint_of()`` (asked
+    for once the items are checked), in ``rounds`` when given, and ``record`` the measurement;
+    then an OutputError when the store failed (``store_failure``: before), a MeasurementError
+    when items got no answer."""
+    chosen = checked_items(benchmark, items)
+    check_positive(benchmark, concurrency=concurrency)
+    limit = settings.limit
+    chosen = chosen[:limit] if limit is not None else chosen
+    endpoint = endpoint_of()
+    recorded_params = {
+        **(params or {}),
+        "prompting": prompting,
+        "limit": limit and len(chosen),  # the real count, when limited
+        "subset": limit is not None,
+        **sampling_params(chosen, prompting),
+    }
+
+    def send(some: Sequence[EvalItem]) -> AccuracyRun[EvalItem]:
+        return run_accuracy(
+            endpoint,
+            benchmark,
+            some,
+            lambda item: request_for(item, prompting),
+            lambda item, sent, completion: scored_record(benchmark, scorer, item, sent, completion),
+            store=None if store_failure else store,
+            run_id=settings.run_id,
+            reuse=settings.reuse,
+            concurrency=concurrency,
+            timeout_s=settings.request_timeout_s,
+            idle_timeout_s=settings.idle_timeout_s,
+            progress=progress,
+        )
+
+    sequence = None
+    if rounds is None:
+        accuracy_run = send(chosen)
+    else:
+        accuracy_run, sequence = rounds(benchmark, chosen, send, recorded_params)
+    records = accuracy_run.records
+    stats = AccuracyStats.of(
+        summarise_items(records),
+        summarise(records) if summarise is not None else {},
+        sent=accuracy_run.sent,
+        reused=accuracy_run.reused,
+        wall_s=accuracy_run.wall_s,
+        sequence=sequence,
+    )
+    record(
+        benchmark,
+        stats.accuracy,
+        "accuracy",
+        stats.n,
+        params=recorded_params,
+        stats=stats,
+        items=[r.to_dict() for r in records],
+        endpoint=endpoint,
+    )
+    store_failure = accuracy_run.store_error or store_failure
+    if store_failure is not None:  # measured and recorded, but not stored
+        raise OutputError(f"{store_failure} (the measurement is in the results)")
+    if failed := [r for r in records if r.failed]:
+        # Failed items are not scored: the accuracy above is over the answered ones only,
+        # and nothing (verdict, gate, baseline) is concluded from this measurement.
+        raise MeasurementError(
+            f"{len(failed)} of {len(records)} {benchmark} requests got no answer (first: "
+            f"{failed[0].error}); re-run to resend them (completed items are reused)"
+        )
+    return EvaluationResult(
+        benchmark=benchmark,
+        model=endpoint.model.name,
+        accuracy=stats.accuracy,
+        n=stats.n,
+        correct=stats.correct,
+        failed=stats.failed,
+        sent=stats.sent,
+        reused=stats.reused,
+        records=records,
+        stats=stats,
     )

@@ -39,9 +39,11 @@ class RampUp:
     def rate_at(self, index: int, count: int) -> float:
         """The rate that request ``index`` of ``count`` is sent at."""
         progress = index / max(count - 1, 1)
-        if self.strategy == "linear":
-            return self.start_rps + (self.end_rps - self.start_rps) * progress
-        return float(self.start_rps * (self.end_rps / self.start_rps) ** progress)
+        return (
+            self.start_rps + (self.end_rps - self.start_rps) * progress
+            if self.strategy == "linear"
+            else float(self.start_rps * (self.end_rps / self.start_rps) ** progress)
+        )
 
 
 @dataclass(frozen=True)
@@ -87,17 +89,18 @@ class ArrivalProcess:
         if count < 1:
             raise ValueError(f"an open-loop window sends at least one request, got {count}")
         rng = np.random.default_rng(seed)
-        gaps: list[float] = []
-        for index in range(count):
-            rate = self.rate if self.ramp_up is None else self.ramp_up.rate_at(index, count)
-            if math.isinf(rate):
-                gaps.append(0.0)
-            elif math.isinf(self.burstiness):
-                gaps.append(1.0 / rate)
-            else:
-                gaps.append(
-                    float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
-                )
+        rates = [
+            self.rate if self.ramp_up is None else self.ramp_up.rate_at(index, count)
+            for index in range(count)
+        ]
+        gaps = [  # drawn in order, one gamma variate a request
+            0.0
+            if math.isinf(rate)
+            else 1.0 / rate
+            if math.isinf(self.burstiness)
+            else float(rng.gamma(shape=self.burstiness, scale=1.0 / (rate * self.burstiness)))
+            for rate in rates
+        ]
         times = np.cumsum(gaps)
         if self.ramp_up is None and not math.isinf(self.rate) and times[-1] > 0:
             times *= (count / self.rate) / times[-1]
@@ -107,6 +110,8 @@ class ArrivalProcess:
 def offered_rate(offsets: list[float]) -> float | None:
     """Requests per second the schedule offers, (n − 1) / span; None for fewer than two
     requests or an all-at-once schedule."""
-    if len(offsets) < 2 or offsets[-1] <= offsets[0]:
-        return None
-    return (len(offsets) - 1) / (offsets[-1] - offsets[0])
+    return (
+        None
+        if len(offsets) < 2 or offsets[-1] <= offsets[0]
+        else (len(offsets) - 1) / (offsets[-1] - offsets[0])
+    )

@@ -137,12 +137,12 @@ def to_openai_tools(
 # --- prompts and requests ------------------------------------------------------------------
 def bfcl_system_prompt(functions: Sequence[dict[str, Any]]) -> str:
     """BFCL's default prompt-mode system prompt for these function docs (listed as indented JSON)."""
-    available = (
+    return (
+        f"{_PERSONA}{_TASK}\n\n{_TOOL_CALL_FORMAT}\n\n{_MULTITURN}\n\n"
         "Here is a list of functions in json format that you can invoke.\n"
         + json.dumps(list(functions), indent=4)
         + "\n"
     )
-    return f"{_PERSONA}{_TASK}\n\n{_TOOL_CALL_FORMAT}\n\n{_MULTITURN}\n\n{available}"
 
 
 def prompt_mode_messages(record: BfclRecord) -> list[dict[str, str]]:
@@ -158,17 +158,25 @@ def prompt_mode_messages(record: BfclRecord) -> list[dict[str, str]]:
 
 def prompt_mode_completion(record: BfclRecord) -> str:
     """Prompt mode for a completion model: the system prompt, the turns labelled, then ``Assistant:``."""
-    messages = prompt_mode_messages(record)
-    parts = [messages[0]["content"].rstrip("\n")]
-    parts += [f"{m['role'].capitalize()}: {m['content']}" for m in messages[1:]]
-    return "\n\n".join(parts) + "\n\nAssistant:"
+    system, *turns = prompt_mode_messages(record)
+    return (
+        "\n\n".join(
+            [
+                system["content"].rstrip("\n"),
+                *(f"{m['role'].capitalize()}: {m['content']}" for m in turns),
+            ]
+        )
+        + "\n\nAssistant:"
+    )
 
 
 def bfcl_skip_reason(model: ModelSpec) -> str | None:
     """Why BFCL cannot run for this model as configured, or None."""
-    if model.bfcl_mode == "tools" and not model.tool_call_parser:
-        return f'no tool-call parser for {model.name} (set bfcl_mode = "prompt" to use BFCL\'s prompt mode)'
-    return None
+    return (
+        f'no tool-call parser for {model.name} (set bfcl_mode = "prompt" to use BFCL\'s prompt mode)'
+        if model.bfcl_mode == "tools" and not model.tool_call_parser
+        else None
+    )
 
 
 def bfcl_eval_item(

@@ -149,16 +149,14 @@ def contention(
     if window <= 0:
         return unknown(window)
     client = max(0, end.client - start.client)
-    server: int | None = None
-    if end.server is not None:
-        before = start.server or {}
-        server = sum(max(0, j - before.get(pid, 0)) for pid, j in end.server.items())
-    busy = end.busy - start.busy
+    server = (
+        None
+        if end.server is None
+        else sum(max(0, j - (start.server or {}).get(pid, 0)) for pid, j in end.server.items())
+    )
     total = end.total - start.total
-    other = max(0, busy - client - (server or 0))
-    other_cores = other / ticks / window
+    other_cores = max(0, end.busy - start.busy - client - (server or 0)) / ticks / window
     stolen = end.steal - start.steal
-    steal_share = stolen / total if total > 0 else 0.0
     # each CPU's counter moves in whole jiffies, so a difference of two readings may be up to
     # one jiffy per CPU more than was stolen: a short window's few jiffies prove no steal
     cpus = max(1, round(total / ticks / window))
@@ -168,7 +166,7 @@ def contention(
         other_cpu_cores=other_cores,
         server_cpu_cores=None if server is None else server / ticks / window,
         client_cpu_cores=client / ticks / window,
-        steal_share=steal_share,
+        steal_share=stolen / total if total > 0 else 0.0,
         load1_end=load1,
         contended=other_cores > max_other_cores or stolen_for_certain > steal_limit,
     )
@@ -186,8 +184,7 @@ class ContentionMeter:
         steal_limit: float = STEAL_LIMIT,
         proc: Path = PROC,
     ) -> None:
-        pids = list(server_pids or ())
-        self.server_pids: list[int] | None = pids or None
+        self.server_pids: list[int] | None = list(server_pids or ()) or None
         self.max_other_cores = max_other_cores
         self.steal_limit = steal_limit
         self.proc = proc
@@ -226,9 +223,11 @@ class ContentionMeter:
         if start is None:
             return unknown(time.monotonic() - self._wall)
         try:
-            pids = None
-            if self.server_pids is not None:
-                pids = set(self.server_pids) | set(start.server or {})
+            pids = (
+                None
+                if self.server_pids is None
+                else set(self.server_pids) | set(start.server or {})
+            )
             end = snapshot(pids, self.proc)
         except (OSError, ValueError, IndexError):
             return unknown(time.monotonic() - self._wall)
@@ -252,5 +251,4 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
     mean = sum(values) / n
     if not mean > 0:
         return None
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return math.sqrt(variance) / mean
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / mean

@@ -43,9 +43,8 @@ class Gsm8kFewshot:
 
     def __post_init__(self) -> None:
         if len(self.train) < self.num_fewshot + 1:
-            source = self.train[0].source if self.train else "GSM8K few-shot split"
             raise DataError(
-                f"{source}: {len(self.train)} few-shot records, need at least {self.num_fewshot + 1}; "
+                f"{self.train[0].source if self.train else 'GSM8K few-shot split'}: {len(self.train)} few-shot records, need at least {self.num_fewshot + 1}; "
                 "use the GSM8K train split"
             )
         self._rnd = random.Random(self.seed)
@@ -53,9 +52,8 @@ class Gsm8kFewshot:
     def _draw(self, index: int) -> list[int]:
         same_split = bool(self.train) and self.train[0].split == self.eval_split
         size = self.num_fewshot + 1 if same_split else self.num_fewshot
-        population = list(range(len(self.train)))
         while len(self._draws) <= index:
-            self._draws.append(self._rnd.sample(population, size))
+            self._draws.append(self._rnd.sample(range(len(self.train)), size))
         return self._draws[index]
 
     def exemplars(self, problem: Gsm8kProblem) -> tuple[Gsm8kProblem, ...]:
@@ -72,22 +70,24 @@ def doc_to_text(problem: Gsm8kProblem) -> str:
 
 def completion_prompt(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem]) -> str:
     """The plain few-shot prompt lm-eval's ``fewshot_context`` builds without a chat template."""
-    shots = "".join(
+    return "".join(
         doc_to_text(shot) + TARGET_DELIMITER + shot.answer + FEWSHOT_DELIMITER for shot in exemplars
-    )
-    return shots + doc_to_text(problem)
+    ) + doc_to_text(problem)
 
 
 def chat_messages(problem: Gsm8kProblem, exemplars: Sequence[Gsm8kProblem]) -> list[dict[str, str]]:
     """lm-eval's ``--apply_chat_template --fewshot_as_multiturn`` transcript."""
-    messages: list[dict[str, str]] = []
-    for shot in exemplars:
-        messages += [
-            {"role": "user", "content": doc_to_text(shot)},
-            {"role": "assistant", "content": shot.answer},
-        ]
-    messages.append({"role": "user", "content": doc_to_text(problem)})
-    return messages
+    return [
+        *(
+            message
+            for shot in exemplars
+            for message in (
+                {"role": "user", "content": doc_to_text(shot)},
+                {"role": "assistant", "content": shot.answer},
+            )
+        ),
+        {"role": "user", "content": doc_to_text(problem)},
+    ]
 
 
 def gsm8k_eval_item(

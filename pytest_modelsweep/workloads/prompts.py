@@ -11,7 +11,6 @@ import functools
 import random
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -1227,24 +1226,26 @@ class ServerTokenizer:
         credentials: Credentials | None = None,
     ):
         self.url = url
-        self.server_kind = server_kind
         self.served_name = served_name
         self._client = DeadlineClient(timeout_s, auth_headers(credentials))
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
         self._added: int | None = None
 
-    def _body(self, style: str, text: str, add_special: bool) -> dict[str, Any]:
-        if style == "llamacpp":
-            return {"content": text, "add_special": add_special}
-        return {"model": self.served_name, "prompt": text, "add_special_tokens": add_special}
-
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
         """Token ids of ``text``; EndpointError if the server cannot tokenize."""
-        styles = [self._style] if self._style else ["vllm", "llamacpp"]
         last = ""
-        for style in styles:
+        for style in [self._style] if self._style else ["vllm", "llamacpp"]:
             try:
-                response = self._client.post(self.url, json=self._body(style, text, add_special))
+                body = (
+                    {"content": text, "add_special": add_special}
+                    if style == "llamacpp"
+                    else {
+                        "model": self.served_name,
+                        "prompt": text,
+                        "add_special_tokens": add_special,
+                    }
+                )
+                response = self._client.request("POST", self.url, json=body)
             except httpx.HTTPError as exc:
                 raise EndpointError(
                     f"cannot tokenize through {self.url}: {type(exc).__name__}: {exc}"
@@ -1466,12 +1467,12 @@ def draw_window_prompts(
     tok = tokenizer if tokenizer is not None else make_tokenizer(endpoint)
     try:
         sent = first_tokens_sent(endpoint.base_url)
-        if user_prompts is None:
-            prompts = exact_length_prompt_ids(
+        prompts = (
+            exact_length_prompt_ids(
                 tok, warmup + timed, length, seed=seed, exclude_first_tokens=sent
             )
-        else:
-            prompts = user_prompt_ids(
+            if user_prompts is None
+            else user_prompt_ids(
                 tok,
                 user_prompts,
                 warmup + timed,
@@ -1479,6 +1480,7 @@ def draw_window_prompts(
                 unique_prefixes=unique_prefixes,
                 exclude_first_tokens=sent,
             )
+        )
         sent.update(ids[0] for _, ids in prompts if ids)
         bos = tok.added_special_tokens
     finally:

@@ -1,5 +1,6 @@
 """One throughput setting measured as every bench measures it: repeats, flags, one record
-(:func:`measure_setting`), or two models in pairs of windows (``--interleave``)."""
+(:func:`measure_setting`; your own prompts: :func:`measure_throughput`), or two models in
+pairs of windows (``--interleave``)."""
 
 from __future__ import annotations
 
@@ -7,29 +8,36 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Union
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from ..api.prompts import prompts_digest
+from ..api.evaluation import check_positive
+from ..api.prompts import checked_prompts, prompts_digest
 from ..core.cost import cost_stats, costs_of
-from ..core.errors import MeasurementError
-from ..core.measurements import Contention, InterleavedWindow, ThroughputStats, ThroughputWindow
+from ..core.errors import DataError, MeasurementError
+from ..core.measurements import (
+    Contention,
+    Interleaved,
+    InterleavedWindow,
+    ThroughputStats,
+    ThroughputWindow,
+)
 from ..core.slo import goodput_stats
+from .arrivals import ArrivalProcess
 from .contention import ContentionMeter, coefficient_of_variation
+from .openloop import DEFAULT_MAX_IN_FLIGHT, OpenLoopWindow, run_open_loop, window_seed
 from .prompts import make_tokenizer
 from .throughput import OUTPUT_TOKENS, ThroughputResult, measure_window
 
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
     from ..serving.endpoint import Endpoint
-    from .arrivals import ArrivalProcess
-    from .openloop import OpenLoopWindow
 
 OPEN_LOOP_WARMUP = 2
 """Closed-loop warm-up requests before each open-loop window."""
 
 
-SettingWindow = Union["ThroughputResult", "OpenLoopWindow"]
+SettingWindow = ThroughputResult | OpenLoopWindow
 """One timed window of a setting: a closed loop's or an open loop's."""
 
 TICK_S = 30.0
@@ -53,8 +61,6 @@ def measure_setting(
 ) -> None:
     """Measure one throughput setting over its repeats, record it, then raise MeasurementError
     on broken rules. With ``arrivals`` each window is an open loop, ``concurrency`` its cap."""
-    from .openloop import DEFAULT_MAX_IN_FLIGHT, run_open_loop, window_seed
-
     if arrivals is None and concurrency is None:
         raise ValueError("a closed-loop setting needs a concurrency")
     cap = concurrency or DEFAULT_MAX_IN_FLIGHT
@@ -173,6 +179,54 @@ def measure_setting(
         raise MeasurementError("; ".join(problems[:10]))
 
 
+def measure_throughput(
+    endpoint_of: Callable[[], Endpoint],
+    settings: BenchSettings,
+    record_measurement: Callable[..., Any],
+    benchmark: str,
+    prompts: Sequence[str],
+    *,
+    concurrency: int,
+    output_tokens: int = OUTPUT_TOKENS,
+    unique_prefixes: bool = True,
+    params: Mapping[str, Any] | None = None,
+    rate: float | None = None,
+    burstiness: float = 1.0,
+    progress: Callable[[str], None] | None = None,
+) -> None:
+    """Your ``prompts`` as one throughput setting (:func:`measure_setting`) on the model of
+    ``endpoint_of()``, asked for once the arguments are checked (a one-line DataError); with
+    ``rate`` (requests/s) its windows are open loops of at most ``concurrency`` in flight."""
+    check_positive(benchmark, concurrency=concurrency, output_tokens=output_tokens)
+    arrivals = None
+    if rate is not None:
+        for number, what in ((rate, "rate (requests per second)"), (burstiness, "burstiness")):
+            finite = what == "burstiness" or number != float("inf")
+            if (
+                isinstance(number, bool)
+                or not isinstance(number, int | float)
+                or not number > 0
+                or not finite
+            ):
+                raise DataError(f"{benchmark}: {what} must be a positive number, got {number!r}")
+        arrivals = ArrivalProcess(float(rate), float(burstiness))
+    texts = checked_prompts(benchmark, prompts)
+    measure_setting(
+        endpoint_of(),
+        settings,
+        record_measurement,
+        benchmark,
+        concurrency,
+        None,
+        progress,
+        output_tokens=output_tokens,
+        user_prompts=texts,
+        unique_prefixes=unique_prefixes,
+        params=dict(params or {}),
+        arrivals=arrivals,
+    )
+
+
 def setting_stats(
     results: Sequence[SettingWindow],
     contention: Sequence[Contention],
@@ -213,30 +267,24 @@ def setting_stats(
     )
 
 
-@dataclass
-class InterleavedWindows:
-    """Windows of two servers measured in pairs: per model its tokens/s, in pair order."""
-
-    values: dict[str, list[float]]
-    windows: list[InterleavedWindow]
-    violations: list[str]
-
-
 def measure_interleaved_setting(
     endpoints: Sequence[Endpoint],
     settings: BenchSettings,
     benchmark: str,
     setting: Mapping[str, Any],
     progress: Callable[[str], None] | None = None,
-) -> InterleavedWindows:
-    """Both servers at one setting (``--interleave``), windows in pairs A B, B A, ..., as many
-    as the run's ``repeats`` policy takes (of the pairs' ratios), so that a drift in the
-    machine's speed hits both alike; MeasurementError when a window broke its rules."""
+) -> Interleaved:
+    """Both servers (reference, candidate) at one setting (``--interleave``), windows in pairs
+    A B, B A, ..., as many as the run's ``repeats`` policy takes (of the pairs' ratios), so that
+    a drift in the machine's speed hits both alike; MeasurementError when a window broke its
+    rules."""
     concurrency, prompt_tokens = setting["concurrency"], setting["prompt_tokens"]
     first, second = endpoints
     names = [first.model.name, second.model.name]
     tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
-    measured = InterleavedWindows({name: [] for name in names}, [], [])
+    values: dict[str, list[float]] = {name: [] for name in names}
+    windows: list[InterleavedWindow] = []
+    violations: list[str] = []
     repeats = settings.repeats
     try:
         for pair in range(repeats.at_most):
@@ -256,28 +304,29 @@ def measure_interleaved_setting(
                     tokenizer=tokenizers[name],
                     meter=meter,
                 )
-                measured.values[name].append(result.output_tokens_per_s)
-                measured.windows.append(
+                values[name].append(result.output_tokens_per_s)
+                windows.append(
                     InterleavedWindow(name, pair, result.output_tokens_per_s, meter.result)
                 )
-                measured.violations += [f"{name} pair {pair}: {v}" for v in result.violations]
-            a, b = (measured.values[name] for name in names)
+                violations += [f"{name} pair {pair}: {v}" for v in result.violations]
+            a, b = (values[name] for name in names)
             ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
             if progress is not None:
                 progress(
                     f"interleaved {benchmark} c{concurrency}: pair "
                     f"{repeats.progress(ratios)}, {names[1]} ÷ {names[0]} {ratios[-1]:.2f}x"
                 )
-            if repeats.done(ratios) or (repeats.auto and measured.violations):
+            if repeats.done(ratios) or (repeats.auto and violations):
                 break
     finally:
         for tokenizer in tokenizers.values():
             tokenizer.close()
-    if measured.violations:
+    if violations:
         raise MeasurementError(
-            "interleaved windows broke their rules: " + "; ".join(measured.violations[:10])
+            "interleaved windows broke their rules: " + "; ".join(violations[:10])
         )
-    return measured
+    reference, candidate = names
+    return Interleaved(tuple(windows), tuple(values[candidate]), tuple(values[reference]))
 
 
 @contextlib.contextmanager

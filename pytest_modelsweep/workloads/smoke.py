@@ -20,21 +20,16 @@ SMOKE_QUESTION = "Name the three primary colours."
 
 def smoke_request(endpoint: Endpoint, max_tokens: int = 32) -> ApiRequest:
     """A chat request for chat models, a completion for base models."""
-    if endpoint.model.prompting == "chat":
-        return ApiRequest(
-            item_id="smoke",
-            path="/v1/chat/completions",
-            payload={
-                "messages": [{"role": "user", "content": SMOKE_QUESTION}],
-                "max_tokens": max_tokens,
-                "temperature": 0,
-            },
-        )
+    chat = endpoint.model.prompting == "chat"
     return ApiRequest(
         item_id="smoke",
-        path="/v1/completions",
+        path="/v1/chat/completions" if chat else "/v1/completions",
         payload={
-            "prompt": f"Question: {SMOKE_QUESTION}\nAnswer:",
+            **(
+                {"messages": [{"role": "user", "content": SMOKE_QUESTION}]}
+                if chat
+                else {"prompt": f"Question: {SMOKE_QUESTION}\nAnswer:"}
+            ),
             "max_tokens": max_tokens,
             "temperature": 0,
         },
@@ -61,11 +56,14 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
     """Send one request and return its text, usage and latency; a :class:`MeasurementError`
     for an error, no text, or no ``usage`` counts."""
     request = smoke_request(endpoint, max_tokens)
-    body = {"model": endpoint.served_name, **request.payload}
     started = time.perf_counter()
     try:
         with DeadlineClient(timeout_s, auth_headers(endpoint.credentials)) as client:
-            response = client.post(endpoint.v1 + request.path.removeprefix("/v1"), json=body)
+            response = client.request(
+                "POST",
+                endpoint.v1 + request.path.removeprefix("/v1"),
+                json={"model": endpoint.served_name, **request.payload},
+            )
     except httpx.HTTPError as exc:
         raise MeasurementError(f"{request.path} failed: {type(exc).__name__}: {exc}") from None
     latency = time.perf_counter() - started

@@ -209,56 +209,31 @@ def bootstrap_mean_distribution(
 # --------------------------------------------------------------------------- paired bootstrap
 
 
-@dataclass(frozen=True)
-class _PairedSample:
-    """Everything about one paired comparison that does not depend on the confidence level."""
-
-    differences: FloatArray
-    means: FloatArray
-    difference: float
-    candidate_mean: float
-    reference_mean: float
-    candidate_ahead: int
-    reference_ahead: int
-    standard_error: float
-    p_value: float
-    seed: int
+_PairedSample = tuple[FloatArray, FloatArray, FloatArray]
+"""Candidate and reference scores by item, and the bootstrap means of their differences:
+everything about one comparison that does not depend on the confidence level."""
 
 
 def _paired_sample(
     candidate: Mapping[str, float], reference: Mapping[str, float], resamples: int, seed: int
 ) -> _PairedSample:
     candidate_scores, reference_scores = _aligned_scores(candidate, reference)
-    differences = candidate_scores - reference_scores
-    n = differences.size
-    means = bootstrap_mean_distribution(differences, resamples=resamples, seed=seed)
-    at_or_below = float(np.count_nonzero(means <= 0.0)) / resamples
-    at_or_above = float(np.count_nonzero(means >= 0.0)) / resamples
-    return _PairedSample(
-        differences=differences,
-        means=means,
-        difference=float(differences.sum()) / n,
-        candidate_mean=float(candidate_scores.mean()),
-        reference_mean=float(reference_scores.mean()),
-        candidate_ahead=int(np.count_nonzero(differences > 0)),
-        reference_ahead=int(np.count_nonzero(differences < 0)),
-        standard_error=float(np.std(differences, ddof=1)) / math.sqrt(n) if n > 1 else math.nan,
-        p_value=min(1.0, max(1.0 / resamples, 2.0 * min(at_or_below, at_or_above))),
-        seed=seed,
+    means = bootstrap_mean_distribution(
+        candidate_scores - reference_scores, resamples=resamples, seed=seed
     )
+    return candidate_scores, reference_scores, means
 
 
-def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
+def _bca_levels(
+    differences: FloatArray, difference: float, means: FloatArray, alpha: float
+) -> tuple[float, float]:
     """BCa quantile levels for the mean (Efron & Tibshirani 14.3), as scipy computes them: z0
     from the mid-rank fraction, clipped to [1/(2B), 1 - 1/(2B)]; a closed-form acceleration."""
-    means = sample.means
     resamples = means.size
-    below = np.count_nonzero(means < sample.difference) + np.count_nonzero(
-        means <= sample.difference
-    )
+    below = np.count_nonzero(means < difference) + np.count_nonzero(means <= difference)
     fraction = min(max(below / (2.0 * resamples), 0.5 / resamples), 1.0 - 0.5 / resamples)
     z0 = _STANDARD_NORMAL.inv_cdf(fraction)
-    centred = sample.differences - sample.difference
+    centred = differences - difference
     second = float(np.sum(centred**2))
     acceleration = float(np.sum(centred**3)) / (6.0 * second**1.5) if second > 0.0 else 0.0
     levels = []
@@ -268,34 +243,42 @@ def _bca_levels(sample: _PairedSample, alpha: float) -> tuple[float, float]:
     return levels[0], levels[1]
 
 
-def _interval(sample: _PairedSample, confidence: float, method: str) -> PairedInterval:
+def _interval(sample: _PairedSample, confidence: float, method: str, seed: int) -> PairedInterval:
+    candidate_scores, reference_scores, means = sample
+    differences = candidate_scores - reference_scores
+    n, resamples = differences.size, means.size
+    difference = float(differences.sum()) / n
+    standard_error = float(np.std(differences, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
     alpha = 1.0 - confidence
     if method == "bca":
-        level_low, level_high = _bca_levels(sample, alpha)
+        level_low, level_high = _bca_levels(differences, difference, means, alpha)
     else:
         level_low, level_high = alpha / 2, 1.0 - alpha / 2
-    low, high = (float(q) for q in np.quantile(sample.means, [level_low, level_high]))
+    low, high = (float(q) for q in np.quantile(means, [level_low, level_high]))
     if method == "basic":
-        low, high = 2.0 * sample.difference - high, 2.0 * sample.difference - low
+        low, high = 2.0 * difference - high, 2.0 * difference - low
     z_sum = _STANDARD_NORMAL.inv_cdf(1.0 - alpha / 2) + _STANDARD_NORMAL.inv_cdf(DETECTION_POWER)
+    ahead = int(np.count_nonzero(differences > 0)), int(np.count_nonzero(differences < 0))
+    at_or_below = float(np.count_nonzero(means <= 0.0)) / resamples
+    at_or_above = float(np.count_nonzero(means >= 0.0)) / resamples
     return PairedInterval(
-        difference=sample.difference,
+        difference=difference,
         low=low,
         high=high,
         confidence=confidence,
-        n=sample.differences.size,
-        resamples=sample.means.size,
+        n=n,
+        resamples=resamples,
         method=method,
-        seed=sample.seed,
-        discordant=sample.candidate_ahead + sample.reference_ahead,
-        candidate_ahead=sample.candidate_ahead,
-        reference_ahead=sample.reference_ahead,
-        candidate_mean=sample.candidate_mean,
-        reference_mean=sample.reference_mean,
-        standard_error=sample.standard_error,
-        bootstrap_standard_error=float(np.std(sample.means, ddof=1)),
-        min_detectable_difference=z_sum * sample.standard_error,
-        p_value=sample.p_value,
+        seed=seed,
+        discordant=sum(ahead),
+        candidate_ahead=ahead[0],
+        reference_ahead=ahead[1],
+        candidate_mean=float(candidate_scores.mean()),
+        reference_mean=float(reference_scores.mean()),
+        standard_error=standard_error,
+        bootstrap_standard_error=float(np.std(means, ddof=1)),
+        min_detectable_difference=z_sum * standard_error,
+        p_value=min(1.0, max(1.0 / resamples, 2.0 * min(at_or_below, at_or_above))),
     )
 
 
@@ -314,6 +297,7 @@ def paired_bootstrap(
         _paired_sample(candidate, reference, _check_resamples(resamples), seed),
         check_confidence(confidence),
         _check_method(method),
+        seed,
     )
 
 
@@ -356,10 +340,14 @@ def holm_intervals(
     }
 
     def test(name: str, level: float) -> tuple[bool, PairedInterval]:
-        interval = _interval(samples[name], 1.0 - level, method)
+        interval = _interval(samples[name], 1.0 - level, method, seed)
         return not interval.covers_zero, interval
 
-    steps = holm_step_down({name: sample.p_value for name, sample in samples.items()}, alpha, test)
+    p_values = {
+        name: _interval(sample, 1.0 - alpha, method, seed).p_value
+        for name, sample in samples.items()
+    }
+    steps = holm_step_down(p_values, alpha, test)
     return {
         name: HolmComparison(name, step.rank, step.rejected, step.result)
         for name, step in steps.items()

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -66,9 +67,7 @@ class RepeatPolicy:
         first = values[: self.first_stage]
         if any(not value > 0 for value in first):
             return self.first_stage  # no interval can be claimed; nothing to aim for
-        logs = [math.log(value) for value in first]
-        mean = sum(logs) / len(logs)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        sd = statistics.stdev(math.log(value) for value in first)
         from .intervals import t_half_width
 
         for total in range(self.first_stage, self.most):

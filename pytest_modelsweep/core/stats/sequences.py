@@ -187,9 +187,7 @@ def crossing_times(
     """
     confidence = check_confidence(confidence)
     population = _check_population(population)
-    table = _check_differences(differences)
-    if table.ndim == 1:
-        table = table[None, :]
+    table = np.atleast_2d(_check_differences(differences))
     n = table.shape[1]
     if population is not None and n > population:
         raise ValueError(f"{n} items but the data set has only {population} (population)")
@@ -224,10 +222,8 @@ def crossing_times(
         if population is not None:
             total = np.cumsum(d, axis=1)
             left = population - np.arange(1, n + 1, dtype=np.float64)
-            lowest = (total - left) / population
-            highest = (total + left) / population
-            out_below |= values[start:stop, None] < lowest - _FEASIBLE_SLACK
-            out_above |= values[start:stop, None] > highest + _FEASIBLE_SLACK
+            out_below |= values[start:stop, None] < (total - left) / population - _FEASIBLE_SLACK
+            out_above |= values[start:stop, None] > (total + left) / population + _FEASIBLE_SLACK
         below[start:stop] = _first_true(out_below)
         above[start:stop] = _first_true(out_above)
     return below, above
@@ -432,6 +428,5 @@ def paired_sequence(
                     "verdict needs scores in [0, 1]"
                 )
         differences.append(pair[0] - pair[1])
-    if differences:
-        sequence.update(differences)
+    sequence.update(differences)
     return sequence
