@@ -22,9 +22,9 @@ import numpy  # noqa: F401
 import pytest
 import scipy.special  # noqa: F401  (core.stats's Student t and binomial on first use)
 import sqlalchemy.dialects.postgresql  # noqa: F401  (the store imports it on first use)
-from paths import REAL_CACHE, TWO_WORKERS, UNUSED_PLUGINS
-from postgres_server import PostgresServer, missing_reason
-from requirements import need
+from support.paths import REAL_CACHE, TWO_WORKERS, UNUSED_PLUGINS
+from support.postgres_server import PostgresServer, missing_reason
+from support.requirements import need
 
 with contextlib.suppress(ImportError):
     import psycopg  # noqa: F401
@@ -96,7 +96,7 @@ def run_both_ways(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """A private PostgreSQL server for the session (tests/postgres_server.py); without the
+    """A private PostgreSQL server for the session (tests/support/postgres_server.py); without the
     server programs or psycopg, a skip locally and a failure under CI=true."""
     reason = missing_reason()
     need(reason is None, reason or "")

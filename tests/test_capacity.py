@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS
-from sse_server import ListingServer
+from support.paths import PAIR, TWO_WORKERS
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.cost import usd_per_million_output_tokens
 from pytest_modelsweep.core.slo import Slo, is_good, parse_slo

@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA
-from requirements import SHARED_DATA_HINT, module_needs
-from shared_runs import once_per_session
-from sse_server import HTTP500_BODY, ListingServer, fake_token_ids
+from support.paths import SHARED_DATA
+from support.requirements import SHARED_DATA_HINT, module_needs
+from support.shared_runs import once_per_session
+from support.sse_server import HTTP500_BODY, ListingServer, fake_token_ids
 from test_report_browser import CHROMIUM, chromium, parse
 
 from pytest_modelsweep.data.bfcl import load_bfcl

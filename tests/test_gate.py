@@ -258,10 +258,10 @@ def test_a_baseline_run_of_another_server_is_left_out_of_the_history() -> None:
 
 
 # --------------------------------------------------------------------------- the gate says what it gated
-# A new user's project (tests/user_projects.py): their own benchmark, run against the fake server.
+# A new user's project (tests/support/user_projects.py): their own benchmark, run against the fake server.
 
-from sse_server import SseServer  # noqa: E402
-from user_projects import (  # noqa: E402
+from support.sse_server import SseServer  # noqa: E402
+from support.user_projects import (  # noqa: E402
     MODELS,
     SHAPE,
     assert_no_traceback,

@@ -4,7 +4,7 @@ one line naming the file or store, the run, the key and the fix.
 
 Every hostile input is a real run's output corrupted: two runs of a user's benchmark (30
 items, all answered right: an accuracy of 100%) and throughput shape against the fake server
-of tests/sse_server.py, into one store, made once per test session.
+of tests/support/sse_server.py, into one store, made once per test session.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_runs import once_per_session
-from sse_server import SseServer
-from stores import raw_sql
-from user_projects import (
+from support.shared_runs import once_per_session
+from support.sse_server import SseServer
+from support.stores import raw_sql
+from support.user_projects import (
     MODELS,
     SHAPE,
     SWEEP,
@@ -733,7 +733,7 @@ def test_a_non_finite_gauge_is_ignored_with_a_note_and_flags_nothing(
 def test_a_degenerate_open_loop_window_is_flagged_and_never_passes(
     pytester: pytest.Pytester, args: list[str], reason: str
 ) -> None:
-    from sse_server import ListingServer
+    from support.sse_server import ListingServer
 
     pytester.makepyfile(test_open_loop=(ROOT / "benches" / "test_open_loop.py").read_text())
     with ListingServer("smollm2-135m") as server:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS
-from sse_server import ListingServer
+from support.paths import PAIR, TWO_WORKERS
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.stats import decide_ratio_verdict
 from pytest_modelsweep.core.stats.intervals import paired_ratio_interval, ratio_interval

@@ -2,7 +2,7 @@
 sent otherwise, in one line naming the first difference (judging.pairing.check_same_requests).
 
 Each case runs the real public-API benchmarks (a user's accuracy benchmark, a user's
-throughput shape) or the real capacity bench against the fake servers of tests/sse_server.py,
+throughput shape) or the real capacity bench against the fake servers of tests/support/sse_server.py,
 in two runs into one store whose settings differ, and reads the refusal where a user meets
 it: the verdict or ratio test's failure, the gate's table, ``modelsweep compare`` and
 ``modelsweep merge``.
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sse_server import ListingServer
+from support.sse_server import ListingServer
 from test_capacity import CANDIDATE, REFERENCE, Servers
 from test_capacity import run as run_capacity
 from test_public_api import SWEEP, ArithmeticServer

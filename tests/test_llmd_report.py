@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from shared_runs import once_per_session
+from support.shared_runs import once_per_session
 from test_measurement_records import (
     SWEEP_RUN,
     RecordsRun,

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requirements import SHARED_DATA_HINT, module_needs, need
-from shared_runs import once_per_session
+from support.requirements import SHARED_DATA_HINT, module_needs, need
+from support.shared_runs import once_per_session
 from test_decision_page import (
     BFCL,
     EXAMPLE_PRICE,

@@ -10,7 +10,7 @@ the candidate answer different items right, 5 discordant each way, so the verdic
 - runs of their own joined by ``--sweep-run`` (a CI matrix job or a Kubernetes Job index
   per model): each measures one model; :func:`test_a_sweep_run_of_two_hosts_is_judged_by_a_process_that_serves_nothing`;
 - one run whose xdist workers are on two "hosts" reached over ssh (``--tx ssh=…``) through
-  a loopback sshd (tests/ssh_server.py), each worker owning one model:
+  a loopback sshd (tests/support/ssh_server.py), each worker owning one model:
   :func:`test_xdist_workers_on_two_hosts_over_ssh_write_one_store`.
 
 The judging process runs ``pytest -m verdict --sweep-run NAME`` with no ``--endpoint`` and a
@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA, UNUSED_PLUGINS
-from postgres_server import ADMIN_PASSWORD
-from requirements import SHARED_DATA_HINT, module_needs, need
-from ssh_server import SshServer
-from ssh_server import missing_reason as ssh_missing_reason
-from stores import raw_sql
+from support.paths import SHARED_DATA, UNUSED_PLUGINS
+from support.postgres_server import ADMIN_PASSWORD
+from support.requirements import SHARED_DATA_HINT, module_needs, need
+from support.ssh_server import SshServer
+from support.ssh_server import missing_reason as ssh_missing_reason
+from support.stores import raw_sql
 from test_decision_page import REFERENCE, SAME, SWEEP, AnsweringServer, replies_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -432,7 +432,7 @@ def test_joining_a_sweep_run_of_another_sweep_is_a_usage_error(
 
 @pytest.fixture
 def sshd() -> Iterator[SshServer]:
-    """A loopback sshd (tests/ssh_server.py); without one, a skip locally, a failure in CI."""
+    """A loopback sshd (tests/support/ssh_server.py); without one, a skip locally, a failure in CI."""
     reason = ssh_missing_reason()
     need(reason is None, reason or "")
     server = SshServer(hosts=("host-a", "host-b")).start()

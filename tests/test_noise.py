@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from scipy.stats import t as student_t
-from sse_server import ListingServer
-from throughput_bench_run import MODEL, gate_rows, run_bench, stats_of
+from support.sse_server import ListingServer
+from support.throughput_bench_run import MODEL, gate_rows, run_bench, stats_of
 
 from pytest_modelsweep.workloads.contention import ContentionMeter
 
-pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
+pytest_plugins = ("pytester", "support.throughput_bench_run")  # the fixture steady
 
 WINDOW_FIELDS = {
     "window_s",

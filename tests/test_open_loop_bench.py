@@ -1,7 +1,7 @@
 """Open loop and capacity in requests/second through the real benches, against fake servers
 whose service time grows with their queue.
 
-Each fake server (``tests/sse_server.py``) runs at most ``SLOTS`` requests at once and queues
+Each fake server (``tests/support/sse_server.py``) runs at most ``SLOTS`` requests at once and queues
 the rest, first come first served; each token of each request it runs is paced
 ``base × (requests running)`` seconds, so it completes ``1 / (base × 256)`` requests per second
 however many it runs (its capacity), and whatever arrives faster waits in its queue. The
@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from paths import PAIR, TWO_WORKERS
-from sse_server import ListingServer
+from support.paths import PAIR, TWO_WORKERS
+from support.sse_server import ListingServer
 from test_report_browser import CHROMIUM, chromium, parse
 
 from pytest_modelsweep.core.measurements import (

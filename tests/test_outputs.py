@@ -3,7 +3,7 @@ fills up mid-run fails the test that met it in one line while the others run and
 measured is lost.
 
 Driven as a hostile user would: real pytest runs of a user's benchmark (the public API) against
-the fake server of tests/sse_server.py, real unwritable places (a file where a folder must be,
+the fake server of tests/support/sse_server.py, real unwritable places (a file where a folder must be,
 a read-only file system) and real full disks (a small tmpfs).
 """
 
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from sse_server import SseServer
-from user_projects import (
+from support.sse_server import SseServer
+from support.user_projects import (
     MODELS,
     assert_no_traceback,
     eval_bench,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import TWO_WORKERS
-from sse_server import ListingServer
+from support.paths import TWO_WORKERS
+from support.sse_server import ListingServer
 
 import pytest_modelsweep
 from pytest_modelsweep.api.evaluation import (
@@ -755,7 +755,7 @@ def test_an_answer_from_another_model_fails_that_item_in_one_line(
 
 def test_a_streamed_answer_from_another_model_fails_that_request() -> None:
     """The streaming client reads the first event's model too (throughput windows)."""
-    from sse_server import SseServer
+    from support.sse_server import SseServer
 
     from pytest_modelsweep.client import stream_requests
     from pytest_modelsweep.core.records import ApiRequest
@@ -782,10 +782,10 @@ def test_a_streamed_answer_from_another_model_fails_that_request() -> None:
 def test_each_answer_is_stored_once(pytester: pytest.Pytester) -> None:
     """A long answer is in the store once (its item's row) and in the results once (the
     measurement's item), not four times; both read back whole."""
-    from sse_server import SseServer
-    from stores import all_text
-    from user_projects import MODELS, eval_bench, project
-    from user_projects import options as user_options
+    from support.sse_server import SseServer
+    from support.stores import all_text
+    from support.user_projects import MODELS, eval_bench, project
+    from support.user_projects import options as user_options
 
     from pytest_modelsweep.store.database import Store
     from pytest_modelsweep.store.results import load_results

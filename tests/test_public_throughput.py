@@ -1,7 +1,7 @@
 """A throughput benchmark over your own prompts, with the public API only, against fake servers.
 
 The pytester project imports nothing but ``pytest`` and ``pytest_modelsweep``'s public names;
-two fake streaming servers (tests/sse_server.py; one token per word, llama.cpp-like counters)
+two fake streaming servers (tests/support/sse_server.py; one token per word, llama.cpp-like counters)
 serve a reference and a candidate attached with ``--endpoint``.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import TWO_WORKERS
-from sse_server import ListingServer, fake_token_ids
+from support.paths import TWO_WORKERS
+from support.sse_server import ListingServer, fake_token_ids
 from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
 from test_public_api import options as api_options
 

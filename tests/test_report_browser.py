@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from requirements import module_needs
+from support.requirements import module_needs
 
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.report.html import html_document

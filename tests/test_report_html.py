@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS
+from support.paths import PAIR, TWO_WORKERS
 
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.pytest.html_hooks import HtmlReportHooks

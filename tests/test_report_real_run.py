@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from paths import PAIR
-from sse_server import ListingServer
+from support.paths import PAIR
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.report import plots
 from pytest_modelsweep.report.html import measurement_html

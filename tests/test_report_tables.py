@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_runs import once_per_session
+from support.shared_runs import once_per_session
 from test_decision_page import (
     LIMIT,
     REFERENCE,

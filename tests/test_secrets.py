@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from paths import PAIR, write_sweep
-from postgres_server import ADMIN_PASSWORD
-from sse_server import SseServer
-from stores import all_text
+from support.paths import PAIR, write_sweep
+from support.postgres_server import ADMIN_PASSWORD
+from support.sse_server import SseServer
+from support.stores import all_text
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.core.errors import EndpointError

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import TWO_WORKERS
-from requirements import SHARED_DATA_HINT, module_needs
+from support.paths import TWO_WORKERS
+from support.requirements import SHARED_DATA_HINT, module_needs
 from test_decision_page import (
     GSM8K,
     REFERENCE,

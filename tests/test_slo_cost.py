@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from scipy.stats import t as student_t
-from sse_server import ListingServer
+from support.sse_server import ListingServer
 from test_report_real_run import html_tables, markdown_tables, summary_section
 
 from pytest_modelsweep.core.cost import (

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, SHARED_DATA
-from requirements import SHARED_DATA_HINT, need
-from sse_server import ListingServer
+from support.paths import PAIR, SHARED_DATA
+from support.requirements import SHARED_DATA_HINT, need
+from support.sse_server import ListingServer
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from paths import PAIR
-from sse_server import SseServer
+from support.paths import PAIR
+from support.sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.client.breaker import Breaker

@@ -25,7 +25,7 @@ from pytest_modelsweep.store.results import RunInfo
 pytest_plugins = ("pytester",)
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = ROOT / "tests" / "fake_llama_server.py"
+FAKE = ROOT / "tests" / "support" / "fake_llama_server.py"
 REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
 DELAY_S = 0.5
 SLOWER_S = 1.5

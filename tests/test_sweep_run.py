@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from stores import raw_sql
+from support.stores import raw_sql
 from test_comparisons import record_items, record_rate
 
 from pytest_modelsweep.core.options import parse_sweep_run

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterator
 
 import pytest
+from support.sse_server import SseServer, fake_token_ids
 
 from pytest_modelsweep.client import (
     StreamOutcome,
@@ -40,11 +41,6 @@ from pytest_modelsweep.workloads.throughput import (
     throughput_requests,
     tpot,
 )
-
-try:  # tests/ as a package, or as a plain directory on sys.path
-    from .sse_server import SseServer, fake_token_ids
-except ImportError:
-    from sse_server import SseServer, fake_token_ids  # type: ignore[no-redef]
 
 SMOLLM2_NAME = "smollm2-135m"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS, write_sweep
-from sse_server import ListingServer, SseServer
+from support.paths import PAIR, TWO_WORKERS, write_sweep
+from support.sse_server import ListingServer, SseServer
 
 pytest_plugins = ("pytester",)
 

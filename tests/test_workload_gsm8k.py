@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requirements import SHARED_DATA_HINT, need
-from sse_server import ListingServer
+from support.requirements import SHARED_DATA_HINT, need
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting, load_sweep
@@ -309,7 +309,7 @@ def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
 
 def test_a_run_on_a_file_that_is_not_utf8_fails_in_one_line(pytester: pytest.Pytester) -> None:
     """The built-in bench on such a file: each model's GSM8K test fails with that one line."""
-    from sse_server import SseServer
+    from support.sse_server import SseServer
 
     models = tuple(load_sweep("embedded").models)
     pytester.makepyfile(

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sse_server import ListingServer
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.sse_server import ListingServer
+
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "smollm2-135m"
 
 
