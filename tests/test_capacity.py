@@ -19,6 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.capacity_runs import (
+    CANDIDATE,
+    REFERENCE,
+    TIMED,
+    Servers,
+    run,
+)
 from support.paths import PAIR, TWO_WORKERS
 from support.sse_server import ListingServer
 
@@ -28,22 +35,8 @@ from pytest_modelsweep.core.sweep import load_sweep
 
 pytest_plugins = ("pytester",)
 
-ROOT = Path(__file__).resolve().parents[1]
-REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
 REFERENCE_BASE_S, CANDIDATE_BASE_S = 0.004, 0.006 / 3.5
 SLO = "tpot=6ms"
-TIMED = 2  # timed requests per step: max(2, c), so that c are in flight
-
-
-class Servers:
-    """The two paced fake servers and the ``--endpoint`` arguments that attach them."""
-
-    def __init__(self, reference: ListingServer, candidate: ListingServer) -> None:
-        self.reference, self.candidate = reference, candidate
-        self.args = [
-            f"--endpoint={REFERENCE}={reference.base_url}",
-            f"--endpoint={CANDIDATE}={candidate.base_url}",
-        ]
 
 
 @pytest.fixture
@@ -53,25 +46,6 @@ def servers() -> Iterator[Servers]:
         ListingServer(CANDIDATE, per_token_s_per_inflight=CANDIDATE_BASE_S) as candidate,
     ):
         yield Servers(reference, candidate)
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """The real benches/test_capacity.py in a subprocess, with a store shared across runs."""
-    pytester.makepyfile(test_capacity=(ROOT / "benches" / "test_capacity.py").read_text())
-    return pytester.runpytest_subprocess(
-        f"--timed-requests={TIMED}",
-        "--slo-attainment=0.5",
-        "--contended-cores=64",
-        "--contended-steal=1",
-        "--results=r.json",
-        "--store=s.sqlite",
-        "--modelsweep-dir=work",
-        "-p",
-        "no:cacheprovider",
-        "-s",
-        *args,
-        timeout=300,
-    )
 
 
 def measurements(pytester: pytest.Pytester, benchmark: str) -> dict[str, dict[str, Any]]:

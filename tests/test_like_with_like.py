@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.arithmetic import SWEEP, ArithmeticServer
+from support.arithmetic import options as api_options
+from support.capacity_runs import CANDIDATE, REFERENCE, Servers
+from support.capacity_runs import run as run_capacity
 from support.sse_server import ListingServer
-from test_capacity import CANDIDATE, REFERENCE, Servers
-from test_capacity import run as run_capacity
-from test_public_api import SWEEP, ArithmeticServer
-from test_public_api import options as api_options
 
 from pytest_modelsweep.cli import main
 

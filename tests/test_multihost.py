@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.decision_runs import REFERENCE, SAME, SWEEP, AnsweringServer, replies_of
 from support.paths import SHARED_DATA, UNUSED_PLUGINS
 from support.postgres_server import ADMIN_PASSWORD
 from support.requirements import SHARED_DATA_HINT, module_needs, need
 from support.ssh_server import SshServer
 from support.ssh_server import missing_reason as ssh_missing_reason
 from support.stores import raw_sql
-from test_decision_page import REFERENCE, SAME, SWEEP, AnsweringServer, replies_of
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"

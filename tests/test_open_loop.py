@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from support.endpoints import endpoint_at
 from support.sse_server import SseServer
-from test_throughput_workload import endpoint_at
 
 from pytest_modelsweep.client import InFlight, stream_open_loop
 from pytest_modelsweep.core.measurements import StepOutcome, ThroughputStats, ThroughputWindow

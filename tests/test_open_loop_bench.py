@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.browser import CHROMIUM, chromium, parse
 from support.paths import PAIR, TWO_WORKERS
 from support.sse_server import ListingServer
-from test_report_browser import CHROMIUM, chromium, parse
 
 from pytest_modelsweep.core.measurements import (
     Measurement,

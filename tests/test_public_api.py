@@ -10,14 +10,17 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.arithmetic import (
+    SWEEP,
+    ArithmeticServer,
+    options,
+)
 from support.paths import TWO_WORKERS
-from support.sse_server import ListingServer
 
 import pytest_modelsweep
 from pytest_modelsweep.api.evaluation import (
@@ -37,23 +40,6 @@ from pytest_modelsweep.workloads.gsm8k import gsm8k_eval_item
 
 pytest_plugins = ("pytester",)
 
-SWEEP = """
-[sweep]
-name = "mine"
-reference = "ref"
-[serving]
-backend = "llamacpp"
-[models.ref]
-source = "embedded:x"
-license = "mit"
-served_name = "ref-served"
-prompting = "completion"
-[models.cand]
-source = "embedded:x"
-license = "mit"
-served_name = "cand-served"
-prompting = "chat"
-"""
 
 # A benchmark as a user writes it: the public API only.
 MY_EVAL = """
@@ -78,35 +64,6 @@ def test_plain() -> None:
     pass
 """
 
-QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
-
-
-class ArithmeticServer(ListingServer):
-    """The fake server, answering the last ``What is A + B?`` of a request with the sum (or,
-    for the ``wrong`` values of A, the sum plus one), as one non-streamed JSON answer."""
-
-    def __init__(self, served_name: str, wrong: tuple[int, ...] = ()) -> None:
-        super().__init__(served_name)
-        self.wrong = wrong
-
-    async def _dispatch(
-        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
-    ) -> bool:
-        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
-            return await super()._dispatch(method, path, body, writer)
-        data = json.loads(body)
-        self.stats.bodies.append(data)
-        prompt = data.get("prompt") or data["messages"][-1]["content"]
-        a, b = (int(n) for n in QUESTION.findall(prompt)[-1])
-        text = f" {a + b + (a in self.wrong)}"
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-        if path == "/v1/completions":
-            choice["text"] = text
-        else:
-            choice["message"] = {"role": "assistant", "content": text}
-        answer = {"choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
-        return await self._respond(writer, 200, "application/json", json.dumps(answer).encode())
-
 
 @pytest.fixture
 def servers() -> Iterator[tuple[ArithmeticServer, ArithmeticServer]]:
@@ -125,22 +82,6 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     (pytester.path / "mine.toml").write_text(SWEEP)
     pytester.makepyfile(test_my_eval=MY_EVAL)
     return pytester
-
-
-def options(servers: tuple[ListingServer, ListingServer], *args: str) -> list[str]:
-    reference, candidate = servers
-    return [
-        "--sweep=mine.toml",
-        f"--endpoint=ref={reference.base_url}",
-        f"--endpoint=cand={candidate.base_url}",
-        "--store=store.sqlite",
-        "--strict-markers",
-        "-W",
-        "error::pytest.PytestUnknownMarkWarning",
-        "-p",
-        "no:cacheprovider",
-        *args,
-    ]
 
 
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:

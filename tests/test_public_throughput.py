@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.arithmetic import SWEEP  # the same sweep: ref (completion), cand (chat)
+from support.arithmetic import options as api_options
 from support.paths import TWO_WORKERS
 from support.sse_server import ListingServer, fake_token_ids
-from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
-from test_public_api import options as api_options
 
 from pytest_modelsweep.api.prompts import checked_prompts, load_prompts
 from pytest_modelsweep.core.errors import DataError

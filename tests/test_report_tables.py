@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.shared_runs import once_per_session
-from test_decision_page import (
+from support.decision_runs import (
     LIMIT,
     REFERENCE,
     SWEEP,
@@ -30,6 +29,7 @@ from test_decision_page import (
     run_real,
     serving,
 )
+from support.shared_runs import once_per_session
 
 from pytest_modelsweep.core.stats.intervals import wilson_interval
 from pytest_modelsweep.report.markdown import (

@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.paths import TWO_WORKERS
-from support.requirements import SHARED_DATA_HINT, module_needs
-from test_decision_page import (
+from support.decision_runs import (
     GSM8K,
     REFERENCE,
     SAME,
@@ -35,6 +33,8 @@ from test_decision_page import (
     WORSE,
     AnsweringServer,
 )
+from support.paths import TWO_WORKERS
+from support.requirements import SHARED_DATA_HINT, module_needs
 
 from pytest_modelsweep.core.measurements import (
     AccuracyStats,

@@ -11,12 +11,15 @@ header read, the command line built, the process owned by a ``ServerProcess`` th
 from __future__ import annotations
 
 import json
-import os
-import struct
 import sys
 from pathlib import Path
 
 import pytest
+from support.fake_launcher import (
+    FAKE,
+    ROOT,
+    gguf,
+)
 
 from pytest_modelsweep.core.measurements import Measurement, StartupStats
 from pytest_modelsweep.report.decision import decision_page
@@ -24,8 +27,6 @@ from pytest_modelsweep.store.results import RunInfo
 
 pytest_plugins = ("pytester",)
 
-ROOT = Path(__file__).resolve().parents[1]
-FAKE = ROOT / "tests" / "support" / "fake_llama_server.py"
 REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
 DELAY_S = 0.5
 SLOWER_S = 1.5
@@ -33,25 +34,6 @@ SLOWER_S = 1.5
 then 1.5 s of sleep double the time from launch to first token or more (the gate's threshold is
 +25%), and the sleep is most of a launch's time: the gate reads real launch times, so the
 test runs alone (``timing``)."""
-
-
-def gguf(path: Path) -> Path:
-    """A GGUF v3 file with a header and no tensors (llama-server's stand-in reads nothing)."""
-
-    def text(value: str) -> bytes:
-        return struct.pack("<Q", len(value.encode())) + value.encode()
-
-    pairs = [("general.architecture", "fake"), ("general.name", "Fake")]
-    body = (
-        b"GGUF"
-        + struct.pack("<IQQ", 3, 0, len(pairs))
-        + b"".join(text(key) + struct.pack("<I", 8) + text(value) for key, value in pairs)
-    )
-    with open(path, "wb") as handle:
-        handle.write(body + b"\0" * 65536)
-        handle.flush()
-        os.fsync(handle.fileno())  # clean pages: the bench's eviction can drop them
-    return path
 
 
 @pytest.fixture
