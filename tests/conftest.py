@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import pkgutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,8 +28,17 @@ from support.paths import REAL_CACHE, TWO_WORKERS, UNUSED_PLUGINS
 from support.postgres_server import PostgresServer, missing_reason
 from support.requirements import need
 
+import pytest_modelsweep
+
 with contextlib.suppress(ImportError):
     import psycopg  # noqa: F401
+
+# Likewise the package itself: a run that first imports one of its modules (a user's bench
+# imports pytest_modelsweep.api) would otherwise leave it behind in sys.modules' restore, and
+# the next run's import make new classes that the plugin's checks do not know ("items must be
+# EvalItem, got EvalItem"). Imported here once, every in-process run shares them.
+for _module in pkgutil.walk_packages(pytest_modelsweep.__path__, "pytest_modelsweep."):
+    importlib.import_module(_module.name)
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
