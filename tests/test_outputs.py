@@ -122,8 +122,7 @@ def test_a_read_only_file_system_is_found_before_any_test(
         small_disk(tmp_path / "ro", "64k", read_only=True) as disk,
         SseServer(served_names=MODELS) as server,
     ):
-        result = pytester.runpytest(
-            *options(server.base_url, f"--results={disk}/r.json"))
+        result = pytester.runpytest(*options(server.base_url, f"--results={disk}/r.json"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert result.stderr.lines[0] == (
         f"ERROR: --results {disk}/r.json: cannot write there ({disk}: Read-only file system); "
