@@ -283,7 +283,7 @@ def test_a_broken_window_fails_the_test_records_no_capacity_and_no_ratio(
             f"{CANDIDATE}: the window at concurrency 1 broke its rules: request 0 produced 12 of 256 "
             "tokens (finish_reason=stop); *; no capacity is concluded from a broken window",
             f"{REFERENCE}'s capacity result at slo *, attainment target 0.5 in this run comes from a "
-            f"test that failed (test_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
+            f"test that failed (test_the_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
             "drawn from it; fix that test's failure and re-run it",
         ]
     )

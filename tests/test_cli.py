@@ -133,7 +133,7 @@ def _user_runs(pytester: pytest.Pytester, *limits: int) -> list[Path]:
     with SseServer(served_names=MODELS) as server:
         for k, limit in enumerate(limits):
             path = pytester.path / f"run{k}.json"
-            pytester.runpytest_subprocess(
+            pytester.runpytest(
                 *options(
                     server.base_url,
                     "--model=ref",
@@ -143,7 +143,6 @@ def _user_runs(pytester: pytest.Pytester, *limits: int) -> list[Path]:
                     f"--limit={limit}",
                     f"--results={path}",
                 ),
-                timeout=60,
             ).assert_outcomes(passed=1)
             paths.append(path)
     return paths

@@ -272,9 +272,7 @@ from support.user_projects import (  # noqa: E402
 
 
 def user_run(pytester: pytest.Pytester, server: SseServer, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        *options(server.base_url, "--modelsweep-dir=work", *args), timeout=120
-    )
+    return pytester.runpytest(*options(server.base_url, "--modelsweep-dir=work", *args))
 
 
 def test_save_baseline_from_a_verdict_only_run_is_refused(pytester: pytest.Pytester) -> None:

@@ -728,7 +728,7 @@ def test_a_degenerate_open_loop_window_is_flagged_and_never_passes(
 ) -> None:
     from support.sse_server import ListingServer
 
-    pytester.makepyfile(test_open_loop=(ROOT / "benches" / "test_open_loop.py").read_text())
+    pytester.makepyfile(test_the_open_loop=(ROOT / "benches" / "test_open_loop.py").read_text())
     with ListingServer("smollm2-135m") as server:
         result = pytester.runpytest(
             f"--endpoint=smollm2-135m={server.base_url}",

@@ -86,7 +86,7 @@ def drifting_pair() -> Iterator[tuple[list[str], Machine]]:
 
 def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "--repeats",
         "4",
         "--timed-requests",
@@ -100,7 +100,6 @@ def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.R
         "-s",
         *endpoints,
         *args,
-        timeout=300,
     )
 
 

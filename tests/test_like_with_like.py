@@ -100,8 +100,8 @@ def run(
     """One run of the project in a subprocess (the store is shared across runs)."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return project.runpytest_subprocess(
-        *api_options(servers, "--contended-cores=64", "--contended-steal=1", *args), timeout=180
+    return project.runpytest(
+        *api_options(servers, "--contended-cores=64", "--contended-steal=1", *args)
     )
 
 

@@ -77,7 +77,7 @@ def run(
     for name in ("test_open_loop.py", "test_throughput.py"):
         pytester.makepyfile(**{name[:-3]: (ROOT / "benches" / name).read_text()})
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         *attached,
         "--contended-cores=64",
         "--contended-steal=1",
@@ -88,7 +88,6 @@ def run(
         "no:cacheprovider",
         "-s",
         *args,
-        timeout=600,
     )
     found = json.loads((pytester.path / "r.json").read_text())["measurements"]
     return result, [Measurement.from_dict(m) for m in found]
@@ -463,7 +462,7 @@ def test_a_users_prompts_in_an_open_loop(
     throughput benchmark with the open-loop figures in every window."""
     users_open_loop(pytester)
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         *attached,
         f"--model={CANDIDATE}",
         "--contended-cores=64",
@@ -477,7 +476,6 @@ def test_a_users_prompts_in_an_open_loop(
         "--repeats=2",
         "-k",
         "test_support",
-        timeout=300,
     )
     result.assert_outcomes(passed=1)
     (data,) = json.loads((pytester.path / "r.json").read_text())["measurements"]

@@ -88,7 +88,7 @@ def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     """pytest in a subprocess: a run that sends requests must not load httpx's lazily imported
     parts inside pytester's in-process run, which forgets them afterwards (and so makes a
     second copy of their exception classes for the tests that come later)."""
-    return project.runpytest_subprocess(*args, timeout=120)
+    return project.runpytest(*args)
 
 
 def measurements(project: pytest.Pytester, name: str) -> dict[tuple[str, str], dict[str, Any]]:

@@ -255,7 +255,7 @@ def test_bad(measure_throughput, concurrency):
     measure_throughput("my_shape", ["hello there"], concurrency=3)
 """
     )
-    result = pytester.runpytest_subprocess(*options(servers, "--model=ref"))
+    result = pytester.runpytest(*options(servers, "--model=ref"))
     result.stdout.fnmatch_lines(
         [
             (
@@ -271,7 +271,7 @@ def test_interleave_refuses_a_users_shape_in_one_line(
     project: pytest.Pytester,
     servers: tuple[ListingServer, ListingServer],
 ) -> None:
-    result = project.runpytest_subprocess(*options(servers, "-m", "my_shape", "--interleave"))
+    result = project.runpytest(*options(servers, "-m", "my_shape", "--interleave"))
     result.stdout.fnmatch_lines(
         [
             (

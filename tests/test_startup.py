@@ -54,7 +54,7 @@ def fake_launcher(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
             for name in (REFERENCE, CANDIDATE)
         )
     )
-    pytester.makepyfile(test_startup=(ROOT / "benches" / "test_startup.py").read_text())
+    pytester.makepyfile(test_the_startup=(ROOT / "benches" / "test_startup.py").read_text())
     return sweep
 
 
@@ -66,7 +66,7 @@ def run(
     *args: str,
 ) -> tuple[pytest.RunResult, list[Measurement], dict[str, object]]:
     monkeypatch.setenv("FAKE_START_DELAY_S", str(delay))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         f"--sweep={sweep}",
         "--results=r.json",
         "--store=s.sqlite",
@@ -75,7 +75,6 @@ def run(
         "no:cacheprovider",
         "-s",
         *args,
-        timeout=300,
     )
     data = json.loads((pytester.path / "r.json").read_text())
     return result, [Measurement.from_dict(m) for m in data["measurements"]], data
@@ -157,15 +156,14 @@ def test_a_start_is_timed_over_fresh_launches_and_a_server_twice_as_slow_fails_t
 
 
 def test_attached_endpoints_skip_the_cold_start_with_the_reason(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_startup=(ROOT / "benches" / "test_startup.py").read_text())
-    result = pytester.runpytest_subprocess(
+    pytester.makepyfile(test_the_startup=(ROOT / "benches" / "test_startup.py").read_text())
+    result = pytester.runpytest(
         f"--model={CANDIDATE}",
         f"--endpoint={CANDIDATE}=http://127.0.0.1:9",
         "-rs",
         "--modelsweep-dir=work",
         "-p",
         "no:cacheprovider",
-        timeout=120,
     )
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(

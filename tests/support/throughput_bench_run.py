@@ -27,7 +27,7 @@ def steady() -> Iterator[str]:
 def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
     """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat."""
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-k",
         "test_throughput and c1 and not c16 and not ratio",
         "--timed-requests",
@@ -44,7 +44,6 @@ def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
         "-p",
         "no:cacheprovider",
         *args,
-        timeout=90,
     )
 
 
