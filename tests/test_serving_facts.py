@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.docker_images import DockerShim, image_entry
+from support.fake_launcher import FAKE
 from support.sse_server import ListingServer
 
 from pytest_modelsweep.api.evaluation import EvalItem, request_for, scored_record
@@ -372,7 +373,7 @@ def test_an_attached_fake_llama_server_process_is_named_in_the_provenance(
     sweep = load_sweep("embedded")
     name = sweep.reference
     port = free_port()
-    script = ROOT / "tests" / "fake_llama_server.py"
+    script = FAKE
     process = subprocess.Popen(
         [
             sys.executable,
@@ -420,7 +421,7 @@ def hand_started() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     process = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "tests" / "fake_llama_server.py"),
+            str(FAKE),
             "--port",
             str(port),
             "--alias",
@@ -493,9 +494,7 @@ def test_a_launched_llama_servers_flags_are_observed_and_its_process_named(
     import struct
 
     launcher = tmp_path / "llama-server"
-    launcher.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {ROOT / "tests" / "fake_llama_server.py"} "$@"\n'
-    )
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
     launcher.chmod(0o755)
     monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(launcher))
     monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))

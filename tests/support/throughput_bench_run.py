@@ -25,9 +25,11 @@ def steady() -> Iterator[str]:
 
 
 def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
-    """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat."""
+    """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat, in a
+    process of its own: each window records the CPU of the server's process, which must not
+    be the bench's (the fake server runs in this one)."""
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest(
+    return pytester.runpytest_subprocess(
         "-k",
         "test_throughput and c1 and not c16 and not ratio",
         "--timed-requests",
@@ -44,6 +46,7 @@ def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
         "-p",
         "no:cacheprovider",
         *args,
+        timeout=90,
     )
 
 
