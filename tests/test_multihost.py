@@ -304,29 +304,6 @@ def test_a_sweep_run_of_two_hosts_is_judged_by_a_process_that_serves_nothing(
     assert (stats["candidate_run"], stats["reference_run"]) == (host_c.run_id, host_a.run_id)
 
 
-class VllmLikeServer(AnsweringServer):
-    """The fake server reporting itself as vLLM at a ``max_model_len``, as a real one does."""
-
-    def __init__(self, served_name: str, replies: dict[str, str], *, max_model_len: int) -> None:
-        super().__init__(served_name, replies, chunk_delay_s=0.0)
-        self.max_model_len = max_model_len
-
-    async def _dispatch(self, method: str, path: str, body: bytes, writer: Any) -> bool:
-        if method == "GET" and path == "/v1/models":
-            listing = {
-                "object": "list",
-                "data": [
-                    {"id": self.served_name, "object": "model", "max_model_len": self.max_model_len}
-                ],
-            }
-            return await self._respond(
-                writer, 200, "application/json", json.dumps(listing).encode()
-            )
-        if method == "GET" and path == "/version":
-            return await self._respond(writer, 200, "application/json", b'{"version": "0.11.0"}')
-        return await super()._dispatch(method, path, body, writer)
-
-
 def test_hosts_of_one_sweep_run_with_unlike_serving_settings_are_not_paired(
     project: Path,
     postgres_url: str,
@@ -341,7 +318,14 @@ def test_hosts_of_one_sweep_run_with_unlike_serving_settings_are_not_paired(
     )
     sweeps = {REFERENCE: "decision.toml", SAME: "decision-2048.toml"}
     servers = {
-        model: VllmLikeServer(model, replies_of(model), max_model_len=length)
+        # reporting itself as vLLM at a max_model_len, as a real one does
+        model: AnsweringServer(
+            model,
+            replies_of(model),
+            chunk_delay_s=0.0,
+            vllm_version="0.11.0",
+            model_entry={"max_model_len": length},
+        )
         for model, length in lengths.items()
     }
     for server in servers.values():

@@ -652,29 +652,16 @@ def test_a_declared_benchmark_that_never_evaluates_fails_in_one_line(
     assert [len(s.stats.bodies) for s in servers] == [0, 0]
 
 
-class OtherModelServer(ArithmeticServer):
-    """The arithmetic server behind a proxy that routes item q03 to another model: its answer's
-    ``model`` field names that model."""
-
-    async def _respond(
-        self, writer: asyncio.StreamWriter, status: int, ctype: str, body: bytes
-    ) -> bool:
-        if status == 200 and b'"choices"' in body:
-            data = json.loads(body)
-            asked = self.stats.bodies[-1]
-            data["model"] = (
-                "llama-70b-fallback" if "What is 3 +" in json.dumps(asked) else asked["model"]
-            )
-            body = json.dumps(data).encode()
-        return await super()._respond(writer, status, ctype, body)
-
-
 def test_an_answer_from_another_model_fails_that_item_in_one_line(
     pytester: pytest.Pytester,
 ) -> None:
     """A proxy that routes a request to another model is exactly the lie a benchmark must
     catch: that item is failed (never scored as this model's), the test fails naming it."""
-    with OtherModelServer("ref-served") as reference, OtherModelServer("cand-served") as cand:
+    fallback = {3: "llama-70b-fallback"}  # item q03 ("What is 3 + ...") goes elsewhere
+    with (
+        ArithmeticServer("ref-served", answered_by=fallback) as reference,
+        ArithmeticServer("cand-served", answered_by=fallback) as cand,
+    ):
         (pytester.path / "mine.toml").write_text(SWEEP)
         pytester.makepyfile(test_my_eval=MY_EVAL)
         result = run(

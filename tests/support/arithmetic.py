@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from support.sse_server import ListingServer
@@ -33,11 +34,19 @@ QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
 
 class ArithmeticServer(ListingServer):
     """The fake server, answering the last ``What is A + B?`` of a request with the sum (or,
-    for the ``wrong`` values of A, the sum plus one), as one non-streamed JSON answer."""
+    for the ``wrong`` values of A, the sum plus one), as one non-streamed JSON answer naming
+    the model asked for, or for the values of A in ``answered_by`` that model (a proxy that
+    routes those questions to another model)."""
 
-    def __init__(self, served_name: str, wrong: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self,
+        served_name: str,
+        wrong: tuple[int, ...] = (),
+        answered_by: Mapping[int, str] | None = None,
+    ) -> None:
         super().__init__(served_name)
         self.wrong = wrong
+        self.answered_by = dict(answered_by or {})
 
     async def _dispatch(
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
@@ -54,7 +63,11 @@ class ArithmeticServer(ListingServer):
             choice["text"] = text
         else:
             choice["message"] = {"role": "assistant", "content": text}
-        answer = {"choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
+        answer = {
+            "choices": [choice],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+            "model": self.answered_by.get(a, data.get("model")),
+        }
         return await self._respond(writer, 200, "application/json", json.dumps(answer).encode())
 
 

@@ -150,7 +150,8 @@ class AnsweringServer(ListingServer):
     throughput workload's prompts) gets the usual ``max_tokens`` tokens (``default_fault``
     applies to those: ``batch:2``, two tokens a chunk; ``short:12``, a broken server), after
     ``first_token_delay_s``. With ``slots`` it serves that many requests at once and queues
-    the rest, as a batching server does beyond its ``max_num_seqs``."""
+    the rest, as a batching server does beyond its ``max_num_seqs``. ``listing`` goes to
+    :class:`ListingServer` (``vllm_version``, ``model_entry``)."""
 
     def __init__(
         self,
@@ -162,8 +163,11 @@ class AnsweringServer(ListingServer):
         slots: int | None = None,
         first_token_delay_s: float = 0.0,
         default_fault: str = "",
+        **listing: Any,
     ) -> None:
-        super().__init__(served_name, chunk_delay_s=chunk_delay_s, default_fault=default_fault)
+        super().__init__(
+            served_name, chunk_delay_s=chunk_delay_s, default_fault=default_fault, **listing
+        )
         self.replies = dict(replies)
         self.fail = set(fail)
         self.slots = slots

@@ -562,9 +562,11 @@ class ListingServer(SseServer):
         build_info: str | None = None,
         vllm_version: str | None = None,
         schedule: DelaySchedule | None = None,
+        model_entry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             schedule=schedule,
+            model_entry=model_entry,
             chunk_delay_s=chunk_delay_s,
             default_fault=default_fault,
             per_token_s_per_inflight=per_token_s_per_inflight,
@@ -580,7 +582,8 @@ class ListingServer(SseServer):
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
     ) -> bool:
         if path == "/v1/models" and method == "GET":
-            listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
+            entry = {"id": self.served_name, "object": "model", **self.model_entry}
+            listing = {"object": "list", "data": [entry]}
             return await self._respond(
                 writer, 200, "application/json", json.dumps(listing).encode()
             )
