@@ -131,7 +131,7 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     pytester: pytest.Pytester,
     servers: Servers,
 ) -> None:
-    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}")
+    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", own_process=True)
     result.assert_outcomes(passed=3)
     found = measurements(pytester, "capacity")
     check_capacity(found[REFERENCE], 1, *REFERENCE_WINDOWS)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from support.paths import PAIR, TWO_WORKERS
+from support.pytest_runs import run_pytest
 from support.sse_server import DelaySchedule, ListingServer
 
 from pytest_modelsweep.core.stats import decide_ratio_verdict
@@ -83,9 +84,12 @@ def paced_drifting_pair() -> Iterator[tuple[list[str], DelaySchedule]]:
         yield pair
 
 
-def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.RunResult:
+def run(
+    pytester: pytest.Pytester, endpoints: list[str], *args: str, own_process: bool = False
+) -> pytest.RunResult:
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest(
+    return run_pytest(
+        pytester,
         "--repeats",
         "4",
         "--timed-requests",
@@ -99,6 +103,7 @@ def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.R
         "-s",
         *endpoints,
         *args,
+        own_process=own_process,
     )
 
 
@@ -165,7 +170,9 @@ def test_interleaved_windows_cancel_the_drift(
     paced_drifting_pair: tuple[list[str], DelaySchedule],
 ) -> None:
     endpoints, machine = paced_drifting_pair
-    result = run(pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave")
+    result = run(
+        pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave", own_process=True
+    )
     result.assert_outcomes(passed=1)
     assert machine.taken == 24  # 4 pairs, 3 requests a window, nothing else was measured
     ratio = ratio_of(pytester)

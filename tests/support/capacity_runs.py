@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from support.pytest_runs import run_pytest
 from support.sse_server import ListingServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,11 +29,13 @@ class Servers:
         ]
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+def run(pytester: pytest.Pytester, *args: str, own_process: bool = False) -> pytest.RunResult:
     """The real benches/test_capacity.py (as test_the_capacity.py: no clash with this
-    suite's module of that name), with a store shared across runs."""
+    suite's module of that name), with a store shared across runs; ``own_process`` for a
+    timing test (:func:`support.pytest_runs.run_pytest`)."""
     pytester.makepyfile(test_the_capacity=(ROOT / "benches" / "test_capacity.py").read_text())
-    return pytester.runpytest(
+    return run_pytest(
+        pytester,
         f"--timed-requests={TIMED}",
         "--slo-attainment=0.5",
         "--contended-cores=64",
@@ -44,4 +47,5 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         "no:cacheprovider",
         "-s",
         *args,
+        own_process=own_process,
     )
