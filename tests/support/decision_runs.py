@@ -16,7 +16,7 @@ from pytest_modelsweep.data.bfcl import load_bfcl
 from pytest_modelsweep.data.gsm8k import load_gsm8k
 from pytest_modelsweep.workloads.gsm8k import doc_to_text
 from support.paths import SHARED_DATA
-from support.sse_server import HTTP500_BODY, ListingServer, fake_token_ids
+from support.sse_server import HTTP500_BODY, ListingServer, SseServer, fake_token_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,14 +144,20 @@ USER_CONFTEST = """
 """
 
 
+AFTER_S = 120.0
+"""How long an :class:`AnsweringServer` waits at most for its ``after`` server's first question."""
+
+
 class AnsweringServer(ListingServer):
     """The fake streaming server, answering a request whose last message (or prompt) holds one
     of ``replies``' keys with that reply; ``fail`` keys get HTTP 500. Anything else (the
     throughput workload's prompts) gets the usual ``max_tokens`` tokens (``default_fault``
     applies to those: ``batch:2``, two tokens a chunk; ``short:12``, a broken server), after
     ``first_token_delay_s``. With ``slots`` it serves that many requests at once and queues
-    the rest, as a batching server does beyond its ``max_num_seqs``. ``listing`` goes to
-    :class:`ListingServer` (``vllm_version``, ``model_entry``)."""
+    the rest, as a batching server does beyond its ``max_num_seqs``. Each answer comes after
+    ``answer_delay_s`` (so that a run can be killed between rounds), and none before the
+    server ``after`` (if given) has been asked a question (at most :data:`AFTER_S` seconds).
+    ``listing`` goes to :class:`ListingServer` (``vllm_version``, ``model_entry``)."""
 
     def __init__(
         self,
@@ -163,6 +169,8 @@ class AnsweringServer(ListingServer):
         slots: int | None = None,
         first_token_delay_s: float = 0.0,
         default_fault: str = "",
+        answer_delay_s: float = 0.0,
+        after: SseServer | None = None,
         **listing: Any,
     ) -> None:
         super().__init__(
@@ -172,6 +180,8 @@ class AnsweringServer(ListingServer):
         self.fail = set(fail)
         self.slots = slots
         self.first_token_delay_s = first_token_delay_s
+        self.answer_delay_s = answer_delay_s
+        self.after = after
         self._slots: asyncio.Semaphore | None = None
 
     async def _generate(self, path: str, data: dict[str, Any], writer: Any) -> bool:
@@ -183,6 +193,12 @@ class AnsweringServer(ListingServer):
             return await self._answer(path, data, writer)
 
     async def _answer(self, path: str, data: dict[str, Any], writer: Any) -> bool:
+        waited = 0.0
+        while self.after is not None and not self.after.stats.bodies and waited < AFTER_S:
+            await asyncio.sleep(0.01)
+            waited += 0.01
+        if self.answer_delay_s:
+            await asyncio.sleep(self.answer_delay_s)
         chat = path.endswith("chat/completions")
         messages = data.get("messages") or [{}]
         asked = str(messages[-1].get("content", "")) if chat else str(data.get("prompt", ""))
