@@ -41,6 +41,7 @@ for _module in pkgutil.walk_packages(pytest_modelsweep.__path__, "pytest_modelsw
     importlib.import_module(_module.name)
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 
 # The tests start hundreds of Python processes (pytester's, the CLI's) that import this
 # checkout; under PYTHONDONTWRITEBYTECODE (set in many CI images) each of them would compile
@@ -76,6 +77,15 @@ def this_checkout_in_subprocesses(
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # which removes PYTEST_ADDOPTS
         monkeypatch.setenv("PYTEST_ADDOPTS", ADDOPTS)
+        # An in-process run's test_open_loop.py is not this suite's module of that name, which
+        # this process imported when it collected the suite ("import file mismatch"). The
+        # suite's modules leave sys.modules while the test runs (pytester puts them back).
+        for name, module in list(sys.modules.items()):
+            if (
+                name.startswith("test_")
+                and Path(getattr(module, "__file__", None) or "").parent == TESTS
+            ):
+                monkeypatch.delitem(sys.modules, name)
     monkeypatch.setenv(
         "PYTHONPATH",
         os.pathsep.join([str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])]),
