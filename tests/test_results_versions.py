@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores import raw_sql
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.codec import Record
 from pytest_modelsweep.core.errors import DataError
