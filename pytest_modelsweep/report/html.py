@@ -25,20 +25,17 @@ from ..core.measurements import (
 from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
-from .decision import (
-    FIGURES_TITLE,
+from .decision.build import decision_page
+from .decision.layout import (
     Block,
-    Cell,
-    Column,
-    DecisionRow,
     cell_lines,
-    decision_page,
     figure_lines,
     pareto_line,
     table_columns,
     unmeasured_line,
     unplaced_line,
 )
+from .decision.page import FIGURES_TITLE, Cell, Column, DecisionRow
 from .plots import (
     MATPLOTLIB_HINT,
     NotDrawn,

@@ -14,19 +14,17 @@ from typing import Any
 
 from ..core.measurements import Measurement
 from ..store.results import FailedTest, RunInfo
-from .decision import (
-    FIGURES_TITLE,
+from .decision.build import decision_page
+from .decision.layout import (
     Block,
-    DecisionPage,
-    DecisionRow,
     cell_lines,
-    decision_page,
     figure_lines,
     pareto_line,
     table_columns,
     unmeasured_line,
     unplaced_line,
 )
+from .decision.page import FIGURES_TITLE, DecisionPage, DecisionRow
 from .tables import TEXT_COLUMNS, Cell, Table, provenance_line, records, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

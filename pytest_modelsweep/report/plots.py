@@ -21,7 +21,7 @@ from ..core.measurements import (
     ThroughputStats,
 )
 from ..core.metrics import label_of, rank
-from .decision import Pareto
+from .decision.page import Pareto
 from .tables import Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows
 
 if TYPE_CHECKING:
