@@ -481,19 +481,7 @@ def _steps_table(m: Measurement) -> str:
     """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
     stats = m.stats
     if isinstance(stats, SearchStats) and stats.knob == RATE:
-        lines = [
-            [
-                f"{step.rate:.3g}",
-                str(step.outcome),
-                NA if step.interval is None else step.interval.text(),
-                f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
-                format_rate(step.output_tokens_per_s),
-                NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
-                server_text(step.recorded.server_metrics if step.recorded else None),
-            ]
-            for step in stats.steps
-        ]
-        return _titled_grid(
+        title, columns, lines = (
             "Steps",
             [
                 "rate (req/s)",
@@ -504,37 +492,52 @@ def _steps_table(m: Measurement) -> str:
                 "TTFT p99 (ms)",
                 "server",
             ],
-            lines,
-        )
-    if isinstance(stats, SearchStats):
-        lines = [
             [
-                f"c{step.concurrency}",
-                "pass" if step.passed else "miss",
-                format_percent(step.slo_attainment),
-                format_rate(step.output_tokens_per_s),
-                server_text(step.recorded.server_metrics if step.recorded else None),
-            ]
-            for step in stats.steps
-        ]
-        return _titled_grid(
-            "Steps", ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"], lines
+                [
+                    f"{step.rate:.3g}",
+                    str(step.outcome),
+                    NA if step.interval is None else step.interval.text(),
+                    f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
+                    format_rate(step.output_tokens_per_s),
+                    NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
+                    server_text(step.recorded.server_metrics if step.recorded else None),
+                ]
+                for step in stats.steps
+            ],
         )
-    if isinstance(stats, StartupStats):
-        lines = [
+    elif isinstance(stats, SearchStats):
+        title, columns, lines = (
+            "Steps",
+            ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"],
             [
-                str(c.launch),
-                f"{c.ready_s:.2f}",
-                NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
-                c.cache.detail,
-                c.error or "",
-            ]
-            for c in stats.launches
-        ]
-        return _titled_grid(
-            "Launches", ["launch", "ready (s)", "first token (s)", "cache", "error"], lines
+                [
+                    f"c{step.concurrency}",
+                    "pass" if step.passed else "miss",
+                    format_percent(step.slo_attainment),
+                    format_rate(step.output_tokens_per_s),
+                    server_text(step.recorded.server_metrics if step.recorded else None),
+                ]
+                for step in stats.steps
+            ],
         )
-    return ""
+    elif isinstance(stats, StartupStats):
+        title, columns, lines = (
+            "Launches",
+            ["launch", "ready (s)", "first token (s)", "cache", "error"],
+            [
+                [
+                    str(c.launch),
+                    f"{c.ready_s:.2f}",
+                    NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
+                    c.cache.detail,
+                    c.error or "",
+                ]
+                for c in stats.launches
+            ],
+        )
+    else:
+        return ""
+    return _titled_grid(title, columns, lines)
 
 
 _LISTED = ("steps", "launches")  # statistics shown as a table of their own (_steps_table)
@@ -660,9 +663,6 @@ _ENDPOINT = (
 
 def measurement_html(m: Measurement) -> str:
     """The details of one measurement: parameters, statistics, requests, first items."""
-    parts = [f"<h4>{escape_text(m.model)} · {escape_text(headline(m))}</h4>"]
-    if m.params:
-        parts.append(_key_value_table([(str(k), _compact(v)) for k, v in m.params.items()]))
     row = throughput_row(m) if isinstance(m.stats, ThroughputStats) else None
     scalars = (
         _throughput_scalars(row)
@@ -673,28 +673,24 @@ def measurement_html(m: Measurement) -> str:
             if not (k in LATENCY_NAMES and isinstance(v, dict)) and k not in _LISTED
         ]
     )
-    if scalars:
-        parts.append("<h4>Statistics</h4>" + _key_value_table(scalars))
-    if row:
-        parts += [_latency_table(row), _repeats_table(row)]
-    else:
-        parts.append(_steps_table(m))
-    if m.requests:
-        parts.append("<h4>Requests</h4>" + _key_value_table(request_summary(m.request_records())))
-    if m.items:
-        parts.append(_items_table(m))
-    if m.provenance:
-        parts.append(
-            "<h4>Endpoint</h4>"
-            + _key_value_table(
-                [
-                    (k, _compact(m.provenance[k]))
-                    for k in _ENDPOINT
-                    if m.provenance.get(k) not in (None, "")
-                ]
-            )
-        )
-    return "".join(parts)
+    endpoint = [
+        (k, _compact(m.provenance[k])) for k in _ENDPOINT if m.provenance.get(k) not in (None, "")
+    ]
+    return "".join(
+        [
+            f"<h4>{escape_text(m.model)} · {escape_text(headline(m))}</h4>",
+            _key_value_table([(str(k), _compact(v)) for k, v in m.params.items()])
+            if m.params
+            else "",
+            "<h4>Statistics</h4>" + _key_value_table(scalars) if scalars else "",
+            _latency_table(row) + _repeats_table(row) if row else _steps_table(m),
+            "<h4>Requests</h4>" + _key_value_table(request_summary(m.request_records()))
+            if m.requests
+            else "",
+            _items_table(m) if m.items else "",
+            "<h4>Endpoint</h4>" + _key_value_table(endpoint) if m.provenance else "",
+        ]
+    )
 
 
 def measurements_extra_html(measurements: Measurements) -> str:

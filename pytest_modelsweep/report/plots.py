@@ -384,10 +384,21 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
         span = max((w.samples[-1].t - w.samples[0].t for _, w in windows), default=1.0)
         gap = 0.04 * span + 0.05
         for index, (label, window) in enumerate(windows):
-            names = window.summary.sources
-            first = index == 0
-            for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3")):
-                points = window.series(names[quantity]) if quantity in names else []
+            names, start, first = window.summary.sources, window.samples[0].t, index == 0
+            client: list[tuple[float, float]] = [
+                (s.t - start, s.client_in_flight)
+                for s in window.samples
+                if s.client_in_flight is not None
+            ]
+            drawn_lines: list[tuple[str, list[tuple[float, float]], str, str]] = [
+                *(
+                    (f"requests {quantity}", window.series(names[quantity]), style, colour)
+                    for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3"))
+                    if quantity in names
+                ),
+                ("client in flight", client, ":", "#57606a"),
+            ]
+            for name, points, style, colour in drawn_lines:
                 if points:
                     axes.step(
                         [offset + t for t, _ in points],
@@ -396,24 +407,8 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
                         linestyle=style,
                         color=colour,
                         linewidth=1.2,
-                        label=f"requests {quantity}" if first else None,
+                        label=name if first else None,
                     )
-            start = window.samples[0].t
-            client = [
-                (s.t - start, s.client_in_flight)
-                for s in window.samples
-                if s.client_in_flight is not None
-            ]
-            if client:
-                axes.step(
-                    [offset + t for t, _ in client],
-                    [v for _, v in client],
-                    where="post",
-                    linestyle=":",
-                    color="#57606a",
-                    linewidth=1.2,
-                    label="client in flight" if first else None,
-                )
             if "kv_cache_usage" in names:
                 kv = window.series(names["kv_cache_usage"])
                 if kv_axes is None:

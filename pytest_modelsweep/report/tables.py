@@ -142,6 +142,11 @@ format_ratio_interval = _format(
 format_value = _format(
     _value, "A value of unknown kind: three significant decimals below 1, one above."
 )
+format_rps = _format(
+    lambda x: f"{x:.3g}" if abs(x) < 10 else f"{_rounded(x, 1):,.1f}",
+    "A request rate: ``1.41``, three significant digits below 10: ``0.707``.",
+)
+format_count = _format(lambda x: f"{x:.0f}", "A count of requests in flight: ``4``.")
 
 
 def format_usd(value: Any, sign: str = "") -> str:
@@ -864,12 +869,6 @@ def ratio_table(measurements: Measurements) -> Table:
     )
 
 
-def format_rps(value: Any) -> str:
-    """A request rate: ``1.41``, three significant digits below 10: ``0.707``."""
-    x = finite(value)
-    return NA if x is None else f"{x:.3g}" if abs(x) < 10 else f"{_rounded(x, 1):,.1f}"
-
-
 def rate_bracket_text(bracket: tuple[float, float | None] | None, knob: str = RATE) -> str:
     """``[1.41, 2]`` req/s, ``[3, 4]`` concurrent requests; ``[64, open]`` when the search's
     maximum passed."""
@@ -877,12 +876,6 @@ def rate_bracket_text(bracket: tuple[float, float | None] | None, knob: str = RA
         return NA
     value = format_rps if knob == RATE else format_count
     return f"[{value(bracket[0])}, {'open' if bracket[1] is None else value(bracket[1])}]"
-
-
-def format_count(value: Any) -> str:
-    """A count of requests in flight: ``4``."""
-    x = finite(value)
-    return NA if x is None else f"{x:.0f}"
 
 
 _SEARCH_NOTES = {

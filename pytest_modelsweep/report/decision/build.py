@@ -33,6 +33,7 @@ from .page import (
     CANNOT_CONCLUDE,
     REFERENCE,
     SCREEN,
+    SEARCHES,
     Column,
     DecisionPage,
     DecisionRow,
@@ -77,7 +78,7 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
         )
         and finite(p.usd_per_hour) is not None
     }
-    capacity = "capacity under the SLO" in groups
+    capacity, rate = (SEARCHES[knob].group in groups for knob in (CONCURRENCY, RATE))
     return [
         note
         for shown, note in (
@@ -102,7 +103,7 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
                 ),
             ),
             (
-                capacity or "req/s under the SLO" in groups,
+                capacity or rate,
                 f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}",
             ),
             (
@@ -125,7 +126,7 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
                 ),
             ),
             (
-                "req/s under the SLO" in groups,
+                rate,
                 (
                     "capacity in req/s: the highest request rate (open-loop arrivals) at which "
                     f"{targets[RATE]} of requests "
@@ -175,21 +176,20 @@ def _columns(page: Page, metrics: Sequence[str], screened: bool) -> list[Column]
                 block=ACCURACY_BLOCK,
             ),
         ]
-    throughput, capacity, rate = (
-        f"throughput at {page.settings_text}",
-        "capacity under the SLO",
-        "req/s under the SLO",
-    )
+    throughput = f"throughput at {page.settings_text}"
     setting = "throughput" if page.mixed else page.settings_text
     columns += [
         Column(throughput, "verdict", f"{setting} verdict", verdict=True),
         Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
-        Column(capacity, "verdict", "capacity verdict", verdict=True),
-        Column(capacity, "vs reference [interval]", "capacity vs reference [interval]"),
-        Column(capacity, "concurrency", "capacity"),
-        Column(rate, "verdict", "req/s verdict", verdict=True),
-        Column(rate, "vs reference [interval]", "req/s vs reference [interval]"),
-        Column(rate, "requests/s", "capacity in req/s"),
+        *(
+            column
+            for s in SEARCHES.values()
+            for column in (
+                Column(s.group, "verdict", f"{s.short} verdict", verdict=True),
+                Column(s.group, "vs reference [interval]", f"{s.short} vs reference [interval]"),
+                Column(s.group, s.figure, s.what),
+            )
+        ),
         Column("cost", "$/1M output tokens", "$/1M output tokens"),
         Column("cost", "vs reference", "cost vs reference"),
         Column("cold start", "first token", "cold start"),
