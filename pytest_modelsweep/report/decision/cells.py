@@ -5,7 +5,7 @@ without a figure says why.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...core.measurements import (
     CONCURRENCY,
@@ -78,9 +78,15 @@ def _not_run(failed: Sequence[Failure], what: str, test: str, where: str) -> lis
     )
 
 
-def _reference_cells(side: tuple[str, str]) -> list[Cell]:
-    """The reference's own cells in a comparison's group: ``reference``, then its figure."""
-    return [Cell(REFERENCE), Cell(side[0], why=side[1])]
+def _reference_cells(
+    side: tuple[str, str] | None, m: Measurement | None, figure: Callable[[Measurement], str]
+) -> list[Cell]:
+    """The reference's own cells in a comparison's group: ``reference``, then the ``figure``
+    of its measurement ``m``, or the (text, why) of the ``side`` that stops it."""
+    if side is None and m is not None:  # m is None only with a side's why
+        side = (figure(m), "")
+    text, why = side or (NA, "")
+    return [Cell(REFERENCE), Cell(text, why=why)]
 
 
 def _confidence(confidence: float) -> str:
@@ -153,12 +159,15 @@ def _verdict_cells(page: Page, candidate: str, metric: str) -> list[Cell]:
 
 def _reference_accuracy_cells(page: Page, metric: str) -> list[Cell]:
     """[reference, accuracy with its Wilson interval] of the reference on one benchmark."""
-    side, m = _accuracy_why(page, page.reference, metric), page.latest(page.reference, metric)
-    if side is None and m is not None:  # m is None only with a side's why
+
+    def figure(m: Measurement) -> str:
         interval = accuracy_interval(m)
         shown = f" ({format_percent_interval(*interval)})" if interval else ""
-        side = (f"{format_percent(m.value)}{shown}", "")
-    return _reference_cells(side or (NA, ""))
+        return f"{format_percent(m.value)}{shown}"
+
+    return _reference_cells(
+        _accuracy_why(page, page.reference, metric), page.latest(page.reference, metric), figure
+    )
 
 
 def _at(page: Page, model: str) -> str:
@@ -215,10 +224,11 @@ def _ratio_cells(page: Page, candidate: str) -> list[Cell]:
 
 def _reference_throughput_cells(page: Page) -> list[Cell]:
     reference = page.reference
-    side, m = throughput_why(page, reference), page.throughput_at(reference, page.at[reference])
-    if side is None and m is not None:  # m is None only with a side's why
-        side = (f"{format_rate(m.value)} tokens/s{_at(page, page.reference)}", "")
-    return _reference_cells(side or (NA, ""))
+    return _reference_cells(
+        throughput_why(page, reference),
+        page.throughput_at(reference, page.at[reference]),
+        lambda m: f"{format_rate(m.value)} tokens/s{_at(page, reference)}",
+    )
 
 
 def _capacity_cell(capacity: Capacity, model: str) -> Cell:
@@ -458,7 +468,12 @@ def row_flags(
         for knob, search in SEARCHES.items()
         if (m := page.latest(model, SEARCH_BENCHMARK[knob])) and stats_of(m, SearchStats).contended
     ]
-    queued = [setting(m) for m, row in rows if row.stats.server_flagged_windows]
+    failed_items = [
+        f"{m.benchmark} {failed} of {len(m.items)}"
+        for m in page.measurements
+        if m.model == model and measurement_kind(m) == "accuracy"
+        if (failed := sum(item.failed for item in m.item_records()))
+    ]
     carried: dict[str, list[str]] = {}
     for m, where in (
         (page.ratio(model), page.setting(model)),
@@ -467,33 +482,35 @@ def row_flags(
         if m is not None and isinstance(m.stats, ThroughputRatioStats | SearchRatioStats):
             for flag in m.stats.reference_flags or ():
                 carried.setdefault(f"reference {flag}", []).append(where)
-    failed_items = [
-        f"{m.benchmark} {failed} of {len(m.items)}"
-        for m in page.measurements
-        if m.model == model and measurement_kind(m) == "accuracy"
-        if (failed := sum(item.failed for item in m.item_records()))
-    ]
     # a comparison's test that failed on its own verdict (--fail-on) shows as that verdict
     judged = {
         m.test_id
         for m in page.measurements
         if m.model == model and isinstance(m.stats, COMPARISONS)
     }
-    failed_tests = sorted({f.name for f in page.failures_of(model) if f.test_id not in judged})
-    stopped = sorted(
-        {c.group for c, cell in zip(columns, cells) if cell.why and cell.text == CANNOT_CONCLUDE}
-    )
     return [
         f"{word} ({', '.join(found)})"
         for word, found in (
             ("unstable", [setting(m) for m, row in rows if row.stats.unstable]),
             ("contended", contended),
-            ("server queued", queued),
+            ("server queued", [setting(m) for m, row in rows if row.stats.server_flagged_windows]),
             ("saturated", [setting(m) for m, row in rows if row.stats.saturated_windows]),
             *carried.items(),
             ("failed items", failed_items),
-            ("failed tests", failed_tests),
-            ("cannot conclude", stopped),
+            (
+                "failed tests",
+                sorted({f.name for f in page.failures_of(model) if f.test_id not in judged}),
+            ),
+            (
+                "cannot conclude",
+                sorted(
+                    {
+                        c.group
+                        for c, cell in zip(columns, cells)
+                        if cell.why and cell.text == CANNOT_CONCLUDE
+                    }
+                ),
+            ),
         )
         if found
     ]
