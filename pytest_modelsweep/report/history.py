@@ -406,26 +406,21 @@ def changes_line(series: HistorySeries) -> str:
 
 def series_table(series: HistorySeries) -> Table:
     """A series as a table: a row per run, oldest first."""
-    rows: list[list[str | int]] = []
-    for p in series.points:
-        interval = (
+    rows: list[list[str | int]] = [
+        [
+            p.run_id,
+            p.started_at,
+            _short(p.commit, 10),
+            _short(p.image_digest),
+            format_value(p.value),
             "-"
             if p.low is None or p.high is None
-            else f"[{format_value(p.low)}, {format_value(p.high)}]"
-        )
-        gate = p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else "")
-        rows.append(
-            [
-                p.run_id,
-                p.started_at,
-                _short(p.commit, 10),
-                _short(p.image_digest),
-                format_value(p.value),
-                interval,
-                gate,
-                "CHANGE" if p.change else "",
-            ]
-        )
+            else f"[{format_value(p.low)}, {format_value(p.high)}]",
+            p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else ""),
+            "CHANGE" if p.change else "",
+        ]
+        for p in series.points
+    ]
     notes = [changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else [])
     return Table(
         f"{series.title} ({series.unit})" + (", apart" if series.apart else ""),

@@ -224,10 +224,11 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
             requests[name] = _statistics(
                 "count", sum(values) / len(values), min=min(values), max=max(values)
             )
-    latency = {}
-    for name in LATENCY_NAMES:
-        field, units = _LATENCY_FIELDS[name]
-        lat = row.latency[name]
+    latency = {
+        field: got
+        for name in LATENCY_NAMES
+        for field, units in [_LATENCY_FIELDS[name]]
+        for lat in [row.latency[name]]
         if (
             got := _statistics(
                 units,
@@ -236,8 +237,9 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
                 p90=finite(lat.p90_ms),
                 p99=finite(lat.p99_ms),
             )
-        ) is not None:
-            latency[field] = got
+        )
+        is not None
+    }
     output_rates = [w.output_tokens_per_s for w in windows]
     request_rates = [w.requests_per_s for w in windows]
     throughput = {

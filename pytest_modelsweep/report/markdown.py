@@ -97,9 +97,7 @@ def decision_markdown(page: DecisionPage) -> list[str]:
         "",
         _line(titles),
         _line("---" for _ in titles),
-    ]
-    for row in page.rows:
-        lines.append(
+        *(
             _line(
                 [
                     escape_markdown(row.model) + ("<br>(reference)" if row.is_reference else ""),
@@ -107,7 +105,9 @@ def decision_markdown(page: DecisionPage) -> list[str]:
                     "<br>".join(map(escape_markdown, row.flags)),
                 ]
             )
-        )
+            for row in page.rows
+        ),
+    ]
     for line in (unplaced_line(page), unmeasured_line(page)):
         if line:
             lines += ["", escape_markdown(line)]
