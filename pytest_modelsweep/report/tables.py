@@ -811,31 +811,28 @@ def ratio_table(measurements: Measurements) -> Table:
     """Throughput ratios candidate ÷ reference per benchmark and setting, with intervals (a
     design column when back-to-back and interleaved both occur)."""
     designs = {stats_of(m, ThroughputRatioStats).design for m in measurements}
-    keyed: list[tuple[Any, list[Cell]]] = []
-    for m in measurements:
-        stats, setting = stats_of(m, ThroughputRatioStats), Setting.of(m)
-        benchmark = str(setting.benchmark)
-        iv = stats.interval
-        interval = (
-            "n/a (single repeat)"
-            if iv is not None and iv.degenerate
-            else (NA if iv is None else format_ratio_interval(iv.low, iv.high))
+    keyed: list[tuple[Any, list[Cell]]] = [
+        (
+            (m.model, rank(benchmark), benchmark, setting.key, stats.design),
+            [
+                m.model,
+                stats.reference,
+                benchmark,
+                _count(_int(setting.concurrency)),
+                setting.prompt if benchmark in METRICS else "own",
+                *([stats.design] if len(designs) > 1 else []),
+                format_ratio(m.value),
+                "n/a (single repeat)"
+                if stats.interval is not None and stats.interval.degenerate
+                else NA
+                if stats.interval is None
+                else format_ratio_interval(stats.interval.low, stats.interval.high),
+            ],
         )
-        keyed.append(
-            (
-                (m.model, rank(benchmark), benchmark, setting.key, stats.design),
-                [
-                    m.model,
-                    stats.reference,
-                    benchmark,
-                    _count(_int(setting.concurrency)),
-                    setting.prompt if benchmark in METRICS else "own",
-                    *([stats.design] if len(designs) > 1 else []),
-                    format_ratio(m.value),
-                    interval,
-                ],
-            )
-        )
+        for m in measurements
+        for stats, setting in [(stats_of(m, ThroughputRatioStats), Setting.of(m))]
+        for benchmark in [str(setting.benchmark)]
+    ]
     notes = [
         (
             "ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
@@ -902,60 +899,53 @@ def capacity_table(measurements: Measurements, reference: str | None = None) -> 
     """Capacity under the SLO over one knob (in its unit): a row per model's search, then
     each candidate's ratio."""
     order = _reference_first(reference)
-    rows: list[list[Cell]] = []
-    slos = set()
+    found = sorted(
+        (m for m in measurements if isinstance(m.stats, SearchStats)), key=lambda m: order(m.model)
+    )
+    slos = {str(Setting.of(m).slo) for m in found}
     knob = next(
         m.stats.knob for m in measurements if isinstance(m.stats, SearchStats | SearchRatioStats)
     )
     unit = "req/s" if knob == RATE else "concurrent requests"
-    for m in sorted(
-        (m for m in measurements if isinstance(m.stats, SearchStats)),
-        key=lambda m: order(m.model),
-    ):
-        stats, setting = stats_of(m, SearchStats), Setting.of(m)
-        slos.add(str(setting.slo))
-        at = stats.at_capacity
-        rows.append(
-            [
-                m.model,
-                format_rps(stats.capacity) if knob == RATE else format_count(stats.capacity),
-                rate_bracket_text(stats.bracket, knob),
-                len(stats.steps),
-                format_goodput(at and at.goodput_rps),
-                format_percent(at and at.slo_attainment),
-                format_rate(at and at.output_tokens_per_s),
-                ", ".join(stats.flags),
-                stats.error or stats.stopped,
-            ]
-        )
-    for m in sorted(
-        (m for m in measurements if isinstance(m.stats, SearchRatioStats)),
-        key=lambda m: m.model,
-    ):
-        ratio = stats_of(m, SearchRatioStats)
-        iv = ratio.ratio
-        interval = (
+    rows: list[list[Cell]] = [
+        [
+            m.model,
+            format_rps(stats.capacity) if knob == RATE else format_count(stats.capacity),
+            rate_bracket_text(stats.bracket, knob),
+            len(stats.steps),
+            format_goodput(at and at.goodput_rps),
+            format_percent(at and at.slo_attainment),
+            format_rate(at and at.output_tokens_per_s),
+            ", ".join(stats.flags),
+            stats.error or stats.stopped,
+        ]
+        for m in found
+        for stats in [stats_of(m, SearchStats)]
+        for at in [stats.at_capacity]
+    ]
+    rows += [
+        [
+            m.model,
+            f"{format_ratio(m.value)} {ratio.reference}",
             NA
-            if iv is None
-            else (
-                "n/a (both open above)"
-                if iv.degenerate
-                else f"[{_rounded(iv.low, 2):.2f}, {'∞' if math.isinf(iv.high) else f'{iv.high:.2f}'}]"
-            )
+            if ratio.ratio is None
+            else "n/a (both open above)"
+            if ratio.ratio.degenerate
+            else f"[{_rounded(ratio.ratio.low, 2):.2f}, "
+            f"{'∞' if math.isinf(ratio.ratio.high) else f'{ratio.ratio.high:.2f}'}]",
+            "",
+            "",
+            "",
+            "",
+            ", ".join(ratio.candidate_flags),
+            NA if ratio.verdict is None else ratio.verdict.value,
+        ]
+        for m in sorted(
+            (m for m in measurements if isinstance(m.stats, SearchRatioStats)),
+            key=lambda m: m.model,
         )
-        rows.append(
-            [
-                m.model,
-                f"{format_ratio(m.value)} {ratio.reference}",
-                interval,
-                "",
-                "",
-                "",
-                "",
-                ", ".join(ratio.candidate_flags),
-                NA if ratio.verdict is None else ratio.verdict.value,
-            ]
-        )
+        for ratio in [stats_of(m, SearchRatioStats)]
+    ]
     what, decided, search, searches = _SEARCH_NOTES[knob]
     notes = [
         (
@@ -1001,20 +991,19 @@ def format_seconds_interval(value: float | None, interval: tuple[float, float] |
 def startup_table(measurements: Measurements, reference: str | None = None) -> Table:
     """Cold starts: a row per model, launch → first token and → ready over its launches."""
     order = _reference_first(reference)
-    rows: list[list[Cell]] = []
-    for m in sorted(measurements, key=lambda m: order(m.model)):
-        stats = stats_of(m, StartupStats)
-        rows.append(
-            [
-                m.model,
-                format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
-                format_seconds_interval(stats.ready_s, stats.ready_s_interval),
-                len(stats.launches),
-                stats.cache,
-                stats.backend,
-                "; ".join(stats.errors) or "",
-            ]
-        )
+    rows: list[list[Cell]] = [
+        [
+            m.model,
+            format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
+            format_seconds_interval(stats.ready_s, stats.ready_s_interval),
+            len(stats.launches),
+            stats.cache,
+            stats.backend,
+            "; ".join(stats.errors) or "",
+        ]
+        for m in sorted(measurements, key=lambda m: order(m.model))
+        for stats in [stats_of(m, StartupStats)]
+    ]
     return Table(
         label_of("startup", "Cold start"),
         ["model", "first token (s)", "ready (s)", "launches", "cache", "backend", "errors"],
