@@ -320,31 +320,28 @@ def _one_series(
 ) -> HistorySeries:
     first = line[0][1]
     log = _on_log_scale(first)
-    points = []
-    for i, (run, m) in enumerate(line):
-        decision, why = decisions.get(
-            (run.run_id, id(m)),
-            (
-                UNJUDGED,
-                "the first run of this series: nothing earlier to compare with"
-                if i == 0
-                else "not judged",
+    points = [
+        HistoryPoint(
+            run.run_id,
+            run.started_at,
+            run.commit,
+            _text(m.provenance.get("image_digest")),
+            m.value,
+            None if interval is None else interval[0],
+            None if interval is None else interval[1],
+            *decisions.get(
+                (run.run_id, id(m)),
+                (
+                    UNJUDGED,
+                    "the first run of this series: nothing earlier to compare with"
+                    if i == 0
+                    else "not judged",
+                ),
             ),
         )
-        interval = _interval(m)
-        points.append(
-            HistoryPoint(
-                run.run_id,
-                run.started_at,
-                run.commit,
-                _text(m.provenance.get("image_digest")),
-                m.value,
-                None if interval is None else interval[0],
-                None if interval is None else interval[1],
-                decision,
-                why,
-            )
-        )
+        for i, (run, m) in enumerate(line)
+        for interval in [_interval(m)]
+    ]
     note, changes = "", []
     values = [p.value for p in points]
     if len(points) < MIN_RUNS:

@@ -421,42 +421,43 @@ def _repeats_table(row: ThroughputRow) -> str:
     """One line per timed window of a throughput setting."""
     goodput, cost = row.has_goodput, row.stats.cost is not None
     looped = row.open_loop
-    lines = []
-    for i, w in enumerate(row.stats.repeats):
-        contention = ", ".join(f"{k} {_compact(v)}" for k, v in w.contention.to_dict().items())
-        fidelity = finite(w.fidelity)
-        saturation = w.open_loop.saturation if w.open_loop is not None else None
-        lines.append(
-            [
-                str(i + 1),
-                format_rate(w.output_tokens_per_s),
-                f"{w.duration_s:,.2f}",
-                str(w.completed),
-                NA if fidelity is None else f"{fidelity:.4f}",
-                *(
-                    [
-                        f"{format_goodput(saturation and saturation.offered_rps)} / "
-                        f"{format_goodput(saturation and saturation.achieved_rps)}"
-                        + (" saturated" if saturation is not None and saturation.saturated else "")
-                    ]
-                    if looped
-                    else []
-                ),
-                *(
-                    [
-                        format_goodput(w.goodput and w.goodput.goodput_rps),
-                        format_percent(w.goodput and w.goodput.slo_attainment),
-                    ]
-                    if goodput
-                    else []
-                ),
-                *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
-                format_ms(w.ttft.p50_ms),
-                format_ms(w.tpot.p50_ms),
-                ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
-                server_text(w.server_metrics),
-            ]
-        )
+    lines = [
+        [
+            str(i + 1),
+            format_rate(w.output_tokens_per_s),
+            f"{w.duration_s:,.2f}",
+            str(w.completed),
+            NA if fidelity is None else f"{fidelity:.4f}",
+            *(
+                [
+                    f"{format_goodput(saturation and saturation.offered_rps)} / "
+                    f"{format_goodput(saturation and saturation.achieved_rps)}"
+                    + (" saturated" if saturation is not None and saturation.saturated else "")
+                ]
+                if looped
+                else []
+            ),
+            *(
+                [
+                    format_goodput(w.goodput and w.goodput.goodput_rps),
+                    format_percent(w.goodput and w.goodput.slo_attainment),
+                ]
+                if goodput
+                else []
+            ),
+            *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
+            format_ms(w.ttft.p50_ms),
+            format_ms(w.tpot.p50_ms),
+            ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
+            server_text(w.server_metrics),
+        ]
+        for i, w in enumerate(row.stats.repeats)
+        for contention in [
+            ", ".join(f"{k} {_compact(v)}" for k, v in w.contention.to_dict().items())
+        ]
+        for fidelity in [finite(w.fidelity)]
+        for saturation in [w.open_loop.saturation if w.open_loop is not None else None]
+    ]
     return _titled_grid(
         "Repeats",
         [
