@@ -254,23 +254,26 @@ def read_history(
     if len(listed) > max_runs:
         notes.append(f"the newest {max_runs} of {len(listed)} runs")
         listed = listed[-max_runs:]
-    runs: list[_Run] = []
-    for row in listed:
-        run_id = str(row["run_id"])
-        project = store.run(run_id).get("project")
-        commit = project.get("commit") if isinstance(project, Mapping) else None
-        found: dict[str, Measurement] = {}
-        for m in gateable(measurements_of(store.measurements(run_id))):
-            if (benchmark is None or m.benchmark == benchmark) and _matches(m, settings or {}):
-                found[f"{m.model}\0{m.benchmark}\0{setting_of(m)}"] = m  # its latest
-        runs.append(
-            _Run(
-                run_id,
-                str(row["started_at"]),
-                None if commit is None else str(commit),
-                list(found.values()),
-            )
+    runs = [
+        _Run(
+            run_id,
+            str(row["started_at"]),
+            str(project["commit"])
+            if isinstance(project, Mapping) and project.get("commit") is not None
+            else None,
+            list(
+                {  # each measurement's latest
+                    f"{m.model}\0{m.benchmark}\0{setting_of(m)}": m
+                    for m in gateable(measurements_of(store.measurements(run_id)))
+                    if (benchmark is None or m.benchmark == benchmark)
+                    and _matches(m, settings or {})
+                }.values()
+            ),
         )
+        for row in listed
+        for run_id in [str(row["run_id"])]
+        for project in [store.run(run_id).get("project")]
+    ]
     return History(
         str(store.path),
         sweep,
