@@ -122,6 +122,13 @@ def _style(axes: Any, legend: int | None = None) -> None:
         axes.legend(fontsize=legend, loc="best")
 
 
+def _rows_axis(axes: Any, labels: Sequence[str]) -> None:
+    """A row a label, top to bottom."""
+    axes.set_yticks(range(len(labels)), labels)
+    axes.set_ylim(-0.7, len(labels) - 0.3)
+    axes.invert_yaxis()
+
+
 # --------------------------------------------------------------------------- the plots
 def _points(
     measurements: Measurements,
@@ -277,9 +284,7 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
                 ha="center",
                 fontsize=8,
             )
-        axes.set_yticks(range(len(models)), [_label(m.model) for m in models])
-        axes.set_ylim(-0.7, len(models) - 0.3)
-        axes.invert_yaxis()
+        _rows_axis(axes, [_label(m.model) for m in models])
         axes.set_xlim(0, 100)
         axes.set_title(_label(label_of(name, f"{name} accuracy")), fontsize=10, loc="left")
         _style(axes)
@@ -327,9 +332,7 @@ def forest_plot(measurements: Measurements) -> str | None:
             fontsize=8,
             color=colour,
         )
-    axes.set_yticks(range(len(rows)), labels)
-    axes.set_ylim(-0.7, len(rows) - 0.3)
-    axes.invert_yaxis()
+    _rows_axis(axes, labels)
     axes.set_xlabel(
         "candidate − reference accuracy (percentage points), 95% interval"
         + (", band: equivalence margin" if margins else "")

@@ -254,14 +254,22 @@ def _capacity_cell(capacity: Capacity, model: str) -> Cell:
         )
     goodput = None if at is None else finite(at.goodput_rps)
     said = f"goodput {format_goodput(goodput)} req/s" if goodput is not None else ""
-    figures = []
-    if at is not None and (attainment := finite(at.slo_attainment)) is not None:
-        step = next((s for s in stats.steps if s.value == capacity.value and s.passed), None)
-        counted = f" ({step.good}/{step.requests})" if step else ""
-        figures.append(f"{100 * attainment:.0f}% of requests met the SLO{counted}")
-    figures += [said] if said else []
-    if at is not None and finite(at.output_tokens_per_s) is not None:
-        figures.append(f"{format_rate(at.output_tokens_per_s)} output tokens/s")
+    attainment = None if at is None else finite(at.slo_attainment)
+    step = next((s for s in stats.steps if s.value == capacity.value and s.passed), None)
+    figures = [
+        figure
+        for figure in (
+            ""
+            if attainment is None
+            else f"{100 * attainment:.0f}% of requests met the SLO"
+            + (f" ({step.good}/{step.requests})" if step else ""),
+            said,
+            ""
+            if at is None or finite(at.output_tokens_per_s) is None
+            else f"{format_rate(at.output_tokens_per_s)} output tokens/s",
+        )
+        if figure
+    ]
     searched = (
         SearchBracket(capacity.value, *stats.bracket, stats.confidence) if stats.bracket else None
     )
