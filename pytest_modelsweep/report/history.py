@@ -541,19 +541,25 @@ def history_html(history: History) -> str:
         + ". "
         + RULE_LINE
     )
-    parts = [_SECTION, f'<p class="ms-notes">{escape_text(heading)}</p>']
-    if not matplotlib_available():
-        parts.append(_NO_PLOTS)
-    for series in history.series:
-        parts.append(f'<div class="ms-history-series" data-series="{escape_text(series.title)}">')
-        svg = drawn(lambda: series_plot(series))  # noqa: B023 (called at once)
-        if isinstance(svg, NotDrawn):
-            parts.append(not_drawn_html(f"the plot of {series.title}", svg))
-        elif svg is not None:
-            parts.append(_figure(svg, f"{series.title} across runs", changes_line(series)))
-        parts.append(table_html(series_table(series)))
-        parts.append("</div>")
-    return "".join(parts) + "</section>"
+    return (
+        f'{_SECTION}<p class="ms-notes">{escape_text(heading)}</p>'
+        + ("" if matplotlib_available() else _NO_PLOTS)
+        + "".join(
+            f'<div class="ms-history-series" data-series="{escape_text(series.title)}">'
+            + (
+                not_drawn_html(f"the plot of {series.title}", svg)
+                if isinstance(svg, NotDrawn)
+                else ""
+                if svg is None
+                else _figure(svg, f"{series.title} across runs", changes_line(series))
+            )
+            + table_html(series_table(series))
+            + "</div>"
+            for series in history.series
+            for svg in [drawn(lambda: series_plot(series))]  # noqa: B023 (called at once)
+        )
+        + "</section>"
+    )
 
 
 def history_document(history: History) -> str:

@@ -150,11 +150,15 @@ def markdown_report(
     if page is not None:
         lines += ["", *decision_markdown(page)]
     if failed:
-        lines += ["", f"### Failed tests ({len(failed)})", ""]
         lines += [
-            f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
-            f"{escape_markdown(f.message)}"
-            for f in failed
+            "",
+            f"### Failed tests ({len(failed)})",
+            "",
+            *(
+                f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+                f"{escape_markdown(f.message)}"
+                for f in failed
+            ),
         ]
     tables = summary_tables(found, reference=info.reference)
     if not tables:
