@@ -308,20 +308,19 @@ def decision_html(
 def summary_html(measurements: Measurements, run: RunInfo) -> str:
     """The "modelsweep summary" section: heading, provenance, tables, plots (with its CSS)."""
     tables = summary_tables(measurements, reference=run.reference)
+    plots = summary_plots(measurements, run.reference)
     parts = [
         f"<style>{CSS}</style>",
         f'<section class="modelsweep" id="modelsweep-summary"><h2>{escape_text(SUMMARY_TITLE)}</h2>',
         f'<p class="ms-title">{escape_text(run_title(run))}</p>',
         f'<p class="ms-provenance">{escape_text(provenance_line(measurements, run))}</p>',
-    ]
-    if not tables:
-        parts.append('<p class="ms-notes">No measurements were recorded.</p>')
-    parts += [table_html(t) for t in tables]
-    plots = summary_plots(measurements, run.reference)
-    if plots is None:
-        parts.append(_NO_PLOTS)
-    elif plots:
-        parts.append(
+        "" if tables else '<p class="ms-notes">No measurements were recorded.</p>',
+        *(table_html(t) for t in tables),
+        _NO_PLOTS
+        if plots is None
+        else ""
+        if not plots
+        else (
             '<h3>Plots</h3><div class="ms-plots">'
             + "".join(
                 not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed))
@@ -330,7 +329,8 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
                 for p in plots
             )
             + "</div>"
-        )
+        ),
+    ]
     return "".join(parts) + "</section>"
 
 
