@@ -571,21 +571,28 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     low, high, count = min(values, default=None), max(values, default=None), len(values)
     contended = stats.contended or any(w.contended for w in windows)
     short = windows[0].prompt_tokens if windows and setting.prompt_tokens is None else None
-    flags = ["unstable"] if stats.unstable else []
-    if contended:
-        windows_contended = stats.contended_windows or sum(w.contended for w in windows)
-        flags.append(
-            f"contended ({windows_contended}/{count})"
-            if windows_contended and count
-            else "contended"
-        )
-    for flag, flagged in (
-        (SERVER_QUEUED, stats.server_flagged_windows),
-        (SATURATED, stats.saturated_windows),
-        (DEGENERATE, stats.degenerate_windows),
-    ):
-        if flagged:
-            flags.append(f"{flag} ({flagged}/{len(windows)})")
+    windows_contended = stats.contended_windows or sum(w.contended for w in windows)
+    flags = [
+        *(["unstable"] if stats.unstable else []),
+        *(
+            [
+                f"contended ({windows_contended}/{count})"
+                if windows_contended and count
+                else "contended"
+            ]
+            if contended
+            else []
+        ),
+        *(
+            f"{flag} ({flagged}/{len(windows)})"
+            for flag, flagged in (
+                (SERVER_QUEUED, stats.server_flagged_windows),
+                (SATURATED, stats.saturated_windows),
+                (DEGENERATE, stats.degenerate_windows),
+            )
+            if flagged
+        ),
+    ]
     loops = [w.open_loop.saturation for w in windows if w.open_loop is not None]
     offered = [r for s in loops if (r := finite(s.offered_rps)) is not None]
     achieved = [r for s in loops if (r := finite(s.achieved_rps)) is not None]
