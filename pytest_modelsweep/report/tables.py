@@ -89,9 +89,8 @@ class Table:
 # --------------------------------------------------------------------------- formatting
 def finite(value: Any) -> float | None:
     """A finite float, or None for None, NaN, infinities and non-numbers."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) else None
 
 
 def _rounded(value: float, digits: int) -> float:
@@ -330,9 +329,11 @@ _TABLE_OF = {
 def measurement_kind(m: Measurement) -> str:
     """The table a measurement belongs in, by the record of its stats (else ``other``); a
     search and its ratio by their knob: ``capacity``, ``rate_capacity``."""
-    if isinstance(m.stats, SearchStats | SearchRatioStats):
-        return SEARCH_BENCHMARK[m.stats.knob]
-    return _TABLE_OF.get(type(m.stats), "other")
+    return (
+        SEARCH_BENCHMARK[m.stats.knob]
+        if isinstance(m.stats, SearchStats | SearchRatioStats)
+        else _TABLE_OF.get(type(m.stats), "other")
+    )
 
 
 # --------------------------------------------------------------------------- verdicts

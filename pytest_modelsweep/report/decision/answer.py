@@ -48,9 +48,11 @@ def _names(models: Sequence[str]) -> str:
 
 
 def _nothing_to_choose(page: Page) -> str:
-    if not any(page.measured(model) for model in page.at):
-        return "no throughput, capacity or cost was measured to choose among them"
-    return f"no capacity, cost or {page.settings_text} throughput ratio to choose among them"
+    return (
+        f"no capacity, cost or {page.settings_text} throughput ratio to choose among them"
+        if any(page.measured(model) for model in page.at)
+        else "no throughput, capacity or cost was measured to choose among them"
+    )
 
 
 def _picks(page: Page, pool: Sequence[str]) -> list[str]:

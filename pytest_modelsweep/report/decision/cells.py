@@ -337,9 +337,12 @@ def _search_ratio_cells(page: Page, candidate: str, knob: str) -> list[Cell]:
 def _search_cells(page: Page, model: str, knob: str) -> list[Cell]:
     """[verdict, ratio, capacity] of a knob's search; the reference's own capacity only."""
     figure = _capacity_cell(page.capacities[knob][model], model)
-    if model == page.reference:
-        return [Cell(REFERENCE), Cell(REFERENCE), figure]
-    return [*_search_ratio_cells(page, model, knob), figure]
+    verdict_and_ratio = (
+        [Cell(REFERENCE), Cell(REFERENCE)]
+        if model == page.reference
+        else _search_ratio_cells(page, model, knob)
+    )
+    return [*verdict_and_ratio, figure]
 
 
 def _cost_cell(cost: Cost) -> Cell:
