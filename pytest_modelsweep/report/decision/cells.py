@@ -428,29 +428,24 @@ def _screen_cells(page: Page, model: str) -> list[Cell]:
 
 def decision_row(page: Page, model: str, metrics: Sequence[str], screened: bool) -> DecisionRow:
     """The reference's own figures, or a candidate's compared with them."""
-    if model == page.reference:
-        return DecisionRow(
-            model,
-            True,
-            [
-                *(cell for metric in metrics for cell in _reference_accuracy_cells(page, metric)),
-                *_reference_throughput_cells(page),
-                *(cell for knob in SEARCHES for cell in _search_cells(page, model, knob)),
-                _cost_cell(page.costs[model]),
-                Cell(REFERENCE),
-                _startup_cell(page, model),
-                *(_screen_cells(page, model) if screened else []),
-            ],
-        )
+    own = model == page.reference
     return DecisionRow(
         model,
-        False,
+        own,
         [
-            *(cell for metric in metrics for cell in _verdict_cells(page, model, metric)),
-            *_ratio_cells(page, model),
+            *(
+                cell
+                for metric in metrics
+                for cell in (
+                    _reference_accuracy_cells(page, metric)
+                    if own
+                    else _verdict_cells(page, model, metric)
+                )
+            ),
+            *(_reference_throughput_cells(page) if own else _ratio_cells(page, model)),
             *(cell for knob in SEARCHES for cell in _search_cells(page, model, knob)),
             _cost_cell(page.costs[model]),
-            _relative_cost_cell(page, model),
+            Cell(REFERENCE) if own else _relative_cost_cell(page, model),
             _startup_cell(page, model),
             *(_screen_cells(page, model) if screened else []),
         ],
