@@ -403,18 +403,25 @@ def server_text(window: ServerMetricsWindow | None) -> str:
         return window.unavailable
     summary = window.summary
     parts = [
-        f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})"
-        for name, gauge in (("running", summary.running), ("waiting", summary.waiting))
-        if gauge is not None
+        *(
+            f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})"
+            for name, gauge in (("running", summary.running), ("waiting", summary.waiting))
+            if gauge is not None
+        ),
+        ""
+        if summary.kv_cache_usage is None
+        else f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%",
+        "absent: " + ", ".join(sorted(summary.absent)) if summary.absent else "",
+        "; ".join(summary.ignored[name] for name in sorted(summary.ignored))
+        if summary.ignored
+        else "",
     ]
-    if summary.kv_cache_usage is not None:
-        parts.append(f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%")
-    if summary.absent:
-        parts.append("absent: " + ", ".join(sorted(summary.absent)))
-    if summary.ignored:
-        parts.append("; ".join(summary.ignored[name] for name in sorted(summary.ignored)))
     flag = summary.flag_line()
-    return "; ".join(parts) + (f"; {flag}" if flag else "") + f" ({summary.samples} samples)"
+    return (
+        "; ".join(part for part in parts if part)
+        + (f"; {flag}" if flag else "")
+        + f" ({summary.samples} samples)"
+    )
 
 
 def _repeats_table(row: ThroughputRow) -> str:
