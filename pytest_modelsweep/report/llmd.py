@@ -126,23 +126,31 @@ def _load(
 ) -> dict[str, Any]:
     windows = stats.repeats
     loops = [w.open_loop for w in windows if w.open_loop is not None]
-    concurrency = m.params.get("concurrency")
+    concurrency, asked = m.params.get("concurrency"), m.params.get("output_tokens")
     standardized: dict[str, Any] = {
         "tool": LOAD_TOOL,
         "tool_version": str((run.get("software") or {}).get("pytest_modelsweep") or __version__),
         "source": "sampled" if m.params.get("user_prompts") else "random",
         "input_seq_len": _sequence_length(prompts, windows[0].prompt_tokens),
+        **(
+            {"output_seq_len": _sequence_length(outputs, int(asked or 0))}
+            if outputs or isinstance(asked, int)
+            else {}
+        ),
+        **(
+            {"rate_qps": float(loops[0].rate)}
+            if loops
+            else {"concurrency": concurrency}
+            if isinstance(concurrency, int) and not isinstance(concurrency, bool)
+            else {}
+        ),
     }
-    asked = m.params.get("output_tokens")
-    if outputs or isinstance(asked, int):
-        standardized["output_seq_len"] = _sequence_length(outputs, int(asked or 0))
-    if loops:
-        standardized["rate_qps"] = float(loops[0].rate)
-    elif isinstance(concurrency, int) and not isinstance(concurrency, bool):
-        standardized["concurrency"] = concurrency
-    native = {"benchmark": m.benchmark, "params": m.params, "test_id": m.test_id}
-    if loops:
-        native["arrivals"] = loops[0].describe
+    native = {
+        "benchmark": m.benchmark,
+        "params": m.params,
+        "test_id": m.test_id,
+        **({"arrivals": loops[0].describe} if loops else {}),
+    }
     return {
         "metadata": {"cfg_id": _config_id(native), "description": m.test_id},
         "standardized": standardized,
