@@ -224,14 +224,15 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
     measured_s = sum(w.duration_s for w in windows)
     time = {"start": start, "end": m.recorded_at or None, "duration": f"PT{measured_s:.3f}S"}
     failures = len(records) - len(ok)
-    requests: dict[str, Any] = {"total": sum(w.completed for w in windows) + failures}
-    if records:
-        requests["failures"] = failures
-    for name, values in (("input_length", prompts), ("output_length", outputs)):
-        if values:  # token counts over requests
-            requests[name] = _statistics(
-                "count", sum(values) / len(values), min=min(values), max=max(values)
-            )
+    requests: dict[str, Any] = {
+        "total": sum(w.completed for w in windows) + failures,
+        **({"failures": failures} if records else {}),
+        **{  # token counts over requests
+            name: _statistics("count", sum(values) / len(values), min=min(values), max=max(values))
+            for name, values in (("input_length", prompts), ("output_length", outputs))
+            if values
+        },
+    }
     latency = {
         field: got
         for name in LATENCY_NAMES
@@ -248,13 +249,11 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         )
         is not None
     }
-    output_rates = [w.output_tokens_per_s for w in windows]
-    request_rates = [w.requests_per_s for w in windows]
     throughput = {
         name: got
         for name, values, units in (
-            ("output_token_rate", output_rates, "tokens/s"),
-            ("request_rate", request_rates, "queries/s"),
+            ("output_token_rate", [w.output_tokens_per_s for w in windows], "tokens/s"),
+            ("request_rate", [w.requests_per_s for w in windows], "queries/s"),
         )
         if (
             got := _statistics(
