@@ -265,18 +265,17 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         )
         is not None
     }
-    results: dict[str, Any] = {
-        "request_performance": {
-            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
-        }
-    }
     observed = [
         {"component_label": m.model, "aggregate": _resource_metrics(w.server_metrics.summary)}
         for w in windows
         if w.server_metrics is not None and w.server_metrics.unavailable is None
     ]
-    if observed:
-        results["observability"] = {"components": observed}
+    results = {
+        "request_performance": {
+            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
+        },
+        **({"observability": {"components": observed}} if observed else {}),
+    }
     return {
         "version": LLMD_VERSION,
         "run": {
