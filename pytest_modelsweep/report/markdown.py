@@ -90,7 +90,8 @@ def decision_markdown(page: DecisionPage) -> list[str]:
         *(f"{escape_markdown(b.title)}<br><sub>{escape_markdown(b.parts)}</sub>" for b in blocks),
         "flags",
     ]
-    lines = [
+    figures = figure_lines(page)
+    return [
         "### Decision: which model to serve",
         "",
         f"**{escape_markdown(page.answer)}**",
@@ -107,27 +108,34 @@ def decision_markdown(page: DecisionPage) -> list[str]:
             )
             for row in page.rows
         ),
+        *(
+            part
+            for line in (unplaced_line(page), unmeasured_line(page))
+            if line
+            for part in ("", escape_markdown(line))
+        ),
+        *([""] if page.reasons else []),
+        *(f"{escape_markdown(f'[{i}] {why}')}  " for i, why in enumerate(page.reasons, 1)),
+        *(
+            ["", "<sub>" + "<br>".join(map(escape_markdown, page.notes)) + "</sub>"]
+            if page.notes
+            else []
+        ),
+        *(
+            [
+                "",
+                f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>",
+                "",
+                *(f"{escape_markdown(line)}  " for line in figures),
+                "",
+                "</details>",
+            ]
+            if figures
+            else []
+        ),
+        "",
+        escape_markdown(pareto_line(page)),
     ]
-    for line in (unplaced_line(page), unmeasured_line(page)):
-        if line:
-            lines += ["", escape_markdown(line)]
-    if page.reasons:
-        lines += [""] + [
-            f"{escape_markdown(f'[{i}] {why}')}  " for i, why in enumerate(page.reasons, 1)
-        ]
-    if page.notes:
-        lines += ["", "<sub>" + "<br>".join(map(escape_markdown, page.notes)) + "</sub>"]
-    if figures := figure_lines(page):
-        lines += [
-            "",
-            f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>",
-            "",
-            *(f"{escape_markdown(line)}  " for line in figures),
-            "",
-            "</details>",
-        ]
-    lines += ["", escape_markdown(pareto_line(page))]
-    return lines
 
 
 def markdown_report(
