@@ -138,6 +138,39 @@ def decision_markdown(page: DecisionPage) -> list[str]:
     ]
 
 
+def _table_lines(table: Table) -> list[str]:
+    """A summary table under its heading: a verdicts table's counts of each word first, its
+    notes under it."""
+    counts = (
+        Counter(str(row[table.status_column]) for row in table.rows)
+        if table.kind == "verdicts" and table.status_column is not None
+        else Counter()
+    )
+    ordered = sorted(
+        counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w)
+    )
+    return [
+        "",
+        f"### {escape_markdown(table.title)}",
+        "",
+        *(
+            [
+                f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
+                + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered),
+                "",
+            ]
+            if counts
+            else []
+        ),
+        *markdown_table(table),
+        *(
+            ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]
+            if table.notes
+            else []
+        ),
+    ]
+
+
 def markdown_report(
     measurements: Iterable[Measurement | Mapping[str, Any]],
     run: Mapping[str, Any],
@@ -149,43 +182,30 @@ def markdown_report(
         RunInfo.of(run),
         [FailedTest.of(f) for f in failures],
     )
+    page = decision_page(found, info, failed)
+    tables = summary_tables(found, reference=info.reference)
     lines = [
         f"## {escape_markdown(run_title(info))}",
         "",
         escape_markdown(provenance_line(found, info)),
-    ]
-    page = decision_page(found, info, failed)
-    if page is not None:
-        lines += ["", *decision_markdown(page)]
-    if failed:
-        lines += [
-            "",
-            f"### Failed tests ({len(failed)})",
-            "",
-            *(
-                f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
-                f"{escape_markdown(f.message)}"
-                for f in failed
-            ),
-        ]
-    tables = summary_tables(found, reference=info.reference)
-    if not tables:
-        lines += ["", "No measurements were recorded."]
-    for table in tables:
-        lines += ["", f"### {escape_markdown(table.title)}", ""]
-        if table.kind == "verdicts" and table.status_column is not None and table.rows:
-            counts = Counter(str(row[table.status_column]) for row in table.rows)
-            ordered = sorted(
-                counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w)
-            )
-            lines += [
-                f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
-                + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered),
+        *(["", *decision_markdown(page)] if page is not None else []),
+        *(
+            [
                 "",
+                f"### Failed tests ({len(failed)})",
+                "",
+                *(
+                    f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+                    f"{escape_markdown(f.message)}"
+                    for f in failed
+                ),
             ]
-        lines += markdown_table(table)
-        if table.notes:
-            lines += ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]
+            if failed
+            else []
+        ),
+        *([] if tables else ["", "No measurements were recorded."]),
+        *(line for table in tables for line in _table_lines(table)),
+    ]
     return "\n".join(lines) + "\n"
 
 
