@@ -166,8 +166,6 @@ def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
 
 def throughput_plot(measurements: Measurements) -> str | None:
     """Output tokens/s against concurrency, a line per model and prompt length (or None)."""
-    if not matplotlib_available():
-        return None
     lines = {
         key: found
         for key, points in _points(measurements).items()
@@ -177,7 +175,7 @@ def throughput_plot(measurements: Measurements) -> str | None:
             ]
         )
     }
-    if not lines:
+    if not lines or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 4.2)
     axes = figure.subplots()
@@ -208,8 +206,6 @@ def throughput_plot(measurements: Measurements) -> str | None:
 
 def latency_plot(measurements: Measurements) -> str | None:
     """TTFT and TPOT p50 and p99 against concurrency, a panel each (or None)."""
-    if not matplotlib_available():
-        return None
     lines = {
         key: points
         for key, points in _points(measurements).items()
@@ -217,7 +213,7 @@ def latency_plot(measurements: Measurements) -> str | None:
             row.figure(name, "p50") is not None for _, row in points for name in ("ttft", "tpot")
         )
     }
-    if not lines:
+    if not lines or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 6.4)
     panels = figure.subplots(2, 1, sharex=True)
