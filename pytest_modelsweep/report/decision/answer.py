@@ -7,17 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ...core.measurements import (
-    CONCURRENCY,
-    AccuracyVerdictStats,
-    ThroughputRatioStats,
-)
-from ..tables import (
-    finite,
-    format_ratio,
-    format_usd,
-    stats_of,
-)
+from ...core.measurements import CONCURRENCY, AccuracyVerdictStats, ThroughputRatioStats
+from ..tables import finite, format_ratio, format_usd, stats_of
 from .page import (
     DECIDED_RATIO_SPREAD,
     HOLDS,

@@ -7,25 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ...core.measurements import (
-    CONCURRENCY,
-    RATE,
-    SEARCH_BENCHMARK,
-    SearchStats,
-    ThroughputStats,
-)
-from ...core.metrics import (
-    CAPACITY_RATIO_BENCHMARK,
-)
+from ...core.measurements import CONCURRENCY, RATE, SEARCH_BENCHMARK, SearchStats, ThroughputStats
+from ...core.metrics import CAPACITY_RATIO_BENCHMARK
 from ...core.slo import Slo
 from ...store.results import FailedTest, RunInfo
-from ..tables import (
-    Measurements,
-    Setting,
-    compared_reference,
-    finite,
-    stats_of,
-)
+from ..tables import Measurements, Setting, compared_reference, finite, stats_of
 from .answer import answer_line, pareto_data, standing
 from .cells import decision_row, row_flags
 from .page import (

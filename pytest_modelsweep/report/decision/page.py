@@ -6,19 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...core.measurements import (
-    CONCURRENCY,
-    RATE,
-)
-from ...core.metrics import (
-    CAPACITY_RATIO_BENCHMARK,
-    METRICS,
-    RATE_CAPACITY_RATIO_BENCHMARK,
-)
+from ...core.measurements import CONCURRENCY, RATE
+from ...core.metrics import CAPACITY_RATIO_BENCHMARK, METRICS, RATE_CAPACITY_RATIO_BENCHMARK
 
-FALLBACK_CONCURRENCY = (
-    16  # The throughput setting named when no model was measured at any concurrency.
-)
+FALLBACK_CONCURRENCY = 16
+"""The throughput setting named when no model was measured at any concurrency."""
 STARTUP = "startup"
 SCREEN = "screen"
 HOLDS = ("matches", "equivalent", "better")  # a candidate holds the reference's accuracy

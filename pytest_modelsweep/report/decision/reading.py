@@ -18,22 +18,10 @@ from ...core.measurements import (
     ThroughputRatioStats,
     ThroughputStats,
 )
-from ...core.metrics import (
-    RATIO_BENCHMARK,
-    VERDICT_PREFIX,
-    rank,
-)
+from ...core.metrics import RATIO_BENCHMARK, VERDICT_PREFIX, rank
 from ...judging.pairing import PairingError, RequestSettings, check_same_serving, unlike_requests
 from ...store.results import FailedTest
-from ..tables import (
-    NA,
-    Measurements,
-    Setting,
-    finite,
-    format_usd,
-    measurement_kind,
-    stats_of,
-)
+from ..tables import NA, Measurements, Setting, finite, format_usd, measurement_kind, stats_of
 from .page import (
     CANNOT_CONCLUDE,
     FALLBACK_CONCURRENCY,
