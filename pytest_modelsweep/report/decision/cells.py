@@ -396,14 +396,13 @@ def _startup_cell(page: Page, model: str) -> Cell:
     if first is None or not m.passed:
         said = "; ".join(stats.errors) or f"its test {m.outcome}"
         return Cell(CANNOT_CONCLUDE, why=page.stopped(model, "cold start", said))
-    interval = stats.first_token_s_interval
-    ready = finite(stats.ready_s)
-    tip = (
-        f"{len(stats.launches)} launches; 95% interval "
+    interval, ready = stats.first_token_s_interval, finite(stats.ready_s)
+    return Cell(
+        f"{first:.2f} s ({stats.cache})",
+        tip=f"{len(stats.launches)} launches; 95% interval "
         + ("none" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f} s")
-        + ("" if ready is None else f"; ready after {ready:.2f} s")
+        + ("" if ready is None else f"; ready after {ready:.2f} s"),
     )
-    return Cell(f"{first:.2f} s ({stats.cache})", tip=tip)
 
 
 def _screen_cells(page: Page, model: str) -> list[Cell]:
@@ -417,12 +416,11 @@ def _screen_cells(page: Page, model: str) -> list[Cell]:
             else f"no screening of {model} (pytest benches -m screen; Hugging Face sources only)",
         )
     stats = stats_of(m, ScreeningResult)
-    licence = stats.license or "unknown"
-    if finite(stats.kv_headroom_gib) is None:
-        return [Cell(licence), Cell(NA, why=f"the screening of {model} found no weight size")]
     return [
-        Cell(licence),
-        Cell(f"{stats.kv_headroom_gib:.1f} GiB KV{'' if stats.accepted else ' (rejected)'}"),
+        Cell(stats.license or "unknown"),
+        Cell(NA, why=f"the screening of {model} found no weight size")
+        if finite(stats.kv_headroom_gib) is None
+        else Cell(f"{stats.kv_headroom_gib:.1f} GiB KV{'' if stats.accepted else ' (rejected)'}"),
     ]
 
 
