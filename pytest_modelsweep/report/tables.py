@@ -224,24 +224,31 @@ def serving_facts_text(provenance: dict[str, Any]) -> str:
 def provenance_line(measurements: Measurements, run: RunInfo) -> str:
     """Each distinct server and version with its image and serving facts
     (:func:`serving_facts_text`), else the backend; run id; count."""
-    servers: dict[str, None] = {}
-    for m in measurements:
-        name, version = m.provenance.get("server_name"), m.provenance.get("server_version")
-        facts = serving_facts_text(m.provenance)
-        if name:
-            servers.setdefault(
-                str(name)
-                + (f" {version}" if version and version != "unknown" else "")
-                + (f", {facts}" if facts else ""),
-                None,
-            )
-    parts = list(servers)
-    if not parts and run.backend:
-        parts.append(run.backend + (f", image {_short_digest(run.image)}" if run.image else ""))
-    if run.run_id:
-        parts.append(f"run {run.run_id}")
+    servers = list(
+        dict.fromkeys(
+            str(name)
+            + (f" {version}" if version and version != "unknown" else "")
+            + (f", {facts}" if facts else "")
+            for m in measurements
+            if (name := m.provenance.get("server_name"))
+            for version, facts in [
+                (m.provenance.get("server_version"), serving_facts_text(m.provenance))
+            ]
+        )
+    )
     return " · ".join(
-        [*parts, f"{len(measurements)} measurement{'s' if len(measurements) != 1 else ''}"]
+        [
+            *(
+                servers
+                or (
+                    [run.backend + (f", image {_short_digest(run.image)}" if run.image else "")]
+                    if run.backend
+                    else []
+                )
+            ),
+            *([f"run {run.run_id}"] if run.run_id else []),
+            f"{len(measurements)} measurement{'s' if len(measurements) != 1 else ''}",
+        ]
     )
 
 
