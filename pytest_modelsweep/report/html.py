@@ -568,28 +568,32 @@ _SHOWN = {
 
 def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
     """The setting's own figures from the reader, then its other scalar statistics."""
-    fidelity = row.fidelity
-    pairs = [
+    fidelity, cost = row.fidelity, row.stats.cost
+    return [
         ("tokens/s (mean)", format_rate(row.mean)),
         ("range", row.spread),
         ("repeats", str(row.repeat_count)),
         ("CV", format_percent(row.stats.cv)),
         ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}"),
-    ]
-    if row.flags:
-        pairs.append(("flags", row.flags))
-    cost = row.stats.cost
-    if row.has_goodput:
-        pairs += [
-            ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
-            *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells)),
-        ]
-    if cost is not None:
-        pairs += [("$/1M output tokens", row.cost_cell), ("price", cost.pricing.describe())]
-    return pairs + [
-        (k, _compact(v))
-        for k, v in row.stats.to_dict().items()
-        if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))
+        *([("flags", row.flags)] if row.flags else []),
+        *(
+            [
+                ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
+                *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells)),
+            ]
+            if row.has_goodput
+            else []
+        ),
+        *(
+            [("$/1M output tokens", row.cost_cell), ("price", cost.pricing.describe())]
+            if cost is not None
+            else []
+        ),
+        *(
+            (k, _compact(v))
+            for k, v in row.stats.to_dict().items()
+            if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))
+        ),
     ]
 
 
@@ -598,21 +602,21 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
     if not requests:
         return []
     errors, latencies = [r for r in requests if r.error], request_latencies(requests)
-    rows = [("requests", str(len(requests))), ("failed", str(len(errors)))]
-    rows += [
-        (
-            f"{label} mean / p50 / p99 (ms)",
-            " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99)),
-        )
-        for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
-        if (s := LatencyStats.of(latencies[name])).n
-    ]
     completion = [r.completion_tokens for r in requests if r.completion_tokens is not None]
-    if completion:
-        rows.append(("completion tokens", f"{sum(completion):,}"))
-    if errors:
-        rows.append(("first error", str(errors[0].error)))
-    return rows
+    return [
+        ("requests", str(len(requests))),
+        ("failed", str(len(errors))),
+        *(
+            (
+                f"{label} mean / p50 / p99 (ms)",
+                " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99)),
+            )
+            for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
+            if (s := LatencyStats.of(latencies[name])).n
+        ),
+        *([("completion tokens", f"{sum(completion):,}")] if completion else []),
+        *([("first error", str(errors[0].error))] if errors else []),
+    ]
 
 
 def _items_table(m: Measurement) -> str:
