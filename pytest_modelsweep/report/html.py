@@ -620,23 +620,27 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
 
 
 def _items_table(m: Measurement) -> str:
-    rows = []
-    for item in m.item_records()[:MAX_ITEMS]:
-        shown = item.response[:MAX_RESPONSE_CHARS]
-        if len(item.response) > len(shown):
-            shown += f"\n… ({len(item.response) - len(shown):,} more characters)"
-        tokens = item.completion_tokens
-        rows.append(
-            [
-                item.item_id,
-                "yes" if item.correct else "no",
-                _compact(item.extracted),
-                item.finish_reason or "",
-                "" if tokens is None else str(tokens),
-                item.error or "",
-                f'<pre class="ms-response">{escape_text(shown)}</pre>',
-            ]
-        )
+    rows = [
+        [
+            item.item_id,
+            "yes" if item.correct else "no",
+            _compact(item.extracted),
+            item.finish_reason or "",
+            "" if item.completion_tokens is None else str(item.completion_tokens),
+            item.error or "",
+            '<pre class="ms-response">'
+            + escape_text(
+                item.response[:MAX_RESPONSE_CHARS]
+                + (
+                    f"\n… ({len(item.response) - MAX_RESPONSE_CHARS:,} more characters)"
+                    if len(item.response) > MAX_RESPONSE_CHARS
+                    else ""
+                )
+            )
+            + "</pre>",
+        ]
+        for item in m.item_records()[:MAX_ITEMS]
+    ]
     caption = f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>"
     return caption + _grid(
         ["item", "correct", "extracted", "finish", "tokens", "error", "response"],
