@@ -24,14 +24,14 @@ from .reading import Page
 def standing(row: DecisionRow, columns: Sequence[Column], metrics: Sequence[str]) -> str:
     """A candidate's accuracy verdicts in short: "" when it holds the reference's accuracy on
     all, else ``worse on GSM8K, cannot conclude on BFCL [2]``."""
-    problems = []
-    for label in map(metric_label, metrics):
-        cell = row.cells[next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")]
-        if cell.why:
-            problems.append(f"{cell.text} on {label} [{cell.note}]")
-        elif cell.verdict not in HOLDS:
-            problems.append(f"{cell.verdict} on {label}")
-    return ", ".join(problems)
+    return ", ".join(
+        f"{cell.text} on {label} [{cell.note}]" if cell.why else f"{cell.verdict} on {label}"
+        for label in map(metric_label, metrics)
+        for cell in [
+            row.cells[next(i for i, c in enumerate(columns) if c.title == f"{label} verdict")]
+        ]
+        if cell.why or cell.verdict not in HOLDS
+    )
 
 
 def _names(models: Sequence[str]) -> str:
