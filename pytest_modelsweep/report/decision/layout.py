@@ -112,14 +112,16 @@ def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Col
 def cell_lines(block: Block, row: DecisionRow) -> list[Line]:
     """``row``'s cell in ``block``: a line per group (its label, then its parts) in a column
     of several groups, else a line per part."""
-    lines = []
-    for group, columns in block.groups:
-        parts = _shown([(c, row.cells[i]) for i, c in columns], row.is_reference)
-        if block.several:
-            lines.append(Line(group.removesuffix(" vs reference"), parts))
-        else:
-            lines += [Line("", (part,)) for part in parts]
-    return lines
+    return [
+        line
+        for group, columns in block.groups
+        for parts in [_shown([(c, row.cells[i]) for i, c in columns], row.is_reference)]
+        for line in (
+            [Line(group.removesuffix(" vs reference"), parts)]
+            if block.several
+            else [Line("", (part,)) for part in parts]
+        )
+    ]
 
 
 def figure_lines(page: DecisionPage) -> list[str]:
