@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import pkgutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,14 +24,24 @@ import numpy  # noqa: F401
 import pytest
 import scipy.special  # noqa: F401  (core.stats's Student t and binomial on first use)
 import sqlalchemy.dialects.postgresql  # noqa: F401  (the store imports it on first use)
-from paths import REAL_CACHE, TWO_WORKERS, UNUSED_PLUGINS
-from postgres_server import PostgresServer, missing_reason
-from requirements import need
+from support.paths import REAL_CACHE, TWO_WORKERS, UNUSED_PLUGINS
+from support.postgres_server import PostgresServer, missing_reason
+from support.requirements import need
+
+import pytest_modelsweep
 
 with contextlib.suppress(ImportError):
     import psycopg  # noqa: F401
 
+# Likewise the package itself: a run that first imports one of its modules (a user's bench
+# imports pytest_modelsweep.api) would otherwise leave it behind in sys.modules' restore, and
+# the next run's import make new classes that the plugin's checks do not know ("items must be
+# EvalItem, got EvalItem"). Imported here once, every in-process run shares them.
+for _module in pkgutil.walk_packages(pytest_modelsweep.__path__, "pytest_modelsweep."):
+    importlib.import_module(_module.name)
+
 CHECKOUT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 
 # The tests start hundreds of Python processes (pytester's, the CLI's) that import this
 # checkout; under PYTHONDONTWRITEBYTECODE (set in many CI images) each of them would compile
@@ -65,6 +77,15 @@ def this_checkout_in_subprocesses(
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # which removes PYTEST_ADDOPTS
         monkeypatch.setenv("PYTEST_ADDOPTS", ADDOPTS)
+        # An in-process run's test_open_loop.py is not this suite's module of that name, which
+        # this process imported when it collected the suite ("import file mismatch"). The
+        # suite's modules leave sys.modules while the test runs (pytester puts them back).
+        for name, module in list(sys.modules.items()):
+            if (
+                name.startswith("test_")
+                and Path(getattr(module, "__file__", None) or "").parent == TESTS
+            ):
+                monkeypatch.delitem(sys.modules, name)
     monkeypatch.setenv(
         "PYTHONPATH",
         os.pathsep.join([str(CHECKOUT), *filter(None, [os.environ.get("PYTHONPATH")])]),
@@ -96,7 +117,7 @@ def run_both_ways(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """A private PostgreSQL server for the session (tests/postgres_server.py); without the
+    """A private PostgreSQL server for the session (tests/support/postgres_server.py); without the
     server programs or psycopg, a skip locally and a failure under CI=true."""
     reason = missing_reason()
     need(reason is None, reason or "")

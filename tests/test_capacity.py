@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS
-from sse_server import ListingServer
+from support.capacity_runs import (
+    CANDIDATE,
+    REFERENCE,
+    TIMED,
+    Servers,
+    run,
+)
+from support.paths import PAIR, TWO_WORKERS
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.codec import converter
 from pytest_modelsweep.core.cost import usd_per_million_output_tokens
@@ -30,22 +37,8 @@ from pytest_modelsweep.core.sweep import load_sweep
 
 pytest_plugins = ("pytester",)
 
-ROOT = Path(__file__).resolve().parents[1]
-REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
 REFERENCE_BASE_S, CANDIDATE_BASE_S = 0.004, 0.006 / 3.5
 SLO = "tpot=6ms"
-TIMED = 2  # timed requests per step: max(2, c), so that c are in flight
-
-
-class Servers:
-    """The two paced fake servers and the ``--endpoint`` arguments that attach them."""
-
-    def __init__(self, reference: ListingServer, candidate: ListingServer) -> None:
-        self.reference, self.candidate = reference, candidate
-        self.args = [
-            f"--endpoint={REFERENCE}={reference.base_url}",
-            f"--endpoint={CANDIDATE}={candidate.base_url}",
-        ]
 
 
 @pytest.fixture
@@ -55,25 +48,6 @@ def servers() -> Iterator[Servers]:
         ListingServer(CANDIDATE, per_token_s_per_inflight=CANDIDATE_BASE_S) as candidate,
     ):
         yield Servers(reference, candidate)
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """The real benches/test_capacity.py in a subprocess, with a store shared across runs."""
-    pytester.makepyfile(test_capacity=(ROOT / "benches" / "test_capacity.py").read_text())
-    return pytester.runpytest_subprocess(
-        f"--timed-requests={TIMED}",
-        "--slo-attainment=0.5",
-        "--contended-cores=64",
-        "--contended-steal=1",
-        "--results=r.json",
-        "--store=s.sqlite",
-        "--modelsweep-dir=work",
-        "-p",
-        "no:cacheprovider",
-        "-s",
-        *args,
-        timeout=300,
-    )
 
 
 def measurements(pytester: pytest.Pytester, benchmark: str) -> dict[str, dict[str, Any]]:
@@ -160,7 +134,7 @@ def test_capacity_of_two_paced_servers_and_their_ratio(
     pytester: pytest.Pytester,
     servers: Servers,
 ) -> None:
-    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}")
+    result = run(pytester, *servers.args, *PAIR, f"--slo={SLO}", own_process=True)
     result.assert_outcomes(passed=3)
     found = measurements(pytester, "capacity")
     check_capacity(found[REFERENCE], 1, *REFERENCE_WINDOWS)
@@ -318,7 +292,7 @@ def test_a_broken_window_fails_the_test_records_no_capacity_and_no_ratio(
             f"{CANDIDATE}: the window at concurrency 1 broke its rules: request 0 produced 12 of 256 "
             "tokens (finish_reason=stop); *; no capacity is concluded from a broken window",
             f"{REFERENCE}'s capacity result at slo *, attainment target 0.5 in this run comes from a "
-            f"test that failed (test_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
+            f"test that failed (test_the_capacity.py::test_capacity[[]{REFERENCE}[]]): no comparison is "
             "drawn from it; fix that test's failure and re-run it",
         ]
     )

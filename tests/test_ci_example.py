@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 import yaml
-from paths import REAL_CACHE
-from requirements import need
+from support.paths import REAL_CACHE
+from support.requirements import need
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "modelsweep.yml"

@@ -125,15 +125,15 @@ def test_compare_help_names_the_gated_benchmarks(capsys: pytest.CaptureFixture[s
 
 def _user_runs(pytester: pytest.Pytester, *limits: int) -> list[Path]:
     """Real runs of a user's benchmark (10 items) on the reference, one per ``--limit``."""
-    from sse_server import SseServer
-    from user_projects import MODELS, eval_bench, options, project
+    from support.sse_server import SseServer
+    from support.user_projects import MODELS, eval_bench, options, project
 
     project(pytester, test_mine=eval_bench(items=10))
     paths = []
     with SseServer(served_names=MODELS) as server:
         for k, limit in enumerate(limits):
             path = pytester.path / f"run{k}.json"
-            pytester.runpytest_subprocess(
+            pytester.runpytest(
                 *options(
                     server.base_url,
                     "--model=ref",
@@ -143,7 +143,6 @@ def _user_runs(pytester: pytest.Pytester, *limits: int) -> list[Path]:
                     f"--limit={limit}",
                     f"--results={path}",
                 ),
-                timeout=60,
             ).assert_outcomes(passed=1)
             paths.append(path)
     return paths

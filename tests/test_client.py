@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.sse_server import SseServer
 
 from pytest_modelsweep.client import (
     parse_completion,
@@ -24,11 +25,6 @@ from pytest_modelsweep.core.records import (
     Completion,
     RequestRecord,
 )
-
-try:  # tests/ as a package, or as a plain directory on sys.path
-    from .sse_server import SseServer
-except ImportError:
-    from sse_server import SseServer  # type: ignore[no-redef]
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA
-from reference_impls import run_reference
-from requirements import SHARED_DATA_HINT, module_needs
+from support.paths import SHARED_DATA
+from support.reference_impls import run_reference
+from support.requirements import SHARED_DATA_HINT, module_needs
 
 from pytest_modelsweep.api.evaluation import EvalItem, scored_record
 from pytest_modelsweep.client import parse_completion

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA
-from reference_impls import run_reference
+from support.paths import SHARED_DATA
+from support.reference_impls import run_reference
 
 from pytest_modelsweep.api.evaluation import request_for, scored_record
 from pytest_modelsweep.client import parse_completion

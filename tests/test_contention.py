@@ -1,5 +1,5 @@
 """The contention meter on a ``/proc`` the tests write, the repeats' noise figures, server
-pids; a real CPU hog beside the real throughput bench (tests/throughput_bench_run.py) and the
+pids; a real CPU hog beside the real throughput bench (tests/support/throughput_bench_run.py) and the
 gate it calls contended (``timing``)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from throughput_bench_run import gate_rows, run_bench, stats_of
+from support.throughput_bench_run import gate_rows, run_bench, stats_of
 
 from pytest_modelsweep.core.measurements import Contention
 from pytest_modelsweep.serving.process import ServerProcess, free_port, server_pids_at
@@ -25,7 +25,7 @@ from pytest_modelsweep.workloads.contention import (
     snapshot,
 )
 
-pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
+pytest_plugins = ("pytester", "support.throughput_bench_run")  # the fixture steady
 
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 FIELDS = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from paths import PAIR, TWO_WORKERS
+from support.paths import PAIR, TWO_WORKERS
 
 pytest_plugins = ("pytester",)
 

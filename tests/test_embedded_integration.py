@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from paths import SHARED_DATA, TWO_WORKERS
-from requirements import SHARED_DATA_HINT, need
-from sse_server import ListingServer
+from support.paths import SHARED_DATA, TWO_WORKERS
+from support.requirements import SHARED_DATA_HINT, need
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.errors import (
     ProvisionError,

@@ -258,10 +258,11 @@ def test_a_baseline_run_of_another_server_is_left_out_of_the_history() -> None:
 
 
 # --------------------------------------------------------------------------- the gate says what it gated
-# A new user's project (tests/user_projects.py): their own benchmark, run against the fake server.
+# A new user's project (tests/support/user_projects.py): their own benchmark, run against the fake server.
 
-from sse_server import SseServer  # noqa: E402
-from user_projects import (  # noqa: E402
+from support.pytest_runs import run_pytest  # noqa: E402
+from support.sse_server import SseServer  # noqa: E402
+from support.user_projects import (  # noqa: E402
     MODELS,
     SHAPE,
     assert_no_traceback,
@@ -271,9 +272,12 @@ from user_projects import (  # noqa: E402
 )
 
 
-def user_run(pytester: pytest.Pytester, server: SseServer, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        *options(server.base_url, "--modelsweep-dir=work", *args), timeout=120
+def user_run(
+    pytester: pytest.Pytester, server: SseServer, *args: str, own_process: bool = False
+) -> pytest.RunResult:
+    """In process; ``own_process`` for a run that kills itself."""
+    return run_pytest(
+        pytester, *options(server.base_url, "--modelsweep-dir=work", *args), own_process=own_process
     )
 
 
@@ -312,7 +316,7 @@ def test_an_interrupted_runs_results_without_measurements_is_no_baseline(
     --baseline it is a usage error before any test runs, not a gate of nothing."""
     project(pytester, test_killed=KILLED_FIRST)
     with SseServer(served_names=MODELS) as server:
-        killed = user_run(pytester, server, "--results=killed.json")
+        killed = user_run(pytester, server, "--results=killed.json", own_process=True)
         assert killed.ret < 0  # SIGKILL
         assert (pytester.path / "killed.json.partial.jsonl").is_file()
         (pytester.path / "test_killed.py").unlink()

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from requirements import need
-from shared_runs import once_per_session
-from sse_server import ListingServer
-from test_report_browser import CHROMIUM, chromium
+from support.browser import CHROMIUM, chromium
+from support.requirements import need
+from support.shared_runs import once_per_session
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.stats.changes import change_points, max_t_test

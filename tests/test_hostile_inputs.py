@@ -4,7 +4,7 @@ one line naming the file or store, the run, the key and the fix.
 
 Every hostile input is a real run's output corrupted: two runs of a user's benchmark (30
 items, all answered right: an accuracy of 100%) and throughput shape against the fake server
-of tests/sse_server.py, into one store, made once per test session.
+of tests/support/sse_server.py, into one store, made once per test session.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_runs import once_per_session
-from sse_server import SseServer
-from stores import raw_sql
-from user_projects import (
+from support.shared_runs import once_per_session
+from support.sse_server import SseServer
+from support.stores import raw_sql
+from support.user_projects import (
     MODELS,
     SHAPE,
     SWEEP,
@@ -156,7 +156,7 @@ def test_a_later_runs_html_report_draws_the_history_of_a_model_at_100_percent(
     project(pytester, test_mine=eval_bench(items=ITEMS))
     shutil.copy(real_runs.store, pytester.path / "store.sqlite")
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -164,7 +164,6 @@ def test_a_later_runs_html_report_draws_the_history_of_a_model_at_100_percent(
                 "--store=store.sqlite",
                 "--html=r.html",
             ),
-            timeout=120,
         )
     assert_no_traceback(result)
     assert result.ret == pytest.ExitCode.OK, output(result)[-3000:]
@@ -345,9 +344,8 @@ def test_a_results_file_without_run_is_one_line_and_the_run_goes_on(
         (pytester.path / "work" / "runs" / "killed").mkdir(parents=True)
         bad = write(pytester.path / "work" / "runs" / "killed" / "results.json", data)
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(server.base_url, "--model=ref", "--modelsweep-dir=work", "--results=r.json"),
-            timeout=120,
         )
     assert_no_traceback(result)
     result.assert_outcomes(passed=1, skipped=1)
@@ -368,7 +366,7 @@ def test_a_baseline_results_file_that_does_not_read_is_refused_before_any_test(
     project(pytester, test_mine=eval_bench(items=ITEMS))
     bad, expected = corrupted(real_runs, pytester.path, corruption)
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -376,7 +374,6 @@ def test_a_baseline_results_file_that_does_not_read_is_refused_before_any_test(
                 "--results=r.json",
                 f"--baseline={bad}",
             ),
-            timeout=120,
         )
     assert_no_traceback(result)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -457,7 +454,7 @@ def test_a_baseline_whose_store_row_is_not_json_is_refused_before_any_test(
         f"UPDATE measurements SET measurement_json = '[1' WHERE run_id = '{real_runs.runs[0]}'",
     )
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -465,7 +462,6 @@ def test_a_baseline_whose_store_row_is_not_json_is_refused_before_any_test(
                 f"--store={store}",
                 "--baseline=main",
             ),
-            timeout=120,
         )
     assert_no_traceback(result)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -485,7 +481,7 @@ def test_two_outputs_at_one_path_are_a_usage_error_before_any_test(
 ) -> None:
     project(pytester, test_mine=eval_bench())
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -493,7 +489,6 @@ def test_two_outputs_at_one_path_are_a_usage_error_before_any_test(
                 f"{first}=out.json",
                 f"{second}=./out.json",
             ),
-            timeout=60,
         )
     assert_no_traceback(result)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -526,7 +521,7 @@ def test_a_new_store_takes_nothing_back_from_another_stores_results(
     project(pytester, test_mine=eval_bench(items=ITEMS))
     shutil.copy(real_runs.results, pytester.path / "r.json")
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -536,7 +531,6 @@ def test_a_new_store_takes_nothing_back_from_another_stores_results(
                 "-k",
                 "my_eval",
             ),
-            timeout=120,
         )
         sent = len(server.stats.bodies)
     assert_no_traceback(result)
@@ -551,7 +545,7 @@ def test_a_nan_in_the_model_list_never_breaks_the_llmd_report(
 ) -> None:
     project(pytester, test_shape=SHAPE)
     with SseServer(served_names=MODELS, model_entry={key: math.nan}) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -560,7 +554,6 @@ def test_a_nan_in_the_model_list_never_breaks_the_llmd_report(
                 "--timed-requests=2",
                 "--repeats=2",
             ),
-            timeout=120,
         )
     assert_no_traceback(result)
     assert result.ret == pytest.ExitCode.OK, output(result)[-2000:]
@@ -733,11 +726,11 @@ def test_a_non_finite_gauge_is_ignored_with_a_note_and_flags_nothing(
 def test_a_degenerate_open_loop_window_is_flagged_and_never_passes(
     pytester: pytest.Pytester, args: list[str], reason: str
 ) -> None:
-    from sse_server import ListingServer
+    from support.sse_server import ListingServer
 
-    pytester.makepyfile(test_open_loop=(ROOT / "benches" / "test_open_loop.py").read_text())
+    pytester.makepyfile(test_the_open_loop=(ROOT / "benches" / "test_open_loop.py").read_text())
     with ListingServer("smollm2-135m") as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             f"--endpoint=smollm2-135m={server.base_url}",
             "--model=smollm2-135m",
             "--request-rate=20",
@@ -751,7 +744,6 @@ def test_a_degenerate_open_loop_window_is_flagged_and_never_passes(
             "-k",
             "test_open_loop and not rate_capacity",
             *args,
-            timeout=120,
         )
     assert_no_traceback(result)
     result.assert_outcomes(failed=1)
@@ -798,7 +790,7 @@ def test_until_decided_stops_a_model_whose_comparison_can_use_no_more_items(
         SseServer(served_names=("ref",), default_fault="http500") as failing,
         SseServer(served_names=("cand",)) as healthy,
     ):
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "--sweep=mine.toml",
             f"--endpoint=ref={failing.base_url}",
             f"--endpoint=cand={healthy.base_url}",
@@ -812,7 +804,6 @@ def test_until_decided_stops_a_model_whose_comparison_can_use_no_more_items(
             "no:cacheprovider",
             "-p",
             "no:randomly",
-            timeout=180,
         )
         sent = len(healthy.stats.bodies)
     assert_no_traceback(result)

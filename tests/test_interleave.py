@@ -11,17 +11,17 @@ servers records each design's windows, and its interleaved ratio covers 1 in rea
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import random
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS
-from sse_server import ListingServer
+from support.paths import PAIR, TWO_WORKERS
+from support.pytest_runs import run_pytest
+from support.sse_server import DelaySchedule, ListingServer
 
 from pytest_modelsweep.core.stats import decide_ratio_verdict
 from pytest_modelsweep.core.stats.intervals import paired_ratio_interval, ratio_interval
@@ -32,45 +32,33 @@ SLOWER = 1 / 0.6  # the token delay after the drift: 40% fewer tokens/s (0.7 lef
 # interval of 0.54-0.93 inside the 10% tolerance, the reference's four windows 16% apart)
 
 
-class Machine:
-    """The shared speed of both fake servers: slower once ``switch_after`` requests were served.
-
-    Each request's speed also varies by up to ±10% (seeded), as real windows do; without
-    it both designs would give near-zero-width intervals that no real measurement has.
-    """
-
-    def __init__(self, switch_after: int) -> None:
-        self.switch_after = switch_after
-        self.served = 0
-        self.lock = threading.Lock()
-        self.jitter = random.Random(7)
-
-    def delay(self) -> float:
-        with self.lock:
-            self.served += 1
-            drift = SLOWER if self.served > self.switch_after else 1.0
-            return BASE_DELAY_S * drift * self.jitter.uniform(0.9, 1.1)
+def machine_delays(
+    switch_after: int, base_s: float = BASE_DELAY_S, count: int = 200
+) -> list[float]:
+    """The token delay of each request the shared "machine" serves, in order: ``SLOWER``
+    times ``base_s`` once ``switch_after`` requests were served. Each request's speed also
+    varies by up to ±10% (seeded), as real windows do; without it both designs would give
+    near-zero-width intervals that no real measurement has."""
+    jitter = random.Random(7)
+    return [
+        base_s * (SLOWER if served >= switch_after else 1.0) * jitter.uniform(0.9, 1.1)
+        for served in range(count)
+    ]
 
 
-class DriftingServer(ListingServer):
-    def __init__(self, served_name: str, machine: Machine) -> None:
-        super().__init__(served_name)
-        self.machine = machine
-
-    async def _generate(
-        self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
-    ) -> bool:
-        self.chunk_delay_s = self.machine.delay()
-        return await super()._generate(path, data, writer)
+FAST_BASE_S = 0.0002
+"""The pace of the runs whose rules are about order and counts, not speed: a tenth of the
+timing test's, so a window of 256 tokens takes 50 ms instead of 0.5 s."""
 
 
-@pytest.fixture
-def drifting_pair() -> Iterator[tuple[list[str], Machine]]:
-    # a window at c1 with two timed requests sends three (one warm-up); 4 windows a side
-    machine = Machine(switch_after=12)
+@contextlib.contextmanager
+def drifting_servers(base_s: float) -> Iterator[tuple[list[str], DelaySchedule]]:
+    """Both fake servers on one machine's schedule; a window at c1 with two timed requests
+    sends three (one warm-up), so 4 windows a side are 12 requests before the drift."""
+    machine = DelaySchedule(machine_delays(switch_after=12, base_s=base_s))
     with (
-        DriftingServer("gemma3-270m", machine) as reference,
-        DriftingServer("smollm2-135m", machine) as candidate,
+        ListingServer("gemma3-270m", schedule=machine) as reference,
+        ListingServer("smollm2-135m", schedule=machine) as candidate,
     ):
         yield (
             [
@@ -84,9 +72,24 @@ def drifting_pair() -> Iterator[tuple[list[str], Machine]]:
         )
 
 
-def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.RunResult:
+@pytest.fixture
+def drifting_pair() -> Iterator[tuple[list[str], DelaySchedule]]:
+    with drifting_servers(FAST_BASE_S) as pair:
+        yield pair
+
+
+@pytest.fixture
+def paced_drifting_pair() -> Iterator[tuple[list[str], DelaySchedule]]:
+    with drifting_servers(BASE_DELAY_S) as pair:
+        yield pair
+
+
+def run(
+    pytester: pytest.Pytester, endpoints: list[str], *args: str, own_process: bool = False
+) -> pytest.RunResult:
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest_subprocess(
+    return run_pytest(
+        pytester,
         "--repeats",
         "4",
         "--timed-requests",
@@ -100,7 +103,7 @@ def run(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.R
         "-s",
         *endpoints,
         *args,
-        timeout=300,
+        own_process=own_process,
     )
 
 
@@ -116,11 +119,10 @@ INTERLEAVED = ["reference", "candidate", "candidate", "reference"] * 2
 
 def machine_windows(order: list[str]) -> dict[str, list[float]]:
     """Each side's tokens/s, of windows of one request each measured in ``order`` on the
-    :class:`Machine` (slower after half of them, ±10% jitter)."""
-    machine = Machine(switch_after=len(order) // 2)
+    :func:`machine_delays` (slower after half of them, ±10% jitter)."""
     values: dict[str, list[float]] = {"reference": [], "candidate": []}
-    for side in order:
-        values[side].append(1 / machine.delay())
+    for side, delay in zip(order, machine_delays(switch_after=len(order) // 2), strict=False):
+        values[side].append(1 / delay)
     return values
 
 
@@ -139,11 +141,11 @@ def test_back_to_back_windows_blame_the_drift_on_the_candidate_and_pairs_cancel_
 
 def test_back_to_back_windows_are_each_sides_repeats_in_turn(
     pytester: pytest.Pytester,
-    drifting_pair: tuple[list[str], Machine],
+    drifting_pair: tuple[list[str], DelaySchedule],
 ) -> None:
     endpoints, machine = drifting_pair
     result = run(pytester, endpoints, "-k", "c1 and not c16 and not long")
-    assert machine.served == 24  # 4 windows a side, 3 requests a window
+    assert machine.taken == 24  # 4 windows a side, 3 requests a window
     ratio = ratio_of(pytester)
     stats = ratio["stats"]["interval"]
     assert ratio["params"]["design"] == "back-to-back" and stats["method"] == "welch-log-t"
@@ -165,12 +167,14 @@ def test_back_to_back_windows_are_each_sides_repeats_in_turn(
 @pytest.mark.timing
 def test_interleaved_windows_cancel_the_drift(
     pytester: pytest.Pytester,
-    drifting_pair: tuple[list[str], Machine],
+    paced_drifting_pair: tuple[list[str], DelaySchedule],
 ) -> None:
-    endpoints, machine = drifting_pair
-    result = run(pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave")
+    endpoints, machine = paced_drifting_pair
+    result = run(
+        pytester, endpoints, "-k", "ratio and c1 and not c16", "--interleave", own_process=True
+    )
     result.assert_outcomes(passed=1)
-    assert machine.served == 24  # 4 pairs, 3 requests a window, nothing else was measured
+    assert machine.taken == 24  # 4 pairs, 3 requests a window, nothing else was measured
     ratio = ratio_of(pytester)
     stats = {**ratio["stats"]["interval"], **ratio["stats"]["interleaved"]}
     assert ratio["params"]["design"] == "interleaved" and stats["method"] == "paired-log-t"
@@ -203,7 +207,7 @@ def test_interleaved_windows_cancel_the_drift(
 @pytest.mark.parametrize(("target", "pairs"), [("0.99", 4), ("0.001", 5)])
 def test_interleaved_pairs_follow_the_repeats_auto_policy(
     pytester: pytest.Pytester,
-    drifting_pair: tuple[list[str], Machine],
+    drifting_pair: tuple[list[str], DelaySchedule],
     target: str,
     pairs: int,
 ) -> None:
@@ -224,7 +228,7 @@ def test_interleaved_pairs_follow_the_repeats_auto_policy(
         "5",
     )
     result.assert_outcomes(passed=1)
-    assert machine.served == 6 * pairs  # 3 requests a window, two windows a pair
+    assert machine.taken == 6 * pairs  # 3 requests a window, two windows a pair
     recorded = ratio_of(pytester)["stats"]
     stats = {**recorded["interval"], **recorded["interleaved"]}
     assert stats["method"] == "paired-log-t-two-stage" and stats["df"] == 3

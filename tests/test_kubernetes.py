@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from docker_images import DockerShim
+from support.docker_images import DockerShim
 
 from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.sweep import load_sweep

@@ -2,7 +2,7 @@
 sent otherwise, in one line naming the first difference (judging.pairing.check_same_requests).
 
 Each case runs the real public-API benchmarks (a user's accuracy benchmark, a user's
-throughput shape) or the real capacity bench against the fake servers of tests/sse_server.py,
+throughput shape) or the real capacity bench against the fake servers of tests/support/sse_server.py,
 in two runs into one store whose settings differ, and reads the refusal where a user meets
 it: the verdict or ratio test's failure, the gate's table, ``modelsweep compare`` and
 ``modelsweep merge``.
@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sse_server import ListingServer
-from test_capacity import CANDIDATE, REFERENCE, Servers
-from test_capacity import run as run_capacity
-from test_public_api import SWEEP, ArithmeticServer
-from test_public_api import options as api_options
+from support.arithmetic import SWEEP, ArithmeticServer
+from support.arithmetic import options as api_options
+from support.capacity_runs import CANDIDATE, REFERENCE, Servers
+from support.capacity_runs import run as run_capacity
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.cli import main
 
@@ -100,8 +100,8 @@ def run(
     """One run of the project in a subprocess (the store is shared across runs)."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return project.runpytest_subprocess(
-        *api_options(servers, "--contended-cores=64", "--contended-steal=1", *args), timeout=180
+    return project.runpytest(
+        *api_options(servers, "--contended-cores=64", "--contended-steal=1", *args)
     )
 
 

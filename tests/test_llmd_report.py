@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from shared_runs import once_per_session
-from test_measurement_records import (
+from support.records_runs import (
     SWEEP_RUN,
     RecordsRun,
     module_requirement,  # noqa: F401 (skips without the data)
     run_every_kind,
 )
+from support.shared_runs import once_per_session
 
 from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.measurements import Measurement, ThroughputStats, measurements_of

@@ -10,7 +10,7 @@ the candidate answer different items right, 5 discordant each way, so the verdic
 - runs of their own joined by ``--sweep-run`` (a CI matrix job or a Kubernetes Job index
   per model): each measures one model; :func:`test_a_sweep_run_of_two_hosts_is_judged_by_a_process_that_serves_nothing`;
 - one run whose xdist workers are on two "hosts" reached over ssh (``--tx ssh=…``) through
-  a loopback sshd (tests/ssh_server.py), each worker owning one model:
+  a loopback sshd (tests/support/ssh_server.py), each worker owning one model:
   :func:`test_xdist_workers_on_two_hosts_over_ssh_write_one_store`.
 
 The judging process runs ``pytest -m verdict --sweep-run NAME`` with no ``--endpoint`` and a
@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA, UNUSED_PLUGINS
-from postgres_server import ADMIN_PASSWORD
-from requirements import SHARED_DATA_HINT, module_needs, need
-from ssh_server import SshServer
-from ssh_server import missing_reason as ssh_missing_reason
-from stores import raw_sql
-from test_decision_page import REFERENCE, SAME, SWEEP, AnsweringServer, replies_of
+from support.decision_runs import REFERENCE, SAME, SWEEP, AnsweringServer, replies_of
+from support.paths import SHARED_DATA, UNUSED_PLUGINS
+from support.postgres_server import ADMIN_PASSWORD
+from support.requirements import SHARED_DATA_HINT, module_needs, need
+from support.ssh_server import SshServer
+from support.ssh_server import missing_reason as ssh_missing_reason
+from support.stores import raw_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
@@ -304,29 +304,6 @@ def test_a_sweep_run_of_two_hosts_is_judged_by_a_process_that_serves_nothing(
     assert (stats["candidate_run"], stats["reference_run"]) == (host_c.run_id, host_a.run_id)
 
 
-class VllmLikeServer(AnsweringServer):
-    """The fake server reporting itself as vLLM at a ``max_model_len``, as a real one does."""
-
-    def __init__(self, served_name: str, replies: dict[str, str], *, max_model_len: int) -> None:
-        super().__init__(served_name, replies, chunk_delay_s=0.0)
-        self.max_model_len = max_model_len
-
-    async def _dispatch(self, method: str, path: str, body: bytes, writer: Any) -> bool:
-        if method == "GET" and path == "/v1/models":
-            listing = {
-                "object": "list",
-                "data": [
-                    {"id": self.served_name, "object": "model", "max_model_len": self.max_model_len}
-                ],
-            }
-            return await self._respond(
-                writer, 200, "application/json", json.dumps(listing).encode()
-            )
-        if method == "GET" and path == "/version":
-            return await self._respond(writer, 200, "application/json", b'{"version": "0.11.0"}')
-        return await super()._dispatch(method, path, body, writer)
-
-
 def test_hosts_of_one_sweep_run_with_unlike_serving_settings_are_not_paired(
     project: Path,
     postgres_url: str,
@@ -341,7 +318,14 @@ def test_hosts_of_one_sweep_run_with_unlike_serving_settings_are_not_paired(
     )
     sweeps = {REFERENCE: "decision.toml", SAME: "decision-2048.toml"}
     servers = {
-        model: VllmLikeServer(model, replies_of(model), max_model_len=length)
+        # reporting itself as vLLM at a max_model_len, as a real one does
+        model: AnsweringServer(
+            model,
+            replies_of(model),
+            chunk_delay_s=0.0,
+            vllm_version="0.11.0",
+            model_entry={"max_model_len": length},
+        )
         for model, length in lengths.items()
     }
     for server in servers.values():
@@ -432,7 +416,7 @@ def test_joining_a_sweep_run_of_another_sweep_is_a_usage_error(
 
 @pytest.fixture
 def sshd() -> Iterator[SshServer]:
-    """A loopback sshd (tests/ssh_server.py); without one, a skip locally, a failure in CI."""
+    """A loopback sshd (tests/support/ssh_server.py); without one, a skip locally, a failure in CI."""
     reason = ssh_missing_reason()
     need(reason is None, reason or "")
     server = SshServer(hosts=("host-a", "host-b")).start()

@@ -4,22 +4,20 @@ beside the bench, which no other test may run beside, is tests/test_contention.p
 
 from __future__ import annotations
 
-import asyncio
 import math
 import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from scipy.stats import t as student_t
-from sse_server import ListingServer
-from throughput_bench_run import MODEL, gate_rows, run_bench, stats_of
+from support.sse_server import DelaySchedule, ListingServer
+from support.throughput_bench_run import MODEL, gate_rows, run_bench, stats_of
 
 from pytest_modelsweep.workloads.contention import ContentionMeter
 
-pytest_plugins = ("pytester", "throughput_bench_run")  # the fixture steady
+pytest_plugins = ("pytester", "support.throughput_bench_run")  # the fixture steady
 
 WINDOW_FIELDS = {
     "window_s",
@@ -33,27 +31,15 @@ WINDOW_FIELDS = {
 linux = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 
 
-class DriftingServer(ListingServer):
-    """A fake server whose speed changes from one repeat to the next: at concurrency 1
-    with two timed requests a repeat sends three requests (one warm-up), and the
-    token delay cycles through ``delays`` every three requests. Unpaced, then 4 ms a token:
-    a busy machine slows the unpaced repeats too, but never to the paced ones' pace."""
-
-    def __init__(self, served_name: str, delays: tuple[float, ...]) -> None:
-        super().__init__(served_name)
-        self.delays = delays
-
-    async def _generate(
-        self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
-    ) -> bool:
-        repeat = (len(self.stats.bodies) - 1) // 3
-        self.chunk_delay_s = self.delays[repeat % len(self.delays)]
-        return await super()._generate(path, data, writer)
+SPEEDS = (0.0, 0.0, 0.0, 0.004, 0.004, 0.004)
+"""A speed that changes from one repeat to the next: at concurrency 1 with two timed
+requests a repeat sends three requests (one warm-up); unpaced, then 4 ms a token, in turn.
+A busy machine slows the unpaced repeats too, but never to the paced ones' pace."""
 
 
 @pytest.fixture
 def drifting() -> Iterator[str]:
-    with DriftingServer(MODEL, (0.0, 0.004)) as server:
+    with ListingServer(MODEL, schedule=DelaySchedule(SPEEDS)) as server:
         yield server.base_url
 
 

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from support.endpoints import endpoint_at
+from support.sse_server import SseServer
 
 from pytest_modelsweep.client import InFlight, stream_open_loop
 from pytest_modelsweep.core.measurements import StepOutcome, ThroughputStats, ThroughputWindow
@@ -27,13 +29,6 @@ from pytest_modelsweep.workloads.openloop import (
 )
 from pytest_modelsweep.workloads.slo_search import RATE_POLICY, Knob, find_capacity
 from pytest_modelsweep.workloads.throughput import run_throughput, throughput_requests
-
-try:  # tests/ as a package, or as a plain directory on sys.path
-    from .sse_server import SseServer
-    from .test_throughput_workload import endpoint_at
-except ImportError:
-    from sse_server import SseServer  # type: ignore[no-redef]
-    from test_throughput_workload import endpoint_at  # type: ignore[no-redef]
 
 TOKENS = 16
 BASE_S = 0.002

@@ -1,7 +1,7 @@
 """Open loop and capacity in requests/second through the real benches, against fake servers
 whose service time grows with their queue.
 
-Each fake server (``tests/sse_server.py``) runs at most ``SLOTS`` requests at once and queues
+Each fake server (``tests/support/sse_server.py``) runs at most ``SLOTS`` requests at once and queues
 the rest, first come first served; each token of each request it runs is paced
 ``base × (requests running)`` seconds, so it completes ``1 / (base × 256)`` requests per second
 however many it runs (its capacity), and whatever arrives faster waits in its queue. The
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from paths import PAIR, TWO_WORKERS
-from sse_server import ListingServer
-from test_report_browser import CHROMIUM, chromium, parse
+from support.browser import CHROMIUM, chromium, parse
+from support.paths import PAIR, TWO_WORKERS
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.measurements import (
     Measurement,
@@ -77,7 +77,7 @@ def run(
     for name in ("test_open_loop.py", "test_throughput.py"):
         pytester.makepyfile(**{name[:-3]: (ROOT / "benches" / name).read_text()})
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         *attached,
         "--contended-cores=64",
         "--contended-steal=1",
@@ -88,7 +88,6 @@ def run(
         "no:cacheprovider",
         "-s",
         *args,
-        timeout=600,
     )
     found = json.loads((pytester.path / "r.json").read_text())["measurements"]
     return result, [Measurement.from_dict(m) for m in found]
@@ -463,7 +462,7 @@ def test_a_users_prompts_in_an_open_loop(
     throughput benchmark with the open-loop figures in every window."""
     users_open_loop(pytester)
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         *attached,
         f"--model={CANDIDATE}",
         "--contended-cores=64",
@@ -477,7 +476,6 @@ def test_a_users_prompts_in_an_open_loop(
         "--repeats=2",
         "-k",
         "test_support",
-        timeout=300,
     )
     result.assert_outcomes(passed=1)
     (data,) = json.loads((pytester.path / "r.json").read_text())["measurements"]

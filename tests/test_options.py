@@ -309,7 +309,7 @@ def test_a_bad_value_is_a_usage_error_naming_the_option(
     message: str,
 ) -> None:
     pytester.makepyfile("def test_nothing(): pass")
-    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    result = pytester.runpytest(*args, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if ": error: " in line]
     assert len(errors) == 1 and errors[0].endswith(f": error: argument {message}"), errors

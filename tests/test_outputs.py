@@ -3,7 +3,7 @@ fills up mid-run fails the test that met it in one line while the others run and
 measured is lost.
 
 Driven as a hostile user would: real pytest runs of a user's benchmark (the public API) against
-the fake server of tests/sse_server.py, real unwritable places (a file where a folder must be,
+the fake server of tests/support/sse_server.py, real unwritable places (a file where a folder must be,
 a read-only file system) and real full disks (a small tmpfs).
 """
 
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from sse_server import SseServer
-from user_projects import (
+from support.sse_server import SseServer
+from support.user_projects import (
     MODELS,
     assert_no_traceback,
     eval_bench,
@@ -105,7 +105,7 @@ def test_an_output_that_cannot_be_written_is_a_usage_error_before_any_test(
     else:
         args.append(f"{option}={path}")
     with SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(*options(server.base_url, *args), timeout=60)
+        result = pytester.runpytest(*options(server.base_url, *args))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert result.stderr.lines[0] == f"ERROR: {option} {path}: {reason.format(root=pytester.path)}"
     assert server.stats.bodies == []  # no test ran
@@ -122,9 +122,7 @@ def test_a_read_only_file_system_is_found_before_any_test(
         small_disk(tmp_path / "ro", "64k", read_only=True) as disk,
         SseServer(served_names=MODELS) as server,
     ):
-        result = pytester.runpytest_subprocess(
-            *options(server.base_url, f"--results={disk}/r.json"), timeout=60
-        )
+        result = pytester.runpytest(*options(server.base_url, f"--results={disk}/r.json"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert result.stderr.lines[0] == (
         f"ERROR: --results {disk}/r.json: cannot write there ({disk}: Read-only file system); "
@@ -139,7 +137,7 @@ def results_file(pytester: pytest.Pytester) -> Path:
     """A real run's results file and store (the reference's benchmark)."""
     project(pytester, test_mine=eval_bench())
     with SseServer(served_names=MODELS) as server:
-        pytester.runpytest_subprocess(
+        pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -148,7 +146,6 @@ def results_file(pytester: pytest.Pytester) -> Path:
                 "--modelsweep-dir=work",
                 "--results=r.json",
             ),
-            timeout=60,
         ).assert_outcomes(passed=1)
     return pytester.path / "r.json"
 
@@ -190,7 +187,7 @@ def test_a_store_on_a_full_disk_fails_the_tests_that_met_it_in_one_line(
     the next tests still run, and every model's measurement is in the results."""
     project(pytester, test_mine=eval_bench(items=8, words=400))
     with small_disk(tmp_path / "disk", "512k") as disk, SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "-k",
@@ -200,7 +197,6 @@ def test_a_store_on_a_full_disk_fails_the_tests_that_met_it_in_one_line(
                 "--results=r.json",
                 "-rf",
             ),
-            timeout=120,
         )
     assert_no_traceback(result)
     outcomes = result.parseoutcomes()
@@ -226,7 +222,7 @@ def test_a_results_journal_on_a_full_disk_fails_the_test_that_met_it_in_one_line
     written either, and the store (on another disk) holds every measurement."""
     project(pytester, test_mine=eval_bench(items=8, words=400))
     with small_disk(tmp_path / "disk", "32k") as disk, SseServer(served_names=MODELS) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "-k",
@@ -236,7 +232,6 @@ def test_a_results_journal_on_a_full_disk_fails_the_test_that_met_it_in_one_line
                 f"--results={disk}/r.json",
                 "-rf",
             ),
-            timeout=120,
         )
         leftover = sorted(p.name for p in disk.iterdir())
     assert_no_traceback(result)
@@ -282,7 +277,7 @@ def pytest_sessionfinish():
         except OSError:
             pass
 """)
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             *options(
                 server.base_url,
                 "--model=ref",
@@ -291,7 +286,6 @@ def pytest_sessionfinish():
                 "--modelsweep-dir=work",
                 f"--md={disk}/r.md",
             ),
-            timeout=60,
         )
     assert_no_traceback(result)
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -6,7 +6,7 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from stores import raw_sql
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.records import ItemRecord
 from pytest_modelsweep.judging.pairing import (

@@ -7,8 +7,8 @@ import os
 from collections.abc import Callable
 
 import pytest
-from paths import PAIR, TWO_WORKERS, write_sweep
-from stores import raw_sql
+from support.paths import PAIR, TWO_WORKERS, write_sweep
+from support.stores import raw_sql
 
 RunPytest = Callable[..., pytest.RunResult]  # the run_both_ways fixture (conftest.py)
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from direct_calls import Recorded, attached, bench_settings
-from paths import TWO_WORKERS
-from sse_server import ListingServer
+from support.arithmetic import (
+    SWEEP,
+    ArithmeticServer,
+    options,
+)
+from support.direct_calls import Recorded, attached, bench_settings
+from support.paths import TWO_WORKERS
 
 import pytest_modelsweep
 from pytest_modelsweep.api.evaluation import (
@@ -41,23 +44,6 @@ from pytest_modelsweep.workloads.gsm8k import gsm8k_eval_item
 
 pytest_plugins = ("pytester",)
 
-SWEEP = """
-[sweep]
-name = "mine"
-reference = "ref"
-[serving]
-backend = "llamacpp"
-[models.ref]
-source = "embedded:x"
-license = "mit"
-served_name = "ref-served"
-prompting = "completion"
-[models.cand]
-source = "embedded:x"
-license = "mit"
-served_name = "cand-served"
-prompting = "chat"
-"""
 
 # A benchmark as a user writes it: the public API only.
 MY_EVAL = """
@@ -82,35 +68,6 @@ def test_plain() -> None:
     pass
 """
 
-QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
-
-
-class ArithmeticServer(ListingServer):
-    """The fake server, answering the last ``What is A + B?`` of a request with the sum (or,
-    for the ``wrong`` values of A, the sum plus one), as one non-streamed JSON answer."""
-
-    def __init__(self, served_name: str, wrong: tuple[int, ...] = ()) -> None:
-        super().__init__(served_name)
-        self.wrong = wrong
-
-    async def _dispatch(
-        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
-    ) -> bool:
-        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
-            return await super()._dispatch(method, path, body, writer)
-        data = json.loads(body)
-        self.stats.bodies.append(data)
-        prompt = data.get("prompt") or data["messages"][-1]["content"]
-        a, b = (int(n) for n in QUESTION.findall(prompt)[-1])
-        text = f" {a + b + (a in self.wrong)}"
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
-        if path == "/v1/completions":
-            choice["text"] = text
-        else:
-            choice["message"] = {"role": "assistant", "content": text}
-        answer = {"choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
-        return await self._respond(writer, 200, "application/json", json.dumps(answer).encode())
-
 
 @pytest.fixture
 def servers() -> Iterator[tuple[ArithmeticServer, ArithmeticServer]]:
@@ -131,27 +88,11 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def options(servers: tuple[ListingServer, ListingServer], *args: str) -> list[str]:
-    reference, candidate = servers
-    return [
-        "--sweep=mine.toml",
-        f"--endpoint=ref={reference.base_url}",
-        f"--endpoint=cand={candidate.base_url}",
-        "--store=store.sqlite",
-        "--strict-markers",
-        "-W",
-        "error::pytest.PytestUnknownMarkWarning",
-        "-p",
-        "no:cacheprovider",
-        *args,
-    ]
-
-
 def run(project: pytest.Pytester, *args: str) -> pytest.RunResult:
     """pytest in a subprocess: a run that sends requests must not load httpx's lazily imported
     parts inside pytester's in-process run, which forgets them afterwards (and so makes a
     second copy of their exception classes for the tests that come later)."""
-    return project.runpytest_subprocess(*args, timeout=120)
+    return project.runpytest(*args)
 
 
 def measurements(project: pytest.Pytester, name: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -803,7 +744,10 @@ def test_an_answer_from_another_model_fails_that_item_in_one_line() -> None:
     catch: that item is failed (never scored as this model's), the rest are recorded, and
     the evaluation fails naming it."""
     recorded = Recorded()
-    with OtherModelServer("ref") as server, pytest.raises(MeasurementError) as info:
+    with (
+        ArithmeticServer("ref", answered_by={3: "llama-70b-fallback"}) as server,
+        pytest.raises(MeasurementError) as info,
+    ):
         evaluate(
             lambda: attached(server.base_url, "ref"),
             "my_eval",
@@ -881,26 +825,9 @@ def test_a_declared_benchmark_that_never_evaluates_fails_in_one_line(
     assert [len(s.stats.bodies) for s in servers] == [0, 0]
 
 
-class OtherModelServer(ArithmeticServer):
-    """The arithmetic server behind a proxy that routes item q03 to another model: its answer's
-    ``model`` field names that model."""
-
-    async def _respond(
-        self, writer: asyncio.StreamWriter, status: int, ctype: str, body: bytes
-    ) -> bool:
-        if status == 200 and b'"choices"' in body:
-            data = json.loads(body)
-            asked = self.stats.bodies[-1]
-            data["model"] = (
-                "llama-70b-fallback" if "What is 3 +" in json.dumps(asked) else asked["model"]
-            )
-            body = json.dumps(data).encode()
-        return await super()._respond(writer, status, ctype, body)
-
-
 def test_a_streamed_answer_from_another_model_fails_that_request() -> None:
     """The streaming client reads the first event's model too (throughput windows)."""
-    from sse_server import SseServer
+    from support.sse_server import SseServer
 
     from pytest_modelsweep.client import stream_requests
     from pytest_modelsweep.core.records import ApiRequest
@@ -927,10 +854,10 @@ def test_a_streamed_answer_from_another_model_fails_that_request() -> None:
 def test_each_answer_is_stored_once(pytester: pytest.Pytester) -> None:
     """A long answer is in the store once (its item's row) and in the results once (the
     measurement's item), not four times; both read back whole."""
-    from sse_server import SseServer
-    from stores import all_text
-    from user_projects import MODELS, eval_bench, project
-    from user_projects import options as user_options
+    from support.sse_server import SseServer
+    from support.stores import all_text
+    from support.user_projects import MODELS, eval_bench, project
+    from support.user_projects import options as user_options
 
     from pytest_modelsweep.store.database import Store
     from pytest_modelsweep.store.results import load_results

@@ -1,7 +1,7 @@
 """A throughput benchmark over your own prompts, with the public API only, against fake servers.
 
 The pytester project imports nothing but ``pytest`` and ``pytest_modelsweep``'s public names;
-two fake streaming servers (tests/sse_server.py; one token per word, llama.cpp-like counters)
+two fake streaming servers (tests/support/sse_server.py; one token per word, llama.cpp-like counters)
 serve a reference and a candidate attached with ``--endpoint``.
 """
 
@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from direct_calls import Recorded, attached, bench_settings
-from paths import TWO_WORKERS
-from sse_server import ListingServer, fake_token_ids
-from test_public_api import SWEEP  # the same sweep: ref (completion), cand (chat)
-from test_public_api import options as api_options
+from support.arithmetic import SWEEP  # the same sweep: ref (completion), cand (chat)
+from support.arithmetic import options as api_options
+from support.direct_calls import Recorded, attached, bench_settings
+from support.paths import TWO_WORKERS
+from support.sse_server import ListingServer, fake_token_ids
 
 from pytest_modelsweep.api.prompts import checked_prompts, load_prompts, prompts_digest
 from pytest_modelsweep.core.errors import DataError
@@ -274,7 +274,7 @@ def test_interleave_refuses_a_users_shape_in_one_line(
     project: pytest.Pytester,
     servers: tuple[ListingServer, ListingServer],
 ) -> None:
-    result = project.runpytest_subprocess(*options(servers, "-m", "my_shape", "--interleave"))
+    result = project.runpytest(*options(servers, "-m", "my_shape", "--interleave"))
     result.stdout.fnmatch_lines(
         [
             (

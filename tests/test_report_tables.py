@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_runs import once_per_session
-from test_decision_page import (
+from support.decision_runs import (
     LIMIT,
     REFERENCE,
     SAME,
@@ -33,6 +32,7 @@ from test_decision_page import (
     run_real,
     serving,
 )
+from support.shared_runs import once_per_session
 
 from pytest_modelsweep.core.measurements import CONCURRENCY, SearchRatioStats, SearchStats
 from pytest_modelsweep.core.stats.intervals import wilson_interval

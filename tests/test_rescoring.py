@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 import pytest
-from paths import SHARED_DATA
+from support.paths import SHARED_DATA
 
 from pytest_modelsweep.api.evaluation import EvalItem, request_for, scored_record
 from pytest_modelsweep.client import parse_completion

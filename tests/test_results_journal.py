@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from paths import PAIR
+from support.paths import PAIR
 
 import pytest_modelsweep
 from pytest_modelsweep.store.database import Store

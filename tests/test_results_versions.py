@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores import raw_sql
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.jsontext import strict_json

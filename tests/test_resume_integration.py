@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy
-from paths import REAL_CACHE, SHARED_DATA, embedded_sweep_with
-from requirements import SHARED_DATA_HINT, need
-from stores import raw_sql
+from support.paths import REAL_CACHE, SHARED_DATA, embedded_sweep_with
+from support.requirements import SHARED_DATA_HINT, need
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.store_location import parse_store_location
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from requirements import SHARED_DATA_HINT, need
+from support.requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.api.evaluation import EvalItem, scored_record
 from pytest_modelsweep.client import parse_completion

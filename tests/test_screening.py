@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hub_fixtures import FakeHub, config_json, connect_error, hub_error, model_info
+from support.hub_fixtures import FakeHub, config_json, connect_error, hub_error, model_info
 
 from pytest_modelsweep.cli import main
 from pytest_modelsweep.core.errors import DataError

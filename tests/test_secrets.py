@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from paths import PAIR, write_sweep
-from postgres_server import ADMIN_PASSWORD
-from sse_server import SseServer
-from stores import all_text
+from support.paths import PAIR, write_sweep
+from support.postgres_server import ADMIN_PASSWORD
+from support.sse_server import SseServer
+from support.stores import all_text
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.core.errors import EndpointError
@@ -219,7 +219,7 @@ def test_no_secret_reaches_any_file_or_the_terminal(
         SseServer(served_names=MODELS, api_key=ENV_SECRET) as env_server,
     ):
         netloc = url_server.base_url.removeprefix("http://")
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "-k",
             "gsm8k or boom",
             "--limit",
@@ -247,7 +247,6 @@ def test_no_secret_reaches_any_file_or_the_terminal(
             "--junitxml",
             "junit.xml",
             *store_args,
-            timeout=120,
         )
     out = result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=2, passed=3)  # the two gsm8k tests and the candidate's verdict
@@ -342,7 +341,7 @@ def test_pytest_l_with_an_exception_in_the_request_path_shows_no_key(
     monkeypatch.setenv("OPENAI_API_KEY", ENV_SECRET)
     user_project(pytester, buggy=True)
     with SseServer(served_names=("ref", "cand"), api_key=ENV_SECRET) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "--sweep=mine.toml",
             f"--endpoint=ref={server.base_url}",
             "--model=ref",
@@ -358,7 +357,6 @@ def test_pytest_l_with_an_exception_in_the_request_path_shows_no_key(
             "--md=r.md",
             "-p",
             "no:cacheprovider",
-            timeout=120,
         )
     out = result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=1)
@@ -405,7 +403,7 @@ def test_a_server_that_echoes_the_key_in_its_error_bodies_gets_it_written_nowher
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     user_project(pytester, buggy=False, fault="echokey")
     with SseServer(served_names=("ref", "cand"), api_key=ENV_SECRET) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "--sweep=mine.toml",
             f"--endpoint=ref={server.base_url}",
             f"--endpoint=cand={server.base_url}",
@@ -419,7 +417,6 @@ def test_a_server_that_echoes_the_key_in_its_error_bodies_gets_it_written_nowher
             "--md=r.md",
             "-p",
             "no:cacheprovider",
-            timeout=120,
         )
     out = result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=3)  # both models' items failed, so the verdict cannot judge
@@ -450,14 +447,13 @@ def test_a_key_with_a_slash_in_an_endpoint_url_is_refused_in_one_line(
     key = "sk-ab/cd-4821-sekrit"
     with SseServer(served_names=("ref", "cand"), api_key=key) as server:
         netloc = server.base_url.removeprefix("http://")
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "--sweep=mine.toml",
             f"--endpoint=ref=http://:{key}@{netloc}",
             "--modelsweep-dir=work",
             "--results=r.json",
             "-p",
             "no:cacheprovider",
-            timeout=60,
         )
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR

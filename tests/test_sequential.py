@@ -11,7 +11,6 @@ items the results file holds, and every request a server got is counted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -26,10 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from direct_calls import Recorded, attached, bench_settings
-from paths import TWO_WORKERS
-from requirements import SHARED_DATA_HINT, module_needs
-from test_decision_page import (
+from support.decision_runs import (
     GSM8K,
     REFERENCE,
     SAME,
@@ -37,6 +33,9 @@ from test_decision_page import (
     WORSE,
     AnsweringServer,
 )
+from support.direct_calls import Recorded, attached, bench_settings
+from support.paths import TWO_WORKERS
+from support.requirements import SHARED_DATA_HINT, module_needs
 
 from pytest_modelsweep.api.evaluation import EvalItem
 from pytest_modelsweep.core.errors import DataError
@@ -69,31 +68,6 @@ RIGHT: dict[str, Callable[[int], bool]] = {
 USER_ITEMS = 60
 
 
-class SlowServer(AnsweringServer):
-    """The answering server, each answer after ``delay_s`` (so that a run can be killed
-    between rounds), and none before the server ``after`` (if given) has been asked a
-    question (at most :data:`AFTER_S` seconds)."""
-
-    def __init__(
-        self, *args: Any, delay_s: float = 0.0, after: SlowServer | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.delay_s = delay_s
-        self.after = after
-
-    async def _answer(self, path: str, data: dict[str, Any], writer: Any) -> bool:
-        waited = 0.0
-        while self.after is not None and not self.after.stats.bodies and waited < AFTER_S:
-            await asyncio.sleep(0.01)
-            waited += 0.01
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        return await super()._answer(path, data, writer)
-
-
-AFTER_S = 120.0
-
-
 def replies(right: Callable[[int], bool], problems: int = LIMIT) -> dict[str, str]:
     """Every GSM8K question of the first ``problems`` and the user's bench, answered right
     where ``right(i)``."""
@@ -112,13 +86,14 @@ def server(
     delay_s: float = 0.0,
     right: Callable[[int], bool] | None = None,
     problems: int = LIMIT,
-    after: SlowServer | None = None,
-) -> SlowServer:
-    return SlowServer(
+    after: AnsweringServer | None = None,
+) -> AnsweringServer:
+    """The answering server, each answer after ``delay_s``, none before ``after`` was asked."""
+    return AnsweringServer(
         model,
         replies(right or RIGHT[model], problems),
         chunk_delay_s=0.0,
-        delay_s=delay_s,
+        answer_delay_s=delay_s,
         after=after,
     )
 
@@ -252,7 +227,7 @@ def check_verdict(run_: Run, candidate: str, verdict: str, stop: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def plain_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, dict[str, SlowServer]]:
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, dict[str, AnsweringServer]]:
     """GSM8K, a reference and both candidates, one process (no -n)."""
     path = tmp_path_factory.mktemp("plain")
     servers = {model: server(model) for model in RIGHT}
@@ -262,7 +237,7 @@ def plain_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, dict[str, 
 
 
 def test_a_much_worse_candidate_stops_early_an_equal_one_runs_to_the_end(
-    plain_run: tuple[Run, dict[str, SlowServer]],
+    plain_run: tuple[Run, dict[str, AnsweringServer]],
 ) -> None:
     result, servers = plain_run
     worse, same, reference = (result.accuracy(m) for m in (WORSE, SAME, REFERENCE))
@@ -285,7 +260,7 @@ def test_a_much_worse_candidate_stops_early_an_equal_one_runs_to_the_end(
 
 
 def test_the_records_read_back_and_the_reports_say_after_how_many_items(
-    plain_run: tuple[Run, dict[str, SlowServer]],
+    plain_run: tuple[Run, dict[str, AnsweringServer]],
 ) -> None:
     result, _ = plain_run
     for written in result.results["measurements"]:
@@ -415,7 +390,7 @@ def test_a_users_own_benchmark_stops_when_decided(tmp_path: Path) -> None:
     def no_baseline() -> list[Measurement]:
         raise DataError("--baseline 'base': no such baseline")
 
-    def evaluated(model: str, served: SlowServer) -> AccuracyStats:
+    def evaluated(model: str, served: AnsweringServer) -> AccuracyStats:
         result = evaluate(
             lambda: attached(served.base_url, model, "chat"),
             "adding",
@@ -487,7 +462,9 @@ def gate_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Measurem
     return path, result.measurement(REFERENCE, "gsm8k")
 
 
-def gate_run(path: Path, right: Callable[[int], bool], threshold: str) -> tuple[Run, SlowServer]:
+def gate_run(
+    path: Path, right: Callable[[int], bool], threshold: str
+) -> tuple[Run, AnsweringServer]:
     servers = {REFERENCE: server(REFERENCE, right=right, problems=GATE_ITEMS)}
     result = serving(
         servers,

@@ -6,6 +6,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from support.sse_server import SseServer
 
 from pytest_modelsweep.client.counters import (
     counter_names,
@@ -14,11 +15,6 @@ from pytest_modelsweep.client.counters import (
     parse_prometheus,
 )
 from pytest_modelsweep.core.errors import EndpointError
-
-try:  # tests/ as a package, or as a plain directory on sys.path
-    from .sse_server import SseServer
-except ImportError:
-    from sse_server import SseServer  # type: ignore[no-redef]
 
 VLLM_TEXT = """\
 # HELP vllm:generation_tokens_total Number of generation tokens processed.

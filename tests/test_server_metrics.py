@@ -10,6 +10,7 @@ import itertools
 import threading
 
 import pytest
+from support.sse_server import SseServer
 
 from pytest_modelsweep.client import run_stream_requests
 from pytest_modelsweep.client.counters import parse_prometheus
@@ -20,11 +21,6 @@ from pytest_modelsweep.serving.server_metrics import (
     sampled_names,
 )
 from pytest_modelsweep.workloads.throughput import throughput_requests
-
-try:  # tests/ as a package, or as a plain directory on sys.path
-    from .sse_server import SseServer
-except ImportError:
-    from sse_server import SseServer  # type: ignore[no-redef]
 
 INTERVAL = 0.05
 

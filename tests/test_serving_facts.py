@@ -3,8 +3,8 @@ run from a tag), serving flags observed or declared, TPU pitfalls refused before
 request, and the process that serves an endpoint on this host.
 
 Docker is the ``docker`` shim of ``tests/docker_shim`` (a stand-in for the command line,
-never for vLLM); servers are the fake ones of ``tests/sse_server.py`` and
-``tests/fake_llama_server.py``, started in this process or as a process of their own.
+never for vLLM); servers are the fake ones of ``tests/support/sse_server.py`` and
+``tests/support/fake_llama_server.py``, started in this process or as a process of their own.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_images import DockerShim, image_entry
-from sse_server import ListingServer
+from support.docker_images import DockerShim, image_entry
+from support.fake_launcher import FAKE
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.api.evaluation import EvalItem, request_for, scored_record
 from pytest_modelsweep.cli import main
@@ -372,7 +373,7 @@ def test_an_attached_fake_llama_server_process_is_named_in_the_provenance(
     sweep = load_sweep("embedded")
     name = sweep.reference
     port = free_port()
-    script = ROOT / "tests" / "fake_llama_server.py"
+    script = FAKE
     process = subprocess.Popen(
         [
             sys.executable,
@@ -420,7 +421,7 @@ def hand_started() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     process = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "tests" / "fake_llama_server.py"),
+            str(FAKE),
             "--port",
             str(port),
             "--alias",
@@ -447,7 +448,7 @@ def test_a_bench_run_against_a_hand_started_server_counts_its_cpu_as_the_servers
     """The real throughput bench attached to the hand-started server: every window meters the
     server's process as the server's (not others'), the results name that process and mark
     its flags observed, and the report shows them."""
-    from throughput_bench_run import run_bench
+    from support.throughput_bench_run import run_bench
 
     url, process = hand_started
     run_bench(pytester, url, "--repeats", "2", "--store", "s.sqlite").assert_outcomes(passed=1)
@@ -488,14 +489,12 @@ def test_a_launched_llama_servers_flags_are_observed_and_its_process_named(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The llama.cpp launch path, llama-server being the fake of tests/fake_llama_server.py:
+    """The llama.cpp launch path, llama-server being the fake of tests/support/fake_llama_server.py:
     the flags read back from its /props are marked observed."""
     import struct
 
     launcher = tmp_path / "llama-server"
-    launcher.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {ROOT / "tests" / "fake_llama_server.py"} "$@"\n'
-    )
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
     launcher.chmod(0o755)
     monkeypatch.setenv("MODELSWEEP_LLAMA_SERVER", str(launcher))
     monkeypatch.setenv("MODELSWEEP_CACHE", str(tmp_path / "cache"))

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 from scipy.stats import t as student_t
-from sse_server import ListingServer
-from test_report_real_run import html_tables, markdown_tables, summary_section
+from support.report_parsing import html_tables, markdown_tables, summary_section
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.codec import converter
 from pytest_modelsweep.core.cost import (

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, SHARED_DATA
-from requirements import SHARED_DATA_HINT, need
-from sse_server import ListingServer
+from support.paths import PAIR, SHARED_DATA
+from support.requirements import SHARED_DATA_HINT, need
+from support.sse_server import ListingServer
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
@@ -59,7 +59,7 @@ def healthy() -> Iterator[list[str]]:
 
 
 def gsm8k(pytester: pytest.Pytester, endpoints: list[str], *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-m",
         "gsm8k",
         f"--gsm8k-path={GSM8K}",
@@ -196,7 +196,7 @@ def test_a_healthy_run_is_saved_as_baseline_and_a_failed_one_is_not_compared_wit
 
 
 def test_nothing_judged_is_not_a_pass(pytester: pytest.Pytester, accuracy_benches: None) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-m", "verdict", "--store", "empty.sqlite", f"--gsm8k-path={GSM8K}", "-rs", *PAIR
     )
     result.assert_outcomes(skipped=2)
@@ -208,7 +208,7 @@ def test_nothing_judged_is_not_a_pass(pytester: pytest.Pytester, accuracy_benche
             "the store*); run the reference's benchmarks first, or pass --allow-unjudged",
         ]
     )
-    allowed = pytester.runpytest_subprocess(
+    allowed = pytester.runpytest(
         "-m",
         "verdict",
         "--store",
@@ -267,7 +267,7 @@ def test_fewer_records_than_the_limit_are_measured_with_a_warning(
     lines = GSM8K.read_text().splitlines()
     (data / "test.jsonl").write_text("\n".join(lines[:2]) + "\n")
     (data / "train.jsonl").write_text((GSM8K.parent / "train.jsonl").read_text())
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-m",
         "gsm8k",
         f"--gsm8k-path={data / 'test.jsonl'}",
@@ -301,7 +301,7 @@ def test_an_empty_data_file_is_an_error(
     data = pytester.mkdir("data")
     (data / "test.jsonl").write_text("")
     (data / "train.jsonl").write_text((GSM8K.parent / "train.jsonl").read_text())
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-m",
         "gsm8k",
         f"--gsm8k-path={data / 'test.jsonl'}",
@@ -350,7 +350,7 @@ def test_a_ratio_is_never_drawn_from_a_throughput_test_that_failed(
         ListingServer("gemma3-270m", default_fault="short:200") as reference,
         ListingServer("smollm2-135m") as candidate,
     ):
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "-k",
             "c1 and not c16",
             "--repeats",
@@ -366,7 +366,6 @@ def test_a_ratio_is_never_drawn_from_a_throughput_test_that_failed(
             f"gemma3-270m={reference.base_url}",
             "--endpoint",
             f"smollm2-135m={candidate.base_url}",
-            timeout=300,
         )
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(

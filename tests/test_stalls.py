@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from paths import PAIR
-from sse_server import SseServer
+from support.paths import PAIR
+from support.sse_server import SseServer
 
 from pytest_modelsweep.client import Guard, post_requests, stream_requests
 from pytest_modelsweep.client.breaker import Breaker
@@ -329,7 +329,7 @@ def write_gsm8k(folder: Path) -> Path:
 def run_gsm8k(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_accuracy=(ROOT / "benches" / "test_accuracy.py").read_text())
     data = write_gsm8k(pytester.path / "gsm8k")
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-m",
         "gsm8k",
         "--limit",
@@ -344,7 +344,6 @@ def run_gsm8k(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResu
         *PAIR,
         *[f"--endpoint={m}={url}" for m in MODELS],
         *args,
-        timeout=120,
     )
 
 

@@ -11,12 +11,15 @@ header read, the command line built, the process owned by a ``ServerProcess`` th
 from __future__ import annotations
 
 import json
-import os
-import struct
 import sys
 from pathlib import Path
 
 import pytest
+from support.fake_launcher import (
+    FAKE,
+    ROOT,
+    gguf,
+)
 
 from pytest_modelsweep.core.measurements import Measurement, StartupStats
 from pytest_modelsweep.report.decision import decision_page
@@ -24,8 +27,6 @@ from pytest_modelsweep.store.results import RunInfo
 
 pytest_plugins = ("pytester",)
 
-ROOT = Path(__file__).resolve().parents[1]
-FAKE = ROOT / "tests" / "fake_llama_server.py"
 REFERENCE, CANDIDATE = "gemma3-270m", "smollm2-135m"
 DELAY_S = 0.5
 SLOWER_S = 1.5
@@ -33,25 +34,6 @@ SLOWER_S = 1.5
 then 1.5 s of sleep double the time from launch to first token or more (the gate's threshold is
 +25%), and the sleep is most of a launch's time: the gate reads real launch times, so the
 test runs alone (``timing``)."""
-
-
-def gguf(path: Path) -> Path:
-    """A GGUF v3 file with a header and no tensors (llama-server's stand-in reads nothing)."""
-
-    def text(value: str) -> bytes:
-        return struct.pack("<Q", len(value.encode())) + value.encode()
-
-    pairs = [("general.architecture", "fake"), ("general.name", "Fake")]
-    body = (
-        b"GGUF"
-        + struct.pack("<IQQ", 3, 0, len(pairs))
-        + b"".join(text(key) + struct.pack("<I", 8) + text(value) for key, value in pairs)
-    )
-    with open(path, "wb") as handle:
-        handle.write(body + b"\0" * 65536)
-        handle.flush()
-        os.fsync(handle.fileno())  # clean pages: the bench's eviction can drop them
-    return path
 
 
 @pytest.fixture
@@ -72,7 +54,7 @@ def fake_launcher(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
             for name in (REFERENCE, CANDIDATE)
         )
     )
-    pytester.makepyfile(test_startup=(ROOT / "benches" / "test_startup.py").read_text())
+    pytester.makepyfile(test_the_startup=(ROOT / "benches" / "test_startup.py").read_text())
     return sweep
 
 
@@ -84,7 +66,7 @@ def run(
     *args: str,
 ) -> tuple[pytest.RunResult, list[Measurement], dict[str, object]]:
     monkeypatch.setenv("FAKE_START_DELAY_S", str(delay))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         f"--sweep={sweep}",
         "--results=r.json",
         "--store=s.sqlite",
@@ -93,7 +75,6 @@ def run(
         "no:cacheprovider",
         "-s",
         *args,
-        timeout=300,
     )
     data = json.loads((pytester.path / "r.json").read_text())
     return result, [Measurement.from_dict(m) for m in data["measurements"]], data
@@ -175,15 +156,14 @@ def test_a_start_is_timed_over_fresh_launches_and_a_server_twice_as_slow_fails_t
 
 
 def test_attached_endpoints_skip_the_cold_start_with_the_reason(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_startup=(ROOT / "benches" / "test_startup.py").read_text())
-    result = pytester.runpytest_subprocess(
+    pytester.makepyfile(test_the_startup=(ROOT / "benches" / "test_startup.py").read_text())
+    result = pytester.runpytest(
         f"--model={CANDIDATE}",
         f"--endpoint={CANDIDATE}=http://127.0.0.1:9",
         "-rs",
         "--modelsweep-dir=work",
         "-p",
         "no:cacheprovider",
-        timeout=120,
     )
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import sqlalchemy
-from postgres_server import ADMIN, ADMIN_PASSWORD, PostgresServer, free_port
-from stores import raw_sql
+from support.postgres_server import ADMIN, ADMIN_PASSWORD, PostgresServer, free_port
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.measurements import Measurement
@@ -238,7 +238,7 @@ def old_store(store_at: str, version: int) -> None:
     GSM8K measurement whose items hold their answers (as every version before 4 wrote them),
     saved as baseline main; from version 3 also two runs of sweep run sr-1, one that ended
     and one killed (never marked)."""
-    from stores import engine_of
+    from support.stores import engine_of
 
     from pytest_modelsweep.core.measurements import Measurement
     from pytest_modelsweep.core.records import Completion, ItemRecord

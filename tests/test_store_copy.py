@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from sse_server import SseServer
-from stores import raw_sql
+from support.sse_server import SseServer
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.measurements import Measurement
 from pytest_modelsweep.core.store_location import parse_store_location

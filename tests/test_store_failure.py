@@ -1,6 +1,6 @@
 """A store that fails mid-run fails the run fast, and nothing measured is sent again.
 
-A user's own benchmark with a verdict, three models on the fake server of tests/sse_server.py,
+A user's own benchmark with a verdict, three models on the fake server of tests/support/sse_server.py,
 without ``-n`` and under ``-n 2``. The store fails as the reference's test starts, each way
 for real (no root needed):
 
@@ -9,7 +9,7 @@ for real (no root needed):
 * read-only: SQLite's ``PRAGMA query_only`` from then on (``attempt to write a readonly
   database``); root writes through a chmod'ed file (and through an open one, anybody does),
   so a mode bit cannot make a store read-only mid-run;
-* gone: a throwaway PostgreSQL server (tests/postgres_server.py) stopped.
+* gone: a throwaway PostgreSQL server (tests/support/postgres_server.py) stopped.
 
 The fault is the project's conftest (a SQLAlchemy pool event in every process of the run).
 Each run has one line per failed test, no traceback, no INTERNALERROR, and ends within 60 s
@@ -30,13 +30,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from paths import TWO_WORKERS
-from postgres_server import PostgresServer, missing_reason
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import Pool
-from sse_server import SseServer
-from user_projects import MODELS, assert_no_traceback, eval_bench, options, output, project
+from support.paths import TWO_WORKERS
+from support.postgres_server import PostgresServer, missing_reason
+from support.sse_server import SseServer
+from support.user_projects import MODELS, assert_no_traceback, eval_bench, options, output, project
 
 from pytest_modelsweep.core.measurements import STOP_FINAL
 from pytest_modelsweep.core.outputs import OutputError

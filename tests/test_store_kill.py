@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy
-from paths import write_sweep
-from sse_server import SseServer
-from stores import raw_sql
+from support.paths import write_sweep
+from support.sse_server import SseServer
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.store_location import parse_store_location
 

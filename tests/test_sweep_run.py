@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from stores import raw_sql
-from test_comparisons import record_items, record_rate
+from support.comparison_records import record_items, record_rate
+from support.stores import raw_sql
 
 from pytest_modelsweep.core.options import parse_sweep_run
 from pytest_modelsweep.judging.comparisons import ComparisonFinder, Failed, Found, Missing

@@ -12,6 +12,10 @@ import zlib
 from collections.abc import Iterator
 
 import pytest
+from support.endpoints import (
+    endpoint_at,
+)
+from support.sse_server import SseServer, fake_token_ids
 
 from pytest_modelsweep.client import (
     StreamOutcome,
@@ -22,8 +26,7 @@ from pytest_modelsweep.client import (
 from pytest_modelsweep.client.counters import fetch_metrics, find_counter
 from pytest_modelsweep.core.errors import EndpointError, MeasurementError
 from pytest_modelsweep.core.records import ApiRequest, RequestRecord
-from pytest_modelsweep.core.sweep import ModelSource, ModelSpec
-from pytest_modelsweep.serving.endpoint import Endpoint, Provenance
+from pytest_modelsweep.serving.endpoint import Endpoint
 from pytest_modelsweep.workloads.prompts import (
     SHORT_PROMPT_TOKENS,
     WORDS,
@@ -41,25 +44,7 @@ from pytest_modelsweep.workloads.throughput import (
     tpot,
 )
 
-try:  # tests/ as a package, or as a plain directory on sys.path
-    from .sse_server import SseServer, fake_token_ids
-except ImportError:
-    from sse_server import SseServer, fake_token_ids  # type: ignore[no-redef]
-
 SMOLLM2_NAME = "smollm2-135m"
-
-
-def endpoint_at(base_url: str, kind: str = "llamacpp", served: str = "m") -> Endpoint:
-    spec = ModelSpec(
-        name=served,
-        source=ModelSource("path", "model.gguf"),
-        served_name=served,
-        license="apache-2.0",
-        prompting="completion",
-        tool_call_parser=None,
-        bfcl_mode="prompt",
-    )
-    return Endpoint(spec, base_url, served, 4096, kind, Provenance("test", "0", served))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- prompts

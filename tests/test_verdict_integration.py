@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from paths import REAL_CACHE, SHARED_DATA, embedded_sweep_with
-from requirements import SHARED_DATA_HINT, need
+from support.paths import REAL_CACHE, SHARED_DATA, embedded_sweep_with
+from support.requirements import SHARED_DATA_HINT, need
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from paths import PAIR, TWO_WORKERS, write_sweep
-from sse_server import ListingServer, SseServer
+from support.paths import PAIR, TWO_WORKERS, write_sweep
+from support.sse_server import ListingServer, SseServer
 
 pytest_plugins = ("pytester",)
 
@@ -333,7 +333,7 @@ def run_throughput_bench(pytester: pytest.Pytester, endpoints: list[str], *args:
     spread leads, t = 12.7) covered 1 once the reference's repeats differed by 16%; with
     three (t = 4.3) a ratio of 0.25 stays below 1 up to a spread of about 50%."""
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-k",
         "c1 and not c16",
         "--repeats",
@@ -354,7 +354,6 @@ def run_throughput_bench(pytester: pytest.Pytester, endpoints: list[str], *args:
         "no:cacheprovider",
         *endpoints,
         *args,
-        timeout=300,
     )
 
 
@@ -457,7 +456,7 @@ def test_a_stored_reference_flagged_unstable_is_named_with_the_candidates_ratio(
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
 
     def c16(*args: str) -> Any:
-        return pytester.runpytest_subprocess(
+        return pytester.runpytest(
             "-k",
             "c16 and not long",
             "--repeats=2",
@@ -472,7 +471,6 @@ def test_a_stored_reference_flagged_unstable_is_named_with_the_candidates_ratio(
             "no:cacheprovider",
             *slow_candidate,
             *args,
-            timeout=300,
         )
 
     # the reference alone, in an earlier run, with a limit no two repeats stay under

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requirements import SHARED_DATA_HINT, need
+from support.requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.sweep import BfclMode, ModelSource, ModelSpec, Prompting

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requirements import SHARED_DATA_HINT, need
-from sse_server import ListingServer
+from support.requirements import SHARED_DATA_HINT, need
+from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting, load_sweep
@@ -260,7 +260,7 @@ def test_the_answer_length_is_the_sweeps_unless_the_option_overrides_it(
 
         def run(*args: str) -> tuple[list[int], dict[str, Any]]:
             sent = len(server.stats.bodies)
-            result = pytester.runpytest_subprocess(
+            result = pytester.runpytest(
                 "-m",
                 "gsm8k",
                 f"--gsm8k-path={DATA / 'test.jsonl'}",
@@ -309,7 +309,7 @@ def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
 
 def test_a_run_on_a_file_that_is_not_utf8_fails_in_one_line(pytester: pytest.Pytester) -> None:
     """The built-in bench on such a file: each model's GSM8K test fails with that one line."""
-    from sse_server import SseServer
+    from support.sse_server import SseServer
 
     models = tuple(load_sweep("embedded").models)
     pytester.makepyfile(
@@ -320,14 +320,13 @@ def test_a_run_on_a_file_that_is_not_utf8_fails_in_one_line(pytester: pytest.Pyt
     (data / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
     (data / "test.jsonl").write_bytes(b'{"question": "\xff", "answer": "#### 1"}\n')
     with SseServer(served_names=models) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "-k",
             "gsm8k and not verdict",
             f"--gsm8k-path={data / 'test.jsonl'}",
             *(f"--endpoint={m}={server.base_url}" for m in models),
             "-p",
             "no:cacheprovider",
-            timeout=60,
         )
     result.assert_outcomes(errors=len(models))
     line = (

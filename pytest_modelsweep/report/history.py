@@ -254,23 +254,26 @@ def read_history(
     if len(listed) > max_runs:
         notes.append(f"the newest {max_runs} of {len(listed)} runs")
         listed = listed[-max_runs:]
-    runs: list[_Run] = []
-    for row in listed:
-        run_id = str(row["run_id"])
-        project = store.run(run_id).get("project")
-        commit = project.get("commit") if isinstance(project, Mapping) else None
-        found: dict[str, Measurement] = {}
-        for m in gateable(measurements_of(store.measurements(run_id))):
-            if (benchmark is None or m.benchmark == benchmark) and _matches(m, settings or {}):
-                found[f"{m.model}\0{m.benchmark}\0{setting_of(m)}"] = m  # its latest
-        runs.append(
-            _Run(
-                run_id,
-                str(row["started_at"]),
-                None if commit is None else str(commit),
-                list(found.values()),
-            )
+    runs = [
+        _Run(
+            run_id,
+            str(row["started_at"]),
+            str(project["commit"])
+            if isinstance(project, Mapping) and project.get("commit") is not None
+            else None,
+            list(
+                {  # each measurement's latest
+                    f"{m.model}\0{m.benchmark}\0{setting_of(m)}": m
+                    for m in gateable(measurements_of(store.measurements(run_id)))
+                    if (benchmark is None or m.benchmark == benchmark)
+                    and _matches(m, settings or {})
+                }.values()
+            ),
         )
+        for row in listed
+        for run_id in [str(row["run_id"])]
+        for project in [store.run(run_id).get("project")]
+    ]
     return History(
         str(store.path),
         sweep,
@@ -320,31 +323,28 @@ def _one_series(
 ) -> HistorySeries:
     first = line[0][1]
     log = _on_log_scale(first)
-    points = []
-    for i, (run, m) in enumerate(line):
-        decision, why = decisions.get(
-            (run.run_id, id(m)),
-            (
-                UNJUDGED,
-                "the first run of this series: nothing earlier to compare with"
-                if i == 0
-                else "not judged",
+    points = [
+        HistoryPoint(
+            run.run_id,
+            run.started_at,
+            run.commit,
+            _text(m.provenance.get("image_digest")),
+            m.value,
+            None if interval is None else interval[0],
+            None if interval is None else interval[1],
+            *decisions.get(
+                (run.run_id, id(m)),
+                (
+                    UNJUDGED,
+                    "the first run of this series: nothing earlier to compare with"
+                    if i == 0
+                    else "not judged",
+                ),
             ),
         )
-        interval = _interval(m)
-        points.append(
-            HistoryPoint(
-                run.run_id,
-                run.started_at,
-                run.commit,
-                _text(m.provenance.get("image_digest")),
-                m.value,
-                None if interval is None else interval[0],
-                None if interval is None else interval[1],
-                decision,
-                why,
-            )
-        )
+        for i, (run, m) in enumerate(line)
+        for interval in [_interval(m)]
+    ]
     note, changes = "", []
     values = [p.value for p in points]
     if len(points) < MIN_RUNS:
@@ -406,26 +406,21 @@ def changes_line(series: HistorySeries) -> str:
 
 def series_table(series: HistorySeries) -> Table:
     """A series as a table: a row per run, oldest first."""
-    rows: list[list[str | int]] = []
-    for p in series.points:
-        interval = (
+    rows: list[list[str | int]] = [
+        [
+            p.run_id,
+            p.started_at,
+            _short(p.commit, 10),
+            _short(p.image_digest),
+            format_value(p.value),
             "-"
             if p.low is None or p.high is None
-            else f"[{format_value(p.low)}, {format_value(p.high)}]"
-        )
-        gate = p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else "")
-        rows.append(
-            [
-                p.run_id,
-                p.started_at,
-                _short(p.commit, 10),
-                _short(p.image_digest),
-                format_value(p.value),
-                interval,
-                gate,
-                "CHANGE" if p.change else "",
-            ]
-        )
+            else f"[{format_value(p.low)}, {format_value(p.high)}]",
+            p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else ""),
+            "CHANGE" if p.change else "",
+        ]
+        for p in series.points
+    ]
     notes = [changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else [])
     return Table(
         f"{series.title} ({series.unit})" + (", apart" if series.apart else ""),
@@ -546,19 +541,25 @@ def history_html(history: History) -> str:
         + ". "
         + RULE_LINE
     )
-    parts = [_SECTION, f'<p class="ms-notes">{escape_text(heading)}</p>']
-    if not matplotlib_available():
-        parts.append(_NO_PLOTS)
-    for series in history.series:
-        parts.append(f'<div class="ms-history-series" data-series="{escape_text(series.title)}">')
-        svg = drawn(lambda: series_plot(series))  # noqa: B023 (called at once)
-        if isinstance(svg, NotDrawn):
-            parts.append(not_drawn_html(f"the plot of {series.title}", svg))
-        elif svg is not None:
-            parts.append(_figure(svg, f"{series.title} across runs", changes_line(series)))
-        parts.append(table_html(series_table(series)))
-        parts.append("</div>")
-    return "".join(parts) + "</section>"
+    return (
+        f'{_SECTION}<p class="ms-notes">{escape_text(heading)}</p>'
+        + ("" if matplotlib_available() else _NO_PLOTS)
+        + "".join(
+            f'<div class="ms-history-series" data-series="{escape_text(series.title)}">'
+            + (
+                not_drawn_html(f"the plot of {series.title}", svg)
+                if isinstance(svg, NotDrawn)
+                else ""
+                if svg is None
+                else _figure(svg, f"{series.title} across runs", changes_line(series))
+            )
+            + table_html(series_table(series))
+            + "</div>"
+            for series in history.series
+            for svg in [drawn(lambda: series_plot(series))]  # noqa: B023 (called at once)
+        )
+        + "</section>"
+    )
 
 
 def history_document(history: History) -> str:

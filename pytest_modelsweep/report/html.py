@@ -25,20 +25,17 @@ from ..core.measurements import (
 from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
 from ..workloads.throughput import LatencyStats
-from .decision import (
-    FIGURES_TITLE,
+from .decision.build import decision_page
+from .decision.layout import (
     Block,
-    Cell,
-    Column,
-    DecisionRow,
     cell_lines,
-    decision_page,
     figure_lines,
     pareto_line,
     table_columns,
     unmeasured_line,
     unplaced_line,
 )
+from .decision.page import FIGURES_TITLE, Cell, Column, DecisionRow
 from .plots import (
     MATPLOTLIB_HINT,
     NotDrawn,
@@ -311,20 +308,19 @@ def decision_html(
 def summary_html(measurements: Measurements, run: RunInfo) -> str:
     """The "modelsweep summary" section: heading, provenance, tables, plots (with its CSS)."""
     tables = summary_tables(measurements, reference=run.reference)
+    plots = summary_plots(measurements, run.reference)
     parts = [
         f"<style>{CSS}</style>",
         f'<section class="modelsweep" id="modelsweep-summary"><h2>{escape_text(SUMMARY_TITLE)}</h2>',
         f'<p class="ms-title">{escape_text(run_title(run))}</p>',
         f'<p class="ms-provenance">{escape_text(provenance_line(measurements, run))}</p>',
-    ]
-    if not tables:
-        parts.append('<p class="ms-notes">No measurements were recorded.</p>')
-    parts += [table_html(t) for t in tables]
-    plots = summary_plots(measurements, run.reference)
-    if plots is None:
-        parts.append(_NO_PLOTS)
-    elif plots:
-        parts.append(
+        "" if tables else '<p class="ms-notes">No measurements were recorded.</p>',
+        *(table_html(t) for t in tables),
+        _NO_PLOTS
+        if plots is None
+        else ""
+        if not plots
+        else (
             '<h3>Plots</h3><div class="ms-plots">'
             + "".join(
                 not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed))
@@ -333,7 +329,8 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
                 for p in plots
             )
             + "</div>"
-        )
+        ),
+    ]
     return "".join(parts) + "</section>"
 
 
@@ -406,60 +403,68 @@ def server_text(window: ServerMetricsWindow | None) -> str:
         return window.unavailable
     summary = window.summary
     parts = [
-        f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})"
-        for name, gauge in (("running", summary.running), ("waiting", summary.waiting))
-        if gauge is not None
+        *(
+            f"{name} ≤ {gauge.max:g} (mean {gauge.mean:.1f})"
+            for name, gauge in (("running", summary.running), ("waiting", summary.waiting))
+            if gauge is not None
+        ),
+        ""
+        if summary.kv_cache_usage is None
+        else f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%",
+        "absent: " + ", ".join(sorted(summary.absent)) if summary.absent else "",
+        "; ".join(summary.ignored[name] for name in sorted(summary.ignored))
+        if summary.ignored
+        else "",
     ]
-    if summary.kv_cache_usage is not None:
-        parts.append(f"KV cache ≤ {100 * summary.kv_cache_usage.max:.0f}%")
-    if summary.absent:
-        parts.append("absent: " + ", ".join(sorted(summary.absent)))
-    if summary.ignored:
-        parts.append("; ".join(summary.ignored[name] for name in sorted(summary.ignored)))
     flag = summary.flag_line()
-    return "; ".join(parts) + (f"; {flag}" if flag else "") + f" ({summary.samples} samples)"
+    return (
+        "; ".join(part for part in parts if part)
+        + (f"; {flag}" if flag else "")
+        + f" ({summary.samples} samples)"
+    )
 
 
 def _repeats_table(row: ThroughputRow) -> str:
     """One line per timed window of a throughput setting."""
     goodput, cost = row.has_goodput, row.stats.cost is not None
     looped = row.open_loop
-    lines = []
-    for i, w in enumerate(row.stats.repeats):
-        contention = ", ".join(f"{k} {_compact(v)}" for k, v in w.contention.to_dict().items())
-        fidelity = finite(w.fidelity)
-        saturation = w.open_loop.saturation if w.open_loop is not None else None
-        lines.append(
-            [
-                str(i + 1),
-                format_rate(w.output_tokens_per_s),
-                f"{w.duration_s:,.2f}",
-                str(w.completed),
-                NA if fidelity is None else f"{fidelity:.4f}",
-                *(
-                    [
-                        f"{format_goodput(saturation and saturation.offered_rps)} / "
-                        f"{format_goodput(saturation and saturation.achieved_rps)}"
-                        + (" saturated" if saturation is not None and saturation.saturated else "")
-                    ]
-                    if looped
-                    else []
-                ),
-                *(
-                    [
-                        format_goodput(w.goodput and w.goodput.goodput_rps),
-                        format_percent(w.goodput and w.goodput.slo_attainment),
-                    ]
-                    if goodput
-                    else []
-                ),
-                *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
-                format_ms(w.ttft.p50_ms),
-                format_ms(w.tpot.p50_ms),
-                ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
-                server_text(w.server_metrics),
-            ]
-        )
+    lines = [
+        [
+            str(i + 1),
+            format_rate(w.output_tokens_per_s),
+            f"{w.duration_s:,.2f}",
+            str(w.completed),
+            NA if fidelity is None else f"{fidelity:.4f}",
+            *(
+                [
+                    f"{format_goodput(saturation and saturation.offered_rps)} / "
+                    f"{format_goodput(saturation and saturation.achieved_rps)}"
+                    + (" saturated" if saturation is not None and saturation.saturated else "")
+                ]
+                if looped
+                else []
+            ),
+            *(
+                [
+                    format_goodput(w.goodput and w.goodput.goodput_rps),
+                    format_percent(w.goodput and w.goodput.slo_attainment),
+                ]
+                if goodput
+                else []
+            ),
+            *([format_usd(w.usd_per_million_output_tokens)] if cost else []),
+            format_ms(w.ttft.p50_ms),
+            format_ms(w.tpot.p50_ms),
+            ("contended" if w.contended else "") + (f" ({contention})" if contention else ""),
+            server_text(w.server_metrics),
+        ]
+        for i, w in enumerate(row.stats.repeats)
+        for contention in [
+            ", ".join(f"{k} {_compact(v)}" for k, v in w.contention.to_dict().items())
+        ]
+        for fidelity in [finite(w.fidelity)]
+        for saturation in [w.open_loop.saturation if w.open_loop is not None else None]
+    ]
     return _titled_grid(
         "Repeats",
         [
@@ -484,19 +489,7 @@ def _steps_table(m: Measurement) -> str:
     """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
     stats = m.stats
     if isinstance(stats, SearchStats) and stats.knob == RATE:
-        lines = [
-            [
-                f"{step.rate:.3g}",
-                str(step.outcome),
-                NA if step.interval is None else step.interval.text(),
-                f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
-                format_rate(step.output_tokens_per_s),
-                NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
-                server_text(step.recorded.server_metrics if step.recorded else None),
-            ]
-            for step in stats.steps
-        ]
-        return _titled_grid(
+        title, columns, lines = (
             "Steps",
             [
                 "rate (req/s)",
@@ -507,37 +500,52 @@ def _steps_table(m: Measurement) -> str:
                 "TTFT p99 (ms)",
                 "server",
             ],
-            lines,
-        )
-    if isinstance(stats, SearchStats):
-        lines = [
             [
-                f"c{step.concurrency}",
-                "pass" if step.passed else "miss",
-                format_percent(step.slo_attainment),
-                format_rate(step.output_tokens_per_s),
-                server_text(step.recorded.server_metrics if step.recorded else None),
-            ]
-            for step in stats.steps
-        ]
-        return _titled_grid(
-            "Steps", ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"], lines
+                [
+                    f"{step.rate:.3g}",
+                    str(step.outcome),
+                    NA if step.interval is None else step.interval.text(),
+                    f"{format_goodput(step.offered_rps)} / {format_goodput(step.achieved_rps)}",
+                    format_rate(step.output_tokens_per_s),
+                    NA if step.recorded is None else format_ms(step.recorded.ttft.p99_ms),
+                    server_text(step.recorded.server_metrics if step.recorded else None),
+                ]
+                for step in stats.steps
+            ],
         )
-    if isinstance(stats, StartupStats):
-        lines = [
+    elif isinstance(stats, SearchStats):
+        title, columns, lines = (
+            "Steps",
+            ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"],
             [
-                str(c.launch),
-                f"{c.ready_s:.2f}",
-                NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
-                c.cache.detail,
-                c.error or "",
-            ]
-            for c in stats.launches
-        ]
-        return _titled_grid(
-            "Launches", ["launch", "ready (s)", "first token (s)", "cache", "error"], lines
+                [
+                    f"c{step.concurrency}",
+                    "pass" if step.passed else "miss",
+                    format_percent(step.slo_attainment),
+                    format_rate(step.output_tokens_per_s),
+                    server_text(step.recorded.server_metrics if step.recorded else None),
+                ]
+                for step in stats.steps
+            ],
         )
-    return ""
+    elif isinstance(stats, StartupStats):
+        title, columns, lines = (
+            "Launches",
+            ["launch", "ready (s)", "first token (s)", "cache", "error"],
+            [
+                [
+                    str(c.launch),
+                    f"{c.ready_s:.2f}",
+                    NA if c.first_token_s is None else f"{c.first_token_s:.2f}",
+                    c.cache.detail,
+                    c.error or "",
+                ]
+                for c in stats.launches
+            ],
+        )
+    else:
+        return ""
+    return _titled_grid(title, columns, lines)
 
 
 _LISTED = ("steps", "launches")  # statistics shown as a table of their own (_steps_table)
@@ -560,28 +568,32 @@ _SHOWN = {
 
 def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
     """The setting's own figures from the reader, then its other scalar statistics."""
-    fidelity = row.fidelity
-    pairs = [
+    fidelity, cost = row.fidelity, row.stats.cost
+    return [
         ("tokens/s (mean)", format_rate(row.mean)),
         ("range", row.spread),
         ("repeats", str(row.repeat_count)),
         ("CV", format_percent(row.stats.cv)),
         ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}"),
-    ]
-    if row.flags:
-        pairs.append(("flags", row.flags))
-    cost = row.stats.cost
-    if row.has_goodput:
-        pairs += [
-            ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
-            *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells)),
-        ]
-    if cost is not None:
-        pairs += [("$/1M output tokens", row.cost_cell), ("price", cost.pricing.describe())]
-    return pairs + [
-        (k, _compact(v))
-        for k, v in row.stats.to_dict().items()
-        if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))
+        *([("flags", row.flags)] if row.flags else []),
+        *(
+            [
+                ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
+                *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells)),
+            ]
+            if row.has_goodput
+            else []
+        ),
+        *(
+            [("$/1M output tokens", row.cost_cell), ("price", cost.pricing.describe())]
+            if cost is not None
+            else []
+        ),
+        *(
+            (k, _compact(v))
+            for k, v in row.stats.to_dict().items()
+            if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))
+        ),
     ]
 
 
@@ -590,41 +602,45 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
     if not requests:
         return []
     errors, latencies = [r for r in requests if r.error], request_latencies(requests)
-    rows = [("requests", str(len(requests))), ("failed", str(len(errors)))]
-    rows += [
-        (
-            f"{label} mean / p50 / p99 (ms)",
-            " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99)),
-        )
-        for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
-        if (s := LatencyStats.of(latencies[name])).n
-    ]
     completion = [r.completion_tokens for r in requests if r.completion_tokens is not None]
-    if completion:
-        rows.append(("completion tokens", f"{sum(completion):,}"))
-    if errors:
-        rows.append(("first error", str(errors[0].error)))
-    return rows
+    return [
+        ("requests", str(len(requests))),
+        ("failed", str(len(errors))),
+        *(
+            (
+                f"{label} mean / p50 / p99 (ms)",
+                " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99)),
+            )
+            for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
+            if (s := LatencyStats.of(latencies[name])).n
+        ),
+        *([("completion tokens", f"{sum(completion):,}")] if completion else []),
+        *([("first error", str(errors[0].error))] if errors else []),
+    ]
 
 
 def _items_table(m: Measurement) -> str:
-    rows = []
-    for item in m.item_records()[:MAX_ITEMS]:
-        shown = item.response[:MAX_RESPONSE_CHARS]
-        if len(item.response) > len(shown):
-            shown += f"\n… ({len(item.response) - len(shown):,} more characters)"
-        tokens = item.completion_tokens
-        rows.append(
-            [
-                item.item_id,
-                "yes" if item.correct else "no",
-                _compact(item.extracted),
-                item.finish_reason or "",
-                "" if tokens is None else str(tokens),
-                item.error or "",
-                f'<pre class="ms-response">{escape_text(shown)}</pre>',
-            ]
-        )
+    rows = [
+        [
+            item.item_id,
+            "yes" if item.correct else "no",
+            _compact(item.extracted),
+            item.finish_reason or "",
+            "" if item.completion_tokens is None else str(item.completion_tokens),
+            item.error or "",
+            '<pre class="ms-response">'
+            + escape_text(
+                item.response[:MAX_RESPONSE_CHARS]
+                + (
+                    f"\n… ({len(item.response) - MAX_RESPONSE_CHARS:,} more characters)"
+                    if len(item.response) > MAX_RESPONSE_CHARS
+                    else ""
+                )
+            )
+            + "</pre>",
+        ]
+        for item in m.item_records()[:MAX_ITEMS]
+    ]
     caption = f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>"
     return caption + _grid(
         ["item", "correct", "extracted", "finish", "tokens", "error", "response"],
@@ -663,9 +679,6 @@ _ENDPOINT = (
 
 def measurement_html(m: Measurement) -> str:
     """The details of one measurement: parameters, statistics, requests, first items."""
-    parts = [f"<h4>{escape_text(m.model)} · {escape_text(headline(m))}</h4>"]
-    if m.params:
-        parts.append(_key_value_table([(str(k), _compact(v)) for k, v in m.params.items()]))
     row = throughput_row(m) if isinstance(m.stats, ThroughputStats) else None
     scalars = (
         _throughput_scalars(row)
@@ -676,28 +689,24 @@ def measurement_html(m: Measurement) -> str:
             if not (k in LATENCY_NAMES and isinstance(v, dict)) and k not in _LISTED
         ]
     )
-    if scalars:
-        parts.append("<h4>Statistics</h4>" + _key_value_table(scalars))
-    if row:
-        parts += [_latency_table(row), _repeats_table(row)]
-    else:
-        parts.append(_steps_table(m))
-    if m.requests:
-        parts.append("<h4>Requests</h4>" + _key_value_table(request_summary(m.request_records())))
-    if m.items:
-        parts.append(_items_table(m))
-    if m.provenance:
-        parts.append(
-            "<h4>Endpoint</h4>"
-            + _key_value_table(
-                [
-                    (k, _compact(m.provenance[k]))
-                    for k in _ENDPOINT
-                    if m.provenance.get(k) not in (None, "")
-                ]
-            )
-        )
-    return "".join(parts)
+    endpoint = [
+        (k, _compact(m.provenance[k])) for k in _ENDPOINT if m.provenance.get(k) not in (None, "")
+    ]
+    return "".join(
+        [
+            f"<h4>{escape_text(m.model)} · {escape_text(headline(m))}</h4>",
+            _key_value_table([(str(k), _compact(v)) for k, v in m.params.items()])
+            if m.params
+            else "",
+            "<h4>Statistics</h4>" + _key_value_table(scalars) if scalars else "",
+            _latency_table(row) + _repeats_table(row) if row else _steps_table(m),
+            "<h4>Requests</h4>" + _key_value_table(request_summary(m.request_records()))
+            if m.requests
+            else "",
+            _items_table(m) if m.items else "",
+            "<h4>Endpoint</h4>" + _key_value_table(endpoint) if m.provenance else "",
+        ]
+    )
 
 
 def measurements_extra_html(measurements: Measurements) -> str:

@@ -126,23 +126,31 @@ def _load(
 ) -> dict[str, Any]:
     windows = stats.repeats
     loops = [w.open_loop for w in windows if w.open_loop is not None]
-    concurrency = m.params.get("concurrency")
+    concurrency, asked = m.params.get("concurrency"), m.params.get("output_tokens")
     standardized: dict[str, Any] = {
         "tool": LOAD_TOOL,
         "tool_version": str((run.get("software") or {}).get("pytest_modelsweep") or __version__),
         "source": "sampled" if m.params.get("user_prompts") else "random",
         "input_seq_len": _sequence_length(prompts, windows[0].prompt_tokens),
+        **(
+            {"output_seq_len": _sequence_length(outputs, int(asked or 0))}
+            if outputs or isinstance(asked, int)
+            else {}
+        ),
+        **(
+            {"rate_qps": float(loops[0].rate)}
+            if loops
+            else {"concurrency": concurrency}
+            if isinstance(concurrency, int) and not isinstance(concurrency, bool)
+            else {}
+        ),
     }
-    asked = m.params.get("output_tokens")
-    if outputs or isinstance(asked, int):
-        standardized["output_seq_len"] = _sequence_length(outputs, int(asked or 0))
-    if loops:
-        standardized["rate_qps"] = float(loops[0].rate)
-    elif isinstance(concurrency, int) and not isinstance(concurrency, bool):
-        standardized["concurrency"] = concurrency
-    native = {"benchmark": m.benchmark, "params": m.params, "test_id": m.test_id}
-    if loops:
-        native["arrivals"] = loops[0].describe
+    native = {
+        "benchmark": m.benchmark,
+        "params": m.params,
+        "test_id": m.test_id,
+        **({"arrivals": loops[0].describe} if loops else {}),
+    }
     return {
         "metadata": {"cfg_id": _config_id(native), "description": m.test_id},
         "standardized": standardized,
@@ -216,18 +224,20 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
     measured_s = sum(w.duration_s for w in windows)
     time = {"start": start, "end": m.recorded_at or None, "duration": f"PT{measured_s:.3f}S"}
     failures = len(records) - len(ok)
-    requests: dict[str, Any] = {"total": sum(w.completed for w in windows) + failures}
-    if records:
-        requests["failures"] = failures
-    for name, values in (("input_length", prompts), ("output_length", outputs)):
-        if values:  # token counts over requests
-            requests[name] = _statistics(
-                "count", sum(values) / len(values), min=min(values), max=max(values)
-            )
-    latency = {}
-    for name in LATENCY_NAMES:
-        field, units = _LATENCY_FIELDS[name]
-        lat = row.latency[name]
+    requests: dict[str, Any] = {
+        "total": sum(w.completed for w in windows) + failures,
+        **({"failures": failures} if records else {}),
+        **{  # token counts over requests
+            name: _statistics("count", sum(values) / len(values), min=min(values), max=max(values))
+            for name, values in (("input_length", prompts), ("output_length", outputs))
+            if values
+        },
+    }
+    latency = {
+        field: got
+        for name in LATENCY_NAMES
+        for field, units in [_LATENCY_FIELDS[name]]
+        for lat in [row.latency[name]]
         if (
             got := _statistics(
                 units,
@@ -236,15 +246,14 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
                 p90=finite(lat.p90_ms),
                 p99=finite(lat.p99_ms),
             )
-        ) is not None:
-            latency[field] = got
-    output_rates = [w.output_tokens_per_s for w in windows]
-    request_rates = [w.requests_per_s for w in windows]
+        )
+        is not None
+    }
     throughput = {
         name: got
         for name, values, units in (
-            ("output_token_rate", output_rates, "tokens/s"),
-            ("request_rate", request_rates, "queries/s"),
+            ("output_token_rate", [w.output_tokens_per_s for w in windows], "tokens/s"),
+            ("request_rate", [w.requests_per_s for w in windows], "queries/s"),
         )
         if (
             got := _statistics(
@@ -256,18 +265,17 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         )
         is not None
     }
-    results: dict[str, Any] = {
-        "request_performance": {
-            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
-        }
-    }
     observed = [
         {"component_label": m.model, "aggregate": _resource_metrics(w.server_metrics.summary)}
         for w in windows
         if w.server_metrics is not None and w.server_metrics.unavailable is None
     ]
-    if observed:
-        results["observability"] = {"components": observed}
+    results = {
+        "request_performance": {
+            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
+        },
+        **({"observability": {"components": observed}} if observed else {}),
+    }
     return {
         "version": LLMD_VERSION,
         "run": {

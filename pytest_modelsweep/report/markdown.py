@@ -14,19 +14,17 @@ from typing import Any
 
 from ..core.measurements import Measurement
 from ..store.results import FailedTest, RunInfo
-from .decision import (
-    FIGURES_TITLE,
+from .decision.build import decision_page
+from .decision.layout import (
     Block,
-    DecisionPage,
-    DecisionRow,
     cell_lines,
-    decision_page,
     figure_lines,
     pareto_line,
     table_columns,
     unmeasured_line,
     unplaced_line,
 )
+from .decision.page import FIGURES_TITLE, DecisionPage, DecisionRow
 from .tables import TEXT_COLUMNS, Cell, Table, provenance_line, records, run_title, summary_tables
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -92,16 +90,15 @@ def decision_markdown(page: DecisionPage) -> list[str]:
         *(f"{escape_markdown(b.title)}<br><sub>{escape_markdown(b.parts)}</sub>" for b in blocks),
         "flags",
     ]
-    lines = [
+    figures = figure_lines(page)
+    return [
         "### Decision: which model to serve",
         "",
         f"**{escape_markdown(page.answer)}**",
         "",
         _line(titles),
         _line("---" for _ in titles),
-    ]
-    for row in page.rows:
-        lines.append(
+        *(
             _line(
                 [
                     escape_markdown(row.model) + ("<br>(reference)" if row.is_reference else ""),
@@ -109,27 +106,69 @@ def decision_markdown(page: DecisionPage) -> list[str]:
                     "<br>".join(map(escape_markdown, row.flags)),
                 ]
             )
-        )
-    for line in (unplaced_line(page), unmeasured_line(page)):
-        if line:
-            lines += ["", escape_markdown(line)]
-    if page.reasons:
-        lines += [""] + [
-            f"{escape_markdown(f'[{i}] {why}')}  " for i, why in enumerate(page.reasons, 1)
-        ]
-    if page.notes:
-        lines += ["", "<sub>" + "<br>".join(map(escape_markdown, page.notes)) + "</sub>"]
-    if figures := figure_lines(page):
-        lines += [
-            "",
-            f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>",
-            "",
-            *(f"{escape_markdown(line)}  " for line in figures),
-            "",
-            "</details>",
-        ]
-    lines += ["", escape_markdown(pareto_line(page))]
-    return lines
+            for row in page.rows
+        ),
+        *(
+            part
+            for line in (unplaced_line(page), unmeasured_line(page))
+            if line
+            for part in ("", escape_markdown(line))
+        ),
+        *([""] if page.reasons else []),
+        *(f"{escape_markdown(f'[{i}] {why}')}  " for i, why in enumerate(page.reasons, 1)),
+        *(
+            ["", "<sub>" + "<br>".join(map(escape_markdown, page.notes)) + "</sub>"]
+            if page.notes
+            else []
+        ),
+        *(
+            [
+                "",
+                f"<details><summary>{escape_markdown(FIGURES_TITLE)}</summary>",
+                "",
+                *(f"{escape_markdown(line)}  " for line in figures),
+                "",
+                "</details>",
+            ]
+            if figures
+            else []
+        ),
+        "",
+        escape_markdown(pareto_line(page)),
+    ]
+
+
+def _table_lines(table: Table) -> list[str]:
+    """A summary table under its heading: a verdicts table's counts of each word first, its
+    notes under it."""
+    counts = (
+        Counter(str(row[table.status_column]) for row in table.rows)
+        if table.kind == "verdicts" and table.status_column is not None
+        else Counter()
+    )
+    ordered = sorted(
+        counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w)
+    )
+    return [
+        "",
+        f"### {escape_markdown(table.title)}",
+        "",
+        *(
+            [
+                f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
+                + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered),
+                "",
+            ]
+            if counts
+            else []
+        ),
+        *markdown_table(table),
+        *(
+            ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]
+            if table.notes
+            else []
+        ),
+    ]
 
 
 def markdown_report(
@@ -143,39 +182,30 @@ def markdown_report(
         RunInfo.of(run),
         [FailedTest.of(f) for f in failures],
     )
+    page = decision_page(found, info, failed)
+    tables = summary_tables(found, reference=info.reference)
     lines = [
         f"## {escape_markdown(run_title(info))}",
         "",
         escape_markdown(provenance_line(found, info)),
-    ]
-    page = decision_page(found, info, failed)
-    if page is not None:
-        lines += ["", *decision_markdown(page)]
-    if failed:
-        lines += ["", f"### Failed tests ({len(failed)})", ""]
-        lines += [
-            f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
-            f"{escape_markdown(f.message)}"
-            for f in failed
-        ]
-    tables = summary_tables(found, reference=info.reference)
-    if not tables:
-        lines += ["", "No measurements were recorded."]
-    for table in tables:
-        lines += ["", f"### {escape_markdown(table.title)}", ""]
-        if table.kind == "verdicts" and table.status_column is not None and table.rows:
-            counts = Counter(str(row[table.status_column]) for row in table.rows)
-            ordered = sorted(
-                counts, key=lambda w: (_SEVERITY.index(w) if w in _SEVERITY else len(_SEVERITY), w)
-            )
-            lines += [
-                f"{len(table.rows)} comparison{'s' if len(table.rows) != 1 else ''}: "
-                + ", ".join(f"{counts[w]} {escape_markdown(w)}" for w in ordered),
+        *(["", *decision_markdown(page)] if page is not None else []),
+        *(
+            [
                 "",
+                f"### Failed tests ({len(failed)})",
+                "",
+                *(
+                    f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+                    f"{escape_markdown(f.message)}"
+                    for f in failed
+                ),
             ]
-        lines += markdown_table(table)
-        if table.notes:
-            lines += ["", "<sub>" + escape_markdown("; ".join(table.notes)) + "</sub>"]
+            if failed
+            else []
+        ),
+        *([] if tables else ["", "No measurements were recorded."]),
+        *(line for table in tables for line in _table_lines(table)),
+    ]
     return "\n".join(lines) + "\n"
 
 

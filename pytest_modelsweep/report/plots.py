@@ -21,7 +21,7 @@ from ..core.measurements import (
     ThroughputStats,
 )
 from ..core.metrics import label_of, rank
-from .decision import Pareto
+from .decision.page import Pareto
 from .tables import Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows
 
 if TYPE_CHECKING:
@@ -122,6 +122,13 @@ def _style(axes: Any, legend: int | None = None) -> None:
         axes.legend(fontsize=legend, loc="best")
 
 
+def _rows_axis(axes: Any, labels: Sequence[str]) -> None:
+    """A row a label, top to bottom."""
+    axes.set_yticks(range(len(labels)), labels)
+    axes.set_ylim(-0.7, len(labels) - 0.3)
+    axes.invert_yaxis()
+
+
 # --------------------------------------------------------------------------- the plots
 def _points(
     measurements: Measurements,
@@ -159,8 +166,6 @@ def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
 
 def throughput_plot(measurements: Measurements) -> str | None:
     """Output tokens/s against concurrency, a line per model and prompt length (or None)."""
-    if not matplotlib_available():
-        return None
     lines = {
         key: found
         for key, points in _points(measurements).items()
@@ -170,7 +175,7 @@ def throughput_plot(measurements: Measurements) -> str | None:
             ]
         )
     }
-    if not lines:
+    if not lines or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 4.2)
     axes = figure.subplots()
@@ -201,8 +206,6 @@ def throughput_plot(measurements: Measurements) -> str | None:
 
 def latency_plot(measurements: Measurements) -> str | None:
     """TTFT and TPOT p50 and p99 against concurrency, a panel each (or None)."""
-    if not matplotlib_available():
-        return None
     lines = {
         key: points
         for key, points in _points(measurements).items()
@@ -210,7 +213,7 @@ def latency_plot(measurements: Measurements) -> str | None:
             row.figure(name, "p50") is not None for _, row in points for name in ("ttft", "tpot")
         )
     }
-    if not lines:
+    if not lines or not matplotlib_available():
         return None
     figure = _new_figure(7.5, 6.4)
     panels = figure.subplots(2, 1, sharex=True)
@@ -277,9 +280,7 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
                 ha="center",
                 fontsize=8,
             )
-        axes.set_yticks(range(len(models)), [_label(m.model) for m in models])
-        axes.set_ylim(-0.7, len(models) - 0.3)
-        axes.invert_yaxis()
+        _rows_axis(axes, [_label(m.model) for m in models])
         axes.set_xlim(0, 100)
         axes.set_title(_label(label_of(name, f"{name} accuracy")), fontsize=10, loc="left")
         _style(axes)
@@ -327,9 +328,7 @@ def forest_plot(measurements: Measurements) -> str | None:
             fontsize=8,
             color=colour,
         )
-    axes.set_yticks(range(len(rows)), labels)
-    axes.set_ylim(-0.7, len(rows) - 0.3)
-    axes.invert_yaxis()
+    _rows_axis(axes, labels)
     axes.set_xlabel(
         "candidate − reference accuracy (percentage points), 95% interval"
         + (", band: equivalence margin" if margins else "")
@@ -384,10 +383,21 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
         span = max((w.samples[-1].t - w.samples[0].t for _, w in windows), default=1.0)
         gap = 0.04 * span + 0.05
         for index, (label, window) in enumerate(windows):
-            names = window.summary.sources
-            first = index == 0
-            for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3")):
-                points = window.series(names[quantity]) if quantity in names else []
+            names, start, first = window.summary.sources, window.samples[0].t, index == 0
+            client: list[tuple[float, float]] = [
+                (s.t - start, s.client_in_flight)
+                for s in window.samples
+                if s.client_in_flight is not None
+            ]
+            drawn_lines: list[tuple[str, list[tuple[float, float]], str, str]] = [
+                *(
+                    (f"requests {quantity}", window.series(names[quantity]), style, colour)
+                    for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3"))
+                    if quantity in names
+                ),
+                ("client in flight", client, ":", "#57606a"),
+            ]
+            for name, points, style, colour in drawn_lines:
                 if points:
                     axes.step(
                         [offset + t for t, _ in points],
@@ -396,24 +406,8 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
                         linestyle=style,
                         color=colour,
                         linewidth=1.2,
-                        label=f"requests {quantity}" if first else None,
+                        label=name if first else None,
                     )
-            start = window.samples[0].t
-            client = [
-                (s.t - start, s.client_in_flight)
-                for s in window.samples
-                if s.client_in_flight is not None
-            ]
-            if client:
-                axes.step(
-                    [offset + t for t, _ in client],
-                    [v for _, v in client],
-                    where="post",
-                    linestyle=":",
-                    color="#57606a",
-                    linewidth=1.2,
-                    label="client in flight" if first else None,
-                )
             if "kv_cache_usage" in names:
                 kv = window.series(names["kv_cache_usage"])
                 if kv_axes is None:

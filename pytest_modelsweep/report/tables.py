@@ -89,9 +89,8 @@ class Table:
 # --------------------------------------------------------------------------- formatting
 def finite(value: Any) -> float | None:
     """A finite float, or None for None, NaN, infinities and non-numbers."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) else None
 
 
 def _rounded(value: float, digits: int) -> float:
@@ -142,6 +141,11 @@ format_ratio_interval = _format(
 format_value = _format(
     _value, "A value of unknown kind: three significant decimals below 1, one above."
 )
+format_rps = _format(
+    lambda x: f"{x:.3g}" if abs(x) < 10 else f"{_rounded(x, 1):,.1f}",
+    "A request rate: ``1.41``, three significant digits below 10: ``0.707``.",
+)
+format_count = _format(lambda x: f"{x:.0f}", "A count of requests in flight: ``4``.")
 
 
 def format_usd(value: Any, sign: str = "") -> str:
@@ -220,24 +224,31 @@ def serving_facts_text(provenance: dict[str, Any]) -> str:
 def provenance_line(measurements: Measurements, run: RunInfo) -> str:
     """Each distinct server and version with its image and serving facts
     (:func:`serving_facts_text`), else the backend; run id; count."""
-    servers: dict[str, None] = {}
-    for m in measurements:
-        name, version = m.provenance.get("server_name"), m.provenance.get("server_version")
-        facts = serving_facts_text(m.provenance)
-        if name:
-            servers.setdefault(
-                str(name)
-                + (f" {version}" if version and version != "unknown" else "")
-                + (f", {facts}" if facts else ""),
-                None,
-            )
-    parts = list(servers)
-    if not parts and run.backend:
-        parts.append(run.backend + (f", image {_short_digest(run.image)}" if run.image else ""))
-    if run.run_id:
-        parts.append(f"run {run.run_id}")
+    servers = list(
+        dict.fromkeys(
+            str(name)
+            + (f" {version}" if version and version != "unknown" else "")
+            + (f", {facts}" if facts else "")
+            for m in measurements
+            if (name := m.provenance.get("server_name"))
+            for version, facts in [
+                (m.provenance.get("server_version"), serving_facts_text(m.provenance))
+            ]
+        )
+    )
     return " · ".join(
-        [*parts, f"{len(measurements)} measurement{'s' if len(measurements) != 1 else ''}"]
+        [
+            *(
+                servers
+                or (
+                    [run.backend + (f", image {_short_digest(run.image)}" if run.image else "")]
+                    if run.backend
+                    else []
+                )
+            ),
+            *([f"run {run.run_id}"] if run.run_id else []),
+            f"{len(measurements)} measurement{'s' if len(measurements) != 1 else ''}",
+        ]
     )
 
 
@@ -325,9 +336,11 @@ _TABLE_OF = {
 def measurement_kind(m: Measurement) -> str:
     """The table a measurement belongs in, by the record of its stats (else ``other``); a
     search and its ratio by their knob: ``capacity``, ``rate_capacity``."""
-    if isinstance(m.stats, SearchStats | SearchRatioStats):
-        return SEARCH_BENCHMARK[m.stats.knob]
-    return _TABLE_OF.get(type(m.stats), "other")
+    return (
+        SEARCH_BENCHMARK[m.stats.knob]
+        if isinstance(m.stats, SearchStats | SearchRatioStats)
+        else _TABLE_OF.get(type(m.stats), "other")
+    )
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -566,21 +579,28 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     low, high, count = min(values, default=None), max(values, default=None), len(values)
     contended = stats.contended or any(w.contended for w in windows)
     short = windows[0].prompt_tokens if windows and setting.prompt_tokens is None else None
-    flags = ["unstable"] if stats.unstable else []
-    if contended:
-        windows_contended = stats.contended_windows or sum(w.contended for w in windows)
-        flags.append(
-            f"contended ({windows_contended}/{count})"
-            if windows_contended and count
-            else "contended"
-        )
-    for flag, flagged in (
-        (SERVER_QUEUED, stats.server_flagged_windows),
-        (SATURATED, stats.saturated_windows),
-        (DEGENERATE, stats.degenerate_windows),
-    ):
-        if flagged:
-            flags.append(f"{flag} ({flagged}/{len(windows)})")
+    windows_contended = stats.contended_windows or sum(w.contended for w in windows)
+    flags = [
+        *(["unstable"] if stats.unstable else []),
+        *(
+            [
+                f"contended ({windows_contended}/{count})"
+                if windows_contended and count
+                else "contended"
+            ]
+            if contended
+            else []
+        ),
+        *(
+            f"{flag} ({flagged}/{len(windows)})"
+            for flag, flagged in (
+                (SERVER_QUEUED, stats.server_flagged_windows),
+                (SATURATED, stats.saturated_windows),
+                (DEGENERATE, stats.degenerate_windows),
+            )
+            if flagged
+        ),
+    ]
     loops = [w.open_loop.saturation for w in windows if w.open_loop is not None]
     offered = [r for s in loops if (r := finite(s.offered_rps)) is not None]
     achieved = [r for s in loops if (r := finite(s.achieved_rps)) is not None]
@@ -806,31 +826,28 @@ def ratio_table(measurements: Measurements) -> Table:
     """Throughput ratios candidate ÷ reference per benchmark and setting, with intervals (a
     design column when back-to-back and interleaved both occur)."""
     designs = {stats_of(m, ThroughputRatioStats).design for m in measurements}
-    keyed: list[tuple[Any, list[Cell]]] = []
-    for m in measurements:
-        stats, setting = stats_of(m, ThroughputRatioStats), Setting.of(m)
-        benchmark = str(setting.benchmark)
-        iv = stats.interval
-        interval = (
-            "n/a (single repeat)"
-            if iv is not None and iv.degenerate
-            else (NA if iv is None else format_ratio_interval(iv.low, iv.high))
+    keyed: list[tuple[Any, list[Cell]]] = [
+        (
+            (m.model, rank(benchmark), benchmark, setting.key, stats.design),
+            [
+                m.model,
+                stats.reference,
+                benchmark,
+                _count(_int(setting.concurrency)),
+                setting.prompt if benchmark in METRICS else "own",
+                *([stats.design] if len(designs) > 1 else []),
+                format_ratio(m.value),
+                "n/a (single repeat)"
+                if stats.interval is not None and stats.interval.degenerate
+                else NA
+                if stats.interval is None
+                else format_ratio_interval(stats.interval.low, stats.interval.high),
+            ],
         )
-        keyed.append(
-            (
-                (m.model, rank(benchmark), benchmark, setting.key, stats.design),
-                [
-                    m.model,
-                    stats.reference,
-                    benchmark,
-                    _count(_int(setting.concurrency)),
-                    setting.prompt if benchmark in METRICS else "own",
-                    *([stats.design] if len(designs) > 1 else []),
-                    format_ratio(m.value),
-                    interval,
-                ],
-            )
-        )
+        for m in measurements
+        for stats, setting in [(stats_of(m, ThroughputRatioStats), Setting.of(m))]
+        for benchmark in [str(setting.benchmark)]
+    ]
     notes = [
         (
             "ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
@@ -864,12 +881,6 @@ def ratio_table(measurements: Measurements) -> Table:
     )
 
 
-def format_rps(value: Any) -> str:
-    """A request rate: ``1.41``, three significant digits below 10: ``0.707``."""
-    x = finite(value)
-    return NA if x is None else f"{x:.3g}" if abs(x) < 10 else f"{_rounded(x, 1):,.1f}"
-
-
 def rate_bracket_text(bracket: tuple[float, float | None] | None, knob: str = RATE) -> str:
     """``[1.41, 2]`` req/s, ``[3, 4]`` concurrent requests; ``[64, open]`` when the search's
     maximum passed."""
@@ -877,12 +888,6 @@ def rate_bracket_text(bracket: tuple[float, float | None] | None, knob: str = RA
         return NA
     value = format_rps if knob == RATE else format_count
     return f"[{value(bracket[0])}, {'open' if bracket[1] is None else value(bracket[1])}]"
-
-
-def format_count(value: Any) -> str:
-    """A count of requests in flight: ``4``."""
-    x = finite(value)
-    return NA if x is None else f"{x:.0f}"
 
 
 _SEARCH_NOTES = {
@@ -909,60 +914,53 @@ def capacity_table(measurements: Measurements, reference: str | None = None) -> 
     """Capacity under the SLO over one knob (in its unit): a row per model's search, then
     each candidate's ratio."""
     order = _reference_first(reference)
-    rows: list[list[Cell]] = []
-    slos = set()
+    found = sorted(
+        (m for m in measurements if isinstance(m.stats, SearchStats)), key=lambda m: order(m.model)
+    )
+    slos = {str(Setting.of(m).slo) for m in found}
     knob = next(
         m.stats.knob for m in measurements if isinstance(m.stats, SearchStats | SearchRatioStats)
     )
     unit = "req/s" if knob == RATE else "concurrent requests"
-    for m in sorted(
-        (m for m in measurements if isinstance(m.stats, SearchStats)),
-        key=lambda m: order(m.model),
-    ):
-        stats, setting = stats_of(m, SearchStats), Setting.of(m)
-        slos.add(str(setting.slo))
-        at = stats.at_capacity
-        rows.append(
-            [
-                m.model,
-                format_rps(stats.capacity) if knob == RATE else format_count(stats.capacity),
-                rate_bracket_text(stats.bracket, knob),
-                len(stats.steps),
-                format_goodput(at and at.goodput_rps),
-                format_percent(at and at.slo_attainment),
-                format_rate(at and at.output_tokens_per_s),
-                ", ".join(stats.flags),
-                stats.error or stats.stopped,
-            ]
-        )
-    for m in sorted(
-        (m for m in measurements if isinstance(m.stats, SearchRatioStats)),
-        key=lambda m: m.model,
-    ):
-        ratio = stats_of(m, SearchRatioStats)
-        iv = ratio.ratio
-        interval = (
+    rows: list[list[Cell]] = [
+        [
+            m.model,
+            format_rps(stats.capacity) if knob == RATE else format_count(stats.capacity),
+            rate_bracket_text(stats.bracket, knob),
+            len(stats.steps),
+            format_goodput(at and at.goodput_rps),
+            format_percent(at and at.slo_attainment),
+            format_rate(at and at.output_tokens_per_s),
+            ", ".join(stats.flags),
+            stats.error or stats.stopped,
+        ]
+        for m in found
+        for stats in [stats_of(m, SearchStats)]
+        for at in [stats.at_capacity]
+    ]
+    rows += [
+        [
+            m.model,
+            f"{format_ratio(m.value)} {ratio.reference}",
             NA
-            if iv is None
-            else (
-                "n/a (both open above)"
-                if iv.degenerate
-                else f"[{_rounded(iv.low, 2):.2f}, {'∞' if math.isinf(iv.high) else f'{iv.high:.2f}'}]"
-            )
+            if ratio.ratio is None
+            else "n/a (both open above)"
+            if ratio.ratio.degenerate
+            else f"[{_rounded(ratio.ratio.low, 2):.2f}, "
+            f"{'∞' if math.isinf(ratio.ratio.high) else f'{ratio.ratio.high:.2f}'}]",
+            "",
+            "",
+            "",
+            "",
+            ", ".join(ratio.candidate_flags),
+            NA if ratio.verdict is None else ratio.verdict.value,
+        ]
+        for m in sorted(
+            (m for m in measurements if isinstance(m.stats, SearchRatioStats)),
+            key=lambda m: m.model,
         )
-        rows.append(
-            [
-                m.model,
-                f"{format_ratio(m.value)} {ratio.reference}",
-                interval,
-                "",
-                "",
-                "",
-                "",
-                ", ".join(ratio.candidate_flags),
-                NA if ratio.verdict is None else ratio.verdict.value,
-            ]
-        )
+        for ratio in [stats_of(m, SearchRatioStats)]
+    ]
     what, decided, search, searches = _SEARCH_NOTES[knob]
     notes = [
         (
@@ -1008,20 +1006,19 @@ def format_seconds_interval(value: float | None, interval: tuple[float, float] |
 def startup_table(measurements: Measurements, reference: str | None = None) -> Table:
     """Cold starts: a row per model, launch → first token and → ready over its launches."""
     order = _reference_first(reference)
-    rows: list[list[Cell]] = []
-    for m in sorted(measurements, key=lambda m: order(m.model)):
-        stats = stats_of(m, StartupStats)
-        rows.append(
-            [
-                m.model,
-                format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
-                format_seconds_interval(stats.ready_s, stats.ready_s_interval),
-                len(stats.launches),
-                stats.cache,
-                stats.backend,
-                "; ".join(stats.errors) or "",
-            ]
-        )
+    rows: list[list[Cell]] = [
+        [
+            m.model,
+            format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
+            format_seconds_interval(stats.ready_s, stats.ready_s_interval),
+            len(stats.launches),
+            stats.cache,
+            stats.backend,
+            "; ".join(stats.errors) or "",
+        ]
+        for m in sorted(measurements, key=lambda m: order(m.model))
+        for stats in [stats_of(m, StartupStats)]
+    ]
     return Table(
         label_of("startup", "Cold start"),
         ["model", "first token (s)", "ready (s)", "launches", "cache", "backend", "errors"],

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sse_server import ListingServer
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.sse_server import ListingServer
+
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "smollm2-135m"
 
 
@@ -24,7 +25,9 @@ def steady() -> Iterator[str]:
 
 
 def run_bench(pytester: pytest.Pytester, url: str, *args: str) -> Any:
-    """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat."""
+    """The real benches/test_throughput.py at concurrency 1, two timed requests a repeat, in a
+    process of its own: each window records the CPU of the server's process, which must not
+    be the bench's (the fake server runs in this one)."""
     pytester.makepyfile(test_throughput=(ROOT / "benches" / "test_throughput.py").read_text())
     return pytester.runpytest_subprocess(
         "-k",

@@ -11,7 +11,7 @@ from pytest_modelsweep.serving.provision import cache_root
 # Tests that start the embedded servers use the machine's real cache: llama-server is
 # built there once, never per test.
 REAL_CACHE = cache_root()
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def write_sweep(path: Path, models: list[str]) -> Path:

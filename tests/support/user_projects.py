@@ -2,7 +2,7 @@
 benchmark written with the public API, small file systems that fill up.
 
 The models are attached with ``--endpoint`` to one fake OpenAI-compatible server
-(tests/sse_server.py) that serves them all under their own names; each answer is
+(tests/support/sse_server.py) that serves them all under their own names; each answer is
 ``max_tokens`` words `` w0 w1 …``, so an item's answer is as long as a test needs.
 """
 

@@ -46,6 +46,10 @@ waiting (``llamacpp:requests_processing``/``requests_deferred``), or with
 ``metrics_style="vllm"`` vLLM's names (``vllm:num_requests_running``/``waiting``,
 ``vllm:kv_cache_usage_perc`` = generating ÷ slots, ``vllm:num_preemptions_total`` from
 ``stats.preemptions``, ``vllm:prefix_cache_hits_total``/``queries_total``).
+
+``schedule`` (a :class:`DelaySchedule`) paces each completion request by data instead of one
+``chunk_delay_s``: the delay before each of its tokens is the schedule's next one, so a test
+states the speeds a server goes through (a drift, a repeat slower than the last) as a list.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ import base64
 import json
 import threading
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +92,23 @@ class ServerStats:
     authorizations: list[str] = field(default_factory=list)
 
 
+class DelaySchedule:
+    """Per-request pacing as data: the n-th completion request taken by any server that shares
+    the schedule waits ``token_delays_s[n]`` before each token (0-based, in the order the
+    servers take them; past the end the list starts again)."""
+
+    def __init__(self, token_delays_s: Sequence[float]) -> None:
+        self.token_delays_s = tuple(token_delays_s)
+        self.taken = 0
+        self._lock = threading.Lock()  # servers sharing a schedule run in threads of their own
+
+    def next_delay(self) -> float:
+        with self._lock:
+            delay = self.token_delays_s[self.taken % len(self.token_delays_s)]
+            self.taken += 1
+            return delay
+
+
 class SseServer:
     """The loopback server; use as a context manager or call start()/stop()."""
 
@@ -108,8 +130,10 @@ class SseServer:
         port: int = 0,
         drip_s: float = 0.0,
         model_entry: dict[str, Any] | None = None,
+        schedule: DelaySchedule | None = None,
     ) -> None:
         self.model_entry = model_entry or {}
+        self.schedule = schedule
         self.drip_s = drip_s
         self.per_token_s_per_inflight = per_token_s_per_inflight
         self.slots = slots
@@ -361,6 +385,7 @@ class SseServer:
         self, path: str, data: dict[str, Any], writer: asyncio.StreamWriter
     ) -> bool:
         fault, _, arg = str(data.get("test_fault", self.default_fault)).partition(":")
+        token_delay_s = self.schedule.next_delay() if self.schedule else self.chunk_delay_s
         max_tokens = int(data.get("max_tokens", 16))
         prompt = data.get("prompt") or " ".join(
             str(m.get("content", "")) for m in data.get("messages", [])
@@ -395,7 +420,7 @@ class SseServer:
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
         )
-        delay = float(arg) if fault == "slow" else self.chunk_delay_s
+        delay = float(arg) if fault == "slow" else token_delay_s
         per_chunk = int(arg) if fault == "batch" else 1
         after = int(arg) if fault in ("cut", "nonjson", "error") else -1
         sent = 0
@@ -536,8 +561,12 @@ class ListingServer(SseServer):
         port: int = 0,
         build_info: str | None = None,
         vllm_version: str | None = None,
+        schedule: DelaySchedule | None = None,
+        model_entry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
+            schedule=schedule,
+            model_entry=model_entry,
             chunk_delay_s=chunk_delay_s,
             default_fault=default_fault,
             per_token_s_per_inflight=per_token_s_per_inflight,
@@ -553,7 +582,8 @@ class ListingServer(SseServer):
         self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter
     ) -> bool:
         if path == "/v1/models" and method == "GET":
-            listing = {"object": "list", "data": [{"id": self.served_name, "object": "model"}]}
+            entry = {"id": self.served_name, "object": "model", **self.model_entry}
+            listing = {"object": "list", "data": [entry]}
             return await self._respond(
                 writer, 200, "application/json", json.dumps(listing).encode()
             )

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from paths import REAL_CACHE
+from support.paths import REAL_CACHE
 
 REFERENCE_REQUIREMENTS: tuple[str, ...] = (
     "bfcl-eval==2026.3.23",  # the release the shared BFCL data was taken from
@@ -61,7 +61,7 @@ REFERENCE_REQUIREMENTS: tuple[str, ...] = (
     "charset-normalizer==3.5.3",
     "attrs==26.1.0",
 )
-SCRIPTS = Path(__file__).resolve().parent / "reference"
+SCRIPTS = Path(__file__).resolve().parents[1] / "reference"
 
 
 def reference_site() -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-SHIM_DIR = Path(__file__).resolve().parent / "docker_shim"
+SHIM_DIR = Path(__file__).resolve().parents[1] / "docker_shim"
 
 
 def image_entry(reference: str, build: str = "1") -> dict[str, Any]:

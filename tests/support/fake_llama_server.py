@@ -17,9 +17,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support.*
 
-from sse_server import ListingServer
+from support.sse_server import ListingServer
 
 
 def main(argv: list[str]) -> None:

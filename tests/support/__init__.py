@@ -1,0 +1,1 @@
+"""What the project's tests share: fake servers, run builders, stores, paths."""
