@@ -11,9 +11,9 @@ import pytest
 
 from pytest_modelsweep.core.jsontext import strict_json
 from pytest_modelsweep.core.measurements import (
-    CapacityStats,
     SearchBracket,
     SearchRatio,
+    SearchStats,
     StepOutcome,
 )
 from pytest_modelsweep.core.slo import Goodput
@@ -331,7 +331,7 @@ def test_a_reference_with_capacity_zero_cannot_be_divided_by() -> None:
 
 
 def measured_bracket(stats: dict[str, Any]) -> SearchBracket:
-    return CapacityStats.from_dict(stats).measured_bracket()
+    return SearchStats.from_dict(stats).measured_bracket()
 
 
 def test_brackets_read_back_from_stats() -> None:

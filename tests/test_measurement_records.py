@@ -44,14 +44,12 @@ from pytest_modelsweep.core.jsontext import strict_json
 from pytest_modelsweep.core.measurements import (
     AccuracyStats,
     AccuracyVerdictStats,
-    CapacityRatioStats,
-    CapacityStats,
     Measurement,
     OtherStats,
-    RateCapacityRatioStats,
-    RateCapacityStats,
     Record,
     ScreeningResult,
+    SearchRatioStats,
+    SearchStats,
     SmokeStats,
     StartupStats,
     ThroughputRatioStats,
@@ -67,16 +65,16 @@ def records_run(tmp_path_factory: pytest.TempPathFactory) -> RecordsRun:
 KINDS_BEFORE_OPEN_LOOP = {
     AccuracyStats,
     ThroughputStats,
-    CapacityStats,
+    SearchStats,
     SmokeStats,
     ScreeningResult,
     AccuracyVerdictStats,
     ThroughputRatioStats,
-    CapacityRatioStats,
+    SearchRatioStats,
     OtherStats,
 }
 """The kinds a results file written before the open loop and the cold start holds."""
-EVERY_KIND = KINDS_BEFORE_OPEN_LOOP | {RateCapacityStats, RateCapacityRatioStats, StartupStats}
+EVERY_KIND = KINDS_BEFORE_OPEN_LOOP | {StartupStats}
 
 
 def check_every_kind_reads_back(
@@ -117,7 +115,7 @@ def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> N
             assert (
                 stats.goodput is not None and stats.goodput.requests == raw["goodput"]["requests"]
             )
-        elif isinstance(stats, CapacityStats):
+        elif isinstance(stats, SearchStats) and stats.knob == "concurrency":
             # at most its server's slots: a queued request waits beyond the SLO
             assert stats.capacity == raw["capacity"] and 0 < stats.capacity <= SLOTS[record.model]
             assert [step.concurrency for step in stats.steps] == [s["value"] for s in raw["steps"]]
@@ -127,14 +125,14 @@ def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> N
         elif isinstance(stats, AccuracyVerdictStats) and record.benchmark == "verdict:gsm8k":
             assert stats.interval is not None and stats.interval.n == raw["interval"]["n"] == 30
             assert stats.verdict is not None and stats.verdict.value == record.params["verdict"]
-        elif isinstance(stats, CapacityRatioStats):
+        elif isinstance(stats, SearchRatioStats) and stats.knob == "concurrency":
             assert stats.ratio is not None
             assert stats.ratio.candidate.capacity / stats.ratio.reference.capacity == 1.5
         elif isinstance(stats, SmokeStats):
             assert stats.completion_tokens == raw["completion_tokens"] > 0
         elif isinstance(stats, OtherStats):
             assert dict(stats.values) == {"seen": [1, 2], "why": "a user's own"}
-        elif isinstance(stats, RateCapacityStats):
+        elif isinstance(stats, SearchStats):  # the rate sweep
             assert stats.capacity_rps == raw["capacity"] == record.value
             assert [step.rate for step in stats.steps] == [s["value"] for s in raw["steps"]]
             window = stats.steps[0].recorded

@@ -27,8 +27,8 @@ from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.measurements import (
     Measurement,
-    RateCapacityRatioStats,
-    RateCapacityStats,
+    SearchRatioStats,
+    SearchStats,
     StepOutcome,
     ThroughputStats,
 )
@@ -276,10 +276,10 @@ def test_a_closed_loop_whose_server_queued_is_flagged(
     )
 
 
-def steps_against_records(m: Measurement, slo_text: str) -> RateCapacityStats:
+def steps_against_records(m: Measurement, slo_text: str) -> SearchStats:
     """The recorded sweep, each step's attainment recomputed from its stored requests."""
     stats = m.stats
-    assert isinstance(stats, RateCapacityStats)
+    assert isinstance(stats, SearchStats) and stats.knob == "rate"
     slo = parse_slo(slo_text)
     for index, step in enumerate(stats.steps):
         sent = [r for r in m.requests if r["step"] == index]
@@ -347,10 +347,12 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
         assert all(s.outcome is not StepOutcome.PASS for s in steps if s.rate >= stats.bracket[1])
     (ratio,) = [m for m in found if m.benchmark == "rate_capacity_ratio"]
     judged = ratio.stats
-    assert isinstance(judged, RateCapacityRatioStats) and judged.ratio is not None
+    assert isinstance(judged, SearchRatioStats) and judged.knob == "rate"
+    assert judged.ratio is not None
     interval = judged.ratio
     candidate, reference = (sweeps[n].stats for n in (CANDIDATE, REFERENCE))
-    assert isinstance(candidate, RateCapacityStats) and isinstance(reference, RateCapacityStats)
+    assert isinstance(candidate, SearchStats) and isinstance(reference, SearchStats)
+    assert candidate.knob == reference.knob == "rate"
     assert candidate.bracket is not None and reference.bracket is not None
     assert interval.ratio == pytest.approx(ratio.value)
     assert ratio.value == pytest.approx(

@@ -640,14 +640,6 @@ class SearchStep(Record):
 
 
 @dataclass(frozen=True)
-class RateStep(SearchStep):
-    """A rate step (kept importable until the knob is data everywhere)."""
-
-    knob: str = RATE
-    value: int | float = 0.0
-
-
-@dataclass(frozen=True)
 class SearchBracket(Record):
     """One model's capacity and search bracket, as a comparison reads them back: the SLO curve
     crosses the target in ``[last_pass, first_fail)`` (None: none failed) at ``confidence``
@@ -775,18 +767,6 @@ class SearchStats(Record):
         # a rate sweep's confidence is each step's: its capacity interval's is 2γ - 1
         level = 2 * self.confidence - 1 if rate and self.confidence else self.confidence
         return SearchBracket(capacity, last_pass, first_fail, level, self.knob)
-
-
-@dataclass(frozen=True)
-class CapacityStats(SearchStats):
-    """A capacity search under an SLO: the most requests in flight (``-m capacity``)."""
-
-
-@dataclass(frozen=True)
-class RateCapacityStats(SearchStats):
-    """A sweep of open-loop rates under an SLO: the most requests/s (``-m rate_capacity``)."""
-
-    knob: str = RATE
 
 
 # --------------------------------------------------------------------------- smoke, screening
@@ -965,18 +945,6 @@ class SearchRatioStats(Record):
 
 
 @dataclass(frozen=True)
-class CapacityRatioStats(SearchRatioStats):
-    """Two models' capacities in concurrent requests, compared (``capacity_ratio``)."""
-
-
-@dataclass(frozen=True)
-class RateCapacityRatioStats(SearchRatioStats):
-    """Two models' capacities in requests/s, compared (``rate_capacity_ratio``)."""
-
-    knob: str = RATE
-
-
-@dataclass(frozen=True)
 class OtherStats(Record):
     """The stats of a benchmark the metric table does not know: its figures as recorded."""
 
@@ -1072,15 +1040,13 @@ class StartupStats(Record):
 Stats = (
     AccuracyStats
     | ThroughputStats
-    | CapacityStats
+    | SearchStats
     | SmokeStats
     | ScreeningResult
     | AccuracyVerdictStats
     | ThroughputRatioStats
-    | CapacityRatioStats
+    | SearchRatioStats
     | OtherStats
-    | RateCapacityStats
-    | RateCapacityRatioStats
     | StartupStats
 )
 """The ``stats`` of a measurement: one record per kind."""
@@ -1089,15 +1055,13 @@ StatsT = TypeVar(
     "StatsT",
     AccuracyStats,
     ThroughputStats,
-    CapacityStats,
+    SearchStats,
     SmokeStats,
     ScreeningResult,
     AccuracyVerdictStats,
     ThroughputRatioStats,
-    CapacityRatioStats,
+    SearchRatioStats,
     OtherStats,
-    RateCapacityStats,
-    RateCapacityRatioStats,
     StartupStats,
 )
 
@@ -1105,17 +1069,17 @@ StatsT = TypeVar(
 _BY_KIND: dict[Kind, type[Stats]] = {
     Kind.ACCURACY: AccuracyStats,
     Kind.THROUGHPUT: ThroughputStats,
-    Kind.CAPACITY: CapacityStats,
+    Kind.CAPACITY: SearchStats,
     Kind.SMOKE: SmokeStats,
     Kind.SCREENING: ScreeningResult,
-    Kind.RATE_CAPACITY: RateCapacityStats,
+    Kind.RATE_CAPACITY: SearchStats,
     Kind.STARTUP: StartupStats,
 }
 _BY_COMPARED: dict[Kind, type[Stats]] = {
     Kind.ACCURACY: AccuracyVerdictStats,
     Kind.THROUGHPUT: ThroughputRatioStats,
-    Kind.CAPACITY: CapacityRatioStats,
-    Kind.RATE_CAPACITY: RateCapacityRatioStats,
+    Kind.CAPACITY: SearchRatioStats,
+    Kind.RATE_CAPACITY: SearchRatioStats,
 }
 
 

@@ -12,9 +12,8 @@ from typing import Any, Protocol, TypeVar
 from ..core.errors import ModelsweepError
 from ..core.measurements import (
     AccuracyVerdictStats,
-    CapacityRatioStats,
-    RateCapacityRatioStats,
     SearchRatio,
+    SearchRatioStats,
     ThroughputRatioStats,
 )
 from ..core.stats import Verdict
@@ -36,7 +35,7 @@ class Judged:
     value: float
     unit: str
     n: int
-    stats: AccuracyVerdictStats | ThroughputRatioStats | CapacityRatioStats | RateCapacityRatioStats
+    stats: AccuracyVerdictStats | ThroughputRatioStats | SearchRatioStats
     summary: str
     params: dict[str, Any] = field(default_factory=dict)
 

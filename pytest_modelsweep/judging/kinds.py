@@ -17,12 +17,11 @@ from ..core.measurements import (
     SEARCH_BENCHMARK,
     AccuracySequence,
     AccuracyVerdictStats,
-    CapacityRatioStats,
     Interleaved,
     Measurement,
-    RateCapacityRatioStats,
     SearchBracket,
     SearchRatio,
+    SearchRatioStats,
     SearchStats,
     SequentialVerdict,
     ThroughputRatioStats,
@@ -538,8 +537,7 @@ class CapacityComparison(_Pair):
     def judged(self, sides: BothMeasured, interval: SearchRatio, verdict: Verdict) -> Judged:
         candidate, reference = sides
         tolerance, rate = self.margin, self.knob == RATE
-        stats_type = RateCapacityRatioStats if rate else CapacityRatioStats
-        stats = stats_type(
+        stats = SearchRatioStats(
             self.candidate,
             self.reference,
             self.metric,
@@ -555,6 +553,7 @@ class CapacityComparison(_Pair):
             reference.run_id,
             _flags(candidate),
             _flags(reference),
+            self.knob,
         )
         if rate:
             shown = (

@@ -20,9 +20,7 @@ from ..core.measurements import (
     CONCURRENCY,
     RATE,
     AtCapacity,
-    CapacityStats,
     Contention,
-    RateCapacityStats,
     SearchBracket,
     SearchRatio,
     SearchStats,
@@ -615,7 +613,8 @@ def search_stats(
         "pricing": settings.pricing,
     }
     if knob.name == RATE:
-        return RateCapacityStats(
+        return SearchStats(
+            knob=RATE,
             **common,
             confidence=policy.confidence,
             target=settings.slo_attainment,
@@ -625,7 +624,7 @@ def search_stats(
             reason=(error or "") if result is None else result.stopped,
             error=error if result is None else result.error,
         )
-    return CapacityStats(
+    return SearchStats(
         **common,
         confidence=policy.interval_confidence,
         source=source,
