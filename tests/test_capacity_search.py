@@ -8,14 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_modelsweep.core.measurements import CapacityStats, SearchBracket
+from pytest_modelsweep.core.measurements import CapacityStats, SearchBracket, StepOutcome
 from pytest_modelsweep.core.slo import Goodput
 from pytest_modelsweep.core.stats import Verdict
-from pytest_modelsweep.core.stats.attainment import (
-    StepOutcome,
-    attainment_interval,
-    windows_attainment,
-)
+from pytest_modelsweep.core.stats.attainment import attainment_interval, windows_attainment
 from pytest_modelsweep.workloads.slo_search import (
     INTERVAL_CONFIDENCE,
     Knob,
