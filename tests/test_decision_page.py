@@ -1296,3 +1296,18 @@ def test_a_run_measured_at_c4_draws_its_pareto_plot_in_a_browser(
         "its output rate at c4" in page.decision_answer
         or f"output rate vs {REFERENCE} not decided" in page.decision_answer
     ), page.decision_answer
+
+
+def test_a_measurements_details_list_its_benchmarks_own_figures(real_run: Run) -> None:
+    """GSM8K's strict and flexible figures stand beside the record's in the details, as in the
+    results of schema 2; no unset field (an accuracy run without ``--until-decided``) shows."""
+    from pytest_modelsweep.core.measurements import measurements_of
+    from pytest_modelsweep.report.html import measurement_html
+
+    found = real_run.measurement(REFERENCE, "gsm8k")
+    assert found is not None
+    (measurement,) = measurements_of([found])
+    details = measurement_html(measurement)
+    assert "<dt>strict_match_accuracy</dt>" in details
+    assert "<dt>flexible_extract_accuracy</dt>" in details
+    assert "<dt>figures</dt>" not in details and "<dt>sequence</dt>" not in details

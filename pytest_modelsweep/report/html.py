@@ -335,6 +335,17 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
 
 
 # --------------------------------------------------------------------------- one measurement
+def _figures(stats: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A record's figures as its details list them: a benchmark's own ``figures`` beside the
+    record's, and none that is unset."""
+    return [
+        pair
+        for k, v in stats.items()
+        for pair in (v.items() if k == "figures" and isinstance(v, Mapping) else [(k, v)])
+        if pair[1] is not None
+    ]
+
+
 def _compact(value: Any) -> str:
     if isinstance(value, float):
         return format_value(value)
@@ -591,7 +602,7 @@ def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
         ),
         *(
             (k, _compact(v))
-            for k, v in row.stats.to_dict().items()
+            for k, v in _figures(row.stats.to_dict())
             if k not in _SHOWN and not (k in LATENCY_NAMES and isinstance(v, dict))
         ),
     ]
@@ -685,7 +696,7 @@ def measurement_html(m: Measurement) -> str:
         if row
         else [
             (k, _compact(v))
-            for k, v in m.stats.to_dict().items()
+            for k, v in _figures(m.stats.to_dict())
             if not (k in LATENCY_NAMES and isinstance(v, dict)) and k not in _LISTED
         ]
     )
