@@ -303,8 +303,8 @@ def test_generate(endpoint, round, record_measurement):
     assert usage["completion_tokens"] == 64
     record_measurement("generate", 64 / (time.time() - started), "tokens/s", 1,
                        params={"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                               "port": endpoint.base_url.rsplit(":", 1)[1]},
-                       stats={"started": started, "ended": time.time()})
+                               "port": endpoint.base_url.rsplit(":", 1)[1],
+                               "started": started, "ended": time.time()})
 """
 
 
@@ -345,7 +345,7 @@ def test_each_model_is_started_exactly_once_under_two_workers(
     assert len(runs) == 1
     claimed = {p.name: p.stat().st_mtime for p in (runs[0] / "started").iterdir()}
     first_end = min(
-        max(m["stats"]["ended"] for m in data["measurements"] if m["model"] == model)
+        max(m["params"]["ended"] for m in data["measurements"] if m["model"] == model)
         for model in seen
     )
     assert max(claimed.values()) < first_end, (claimed, first_end)

@@ -113,7 +113,7 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
     result = run_both_ways("--results", "results.json", *PAIR)
     result.assert_outcomes(passed=5, failed=2)
     data = results_of(pytester)
-    assert data["schema"] == "pytest-modelsweep/results/2"
+    assert data["schema"] == "pytest-modelsweep/results/3"
     assert data["run"]["sweep_name"] == "embedded"
     assert data["run"]["machine"]["cpu_count"] >= 1
     by_test = {m["test_id"].split("::")[1]: m for m in data["measurements"]}
@@ -123,6 +123,32 @@ def test_measurements_reach_the_results_file_even_from_failed_tests(
     assert kept["outcome"] == "failed" and kept["value"] == 1.5
     assert not (pytester.path / "results.json.partial.jsonl").exists()
     result.stdout.fnmatch_lines(["*modelsweep measurements*", "*smollm2-135m*fake-bench*40*"])
+
+
+def test_a_figure_its_record_would_drop_is_kept_or_refused_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    """An accuracy run's own figures are kept among its ``figures``; a throughput record holds
+    no figure of the user's own, so recording one fails that test in one line (never dropped)."""
+    pytester.makepyfile(
+        """
+        def test_own(model_name, record_measurement):
+            record_measurement("gsm8k", 0.5, "accuracy", 2, stats={"n": 2, "mine": 0.25})
+        def test_dropped(model_name, record_measurement):
+            record_measurement("mine", 40.0, "tokens/s", 1, stats={"ended": 1.0})
+        """
+    )
+    result = pytester.runpytest("--model", "smollm2-135m", "--results", "results.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*record_measurement('mine', unit 'tokens/s'): the ThroughputStats of this kind of "
+            "measurement holds no 'ended'; record such figures in params, or under a unit of "
+            "your own"
+        ]
+    )
+    (kept,) = results_of(pytester)["measurements"]
+    assert kept["stats"]["figures"] == {"mine": 0.25} and kept["stats"]["n"] == 2
 
 
 def test_a_value_that_is_not_a_number_fails_its_test_alone_with_one_line(

@@ -80,7 +80,9 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
     requests=...)``: one result of this test (``stats``: the kind's record or a dict of it),
     with its model and endpoint; it reaches the results file even if the test then fails. A
     value that is not a finite number fails the test instead, with one line."""
-    from ..core.measurements import Measurement, stats_type
+    from dataclasses import fields
+
+    from ..core.measurements import Measurement, OtherStats, stats_type
     from ..serving.endpoint import Endpoint
 
     node = request.node
@@ -107,6 +109,21 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
                 "nothing was",
                 pytrace=False,
             )
+        kind = stats_type(benchmark, unit)
+        held = {f.name for f in fields(kind)}
+        unheld = sorted(set(stats) - held) if isinstance(stats, Mapping) else []
+        if unheld and "figures" in held:  # a benchmark's own figures (accuracy's summarise)
+            assert isinstance(stats, Mapping)
+            own = {k: v for k, v in stats.items() if k not in held}
+            stats = {k: v for k, v in stats.items() if k in held}
+            stats["figures"] = {**own, **stats.get("figures", {})}
+        elif unheld and kind is not OtherStats:  # a figure the record would drop is lost
+            pytest.fail(
+                f"record_measurement({benchmark!r}, unit {unit!r}): the {kind.__name__} of this "
+                f"kind of measurement holds no {', '.join(map(repr, unheld))}; record such "
+                "figures in params, or under a unit of your own",
+                pytrace=False,
+            )
         if endpoint is None:
             candidate = node.funcargs.get("endpoint") if hasattr(node, "funcargs") else None
             endpoint = candidate if isinstance(candidate, Endpoint) else None
@@ -118,7 +135,7 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
             n=int(n),
             params=dict(params or {}),
             stats=(
-                stats_type(benchmark, unit).from_dict(stats or {})
+                kind.from_dict(stats or {})
                 if stats is None or isinstance(stats, Mapping)
                 else stats
             ),
