@@ -288,6 +288,40 @@ class Run:
         return found[-1] if found else None
 
 
+def pytest_process(path: Path, *args: str, env_more: dict[str, str] | None = None) -> str:
+    """A pytest run of the project at ``path`` in a process of its own (the benches' HOME, Hub
+    fixtures and this checkout's package), its output."""
+    env = {
+        **os.environ,
+        "HOME": str(path / "home"),
+        "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        **(env_more or {}),
+    }
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--rootdir",
+            str(path),
+            *args,
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return completed.stdout + completed.stderr
+
+
 def run_benches(
     path: Path,
     servers: dict[str, AnsweringServer],
@@ -306,46 +340,22 @@ def run_benches(
     )
     (path / "conftest.py").write_text(USER_CONFTEST, encoding="utf-8")
     (path / "decision.toml").write_text(sweep, encoding="utf-8")
-    env = {
-        **os.environ,
-        "HOME": str(path / "home"),
-        "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    }
-    env.pop("GITHUB_STEP_SUMMARY", None)
     attached = [f"--endpoint={name}={server.base_url}" for name, server in servers.items()]
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--rootdir",
-            str(path),
-            "--sweep=decision.toml",
-            f"--gsm8k-path={GSM8K}",
-            f"--bfcl-path={BFCL}",
-            f"--limit={LIMIT}",
-            *attached,
-            *endpoints,
-            "--modelsweep-dir=work",
-            "--results=r.json",
-            "--md=r.md",
-            "--html=r.html",
-            "--self-contained-html",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            *args,
-        ],
-        cwd=path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    output = pytest_process(
+        path,
+        "--sweep=decision.toml",
+        f"--gsm8k-path={GSM8K}",
+        f"--bfcl-path={BFCL}",
+        f"--limit={LIMIT}",
+        *attached,
+        *endpoints,
+        "--modelsweep-dir=work",
+        "--results=r.json",
+        "--md=r.md",
+        "--html=r.html",
+        "--self-contained-html",
+        *args,
     )
-    output = completed.stdout + completed.stderr
     assert (path / "r.json").is_file(), output[-4000:]
     return Run(
         path,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +14,12 @@ from support.decision_runs import (
     BFCL,
     EXAMPLE_PRICE,
     GSM8K,
-    HUB_FIXTURES,
     REFERENCE,
     SAME,
     SWEEP,
     WORSE,
     AnsweringServer,
+    pytest_process,
     replies_of,
 )
 from support.fake_launcher import FAKE, gguf
@@ -102,49 +100,26 @@ class RecordsRun:
 
 
 def pytest_run(path: Path, *args: str, env_more: dict[str, str] | None = None) -> str:
-    env = {
-        **os.environ,
-        "HOME": str(path / "home"),
-        "MODELSWEEP_HUB_FIXTURES": str(HUB_FIXTURES),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        **(env_more or {}),
-    }
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--rootdir",
-            str(path),
-            "--sweep=records.toml",
-            f"--gsm8k-path={GSM8K}",
-            f"--bfcl-path={BFCL}",
-            "--limit=30",
-            "--repeats=2",
-            # a queued request waits a whole request (~0.15 s) for its slot, one within the
-            # slots a few ms: 110 ms survives a 100-ms stall of the machine and no queued request
-            "--timed-requests=4",
-            "--slo=ttft=110ms",
-            "--contended-cores=64",
-            "--contended-steal=1",
-            "--modelsweep-dir=work",
-            "--store=s.sqlite",
-            f"--sweep-run={SWEEP_RUN}",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            *args,
-        ],
-        cwd=path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    """The records sweep's run of ``args`` in a process of its own, its output."""
+    return pytest_process(
+        path,
+        "--sweep=records.toml",
+        f"--gsm8k-path={GSM8K}",
+        f"--bfcl-path={BFCL}",
+        "--limit=30",
+        "--repeats=2",
+        # a queued request waits a whole request (~0.15 s) for its slot, one within the
+        # slots a few ms: 110 ms survives a 100-ms stall of the machine and no queued request
+        "--timed-requests=4",
+        "--slo=ttft=110ms",
+        "--contended-cores=64",
+        "--contended-steal=1",
+        "--modelsweep-dir=work",
+        "--store=s.sqlite",
+        f"--sweep-run={SWEEP_RUN}",
+        *args,
+        env_more=env_more,
     )
-    return completed.stdout + completed.stderr
 
 
 def run_every_kind(path: Path) -> RecordsRun:
