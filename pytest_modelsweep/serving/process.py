@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,6 +20,8 @@ import httpx
 from ..client.tls import DeadlineClient
 from ..core.errors import ServerStartError
 
+HOST = "127.0.0.1"
+"""Where a launched server listens."""
 LOG_TAIL_LINES = 40
 POLL_S = 0.25
 FAST_POLL_S = 0.05
@@ -40,7 +43,7 @@ def server_pids_at(base_url: str) -> list[int]:
     return [] if process is None or process.pid is None or not process.alive() else [process.pid]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = HOST) -> int:
     """A TCP port that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -179,3 +182,23 @@ class ServerProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=grace_s)
+
+
+def start_local_server(
+    argv: Sequence[str],
+    port: int,
+    log_path: Path,
+    timeout_s: float,
+    progress: Callable[[str], None],
+    starting: str,
+    **options: Any,
+) -> tuple[ServerProcess, str]:
+    """Start a server that listens on ``HOST:port``, say ``starting``, and wait until its
+    ``/health`` answers: the process (the caller owns and stops it) and its base URL."""
+    base_url = f"http://{HOST}:{port}"
+    process = ServerProcess(
+        argv, ready_url=f"{base_url}/health", log_path=log_path, timeout_s=timeout_s, **options
+    )
+    progress(starting)
+    process.start()
+    return process, base_url
