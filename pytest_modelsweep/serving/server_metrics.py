@@ -302,7 +302,9 @@ class MetricsSampler:
                 due += self.interval_s * (1 + int((now - due) / self.interval_s))
         self._cpu_s += time.thread_time() - cpu
 
-    def start(self) -> MetricsSampler:
+    def __enter__(self) -> MetricsSampler:
+        """Scrape once, then every ``interval_s`` on a thread of its own (none when that first
+        scrape failed: the window is ``unavailable``)."""
         self._began = time.perf_counter()
         cpu = time.thread_time()
         self._scrape()
@@ -316,9 +318,10 @@ class MetricsSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> ServerMetricsWindow:
+    def __exit__(self, *exc: object) -> None:
+        """Stop the thread, scrape a last time and keep the window in :attr:`window`."""
         if self.window is not None:
-            return self.window
+            return
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
@@ -337,13 +340,6 @@ class MetricsSampler:
             unavailable=self._unavailable,
             errors=tuple(self._errors),
         )
-        return self.window
-
-    def __enter__(self) -> MetricsSampler:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 __all__ = [
