@@ -85,7 +85,6 @@ class EndpointPool:
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._files_checked = False
-        self.started: list[str] = []
 
     def get(self, name: str) -> Endpoint:
         """The endpoint of model ``name``, attached or started on first call."""
@@ -122,7 +121,6 @@ class EndpointPool:
             endpoint, process = launch_endpoint(
                 self.sweep, name, self.run_dir / "logs", self.progress, worker_id=self.worker_id
             )
-            self.started.append(name)
             return _Entry(endpoint=replace(endpoint, accelerator=accelerator), process=process)
         except ModelsweepError as error:
             return _Entry(error=error)
