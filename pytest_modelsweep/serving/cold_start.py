@@ -72,11 +72,8 @@ def resident_share(path: Path) -> float | None:
 
 def evict_page_cache(path: Path) -> None:
     """Ask the kernel to drop ``path``'s clean pages from the page cache (no root needed)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    with open(path, "rb") as handle:
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:
