@@ -11,6 +11,8 @@ from ..core.errors import EndpointError
 from ..core.sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
 from .gguf import read_gguf_header
+from .listener import serving_process
+from .observed import read_back_sources
 from .probe import probe_server
 from .process import HOST, ServerProcess, free_port, start_local_server
 from .provision import (
@@ -144,5 +146,9 @@ def launch_llamacpp(
             model_header=header.as_dict(),
             launch_argv=tuple(argv),
             how="llamacpp",
+            # its flags are read back from /props and its log (n_threads); cache_prompt is the
+            # command line's (llama-server does not say it)
+            flag_sources={**read_back_sources(settings), "cache_prompt": "declared"},
+            server_process=serving_process(base_url),
         ),
     ), process

@@ -30,20 +30,7 @@ def launch_endpoint(
     the process. The pool's one launch path, also the cold-start measurement's."""
     spec = sweep.model(name)
     if sweep.backend_of(name) == "llamacpp":
-        endpoint, process = launch_llamacpp(spec, sweep.serving, log_dir, progress)
-        # its flags are read back from /props and its log (n_threads); cache_prompt is the
-        # command line's (llama-server does not say it)
-        sources = read_back_sources(endpoint.provenance.server_settings)
-        if "cache_prompt" in sources:
-            sources["cache_prompt"] = "declared"
-        return replace(
-            endpoint,
-            provenance=replace(
-                endpoint.provenance,
-                flag_sources=sources,
-                server_process=serving_process(endpoint.base_url),
-            ),
-        ), process
+        return launch_llamacpp(spec, sweep.serving, log_dir, progress)
     return launch_vllm(
         spec,
         sweep.serving,
