@@ -127,12 +127,11 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
     if meta is not None:
         per_dtype = {k: int(v) for k, v in (meta.parameters or {}).items()}
         total = int(meta.total) if meta.total else sum(per_dtype.values())
-        file_dtype = None
-        if len(per_dtype) == 1:
-            (name,) = per_dtype
-            file_dtype = _SAFETENSORS_DTYPE_NAMES.get(name.upper(), name.lower())
-        if total > 0:
-            return _Weights(total, "safetensors metadata", file_dtype=file_dtype)
+        dtypes = [_SAFETENSORS_DTYPE_NAMES.get(name.upper(), name.lower()) for name in per_dtype]
+        if total > 0:  # the file dtype: the one dtype of every parameter, if there is one
+            return _Weights(
+                total, "safetensors metadata", file_dtype=dtypes[0] if len(dtypes) == 1 else None
+            )
     siblings = info.siblings
     if siblings is None:
         return _Weights(
