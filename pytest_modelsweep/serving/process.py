@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import shlex
 import signal
@@ -50,14 +51,11 @@ def free_port(host: str = HOST) -> int:
         return int(sock.getsockname()[1])
 
 
-def _parent_death_signal(sig: int) -> Callable[[], None]:
-    """A pre-exec hook asking Linux to send ``sig`` to the server if pytest dies, even by SIGKILL."""
-
-    def arm() -> None:  # pragma: no cover - runs in the child before exec
-        with contextlib.suppress(Exception):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # 1: PR_SET_PDEATHSIG
-
-    return arm
+def _set_parent_death_signal(sig: int) -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to send ``sig`` to this process if its parent (pytest) dies, even by SIGKILL:
+    the pre-exec hook of a server."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # 1: PR_SET_PDEATHSIG
 
 
 class ServerProcess:
@@ -130,7 +128,7 @@ class ServerProcess:
                     stdin=subprocess.DEVNULL,
                     env={**os.environ, **(self.env or {})},
                     start_new_session=True,
-                    preexec_fn=_parent_death_signal(self.death_signal),
+                    preexec_fn=functools.partial(_set_parent_death_signal, self.death_signal),
                 )
             except OSError as exc:
                 raise ServerStartError(
