@@ -99,12 +99,9 @@ def ensure_hf_folder(
     sha256 = file_sha256(gguf)
     root = cache_root() / "hf"
     target = root / sha256[:12]
-    if _is_done(target):
-        return target
-    with _locked(root / ".convert.lock"):
-        if _is_done(target):  # another process converted it while we waited
-            return target
-        _convert(gguf, sha256, target, python, progress, timeout_s)
+    with _locked(root / ".convert.lock"):  # another process may be converting it
+        if not _is_done(target):
+            _convert(gguf, sha256, target, python, progress, timeout_s)
     return target
 
 
