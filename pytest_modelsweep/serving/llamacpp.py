@@ -124,7 +124,7 @@ def launch_llamacpp(
         death_signal=signal.SIGKILL,  # nothing to save: if pytest dies, it goes at once
     )
     facts = probe_server(base_url, spec.served_name)
-    log = "\n".join(process.log_tail(400))
+    log = process.log_text()  # its startup log: the server's system_info line
     threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
     settings = {
         **facts.settings,

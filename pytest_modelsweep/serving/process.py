@@ -102,11 +102,8 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
-        return self.log_text().splitlines()[-lines:]
-
     def _failure(self, what: str) -> ServerStartError:
-        tail = self.log_tail()
+        tail = self.log_text().splitlines()[-LOG_TAIL_LINES:]
         shown = "\n".join(f"    {line}" for line in tail) or "    (the log is empty)"
         return ServerStartError(
             f"{self.name} {what}; command: {self.command_line}; log: "
