@@ -163,11 +163,11 @@ class EndpointPool:
                 self.progress(f"{name} will not be served: {error}")
 
     def _claim(self, name: str) -> None:
-        marker_dir = self.run_dir / "started"
-        marker_dir.mkdir(parents=True, exist_ok=True)
-        marker = marker_dir / name
+        marker = self.run_dir / "started" / name
+        marker.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            with open(marker, "x") as handle:  # "x": created here, or FileExistsError
+                json.dump({"worker": self.worker_id, "pid": os.getpid()}, handle)
         except FileExistsError:
             try:
                 earlier = json.loads(marker.read_text())
@@ -179,8 +179,6 @@ class EndpointPool:
                 "asked again: tests of one model must run on one worker (modelsweep schedules "
                 "them so; do not override --dist, or pass --endpoint for shared servers)"
             ) from None
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"worker": self.worker_id, "pid": os.getpid()}, handle)
 
     def release(self, name: str) -> None:
         """Stop the server of ``name`` (its tests are done); it is not started again."""
