@@ -129,30 +129,29 @@ def _field(row: Any, key: str, where: str) -> Any:
     return row[key]
 
 
-def _new_id(row: Any, where: str, lineno: int, seen: dict[str, int]) -> str:
-    """The row's ``id``, noted in ``seen`` (id → line); a non-string or repeated one fails."""
-    ident = _field(row, "id", where)
-    if not isinstance(ident, str):
-        raise DataError(f'{where}: field "id" must be a string')
-    if ident in seen:
-        raise DataError(f"{where}: duplicate id {ident!r} (first on line {seen[ident]})")
-    seen[ident] = lineno
-    return ident
+def _rows(path: Path, seen: dict[str, int]) -> Iterator[tuple[str, str, Any]]:
+    """Each row of a BFCL file as ``(id, "PATH:LINE", row)``, its id noted in ``seen`` (id →
+    line); a non-string or repeated id fails."""
+    for lineno, _, row in _read_lines(path):
+        where = f"{path}:{lineno}"
+        ident = _field(row, "id", where)
+        if not isinstance(ident, str):
+            raise DataError(f'{where}: field "id" must be a string')
+        if ident in seen:
+            raise DataError(f"{where}: duplicate id {ident!r} (first on line {seen[ident]})")
+        seen[ident] = lineno
+        yield ident, where, row
 
 
 def _join(records_path: Path, answers_path: Path, source: str) -> list[BfclRecord]:
-    answers: dict[str, list[dict[str, dict[str, list[Any]]]]] = {}
     answer_lines: dict[str, int] = {}
-    for lineno, _, row in _read_lines(answers_path):
-        where = f"{answers_path}:{lineno}"
-        ident = _new_id(row, where, lineno, answer_lines)
-        answers[ident] = _check_ground_truth(_field(row, "ground_truth", where), where)
-
+    answers = {
+        ident: _check_ground_truth(_field(row, "ground_truth", where), where)
+        for ident, where, row in _rows(answers_path, answer_lines)
+    }
     records: list[BfclRecord] = []
     seen: dict[str, int] = {}
-    for lineno, _, row in _read_lines(records_path):
-        where = f"{records_path}:{lineno}"
-        ident = _new_id(row, where, lineno, seen)
+    for ident, where, row in _rows(records_path, seen):
         question = _check_question(_field(row, "question", where), where)
         functions = _check_functions(_field(row, "function", where), where)
         if ident not in answers:

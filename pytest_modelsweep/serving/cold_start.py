@@ -47,60 +47,33 @@ def cold_start_refusal(name: str, attach: dict[str, str] | None) -> str | None:
 # --------------------------------------------------------------------------- cache state
 
 
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    return libc
-
-
 def resident_share(path: Path) -> float | None:
-    """The share of ``path``'s pages in the page cache (``mincore`` on a mapping that
-    touches no page); None where it cannot be read (not Linux, no libc, an empty file)."""
-    libc = _libc()
+    """The share of ``path``'s pages in the page cache (``mincore`` on a copy-on-write mapping,
+    which touches no page); None where it cannot be read (not Linux, no libc, an empty file)."""
+    libc = ctypes.util.find_library("c")
     try:
         size = path.stat().st_size
+        if libc is None or size == 0:
+            return None
+        pages = -(-size // mmap.PAGESIZE)
+        vector = (ctypes.c_ubyte * pages)()
+        with (
+            open(path, "rb") as handle,
+            mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY) as mapped,
+        ):
+            # the buffer's export ends with the expression, so the mapping can be closed
+            address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+            if ctypes.CDLL(libc).mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector):
+                return None
     except OSError:
         return None
-    if libc is None or size == 0:
-        return None
-    page = mmap.PAGESIZE
-    pages = (size + page - 1) // page
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            return None
-        try:
-            vector = (ctypes.c_ubyte * pages)()
-            if libc.mincore(addr, size, vector) != 0:
-                return None
-            return sum(1 for byte in bytes(vector) if byte & 1) / pages
-        finally:
-            libc.munmap(addr, size)
-    finally:
-        os.close(fd)
+    return sum(byte & 1 for byte in bytes(vector)) / pages
 
 
 def evict_page_cache(path: Path) -> None:
     """Ask the kernel to drop ``path``'s clean pages from the page cache (no root needed)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    with open(path, "rb") as handle:
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def page_cache_state(path: Path, *, evict: bool = False) -> CacheState:

@@ -95,10 +95,10 @@ class GgufHeader:
         }
 
 
+@dataclass(frozen=True)
 class _Reader:
-    def __init__(self, handle: BinaryIO, path: Path) -> None:
-        self.handle = handle
-        self.path = path
+    handle: BinaryIO
+    path: Path
 
     def bad(self, why: str) -> ProvisionError:
         return ProvisionError(

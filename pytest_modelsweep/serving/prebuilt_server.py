@@ -31,25 +31,33 @@ class _Refusal(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+FLAGS: dict[str, dict[str, Any]] = {
+    "--model": {"required": True},
+    "--alias": {},
+    "--host": {"default": "127.0.0.1"},
+    "--port": {"type": int, "required": True},
+    "--ctx-size": {"type": int},
+    "--parallel": {"type": int},
+    "--threads": {"type": int},
+    "--threads-batch": {"type": int},
+    "--batch-size": {"type": int},
+    "--ubatch-size": {"type": int},
+    "--chat-template": {},
+    "--metrics": {"action": "store_true"},
+    "--slots": {"action": "store_true"},
+    "--no-webui": {"action": "store_true"},
+    "--jinja": {"action": "store_true"},
+    "--no-cache-prompt": {"action": "store_true"},
+}
+"""The llama-server flags this runner maps onto ``xllamacpp.CommonParams``, with their
+``add_argument`` options."""
+
+
 def parser() -> argparse.ArgumentParser:
-    """The llama-server flags this runner maps onto ``xllamacpp.CommonParams``."""
+    """The parser of :data:`FLAGS`; any other flag is refused in one line."""
     flags = _Refusal(prog="prebuilt_server", add_help=False, allow_abbrev=False)
-    flags.add_argument("--model", required=True)
-    flags.add_argument("--alias")
-    flags.add_argument("--host", default="127.0.0.1")
-    flags.add_argument("--port", type=int, required=True)
-    for number in (
-        "--ctx-size",
-        "--parallel",
-        "--threads",
-        "--threads-batch",
-        "--batch-size",
-        "--ubatch-size",
-    ):
-        flags.add_argument(number, type=int)
-    flags.add_argument("--chat-template")
-    for switch in ("--metrics", "--slots", "--no-webui", "--jinja", "--no-cache-prompt"):
-        flags.add_argument(switch, action="store_true")
+    for flag, options in FLAGS.items():
+        flags.add_argument(flag, **options)
     return flags
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import shlex
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,6 +21,8 @@ import httpx
 from ..client.tls import DeadlineClient
 from ..core.errors import ServerStartError
 
+HOST = "127.0.0.1"
+"""Where a launched server listens."""
 LOG_TAIL_LINES = 40
 POLL_S = 0.25
 FAST_POLL_S = 0.05
@@ -40,21 +44,18 @@ def server_pids_at(base_url: str) -> list[int]:
     return [] if process is None or process.pid is None or not process.alive() else [process.pid]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = HOST) -> int:
     """A TCP port that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
-def _parent_death_signal(sig: int) -> Callable[[], None]:
-    """A pre-exec hook asking Linux to send ``sig`` to the server if pytest dies, even by SIGKILL."""
-
-    def arm() -> None:  # pragma: no cover - runs in the child before exec
-        with contextlib.suppress(Exception):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # 1: PR_SET_PDEATHSIG
-
-    return arm
+def _set_parent_death_signal(sig: int) -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to send ``sig`` to this process if its parent (pytest) dies, even by SIGKILL:
+    the pre-exec hook of a server."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # 1: PR_SET_PDEATHSIG
 
 
 class ServerProcess:
@@ -101,11 +102,8 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
-        return self.log_text().splitlines()[-lines:]
-
     def _failure(self, what: str) -> ServerStartError:
-        tail = self.log_tail()
+        tail = self.log_text().splitlines()[-LOG_TAIL_LINES:]
         shown = "\n".join(f"    {line}" for line in tail) or "    (the log is empty)"
         return ServerStartError(
             f"{self.name} {what}; command: {self.command_line}; log: "
@@ -127,7 +125,7 @@ class ServerProcess:
                     stdin=subprocess.DEVNULL,
                     env={**os.environ, **(self.env or {})},
                     start_new_session=True,
-                    preexec_fn=_parent_death_signal(self.death_signal),
+                    preexec_fn=functools.partial(_set_parent_death_signal, self.death_signal),
                 )
             except OSError as exc:
                 raise ServerStartError(
@@ -179,3 +177,23 @@ class ServerProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=grace_s)
+
+
+def start_local_server(
+    argv: Sequence[str],
+    port: int,
+    log_path: Path,
+    timeout_s: float,
+    progress: Callable[[str], None],
+    starting: str,
+    **options: Any,
+) -> tuple[ServerProcess, str]:
+    """Start a server that listens on ``HOST:port``, say ``starting``, and wait until its
+    ``/health`` answers: the process (the caller owns and stops it) and its base URL."""
+    base_url = f"http://{HOST}:{port}"
+    process = ServerProcess(
+        argv, ready_url=f"{base_url}/health", log_path=log_path, timeout_s=timeout_s, **options
+    )
+    progress(starting)
+    process.start()
+    return process, base_url

@@ -145,12 +145,9 @@ PREBUILT_WHEEL = "xllamacpp"
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    with open(path, "a+") as handle:  # closing it releases the lock
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
 
 
 def prebuilt_llama_server() -> LlamaServer | None:

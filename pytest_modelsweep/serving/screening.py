@@ -127,12 +127,11 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
     if meta is not None:
         per_dtype = {k: int(v) for k, v in (meta.parameters or {}).items()}
         total = int(meta.total) if meta.total else sum(per_dtype.values())
-        file_dtype = None
-        if len(per_dtype) == 1:
-            (name,) = per_dtype
-            file_dtype = _SAFETENSORS_DTYPE_NAMES.get(name.upper(), name.lower())
-        if total > 0:
-            return _Weights(total, "safetensors metadata", file_dtype=file_dtype)
+        dtypes = [_SAFETENSORS_DTYPE_NAMES.get(name.upper(), name.lower()) for name in per_dtype]
+        if total > 0:  # the file dtype: the one dtype of every parameter, if there is one
+            return _Weights(
+                total, "safetensors metadata", file_dtype=dtypes[0] if len(dtypes) == 1 else None
+            )
     siblings = info.siblings
     if siblings is None:
         return _Weights(
@@ -202,35 +201,49 @@ def _first_line(error: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _gated(repo: str) -> str:
-    return (
-        f"gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) "
-        "and set HF_TOKEN"
-    )
+Reasons = tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...]
+"""(error types, reason) rows: the first row whose type an error is gives its reason."""
+GATED = "gated repo: accept its licence on the Hub (https://huggingface.co/{repo}) and set HF_TOKEN"
+HUB_REASONS: Reasons = (
+    (OfflineFixtureMissing, "{message}"),
+    (GatedRepoError, GATED),
+    (
+        RevisionNotFoundError,
+        "revision not found: check the @revision of source {source} in the sweep",
+    ),
+    (
+        RepositoryNotFoundError,
+        "repo not found: check source {source} in the sweep (a private repo also needs HF_TOKEN)",
+    ),
+    (HfHubHTTPError, "the Hub answered with an error ({error}): retry, or use --offline-fixtures"),
+    (
+        BaseException,
+        "the Hub could not be reached ({error}): run with network or use --offline-fixtures",
+    ),
+)
+CONFIG_REASONS: Reasons = (
+    (GatedRepoError, GATED),
+    (
+        LocalEntryNotFoundError,
+        "config.json could not be downloaded ({error}): run with network or use --offline-fixtures",
+    ),
+    (
+        (EntryNotFoundError, LookupError, FileNotFoundError),
+        "no config.json in {repo}: vLLM cannot load the repo without it",
+    ),
+    (BaseException, "config.json could not be read ({error})"),
+)
 
 
-def hub_error_reason(error: BaseException, repo: str, source: str) -> str:
-    """The one-line reason (with its fix) for an error of ``model_info``."""
-    if isinstance(error, OfflineFixtureMissing):
-        return str(error)
-    if isinstance(error, GatedRepoError):
-        return _gated(repo)
-    if isinstance(error, RevisionNotFoundError):
-        return f"revision not found: check the @revision of source {source} in the sweep"
-    if isinstance(error, RepositoryNotFoundError):
-        return (
-            f"repo not found: check source {source} in the sweep "
-            "(a private repo also needs HF_TOKEN)"
-        )
-    if isinstance(error, HfHubHTTPError):
-        return (
-            f"the Hub answered with an error ({_first_line(error)}): retry, "
-            "or use --offline-fixtures"
-        )
-    return (
-        f"the Hub could not be reached ({_first_line(error)}): run with network "
-        "or use --offline-fixtures"
-    )
+def error_reason(
+    error: BaseException,
+    reasons: Reasons,
+    repo: str,
+    source: str = "",
+) -> str:
+    """The one-line reason, with its fix, that ``reasons`` gives ``error``."""
+    text = next(text for kinds, text in reasons if isinstance(error, kinds))
+    return text.format(message=error, error=_first_line(error), repo=repo, source=source)
 
 
 def hub_config(repo: str, revision: str | None) -> dict[str, Any]:
@@ -244,19 +257,6 @@ def hub_config(repo: str, revision: str | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("config.json is not a JSON object")
     return data
-
-
-def _config_error_reason(error: BaseException, repo: str) -> str:
-    if isinstance(error, GatedRepoError):
-        return _gated(repo)
-    if isinstance(error, LocalEntryNotFoundError):
-        return (
-            f"config.json could not be downloaded ({_first_line(error)}): run with network "
-            "or use --offline-fixtures"
-        )
-    if isinstance(error, (EntryNotFoundError, LookupError, FileNotFoundError)):
-        return f"no config.json in {repo}: vLLM cannot load the repo without it"
-    return f"config.json could not be read ({_first_line(error)})"
 
 
 _CONFIG_ERRORS: tuple[type[BaseException], ...] = (
@@ -284,7 +284,7 @@ def _resolve_config(
             and config_architecture(answered)
         ):
             return answered, None
-        return None, _config_error_reason(error, repo)
+        return None, error_reason(error, CONFIG_REASONS, repo)
     if not isinstance(fetched, Mapping):
         return None, "config.json could not be read (not a JSON object)"
     return {**(answered or {}), **fetched}, None
@@ -315,7 +315,7 @@ def screen_candidate(
     try:
         info = api.model_info(repo, revision=source.revision, files_metadata=True)
     except _HUB_ERRORS as error:
-        return replace(rejected, reasons=(hub_error_reason(error, repo, str(source)),))
+        return replace(rejected, reasons=(error_reason(error, HUB_REASONS, repo, str(source)),))
 
     reasons: list[str] = []
     license_id = repo_license(info)

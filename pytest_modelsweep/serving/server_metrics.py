@@ -169,25 +169,17 @@ class _MetricsConnection:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.url = base_url.rstrip("/") + "/metrics"
         self.path = (parts.path or "") + "/metrics"
-        self.host, self.port, self.https = parts.hostname, parts.port, parts.scheme == "https"
         self.headers = auth_headers(credentials, {"User-Agent": "pytest-modelsweep"})
         self.timeout_s = timeout_s
-        self._conn: http.client.HTTPConnection | None = None
-        self._late = False
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            self._conn = (
-                http.client.HTTPSConnection(
-                    self.host,
-                    self.port,
-                    timeout=self.timeout_s,
-                    context=ssl.create_default_context(),
-                )
-                if self.https
-                else http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        # closed, it opens a new socket on its next request
+        self._conn: http.client.HTTPConnection = (
+            http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=timeout_s, context=ssl.create_default_context()
             )
-        return self._conn
+            if parts.scheme == "https"
+            else http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
+        )
+        self._late = False
 
     def _cut(self, conn: http.client.HTTPConnection) -> None:
         """The deadline passed: shut the socket down, so that a blocked read returns now."""
@@ -199,13 +191,12 @@ class _MetricsConnection:
     def get(self) -> tuple[int, str]:
         """``(status, body)``; one retry on a fresh connection when a kept one was closed."""
         for attempt in range(2):
-            conn = self._connection()
             self._late = False
-            deadline = threading.Timer(self.timeout_s, self._cut, (conn,))
+            deadline = threading.Timer(self.timeout_s, self._cut, (self._conn,))
             deadline.start()
             try:
-                conn.request("GET", self.path, headers=self.headers)
-                response = conn.getresponse()
+                self._conn.request("GET", self.path, headers=self.headers)
+                response = self._conn.getresponse()
                 body = response.read().decode("utf-8", "replace")
                 if self._late:  # a body without a length ends at the cut as if whole
                     raise http.client.IncompleteRead(b"")
@@ -230,9 +221,7 @@ class _MetricsConnection:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._conn.close()
 
 
 class MetricsUnavailable(Exception):
@@ -302,7 +291,9 @@ class MetricsSampler:
                 due += self.interval_s * (1 + int((now - due) / self.interval_s))
         self._cpu_s += time.thread_time() - cpu
 
-    def start(self) -> MetricsSampler:
+    def __enter__(self) -> MetricsSampler:
+        """Scrape once, then every ``interval_s`` on a thread of its own (none when that first
+        scrape failed: the window is ``unavailable``)."""
         self._began = time.perf_counter()
         cpu = time.thread_time()
         self._scrape()
@@ -316,9 +307,10 @@ class MetricsSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> ServerMetricsWindow:
+    def __exit__(self, *exc: object) -> None:
+        """Stop the thread, scrape a last time and keep the window in :attr:`window`."""
         if self.window is not None:
-            return self.window
+            return
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
@@ -337,13 +329,6 @@ class MetricsSampler:
             unavailable=self._unavailable,
             errors=tuple(self._errors),
         )
-        return self.window
-
-    def __enter__(self) -> MetricsSampler:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 __all__ = [

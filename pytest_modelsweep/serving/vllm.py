@@ -25,10 +25,9 @@ from .observed import (
 )
 from .pitfalls import serving_pitfall
 from .probe import ServerFacts, probe_server
-from .process import ServerProcess, free_port
+from .process import HOST, ServerProcess, free_port, start_local_server
 from .provision import EmbeddedModelFile, Progress, ensure_embedded_model
 
-HOST = "127.0.0.1"
 # Environment passed into the container when set on the host.
 DOCKER_PASSTHROUGH_ENV = (
     "HF_TOKEN",
@@ -191,17 +190,16 @@ def launch_vllm(
     secret_env = {"VLLM_API_KEY": credentials.bearer} if credentials and credentials.bearer else {}
     if secret_env and backend == "vllm-docker":
         argv = [*argv[:3], "-e", "VLLM_API_KEY", *argv[3:]]  # the value: docker's environment
-    process = ServerProcess(
+    process, base_url = start_local_server(
         argv,
+        port,
+        log_dir / f"{spec.name}.vllm.log",
+        serving.startup_timeout_s,
+        progress,
+        f"starting vLLM for {spec.name} on port {port} (this can take minutes)",
         env={**env, **secret_env},
-        ready_url=f"http://{HOST}:{port}/health",
-        log_path=log_dir / f"{spec.name}.vllm.log",
-        timeout_s=serving.startup_timeout_s,
         name=f"vLLM for {spec.name}",
     )
-    progress(f"starting vLLM for {spec.name} on port {port} (this can take minutes)")
-    process.start()
-    base_url = f"http://{HOST}:{port}"
     try:
         image = (
             observed_image(serving.image) if backend == "vllm-docker" and serving.image else None
