@@ -127,16 +127,21 @@ def cmd_results(args: argparse.Namespace) -> int:
     run = data.get("run", {})
     print(
         f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
-        f"commit {str((run.get('project') or {}).get('commit'))[:12]}"
+        f"commit {str((run.get('project') or {}).get('commit'))[:12]}",
+        *measurement_table(measurements),
+        sep="\n",
     )
-    for line in measurement_table(measurements):
-        print(line)
     return 0
 
 
-def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], list[Measurement]]:
-    """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+def _run_measurements(
+    store: StoreLocation, ref: str, *, history: bool = False
+) -> tuple[dict[str, Any], list[Measurement]]:
+    """A stored run (by id or baseline name) or a results file → (run, measurements); with
+    ``history``, a baseline name gives every run of its history as one (as ``--baseline``
+    does: run A of ``compare``, its run dict empty)."""
     from .core.measurements import measurements_of
+    from .judging.gate import baseline_history
     from .store.database import Store
     from .store.results import load_results
 
@@ -147,25 +152,10 @@ def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], l
     if store.path is not None and not store.path.exists():
         raise ModelsweepError(f"{store}: no store there; pass --store or a results file")
     opened = Store(store, create=False, read_only=True)
-    run_id = opened.baseline_run(ref) or ref
+    if history and (runs := opened.baseline_measurements(ref)):
+        return {}, baseline_history(measurements_of(run) for run in runs)
+    run_id = opened.baselines().get(ref, ref)
     return opened.run(run_id), measurements_of(opened.measurements(run_id))
-
-
-def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
-    """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
-    does); a run id or results file, that one run."""
-    from .core.measurements import measurements_of
-    from .judging.gate import baseline_history
-    from .store.database import Store
-
-    path = Path(ref)
-    if (
-        not (path.suffix == ".json" or path.is_file())
-        and (store.path is None or store.path.exists())
-        and (runs := Store(store, create=False, read_only=True).baseline_measurements(ref))
-    ):
-        return baseline_history(measurements_of(run) for run in runs)
-    return _run_measurements(store, ref)[1]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -173,15 +163,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .judging.gate import compare_with_baseline, ungated_reason
     from .report.terminal import gate_table
 
-    before = _baseline_side(args.store, args.run_a)
+    _, before = _run_measurements(args.store, args.run_a, history=True)
     _, after = _run_measurements(args.store, args.run_b)
     rows = compare_with_baseline(
         after, before, args.fail_on_regression, noisy_fails=args.fail_on_noisy
     )
-    for line in gate_table(rows):
-        print(line)
     failed = sum(row.failed for row in rows)
-    print(f"{failed} regressed, not comparable or inconclusive of {len(rows)}")
+    print(
+        *gate_table(rows),
+        f"{failed} regressed, not comparable or inconclusive of {len(rows)}",
+        sep="\n",
+    )
     ungated = ungated_reason(rows, after)
     if ungated is not None:
         print(
@@ -446,11 +438,12 @@ def cmd_k8s(args: argparse.Namespace) -> int:
         paths = write_manifests(sweep, settings, Path(args.output))
     except OSError as error:
         raise write_failure("-o", args.output, error) from None
-    for kind, path in paths.items():
-        print(f"{kind}: {path}")
-    print("run them (docs/kubernetes.md):")
-    for line in apply_commands(sweep, settings, paths):
-        print(f"  {line}")
+    print(
+        *(f"{kind}: {path}" for kind, path in paths.items()),
+        "run them (docs/kubernetes.md):",
+        *(f"  {line}" for line in apply_commands(sweep, settings, paths)),
+        sep="\n",
+    )
     return 0
 
 
@@ -475,24 +468,22 @@ def cmd_screen(args: argparse.Namespace) -> int:
         print(f"{SCREEN}: {error}", file=sys.stderr)
         return 2
     settings = sweep.screening
+    accepted = sum(r.accepted for r in results)
+    skipped = [f"{s.name} ({s.source})" for s in specs if s.source.kind != "hf"]
     print(
         f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
         f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
         f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
         "stay for the KV cache; from "
-        + (f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub")
-    )
-    for line in screening_table(results) if results else ():
-        print(line)
-    accepted = sum(r.accepted for r in results)
-    skipped = [f"{s.name} ({s.source})" for s in specs if s.source.kind != "hf"]
-    print(
+        + (f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"),
+        *(screening_table(results) if results else ()),
         f"{accepted} accepted, {len(results) - accepted} rejected"
         + (
             f", {len(skipped)} not screened (not Hugging Face repos: {', '.join(skipped)})"
             if skipped
             else ""
-        )
+        ),
+        sep="\n",
     )
     return 0 if accepted == len(results) else 1
 

@@ -63,23 +63,27 @@ def pytest_configure(config: pytest.Config) -> None:
     pytest-html's configure meets it as an INTERNALERROR."""
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
-    option = config.option
-    if option.holm and getattr(option, "numprocesses", None):
-        raise pytest.UsageError(
+    option, xdist = config.option, getattr(config.option, "numprocesses", None)
+    for clash, message in (
+        (
+            option.holm and xdist,
             "--holm compares every candidate at once, which xdist workers cannot wait for "
             "each other to do: measure with -n, then run `pytest benches -m verdict --holm` "
-            "without -n (it reads the stored results)"
-        )
-    if option.holm and option.until_decided:
-        raise pytest.UsageError(
+            "without -n (it reads the stored results)",
+        ),
+        (
+            option.holm and option.until_decided,
             "--holm adjusts fixed-n bootstrap intervals, and --until-decided's confidence "
-            "sequences have no Holm adjustment: drop one of the two"
-        )
-    if option.interleave and getattr(option, "numprocesses", None):
-        raise pytest.UsageError(
+            "sequences have no Holm adjustment: drop one of the two",
+        ),
+        (
+            option.interleave and xdist,
             "--interleave measures the candidate and the reference side by side, so both "
-            "servers must live in one process: run it without -n"
-        )
+            "servers must live in one process: run it without -n",
+        ),
+    ):
+        if clash:
+            raise pytest.UsageError(message)
     from .pytest import fixtures
     from .pytest.controller import ControllerHooks
 

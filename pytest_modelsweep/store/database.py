@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -209,28 +209,28 @@ class Store:
             )
 
     # -- transactions ----------------------------------------------------------
-    @contextmanager
-    def writing(self) -> Iterator[Connection]:
+    def writing(self) -> AbstractContextManager[Connection]:
         """One write transaction; a refused write (full disk, server gone) is an OutputError."""
-        if self.failure is not None:
-            raise OutputError(self.failure)
-        try:
-            with self._lock, self._writer.begin() as conn:
-                yield conn
-        except SQLAlchemyError as error:
-            raise self._failed(error, "write") from None
+        return self._connected("write", self.failure is not None, self._writer.begin)
 
-    @contextmanager
-    def reading(self) -> Iterator[Connection]:
+    def reading(self) -> AbstractContextManager[Connection]:
         """One read, its rows fetched inside; a refused read (server gone, unreadable file,
         no connection from the pool) is an OutputError."""
-        if self._unreadable:
+        return self._connected("read", self._unreadable, self._engine.connect)
+
+    @contextmanager
+    def _connected(
+        self, verb: str, refused: bool, connect: Callable[[], AbstractContextManager[Connection]]
+    ) -> Iterator[Connection]:
+        """A connection from ``connect`` under the store's lock; :meth:`_failed` on an error,
+        the store's failure at once where it is ``refused``."""
+        if refused:
             raise OutputError(self.failure)
         try:
-            with self._lock, self._engine.connect() as conn:
+            with self._lock, connect() as conn:
                 yield conn
         except SQLAlchemyError as error:
-            raise self._failed(error, "read") from None
+            raise self._failed(error, verb) from None
 
     def _failed(self, error: SQLAlchemyError, verb: str) -> OutputError:
         """A refused read or write in one line naming the fix; remembered (:attr:`failure`)
@@ -494,10 +494,6 @@ class Store:
         return self.baseline_runs(name)
 
     # -- reading ---------------------------------------------------------------
-    def baseline_run(self, name: str) -> str | None:
-        value = self._scalar(select(BASELINES.c.run_id).where(BASELINES.c.name == name))
-        return None if value is None else str(value)
-
     def baseline_runs(self, name: str) -> list[str]:
         """The runs of baseline ``name``, oldest first (empty when there is no such baseline)."""
         rows = self._all(
