@@ -578,8 +578,11 @@ class Store:
 
     def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
         """The ids of the items a run has used so far (cheap: no records are read)."""
-        with self.reading() as db:
-            return _run_item_ids(db, run_id, model, benchmark)
+        r = RUN_ITEMS
+        query = select(r.c.item_id).where(
+            r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark
+        )
+        return [str(item_id) for (item_id,) in self._all(query)]
 
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
         value = self._scalar(
@@ -643,18 +646,14 @@ class Store:
         )
         if among is not None:
             query = query.where(m.c.run_id.in_(list(among)))
-        with self.reading() as db:
-            runs = [
-                str(run_id)
-                for run_id in db.execute(query.group_by(m.c.run_id).order_by(last.desc()))
-                .scalars()
-                .all()
-            ]
-            if item_ids is not None:
-                wanted = set(item_ids)
-                for run_id in runs:
-                    if set(_run_item_ids(db, run_id, model, benchmark)) == wanted:
-                        return run_id
+        runs = [
+            str(run_id) for (run_id,) in self._all(query.group_by(m.c.run_id).order_by(last.desc()))
+        ]
+        if item_ids is not None:
+            wanted = set(item_ids)
+            for run_id in runs:
+                if set(self.run_item_ids(run_id, model, benchmark)) == wanted:
+                    return run_id
         return runs[0] if runs else None
 
     def sweep_run_measurements(self, name: str, *, last: str | None = None) -> list[dict[str, Any]]:
@@ -774,18 +773,6 @@ def _run_items(run_id: str, model: Any, benchmark: Any) -> Select[Any]:
         .select_from(r.join(i, on))
         .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)
     )
-
-
-def _run_item_ids(db: Connection, run_id: str, model: str, benchmark: str) -> list[str]:
-    r = RUN_ITEMS
-    return [
-        str(item_id)
-        for item_id in db.execute(
-            select(r.c.item_id).where(
-                r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark
-            )
-        ).scalars()
-    ]
 
 
 def _answer_key(completion: Any) -> str:
