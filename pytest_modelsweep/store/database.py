@@ -243,17 +243,25 @@ class Store:
         sqlstate = getattr(orig, "sqlstate", None)
         code = getattr(orig, "sqlite_errorcode", None)
         code = None if code is None else int(code) & 0xFF
-        if "full" in reason or "space" in reason or sqlstate in ("53100", "53200"):
-            fix = "free space on its disk or pass --store elsewhere"
-        elif code == sqlite3.SQLITE_READONLY or sqlstate == "25006":
-            fix = "make it writable again or pass --store elsewhere"
-        elif self.dialect == "postgresql" and (sqlstate is None or sqlstate[:2] in ("08", "57")):
-            fix = (
+        fixes = (
+            (
+                "full" in reason or "space" in reason or sqlstate in ("53100", "53200"),
+                "free space on its disk or pass --store elsewhere",
+            ),
+            (
+                code == sqlite3.SQLITE_READONLY or sqlstate == "25006",
+                "make it writable again or pass --store elsewhere",
+            ),
+            (
+                self.dialect == "postgresql" and (sqlstate is None or sqlstate[:2] in ("08", "57")),
                 "start its PostgreSQL server again (or fix the host and port in --store), "
-                "or pass --store elsewhere"
-            )
-        else:
-            fix = "check the store's disk or server, or pass --store elsewhere"
+                "or pass --store elsewhere",
+            ),
+        )
+        fix = next(
+            (text for found, text in fixes if found),
+            "check the store's disk or server, or pass --store elsewhere",
+        )
         line = f"the store {self.path}: cannot {verb} ({reason}); {fix}"
         passing = (
             isinstance(orig, sqlite3.Error) and is_lock_error(orig)
