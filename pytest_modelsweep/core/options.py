@@ -207,19 +207,22 @@ def parse_request_rate(text: str) -> float:
     return _waitable(_parse_rate(text), "a rate")
 
 
+def _rate_range(text: str) -> RateSweep:
+    start, _, end = text.partition(":")
+    return RateSweep(float(start), float(end))
+
+
+_parse_rate_range = _checked(
+    _rate_range,
+    lambda sweep: 0 < sweep.start_rps <= sweep.max_rps < math.inf,
+    "{text!r}: expected START:MAX in requests per second with 0 < START <= MAX, e.g. 0.25:64",
+)
+
+
 def parse_rate_sweep(text: str) -> RateSweep:
     """``--rate-sweep``: ``START:MAX`` in requests per second, MIN_REQUEST_RATE <= START <=
     MAX < inf."""
-    start, _, end = text.partition(":")
-    try:
-        sweep = RateSweep(float(start), float(end))
-    except ValueError:
-        sweep = None
-    if sweep is None or not (0 < sweep.start_rps <= sweep.max_rps < math.inf):
-        raise ArgumentTypeError(
-            f"{text!r}: expected START:MAX in requests per second with "
-            "0 < START <= MAX, e.g. 0.25:64"
-        )
+    sweep = _parse_rate_range(text)
     _waitable(sweep.start_rps, "a START")
     return sweep
 
