@@ -618,21 +618,23 @@ class Store:
 
     def _measurements(
         self,
-        model: str,
-        benchmark: str,
+        model: str | None = None,
+        benchmark: str | None = None,
         run_id: str | None = None,
         *,
         newest_first: bool = False,
         limit: int | None = None,
     ) -> list[tuple[Any, dict[str, Any]]]:
-        """(run id, measurement) of a model on a benchmark (in one run, if given)."""
+        """(run id, measurement) of a model on a benchmark, of a run, or of both (each given
+        one narrows), in recording order."""
         m = MEASUREMENTS
-        query = select(m.c.run_id, m.c.measurement_json).where(
-            m.c.model == model, m.c.benchmark == benchmark
+        wanted = ((m.c.model, model), (m.c.benchmark, benchmark), (m.c.run_id, run_id))
+        query = (
+            select(m.c.run_id, m.c.measurement_json)
+            .where(*(column == value for column, value in wanted if value is not None))
+            .order_by(m.c.id.desc() if newest_first else m.c.id)
+            .limit(limit)
         )
-        if run_id is not None:
-            query = query.where(m.c.run_id == run_id)
-        query = query.order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit)
         with self.reading() as db:
             return [(r, self._measurement(db, str(r), j)) for r, j in db.execute(query).all()]
 
@@ -687,16 +689,8 @@ class Store:
         )
 
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
-        m = MEASUREMENTS
-        with self.reading() as db:
-            rows = (
-                db.execute(
-                    select(m.c.measurement_json).where(m.c.run_id == run_id).order_by(m.c.id)
-                )
-                .scalars()
-                .all()
-            )
-            return [self._measurement(db, run_id, row) for row in rows]
+        """Every measurement of a run, in recording order."""
+        return [measurement for _, measurement in self._measurements(run_id=run_id)]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
         """Every run (or those of ``sweep_run``) in start order, with its count of
