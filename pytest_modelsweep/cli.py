@@ -16,16 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .core.errors import ModelsweepError
 from .core.metrics import GATED_KINDS, Kind, benchmarks_of, metric_for
-from .core.options import (
-    DEFAULTS,
-    add_noisy_option,
-    add_regression_option,
-    add_store_option,
-    add_sweep_option,
-    add_sweep_run_option,
-    add_ungated_option,
-    store_location_type,
-)
+from .core.options import DEFAULTS, shared, store_location_type
 from .core.outputs import (
     check_output_file,
     check_output_files,
@@ -136,16 +127,21 @@ def cmd_results(args: argparse.Namespace) -> int:
     run = data.get("run", {})
     print(
         f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
-        f"commit {str((run.get('project') or {}).get('commit'))[:12]}"
+        f"commit {str((run.get('project') or {}).get('commit'))[:12]}",
+        *measurement_table(measurements),
+        sep="\n",
     )
-    for line in measurement_table(measurements):
-        print(line)
     return 0
 
 
-def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], list[Measurement]]:
-    """A stored run (by id or baseline name) or a results file → (run, measurements)."""
+def _run_measurements(
+    store: StoreLocation, ref: str, *, history: bool = False
+) -> tuple[dict[str, Any], list[Measurement]]:
+    """A stored run (by id or baseline name) or a results file → (run, measurements); with
+    ``history``, a baseline name gives every run of its history as one (as ``--baseline``
+    does: run A of ``compare``, its run dict empty)."""
     from .core.measurements import measurements_of
+    from .judging.gate import baseline_history
     from .store.database import Store
     from .store.results import load_results
 
@@ -156,25 +152,10 @@ def _run_measurements(store: StoreLocation, ref: str) -> tuple[dict[str, Any], l
     if store.path is not None and not store.path.exists():
         raise ModelsweepError(f"{store}: no store there; pass --store or a results file")
     opened = Store(store, create=False, read_only=True)
-    run_id = opened.baseline_run(ref) or ref
+    if history and (runs := opened.baseline_measurements(ref)):
+        return {}, baseline_history(measurements_of(run) for run in runs)
+    run_id = opened.baselines().get(ref, ref)
     return opened.run(run_id), measurements_of(opened.measurements(run_id))
-
-
-def _baseline_side(store: StoreLocation, ref: str) -> list[Measurement]:
-    """Run A of ``compare``: a baseline name gives every run of its history (as ``--baseline``
-    does); a run id or results file, that one run."""
-    from .core.measurements import measurements_of
-    from .judging.gate import baseline_history
-    from .store.database import Store
-
-    path = Path(ref)
-    if (
-        not (path.suffix == ".json" or path.is_file())
-        and (store.path is None or store.path.exists())
-        and (runs := Store(store, create=False, read_only=True).baseline_measurements(ref))
-    ):
-        return baseline_history(measurements_of(run) for run in runs)
-    return _run_measurements(store, ref)[1]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -182,15 +163,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .judging.gate import compare_with_baseline, ungated_reason
     from .report.terminal import gate_table
 
-    before = _baseline_side(args.store, args.run_a)
+    _, before = _run_measurements(args.store, args.run_a, history=True)
     _, after = _run_measurements(args.store, args.run_b)
     rows = compare_with_baseline(
         after, before, args.fail_on_regression, noisy_fails=args.fail_on_noisy
     )
-    for line in gate_table(rows):
-        print(line)
     failed = sum(row.failed for row in rows)
-    print(f"{failed} regressed, not comparable or inconclusive of {len(rows)}")
+    print(
+        *gate_table(rows),
+        f"{failed} regressed, not comparable or inconclusive of {len(rows)}",
+        sep="\n",
+    )
     ungated = ungated_reason(rows, after)
     if ungated is not None:
         print(
@@ -455,11 +438,12 @@ def cmd_k8s(args: argparse.Namespace) -> int:
         paths = write_manifests(sweep, settings, Path(args.output))
     except OSError as error:
         raise write_failure("-o", args.output, error) from None
-    for kind, path in paths.items():
-        print(f"{kind}: {path}")
-    print("run them (docs/kubernetes.md):")
-    for line in apply_commands(sweep, settings, paths):
-        print(f"  {line}")
+    print(
+        *(f"{kind}: {path}" for kind, path in paths.items()),
+        "run them (docs/kubernetes.md):",
+        *(f"  {line}" for line in apply_commands(sweep, settings, paths)),
+        sep="\n",
+    )
     return 0
 
 
@@ -484,24 +468,22 @@ def cmd_screen(args: argparse.Namespace) -> int:
         print(f"{SCREEN}: {error}", file=sys.stderr)
         return 2
     settings = sweep.screening
+    accepted = sum(r.accepted for r in results)
+    skipped = [f"{s.name} ({s.source})" for s in specs if s.source.kind != "hf"]
     print(
         f"sweep {sweep.name}: licence in {', '.join(settings.licenses)}; "
         f"{settings.hbm_gib:g} GiB HBM x {settings.gpu_memory_utilization:g} = "
         f"{budget_gib(settings):.3f} GiB, of which >= {settings.kv_headroom_gib:g} GiB must "
         "stay for the KV cache; from "
-        + (f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub")
-    )
-    for line in screening_table(results) if results else ():
-        print(line)
-    accepted = sum(r.accepted for r in results)
-    skipped = [f"{s.name} ({s.source})" for s in specs if s.source.kind != "hf"]
-    print(
+        + (f"offline fixtures {args.offline_fixtures}" if hub else "the Hugging Face Hub"),
+        *(screening_table(results) if results else ()),
         f"{accepted} accepted, {len(results) - accepted} rejected"
         + (
             f", {len(skipped)} not screened (not Hugging Face repos: {', '.join(skipped)})"
             if skipped
             else ""
-        )
+        ),
+        sep="\n",
     )
     return 0 if accepted == len(results) else 1
 
@@ -555,199 +537,258 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+Command = tuple[Callable[[argparse.Namespace], int], dict[str, Any], dict[str, dict[str, Any]]]
+"""A sub-command: its function, its parser's keywords beyond its help (the function's
+docstring), and its arguments: names (space-separated) → ``add_argument``'s keywords."""
+
+
+def _add_commands(sub: Any, commands: dict[str, Command]) -> None:
+    """Each sub-command ``name`` of ``commands``, run by its function."""
+    for name, (func, keywords, arguments) in commands.items():
+        p = sub.add_parser(name, **{"help": func.__doc__, **keywords})
+        p.set_defaults(func=func, usage=p)
+        for names, argument in arguments.items():
+            p.add_argument(*names.split(), **argument)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="modelsweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(
-        name: str, func: Callable[[argparse.Namespace], int], **kwargs: Any
-    ) -> argparse.ArgumentParser:
-        """The sub-command ``name`` run by ``func``, its help ``func``'s docstring."""
-        p = sub.add_parser(name, help=func.__doc__, **kwargs)
-        p.set_defaults(func=func)
-        return p
-
-    p = command("provision", cmd_provision)
-    add_sweep_option(p.add_argument)
-    p.add_argument(
-        "--build",
-        action="store_true",
-        help="build llama-server from llama.cpp's source for this CPU (cmake and a "
-        "C++ compiler; minutes) instead of using the prebuilt xllamacpp wheel's "
-        "server; a cached build is used from then on",
+    store = shared("--store", default=DEFAULTS.store)
+    output = {"default": None, "metavar": "PATH"}
+    _add_commands(
+        sub,
+        {
+            "provision": (
+                cmd_provision,
+                {},
+                {
+                    "--sweep": shared("--sweep"),
+                    "--build": {
+                        "action": "store_true",
+                        "help": "build llama-server from llama.cpp's source for this CPU (cmake "
+                        "and a C++ compiler; minutes) instead of using the prebuilt xllamacpp "
+                        "wheel's server; a cached build is used from then on",
+                    },
+                },
+            ),
+            "pin": (
+                cmd_pin,
+                {"description": cmd_pin.__doc__},
+                {
+                    "--sweep": shared("--sweep"),
+                    "-o --output": {
+                        "required": True,
+                        "metavar": "FILE",
+                        "help": "the pinned sweep file to write (TOML)",
+                    },
+                    "--no-pull": {
+                        "action": "store_true",
+                        "help": "do not docker pull: pin the image as this machine holds it",
+                    },
+                },
+            ),
+            "models": (cmd_models, {}, {"--sweep": shared("--sweep")}),
+            "runs": (
+                cmd_runs,
+                {},
+                {
+                    "--store": store,
+                    "--sweep-run": shared(
+                        "--sweep-run", help="list only the runs of sweep run NAME"
+                    ),
+                },
+            ),
+            "results": (
+                cmd_results,
+                {},
+                {
+                    "path": {"help": "a results file written by --results"},
+                    "--json": {"action": "store_true", "help": "print the whole document as JSON"},
+                },
+            ),
+            "compare": (
+                cmd_compare,
+                {"epilog": gated_benchmarks_text()},
+                {
+                    "run_a": {"help": "the earlier run: id, baseline name or results file"},
+                    "run_b": {"help": "the later run: id, baseline name or results file"},
+                    "--fail-on-regression": shared("--fail-on-regression"),
+                    "--fail-on-noisy": shared("--fail-on-noisy"),
+                    "--allow-ungated": shared("--allow-ungated"),
+                    "--store": store,
+                },
+            ),
+            "merge": (
+                cmd_merge,
+                {},
+                {
+                    "runs": {"nargs": "+", "help": "run ids, baseline names or results files"},
+                    "-o --output": {"required": True, "help": "the merged results file (JSON)"},
+                    "--store": store,
+                },
+            ),
+            "report": (
+                cmd_report,
+                {},
+                {
+                    "run": {"nargs": "?", "help": "run id, baseline name or results file"},
+                    "--sweep-run": shared(
+                        "--sweep-run",
+                        help="report every run of sweep run NAME as one (instead of RUN)",
+                    ),
+                    "--html": {**output, "help": "write an HTML report here"},
+                    "--md": {**output, "help": "write a Markdown report here"},
+                    "--llm-d": {
+                        **output,
+                        "help": "write llm-d's Benchmark Report v0.2.1 (JSON) here",
+                    },
+                    "--store": store,
+                },
+            ),
+            "history": (
+                cmd_history,
+                {"description": cmd_history.__doc__},
+                {
+                    "--sweep": {
+                        "default": DEFAULTS.sweep,
+                        "metavar": "NAME",
+                        "help": "the sweep whose runs to read, as the store names it, or its "
+                        f"file (default: {DEFAULTS.sweep})",
+                    },
+                    "--benchmark": {"default": None, "metavar": "B", "help": "only benchmark B"},
+                    "--setting": {
+                        "action": "append",
+                        "default": [],
+                        "type": _setting_type,
+                        "metavar": "KEY=VALUE",
+                        "help": "only measurements with this parameter or serving "
+                        "flag, e.g. concurrency=4 (repeatable)",
+                    },
+                    "--html": {**output, "help": "write an HTML page here"},
+                    "--md": {**output, "help": "write the Markdown here"},
+                    "--json": {"action": "store_true", "help": "print the history as JSON"},
+                    "--fail-on-regression": shared("--fail-on-regression"),
+                    "--store": store,
+                },
+            ),
+        },
     )
-    p = command("pin", cmd_pin, description=cmd_pin.__doc__)
-    add_sweep_option(p.add_argument)
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="FILE",
-        help="the pinned sweep file to write (TOML)",
-    )
-    p.add_argument(
-        "--no-pull",
-        action="store_true",
-        help="do not docker pull: pin the image as this machine holds it",
-    )
-    add_sweep_option(command("models", cmd_models).add_argument)
-    p = command("runs", cmd_runs)
-    add_store_option(p.add_argument, DEFAULTS.store)
-    add_sweep_run_option(p.add_argument, help="list only the runs of sweep run NAME")
-    p = command("results", cmd_results)
-    p.add_argument("path", help="a results file written by --results")
-    p.add_argument("--json", action="store_true", help="print the whole document as JSON")
-    p = command("compare", cmd_compare, epilog=gated_benchmarks_text())
-    p.add_argument("run_a", help="the earlier run: id, baseline name or results file")
-    p.add_argument("run_b", help="the later run: id, baseline name or results file")
-    add_regression_option(p.add_argument)
-    add_noisy_option(p.add_argument)
-    add_ungated_option(p.add_argument)
-    add_store_option(p.add_argument, DEFAULTS.store)
-    p = command("merge", cmd_merge)
-    p.add_argument("runs", nargs="+", help="run ids, baseline names or results files")
-    p.add_argument("-o", "--output", required=True, help="the merged results file (JSON)")
-    add_store_option(p.add_argument, DEFAULTS.store)
-    p = command("report", cmd_report)
-    p.add_argument("run", nargs="?", help="run id, baseline name or results file")
-    add_sweep_run_option(
-        p.add_argument, help="report every run of sweep run NAME as one (instead of RUN)"
-    )
-    p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report here")
-    p.add_argument("--md", default=None, metavar="PATH", help="write a Markdown report here")
-    p.add_argument(
-        "--llm-d",
-        default=None,
-        metavar="PATH",
-        help="write llm-d's Benchmark Report v0.2.1 (JSON) here",
-    )
-    add_store_option(p.add_argument, DEFAULTS.store)
-    p = command("history", cmd_history, description=cmd_history.__doc__)
-    p.add_argument(
-        "--sweep",
-        default=DEFAULTS.sweep,
-        metavar="NAME",
-        help=f"the sweep whose runs to read, as the store names it, or its file "
-        f"(default: {DEFAULTS.sweep})",
-    )
-    p.add_argument("--benchmark", default=None, metavar="B", help="only benchmark B")
-    p.add_argument(
-        "--setting",
-        action="append",
-        default=[],
-        type=_setting_type,
-        metavar="KEY=VALUE",
-        help="only measurements with this parameter or serving "
-        "flag, e.g. concurrency=4 (repeatable)",
-    )
-    p.add_argument("--html", default=None, metavar="PATH", help="write an HTML page here")
-    p.add_argument("--md", default=None, metavar="PATH", help="write the Markdown here")
-    p.add_argument("--json", action="store_true", help="print the history as JSON")
-    add_regression_option(p.add_argument)
-    add_store_option(p.add_argument, DEFAULTS.store)
-    p = sub.add_parser("store", help="work on stores: store copy SRC DST")
-    store_sub = p.add_subparsers(dest="store_command", required=True)
-    p = store_sub.add_parser(
-        "copy", help=cmd_store_copy.__doc__, description=cmd_store_copy.__doc__
-    )
+    stores = sub.add_parser("store", help="work on stores: store copy SRC DST")
     forms = "a SQLite file, sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE"
-    p.add_argument(
-        "source", type=store_location_type, metavar="SRC", help=f"the store to copy from: {forms}"
+    _add_commands(
+        stores.add_subparsers(dest="store_command", required=True),
+        {
+            "copy": (
+                cmd_store_copy,
+                {"description": cmd_store_copy.__doc__},
+                {
+                    "source": {
+                        "type": store_location_type,
+                        "metavar": "SRC",
+                        "help": f"the store to copy from: {forms}",
+                    },
+                    "target": {
+                        "type": store_location_type,
+                        "metavar": "DST",
+                        "help": f"the store to copy into (made when new): {forms}",
+                    },
+                    "--existing": {
+                        "choices": ("refuse", "skip", "replace"),
+                        "default": "refuse",
+                        "help": "a run DST already holds: refuse the copy (default), skip it "
+                        "(keep DST's), or replace it with SRC's",
+                    },
+                },
+            )
+        },
     )
-    p.add_argument(
-        "target",
-        type=store_location_type,
-        metavar="DST",
-        help=f"the store to copy into (made when new): {forms}",
+    repeatable_model = {"action": "append", "default": [], "metavar": "NAME"}
+    _add_commands(
+        sub,
+        {
+            "k8s": (
+                cmd_k8s,
+                {"description": cmd_k8s.__doc__},
+                {
+                    "--sweep": shared("--sweep"),
+                    "--sweep-run": shared(
+                        "--sweep-run", help="the sweep run every pod joins (required)"
+                    ),
+                    "--store": shared("--store"),
+                    "--bench-image": {
+                        "required": True,
+                        "metavar": "IMAGE",
+                        "help": "the image the bench and judge containers run: "
+                        "pytest-modelsweep[postgres,html] and your benches/ in its working folder",
+                    },
+                    "--model": {
+                        **repeatable_model,
+                        "help": "a model to measure (repeatable; default: every model of the "
+                        "sweep)",
+                    },
+                    "-o --output": {
+                        "default": ".",
+                        "metavar": "DIR",
+                        "help": "where to write the two manifests (default: .)",
+                    },
+                    "--namespace": {
+                        "default": None,
+                        "help": "the Jobs' namespace (default: kubectl's)",
+                    },
+                    "--store-secret": {
+                        "default": "modelsweep-store",
+                        "metavar": "NAME",
+                        "help": "the Secret whose key 'password' holds the store's password "
+                        "(default: modelsweep-store)",
+                    },
+                    "--hf-secret": {
+                        "default": "hf-token",
+                        "metavar": "NAME",
+                        "help": "the Secret whose key 'token' is HF_TOKEN for gated models; "
+                        "optional (default: hf-token)",
+                    },
+                    "--pytest-arg": {
+                        "action": "append",
+                        "default": [],
+                        "metavar": "ARG",
+                        "help": "an argument added to every pod's pytest command, e.g. "
+                        "--limit=100 (repeatable)",
+                    },
+                },
+            ),
+            "screen": (
+                cmd_screen,
+                {
+                    "help": f"screen the sweep's candidates (licence, memory); see {SCREEN} --help",
+                    "description": cmd_screen.__doc__,
+                },
+                {
+                    "--sweep": {
+                        "default": None,
+                        "metavar": "NAME|PATH",
+                        "help": "sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e",
+                    },
+                    "--model": {
+                        **repeatable_model,
+                        "help": "screen only this model of the sweep (repeatable)",
+                    },
+                    "--repo": {
+                        "action": "append",
+                        "default": [],
+                        "metavar": "ORG/REPO[@REV]",
+                        "help": "also screen this Hub repo, which need not be in the sweep "
+                        "(repeatable; alone, only the repos are screened)",
+                    },
+                    "--offline-fixtures": {
+                        "default": None,
+                        "metavar": "PATH",
+                        "help": "answer from recorded Hub answers (JSON) instead of the network",
+                    },
+                },
+            ),
+        },
     )
-    p.add_argument(
-        "--existing",
-        choices=("refuse", "skip", "replace"),
-        default="refuse",
-        help="a run DST already holds: refuse the copy (default), skip it (keep "
-        "DST's), or replace it with SRC's",
-    )
-    p.set_defaults(func=cmd_store_copy)
-    p = command("k8s", cmd_k8s, description=cmd_k8s.__doc__)
-    add_sweep_option(p.add_argument)
-    add_sweep_run_option(p.add_argument, help="the sweep run every pod joins (required)")
-    add_store_option(p.add_argument)
-    p.add_argument(
-        "--bench-image",
-        required=True,
-        metavar="IMAGE",
-        help="the image the bench and judge containers run: pytest-modelsweep"
-        "[postgres,html] and your benches/ in its working folder",
-    )
-    p.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a model to measure (repeatable; default: every model of the sweep)",
-    )
-    p.add_argument(
-        "-o",
-        "--output",
-        default=".",
-        metavar="DIR",
-        help="where to write the two manifests (default: .)",
-    )
-    p.add_argument("--namespace", default=None, help="the Jobs' namespace (default: kubectl's)")
-    p.add_argument(
-        "--store-secret",
-        default="modelsweep-store",
-        metavar="NAME",
-        help="the Secret whose key 'password' holds the store's password "
-        "(default: modelsweep-store)",
-    )
-    p.add_argument(
-        "--hf-secret",
-        default="hf-token",
-        metavar="NAME",
-        help="the Secret whose key 'token' is HF_TOKEN for gated models; optional "
-        "(default: hf-token)",
-    )
-    p.add_argument(
-        "--pytest-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="an argument added to every pod's pytest command, e.g. --limit=100 (repeatable)",
-    )
-    p = sub.add_parser(
-        "screen",
-        help=f"screen the sweep's candidates (licence, memory); see {SCREEN} --help",
-        description=cmd_screen.__doc__,
-    )
-    p.add_argument(
-        "--sweep",
-        default=None,
-        metavar="NAME|PATH",
-        help="sweep file (TOML) or built-in sweep: embedded (default), tpu-v5e",
-    )
-    p.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="screen only this model of the sweep (repeatable)",
-    )
-    p.add_argument(
-        "--repo",
-        action="append",
-        default=[],
-        metavar="ORG/REPO[@REV]",
-        help="also screen this Hub repo, which need not be in the sweep "
-        "(repeatable; alone, only the repos are screened)",
-    )
-    p.add_argument(
-        "--offline-fixtures",
-        default=None,
-        metavar="PATH",
-        help="answer from recorded Hub answers (JSON) instead of the network",
-    )
-    p.set_defaults(func=cmd_screen, usage=p)
     return parser
 
 
@@ -755,7 +796,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by screen's own parser, which says it in one line
-        getattr(args, "usage", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        (args.usage if args.command == "screen" else parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}"
+        )
     interrupted = False
 
     def on_interrupt(signum: int, frame: object) -> None:

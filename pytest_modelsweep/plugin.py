@@ -14,30 +14,7 @@ import pytest
 
 from .core.errors import ModelsweepError
 from .core.metrics import MARKERS, STARTUP_MARKER, VERDICT_MARKER
-from .core.options import (
-    DEFAULTS,
-    MIN_TIMED_REQUESTS,
-    TIMED_REQUESTS_PER_SLOT,
-    add_noise_options,
-    add_noisy_option,
-    add_open_loop_options,
-    add_regression_option,
-    add_resamples_option,
-    add_sequential_options,
-    add_slo_cost_options,
-    add_startup_option,
-    add_store_option,
-    add_sweep_option,
-    add_sweep_run_option,
-    add_timeout_options,
-    add_ungated_option,
-    parse_baseline_name,
-    parse_fail_on,
-    parse_margin,
-    parse_positive_int,
-    parse_ratio_tolerance,
-    parse_wait_seconds,
-)
+from .core.options import OPTIONS
 from .pytest.collection import declares_benchmark
 from .pytest.context import (
     MODEL_PARAMS,
@@ -51,190 +28,11 @@ from .pytest.context import (
     unjudged_key,
 )
 
-# Every option of ours and its default (filled in by pytest_addoption).
-_OPTION_DEFAULTS: dict[str, Any] = {}
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("modelsweep", "LLM serving benchmarks (pytest-modelsweep)")
-    group.addoption(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="model of the sweep to run (repeatable; default: every model)",
-    )
-    group.addoption(
-        "--reference",
-        default=None,
-        metavar="NAME",
-        help="reference model the candidates are compared with (default: the sweep's reference)",
-    )
-    add_sweep_option(group.addoption)
-    group.addoption(
-        "--endpoint",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="attach model NAME to a running OpenAI-compatible server at URL "
-        "instead of starting one (repeatable)",
-    )
-    group.addoption(
-        "--results",
-        default=None,
-        metavar="PATH",
-        help="write the results (JSON) here (default: .modelsweep/runs/<run>/results.json)",
-    )
-    group.addoption(
-        "--md",
-        default=None,
-        metavar="PATH",
-        help="write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when that is set)",
-    )
-    group.addoption(
-        "--llm-d-report",
-        default=None,
-        metavar="FILE",
-        help="write llm-d's Benchmark Report v0.2.1 (JSON) here: one report per "
-        "measured throughput setting (docs/results-schema.md)",
-    )
-    group.addoption(
-        "--modelsweep-dir",
-        default=None,
-        metavar="DIR",
-        help="where runs keep logs and results (default: <rootdir>/.modelsweep)",
-    )
-    add_store_option(group.addoption)
-    add_sweep_run_option(group.addoption)
-    group.addoption(
-        "--no-reuse",
-        action="store_true",
-        default=False,
-        help="send every item again instead of reusing stored answers "
-        "of the same model, server, settings and prompt",
-    )
-    group.addoption(
-        "--margin",
-        type=parse_margin,
-        default=None,
-        metavar="X",
-        help="equivalence margin for accuracy differences (e.g. 0.02 = 2 points): "
-        "verdicts become equivalent/inconclusive instead of matches",
-    )
-    group.addoption(
-        "--ratio-tolerance",
-        type=parse_ratio_tolerance,
-        default=DEFAULTS.ratio_tolerance,
-        metavar="X",
-        help="a candidate whose throughput ratio interval lies wholly below 1 - X "
-        f"is worse (above 1 + X: better; default: {DEFAULTS.ratio_tolerance:.2f})",
-    )
-    group.addoption(
-        "--interleave",
-        action="store_true",
-        default=False,
-        help="throughput ratio tests measure both models themselves, their windows "
-        "alternating A B B A ..., so that drift in machine speed cancels "
-        "(both servers stay up; not with -n)",
-    )
-    group.addoption(
-        "--allow-unjudged",
-        action="store_true",
-        default=False,
-        help="pass a run whose comparison tests found nothing to compare with "
-        "(default: such a run fails, since it judged nothing)",
-    )
-    group.addoption(
-        "--fail-on",
-        type=parse_fail_on,
-        default=DEFAULTS.fail_on,
-        metavar="VERDICTS",
-        help="comma-separated verdicts that fail a comparison test "
-        "(better, worse, matches, equivalent, inconclusive; none: every "
-        "verdict is recorded, none fails; "
-        f"default: {','.join(sorted(DEFAULTS.fail_on))})",
-    )
-    group.addoption(
-        "--holm",
-        action="store_true",
-        default=False,
-        help="Holm-correct the candidates' intervals for multiple comparisons",
-    )
-    add_sequential_options(group.addoption)
-    add_resamples_option(group.addoption)
-    add_timeout_options(group.addoption)
-    group.addoption(
-        "--verdict-wait",
-        type=parse_wait_seconds,
-        default=DEFAULTS.verdict_wait,
-        metavar="SECONDS",
-        help="how long a comparison waits for the reference's result when it runs "
-        f"on another xdist worker (default: {DEFAULTS.verdict_wait:g})",
-    )
-    group.addoption(
-        "--save-baseline",
-        type=parse_baseline_name,
-        default=None,
-        metavar="NAME",
-        help="save this run in the store as baseline NAME (refused unless every "
-        "modelsweep test passed and it measured accuracy or throughput)",
-    )
-    group.addoption(
-        "--baseline",
-        type=parse_baseline_name,
-        default=None,
-        metavar="NAME|PATH",
-        help="compare every model x metric with a stored baseline (or a results "
-        "file), checked before any test runs; the session fails when one "
-        "regressed, or when nothing could be compared (see --allow-ungated)",
-    )
-    add_regression_option(group.addoption)
-    add_ungated_option(group.addoption)
-    add_noisy_option(group.addoption)
-    add_noise_options(group.addoption)
-    add_slo_cost_options(group.addoption)
-    add_open_loop_options(group.addoption)
-    add_startup_option(group.addoption)
-    group.addoption(
-        "--timed-requests",
-        type=parse_positive_int,
-        default=None,
-        metavar="N",
-        help="timed requests per throughput repeat (default: "
-        f"{TIMED_REQUESTS_PER_SLOT} x concurrency, at least {MIN_TIMED_REQUESTS})",
-    )
-    group.addoption(
-        "--limit",
-        type=parse_positive_int,
-        default=None,
-        metavar="N",
-        help="run only the first N items of accuracy benchmarks (a subset)",
-    )
-    group.addoption(
-        "--gsm8k-path",
-        default=None,
-        metavar="PATH",
-        help="GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)",
-    )
-    group.addoption(
-        "--gsm8k-max-tokens",
-        type=parse_positive_int,
-        default=None,
-        metavar="N",
-        help="GSM8K answer length limit (default: the sweep's [benchmarks.gsm8k] "
-        "max_tokens; 256 in the embedded sweep, 2048 where a sweep sets none)",
-    )
-    group.addoption(
-        "--bfcl-path",
-        default=None,
-        metavar="DIR",
-        help="folder with BFCL simple records and possible answers "
-        "(default: the BFCL dataset from the Hub)",
-    )
-    _OPTION_DEFAULTS.clear()
-    _OPTION_DEFAULTS.update(
-        {option.dest: getattr(option, "default", None) for option in group.options}
-    )
+    for flag, keywords in OPTIONS.items():
+        group.addoption(flag, **keywords)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -265,23 +63,27 @@ def pytest_configure(config: pytest.Config) -> None:
     pytest-html's configure meets it as an INTERNALERROR."""
     for name, help_text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
-    option = config.option
-    if option.holm and getattr(option, "numprocesses", None):
-        raise pytest.UsageError(
+    option, xdist = config.option, getattr(config.option, "numprocesses", None)
+    for clash, message in (
+        (
+            option.holm and xdist,
             "--holm compares every candidate at once, which xdist workers cannot wait for "
             "each other to do: measure with -n, then run `pytest benches -m verdict --holm` "
-            "without -n (it reads the stored results)"
-        )
-    if option.holm and option.until_decided:
-        raise pytest.UsageError(
+            "without -n (it reads the stored results)",
+        ),
+        (
+            option.holm and option.until_decided,
             "--holm adjusts fixed-n bootstrap intervals, and --until-decided's confidence "
-            "sequences have no Holm adjustment: drop one of the two"
-        )
-    if option.interleave and getattr(option, "numprocesses", None):
-        raise pytest.UsageError(
+            "sequences have no Holm adjustment: drop one of the two",
+        ),
+        (
+            option.interleave and xdist,
             "--interleave measures the candidate and the reference side by side, so both "
-            "servers must live in one process: run it without -n"
-        )
+            "servers must live in one process: run it without -n",
+        ),
+    ):
+        if clash:
+            raise pytest.UsageError(message)
     from .pytest import fixtures
     from .pytest.controller import ControllerHooks
 
@@ -297,9 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def modelsweep_options_given(config: pytest.Config) -> list[str]:
     """The modelsweep options this run gives (their values differ from the defaults)."""
     return [
-        dest
-        for dest, default in _OPTION_DEFAULTS.items()
-        if getattr(config.option, dest, default) != default
+        flag for flag, keywords in OPTIONS.items() if config.getoption(flag) != keywords["default"]
     ]
 
 

@@ -1,9 +1,10 @@
-"""Every modelsweep option's default and rule, written once; the option builders.
+"""Every modelsweep option's default and rule, written once; the one table of options.
 
 :data:`DEFAULTS` is the one table of defaults. Each option with a rule has an argparse
 ``type=`` parser raising a one-line :class:`argparse.ArgumentTypeError`, so a bad value is a
-usage error at once. The builders take pytest's ``group.addoption`` or argparse's
-``add_argument``, so an option reads the same in ``pytest`` and ``modelsweep``. Imported by
+usage error at once. :data:`OPTIONS` holds each option's keywords for pytest's
+``group.addoption`` and argparse's ``add_argument``, so an option reads the same in ``pytest``
+and ``modelsweep``. Imported by
 every pytest run: a parser imports what it needs only when its option is given.
 """
 
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 from .store_location import StoreLocation, StoreLocationError, parse_store_location
 
-AddOption = Callable[..., Any]
 T = TypeVar("T")
 
 
@@ -207,19 +207,22 @@ def parse_request_rate(text: str) -> float:
     return _waitable(_parse_rate(text), "a rate")
 
 
+def _rate_range(text: str) -> RateSweep:
+    start, _, end = text.partition(":")
+    return RateSweep(float(start), float(end))
+
+
+_parse_rate_range = _checked(
+    _rate_range,
+    lambda sweep: 0 < sweep.start_rps <= sweep.max_rps < math.inf,
+    "{text!r}: expected START:MAX in requests per second with 0 < START <= MAX, e.g. 0.25:64",
+)
+
+
 def parse_rate_sweep(text: str) -> RateSweep:
     """``--rate-sweep``: ``START:MAX`` in requests per second, MIN_REQUEST_RATE <= START <=
     MAX < inf."""
-    start, _, end = text.partition(":")
-    try:
-        sweep = RateSweep(float(start), float(end))
-    except ValueError:
-        sweep = None
-    if sweep is None or not (0 < sweep.start_rps <= sweep.max_rps < math.inf):
-        raise ArgumentTypeError(
-            f"{text!r}: expected START:MAX in requests per second with "
-            "0 < START <= MAX, e.g. 0.25:64"
-        )
+    sweep = _parse_rate_range(text)
     _waitable(sweep.start_rps, "a START")
     return sweep
 
@@ -292,31 +295,7 @@ def parse_thresholds(text: str) -> Thresholds:
     return replace(DEFAULTS.fail_on_regression, **given)
 
 
-# --------------------------------------------------------------------------- builders
-
-
-def _options(*options: tuple[str, dict[str, Any]]) -> Callable[[AddOption], None]:
-    """A builder: adds each ``(flag, keywords)`` with pytest's ``group.addoption`` or
-    argparse's ``add_argument``."""
-
-    def add(addoption: AddOption) -> None:
-        for flag, keywords in options:
-            addoption(flag, **keywords)
-
-    return add
-
-
-add_sweep_option = _options(
-    (
-        "--sweep",
-        {
-            "default": DEFAULTS.sweep,
-            "metavar": "PATH",
-            "help": "sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
-            f"(default: {DEFAULTS.sweep})",
-        },
-    ),
-)
+# --------------------------------------------------------------------------- the option table
 
 
 def store_location_type(value: str) -> StoreLocation:
@@ -327,287 +306,331 @@ def store_location_type(value: str) -> StoreLocation:
         raise ArgumentTypeError(str(error)) from None
 
 
-def add_store_option(addoption: AddOption, default: StoreLocation | None = None) -> None:
-    addoption(
-        "--store",
-        default=default,
-        metavar="PATH|URL",
-        type=store_location_type,
-        help="store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
+OPTIONS: dict[str, dict[str, Any]] = {
+    "--model": {
+        "action": "append",
+        "default": [],
+        "metavar": "NAME",
+        "help": "model of the sweep to run (repeatable; default: every model)",
+    },
+    "--reference": {
+        "default": None,
+        "metavar": "NAME",
+        "help": "reference model the candidates are compared with (default: the sweep's reference)",
+    },
+    "--sweep": {
+        "default": DEFAULTS.sweep,
+        "metavar": "PATH",
+        "help": "sweep file (TOML), or a built-in sweep: embedded, tpu-v5e, vllm-cpu "
+        f"(default: {DEFAULTS.sweep})",
+    },
+    "--endpoint": {
+        "action": "append",
+        "default": [],
+        "metavar": "NAME=URL",
+        "help": "attach model NAME to a running OpenAI-compatible server at URL "
+        "instead of starting one (repeatable)",
+    },
+    "--results": {
+        "default": None,
+        "metavar": "PATH",
+        "help": "write the results (JSON) here (default: .modelsweep/runs/<run>/results.json)",
+    },
+    "--md": {
+        "default": None,
+        "metavar": "PATH",
+        "help": "write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when that is set)",
+    },
+    "--llm-d-report": {
+        "default": None,
+        "metavar": "FILE",
+        "help": "write llm-d's Benchmark Report v0.2.1 (JSON) here: one report per "
+        "measured throughput setting (docs/results-schema.md)",
+    },
+    "--modelsweep-dir": {
+        "default": None,
+        "metavar": "DIR",
+        "help": "where runs keep logs and results (default: <rootdir>/.modelsweep)",
+    },
+    "--store": {  # pytest's: <--modelsweep-dir>/store.sqlite; modelsweep's: DEFAULTS.store
+        "default": None,
+        "metavar": "PATH|URL",
+        "type": store_location_type,
+        "help": "store of runs, measurements and items: a SQLite file, sqlite:///PATH or "
         f"postgresql://USER@HOST:PORT/DATABASE (default: {DEFAULTS.store})",
-    )
-
-
-def add_sweep_run_option(addoption: AddOption, help: str | None = None) -> None:
-    addoption(
-        "--sweep-run",
-        type=parse_sweep_run,
-        default=None,
-        metavar="NAME",
-        help=help
-        or "join the runs of other hosts under one logical sweep NAME (e.g. "
+    },
+    "--sweep-run": {
+        "type": parse_sweep_run,
+        "default": None,
+        "metavar": "NAME",
+        "help": "join the runs of other hosts under one logical sweep NAME (e.g. "
         "the CI run id): comparisons find a model measured by any run of "
         "NAME in the store, waiting for one still running (--verdict-wait), "
         "and the gate and reports cover every run of NAME "
         "(docs/multihost.md)",
-    )
+    },
+    "--no-reuse": {
+        "action": "store_true",
+        "default": False,
+        "help": "send every item again instead of reusing stored answers "
+        "of the same model, server, settings and prompt",
+    },
+    "--margin": {
+        "type": parse_margin,
+        "default": None,
+        "metavar": "X",
+        "help": "equivalence margin for accuracy differences (e.g. 0.02 = 2 points): "
+        "verdicts become equivalent/inconclusive instead of matches",
+    },
+    "--ratio-tolerance": {
+        "type": parse_ratio_tolerance,
+        "default": DEFAULTS.ratio_tolerance,
+        "metavar": "X",
+        "help": "a candidate whose throughput ratio interval lies wholly below 1 - X "
+        f"is worse (above 1 + X: better; default: {DEFAULTS.ratio_tolerance:.2f})",
+    },
+    "--interleave": {
+        "action": "store_true",
+        "default": False,
+        "help": "throughput ratio tests measure both models themselves, their windows "
+        "alternating A B B A ..., so that drift in machine speed cancels "
+        "(both servers stay up; not with -n)",
+    },
+    "--allow-unjudged": {
+        "action": "store_true",
+        "default": False,
+        "help": "pass a run whose comparison tests found nothing to compare with "
+        "(default: such a run fails, since it judged nothing)",
+    },
+    "--fail-on": {
+        "type": parse_fail_on,
+        "default": DEFAULTS.fail_on,
+        "metavar": "VERDICTS",
+        "help": "comma-separated verdicts that fail a comparison test "
+        "(better, worse, matches, equivalent, inconclusive; none: every "
+        "verdict is recorded, none fails; "
+        f"default: {','.join(sorted(DEFAULTS.fail_on))})",
+    },
+    "--holm": {
+        "action": "store_true",
+        "default": False,
+        "help": "Holm-correct the candidates' intervals for multiple comparisons",
+    },
+    # --until-decided and --round-size (items between two looks)
+    "--until-decided": {
+        "action": "store_true",
+        "default": False,
+        "help": "accuracy benchmarks send items in one seeded random order, in rounds, and "
+        "stop for a model once every comparison it takes part in (verdicts, and "
+        "with --baseline its gate row) is decided by an anytime-valid confidence "
+        "sequence (default: the sweep's [verdicts] until_decided, else off)",
+    },
+    "--round-size": {
+        "type": parse_positive_int,
+        "default": DEFAULTS.round_size,
+        "metavar": "N",
+        "help": "--until-decided: items each model scores between two looks at its "
+        f"comparisons (default: {DEFAULTS.round_size})",
+    },
+    "--resamples": {
+        "type": parse_resamples,
+        "default": DEFAULTS.resamples,
+        "metavar": "N",
+        "help": f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})",
+    },
+    "--idle-timeout": {
+        "type": parse_seconds,
+        "default": DEFAULTS.idle_timeout,
+        "metavar": "SECONDS",
+        "help": "fail a request after this long without a byte from the server (for a "
+        "non-streamed answer, from a server with work counters: without a byte and "
+        "without its counters moving); a stalled server is found sooner by a health "
+        f"check (default: {DEFAULTS.idle_timeout:g})",
+    },
+    "--request-timeout": {
+        "type": parse_seconds,
+        "default": DEFAULTS.request_timeout,
+        "metavar": "SECONDS",
+        "help": f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})",
+    },
+    "--verdict-wait": {
+        "type": parse_wait_seconds,
+        "default": DEFAULTS.verdict_wait,
+        "metavar": "SECONDS",
+        "help": "how long a comparison waits for the reference's result when it runs "
+        f"on another xdist worker (default: {DEFAULTS.verdict_wait:g})",
+    },
+    "--save-baseline": {
+        "type": parse_baseline_name,
+        "default": None,
+        "metavar": "NAME",
+        "help": "save this run in the store as baseline NAME (refused unless every "
+        "modelsweep test passed and it measured accuracy or throughput)",
+    },
+    "--baseline": {
+        "type": parse_baseline_name,
+        "default": None,
+        "metavar": "NAME|PATH",
+        "help": "compare every model x metric with a stored baseline (or a results "
+        "file), checked before any test runs; the session fails when one "
+        "regressed, or when nothing could be compared (see --allow-ungated)",
+    },
+    "--fail-on-regression": {
+        "type": parse_thresholds,
+        "default": DEFAULTS.fail_on_regression,
+        "metavar": "RULES",
+        "help": "how much worse is a regression "
+        f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})",
+    },
+    "--allow-ungated": {
+        "action": "store_true",
+        "default": False,
+        "help": "pass when nothing could be compared with the baseline (every row new: "
+        "other models, benchmarks or settings); default: that fails, since "
+        "nothing was gated",
+    },
+    "--fail-on-noisy": {
+        "action": "store_true",
+        "default": False,
+        "help": "gate rows measured unstable (CV above --unstable-cv) or contended (others "
+        "used the CPU) fail the session too (default: shown as 're-run', not failing)",
+    },
+    # --repeats (a count or auto) and the limits that mark noisy or contended settings
+    "--repeats": {
+        "type": parse_repeats,
+        "default": DEFAULTS.repeats,
+        "metavar": "N|auto",
+        "help": f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
+        f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
+        "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
+        "within --repeats-target, at most --repeats-max",
+    },
+    "--repeats-target": {
+        "type": parse_repeats_target,
+        "default": DEFAULTS.repeats_target,
+        "metavar": "X",
+        "help": "--repeats auto: the 95%% interval's half-width to reach, as a share of "
+        f"the mean (default: {DEFAULTS.repeats_target:.2f})",
+    },
+    "--repeats-max": {
+        "type": parse_repeats_max,
+        "default": DEFAULTS.repeats_max,
+        "metavar": "N",
+        "help": f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})",
+    },
+    "--unstable-cv": {
+        "type": parse_unstable_cv,
+        "default": DEFAULTS.unstable_cv,
+        "metavar": "X",
+        "help": "mark a throughput setting unstable when its repeats' coefficient of "
+        f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})",
+    },
+    "--contended-cores": {
+        "type": parse_contended_cores,
+        "default": DEFAULTS.contended_cores,
+        "metavar": "X",
+        "help": "mark a timed window contended when other processes used more than X "
+        f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})",
+    },
+    "--contended-steal": {
+        "type": parse_contended_steal,
+        "default": DEFAULTS.contended_steal,
+        "metavar": "X",
+        "help": "mark a timed window contended when the hypervisor stole more than this "
+        f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})",
+    },
+    # --slo (latency targets per request) and --usd-per-hour (the machine's price)
+    "--slo": {
+        "type": parse_slo,
+        "default": None,
+        "metavar": "TARGETS",
+        "help": "latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
+        "e2e=): every throughput window records goodput and SLO attainment, and "
+        "the capacity benchmark searches the highest concurrency meeting them",
+    },
+    "--slo-attainment": {
+        "type": parse_slo_attainment,
+        "default": DEFAULTS.slo_attainment,
+        "metavar": "X",
+        "help": "capacity: the share of requests that must meet --slo "
+        f"(default: {DEFAULTS.slo_attainment:.2f})",
+    },
+    "--usd-per-hour": {
+        "type": parse_usd_per_hour,
+        "default": None,
+        "metavar": "X",
+        "help": "price of the machine one model is served on, US dollars per hour, for "
+        "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)",
+    },
+    # --request-rate, --burstiness (open-loop arrivals) and --rate-sweep
+    "--request-rate": {
+        "type": parse_request_rate,
+        "default": None,
+        "metavar": "RPS",
+        "help": "open loop: send requests at this mean rate whatever is in flight, latency "
+        "from each request's scheduled time (-m open_loop needs it; "
+        f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)",
+    },
+    "--burstiness": {
+        "type": parse_burstiness,
+        "default": DEFAULTS.burstiness,
+        "metavar": "B",
+        "help": "open loop: gaps between requests are gamma-distributed with shape B, as "
+        f"vllm bench serve draws them (1: Poisson; default: {DEFAULTS.burstiness:g})",
+    },
+    "--rate-sweep": {
+        "type": parse_rate_sweep,
+        "default": DEFAULTS.rate_sweep,
+        "metavar": "START:MAX",
+        "help": "capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
+        "try, doubling from START, then bisecting; it stops at a miss or when the "
+        f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})",
+    },
+    "--startup-launches": {
+        "type": parse_startup_launches,
+        "default": DEFAULTS.startup_launches,
+        "metavar": "N",
+        "help": "cold start (-m startup): fresh launches of each model's server "
+        f"(default: {DEFAULTS.startup_launches})",
+    },
+    "--timed-requests": {
+        "type": parse_positive_int,
+        "default": None,
+        "metavar": "N",
+        "help": "timed requests per throughput repeat (default: "
+        f"{TIMED_REQUESTS_PER_SLOT} x concurrency, at least {MIN_TIMED_REQUESTS})",
+    },
+    "--limit": {
+        "type": parse_positive_int,
+        "default": None,
+        "metavar": "N",
+        "help": "run only the first N items of accuracy benchmarks (a subset)",
+    },
+    "--gsm8k-path": {
+        "default": None,
+        "metavar": "PATH",
+        "help": "GSM8K test split as local JSONL (default: openai/gsm8k from the Hub)",
+    },
+    "--gsm8k-max-tokens": {
+        "type": parse_positive_int,
+        "default": None,
+        "metavar": "N",
+        "help": "GSM8K answer length limit (default: the sweep's [benchmarks.gsm8k] "
+        "max_tokens; 256 in the embedded sweep, 2048 where a sweep sets none)",
+    },
+    "--bfcl-path": {
+        "default": None,
+        "metavar": "DIR",
+        "help": "folder with BFCL simple records and possible answers "
+        "(default: the BFCL dataset from the Hub)",
+    },
+}
+"""Every option of pytest's modelsweep group, in ``--help`` order: flag → the keywords of
+pytest's ``group.addoption`` and argparse's ``add_argument``, which ``modelsweep``'s
+sub-commands take from here for the options they share (:func:`shared`)."""
 
 
-add_regression_option = _options(
-    (
-        "--fail-on-regression",
-        {
-            "type": parse_thresholds,
-            "default": DEFAULTS.fail_on_regression,
-            "metavar": "RULES",
-            "help": "how much worse is a regression "
-            f"(default: {str(DEFAULTS.fail_on_regression).replace('%', '%%')})",
-        },
-    ),
-)
-
-
-add_timeout_options = _options(
-    (
-        "--idle-timeout",
-        {
-            "type": parse_seconds,
-            "default": DEFAULTS.idle_timeout,
-            "metavar": "SECONDS",
-            "help": "fail a request after this long without a byte from the server (for a "
-            "non-streamed answer, from a server with work counters: without a byte and "
-            "without its counters moving); a stalled server is found sooner by a health "
-            f"check (default: {DEFAULTS.idle_timeout:g})",
-        },
-    ),
-    (
-        "--request-timeout",
-        {
-            "type": parse_seconds,
-            "default": DEFAULTS.request_timeout,
-            "metavar": "SECONDS",
-            "help": f"fail a request after this long in all (default: {DEFAULTS.request_timeout:g})",
-        },
-    ),
-)
-
-
-add_resamples_option = _options(
-    (
-        "--resamples",
-        {
-            "type": parse_resamples,
-            "default": DEFAULTS.resamples,
-            "metavar": "N",
-            "help": f"bootstrap resamples of paired comparisons (default: {DEFAULTS.resamples})",
-        },
-    ),
-)
-
-
-add_noise_options = _options(
-    (
-        "--repeats",
-        {
-            "type": parse_repeats,
-            "default": DEFAULTS.repeats,
-            "metavar": "N|auto",
-            "help": f"timed repeats of each throughput setting (default: {DEFAULTS.repeats}); "
-            f"auto: Stein's two-stage rule, the spread of a first {AUTO_FIRST_STAGE} "
-            "repeats fixes how many the 95%% interval of the mean tokens/s needs to be "
-            "within --repeats-target, at most --repeats-max",
-        },
-    ),
-    (
-        "--repeats-target",
-        {
-            "type": parse_repeats_target,
-            "default": DEFAULTS.repeats_target,
-            "metavar": "X",
-            "help": "--repeats auto: the 95%% interval's half-width to reach, as a share of "
-            f"the mean (default: {DEFAULTS.repeats_target:.2f})",
-        },
-    ),
-    (
-        "--repeats-max",
-        {
-            "type": parse_repeats_max,
-            "default": DEFAULTS.repeats_max,
-            "metavar": "N",
-            "help": f"--repeats auto: at most N repeats (default: {DEFAULTS.repeats_max})",
-        },
-    ),
-    (
-        "--unstable-cv",
-        {
-            "type": parse_unstable_cv,
-            "default": DEFAULTS.unstable_cv,
-            "metavar": "X",
-            "help": "mark a throughput setting unstable when its repeats' coefficient of "
-            f"variation exceeds X (default: {DEFAULTS.unstable_cv:.2f})",
-        },
-    ),
-    (
-        "--contended-cores",
-        {
-            "type": parse_contended_cores,
-            "default": DEFAULTS.contended_cores,
-            "metavar": "X",
-            "help": "mark a timed window contended when other processes used more than X "
-            f"CPU cores during it (default: {DEFAULTS.contended_cores:.2f})",
-        },
-    ),
-    (
-        "--contended-steal",
-        {
-            "type": parse_contended_steal,
-            "default": DEFAULTS.contended_steal,
-            "metavar": "X",
-            "help": "mark a timed window contended when the hypervisor stole more than this "
-            f"share of the machine's CPU time during it (default: {DEFAULTS.contended_steal:.2f})",
-        },
-    ),
-)
-"""``--repeats`` (a count or ``auto``) and the limits that mark noisy or contended settings."""
-
-
-add_slo_cost_options = _options(
-    (
-        "--slo",
-        {
-            "type": parse_slo,
-            "default": None,
-            "metavar": "TARGETS",
-            "help": "latency targets a good request meets, e.g. ttft=500ms,tpot=50ms (also "
-            "e2e=): every throughput window records goodput and SLO attainment, and "
-            "the capacity benchmark searches the highest concurrency meeting them",
-        },
-    ),
-    (
-        "--slo-attainment",
-        {
-            "type": parse_slo_attainment,
-            "default": DEFAULTS.slo_attainment,
-            "metavar": "X",
-            "help": "capacity: the share of requests that must meet --slo "
-            f"(default: {DEFAULTS.slo_attainment:.2f})",
-        },
-    ),
-    (
-        "--usd-per-hour",
-        {
-            "type": parse_usd_per_hour,
-            "default": None,
-            "metavar": "X",
-            "help": "price of the machine one model is served on, US dollars per hour, for "
-            "$/1M output tokens (default: the sweep's [pricing]; none: no cost shown)",
-        },
-    ),
-)
-"""``--slo`` (latency targets per request) and ``--usd-per-hour`` (the machine's price)."""
-
-
-add_ungated_option = _options(
-    (
-        "--allow-ungated",
-        {
-            "action": "store_true",
-            "default": False,
-            "help": "pass when nothing could be compared with the baseline (every row new: "
-            "other models, benchmarks or settings); default: that fails, since "
-            "nothing was gated",
-        },
-    ),
-)
-"""``--allow-ungated``: pass although nothing was compared with the baseline."""
-
-
-add_sequential_options = _options(
-    (
-        "--until-decided",
-        {
-            "action": "store_true",
-            "default": False,
-            "help": "accuracy benchmarks send items in one seeded random order, in rounds, and "
-            "stop for a model once every comparison it takes part in (verdicts, and "
-            "with --baseline its gate row) is decided by an anytime-valid confidence "
-            "sequence (default: the sweep's [verdicts] until_decided, else off)",
-        },
-    ),
-    (
-        "--round-size",
-        {
-            "type": parse_positive_int,
-            "default": DEFAULTS.round_size,
-            "metavar": "N",
-            "help": "--until-decided: items each model scores between two looks at its "
-            f"comparisons (default: {DEFAULTS.round_size})",
-        },
-    ),
-)
-"""``--until-decided`` and ``--round-size`` (items between two looks)."""
-
-
-add_open_loop_options = _options(
-    (
-        "--request-rate",
-        {
-            "type": parse_request_rate,
-            "default": None,
-            "metavar": "RPS",
-            "help": "open loop: send requests at this mean rate whatever is in flight, latency "
-            "from each request's scheduled time (-m open_loop needs it; "
-            f"{OPEN_LOOP_TIMED_REQUESTS} requests per window unless --timed-requests)",
-        },
-    ),
-    (
-        "--burstiness",
-        {
-            "type": parse_burstiness,
-            "default": DEFAULTS.burstiness,
-            "metavar": "B",
-            "help": "open loop: gaps between requests are gamma-distributed with shape B, as "
-            "vllm bench serve draws them (1: Poisson; default: "
-            f"{DEFAULTS.burstiness:g})",
-        },
-    ),
-    (
-        "--rate-sweep",
-        {
-            "type": parse_rate_sweep,
-            "default": DEFAULTS.rate_sweep,
-            "metavar": "START:MAX",
-            "help": "capacity in req/s (-m rate_capacity, needs --slo): the rates the sweep may "
-            "try, doubling from START, then bisecting; it stops at a miss or when the "
-            f"server falls behind the offered rate (default: {DEFAULTS.rate_sweep})",
-        },
-    ),
-)
-"""``--request-rate``, ``--burstiness`` (open-loop arrivals) and ``--rate-sweep``."""
-
-
-add_startup_option = _options(
-    (
-        "--startup-launches",
-        {
-            "type": parse_startup_launches,
-            "default": DEFAULTS.startup_launches,
-            "metavar": "N",
-            "help": "cold start (-m startup): fresh launches of each model's server "
-            f"(default: {DEFAULTS.startup_launches})",
-        },
-    ),
-)
-
-
-add_noisy_option = _options(
-    (
-        "--fail-on-noisy",
-        {
-            "action": "store_true",
-            "default": False,
-            "help": "gate rows measured unstable (CV above --unstable-cv) or contended (others "
-            "used the CPU) fail the session too (default: shown as 're-run', not failing)",
-        },
-    ),
-)
+def shared(flag: str, **changed: Any) -> dict[str, Any]:
+    """``flag``'s keywords from :data:`OPTIONS`, with those a ``modelsweep`` sub-command
+    ``changed`` (its default or help)."""
+    return {**OPTIONS[flag], **changed}

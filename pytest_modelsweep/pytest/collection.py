@@ -120,6 +120,14 @@ def _ratio_function() -> Callable[..., None]:
     return test_throughput_ratio
 
 
+_COMPARISON_TESTS = {
+    Kind.ACCURACY: ("evaluate", VERDICT_TEST, _verdict_function),
+    Kind.THROUGHPUT: ("measure_throughput", RATIO_TEST, _ratio_function),
+}
+"""A benchmark kind → the fixture its declared test takes, its comparison tests' name and
+the maker of their function."""
+
+
 def with_verdict_tests(
     collector: pytest.Collector, name: str, obj: Any, collected: Any
 ) -> list[Any]:
@@ -129,7 +137,7 @@ def with_verdict_tests(
     benchmark, kind = declared_benchmark(collector, name, obj)
     marker = register_marker(collector.config, benchmark, kind)
     items = list(collected) if isinstance(collected, list) else [collected] if collected else []
-    fixture = "evaluate" if kind is Kind.ACCURACY else "measure_throughput"
+    fixture, test_name, make = _COMPARISON_TESTS[kind]
     concurrencies: list[int] = []
     for item in items:
         if not isinstance(item, pytest.Function):
@@ -155,14 +163,12 @@ def with_verdict_tests(
                 concurrencies.append(concurrency)
     assert isinstance(collector, pytest.Module)  # declared_benchmark refused a class
     module = collector.obj
-    test_name = VERDICT_TEST if kind is Kind.ACCURACY else RATIO_TEST
     existing = module.__dict__.get(test_name)
     if existing is not None and not getattr(existing, _SHARED, False):
         raise collector.CollectError(
             f"{collector.name} defines {test_name}, the name of the comparison tests modelsweep "
             f"adds beside the declared benchmark {benchmark!r}: rename yours"
         )
-    make = _verdict_function if kind is Kind.ACCURACY else _ratio_function
     if existing is None:  # the module's shared comparison test (made once), which items call
         shared = getattr(pytest.mark, VERDICT_MARKER)(make())
         setattr(shared, _SHARED, True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -238,7 +239,7 @@ def evaluate(
             record=record_measurement,
             store=store,
             store_failure=store_failure,
-            rounds=run.until_decided(model_name, _expected_tests(request)),
+            rounds=run.until_decided(model_name, partial(tests_in_session, request.session)),
             progress=run.write_line,
             **options,
         )
@@ -337,7 +338,7 @@ def judge_against_reference(
             record_measurement,
             AccuracyComparison(
                 run.comparisons,
-                _expected_tests(request),
+                partial(tests_in_session, request.session),
                 candidate_name,
                 reference,
                 benchmark,
@@ -397,7 +398,7 @@ def judge_throughput_ratio(
             record_measurement,
             ThroughputComparison(
                 run.comparisons,
-                _expected_tests(request),
+                partial(tests_in_session, request.session),
                 candidate_name,
                 reference,
                 benchmark,
@@ -439,7 +440,7 @@ def judge_capacity_ratio(
             record_measurement,
             CapacityComparison(
                 run.comparisons,
-                _expected_tests(request),
+                partial(tests_in_session, request.session),
                 candidate_name,
                 run.config.selection.reference,
                 settings.slo,
@@ -481,15 +482,6 @@ def measure_startup(
         )
 
     return measure
-
-
-def _expected_tests(
-    request: pytest.FixtureRequest,
-) -> Callable[[str, str, Mapping[str, Any] | None], list[str]]:
-    """This session's tests that record a model's benchmark (at a setting)."""
-    return lambda model, benchmark, params: tests_in_session(
-        request.session, model, benchmark, params=params
-    )
 
 
 def _judge(

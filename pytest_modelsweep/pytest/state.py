@@ -364,13 +364,11 @@ class RunState:
 
         ended = {run["run_id"] for run in store.runs() if run["status"] != "interrupted"}
         places = [Path(self.config.options.results)] if self.config.options.results else []
-        runs = self.config.workdir / "runs"
-        if runs.is_dir():
-            places += [
-                folder / "results.json"
-                for folder in sorted(runs.iterdir())
-                if folder.name not in ended and folder.name != self.config.run_id
-            ]
+        places += [  # (no runs folder: no folder in it)
+            folder / "results.json"
+            for folder in sorted((self.config.workdir / "runs").glob("*"))
+            if folder.name not in ended and folder.name != self.config.run_id
+        ]
         taken, failed = 0, False
         for path in places:
             if not (path.is_file() or path.with_name(path.name + ".partial.jsonl").is_file()):

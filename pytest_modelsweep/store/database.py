@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -209,28 +209,28 @@ class Store:
             )
 
     # -- transactions ----------------------------------------------------------
-    @contextmanager
-    def writing(self) -> Iterator[Connection]:
+    def writing(self) -> AbstractContextManager[Connection]:
         """One write transaction; a refused write (full disk, server gone) is an OutputError."""
-        if self.failure is not None:
-            raise OutputError(self.failure)
-        try:
-            with self._lock, self._writer.begin() as conn:
-                yield conn
-        except SQLAlchemyError as error:
-            raise self._failed(error, "write") from None
+        return self._connected("write", self.failure is not None, self._writer.begin)
 
-    @contextmanager
-    def reading(self) -> Iterator[Connection]:
+    def reading(self) -> AbstractContextManager[Connection]:
         """One read, its rows fetched inside; a refused read (server gone, unreadable file,
         no connection from the pool) is an OutputError."""
-        if self._unreadable:
+        return self._connected("read", self._unreadable, self._engine.connect)
+
+    @contextmanager
+    def _connected(
+        self, verb: str, refused: bool, connect: Callable[[], AbstractContextManager[Connection]]
+    ) -> Iterator[Connection]:
+        """A connection from ``connect`` under the store's lock; :meth:`_failed` on an error,
+        the store's failure at once where it is ``refused``."""
+        if refused:
             raise OutputError(self.failure)
         try:
-            with self._lock, self._engine.connect() as conn:
+            with self._lock, connect() as conn:
                 yield conn
         except SQLAlchemyError as error:
-            raise self._failed(error, "read") from None
+            raise self._failed(error, verb) from None
 
     def _failed(self, error: SQLAlchemyError, verb: str) -> OutputError:
         """A refused read or write in one line naming the fix; remembered (:attr:`failure`)
@@ -243,17 +243,25 @@ class Store:
         sqlstate = getattr(orig, "sqlstate", None)
         code = getattr(orig, "sqlite_errorcode", None)
         code = None if code is None else int(code) & 0xFF
-        if "full" in reason or "space" in reason or sqlstate in ("53100", "53200"):
-            fix = "free space on its disk or pass --store elsewhere"
-        elif code == sqlite3.SQLITE_READONLY or sqlstate == "25006":
-            fix = "make it writable again or pass --store elsewhere"
-        elif self.dialect == "postgresql" and (sqlstate is None or sqlstate[:2] in ("08", "57")):
-            fix = (
+        fixes = (
+            (
+                "full" in reason or "space" in reason or sqlstate in ("53100", "53200"),
+                "free space on its disk or pass --store elsewhere",
+            ),
+            (
+                code == sqlite3.SQLITE_READONLY or sqlstate == "25006",
+                "make it writable again or pass --store elsewhere",
+            ),
+            (
+                self.dialect == "postgresql" and (sqlstate is None or sqlstate[:2] in ("08", "57")),
                 "start its PostgreSQL server again (or fix the host and port in --store), "
-                "or pass --store elsewhere"
-            )
-        else:
-            fix = "check the store's disk or server, or pass --store elsewhere"
+                "or pass --store elsewhere",
+            ),
+        )
+        fix = next(
+            (text for found, text in fixes if found),
+            "check the store's disk or server, or pass --store elsewhere",
+        )
         line = f"the store {self.path}: cannot {verb} ({reason}); {fix}"
         passing = (
             isinstance(orig, sqlite3.Error) and is_lock_error(orig)
@@ -494,10 +502,6 @@ class Store:
         return self.baseline_runs(name)
 
     # -- reading ---------------------------------------------------------------
-    def baseline_run(self, name: str) -> str | None:
-        value = self._scalar(select(BASELINES.c.run_id).where(BASELINES.c.name == name))
-        return None if value is None else str(value)
-
     def baseline_runs(self, name: str) -> list[str]:
         """The runs of baseline ``name``, oldest first (empty when there is no such baseline)."""
         rows = self._all(
@@ -582,8 +586,11 @@ class Store:
 
     def run_item_ids(self, run_id: str, model: str, benchmark: str) -> list[str]:
         """The ids of the items a run has used so far (cheap: no records are read)."""
-        with self.reading() as db:
-            return _run_item_ids(db, run_id, model, benchmark)
+        r = RUN_ITEMS
+        query = select(r.c.item_id).where(
+            r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark
+        )
+        return [str(item_id) for (item_id,) in self._all(query)]
 
     def endpoint(self, run_id: str, model: str) -> dict[str, Any] | None:
         value = self._scalar(
@@ -611,21 +618,23 @@ class Store:
 
     def _measurements(
         self,
-        model: str,
-        benchmark: str,
+        model: str | None = None,
+        benchmark: str | None = None,
         run_id: str | None = None,
         *,
         newest_first: bool = False,
         limit: int | None = None,
     ) -> list[tuple[Any, dict[str, Any]]]:
-        """(run id, measurement) of a model on a benchmark (in one run, if given)."""
+        """(run id, measurement) of a model on a benchmark, of a run, or of both (each given
+        one narrows), in recording order."""
         m = MEASUREMENTS
-        query = select(m.c.run_id, m.c.measurement_json).where(
-            m.c.model == model, m.c.benchmark == benchmark
+        wanted = ((m.c.model, model), (m.c.benchmark, benchmark), (m.c.run_id, run_id))
+        query = (
+            select(m.c.run_id, m.c.measurement_json)
+            .where(*(column == value for column, value in wanted if value is not None))
+            .order_by(m.c.id.desc() if newest_first else m.c.id)
+            .limit(limit)
         )
-        if run_id is not None:
-            query = query.where(m.c.run_id == run_id)
-        query = query.order_by(m.c.id.desc() if newest_first else m.c.id).limit(limit)
         with self.reading() as db:
             return [(r, self._measurement(db, str(r), j)) for r, j in db.execute(query).all()]
 
@@ -647,18 +656,14 @@ class Store:
         )
         if among is not None:
             query = query.where(m.c.run_id.in_(list(among)))
-        with self.reading() as db:
-            runs = [
-                str(run_id)
-                for run_id in db.execute(query.group_by(m.c.run_id).order_by(last.desc()))
-                .scalars()
-                .all()
-            ]
-            if item_ids is not None:
-                wanted = set(item_ids)
-                for run_id in runs:
-                    if set(_run_item_ids(db, run_id, model, benchmark)) == wanted:
-                        return run_id
+        runs = [
+            str(run_id) for (run_id,) in self._all(query.group_by(m.c.run_id).order_by(last.desc()))
+        ]
+        if item_ids is not None:
+            wanted = set(item_ids)
+            for run_id in runs:
+                if set(self.run_item_ids(run_id, model, benchmark)) == wanted:
+                    return run_id
         return runs[0] if runs else None
 
     def sweep_run_measurements(self, name: str, *, last: str | None = None) -> list[dict[str, Any]]:
@@ -684,16 +689,8 @@ class Store:
         )
 
     def measurements(self, run_id: str) -> list[dict[str, Any]]:
-        m = MEASUREMENTS
-        with self.reading() as db:
-            rows = (
-                db.execute(
-                    select(m.c.measurement_json).where(m.c.run_id == run_id).order_by(m.c.id)
-                )
-                .scalars()
-                .all()
-            )
-            return [self._measurement(db, run_id, row) for row in rows]
+        """Every measurement of a run, in recording order."""
+        return [measurement for _, measurement in self._measurements(run_id=run_id)]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
         """Every run (or those of ``sweep_run``) in start order, with its count of
@@ -778,18 +775,6 @@ def _run_items(run_id: str, model: Any, benchmark: Any) -> Select[Any]:
         .select_from(r.join(i, on))
         .where(r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark)
     )
-
-
-def _run_item_ids(db: Connection, run_id: str, model: str, benchmark: str) -> list[str]:
-    r = RUN_ITEMS
-    return [
-        str(item_id)
-        for item_id in db.execute(
-            select(r.c.item_id).where(
-                r.c.run_id == run_id, r.c.model == model, r.c.benchmark == benchmark
-            )
-        ).scalars()
-    ]
 
 
 def _answer_key(completion: Any) -> str:

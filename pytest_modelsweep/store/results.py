@@ -105,14 +105,10 @@ class ResultsWriter:
         try:
             if not self._journal_started:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.journal, "w", encoding="utf-8") as handle:
-                    handle.write(strict_json({"schema": SCHEMA, "run": self.run}) + "\n")
+                _write_durably(self.journal, "w", {"schema": SCHEMA, "run": self.run})
                 self._journal_started = True
             if "measurement" in entry:
-                with open(self.journal, "a", encoding="utf-8") as handle:
-                    handle.write(strict_json(entry) + "\n")
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                _write_durably(self.journal, "a", entry)
         except OSError as error:
             failure = write_failure(
                 "the results journal",
@@ -124,9 +120,6 @@ class ResultsWriter:
             self.journal_error = str(failure)
             raise failure from None
 
-    def document(self, summary: dict[str, Any] | None = None) -> dict[str, Any]:
-        return _document(self.run, self.measurements, finite(redacted(summary or {})))
-
     def finish(self, summary: dict[str, Any] | None = None) -> None:
         """Write the results file atomically and remove the journal; raises OutputError in one
         line when it cannot be written (the journal, if whole, then stays)."""
@@ -136,10 +129,8 @@ class ResultsWriter:
             self.journal.unlink(missing_ok=True)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(staged, "w", encoding="utf-8") as handle:
-                handle.write(strict_json(self.document(summary), indent=1) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            document = _document(self.run, self.measurements, finite(redacted(summary or {})))
+            _write_durably(staged, "w", document, indent=1)
             staged.replace(self.path)
         except OSError as error:
             staged.unlink(missing_ok=True)
@@ -150,6 +141,15 @@ class ResultsWriter:
                 "free space on its disk or pass --results elsewhere",
             ) from None
         self.journal.unlink(missing_ok=True)
+
+
+def _write_durably(path: Path, mode: str, data: Any, indent: int | None = None) -> None:
+    """``data`` as one strict JSON line (or an ``indent``-ed document) written to ``path``
+    (``mode``: ``w`` or ``a``), on the disk when this returns."""
+    with open(path, mode, encoding="utf-8") as handle:
+        handle.write(strict_json(data, indent=indent) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 FIX = (

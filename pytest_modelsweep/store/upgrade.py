@@ -116,8 +116,15 @@ _DECISION = {
 }
 
 
-_STEP_WINDOW = ["ttft", "tpot", "e2e", "fidelity", "contention", "server_metrics"]
-_STEP_WINDOW.append("usd_per_million_output_tokens")
+_STEP_WINDOW = [
+    "ttft",
+    "tpot",
+    "e2e",
+    "fidelity",
+    "contention",
+    "server_metrics",
+    "usd_per_million_output_tokens",
+]
 """A concurrency step's window's figures (its timed requests are the step's ``requests``)."""
 
 
