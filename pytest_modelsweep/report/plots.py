@@ -116,8 +116,7 @@ def _style(axes: Any, legend: int | None = None) -> None:
     """Light grid behind, no top or right spine; a legend in ``legend`` points."""
     axes.grid(True, color="#d0d7de", linewidth=0.6)
     axes.set_axisbelow(True)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
+    axes.spines[["top", "right"]].set_visible(False)
     if legend:
         axes.legend(fontsize=legend, loc="best")
 
@@ -179,26 +178,22 @@ def throughput_plot(measurements: Measurements) -> str | None:
         return None
     figure = _new_figure(7.5, 4.2)
     axes = figure.subplots()
-    concurrencies: set[int] = set()
     models, prompts = _models_and_prompts(lines)
     for (model, prompt), points in lines.items():
         style = prompts.index(prompt or 0)
-        xs, ys = [p[0] for p in points], [p[1] for p in points]
-        concurrencies.update(xs)
-        yerr = error_bars(ys, [p[2] for p in points], [p[3] for p in points])
+        ys = [p[1] for p in points]
         axes.errorbar(
-            xs,
+            [p[0] for p in points],
             ys,
-            yerr=yerr,
+            yerr=error_bars(ys, [p[2] for p in points], [p[3] for p in points]),
             capsize=3,
             color=f"C{models.index(model) % 10}",
             linestyle=_STYLES[style % len(_STYLES)],
             marker=_MARKERS[style % len(_MARKERS)],
             label=_line_label(model, prompt),
         )
-    _concurrency_axis(axes, concurrencies)
-    axes.set_ylabel("output tokens/s")
-    axes.set_ylim(bottom=0)
+    _concurrency_axis(axes, {p[0] for points in lines.values() for p in points})
+    axes.set(ylabel="output tokens/s", ylim=(0, None))
     axes.set_title("Throughput (mean over repeats; bars: lowest–highest repeat)", fontsize=10)
     _style(axes, legend=8)
     return _svg(figure)
@@ -238,8 +233,7 @@ def latency_plot(measurements: Measurements) -> str | None:
                         marker=marker,
                         label=_line_label(model, prompt) + f" {quantity}",
                     )
-        axes.set_ylabel(f"{name.upper()} (ms)")
-        axes.set_ylim(bottom=0)
+        axes.set(ylabel=f"{name.upper()} (ms)", ylim=(0, None))
         axes.set_title(f"{title}: p50 solid, p99 dashed", fontsize=10, loc="left")
         _style(axes)
     _concurrency_axis(panels[1], concurrencies)
@@ -306,8 +300,7 @@ def forest_plot(measurements: Measurements) -> str | None:
     for margin in margins:
         axes.axvspan(-100 * margin, 100 * margin, color="#0969da", alpha=0.08, linewidth=0)
     axes.axvline(0, color="#24292f", linewidth=1)
-    labels = []
-    for y, (metric, candidate, m, s) in enumerate(rows):
+    for y, (_, _, m, s) in enumerate(rows):
         iv = s.interval
         difference = finite(m.value if iv is None else iv.difference)
         low, high = (None, None) if iv is None else (finite(iv.low), finite(iv.high))
@@ -317,7 +310,6 @@ def forest_plot(measurements: Measurements) -> str | None:
             axes.hlines(y, 100 * low, 100 * high, color=colour, linewidth=2.5)
         if difference is not None:
             axes.plot([100 * difference], [y], "D", color=colour, markersize=6)
-        labels.append(_label(f"{candidate} · {metric}"))
         axes.annotate(
             _label(verdict),
             (1.0, y),
@@ -328,7 +320,7 @@ def forest_plot(measurements: Measurements) -> str | None:
             fontsize=8,
             color=colour,
         )
-    _rows_axis(axes, labels)
+    _rows_axis(axes, [_label(f"{candidate} · {metric}") for metric, candidate, *_ in rows])
     axes.set_xlabel(
         "candidate − reference accuracy (percentage points), 95% interval"
         + (", band: equivalence margin" if margins else "")
@@ -369,9 +361,9 @@ def _measurement_label(m: Measurement) -> str:
     return f"{m.model} · {m.benchmark} {where}"
 
 
-def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | None:
-    """The server's ``/metrics`` over time, a panel per measurement, its windows end to end;
-    the SVG, panels drawn and measurements with series, or None."""
+def server_metrics_plot(measurements: Measurements) -> tuple[str, str] | None:
+    """The server's ``/metrics`` over time, a panel per measurement, its windows end to end:
+    the SVG and what its description adds when it leaves measurements out; or None."""
     found = [(m, windows) for m in measurements if (windows := server_windows(m))]
     if not found or not matplotlib_available():
         return None
@@ -384,18 +376,22 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
         gap = 0.04 * span + 0.05
         for index, (label, window) in enumerate(windows):
             names, start, first = window.summary.sources, window.samples[0].t, index == 0
-            client: list[tuple[float, float]] = [
-                (s.t - start, s.client_in_flight)
-                for s in window.samples
-                if s.client_in_flight is not None
-            ]
             drawn_lines: list[tuple[str, list[tuple[float, float]], str, str]] = [
                 *(
                     (f"requests {quantity}", window.series(names[quantity]), style, colour)
                     for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3"))
                     if quantity in names
                 ),
-                ("client in flight", client, ":", "#57606a"),
+                (
+                    "client in flight",
+                    [
+                        (s.t - start, s.client_in_flight)
+                        for s in window.samples
+                        if s.client_in_flight is not None
+                    ],
+                    ":",
+                    "#57606a",
+                ),
             ]
             for name, points, style, colour in drawn_lines:
                 if points:
@@ -409,12 +405,12 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
                         label=name if first else None,
                     )
             if "kv_cache_usage" in names:
-                kv = window.series(names["kv_cache_usage"])
                 if kv_axes is None:
                     kv_axes = axes.twinx()
                     kv_axes.set_ylim(0, 100)
                     kv_axes.set_ylabel("KV cache (%)", fontsize=7)
                     kv_axes.tick_params(labelsize=7)
+                kv = window.series(names["kv_cache_usage"])
                 kv_axes.plot(
                     [offset + t for t, _ in kv],
                     [100 * v for _, v in kv],
@@ -432,17 +428,24 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
         axes.set_ylabel("requests", fontsize=8)
         axes.set_title(_label(_measurement_label(m)), fontsize=9, loc="left")
         if len(windows) > 1:
-            top = axes.secondary_xaxis("top")
-            top.set_xticks([t for t, _ in ticks], [_label(text) for _, text in ticks], fontsize=6)
+            axes.secondary_xaxis("top").set_xticks(
+                [t for t, _ in ticks], [_label(text) for _, text in ticks], fontsize=6
+            )
         axes.tick_params(labelsize=7)
         _style(axes)
-        handles, labels = axes.get_legend_handles_labels()
-        if kv_axes is not None:
-            more = kv_axes.get_legend_handles_labels()
-            handles, labels = handles + more[0], labels + more[1]
-        axes.legend(handles, labels, fontsize=6, loc="upper right")
+        legends = [a.get_legend_handles_labels() for a in (axes, kv_axes) if a is not None]
+        axes.legend(
+            [h for hs, _ in legends for h in hs],
+            [label for _, labels in legends for label in labels],
+            fontsize=6,
+            loc="upper right",
+        )
     panels[-1].set_xlabel("seconds into the timed windows (laid end to end)")
-    return _svg(figure), len(shown), len(found)
+    return _svg(figure), (
+        ""
+        if len(shown) >= len(found)
+        else f" (the first {len(shown)} of {len(found)} measurements with them)"
+    )
 
 
 def pareto_plot(pareto: Pareto | None) -> str | None:
@@ -478,21 +481,15 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
             )
         else:
             colour = holds if point.holds else other
-            xerr = (
-                None
-                if point.x_low is None or point.x_high is None
-                else error_bars([point.x], [point.x_low], [point.x_high])
-            )
-            yerr = (
-                None
-                if point.y_low is None or point.y_high is None
-                else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high])
-            )
             axes.errorbar(
                 [point.x],
                 [100 * point.y],
-                xerr=xerr,
-                yerr=yerr,
+                xerr=None
+                if point.x_low is None or point.x_high is None
+                else error_bars([point.x], [point.x_low], [point.x_high]),
+                yerr=None
+                if point.y_low is None or point.y_high is None
+                else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high]),
                 capsize=3,
                 color=colour,
                 marker="D" if point.holds else "o",
@@ -524,8 +521,7 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
         linestyle="none",
         label="does not, or not shown to",
     )
-    axes.set_xlabel(_label(pareto.x_label))
-    axes.set_ylabel(_label(pareto.y_label))
+    axes.set(xlabel=_label(pareto.x_label), ylabel=_label(pareto.y_label))
     better = "right" if pareto.x_higher_is_better else "left"
     axes.set_title(
         f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
@@ -569,27 +565,17 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
         ),
     ]
     server = drawn(lambda: server_metrics_plot(measurements))
-    if server is not None:
-        svg, left = (
-            (server, "")
-            if isinstance(server, NotDrawn)
-            else (
-                server[0],
-                ""
-                if (server[1] >= server[2])
-                else f" (the first {server[1]} of {server[2]} measurements with them)",
-            )
-        )
-        plots.append(
+    svg, left = (server, "") if server is None or isinstance(server, NotDrawn) else server
+    plots.append(
+        (
+            "Server metrics",
             (
-                "Server metrics",
-                (
-                    "What the server's /metrics showed during each timed window: requests running and "
-                    "waiting, the client's requests in flight, KV-cache usage where exposed" + left
-                ),
-                svg,
-            )
+                "What the server's /metrics showed during each timed window: requests running and "
+                "waiting, the client's requests in flight, KV-cache usage where exposed" + left
+            ),
+            svg,
         )
+    )
     return [
         Plot(title, description, "", svg.why)
         if isinstance(svg, NotDrawn)
