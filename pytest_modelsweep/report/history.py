@@ -288,40 +288,36 @@ def _series(runs: Sequence[_Run], thresholds: Thresholds) -> tuple[HistorySeries
     members: dict[tuple[str, str, str, str], list[tuple[_Run, Measurement]]] = {}
     decisions: dict[tuple[str, int], tuple[str, str]] = {}
     for run in runs:
-        current: list[Measurement] = []
-        baseline: list[Measurement] = []
+        judged: list[tuple[Measurement, Measurement]] = []  # (this run's, the one before it)
         for m in run.measurements:
             line = members.setdefault((m.model, m.benchmark, setting_of(m), _like_key(m)), [])
             if line:
-                current.append(m)
-                baseline.append(line[-1][1])
+                judged.append((m, line[-1][1]))
             line.append((run, m))
-        for m, row in zip(current, compare_with_baseline(current, baseline, thresholds)):
-            decisions[(run.run_id, id(m))] = _decision(row)
+        current = [m for m, _ in judged]
+        rows = compare_with_baseline(current, [before for _, before in judged], thresholds)
+        decisions.update({(run.run_id, id(m)): _decision(row) for m, row in zip(current, rows)})
     order = {run.run_id: i for i, run in enumerate(runs)}
-    newest: dict[tuple[str, ...], tuple[_Run, Measurement]] = {}
-    for key, line in sorted(members.items(), key=lambda kv: order[kv[1][-1][0].run_id]):
-        newest[key[:3]] = line[-1]  # the series whose last run is the newest
-    out = []
-    for key, line in sorted(
-        members.items(), key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])
-    ):
-        (last_run, last), (newest_run, newest_m) = line[-1], newest[key[:3]]
-        apart = (
-            ""
-            if newest_run is last_run
-            else _why_apart(last, last_run.run_id, newest_m, newest_run.run_id)
+    newest = {  # the series whose last run is the newest
+        key[:3]: line[-1]
+        for key, line in sorted(members.items(), key=lambda kv: order[kv[1][-1][0].run_id])
+    }
+    return tuple(
+        _one_series(line, decisions, newest[key[:3]])
+        for key, line in sorted(
+            members.items(), key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])
         )
-        out.append(_one_series(line, decisions, apart))
-    return tuple(out)
+    )
 
 
 def _one_series(
     line: Sequence[tuple[_Run, Measurement]],
     decisions: Mapping[tuple[str, int], tuple[str, str]],
-    apart: str,
+    newest: tuple[_Run, Measurement],
 ) -> HistorySeries:
-    first = line[0][1]
+    """A series of like measurements, each run judged against the one before it, its
+    changes located; ``newest``: the last run of the newest series of its setting."""
+    first, (last_run, last), (newest_run, newest_m) = line[0][1], line[-1], newest
     log = _on_log_scale(first)
     points = [
         HistoryPoint(
@@ -345,18 +341,18 @@ def _one_series(
         for i, (run, m) in enumerate(line)
         for interval in [_interval(m)]
     ]
-    note, changes = "", []
-    values = [p.value for p in points]
-    if len(points) < MIN_RUNS:
-        note = (
-            f"{len(points)} run{'s' if len(points) != 1 else ''}: the change rule needs "
-            f"{MIN_RUNS} or more"
-        )
-    elif log and any(not v > 0 for v in values):
-        note = "a figure of 0 or less: no change looked for"
-    elif any(not math.isfinite(v) for v in values):
-        note = "a figure without a value: no change looked for"
-    else:
+    changes, values = [], [p.value for p in points]
+    note = (
+        f"{len(points)} run{'s' if len(points) != 1 else ''}: the change rule needs "
+        f"{MIN_RUNS} or more"
+        if len(points) < MIN_RUNS
+        else "a figure of 0 or less: no change looked for"
+        if log and any(not v > 0 for v in values)
+        else "a figure without a value: no change looked for"
+        if any(not math.isfinite(v) for v in values)
+        else ""
+    )
+    if not note:
         scale = [math.log(v) for v in values] if log else values
         for change in change_points(scale, [_within_variance(m) for _, m in line]):
             before, after = (
@@ -366,15 +362,16 @@ def _one_series(
             )
             changes.append(SeriesChange(points[change.index].run_id, before, after, change.p_value))
             points[change.index] = replace(points[change.index], change=True)
-    setting = shown_setting_of(first)
     return HistorySeries(
         first.model,
         first.benchmark,
-        setting,
+        shown_setting_of(first),
         first.unit,
         tuple(points),
         tuple(changes),
-        apart,
+        ""
+        if newest_run is last_run
+        else _why_apart(last, last_run.run_id, newest_m, newest_run.run_id),
         note,
     )
 
@@ -485,9 +482,14 @@ def series_plot(series: HistorySeries) -> str | None:
         if not shown:
             continue
         ys = [p.value for _, p in shown]
-        yerr = error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown])
         axes.errorbar(
-            [t for t, _ in shown], ys, yerr=yerr, fmt="o", capsize=3, color=colour, label=decision
+            [t for t, _ in shown],
+            ys,
+            yerr=error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown]),
+            fmt="o",
+            capsize=3,
+            color=colour,
+            label=decision,
         )
     starts = [0] + [i for i, p in enumerate(series.points) if p.change] + [len(times)]
     for a, b in itertools.pairwise(starts):
