@@ -388,15 +388,17 @@ def _notes(text: str) -> str:
 
 def _latency_table(row: ThroughputRow) -> str:
     """The latency table of a throughput setting."""
-    caption = ""
-    if row.latency_source == "requests" and row.latency["e2e"].n:
-        caption = f"over all {row.latency['e2e'].n:,} timed requests of the setting"
-    elif row.latency_source == "repeats" and row.repeat_count > 1:
-        caption = "median over repeats of each repeat's figure"
-    found = {name: [row.figure(name, q) for q in LATENCY_QUANTITIES] for name in LATENCY_NAMES}
+    caption = (
+        f"over all {row.latency['e2e'].n:,} timed requests of the setting"
+        if row.latency_source == "requests" and row.latency["e2e"].n
+        else "median over repeats of each repeat's figure"
+        if row.latency_source == "repeats" and row.repeat_count > 1
+        else ""
+    )
     rows = [
         [name.upper(), *map(format_ms, figures)]
-        for name, figures in found.items()
+        for name in LATENCY_NAMES
+        for figures in [[row.figure(name, q) for q in LATENCY_QUANTITIES]]
         if any(v is not None for v in figures)
     ]
     return (
@@ -500,7 +502,7 @@ def _steps_table(m: Measurement) -> str:
     """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
     stats = m.stats
     if isinstance(stats, SearchStats) and stats.knob == RATE:
-        title, columns, lines = (
+        return _titled_grid(
             "Steps",
             [
                 "rate (req/s)",
@@ -524,8 +526,8 @@ def _steps_table(m: Measurement) -> str:
                 for step in stats.steps
             ],
         )
-    elif isinstance(stats, SearchStats):
-        title, columns, lines = (
+    if isinstance(stats, SearchStats):
+        return _titled_grid(
             "Steps",
             ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"],
             [
@@ -539,8 +541,8 @@ def _steps_table(m: Measurement) -> str:
                 for step in stats.steps
             ],
         )
-    elif isinstance(stats, StartupStats):
-        title, columns, lines = (
+    if isinstance(stats, StartupStats):
+        return _titled_grid(
             "Launches",
             ["launch", "ready (s)", "first token (s)", "cache", "error"],
             [
@@ -554,9 +556,7 @@ def _steps_table(m: Measurement) -> str:
                 for c in stats.launches
             ],
         )
-    else:
-        return ""
-    return _titled_grid(title, columns, lines)
+    return ""
 
 
 _LISTED = ("steps", "launches")  # statistics shown as a table of their own (_steps_table)

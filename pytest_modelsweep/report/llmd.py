@@ -56,8 +56,8 @@ def _statistics(units: str, mean: float | None, **rest: float | None) -> dict[st
 
 def _config_id(config: Any) -> str:
     """A hash of a configuration (the schema's ``cfg_id``): sha256 of its JSON, 16 hex digits."""
-    text = json.dumps(config, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    text = json.dumps(config, sort_keys=True, default=str).encode("utf-8")
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 def _sequence_length(values: Sequence[int], fallback: int) -> dict[str, Any]:
@@ -167,12 +167,14 @@ def _resource_metrics(summary: ServerMetricsSummary) -> dict[str, Any]:
         "kv_cache_usage": (summary.kv_cache_usage, "fraction"),
     }
     metrics = {
-        name: _statistics(units, gauge.mean, max=gauge.max)
-        for name, (gauge, units) in gauges.items()
-        if gauge is not None
+        **{
+            name: _statistics(units, gauge.mean, max=gauge.max)
+            for name, (gauge, units) in gauges.items()
+            if gauge is not None
+        },
+        "preemptions": _statistics("count", summary.preemptions),
+        "cache_hit_rate": _statistics("fraction", summary.prefix_cache_hit_rate),
     }
-    metrics["preemptions"] = _statistics("count", summary.preemptions)
-    metrics["cache_hit_rate"] = _statistics("fraction", summary.prefix_cache_hit_rate)
     return {name: value for name, value in metrics.items() if value is not None}
 
 
@@ -270,12 +272,6 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         for w in windows
         if w.server_metrics is not None and w.server_metrics.unavailable is None
     ]
-    results = {
-        "request_performance": {
-            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
-        },
-        **({"observability": {"components": observed}} if observed else {}),
-    }
     return {
         "version": LLMD_VERSION,
         "run": {
@@ -285,7 +281,12 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
             "description": f"{m.model} {m.benchmark} ({m.test_id})",
         },
         "scenario": {"stack": [_stack(m, run)], "load": _load(m, stats, run, prompts, outputs)},
-        "results": results,
+        "results": {
+            "request_performance": {
+                "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
+            },
+            **({"observability": {"components": observed}} if observed else {}),
+        },
     }
 
 
@@ -311,7 +312,6 @@ def _interval(m: Measurement) -> list[float | None] | None:
 def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> dict[str, Any]:
     """What the schema has no place for: each report's flags and interval, the accuracy runs
     and the verdicts (docs/results-schema.md)."""
-    run_id = str(run.get("run_id") or "")
     settings = [
         {
             "uid": _uid(m, _own_run(m, run)[0]),
@@ -362,7 +362,7 @@ def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> di
     return {
         "generator": {"tool": LOAD_TOOL, "version": __version__},
         "run": {
-            "run_id": run_id,
+            "run_id": str(run.get("run_id") or ""),
             "sweep_name": run.get("sweep_name"),
             "sweep_run": run.get("sweep_run"),
         },
@@ -378,8 +378,7 @@ def llmd_document(
     """The file ``--llm-d-report`` writes: ``reports`` and ``metadata``, secrets redacted."""
     found = records(measurements)
     reports = [_report(m, stats, run) for m, stats in _measured(found)]
-    document: dict[str, Any] = redacted({"reports": reports, "metadata": _metadata(found, run)})
-    return document
+    return {"reports": redacted(reports), "metadata": redacted(_metadata(found, run))}
 
 
 def write_llmd_report(

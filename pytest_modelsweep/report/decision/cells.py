@@ -118,8 +118,12 @@ def _verdict_cells(page: Page, candidate: str, metric: str) -> list[Cell]:
         shown = NA if iv is None else format_points_interval(iv.low, iv.high)
         if iv is None or finite(iv.difference) is None or shown == NA:
             what = "interval" if seq is None else "sequence"
-            why = f"the {metric} verdict of {candidate} records no difference or {what}"
-            return [verdict, Cell(NA, why=why)]
+            return [
+                verdict,
+                Cell(
+                    NA, why=f"the {metric} verdict of {candidate} records no difference or {what}"
+                ),
+            ]
         figure = f"{format_points(iv.difference)} {shown.removesuffix(' pp')}"  # the unit once
         on = f"{candidate} vs the reference on {metric_label(metric)}"
         if seq is not None:  # --until-decided: the confidence sequence's
@@ -336,13 +340,14 @@ def _search_ratio_cells(page: Page, candidate: str, knob: str) -> list[Cell]:
 
 def _search_cells(page: Page, model: str, knob: str) -> list[Cell]:
     """[verdict, ratio, capacity] of a knob's search; the reference's own capacity only."""
-    figure = _capacity_cell(page.capacities[knob][model], model)
-    verdict_and_ratio = (
-        [Cell(REFERENCE), Cell(REFERENCE)]
-        if model == page.reference
-        else _search_ratio_cells(page, model, knob)
-    )
-    return [*verdict_and_ratio, figure]
+    return [
+        *(
+            [Cell(REFERENCE), Cell(REFERENCE)]
+            if model == page.reference
+            else _search_ratio_cells(page, model, knob)
+        ),
+        _capacity_cell(page.capacities[knob][model], model),
+    ]
 
 
 def _cost_cell(cost: Cost) -> Cell:
