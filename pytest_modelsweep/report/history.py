@@ -167,9 +167,11 @@ def _matches(m: Measurement, settings: Mapping[str, str]) -> bool:
 
 def _like_key(m: Measurement) -> str:
     """What must be alike along a series: serving flags and request settings."""
-    flags = serving_identity(m.provenance)["serving_flags"]
     return json.dumps(
-        {"flags": flags, "requests": RequestSettings.of_measurement(m).settings},
+        {
+            "flags": serving_identity(m.provenance)["serving_flags"],
+            "requests": RequestSettings.of_measurement(m).settings,
+        },
         sort_keys=True,
         default=str,
     )
@@ -186,12 +188,14 @@ def _why_apart(old: Measurement, old_run: str, new: Measurement, new_run: str) -
                 f"measured under other serving flags: {key} {flags_a.get(key)!r} in {a}, "
                 f"{flags_b.get(key)!r} in {b}; a series holds only like measurements"
             )
-    differs = unlike_requests(
-        a, RequestSettings.of_measurement(old), b, RequestSettings.of_measurement(new)
-    )
     return (
         "measured under other request settings: "
-        + (differs or "they differ")
+        + (
+            unlike_requests(
+                a, RequestSettings.of_measurement(old), b, RequestSettings.of_measurement(new)
+            )
+            or "they differ"
+        )
         + "; a series holds only like measurements"
     )
 
@@ -403,22 +407,6 @@ def changes_line(series: HistorySeries) -> str:
 
 def series_table(series: HistorySeries) -> Table:
     """A series as a table: a row per run, oldest first."""
-    rows: list[list[str | int]] = [
-        [
-            p.run_id,
-            p.started_at,
-            _short(p.commit, 10),
-            _short(p.image_digest),
-            format_value(p.value),
-            "-"
-            if p.low is None or p.high is None
-            else f"[{format_value(p.low)}, {format_value(p.high)}]",
-            p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else ""),
-            "CHANGE" if p.change else "",
-        ]
-        for p in series.points
-    ]
-    notes = [changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else [])
     return Table(
         f"{series.title} ({series.unit})" + (", apart" if series.apart else ""),
         [
@@ -431,9 +419,23 @@ def series_table(series: HistorySeries) -> Table:
             "gate",
             "change",
         ],
-        rows,
+        [
+            [
+                p.run_id,
+                p.started_at,
+                _short(p.commit, 10),
+                _short(p.image_digest),
+                format_value(p.value),
+                "-"
+                if p.low is None or p.high is None
+                else f"[{format_value(p.low)}, {format_value(p.high)}]",
+                p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else ""),
+                "CHANGE" if p.change else "",
+            ]
+            for p in series.points
+        ],
         kind="history",
-        notes=notes,
+        notes=[changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else []),
     )
 
 
@@ -491,21 +493,20 @@ def series_plot(series: HistorySeries) -> str | None:
             color=colour,
             label=decision,
         )
-    starts = [0] + [i for i, p in enumerate(series.points) if p.change] + [len(times)]
-    for a, b in itertools.pairwise(starts):
+    changes = [i for i, p in enumerate(series.points) if p.change]
+    for a, b in itertools.pairwise([0, *changes, len(times)]):
         values = [p.value for p in series.points[a:b]]
         if values:
             axes.hlines(
                 sum(values) / len(values), times[a], times[b - 1], color="#0969da", linewidth=1
             )
-    for i, p in enumerate(series.points):
-        if p.change:
-            axes.axvline(
-                times[i - 1] + (times[i] - times[i - 1]) / 2,
-                color="#cf222e",
-                linestyle="--",
-                linewidth=1,
-            )
+    for i in changes:
+        axes.axvline(
+            times[i - 1] + (times[i] - times[i - 1]) / 2,
+            color="#cf222e",
+            linestyle="--",
+            linewidth=1,
+        )
     axes.set_xticks(
         times,
         [

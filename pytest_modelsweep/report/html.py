@@ -652,8 +652,7 @@ def _items_table(m: Measurement) -> str:
         ]
         for item in m.item_records()[:MAX_ITEMS]
     ]
-    caption = f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>"
-    return caption + _grid(
+    return f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>" + _grid(
         ["item", "correct", "extracted", "finish", "tokens", "error", "response"],
         rows,
         raw_last=True,
@@ -722,8 +721,11 @@ def measurement_html(m: Measurement) -> str:
 
 def measurements_extra_html(measurements: Measurements) -> str:
     """The HTML extra of one test: the details of each measurement it recorded."""
-    body = "".join(measurement_html(m) for m in measurements)
-    return f'<div class="modelsweep ms-test-extra">{body}</div>'
+    return (
+        '<div class="modelsweep ms-test-extra">'
+        + "".join(measurement_html(m) for m in measurements)
+        + "</div>"
+    )
 
 
 def measurement_json(m: Measurement) -> dict[str, Any]:

@@ -56,8 +56,8 @@ def _statistics(units: str, mean: float | None, **rest: float | None) -> dict[st
 
 def _config_id(config: Any) -> str:
     """A hash of a configuration (the schema's ``cfg_id``): sha256 of its JSON, 16 hex digits."""
-    text = json.dumps(config, sort_keys=True, default=str).encode("utf-8")
-    return hashlib.sha256(text).hexdigest()[:16]
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _sequence_length(values: Sequence[int], fallback: int) -> dict[str, Any]:
@@ -312,53 +312,6 @@ def _interval(m: Measurement) -> list[float | None] | None:
 def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> dict[str, Any]:
     """What the schema has no place for: each report's flags and interval, the accuracy runs
     and the verdicts (docs/results-schema.md)."""
-    settings = [
-        {
-            "uid": _uid(m, _own_run(m, run)[0]),
-            "model": m.model,
-            "benchmark": m.benchmark,
-            "outcome": m.outcome,
-            "output_tokens_per_s": finite(m.value),
-            "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
-            "repeats": len(s.repeats),
-            "cv": finite(s.cv),
-            "flags": list(s.flags),
-        }
-        for m, s in _measured(measurements)
-    ]
-    accuracy = [
-        {
-            "model": m.model,
-            "benchmark": m.benchmark,
-            "value": finite(m.value),
-            "unit": m.unit,
-            "n": m.stats.n,
-            "items": m.stats.items,
-            "failed": m.stats.failed,
-            "run_id": _own_run(m, run)[0],
-            "test_id": m.test_id,
-            "outcome": m.outcome,
-        }
-        for m in measurements
-        if isinstance(m.stats, AccuracyStats)
-    ]
-    verdicts = [
-        {
-            "benchmark": m.benchmark,
-            "candidate": m.stats.candidate,
-            "reference": m.stats.reference,
-            "verdict": None if m.stats.verdict is None else str(m.stats.verdict),
-            "value": finite(m.value),
-            "unit": m.unit,
-            "interval": _interval(m),
-            "rule": m.stats.rule,
-            "params": m.params,
-            "run_id": _own_run(m, run)[0],
-            "test_id": m.test_id,
-        }
-        for m in measurements
-        if isinstance(m.stats, COMPARISONS)
-    ]
     return {
         "generator": {"tool": LOAD_TOOL, "version": __version__},
         "run": {
@@ -366,9 +319,53 @@ def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> di
             "sweep_name": run.get("sweep_name"),
             "sweep_run": run.get("sweep_run"),
         },
-        "settings": settings,
-        "accuracy": accuracy,
-        "verdicts": verdicts,
+        "settings": [
+            {
+                "uid": _uid(m, _own_run(m, run)[0]),
+                "model": m.model,
+                "benchmark": m.benchmark,
+                "outcome": m.outcome,
+                "output_tokens_per_s": finite(m.value),
+                "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
+                "repeats": len(s.repeats),
+                "cv": finite(s.cv),
+                "flags": list(s.flags),
+            }
+            for m, s in _measured(measurements)
+        ],
+        "accuracy": [
+            {
+                "model": m.model,
+                "benchmark": m.benchmark,
+                "value": finite(m.value),
+                "unit": m.unit,
+                "n": m.stats.n,
+                "items": m.stats.items,
+                "failed": m.stats.failed,
+                "run_id": _own_run(m, run)[0],
+                "test_id": m.test_id,
+                "outcome": m.outcome,
+            }
+            for m in measurements
+            if isinstance(m.stats, AccuracyStats)
+        ],
+        "verdicts": [
+            {
+                "benchmark": m.benchmark,
+                "candidate": m.stats.candidate,
+                "reference": m.stats.reference,
+                "verdict": None if m.stats.verdict is None else str(m.stats.verdict),
+                "value": finite(m.value),
+                "unit": m.unit,
+                "interval": _interval(m),
+                "rule": m.stats.rule,
+                "params": m.params,
+                "run_id": _own_run(m, run)[0],
+                "test_id": m.test_id,
+            }
+            for m in measurements
+            if isinstance(m.stats, COMPARISONS)
+        ],
     }
 
 
@@ -377,8 +374,10 @@ def llmd_document(
 ) -> dict[str, Any]:
     """The file ``--llm-d-report`` writes: ``reports`` and ``metadata``, secrets redacted."""
     found = records(measurements)
-    reports = [_report(m, stats, run) for m, stats in _measured(found)]
-    return {"reports": redacted(reports), "metadata": redacted(_metadata(found, run))}
+    return {
+        "reports": redacted([_report(m, stats, run) for m, stats in _measured(found)]),
+        "metadata": redacted(_metadata(found, run)),
+    }
 
 
 def write_llmd_report(

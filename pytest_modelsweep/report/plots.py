@@ -124,8 +124,7 @@ def _style(axes: Any, legend: int | None = None) -> None:
 def _rows_axis(axes: Any, labels: Sequence[str]) -> None:
     """A row a label, top to bottom."""
     axes.set_yticks(range(len(labels)), labels)
-    axes.set_ylim(-0.7, len(labels) - 0.3)
-    axes.invert_yaxis()
+    axes.set_ylim(len(labels) - 0.3, -0.7)  # the first row at the top
 
 
 # --------------------------------------------------------------------------- the plots
@@ -250,8 +249,7 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
     if not benchmarks or not matplotlib_available():
         return None
     names = sorted(benchmarks, key=lambda b: (rank(b), b))
-    height = 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)
-    figure = _new_figure(7.5, max(2.2, height))
+    figure = _new_figure(7.5, max(2.2, 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)))
     grid = figure.subplots(
         len(names), 1, squeeze=False, height_ratios=[len(benchmarks[b]) + 1 for b in names]
     )
@@ -335,17 +333,19 @@ MAX_SERVER_PANELS = 12  # measurements whose server metrics server_metrics_plot 
 def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
     """A measurement's windows with server metric series, labelled (``repeat 2``, ``c4``)."""
     stats = m.stats
-    found: list[tuple[str, ServerMetricsWindow | None]] = []
-    if isinstance(stats, ThroughputStats):
-        found = [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
-    elif isinstance(stats, SearchStats):
-        found = [
+    found: list[tuple[str, ServerMetricsWindow | None]] = (
+        [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
+        if isinstance(stats, ThroughputStats)
+        else [
             (
                 f"{step.rate:.3g} req/s" if stats.knob == RATE else f"c{step.concurrency}",
                 step.recorded.server_metrics if step.recorded else None,
             )
             for step in stats.steps
         ]
+        if isinstance(stats, SearchStats)
+        else []
+    )
     return [(label, w) for label, w in found if w is not None and w.samples]
 
 

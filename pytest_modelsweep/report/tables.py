@@ -292,8 +292,9 @@ class Setting:
         return (-1 if prompt is None else prompt, -1 if concurrency is None else concurrency)
 
 
-def _reference_first(reference: str | None) -> Callable[[str], tuple[bool, str]]:
-    return lambda model: (model != reference, model)
+def _reference_first(reference: str | None, model: str) -> tuple[bool, str]:
+    """The sort key of a model's rows: the reference's first, then by name."""
+    return model != reference, model
 
 
 def outcome_notes(measurements: Iterable[Measurement]) -> list[str]:
@@ -435,7 +436,7 @@ def accuracy_table(
     reference: str | None = None,
 ) -> Table:
     """One accuracy benchmark: a row per model, GSM8K and BFCL with their own columns."""
-    ordered = sorted(measurements, key=lambda m: _reference_first(reference)(m.model))
+    ordered = sorted(measurements, key=lambda m: _reference_first(reference, m.model))
     head = ["model", "accuracy", "95% interval"]
     columns, notes = {
         "gsm8k": (
@@ -718,8 +719,10 @@ def throughput_table(
     reference: str | None = None,
 ) -> Table:
     """One throughput benchmark: a row per model and setting, its repeats summarised."""
-    order = _reference_first(reference)
-    rows = sorted(throughput_rows(measurements), key=lambda r: (order(r.m.model), r.setting.key))
+    rows = sorted(
+        throughput_rows(measurements),
+        key=lambda r: (_reference_first(reference, r.m.model), r.setting.key),
+    )
     outputs = sorted({o for r in rows if (o := r.setting.output_tokens) is not None})
     short = sorted(
         {
@@ -920,9 +923,9 @@ what the search is called (and more than one)."""
 def capacity_table(measurements: Measurements, reference: str | None = None) -> Table:
     """Capacity under the SLO over one knob (in its unit): a row per model's search, then
     each candidate's ratio."""
-    order = _reference_first(reference)
     found = sorted(
-        (m for m in measurements if isinstance(m.stats, SearchStats)), key=lambda m: order(m.model)
+        (m for m in measurements if isinstance(m.stats, SearchStats)),
+        key=lambda m: _reference_first(reference, m.model),
     )
     slos = {str(Setting.of(m).slo) for m in found}
     knob = next(
@@ -1012,24 +1015,22 @@ def format_seconds_interval(value: float | None, interval: tuple[float, float] |
 
 def startup_table(measurements: Measurements, reference: str | None = None) -> Table:
     """Cold starts: a row per model, launch → first token and → ready over its launches."""
-    order = _reference_first(reference)
-    rows: list[list[Cell]] = [
-        [
-            m.model,
-            format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
-            format_seconds_interval(stats.ready_s, stats.ready_s_interval),
-            len(stats.launches),
-            stats.cache,
-            stats.backend,
-            "; ".join(stats.errors) or "",
-        ]
-        for m in sorted(measurements, key=lambda m: order(m.model))
-        for stats in [stats_of(m, StartupStats)]
-    ]
     return Table(
         label_of("startup", "Cold start"),
         ["model", "first token (s)", "ready (s)", "launches", "cache", "backend", "errors"],
-        rows,
+        [
+            [
+                m.model,
+                format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
+                format_seconds_interval(stats.ready_s, stats.ready_s_interval),
+                len(stats.launches),
+                stats.cache,
+                stats.backend,
+                "; ".join(stats.errors) or "",
+            ]
+            for m in sorted(measurements, key=lambda m: _reference_first(reference, m.model))
+            for stats in [stats_of(m, StartupStats)]
+        ],
         "startup",
         [
             (

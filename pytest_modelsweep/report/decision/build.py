@@ -150,21 +150,23 @@ def _slo_text(slo: Mapping[str, object]) -> str:
 
 def _columns(page: Page, metrics: Sequence[str], screened: bool) -> list[Column]:
     """The columns, grouped: each group's verdict first, then its figure and interval."""
-    columns = []
-    for label in map(metric_label, metrics):
-        group = f"{label} vs reference"
-        columns += [
-            Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
-            Column(
-                group,
-                "difference [95% interval]",
-                f"{label} difference [95% interval]",
-                block=ACCURACY_BLOCK,
-            ),
-        ]
     throughput = f"throughput at {page.settings_text}"
     setting = "throughput" if page.mixed else page.settings_text
-    columns += [
+    return [
+        *(
+            column
+            for label in map(metric_label, metrics)
+            for group in [f"{label} vs reference"]
+            for column in (
+                Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
+                Column(
+                    group,
+                    "difference [95% interval]",
+                    f"{label} difference [95% interval]",
+                    block=ACCURACY_BLOCK,
+                ),
+            )
+        ),
         Column(throughput, "verdict", f"{setting} verdict", verdict=True),
         Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
         *(
@@ -179,15 +181,15 @@ def _columns(page: Page, metrics: Sequence[str], screened: bool) -> list[Column]
         Column("cost", "$/1M output tokens", "$/1M output tokens"),
         Column("cost", "vs reference", "cost vs reference"),
         Column("cold start", "first token", "cold start"),
+        *(
+            [
+                Column("screening", "licence", "licence"),
+                Column("screening", "memory headroom", "memory headroom"),
+            ]
+            if screened
+            else []
+        ),
     ]
-    return columns + (
-        [
-            Column("screening", "licence", "licence"),
-            Column("screening", "memory headroom", "memory headroom"),
-        ]
-        if screened
-        else []
-    )
 
 
 def decision_page(

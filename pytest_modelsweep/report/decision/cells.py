@@ -146,9 +146,10 @@ def _verdict_cells(page: Page, candidate: str, metric: str) -> list[Cell]:
             ),
         ]
     sides = [_accuracy_why(page, model, metric) for model in (page.reference, candidate)]
-    stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
     failed = page.failures_of(candidate, metric)
-    side = stopped or (None if failed else next((side for side in sides if side), None))
+    side = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None) or (
+        None if failed else next((side for side in sides if side), None)
+    )
     return (
         _both(*side)
         if side
@@ -387,12 +388,11 @@ def _relative_cost_cell(page: Page, candidate: str) -> Cell:
 def _startup_cell(page: Page, model: str) -> Cell:
     """Launch → first token, the geometric mean over fresh launches, and the cache state."""
     m = page.latest(model, STARTUP)
-    failed = page.failures_of(model, function="test_startup")
     if m is None:
         return page.missing(
             model,
             STARTUP,
-            failed,
+            page.failures_of(model, function="test_startup"),
             "cold start",
             "benches/test_startup.py -m startup; not for attached endpoints",
         )

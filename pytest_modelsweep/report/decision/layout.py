@@ -82,8 +82,9 @@ def table_columns(page: DecisionPage) -> list[Block]:
     """The table's columns, in order: every accuracy group in one, each other group in one."""
     found: dict[str, dict[str, list[tuple[int, Column]]]] = {}
     for i, column in enumerate(page.columns):
-        block = found.setdefault(column.block or column.group, {})
-        block.setdefault(column.group, []).append((i, column))
+        found.setdefault(column.block or column.group, {}).setdefault(column.group, []).append(
+            (i, column)
+        )
     return [
         Block(title, tuple((group, tuple(parts)) for group, parts in groups.items()))
         for title, groups in found.items()
@@ -96,15 +97,14 @@ def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Col
     cells = [(c, cell) for c, cell in parts if not (reference and cell.text == REFERENCE)]
     kept: list[tuple[Column, Cell]] = []
     for column, cell in cells:
-        repeated = (
+        if not (  # a dash repeating another part's note
             cell.text == DASH
             and cell.note is not None
             and (
                 any(other.note == cell.note and other.text != DASH for _, other in cells)
                 or any(other.note == cell.note for _, other in kept)
             )
-        )
-        if not repeated:
+        ):
             kept.append((column, cell))
     return tuple(kept)
 

@@ -124,27 +124,29 @@ class Page:
         """A candidate's highest short-prompt concurrency with a ratio or measured alike with
         the reference; the reference's the highest of those (else its own, else c16), which a
         candidate with none takes."""
-        reference = self.reference
-        found = {}
-        for candidate in self.candidates:
-            ratios = {
-                n
-                for m in self.measurements
-                if m.model == candidate
-                and m.benchmark == RATIO_BENCHMARK
-                and Setting.of(m).benchmark == "throughput"
-                and (n := short_concurrency(m)) is not None
-            }
-            both = {
-                n
-                for n in self.measured(candidate) & self.measured(reference)
-                if self._alike(candidate, n)
-            }
-            found[candidate] = max(ratios | both, default=None)
+        found = {
+            candidate: max(
+                {  # with a ratio
+                    n
+                    for m in self.measurements
+                    if m.model == candidate
+                    and m.benchmark == RATIO_BENCHMARK
+                    and Setting.of(m).benchmark == "throughput"
+                    and (n := short_concurrency(m)) is not None
+                }
+                | {  # measured alike
+                    n
+                    for n in self.measured(candidate) & self.measured(self.reference)
+                    if self._alike(candidate, n)
+                },
+                default=None,
+            )
+            for candidate in self.candidates
+        }
         compared = [n for n in found.values() if n is not None]
-        at_reference = max(compared or self.measured(reference) or {FALLBACK_CONCURRENCY})
+        at_reference = max(compared or self.measured(self.reference) or {FALLBACK_CONCURRENCY})
         return {
-            reference: at_reference,
+            self.reference: at_reference,
             **{c: at_reference if n is None else n for c, n in found.items()},
         }
 
@@ -240,24 +242,26 @@ class Page:
 
     def earlier_runs(self, model: str, benchmark: str) -> list[str]:
         """Earlier runs whose measurement of ``model`` this run's ``benchmark`` ratios used."""
-        runs = set()
-        for m in self.measurements:
-            if m.benchmark != benchmark or (
-                benchmark == RATIO_BENCHMARK and self.ratio(m.model) is not m
-            ):
-                continue
-            stats = (
-                stats_of(m, ThroughputRatioStats)
-                if benchmark == RATIO_BENCHMARK
-                else stats_of(m, SearchRatioStats)
-            )
-            for side, ran in (
-                (m.model, stats.candidate_run),
-                (stats.reference or self.reference, stats.reference_run),
-            ):
-                if side == model and ran is not None and ran != self.run_id:
-                    runs.add(ran)
-        return sorted(runs) if self.run_id is not None else []
+        if self.run_id is None:
+            return []
+        return sorted(
+            {
+                ran
+                for m in self.measurements
+                if m.benchmark == benchmark
+                and (benchmark != RATIO_BENCHMARK or self.ratio(m.model) is m)
+                for stats in [
+                    stats_of(m, ThroughputRatioStats)
+                    if benchmark == RATIO_BENCHMARK
+                    else stats_of(m, SearchRatioStats)
+                ]
+                for side, ran in (
+                    (m.model, stats.candidate_run),
+                    (stats.reference or self.reference, stats.reference_run),
+                )
+                if side == model and ran is not None and ran != self.run_id
+            }
+        )
 
     def failures_of(
         self, model: str, word: str | None = None, function: str | None = None
@@ -299,14 +303,14 @@ def accuracy_metrics(page: Page) -> list[str]:
         for m in page.measurements
         if m.benchmark.startswith(VERDICT_PREFIX)
     }
-    measured: dict[str, set[str]] = {}
-    for m in page.measurements:
-        if measurement_kind(m) == "accuracy":
-            measured.setdefault(m.benchmark, set()).add(m.model)
+    measured = {
+        (m.benchmark, m.model) for m in page.measurements if measurement_kind(m) == "accuracy"
+    }
     found |= {
         benchmark
-        for benchmark, models in measured.items()
-        if page.reference in models and models & set(page.candidates)
+        for benchmark, model in measured
+        if model == page.reference
+        and any((benchmark, candidate) in measured for candidate in page.candidates)
     }
     return sorted(found, key=lambda name: (rank(name), name))
 
