@@ -36,7 +36,6 @@ from ..serving.endpoint import serving_identity
 from ..store.database import Store
 from .markdown import escape_markdown, markdown_table
 from .plots import (
-    NotDrawn,
     _label,
     _new_figure,
     _style,
@@ -451,19 +450,24 @@ def history_markdown(history: History) -> str:
             + RULE_LINE
         ),
         "",
+        *(
+            []
+            if history.series
+            else ["No gated measurement (accuracy, throughput, startup) matches.", ""]
+        ),
+        *(
+            line
+            for table in map(series_table, history.series)
+            for line in (
+                f"## {escape_markdown(table.title)}",
+                "",
+                *markdown_table(table),
+                "",
+                *(escape_markdown(note) + "  " for note in table.notes),
+                "",
+            )
+        ),
     ]
-    if not history.series:
-        lines += ["No gated measurement (accuracy, throughput, startup) matches.", ""]
-    for series in history.series:
-        table = series_table(series)
-        lines += [
-            f"## {escape_markdown(table.title)}",
-            "",
-            *markdown_table(table),
-            "",
-            *(escape_markdown(note) + "  " for note in table.notes),
-            "",
-        ]
     return "\n".join(lines)
 
 
@@ -477,8 +481,7 @@ def series_plot(series: HistorySeries) -> str | None:
     if not matplotlib_available() or not series.points:
         return None
     times = [_time(p.started_at, i).timestamp() / 3600 for i, p in enumerate(series.points)]
-    figure = _new_figure(7.5, 3.6)
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 3.6)
     for decision, colour in _COLOURS.items():
         shown = [(t, p) for t, p in zip(times, series.points) if p.decision == decision]
         if not shown:
@@ -536,7 +539,7 @@ def _time(text: str, index: int) -> datetime:
 
 def history_html(history: History) -> str:
     """The history as an HTML section (plots inline as SVG images, a table per series)."""
-    from .html import _NO_PLOTS, _figure, escape_text, not_drawn_html, table_html
+    from .html import _NO_PLOTS, _figure, escape_text, table_html
 
     heading = (
         f"sweep {history.sweep}: {len(history.runs)} runs in {history.store}"
@@ -549,12 +552,11 @@ def history_html(history: History) -> str:
         + ("" if matplotlib_available() else _NO_PLOTS)
         + "".join(
             f'<div class="ms-history-series" data-series="{escape_text(series.title)}">'
-            + (
-                not_drawn_html(f"the plot of {series.title}", svg)
-                if isinstance(svg, NotDrawn)
-                else ""
-                if svg is None
-                else _figure(svg, f"{series.title} across runs", changes_line(series))
+            + _figure(
+                svg,
+                f"{series.title} across runs",
+                changes_line(series),
+                what=f"the plot of {series.title}",
             )
             + table_html(series_table(series))
             + "</div>"

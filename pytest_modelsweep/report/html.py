@@ -170,8 +170,15 @@ def table_html(table: Table) -> str:
 _NO_PLOTS = f'<p class="ms-notes ms-no-plots">{escape(MATPLOTLIB_HINT, quote=True)}</p>'
 
 
-def _figure(svg: str, alt: str, caption: str, kind: str = "ms-plot") -> str:
-    """An SVG plot as an inline image (alt text ``alt``) with its caption."""
+def _figure(
+    svg: str | NotDrawn | None, alt: str, caption: str, kind: str = "ms-plot", what: str = ""
+) -> str:
+    """An SVG plot as an inline image (alt text ``alt``) with its caption; the note saying
+    why ``what`` could not be drawn; "" without a plot."""
+    if isinstance(svg, NotDrawn):
+        return not_drawn_html(what, svg)
+    if not svg:
+        return ""
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
     return (
         f'<figure class="{kind}"><img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,'
@@ -223,20 +230,17 @@ def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
 def _decision_cell(block: Block, row: DecisionRow) -> str:
     """A row's cell in a table column: a line per part, or (several groups) a grid of lines."""
     lines = cell_lines(block, row)
-    if not block.several:
-        inner = "".join(_decision_part(*line.parts[0]) for line in lines)
-    else:
-        inner = (
-            '<div class="ms-lines">'
-            + "".join(
-                f'<span class="ms-label">{escape_text(line.label)}</span>'
-                + "".join(
-                    _decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts
-                )
-                for line in lines
-            )
-            + "</div>"
+    inner = (
+        '<div class="ms-lines">'
+        + "".join(
+            f'<span class="ms-label">{escape_text(line.label)}</span>'
+            + "".join(_decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts)
+            for line in lines
         )
+        + "</div>"
+        if block.several
+        else "".join(_decision_part(*line.parts[0]) for line in lines)
+    )
     return f'<td class="ms-text" data-group="{escape_text(block.title)}">{inner}</td>'
 
 
@@ -292,16 +296,21 @@ def decision_html(
         _notes(pareto_line(page)),
     ]
     if page.pareto is not None:
-        if not matplotlib_available():
-            parts.append(_NO_PLOTS)
-        elif isinstance(svg := drawn(lambda: pareto_plot(page.pareto)), NotDrawn):
-            parts.append(not_drawn_html("the Pareto plot", svg))
-        elif svg:
-            description = (
-                f"Pareto plot: {page.pareto.y_label} against "
-                f"{page.pareto.x_label}, one point per candidate"
+        description = (
+            f"Pareto plot: {page.pareto.y_label} against "
+            f"{page.pareto.x_label}, one point per candidate"
+        )
+        parts.append(
+            _figure(
+                drawn(lambda: pareto_plot(page.pareto)),
+                description,
+                description,
+                "ms-plot ms-pareto",
+                "the Pareto plot",
             )
-            parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
+            if matplotlib_available()
+            else _NO_PLOTS
+        )
     return "".join(parts) + "</section>"
 
 

@@ -95,10 +95,12 @@ def _label(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _new_figure(width: float, height: float) -> Figure:
+def _new_figure(width: float, height: float, *grid: int, **options: Any) -> tuple[Figure, Any]:
+    """A figure and its axes: ``figure.subplots(*grid, **options)``."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height), layout="constrained")
+    return figure, figure.subplots(*grid, **options)
 
 
 def _svg(figure: Figure) -> str:
@@ -175,8 +177,7 @@ def throughput_plot(measurements: Measurements) -> str | None:
     }
     if not lines or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 4.2)
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 4.2)
     models, prompts = _models_and_prompts(lines)
     for (model, prompt), points in lines.items():
         style = prompts.index(prompt or 0)
@@ -209,8 +210,7 @@ def latency_plot(measurements: Measurements) -> str | None:
     }
     if not lines or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 6.4)
-    panels = figure.subplots(2, 1, sharex=True)
+    figure, panels = _new_figure(7.5, 6.4, 2, 1, sharex=True)
     models, prompts = _models_and_prompts(lines)
     concurrencies: set[int] = set()
     for axes, name, title in zip(
@@ -242,16 +242,18 @@ def latency_plot(measurements: Measurements) -> str | None:
 
 def accuracy_plot(measurements: Measurements, reference: str | None = None) -> str | None:
     """Each model's accuracy per benchmark with its Wilson 95% interval (None without one)."""
-    benchmarks: dict[str, list[Measurement]] = {}
-    for m in measurements:
-        if isinstance(m.stats, AccuracyStats):
-            benchmarks.setdefault(m.benchmark, []).append(m)
+    found = [m for m in measurements if isinstance(m.stats, AccuracyStats)]
+    benchmarks = {b: [m for m in found if m.benchmark == b] for b in {m.benchmark for m in found}}
     if not benchmarks or not matplotlib_available():
         return None
     names = sorted(benchmarks, key=lambda b: (rank(b), b))
-    figure = _new_figure(7.5, max(2.2, 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)))
-    grid = figure.subplots(
-        len(names), 1, squeeze=False, height_ratios=[len(benchmarks[b]) + 1 for b in names]
+    figure, grid = _new_figure(
+        7.5,
+        max(2.2, 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)),
+        len(names),
+        1,
+        squeeze=False,
+        height_ratios=[len(benchmarks[b]) + 1 for b in names],
     )
     for axes, name in zip(grid[:, 0], names):
         models = sorted(benchmarks[name], key=lambda m: (m.model != reference, m.model))
@@ -292,8 +294,7 @@ def forest_plot(measurements: Measurements) -> str | None:
     )
     if not rows or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 1.0 + 0.45 * len(rows))
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 1.0 + 0.45 * len(rows))
     margins = {v for *_, s in rows if (v := finite(s.margin)) is not None}
     for margin in margins:
         axes.axvspan(-100 * margin, 100 * margin, color="#0969da", alpha=0.08, linewidth=0)
@@ -368,8 +369,8 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, str] | None:
     if not found or not matplotlib_available():
         return None
     shown = found[:MAX_SERVER_PANELS]
-    figure = _new_figure(7.5, 0.6 + 1.75 * len(shown))
-    panels = figure.subplots(len(shown), 1, squeeze=False)[:, 0]
+    figure, grid = _new_figure(7.5, 0.6 + 1.75 * len(shown), len(shown), 1, squeeze=False)
+    panels = grid[:, 0]
     for axes, (m, windows) in zip(panels, shown):
         offset, ticks, kv_axes = 0.0, [], None
         span = max((w.samples[-1].t - w.samples[0].t for _, w in windows), default=1.0)
@@ -452,8 +453,7 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost), the front dashed."""
     if pareto is None or not pareto.points or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 4.4)
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 4.4)
     axes.axvline(1.0, color="#8c959f", linewidth=0.8)
     axes.axhline(0.0, color="#8c959f", linewidth=0.8)
     front = sorted((p for p in pareto.points if p.on_front), key=lambda p: p.x)
@@ -522,10 +522,9 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
         label="does not, or not shown to",
     )
     axes.set(xlabel=_label(pareto.x_label), ylabel=_label(pareto.y_label))
-    better = "right" if pareto.x_higher_is_better else "left"
     axes.set_title(
         f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
-        f"up and to the {better} is better",
+        f"up and to the {'right' if pareto.x_higher_is_better else 'left'} is better",
         fontsize=10,
     )
     _style(axes, legend=7)
