@@ -200,14 +200,18 @@ def _why_apart(old: Measurement, old_run: str, new: Measurement, new_run: str) -
 
 
 def _interval(m: Measurement) -> tuple[float, float] | None:
+    """The 95% interval of a run's figure: throughput's over its repeats, accuracy's Wilson
+    interval, a cold start's over its launches."""
     stats = m.stats
-    if isinstance(stats, ThroughputStats):
-        return stats.interval
-    if isinstance(stats, AccuracyStats):
-        return accuracy_interval(m)
-    if isinstance(stats, StartupStats):
-        return stats.first_token_s_interval
-    return None
+    return (
+        stats.interval
+        if isinstance(stats, ThroughputStats)
+        else accuracy_interval(m)
+        if isinstance(stats, AccuracyStats)
+        else stats.first_token_s_interval
+        if isinstance(stats, StartupStats)
+        else None
+    )
 
 
 def _on_log_scale(m: Measurement) -> bool:
@@ -218,14 +222,16 @@ def _on_log_scale(m: Measurement) -> bool:
 def _within_variance(m: Measurement) -> float:
     """The variance of the run's figure from its own repeats, on the change rule's scale."""
     stats = m.stats
-    values: Sequence[float] = ()
-    if isinstance(stats, ThroughputStats):
-        values = stats.repeat_values
-    elif isinstance(stats, StartupStats):
-        values = stats.first_token_values
-    elif isinstance(stats, AccuracyStats) or not _on_log_scale(m):
+    values = (
+        stats.repeat_values
+        if isinstance(stats, ThroughputStats)
+        else stats.first_token_values
+        if isinstance(stats, StartupStats)
+        else None
+    )
+    if values is None and (isinstance(stats, AccuracyStats) or not _on_log_scale(m)):
         return m.value * (1 - m.value) / m.n if m.n > 0 and 0 <= m.value <= 1 else math.nan
-    logs = [math.log(v) for v in values if v > 0]
+    logs = [math.log(v) for v in values or () if v > 0]
     if len(logs) < 2:
         return math.nan
     mean = sum(logs) / len(logs)
@@ -484,18 +490,17 @@ def series_plot(series: HistorySeries) -> str | None:
     figure, axes = _new_figure(7.5, 3.6)
     for decision, colour in _COLOURS.items():
         shown = [(t, p) for t, p in zip(times, series.points) if p.decision == decision]
-        if not shown:
-            continue
-        ys = [p.value for _, p in shown]
-        axes.errorbar(
-            [t for t, _ in shown],
-            ys,
-            yerr=error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown]),
-            fmt="o",
-            capsize=3,
-            color=colour,
-            label=decision,
-        )
+        if shown:
+            ys = [p.value for _, p in shown]
+            axes.errorbar(
+                [t for t, _ in shown],
+                ys,
+                yerr=error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown]),
+                fmt="o",
+                capsize=3,
+                color=colour,
+                label=decision,
+            )
     changes = [i for i, p in enumerate(series.points) if p.change]
     for a, b in itertools.pairwise([0, *changes, len(times)]):
         values = [p.value for p in series.points[a:b]]

@@ -210,21 +210,19 @@ def section_or_note(title: str, make: Callable[[], str]) -> str:
 def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
     """One part of a cell: a verdict word (styled), a figure, or why there is none; ``wide``:
     it spans two parts of its line."""
-    named = f'data-column="{escape_text(column.title)}"'
-    kind = "ms-part ms-wide" if wide else "ms-part"
-    if cell.why:
-        return (
-            f'<div class="{kind} ms-why" {named} title="{escape_text(cell.why)}">'
-            f"{escape_text(cell.shown)}</div>"
-        )
-    if column.verdict and cell.verdict:
-        return (
-            f'<div class="{kind} ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
-            f"{escape_text(cell.text)}</div>"
-        )
-    tip = " — ".join(part for part in (cell.detail, cell.tip) if part)
+    kind = ("ms-part ms-wide" if wide else "ms-part") + (
+        " ms-why"
+        if cell.why
+        else f" ms-verdict ms-verdict-{escape_text(cell.verdict)}"
+        if column.verdict and cell.verdict
+        else ""
+    )
+    tip = cell.why or " — ".join(part for part in (cell.detail, cell.tip) if part)
     title = f' title="{escape_text(tip)}"' if tip else ""
-    return f'<div class="{kind}" {named}{title}>{escape_text(cell.shown)}</div>'
+    return (
+        f'<div class="{kind}" data-column="{escape_text(column.title)}"{title}>'
+        f"{escape_text(cell.shown)}</div>"
+    )
 
 
 def _decision_cell(block: Block, row: DecisionRow) -> str:

@@ -300,13 +300,16 @@ def _measured(measurements: Sequence[Measurement]) -> list[tuple[Measurement, Th
 
 
 def _interval(m: Measurement) -> list[float | None] | None:
+    """A comparison's interval: a verdict's or throughput ratio's, a capacity ratio's."""
     stats = m.stats
-    if isinstance(stats, AccuracyVerdictStats | ThroughputRatioStats):
-        got = stats.interval
-        return None if got is None else [finite(got.low), finite(got.high)]
-    if isinstance(stats, SearchRatioStats) and stats.ratio is not None:
-        return [finite(stats.ratio.low), finite(stats.ratio.high)]
-    return None
+    got = (
+        stats.interval
+        if isinstance(stats, AccuracyVerdictStats | ThroughputRatioStats)
+        else stats.ratio
+        if isinstance(stats, SearchRatioStats)
+        else None
+    )
+    return None if got is None else [finite(got.low), finite(got.high)]
 
 
 def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> dict[str, Any]:

@@ -258,22 +258,20 @@ def accuracy_plot(measurements: Measurements, reference: str | None = None) -> s
     for axes, name in zip(grid[:, 0], names):
         models = sorted(benchmarks[name], key=lambda m: (m.model != reference, m.model))
         for y, m in enumerate(models):
-            value = finite(m.value)
-            if value is None:
-                continue
-            interval = accuracy_interval(m)
+            value, interval = finite(m.value), accuracy_interval(m)
             colour = "#57606a" if m.model == reference else "#0969da"
-            if interval is not None:
+            if value is not None and interval is not None:
                 axes.hlines(y, 100 * interval[0], 100 * interval[1], color=colour, linewidth=2)
-            axes.plot([100 * value], [y], "o", color=colour)
-            axes.annotate(
-                f"{100 * value:.1f}%",
-                (100 * value, y),
-                xytext=(0, 6),
-                textcoords="offset points",
-                ha="center",
-                fontsize=8,
-            )
+            if value is not None:
+                axes.plot([100 * value], [y], "o", color=colour)
+                axes.annotate(
+                    f"{100 * value:.1f}%",
+                    (100 * value, y),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=8,
+                )
         _rows_axis(axes, [_label(m.model) for m in models])
         axes.set_xlim(0, 100)
         axes.set_title(_label(label_of(name, f"{name} accuracy")), fontsize=10, loc="left")

@@ -205,13 +205,8 @@ def decision_page(
     screened = any(m.benchmark == SCREEN for m in measurements)
     columns = _columns(page, metrics, screened)
     rows = [decision_row(page, model, metrics, screened) for model in (reference, *candidates)]
-    reasons: list[str] = []
+    reasons = list(dict.fromkeys(c.line for row in rows for c in row.cells if c.line))
     for row in rows:
-        reasons += [
-            line
-            for line in dict.fromkeys(c.line for c in row.cells)
-            if line and line not in reasons
-        ]
         row.cells = [
             replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
             for cell in row.cells
