@@ -259,10 +259,7 @@ def read_history(
 ) -> History:
     """The series of ``sweep``'s newest ``max_runs`` runs (of ``benchmark``, ``settings``)."""
     listed = sweep_runs(store, sweep)
-    notes = []
-    if len(listed) > max_runs:
-        notes.append(f"the newest {max_runs} of {len(listed)} runs")
-        listed = listed[-max_runs:]
+    notes = [f"the newest {max_runs} of {len(listed)} runs"] if len(listed) > max_runs else []
     runs = [
         _Run(
             run_id,
@@ -279,7 +276,7 @@ def read_history(
                 }.values()
             ),
         )
-        for row in listed
+        for row in listed[-max_runs:]
         for run_id in [str(row["run_id"])]
         for project in [store.run(run_id).get("project")]
     ]

@@ -205,9 +205,8 @@ def _own_run(m: Measurement, run: Mapping[str, Any]) -> tuple[str, str | None]:
             return str(run["sweep_run"]), None
         chosen = max(fits, key=lambda member: _when(member["started_at"]) or datetime.min)
         return str(chosen["run_id"]), str(chosen["started_at"])
-    own = str(m.run_id or run.get("run_id") or "")
     start = run.get("started_at") if m.run_id in (None, run.get("run_id")) else None
-    return own, None if start is None else str(start)
+    return str(m.run_id or run.get("run_id") or ""), None if start is None else str(start)
 
 
 def _uid(m: Measurement, run_id: str) -> str:

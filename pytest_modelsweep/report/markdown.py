@@ -218,7 +218,6 @@ def append_step_summary(markdown: str) -> Path | None:
     target = os.environ.get(STEP_SUMMARY_ENV)
     if not target:
         return None
-    path = Path(target)
-    with open(path, "a", encoding="utf-8") as handle:
+    with open(target, "a", encoding="utf-8") as handle:
         handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
-    return path
+    return Path(target)

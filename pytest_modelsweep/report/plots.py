@@ -349,14 +349,20 @@ def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
 
 
 def _measurement_label(m: Measurement) -> str:
-    params = m.params
-    if isinstance(rate := params.get("request_rate"), int | float):
-        where = f"{rate:g} req/s"
-    elif isinstance(concurrency := params.get("concurrency"), int):
-        prompt = params.get("prompt_tokens")
-        where = f"c{concurrency}" + (f", {prompt} prompt tokens" if prompt else "")
-    else:
-        where = "sweep" if isinstance(m.stats, SearchStats) and m.stats.knob == RATE else "search"
+    """``m · throughput c4, 512 prompt tokens``, ``m · throughput 2 req/s``, ``m · capacity
+    search``."""
+    rate, concurrency, prompt = (
+        m.params.get(name) for name in ("request_rate", "concurrency", "prompt_tokens")
+    )
+    where = (
+        f"{rate:g} req/s"
+        if isinstance(rate, int | float)
+        else f"c{concurrency}" + (f", {prompt} prompt tokens" if prompt else "")
+        if isinstance(concurrency, int)
+        else "sweep"
+        if isinstance(m.stats, SearchStats) and m.stats.knob == RATE
+        else "search"
+    )
     return f"{m.model} · {m.benchmark} {where}"
 
 

@@ -165,7 +165,8 @@ def _count(value: int | None) -> Cell:
     return NA if value is None else value
 
 
-def _int(value: Any) -> int | None:
+def whole(value: Any) -> int | None:
+    """An int that is not a bool, else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -268,8 +269,8 @@ class Setting:
         return cls(
             p.get("concurrency"),
             p.get("prompt_tokens"),
-            _int(p.get("output_tokens")),
-            _int(p.get("user_prompts")),
+            whole(p.get("output_tokens")),
+            whole(p.get("user_prompts")),
             p.get("benchmark", "throughput"),
             p.get("limit"),
             p.get("subset"),
@@ -288,7 +289,7 @@ class Setting:
     @property
     def key(self) -> tuple[int, int]:
         """Long prompts after short ones, then by concurrency."""
-        prompt, concurrency = _int(self.prompt_tokens), _int(self.concurrency)
+        prompt, concurrency = whole(self.prompt_tokens), whole(self.concurrency)
         return (-1 if prompt is None else prompt, -1 if concurrency is None else concurrency)
 
 
@@ -685,7 +686,7 @@ def throughput_cells(
             throughput_columns(goodput=True, cost=True, open_loop=True),
             [
                 row.m.model,
-                _count(_int(row.setting.concurrency)),
+                _count(whole(row.setting.concurrency)),
                 format_goodput(row.offered_rps),
                 format_goodput(row.achieved_rps),
                 row.prompt,
@@ -842,7 +843,7 @@ def ratio_table(measurements: Measurements) -> Table:
                 m.model,
                 stats.reference,
                 benchmark,
-                _count(_int(setting.concurrency)),
+                _count(whole(setting.concurrency)),
                 setting.prompt if benchmark in METRICS else "own",
                 *([stats.design] if len(designs) > 1 else []),
                 format_ratio(m.value),

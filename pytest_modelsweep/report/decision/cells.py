@@ -319,18 +319,23 @@ def _search_ratio_cells(page: Page, candidate: str, knob: str) -> list[Cell]:
         )
     stats = stats_of(m, SearchRatioStats)
     verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
-    name = search.ratio_name
     if value == NA and knob == CONCURRENCY:
-        return [verdict, Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {name} records no value")]
+        return [
+            verdict,
+            Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {search.ratio_name} records no value"),
+        ]
     if value == NA or ratio is None:
-        return [verdict, Cell(value, why=f"{candidate}'s {name} records no {search.lacks}")]
+        return [
+            verdict,
+            Cell(value, why=f"{candidate}'s {search.ratio_name} records no {search.lacks}"),
+        ]
     if ratio.degenerate:
         return [
             verdict,
             Cell(
                 f"{value} (no {search.bound})",
                 detail=(
-                    f"{candidate}'s {name} has no {search.bound}: both {search.passed}, so "
+                    f"{candidate}'s {search.ratio_name} has no {search.bound}: both {search.passed}, so "
                     "neither capacity is bounded above"
                 ),
             ),

@@ -21,7 +21,16 @@ from ...core.measurements import (
 from ...core.metrics import RATIO_BENCHMARK, VERDICT_PREFIX, rank
 from ...judging.pairing import PairingError, RequestSettings, check_same_serving, unlike_requests
 from ...store.results import FailedTest
-from ..tables import NA, Measurements, Setting, finite, format_usd, measurement_kind, stats_of
+from ..tables import (
+    NA,
+    Measurements,
+    Setting,
+    finite,
+    format_usd,
+    measurement_kind,
+    stats_of,
+    whole,
+)
 from .page import (
     CANNOT_CONCLUDE,
     FALLBACK_CONCURRENCY,
@@ -53,10 +62,9 @@ class Failure:
         model = max(
             (m for m in models if params == m or params.startswith(m + "-")), key=len, default=None
         )
-        message = (failed.message or failed.outcome or "failed").removeprefix("Failed: ")
         return cls(
             failed.test_id,
-            message,
+            (failed.message or failed.outcome or "failed").removeprefix("Failed: "),
             model,
             params[len(model) + 1 :] if model else params,
             failed.test_id.rsplit("::", 1)[-1].split("[", 1)[0],
@@ -83,16 +91,7 @@ class Failure:
 def short_concurrency(m: Measurement) -> int | None:
     """The concurrency of a short-prompt throughput setting (None: a long prompt, a rate)."""
     setting = Setting.of(m)
-    concurrency = setting.concurrency
-    return (
-        concurrency
-        if (
-            isinstance(concurrency, int)
-            and not isinstance(concurrency, bool)
-            and setting.prompt_tokens is None
-        )
-        else None
-    )
+    return whole(setting.concurrency) if setting.prompt_tokens is None else None
 
 
 class Page:
@@ -306,13 +305,13 @@ def accuracy_metrics(page: Page) -> list[str]:
     measured = {
         (m.benchmark, m.model) for m in page.measurements if measurement_kind(m) == "accuracy"
     }
-    found |= {
+    both = {  # accuracy benchmarks the reference and a candidate measured
         benchmark
         for benchmark, model in measured
         if model == page.reference
         and any((benchmark, candidate) in measured for candidate in page.candidates)
     }
-    return sorted(found, key=lambda name: (rank(name), name))
+    return sorted(found | both, key=lambda name: (rank(name), name))
 
 
 def throughput_why(
