@@ -272,7 +272,6 @@ def decision_html(
         f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
         for i, why in enumerate(page.reasons, 1)
     )
-    notes = "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
     figures = "".join(f"<li>{escape_text(line)}</li>" for line in figure_lines(page))
     parts = [
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{escape_text(DECISION_TITLE)}</h2>',
@@ -284,7 +283,11 @@ def decision_html(
         _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
-        f'<ul class="ms-reasons ms-column-notes">{notes}</ul>' if page.notes else "",
+        '<ul class="ms-reasons ms-column-notes">'
+        + "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
+        + "</ul>"
+        if page.notes
+        else "",
         (
             f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
             f'<ul class="ms-reasons">{figures}</ul></details>'
@@ -737,8 +740,11 @@ def measurements_extra_html(measurements: Measurements) -> str:
 
 def measurement_json(m: Measurement) -> dict[str, Any]:
     """A measurement for a JSON extra: everything but items and requests (counted instead)."""
-    data = {k: v for k, v in m.to_dict().items() if k not in ("items", "requests")}
-    return {**data, "item_count": len(m.items), "request_count": len(m.requests)}
+    return {
+        **{k: v for k, v in m.to_dict().items() if k not in ("items", "requests")},
+        "item_count": len(m.items),
+        "request_count": len(m.requests),
+    }
 
 
 # --------------------------------------------------------------------------- standalone file
@@ -754,7 +760,6 @@ def html_document(
         f"{measurement_html(m)}</details>"
         for m in found
     )
-    generated = datetime.now(UTC).isoformat(timespec="seconds")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -765,6 +770,8 @@ def html_document(
         )
         + section_or_note(SUMMARY_TITLE, lambda: summary_html(found, info))
         + f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
-        f'<p class="ms-notes">generated {escape_text(generated)} by pytest-modelsweep</p></section>'
+        '<p class="ms-notes">generated '
+        + escape_text(datetime.now(UTC).isoformat(timespec="seconds"))
+        + " by pytest-modelsweep</p></section>"
         "</body></html>\n"
     )

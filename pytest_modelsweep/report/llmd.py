@@ -161,15 +161,14 @@ def _load(
 def _resource_metrics(summary: ServerMetricsSummary) -> dict[str, Any]:
     """One window's server metrics as the schema's ``ResourceMetrics``: gauges' time average
     and maximum, the preemption counter's increase (as ``mean``), the prefix-cache hit rate."""
-    gauges = {
-        "running_requests": (summary.running, "count"),
-        "waiting_requests": (summary.waiting, "count"),
-        "kv_cache_usage": (summary.kv_cache_usage, "fraction"),
-    }
     metrics = {
         **{
             name: _statistics(units, gauge.mean, max=gauge.max)
-            for name, (gauge, units) in gauges.items()
+            for name, gauge, units in (
+                ("running_requests", summary.running, "count"),
+                ("waiting_requests", summary.waiting, "count"),
+                ("kv_cache_usage", summary.kv_cache_usage, "fraction"),
+            )
             if gauge is not None
         },
         "preemptions": _statistics("count", summary.preemptions),

@@ -167,8 +167,9 @@ def _reference_accuracy_cells(page: Page, metric: str) -> list[Cell]:
 
     def figure(m: Measurement) -> str:
         interval = accuracy_interval(m)
-        shown = f" ({format_percent_interval(*interval)})" if interval else ""
-        return f"{format_percent(m.value)}{shown}"
+        return format_percent(m.value) + (
+            f" ({format_percent_interval(*interval)})" if interval else ""
+        )
 
     return _reference_cells(
         _accuracy_why(page, page.reference, metric), page.latest(page.reference, metric), figure
@@ -360,12 +361,14 @@ def _cost_cell(cost: Cost) -> Cell:
     """$/1M output tokens at its basis, with its interval; without it, why."""
     if cost.usd is None:
         return Cell(cost.text, why=cost.why)
-    interval = (
-        f"\n[{format_usd(cost.interval[0], '$')}, {format_usd(cost.interval[1], '$')}]"
-        if cost.interval
-        else ""
+    return Cell(
+        f"{format_usd(cost.usd, '$')} {cost.at}"
+        + (
+            f"\n[{format_usd(cost.interval[0], '$')}, {format_usd(cost.interval[1], '$')}]"
+            if cost.interval
+            else ""
+        )
     )
-    return Cell(f"{format_usd(cost.usd, '$')} {cost.at}{interval}")
 
 
 def _relative_cost_cell(page: Page, candidate: str) -> Cell:

@@ -356,8 +356,7 @@ class Capacity:
     @property
     def at_maximum(self) -> bool:
         """The search passed at its maximum: the capacity is at least that."""
-        bracket = self.stats.bracket
-        return bool(self.value) and bracket is not None and bracket[1] is None
+        return bool(self.value) and self.stats.bracket is not None and self.stats.bracket[1] is None
 
 
 def _capacity(page: Page, model: str, knob: str) -> Capacity:
