@@ -179,8 +179,7 @@ def _like_key(m: Measurement) -> str:
 def _why_apart(old: Measurement, old_run: str, new: Measurement, new_run: str) -> str:
     """One line: how ``old``'s settings differ from the newest series'."""
     a, b = f"run {old_run}", f"run {new_run}"
-    flags_a = serving_identity(old.provenance)["serving_flags"]
-    flags_b = serving_identity(new.provenance)["serving_flags"]
+    flags_a, flags_b = (serving_identity(m.provenance)["serving_flags"] for m in (old, new))
     for key in sorted(set(flags_a) | set(flags_b)):
         if flags_a.get(key) != flags_b.get(key):
             return (

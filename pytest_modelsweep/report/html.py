@@ -333,9 +333,9 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
         else (
             '<h3>Plots</h3><div class="ms-plots">'
             + "".join(
-                not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed))
-                if p.failed
-                else _figure(p.svg, p.description, f"{p.title}: {p.description}")
+                _figure(
+                    p.svg, p.description, f"{p.title}: {p.description}", what=f"the plot {p.title}"
+                )
                 for p in plots
             )
             + "</div>"
@@ -366,10 +366,11 @@ def _compact(value: Any) -> str:
 
 def _key_value_table(rows: Sequence[tuple[str, str]]) -> str:
     """Name-value pairs as a definition list, laid out three pairs to a line."""
-    body = "".join(
-        f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows
+    return (
+        '<dl class="ms-kv">'
+        + "".join(f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows)
+        + "</dl>"
     )
-    return f'<dl class="ms-kv">{body}</dl>'
 
 
 def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], raw_last: bool = False) -> str:
@@ -449,8 +450,7 @@ def server_text(window: ServerMetricsWindow | None) -> str:
 
 def _repeats_table(row: ThroughputRow) -> str:
     """One line per timed window of a throughput setting."""
-    goodput, cost = row.has_goodput, row.stats.cost is not None
-    looped = row.open_loop
+    goodput, cost, looped = row.has_goodput, row.stats.cost is not None, row.open_loop
     lines = [
         [
             str(i + 1),

@@ -6,6 +6,7 @@ matplotlib is optional (the ``html`` extra): without it every plot is None. Plai
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,13 +46,12 @@ VERDICT_COLOURS = {
 
 @dataclass(frozen=True)
 class Plot:
-    """One plot: a title, a one-line description (alt text) and its SVG document; ``failed``:
-    why it could not be drawn (its SVG then empty)."""
+    """One plot: a title, a one-line description (alt text) and its SVG document, or why it
+    could not be drawn."""
 
     title: str
     description: str
-    svg: str
-    failed: str = ""
+    svg: str | NotDrawn
 
 
 @dataclass(frozen=True)
@@ -82,12 +82,8 @@ def error_bars(
 
 
 def matplotlib_available() -> bool:
-    """Whether matplotlib can be imported."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether matplotlib is installed (a plot it then fails to draw says why in its place)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _label(text: object) -> str:
@@ -579,10 +575,4 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
             svg,
         )
     )
-    return [
-        Plot(title, description, "", svg.why)
-        if isinstance(svg, NotDrawn)
-        else Plot(title, description, svg)
-        for title, description, svg in plots
-        if svg
-    ]
+    return [Plot(title, description, svg) for title, description, svg in plots if svg]

@@ -265,17 +265,16 @@ class Setting:
 
     @classmethod
     def of(cls, m: Measurement) -> Setting:
-        p = m.params
         return cls(
-            p.get("concurrency"),
-            p.get("prompt_tokens"),
-            whole(p.get("output_tokens")),
-            whole(p.get("user_prompts")),
-            p.get("benchmark", "throughput"),
-            p.get("limit"),
-            p.get("subset"),
-            p.get("slo"),
-            finite(p.get("attainment_target")),
+            m.params.get("concurrency"),
+            m.params.get("prompt_tokens"),
+            whole(m.params.get("output_tokens")),
+            whole(m.params.get("user_prompts")),
+            m.params.get("benchmark", "throughput"),
+            m.params.get("limit"),
+            m.params.get("subset"),
+            m.params.get("slo"),
+            finite(m.params.get("attainment_target")),
         )
 
     @property

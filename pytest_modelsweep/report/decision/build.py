@@ -36,7 +36,6 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
         for m in page.measurements
         if m.benchmark in (*SEARCH_BENCHMARK.values(), CAPACITY_RATIO_BENCHMARK)
     ]
-    slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
     targets = {
         knob: " or ".join(
             f"{100 * t:g}%"
@@ -90,7 +89,15 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
             ),
             (
                 capacity or rate,
-                f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}",
+                "SLO: "
+                + (
+                    "; ".join(
+                        sorted(
+                            {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+                        )
+                    )
+                    or "not recorded"
+                ),
             ),
             (
                 capacity,

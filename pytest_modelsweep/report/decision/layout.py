@@ -13,10 +13,11 @@ def pareto_line(page: DecisionPage) -> str:
     """One line naming the Pareto front, or why there is no plot (both reports show it)."""
     if page.pareto is None:
         return f"No Pareto plot: {page.pareto_why}."
-    left_out = "; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else ""
     return (
         f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
-        f"{', '.join(page.pareto.front)}{left_out}."
+        + ", ".join(page.pareto.front)
+        + ("; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else "")
+        + "."
     )
 
 

@@ -338,8 +338,9 @@ def throughput_why(
     if m.passed:
         return None
     failed = page.failures_of(model, setting)
-    said = f": {one_line(failed[0].message)}" if failed else ""
-    return CANNOT_CONCLUDE, f"the {role} {model}'s {setting} throughput test {m.outcome}{said}"
+    return CANNOT_CONCLUDE, f"the {role} {model}'s {setting} throughput test {m.outcome}" + (
+        f": {one_line(failed[0].message)}" if failed else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -494,9 +495,13 @@ def _cost(page: Page, model: str, concurrency: int | None = None) -> Cost:
         return Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
     if no_throughput is not None and no_throughput[0] == CANNOT_CONCLUDE:
         return Cost(None, why=no_throughput[1], text=CANNOT_CONCLUDE)
-    whose = (
-        "in this run"
-        if not page.any_capacity and not page.any_at(setting)
-        else f"of the {role} {model}"
+    return Cost(
+        None,
+        why=f"no capacity or c{setting} throughput measurement "
+        + (
+            "in this run"
+            if not page.any_capacity and not page.any_at(setting)
+            else f"of the {role} {model}"
+        )
+        + " to price",
     )
-    return Cost(None, why=f"no capacity or c{setting} throughput measurement {whose} to price")
