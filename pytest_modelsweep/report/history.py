@@ -36,7 +36,6 @@ from ..serving.endpoint import serving_identity
 from ..store.database import Store
 from .markdown import escape_markdown, markdown_table
 from .plots import (
-    NotDrawn,
     _label,
     _new_figure,
     _style,
@@ -167,9 +166,11 @@ def _matches(m: Measurement, settings: Mapping[str, str]) -> bool:
 
 def _like_key(m: Measurement) -> str:
     """What must be alike along a series: serving flags and request settings."""
-    flags = serving_identity(m.provenance)["serving_flags"]
     return json.dumps(
-        {"flags": flags, "requests": RequestSettings.of_measurement(m).settings},
+        {
+            "flags": serving_identity(m.provenance)["serving_flags"],
+            "requests": RequestSettings.of_measurement(m).settings,
+        },
         sort_keys=True,
         default=str,
     )
@@ -178,33 +179,38 @@ def _like_key(m: Measurement) -> str:
 def _why_apart(old: Measurement, old_run: str, new: Measurement, new_run: str) -> str:
     """One line: how ``old``'s settings differ from the newest series'."""
     a, b = f"run {old_run}", f"run {new_run}"
-    flags_a = serving_identity(old.provenance)["serving_flags"]
-    flags_b = serving_identity(new.provenance)["serving_flags"]
+    flags_a, flags_b = (serving_identity(m.provenance)["serving_flags"] for m in (old, new))
     for key in sorted(set(flags_a) | set(flags_b)):
         if flags_a.get(key) != flags_b.get(key):
             return (
                 f"measured under other serving flags: {key} {flags_a.get(key)!r} in {a}, "
                 f"{flags_b.get(key)!r} in {b}; a series holds only like measurements"
             )
-    differs = unlike_requests(
-        a, RequestSettings.of_measurement(old), b, RequestSettings.of_measurement(new)
-    )
     return (
         "measured under other request settings: "
-        + (differs or "they differ")
+        + (
+            unlike_requests(
+                a, RequestSettings.of_measurement(old), b, RequestSettings.of_measurement(new)
+            )
+            or "they differ"
+        )
         + "; a series holds only like measurements"
     )
 
 
 def _interval(m: Measurement) -> tuple[float, float] | None:
+    """The 95% interval of a run's figure: throughput's over its repeats, accuracy's Wilson
+    interval, a cold start's over its launches."""
     stats = m.stats
-    if isinstance(stats, ThroughputStats):
-        return stats.interval
-    if isinstance(stats, AccuracyStats):
-        return accuracy_interval(m)
-    if isinstance(stats, StartupStats):
-        return stats.first_token_s_interval
-    return None
+    return (
+        stats.interval
+        if isinstance(stats, ThroughputStats)
+        else accuracy_interval(m)
+        if isinstance(stats, AccuracyStats)
+        else stats.first_token_s_interval
+        if isinstance(stats, StartupStats)
+        else None
+    )
 
 
 def _on_log_scale(m: Measurement) -> bool:
@@ -215,14 +221,16 @@ def _on_log_scale(m: Measurement) -> bool:
 def _within_variance(m: Measurement) -> float:
     """The variance of the run's figure from its own repeats, on the change rule's scale."""
     stats = m.stats
-    values: Sequence[float] = ()
-    if isinstance(stats, ThroughputStats):
-        values = stats.repeat_values
-    elif isinstance(stats, StartupStats):
-        values = stats.first_token_values
-    elif isinstance(stats, AccuracyStats) or not _on_log_scale(m):
+    values = (
+        stats.repeat_values
+        if isinstance(stats, ThroughputStats)
+        else stats.first_token_values
+        if isinstance(stats, StartupStats)
+        else None
+    )
+    if values is None and (isinstance(stats, AccuracyStats) or not _on_log_scale(m)):
         return m.value * (1 - m.value) / m.n if m.n > 0 and 0 <= m.value <= 1 else math.nan
-    logs = [math.log(v) for v in values if v > 0]
+    logs = [math.log(v) for v in values or () if v > 0]
     if len(logs) < 2:
         return math.nan
     mean = sum(logs) / len(logs)
@@ -250,10 +258,7 @@ def read_history(
 ) -> History:
     """The series of ``sweep``'s newest ``max_runs`` runs (of ``benchmark``, ``settings``)."""
     listed = sweep_runs(store, sweep)
-    notes = []
-    if len(listed) > max_runs:
-        notes.append(f"the newest {max_runs} of {len(listed)} runs")
-        listed = listed[-max_runs:]
+    notes = [f"the newest {max_runs} of {len(listed)} runs"] if len(listed) > max_runs else []
     runs = [
         _Run(
             run_id,
@@ -270,7 +275,7 @@ def read_history(
                 }.values()
             ),
         )
-        for row in listed
+        for row in listed[-max_runs:]
         for run_id in [str(row["run_id"])]
         for project in [store.run(run_id).get("project")]
     ]
@@ -288,40 +293,36 @@ def _series(runs: Sequence[_Run], thresholds: Thresholds) -> tuple[HistorySeries
     members: dict[tuple[str, str, str, str], list[tuple[_Run, Measurement]]] = {}
     decisions: dict[tuple[str, int], tuple[str, str]] = {}
     for run in runs:
-        current: list[Measurement] = []
-        baseline: list[Measurement] = []
+        judged: list[tuple[Measurement, Measurement]] = []  # (this run's, the one before it)
         for m in run.measurements:
             line = members.setdefault((m.model, m.benchmark, setting_of(m), _like_key(m)), [])
             if line:
-                current.append(m)
-                baseline.append(line[-1][1])
+                judged.append((m, line[-1][1]))
             line.append((run, m))
-        for m, row in zip(current, compare_with_baseline(current, baseline, thresholds)):
-            decisions[(run.run_id, id(m))] = _decision(row)
+        current = [m for m, _ in judged]
+        rows = compare_with_baseline(current, [before for _, before in judged], thresholds)
+        decisions.update({(run.run_id, id(m)): _decision(row) for m, row in zip(current, rows)})
     order = {run.run_id: i for i, run in enumerate(runs)}
-    newest: dict[tuple[str, ...], tuple[_Run, Measurement]] = {}
-    for key, line in sorted(members.items(), key=lambda kv: order[kv[1][-1][0].run_id]):
-        newest[key[:3]] = line[-1]  # the series whose last run is the newest
-    out = []
-    for key, line in sorted(
-        members.items(), key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])
-    ):
-        (last_run, last), (newest_run, newest_m) = line[-1], newest[key[:3]]
-        apart = (
-            ""
-            if newest_run is last_run
-            else _why_apart(last, last_run.run_id, newest_m, newest_run.run_id)
+    newest = {  # the series whose last run is the newest
+        key[:3]: line[-1]
+        for key, line in sorted(members.items(), key=lambda kv: order[kv[1][-1][0].run_id])
+    }
+    return tuple(
+        _one_series(line, decisions, newest[key[:3]])
+        for key, line in sorted(
+            members.items(), key=lambda kv: (kv[0][:3], -order[kv[1][-1][0].run_id])
         )
-        out.append(_one_series(line, decisions, apart))
-    return tuple(out)
+    )
 
 
 def _one_series(
     line: Sequence[tuple[_Run, Measurement]],
     decisions: Mapping[tuple[str, int], tuple[str, str]],
-    apart: str,
+    newest: tuple[_Run, Measurement],
 ) -> HistorySeries:
-    first = line[0][1]
+    """A series of like measurements, each run judged against the one before it, its
+    changes located; ``newest``: the last run of the newest series of its setting."""
+    first, (last_run, last), (newest_run, newest_m) = line[0][1], line[-1], newest
     log = _on_log_scale(first)
     points = [
         HistoryPoint(
@@ -345,18 +346,18 @@ def _one_series(
         for i, (run, m) in enumerate(line)
         for interval in [_interval(m)]
     ]
-    note, changes = "", []
-    values = [p.value for p in points]
-    if len(points) < MIN_RUNS:
-        note = (
-            f"{len(points)} run{'s' if len(points) != 1 else ''}: the change rule needs "
-            f"{MIN_RUNS} or more"
-        )
-    elif log and any(not v > 0 for v in values):
-        note = "a figure of 0 or less: no change looked for"
-    elif any(not math.isfinite(v) for v in values):
-        note = "a figure without a value: no change looked for"
-    else:
+    changes, values = [], [p.value for p in points]
+    note = (
+        f"{len(points)} run{'s' if len(points) != 1 else ''}: the change rule needs "
+        f"{MIN_RUNS} or more"
+        if len(points) < MIN_RUNS
+        else "a figure of 0 or less: no change looked for"
+        if log and any(not v > 0 for v in values)
+        else "a figure without a value: no change looked for"
+        if any(not math.isfinite(v) for v in values)
+        else ""
+    )
+    if not note:
         scale = [math.log(v) for v in values] if log else values
         for change in change_points(scale, [_within_variance(m) for _, m in line]):
             before, after = (
@@ -366,15 +367,16 @@ def _one_series(
             )
             changes.append(SeriesChange(points[change.index].run_id, before, after, change.p_value))
             points[change.index] = replace(points[change.index], change=True)
-    setting = shown_setting_of(first)
     return HistorySeries(
         first.model,
         first.benchmark,
-        setting,
+        shown_setting_of(first),
         first.unit,
         tuple(points),
         tuple(changes),
-        apart,
+        ""
+        if newest_run is last_run
+        else _why_apart(last, last_run.run_id, newest_m, newest_run.run_id),
         note,
     )
 
@@ -406,22 +408,6 @@ def changes_line(series: HistorySeries) -> str:
 
 def series_table(series: HistorySeries) -> Table:
     """A series as a table: a row per run, oldest first."""
-    rows: list[list[str | int]] = [
-        [
-            p.run_id,
-            p.started_at,
-            _short(p.commit, 10),
-            _short(p.image_digest),
-            format_value(p.value),
-            "-"
-            if p.low is None or p.high is None
-            else f"[{format_value(p.low)}, {format_value(p.high)}]",
-            p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else ""),
-            "CHANGE" if p.change else "",
-        ]
-        for p in series.points
-    ]
-    notes = [changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else [])
     return Table(
         f"{series.title} ({series.unit})" + (", apart" if series.apart else ""),
         [
@@ -434,9 +420,23 @@ def series_table(series: HistorySeries) -> Table:
             "gate",
             "change",
         ],
-        rows,
+        [
+            [
+                p.run_id,
+                p.started_at,
+                _short(p.commit, 10),
+                _short(p.image_digest),
+                format_value(p.value),
+                "-"
+                if p.low is None or p.high is None
+                else f"[{format_value(p.low)}, {format_value(p.high)}]",
+                p.decision + (f" ({p.why})" if p.decision == UNJUDGED and p.why else ""),
+                "CHANGE" if p.change else "",
+            ]
+            for p in series.points
+        ],
         kind="history",
-        notes=notes,
+        notes=[changes_line(series)] + ([f"apart: {series.apart}"] if series.apart else []),
     )
 
 
@@ -452,19 +452,24 @@ def history_markdown(history: History) -> str:
             + RULE_LINE
         ),
         "",
+        *(
+            []
+            if history.series
+            else ["No gated measurement (accuracy, throughput, startup) matches.", ""]
+        ),
+        *(
+            line
+            for table in map(series_table, history.series)
+            for line in (
+                f"## {escape_markdown(table.title)}",
+                "",
+                *markdown_table(table),
+                "",
+                *(escape_markdown(note) + "  " for note in table.notes),
+                "",
+            )
+        ),
     ]
-    if not history.series:
-        lines += ["No gated measurement (accuracy, throughput, startup) matches.", ""]
-    for series in history.series:
-        table = series_table(series)
-        lines += [
-            f"## {escape_markdown(table.title)}",
-            "",
-            *markdown_table(table),
-            "",
-            *(escape_markdown(note) + "  " for note in table.notes),
-            "",
-        ]
     return "\n".join(lines)
 
 
@@ -478,32 +483,34 @@ def series_plot(series: HistorySeries) -> str | None:
     if not matplotlib_available() or not series.points:
         return None
     times = [_time(p.started_at, i).timestamp() / 3600 for i, p in enumerate(series.points)]
-    figure = _new_figure(7.5, 3.6)
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 3.6)
     for decision, colour in _COLOURS.items():
         shown = [(t, p) for t, p in zip(times, series.points) if p.decision == decision]
-        if not shown:
-            continue
-        ys = [p.value for _, p in shown]
-        yerr = error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown])
-        axes.errorbar(
-            [t for t, _ in shown], ys, yerr=yerr, fmt="o", capsize=3, color=colour, label=decision
-        )
-    starts = [0] + [i for i, p in enumerate(series.points) if p.change] + [len(times)]
-    for a, b in itertools.pairwise(starts):
+        if shown:
+            ys = [p.value for _, p in shown]
+            axes.errorbar(
+                [t for t, _ in shown],
+                ys,
+                yerr=error_bars(ys, [p.low for _, p in shown], [p.high for _, p in shown]),
+                fmt="o",
+                capsize=3,
+                color=colour,
+                label=decision,
+            )
+    changes = [i for i, p in enumerate(series.points) if p.change]
+    for a, b in itertools.pairwise([0, *changes, len(times)]):
         values = [p.value for p in series.points[a:b]]
         if values:
             axes.hlines(
                 sum(values) / len(values), times[a], times[b - 1], color="#0969da", linewidth=1
             )
-    for i, p in enumerate(series.points):
-        if p.change:
-            axes.axvline(
-                times[i - 1] + (times[i] - times[i - 1]) / 2,
-                color="#cf222e",
-                linestyle="--",
-                linewidth=1,
-            )
+    for i in changes:
+        axes.axvline(
+            times[i - 1] + (times[i] - times[i - 1]) / 2,
+            color="#cf222e",
+            linestyle="--",
+            linewidth=1,
+        )
     axes.set_xticks(
         times,
         [
@@ -533,7 +540,7 @@ def _time(text: str, index: int) -> datetime:
 
 def history_html(history: History) -> str:
     """The history as an HTML section (plots inline as SVG images, a table per series)."""
-    from .html import _NO_PLOTS, _figure, escape_text, not_drawn_html, table_html
+    from .html import _NO_PLOTS, _figure, escape_text, table_html
 
     heading = (
         f"sweep {history.sweep}: {len(history.runs)} runs in {history.store}"
@@ -546,12 +553,11 @@ def history_html(history: History) -> str:
         + ("" if matplotlib_available() else _NO_PLOTS)
         + "".join(
             f'<div class="ms-history-series" data-series="{escape_text(series.title)}">'
-            + (
-                not_drawn_html(f"the plot of {series.title}", svg)
-                if isinstance(svg, NotDrawn)
-                else ""
-                if svg is None
-                else _figure(svg, f"{series.title} across runs", changes_line(series))
+            + _figure(
+                svg,
+                f"{series.title} across runs",
+                changes_line(series),
+                what=f"the plot of {series.title}",
             )
             + table_html(series_table(series))
             + "</div>"

@@ -170,8 +170,15 @@ def table_html(table: Table) -> str:
 _NO_PLOTS = f'<p class="ms-notes ms-no-plots">{escape(MATPLOTLIB_HINT, quote=True)}</p>'
 
 
-def _figure(svg: str, alt: str, caption: str, kind: str = "ms-plot") -> str:
-    """An SVG plot as an inline image (alt text ``alt``) with its caption."""
+def _figure(
+    svg: str | NotDrawn | None, alt: str, caption: str, kind: str = "ms-plot", what: str = ""
+) -> str:
+    """An SVG plot as an inline image (alt text ``alt``) with its caption; the note saying
+    why ``what`` could not be drawn; "" without a plot."""
+    if isinstance(svg, NotDrawn):
+        return not_drawn_html(what, svg)
+    if not svg:
+        return ""
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
     return (
         f'<figure class="{kind}"><img alt="{escape_text(alt)}" src="data:image/svg+xml;base64,'
@@ -203,40 +210,35 @@ def section_or_note(title: str, make: Callable[[], str]) -> str:
 def _decision_part(column: Column, cell: Cell, wide: bool = False) -> str:
     """One part of a cell: a verdict word (styled), a figure, or why there is none; ``wide``:
     it spans two parts of its line."""
-    named = f'data-column="{escape_text(column.title)}"'
-    kind = "ms-part ms-wide" if wide else "ms-part"
-    if cell.why:
-        return (
-            f'<div class="{kind} ms-why" {named} title="{escape_text(cell.why)}">'
-            f"{escape_text(cell.shown)}</div>"
-        )
-    if column.verdict and cell.verdict:
-        return (
-            f'<div class="{kind} ms-verdict ms-verdict-{escape_text(cell.verdict)}" {named}>'
-            f"{escape_text(cell.text)}</div>"
-        )
-    tip = " — ".join(part for part in (cell.detail, cell.tip) if part)
+    kind = ("ms-part ms-wide" if wide else "ms-part") + (
+        " ms-why"
+        if cell.why
+        else f" ms-verdict ms-verdict-{escape_text(cell.verdict)}"
+        if column.verdict and cell.verdict
+        else ""
+    )
+    tip = cell.why or " — ".join(part for part in (cell.detail, cell.tip) if part)
     title = f' title="{escape_text(tip)}"' if tip else ""
-    return f'<div class="{kind}" {named}{title}>{escape_text(cell.shown)}</div>'
+    return (
+        f'<div class="{kind}" data-column="{escape_text(column.title)}"{title}>'
+        f"{escape_text(cell.shown)}</div>"
+    )
 
 
 def _decision_cell(block: Block, row: DecisionRow) -> str:
     """A row's cell in a table column: a line per part, or (several groups) a grid of lines."""
     lines = cell_lines(block, row)
-    if not block.several:
-        inner = "".join(_decision_part(*line.parts[0]) for line in lines)
-    else:
-        inner = (
-            '<div class="ms-lines">'
-            + "".join(
-                f'<span class="ms-label">{escape_text(line.label)}</span>'
-                + "".join(
-                    _decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts
-                )
-                for line in lines
-            )
-            + "</div>"
+    inner = (
+        '<div class="ms-lines">'
+        + "".join(
+            f'<span class="ms-label">{escape_text(line.label)}</span>'
+            + "".join(_decision_part(c, cell, wide=len(line.parts) == 1) for c, cell in line.parts)
+            for line in lines
         )
+        + "</div>"
+        if block.several
+        else "".join(_decision_part(*line.parts[0]) for line in lines)
+    )
     return f'<td class="ms-text" data-group="{escape_text(block.title)}">{inner}</td>'
 
 
@@ -270,7 +272,6 @@ def decision_html(
         f'<li data-note="{i}">[{i}] {escape_text(why)}</li>'
         for i, why in enumerate(page.reasons, 1)
     )
-    notes = "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
     figures = "".join(f"<li>{escape_text(line)}</li>" for line in figure_lines(page))
     parts = [
         f'<section class="modelsweep" id="modelsweep-decision"><h2>{escape_text(DECISION_TITLE)}</h2>',
@@ -282,7 +283,11 @@ def decision_html(
         _notes(unplaced_line(page)),
         _notes(unmeasured_line(page)),
         f'<ul class="ms-reasons">{reasons}</ul>' if reasons else "",
-        f'<ul class="ms-reasons ms-column-notes">{notes}</ul>' if page.notes else "",
+        '<ul class="ms-reasons ms-column-notes">'
+        + "".join(f"<li>{escape_text(note)}</li>" for note in page.notes)
+        + "</ul>"
+        if page.notes
+        else "",
         (
             f'<details class="ms-figures"><summary>{escape_text(FIGURES_TITLE)}</summary>'
             f'<ul class="ms-reasons">{figures}</ul></details>'
@@ -292,16 +297,21 @@ def decision_html(
         _notes(pareto_line(page)),
     ]
     if page.pareto is not None:
-        if not matplotlib_available():
-            parts.append(_NO_PLOTS)
-        elif isinstance(svg := drawn(lambda: pareto_plot(page.pareto)), NotDrawn):
-            parts.append(not_drawn_html("the Pareto plot", svg))
-        elif svg:
-            description = (
-                f"Pareto plot: {page.pareto.y_label} against "
-                f"{page.pareto.x_label}, one point per candidate"
+        description = (
+            f"Pareto plot: {page.pareto.y_label} against "
+            f"{page.pareto.x_label}, one point per candidate"
+        )
+        parts.append(
+            _figure(
+                drawn(lambda: pareto_plot(page.pareto)),
+                description,
+                description,
+                "ms-plot ms-pareto",
+                "the Pareto plot",
             )
-            parts.append(_figure(svg, description, description, "ms-plot ms-pareto"))
+            if matplotlib_available()
+            else _NO_PLOTS
+        )
     return "".join(parts) + "</section>"
 
 
@@ -323,9 +333,9 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
         else (
             '<h3>Plots</h3><div class="ms-plots">'
             + "".join(
-                not_drawn_html(f"the plot {p.title}", NotDrawn(p.failed))
-                if p.failed
-                else _figure(p.svg, p.description, f"{p.title}: {p.description}")
+                _figure(
+                    p.svg, p.description, f"{p.title}: {p.description}", what=f"the plot {p.title}"
+                )
                 for p in plots
             )
             + "</div>"
@@ -356,10 +366,11 @@ def _compact(value: Any) -> str:
 
 def _key_value_table(rows: Sequence[tuple[str, str]]) -> str:
     """Name-value pairs as a definition list, laid out three pairs to a line."""
-    body = "".join(
-        f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows
+    return (
+        '<dl class="ms-kv">'
+        + "".join(f"<div><dt>{escape_text(k)}</dt><dd>{escape_text(v)}</dd></div>" for k, v in rows)
+        + "</dl>"
     )
-    return f'<dl class="ms-kv">{body}</dl>'
 
 
 def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], raw_last: bool = False) -> str:
@@ -388,15 +399,17 @@ def _notes(text: str) -> str:
 
 def _latency_table(row: ThroughputRow) -> str:
     """The latency table of a throughput setting."""
-    caption = ""
-    if row.latency_source == "requests" and row.latency["e2e"].n:
-        caption = f"over all {row.latency['e2e'].n:,} timed requests of the setting"
-    elif row.latency_source == "repeats" and row.repeat_count > 1:
-        caption = "median over repeats of each repeat's figure"
-    found = {name: [row.figure(name, q) for q in LATENCY_QUANTITIES] for name in LATENCY_NAMES}
+    caption = (
+        f"over all {row.latency['e2e'].n:,} timed requests of the setting"
+        if row.latency_source == "requests" and row.latency["e2e"].n
+        else "median over repeats of each repeat's figure"
+        if row.latency_source == "repeats" and row.repeat_count > 1
+        else ""
+    )
     rows = [
         [name.upper(), *map(format_ms, figures)]
-        for name, figures in found.items()
+        for name in LATENCY_NAMES
+        for figures in [[row.figure(name, q) for q in LATENCY_QUANTITIES]]
         if any(v is not None for v in figures)
     ]
     return (
@@ -437,8 +450,7 @@ def server_text(window: ServerMetricsWindow | None) -> str:
 
 def _repeats_table(row: ThroughputRow) -> str:
     """One line per timed window of a throughput setting."""
-    goodput, cost = row.has_goodput, row.stats.cost is not None
-    looped = row.open_loop
+    goodput, cost, looped = row.has_goodput, row.stats.cost is not None, row.open_loop
     lines = [
         [
             str(i + 1),
@@ -500,7 +512,7 @@ def _steps_table(m: Measurement) -> str:
     """One line per step of a capacity search or rate sweep, one per launch of a cold start."""
     stats = m.stats
     if isinstance(stats, SearchStats) and stats.knob == RATE:
-        title, columns, lines = (
+        return _titled_grid(
             "Steps",
             [
                 "rate (req/s)",
@@ -524,8 +536,8 @@ def _steps_table(m: Measurement) -> str:
                 for step in stats.steps
             ],
         )
-    elif isinstance(stats, SearchStats):
-        title, columns, lines = (
+    if isinstance(stats, SearchStats):
+        return _titled_grid(
             "Steps",
             ["concurrency", "outcome", "SLO attainment", "tokens/s", "server"],
             [
@@ -539,8 +551,8 @@ def _steps_table(m: Measurement) -> str:
                 for step in stats.steps
             ],
         )
-    elif isinstance(stats, StartupStats):
-        title, columns, lines = (
+    if isinstance(stats, StartupStats):
+        return _titled_grid(
             "Launches",
             ["launch", "ready (s)", "first token (s)", "cache", "error"],
             [
@@ -554,9 +566,7 @@ def _steps_table(m: Measurement) -> str:
                 for c in stats.launches
             ],
         )
-    else:
-        return ""
-    return _titled_grid(title, columns, lines)
+    return ""
 
 
 _LISTED = ("steps", "launches")  # statistics shown as a table of their own (_steps_table)
@@ -652,8 +662,7 @@ def _items_table(m: Measurement) -> str:
         ]
         for item in m.item_records()[:MAX_ITEMS]
     ]
-    caption = f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>"
-    return caption + _grid(
+    return f"<h4>First {len(rows)} of {len(m.items):,} items (raw responses)</h4>" + _grid(
         ["item", "correct", "extracted", "finish", "tokens", "error", "response"],
         rows,
         raw_last=True,
@@ -722,14 +731,20 @@ def measurement_html(m: Measurement) -> str:
 
 def measurements_extra_html(measurements: Measurements) -> str:
     """The HTML extra of one test: the details of each measurement it recorded."""
-    body = "".join(measurement_html(m) for m in measurements)
-    return f'<div class="modelsweep ms-test-extra">{body}</div>'
+    return (
+        '<div class="modelsweep ms-test-extra">'
+        + "".join(measurement_html(m) for m in measurements)
+        + "</div>"
+    )
 
 
 def measurement_json(m: Measurement) -> dict[str, Any]:
     """A measurement for a JSON extra: everything but items and requests (counted instead)."""
-    data = {k: v for k, v in m.to_dict().items() if k not in ("items", "requests")}
-    return {**data, "item_count": len(m.items), "request_count": len(m.requests)}
+    return {
+        **{k: v for k, v in m.to_dict().items() if k not in ("items", "requests")},
+        "item_count": len(m.items),
+        "request_count": len(m.requests),
+    }
 
 
 # --------------------------------------------------------------------------- standalone file
@@ -745,7 +760,6 @@ def html_document(
         f"{measurement_html(m)}</details>"
         for m in found
     )
-    generated = datetime.now(UTC).isoformat(timespec="seconds")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -756,6 +770,8 @@ def html_document(
         )
         + section_or_note(SUMMARY_TITLE, lambda: summary_html(found, info))
         + f'<section class="modelsweep" id="modelsweep-details"><h2>Measurements</h2>{details}'
-        f'<p class="ms-notes">generated {escape_text(generated)} by pytest-modelsweep</p></section>'
+        '<p class="ms-notes">generated '
+        + escape_text(datetime.now(UTC).isoformat(timespec="seconds"))
+        + " by pytest-modelsweep</p></section>"
         "</body></html>\n"
     )

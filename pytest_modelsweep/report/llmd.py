@@ -161,18 +161,19 @@ def _load(
 def _resource_metrics(summary: ServerMetricsSummary) -> dict[str, Any]:
     """One window's server metrics as the schema's ``ResourceMetrics``: gauges' time average
     and maximum, the preemption counter's increase (as ``mean``), the prefix-cache hit rate."""
-    gauges = {
-        "running_requests": (summary.running, "count"),
-        "waiting_requests": (summary.waiting, "count"),
-        "kv_cache_usage": (summary.kv_cache_usage, "fraction"),
-    }
     metrics = {
-        name: _statistics(units, gauge.mean, max=gauge.max)
-        for name, (gauge, units) in gauges.items()
-        if gauge is not None
+        **{
+            name: _statistics(units, gauge.mean, max=gauge.max)
+            for name, gauge, units in (
+                ("running_requests", summary.running, "count"),
+                ("waiting_requests", summary.waiting, "count"),
+                ("kv_cache_usage", summary.kv_cache_usage, "fraction"),
+            )
+            if gauge is not None
+        },
+        "preemptions": _statistics("count", summary.preemptions),
+        "cache_hit_rate": _statistics("fraction", summary.prefix_cache_hit_rate),
     }
-    metrics["preemptions"] = _statistics("count", summary.preemptions)
-    metrics["cache_hit_rate"] = _statistics("fraction", summary.prefix_cache_hit_rate)
     return {name: value for name, value in metrics.items() if value is not None}
 
 
@@ -203,9 +204,8 @@ def _own_run(m: Measurement, run: Mapping[str, Any]) -> tuple[str, str | None]:
             return str(run["sweep_run"]), None
         chosen = max(fits, key=lambda member: _when(member["started_at"]) or datetime.min)
         return str(chosen["run_id"]), str(chosen["started_at"])
-    own = str(m.run_id or run.get("run_id") or "")
     start = run.get("started_at") if m.run_id in (None, run.get("run_id")) else None
-    return own, None if start is None else str(start)
+    return str(m.run_id or run.get("run_id") or ""), None if start is None else str(start)
 
 
 def _uid(m: Measurement, run_id: str) -> str:
@@ -270,12 +270,6 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
         for w in windows
         if w.server_metrics is not None and w.server_metrics.unavailable is None
     ]
-    results = {
-        "request_performance": {
-            "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
-        },
-        **({"observability": {"components": observed}} if observed else {}),
-    }
     return {
         "version": LLMD_VERSION,
         "run": {
@@ -285,7 +279,12 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
             "description": f"{m.model} {m.benchmark} ({m.test_id})",
         },
         "scenario": {"stack": [_stack(m, run)], "load": _load(m, stats, run, prompts, outputs)},
-        "results": results,
+        "results": {
+            "request_performance": {
+                "aggregate": {"requests": requests, "latency": latency, "throughput": throughput}
+            },
+            **({"observability": {"components": observed}} if observed else {}),
+        },
     }
 
 
@@ -299,76 +298,75 @@ def _measured(measurements: Sequence[Measurement]) -> list[tuple[Measurement, Th
 
 
 def _interval(m: Measurement) -> list[float | None] | None:
+    """A comparison's interval: a verdict's or throughput ratio's, a capacity ratio's."""
     stats = m.stats
-    if isinstance(stats, AccuracyVerdictStats | ThroughputRatioStats):
-        got = stats.interval
-        return None if got is None else [finite(got.low), finite(got.high)]
-    if isinstance(stats, SearchRatioStats) and stats.ratio is not None:
-        return [finite(stats.ratio.low), finite(stats.ratio.high)]
-    return None
+    got = (
+        stats.interval
+        if isinstance(stats, AccuracyVerdictStats | ThroughputRatioStats)
+        else stats.ratio
+        if isinstance(stats, SearchRatioStats)
+        else None
+    )
+    return None if got is None else [finite(got.low), finite(got.high)]
 
 
 def _metadata(measurements: Sequence[Measurement], run: Mapping[str, Any]) -> dict[str, Any]:
     """What the schema has no place for: each report's flags and interval, the accuracy runs
     and the verdicts (docs/results-schema.md)."""
-    run_id = str(run.get("run_id") or "")
-    settings = [
-        {
-            "uid": _uid(m, _own_run(m, run)[0]),
-            "model": m.model,
-            "benchmark": m.benchmark,
-            "outcome": m.outcome,
-            "output_tokens_per_s": finite(m.value),
-            "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
-            "repeats": len(s.repeats),
-            "cv": finite(s.cv),
-            "flags": list(s.flags),
-        }
-        for m, s in _measured(measurements)
-    ]
-    accuracy = [
-        {
-            "model": m.model,
-            "benchmark": m.benchmark,
-            "value": finite(m.value),
-            "unit": m.unit,
-            "n": m.stats.n,
-            "items": m.stats.items,
-            "failed": m.stats.failed,
-            "run_id": _own_run(m, run)[0],
-            "test_id": m.test_id,
-            "outcome": m.outcome,
-        }
-        for m in measurements
-        if isinstance(m.stats, AccuracyStats)
-    ]
-    verdicts = [
-        {
-            "benchmark": m.benchmark,
-            "candidate": m.stats.candidate,
-            "reference": m.stats.reference,
-            "verdict": None if m.stats.verdict is None else str(m.stats.verdict),
-            "value": finite(m.value),
-            "unit": m.unit,
-            "interval": _interval(m),
-            "rule": m.stats.rule,
-            "params": m.params,
-            "run_id": _own_run(m, run)[0],
-            "test_id": m.test_id,
-        }
-        for m in measurements
-        if isinstance(m.stats, COMPARISONS)
-    ]
     return {
         "generator": {"tool": LOAD_TOOL, "version": __version__},
         "run": {
-            "run_id": run_id,
+            "run_id": str(run.get("run_id") or ""),
             "sweep_name": run.get("sweep_name"),
             "sweep_run": run.get("sweep_run"),
         },
-        "settings": settings,
-        "accuracy": accuracy,
-        "verdicts": verdicts,
+        "settings": [
+            {
+                "uid": _uid(m, _own_run(m, run)[0]),
+                "model": m.model,
+                "benchmark": m.benchmark,
+                "outcome": m.outcome,
+                "output_tokens_per_s": finite(m.value),
+                "output_tokens_per_s_interval": None if s.interval is None else list(s.interval),
+                "repeats": len(s.repeats),
+                "cv": finite(s.cv),
+                "flags": list(s.flags),
+            }
+            for m, s in _measured(measurements)
+        ],
+        "accuracy": [
+            {
+                "model": m.model,
+                "benchmark": m.benchmark,
+                "value": finite(m.value),
+                "unit": m.unit,
+                "n": m.stats.n,
+                "items": m.stats.items,
+                "failed": m.stats.failed,
+                "run_id": _own_run(m, run)[0],
+                "test_id": m.test_id,
+                "outcome": m.outcome,
+            }
+            for m in measurements
+            if isinstance(m.stats, AccuracyStats)
+        ],
+        "verdicts": [
+            {
+                "benchmark": m.benchmark,
+                "candidate": m.stats.candidate,
+                "reference": m.stats.reference,
+                "verdict": None if m.stats.verdict is None else str(m.stats.verdict),
+                "value": finite(m.value),
+                "unit": m.unit,
+                "interval": _interval(m),
+                "rule": m.stats.rule,
+                "params": m.params,
+                "run_id": _own_run(m, run)[0],
+                "test_id": m.test_id,
+            }
+            for m in measurements
+            if isinstance(m.stats, COMPARISONS)
+        ],
     }
 
 
@@ -377,9 +375,10 @@ def llmd_document(
 ) -> dict[str, Any]:
     """The file ``--llm-d-report`` writes: ``reports`` and ``metadata``, secrets redacted."""
     found = records(measurements)
-    reports = [_report(m, stats, run) for m, stats in _measured(found)]
-    document: dict[str, Any] = redacted({"reports": reports, "metadata": _metadata(found, run)})
-    return document
+    return {
+        "reports": redacted([_report(m, stats, run) for m, stats in _measured(found)]),
+        "metadata": redacted(_metadata(found, run)),
+    }
 
 
 def write_llmd_report(

@@ -184,29 +184,33 @@ def markdown_report(
     )
     page = decision_page(found, info, failed)
     tables = summary_tables(found, reference=info.reference)
-    lines = [
-        f"## {escape_markdown(run_title(info))}",
-        "",
-        escape_markdown(provenance_line(found, info)),
-        *(["", *decision_markdown(page)] if page is not None else []),
-        *(
+    return (
+        "\n".join(
             [
+                f"## {escape_markdown(run_title(info))}",
                 "",
-                f"### Failed tests ({len(failed)})",
-                "",
+                escape_markdown(provenance_line(found, info)),
+                *(["", *decision_markdown(page)] if page is not None else []),
                 *(
-                    f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
-                    f"{escape_markdown(f.message)}"
-                    for f in failed
+                    [
+                        "",
+                        f"### Failed tests ({len(failed)})",
+                        "",
+                        *(
+                            f"- `{escape_markdown(f.test_id)}` ({escape_markdown(f.when)}): "
+                            f"{escape_markdown(f.message)}"
+                            for f in failed
+                        ),
+                    ]
+                    if failed
+                    else []
                 ),
+                *([] if tables else ["", "No measurements were recorded."]),
+                *(line for table in tables for line in _table_lines(table)),
             ]
-            if failed
-            else []
-        ),
-        *([] if tables else ["", "No measurements were recorded."]),
-        *(line for table in tables for line in _table_lines(table)),
-    ]
-    return "\n".join(lines) + "\n"
+        )
+        + "\n"
+    )
 
 
 def append_step_summary(markdown: str) -> Path | None:
@@ -214,7 +218,6 @@ def append_step_summary(markdown: str) -> Path | None:
     target = os.environ.get(STEP_SUMMARY_ENV)
     if not target:
         return None
-    path = Path(target)
-    with open(path, "a", encoding="utf-8") as handle:
+    with open(target, "a", encoding="utf-8") as handle:
         handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
-    return path
+    return Path(target)

@@ -6,6 +6,7 @@ matplotlib is optional (the ``html`` extra): without it every plot is None. Plai
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,13 +46,12 @@ VERDICT_COLOURS = {
 
 @dataclass(frozen=True)
 class Plot:
-    """One plot: a title, a one-line description (alt text) and its SVG document; ``failed``:
-    why it could not be drawn (its SVG then empty)."""
+    """One plot: a title, a one-line description (alt text) and its SVG document, or why it
+    could not be drawn."""
 
     title: str
     description: str
-    svg: str
-    failed: str = ""
+    svg: str | NotDrawn
 
 
 @dataclass(frozen=True)
@@ -82,12 +82,8 @@ def error_bars(
 
 
 def matplotlib_available() -> bool:
-    """Whether matplotlib can be imported."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether matplotlib is installed (a plot it then fails to draw says why in its place)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _label(text: object) -> str:
@@ -95,10 +91,12 @@ def _label(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _new_figure(width: float, height: float) -> Figure:
+def _new_figure(width: float, height: float, *grid: int, **options: Any) -> tuple[Figure, Any]:
+    """A figure and its axes: ``figure.subplots(*grid, **options)``."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height), layout="constrained")
+    return figure, figure.subplots(*grid, **options)
 
 
 def _svg(figure: Figure) -> str:
@@ -116,8 +114,7 @@ def _style(axes: Any, legend: int | None = None) -> None:
     """Light grid behind, no top or right spine; a legend in ``legend`` points."""
     axes.grid(True, color="#d0d7de", linewidth=0.6)
     axes.set_axisbelow(True)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
+    axes.spines[["top", "right"]].set_visible(False)
     if legend:
         axes.legend(fontsize=legend, loc="best")
 
@@ -125,8 +122,7 @@ def _style(axes: Any, legend: int | None = None) -> None:
 def _rows_axis(axes: Any, labels: Sequence[str]) -> None:
     """A row a label, top to bottom."""
     axes.set_yticks(range(len(labels)), labels)
-    axes.set_ylim(-0.7, len(labels) - 0.3)
-    axes.invert_yaxis()
+    axes.set_ylim(len(labels) - 0.3, -0.7)  # the first row at the top
 
 
 # --------------------------------------------------------------------------- the plots
@@ -177,28 +173,23 @@ def throughput_plot(measurements: Measurements) -> str | None:
     }
     if not lines or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 4.2)
-    axes = figure.subplots()
-    concurrencies: set[int] = set()
+    figure, axes = _new_figure(7.5, 4.2)
     models, prompts = _models_and_prompts(lines)
     for (model, prompt), points in lines.items():
         style = prompts.index(prompt or 0)
-        xs, ys = [p[0] for p in points], [p[1] for p in points]
-        concurrencies.update(xs)
-        yerr = error_bars(ys, [p[2] for p in points], [p[3] for p in points])
+        ys = [p[1] for p in points]
         axes.errorbar(
-            xs,
+            [p[0] for p in points],
             ys,
-            yerr=yerr,
+            yerr=error_bars(ys, [p[2] for p in points], [p[3] for p in points]),
             capsize=3,
             color=f"C{models.index(model) % 10}",
             linestyle=_STYLES[style % len(_STYLES)],
             marker=_MARKERS[style % len(_MARKERS)],
             label=_line_label(model, prompt),
         )
-    _concurrency_axis(axes, concurrencies)
-    axes.set_ylabel("output tokens/s")
-    axes.set_ylim(bottom=0)
+    _concurrency_axis(axes, {p[0] for points in lines.values() for p in points})
+    axes.set(ylabel="output tokens/s", ylim=(0, None))
     axes.set_title("Throughput (mean over repeats; bars: lowest–highest repeat)", fontsize=10)
     _style(axes, legend=8)
     return _svg(figure)
@@ -215,8 +206,7 @@ def latency_plot(measurements: Measurements) -> str | None:
     }
     if not lines or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 6.4)
-    panels = figure.subplots(2, 1, sharex=True)
+    figure, panels = _new_figure(7.5, 6.4, 2, 1, sharex=True)
     models, prompts = _models_and_prompts(lines)
     concurrencies: set[int] = set()
     for axes, name, title in zip(
@@ -238,8 +228,7 @@ def latency_plot(measurements: Measurements) -> str | None:
                         marker=marker,
                         label=_line_label(model, prompt) + f" {quantity}",
                     )
-        axes.set_ylabel(f"{name.upper()} (ms)")
-        axes.set_ylim(bottom=0)
+        axes.set(ylabel=f"{name.upper()} (ms)", ylim=(0, None))
         axes.set_title(f"{title}: p50 solid, p99 dashed", fontsize=10, loc="left")
         _style(axes)
     _concurrency_axis(panels[1], concurrencies)
@@ -249,37 +238,36 @@ def latency_plot(measurements: Measurements) -> str | None:
 
 def accuracy_plot(measurements: Measurements, reference: str | None = None) -> str | None:
     """Each model's accuracy per benchmark with its Wilson 95% interval (None without one)."""
-    benchmarks: dict[str, list[Measurement]] = {}
-    for m in measurements:
-        if isinstance(m.stats, AccuracyStats):
-            benchmarks.setdefault(m.benchmark, []).append(m)
+    found = [m for m in measurements if isinstance(m.stats, AccuracyStats)]
+    benchmarks = {b: [m for m in found if m.benchmark == b] for b in {m.benchmark for m in found}}
     if not benchmarks or not matplotlib_available():
         return None
     names = sorted(benchmarks, key=lambda b: (rank(b), b))
-    height = 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)
-    figure = _new_figure(7.5, max(2.2, height))
-    grid = figure.subplots(
-        len(names), 1, squeeze=False, height_ratios=[len(benchmarks[b]) + 1 for b in names]
+    figure, grid = _new_figure(
+        7.5,
+        max(2.2, 0.9 + sum(0.35 * len(benchmarks[b]) + 0.6 for b in names)),
+        len(names),
+        1,
+        squeeze=False,
+        height_ratios=[len(benchmarks[b]) + 1 for b in names],
     )
     for axes, name in zip(grid[:, 0], names):
         models = sorted(benchmarks[name], key=lambda m: (m.model != reference, m.model))
         for y, m in enumerate(models):
-            value = finite(m.value)
-            if value is None:
-                continue
-            interval = accuracy_interval(m)
+            value, interval = finite(m.value), accuracy_interval(m)
             colour = "#57606a" if m.model == reference else "#0969da"
-            if interval is not None:
+            if value is not None and interval is not None:
                 axes.hlines(y, 100 * interval[0], 100 * interval[1], color=colour, linewidth=2)
-            axes.plot([100 * value], [y], "o", color=colour)
-            axes.annotate(
-                f"{100 * value:.1f}%",
-                (100 * value, y),
-                xytext=(0, 6),
-                textcoords="offset points",
-                ha="center",
-                fontsize=8,
-            )
+            if value is not None:
+                axes.plot([100 * value], [y], "o", color=colour)
+                axes.annotate(
+                    f"{100 * value:.1f}%",
+                    (100 * value, y),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=8,
+                )
         _rows_axis(axes, [_label(m.model) for m in models])
         axes.set_xlim(0, 100)
         axes.set_title(_label(label_of(name, f"{name} accuracy")), fontsize=10, loc="left")
@@ -300,14 +288,12 @@ def forest_plot(measurements: Measurements) -> str | None:
     )
     if not rows or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 1.0 + 0.45 * len(rows))
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 1.0 + 0.45 * len(rows))
     margins = {v for *_, s in rows if (v := finite(s.margin)) is not None}
     for margin in margins:
         axes.axvspan(-100 * margin, 100 * margin, color="#0969da", alpha=0.08, linewidth=0)
     axes.axvline(0, color="#24292f", linewidth=1)
-    labels = []
-    for y, (metric, candidate, m, s) in enumerate(rows):
+    for y, (_, _, m, s) in enumerate(rows):
         iv = s.interval
         difference = finite(m.value if iv is None else iv.difference)
         low, high = (None, None) if iv is None else (finite(iv.low), finite(iv.high))
@@ -317,7 +303,6 @@ def forest_plot(measurements: Measurements) -> str | None:
             axes.hlines(y, 100 * low, 100 * high, color=colour, linewidth=2.5)
         if difference is not None:
             axes.plot([100 * difference], [y], "D", color=colour, markersize=6)
-        labels.append(_label(f"{candidate} · {metric}"))
         axes.annotate(
             _label(verdict),
             (1.0, y),
@@ -328,7 +313,7 @@ def forest_plot(measurements: Measurements) -> str | None:
             fontsize=8,
             color=colour,
         )
-    _rows_axis(axes, labels)
+    _rows_axis(axes, [_label(f"{candidate} · {metric}") for metric, candidate, *_ in rows])
     axes.set_xlabel(
         "candidate − reference accuracy (percentage points), 95% interval"
         + (", band: equivalence margin" if margins else "")
@@ -343,59 +328,71 @@ MAX_SERVER_PANELS = 12  # measurements whose server metrics server_metrics_plot 
 def server_windows(m: Measurement) -> list[tuple[str, ServerMetricsWindow]]:
     """A measurement's windows with server metric series, labelled (``repeat 2``, ``c4``)."""
     stats = m.stats
-    found: list[tuple[str, ServerMetricsWindow | None]] = []
-    if isinstance(stats, ThroughputStats):
-        found = [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
-    elif isinstance(stats, SearchStats):
-        found = [
+    found: list[tuple[str, ServerMetricsWindow | None]] = (
+        [(f"repeat {i + 1}", w.server_metrics) for i, w in enumerate(stats.repeats)]
+        if isinstance(stats, ThroughputStats)
+        else [
             (
                 f"{step.rate:.3g} req/s" if stats.knob == RATE else f"c{step.concurrency}",
                 step.recorded.server_metrics if step.recorded else None,
             )
             for step in stats.steps
         ]
+        if isinstance(stats, SearchStats)
+        else []
+    )
     return [(label, w) for label, w in found if w is not None and w.samples]
 
 
 def _measurement_label(m: Measurement) -> str:
-    params = m.params
-    if isinstance(rate := params.get("request_rate"), int | float):
-        where = f"{rate:g} req/s"
-    elif isinstance(concurrency := params.get("concurrency"), int):
-        prompt = params.get("prompt_tokens")
-        where = f"c{concurrency}" + (f", {prompt} prompt tokens" if prompt else "")
-    else:
-        where = "sweep" if isinstance(m.stats, SearchStats) and m.stats.knob == RATE else "search"
+    """``m · throughput c4, 512 prompt tokens``, ``m · throughput 2 req/s``, ``m · capacity
+    search``."""
+    rate, concurrency, prompt = (
+        m.params.get(name) for name in ("request_rate", "concurrency", "prompt_tokens")
+    )
+    where = (
+        f"{rate:g} req/s"
+        if isinstance(rate, int | float)
+        else f"c{concurrency}" + (f", {prompt} prompt tokens" if prompt else "")
+        if isinstance(concurrency, int)
+        else "sweep"
+        if isinstance(m.stats, SearchStats) and m.stats.knob == RATE
+        else "search"
+    )
     return f"{m.model} · {m.benchmark} {where}"
 
 
-def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | None:
-    """The server's ``/metrics`` over time, a panel per measurement, its windows end to end;
-    the SVG, panels drawn and measurements with series, or None."""
+def server_metrics_plot(measurements: Measurements) -> tuple[str, str] | None:
+    """The server's ``/metrics`` over time, a panel per measurement, its windows end to end:
+    the SVG and what its description adds when it leaves measurements out; or None."""
     found = [(m, windows) for m in measurements if (windows := server_windows(m))]
     if not found or not matplotlib_available():
         return None
     shown = found[:MAX_SERVER_PANELS]
-    figure = _new_figure(7.5, 0.6 + 1.75 * len(shown))
-    panels = figure.subplots(len(shown), 1, squeeze=False)[:, 0]
+    figure, grid = _new_figure(7.5, 0.6 + 1.75 * len(shown), len(shown), 1, squeeze=False)
+    panels = grid[:, 0]
     for axes, (m, windows) in zip(panels, shown):
         offset, ticks, kv_axes = 0.0, [], None
         span = max((w.samples[-1].t - w.samples[0].t for _, w in windows), default=1.0)
         gap = 0.04 * span + 0.05
         for index, (label, window) in enumerate(windows):
             names, start, first = window.summary.sources, window.samples[0].t, index == 0
-            client: list[tuple[float, float]] = [
-                (s.t - start, s.client_in_flight)
-                for s in window.samples
-                if s.client_in_flight is not None
-            ]
             drawn_lines: list[tuple[str, list[tuple[float, float]], str, str]] = [
                 *(
                     (f"requests {quantity}", window.series(names[quantity]), style, colour)
                     for quantity, style, colour in (("running", "-", "C0"), ("waiting", "--", "C3"))
                     if quantity in names
                 ),
-                ("client in flight", client, ":", "#57606a"),
+                (
+                    "client in flight",
+                    [
+                        (s.t - start, s.client_in_flight)
+                        for s in window.samples
+                        if s.client_in_flight is not None
+                    ],
+                    ":",
+                    "#57606a",
+                ),
             ]
             for name, points, style, colour in drawn_lines:
                 if points:
@@ -409,12 +406,12 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
                         label=name if first else None,
                     )
             if "kv_cache_usage" in names:
-                kv = window.series(names["kv_cache_usage"])
                 if kv_axes is None:
                     kv_axes = axes.twinx()
                     kv_axes.set_ylim(0, 100)
                     kv_axes.set_ylabel("KV cache (%)", fontsize=7)
                     kv_axes.tick_params(labelsize=7)
+                kv = window.series(names["kv_cache_usage"])
                 kv_axes.plot(
                     [offset + t for t, _ in kv],
                     [100 * v for _, v in kv],
@@ -432,25 +429,31 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, int, int] | No
         axes.set_ylabel("requests", fontsize=8)
         axes.set_title(_label(_measurement_label(m)), fontsize=9, loc="left")
         if len(windows) > 1:
-            top = axes.secondary_xaxis("top")
-            top.set_xticks([t for t, _ in ticks], [_label(text) for _, text in ticks], fontsize=6)
+            axes.secondary_xaxis("top").set_xticks(
+                [t for t, _ in ticks], [_label(text) for _, text in ticks], fontsize=6
+            )
         axes.tick_params(labelsize=7)
         _style(axes)
-        handles, labels = axes.get_legend_handles_labels()
-        if kv_axes is not None:
-            more = kv_axes.get_legend_handles_labels()
-            handles, labels = handles + more[0], labels + more[1]
-        axes.legend(handles, labels, fontsize=6, loc="upper right")
+        legends = [a.get_legend_handles_labels() for a in (axes, kv_axes) if a is not None]
+        axes.legend(
+            [h for hs, _ in legends for h in hs],
+            [label for _, labels in legends for label in labels],
+            fontsize=6,
+            loc="upper right",
+        )
     panels[-1].set_xlabel("seconds into the timed windows (laid end to end)")
-    return _svg(figure), len(shown), len(found)
+    return _svg(figure), (
+        ""
+        if len(shown) >= len(found)
+        else f" (the first {len(shown)} of {len(found)} measurements with them)"
+    )
 
 
 def pareto_plot(pareto: Pareto | None) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost), the front dashed."""
     if pareto is None or not pareto.points or not matplotlib_available():
         return None
-    figure = _new_figure(7.5, 4.4)
-    axes = figure.subplots()
+    figure, axes = _new_figure(7.5, 4.4)
     axes.axvline(1.0, color="#8c959f", linewidth=0.8)
     axes.axhline(0.0, color="#8c959f", linewidth=0.8)
     front = sorted((p for p in pareto.points if p.on_front), key=lambda p: p.x)
@@ -478,21 +481,15 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
             )
         else:
             colour = holds if point.holds else other
-            xerr = (
-                None
-                if point.x_low is None or point.x_high is None
-                else error_bars([point.x], [point.x_low], [point.x_high])
-            )
-            yerr = (
-                None
-                if point.y_low is None or point.y_high is None
-                else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high])
-            )
             axes.errorbar(
                 [point.x],
                 [100 * point.y],
-                xerr=xerr,
-                yerr=yerr,
+                xerr=None
+                if point.x_low is None or point.x_high is None
+                else error_bars([point.x], [point.x_low], [point.x_high]),
+                yerr=None
+                if point.y_low is None or point.y_high is None
+                else error_bars([100 * point.y], [100 * point.y_low], [100 * point.y_high]),
                 capsize=3,
                 color=colour,
                 marker="D" if point.holds else "o",
@@ -524,12 +521,10 @@ def pareto_plot(pareto: Pareto | None) -> str | None:
         linestyle="none",
         label="does not, or not shown to",
     )
-    axes.set_xlabel(_label(pareto.x_label))
-    axes.set_ylabel(_label(pareto.y_label))
-    better = "right" if pareto.x_higher_is_better else "left"
+    axes.set(xlabel=_label(pareto.x_label), ylabel=_label(pareto.y_label))
     axes.set_title(
         f"Accuracy against {'throughput' if pareto.x_higher_is_better else 'cost'}: "
-        f"up and to the {better} is better",
+        f"up and to the {'right' if pareto.x_higher_is_better else 'left'} is better",
         fontsize=10,
     )
     _style(axes, legend=7)
@@ -569,31 +564,15 @@ def summary_plots(measurements: Measurements, reference: str | None = None) -> l
         ),
     ]
     server = drawn(lambda: server_metrics_plot(measurements))
-    if server is not None:
-        svg, left = (
-            (server, "")
-            if isinstance(server, NotDrawn)
-            else (
-                server[0],
-                ""
-                if (server[1] >= server[2])
-                else f" (the first {server[1]} of {server[2]} measurements with them)",
-            )
-        )
-        plots.append(
+    svg, left = (server, "") if server is None or isinstance(server, NotDrawn) else server
+    plots.append(
+        (
+            "Server metrics",
             (
-                "Server metrics",
-                (
-                    "What the server's /metrics showed during each timed window: requests running and "
-                    "waiting, the client's requests in flight, KV-cache usage where exposed" + left
-                ),
-                svg,
-            )
+                "What the server's /metrics showed during each timed window: requests running and "
+                "waiting, the client's requests in flight, KV-cache usage where exposed" + left
+            ),
+            svg,
         )
-    return [
-        Plot(title, description, "", svg.why)
-        if isinstance(svg, NotDrawn)
-        else Plot(title, description, svg)
-        for title, description, svg in plots
-        if svg
-    ]
+    )
+    return [Plot(title, description, svg) for title, description, svg in plots if svg]

@@ -165,7 +165,8 @@ def _count(value: int | None) -> Cell:
     return NA if value is None else value
 
 
-def _int(value: Any) -> int | None:
+def whole(value: Any) -> int | None:
+    """An int that is not a bool, else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -200,25 +201,20 @@ def serving_facts_text(provenance: dict[str, Any]) -> str:
     """A provenance's image and serving flags as the report shows them: the image digest
     Docker ran (pinned by the sweep, or observed from a tag), each flag observed from the
     server or only declared by the sweep."""
-    digest = provenance.get("image_digest")
-    parts = []
-    if digest:
-        pinned = provenance.get("image_pinned")
-        how = (
-            ""
-            if pinned is None
-            else " (pinned)"
-            if pinned
-            else " (observed; the sweep names a tag)"
-        )
-        parts.append(f"image {_short_digest(str(digest))}{how}")
+    digest, pinned = provenance.get("image_digest"), provenance.get("image_pinned")
+    how = "" if pinned is None else " (pinned)" if pinned else " (observed; the sweep names a tag)"
     settings = provenance.get("server_settings") or {}
     sources = provenance.get("flag_sources") or {}
-    for source in ("observed", "declared"):
-        flags = [f"{flag} {settings.get(flag)}" for flag, said in sources.items() if said == source]
-        if flags:
-            parts.append(f"{source}: {', '.join(flags)}")
-    return ", ".join(parts)
+    flags = {
+        source: [f"{flag} {settings.get(flag)}" for flag, said in sources.items() if said == source]
+        for source in ("observed", "declared")
+    }
+    return ", ".join(
+        [
+            *([f"image {_short_digest(str(digest))}{how}"] if digest else []),
+            *(f"{source}: {', '.join(found)}" for source, found in flags.items() if found),
+        ]
+    )
 
 
 def provenance_line(measurements: Measurements, run: RunInfo) -> str:
@@ -269,17 +265,16 @@ class Setting:
 
     @classmethod
     def of(cls, m: Measurement) -> Setting:
-        p = m.params
         return cls(
-            p.get("concurrency"),
-            p.get("prompt_tokens"),
-            _int(p.get("output_tokens")),
-            _int(p.get("user_prompts")),
-            p.get("benchmark", "throughput"),
-            p.get("limit"),
-            p.get("subset"),
-            p.get("slo"),
-            finite(p.get("attainment_target")),
+            m.params.get("concurrency"),
+            m.params.get("prompt_tokens"),
+            whole(m.params.get("output_tokens")),
+            whole(m.params.get("user_prompts")),
+            m.params.get("benchmark", "throughput"),
+            m.params.get("limit"),
+            m.params.get("subset"),
+            m.params.get("slo"),
+            finite(m.params.get("attainment_target")),
         )
 
     @property
@@ -293,12 +288,13 @@ class Setting:
     @property
     def key(self) -> tuple[int, int]:
         """Long prompts after short ones, then by concurrency."""
-        prompt, concurrency = _int(self.prompt_tokens), _int(self.concurrency)
+        prompt, concurrency = whole(self.prompt_tokens), whole(self.concurrency)
         return (-1 if prompt is None else prompt, -1 if concurrency is None else concurrency)
 
 
-def _reference_first(reference: str | None) -> Callable[[str], tuple[bool, str]]:
-    return lambda model: (model != reference, model)
+def _reference_first(reference: str | None, model: str) -> tuple[bool, str]:
+    """The sort key of a model's rows: the reference's first, then by name."""
+    return model != reference, model
 
 
 def outcome_notes(measurements: Iterable[Measurement]) -> list[str]:
@@ -369,8 +365,13 @@ def verdict_table(measurements: Measurements) -> Table:
         )
         if (seq := s.sequence) is not None:  # --until-decided: the confidence sequence
             sequential.append(f"{candidate} on {metric}: {seq.text()}")
-            interval = format_points_interval(seq.low, seq.high)
-            cells: list[Cell] = [format_points(seq.difference), interval, seq.n, seq.discordant, NA]
+            cells: list[Cell] = [
+                format_points(seq.difference),
+                format_points_interval(seq.low, seq.high),
+                seq.n,
+                seq.discordant,
+                NA,
+            ]
         else:
             interval = NA if iv is None else format_points_interval(iv.low, iv.high)
             if not plain and iv is not None and interval != NA:
@@ -395,22 +396,29 @@ def verdict_table(measurements: Measurements) -> Table:
                 ],
             )
         )
-    notes = [
-        (
-            "difference: candidate minus reference accuracy, paired item by item (bootstrap "
-            "interval); detectable: the difference this n finds with 80% power"
-        )
-    ]
-    if sequential:
-        notes.append(
-            "sequential verdicts (--until-decided): the interval is the 95% confidence "
-            "sequence, valid where the items stopped (no detectable difference): "
-            + "; ".join(sequential)
-        )
     margins = sorted({margin for _, s in verdicts if (margin := finite(s.margin)) is not None})
-    notes += [f"equivalence margin ±{_rounded(100 * margin, 1):.1f} pp" for margin in margins]
-    if any(s.rule.startswith("holm") for _, s in verdicts):
-        notes.append("intervals Holm-adjusted across the candidates")
+    notes = [
+        note
+        for shown, note in (
+            (
+                True,
+                "difference: candidate minus reference accuracy, paired item by item (bootstrap "
+                "interval); detectable: the difference this n finds with 80% power",
+            ),
+            (
+                sequential,
+                "sequential verdicts (--until-decided): the interval is the 95% confidence "
+                "sequence, valid where the items stopped (no detectable difference): "
+                + "; ".join(sequential),
+            ),
+            *((True, f"equivalence margin ±{_rounded(100 * m, 1):.1f} pp") for m in margins),
+            (
+                any(s.rule.startswith("holm") for _, s in verdicts),
+                "intervals Holm-adjusted across the candidates",
+            ),
+        )
+        if shown
+    ]
     return Table(
         "Verdicts",
         columns,
@@ -428,7 +436,7 @@ def accuracy_table(
     reference: str | None = None,
 ) -> Table:
     """One accuracy benchmark: a row per model, GSM8K and BFCL with their own columns."""
-    ordered = sorted(measurements, key=lambda m: _reference_first(reference)(m.model))
+    ordered = sorted(measurements, key=lambda m: _reference_first(reference, m.model))
     head = ["model", "accuracy", "95% interval"]
     columns, notes = {
         "gsm8k": (
@@ -455,31 +463,20 @@ def accuracy_table(
         )
         if stats.sequence is not None:
             subset = stats.sequence.text()  # --until-decided: the items it stopped after
-        row: list[Cell] = [
-            m.model,
-            format_percent(m.value),
-            format_percent_interval(*interval) if interval else NA,
-        ]
-        if benchmark == "gsm8k":
-            row += [
-                format_percent(stats.strict_match_accuracy),
-                m.n,
-                subset,
-                format_percent(stats.truncated_rate),
-                stats.failed,
-            ]
-        elif benchmark == "bfcl":
-            errors = sorted(stats.error_types.items(), key=lambda kv: (-int(kv[1]), kv[0]))
-            row += [
-                m.n,
-                subset,
-                _count(stats.parse_failures),
-                stats.failed,
-                ", ".join(f"{kind} {count}" for kind, count in errors) or "none",
-            ]
-        else:
-            row += [m.n, subset]
-        rows.append(row)
+        errors = sorted(stats.error_types.items(), key=lambda kv: (-int(kv[1]), kv[0]))
+        cells: dict[str, Cell] = {  # every benchmark's, each shows its columns'
+            "model": m.model,
+            "accuracy": format_percent(m.value),
+            "95% interval": format_percent_interval(*interval) if interval else NA,
+            "strict-match": format_percent(stats.strict_match_accuracy),
+            "n": m.n,
+            "subset": subset,
+            "truncated": format_percent(stats.truncated_rate),
+            "parse failures": _count(stats.parse_failures),
+            "failed": stats.failed,
+            "error types": ", ".join(f"{kind} {count}" for kind, count in errors) or "none",
+        }
+        rows.append([cells[column] for column in columns])
     return Table(
         label_of(benchmark, f"{benchmark} accuracy"),
         columns,
@@ -641,64 +638,74 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     )
 
 
-THROUGHPUT_COLUMNS = [
-    "model",
-    "concurrency",
-    "prompt tokens",
-    "tokens/s",
-    "range",
-    "repeats",
-    "CV",
-    "flags",
+_THROUGHPUT_COLUMNS = (
+    ("model", ""),
+    ("concurrency", ""),
+    ("offered (req/s)", "open_loop"),
+    ("achieved (req/s)", "open_loop"),
+    ("prompt tokens", ""),
+    ("tokens/s", ""),
+    ("range", ""),
+    ("repeats", ""),
+    ("CV", ""),
+    ("flags", ""),
+    ("goodput (req/s)", "goodput"),
+    ("SLO attainment", "goodput"),
+    ("$/1M output tokens", "cost"),
     *(
-        f"{name.upper()} {q} (ms)"
+        (f"{name.upper()} {q} (ms)", "")
         for name in ("ttft", "tpot", "itl")
         for q in ("p50", "p90", "p99")
     ),
-    "fidelity",
-]
-"""Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
+    ("fidelity", ""),
+)
+"""Every column a throughput table can show, in order, each with the switch of
+:func:`throughput_columns` that shows it ("": always)."""
 
 
 def throughput_columns(
     goodput: bool = False, cost: bool = False, open_loop: bool = False
 ) -> list[str]:
-    """:data:`THROUGHPUT_COLUMNS` with the goodput and cost columns asked for after ``flags``,
-    an open loop's rates after ``concurrency`` (there the client's cap in flight)."""
-    columns = list(THROUGHPUT_COLUMNS)
-    at = columns.index("flags") + 1
-    columns[at:at] = (["goodput (req/s)", "SLO attainment"] if goodput else []) + (
-        ["$/1M output tokens"] if cost else []
-    )
-    at = columns.index("concurrency") + 1
-    columns[at:at] = ["offered (req/s)", "achieved (req/s)"] if open_loop else []
-    return columns
+    """The throughput table's columns: the goodput and cost columns asked for after
+    ``flags``, an open loop's rates after ``concurrency`` (there the client's cap in flight)."""
+    shown = {"": True, "goodput": goodput, "cost": cost, "open_loop": open_loop}
+    return [column for column, switch in _THROUGHPUT_COLUMNS if shown[switch]]
+
+
+THROUGHPUT_COLUMNS = throughput_columns()
+"""Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
 
 
 def throughput_cells(
     row: ThroughputRow, goodput: bool = False, cost: bool = False, open_loop: bool = False
 ) -> list[Cell]:
     """A :class:`ThroughputRow` as the cells of :func:`throughput_columns`."""
-    fidelity = row.fidelity
-    return [
-        row.m.model,
-        _count(_int(row.setting.concurrency)),
-        *([format_goodput(row.offered_rps), format_goodput(row.achieved_rps)] if open_loop else []),
-        row.prompt,
-        format_rate(row.mean),
-        row.spread,
-        row.repeat_count,
-        format_percent(row.stats.cv),
-        row.flags,
-        *(row.goodput_cells if goodput else []),
-        *([row.cost_cell] if cost else []),
-        *(
-            format_ms(row.figure(name, q))
-            for name in ("ttft", "tpot", "itl")
-            for q in ("p50", "p90", "p99")
-        ),
-        NA if fidelity is None else f"{_rounded(fidelity, 3):.3f}",
-    ]
+    cells = dict(
+        zip(
+            throughput_columns(goodput=True, cost=True, open_loop=True),
+            [
+                row.m.model,
+                _count(whole(row.setting.concurrency)),
+                format_goodput(row.offered_rps),
+                format_goodput(row.achieved_rps),
+                row.prompt,
+                format_rate(row.mean),
+                row.spread,
+                row.repeat_count,
+                format_percent(row.stats.cv),
+                row.flags,
+                *row.goodput_cells,
+                row.cost_cell,
+                *(
+                    format_ms(row.figure(name, q))
+                    for name in ("ttft", "tpot", "itl")
+                    for q in ("p50", "p90", "p99")
+                ),
+                NA if row.fidelity is None else f"{_rounded(row.fidelity, 3):.3f}",
+            ],
+        )
+    )
+    return [cells[column] for column in throughput_columns(goodput, cost, open_loop)]
 
 
 def throughput_rows(measurements: Measurements) -> list[ThroughputRow]:
@@ -712,8 +719,10 @@ def throughput_table(
     reference: str | None = None,
 ) -> Table:
     """One throughput benchmark: a row per model and setting, its repeats summarised."""
-    order = _reference_first(reference)
-    rows = sorted(throughput_rows(measurements), key=lambda r: (order(r.m.model), r.setting.key))
+    rows = sorted(
+        throughput_rows(measurements),
+        key=lambda r: (_reference_first(reference, r.m.model), r.setting.key),
+    )
     outputs = sorted({o for r in rows if (o := r.setting.output_tokens) is not None})
     short = sorted(
         {
@@ -833,7 +842,7 @@ def ratio_table(measurements: Measurements) -> Table:
                 m.model,
                 stats.reference,
                 benchmark,
-                _count(_int(setting.concurrency)),
+                _count(whole(setting.concurrency)),
                 setting.prompt if benchmark in METRICS else "own",
                 *([stats.design] if len(designs) > 1 else []),
                 format_ratio(m.value),
@@ -849,20 +858,21 @@ def ratio_table(measurements: Measurements) -> Table:
         for benchmark in [str(setting.benchmark)]
     ]
     notes = [
-        (
-            "ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
-            "setting; interval: Welch t on log tokens/s over the repeats (ratio of geometric "
-            "means)"
-            + (
-                "; interleaved (--interleave): the two models' windows measured in pairs, a "
-                "paired t interval on the pairs' log ratios"
-                if len(designs) > 1
-                else ""
-            )
-        )
+        "ratio: candidate's mean output tokens/s ÷ the reference's, same benchmark and "
+        "setting; interval: Welch t on log tokens/s over the repeats (ratio of geometric "
+        "means)"
+        + (
+            "; interleaved (--interleave): the two models' windows measured in pairs, a "
+            "paired t interval on the pairs' log ratios"
+            if len(designs) > 1
+            else ""
+        ),
+        *(
+            ["own: the benchmark's own prompt texts"]
+            if any(row[2] not in METRICS for _, row in keyed)
+            else []
+        ),
     ]
-    if any(row[2] not in METRICS for _, row in keyed):
-        notes.append("own: the benchmark's own prompt texts")
     return Table(
         "Throughput relative to the reference",
         [
@@ -913,9 +923,9 @@ what the search is called (and more than one)."""
 def capacity_table(measurements: Measurements, reference: str | None = None) -> Table:
     """Capacity under the SLO over one knob (in its unit): a row per model's search, then
     each candidate's ratio."""
-    order = _reference_first(reference)
     found = sorted(
-        (m for m in measurements if isinstance(m.stats, SearchStats)), key=lambda m: order(m.model)
+        (m for m in measurements if isinstance(m.stats, SearchStats)),
+        key=lambda m: _reference_first(reference, m.model),
     )
     slos = {str(Setting.of(m).slo) for m in found}
     knob = next(
@@ -963,21 +973,21 @@ def capacity_table(measurements: Measurements, reference: str | None = None) -> 
     ]
     what, decided, search, searches = _SEARCH_NOTES[knob]
     notes = [
-        (
-            f"capacity: {what} at which the SLO ({'; '.join(sorted(slos))}) was met, "
-            f"{decided}; bracket: [last pass, first miss or saturation] {unit}; goodput, "
-            "attainment and tokens/s of the passing step at the capacity; stopped: why the "
-            f"{search} ended"
-        )
+        f"capacity: {what} at which the SLO ({'; '.join(sorted(slos))}) was met, "
+        f"{decided}; bracket: [last pass, first miss or saturation] {unit}; goodput, "
+        "attainment and tokens/s of the passing step at the capacity; stopped: why the "
+        f"{search} ended",
+        *(
+            [
+                f"a candidate's row under the {searches}: its capacity ÷ the reference's, the "
+                "interval the two brackets give, and the verdict from that interval"
+            ]
+            if any(isinstance(m.stats, SearchRatioStats) for m in measurements)
+            else []
+        ),
     ]
-    if any(isinstance(m.stats, SearchRatioStats) for m in measurements):
-        notes.append(
-            f"a candidate's row under the {searches}: its capacity ÷ the reference's, the "
-            "interval the two brackets give, and the verdict from that interval"
-        )
-    benchmark = SEARCH_BENCHMARK[knob]
     return Table(
-        label_of(benchmark, benchmark),
+        label_of(SEARCH_BENCHMARK[knob], SEARCH_BENCHMARK[knob]),
         [
             "model",
             f"capacity ({unit})",
@@ -990,7 +1000,7 @@ def capacity_table(measurements: Measurements, reference: str | None = None) -> 
             "stopped",
         ],
         rows,
-        benchmark,
+        SEARCH_BENCHMARK[knob],
         notes + outcome_notes(measurements),
     )
 
@@ -1005,24 +1015,22 @@ def format_seconds_interval(value: float | None, interval: tuple[float, float] |
 
 def startup_table(measurements: Measurements, reference: str | None = None) -> Table:
     """Cold starts: a row per model, launch → first token and → ready over its launches."""
-    order = _reference_first(reference)
-    rows: list[list[Cell]] = [
-        [
-            m.model,
-            format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
-            format_seconds_interval(stats.ready_s, stats.ready_s_interval),
-            len(stats.launches),
-            stats.cache,
-            stats.backend,
-            "; ".join(stats.errors) or "",
-        ]
-        for m in sorted(measurements, key=lambda m: order(m.model))
-        for stats in [stats_of(m, StartupStats)]
-    ]
     return Table(
         label_of("startup", "Cold start"),
         ["model", "first token (s)", "ready (s)", "launches", "cache", "backend", "errors"],
-        rows,
+        [
+            [
+                m.model,
+                format_seconds_interval(stats.first_token_s, stats.first_token_s_interval),
+                format_seconds_interval(stats.ready_s, stats.ready_s_interval),
+                len(stats.launches),
+                stats.cache,
+                stats.backend,
+                "; ".join(stats.errors) or "",
+            ]
+            for m in sorted(measurements, key=lambda m: _reference_first(reference, m.model))
+            for stats in [stats_of(m, StartupStats)]
+        ],
         "startup",
         [
             (

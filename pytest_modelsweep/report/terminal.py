@@ -20,7 +20,6 @@ def _format_value(value: float) -> str:
 
 def measurement_table(measurements: Iterable[Measurement | Mapping[str, Any]]) -> list[str]:
     """Rows of model, benchmark, parameters, value with unit and n, in recording order."""
-    header = ("model", "benchmark", "parameters", "value", "n", "outcome")
     rows = [
         (
             m.model,
@@ -32,7 +31,7 @@ def measurement_table(measurements: Iterable[Measurement | Mapping[str, Any]]) -
         )
         for m in records(measurements)
     ]
-    return _aligned(header, rows)
+    return _aligned(("model", "benchmark", "parameters", "value", "n", "outcome"), rows)
 
 
 def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -57,19 +56,18 @@ def gate_table(rows: Sequence[GateRow]) -> list[str]:
             return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
         return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
 
-    header = (
-        "model",
-        "benchmark",
-        "setting",
-        "baseline",
-        "now",
-        "change",
-        "interval",
-        "status",
-        "note",
-    )
     return _aligned(
-        header,
+        (
+            "model",
+            "benchmark",
+            "setting",
+            "baseline",
+            "now",
+            "change",
+            "interval",
+            "status",
+            "note",
+        ),
         [
             (
                 r.model,

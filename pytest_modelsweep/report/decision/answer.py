@@ -173,10 +173,9 @@ def answer_line(page: Page, metrics: Sequence[str], standings: Mapping[str, str]
     labels = ", ".join(map(metric_label, metrics))
     holding = [c for c in candidates if not standings[c]]
     if not holding:
-        said = "; ".join(f"{c} {standings[c]}" for c in candidates)
         return (
             f"No answer: no candidate matches {reference} on every accuracy verdict "
-            f"({labels}): {said}."
+            f"({labels}): " + "; ".join(f"{c} {standings[c]}" for c in candidates) + "."
         )
     better = {
         c: [

@@ -36,7 +36,6 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
         for m in page.measurements
         if m.benchmark in (*SEARCH_BENCHMARK.values(), CAPACITY_RATIO_BENCHMARK)
     ]
-    slos = {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
     targets = {
         knob: " or ".join(
             f"{100 * t:g}%"
@@ -90,7 +89,15 @@ def _notes(page: Page, metrics: Sequence[str], groups: set[str]) -> list[str]:
             ),
             (
                 capacity or rate,
-                f"SLO: {'; '.join(sorted(slos)) or 'not recorded'}",
+                "SLO: "
+                + (
+                    "; ".join(
+                        sorted(
+                            {_slo_text(s.slo) for _, s in searched if isinstance(s.slo, Mapping)}
+                        )
+                    )
+                    or "not recorded"
+                ),
             ),
             (
                 capacity,
@@ -150,21 +157,23 @@ def _slo_text(slo: Mapping[str, object]) -> str:
 
 def _columns(page: Page, metrics: Sequence[str], screened: bool) -> list[Column]:
     """The columns, grouped: each group's verdict first, then its figure and interval."""
-    columns = []
-    for label in map(metric_label, metrics):
-        group = f"{label} vs reference"
-        columns += [
-            Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
-            Column(
-                group,
-                "difference [95% interval]",
-                f"{label} difference [95% interval]",
-                block=ACCURACY_BLOCK,
-            ),
-        ]
     throughput = f"throughput at {page.settings_text}"
     setting = "throughput" if page.mixed else page.settings_text
-    columns += [
+    return [
+        *(
+            column
+            for label in map(metric_label, metrics)
+            for group in [f"{label} vs reference"]
+            for column in (
+                Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
+                Column(
+                    group,
+                    "difference [95% interval]",
+                    f"{label} difference [95% interval]",
+                    block=ACCURACY_BLOCK,
+                ),
+            )
+        ),
         Column(throughput, "verdict", f"{setting} verdict", verdict=True),
         Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
         *(
@@ -179,15 +188,15 @@ def _columns(page: Page, metrics: Sequence[str], screened: bool) -> list[Column]
         Column("cost", "$/1M output tokens", "$/1M output tokens"),
         Column("cost", "vs reference", "cost vs reference"),
         Column("cold start", "first token", "cold start"),
+        *(
+            [
+                Column("screening", "licence", "licence"),
+                Column("screening", "memory headroom", "memory headroom"),
+            ]
+            if screened
+            else []
+        ),
     ]
-    return columns + (
-        [
-            Column("screening", "licence", "licence"),
-            Column("screening", "memory headroom", "memory headroom"),
-        ]
-        if screened
-        else []
-    )
 
 
 def decision_page(
@@ -203,13 +212,8 @@ def decision_page(
     screened = any(m.benchmark == SCREEN for m in measurements)
     columns = _columns(page, metrics, screened)
     rows = [decision_row(page, model, metrics, screened) for model in (reference, *candidates)]
-    reasons: list[str] = []
+    reasons = list(dict.fromkeys(c.line for row in rows for c in row.cells if c.line))
     for row in rows:
-        reasons += [
-            line
-            for line in dict.fromkeys(c.line for c in row.cells)
-            if line and line not in reasons
-        ]
         row.cells = [
             replace(cell, note=reasons.index(cell.line) + 1) if cell.line else cell
             for cell in row.cells

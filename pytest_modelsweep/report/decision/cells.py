@@ -118,8 +118,12 @@ def _verdict_cells(page: Page, candidate: str, metric: str) -> list[Cell]:
         shown = NA if iv is None else format_points_interval(iv.low, iv.high)
         if iv is None or finite(iv.difference) is None or shown == NA:
             what = "interval" if seq is None else "sequence"
-            why = f"the {metric} verdict of {candidate} records no difference or {what}"
-            return [verdict, Cell(NA, why=why)]
+            return [
+                verdict,
+                Cell(
+                    NA, why=f"the {metric} verdict of {candidate} records no difference or {what}"
+                ),
+            ]
         figure = f"{format_points(iv.difference)} {shown.removesuffix(' pp')}"  # the unit once
         on = f"{candidate} vs the reference on {metric_label(metric)}"
         if seq is not None:  # --until-decided: the confidence sequence's
@@ -142,9 +146,10 @@ def _verdict_cells(page: Page, candidate: str, metric: str) -> list[Cell]:
             ),
         ]
     sides = [_accuracy_why(page, model, metric) for model in (page.reference, candidate)]
-    stopped = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None)
     failed = page.failures_of(candidate, metric)
-    side = stopped or (None if failed else next((side for side in sides if side), None))
+    side = next((side for side in sides if side and side[0] == CANNOT_CONCLUDE), None) or (
+        None if failed else next((side for side in sides if side), None)
+    )
     return (
         _both(*side)
         if side
@@ -162,8 +167,9 @@ def _reference_accuracy_cells(page: Page, metric: str) -> list[Cell]:
 
     def figure(m: Measurement) -> str:
         interval = accuracy_interval(m)
-        shown = f" ({format_percent_interval(*interval)})" if interval else ""
-        return f"{format_percent(m.value)}{shown}"
+        return format_percent(m.value) + (
+            f" ({format_percent_interval(*interval)})" if interval else ""
+        )
 
     return _reference_cells(
         _accuracy_why(page, page.reference, metric), page.latest(page.reference, metric), figure
@@ -314,18 +320,23 @@ def _search_ratio_cells(page: Page, candidate: str, knob: str) -> list[Cell]:
         )
     stats = stats_of(m, SearchRatioStats)
     verdict, value, ratio = _verdict(stats.verdict), format_ratio(m.value), stats.ratio
-    name = search.ratio_name
     if value == NA and knob == CONCURRENCY:
-        return [verdict, Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {name} records no value")]
+        return [
+            verdict,
+            Cell(CANNOT_CONCLUDE, why=f"{candidate}'s {search.ratio_name} records no value"),
+        ]
     if value == NA or ratio is None:
-        return [verdict, Cell(value, why=f"{candidate}'s {name} records no {search.lacks}")]
+        return [
+            verdict,
+            Cell(value, why=f"{candidate}'s {search.ratio_name} records no {search.lacks}"),
+        ]
     if ratio.degenerate:
         return [
             verdict,
             Cell(
                 f"{value} (no {search.bound})",
                 detail=(
-                    f"{candidate}'s {name} has no {search.bound}: both {search.passed}, so "
+                    f"{candidate}'s {search.ratio_name} has no {search.bound}: both {search.passed}, so "
                     "neither capacity is bounded above"
                 ),
             ),
@@ -336,25 +347,28 @@ def _search_ratio_cells(page: Page, candidate: str, knob: str) -> list[Cell]:
 
 def _search_cells(page: Page, model: str, knob: str) -> list[Cell]:
     """[verdict, ratio, capacity] of a knob's search; the reference's own capacity only."""
-    figure = _capacity_cell(page.capacities[knob][model], model)
-    verdict_and_ratio = (
-        [Cell(REFERENCE), Cell(REFERENCE)]
-        if model == page.reference
-        else _search_ratio_cells(page, model, knob)
-    )
-    return [*verdict_and_ratio, figure]
+    return [
+        *(
+            [Cell(REFERENCE), Cell(REFERENCE)]
+            if model == page.reference
+            else _search_ratio_cells(page, model, knob)
+        ),
+        _capacity_cell(page.capacities[knob][model], model),
+    ]
 
 
 def _cost_cell(cost: Cost) -> Cell:
     """$/1M output tokens at its basis, with its interval; without it, why."""
     if cost.usd is None:
         return Cell(cost.text, why=cost.why)
-    interval = (
-        f"\n[{format_usd(cost.interval[0], '$')}, {format_usd(cost.interval[1], '$')}]"
-        if cost.interval
-        else ""
+    return Cell(
+        f"{format_usd(cost.usd, '$')} {cost.at}"
+        + (
+            f"\n[{format_usd(cost.interval[0], '$')}, {format_usd(cost.interval[1], '$')}]"
+            if cost.interval
+            else ""
+        )
     )
-    return Cell(f"{format_usd(cost.usd, '$')} {cost.at}{interval}")
 
 
 def _relative_cost_cell(page: Page, candidate: str) -> Cell:
@@ -382,12 +396,11 @@ def _relative_cost_cell(page: Page, candidate: str) -> Cell:
 def _startup_cell(page: Page, model: str) -> Cell:
     """Launch → first token, the geometric mean over fresh launches, and the cache state."""
     m = page.latest(model, STARTUP)
-    failed = page.failures_of(model, function="test_startup")
     if m is None:
         return page.missing(
             model,
             STARTUP,
-            failed,
+            page.failures_of(model, function="test_startup"),
             "cold start",
             "benches/test_startup.py -m startup; not for attached endpoints",
         )

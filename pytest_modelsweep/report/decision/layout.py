@@ -13,10 +13,11 @@ def pareto_line(page: DecisionPage) -> str:
     """One line naming the Pareto front, or why there is no plot (both reports show it)."""
     if page.pareto is None:
         return f"No Pareto plot: {page.pareto_why}."
-    left_out = "; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else ""
     return (
         f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
-        f"{', '.join(page.pareto.front)}{left_out}."
+        + ", ".join(page.pareto.front)
+        + ("; not plotted: " + "; ".join(page.pareto.left_out) if page.pareto.left_out else "")
+        + "."
     )
 
 
@@ -82,8 +83,9 @@ def table_columns(page: DecisionPage) -> list[Block]:
     """The table's columns, in order: every accuracy group in one, each other group in one."""
     found: dict[str, dict[str, list[tuple[int, Column]]]] = {}
     for i, column in enumerate(page.columns):
-        block = found.setdefault(column.block or column.group, {})
-        block.setdefault(column.group, []).append((i, column))
+        found.setdefault(column.block or column.group, {}).setdefault(column.group, []).append(
+            (i, column)
+        )
     return [
         Block(title, tuple((group, tuple(parts)) for group, parts in groups.items()))
         for title, groups in found.items()
@@ -96,15 +98,14 @@ def _shown(parts: list[tuple[Column, Cell]], reference: bool) -> tuple[tuple[Col
     cells = [(c, cell) for c, cell in parts if not (reference and cell.text == REFERENCE)]
     kept: list[tuple[Column, Cell]] = []
     for column, cell in cells:
-        repeated = (
+        if not (  # a dash repeating another part's note
             cell.text == DASH
             and cell.note is not None
             and (
                 any(other.note == cell.note and other.text != DASH for _, other in cells)
                 or any(other.note == cell.note for _, other in kept)
             )
-        )
-        if not repeated:
+        ):
             kept.append((column, cell))
     return tuple(kept)
 

@@ -21,7 +21,16 @@ from ...core.measurements import (
 from ...core.metrics import RATIO_BENCHMARK, VERDICT_PREFIX, rank
 from ...judging.pairing import PairingError, RequestSettings, check_same_serving, unlike_requests
 from ...store.results import FailedTest
-from ..tables import NA, Measurements, Setting, finite, format_usd, measurement_kind, stats_of
+from ..tables import (
+    NA,
+    Measurements,
+    Setting,
+    finite,
+    format_usd,
+    measurement_kind,
+    stats_of,
+    whole,
+)
 from .page import (
     CANNOT_CONCLUDE,
     FALLBACK_CONCURRENCY,
@@ -53,10 +62,9 @@ class Failure:
         model = max(
             (m for m in models if params == m or params.startswith(m + "-")), key=len, default=None
         )
-        message = (failed.message or failed.outcome or "failed").removeprefix("Failed: ")
         return cls(
             failed.test_id,
-            message,
+            (failed.message or failed.outcome or "failed").removeprefix("Failed: "),
             model,
             params[len(model) + 1 :] if model else params,
             failed.test_id.rsplit("::", 1)[-1].split("[", 1)[0],
@@ -83,16 +91,7 @@ class Failure:
 def short_concurrency(m: Measurement) -> int | None:
     """The concurrency of a short-prompt throughput setting (None: a long prompt, a rate)."""
     setting = Setting.of(m)
-    concurrency = setting.concurrency
-    return (
-        concurrency
-        if (
-            isinstance(concurrency, int)
-            and not isinstance(concurrency, bool)
-            and setting.prompt_tokens is None
-        )
-        else None
-    )
+    return whole(setting.concurrency) if setting.prompt_tokens is None else None
 
 
 class Page:
@@ -124,27 +123,29 @@ class Page:
         """A candidate's highest short-prompt concurrency with a ratio or measured alike with
         the reference; the reference's the highest of those (else its own, else c16), which a
         candidate with none takes."""
-        reference = self.reference
-        found = {}
-        for candidate in self.candidates:
-            ratios = {
-                n
-                for m in self.measurements
-                if m.model == candidate
-                and m.benchmark == RATIO_BENCHMARK
-                and Setting.of(m).benchmark == "throughput"
-                and (n := short_concurrency(m)) is not None
-            }
-            both = {
-                n
-                for n in self.measured(candidate) & self.measured(reference)
-                if self._alike(candidate, n)
-            }
-            found[candidate] = max(ratios | both, default=None)
+        found = {
+            candidate: max(
+                {  # with a ratio
+                    n
+                    for m in self.measurements
+                    if m.model == candidate
+                    and m.benchmark == RATIO_BENCHMARK
+                    and Setting.of(m).benchmark == "throughput"
+                    and (n := short_concurrency(m)) is not None
+                }
+                | {  # measured alike
+                    n
+                    for n in self.measured(candidate) & self.measured(self.reference)
+                    if self._alike(candidate, n)
+                },
+                default=None,
+            )
+            for candidate in self.candidates
+        }
         compared = [n for n in found.values() if n is not None]
-        at_reference = max(compared or self.measured(reference) or {FALLBACK_CONCURRENCY})
+        at_reference = max(compared or self.measured(self.reference) or {FALLBACK_CONCURRENCY})
         return {
-            reference: at_reference,
+            self.reference: at_reference,
             **{c: at_reference if n is None else n for c, n in found.items()},
         }
 
@@ -240,24 +241,26 @@ class Page:
 
     def earlier_runs(self, model: str, benchmark: str) -> list[str]:
         """Earlier runs whose measurement of ``model`` this run's ``benchmark`` ratios used."""
-        runs = set()
-        for m in self.measurements:
-            if m.benchmark != benchmark or (
-                benchmark == RATIO_BENCHMARK and self.ratio(m.model) is not m
-            ):
-                continue
-            stats = (
-                stats_of(m, ThroughputRatioStats)
-                if benchmark == RATIO_BENCHMARK
-                else stats_of(m, SearchRatioStats)
-            )
-            for side, ran in (
-                (m.model, stats.candidate_run),
-                (stats.reference or self.reference, stats.reference_run),
-            ):
-                if side == model and ran is not None and ran != self.run_id:
-                    runs.add(ran)
-        return sorted(runs) if self.run_id is not None else []
+        if self.run_id is None:
+            return []
+        return sorted(
+            {
+                ran
+                for m in self.measurements
+                if m.benchmark == benchmark
+                and (benchmark != RATIO_BENCHMARK or self.ratio(m.model) is m)
+                for stats in [
+                    stats_of(m, ThroughputRatioStats)
+                    if benchmark == RATIO_BENCHMARK
+                    else stats_of(m, SearchRatioStats)
+                ]
+                for side, ran in (
+                    (m.model, stats.candidate_run),
+                    (stats.reference or self.reference, stats.reference_run),
+                )
+                if side == model and ran is not None and ran != self.run_id
+            }
+        )
 
     def failures_of(
         self, model: str, word: str | None = None, function: str | None = None
@@ -299,16 +302,16 @@ def accuracy_metrics(page: Page) -> list[str]:
         for m in page.measurements
         if m.benchmark.startswith(VERDICT_PREFIX)
     }
-    measured: dict[str, set[str]] = {}
-    for m in page.measurements:
-        if measurement_kind(m) == "accuracy":
-            measured.setdefault(m.benchmark, set()).add(m.model)
-    found |= {
-        benchmark
-        for benchmark, models in measured.items()
-        if page.reference in models and models & set(page.candidates)
+    measured = {
+        (m.benchmark, m.model) for m in page.measurements if measurement_kind(m) == "accuracy"
     }
-    return sorted(found, key=lambda name: (rank(name), name))
+    both = {  # accuracy benchmarks the reference and a candidate measured
+        benchmark
+        for benchmark, model in measured
+        if model == page.reference
+        and any((benchmark, candidate) in measured for candidate in page.candidates)
+    }
+    return sorted(found | both, key=lambda name: (rank(name), name))
 
 
 def throughput_why(
@@ -335,8 +338,9 @@ def throughput_why(
     if m.passed:
         return None
     failed = page.failures_of(model, setting)
-    said = f": {one_line(failed[0].message)}" if failed else ""
-    return CANNOT_CONCLUDE, f"the {role} {model}'s {setting} throughput test {m.outcome}{said}"
+    return CANNOT_CONCLUDE, f"the {role} {model}'s {setting} throughput test {m.outcome}" + (
+        f": {one_line(failed[0].message)}" if failed else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -353,8 +357,7 @@ class Capacity:
     @property
     def at_maximum(self) -> bool:
         """The search passed at its maximum: the capacity is at least that."""
-        bracket = self.stats.bracket
-        return bool(self.value) and bracket is not None and bracket[1] is None
+        return bool(self.value) and self.stats.bracket is not None and self.stats.bracket[1] is None
 
 
 def _capacity(page: Page, model: str, knob: str) -> Capacity:
@@ -492,9 +495,13 @@ def _cost(page: Page, model: str, concurrency: int | None = None) -> Cost:
         return Cost(None, why=capacity.why, text=CANNOT_CONCLUDE)
     if no_throughput is not None and no_throughput[0] == CANNOT_CONCLUDE:
         return Cost(None, why=no_throughput[1], text=CANNOT_CONCLUDE)
-    whose = (
-        "in this run"
-        if not page.any_capacity and not page.any_at(setting)
-        else f"of the {role} {model}"
+    return Cost(
+        None,
+        why=f"no capacity or c{setting} throughput measurement "
+        + (
+            "in this run"
+            if not page.any_capacity and not page.any_at(setting)
+            else f"of the {role} {model}"
+        )
+        + " to price",
     )
-    return Cost(None, why=f"no capacity or c{setting} throughput measurement {whose} to price")
