@@ -155,25 +155,26 @@ def _slo_text(slo: Mapping[str, object]) -> str:
         return str(dict(slo))
 
 
+def _accuracy_columns(label: str) -> tuple[Column, Column]:
+    """An accuracy metric's group: its verdict, then its difference and interval."""
+    group = f"{label} vs reference"
+    return (
+        Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
+        Column(
+            group,
+            "difference [95% interval]",
+            f"{label} difference [95% interval]",
+            block=ACCURACY_BLOCK,
+        ),
+    )
+
+
 def _columns(page: Page, metrics: Sequence[str], screened: bool) -> list[Column]:
     """The columns, grouped: each group's verdict first, then its figure and interval."""
     throughput = f"throughput at {page.settings_text}"
     setting = "throughput" if page.mixed else page.settings_text
     return [
-        *(
-            column
-            for label in map(metric_label, metrics)
-            for group in [f"{label} vs reference"]
-            for column in (
-                Column(group, "verdict", f"{label} verdict", verdict=True, block=ACCURACY_BLOCK),
-                Column(
-                    group,
-                    "difference [95% interval]",
-                    f"{label} difference [95% interval]",
-                    block=ACCURACY_BLOCK,
-                ),
-            )
-        ),
+        *(column for label in map(metric_label, metrics) for column in _accuracy_columns(label)),
         Column(throughput, "verdict", f"{setting} verdict", verdict=True),
         Column(throughput, "ratio [95% interval]", f"{setting} ratio [95% interval]"),
         *(
