@@ -124,6 +124,11 @@ def _guard_operands(node: ast.BinOp, left: Any, right: Any) -> None:
             raise _refuse(node, "format width too large")
 
 
+_DISPLAYS: dict[type[ast.expr], Callable[[Any], Any]] = {
+    ast.List: list,
+    ast.Tuple: tuple,
+    ast.Set: set,
+}
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
@@ -144,10 +149,7 @@ def _evaluate(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_evaluate(item) for item in node.elts]
-        if isinstance(node, ast.List):
-            return items
-        return tuple(items) if isinstance(node, ast.Tuple) else set(items)
+        return _DISPLAYS[type(node)](_evaluate(item) for item in node.elts)
     if isinstance(node, ast.Dict):
         if any(key is None for key in node.keys):
             raise _refuse(node, "** in a dictionary")
@@ -403,13 +405,12 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
     for possible in possibles:
         if not isinstance(possible, dict):
             continue
-        ok = True
+        result = VALID
         for key, item in value.items():
             if key not in possible:
                 result = BfclCheck(
                     False, "value_error:dict_key", f"unexpected key {key!r} in {param!r}"
                 )
-                ok = False
                 break
             accepted = [_standardize_item(a) for a in possible[key]]
             if _standardize_item(item) not in accepted:
@@ -419,16 +420,14 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
                     f"wrong value for key {key!r} of {param!r}: {item!r}, "
                     f"expected one of {accepted!r}",
                 )
-                ok = False
                 break
         for key, accepted_values in possible.items():
             if key not in value and "" not in accepted_values:
                 result = BfclCheck(
                     False, "value_error:dict_key", f"missing key {key!r} in {param!r}"
                 )
-                ok = False
                 break
-        if ok:
+        if result.valid:
             return VALID
     return result
 
