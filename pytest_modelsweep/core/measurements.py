@@ -160,7 +160,7 @@ class AccuracyStats(Record):
         """From :func:`~pytest_modelsweep.api.evaluation.summarise_items`' ``core`` and the
         benchmark's ``summary``; the core figures win over the summary's of the same name."""
         given = {**summary, **core, "sent": sent, "reused": reused, "wall_s": wall_s}
-        own = {spec.name for spec in fields(cls)}
+        own = _field_names(cls)
         figures = {k: v for k, v in given.items() if k not in own}
         stats = cls.from_dict({k: v for k, v in given.items() if k in own} | {"figures": figures})
         return stats if sequence is None else replace(stats, sequence=sequence)
@@ -282,8 +282,6 @@ class ServerMetricsSummary(Record):
             else f" while the client had up to {self.peak_client_in_flight} in flight"
         )
         return f"the server {' and '.join(parts)}{client}"
-
-    flag = property(flag_line)
 
 
 @dataclass(frozen=True)
@@ -542,12 +540,6 @@ class AttainmentInterval(Record):
     def share(self) -> float:
         return self.good / self.requests if self.requests else math.nan
 
-    @property
-    def pooled(self) -> bool:
-        """Whether it pools several windows (only then are they and their design effect
-        written)."""
-        return self.windows > 1
-
     def decide(self, target: float) -> StepOutcome:
         """Pass when the whole interval reaches ``target``, miss when it lies below it."""
         if self.low >= target:
@@ -723,10 +715,6 @@ class SearchStats(Record):
     contended_windows: int = 0
     at_capacity: AtCapacity | None = None
     pricing: Pricing | None = None
-
-    @property
-    def capacity_rps(self) -> float | None:
-        return self.capacity
 
     @property
     def stopped(self) -> str:
@@ -1166,7 +1154,7 @@ class Measurement(Record):
     def request_records(self) -> list[RequestRecord]:
         """The timed requests (without the keys a workload adds to each: ``repeat``, ``step``,
         ``concurrency``)."""
-        names = {f.name for f in fields(RequestRecord)}
+        names = _field_names(RequestRecord)
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
