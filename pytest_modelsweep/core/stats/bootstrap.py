@@ -95,11 +95,6 @@ class PairedInterval:
         """Whether zero lies inside the closed interval [low, high]."""
         return self.low <= 0.0 <= self.high
 
-    @property
-    def width(self) -> float:
-        """high - low."""
-        return self.high - self.low
-
 
 @dataclass(frozen=True)
 class HolmComparison:
