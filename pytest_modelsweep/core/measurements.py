@@ -1233,7 +1233,7 @@ def measurements_of(
     line: ``where`` (the file or store, and the run), the key, and ``fix``."""
     if not isinstance(data, Sequence) or isinstance(data, str):
         raise RecordError(
-            _refusal(where, "measurements", f"expected a list, got {type(data).__name__}", fix)
+            _refusal(where, f"measurements: expected a list, got {type(data).__name__}", fix)
         )
     records = []
     for index, measurement in enumerate(data):
@@ -1250,7 +1250,7 @@ def measurements_of(
                         raise RecordError(f"{name}[{i}]{_joined(str(error))}") from None
         except RecordError as error:
             raise RecordError(
-                _refusal(where, f"measurements[{index}]{_joined(str(error))}", "", fix)
+                _refusal(where, f"measurements[{index}]{_joined(str(error))}", fix)
             ) from None
         records.append(record)
     return records
@@ -1264,8 +1264,6 @@ def _joined(problem: str) -> str:
     return problem if key.startswith("[") else f".{problem}"
 
 
-def _refusal(where: str, key: str, problem: str, fix: str) -> str:
-    """``WHERE: KEY: PROBLEM; FIX`` (each part only when given)."""
-    line = f"{where + ': ' if where else ''}{key}"
-    line += f": {problem}" if problem else ""
-    return line + (f"; {fix}" if fix else "")
+def _refusal(where: str, problem: str, fix: str) -> str:
+    """``WHERE: PROBLEM; FIX`` (``where`` and ``fix`` only when given)."""
+    return f"{where + ': ' if where else ''}{problem}{'; ' + fix if fix else ''}"
