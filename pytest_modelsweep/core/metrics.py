@@ -334,17 +334,6 @@ def benchmarks_of(kind: Kind) -> tuple[str, ...]:
     return tuple(name for name, metric in METRICS.items() if metric.kind is kind)
 
 
-def all_metrics() -> list[Metric]:
-    """Every metric in report order, with each accuracy metric's verdict after it."""
-    return [
-        listed
-        for metric in METRICS.values()
-        for listed in (
-            (metric, verdict_metric(metric.name)) if metric.kind is Kind.ACCURACY else (metric,)
-        )
-    ]
-
-
 def rank(benchmark: str) -> int:
     """A benchmark's place in reports: its row in the table (``verdict:<name>`` as ``<name>``),
     after them all if unknown."""
