@@ -318,12 +318,6 @@ def standardize_string(text: str) -> str:
     return re.sub(r"[ \,\.\/\-\_\*\^]", "", text).lower().replace("'", '"')
 
 
-@dataclass(frozen=True)
-class _TypeResult:
-    check: BfclCheck
-    is_variable: bool = False
-
-
 def _type_checker(
     param: str,
     value: Any,
@@ -331,21 +325,21 @@ def _type_checker(
     expected_description: str,
     expected: type,
     nested: type | None,
-) -> _TypeResult:
-    """BFCL's ``type_checker`` (one level of nesting); a value of the accepted answers' type
-    rather than the schema's is a variable name (``is_variable``)."""
+) -> tuple[BfclCheck, bool]:
+    """BFCL's ``type_checker`` (one level of nesting): its check, and whether the value is a
+    variable name (of the accepted answers' type rather than the schema's)."""
     answer_type = next((type(answer) for answer in possible if answer != ""), None)
     is_variable = answer_type is not None and answer_type != expected
     failure: BfclCheck | None = None
     if type(value) is expected:
         if nested is None:
-            return _TypeResult(VALID, is_variable)
+            return VALID, is_variable
         for answer_item in possible:
             if type(answer_item) is not list or all(
-                _type_checker(param, v, answer_item, nested.__name__, nested, None).check.valid
+                _type_checker(param, v, answer_item, nested.__name__, nested, None)[0].valid
                 for v in cast(list[Any], value)
             ):
-                return _TypeResult(VALID, is_variable)
+                return VALID, is_variable
         failure = BfclCheck(
             False,
             "type_error:nested",
@@ -353,8 +347,8 @@ def _type_checker(
             f"{expected_description} of {nested.__name__}, got {value!r}",
         )
     if answer_type is not None and type(value) is answer_type:
-        return _TypeResult(failure or VALID, True)
-    return _TypeResult(
+        return failure or VALID, True
+    return (
         BfclCheck(
             False,
             "type_error:simple",
@@ -512,12 +506,14 @@ def simple_function_checker(
         if description == "float" and type(value) is int:
             value = float(value)
 
-        typed = _type_checker(param, value, possible[param], description, expected, nested)
-        if not typed.check.valid:
-            return typed.check
+        typed, is_variable = _type_checker(
+            param, value, possible[param], description, expected, nested
+        )
+        if not typed.valid:
+            return typed
         checker = (
             None
-            if typed.is_variable
+            if is_variable
             else (
                 _list_dict_checker
                 if expected is list and nested is dict
