@@ -330,13 +330,10 @@ class Saturation(Record):
 
     @property
     def saturated(self) -> bool:
-        behind = self.shortfall
-        return self.capped > 0 or (behind is not None and behind > self.tolerance)
+        return self.reason() is not None
 
     def reason(self) -> str | None:
         """One line for a saturated window; None otherwise."""
-        if not self.saturated:
-            return None
         parts = []
         behind = self.shortfall
         if behind is not None and behind > self.tolerance:
@@ -344,12 +341,12 @@ class Saturation(Record):
                 f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
                 f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})"
             )
-        if self.capped:
+        if self.capped > 0:
             parts.append(
                 f"{self.capped} request(s) found the client's cap of "
                 f"{self.max_in_flight} in flight reached and waited for a slot"
             )
-        return "saturated: " + "; ".join(parts)
+        return "saturated: " + "; ".join(parts) if parts else None
 
 
 @dataclass(frozen=True)
@@ -1195,12 +1192,10 @@ _measurement_fields = make_dict_structure_fn(
 )
 
 
-def _measurement(data: Any, _: type) -> Measurement:
-    """A measurement's dict, its ``stats`` read as its benchmark's record."""
-    return _measurement_fields(json_object(data), Measurement)
-
-
-converter.register_structure_hook(Measurement, _measurement)
+# a measurement's dict, its ``stats`` read as its benchmark's record (Measurement.__post_init__)
+converter.register_structure_hook(
+    Measurement, lambda data, _: _measurement_fields(json_object(data), Measurement)
+)
 
 
 def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None) -> None:
