@@ -8,6 +8,7 @@ without ``_total``; samples of one name are summed over their labels.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -35,6 +36,11 @@ _NAMES: dict[CounterKind, dict[str, tuple[str, ...]]] = {
 }
 
 
+_SAMPLE = re.compile(r"([^ {]*)(?:\{.*\}(?=[^}]*$)|(?= ))\s*(\S+)")
+"""A sample line: its name (up to a ``{`` or space), label set (up to the last ``}``) and
+value (a timestamp after it left out)."""
+
+
 def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str, float]:
     """Each metric name's value, summed over its label sets; ``only``: just the lines that
     start with one of these names (the rest skipped unparsed)."""
@@ -43,24 +49,13 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
         line = raw.strip()
         if not line or line.startswith("#") or (only is not None and not line.startswith(only)):
             continue
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace >= 0 and (space < 0 or brace < space):
-            close = line.rfind("}")
-            if close < brace:
-                continue
-            name, rest = line[:brace], line[close + 1 :]
-        else:
-            if space < 0:
-                continue
-            name, rest = line[:space], line[space:]
+        sample = _SAMPLE.match(line)
         try:
-            value = float(rest.split()[0])
-        except (IndexError, ValueError):
+            value = float(sample[2]) if sample else math.nan
+        except ValueError:
             continue
-        if math.isnan(value):
-            continue
-        values[name] = values.get(name, 0.0) + value
+        if sample and not math.isnan(value):
+            values[sample[1]] = values.get(sample[1], 0.0) + value
     return values
 
 
