@@ -50,11 +50,13 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
         if not line or line.startswith("#") or (only is not None and not line.startswith(only)):
             continue
         sample = _SAMPLE.match(line)
+        if sample is None:
+            continue
         try:
-            value = float(sample[2]) if sample else math.nan
+            value = float(sample[2])
         except ValueError:
             continue
-        if sample and not math.isnan(value):
+        if not math.isnan(value):
             values[sample[1]] = values.get(sample[1], 0.0) + value
     return values
 
