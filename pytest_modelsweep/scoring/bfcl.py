@@ -367,31 +367,23 @@ def _wrong_value(kind: str, param: str, value: Any, possible: Sequence[Any]) -> 
     )
 
 
-def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
-    accepted = [standardize_string(a) for a in possible if type(a) is str]
-    return (
-        _wrong_value("string", param, value, possible)
-        if standardize_string(value) not in accepted
-        else VALID
-    )
-
-
 def _standardize_item(item: Any) -> Any:
     return standardize_string(item) if type(item) is str else item
 
 
-def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> BfclCheck:
-    standardized = [_standardize_item(item) for item in value]
-    accepted = [
-        [_standardize_item(item) for item in answer]
-        for answer in possible
-        if isinstance(answer, (list, str))
-    ]
-    return (
-        _wrong_value("list/tuple", param, value, possible)
-        if standardized not in accepted
-        else VALID
-    )
+def _standardized_checker(
+    kind: str, answers: tuple[type, ...], standardize: Callable[[Any], Any]
+) -> Callable[[str, Any, Sequence[Any]], BfclCheck]:
+    """BFCL's string or list checker: the value, standardized, must be one of the answers
+    of the ``answers`` types, standardized alike."""
+
+    def check(param: str, value: Any, possible: Sequence[Any]) -> BfclCheck:
+        accepted = [standardize(answer) for answer in possible if type(answer) in answers]
+        return (
+            VALID if standardize(value) in accepted else _wrong_value(kind, param, value, possible)
+        )
+
+    return check
 
 
 def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]) -> BfclCheck:
@@ -454,8 +446,10 @@ def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -
 
 _CHECKERS: dict[type, Callable[[str, Any, Sequence[Any]], BfclCheck]] = {
     dict: _dict_checker,
-    str: _string_checker,
-    list: _list_checker,
+    str: _standardized_checker("string", (str,), standardize_string),
+    list: _standardized_checker(
+        "list/tuple", (list, str), lambda items: [_standardize_item(item) for item in items]
+    ),
 }
 """The value checker of a parameter by its schema type (others: the value is an answer)."""
 
