@@ -893,10 +893,6 @@ class ThroughputRatioStats(Record):
     design: str = DESIGN_BACK_TO_BACK
     interleaved: Interleaved | None = None
 
-    def flags_text(self) -> str:
-        """``; the reference's measurement is flagged unstable (CV 53%)``, or ``""``."""
-        return flags_text(self.candidate_flags, self.reference_flags)
-
 
 @dataclass(frozen=True)
 class SearchRatioStats(Record):
@@ -924,9 +920,6 @@ class SearchRatioStats(Record):
     def __post_init__(self) -> None:
         if not self.metric:
             object.__setattr__(self, "metric", SEARCH_BENCHMARK[self.knob])
-
-    def flags_text(self) -> str:
-        return flags_text(self.candidate_flags, self.reference_flags)
 
 
 @dataclass(frozen=True)
