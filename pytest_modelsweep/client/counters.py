@@ -79,11 +79,8 @@ def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
 def lookup(names: tuple[str, ...], metrics: Mapping[str, float]) -> tuple[str, float] | None:
     """``(name, value)`` of the first of ``names`` the metrics hold, each also tried without
     the ``_total`` suffix; None when none is there."""
-    for name in names:
-        for candidate in (name, name.removesuffix("_total")):
-            if candidate in metrics:
-                return candidate, metrics[candidate]
-    return None
+    tried = (candidate for name in names for candidate in (name, name.removesuffix("_total")))
+    return next(((found, metrics[found]) for found in tried if found in metrics), None)
 
 
 def find_counter(
