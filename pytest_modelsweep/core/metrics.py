@@ -324,9 +324,8 @@ def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
     problem = benchmark_name_problem(name)
     if problem is not None:
         raise ValueError(problem)
-    metric = accuracy_metric(name, label)
-    METRICS[name] = metric
-    return metric
+    METRICS[name] = accuracy_metric(name, label)
+    return METRICS[name]
 
 
 def benchmarks_of(kind: Kind) -> tuple[str, ...]:

@@ -118,8 +118,9 @@ def _check_resamples(resamples: int) -> int:
 
 def _check_method(method: str) -> IntervalMethod:
     if method not in get_args(IntervalMethod):
-        known = ", ".join(get_args(IntervalMethod))
-        raise ValueError(f"unknown interval method {method!r}; use one of: {known}")
+        raise ValueError(
+            f"unknown interval method {method!r}; use one of: {', '.join(get_args(IntervalMethod))}"
+        )
     return cast(IntervalMethod, method)
 
 
