@@ -82,7 +82,6 @@ async def post_requests(
     root = base_url_v1.rstrip("/")
     results: list[Completion | None] = [None] * len(requests)
     queue = iter(enumerate(requests))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     guard = guard or Guard()
     watch = guard.watch()
     idle = min(guard.idle_timeout_s, timeout_s)
@@ -98,7 +97,9 @@ async def post_requests(
     loop = asyncio.get_running_loop()
 
     async with httpx.AsyncClient(
-        limits=limits, timeout=httpx.Timeout(timeout_s, read=idle), verify=tls_context()
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        timeout=httpx.Timeout(timeout_s, read=idle),
+        verify=tls_context(),
     ) as client:
 
         async def send(request: ApiRequest) -> Completion:
