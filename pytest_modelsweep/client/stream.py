@@ -184,18 +184,23 @@ class _StreamRunner:
             conn.abort()
         if conn is not None and conn.closed:
             conn = None
-        record = RequestRecord(
-            start=start,
-            end=ex.end if ex.end is not None else perf(),
-            first_token=ex.first,
-            token_times=ex.times,
-            prompt_tokens=ex.prompt_tokens,
-            completion_tokens=ex.completion_tokens,
-            finish_reason=ex.finish,
-            error=ex.error,
-            text="".join(ex.texts),
-        )
-        return StreamOutcome(request, record, ex.cached_tokens, ex.chunks, sent_at), conn
+        return StreamOutcome(
+            request,
+            RequestRecord(
+                start=start,
+                end=ex.end if ex.end is not None else perf(),
+                first_token=ex.first,
+                token_times=ex.times,
+                prompt_tokens=ex.prompt_tokens,
+                completion_tokens=ex.completion_tokens,
+                finish_reason=ex.finish,
+                error=ex.error,
+                text="".join(ex.texts),
+            ),
+            ex.cached_tokens,
+            ex.chunks,
+            sent_at,
+        ), conn
 
 
 P = ParamSpec("P")

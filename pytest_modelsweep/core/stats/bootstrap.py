@@ -343,8 +343,7 @@ def holm_intervals(
         name: _interval(sample, 1.0 - alpha, method, seed).p_value
         for name, sample in samples.items()
     }
-    steps = holm_step_down(p_values, alpha, test)
     return {
         name: HolmComparison(name, step.rank, step.rejected, step.result)
-        for name, step in steps.items()
+        for name, step in holm_step_down(p_values, alpha, test).items()
     }
