@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
@@ -1028,21 +1028,6 @@ Stats = (
     | StartupStats
 )
 """The ``stats`` of a measurement: one record per kind."""
-
-StatsT = TypeVar(
-    "StatsT",
-    AccuracyStats,
-    ThroughputStats,
-    SearchStats,
-    SmokeStats,
-    ScreeningResult,
-    AccuracyVerdictStats,
-    ThroughputRatioStats,
-    SearchRatioStats,
-    OtherStats,
-    StartupStats,
-)
-
 
 _BY_KIND: dict[Kind, type[Stats]] = {
     Kind.ACCURACY: AccuracyStats,
