@@ -162,10 +162,7 @@ def completion_of_older_record(data: dict[str, Any]) -> Completion:
     response = str(data.get("response") or "")
     error = data.get("error")
     extracted = data.get("extracted")
-    error_type = extracted.get("error_type") if isinstance(extracted, dict) else None
-    kind: ErrorKind | None = None
-    if error is not None:
-        kind = "response" if error_type == "response_error" else "request"
+    bfcl_says = isinstance(extracted, dict) and extracted.get("error_type") == "response_error"
     return Completion(
         text=response,
         tool_calls=_tool_calls_of_older_response(response),
@@ -173,7 +170,7 @@ def completion_of_older_record(data: dict[str, Any]) -> Completion:
         prompt_tokens=data.get("prompt_tokens"),
         completion_tokens=data.get("completion_tokens"),
         error=error,
-        error_kind=kind,
+        error_kind=None if error is None else ("response" if bfcl_says else "request"),
     )
 
 
