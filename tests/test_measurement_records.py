@@ -133,7 +133,7 @@ def test_the_typed_fields_are_the_recorded_figures(records_run: RecordsRun) -> N
         elif isinstance(stats, OtherStats):
             assert dict(stats.values) == {"seen": [1, 2], "why": "a user's own"}
         elif isinstance(stats, SearchStats):  # the rate sweep
-            assert stats.capacity_rps == raw["capacity"] == record.value
+            assert stats.capacity == raw["capacity"] == record.value
             assert [step.rate for step in stats.steps] == [s["value"] for s in raw["steps"]]
             window = stats.steps[0].recorded
             assert window is not None and window.open_loop is not None

@@ -15,12 +15,12 @@ from pytest_modelsweep.core.metrics import (
     METRICS,
     Kind,
     Metric,
-    all_metrics,
     benchmarks_of,
     kind_of,
     markers,
     metric_for,
     rank,
+    verdict_metric,
 )
 from pytest_modelsweep.core.options import Thresholds
 from pytest_modelsweep.core.records import ItemRecord
@@ -142,7 +142,7 @@ def test_the_plugin_registers_the_tables_markers(pytester: pytest.Pytester) -> N
 
 
 def test_markers_cover_every_metric_and_the_shared_ones() -> None:
-    assert {metric.marker for metric in all_metrics()} <= set(MARKERS)
+    assert {metric.marker for metric in METRICS.values()} <= set(MARKERS)
     assert MARKERS["verdict"] == "paired comparison of a candidate with the reference"
     assert MARKERS["vllm"] == "needs a real vLLM server"
     assert MARKERS["gsm8k"] == "GSM8K accuracy, scored as lm-evaluation-harness scores it"
@@ -164,10 +164,7 @@ def test_comparisons_are_looked_up_by_their_recorded_names() -> None:
     custom = metric_for("verdict:my_eval")  # a user's own accuracy benchmark, judged
     assert custom is not None and custom.compares is Kind.ACCURACY
     assert metric_for("nope") is None and kind_of("nope") is None
-    assert [m.name for m in all_metrics() if m.name.startswith("verdict:")] == [
-        "verdict:gsm8k",
-        "verdict:bfcl",
-    ]
+    assert metric_for("verdict:bfcl") == verdict_metric("bfcl")
 
 
 def test_kinds_units_and_direction() -> None:
@@ -177,7 +174,7 @@ def test_kinds_units_and_direction() -> None:
     assert kind_of("rate_capacity") is Kind.RATE_CAPACITY and kind_of("startup") is Kind.STARTUP
     assert {METRICS[name].unit for name in benchmarks_of(Kind.THROUGHPUT)} == {"tokens/s"}
     # only a start is better lower (seconds from launch to first token)
-    assert [m.name for m in all_metrics() if not m.higher_is_better] == ["startup"]
+    assert [m.name for m in METRICS.values() if not m.higher_is_better] == ["startup"]
     assert [name for name, metric in METRICS.items() if metric.gated] == [
         "gsm8k",
         "bfcl",

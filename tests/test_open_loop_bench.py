@@ -329,7 +329,7 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
     for name, m in sweeps.items():
         stats = steps_against_records(m, slo)
         steps = stats.steps
-        assert m.value == stats.capacity_rps and m.unit == "req/s"
+        assert m.value == stats.capacity and m.unit == "req/s"
         assert m.params["timed_requests"] == min_requests_to_pass(0.9) == 29
         # doubling from 2 until the first failure, which is the server falling behind
         growth = [s.rate for s in steps[: next(i for i, s in enumerate(steps) if s.failed) + 1]]
@@ -340,8 +340,8 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
         assert stats.saturated_at is not None and stats.saturated_at > CAPACITY_RPS[name] * 0.7
         # a window of 29 requests a little above capacity builds a queue of a few requests
         # only, less than the 10% shortfall (or the SLO) shows: the sweep may pass it
-        assert stats.capacity_rps is not None and 0 < stats.capacity_rps < CAPACITY_RPS[name] * 1.25
-        assert stats.bracket is not None and stats.bracket[0] == stats.capacity_rps
+        assert stats.capacity is not None and 0 < stats.capacity < CAPACITY_RPS[name] * 1.25
+        assert stats.bracket is not None and stats.bracket[0] == stats.capacity
         assert stats.bracket[1] is not None and stats.bracket[1] > stats.bracket[0]
         assert stats.at_capacity is not None and stats.at_capacity.slo_attainment is not None
         assert all(s.outcome is not StepOutcome.PASS for s in steps if s.rate >= stats.bracket[1])
@@ -355,9 +355,7 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
     assert candidate.knob == reference.knob == "rate"
     assert candidate.bracket is not None and reference.bracket is not None
     assert interval.ratio == pytest.approx(ratio.value)
-    assert ratio.value == pytest.approx(
-        (candidate.capacity_rps or 0) / (reference.capacity_rps or 1)
-    )
+    assert ratio.value == pytest.approx((candidate.capacity or 0) / (reference.capacity or 1))
     assert interval.low == pytest.approx(candidate.bracket[0] / (reference.bracket[1] or math.inf))
     assert interval.high == pytest.approx((candidate.bracket[1] or math.inf) / reference.bracket[0])
     assert interval.low <= ratio.value <= interval.high
@@ -381,12 +379,8 @@ def test_the_rate_sweep_stops_at_saturation_and_compares_in_requests_per_second(
         }
         for row in page.rows
     }
-    assert (
-        cells[REFERENCE]["capacity in req/s"].text == f"{format_rps(reference.capacity_rps)} req/s"
-    )
-    assert (
-        cells[CANDIDATE]["capacity in req/s"].text == f"{format_rps(candidate.capacity_rps)} req/s"
-    )
+    assert cells[REFERENCE]["capacity in req/s"].text == f"{format_rps(reference.capacity)} req/s"
+    assert cells[CANDIDATE]["capacity in req/s"].text == f"{format_rps(candidate.capacity)} req/s"
     assert cells[CANDIDATE]["req/s verdict"].verdict == (
         judged.verdict.value if judged.verdict else None
     )

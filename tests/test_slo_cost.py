@@ -28,7 +28,6 @@ from support.sse_server import ListingServer
 from pytest_modelsweep.core.codec import converter
 from pytest_modelsweep.core.cost import (
     Pricing,
-    cost_interval,
     cost_stats,
     costs_of,
     usd_per_million_output_tokens,
@@ -198,12 +197,13 @@ def test_a_rate_that_is_not_positive_has_no_cost() -> None:
 
 
 def test_the_cost_interval_swaps_the_rate_bounds() -> None:
-    low, high = cost_interval(1.2, 800.0, 1000.0)
+    interval = cost_stats(Pricing(1.2), 900.0, (800.0, 1000.0)).interval
+    assert interval is not None
+    low, high = interval
     assert low == pytest.approx(usd_per_million_output_tokens(1.2, 1000.0))
     assert high == pytest.approx(usd_per_million_output_tokens(1.2, 800.0))
-    assert low is not None and high is not None and low < high
-    assert cost_interval(1.2, None, 1000.0) == (pytest.approx(1 / 3), None)
-    assert cost_interval(1.2, 0.0, 1000.0)[1] is None
+    assert low < high
+    assert cost_stats(Pricing(1.2), 900.0, (0.0, 1000.0)).interval is None
 
 
 def test_cost_stats_give_an_interval_only_where_the_rate_has_one() -> None:

@@ -191,7 +191,7 @@ def main() -> None:
                 else:
                     covered += 1
                 worse += decide_verdict(interval, None) is Verdict.WORSE
-                width += interval.width
+                width += interval.high - interval.low
             seconds = time.perf_counter() - start
             coverage = covered / args.runs
             standard_error = math.sqrt(coverage * (1 - coverage) / args.runs)

@@ -108,10 +108,6 @@ class Breaker:
             else work_done(parse_prometheus(response.text))
         )
 
-    def counts_work(self) -> bool:
-        """Whether the server exposes work counters, so that a stall shows without a byte."""
-        return self.work_done() is not None
-
     def note_work(self) -> None:
         """Read the work counters when a silence begins, so that a stall is seen early."""
         if self._work is None:

@@ -8,6 +8,7 @@ without ``_total``; samples of one name are summed over their labels.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -35,6 +36,11 @@ _NAMES: dict[CounterKind, dict[str, tuple[str, ...]]] = {
 }
 
 
+_SAMPLE = re.compile(r"([^ {]*)(?:\{.*\}(?=[^}]*$)|(?= ))\s*(\S+)")
+"""A sample line: its name (up to a ``{`` or space), label set (up to the last ``}``) and
+value (a timestamp after it left out)."""
+
+
 def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str, float]:
     """Each metric name's value, summed over its label sets; ``only``: just the lines that
     start with one of these names (the rest skipped unparsed)."""
@@ -43,24 +49,15 @@ def parse_prometheus(text: str, only: tuple[str, ...] | None = None) -> dict[str
         line = raw.strip()
         if not line or line.startswith("#") or (only is not None and not line.startswith(only)):
             continue
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace >= 0 and (space < 0 or brace < space):
-            close = line.rfind("}")
-            if close < brace:
-                continue
-            name, rest = line[:brace], line[close + 1 :]
-        else:
-            if space < 0:
-                continue
-            name, rest = line[:space], line[space:]
+        sample = _SAMPLE.match(line)
+        if sample is None:
+            continue
         try:
-            value = float(rest.split()[0])
-        except (IndexError, ValueError):
+            value = float(sample[2])
+        except ValueError:
             continue
-        if math.isnan(value):
-            continue
-        values[name] = values.get(name, 0.0) + value
+        if not math.isnan(value):
+            values[sample[1]] = values.get(sample[1], 0.0) + value
     return values
 
 
@@ -82,11 +79,8 @@ def counter_names(endpoint_kind: str, which: CounterKind) -> tuple[str, ...]:
 def lookup(names: tuple[str, ...], metrics: Mapping[str, float]) -> tuple[str, float] | None:
     """``(name, value)`` of the first of ``names`` the metrics hold, each also tried without
     the ``_total`` suffix; None when none is there."""
-    for name in names:
-        for candidate in (name, name.removesuffix("_total")):
-            if candidate in metrics:
-                return candidate, metrics[candidate]
-    return None
+    tried = (candidate for name in names for candidate in (name, name.removesuffix("_total")))
+    return next(((found, metrics[found]) for found in tried if found in metrics), None)
 
 
 def find_counter(

@@ -11,29 +11,13 @@ from typing import Any
 
 import httpx
 
-from ..core.records import ApiPath, ApiRequest, Completion, ToolCall, text_field
+from ..core.jsontext import int_or_none
+from ..core.records import ApiPath, ApiRequest, Completion, ToolCall, text_field, tool_call_of
 from ..core.secrets import auth_headers
 from .http import one_line, other_model, perf, request_body
 from .stream import run_workers, synchronous
 from .tls import tls_context
 from .watch import Guard, Pending, wants_key, with_watch
-
-
-def _usage_count(usage: Any, key: str) -> int | None:
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _tool_call(call: Any) -> ToolCall:
-    function = call.get("function") if isinstance(call, dict) else None
-    fields = function if isinstance(function, dict) else {}
-    ident = call.get("id") if isinstance(call, dict) else None
-    name, arguments = fields.get("name"), fields.get("arguments")
-    return ToolCall(
-        id=ident if isinstance(ident, str) else None,
-        name=name if isinstance(name, str) else None,
-        arguments=arguments if isinstance(arguments, str) else None,
-    )
 
 
 def parse_completion(path: ApiPath, data: Any) -> Completion:
@@ -45,9 +29,10 @@ def parse_completion(path: ApiPath, data: Any) -> Completion:
             f"response is {type(data).__name__}, not a JSON object", "response"
         )
     usage = data.get("usage")
+    counts = usage if isinstance(usage, dict) else {}
     read = Completion(
-        prompt_tokens=_usage_count(usage, "prompt_tokens"),
-        completion_tokens=_usage_count(usage, "completion_tokens"),
+        prompt_tokens=int_or_none(counts.get("prompt_tokens")),
+        completion_tokens=int_or_none(counts.get("completion_tokens")),
     )
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
@@ -67,7 +52,7 @@ def parse_completion(path: ApiPath, data: Any) -> Completion:
         text = message.get("content")
         calls = message.get("tool_calls")
         if isinstance(calls, list):
-            tool_calls = [_tool_call(call) for call in calls]
+            tool_calls = [tool_call_of(call) for call in calls]
     if not isinstance(text, str) and (text is not None or path == "/v1/completions"):
         return replace(
             read,
@@ -97,22 +82,24 @@ async def post_requests(
     root = base_url_v1.rstrip("/")
     results: list[Completion | None] = [None] * len(requests)
     queue = iter(enumerate(requests))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     guard = guard or Guard()
     watch = guard.watch()
     idle = min(guard.idle_timeout_s, timeout_s)
+    # a server with work counters shows a stall without a byte: the watch decides it
     if (
         guard.breaker is not None
         and idle < timeout_s
         and requests
-        and await asyncio.to_thread(guard.breaker.counts_work)
+        and await asyncio.to_thread(guard.breaker.work_done) is not None
     ):
         idle = timeout_s
     headers = auth_headers(guard.credentials, {"Content-Type": "application/json"})
     loop = asyncio.get_running_loop()
 
     async with httpx.AsyncClient(
-        limits=limits, timeout=httpx.Timeout(timeout_s, read=idle), verify=tls_context()
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        timeout=httpx.Timeout(timeout_s, read=idle),
+        verify=tls_context(),
     ) as client:
 
         async def send(request: ApiRequest) -> Completion:

@@ -184,18 +184,23 @@ class _StreamRunner:
             conn.abort()
         if conn is not None and conn.closed:
             conn = None
-        record = RequestRecord(
-            start=start,
-            end=ex.end if ex.end is not None else perf(),
-            first_token=ex.first,
-            token_times=ex.times,
-            prompt_tokens=ex.prompt_tokens,
-            completion_tokens=ex.completion_tokens,
-            finish_reason=ex.finish,
-            error=ex.error,
-            text="".join(ex.texts),
-        )
-        return StreamOutcome(request, record, ex.cached_tokens, ex.chunks, sent_at), conn
+        return StreamOutcome(
+            request,
+            RequestRecord(
+                start=start,
+                end=ex.end if ex.end is not None else perf(),
+                first_token=ex.first,
+                token_times=ex.times,
+                prompt_tokens=ex.prompt_tokens,
+                completion_tokens=ex.completion_tokens,
+                finish_reason=ex.finish,
+                error=ex.error,
+                text="".join(ex.texts),
+            ),
+            ex.cached_tokens,
+            ex.chunks,
+            sent_at,
+        ), conn
 
 
 P = ParamSpec("P")
@@ -315,40 +320,19 @@ class _OpenLoopRunner(_StreamRunner):
     """Sends request i at ``started + offsets[i]``, however many are in flight (up to the cap);
     idle connections are reused newest first, else one is opened (in its latency)."""
 
-    def __init__(
-        self,
-        base_url_v1: str,
-        served_name: str,
-        requests: Sequence[ApiRequest],
-        offsets: Sequence[float],
-        *,
-        max_in_flight: int,
-        preopen: int,
-        timeout_s: float,
-        on_record: OnRecord | None,
-        guard: Guard | None,
-        in_flight: InFlight | None,
-    ) -> None:
-        super().__init__(base_url_v1, served_name, requests, timeout_s, on_record, guard, in_flight)
-        self.offsets = offsets
-        self.max_in_flight = max_in_flight
-        self.preopen = preopen
+    async def run(self, offsets: Sequence[float], max_in_flight: int, preopen: int) -> None:
         self.idle: list[Connection] = []
-        self.scheduled = [0.0] * len(requests)
-        self.started = 0.0
-        self.capped = 0
-
-    async def run(self) -> None:
-        slots = asyncio.Semaphore(self.max_in_flight)
+        self.scheduled, self.started, self.capped = [0.0] * len(self.requests), 0.0, 0
+        slots = asyncio.Semaphore(max_in_flight)
         tasks: list[asyncio.Task[None]] = []
         try:
-            for _ in range(min(self.preopen, self.max_in_flight, len(self.requests))):
+            for _ in range(min(preopen, max_in_flight, len(self.requests))):
                 try:
                     self.idle.append(await self._connect())
                 except OSError:
                     break  # the first request reports why, on its own record
             self.started = perf()
-            for index, offset in enumerate(self.offsets):
+            for index, offset in enumerate(offsets):
                 due = self.started + offset
                 wait = due - perf()
                 if wait > 0:
@@ -405,18 +389,9 @@ async def stream_open_loop(
     if any(b < a for a, b in itertools.pairwise(offsets_s)) or (offsets_s and offsets_s[0] < 0):
         raise ValueError("send times must be ascending offsets from 0 s")
     runner = _OpenLoopRunner(
-        base_url_v1,
-        served_name,
-        requests,
-        offsets_s,
-        max_in_flight=max_in_flight,
-        preopen=preopen,
-        timeout_s=timeout_s,
-        on_record=on_record,
-        guard=guard,
-        in_flight=in_flight,
+        base_url_v1, served_name, requests, timeout_s, on_record, guard, in_flight
     )
-    await with_watch(runner.watch, runner.run)
+    await with_watch(runner.watch, lambda: runner.run(offsets_s, max_in_flight, preopen))
     return OpenLoopRun(
         [outcome for outcome in runner.outcomes if outcome is not None],
         runner.scheduled,

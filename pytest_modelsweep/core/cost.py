@@ -37,15 +37,6 @@ def usd_per_million_output_tokens(usd_per_hour: float, output_tokens_per_s: floa
     return usd_per_hour / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6
 
 
-def cost_interval(
-    usd_per_hour: float, rate_low: float | None, rate_high: float | None
-) -> tuple[float | None, float | None]:
-    """The cost interval from a rate interval (the bounds swap: cost falls as rate rises)."""
-    low = None if rate_high is None else usd_per_million_output_tokens(usd_per_hour, rate_high)
-    high = None if rate_low is None else usd_per_million_output_tokens(usd_per_hour, rate_low)
-    return low, high
-
-
 def costs_of(usd_per_hour: float, rates: Sequence[float]) -> list[float | None]:
     """The cost of each rate (one per repeat)."""
     return [usd_per_million_output_tokens(usd_per_hour, rate) for rate in rates]
@@ -64,10 +55,11 @@ class CostFigures:
 def cost_stats(
     pricing: Pricing, mean_rate: float, rate_interval: tuple[float, float] | None
 ) -> CostFigures:
-    """A throughput measurement's cost figures at its mean rate and rate interval."""
+    """A throughput measurement's cost figures at its mean rate and rate interval (the bounds
+    swap: cost falls as rate rises)."""
     interval = None
     if rate_interval is not None:
-        low, high = cost_interval(pricing.usd_per_hour, *rate_interval)
+        low, high = costs_of(pricing.usd_per_hour, rate_interval[::-1])
         if low is not None and high is not None:
             interval = (low, high)
     return CostFigures(

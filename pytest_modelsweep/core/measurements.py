@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
@@ -160,7 +160,7 @@ class AccuracyStats(Record):
         """From :func:`~pytest_modelsweep.api.evaluation.summarise_items`' ``core`` and the
         benchmark's ``summary``; the core figures win over the summary's of the same name."""
         given = {**summary, **core, "sent": sent, "reused": reused, "wall_s": wall_s}
-        own = {spec.name for spec in fields(cls)}
+        own = _field_names(cls)
         figures = {k: v for k, v in given.items() if k not in own}
         stats = cls.from_dict({k: v for k, v in given.items() if k in own} | {"figures": figures})
         return stats if sequence is None else replace(stats, sequence=sequence)
@@ -283,8 +283,6 @@ class ServerMetricsSummary(Record):
         )
         return f"the server {' and '.join(parts)}{client}"
 
-    flag = property(flag_line)
-
 
 @dataclass(frozen=True)
 class ServerMetricsWindow(Record):
@@ -332,13 +330,10 @@ class Saturation(Record):
 
     @property
     def saturated(self) -> bool:
-        behind = self.shortfall
-        return self.capped > 0 or (behind is not None and behind > self.tolerance)
+        return self.reason() is not None
 
     def reason(self) -> str | None:
         """One line for a saturated window; None otherwise."""
-        if not self.saturated:
-            return None
         parts = []
         behind = self.shortfall
         if behind is not None and behind > self.tolerance:
@@ -346,12 +341,12 @@ class Saturation(Record):
                 f"achieved {self.achieved_rps:.3g} req/s of {self.offered_rps:.3g} "
                 f"offered ({behind:.0%} behind; tolerance {self.tolerance:.0%})"
             )
-        if self.capped:
+        if self.capped > 0:
             parts.append(
                 f"{self.capped} request(s) found the client's cap of "
                 f"{self.max_in_flight} in flight reached and waited for a slot"
             )
-        return "saturated: " + "; ".join(parts)
+        return "saturated: " + "; ".join(parts) if parts else None
 
 
 @dataclass(frozen=True)
@@ -542,12 +537,6 @@ class AttainmentInterval(Record):
     def share(self) -> float:
         return self.good / self.requests if self.requests else math.nan
 
-    @property
-    def pooled(self) -> bool:
-        """Whether it pools several windows (only then are they and their design effect
-        written)."""
-        return self.windows > 1
-
     def decide(self, target: float) -> StepOutcome:
         """Pass when the whole interval reaches ``target``, miss when it lies below it."""
         if self.low >= target:
@@ -723,10 +712,6 @@ class SearchStats(Record):
     contended_windows: int = 0
     at_capacity: AtCapacity | None = None
     pricing: Pricing | None = None
-
-    @property
-    def capacity_rps(self) -> float | None:
-        return self.capacity
 
     @property
     def stopped(self) -> str:
@@ -908,10 +893,6 @@ class ThroughputRatioStats(Record):
     design: str = DESIGN_BACK_TO_BACK
     interleaved: Interleaved | None = None
 
-    def flags_text(self) -> str:
-        """``; the reference's measurement is flagged unstable (CV 53%)``, or ``""``."""
-        return flags_text(self.candidate_flags, self.reference_flags)
-
 
 @dataclass(frozen=True)
 class SearchRatioStats(Record):
@@ -939,9 +920,6 @@ class SearchRatioStats(Record):
     def __post_init__(self) -> None:
         if not self.metric:
             object.__setattr__(self, "metric", SEARCH_BENCHMARK[self.knob])
-
-    def flags_text(self) -> str:
-        return flags_text(self.candidate_flags, self.reference_flags)
 
 
 @dataclass(frozen=True)
@@ -1051,21 +1029,6 @@ Stats = (
 )
 """The ``stats`` of a measurement: one record per kind."""
 
-StatsT = TypeVar(
-    "StatsT",
-    AccuracyStats,
-    ThroughputStats,
-    SearchStats,
-    SmokeStats,
-    ScreeningResult,
-    AccuracyVerdictStats,
-    ThroughputRatioStats,
-    SearchRatioStats,
-    OtherStats,
-    StartupStats,
-)
-
-
 _BY_KIND: dict[Kind, type[Stats]] = {
     Kind.ACCURACY: AccuracyStats,
     Kind.THROUGHPUT: ThroughputStats,
@@ -1166,7 +1129,7 @@ class Measurement(Record):
     def request_records(self) -> list[RequestRecord]:
         """The timed requests (without the keys a workload adds to each: ``repeat``, ``step``,
         ``concurrency``)."""
-        names = {f.name for f in fields(RequestRecord)}
+        names = _field_names(RequestRecord)
         return [RequestRecord(**{k: v for k, v in r.items() if k in names}) for r in self.requests]
 
 
@@ -1207,12 +1170,10 @@ _measurement_fields = make_dict_structure_fn(
 )
 
 
-def _measurement(data: Any, _: type) -> Measurement:
-    """A measurement's dict, its ``stats`` read as its benchmark's record."""
-    return _measurement_fields(json_object(data), Measurement)
-
-
-converter.register_structure_hook(Measurement, _measurement)
+# a measurement's dict, its ``stats`` read as its benchmark's record (Measurement.__post_init__)
+converter.register_structure_hook(
+    Measurement, lambda data, _: _measurement_fields(json_object(data), Measurement)
+)
 
 
 def check_fields(data: Any, cls: type, read: Callable[[Any], Any] | None = None) -> None:
@@ -1245,7 +1206,7 @@ def measurements_of(
     line: ``where`` (the file or store, and the run), the key, and ``fix``."""
     if not isinstance(data, Sequence) or isinstance(data, str):
         raise RecordError(
-            _refusal(where, "measurements", f"expected a list, got {type(data).__name__}", fix)
+            _refusal(where, f"measurements: expected a list, got {type(data).__name__}", fix)
         )
     records = []
     for index, measurement in enumerate(data):
@@ -1262,7 +1223,7 @@ def measurements_of(
                         raise RecordError(f"{name}[{i}]{_joined(str(error))}") from None
         except RecordError as error:
             raise RecordError(
-                _refusal(where, f"measurements[{index}]{_joined(str(error))}", "", fix)
+                _refusal(where, f"measurements[{index}]{_joined(str(error))}", fix)
             ) from None
         records.append(record)
     return records
@@ -1276,8 +1237,6 @@ def _joined(problem: str) -> str:
     return problem if key.startswith("[") else f".{problem}"
 
 
-def _refusal(where: str, key: str, problem: str, fix: str) -> str:
-    """``WHERE: KEY: PROBLEM; FIX`` (each part only when given)."""
-    line = f"{where + ': ' if where else ''}{key}"
-    line += f": {problem}" if problem else ""
-    return line + (f"; {fix}" if fix else "")
+def _refusal(where: str, problem: str, fix: str) -> str:
+    """``WHERE: PROBLEM; FIX`` (``where`` and ``fix`` only when given)."""
+    return f"{where + ': ' if where else ''}{problem}{'; ' + fix if fix else ''}"

@@ -324,25 +324,13 @@ def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
     problem = benchmark_name_problem(name)
     if problem is not None:
         raise ValueError(problem)
-    metric = accuracy_metric(name, label)
-    METRICS[name] = metric
-    return metric
+    METRICS[name] = accuracy_metric(name, label)
+    return METRICS[name]
 
 
 def benchmarks_of(kind: Kind) -> tuple[str, ...]:
     """The table's benchmark names of one kind, in report order."""
     return tuple(name for name, metric in METRICS.items() if metric.kind is kind)
-
-
-def all_metrics() -> list[Metric]:
-    """Every metric in report order, with each accuracy metric's verdict after it."""
-    return [
-        listed
-        for metric in METRICS.values()
-        for listed in (
-            (metric, verdict_metric(metric.name)) if metric.kind is Kind.ACCURACY else (metric,)
-        )
-    ]
 
 
 def rank(benchmark: str) -> int:

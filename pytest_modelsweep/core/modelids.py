@@ -17,7 +17,7 @@ class ModelIdParser:
         if open_at < 0 or not nodeid.endswith("]"):
             return None
         params = nodeid[open_at + 1 : -1]
-        for name in self.names:
-            if params == name or params.startswith(name + "-"):
-                return name
-        return None
+        return next(
+            (name for name in self.names if params == name or params.startswith(name + "-")),
+            None,
+        )

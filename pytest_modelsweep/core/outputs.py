@@ -63,10 +63,6 @@ def write_file(path: Path | str, option: str, text: str) -> None:
         raise write_failure(option, path, error) from None
 
 
-def _existing_ancestor(path: Path) -> Path:
-    return next((p for p in (path, *path.parents) if os.path.lexists(p)), Path("."))
-
-
 def _probe(folder: Path) -> None:
     """Write one byte into a new file in ``folder`` and remove it (raises OSError)."""
     handle, name = tempfile.mkstemp(dir=folder, prefix=".modelsweep-write-check-")
@@ -80,7 +76,8 @@ def _probe(folder: Path) -> None:
 
 def _folder_problem(folder: Path) -> str | None:
     """Why files cannot be made in ``folder`` (made as needed), or None."""
-    existing = _existing_ancestor(folder.absolute())
+    path = folder.absolute()
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), Path("."))
     if not existing.is_dir():
         return f"{existing} is a file, not a folder"
     try:

@@ -124,6 +124,18 @@ def _string_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def tool_call_of(call: Any) -> ToolCall:
+    """One OpenAI tool call (``{"id", "function": {"name", "arguments"}}``) as a
+    :class:`ToolCall`: a field that is not a string (or is missing) is None."""
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    return ToolCall(
+        id=_string_or_none(call.get("id")),
+        name=_string_or_none(function.get("name")),
+        arguments=_string_or_none(function.get("arguments")),
+    )
+
+
 def _tool_calls_of_older_response(response: str) -> list[ToolCall] | None:
     """The tool calls an older record kept as its ``response``: a JSON list of OpenAI tool calls."""
     if not response.startswith("["):
@@ -140,14 +152,7 @@ def _tool_calls_of_older_response(response: str) -> list[ToolCall] | None:
         )
     ):
         return None
-    return [
-        ToolCall(
-            id=_string_or_none(call.get("id")),
-            name=_string_or_none(call["function"].get("name")),
-            arguments=_string_or_none(call["function"].get("arguments")),
-        )
-        for call in calls
-    ]
+    return [tool_call_of(call) for call in calls]
 
 
 def completion_of_older_record(data: dict[str, Any]) -> Completion:
@@ -157,10 +162,7 @@ def completion_of_older_record(data: dict[str, Any]) -> Completion:
     response = str(data.get("response") or "")
     error = data.get("error")
     extracted = data.get("extracted")
-    error_type = extracted.get("error_type") if isinstance(extracted, dict) else None
-    kind: ErrorKind | None = None
-    if error is not None:
-        kind = "response" if error_type == "response_error" else "request"
+    bfcl_says = isinstance(extracted, dict) and extracted.get("error_type") == "response_error"
     return Completion(
         text=response,
         tool_calls=_tool_calls_of_older_response(response),
@@ -168,7 +170,7 @@ def completion_of_older_record(data: dict[str, Any]) -> Completion:
         prompt_tokens=data.get("prompt_tokens"),
         completion_tokens=data.get("completion_tokens"),
         error=error,
-        error_kind=kind,
+        error_kind=None if error is None else ("response" if bfcl_says else "request"),
     )
 
 

@@ -26,24 +26,21 @@ def _git(rootdir: Path, *args: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def _cpu_model() -> str:
+def _proc_value(path: str, key: str) -> str | None:
+    """The value after ``key:`` in a ``/proc`` file (None where there is none)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        for line in Path(path).read_text().splitlines():
+            name, colon, value = line.partition(":")
+            if colon and name.strip() == key:
+                return value.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return None
 
 
 def _memory_gib() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 1024 / 1024, 1)
-    except (OSError, ValueError):
-        pass
-    return None
+    total = (_proc_value("/proc/meminfo", "MemTotal") or "").split()[:1]
+    return round(int(total[0]) / 1024 / 1024, 1) if total and total[0].isdigit() else None
 
 
 def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str, Any]:
@@ -66,7 +63,7 @@ def run_provenance(rootdir: Path, sweep_path: str, args: list[str]) -> dict[str,
         "machine": {
             "hostname": socket.gethostname(),
             "platform": platform.platform(),
-            "cpu": _cpu_model(),
+            "cpu": _proc_value("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
             "cpu_count": os.cpu_count(),
             "memory_gib": _memory_gib(),
         },

@@ -313,10 +313,11 @@ def _parse_model(table: _Table) -> ModelSpec:
                 "brackets, slashes, '=' or spaces (they become test ids and "
                 "--endpoint NAME=URL)"
             )
-        source = table.value("source", "str")
         return {
             "name": name,
-            "source": parse_source(source, f"{table.path}: {table.where}.source"),
+            "source": parse_source(
+                table.value("source", "str"), f"{table.path}: {table.where}.source"
+            ),
             "served_name": table.value("served_name", "str", name),
             "license": table.value("license", "str").lower(),
             "tool_call_parser": table.value("tool_call_parser", "str | None", None) or None,

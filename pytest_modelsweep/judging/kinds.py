@@ -26,6 +26,7 @@ from ..core.measurements import (
     SequentialVerdict,
     ThroughputRatioStats,
     ThroughputStats,
+    flags_text,
     knob_text,
 )
 from ..core.metrics import (
@@ -385,7 +386,8 @@ class ThroughputComparison(_Pair):
             f"{self.candidate} ÷ {self.reference}, {self.metric} c{concurrency}"
             f"{f' p{prompt_tokens}' if prompt_tokens else ''}: {interval.ratio:.2f}x, "
             f"{verdict.value} ({shown}, tolerance ±{tolerance:.0%}, repeats "
-            f"{interval.candidate_n}/{interval.reference_n}{stats.flags_text()})"
+            f"{interval.candidate_n}/{interval.reference_n}"
+            f"{flags_text(stats.candidate_flags, stats.reference_flags)})"
         )
         return Judged(
             verdict,
@@ -588,7 +590,8 @@ class CapacityComparison(_Pair):
         summary = (
             f"{self.candidate} ÷ {self.reference}, capacity{' in req/s' if rate else ''} "
             f"under {self.slo} ({self.attainment_target:.0%} attainment): {figures}, "
-            f"tolerance ±{tolerance:.0%}{stats.flags_text()})"
+            f"tolerance ±{tolerance:.0%}"
+            f"{flags_text(stats.candidate_flags, stats.reference_flags)})"
         )
         return Judged(
             verdict,

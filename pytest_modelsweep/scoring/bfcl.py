@@ -124,6 +124,11 @@ def _guard_operands(node: ast.BinOp, left: Any, right: Any) -> None:
             raise _refuse(node, "format width too large")
 
 
+_DISPLAYS: dict[type[ast.expr], Callable[[Any], Any]] = {
+    ast.List: list,
+    ast.Tuple: tuple,
+    ast.Set: set,
+}
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
@@ -144,10 +149,7 @@ def _evaluate(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_evaluate(item) for item in node.elts]
-        if isinstance(node, ast.List):
-            return items
-        return tuple(items) if isinstance(node, ast.Tuple) else set(items)
+        return _DISPLAYS[type(node)](_evaluate(item) for item in node.elts)
     if isinstance(node, ast.Dict):
         if any(key is None for key in node.keys):
             raise _refuse(node, "** in a dictionary")
@@ -316,12 +318,6 @@ def standardize_string(text: str) -> str:
     return re.sub(r"[ \,\.\/\-\_\*\^]", "", text).lower().replace("'", '"')
 
 
-@dataclass(frozen=True)
-class _TypeResult:
-    check: BfclCheck
-    is_variable: bool = False
-
-
 def _type_checker(
     param: str,
     value: Any,
@@ -329,21 +325,21 @@ def _type_checker(
     expected_description: str,
     expected: type,
     nested: type | None,
-) -> _TypeResult:
-    """BFCL's ``type_checker`` (one level of nesting); a value of the accepted answers' type
-    rather than the schema's is a variable name (``is_variable``)."""
+) -> tuple[BfclCheck, bool]:
+    """BFCL's ``type_checker`` (one level of nesting): its check, and whether the value is a
+    variable name (of the accepted answers' type rather than the schema's)."""
     answer_type = next((type(answer) for answer in possible if answer != ""), None)
     is_variable = answer_type is not None and answer_type != expected
     failure: BfclCheck | None = None
     if type(value) is expected:
         if nested is None:
-            return _TypeResult(VALID, is_variable)
+            return VALID, is_variable
         for answer_item in possible:
             if type(answer_item) is not list or all(
-                _type_checker(param, v, answer_item, nested.__name__, nested, None).check.valid
+                _type_checker(param, v, answer_item, nested.__name__, nested, None)[0].valid
                 for v in cast(list[Any], value)
             ):
-                return _TypeResult(VALID, is_variable)
+                return VALID, is_variable
         failure = BfclCheck(
             False,
             "type_error:nested",
@@ -351,8 +347,8 @@ def _type_checker(
             f"{expected_description} of {nested.__name__}, got {value!r}",
         )
     if answer_type is not None and type(value) is answer_type:
-        return _TypeResult(failure or VALID, True)
-    return _TypeResult(
+        return failure or VALID, True
+    return (
         BfclCheck(
             False,
             "type_error:simple",
@@ -371,31 +367,23 @@ def _wrong_value(kind: str, param: str, value: Any, possible: Sequence[Any]) -> 
     )
 
 
-def _string_checker(param: str, value: str, possible: Sequence[Any]) -> BfclCheck:
-    accepted = [standardize_string(a) for a in possible if type(a) is str]
-    return (
-        _wrong_value("string", param, value, possible)
-        if standardize_string(value) not in accepted
-        else VALID
-    )
-
-
 def _standardize_item(item: Any) -> Any:
     return standardize_string(item) if type(item) is str else item
 
 
-def _list_checker(param: str, value: list[Any], possible: Sequence[Any]) -> BfclCheck:
-    standardized = [_standardize_item(item) for item in value]
-    accepted = [
-        [_standardize_item(item) for item in answer]
-        for answer in possible
-        if isinstance(answer, (list, str))
-    ]
-    return (
-        _wrong_value("list/tuple", param, value, possible)
-        if standardized not in accepted
-        else VALID
-    )
+def _standardized_checker(
+    kind: str, answers: tuple[type, ...], standardize: Callable[[Any], Any]
+) -> Callable[[str, Any, Sequence[Any]], BfclCheck]:
+    """BFCL's string or list checker: the value, standardized, must be one of the answers
+    of the ``answers`` types, standardized alike."""
+
+    def check(param: str, value: Any, possible: Sequence[Any]) -> BfclCheck:
+        accepted = [standardize(answer) for answer in possible if type(answer) in answers]
+        return (
+            VALID if standardize(value) in accepted else _wrong_value(kind, param, value, possible)
+        )
+
+    return check
 
 
 def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]) -> BfclCheck:
@@ -403,13 +391,12 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
     for possible in possibles:
         if not isinstance(possible, dict):
             continue
-        ok = True
+        result = VALID
         for key, item in value.items():
             if key not in possible:
                 result = BfclCheck(
                     False, "value_error:dict_key", f"unexpected key {key!r} in {param!r}"
                 )
-                ok = False
                 break
             accepted = [_standardize_item(a) for a in possible[key]]
             if _standardize_item(item) not in accepted:
@@ -419,16 +406,14 @@ def _dict_checker(param: str, value: Mapping[str, Any], possibles: Sequence[Any]
                     f"wrong value for key {key!r} of {param!r}: {item!r}, "
                     f"expected one of {accepted!r}",
                 )
-                ok = False
                 break
         for key, accepted_values in possible.items():
             if key not in value and "" not in accepted_values:
                 result = BfclCheck(
                     False, "value_error:dict_key", f"missing key {key!r} in {param!r}"
                 )
-                ok = False
                 break
-        if ok:
+        if result.valid:
             return VALID
     return result
 
@@ -461,8 +446,10 @@ def _list_dict_checker(param: str, value: list[Any], possibles: Sequence[Any]) -
 
 _CHECKERS: dict[type, Callable[[str, Any, Sequence[Any]], BfclCheck]] = {
     dict: _dict_checker,
-    str: _string_checker,
-    list: _list_checker,
+    str: _standardized_checker("string", (str,), standardize_string),
+    list: _standardized_checker(
+        "list/tuple", (list, str), lambda items: [_standardize_item(item) for item in items]
+    ),
 }
 """The value checker of a parameter by its schema type (others: the value is an answer)."""
 
@@ -513,12 +500,14 @@ def simple_function_checker(
         if description == "float" and type(value) is int:
             value = float(value)
 
-        typed = _type_checker(param, value, possible[param], description, expected, nested)
-        if not typed.check.valid:
-            return typed.check
+        typed, is_variable = _type_checker(
+            param, value, possible[param], description, expected, nested
+        )
+        if not typed.valid:
+            return typed
         checker = (
             None
-            if typed.is_variable
+            if is_variable
             else (
                 _list_dict_checker
                 if expected is list and nested is dict

@@ -71,8 +71,7 @@ def windows_attainment(
     good, total = sum(g for g, _ in windows), sum(n for _, n in windows)
     deff = design_effect(windows)
     if deff == 1.0:
-        interval = attainment_interval(good, total, confidence)
-        return replace(interval, windows=len(windows)) if len(windows) > 1 else interval
+        return replace(attainment_interval(good, total, confidence), windows=len(windows))
     effective = total / deff
     low, high = _clopper_pearson(good / total * effective, effective, confidence)
     return AttainmentInterval(

@@ -95,11 +95,6 @@ class PairedInterval:
         """Whether zero lies inside the closed interval [low, high]."""
         return self.low <= 0.0 <= self.high
 
-    @property
-    def width(self) -> float:
-        """high - low."""
-        return self.high - self.low
-
 
 @dataclass(frozen=True)
 class HolmComparison:
@@ -123,8 +118,9 @@ def _check_resamples(resamples: int) -> int:
 
 def _check_method(method: str) -> IntervalMethod:
     if method not in get_args(IntervalMethod):
-        known = ", ".join(get_args(IntervalMethod))
-        raise ValueError(f"unknown interval method {method!r}; use one of: {known}")
+        raise ValueError(
+            f"unknown interval method {method!r}; use one of: {', '.join(get_args(IntervalMethod))}"
+        )
     return cast(IntervalMethod, method)
 
 
@@ -347,8 +343,7 @@ def holm_intervals(
         name: _interval(sample, 1.0 - alpha, method, seed).p_value
         for name, sample in samples.items()
     }
-    steps = holm_step_down(p_values, alpha, test)
     return {
         name: HolmComparison(name, step.rank, step.rejected, step.result)
-        for name, step in steps.items()
+        for name, step in holm_step_down(p_values, alpha, test).items()
     }

@@ -98,6 +98,20 @@ def _logs(values: Sequence[float], what: str) -> FloatArray:
     return np.log(array)
 
 
+def _term(logs: FloatArray) -> tuple[float, float]:
+    """A side's variance of its mean log, and its df."""
+    return float(np.var(logs, ddof=1)) / logs.size, logs.size - 1
+
+
+def _welch(*terms: tuple[float, float]) -> tuple[float, float]:
+    """The variance of a sum of independent means (each term: its variance and df) and its
+    Welch-Satterthwaite df; with no spread at all, a zero-width interval, df as if pooled."""
+    variance = sum(term for term, _ in terms)
+    if variance > 0:
+        return variance, variance**2 / sum(term**2 / df for term, df in terms)
+    return variance, float(sum(df for _, df in terms))
+
+
 def _ratio_from_log(
     log_ratio: float,
     variance: float,
@@ -165,13 +179,7 @@ def ratio_interval(
     if min(log_c.size, log_r.size) == 1:
         variance = df = math.nan
     else:
-        a = float(np.var(log_c, ddof=1)) / log_c.size
-        b = float(np.var(log_r, ddof=1)) / log_r.size
-        variance = a + b
-        if variance > 0:
-            df = variance**2 / (a**2 / (log_c.size - 1) + b**2 / (log_r.size - 1))
-        else:  # identical repeats on both sides: a zero-width interval, df as if pooled
-            df = float(log_c.size + log_r.size - 2)
+        variance, df = _welch(_term(log_c), _term(log_r))
     return _ratio_from_log(
         float(log_c.mean() - log_r.mean()),
         variance,
@@ -239,18 +247,12 @@ def ratio_interval_between_runs(
     k = len(run_logs)
     run_means = np.array([float(logs.mean()) for logs in run_logs])
     between = float(np.var(run_means, ddof=1))
-    within_terms = [float(np.var(logs, ddof=1)) / logs.size for logs in run_logs if logs.size > 1]
+    within_terms = [_term(logs)[0] for logs in run_logs if logs.size > 1]
     tau_squared = max(0.0, between - (float(np.mean(within_terms)) if within_terms else 0.0))
     if log_c.size == 1:
         variance = df = math.nan
     else:
-        candidate_term = float(np.var(log_c, ddof=1)) / log_c.size
-        baseline_term = between / k + tau_squared
-        variance = baseline_term + candidate_term
-        if variance > 0:
-            df = variance**2 / (baseline_term**2 / (k - 1) + candidate_term**2 / (log_c.size - 1))
-        else:
-            df = float(k - 1 + log_c.size - 1)
+        variance, df = _welch((between / k + tau_squared, k - 1), _term(log_c))
     return _ratio_from_log(
         float(log_c.mean() - run_means.mean()),
         variance,

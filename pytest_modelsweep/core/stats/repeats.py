@@ -70,10 +70,11 @@ class RepeatPolicy:
         sd = statistics.stdev(math.log(value) for value in first)
         from .intervals import t_half_width
 
-        for total in range(self.first_stage, self.most):
-            if math.expm1(t_half_width(sd / math.sqrt(total), self.first_stage - 1)) <= self.target:
-                return total
-        return self.most
+        half_widths = (
+            (total, math.expm1(t_half_width(sd / math.sqrt(total), self.first_stage - 1)))
+            for total in range(self.first_stage, self.most)
+        )
+        return next((total for total, half in half_widths if half <= self.target), self.most)
 
     def done(self, values: Sequence[float]) -> bool:
         """Whether the repeats measured so far (their ``values``) are all this policy takes."""

@@ -61,11 +61,6 @@ class SequenceInterval:
     confidence: float
     method: str
 
-    @property
-    def width(self) -> float:
-        """high - low."""
-        return self.high - self.low
-
 
 @dataclass(frozen=True)
 class SequentialDecision:
@@ -80,11 +75,6 @@ class SequentialDecision:
     interval: SequenceInterval
     margin: float | None
     message: str
-
-    @property
-    def stopped(self) -> bool:
-        """Whether no more items are needed for this comparison."""
-        return self.verdict is not None
 
 
 # --------------------------------------------------------------------------- validation

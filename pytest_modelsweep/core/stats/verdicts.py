@@ -39,15 +39,19 @@ def check_margin(margin: float | None) -> float | None:
     return None if margin is None else float(margin)
 
 
-class DifferenceBounds(Protocol):
-    """An interval of candidate − reference (the paired bootstrap's ``PairedInterval``);
-    ``too_few_items``: it does not hold its coverage."""
+class _Bounds(Protocol):
+    """The ends of an interval."""
 
     @property
     def low(self) -> float: ...
 
     @property
     def high(self) -> float: ...
+
+
+class DifferenceBounds(_Bounds, Protocol):
+    """An interval of candidate − reference (the paired bootstrap's ``PairedInterval``);
+    ``too_few_items``: it does not hold its coverage."""
 
     @property
     def too_few_items(self) -> bool: ...
@@ -76,15 +80,9 @@ def decide_verdict(interval: DifferenceBounds, margin: float | None = None) -> V
     return Verdict.INCONCLUSIVE
 
 
-class RatioBounds(Protocol):
+class RatioBounds(_Bounds, Protocol):
     """An interval of candidate ÷ reference (throughput, capacity, capacity in req/s);
     ``degenerate``: it has no spread to judge by."""
-
-    @property
-    def low(self) -> float: ...
-
-    @property
-    def high(self) -> float: ...
 
     @property
     def degenerate(self) -> bool: ...
