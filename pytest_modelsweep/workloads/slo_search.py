@@ -633,24 +633,43 @@ def search_stats(
     )
 
 
-def _measure(
+def measure_capacity(
     endpoint: Endpoint,
     settings: BenchSettings,
     slo: Slo,
     knob: Knob,
-    policy: StepPolicy,
     record_measurement: Callable[..., Any],
     progress: Callable[[str], None],
-    params: Mapping[str, Any],
     source: str = "",
 ) -> SearchResult[MeasuredWindow]:
     """Search one endpoint's capacity over ``knob`` under ``slo`` and record it (one that broke
-    off too, its capacity null); MeasurementError for a search stopped at a broken window."""
+    off too, its capacity null); MeasurementError for a search stopped at a broken window.
+    Concurrency: up to ``knob.maximum`` (its ``source`` recorded), recorded as ``capacity``;
+    rate: in requests/s (``--rate-sweep``, ``--burstiness``, ``--slo-attainment``), recorded
+    as ``rate_capacity``."""
     from .contention import ContentionMeter
     from .prompts import make_tokenizer
+    from .throughput import OUTPUT_TOKENS
 
     name, target, rate = endpoint.model.name, settings.slo_attainment, knob.name == RATE
+    policy = RATE_POLICY if rate else StepPolicy()
     requests = requests_per_step(settings, policy.confidence) if rate else 0
+    searched = (
+        {
+            "rate_sweep": str(settings.rate_sweep),
+            "burstiness": settings.burstiness,
+            "timed_requests": requests,
+            "output_tokens": OUTPUT_TOKENS,
+        }
+        if rate
+        else {
+            "max_concurrency": int(knob.maximum),
+            "output_tokens": OUTPUT_TOKENS,
+            "timed_requests": settings.timed_requests,
+            **policy.as_params(),
+        }
+    )
+    params = {"slo": slo.as_dict(), "attainment_target": settings.slo_attainment, **searched}
     tokenizer = make_tokenizer(endpoint)
     server_pids = endpoint.server_pids()
     windows: list[MeasuredWindow] = []
@@ -743,71 +762,6 @@ def _measure(
     if result.error is not None:
         raise MeasurementError(f"{name}: {result.error}")
     return result
-
-
-def measure_capacity(
-    endpoint: Endpoint,
-    settings: BenchSettings,
-    slo: Slo,
-    max_concurrency: int,
-    source: str,
-    record_measurement: Callable[..., Any],
-    progress: Callable[[str], None],
-) -> SearchResult[MeasuredWindow]:
-    """The capacity in concurrent requests of one endpoint under ``slo``, up to
-    ``max_concurrency`` (its ``source`` recorded), recorded as ``capacity``."""
-    from .throughput import OUTPUT_TOKENS
-
-    policy = StepPolicy()
-    return _measure(
-        endpoint,
-        settings,
-        slo,
-        Knob.concurrency(max_concurrency),
-        policy,
-        record_measurement,
-        progress,
-        source=source,
-        params={
-            "slo": slo.as_dict(),
-            "attainment_target": settings.slo_attainment,
-            "max_concurrency": max_concurrency,
-            "output_tokens": OUTPUT_TOKENS,
-            "timed_requests": settings.timed_requests,
-            **policy.as_params(),
-        },
-    )
-
-
-def measure_rate_capacity(
-    endpoint: Endpoint,
-    settings: BenchSettings,
-    slo: Slo,
-    record_measurement: Callable[..., Any],
-    progress: Callable[[str], None],
-) -> SearchResult[MeasuredWindow]:
-    """The capacity in requests/s of one endpoint under ``slo`` (``--rate-sweep``,
-    ``--burstiness``, ``--slo-attainment``), recorded as ``rate_capacity``."""
-    from .throughput import OUTPUT_TOKENS
-
-    knob = Knob.rate(settings.rate_sweep.start_rps, settings.rate_sweep.max_rps)
-    return _measure(
-        endpoint,
-        settings,
-        slo,
-        knob,
-        RATE_POLICY,
-        record_measurement,
-        progress,
-        params={
-            "slo": slo.as_dict(),
-            "attainment_target": settings.slo_attainment,
-            "rate_sweep": str(settings.rate_sweep),
-            "burstiness": settings.burstiness,
-            "timed_requests": requests_per_step(settings),
-            "output_tokens": OUTPUT_TOKENS,
-        },
-    )
 
 
 # --------------------------------------------------------------------------- comparing
