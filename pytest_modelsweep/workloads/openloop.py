@@ -42,8 +42,7 @@ from .throughput import (
     sampled_window,
     settled_metrics,
     summarize,
-    throughput_requests,
-    warmup_requests_of,
+    window_requests,
 )
 
 DEFAULT_SATURATION_TOLERANCE = 0.10
@@ -160,14 +159,6 @@ class OpenLoopWindow:
         return self.saturation.achieved_rps
 
     @property
-    def capped(self) -> int:
-        return self.saturation.capped
-
-    @property
-    def saturated(self) -> bool:
-        return self.saturation.saturated
-
-    @property
     def saturation_reason(self) -> str | None:
         return self.saturation.reason()
 
@@ -240,10 +231,7 @@ def run_open_loop(
         unique_prefixes=unique_prefixes,
     )
     label = f"open-{arrivals.rate:g}rps-p{prompts.length}-o{output_tokens}"
-    warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
-    timed_reqs = throughput_requests(
-        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
-    )
+    warm_reqs, timed_reqs = window_requests(prompts, output_tokens=output_tokens, label=label)
     offsets = arrivals.offsets(timed_requests, seed)
     guard = Guard(
         idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials, breaker=endpoint.breaker

@@ -32,7 +32,7 @@ from ..core.secrets import Credentials
 from ..core.slo import Goodput, Slo, window_goodput
 from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler
-from .prompts import ServerTokenizer, draw_window_prompts
+from .prompts import ServerTokenizer, WindowPrompts, draw_window_prompts
 
 FIDELITY_RANGE = (0.99, 1.01)
 """Our completion tokens ÷ the server's generated-tokens counter delta must be in here."""
@@ -63,15 +63,18 @@ WARMUP_OUTPUT_TOKENS = 16
 first batches, lazy allocations) out of the timed window."""
 
 
-def warmup_requests_of(
-    prompts: Sequence[str],
-    *,
-    output_tokens: int,
-    label: str,
-) -> list[ApiRequest]:
-    """A window's warm-up requests: :data:`WARMUP_OUTPUT_TOKENS` tokens each, at most."""
-    return throughput_requests(
-        prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS), id_prefix=f"warmup-{label}"
+def window_requests(
+    prompts: WindowPrompts, *, output_tokens: int, label: str
+) -> tuple[list[ApiRequest], list[ApiRequest]]:
+    """A window's warm-up requests (:data:`WARMUP_OUTPUT_TOKENS` tokens each, at most) and its
+    timed ones (``output_tokens`` each)."""
+    warmup = throughput_requests(
+        prompts.warmup,
+        output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS),
+        id_prefix=f"warmup-{label}",
+    )
+    return warmup, throughput_requests(
+        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
     )
 
 
@@ -385,16 +388,12 @@ def run_throughput(
         user_prompts=user_prompts,
         unique_prefixes=unique_prefixes,
     )
-    length, each, bos = prompts.length, prompts.each, prompts.bos
     label = (
-        f"c{concurrency}-p{length}-o{output_tokens}"
+        f"c{concurrency}-p{prompts.length}-o{output_tokens}"
         if user_prompts is None
         else f"c{concurrency}-user-o{output_tokens}"
     )
-    warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
-    timed_reqs = throughput_requests(
-        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
-    )
+    warm_reqs, timed_reqs = window_requests(prompts, output_tokens=output_tokens, label=label)
 
     def overdue(waiting: int, seconds: float) -> None:
         if progress is not None:
@@ -435,14 +434,14 @@ def run_throughput(
     return summarize(
         timed,
         concurrency=concurrency,
-        prompt_tokens=length,
+        prompt_tokens=prompts.length,
         output_tokens=output_tokens,
         server_kind=endpoint.server_kind,
         counters_before=before,
         counters_after=after,
-        bos_tokens=bos,
+        bos_tokens=prompts.bos,
         warmup=warm,
-        prompt_tokens_each=each,
+        prompt_tokens_each=prompts.each,
         no_cache=prompts.no_cache,
         server=sampled.window,
     )
