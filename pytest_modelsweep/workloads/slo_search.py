@@ -591,16 +591,20 @@ def search_stats(
     """The record of a search: ``result`` None (with ``error``) when it broke off."""
     steps = tuple(replace(step, recorded=window.figures) for step, window in measured)
     at = None if result is None else result.capacity_step
-    at_capacity = None
-    if at is not None:
-        usd = (
+    at_capacity = (
+        None
+        if at is None
+        else AtCapacity(
+            at.output_tokens_per_s,
+            at.goodput_rps,
+            at.slo_attainment,
             None
             if settings.pricing is None
             else usd_per_million_output_tokens(
                 settings.pricing.usd_per_hour, at.output_tokens_per_s
-            )
+            ),
         )
-        at_capacity = AtCapacity(at.output_tokens_per_s, at.goodput_rps, at.slo_attainment, usd)
+    )
     contended = sum(1 for _, window in measured if window.contention.contended)
     common: dict[str, Any] = {
         "capacity": None if result is None else result.capacity,
