@@ -253,7 +253,7 @@ def run_open_loop(
     gauge = InFlight()
     with sampled_window(
         endpoint, gauge, meter, sample=server_metrics, interval_s=metrics_interval_s
-    ) as sampled:
+    ) as sampler:
         run: OpenLoopRun = asyncio.run(
             stream_open_loop(
                 endpoint.v1,
@@ -280,7 +280,7 @@ def run_open_loop(
         warmup=warm,
         prompt_tokens_each=prompts.each,
         no_cache=prompts.no_cache,
-        server=sampled.window,
+        server=None if sampler is None else sampler.window,
     )
     done = [r for r in result.records if r.error is None]  # the rate they completed at:
     saturation = Saturation(

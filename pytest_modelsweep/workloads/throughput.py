@@ -318,13 +318,6 @@ def settled_metrics(
     return metrics
 
 
-class SampledWindow:
-    """What :func:`sampled_window` saw: the server's metrics (None until the window ends, or
-    when not sampled)."""
-
-    window: ServerMetricsWindow | None = None
-
-
 @contextlib.contextmanager
 def sampled_window(
     endpoint: Endpoint,
@@ -333,10 +326,10 @@ def sampled_window(
     *,
     sample: bool = True,
     interval_s: float = DEFAULT_INTERVAL_S,
-) -> Iterator[SampledWindow]:
+) -> Iterator[MetricsSampler | None]:
     """Around a window's timed requests: ``meter`` and, if ``sample``, the server's
-    ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count."""
-    sampled = SampledWindow()
+    ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count; yields the
+    sampler (its ``window`` set once the window ends), None when not sampling."""
     sampler = (
         MetricsSampler(
             endpoint.base_url,
@@ -352,8 +345,7 @@ def sampled_window(
         meter if meter is not None else contextlib.nullcontext(),
         sampler if sampler is not None else contextlib.nullcontext(),
     ):
-        yield sampled
-    sampled.window = sampler.window if sampler is not None else None
+        yield sampler
 
 
 def run_throughput(
@@ -426,7 +418,7 @@ def run_throughput(
         endpoint.base_url, endpoint.server_kind, credentials=creds, timeout_s=metrics_s
     )
     gauge = InFlight()
-    with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampled:
+    with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampler:
         timed = asyncio.run(stream(timed_reqs, gauge))
     after = settled_metrics(
         endpoint.base_url, endpoint.server_kind, credentials=creds, timeout_s=metrics_s
@@ -443,7 +435,7 @@ def run_throughput(
         warmup=warm,
         prompt_tokens_each=prompts.each,
         no_cache=prompts.no_cache,
-        server=sampled.window,
+        server=None if sampler is None else sampler.window,
     )
 
 
