@@ -340,7 +340,6 @@ class Evaluate(Protocol):
     ) -> EvaluationResult:
         """Send ``items`` (the first ``--limit`` of them) with ``concurrency`` in flight, store
         each as it is scored, record the measurement; fail in one line on failed items."""
-        ...
 
 
 __all__ = [

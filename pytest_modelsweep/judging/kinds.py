@@ -253,9 +253,7 @@ class AccuracyComparison(_Pair):
         }
         sequence: SequentialVerdict | None = None
         if isinstance(interval, SequentialJudgement):
-            sequence = sequential_verdict(
-                interval.sides, interval.decision, sides.candidate.items, sides.reference.items
-            )
+            sequence = sequential_verdict(interval.sides, interval.decision)
             shown, rule = None, f"sequence+{rule}"
             summary = (
                 f"{head}, {sequence.text()} (difference {sequence.difference:+.3f}, "

@@ -493,17 +493,12 @@ def pair_sequentially(
     return SequentialSides(scores_of(first[1]), scores_of(second[1]), order, size_a)
 
 
-def sequential_verdict(
-    sides: SequentialSides,
-    decision: SequentialDecision,
-    candidate_items: Sequence[ItemRecord],
-    reference_items: Sequence[ItemRecord],
-) -> SequentialVerdict:
-    """The record of a sequential verdict (``decision`` over ``sides``)."""
+def sequential_verdict(sides: SequentialSides, decision: SequentialDecision) -> SequentialVerdict:
+    """The record of a sequential verdict (``decision`` over ``sides``, the candidate's
+    first): its figures over the prefix it used, which both sides scored."""
     interval = decision.interval
     used = sides.order[: interval.n]
-    a = {r.item_id: r.credit for r in candidate_items}
-    b = {r.item_id: r.credit for r in reference_items}
+    a, b = sides.first, sides.second
     n = len(used)
     return SequentialVerdict(
         difference=interval.difference,

@@ -64,8 +64,10 @@ def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
     if len(sends) < 3:
         return None
     order = np.arange(len(sends), dtype=float)
-    send_slope = float(np.polyfit(order, np.sort(np.asarray(sends, dtype=float)), 1)[0])
-    end_slope = float(np.polyfit(order, np.sort(np.asarray(ends, dtype=float)), 1)[0])
+    send_slope, end_slope = (
+        float(np.polyfit(order, np.sort(np.asarray(times, dtype=float)), 1)[0])
+        for times in (sends, ends)
+    )
     offered = offered_rate(sorted(sends))
     if offered is None or send_slope <= 0 or end_slope <= 0:
         return None
