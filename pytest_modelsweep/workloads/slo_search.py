@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..core.cost import Pricing, usd_per_million_output_tokens
 from ..core.errors import MeasurementError
@@ -179,11 +179,9 @@ INTERVAL_CONFIDENCE = StepPolicy().interval_confidence
 RATE_POLICY = StepPolicy(RATE_CONFIDENCE, min_windows=1)
 """A rate step: decided from its first window at 90% (its open-loop windows are larger)."""
 
-WindowT = TypeVar("WindowT", bound=SearchWindow)
-
 
 @dataclass(frozen=True)
-class SearchResult(Generic[WindowT]):
+class SearchResult:
     """What a search found: the capacity lies in ``[last_pass, first_fail)`` (0: none passed;
     None: none failed), ``inconclusive`` the undecided values between. With ``error`` (a
     broken window) no capacity is concluded; ``last_pass`` is what the clean windows showed."""
@@ -191,7 +189,6 @@ class SearchResult(Generic[WindowT]):
     knob: Knob
     target: float
     steps: tuple[SearchStep, ...]
-    windows: tuple[WindowT, ...]
     last_pass: float
     first_fail: float | None
     error: str | None = None
@@ -292,13 +289,13 @@ class SearchResult(Generic[WindowT]):
 
 
 def find_capacity(
-    measure: Callable[[Any], tuple[Goodput, WindowT]],
+    measure: Callable[[Any], tuple[Goodput, SearchWindow]],
     *,
     knob: Knob,
     target: float,
     policy: StepPolicy = StepPolicy(),
     on_step: Callable[[SearchStep], None] | None = None,
-) -> SearchResult[WindowT]:
+) -> SearchResult:
     """Search the capacity: ``measure(value)`` runs one timed window at that value; after
     navigating it decides the values that looked failing, lowest first, then those that
     looked passing, highest first, until one surely passes (:class:`StepPolicy`)."""
@@ -308,7 +305,6 @@ def find_capacity(
     if policy.min_windows < 1 or policy.max_windows < policy.min_windows:
         raise ValueError(f"a step policy needs 1 <= min_windows <= max_windows, got {policy}")
     steps: list[SearchStep] = []
-    windows: list[WindowT] = []
     pooled: dict[float, list[tuple[int, int]]] = {}
 
     def window(value: float) -> SearchStep:
@@ -349,7 +345,6 @@ def find_capacity(
                 else StepOutcome.UNDECIDED,
             )
         steps.append(step)
-        windows.append(measured_window)
         if on_step is not None:
             on_step(step)
         return step
@@ -374,12 +369,11 @@ def find_capacity(
         first_fail: float | None,
         error: str | None = None,
         inconclusive: Sequence[float] = (),
-    ) -> SearchResult[WindowT]:
+    ) -> SearchResult:
         return SearchResult(
             knob,
             target,
             tuple(steps),
-            tuple(windows),
             last_pass,
             first_fail,
             error,
@@ -583,7 +577,7 @@ def search_stats(
     settings: BenchSettings,
     knob: Knob,
     measured: Sequence[tuple[SearchStep, MeasuredWindow]],
-    result: SearchResult[MeasuredWindow] | None,
+    result: SearchResult | None,
     error: str | None,
     policy: StepPolicy,
     source: str = "",
@@ -645,7 +639,7 @@ def measure_capacity(
     record_measurement: Callable[..., Any],
     progress: Callable[[str], None],
     source: str = "",
-) -> SearchResult[MeasuredWindow]:
+) -> SearchResult:
     """Search one endpoint's capacity over ``knob`` under ``slo`` and record it (one that broke
     off too, its capacity null); MeasurementError for a search stopped at a broken window.
     Concurrency: up to ``knob.maximum`` (its ``source`` recorded), recorded as ``capacity``;
@@ -735,7 +729,7 @@ def measure_capacity(
         queued = "" if flag is None else f"; {flag}"
         progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}{queued}")
 
-    def record(result: SearchResult[MeasuredWindow] | None, error: str | None) -> None:
+    def record(result: SearchResult | None, error: str | None) -> None:
         sent = [
             {**r.to_dict(), "step": index, knob.name: step.value}
             for index, (step, window) in enumerate(measured)
