@@ -29,6 +29,7 @@ from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.workloads.slo_search import (
     NEEDS_SLO,
+    Knob,
     measure_capacity,
     server_max_concurrency,
 )
@@ -50,8 +51,9 @@ def test_capacity(
     max_concurrency, source = server_max_concurrency(
         endpoint.provenance.server_settings, sweep.serving.max_num_seqs
     )
+    knob = Knob.concurrency(max_concurrency)
     result = measure_capacity(
-        endpoint, bench_settings, slo, max_concurrency, source, record_measurement, progress
+        endpoint, bench_settings, slo, knob, record_measurement, progress, source
     )
     bracket = SearchBracket(result.last_pass, result.last_pass, result.first_fail)
     line = (

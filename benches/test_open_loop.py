@@ -31,7 +31,7 @@ from pytest_modelsweep.pytest.state import BenchSettings
 from pytest_modelsweep.serving import Endpoint
 from pytest_modelsweep.workloads.arrivals import ArrivalProcess
 from pytest_modelsweep.workloads.setting import measure_setting
-from pytest_modelsweep.workloads.slo_search import NEEDS_SLO, measure_rate_capacity
+from pytest_modelsweep.workloads.slo_search import NEEDS_SLO, Knob, measure_capacity
 
 NEEDS_RATE = "the open loop needs --request-rate, e.g. --request-rate 2"
 
@@ -72,7 +72,9 @@ def test_rate_capacity(
     if slo is None:
         pytest.skip(NEEDS_SLO[RATE])
     endpoint: Endpoint = request.getfixturevalue("endpoint")
-    result = measure_rate_capacity(endpoint, bench_settings, slo, record_measurement, progress)
+    sweep = bench_settings.rate_sweep
+    knob = Knob.rate(sweep.start_rps, sweep.max_rps)
+    result = measure_capacity(endpoint, bench_settings, slo, knob, record_measurement, progress)
     first_fail = "open" if result.first_fail is None else f"{result.first_fail:.3g}"
     progress(
         f"rate capacity {model_name} under {slo} ({bench_settings.slo_attainment:.0%} "

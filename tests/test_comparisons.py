@@ -31,8 +31,9 @@ RUN = "run-now"
 
 
 def repeat_values(side: ModelMeasurement) -> tuple[float, ...]:
-    assert isinstance(side.stats, ThroughputStats)
-    return side.stats.repeat_values
+    stats = side.measurement.stats
+    assert isinstance(stats, ThroughputStats)
+    return stats.repeat_values
 
 
 @pytest.fixture
@@ -164,7 +165,7 @@ def test_the_measurement_of_this_runs_setting_is_found_by_its_parameters(store: 
     assert isinstance(short, Found)
     assert isinstance(short.side, ModelMeasurement)
     assert repeat_values(short.side) == (90.0, 95.0) and short.side.run_id == RUN
-    assert short.side.provenance == PROV
+    assert short.side.measurement.provenance == PROV
     long = finder(store).measurement(
         "m", "throughput", {"concurrency": 16, "prompt_tokens": 1024}, expected_tests=["t"]
     )

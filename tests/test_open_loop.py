@@ -173,8 +173,8 @@ def test_window_below_capacity_is_clean_and_keeps_up() -> None:
     assert result.completed == 24 and result.total_completion_tokens == 24 * TOKENS
     assert result.fidelity == 1.0
     assert window.offered_rps == pytest.approx(CAPACITY_RPS / 4, rel=0.35)
-    assert not window.saturated and window.saturation_reason is None
-    assert window.capped == 0
+    assert not window.saturation.saturated and window.saturation_reason is None
+    assert window.saturation.capped == 0
     records = result.records
     assert [r.start for r in records] == pytest.approx(
         [window.result.records[0].start + o - window.offsets_s[0] for o in window.offsets_s]
@@ -246,7 +246,7 @@ def test_done_when_open_loop_p99_far_above_closed_loop_at_the_same_throughput() 
     # ... and a p99 latency far above the closed loop's
     assert window.result.e2e.p99 > 3 * closed.e2e.p99, (window.result.e2e, closed.e2e)
     assert window.result.ttft.p99 > 10 * closed.ttft.p99
-    assert window.saturated
+    assert window.saturation.saturated
     reason = window.saturation_reason
     assert reason is not None and reason.startswith("saturated: achieved ")
     # the server's own metrics saw the queue the client built

@@ -134,7 +134,7 @@ def sweep(
     *,
     growth: float = 2.0,
     resolution: float = 0.10,
-) -> SearchResult[FixedWindow]:
+) -> SearchResult:
     return find_capacity(
         server, knob=Knob.rate(start, maximum, growth, resolution), target=0.9, policy=RATE_POLICY
     )

@@ -92,7 +92,7 @@ def test_a_measurement_at_a_setting_comes_from_the_sweep_run(tmp_path: Path) -> 
     setting = {"concurrency": 16, "prompt_tokens": None}
     found = judge(store).measurement("ref", "throughput", setting, expected_tests=[])
     assert isinstance(found, Found) and found.side.run_id == "host-a"
-    assert found.side.stats.repeat_values == (90.0, 95.0)  # type: ignore[union-attr]
+    assert found.side.measurement.stats.repeat_values == (90.0, 95.0)  # type: ignore[union-attr]
     latest = judge(store, sweep_run=None).measurement(
         "ref", "throughput", setting, expected_tests=[]
     )

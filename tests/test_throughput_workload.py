@@ -559,7 +559,7 @@ def test_user_prompts_are_checked_against_their_own_lengths() -> None:
     with SseServer(bos=2) as srv:
         endpoint = endpoint_at(srv.base_url)
         tokenizer = ServerTokenizer(endpoint.tokenize_url, "llamacpp", "m")
-        tokenizer._added = 0  # as if the server claimed to add no BOS, then added two
+        tokenizer.added_special_tokens = 0  # as if the server claimed to add no BOS, then added two
         result = run_throughput(
             endpoint,
             concurrency=2,

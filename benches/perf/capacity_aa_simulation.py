@@ -126,7 +126,7 @@ class Server:
         return Goodput(good, n, duration), Window(256 * n / duration)
 
 
-def covered(result: SearchResult[Window], truth: int | None) -> bool:
+def covered(result: SearchResult, truth: int | None) -> bool:
     if truth is None:
         return result.first_fail is None
     return result.last_pass <= truth and (
@@ -134,7 +134,7 @@ def covered(result: SearchResult[Window], truth: int | None) -> bool:
     )
 
 
-def width(result: SearchResult[Window]) -> float:
+def width(result: SearchResult) -> float:
     high = MAX_CONCURRENCY if result.first_fail is None else result.first_fail - 1
     return high - result.last_pass
 

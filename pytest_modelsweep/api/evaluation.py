@@ -70,9 +70,7 @@ class EvalItem:
             if self.messages is None:
                 raise DataError(f"{where}: tools are sent with chat messages; give messages too")
             object.__setattr__(self, "tools", tuple(dict(tool) for tool in self.tools))
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        stop = tuple(self.stop)
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
         if not all(isinstance(s, str) and s for s in stop):
             raise DataError(f"{where}: stop must be a list of non-empty strings, got {stop!r}")
         object.__setattr__(self, "stop", stop)
@@ -164,12 +162,13 @@ def render_completion_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
 
 def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
     """The request sent for ``item`` to a model prompted by ``prompting``."""
-    settings: dict[str, Any] = {"max_tokens": item.max_tokens, "temperature": item.temperature}
-    if item.stop:
-        settings["stop"] = list(item.stop)
-    if item.seed is not None:
-        settings["seed"] = item.seed
-    settings.update(item.extra_body)
+    settings: dict[str, Any] = {
+        "max_tokens": item.max_tokens,
+        "temperature": item.temperature,
+        **({"stop": list(item.stop)} if item.stop else {}),
+        **({"seed": item.seed} if item.seed is not None else {}),
+        **item.extra_body,
+    }
     messages = [dict(m) for m in item.messages] if item.messages is not None else None
     if item.tools is not None and messages is not None:
         tools = [dict(tool) for tool in item.tools]
@@ -341,7 +340,6 @@ class Evaluate(Protocol):
     ) -> EvaluationResult:
         """Send ``items`` (the first ``--limit`` of them) with ``concurrency`` in flight, store
         each as it is scored, record the measurement; fail in one line on failed items."""
-        ...
 
 
 __all__ = [

@@ -91,7 +91,6 @@ class MeasureThroughput(Protocol):
         """Send ``prompts`` with exactly ``concurrency`` in flight, ``output_tokens`` each, over
         ``--repeats`` windows; record the mean output tokens/s. With ``rate`` (requests/s) the
         windows are open loops (at most ``concurrency`` in flight)."""
-        ...
 
 
 __all__ = ["MeasureThroughput", "checked_prompts", "load_prompts"]

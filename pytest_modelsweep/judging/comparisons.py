@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from ..core.measurements import Measurement, Stats
+from ..core.measurements import Measurement
 from ..core.outputs import OutputError
 from ..core.records import ItemRecord
 from ..store.database import Store
@@ -58,14 +58,6 @@ class ModelMeasurement:
     model: str
     run_id: str
     measurement: Measurement
-
-    @property
-    def provenance(self) -> dict[str, Any]:
-        return self.measurement.provenance
-
-    @property
-    def stats(self) -> Stats:
-        return self.measurement.stats
 
     @property
     def requests(self) -> RequestSettings:

@@ -235,10 +235,7 @@ def _usable_runs(
 
 def baseline_history(runs: Iterable[Iterable[Measurement]]) -> list[Measurement]:
     """A baseline's runs (oldest first) as one measurement per run and setting (its last)."""
-    out: list[Measurement] = []
-    for run in runs:
-        out += list({_key(m): m for m in run}.values())
-    return out
+    return [m for run in runs for m in {_key(m): m for m in run}.values()]
 
 
 def baseline_of(measurement: Measurement, baseline: Iterable[Measurement]) -> Measurement | None:

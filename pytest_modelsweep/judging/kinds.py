@@ -253,9 +253,7 @@ class AccuracyComparison(_Pair):
         }
         sequence: SequentialVerdict | None = None
         if isinstance(interval, SequentialJudgement):
-            sequence = sequential_verdict(
-                interval.sides, interval.decision, sides.candidate.items, sides.reference.items
-            )
+            sequence = sequential_verdict(interval.sides, interval.decision)
             shown, rule = None, f"sequence+{rule}"
             summary = (
                 f"{head}, {sequence.text()} (difference {sequence.difference:+.3f}, "
@@ -409,7 +407,7 @@ class ThroughputComparison(_Pair):
 
 def _flags(side: ModelMeasurement) -> tuple[str, ...]:
     """What makes a side doubtful (``unstable (CV 53%)``, ``contended``)."""
-    stats = side.stats
+    stats = side.measurement.stats
     return stats.flags if isinstance(stats, ThroughputStats | SearchStats) else ()
 
 
@@ -453,7 +451,7 @@ class CapacityComparison(_Pair):
         rate = self.knob == RATE
         brackets = []
         for side, role in zip(sides, ("candidate", "reference")):
-            stats = side.stats
+            stats = side.measurement.stats
             try:
                 if not isinstance(stats, SearchStats) or stats.knob != self.knob:
                     raise ValueError(
@@ -487,7 +485,7 @@ class CapacityComparison(_Pair):
         return None
 
     def _other_burstiness(self, sides: BothMeasured) -> str | None:
-        candidate, reference = (side.stats for side in sides)
+        candidate, reference = (side.measurement.stats for side in sides)
         if (
             isinstance(candidate, SearchStats)
             and isinstance(reference, SearchStats)
@@ -515,7 +513,7 @@ class CapacityComparison(_Pair):
         if refused is not None or isinstance(brackets, str):
             return refused
         if brackets[1].capacity == 0:
-            stats = sides[1].stats
+            stats = sides[1].measurement.stats
             why = (
                 None
                 if not isinstance(stats, SearchStats)
@@ -550,7 +548,9 @@ class CapacityComparison(_Pair):
             self.attainment_target,
             candidate.measurement.params.get("max_concurrency"),
             reference.measurement.params.get("max_concurrency"),
-            candidate.stats.confidence if isinstance(candidate.stats, SearchStats) else None,
+            candidate.measurement.stats.confidence
+            if isinstance(candidate.measurement.stats, SearchStats)
+            else None,
             candidate.run_id,
             reference.run_id,
             _flags(candidate),

@@ -467,17 +467,14 @@ def pair_sequentially(
 ) -> SequentialSides:
     """Pair two sides' (name, items, sequence or None) in the seeded order; PairingError unless
     both drew from the same items and the items both scored have the same source data."""
-    populations = []
-    for name, items, sequence in (first, second):
-        ids = [r.item_id for r in items]
-        populations.append(
-            (
-                name,
-                sequence.items_digest if sequence else items_digest(ids),
-                sequence.population if sequence else len(ids),
-            )
+    (name_a, digest_a, size_a), (name_b, digest_b, size_b) = (
+        (
+            name,
+            sequence.items_digest if sequence else items_digest(r.item_id for r in items),
+            sequence.population if sequence else len(items),
         )
-    (name_a, digest_a, size_a), (name_b, digest_b, size_b) = populations
+        for name, items, sequence in (first, second)
+    )
     if digest_a != digest_b:
         raise PairingError(
             f"refusing to pair {name_a} with {name_b}: they drew their items from different "
@@ -496,17 +493,12 @@ def pair_sequentially(
     return SequentialSides(scores_of(first[1]), scores_of(second[1]), order, size_a)
 
 
-def sequential_verdict(
-    sides: SequentialSides,
-    decision: SequentialDecision,
-    candidate_items: Sequence[ItemRecord],
-    reference_items: Sequence[ItemRecord],
-) -> SequentialVerdict:
-    """The record of a sequential verdict (``decision`` over ``sides``)."""
+def sequential_verdict(sides: SequentialSides, decision: SequentialDecision) -> SequentialVerdict:
+    """The record of a sequential verdict (``decision`` over ``sides``, the candidate's
+    first): its figures over the prefix it used, which both sides scored."""
     interval = decision.interval
     used = sides.order[: interval.n]
-    a = {r.item_id: r.credit for r in candidate_items}
-    b = {r.item_id: r.credit for r in reference_items}
+    a, b = sides.first, sides.second
     n = len(used)
     return SequentialVerdict(
         difference=interval.difference,

@@ -56,10 +56,16 @@ def throughput_ratio_interval(
     reference: ModelMeasurement,
 ) -> RatioInterval:
     """Refuse unlike serving and unusable rates, then candidate ÷ reference over the repeats."""
-    check_same_serving(candidate.model, candidate.provenance, reference.model, reference.provenance)
+    check_same_serving(
+        candidate.model,
+        candidate.measurement.provenance,
+        reference.model,
+        reference.measurement.provenance,
+    )
     sides = []
     for side in (candidate, reference):
-        values = side.stats.repeat_values if isinstance(side.stats, ThroughputStats) else ()
+        stats = side.measurement.stats
+        values = stats.repeat_values if isinstance(stats, ThroughputStats) else ()
         if not values:
             raise ModelsweepError(
                 f"cannot compare {candidate.model} with {reference.model}: {side.model}'s "

@@ -270,11 +270,9 @@ def evaluate(
             progress=progress,
         )
 
-    sequence = None
-    if rounds is None:
-        accuracy_run = send(chosen)
-    else:
-        accuracy_run, sequence = rounds(benchmark, chosen, send, recorded_params)
+    accuracy_run, sequence = (
+        (send(chosen), None) if rounds is None else rounds(benchmark, chosen, send, recorded_params)
+    )
     records = accuracy_run.records
     stats = AccuracyStats.of(
         summarise_items(records),

@@ -66,11 +66,6 @@ class ArrivalProcess:
                 f"more even), got {self.burstiness!r}"
             )
 
-    @property
-    def gap_cv(self) -> float:
-        """The coefficient of variation of the gaps: 1 / √burstiness (0 when infinite)."""
-        return 0.0 if math.isinf(self.burstiness) else 1.0 / math.sqrt(self.burstiness)
-
     def describe(self) -> str:
         """E.g. ``Poisson 2 req/s``, ``gamma (burstiness 0.5) 2 req/s``, ``all at once``."""
         shape = (

@@ -7,8 +7,8 @@ jiffy per CPU). Without ``/proc`` every figure is None; the meter never raises.
 
 from __future__ import annotations
 
-import math
 import os
+import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -245,10 +245,7 @@ class ContentionMeter:
 
 def coefficient_of_variation(values: Sequence[float]) -> float | None:
     """Sample standard deviation ÷ mean; None with fewer than two values or a mean ≤ 0."""
-    n = len(values)
-    if n < 2:
+    if len(values) < 2:
         return None
-    mean = sum(values) / n
-    if not mean > 0:
-        return None
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / mean
+    mean = statistics.fmean(values)
+    return statistics.stdev(values, mean) / mean if mean > 0 else None

@@ -42,8 +42,7 @@ from .throughput import (
     sampled_window,
     settled_metrics,
     summarize,
-    throughput_requests,
-    warmup_requests_of,
+    window_requests,
 )
 
 DEFAULT_SATURATION_TOLERANCE = 0.10
@@ -65,8 +64,10 @@ def kept_up_rate(sends: Sequence[float], ends: Sequence[float]) -> float | None:
     if len(sends) < 3:
         return None
     order = np.arange(len(sends), dtype=float)
-    send_slope = float(np.polyfit(order, np.sort(np.asarray(sends, dtype=float)), 1)[0])
-    end_slope = float(np.polyfit(order, np.sort(np.asarray(ends, dtype=float)), 1)[0])
+    send_slope, end_slope = (
+        float(np.polyfit(order, np.sort(np.asarray(times, dtype=float)), 1)[0])
+        for times in (sends, ends)
+    )
     offered = offered_rate(sorted(sends))
     if offered is None or send_slope <= 0 or end_slope <= 0:
         return None
@@ -160,14 +161,6 @@ class OpenLoopWindow:
         return self.saturation.achieved_rps
 
     @property
-    def capped(self) -> int:
-        return self.saturation.capped
-
-    @property
-    def saturated(self) -> bool:
-        return self.saturation.saturated
-
-    @property
     def saturation_reason(self) -> str | None:
         return self.saturation.reason()
 
@@ -240,10 +233,7 @@ def run_open_loop(
         unique_prefixes=unique_prefixes,
     )
     label = f"open-{arrivals.rate:g}rps-p{prompts.length}-o{output_tokens}"
-    warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
-    timed_reqs = throughput_requests(
-        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
-    )
+    warm_reqs, timed_reqs = window_requests(prompts, output_tokens=output_tokens, label=label)
     offsets = arrivals.offsets(timed_requests, seed)
     guard = Guard(
         idle_timeout_s=idle_timeout_s, credentials=endpoint.credentials, breaker=endpoint.breaker
@@ -265,7 +255,7 @@ def run_open_loop(
     gauge = InFlight()
     with sampled_window(
         endpoint, gauge, meter, sample=server_metrics, interval_s=metrics_interval_s
-    ) as sampled:
+    ) as sampler:
         run: OpenLoopRun = asyncio.run(
             stream_open_loop(
                 endpoint.v1,
@@ -292,7 +282,7 @@ def run_open_loop(
         warmup=warm,
         prompt_tokens_each=prompts.each,
         no_cache=prompts.no_cache,
-        server=sampled.window,
+        server=None if sampler is None else sampler.window,
     )
     done = [r for r in result.records if r.error is None]  # the rate they completed at:
     saturation = Saturation(

@@ -1229,7 +1229,6 @@ class ServerTokenizer:
         self.served_name = served_name
         self._client = DeadlineClient(timeout_s, auth_headers(credentials))
         self._style = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(server_kind, "")
-        self._added: int | None = None
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
         """Token ids of ``text``; EndpointError if the server cannot tokenize."""
@@ -1266,13 +1265,11 @@ class ServerTokenizer:
     def __call__(self, text: str) -> list[int]:
         return self.tokenize(text)
 
-    @property
+    @functools.cached_property
     def added_special_tokens(self) -> int:
         """Tokens the server adds to a prompt of its own accord (BOS), measured once."""
-        if self._added is None:
-            probe = "The quick brown fox"
-            self._added = len(self.tokenize(probe, add_special=True)) - len(self.tokenize(probe))
-        return self._added
+        probe = "The quick brown fox"
+        return len(self.tokenize(probe, add_special=True)) - len(self.tokenize(probe))
 
     def close(self) -> None:
         self._client.close()

@@ -74,15 +74,26 @@ def measure_setting(
     label = (f"c{cap}" if arrivals is None else f"{arrivals.rate:g}rps") + (
         "" if prompt_tokens is None else f"-p{prompt_tokens}"
     )
-    shape: dict[str, Any] = {}
-    if user_prompts is not None:
-        shape = {
-            "user_prompts": len(user_prompts),
-            "prompts_hash": prompts_digest(user_prompts),
-            "unique_prefixes": unique_prefixes,
-        }
-    if arrivals is not None:
-        shape.update(request_rate=arrivals.rate, burstiness=arrivals.burstiness, max_in_flight=cap)
+    shape: dict[str, Any] = {
+        **(
+            {}
+            if user_prompts is None
+            else {
+                "user_prompts": len(user_prompts),
+                "prompts_hash": prompts_digest(user_prompts),
+                "unique_prefixes": unique_prefixes,
+            }
+        ),
+        **(
+            {}
+            if arrivals is None
+            else {
+                "request_rate": arrivals.rate,
+                "burstiness": arrivals.burstiness,
+                "max_in_flight": cap,
+            }
+        ),
+    }
     server_pids = endpoint.server_pids()
     results: list[SettingWindow] = []
     windows: list[Contention] = []
@@ -392,13 +403,14 @@ def repeat_line(
     """E.g. ``throughput smollm2-135m c16: repeat 2/3, 231.4 tokens/s, CV so far 4.1%,
     contended: no`` (``of``: the repeat policy's ``2/3``, ``2/≤10 (auto)``)."""
     cv = coefficient_of_variation(values)
-    if window.contended is None:
-        busy = "unknown"
-    elif window.contended:
-        other, steal = window.other_cpu_cores or 0.0, window.steal_share or 0.0
-        busy = f"yes (others {other:.2f} cores, steal {steal:.0%})"
-    else:
-        busy = "no"
+    busy = (
+        "unknown"
+        if window.contended is None
+        else f"yes (others {window.other_cpu_cores or 0.0:.2f} cores, "
+        f"steal {window.steal_share or 0.0:.0%})"
+        if window.contended
+        else "no"
+    )
     return (
         f"{benchmark} {model} {label}: repeat {of}, {values[-1]:.1f} tokens/s, "
         f"CV so far {'n/a' if cv is None else f'{cv:.1%}'}, contended: {busy}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..core.cost import Pricing, usd_per_million_output_tokens
 from ..core.errors import MeasurementError
@@ -179,11 +179,9 @@ INTERVAL_CONFIDENCE = StepPolicy().interval_confidence
 RATE_POLICY = StepPolicy(RATE_CONFIDENCE, min_windows=1)
 """A rate step: decided from its first window at 90% (its open-loop windows are larger)."""
 
-WindowT = TypeVar("WindowT", bound=SearchWindow)
-
 
 @dataclass(frozen=True)
-class SearchResult(Generic[WindowT]):
+class SearchResult:
     """What a search found: the capacity lies in ``[last_pass, first_fail)`` (0: none passed;
     None: none failed), ``inconclusive`` the undecided values between. With ``error`` (a
     broken window) no capacity is concluded; ``last_pass`` is what the clean windows showed."""
@@ -191,7 +189,6 @@ class SearchResult(Generic[WindowT]):
     knob: Knob
     target: float
     steps: tuple[SearchStep, ...]
-    windows: tuple[WindowT, ...]
     last_pass: float
     first_fail: float | None
     error: str | None = None
@@ -292,13 +289,13 @@ class SearchResult(Generic[WindowT]):
 
 
 def find_capacity(
-    measure: Callable[[Any], tuple[Goodput, WindowT]],
+    measure: Callable[[Any], tuple[Goodput, SearchWindow]],
     *,
     knob: Knob,
     target: float,
     policy: StepPolicy = StepPolicy(),
     on_step: Callable[[SearchStep], None] | None = None,
-) -> SearchResult[WindowT]:
+) -> SearchResult:
     """Search the capacity: ``measure(value)`` runs one timed window at that value; after
     navigating it decides the values that looked failing, lowest first, then those that
     looked passing, highest first, until one surely passes (:class:`StepPolicy`)."""
@@ -308,7 +305,6 @@ def find_capacity(
     if policy.min_windows < 1 or policy.max_windows < policy.min_windows:
         raise ValueError(f"a step policy needs 1 <= min_windows <= max_windows, got {policy}")
     steps: list[SearchStep] = []
-    windows: list[WindowT] = []
     pooled: dict[float, list[tuple[int, int]]] = {}
 
     def window(value: float) -> SearchStep:
@@ -349,7 +345,6 @@ def find_capacity(
                 else StepOutcome.UNDECIDED,
             )
         steps.append(step)
-        windows.append(measured_window)
         if on_step is not None:
             on_step(step)
         return step
@@ -374,12 +369,11 @@ def find_capacity(
         first_fail: float | None,
         error: str | None = None,
         inconclusive: Sequence[float] = (),
-    ) -> SearchResult[WindowT]:
+    ) -> SearchResult:
         return SearchResult(
             knob,
             target,
             tuple(steps),
-            tuple(windows),
             last_pass,
             first_fail,
             error,
@@ -583,7 +577,7 @@ def search_stats(
     settings: BenchSettings,
     knob: Knob,
     measured: Sequence[tuple[SearchStep, MeasuredWindow]],
-    result: SearchResult[MeasuredWindow] | None,
+    result: SearchResult | None,
     error: str | None,
     policy: StepPolicy,
     source: str = "",
@@ -591,16 +585,20 @@ def search_stats(
     """The record of a search: ``result`` None (with ``error``) when it broke off."""
     steps = tuple(replace(step, recorded=window.figures) for step, window in measured)
     at = None if result is None else result.capacity_step
-    at_capacity = None
-    if at is not None:
-        usd = (
+    at_capacity = (
+        None
+        if at is None
+        else AtCapacity(
+            at.output_tokens_per_s,
+            at.goodput_rps,
+            at.slo_attainment,
             None
             if settings.pricing is None
             else usd_per_million_output_tokens(
                 settings.pricing.usd_per_hour, at.output_tokens_per_s
-            )
+            ),
         )
-        at_capacity = AtCapacity(at.output_tokens_per_s, at.goodput_rps, at.slo_attainment, usd)
+    )
     contended = sum(1 for _, window in measured if window.contention.contended)
     common: dict[str, Any] = {
         "capacity": None if result is None else result.capacity,
@@ -633,24 +631,43 @@ def search_stats(
     )
 
 
-def _measure(
+def measure_capacity(
     endpoint: Endpoint,
     settings: BenchSettings,
     slo: Slo,
     knob: Knob,
-    policy: StepPolicy,
     record_measurement: Callable[..., Any],
     progress: Callable[[str], None],
-    params: Mapping[str, Any],
     source: str = "",
-) -> SearchResult[MeasuredWindow]:
+) -> SearchResult:
     """Search one endpoint's capacity over ``knob`` under ``slo`` and record it (one that broke
-    off too, its capacity null); MeasurementError for a search stopped at a broken window."""
+    off too, its capacity null); MeasurementError for a search stopped at a broken window.
+    Concurrency: up to ``knob.maximum`` (its ``source`` recorded), recorded as ``capacity``;
+    rate: in requests/s (``--rate-sweep``, ``--burstiness``, ``--slo-attainment``), recorded
+    as ``rate_capacity``."""
     from .contention import ContentionMeter
     from .prompts import make_tokenizer
+    from .throughput import OUTPUT_TOKENS
 
     name, target, rate = endpoint.model.name, settings.slo_attainment, knob.name == RATE
+    policy = RATE_POLICY if rate else StepPolicy()
     requests = requests_per_step(settings, policy.confidence) if rate else 0
+    searched = (
+        {
+            "rate_sweep": str(settings.rate_sweep),
+            "burstiness": settings.burstiness,
+            "timed_requests": requests,
+            "output_tokens": OUTPUT_TOKENS,
+        }
+        if rate
+        else {
+            "max_concurrency": int(knob.maximum),
+            "output_tokens": OUTPUT_TOKENS,
+            "timed_requests": settings.timed_requests,
+            **policy.as_params(),
+        }
+    )
+    params = {"slo": slo.as_dict(), "attainment_target": settings.slo_attainment, **searched}
     tokenizer = make_tokenizer(endpoint)
     server_pids = endpoint.server_pids()
     windows: list[MeasuredWindow] = []
@@ -712,7 +729,7 @@ def _measure(
         queued = "" if flag is None else f"; {flag}"
         progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}{queued}")
 
-    def record(result: SearchResult[MeasuredWindow] | None, error: str | None) -> None:
+    def record(result: SearchResult | None, error: str | None) -> None:
         sent = [
             {**r.to_dict(), "step": index, knob.name: step.value}
             for index, (step, window) in enumerate(measured)
@@ -743,71 +760,6 @@ def _measure(
     if result.error is not None:
         raise MeasurementError(f"{name}: {result.error}")
     return result
-
-
-def measure_capacity(
-    endpoint: Endpoint,
-    settings: BenchSettings,
-    slo: Slo,
-    max_concurrency: int,
-    source: str,
-    record_measurement: Callable[..., Any],
-    progress: Callable[[str], None],
-) -> SearchResult[MeasuredWindow]:
-    """The capacity in concurrent requests of one endpoint under ``slo``, up to
-    ``max_concurrency`` (its ``source`` recorded), recorded as ``capacity``."""
-    from .throughput import OUTPUT_TOKENS
-
-    policy = StepPolicy()
-    return _measure(
-        endpoint,
-        settings,
-        slo,
-        Knob.concurrency(max_concurrency),
-        policy,
-        record_measurement,
-        progress,
-        source=source,
-        params={
-            "slo": slo.as_dict(),
-            "attainment_target": settings.slo_attainment,
-            "max_concurrency": max_concurrency,
-            "output_tokens": OUTPUT_TOKENS,
-            "timed_requests": settings.timed_requests,
-            **policy.as_params(),
-        },
-    )
-
-
-def measure_rate_capacity(
-    endpoint: Endpoint,
-    settings: BenchSettings,
-    slo: Slo,
-    record_measurement: Callable[..., Any],
-    progress: Callable[[str], None],
-) -> SearchResult[MeasuredWindow]:
-    """The capacity in requests/s of one endpoint under ``slo`` (``--rate-sweep``,
-    ``--burstiness``, ``--slo-attainment``), recorded as ``rate_capacity``."""
-    from .throughput import OUTPUT_TOKENS
-
-    knob = Knob.rate(settings.rate_sweep.start_rps, settings.rate_sweep.max_rps)
-    return _measure(
-        endpoint,
-        settings,
-        slo,
-        knob,
-        RATE_POLICY,
-        record_measurement,
-        progress,
-        params={
-            "slo": slo.as_dict(),
-            "attainment_target": settings.slo_attainment,
-            "rate_sweep": str(settings.rate_sweep),
-            "burstiness": settings.burstiness,
-            "timed_requests": requests_per_step(settings),
-            "output_tokens": OUTPUT_TOKENS,
-        },
-    )
 
 
 # --------------------------------------------------------------------------- comparing

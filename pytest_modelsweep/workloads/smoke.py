@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -45,7 +44,6 @@ class SmokeResult:
     completion_tokens: int
     finish_reason: str | None
     latency_s: float
-    response: dict[str, Any]
 
     @property
     def tokens_per_s(self) -> float:
@@ -101,5 +99,4 @@ def run_smoke(endpoint: Endpoint, max_tokens: int = 32, timeout_s: float = 120.0
         completion_tokens=completion_tokens,
         finish_reason=completion.finish_reason,
         latency_s=latency,
-        response=data,
     )

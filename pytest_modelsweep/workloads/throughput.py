@@ -32,7 +32,7 @@ from ..core.secrets import Credentials
 from ..core.slo import Goodput, Slo, window_goodput
 from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler
-from .prompts import ServerTokenizer, draw_window_prompts
+from .prompts import ServerTokenizer, WindowPrompts, draw_window_prompts
 
 FIDELITY_RANGE = (0.99, 1.01)
 """Our completion tokens ÷ the server's generated-tokens counter delta must be in here."""
@@ -63,15 +63,18 @@ WARMUP_OUTPUT_TOKENS = 16
 first batches, lazy allocations) out of the timed window."""
 
 
-def warmup_requests_of(
-    prompts: Sequence[str],
-    *,
-    output_tokens: int,
-    label: str,
-) -> list[ApiRequest]:
-    """A window's warm-up requests: :data:`WARMUP_OUTPUT_TOKENS` tokens each, at most."""
-    return throughput_requests(
-        prompts, output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS), id_prefix=f"warmup-{label}"
+def window_requests(
+    prompts: WindowPrompts, *, output_tokens: int, label: str
+) -> tuple[list[ApiRequest], list[ApiRequest]]:
+    """A window's warm-up requests (:data:`WARMUP_OUTPUT_TOKENS` tokens each, at most) and its
+    timed ones (``output_tokens`` each)."""
+    warmup = throughput_requests(
+        prompts.warmup,
+        output_tokens=min(output_tokens, WARMUP_OUTPUT_TOKENS),
+        id_prefix=f"warmup-{label}",
+    )
+    return warmup, throughput_requests(
+        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
     )
 
 
@@ -315,13 +318,6 @@ def settled_metrics(
     return metrics
 
 
-class SampledWindow:
-    """What :func:`sampled_window` saw: the server's metrics (None until the window ends, or
-    when not sampled)."""
-
-    window: ServerMetricsWindow | None = None
-
-
 @contextlib.contextmanager
 def sampled_window(
     endpoint: Endpoint,
@@ -330,10 +326,10 @@ def sampled_window(
     *,
     sample: bool = True,
     interval_s: float = DEFAULT_INTERVAL_S,
-) -> Iterator[SampledWindow]:
+) -> Iterator[MetricsSampler | None]:
     """Around a window's timed requests: ``meter`` and, if ``sample``, the server's
-    ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count."""
-    sampled = SampledWindow()
+    ``/metrics`` every ``interval_s`` with the client's ``in_flight`` count; yields the
+    sampler (its ``window`` set once the window ends), None when not sampling."""
     sampler = (
         MetricsSampler(
             endpoint.base_url,
@@ -349,8 +345,7 @@ def sampled_window(
         meter if meter is not None else contextlib.nullcontext(),
         sampler if sampler is not None else contextlib.nullcontext(),
     ):
-        yield sampled
-    sampled.window = sampler.window if sampler is not None else None
+        yield sampler
 
 
 def run_throughput(
@@ -385,16 +380,12 @@ def run_throughput(
         user_prompts=user_prompts,
         unique_prefixes=unique_prefixes,
     )
-    length, each, bos = prompts.length, prompts.each, prompts.bos
     label = (
-        f"c{concurrency}-p{length}-o{output_tokens}"
+        f"c{concurrency}-p{prompts.length}-o{output_tokens}"
         if user_prompts is None
         else f"c{concurrency}-user-o{output_tokens}"
     )
-    warm_reqs = warmup_requests_of(prompts.warmup, output_tokens=output_tokens, label=label)
-    timed_reqs = throughput_requests(
-        prompts.timed, output_tokens=output_tokens, id_prefix=f"timed-{label}"
-    )
+    warm_reqs, timed_reqs = window_requests(prompts, output_tokens=output_tokens, label=label)
 
     def overdue(waiting: int, seconds: float) -> None:
         if progress is not None:
@@ -427,7 +418,7 @@ def run_throughput(
         endpoint.base_url, endpoint.server_kind, credentials=creds, timeout_s=metrics_s
     )
     gauge = InFlight()
-    with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampled:
+    with sampled_window(endpoint, gauge, meter, sample=server_metrics) as sampler:
         timed = asyncio.run(stream(timed_reqs, gauge))
     after = settled_metrics(
         endpoint.base_url, endpoint.server_kind, credentials=creds, timeout_s=metrics_s
@@ -435,16 +426,16 @@ def run_throughput(
     return summarize(
         timed,
         concurrency=concurrency,
-        prompt_tokens=length,
+        prompt_tokens=prompts.length,
         output_tokens=output_tokens,
         server_kind=endpoint.server_kind,
         counters_before=before,
         counters_after=after,
-        bos_tokens=bos,
+        bos_tokens=prompts.bos,
         warmup=warm,
-        prompt_tokens_each=each,
+        prompt_tokens_each=prompts.each,
         no_cache=prompts.no_cache,
-        server=sampled.window,
+        server=None if sampler is None else sampler.window,
     )
 
 
