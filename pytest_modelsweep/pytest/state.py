@@ -495,10 +495,12 @@ class RunState:
 
     def report_run(self) -> dict[str, Any]:
         """The run dict the reports show: this run's, or named after its sweep run."""
-        if self.config.options.sweep_run is None:
-            return self.run
-
-        return sweep_run_heading(self.config.options.sweep_run, self.sweep_run_members(), self.run)
+        name = self.config.options.sweep_run
+        return (
+            self.run
+            if name is None
+            else sweep_run_heading(name, self.sweep_run_members(), self.run)
+        )
 
     # -- results (controller only) ---------------------------------------------
     @cached_property

@@ -109,6 +109,8 @@ def _server(text: str, location: StoreLocation) -> str:
     if m := re.search(r'connection to server on socket "([^"]*)"', text):
         return m.group(1)
     url = urlsplit(location.url)
-    if url.hostname:
-        return f"{url.hostname}:{url.port or os.environ.get('PGPORT') or 5432}"
-    return "(PGHOST or the default socket)"
+    return (
+        f"{url.hostname}:{url.port or os.environ.get('PGPORT') or 5432}"
+        if url.hostname
+        else "(PGHOST or the default socket)"
+    )

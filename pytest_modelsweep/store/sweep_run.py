@@ -68,9 +68,7 @@ def awaited(
     """The run still to measure ``model``, or None: the newest run (not ``exclude``) that
     plans it, while unfinished (a host run again supersedes its killed run)."""
     planning = [m for m in members if m.run_id != exclude and m.plans(model)]
-    if not planning or planning[-1].finished_at is not None:
-        return None
-    return planning[-1]
+    return planning[-1] if planning and planning[-1].finished_at is None else None
 
 
 def _key(measurement: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -47,9 +47,11 @@ def _picked(data: Mapping[str, Any], names: list[str], when: str) -> Dict | None
 
 def _each(value: Any, upgrade: Callable[[Dict], Dict]) -> Any:
     """Each object of a list upgraded (anything else as it is, for the reader to refuse)."""
-    if not isinstance(value, list):
-        return value
-    return [upgrade(dict(item)) if isinstance(item, Mapping) else item for item in value]
+    return (
+        [upgrade(dict(item)) if isinstance(item, Mapping) else item for item in value]
+        if isinstance(value, list)
+        else value
+    )
 
 
 def _set(data: Dict, name: str, value: Any) -> None:
