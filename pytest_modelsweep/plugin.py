@@ -175,7 +175,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ):
         return
     try:
-        state.plan_models(
+        state.store.plan_run(  # the models whose own tests this run has
+            state.config.run_id,
             sorted(
                 {
                     model
@@ -183,7 +184,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                     if (model := model_of_item(item)) is not None
                     and item.get_closest_marker(VERDICT_MARKER) is None
                 }
-            )
+            ),
         )
     except ModelsweepError as error:  # its tests fail with this line too: better than a crash
         state.write_line(f"cannot record this run's models in the store: {error}")
@@ -243,9 +244,8 @@ def pytest_runtest_makereport(
         from .judging.comparisons import FinishedTest
         from .pytest.controller import first_line
 
-        state.test_finished(
-            report.nodeid,
-            lambda: FinishedTest(report.outcome, first_line(report) if report.failed else ""),
+        state.finished[report.nodeid] = lambda: FinishedTest(
+            report.outcome, first_line(report) if report.failed else ""
         )
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:

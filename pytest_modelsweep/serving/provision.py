@@ -644,8 +644,5 @@ def _installed_package_file(member: str) -> Path | None:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / rest
-        if candidate.is_file():
-            return candidate
-    return None
+    candidates = (Path(location) / rest for location in spec.submodule_search_locations)
+    return next(filter(Path.is_file, candidates), None)

@@ -166,12 +166,12 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
         )
     size = sum(int(s.size or 0) for s in files)
     per_param = DTYPE_BYTES.get((dtype or "").lower())
-    if per_param is None:
-        return _Weights(
-            size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)"
+    return (
+        _Weights(size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)")
+        if per_param is None
+        else _Weights(
+            size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)"
         )
-    return _Weights(
-        size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)"
     )
 
 

@@ -76,13 +76,15 @@ def _goodput(data: Mapping[str, Any]) -> Dict | None:
 
 def _cost(data: Mapping[str, Any]) -> Dict | None:
     """A setting's cost written beside its own keys; None without a price."""
-    if "pricing" not in data:
-        return None
-    return {
-        "usd_per_million_output_tokens": data.get("usd_per_million_output_tokens"),
-        "interval": data.get("usd_per_million_output_tokens_interval"),
-        "pricing": data["pricing"],
-    }
+    return (
+        {
+            "usd_per_million_output_tokens": data.get("usd_per_million_output_tokens"),
+            "interval": data.get("usd_per_million_output_tokens_interval"),
+            "pricing": data["pricing"],
+        }
+        if "pricing" in data
+        else None
+    )
 
 
 def _window(data: Dict) -> Dict:
@@ -254,7 +256,5 @@ def upgrade_results(document: Any) -> Any:
     """A results document of schema 1 or 2 as schema 3 (any other as it is)."""
     if not isinstance(document, Mapping) or document.get("schema") not in OLDER:
         return document
-    measurements = document.get("measurements")
-    if isinstance(measurements, list):
-        measurements = [upgrade_measurement(m) for m in measurements]
+    measurements = _each(document.get("measurements"), upgrade_measurement)
     return {**document, "schema": SCHEMA, "measurements": measurements}
