@@ -117,20 +117,20 @@ def cmd_results(args: argparse.Namespace) -> int:
 
     data = load_results(Path(args.path))
     measurements = measurements_of(data["measurements"])
+    run = data.get("run", {})
     if args.json:
         print(
             strict_json(
                 {**data, "measurements": [finite(m.to_dict()) for m in measurements]}, indent=1
             )
         )
-        return 0
-    run = data.get("run", {})
-    print(
-        f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
-        f"commit {str((run.get('project') or {}).get('commit'))[:12]}",
-        *measurement_table(measurements),
-        sep="\n",
-    )
+    else:
+        print(
+            f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
+            f"commit {str((run.get('project') or {}).get('commit'))[:12]}",
+            *measurement_table(measurements),
+            sep="\n",
+        )
     return 0
 
 

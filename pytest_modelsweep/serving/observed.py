@@ -11,6 +11,7 @@ declared flag that the server contradicts is refused in one line naming both val
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -150,10 +151,8 @@ def normalised(value: Any) -> Any:
     if text in ("True", "true", "False", "false"):
         return text.lower() == "true"
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            pass
     return text.removeprefix("torch.")
 
 
