@@ -193,15 +193,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Stop a model's server as soon as its last test is done (one chip, one model)."""
     name = model_of_item(item)
-    if name is None:
+    if name is None or (nextitem is not None and model_of_item(nextitem) == name):
         return
-    if nextitem is None or model_of_item(nextitem) != name:
-        state = active_run_state(item.config)
-        if state is not None and not (
-            state.config.options.interleave  # the ratio tests measure it
-            and name == state.config.selection.reference
-        ):
-            state.release_endpoint(name)
+    state = active_run_state(item.config)
+    if state is not None and not (
+        state.config.options.interleave  # the ratio tests measure it
+        and name == state.config.selection.reference
+    ):
+        state.release_endpoint(name)
 
 
 @pytest.hookimpl(wrapper=True)

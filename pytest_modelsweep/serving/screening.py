@@ -90,10 +90,12 @@ def repo_license(info: ModelInfo) -> str | None:
             if value == "other" and isinstance(license_name, str) and license_name.strip()
             else value
         )
-    for tag in info.tags or []:
-        if tag.lower().startswith("license:") and len(tag) > len("license:"):
-            return tag[len("license:") :].strip().lower()
-    return None
+    tagged = (
+        tag[len("license:") :].strip().lower()
+        for tag in info.tags or []
+        if tag.lower().startswith("license:") and len(tag) > len("license:")
+    )
+    return next(tagged, None)
 
 
 def config_dtype(config: Mapping[str, Any]) -> str | None:
@@ -429,17 +431,16 @@ def load_offline_fixtures(path: str | Path) -> dict[str, dict[str, Any]]:
             f"{file}: expected a JSON object {{repo id: model_info answer}}, "
             f"got {type(data).__name__}"
         )
-    fixtures: dict[str, dict[str, Any]] = {}
-    for repo, answer in data.items():
-        if repo.startswith("_"):
-            continue
+    fixtures: dict[str, dict[str, Any]] = {
+        repo: answer for repo, answer in data.items() if not repo.startswith("_")
+    }
+    for repo, answer in fixtures.items():
         if not isinstance(answer, dict):
             raise DataError(
                 f"{file}: {repo}: expected the model_info JSON object, got {type(answer).__name__}"
             )
         if "config" in answer and not isinstance(answer["config"], dict):
             raise DataError(f"{file}: {repo}.config: expected the config.json object")
-        fixtures[repo] = answer
     return fixtures
 
 

@@ -538,9 +538,7 @@ class Store:
                         .all()
                     ]
                 )
-                if str(run_id) not in runs:
-                    runs.append(str(run_id))
-                expanded.append(runs)
+                expanded.append(runs if str(run_id) in runs else [*runs, str(run_id)])
         return expanded
 
     def baseline_measurements(self, name: str) -> list[list[dict[str, Any]]]:

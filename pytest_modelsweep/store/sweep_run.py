@@ -120,7 +120,8 @@ def unsettled_failures(
     """(run, test, outcome) of the tests whose latest outcome in ``order`` (oldest first)
     is a failure."""
     rank = {run: i for i, run in enumerate(order)}
-    latest: dict[str, tuple[str, str, str]] = {}
-    for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1)):
-        latest[test] = (run, test, outcome)
+    latest = {  # the last entry of a test wins
+        test: (run, test, outcome)
+        for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1))
+    }
     return [entry for entry in latest.values() if entry[2] in ("failed", "error")]
