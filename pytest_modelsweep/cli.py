@@ -312,7 +312,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         {
             "--html": (
                 args.html,
-                f"HTML report: {Path(args.html or '.')}",
+                f"HTML report: {Path(args.html or '.')}",  # (as pathlib shows it)
                 lambda: html_document(measurements, run),
             ),
             "--md": (args.md, f"Markdown report: {args.md}", lambda: markdown),
