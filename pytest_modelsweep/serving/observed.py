@@ -88,9 +88,8 @@ def declared_flags(serving: ServingSettings) -> dict[str, Any]:
         "max_model_len": serving.context_length,
         "max_num_seqs": serving.max_num_seqs,
         "prefix_caching": serving.prefix_caching,
+        **({"dtype": serving.dtype} if serving.dtype else {}),
     }
-    if serving.dtype:
-        flags["dtype"] = serving.dtype
     for name, flag in (
         ("kv_cache_dtype", "--kv-cache-dtype"),
         ("max_num_batched_tokens", "--max-num-batched-tokens"),

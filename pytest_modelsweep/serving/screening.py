@@ -144,9 +144,8 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
         )
     top_level = [s for s in siblings if "/" not in s.rfilename]
     files = [s for s in top_level if s.rfilename.endswith(".safetensors")]
-    if len(files) > 1:
-        # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
-        files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
+    # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
+    files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
     if not files:
         others = sorted(
             s.rfilename for s in top_level if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf"))

@@ -35,9 +35,10 @@ def postgres_engine(location: StoreLocation) -> Engine:
         ) from None
     url = make_url(location.url).set(drivername="postgresql+psycopg")
     query = dict(parse_qsl(urlsplit(location.url).query))
-    connect_args: dict[str, object] = {"application_name": "pytest-modelsweep"}
-    if "connect_timeout" not in query:
-        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    connect_args: dict[str, object] = {
+        "application_name": "pytest-modelsweep",
+        **({} if "connect_timeout" in query else {"connect_timeout": CONNECT_TIMEOUT_S}),
+    }
     # pre-ping: a connection the server closed meanwhile (a restart) is replaced, not used
     return create_engine(
         url,

@@ -64,9 +64,11 @@ def sqlite_engine(path: Path, busy_timeout_s: float, *, read_only: bool = False)
 def is_lock_error(exc: sqlite3.Error) -> bool:
     """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the database for now."""
     code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc)
+    return (
+        "locked" in str(exc)
+        if code is None
+        else (int(code) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    )
 
 
 def check_store_file(path: Path, *, busy_timeout_s: float = 60.0, read_only: bool = False) -> str:
