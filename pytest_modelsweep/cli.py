@@ -117,20 +117,20 @@ def cmd_results(args: argparse.Namespace) -> int:
 
     data = load_results(Path(args.path))
     measurements = measurements_of(data["measurements"])
+    run = data.get("run", {})
     if args.json:
         print(
             strict_json(
                 {**data, "measurements": [finite(m.to_dict()) for m in measurements]}, indent=1
             )
         )
-        return 0
-    run = data.get("run", {})
-    print(
-        f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
-        f"commit {str((run.get('project') or {}).get('commit'))[:12]}",
-        *measurement_table(measurements),
-        sep="\n",
-    )
+    else:
+        print(
+            f"run {run.get('run_id', '?')}, sweep {run.get('sweep_name', '?')}, "
+            f"commit {str((run.get('project') or {}).get('commit'))[:12]}",
+            *measurement_table(measurements),
+            sep="\n",
+        )
     return 0
 
 
@@ -307,13 +307,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     # (written by a version that did not redact everything, a store may hold a secret)
     run = redacted(run)
     measurements = measurements_of([redacted(m.to_dict()) for m in measurements])
-    if args.html:
-        write_file(args.html, "--html", html_document(measurements, run))
-        print(f"HTML report: {Path(args.html)}")
     markdown = markdown_report(measurements, run)
-    if args.md:
-        write_file(args.md, "--md", markdown)
-        print(f"Markdown report: {args.md}")
+    _write_pages(
+        {
+            "--html": (
+                args.html,
+                f"HTML report: {Path(args.html or '.')}",  # (as pathlib shows it)
+                lambda: html_document(measurements, run),
+            ),
+            "--md": (args.md, f"Markdown report: {args.md}", lambda: markdown),
+        }
+    )
     if args.llm_d:
         from .report.llmd import write_llmd_report
 
@@ -361,18 +365,31 @@ def cmd_history(args: argparse.Namespace) -> int:
         settings=dict(args.setting),
         thresholds=args.fail_on_regression,
     )
-    if args.html:
-        write_file(args.html, "--html", history_document(history))
-        print(f"HTML history: {args.html}")
     markdown = history_markdown(history)
-    if args.md:
-        write_file(args.md, "--md", markdown)
-        print(f"Markdown history: {args.md}")
+    _write_pages(
+        {
+            "--html": (
+                args.html,
+                f"HTML history: {args.html}",
+                lambda: history_document(history),
+            ),
+            "--md": (args.md, f"Markdown history: {args.md}", lambda: markdown),
+        }
+    )
     if args.json:
         sys.stdout.write(history_json(history))
     elif not args.html and not args.md:
         print(markdown)
     return 0
+
+
+def _write_pages(pages: dict[str, tuple[str | None, str, Callable[[], str]]]) -> None:
+    """Write each page asked for: option → (its path or None, the line said once it is
+    written, its text)."""
+    for option, (path, line, text) in pages.items():
+        if path:
+            write_file(path, option, text())
+            print(line)
 
 
 def _setting_type(text: str) -> tuple[str, str]:

@@ -175,7 +175,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ):
         return
     try:
-        state.plan_models(
+        state.store.plan_run(  # the models whose own tests this run has
+            state.config.run_id,
             sorted(
                 {
                     model
@@ -183,7 +184,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                     if (model := model_of_item(item)) is not None
                     and item.get_closest_marker(VERDICT_MARKER) is None
                 }
-            )
+            ),
         )
     except ModelsweepError as error:  # its tests fail with this line too: better than a crash
         state.write_line(f"cannot record this run's models in the store: {error}")
@@ -192,15 +193,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Stop a model's server as soon as its last test is done (one chip, one model)."""
     name = model_of_item(item)
-    if name is None:
+    if name is None or (nextitem is not None and model_of_item(nextitem) == name):
         return
-    if nextitem is None or model_of_item(nextitem) != name:
-        state = active_run_state(item.config)
-        if state is not None and not (
-            state.config.options.interleave  # the ratio tests measure it
-            and name == state.config.selection.reference
-        ):
-            state.release_endpoint(name)
+    state = active_run_state(item.config)
+    if state is not None and not (
+        state.config.options.interleave  # the ratio tests measure it
+        and name == state.config.selection.reference
+    ):
+        state.release_endpoint(name)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -243,9 +243,8 @@ def pytest_runtest_makereport(
         from .judging.comparisons import FinishedTest
         from .pytest.controller import first_line
 
-        state.test_finished(
-            report.nodeid,
-            lambda: FinishedTest(report.outcome, first_line(report) if report.failed else ""),
+        state.finished[report.nodeid] = lambda: FinishedTest(
+            report.outcome, first_line(report) if report.failed else ""
         )
     unjudged = item.stash.get(unjudged_key, None)
     if unjudged is not None and report.skipped:

@@ -58,12 +58,6 @@ class BfclRecord:
 # --- loading -------------------------------------------------------------------------------
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
-    return read_jsonl(
-        path, "BFCL", "pass the BFCL data folder", "BFCL files hold one JSON object a line"
-    )
-
-
 def _check_question(value: Any, where: str) -> list[list[dict[str, str]]]:
     shape = 'a list of turns, each a list of {"role", "content"} messages'
     if not isinstance(value, list) or not value:
@@ -132,7 +126,10 @@ def _field(row: Any, key: str, where: str) -> Any:
 def _rows(path: Path, seen: dict[str, int]) -> Iterator[tuple[str, str, Any]]:
     """Each row of a BFCL file as ``(id, "PATH:LINE", row)``, its id noted in ``seen`` (id →
     line); a non-string or repeated id fails."""
-    for lineno, _, row in _read_lines(path):
+    lines = read_jsonl(
+        path, "BFCL", "pass the BFCL data folder", "BFCL files hold one JSON object a line"
+    )
+    for lineno, _, row in lines:
         where = f"{path}:{lineno}"
         ident = _field(row, "id", where)
         if not isinstance(ident, str):

@@ -241,7 +241,7 @@ class ComparisonFinder:
         what = f"{benchmark} result {setting}".strip()
 
         def in_this_run() -> ModelMeasurement | None:
-            for found in self.store.measurements_of(self.run_id, model, benchmark):
+            for found in self.store.measurements(self.run_id, model, benchmark):
                 measurement = Measurement.from_dict(found)
                 if has_params(measurement, params):
                     return ModelMeasurement(model, self.run_id, measurement)

@@ -151,16 +151,14 @@ def with_verdict_tests(
         if item.get_closest_marker(benchmark) is None:
             item.add_marker(marker)
         if kind is Kind.THROUGHPUT:
-            callspec = getattr(item, "callspec", None)
-            concurrency = callspec.params.get("concurrency") if callspec is not None else None
+            concurrency = getattr(getattr(item, "callspec", None), "params", {}).get("concurrency")
             if isinstance(concurrency, bool) or not isinstance(concurrency, int):
                 raise collector.CollectError(
                     f'@pytest.mark.{BENCHMARK_MARKER}({benchmark!r}, kind="throughput") on '
                     f"{name}: parametrize it by concurrency, e.g. "
                     '@pytest.mark.parametrize("concurrency", [1, 4, 16]), and pass it on'
                 )
-            if concurrency not in concurrencies:
-                concurrencies.append(concurrency)
+            concurrencies.append(concurrency)
     assert isinstance(collector, pytest.Module)  # declared_benchmark refused a class
     module = collector.obj
     existing = module.__dict__.get(test_name)
@@ -185,7 +183,7 @@ def with_verdict_tests(
             ("metric", "concurrency"),
             [
                 pytest.param(benchmark, c, marks=marker, id=f"{benchmark}-c{c}")
-                for c in concurrencies
+                for c in dict.fromkeys(concurrencies)  # each once, in collection order
             ],
         )(make())
     definition.__test__ = True  # collected whatever python_functions says

@@ -46,12 +46,9 @@ MODEL_PARAMS = ("model_name", "candidate_name")
 def run_id(config: pytest.Config) -> str:
     """This run's id: made once by the controller (or a plain run), given to every worker."""
     if run_id_key not in config.stash:
-        workerinput = getattr(config, "workerinput", None)
-        if workerinput is not None and "modelsweep_run_id" in workerinput:
-            config.stash[run_id_key] = workerinput["modelsweep_run_id"]
-        else:
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            config.stash[run_id_key] = f"{stamp}-{uuid.uuid4().hex[:6]}"
+        given = (getattr(config, "workerinput", None) or {}).get("modelsweep_run_id")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        config.stash[run_id_key] = given or f"{stamp}-{uuid.uuid4().hex[:6]}"
     return config.stash[run_id_key]
 
 

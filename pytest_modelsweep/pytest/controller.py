@@ -82,12 +82,16 @@ class ControllerHooks:
         unjudged = getattr(report, "modelsweep_unjudged", None)
         if unjudged is not None:
             state.unjudged.append((report.nodeid, unjudged))
-        if report.failed:
-            state.add_failure(
-                report.nodeid,
-                report.when,
-                "failed" if report.when == "call" else "error",
-                first_line(report),
+        if report.failed:  # listed in the results and the reports
+            from ..core.secrets import redact
+
+            state.failures.append(
+                {
+                    "test_id": report.nodeid,
+                    "when": report.when,
+                    "outcome": "failed" if report.when == "call" else "error",
+                    "message": redact(first_line(report)),
+                }
             )
         if self.config.pluginmanager.hasplugin("html") and self.config.getoption("htmlpath", None):
             self._html(state).pytest_runtest_logreport(report)  # (the report code loads only then)

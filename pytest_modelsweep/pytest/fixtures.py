@@ -321,18 +321,10 @@ def judge_against_reference(
     reference = run.config.selection.reference
 
     def judge(benchmark: str) -> Any:
-        skip = None
-        if benchmark == "bfcl":
-            skip = next(
-                filter(
-                    None,
-                    (
-                        bfcl_skip_reason(run.config.sweep.model(name))
-                        for name in (candidate_name, reference)
-                    ),
-                ),
-                None,
-            )
+        reasons = (
+            bfcl_skip_reason(run.config.sweep.model(name))
+            for name in ((candidate_name, reference) if benchmark == "bfcl" else ())
+        )
         return _judge(
             request,
             record_measurement,
@@ -348,7 +340,7 @@ def judge_against_reference(
                 holm_candidates=list(run.config.selection.candidates)
                 if run.config.options.holm
                 else None,
-                skip_reason=skip,
+                skip_reason=next(filter(None, reasons), None),
             ),
         )
 

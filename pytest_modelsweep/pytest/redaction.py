@@ -22,11 +22,8 @@ def _redacted(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_redacted(v) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            old = getattr(value, field.name)
-            new = _redacted(old)
-            if new is not old:
-                object.__setattr__(value, field.name, new)
+        for field in dataclasses.fields(value):  # (frozen ones too)
+            object.__setattr__(value, field.name, _redacted(getattr(value, field.name)))
         return value
     if hasattr(value, "longrepr") and isinstance(value.longrepr, str):  # CollectErrorRepr
         value.longrepr = redact(value.longrepr)

@@ -253,8 +253,9 @@ class RunState:
     _baseline: list[Measurement] | None = None
     _run_recorded: bool = False
     """Whether the run's row is in the store (:meth:`_record_run`), to be marked ended."""
-    _finished: dict[str, Callable[[], FinishedTest]] = field(default_factory=dict)
-    """Node id → how each modelsweep test run in this process ended (read from its report)."""
+    finished: dict[str, Callable[[], FinishedTest]] = field(default_factory=dict)
+    """Node id → how each modelsweep test run in this process ended: a call that reads its
+    report when a comparison needs its side (a write the controller failed it for shows then)."""
     _store_refusal: str | None = None
     """Why a worker could not open the store (it is not tried again)."""
 
@@ -401,14 +402,9 @@ class RunState:
                 f"earlier runs' results ({why}): they are not sent again"
             )
 
-    def test_finished(self, test_id: str, how: Callable[[], FinishedTest]) -> None:
-        """Keep how a modelsweep test run in this process ended: ``how()`` reads its report
-        when a comparison needs its side (a write the controller failed it for shows then)."""
-        self._finished[test_id] = how
-
     def finished_here(self, test_id: str) -> FinishedTest | None:
         """How ``test_id`` ended in this process (None: not run here, or not finished)."""
-        how = self._finished.get(test_id)
+        how = self.finished.get(test_id)
         return None if how is None else how()
 
     @cached_property
@@ -471,11 +467,6 @@ class RunState:
             )
         self._record_run()
 
-    def plan_models(self, models: list[str]) -> None:
-        """The models whose own tests this run has: other hosts wait for these only."""
-        if self.config.options.sweep_run is not None:
-            self.store.plan_run(self.config.run_id, models)
-
     def sweep_run_members(self) -> list[SweepRunMember]:
         """The runs of ``--sweep-run`` in the store (empty without one, or when the store
         failed: its line is told once already)."""
@@ -495,10 +486,12 @@ class RunState:
 
     def report_run(self) -> dict[str, Any]:
         """The run dict the reports show: this run's, or named after its sweep run."""
-        if self.config.options.sweep_run is None:
-            return self.run
-
-        return sweep_run_heading(self.config.options.sweep_run, self.sweep_run_members(), self.run)
+        name = self.config.options.sweep_run
+        return (
+            self.run
+            if name is None
+            else sweep_run_heading(name, self.sweep_run_members(), self.run)
+        )
 
     # -- results (controller only) ---------------------------------------------
     @cached_property
@@ -562,13 +555,6 @@ class RunState:
 
         if problems := attempted(writes):
             raise OutputError("; ".join(problems))
-
-    def add_failure(self, test_id: str, when: str, outcome: str, message: str) -> None:
-        """A modelsweep test that failed or errored: listed in the results and the reports."""
-
-        self.failures.append(
-            {"test_id": test_id, "when": when, "outcome": outcome, "message": redact(message)}
-        )
 
     def baseline_measurements(self) -> list[Measurement]:
         """The measurements of ``--baseline`` (a stored baseline, or a results file), read once;

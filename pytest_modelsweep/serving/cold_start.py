@@ -126,15 +126,17 @@ def compile_cache_state(backend: str, environ: dict[str, str] | None = None) -> 
             False,
             "compile caches live inside the container, which keeps none between launches: cold",
         )
-    parts, warm = [], False
-    for label, folder in vllm_cache_dirs(environ).items():
-        entries = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
-        warm = warm or entries > 0
-        parts.append(
-            f"{label} cache {folder}: {entries} entries"
-            if entries
-            else f"{label} cache {folder}: absent or empty"
-        )
+    counted = [
+        (label, folder, sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0)
+        for label, folder in vllm_cache_dirs(environ).items()
+    ]
+    warm = any(entries > 0 for _, _, entries in counted)
+    parts = [
+        f"{label} cache {folder}: {entries} entries"
+        if entries
+        else f"{label} cache {folder}: absent or empty"
+        for label, folder, entries in counted
+    ]
     return CacheState("compile-cache", warm, "; ".join(parts) + (" (warm)" if warm else " (cold)"))
 
 

@@ -28,11 +28,15 @@ class ImageFacts:
         wanted, repository = pinned_digest(self.image), repository_of(self.image)
         if wanted is not None and any(e.partition("@")[2] == wanted for e in self.repo_digests):
             return wanted
-        for entry in self.repo_digests:
-            name, _, digest = entry.partition("@")
-            if name == repository or name.endswith("/" + repository):
-                return digest
-        return self.repo_digests[0].partition("@")[2] if self.repo_digests else self.id
+        named = (entry.partition("@") for entry in self.repo_digests)
+        return next(
+            (
+                digest
+                for name, _, digest in named
+                if name == repository or name.endswith("/" + repository)
+            ),
+            self.repo_digests[0].partition("@")[2] if self.repo_digests else self.id,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {"image": self.image, "id": self.id, "repo_digests": list(self.repo_digests)}

@@ -85,14 +85,16 @@ def model_serving_key(provenance: dict[str, Any]) -> str:
     import hashlib
     import json
 
-    identity = serving_identity(provenance)
-    identity.update(
-        served_name=provenance.get("served_name"),
-        model_source=provenance.get("model_source"),
-        model_sha256=provenance.get("model_sha256"),
-        model_revision=provenance.get("model_revision"),
-        server_settings=provenance.get("server_settings"),
-    )
+    identity = serving_identity(provenance) | {
+        key: provenance.get(key)
+        for key in (
+            "served_name",
+            "model_source",
+            "model_sha256",
+            "model_revision",
+            "server_settings",
+        )
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]

@@ -27,9 +27,11 @@ def convert(gguf: Path, out: Path, dtype_name: str, sha256: str, recipe: str) ->
 
     dtype = getattr(torch, dtype_name)
     started = time.time()
-    kwargs: dict[str, Any] = {}
-    if hasattr(transformers, "GgufConfig"):  # transformers 4 always dequantizes GGUF weights
-        kwargs["quantization_config"] = transformers.GgufConfig(dequantize=True)
+    kwargs: dict[str, Any] = (  # transformers 4 always dequantizes GGUF weights
+        {"quantization_config": transformers.GgufConfig(dequantize=True)}
+        if hasattr(transformers, "GgufConfig")
+        else {}
+    )
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **kwargs)
     config = loaded.config

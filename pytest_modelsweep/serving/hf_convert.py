@@ -7,6 +7,7 @@ written aside and renamed into place under a file lock.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -77,12 +78,11 @@ def read_conversion_record(folder: Path) -> dict[str, Any]:
 
 
 def _is_done(folder: Path) -> bool:
-    if not (folder / "config.json").is_file():
-        return False
-    try:
-        return read_conversion_record(folder).get("recipe") == CONVERT_RECIPE
-    except ProvisionError:
-        return False
+    with contextlib.suppress(ProvisionError):
+        return (folder / "config.json").is_file() and (
+            read_conversion_record(folder).get("recipe") == CONVERT_RECIPE
+        )
+    return False
 
 
 def ensure_hf_folder(

@@ -5,6 +5,7 @@ process): []."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -27,16 +28,14 @@ def _is_this_host(host: str) -> bool:
     """Whether ``host`` names this machine: loopback, or an address of its own."""
     if host in LOCAL_NAMES or host.startswith("127."):
         return True
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            for address in {info[4][0] for info in socket.getaddrinfo(host, None)}:
-                try:
-                    probe.bind((address, 0))  # only an address of this machine binds
-                    return True
-                except OSError:
-                    continue
-    except (OSError, UnicodeError):
-        return False
+    with (
+        contextlib.suppress(OSError, UnicodeError),
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe,
+    ):
+        for address in {info[4][0] for info in socket.getaddrinfo(host, None)}:
+            with contextlib.suppress(OSError):
+                probe.bind((address, 0))  # only an address of this machine binds
+                return True
     return False
 
 

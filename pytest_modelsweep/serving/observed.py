@@ -11,6 +11,7 @@ declared flag that the server contradicts is refused in one line naming both val
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -87,9 +88,8 @@ def declared_flags(serving: ServingSettings) -> dict[str, Any]:
         "max_model_len": serving.context_length,
         "max_num_seqs": serving.max_num_seqs,
         "prefix_caching": serving.prefix_caching,
+        **({"dtype": serving.dtype} if serving.dtype else {}),
     }
-    if serving.dtype:
-        flags["dtype"] = serving.dtype
     for name, flag in (
         ("kv_cache_dtype", "--kv-cache-dtype"),
         ("max_num_batched_tokens", "--max-num-batched-tokens"),
@@ -150,10 +150,8 @@ def normalised(value: Any) -> Any:
     if text in ("True", "true", "False", "false"):
         return text.lower() == "true"
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            pass
     return text.removeprefix("torch.")
 
 

@@ -29,20 +29,23 @@ def serving_pitfall(
     observed with), in one line with the fix; None when there is none or it is no TPU sweep."""
     if not is_tpu(serving.accelerator):
         return None
-    kv = str({**declared_flags(serving), **(observed or {})}.get("kv_cache_dtype") or "")
-    if str(serving.accelerator).lower() == "tpu-v5e" and kv.startswith("fp8"):
-        return (
+    declared = declared_flags(serving)
+    kv = str({**declared, **(observed or {})}.get("kv_cache_dtype") or "")
+    pitfalls = (
+        (
+            str(serving.accelerator).lower() == "tpu-v5e" and kv.startswith("fp8"),
             f"kv_cache_dtype {kv} on TPU v5e: the server logs fp8 but allocates bf16 "
             "(tpu-inference #3126), so the KV cache is not what the sweep says; drop "
-            "--kv-cache-dtype from serving.extra_args"
-        )
-    if "max_num_batched_tokens" not in declared_flags(serving):
-        return (
+            "--kv-cache-dtype from serving.extra_args",
+        ),
+        (
+            "max_num_batched_tokens" not in declared,
             "a TPU sweep must give --max-num-batched-tokens in serving.extra_args: vLLM's "
             'v5e defaults may silently not apply (the device reads "TPU V5E", not '
-            '"V5E"), so the server\'s batch size would be whatever it chose'
-        )
-    return None
+            '"V5E"), so the server\'s batch size would be whatever it chose',
+        ),
+    )
+    return next((line for found, line in pitfalls if found), None)
 
 
 def seeded_sampling(

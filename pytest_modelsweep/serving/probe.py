@@ -7,6 +7,7 @@ config-info gauges of its ``/metrics`` (:func:`.observed.config_gauges`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,12 +56,10 @@ class ServerFacts:
 
 def _get(client: DeadlineClient, url: str, *, text: bool = False) -> Any:
     """The JSON (or ``text``) of a 200 answer to ``GET url``, else None ('' for text)."""
-    try:
+    with contextlib.suppress(httpx.HTTPError, ValueError):
         response = client.get(url)
         if response.status_code == 200:
             return response.text if text else response.json()
-    except (httpx.HTTPError, ValueError):
-        pass
     return "" if text else None
 
 

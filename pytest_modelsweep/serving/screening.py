@@ -90,10 +90,12 @@ def repo_license(info: ModelInfo) -> str | None:
             if value == "other" and isinstance(license_name, str) and license_name.strip()
             else value
         )
-    for tag in info.tags or []:
-        if tag.lower().startswith("license:") and len(tag) > len("license:"):
-            return tag[len("license:") :].strip().lower()
-    return None
+    tagged = (
+        tag[len("license:") :].strip().lower()
+        for tag in info.tags or []
+        if tag.lower().startswith("license:") and len(tag) > len("license:")
+    )
+    return next(tagged, None)
 
 
 def config_dtype(config: Mapping[str, Any]) -> str | None:
@@ -142,9 +144,8 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
         )
     top_level = [s for s in siblings if "/" not in s.rfilename]
     files = [s for s in top_level if s.rfilename.endswith(".safetensors")]
-    if len(files) > 1:
-        # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
-        files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
+    # Mistral-style repos carry the same weights twice: consolidated.* and model-*.
+    files = [s for s in files if not s.rfilename.startswith("consolidated")] or files
     if not files:
         others = sorted(
             s.rfilename for s in top_level if s.rfilename.endswith((".bin", ".pt", ".pth", ".gguf"))
@@ -166,12 +167,12 @@ def _safetensors_weights(info: ModelInfo, dtype: str | None) -> _Weights:
         )
     size = sum(int(s.size or 0) for s in files)
     per_param = DTYPE_BYTES.get((dtype or "").lower())
-    if per_param is None:
-        return _Weights(
-            size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)"
+    return (
+        _Weights(size // BF16_BYTES, "safetensors file sizes (dtype unknown: 2 bytes/parameter)")
+        if per_param is None
+        else _Weights(
+            size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)"
         )
-    return _Weights(
-        size // per_param, f"safetensors file sizes ({dtype}, {per_param} bytes/parameter)"
     )
 
 
@@ -429,17 +430,16 @@ def load_offline_fixtures(path: str | Path) -> dict[str, dict[str, Any]]:
             f"{file}: expected a JSON object {{repo id: model_info answer}}, "
             f"got {type(data).__name__}"
         )
-    fixtures: dict[str, dict[str, Any]] = {}
-    for repo, answer in data.items():
-        if repo.startswith("_"):
-            continue
+    fixtures: dict[str, dict[str, Any]] = {
+        repo: answer for repo, answer in data.items() if not repo.startswith("_")
+    }
+    for repo, answer in fixtures.items():
         if not isinstance(answer, dict):
             raise DataError(
                 f"{file}: {repo}: expected the model_info JSON object, got {type(answer).__name__}"
             )
         if "config" in answer and not isinstance(answer["config"], dict):
             raise DataError(f"{file}: {repo}.config: expected the config.json object")
-        fixtures[repo] = answer
     return fixtures
 
 

@@ -103,9 +103,11 @@ def _value(
             return direct
     hits = lookup(_NAMES["prefix_cache_hits"]["llamacpp"], values)
     computed = lookup(table["llamacpp"], values)
-    if hits is None or computed is None:
-        return None
-    return f"{hits[0]} + {computed[0]}", hits[1] + computed[1]
+    return (
+        None
+        if hits is None or computed is None
+        else (f"{hits[0]} + {computed[0]}", hits[1] + computed[1])
+    )
 
 
 def summarize_samples(server_kind: str, samples: Sequence[MetricsSample]) -> ServerMetricsSummary:

@@ -181,11 +181,11 @@ def launch_vllm(
     python = (vllm_python() or sys.executable) if backend == "vllm" else sys.executable
     model, embedded, conversion = resolve_model(spec, python, progress)
     port = free_port(HOST)
-    env = one_chip_env(worker_id) if serving.one_chip_per_worker else {}
-    if backend == "vllm":
-        env.update(cpu_server_env())  # read by vLLM's CPU platform only
-    if model is not None:
-        env["HF_HUB_OFFLINE"] = "1"  # a local folder: no Hub needed
+    env = {
+        **(one_chip_env(worker_id) if serving.one_chip_per_worker else {}),
+        **(cpu_server_env() if backend == "vllm" else {}),  # read by vLLM's CPU platform only
+        **({"HF_HUB_OFFLINE": "1"} if model is not None else {}),  # a local folder: no Hub
+    }
     argv = vllm_argv(spec, serving, port, python=python, env=env, model=model)
     secret_env = {"VLLM_API_KEY": credentials.bearer} if credentials and credentials.bearer else {}
     if secret_env and backend == "vllm-docker":

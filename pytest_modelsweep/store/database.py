@@ -89,10 +89,11 @@ class Store:
         """Whether reads fail too (a server gone); a full or read-only store still reads."""
         self.read_only = read_only
         """Only read: a SQLite file is opened as it is (read-only files too), never upgraded."""
-        if self.location.path is not None:
-            self._engine = self._open_sqlite(self.location.path, busy_timeout_s, create)
-        else:
-            self._engine = self._open_postgres(create)
+        self._engine = (
+            self._open_postgres(create)
+            if self.location.path is None
+            else self._open_sqlite(self.location.path, busy_timeout_s, create)
+        )
         self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
 
     @property
@@ -537,9 +538,7 @@ class Store:
                         .all()
                     ]
                 )
-                if str(run_id) not in runs:
-                    runs.append(str(run_id))
-                expanded.append(runs)
+                expanded.append(runs if str(run_id) in runs else [*runs, str(run_id)])
         return expanded
 
     def baseline_measurements(self, name: str) -> list[list[dict[str, Any]]]:
@@ -605,10 +604,6 @@ class Store:
         found = self._measurements(model, benchmark, run_id, newest_first=True, limit=1)
         return found[0][1] if found else None
 
-    def measurements_of(self, run_id: str, model: str, benchmark: str) -> list[dict[str, Any]]:
-        """Every measurement of a model on a benchmark in a run, in recording order."""
-        return [measurement for _, measurement in self._measurements(model, benchmark, run_id)]
-
     def history(self, model: str, benchmark: str) -> list[dict[str, Any]]:
         """Every measurement of a model on a benchmark across runs, newest first."""
         return [
@@ -659,12 +654,15 @@ class Store:
         runs = [
             str(run_id) for (run_id,) in self._all(query.group_by(m.c.run_id).order_by(last.desc()))
         ]
-        if item_ids is not None:
-            wanted = set(item_ids)
-            for run_id in runs:
-                if set(self.run_item_ids(run_id, model, benchmark)) == wanted:
-                    return run_id
-        return runs[0] if runs else None
+        wanted = None if item_ids is None else set(item_ids)
+        return next(
+            (
+                r
+                for r in runs
+                if wanted is not None and set(self.run_item_ids(r, model, benchmark)) == wanted
+            ),
+            runs[0] if runs else None,
+        )
 
     def sweep_run_measurements(self, name: str, *, last: str | None = None) -> list[dict[str, Any]]:
         """Sweep run ``name``'s measurements as one run's (:func:`latest_per_setting`);
@@ -688,9 +686,12 @@ class Store:
             self.sweep_run_measurements(name),
         )
 
-    def measurements(self, run_id: str) -> list[dict[str, Any]]:
-        """Every measurement of a run, in recording order."""
-        return [measurement for _, measurement in self._measurements(run_id=run_id)]
+    def measurements(
+        self, run_id: str, model: str | None = None, benchmark: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every measurement of a run (of ``model`` on ``benchmark`` where given), in
+        recording order."""
+        return [measurement for _, measurement in self._measurements(model, benchmark, run_id)]
 
     def runs(self, sweep_run: str | None = None) -> list[dict[str, Any]]:
         """Every run (or those of ``sweep_run``) in start order, with its count of

@@ -35,9 +35,10 @@ def postgres_engine(location: StoreLocation) -> Engine:
         ) from None
     url = make_url(location.url).set(drivername="postgresql+psycopg")
     query = dict(parse_qsl(urlsplit(location.url).query))
-    connect_args: dict[str, object] = {"application_name": "pytest-modelsweep"}
-    if "connect_timeout" not in query:
-        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    connect_args: dict[str, object] = {
+        "application_name": "pytest-modelsweep",
+        **({} if "connect_timeout" in query else {"connect_timeout": CONNECT_TIMEOUT_S}),
+    }
     # pre-ping: a connection the server closed meanwhile (a restart) is replaced, not used
     return create_engine(
         url,
@@ -109,6 +110,8 @@ def _server(text: str, location: StoreLocation) -> str:
     if m := re.search(r'connection to server on socket "([^"]*)"', text):
         return m.group(1)
     url = urlsplit(location.url)
-    if url.hostname:
-        return f"{url.hostname}:{url.port or os.environ.get('PGPORT') or 5432}"
-    return "(PGHOST or the default socket)"
+    return (
+        f"{url.hostname}:{url.port or os.environ.get('PGPORT') or 5432}"
+        if url.hostname
+        else "(PGHOST or the default socket)"
+    )

@@ -33,16 +33,17 @@ def sqlite_engine(path: Path, busy_timeout_s: float, *, read_only: bool = False)
     """An engine on ``path`` in WAL mode with a busy timeout; a transaction with the
     :data:`WRITE_OPTION` begins ``IMMEDIATE`` so two writers queue on the lock.
     ``read_only``: SQLite's ``mode=ro``, the file as it is (a store someone made read-only)."""
-    if read_only:
-        engine = create_engine(
+    engine = (
+        create_engine(
             "sqlite+pysqlite://",
             creator=lambda: _read_only(path, busy_timeout_s, check_same_thread=False),
         )
-    else:
-        engine = create_engine(
+        if read_only
+        else create_engine(
             f"sqlite+pysqlite:///{path}",
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
         )
+    )
 
     @event.listens_for(engine, "connect")
     def configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
@@ -63,9 +64,11 @@ def sqlite_engine(path: Path, busy_timeout_s: float, *, read_only: bool = False)
 def is_lock_error(exc: sqlite3.Error) -> bool:
     """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the database for now."""
     code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return int(code) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc)
+    return (
+        "locked" in str(exc)
+        if code is None
+        else (int(code) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    )
 
 
 def check_store_file(path: Path, *, busy_timeout_s: float = 60.0, read_only: bool = False) -> str:

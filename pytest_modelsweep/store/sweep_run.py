@@ -68,9 +68,7 @@ def awaited(
     """The run still to measure ``model``, or None: the newest run (not ``exclude``) that
     plans it, while unfinished (a host run again supersedes its killed run)."""
     planning = [m for m in members if m.run_id != exclude and m.plans(model)]
-    if not planning or planning[-1].finished_at is not None:
-        return None
-    return planning[-1]
+    return planning[-1] if planning and planning[-1].finished_at is None else None
 
 
 def _key(measurement: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -122,7 +120,8 @@ def unsettled_failures(
     """(run, test, outcome) of the tests whose latest outcome in ``order`` (oldest first)
     is a failure."""
     rank = {run: i for i, run in enumerate(order)}
-    latest: dict[str, tuple[str, str, str]] = {}
-    for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1)):
-        latest[test] = (run, test, outcome)
+    latest = {  # the last entry of a test wins
+        test: (run, test, outcome)
+        for run, test, outcome in sorted(outcomes, key=lambda o: rank.get(o[0], -1))
+    }
     return [entry for entry in latest.values() if entry[2] in ("failed", "error")]

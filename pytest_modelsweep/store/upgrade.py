@@ -47,9 +47,11 @@ def _picked(data: Mapping[str, Any], names: list[str], when: str) -> Dict | None
 
 def _each(value: Any, upgrade: Callable[[Dict], Dict]) -> Any:
     """Each object of a list upgraded (anything else as it is, for the reader to refuse)."""
-    if not isinstance(value, list):
-        return value
-    return [upgrade(dict(item)) if isinstance(item, Mapping) else item for item in value]
+    return (
+        [upgrade(dict(item)) if isinstance(item, Mapping) else item for item in value]
+        if isinstance(value, list)
+        else value
+    )
 
 
 def _set(data: Dict, name: str, value: Any) -> None:
@@ -74,13 +76,15 @@ def _goodput(data: Mapping[str, Any]) -> Dict | None:
 
 def _cost(data: Mapping[str, Any]) -> Dict | None:
     """A setting's cost written beside its own keys; None without a price."""
-    if "pricing" not in data:
-        return None
-    return {
-        "usd_per_million_output_tokens": data.get("usd_per_million_output_tokens"),
-        "interval": data.get("usd_per_million_output_tokens_interval"),
-        "pricing": data["pricing"],
-    }
+    return (
+        {
+            "usd_per_million_output_tokens": data.get("usd_per_million_output_tokens"),
+            "interval": data.get("usd_per_million_output_tokens_interval"),
+            "pricing": data["pricing"],
+        }
+        if "pricing" in data
+        else None
+    )
 
 
 def _window(data: Dict) -> Dict:
@@ -252,7 +256,5 @@ def upgrade_results(document: Any) -> Any:
     """A results document of schema 1 or 2 as schema 3 (any other as it is)."""
     if not isinstance(document, Mapping) or document.get("schema") not in OLDER:
         return document
-    measurements = document.get("measurements")
-    if isinstance(measurements, list):
-        measurements = [upgrade_measurement(m) for m in measurements]
+    measurements = _each(document.get("measurements"), upgrade_measurement)
     return {**document, "schema": SCHEMA, "measurements": measurements}
