@@ -192,37 +192,39 @@ def _evaluate(node: ast.expr) -> Any:
     raise _refuse(node, f"{type(node).__name__} is not a literal (BFCL would eval it)")
 
 
+def _resolve_unary(node: ast.UnaryOp) -> Any:
+    """BFCL negates the operand's value whatever the operator; only a literal has one."""
+    if not isinstance(node.operand, ast.Constant):
+        raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
+    if isinstance(node.op, ast.UAdd):
+        return _evaluate(node)  # deliberately +x, not BFCL's -x
+    return operator.neg(cast(Any, node.operand.value))
+
+
+_RESOLVERS: dict[type, Callable[[Any], Any]] = {
+    ast.Constant: lambda node: "..." if node.value is Ellipsis else node.value,
+    ast.UnaryOp: _resolve_unary,
+    ast.List: lambda node: [_resolve_value(v) for v in node.elts],
+    ast.Dict: lambda node: {
+        _resolve_value(k): _resolve_value(v) for k, v in zip(node.keys, node.values, strict=True)
+    },
+    ast.BinOp: _evaluate,
+    ast.Name: lambda node: node.id,
+    ast.Call: lambda node: ast.unparse(node) if not node.keywords else _resolve_call(node),
+    ast.Tuple: lambda node: tuple(_resolve_value(v) for v in node.elts),
+    ast.Subscript: lambda node: f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]",
+}
+"""BFCL's ``resolve_ast_by_type``, by the value's node type."""
+
+
 def _resolve_value(node: ast.expr | None) -> Any:
-    """BFCL's ``resolve_ast_by_type`` on one argument value."""
-    if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
-    if isinstance(node, ast.UnaryOp):
-        # BFCL negates the operand's value whatever the operator; only a literal has one.
-        if not isinstance(node.operand, ast.Constant):
-            raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
-        if isinstance(node.op, ast.UAdd):
-            return _evaluate(node)  # deliberately +x, not BFCL's -x
-        return operator.neg(cast(Any, node.operand.value))
-    if isinstance(node, ast.List):
-        return [_resolve_value(v) for v in node.elts]
-    if isinstance(node, ast.Dict):
-        return {
-            _resolve_value(k): _resolve_value(v)
-            for k, v in zip(node.keys, node.values, strict=True)
-        }
-    if isinstance(node, ast.BinOp):
-        return _evaluate(node)
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        return ast.unparse(node) if not node.keywords else _resolve_call(node)
-    if isinstance(node, ast.Tuple):
-        return tuple(_resolve_value(v) for v in node.elts)
-    if isinstance(node, ast.Subscript):
-        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    raise BfclDecodeError(
-        f"unsupported AST type: {'nothing' if node is None else type(node).__name__}"
-    )
+    """BFCL's ``resolve_ast_by_type`` on one argument value (:data:`_RESOLVERS`)."""
+    resolve = _RESOLVERS.get(type(node))
+    if resolve is None:
+        raise BfclDecodeError(
+            f"unsupported AST type: {'nothing' if node is None else type(node).__name__}"
+        )
+    return resolve(node)
 
 
 def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:

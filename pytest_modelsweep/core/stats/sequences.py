@@ -139,15 +139,13 @@ def _log_capitals(
     with np.errstate(divide="ignore"):
         cap_up = TRUNCATION / predicted
         cap_down = TRUNCATION / (1.0 - predicted)
-    up = down = None
-    for bet in bets:
-        log_up = np.cumsum(np.log1p(np.minimum(bet, cap_up) * gap), axis=1)
-        log_down = np.cumsum(np.log1p(-np.minimum(bet, cap_down) * gap), axis=1)
-        up = log_up if up is None else np.logaddexp(up, log_up)
-        down = log_down if down is None else np.logaddexp(down, log_down)
-    assert up is not None and down is not None
-    shift = math.log(len(bets))
-    return np.maximum.accumulate(up - shift, axis=1), np.maximum.accumulate(down - shift, axis=1)
+
+    def running_max(sign: float, cap: FloatArray) -> FloatArray:
+        """The running maximum of the bets' averaged log capital, betting ``sign`` × gap."""
+        logs = [np.cumsum(np.log1p(sign * np.minimum(bet, cap) * gap), axis=1) for bet in bets]
+        return np.maximum.accumulate(np.logaddexp.reduce(logs) - math.log(len(bets)), axis=1)
+
+    return running_max(1.0, cap_up), running_max(-1.0, cap_down)
 
 
 def _first_true(flags: NDArray[np.bool_]) -> IntArray:
@@ -334,15 +332,13 @@ class PairedConfidenceSequence:
         points = np.array([0.0] if margin is None else [0.0, -margin, margin])
         below, above = self._rules_out(points)
         interval = self.interval()
-        verdict: Verdict | None = None
-        if below[0] and above[0]:
-            verdict = Verdict.INCONCLUSIVE
-        elif below[0]:
-            verdict = Verdict.BETTER
-        elif above[0]:
-            verdict = Verdict.WORSE
-        elif margin is not None and below[1] and above[2]:
-            verdict = Verdict.EQUIVALENT
+        rules = (
+            (Verdict.INCONCLUSIVE, below[0] and above[0]),
+            (Verdict.BETTER, below[0]),
+            (Verdict.WORSE, above[0]),
+            (Verdict.EQUIVALENT, margin is not None and below[1] and above[2]),
+        )
+        verdict = next((verdict for verdict, ruled in rules if ruled), None)
         reason = StopReason.DECIDED if verdict is not None else None
         if verdict is None and final:
             verdict = Verdict.MATCHES if margin is None else Verdict.INCONCLUSIVE
