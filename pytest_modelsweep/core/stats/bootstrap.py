@@ -246,11 +246,12 @@ def _interval(sample: _PairedSample, confidence: float, method: str, seed: int) 
     difference = float(differences.sum()) / n
     standard_error = float(np.std(differences, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
     alpha = 1.0 - confidence
-    if method == "bca":
-        level_low, level_high = _bca_levels(differences, difference, means, alpha)
-    else:
-        level_low, level_high = alpha / 2, 1.0 - alpha / 2
-    low, high = (float(q) for q in np.quantile(means, [level_low, level_high]))
+    levels = (
+        _bca_levels(differences, difference, means, alpha)
+        if method == "bca"
+        else (alpha / 2, 1.0 - alpha / 2)
+    )
+    low, high = (float(q) for q in np.quantile(means, levels))
     if method == "basic":
         low, high = 2.0 * difference - high, 2.0 * difference - low
     z_sum = _STANDARD_NORMAL.inv_cdf(1.0 - alpha / 2) + _STANDARD_NORMAL.inv_cdf(DETECTION_POWER)
