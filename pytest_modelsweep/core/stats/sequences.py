@@ -118,9 +118,8 @@ def _bet_sizes(y: FloatArray, log_threshold: float) -> list[FloatArray]:
     count = np.arange(1, n + 1, dtype=np.float64)
     running_mean = (0.5 + np.cumsum(y, axis=1)) / (count + 1.0)
     variance = (0.25 + np.cumsum((y - running_mean) ** 2, axis=1)) / (count + 1.0)
-    previous = np.empty_like(variance)
-    previous[:, 0] = 0.25
-    previous[:, 1:] = variance[:, :-1]
+    # the variance known before each item: the prior 0.25 before the first
+    previous = np.concatenate((np.full((y.shape[0], 1), 0.25), variance[:, :-1]), axis=1)
     return [np.sqrt(2.0 * log_threshold / (previous * horizon)) for horizon in HORIZONS]
 
 
