@@ -151,14 +151,15 @@ def _aligned_scores(
     if not candidate_ids:
         raise ValueError("no items to compare: both score sets are empty")
     ids = sorted(candidate_ids)
-    sides = []
-    for name, scores in (("candidate", candidate), ("reference", reference)):
+
+    def scores_of(side: str, scores: Mapping[str, float]) -> FloatArray:
         array = np.fromiter((float(scores[i]) for i in ids), dtype=np.float64, count=len(ids))
         bad = np.flatnonzero(~np.isfinite(array))
         if bad.size:
-            raise ValueError(f"{name} score of item {ids[int(bad[0])]!r} is not a finite number")
-        sides.append(array)
-    return sides[0], sides[1]
+            raise ValueError(f"{side} score of item {ids[int(bad[0])]!r} is not a finite number")
+        return array
+
+    return scores_of("candidate", candidate), scores_of("reference", reference)
 
 
 # --------------------------------------------------------------------------- resampling

@@ -262,8 +262,7 @@ class PairedConfidenceSequence:
     def _rules_out(self, values: FloatArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
         """For each value: whether every mean at or below it / at or above it is ruled out."""
         if not self._differences:
-            none = np.zeros(values.size, dtype=bool)
-            return none | (values < -1.0), none | (values > 1.0)
+            return values < -1.0, values > 1.0
         below, above = crossing_times(
             np.asarray(self._differences),
             values,
