@@ -611,11 +611,9 @@ def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
     answered = [r for r in records if not r.failed]
     n = len(answered)
     correct = sum(r.correct for r in answered)
-    types: Counter[str] = Counter()
-    for r in answered:
-        if not r.correct:
-            kind = r.extracted.get("error_type") if isinstance(r.extracted, dict) else None
-            types[str(kind or "unknown")] += 1
+    types = Counter(
+        str(r.extracted_value("error_type") or "unknown") for r in answered if not r.correct
+    )
     return {
         "n": n,
         "items": len(records),
