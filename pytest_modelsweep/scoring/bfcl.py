@@ -246,11 +246,8 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
 def decode_prompt_output(text: str) -> Calls:
     """Decode ``[func(a=1, b="x")]`` as ``default_decode_ast_prompting``; BfclDecodeError
     where BFCL's decoder raises."""
-    result = text.strip("`\n ")
-    if not result.startswith("["):
-        result = "[" + result
-    if not result.endswith("]"):
-        result = result + "]"
+    # in one pair of brackets: BFCL adds each that is missing
+    result = "[" + text.strip("`\n ").removeprefix("[").removesuffix("]") + "]"
     try:
         body = ast.parse(result.strip().strip("'"), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -304,9 +301,7 @@ def decode_tool_calls(completion: Completion) -> list[Any]:
 
 def is_function_calling_format(decoded: Any) -> bool:
     """BFCL's ``is_function_calling_format_output``: ``[{name: {param: value}}, ...]`` (``[]`` allowed)."""
-    if type(decoded) is not list:
-        return False
-    return all(
+    return type(decoded) is list and all(
         type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict
         for item in decoded
     )
