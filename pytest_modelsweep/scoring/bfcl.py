@@ -556,10 +556,11 @@ def check_bfcl_answer(
     """BFCL's verdict on an answered item (prompt mode: one with text), and the decoded calls
     (JSON data; None when the answer could not be decoded). Never raises."""
     try:
-        if mode == "tools":
-            decoded: Any = decode_tool_calls(completion)
-        else:
-            decoded = decode_prompt_output(completion.text or "")
+        decoded: Any = (
+            decode_tool_calls(completion)
+            if mode == "tools"
+            else decode_prompt_output(completion.text or "")
+        )
     except BfclDecodeError as exc:
         return BfclCheck(
             False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"

@@ -201,11 +201,9 @@ def crossing_times(
         y = (d + 1.0) / 2.0
         mean = (np.clip(values[start:stop], -1.0, 1.0) + 1.0) / 2.0
         up, down = _log_capitals(y, mean, population, _bet_sizes(y, log_threshold))
-        out_below = up >= log_threshold
-        out_above = down >= log_threshold
         # a mean outside [-1, 1] is impossible whatever the data
-        out_below |= (values[start:stop] < -1.0)[:, None]
-        out_above |= (values[start:stop] > 1.0)[:, None]
+        out_below = (up >= log_threshold) | (values[start:stop] < -1.0)[:, None]
+        out_above = (down >= log_threshold) | (values[start:stop] > 1.0)[:, None]
         if population is not None:
             total = np.cumsum(d, axis=1)
             left = population - np.arange(1, n + 1, dtype=np.float64)
