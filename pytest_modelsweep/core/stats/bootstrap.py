@@ -233,11 +233,14 @@ def _bca_levels(
     centred = differences - difference
     second = float(np.sum(centred**2))
     acceleration = float(np.sum(centred**3)) / (6.0 * second**1.5) if second > 0.0 else 0.0
-    levels = []
-    for z_alpha in (_STANDARD_NORMAL.inv_cdf(alpha / 2), _STANDARD_NORMAL.inv_cdf(1 - alpha / 2)):
+
+    def level(z_alpha: float) -> float:
         shifted = z0 + z_alpha
-        levels.append(_STANDARD_NORMAL.cdf(z0 + shifted / (1.0 - acceleration * shifted)))
-    return levels[0], levels[1]
+        return _STANDARD_NORMAL.cdf(z0 + shifted / (1.0 - acceleration * shifted))
+
+    return level(_STANDARD_NORMAL.inv_cdf(alpha / 2)), level(
+        _STANDARD_NORMAL.inv_cdf(1 - alpha / 2)
+    )
 
 
 def _interval(sample: _PairedSample, confidence: float, method: str, seed: int) -> PairedInterval:

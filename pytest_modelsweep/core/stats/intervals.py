@@ -128,10 +128,8 @@ def _ratio_from_log(
 ) -> RatioInterval:
     degenerate = not (math.isfinite(variance) and math.isfinite(df) and df > 0)
     standard_error = math.nan if degenerate else math.sqrt(variance)
-    low = high = math.nan
-    if not degenerate:
-        half = t_half_width(standard_error, df, confidence)
-        low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
+    half = math.nan if degenerate else t_half_width(standard_error, df, confidence)
+    low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
     return RatioInterval(
         ratio=math.exp(log_ratio),
         low=low,
