@@ -177,9 +177,7 @@ class _StreamRunner:
             finally:
                 watch.inflight.pop(token, None)
             watch.settle(ex.error, timed_out, perf() - sent_at)
-            wants = wants_key(ex.status, watch.breaker, self.served_name)
-            if wants is not None:
-                ex.error = wants
+            ex.error = wants_key(ex.status, watch.breaker, self.served_name) or ex.error
         if ex.error is not None and conn is not None:
             conn.abort()
         if conn is not None and conn.closed:

@@ -104,8 +104,13 @@ converter.register_unstructure_hook(StrEnum, lambda value: value.value)
 
 def located(error: Exception) -> tuple[str, str]:
     """Where cattrs' first error is (``stats.repeats[0]``, "" at the top), and what it is."""
-    text = lambda exc, _: f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)  # noqa: E731
-    first = cattrs.transform_error(error, path="$", format_exception=text)[0]
+    first = cattrs.transform_error(
+        error,
+        path="$",
+        format_exception=lambda exc, _: (
+            f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        ),
+    )[0]
     problem, _, where = first.rpartition(" @ ")
     return where.removeprefix("$").removeprefix("."), problem
 

@@ -220,30 +220,20 @@ def verdict_metric(compared: str) -> Metric:
     )
 
 
-def accuracy_metric(name: str, label: str | None = None) -> Metric:
-    """The metric of a user's accuracy benchmark: its marker is its name (``-m name``)."""
+def user_metric(name: str, unit: str, label: str | None = None) -> Metric:
+    """The metric of a user's benchmark in ``unit`` (accuracy, or throughput of their own
+    prompts): its marker is its name (``-m name``)."""
+    kind = Kind.ACCURACY if unit == ACCURACY_UNIT else Kind.THROUGHPUT
+    declared = "" if kind is Kind.ACCURACY else f'({name!r}, kind="throughput")'
     return Metric(
         name,
-        Kind.ACCURACY,
-        ACCURACY_UNIT,
+        kind,
+        unit,
         True,
-        label or f"{name} accuracy",
+        label or f"{name} {kind.value}",
         name,
-        f"the accuracy benchmark {name} (declared with @pytest.mark.{BENCHMARK_MARKER})",
-    )
-
-
-def throughput_metric(name: str) -> Metric:
-    """The metric of a user's throughput benchmark (their own prompts): marker = name."""
-    return Metric(
-        name,
-        Kind.THROUGHPUT,
-        THROUGHPUT_UNIT,
-        True,
-        f"{name} throughput",
-        name,
-        f"the throughput benchmark {name} (declared with "
-        f'@pytest.mark.{BENCHMARK_MARKER}({name!r}, kind="throughput"))',
+        f"the {kind.value} benchmark {name} (declared with "
+        f"@pytest.mark.{BENCHMARK_MARKER}{declared})",
     )
 
 
@@ -257,11 +247,7 @@ def metric_for(benchmark: str, unit: str | None = None) -> Metric | None:
         return METRICS[benchmark]
     if benchmark.startswith(VERDICT_PREFIX):
         return verdict_metric(benchmark[len(VERDICT_PREFIX) :])
-    if unit == ACCURACY_UNIT:
-        return accuracy_metric(benchmark)
-    if unit == THROUGHPUT_UNIT:
-        return throughput_metric(benchmark)
-    return None
+    return user_metric(benchmark, unit) if unit in (ACCURACY_UNIT, THROUGHPUT_UNIT) else None
 
 
 def kind_of(benchmark: str, unit: str | None = None) -> Kind | None:
@@ -324,7 +310,7 @@ def register_accuracy_metric(name: str, label: str | None = None) -> Metric:
     problem = benchmark_name_problem(name)
     if problem is not None:
         raise ValueError(problem)
-    METRICS[name] = accuracy_metric(name, label)
+    METRICS[name] = user_metric(name, ACCURACY_UNIT, label)
     return METRICS[name]
 
 

@@ -212,6 +212,10 @@ class ItemRecord:
         """The item's score in [0, 1]: ``score`` when the scorer gave one, else 1 or 0."""
         return float(self.correct) if self.score is None else self.score
 
+    def extracted_value(self, name: str) -> Any:
+        """``extracted[name]`` where the scorer extracted an object (None otherwise)."""
+        return self.extracted.get(name) if isinstance(self.extracted, dict) else None
+
     @property
     def failed(self) -> bool:
         """No usable answer (HTTP error, timeout, cut stream, unparsable envelope): never scored."""

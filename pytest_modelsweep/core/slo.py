@@ -86,9 +86,11 @@ def request_latencies_ms(record: Mapping[str, Any]) -> dict[str, float | None]:
     tokens = record.get("completion_tokens")
     ttft = None if first is None else (float(first) - start) * 1e3
     e2e = (end - start) * 1e3
-    tpot = None
-    if ttft is not None and tokens is not None and int(tokens) >= 2:
-        tpot = (e2e - ttft) / (int(tokens) - 1)
+    tpot = (
+        (e2e - ttft) / (int(tokens) - 1)
+        if ttft is not None and tokens is not None and int(tokens) >= 2
+        else None
+    )
     return {"ttft": ttft, "tpot": tpot, "e2e": e2e}
 
 

@@ -289,18 +289,13 @@ def _parse_screening(table: _Table) -> ScreeningSettings:
 
 def _parse_pricing(table: _Table) -> Pricing:
     """``[pricing]``: ``usd_per_hour`` (required), ``source``, ``as_of``, ``example``."""
-    table.no_unknown({"usd_per_hour", "source", "as_of", "example"})
     if "usd_per_hour" not in table.data:
+        table.no_unknown([spec.name for spec in fields(Pricing)])
         raise SweepError(
             f"{table.path}: pricing.usd_per_hour: missing; give the machine's "
             "price per hour in US dollars, e.g. usd_per_hour = 1.20"
         )
-    return Pricing(
-        usd_per_hour=table.value("usd_per_hour", "float"),
-        source=table.value("source", "str", ""),
-        as_of=table.value("as_of", "str", ""),
-        example=table.value("example", "bool", False),
-    )
+    return table.record(Pricing)
 
 
 def _parse_model(table: _Table) -> ModelSpec:

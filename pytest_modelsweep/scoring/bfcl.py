@@ -192,37 +192,39 @@ def _evaluate(node: ast.expr) -> Any:
     raise _refuse(node, f"{type(node).__name__} is not a literal (BFCL would eval it)")
 
 
+def _resolve_unary(node: ast.UnaryOp) -> Any:
+    """BFCL negates the operand's value whatever the operator; only a literal has one."""
+    if not isinstance(node.operand, ast.Constant):
+        raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
+    if isinstance(node.op, ast.UAdd):
+        return _evaluate(node)  # deliberately +x, not BFCL's -x
+    return operator.neg(cast(Any, node.operand.value))
+
+
+_RESOLVERS: dict[type, Callable[[Any], Any]] = {
+    ast.Constant: lambda node: "..." if node.value is Ellipsis else node.value,
+    ast.UnaryOp: _resolve_unary,
+    ast.List: lambda node: [_resolve_value(v) for v in node.elts],
+    ast.Dict: lambda node: {
+        _resolve_value(k): _resolve_value(v) for k, v in zip(node.keys, node.values, strict=True)
+    },
+    ast.BinOp: _evaluate,
+    ast.Name: lambda node: node.id,
+    ast.Call: lambda node: ast.unparse(node) if not node.keywords else _resolve_call(node),
+    ast.Tuple: lambda node: tuple(_resolve_value(v) for v in node.elts),
+    ast.Subscript: lambda node: f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]",
+}
+"""BFCL's ``resolve_ast_by_type``, by the value's node type."""
+
+
 def _resolve_value(node: ast.expr | None) -> Any:
-    """BFCL's ``resolve_ast_by_type`` on one argument value."""
-    if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
-    if isinstance(node, ast.UnaryOp):
-        # BFCL negates the operand's value whatever the operator; only a literal has one.
-        if not isinstance(node.operand, ast.Constant):
-            raise BfclDecodeError(f"unsupported unary expression {ast.unparse(node)!r}")
-        if isinstance(node.op, ast.UAdd):
-            return _evaluate(node)  # deliberately +x, not BFCL's -x
-        return operator.neg(cast(Any, node.operand.value))
-    if isinstance(node, ast.List):
-        return [_resolve_value(v) for v in node.elts]
-    if isinstance(node, ast.Dict):
-        return {
-            _resolve_value(k): _resolve_value(v)
-            for k, v in zip(node.keys, node.values, strict=True)
-        }
-    if isinstance(node, ast.BinOp):
-        return _evaluate(node)
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        return ast.unparse(node) if not node.keywords else _resolve_call(node)
-    if isinstance(node, ast.Tuple):
-        return tuple(_resolve_value(v) for v in node.elts)
-    if isinstance(node, ast.Subscript):
-        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    raise BfclDecodeError(
-        f"unsupported AST type: {'nothing' if node is None else type(node).__name__}"
-    )
+    """BFCL's ``resolve_ast_by_type`` on one argument value (:data:`_RESOLVERS`)."""
+    resolve = _RESOLVERS.get(type(node))
+    if resolve is None:
+        raise BfclDecodeError(
+            f"unsupported AST type: {'nothing' if node is None else type(node).__name__}"
+        )
+    return resolve(node)
 
 
 def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
@@ -244,11 +246,8 @@ def _resolve_call(node: ast.Call) -> dict[str, dict[Any, Any]]:
 def decode_prompt_output(text: str) -> Calls:
     """Decode ``[func(a=1, b="x")]`` as ``default_decode_ast_prompting``; BfclDecodeError
     where BFCL's decoder raises."""
-    result = text.strip("`\n ")
-    if not result.startswith("["):
-        result = "[" + result
-    if not result.endswith("]"):
-        result = result + "]"
+    # in one pair of brackets: BFCL adds each that is missing
+    result = "[" + text.strip("`\n ").removeprefix("[").removesuffix("]") + "]"
     try:
         body = ast.parse(result.strip().strip("'"), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -302,9 +301,7 @@ def decode_tool_calls(completion: Completion) -> list[Any]:
 
 def is_function_calling_format(decoded: Any) -> bool:
     """BFCL's ``is_function_calling_format_output``: ``[{name: {param: value}}, ...]`` (``[]`` allowed)."""
-    if type(decoded) is not list:
-        return False
-    return all(
+    return type(decoded) is list and all(
         type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict
         for item in decoded
     )
@@ -559,10 +556,11 @@ def check_bfcl_answer(
     """BFCL's verdict on an answered item (prompt mode: one with text), and the decoded calls
     (JSON data; None when the answer could not be decoded). Never raises."""
     try:
-        if mode == "tools":
-            decoded: Any = decode_tool_calls(completion)
-        else:
-            decoded = decode_prompt_output(completion.text or "")
+        decoded: Any = (
+            decode_tool_calls(completion)
+            if mode == "tools"
+            else decode_prompt_output(completion.text or "")
+        )
     except BfclDecodeError as exc:
         return BfclCheck(
             False, "ast_decoder:decoder_failed", f"failed to decode the answer: {exc}"
@@ -609,11 +607,9 @@ def summarise_bfcl(records: Sequence[ItemRecord]) -> dict[str, Any]:
     answered = [r for r in records if not r.failed]
     n = len(answered)
     correct = sum(r.correct for r in answered)
-    types: Counter[str] = Counter()
-    for r in answered:
-        if not r.correct:
-            kind = r.extracted.get("error_type") if isinstance(r.extracted, dict) else None
-            types[str(kind or "unknown")] += 1
+    types = Counter(
+        str(r.extracted_value("error_type") or "unknown") for r in answered if not r.correct
+    )
     return {
         "n": n,
         "items": len(records),

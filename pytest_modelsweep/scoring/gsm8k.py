@@ -98,9 +98,6 @@ def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
     def rate(count: int) -> float:
         return count / n if n else 0.0
 
-    def extracted(record: ItemRecord, name: str) -> Any:
-        return record.extracted.get(name) if isinstance(record.extracted, dict) else None
-
     flexible = sum(bool(r.scores.get("flexible-extract")) for r in answered)
     return {
         "n": n,
@@ -110,10 +107,10 @@ def summarise_gsm8k(records: Sequence[ItemRecord]) -> dict[str, Any]:
         "strict_match_accuracy": rate(sum(bool(r.scores.get("strict-match")) for r in answered)),
         "flexible_extract_accuracy": rate(flexible),
         "strict_match_invalid_rate": rate(
-            sum(extracted(r, "strict-match") is None for r in answered)
+            sum(r.extracted_value("strict-match") is None for r in answered)
         ),
         "flexible_extract_invalid_rate": rate(
-            sum(extracted(r, "flexible-extract") is None for r in answered)
+            sum(r.extracted_value("flexible-extract") is None for r in answered)
         ),
         "truncated_rate": rate(sum(r.finish_reason == "length" for r in answered)),
     }

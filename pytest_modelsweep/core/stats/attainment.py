@@ -38,8 +38,9 @@ def attainment_interval(
     check_confidence(confidence)
     if requests < 1 or not 0 <= good <= requests:
         raise ValueError(f"need 0 <= good <= requests and requests >= 1, got {good}/{requests}")
-    low, high = _clopper_pearson(good, requests, confidence)
-    return AttainmentInterval(good, requests, confidence, low, high)
+    return AttainmentInterval(
+        good, requests, confidence, *_clopper_pearson(good, requests, confidence)
+    )
 
 
 def design_effect(windows: Sequence[tuple[int, int]]) -> float:
@@ -73,9 +74,13 @@ def windows_attainment(
     if deff == 1.0:
         return replace(attainment_interval(good, total, confidence), windows=len(windows))
     effective = total / deff
-    low, high = _clopper_pearson(good / total * effective, effective, confidence)
     return AttainmentInterval(
-        good, total, confidence, low, high, windows=len(windows), design_effect=deff
+        good,
+        total,
+        confidence,
+        *_clopper_pearson(good / total * effective, effective, confidence),
+        windows=len(windows),
+        design_effect=deff,
     )
 
 
@@ -88,8 +93,7 @@ def min_requests_to_pass(target: float, confidence: float = DEFAULT_CONFIDENCE) 
             f"a window can show an attainment target strictly between 0 and 1 "
             f"(a finite sample never proves 100%), got {target!r}"
         )
-    tail = (1.0 - confidence) / 2.0
-    return math.ceil(math.log(tail) / math.log(target) - 1e-12)
+    return math.ceil(math.log((1.0 - confidence) / 2.0) / math.log(target) - 1e-12)
 
 
 def requests_per_step_problem(

@@ -151,14 +151,15 @@ def _aligned_scores(
     if not candidate_ids:
         raise ValueError("no items to compare: both score sets are empty")
     ids = sorted(candidate_ids)
-    sides = []
-    for name, scores in (("candidate", candidate), ("reference", reference)):
+
+    def scores_of(side: str, scores: Mapping[str, float]) -> FloatArray:
         array = np.fromiter((float(scores[i]) for i in ids), dtype=np.float64, count=len(ids))
         bad = np.flatnonzero(~np.isfinite(array))
         if bad.size:
-            raise ValueError(f"{name} score of item {ids[int(bad[0])]!r} is not a finite number")
-        sides.append(array)
-    return sides[0], sides[1]
+            raise ValueError(f"{side} score of item {ids[int(bad[0])]!r} is not a finite number")
+        return array
+
+    return scores_of("candidate", candidate), scores_of("reference", reference)
 
 
 # --------------------------------------------------------------------------- resampling
@@ -232,11 +233,14 @@ def _bca_levels(
     centred = differences - difference
     second = float(np.sum(centred**2))
     acceleration = float(np.sum(centred**3)) / (6.0 * second**1.5) if second > 0.0 else 0.0
-    levels = []
-    for z_alpha in (_STANDARD_NORMAL.inv_cdf(alpha / 2), _STANDARD_NORMAL.inv_cdf(1 - alpha / 2)):
+
+    def level(z_alpha: float) -> float:
         shifted = z0 + z_alpha
-        levels.append(_STANDARD_NORMAL.cdf(z0 + shifted / (1.0 - acceleration * shifted)))
-    return levels[0], levels[1]
+        return _STANDARD_NORMAL.cdf(z0 + shifted / (1.0 - acceleration * shifted))
+
+    return level(_STANDARD_NORMAL.inv_cdf(alpha / 2)), level(
+        _STANDARD_NORMAL.inv_cdf(1 - alpha / 2)
+    )
 
 
 def _interval(sample: _PairedSample, confidence: float, method: str, seed: int) -> PairedInterval:
@@ -246,11 +250,12 @@ def _interval(sample: _PairedSample, confidence: float, method: str, seed: int) 
     difference = float(differences.sum()) / n
     standard_error = float(np.std(differences, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
     alpha = 1.0 - confidence
-    if method == "bca":
-        level_low, level_high = _bca_levels(differences, difference, means, alpha)
-    else:
-        level_low, level_high = alpha / 2, 1.0 - alpha / 2
-    low, high = (float(q) for q in np.quantile(means, [level_low, level_high]))
+    levels = (
+        _bca_levels(differences, difference, means, alpha)
+        if method == "bca"
+        else (alpha / 2, 1.0 - alpha / 2)
+    )
+    low, high = (float(q) for q in np.quantile(means, levels))
     if method == "basic":
         low, high = 2.0 * difference - high, 2.0 * difference - low
     z_sum = _STANDARD_NORMAL.inv_cdf(1.0 - alpha / 2) + _STANDARD_NORMAL.inv_cdf(DETECTION_POWER)

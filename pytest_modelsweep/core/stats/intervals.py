@@ -112,6 +112,10 @@ def _welch(*terms: tuple[float, float]) -> tuple[float, float]:
     return variance, float(sum(df for _, df in terms))
 
 
+_NO_SPREAD = (math.nan, math.nan)
+"""The variance and df of a side with one repeat (or of fewer than two pairs): degenerate."""
+
+
 def _ratio_from_log(
     log_ratio: float,
     variance: float,
@@ -124,10 +128,8 @@ def _ratio_from_log(
 ) -> RatioInterval:
     degenerate = not (math.isfinite(variance) and math.isfinite(df) and df > 0)
     standard_error = math.nan if degenerate else math.sqrt(variance)
-    low = high = math.nan
-    if not degenerate:
-        half = t_half_width(standard_error, df, confidence)
-        low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
+    half = math.nan if degenerate else t_half_width(standard_error, df, confidence)
+    low, high = math.exp(log_ratio - half), math.exp(log_ratio + half)
     return RatioInterval(
         ratio=math.exp(log_ratio),
         low=low,
@@ -176,10 +178,8 @@ def ratio_interval(
     confidence = check_confidence(confidence)
     log_c = _logs(candidate, "candidate repeats")
     log_r = _logs(reference, "reference repeats")
-    if min(log_c.size, log_r.size) == 1:
-        variance = df = math.nan
-    else:
-        variance, df = _welch(_term(log_c), _term(log_r))
+    one_repeat = min(log_c.size, log_r.size) == 1
+    variance, df = _NO_SPREAD if one_repeat else _welch(_term(log_c), _term(log_r))
     return _ratio_from_log(
         float(log_c.mean() - log_r.mean()),
         variance,
@@ -213,10 +213,11 @@ def paired_ratio_interval(
     differences = _logs(candidate, "candidate windows") - _logs(reference, "reference windows")
     n = differences.size
     spread = n if first_stage is None else min(first_stage, n)
-    if spread < 2:
-        variance = df = math.nan
-    else:
-        variance, df = float(np.var(differences[:spread], ddof=1)) / n, float(spread - 1)
+    variance, df = (
+        _NO_SPREAD
+        if spread < 2
+        else (float(np.var(differences[:spread], ddof=1)) / n, float(spread - 1))
+    )
     return _ratio_from_log(
         float(differences.mean()),
         variance,
@@ -249,10 +250,9 @@ def ratio_interval_between_runs(
     between = float(np.var(run_means, ddof=1))
     within_terms = [_term(logs)[0] for logs in run_logs if logs.size > 1]
     tau_squared = max(0.0, between - (float(np.mean(within_terms)) if within_terms else 0.0))
-    if log_c.size == 1:
-        variance = df = math.nan
-    else:
-        variance, df = _welch((between / k + tau_squared, k - 1), _term(log_c))
+    variance, df = (
+        _NO_SPREAD if log_c.size == 1 else _welch((between / k + tau_squared, k - 1), _term(log_c))
+    )
     return _ratio_from_log(
         float(log_c.mean() - run_means.mean()),
         variance,

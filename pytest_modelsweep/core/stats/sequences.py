@@ -118,9 +118,8 @@ def _bet_sizes(y: FloatArray, log_threshold: float) -> list[FloatArray]:
     count = np.arange(1, n + 1, dtype=np.float64)
     running_mean = (0.5 + np.cumsum(y, axis=1)) / (count + 1.0)
     variance = (0.25 + np.cumsum((y - running_mean) ** 2, axis=1)) / (count + 1.0)
-    previous = np.empty_like(variance)
-    previous[:, 0] = 0.25
-    previous[:, 1:] = variance[:, :-1]
+    # the variance known before each item: the prior 0.25 before the first
+    previous = np.concatenate((np.full((y.shape[0], 1), 0.25), variance[:, :-1]), axis=1)
     return [np.sqrt(2.0 * log_threshold / (previous * horizon)) for horizon in HORIZONS]
 
 
@@ -139,15 +138,13 @@ def _log_capitals(
     with np.errstate(divide="ignore"):
         cap_up = TRUNCATION / predicted
         cap_down = TRUNCATION / (1.0 - predicted)
-    up = down = None
-    for bet in bets:
-        log_up = np.cumsum(np.log1p(np.minimum(bet, cap_up) * gap), axis=1)
-        log_down = np.cumsum(np.log1p(-np.minimum(bet, cap_down) * gap), axis=1)
-        up = log_up if up is None else np.logaddexp(up, log_up)
-        down = log_down if down is None else np.logaddexp(down, log_down)
-    assert up is not None and down is not None
-    shift = math.log(len(bets))
-    return np.maximum.accumulate(up - shift, axis=1), np.maximum.accumulate(down - shift, axis=1)
+
+    def running_max(sign: float, cap: FloatArray) -> FloatArray:
+        """The running maximum of the bets' averaged log capital, betting ``sign`` × gap."""
+        logs = [np.cumsum(np.log1p(sign * np.minimum(bet, cap) * gap), axis=1) for bet in bets]
+        return np.maximum.accumulate(np.logaddexp.reduce(logs) - math.log(len(bets)), axis=1)
+
+    return running_max(1.0, cap_up), running_max(-1.0, cap_down)
 
 
 def _first_true(flags: NDArray[np.bool_]) -> IntArray:
@@ -204,11 +201,9 @@ def crossing_times(
         y = (d + 1.0) / 2.0
         mean = (np.clip(values[start:stop], -1.0, 1.0) + 1.0) / 2.0
         up, down = _log_capitals(y, mean, population, _bet_sizes(y, log_threshold))
-        out_below = up >= log_threshold
-        out_above = down >= log_threshold
         # a mean outside [-1, 1] is impossible whatever the data
-        out_below |= (values[start:stop] < -1.0)[:, None]
-        out_above |= (values[start:stop] > 1.0)[:, None]
+        out_below = (up >= log_threshold) | (values[start:stop] < -1.0)[:, None]
+        out_above = (down >= log_threshold) | (values[start:stop] > 1.0)[:, None]
         if population is not None:
             total = np.cumsum(d, axis=1)
             left = population - np.arange(1, n + 1, dtype=np.float64)
@@ -265,8 +260,7 @@ class PairedConfidenceSequence:
     def _rules_out(self, values: FloatArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
         """For each value: whether every mean at or below it / at or above it is ruled out."""
         if not self._differences:
-            none = np.zeros(values.size, dtype=bool)
-            return none | (values < -1.0), none | (values > 1.0)
+            return values < -1.0, values > 1.0
         below, above = crossing_times(
             np.asarray(self._differences),
             values,
@@ -334,15 +328,13 @@ class PairedConfidenceSequence:
         points = np.array([0.0] if margin is None else [0.0, -margin, margin])
         below, above = self._rules_out(points)
         interval = self.interval()
-        verdict: Verdict | None = None
-        if below[0] and above[0]:
-            verdict = Verdict.INCONCLUSIVE
-        elif below[0]:
-            verdict = Verdict.BETTER
-        elif above[0]:
-            verdict = Verdict.WORSE
-        elif margin is not None and below[1] and above[2]:
-            verdict = Verdict.EQUIVALENT
+        rules = (
+            (Verdict.INCONCLUSIVE, below[0] and above[0]),
+            (Verdict.BETTER, below[0]),
+            (Verdict.WORSE, above[0]),
+            (Verdict.EQUIVALENT, margin is not None and below[1] and above[2]),
+        )
+        verdict = next((verdict for verdict, ruled in rules if ruled), None)
         reason = StopReason.DECIDED if verdict is not None else None
         if verdict is None and final:
             verdict = Verdict.MATCHES if margin is None else Verdict.INCONCLUSIVE

@@ -67,17 +67,16 @@ def decide_verdict(interval: DifferenceBounds, margin: float | None = None) -> V
     ``inconclusive``.
     """
     margin = check_margin(margin)
-    if interval.too_few_items:
-        return Verdict.INCONCLUSIVE
-    if interval.low > 0.0:
-        return Verdict.BETTER
-    if interval.high < 0.0:
-        return Verdict.WORSE
-    if margin is None:
-        return Verdict.MATCHES
-    if -margin <= interval.low and interval.high <= margin:
-        return Verdict.EQUIVALENT
-    return Verdict.INCONCLUSIVE
+    return _first_verdict(
+        (Verdict.INCONCLUSIVE, interval.too_few_items),
+        (Verdict.BETTER, interval.low > 0.0),
+        (Verdict.WORSE, interval.high < 0.0),
+        (Verdict.MATCHES, margin is None),
+        (
+            Verdict.EQUIVALENT,
+            margin is not None and -margin <= interval.low and interval.high <= margin,
+        ),
+    )
 
 
 class RatioBounds(_Bounds, Protocol):
@@ -97,14 +96,15 @@ def decide_ratio_verdict(interval: RatioBounds, tolerance: float = 0.0) -> Verdi
     """
     if not (math.isfinite(tolerance) and 0.0 <= tolerance < 1.0):
         raise ValueError(f"ratio tolerance must be in [0, 1), got {tolerance!r}")
-    if interval.degenerate:
-        return Verdict.INCONCLUSIVE
-    if interval.high < 1.0 - tolerance:
-        return Verdict.WORSE
-    if interval.low > 1.0 + tolerance:
-        return Verdict.BETTER
-    if interval.low <= 1.0 <= interval.high:
-        return Verdict.MATCHES
-    if 1.0 - tolerance <= interval.low and interval.high <= 1.0 + tolerance:
-        return Verdict.EQUIVALENT
-    return Verdict.INCONCLUSIVE
+    return _first_verdict(
+        (Verdict.INCONCLUSIVE, interval.degenerate),
+        (Verdict.WORSE, interval.high < 1.0 - tolerance),
+        (Verdict.BETTER, interval.low > 1.0 + tolerance),
+        (Verdict.MATCHES, interval.low <= 1.0 <= interval.high),
+        (Verdict.EQUIVALENT, 1.0 - tolerance <= interval.low and interval.high <= 1.0 + tolerance),
+    )
+
+
+def _first_verdict(*rules: tuple[Verdict, bool]) -> Verdict:
+    """The verdict of the first rule that holds, in order; inconclusive when none does."""
+    return next((verdict for verdict, holds in rules if holds), Verdict.INCONCLUSIVE)
