@@ -258,7 +258,6 @@ def read_history(
 ) -> History:
     """The series of ``sweep``'s newest ``max_runs`` runs (of ``benchmark``, ``settings``)."""
     listed = sweep_runs(store, sweep)
-    notes = [f"the newest {max_runs} of {len(listed)} runs"] if len(listed) > max_runs else []
     runs = [
         _Run(
             run_id,
@@ -284,7 +283,7 @@ def read_history(
         sweep,
         tuple(r.run_id for r in runs),
         _series(runs, thresholds),
-        tuple(notes),
+        (f"the newest {max_runs} of {len(listed)} runs",) if len(listed) > max_runs else (),
     )
 
 
@@ -358,8 +357,10 @@ def _one_series(
         else ""
     )
     if not note:
-        scale = [math.log(v) for v in values] if log else values
-        for change in change_points(scale, [_within_variance(m) for _, m in line]):
+        for change in change_points(
+            [math.log(v) for v in values] if log else values,
+            [_within_variance(m) for _, m in line],
+        ):
             before, after = (
                 (math.exp(change.before), math.exp(change.after))
                 if log

@@ -10,6 +10,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from html import escape
 from typing import Any
 
@@ -35,7 +36,7 @@ from .decision.layout import (
     unmeasured_line,
     unplaced_line,
 )
-from .decision.page import FIGURES_TITLE, Cell, Column, DecisionRow
+from .decision.page import FIGURES_TITLE, Cell, Column, DecisionRow, Pareto
 from .plots import (
     MATPLOTLIB_HINT,
     NotDrawn,
@@ -296,14 +297,14 @@ def decision_html(
         ),
         _notes(pareto_line(page)),
     ]
-    if page.pareto is not None:
+    if isinstance(page.pareto, Pareto):
         description = (
             f"Pareto plot: {page.pareto.y_label} against "
             f"{page.pareto.x_label}, one point per candidate"
         )
         parts.append(
             _figure(
-                drawn(lambda: pareto_plot(page.pareto)),
+                drawn(partial(pareto_plot, page.pareto)),
                 description,
                 description,
                 "ms-plot ms-pareto",
@@ -319,29 +320,34 @@ def summary_html(measurements: Measurements, run: RunInfo) -> str:
     """The "modelsweep summary" section: heading, provenance, tables, plots (with its CSS)."""
     tables = summary_tables(measurements, reference=run.reference)
     plots = summary_plots(measurements, run.reference)
-    parts = [
-        f"<style>{CSS}</style>",
-        f'<section class="modelsweep" id="modelsweep-summary"><h2>{escape_text(SUMMARY_TITLE)}</h2>',
-        f'<p class="ms-title">{escape_text(run_title(run))}</p>',
-        f'<p class="ms-provenance">{escape_text(provenance_line(measurements, run))}</p>',
-        "" if tables else '<p class="ms-notes">No measurements were recorded.</p>',
-        *(table_html(t) for t in tables),
-        _NO_PLOTS
-        if plots is None
-        else ""
-        if not plots
-        else (
-            '<h3>Plots</h3><div class="ms-plots">'
-            + "".join(
-                _figure(
-                    p.svg, p.description, f"{p.title}: {p.description}", what=f"the plot {p.title}"
+    return "".join(
+        [
+            f"<style>{CSS}</style>",
+            f'<section class="modelsweep" id="modelsweep-summary"><h2>{escape_text(SUMMARY_TITLE)}</h2>',
+            f'<p class="ms-title">{escape_text(run_title(run))}</p>',
+            f'<p class="ms-provenance">{escape_text(provenance_line(measurements, run))}</p>',
+            "" if tables else '<p class="ms-notes">No measurements were recorded.</p>',
+            *(table_html(t) for t in tables),
+            _NO_PLOTS
+            if plots is None
+            else ""
+            if not plots
+            else (
+                '<h3>Plots</h3><div class="ms-plots">'
+                + "".join(
+                    _figure(
+                        p.svg,
+                        p.description,
+                        f"{p.title}: {p.description}",
+                        what=f"the plot {p.title}",
+                    )
+                    for p in plots
                 )
-                for p in plots
-            )
-            + "</div>"
-        ),
-    ]
-    return "".join(parts) + "</section>"
+                + "</div>"
+            ),
+            "</section>",
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- one measurement
@@ -403,7 +409,7 @@ def _latency_table(row: ThroughputRow) -> str:
         f"over all {row.latency['e2e'].n:,} timed requests of the setting"
         if row.latency_source == "requests" and row.latency["e2e"].n
         else "median over repeats of each repeat's figure"
-        if row.latency_source == "repeats" and row.repeat_count > 1
+        if row.latency_source == "repeats" and len(row.stats.repeat_values) > 1
         else ""
     )
     rows = [
@@ -592,21 +598,23 @@ def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
     fidelity, cost = row.fidelity, row.stats.cost
     return [
         ("tokens/s (mean)", format_rate(row.mean)),
-        ("range", row.spread),
-        ("repeats", str(row.repeat_count)),
+        *((name, str(row.cells[name])) for name in ("range", "repeats")),
         ("CV", format_percent(row.stats.cv)),
         ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}"),
         *([("flags", row.flags)] if row.flags else []),
         *(
             [
                 ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),
-                *zip(("goodput (req/s)", "SLO attainment"), map(str, row.goodput_cells)),
+                *((name, str(row.cells[name])) for name in ("goodput (req/s)", "SLO attainment")),
             ]
             if row.has_goodput
             else []
         ),
         *(
-            [("$/1M output tokens", row.cost_cell), ("price", cost.pricing.describe())]
+            [
+                ("$/1M output tokens", str(row.cells["$/1M output tokens"])),
+                ("price", cost.pricing.describe()),
+            ]
             if cost is not None
             else []
         ),

@@ -221,8 +221,11 @@ def _report(m: Measurement, stats: ThroughputStats, run: Mapping[str, Any]) -> d
     outputs = [r.completion_tokens for r in ok if r.completion_tokens is not None]
     windows = stats.repeats
     run_id, start = _own_run(m, run)
-    measured_s = sum(w.duration_s for w in windows)
-    time = {"start": start, "end": m.recorded_at or None, "duration": f"PT{measured_s:.3f}S"}
+    time = {
+        "start": start,
+        "end": m.recorded_at or None,
+        "duration": f"PT{sum(w.duration_s for w in windows):.3f}S",
+    }
     failures = len(records) - len(ok)
     requests: dict[str, Any] = {
         "total": sum(w.completed for w in windows) + failures,

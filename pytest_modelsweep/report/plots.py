@@ -143,13 +143,23 @@ def _points(
     }
 
 
-def _models_and_prompts(lines: Mapping[tuple[str, int | None], Any]) -> tuple[list[str], list[int]]:
-    """The models (a colour each) and prompt lengths (a line style each; 0: short) of lines."""
-    return sorted({model for model, _ in lines}), sorted({prompt or 0 for _, prompt in lines})
-
-
-def _line_label(model: str, prompt: int | None) -> str:
-    return _label(f"{model}, {'short prompts' if prompt is None else f'{prompt} prompt tokens'}")
+def _line_styles(
+    lines: Mapping[tuple[str, int | None], Any],
+) -> dict[tuple[str, int | None], dict[str, str]]:
+    """Each line's style: a colour per model, a line style and marker per prompt length (0:
+    short), and its label."""
+    models, prompts = sorted({model for model, _ in lines}), sorted({p or 0 for _, p in lines})
+    return {
+        (model, prompt): {
+            "color": f"C{models.index(model) % 10}",
+            "linestyle": _STYLES[prompts.index(prompt or 0) % len(_STYLES)],
+            "marker": _MARKERS[prompts.index(prompt or 0) % len(_MARKERS)],
+            "label": _label(
+                f"{model}, {'short prompts' if prompt is None else f'{prompt} prompt tokens'}"
+            ),
+        }
+        for model, prompt in lines
+    }
 
 
 def _concurrency_axis(axes: Any, concurrencies: set[int]) -> None:
@@ -174,19 +184,15 @@ def throughput_plot(measurements: Measurements) -> str | None:
     if not lines or not matplotlib_available():
         return None
     figure, axes = _new_figure(7.5, 4.2)
-    models, prompts = _models_and_prompts(lines)
-    for (model, prompt), points in lines.items():
-        style = prompts.index(prompt or 0)
+    styles = _line_styles(lines)
+    for key, points in lines.items():
         ys = [p[1] for p in points]
         axes.errorbar(
             [p[0] for p in points],
             ys,
             yerr=error_bars(ys, [p[2] for p in points], [p[3] for p in points]),
             capsize=3,
-            color=f"C{models.index(model) % 10}",
-            linestyle=_STYLES[style % len(_STYLES)],
-            marker=_MARKERS[style % len(_MARKERS)],
-            label=_line_label(model, prompt),
+            **styles[key],
         )
     _concurrency_axis(axes, {p[0] for points in lines.values() for p in points})
     axes.set(ylabel="output tokens/s", ylim=(0, None))
@@ -207,13 +213,12 @@ def latency_plot(measurements: Measurements) -> str | None:
     if not lines or not matplotlib_available():
         return None
     figure, panels = _new_figure(7.5, 6.4, 2, 1, sharex=True)
-    models, prompts = _models_and_prompts(lines)
+    styles = _line_styles(lines)
     concurrencies: set[int] = set()
     for axes, name, title in zip(
         panels, ("ttft", "tpot"), ("Time to first token", "Time per output token")
     ):
-        for (model, prompt), points in lines.items():
-            marker = _MARKERS[prompts.index(prompt or 0) % len(_MARKERS)]
+        for key, points in lines.items():
             for quantity, linestyle in (("p50", "-"), ("p99", "--")):
                 shown = [
                     (c, v) for c, row in points if (v := row.figure(name, quantity)) is not None
@@ -223,10 +228,10 @@ def latency_plot(measurements: Measurements) -> str | None:
                     axes.plot(
                         [c for c, _ in shown],
                         [v for _, v in shown],
-                        color=f"C{models.index(model) % 10}",
+                        color=styles[key]["color"],
                         linestyle=linestyle,
-                        marker=marker,
-                        label=_line_label(model, prompt) + f" {quantity}",
+                        marker=styles[key]["marker"],
+                        label=f"{styles[key]['label']} {quantity}",
                     )
         axes.set(ylabel=f"{name.upper()} (ms)", ylim=(0, None))
         axes.set_title(f"{title}: p50 solid, p99 dashed", fontsize=10, loc="left")
@@ -449,9 +454,9 @@ def server_metrics_plot(measurements: Measurements) -> tuple[str, str] | None:
     )
 
 
-def pareto_plot(pareto: Pareto | None) -> str | None:
+def pareto_plot(pareto: Pareto) -> str | None:
     """Accuracy difference against throughput ratio (or relative cost), the front dashed."""
-    if pareto is None or not pareto.points or not matplotlib_available():
+    if not pareto.points or not matplotlib_available():
         return None
     figure, axes = _new_figure(7.5, 4.4)
     axes.axvline(1.0, color="#8c959f", linewidth=0.8)

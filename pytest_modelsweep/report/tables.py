@@ -280,9 +280,12 @@ class Setting:
     @property
     def prompt(self) -> str:
         """``short``, or the long prompt's length: ``1,024``."""
-        prompt = self.prompt_tokens
         return (
-            "short" if prompt is None else f"{prompt:,}" if isinstance(prompt, int) else str(prompt)
+            "short"
+            if self.prompt_tokens is None
+            else f"{self.prompt_tokens:,}"
+            if isinstance(self.prompt_tokens, int)
+            else str(self.prompt_tokens)
         )
 
     @property
@@ -340,6 +343,31 @@ def measurement_kind(m: Measurement) -> str:
 
 
 # --------------------------------------------------------------------------- verdicts
+def _verdict_figures(m: Measurement, s: AccuracyVerdictStats, plain: bool) -> list[Cell]:
+    """A verdict's difference, interval, n, discordant pairs and detectable difference (a
+    sequential verdict's from its confidence sequence); ``plain``: every interval is 95%."""
+    seq, iv = s.sequence, s.interval
+    if seq is not None:  # --until-decided: the confidence sequence
+        return [
+            format_points(seq.difference),
+            format_points_interval(seq.low, seq.high),
+            seq.n,
+            seq.discordant,
+            NA,
+        ]
+    interval = NA if iv is None else format_points_interval(iv.low, iv.high)
+    if not plain and iv is not None and interval != NA:
+        interval += f" ({_rounded(100 * iv.confidence, 1):g}%)"
+    detectable = None if iv is None else finite(iv.min_detectable_difference)
+    return [
+        format_points(m.value if iv is None else iv.difference),
+        interval,
+        m.n if iv is None else iv.n,
+        NA if iv is None else iv.discordant,
+        NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp",
+    ]
+
+
 def verdict_table(measurements: Measurements) -> Table:
     """Paired verdicts: candidate, reference, metric, difference, interval, n, discordant, verdict."""
     verdicts = [(m, stats_of(m, AccuracyVerdictStats)) for m in measurements]
@@ -355,47 +383,15 @@ def verdict_table(measurements: Measurements) -> Table:
         "detectable",
         "verdict",
     ]
-    rows: list[tuple[tuple[str, str], list[Cell]]] = []
-    sequential = []
-    for m, s in verdicts:
-        metric, candidate, iv = (
-            s.metric or m.benchmark.split(":", 1)[-1],
-            s.candidate or m.model,
-            s.interval,
-        )
-        if (seq := s.sequence) is not None:  # --until-decided: the confidence sequence
-            sequential.append(f"{candidate} on {metric}: {seq.text()}")
-            cells: list[Cell] = [
-                format_points(seq.difference),
-                format_points_interval(seq.low, seq.high),
-                seq.n,
-                seq.discordant,
-                NA,
-            ]
-        else:
-            interval = NA if iv is None else format_points_interval(iv.low, iv.high)
-            if not plain and iv is not None and interval != NA:
-                interval += f" ({_rounded(100 * iv.confidence, 1):g}%)"
-            detectable = None if iv is None else finite(iv.min_detectable_difference)
-            cells = [
-                format_points(m.value if iv is None else iv.difference),
-                interval,
-                m.n if iv is None else iv.n,
-                NA if iv is None else iv.discordant,
-                NA if detectable is None else f"±{_rounded(100 * detectable, 1):.1f} pp",
-            ]
-        rows.append(
-            (
-                (metric, candidate),
-                [
-                    candidate,
-                    s.reference,
-                    metric,
-                    *cells,
-                    NA if s.verdict is None else s.verdict.value,
-                ],
-            )
-        )
+    named = [
+        (s.metric or m.benchmark.split(":", 1)[-1], s.candidate or m.model, m, s)
+        for m, s in verdicts
+    ]
+    sequential = [
+        f"{candidate} on {metric}: {s.sequence.text()}"
+        for metric, candidate, _, s in named
+        if s.sequence is not None
+    ]
     margins = sorted({margin for _, s in verdicts if (margin := finite(s.margin)) is not None})
     notes = [
         note
@@ -422,7 +418,16 @@ def verdict_table(measurements: Measurements) -> Table:
     return Table(
         "Verdicts",
         columns,
-        [row for _, row in sorted(rows, key=lambda r: (rank(r[0][0]), r[0]))],
+        [
+            [
+                candidate,
+                s.reference,
+                metric,
+                *_verdict_figures(m, s, plain),
+                NA if s.verdict is None else s.verdict.value,
+            ]
+            for metric, candidate, m, s in sorted(named, key=lambda r: (rank(r[0]), r[0], r[1]))
+        ],
         "verdicts",
         notes,
         columns.index("verdict"),
@@ -455,14 +460,14 @@ def accuracy_table(
     for m in ordered:
         stats, interval, setting = stats_of(m, AccuracyStats), accuracy_interval(m), Setting.of(m)
         subset = (
-            ("subset" if setting.limit is None else f"first {setting.limit}")
+            stats.sequence.text()  # --until-decided: the items it stopped after
+            if stats.sequence is not None
+            else ("subset" if setting.limit is None else f"first {setting.limit}")
             if setting.subset is True or setting.limit is not None
             else "full"
             if setting.subset is False
             else NA
         )
-        if stats.sequence is not None:
-            subset = stats.sequence.text()  # --until-decided: the items it stopped after
         errors = sorted(stats.error_types.items(), key=lambda kv: (-int(kv[1]), kv[0]))
         cells: dict[str, Cell] = {  # every benchmark's, each shows its columns'
             "model": m.model,
@@ -511,7 +516,8 @@ def request_latencies(requests: Sequence[RequestRecord]) -> dict[str, list[float
 class ThroughputRow:
     """A throughput measurement (one setting, all its repeats) as the reports read it.
     Latencies from every timed request (``latency_source`` ``requests``), else the median over
-    repeats of each repeat's percentile (``repeats``); ``fidelity``: the lowest repeat's."""
+    repeats of each repeat's percentile (``repeats``); ``fidelity``: the lowest repeat's;
+    ``cells``: its cell in every column a throughput table can show."""
 
     m: Measurement
     stats: ThroughputStats
@@ -521,22 +527,13 @@ class ThroughputRow:
     mean: float | None
     low: float | None
     high: float | None
-    repeat_count: int
     fidelity: float | None
     contended: bool
     short_prompt_tokens: int | None
     flags: str  # ``unstable``, ``contended (1/3)`` (contended windows where known), or ``""``.
-    prompt: str
-    spread: str  # ``lowest–highest`` repeat (``n/a`` with one).
     has_goodput: bool  # Measured against ``--slo``.
-    goodput_cells: list[Cell]  # Goodput (req/s) and SLO attainment, the mean over the repeats.
-    cost_cell: str  # $/1M output tokens with its interval.
-    offered_rps: float | None = None  # An open loop's, the mean over repeats (None: closed).
-    achieved_rps: float | None = None
-
-    @property
-    def open_loop(self) -> bool:
-        return self.offered_rps is not None
+    open_loop: bool  # Requests sent at an offered rate (the table's rate columns).
+    cells: Mapping[str, Cell]
 
     def figure(self, name: str, quantity: str) -> float | None:
         """A latency figure in ms: ``figure("ttft", "p50")``."""
@@ -605,6 +602,7 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     cost_cell = NA if cost is None else format_usd(cost.usd_per_million_output_tokens)
     if cost is not None and cost.interval is not None and cost_cell != NA:
         cost_cell += f" [{format_usd(cost.interval[0])}, {format_usd(cost.interval[1])}]"
+    fidelity = min((f for w in windows if (f := finite(w.fidelity)) is not None), default=None)
     return ThroughputRow(
         m,
         stats,
@@ -614,27 +612,44 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         finite(m.value),
         low,
         high,
-        count,
-        min((f for w in windows if (f := finite(w.fidelity)) is not None), default=None),
+        fidelity,
         contended,
         short,
         ", ".join(flags),
-        setting.prompt
-        if setting.user_prompts is None
-        else "own"
-        if short is None
-        else f"own (≈{short:,})",
-        f"{format_rate(low)}–{format_rate(high)}"
-        if low is not None and high is not None and count > 1
-        else NA,
         goodput is not None and goodput.slo is not None,
-        [
-            format_goodput(goodput and goodput.goodput_rps),
-            format_percent(goodput and goodput.slo_attainment),
-        ],
-        cost_cell,
-        sum(offered) / len(offered) if offered else None,
-        sum(achieved) / len(achieved) if achieved else None,
+        bool(offered),
+        dict(
+            zip(
+                throughput_columns(goodput=True, cost=True, open_loop=True),
+                [
+                    m.model,
+                    _count(whole(setting.concurrency)),
+                    format_goodput(sum(offered) / len(offered) if offered else None),
+                    format_goodput(sum(achieved) / len(achieved) if achieved else None),
+                    setting.prompt
+                    if setting.user_prompts is None
+                    else "own"
+                    if short is None
+                    else f"own (≈{short:,})",
+                    format_rate(m.value),
+                    f"{format_rate(low)}–{format_rate(high)}"
+                    if low is not None and high is not None and count > 1
+                    else NA,
+                    count,
+                    format_percent(stats.cv),
+                    ", ".join(flags),
+                    format_goodput(goodput and goodput.goodput_rps),
+                    format_percent(goodput and goodput.slo_attainment),
+                    cost_cell,
+                    *(
+                        format_ms(figure(latency[name], q))
+                        for name in ("ttft", "tpot", "itl")
+                        for q in ("p50", "p90", "p99")
+                    ),
+                    NA if fidelity is None else f"{_rounded(fidelity, 3):.3f}",
+                ],
+            )
+        ),
     )
 
 
@@ -676,38 +691,6 @@ THROUGHPUT_COLUMNS = throughput_columns()
 """Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
 
 
-def throughput_cells(
-    row: ThroughputRow, goodput: bool = False, cost: bool = False, open_loop: bool = False
-) -> list[Cell]:
-    """A :class:`ThroughputRow` as the cells of :func:`throughput_columns`."""
-    cells = dict(
-        zip(
-            throughput_columns(goodput=True, cost=True, open_loop=True),
-            [
-                row.m.model,
-                _count(whole(row.setting.concurrency)),
-                format_goodput(row.offered_rps),
-                format_goodput(row.achieved_rps),
-                row.prompt,
-                format_rate(row.mean),
-                row.spread,
-                row.repeat_count,
-                format_percent(row.stats.cv),
-                row.flags,
-                *row.goodput_cells,
-                row.cost_cell,
-                *(
-                    format_ms(row.figure(name, q))
-                    for name in ("ttft", "tpot", "itl")
-                    for q in ("p50", "p90", "p99")
-                ),
-                NA if row.fidelity is None else f"{_rounded(row.fidelity, 3):.3f}",
-            ],
-        )
-    )
-    return [cells[column] for column in throughput_columns(goodput, cost, open_loop)]
-
-
 def throughput_rows(measurements: Measurements) -> list[ThroughputRow]:
     """:func:`throughput_row` of each throughput measurement, in recording order."""
     return [throughput_row(m) for m in measurements if isinstance(m.stats, ThroughputStats)]
@@ -741,11 +724,14 @@ def throughput_table(
         said
         for shown, said in (
             (
-                slos and any(NA in r.goodput_cells for r in rows),
+                slos
+                and any(
+                    NA in (r.cells["goodput (req/s)"], r.cells["SLO attainment"]) for r in rows
+                ),
                 "goodput and SLO attainment where the run had no --slo (or no request was timed)",
             ),
             (
-                prices and any(r.cost_cell == NA for r in rows),
+                prices and any(r.cells["$/1M output tokens"] == NA for r in rows),
                 "$/1M where the run had no price (or no tokens/s)",
             ),
         )
@@ -821,11 +807,11 @@ def throughput_table(
         )
         if shown
     ]
-    shown = (bool(slos), bool(prices), looped)  # the goodput, cost and open-loop columns
+    columns = throughput_columns(bool(slos), bool(prices), looped)
     return Table(
         label_of(benchmark, f"{benchmark} throughput"),
-        throughput_columns(*shown),
-        [throughput_cells(r, *shown) for r in rows],
+        columns,
+        [[r.cells[column] for column in columns] for r in rows],
         "throughput",
         notes + outcome_notes(measurements),
     )
@@ -927,7 +913,6 @@ def capacity_table(measurements: Measurements, reference: str | None = None) -> 
         (m for m in measurements if isinstance(m.stats, SearchStats)),
         key=lambda m: _reference_first(reference, m.model),
     )
-    slos = {str(Setting.of(m).slo) for m in found}
     knob = next(
         m.stats.knob for m in measurements if isinstance(m.stats, SearchStats | SearchRatioStats)
     )
@@ -973,7 +958,8 @@ def capacity_table(measurements: Measurements, reference: str | None = None) -> 
     ]
     what, decided, search, searches = _SEARCH_NOTES[knob]
     notes = [
-        f"capacity: {what} at which the SLO ({'; '.join(sorted(slos))}) was met, "
+        f"capacity: {what} at which the SLO "
+        f"({'; '.join(sorted({str(Setting.of(m).slo) for m in found}))}) was met, "
         f"{decided}; bracket: [last pass, first miss or saturation] {unit}; goodput, "
         "attainment and tokens/s of the passing step at the capacity; stopped: why the "
         f"{search} ended",

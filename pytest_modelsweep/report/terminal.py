@@ -20,18 +20,20 @@ def _format_value(value: float) -> str:
 
 def measurement_table(measurements: Iterable[Measurement | Mapping[str, Any]]) -> list[str]:
     """Rows of model, benchmark, parameters, value with unit and n, in recording order."""
-    rows = [
-        (
-            m.model,
-            m.benchmark,
-            " ".join(f"{k}={v}" for k, v in m.params.items()),
-            f"{_format_value(m.value)} {m.unit}".strip(),
-            str(m.n),
-            m.outcome or "",
-        )
-        for m in records(measurements)
-    ]
-    return _aligned(("model", "benchmark", "parameters", "value", "n", "outcome"), rows)
+    return _aligned(
+        ("model", "benchmark", "parameters", "value", "n", "outcome"),
+        [
+            (
+                m.model,
+                m.benchmark,
+                " ".join(f"{k}={v}" for k, v in m.params.items()),
+                f"{_format_value(m.value)} {m.unit}".strip(),
+                str(m.n),
+                m.outcome or "",
+            )
+            for m in records(measurements)
+        ],
+    )
 
 
 def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -44,17 +46,19 @@ def _aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths]), *map(line, rows)]
 
 
+_IN_UNITS = {Kind.STARTUP.value: "{:.2f} s", Kind.THROUGHPUT.value: "{:.1f}"}
+"""How the gate shows a figure of each kind that is not an accuracy (that: in percent)."""
+
+
 def gate_table(rows: Sequence[GateRow]) -> list[str]:
     """The gate rows: accuracy in % (change in pp), throughput in tokens/s, startup in s."""
 
     def fmt(row: GateRow, value: float, signed: bool = False) -> str:
         if math.isnan(value):
             return "-"
-        if row.kind == Kind.STARTUP.value:
-            return f"{100 * value:+.1f}%" if signed else f"{value:.2f} s"
-        if row.kind != Kind.THROUGHPUT.value:
-            return f"{100 * value:+.1f}pp" if signed else f"{100 * value:.1f}%"
-        return f"{100 * value:+.1f}%" if signed else f"{value:.1f}"
+        if signed:  # a change: in percent, of an accuracy in percentage points
+            return f"{100 * value:+.1f}{'%' if row.kind in _IN_UNITS else 'pp'}"
+        return _IN_UNITS.get(row.kind, "{:.1%}").format(value)
 
     return _aligned(
         (

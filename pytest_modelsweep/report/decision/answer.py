@@ -239,7 +239,6 @@ def pareto_data(page: Page, metrics: Sequence[str], standings: Mapping[str, str]
         points.append(
             ParetoPoint(c, x, y, x_low, x_high, finite(iv.low), finite(iv.high), not standings[c])
         )
-    front = pareto_front([(p.x, p.y) for p in points], x_higher_is_better=use_ratio)
     each = " (each model at its own)" if page.mixed else ""
     at = (
         "each at its capacity under the SLO"
@@ -254,7 +253,10 @@ def pareto_data(page: Page, metrics: Sequence[str], standings: Mapping[str, str]
         f"{settings} throughput ratio" if use_ratio else "relative cost",
         f"{label} difference",
         use_ratio,
-        tuple(replace(p, on_front=on) for p, on in zip(points, front)),
+        tuple(
+            replace(p, on_front=on)
+            for p, on in zip(points, pareto_front([(p.x, p.y) for p in points], use_ratio))
+        ),
         tuple(left_out),
     )
 

@@ -221,7 +221,6 @@ def decision_page(
         ]
         row.flags = row_flags(page, row.model, row.cells, columns)
     standings = {row.model: standing(row, columns, metrics) for row in rows[1:]}
-    pareto = pareto_data(page, metrics, standings)
     columns, unmeasured = _without_unmeasured_groups(columns, rows)
     return DecisionPage(
         answer_line(page, metrics, standings),
@@ -229,8 +228,7 @@ def decision_page(
         rows,
         reasons,
         _notes(page, metrics, {c.group for c in columns}),
-        None if isinstance(pareto, str) else pareto,
-        pareto if isinstance(pareto, str) else "",
+        pareto_data(page, metrics, standings),
         unmeasured,
         [f"{f.test_id}: {one_line(f.message, 100)}" for f in page.failures if f.model is None],
     )

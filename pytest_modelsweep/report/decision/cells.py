@@ -211,16 +211,15 @@ def _ratio_cells(page: Page, candidate: str) -> list[Cell]:
     side = throughput_why(page, page.reference, page.at[candidate]) or throughput_why(
         page, candidate
     )
-    failed = [
-        f
-        for f in page.failures_of(candidate, setting)
-        if f.name.startswith("test_throughput_ratio")
-    ]
     return (
         _both(*side)
         if side
         else _not_run(
-            failed,
+            [
+                f
+                for f in page.failures_of(candidate, setting)
+                if f.name.startswith("test_throughput_ratio")
+            ],
             f"{setting} throughput ratio of {candidate}",
             "ratio",
             "test_throughput_ratio in benches/test_throughput.py",
@@ -310,8 +309,9 @@ def _search_ratio_cells(page: Page, candidate: str, knob: str) -> list[Cell]:
         failed = page.failures_of(candidate, function=f"test_{search.ratio}")
         mine, reference = (page.capacities[knob][side].why for side in (candidate, page.reference))
         if mine or (reference and not failed):
-            why = mine or f"no {search.what} of the reference to compare with: {reference}"
-            return [Cell(DASH, why=why), Cell(DASH, why=why)]
+            return _both(
+                DASH, mine or f"no {search.what} of the reference to compare with: {reference}"
+            )
         return _not_run(
             failed,
             f"{search.ratio} measurement of {candidate}",

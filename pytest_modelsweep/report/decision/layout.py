@@ -11,8 +11,8 @@ from .page import ACCURACY_BLOCK, DASH, REFERENCE, Cell, Column, DecisionPage, D
 
 def pareto_line(page: DecisionPage) -> str:
     """One line naming the Pareto front, or why there is no plot (both reports show it)."""
-    if page.pareto is None:
-        return f"No Pareto plot: {page.pareto_why}."
+    if isinstance(page.pareto, str):
+        return f"No Pareto plot: {page.pareto}."
     return (
         f"Pareto front ({page.pareto.y_name} against {page.pareto.x_name}): "
         + ", ".join(page.pareto.front)
@@ -71,8 +71,9 @@ class Block:
     @property
     def parts(self) -> str:
         """What its lines hold, in a few words: ``verdict · ratio [95% interval]``."""
-        names = [c.name for _, c in self.groups[0][1]]
-        return " · ".join((["benchmark"] if self.several else []) + names)
+        return " · ".join(
+            (["benchmark"] if self.several else []) + [c.name for _, c in self.groups[0][1]]
+        )
 
     @property
     def several(self) -> bool:

@@ -121,8 +121,7 @@ class DecisionPage:
     rows: list[DecisionRow]
     reasons: list[str]
     notes: list[str]
-    pareto: Pareto | None
-    pareto_why: str = ""
+    pareto: Pareto | str
     unmeasured: list[tuple[str, list[int]]] = field(default_factory=list)
     unplaced: list[str] = field(default_factory=list)
 

@@ -142,8 +142,11 @@ class Page:
             )
             for candidate in self.candidates
         }
-        compared = [n for n in found.values() if n is not None]
-        at_reference = max(compared or self.measured(self.reference) or {FALLBACK_CONCURRENCY})
+        at_reference = max(  # the highest compared, else the reference's own, else c16
+            [n for n in found.values() if n is not None]
+            or self.measured(self.reference)
+            or {FALLBACK_CONCURRENCY}
+        )
         return {
             self.reference: at_reference,
             **{c: at_reference if n is None else n for c, n in found.items()},
