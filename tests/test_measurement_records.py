@@ -165,6 +165,31 @@ DECISION_GROUPS = (
 )
 
 
+def test_a_searchs_details_list_a_rate_sweeps_design_only_for_a_rate_sweep(
+    records_run: RecordsRun,
+) -> None:
+    """A concurrency search leaves the rate sweep's design (target, start, maximum) unset, so
+    that its HTML details do not list them at 0; a rate sweep lists them as swept."""
+    from pytest_modelsweep.report.html import measurement_html
+
+    searches = [
+        m
+        for m in map(Measurement.from_dict, records_run.results)
+        if isinstance(m.stats, SearchStats)
+    ]
+    assert {m.stats.knob for m in searches} == {"concurrency", "rate"}  # type: ignore[union-attr]
+    for m in searches:
+        stats = m.stats
+        assert isinstance(stats, SearchStats)
+        design = (stats.target, stats.start, stats.maximum)
+        details = measurement_html(m)
+        if stats.knob == "rate":  # --rate-sweep=4:64 at the default attainment
+            assert design == (0.9, 4.0, 64.0) and "<dt>maximum</dt>" in details
+        else:
+            assert design == (None, None, None)
+            assert all(f"<dt>{key}</dt>" not in details for key in ("target", "start", "maximum"))
+
+
 def test_with_every_group_the_decision_table_fits_a_1400_px_screen(
     records_run: RecordsRun,
     tmp_path: Path,

@@ -74,8 +74,9 @@ def neutral(value: Any) -> Any:
 
 def as_today(before: Any) -> Any:
     """A record dumped at 080a7c2 with its class renamed as today (a search's knob, a class
-    variable then, is a field now), and a concurrency step's window (a ``StepWindow`` then)
-    a throughput window of those figures: its timed requests are the step's requests."""
+    variable then, is a field now), a concurrency search's rate-only fields unset (0 then),
+    and a concurrency step's window (a ``StepWindow`` then) a throughput window of those
+    figures: its timed requests are the step's requests."""
     if isinstance(before, list):
         return [as_today(v) for v in before]
     if not isinstance(before, dict):
@@ -85,6 +86,8 @@ def as_today(before: Any) -> Any:
     knob = next((k for k, names in KNOB.items() if name in names), None)
     if knob is not None:
         data.setdefault("knob", knob)
+    if name == "CapacityStats":  # a rate sweep's design, 0 then in a concurrency search, unset now
+        data.update({key: None for key in ("target", "start", "maximum") if not data[key]})
     if name in RENAMED:
         data["__class__"] = RENAMED[name]
     window = data.get("recorded")

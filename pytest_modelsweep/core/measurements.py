@@ -704,9 +704,9 @@ class SearchStats(Record):
     reason: str | None = None
     error: str | None = None
     source: str = ""
-    target: float = 0.0
-    start: float = 0.0
-    maximum: float = 0.0
+    target: float | None = None
+    start: float | None = None
+    maximum: float | None = None
     burstiness: float = 1.0
     contended: bool = False
     contended_windows: int = 0
