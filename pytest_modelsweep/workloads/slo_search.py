@@ -342,9 +342,9 @@ def find_capacity(
         return step
 
     def decide(value: float) -> SearchStep:
-        """Windows at ``value`` until its step is decided or has its most windows."""
-        step = next((s for s in reversed(steps) if s.value == value), None)
-        step = window(value) if step is None else step
+        """Windows at ``value`` (navigated: it has one) until its step is decided or has its
+        most windows."""
+        step = next(s for s in reversed(steps) if s.value == value)
         while not step.broken and step.outcome not in (
             StepOutcome.PASS,
             StepOutcome.MISS,
