@@ -170,13 +170,11 @@ def request_for(item: EvalItem, prompting: Prompting) -> ApiRequest:
         **item.extra_body,
     }
     messages = [dict(m) for m in item.messages] if item.messages is not None else None
-    if item.tools is not None and messages is not None:
-        tools = [dict(tool) for tool in item.tools]
+    if messages is not None and (item.tools is not None or prompting == "chat"):
+        tools = {} if item.tools is None else {"tools": [dict(tool) for tool in item.tools]}
         return ApiRequest(
-            item.id, "/v1/chat/completions", {"messages": messages, "tools": tools, **settings}
+            item.id, "/v1/chat/completions", {"messages": messages, **tools, **settings}
         )
-    if prompting == "chat" and messages is not None:
-        return ApiRequest(item.id, "/v1/chat/completions", {"messages": messages, **settings})
     if item.prompt is not None:
         return ApiRequest(item.id, "/v1/completions", {"prompt": item.prompt, **settings})
     assert messages is not None  # EvalItem has messages or a prompt

@@ -405,16 +405,15 @@ class ComparisonFinder:
                 else self.store.outcome_of(self.run_id, test)
                 for test, ended in here.items()
             }
-            if all(outcomes.values()):  # a side written between the two reads counts
-                side = in_this_run()
+            if all(outcomes.values()):  # every test ended
+                side = in_this_run()  # a side written between the two reads counts
                 if side is not None:
                     return Found(side)
-            if all(outcome == "skipped" for outcome in outcomes.values()):
-                return Skipped(
-                    f"{model} has no {what}: its test was skipped in this run "
-                    f"({', '.join(outcomes)}); nothing to compare"
-                )
-            if all(outcomes.values()):
+                if all(outcome == "skipped" for outcome in outcomes.values()):
+                    return Skipped(
+                        f"{model} has no {what}: its test was skipped in this run "
+                        f"({', '.join(outcomes)}); nothing to compare"
+                    )
                 shown = ", ".join(f"{test} {outcome}" for test, outcome in outcomes.items())
                 return Failed(
                     f"{model} recorded no {what} in this run ({shown}); "

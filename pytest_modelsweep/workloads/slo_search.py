@@ -163,14 +163,6 @@ class StepPolicy:
         """The level of the capacity interval its decisions give."""
         return 2 * self.confidence - 1
 
-    def as_params(self) -> dict[str, Any]:
-        """As the measurement's parameters record it (a comparison checks them alike)."""
-        return {
-            "step_confidence": self.confidence,
-            "min_windows": self.min_windows,
-            "max_windows": self.max_windows,
-        }
-
 
 INTERVAL_CONFIDENCE = StepPolicy().interval_confidence
 """The level of a capacity interval [last pass, first miss), each end allowed 1 - 97.5%: 95%
@@ -350,9 +342,9 @@ def find_capacity(
         return step
 
     def decide(value: float) -> SearchStep:
-        """Windows at ``value`` until its step is decided or has its most windows."""
-        step = next((s for s in reversed(steps) if s.value == value), None)
-        step = window(value) if step is None else step
+        """Windows at ``value`` (navigated: it has one) until its step is decided or has its
+        most windows."""
+        step = next(s for s in reversed(steps) if s.value == value)
         while not step.broken and step.outcome not in (
             StepOutcome.PASS,
             StepOutcome.MISS,
@@ -386,28 +378,20 @@ def find_capacity(
     looked: dict[float, bool] = {}
     good_at: float = zero
     bad_at: float | None = None
-    value = knob.start
-    while True:  # grow: start, × growth, ... capped at the maximum
-        measured = window(value)
-        if measured.broken:
-            return result(good_at, None, broken_reason(measured))
-        looked[value] = _looks_passing(measured, target)
-        if not looked[value]:
-            bad_at = value
-            break
-        good_at = value
-        if value >= knob.maximum:
-            break
-        value = knob.grown(value)
-    while bad_at is not None and (split := knob.between(good_at, bad_at)) is not None:
-        measured = window(split)
+    at: float | None = knob.start
+    while at is not None:
+        measured = window(at)
         if measured.broken:
             return result(good_at, bad_at, broken_reason(measured))
-        looked[split] = _looks_passing(measured, target)
-        if looked[split]:
-            good_at = split
+        looked[at] = _looks_passing(measured, target)
+        if looked[at]:
+            good_at = at
         else:
-            bad_at = split
+            bad_at = at
+        if bad_at is None:  # grow: start, × growth, ... capped at the maximum
+            at = None if at >= knob.maximum else knob.grown(at)
+        else:  # bisect between the last that looked passing and the first that did not
+            at = knob.between(good_at, bad_at)
 
     # decide the boundary, from the navigated values outward: those that looked failing
     # lowest first, then those that looked passing highest first; a value at or below a
@@ -664,7 +648,9 @@ def measure_capacity(
             "max_concurrency": int(knob.maximum),
             "output_tokens": OUTPUT_TOKENS,
             "timed_requests": settings.timed_requests,
-            **policy.as_params(),
+            "step_confidence": policy.confidence,
+            "min_windows": policy.min_windows,
+            "max_windows": policy.max_windows,
         }
     )
     params = {"slo": slo.as_dict(), "attainment_target": settings.slo_attainment, **searched}
