@@ -43,9 +43,7 @@ class Provenance:
     """The process listening on the endpoint's port on this host: pid, command (redacted)."""
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["launch_argv"] = list(self.launch_argv)
-        return data
+        return asdict(self) | {"launch_argv": list(self.launch_argv)}
 
     def cache_key(self) -> str:
         """What a stored item of this model must share to be reused without a request."""

@@ -394,14 +394,15 @@ def write_manifests(sweep: Sweep, settings: JobSettings, folder: Path) -> dict[s
     # [ConfigMap, Job] and [Job]; refusals come before anything is written
     manifests = {"measure": measuring_job(sweep, settings), "judge": [judging_job(sweep, settings)]}
     folder.mkdir(parents=True, exist_ok=True)
-    written = {}
-    names = dict(zip(("measure", "judge"), job_names(sweep, settings.sweep_run), strict=True))
-    for kind, documents in manifests.items():
-        path = written[kind] = folder / f"{names[kind]}.yaml"
+    written = {
+        kind: folder / f"{name}.yaml"
+        for kind, name in zip(manifests, job_names(sweep, settings.sweep_run), strict=True)
+    }
+    for kind, path in written.items():
         path.write_text(
             f"# modelsweep k8s: sweep {sweep.name}, sweep run {settings.sweep_run} "
             f"({kind}); docs/kubernetes.md\n"
-            + yaml.dump_all(documents, Dumper=Dumper, sort_keys=False, width=100),
+            + yaml.dump_all(manifests[kind], Dumper=Dumper, sort_keys=False, width=100),
             encoding="utf-8",
         )
     return written

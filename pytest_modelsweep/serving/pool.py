@@ -100,15 +100,15 @@ class EndpointPool:
                 return self._entries[name]
             if (pitfall := serving_pitfall(self.sweep.serving)) is not None:
                 raise EndpointError(f"{name}: {pitfall}")
-            accelerator = self.sweep.serving.accelerator
+            process: ServerProcess | None = None
             if name in self.attach:
                 endpoint = self._attach(name, self.attach[name])
-                return _Entry(endpoint=replace(endpoint, accelerator=accelerator))
-            self._claim(name)
-            endpoint, process = launch_endpoint(
-                self.sweep, name, self.run_dir / "logs", self.progress, worker_id=self.worker_id
-            )
-            return _Entry(endpoint=replace(endpoint, accelerator=accelerator), process=process)
+            else:
+                self._claim(name)
+                endpoint, process = launch_endpoint(
+                    self.sweep, name, self.run_dir / "logs", self.progress, worker_id=self.worker_id
+                )
+            return _Entry(replace(endpoint, accelerator=self.sweep.serving.accelerator), process)
         except ModelsweepError as error:
             return _Entry(error=error)
 

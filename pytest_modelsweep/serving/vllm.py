@@ -219,12 +219,17 @@ def launch_vllm(
     settings.update(
         tool_call_parser=spec.tool_call_parser,
         **({"tpu_visible_chips": env["TPU_VISIBLE_CHIPS"]} if "TPU_VISIBLE_CHIPS" in env else {}),
+        **(
+            {
+                "conversion": {
+                    key: conversion.get(key)
+                    for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
+                }
+            }
+            if conversion is not None
+            else {}
+        ),
     )
-    if conversion is not None:
-        settings["conversion"] = {
-            key: conversion.get(key)
-            for key in ("architecture", "dtype", "transformers", "gguf", "recipe")
-        }
     return facts.endpoint(
         spec,
         base_url,

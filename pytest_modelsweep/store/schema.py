@@ -179,9 +179,13 @@ def _add_column(conn: Connection, table: Table, name: str) -> None:
 
 def _join_sweep_runs(conn: Connection, dialect: str) -> None:
     """2 → 3: the runs table learns sweep runs; a baseline entry may stand for one."""
-    for name in ("sweep_run", "models_json", "finished_at"):
-        _add_column(conn, RUNS, name)
-    _add_column(conn, BASELINE_RUNS, "sweep_run")
+    for table, name in (
+        (RUNS, "sweep_run"),
+        (RUNS, "models_json"),
+        (RUNS, "finished_at"),
+        (BASELINE_RUNS, "sweep_run"),
+    ):
+        _add_column(conn, table, name)
     for index in RUNS.indexes:
         index.create(conn, checkfirst=True)
 
