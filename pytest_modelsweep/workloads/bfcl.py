@@ -123,15 +123,14 @@ def to_openai_tools(
 ) -> list[dict[str, Any]]:
     """BFCL function docs to OpenAI ``tools`` as BFCL's OpenAI handler converts them; with
     ``underscore_to_dot`` dots in names become underscores."""
-    tools: list[dict[str, Any]] = []
-    for doc in copy.deepcopy(list(functions)):
+    docs = copy.deepcopy(list(functions))
+    for doc in docs:
         if underscore_to_dot and "." in doc["name"]:
             doc["name"] = doc["name"].replace(".", "_")
         params = doc.setdefault("parameters", {})
         params["type"] = "object"
         params["properties"] = _cast_properties(params.get("properties", {}))
-        tools.append({"type": "function", "function": doc})
-    return tools
+    return [{"type": "function", "function": doc} for doc in docs]
 
 
 # --- prompts and requests ------------------------------------------------------------------

@@ -97,7 +97,6 @@ def measure_setting(
     server_pids = endpoint.server_pids()
     results: list[SettingWindow] = []
     windows: list[Contention] = []
-    values: list[float] = []
     try:
         for repeat in range(policy.at_most):
             meter = ContentionMeter.of(server_pids, settings)
@@ -143,7 +142,7 @@ def measure_setting(
                     )
             results.append(result)
             windows.append(meter.result)
-            values.append(result.output_tokens_per_s)
+            values = [r.output_tokens_per_s for r in results]
             if progress is not None:
                 progress(
                     repeat_line(
@@ -293,7 +292,6 @@ def measure_interleaved_setting(
     first, second = endpoints
     names = [first.model.name, second.model.name]
     tokenizers = {e.model.name: make_tokenizer(e) for e in endpoints}
-    values: dict[str, list[float]] = {name: [] for name in names}
     windows: list[InterleavedWindow] = []
     violations: list[str] = []
     repeats = settings.repeats
@@ -315,13 +313,14 @@ def measure_interleaved_setting(
                     tokenizer=tokenizers[name],
                     meter=meter,
                 )
-                values[name].append(result.output_tokens_per_s)
                 windows.append(
                     InterleavedWindow(name, pair, result.output_tokens_per_s, meter.result)
                 )
                 violations += [f"{name} pair {pair}: {v}" for v in result.violations]
-            a, b = (values[name] for name in names)
-            ratios = [y / x if x > 0 else 0.0 for x, y in zip(a, b)]
+            reference_values, candidate_values = (  # each side's tokens/s, in pair order
+                [w.output_tokens_per_s for w in windows if w.model == name] for name in names
+            )
+            ratios = [y / x if x > 0 else 0.0 for x, y in zip(reference_values, candidate_values)]
             if progress is not None:
                 progress(
                     f"interleaved {benchmark} c{concurrency}: pair "
@@ -336,8 +335,7 @@ def measure_interleaved_setting(
         raise MeasurementError(
             "interleaved windows broke their rules: " + "; ".join(violations[:10])
         )
-    reference, candidate = names
-    return Interleaved(tuple(windows), tuple(values[candidate]), tuple(values[reference]))
+    return Interleaved(tuple(windows), tuple(candidate_values), tuple(reference_values))
 
 
 @contextlib.contextmanager
