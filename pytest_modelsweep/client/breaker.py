@@ -15,14 +15,9 @@ from collections.abc import Callable
 
 import httpx
 
-from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, auth_headers
 from .tls import get_within
 
-DEFAULT_IDLE_TIMEOUT_S = DEFAULTS.idle_timeout
-"""``--idle-timeout``: no byte for this long fails a request (see ``OptionDefaults``)."""
-DEFAULT_REQUEST_TIMEOUT_S = DEFAULTS.request_timeout
-"""``--request-timeout``: the total bound of one request, connect to last byte."""
 STALL_CHECK_S = 20.0
 """A request silent this long makes the breaker check the server's health."""
 COUNTER_STILL_S = 30.0

@@ -38,9 +38,6 @@ class DeadlineClient:
         except TimeoutError:
             raise httpx.ReadTimeout(f"no whole answer within {self.deadline_s:g} s") from None
 
-    def get(self, url: str) -> httpx.Response:
-        return self.request("GET", url)
-
     def close(self) -> None:
         if not self._loop.is_closed():
             self._loop.run_until_complete(self._client.aclose())
@@ -58,4 +55,4 @@ def get_within(
 ) -> httpx.Response:
     """One GET whose whole exchange ends within ``deadline_s`` (:class:`DeadlineClient`)."""
     with DeadlineClient(deadline_s, headers) as client:
-        return client.get(url)
+        return client.request("GET", url)

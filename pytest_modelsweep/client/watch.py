@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.options import DEFAULTS
 from ..core.secrets import Credentials, wants_key_message
-from .breaker import DEFAULT_IDLE_TIMEOUT_S, STALL_CHECK_S, Breaker
+from .breaker import STALL_CHECK_S, Breaker
 from .http import perf
 
 
@@ -97,7 +98,7 @@ class Guard:
     non-streamed answer with work counters: no byte *and* no counter movement), credentials,
     the endpoint's breaker, and ``on_wait(n, seconds)`` told when requests are overdue."""
 
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    idle_timeout_s: float = DEFAULTS.idle_timeout
     credentials: Credentials | None = None
     breaker: Breaker | None = None
     on_wait: Callable[[int, float], None] | None = None

@@ -5,6 +5,7 @@ a number read leniently where a figure is optional. Pure: no pytest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -66,9 +67,7 @@ def restored(data: Any) -> Any:
         for step in steps[:-1]:
             parent = parent[step] if isinstance(parent, dict | list) else None
         if kind in ("inf", "-inf") and isinstance(parent, dict | list) and steps:
-            try:
+            with contextlib.suppress(IndexError, KeyError, TypeError):
                 if parent[steps[-1]] is None:
                     parent[steps[-1]] = float(kind)
-            except (IndexError, KeyError, TypeError):
-                pass
     return data

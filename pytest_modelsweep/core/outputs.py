@@ -114,8 +114,7 @@ def check_output_file(path: Path | str, option: str) -> Path:
     problem = _folder_problem(target.parent)
     if problem is None and os.path.lexists(target):
         try:
-            with open(target, "ab"):
-                pass
+            open(target, "ab").close()
         except OSError as error:
             problem = _reason(error)
     if problem is not None:

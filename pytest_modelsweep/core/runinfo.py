@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -28,13 +29,11 @@ def _git(rootdir: Path, *args: str) -> str | None:
 
 def _proc_value(path: str, key: str) -> str | None:
     """The value after ``key:`` in a ``/proc`` file (None where there is none)."""
-    try:
+    with contextlib.suppress(OSError):
         for line in Path(path).read_text().splitlines():
             name, colon, value = line.partition(":")
             if colon and name.strip() == key:
                 return value.strip()
-    except OSError:
-        pass
     return None
 
 

@@ -103,11 +103,11 @@ def is_good(record: Mapping[str, Any], slo: Slo) -> bool:
     tokens = record.get("completion_tokens")
     if latencies["tpot"] is None and tokens is not None and int(tokens) < 2:
         latencies["tpot"] = 0.0
-    for name, limit in slo.targets().items():
-        value = latencies[name]
-        if value is None or value > limit:
-            return False
-    return True
+    targets = slo.targets()
+    return not any(
+        value is None or value > limit
+        for value, limit in zip(map(latencies.get, targets), targets.values(), strict=True)
+    )
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ class ServerFacts:
 def _get(client: DeadlineClient, url: str, *, text: bool = False) -> Any:
     """The JSON (or ``text``) of a 200 answer to ``GET url``, else None ('' for text)."""
     with contextlib.suppress(httpx.HTTPError, ValueError):
-        response = client.get(url)
+        response = client.request("GET", url)
         if response.status_code == 200:
             return response.text if text else response.json()
     return "" if text else None
@@ -77,7 +77,7 @@ def probe_server(
     base = redact(base_url.rstrip("/"))
     with DeadlineClient(timeout_s, auth_headers(credentials)) as client:
         try:
-            response = client.get(f"{base}/v1/models")
+            response = client.request("GET", f"{base}/v1/models")
         except httpx.HTTPError as exc:
             raise EndpointError(
                 f"{base}/v1/models did not answer ({type(exc).__name__}: {redact(str(exc))}); "

@@ -141,7 +141,7 @@ class ServerProcess:
                     raise self._failure(f"exited with code {code} before it was ready")
                 polled = time.perf_counter()
                 with contextlib.suppress(httpx.HTTPError):
-                    if client.get(self.ready_url).status_code == 200:
+                    if client.request("GET", self.ready_url).status_code == 200:
                         self.ready_at = time.perf_counter()
                         self.ready_within_s = self.ready_at - previous
                         _SERVING[_address(self.ready_url)] = self

@@ -21,9 +21,9 @@ from ..api.evaluation import (
     summarise_items,
 )
 from ..client import Guard, run_post_requests
-from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from ..core.errors import DataError, MeasurementError
 from ..core.measurements import AccuracySequence, AccuracyStats
+from ..core.options import DEFAULTS
 from ..core.outputs import OutputError
 from ..core.records import ApiRequest, Completion, ItemRecord
 from ..core.settings import BenchSettings
@@ -100,8 +100,8 @@ def run_accuracy(
     run_id: str,
     reuse: bool = True,
     concurrency: int = 16,
-    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    timeout_s: float = DEFAULTS.request_timeout,
+    idle_timeout_s: float = DEFAULTS.idle_timeout,
     progress: Callable[[str], None] | None = None,
 ) -> AccuracyRun[ItemT]:
     """Score every item: stored answers under the same serving key are reused (scored again),

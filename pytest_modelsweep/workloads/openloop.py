@@ -27,8 +27,8 @@ from ..client import (
     stream_open_loop,
     stream_requests_detailed,
 )
-from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..core.measurements import Contention, OpenLoop, Saturation, ThroughputWindow
+from ..core.options import DEFAULTS
 from ..core.records import RequestRecord
 from ..core.slo import Goodput, Slo
 from ..serving.endpoint import Endpoint
@@ -206,7 +206,7 @@ def run_open_loop(
     timeout_s: float,
     prompt_tokens: int | None = None,
     output_tokens: int = OUTPUT_TOKENS,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    idle_timeout_s: float = DEFAULTS.idle_timeout,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     saturation_tolerance: float = DEFAULT_SATURATION_TOLERANCE,
     tokenizer: ServerTokenizer | None = None,

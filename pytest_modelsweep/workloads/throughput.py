@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 
 from ..client import Guard, InFlight, StreamOutcome, stream_requests_detailed
-from ..client.breaker import DEFAULT_IDLE_TIMEOUT_S
 from ..client.counters import METRICS_TIMEOUT_S, CounterKind, fetch_metrics, find_counter
 from ..core.errors import EndpointError
 from ..core.measurements import Contention, Latency, ServerMetricsWindow, ThroughputWindow
-from ..core.options import default_timed_requests
+from ..core.options import DEFAULTS, default_timed_requests
 from ..core.records import ApiRequest, RequestRecord
 from ..core.secrets import Credentials
 from ..core.slo import Goodput, Slo, window_goodput
@@ -358,7 +357,7 @@ def run_throughput(
     warmup_requests: int,
     seed: int,
     timeout_s: float,
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    idle_timeout_s: float = DEFAULTS.idle_timeout,
     tokenizer: ServerTokenizer | None = None,
     progress: Callable[[str], None] | None = None,
     meter: AbstractContextManager[Any] | None = None,
