@@ -17,18 +17,26 @@ from support.endpoints import endpoint_at
 from support.sse_server import SseServer
 
 from pytest_modelsweep.client import InFlight, stream_open_loop
-from pytest_modelsweep.core.measurements import StepOutcome, ThroughputStats, ThroughputWindow
+from pytest_modelsweep.core.measurements import (
+    Contention,
+    StepOutcome,
+    ThroughputStats,
+    ThroughputWindow,
+)
 from pytest_modelsweep.core.slo import Slo
 from pytest_modelsweep.workloads.arrivals import ArrivalProcess
 from pytest_modelsweep.workloads.openloop import (
-    OpenLoopWindow,
     Saturation,
     degenerate_reason,
     kept_up_rate,
     run_open_loop,
 )
-from pytest_modelsweep.workloads.slo_search import RATE_POLICY, Knob, find_capacity
-from pytest_modelsweep.workloads.throughput import run_throughput, throughput_requests
+from pytest_modelsweep.workloads.slo_search import RATE_POLICY, Knob, MeasuredWindow, find_capacity
+from pytest_modelsweep.workloads.throughput import (
+    ThroughputResult,
+    run_throughput,
+    throughput_requests,
+)
 
 TOKENS = 16
 BASE_S = 0.002
@@ -40,7 +48,7 @@ def queueing_server() -> SseServer:
     return SseServer(per_token_s_per_inflight=BASE_S, slots=SLOTS)
 
 
-def open_window(srv: SseServer, rate: float, requests: int, **kw: object) -> OpenLoopWindow:
+def open_window(srv: SseServer, rate: float, requests: int, **kw: object) -> ThroughputResult:
     args: dict[str, object] = {
         "arrivals": ArrivalProcess(rate),
         "timed_requests": requests,
@@ -169,17 +177,21 @@ def test_window_below_capacity_is_clean_and_keeps_up() -> None:
     with queueing_server() as srv:
         window = open_window(srv, CAPACITY_RPS / 4, 24)
     assert window.violations == []
-    result = window.result
-    assert result.completed == 24 and result.total_completion_tokens == 24 * TOKENS
-    assert result.fidelity == 1.0
-    assert window.offered_rps == pytest.approx(CAPACITY_RPS / 4, rel=0.35)
-    assert not window.saturation.saturated and window.saturation_reason is None
-    assert window.saturation.capped == 0
-    records = result.records
+    figures = window.figures
+    assert figures.completed == 24 and figures.total_completion_tokens == 24 * TOKENS
+    assert figures.fidelity == 1.0
+    assert figures.open_loop is not None
+    saturation = figures.open_loop.saturation
+    assert saturation.offered_rps == pytest.approx(CAPACITY_RPS / 4, rel=0.35)
+    assert not saturation.saturated and saturation.reason() is None
+    assert saturation.capped == 0
+    # each request's start is its scheduled time (the window's seed 11)
+    offsets = ArrivalProcess(CAPACITY_RPS / 4).offsets(24, 11)
+    records = window.records
     assert [r.start for r in records] == pytest.approx(
-        [window.result.records[0].start + o - window.offsets_s[0] for o in window.offsets_s]
+        [records[0].start + o - offsets[0] for o in offsets]
     )
-    server = window.server
+    server = figures.server_metrics
     assert server is not None and server.unavailable is None
     assert server.summary.running is not None and server.summary.running.max <= SLOTS
     assert server.summary.prefix_cache_hit_rate == 0.0
@@ -203,7 +215,8 @@ def test_a_window_whose_requests_failed_is_degenerate_flagged_and_broken() -> No
     with SseServer(default_fault="http500") as srv:
         window = open_window(srv, 50.0, 6)
     reason = "degenerate: only 0 of 6 requests finished, so the window shows failures, not a rate"
-    assert window.degenerate == reason and window.violations[-1] == reason
+    assert window.figures.open_loop is not None and window.figures.open_loop.degenerate == reason
+    assert window.violations[-1] == reason and reason not in window.figures.violations
     recorded = ThroughputWindow.from_dict(window.window().to_dict())
     assert recorded.open_loop is not None and recorded.open_loop.degenerate == reason
     assert recorded.degenerate and not recorded.saturated
@@ -241,16 +254,20 @@ def test_done_when_open_loop_p99_far_above_closed_loop_at_the_same_throughput() 
         window = open_window(srv, 2 * CAPACITY_RPS, 64)
     assert closed.violations == [] and window.violations == []
     # the same mean throughput: the server's capacity, both ways
-    assert closed.requests_per_s == pytest.approx(CAPACITY_RPS, rel=0.25)
-    assert window.result.requests_per_s == pytest.approx(closed.requests_per_s, rel=0.25)
+    open_figures, closed_figures = window.figures, closed.figures
+    assert closed_figures.requests_per_s == pytest.approx(CAPACITY_RPS, rel=0.25)
+    assert open_figures.requests_per_s == pytest.approx(closed_figures.requests_per_s, rel=0.25)
     # ... and a p99 latency far above the closed loop's
-    assert window.result.e2e.p99 > 3 * closed.e2e.p99, (window.result.e2e, closed.e2e)
-    assert window.result.ttft.p99 > 10 * closed.ttft.p99
-    assert window.saturation.saturated
-    reason = window.saturation_reason
+    assert open_figures.e2e.p99_ms > 3 * closed_figures.e2e.p99_ms, (
+        open_figures.e2e,
+        closed_figures.e2e,
+    )
+    assert open_figures.ttft.p99_ms > 10 * closed_figures.ttft.p99_ms
+    assert open_figures.open_loop is not None
+    reason = open_figures.open_loop.saturation.reason()
     assert reason is not None and reason.startswith("saturated: achieved ")
     # the server's own metrics saw the queue the client built
-    server = window.server
+    server = open_figures.server_metrics
     assert server is not None
     summary = server.summary
     assert summary.waiting is not None and summary.waiting.max > 0 and summary.queued
@@ -262,13 +279,13 @@ def test_done_when_open_loop_p99_far_above_closed_loop_at_the_same_throughput() 
 
 def test_done_when_the_rate_sweep_stops_at_saturation() -> None:
     slo = Slo(e2e_ms=500)
-    windows: list[OpenLoopWindow] = []
+    windows: list[MeasuredWindow] = []
     with queueing_server() as srv:
 
-        def measure(rate: float) -> tuple[object, OpenLoopWindow]:
+        def measure(rate: float) -> tuple[object, MeasuredWindow]:
             window = open_window(srv, rate, 16, seed=int(rate * 100), saturation_tolerance=0.25)
-            windows.append(window)
-            return window.goodput(slo), window
+            windows.append(MeasuredWindow.of(window, slo, Contention(), None))
+            return windows[-1].goodput, windows[-1]
 
         result = find_capacity(
             measure,

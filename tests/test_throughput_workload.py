@@ -36,8 +36,8 @@ from pytest_modelsweep.workloads.prompts import (
     make_tokenizer,
 )
 from pytest_modelsweep.workloads.throughput import (
-    LatencyStats,
     itls,
+    latency_ms,
     run_throughput,
     summarize,
     throughput_requests,
@@ -196,14 +196,14 @@ def test_tpot_and_itl_follow_vllm() -> None:
     assert tpot(record(0.0, [1.0], 1.0, 1)) is None
 
 
-def test_latency_stats_percentiles() -> None:
-    stats = LatencyStats.of([float(i) for i in range(1, 101)])
-    assert stats.mean == pytest.approx(50.5)
-    assert stats.p50 == pytest.approx(50.5)
-    assert stats.p90 == pytest.approx(90.1)
-    assert stats.p99 == pytest.approx(99.01)
+def test_latency_percentiles_in_ms() -> None:
+    stats = latency_ms([i / 1e3 for i in range(1, 101)])
+    assert stats.mean_ms == pytest.approx(50.5)
+    assert stats.p50_ms == pytest.approx(50.5)
+    assert stats.p90_ms == pytest.approx(90.1)
+    assert stats.p99_ms == pytest.approx(99.01)
     assert stats.n == 100
-    assert math.isnan(LatencyStats.of([]).mean)
+    assert math.isnan(latency_ms([]).mean_ms) and latency_ms([]).n == 0
 
 
 def outcomes_of(records: list[RequestRecord], cached: int | None = 0) -> list[StreamOutcome]:
@@ -239,17 +239,18 @@ def test_summary_of_a_clean_window() -> None:
         counters_after=counters(132, 5, 106),
     )
     assert result.violations == []
-    assert result.total_completion_tokens == 32
-    assert result.duration_s == pytest.approx(3 + 1.2)
-    assert result.output_tokens_per_s == pytest.approx(32 / 4.2)
-    assert result.requests_per_s == pytest.approx(4 / 4.2)
-    assert result.fidelity == 1.0
-    assert result.ttft.mean == pytest.approx(0.5)
-    assert result.tpot.mean == pytest.approx(0.1)
-    assert result.itl.p50 == pytest.approx(0.1) and result.itl.n == 4 * 7
-    assert result.e2e.mean == pytest.approx(1.2)
-    assert result.server_prompt_tokens == 96 and result.total_prompt_tokens == 96
-    assert result.window().ttft.mean_ms == pytest.approx(500)
+    window = result.figures
+    assert window.total_completion_tokens == 32
+    assert window.duration_s == pytest.approx(3 + 1.2)
+    assert result.output_tokens_per_s == window.output_tokens_per_s == pytest.approx(32 / 4.2)
+    assert window.requests_per_s == pytest.approx(4 / 4.2)
+    assert window.fidelity == 1.0
+    assert window.ttft.mean_ms == pytest.approx(500)
+    assert window.tpot.mean_ms == pytest.approx(100)
+    assert window.itl.p50_ms == pytest.approx(100) and window.itl.n == 4 * 7
+    assert window.e2e.mean_ms == pytest.approx(1200)
+    assert window.server_prompt_tokens == 96 and window.total_prompt_tokens == 96
+    assert result.window() == window  # no contention measured: the default
 
 
 def violations_of(records: list[RequestRecord], **kw: object) -> list[str]:
@@ -352,8 +353,9 @@ def test_run_throughput_clean_against_loopback() -> None:
         again = run_small(srv)  # a second run on the same server: no first token reused
         later = srv.stats.bodies[len(bodies) :]
     assert result.violations == [], result.violations  # type: ignore[attr-defined]
-    assert result.fidelity == 1.0  # type: ignore[attr-defined]
-    assert result.completed == 9 and result.total_completion_tokens == 72  # type: ignore[attr-defined]
+    window = result.figures  # type: ignore[attr-defined]
+    assert window.fidelity == 1.0
+    assert window.completed == 9 and window.total_completion_tokens == 72
     assert max_in_flight == 3
     assert len(bodies) == 3 + 9  # warm-up is at least the concurrency
     firsts = [fake_token_ids(b["prompt"])[0] for b in bodies + later]
@@ -384,7 +386,7 @@ def test_run_throughput_reports_each_violation() -> None:
 def test_run_throughput_with_bos() -> None:
     with SseServer(bos=1) as srv:
         result = run_small(srv, prompt_tokens=32)
-    assert result.bos_tokens == 1  # type: ignore[attr-defined]
+    assert result.figures.bos_tokens == 1  # type: ignore[attr-defined]
     assert result.violations == []  # type: ignore[attr-defined]
     assert all(r.prompt_tokens == 33 for r in result.records)  # type: ignore[attr-defined]
 
@@ -461,19 +463,20 @@ def test_real_throughput_c4(llama: Endpoint) -> None:
         seed=2024,
         timeout_s=120,
     )
+    window = result.figures
     print(
-        f"\nllama-server SmolLM2-135M c=4, 32 tokens: {result.output_tokens_per_s:.1f} tok/s, "
-        f"{result.requests_per_s:.2f} req/s, fidelity {result.fidelity:.4f} "
-        f"({result.total_completion_tokens} vs {result.server_generated_tokens:g}), "
-        f"TTFT p50 {result.ttft.p50 * 1e3:.0f} ms, TPOT p50 {result.tpot.p50 * 1e3:.1f} ms, "
-        f"ITL p50 {result.itl.p50 * 1e3:.1f} ms, cached {result.server_cached_tokens:g}, "
-        f"shared-chunk tokens {result.tokens_in_shared_chunks}"
+        f"\nllama-server SmolLM2-135M c=4, 32 tokens: {window.output_tokens_per_s:.1f} tok/s, "
+        f"{window.requests_per_s:.2f} req/s, fidelity {window.fidelity:.4f} "
+        f"({window.total_completion_tokens} vs {window.server_generated_tokens:g}), "
+        f"TTFT p50 {window.ttft.p50_ms:.0f} ms, TPOT p50 {window.tpot.p50_ms:.1f} ms, "
+        f"ITL p50 {window.itl.p50_ms:.1f} ms, cached {window.server_cached_tokens:g}, "
+        f"shared-chunk tokens {window.tokens_in_shared_chunks}"
     )
     assert result.violations == []
     assert all(r.completion_tokens == 32 for r in result.records)
-    assert 0.99 <= result.fidelity <= 1.01
-    assert result.server_cached_tokens == 0 and result.reported_cached_tokens == 0
-    assert result.total_prompt_tokens == 8 * SHORT_PROMPT_TOKENS
+    assert 0.99 <= window.fidelity <= 1.01
+    assert window.server_cached_tokens == 0 and window.reported_cached_tokens == 0
+    assert window.total_prompt_tokens == 8 * SHORT_PROMPT_TOKENS
 
 
 @pytest.mark.integration

@@ -327,7 +327,7 @@ def test_throughput_at_concurrency_4(server: VllmServer) -> None:
         )
         assert result.violations == []
         records = result.records
-        fidelity = result.fidelity
+        fidelity = result.figures.fidelity
         tokens_per_s = result.output_tokens_per_s
     else:
         records, fidelity, tokens_per_s = _throughput_with_client(server, output_tokens)

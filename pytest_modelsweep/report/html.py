@@ -25,7 +25,7 @@ from ..core.measurements import (
 )
 from ..core.records import RequestRecord
 from ..store.results import FailedTest, RunInfo
-from ..workloads.throughput import LatencyStats
+from ..workloads.throughput import latency_ms
 from .decision.build import decision_page
 from .decision.layout import (
     Block,
@@ -638,10 +638,10 @@ def request_summary(requests: Sequence[RequestRecord]) -> list[tuple[str, str]]:
         *(
             (
                 f"{label} mean / p50 / p99 (ms)",
-                " / ".join(f"{1e3 * v:,.1f}" for v in (s.mean, s.p50, s.p99)),
+                " / ".join(f"{v:,.1f}" for v in (s.mean_ms, s.p50_ms, s.p99_ms)),
             )
             for label, name in (("latency", "e2e"), ("TTFT", "ttft"))
-            if (s := LatencyStats.of(latencies[name])).n
+            if (s := latency_ms(latencies[name])).n
         ),
         *([("completion tokens", f"{sum(completion):,}")] if completion else []),
         *([("first error", str(errors[0].error))] if errors else []),

@@ -33,7 +33,7 @@ from ..core.metrics import METRICS, label_of, rank
 from ..core.records import RequestRecord
 from ..core.stats.intervals import wilson_interval
 from ..store.results import RunInfo
-from ..workloads.throughput import LatencyStats, itls, tpot
+from ..workloads.throughput import itls, latency_ms, tpot
 
 Cell = str | int  # formatted text, or a count
 TEXT_COLUMNS = frozenset(
@@ -555,7 +555,7 @@ def throughput_row(m: Measurement) -> ThroughputRow:
     stats, setting = stats_of(m, ThroughputStats), Setting.of(m)
     from_requests = request_latencies(m.request_records())
     latency = (
-        {name: LatencyStats.of(values).in_ms() for name, values in from_requests.items()}
+        {name: latency_ms(values) for name, values in from_requests.items()}
         if any(from_requests.values())
         else {
             name: _median_latency([getattr(w, name) for w in stats.repeats])

@@ -14,7 +14,7 @@ import asyncio
 import zlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -27,18 +27,16 @@ from ..client import (
     stream_open_loop,
     stream_requests_detailed,
 )
-from ..core.measurements import Contention, OpenLoop, Saturation, ThroughputWindow
+from ..core.measurements import OpenLoop, Saturation
 from ..core.options import DEFAULTS
-from ..core.records import RequestRecord
-from ..core.slo import Goodput, Slo
 from ..serving.endpoint import Endpoint
-from ..serving.server_metrics import DEFAULT_INTERVAL_S, ServerMetricsWindow
+from ..serving.server_metrics import DEFAULT_INTERVAL_S
 from .arrivals import ArrivalProcess, offered_rate
 from .prompts import ServerTokenizer, draw_window_prompts
 from .throughput import (
     OUTPUT_TOKENS,
-    LatencyStats,
     ThroughputResult,
+    latency_ms,
     sampled_window,
     settled_metrics,
     summarize,
@@ -123,79 +121,6 @@ def degenerate_reason(
     return None
 
 
-@dataclass(frozen=True)
-class OpenLoopWindow:
-    """One open-loop window: the arrivals, the throughput summary (``concurrency``: the most
-    in flight; each record's ``start``: its scheduled time), saturation and send lag."""
-
-    arrivals: ArrivalProcess
-    seed: int
-    offsets_s: tuple[float, ...]
-    result: ThroughputResult
-    saturation: Saturation
-    peak_in_flight: int
-    send_lag: LatencyStats
-    degenerate: str | None = None
-    """Why the window supports no figure (:func:`degenerate_reason`); None: it does."""
-
-    @property
-    def server(self) -> ServerMetricsWindow | None:
-        """What the server's metrics showed during the timed requests (None: not sampled)."""
-        return self.result.server
-
-    @property
-    def violations(self) -> list[str]:
-        """The throughput checks' violations, and the window's degenerate reason."""
-        return self.result.violations + ([self.degenerate] if self.degenerate else [])
-
-    @property
-    def output_tokens_per_s(self) -> float:
-        return self.result.output_tokens_per_s
-
-    @property
-    def offered_rps(self) -> float | None:
-        return self.saturation.offered_rps
-
-    @property
-    def achieved_rps(self) -> float | None:
-        return self.saturation.achieved_rps
-
-    @property
-    def saturation_reason(self) -> str | None:
-        return self.saturation.reason()
-
-    def goodput(self, slo: Slo) -> Goodput:
-        """Goodput under ``slo``, latencies from the scheduled times."""
-        return self.result.goodput(slo)
-
-    @property
-    def completed(self) -> int:
-        return self.result.completed
-
-    @property
-    def records(self) -> list[RequestRecord]:
-        return self.result.records
-
-    def figures(self) -> OpenLoop:
-        """What the window adds to its throughput figures: arrivals, saturation, send lag."""
-        ramp = self.arrivals.ramp_up
-        return OpenLoop(
-            rate=self.arrivals.rate,
-            burstiness=self.arrivals.burstiness,
-            ramp_up=None if ramp is None else asdict(ramp),
-            describe=self.arrivals.describe(),
-            seed=self.seed,
-            saturation=self.saturation,
-            peak_in_flight=self.peak_in_flight,
-            send_lag=self.send_lag.in_ms(),
-            degenerate=self.degenerate,
-        )
-
-    def window(self, contention: Contention | None = None) -> ThroughputWindow:
-        """The window as a measurement records it: throughput and open-loop figures."""
-        return replace(self.result.window(contention), open_loop=self.figures())
-
-
 def run_open_loop(
     endpoint: Endpoint,
     *,
@@ -215,7 +140,7 @@ def run_open_loop(
     metrics_interval_s: float = DEFAULT_INTERVAL_S,
     user_prompts: Sequence[str] | None = None,
     unique_prefixes: bool = True,
-) -> OpenLoopWindow:
+) -> ThroughputResult:
     """Warm up (closed loop), read the counters, send the timed requests on their schedule
     (``meter`` and the metrics sampler around them only), read the counters, summarise."""
     if not 0.0 <= saturation_tolerance < 1.0:
@@ -292,23 +217,27 @@ def run_open_loop(
         run.capped,
         max_in_flight,
     )
-    return OpenLoopWindow(
-        arrivals=arrivals,
+    degenerate = degenerate_reason(
+        len(offsets),
+        result.figures.completed,
+        saturation.offered_rps,
+        None if run.capped else sent_rate(run),
+        saturation_tolerance,
+        achieved=saturation.achieved_rps is not None,
+    )
+    ramp = arrivals.ramp_up
+    loop = OpenLoop(
+        rate=arrivals.rate,
+        burstiness=arrivals.burstiness,
+        ramp_up=None if ramp is None else asdict(ramp),
+        describe=arrivals.describe(),
         seed=seed,
-        offsets_s=tuple(offsets),
-        result=result,
         saturation=saturation,
         peak_in_flight=run.peak_in_flight,
-        send_lag=LatencyStats.of(run.send_lags),
-        degenerate=degenerate_reason(
-            len(offsets),
-            result.completed,
-            saturation.offered_rps,
-            None if run.capped else sent_rate(run),
-            saturation_tolerance,
-            achieved=saturation.achieved_rps is not None,
-        ),
+        send_lag=latency_ms(run.send_lags),
+        degenerate=degenerate,
     )
+    return replace(result, figures=replace(result.figures, open_loop=loop))
 
 
 def window_seed(

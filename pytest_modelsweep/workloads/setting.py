@@ -25,7 +25,7 @@ from ..core.measurements import (
 from ..core.slo import goodput_stats
 from .arrivals import ArrivalProcess
 from .contention import ContentionMeter, coefficient_of_variation
-from .openloop import DEFAULT_MAX_IN_FLIGHT, OpenLoopWindow, run_open_loop, window_seed
+from .openloop import DEFAULT_MAX_IN_FLIGHT, run_open_loop, window_seed
 from .prompts import make_tokenizer
 from .throughput import OUTPUT_TOKENS, ThroughputResult, measure_window
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 OPEN_LOOP_WARMUP = 2
 """Closed-loop warm-up requests before each open-loop window."""
 
-
-SettingWindow = ThroughputResult | OpenLoopWindow
-"""One timed window of a setting: a closed loop's or an open loop's."""
 
 TICK_S = 30.0
 """Seconds between the progress lines of a long repeat."""
@@ -95,12 +92,12 @@ def measure_setting(
         ),
     }
     server_pids = endpoint.server_pids()
-    results: list[SettingWindow] = []
+    results: list[ThroughputResult] = []
     windows: list[Contention] = []
     try:
         for repeat in range(policy.at_most):
             meter = ContentionMeter.of(server_pids, settings)
-            result: SettingWindow
+            result: ThroughputResult
             with ticker(
                 progress, f"{benchmark} {endpoint.model.name} {label}: repeat {repeat + 1}", meter
             ):
@@ -170,7 +167,7 @@ def measure_setting(
         benchmark,
         mean,
         "tokens/s",
-        sum(r.completed for r in results),
+        sum(r.figures.completed for r in results),
         params={
             "concurrency": concurrency,
             "prompt_tokens": prompt_tokens,
@@ -238,7 +235,7 @@ def measure_throughput(
 
 
 def setting_stats(
-    results: Sequence[SettingWindow],
+    results: Sequence[ThroughputResult],
     contention: Sequence[Contention],
     settings: BenchSettings,
 ) -> ThroughputStats:

@@ -21,6 +21,7 @@ from ..core.measurements import (
     RATE,
     AtCapacity,
     Contention,
+    Saturation,
     SearchBracket,
     SearchRatio,
     SearchStats,
@@ -42,7 +43,6 @@ from ..core.stats.verdicts import check_confidence
 if TYPE_CHECKING:
     from ..core.settings import BenchSettings
     from ..serving.endpoint import Endpoint
-    from .openloop import OpenLoopWindow
     from .throughput import ThroughputResult
 
 SERVER_LIMIT_KEYS = ("max_num_seqs", "total_slots")
@@ -506,7 +506,7 @@ class MeasuredWindow:
     """One measured window, closed-loop (concurrency) or open-loop (rate: offered and achieved
     rate, why it saturated), its goodput, contention, and the ``figures`` its step records."""
 
-    result: ThroughputResult | OpenLoopWindow
+    result: ThroughputResult
     goodput: Goodput
     contention: Contention
     figures: ThroughputWindow
@@ -517,20 +517,28 @@ class MeasuredWindow:
     @classmethod
     def of(
         cls,
-        result: ThroughputResult | OpenLoopWindow,
+        result: ThroughputResult,
         slo: Slo,
         contention: Contention,
         pricing: Pricing | None,
-        rates: tuple[float | None, float | None, str | None] = (None, None, None),
     ) -> MeasuredWindow:
-        """A closed- or open-loop window (``rates``: its offered and achieved rates and why it
+        """A closed- or open-loop window (an open loop's offered and achieved rates and why it
         saturated), its figures recorded as a throughput window's."""
         goodput = result.goodput(slo)
         figures = replace(result.window(contention), goodput=goodput.figures())
         if pricing is not None:
             usd = usd_per_million_output_tokens(pricing.usd_per_hour, figures.output_tokens_per_s)
             figures = replace(figures, priced=True, usd_per_million_output_tokens=usd)
-        return cls(result, goodput, contention, figures, *rates)
+        rates = figures.open_loop.saturation if figures.open_loop else Saturation()
+        return cls(
+            result,
+            goodput,
+            contention,
+            figures,
+            rates.offered_rps,
+            rates.achieved_rps,
+            rates.reason(),
+        )
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -682,8 +690,7 @@ def measure_capacity(
                 tokenizer=tokenizer,
                 meter=meter,
             )
-            rates = (window.offered_rps, window.achieved_rps, window.saturation_reason)
-            windows.append(MeasuredWindow.of(window, slo, meter.result, settings.pricing, rates))
+            windows.append(MeasuredWindow.of(window, slo, meter.result, settings.pricing))
         else:
             from .throughput import measure_window
 
@@ -710,7 +717,7 @@ def measure_capacity(
         measured.append((step, windows[-1]))
         contended = windows[-1].contention.contended
         busy = "unknown" if contended is None else ("yes" if contended else "no")
-        server = windows[-1].result.server
+        server = windows[-1].figures.server_metrics
         flag = None if server is None or not rate else server.summary.flag_line()
         queued = "" if flag is None else f"; {flag}"
         progress(f"{step_line(name, len(measured), step, target)}, contended: {busy}{queued}")

@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -78,28 +78,14 @@ def window_requests(
 
 
 # --------------------------------------------------------------------------- statistics
-@dataclass(frozen=True)
-class LatencyStats:
-    """Mean and percentiles of one latency, in seconds (NaN when there are no values)."""
-
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-    n: int
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> LatencyStats:
-        if not values:
-            nan = float("nan")
-            return cls(nan, nan, nan, nan, 0)
-        arr = np.asarray(values, dtype=float)
-        p50, p90, p99 = (float(v) for v in np.percentile(arr, [50, 90, 99]))
-        return cls(float(arr.mean()), p50, p90, p99, len(values))
-
-    def in_ms(self) -> Latency:
-        """The record of this latency, in milliseconds."""
-        return Latency(self.mean * 1e3, self.p50 * 1e3, self.p90 * 1e3, self.p99 * 1e3, self.n)
+def latency_ms(values_s: Sequence[float]) -> Latency:
+    """Mean and numpy's percentiles of one latency's values in seconds, as the record of it
+    in milliseconds (NaN when there are no values)."""
+    if not values_s:
+        return Latency()
+    arr = np.asarray(values_s, dtype=float)
+    p50, p90, p99 = (float(v) * 1e3 for v in np.percentile(arr, [50, 90, 99]))
+    return Latency(float(arr.mean()) * 1e3, p50, p90, p99, len(values_s))
 
 
 def tpot(record: RequestRecord) -> float | None:
@@ -118,57 +104,34 @@ def itls(record: RequestRecord) -> list[float]:
 
 
 # --------------------------------------------------------------------------- result
-@dataclass
+@dataclass(frozen=True)
 class ThroughputResult:
-    """One timed window at a fixed concurrency, its statistics and its violations (a line
-    each) of the rules :func:`summarize` checks."""
+    """One timed window as measured: its ``figures`` as a throughput measurement records them
+    (latencies in ms, a line for each rule :func:`summarize` found broken; an open-loop
+    window's arrivals and saturation) and its request records."""
 
-    concurrency: int
-    prompt_tokens: int
-    output_tokens: int
-    server_kind: str
-    duration_s: float
-    completed: int
-    output_tokens_per_s: float
-    requests_per_s: float
-    ttft: LatencyStats
-    tpot: LatencyStats
-    itl: LatencyStats
-    e2e: LatencyStats
-    total_prompt_tokens: int
-    total_completion_tokens: int
-    server_generated_tokens: float
-    generated_counter: str
-    fidelity: float
-    server_cached_tokens: float
-    reported_cached_tokens: int
-    server_prompt_tokens: float
-    bos_tokens: int
-    tokens_in_shared_chunks: int
+    figures: ThroughputWindow
     records: list[RequestRecord] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    server: ServerMetricsWindow | None = None
-    """What the server's ``/metrics`` showed during the timed requests (None: not sampled)."""
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.figures.output_tokens_per_s
+
+    @property
+    def violations(self) -> list[str]:
+        """The rules' violations, and an open-loop window's degenerate reason."""
+        loop = self.figures.open_loop
+        return [*self.figures.violations, *([loop.degenerate] if loop and loop.degenerate else [])]
 
     def goodput(self, slo: Slo) -> Goodput:
         """This window's goodput under ``slo``: its own request records (failed ones
-        included, never good) over :attr:`duration_s`, the span output tokens/s uses."""
-        return window_goodput((record.to_dict() for record in self.records), slo, self.duration_s)
+        included, never good) over its duration, the span output tokens/s uses."""
+        records = (record.to_dict() for record in self.records)
+        return window_goodput(records, slo, self.figures.duration_s)
 
     def window(self, contention: Contention | None = None) -> ThroughputWindow:
         """The window as a throughput measurement records it, with ``contention`` if known."""
-        figures = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in ("server_kind", "records", "violations", "server")
-        }
-        figures.update({name: figures[name].in_ms() for name in ("ttft", "tpot", "itl", "e2e")})
-        return ThroughputWindow(
-            **figures,
-            violations=tuple(self.violations),
-            contention=contention or Contention(),
-            server_metrics=self.server,
-        )
+        return replace(self.figures, contention=contention or Contention())
 
 
 def summarize(
@@ -252,19 +215,18 @@ def summarize(
     tpots = [t for t in (tpot(r) for r in ok) if t is not None]
     gaps = [g for r in ok for g in itls(r)]
     shared = sum(max(0, (r.completion_tokens or 0) - len(r.token_times)) for r in ok)
-    return ThroughputResult(
+    figures = ThroughputWindow(
         concurrency=concurrency,
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
-        server_kind=server_kind,
         duration_s=duration,
         completed=len(ok),
         output_tokens_per_s=ours / duration if duration > 0 else 0.0,
         requests_per_s=len(ok) / duration if duration > 0 else 0.0,
-        ttft=LatencyStats.of(ttfts),
-        tpot=LatencyStats.of(tpots),
-        itl=LatencyStats.of(gaps),
-        e2e=LatencyStats.of([r.latency for r in ok]),
+        ttft=latency_ms(ttfts),
+        tpot=latency_ms(tpots),
+        itl=latency_ms(gaps),
+        e2e=latency_ms([r.latency for r in ok]),
         total_prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
         total_completion_tokens=ours,
         server_generated_tokens=server_generated,
@@ -275,10 +237,10 @@ def summarize(
         server_prompt_tokens=prompt_delta if prompt_delta is not None else float("nan"),
         bos_tokens=bos_tokens,
         tokens_in_shared_chunks=shared,
-        records=records,
-        violations=violations,
-        server=server,
+        violations=tuple(violations),
+        server_metrics=server,
     )
+    return ThroughputResult(figures, records)
 
 
 def _delta(
