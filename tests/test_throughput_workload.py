@@ -7,11 +7,14 @@ the plugin's own launcher (which builds llama-server on first use).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import re
 import zlib
 from collections.abc import Iterator
 
 import pytest
+from support.direct_calls import Recorded, attached, bench_settings
 from support.endpoints import (
     endpoint_at,
 )
@@ -27,6 +30,7 @@ from pytest_modelsweep.client.counters import fetch_metrics, find_counter
 from pytest_modelsweep.core.errors import EndpointError, MeasurementError
 from pytest_modelsweep.core.records import ApiRequest, RequestRecord
 from pytest_modelsweep.serving.endpoint import Endpoint
+from pytest_modelsweep.workloads import throughput
 from pytest_modelsweep.workloads.prompts import (
     SHORT_PROMPT_TOKENS,
     WORDS,
@@ -35,6 +39,7 @@ from pytest_modelsweep.workloads.prompts import (
     first_tokens_sent,
     make_tokenizer,
 )
+from pytest_modelsweep.workloads.setting import measure_setting
 from pytest_modelsweep.workloads.throughput import (
     itls,
     latency_ms,
@@ -594,3 +599,28 @@ def test_shared_prefixes_are_allowed_only_when_asked() -> None:
     assert shared.violations == []  # type: ignore[attr-defined]
     # sent as given; three requests in flight at once reach the server in any order
     assert sorted(bodies[-12:]) == sorted(USER_TEXTS * 4)
+
+
+def test_a_settings_requests_that_wait_are_told_to_its_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests that get no byte for the report interval (30 s; 0.5 s here) are told in the
+    bench's progress lines, a line each interval, named by model and window."""
+    monkeypatch.setattr(throughput, "OVERDUE_REPORT_S", 0.5)
+    lines: list[str] = []
+    with SseServer(default_fault="hang") as srv:
+        settings = bench_settings(idle_timeout_s=1.3, timed_requests=2)
+        with contextlib.suppress(MeasurementError):
+            measure_setting(
+                attached(srv.base_url, "m"),
+                settings,
+                Recorded(),
+                "throughput",
+                2,
+                None,
+                lines.append,
+            )
+    waiting = [line for line in lines if "request(s) waiting" in line]
+    assert waiting and all(
+        re.fullmatch(r"m c2-p\d+-o256: [12] request\(s\) waiting \d+ s", line) for line in waiting
+    ), lines

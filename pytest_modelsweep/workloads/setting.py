@@ -114,6 +114,7 @@ def measure_setting(
                         idle_timeout_s=settings.idle_timeout_s,
                         tokenizer=tokenizer,
                         meter=meter,
+                        progress=progress,
                         output_tokens=output_tokens,
                         user_prompts=user_prompts,
                         unique_prefixes=unique_prefixes,
@@ -309,6 +310,7 @@ def measure_interleaved_setting(
                     idle_timeout_s=settings.idle_timeout_s,
                     tokenizer=tokenizers[name],
                     meter=meter,
+                    progress=progress,
                 )
                 windows.append(
                     InterleavedWindow(name, pair, result.output_tokens_per_s, meter.result)

@@ -709,6 +709,7 @@ def measure_capacity(
                 idle_timeout_s=settings.idle_timeout_s,
                 tokenizer=tokenizer,
                 meter=meter,
+                progress=progress,
             )
             windows.append(MeasuredWindow.of(result, slo, meter.result, settings.pricing))
         return windows[-1].goodput, windows[-1]

@@ -33,6 +33,9 @@ from ..serving.endpoint import Endpoint
 from ..serving.server_metrics import DEFAULT_INTERVAL_S, MetricsSampler
 from .prompts import ServerTokenizer, WindowPrompts, draw_window_prompts
 
+OVERDUE_REPORT_S = 30.0
+"""Seconds between a window's progress lines about requests still waiting for bytes."""
+
 FIDELITY_RANGE = (0.99, 1.01)
 """Our completion tokens ÷ the server's generated-tokens counter delta must be in here."""
 
@@ -357,6 +360,7 @@ def run_throughput(
         credentials=endpoint.credentials,
         breaker=endpoint.breaker,
         on_wait=overdue,
+        report_every_s=OVERDUE_REPORT_S,
     )
 
     async def stream(
@@ -420,9 +424,11 @@ def measure_window(
     output_tokens: int = OUTPUT_TOKENS,
     user_prompts: Sequence[str] | None = None,
     unique_prefixes: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> ThroughputResult:
     """One timed window of a throughput setting, as every bench and comparison measures it;
-    prompts seeded by the run, the setting and ``repeat``: no two windows of a run share one."""
+    prompts seeded by the run, the setting and ``repeat``: no two windows of a run share one;
+    requests silent for :data:`OVERDUE_REPORT_S` are told to ``progress``."""
     seed = zlib.crc32(f"{run_id}/{benchmark}/{concurrency}/{prompt_tokens}/{repeat}".encode())
     return run_throughput(
         endpoint,
@@ -438,4 +444,5 @@ def measure_window(
         meter=meter,
         user_prompts=user_prompts,
         unique_prefixes=unique_prefixes,
+        progress=progress,
     )
