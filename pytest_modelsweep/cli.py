@@ -192,12 +192,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from .core.jsontext import finite, strict_json
     from .judging.gate import setting_of, shown_setting_of, unsound_reason
     from .judging.pairing import check_alike, measured_in_runs
-    from .store.upgrade import SCHEMA
+    from .store.results import results_document
 
     check_output_file(args.output, "-o")
     runs: list[dict[str, Any]] = []
     measurements: list[dict[str, Any]] = []
-    endpoints: dict[str, Any] = {}
     digests: dict[str, str] = {}
     given: dict[str, str] = {}
     measured: dict[tuple[str, str], tuple[str, str]] = {}
@@ -247,8 +246,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 digests.setdefault(
                     str(m.provenance.get("image_digest")), str(run.get("run_id", ref))
                 )
-                if m.model:
-                    endpoints.setdefault(m.model, m.provenance)
             measurements.append(replace(m, run_id=run.get("run_id", ref)).to_dict())
     check_alike(measured_in_runs(measurements))
     if len(digests) > 1:
@@ -262,17 +259,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
         "-o",
         strict_json(
             redacted(
-                {
-                    "schema": SCHEMA,
-                    "run": {
+                results_document(
+                    {
                         "run_id": "merged-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
                         "merged_from": runs,
                         "sweep_name": "+".join(sorted({str(r.get("sweep_name")) for r in runs})),
                     },
-                    "endpoints": endpoints,
-                    "measurements": [finite(m) for m in measurements],
-                    "summary": {"merged": len(runs)},
-                }
+                    [finite(m) for m in measurements],
+                    {"merged": len(runs)},
+                )
             ),
             indent=1,
         )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -279,3 +282,38 @@ def test_the_conversion_script_imports_nothing_of_the_package() -> None:
         if alias.name.startswith("pytest_modelsweep")
     ]
     assert imported == []
+
+
+def test_llamacpp_stops_a_server_whose_probe_fails(tmp_path: Path) -> None:
+    """A llama-server that answers /health but does not list the model is stopped, not left
+    running, when the launch raises (as vLLM's launcher does)."""
+    from dataclasses import replace
+
+    from support.fake_launcher import FAKE, gguf
+
+    from pytest_modelsweep.core.sweep import parse_source
+    from pytest_modelsweep.serving.llamacpp import launch_llamacpp
+    from pytest_modelsweep.serving.provision import LlamaServer
+
+    sweep = load_sweep("embedded")
+    spec = replace(
+        sweep.model("qwen2.5-coder-0.5b"), source=parse_source(f"path:{gguf(tmp_path / 'm.gguf')}")
+    )
+    pid_file = tmp_path / "pid"
+    # the stand-in, started under another alias than the one asked for
+    script = (
+        "import os, runpy, sys; "
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+        "sys.argv[sys.argv.index('--alias') + 1] = 'another-model'; "
+        f"runpy.run_path({str(FAKE)!r}, run_name='__main__')"
+    )
+    server = LlamaServer(command=(sys.executable, "-c", script), origin="fake")
+    with pytest.raises(EndpointError, match="another-model"):
+        launch_llamacpp(spec, sweep.serving, tmp_path, print, server)
+    pid = int(pid_file.read_text())
+    try:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -123,7 +123,11 @@ def launch_llamacpp(
         name=f"llama.cpp server ({server.origin}) for {spec.name}",
         death_signal=signal.SIGKILL,  # nothing to save: if pytest dies, it goes at once
     )
-    facts = probe_server(base_url, spec.served_name)
+    try:
+        facts = probe_server(base_url, spec.served_name)
+    except BaseException:
+        process.stop()
+        raise
     log = process.log_text()  # its startup log: the server's system_info line
     threads = re.search(r"n_threads[ \t]*=[ \t]*(\d+)", log)
     settings = {

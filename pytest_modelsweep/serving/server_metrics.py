@@ -265,6 +265,8 @@ class MetricsSampler:
         self.window: ServerMetricsWindow | None = None
 
     def _scrape(self) -> None:
+        """One scrape, its CPU time (the request, the parse) added to the sampler's cost."""
+        cpu = time.thread_time()
         try:
             status, body = self._conn.get()
             if status != 200:
@@ -277,13 +279,14 @@ class MetricsSampler:
             self._failed += 1
             if len(self._errors) < self.MAX_ERRORS_KEPT:
                 self._errors.append(str(error))
-            return
-        values = parse_prometheus(body, self._only)
-        in_flight = self.in_flight() if self.in_flight is not None else None
-        self._samples.append(MetricsSample(time.perf_counter(), values, in_flight))
+        else:
+            values = parse_prometheus(body, self._only)
+            in_flight = self.in_flight() if self.in_flight is not None else None
+            self._samples.append(MetricsSample(time.perf_counter(), values, in_flight))
+        finally:
+            self._cpu_s += time.thread_time() - cpu
 
     def _run(self) -> None:
-        cpu = time.thread_time()
         due = time.perf_counter() + self.interval_s
         while not self._stop.wait(max(0.0, due - time.perf_counter())):
             self._scrape()
@@ -291,15 +294,12 @@ class MetricsSampler:
             now = time.perf_counter()
             if due < now:  # a slow scrape: skip the missed slots, keep the grid
                 due += self.interval_s * (1 + int((now - due) / self.interval_s))
-        self._cpu_s += time.thread_time() - cpu
 
     def __enter__(self) -> MetricsSampler:
         """Scrape once, then every ``interval_s`` on a thread of its own (none when that first
         scrape failed: the window is ``unavailable``)."""
         self._began = time.perf_counter()
-        cpu = time.thread_time()
         self._scrape()
-        self._cpu_s += time.thread_time() - cpu
         if not self._samples:
             self._unavailable = (
                 f"no server metrics: {self._errors[0]}" if self._errors else "no server metrics"
@@ -316,9 +316,7 @@ class MetricsSampler:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            cpu = time.thread_time()
             self._scrape()
-            self._cpu_s += time.thread_time() - cpu
         self._conn.close()
         wall = time.perf_counter() - self._began
         samples = tuple(self._samples)

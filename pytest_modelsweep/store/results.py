@@ -129,7 +129,9 @@ class ResultsWriter:
             self.journal.unlink(missing_ok=True)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            document = _document(self.run, self.measurements, finite(redacted(summary or {})))
+            document = results_document(
+                self.run, self.measurements, finite(redacted(summary or {}))
+            )
             _write_durably(staged, "w", document, indent=1)
             staged.replace(self.path)
         except OSError as error:
@@ -222,13 +224,13 @@ def _load(path: Path) -> tuple[Any, str]:
                 run, schema = entry["run"], entry.get("schema")
             elif "measurement" in entry:
                 measurements.append(entry["measurement"])
-        document = _document(run, measurements, {"interrupted": True})
+        document = results_document(run, measurements, {"interrupted": True})
         return {**document, "schema": schema}, str(journal)
     raise DataError(f"{path}: no results file (nor an interrupted run's journal) there")
 
 
-def _document(run: Any, measurements: list[Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """The results document; ``endpoints``: each model's first provenance."""
+def results_document(run: Any, measurements: list[Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """A results document; ``endpoints``: each model's first provenance."""
     endpoints: dict[str, Any] = {}
     for measurement in measurements:
         if (
