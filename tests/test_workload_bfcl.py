@@ -12,8 +12,8 @@ from support.requirements import SHARED_DATA_HINT, need
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.sweep import BfclMode, ModelSource, ModelSpec, Prompting
-from pytest_modelsweep.data import bfcl
-from pytest_modelsweep.data.bfcl import BfclRecord, expect_full_bfcl_set, load_bfcl
+from pytest_modelsweep.data import bfcl, expect_full_set
+from pytest_modelsweep.data.bfcl import FULL_SIZE, BfclRecord, load_bfcl
 from pytest_modelsweep.workloads.bfcl import (
     bfcl_function_docs,
     bfcl_skip_reason,
@@ -79,7 +79,7 @@ def real() -> list[BfclRecord]:
 
 def test_real_records_joined_with_answers(real: list[BfclRecord]) -> None:
     assert len(real) == 400
-    expect_full_bfcl_set(real)
+    expect_full_set(real, FULL_SIZE, "BFCL simple", "simple_python category")
     assert [r.id for r in real[:2]] == ["simple_python_0", "simple_python_1"]
     assert len({r.id for r in real}) == 400
     first = real[0]
@@ -197,7 +197,7 @@ def test_duplicate_id_and_missing_files(tmp_path: Path) -> None:
 def test_short_set_is_rejected_for_a_full_run(tmp_path: Path) -> None:
     write_pair(tmp_path, [rec("simple_python_0")], [ans("simple_python_0")])
     with pytest.raises(DataError, match=r"1 BFCL simple records, expected 400"):
-        expect_full_bfcl_set(load_bfcl(tmp_path))
+        expect_full_set(load_bfcl(tmp_path), FULL_SIZE, "BFCL simple", "simple_python category")
 
 
 def test_hub_download_tries_v4_then_v3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,9 +15,10 @@ from support.sse_server import ListingServer
 
 from pytest_modelsweep.core.errors import DataError
 from pytest_modelsweep.core.sweep import ModelSource, ModelSpec, Prompting, load_sweep
+from pytest_modelsweep.data import expect_full_set
 from pytest_modelsweep.data.gsm8k import (
+    FULL_TEST_SIZE,
     Gsm8kProblem,
-    expect_full_test_set,
     load_gsm8k,
     load_gsm8k_fewshot,
 )
@@ -70,7 +71,7 @@ def test_real_test_and_train_splits() -> None:
     need_data()
     test = load_gsm8k(DATA / "test.jsonl")
     assert len(test) == 1319
-    expect_full_test_set(test)
+    expect_full_set(test, FULL_TEST_SIZE, "GSM8K test", "test split")
     assert [p.item_id for p in test[:2]] == ["gsm8k-test-0000", "gsm8k-test-0001"]
     assert test[-1].item_id == "gsm8k-test-1318" and test[-1].index == 1318
     assert test[0].question.startswith("Janet\u2019s ducks lay 16 eggs per day.")
@@ -117,7 +118,7 @@ def test_missing_file_and_missing_train(tmp_path: Path) -> None:
 def test_expect_full_test_set_rejects_a_short_set(tmp_path: Path) -> None:
     path = write(tmp_path, ['{"question": "q", "answer": "#### 1"}'] * 3)
     with pytest.raises(DataError, match=r"test\.jsonl: 3 GSM8K test records, expected 1319"):
-        expect_full_test_set(load_gsm8k(path))
+        expect_full_set(load_gsm8k(path), FULL_TEST_SIZE, "GSM8K test", "test split")
 
 
 def test_hub_loading_calls_datasets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,8 +21,8 @@ from ..core.records import (
     Completion,
     ItemRecord,
     prompt_hash,
+    shown_answer,
     text_field,
-    tool_calls_as_openai,
 )
 
 if TYPE_CHECKING:
@@ -242,12 +242,11 @@ def scored_record(
 ) -> ItemRecord:
     """The item's record: failed when there is no answer, else the scorer's checked score
     (a ScorerError for anything but a bool, a number in [0, 1] or a Score with JSON data)."""
-    text = completion.text
-    shown = text or ""
-    if item.tools is not None and completion.tool_calls:
-        shown = json.dumps(tool_calls_as_openai(completion.tool_calls))
+    shown = completion.text or ""
+    if item.tools is not None:  # its tool calls, when it made any
+        shown = shown_answer(completion)
     failure = completion.error
-    if failure is None and text is None and item.tools is None:
+    if failure is None and completion.text is None and item.tools is None:
         failure = f"{text_field(request.path)} is NoneType, not a string"
 
     record = partial(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -91,54 +91,31 @@ def request_body(served_name: str, request: ApiRequest, *, stream: bool) -> byte
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class StreamExchange:
     """One streamed request: receives the response head and body, parses SSE events."""
 
-    __slots__ = (
-        "_err_body",
-        "_sse",
-        "any_bytes",
-        "asked_model",
-        "cached_tokens",
-        "chunks",
-        "completion_tokens",
-        "done",
-        "end",
-        "error",
-        "finish",
-        "first",
-        "future",
-        "is_sse",
-        "last",
-        "path",
-        "prompt_tokens",
-        "status",
-        "texts",
-        "times",
-    )
-
-    def __init__(self, path: str, future: asyncio.Future[None], asked_model: str = "") -> None:
-        self.path = path
-        self.future = future
-        self.asked_model = asked_model
-        """The served name sent: an event naming another model fails the request."""
-        self.status = 0
-        self.is_sse = True
-        self.error: str | None = None
-        self.done = False
-        self.end: float | None = None
-        self.chunks = 0
-        self.first: float | None = None
-        self.times: list[float] = []
-        self.texts: list[str] = []
-        self.finish: str | None = None
-        self.prompt_tokens: int | None = None
-        self.completion_tokens: int | None = None
-        self.cached_tokens: int | None = None
-        self.any_bytes = False
-        self.last = perf()
-        self._sse = b""
-        self._err_body = bytearray()
+    path: str
+    future: asyncio.Future[None]
+    asked_model: str = ""
+    """The served name sent: an event naming another model fails the request."""
+    status: int = 0
+    is_sse: bool = True
+    error: str | None = None
+    done: bool = False
+    end: float | None = None
+    chunks: int = 0
+    first: float | None = None
+    times: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    finish: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    any_bytes: bool = False
+    last: float = field(default_factory=perf)
+    _sse: bytes = b""
+    _err_body: bytearray = field(default_factory=bytearray)
 
     # -- called by the connection
 

@@ -7,7 +7,7 @@ the line and the fix.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,12 +221,3 @@ def load_bfcl(path: str | Path | None) -> list[BfclRecord]:
         records, answers = _local_files(Path(path))
         source = str(records)
     return _join(records, answers, source)
-
-
-def expect_full_bfcl_set(records: Sequence[BfclRecord]) -> None:
-    """Raise DataError unless a full (un-limited) run has exactly 400 records."""
-    if len(records) != FULL_SIZE:
-        raise DataError(
-            f"{records[0].source if records else 'BFCL simple set'}: {len(records)} BFCL simple records, expected {FULL_SIZE}; "
-            "use the complete simple_python category (or limit the run explicitly)"
-        )

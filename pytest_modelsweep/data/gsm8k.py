@@ -6,7 +6,6 @@ file or record fails in one line naming the file, the line and the fix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,15 +98,6 @@ def _hub_problems(split: str) -> list[Gsm8kProblem]:
     return [
         _problem(dict(row), i, split, f"{source} record {i}", source) for i, row in enumerate(rows)
     ]
-
-
-def expect_full_test_set(problems: Sequence[Gsm8kProblem]) -> None:
-    """Raise DataError unless a full (un-limited) test run has exactly 1,319 problems."""
-    if len(problems) != FULL_TEST_SIZE:
-        raise DataError(
-            f"{problems[0].source if problems else 'GSM8K test set'}: {len(problems)} GSM8K test records, expected {FULL_TEST_SIZE}; "
-            "use the complete test split (or limit the run explicitly)"
-        )
 
 
 def load_gsm8k_fewshot(test_path: str | Path | None) -> list[Gsm8kProblem]:

@@ -95,7 +95,7 @@ def run_state(config: pytest.Config) -> RunState:
             )
             _ = state.store
             if run.options.baseline:
-                state.baseline_measurements()
+                _ = state.baseline_measurements
             state.join_sweep_run()  # last: a usage error above leaves no run to wait for
         except ModelsweepError as error:
             raise pytest.UsageError(str(error)) from None

@@ -155,13 +155,14 @@ def record_measurement(request: pytest.FixtureRequest) -> RecordMeasurement:
 @pytest.fixture(scope="session")
 def gsm8k_problems(modelsweep_run: RunState) -> list[Any]:
     """GSM8K test problems: ``--gsm8k-path`` or the Hub; the first ``--limit`` of them."""
-    from ..data.gsm8k import expect_full_test_set, load_gsm8k
+    from ..data import expect_full_set
+    from ..data.gsm8k import FULL_TEST_SIZE, load_gsm8k
 
     return _limited(
         modelsweep_run,
         "GSM8K",
         load_gsm8k(modelsweep_run.config.options.gsm8k_path, split="test"),
-        expect_full_test_set,
+        partial(expect_full_set, size=FULL_TEST_SIZE, what="GSM8K test", whole="test split"),
     )
 
 
@@ -177,13 +178,16 @@ def gsm8k_fewshot(modelsweep_run: RunState) -> Any:
 @pytest.fixture(scope="session")
 def bfcl_records(modelsweep_run: RunState) -> list[Any]:
     """BFCL simple records with their possible answers: ``--bfcl-path`` or the Hub."""
-    from ..data.bfcl import expect_full_bfcl_set, load_bfcl
+    from ..data import expect_full_set
+    from ..data.bfcl import FULL_SIZE, load_bfcl
 
     return _limited(
         modelsweep_run,
         "BFCL",
         load_bfcl(modelsweep_run.config.options.bfcl_path),
-        expect_full_bfcl_set,
+        partial(
+            expect_full_set, size=FULL_SIZE, what="BFCL simple", whole="simple_python category"
+        ),
     )
 
 

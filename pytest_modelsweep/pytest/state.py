@@ -250,7 +250,6 @@ class RunState:
     gate_error: str = ""
     gate_ungated: str = ""
     """Why the gate compared nothing (every row new), or ``""``."""
-    _baseline: list[Measurement] | None = None
     _run_recorded: bool = False
     """Whether the run's row is in the store (:meth:`_record_run`), to be marked ended."""
     finished: dict[str, Callable[[], FinishedTest]] = field(default_factory=dict)
@@ -308,7 +307,7 @@ class RunState:
             candidates=self.config.selection.candidates,
             tests_of=tests_of,
             margin=options.margin,
-            baseline=self.baseline_measurements if options.baseline else None,
+            baseline=(lambda: self.baseline_measurements) if options.baseline else None,
             threshold=options.thresholds.accuracy_points,
             progress=self.write_line,
         )
@@ -556,11 +555,10 @@ class RunState:
         if problems := attempted(writes):
             raise OutputError("; ".join(problems))
 
+    @cached_property
     def baseline_measurements(self) -> list[Measurement]:
         """The measurements of ``--baseline`` (a stored baseline, or a results file), read once;
-        DataError when it holds nothing the gate compares."""
-        if self._baseline is not None:
-            return self._baseline
+        DataError when it holds nothing the gate compares (read again at the next use)."""
         from ..judging.gate import baseline_history, gateable
 
         name = self.config.options.baseline or ""
@@ -584,7 +582,6 @@ class RunState:
                 f"({len(found)} measurements, none of accuracy or throughput: an interrupted "
                 "or comparison-only run); give a baseline saved from a run of the benchmarks"
             )
-        self._baseline = found
         return found
 
     def gate(self) -> list[Any]:
@@ -597,7 +594,7 @@ class RunState:
         measurements = measurements_of(self.judged_measurements())
         self.gate_rows = compare_with_baseline(
             measurements,
-            self.baseline_measurements(),
+            self.baseline_measurements,
             self.config.options.thresholds,
             resamples=self.config.options.resamples,
             noisy_fails=self.config.options.fail_on_noisy,
