@@ -280,7 +280,7 @@ def test_tables_built_from_the_results_file_match_the_requests(real_run: RealRun
         assert reader.figure("tpot", "p99") == pytest.approx(expected["TPOT p99 (ms)"])
         assert reader.fidelity == min(w["fidelity"] for w in m["stats"]["repeats"])
         assert (reader.low, reader.high) == (min(values), max(values))
-        assert reader.flags == contention_flags(m) and reader.stats.cv is not None
+        assert reader.cells["flags"] == contention_flags(m) and reader.stats.cv is not None
 
 
 def test_without_request_records_latency_is_the_median_of_the_repeats(real_run: RealRun) -> None:
@@ -326,7 +326,7 @@ def test_noise_and_contention_fields_show_as_words(real_run: RealRun) -> None:
     extra = measurement_html(*records([flagged]))
     assert "unstable, contended (1/2)" in extra and "other_cpu_cores 1.4" in extra
     plain = throughput_row(*records([{**m, "stats": {**m["stats"], "cv": None}}]))
-    assert plain.stats.cv is None and plain.flags == contention_flags(m)
+    assert plain.stats.cv is None and plain.cells["flags"] == contention_flags(m)
 
 
 def test_the_per_test_extra_shows_latency_over_all_requests(real_run: RealRun) -> None:

@@ -601,7 +601,7 @@ def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
         *((name, str(row.cells[name])) for name in ("range", "repeats")),
         ("CV", format_percent(row.stats.cv)),
         ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}"),
-        *([("flags", row.flags)] if row.flags else []),
+        *([("flags", str(row.cells["flags"]))] if row.cells["flags"] else []),
         *(
             [
                 ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),

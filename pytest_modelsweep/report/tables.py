@@ -517,7 +517,8 @@ class ThroughputRow:
     """A throughput measurement (one setting, all its repeats) as the reports read it.
     Latencies from every timed request (``latency_source`` ``requests``), else the median over
     repeats of each repeat's percentile (``repeats``); ``fidelity``: the lowest repeat's;
-    ``cells``: its cell in every column a throughput table can show."""
+    ``cells``: its cell in every column a throughput table can show (``flags``: ``unstable``,
+    ``contended (1/3)`` where the contended windows are known, or ``""``)."""
 
     m: Measurement
     stats: ThroughputStats
@@ -530,7 +531,6 @@ class ThroughputRow:
     fidelity: float | None
     contended: bool
     short_prompt_tokens: int | None
-    flags: str  # ``unstable``, ``contended (1/3)`` (contended windows where known), or ``""``.
     has_goodput: bool  # Measured against ``--slo``.
     open_loop: bool  # Requests sent at an offered rate (the table's rate columns).
     cells: Mapping[str, Cell]
@@ -615,7 +615,6 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         fidelity,
         contended,
         short,
-        ", ".join(flags),
         goodput is not None and goodput.slo is not None,
         bool(offered),
         dict(
