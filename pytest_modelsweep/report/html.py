@@ -63,6 +63,7 @@ from .tables import (
     format_ratio,
     format_usd,
     format_value,
+    latency_figure,
     measurement_kind,
     provenance_line,
     records,
@@ -415,7 +416,7 @@ def _latency_table(row: ThroughputRow) -> str:
     rows = [
         [name.upper(), *map(format_ms, figures)]
         for name in LATENCY_NAMES
-        for figures in [[row.figure(name, q) for q in LATENCY_QUANTITIES]]
+        for figures in [[latency_figure(row.latency[name], q) for q in LATENCY_QUANTITIES]]
         if any(v is not None for v in figures)
     ]
     return (
