@@ -38,6 +38,7 @@ from pytest_modelsweep.report.decision import decision_page
 from pytest_modelsweep.report.plots import matplotlib_available
 from pytest_modelsweep.report.tables import (
     format_rps,
+    latency_figure,
     rate_bracket_text,
     summary_tables,
     throughput_row,
@@ -138,7 +139,10 @@ def test_done_when_the_open_loop_p99_is_far_above_the_closed_loops_at_the_same_t
         closed_row.mean,
     )
     # ... and a p99 latency far above the closed loop's, from the scheduled send times
-    closed_p99, open_p99 = closed_row.figure("e2e", "p99"), open_row.figure("e2e", "p99")
+    closed_p99, open_p99 = (
+        latency_figure(closed_row.latency["e2e"], "p99"),
+        latency_figure(open_row.latency["e2e"], "p99"),
+    )
     assert closed_p99 is not None and open_p99 is not None and open_p99 > 2 * closed_p99
     stats = opened.stats
     assert isinstance(stats, ThroughputStats) and len(stats.repeats) == 2

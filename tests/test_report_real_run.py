@@ -35,11 +35,11 @@ from pytest_modelsweep.report.html import measurement_html
 from pytest_modelsweep.report.markdown import markdown_report
 from pytest_modelsweep.report.tables import (
     NA,
-    THROUGHPUT_COLUMNS,
     Table,
     format_ms,
     format_rate,
     format_usd,
+    latency_figure,
     records,
     summary_tables,
     throughput_columns,
@@ -49,7 +49,7 @@ from pytest_modelsweep.report.tables import (
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("gemma3-270m", "smollm2-135m")
 REPEATS = 2
-LATENCY_COLUMNS = [c for c in THROUGHPUT_COLUMNS if c.endswith("(ms)")]
+LATENCY_COLUMNS = [c for c in throughput_columns() if c.endswith("(ms)")]
 
 
 @dataclass
@@ -276,11 +276,15 @@ def test_tables_built_from_the_results_file_match_the_requests(real_run: RealRun
         assert reader.latency_source == "requests"
         assert reader.latency["ttft"].n == REPEATS * 2
         expected = expected_latencies(m)
-        assert reader.figure("ttft", "p50") == pytest.approx(expected["TTFT p50 (ms)"])
-        assert reader.figure("tpot", "p99") == pytest.approx(expected["TPOT p99 (ms)"])
+        assert latency_figure(reader.latency["ttft"], "p50") == pytest.approx(
+            expected["TTFT p50 (ms)"]
+        )
+        assert latency_figure(reader.latency["tpot"], "p99") == pytest.approx(
+            expected["TPOT p99 (ms)"]
+        )
         assert reader.fidelity == min(w["fidelity"] for w in m["stats"]["repeats"])
         assert (reader.low, reader.high) == (min(values), max(values))
-        assert reader.flags == contention_flags(m) and reader.stats.cv is not None
+        assert reader.cells["flags"] == contention_flags(m) and reader.stats.cv is not None
 
 
 def test_without_request_records_latency_is_the_median_of_the_repeats(real_run: RealRun) -> None:
@@ -293,7 +297,7 @@ def test_without_request_records_latency_is_the_median_of_the_repeats(real_run: 
     reader = throughput_row(*records([bare]))
     assert reader.latency_source == "repeats"
     windows = m["stats"]["repeats"]
-    assert reader.figure("ttft", "p99") == pytest.approx(
+    assert latency_figure(reader.latency["ttft"], "p99") == pytest.approx(
         statistics.median(w["ttft"]["p99_ms"] for w in windows)
     )
     [table] = [t for t in summary_tables(records([bare])) if t.title == "Throughput"]
@@ -326,7 +330,7 @@ def test_noise_and_contention_fields_show_as_words(real_run: RealRun) -> None:
     extra = measurement_html(*records([flagged]))
     assert "unstable, contended (1/2)" in extra and "other_cpu_cores 1.4" in extra
     plain = throughput_row(*records([{**m, "stats": {**m["stats"], "cv": None}}]))
-    assert plain.stats.cv is None and plain.flags == contention_flags(m)
+    assert plain.stats.cv is None and plain.cells["flags"] == contention_flags(m)
 
 
 def test_the_per_test_extra_shows_latency_over_all_requests(real_run: RealRun) -> None:

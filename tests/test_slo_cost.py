@@ -51,7 +51,6 @@ from pytest_modelsweep.report.html import measurement_html
 from pytest_modelsweep.report.markdown import escape_markdown, markdown_report
 from pytest_modelsweep.report.tables import (
     NA,
-    THROUGHPUT_COLUMNS,
     format_goodput,
     format_percent,
     format_usd,
@@ -317,7 +316,7 @@ def throughput_measurement(values: list[float], **extra: Any) -> dict[str, Any]:
 def test_the_table_shows_goodput_and_cost_columns_only_when_measured() -> None:
     plain = throughput_measurement([100.0, 110.0])
     [table] = summary_tables(records([plain]))
-    assert table.columns == THROUGHPUT_COLUMNS
+    assert table.columns == throughput_columns()
     assert not any("goodput" in note or "$/1M" in note for note in table.notes)
 
     pricing = Pricing(0.1, source="example machine", as_of="2026-11-30", example=True)
@@ -630,7 +629,7 @@ def test_without_a_price_or_an_slo_no_cost_or_goodput_is_recorded(tmp_path: Path
         assert window["usd_per_million_output_tokens"] is None
     assert m["stats"]["interval"] is None  # one repeat: no interval
     [row] = markdown_tables((tmp_path / "r.md").read_text(encoding="utf-8"))["Throughput"]
-    assert list(row) == THROUGHPUT_COLUMNS
+    assert list(row) == throughput_columns()
 
 
 def test_the_embedded_sweeps_example_price_is_said_to_be_one(tmp_path: Path) -> None:

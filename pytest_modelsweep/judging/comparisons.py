@@ -300,8 +300,8 @@ class ComparisonFinder:
                 if isinstance(side, Failed)
                 else Found(side)
             )
-        earlier_failure = self.gave_up.get((model, benchmark))
-        deadline = self.clock() + (0.0 if earlier_failure else self.wait_s)
+        # a wait given up on is not waited for again
+        deadline = self.clock() + (0.0 if (model, benchmark) in self.gave_up else self.wait_s)
         told = (self.clock(), self.clock())
         while True:
             members = self.store.sweep_run_members(self.sweep_run)
@@ -317,13 +317,14 @@ class ComparisonFinder:
                     f"{model}'s {what} from {running} cannot be waited for: {store_failure}"
                 )
             if self.clock() >= deadline:
-                failure = earlier_failure or Failed(
-                    f"{model} has no {what} in sweep run {self.sweep_run} after waiting "
-                    f"{self.wait_s:.0f}s for {running}, which has not finished; raise "
-                    "--verdict-wait if it is just slow"
+                return self.gave_up.setdefault(
+                    (model, benchmark),
+                    Failed(
+                        f"{model} has no {what} in sweep run {self.sweep_run} after waiting "
+                        f"{self.wait_s:.0f}s for {running}, which has not finished; raise "
+                        "--verdict-wait if it is just slow"
+                    ),
                 )
-                self.gave_up[(model, benchmark)] = failure
-                return failure
             told = self._tell(
                 told,
                 f"waiting for {model}'s {what} from {running}, which is "
@@ -374,9 +375,8 @@ class ComparisonFinder:
     ) -> Found[SideT] | Skipped | Failed | None:
         """This run's side (waited for while ``expected_tests`` are unfinished), a failure,
         or None when this run has neither the side nor a test that records it."""
-        earlier_failure = self.gave_up.get((model, benchmark))
-        wait_s = self.wait_s if expected_tests and earlier_failure is None else 0.0
-        deadline = self.clock() + wait_s
+        waits = expected_tests and (model, benchmark) not in self.gave_up
+        deadline = self.clock() + (self.wait_s if waits else 0.0)
         told = (self.clock(), self.clock())
         while True:
             side = self._read(in_this_run)
@@ -429,15 +429,14 @@ class ComparisonFinder:
                 "worker, or is still queued)",
             )
             self.sleep(self.poll_s)
-        if earlier_failure is not None:
-            return earlier_failure
-        failure = Failed(
-            f"{model} has no {what} in this run after waiting {self.wait_s:.0f}s "
-            "(is it still queued behind this comparison on the same xdist worker?); "
-            "raise --verdict-wait if it is just slow"
+        return self.gave_up.setdefault(
+            (model, benchmark),
+            Failed(
+                f"{model} has no {what} in this run after waiting {self.wait_s:.0f}s "
+                "(is it still queued behind this comparison on the same xdist worker?); "
+                "raise --verdict-wait if it is just slow"
+            ),
         )
-        self.gave_up[(model, benchmark)] = failure
-        return failure
 
     def _read(self, read: Callable[[], SideT | None]) -> SideT | None:
         """``read()``, or None once the store has failed (:meth:`_store_failure` says why)."""

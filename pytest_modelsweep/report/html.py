@@ -63,6 +63,7 @@ from .tables import (
     format_ratio,
     format_usd,
     format_value,
+    latency_figure,
     measurement_kind,
     provenance_line,
     records,
@@ -415,7 +416,7 @@ def _latency_table(row: ThroughputRow) -> str:
     rows = [
         [name.upper(), *map(format_ms, figures)]
         for name in LATENCY_NAMES
-        for figures in [[row.figure(name, q) for q in LATENCY_QUANTITIES]]
+        for figures in [[latency_figure(row.latency[name], q) for q in LATENCY_QUANTITIES]]
         if any(v is not None for v in figures)
     ]
     return (
@@ -601,7 +602,7 @@ def _throughput_scalars(row: ThroughputRow) -> list[tuple[str, str]]:
         *((name, str(row.cells[name])) for name in ("range", "repeats")),
         ("CV", format_percent(row.stats.cv)),
         ("fidelity (lowest)", NA if fidelity is None else f"{fidelity:.4f}"),
-        *([("flags", row.flags)] if row.flags else []),
+        *([("flags", str(row.cells["flags"]))] if row.cells["flags"] else []),
         *(
             [
                 ("SLO", str(row.stats.goodput and row.stats.goodput.slo)),

@@ -23,7 +23,14 @@ from ..core.measurements import (
 )
 from ..core.metrics import label_of, rank
 from .decision.page import Pareto
-from .tables import Measurements, ThroughputRow, accuracy_interval, finite, throughput_rows
+from .tables import (
+    Measurements,
+    ThroughputRow,
+    accuracy_interval,
+    finite,
+    latency_figure,
+    throughput_rows,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -207,7 +214,9 @@ def latency_plot(measurements: Measurements) -> str | None:
         key: points
         for key, points in _points(measurements).items()
         if any(
-            row.figure(name, "p50") is not None for _, row in points for name in ("ttft", "tpot")
+            latency_figure(row.latency[name], "p50") is not None
+            for _, row in points
+            for name in ("ttft", "tpot")
         )
     }
     if not lines or not matplotlib_available():
@@ -221,7 +230,9 @@ def latency_plot(measurements: Measurements) -> str | None:
         for key, points in lines.items():
             for quantity, linestyle in (("p50", "-"), ("p99", "--")):
                 shown = [
-                    (c, v) for c, row in points if (v := row.figure(name, quantity)) is not None
+                    (c, v)
+                    for c, row in points
+                    if (v := latency_figure(row.latency[name], quantity)) is not None
                 ]
                 if shown:
                     concurrencies.update(c for c, _ in shown)

@@ -496,7 +496,7 @@ LATENCY_NAMES = ("ttft", "tpot", "itl", "e2e")  # a throughput window's, in repo
 LATENCY_QUANTITIES = ("mean", "p50", "p90", "p99")
 
 
-def figure(latency: Latency, quantity: str) -> float | None:
+def latency_figure(latency: Latency, quantity: str) -> float | None:
     """One figure of a latency in ms (``mean``, ``p50``, ``p90``, ``p99``); None if unmeasured."""
     return finite(getattr(latency, f"{quantity}_ms"))
 
@@ -517,7 +517,8 @@ class ThroughputRow:
     """A throughput measurement (one setting, all its repeats) as the reports read it.
     Latencies from every timed request (``latency_source`` ``requests``), else the median over
     repeats of each repeat's percentile (``repeats``); ``fidelity``: the lowest repeat's;
-    ``cells``: its cell in every column a throughput table can show."""
+    ``cells``: its cell in every column a throughput table can show (``flags``: ``unstable``,
+    ``contended (1/3)`` where the contended windows are known, or ``""``)."""
 
     m: Measurement
     stats: ThroughputStats
@@ -530,19 +531,14 @@ class ThroughputRow:
     fidelity: float | None
     contended: bool
     short_prompt_tokens: int | None
-    flags: str  # ``unstable``, ``contended (1/3)`` (contended windows where known), or ``""``.
     has_goodput: bool  # Measured against ``--slo``.
     open_loop: bool  # Requests sent at an offered rate (the table's rate columns).
     cells: Mapping[str, Cell]
 
-    def figure(self, name: str, quantity: str) -> float | None:
-        """A latency figure in ms: ``figure("ttft", "p50")``."""
-        return figure(self.latency[name], quantity)
-
 
 def _median_latency(latencies: Sequence[Latency]) -> Latency:
     def middle(quantity: str) -> float:
-        present = [v for v in (figure(lat, quantity) for lat in latencies) if v is not None]
+        present = [v for v in (latency_figure(lat, quantity) for lat in latencies) if v is not None]
         return median(present) if present else math.nan
 
     return Latency(
@@ -566,7 +562,11 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         "requests"
         if any(from_requests.values())
         else "repeats"
-        if any(figure(lat, q) is not None for lat in latency.values() for q in LATENCY_QUANTITIES)
+        if any(
+            latency_figure(lat, q) is not None
+            for lat in latency.values()
+            for q in LATENCY_QUANTITIES
+        )
         else ""
     )
     values, windows = stats.repeat_values, stats.repeats
@@ -615,7 +615,6 @@ def throughput_row(m: Measurement) -> ThroughputRow:
         fidelity,
         contended,
         short,
-        ", ".join(flags),
         goodput is not None and goodput.slo is not None,
         bool(offered),
         dict(
@@ -642,7 +641,7 @@ def throughput_row(m: Measurement) -> ThroughputRow:
                     format_percent(goodput and goodput.slo_attainment),
                     cost_cell,
                     *(
-                        format_ms(figure(latency[name], q))
+                        format_ms(latency_figure(latency[name], q))
                         for name in ("ttft", "tpot", "itl")
                         for q in ("p50", "p90", "p99")
                     ),
@@ -685,10 +684,6 @@ def throughput_columns(
     ``flags``, an open loop's rates after ``concurrency`` (there the client's cap in flight)."""
     shown = {"": True, "goodput": goodput, "cost": cost, "open_loop": open_loop}
     return [column for column, switch in _THROUGHPUT_COLUMNS if shown[switch]]
-
-
-THROUGHPUT_COLUMNS = throughput_columns()
-"""Every throughput table's columns (:func:`throughput_columns` adds goodput, cost, rates)."""
 
 
 def throughput_rows(measurements: Measurements) -> list[ThroughputRow]:
